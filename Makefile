@@ -1,0 +1,82 @@
+# One task runner for Attune. `make demo` and `make test` are the two commands of the README; each
+# installs what it needs (Debian packages when run as root, crates via cargo, Python packages into
+# .venv/) and is quick when nothing changed.
+
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+STAMPS := .stamps
+CARGO ?= cargo
+export VIRTUAL_ENV := $(CURDIR)/$(VENV)
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+# Peers for the benchmark harness and db_bench for side-by-side runs (Debian bookworm names).
+APT_PACKAGES := librocksdb-dev libleveldb-dev libwiredtiger-dev liblmdb-dev rocksdb-tools \
+	pkg-config
+
+RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml
+PY_SOURCES := $(shell find python/attune -name '*.py' 2>/dev/null) pyproject.toml
+
+.PHONY: demo test setup build lint fmt rust-test py-test bench clean help
+
+help:
+	@echo "make demo   - build, load a data set into an Attune database, run a read/write mix"
+	@echo "make test   - build and run every test (Rust and Python)"
+	@echo "make lint   - cargo fmt --check, clippy -D warnings, ruff"
+	@echo "make bench  - side-by-side micro benchmarks against RocksDB; regenerates docs/BENCHMARKS.md"
+
+setup: $(STAMPS)/apt $(STAMPS)/venv
+
+$(STAMPS)/apt:
+	@mkdir -p $(STAMPS)
+	@missing=""; for p in $(APT_PACKAGES); do \
+		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = "0" ]; then \
+			echo "installing Debian packages:$$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		else \
+			echo "warning: not root, cannot install:$$missing (peer engines will be skipped)"; \
+		fi; \
+	fi
+	@touch $@
+
+$(STAMPS)/venv: pyproject.toml
+	@mkdir -p $(STAMPS)
+	@test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip 'maturin>=1.5,<2'
+	@touch $@
+
+# Build the native module and install the package (with its dev extras) into .venv.
+$(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) $(PY_SOURCES)
+	$(VENV)/bin/maturin develop --release --extras dev -q
+	@touch $@
+
+build: $(STAMPS)/apt $(STAMPS)/build
+
+demo: build
+	$(VENV)/bin/attune demo
+
+rust-test: $(STAMPS)/apt
+	$(CARGO) test --release --workspace --exclude attune-py
+
+py-test: build
+	$(VENV)/bin/python -m pytest -q python/tests
+
+test: rust-test py-test
+
+lint: build
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python
+
+fmt:
+	$(CARGO) fmt --all
+	$(VENV)/bin/ruff format python
+
+bench: build
+	$(VENV)/bin/attune bench micro --engines attune,rocksdb --json bench-results/micro.jsonl
+	$(VENV)/bin/attune bench report bench-results/micro.jsonl --out docs/BENCHMARKS.md
+
+clean:
+	rm -rf $(STAMPS) target

@@ -1,0 +1,1 @@
+//! Attune's LSM key-value engine. (Being built; see docs/kv.md.)
