@@ -2,4 +2,9 @@
 
 from attune._native import __version__
 
-__all__ = ["__version__"]
+
+class Error(Exception):
+    """Base class of every error Attune raises."""
+
+
+__all__ = ["Error", "__version__"]
