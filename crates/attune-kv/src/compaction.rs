@@ -1,0 +1,216 @@
+//! Leveled compaction: which files to merge (picking) and the merge itself.
+//!
+//! Picking: each level gets a score — L0 by file count over `l0_compaction_trigger`, deeper levels
+//! by bytes over their target (`max_bytes_for_level_base · multiplier^(level-1)`); the highest score
+//! at or above 1 is compacted. L0 compactions take every L0 file (they may overlap) plus the L1
+//! files they overlap; deeper levels take one file, round-robin after the level's compact pointer,
+//! plus its overlap in the next level. A single file with no overlap below is moved, not rewritten.
+//!
+//! Merging drops a version when a newer version of the same key is visible to every snapshot, and a
+//! tombstone when additionally no deeper level can hold the key. Outputs are cut at
+//! `target_file_size`, never between two versions of one user key.
+
+use crate::env::Env;
+use crate::error::Result;
+use crate::filename;
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::key::{self, ValueKind};
+use crate::options::Options;
+use crate::table::{TableBuilder, TableBuilderOptions, TableIter};
+use crate::version::{FileMeta, LevelIter, TableCache, Version, NUM_LEVELS};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A chosen compaction.
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    pub level: usize,
+    /// inputs[0]: files of `level`; inputs[1]: overlapping files of `level + 1`.
+    pub inputs: [Vec<Arc<FileMeta>>; 2],
+    pub version: Arc<Version>,
+    pub trivial_move: bool,
+}
+
+impl Compaction {
+    pub fn output_level(&self) -> usize {
+        self.level + 1
+    }
+    pub fn input_bytes(&self) -> u64 {
+        self.inputs.iter().flatten().map(|f| f.size).sum()
+    }
+}
+
+/// Target size of a level (level >= 1).
+pub fn max_bytes_for_level(opts: &Options, level: usize) -> u64 {
+    let mut b = opts.max_bytes_for_level_base;
+    for _ in 1..level {
+        b = b.saturating_mul(opts.level_size_multiplier);
+    }
+    b
+}
+
+/// Scores of every level but the last (for stats and picking).
+pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
+    (0..NUM_LEVELS - 1)
+        .map(|l| {
+            if l == 0 {
+                v.files[0].len() as f64 / opts.l0_compaction_trigger as f64
+            } else {
+                v.level_bytes(l) as f64 / max_bytes_for_level(opts, l) as f64
+            }
+        })
+        .collect()
+}
+
+fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
+    let lo = files.iter().map(|f| f.smallest_user()).min().unwrap_or(&[]).to_vec();
+    let hi = files.iter().map(|f| f.largest_user()).max().unwrap_or(&[]).to_vec();
+    (lo, hi)
+}
+
+/// Picks the most urgent compaction, if any level scores >= 1.
+pub fn pick(v: &Arc<Version>, opts: &Options, pointers: &[Vec<u8>; NUM_LEVELS]) -> Option<Compaction> {
+    let scores = level_scores(v, opts);
+    let (level, score) = scores
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.partial_cmp(b.1).unwrap_or(std::cmp::Ordering::Equal))?;
+    if *score < 1.0 {
+        return None;
+    }
+    let first: Vec<Arc<FileMeta>> = if level == 0 {
+        v.files[0].clone()
+    } else {
+        let files = &v.files[level];
+        let ptr = &pointers[level];
+        let f = files
+            .iter()
+            .find(|f| ptr.is_empty() || key::compare_internal(&f.largest, ptr).is_gt())
+            .or_else(|| files.first())?;
+        vec![f.clone()]
+    };
+    Some(with_overlap(v, level, first))
+}
+
+/// Builds a compaction of `first` (files of `level`) and their overlap in `level + 1`.
+pub fn with_overlap(v: &Arc<Version>, level: usize, first: Vec<Arc<FileMeta>>) -> Compaction {
+    let (lo, hi) = user_range(&first);
+    let below = v.overlapping(level + 1, Some(&lo), Some(&hi));
+    let trivial_move = level > 0 && first.len() == 1 && below.is_empty();
+    Compaction { level, inputs: [first, below], version: v.clone(), trivial_move }
+}
+
+/// Result of running a compaction.
+pub struct CompactionOutput {
+    pub files: Vec<FileMeta>,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub entries_dropped: u64,
+}
+
+/// Whether no level below `output_level` can hold `uk`.
+fn is_base_level_for_key(v: &Version, output_level: usize, uk: &[u8]) -> bool {
+    for level in output_level + 1..NUM_LEVELS {
+        let files = &v.files[level];
+        let i = files.partition_point(|f| f.largest_user() < uk);
+        if files.get(i).is_some_and(|f| f.smallest_user() <= uk) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Merges the inputs into new files of the output level. `new_file` allocates file numbers.
+pub fn run(
+    c: &Compaction,
+    env: &dyn Env,
+    dir: &Path,
+    opts: &Options,
+    tables: &Arc<TableCache>,
+    smallest_snapshot: u64,
+    new_file: &mut dyn FnMut() -> u64,
+    shutting_down: &dyn Fn() -> bool,
+) -> Result<CompactionOutput> {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    if c.level == 0 {
+        for f in &c.inputs[0] {
+            children.push(Box::new(TableIter::new(tables.get(f.number)?, false)));
+        }
+    } else {
+        children.push(Box::new(LevelIter::new(c.inputs[0].clone(), tables.clone(), false)));
+    }
+    children.push(Box::new(LevelIter::new(c.inputs[1].clone(), tables.clone(), false)));
+    let mut it = MergingIterator::new(children);
+    it.seek_to_first();
+
+    let out_level = c.output_level();
+    let bopts = TableBuilderOptions::from(opts);
+    let mut out = CompactionOutput {
+        files: Vec::new(),
+        bytes_read: c.input_bytes(),
+        bytes_written: 0,
+        entries_dropped: 0,
+    };
+    let mut builder: Option<(u64, TableBuilder)> = None;
+    let mut current_user_key: Option<Vec<u8>> = None;
+    let mut last_seq_for_key = u64::MAX;
+    let mut count = 0u64;
+
+    while it.valid() {
+        count += 1;
+        if count % 4096 == 0 && shutting_down() {
+            return Err(crate::error::Error::Closed("shutting down during compaction".into()));
+        }
+        let ikey = it.key();
+        let Some(parsed) = key::parse_internal_key(ikey) else {
+            return Err(crate::error::Error::corruption(dir, 0, "bad internal key in compaction input"));
+        };
+        let new_user_key = current_user_key.as_deref() != Some(parsed.user_key);
+        if new_user_key {
+            // Cut the output only at a user-key boundary.
+            if builder.as_ref().is_some_and(|(_, b)| b.file_size_estimate() >= opts.target_file_size) {
+                if let Some((n, b)) = builder.take() {
+                    finish_output(n, b, &mut out)?;
+                }
+            }
+            current_user_key = Some(parsed.user_key.to_vec());
+            last_seq_for_key = u64::MAX;
+        }
+        let drop = if last_seq_for_key <= smallest_snapshot {
+            true // a newer version is visible to every snapshot
+        } else {
+            parsed.kind == ValueKind::Deletion
+                && parsed.sequence <= smallest_snapshot
+                && is_base_level_for_key(&c.version, out_level, parsed.user_key)
+        };
+        last_seq_for_key = parsed.sequence;
+        if drop {
+            out.entries_dropped += 1;
+        } else {
+            if builder.is_none() {
+                let n = new_file();
+                let f = env.new_writable(&filename::table_path(dir, n))?;
+                builder = Some((n, TableBuilder::new(f, bopts.clone())));
+            }
+            if let Some((_, b)) = builder.as_mut() {
+                b.add(ikey, it.value())?;
+            }
+        }
+        it.next();
+    }
+    it.status()?;
+    if let Some((n, b)) = builder.take() {
+        finish_output(n, b, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn finish_output(number: u64, b: TableBuilder, out: &mut CompactionOutput) -> Result<()> {
+    let smallest = b.smallest_key().to_vec();
+    let largest = b.largest_key().to_vec();
+    let num_entries = b.num_entries();
+    let size = b.finish()?;
+    out.bytes_written += size;
+    out.files.push(FileMeta { number, size, smallest, largest, num_entries });
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The file-system seam. Every file, directory, lock and clock access of the engine goes through an
+//! [`Env`], so tests can swap in an in-memory, crash-simulating, fault-injecting implementation
+//! ([`MemEnv`]) and a simulated device can be plugged in later.
+//!
+//! Thread safety: an `Env` is shared by all threads (`Send + Sync`). A [`WritableFile`] is owned by
+//! one writer at a time; a [`RandomAccessFile`] is read concurrently by many threads.
+//!
+//! Durability contract (what the engine relies on): bytes passed to `append` are visible to readers
+//! of the file after `flush`; they survive a *process* crash after `flush`; they survive a machine
+//! crash only after `sync`. A newly created or renamed file's directory entry survives a machine
+//! crash only after `sync_dir` on its directory.
+
+mod mem;
+mod posix;
+
+pub use mem::{FaultKind, MemEnv};
+pub use posix::PosixEnv;
+
+use crate::error::Result;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A file being written sequentially.
+pub trait WritableFile: Send {
+    /// Appends bytes (may be buffered in user space until `flush`).
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Hands buffered bytes to the operating system.
+    fn flush(&mut self) -> Result<()>;
+    /// Flushes and makes the bytes durable (fdatasync).
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read at arbitrary offsets by many threads.
+pub trait RandomAccessFile: Send + Sync {
+    /// Reads exactly `buf.len()` bytes at `offset`; a short file is an error.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    /// Size of the file when it was opened.
+    fn size(&self) -> u64;
+}
+
+/// Held while the database directory is locked; dropping it releases the lock.
+pub trait FileLock: Send + Sync {}
+
+/// The operating environment.
+pub trait Env: Send + Sync + 'static {
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Creates (or truncates) a file for writing.
+    fn new_writable(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for appending (used to continue a value log).
+    fn new_appendable(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
+    fn file_size(&self, path: &Path) -> Result<u64>;
+    fn exists(&self, path: &Path) -> bool;
+    /// Names (not paths) of the entries of `dir`.
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>>;
+    fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Atomically replaces `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Makes directory entries of `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Takes an exclusive lock on `path` (created if needed); fails with `Error::Locked`.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    /// Microseconds on a monotonic clock.
+    fn now_micros(&self) -> u64;
+}
+
+/// Writes `data` to `path` durably and atomically: temp file, sync, rename, sync directory.
+pub fn write_file_atomic(env: &dyn Env, path: &Path, data: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = env.new_writable(&tmp)?;
+    f.append(data)?;
+    f.sync()?;
+    drop(f);
+    env.rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        env.sync_dir(dir)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! The real environment: `std::fs` files with a user-space write buffer, `pread` for random reads,
+//! `flock`-style advisory locks (`File::try_lock`).
+
+use super::{Env, FileLock, RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Bytes buffered in user space before a `write` system call. 64 KiB keeps system calls rare for
+/// table building while staying far below any memory budget.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The operating system's file system.
+pub struct PosixEnv {
+    start: Instant,
+}
+
+impl PosixEnv {
+    pub fn new() -> Self {
+        PosixEnv { start: Instant::now() }
+    }
+}
+
+impl Default for PosixEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+struct PosixWritable {
+    file: File,
+    path: PathBuf,
+    buf: Vec<u8>,
+    len: u64,
+}
+
+impl WritableFile for PosixWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.len += data.len() as u64;
+        if self.buf.len() + data.len() > WRITE_BUFFER_BYTES {
+            self.flush()?;
+            if data.len() > WRITE_BUFFER_BYTES {
+                return self.file.write_all(data).map_err(|e| Error::io("write", &self.path, e));
+            }
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file.write_all(&self.buf).map_err(|e| Error::io("write", &self.path, e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.file.sync_data().map_err(|e| Error::io("fdatasync", &self.path, e))
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for PosixWritable {
+    fn drop(&mut self) {
+        // Best effort: a file dropped without flush still hands its bytes to the OS. Errors here
+        // cannot be reported; callers that care call flush/sync first.
+        let _ = self.flush();
+    }
+}
+
+struct PosixRandom {
+    file: File,
+    path: PathBuf,
+    size: u64,
+}
+
+impl RandomAccessFile for PosixRandom {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.file.read_exact_at(buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::corruption(
+                    &self.path,
+                    offset,
+                    format!("read of {} bytes past end of file (size {})", buf.len(), self.size),
+                )
+            } else {
+                Error::io("pread", &self.path, e)
+            }
+        })
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+struct PosixLock {
+    _file: File,
+}
+impl FileLock for PosixLock {}
+
+impl Env for PosixEnv {
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))
+    }
+    fn new_writable(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?;
+        Ok(Box::new(PosixWritable {
+            file,
+            path: path.to_path_buf(),
+            buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
+            len: 0,
+        }))
+    }
+    fn new_appendable(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| Error::io("open for append", path, e))?;
+        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        Ok(Box::new(PosixWritable {
+            file,
+            path: path.to_path_buf(),
+            buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
+            len,
+        }))
+    }
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let size = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        Ok(Arc::new(PosixRandom { file, path: path.to_path_buf(), size }))
+    }
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        std::fs::read(path).map_err(|e| Error::io("read", path, e))
+    }
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        Ok(std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?.len())
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io("readdir", dir, e))? {
+            let entry = entry.map_err(|e| Error::io("readdir", dir, e))?;
+            if let Some(name) = entry.file_name().to_str() {
+                out.push(name.to_string());
+            }
+        }
+        Ok(out)
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let d = File::open(dir).map_err(|e| Error::io("open dir", dir, e))?;
+        d.sync_all().map_err(|e| Error::io("fsync dir", dir, e))
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("open lock", path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(PosixLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                Err(Error::Locked { path: path.parent().unwrap_or(path).to_path_buf() })
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("flock", path, e)),
+        }
+    }
+    fn now_micros(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+}

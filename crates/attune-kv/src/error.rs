@@ -1,0 +1,87 @@
+//! Errors of the engine. One enum, `#[non_exhaustive]`; corruption carries its location so that a
+//! caller (and `attune kv verify`) can say exactly which file and byte went bad.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every error the engine returns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error on `path` while doing `op`.
+    #[error("I/O error during {op} on {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Data on disk failed a checksum or a structural check.
+    #[error("corruption in {file} at offset {offset}: {detail}")]
+    Corruption { file: PathBuf, offset: u64, detail: String },
+    /// The caller passed something the engine cannot accept.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Another process (or another handle in this process) holds the database lock.
+    #[error("database at {path} is locked by another opener (only one DB handle per directory)")]
+    Locked { path: PathBuf },
+    /// The directory exists but holds no Attune database (and create_if_missing is off), or holds
+    /// something else.
+    #[error("{path} is not an Attune database: {detail}")]
+    NotADatabase { path: PathBuf, detail: String },
+    /// The database was written by a newer (or unknown) format version.
+    #[error("{path} uses format version {found}; this build reads versions up to {supported}")]
+    UnsupportedVersion { path: PathBuf, found: u32, supported: u32 },
+    /// The database already exists and `error_if_exists` was set.
+    #[error("database at {path} already exists (error_if_exists is set)")]
+    AlreadyExists { path: PathBuf },
+    /// The handle was closed, or a background error made the database read-only.
+    #[error("database is closed or unusable: {0}")]
+    Closed(String),
+}
+
+impl Error {
+    /// Builds a corruption error for `file` at `offset`.
+    pub fn corruption(file: impl Into<PathBuf>, offset: u64, detail: impl Into<String>) -> Self {
+        Error::Corruption { file: file.into(), offset, detail: detail.into() }
+    }
+
+    /// Builds an I/O error.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { op, path: path.into(), source }
+    }
+
+    /// True for corruption errors.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+
+    /// A copy that keeps the kind and message (io::Error is not Clone). Used to hand one
+    /// background error to many waiting writers.
+    pub fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corruption { file, offset, detail } => {
+                Error::Corruption { file: file.clone(), offset: *offset, detail: detail.clone() }
+            }
+            Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+            Error::Locked { path } => Error::Locked { path: path.clone() },
+            Error::NotADatabase { path, detail } => {
+                Error::NotADatabase { path: path.clone(), detail: detail.clone() }
+            }
+            Error::UnsupportedVersion { path, found, supported } => Error::UnsupportedVersion {
+                path: path.clone(),
+                found: *found,
+                supported: *supported,
+            },
+            Error::AlreadyExists { path } => Error::AlreadyExists { path: path.clone() },
+            Error::Closed(s) => Error::Closed(s.clone()),
+        }
+    }
+}

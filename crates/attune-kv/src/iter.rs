@@ -1,0 +1,376 @@
+//! Iterators. [`InternalIterator`] walks internal keys (every version); [`MergingIterator`] merges
+//! sorted children; [`DbIter`] turns a merged stream into the user's view at one sequence number
+//! (newest visible version per key, deletions hidden), forwards and backwards.
+//!
+//! Thread safety: an iterator belongs to one thread at a time (`Send`, not `Sync`).
+
+use crate::error::{Error, Result};
+use crate::key::{self, compare_internal, make_internal_key, ValueKind, KIND_FOR_SEEK};
+use std::cmp::Ordering;
+
+/// A cursor over internal keys in internal-key order.
+pub trait InternalIterator: Send {
+    fn valid(&self) -> bool;
+    fn seek_to_first(&mut self);
+    fn seek_to_last(&mut self);
+    /// Positions at the first entry >= `target` (an internal key).
+    fn seek(&mut self, target: &[u8]);
+    fn next(&mut self);
+    fn prev(&mut self);
+    /// The current internal key; only while `valid()`.
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
+    /// The first error met, if any (an iterator with an error is not valid).
+    fn status(&self) -> Result<()>;
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// Merges sorted children into one sorted stream (duplicates across children are all yielded).
+pub struct MergingIterator {
+    children: Vec<Box<dyn InternalIterator>>,
+    current: Option<usize>,
+    direction: Direction,
+}
+
+impl MergingIterator {
+    pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
+        MergingIterator { children, current: None, direction: Direction::Forward }
+    }
+
+    fn find_smallest(&mut self) {
+        let mut best: Option<usize> = None;
+        for (i, c) in self.children.iter().enumerate() {
+            if c.valid() {
+                best = match best {
+                    Some(b) if compare_internal(self.children[b].key(), c.key()) != Ordering::Greater => {
+                        Some(b)
+                    }
+                    _ => Some(i),
+                };
+            }
+        }
+        self.current = best;
+    }
+
+    fn find_largest(&mut self) {
+        let mut best: Option<usize> = None;
+        for (i, c) in self.children.iter().enumerate().rev() {
+            if c.valid() {
+                best = match best {
+                    Some(b) if compare_internal(self.children[b].key(), c.key()) != Ordering::Less => {
+                        Some(b)
+                    }
+                    _ => Some(i),
+                };
+            }
+        }
+        self.current = best;
+    }
+}
+
+impl InternalIterator for MergingIterator {
+    fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+    fn seek_to_first(&mut self) {
+        for c in &mut self.children {
+            c.seek_to_first();
+        }
+        self.direction = Direction::Forward;
+        self.find_smallest();
+    }
+    fn seek_to_last(&mut self) {
+        for c in &mut self.children {
+            c.seek_to_last();
+        }
+        self.direction = Direction::Reverse;
+        self.find_largest();
+    }
+    fn seek(&mut self, target: &[u8]) {
+        for c in &mut self.children {
+            c.seek(target);
+        }
+        self.direction = Direction::Forward;
+        self.find_smallest();
+    }
+    fn next(&mut self) {
+        let Some(cur) = self.current else { return };
+        if self.direction != Direction::Forward {
+            // Move every other child to the first entry after key().
+            let k = self.children[cur].key().to_vec();
+            for (i, c) in self.children.iter_mut().enumerate() {
+                if i != cur {
+                    c.seek(&k);
+                    if c.valid() && compare_internal(c.key(), &k) == Ordering::Equal {
+                        c.next();
+                    }
+                }
+            }
+            self.direction = Direction::Forward;
+        }
+        self.children[cur].next();
+        self.find_smallest();
+    }
+    fn prev(&mut self) {
+        let Some(cur) = self.current else { return };
+        if self.direction != Direction::Reverse {
+            // Move every other child to the last entry before key().
+            let k = self.children[cur].key().to_vec();
+            for (i, c) in self.children.iter_mut().enumerate() {
+                if i != cur {
+                    c.seek(&k);
+                    if c.valid() {
+                        c.prev();
+                    } else if c.status().is_ok() {
+                        c.seek_to_last();
+                    }
+                }
+            }
+            self.direction = Direction::Reverse;
+        }
+        self.children[cur].prev();
+        self.find_largest();
+    }
+    fn key(&self) -> &[u8] {
+        match self.current {
+            Some(i) => self.children[i].key(),
+            None => &[],
+        }
+    }
+    fn value(&self) -> &[u8] {
+        match self.current {
+            Some(i) => self.children[i].value(),
+            None => &[],
+        }
+    }
+    fn status(&self) -> Result<()> {
+        for c in &self.children {
+            c.status()?;
+        }
+        Ok(())
+    }
+}
+
+/// The user-visible view of an internal stream at sequence `seq`.
+pub struct DbIter {
+    iter: Box<dyn InternalIterator>,
+    seq: u64,
+    direction: Direction,
+    valid: bool,
+    saved_key: Vec<u8>,
+    saved_value: Vec<u8>,
+    error: Option<Error>,
+}
+
+impl DbIter {
+    pub fn new(iter: Box<dyn InternalIterator>, seq: u64) -> Self {
+        DbIter {
+            iter,
+            seq,
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            error: None,
+        }
+    }
+
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current user key.
+    pub fn key(&self) -> &[u8] {
+        match self.direction {
+            Direction::Forward => key::user_key(self.iter.key()),
+            Direction::Reverse => &self.saved_key,
+        }
+    }
+
+    pub fn value(&self) -> &[u8] {
+        match self.direction {
+            Direction::Forward => self.iter.value(),
+            Direction::Reverse => &self.saved_value,
+        }
+    }
+
+    /// The first error met; an iterator stops (becomes invalid) at an error.
+    pub fn status(&self) -> Result<()> {
+        if let Some(e) = &self.error {
+            return Err(e.duplicate());
+        }
+        self.iter.status()
+    }
+
+    fn parse_current(&mut self) -> Option<(u64, ValueKind)> {
+        match key::parse_internal_key(self.iter.key()) {
+            Some(p) => Some((p.sequence, p.kind)),
+            None => {
+                self.error = Some(Error::corruption(
+                    "<iterator>",
+                    0,
+                    "malformed internal key met during iteration",
+                ));
+                None
+            }
+        }
+    }
+
+    fn find_next_user_entry(&mut self, mut skipping: bool) {
+        while self.iter.valid() {
+            let Some((seq, kind)) = self.parse_current() else {
+                break;
+            };
+            if seq <= self.seq {
+                let uk = key::user_key(self.iter.key());
+                match kind {
+                    ValueKind::Deletion => {
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(uk);
+                        skipping = true;
+                    }
+                    ValueKind::Value => {
+                        if !(skipping && uk <= &self.saved_key[..]) {
+                            self.valid = true;
+                            self.saved_key.clear();
+                            return;
+                        }
+                    }
+                }
+            }
+            self.iter.next();
+        }
+        self.saved_key.clear();
+        self.valid = false;
+    }
+
+    fn find_prev_user_entry(&mut self) {
+        let mut value_kind = ValueKind::Deletion;
+        while self.iter.valid() {
+            let Some((seq, kind)) = self.parse_current() else {
+                break;
+            };
+            if seq <= self.seq {
+                let uk = key::user_key(self.iter.key());
+                if value_kind != ValueKind::Deletion && uk < &self.saved_key[..] {
+                    break; // a live value of a later key is already saved
+                }
+                value_kind = kind;
+                if kind == ValueKind::Deletion {
+                    self.saved_key.clear();
+                    self.saved_value.clear();
+                } else {
+                    self.saved_key.clear();
+                    self.saved_key.extend_from_slice(uk);
+                    self.saved_value.clear();
+                    self.saved_value.extend_from_slice(self.iter.value());
+                }
+            }
+            self.iter.prev();
+        }
+        if value_kind == ValueKind::Deletion || self.error.is_some() {
+            self.valid = false;
+            self.saved_key.clear();
+            self.saved_value.clear();
+            self.direction = Direction::Forward;
+        } else {
+            self.valid = true;
+        }
+    }
+
+    pub fn seek_to_first(&mut self) {
+        self.direction = Direction::Forward;
+        self.saved_value.clear();
+        self.iter.seek_to_first();
+        self.find_next_user_entry(false);
+    }
+
+    pub fn seek_to_last(&mut self) {
+        self.direction = Direction::Reverse;
+        self.saved_value.clear();
+        self.iter.seek_to_last();
+        self.find_prev_user_entry();
+    }
+
+    /// Positions at the first key >= `target`.
+    pub fn seek(&mut self, target: &[u8]) {
+        self.direction = Direction::Forward;
+        self.saved_value.clear();
+        self.saved_key.clear();
+        let ikey = make_internal_key(target, self.seq, KIND_FOR_SEEK);
+        self.iter.seek(&ikey);
+        self.find_next_user_entry(false);
+    }
+
+    /// Positions at the last key <= `target`.
+    pub fn seek_for_prev(&mut self, target: &[u8]) {
+        self.seek(target);
+        if self.valid {
+            if self.key() != target {
+                self.prev();
+            }
+        } else if self.status().is_ok() {
+            self.seek_to_last();
+        }
+    }
+
+    pub fn next(&mut self) {
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Reverse {
+            self.direction = Direction::Forward;
+            // iter is just before the entries of key(); step into them, then skip them.
+            if !self.iter.valid() {
+                self.iter.seek_to_first();
+            } else {
+                self.iter.next();
+            }
+            if !self.iter.valid() {
+                self.valid = false;
+                self.saved_key.clear();
+                return;
+            }
+        } else {
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(key::user_key(self.iter.key()));
+            self.iter.next();
+            if !self.iter.valid() {
+                self.valid = false;
+                self.saved_key.clear();
+                return;
+            }
+        }
+        self.find_next_user_entry(true);
+    }
+
+    pub fn prev(&mut self) {
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Forward {
+            // iter is at the current entry; move before all entries of this user key.
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(key::user_key(self.iter.key()));
+            loop {
+                self.iter.prev();
+                if !self.iter.valid() {
+                    self.valid = false;
+                    self.saved_key.clear();
+                    self.saved_value.clear();
+                    return;
+                }
+                if key::user_key(self.iter.key()) < &self.saved_key[..] {
+                    break;
+                }
+            }
+            self.direction = Direction::Reverse;
+        }
+        self.find_prev_user_entry();
+    }
+}

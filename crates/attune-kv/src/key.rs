@@ -1,0 +1,133 @@
+//! Internal keys: `user_key ++ tag`, where `tag = (sequence << 8) | kind` as 8 little-endian bytes.
+//! Ordering: user key ascending (bytewise), then tag descending, so the newest version of a key comes
+//! first. Every sorted structure (memtable, blocks, files, levels) uses [`compare_internal`].
+
+use std::cmp::Ordering;
+
+/// Largest sequence number (56 bits).
+pub const MAX_SEQUENCE: u64 = (1 << 56) - 1;
+
+/// Bytes of the tag that ends every internal key.
+pub const TAG_BYTES: usize = 8;
+
+/// Kind of an entry, stored in the low byte of the tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ValueKind {
+    Deletion = 0,
+    Value = 1,
+}
+
+impl ValueKind {
+    pub fn from_u8(b: u8) -> Option<ValueKind> {
+        match b {
+            0 => Some(ValueKind::Deletion),
+            1 => Some(ValueKind::Value),
+            _ => None,
+        }
+    }
+}
+
+/// The kind used when seeking: the highest, so that a lookup key sorts before every entry of the
+/// same user key and sequence.
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::Value;
+
+#[inline]
+pub fn pack_tag(seq: u64, kind: ValueKind) -> u64 {
+    debug_assert!(seq <= MAX_SEQUENCE);
+    (seq << 8) | kind as u64
+}
+
+/// Builds an internal key.
+pub fn make_internal_key(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + TAG_BYTES);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&pack_tag(seq, kind).to_le_bytes());
+    k
+}
+
+/// Appends an internal key to `dst`.
+pub fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: u64, kind: ValueKind) {
+    dst.extend_from_slice(user_key);
+    dst.extend_from_slice(&pack_tag(seq, kind).to_le_bytes());
+}
+
+/// The user-key part. Callers guarantee `ikey.len() >= 8` (checked when decoding from disk).
+#[inline]
+pub fn user_key(ikey: &[u8]) -> &[u8] {
+    &ikey[..ikey.len() - TAG_BYTES]
+}
+
+#[inline]
+pub fn tag(ikey: &[u8]) -> u64 {
+    let n = ikey.len();
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&ikey[n - TAG_BYTES..]);
+    u64::from_le_bytes(b)
+}
+
+#[inline]
+pub fn sequence(ikey: &[u8]) -> u64 {
+    tag(ikey) >> 8
+}
+
+/// The kind, or None when the tag holds an unknown kind (corruption).
+#[inline]
+pub fn kind(ikey: &[u8]) -> Option<ValueKind> {
+    ValueKind::from_u8((tag(ikey) & 0xff) as u8)
+}
+
+/// Compares two internal keys.
+#[inline]
+pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
+    match user_key(a).cmp(user_key(b)) {
+        Ordering::Equal => tag(b).cmp(&tag(a)),
+        o => o,
+    }
+}
+
+/// A parsed view of an internal key.
+#[derive(Debug, Clone, Copy)]
+pub struct ParsedKey<'a> {
+    pub user_key: &'a [u8],
+    pub sequence: u64,
+    pub kind: ValueKind,
+}
+
+/// Parses an internal key read from disk; None when too short or of unknown kind.
+pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
+    if ikey.len() < TAG_BYTES {
+        return None;
+    }
+    let t = tag(ikey);
+    Some(ParsedKey {
+        user_key: user_key(ikey),
+        sequence: t >> 8,
+        kind: ValueKind::from_u8((t & 0xff) as u8)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_versions_sort_first_within_a_user_key() {
+        let a = make_internal_key(b"k", 10, ValueKind::Value);
+        let b = make_internal_key(b"k", 5, ValueKind::Value);
+        let c = make_internal_key(b"l", 99, ValueKind::Value);
+        assert_eq!(compare_internal(&a, &b), Ordering::Less);
+        assert_eq!(compare_internal(&b, &c), Ordering::Less);
+        let d = make_internal_key(b"k", 5, ValueKind::Deletion);
+        assert_eq!(compare_internal(&b, &d), Ordering::Less);
+    }
+
+    #[test]
+    fn short_or_unknown_keys_do_not_parse() {
+        assert!(parse_internal_key(b"short").is_none());
+        let mut k = make_internal_key(b"k", 1, ValueKind::Value);
+        let n = k.len();
+        k[n - 8] = 7;
+        assert!(parse_internal_key(&k).is_none());
+    }
+}

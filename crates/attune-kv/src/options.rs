@@ -1,0 +1,305 @@
+//! Options. The names are the same everywhere: Rust fields, Python keywords of `attune.DB`, CLI flags
+//! and `attune bench --engines attune:KEY=VALUE` strings ([`Options::set`] parses them).
+//! Defaults follow RocksDB's where a RocksDB user would expect them, so side-by-side runs compare
+//! like with like.
+
+use crate::error::{Error, Result};
+
+/// Block compression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" | "no" | "off" => Ok(Compression::None),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown compression {s:?}; valid: none, lz4, zstd"
+            ))),
+        }
+    }
+}
+
+/// Options given at open.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Create the database if the directory has none. Default true.
+    pub create_if_missing: bool,
+    /// Fail if a database already exists. Default false.
+    pub error_if_exists: bool,
+    /// One budget for memtables plus block cache, in bytes. When set (non-zero) it overrides
+    /// `write_buffer_size` and `block_cache_size`: a quarter goes to each of the two memtables
+    /// (active + immutable, capped at 64 MiB each) and the rest to the block cache. Default 0 (off).
+    pub memory_budget: u64,
+    /// Bytes a memtable may hold before it is switched and flushed. Default 64 MiB (RocksDB's).
+    pub write_buffer_size: u64,
+    /// Capacity of the uncompressed block cache in bytes; resizable online. Default 32 MiB.
+    pub block_cache_size: u64,
+    /// Target uncompressed size of a data block. Default 4 KiB (RocksDB's).
+    pub block_size: usize,
+    /// Bloom filter bits per key; 0 disables filters. Default 10 (about 1% false positives).
+    pub bloom_bits_per_key: u32,
+    /// Block compression. Default LZ4.
+    pub compression: Compression,
+    /// Zstd level when `compression` is Zstd. Default 3 (zstd's own default).
+    pub zstd_level: i32,
+    /// Number of L0 files that triggers an L0→L1 compaction. Default 4.
+    pub l0_compaction_trigger: usize,
+    /// Number of L0 files at which each write is delayed by 1 ms. Default 20.
+    pub l0_slowdown_writes_trigger: usize,
+    /// Number of L0 files at which writes wait for compaction. Default 36.
+    pub l0_stop_writes_trigger: usize,
+    /// Target size of L1; each deeper level is `level_size_multiplier` times larger. 256 MiB.
+    pub max_bytes_for_level_base: u64,
+    /// Size ratio between adjacent levels. Default 10.
+    pub level_size_multiplier: u64,
+    /// Target size of one compaction output file. Default 64 MiB.
+    pub target_file_size: u64,
+    /// Interval of background WAL fsync for writes made with sync=false, in ms; 0 never syncs in the
+    /// background (the OS writes back on its own). Default 1000.
+    pub wal_sync_interval_ms: u64,
+    /// Verify every table file's blocks at open. Default false.
+    pub paranoid_checks: bool,
+    /// Table readers kept open. Default 1000.
+    pub max_open_files: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            memory_budget: 0,
+            write_buffer_size: 64 << 20,
+            block_cache_size: 32 << 20,
+            block_size: 4096,
+            bloom_bits_per_key: 10,
+            compression: Compression::Lz4,
+            zstd_level: 3,
+            l0_compaction_trigger: 4,
+            l0_slowdown_writes_trigger: 20,
+            l0_stop_writes_trigger: 36,
+            max_bytes_for_level_base: 256 << 20,
+            level_size_multiplier: 10,
+            target_file_size: 64 << 20,
+            wal_sync_interval_ms: 1000,
+            paranoid_checks: false,
+            max_open_files: 1000,
+        }
+    }
+}
+
+/// Parses sizes like `4096`, `64KiB`, `64MiB`, `1GiB`, `64MB`, `1g`.
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 =
+        num.parse().map_err(|_| Error::InvalidArgument(format!("not a size: {s:?}")))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => {
+            return Err(Error::InvalidArgument(format!(
+                "unknown size unit in {s:?}; use B, KiB, MiB, GiB or TiB"
+            )))
+        }
+    };
+    if !(n >= 0.0) || !n.is_finite() {
+        return Err(Error::InvalidArgument(format!("not a size: {s:?}")));
+    }
+    Ok((n * mult as f64) as u64)
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(Error::InvalidArgument(format!("option {key}: expected true/false, got {v:?}"))),
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T> {
+    v.trim()
+        .parse()
+        .map_err(|_| Error::InvalidArgument(format!("option {key}: expected a number, got {v:?}")))
+}
+
+/// All option names accepted by [`Options::set`].
+pub const OPTION_NAMES: &[&str] = &[
+    "create_if_missing",
+    "error_if_exists",
+    "memory_budget",
+    "write_buffer_size",
+    "block_cache_size",
+    "cache_size",
+    "block_size",
+    "bloom_bits_per_key",
+    "compression",
+    "zstd_level",
+    "l0_compaction_trigger",
+    "l0_slowdown_writes_trigger",
+    "l0_stop_writes_trigger",
+    "max_bytes_for_level_base",
+    "level_size_multiplier",
+    "target_file_size",
+    "wal_sync_interval_ms",
+    "paranoid_checks",
+    "max_open_files",
+];
+
+impl Options {
+    /// Sets one option from its string form (`"block_cache_size"`, `"64MiB"`).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        match key {
+            "create_if_missing" => self.create_if_missing = parse_bool(key, value)?,
+            "error_if_exists" => self.error_if_exists = parse_bool(key, value)?,
+            "memory_budget" => self.memory_budget = parse_size(value)?,
+            "write_buffer_size" => self.write_buffer_size = parse_size(value)?,
+            "block_cache_size" | "cache_size" => self.block_cache_size = parse_size(value)?,
+            "block_size" => self.block_size = parse_size(value)? as usize,
+            "bloom_bits_per_key" => self.bloom_bits_per_key = parse_num(key, value)?,
+            "compression" => self.compression = Compression::parse(value)?,
+            "zstd_level" => self.zstd_level = parse_num(key, value)?,
+            "l0_compaction_trigger" => self.l0_compaction_trigger = parse_num(key, value)?,
+            "l0_slowdown_writes_trigger" => {
+                self.l0_slowdown_writes_trigger = parse_num(key, value)?
+            }
+            "l0_stop_writes_trigger" => self.l0_stop_writes_trigger = parse_num(key, value)?,
+            "max_bytes_for_level_base" => self.max_bytes_for_level_base = parse_size(value)?,
+            "level_size_multiplier" => self.level_size_multiplier = parse_num(key, value)?,
+            "target_file_size" => self.target_file_size = parse_size(value)?,
+            "wal_sync_interval_ms" => self.wal_sync_interval_ms = parse_num(key, value)?,
+            "paranoid_checks" => self.paranoid_checks = parse_bool(key, value)?,
+            "max_open_files" => self.max_open_files = parse_num(key, value)?,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown option {key:?}; valid options: {}",
+                    OPTION_NAMES.join(", ")
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks ranges and applies `memory_budget`.
+    pub fn sanitized(&self) -> Result<Options> {
+        let mut o = self.clone();
+        if o.memory_budget > 0 {
+            let wb = (o.memory_budget / 4).clamp(64 << 10, 64 << 20);
+            o.write_buffer_size = wb;
+            o.block_cache_size = o.memory_budget.saturating_sub(2 * wb);
+        }
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if o.write_buffer_size < 4096 {
+            return bad(format!("write_buffer_size {} is below 4 KiB", o.write_buffer_size));
+        }
+        if !(256..=(64 << 20)).contains(&o.block_size) {
+            return bad(format!("block_size {} outside 256 B..64 MiB", o.block_size));
+        }
+        if o.bloom_bits_per_key > 64 {
+            return bad(format!("bloom_bits_per_key {} above 64", o.bloom_bits_per_key));
+        }
+        if o.l0_compaction_trigger == 0
+            || o.l0_slowdown_writes_trigger < o.l0_compaction_trigger
+            || o.l0_stop_writes_trigger < o.l0_slowdown_writes_trigger
+        {
+            return bad("need 0 < l0_compaction_trigger <= l0_slowdown_writes_trigger <= \
+                        l0_stop_writes_trigger"
+                .into());
+        }
+        if o.level_size_multiplier < 2 {
+            return bad("level_size_multiplier must be at least 2".into());
+        }
+        if o.target_file_size < 4096 || o.max_bytes_for_level_base < 4096 {
+            return bad("target_file_size and max_bytes_for_level_base must be >= 4 KiB".into());
+        }
+        if !(1..=22).contains(&o.zstd_level) {
+            return bad(format!("zstd_level {} outside 1..=22", o.zstd_level));
+        }
+        o.max_open_files = o.max_open_files.max(16);
+        Ok(o)
+    }
+
+    /// The effective settings as (name, value) strings, for stats and benchmark records.
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("memory_budget", self.memory_budget.to_string()),
+            ("write_buffer_size", self.write_buffer_size.to_string()),
+            ("block_cache_size", self.block_cache_size.to_string()),
+            ("block_size", self.block_size.to_string()),
+            ("bloom_bits_per_key", self.bloom_bits_per_key.to_string()),
+            ("compression", self.compression.name().to_string()),
+            ("zstd_level", self.zstd_level.to_string()),
+            ("l0_compaction_trigger", self.l0_compaction_trigger.to_string()),
+            ("l0_slowdown_writes_trigger", self.l0_slowdown_writes_trigger.to_string()),
+            ("l0_stop_writes_trigger", self.l0_stop_writes_trigger.to_string()),
+            ("max_bytes_for_level_base", self.max_bytes_for_level_base.to_string()),
+            ("level_size_multiplier", self.level_size_multiplier.to_string()),
+            ("target_file_size", self.target_file_size.to_string()),
+            ("wal_sync_interval_ms", self.wal_sync_interval_ms.to_string()),
+            ("paranoid_checks", self.paranoid_checks.to_string()),
+            ("max_open_files", self.max_open_files.to_string()),
+        ]
+    }
+}
+
+/// Options of one write.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions {
+    /// fsync the WAL before acknowledging. Default false: the write reaches the OS before it is
+    /// acknowledged (survives a process crash) and is fsynced within `wal_sync_interval_ms`.
+    pub sync: bool,
+}
+
+/// Options of one read or iterator.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Read as of this snapshot's sequence number; None reads the latest state.
+    pub snapshot: Option<u64>,
+    /// Do not insert blocks read by this operation into the block cache (for scans). Default false.
+    pub fill_cache_off: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn unknown_option_lists_valid_names() {
+        let err = Options::default().set("blok_size", "1").unwrap_err().to_string();
+        assert!(err.contains("block_size"), "{err}");
+    }
+
+    #[test]
+    fn memory_budget_splits_between_memtables_and_cache() {
+        let o = Options { memory_budget: 256 << 20, ..Default::default() }.sanitized().unwrap();
+        assert_eq!(o.write_buffer_size, 64 << 20);
+        assert_eq!(o.block_cache_size, 128 << 20);
+    }
+}

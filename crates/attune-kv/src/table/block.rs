@@ -1,0 +1,290 @@
+//! Blocks: the unit of I/O, caching and checksumming inside a table (docs/formats/sstable.md).
+//!
+//! Contents (before compression):
+//!
+//! ```text
+//! entry*  | offset: fixed32 × n | n: fixed32
+//! entry = key_len: varint | value_len: varint | key | value
+//! ```
+//!
+//! Entries are not prefix-compressed and every entry has an offset, so the i-th record of a block
+//! is one array read away: a learned index predicts positions and needs exactly that. Binary search
+//! runs over the offsets.
+
+use crate::coding::{decode_fixed32, decode_varint64, put_fixed32, put_varint64};
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::compare_internal;
+use std::cmp::Ordering;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Builds the contents of one block.
+#[derive(Default)]
+pub struct BlockBuilder {
+    buf: Vec<u8>,
+    offsets: Vec<u32>,
+}
+
+impl BlockBuilder {
+    pub fn add(&mut self, key: &[u8], value: &[u8]) {
+        self.offsets.push(self.buf.len() as u32);
+        put_varint64(&mut self.buf, key.len() as u64);
+        put_varint64(&mut self.buf, value.len() as u64);
+        self.buf.extend_from_slice(key);
+        self.buf.extend_from_slice(value);
+    }
+    pub fn estimated_size(&self) -> usize {
+        self.buf.len() + 4 * self.offsets.len() + 4
+    }
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+    /// Finishes the block, returns its contents and resets the builder.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        for &o in &self.offsets {
+            put_fixed32(&mut out, o);
+        }
+        put_fixed32(&mut out, self.offsets.len() as u32);
+        self.offsets.clear();
+        out
+    }
+}
+
+/// A decoded (uncompressed, checksum-verified) block.
+pub struct Block {
+    data: Vec<u8>,
+    n: usize,
+    offsets_start: usize,
+    file: Arc<PathBuf>,
+    file_offset: u64,
+}
+
+impl Block {
+    /// Validates the layout of `data` read at `file_offset` of `file`.
+    pub fn new(data: Vec<u8>, file: Arc<PathBuf>, file_offset: u64) -> Result<Block> {
+        let bad = |d: String| Error::corruption(file.as_path(), file_offset, d);
+        if data.len() < 4 {
+            return Err(bad("block shorter than its entry count".into()));
+        }
+        let n = decode_fixed32(&data[data.len() - 4..]).unwrap_or(0) as usize;
+        let offsets_bytes = n.checked_mul(4).ok_or_else(|| bad("entry count overflows".into()))?;
+        if offsets_bytes + 4 > data.len() {
+            return Err(bad(format!("entry count {n} does not fit a block of {} bytes", data.len())));
+        }
+        let offsets_start = data.len() - 4 - offsets_bytes;
+        let mut prev = 0usize;
+        for i in 0..n {
+            let o = decode_fixed32(&data[offsets_start + 4 * i..]).unwrap_or(u32::MAX) as usize;
+            if o >= offsets_start.max(1) || (i > 0 && o <= prev) {
+                return Err(bad(format!("entry offset {o} of entry {i} is out of order or range")));
+            }
+            prev = o;
+        }
+        Ok(Block { data, n, offsets_start, file, file_offset })
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+    /// Bytes held in memory (the cache's charge).
+    pub fn charge(&self) -> usize {
+        self.data.len() + 64
+    }
+
+    fn offset(&self, i: usize) -> usize {
+        decode_fixed32(&self.data[self.offsets_start + 4 * i..]).unwrap_or(0) as usize
+    }
+
+    /// The i-th entry as (key, value); None when the entry's bytes are malformed.
+    pub fn entry(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        if i >= self.n {
+            return None;
+        }
+        let region = &self.data[..self.offsets_start];
+        let start = self.offset(i);
+        let (klen, a) = decode_varint64(region.get(start..)?)?;
+        let (vlen, b) = decode_varint64(region.get(start + a..)?)?;
+        let kstart = start + a + b;
+        let kend = kstart.checked_add(usize::try_from(klen).ok()?)?;
+        let vend = kend.checked_add(usize::try_from(vlen).ok()?)?;
+        let key = region.get(kstart..kend)?;
+        let value = region.get(kend..vend)?;
+        if key.len() < crate::key::TAG_BYTES {
+            return None;
+        }
+        Some((key, value))
+    }
+
+    fn corruption(&self, i: usize) -> Error {
+        Error::corruption(
+            self.file.as_path(),
+            self.file_offset,
+            format!("malformed entry {i} in block"),
+        )
+    }
+
+    /// Index of the first entry with key >= target, or `len()`.
+    pub fn lower_bound(&self, target: &[u8]) -> Result<usize> {
+        let (mut lo, mut hi) = (0usize, self.n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (k, _) = self.entry(mid).ok_or_else(|| self.corruption(mid))?;
+            if compare_internal(k, target) == Ordering::Less {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+}
+
+/// A cursor over one block.
+pub struct BlockIter {
+    block: Arc<Block>,
+    idx: usize,
+    key: (usize, usize),
+    value: (usize, usize),
+    error: Option<Error>,
+}
+
+impl BlockIter {
+    pub fn new(block: Arc<Block>) -> Self {
+        let n = block.n;
+        BlockIter { block, idx: n, key: (0, 0), value: (0, 0), error: None }
+    }
+
+    fn load(&mut self, i: usize) {
+        self.idx = i;
+        if i >= self.block.n {
+            self.idx = self.block.n;
+            return;
+        }
+        let base = self.block.data.as_ptr() as usize;
+        match self.block.entry(i) {
+            Some((k, v)) => {
+                self.key = (k.as_ptr() as usize - base, k.len());
+                self.value = (v.as_ptr() as usize - base, v.len());
+            }
+            None => {
+                self.error = Some(self.block.corruption(i));
+                self.idx = self.block.n;
+            }
+        }
+    }
+
+    /// Position (entry index) of the cursor.
+    pub fn position(&self) -> usize {
+        self.idx
+    }
+
+    pub fn seek_to_position(&mut self, i: usize) {
+        self.load(i);
+    }
+}
+
+impl InternalIterator for BlockIter {
+    fn valid(&self) -> bool {
+        self.idx < self.block.n && self.error.is_none()
+    }
+    fn seek_to_first(&mut self) {
+        self.load(0);
+    }
+    fn seek_to_last(&mut self) {
+        if self.block.n == 0 {
+            self.idx = 0;
+        } else {
+            self.load(self.block.n - 1);
+        }
+    }
+    fn seek(&mut self, target: &[u8]) {
+        match self.block.lower_bound(target) {
+            Ok(i) => self.load(i),
+            Err(e) => {
+                self.error = Some(e);
+                self.idx = self.block.n;
+            }
+        }
+    }
+    fn next(&mut self) {
+        if self.idx < self.block.n {
+            self.load(self.idx + 1);
+        }
+    }
+    fn prev(&mut self) {
+        if self.idx == 0 || self.idx >= self.block.n {
+            self.idx = self.block.n;
+        } else {
+            self.load(self.idx - 1);
+        }
+    }
+    fn key(&self) -> &[u8] {
+        &self.block.data[self.key.0..self.key.0 + self.key.1]
+    }
+    fn value(&self) -> &[u8] {
+        &self.block.data[self.value.0..self.value.0 + self.value.1]
+    }
+    fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{make_internal_key, ValueKind};
+
+    fn block_of(keys: &[&str]) -> Arc<Block> {
+        let mut b = BlockBuilder::default();
+        for (i, k) in keys.iter().enumerate() {
+            b.add(&make_internal_key(k.as_bytes(), 1, ValueKind::Value), format!("v{i}").as_bytes());
+        }
+        Arc::new(Block::new(b.finish(), Arc::new(PathBuf::from("t")), 0).unwrap())
+    }
+
+    #[test]
+    fn seek_finds_first_key_at_or_after_target() {
+        let blk = block_of(&["b", "d", "f"]);
+        let mut it = BlockIter::new(blk);
+        it.seek(&make_internal_key(b"c", 5, ValueKind::Value));
+        assert_eq!(it.value(), b"v1");
+        it.seek(&make_internal_key(b"g", 5, ValueKind::Value));
+        assert!(!it.valid());
+        it.seek_to_last();
+        it.prev();
+        assert_eq!(it.value(), b"v1");
+    }
+
+    #[test]
+    fn entry_by_position_is_direct() {
+        let blk = block_of(&["a", "b", "c"]);
+        assert_eq!(blk.entry(2).unwrap().1, b"v2");
+        assert!(blk.entry(3).is_none());
+    }
+
+    #[test]
+    fn garbage_count_is_corruption_not_panic() {
+        let data = vec![0xff, 0xff, 0xff, 0x7f];
+        assert!(Block::new(data, Arc::new(PathBuf::from("t")), 9).is_err());
+        let mut b = BlockBuilder::default();
+        b.add(&make_internal_key(b"a", 1, ValueKind::Value), b"v");
+        let mut data = b.finish();
+        data[0] = 0xff; // key length varint now runs past the entry
+        let blk = Block::new(data, Arc::new(PathBuf::from("t")), 0).unwrap();
+        let mut it = BlockIter::new(Arc::new(blk));
+        it.seek_to_first();
+        assert!(!it.valid());
+        assert!(it.status().is_err());
+    }
+}

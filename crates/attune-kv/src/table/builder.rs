@@ -1,0 +1,167 @@
+//! Writes a table from entries added in internal-key order.
+
+use super::block::BlockBuilder;
+use super::bloom;
+use super::format::{write_block, BlockHandle, Footer};
+use super::reader::TableProperties;
+use crate::coding::put_varint64;
+use crate::env::WritableFile;
+use crate::error::Result;
+use crate::key::{self, compare_internal};
+use crate::options::{Compression, Options};
+use std::cmp::Ordering;
+
+/// The subset of options a table builder needs.
+#[derive(Clone, Debug)]
+pub struct TableBuilderOptions {
+    pub block_size: usize,
+    pub bloom_bits_per_key: u32,
+    pub compression: Compression,
+    pub zstd_level: i32,
+}
+
+impl From<&Options> for TableBuilderOptions {
+    fn from(o: &Options) -> Self {
+        TableBuilderOptions {
+            block_size: o.block_size,
+            bloom_bits_per_key: o.bloom_bits_per_key,
+            compression: o.compression,
+            zstd_level: o.zstd_level,
+        }
+    }
+}
+
+/// Streams a table to a file.
+pub struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    opts: TableBuilderOptions,
+    data: BlockBuilder,
+    index: BlockBuilder,
+    hashes: Vec<u64>,
+    offset: u64,
+    props: TableProperties,
+    block_first_ordinal: u64,
+    last_key: Vec<u8>,
+    smallest_key: Vec<u8>,
+    last_user_hash_key: Vec<u8>,
+    key_len: Option<usize>,
+}
+
+impl TableBuilder {
+    pub fn new(file: Box<dyn WritableFile>, opts: TableBuilderOptions) -> Self {
+        TableBuilder {
+            file,
+            opts,
+            data: BlockBuilder::default(),
+            index: BlockBuilder::default(),
+            hashes: Vec::new(),
+            offset: 0,
+            props: TableProperties { smallest_seq: u64::MAX, ..Default::default() },
+            block_first_ordinal: 0,
+            last_key: Vec::new(),
+            smallest_key: Vec::new(),
+            last_user_hash_key: Vec::new(),
+            key_len: None,
+        }
+    }
+
+    /// Adds an entry; keys must arrive in strictly increasing internal-key order.
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        assert!(
+            self.props.num_entries == 0
+                || compare_internal(&self.last_key, ikey) == Ordering::Less,
+            "table keys must be added in increasing order"
+        );
+        if self.props.num_entries == 0 {
+            self.smallest_key = ikey.to_vec();
+            self.key_len = Some(ikey.len());
+        } else if self.key_len != Some(ikey.len()) {
+            self.key_len = None;
+        }
+        let uk = key::user_key(ikey);
+        if self.opts.bloom_bits_per_key > 0 && (self.hashes.is_empty() || uk != self.last_user_hash_key)
+        {
+            self.hashes.push(bloom::bloom_hash(uk));
+            self.last_user_hash_key.clear();
+            self.last_user_hash_key.extend_from_slice(uk);
+        }
+        let seq = key::sequence(ikey);
+        self.props.smallest_seq = self.props.smallest_seq.min(seq);
+        self.props.largest_seq = self.props.largest_seq.max(seq);
+        if key::kind(ikey) == Some(key::ValueKind::Deletion) {
+            self.props.num_deletions += 1;
+        }
+        self.props.raw_key_bytes += ikey.len() as u64;
+        self.props.raw_value_bytes += value.len() as u64;
+        self.data.add(ikey, value);
+        self.props.num_entries += 1;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        if self.data.estimated_size() >= self.opts.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data.is_empty() {
+            return Ok(());
+        }
+        let n = self.data.len() as u64;
+        let contents = self.data.finish();
+        let h = self.write(&contents, self.opts.compression)?;
+        let mut v = Vec::with_capacity(24);
+        h.encode_to(&mut v);
+        put_varint64(&mut v, self.block_first_ordinal);
+        self.index.add(&self.last_key, &v);
+        self.block_first_ordinal += n;
+        self.props.num_data_blocks += 1;
+        Ok(())
+    }
+
+    fn write(&mut self, contents: &[u8], c: Compression) -> Result<BlockHandle> {
+        let h = write_block(self.file.as_mut(), contents, c, self.opts.zstd_level, self.offset)?;
+        self.offset += h.size + super::format::TRAILER_BYTES as u64;
+        Ok(h)
+    }
+
+    /// Entries added so far.
+    pub fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Bytes written so far plus the open block (used to cut compaction outputs).
+    pub fn file_size_estimate(&self) -> u64 {
+        self.offset + self.data.estimated_size() as u64
+    }
+
+    pub fn smallest_key(&self) -> &[u8] {
+        &self.smallest_key
+    }
+    pub fn largest_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// Writes the meta blocks and footer, syncs, and returns the file size.
+    pub fn finish(mut self) -> Result<u64> {
+        self.flush_data_block()?;
+        let filter_contents = if self.opts.bloom_bits_per_key > 0 {
+            bloom::build(&self.hashes, self.opts.bloom_bits_per_key)
+        } else {
+            Vec::new()
+        };
+        let filter = self.write(&filter_contents, Compression::None)?;
+        self.props.fixed_key_len = self.key_len.unwrap_or(0) as u64;
+        if self.props.num_entries == 0 {
+            self.props.smallest_seq = 0;
+        }
+        let properties = self.write(&self.props.encode(), Compression::None)?;
+        let index_contents = self.index.finish();
+        let index = self.write(&index_contents, Compression::None)?;
+        let footer = Footer { filter, index, properties }.encode();
+        self.file.append(&footer)?;
+        self.offset += footer.len() as u64;
+        self.file.sync()?;
+        Ok(self.offset)
+    }
+}

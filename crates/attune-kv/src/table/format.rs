@@ -1,0 +1,176 @@
+//! Table file framing: block handles, block trailers (compression type + CRC32C) and the footer.
+//! Byte layout: docs/formats/sstable.md.
+
+use crate::coding::{decode_fixed32, decode_fixed64, put_fixed32, put_fixed64, put_varint64, Reader};
+use crate::env::{RandomAccessFile, WritableFile};
+use crate::error::{Error, Result};
+use crate::options::Compression;
+use std::path::Path;
+
+/// "ATTUNSST" as a little-endian u64.
+pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"ATTUNSST");
+/// Table format versions this build reads. Writers emit the newest.
+pub const TABLE_FORMAT_VERSION: u32 = 1;
+/// Fixed footer size at the end of every table file.
+pub const FOOTER_BYTES: usize = 64;
+/// Trailer after every block: compression type (1) + CRC32C (4).
+pub const TRAILER_BYTES: usize = 5;
+/// Largest uncompressed block a reader accepts (bounds allocations driven by on-disk lengths).
+pub const MAX_BLOCK_BYTES: u64 = 256 << 20;
+
+const TYPE_NONE: u8 = 0;
+const TYPE_LZ4: u8 = 1;
+const TYPE_ZSTD: u8 = 2;
+
+/// Where a block sits in its file (size excludes the trailer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockHandle {
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl BlockHandle {
+    pub fn encode_to(&self, dst: &mut Vec<u8>) {
+        put_varint64(dst, self.offset);
+        put_varint64(dst, self.size);
+    }
+    pub fn decode_from(r: &mut Reader<'_>) -> Option<BlockHandle> {
+        Some(BlockHandle { offset: r.varint64()?, size: r.varint64()? })
+    }
+}
+
+/// The footer: handles of the meta blocks, version, checksum and magic.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Footer {
+    pub filter: BlockHandle,
+    pub index: BlockHandle,
+    pub properties: BlockHandle,
+}
+
+impl Footer {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FOOTER_BYTES);
+        for h in [self.filter, self.index, self.properties] {
+            put_fixed64(&mut out, h.offset);
+            put_fixed64(&mut out, h.size);
+        }
+        put_fixed32(&mut out, TABLE_FORMAT_VERSION);
+        let crc = crc32c::crc32c(&out);
+        put_fixed32(&mut out, crc);
+        put_fixed64(&mut out, TABLE_MAGIC);
+        debug_assert_eq!(out.len(), FOOTER_BYTES);
+        out
+    }
+
+    pub fn decode(buf: &[u8], path: &Path, offset: u64) -> Result<Footer> {
+        let bad = |d: &str| Error::corruption(path, offset, d.to_string());
+        if buf.len() != FOOTER_BYTES {
+            return Err(bad("short footer"));
+        }
+        if decode_fixed64(&buf[56..]) != Some(TABLE_MAGIC) {
+            return Err(Error::NotADatabase {
+                path: path.to_path_buf(),
+                detail: "table file has a bad magic number (not an Attune table)".into(),
+            });
+        }
+        if decode_fixed32(&buf[52..]) != Some(crc32c::crc32c(&buf[..52])) {
+            return Err(bad("footer checksum mismatch"));
+        }
+        let version = decode_fixed32(&buf[48..]).unwrap_or(0);
+        if version == 0 || version > TABLE_FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                found: version,
+                supported: TABLE_FORMAT_VERSION,
+            });
+        }
+        let h = |i: usize| BlockHandle {
+            offset: decode_fixed64(&buf[16 * i..]).unwrap_or(0),
+            size: decode_fixed64(&buf[16 * i + 8..]).unwrap_or(0),
+        };
+        Ok(Footer { filter: h(0), index: h(1), properties: h(2) })
+    }
+}
+
+/// Compresses (when it saves at least 1/8) and writes a block with its trailer.
+pub fn write_block(
+    file: &mut dyn WritableFile,
+    contents: &[u8],
+    compression: Compression,
+    zstd_level: i32,
+    offset: u64,
+) -> Result<BlockHandle> {
+    let mut compressed: Option<(u8, Vec<u8>)> = None;
+    if compression != Compression::None && !contents.is_empty() {
+        let mut out = Vec::with_capacity(contents.len() / 2 + 16);
+        put_varint64(&mut out, contents.len() as u64);
+        let ok = match compression {
+            Compression::Lz4 => {
+                out.extend_from_slice(&lz4_flex::block::compress(contents));
+                Some(TYPE_LZ4)
+            }
+            Compression::Zstd => match zstd::bulk::compress(contents, zstd_level) {
+                Ok(z) => {
+                    out.extend_from_slice(&z);
+                    Some(TYPE_ZSTD)
+                }
+                Err(_) => None, // fall back to storing the block uncompressed
+            },
+            Compression::None => None,
+        };
+        if let Some(t) = ok {
+            if out.len() < contents.len() - contents.len() / 8 {
+                compressed = Some((t, out));
+            }
+        }
+    }
+    let (kind, body): (u8, &[u8]) = match &compressed {
+        Some((t, b)) => (*t, b),
+        None => (TYPE_NONE, contents),
+    };
+    let crc = crc32c::crc32c_append(crc32c::crc32c(body), &[kind]);
+    file.append(body)?;
+    let mut trailer = [0u8; TRAILER_BYTES];
+    trailer[0] = kind;
+    trailer[1..].copy_from_slice(&crc.to_le_bytes());
+    file.append(&trailer)?;
+    Ok(BlockHandle { offset, size: body.len() as u64 })
+}
+
+/// Reads, verifies and decompresses a block.
+pub fn read_block(file: &dyn RandomAccessFile, handle: BlockHandle, path: &Path) -> Result<Vec<u8>> {
+    let bad = |d: String| Error::corruption(path, handle.offset, d);
+    let total = handle
+        .size
+        .checked_add(TRAILER_BYTES as u64)
+        .filter(|&t| t <= MAX_BLOCK_BYTES && handle.offset.saturating_add(t) <= file.size())
+        .ok_or_else(|| bad(format!("block handle (size {}) points past the file", handle.size)))?;
+    let mut buf = vec![0u8; total as usize];
+    file.read_exact_at(&mut buf, handle.offset)?;
+    let n = handle.size as usize;
+    let kind = buf[n];
+    let stored = decode_fixed32(&buf[n + 1..]).unwrap_or(0);
+    if crc32c::crc32c_append(crc32c::crc32c(&buf[..n]), &[kind]) != stored {
+        return Err(bad("block checksum mismatch".into()));
+    }
+    buf.truncate(n);
+    match kind {
+        TYPE_NONE => Ok(buf),
+        TYPE_LZ4 | TYPE_ZSTD => {
+            let mut r = Reader::new(&buf);
+            let raw = r.varint64().filter(|&r| r <= MAX_BLOCK_BYTES);
+            let raw = raw.ok_or_else(|| bad("bad uncompressed length".into()))? as usize;
+            let body = &buf[r.pos()..];
+            let out = if kind == TYPE_LZ4 {
+                lz4_flex::block::decompress(body, raw).map_err(|e| bad(format!("lz4: {e}")))?
+            } else {
+                zstd::bulk::decompress(body, raw).map_err(|e| bad(format!("zstd: {e}")))?
+            };
+            if out.len() != raw {
+                return Err(bad("decompressed length mismatch".into()));
+            }
+            Ok(out)
+        }
+        t => Err(bad(format!("unknown block compression type {t}"))),
+    }
+}

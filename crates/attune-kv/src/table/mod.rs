@@ -1,0 +1,18 @@
+//! Sorted string tables: immutable files of sorted internal keys. See docs/formats/sstable.md.
+//!
+//! ```text
+//! data block 0 | … | data block n-1 | filter block | properties block | index block | footer (64 B)
+//! ```
+//!
+//! Every block ends with a 5-byte trailer (compression type, CRC32C). The index block maps the last
+//! key of each data block to its handle and the ordinal of its first record, so a record can be
+//! found by its position in the file as well as by key.
+
+pub mod block;
+pub mod bloom;
+pub mod builder;
+pub mod format;
+pub mod reader;
+
+pub use builder::{TableBuilder, TableBuilderOptions};
+pub use reader::{Table, TableIter, TableProperties};

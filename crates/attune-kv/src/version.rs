@@ -1,0 +1,657 @@
+//! Versions: which table files make up the database at a moment, per level, and the manifest that
+//! records every change as a [`VersionEdit`] (format: docs/formats/manifest.md).
+//!
+//! Invariants: L0 files may overlap and are ordered newest first; in every deeper level files are
+//! sorted by key and their user-key ranges are disjoint (a user key never spans two files of one
+//! level). A `Version` is immutable and shared (`Arc`); readers and iterators hold the version they
+//! started with, and a file is deleted only when no live version lists it.
+//!
+//! Thread safety: `VersionSet` is owned by the database's state mutex.
+
+use crate::cache::BlockCache;
+use crate::coding::{put_length_prefixed, put_varint32, put_varint64, Reader};
+use crate::env::{write_file_atomic, Env};
+use crate::error::{Error, Result};
+use crate::filename::{self, current_path, manifest_name};
+use crate::iter::InternalIterator;
+use crate::key::{self, compare_internal};
+use crate::log::{LogReader, LogWriter};
+use crate::memtable::Lookup;
+use crate::table::{Table, TableIter};
+use lru::LruCache;
+use parking_lot::Mutex;
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+/// Number of levels.
+pub const NUM_LEVELS: usize = 7;
+/// Database format version written into every manifest; readers refuse newer ones.
+pub const DB_FORMAT_VERSION: u32 = 1;
+
+/// Metadata of one table file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileMeta {
+    pub number: u64,
+    pub size: u64,
+    /// Smallest and largest internal keys.
+    pub smallest: Vec<u8>,
+    pub largest: Vec<u8>,
+    pub num_entries: u64,
+}
+
+impl FileMeta {
+    pub fn smallest_user(&self) -> &[u8] {
+        key::user_key(&self.smallest)
+    }
+    pub fn largest_user(&self) -> &[u8] {
+        key::user_key(&self.largest)
+    }
+    pub fn contains_user_key(&self, uk: &[u8]) -> bool {
+        uk >= self.smallest_user() && uk <= self.largest_user()
+    }
+}
+
+const TAG_FORMAT_VERSION: u32 = 1;
+const TAG_LOG_NUMBER: u32 = 2;
+const TAG_NEXT_FILE: u32 = 3;
+const TAG_LAST_SEQUENCE: u32 = 4;
+const TAG_COMPACT_POINTER: u32 = 5;
+const TAG_DELETED_FILE: u32 = 6;
+const TAG_NEW_FILE: u32 = 7;
+
+/// A change to the set of files (plus counters), appended to the manifest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VersionEdit {
+    pub format_version: Option<u32>,
+    pub log_number: Option<u64>,
+    pub next_file_number: Option<u64>,
+    pub last_sequence: Option<u64>,
+    pub compact_pointers: Vec<(usize, Vec<u8>)>,
+    pub deleted_files: Vec<(usize, u64)>,
+    pub new_files: Vec<(usize, FileMeta)>,
+}
+
+impl VersionEdit {
+    pub fn add_file(&mut self, level: usize, f: FileMeta) {
+        self.new_files.push((level, f));
+    }
+    pub fn delete_file(&mut self, level: usize, number: u64) {
+        self.deleted_files.push((level, number));
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        if let Some(x) = self.format_version {
+            put_varint32(&mut v, TAG_FORMAT_VERSION);
+            put_varint32(&mut v, x);
+        }
+        for (tag, val) in [
+            (TAG_LOG_NUMBER, self.log_number),
+            (TAG_NEXT_FILE, self.next_file_number),
+            (TAG_LAST_SEQUENCE, self.last_sequence),
+        ] {
+            if let Some(x) = val {
+                put_varint32(&mut v, tag);
+                put_varint64(&mut v, x);
+            }
+        }
+        for (level, k) in &self.compact_pointers {
+            put_varint32(&mut v, TAG_COMPACT_POINTER);
+            put_varint32(&mut v, *level as u32);
+            put_length_prefixed(&mut v, k);
+        }
+        for (level, n) in &self.deleted_files {
+            put_varint32(&mut v, TAG_DELETED_FILE);
+            put_varint32(&mut v, *level as u32);
+            put_varint64(&mut v, *n);
+        }
+        for (level, f) in &self.new_files {
+            put_varint32(&mut v, TAG_NEW_FILE);
+            put_varint32(&mut v, *level as u32);
+            put_varint64(&mut v, f.number);
+            put_varint64(&mut v, f.size);
+            put_length_prefixed(&mut v, &f.smallest);
+            put_length_prefixed(&mut v, &f.largest);
+            put_varint64(&mut v, f.num_entries);
+        }
+        v
+    }
+
+    /// Decodes an edit; `None` on any malformed or unknown field.
+    pub fn decode(b: &[u8]) -> Option<VersionEdit> {
+        let mut r = Reader::new(b);
+        let mut e = VersionEdit::default();
+        let level = |r: &mut Reader<'_>| -> Option<usize> {
+            let l = r.varint32()? as usize;
+            (l < NUM_LEVELS).then_some(l)
+        };
+        let ikey = |r: &mut Reader<'_>| -> Option<Vec<u8>> {
+            let k = r.length_prefixed()?;
+            key::parse_internal_key(k)?;
+            Some(k.to_vec())
+        };
+        while !r.is_empty() {
+            match r.varint32()? {
+                TAG_FORMAT_VERSION => e.format_version = Some(r.varint32()?),
+                TAG_LOG_NUMBER => e.log_number = Some(r.varint64()?),
+                TAG_NEXT_FILE => e.next_file_number = Some(r.varint64()?),
+                TAG_LAST_SEQUENCE => e.last_sequence = Some(r.varint64()?),
+                TAG_COMPACT_POINTER => {
+                    let l = level(&mut r)?;
+                    e.compact_pointers.push((l, ikey(&mut r)?));
+                }
+                TAG_DELETED_FILE => {
+                    let l = level(&mut r)?;
+                    e.deleted_files.push((l, r.varint64()?));
+                }
+                TAG_NEW_FILE => {
+                    let l = level(&mut r)?;
+                    let number = r.varint64()?;
+                    let size = r.varint64()?;
+                    let smallest = ikey(&mut r)?;
+                    let largest = ikey(&mut r)?;
+                    let num_entries = r.varint64()?;
+                    e.new_files.push((l, FileMeta { number, size, smallest, largest, num_entries }));
+                }
+                _ => return None,
+            }
+        }
+        Some(e)
+    }
+}
+
+/// Open table readers, bounded by `max_open_files` (LRU).
+pub struct TableCache {
+    env: Arc<dyn Env>,
+    dir: PathBuf,
+    block_cache: Arc<BlockCache>,
+    tables: Mutex<LruCache<u64, Arc<Table>>>,
+}
+
+impl TableCache {
+    pub fn new(env: Arc<dyn Env>, dir: PathBuf, block_cache: Arc<BlockCache>, cap: usize) -> Self {
+        let cap = std::num::NonZeroUsize::new(cap.max(1)).unwrap_or(std::num::NonZeroUsize::MIN);
+        TableCache { env, dir, block_cache, tables: Mutex::new(LruCache::new(cap)) }
+    }
+
+    pub fn get(&self, number: u64) -> Result<Arc<Table>> {
+        if let Some(t) = self.tables.lock().get(&number) {
+            return Ok(t.clone());
+        }
+        let path = filename::table_path(&self.dir, number);
+        let file = self.env.open_random(&path)?;
+        let t = Arc::new(Table::open(file, path, number, self.block_cache.clone())?);
+        self.tables.lock().put(number, t.clone());
+        Ok(t)
+    }
+
+    pub fn evict(&self, number: u64) {
+        self.tables.lock().pop(&number);
+        self.block_cache.erase_file(number);
+    }
+
+    pub fn block_cache(&self) -> &Arc<BlockCache> {
+        &self.block_cache
+    }
+}
+
+/// An immutable set of files per level.
+#[derive(Clone, Debug, Default)]
+pub struct Version {
+    pub files: [Vec<Arc<FileMeta>>; NUM_LEVELS],
+}
+
+/// Index of the first file in a sorted level whose largest key is >= `ikey`.
+pub fn find_file(files: &[Arc<FileMeta>], ikey: &[u8]) -> usize {
+    files.partition_point(|f| compare_internal(&f.largest, ikey) == Ordering::Less)
+}
+
+impl Version {
+    /// Point lookup through the levels. `lookup` is an internal key at the read sequence.
+    pub fn get(&self, lookup: &[u8], tables: &TableCache) -> Result<Lookup> {
+        let uk = key::user_key(lookup);
+        for f in &self.files[0] {
+            if f.contains_user_key(uk) {
+                match tables.get(f.number)?.get(lookup)? {
+                    Lookup::NotFound => {}
+                    r => return Ok(r),
+                }
+            }
+        }
+        for level in 1..NUM_LEVELS {
+            let files = &self.files[level];
+            if files.is_empty() {
+                continue;
+            }
+            let i = find_file(files, lookup);
+            if let Some(f) = files.get(i) {
+                if uk >= f.smallest_user() {
+                    match tables.get(f.number)?.get(lookup)? {
+                        Lookup::NotFound => {}
+                        r => return Ok(r),
+                    }
+                }
+            }
+        }
+        Ok(Lookup::NotFound)
+    }
+
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.files[level].iter().map(|f| f.size).sum()
+    }
+
+    /// Files of `level` whose user-key range overlaps [begin, end] (None = unbounded).
+    pub fn overlapping(&self, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> Vec<Arc<FileMeta>> {
+        self.files[level]
+            .iter()
+            .filter(|f| {
+                !(end.is_some_and(|e| f.smallest_user() > e) || begin.is_some_and(|b| f.largest_user() < b))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Applies an edit, producing the next version; checks the level invariants.
+    pub fn apply(&self, edit: &VersionEdit, manifest: &Path) -> Result<Version> {
+        let mut v = self.clone();
+        for (level, n) in &edit.deleted_files {
+            v.files[*level].retain(|f| f.number != *n);
+        }
+        for (level, f) in &edit.new_files {
+            v.files[*level].push(Arc::new(f.clone()));
+        }
+        v.files[0].sort_by(|a, b| b.number.cmp(&a.number));
+        for level in 1..NUM_LEVELS {
+            let files = &mut v.files[level];
+            files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
+            for w in files.windows(2) {
+                if w[0].largest_user() >= w[1].smallest_user() {
+                    return Err(Error::corruption(
+                        manifest,
+                        0,
+                        format!("files {} and {} overlap in level {level}", w[0].number, w[1].number),
+                    ));
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    pub fn num_files(&self) -> usize {
+        self.files.iter().map(Vec::len).sum()
+    }
+}
+
+/// Iterates over the files of one sorted level, opening tables lazily.
+pub struct LevelIter {
+    files: Vec<Arc<FileMeta>>,
+    idx: usize,
+    cur: Option<TableIter>,
+    tables: Arc<TableCache>,
+    error: Option<Error>,
+    fill_cache: bool,
+}
+
+impl LevelIter {
+    pub fn new(files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>, fill_cache: bool) -> Self {
+        let idx = files.len();
+        LevelIter { files, idx, cur: None, tables, error: None, fill_cache }
+    }
+
+    fn open(&mut self, idx: usize) {
+        self.idx = idx;
+        self.cur = None;
+        if let Some(f) = self.files.get(idx) {
+            match self.tables.get(f.number) {
+                Ok(t) => self.cur = Some(TableIter::new(t, self.fill_cache)),
+                Err(e) => self.error = Some(e),
+            }
+        }
+    }
+
+    fn cur_valid(&self) -> bool {
+        self.cur.as_ref().is_some_and(|c| c.valid())
+    }
+
+    fn cur_error(&mut self) -> bool {
+        if let Some(Err(e)) = self.cur.as_ref().map(|c| c.status()) {
+            self.error = Some(e);
+            return true;
+        }
+        false
+    }
+
+    fn skip_forward(&mut self) {
+        while self.error.is_none() && !self.cur_valid() {
+            if self.cur_error() || self.idx + 1 >= self.files.len() {
+                self.cur = None;
+                self.idx = self.files.len();
+                return;
+            }
+            self.open(self.idx + 1);
+            if let Some(c) = &mut self.cur {
+                c.seek_to_first();
+            }
+        }
+    }
+
+    fn skip_backward(&mut self) {
+        while self.error.is_none() && !self.cur_valid() {
+            if self.cur_error() || self.idx == 0 || self.idx >= self.files.len() {
+                self.cur = None;
+                self.idx = self.files.len();
+                return;
+            }
+            self.open(self.idx - 1);
+            if let Some(c) = &mut self.cur {
+                c.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIterator for LevelIter {
+    fn valid(&self) -> bool {
+        self.error.is_none() && self.cur_valid()
+    }
+    fn seek_to_first(&mut self) {
+        self.error = None;
+        self.open(0);
+        if let Some(c) = &mut self.cur {
+            c.seek_to_first();
+        }
+        self.skip_forward();
+    }
+    fn seek_to_last(&mut self) {
+        self.error = None;
+        if self.files.is_empty() {
+            self.cur = None;
+            return;
+        }
+        self.open(self.files.len() - 1);
+        if let Some(c) = &mut self.cur {
+            c.seek_to_last();
+        }
+        self.skip_backward();
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.error = None;
+        let i = find_file(&self.files, target);
+        self.open(i);
+        if let Some(c) = &mut self.cur {
+            c.seek(target);
+        }
+        self.skip_forward();
+    }
+    fn next(&mut self) {
+        if let Some(c) = &mut self.cur {
+            c.next();
+        }
+        self.skip_forward();
+    }
+    fn prev(&mut self) {
+        if let Some(c) = &mut self.cur {
+            c.prev();
+        }
+        self.skip_backward();
+    }
+    fn key(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[], |c| c.key())
+    }
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[], |c| c.value())
+    }
+    fn status(&self) -> Result<()> {
+        if let Some(e) = &self.error {
+            return Err(e.duplicate());
+        }
+        match &self.cur {
+            Some(c) => c.status(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The current version, the versions still in use, and the manifest.
+pub struct VersionSet {
+    env: Arc<dyn Env>,
+    dir: PathBuf,
+    current: Arc<Version>,
+    live: Vec<Weak<Version>>,
+    pub next_file_number: u64,
+    pub log_number: u64,
+    /// Sequence recorded in the manifest (the DB's live counter may be ahead).
+    pub last_sequence: u64,
+    pub compact_pointers: [Vec<u8>; NUM_LEVELS],
+    manifest: Option<LogWriter>,
+    pub manifest_number: u64,
+}
+
+impl VersionSet {
+    pub fn new(env: Arc<dyn Env>, dir: PathBuf) -> Self {
+        VersionSet {
+            env,
+            dir,
+            current: Arc::new(Version::default()),
+            live: Vec::new(),
+            next_file_number: 2,
+            log_number: 0,
+            last_sequence: 0,
+            compact_pointers: Default::default(),
+            manifest: None,
+            manifest_number: 0,
+        }
+    }
+
+    pub fn current(&self) -> Arc<Version> {
+        self.current.clone()
+    }
+
+    pub fn new_file_number(&mut self) -> u64 {
+        let n = self.next_file_number;
+        self.next_file_number += 1;
+        n
+    }
+
+    /// Replays the manifest named by CURRENT.
+    pub fn recover(&mut self) -> Result<()> {
+        let cur_path = current_path(&self.dir);
+        let cur = self.env.read_all(&cur_path)?;
+        let name = std::str::from_utf8(&cur)
+            .ok()
+            .and_then(|s| s.strip_suffix('\n'))
+            .filter(|s| matches!(filename::parse(s), Some(filename::FileKind::Manifest(_))))
+            .ok_or_else(|| Error::corruption(&cur_path, 0, "CURRENT does not name a manifest"))?;
+        let mpath = self.dir.join(name);
+        let data = self.env.read_all(&mpath)?;
+        let mut reader = LogReader::new(&data, &mpath);
+        let mut v = Version::default();
+        let mut saw_version = false;
+        let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
+        while let Some((off, rec)) = reader.next_record()? {
+            let edit = VersionEdit::decode(&rec)
+                .ok_or_else(|| Error::corruption(&mpath, off, "malformed version edit"))?;
+            if let Some(fv) = edit.format_version {
+                if fv > DB_FORMAT_VERSION || fv == 0 {
+                    return Err(Error::UnsupportedVersion {
+                        path: self.dir.clone(),
+                        found: fv,
+                        supported: DB_FORMAT_VERSION,
+                    });
+                }
+                saw_version = true;
+            }
+            v = v.apply(&edit, &mpath)?;
+            log_number = edit.log_number.or(log_number);
+            next_file = edit.next_file_number.or(next_file);
+            last_seq = edit.last_sequence.or(last_seq);
+            for (l, k) in edit.compact_pointers {
+                self.compact_pointers[l] = k;
+            }
+        }
+        if !saw_version {
+            return Err(Error::corruption(&mpath, 0, "manifest has no format version record"));
+        }
+        let missing = |f: &str| Error::corruption(&mpath, 0, format!("manifest lacks {f}"));
+        self.log_number = log_number.ok_or_else(|| missing("a log number"))?;
+        self.next_file_number = next_file.ok_or_else(|| missing("a next file number"))?;
+        self.last_sequence = last_seq.ok_or_else(|| missing("a last sequence"))?;
+        if let Some(filename::FileKind::Manifest(n)) = filename::parse(name) {
+            self.manifest_number = n;
+            self.next_file_number = self.next_file_number.max(n + 1);
+        }
+        self.install(v);
+        Ok(())
+    }
+
+    fn install(&mut self, v: Version) {
+        let v = Arc::new(v);
+        self.live.retain(|w| w.strong_count() > 0);
+        self.live.push(Arc::downgrade(&v));
+        self.current = v;
+    }
+
+    /// Starts a new manifest holding a snapshot of the current state and points CURRENT at it.
+    fn write_new_manifest(&mut self) -> Result<()> {
+        let number = self.new_file_number();
+        let path = self.dir.join(manifest_name(number));
+        let mut w = LogWriter::new(self.env.new_writable(&path)?);
+        let mut snap = VersionEdit {
+            format_version: Some(DB_FORMAT_VERSION),
+            log_number: Some(self.log_number),
+            next_file_number: Some(self.next_file_number),
+            last_sequence: Some(self.last_sequence),
+            ..Default::default()
+        };
+        for (l, k) in self.compact_pointers.iter().enumerate() {
+            if !k.is_empty() {
+                snap.compact_pointers.push((l, k.clone()));
+            }
+        }
+        for (l, files) in self.current.files.iter().enumerate() {
+            for f in files {
+                snap.add_file(l, (**f).clone());
+            }
+        }
+        w.add_record(&snap.encode())?;
+        w.sync()?;
+        write_file_atomic(
+            self.env.as_ref(),
+            &current_path(&self.dir),
+            format!("{}\n", manifest_name(number)).as_bytes(),
+        )?;
+        let old = self.manifest_number;
+        self.manifest = Some(w);
+        self.manifest_number = number;
+        if old != 0 && old != number {
+            let _ = self.env.remove_file(&self.dir.join(manifest_name(old)));
+        }
+        Ok(())
+    }
+
+    /// Durably records `edit` and installs the resulting version.
+    pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<()> {
+        if let Some(n) = edit.log_number {
+            assert!(n >= self.log_number, "log number must not go backwards");
+        }
+        let mpath = self.dir.join(manifest_name(self.manifest_number));
+        let v = self.current.apply(&edit, &mpath)?;
+        if self.manifest.is_none() {
+            // First change after open: start a fresh manifest (never append to one that may end
+            // in a torn record).
+            self.write_new_manifest()?;
+        }
+        edit.next_file_number = Some(self.next_file_number);
+        if edit.last_sequence.is_none() {
+            edit.last_sequence = Some(self.last_sequence);
+        }
+        let w = self.manifest.as_mut().ok_or_else(|| Error::Closed("no manifest".into()))?;
+        if let Err(e) = w.add_record(&edit.encode()).and_then(|_| w.sync()) {
+            // The manifest may now end in a partial record: never append to it again.
+            self.manifest = None;
+            return Err(e);
+        }
+        if let Some(n) = edit.log_number {
+            self.log_number = n;
+        }
+        if let Some(s) = edit.last_sequence {
+            self.last_sequence = s;
+        }
+        for (l, k) in &edit.compact_pointers {
+            self.compact_pointers[*l] = k.clone();
+        }
+        self.install(v);
+        Ok(())
+    }
+
+    /// Creates the first manifest of a new database.
+    pub fn create_new(&mut self) -> Result<()> {
+        self.log_number = 0;
+        self.next_file_number = 2;
+        self.last_sequence = 0;
+        self.manifest_number = 0;
+        self.write_new_manifest()
+    }
+
+    /// File numbers referenced by any version still alive.
+    pub fn live_files(&mut self) -> std::collections::HashSet<u64> {
+        self.live.retain(|w| w.strong_count() > 0);
+        let mut out = std::collections::HashSet::new();
+        for v in self.live.iter().filter_map(Weak::upgrade).chain(std::iter::once(self.current.clone())) {
+            for files in &v.files {
+                out.extend(files.iter().map(|f| f.number));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{make_internal_key, ValueKind};
+
+    fn meta(n: u64, a: &str, b: &str) -> FileMeta {
+        FileMeta {
+            number: n,
+            size: 100,
+            smallest: make_internal_key(a.as_bytes(), 1, ValueKind::Value),
+            largest: make_internal_key(b.as_bytes(), 1, ValueKind::Value),
+            num_entries: 2,
+        }
+    }
+
+    #[test]
+    fn edit_round_trips() {
+        let mut e = VersionEdit {
+            format_version: Some(1),
+            log_number: Some(3),
+            next_file_number: Some(9),
+            last_sequence: Some(77),
+            ..Default::default()
+        };
+        e.add_file(2, meta(5, "a", "c"));
+        e.delete_file(1, 4);
+        e.compact_pointers.push((1, make_internal_key(b"m", 3, ValueKind::Value)));
+        assert_eq!(VersionEdit::decode(&e.encode()), Some(e));
+    }
+
+    #[test]
+    fn truncated_or_unknown_edit_is_rejected() {
+        let mut e = VersionEdit::default();
+        e.add_file(2, meta(5, "a", "c"));
+        let b = e.encode();
+        assert!(VersionEdit::decode(&b[..b.len() - 1]).is_none());
+        assert!(VersionEdit::decode(&[99, 1]).is_none());
+        assert!(VersionEdit::decode(&[7, 9]).is_none(), "level 9 does not exist");
+    }
+
+    #[test]
+    fn overlapping_files_in_a_sorted_level_are_refused() {
+        let mut e = VersionEdit::default();
+        e.add_file(1, meta(5, "a", "m"));
+        e.add_file(1, meta(6, "k", "z"));
+        assert!(Version::default().apply(&e, Path::new("M")).is_err());
+    }
+}
