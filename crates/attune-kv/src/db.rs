@@ -890,9 +890,14 @@ impl DbInner {
                 return Err(e.duplicate());
             }
             let v = st.versions.current();
-            let first = v.overlapping(level, begin, end);
+            let mut first = v.overlapping(level, begin, end);
             if first.is_empty() {
                 continue;
+            }
+            if level == 0 {
+                // L0 files overlap each other: leaving an older one behind while its newer
+                // neighbour moves down would let the older version shadow the newer one.
+                first = v.files[0].clone();
             }
             let c = compaction::with_overlap(&v, level, first);
             st.compaction_running = true;

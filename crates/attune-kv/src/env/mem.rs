@@ -42,10 +42,20 @@ struct State {
     /// (kind, operations left before the fault fires).
     faults: Vec<(FaultKind, u64)>,
     faults_fired: u64,
+    /// Set by `power_off`: every mutating operation fails, as if the machine had stopped.
+    dead: bool,
 }
 
 impl State {
+    fn check_alive(&self, path: &Path) -> Result<()> {
+        if self.dead {
+            return Err(Error::io("write", path, std::io::Error::other("machine is powered off")));
+        }
+        Ok(())
+    }
+
     fn check_fault(&mut self, kind: FaultKind, path: &Path) -> Result<()> {
+        self.check_alive(path)?;
         for (k, left) in self.faults.iter_mut() {
             if *k == kind {
                 if *left == 0 {
@@ -81,9 +91,17 @@ impl MemEnv {
         MemEnv { state: Arc::new(Mutex::new(State::default())), start: Instant::now() }
     }
 
-    /// Simulates a machine crash: unsynced bytes and non-durable names are lost, locks released.
+    /// Stops the machine: from now on every mutating operation fails, so threads of a database
+    /// still running cannot change what a crash leaves behind. `crash` powers it back on.
+    pub fn power_off(&self) {
+        self.state.lock().dead = true;
+    }
+
+    /// Simulates a machine crash: unsynced bytes and non-durable names are lost, locks released,
+    /// and the machine is powered on again.
     pub fn crash(&self) {
         let mut st = self.state.lock();
+        st.dead = false;
         st.live = st.durable.clone();
         for f in st.live.values() {
             let mut f = f.lock();
@@ -203,12 +221,16 @@ impl Env for MemEnv {
     }
     fn new_writable(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file: FileRef = Arc::new(Mutex::new(MemFile::default()));
-        self.state.lock().live.insert(path.to_path_buf(), file.clone());
+        let mut st = self.state.lock();
+        st.check_alive(path)?;
+        st.live.insert(path.to_path_buf(), file.clone());
+        drop(st);
         Ok(Box::new(MemWritable { file, path: path.to_path_buf(), env: self.clone() }))
     }
     fn new_appendable(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = {
             let mut st = self.state.lock();
+            st.check_alive(path)?;
             st.live.entry(path.to_path_buf()).or_default().clone()
         };
         Ok(Box::new(MemWritable { file, path: path.to_path_buf(), env: self.clone() }))
@@ -246,10 +268,12 @@ impl Env for MemEnv {
     }
     fn remove_file(&self, path: &Path) -> Result<()> {
         let mut st = self.state.lock();
+        st.check_alive(path)?;
         st.live.remove(path).map(|_| ()).ok_or_else(|| Self::not_found("unlink", path))
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let mut st = self.state.lock();
+        st.check_alive(from)?;
         let f = st.live.remove(from).ok_or_else(|| Self::not_found("rename", from))?;
         st.live.insert(to.to_path_buf(), f);
         Ok(())

@@ -68,10 +68,7 @@ impl Footer {
             return Err(bad("short footer"));
         }
         if decode_fixed64(&buf[56..]) != Some(TABLE_MAGIC) {
-            return Err(Error::NotADatabase {
-                path: path.to_path_buf(),
-                detail: "table file has a bad magic number (not an Attune table)".into(),
-            });
+            return Err(bad("bad magic number (not an Attune table, or damaged)"));
         }
         if decode_fixed32(&buf[52..]) != Some(crc32c::crc32c(&buf[..52])) {
             return Err(bad("footer checksum mismatch"));
