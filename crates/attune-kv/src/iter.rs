@@ -42,7 +42,17 @@ impl MergingIterator {
         MergingIterator { children, current: None, direction: Direction::Forward }
     }
 
+    /// A child that stopped on an error stops the merge: yielding the other children's keys
+    /// would silently skip the damaged range.
+    fn any_child_failed(&self) -> bool {
+        self.children.iter().any(|c| !c.valid() && c.status().is_err())
+    }
+
     fn find_smallest(&mut self) {
+        if self.any_child_failed() {
+            self.current = None;
+            return;
+        }
         let mut best: Option<usize> = None;
         for (i, c) in self.children.iter().enumerate() {
             if c.valid() {
@@ -58,6 +68,10 @@ impl MergingIterator {
     }
 
     fn find_largest(&mut self) {
+        if self.any_child_failed() {
+            self.current = None;
+            return;
+        }
         let mut best: Option<usize> = None;
         for (i, c) in self.children.iter().enumerate().rev() {
             if c.valid() {

@@ -6,11 +6,14 @@
 //! crc32c: fixed32 (over type byte + payload) | length: fixed32 | type: u8 | payload: length bytes
 //! ```
 //!
-//! A record larger than [`MAX_FRAGMENT_BYTES`] is split into FIRST, MIDDLE…, LAST fragments; a small
-//! one is a single FULL fragment. Recovery reads records until the end; a damaged *final* fragment
-//! (short header, length past the end, or a checksum mismatch with nothing but zeros after it) is a
-//! torn write from a crash and is dropped; damage anywhere else is reported as corruption with the
-//! file and offset, so a flipped byte in the middle of a log never silently drops later writes.
+//! The checksum covers the length, the type and the payload. A record larger than
+//! [`MAX_FRAGMENT_BYTES`] is split into FIRST, MIDDLE…, LAST fragments; a small one is a single
+//! FULL fragment. Recovery reads records until the end. A damaged fragment (short header, length
+//! past the end, checksum mismatch) followed by no valid fragment is a torn write from a crash and
+//! is dropped with everything after it; a damaged fragment followed by a valid one cannot be a torn
+//! write, so it is reported as corruption with the file and offset: a flipped byte in the middle of
+//! a log never silently drops later writes. (A flipped byte in the very last record is
+//! indistinguishable from a torn write; see docs/formats/wal.md.)
 
 use crate::coding::{decode_fixed32, put_fixed32};
 use crate::env::WritableFile;
@@ -27,8 +30,25 @@ const FIRST: u8 = 2;
 const MIDDLE: u8 = 3;
 const LAST: u8 = 4;
 
-fn fragment_crc(kind: u8, payload: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&[kind]), payload)
+fn fragment_crc(len: u32, kind: u8, payload: &[u8]) -> u32 {
+    let mut head = [0u8; 5];
+    head[..4].copy_from_slice(&len.to_le_bytes());
+    head[4] = kind;
+    crc32c::crc32c_append(crc32c::crc32c(&head), payload)
+}
+
+/// Whether a fragment with a valid checksum starts anywhere in `data` at or after `from`.
+fn valid_fragment_after(data: &[u8], from: usize) -> bool {
+    (from..data.len().saturating_sub(HEADER_BYTES - 1)).any(|p| {
+        let rest = &data[p..];
+        let crc = decode_fixed32(rest).unwrap_or(0);
+        let len = decode_fixed32(&rest[4..]).unwrap_or(u32::MAX) as usize;
+        let kind = rest[8];
+        (FULL..=LAST).contains(&kind)
+            && len <= MAX_FRAGMENT_BYTES
+            && HEADER_BYTES + len <= rest.len()
+            && fragment_crc(len as u32, kind, &rest[HEADER_BYTES..HEADER_BYTES + len]) == crc
+    })
 }
 
 /// Appends records to a log file.
@@ -65,7 +85,7 @@ impl LogWriter {
 
     fn emit(&mut self, kind: u8, payload: &[u8]) -> Result<()> {
         self.scratch.clear();
-        put_fixed32(&mut self.scratch, fragment_crc(kind, payload));
+        put_fixed32(&mut self.scratch, fragment_crc(payload.len() as u32, kind, payload));
         put_fixed32(&mut self.scratch, payload.len() as u32);
         self.scratch.push(kind);
         self.file.append(&self.scratch)?;
@@ -131,21 +151,16 @@ impl<'a> LogReader<'a> {
             let len = decode_fixed32(&rest[4..]).unwrap_or(0) as usize;
             let kind = rest[8];
             let body_end = HEADER_BYTES.saturating_add(len);
-            if len > MAX_FRAGMENT_BYTES || body_end > rest.len() {
-                if rest.iter().all(|&b| b == 0) || body_end > rest.len() && len <= MAX_FRAGMENT_BYTES
-                {
-                    return self.torn(start);
+            let intact = len <= MAX_FRAGMENT_BYTES
+                && body_end <= rest.len()
+                && fragment_crc(len as u32, kind, &rest[HEADER_BYTES..body_end]) == crc;
+            if !intact {
+                if valid_fragment_after(self.data, at + 1) {
+                    return Err(self.corrupt(at, "damaged fragment followed by valid data".into()));
                 }
-                return Err(self.corrupt(at, format!("fragment length {len} is impossible")));
+                return self.torn(start);
             }
             let payload = &rest[HEADER_BYTES..body_end];
-            if fragment_crc(kind, payload) != crc {
-                let after = &rest[body_end..];
-                if after.iter().all(|&b| b == 0) {
-                    return self.torn(start);
-                }
-                return Err(self.corrupt(at, "fragment checksum mismatch".into()));
-            }
             self.pos = at + body_end;
             match (kind, in_fragmented) {
                 (FULL, false) => return Ok(Some((start as u64, payload.to_vec()))),
@@ -219,6 +234,14 @@ mod tests {
             Error::Corruption { offset, .. } => assert_eq!(offset, (HEADER_BYTES + 5) as u64),
             e => panic!("unexpected {e}"),
         }
+    }
+
+    #[test]
+    fn damaged_length_in_the_middle_is_corruption_not_a_torn_tail() {
+        let recs = vec![b"first".to_vec(), b"second".to_vec(), b"third".to_vec()];
+        let mut data = write_log(&recs);
+        data[HEADER_BYTES + 5 + 5] = 0x7f; // length of the second fragment now points past the end
+        assert!(matches!(read_all(&data), Err(Error::Corruption { .. })));
     }
 
     #[test]

@@ -464,6 +464,9 @@ impl VersionSet {
             .filter(|s| matches!(filename::parse(s), Some(filename::FileKind::Manifest(_))))
             .ok_or_else(|| Error::corruption(&cur_path, 0, "CURRENT does not name a manifest"))?;
         let mpath = self.dir.join(name);
+        if !self.env.exists(&mpath) {
+            return Err(Error::corruption(&cur_path, 0, format!("CURRENT names {name}, which is missing")));
+        }
         let data = self.env.read_all(&mpath)?;
         let mut reader = LogReader::new(&data, &mpath);
         let mut v = Version::default();
