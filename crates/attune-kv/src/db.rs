@@ -792,8 +792,8 @@ impl DbInner {
                 self.work_cv.wait(&mut st);
                 continue;
             }
-            let v = st.versions.current();
-            let Some(c) = compaction::pick(&v, &self.opts, &st.versions.compact_pointers) else {
+            let picked = compaction::pick(&st.versions.current(), &self.opts, &st.versions.compact_pointers);
+            let Some(c) = picked else {
                 self.work_cv.wait(&mut st);
                 continue;
             };
@@ -823,6 +823,7 @@ impl DbInner {
             edit.add_file(level + 1, (**f).clone());
             st.versions.log_and_apply(edit)?;
             st.level_stats[level + 1].trivial_moves += 1;
+            drop(c);
             self.install_super_version(st);
             return Ok(());
         }
@@ -871,6 +872,8 @@ impl DbInner {
         for n in allocated {
             st.pending_outputs.remove(&n);
         }
+        // The compaction pins its input version; release it so its files can be deleted now.
+        drop(c);
         self.install_super_version(st);
         self.delete_obsolete_files(st);
         r
@@ -881,6 +884,7 @@ impl DbInner {
         // Find the deepest level with overlapping data; compact each level into the next.
         let v = st.versions.current();
         let deepest = (0..NUM_LEVELS).rev().find(|&l| !v.overlapping(l, begin, end).is_empty());
+        drop(v); // do not pin this version (and its files) while compacting
         let Some(deepest) = deepest else { return Ok(()) };
         for level in 0..deepest.max(1) {
             while st.compaction_running {
@@ -900,6 +904,7 @@ impl DbInner {
                 first = v.files[0].clone();
             }
             let c = compaction::with_overlap(&v, level, first);
+            drop(v);
             st.compaction_running = true;
             let r = self.run_compaction(&mut st, c);
             st.compaction_running = false;

@@ -1,8 +1,12 @@
-//! The native module `attune._native`: thin PyO3 bindings over the engine crates.
+//! The native module `attune._native`: thin PyO3 bindings over the engine crates. Bindings only:
+//! no engine logic lives here. The typed Python front is `python/attune/`.
 use pyo3::prelude::*;
+
+mod kv;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    kv::register(m)?;
     Ok(())
 }

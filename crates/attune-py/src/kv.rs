@@ -1,0 +1,420 @@
+//! Bindings for the key-value engine: `DB`, `WriteBatch`, `Snapshot`, the items iterator, and the
+//! exception hierarchy. Engine calls release the GIL; iteration fetches items in chunks so a
+//! Python loop costs one GIL round-trip per chunk, not per item.
+
+use attune_kv::{self as kv, Options, ReadOptions, WriteOptions};
+use parking_lot::Mutex;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use std::sync::Arc;
+
+create_exception!(_native, Error, PyException, "Base class of every error Attune raises.");
+create_exception!(_native, CorruptionError, Error, "Data on disk failed a checksum or check.");
+create_exception!(_native, StorageIOError, Error, "The operating system reported an I/O error.");
+create_exception!(_native, LockedError, Error, "Another opener holds the database lock.");
+create_exception!(_native, NotADatabaseError, Error, "The directory holds no Attune database.");
+create_exception!(_native, UnsupportedVersionError, Error, "Written by a newer format version.");
+create_exception!(_native, InvalidArgumentError, Error, "An argument or option is not valid.");
+create_exception!(_native, ClosedError, Error, "The database is closed or unusable.");
+
+/// Maps an engine error to its Python exception.
+pub fn to_py(e: kv::Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        kv::Error::Corruption { .. } => CorruptionError::new_err(msg),
+        kv::Error::Io { .. } => StorageIOError::new_err(msg),
+        kv::Error::Locked { .. } => LockedError::new_err(msg),
+        kv::Error::NotADatabase { .. } | kv::Error::AlreadyExists { .. } => {
+            NotADatabaseError::new_err(msg)
+        }
+        kv::Error::UnsupportedVersion { .. } => UnsupportedVersionError::new_err(msg),
+        kv::Error::InvalidArgument(_) => InvalidArgumentError::new_err(msg),
+        kv::Error::Closed(_) => ClosedError::new_err(msg),
+        _ => Error::new_err(msg),
+    }
+}
+
+/// Items fetched per GIL release while iterating.
+const ITER_CHUNK: usize = 256;
+
+fn option_string(v: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(b) = v.extract::<bool>() {
+        return Ok(b.to_string());
+    }
+    if let Ok(i) = v.extract::<u64>() {
+        return Ok(i.to_string());
+    }
+    if let Ok(s) = v.extract::<String>() {
+        return Ok(s);
+    }
+    Err(InvalidArgumentError::new_err(format!(
+        "option value {} must be a bool, a non-negative int or a str",
+        v.repr()?
+    )))
+}
+
+/// Builds engine options from Python keyword arguments.
+pub fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
+    let mut o = Options::default();
+    if let Some(kw) = kwargs {
+        for (k, v) in kw.iter() {
+            let key: String = k.extract()?;
+            o.set(&key, &option_string(&v)?).map_err(to_py)?;
+        }
+    }
+    Ok(o)
+}
+
+/// An atomic group of puts and deletes.
+#[pyclass(module = "attune._native")]
+pub struct WriteBatch {
+    inner: Mutex<kv::WriteBatch>,
+}
+
+#[pymethods]
+impl WriteBatch {
+    #[new]
+    fn new() -> Self {
+        WriteBatch { inner: Mutex::new(kv::WriteBatch::new()) }
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> PyResult<()> {
+        self.inner.lock().put(key, value).map_err(to_py)
+    }
+    fn delete(&self, key: &[u8]) -> PyResult<()> {
+        self.inner.lock().delete(key).map_err(to_py)
+    }
+    fn clear(&self) {
+        self.inner.lock().clear()
+    }
+    fn __len__(&self) -> usize {
+        self.inner.lock().len()
+    }
+}
+
+/// A consistent read view. Release it with `release()` or a `with` block.
+#[pyclass(module = "attune._native")]
+pub struct Snapshot {
+    db: Arc<kv::DB>,
+    snap: Mutex<Option<kv::Snapshot>>,
+    seq: u64,
+}
+
+#[pymethods]
+impl Snapshot {
+    #[getter]
+    fn sequence(&self) -> u64 {
+        self.seq
+    }
+    fn get<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        self.check()?;
+        get_impl(py, &self.db, key, Some(self.seq))
+    }
+    #[pyo3(signature = (start=None, end=None, reverse=false))]
+    fn items(&self, start: Option<Vec<u8>>, end: Option<Vec<u8>>, reverse: bool) -> PyResult<Items> {
+        self.check()?;
+        Ok(items_impl(&self.db, start, end, reverse, Some(self.seq)))
+    }
+    fn release(&self) {
+        self.snap.lock().take();
+    }
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+    fn __exit__(&self, _a: PyObject, _b: PyObject, _c: PyObject) {
+        self.release();
+    }
+}
+
+impl Snapshot {
+    fn check(&self) -> PyResult<()> {
+        if self.snap.lock().is_none() {
+            return Err(ClosedError::new_err("snapshot was released"));
+        }
+        Ok(())
+    }
+}
+
+fn get_impl<'py>(py: Python<'py>, db: &Arc<kv::DB>, key: &[u8], seq: Option<u64>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let db = db.clone();
+    let key = key.to_vec();
+    let r = py.allow_threads(move || db.get_opt(&key, &ReadOptions { snapshot: seq, ..Default::default() }));
+    Ok(r.map_err(to_py)?.map(|v| PyBytes::new(py, &v)))
+}
+
+fn items_impl(db: &Arc<kv::DB>, start: Option<Vec<u8>>, end: Option<Vec<u8>>, reverse: bool, seq: Option<u64>) -> Items {
+    let mut it = db.iter(&ReadOptions { snapshot: seq, ..Default::default() });
+    it.set_bounds(start, end);
+    Items { state: Mutex::new(ItemsState { it, started: false, reverse, buf: Vec::new(), pos: 0, done: false }) }
+}
+
+struct ItemsState {
+    it: kv::DbIterator,
+    started: bool,
+    reverse: bool,
+    buf: Vec<(Vec<u8>, Vec<u8>)>,
+    pos: usize,
+    done: bool,
+}
+
+impl ItemsState {
+    fn fill(&mut self) -> kv::Result<()> {
+        self.buf.clear();
+        self.pos = 0;
+        if !self.started {
+            self.started = true;
+            if self.reverse {
+                self.it.seek_to_last();
+            } else {
+                self.it.seek_to_first();
+            }
+        }
+        while self.buf.len() < ITER_CHUNK && self.it.valid() {
+            self.buf.push((self.it.key().to_vec(), self.it.value().to_vec()));
+            if self.reverse {
+                self.it.prev();
+            } else {
+                self.it.next();
+            }
+        }
+        if self.buf.is_empty() {
+            self.done = true;
+            self.it.status()?;
+        }
+        Ok(())
+    }
+}
+
+/// Iterator of (key, value) pairs in key order (or reverse).
+#[pyclass(module = "attune._native")]
+pub struct Items {
+    state: Mutex<ItemsState>,
+}
+
+#[pymethods]
+impl Items {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let mut st = self.state.lock();
+        if st.pos >= st.buf.len() {
+            if st.done {
+                return Ok(None);
+            }
+            let inner: &mut ItemsState = &mut st;
+            py.allow_threads(|| inner.fill()).map_err(to_py)?;
+            if st.done {
+                return Ok(None);
+            }
+        }
+        let pos = st.pos;
+        let (k, v) = std::mem::take(&mut st.buf[pos]);
+        st.pos += 1;
+        Ok(Some(PyTuple::new(py, [PyBytes::new(py, &k), PyBytes::new(py, &v)])?))
+    }
+}
+
+/// An Attune key-value database. `DB(path, **options)`; also a context manager.
+#[pyclass(module = "attune._native")]
+pub struct DB {
+    db: parking_lot::RwLock<Option<Arc<kv::DB>>>,
+    path: String,
+}
+
+impl DB {
+    fn handle(&self) -> PyResult<Arc<kv::DB>> {
+        self.db
+            .read()
+            .clone()
+            .ok_or_else(|| ClosedError::new_err(format!("database {} is closed", self.path)))
+    }
+}
+
+#[pymethods]
+impl DB {
+    #[new]
+    #[pyo3(signature = (path, **options))]
+    fn new(py: Python<'_>, path: std::path::PathBuf, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let opts = options_from_kwargs(options)?;
+        let p = path.clone();
+        let db = py.allow_threads(move || kv::DB::open(&p, opts)).map_err(to_py)?;
+        Ok(DB { db: parking_lot::RwLock::new(Some(Arc::new(db))), path: path.display().to_string() })
+    }
+
+    #[pyo3(signature = (key, value, sync=false))]
+    fn put(&self, py: Python<'_>, key: &[u8], value: &[u8], sync: bool) -> PyResult<()> {
+        let db = self.handle()?;
+        let mut b = kv::WriteBatch::new();
+        b.put(key, value).map_err(to_py)?;
+        py.allow_threads(move || db.write(b, WriteOptions { sync })).map_err(to_py)
+    }
+
+    fn get<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        get_impl(py, &self.handle()?, key, None)
+    }
+
+    #[pyo3(signature = (key, sync=false))]
+    fn delete(&self, py: Python<'_>, key: &[u8], sync: bool) -> PyResult<()> {
+        let db = self.handle()?;
+        let mut b = kv::WriteBatch::new();
+        b.delete(key).map_err(to_py)?;
+        py.allow_threads(move || db.write(b, WriteOptions { sync })).map_err(to_py)
+    }
+
+    #[pyo3(signature = (batch, sync=false))]
+    fn write(&self, py: Python<'_>, batch: &WriteBatch, sync: bool) -> PyResult<()> {
+        let db = self.handle()?;
+        let b = batch.inner.lock().clone();
+        py.allow_threads(move || db.write(b, WriteOptions { sync })).map_err(to_py)
+    }
+
+    #[pyo3(signature = (start=None, end=None, reverse=false))]
+    fn items(&self, start: Option<Vec<u8>>, end: Option<Vec<u8>>, reverse: bool) -> PyResult<Items> {
+        Ok(items_impl(&self.handle()?, start, end, reverse, None))
+    }
+
+    fn snapshot(&self) -> PyResult<Snapshot> {
+        let db = self.handle()?;
+        let s = db.snapshot();
+        let seq = s.sequence();
+        Ok(Snapshot { db, snap: Mutex::new(Some(s)), seq })
+    }
+
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let db = self.handle()?;
+        py.allow_threads(move || db.flush()).map_err(to_py)
+    }
+
+    #[pyo3(signature = (start=None, end=None))]
+    fn compact(&self, py: Python<'_>, start: Option<Vec<u8>>, end: Option<Vec<u8>>) -> PyResult<()> {
+        let db = self.handle()?;
+        py.allow_threads(move || db.compact_range(start.as_deref(), end.as_deref())).map_err(to_py)
+    }
+
+    /// Checks every checksum of every live table: {"files": n, "entries": n}.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.handle()?;
+        let (files, entries) = py.allow_threads(move || db.verify()).map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("files", files)?;
+        d.set_item("entries", entries)?;
+        Ok(d)
+    }
+
+    fn set_block_cache_capacity(&self, capacity_bytes: u64) -> PyResult<()> {
+        self.handle()?.set_block_cache_capacity(capacity_bytes);
+        Ok(())
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.handle()?;
+        let s = py.allow_threads(move || db.stats());
+        stats_dict(py, &s, self.handle()?.options())
+    }
+
+    #[getter]
+    fn path(&self) -> String {
+        self.path.clone()
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.db.read().is_none()
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.db.write().take();
+        if let Some(db) = taken {
+            // Iterators and snapshots may still hold the engine; it closes when the last goes.
+            if let Ok(db) = Arc::try_unwrap(db) {
+                py.allow_threads(move || db.close()).map_err(to_py)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(&self, py: Python<'_>, _a: PyObject, _b: PyObject, _c: PyObject) -> PyResult<()> {
+        self.close(py)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.db.read().is_some() { "open" } else { "closed" };
+        format!("attune.DB({:?}, {state})", self.path)
+    }
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("last_sequence", s.last_sequence)?;
+    d.set_item("level_files", PyList::new(py, &s.level_files)?)?;
+    d.set_item("level_bytes", PyList::new(py, &s.level_bytes)?)?;
+    let comps = PyList::empty(py);
+    for c in &s.level_compactions {
+        let e = PyDict::new(py);
+        e.set_item("compactions", c.compactions)?;
+        e.set_item("bytes_read", c.bytes_read)?;
+        e.set_item("bytes_written", c.bytes_written)?;
+        e.set_item("trivial_moves", c.trivial_moves)?;
+        comps.append(e)?;
+    }
+    d.set_item("level_compactions", comps)?;
+    d.set_item("memtable_bytes", s.memtable_bytes)?;
+    d.set_item("immutable_memtable", s.immutable_memtable)?;
+    d.set_item("flushes", s.flushes)?;
+    d.set_item("flush_bytes_written", s.flush_bytes_written)?;
+    d.set_item("compaction_bytes_read", s.compaction_bytes_read)?;
+    d.set_item("compaction_bytes_written", s.compaction_bytes_written)?;
+    d.set_item("user_bytes_written", s.user_bytes_written)?;
+    d.set_item("wal_bytes_written", s.wal_bytes_written)?;
+    d.set_item("wal_syncs", s.wal_syncs)?;
+    d.set_item("writes", s.writes)?;
+    d.set_item("write_groups", s.write_groups)?;
+    d.set_item("write_amp", s.write_amplification)?;
+    d.set_item("stall_micros", s.stall_micros)?;
+    d.set_item("slowdowns", s.slowdowns)?;
+    d.set_item("gets", s.gets)?;
+    d.set_item("gets_found", s.gets_found)?;
+    d.set_item("live_sst_bytes", s.live_sst_bytes)?;
+    d.set_item("num_snapshots", s.num_snapshots)?;
+    d.set_item("table_pinned_bytes", s.table_pinned_bytes)?;
+    let c = PyDict::new(py);
+    c.set_item("capacity_bytes", s.block_cache.capacity_bytes)?;
+    c.set_item("usage_bytes", s.block_cache.usage_bytes)?;
+    c.set_item("hits", s.block_cache.hits)?;
+    c.set_item("misses", s.block_cache.misses)?;
+    c.set_item("inserts", s.block_cache.inserts)?;
+    c.set_item("evictions", s.block_cache.evictions)?;
+    let lookups = s.block_cache.hits + s.block_cache.misses;
+    c.set_item("hit_rate", if lookups == 0 { 0.0 } else { s.block_cache.hits as f64 / lookups as f64 })?;
+    d.set_item("block_cache", c)?;
+    let opts = PyDict::new(py);
+    for (k, v) in o.describe() {
+        opts.set_item(k, v)?;
+    }
+    d.set_item("options", opts)?;
+    Ok(d)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<DB>()?;
+    m.add_class::<WriteBatch>()?;
+    m.add_class::<Snapshot>()?;
+    m.add_class::<Items>()?;
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("CorruptionError", py.get_type::<CorruptionError>())?;
+    m.add("StorageIOError", py.get_type::<StorageIOError>())?;
+    m.add("LockedError", py.get_type::<LockedError>())?;
+    m.add("NotADatabaseError", py.get_type::<NotADatabaseError>())?;
+    m.add("UnsupportedVersionError", py.get_type::<UnsupportedVersionError>())?;
+    m.add("InvalidArgumentError", py.get_type::<InvalidArgumentError>())?;
+    m.add("ClosedError", py.get_type::<ClosedError>())?;
+    m.add("OPTION_NAMES", kv::options::OPTION_NAMES.to_vec())?;
+    Ok(())
+}

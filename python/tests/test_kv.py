@@ -1,0 +1,147 @@
+"""The Python front of the key-value engine: API, errors, iteration, snapshots, threads."""
+
+import os
+import threading
+
+import pytest
+
+import attune
+
+
+@pytest.fixture
+def db(tmp_path):
+    d = attune.DB(tmp_path / "db", write_buffer_size="64KiB")
+    yield d
+    d.close()
+
+
+def test_put_get_delete_round_trip(db):
+    db.put(b"k", b"v")
+    assert db.get(b"k") == b"v"
+    db.delete(b"k")
+    assert db.get(b"k") is None
+    assert db.get(b"never") is None
+
+
+def test_batch_is_atomic_and_ordered(db):
+    b = attune.WriteBatch()
+    b.put(b"a", b"1")
+    b.put(b"b", b"2")
+    b.delete(b"a")
+    assert len(b) == 3
+    db.write(b, sync=True)
+    assert db.get(b"a") is None and db.get(b"b") == b"2"
+
+
+def test_items_forward_reverse_and_bounds(db):
+    for i in range(2000):
+        db.put(b"key%05d" % i, b"v%d" % i)
+    db.flush()
+    keys = [k for k, _ in db.items(start=b"key00100", end=b"key00110")]
+    assert keys == [b"key%05d" % i for i in range(100, 110)]
+    rev = [k for k, _ in db.items(start=b"key00100", end=b"key00110", reverse=True)]
+    assert rev == list(reversed(keys))
+    assert sum(1 for _ in db.items()) == 2000
+
+
+def test_snapshot_sees_the_past(db):
+    db.put(b"k", b"old")
+    with db.snapshot() as snap:
+        db.put(b"k", b"new")
+        db.put(b"other", b"x")
+        assert snap.get(b"k") == b"old"
+        assert [k for k, _ in snap.items()] == [b"k"]
+    assert db.get(b"k") == b"new"
+    with pytest.raises(attune.ClosedError):
+        snap.get(b"k")
+
+
+def test_reopen_keeps_data_and_compaction_keeps_it_too(tmp_path):
+    path = tmp_path / "db"
+    with attune.DB(path, write_buffer_size="32KiB") as db:
+        for i in range(5000):
+            db.put(b"%06d" % i, os.urandom(50))
+        db.put(b"last", b"value", sync=True)
+    with attune.DB(path) as db:
+        assert db.get(b"last") == b"value"
+        db.compact()
+        assert db.get(b"last") == b"value"
+        s = db.stats()
+        assert sum(s["level_files"]) >= 1
+        assert db.verify()["entries"] >= 5001
+
+
+def test_second_opener_gets_a_clear_locked_error(tmp_path):
+    with attune.DB(tmp_path / "db"):
+        with pytest.raises(attune.LockedError, match="locked"):
+            attune.DB(tmp_path / "db")
+
+
+def test_foreign_directory_is_refused(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "photo.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(attune.NotADatabaseError, match="photo.jpg"):
+        attune.DB(tmp_path / "x")
+
+
+def test_bad_options_raise_invalid_argument(tmp_path):
+    with pytest.raises(attune.InvalidArgumentError, match="block_size"):
+        attune.DB(tmp_path / "db", blok_size=4096)
+    with pytest.raises(attune.InvalidArgumentError, match="compression"):
+        attune.DB(tmp_path / "db2", compression="gzip")
+    with pytest.raises(attune.InvalidArgumentError):
+        attune.DB(tmp_path / "db3", block_cache_size=[1])
+
+
+def test_errors_share_one_base_class():
+    for cls in (attune.CorruptionError, attune.LockedError, attune.NotADatabaseError,
+                attune.InvalidArgumentError, attune.ClosedError, attune.StorageIOError,
+                attune.UnsupportedVersionError):
+        assert issubclass(cls, attune.Error)
+
+
+def test_corrupted_table_raises_corruption_error_naming_the_file(tmp_path):
+    path = tmp_path / "db"
+    with attune.DB(path) as db:
+        for i in range(3000):
+            db.put(b"%06d" % i, b"v" * 100)
+        db.compact()
+    sst = sorted(p for p in path.iterdir() if p.suffix == ".sst")[0]
+    data = bytearray(sst.read_bytes())
+    data[20] ^= 0x55
+    sst.write_bytes(bytes(data))
+    with attune.DB(path) as db:
+        with pytest.raises(attune.CorruptionError, match=sst.name):
+            for i in range(3000):
+                db.get(b"%06d" % i)
+        with pytest.raises(attune.CorruptionError):
+            db.verify()
+
+
+def test_closed_database_raises(tmp_path):
+    db = attune.DB(tmp_path / "db")
+    db.close()
+    assert db.closed
+    with pytest.raises(attune.ClosedError):
+        db.put(b"a", b"b")
+
+
+def test_threads_write_and_read_concurrently(db):
+    def worker(t):
+        for i in range(2000):
+            db.put(b"t%d-%05d" % (t, i), b"x" * 20)
+            assert db.get(b"t%d-%05d" % (t, i)) == b"x" * 20
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(1 for _ in db.items()) == 8000
+    assert db.stats()["writes"] == 8000
+
+
+def test_stats_report_options_and_cache(db):
+    s = db.stats()
+    assert s["options"]["write_buffer_size"] == str(64 * 1024)
+    assert {"hits", "misses", "hit_rate", "capacity_bytes"} <= set(s["block_cache"])
