@@ -227,6 +227,21 @@ impl DB {
         } else {
             versions.create_new()?;
         }
+        {
+            let present: HashSet<String> = env.list_dir(&dir)?.into_iter().collect();
+            let v = versions.current();
+            for f in v.files.iter().flatten() {
+                let p = filename::table_path(&dir, f.number);
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+                if !present.contains(&name) {
+                    return Err(Error::corruption(
+                        dir.join(filename::manifest_name(versions.manifest_number)),
+                        0,
+                        format!("the manifest lists table {name}, which is missing"),
+                    ));
+                }
+            }
+        }
         if opts.paranoid_checks {
             let v = versions.current();
             for f in v.files.iter().flatten() {

@@ -180,6 +180,9 @@ impl TableCache {
             return Ok(t.clone());
         }
         let path = filename::table_path(&self.dir, number);
+        if !self.env.exists(&path) {
+            return Err(Error::corruption(&path, 0, "table file listed in the manifest is missing"));
+        }
         let file = self.env.open_random(&path)?;
         let t = Arc::new(Table::open(file, path, number, self.block_cache.clone())?);
         self.tables.lock().put(number, t.clone());
