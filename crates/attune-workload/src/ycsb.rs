@@ -352,6 +352,10 @@ impl YcsbRun {
                 thresholds.push((p, k));
             }
         }
+        let sum: f64 = thresholds.iter().map(|t| t.0).sum();
+        for t in &mut thresholds {
+            t.0 /= sum;
+        }
         let lo = cfg.insert_start;
         let count = cfg.record_count;
         let chooser = match cfg.request_distribution {
@@ -418,11 +422,9 @@ impl YcsbRun {
     }
 
     fn choose_kind(&mut self) -> Kind {
-        // YCSB's DiscreteGenerator: walk the weights with one uniform draw.
-        let sum: f64 = self.thresholds.iter().map(|t| t.0).sum();
+        // YCSB's DiscreteGenerator: walk the (pre-normalised) weights with one uniform draw.
         let mut val = self.rng.next_f64();
-        for &(w, k) in &self.thresholds {
-            let share = w / sum;
+        for &(share, k) in &self.thresholds {
             if val < share {
                 return k;
             }
