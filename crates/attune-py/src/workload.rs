@@ -1,0 +1,248 @@
+//! Python access to `attune-workload` (module functions and stream classes in `attune._native`).
+//!
+//! Bindings only: every generator lives in the engine crate. Streams are chunked (`take(k)`
+//! returns a list of up to `k` items with the GIL released while generating) so Python never
+//! materialises more than the caller asks for. Errors from the crate become `ValueError` here;
+//! `python/attune/workload.py` re-raises them as `attune.workload.WorkloadError` (an
+//! `attune.Error`). Thread-safety: each stream object is used under the GIL by one caller at a
+//! time (PyO3 borrow checking); generation state never escapes the object.
+
+use attune_workload::keys::{encode_key16, KeySet, LoadOrder};
+use attune_workload::perm::Permutation;
+use attune_workload::wiscer::{KeyOrder, KeyPattern, WiscerConfig, WiscerRun};
+use attune_workload::ycsb::{CoreWorkload, YcsbConfig, YcsbLoad, YcsbRun};
+use attune_workload::{Op, RequestDist, Sampler, WorkloadError};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+
+/// Largest chunk one call may return. Default 2^24 items: bounds the memory of one call
+/// (about 0.5 GiB of Python ints at the limit) while keeping per-call overhead negligible.
+const CHUNK_ITEMS_MAX: u64 = 1 << 24;
+
+fn to_py(e: WorkloadError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn check_chunk(count: u64) -> PyResult<()> {
+    if count > CHUNK_ITEMS_MAX {
+        return Err(PyValueError::new_err(format!(
+            "count {count} exceeds the per-call limit {CHUNK_ITEMS_MAX}; iterate in chunks"
+        )));
+    }
+    Ok(())
+}
+
+/// Keys `start .. start+count` of key set `name` (n keys, seed) in load order `order`
+/// (`sequential` or `random[:SEED]`), as ints or as 16-byte big-endian strings.
+#[pyfunction]
+#[pyo3(signature = (name, n, seed=0, order="sequential", start=0, count=None, as_bytes=false))]
+#[allow(clippy::too_many_arguments)]
+fn workload_keys(
+    py: Python<'_>,
+    name: &str,
+    n: u64,
+    seed: u64,
+    order: &str,
+    start: u64,
+    count: Option<u64>,
+    as_bytes: bool,
+) -> PyResult<PyObject> {
+    let set = KeySet::from_name(name, n, seed).map_err(to_py)?;
+    let order: LoadOrder = order.parse().map_err(to_py)?;
+    let start = start.min(n);
+    let count = count.unwrap_or(n - start).min(n - start);
+    check_chunk(count)?;
+    let perm = match order {
+        LoadOrder::Sequential => None,
+        LoadOrder::Random(s) => Some(Permutation::new(n, s).map_err(to_py)?),
+    };
+    let keys: Vec<u64> = py.allow_threads(|| {
+        (start..start + count)
+            .map(|j| set.key_at(perm.as_ref().map_or(j, |p| p.apply(j))))
+            .collect()
+    });
+    if as_bytes {
+        let items: Vec<Bound<'_, PyBytes>> = keys
+            .iter()
+            .map(|&k| PyBytes::new(py, &encode_key16(k)))
+            .collect();
+        Ok(PyList::new(py, items)?.into_any().unbind())
+    } else {
+        Ok(PyList::new(py, keys)?.into_any().unbind())
+    }
+}
+
+/// A seeded stream of request items over `[0, n)`.
+#[pyclass(module = "attune._native")]
+struct RequestStream {
+    sampler: Sampler,
+    left: u64,
+}
+
+#[pymethods]
+impl RequestStream {
+    #[new]
+    #[pyo3(signature = (dist, n, count, seed=0))]
+    fn new(dist: &str, n: u64, count: u64, seed: u64) -> PyResult<Self> {
+        let d: RequestDist = dist.parse().map_err(to_py)?;
+        Ok(Self {
+            sampler: d.sampler(n, seed).map_err(to_py)?,
+            left: count,
+        })
+    }
+
+    /// Up to `k` next items (fewer at the end; empty when exhausted).
+    fn take(&mut self, py: Python<'_>, k: u64) -> PyResult<Vec<u64>> {
+        check_chunk(k)?;
+        let k = k.min(self.left);
+        self.left -= k;
+        let sampler = &mut self.sampler;
+        Ok(py.allow_threads(|| (0..k).map(|_| sampler.next_item()).collect()))
+    }
+
+    /// Items not yet returned.
+    fn remaining(&self) -> u64 {
+        self.left
+    }
+}
+
+enum Source {
+    YcsbLoad(YcsbLoad),
+    YcsbRun(Box<YcsbRun>),
+    Wiscer(Box<WiscerRun>),
+}
+
+impl Iterator for Source {
+    type Item = Op;
+    fn next(&mut self) -> Option<Op> {
+        match self {
+            Source::YcsbLoad(i) => i.next(),
+            Source::YcsbRun(i) => i.next(),
+            Source::Wiscer(i) => i.next(),
+        }
+    }
+}
+
+/// A stream of operations as `(op, key, n)` tuples: `n` is the value length for writes, the
+/// record count for scans and 0 for reads and deletes.
+#[pyclass(module = "attune._native")]
+struct OpStream {
+    source: Source,
+}
+
+fn op_tuple(op: Op) -> (&'static str, u64, u64) {
+    match op {
+        Op::Read { key } => ("read", key, 0),
+        Op::Update { key, value_len } => ("update", key, u64::from(value_len)),
+        Op::Insert { key, value_len } => ("insert", key, u64::from(value_len)),
+        Op::Scan { start, len } => ("scan", start, u64::from(len)),
+        Op::ReadModifyWrite { key, value_len } => ("rmw", key, u64::from(value_len)),
+        Op::Delete { key } => ("delete", key, 0),
+    }
+}
+
+#[pymethods]
+impl OpStream {
+    /// Up to `k` next operations as tuples.
+    fn take(&mut self, py: Python<'_>, k: u64) -> PyResult<Vec<(&'static str, u64, u64)>> {
+        check_chunk(k)?;
+        let source = &mut self.source;
+        let ops: Vec<Op> = py.allow_threads(|| source.take(k as usize).collect());
+        Ok(ops.into_iter().map(op_tuple).collect())
+    }
+}
+
+/// A YCSB core-workload stream (`phase` = "load" or "run").
+#[pyfunction]
+#[pyo3(signature = (letter, records, operations, seed=0, phase="run", insert_order="hashed",
+    field_count=10, field_length=100, request_distribution=None))]
+#[allow(clippy::too_many_arguments)]
+fn workload_ycsb(
+    letter: &str,
+    records: u64,
+    operations: u64,
+    seed: u64,
+    phase: &str,
+    insert_order: &str,
+    field_count: u32,
+    field_length: u32,
+    request_distribution: Option<&str>,
+) -> PyResult<OpStream> {
+    let w: CoreWorkload = letter.parse().map_err(to_py)?;
+    let mut cfg = YcsbConfig::core(w, records, operations, seed);
+    cfg.insert_order = match insert_order {
+        "hashed" => attune_workload::ycsb::InsertOrder::Hashed,
+        "ordered" => attune_workload::ycsb::InsertOrder::Ordered,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown insert_order `{other}`; valid: hashed, ordered"
+            )))
+        }
+    };
+    cfg.field_count = field_count;
+    cfg.field_length = field_length;
+    if let Some(d) = request_distribution {
+        cfg.request_distribution = d.parse().map_err(to_py)?;
+    }
+    let source = match phase {
+        "load" => Source::YcsbLoad(cfg.load().map_err(to_py)?),
+        "run" => Source::YcsbRun(Box::new(cfg.run().map_err(to_py)?)),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown phase `{other}`; valid: load, run"
+            )))
+        }
+    };
+    Ok(OpStream { source })
+}
+
+/// A Wiscer operation stream (the load phase is `workload_keys`-like: see the Python wrapper).
+#[pyfunction]
+#[pyo3(signature = (zipf, initial_size, operations, seed=0, fetch=1.0, insert=0.0, delete=0.0,
+    dist_shift_freq=0, dist_shift_prct=0.0, key_pattern="random", key_order="random"))]
+#[allow(clippy::too_many_arguments)]
+fn workload_wiscer(
+    py: Python<'_>,
+    zipf: f64,
+    initial_size: u64,
+    operations: u64,
+    seed: u64,
+    fetch: f64,
+    insert: f64,
+    delete: f64,
+    dist_shift_freq: u64,
+    dist_shift_prct: f64,
+    key_pattern: &str,
+    key_order: &str,
+) -> PyResult<OpStream> {
+    let key_pattern: KeyPattern = key_pattern.parse().map_err(to_py)?;
+    let key_order: KeyOrder = key_order.parse().map_err(to_py)?;
+    let cfg = WiscerConfig {
+        zipf,
+        initial_size,
+        operation_count: operations,
+        fetch_proportion: fetch,
+        insert_proportion: insert,
+        delete_proportion: delete,
+        dist_shift_freq,
+        dist_shift_prct,
+        key_pattern,
+        key_order,
+        seed,
+    };
+    let run = py.allow_threads(|| cfg.run()).map_err(to_py)?;
+    Ok(OpStream {
+        source: Source::Wiscer(Box::new(run)),
+    })
+}
+
+/// Registers the workload functions and classes on `attune._native`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(workload_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_ycsb, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_wiscer, m)?)?;
+    m.add_class::<RequestStream>()?;
+    m.add_class::<OpStream>()?;
+    Ok(())
+}
