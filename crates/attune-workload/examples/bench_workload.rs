@@ -2,8 +2,8 @@
 //!
 //! Run: `cargo run --release -p attune-workload --example bench_workload -- [--items N]
 //! [--out FILE]`. Prints one JSON object per line (and appends them to FILE if given), each with
-//! the exact command, the machine, the generator name, items and ns/item (median of 3 runs).
-//! Single-threaded; numbers are for one core.
+//! the exact command, the machine, the generator name, items, and ns/item (median of 3 runs) both
+//! as thread CPU time (robust on a shared machine) and wall time. Single-threaded.
 
 use std::fs::OpenOptions;
 use std::hint::black_box;
@@ -44,16 +44,35 @@ fn op_sink(op: Op) -> u64 {
     op.key()
 }
 
-/// Median ns/item of three runs of `f`, which must generate `items` items and return a checksum.
-fn measure(items: u64, mut f: impl FnMut() -> u64) -> f64 {
-    let mut runs = Vec::new();
+/// CPU time of the calling thread in nanoseconds.
+fn thread_cpu_ns() -> u128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is supported on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
+
+/// Median (wall, thread-CPU) ns/item of three runs of `f`, which must generate `items` items
+/// and return a checksum.
+fn measure(items: u64, mut f: impl FnMut() -> u64) -> (f64, f64) {
+    let mut wall = Vec::new();
+    let mut cpu = Vec::new();
     for _ in 0..3 {
+        let c0 = thread_cpu_ns();
         let t = Instant::now();
         black_box(f());
-        runs.push(t.elapsed().as_nanos() as f64 / items as f64);
+        wall.push(t.elapsed().as_nanos() as f64 / items as f64);
+        cpu.push((thread_cpu_ns() - c0) as f64 / items as f64);
     }
-    runs.sort_by(f64::total_cmp);
-    runs[1]
+    wall.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
+    (wall[1], cpu[1])
 }
 
 fn main() {
@@ -88,7 +107,7 @@ fn main() {
         args.iter().map(|a| format!(" {a}")).collect::<String>()
     );
     let machine = machine();
-    let mut rows: Vec<(String, f64)> = Vec::new();
+    let mut rows: Vec<(String, (f64, f64))> = Vec::new();
     let n = 10_000_000u64;
 
     for name in [
@@ -224,10 +243,15 @@ fn main() {
                 std::process::exit(1)
             })
     });
-    for (name, ns) in rows {
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "null".into());
+    for (name, (wall, cpu)) in rows {
         let line = format!(
             "{{\"bench\":\"workload\",\"generator\":\"{name}\",\"items\":{items},\
-             \"ns_per_item\":{ns:.2},\"command\":\"{command}\",\"machine\":{machine}}}"
+             \"ns_per_item_cpu\":{cpu:.2},\"ns_per_item_wall\":{wall:.2},\"loadavg_1m\":{load},\
+             \"command\":\"{command}\",\"machine\":{machine}}}"
         );
         println!("{line}");
         if let Some(f) = file.as_mut() {
