@@ -55,15 +55,19 @@ pub enum KeySetKind {
     },
     /// Uniform over a dense range: one key in each pair `{2i, 2i+1}`.
     UniformDense,
-    /// Uniform over the whole 64-bit space (one key per stratum of width 2^64 / n).
-    UniformSparse,
+    /// Uniform over `[0, 2^bits)` (one key per stratum of width `2^bits / n`); `bits` is 64 by
+    /// default, 32 for SOSD's `uspr32`.
+    UniformSparse {
+        /// Width of the key space in bits (1..=64).
+        bits: u32,
+    },
     /// Clustered, heavy-tailed gaps: the shape of OpenStreetMap cell ids.
     Osm,
 }
 
 const KEYSET_NAMES: &str =
     "linear, seg1 (seg-1%), seg10 (seg-10%), seg1:GAP, seg10:GAP, seg:SEGMENT:GAP, normal, \
-     lognormal, lognormal:SIGMA, uniform-dense, uniform-sparse, osm (map-like)";
+     lognormal, lognormal:SIGMA, uniform-dense, uniform-sparse, uniform-sparse:BITS, osm (map-like)";
 
 impl FromStr for KeySetKind {
     type Err = WorkloadError;
@@ -131,7 +135,17 @@ impl FromStr for KeySetKind {
                 _ => Err(bad("expected at most one argument (SIGMA)".into())),
             },
             "uniform-dense" | "uniform_dense" | "udense" => no_args(KeySetKind::UniformDense),
-            "uniform-sparse" | "uniform_sparse" | "usparse" => no_args(KeySetKind::UniformSparse),
+            "uniform-sparse" | "uniform_sparse" | "usparse" => match args.as_slice() {
+                [] => Ok(KeySetKind::UniformSparse { bits: 64 }),
+                [b] => {
+                    let bits = num(b)?;
+                    if !(1..=64).contains(&bits) {
+                        return Err(bad("BITS must be in 1..=64".into()));
+                    }
+                    Ok(KeySetKind::UniformSparse { bits: bits as u32 })
+                }
+                _ => Err(bad("expected at most one argument (BITS)".into())),
+            },
             "osm" | "map-like" | "maplike" => no_args(KeySetKind::Osm),
             _ => Err(WorkloadError::UnknownName {
                 kind: "key set",
@@ -150,7 +164,7 @@ impl fmt::Display for KeySetKind {
             KeySetKind::Normal => write!(f, "normal"),
             KeySetKind::Lognormal { sigma } => write!(f, "lognormal:{sigma}"),
             KeySetKind::UniformDense => write!(f, "uniform-dense"),
-            KeySetKind::UniformSparse => write!(f, "uniform-sparse"),
+            KeySetKind::UniformSparse { bits } => write!(f, "uniform-sparse:{bits}"),
             KeySetKind::Osm => write!(f, "osm"),
         }
     }
@@ -383,9 +397,13 @@ impl KeySet {
                 }
                 Inner::UniformDense
             }
-            KeySetKind::UniformSparse => {
-                // Stratum width floor(2^64 / n) >= 1.
-                let width = ((1u128 << 64) / n as u128) as u64;
+            KeySetKind::UniformSparse { bits } => {
+                let space = 1u128 << *bits;
+                if u128::from(n) > space {
+                    return Err(too_many("uniform-sparse needs n <= 2^bits"));
+                }
+                // Stratum width floor(2^bits / n) >= 1.
+                let width = (space / u128::from(n)) as u64;
                 Inner::UniformSparse { width }
             }
             KeySetKind::Osm => Inner::Osm {
@@ -688,6 +706,15 @@ mod tests {
         assert!(set.key_at(999) > u64::MAX / 1000 * 998);
         let mid = set.key_at(500) as f64 / u64::MAX as f64;
         assert!((mid - 0.5).abs() < 0.002);
+    }
+
+    #[test]
+    fn uniform_sparse_32_bit_stays_in_32_bits() {
+        let set = KeySet::from_name("uniform-sparse:32", 100_000, 1).unwrap();
+        assert!(set.key_at(99_999) < 1 << 32);
+        assert!(set.key_at(99_999) > (1 << 32) / 100_000 * 99_999);
+        assert!(KeySet::from_name("uniform-sparse:8", 300, 1).is_err());
+        assert!("uniform-sparse:65".parse::<KeySetKind>().is_err());
     }
 
     #[test]
