@@ -1,9 +1,9 @@
 //! Key sets: sorted, unique `u64` keys computable by index (`key_at(i)` for `i` in `0..n`).
 //!
 //! The sets reproduce the synthetic data sets of Bourbon's evaluation (linear, seg-1%, seg-10%,
-//! normal; Dai 2025 §2.4) and SOSD's synthetic sets (lognormal, uniform dense, uniform sparse), plus
-//! a clustered "map-like" set with the shape of OpenStreetMap cell ids. See docs/workload.md for
-//! the exact formulas and the choices made where the sources are silent.
+//! normal; Dai 2025 §2.4) and SOSD's synthetic sets (lognormal, uniform dense, uniform sparse),
+//! plus a clustered "map-like" set with the shape of OpenStreetMap cell ids. See docs/workload.md
+//! for the exact formulas and the choices made where the sources are silent.
 //!
 //! Every set except `osm` is O(1) memory and O(1) time per `key_at`; `osm` keeps one `u64` per
 //! cluster of 64 keys (n/8 bytes) because its heavy-tailed cluster gaps are a prefix sum.
@@ -67,7 +67,8 @@ pub enum KeySetKind {
 
 const KEYSET_NAMES: &str =
     "linear, seg1 (seg-1%), seg10 (seg-10%), seg1:GAP, seg10:GAP, seg:SEGMENT:GAP, normal, \
-     lognormal, lognormal:SIGMA, uniform-dense, uniform-sparse, uniform-sparse:BITS, osm (map-like)";
+     lognormal, lognormal:SIGMA, uniform-dense, uniform-sparse, uniform-sparse:BITS, \
+     osm (map-like)";
 
 impl FromStr for KeySetKind {
     type Err = WorkloadError;

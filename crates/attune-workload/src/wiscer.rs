@@ -4,16 +4,16 @@
 //! `operation_count` (*operationCount*), fetch/insert/delete proportions (*(fetch/insert/delete)
 //! Proportion*), `dist_shift_freq` / `dist_shift_prct` (*distShiftFreq*, *distShiftPrct*),
 //! `key_pattern` (*keyPattern*: `random` 64-bit keys or `sequential` 1..n), `key_order`
-//! (*keyOrder*: popularity rank relative to insertion order, `random` or `sorted` = keys inserted in
-//! increasing order of popularity, a.k.a. latest), `seed` (*randomSeed*, default 0).
+//! (*keyOrder*: popularity rank relative to insertion order, `random` or `sorted` = keys inserted
+//! in increasing order of popularity, a.k.a. latest), `seed` (*randomSeed*, default 0).
 //!
 //! Semantics implemented (and where the text is silent, our choice, also in docs/workload.md):
 //!
 //! * Popularity: the key at rank `r` (0 = most popular) of the current key set is fetched with
 //!   probability ∝ `1/(r+1)^zipf`; `zipf = 0` is uniform. Sampled exactly by rejection-inversion.
-//! * Churn: after every `dist_shift_freq` **fetches** (the overview says fetch operations, the table
-//!   says operations; the thesis's churn experiments are fetch-only, so both agree there), the
-//!   top keys whose popularity mass first reaches `dist_shift_prct`% of requests are each swapped
+//! * Churn: after every `dist_shift_freq` **fetches** (the overview says fetch operations, the
+//!   table says operations; the thesis's churn experiments are fetch-only, so both agree there),
+//!   the top keys whose popularity mass first reaches `dist_shift_prct`% of requests are each swapped
 //!   with a uniformly chosen less popular key. (The thesis's example: zipf 1, 1M keys, 25% → the
 //!   top 21 keys; our computation reproduces 21, see the tests.)
 //! * Inserts and deletes happen "in random positions of the popularity order". Choice: an insert
