@@ -189,13 +189,69 @@ def wiscer(
     return _ops(stream, chunk)
 
 
+TraceRecord = tuple[int, int, int, str, int]
+
+
+def write_trace(
+    path: str,
+    patterns: list[str],
+    count: int,
+    seed: int = 0,
+    *,
+    fmt: str = "bin",
+    size: int = 4096,
+    range_bytes: int = 1 << 30,
+    write_fraction: float = 0.0,
+    combine: str = "mixture",
+    mean_gap_ns: float = 1000.0,
+) -> int:
+    """Write a synthetic block-I/O trace of ``count`` records to ``path``; returns ``count``.
+
+    Each pattern (``seq``, ``seq:RUN_LEN``, ``stride:BYTES``, ``random``) is one stream over its
+    own ``range_bytes`` region; streams are mixed with equal weights (``combine="mixture"``) or
+    take turns (``"interleave:BURST"``); arrivals are Poisson with mean gap ``mean_gap_ns``.
+    ``fmt`` is ``bin`` (docs/formats/block-trace.md) or ``csv``.
+    """
+    return _call(
+        _native.workload_trace_write,
+        str(path),
+        list(patterns),
+        count,
+        seed,
+        fmt=fmt,
+        size=size,
+        range_bytes=range_bytes,
+        write_fraction=write_fraction,
+        combine=combine,
+        mean_gap_ns=mean_gap_ns,
+    )
+
+
+def read_trace(path: str, *, chunk: int = CHUNK_ITEMS) -> Iterator[TraceRecord]:
+    """Stream ``(timestamp_ns, offset, size, "R"|"W", latency_ns)`` records from a binary or CSV
+    trace. Corrupt or truncated input raises :class:`WorkloadError` naming the byte offset (binary)
+    or line number (CSV)."""
+    reader = _call(_native.TraceReader, str(path))
+
+    def gen() -> Iterator[TraceRecord]:
+        while True:
+            part = _call(reader.take, chunk)
+            if not part:
+                return
+            yield from part
+
+    return gen()
+
+
 __all__ = [
     "CHUNK_ITEMS",
     "WorkloadError",
     "iter_keys",
     "iter_requests",
     "keys",
+    "read_trace",
     "requests",
     "wiscer",
+    "write_trace",
     "ycsb",
 ]

@@ -94,3 +94,39 @@ def test_bad_input_raises_workload_error(call):
 def test_unknown_name_error_lists_valid_names():
     with pytest.raises(wl.WorkloadError, match="zipfian"):
         wl.requests("pareto", 10, 10)
+
+
+def test_trace_round_trip_binary_and_csv(tmp_path):
+    for fmt in ["bin", "csv"]:
+        path = tmp_path / f"t.{fmt}"
+        wl.write_trace(path, ["seq:8", "random"], 10_000, seed=2, fmt=fmt, write_fraction=0.25)
+        recs = list(wl.read_trace(path, chunk=3000))
+        assert len(recs) == 10_000
+        ts = [r[0] for r in recs]
+        assert ts == sorted(ts)
+        writes = sum(1 for r in recs if r[3] == "W")
+        assert abs(writes / 10_000 - 0.25) < 0.03
+    a = list(wl.read_trace(tmp_path / "t.bin"))
+    b = list(wl.read_trace(tmp_path / "t.csv"))
+    assert a == b
+
+
+def test_corrupt_and_truncated_traces_raise_with_offset(tmp_path):
+    path = tmp_path / "t.bin"
+    wl.write_trace(path, ["random"], 5000, seed=1)
+    data = path.read_bytes()
+    (tmp_path / "cut.bin").write_bytes(data[:-7])
+    with pytest.raises(wl.WorkloadError, match="truncated"):
+        list(wl.read_trace(tmp_path / "cut.bin"))
+    flipped = bytearray(data)
+    flipped[100] ^= 0xFF
+    (tmp_path / "flip.bin").write_bytes(bytes(flipped))
+    with pytest.raises(wl.WorkloadError, match="byte 20"):
+        list(wl.read_trace(tmp_path / "flip.bin"))
+    (tmp_path / "bad.csv").write_text("timestamp_ns,offset,size,op,latency_ns\n1,2,3,X,4\n")
+    with pytest.raises(wl.WorkloadError, match="line 2"):
+        list(wl.read_trace(tmp_path / "bad.csv"))
+    with pytest.raises(wl.WorkloadError, match="cannot open"):
+        wl.read_trace(tmp_path / "missing.bin")
+    with pytest.raises(wl.WorkloadError):
+        wl.write_trace(tmp_path / "x.bin", ["zigzag"], 10)

@@ -9,6 +9,10 @@
 
 use attune_workload::keys::{encode_key16, KeySet, LoadOrder};
 use attune_workload::perm::Permutation;
+use attune_workload::trace::{
+    read_csv, write_csv, Arrival, BinaryTraceReader, BinaryTraceWriter, BlockRecord, Combine,
+    IoKind, Pattern, StreamSpec, TraceGen, MAGIC,
+};
 use attune_workload::wiscer::{KeyOrder, KeyPattern, WiscerConfig, WiscerRun};
 use attune_workload::ycsb::{CoreWorkload, YcsbConfig, YcsbLoad, YcsbRun};
 use attune_workload::{Op, RequestDist, Sampler, WorkloadError};
@@ -237,8 +241,161 @@ fn workload_wiscer(
     })
 }
 
+type RecordTuple = (u64, u64, u32, &'static str, u64);
+
+fn record_tuple(r: BlockRecord) -> RecordTuple {
+    let op = match r.kind {
+        IoKind::Read => "R",
+        IoKind::Write => "W",
+    };
+    (r.timestamp_ns, r.offset, r.size, op, r.latency_ns)
+}
+
+/// Writes a synthetic block trace to `path` (`fmt` = "bin" or "csv"); returns the record count.
+/// Each entry of `patterns` ("seq", "seq:RUN_LEN", "stride:BYTES", "random") is one stream over
+/// its own `range_bytes`-sized region; streams are mixed with equal weights or interleaved
+/// (`combine` = "mixture" or "interleave:BURST").
+#[pyfunction]
+#[pyo3(signature = (path, patterns, count, seed=0, fmt="bin", size=4096, range_bytes=1<<30,
+    write_fraction=0.0, combine="mixture", mean_gap_ns=1000.0))]
+#[allow(clippy::too_many_arguments)]
+fn workload_trace_write(
+    py: Python<'_>,
+    path: &str,
+    patterns: Vec<String>,
+    count: u64,
+    seed: u64,
+    fmt: &str,
+    size: u32,
+    range_bytes: u64,
+    write_fraction: f64,
+    combine: &str,
+    mean_gap_ns: f64,
+) -> PyResult<u64> {
+    let mut streams = Vec::with_capacity(patterns.len());
+    for (i, p) in patterns.iter().enumerate() {
+        let pattern: Pattern = p.parse().map_err(to_py)?;
+        let start = (i as u64).checked_mul(range_bytes).ok_or_else(|| {
+            PyValueError::new_err("range_bytes times the number of patterns overflows u64")
+        })?;
+        streams.push(StreamSpec {
+            pattern,
+            start,
+            range_bytes,
+            size,
+            write_fraction,
+            weight: 1.0,
+        });
+    }
+    let combine = match combine.split_once(':') {
+        None if combine == "mixture" => Combine::Mixture,
+        Some(("interleave", b)) => Combine::Interleave {
+            burst: b
+                .parse()
+                .map_err(|e| PyValueError::new_err(format!("burst `{b}`: {e}")))?,
+        },
+        None if combine == "interleave" => Combine::Interleave { burst: 1 },
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown combine `{combine}`; valid: mixture, interleave, interleave:BURST"
+            )))
+        }
+    };
+    let gen = TraceGen::new(
+        streams,
+        combine,
+        Arrival::Exponential(mean_gap_ns),
+        count,
+        seed,
+    )
+    .map_err(to_py)?;
+    if fmt != "bin" && fmt != "csv" {
+        return Err(PyValueError::new_err(format!(
+            "unknown fmt `{fmt}`; valid: bin, csv"
+        )));
+    }
+    let file = std::fs::File::create(path)
+        .map_err(|e| PyValueError::new_err(format!("cannot create {path}: {e}")))?;
+    let w = std::io::BufWriter::new(file);
+    py.allow_threads(|| {
+        if fmt == "csv" {
+            write_csv(gen, w).map(|_| ())
+        } else {
+            let mut tw = BinaryTraceWriter::new(w)?;
+            for r in gen {
+                tw.write(&r)?;
+            }
+            tw.finish().map(|_| ())
+        }
+    })
+    .map_err(to_py)?;
+    Ok(count)
+}
+
+enum TraceSource {
+    Bin(BinaryTraceReader<std::io::BufReader<std::fs::File>>),
+    Csv(Box<dyn Iterator<Item = attune_workload::Result<BlockRecord>> + Send + Sync>),
+}
+
+/// Streams records from a trace file (binary if it starts with the magic, else CSV) as
+/// `(timestamp_ns, offset, size, "R"|"W", latency_ns)` tuples.
+#[pyclass(module = "attune._native")]
+struct TraceReader {
+    source: TraceSource,
+    failed: bool,
+}
+
+#[pymethods]
+impl TraceReader {
+    #[new]
+    fn new(path: &str) -> PyResult<Self> {
+        use std::io::Read;
+        let open = || {
+            std::fs::File::open(path)
+                .map_err(|e| PyValueError::new_err(format!("cannot open {path}: {e}")))
+        };
+        let mut head = [0u8; 8];
+        let n = open()?
+            .read(&mut head)
+            .map_err(|e| PyValueError::new_err(format!("cannot read {path}: {e}")))?;
+        let source = if n == 8 && head == MAGIC {
+            let r = std::io::BufReader::new(open()?);
+            TraceSource::Bin(BinaryTraceReader::new(r).map_err(to_py)?)
+        } else {
+            let r = std::io::BufReader::new(open()?);
+            TraceSource::Csv(Box::new(read_csv(r)))
+        };
+        Ok(Self {
+            source,
+            failed: false,
+        })
+    }
+
+    /// Up to `k` next records; raises on corrupt input (with the byte offset or line number).
+    fn take(&mut self, py: Python<'_>, k: u64) -> PyResult<Vec<RecordTuple>> {
+        check_chunk(k)?;
+        if self.failed {
+            return Ok(Vec::new());
+        }
+        let source = &mut self.source;
+        let got: attune_workload::Result<Vec<BlockRecord>> = py.allow_threads(|| match source {
+            TraceSource::Bin(r) => r.take(k as usize).collect(),
+            TraceSource::Csv(r) => r.take(k as usize).collect(),
+        });
+        match got {
+            Ok(v) => Ok(v.into_iter().map(record_tuple).collect()),
+            Err(e) => {
+                self.failed = true;
+                Err(to_py(e))
+            }
+        }
+    }
+}
+
 /// Registers the workload functions and classes on `attune._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(workload_trace_write, m)?)?;
+    m.add_class::<TraceReader>()?;
     m.add_function(wrap_pyfunction!(workload_keys, m)?)?;
     m.add_function(wrap_pyfunction!(workload_ycsb, m)?)?;
     m.add_function(wrap_pyfunction!(workload_wiscer, m)?)?;
