@@ -1,5 +1,6 @@
 """attune.workload: determinism by seed, shapes of key sets and streams, errors for bad input."""
 
+import json
 from collections import Counter
 
 import pytest
@@ -130,3 +131,22 @@ def test_corrupt_and_truncated_traces_raise_with_offset(tmp_path):
         wl.read_trace(tmp_path / "missing.bin")
     with pytest.raises(wl.WorkloadError):
         wl.write_trace(tmp_path / "x.bin", ["zigzag"], 10)
+
+
+def test_cli_workload_verbs(tmp_path, capsys):
+    from attune.cli import main
+
+    assert main(["workload", "keys", "seg10", "25"]) == 0
+    lines = capsys.readouterr().out.split()
+    assert [int(x) for x in lines] == wl.keys("seg10", 25)
+    assert main(["workload", "ycsb", "b", "1000", "20000", "--json", "--seed", "3"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert abs(summary["mix"]["read"] - 0.95) < 0.01
+    out = tmp_path / "t.csv"
+    assert (
+        main(["workload", "trace", "seq", "--count", "50", "--fmt", "csv", "--out", str(out)]) == 0
+    )
+    assert len(list(wl.read_trace(out))) == 50
+    capsys.readouterr()
+    assert main(["workload", "requests", "zipfian:-2", "10", "10"]) == 1
+    assert "theta" in capsys.readouterr().err
