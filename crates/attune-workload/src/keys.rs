@@ -30,6 +30,9 @@ const OSM_STRIDE_LOG2_MAX: u64 = 12;
 /// Pareto tail index of the gaps between map-like clusters. Default 1.1: heavy-tailed (infinite
 /// variance), like the gaps between populated regions in cell-id space.
 const OSM_GAP_ALPHA: f64 = 1.1;
+/// Largest map-like set. Default 2^34 keys: its cluster table is then 2 GiB; larger requests are
+/// an error rather than an allocation failure.
+pub const OSM_KEYS_MAX: u64 = 1 << 34;
 /// Default standard deviation of the log-normal set (SOSD uses lognormal(0, 2)).
 pub const LOGNORMAL_SIGMA_DEFAULT: f64 = 2.0;
 
@@ -573,6 +576,13 @@ fn osm_stride(seed: u64, c: u64) -> u64 {
 /// First key of each map-like cluster: a prefix sum of cluster spans and Pareto-distributed gaps,
 /// scaled down if needed so that the last key fits in 63 bits.
 fn osm_cluster_bases(n: u64, seed: u64) -> Result<Vec<u64>> {
+    if n > OSM_KEYS_MAX {
+        return Err(WorkloadError::InvalidParameter {
+            name: "n",
+            value: n.to_string(),
+            reason: "the map-like set supports n <= 2^34 (its cluster table is n/8 bytes)",
+        });
+    }
     let clusters = n.div_ceil(OSM_CLUSTER_KEYS);
     let len = usize::try_from(clusters).map_err(|_| WorkloadError::InvalidParameter {
         name: "n",
@@ -789,6 +799,8 @@ mod tests {
         assert!("linear:3".parse::<KeySetKind>().is_err());
         assert!(KeySet::from_name("linear", 0, 0).is_err());
         assert!(KeySet::from_name("uniform-dense", u64::MAX, 0).is_err());
+        assert!(KeySet::from_name("osm", 1 << 40, 0).is_err());
+        assert!(KeySet::from_name("normal", 1 << 33, 0).is_err());
         assert!("sideways".parse::<LoadOrder>().is_err());
         assert_eq!(
             "random:7".parse::<LoadOrder>().unwrap(),

@@ -36,6 +36,9 @@ use crate::op::Op;
 use crate::perm::Permutation;
 use crate::rng::{mix64, Xoshiro256};
 
+/// Largest `initial_size + operation_count` accepted. Default 2^32: the popularity order then
+/// needs at most 32 GiB; larger requests are an error rather than an allocation failure.
+pub const KEYS_MAX: u64 = 1 << 32;
 /// Bytes of a Wiscer value (16-byte entries: 8-byte key + 8-byte value).
 pub const VALUE_BYTES: u32 = 8;
 
@@ -151,11 +154,12 @@ impl WiscerConfig {
                 reason: "must be a percentage in [0, 100]",
             });
         }
-        if usize::try_from(self.initial_size.saturating_add(self.operation_count)).is_err() {
+        let keys_max = self.initial_size.saturating_add(self.operation_count);
+        if keys_max > KEYS_MAX || usize::try_from(keys_max).is_err() {
             return Err(WorkloadError::InvalidParameter {
                 name: "initial_size",
                 value: self.initial_size.to_string(),
-                reason: "too many keys for this platform",
+                reason: "initial_size + operation_count must be <= 2^32",
             });
         }
         Ok(())
@@ -460,6 +464,7 @@ mod tests {
         c = cfg(1.0, 10, 10);
         c.dist_shift_prct = 120.0;
         assert!(c.run().is_err());
+        assert!(cfg(1.0, 1 << 40, 10).run().is_err());
         assert!("diagonal".parse::<KeyPattern>().is_err());
         assert!("sorted".parse::<KeyOrder>().is_ok());
     }
