@@ -795,6 +795,42 @@ mod tests {
     }
 
     #[test]
+    fn random_mutations_never_panic_and_rarely_pass() {
+        let seed = 0x7ace_f00d_u64;
+        println!("seed {seed:#x}");
+        let good = encode(&sample(700));
+        let mut rng = Xoshiro256::new(seed, 1);
+        let mut accepted = 0;
+        for _ in 0..2000 {
+            let mut b = good.clone();
+            match rng.below(4) {
+                0 => {
+                    let at = rng.below(b.len() as u64) as usize;
+                    b[at] = rng.next_u64() as u8;
+                }
+                1 => {
+                    let at = rng.below(b.len() as u64) as usize;
+                    b.remove(at);
+                }
+                2 => {
+                    let at = rng.below(b.len() as u64) as usize;
+                    b.insert(at, rng.next_u64() as u8);
+                }
+                _ => {
+                    let len = rng.below(64) as usize;
+                    b = (0..len).map(|_| rng.next_u64() as u8).collect();
+                }
+            }
+            // Must return, never panic; only a no-op mutation may decode successfully.
+            if let Ok(recs) = decode(&b) {
+                accepted += 1;
+                assert_eq!(b, good, "a mutated file decoded to {} records", recs.len());
+            }
+        }
+        assert!(accepted < 20, "{accepted}");
+    }
+
+    #[test]
     fn trailing_garbage_and_wrong_magic_are_errors() {
         let mut bytes = encode(&sample(10));
         bytes.push(0);
