@@ -189,6 +189,34 @@ def wiscer(
     return _ops(stream, chunk)
 
 
+def mixgraph(
+    num: int,
+    operations: int,
+    seed: int = 0,
+    *,
+    keyrange: tuple[int, float, float, float, float] | None = None,
+    key_dist: tuple[float, float] | None = None,
+    mix: tuple[float, float, float] | None = None,
+    chunk: int = CHUNK_ITEMS,
+) -> Iterator[OpTuple]:
+    """RocksDB db_bench mix_graph stream (gets as ``read``, puts as ``update``, seeks as ``scan``).
+
+    Defaults to the FAST '20 example parameters (30 key ranges, two-term exponential hotness
+    14.18, -2.917, 0.0164, -0.08082; power key model 0.002312, 0.3467; 85/14/1 get/put/seek).
+    ``keyrange=(ranges, a, b, c, d)``, ``key_dist=(a, b)`` and ``mix=(get, put, seek)`` override.
+    """
+    stream = _call(
+        _native.workload_mixgraph,
+        num,
+        operations,
+        seed,
+        keyrange=keyrange,
+        key_dist=key_dist,
+        mix=mix,
+    )
+    return _ops(stream, chunk)
+
+
 TraceRecord = tuple[int, int, int, str, int]
 
 
@@ -249,6 +277,7 @@ __all__ = [
     "iter_keys",
     "iter_requests",
     "keys",
+    "mixgraph",
     "read_trace",
     "requests",
     "wiscer",

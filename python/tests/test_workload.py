@@ -150,3 +150,14 @@ def test_cli_workload_verbs(tmp_path, capsys):
     capsys.readouterr()
     assert main(["workload", "requests", "zipfian:-2", "10", "10"]) == 1
     assert "theta" in capsys.readouterr().err
+
+
+def test_mixgraph_hot_range_and_determinism():
+    ops = list(wl.mixgraph(3_000_000, 30_000, seed=2))
+    assert ops == list(wl.mixgraph(3_000_000, 30_000, seed=2))
+    per_range = Counter(key // 100_000 for _, key, _ in ops)
+    assert per_range.most_common(1)[0][1] / 30_000 > 0.7
+    kinds = Counter(op for op, _, _ in ops)
+    assert abs(kinds["read"] / 30_000 - 0.85) < 0.02
+    with pytest.raises(wl.WorkloadError):
+        wl.mixgraph(1000, 10, mix=(0.5, 0.1, 0.1))

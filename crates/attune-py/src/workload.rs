@@ -8,6 +8,7 @@
 //! time (PyO3 borrow checking); generation state never escapes the object.
 
 use attune_workload::keys::{encode_key16, KeySet, LoadOrder};
+use attune_workload::mixgraph::{MixGraphConfig, MixGraphRun};
 use attune_workload::perm::Permutation;
 use attune_workload::trace::{
     read_csv, write_csv, Arrival, BinaryTraceReader, BinaryTraceWriter, BlockRecord, Combine,
@@ -115,6 +116,7 @@ enum Source {
     YcsbLoad(YcsbLoad),
     YcsbRun(Box<YcsbRun>),
     Wiscer(Box<WiscerRun>),
+    MixGraph(Box<MixGraphRun>),
 }
 
 impl Iterator for Source {
@@ -124,6 +126,7 @@ impl Iterator for Source {
             Source::YcsbLoad(i) => i.next(),
             Source::YcsbRun(i) => i.next(),
             Source::Wiscer(i) => i.next(),
+            Source::MixGraph(i) => i.next(),
         }
     }
 }
@@ -238,6 +241,41 @@ fn workload_wiscer(
     let run = py.allow_threads(|| cfg.run()).map_err(to_py)?;
     Ok(OpStream {
         source: Source::Wiscer(Box::new(run)),
+    })
+}
+
+/// A db_bench mix_graph stream: the FAST '20 example parameters, with optional overrides of the
+/// key-range model (`keyrange=(num_ranges, a, b, c, d)`), the power key model
+/// (`key_dist=(a, b)`) and the get/put/seek ratios (`mix=(get, put, seek)`).
+#[pyfunction]
+#[pyo3(signature = (num, operations, seed=0, keyrange=None, key_dist=None, mix=None))]
+fn workload_mixgraph(
+    num: u64,
+    operations: u64,
+    seed: u64,
+    keyrange: Option<(u64, f64, f64, f64, f64)>,
+    key_dist: Option<(f64, f64)>,
+    mix: Option<(f64, f64, f64)>,
+) -> PyResult<OpStream> {
+    let mut cfg = MixGraphConfig::fast20_example(num, operations, seed);
+    if let Some((n, a, b, c, d)) = keyrange {
+        cfg.keyrange_num = n;
+        cfg.keyrange_dist_a = a;
+        cfg.keyrange_dist_b = b;
+        cfg.keyrange_dist_c = c;
+        cfg.keyrange_dist_d = d;
+    }
+    if let Some((a, b)) = key_dist {
+        cfg.key_dist_a = a;
+        cfg.key_dist_b = b;
+    }
+    if let Some((g, p, s)) = mix {
+        cfg.get_ratio = g;
+        cfg.put_ratio = p;
+        cfg.seek_ratio = s;
+    }
+    Ok(OpStream {
+        source: Source::MixGraph(Box::new(cfg.run().map_err(to_py)?)),
     })
 }
 
@@ -395,6 +433,7 @@ impl TraceReader {
 /// Registers the workload functions and classes on `attune._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload_trace_write, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_mixgraph, m)?)?;
     m.add_class::<TraceReader>()?;
     m.add_function(wrap_pyfunction!(workload_keys, m)?)?;
     m.add_function(wrap_pyfunction!(workload_ycsb, m)?)?;
