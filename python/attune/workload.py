@@ -10,6 +10,9 @@ Bad parameters (unknown names, theta < 0, proportions not summing to 1, zero rec
 Operations are ``(op, key, n)`` tuples: ``op`` is one of ``read``, ``update``, ``insert``,
 ``scan``, ``rmw``, ``delete``; ``n`` is the value length in bytes for writes, the record count for
 scans and 0 otherwise.
+
+Thread-safety: the iterators returned here are not meant to be shared between threads; create one
+per thread (with distinct seeds for independent streams).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@
 //! Every stream is a pure function of its parameters and seed: the PRNGs ([`rng`]) are written
 //! out in this crate, so a seed names the same stream across dependency upgrades. Generation is
 //! O(1) memory except where documented (the OSM-like set's cluster table, Wiscer's popularity
-//! order). Bad parameters give a [`WorkloadError`] before any work. Design notes, sources and
-//! measured costs: `docs/workload.md`.
+//! order). Bad parameters give a [`WorkloadError`] before any work. Thread-safety: configurations
+//! and key sets are immutable and `Sync`; each stream is owned by one thread (make one per client
+//! with distinct seeds). Design notes, sources and measured costs: `docs/workload.md`.
 //!
 //! ```
 //! use attune_workload::{keys::KeySet, ycsb::{CoreWorkload, YcsbConfig}, Op};
