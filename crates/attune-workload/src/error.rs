@@ -2,7 +2,9 @@
 //!
 //! Every constructor validates its parameters before doing any work and returns
 //! [`WorkloadError`]; generators never panic on bad input. Trace decoders report
-//! corruption with the byte offset at which it was found. Thread-safety: plain data (`Send + Sync`).
+//! corruption with the byte offset at which it was found.
+//!
+//! Thread-safety: plain data (`Send + Sync`).
 
 use thiserror::Error;
 
