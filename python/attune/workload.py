@@ -172,9 +172,11 @@ def wiscer(
     dist_shift_prct: float = 0.0,
     key_pattern: str = "random",
     key_order: str = "random",
+    phase: str = "run",
     chunk: int = CHUNK_ITEMS,
 ) -> Iterator[OpTuple]:
-    """Wiscer's operation stream (fetches appear as ``read``) over ``initial_size`` keys."""
+    """Wiscer's stream over ``initial_size`` keys: ``phase="load"`` yields the initial inserts in
+    insertion order, ``phase="run"`` the operations (fetches appear as ``read``)."""
     stream = _call(
         _native.workload_wiscer,
         zipf,
@@ -188,6 +190,7 @@ def wiscer(
         dist_shift_prct=dist_shift_prct,
         key_pattern=key_pattern,
         key_order=key_order,
+        phase=phase,
     )
     return _ops(stream, chunk)
 

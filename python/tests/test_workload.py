@@ -69,6 +69,10 @@ def test_wiscer_stream_is_deterministic():
     a = list(wl.wiscer(1.0, 1000, 2000, seed=3, fetch=0.9, insert=0.05, delete=0.05))
     assert a == list(wl.wiscer(1.0, 1000, 2000, seed=3, fetch=0.9, insert=0.05, delete=0.05))
     assert {op for op, _, _ in a} == {"read", "insert", "delete"}
+    loaded = {key for _, key, _ in wl.wiscer(1.0, 1000, 0, seed=3, phase="load")}
+    assert len(loaded) == 1000
+    fetched = {key for op, key, _ in wl.wiscer(1.0, 1000, 2000, seed=3) if op == "read"}
+    assert fetched <= loaded
 
 
 @pytest.mark.parametrize(

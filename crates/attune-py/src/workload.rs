@@ -14,7 +14,7 @@ use attune_workload::trace::{
     read_csv, write_csv, Arrival, BinaryTraceReader, BinaryTraceWriter, BlockRecord, Combine,
     IoKind, Pattern, StreamSpec, TraceGen, MAGIC,
 };
-use attune_workload::wiscer::{KeyOrder, KeyPattern, WiscerConfig, WiscerRun};
+use attune_workload::wiscer::{KeyOrder, KeyPattern, WiscerConfig, WiscerLoad, WiscerRun};
 use attune_workload::ycsb::{CoreWorkload, YcsbConfig, YcsbLoad, YcsbRun};
 use attune_workload::{Op, RequestDist, Sampler, WorkloadError};
 use pyo3::exceptions::PyValueError;
@@ -116,6 +116,7 @@ enum Source {
     YcsbLoad(YcsbLoad),
     YcsbRun(Box<YcsbRun>),
     Wiscer(Box<WiscerRun>),
+    WiscerLoad(Box<WiscerLoad>),
     MixGraph(Box<MixGraphRun>),
 }
 
@@ -126,6 +127,7 @@ impl Iterator for Source {
             Source::YcsbLoad(i) => i.next(),
             Source::YcsbRun(i) => i.next(),
             Source::Wiscer(i) => i.next(),
+            Source::WiscerLoad(i) => i.next(),
             Source::MixGraph(i) => i.next(),
         }
     }
@@ -204,10 +206,11 @@ fn workload_ycsb(
     Ok(OpStream { source })
 }
 
-/// A Wiscer operation stream (the load phase is `workload_keys`-like: see the Python wrapper).
+/// A Wiscer stream: `phase="load"` gives the initial inserts, `"run"` the operations.
 #[pyfunction]
 #[pyo3(signature = (zipf, initial_size, operations, seed=0, fetch=1.0, insert=0.0, delete=0.0,
-    dist_shift_freq=0, dist_shift_prct=0.0, key_pattern="random", key_order="random"))]
+    dist_shift_freq=0, dist_shift_prct=0.0, key_pattern="random", key_order="random",
+    phase="run"))]
 #[allow(clippy::too_many_arguments)]
 fn workload_wiscer(
     py: Python<'_>,
@@ -222,6 +225,7 @@ fn workload_wiscer(
     dist_shift_prct: f64,
     key_pattern: &str,
     key_order: &str,
+    phase: &str,
 ) -> PyResult<OpStream> {
     let key_pattern: KeyPattern = key_pattern.parse().map_err(to_py)?;
     let key_order: KeyOrder = key_order.parse().map_err(to_py)?;
@@ -238,10 +242,16 @@ fn workload_wiscer(
         key_order,
         seed,
     };
-    let run = py.allow_threads(|| cfg.run()).map_err(to_py)?;
-    Ok(OpStream {
-        source: Source::Wiscer(Box::new(run)),
-    })
+    let source = match phase {
+        "load" => Source::WiscerLoad(Box::new(cfg.load().map_err(to_py)?)),
+        "run" => Source::Wiscer(Box::new(py.allow_threads(|| cfg.run()).map_err(to_py)?)),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown phase `{other}`; valid: load, run"
+            )))
+        }
+    };
+    Ok(OpStream { source })
 }
 
 /// A db_bench mix_graph stream: the FAST '20 example parameters, with optional overrides of the

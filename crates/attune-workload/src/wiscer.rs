@@ -175,18 +175,41 @@ impl WiscerConfig {
     }
 
     /// The load phase: `initial_size` inserts in insertion order.
-    pub fn load(&self) -> Result<impl Iterator<Item = Op> + '_> {
+    pub fn load(&self) -> Result<WiscerLoad> {
         self.validate()?;
-        Ok((0..self.initial_size).map(move |j| Op::Insert {
-            key: self.key_of(j),
-            value_len: VALUE_BYTES,
-        }))
+        Ok(WiscerLoad {
+            cfg: self.clone(),
+            next: 0,
+        })
     }
 
     /// The operation phase (builds the popularity order: O(initial_size)).
     pub fn run(&self) -> Result<WiscerRun> {
         self.validate()?;
         WiscerRun::new(self.clone())
+    }
+}
+
+/// The load-phase stream of a Wiscer configuration (owns its configuration).
+#[derive(Clone, Debug)]
+pub struct WiscerLoad {
+    cfg: WiscerConfig,
+    next: u64,
+}
+
+impl Iterator for WiscerLoad {
+    type Item = Op;
+
+    fn next(&mut self) -> Option<Op> {
+        if self.next >= self.cfg.initial_size {
+            return None;
+        }
+        let j = self.next;
+        self.next += 1;
+        Some(Op::Insert {
+            key: self.cfg.key_of(j),
+            value_len: VALUE_BYTES,
+        })
     }
 }
 
