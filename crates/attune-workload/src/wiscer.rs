@@ -218,6 +218,9 @@ pub fn hot_keys_for_mass(n: u64, zipf: f64, prct: f64) -> u64 {
     if prct <= 0.0 || n == 0 {
         return 0;
     }
+    if prct >= 100.0 {
+        return n;
+    }
     let total = zeta(n, zipf);
     let target = prct / 100.0 * total;
     let mut acc = 0.0;
@@ -396,6 +399,8 @@ mod tests {
         // quotes 750 keys for 50%; the exact zipf(1) mass first reaches 50% at rank 749.
         assert_eq!(hot_keys_for_mass(1_000_000, 1.0, 25.0), 21);
         assert_eq!(hot_keys_for_mass(1_000_000, 1.0, 50.0), 749);
+        assert_eq!(hot_keys_for_mass(1 << 32, 1.0, 100.0), 1 << 32);
+        assert_eq!(hot_keys_for_mass(1000, 0.0, 10.0), 100);
     }
 
     #[test]
