@@ -3,10 +3,12 @@
 use pyo3::prelude::*;
 
 mod kv;
+mod workload;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     kv::register(m)?;
+    workload::register(m)?;
     Ok(())
 }
