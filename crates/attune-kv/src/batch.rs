@@ -175,6 +175,17 @@ mod tests {
     }
 
     #[test]
+    fn worked_example_of_docs_formats_wal_md() {
+        let mut b = WriteBatch::new();
+        b.put(b"a", b"1").unwrap();
+        b.set_sequence(1);
+        assert_eq!(
+            b.encoded(),
+            &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, b'a', 1, b'1'][..]
+        );
+    }
+
+    #[test]
     fn truncated_batch_does_not_decode() {
         let mut b = WriteBatch::new();
         b.put(b"key", b"value").unwrap();

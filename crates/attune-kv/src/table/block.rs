@@ -267,6 +267,14 @@ mod tests {
     }
 
     #[test]
+    fn worked_example_of_docs_formats_sstable_md() {
+        let mut b = BlockBuilder::default();
+        b.add(&make_internal_key(b"a", 1, ValueKind::Value), b"1");
+        let expect = [9, 1, b'a', 1, 1, 0, 0, 0, 0, 0, 0, b'1', 0, 0, 0, 0, 1, 0, 0, 0];
+        assert_eq!(b.finish(), expect);
+    }
+
+    #[test]
     fn entry_by_position_is_direct() {
         let blk = block_of(&["a", "b", "c"]);
         assert_eq!(blk.entry(2).unwrap().1, b"v2");
