@@ -220,7 +220,7 @@ impl DB {
         }
         let cache = Arc::new(BlockCache::new(opts.block_cache_size));
         let tables =
-            Arc::new(TableCache::new(env.clone(), dir.clone(), cache.clone(), opts.max_open_files));
+            Arc::new(TableCache::new(env.clone(), dir.clone(), cache.clone()));
         let mut versions = VersionSet::new(env.clone(), dir.clone());
         if exists {
             versions.recover()?;
@@ -1028,8 +1028,13 @@ fn build_group(writers: &mut VecDeque<PendingWrite>) -> (Vec<u64>, WriteBatch, b
     let lead_batch = lead.batch.take().unwrap_or_default();
     let first = lead_batch.approximate_size();
     let max = if first <= GROUP_SMALL_LEAD_EXTRA { first + GROUP_SMALL_LEAD_EXTRA } else { GROUP_BYTES_MAX };
-    merged.append(&lead_batch);
     ids.push(lead.id);
+    let joinable = writers.get(1).is_some_and(|w| w.batch.is_some() && (sync || !w.sync));
+    if !joinable {
+        // Alone: write the leader's batch as it is, without a copy.
+        return (ids, lead_batch, sync);
+    }
+    merged.append(&lead_batch);
     let mut size = first;
     for w in writers.iter_mut().skip(1) {
         if w.sync && !sync {

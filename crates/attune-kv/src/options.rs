@@ -73,7 +73,8 @@ pub struct Options {
     pub wal_sync_interval_ms: u64,
     /// Verify every table file's blocks at open. Default false.
     pub paranoid_checks: bool,
-    /// Table readers kept open. Default 1000.
+    /// Accepted for compatibility; tables stay open while live files list them (RocksDB's
+    /// default, max_open_files = -1). Default 1000.
     pub max_open_files: usize,
 }
 

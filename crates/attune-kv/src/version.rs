@@ -18,8 +18,8 @@ use crate::key::{self, compare_internal};
 use crate::log::{LogReader, LogWriter};
 use crate::memtable::Lookup;
 use crate::table::{Table, TableIter};
-use lru::LruCache;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -161,22 +161,36 @@ impl VersionEdit {
     }
 }
 
-/// Open table readers, bounded by `max_open_files` (LRU).
+/// Open table readers, one per live file. Like RocksDB's default (`max_open_files = -1`) a table
+/// stays open while a version lists it, so lookups never reopen files; the count is bounded by the
+/// number of live files, and a table is evicted when its file is deleted. Lookups take a shared
+/// lock only.
 pub struct TableCache {
     env: Arc<dyn Env>,
     dir: PathBuf,
     block_cache: Arc<BlockCache>,
-    tables: Mutex<LruCache<u64, Arc<Table>>>,
+    tables: RwLock<HashMap<u64, Arc<Table>>>,
+    /// Serialises opens so two readers do not open the same file twice.
+    opening: Mutex<()>,
 }
 
 impl TableCache {
-    pub fn new(env: Arc<dyn Env>, dir: PathBuf, block_cache: Arc<BlockCache>, cap: usize) -> Self {
-        let cap = std::num::NonZeroUsize::new(cap.max(1)).unwrap_or(std::num::NonZeroUsize::MIN);
-        TableCache { env, dir, block_cache, tables: Mutex::new(LruCache::new(cap)) }
+    pub fn new(env: Arc<dyn Env>, dir: PathBuf, block_cache: Arc<BlockCache>) -> Self {
+        TableCache {
+            env,
+            dir,
+            block_cache,
+            tables: RwLock::new(HashMap::new()),
+            opening: Mutex::new(()),
+        }
     }
 
     pub fn get(&self, number: u64) -> Result<Arc<Table>> {
-        if let Some(t) = self.tables.lock().get(&number) {
+        if let Some(t) = self.tables.read().get(&number) {
+            return Ok(t.clone());
+        }
+        let _guard = self.opening.lock();
+        if let Some(t) = self.tables.read().get(&number) {
             return Ok(t.clone());
         }
         let path = filename::table_path(&self.dir, number);
@@ -185,17 +199,26 @@ impl TableCache {
         }
         let file = self.env.open_random(&path)?;
         let t = Arc::new(Table::open(file, path, number, self.block_cache.clone())?);
-        self.tables.lock().put(number, t.clone());
+        self.tables.write().insert(number, t.clone());
         Ok(t)
     }
 
     pub fn evict(&self, number: u64) {
-        self.tables.lock().pop(&number);
+        self.tables.write().remove(&number);
         self.block_cache.erase_file(number);
     }
 
     pub fn block_cache(&self) -> &Arc<BlockCache> {
         &self.block_cache
+    }
+
+    /// Number of open tables.
+    pub fn len(&self) -> usize {
+        self.tables.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
