@@ -237,8 +237,13 @@ pub fn flags(bench: Micro, dir: &Path, p: &MicroParams, s: &Settings) -> Vec<Str
         format!("--threads={}", s.threads),
         format!("--sync={}", u8::from(s.sync)),
         format!("--max_background_jobs={}", s.background_threads),
-        // db_bench draws a random seed when given 0; any fixed non-zero seed is reproducible.
-        format!("--seed={}", p.seed.max(1)),
+        // db_bench draws a random seed when given 0, and each process seeds its thread streams
+        // from this value alone: a distinct non-zero seed per benchmark keeps `readrandom` from
+        // replaying the exact keys `fillrandom` wrote (which would find 100%).
+        format!(
+            "--seed={}",
+            p.seed.wrapping_add((bench as u64 + 1) * 1_000_003).max(1)
+        ),
         format!("--batch_size={}", p.batch_size),
         "--histogram=1".to_string(),
         "--stats_interval_seconds=0".to_string(),

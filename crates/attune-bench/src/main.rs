@@ -93,6 +93,9 @@ struct Common {
     /// Write result rows as JSON lines to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Run every engine this many times, interleaved (rows carry `repeat`).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Progress display: auto, bar, lines, none.
     #[arg(long, default_value = "auto")]
     progress: String,
@@ -181,6 +184,9 @@ fn command_line() -> String {
 }
 
 fn plan(common: &Common, suite: Suite) -> Result<Plan> {
+    if common.repeat == 0 || common.repeat > 100 {
+        return Err(BenchError::invalid("--repeat", "must be between 1 and 100"));
+    }
     let engines = EngineSpec::parse_list(&common.engines)?;
     for e in &engines {
         if e.name != DB_BENCH {
@@ -200,6 +206,7 @@ fn plan(common: &Common, suite: Suite) -> Result<Plan> {
         progress: ProgressMode::parse(&common.progress)?,
         json: common.json.clone(),
         command: command_line(),
+        repeat: common.repeat,
     })
 }
 

@@ -114,6 +114,9 @@ pub struct Row {
     pub params: serde_json::Value,
     /// `{"requested": bytes, "enforced": bool, "reason": ...}` or null.
     pub memory_limit: serde_json::Value,
+    /// Which repetition (only with `--repeat` > 1).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub repeat: Option<usize>,
     /// The command line that reproduces the row.
     pub command: String,
     /// The machine.
@@ -141,6 +144,8 @@ pub struct Plan {
     pub json: Option<PathBuf>,
     /// The command line (recorded in rows).
     pub command: String,
+    /// How many times to run every engine (interleaved: all engines once, then again).
+    pub repeat: usize,
 }
 
 /// Live keys of a micro run, replayed from the key streams (one bit per key index).
@@ -258,45 +263,55 @@ pub fn run(plan: &Plan) -> Result<(Vec<Row>, usize)> {
     let machine = metrics::machine();
     let mut rows = Vec::new();
     let mut failed = 0;
-    for (idx, r) in resolved.iter().enumerate() {
-        let probe = if r.spec.name == DB_BENCH {
-            dbbench::probe()
-        } else {
-            engine::find(&r.spec.name).and_then(|k| (k.probe)())
-        };
-        if let Err(e) = probe {
-            eprintln!("attune-bench: skipping {}: {e}", r.spec.given);
-            continue;
-        }
-        let db_dir = plan
-            .dir
-            .join(format!("{idx}-{}", sanitize(&r.spec.name)))
-            .join("db");
-        let result = run_engine(
-            plan,
-            r,
-            &db_dir,
-            limit.as_ref(),
-            &limit_note,
-            &machine,
-            &mut |row| {
-                print_row(&row);
-                if let Some(f) = out.as_mut() {
-                    let line = serde_json::to_string(&row)?;
-                    writeln!(f, "{line}").and_then(|_| f.flush()).map_err(|e| {
-                        BenchError::io("write", plan.json.clone().unwrap_or_default(), e)
-                    })?;
-                }
-                rows.push(row);
-                Ok(())
-            },
-        );
-        if let Err(e) = result {
-            failed += 1;
-            eprintln!("attune-bench: {} failed: {e}", r.spec.given);
-        }
-        if !plan.keep {
-            let _ = std::fs::remove_dir_all(db_dir.parent().unwrap_or(&db_dir));
+    let mut skipped = vec![false; resolved.len()];
+    for rep in 0..plan.repeat.max(1) {
+        for (idx, r) in resolved.iter().enumerate() {
+            let probe = if r.spec.name == DB_BENCH {
+                dbbench::probe()
+            } else {
+                engine::find(&r.spec.name).and_then(|k| (k.probe)())
+            };
+            if skipped[idx] {
+                continue;
+            }
+            if let Err(e) = probe {
+                eprintln!("attune-bench: skipping {}: {e}", r.spec.given);
+                skipped[idx] = true;
+                continue;
+            }
+            let db_dir = plan
+                .dir
+                .join(format!("{idx}-{}", sanitize(&r.spec.name)))
+                .join("db");
+            let result = run_engine(
+                plan,
+                r,
+                &db_dir,
+                limit.as_ref(),
+                &limit_note,
+                &machine,
+                &mut |mut row| {
+                    if plan.repeat > 1 {
+                        row.repeat = Some(rep);
+                    }
+                    print_row(&row);
+                    if let Some(f) = out.as_mut() {
+                        let line = serde_json::to_string(&row)?;
+                        writeln!(f, "{line}").and_then(|_| f.flush()).map_err(|e| {
+                            BenchError::io("write", plan.json.clone().unwrap_or_default(), e)
+                        })?;
+                    }
+                    rows.push(row);
+                    Ok(())
+                },
+            );
+            if let Err(e) = result {
+                failed += 1;
+                eprintln!("attune-bench: {} failed: {e}", r.spec.given);
+            }
+            if !plan.keep {
+                let _ = std::fs::remove_dir_all(db_dir.parent().unwrap_or(&db_dir));
+            }
         }
     }
     if !plan.keep {
@@ -532,6 +547,7 @@ fn make_row(
         settings: m.settings,
         params,
         memory_limit: limit_note.clone(),
+        repeat: None,
         command: command.to_string(),
         machine: machine.clone(),
     }
