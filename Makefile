@@ -52,7 +52,12 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) $(PY_SOURCES)
 	$(VENV)/bin/maturin develop --release --extras dev -q
 	@touch $@
 
-build: $(STAMPS)/apt $(STAMPS)/build
+build: $(STAMPS)/apt $(STAMPS)/build $(VENV)/bin/attune-bench
+
+# The benchmark harness is a plain binary (no Python linkage); the `attune bench` verb runs it.
+$(VENV)/bin/attune-bench: $(STAMPS)/venv $(RUST_SOURCES)
+	$(CARGO) build --release -p attune-bench
+	cp target/release/attune-bench $@
 
 demo: build
 	$(VENV)/bin/attune demo

@@ -15,6 +15,7 @@ import sys
 VERB_MODULES: tuple[str, ...] = (
     "attune._cli_kv",
     "attune._cli_workload",
+    "attune._cli_bench",
 )
 
 

@@ -1,0 +1,162 @@
+//! Attune's own engine (crate `attune-kv`), linked in directly.
+//!
+//! Settings applied (and reported): block cache of `cache_bytes`, `write_buffer_size`, compression
+//! none/lz4/zstd (Attune does not ship Snappy), `sync` per write; every other key of the engine
+//! spec (`attune:key=value;...`) is an `attune.DB` option with the same name (docs/kv.md), e.g.
+//! `attune:bloom_bits_per_key=0;block_size=16KiB`. The engine's full effective options land in
+//! `settings`. `background_threads` is recorded but Attune always runs one flush and one
+//! compaction thread.
+//!
+//! Thread-safety: `attune_kv::DB` is `Send + Sync`; a session is a borrowed handle.
+
+use std::path::Path;
+
+use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
+use serde_json::json;
+
+use crate::engine::{BatchOp, Engine, EngineKind, Session};
+use crate::error::{BenchError, Result};
+use crate::options::{Compression, Settings};
+
+const NAME: &str = "attune";
+
+/// The registry entry.
+pub const KIND: EngineKind = EngineKind {
+    name: NAME,
+    about: "Attune's LSM engine (attune-kv), linked in; keys are attune.DB option names",
+    keys: attune_kv::options::OPTION_NAMES,
+    probe,
+    open,
+};
+
+fn probe() -> Result<()> {
+    Ok(())
+}
+
+fn engine_error(e: attune_kv::Error) -> BenchError {
+    BenchError::Unsupported { engine: NAME.to_string(), detail: e.to_string() }
+}
+
+fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
+    let mut o = Options {
+        block_cache_size: s.cache_bytes,
+        write_buffer_size: s.write_buffer_bytes,
+        ..Options::default()
+    };
+    o.compression = match s.compression {
+        Compression::None => attune_kv::Compression::None,
+        Compression::Lz4 => attune_kv::Compression::Lz4,
+        Compression::Zstd => attune_kv::Compression::Zstd,
+        Compression::Snappy => {
+            return Err(BenchError::Unsupported {
+                engine: NAME.to_string(),
+                detail: "compression snappy: Attune offers none, lz4 and zstd".to_string(),
+            })
+        }
+    };
+    for (k, v) in &s.extra {
+        o.set(k, v).map_err(|e| BenchError::invalid(format!("attune option {k}"), e.to_string()))?;
+    }
+    let db = DB::open(dir, o).map_err(engine_error)?;
+    let mut options = serde_json::Map::new();
+    for (k, v) in db.options().describe() {
+        options.insert(k.to_string(), json!(v));
+    }
+    let settings = json!({
+        "engine": NAME,
+        "version": env!("CARGO_PKG_VERSION"),
+        "sync": s.sync,
+        "options": options,
+        "flush_threads": 1,
+        "compaction_threads": 1,
+    });
+    Ok(Box::new(AttuneEngine { db, sync: s.sync, settings }))
+}
+
+struct AttuneEngine {
+    db: DB,
+    sync: bool,
+    settings: serde_json::Value,
+}
+
+struct AttuneSession<'a> {
+    db: &'a DB,
+    wo: WriteOptions,
+    ro: ReadOptions,
+}
+
+impl Session for AttuneSession<'_> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.db.put_opt(key, value, self.wo).map_err(engine_error)
+    }
+
+    fn get(&mut self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        value.clear();
+        match self.db.get_opt(key, &self.ro).map_err(engine_error)? {
+            Some(v) => {
+                value.extend_from_slice(&v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<()> {
+        self.db.delete_opt(key, self.wo).map_err(engine_error)
+    }
+
+    fn write_batch(&mut self, ops: &[BatchOp<'_>]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        for op in ops {
+            match *op {
+                BatchOp::Put(k, v) => b.put(k, v),
+                BatchOp::Delete(k) => b.delete(k),
+            }
+            .map_err(engine_error)?;
+        }
+        self.db.write(b, self.wo).map_err(engine_error)
+    }
+
+    fn scan(&mut self, start: &[u8], n: usize, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<usize> {
+        let mut it = self.db.iter(&self.ro);
+        if start.is_empty() {
+            it.seek_to_first();
+        } else {
+            it.seek(start);
+        }
+        let mut seen = 0;
+        while seen < n && it.valid() {
+            visit(it.key(), it.value());
+            seen += 1;
+            it.next();
+        }
+        it.status().map_err(engine_error)?;
+        Ok(seen)
+    }
+}
+
+impl Engine for AttuneEngine {
+    fn session(&self) -> Result<Box<dyn Session + '_>> {
+        Ok(Box::new(AttuneSession {
+            db: &self.db,
+            wo: WriteOptions { sync: self.sync },
+            ro: ReadOptions::default(),
+        }))
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        let mut s = self.settings.clone();
+        let st = self.db.stats();
+        s["write_amp"] = json!(st.write_amplification);
+        s["level_files"] = json!(st.level_files);
+        s
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush().map_err(engine_error)
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.db.close().map_err(engine_error)
+    }
+}

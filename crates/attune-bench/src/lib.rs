@@ -1,0 +1,35 @@
+//! # attune-bench
+//!
+//! One harness that drives Attune's engine and its peers — RocksDB, LevelDB, WiredTiger and LMDB
+//! through their C APIs, plus RocksDB's own `db_bench` tool — with the same workload stream, the
+//! same memory budget, compression, durability and threads, and writes one JSON row per engine and
+//! workload (throughput, latency percentiles, I/O bytes, write and space amplification, peak RSS,
+//! CPU seconds, the engine's exact settings, the command and the machine).
+//!
+//! * [`engine`] — the [`engine::Engine`]/[`engine::Session`] traits and the registry.
+//! * [`engines`] — one file per engine (peers are `dlopen`ed at run time).
+//! * [`micro`] — db_bench-style micro benchmarks; [`ycsb`] — YCSB A–F from `attune-workload`.
+//! * [`runner`] — the parent process: validation, one child process per (engine, workload),
+//!   rows; [`child`] — the child process; [`dbbench`] — running and parsing `db_bench`.
+//!
+//! Design and measured numbers: `docs/bench.md`.
+//!
+//! Thread-safety: see each module; the binary runs one engine process at a time.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod cgroup;
+pub mod child;
+pub mod dbbench;
+pub mod driver;
+pub mod engine;
+pub mod engines;
+pub mod error;
+pub mod keys;
+pub mod metrics;
+pub mod micro;
+pub mod options;
+pub mod runner;
+pub mod ycsb;
+
+pub use error::{BenchError, Result};

@@ -1,0 +1,110 @@
+//! Every engine installed on this machine behaves like a sorted map: a seeded random history of
+//! puts, deletes, batches, gets and scans gives the same answers as a `BTreeMap` oracle, and the
+//! data survives close and reopen. Engines whose library is missing are reported and skipped.
+
+use std::collections::BTreeMap;
+
+use attune_bench::engine::{BatchOp, ENGINES};
+use attune_bench::keys::{make_key, Rng};
+use attune_bench::options::Settings;
+
+fn check_engine(name: &str, seed: u64) {
+    let kind = ENGINES.iter().find(|k| k.name == name).expect("registered");
+    if let Err(e) = (kind.probe)() {
+        eprintln!("skipping {name}: {e}");
+        return;
+    }
+    println!("engine {name} seed {seed}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let settings = Settings {
+        cache_bytes: 1 << 20,
+        write_buffer_bytes: 1 << 20,
+        ..Settings::default()
+    };
+    let mut oracle: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut rng = Rng::new(seed);
+    {
+        let db = (kind.open)(&path, &settings).expect("open");
+        let mut s = db.session().expect("session");
+        let mut key = Vec::new();
+        let mut got = Vec::new();
+        for step in 0..3000u64 {
+            make_key(rng.below(500), 16, &mut key);
+            match rng.below(10) {
+                0..=3 => {
+                    let v = format!("v{step}").into_bytes();
+                    s.put(&key, &v).expect("put");
+                    oracle.insert(key.clone(), v);
+                }
+                4 => {
+                    s.delete(&key).expect("delete");
+                    oracle.remove(&key);
+                }
+                5 => {
+                    let mut k2 = Vec::new();
+                    make_key(rng.below(500), 16, &mut k2);
+                    let v = format!("b{step}").into_bytes();
+                    s.write_batch(&[BatchOp::Put(&key, &v), BatchOp::Delete(&k2)])
+                        .expect("batch");
+                    oracle.insert(key.clone(), v);
+                    oracle.remove(&k2);
+                }
+                6..=8 => {
+                    let found = s.get(&key, &mut got).expect("get");
+                    assert_eq!(
+                        found.then(|| got.clone()),
+                        oracle.get(&key).cloned(),
+                        "{name} step {step}"
+                    );
+                }
+                _ => {
+                    let n = rng.below(20) as usize;
+                    let mut seen = Vec::new();
+                    s.scan(&key, n, &mut |k, v| seen.push((k.to_vec(), v.to_vec())))
+                        .expect("scan");
+                    let want: Vec<_> = oracle
+                        .range(key.clone()..)
+                        .take(n)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    assert_eq!(seen, want, "{name} scan at step {step}");
+                }
+            }
+        }
+        drop(s);
+        db.flush().expect("flush");
+        db.close().expect("close");
+    }
+    let db = (kind.open)(&path, &settings).expect("reopen");
+    let mut s = db.session().expect("session");
+    let mut all = Vec::new();
+    s.scan(&[], usize::MAX, &mut |k, v| {
+        all.push((k.to_vec(), v.to_vec()))
+    })
+    .expect("scan all");
+    let want: Vec<_> = oracle.into_iter().collect();
+    assert_eq!(all, want, "{name} after reopen");
+    drop(s);
+    db.close().expect("close");
+}
+
+#[test]
+fn rocksdb_matches_a_sorted_map_oracle() {
+    check_engine("rocksdb", 11);
+}
+
+#[test]
+fn leveldb_matches_a_sorted_map_oracle() {
+    check_engine("leveldb", 12);
+}
+
+#[test]
+fn wiredtiger_matches_a_sorted_map_oracle() {
+    check_engine("wiredtiger", 13);
+}
+
+#[test]
+fn lmdb_matches_a_sorted_map_oracle() {
+    check_engine("lmdb", 14);
+}

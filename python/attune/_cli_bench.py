@@ -1,0 +1,72 @@
+"""CLI verb ``attune bench``: run the benchmark harness and write reports.
+
+* ``attune bench micro ...`` / ``attune bench ycsb ...`` / ``attune bench engines`` run the
+  ``attune-bench`` binary with the same arguments (``--help`` shows the harness's own options,
+  ``--json FILE`` writes JSON-lines rows) and show a tqdm progress bar.
+* ``attune bench report RESULTS.jsonl [MORE.jsonl ...] --out docs/BENCHMARKS.md [--baseline rocksdb]``
+  writes a markdown report with ratio tables and PNG plots (see :mod:`attune.bench.report`).
+
+Thread-safety: runs on the CLI's main thread only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+
+
+def _run_harness(args) -> int:
+    from attune.bench import run
+
+    return run([args.bench_cmd, *args.harness_args], progress=not args.no_progress)
+
+
+def _report(args) -> int:
+    from attune.bench.report import write_report
+
+    parts = ["attune", "bench", "report", *args.results, "--out", args.out]
+    parts += ["--baseline", args.baseline]
+    if args.plots_dir:
+        parts += ["--plots-dir", args.plots_dir]
+    command = " ".join(shlex.quote(a) for a in parts)
+    summary = write_report(
+        args.results,
+        args.out,
+        baseline=args.baseline,
+        plots_dir=args.plots_dir,
+        command=command,
+        progress=not args.json,
+    )
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"wrote {summary['out']} ({summary['rows']} rows, {len(summary['plots'])} plots)")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="benchmark Attune against RocksDB, LevelDB, WiredTiger, LMDB; write reports",
+        description="Run the attune-bench harness (micro, ycsb, engines) or write a report.",
+    )
+    verbs = p.add_subparsers(dest="bench_verb", metavar="COMMAND")
+    for name, text in (
+        ("micro", "db_bench-style micro benchmarks (pass --help for the harness's options)"),
+        ("ycsb", "YCSB core workloads load, a..f (pass --help for the harness's options)"),
+        ("engines", "list the engines and whether each can run here (--json for JSON lines)"),
+    ):
+        q = verbs.add_parser(name, help=text, add_help=False, prefix_chars="+")
+        q.add_argument("harness_args", nargs=argparse.REMAINDER)
+        q.set_defaults(func=_run_harness, bench_cmd=name, no_progress=False)
+    r = verbs.add_parser("report", help="write a markdown report with plots from results files")
+    r.add_argument("results", nargs="+", help="JSON-lines results files")
+    r.add_argument("--out", required=True, help="markdown file to write (e.g. docs/BENCHMARKS.md)")
+    r.add_argument("--baseline", default="rocksdb", help="engine the ratios are relative to")
+    r.add_argument(
+        "--plots-dir", default=None, help="where PNGs go (default: bench-plots/ next to --out)"
+    )
+    r.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    r.set_defaults(func=_report)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

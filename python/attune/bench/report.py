@@ -1,0 +1,375 @@
+"""Markdown reports with plots from ``attune-bench`` (and other helpers') JSON-lines results.
+
+For each results file the report has one section: the command(s) that produced it, the machine,
+then either a table of ratios against a baseline engine (rows with an ``engine`` field, one per
+engine and workload) or a plain table of the rows' fields (rows without ``engine``, e.g. hash-table
+or dataframe benchmarks with fields such as ``table`` and ``ops_per_sec``), and PNG plots
+(throughput bars; latency percentiles) saved next to the markdown and linked from it. The file
+starts by saying it is generated and by which command.
+
+Thread-safety: pure functions over files; matplotlib is used with the non-interactive Agg backend
+from one thread. Invariant: every number in the report comes from a row of the given files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from attune.bench import BenchError
+
+__all__ = ["load_rows", "render", "write_report"]
+
+#: Latency fields plotted and tabulated, in order.
+PERCENTILES = ("p50", "p95", "p99", "p999", "max")
+#: Fields shown elsewhere in a section rather than as table columns.
+META_FIELDS = ("command", "machine", "settings", "params", "memory_limit")
+
+
+def load_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Reads a JSON-lines file; each non-blank line must be a JSON object."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise BenchError(f"cannot read {p}: {exc}") from exc
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"{p}:{n}: not JSON ({exc.msg})") from exc
+        if not isinstance(row, dict):
+            raise BenchError(f"{p}:{n}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
+    if not rows:
+        raise BenchError(f"{p}: no result rows")
+    return rows
+
+
+def _num(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "–"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.{digits}f}"
+    return str(v).replace("|", "\\|")
+
+
+def _machine(m: Any) -> str:
+    if not isinstance(m, dict):
+        return str(m)
+    parts = []
+    if "cpu" in m:
+        parts.append(str(m["cpu"]))
+    if "nproc" in m:
+        parts.append(f"{m['nproc']} CPUs")
+    if m.get("mem_bytes"):
+        parts.append(f"{m['mem_bytes'] / 2**30:.0f} GiB RAM")
+    if "kernel" in m:
+        parts.append(f"Linux {m['kernel']}")
+    others = [f"{k}={v}" for k, v in m.items() if k not in ("cpu", "nproc", "mem_bytes", "kernel")]
+    return ", ".join(parts + others)
+
+
+def _engine_name(engine: str) -> str:
+    return engine.split(":", 1)[0]
+
+
+def _baseline_rows(rows: list[dict], baseline: str) -> dict[str, dict]:
+    """workload -> the baseline's row: the engine string equal to `baseline`, else the first row
+    whose engine name (before `:`) is `baseline`."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        if r.get("engine") == baseline:
+            out.setdefault(str(r.get("workload")), r)
+    for r in rows:
+        if _engine_name(str(r.get("engine", ""))) == baseline:
+            out.setdefault(str(r.get("workload")), r)
+    return out
+
+
+def _aggregate(rows: list[dict]) -> list[dict]:
+    """One row per (engine, workload): repeated runs (``--repeat``) collapse to the run with the
+    median throughput (lower median for an even count), annotated with ``_n`` and ``_range``."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((str(r.get("engine")), str(r.get("workload"))), []).append(r)
+    out = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        ranked = sorted(group, key=lambda r: r.get("ops_per_sec") or 0.0)
+        median = dict(ranked[(len(ranked) - 1) // 2])
+        median["_n"] = len(group)
+        median["_range"] = (ranked[0].get("ops_per_sec"), ranked[-1].get("ops_per_sec"))
+        out.append(median)
+    return out
+
+
+def _engine_table(rows: list[dict], baseline: str) -> list[str]:
+    rows = _aggregate(rows)
+    base = _baseline_rows(rows, baseline)
+    lines = []
+    if not base:
+        lines.append(f"_Baseline `{baseline}` is not in this file: no ratios._\n")
+    head = (
+        "| workload | engine | ops/s | × " + baseline + " | p50 µs | p95 µs | p99 µs | p99.9 µs "
+        "| max µs | write amp | space amp | read MiB | written MiB | peak RSS MiB | CPU s |"
+    )
+    lines.append(head)
+    lines.append(_sep(head))
+    order: list[str] = []
+    for r in rows:
+        w = str(r.get("workload"))
+        if w not in order:
+            order.append(w)
+    for w in order:
+        for r in (r for r in rows if str(r.get("workload")) == w):
+            lat = r.get("latency_us") or {}
+            ops = r.get("ops_per_sec")
+            b = base.get(w)
+            ratio = None
+            if b is not None and isinstance(ops, (int, float)) and b.get("ops_per_sec"):
+                ratio = ops / b["ops_per_sec"]
+            mib = lambda v: None if v is None else v / 2**20
+            ops_cell = _num(ops)
+            if "_n" in r:
+                lo, hi = r["_range"]
+                ops_cell += f" (median of {r['_n']}: {_num(lo)}–{_num(hi)})"
+            cells = [
+                w,
+                f"`{r.get('engine')}`",
+                ops_cell,
+                "–" if ratio is None else f"{ratio:.2f}",
+                *(_num(lat.get(p)) for p in PERCENTILES),
+                _num(r.get("write_amp")),
+                _num(r.get("space_amp")),
+                _num(mib(r.get("bytes_read")), 1),
+                _num(mib(r.get("bytes_written")), 1),
+                _num(mib(r.get("peak_rss_bytes")), 1),
+                _num(r.get("cpu_seconds")),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _sep(head: str) -> str:
+    return "|" + "---|" * (head.count("|") - 1)
+
+
+def _plain_table(rows: list[dict]) -> list[str]:
+    cols: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if k in META_FIELDS or k in cols:
+                continue
+            if isinstance(v, (dict, list)):
+                continue
+            cols.append(k)
+    head = "| " + " | ".join(cols) + " |"
+    lines = [head, _sep(head)]
+    for r in rows:
+        lines.append("| " + " | ".join(_num(r.get(c)) for c in cols) + " |")
+    return lines
+
+
+def _label_field(rows: list[dict]) -> str | None:
+    for key in ("engine", "table", "name", "workload", "benchmark"):
+        if any(key in r for r in rows):
+            return key
+    for k, v in rows[0].items():
+        if isinstance(v, str) and k not in META_FIELDS:
+            return k
+    return None
+
+
+def _plots(rows: list[dict], stem: str, plots_dir: Path) -> list[Path]:
+    """Throughput bars and latency percentiles for engine rows; throughput bars for plain rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    made: list[Path] = []
+    with_engine = _aggregate(
+        [r for r in rows if "engine" in r and isinstance(r.get("ops_per_sec"), (int, float))]
+    )
+    if with_engine:
+        workloads = list(dict.fromkeys(str(r.get("workload")) for r in with_engine))
+        engines = list(dict.fromkeys(str(r["engine"]) for r in with_engine))
+        fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(workloads) * max(1, len(engines)) / 2), 4))
+        width = 0.8 / max(1, len(engines))
+        for i, e in enumerate(engines):
+            ys = []
+            for w in workloads:
+                match = [r for r in with_engine if r["engine"] == e and str(r.get("workload")) == w]
+                ys.append(match[0]["ops_per_sec"] if match else 0)
+            xs = [j + i * width for j in range(len(workloads))]
+            ax.bar(xs, ys, width=width, label=e)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(workloads))])
+        ax.set_xticklabels(workloads, rotation=20)
+        ax.set_ylabel("operations / second")
+        ax.set_yscale("log")
+        ax.set_title(f"{stem}: throughput")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        p = plots_dir / f"{stem}-throughput.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        made.append(p)
+
+        with_lat = [r for r in with_engine if isinstance(r.get("latency_us"), dict)]
+        if with_lat:
+            n = len(workloads)
+            cols = min(3, n)
+            rows_n = (n + cols - 1) // cols
+            fig, axes = plt.subplots(
+                rows_n, cols, figsize=(4.2 * cols, 3.2 * rows_n), squeeze=False
+            )
+            for k, w in enumerate(workloads):
+                ax = axes[k // cols][k % cols]
+                for e in engines:
+                    match = [
+                        r for r in with_lat if r["engine"] == e and str(r.get("workload")) == w
+                    ]
+                    if not match:
+                        continue
+                    lat = match[0]["latency_us"]
+                    ys = [lat.get(q) for q in PERCENTILES]
+                    pts = [
+                        (q, y)
+                        for q, y in zip(PERCENTILES, ys)
+                        if isinstance(y, (int, float)) and not math.isnan(y) and y > 0
+                    ]
+                    if pts:
+                        ax.plot([q for q, _ in pts], [y for _, y in pts], marker="o", label=e)
+                ax.set_yscale("log")
+                ax.set_title(w)
+                ax.set_ylabel("latency µs")
+            for k in range(n, rows_n * cols):
+                axes[k // cols][k % cols].axis("off")
+            axes[0][0].legend(fontsize="x-small")
+            fig.suptitle(f"{stem}: latency percentiles")
+            fig.tight_layout()
+            p = plots_dir / f"{stem}-latency.png"
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            made.append(p)
+    plain = [
+        r for r in rows if "engine" not in r and isinstance(r.get("ops_per_sec"), (int, float))
+    ]
+    if plain:
+        label = _label_field(plain)
+        names = [str(r.get(label, i)) if label else str(i) for i, r in enumerate(plain)]
+        if "workload" in plain[0] and label != "workload":
+            names = [f"{n} {r.get('workload')}" for n, r in zip(names, plain)]
+        fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(plain)), 4))
+        ax.bar(range(len(plain)), [r["ops_per_sec"] for r in plain])
+        ax.set_xticks(range(len(plain)))
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize="small")
+        ax.set_ylabel("operations / second")
+        ax.set_title(f"{stem}: throughput")
+        fig.tight_layout()
+        p = plots_dir / f"{stem}-ops.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        made.append(p)
+    return made
+
+
+def render(
+    files: dict[str, list[dict]],
+    baseline: str,
+    command: str,
+    plot_links: dict[str, list[str]] | None = None,
+) -> str:
+    """The markdown text for `files` (name -> rows)."""
+    out = [
+        "<!-- Generated file: do not edit by hand. -->",
+        "# Benchmarks",
+        "",
+        (
+            f"Generated by `{command}` from the results files below; every number comes from a "
+            "row of those files, each produced by the command shown with it."
+        ),
+        "",
+    ]
+    for name, rows in files.items():
+        out.append(f"## {name}")
+        out.append("")
+        commands = list(dict.fromkeys(str(r["command"]) for r in rows if r.get("command")))
+        if commands:
+            out.append("Produced by:")
+            out.append("")
+            out.append("```sh")
+            out.extend(commands)
+            out.append("```")
+            out.append("")
+        machines = list(dict.fromkeys(_machine(r["machine"]) for r in rows if r.get("machine")))
+        for m in machines:
+            out.append(f"Machine: {m}")
+        if machines:
+            out.append("")
+        engine_rows = [r for r in rows if "engine" in r]
+        plain_rows = [r for r in rows if "engine" not in r]
+        if engine_rows:
+            out.extend(_engine_table(engine_rows, baseline))
+            out.append("")
+        if plain_rows:
+            out.extend(_plain_table(plain_rows))
+            out.append("")
+        for link in (plot_links or {}).get(name, []):
+            out.append(f"![{Path(link).stem}]({link})")
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_report(
+    results: list[str],
+    out: str,
+    baseline: str = "rocksdb",
+    plots_dir: str | None = None,
+    command: str = "attune bench report",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Writes the report for `results` to `out` with plots in `plots_dir` (default:
+    ``bench-plots/`` next to `out`); returns a summary (out, rows, plots)."""
+    from tqdm import tqdm
+
+    out_path = Path(out)
+    pdir = Path(plots_dir) if plots_dir else out_path.parent / "bench-plots"
+    files: dict[str, list[dict]] = {}
+    for f in results:
+        name = Path(f).name
+        if name in files:
+            name = str(f)
+        files[name] = load_rows(f)
+    links: dict[str, list[str]] = {}
+    plots: list[str] = []
+    for name, rows in tqdm(files.items(), desc="plots", disable=not progress, leave=False):
+        stem = Path(name).stem.replace(os.sep, "-")
+        made = _plots(rows, stem, pdir)
+        links[name] = [os.path.relpath(p, out_path.parent or Path(".")) for p in made]
+        plots.extend(str(p) for p in made)
+    text = render(files, baseline, command, links)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(text)
+    except OSError as exc:
+        raise BenchError(f"cannot write {out_path}: {exc}") from exc
+    return {"out": str(out_path), "rows": sum(len(r) for r in files.values()), "plots": plots}
