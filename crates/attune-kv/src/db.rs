@@ -472,14 +472,14 @@ fn recover_logs(
             }
             if mem.approximate_memory_usage() as u64 > opts.write_buffer_size {
                 let m = std::mem::replace(&mut mem, MemTable::new(0));
-                if let Some(f) = write_level0(env.as_ref(), dir, opts, versions.new_file_number(), Arc::new(m))? {
+                if let Some(f) = write_level0(env.as_ref(), dir, opts, versions.new_file_number(), Arc::new(m), crate::key::MAX_SEQUENCE)? {
                     edit.add_file(0, f);
                 }
             }
         }
     }
     if !mem.is_empty() {
-        if let Some(f) = write_level0(env.as_ref(), dir, opts, versions.new_file_number(), Arc::new(mem))? {
+        if let Some(f) = write_level0(env.as_ref(), dir, opts, versions.new_file_number(), Arc::new(mem), crate::key::MAX_SEQUENCE)? {
             edit.add_file(0, f);
         }
     }
@@ -489,13 +489,16 @@ fn recover_logs(
     Ok(max_seq)
 }
 
-/// Writes a memtable to table file `number`; None when it is empty.
+/// Writes a memtable to table file `number`; None when it is empty. Versions shadowed by a newer
+/// version of the same key that every snapshot sees (`<= smallest_snapshot`) are dropped, as in
+/// compaction; tombstones are kept (older levels may hold the key).
 fn write_level0(
     env: &dyn Env,
     dir: &Path,
     opts: &Options,
     number: u64,
     mem: Arc<MemTable>,
+    smallest_snapshot: u64,
 ) -> Result<Option<FileMeta>> {
     let mut it = MemTableIter::new(mem);
     it.seek_to_first();
@@ -504,10 +507,25 @@ fn write_level0(
     }
     let path = filename::table_path(dir, number);
     let mut b = TableBuilder::new(env.new_writable(&path)?, TableBuilderOptions::from(opts));
+    let mut last_user_key: Vec<u8> = Vec::new();
+    let mut last_seq_for_key = u64::MAX;
+    let mut first = true;
     while it.valid() {
-        b.add(it.key(), it.value())?;
+        let ikey = it.key();
+        let uk = crate::key::user_key(ikey);
+        if first || uk != last_user_key.as_slice() {
+            last_user_key.clear();
+            last_user_key.extend_from_slice(uk);
+            last_seq_for_key = u64::MAX;
+            first = false;
+        }
+        if last_seq_for_key > smallest_snapshot {
+            b.add(ikey, it.value())?;
+        }
+        last_seq_for_key = crate::key::sequence(ikey);
         it.next();
     }
+    assert!(b.num_entries() > 0, "the newest version of the first key is always kept");
     let smallest = b.smallest_key().to_vec();
     let largest = b.largest_key().to_vec();
     let num_entries = b.num_entries();
@@ -761,8 +779,16 @@ impl DbInner {
             };
             let number = st.versions.new_file_number();
             st.pending_outputs.insert(number);
+            let smallest_snapshot = self.smallest_snapshot(&st);
             let r = MutexGuard::unlocked(&mut st, || {
-                let f = write_level0(self.env.as_ref(), &self.dir, &self.opts, number, imm.clone())?;
+                let f = write_level0(
+                    self.env.as_ref(),
+                    &self.dir,
+                    &self.opts,
+                    number,
+                    imm.clone(),
+                    smallest_snapshot,
+                )?;
                 self.env.sync_dir(&self.dir)?;
                 Ok::<_, Error>(f)
             });
