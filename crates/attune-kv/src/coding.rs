@@ -44,6 +44,12 @@ pub fn decode_fixed64(src: &[u8]) -> Option<u64> {
 /// Decodes a varint; returns (value, bytes consumed). At most 10 bytes are read.
 #[inline]
 pub fn decode_varint64(src: &[u8]) -> Option<(u64, usize)> {
+    // Fast path: lengths in blocks are almost always below 128.
+    if let Some(&b) = src.first() {
+        if b < 0x80 {
+            return Some((b as u64, 1));
+        }
+    }
     let mut result: u64 = 0;
     for (i, &byte) in src.iter().enumerate().take(10) {
         let shift = 7 * i as u32;

@@ -77,10 +77,36 @@ pub fn kind(ikey: &[u8]) -> Option<ValueKind> {
     ValueKind::from_u8((tag(ikey) & 0xff) as u8)
 }
 
+/// Bytewise comparison of two byte strings (the order of user keys), eight bytes at a time.
+/// Same result as `a.cmp(b)`, but inlined: for the short keys of an LSM a call into libc's
+/// `memcmp` per comparison dominated memtable and block searches in profiles.
+#[inline]
+pub fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let mut x = [0u8; 8];
+        let mut y = [0u8; 8];
+        x.copy_from_slice(&a[i..i + 8]);
+        y.copy_from_slice(&b[i..i + 8]);
+        if x != y {
+            return u64::from_be_bytes(x).cmp(&u64::from_be_bytes(y));
+        }
+        i += 8;
+    }
+    while i < n {
+        if a[i] != b[i] {
+            return a[i].cmp(&b[i]);
+        }
+        i += 1;
+    }
+    a.len().cmp(&b.len())
+}
+
 /// Compares two internal keys.
 #[inline]
 pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
-    match user_key(a).cmp(user_key(b)) {
+    match compare_bytes(user_key(a), user_key(b)) {
         Ordering::Equal => tag(b).cmp(&tag(a)),
         o => o,
     }
@@ -120,6 +146,20 @@ mod tests {
         assert_eq!(compare_internal(&b, &c), Ordering::Less);
         let d = make_internal_key(b"k", 5, ValueKind::Deletion);
         assert_eq!(compare_internal(&b, &d), Ordering::Less);
+    }
+
+    #[test]
+    fn compare_bytes_agrees_with_slice_order() {
+        let samples: Vec<Vec<u8>> = vec![
+            vec![], vec![0], vec![0, 0], vec![1], vec![255], b"abcdefgh".to_vec(),
+            b"abcdefgh\0".to_vec(), b"abcdefgi".to_vec(), b"abcdefghijklmnopq".to_vec(),
+            b"abcdefghijklmnopr".to_vec(), b"abcdefghijklmnop".to_vec(), vec![0x80; 9],
+        ];
+        for a in &samples {
+            for b in &samples {
+                assert_eq!(compare_bytes(a, b), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
     }
 
     #[test]
