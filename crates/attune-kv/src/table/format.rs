@@ -15,8 +15,9 @@ pub const TABLE_FORMAT_VERSION: u32 = 1;
 pub const FOOTER_BYTES: usize = 64;
 /// Trailer after every block: compression type (1) + CRC32C (4).
 pub const TRAILER_BYTES: usize = 5;
-/// Largest uncompressed block a reader accepts (bounds allocations driven by on-disk lengths).
-pub const MAX_BLOCK_BYTES: u64 = 256 << 20;
+/// Largest block a reader accepts: one record of the largest value (4 GiB - 1) plus slack. Lengths
+/// are also bounded by the file size, and a compressed block's length is covered by its CRC.
+pub const MAX_BLOCK_BYTES: u64 = (4 << 30) + (1 << 20);
 
 const TYPE_NONE: u8 = 0;
 const TYPE_LZ4: u8 = 1;
