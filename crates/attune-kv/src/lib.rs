@@ -35,6 +35,7 @@ pub mod key;
 pub mod log;
 pub mod memtable;
 pub mod options;
+pub mod skiplist;
 pub mod table;
 pub mod version;
 

@@ -1,76 +1,14 @@
-//! The memtable: a concurrent skiplist (crossbeam-skiplist) of internal keys to values.
+//! The memtable: an arena skiplist (`skiplist.rs`) of internal keys to values.
 //!
 //! Thread safety: one writer at a time (the group-commit leader) inserts while any number of
 //! readers get and iterate without locks. Entries are never removed; a memtable is dropped as a
 //! whole once flushed and no reader holds it (readers hold an `Arc`).
 
 use crate::iter::InternalIterator;
-use crate::key::{self, compare_internal, make_internal_key, ValueKind, KIND_FOR_SEEK};
-use crossbeam_skiplist::{map::Entry, SkipMap};
-use std::borrow::Borrow;
-use std::cmp::Ordering;
-use std::ops::Bound;
+use crate::key::{self, make_internal_key, pack_tag, ValueKind, KIND_FOR_SEEK};
+use crate::skiplist::{node_key, node_value, SkipList};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
-
-/// Estimated bytes of skiplist node overhead per entry (node, tower, allocation headers).
-const ENTRY_OVERHEAD_BYTES: usize = 80;
-
-/// A borrowed internal key with the internal-key ordering.
-#[repr(transparent)]
-pub struct IKeyRef([u8]);
-
-impl IKeyRef {
-    pub fn new(b: &[u8]) -> &IKeyRef {
-        // SAFETY: IKeyRef is repr(transparent) over [u8], so the layouts are identical.
-        unsafe { &*(b as *const [u8] as *const IKeyRef) }
-    }
-    pub fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl PartialEq for IKeyRef {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-impl Eq for IKeyRef {}
-impl PartialOrd for IKeyRef {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for IKeyRef {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_internal(&self.0, &other.0)
-    }
-}
-
-/// An owned internal key.
-pub struct IKey(Box<[u8]>);
-
-impl Borrow<IKeyRef> for IKey {
-    fn borrow(&self) -> &IKeyRef {
-        IKeyRef::new(&self.0)
-    }
-}
-impl PartialEq for IKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-impl Eq for IKey {}
-impl PartialOrd for IKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for IKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_internal(&self.0, &other.0)
-    }
-}
 
 /// Result of a point lookup in a memtable or table.
 #[derive(Debug, PartialEq, Eq)]
@@ -82,19 +20,32 @@ pub enum Lookup {
 
 /// An in-memory sorted buffer of recent writes.
 pub struct MemTable {
-    map: SkipMap<IKey, Box<[u8]>>,
-    bytes: AtomicUsize,
+    list: SkipList,
     entries: AtomicUsize,
     /// Number of the WAL file whose records this memtable holds.
     pub log_number: u64,
     largest_seq: AtomicU64,
 }
 
+/// Runs `f` on the lookup key `user_key ‖ tag(seq, KIND_FOR_SEEK)`, built on the stack when short.
+#[inline]
+pub fn with_lookup_key<R>(user_key: &[u8], seq: u64, f: impl FnOnce(&[u8]) -> R) -> R {
+    const STACK: usize = 120;
+    if user_key.len() <= STACK {
+        let mut buf = [0u8; STACK + 8];
+        buf[..user_key.len()].copy_from_slice(user_key);
+        buf[user_key.len()..user_key.len() + 8]
+            .copy_from_slice(&pack_tag(seq, KIND_FOR_SEEK).to_le_bytes());
+        f(&buf[..user_key.len() + 8])
+    } else {
+        f(&make_internal_key(user_key, seq, KIND_FOR_SEEK))
+    }
+}
+
 impl MemTable {
     pub fn new(log_number: u64) -> Self {
         MemTable {
-            map: SkipMap::new(),
-            bytes: AtomicUsize::new(0),
+            list: SkipList::new(),
             entries: AtomicUsize::new(0),
             log_number,
             largest_seq: AtomicU64::new(0),
@@ -103,27 +54,29 @@ impl MemTable {
 
     /// Inserts one entry. Only the single active writer calls this.
     pub fn add(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        let ikey = make_internal_key(user_key, seq, kind);
-        self.bytes.fetch_add(ikey.len() + value.len() + ENTRY_OVERHEAD_BYTES, AtomicOrdering::Relaxed);
+        self.list.insert_parts(user_key, &pack_tag(seq, kind).to_le_bytes(), value);
         self.entries.fetch_add(1, AtomicOrdering::Relaxed);
         self.largest_seq.fetch_max(seq, AtomicOrdering::Relaxed);
-        self.map.insert(IKey(ikey.into_boxed_slice()), value.to_vec().into_boxed_slice());
     }
 
     /// The newest version of `user_key` visible at `seq`.
     pub fn get(&self, user_key: &[u8], seq: u64) -> Lookup {
-        let lookup = make_internal_key(user_key, seq, KIND_FOR_SEEK);
-        match self.map.lower_bound(Bound::Included(IKeyRef::new(&lookup))) {
-            Some(e) if key::user_key(&e.key().0) == user_key => match key::kind(&e.key().0) {
-                Some(ValueKind::Value) => Lookup::Found(e.value().to_vec()),
-                _ => Lookup::Deleted,
-            },
-            _ => Lookup::NotFound,
+        let n = with_lookup_key(user_key, seq, |k| self.list.seek(k));
+        if n.is_null() {
+            return Lookup::NotFound;
+        }
+        let k = node_key(n);
+        if key::user_key(k) != user_key {
+            return Lookup::NotFound;
+        }
+        match key::kind(k) {
+            Some(ValueKind::Value) => Lookup::Found(node_value(n).to_vec()),
+            _ => Lookup::Deleted,
         }
     }
 
     pub fn approximate_memory_usage(&self) -> usize {
-        self.bytes.load(AtomicOrdering::Relaxed)
+        self.list.memory_bytes()
     }
 
     pub fn len(&self) -> usize {
@@ -141,48 +94,56 @@ impl MemTable {
 
 /// An iterator over a memtable that keeps the memtable alive.
 pub struct MemTableIter {
-    // Declared before `mem` so it is dropped first: it borrows from `mem`'s map.
-    cur: Option<Entry<'static, IKey, Box<[u8]>>>,
+    node: *mut u8,
     mem: Arc<MemTable>,
 }
 
+// SAFETY: `node` points into the arena of `mem`, which this iterator keeps alive; nodes are
+// immutable once published, so the iterator can move between threads.
+unsafe impl Send for MemTableIter {}
+
 impl MemTableIter {
     pub fn new(mem: Arc<MemTable>) -> Self {
-        MemTableIter { cur: None, mem }
-    }
-
-    fn extend(e: Option<Entry<'_, IKey, Box<[u8]>>>) -> Option<Entry<'static, IKey, Box<[u8]>>> {
-        // SAFETY: the entry borrows the skiplist inside `self.mem`, an Arc we hold for at least as
-        // long as the entry (field order guarantees the entry is dropped first), and memtables
-        // never remove nodes, so the node outlives the entry.
-        e.map(|e| unsafe { std::mem::transmute::<Entry<'_, _, _>, Entry<'static, _, _>>(e) })
+        MemTableIter { node: std::ptr::null_mut(), mem }
     }
 }
 
 impl InternalIterator for MemTableIter {
     fn valid(&self) -> bool {
-        self.cur.is_some()
+        !self.node.is_null()
     }
     fn seek_to_first(&mut self) {
-        self.cur = Self::extend(self.mem.map.front());
+        self.node = self.mem.list.first();
     }
     fn seek_to_last(&mut self) {
-        self.cur = Self::extend(self.mem.map.back());
+        self.node = self.mem.list.find_last();
     }
     fn seek(&mut self, target: &[u8]) {
-        self.cur = Self::extend(self.mem.map.lower_bound(Bound::Included(IKeyRef::new(target))));
+        self.node = self.mem.list.seek(target);
     }
     fn next(&mut self) {
-        self.cur = Self::extend(self.cur.as_ref().and_then(|e| e.next()));
+        if !self.node.is_null() {
+            self.node = self.mem.list.successor(self.node);
+        }
     }
     fn prev(&mut self) {
-        self.cur = Self::extend(self.cur.as_ref().and_then(|e| e.prev()));
+        if !self.node.is_null() {
+            self.node = self.mem.list.find_less_than(node_key(self.node));
+        }
     }
     fn key(&self) -> &[u8] {
-        self.cur.as_ref().map(|e| &e.key().0[..]).unwrap_or(&[])
+        if self.node.is_null() {
+            &[]
+        } else {
+            node_key(self.node)
+        }
     }
     fn value(&self) -> &[u8] {
-        self.cur.as_ref().map(|e| &e.value()[..]).unwrap_or(&[])
+        if self.node.is_null() {
+            &[]
+        } else {
+            node_value(self.node)
+        }
     }
     fn status(&self) -> crate::error::Result<()> {
         Ok(())
