@@ -19,6 +19,7 @@ def _engine_row(engine: str, workload: str, ops: float, p99: float) -> dict:
         "engine": engine,
         "workload": workload,
         "ops_per_sec": ops,
+        "ops": int(ops),
         "latency_us": {"p50": 1.0, "p95": 2.0, "p99": p99, "p999": 9.0, "max": 50.0},
         "bytes_read": 2**20,
         "bytes_written": 3 * 2**20,
@@ -145,3 +146,6 @@ def test_repeated_runs_collapse_to_the_median_run(tmp_path):
     line = [ln for ln in out.read_text().splitlines() if "`lmdb`" in ln]
     assert len(line) == 1
     assert "300.00 (median of 3: 200.00–500.00) | 3.00 |" in line[0]
+    assert line[0].count("|") == 18
+    # 300 ops in 0.5 CPU s against the baseline's 100 ops in 0.5 CPU s.
+    assert line[0].endswith("| 600.00 | 3.00 |")

@@ -144,3 +144,37 @@ def test_bad_input_is_a_clear_error_before_any_work(args, message, tmp_path, cap
     err = capfd.readouterr().err
     assert message in err and "Traceback" not in err and "panicked" not in err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_cold_warm_and_threads_are_applied(tmp_path):
+    engines = [e for e in _available() if e in ("rocksdb", "leveldb", "lmdb", "wiredtiger")]
+    if not engines:
+        pytest.skip("no in-process peer engine installed")
+    out = tmp_path / "cold.jsonl"
+    code = main(
+        [
+            "bench",
+            "micro",
+            "--records",
+            "2000",
+            "--operations",
+            "500",
+            "--benchmarks",
+            "fillrandom,readrandom",
+            "--engines",
+            engines[0],
+            "--threads",
+            "2",
+            "--cold",
+            "--warmup-ops",
+            "100",
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 0
+    fill, read = _rows(out)
+    assert fill["ops"] == 2 * 2000, "each thread performs the full count, as in db_bench"
+    assert read["ops"] == 2 * 500, "warm-up operations are not recorded"
+    assert read["params"]["cold"] and read["params"]["cold_files_dropped"] > 0
+    assert read["params"]["threads"] == 2 and read["params"]["warmup_ops"] == 100

@@ -115,7 +115,8 @@ pub struct Measured {
 /// Prints progress lines every `PROGRESS_PERIOD` until stopped.
 const PROGRESS_PERIOD: Duration = Duration::from_millis(200);
 
-/// Runs `job` and prints the protocol lines; returns the exit code.
+/// Runs `job`, printing the protocol lines on stdout; an error goes back to `main`, which
+/// prints it on stderr and exits non-zero.
 pub fn run(job: &Job) -> Result<()> {
     if let Some(procs) = &job.cgroup_procs {
         std::fs::write(procs, std::process::id().to_string())

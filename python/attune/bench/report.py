@@ -5,7 +5,8 @@ then either a table of ratios against a baseline engine (rows with an ``engine``
 engine and workload) or a plain table of the rows' fields (rows without ``engine``, e.g. hash-table
 or dataframe benchmarks with fields such as ``table`` and ``ops_per_sec``), and PNG plots
 (throughput bars; latency percentiles) saved next to the markdown and linked from it. The file
-starts by saying it is generated and by which command.
+starts by saying it is generated and by which command. Besides throughput ratios the engine table
+gives operations per CPU second and its ratio, which a busy shared machine disturbs less.
 
 Thread-safety: pure functions over files; matplotlib is used with the non-interactive Agg backend
 from one thread. Invariant: every number in the report comes from a row of the given files.
@@ -101,6 +102,15 @@ def _baseline_rows(rows: list[dict], baseline: str) -> dict[str, dict]:
     return out
 
 
+def _per_cpu(r: dict) -> float | None:
+    """Operations per CPU second of the engine's process: less sensitive than ops/s to other
+    load on a shared machine (it still includes the engine's background threads)."""
+    ops, cpu = r.get("ops"), r.get("cpu_seconds")
+    if isinstance(ops, (int, float)) and isinstance(cpu, (int, float)) and cpu > 0:
+        return ops / cpu
+    return None
+
+
 def _aggregate(rows: list[dict]) -> list[dict]:
     """One row per (engine, workload): repeated runs (``--repeat``) collapse to the run with the
     median throughput (lower median for an even count), annotated with ``_n`` and ``_range``."""
@@ -128,7 +138,8 @@ def _engine_table(rows: list[dict], baseline: str) -> list[str]:
         lines.append(f"_Baseline `{baseline}` is not in this file: no ratios._\n")
     head = (
         "| workload | engine | ops/s | × " + baseline + " | p50 µs | p95 µs | p99 µs | p99.9 µs "
-        "| max µs | write amp | space amp | read MiB | written MiB | peak RSS MiB | CPU s |"
+        "| max µs | write amp | space amp | read MiB | written MiB | peak RSS MiB | CPU s "
+        "| ops / CPU s | × " + baseline + " (CPU) |"
     )
     lines.append(head)
     lines.append(_sep(head))
@@ -145,6 +156,9 @@ def _engine_table(rows: list[dict], baseline: str) -> list[str]:
             ratio = None
             if b is not None and isinstance(ops, (int, float)) and b.get("ops_per_sec"):
                 ratio = ops / b["ops_per_sec"]
+            per_cpu = _per_cpu(r)
+            base_cpu = _per_cpu(b) if b is not None else None
+            cpu_ratio = per_cpu / base_cpu if per_cpu and base_cpu else None
             mib = lambda v: None if v is None else v / 2**20
             ops_cell = _num(ops)
             if "_n" in r:
@@ -162,6 +176,8 @@ def _engine_table(rows: list[dict], baseline: str) -> list[str]:
                 _num(mib(r.get("bytes_written")), 1),
                 _num(mib(r.get("peak_rss_bytes")), 1),
                 _num(r.get("cpu_seconds")),
+                _num(per_cpu),
+                "–" if cpu_ratio is None else f"{cpu_ratio:.2f}",
             ]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -212,7 +228,8 @@ def _plots(rows: list[dict], stem: str, plots_dir: Path) -> list[Path]:
     if with_engine:
         workloads = list(dict.fromkeys(str(r.get("workload")) for r in with_engine))
         engines = list(dict.fromkeys(str(r["engine"]) for r in with_engine))
-        fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(workloads) * max(1, len(engines)) / 2), 4))
+        width_in = min(12.0, max(6.0, 0.35 * len(workloads) * max(1, len(engines))))
+        fig, ax = plt.subplots(figsize=(width_in, 4.5))
         width = 0.8 / max(1, len(engines))
         for i, e in enumerate(engines):
             ys = []

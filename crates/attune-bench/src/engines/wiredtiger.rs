@@ -340,13 +340,7 @@ impl Engine for WiredTiger {
             );
             if rc != 0 {
                 ((*session).close)(session, ptr::null());
-                return Err(check(api, "open_cursor", rc).err().unwrap_or_else(|| {
-                    BenchError::Engine {
-                        engine: NAME.into(),
-                        op: "open_cursor",
-                        detail: String::new(),
-                    }
-                }));
+                check(api, "open_cursor", rc)?;
             }
             Ok(Box::new(WtSessionHandle {
                 api,
