@@ -13,8 +13,14 @@ on different directories; a ``SplitFrame`` is for one thread at a time. Design: 
 from attune.frames.errors import SplitError
 from attune.frames.split import SplitResult, split_arrow, split_file
 from attune.frames.splitdf import SplitFrame, connect, read_schema, read_split
-from attune.frames.splitgen import APPROX, EXACT, ColumnStats, Plan, TableStats
-from attune.frames.splitgen import gen_attribute_groups
+from attune.frames.splitgen import (
+    APPROX,
+    EXACT,
+    ColumnStats,
+    Plan,
+    TableStats,
+    gen_attribute_groups,
+)
 
 __all__ = [
     "APPROX",

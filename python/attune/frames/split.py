@@ -154,8 +154,7 @@ def load_input(
         # VARCHAR.
         try:
             con.execute(
-                f"CREATE TABLE src AS SELECT * FROM read_csv({lit}, encoding={enc}, "
-                "sample_size=-1)"
+                f"CREATE TABLE src AS SELECT * FROM read_csv({lit}, encoding={enc}, sample_size=-1)"
             )
         except duckdb.Error as exc2:
             raise SplitError(f"{p}: cannot parse as CSV: {_first_line(exc2)}") from exc2
@@ -322,9 +321,7 @@ def _split_loaded(
             "storage": storage,
             "nrows": stats.nrows,
             "variant": variant,
-            "columns": [
-                {"name": c, "type": types[c], "table": _table_of(c, plan)} for c in names
-            ],
+            "columns": [{"name": c, "type": types[c], "table": _table_of(c, plan)} for c in names],
             "fact": {
                 "table": "fact",
                 "file": "fact.parquet" if storage == "parquet" else None,

@@ -167,7 +167,7 @@ class SplitFrame:
             if t.name.lower() != self.name.lower() and t.name and t.name not in other:
                 try:
                     sch = self.con.get_schema(t.name)
-                except Exception:  # noqa: BLE001 - unknown names are CTE aliases; qualify copes
+                except Exception:  # noqa: BLE001, S112 - CTE names; qualify copes
                     continue
                 other[t.name] = {n: str(ty) for n, ty in sch.items()}
         return other

@@ -142,7 +142,5 @@ def gen_attribute_groups(stats: TableStats) -> Plan:
     if group:  # the flush the source's pseudocode omits
         names = tuple(c.name for c in group)
         plan.dims.append(names)
-        plan.steps.append(
-            Step(names, act_size(group, stats), est_size(group, stats), "flush")
-        )
+        plan.steps.append(Step(names, act_size(group, stats), est_size(group, stats), "flush"))
     return plan
