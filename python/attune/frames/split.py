@@ -75,6 +75,7 @@ class SplitResult:
         return {
             "out": self.out_dir,
             "variant": self.plan.variant,
+            "narrow_keys": self.stats.narrow_keys,
             "nrows": self.stats.nrows,
             "groups": [list(g) for g in self.plan.dims],
             "fact_columns": list(self.plan.fact),
@@ -178,15 +179,23 @@ def split_file(
     name: str | None = None,
     progress: Callable[[str], None] | None = None,
     memory_limit: str = MEMORY_LIMIT_DEFAULT,
+    on_plan: Callable[[Plan, TableStats], None] | None = None,
+    narrow_keys: bool = False,
 ) -> SplitResult:
-    """Split a CSV or Parquet file into ``out_dir``; see the module doc."""
+    """Split a CSV or Parquet file into ``out_dir``; see the module doc.
+
+    ``progress(step)`` is called before each step (load, stats, keys, dimensions, write);
+    ``on_plan(plan, stats)`` right after SplitGen, also when the split is then refused.
+    """
     note = progress or (lambda _s: None)
     con = open_connection(memory_limit)
     try:
         note("load")
         load_input(con, input_path, encoding)
         table_name = name or Path(input_path).stem.split(".")[0] or "data"
-        res = _split_loaded(con, "src", out_dir, variant, storage, table_name, note)
+        res = _split_loaded(
+            con, "src", out_dir, variant, storage, table_name, note, on_plan, narrow_keys
+        )
         res.input_bytes = Path(input_path).stat().st_size
         return res
     finally:
@@ -200,6 +209,7 @@ def split_arrow(
     storage: str = "parquet",
     name: str = "data",
     memory_limit: str = MEMORY_LIMIT_DEFAULT,
+    narrow_keys: bool = False,
 ) -> SplitResult:
     """Split an in-memory pyarrow.Table (or anything DuckDB can scan) into ``out_dir``."""
     con = open_connection(memory_limit)
@@ -207,13 +217,17 @@ def split_arrow(
         con.register("__arrow_in", table)
         con.execute("CREATE TABLE src AS SELECT * FROM __arrow_in")
         con.unregister("__arrow_in")
-        return _split_loaded(con, "src", out_dir, variant, storage, name, lambda _s: None)
+        return _split_loaded(
+            con, "src", out_dir, variant, storage, name, lambda _s: None, None, narrow_keys
+        )
     finally:
         con.close()
 
 
-def plan_for(con: duckdb.DuckDBPyConnection, table: str, variant: str) -> tuple[Plan, TableStats]:
-    stats = compute_stats(con, table, variant)
+def plan_for(
+    con: duckdb.DuckDBPyConnection, table: str, variant: str, narrow_keys: bool = False
+) -> tuple[Plan, TableStats]:
+    stats = compute_stats(con, table, variant, narrow_keys)
     return gen_attribute_groups(stats), stats
 
 
@@ -225,6 +239,8 @@ def _split_loaded(
     storage: str,
     table_name: str,
     note: Callable[[str], None],
+    on_plan: Callable[[Plan, TableStats], None] | None = None,
+    narrow_keys: bool = False,
 ) -> SplitResult:
     if variant not in VARIANTS:
         raise SplitError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
@@ -237,7 +253,9 @@ def _split_loaded(
     types = dict(cols)
     names = [c for c, _ in cols]
     note("stats")
-    plan, stats = plan_for(con, src, variant)
+    plan, stats = plan_for(con, src, variant, narrow_keys)
+    if on_plan is not None:
+        on_plan(plan, stats)
     if stats.nrows == 0:
         raise SplitError("input has a header but no rows: nothing to split")
     if not plan.dims:
@@ -321,6 +339,7 @@ def _split_loaded(
             "storage": storage,
             "nrows": stats.nrows,
             "variant": variant,
+            "narrow_keys": narrow_keys,
             "columns": [{"name": c, "type": types[c], "table": _table_of(c, plan)} for c in names],
             "fact": {
                 "table": "fact",

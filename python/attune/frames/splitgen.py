@@ -25,6 +25,21 @@ from dataclasses import dataclass, field
 # the writer may store narrower keys, which keeps EST an upper bound.
 KEY_BYTES = 8
 
+
+def fit_key_bytes(n_keys: int) -> int:
+    """Bytes of the narrowest signed integer holding keys 0..n_keys-1 (what the writer stores).
+
+    ``narrow_keys=True`` estimates with this width of the product of distinct counts, an upper
+    bound of the dimension's row count, so the writer's key is never wider and EST stays an upper
+    bound. Not in the source: with 8-byte keys no 8-byte column can be split off on its own, and
+    since the sweep starts every group with one attribute, tables of narrow columns never split.
+    """
+    for width, limit in ((1, 2**7), (2, 2**15), (4, 2**31)):
+        if n_keys <= limit:
+            return width
+    return 8
+
+
 EXACT = "exact"
 APPROX = "approx"
 VARIANTS = (EXACT, APPROX)
@@ -48,6 +63,7 @@ class TableStats:
     nrows: int
     columns: tuple[ColumnStats, ...]
     variant: str = EXACT
+    narrow_keys: bool = False  # estimate with fit_key_bytes(product of distinct) instead of 8
 
     @property
     def total_size(self) -> int:
@@ -101,8 +117,9 @@ def est_size(group: list[ColumnStats], stats: TableStats) -> float:
     for c in group:
         rows *= max(c.distinct, 1)
         tuple_size += c.max_size if stats.variant == EXACT else c.avg_size(n)
-    tuple_size += KEY_BYTES
-    return tuple_size * rows + n * KEY_BYTES
+    key = fit_key_bytes(rows) if stats.narrow_keys else KEY_BYTES
+    tuple_size += key
+    return tuple_size * rows + n * key
 
 
 def gen_attribute_groups(stats: TableStats) -> Plan:

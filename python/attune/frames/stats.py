@@ -94,7 +94,9 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str,
     return [(n, str(t)) for n, t in zip(rel.columns, rel.types)]
 
 
-def compute_stats(con: duckdb.DuckDBPyConnection, table: str, variant: str) -> TableStats:
+def compute_stats(
+    con: duckdb.DuckDBPyConnection, table: str, variant: str, narrow_keys: bool = False
+) -> TableStats:
     """Statistics of every column of ``table`` in one aggregate query."""
     if variant not in (EXACT, APPROX):
         raise ValueError(f"unknown variant {variant!r}")
@@ -107,7 +109,7 @@ def compute_stats(con: duckdb.DuckDBPyConnection, table: str, variant: str) -> T
             parts.append(f"count(DISTINCT {key})")
         else:
             parts.append(f"approx_count_distinct({key})")
-        parts.append(f"CAST(max(CASE WHEN {q} IS NULL THEN 1 ELSE 0 END) AS BIGINT)")
+        parts.append(f"coalesce(max(CASE WHEN {q} IS NULL THEN 1 ELSE 0 END), 0)")
         size = size_sql(name, typ)
         parts.append(f"coalesce(max({size}), 0)")
         parts.append(f"coalesce(CAST(sum({size}) AS HUGEINT), 0)")
@@ -125,4 +127,4 @@ def compute_stats(con: duckdb.DuckDBPyConnection, table: str, variant: str) -> T
                 total_size=int(total),
             )
         )
-    return TableStats(nrows=nrows, columns=tuple(out), variant=variant)
+    return TableStats(nrows=nrows, columns=tuple(out), variant=variant, narrow_keys=narrow_keys)
