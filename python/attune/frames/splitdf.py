@@ -189,10 +189,9 @@ class SplitFrame:
         result = self._run(expr)
         if isinstance(expr, ir.Table):
             return result.execute()
-        df = result.execute()
         if isinstance(expr, ir.Column):
-            return df.iloc[:, 0].rename(expr.get_name())
-        return df.iloc[0, 0]
+            return result.execute().iloc[:, 0].rename(expr.get_name())
+        return result.to_pyarrow().column(0)[0].as_py()
 
 
 def connect(
