@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from attune.frames import SplitError, connect, read_split, split_arrow
 
-SETTINGS = dict(
-    derandomize=True,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+SETTINGS = {
+    "derandomize": True,
+    "deadline": None,
+    "print_blob": True,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
 
 # Few distinct values so that groups form; long strings so that splitting pays even on few rows.
 WORDS = ["", "alpha-long-value-0001", "beta-long-value-00002", "gamma-long-value-0003", "é-ü-ß"]
