@@ -51,14 +51,16 @@ def tables(draw, min_rows=0, max_rows=60):
     return pa.table(cols)
 
 
-def canon(v):
+def canon(v, signed_zero=True):
     if isinstance(v, float):
+        if not signed_zero and v == 0.0:
+            v = 0.0  # a GROUP BY may show either zero for the group {-0.0, 0.0}
         return ("f", repr(v))  # tells -0.0 from 0.0 and keeps nan comparable
     return (type(v).__name__, repr(v))
 
 
-def multiset(t: pa.Table):
-    return sorted(tuple(canon(v) for v in r.values()) for r in t.to_pylist())
+def multiset(t: pa.Table, signed_zero=True):
+    return sorted(tuple(canon(v, signed_zero) for v in r.values()) for r in t.to_pylist())
 
 
 def try_split(t, d, **kw):
@@ -108,7 +110,9 @@ def query_suite(t):
         ("distinct", t.select(first).distinct()),
         ("nunique", t[last].nunique()),
         ("self_join", t.select(first).join(t.select(*dict.fromkeys([first, last])), first)),
-        ("limit_sorted_count", t.group_by(*cols).agg(n=t.count())),
+        ("group_all", t.group_by(*cols).agg(n=t.count())),
+        ("top_groups", t.group_by(last).agg(n=t.count()).order_by(last).limit(3)),
+        ("sorted", t.order_by(*cols).select(*cols[::-1])),
     ]
     for c in cols:
         if c.endswith("_int"):
@@ -136,12 +140,13 @@ def test_splitdf_queries_agree_with_the_unsplit_table(t, narrow):
         sf = connect(d + "/s", con=con, name="split")
         for (label, e_orig), (_, e_split) in zip(query_suite(orig), query_suite(sf.table)):
             if isinstance(e_orig, ibis.expr.types.Scalar):
-                assert canon(sf.execute(e_split)) == canon(e_orig.execute()), label
+                got, want = sf.execute(e_split), e_orig.execute()
+                assert canon(got, False) == canon(want, False), label
             else:
                 want = e_orig.to_pyarrow()
                 got = sf.to_pyarrow(e_split)
                 assert got.schema == want.schema, label
-                assert multiset(got) == multiset(want), label
+                assert multiset(got, False) == multiset(want, False), label
             assert sf.last_rewrite.get("rewritten"), (label, sf.last_rewrite)
 
 

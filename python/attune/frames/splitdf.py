@@ -117,38 +117,43 @@ class SplitFrame:
         """The backend SQL for ``expr`` with only the needed dimensions joined."""
         original = str(self.con.compile(expr))
         try:
-            return self._rewrite(original)
+            return self._rewrite(original, list(expr.as_table().schema().names))
         except (sqlglot.errors.SqlglotError, KeyError, ValueError) as exc:
             self.last_rewrite = {"rewritten": False, "reason": repr(exc)}
             return original
 
-    def _rewrite(self, sql: str) -> str:
+    def _rewrite(self, sql: str, names: list[str]) -> str:
+        """Qualify + push projections down (SQLGlot), then swap each reference to the split table
+        for a subquery joining only the dimensions that reference uses.
+
+        Qualifying normalizes identifiers (lower case in DuckDB and Spark, both case-insensitive),
+        so the output columns are renamed back to ``names``, the expression's own column names.
+        """
         ast = sqlglot.parse_one(sql, read=self._dialect)
-        analysed = pushdown_projections(
+        ast = pushdown_projections(
             qualify(
-                ast.copy(),
+                ast,
                 schema={self.name: self._sql_schema, **self._other_schemas(ast)},
                 dialect=self._dialect,
             )
         )
-        needed: dict[str, set[str]] = {}
-        for scope in traverse_scope(analysed):
+        needed: dict[int, set[str]] = {}
+        for scope in traverse_scope(ast):
             for alias, source in scope.sources.items():
                 if isinstance(source, exp.Table) and source.name.lower() == self.name.lower():
-                    cols = needed.setdefault(alias.lower(), set())
+                    cols = needed.setdefault(id(source), set())
                     for col in scope.columns:
                         if col.table.lower() == alias.lower():
                             cols.add(self._by_lower[col.name.lower()])
         order = [c["name"] for c in self.schema["columns"]]
-        used_dims: dict[str, list[str]] = {}
+        used: list[list[str]] = []
 
         def replace(node: exp.Expression) -> exp.Expression:
             if isinstance(node, exp.Table) and node.name.lower() == self.name.lower():
-                alias = (node.alias_or_name or node.name).lower()
-                if alias not in needed:
-                    raise ValueError(f"no analysis for table reference {alias}")
-                cols = [c for c in order if c in needed[alias]]
-                used_dims[alias] = cols
+                if id(node) not in needed:
+                    raise ValueError(f"no analysis for a reference to {node.sql()}")
+                cols = [c for c in order if c in needed[id(node)]]
+                used.append(cols)
                 sub = sqlglot.parse_one(
                     _join_sql(self.schema, self._fact, self._dims, cols), read="duckdb"
                 )
@@ -157,8 +162,20 @@ class SplitFrame:
                 )
             return node
 
-        out = ast.transform(replace)
-        self.last_rewrite = {"rewritten": True, "columns": used_dims}
+        out = ast.transform(replace, copy=False)
+        top = out
+        while isinstance(top, exp.SetOperation):
+            top = top.left
+        if not isinstance(top, exp.Select) or len(top.expressions) != len(names):
+            raise ValueError("cannot map the output columns back to their names")
+        top.set(
+            "expressions",
+            [
+                exp.alias_(e.unalias() if isinstance(e, exp.Alias) else e, n, quoted=True)
+                for e, n in zip(top.expressions, names)
+            ],
+        )
+        self.last_rewrite = {"rewritten": True, "columns": used}
         return out.sql(dialect=self._dialect)
 
     def _other_schemas(self, ast: exp.Expression) -> dict:
