@@ -218,10 +218,15 @@ def connect(
     session: Any = None,
     con: Any = None,
     name: str | None = None,
+    load: str = "view",
 ) -> SplitFrame:
     """Open a split directory. ``backend``: "duckdb" (default; ``con`` may be an existing Ibis
     DuckDB connection) or "pyspark" (``session``: a SparkSession). The split table appears in
-    ``SplitFrame.con`` as a view named ``name`` (default: the name in schema.json)."""
+    ``SplitFrame.con`` as a view named ``name`` (default: the name in schema.json).
+
+    ``load``: "view" (default) reads the Parquet files at query time; "table" (DuckDB only)
+    copies the fact and dimension tables into the DuckDB connection first, as a notebook that
+    loads its data does."""
     import ibis
 
     d = Path(directory).resolve()
@@ -238,10 +243,19 @@ def connect(
         raise SplitError(f"unknown backend {backend!r}; expected 'duckdb' or 'pyspark'")
     tables = [schema["fact"]] + list(schema["dims"])
     reg = []
+    if load not in ("view", "table") or (load == "table" and backend != "duckdb"):
+        raise SplitError(f"load={load!r} not supported with backend {backend!r}")
     if schema["storage"] == "parquet":
         for t in tables:
             tname = f"{prefix}_{t['table']}"
-            con.read_parquet(str(d / t["file"]), table_name=tname)
+            if load == "table":
+                lit = str(d / t["file"]).replace("'", "''")
+                con.raw_sql(
+                    f"CREATE OR REPLACE TEMP TABLE {quote(tname)} AS "
+                    f"SELECT * FROM read_parquet('{lit}')"
+                )
+            else:
+                con.read_parquet(str(d / t["file"]), table_name=tname)
             reg.append(tname)
     else:
         if backend != "duckdb":
