@@ -406,7 +406,7 @@ def vmhwm() -> int:
 
 def run_child(args: list[str]) -> tuple[dict, int]:
     """Run this script as a child; returns its JSON output and its peak RSS in bytes."""
-    p = subprocess.run([PY, str(HERE), *args], stdout=subprocess.PIPE, text=True)
+    p = subprocess.run([PY, str(HERE), *args], check=False, stdout=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise SystemExit(f"child {args} failed with {p.returncode}")
     out = json.loads(p.stdout.strip().splitlines()[-1])
@@ -437,7 +437,7 @@ def bench_dataset(name: str, csv: Path, work: Path, opts, emit) -> None:
 
         shutil.rmtree(split_dir)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
     split_s = time.perf_counter() - t0
     res = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
     row = {
