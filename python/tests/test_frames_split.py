@@ -140,6 +140,13 @@ def test_output_directory_must_be_new_or_empty(tmp_path):
         split_file(src, tmp_path / "out")
 
 
+def test_output_path_that_is_a_file_is_refused(tmp_path):
+    src = accidents_csv(tmp_path / "acc.csv", 500)
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(SplitError, match="not a directory"):
+        split_file(src, tmp_path / "f")
+
+
 def test_damaged_schema_is_a_split_error(tmp_path):
     src = accidents_csv(tmp_path / "acc.csv", 500)
     split_file(src, tmp_path / "out")

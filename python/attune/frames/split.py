@@ -188,6 +188,7 @@ def split_file(
     ``on_plan(plan, stats)`` right after SplitGen, also when the split is then refused.
     """
     note = progress or (lambda _s: None)
+    _check_out(out_dir)  # before the (possibly long) load
     con = open_connection(memory_limit)
     try:
         note("load")
@@ -246,9 +247,7 @@ def _split_loaded(
         raise SplitError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
     if storage not in STORAGES:
         raise SplitError(f"unknown storage {storage!r}; expected one of {STORAGES}")
-    out = Path(out_dir)
-    if out.exists() and any(out.iterdir()):
-        raise SplitError(f"{out}: output directory exists and is not empty")
+    out = _check_out(out_dir)
     cols = table_columns(con, src)
     types = dict(cols)
     names = [c for c, _ in cols]
@@ -377,6 +376,15 @@ def _split_loaded(
         split_logical_bytes=split_bytes,
         dim_rows=dim_rows,
     )
+
+
+def _check_out(out_dir: str | os.PathLike) -> Path:
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise SplitError(f"{out}: output path exists and is not a directory")
+    if out.exists() and any(out.iterdir()):
+        raise SplitError(f"{out}: output directory exists and is not empty")
+    return out
 
 
 def _grouped(plan: Plan) -> set[str]:
