@@ -111,10 +111,15 @@ def _key_names(columns: list[str], n: int) -> list[str]:
     return names
 
 
-def open_connection(memory_limit: str = MEMORY_LIMIT_DEFAULT) -> duckdb.DuckDBPyConnection:
+def open_connection(
+    memory_limit: str = MEMORY_LIMIT_DEFAULT, spill_dir: str | None = None
+) -> duckdb.DuckDBPyConnection:
+    """In-memory DuckDB for one split; spills to ``spill_dir`` (DuckDB's default is ./.tmp)."""
     con = duckdb.connect()
     con.execute(f"SET memory_limit = '{memory_limit}'")
     con.execute("SET preserve_insertion_order = false")
+    if spill_dir is not None:
+        con.execute("SET temp_directory = '" + spill_dir.replace("'", "''") + "'")
     return con
 
 
@@ -189,7 +194,8 @@ def split_file(
     """
     note = progress or (lambda _s: None)
     _check_out(out_dir)  # before the (possibly long) load
-    con = open_connection(memory_limit)
+    spill = tempfile.mkdtemp(prefix="attune-split-spill-")
+    con = open_connection(memory_limit, spill)
     try:
         note("load")
         load_input(con, input_path, encoding)
@@ -201,6 +207,7 @@ def split_file(
         return res
     finally:
         con.close()
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def split_arrow(
@@ -213,7 +220,8 @@ def split_arrow(
     narrow_keys: bool = False,
 ) -> SplitResult:
     """Split an in-memory pyarrow.Table (or anything DuckDB can scan) into ``out_dir``."""
-    con = open_connection(memory_limit)
+    spill = tempfile.mkdtemp(prefix="attune-split-spill-")
+    con = open_connection(memory_limit, spill)
     try:
         con.register("__arrow_in", table)
         con.execute("CREATE TABLE src AS SELECT * FROM __arrow_in")
@@ -223,6 +231,7 @@ def split_arrow(
         )
     finally:
         con.close()
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def plan_for(
