@@ -16,6 +16,7 @@ VERB_MODULES: tuple[str, ...] = (
     "attune._cli_kv",
     "attune._cli_workload",
     "attune._cli_bench",
+    "attune._cli_split",
 )
 
 
