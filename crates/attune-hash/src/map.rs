@@ -613,6 +613,11 @@ impl<K: Hash + Eq, V, S: BuildHasher> VipMap<K, V, S> {
         }
     }
 
+    /// Reserves arena room for `additional` more entries (buckets grow only by load factor).
+    pub fn reserve(&mut self, additional: usize) {
+        self.nodes.reserve(additional.min(MAX_ENTRIES));
+    }
+
     /// Removes every entry (keeps the bucket count and the schedule position).
     pub fn clear(&mut self) {
         self.nodes.clear();

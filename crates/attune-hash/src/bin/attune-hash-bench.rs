@@ -1,0 +1,929 @@
+//! `attune-hash-bench`: VIP hashing vs plain chained hashing vs `std::collections::HashMap`
+//! (hashbrown) on identical, seeded streams, one process run, one JSON line per table.
+//!
+//! Modes (see `--help` and docs/vip-hashing.md):
+//! * `roofline` — fetch-only zipf stream; `vip` is the table built in increasing popularity
+//!   order (the VIP configuration known in advance, no learning), `chained` the same keys in
+//!   random order.
+//! * `adaptive` — fetch/insert/delete mix with optional popularity churn; `vip` learns on the
+//!   fly (adaptive schedule), `chained` is the same table with learning off.
+//! * `join` — PK-FK hash join, `|S| = ratio · |R|`, zipf-distributed foreign keys; `vip` learns
+//!   during the first `min(|R|, |S|/61)` probes.
+//!
+//! Streams are generated before timing; only table operations are timed. Thread-safety: a
+//! single-threaded program.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::BuildHasherDefault;
+use std::hint::black_box;
+use std::io::Write as _;
+use std::time::Instant;
+
+use attune_hash::{JoinMode, JoinTable, Schedule, VipConfig, VipMap};
+
+/// `std::collections::HashMap` (hashbrown inside) with the same fmix64 hasher as our tables.
+type StdMap<V> = HashMap<u64, V, BuildHasherDefault<attune_hash::Fmix64Hasher>>;
+
+const USAGE: &str = "\
+usage: attune-hash-bench [options]
+  --tables LIST          vip,chained,hashbrown (default: all three)
+  --mode MODE            roofline | adaptive | join (default roofline)
+  --zipf LIST            zipf factors, comma separated (default 1.0)
+  --keys N               keys in the table / |R| of the join (default 1000000)
+  --operations M         timed operations / probes per repeat; join: ignored (default 10000000)
+  --load-factor LIST     roofline/adaptive: fix buckets = 2^floor(log2 N) and load
+                         round(F*buckets) keys (comma list sweeps F); default: grow naturally
+  --churn PRCT:FREQ      adaptive: every FREQ fetches, the top keys taking PRCT% of requests
+                         swap ranks with random less popular keys
+  --mix F:I:D            adaptive: fetch/insert/delete percentages (default 100:0:0)
+  --ratio LIST           join: |S|/|R| ratios, comma separated (default 16)
+  --seed S               stream seed (default 1)
+  --repeat R             rounds over all tables (interleaved); each table's median run is
+                         reported (default 1)
+  --json PATH            append one JSON object per table and setting to PATH
+";
+
+#[derive(Debug, thiserror::Error)]
+enum BenchError {
+    #[error("{0}\n\n{USAGE}")]
+    Usage(String),
+    #[error("table error: {0}")]
+    Table(#[from] attune_hash::HashError),
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Roofline,
+    Adaptive,
+    Join,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum TableKind {
+    Vip,
+    Chained,
+    Hashbrown,
+}
+
+impl TableKind {
+    fn name(self) -> &'static str {
+        match self {
+            TableKind::Vip => "vip",
+            TableKind::Chained => "chained",
+            TableKind::Hashbrown => "hashbrown",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Args {
+    tables: Vec<TableKind>,
+    mode: Mode,
+    zipfs: Vec<f64>,
+    keys: usize,
+    operations: usize,
+    load_factors: Vec<Option<f64>>,
+    churn: Option<(f64, u64)>,
+    mix: (f64, f64, f64),
+    ratios: Vec<usize>,
+    seed: u64,
+    repeat: usize,
+    json: Option<String>,
+}
+
+fn usage(msg: impl Into<String>) -> BenchError {
+    BenchError::Usage(msg.into())
+}
+
+fn parse_num<T: std::str::FromStr>(flag: &str, s: &str) -> Result<T, BenchError> {
+    s.trim()
+        .parse()
+        .map_err(|_| usage(format!("{flag}: cannot parse {s:?}")))
+}
+
+fn parse_list<T: std::str::FromStr>(flag: &str, s: &str) -> Result<Vec<T>, BenchError> {
+    s.split(',').map(|p| parse_num(flag, p)).collect()
+}
+
+fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
+    let mut a = Args {
+        tables: vec![TableKind::Vip, TableKind::Chained, TableKind::Hashbrown],
+        mode: Mode::Roofline,
+        zipfs: vec![1.0],
+        keys: 1_000_000,
+        operations: 10_000_000,
+        load_factors: vec![None],
+        churn: None,
+        mix: (100.0, 0.0, 0.0),
+        ratios: vec![16],
+        seed: 1,
+        repeat: 1,
+        json: None,
+    };
+    let mut it = argv.iter();
+    while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            return Err(usage("help requested"));
+        }
+        let val = it
+            .next()
+            .ok_or_else(|| usage(format!("{flag} needs a value")))?;
+        match flag.as_str() {
+            "--tables" => {
+                a.tables = val
+                    .split(',')
+                    .map(|t| match t.trim() {
+                        "vip" => Ok(TableKind::Vip),
+                        "chained" => Ok(TableKind::Chained),
+                        "hashbrown" => Ok(TableKind::Hashbrown),
+                        other => Err(usage(format!("--tables: unknown table {other:?}"))),
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "--mode" => {
+                a.mode = match val.as_str() {
+                    "roofline" => Mode::Roofline,
+                    "adaptive" => Mode::Adaptive,
+                    "join" => Mode::Join,
+                    other => return Err(usage(format!("--mode: unknown mode {other:?}"))),
+                }
+            }
+            "--zipf" => a.zipfs = parse_list("--zipf", val)?,
+            "--keys" => a.keys = parse_num("--keys", val)?,
+            "--operations" => a.operations = parse_num("--operations", val)?,
+            "--load-factor" => {
+                a.load_factors = parse_list::<f64>("--load-factor", val)?
+                    .into_iter()
+                    .map(Some)
+                    .collect()
+            }
+            "--churn" => {
+                let (p, f) = val
+                    .split_once(':')
+                    .ok_or_else(|| usage("--churn wants PRCT:FREQ, e.g. 25:1000000"))?;
+                a.churn = Some((parse_num("--churn", p)?, parse_num("--churn", f)?));
+            }
+            "--mix" => {
+                let parts: Vec<f64> = val
+                    .split(':')
+                    .map(|p| parse_num("--mix", p))
+                    .collect::<Result<_, _>>()?;
+                match parts[..] {
+                    [f, i, d] => a.mix = (f, i, d),
+                    _ => return Err(usage("--mix wants F:I:D, e.g. 98:1:1")),
+                }
+            }
+            "--ratio" => a.ratios = parse_list("--ratio", val)?,
+            "--seed" => a.seed = parse_num("--seed", val)?,
+            "--repeat" => a.repeat = parse_num("--repeat", val)?,
+            "--json" => a.json = Some(val.clone()),
+            other => return Err(usage(format!("unknown option {other:?}"))),
+        }
+    }
+    validate(&a)?;
+    Ok(a)
+}
+
+fn validate(a: &Args) -> Result<(), BenchError> {
+    if a.tables.is_empty() {
+        return Err(usage("--tables is empty"));
+    }
+    if !(16..=200_000_000).contains(&a.keys) {
+        return Err(usage("--keys must be in [16, 2e8]"));
+    }
+    if a.operations == 0 || a.operations > 2_000_000_000 {
+        return Err(usage("--operations must be in [1, 2e9]"));
+    }
+    if a.zipfs
+        .iter()
+        .any(|z| !(z.is_finite() && (0.0..=10.0).contains(z)))
+    {
+        return Err(usage("--zipf factors must be in [0, 10]"));
+    }
+    if a.load_factors
+        .iter()
+        .flatten()
+        .any(|f| !(0.05..=1.5).contains(f))
+    {
+        return Err(usage("--load-factor must be in [0.05, 1.5]"));
+    }
+    if let Some((p, f)) = a.churn {
+        if !(p > 0.0 && p <= 100.0) || f == 0 {
+            return Err(usage("--churn: PRCT in (0, 100], FREQ >= 1"));
+        }
+    }
+    let (f, i, d) = a.mix;
+    if f < 0.0 || i < 0.0 || d < 0.0 || (f + i + d - 100.0).abs() > 1e-6 {
+        return Err(usage("--mix percentages must be >= 0 and sum to 100"));
+    }
+    if a.ratios.iter().any(|r| !(1..=1024).contains(r)) {
+        return Err(usage("--ratio values must be in [1, 1024]"));
+    }
+    if a.mode == Mode::Join
+        && a.keys.saturating_mul(*a.ratios.iter().max().unwrap_or(&1)) > 1e9 as usize
+    {
+        return Err(usage("join: keys * ratio must be at most 1e9"));
+    }
+    if !(1..=99).contains(&a.repeat) {
+        return Err(usage("--repeat must be in [1, 99]"));
+    }
+    Ok(())
+}
+
+// ----- stream generation ------------------------------------------------------------------
+// NOTE: this generator belongs in attune-workload (one workload library for the repository);
+// it lives here until that crate offers zipf for theta >= 1 and Wiscer-style churn.
+
+/// SplitMix64 stream.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mix(self.0)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// SplitMix64's finalizer: a bijection, so `mix(seed ^ i)` gives distinct keys for distinct i.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Walker/Vose alias table over zipf(theta) ranks `0..n` (rank 0 most popular): O(1) samples
+/// for any theta >= 0, including theta >= 1.
+struct Zipf {
+    prob: Vec<f64>,
+    alias: Vec<u32>,
+    /// Cumulative probability of ranks `0..=i` for the first ranks (for churn's top set).
+    pmf: Vec<f64>,
+}
+
+impl Zipf {
+    fn new(n: usize, theta: f64) -> Zipf {
+        let w: Vec<f64> = (1..=n).map(|r| (r as f64).powf(-theta)).collect();
+        let total: f64 = w.iter().sum();
+        let pmf: Vec<f64> = w.iter().map(|x| x / total).collect();
+        let mut prob: Vec<f64> = pmf.iter().map(|p| p * n as f64).collect();
+        let mut alias = vec![0u32; n];
+        let (mut small, mut large): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+        for (i, &p) in prob.iter().enumerate() {
+            if p < 1.0 {
+                small.push(i as u32)
+            } else {
+                large.push(i as u32)
+            }
+        }
+        while let (Some(s), Some(l)) = (small.pop(), large.last().copied()) {
+            alias[s as usize] = l;
+            prob[l as usize] -= 1.0 - prob[s as usize];
+            if prob[l as usize] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        for i in large.into_iter().chain(small) {
+            prob[i as usize] = 1.0;
+        }
+        Zipf { prob, alias, pmf }
+    }
+
+    fn sample(&self, rng: &mut Rng) -> usize {
+        let i = rng.below(self.prob.len() as u64) as usize;
+        if rng.unit() < self.prob[i] {
+            i
+        } else {
+            self.alias[i] as usize
+        }
+    }
+
+    /// Smallest k such that ranks `0..k` receive at least `share` of the requests.
+    fn top_set(&self, share: f64) -> usize {
+        let mut acc = 0.0;
+        for (i, p) in self.pmf.iter().enumerate() {
+            acc += p;
+            if acc >= share {
+                return i + 1;
+            }
+        }
+        self.pmf.len()
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Get(u64),
+    Insert(u64),
+    Remove(u64),
+}
+
+/// The keys of a run: `keys[i]` is inserted i-th (random order); `by_rank[r]` has rank r.
+struct KeySpace {
+    keys: Vec<u64>,
+    by_rank: Vec<u64>,
+    next_id: u64,
+    salt: u64,
+}
+
+impl KeySpace {
+    fn new(n: usize, rng: &mut Rng) -> KeySpace {
+        let salt = rng.next();
+        let keys: Vec<u64> = (0..n as u64).map(|i| mix(i ^ salt)).collect();
+        let mut by_rank = keys.clone();
+        for i in (1..n).rev() {
+            by_rank.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        KeySpace {
+            keys,
+            by_rank,
+            next_id: n as u64,
+            salt,
+        }
+    }
+
+    fn fresh_key(&mut self) -> u64 {
+        let k = mix(self.next_id ^ self.salt);
+        self.next_id += 1;
+        k
+    }
+}
+
+fn fetch_stream(ks: &KeySpace, zipf: &Zipf, ops: usize, rng: &mut Rng) -> Vec<u64> {
+    (0..ops).map(|_| ks.by_rank[zipf.sample(rng)]).collect()
+}
+
+/// Wiscer-style mixed stream with churn; ranks of inserted keys are uniform, a displaced key
+/// moves to the least popular rank (O(1) per operation instead of shifting the rank array).
+fn mixed_stream(args: &Args, ks: &mut KeySpace, zipf: &Zipf, rng: &mut Rng) -> Vec<Op> {
+    let (pf, pi, _) = args.mix;
+    let (pf, pi) = (pf / 100.0, pi / 100.0);
+    let top = args.churn.map(|(p, f)| (zipf.top_set(p / 100.0), f));
+    let mut ranks = ks.by_rank.clone();
+    let mut fetches = 0u64;
+    let mut out = Vec::with_capacity(args.operations);
+    for _ in 0..args.operations {
+        let r = rng.unit();
+        if r < pf || ranks.len() < 2 {
+            let rank = loop {
+                let x = zipf.sample(rng);
+                if x < ranks.len() {
+                    break x;
+                }
+            };
+            out.push(Op::Get(ranks[rank]));
+            fetches += 1;
+            if let Some((k, freq)) = top {
+                if fetches.is_multiple_of(freq) && k < ranks.len() {
+                    for t in 0..k {
+                        let other = k + rng.below((ranks.len() - k) as u64) as usize;
+                        ranks.swap(t, other);
+                    }
+                }
+            }
+        } else if r < pf + pi {
+            let key = ks.fresh_key();
+            let at = rng.below(ranks.len() as u64) as usize;
+            let displaced = std::mem::replace(&mut ranks[at], key);
+            ranks.push(displaced);
+            out.push(Op::Insert(key));
+        } else {
+            let at = rng.below(ranks.len() as u64) as usize;
+            out.push(Op::Remove(ranks.swap_remove(at)));
+        }
+    }
+    out
+}
+
+// ----- runs ---------------------------------------------------------------------------------
+
+/// One measured table run.
+#[derive(Default, Clone)]
+struct Run {
+    seconds: f64,
+    build_seconds: f64,
+    ops: u64,
+    avg_displacement: Option<f64>,
+    extra: Vec<(&'static str, f64)>,
+    buckets: Option<usize>,
+    load_factor: Option<f64>,
+    checksum: u64,
+}
+
+fn vip_config(kind: TableKind, mode: Mode) -> VipConfig {
+    match (kind, mode) {
+        (TableKind::Vip, Mode::Adaptive) => VipConfig::default(),
+        _ => VipConfig::chained(),
+    }
+}
+
+fn new_vip(
+    kind: TableKind,
+    mode: Mode,
+    n: usize,
+    buckets: Option<usize>,
+) -> Result<VipMap<u64, u64>, BenchError> {
+    let config = VipConfig {
+        schedule: Schedule::Off,
+        ..vip_config(kind, mode)
+    };
+    let mut m = match buckets {
+        Some(b) => VipMap::with_buckets(b, config)?,
+        None => VipMap::new(config)?,
+    };
+    m.reserve(n);
+    Ok(m)
+}
+
+fn vip_stats_run(m: &VipMap<u64, u64>, run: &mut Run) {
+    let st = m.stats();
+    run.avg_displacement = Some(st.avg_displacement());
+    run.extra = vec![
+        ("learn_phases", st.learn_phases as f64),
+        ("relearns", st.relearns as f64),
+        ("learn_fetches", st.learn_fetches as f64),
+        ("swaps", st.swaps as f64),
+        ("rehashes", st.rehashes as f64),
+        ("misses", st.misses as f64),
+    ];
+}
+
+/// Roofline: fetch-only. `vip` inserts keys from least to most popular (head insertion puts
+/// the most popular first in every chain); `chained` and `hashbrown` insert in random order.
+fn run_roofline(
+    kind: TableKind,
+    ks: &KeySpace,
+    stream: &[u64],
+    buckets: Option<usize>,
+) -> Result<Run, BenchError> {
+    let n = ks.keys.len();
+    let mut run = Run {
+        ops: stream.len() as u64,
+        ..Run::default()
+    };
+    match kind {
+        TableKind::Vip | TableKind::Chained => {
+            let mut m = new_vip(kind, Mode::Roofline, n, buckets)?;
+            let t0 = Instant::now();
+            if kind == TableKind::Vip {
+                ks.by_rank.iter().rev().for_each(|&k| {
+                    m.insert(k, k);
+                });
+            } else {
+                ks.keys.iter().for_each(|&k| {
+                    m.insert(k, k);
+                });
+            }
+            run.build_seconds = t0.elapsed().as_secs_f64();
+            m.set_schedule(Schedule::Off);
+            run.buckets = Some(m.buckets());
+            run.load_factor = Some(m.load_factor());
+            let t0 = Instant::now();
+            let mut sum = 0u64;
+            for k in stream {
+                sum = sum.wrapping_add(*m.get(black_box(k)).unwrap_or(&0));
+            }
+            run.seconds = t0.elapsed().as_secs_f64();
+            run.checksum = black_box(sum);
+            vip_stats_run(&m, &mut run);
+        }
+        TableKind::Hashbrown => {
+            let mut m: StdMap<u64> = StdMap::with_capacity_and_hasher(n, Default::default());
+            let t0 = Instant::now();
+            ks.keys.iter().for_each(|&k| {
+                m.insert(k, k);
+            });
+            run.build_seconds = t0.elapsed().as_secs_f64();
+            let t0 = Instant::now();
+            let mut sum = 0u64;
+            for k in stream {
+                sum = sum.wrapping_add(*m.get(black_box(k)).unwrap_or(&0));
+            }
+            run.seconds = t0.elapsed().as_secs_f64();
+            run.checksum = black_box(sum);
+        }
+    }
+    Ok(run)
+}
+
+/// Adaptive: mixed stream; `vip` runs the full learn/sense/switch schedule from the first
+/// timed operation, `chained` never learns; both start from the same random insertion order.
+fn run_adaptive(
+    kind: TableKind,
+    ks: &KeySpace,
+    stream: &[Op],
+    buckets: Option<usize>,
+) -> Result<Run, BenchError> {
+    let n = ks.keys.len();
+    let mut run = Run {
+        ops: stream.len() as u64,
+        ..Run::default()
+    };
+    match kind {
+        TableKind::Vip | TableKind::Chained => {
+            let mut m = new_vip(kind, Mode::Adaptive, n, buckets)?;
+            let t0 = Instant::now();
+            ks.keys.iter().for_each(|&k| {
+                m.insert(k, k);
+            });
+            run.build_seconds = t0.elapsed().as_secs_f64();
+            run.buckets = Some(m.buckets());
+            run.load_factor = Some(m.load_factor());
+            m.set_schedule(vip_config(kind, Mode::Adaptive).schedule);
+            let t0 = Instant::now();
+            let mut sum = 0u64;
+            for op in stream {
+                match *op {
+                    Op::Get(k) => sum = sum.wrapping_add(*m.get(black_box(&k)).unwrap_or(&0)),
+                    Op::Insert(k) => sum = sum.wrapping_add(m.insert(k, k).unwrap_or(1)),
+                    Op::Remove(k) => sum = sum.wrapping_add(m.remove(&k).unwrap_or(2)),
+                }
+            }
+            run.seconds = t0.elapsed().as_secs_f64();
+            run.checksum = black_box(sum);
+            vip_stats_run(&m, &mut run);
+        }
+        TableKind::Hashbrown => {
+            let mut m: StdMap<u64> = StdMap::with_capacity_and_hasher(n, Default::default());
+            let t0 = Instant::now();
+            ks.keys.iter().for_each(|&k| {
+                m.insert(k, k);
+            });
+            run.build_seconds = t0.elapsed().as_secs_f64();
+            let t0 = Instant::now();
+            let mut sum = 0u64;
+            for op in stream {
+                match *op {
+                    Op::Get(k) => sum = sum.wrapping_add(*m.get(black_box(&k)).unwrap_or(&0)),
+                    Op::Insert(k) => sum = sum.wrapping_add(m.insert(k, k).unwrap_or(1)),
+                    Op::Remove(k) => sum = sum.wrapping_add(m.remove(&k).unwrap_or(2)),
+                }
+            }
+            run.seconds = t0.elapsed().as_secs_f64();
+            run.checksum = black_box(sum);
+        }
+    }
+    Ok(run)
+}
+
+/// Join: build on R (keys 1..=|R|, the sequential key pattern), probe with S; time is
+/// build + probe including materialising `(r_row, s_row)` pairs.
+fn run_join(kind: TableKind, r: &[u64], s: &[u64]) -> Result<Run, BenchError> {
+    let mut run = Run {
+        ops: s.len() as u64,
+        ..Run::default()
+    };
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(s.len());
+    match kind {
+        TableKind::Vip | TableKind::Chained => {
+            let mode = if kind == TableKind::Vip {
+                JoinMode::Vip
+            } else {
+                JoinMode::Default
+            };
+            let t0 = Instant::now();
+            let mut table = JoinTable::build(r)?;
+            run.build_seconds = t0.elapsed().as_secs_f64();
+            table.probe(s, mode, &mut out)?;
+            run.seconds = t0.elapsed().as_secs_f64();
+            run.buckets = Some(table.buckets());
+            run.load_factor = Some(table.load_factor());
+            let st = table.stats();
+            run.avg_displacement = Some(st.avg_displacement());
+            run.extra = vec![
+                ("learn_fetches", st.learn_fetches as f64),
+                ("swaps", st.swaps as f64),
+            ];
+        }
+        TableKind::Hashbrown => {
+            let t0 = Instant::now();
+            let mut m: StdMap<u32> = StdMap::with_hasher(Default::default());
+            for (i, &k) in r.iter().enumerate() {
+                m.insert(k, i as u32);
+            }
+            run.build_seconds = t0.elapsed().as_secs_f64();
+            for (j, k) in s.iter().enumerate() {
+                if let Some(&i) = m.get(k) {
+                    out.push((i, j as u32));
+                }
+            }
+            run.seconds = t0.elapsed().as_secs_f64();
+        }
+    }
+    run.checksum = out.len() as u64;
+    black_box(&out);
+    Ok(run)
+}
+
+/// Runs every table `repeat` times, interleaved (round robin, so that a burst of load on a
+/// shared machine hits all tables alike), and keeps each table's median-time run.
+fn interleaved(
+    tables: &[TableKind],
+    repeat: usize,
+    mut f: impl FnMut(TableKind) -> Result<Run, BenchError>,
+) -> Result<Vec<(TableKind, Run)>, BenchError> {
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); tables.len()];
+    for _ in 0..repeat {
+        for (i, &t) in tables.iter().enumerate() {
+            runs[i].push(f(t)?);
+        }
+    }
+    Ok(tables
+        .iter()
+        .zip(runs)
+        .map(|(&t, mut rs)| {
+            rs.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+            let mid = rs.len() / 2;
+            (t, rs.swap_remove(mid))
+        })
+        .collect())
+}
+
+// ----- output -------------------------------------------------------------------------------
+
+fn machine_json() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let nproc = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    format!(
+        "{{\"nproc\":{nproc},\"cpu\":{},\"kernel\":{},\"cpus_allowed\":{}}}",
+        json_str(&cpu),
+        json_str(&kernel),
+        json_str(&cpus_allowed().unwrap_or_default())
+    )
+}
+
+fn cpus_allowed() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list:"))?;
+    Some(line.split_once(':')?.1.trim().to_string())
+}
+
+/// The command line that reproduces the run, with the `taskset` pinning when it was pinned.
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut cmd = format!("attune-hash-bench {}", args.join(" "));
+    if let Some(cpus) = cpus_allowed() {
+        let n = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0);
+        if !cpus.contains(',') && !cpus.contains('-') && n == 1 {
+            cmd = format!("taskset -c {cpus} {cmd}");
+        }
+    }
+    cmd
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_f64(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".into()
+    }
+}
+
+struct Setting {
+    zipf: f64,
+    keys: usize,
+    load_factor_target: Option<f64>,
+    ratio: Option<usize>,
+}
+
+fn emit(
+    args: &Args,
+    setting: &Setting,
+    results: &[(TableKind, Run)],
+    sink: &mut Option<std::fs::File>,
+) -> Result<(), BenchError> {
+    let find = |k: TableKind| {
+        results
+            .iter()
+            .find(|(t, _)| *t == k)
+            .map(|(_, r)| r.seconds)
+    };
+    let (chained, hashbrown) = (find(TableKind::Chained), find(TableKind::Hashbrown));
+    let mode = match args.mode {
+        Mode::Roofline => "roofline",
+        Mode::Adaptive => "adaptive",
+        Mode::Join => "join",
+    };
+    for (kind, run) in results {
+        let ops_per_sec = run.ops as f64 / run.seconds;
+        let mut o = String::from("{");
+        let _ = write!(
+            o,
+            "\"table\":{},\"mode\":{}",
+            json_str(kind.name()),
+            json_str(mode)
+        );
+        let _ = write!(
+            o,
+            ",\"zipf\":{},\"keys\":{}",
+            json_f64(setting.zipf),
+            setting.keys
+        );
+        let _ = write!(
+            o,
+            ",\"operations\":{},\"seconds\":{}",
+            run.ops,
+            json_f64(run.seconds)
+        );
+        let _ = write!(o, ",\"ops_per_sec\":{}", json_f64(ops_per_sec));
+        let _ = write!(o, ",\"build_seconds\":{}", json_f64(run.build_seconds));
+        let disp = run
+            .avg_displacement
+            .map(json_f64)
+            .unwrap_or_else(|| "null".into());
+        let _ = write!(o, ",\"avg_displacement\":{disp}");
+        let speedup = |base: Option<f64>| {
+            base.map(|b| json_f64(b / run.seconds))
+                .unwrap_or_else(|| "null".into())
+        };
+        let _ = write!(o, ",\"speedup_vs_chained\":{}", speedup(chained));
+        let _ = write!(o, ",\"speedup_vs_hashbrown\":{}", speedup(hashbrown));
+        let opt = |x: Option<f64>| x.map(json_f64).unwrap_or_else(|| "null".into());
+        let _ = write!(o, ",\"buckets\":{}", opt(run.buckets.map(|b| b as f64)));
+        let _ = write!(o, ",\"load_factor\":{}", opt(run.load_factor));
+        let _ = write!(
+            o,
+            ",\"load_factor_target\":{}",
+            opt(setting.load_factor_target)
+        );
+        let _ = write!(o, ",\"ratio\":{}", opt(setting.ratio.map(|r| r as f64)));
+        let churn = args.churn.map(|(p, f)| format!("{p}:{f}"));
+        let _ = write!(
+            o,
+            ",\"churn\":{}",
+            churn.map(|c| json_str(&c)).unwrap_or("null".into())
+        );
+        let (f, i, d) = args.mix;
+        let _ = write!(o, ",\"mix\":{}", json_str(&format!("{f}:{i}:{d}")));
+        let _ = write!(o, ",\"seed\":{},\"repeat\":{}", args.seed, args.repeat);
+        for (name, v) in &run.extra {
+            let _ = write!(o, ",{}:{}", json_str(name), json_f64(*v));
+        }
+        let _ = write!(o, ",\"checksum\":{}", run.checksum);
+        let _ = write!(o, ",\"command\":{}", json_str(&command_line()));
+        let _ = write!(o, ",\"machine\":{}}}", machine_json());
+        println!(
+            "{mode:8} {:9} zipf={:<4} keys={:<9} ratio={:<4} lf={:<6} {:>7.2} Mops/s  \
+             disp={:<6} vs_chained={}",
+            kind.name(),
+            setting.zipf,
+            setting.keys,
+            setting.ratio.map(|r| r.to_string()).unwrap_or("-".into()),
+            run.load_factor
+                .map(|l| format!("{l:.3}"))
+                .unwrap_or("-".into()),
+            ops_per_sec / 1e6,
+            run.avg_displacement
+                .map(|d| format!("{d:.3}"))
+                .unwrap_or("-".into()),
+            chained
+                .map(|c| format!("{:.3}", c / run.seconds))
+                .unwrap_or("-".into()),
+        );
+        if let (Some(file), Some(path)) = (sink.as_mut(), args.json.as_ref()) {
+            writeln!(file, "{o}").map_err(|e| BenchError::Io {
+                path: path.clone(),
+                source: e,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn fixed_buckets(keys: usize, lf: Option<f64>) -> (usize, Option<usize>) {
+    match lf {
+        None => (keys, None),
+        Some(f) => {
+            let b = 1usize << (usize::BITS - 1 - keys.leading_zeros());
+            let b = b.max(attune_hash::map::MIN_BUCKETS);
+            (((f * b as f64).round() as usize).max(1), Some(b))
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), BenchError> {
+    let mut sink = match &args.json {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| BenchError::Io {
+                    path: path.clone(),
+                    source: e,
+                })?,
+        ),
+        None => None,
+    };
+    for &zipf_theta in &args.zipfs {
+        match args.mode {
+            Mode::Roofline | Mode::Adaptive => {
+                for &lf in &args.load_factors {
+                    let (n, buckets) = fixed_buckets(args.keys, lf);
+                    let mut rng = Rng(args.seed);
+                    let mut ks = KeySpace::new(n, &mut rng);
+                    let zipf = Zipf::new(n, zipf_theta);
+                    let results = if args.mode == Mode::Roofline {
+                        let stream = fetch_stream(&ks, &zipf, args.operations, &mut rng);
+                        interleaved(&args.tables, args.repeat, |t| {
+                            run_roofline(t, &ks, &stream, buckets)
+                        })?
+                    } else {
+                        let stream = mixed_stream(args, &mut ks, &zipf, &mut rng);
+                        interleaved(&args.tables, args.repeat, |t| {
+                            run_adaptive(t, &ks, &stream, buckets)
+                        })?
+                    };
+                    let setting = Setting {
+                        zipf: zipf_theta,
+                        keys: n,
+                        load_factor_target: lf,
+                        ratio: None,
+                    };
+                    emit(args, &setting, &results, &mut sink)?;
+                }
+            }
+            Mode::Join => {
+                for &ratio in &args.ratios {
+                    let mut rng = Rng(args.seed);
+                    let r: Vec<u64> = (1..=args.keys as u64).collect();
+                    let mut by_rank = r.clone();
+                    for i in (1..by_rank.len()).rev() {
+                        by_rank.swap(i, rng.below(i as u64 + 1) as usize);
+                    }
+                    let zipf = Zipf::new(r.len(), zipf_theta);
+                    let s: Vec<u64> = (0..args.keys * ratio)
+                        .map(|_| by_rank[zipf.sample(&mut rng)])
+                        .collect();
+                    let results = interleaved(&args.tables, args.repeat, |t| run_join(t, &r, &s))?;
+                    let setting = Setting {
+                        zipf: zipf_theta,
+                        keys: args.keys,
+                        load_factor_target: None,
+                        ratio: Some(ratio),
+                    };
+                    emit(args, &setting, &results, &mut sink)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let result = parse_args(&argv).and_then(|a| run(&a));
+    match result {
+        Ok(()) => {}
+        Err(BenchError::Usage(m)) if m == "help requested" => print!("{USAGE}"),
+        Err(e) => {
+            eprintln!("attune-hash-bench: {e}");
+            std::process::exit(2);
+        }
+    }
+}
