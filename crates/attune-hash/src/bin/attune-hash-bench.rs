@@ -27,7 +27,8 @@ type StdMap<V> = HashMap<u64, V, BuildHasherDefault<attune_hash::Fmix64Hasher>>;
 
 const USAGE: &str = "\
 usage: attune-hash-bench [options]
-  --tables LIST          vip,chained,hashbrown (default: all three)
+  --tables LIST          vip,chained,hashbrown (default: all three); vip-learn-always
+                         (adaptive mode) learns on every fetch, to measure learning's cost
   --mode MODE            roofline | adaptive | join (default roofline)
   --zipf LIST            zipf factors, comma separated (default 1.0)
   --keys N               keys in the table / |R| of the join (default 1000000)
@@ -67,6 +68,8 @@ enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum TableKind {
     Vip,
+    /// Diagnostic: learn+adapt on every fetch (measures the cost of the learn phase).
+    LearnAlways,
     Chained,
     Hashbrown,
 }
@@ -75,6 +78,7 @@ impl TableKind {
     fn name(self) -> &'static str {
         match self {
             TableKind::Vip => "vip",
+            TableKind::LearnAlways => "vip-learn-always",
             TableKind::Chained => "chained",
             TableKind::Hashbrown => "hashbrown",
         }
@@ -140,6 +144,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
                     .split(',')
                     .map(|t| match t.trim() {
                         "vip" => Ok(TableKind::Vip),
+                        "vip-learn-always" => Ok(TableKind::LearnAlways),
                         "chained" => Ok(TableKind::Chained),
                         "hashbrown" => Ok(TableKind::Hashbrown),
                         other => Err(usage(format!("--tables: unknown table {other:?}"))),
@@ -193,6 +198,9 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
 fn validate(a: &Args) -> Result<(), BenchError> {
     if a.tables.is_empty() {
         return Err(usage("--tables is empty"));
+    }
+    if a.mode != Mode::Adaptive && a.tables.contains(&TableKind::LearnAlways) {
+        return Err(usage("vip-learn-always is a table of --mode adaptive only"));
     }
     if !(16..=200_000_000).contains(&a.keys) {
         return Err(usage("--keys must be in [16, 2e8]"));
@@ -407,12 +415,53 @@ fn mixed_stream(args: &Args, ks: &mut KeySpace, zipf: &Zipf, rng: &mut Rng) -> V
     out
 }
 
+// ----- timing -----------------------------------------------------------------------------
+
+/// Wall-clock and this thread's CPU time. On a shared machine the CPU time is the steadier
+/// measure (time spent descheduled is excluded), so throughput is computed from it; the wall
+/// time is reported alongside.
+struct Timer {
+    wall: Instant,
+    cpu: f64,
+}
+
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+impl Timer {
+    fn start() -> Timer {
+        Timer {
+            wall: Instant::now(),
+            cpu: thread_cpu_seconds(),
+        }
+    }
+    /// (cpu seconds, wall seconds) since start.
+    fn stop(&self) -> (f64, f64) {
+        (
+            thread_cpu_seconds() - self.cpu,
+            self.wall.elapsed().as_secs_f64(),
+        )
+    }
+}
+
 // ----- runs ---------------------------------------------------------------------------------
 
 /// One measured table run.
 #[derive(Default, Clone)]
 struct Run {
+    /// CPU seconds of the timed part (throughput is computed from this).
     seconds: f64,
+    wall_seconds: f64,
     build_seconds: f64,
     ops: u64,
     avg_displacement: Option<f64>,
@@ -425,6 +474,10 @@ struct Run {
 fn vip_config(kind: TableKind, mode: Mode) -> VipConfig {
     match (kind, mode) {
         (TableKind::Vip, Mode::Adaptive) => VipConfig::default(),
+        (TableKind::LearnAlways, _) => VipConfig {
+            schedule: Schedule::LearnOnce(u64::MAX),
+            ..VipConfig::default()
+        },
         _ => VipConfig::chained(),
     }
 }
@@ -474,9 +527,9 @@ fn run_roofline(
         ..Run::default()
     };
     match kind {
-        TableKind::Vip | TableKind::Chained => {
+        TableKind::Vip | TableKind::Chained | TableKind::LearnAlways => {
             let mut m = new_vip(kind, Mode::Roofline, n, buckets)?;
-            let t0 = Instant::now();
+            let t0 = Timer::start();
             if kind == TableKind::Vip {
                 ks.by_rank.iter().rev().for_each(|&k| {
                     m.insert(k, k);
@@ -486,32 +539,32 @@ fn run_roofline(
                     m.insert(k, k);
                 });
             }
-            run.build_seconds = t0.elapsed().as_secs_f64();
+            run.build_seconds = t0.stop().0;
             m.set_schedule(Schedule::Off);
             run.buckets = Some(m.buckets());
             run.load_factor = Some(m.load_factor());
-            let t0 = Instant::now();
+            let t0 = Timer::start();
             let mut sum = 0u64;
             for k in stream {
                 sum = sum.wrapping_add(*m.get(black_box(k)).unwrap_or(&0));
             }
-            run.seconds = t0.elapsed().as_secs_f64();
+            (run.seconds, run.wall_seconds) = t0.stop();
             run.checksum = black_box(sum);
             vip_stats_run(&m, &mut run);
         }
         TableKind::Hashbrown => {
             let mut m: StdMap<u64> = StdMap::with_capacity_and_hasher(n, Default::default());
-            let t0 = Instant::now();
+            let t0 = Timer::start();
             ks.keys.iter().for_each(|&k| {
                 m.insert(k, k);
             });
-            run.build_seconds = t0.elapsed().as_secs_f64();
-            let t0 = Instant::now();
+            run.build_seconds = t0.stop().0;
+            let t0 = Timer::start();
             let mut sum = 0u64;
             for k in stream {
                 sum = sum.wrapping_add(*m.get(black_box(k)).unwrap_or(&0));
             }
-            run.seconds = t0.elapsed().as_secs_f64();
+            (run.seconds, run.wall_seconds) = t0.stop();
             run.checksum = black_box(sum);
         }
     }
@@ -532,17 +585,17 @@ fn run_adaptive(
         ..Run::default()
     };
     match kind {
-        TableKind::Vip | TableKind::Chained => {
+        TableKind::Vip | TableKind::Chained | TableKind::LearnAlways => {
             let mut m = new_vip(kind, Mode::Adaptive, n, buckets)?;
-            let t0 = Instant::now();
+            let t0 = Timer::start();
             ks.keys.iter().for_each(|&k| {
                 m.insert(k, k);
             });
-            run.build_seconds = t0.elapsed().as_secs_f64();
+            run.build_seconds = t0.stop().0;
             run.buckets = Some(m.buckets());
             run.load_factor = Some(m.load_factor());
             m.set_schedule(vip_config(kind, Mode::Adaptive).schedule);
-            let t0 = Instant::now();
+            let t0 = Timer::start();
             let mut sum = 0u64;
             for op in stream {
                 match *op {
@@ -551,18 +604,18 @@ fn run_adaptive(
                     Op::Remove(k) => sum = sum.wrapping_add(m.remove(&k).unwrap_or(2)),
                 }
             }
-            run.seconds = t0.elapsed().as_secs_f64();
+            (run.seconds, run.wall_seconds) = t0.stop();
             run.checksum = black_box(sum);
             vip_stats_run(&m, &mut run);
         }
         TableKind::Hashbrown => {
             let mut m: StdMap<u64> = StdMap::with_capacity_and_hasher(n, Default::default());
-            let t0 = Instant::now();
+            let t0 = Timer::start();
             ks.keys.iter().for_each(|&k| {
                 m.insert(k, k);
             });
-            run.build_seconds = t0.elapsed().as_secs_f64();
-            let t0 = Instant::now();
+            run.build_seconds = t0.stop().0;
+            let t0 = Timer::start();
             let mut sum = 0u64;
             for op in stream {
                 match *op {
@@ -571,7 +624,7 @@ fn run_adaptive(
                     Op::Remove(k) => sum = sum.wrapping_add(m.remove(&k).unwrap_or(2)),
                 }
             }
-            run.seconds = t0.elapsed().as_secs_f64();
+            (run.seconds, run.wall_seconds) = t0.stop();
             run.checksum = black_box(sum);
         }
     }
@@ -587,17 +640,17 @@ fn run_join(kind: TableKind, r: &[u64], s: &[u64]) -> Result<Run, BenchError> {
     };
     let mut out: Vec<(u32, u32)> = Vec::with_capacity(s.len());
     match kind {
-        TableKind::Vip | TableKind::Chained => {
+        TableKind::Vip | TableKind::Chained | TableKind::LearnAlways => {
             let mode = if kind == TableKind::Vip {
                 JoinMode::Vip
             } else {
                 JoinMode::Default
             };
-            let t0 = Instant::now();
+            let t0 = Timer::start();
             let mut table = JoinTable::build(r)?;
-            run.build_seconds = t0.elapsed().as_secs_f64();
+            run.build_seconds = t0.stop().0;
             table.probe(s, mode, &mut out)?;
-            run.seconds = t0.elapsed().as_secs_f64();
+            (run.seconds, run.wall_seconds) = t0.stop();
             run.buckets = Some(table.buckets());
             run.load_factor = Some(table.load_factor());
             let st = table.stats();
@@ -608,18 +661,18 @@ fn run_join(kind: TableKind, r: &[u64], s: &[u64]) -> Result<Run, BenchError> {
             ];
         }
         TableKind::Hashbrown => {
-            let t0 = Instant::now();
+            let t0 = Timer::start();
             let mut m: StdMap<u32> = StdMap::with_hasher(Default::default());
             for (i, &k) in r.iter().enumerate() {
                 m.insert(k, i as u32);
             }
-            run.build_seconds = t0.elapsed().as_secs_f64();
+            run.build_seconds = t0.stop().0;
             for (j, k) in s.iter().enumerate() {
                 if let Some(&i) = m.get(k) {
                     out.push((i, j as u32));
                 }
             }
-            run.seconds = t0.elapsed().as_secs_f64();
+            (run.seconds, run.wall_seconds) = t0.stop();
         }
     }
     run.checksum = out.len() as u64;
