@@ -41,7 +41,7 @@ def add_parser(bench_subparsers) -> None:
     p.add_argument("--churn", help="PRCT:FREQ popularity churn (adaptive mode)")
     p.add_argument("--mix", help="F:I:D fetch/insert/delete percentages (adaptive mode)")
     p.add_argument("--ratio", help="join |S|/|R| ratios, comma separated")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", default="1", help="seeds, comma separated (one setting each)")
     p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; medians reported")
     p.add_argument("--json", metavar="PATH", help="append JSON lines to PATH")
     p.add_argument("--build", action="store_true", help="cargo build the binary first")
@@ -91,7 +91,7 @@ def expected_lines(args) -> int:
     """Result lines the binary prints: one per table and setting."""
     count = _count
     per = count(args.ratio) if args.mode == "join" else count(args.load_factor)
-    return count(args.tables) * count(args.zipf) * per
+    return count(args.tables) * count(args.zipf) * count(args.seed) * per
 
 
 def run(args) -> int:

@@ -89,11 +89,13 @@ def test_cli_parser_forwards_options():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
     _cli_hash.add_parser(sub)
-    args = parser.parse_args(["hash", "--mode", "join", "--zipf", "0,2", "--ratio", "4,16"])
+    args = parser.parse_args(
+        ["hash", "--mode", "join", "--zipf", "0,2", "--ratio", "4,16", "--seed", "1,2"]
+    )
     argv = _cli_hash.build_argv(args)
     assert argv[argv.index("--mode") + 1] == "join"
     assert argv[argv.index("--ratio") + 1] == "4,16"
-    assert _cli_hash.expected_lines(args) == 3 * 2 * 2
+    assert _cli_hash.expected_lines(args) == 3 * 2 * 2 * 2
 
 
 def test_cli_missing_binary_is_an_attune_error(monkeypatch, tmp_path):

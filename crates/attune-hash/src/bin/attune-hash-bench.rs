@@ -39,7 +39,8 @@ usage: attune-hash-bench [options]
                          swap ranks with random less popular keys
   --mix F:I:D            adaptive: fetch/insert/delete percentages (default 100:0:0)
   --ratio LIST           join: |S|/|R| ratios, comma separated (default 16)
-  --seed S               stream seed (default 1)
+  --seed LIST            stream seeds, comma separated; each seed is its own setting
+                         (new keys, ranks and stream) (default 1)
   --repeat R             rounds over all tables (interleaved); each table's median run is
                          reported (default 1)
   --json PATH            append one JSON object per table and setting to PATH
@@ -96,7 +97,7 @@ struct Args {
     churn: Option<(f64, u64)>,
     mix: (f64, f64, f64),
     ratios: Vec<usize>,
-    seed: u64,
+    seeds: Vec<u64>,
     repeat: usize,
     json: Option<String>,
 }
@@ -126,7 +127,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
         churn: None,
         mix: (100.0, 0.0, 0.0),
         ratios: vec![16],
-        seed: 1,
+        seeds: vec![1],
         repeat: 1,
         json: None,
     };
@@ -185,7 +186,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
                 }
             }
             "--ratio" => a.ratios = parse_list("--ratio", val)?,
-            "--seed" => a.seed = parse_num("--seed", val)?,
+            "--seed" => a.seeds = parse_list("--seed", val)?,
             "--repeat" => a.repeat = parse_num("--repeat", val)?,
             "--json" => a.json = Some(val.clone()),
             other => return Err(usage(format!("unknown option {other:?}"))),
@@ -196,6 +197,9 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
 }
 
 fn validate(a: &Args) -> Result<(), BenchError> {
+    if a.seeds.is_empty() || a.seeds.len() > 100 {
+        return Err(usage("--seed takes 1 to 100 seeds"));
+    }
     if a.tables.is_empty() {
         return Err(usage("--tables is empty"));
     }
@@ -778,6 +782,7 @@ fn json_f64(x: f64) -> String {
 }
 
 struct Setting {
+    seed: u64,
     zipf: f64,
     keys: usize,
     load_factor_target: Option<f64>,
@@ -819,9 +824,10 @@ fn emit(
         );
         let _ = write!(
             o,
-            ",\"operations\":{},\"seconds\":{}",
+            ",\"operations\":{},\"cpu_seconds\":{},\"wall_seconds\":{}",
             run.ops,
-            json_f64(run.seconds)
+            json_f64(run.seconds),
+            json_f64(run.wall_seconds)
         );
         let _ = write!(o, ",\"ops_per_sec\":{}", json_f64(ops_per_sec));
         let _ = write!(o, ",\"build_seconds\":{}", json_f64(run.build_seconds));
@@ -853,7 +859,7 @@ fn emit(
         );
         let (f, i, d) = args.mix;
         let _ = write!(o, ",\"mix\":{}", json_str(&format!("{f}:{i}:{d}")));
-        let _ = write!(o, ",\"seed\":{},\"repeat\":{}", args.seed, args.repeat);
+        let _ = write!(o, ",\"seed\":{},\"repeat\":{}", setting.seed, args.repeat);
         for (name, v) in &run.extra {
             let _ = write!(o, ",{}:{}", json_str(name), json_f64(*v));
         }
@@ -913,12 +919,16 @@ fn run(args: &Args) -> Result<(), BenchError> {
         ),
         None => None,
     };
-    for &zipf_theta in &args.zipfs {
+    for (&seed, &zipf_theta) in args
+        .seeds
+        .iter()
+        .flat_map(|s| args.zipfs.iter().map(move |z| (s, z)))
+    {
         match args.mode {
             Mode::Roofline | Mode::Adaptive => {
                 for &lf in &args.load_factors {
                     let (n, buckets) = fixed_buckets(args.keys, lf);
-                    let mut rng = Rng(args.seed);
+                    let mut rng = Rng(seed);
                     let mut ks = KeySpace::new(n, &mut rng);
                     let zipf = Zipf::new(n, zipf_theta);
                     let results = if args.mode == Mode::Roofline {
@@ -933,6 +943,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
                         })?
                     };
                     let setting = Setting {
+                        seed,
                         zipf: zipf_theta,
                         keys: n,
                         load_factor_target: lf,
@@ -943,7 +954,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
             }
             Mode::Join => {
                 for &ratio in &args.ratios {
-                    let mut rng = Rng(args.seed);
+                    let mut rng = Rng(seed);
                     let r: Vec<u64> = (1..=args.keys as u64).collect();
                     let mut by_rank = r.clone();
                     for i in (1..by_rank.len()).rev() {
@@ -955,6 +966,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
                         .collect();
                     let results = interleaved(&args.tables, args.repeat, |t| run_join(t, &r, &s))?;
                     let setting = Setting {
+                        seed,
                         zipf: zipf_theta,
                         keys: args.keys,
                         load_factor_target: None,
