@@ -62,6 +62,17 @@ def test_bad_configuration_is_a_hash_error():
         VipHashMap(buckets=100)
     with pytest.raises(HashError):
         VipHashMap(learning="sometimes")
+    with pytest.raises(HashError):
+        VipHashMap(sense_fetches=-3)
+    with pytest.raises(HashError):
+        VipHashMap(buckets="many")
+
+
+def test_get_returns_any_default_object():
+    m = VipHashMap()
+    marker = object()
+    assert m.get(1, marker) is marker
+    assert m.get(1) is None
 
 
 def test_learning_moves_a_hot_key_to_its_chain_head():

@@ -60,28 +60,53 @@ impl JoinTable {
     }
 
     /// Probes with the foreign-key column of `S`, appending `(r_row, s_row)` for each match to
-    /// `out`. Returns the number of matches.
+    /// `out`. Returns the number of matches. Same as [`JoinTable::begin_probe`] followed by one
+    /// [`JoinTable::probe_rows`] over all of `S`.
     pub fn probe(
         &mut self,
         s_keys: &[u64],
         mode: JoinMode,
         out: &mut Vec<(u32, u32)>,
     ) -> Result<usize, HashError> {
-        if s_keys.len() > MAX_ROWS {
+        self.begin_probe(s_keys.len(), mode)?;
+        self.probe_rows(s_keys, 0, out)
+    }
+
+    /// Starts a probe of `probe_rows` rows in total (fed in pieces with
+    /// [`JoinTable::probe_rows`]); sets the learning budget from |R| and |S|.
+    pub fn begin_probe(&mut self, probe_rows: usize, mode: JoinMode) -> Result<(), HashError> {
+        if probe_rows > MAX_ROWS {
             return Err(HashError::TooManyRows {
-                rows: s_keys.len(),
+                rows: probe_rows,
                 max: MAX_ROWS,
             });
         }
         let schedule = match mode {
             JoinMode::Default => Schedule::Off,
-            JoinMode::Vip => Schedule::LearnOnce(learn_budget(self.build_rows, s_keys.len())),
+            JoinMode::Vip => Schedule::LearnOnce(learn_budget(self.build_rows, probe_rows)),
         };
         self.map.set_schedule(schedule);
+        Ok(())
+    }
+
+    /// Probes rows `first_row ..` of `S` (their keys are `s_keys`), appending matches to `out`.
+    pub fn probe_rows(
+        &mut self,
+        s_keys: &[u64],
+        first_row: usize,
+        out: &mut Vec<(u32, u32)>,
+    ) -> Result<usize, HashError> {
+        let end = first_row.saturating_add(s_keys.len());
+        if end > MAX_ROWS {
+            return Err(HashError::TooManyRows {
+                rows: end,
+                max: MAX_ROWS,
+            });
+        }
         let before = out.len();
-        for (s_row, key) in s_keys.iter().enumerate() {
+        for (i, key) in s_keys.iter().enumerate() {
             if let Some(&r_row) = self.map.get(key) {
-                out.push((r_row, s_row as u32));
+                out.push((r_row, (first_row + i) as u32));
             }
         }
         Ok(out.len() - before)
@@ -134,6 +159,21 @@ mod tests {
             let got = hash_join(&r, &s, mode).expect("join");
             assert_eq!(got, want, "{mode:?}");
         }
+    }
+
+    #[test]
+    fn probing_in_pieces_equals_probing_at_once() {
+        let r: Vec<u64> = (0..500u64).map(|i| i * 3).collect();
+        let s: Vec<u64> = (0..30_000u64).map(|i| (i * 7919) % 1600).collect();
+        let whole = hash_join(&r, &s, JoinMode::Vip).expect("join");
+        let mut t = JoinTable::build(&r).expect("build");
+        t.begin_probe(s.len(), JoinMode::Vip).expect("begin");
+        let mut out = Vec::new();
+        for (i, piece) in s.chunks(777).enumerate() {
+            t.probe_rows(piece, i * 777, &mut out).expect("probe");
+        }
+        assert_eq!(out, whole);
+        assert_eq!(t.stats().learn_fetches, learn_budget(500, 30_000));
     }
 
     #[test]

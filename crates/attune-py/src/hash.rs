@@ -48,6 +48,35 @@ fn to_u64_vec(py: Python<'_>, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Ve
     })
 }
 
+fn opt_u64(py: Python<'_>, what: &str, obj: Option<&Bound<'_, PyAny>>, d: u64) -> PyResult<u64> {
+    obj.map_or(Ok(d), |o| to_u64(py, what, o))
+}
+
+fn opt_f64(py: Python<'_>, what: &str, obj: Option<&Bound<'_, PyAny>>, d: f64) -> PyResult<f64> {
+    match obj {
+        None => Ok(d),
+        Some(o) => o
+            .extract::<f64>()
+            .map_err(|_| py_error(py, "HashError", format!("{what} must be a number"))),
+    }
+}
+
+/// "adaptive", "off", or a non-negative int N (learn for the next N fetches).
+fn to_schedule(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Schedule> {
+    if let Ok(s) = obj.extract::<String>() {
+        return match s.as_str() {
+            "adaptive" => Ok(Schedule::Adaptive),
+            "off" => Ok(Schedule::Off),
+            other => Err(py_error(
+                py,
+                "HashError",
+                format!("learning must be 'adaptive', 'off' or an int, not {other:?}"),
+            )),
+        };
+    }
+    Ok(Schedule::LearnOnce(to_u64(py, "learning", obj)?))
+}
+
 fn phase_name(p: Phase) -> &'static str {
     match p {
         Phase::Default => "default",
@@ -67,48 +96,35 @@ pub struct PyVipHashMap {
 impl PyVipHashMap {
     /// `learning`: "adaptive" (default), "off", or an int N (learn for the next N fetches).
     #[new]
-    #[pyo3(signature = (learning = None, buckets = None, confidence = 0.95, sense_fetches = 1000,
-                        learn_factor = 1.5, default_factor = 60))]
+    #[pyo3(signature = (learning = None, buckets = None, confidence = None, sense_fetches = None,
+                        learn_factor = None, default_factor = None))]
     fn new(
         py: Python<'_>,
         learning: Option<&Bound<'_, PyAny>>,
-        buckets: Option<usize>,
-        confidence: f64,
-        sense_fetches: u64,
-        learn_factor: f64,
-        default_factor: u64,
+        buckets: Option<&Bound<'_, PyAny>>,
+        confidence: Option<&Bound<'_, PyAny>>,
+        sense_fetches: Option<&Bound<'_, PyAny>>,
+        learn_factor: Option<&Bound<'_, PyAny>>,
+        default_factor: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let schedule =
-            match learning {
-                None => Schedule::Adaptive,
-                Some(obj) => {
-                    if let Ok(s) = obj.extract::<String>() {
-                        match s.as_str() {
-                            "adaptive" => Schedule::Adaptive,
-                            "off" => Schedule::Off,
-                            other => return Err(py_error(
-                                py,
-                                "HashError",
-                                format!(
-                                    "learning must be 'adaptive', 'off' or an int, not {other:?}"
-                                ),
-                            )),
-                        }
-                    } else {
-                        Schedule::LearnOnce(to_u64(py, "learning", obj)?)
-                    }
-                }
-            };
+        let schedule = match learning {
+            None => Schedule::Adaptive,
+            Some(obj) => to_schedule(py, obj)?,
+        };
+        let d = VipConfig::default();
         let config = VipConfig {
             schedule,
-            confidence,
-            sense_fetches,
-            learn_factor,
-            default_factor,
-            ..VipConfig::default()
+            confidence: opt_f64(py, "confidence", confidence, d.confidence)?,
+            sense_fetches: opt_u64(py, "sense_fetches", sense_fetches, d.sense_fetches)?,
+            learn_factor: opt_f64(py, "learn_factor", learn_factor, d.learn_factor)?,
+            default_factor: opt_u64(py, "default_factor", default_factor, d.default_factor)?,
+            ..d
         };
         let map = match buckets {
-            Some(b) => VipMap::with_buckets(b, config),
+            Some(b) => {
+                let b = usize::try_from(to_u64(py, "buckets", b)?).unwrap_or(usize::MAX);
+                VipMap::with_buckets(b, config)
+            }
             None => VipMap::new(config),
         }
         .map_err(|e| hash_error(py, e))?;
@@ -151,15 +167,18 @@ impl PyVipHashMap {
             .ok_or_else(|| py_error(py, "HashKeyError", k.to_string()))
     }
 
-    /// Fetch (learns from the request); `default` when absent.
+    /// Fetch (learns from the request); `default` (any object) when absent.
     #[pyo3(signature = (key, default = None))]
     fn get(
         &mut self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        default: Option<u64>,
-    ) -> PyResult<Option<u64>> {
-        Ok(self.map.get(&to_u64(py, "key", key)?).copied().or(default))
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
+        match self.map.get(&to_u64(py, "key", key)?) {
+            Some(v) => Ok(v.into_pyobject(py)?.into_any().unbind()),
+            None => Ok(default.unwrap_or_else(|| py.None())),
+        }
     }
 
     /// Read without learning.
@@ -222,22 +241,7 @@ impl PyVipHashMap {
 
     /// Restart the schedule: "adaptive", "off" or an int N (learn for the next N fetches).
     fn set_learning(&mut self, py: Python<'_>, learning: &Bound<'_, PyAny>) -> PyResult<()> {
-        let schedule = if let Ok(s) = learning.extract::<String>() {
-            match s.as_str() {
-                "adaptive" => Schedule::Adaptive,
-                "off" => Schedule::Off,
-                other => {
-                    return Err(py_error(
-                        py,
-                        "HashError",
-                        format!("unknown learning {other:?}"),
-                    ))
-                }
-            }
-        } else {
-            Schedule::LearnOnce(to_u64(py, "learning", learning)?)
-        };
-        self.map.set_schedule(schedule);
+        self.map.set_schedule(to_schedule(py, learning)?);
         Ok(())
     }
 

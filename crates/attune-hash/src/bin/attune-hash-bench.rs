@@ -41,8 +41,9 @@ usage: attune-hash-bench [options]
   --ratio LIST           join: |S|/|R| ratios, comma separated (default 16)
   --seed LIST            stream seeds, comma separated; each seed is its own setting
                          (new keys, ranks and stream) (default 1)
-  --repeat R             rounds over all tables (interleaved); each table's median run is
-                         reported (default 1)
+  --repeat R             rounds (each rebuilds every table); each table's median run is
+                         reported (default 1). Within a round all tables are alive and are fed
+                         the stream in lockstep chunks of 2^20 operations, timed per table
   --json PATH            append one JSON object per table and setting to PATH
 ";
 
@@ -460,6 +461,11 @@ impl Timer {
 
 // ----- runs ---------------------------------------------------------------------------------
 
+/// Operations per lockstep chunk (default 2^20, 30-100 ms here): long enough that a table
+/// re-warms its hot set in a small part of the chunk, short enough that load bursts from other
+/// processes on a shared machine fall on every table alike.
+const CHUNK_OPS: usize = 1 << 20;
+
 /// One measured table run.
 #[derive(Default, Clone)]
 struct Run {
@@ -475,226 +481,301 @@ struct Run {
     checksum: u64,
 }
 
-fn vip_config(kind: TableKind, mode: Mode) -> VipConfig {
-    match (kind, mode) {
-        (TableKind::Vip, Mode::Adaptive) => VipConfig::default(),
-        (TableKind::LearnAlways, _) => VipConfig {
-            schedule: Schedule::LearnOnce(u64::MAX),
-            ..VipConfig::default()
-        },
-        _ => VipConfig::chained(),
+/// The three operations the streams issue, for both table families.
+trait Kv {
+    fn fetch(&mut self, k: &u64) -> Option<u64>;
+    fn put(&mut self, k: u64, v: u64) -> Option<u64>;
+    fn del(&mut self, k: &u64) -> Option<u64>;
+}
+
+impl Kv for VipMap<u64, u64> {
+    #[inline(always)]
+    fn fetch(&mut self, k: &u64) -> Option<u64> {
+        self.get(k).copied()
+    }
+    fn put(&mut self, k: u64, v: u64) -> Option<u64> {
+        self.insert(k, v)
+    }
+    fn del(&mut self, k: &u64) -> Option<u64> {
+        self.remove(k)
     }
 }
 
-fn new_vip(
+impl Kv for StdMap<u64> {
+    #[inline(always)]
+    fn fetch(&mut self, k: &u64) -> Option<u64> {
+        self.get(k).copied()
+    }
+    fn put(&mut self, k: u64, v: u64) -> Option<u64> {
+        self.insert(k, v)
+    }
+    fn del(&mut self, k: &u64) -> Option<u64> {
+        self.remove(k)
+    }
+}
+
+fn apply_gets<T: Kv>(t: &mut T, keys: &[u64]) -> u64 {
+    let mut sum = 0u64;
+    for k in keys {
+        sum = sum.wrapping_add(t.fetch(black_box(k)).unwrap_or(0));
+    }
+    sum
+}
+
+fn apply_ops<T: Kv>(t: &mut T, ops: &[Op]) -> u64 {
+    let mut sum = 0u64;
+    for op in ops {
+        match *op {
+            Op::Get(k) => sum = sum.wrapping_add(t.fetch(black_box(&k)).unwrap_or(0)),
+            Op::Insert(k) => sum = sum.wrapping_add(t.put(k, k).unwrap_or(1)),
+            Op::Remove(k) => sum = sum.wrapping_add(t.del(&k).unwrap_or(2)),
+        }
+    }
+    sum
+}
+
+/// A table under test.
+enum Table {
+    Vip(Box<VipMap<u64, u64>>),
+    Std(StdMap<u64>),
+}
+
+impl Table {
+    fn gets(&mut self, keys: &[u64]) -> u64 {
+        match self {
+            Table::Vip(m) => apply_gets(&mut **m, keys),
+            Table::Std(m) => apply_gets(m, keys),
+        }
+    }
+
+    fn ops(&mut self, ops: &[Op]) -> u64 {
+        match self {
+            Table::Vip(m) => apply_ops(&mut **m, ops),
+            Table::Std(m) => apply_ops(m, ops),
+        }
+    }
+
+    /// Fills the table with `keys` in order, learning off; returns the build CPU seconds.
+    fn fill(&mut self, keys: &[u64]) -> f64 {
+        let t0 = Timer::start();
+        for &k in keys {
+            match self {
+                Table::Vip(m) => m.insert(k, k),
+                Table::Std(m) => m.insert(k, k),
+            };
+        }
+        t0.stop().0
+    }
+
+    fn describe(&self, run: &mut Run) {
+        if let Table::Vip(m) = self {
+            let st = m.stats();
+            run.avg_displacement = Some(st.avg_displacement());
+            run.buckets = Some(m.buckets());
+            run.extra = vec![
+                ("learn_phases", st.learn_phases as f64),
+                ("relearns", st.relearns as f64),
+                ("learn_fetches", st.learn_fetches as f64),
+                ("swaps", st.swaps as f64),
+                ("rehashes", st.rehashes as f64),
+                ("misses", st.misses as f64),
+            ];
+        }
+    }
+}
+
+/// The schedule a VIP-family table runs during the timed part.
+fn timed_schedule(kind: TableKind, mode: Mode) -> Schedule {
+    match (kind, mode) {
+        (TableKind::Vip, Mode::Adaptive) => Schedule::Adaptive,
+        (TableKind::LearnAlways, _) => Schedule::LearnOnce(u64::MAX),
+        _ => Schedule::Off,
+    }
+}
+
+/// Builds the table of `kind`: VIP-family tables are filled with learning off (the schedule
+/// starts with the timed stream), `vip` in roofline mode in increasing popularity order.
+fn build_table(
     kind: TableKind,
     mode: Mode,
-    n: usize,
-    buckets: Option<usize>,
-) -> Result<VipMap<u64, u64>, BenchError> {
-    let config = VipConfig {
-        schedule: Schedule::Off,
-        ..vip_config(kind, mode)
-    };
-    let mut m = match buckets {
-        Some(b) => VipMap::with_buckets(b, config)?,
-        None => VipMap::new(config)?,
-    };
-    m.reserve(n);
-    Ok(m)
-}
-
-fn vip_stats_run(m: &VipMap<u64, u64>, run: &mut Run) {
-    let st = m.stats();
-    run.avg_displacement = Some(st.avg_displacement());
-    run.extra = vec![
-        ("learn_phases", st.learn_phases as f64),
-        ("relearns", st.relearns as f64),
-        ("learn_fetches", st.learn_fetches as f64),
-        ("swaps", st.swaps as f64),
-        ("rehashes", st.rehashes as f64),
-        ("misses", st.misses as f64),
-    ];
-}
-
-/// Roofline: fetch-only. `vip` inserts keys from least to most popular (head insertion puts
-/// the most popular first in every chain); `chained` and `hashbrown` insert in random order.
-fn run_roofline(
-    kind: TableKind,
     ks: &KeySpace,
-    stream: &[u64],
     buckets: Option<usize>,
-) -> Result<Run, BenchError> {
+) -> Result<(Table, Run), BenchError> {
     let n = ks.keys.len();
-    let mut run = Run {
-        ops: stream.len() as u64,
-        ..Run::default()
-    };
-    match kind {
-        TableKind::Vip | TableKind::Chained | TableKind::LearnAlways => {
-            let mut m = new_vip(kind, Mode::Roofline, n, buckets)?;
-            let t0 = Timer::start();
-            if kind == TableKind::Vip {
-                ks.by_rank.iter().rev().for_each(|&k| {
-                    m.insert(k, k);
-                });
-            } else {
-                ks.keys.iter().for_each(|&k| {
-                    m.insert(k, k);
-                });
-            }
-            run.build_seconds = t0.stop().0;
-            m.set_schedule(Schedule::Off);
-            run.buckets = Some(m.buckets());
-            run.load_factor = Some(m.load_factor());
-            let t0 = Timer::start();
-            let mut sum = 0u64;
-            for k in stream {
-                sum = sum.wrapping_add(*m.get(black_box(k)).unwrap_or(&0));
-            }
-            (run.seconds, run.wall_seconds) = t0.stop();
-            run.checksum = black_box(sum);
-            vip_stats_run(&m, &mut run);
-        }
-        TableKind::Hashbrown => {
-            let mut m: StdMap<u64> = StdMap::with_capacity_and_hasher(n, Default::default());
-            let t0 = Timer::start();
-            ks.keys.iter().for_each(|&k| {
-                m.insert(k, k);
-            });
-            run.build_seconds = t0.stop().0;
-            let t0 = Timer::start();
-            let mut sum = 0u64;
-            for k in stream {
-                sum = sum.wrapping_add(*m.get(black_box(k)).unwrap_or(&0));
-            }
-            (run.seconds, run.wall_seconds) = t0.stop();
-            run.checksum = black_box(sum);
-        }
-    }
-    Ok(run)
-}
-
-/// Adaptive: mixed stream; `vip` runs the full learn/sense/switch schedule from the first
-/// timed operation, `chained` never learns; both start from the same random insertion order.
-fn run_adaptive(
-    kind: TableKind,
-    ks: &KeySpace,
-    stream: &[Op],
-    buckets: Option<usize>,
-) -> Result<Run, BenchError> {
-    let n = ks.keys.len();
-    let mut run = Run {
-        ops: stream.len() as u64,
-        ..Run::default()
-    };
-    match kind {
-        TableKind::Vip | TableKind::Chained | TableKind::LearnAlways => {
-            let mut m = new_vip(kind, Mode::Adaptive, n, buckets)?;
-            let t0 = Timer::start();
-            ks.keys.iter().for_each(|&k| {
-                m.insert(k, k);
-            });
-            run.build_seconds = t0.stop().0;
-            run.buckets = Some(m.buckets());
-            run.load_factor = Some(m.load_factor());
-            m.set_schedule(vip_config(kind, Mode::Adaptive).schedule);
-            let t0 = Timer::start();
-            let mut sum = 0u64;
-            for op in stream {
-                match *op {
-                    Op::Get(k) => sum = sum.wrapping_add(*m.get(black_box(&k)).unwrap_or(&0)),
-                    Op::Insert(k) => sum = sum.wrapping_add(m.insert(k, k).unwrap_or(1)),
-                    Op::Remove(k) => sum = sum.wrapping_add(m.remove(&k).unwrap_or(2)),
-                }
-            }
-            (run.seconds, run.wall_seconds) = t0.stop();
-            run.checksum = black_box(sum);
-            vip_stats_run(&m, &mut run);
-        }
-        TableKind::Hashbrown => {
-            let mut m: StdMap<u64> = StdMap::with_capacity_and_hasher(n, Default::default());
-            let t0 = Timer::start();
-            ks.keys.iter().for_each(|&k| {
-                m.insert(k, k);
-            });
-            run.build_seconds = t0.stop().0;
-            let t0 = Timer::start();
-            let mut sum = 0u64;
-            for op in stream {
-                match *op {
-                    Op::Get(k) => sum = sum.wrapping_add(*m.get(black_box(&k)).unwrap_or(&0)),
-                    Op::Insert(k) => sum = sum.wrapping_add(m.insert(k, k).unwrap_or(1)),
-                    Op::Remove(k) => sum = sum.wrapping_add(m.remove(&k).unwrap_or(2)),
-                }
-            }
-            (run.seconds, run.wall_seconds) = t0.stop();
-            run.checksum = black_box(sum);
-        }
-    }
-    Ok(run)
-}
-
-/// Join: build on R (keys 1..=|R|, the sequential key pattern), probe with S; time is
-/// build + probe including materialising `(r_row, s_row)` pairs.
-fn run_join(kind: TableKind, r: &[u64], s: &[u64]) -> Result<Run, BenchError> {
-    let mut run = Run {
-        ops: s.len() as u64,
-        ..Run::default()
-    };
-    let mut out: Vec<(u32, u32)> = Vec::with_capacity(s.len());
-    match kind {
-        TableKind::Vip | TableKind::Chained | TableKind::LearnAlways => {
-            let mode = if kind == TableKind::Vip {
-                JoinMode::Vip
-            } else {
-                JoinMode::Default
+    let mut table = match kind {
+        TableKind::Hashbrown => Table::Std(StdMap::with_capacity_and_hasher(n, Default::default())),
+        _ => {
+            let config = VipConfig::chained();
+            let mut m = match buckets {
+                Some(b) => VipMap::with_buckets(b, config)?,
+                None => VipMap::new(config)?,
             };
+            m.reserve(n);
+            Table::Vip(Box::new(m))
+        }
+    };
+    let build_seconds = if kind == TableKind::Vip && mode == Mode::Roofline {
+        // Head insertion from least to most popular leaves every chain in popularity order.
+        let order: Vec<u64> = ks.by_rank.iter().rev().copied().collect();
+        table.fill(&order)
+    } else {
+        table.fill(&ks.keys)
+    };
+    let mut run = Run {
+        build_seconds,
+        ..Run::default()
+    };
+    if let Table::Vip(m) = &mut table {
+        run.load_factor = Some(m.load_factor());
+        m.set_schedule(timed_schedule(kind, mode));
+        m.reset_stats();
+    }
+    Ok((table, run))
+}
+
+/// Feeds `total` operations to every item in chunks of [`CHUNK_OPS`], rotating which item goes
+/// first, and times each item's chunks separately. Returns per item (cpu, wall, checksum).
+fn lockstep<T>(
+    items: &mut [T],
+    total: usize,
+    mut step: impl FnMut(&mut T, std::ops::Range<usize>) -> Result<u64, BenchError>,
+) -> Result<Vec<(f64, f64, u64)>, BenchError> {
+    let n = items.len();
+    let mut acc = vec![(0.0f64, 0.0f64, 0u64); n];
+    let chunks = total.div_ceil(CHUNK_OPS);
+    for c in 0..chunks {
+        let range = c * CHUNK_OPS..((c + 1) * CHUNK_OPS).min(total);
+        for j in 0..n {
+            let i = (c + j) % n;
             let t0 = Timer::start();
-            let mut table = JoinTable::build(r)?;
-            run.build_seconds = t0.stop().0;
-            table.probe(s, mode, &mut out)?;
-            (run.seconds, run.wall_seconds) = t0.stop();
-            run.buckets = Some(table.buckets());
-            run.load_factor = Some(table.load_factor());
-            let st = table.stats();
+            let sum = step(&mut items[i], range.clone())?;
+            let (cpu, wall) = t0.stop();
+            acc[i].0 += cpu;
+            acc[i].1 += wall;
+            acc[i].2 = acc[i].2.wrapping_add(sum);
+        }
+    }
+    Ok(acc)
+}
+
+/// One round of roofline or adaptive runs: all tables built, then driven in lockstep.
+fn round_kv(
+    args: &Args,
+    ks: &KeySpace,
+    gets: &[u64],
+    ops: &[Op],
+    buckets: Option<usize>,
+) -> Result<Vec<Run>, BenchError> {
+    let mut tables = Vec::new();
+    let mut runs = Vec::new();
+    for &kind in &args.tables {
+        let (t, r) = build_table(kind, args.mode, ks, buckets)?;
+        tables.push(t);
+        runs.push(r);
+    }
+    let total = if args.mode == Mode::Roofline {
+        gets.len()
+    } else {
+        ops.len()
+    };
+    let timed = lockstep(&mut tables, total, |t, r| {
+        Ok(if args.mode == Mode::Roofline {
+            t.gets(&gets[r])
+        } else {
+            t.ops(&ops[r])
+        })
+    })?;
+    for ((run, table), (cpu, wall, sum)) in runs.iter_mut().zip(&tables).zip(timed) {
+        (run.seconds, run.wall_seconds, run.checksum) = (cpu, wall, sum);
+        run.ops = total as u64;
+        table.describe(run);
+    }
+    Ok(runs)
+}
+
+/// A join under test: its build table and its output pairs.
+enum JoinSide {
+    Vip(Box<JoinTable>, Vec<(u32, u32)>),
+    Std(StdMap<u32>, Vec<(u32, u32)>),
+}
+
+/// One round of joins: each table builds on R (timed), then all probe S in lockstep. Time is
+/// build + probe, with `(r_row, s_row)` pairs materialised.
+fn round_join(args: &Args, r: &[u64], s: &[u64]) -> Result<Vec<Run>, BenchError> {
+    let mut sides = Vec::new();
+    let mut runs = Vec::new();
+    for &kind in &args.tables {
+        let t0 = Timer::start();
+        let side = match kind {
+            TableKind::Hashbrown => {
+                let mut m: StdMap<u32> = StdMap::with_hasher(Default::default());
+                for (i, &k) in r.iter().enumerate() {
+                    m.insert(k, i as u32);
+                }
+                JoinSide::Std(m, Vec::with_capacity(s.len()))
+            }
+            _ => {
+                let mut t = JoinTable::build(r)?;
+                let mode = if kind == TableKind::Vip {
+                    JoinMode::Vip
+                } else {
+                    JoinMode::Default
+                };
+                t.begin_probe(s.len(), mode)?;
+                JoinSide::Vip(Box::new(t), Vec::with_capacity(s.len()))
+            }
+        };
+        let build = t0.stop();
+        runs.push(Run {
+            build_seconds: build.0,
+            seconds: build.0,
+            wall_seconds: build.1,
+            ..Run::default()
+        });
+        sides.push(side);
+    }
+    let timed = lockstep(&mut sides, s.len(), |side, range| match side {
+        JoinSide::Vip(t, out) => Ok(t.probe_rows(&s[range.clone()], range.start, out)? as u64),
+        JoinSide::Std(m, out) => {
+            let before = out.len();
+            for (j, k) in s[range.clone()].iter().enumerate() {
+                if let Some(&i) = m.get(k) {
+                    out.push((i, (range.start + j) as u32));
+                }
+            }
+            Ok((out.len() - before) as u64)
+        }
+    })?;
+    for ((run, side), (cpu, wall, matches)) in runs.iter_mut().zip(&sides).zip(timed) {
+        run.seconds += cpu;
+        run.wall_seconds += wall;
+        run.ops = s.len() as u64;
+        run.checksum = matches;
+        if let JoinSide::Vip(t, out) = side {
+            black_box(out);
+            let st = t.stats();
             run.avg_displacement = Some(st.avg_displacement());
+            run.buckets = Some(t.buckets());
+            run.load_factor = Some(t.load_factor());
             run.extra = vec![
                 ("learn_fetches", st.learn_fetches as f64),
                 ("swaps", st.swaps as f64),
             ];
         }
-        TableKind::Hashbrown => {
-            let t0 = Timer::start();
-            let mut m: StdMap<u32> = StdMap::with_hasher(Default::default());
-            for (i, &k) in r.iter().enumerate() {
-                m.insert(k, i as u32);
-            }
-            run.build_seconds = t0.stop().0;
-            for (j, k) in s.iter().enumerate() {
-                if let Some(&i) = m.get(k) {
-                    out.push((i, j as u32));
-                }
-            }
-            (run.seconds, run.wall_seconds) = t0.stop();
-        }
     }
-    run.checksum = out.len() as u64;
-    black_box(&out);
-    Ok(run)
+    Ok(runs)
 }
 
-/// Runs every table `repeat` times, interleaved (round robin, so that a burst of load on a
-/// shared machine hits all tables alike), and keeps each table's median-time run.
-fn interleaved(
+/// Runs `repeat` rounds and keeps each table's median-time run.
+fn median_rounds(
     tables: &[TableKind],
     repeat: usize,
-    mut f: impl FnMut(TableKind) -> Result<Run, BenchError>,
+    mut round: impl FnMut() -> Result<Vec<Run>, BenchError>,
 ) -> Result<Vec<(TableKind, Run)>, BenchError> {
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); tables.len()];
     for _ in 0..repeat {
-        for (i, &t) in tables.iter().enumerate() {
-            runs[i].push(f(t)?);
+        for (i, r) in round()?.into_iter().enumerate() {
+            runs[i].push(r);
         }
     }
     Ok(tables
@@ -931,17 +1012,17 @@ fn run(args: &Args) -> Result<(), BenchError> {
                     let mut rng = Rng(seed);
                     let mut ks = KeySpace::new(n, &mut rng);
                     let zipf = Zipf::new(n, zipf_theta);
-                    let results = if args.mode == Mode::Roofline {
-                        let stream = fetch_stream(&ks, &zipf, args.operations, &mut rng);
-                        interleaved(&args.tables, args.repeat, |t| {
-                            run_roofline(t, &ks, &stream, buckets)
-                        })?
+                    let (gets, ops) = if args.mode == Mode::Roofline {
+                        (
+                            fetch_stream(&ks, &zipf, args.operations, &mut rng),
+                            Vec::new(),
+                        )
                     } else {
-                        let stream = mixed_stream(args, &mut ks, &zipf, &mut rng);
-                        interleaved(&args.tables, args.repeat, |t| {
-                            run_adaptive(t, &ks, &stream, buckets)
-                        })?
+                        (Vec::new(), mixed_stream(args, &mut ks, &zipf, &mut rng))
                     };
+                    let results = median_rounds(&args.tables, args.repeat, || {
+                        round_kv(args, &ks, &gets, &ops, buckets)
+                    })?;
                     let setting = Setting {
                         seed,
                         zipf: zipf_theta,
@@ -964,7 +1045,8 @@ fn run(args: &Args) -> Result<(), BenchError> {
                     let s: Vec<u64> = (0..args.keys * ratio)
                         .map(|_| by_rank[zipf.sample(&mut rng)])
                         .collect();
-                    let results = interleaved(&args.tables, args.repeat, |t| run_join(t, &r, &s))?;
+                    let results =
+                        median_rounds(&args.tables, args.repeat, || round_join(args, &r, &s))?;
                     let setting = Setting {
                         seed,
                         zipf: zipf_theta,
