@@ -14,6 +14,7 @@ import sys
 # `func` on the parser via set_defaults(func=...). func(args) returns the process exit code.
 VERB_MODULES: tuple[str, ...] = (
     "attune._cli_kv",
+    "attune._cli_workload",
 )
 
 

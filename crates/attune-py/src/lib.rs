@@ -2,10 +2,12 @@
 use pyo3::prelude::*;
 
 mod hash;
+mod workload;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     hash::register(m)?;
+    workload::register(m)?;
     Ok(())
 }

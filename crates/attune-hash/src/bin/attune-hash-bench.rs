@@ -10,7 +10,8 @@
 //! * `join` — PK-FK hash join, `|S| = ratio · |R|`, zipf-distributed foreign keys; `vip` learns
 //!   during the first `min(|R|, |S|/61)` probes.
 //!
-//! Streams are generated before timing; only table operations are timed. Thread-safety: a
+//! Streams come from attune-workload's Wiscer generator and are materialised before timing;
+//! only table operations are timed. Thread-safety: a
 //! single-threaded program.
 
 use std::collections::HashMap;
@@ -21,6 +22,8 @@ use std::io::Write as _;
 use std::time::Instant;
 
 use attune_hash::{JoinMode, JoinTable, Schedule, VipConfig, VipMap};
+use attune_workload::wiscer::{KeyOrder, KeyPattern, WiscerConfig};
+use attune_workload::Op as WOp;
 
 /// `std::collections::HashMap` (hashbrown inside) with the same fmix64 hasher as our tables.
 type StdMap<V> = HashMap<u64, V, BuildHasherDefault<attune_hash::Fmix64Hasher>>;
@@ -53,6 +56,8 @@ enum BenchError {
     Usage(String),
     #[error("table error: {0}")]
     Table(#[from] attune_hash::HashError),
+    #[error("workload error: {0}")]
+    Workload(#[from] attune_workload::WorkloadError),
     #[error("cannot write {path}: {source}")]
     Io {
         path: String,
@@ -249,93 +254,9 @@ fn validate(a: &Args) -> Result<(), BenchError> {
     Ok(())
 }
 
-// ----- stream generation ------------------------------------------------------------------
-// NOTE: this generator belongs in attune-workload (one workload library for the repository);
-// it lives here until that crate offers zipf for theta >= 1 and Wiscer-style churn.
+// ----- streams (attune-workload's Wiscer) --------------------------------------------------
 
-/// SplitMix64 stream.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-}
-
-/// SplitMix64's finalizer: a bijection, so `mix(seed ^ i)` gives distinct keys for distinct i.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Walker/Vose alias table over zipf(theta) ranks `0..n` (rank 0 most popular): O(1) samples
-/// for any theta >= 0, including theta >= 1.
-struct Zipf {
-    prob: Vec<f64>,
-    alias: Vec<u32>,
-    /// Cumulative probability of ranks `0..=i` for the first ranks (for churn's top set).
-    pmf: Vec<f64>,
-}
-
-impl Zipf {
-    fn new(n: usize, theta: f64) -> Zipf {
-        let w: Vec<f64> = (1..=n).map(|r| (r as f64).powf(-theta)).collect();
-        let total: f64 = w.iter().sum();
-        let pmf: Vec<f64> = w.iter().map(|x| x / total).collect();
-        let mut prob: Vec<f64> = pmf.iter().map(|p| p * n as f64).collect();
-        let mut alias = vec![0u32; n];
-        let (mut small, mut large): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
-        for (i, &p) in prob.iter().enumerate() {
-            if p < 1.0 {
-                small.push(i as u32)
-            } else {
-                large.push(i as u32)
-            }
-        }
-        while let (Some(s), Some(l)) = (small.pop(), large.last().copied()) {
-            alias[s as usize] = l;
-            prob[l as usize] -= 1.0 - prob[s as usize];
-            if prob[l as usize] < 1.0 {
-                large.pop();
-                small.push(l);
-            }
-        }
-        for i in large.into_iter().chain(small) {
-            prob[i as usize] = 1.0;
-        }
-        Zipf { prob, alias, pmf }
-    }
-
-    fn sample(&self, rng: &mut Rng) -> usize {
-        let i = rng.below(self.prob.len() as u64) as usize;
-        if rng.unit() < self.prob[i] {
-            i
-        } else {
-            self.alias[i] as usize
-        }
-    }
-
-    /// Smallest k such that ranks `0..k` receive at least `share` of the requests.
-    fn top_set(&self, share: f64) -> usize {
-        let mut acc = 0.0;
-        for (i, p) in self.pmf.iter().enumerate() {
-            acc += p;
-            if acc >= share {
-                return i + 1;
-            }
-        }
-        self.pmf.len()
-    }
-}
-
+/// A table operation of the timed stream.
 #[derive(Clone, Copy)]
 enum Op {
     Get(u64),
@@ -343,81 +264,60 @@ enum Op {
     Remove(u64),
 }
 
-/// The keys of a run: `keys[i]` is inserted i-th (random order); `by_rank[r]` has rank r.
+/// The keys of a run: `keys[i]` is inserted i-th; `by_rank[r]` has popularity rank r.
 struct KeySpace {
     keys: Vec<u64>,
     by_rank: Vec<u64>,
-    next_id: u64,
-    salt: u64,
 }
 
-impl KeySpace {
-    fn new(n: usize, rng: &mut Rng) -> KeySpace {
-        let salt = rng.next();
-        let keys: Vec<u64> = (0..n as u64).map(|i| mix(i ^ salt)).collect();
-        let mut by_rank = keys.clone();
-        for i in (1..n).rev() {
-            by_rank.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-        KeySpace {
-            keys,
-            by_rank,
-            next_id: n as u64,
-            salt,
-        }
-    }
-
-    fn fresh_key(&mut self) -> u64 {
-        let k = mix(self.next_id ^ self.salt);
-        self.next_id += 1;
-        k
-    }
-}
-
-fn fetch_stream(ks: &KeySpace, zipf: &Zipf, ops: usize, rng: &mut Rng) -> Vec<u64> {
-    (0..ops).map(|_| ks.by_rank[zipf.sample(rng)]).collect()
-}
-
-/// Wiscer-style mixed stream with churn; ranks of inserted keys are uniform, a displaced key
-/// moves to the least popular rank (O(1) per operation instead of shifting the rank array).
-fn mixed_stream(args: &Args, ks: &mut KeySpace, zipf: &Zipf, rng: &mut Rng) -> Vec<Op> {
-    let (pf, pi, _) = args.mix;
-    let (pf, pi) = (pf / 100.0, pi / 100.0);
-    let top = args.churn.map(|(p, f)| (zipf.top_set(p / 100.0), f));
-    let mut ranks = ks.by_rank.clone();
-    let mut fetches = 0u64;
-    let mut out = Vec::with_capacity(args.operations);
-    for _ in 0..args.operations {
-        let r = rng.unit();
-        if r < pf || ranks.len() < 2 {
-            let rank = loop {
-                let x = zipf.sample(rng);
-                if x < ranks.len() {
-                    break x;
-                }
-            };
-            out.push(Op::Get(ranks[rank]));
-            fetches += 1;
-            if let Some((k, freq)) = top {
-                if fetches.is_multiple_of(freq) && k < ranks.len() {
-                    for t in 0..k {
-                        let other = k + rng.below((ranks.len() - k) as u64) as usize;
-                        ranks.swap(t, other);
-                    }
-                }
-            }
-        } else if r < pf + pi {
-            let key = ks.fresh_key();
-            let at = rng.below(ranks.len() as u64) as usize;
-            let displaced = std::mem::replace(&mut ranks[at], key);
-            ranks.push(displaced);
-            out.push(Op::Insert(key));
+/// Wiscer (seed 004 §3.3, implemented in attune-workload) with this run's options: random
+/// 64-bit keys (or sequential for the join's primary keys) in a random popularity order.
+fn wiscer(
+    args: &Args,
+    seed: u64,
+    zipf: f64,
+    n: usize,
+    ops: usize,
+    sequential_keys: bool,
+) -> Result<(KeySpace, Vec<Op>), BenchError> {
+    let (f, i, d) = if args.mode == Mode::Adaptive {
+        args.mix
+    } else {
+        (100.0, 0.0, 0.0)
+    };
+    let (freq, prct) = match (args.mode, args.churn) {
+        (Mode::Adaptive, Some((p, f))) => (f, p),
+        _ => (0, 0.0),
+    };
+    let cfg = WiscerConfig {
+        zipf,
+        initial_size: n as u64,
+        operation_count: ops as u64,
+        fetch_proportion: f / 100.0,
+        insert_proportion: i / 100.0,
+        delete_proportion: d / 100.0,
+        dist_shift_freq: freq,
+        dist_shift_prct: prct,
+        key_pattern: if sequential_keys {
+            KeyPattern::Sequential
         } else {
-            let at = rng.below(ranks.len() as u64) as usize;
-            out.push(Op::Remove(ranks.swap_remove(at)));
-        }
+            KeyPattern::Random
+        },
+        key_order: KeyOrder::Random,
+        seed,
+    };
+    let keys: Vec<u64> = cfg.load()?.map(|op| op.key()).collect();
+    let run = cfg.run()?;
+    let by_rank = run.popularity_order().to_vec();
+    let mut stream = Vec::with_capacity(ops);
+    for op in run {
+        stream.push(match op {
+            WOp::Insert { key, .. } => Op::Insert(key),
+            WOp::Delete { key } => Op::Remove(key),
+            other => Op::Get(other.key()),
+        });
     }
-    out
+    Ok((KeySpace { keys, by_rank }, stream))
 }
 
 // ----- timing -----------------------------------------------------------------------------
@@ -1009,16 +909,15 @@ fn run(args: &Args) -> Result<(), BenchError> {
             Mode::Roofline | Mode::Adaptive => {
                 for &lf in &args.load_factors {
                     let (n, buckets) = fixed_buckets(args.keys, lf);
-                    let mut rng = Rng(seed);
-                    let mut ks = KeySpace::new(n, &mut rng);
-                    let zipf = Zipf::new(n, zipf_theta);
-                    let (gets, ops) = if args.mode == Mode::Roofline {
-                        (
-                            fetch_stream(&ks, &zipf, args.operations, &mut rng),
-                            Vec::new(),
-                        )
+                    let (ks, ops) = wiscer(args, seed, zipf_theta, n, args.operations, false)?;
+                    let gets: Vec<u64> = if args.mode == Mode::Roofline {
+                        ops.iter()
+                            .map(|op| match *op {
+                                Op::Get(k) | Op::Insert(k) | Op::Remove(k) => k,
+                            })
+                            .collect()
                     } else {
-                        (Vec::new(), mixed_stream(args, &mut ks, &zipf, &mut rng))
+                        Vec::new()
                     };
                     let results = median_rounds(&args.tables, args.repeat, || {
                         round_kv(args, &ks, &gets, &ops, buckets)
@@ -1035,15 +934,15 @@ fn run(args: &Args) -> Result<(), BenchError> {
             }
             Mode::Join => {
                 for &ratio in &args.ratios {
-                    let mut rng = Rng(seed);
-                    let r: Vec<u64> = (1..=args.keys as u64).collect();
-                    let mut by_rank = r.clone();
-                    for i in (1..by_rank.len()).rev() {
-                        by_rank.swap(i, rng.below(i as u64 + 1) as usize);
-                    }
-                    let zipf = Zipf::new(r.len(), zipf_theta);
-                    let s: Vec<u64> = (0..args.keys * ratio)
-                        .map(|_| by_rank[zipf.sample(&mut rng)])
+                    // R: keys 1..=|R| (sequential pattern); S: zipf fetches over R's keys.
+                    let (ks, probes) =
+                        wiscer(args, seed, zipf_theta, args.keys, args.keys * ratio, true)?;
+                    let r = ks.keys;
+                    let s: Vec<u64> = probes
+                        .iter()
+                        .map(|op| match *op {
+                            Op::Get(k) | Op::Insert(k) | Op::Remove(k) => k,
+                        })
                         .collect();
                     let results =
                         median_rounds(&args.tables, args.repeat, || round_join(args, &r, &s))?;
