@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use crate::{Phase, Schedule, VipConfig, VipMap};
 
-/// SplitMix64: a tiny seeded generator for test operation sequences (tests only; benchmark
-/// streams come from attune-workload).
+/// SplitMix64: a tiny seeded generator for random operation sequences (the sensing tests and the
+/// benchmark draw their zipf streams from attune-workload).
 struct SplitMix(u64);
 
 impl SplitMix {
@@ -49,10 +49,6 @@ impl Discrete {
         let u = rng.unit();
         self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
     }
-}
-
-fn zipf_weights(n: usize, theta: f64) -> Vec<f64> {
-    (1..=n).map(|r| 1.0 / (r as f64).powf(theta)).collect()
 }
 
 fn seeds() -> Vec<u64> {
@@ -207,26 +203,28 @@ fn is_sorted_by_rank(chain: &[&u64], rank: &HashMap<u64, usize>) -> bool {
     chain.windows(2).all(|w| rank[w[0]] < rank[w[1]])
 }
 
-/// A table of `n` keys at load factor 1.5 under the chapter's schedule (N_S = 1000) with
-/// zipf(1) fetches; `shift_at` swaps the popularity ranks for a new random permutation.
-fn run_sensing(seed: u64, fetches: usize, shift_at: Option<usize>) -> VipMap<u64, u64> {
+/// A table of 1536 keys in 1024 buckets (load factor 1.5) under the chapter's schedule
+/// (N_L = 1536, N_D = 92160, N_S = 1000), fed `fetches` zipf(1) fetches from attune-workload's
+/// Wiscer; with `shift_every`, the keys taking half of the requests swap ranks with random less
+/// popular keys every that many fetches.
+fn run_sensing(seed: u64, fetches: u64, shift_every: Option<u64>) -> VipMap<u64, u64> {
+    use attune_workload::wiscer::WiscerConfig;
     println!("seed {seed}");
-    let mut rng = SplitMix(seed);
-    let n = 1536usize;
+    let cfg = WiscerConfig {
+        zipf: 1.0,
+        initial_size: 1536,
+        operation_count: fetches,
+        dist_shift_freq: shift_every.unwrap_or(0),
+        dist_shift_prct: if shift_every.is_some() { 50.0 } else { 0.0 },
+        seed,
+        ..WiscerConfig::default()
+    };
     let mut m: VipMap<u64, u64> = VipMap::with_buckets(1024, VipConfig::default()).expect("config");
-    let mut keys: Vec<u64> = (0..n).map(|_| rng.next()).collect();
-    for &k in &keys {
-        m.insert(k, 1);
+    for op in cfg.load().expect("wiscer") {
+        m.insert(op.key(), 1);
     }
-    let dist = Discrete::new(&zipf_weights(n, 1.0));
-    for i in 0..fetches {
-        if Some(i) == shift_at {
-            for j in (1..n).rev() {
-                keys.swap(j, rng.below(j as u64 + 1) as usize);
-            }
-        }
-        let k = keys[dist.sample(&mut rng)];
-        assert!(m.get(&k).is_some());
+    for op in cfg.run().expect("wiscer") {
+        assert!(m.get(&op.key()).is_some());
     }
     m
 }
@@ -244,6 +242,7 @@ fn sensing_stays_quiet_on_a_stable_distribution() {
 #[test]
 fn sensing_relearns_after_the_popularity_shifts() {
     let m = run_sensing(11, 1_500_000, Some(400_000));
+    assert!(m.stats().learn_phases >= 2);
     let st = m.stats();
     println!("{st:?} {:?} {:?}", m.baseline_gamma(), m.last_gamma());
     assert!(st.relearns >= 1, "{st:?}");
