@@ -106,7 +106,13 @@ def main() -> None:
                 for s in per_seed
                 if "vip" in s and "chained" in s
             ]
-            print(f"- 1:{ratio} zipf {z}: {med(changes):+.1f}%")
+            probe = [
+                (s["vip"]["probe_cpu_seconds"] / s["chained"]["probe_cpu_seconds"] - 1) * 100
+                for s in per_seed
+                if "vip" in s and "chained" in s and "probe_cpu_seconds" in s["vip"]
+            ]
+            probe_txt = f"; probe only {med(probe):+.1f}%" if probe else ""
+            print(f"- 1:{ratio} zipf {z}: {med(changes):+.1f}%{probe_txt}")
 
 
 if __name__ == "__main__":

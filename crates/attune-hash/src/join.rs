@@ -37,15 +37,35 @@ pub struct JoinTable {
 impl JoinTable {
     /// Builds the table from the primary-key column of `R` (row `i` has key `r_keys[i]`).
     pub fn build(r_keys: &[u64]) -> Result<JoinTable, HashError> {
-        if r_keys.len() > MAX_ROWS {
+        let mut table = JoinTable::new()?;
+        table.build_rows(r_keys, 0)?;
+        Ok(table)
+    }
+
+    /// An empty build table (fill it with [`JoinTable::build_rows`]).
+    pub fn new() -> Result<JoinTable, HashError> {
+        Ok(JoinTable {
+            map: VipMap::new(VipConfig::chained())?,
+            build_rows: 0,
+        })
+    }
+
+    /// Inserts rows `first_row ..` of `R` (their primary keys are `r_keys`); lets a caller
+    /// build in pieces. A key already present is [`HashError::DuplicatePrimaryKey`].
+    pub fn build_rows(&mut self, r_keys: &[u64], first_row: usize) -> Result<(), HashError> {
+        let end = first_row.saturating_add(r_keys.len());
+        if end > MAX_ROWS {
             return Err(HashError::TooManyRows {
-                rows: r_keys.len(),
+                rows: end,
                 max: MAX_ROWS,
             });
         }
-        let mut map = VipMap::new(VipConfig::chained())?;
-        for (row, &key) in r_keys.iter().enumerate() {
-            if let Some(first) = map.try_insert(key, row as u32)? {
+        self.map.reserve(r_keys.len());
+        for (i, &key) in r_keys.iter().enumerate() {
+            let row = first_row + i;
+            if let Some(first) = self.map.try_insert(key, row as u32)? {
+                // Restore the first row's id before reporting the duplicate.
+                self.map.try_insert(key, first)?;
                 return Err(HashError::DuplicatePrimaryKey {
                     key,
                     first: first as usize,
@@ -53,10 +73,8 @@ impl JoinTable {
                 });
             }
         }
-        Ok(JoinTable {
-            map,
-            build_rows: r_keys.len(),
-        })
+        self.build_rows = self.build_rows.max(end);
+        Ok(())
     }
 
     /// Probes with the foreign-key column of `S`, appending `(r_row, s_row)` for each match to

@@ -527,8 +527,8 @@ fn build_table(
     };
     if let Table::Vip(m) = &mut table {
         run.load_factor = Some(m.load_factor());
-        m.set_schedule(timed_schedule(kind, mode));
         m.reset_stats();
+        m.set_schedule(timed_schedule(kind, mode));
     }
     Ok((table, run))
 }
@@ -599,42 +599,45 @@ enum JoinSide {
     Std(StdMap<u32>, Vec<(u32, u32)>),
 }
 
-/// One round of joins: each table builds on R (timed), then all probe S in lockstep. Time is
-/// build + probe, with `(r_row, s_row)` pairs materialised.
+/// One round of joins: all tables build on R in lockstep, then probe S in lockstep (each
+/// table's chunks timed separately). Time is build + probe, `(r_row, s_row)` pairs
+/// materialised.
 fn round_join(args: &Args, r: &[u64], s: &[u64]) -> Result<Vec<Run>, BenchError> {
     let mut sides = Vec::new();
-    let mut runs = Vec::new();
     for &kind in &args.tables {
-        let t0 = Timer::start();
-        let side = match kind {
+        sides.push(match kind {
             TableKind::Hashbrown => {
-                let mut m: StdMap<u32> = StdMap::with_hasher(Default::default());
-                for (i, &k) in r.iter().enumerate() {
-                    m.insert(k, i as u32);
-                }
-                JoinSide::Std(m, Vec::with_capacity(s.len()))
+                JoinSide::Std(StdMap::with_hasher(Default::default()), Vec::new())
             }
-            _ => {
-                let mut t = JoinTable::build(r)?;
+            _ => JoinSide::Vip(Box::new(JoinTable::new()?), Vec::new()),
+        });
+    }
+    let build = lockstep(&mut sides, r.len(), |side, range| {
+        match side {
+            JoinSide::Vip(t, _) => t.build_rows(&r[range.clone()], range.start)?,
+            JoinSide::Std(m, _) => {
+                for (j, &k) in r[range.clone()].iter().enumerate() {
+                    m.insert(k, (range.start + j) as u32);
+                }
+            }
+        }
+        Ok(0)
+    })?;
+    for (side, &kind) in sides.iter_mut().zip(&args.tables) {
+        match side {
+            JoinSide::Vip(t, out) => {
                 let mode = if kind == TableKind::Vip {
                     JoinMode::Vip
                 } else {
                     JoinMode::Default
                 };
                 t.begin_probe(s.len(), mode)?;
-                JoinSide::Vip(Box::new(t), Vec::with_capacity(s.len()))
+                *out = Vec::with_capacity(s.len());
             }
-        };
-        let build = t0.stop();
-        runs.push(Run {
-            build_seconds: build.0,
-            seconds: build.0,
-            wall_seconds: build.1,
-            ..Run::default()
-        });
-        sides.push(side);
+            JoinSide::Std(_, out) => *out = Vec::with_capacity(s.len()),
+        }
     }
-    let timed = lockstep(&mut sides, s.len(), |side, range| match side {
+    let probe = lockstep(&mut sides, s.len(), |side, range| match side {
         JoinSide::Vip(t, out) => Ok(t.probe_rows(&s[range.clone()], range.start, out)? as u64),
         JoinSide::Std(m, out) => {
             let before = out.len();
@@ -646,22 +649,27 @@ fn round_join(args: &Args, r: &[u64], s: &[u64]) -> Result<Vec<Run>, BenchError>
             Ok((out.len() - before) as u64)
         }
     })?;
-    for ((run, side), (cpu, wall, matches)) in runs.iter_mut().zip(&sides).zip(timed) {
-        run.seconds += cpu;
-        run.wall_seconds += wall;
-        run.ops = s.len() as u64;
-        run.checksum = matches;
+    let mut runs = Vec::new();
+    for ((side, b), p) in sides.iter().zip(build).zip(probe) {
+        let mut run = Run {
+            build_seconds: b.0,
+            seconds: b.0 + p.0,
+            wall_seconds: b.1 + p.1,
+            ops: s.len() as u64,
+            checksum: p.2,
+            extra: vec![("probe_cpu_seconds", p.0)],
+            ..Run::default()
+        };
         if let JoinSide::Vip(t, out) = side {
             black_box(out);
             let st = t.stats();
             run.avg_displacement = Some(st.avg_displacement());
             run.buckets = Some(t.buckets());
             run.load_factor = Some(t.load_factor());
-            run.extra = vec![
-                ("learn_fetches", st.learn_fetches as f64),
-                ("swaps", st.swaps as f64),
-            ];
+            run.extra.push(("learn_fetches", st.learn_fetches as f64));
+            run.extra.push(("swaps", st.swaps as f64));
         }
+        runs.push(run);
     }
     Ok(runs)
 }
