@@ -26,7 +26,8 @@ if [[ $what == adaptive || $what == all ]]; then
   rm -f $R/hash-adaptive.jsonl
   A="--mode adaptive --keys 262144 --operations 30000000 --json $R/hash-adaptive.jsonl"
   S="--seed 1,2,3"
-  $PIN $B $A $S --zipf 0,1
+  # The static-popularity pair carries the two targets (zipf 0 and 1): five seeds.
+  $PIN $B $A --seed 1,2,3,4,5 --zipf 0,1
   $PIN $B $A $S --zipf 1 --churn 25:6000000
   $PIN $B $A $S --zipf 1 --churn 50:600000
   $PIN $B $A $S --zipf 1 --mix 98:1:1
