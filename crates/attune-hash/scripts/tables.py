@@ -44,10 +44,9 @@ def table(rows, title, key, key_names, metric="ops_per_sec"):
     print(f"\n#### {title} (median over seeds {seeds})\n")
     head = " | ".join(key_names)
     print(
-        f"| {head} | chained Mops/s | VIP Mops/s | hashbrown Mops/s | VIP/chained "
-        "| VIP/hashbrown | disp chained | disp VIP |"
+        f"| {head} | chained M/s | VIP M/s | hb M/s | VIP/chained | VIP/hb | disp ch. | disp VIP |"
     )
-    print("|" + "---|" * (len(key_names) + 8))
+    print("|" + "---|" * (len(key_names) + 7))
     for k, per_seed in by_setting(rows, key).items():
 
         def col(t, f, per_seed=per_seed):
@@ -81,9 +80,9 @@ def main() -> None:
     rows = load(d / "hash-adaptive.jsonl")
     table(
         [r for r in rows if r["table"] != "vip-learn-always"],
-        "Adaptive (262144 keys, 30M operations)",
+        "Adaptive, 262144 keys, 30M ops",
         lambda r: (r["zipf"], r["churn"] or "-", r["mix"]),
-        ["zipf", "churn", "mix F:I:D"],
+        ["zipf", "churn", "mix"],
     )
     for r in rows:
         if r["table"] == "vip-learn-always":
@@ -94,7 +93,7 @@ def main() -> None:
     join = load(d / "hash-join.jsonl")
     table(
         join,
-        "PK-FK join (|R| = 734003, load factor 1.4); Mops/s = S rows per CPU second",
+        "PK-FK join, |R| = 734003, load factor 1.4, M/s = S rows/CPU s",
         lambda r: (r["ratio"], r["zipf"]),
         ["1:ratio", "zipf"],
     )
