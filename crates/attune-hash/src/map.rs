@@ -132,9 +132,9 @@ impl<K: Hash + Eq, V> VipMap<K, V, Fmix64Build> {
     /// An empty table sized so that `capacity` entries fit at load factor at most 1.
     pub fn with_capacity(capacity: usize, config: VipConfig) -> Result<Self, HashError> {
         let buckets = capacity
-            .max(1)
             .checked_next_power_of_two()
-            .unwrap_or(MAX_BUCKETS);
+            .unwrap_or(MAX_BUCKETS)
+            .clamp(MIN_BUCKETS, MAX_BUCKETS);
         Self::with_buckets_and_hasher(buckets, config, Fmix64Build)
     }
 

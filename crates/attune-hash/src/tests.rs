@@ -330,6 +330,15 @@ fn rehash_preserves_the_learned_order_within_chains() {
 }
 
 #[test]
+fn with_capacity_accepts_any_capacity() {
+    for cap in [0usize, 1, 15, 16, 17, 1000, 1 << 20] {
+        let m = VipMap::<u64, u64>::with_capacity(cap, VipConfig::default());
+        let m = m.unwrap_or_else(|e| panic!("capacity {cap}: {e}"));
+        assert!(m.buckets() >= 16 && m.buckets() >= cap, "capacity {cap}");
+    }
+}
+
+#[test]
 fn bad_bucket_counts_are_rejected() {
     for b in [0usize, 3, 8, 100] {
         assert!(
