@@ -3,12 +3,14 @@
 use pyo3::prelude::*;
 
 mod kv;
+mod hash;
 mod workload;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     kv::register(m)?;
+    hash::register(m)?;
     workload::register(m)?;
     Ok(())
 }

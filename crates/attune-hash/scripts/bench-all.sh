@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Regenerates benches/results/hash-*.jsonl (every number in docs/vip-hashing.md).
+# Usage: crates/attune-hash/scripts/bench-all.sh [roofline|lf|adaptive|join|big|all]
+# Every setting runs with three seeds (key set, popularity ranks and stream); docs report medians.
+# Sizes are scaled so that the set runs in a few minutes on a shared 2-core machine.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+cargo build --release -q -p attune-hash --bin attune-hash-bench
+B=target/release/attune-hash-bench
+PIN="taskset -c 1"
+command -v taskset >/dev/null || PIN=""
+R=benches/results
+what=${1:-all}
+
+if [[ $what == roofline || $what == all ]]; then
+  rm -f $R/hash-roofline.jsonl
+  $PIN $B --mode roofline --zipf 0,0.5,1,1.5,2,2.5,3 --keys 1000000 --operations 10000000 \
+    --seed 1,2,3 --json $R/hash-roofline.jsonl
+fi
+if [[ $what == lf || $what == all ]]; then
+  rm -f $R/hash-loadfactor.jsonl
+  $PIN $B --mode roofline --zipf 1,2,3 --keys 1000000 --load-factor 0.5,0.75,1,1.25,1.5 \
+    --operations 10000000 --seed 1,2,3 --json $R/hash-loadfactor.jsonl
+fi
+if [[ $what == adaptive || $what == all ]]; then
+  rm -f $R/hash-adaptive.jsonl
+  A="--mode adaptive --keys 262144 --operations 30000000 --json $R/hash-adaptive.jsonl"
+  S="--seed 1,2,3"
+  # The static-popularity pair carries the two targets (zipf 0 and 1): five seeds.
+  $PIN $B $A --seed 1,2,3,4,5 --zipf 0,1
+  $PIN $B $A $S --zipf 1 --churn 25:6000000
+  $PIN $B $A $S --zipf 1 --churn 50:600000
+  $PIN $B $A $S --zipf 1 --mix 98:1:1
+  $PIN $B $A --zipf 0 --tables vip-learn-always,chained
+fi
+if [[ $what == join || $what == all ]]; then
+  rm -f $R/hash-join.jsonl
+  # |R| = 1.4 * 2^19 keys: the build table settles at load factor 1.4, as in the chapter.
+  $PIN $B --mode join --keys 734003 --ratio 4,16,64 --zipf 0,1,2,3 --seed 1,2,3 \
+    --json $R/hash-join.jsonl
+fi
+if [[ $what == big ]]; then
+  rm -f $R/hash-roofline-10m.jsonl
+  $PIN $B --mode roofline --zipf 0,1,2,3 --keys 10000000 --operations 20000000 \
+    --json $R/hash-roofline-10m.jsonl
+fi

@@ -1,0 +1,118 @@
+"""Prints the markdown tables of docs/vip-hashing.md from benches/results/hash-*.jsonl.
+
+Each cell is the median over the seeds of a setting (every seed is its own key set, popularity
+ranking and stream); ratios are medians of the per-seed ratios, each from one process run.
+Usage: python3 crates/attune-hash/scripts/tables.py [results_dir]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def load(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def fmt(x, digits=2):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def by_setting(rows, key):
+    """{key: [ {table: row} per seed ]}"""
+    out: dict = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        out[key(r)][r["seed"]][r["table"]] = r
+    return {k: list(v.values()) for k, v in out.items()}
+
+
+def table(rows, title, key, key_names, metric="ops_per_sec"):
+    if not rows:
+        return
+    seeds = sorted({r["seed"] for r in rows})
+    print(f"\n#### {title} (median over seeds {seeds})\n")
+    head = " | ".join(key_names)
+    print(
+        f"| {head} | chained M/s | VIP M/s | hb M/s | VIP/chained | VIP/hb | disp ch. | disp VIP |"
+    )
+    print("|" + "---|" * (len(key_names) + 7))
+    for k, per_seed in by_setting(rows, key).items():
+
+        def col(t, f, per_seed=per_seed):
+            return med(f(s[t]) if t in s else None for s in per_seed)
+
+        def ratio(a, b, per_seed=per_seed):
+            return med(s[a][metric] / s[b][metric] if a in s and b in s else None for s in per_seed)
+
+        ks = " | ".join(str(x) for x in (k if isinstance(k, tuple) else (k,)))
+        mops = {
+            t: col(t, lambda r: r["ops_per_sec"] / 1e6) for t in ("chained", "vip", "hashbrown")
+        }
+        print(
+            f"| {ks} | {fmt(mops['chained'])} | {fmt(mops['vip'])} | {fmt(mops['hashbrown'])} "
+            f"| {fmt(ratio('vip', 'chained'))} | {fmt(ratio('vip', 'hashbrown'))} "
+            f"| {fmt(col('chained', lambda r: r['avg_displacement']), 3)} "
+            f"| {fmt(col('vip', lambda r: r['avg_displacement']), 3)} |"
+        )
+
+
+def main() -> None:
+    d = Path(sys.argv[1] if len(sys.argv) > 1 else "benches/results")
+    table(load(d / "hash-roofline.jsonl"), "Roofline, 1M keys", lambda r: r["zipf"], ["zipf"])
+    table(load(d / "hash-roofline-10m.jsonl"), "Roofline, 10M keys", lambda r: r["zipf"], ["zipf"])
+    table(
+        load(d / "hash-loadfactor.jsonl"),
+        "Load-factor sweep (2^19 buckets)",
+        lambda r: (r["zipf"], r["load_factor_target"]),
+        ["zipf", "load factor"],
+    )
+    rows = load(d / "hash-adaptive.jsonl")
+    table(
+        [r for r in rows if r["table"] != "vip-learn-always"],
+        "Adaptive, 262144 keys, 30M ops",
+        lambda r: (r["zipf"], r["churn"] or "-", r["mix"]),
+        ["zipf", "churn", "mix"],
+    )
+    for r in rows:
+        if r["table"] == "vip-learn-always":
+            print(
+                f"\nlearn+adapt on every fetch, zipf {r['zipf']}, seed {r['seed']}: "
+                f"{fmt(r['speedup_vs_chained'])}x the chained throughput"
+            )
+    join = load(d / "hash-join.jsonl")
+    table(
+        join,
+        "PK-FK join, |R| = 734003, load factor 1.4, M/s = S rows/CPU s",
+        lambda r: (r["ratio"], r["zipf"]),
+        ["1:ratio", "zipf"],
+    )
+    if join:
+        print("\nJoin time change, VIP vs chained (build + probe, median over seeds):\n")
+        for (ratio, z), per_seed in by_setting(join, lambda r: (r["ratio"], r["zipf"])).items():
+            changes = [
+                (s["vip"]["cpu_seconds"] / s["chained"]["cpu_seconds"] - 1) * 100
+                for s in per_seed
+                if "vip" in s and "chained" in s
+            ]
+            probe = [
+                (s["vip"]["probe_cpu_seconds"] / s["chained"]["probe_cpu_seconds"] - 1) * 100
+                for s in per_seed
+                if "vip" in s and "chained" in s and "probe_cpu_seconds" in s["vip"]
+            ]
+            probe_txt = f"; probe only {med(probe):+.1f}%" if probe else ""
+            print(f"- 1:{ratio} zipf {z}: {med(changes):+.1f}%{probe_txt}")
+
+
+if __name__ == "__main__":
+    main()

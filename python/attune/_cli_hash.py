@@ -1,0 +1,115 @@
+"""`attune bench hash`: runs the VIP hashing benchmark binary (``attune-hash-bench``).
+
+The verb is added to ``attune bench`` by ``add_parser(bench_subparsers)``; it forwards its options
+to the Rust binary, shows a progress bar (one step per table and setting) and relays the result
+lines. The binary is looked up as ``$ATTUNE_HASH_BENCH``, then on ``PATH``, then in the repository's
+``target/release/``; ``--build`` compiles it first with cargo.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from attune import Error
+
+BINARY = "attune-hash-bench"
+# Repository root when running from a source checkout (python/attune/_cli_hash.py -> ../../).
+_REPO = Path(__file__).resolve().parents[2]
+
+
+class BenchHashError(Error):
+    """The benchmark binary is missing or failed."""
+
+
+def add_parser(bench_subparsers) -> None:
+    """Adds ``hash`` to the ``attune bench`` sub-verbs."""
+    p = bench_subparsers.add_parser(
+        "hash",
+        help="VIP hashing vs chained hashing vs std HashMap (roofline, adaptive, join)",
+        description="Run attune-hash-bench; every option is forwarded to the binary.",
+    )
+    p.add_argument("--tables", default="vip,chained,hashbrown", help="comma list of tables")
+    p.add_argument("--mode", choices=("roofline", "adaptive", "join"), default="roofline")
+    p.add_argument("--zipf", default="1.0", help="zipf factors, comma separated")
+    p.add_argument("--keys", type=int, default=1_000_000, help="keys in the table / |R|")
+    p.add_argument("--operations", type=int, default=10_000_000, help="timed operations")
+    p.add_argument("--load-factor", help="fixed load factors, comma separated")
+    p.add_argument("--churn", help="PRCT:FREQ popularity churn (adaptive mode)")
+    p.add_argument("--mix", help="F:I:D fetch/insert/delete percentages (adaptive mode)")
+    p.add_argument("--ratio", help="join |S|/|R| ratios, comma separated")
+    p.add_argument("--seed", default="1", help="seeds, comma separated (one setting each)")
+    p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; medians reported")
+    p.add_argument("--json", metavar="PATH", help="append JSON lines to PATH")
+    p.add_argument("--build", action="store_true", help="cargo build the binary first")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def find_binary(build: bool) -> str:
+    if build:
+        cmd = ["cargo", "build", "--release", "-p", "attune-hash", "--bin", BINARY]
+        try:
+            subprocess.run(cmd, cwd=_REPO, check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise BenchHashError(f"building {BINARY} failed: {exc}") from exc
+    env = os.environ.get("ATTUNE_HASH_BENCH")
+    candidates = [env, shutil.which(BINARY), str(_REPO / "target" / "release" / BINARY)]
+    for c in candidates:
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return c
+    raise BenchHashError(
+        f"{BINARY} not found; build it with `cargo build --release -p attune-hash` "
+        "or pass --build, or set ATTUNE_HASH_BENCH"
+    )
+
+
+def build_argv(args) -> list[str]:
+    argv = ["--tables", args.tables, "--mode", args.mode, "--zipf", args.zipf]
+    argv += ["--keys", str(args.keys), "--operations", str(args.operations)]
+    for flag, value in (
+        ("--load-factor", args.load_factor),
+        ("--churn", args.churn),
+        ("--mix", args.mix),
+        ("--ratio", args.ratio),
+        ("--json", args.json),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
+    argv += ["--seed", str(args.seed), "--repeat", str(args.repeat)]
+    return argv
+
+
+def _count(value) -> int:
+    return len(str(value).split(",")) if value else 1
+
+
+def expected_lines(args) -> int:
+    """Result lines the binary prints: one per table and setting."""
+    count = _count
+    per = count(args.ratio) if args.mode == "join" else count(args.load_factor)
+    return count(args.tables) * count(args.zipf) * count(args.seed) * per
+
+
+def run(args) -> int:
+    binary = find_binary(args.build)
+    argv = [binary, *build_argv(args)]
+    from tqdm import tqdm
+
+    bar = tqdm(total=expected_lines(args), unit="row", disable=args.no_progress, file=sys.stderr)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as exc:
+        raise BenchHashError(f"cannot run {binary}: {exc}") from exc
+    with bar:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            bar.write(line.rstrip("\n"))
+            bar.update(1)
+    err = proc.stderr.read() if proc.stderr else ""
+    if proc.wait() != 0:
+        raise BenchHashError(err.strip() or f"{BINARY} exited with {proc.returncode}")
+    return 0
