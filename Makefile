@@ -52,12 +52,13 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) $(PY_SOURCES)
 	$(VENV)/bin/maturin develop --release --extras dev -q
 	@touch $@
 
-build: $(STAMPS)/apt $(STAMPS)/build $(VENV)/bin/attune-bench
+build: $(STAMPS)/apt $(STAMPS)/build $(STAMPS)/bench-bins
 
-# The benchmark harness is a plain binary (no Python linkage); the `attune bench` verb runs it.
-$(VENV)/bin/attune-bench: $(STAMPS)/venv $(RUST_SOURCES)
-	$(CARGO) build --release -p attune-bench
-	cp target/release/attune-bench $@
+# The benchmark harnesses are plain binaries (no Python linkage); `attune bench` runs them.
+$(STAMPS)/bench-bins: $(STAMPS)/venv $(RUST_SOURCES)
+	$(CARGO) build --release -p attune-bench -p attune-hash --bins
+	cp target/release/attune-bench target/release/attune-hash-bench $(VENV)/bin/
+	@touch $@
 
 demo: build
 	$(VENV)/bin/attune demo

@@ -60,6 +60,9 @@ def register(sub) -> None:
         q = verbs.add_parser(name, help=text, add_help=False, prefix_chars="+")
         q.add_argument("harness_args", nargs=argparse.REMAINDER)
         q.set_defaults(func=_run_harness, bench_cmd=name, no_progress=False)
+    from attune import _cli_hash
+
+    _cli_hash.add_parser(verbs)
     r = verbs.add_parser("report", help="write a markdown report with plots from results files")
     r.add_argument("results", nargs="+", help="JSON-lines results files")
     r.add_argument("--out", required=True, help="markdown file to write (e.g. docs/BENCHMARKS.md)")
