@@ -27,7 +27,7 @@ FIELDS = (
     "command",
     "machine",
 )
-PEERS = ("rocksdb", "leveldb", "wiredtiger", "lmdb", "db_bench")
+PEERS = ("attune", "rocksdb", "leveldb", "wiredtiger", "lmdb", "db_bench")
 
 
 def _available() -> list[str]:
@@ -96,7 +96,7 @@ def test_micro_on_every_available_peer_writes_complete_rows(tmp_path):
 
 
 def test_ycsb_load_and_workloads_run_on_rocksdb_and_lmdb(tmp_path):
-    engines = [e for e in _available() if e in ("rocksdb", "lmdb")]
+    engines = [e for e in _available() if e in ("attune", "rocksdb", "lmdb")]
     if not engines:
         pytest.skip("neither rocksdb nor lmdb is installed")
     out = tmp_path / "ycsb.jsonl"
@@ -130,7 +130,7 @@ def test_ycsb_load_and_workloads_run_on_rocksdb_and_lmdb(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--engines", "nosuchdb"], "valid engines: rocksdb"),
+        (["--engines", "nosuchdb"], "valid engines: attune, rocksdb"),
         (["--records", "0"], "--records"),
         (["--benchmarks", "fillseq,readbogus"], "valid: fillseq"),
         (["--compression", "brotli"], "valid: none, snappy, lz4, zstd"),

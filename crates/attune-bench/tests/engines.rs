@@ -108,3 +108,8 @@ fn wiredtiger_matches_a_sorted_map_oracle() {
 fn lmdb_matches_a_sorted_map_oracle() {
     check_engine("lmdb", 14);
 }
+
+#[test]
+fn attune_matches_a_sorted_map_oracle() {
+    check_engine("attune", 15);
+}
