@@ -101,6 +101,10 @@ pub(crate) struct DbInner {
     done_cv: Condvar,
     sv: RwLock<Arc<SuperVersion>>,
     wal: Mutex<Option<LogWriter>>,
+    /// The previous WAL (of the immutable memtable) until it is fsynced: by the flush thread, or
+    /// first by a sync write, so that a synced write never survives a crash that loses an earlier
+    /// write of the previous log (the prefix guarantee across log files).
+    imm_wal: Mutex<Option<LogWriter>>,
     last_sequence: AtomicU64,
     tables: Arc<TableCache>,
     cache: Arc<BlockCache>,
@@ -283,6 +287,7 @@ impl DB {
             done_cv: Condvar::new(),
             sv: RwLock::new(sv),
             wal: Mutex::new(Some(LogWriter::new(wal_file))),
+            imm_wal: Mutex::new(None),
             last_sequence: AtomicU64::new(max_seq),
             tables,
             cache,
@@ -418,6 +423,7 @@ impl DB {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+        self.inner.sync_imm_wal()?;
         let mut wal = self.inner.wal.lock();
         if let Some(w) = wal.as_mut() {
             w.sync()?;
@@ -593,7 +599,21 @@ impl DbInner {
         result
     }
 
+    /// Fsyncs the previous WAL if it is still pending.
+    fn sync_imm_wal(&self) -> Result<()> {
+        let mut g = self.imm_wal.lock();
+        if let Some(w) = g.as_mut() {
+            w.sync()?;
+            self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        *g = None;
+        Ok(())
+    }
+
     fn write_group(&self, batch: &WriteBatch, first_seq: u64, sync: bool, mem: &MemTable) -> Result<()> {
+        if sync {
+            self.sync_imm_wal()?;
+        }
         {
             let mut wal = self.wal.lock();
             let w = wal.as_mut().ok_or_else(|| Error::Closed("no WAL".into()))?;
@@ -658,12 +678,19 @@ impl DbInner {
             self.env.sync_dir(&self.dir)?;
             {
                 let mut wal = self.wal.lock();
-                if let Some(old) = wal.as_mut() {
-                    // The old log's records are all in the memtable being flushed; syncing it
-                    // keeps sync=false writes within the promised interval.
-                    old.sync()?;
+                // The old log's records are all in the memtable being flushed. The flush thread
+                // fsyncs it (keeping sync=false writes within the promised interval) so that this
+                // writer does not wait for it.
+                let old = wal.replace(LogWriter::new(f));
+                let mut imm_wal = self.imm_wal.lock();
+                if imm_wal.is_some() {
+                    // Cannot happen: a switch waits until the previous memtable is flushed,
+                    // and the flush syncs its log first.
+                    drop(imm_wal);
+                    self.sync_imm_wal()?;
+                    imm_wal = self.imm_wal.lock();
                 }
-                *wal = Some(LogWriter::new(f));
+                *imm_wal = old;
             }
             let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(n)));
             st.imm = Some(old);
@@ -781,6 +808,7 @@ impl DbInner {
             st.pending_outputs.insert(number);
             let smallest_snapshot = self.smallest_snapshot(&st);
             let r = MutexGuard::unlocked(&mut st, || {
+                self.sync_imm_wal()?;
                 let f = write_level0(
                     self.env.as_ref(),
                     &self.dir,
@@ -965,6 +993,7 @@ impl DbInner {
                 return;
             }
             MutexGuard::unlocked(&mut st, || {
+                let _ = self.sync_imm_wal();
                 if let Some(w) = self.wal.lock().as_mut() {
                     // An error here surfaces on the next sync write or at close.
                     if w.sync().is_ok() {
