@@ -179,7 +179,8 @@ fn lookup_key(key: &[u8], seq: u64) -> Vec<u8> {
 impl DB {
     /// Opens (or creates) the database in `path` on the real file system.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
-        Self::open_with_env(Arc::new(PosixEnv::new()), path.as_ref(), opts)
+        let env = PosixEnv::new().with_mmap_reads(opts.mmap_reads);
+        Self::open_with_env(Arc::new(env), path.as_ref(), opts)
     }
 
     /// Opens with a given environment (tests use `MemEnv`).
