@@ -63,8 +63,12 @@ def _demo(args) -> int:
     value_size = args.value_size
     options = _parse_options(args.option)
     options.setdefault("memory_budget", "64MiB")
-    result: dict = {"path": path, "records": records, "operations": operations,
-                    "workload": "YCSB A (50% read, 50% update, zipfian 0.99)"}
+    result: dict = {
+        "path": path,
+        "records": records,
+        "operations": operations,
+        "workload": "YCSB A (50% read, 50% update, zipfian 0.99)",
+    }
     # Values: db_bench-like, compressible to about half.
     payload = bytes(rng.getrandbits(8) % 32 + 65 for _ in range(4096))
     try:
@@ -73,8 +77,9 @@ def _demo(args) -> int:
             t0 = time.perf_counter()
             batch = attune.WriteBatch()
             logical = 0
-            load = workload.ycsb("a", records, 0, args.seed, phase="load",
-                                 field_count=1, field_length=value_size)
+            load = workload.ycsb(
+                "a", records, 0, args.seed, phase="load", field_count=1, field_length=value_size
+            )
             with tqdm(total=records, desc="load", unit="rec", disable=args.json) as bar:
                 for i, (_op, key, _n) in enumerate(load):
                     off = key % (len(payload) - value_size)
@@ -94,8 +99,15 @@ def _demo(args) -> int:
             lat_read: list[int] = []
             lat_write: list[int] = []
             clock = time.perf_counter_ns
-            run = workload.ycsb("a", records, operations, args.seed + 1, phase="run",
-                                field_count=1, field_length=value_size)
+            run = workload.ycsb(
+                "a",
+                records,
+                operations,
+                args.seed + 1,
+                phase="run",
+                field_count=1,
+                field_length=value_size,
+            )
             t0 = time.perf_counter()
             with tqdm(total=operations, desc="read/write mix", unit="op", disable=args.json) as bar:
                 for i, (op, key, _n) in enumerate(run):
@@ -155,9 +167,13 @@ def _demo(args) -> int:
         ("block cache hit rate", f"{result['block_cache_hit_rate']:.1%}"),
         ("files per level", " ".join(str(n) for n in result["level_files"])),
     ]
-    _print_table(rows, f"Attune demo ({'kept at ' + path if not own_dir or args.keep else 'temp dir'})")
-    print("\nLatencies are per call from Python (including the binding). "
-          "Side-by-side numbers against RocksDB: docs/BENCHMARKS.md")
+    _print_table(
+        rows, f"Attune demo ({'kept at ' + path if not own_dir or args.keep else 'temp dir'})"
+    )
+    print(
+        "\nLatencies are per call from Python (including the binding). "
+        "Side-by-side numbers against RocksDB: docs/BENCHMARKS.md"
+    )
     return 0
 
 
@@ -178,15 +194,19 @@ def _verify(args) -> int:
             print(json.dumps({"ok": False, "error": str(e)}))
         else:
             print(f"CORRUPTION: {e}", file=sys.stderr)
-            print("The damaged file and offset are named above; restore it from a backup.",
-                  file=sys.stderr)
+            print(
+                "The damaged file and offset are named above; restore it from a backup.",
+                file=sys.stderr,
+            )
         return 1
     r.update({"ok": True, "seconds": time.perf_counter() - t0})
     if args.json:
         print(json.dumps(r))
     else:
-        print(f"OK: {r['files']} table files, {r['entries']:,} entries, every checksum verified "
-              f"(WAL and manifest checked while opening) in {r['seconds']:.2f}s")
+        print(
+            f"OK: {r['files']} table files, {r['entries']:,} entries, every checksum verified "
+            f"(WAL and manifest checked while opening) in {r['seconds']:.2f}s"
+        )
     return 0
 
 
@@ -236,8 +256,11 @@ def _scan(args) -> int:
     with _open(args) as db:
         for k, v in db.items(start=start, end=end, reverse=args.reverse):
             if args.json:
-                print(json.dumps({"key": k.decode("utf-8", "replace"),
-                                  "value": v.decode("utf-8", "replace")}))
+                print(
+                    json.dumps(
+                        {"key": k.decode("utf-8", "replace"), "value": v.decode("utf-8", "replace")}
+                    )
+                )
             else:
                 sys.stdout.buffer.write(k + b"\t" + v + b"\n")
             n += 1
@@ -252,8 +275,12 @@ def _compact(args) -> int:
         db.compact()
         s = db.stats()
     out = {"seconds": time.perf_counter() - t0, "level_files": s["level_files"]}
-    print(json.dumps(out) if args.json else f"compacted in {out['seconds']:.2f}s; "
-          f"files per level: {' '.join(map(str, out['level_files']))}")
+    print(
+        json.dumps(out)
+        if args.json
+        else f"compacted in {out['seconds']:.2f}s; "
+        f"files per level: {' '.join(map(str, out['level_files']))}"
+    )
     return 0
 
 
@@ -271,8 +298,13 @@ def register(sub) -> None:
     p.add_argument("--value-size", type=int, default=100, help="value bytes (100)")
     p.add_argument("--seed", type=int, default=1, help="random seed (1)")
     p.add_argument("--keep", action="store_true", help="keep the temporary database")
-    p.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
-                   help="DB option, e.g. -o compression=zstd -o memory_budget=128MiB")
+    p.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="DB option, e.g. -o compression=zstd -o memory_budget=128MiB",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=_demo)
 

@@ -72,9 +72,8 @@ def test_reopen_keeps_data_and_compaction_keeps_it_too(tmp_path):
 
 
 def test_second_opener_gets_a_clear_locked_error(tmp_path):
-    with attune.DB(tmp_path / "db"):
-        with pytest.raises(attune.LockedError, match="locked"):
-            attune.DB(tmp_path / "db")
+    with attune.DB(tmp_path / "db"), pytest.raises(attune.LockedError, match="locked"):
+        attune.DB(tmp_path / "db")
 
 
 def test_foreign_directory_is_refused(tmp_path):
@@ -94,9 +93,15 @@ def test_bad_options_raise_invalid_argument(tmp_path):
 
 
 def test_errors_share_one_base_class():
-    for cls in (attune.CorruptionError, attune.LockedError, attune.NotADatabaseError,
-                attune.InvalidArgumentError, attune.ClosedError, attune.StorageIOError,
-                attune.UnsupportedVersionError):
+    for cls in (
+        attune.CorruptionError,
+        attune.LockedError,
+        attune.NotADatabaseError,
+        attune.InvalidArgumentError,
+        attune.ClosedError,
+        attune.StorageIOError,
+        attune.UnsupportedVersionError,
+    ):
         assert issubclass(cls, attune.Error)
 
 
@@ -106,7 +111,7 @@ def test_corrupted_table_raises_corruption_error_naming_the_file(tmp_path):
         for i in range(3000):
             db.put(b"%06d" % i, b"v" * 100)
         db.compact()
-    sst = sorted(p for p in path.iterdir() if p.suffix == ".sst")[0]
+    sst = min(p for p in path.iterdir() if p.suffix == ".sst")
     data = bytearray(sst.read_bytes())
     data[20] ^= 0x55
     sst.write_bytes(bytes(data))

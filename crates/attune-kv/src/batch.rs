@@ -42,7 +42,10 @@ fn check_key(key: &[u8]) -> Result<()> {
 
 impl WriteBatch {
     pub fn new() -> Self {
-        WriteBatch { rep: vec![0; HEADER_BYTES], count: 0 }
+        WriteBatch {
+            rep: vec![0; HEADER_BYTES],
+            count: 0,
+        }
     }
 
     /// Adds a put. Fails for a key over 64 KiB or a value of 4 GiB or more.
@@ -112,7 +115,10 @@ impl WriteBatch {
         let mut r = Reader::new(data);
         let seq = r.fixed64()?;
         let count = r.fixed32()?;
-        let batch = WriteBatch { rep: data.to_vec(), count };
+        let batch = WriteBatch {
+            rep: data.to_vec(),
+            count,
+        };
         // Validate the whole body so that iteration cannot fail later.
         let mut n = 0u32;
         for item in batch.iter() {
@@ -127,7 +133,9 @@ impl WriteBatch {
 
     /// Iterates over (kind, key, value) in insertion order; `None` marks malformed data.
     pub(crate) fn iter(&self) -> BatchIter<'_> {
-        BatchIter { r: Reader::new(&self.rep[HEADER_BYTES..]) }
+        BatchIter {
+            r: Reader::new(&self.rep[HEADER_BYTES..]),
+        }
     }
 }
 
@@ -171,7 +179,13 @@ mod tests {
         let (seq, d) = WriteBatch::decode(b.encoded()).unwrap();
         assert_eq!(seq, 42);
         let items: Vec<_> = d.iter().map(|x| x.unwrap()).collect();
-        assert_eq!(items, vec![(ValueKind::Value, &b"a"[..], &b"1"[..]), (ValueKind::Deletion, &b"b"[..], &b""[..])]);
+        assert_eq!(
+            items,
+            vec![
+                (ValueKind::Value, &b"a"[..], &b"1"[..]),
+                (ValueKind::Deletion, &b"b"[..], &b""[..])
+            ]
+        );
     }
 
     #[test]

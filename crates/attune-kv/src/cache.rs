@@ -70,7 +70,13 @@ impl BlockCache {
         let per = (capacity_bytes / SHARDS as u64) as usize;
         BlockCache {
             shards: (0..SHARDS)
-                .map(|_| Mutex::new(Shard { lru: LruCache::unbounded(), usage: 0, capacity: per }))
+                .map(|_| {
+                    Mutex::new(Shard {
+                        lru: LruCache::unbounded(),
+                        usage: 0,
+                        capacity: per,
+                    })
+                })
                 .collect(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -124,7 +130,12 @@ impl BlockCache {
     pub fn erase_file(&self, file: u64) {
         for s in &self.shards {
             let mut s = s.lock();
-            let keys: Vec<Key> = s.lru.iter().filter(|(k, _)| k.0 == file).map(|(k, _)| *k).collect();
+            let keys: Vec<Key> = s
+                .lru
+                .iter()
+                .filter(|(k, _)| k.0 == file)
+                .map(|(k, _)| *k)
+                .collect();
             for k in keys {
                 if let Some(b) = s.lru.pop(&k) {
                     s.usage -= b.charge();

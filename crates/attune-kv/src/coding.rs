@@ -128,7 +128,16 @@ mod tests {
 
     #[test]
     fn varint_round_trips_edge_values() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
             let mut b = Vec::new();
             put_varint64(&mut b, v);
             assert_eq!(decode_varint64(&b), Some((v, b.len())));

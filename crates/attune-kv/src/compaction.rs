@@ -63,13 +63,27 @@ pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
 }
 
 fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
-    let lo = files.iter().map(|f| f.smallest_user()).min().unwrap_or(&[]).to_vec();
-    let hi = files.iter().map(|f| f.largest_user()).max().unwrap_or(&[]).to_vec();
+    let lo = files
+        .iter()
+        .map(|f| f.smallest_user())
+        .min()
+        .unwrap_or(&[])
+        .to_vec();
+    let hi = files
+        .iter()
+        .map(|f| f.largest_user())
+        .max()
+        .unwrap_or(&[])
+        .to_vec();
     (lo, hi)
 }
 
 /// Picks the most urgent compaction, if any level scores >= 1.
-pub fn pick(v: &Arc<Version>, opts: &Options, pointers: &[Vec<u8>; NUM_LEVELS]) -> Option<Compaction> {
+pub fn pick(
+    v: &Arc<Version>,
+    opts: &Options,
+    pointers: &[Vec<u8>; NUM_LEVELS],
+) -> Option<Compaction> {
     let scores = level_scores(v, opts);
     let (level, score) = scores
         .iter()
@@ -97,7 +111,12 @@ pub fn with_overlap(v: &Arc<Version>, level: usize, first: Vec<Arc<FileMeta>>) -
     let (lo, hi) = user_range(&first);
     let below = v.overlapping(level + 1, Some(&lo), Some(&hi));
     let trivial_move = level > 0 && first.len() == 1 && below.is_empty();
-    Compaction { level, inputs: [first, below], version: v.clone(), trivial_move }
+    Compaction {
+        level,
+        inputs: [first, below],
+        version: v.clone(),
+        trivial_move,
+    }
 }
 
 /// Result of running a compaction.
@@ -121,6 +140,7 @@ fn is_base_level_for_key(v: &Version, output_level: usize, uk: &[u8]) -> bool {
 }
 
 /// Merges the inputs into new files of the output level. `new_file` allocates file numbers.
+#[allow(clippy::too_many_arguments)] // each argument is a distinct dependency of the merge
 pub fn run(
     c: &Compaction,
     env: &dyn Env,
@@ -137,9 +157,17 @@ pub fn run(
             children.push(Box::new(TableIter::new(tables.get(f.number)?, false)));
         }
     } else {
-        children.push(Box::new(LevelIter::new(c.inputs[0].clone(), tables.clone(), false)));
+        children.push(Box::new(LevelIter::new(
+            c.inputs[0].clone(),
+            tables.clone(),
+            false,
+        )));
     }
-    children.push(Box::new(LevelIter::new(c.inputs[1].clone(), tables.clone(), false)));
+    children.push(Box::new(LevelIter::new(
+        c.inputs[1].clone(),
+        tables.clone(),
+        false,
+    )));
     let mut it = MergingIterator::new(children);
     it.seek_to_first();
 
@@ -158,17 +186,26 @@ pub fn run(
 
     while it.valid() {
         count += 1;
-        if count % 4096 == 0 && shutting_down() {
-            return Err(crate::error::Error::Closed("shutting down during compaction".into()));
+        if count.is_multiple_of(4096) && shutting_down() {
+            return Err(crate::error::Error::Closed(
+                "shutting down during compaction".into(),
+            ));
         }
         let ikey = it.key();
         let Some(parsed) = key::parse_internal_key(ikey) else {
-            return Err(crate::error::Error::corruption(dir, 0, "bad internal key in compaction input"));
+            return Err(crate::error::Error::corruption(
+                dir,
+                0,
+                "bad internal key in compaction input",
+            ));
         };
         let new_user_key = current_user_key.as_deref() != Some(parsed.user_key);
         if new_user_key {
             // Cut the output only at a user-key boundary.
-            if builder.as_ref().is_some_and(|(_, b)| b.file_size_estimate() >= opts.target_file_size) {
+            if builder
+                .as_ref()
+                .is_some_and(|(_, b)| b.file_size_estimate() >= opts.target_file_size)
+            {
                 if let Some((n, b)) = builder.take() {
                     finish_output(n, b, &mut out)?;
                 }
@@ -211,6 +248,12 @@ fn finish_output(number: u64, b: TableBuilder, out: &mut CompactionOutput) -> Re
     let num_entries = b.num_entries();
     let size = b.finish()?;
     out.bytes_written += size;
-    out.files.push(FileMeta { number, size, smallest, largest, num_entries });
+    out.files.push(FileMeta {
+        number,
+        size,
+        smallest,
+        largest,
+        num_entries,
+    });
     Ok(())
 }

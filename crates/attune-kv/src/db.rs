@@ -24,7 +24,9 @@ use crate::log::{LogReader, LogWriter};
 use crate::memtable::{Lookup, MemTable, MemTableIter};
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::table::{TableBuilder, TableBuilderOptions, TableIter};
-use crate::version::{FileMeta, LevelIter, TableCache, Version, VersionEdit, VersionSet, NUM_LEVELS};
+use crate::version::{
+    FileMeta, LevelIter, TableCache, Version, VersionEdit, VersionSet, NUM_LEVELS,
+};
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -203,8 +205,11 @@ impl DB {
             return Err(Error::AlreadyExists { path: dir });
         }
         if !exists {
-            let others: Vec<String> =
-                env.list_dir(&dir)?.into_iter().filter(|n| n != "LOCK").collect();
+            let others: Vec<String> = env
+                .list_dir(&dir)?
+                .into_iter()
+                .filter(|n| n != "LOCK")
+                .collect();
             if !others.is_empty() {
                 let shown: Vec<&str> = others.iter().take(3).map(String::as_str).collect();
                 return Err(Error::NotADatabase {
@@ -224,8 +229,7 @@ impl DB {
             }
         }
         let cache = Arc::new(BlockCache::new(opts.block_cache_size));
-        let tables =
-            Arc::new(TableCache::new(env.clone(), dir.clone(), cache.clone()));
+        let tables = Arc::new(TableCache::new(env.clone(), dir.clone(), cache.clone()));
         let mut versions = VersionSet::new(env.clone(), dir.clone());
         if exists {
             versions.recover()?;
@@ -237,7 +241,11 @@ impl DB {
             let v = versions.current();
             for f in v.files.iter().flatten() {
                 let p = filename::table_path(&dir, f.number);
-                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+                let name = p
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default()
+                    .to_string();
                 if !present.contains(&name) {
                     return Err(Error::corruption(
                         dir.join(filename::manifest_name(versions.manifest_number)),
@@ -263,7 +271,11 @@ impl DB {
         edit.last_sequence = Some(max_seq);
         versions.log_and_apply(edit)?;
         let mem = Arc::new(MemTable::new(log_number));
-        let sv = Arc::new(SuperVersion { mem: mem.clone(), imm: None, version: versions.current() });
+        let sv = Arc::new(SuperVersion {
+            mem: mem.clone(),
+            imm: None,
+            version: versions.current(),
+        });
         let inner = Arc::new(DbInner {
             env,
             dir,
@@ -313,7 +325,10 @@ impl DB {
         if inner.opts.wal_sync_interval_ms > 0 {
             threads.push(spawn("attune-walsync", DbInner::wal_sync_loop)?);
         }
-        let db = DB { inner, threads: Mutex::new(threads) };
+        let db = DB {
+            inner,
+            threads: Mutex::new(threads),
+        };
         db.inner.work_cv.notify_all();
         Ok(db)
     }
@@ -356,7 +371,10 @@ impl DB {
         let mut st = self.inner.state.lock();
         let seq = self.inner.last_sequence.load(Ordering::Acquire);
         *st.snapshots.entry(seq).or_insert(0) += 1;
-        Snapshot { inner: self.inner.clone(), seq }
+        Snapshot {
+            inner: self.inner.clone(),
+            seq,
+        }
     }
 
     /// An iterator over the user view; position it with a seek before use.
@@ -479,14 +497,28 @@ fn recover_logs(
             }
             if mem.approximate_memory_usage() as u64 > opts.write_buffer_size {
                 let m = std::mem::replace(&mut mem, MemTable::new(0));
-                if let Some(f) = write_level0(env.as_ref(), dir, opts, versions.new_file_number(), Arc::new(m), crate::key::MAX_SEQUENCE)? {
+                if let Some(f) = write_level0(
+                    env.as_ref(),
+                    dir,
+                    opts,
+                    versions.new_file_number(),
+                    Arc::new(m),
+                    crate::key::MAX_SEQUENCE,
+                )? {
                     edit.add_file(0, f);
                 }
             }
         }
     }
     if !mem.is_empty() {
-        if let Some(f) = write_level0(env.as_ref(), dir, opts, versions.new_file_number(), Arc::new(mem), crate::key::MAX_SEQUENCE)? {
+        if let Some(f) = write_level0(
+            env.as_ref(),
+            dir,
+            opts,
+            versions.new_file_number(),
+            Arc::new(mem),
+            crate::key::MAX_SEQUENCE,
+        )? {
             edit.add_file(0, f);
         }
     }
@@ -532,12 +564,21 @@ fn write_level0(
         last_seq_for_key = crate::key::sequence(ikey);
         it.next();
     }
-    assert!(b.num_entries() > 0, "the newest version of the first key is always kept");
+    assert!(
+        b.num_entries() > 0,
+        "the newest version of the first key is always kept"
+    );
     let smallest = b.smallest_key().to_vec();
     let largest = b.largest_key().to_vec();
     let num_entries = b.num_entries();
     let size = b.finish()?;
-    Ok(Some(FileMeta { number, size, smallest, largest, num_entries }))
+    Ok(Some(FileMeta {
+        number,
+        size,
+        smallest,
+        largest,
+        num_entries,
+    }))
 }
 
 impl DbInner {
@@ -548,7 +589,11 @@ impl DbInner {
         let mut st = self.state.lock();
         let id = st.next_writer_id;
         st.next_writer_id += 1;
-        st.writers.push_back(PendingWrite { id, batch: Some(batch), sync: wo.sync });
+        st.writers.push_back(PendingWrite {
+            id,
+            batch: Some(batch),
+            sync: wo.sync,
+        });
         loop {
             if let Some(r) = st.finished.remove(&id) {
                 return r;
@@ -571,11 +616,13 @@ impl DbInner {
         let mut batch = batch;
         batch.set_sequence(first_seq);
         let mem = st.mem.clone();
-        let result = MutexGuard::unlocked(&mut st, || self.write_group(&batch, first_seq, sync, &mem));
+        let result =
+            MutexGuard::unlocked(&mut st, || self.write_group(&batch, first_seq, sync, &mem));
         match &result {
             Ok(()) => {
                 if count > 0 {
-                    self.last_sequence.store(first_seq + count - 1, Ordering::Release);
+                    self.last_sequence
+                        .store(first_seq + count - 1, Ordering::Release);
                 }
             }
             Err(e) => {
@@ -611,7 +658,13 @@ impl DbInner {
         Ok(())
     }
 
-    fn write_group(&self, batch: &WriteBatch, first_seq: u64, sync: bool, mem: &MemTable) -> Result<()> {
+    fn write_group(
+        &self,
+        batch: &WriteBatch,
+        first_seq: u64,
+        sync: bool,
+        mem: &MemTable,
+    ) -> Result<()> {
         if sync {
             self.sync_imm_wal()?;
         }
@@ -624,17 +677,18 @@ impl DbInner {
                 self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let mut seq = first_seq;
         let mut user_bytes = 0u64;
-        for item in batch.iter() {
-            let (kind, k, v) = item.ok_or_else(|| Error::InvalidArgument("malformed batch".into()))?;
+        for (seq, item) in (first_seq..).zip(batch.iter()) {
+            let (kind, k, v) =
+                item.ok_or_else(|| Error::InvalidArgument("malformed batch".into()))?;
             mem.add(seq, kind, k, v);
             user_bytes += (k.len() + v.len()) as u64;
-            seq += 1;
         }
         let c = &self.counters;
-        c.wal_bytes.fetch_add(batch.approximate_size() as u64 + 9, Ordering::Relaxed);
-        c.user_bytes_written.fetch_add(user_bytes, Ordering::Relaxed);
+        c.wal_bytes
+            .fetch_add(batch.approximate_size() as u64 + 9, Ordering::Relaxed);
+        c.user_bytes_written
+            .fetch_add(user_bytes, Ordering::Relaxed);
         c.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
         c.write_groups.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -656,7 +710,9 @@ impl DbInner {
                 let t = self.env.now_micros();
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 self.counters.slowdowns.fetch_add(1, Ordering::Relaxed);
-                self.counters.stall_micros.fetch_add(self.env.now_micros() - t, Ordering::Relaxed);
+                self.counters
+                    .stall_micros
+                    .fetch_add(self.env.now_micros() - t, Ordering::Relaxed);
                 allow_delay = false;
                 continue;
             }
@@ -667,7 +723,9 @@ impl DbInner {
                 let t = self.env.now_micros();
                 self.work_cv.notify_all();
                 self.done_cv.wait_for(st, Duration::from_millis(100));
-                self.counters.stall_micros.fetch_add(self.env.now_micros() - t, Ordering::Relaxed);
+                self.counters
+                    .stall_micros
+                    .fetch_add(self.env.now_micros() - t, Ordering::Relaxed);
                 continue;
             }
             if st.mem.is_empty() && force {
@@ -712,7 +770,9 @@ impl DbInner {
 
     fn get(&self, key: &[u8], ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
         let sv = self.sv.read().clone();
-        let seq = ro.snapshot.unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
+        let seq = ro
+            .snapshot
+            .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
         let mut r = sv.mem.get(key, seq);
         if r == Lookup::NotFound {
@@ -734,9 +794,12 @@ impl DbInner {
 
     fn iter(&self, ro: &ReadOptions) -> DbIterator {
         let sv = self.sv.read().clone();
-        let seq = ro.snapshot.unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
+        let seq = ro
+            .snapshot
+            .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
         let fill = !ro.fill_cache_off;
-        let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(MemTableIter::new(sv.mem.clone()))];
+        let mut children: Vec<Box<dyn InternalIterator>> =
+            vec![Box::new(MemTableIter::new(sv.mem.clone()))];
         if let Some(imm) = &sv.imm {
             children.push(Box::new(MemTableIter::new(imm.clone())));
         }
@@ -770,7 +833,11 @@ impl DbInner {
         // Take the writer queue's head so no group is in flight while switching.
         let id = st.next_writer_id;
         st.next_writer_id += 1;
-        st.writers.push_back(PendingWrite { id, batch: None, sync: false });
+        st.writers.push_back(PendingWrite {
+            id,
+            batch: None,
+            sync: false,
+        });
         while st.writers.front().map(|w| w.id) != Some(id) {
             self.write_cv.wait(&mut st);
         }
@@ -778,7 +845,10 @@ impl DbInner {
         st.writers.pop_front();
         self.write_cv.notify_all();
         r?;
-        while st.imm.is_some() && st.bg_error.is_none() && !self.shutting_down.load(Ordering::Acquire) {
+        while st.imm.is_some()
+            && st.bg_error.is_none()
+            && !self.shutting_down.load(Ordering::Acquire)
+        {
             self.done_cv.wait_for(&mut st, Duration::from_millis(100));
         }
         match &st.bg_error {
@@ -862,7 +932,11 @@ impl DbInner {
                 self.work_cv.wait(&mut st);
                 continue;
             }
-            let picked = compaction::pick(&st.versions.current(), &self.opts, &st.versions.compact_pointers);
+            let picked = compaction::pick(
+                &st.versions.current(),
+                &self.opts,
+                &st.versions.compact_pointers,
+            );
             let Some(c) = picked else {
                 self.work_cv.wait(&mut st);
                 continue;
@@ -884,7 +958,11 @@ impl DbInner {
     fn run_compaction(&self, st: &mut MutexGuard<'_, State>, c: Compaction) -> Result<()> {
         let level = c.level;
         let mut edit = VersionEdit::default();
-        if let Some(last) = c.inputs[0].iter().map(|f| f.largest.clone()).max_by(|a, b| crate::key::compare_internal(a, b)) {
+        if let Some(last) = c.inputs[0]
+            .iter()
+            .map(|f| f.largest.clone())
+            .max_by(|a, b| crate::key::compare_internal(a, b))
+        {
             edit.compact_pointers.push((level, last));
         }
         if c.trivial_move {
@@ -953,9 +1031,13 @@ impl DbInner {
         let mut st = self.state.lock();
         // Find the deepest level with overlapping data; compact each level into the next.
         let v = st.versions.current();
-        let deepest = (0..NUM_LEVELS).rev().find(|&l| !v.overlapping(l, begin, end).is_empty());
+        let deepest = (0..NUM_LEVELS)
+            .rev()
+            .find(|&l| !v.overlapping(l, begin, end).is_empty());
         drop(v); // do not pin this version (and its files) while compacting
-        let Some(deepest) = deepest else { return Ok(()) };
+        let Some(deepest) = deepest else {
+            return Ok(());
+        };
         for level in 0..deepest.max(1) {
             while st.compaction_running {
                 self.done_cv.wait_for(&mut st, Duration::from_millis(100));
@@ -1006,11 +1088,17 @@ impl DbInner {
     }
 
     fn delete_obsolete_files(&self, st: &mut MutexGuard<'_, State>) {
-        let Ok(names) = self.env.list_dir(&self.dir) else { return };
+        let Ok(names) = self.env.list_dir(&self.dir) else {
+            return;
+        };
         let live = st.versions.live_files();
-        let log_keep = st.imm.as_ref().map_or(st.versions.log_number, |m| m.log_number.min(st.versions.log_number));
+        let log_keep = st.imm.as_ref().map_or(st.versions.log_number, |m| {
+            m.log_number.min(st.versions.log_number)
+        });
         for name in names {
-            let Some(kind) = filename::parse(&name) else { continue };
+            let Some(kind) = filename::parse(&name) else {
+                continue;
+            };
             let delete = match kind {
                 FileKind::Log(n) => n < log_keep && n < st.mem.log_number,
                 FileKind::Table(n) => !live.contains(&n) && !st.pending_outputs.contains(&n),
@@ -1046,7 +1134,9 @@ impl DbInner {
             level_bytes: (0..NUM_LEVELS).map(|l| v.level_bytes(l)).collect(),
             level_compactions: st.level_stats.to_vec(),
             memtable_bytes: st.mem.approximate_memory_usage() as u64
-                + st.imm.as_ref().map_or(0, |m| m.approximate_memory_usage() as u64),
+                + st.imm
+                    .as_ref()
+                    .map_or(0, |m| m.approximate_memory_usage() as u64),
             immutable_memtable: st.imm.is_some(),
             flushes: st.flush_count,
             flush_bytes_written: st.flush_bytes,
@@ -1079,13 +1169,21 @@ impl DbInner {
 fn build_group(writers: &mut VecDeque<PendingWrite>) -> (Vec<u64>, WriteBatch, bool) {
     let mut ids = Vec::new();
     let mut merged = WriteBatch::new();
-    let Some(lead) = writers.front_mut() else { return (ids, merged, false) };
+    let Some(lead) = writers.front_mut() else {
+        return (ids, merged, false);
+    };
     let sync = lead.sync;
     let lead_batch = lead.batch.take().unwrap_or_default();
     let first = lead_batch.approximate_size();
-    let max = if first <= GROUP_SMALL_LEAD_EXTRA { first + GROUP_SMALL_LEAD_EXTRA } else { GROUP_BYTES_MAX };
+    let max = if first <= GROUP_SMALL_LEAD_EXTRA {
+        first + GROUP_SMALL_LEAD_EXTRA
+    } else {
+        GROUP_BYTES_MAX
+    };
     ids.push(lead.id);
-    let joinable = writers.get(1).is_some_and(|w| w.batch.is_some() && (sync || !w.sync));
+    let joinable = writers
+        .get(1)
+        .is_some_and(|w| w.batch.is_some() && (sync || !w.sync));
     if !joinable {
         // Alone: write the leader's batch as it is, without a copy.
         return (ids, lead_batch, sync);
@@ -1129,7 +1227,8 @@ impl DbIterator {
             return false;
         }
         let k = self.inner.key();
-        !(self.lower.as_deref().is_some_and(|l| k < l) || self.upper.as_deref().is_some_and(|u| k >= u))
+        !(self.lower.as_deref().is_some_and(|l| k < l)
+            || self.upper.as_deref().is_some_and(|u| k >= u))
     }
 
     pub fn seek_to_first(&mut self) {

@@ -20,7 +20,11 @@ pub enum Error {
     },
     /// Data on disk failed a checksum or a structural check.
     #[error("corruption in {file} at offset {offset}: {detail}")]
-    Corruption { file: PathBuf, offset: u64, detail: String },
+    Corruption {
+        file: PathBuf,
+        offset: u64,
+        detail: String,
+    },
     /// The caller passed something the engine cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -33,7 +37,11 @@ pub enum Error {
     NotADatabase { path: PathBuf, detail: String },
     /// The database was written by a newer (or unknown) format version.
     #[error("{path} uses format version {found}; this build reads versions up to {supported}")]
-    UnsupportedVersion { path: PathBuf, found: u32, supported: u32 },
+    UnsupportedVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
     /// The database already exists and `error_if_exists` was set.
     #[error("database at {path} already exists (error_if_exists is set)")]
     AlreadyExists { path: PathBuf },
@@ -45,12 +53,20 @@ pub enum Error {
 impl Error {
     /// Builds a corruption error for `file` at `offset`.
     pub fn corruption(file: impl Into<PathBuf>, offset: u64, detail: impl Into<String>) -> Self {
-        Error::Corruption { file: file.into(), offset, detail: detail.into() }
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            detail: detail.into(),
+        }
     }
 
     /// Builds an I/O error.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { op, path: path.into(), source }
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 
     /// True for corruption errors.
@@ -67,15 +83,26 @@ impl Error {
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
-            Error::Corruption { file, offset, detail } => {
-                Error::Corruption { file: file.clone(), offset: *offset, detail: detail.clone() }
-            }
+            Error::Corruption {
+                file,
+                offset,
+                detail,
+            } => Error::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                detail: detail.clone(),
+            },
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
             Error::Locked { path } => Error::Locked { path: path.clone() },
-            Error::NotADatabase { path, detail } => {
-                Error::NotADatabase { path: path.clone(), detail: detail.clone() }
-            }
-            Error::UnsupportedVersion { path, found, supported } => Error::UnsupportedVersion {
+            Error::NotADatabase { path, detail } => Error::NotADatabase {
+                path: path.clone(),
+                detail: detail.clone(),
+            },
+            Error::UnsupportedVersion {
+                path,
+                found,
+                supported,
+            } => Error::UnsupportedVersion {
                 path: path.clone(),
                 found: *found,
                 supported: *supported,

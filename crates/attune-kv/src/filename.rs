@@ -66,7 +66,10 @@ mod tests {
     fn names_round_trip() {
         let d = Path::new("/d");
         assert_eq!(parse("000007.log"), Some(FileKind::Log(7)));
-        assert_eq!(parse(table_path(d, 12).file_name().unwrap().to_str().unwrap()), Some(FileKind::Table(12)));
+        assert_eq!(
+            parse(table_path(d, 12).file_name().unwrap().to_str().unwrap()),
+            Some(FileKind::Table(12))
+        );
         assert_eq!(parse(&manifest_name(3)), Some(FileKind::Manifest(3)));
         assert_eq!(parse("notes.txt"), None);
     }

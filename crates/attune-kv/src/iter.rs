@@ -39,13 +39,19 @@ pub struct MergingIterator {
 
 impl MergingIterator {
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
-        MergingIterator { children, current: None, direction: Direction::Forward }
+        MergingIterator {
+            children,
+            current: None,
+            direction: Direction::Forward,
+        }
     }
 
     /// A child that stopped on an error stops the merge: yielding the other children's keys
     /// would silently skip the damaged range.
     fn any_child_failed(&self) -> bool {
-        self.children.iter().any(|c| !c.valid() && c.status().is_err())
+        self.children
+            .iter()
+            .any(|c| !c.valid() && c.status().is_err())
     }
 
     fn find_smallest(&mut self) {
@@ -57,7 +63,10 @@ impl MergingIterator {
         for (i, c) in self.children.iter().enumerate() {
             if c.valid() {
                 best = match best {
-                    Some(b) if compare_internal(self.children[b].key(), c.key()) != Ordering::Greater => {
+                    Some(b)
+                        if compare_internal(self.children[b].key(), c.key())
+                            != Ordering::Greater =>
+                    {
                         Some(b)
                     }
                     _ => Some(i),
@@ -76,7 +85,9 @@ impl MergingIterator {
         for (i, c) in self.children.iter().enumerate().rev() {
             if c.valid() {
                 best = match best {
-                    Some(b) if compare_internal(self.children[b].key(), c.key()) != Ordering::Less => {
+                    Some(b)
+                        if compare_internal(self.children[b].key(), c.key()) != Ordering::Less =>
+                    {
                         Some(b)
                     }
                     _ => Some(i),
@@ -352,7 +363,8 @@ impl DbIter {
             }
         } else {
             self.saved_key.clear();
-            self.saved_key.extend_from_slice(key::user_key(self.iter.key()));
+            self.saved_key
+                .extend_from_slice(key::user_key(self.iter.key()));
             self.iter.next();
             if !self.iter.valid() {
                 self.valid = false;
@@ -370,7 +382,8 @@ impl DbIter {
         if self.direction == Direction::Forward {
             // iter is at the current entry; move before all entries of this user key.
             self.saved_key.clear();
-            self.saved_key.extend_from_slice(key::user_key(self.iter.key()));
+            self.saved_key
+                .extend_from_slice(key::user_key(self.iter.key()));
             loop {
                 self.iter.prev();
                 if !self.iter.valid() {

@@ -151,9 +151,18 @@ mod tests {
     #[test]
     fn compare_bytes_agrees_with_slice_order() {
         let samples: Vec<Vec<u8>> = vec![
-            vec![], vec![0], vec![0, 0], vec![1], vec![255], b"abcdefgh".to_vec(),
-            b"abcdefgh\0".to_vec(), b"abcdefgi".to_vec(), b"abcdefghijklmnopq".to_vec(),
-            b"abcdefghijklmnopr".to_vec(), b"abcdefghijklmnop".to_vec(), vec![0x80; 9],
+            vec![],
+            vec![0],
+            vec![0, 0],
+            vec![1],
+            vec![255],
+            b"abcdefgh".to_vec(),
+            b"abcdefgh\0".to_vec(),
+            b"abcdefgi".to_vec(),
+            b"abcdefghijklmnopq".to_vec(),
+            b"abcdefghijklmnopr".to_vec(),
+            b"abcdefghijklmnop".to_vec(),
+            vec![0x80; 9],
         ];
         for a in &samples {
             for b in &samples {

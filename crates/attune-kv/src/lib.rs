@@ -22,6 +22,8 @@
 //!
 //! Design: `docs/kv.md`. Byte formats: `docs/formats/{wal,sstable,manifest}.md`.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod batch;
 pub mod cache;
 pub mod coding;

@@ -59,7 +59,10 @@ pub struct LogWriter {
 
 impl LogWriter {
     pub fn new(file: Box<dyn WritableFile>) -> Self {
-        LogWriter { file, scratch: Vec::new() }
+        LogWriter {
+            file,
+            scratch: Vec::new(),
+        }
     }
 
     /// Appends one record and hands it to the OS (survives a process crash once this returns).
@@ -85,7 +88,10 @@ impl LogWriter {
 
     fn emit(&mut self, kind: u8, payload: &[u8]) -> Result<()> {
         self.scratch.clear();
-        put_fixed32(&mut self.scratch, fragment_crc(payload.len() as u32, kind, payload));
+        put_fixed32(
+            &mut self.scratch,
+            fragment_crc(payload.len() as u32, kind, payload),
+        );
         put_fixed32(&mut self.scratch, payload.len() as u32);
         self.scratch.push(kind);
         self.file.append(&self.scratch)?;
@@ -116,7 +122,12 @@ pub struct LogReader<'a> {
 
 impl<'a> LogReader<'a> {
     pub fn new(data: &'a [u8], path: &Path) -> Self {
-        LogReader { data, pos: 0, path: path.to_path_buf(), torn_tail_bytes: 0 }
+        LogReader {
+            data,
+            pos: 0,
+            path: path.to_path_buf(),
+            torn_tail_bytes: 0,
+        }
     }
 
     /// Offset of the next fragment.
@@ -209,7 +220,12 @@ mod tests {
 
     #[test]
     fn records_round_trip_including_fragmented_ones() {
-        let recs = vec![b"a".to_vec(), vec![7u8; MAX_FRAGMENT_BYTES * 2 + 5], vec![], b"z".to_vec()];
+        let recs = vec![
+            b"a".to_vec(),
+            vec![7u8; MAX_FRAGMENT_BYTES * 2 + 5],
+            vec![],
+            b"z".to_vec(),
+        ];
         assert_eq!(read_all(&write_log(&recs)).unwrap(), recs);
     }
 

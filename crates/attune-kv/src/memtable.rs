@@ -54,7 +54,8 @@ impl MemTable {
 
     /// Inserts one entry. Only the single active writer calls this.
     pub fn add(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        self.list.insert_parts(user_key, &pack_tag(seq, kind).to_le_bytes(), value);
+        self.list
+            .insert_parts(user_key, &pack_tag(seq, kind).to_le_bytes(), value);
         self.entries.fetch_add(1, AtomicOrdering::Relaxed);
         self.largest_seq.fetch_max(seq, AtomicOrdering::Relaxed);
     }
@@ -104,7 +105,10 @@ unsafe impl Send for MemTableIter {}
 
 impl MemTableIter {
     pub fn new(mem: Arc<MemTable>) -> Self {
-        MemTableIter { node: std::ptr::null_mut(), mem }
+        MemTableIter {
+            node: std::ptr::null_mut(),
+            mem,
+        }
     }
 }
 
@@ -180,7 +184,14 @@ mod tests {
             fwd.push((key::user_key(it.key()).to_vec(), it.value().to_vec()));
             it.next();
         }
-        assert_eq!(fwd, vec![(b"a".to_vec(), b"2".to_vec()), (b"b".to_vec(), b"3".to_vec()), (b"b".to_vec(), b"1".to_vec())]);
+        assert_eq!(
+            fwd,
+            vec![
+                (b"a".to_vec(), b"2".to_vec()),
+                (b"b".to_vec(), b"3".to_vec()),
+                (b"b".to_vec(), b"1".to_vec())
+            ]
+        );
         it.seek_to_last();
         assert_eq!(it.value(), b"1");
         it.prev();

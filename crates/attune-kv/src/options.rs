@@ -111,10 +111,13 @@ impl Default for Options {
 /// Parses sizes like `4096`, `64KiB`, `64MiB`, `1GiB`, `64MB`, `1g`.
 pub fn parse_size(s: &str) -> Result<u64> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 =
-        num.parse().map_err(|_| Error::InvalidArgument(format!("not a size: {s:?}")))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| Error::InvalidArgument(format!("not a size: {s:?}")))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -127,7 +130,7 @@ pub fn parse_size(s: &str) -> Result<u64> {
             )))
         }
     };
-    if !(n >= 0.0) || !n.is_finite() {
+    if n.is_nan() || n < 0.0 || !n.is_finite() {
         return Err(Error::InvalidArgument(format!("not a size: {s:?}")));
     }
     Ok((n * mult as f64) as u64)
@@ -137,7 +140,9 @@ fn parse_bool(key: &str, v: &str) -> Result<bool> {
     match v.to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(Error::InvalidArgument(format!("option {key}: expected true/false, got {v:?}"))),
+        _ => Err(Error::InvalidArgument(format!(
+            "option {key}: expected true/false, got {v:?}"
+        ))),
     }
 }
 
@@ -216,21 +221,29 @@ impl Options {
         }
         let bad = |m: String| Err(Error::InvalidArgument(m));
         if o.write_buffer_size < 4096 {
-            return bad(format!("write_buffer_size {} is below 4 KiB", o.write_buffer_size));
+            return bad(format!(
+                "write_buffer_size {} is below 4 KiB",
+                o.write_buffer_size
+            ));
         }
         if !(256..=(64 << 20)).contains(&o.block_size) {
             return bad(format!("block_size {} outside 256 B..64 MiB", o.block_size));
         }
         if o.bloom_bits_per_key > 64 {
-            return bad(format!("bloom_bits_per_key {} above 64", o.bloom_bits_per_key));
+            return bad(format!(
+                "bloom_bits_per_key {} above 64",
+                o.bloom_bits_per_key
+            ));
         }
         if o.l0_compaction_trigger == 0
             || o.l0_slowdown_writes_trigger < o.l0_compaction_trigger
             || o.l0_stop_writes_trigger < o.l0_slowdown_writes_trigger
         {
-            return bad("need 0 < l0_compaction_trigger <= l0_slowdown_writes_trigger <= \
+            return bad(
+                "need 0 < l0_compaction_trigger <= l0_slowdown_writes_trigger <= \
                         l0_stop_writes_trigger"
-                .into());
+                    .into(),
+            );
         }
         if o.level_size_multiplier < 2 {
             return bad("level_size_multiplier must be at least 2".into());
@@ -255,13 +268,31 @@ impl Options {
             ("bloom_bits_per_key", self.bloom_bits_per_key.to_string()),
             ("compression", self.compression.name().to_string()),
             ("zstd_level", self.zstd_level.to_string()),
-            ("l0_compaction_trigger", self.l0_compaction_trigger.to_string()),
-            ("l0_slowdown_writes_trigger", self.l0_slowdown_writes_trigger.to_string()),
-            ("l0_stop_writes_trigger", self.l0_stop_writes_trigger.to_string()),
-            ("max_bytes_for_level_base", self.max_bytes_for_level_base.to_string()),
-            ("level_size_multiplier", self.level_size_multiplier.to_string()),
+            (
+                "l0_compaction_trigger",
+                self.l0_compaction_trigger.to_string(),
+            ),
+            (
+                "l0_slowdown_writes_trigger",
+                self.l0_slowdown_writes_trigger.to_string(),
+            ),
+            (
+                "l0_stop_writes_trigger",
+                self.l0_stop_writes_trigger.to_string(),
+            ),
+            (
+                "max_bytes_for_level_base",
+                self.max_bytes_for_level_base.to_string(),
+            ),
+            (
+                "level_size_multiplier",
+                self.level_size_multiplier.to_string(),
+            ),
             ("target_file_size", self.target_file_size.to_string()),
-            ("wal_sync_interval_ms", self.wal_sync_interval_ms.to_string()),
+            (
+                "wal_sync_interval_ms",
+                self.wal_sync_interval_ms.to_string(),
+            ),
             ("paranoid_checks", self.paranoid_checks.to_string()),
             ("mmap_reads", self.mmap_reads.to_string()),
             ("max_open_files", self.max_open_files.to_string()),
@@ -301,13 +332,21 @@ mod tests {
 
     #[test]
     fn unknown_option_lists_valid_names() {
-        let err = Options::default().set("blok_size", "1").unwrap_err().to_string();
+        let err = Options::default()
+            .set("blok_size", "1")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("block_size"), "{err}");
     }
 
     #[test]
     fn memory_budget_splits_between_memtables_and_cache() {
-        let o = Options { memory_budget: 256 << 20, ..Default::default() }.sanitized().unwrap();
+        let o = Options {
+            memory_budget: 256 << 20,
+            ..Default::default()
+        }
+        .sanitized()
+        .unwrap();
         assert_eq!(o.write_buffer_size, 64 << 20);
         assert_eq!(o.block_cache_size, 128 << 20);
     }

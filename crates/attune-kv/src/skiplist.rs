@@ -70,7 +70,7 @@ impl Arena {
             self.rng ^= self.rng << 25;
             self.rng ^= self.rng >> 27;
             let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D);
-            if h >= MAX_HEIGHT || (r >> 32) as u32 % BRANCHING != 0 {
+            if h >= MAX_HEIGHT || !((r >> 32) as u32).is_multiple_of(BRANCHING) {
                 return h;
             }
             h += 1;
@@ -101,7 +101,7 @@ fn height(node: NodePtr) -> usize {
 
 /// The internal key stored in a node.
 #[inline]
-pub fn node_key<'a>(node: NodePtr) -> &'a [u8] {
+pub(crate) fn node_key<'a>(node: NodePtr) -> &'a [u8] {
     let klen = read_u32(node, 0) as usize;
     let h = height(node);
     // SAFETY: the key bytes were written at this offset before the node was published.
@@ -110,7 +110,7 @@ pub fn node_key<'a>(node: NodePtr) -> &'a [u8] {
 
 /// The value stored in a node.
 #[inline]
-pub fn node_value<'a>(node: NodePtr) -> &'a [u8] {
+pub(crate) fn node_value<'a>(node: NodePtr) -> &'a [u8] {
     let klen = read_u32(node, 0) as usize;
     let vlen = read_u32(node, 4) as usize;
     let h = height(node);
@@ -153,7 +153,12 @@ impl SkipList {
             (head.add(4) as *mut u32).write(0);
             (head.add(8) as *mut u32).write(MAX_HEIGHT as u32);
         }
-        SkipList { head, max_height: AtomicUsize::new(1), arena: Mutex::new(arena), bytes: AtomicUsize::new(0) }
+        SkipList {
+            head,
+            max_height: AtomicUsize::new(1),
+            arena: Mutex::new(arena),
+            bytes: AtomicUsize::new(0),
+        }
     }
 
     /// Bytes of arena memory used.
@@ -166,7 +171,11 @@ impl SkipList {
     }
 
     /// First node >= key; fills `prev` with the last node < key per level when given.
-    fn find_greater_or_equal(&self, key: &[u8], mut prev: Option<&mut [NodePtr; MAX_HEIGHT]>) -> NodePtr {
+    fn find_greater_or_equal(
+        &self,
+        key: &[u8],
+        mut prev: Option<&mut [NodePtr; MAX_HEIGHT]>,
+    ) -> NodePtr {
         let mut x = self.head;
         let mut level = self.max_height.load(AtomicOrdering::Acquire) - 1;
         loop {
@@ -194,7 +203,11 @@ impl SkipList {
             if !n.is_null() && compare_internal(node_key(n), key) == Ordering::Less {
                 x = n;
             } else if level == 0 {
-                return if x == self.head { std::ptr::null_mut() } else { x };
+                return if x == self.head {
+                    std::ptr::null_mut()
+                } else {
+                    x
+                };
             } else {
                 level -= 1;
             }
@@ -210,7 +223,11 @@ impl SkipList {
             if !n.is_null() {
                 x = n;
             } else if level == 0 {
-                return if x == self.head { std::ptr::null_mut() } else { x };
+                return if x == self.head {
+                    std::ptr::null_mut()
+                } else {
+                    x
+                };
             } else {
                 level -= 1;
             }
@@ -281,10 +298,14 @@ impl SkipList {
             std::ptr::copy_nonoverlapping(value.as_ptr(), data.add(key.len()), value.len());
         }
         for (level, p) in prev.iter().enumerate().take(h) {
-            link(node, level).store(link(*p, level).load(AtomicOrdering::Relaxed), AtomicOrdering::Relaxed);
+            link(node, level).store(
+                link(*p, level).load(AtomicOrdering::Relaxed),
+                AtomicOrdering::Relaxed,
+            );
             link(*p, level).store(node, AtomicOrdering::Release);
         }
-        self.bytes.fetch_add(size.div_ceil(8) * 8, AtomicOrdering::Relaxed);
+        self.bytes
+            .fetch_add(size.div_ceil(8) * 8, AtomicOrdering::Relaxed);
     }
 }
 
@@ -300,7 +321,10 @@ mod tests {
         let mut keys: Vec<u64> = (0..5000).map(|i| (i * 7919) % 5003).collect();
         keys.dedup();
         for &k in &keys {
-            l.insert(&make_internal_key(&k.to_be_bytes(), 1, ValueKind::Value), &k.to_le_bytes());
+            l.insert(
+                &make_internal_key(&k.to_be_bytes(), 1, ValueKind::Value),
+                &k.to_le_bytes(),
+            );
         }
         let mut n = l.first();
         let mut prev: Option<Vec<u8>> = None;
@@ -328,7 +352,11 @@ mod tests {
             let l = l.clone();
             std::thread::spawn(move || {
                 for i in 0..20_000u64 {
-                    let k = make_internal_key(&(i * 2654435761 % 1_000_003).to_be_bytes(), i + 1, ValueKind::Value);
+                    let k = make_internal_key(
+                        &(i * 2654435761 % 1_000_003).to_be_bytes(),
+                        i + 1,
+                        ValueKind::Value,
+                    );
                     l.insert(&k, &[7u8; 40]);
                 }
             })
@@ -355,7 +383,10 @@ mod tests {
         let big = vec![3u8; CHUNK_BYTES];
         l.insert(&make_internal_key(b"big", 1, ValueKind::Value), &big);
         l.insert(&make_internal_key(b"a", 2, ValueKind::Value), b"x");
-        assert_eq!(node_value(l.seek(&make_internal_key(b"big", 9, ValueKind::Value))).len(), CHUNK_BYTES);
+        assert_eq!(
+            node_value(l.seek(&make_internal_key(b"big", 9, ValueKind::Value))).len(),
+            CHUNK_BYTES
+        );
         assert!(l.memory_bytes() > CHUNK_BYTES);
     }
 }

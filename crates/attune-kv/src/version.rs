@@ -19,8 +19,8 @@ use crate::log::{LogReader, LogWriter};
 use crate::memtable::Lookup;
 use crate::table::{Table, TableIter};
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
@@ -152,7 +152,16 @@ impl VersionEdit {
                     let smallest = ikey(&mut r)?;
                     let largest = ikey(&mut r)?;
                     let num_entries = r.varint64()?;
-                    e.new_files.push((l, FileMeta { number, size, smallest, largest, num_entries }));
+                    e.new_files.push((
+                        l,
+                        FileMeta {
+                            number,
+                            size,
+                            smallest,
+                            largest,
+                            num_entries,
+                        },
+                    ));
                 }
                 _ => return None,
             }
@@ -195,7 +204,11 @@ impl TableCache {
         }
         let path = filename::table_path(&self.dir, number);
         if !self.env.exists(&path) {
-            return Err(Error::corruption(&path, 0, "table file listed in the manifest is missing"));
+            return Err(Error::corruption(
+                &path,
+                0,
+                "table file listed in the manifest is missing",
+            ));
         }
         let file = self.env.open_random(&path)?;
         let t = Arc::new(Table::open(file, path, number, self.block_cache.clone())?);
@@ -268,11 +281,17 @@ impl Version {
     }
 
     /// Files of `level` whose user-key range overlaps [begin, end] (None = unbounded).
-    pub fn overlapping(&self, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> Vec<Arc<FileMeta>> {
+    pub fn overlapping(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Vec<Arc<FileMeta>> {
         self.files[level]
             .iter()
             .filter(|f| {
-                !(end.is_some_and(|e| f.smallest_user() > e) || begin.is_some_and(|b| f.largest_user() < b))
+                !(end.is_some_and(|e| f.smallest_user() > e)
+                    || begin.is_some_and(|b| f.largest_user() < b))
             })
             .cloned()
             .collect()
@@ -287,7 +306,7 @@ impl Version {
         for (level, f) in &edit.new_files {
             v.files[*level].push(Arc::new(f.clone()));
         }
-        v.files[0].sort_by(|a, b| b.number.cmp(&a.number));
+        v.files[0].sort_by_key(|f| std::cmp::Reverse(f.number));
         for level in 1..NUM_LEVELS {
             let files = &mut v.files[level];
             files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
@@ -296,7 +315,10 @@ impl Version {
                     return Err(Error::corruption(
                         manifest,
                         0,
-                        format!("files {} and {} overlap in level {level}", w[0].number, w[1].number),
+                        format!(
+                            "files {} and {} overlap in level {level}",
+                            w[0].number, w[1].number
+                        ),
                     ));
                 }
             }
@@ -322,7 +344,14 @@ pub struct LevelIter {
 impl LevelIter {
     pub fn new(files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>, fill_cache: bool) -> Self {
         let idx = files.len();
-        LevelIter { files, idx, cur: None, tables, error: None, fill_cache }
+        LevelIter {
+            files,
+            idx,
+            cur: None,
+            tables,
+            error: None,
+            fill_cache,
+        }
     }
 
     fn open(&mut self, idx: usize) {
@@ -491,7 +520,11 @@ impl VersionSet {
             .ok_or_else(|| Error::corruption(&cur_path, 0, "CURRENT does not name a manifest"))?;
         let mpath = self.dir.join(name);
         if !self.env.exists(&mpath) {
-            return Err(Error::corruption(&cur_path, 0, format!("CURRENT names {name}, which is missing")));
+            return Err(Error::corruption(
+                &cur_path,
+                0,
+                format!("CURRENT names {name}, which is missing"),
+            ));
         }
         let data = self.env.read_all(&mpath)?;
         let mut reader = LogReader::new(&data, &mpath);
@@ -520,7 +553,11 @@ impl VersionSet {
             }
         }
         if !saw_version {
-            return Err(Error::corruption(&mpath, 0, "manifest has no format version record"));
+            return Err(Error::corruption(
+                &mpath,
+                0,
+                "manifest has no format version record",
+            ));
         }
         let missing = |f: &str| Error::corruption(&mpath, 0, format!("manifest lacks {f}"));
         self.log_number = log_number.ok_or_else(|| missing("a log number"))?;
@@ -595,7 +632,10 @@ impl VersionSet {
         if edit.last_sequence.is_none() {
             edit.last_sequence = Some(self.last_sequence);
         }
-        let w = self.manifest.as_mut().ok_or_else(|| Error::Closed("no manifest".into()))?;
+        let w = self
+            .manifest
+            .as_mut()
+            .ok_or_else(|| Error::Closed("no manifest".into()))?;
         if let Err(e) = w.add_record(&edit.encode()).and_then(|_| w.sync()) {
             // The manifest may now end in a partial record: never append to it again.
             self.manifest = None;
@@ -627,7 +667,12 @@ impl VersionSet {
     pub fn live_files(&mut self) -> std::collections::HashSet<u64> {
         self.live.retain(|w| w.strong_count() > 0);
         let mut out = std::collections::HashSet::new();
-        for v in self.live.iter().filter_map(Weak::upgrade).chain(std::iter::once(self.current.clone())) {
+        for v in self
+            .live
+            .iter()
+            .filter_map(Weak::upgrade)
+            .chain(std::iter::once(self.current.clone()))
+        {
             for files in &v.files {
                 out.extend(files.iter().map(|f| f.number));
             }
@@ -662,7 +707,8 @@ mod tests {
         };
         e.add_file(2, meta(5, "a", "c"));
         e.delete_file(1, 4);
-        e.compact_pointers.push((1, make_internal_key(b"m", 3, ValueKind::Value)));
+        e.compact_pointers
+            .push((1, make_internal_key(b"m", 3, ValueKind::Value)));
         assert_eq!(VersionEdit::decode(&e.encode()), Some(e));
     }
 
@@ -673,7 +719,10 @@ mod tests {
         let b = e.encode();
         assert!(VersionEdit::decode(&b[..b.len() - 1]).is_none());
         assert!(VersionEdit::decode(&[99, 1]).is_none());
-        assert!(VersionEdit::decode(&[7, 9]).is_none(), "level 9 does not exist");
+        assert!(
+            VersionEdit::decode(&[7, 9]).is_none(),
+            "level 9 does not exist"
+        );
     }
 
     #[test]

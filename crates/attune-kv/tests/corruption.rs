@@ -1,12 +1,18 @@
 //! Corruption tests: flip bytes in every kind of file and check that the engine reports a
 //! corruption error naming the file (and offset), never panics, and never returns wrong data.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
 use attune_kv::{Error, Options, ReadOptions, DB};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 fn options() -> Options {
-    Options { write_buffer_size: 32 << 10, wal_sync_interval_ms: 0, ..Options::default() }
+    Options {
+        write_buffer_size: 32 << 10,
+        wal_sync_interval_ms: 0,
+        ..Options::default()
+    }
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -44,16 +50,26 @@ fn copy_dir(from: &Path, to: &Path) {
 
 fn acceptable(e: &Error, file: &str) -> bool {
     let msg = e.to_string();
-    matches!(e, Error::Corruption { .. } | Error::UnsupportedVersion { .. } | Error::NotADatabase { .. })
-        && (msg.contains(file) || msg.contains("CURRENT") || msg.contains("MANIFEST"))
+    matches!(
+        e,
+        Error::Corruption { .. } | Error::UnsupportedVersion { .. } | Error::NotADatabase { .. }
+    ) && (msg.contains(file) || msg.contains("CURRENT") || msg.contains("MANIFEST"))
 }
 
 /// Opens a damaged copy and checks every answer: right data or a corruption error.
-fn check_damaged(dir: &Path, model: &BTreeMap<Vec<u8>, Vec<u8>>, file: &str, offset: u64) -> &'static str {
+fn check_damaged(
+    dir: &Path,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    file: &str,
+    offset: u64,
+) -> &'static str {
     let db = match DB::open(dir, options()) {
         Ok(db) => db,
         Err(e) => {
-            assert!(acceptable(&e, file), "flip in {file} at {offset}: unexpected open error {e}");
+            assert!(
+                acceptable(&e, file),
+                "flip in {file} at {offset}: unexpected open error {e}"
+            );
             return "open refused";
         }
     };
@@ -61,9 +77,15 @@ fn check_damaged(dir: &Path, model: &BTreeMap<Vec<u8>, Vec<u8>>, file: &str, off
     for (k, v) in model {
         match db.get(k) {
             Ok(Some(got)) => assert_eq!(&got, v, "flip in {file} at {offset}: wrong value"),
-            Ok(None) => panic!("flip in {file} at {offset}: key {:?} vanished without an error", String::from_utf8_lossy(k)),
+            Ok(None) => panic!(
+                "flip in {file} at {offset}: key {:?} vanished without an error",
+                String::from_utf8_lossy(k)
+            ),
             Err(e) => {
-                assert!(acceptable(&e, file), "flip in {file} at {offset}: unexpected get error {e}");
+                assert!(
+                    acceptable(&e, file),
+                    "flip in {file} at {offset}: unexpected get error {e}"
+                );
                 errors += 1;
             }
         }
@@ -73,14 +95,24 @@ fn check_damaged(dir: &Path, model: &BTreeMap<Vec<u8>, Vec<u8>>, file: &str, off
     let mut expect = model.iter();
     while it.valid() {
         let (k, v) = expect.next().expect("scan returned an extra key");
-        assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()), "flip in {file} at {offset}: scan");
+        assert_eq!(
+            (it.key(), it.value()),
+            (k.as_slice(), v.as_slice()),
+            "flip in {file} at {offset}: scan"
+        );
         it.next();
     }
     if let Err(e) = it.status() {
-        assert!(acceptable(&e, file), "flip in {file} at {offset}: unexpected scan error {e}");
+        assert!(
+            acceptable(&e, file),
+            "flip in {file} at {offset}: unexpected scan error {e}"
+        );
         errors += 1;
     } else {
-        assert!(expect.next().is_none(), "flip in {file} at {offset}: scan ended early without error");
+        assert!(
+            expect.next().is_none(),
+            "flip in {file} at {offset}: scan ended early without error"
+        );
     }
     if errors > 0 {
         "reads refused"
@@ -127,10 +159,21 @@ fn flipped_bytes_in_any_file_are_detected_or_harmless() {
             }
             std::fs::remove_dir_all(&case).unwrap();
         }
-        kinds_checked.insert(name.rsplit('.').next().unwrap().split('-').next().unwrap().to_string());
+        kinds_checked.insert(
+            name.rsplit('.')
+                .next()
+                .unwrap()
+                .split('-')
+                .next()
+                .unwrap()
+                .to_string(),
+        );
     }
     for kind in ["sst", "log", "MANIFEST", "CURRENT"] {
-        assert!(kinds_checked.contains(kind), "no {kind} file was damaged: {names:?}");
+        assert!(
+            kinds_checked.contains(kind),
+            "no {kind} file was damaged: {names:?}"
+        );
     }
     assert!(detected > 0);
 }
@@ -151,7 +194,9 @@ fn sst_data_block_damage_names_file_and_offset() {
     let mut saw = false;
     for k in model.keys() {
         if let Err(e) = db.get(k) {
-            let Error::Corruption { file, offset, .. } = &e else { panic!("unexpected error {e}") };
+            let Error::Corruption { file, offset, .. } = &e else {
+                panic!("unexpected error {e}")
+            };
             assert_eq!(file, &sst);
             assert_eq!(*offset, 0, "the first data block starts at offset 0");
             saw = true;
@@ -171,13 +216,23 @@ fn opening_a_foreign_directory_or_a_locked_database_is_refused_clearly() {
 
     let dir = tmp.path().join("db");
     let db = DB::open(&dir, options()).unwrap();
-    let e = DB::open(&dir, options()).err().expect("second opener must be refused");
+    let e = DB::open(&dir, options())
+        .err()
+        .expect("second opener must be refused");
     assert!(matches!(e, Error::Locked { .. }), "{e}");
     drop(db);
     DB::open(&dir, options()).unwrap();
 
     let missing = tmp.path().join("missing");
-    let e = DB::open(&missing, Options { create_if_missing: false, ..options() }).err().unwrap();
+    let e = DB::open(
+        &missing,
+        Options {
+            create_if_missing: false,
+            ..options()
+        },
+    )
+    .err()
+    .unwrap();
     assert!(matches!(e, Error::NotADatabase { .. }), "{e}");
 }
 
@@ -191,10 +246,19 @@ fn newer_format_version_is_refused() {
     drop(DB::open(&dir, options()).unwrap());
     let env = PosixEnv::new();
     let mut w = LogWriter::new(env.new_writable(&dir.join("MANIFEST-000099")).unwrap());
-    let e = VersionEdit { format_version: Some(99), log_number: Some(1), next_file_number: Some(100), last_sequence: Some(0), ..Default::default() };
+    let e = VersionEdit {
+        format_version: Some(99),
+        log_number: Some(1),
+        next_file_number: Some(100),
+        last_sequence: Some(0),
+        ..Default::default()
+    };
     w.add_record(&e.encode()).unwrap();
     w.sync().unwrap();
     std::fs::write(dir.join("CURRENT"), "MANIFEST-000099\n").unwrap();
     let err = DB::open(&dir, options()).err().expect("must refuse");
-    assert!(matches!(err, Error::UnsupportedVersion { found: 99, .. }), "{err}");
+    assert!(
+        matches!(err, Error::UnsupportedVersion { found: 99, .. }),
+        "{err}"
+    );
 }

@@ -6,6 +6,8 @@
 //!
 //! `ATTUNE_CRASH_CYCLES=N` runs more cycles; `ATTUNE_SEED=S` replays one history.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
 use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -31,7 +33,7 @@ fn op(seed: u64, i: u64) -> (Op, bool) {
         v.resize(v.len() + rng.gen_range(0..300), b'x');
         v
     };
-    let sync = i % 3 == 0;
+    let sync = i.is_multiple_of(3);
     let o = match rng.gen_range(0..100) {
         0..=69 => Op::Put(key(&mut rng), value(&mut rng)),
         70..=84 => Op::Delete(key(&mut rng)),
@@ -79,7 +81,11 @@ fn options() -> Options {
 /// Runs in the child: write ops from `start` until killed.
 fn child_main(dir: &Path, seed: u64, start: u64) {
     let db = DB::open(dir, options()).expect("child open");
-    let mut acks = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("ACKS.txt")).expect("acks");
+    let mut acks = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("ACKS.txt"))
+        .expect("acks");
     for i in start.. {
         let (o, sync) = op(seed, i);
         let wo = WriteOptions { sync };
@@ -108,7 +114,10 @@ fn child_process_entry_point() {
     // Only does something when the crash test below starts this binary as its child.
     if let Ok(dir) = std::env::var(CHILD_ENV) {
         let seed = std::env::var("ATTUNE_CRASH_SEED").unwrap().parse().unwrap();
-        let start = std::env::var("ATTUNE_CRASH_START").unwrap().parse().unwrap();
+        let start = std::env::var("ATTUNE_CRASH_START")
+            .unwrap()
+            .parse()
+            .unwrap();
         child_main(Path::new(&dir), seed, start);
     }
 }
@@ -131,13 +140,23 @@ fn read_db(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
 fn last_ack(dir: &Path) -> Option<u64> {
     let s = std::fs::read_to_string(dir.join("ACKS.txt")).ok()?;
     // Only complete lines count (the kill may land inside the ack write).
-    s.split_inclusive('\n').filter(|l| l.ends_with('\n')).last()?.trim().parse().ok()
+    s.split_inclusive('\n')
+        .rfind(|l| l.ends_with('\n'))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 #[test]
 fn sigkill_at_random_points_keeps_a_prefix_with_every_acknowledged_write() {
-    let seed: u64 = std::env::var("ATTUNE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(42);
-    let cycles: u32 = std::env::var("ATTUNE_CRASH_CYCLES").ok().and_then(|s| s.parse().ok()).unwrap_or(12);
+    let seed: u64 = std::env::var("ATTUNE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(42);
+    let cycles: u32 = std::env::var("ATTUNE_CRASH_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let mut rng = StdRng::seed_from_u64(seed);
@@ -146,7 +165,12 @@ fn sigkill_at_random_points_keeps_a_prefix_with_every_acknowledged_write() {
     let exe = std::env::current_exe().unwrap();
     for cycle in 0..cycles {
         let mut child = Command::new(&exe)
-            .args(["--exact", "child_process_entry_point", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "child_process_entry_point",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, &dir)
             .env("ATTUNE_CRASH_SEED", seed.to_string())
             .env("ATTUNE_CRASH_START", applied.to_string())
@@ -180,5 +204,8 @@ fn sigkill_at_random_points_keeps_a_prefix_with_every_acknowledged_write() {
             applied += 1;
         }
     }
-    assert!(applied > 0, "seed {seed}: the child never acknowledged a write");
+    assert!(
+        applied > 0,
+        "seed {seed}: the child never acknowledged a write"
+    );
 }

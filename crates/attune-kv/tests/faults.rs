@@ -2,13 +2,19 @@
 //! writes (the log tail is unknown), and every write acknowledged before the fault is readable
 //! after reopening.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
 use attune_kv::env::{Env, FaultKind, MemEnv};
 use attune_kv::{Options, WriteOptions, DB};
 use std::path::Path;
 use std::sync::Arc;
 
 fn options() -> Options {
-    Options { write_buffer_size: 16 << 10, wal_sync_interval_ms: 0, ..Options::default() }
+    Options {
+        write_buffer_size: 16 << 10,
+        wal_sync_interval_ms: 0,
+        ..Options::default()
+    }
 }
 
 fn run(kind: FaultKind, after: u64) {
@@ -22,7 +28,10 @@ fn run(kind: FaultKind, after: u64) {
         let k = format!("key{i:05}").into_bytes();
         match db.put_opt(&k, &[b'v'; 64], WriteOptions { sync: i % 2 == 0 }) {
             Ok(()) => {
-                assert!(!failed, "{kind:?}/{after}: a write succeeded after a failed one");
+                assert!(
+                    !failed,
+                    "{kind:?}/{after}: a write succeeded after a failed one"
+                );
                 acked.push(k);
             }
             Err(e) => {
@@ -37,7 +46,10 @@ fn run(kind: FaultKind, after: u64) {
     let db = DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, options())
         .unwrap_or_else(|e| panic!("{kind:?}/{after}: reopen: {e}"));
     for k in &acked {
-        assert!(db.get(k).unwrap().is_some(), "{kind:?}/{after}: acknowledged {k:?} lost");
+        assert!(
+            db.get(k).unwrap().is_some(),
+            "{kind:?}/{after}: acknowledged {k:?} lost"
+        );
     }
     db.put(b"after", b"reopen").unwrap();
 }

@@ -4,6 +4,8 @@
 //!
 //! Replay a failure with `ATTUNE_SEED=<seed> cargo test --release --test model`.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
 use attune_kv::env::{Env, MemEnv};
 use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use rand::rngs::StdRng;
@@ -14,6 +16,7 @@ use std::sync::Arc;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+#[allow(clippy::field_reassign_with_default)] // one random choice per line reads best
 fn small_options(rng: &mut StdRng) -> Options {
     let mut o = Options::default();
     o.write_buffer_size = rng.gen_range(4 << 10..64 << 10);
@@ -24,8 +27,11 @@ fn small_options(rng: &mut StdRng) -> Options {
     o.l0_slowdown_writes_trigger = 8;
     o.l0_stop_writes_trigger = 12;
     o.block_cache_size = [0, 64 << 10, 1 << 20][rng.gen_range(0..3)];
-    o.compression = [attune_kv::Compression::None, attune_kv::Compression::Lz4, attune_kv::Compression::Zstd]
-        [rng.gen_range(0..3)];
+    o.compression = [
+        attune_kv::Compression::None,
+        attune_kv::Compression::Lz4,
+        attune_kv::Compression::Zstd,
+    ][rng.gen_range(0..3)];
     o.bloom_bits_per_key = [0, 10][rng.gen_range(0..2)];
     o.wal_sync_interval_ms = 0;
     o
@@ -46,7 +52,13 @@ fn random_value(rng: &mut StdRng) -> Vec<u8> {
     (0..n).map(|_| rng.gen::<u8>() % 16).collect()
 }
 
-fn scan(db: &DB, ro: &ReadOptions, lo: Option<&[u8]>, hi: Option<&[u8]>, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn scan(
+    db: &DB,
+    ro: &ReadOptions,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+    reverse: bool,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut it = db.iter(ro);
     it.set_bounds(lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec));
     let mut out = Vec::new();
@@ -67,10 +79,17 @@ fn scan(db: &DB, ro: &ReadOptions, lo: Option<&[u8]>, hi: Option<&[u8]>, reverse
     out
 }
 
-fn model_scan(m: &Model, lo: Option<&[u8]>, hi: Option<&[u8]>, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn model_scan(
+    m: &Model,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+    reverse: bool,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut v: Vec<_> = m
         .iter()
-        .filter(|(k, _)| lo.is_none_or(|l| k.as_slice() >= l) && hi.is_none_or(|h| k.as_slice() < h))
+        .filter(|(k, _)| {
+            lo.is_none_or(|l| k.as_slice() >= l) && hi.is_none_or(|h| k.as_slice() < h)
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if reverse {
@@ -84,7 +103,8 @@ fn run_seed(seed: u64, steps: usize) {
     let env = MemEnv::new();
     let dir = Path::new("/db");
     let opts = small_options(&mut rng);
-    let open = |env: &MemEnv| DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, opts.clone());
+    let open =
+        |env: &MemEnv| DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, opts.clone());
     let mut db = open(&env).unwrap_or_else(|e| panic!("seed {seed}: open: {e}"));
     let mut model = Model::new();
     let mut snapshots: Vec<(attune_kv::Snapshot, Model)> = Vec::new();
@@ -94,12 +114,14 @@ fn run_seed(seed: u64, steps: usize) {
         match rng.gen_range(0..100) {
             0..=39 => {
                 let (k, v) = (random_key(&mut rng, space), random_value(&mut rng));
-                db.put(&k, &v).unwrap_or_else(|e| panic!("{}: put: {e}", ctx()));
+                db.put(&k, &v)
+                    .unwrap_or_else(|e| panic!("{}: put: {e}", ctx()));
                 model.insert(k, v);
             }
             40..=49 => {
                 let k = random_key(&mut rng, space);
-                db.delete(&k).unwrap_or_else(|e| panic!("{}: delete: {e}", ctx()));
+                db.delete(&k)
+                    .unwrap_or_else(|e| panic!("{}: delete: {e}", ctx()));
                 model.remove(&k);
             }
             50..=54 => {
@@ -115,7 +137,13 @@ fn run_seed(seed: u64, steps: usize) {
                         model.remove(&k);
                     }
                 }
-                db.write(b, WriteOptions { sync: rng.gen_bool(0.2) }).unwrap_or_else(|e| panic!("{}: batch: {e}", ctx()));
+                db.write(
+                    b,
+                    WriteOptions {
+                        sync: rng.gen_bool(0.2),
+                    },
+                )
+                .unwrap_or_else(|e| panic!("{}: batch: {e}", ctx()));
             }
             55..=74 => {
                 let k = random_key(&mut rng, space);
@@ -129,11 +157,23 @@ fn run_seed(seed: u64, steps: usize) {
                 let lo = rng.gen_bool(0.8).then_some(lo);
                 let hi = rng.gen_bool(0.8).then_some(hi);
                 let reverse = rng.gen_bool(0.5);
-                let got = scan(&db, &ReadOptions::default(), lo.as_deref(), hi.as_deref(), reverse);
+                let got = scan(
+                    &db,
+                    &ReadOptions::default(),
+                    lo.as_deref(),
+                    hi.as_deref(),
+                    reverse,
+                );
                 let want = model_scan(&model, lo.as_deref(), hi.as_deref(), reverse);
                 if got != want {
-                    let gk: Vec<String> = got.iter().map(|(k, _)| String::from_utf8_lossy(k).into_owned()).collect();
-                    let wk: Vec<String> = want.iter().map(|(k, _)| String::from_utf8_lossy(k).into_owned()).collect();
+                    let gk: Vec<String> = got
+                        .iter()
+                        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+                        .collect();
+                    let wk: Vec<String> = want
+                        .iter()
+                        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+                        .collect();
                     panic!("{}: scan lo={lo:?} hi={hi:?} reverse={reverse}\n got keys {gk:?}\nwant keys {wk:?}", ctx());
                 }
             }
@@ -146,7 +186,12 @@ fn run_seed(seed: u64, steps: usize) {
                 let mut pos = keys.partition_point(|k| k.as_slice() < target.as_slice()) as i64;
                 for _ in 0..rng.gen_range(1..30) {
                     let expect = keys.get(pos as usize).filter(|_| pos >= 0);
-                    assert_eq!(it.valid(), expect.is_some(), "{}: walk validity at {pos}", ctx());
+                    assert_eq!(
+                        it.valid(),
+                        expect.is_some(),
+                        "{}: walk validity at {pos}",
+                        ctx()
+                    );
                     let Some(k) = expect else { break };
                     assert_eq!(it.key(), k.as_slice(), "{}: walk key", ctx());
                     if rng.gen_bool(0.5) {
@@ -167,20 +212,37 @@ fn run_seed(seed: u64, steps: usize) {
             }
             88..=90 => {
                 if let Some((s, m)) = snapshots.get(rng.gen_range(0..snapshots.len().max(1))) {
-                    let ro = ReadOptions { snapshot: Some(s.sequence()), ..Default::default() };
+                    let ro = ReadOptions {
+                        snapshot: Some(s.sequence()),
+                        ..Default::default()
+                    };
                     let k = random_key(&mut rng, space);
-                    assert_eq!(db.get_opt(&k, &ro).unwrap().as_ref(), m.get(&k), "{}: snapshot get", ctx());
-                    assert_eq!(scan(&db, &ro, None, None, false), model_scan(m, None, None, false), "{}: snapshot scan", ctx());
+                    assert_eq!(
+                        db.get_opt(&k, &ro).unwrap().as_ref(),
+                        m.get(&k),
+                        "{}: snapshot get",
+                        ctx()
+                    );
+                    assert_eq!(
+                        scan(&db, &ro, None, None, false),
+                        model_scan(m, None, None, false),
+                        "{}: snapshot scan",
+                        ctx()
+                    );
                 }
             }
-            91..=93 => db.flush().unwrap_or_else(|e| panic!("{}: flush: {e}", ctx())),
+            91..=93 => db
+                .flush()
+                .unwrap_or_else(|e| panic!("{}: flush: {e}", ctx())),
             94..=95 => {
                 let a = random_key(&mut rng, space);
-                db.compact_range(None, Some(&a)).unwrap_or_else(|e| panic!("{}: compact: {e}", ctx()));
+                db.compact_range(None, Some(&a))
+                    .unwrap_or_else(|e| panic!("{}: compact: {e}", ctx()));
             }
             96..=97 => {
                 snapshots.clear();
-                db.close().unwrap_or_else(|e| panic!("{}: close: {e}", ctx()));
+                db.close()
+                    .unwrap_or_else(|e| panic!("{}: close: {e}", ctx()));
                 db = open(&env).unwrap_or_else(|e| panic!("{}: reopen: {e}", ctx()));
             }
             _ => {
@@ -197,10 +259,19 @@ fn run_seed(seed: u64, steps: usize) {
             }
         }
     }
-    assert_eq!(scan(&db, &ReadOptions::default(), None, None, false), model_scan(&model, None, None, false), "seed {seed}: final scan");
+    assert_eq!(
+        scan(&db, &ReadOptions::default(), None, None, false),
+        model_scan(&model, None, None, false),
+        "seed {seed}: final scan"
+    );
     let stats = db.stats();
-    assert_eq!(stats.level_files.len(), 7, "seed {seed}: stats cover every level");
-    db.verify().unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
+    assert_eq!(
+        stats.level_files.len(),
+        7,
+        "seed {seed}: stats cover every level"
+    );
+    db.verify()
+        .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
 }
 
 #[test]
@@ -209,7 +280,10 @@ fn random_histories_match_an_ordered_map() {
         run_seed(s.parse().expect("ATTUNE_SEED must be a number"), 20_000);
         return;
     }
-    let seeds: u64 = std::env::var("ATTUNE_MODEL_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(24);
+    let seeds: u64 = std::env::var("ATTUNE_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
     for seed in 0..seeds {
         run_seed(seed, 3_000);
     }

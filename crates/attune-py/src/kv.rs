@@ -10,14 +10,54 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::sync::Arc;
 
-create_exception!(_native, Error, PyException, "Base class of every error Attune raises.");
-create_exception!(_native, CorruptionError, Error, "Data on disk failed a checksum or check.");
-create_exception!(_native, StorageIOError, Error, "The operating system reported an I/O error.");
-create_exception!(_native, LockedError, Error, "Another opener holds the database lock.");
-create_exception!(_native, NotADatabaseError, Error, "The directory holds no Attune database.");
-create_exception!(_native, UnsupportedVersionError, Error, "Written by a newer format version.");
-create_exception!(_native, InvalidArgumentError, Error, "An argument or option is not valid.");
-create_exception!(_native, ClosedError, Error, "The database is closed or unusable.");
+create_exception!(
+    _native,
+    Error,
+    PyException,
+    "Base class of every error Attune raises."
+);
+create_exception!(
+    _native,
+    CorruptionError,
+    Error,
+    "Data on disk failed a checksum or check."
+);
+create_exception!(
+    _native,
+    StorageIOError,
+    Error,
+    "The operating system reported an I/O error."
+);
+create_exception!(
+    _native,
+    LockedError,
+    Error,
+    "Another opener holds the database lock."
+);
+create_exception!(
+    _native,
+    NotADatabaseError,
+    Error,
+    "The directory holds no Attune database."
+);
+create_exception!(
+    _native,
+    UnsupportedVersionError,
+    Error,
+    "Written by a newer format version."
+);
+create_exception!(
+    _native,
+    InvalidArgumentError,
+    Error,
+    "An argument or option is not valid."
+);
+create_exception!(
+    _native,
+    ClosedError,
+    Error,
+    "The database is closed or unusable."
+);
 
 /// Maps an engine error to its Python exception.
 pub fn to_py(e: kv::Error) -> PyErr {
@@ -77,7 +117,9 @@ pub struct WriteBatch {
 impl WriteBatch {
     #[new]
     fn new() -> Self {
-        WriteBatch { inner: Mutex::new(kv::WriteBatch::new()) }
+        WriteBatch {
+            inner: Mutex::new(kv::WriteBatch::new()),
+        }
     }
     fn put(&self, key: &[u8], value: &[u8]) -> PyResult<()> {
         self.inner.lock().put(key, value).map_err(to_py)
@@ -112,7 +154,12 @@ impl Snapshot {
         get_impl(py, &self.db, key, Some(self.seq))
     }
     #[pyo3(signature = (start=None, end=None, reverse=false))]
-    fn items(&self, start: Option<Vec<u8>>, end: Option<Vec<u8>>, reverse: bool) -> PyResult<Items> {
+    fn items(
+        &self,
+        start: Option<Vec<u8>>,
+        end: Option<Vec<u8>>,
+        reverse: bool,
+    ) -> PyResult<Items> {
         self.check()?;
         Ok(items_impl(&self.db, start, end, reverse, Some(self.seq)))
     }
@@ -136,17 +183,48 @@ impl Snapshot {
     }
 }
 
-fn get_impl<'py>(py: Python<'py>, db: &Arc<kv::DB>, key: &[u8], seq: Option<u64>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+fn get_impl<'py>(
+    py: Python<'py>,
+    db: &Arc<kv::DB>,
+    key: &[u8],
+    seq: Option<u64>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let db = db.clone();
     let key = key.to_vec();
-    let r = py.allow_threads(move || db.get_opt(&key, &ReadOptions { snapshot: seq, ..Default::default() }));
+    let r = py.allow_threads(move || {
+        db.get_opt(
+            &key,
+            &ReadOptions {
+                snapshot: seq,
+                ..Default::default()
+            },
+        )
+    });
     Ok(r.map_err(to_py)?.map(|v| PyBytes::new(py, &v)))
 }
 
-fn items_impl(db: &Arc<kv::DB>, start: Option<Vec<u8>>, end: Option<Vec<u8>>, reverse: bool, seq: Option<u64>) -> Items {
-    let mut it = db.iter(&ReadOptions { snapshot: seq, ..Default::default() });
+fn items_impl(
+    db: &Arc<kv::DB>,
+    start: Option<Vec<u8>>,
+    end: Option<Vec<u8>>,
+    reverse: bool,
+    seq: Option<u64>,
+) -> Items {
+    let mut it = db.iter(&ReadOptions {
+        snapshot: seq,
+        ..Default::default()
+    });
     it.set_bounds(start, end);
-    Items { state: Mutex::new(ItemsState { it, started: false, reverse, buf: Vec::new(), pos: 0, done: false }) }
+    Items {
+        state: Mutex::new(ItemsState {
+            it,
+            started: false,
+            reverse,
+            buf: Vec::new(),
+            pos: 0,
+            done: false,
+        }),
+    }
 }
 
 struct ItemsState {
@@ -171,7 +249,8 @@ impl ItemsState {
             }
         }
         while self.buf.len() < ITER_CHUNK && self.it.valid() {
-            self.buf.push((self.it.key().to_vec(), self.it.value().to_vec()));
+            self.buf
+                .push((self.it.key().to_vec(), self.it.value().to_vec()));
             if self.reverse {
                 self.it.prev();
             } else {
@@ -212,7 +291,10 @@ impl Items {
         let pos = st.pos;
         let (k, v) = std::mem::take(&mut st.buf[pos]);
         st.pos += 1;
-        Ok(Some(PyTuple::new(py, [PyBytes::new(py, &k), PyBytes::new(py, &v)])?))
+        Ok(Some(PyTuple::new(
+            py,
+            [PyBytes::new(py, &k), PyBytes::new(py, &v)],
+        )?))
     }
 }
 
@@ -236,11 +318,20 @@ impl DB {
 impl DB {
     #[new]
     #[pyo3(signature = (path, **options))]
-    fn new(py: Python<'_>, path: std::path::PathBuf, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
         let opts = options_from_kwargs(options)?;
         let p = path.clone();
-        let db = py.allow_threads(move || kv::DB::open(&p, opts)).map_err(to_py)?;
-        Ok(DB { db: parking_lot::RwLock::new(Some(Arc::new(db))), path: path.display().to_string() })
+        let db = py
+            .allow_threads(move || kv::DB::open(&p, opts))
+            .map_err(to_py)?;
+        Ok(DB {
+            db: parking_lot::RwLock::new(Some(Arc::new(db))),
+            path: path.display().to_string(),
+        })
     }
 
     #[pyo3(signature = (key, value, sync=false))]
@@ -248,7 +339,8 @@ impl DB {
         let db = self.handle()?;
         let mut b = kv::WriteBatch::new();
         b.put(key, value).map_err(to_py)?;
-        py.allow_threads(move || db.write(b, WriteOptions { sync })).map_err(to_py)
+        py.allow_threads(move || db.write(b, WriteOptions { sync }))
+            .map_err(to_py)
     }
 
     fn get<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
@@ -260,18 +352,25 @@ impl DB {
         let db = self.handle()?;
         let mut b = kv::WriteBatch::new();
         b.delete(key).map_err(to_py)?;
-        py.allow_threads(move || db.write(b, WriteOptions { sync })).map_err(to_py)
+        py.allow_threads(move || db.write(b, WriteOptions { sync }))
+            .map_err(to_py)
     }
 
     #[pyo3(signature = (batch, sync=false))]
     fn write(&self, py: Python<'_>, batch: &WriteBatch, sync: bool) -> PyResult<()> {
         let db = self.handle()?;
         let b = batch.inner.lock().clone();
-        py.allow_threads(move || db.write(b, WriteOptions { sync })).map_err(to_py)
+        py.allow_threads(move || db.write(b, WriteOptions { sync }))
+            .map_err(to_py)
     }
 
     #[pyo3(signature = (start=None, end=None, reverse=false))]
-    fn items(&self, start: Option<Vec<u8>>, end: Option<Vec<u8>>, reverse: bool) -> PyResult<Items> {
+    fn items(
+        &self,
+        start: Option<Vec<u8>>,
+        end: Option<Vec<u8>>,
+        reverse: bool,
+    ) -> PyResult<Items> {
         Ok(items_impl(&self.handle()?, start, end, reverse, None))
     }
 
@@ -279,7 +378,11 @@ impl DB {
         let db = self.handle()?;
         let s = db.snapshot();
         let seq = s.sequence();
-        Ok(Snapshot { db, snap: Mutex::new(Some(s)), seq })
+        Ok(Snapshot {
+            db,
+            snap: Mutex::new(Some(s)),
+            seq,
+        })
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
@@ -288,9 +391,15 @@ impl DB {
     }
 
     #[pyo3(signature = (start=None, end=None))]
-    fn compact(&self, py: Python<'_>, start: Option<Vec<u8>>, end: Option<Vec<u8>>) -> PyResult<()> {
+    fn compact(
+        &self,
+        py: Python<'_>,
+        start: Option<Vec<u8>>,
+        end: Option<Vec<u8>>,
+    ) -> PyResult<()> {
         let db = self.handle()?;
-        py.allow_threads(move || db.compact_range(start.as_deref(), end.as_deref())).map_err(to_py)
+        py.allow_threads(move || db.compact_range(start.as_deref(), end.as_deref()))
+            .map_err(to_py)
     }
 
     /// Checks every checksum of every live table: {"files": n, "entries": n}.
@@ -344,7 +453,11 @@ impl DB {
     }
 
     fn __repr__(&self) -> String {
-        let state = if self.db.read().is_some() { "open" } else { "closed" };
+        let state = if self.db.read().is_some() {
+            "open"
+        } else {
+            "closed"
+        };
         format!("attune.DB({:?}, {state})", self.path)
     }
 }
@@ -391,7 +504,14 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
     c.set_item("inserts", s.block_cache.inserts)?;
     c.set_item("evictions", s.block_cache.evictions)?;
     let lookups = s.block_cache.hits + s.block_cache.misses;
-    c.set_item("hit_rate", if lookups == 0 { 0.0 } else { s.block_cache.hits as f64 / lookups as f64 })?;
+    c.set_item(
+        "hit_rate",
+        if lookups == 0 {
+            0.0
+        } else {
+            s.block_cache.hits as f64 / lookups as f64
+        },
+    )?;
     d.set_item("block_cache", c)?;
     let opts = PyDict::new(py);
     for (k, v) in o.describe() {
@@ -412,8 +532,14 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("StorageIOError", py.get_type::<StorageIOError>())?;
     m.add("LockedError", py.get_type::<LockedError>())?;
     m.add("NotADatabaseError", py.get_type::<NotADatabaseError>())?;
-    m.add("UnsupportedVersionError", py.get_type::<UnsupportedVersionError>())?;
-    m.add("InvalidArgumentError", py.get_type::<InvalidArgumentError>())?;
+    m.add(
+        "UnsupportedVersionError",
+        py.get_type::<UnsupportedVersionError>(),
+    )?;
+    m.add(
+        "InvalidArgumentError",
+        py.get_type::<InvalidArgumentError>(),
+    )?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
     m.add("OPTION_NAMES", kv::options::OPTION_NAMES.to_vec())?;
     Ok(())

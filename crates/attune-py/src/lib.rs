@@ -2,8 +2,8 @@
 //! no engine logic lives here. The typed Python front is `python/attune/`.
 use pyo3::prelude::*;
 
-mod kv;
 mod hash;
+mod kv;
 mod workload;
 
 #[pymodule]

@@ -34,7 +34,10 @@ fn probe() -> Result<()> {
 }
 
 fn engine_error(e: attune_kv::Error) -> BenchError {
-    BenchError::Unsupported { engine: NAME.to_string(), detail: e.to_string() }
+    BenchError::Unsupported {
+        engine: NAME.to_string(),
+        detail: e.to_string(),
+    }
 }
 
 fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
@@ -55,7 +58,8 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
         }
     };
     for (k, v) in &s.extra {
-        o.set(k, v).map_err(|e| BenchError::invalid(format!("attune option {k}"), e.to_string()))?;
+        o.set(k, v)
+            .map_err(|e| BenchError::invalid(format!("attune option {k}"), e.to_string()))?;
     }
     let db = DB::open(dir, o).map_err(engine_error)?;
     let mut options = serde_json::Map::new();
@@ -70,7 +74,11 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
         "flush_threads": 1,
         "compaction_threads": 1,
     });
-    Ok(Box::new(AttuneEngine { db, sync: s.sync, settings }))
+    Ok(Box::new(AttuneEngine {
+        db,
+        sync: s.sync,
+        settings,
+    }))
 }
 
 struct AttuneEngine {
@@ -117,7 +125,12 @@ impl Session for AttuneSession<'_> {
         self.db.write(b, self.wo).map_err(engine_error)
     }
 
-    fn scan(&mut self, start: &[u8], n: usize, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<usize> {
+    fn scan(
+        &mut self,
+        start: &[u8],
+        n: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
         let mut it = self.db.iter(&self.ro);
         if start.is_empty() {
             it.seek_to_first();

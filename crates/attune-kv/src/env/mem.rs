@@ -49,7 +49,11 @@ struct State {
 impl State {
     fn check_alive(&self, path: &Path) -> Result<()> {
         if self.dead {
-            return Err(Error::io("write", path, std::io::Error::other("machine is powered off")));
+            return Err(Error::io(
+                "write",
+                path,
+                std::io::Error::other("machine is powered off"),
+            ));
         }
         Ok(())
     }
@@ -64,7 +68,11 @@ impl State {
                         FaultKind::Write => (libc::ENOSPC, "write"),
                         FaultKind::Sync => (libc::EIO, "fsync"),
                     };
-                    return Err(Error::io(op, path, std::io::Error::from_raw_os_error(errno)));
+                    return Err(Error::io(
+                        op,
+                        path,
+                        std::io::Error::from_raw_os_error(errno),
+                    ));
                 }
                 *left -= 1;
             }
@@ -88,7 +96,10 @@ impl Default for MemEnv {
 
 impl MemEnv {
     pub fn new() -> Self {
-        MemEnv { state: Arc::new(Mutex::new(State::default())), start: Instant::now() }
+        MemEnv {
+            state: Arc::new(Mutex::new(State::default())),
+            start: Instant::now(),
+        }
     }
 
     /// Stops the machine: from now on every mutating operation fails, so threads of a database
@@ -157,7 +168,10 @@ struct MemWritable {
 
 impl WritableFile for MemWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.env.state.lock().check_fault(FaultKind::Write, &self.path)?;
+        self.env
+            .state
+            .lock()
+            .check_fault(FaultKind::Write, &self.path)?;
         self.file.lock().data.extend_from_slice(data);
         Ok(())
     }
@@ -165,7 +179,10 @@ impl WritableFile for MemWritable {
         Ok(())
     }
     fn sync(&mut self) -> Result<()> {
-        self.env.state.lock().check_fault(FaultKind::Sync, &self.path)?;
+        self.env
+            .state
+            .lock()
+            .check_fault(FaultKind::Sync, &self.path)?;
         let mut f = self.file.lock();
         f.synced = f.data.len();
         Ok(())
@@ -194,7 +211,11 @@ impl RandomAccessFile for MemRandom {
             None => Err(Error::corruption(
                 &self.path,
                 offset,
-                format!("read of {} bytes past end of file (size {})", buf.len(), f.data.len()),
+                format!(
+                    "read of {} bytes past end of file (size {})",
+                    buf.len(),
+                    f.data.len()
+                ),
             )),
         }
     }
@@ -225,7 +246,11 @@ impl Env for MemEnv {
         st.check_alive(path)?;
         st.live.insert(path.to_path_buf(), file.clone());
         drop(st);
-        Ok(Box::new(MemWritable { file, path: path.to_path_buf(), env: self.clone() }))
+        Ok(Box::new(MemWritable {
+            file,
+            path: path.to_path_buf(),
+            env: self.clone(),
+        }))
     }
     fn new_appendable(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = {
@@ -233,23 +258,41 @@ impl Env for MemEnv {
             st.check_alive(path)?;
             st.live.entry(path.to_path_buf()).or_default().clone()
         };
-        Ok(Box::new(MemWritable { file, path: path.to_path_buf(), env: self.clone() }))
+        Ok(Box::new(MemWritable {
+            file,
+            path: path.to_path_buf(),
+            env: self.clone(),
+        }))
     }
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         let st = self.state.lock();
-        let file = st.live.get(path).ok_or_else(|| Self::not_found("open", path))?.clone();
+        let file = st
+            .live
+            .get(path)
+            .ok_or_else(|| Self::not_found("open", path))?
+            .clone();
         let size = file.lock().data.len() as u64;
-        Ok(Arc::new(MemRandom { file, path: path.to_path_buf(), size }))
+        Ok(Arc::new(MemRandom {
+            file,
+            path: path.to_path_buf(),
+            size,
+        }))
     }
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
         let st = self.state.lock();
-        let f = st.live.get(path).ok_or_else(|| Self::not_found("read", path))?;
+        let f = st
+            .live
+            .get(path)
+            .ok_or_else(|| Self::not_found("read", path))?;
         let data = f.lock().data.clone();
         Ok(data)
     }
     fn file_size(&self, path: &Path) -> Result<u64> {
         let st = self.state.lock();
-        let f = st.live.get(path).ok_or_else(|| Self::not_found("stat", path))?;
+        let f = st
+            .live
+            .get(path)
+            .ok_or_else(|| Self::not_found("stat", path))?;
         let n = f.lock().data.len() as u64;
         Ok(n)
     }
@@ -269,12 +312,18 @@ impl Env for MemEnv {
     fn remove_file(&self, path: &Path) -> Result<()> {
         let mut st = self.state.lock();
         st.check_alive(path)?;
-        st.live.remove(path).map(|_| ()).ok_or_else(|| Self::not_found("unlink", path))
+        st.live
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| Self::not_found("unlink", path))
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let mut st = self.state.lock();
         st.check_alive(from)?;
-        let f = st.live.remove(from).ok_or_else(|| Self::not_found("rename", from))?;
+        let f = st
+            .live
+            .remove(from)
+            .ok_or_else(|| Self::not_found("rename", from))?;
         st.live.insert(to.to_path_buf(), f);
         Ok(())
     }
@@ -294,9 +343,14 @@ impl Env for MemEnv {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let mut st = self.state.lock();
         if !st.locks.insert(path.to_path_buf()) {
-            return Err(Error::Locked { path: path.parent().unwrap_or(path).to_path_buf() });
+            return Err(Error::Locked {
+                path: path.parent().unwrap_or(path).to_path_buf(),
+            });
         }
-        Ok(Box::new(MemLock { path: path.to_path_buf(), state: self.state.clone() }))
+        Ok(Box::new(MemLock {
+            path: path.to_path_buf(),
+            state: self.state.clone(),
+        }))
     }
     fn now_micros(&self) -> u64 {
         self.start.elapsed().as_micros() as u64
@@ -340,7 +394,10 @@ mod tests {
     fn second_lock_is_refused_until_the_first_is_dropped() {
         let env = MemEnv::new();
         let l = env.lock(Path::new("/db/LOCK")).unwrap();
-        assert!(matches!(env.lock(Path::new("/db/LOCK")), Err(Error::Locked { .. })));
+        assert!(matches!(
+            env.lock(Path::new("/db/LOCK")),
+            Err(Error::Locked { .. })
+        ));
         drop(l);
         env.lock(Path::new("/db/LOCK")).unwrap();
     }

@@ -22,7 +22,10 @@ pub struct PosixEnv {
 
 impl PosixEnv {
     pub fn new() -> Self {
-        PosixEnv { start: Instant::now(), mmap_reads: true }
+        PosixEnv {
+            start: Instant::now(),
+            mmap_reads: true,
+        }
     }
 
     /// Whether random-access files are memory-mapped (default) or read with `pread`. Mapping
@@ -62,7 +65,11 @@ impl MmapRandom {
         if ptr == libc::MAP_FAILED {
             return None;
         }
-        Some(MmapRandom { ptr: ptr as *const u8, len, path: path.to_path_buf() })
+        Some(MmapRandom {
+            ptr: ptr as *const u8,
+            len,
+            path: path.to_path_buf(),
+        })
     }
 }
 
@@ -82,7 +89,11 @@ impl RandomAccessFile for MmapRandom {
             return Err(Error::corruption(
                 &self.path,
                 offset,
-                format!("read of {} bytes past end of file (size {})", buf.len(), self.len),
+                format!(
+                    "read of {} bytes past end of file (size {})",
+                    buf.len(),
+                    self.len
+                ),
             ));
         }
         // SAFETY: bounds checked above; the mapping is valid for `len` bytes.
@@ -113,7 +124,10 @@ impl WritableFile for PosixWritable {
         if self.buf.len() + data.len() > WRITE_BUFFER_BYTES {
             self.flush()?;
             if data.len() > WRITE_BUFFER_BYTES {
-                return self.file.write_all(data).map_err(|e| Error::io("write", &self.path, e));
+                return self
+                    .file
+                    .write_all(data)
+                    .map_err(|e| Error::io("write", &self.path, e));
             }
         }
         self.buf.extend_from_slice(data);
@@ -121,14 +135,18 @@ impl WritableFile for PosixWritable {
     }
     fn flush(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
-            self.file.write_all(&self.buf).map_err(|e| Error::io("write", &self.path, e))?;
+            self.file
+                .write_all(&self.buf)
+                .map_err(|e| Error::io("write", &self.path, e))?;
             self.buf.clear();
         }
         Ok(())
     }
     fn sync(&mut self) -> Result<()> {
         self.flush()?;
-        self.file.sync_data().map_err(|e| Error::io("fdatasync", &self.path, e))
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("fdatasync", &self.path, e))
     }
     fn len(&self) -> u64 {
         self.len
@@ -156,7 +174,11 @@ impl RandomAccessFile for PosixRandom {
                 Error::corruption(
                     &self.path,
                     offset,
-                    format!("read of {} bytes past end of file (size {})", buf.len(), self.size),
+                    format!(
+                        "read of {} bytes past end of file (size {})",
+                        buf.len(),
+                        self.size
+                    ),
                 )
             } else {
                 Error::io("pread", &self.path, e)
@@ -197,7 +219,10 @@ impl Env for PosixEnv {
             .create(true)
             .open(path)
             .map_err(|e| Error::io("open for append", path, e))?;
-        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len();
         Ok(Box::new(PosixWritable {
             file,
             path: path.to_path_buf(),
@@ -207,19 +232,28 @@ impl Env for PosixEnv {
     }
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
-        let size = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        let size = file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len();
         if self.mmap_reads {
             if let Some(m) = MmapRandom::map(&file, size, path) {
                 return Ok(Arc::new(m));
             }
         }
-        Ok(Arc::new(PosixRandom { file, path: path.to_path_buf(), size }))
+        Ok(Arc::new(PosixRandom {
+            file,
+            path: path.to_path_buf(),
+            size,
+        }))
     }
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
         std::fs::read(path).map_err(|e| Error::io("read", path, e))
     }
     fn file_size(&self, path: &Path) -> Result<u64> {
-        Ok(std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?.len())
+        Ok(std::fs::metadata(path)
+            .map_err(|e| Error::io("stat", path, e))?
+            .len())
     }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
@@ -253,9 +287,9 @@ impl Env for PosixEnv {
             .map_err(|e| Error::io("open lock", path, e))?;
         match file.try_lock() {
             Ok(()) => Ok(Box::new(PosixLock { _file: file })),
-            Err(std::fs::TryLockError::WouldBlock) => {
-                Err(Error::Locked { path: path.parent().unwrap_or(path).to_path_buf() })
-            }
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+                path: path.parent().unwrap_or(path).to_path_buf(),
+            }),
             Err(std::fs::TryLockError::Error(e)) => Err(Error::io("flock", path, e)),
         }
     }

@@ -72,20 +72,33 @@ impl Block {
             return Err(bad("block shorter than its entry count".into()));
         }
         let n = decode_fixed32(&data[data.len() - 4..]).unwrap_or(0) as usize;
-        let offsets_bytes = n.checked_mul(4).ok_or_else(|| bad("entry count overflows".into()))?;
+        let offsets_bytes = n
+            .checked_mul(4)
+            .ok_or_else(|| bad("entry count overflows".into()))?;
         if offsets_bytes + 4 > data.len() {
-            return Err(bad(format!("entry count {n} does not fit a block of {} bytes", data.len())));
+            return Err(bad(format!(
+                "entry count {n} does not fit a block of {} bytes",
+                data.len()
+            )));
         }
         let offsets_start = data.len() - 4 - offsets_bytes;
         let mut prev = 0usize;
         for i in 0..n {
             let o = decode_fixed32(&data[offsets_start + 4 * i..]).unwrap_or(u32::MAX) as usize;
             if o >= offsets_start.max(1) || (i > 0 && o <= prev) {
-                return Err(bad(format!("entry offset {o} of entry {i} is out of order or range")));
+                return Err(bad(format!(
+                    "entry offset {o} of entry {i} is out of order or range"
+                )));
             }
             prev = o;
         }
-        Ok(Block { data, n, offsets_start, file, file_offset })
+        Ok(Block {
+            data,
+            n,
+            offsets_start,
+            file,
+            file_offset,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -159,7 +172,13 @@ pub struct BlockIter {
 impl BlockIter {
     pub fn new(block: Arc<Block>) -> Self {
         let n = block.n;
-        BlockIter { block, idx: n, key: (0, 0), value: (0, 0), error: None }
+        BlockIter {
+            block,
+            idx: n,
+            key: (0, 0),
+            value: (0, 0),
+            error: None,
+        }
     }
 
     fn load(&mut self, i: usize) {
@@ -248,7 +267,10 @@ mod tests {
     fn block_of(keys: &[&str]) -> Arc<Block> {
         let mut b = BlockBuilder::default();
         for (i, k) in keys.iter().enumerate() {
-            b.add(&make_internal_key(k.as_bytes(), 1, ValueKind::Value), format!("v{i}").as_bytes());
+            b.add(
+                &make_internal_key(k.as_bytes(), 1, ValueKind::Value),
+                format!("v{i}").as_bytes(),
+            );
         }
         Arc::new(Block::new(b.finish(), Arc::new(PathBuf::from("t")), 0).unwrap())
     }
@@ -270,7 +292,9 @@ mod tests {
     fn worked_example_of_docs_formats_sstable_md() {
         let mut b = BlockBuilder::default();
         b.add(&make_internal_key(b"a", 1, ValueKind::Value), b"1");
-        let expect = [9, 1, b'a', 1, 1, 0, 0, 0, 0, 0, 0, b'1', 0, 0, 0, 0, 1, 0, 0, 0];
+        let expect = [
+            9, 1, b'a', 1, 1, 0, 0, 0, 0, 0, 0, b'1', 0, 0, 0, 0, 1, 0, 0, 0,
+        ];
         assert_eq!(b.finish(), expect);
     }
 

@@ -38,7 +38,10 @@ impl Bloom {
     pub fn new(mut data: Vec<u8>) -> Bloom {
         match data.pop() {
             Some(k) if !data.is_empty() && (1..=30).contains(&k) => Bloom { bits: data, k },
-            _ => Bloom { bits: Vec::new(), k: 0 },
+            _ => Bloom {
+                bits: Vec::new(),
+                k: 0,
+            },
         }
     }
 
@@ -70,10 +73,14 @@ mod tests {
 
     #[test]
     fn no_false_negatives_and_about_one_percent_false_positives() {
-        let keys: Vec<u64> = (0..10_000u64).map(|i| bloom_hash(&i.to_be_bytes())).collect();
+        let keys: Vec<u64> = (0..10_000u64)
+            .map(|i| bloom_hash(&i.to_be_bytes()))
+            .collect();
         let f = Bloom::new(build(&keys, 10));
         assert!(keys.iter().all(|&h| f.may_contain(h)));
-        let fp = (10_000..110_000u64).filter(|i| f.may_contain(bloom_hash(&i.to_be_bytes()))).count();
+        let fp = (10_000..110_000u64)
+            .filter(|i| f.may_contain(bloom_hash(&i.to_be_bytes())))
+            .count();
         let rate = fp as f64 / 100_000.0;
         assert!(rate < 0.02, "false-positive rate {rate}");
     }

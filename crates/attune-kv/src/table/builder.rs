@@ -56,7 +56,10 @@ impl TableBuilder {
             index: BlockBuilder::default(),
             hashes: Vec::new(),
             offset: 0,
-            props: TableProperties { smallest_seq: u64::MAX, ..Default::default() },
+            props: TableProperties {
+                smallest_seq: u64::MAX,
+                ..Default::default()
+            },
             block_first_ordinal: 0,
             last_key: Vec::new(),
             smallest_key: Vec::new(),
@@ -68,8 +71,7 @@ impl TableBuilder {
     /// Adds an entry; keys must arrive in strictly increasing internal-key order.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         assert!(
-            self.props.num_entries == 0
-                || compare_internal(&self.last_key, ikey) == Ordering::Less,
+            self.props.num_entries == 0 || compare_internal(&self.last_key, ikey) == Ordering::Less,
             "table keys must be added in increasing order"
         );
         if self.props.num_entries == 0 {
@@ -79,7 +81,8 @@ impl TableBuilder {
             self.key_len = None;
         }
         let uk = key::user_key(ikey);
-        if self.opts.bloom_bits_per_key > 0 && (self.hashes.is_empty() || uk != self.last_user_hash_key)
+        if self.opts.bloom_bits_per_key > 0
+            && (self.hashes.is_empty() || uk != self.last_user_hash_key)
         {
             self.hashes.push(bloom::bloom_hash(uk));
             self.last_user_hash_key.clear();
@@ -120,7 +123,13 @@ impl TableBuilder {
     }
 
     fn write(&mut self, contents: &[u8], c: Compression) -> Result<BlockHandle> {
-        let h = write_block(self.file.as_mut(), contents, c, self.opts.zstd_level, self.offset)?;
+        let h = write_block(
+            self.file.as_mut(),
+            contents,
+            c,
+            self.opts.zstd_level,
+            self.offset,
+        )?;
         self.offset += h.size + super::format::TRAILER_BYTES as u64;
         Ok(h)
     }
@@ -158,7 +167,12 @@ impl TableBuilder {
         let properties = self.write(&self.props.encode(), Compression::None)?;
         let index_contents = self.index.finish();
         let index = self.write(&index_contents, Compression::None)?;
-        let footer = Footer { filter, index, properties }.encode();
+        let footer = Footer {
+            filter,
+            index,
+            properties,
+        }
+        .encode();
         self.file.append(&footer)?;
         self.offset += footer.len() as u64;
         self.file.sync()?;

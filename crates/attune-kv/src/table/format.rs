@@ -1,7 +1,9 @@
 //! Table file framing: block handles, block trailers (compression type + CRC32C) and the footer.
 //! Byte layout: docs/formats/sstable.md.
 
-use crate::coding::{decode_fixed32, decode_fixed64, put_fixed32, put_fixed64, put_varint64, Reader};
+use crate::coding::{
+    decode_fixed32, decode_fixed64, put_fixed32, put_fixed64, put_varint64, Reader,
+};
 use crate::env::{RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use crate::options::Compression;
@@ -36,7 +38,10 @@ impl BlockHandle {
         put_varint64(dst, self.size);
     }
     pub fn decode_from(r: &mut Reader<'_>) -> Option<BlockHandle> {
-        Some(BlockHandle { offset: r.varint64()?, size: r.varint64()? })
+        Some(BlockHandle {
+            offset: r.varint64()?,
+            size: r.varint64()?,
+        })
     }
 }
 
@@ -86,7 +91,11 @@ impl Footer {
             offset: decode_fixed64(&buf[16 * i..]).unwrap_or(0),
             size: decode_fixed64(&buf[16 * i + 8..]).unwrap_or(0),
         };
-        Ok(Footer { filter: h(0), index: h(1), properties: h(2) })
+        Ok(Footer {
+            filter: h(0),
+            index: h(1),
+            properties: h(2),
+        })
     }
 }
 
@@ -132,17 +141,29 @@ pub fn write_block(
     trailer[0] = kind;
     trailer[1..].copy_from_slice(&crc.to_le_bytes());
     file.append(&trailer)?;
-    Ok(BlockHandle { offset, size: body.len() as u64 })
+    Ok(BlockHandle {
+        offset,
+        size: body.len() as u64,
+    })
 }
 
 /// Reads, verifies and decompresses a block.
-pub fn read_block(file: &dyn RandomAccessFile, handle: BlockHandle, path: &Path) -> Result<Vec<u8>> {
+pub fn read_block(
+    file: &dyn RandomAccessFile,
+    handle: BlockHandle,
+    path: &Path,
+) -> Result<Vec<u8>> {
     let bad = |d: String| Error::corruption(path, handle.offset, d);
     let total = handle
         .size
         .checked_add(TRAILER_BYTES as u64)
         .filter(|&t| t <= MAX_BLOCK_BYTES && handle.offset.saturating_add(t) <= file.size())
-        .ok_or_else(|| bad(format!("block handle (size {}) points past the file", handle.size)))?;
+        .ok_or_else(|| {
+            bad(format!(
+                "block handle (size {}) points past the file",
+                handle.size
+            ))
+        })?;
     let mut buf = vec![0u8; total as usize];
     file.read_exact_at(&mut buf, handle.offset)?;
     let n = handle.size as usize;

@@ -93,7 +93,11 @@ impl Table {
     ) -> Result<Table> {
         let size = file.size();
         if size < FOOTER_BYTES as u64 {
-            return Err(Error::corruption(&path, 0, format!("file of {size} bytes is too short for a table")));
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!("file of {size} bytes is too short for a table"),
+            ));
         }
         let mut fbuf = vec![0u8; FOOTER_BYTES];
         let foff = size - FOOTER_BYTES as u64;
@@ -104,14 +108,26 @@ impl Table {
         let index = Arc::new(Block::new(index_data, path.clone(), footer.index.offset)?);
         let props_data = read_block(file.as_ref(), footer.properties, &path)?;
         let props = TableProperties::decode(&props_data).ok_or_else(|| {
-            Error::corruption(path.as_path(), footer.properties.offset, "malformed properties block")
+            Error::corruption(
+                path.as_path(),
+                footer.properties.offset,
+                "malformed properties block",
+            )
         })?;
         let filter = if footer.filter.size > 0 {
             Some(Bloom::new(read_block(file.as_ref(), footer.filter, &path)?))
         } else {
             None
         };
-        Ok(Table { file, path, number, index, filter, props, cache })
+        Ok(Table {
+            file,
+            path,
+            number,
+            index,
+            filter,
+            props,
+            cache,
+        })
     }
 
     pub fn properties(&self) -> &TableProperties {
@@ -129,9 +145,12 @@ impl Table {
     }
 
     fn index_entry(&self, i: usize) -> Result<(BlockHandle, u64)> {
-        self.index.entry(i).and_then(|(_, v)| decode_index_value(v)).ok_or_else(|| {
-            Error::corruption(self.path.as_path(), 0, format!("malformed index entry {i}"))
-        })
+        self.index
+            .entry(i)
+            .and_then(|(_, v)| decode_index_value(v))
+            .ok_or_else(|| {
+                Error::corruption(self.path.as_path(), 0, format!("malformed index entry {i}"))
+            })
     }
 
     /// Reads a data block through the cache.
@@ -166,7 +185,11 @@ impl Table {
             Some((k, v)) if key::user_key(k) == uk => match key::kind(k) {
                 Some(ValueKind::Value) => Ok(Lookup::Found(v.to_vec())),
                 Some(ValueKind::Deletion) => Ok(Lookup::Deleted),
-                None => Err(Error::corruption(self.path.as_path(), h.offset, "unknown entry kind")),
+                None => Err(Error::corruption(
+                    self.path.as_path(),
+                    h.offset,
+                    "unknown entry kind",
+                )),
             },
             _ if i < blk.len() || i == 0 => Ok(Lookup::NotFound),
             _ => Ok(Lookup::NotFound),
@@ -190,7 +213,9 @@ impl Table {
         }
         let (h, first) = self.index_entry(lo)?;
         let blk = self.block(h, true)?;
-        Ok(blk.entry((pos - first) as usize).map(|(k, v)| (k.to_vec(), v.to_vec())))
+        Ok(blk
+            .entry((pos - first) as usize)
+            .map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 
     /// Reads and checks every block; returns the number of entries seen.
@@ -200,19 +225,35 @@ impl Table {
         for i in 0..self.index.len() {
             let (h, first) = self.index_entry(i)?;
             if first != n {
-                return Err(Error::corruption(self.path.as_path(), h.offset, "ordinal gap in index"));
+                return Err(Error::corruption(
+                    self.path.as_path(),
+                    h.offset,
+                    "ordinal gap in index",
+                ));
             }
             let blk = self.block(h, false)?;
             for j in 0..blk.len() {
                 let (k, _) = blk.entry(j).ok_or_else(|| {
-                    Error::corruption(self.path.as_path(), h.offset, format!("malformed entry {j}"))
+                    Error::corruption(
+                        self.path.as_path(),
+                        h.offset,
+                        format!("malformed entry {j}"),
+                    )
                 })?;
                 if key::parse_internal_key(k).is_none() {
-                    return Err(Error::corruption(self.path.as_path(), h.offset, "bad internal key"));
+                    return Err(Error::corruption(
+                        self.path.as_path(),
+                        h.offset,
+                        "bad internal key",
+                    ));
                 }
                 if let Some(l) = &last {
                     if key::compare_internal(l, k) != std::cmp::Ordering::Less {
-                        return Err(Error::corruption(self.path.as_path(), h.offset, "keys out of order"));
+                        return Err(Error::corruption(
+                            self.path.as_path(),
+                            h.offset,
+                            "keys out of order",
+                        ));
                     }
                 }
                 last = Some(k.to_vec());
@@ -223,7 +264,10 @@ impl Table {
             return Err(Error::corruption(
                 self.path.as_path(),
                 0,
-                format!("{n} entries found, properties say {}", self.props.num_entries),
+                format!(
+                    "{n} entries found, properties say {}",
+                    self.props.num_entries
+                ),
             ));
         }
         Ok(n)
@@ -242,7 +286,13 @@ pub struct TableIter {
 impl TableIter {
     pub fn new(table: Arc<Table>, fill_cache: bool) -> Self {
         let index = BlockIter::new(table.index.clone());
-        TableIter { table, index, data: None, error: None, fill_cache }
+        TableIter {
+            table,
+            index,
+            data: None,
+            error: None,
+            fill_cache,
+        }
     }
 
     fn load_block(&mut self) {
@@ -256,8 +306,11 @@ impl TableIter {
                 Err(e) => self.error = Some(e),
             },
             None => {
-                self.error =
-                    Some(Error::corruption(self.table.path.as_path(), 0, "malformed index entry"))
+                self.error = Some(Error::corruption(
+                    self.table.path.as_path(),
+                    0,
+                    "malformed index entry",
+                ))
             }
         }
     }
