@@ -208,4 +208,8 @@ fn sigkill_at_random_points_keeps_a_prefix_with_every_acknowledged_write() {
         applied > 0,
         "seed {seed}: the child never acknowledged a write"
     );
+    eprintln!(
+        "crash test (seed {seed}): {cycles} SIGKILL cycles, {applied} operations verified as a \
+         prefix with every acknowledged write"
+    );
 }

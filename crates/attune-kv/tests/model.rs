@@ -287,4 +287,5 @@ fn random_histories_match_an_ordered_map() {
     for seed in 0..seeds {
         run_seed(seed, 3_000);
     }
+    eprintln!("model test: {seeds} seeds x 3000 operations matched the ordered map");
 }
