@@ -19,9 +19,8 @@ use crate::env::{Env, FileLock, PosixEnv};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::iter::{DbIter, InternalIterator, MergingIterator};
-use crate::key::{make_internal_key, ValueKind, KIND_FOR_SEEK};
 use crate::log::{LogReader, LogWriter};
-use crate::memtable::{Lookup, MemTable, MemTableIter};
+use crate::memtable::{with_lookup_key, Lookup, MemTable, MemTableIter};
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::table::{TableBuilder, TableBuilderOptions, TableIter};
 use crate::version::{
@@ -172,10 +171,6 @@ pub struct Stats {
     pub live_sst_bytes: u64,
     pub num_snapshots: usize,
     pub table_pinned_bytes: u64,
-}
-
-fn lookup_key(key: &[u8], seq: u64) -> Vec<u8> {
-    make_internal_key(key, seq, KIND_FOR_SEEK)
 }
 
 impl DB {
@@ -781,7 +776,7 @@ impl DbInner {
             }
         }
         if r == Lookup::NotFound {
-            r = sv.version.get(&lookup_key(key, seq), &self.tables)?;
+            r = with_lookup_key(key, seq, |k| sv.version.get(k, &self.tables))?;
         }
         match r {
             Lookup::Found(v) => {
@@ -1116,18 +1111,19 @@ impl DbInner {
     }
 
     fn stats(&self) -> Stats {
-        let st = self.state.lock();
-        let v = st.versions.current();
-        let c = &self.counters;
-        let user = c.user_bytes_written.load(Ordering::Relaxed);
-        let comp_w: u64 = st.level_stats.iter().map(|s| s.bytes_written).sum();
-        let comp_r: u64 = st.level_stats.iter().map(|s| s.bytes_read).sum();
+        // Table readers may have to be opened (file I/O): do it before taking the state mutex.
+        let v = self.sv.read().version.clone();
         let mut pinned = 0u64;
         for f in v.files.iter().flatten() {
             if let Ok(t) = self.tables.get(f.number) {
                 pinned += t.pinned_bytes() as u64;
             }
         }
+        let st = self.state.lock();
+        let c = &self.counters;
+        let user = c.user_bytes_written.load(Ordering::Relaxed);
+        let comp_w: u64 = st.level_stats.iter().map(|s| s.bytes_written).sum();
+        let comp_r: u64 = st.level_stats.iter().map(|s| s.bytes_read).sum();
         Stats {
             last_sequence: self.last_sequence.load(Ordering::Acquire),
             level_files: v.files.iter().map(Vec::len).collect(),
@@ -1293,11 +1289,10 @@ impl DbIterator {
     }
 }
 
-#[allow(dead_code)]
-fn _assert_send_sync() {
-    fn s<T: Send + Sync>() {}
-    fn send<T: Send>() {}
-    s::<DB>();
+// DB is shared across threads and iterators move between them (Python hands them around).
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    const fn send<T: Send>() {}
+    send_sync::<DB>();
     send::<DbIterator>();
-    let _ = ValueKind::Value;
-}
+};

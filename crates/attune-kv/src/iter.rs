@@ -47,18 +47,38 @@ impl MergingIterator {
     }
 
     /// A child that stopped on an error stops the merge: yielding the other children's keys
-    /// would silently skip the damaged range.
-    fn any_child_failed(&self) -> bool {
-        self.children
-            .iter()
-            .any(|c| !c.valid() && c.status().is_err())
+    /// would silently skip the damaged range. Only a child that moved can have failed, so a step
+    /// checks the one child it advanced and a seek or direction change checks them all.
+    fn failed(c: &dyn InternalIterator) -> bool {
+        !c.valid() && c.status().is_err()
     }
 
     fn find_smallest(&mut self) {
-        if self.any_child_failed() {
+        if self.children.iter().any(|c| Self::failed(c.as_ref())) {
             self.current = None;
             return;
         }
+        self.pick_smallest();
+    }
+
+    fn find_largest(&mut self) {
+        if self.children.iter().any(|c| Self::failed(c.as_ref())) {
+            self.current = None;
+            return;
+        }
+        self.pick_largest();
+    }
+
+    /// After `cur` alone moved: stop if it failed, else pick with `pick`.
+    fn after_step(&mut self, cur: usize, pick: fn(&mut Self)) {
+        if Self::failed(self.children[cur].as_ref()) {
+            self.current = None;
+        } else {
+            pick(self);
+        }
+    }
+
+    fn pick_smallest(&mut self) {
         let mut best: Option<usize> = None;
         for (i, c) in self.children.iter().enumerate() {
             if c.valid() {
@@ -76,11 +96,7 @@ impl MergingIterator {
         self.current = best;
     }
 
-    fn find_largest(&mut self) {
-        if self.any_child_failed() {
-            self.current = None;
-            return;
-        }
+    fn pick_largest(&mut self) {
         let mut best: Option<usize> = None;
         for (i, c) in self.children.iter().enumerate().rev() {
             if c.valid() {
@@ -125,7 +141,8 @@ impl InternalIterator for MergingIterator {
     }
     fn next(&mut self) {
         let Some(cur) = self.current else { return };
-        if self.direction != Direction::Forward {
+        let switched = self.direction != Direction::Forward;
+        if switched {
             // Move every other child to the first entry after key().
             let k = self.children[cur].key().to_vec();
             for (i, c) in self.children.iter_mut().enumerate() {
@@ -139,11 +156,16 @@ impl InternalIterator for MergingIterator {
             self.direction = Direction::Forward;
         }
         self.children[cur].next();
-        self.find_smallest();
+        if switched {
+            self.find_smallest();
+        } else {
+            self.after_step(cur, Self::pick_smallest);
+        }
     }
     fn prev(&mut self) {
         let Some(cur) = self.current else { return };
-        if self.direction != Direction::Reverse {
+        let switched = self.direction != Direction::Reverse;
+        if switched {
             // Move every other child to the last entry before key().
             let k = self.children[cur].key().to_vec();
             for (i, c) in self.children.iter_mut().enumerate() {
@@ -159,7 +181,11 @@ impl InternalIterator for MergingIterator {
             self.direction = Direction::Reverse;
         }
         self.children[cur].prev();
-        self.find_largest();
+        if switched {
+            self.find_largest();
+        } else {
+            self.after_step(cur, Self::pick_largest);
+        }
     }
     fn key(&self) -> &[u8] {
         match self.current {

@@ -7,7 +7,7 @@
 use crate::iter::InternalIterator;
 use crate::key::{self, make_internal_key, pack_tag, ValueKind, KIND_FOR_SEEK};
 use crate::skiplist::{node_key, node_value, SkipList};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// Result of a point lookup in a memtable or table.
@@ -24,7 +24,6 @@ pub struct MemTable {
     entries: AtomicUsize,
     /// Number of the WAL file whose records this memtable holds.
     pub log_number: u64,
-    largest_seq: AtomicU64,
 }
 
 /// Runs `f` on the lookup key `user_key ‖ tag(seq, KIND_FOR_SEEK)`, built on the stack when short.
@@ -48,7 +47,6 @@ impl MemTable {
             list: SkipList::new(),
             entries: AtomicUsize::new(0),
             log_number,
-            largest_seq: AtomicU64::new(0),
         }
     }
 
@@ -57,7 +55,6 @@ impl MemTable {
         self.list
             .insert_parts(user_key, &pack_tag(seq, kind).to_le_bytes(), value);
         self.entries.fetch_add(1, AtomicOrdering::Relaxed);
-        self.largest_seq.fetch_max(seq, AtomicOrdering::Relaxed);
     }
 
     /// The newest version of `user_key` visible at `seq`.
@@ -86,10 +83,6 @@ impl MemTable {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    pub fn largest_sequence(&self) -> u64 {
-        self.largest_seq.load(AtomicOrdering::Relaxed)
     }
 }
 

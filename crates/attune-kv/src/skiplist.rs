@@ -194,13 +194,13 @@ impl SkipList {
         }
     }
 
-    /// Last node < key, or null.
-    pub fn find_less_than(&self, key: &[u8]) -> NodePtr {
+    /// The last node for which `before(node key)` holds (a prefix of the list), or null.
+    fn find_last_where(&self, before: impl Fn(&[u8]) -> bool) -> NodePtr {
         let mut x = self.head;
         let mut level = self.max_height.load(AtomicOrdering::Acquire) - 1;
         loop {
             let n = self.next(x, level);
-            if !n.is_null() && compare_internal(node_key(n), key) == Ordering::Less {
+            if !n.is_null() && before(node_key(n)) {
                 x = n;
             } else if level == 0 {
                 return if x == self.head {
@@ -214,24 +214,14 @@ impl SkipList {
         }
     }
 
+    /// Last node < key, or null.
+    pub fn find_less_than(&self, key: &[u8]) -> NodePtr {
+        self.find_last_where(|k| compare_internal(k, key) == Ordering::Less)
+    }
+
     /// Last node, or null.
     pub fn find_last(&self) -> NodePtr {
-        let mut x = self.head;
-        let mut level = self.max_height.load(AtomicOrdering::Acquire) - 1;
-        loop {
-            let n = self.next(x, level);
-            if !n.is_null() {
-                x = n;
-            } else if level == 0 {
-                return if x == self.head {
-                    std::ptr::null_mut()
-                } else {
-                    x
-                };
-            } else {
-                level -= 1;
-            }
-        }
+        self.find_last_where(|_| true)
     }
 
     /// First node, or null.

@@ -191,7 +191,6 @@ impl Table {
                     "unknown entry kind",
                 )),
             },
-            _ if i < blk.len() || i == 0 => Ok(Lookup::NotFound),
             _ => Ok(Lookup::NotFound),
         }
     }
@@ -315,44 +314,40 @@ impl TableIter {
         }
     }
 
-    fn skip_forward(&mut self) {
+    /// Moves to the next (or previous) block until the cursor is on an entry, the index runs
+    /// out, or an error stops it.
+    fn skip_empty_blocks(&mut self, forward: bool) {
         while self.error.is_none() && !self.data.as_ref().is_some_and(|d| d.valid()) {
-            if let Some(d) = &self.data {
-                if let Err(e) = d.status() {
-                    self.error = Some(e);
-                    break;
-                }
+            if let Some(Err(e)) = self.data.as_ref().map(|d| d.status()) {
+                self.error = Some(e);
+                break;
             }
             if !self.index.valid() {
                 self.data = None;
                 return;
             }
-            self.index.next();
+            if forward {
+                self.index.next();
+            } else {
+                self.index.prev();
+            }
             self.load_block();
             if let Some(d) = &mut self.data {
-                d.seek_to_first();
+                if forward {
+                    d.seek_to_first();
+                } else {
+                    d.seek_to_last();
+                }
             }
         }
     }
 
+    fn skip_forward(&mut self) {
+        self.skip_empty_blocks(true)
+    }
+
     fn skip_backward(&mut self) {
-        while self.error.is_none() && !self.data.as_ref().is_some_and(|d| d.valid()) {
-            if let Some(d) = &self.data {
-                if let Err(e) = d.status() {
-                    self.error = Some(e);
-                    break;
-                }
-            }
-            if !self.index.valid() {
-                self.data = None;
-                return;
-            }
-            self.index.prev();
-            self.load_block();
-            if let Some(d) = &mut self.data {
-                d.seek_to_last();
-            }
-        }
+        self.skip_empty_blocks(false)
     }
 }
 
