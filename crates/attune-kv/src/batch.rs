@@ -73,6 +73,15 @@ impl WriteBatch {
         Ok(())
     }
 
+    /// Adds a put whose value was written to the value log; `pointer` is an encoded
+    /// [`crate::vlog::BlobPointer`]. Internal: users write values with [`WriteBatch::put`].
+    pub(crate) fn put_blob_index(&mut self, key: &[u8], pointer: &[u8]) {
+        self.rep.push(ValueKind::BlobIndex as u8);
+        put_length_prefixed(&mut self.rep, key);
+        put_length_prefixed(&mut self.rep, pointer);
+        self.count += 1;
+    }
+
     pub fn clear(&mut self) {
         self.rep.truncate(HEADER_BYTES);
         self.rep[..HEADER_BYTES].fill(0);
@@ -153,7 +162,7 @@ impl<'a> Iterator for BatchIter<'a> {
             let kind = ValueKind::from_u8(self.r.u8()?)?;
             let key = self.r.length_prefixed()?;
             let value = match kind {
-                ValueKind::Value => self.r.length_prefixed()?,
+                ValueKind::Value | ValueKind::BlobIndex => self.r.length_prefixed()?,
                 ValueKind::Deletion => &[][..],
             };
             Some((kind, key, value))

@@ -18,6 +18,7 @@ use crate::key::{self, ValueKind};
 use crate::options::Options;
 use crate::table::{TableBuilder, TableBuilderOptions, TableIter};
 use crate::version::{FileMeta, LevelIter, TableCache, Version, NUM_LEVELS};
+use crate::vlog::BlobPointer;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -125,6 +126,8 @@ pub struct CompactionOutput {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub entries_dropped: u64,
+    /// Bytes of value-log records whose pointers were dropped, per segment.
+    pub blob_garbage: std::collections::BTreeMap<u64, u64>,
 }
 
 /// Whether no level below `output_level` can hold `uk`.
@@ -178,6 +181,7 @@ pub fn run(
         bytes_read: c.input_bytes(),
         bytes_written: 0,
         entries_dropped: 0,
+        blob_garbage: Default::default(),
     };
     let mut builder: Option<(u64, TableBuilder)> = None;
     let mut current_user_key: Option<Vec<u8>> = None;
@@ -223,6 +227,11 @@ pub fn run(
         last_seq_for_key = parsed.sequence;
         if drop {
             out.entries_dropped += 1;
+            if parsed.kind == ValueKind::BlobIndex {
+                if let Some(p) = BlobPointer::decode(it.value()) {
+                    *out.blob_garbage.entry(p.file).or_default() += u64::from(p.len);
+                }
+            }
         } else {
             if builder.is_none() {
                 let n = new_file();

@@ -19,6 +19,7 @@ use crate::env::{Env, FileLock, PosixEnv};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::iter::{DbIter, InternalIterator, MergingIterator};
+use crate::key::ValueKind;
 use crate::log::{LogReader, LogWriter};
 use crate::memtable::{with_lookup_key, Lookup, MemTable, MemTableIter};
 use crate::options::{Options, ReadOptions, WriteOptions};
@@ -26,6 +27,7 @@ use crate::table::{TableBuilder, TableBuilderOptions, TableIter};
 use crate::version::{
     FileMeta, LevelIter, TableCache, Version, VersionEdit, VersionSet, NUM_LEVELS,
 };
+use crate::vlog::{BlobFile, BlobPointer, SegmentScanner, VlogWriter};
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -39,17 +41,51 @@ use std::time::Duration;
 const GROUP_BYTES_MAX: usize = 1 << 20;
 const GROUP_SMALL_LEAD_EXTRA: usize = 128 << 10;
 
-/// What a reader needs: the memtables and the version, captured together.
+/// Live records a garbage-collection round moves, per write: at most this many bytes, so that
+/// the writer queue is held for a bounded time (about a millisecond of appends).
+const GC_CHUNK_BYTES: usize = 1 << 20;
+
+/// Value-log segments readers may touch, by number.
+type BlobSet = Arc<BTreeMap<u64, Arc<BlobFile>>>;
+
+/// What a reader needs: the memtables, the version and the value-log segments, captured together.
 pub(crate) struct SuperVersion {
     mem: Arc<MemTable>,
     imm: Option<Arc<MemTable>>,
     version: Arc<Version>,
+    blobs: BlobSet,
 }
+
+/// A live value-log record that garbage collection moves: (key, value, where it was).
+type GcEntry = (Vec<u8>, Vec<u8>, BlobPointer);
 
 struct PendingWrite {
     id: u64,
     batch: Option<WriteBatch>,
     sync: bool,
+    /// Set for a garbage-collection move: rewritten only where the key still points at the old
+    /// record when this write leads its group.
+    gc: Option<Vec<GcEntry>>,
+}
+
+/// Outcome of one garbage-collection call.
+#[derive(Clone, Debug, Default)]
+pub struct GcReport {
+    pub segments_collected: u64,
+    pub records_rewritten: u64,
+    pub bytes_rewritten: u64,
+    /// Bytes of segments scheduled for deletion (deleted once no snapshot needs them).
+    pub bytes_reclaimed: u64,
+}
+
+#[derive(Default)]
+struct GcStats {
+    runs: u64,
+    segments: u64,
+    records_rewritten: u64,
+    bytes_rewritten: u64,
+    bytes_reclaimed: u64,
+    max_pause_micros: u64,
 }
 
 #[derive(Default, Clone, Copy, Debug)]
@@ -74,6 +110,16 @@ struct State {
     level_stats: [LevelCompactionStats; NUM_LEVELS],
     flush_count: u64,
     flush_bytes: u64,
+    /// Readers' handles of the live value-log segments.
+    blobs: BlobSet,
+    /// Segments emptied by garbage collection, with the sequence after which no reader needs
+    /// them; dropped from the manifest once no snapshot is older.
+    blob_pending_deletion: Vec<(u64, u64)>,
+    /// A segment abandoned after a failed append, with its valid length, sealed on the next
+    /// segment switch.
+    blob_abandoned: Vec<(u64, u64)>,
+    gc_running: bool,
+    gc: GcStats,
 }
 
 #[derive(Default)]
@@ -87,6 +133,9 @@ struct Counters {
     slowdowns: AtomicU64,
     gets: AtomicU64,
     gets_found: AtomicU64,
+    blob_bytes_written: AtomicU64,
+    blob_reads: AtomicU64,
+    blob_prefetches: AtomicU64,
 }
 
 pub(crate) struct DbInner {
@@ -102,6 +151,8 @@ pub(crate) struct DbInner {
     done_cv: Condvar,
     sv: RwLock<Arc<SuperVersion>>,
     wal: Mutex<Option<LogWriter>>,
+    /// The active value-log segment; appended to only by the group-commit leader.
+    vlog: Mutex<Option<VlogWriter>>,
     /// The previous WAL (of the immutable memtable) until it is fsynced: by the flush thread, or
     /// first by a sync write, so that a synced write never survives a crash that loses an earlier
     /// write of the previous log (the prefix guarantee across log files).
@@ -112,6 +163,15 @@ pub(crate) struct DbInner {
     counters: Counters,
     shutting_down: AtomicBool,
     _lock: Box<dyn FileLock>,
+}
+
+/// Bytes of one value-log segment by status, for stats.
+#[derive(Clone, Debug, Default)]
+pub struct BlobFileStats {
+    pub number: u64,
+    pub size: u64,
+    pub garbage: u64,
+    pub sealed: bool,
 }
 
 /// An open database. Closing happens on `close()` or drop.
@@ -140,6 +200,10 @@ impl Drop for Snapshot {
             if *c == 0 {
                 st.snapshots.remove(&self.seq);
             }
+        }
+        if !st.blob_pending_deletion.is_empty() {
+            // A failure leaves the segments listed; the next collection retries.
+            let _ = self.inner.finalize_blob_deletions(&mut st);
         }
     }
 }
@@ -171,6 +235,30 @@ pub struct Stats {
     pub live_sst_bytes: u64,
     pub num_snapshots: usize,
     pub table_pinned_bytes: u64,
+    /// Value-log segments (size 0 = the active one, whose length is `blob_active_bytes`).
+    pub blob_files: Vec<BlobFileStats>,
+    /// Bytes of all value-log segments.
+    pub blob_bytes: u64,
+    /// Bytes known to be garbage (found by flush and compaction) and not yet collected.
+    pub blob_garbage_bytes: u64,
+    /// `blob_bytes - blob_garbage_bytes`.
+    pub blob_live_bytes: u64,
+    /// `blob_bytes / blob_live_bytes` (1.0 without a value log).
+    pub blob_space_amp: f64,
+    /// Value bytes appended to the value log by writes (garbage collection included).
+    pub blob_bytes_written: u64,
+    pub blob_reads: u64,
+    pub blob_prefetches: u64,
+    pub gc_runs: u64,
+    pub gc_segments_collected: u64,
+    pub gc_records_rewritten: u64,
+    pub gc_bytes_rewritten: u64,
+    pub gc_bytes_reclaimed: u64,
+    /// Longest time one garbage-collection write held the writer queue.
+    pub gc_max_pause_micros: u64,
+    /// Table files whose records all have one size and sit uncompressed (key + pointer), so a
+    /// record's position gives its byte offset.
+    pub fixed_layout_files: Vec<u64>,
 }
 
 impl DB {
@@ -257,7 +345,8 @@ impl DB {
             }
         }
         let mut edit = VersionEdit::default();
-        let max_seq = recover_logs(&env, &dir, &opts, &mut versions, &mut edit)?;
+        let blob_valid = recover_blob_files(env.as_ref(), &dir, &versions, &mut edit)?;
+        let max_seq = recover_logs(&env, &dir, &opts, &mut versions, &mut edit, &blob_valid)?;
         let log_number = versions.new_file_number();
         let wal_file = env.new_writable(&filename::log_path(&dir, log_number))?;
         env.sync_dir(&dir)?;
@@ -265,11 +354,19 @@ impl DB {
         versions.last_sequence = max_seq;
         edit.last_sequence = Some(max_seq);
         versions.log_and_apply(edit)?;
+        let blobs: BlobSet = Arc::new(
+            versions
+                .blob_files
+                .keys()
+                .map(|&n| (n, Arc::new(BlobFile::new(env.clone(), &dir, n))))
+                .collect(),
+        );
         let mem = Arc::new(MemTable::new(log_number));
         let sv = Arc::new(SuperVersion {
             mem: mem.clone(),
             imm: None,
             version: versions.current(),
+            blobs: blobs.clone(),
         });
         let inner = Arc::new(DbInner {
             env,
@@ -289,12 +386,18 @@ impl DB {
                 level_stats: Default::default(),
                 flush_count: 0,
                 flush_bytes: 0,
+                blobs,
+                blob_pending_deletion: Vec::new(),
+                blob_abandoned: Vec::new(),
+                gc_running: false,
+                gc: GcStats::default(),
             }),
             write_cv: Condvar::new(),
             work_cv: Condvar::new(),
             done_cv: Condvar::new(),
             sv: RwLock::new(sv),
             wal: Mutex::new(Some(LogWriter::new(wal_file))),
+            vlog: Mutex::new(None),
             imm_wal: Mutex::new(None),
             last_sequence: AtomicU64::new(max_seq),
             tables,
@@ -317,6 +420,7 @@ impl DB {
         };
         threads.push(spawn("attune-flush", DbInner::flush_loop)?);
         threads.push(spawn("attune-compact", DbInner::compaction_loop)?);
+        threads.push(spawn("attune-gc", DbInner::gc_loop)?);
         if inner.opts.wal_sync_interval_ms > 0 {
             threads.push(spawn("attune-walsync", DbInner::wal_sync_loop)?);
         }
@@ -374,7 +478,7 @@ impl DB {
 
     /// An iterator over the user view; position it with a seek before use.
     pub fn iter(&self, ro: &ReadOptions) -> DbIterator {
-        self.inner.iter(ro)
+        DbInner::iter(&self.inner, ro)
     }
 
     /// Flushes the memtable to an L0 table and waits for it.
@@ -387,6 +491,23 @@ impl DB {
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner.flush()?;
         self.inner.compact_range(begin, end)
+    }
+
+    /// Garbage-collects the value log: every sealed segment with at least
+    /// `blob_gc_garbage_ratio` of dead records is rewritten and removed.
+    pub fn gc(&self) -> Result<GcReport> {
+        self.inner.gc(self.inner.opts.blob_gc_garbage_ratio)
+    }
+
+    /// Like [`DB::gc`] with an explicit dead share a segment needs (0..=1; 0 collects every
+    /// sealed segment with any dead record).
+    pub fn gc_with_ratio(&self, min_garbage_ratio: f64) -> Result<GcReport> {
+        if !(0.0..=1.0).contains(&min_garbage_ratio) {
+            return Err(Error::InvalidArgument(format!(
+                "garbage ratio {min_garbage_ratio} outside 0..=1"
+            )));
+        }
+        self.inner.gc(min_garbage_ratio)
     }
 
     /// Changes the block cache capacity while running.
@@ -438,6 +559,9 @@ impl DB {
             let _ = t.join();
         }
         self.inner.sync_imm_wal()?;
+        if let Some(v) = self.inner.vlog.lock().as_mut() {
+            v.sync()?;
+        }
         let mut wal = self.inner.wal.lock();
         if let Some(w) = wal.as_mut() {
             w.sync()?;
@@ -460,6 +584,7 @@ fn recover_logs(
     opts: &Options,
     versions: &mut VersionSet,
     edit: &mut VersionEdit,
+    blob_valid: &HashMap<u64, u64>,
 ) -> Result<u64> {
     let mut logs: Vec<u64> = env
         .list_dir(dir)?
@@ -472,18 +597,43 @@ fn recover_logs(
     logs.sort_unstable();
     let mut max_seq = versions.last_sequence;
     let mut mem = MemTable::new(0);
+    let mut garbage = BTreeMap::new();
+    let mut stopped = false;
     for n in logs {
         versions.next_file_number = versions.next_file_number.max(n + 1);
+        if stopped {
+            continue; // after a lost value, later logs are not part of the recovered prefix
+        }
         let path = filename::log_path(dir, n);
         let data = env.read_all(&path)?;
         let mut reader = LogReader::new(&data, &path);
         while let Some((off, rec)) = reader.next_record()? {
             let (seq, batch) = WriteBatch::decode(&rec)
                 .ok_or_else(|| Error::corruption(&path, off, "malformed write batch in WAL"))?;
-            let mut s = seq;
+            let mut items = Vec::with_capacity(batch.len());
             for item in batch.iter() {
                 let (kind, k, v) =
                     item.ok_or_else(|| Error::corruption(&path, off, "malformed batch entry"))?;
+                if kind == ValueKind::BlobIndex {
+                    let p = BlobPointer::decode(v).ok_or_else(|| {
+                        Error::corruption(&path, off, "malformed value pointer in WAL")
+                    })?;
+                    // A pointer into a listed segment past its valid end: the WAL reached the
+                    // disk but the value did not (a crash before the value log was synced), so
+                    // the recovered history ends here. A pointer into a segment the manifest no
+                    // longer lists is superseded: garbage collection moved the value (and logged
+                    // the move after this record) before it dropped the segment.
+                    if blob_valid.get(&p.file).is_some_and(|&len| p.end() > len) {
+                        stopped = true;
+                    }
+                }
+                items.push((kind, k, v));
+            }
+            if stopped {
+                break;
+            }
+            let mut s = seq;
+            for (kind, k, v) in items {
                 mem.add(s, kind, k, v);
                 s += 1;
             }
@@ -499,6 +649,7 @@ fn recover_logs(
                     versions.new_file_number(),
                     Arc::new(m),
                     crate::key::MAX_SEQUENCE,
+                    &mut garbage,
                 )? {
                     edit.add_file(0, f);
                 }
@@ -513,14 +664,69 @@ fn recover_logs(
             versions.new_file_number(),
             Arc::new(mem),
             crate::key::MAX_SEQUENCE,
+            &mut garbage,
         )? {
             edit.add_file(0, f);
         }
     }
+    edit.blob_garbage.extend(garbage);
     if !edit.new_files.is_empty() {
         env.sync_dir(dir)?;
     }
     Ok(max_seq)
+}
+
+/// Checks the value-log segments against the manifest: removes segments it does not list (left
+/// by a collection or a switch that a crash interrupted), fails if a listed one is missing, and
+/// seals the segment that was active at the crash at the end of its last whole record (recorded
+/// in `edit`). Returns each segment's valid length, against which WAL pointers are checked.
+fn recover_blob_files(
+    env: &dyn Env,
+    dir: &Path,
+    versions: &VersionSet,
+    edit: &mut VersionEdit,
+) -> Result<HashMap<u64, u64>> {
+    let present: HashSet<u64> = env
+        .list_dir(dir)?
+        .iter()
+        .filter_map(|n| match filename::parse(n) {
+            Some(FileKind::Blob(n)) => Some(n),
+            _ => None,
+        })
+        .collect();
+    for n in &present {
+        if !versions.blob_files.contains_key(n) {
+            env.remove_file(&filename::blob_path(dir, *n))?;
+        }
+    }
+    let mut valid = HashMap::new();
+    for (&n, m) in &versions.blob_files {
+        let path = filename::blob_path(dir, n);
+        if !present.contains(&n) {
+            return Err(Error::corruption(
+                dir.join(filename::manifest_name(versions.manifest_number)),
+                0,
+                format!("the manifest lists value-log segment {n:06}.vlog, which is missing"),
+            ));
+        }
+        if m.sealed {
+            valid.insert(n, m.size);
+            continue;
+        }
+        let data = env.read_all(&path)?;
+        let len = match SegmentScanner::new(&path, &data) {
+            Ok(mut scan) => {
+                for _ in scan.by_ref() {}
+                scan.valid_len()
+            }
+            // Created just before the crash: its header never reached the disk.
+            Err(_) if data.len() < crate::vlog::SEGMENT_HEADER_BYTES as usize => 0,
+            Err(e) => return Err(e),
+        };
+        valid.insert(n, len);
+        edit.blob_files_sealed.push((n, len));
+    }
+    Ok(valid)
 }
 
 /// Writes a memtable to table file `number`; None when it is empty. Versions shadowed by a newer
@@ -533,6 +739,7 @@ fn write_level0(
     number: u64,
     mem: Arc<MemTable>,
     smallest_snapshot: u64,
+    blob_garbage: &mut BTreeMap<u64, u64>,
 ) -> Result<Option<FileMeta>> {
     let mut it = MemTableIter::new(mem);
     it.seek_to_first();
@@ -555,6 +762,10 @@ fn write_level0(
         }
         if last_seq_for_key > smallest_snapshot {
             b.add(ikey, it.value())?;
+        } else if crate::key::kind(ikey) == Some(ValueKind::BlobIndex) {
+            if let Some(p) = BlobPointer::decode(it.value()) {
+                *blob_garbage.entry(p.file).or_default() += u64::from(p.len);
+            }
         }
         last_seq_for_key = crate::key::sequence(ikey);
         it.next();
@@ -578,6 +789,10 @@ fn write_level0(
 
 impl DbInner {
     fn write(&self, batch: WriteBatch, wo: WriteOptions) -> Result<()> {
+        self.write_inner(batch, wo.sync, None)
+    }
+
+    fn write_inner(&self, batch: WriteBatch, sync: bool, gc: Option<Vec<GcEntry>>) -> Result<()> {
         if self.shutting_down.load(Ordering::Acquire) {
             return Err(Error::Closed("database is closed".into()));
         }
@@ -587,7 +802,8 @@ impl DbInner {
         st.writers.push_back(PendingWrite {
             id,
             batch: Some(batch),
-            sync: wo.sync,
+            sync,
+            gc,
         });
         loop {
             if let Some(r) = st.finished.remove(&id) {
@@ -605,14 +821,52 @@ impl DbInner {
             self.write_cv.notify_all();
             return Err(e);
         }
-        let (group, batch, sync) = build_group(&mut st.writers);
+        let gc = st.writers.front_mut().and_then(|w| w.gc.take());
+        let started = self.env.now_micros();
+        let (group, mut batch, sync) = if gc.is_some() {
+            let lead = st
+                .writers
+                .front_mut()
+                .map(|w| (w.id, w.batch.take(), w.sync));
+            let (lid, b, s) = lead.unwrap_or((id, None, false));
+            (vec![lid], b.unwrap_or_default(), s)
+        } else {
+            build_group(&mut st.writers)
+        };
+        let mut gc_failed = None;
+        if let Some(entries) = &gc {
+            // Nothing else writes now: whatever still points at the old records is exactly
+            // what must move.
+            let sv = self.sv.read().clone();
+            match MutexGuard::unlocked(&mut st, || self.gc_batch(&sv, entries)) {
+                Ok(b) => batch = b,
+                Err(e) => gc_failed = Some(e),
+            }
+        }
+        let min_blob = self.opts.min_blob_size as usize;
+        let separate = self.opts.enable_blob_files
+            && batch
+                .iter()
+                .any(|i| matches!(i, Some((ValueKind::Value, _, v)) if v.len() >= min_blob));
+        let mut result = match gc_failed {
+            Some(e) => Err(e),
+            None if separate => self.ensure_vlog(&mut st),
+            None => Ok(()),
+        };
         let count = batch.len() as u64;
         let first_seq = self.last_sequence.load(Ordering::Acquire) + 1;
-        let mut batch = batch;
         batch.set_sequence(first_seq);
-        let mem = st.mem.clone();
-        let result =
-            MutexGuard::unlocked(&mut st, || self.write_group(&batch, first_seq, sync, &mem));
+        let mut fatal = false;
+        if result.is_ok() {
+            let mem = st.mem.clone();
+            let r = MutexGuard::unlocked(&mut st, || {
+                self.write_group(&batch, first_seq, sync, &mem, separate, gc.is_some())
+            });
+            if let Err((e, f)) = r {
+                result = Err(e);
+                fatal = f;
+            }
+        }
         match &result {
             Ok(()) => {
                 if count > 0 {
@@ -621,10 +875,14 @@ impl DbInner {
                 }
             }
             Err(e) => {
-                if st.bg_error.is_none() {
+                if fatal && st.bg_error.is_none() {
                     st.bg_error = Some(e.duplicate());
                 }
             }
+        }
+        if gc.is_some() {
+            let pause = self.env.now_micros().saturating_sub(started);
+            st.gc.max_pause_micros = st.gc.max_pause_micros.max(pause);
         }
         for gid in &group {
             if *gid != id {
@@ -642,6 +900,55 @@ impl DbInner {
         result
     }
 
+    /// The moves of a collection that are still needed: entries whose key still points at the
+    /// record being moved.
+    fn gc_batch(&self, sv: &SuperVersion, entries: &[GcEntry]) -> Result<WriteBatch> {
+        let mut b = WriteBatch::new();
+        for (k, v, p) in entries {
+            if self.current_pointer(sv, k)? == Some(*p) {
+                b.put(k, v)?;
+            }
+        }
+        Ok(b)
+    }
+
+    /// Makes sure an active value-log segment with room exists, sealing a full (or abandoned)
+    /// one and recording the switch in the manifest. Called by the group leader.
+    fn ensure_vlog(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let mut vlog = self.vlog.lock();
+        let full = vlog
+            .as_ref()
+            .is_none_or(|w| w.len() >= self.opts.blob_file_size);
+        if !full {
+            return Ok(());
+        }
+        let mut edit = VersionEdit::default();
+        if let Some(mut old) = vlog.take() {
+            // Seal: everything in it becomes durable before the manifest says it is complete.
+            if let Err(e) = old.sync() {
+                // Durability of the segment is unknown after a failed fsync: stop writing.
+                if st.bg_error.is_none() {
+                    st.bg_error = Some(e.duplicate());
+                }
+                return Err(e);
+            }
+            edit.blob_files_sealed.push((old.number, old.len()));
+        }
+        edit.blob_files_sealed.append(&mut st.blob_abandoned);
+        let n = st.versions.new_file_number();
+        let w = VlogWriter::create(self.env.as_ref(), &self.dir, n)?;
+        self.env.sync_dir(&self.dir)?;
+        edit.blob_files_added.push(n);
+        st.versions.log_and_apply(edit)?;
+        let mut blobs = (*st.blobs).clone();
+        blobs.insert(n, Arc::new(BlobFile::new(self.env.clone(), &self.dir, n)));
+        st.blobs = Arc::new(blobs);
+        *vlog = Some(w);
+        drop(vlog);
+        self.install_super_version(st);
+        Ok(())
+    }
+
     /// Fsyncs the previous WAL if it is still pending.
     fn sync_imm_wal(&self) -> Result<()> {
         let mut g = self.imm_wal.lock();
@@ -653,37 +960,107 @@ impl DbInner {
         Ok(())
     }
 
+    /// Writes one group: large values to the value log, then the WAL record, then the memtable.
+    /// An error carries whether it is fatal: after a failed WAL append the log's tail is unknown
+    /// and the database must refuse writes, whereas a failed value-log append only abandons that
+    /// segment (the WAL never saw the group).
     fn write_group(
         &self,
         batch: &WriteBatch,
         first_seq: u64,
         sync: bool,
         mem: &MemTable,
-    ) -> Result<()> {
+        separate: bool,
+        is_gc: bool,
+    ) -> std::result::Result<(), (Error, bool)> {
         if sync {
-            self.sync_imm_wal()?;
+            self.sync_imm_wal().map_err(|e| (e, true))?;
         }
+        // What the user asked to store (a collection's moves are not user writes).
+        let user_bytes: u64 = if is_gc {
+            0
+        } else {
+            batch
+                .iter()
+                .flatten()
+                .map(|(_, k, v)| (k.len() + v.len()) as u64)
+                .sum()
+        };
+        let separated;
+        let mut blob_bytes = 0u64;
+        if sync && !separate {
+            // Earlier unsynced values must be durable before a synced WAL record can make the
+            // pointers to them durable.
+            // A failed fsync leaves durability unknown: like the WAL's, it is fatal.
+            if let Some(v) = self.vlog.lock().as_mut() {
+                v.sync().map_err(|e| (e, true))?;
+            }
+        }
+        let batch = if separate {
+            let min_blob = self.opts.min_blob_size as usize;
+            let mut vlog = self.vlog.lock();
+            let w = vlog
+                .as_mut()
+                .ok_or_else(|| (Error::Closed("no value log".into()), false))?;
+            let mut out = WriteBatch::new();
+            for item in batch.iter() {
+                let (kind, k, v) =
+                    item.ok_or_else(|| (Error::InvalidArgument("malformed batch".into()), false))?;
+                match kind {
+                    ValueKind::Value if v.len() >= min_blob => {
+                        let p = w.add(k, v);
+                        blob_bytes += u64::from(p.len);
+                        out.put_blob_index(k, &p.encode());
+                    }
+                    ValueKind::Value => out.put(k, v).map_err(|e| (e, false))?,
+                    ValueKind::Deletion => out.delete(k).map_err(|e| (e, false))?,
+                    ValueKind::BlobIndex => out.put_blob_index(k, v),
+                }
+            }
+            if let Err(e) = w.flush() {
+                // The segment may end in a partial record: abandon it at its last whole one.
+                let abandoned = vlog.take();
+                drop(vlog);
+                if let Some(w) = abandoned {
+                    self.state
+                        .lock()
+                        .blob_abandoned
+                        .push((w.number, w.durable_candidate_len()));
+                }
+                return Err((e, false));
+            }
+            if sync {
+                w.sync().map_err(|e| (e, true))?;
+            }
+            out.set_sequence(first_seq);
+            separated = out;
+            &separated
+        } else {
+            batch
+        };
         {
             let mut wal = self.wal.lock();
-            let w = wal.as_mut().ok_or_else(|| Error::Closed("no WAL".into()))?;
-            w.add_record(batch.encoded())?;
+            let w = wal
+                .as_mut()
+                .ok_or_else(|| (Error::Closed("no WAL".into()), true))?;
+            w.add_record(batch.encoded()).map_err(|e| (e, true))?;
             if sync {
-                w.sync()?;
+                w.sync().map_err(|e| (e, true))?;
                 self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let mut user_bytes = 0u64;
         for (seq, item) in (first_seq..).zip(batch.iter()) {
             let (kind, k, v) =
-                item.ok_or_else(|| Error::InvalidArgument("malformed batch".into()))?;
+                item.ok_or_else(|| (Error::InvalidArgument("malformed batch".into()), true))?;
             mem.add(seq, kind, k, v);
-            user_bytes += (k.len() + v.len()) as u64;
         }
         let c = &self.counters;
         c.wal_bytes
             .fetch_add(batch.approximate_size() as u64 + 9, Ordering::Relaxed);
         c.user_bytes_written
             .fetch_add(user_bytes, Ordering::Relaxed);
+        c.blob_bytes_written
+            .fetch_add(blob_bytes, Ordering::Relaxed);
         c.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
         c.write_groups.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -759,6 +1136,7 @@ impl DbInner {
             mem: st.mem.clone(),
             imm: st.imm.clone(),
             version: st.versions.current(),
+            blobs: st.blobs.clone(),
         });
         *self.sv.write() = sv;
     }
@@ -783,16 +1161,70 @@ impl DbInner {
                 self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
                 Ok(Some(v))
             }
+            Lookup::Blob(p) => {
+                let v = self.read_blob(&sv.blobs, key, &p)?;
+                self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(v))
+            }
             _ => Ok(None),
         }
     }
 
-    fn iter(&self, ro: &ReadOptions) -> DbIterator {
+    fn read_blob(&self, blobs: &BlobSet, key: &[u8], p: &BlobPointer) -> Result<Vec<u8>> {
+        self.counters.blob_reads.fetch_add(1, Ordering::Relaxed);
+        match blobs.get(&p.file) {
+            Some(f) => f.read(p, key),
+            None => Err(Error::corruption(
+                filename::blob_path(&self.dir, p.file),
+                p.offset,
+                "a value pointer names this value-log segment, which is not live (missing)",
+            )),
+        }
+    }
+
+    /// The value-log record `key`'s newest version points at, if it has one.
+    fn current_pointer(&self, sv: &SuperVersion, key: &[u8]) -> Result<Option<BlobPointer>> {
+        let seq = crate::key::MAX_SEQUENCE;
+        let mut r = sv.mem.get(key, seq);
+        if r == Lookup::NotFound {
+            if let Some(imm) = &sv.imm {
+                r = imm.get(key, seq);
+            }
+        }
+        if r == Lookup::NotFound {
+            r = with_lookup_key(key, seq, |k| sv.version.get(k, &self.tables))?;
+        }
+        Ok(match r {
+            Lookup::Blob(p) => Some(p),
+            _ => None,
+        })
+    }
+
+    fn iter(self: &Arc<Self>, ro: &ReadOptions) -> DbIterator {
         let sv = self.sv.read().clone();
         let seq = ro
             .snapshot
             .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
         let fill = !ro.fill_cache_off;
+        let (inner, error) = self.internal_iter(&sv, seq, fill);
+        DbIterator {
+            inner,
+            db: self.clone(),
+            sv,
+            seq,
+            error,
+            lower: None,
+            upper: None,
+            blob_value: Vec::new(),
+            on_blob: false,
+            ahead: None,
+            nexts: 0,
+        }
+    }
+
+    /// The user view over one super version at `seq`; a table that cannot be opened is
+    /// returned as the error (the iterator then reports it).
+    fn internal_iter(&self, sv: &SuperVersion, seq: u64, fill: bool) -> (DbIter, Option<Error>) {
         let mut children: Vec<Box<dyn InternalIterator>> =
             vec![Box::new(MemTableIter::new(sv.mem.clone()))];
         if let Some(imm) = &sv.imm {
@@ -814,13 +1246,10 @@ impl DbInner {
                 )));
             }
         }
-        DbIterator {
-            inner: DbIter::new(Box::new(MergingIterator::new(children)), seq),
-            _sv: sv,
+        (
+            DbIter::new(Box::new(MergingIterator::new(children)), seq),
             error,
-            lower: None,
-            upper: None,
-        }
+        )
     }
 
     fn flush(&self) -> Result<()> {
@@ -832,6 +1261,7 @@ impl DbInner {
             id,
             batch: None,
             sync: false,
+            gc: None,
         });
         while st.writers.front().map(|w| w.id) != Some(id) {
             self.write_cv.wait(&mut st);
@@ -873,8 +1303,13 @@ impl DbInner {
             let number = st.versions.new_file_number();
             st.pending_outputs.insert(number);
             let smallest_snapshot = self.smallest_snapshot(&st);
+            let mut garbage = BTreeMap::new();
             let r = MutexGuard::unlocked(&mut st, || {
                 self.sync_imm_wal()?;
+                // The table makes pointers durable: the values they name must be durable first.
+                if let Some(v) = self.vlog.lock().as_mut() {
+                    v.sync()?;
+                }
                 let f = write_level0(
                     self.env.as_ref(),
                     &self.dir,
@@ -882,12 +1317,14 @@ impl DbInner {
                     number,
                     imm.clone(),
                     smallest_snapshot,
+                    &mut garbage,
                 )?;
                 self.env.sync_dir(&self.dir)?;
                 Ok::<_, Error>(f)
             });
             let r = r.and_then(|f| {
                 let mut edit = VersionEdit::default();
+                edit.blob_garbage.extend(garbage);
                 let bytes = f.as_ref().map_or(0, |f| f.size);
                 if let Some(f) = f {
                     edit.add_file(0, f);
@@ -1005,6 +1442,8 @@ impl DbInner {
             for f in &out.files {
                 edit.add_file(level + 1, f.clone());
             }
+            edit.blob_garbage
+                .extend(out.blob_garbage.iter().map(|(n, b)| (*n, *b)));
             st.versions.log_and_apply(edit)?;
             let s = &mut st.level_stats[level + 1];
             s.compactions += 1;
@@ -1070,15 +1509,26 @@ impl DbInner {
             if self.shutting_down.load(Ordering::Acquire) {
                 return;
             }
-            MutexGuard::unlocked(&mut st, || {
+            let vlog_sync = MutexGuard::unlocked(&mut st, || {
                 let _ = self.sync_imm_wal();
+                // Values before the WAL records that point at them.
+                if let Some(v) = self.vlog.lock().as_mut() {
+                    v.sync()?;
+                }
                 if let Some(w) = self.wal.lock().as_mut() {
                     // An error here surfaces on the next sync write or at close.
                     if w.sync().is_ok() {
                         self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+                Ok::<_, Error>(())
             });
+            if let Err(e) = vlog_sync {
+                // Durability of the value log is unknown after a failed fsync: stop writing.
+                if st.bg_error.is_none() {
+                    st.bg_error = Some(e);
+                }
+            }
         }
     }
 
@@ -1099,6 +1549,9 @@ impl DbInner {
                 FileKind::Table(n) => !live.contains(&n) && !st.pending_outputs.contains(&n),
                 FileKind::Manifest(n) => n < st.versions.manifest_number,
                 FileKind::Temp => true,
+                // Segments leave through garbage collection only (deleted when their last
+                // reader lets go); at open, unlisted ones are removed.
+                FileKind::Blob(_) => false,
                 FileKind::Current | FileKind::Lock => false,
             };
             if delete {
@@ -1110,20 +1563,307 @@ impl DbInner {
         }
     }
 
+    /// Fsyncs the value log and then the WAL (and a pending previous WAL).
+    fn sync_logs(&self) -> Result<()> {
+        self.sync_imm_wal()?;
+        if let Some(v) = self.vlog.lock().as_mut() {
+            v.sync()?;
+        }
+        if let Some(w) = self.wal.lock().as_mut() {
+            w.sync()?;
+            self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Collects segment `n` if at least `min_ratio` of it is dead: moves its live records to
+    /// the active segment through ordinary (conditional) writes, makes them durable, then
+    /// schedules the segment's deletion. Returns (records moved, bytes moved, bytes freed), or
+    /// None when the segment was skipped. Crash-safe at every step: until the moves are durable
+    /// every pointer still names the old segment, which stays until the manifest drops it.
+    fn gc_segment(&self, n: u64, min_ratio: f64) -> Result<Option<(u64, u64, u64)>> {
+        let (file, meta) = {
+            let st = self.state.lock();
+            if st.blob_pending_deletion.iter().any(|(p, _)| *p == n) {
+                return Ok(None);
+            }
+            (
+                st.blobs.get(&n).cloned(),
+                st.versions.blob_files.get(&n).copied(),
+            )
+        };
+        let (Some(file), Some(meta)) = (file, meta) else {
+            return Ok(None);
+        };
+        if !meta.sealed {
+            return Ok(None);
+        }
+        let data = file.read_all()?;
+        if (data.len() as u64) < meta.size {
+            return Err(Error::corruption(
+                file.path(),
+                data.len() as u64,
+                format!(
+                    "sealed value-log segment has {} bytes, the manifest says {}",
+                    data.len(),
+                    meta.size
+                ),
+            ));
+        }
+        let data = &data[..meta.size as usize];
+        let header = crate::vlog::SEGMENT_HEADER_BYTES;
+        if meta.size < header {
+            return Ok(None);
+        }
+        let mut scan = SegmentScanner::new(file.path(), data)?;
+        let sv = self.sv.read().clone();
+        let mut live: Vec<GcEntry> = Vec::new();
+        let mut live_bytes = 0u64;
+        for (off, len, k, _) in scan.by_ref() {
+            let p = BlobPointer {
+                file: n,
+                offset: off,
+                len,
+            };
+            if self.current_pointer(&sv, k)? == Some(p) {
+                live.push((k.to_vec(), Vec::new(), p));
+                live_bytes += u64::from(len);
+            }
+        }
+        drop(sv);
+        if scan.valid_len() != meta.size {
+            return Err(Error::corruption(
+                file.path(),
+                scan.valid_len(),
+                format!(
+                    "sealed value-log segment is damaged: {}",
+                    scan.stop_reason.unwrap_or("unknown")
+                ),
+            ));
+        }
+        let total = meta.size - header;
+        let dead = total.saturating_sub(live_bytes);
+        if total == 0 || (dead as f64) < min_ratio * total as f64 || (dead == 0 && total > 0) {
+            // Not worth moving; remember what the scan learned about its garbage.
+            if dead > meta.garbage {
+                let mut edit = VersionEdit::default();
+                edit.blob_garbage.push((n, dead - meta.garbage));
+                self.state.lock().versions.log_and_apply(edit)?;
+            }
+            return Ok(None);
+        }
+        let (mut moved_records, mut moved_bytes) = (0u64, 0u64);
+        let mut chunk: Vec<GcEntry> = Vec::new();
+        let mut chunk_bytes = 0usize;
+        let last = live.len();
+        for (i, (k, _, p)) in live.into_iter().enumerate() {
+            let rec = &data[p.offset as usize..p.end() as usize];
+            let (_, v) = crate::vlog::decode_record(rec)
+                .map_err(|why| Error::corruption(file.path(), p.offset, why))?;
+            chunk_bytes += p.len as usize;
+            moved_records += 1;
+            moved_bytes += u64::from(p.len);
+            chunk.push((k, v.to_vec(), p));
+            if chunk_bytes >= GC_CHUNK_BYTES || i + 1 == last {
+                self.write_inner(WriteBatch::new(), false, Some(std::mem::take(&mut chunk)))?;
+                chunk_bytes = 0;
+            }
+        }
+        // The moved values and their pointers must be durable before the segment can go.
+        self.sync_logs()?;
+        let mut st = self.state.lock();
+        let seq = self.last_sequence.load(Ordering::Acquire);
+        let mut edit = VersionEdit::default();
+        edit.blob_garbage.push((n, meta.size));
+        st.versions.log_and_apply(edit)?;
+        st.blob_pending_deletion.push((n, seq));
+        self.finalize_blob_deletions(&mut st)?;
+        Ok(Some((moved_records, moved_bytes, meta.size)))
+    }
+
+    /// Drops collected segments that no snapshot can read any more from the manifest; each file
+    /// is deleted when the last reader holding it lets go.
+    fn finalize_blob_deletions(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let oldest = st.snapshots.keys().next().copied();
+        let (ready, wait): (Vec<_>, Vec<_>) = st
+            .blob_pending_deletion
+            .iter()
+            .partition(|(_, seq)| oldest.is_none_or(|o| o >= *seq));
+        if ready.is_empty() {
+            return Ok(());
+        }
+        let edit = VersionEdit {
+            blob_files_deleted: ready.iter().map(|(n, _)| *n).collect(),
+            ..Default::default()
+        };
+        st.versions.log_and_apply(edit)?;
+        let mut blobs = (*st.blobs).clone();
+        for (n, _) in &ready {
+            if let Some(f) = blobs.remove(n) {
+                f.mark_obsolete();
+            }
+        }
+        st.blobs = Arc::new(blobs);
+        st.blob_pending_deletion = wait;
+        self.install_super_version(st);
+        Ok(())
+    }
+
+    /// The sealed segment most worth collecting when the value log's space amplification is
+    /// above `blob_gc_space_amp`.
+    fn pick_gc_segment(&self, st: &State, skip: &HashSet<u64>) -> Option<u64> {
+        let threshold = self.opts.blob_gc_space_amp;
+        if threshold == 0.0 {
+            return None;
+        }
+        let (total, garbage) = st
+            .versions
+            .blob_files
+            .values()
+            .fold((0u64, 0u64), |(t, g), m| {
+                (t + m.size, g + m.garbage.min(m.size))
+            });
+        if total == 0 || (total as f64) <= threshold * (total - garbage).max(1) as f64 {
+            return None;
+        }
+        st.versions
+            .blob_files
+            .iter()
+            .filter(|(n, m)| {
+                m.sealed
+                    && m.size > 0
+                    && !skip.contains(n)
+                    && !st.blob_pending_deletion.iter().any(|(p, _)| p == *n)
+                    && m.garbage.min(m.size) as f64
+                        >= self.opts.blob_gc_garbage_ratio * m.size as f64
+            })
+            .max_by(|a, b| {
+                let ra = a.1.garbage.min(a.1.size) as f64 / a.1.size as f64;
+                let rb = b.1.garbage.min(b.1.size) as f64 / b.1.size as f64;
+                ra.total_cmp(&rb)
+            })
+            .map(|(n, _)| *n)
+    }
+
+    fn record_gc(&self, st: &mut State, r: &(u64, u64, u64)) {
+        st.gc.segments += 1;
+        st.gc.records_rewritten += r.0;
+        st.gc.bytes_rewritten += r.1;
+        st.gc.bytes_reclaimed += r.2;
+    }
+
+    /// Background collection: runs when flushes and compactions report new garbage.
+    fn gc_loop(&self) {
+        let mut skip: HashSet<u64> = HashSet::new();
+        let mut st = self.state.lock();
+        loop {
+            if self.shutting_down.load(Ordering::Acquire) {
+                return;
+            }
+            let pick = if st.bg_error.is_none() && !st.gc_running {
+                self.pick_gc_segment(&st, &skip)
+            } else {
+                None
+            };
+            let Some(n) = pick else {
+                self.work_cv.wait_for(&mut st, Duration::from_secs(1));
+                continue;
+            };
+            st.gc_running = true;
+            let ratio = self.opts.blob_gc_garbage_ratio;
+            let r = MutexGuard::unlocked(&mut st, || self.gc_segment(n, ratio));
+            st.gc_running = false;
+            st.gc.runs += 1;
+            match r {
+                Ok(Some(done)) => self.record_gc(&mut st, &done),
+                // Skipped, damaged or out of space: leave the segment as it is (nothing is
+                // lost) and do not retry it in this session; `verify` and `gc` report it.
+                Ok(None) | Err(_) => {
+                    skip.insert(n);
+                }
+            }
+            self.done_cv.notify_all();
+        }
+    }
+
+    /// On-demand collection of every sealed segment at least `min_ratio` dead.
+    fn gc(&self, min_ratio: f64) -> Result<GcReport> {
+        let mut st = self.state.lock();
+        while st.gc_running {
+            self.done_cv.wait_for(&mut st, Duration::from_millis(50));
+        }
+        if let Some(e) = &st.bg_error {
+            return Err(e.duplicate());
+        }
+        st.gc_running = true;
+        let mut order: Vec<(u64, f64)> = st
+            .versions
+            .blob_files
+            .iter()
+            .filter(|(_, m)| m.sealed)
+            .map(|(n, m)| (*n, m.garbage as f64 / m.size.max(1) as f64))
+            .collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let r = MutexGuard::unlocked(&mut st, || {
+            let mut report = GcReport::default();
+            let mut done = Vec::new();
+            for (n, _) in order {
+                if let Some(d) = self.gc_segment(n, min_ratio)? {
+                    report.segments_collected += 1;
+                    report.records_rewritten += d.0;
+                    report.bytes_rewritten += d.1;
+                    report.bytes_reclaimed += d.2;
+                    done.push(d);
+                }
+            }
+            Ok::<_, Error>((report, done))
+        });
+        st.gc_running = false;
+        st.gc.runs += 1;
+        self.done_cv.notify_all();
+        let (report, done) = r?;
+        for d in &done {
+            self.record_gc(&mut st, d);
+        }
+        Ok(report)
+    }
+
     fn stats(&self) -> Stats {
         // Table readers may have to be opened (file I/O): do it before taking the state mutex.
         let v = self.sv.read().version.clone();
         let mut pinned = 0u64;
+        let mut fixed_layout_files = Vec::new();
         for f in v.files.iter().flatten() {
             if let Ok(t) = self.tables.get(f.number) {
                 pinned += t.pinned_bytes() as u64;
+                if t.properties().fixed_layout() {
+                    fixed_layout_files.push(f.number);
+                }
             }
         }
+        let active = self.vlog.lock().as_ref().map(|w| (w.number, w.len()));
         let st = self.state.lock();
         let c = &self.counters;
         let user = c.user_bytes_written.load(Ordering::Relaxed);
         let comp_w: u64 = st.level_stats.iter().map(|s| s.bytes_written).sum();
         let comp_r: u64 = st.level_stats.iter().map(|s| s.bytes_read).sum();
+        let blob_files: Vec<BlobFileStats> = st
+            .versions
+            .blob_files
+            .iter()
+            .map(|(n, m)| BlobFileStats {
+                number: *n,
+                size: match active {
+                    Some((a, len)) if a == *n => len,
+                    _ => m.size,
+                },
+                garbage: m.garbage.min(m.size.max(m.garbage)),
+                sealed: m.sealed,
+            })
+            .collect();
+        let blob_bytes: u64 = blob_files.iter().map(|b| b.size).sum();
+        let blob_garbage: u64 = blob_files.iter().map(|b| b.garbage.min(b.size)).sum();
+        let blob_written = c.blob_bytes_written.load(Ordering::Relaxed);
         Stats {
             last_sequence: self.last_sequence.load(Ordering::Acquire),
             level_files: v.files.iter().map(Vec::len).collect(),
@@ -1146,7 +1886,7 @@ impl DbInner {
             write_amplification: if user == 0 {
                 0.0
             } else {
-                (st.flush_bytes + comp_w) as f64 / user as f64
+                (st.flush_bytes + comp_w + blob_written) as f64 / user as f64
             },
             stall_micros: c.stall_micros.load(Ordering::Relaxed),
             slowdowns: c.slowdowns.load(Ordering::Relaxed),
@@ -1156,6 +1896,25 @@ impl DbInner {
             live_sst_bytes: (0..NUM_LEVELS).map(|l| v.level_bytes(l)).sum(),
             num_snapshots: st.snapshots.values().sum(),
             table_pinned_bytes: pinned,
+            blob_bytes,
+            blob_garbage_bytes: blob_garbage,
+            blob_live_bytes: blob_bytes - blob_garbage,
+            blob_space_amp: if blob_bytes == blob_garbage {
+                1.0
+            } else {
+                blob_bytes as f64 / (blob_bytes - blob_garbage) as f64
+            },
+            blob_files,
+            blob_bytes_written: blob_written,
+            blob_reads: c.blob_reads.load(Ordering::Relaxed),
+            blob_prefetches: c.blob_prefetches.load(Ordering::Relaxed),
+            gc_runs: st.gc.runs,
+            gc_segments_collected: st.gc.segments,
+            gc_records_rewritten: st.gc.records_rewritten,
+            gc_bytes_rewritten: st.gc.bytes_rewritten,
+            gc_bytes_reclaimed: st.gc.bytes_reclaimed,
+            gc_max_pause_micros: st.gc.max_pause_micros,
+            fixed_layout_files,
         }
     }
 }
@@ -1179,7 +1938,7 @@ fn build_group(writers: &mut VecDeque<PendingWrite>) -> (Vec<u64>, WriteBatch, b
     ids.push(lead.id);
     let joinable = writers
         .get(1)
-        .is_some_and(|w| w.batch.is_some() && (sync || !w.sync));
+        .is_some_and(|w| w.batch.is_some() && w.gc.is_none() && (sync || !w.sync));
     if !joinable {
         // Alone: write the leader's batch as it is, without a copy.
         return (ids, lead_batch, sync);
@@ -1187,7 +1946,7 @@ fn build_group(writers: &mut VecDeque<PendingWrite>) -> (Vec<u64>, WriteBatch, b
     merged.append(&lead_batch);
     let mut size = first;
     for w in writers.iter_mut().skip(1) {
-        if w.sync && !sync {
+        if (w.sync && !sync) || w.gc.is_some() {
             break;
         }
         let Some(b) = w.batch.as_ref() else { break };
@@ -1202,13 +1961,25 @@ fn build_group(writers: &mut VecDeque<PendingWrite>) -> (Vec<u64>, WriteBatch, b
     (ids, merged, sync)
 }
 
-/// A user-facing iterator with optional bounds [lower, upper).
+/// A user-facing iterator with optional bounds [lower, upper). Values kept in the value log are
+/// read when the iterator lands on them; a forward scan (two `next` calls in a row) also starts
+/// the OS reading the next `blob_prefetch_depth` separated values, found by a second iterator
+/// running ahead over the keys (WiscKey's parallel range-query reads).
 pub struct DbIterator {
     inner: DbIter,
-    _sv: Arc<SuperVersion>,
+    db: Arc<DbInner>,
+    sv: Arc<SuperVersion>,
+    seq: u64,
     error: Option<Error>,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
+    /// The current value when it came from the value log.
+    blob_value: Vec<u8>,
+    on_blob: bool,
+    /// The read-ahead iterator, `blob_prefetch_depth` entries in front of `inner`.
+    ahead: Option<DbIter>,
+    /// Consecutive `next` calls (a scan is detected at two).
+    nexts: u32,
 }
 
 impl DbIterator {
@@ -1227,14 +1998,100 @@ impl DbIterator {
             || self.upper.as_deref().is_some_and(|u| k >= u))
     }
 
+    /// Reads the current value from the value log if it lives there.
+    fn settle(&mut self) {
+        self.on_blob = false;
+        if !self.valid() || !self.inner.value_is_blob() {
+            return;
+        }
+        let r = match BlobPointer::decode(self.inner.value()) {
+            Some(p) => self.db.read_blob(&self.sv.blobs, self.inner.key(), &p),
+            None => Err(Error::corruption(
+                "<iterator>",
+                0,
+                "malformed value pointer met during iteration",
+            )),
+        };
+        match r {
+            Ok(v) => {
+                self.blob_value = v;
+                self.on_blob = true;
+            }
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// Any positioning other than `next` ends a scan.
+    fn reset_scan(&mut self) {
+        self.ahead = None;
+        self.nexts = 0;
+    }
+
+    fn prefetch_at(&self, it: &DbIter) {
+        if !it.value_is_blob() {
+            return;
+        }
+        if let Some(p) = BlobPointer::decode(it.value()) {
+            if let Some(f) = self.sv.blobs.get(&p.file) {
+                f.prefetch(&p);
+                self.db
+                    .counters
+                    .blob_prefetches
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn ahead_in_bounds(&self, it: &DbIter) -> bool {
+        it.valid() && self.upper.as_deref().is_none_or(|u| it.key() < u)
+    }
+
+    /// Keeps the read-ahead iterator `blob_prefetch_depth` entries in front during a scan.
+    fn advance_ahead(&mut self) {
+        let depth = self.db.opts.blob_prefetch_depth;
+        if depth == 0 || self.sv.blobs.is_empty() || self.nexts < 2 || !self.inner.valid() {
+            return;
+        }
+        match self.ahead.take() {
+            None => {
+                let (mut a, err) = self.db.internal_iter(&self.sv, self.seq, false);
+                if err.is_some() {
+                    return; // the main iterator reports it
+                }
+                a.seek(self.inner.key());
+                if a.valid() {
+                    a.next();
+                }
+                for _ in 0..depth {
+                    if !self.ahead_in_bounds(&a) {
+                        break;
+                    }
+                    self.prefetch_at(&a);
+                    a.next();
+                }
+                self.ahead = Some(a);
+            }
+            Some(mut a) => {
+                if self.ahead_in_bounds(&a) {
+                    self.prefetch_at(&a);
+                    a.next();
+                }
+                self.ahead = Some(a);
+            }
+        }
+    }
+
     pub fn seek_to_first(&mut self) {
+        self.reset_scan();
         match self.lower.clone() {
             Some(l) => self.inner.seek(&l),
             None => self.inner.seek_to_first(),
         }
+        self.settle();
     }
 
     pub fn seek_to_last(&mut self) {
+        self.reset_scan();
         match self.upper.clone() {
             Some(u) => {
                 self.inner.seek(&u);
@@ -1246,9 +2103,11 @@ impl DbIterator {
             }
             None => self.inner.seek_to_last(),
         }
+        self.settle();
     }
 
     pub fn seek(&mut self, key: &[u8]) {
+        self.reset_scan();
         match &self.lower {
             Some(l) if key < &l[..] => {
                 let l = l.clone();
@@ -1256,21 +2115,31 @@ impl DbIterator {
             }
             _ => self.inner.seek(key),
         }
+        self.settle();
     }
 
     pub fn seek_for_prev(&mut self, key: &[u8]) {
         match &self.upper {
             Some(u) if key >= &u[..] => self.seek_to_last(),
-            _ => self.inner.seek_for_prev(key),
+            _ => {
+                self.reset_scan();
+                self.inner.seek_for_prev(key);
+                self.settle();
+            }
         }
     }
 
     pub fn next(&mut self) {
         self.inner.next();
+        self.nexts = self.nexts.saturating_add(1);
+        self.advance_ahead();
+        self.settle();
     }
 
     pub fn prev(&mut self) {
+        self.reset_scan();
         self.inner.prev();
+        self.settle();
     }
 
     pub fn key(&self) -> &[u8] {
@@ -1278,7 +2147,11 @@ impl DbIterator {
     }
 
     pub fn value(&self) -> &[u8] {
-        self.inner.value()
+        if self.on_blob {
+            &self.blob_value
+        } else {
+            self.inner.value()
+        }
     }
 
     pub fn status(&self) -> Result<()> {

@@ -6,6 +6,7 @@
 //! MANIFEST-NNNNNN    log of version edits
 //! NNNNNN.log         write-ahead log
 //! NNNNNN.sst         table
+//! NNNNNN.vlog        value-log segment
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ pub enum FileKind {
     Manifest(u64),
     Log(u64),
     Table(u64),
+    Blob(u64),
     Temp,
 }
 
@@ -25,6 +27,9 @@ pub fn log_path(dir: &Path, n: u64) -> PathBuf {
 }
 pub fn table_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.sst"))
+}
+pub fn blob_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.vlog"))
 }
 pub fn manifest_name(n: u64) -> String {
     format!("MANIFEST-{n:06}")
@@ -54,6 +59,9 @@ pub fn parse(name: &str) -> Option<FileKind> {
     }
     if let Some(n) = name.strip_suffix(".sst") {
         return n.parse().ok().map(FileKind::Table);
+    }
+    if let Some(n) = name.strip_suffix(".vlog") {
+        return n.parse().ok().map(FileKind::Blob);
     }
     None
 }

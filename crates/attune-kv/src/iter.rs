@@ -215,6 +215,7 @@ pub struct DbIter {
     valid: bool,
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
+    saved_kind: ValueKind,
     error: Option<Error>,
 }
 
@@ -227,8 +228,18 @@ impl DbIter {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            saved_kind: ValueKind::Value,
             error: None,
         }
+    }
+
+    /// Whether the current value is a value-log pointer rather than the value itself.
+    pub fn value_is_blob(&self) -> bool {
+        let kind = match self.direction {
+            Direction::Forward => key::kind(self.iter.key()),
+            Direction::Reverse => Some(self.saved_kind),
+        };
+        kind == Some(ValueKind::BlobIndex)
     }
 
     pub fn valid(&self) -> bool {
@@ -285,7 +296,7 @@ impl DbIter {
                         self.saved_key.extend_from_slice(uk);
                         skipping = true;
                     }
-                    ValueKind::Value => {
+                    ValueKind::Value | ValueKind::BlobIndex => {
                         if !(skipping && uk <= &self.saved_key[..]) {
                             self.valid = true;
                             self.saved_key.clear();
@@ -312,6 +323,7 @@ impl DbIter {
                     break; // a live value of a later key is already saved
                 }
                 value_kind = kind;
+                self.saved_kind = kind;
                 if kind == ValueKind::Deletion {
                     self.saved_key.clear();
                     self.saved_value.clear();

@@ -16,6 +16,8 @@ pub const TAG_BYTES: usize = 8;
 pub enum ValueKind {
     Deletion = 0,
     Value = 1,
+    /// The value lives in the value log; the entry holds a [`crate::vlog::BlobPointer`].
+    BlobIndex = 2,
 }
 
 impl ValueKind {
@@ -23,6 +25,7 @@ impl ValueKind {
         match b {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::BlobIndex),
             _ => None,
         }
     }
@@ -30,7 +33,7 @@ impl ValueKind {
 
 /// The kind used when seeking: the highest, so that a lookup key sorts before every entry of the
 /// same user key and sequence.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::Value;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::BlobIndex;
 
 #[inline]
 pub fn pack_tag(seq: u64, kind: ValueKind) -> u64 {

@@ -40,6 +40,7 @@ pub mod options;
 pub mod skiplist;
 pub mod table;
 pub mod version;
+pub mod vlog;
 
 pub use batch::WriteBatch;
 pub use db::{DbIterator, Snapshot, Stats, DB};

@@ -7,6 +7,7 @@
 use crate::iter::InternalIterator;
 use crate::key::{self, make_internal_key, pack_tag, ValueKind, KIND_FOR_SEEK};
 use crate::skiplist::{node_key, node_value, SkipList};
+use crate::vlog::BlobPointer;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
@@ -14,6 +15,8 @@ use std::sync::Arc;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Lookup {
     Found(Vec<u8>),
+    /// The value is in the value log.
+    Blob(BlobPointer),
     Deleted,
     NotFound,
 }
@@ -69,6 +72,15 @@ impl MemTable {
         }
         match key::kind(k) {
             Some(ValueKind::Value) => Lookup::Found(node_value(n).to_vec()),
+            // Pointers are validated before they enter a memtable; a bad one reads as a pointer
+            // to a segment that cannot exist, which the value read reports as corruption.
+            Some(ValueKind::BlobIndex) => {
+                Lookup::Blob(BlobPointer::decode(node_value(n)).unwrap_or(BlobPointer {
+                    file: u64::MAX,
+                    offset: 0,
+                    len: 0,
+                }))
+            }
             _ => Lookup::Deleted,
         }
     }

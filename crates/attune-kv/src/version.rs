@@ -59,6 +59,20 @@ const TAG_LAST_SEQUENCE: u32 = 4;
 const TAG_COMPACT_POINTER: u32 = 5;
 const TAG_DELETED_FILE: u32 = 6;
 const TAG_NEW_FILE: u32 = 7;
+const TAG_BLOB_FILE_ADDED: u32 = 8;
+const TAG_BLOB_FILE_SEALED: u32 = 9;
+const TAG_BLOB_GARBAGE: u32 = 10;
+const TAG_BLOB_FILE_DELETED: u32 = 11;
+
+/// What the manifest knows of a value-log segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlobFileMeta {
+    /// Length of the valid records once sealed; 0 while the segment is being appended to.
+    pub size: u64,
+    /// Bytes of records known to be dead (their LSM entries were dropped by flush/compaction).
+    pub garbage: u64,
+    pub sealed: bool,
+}
 
 /// A change to the set of files (plus counters), appended to the manifest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,6 +84,13 @@ pub struct VersionEdit {
     pub compact_pointers: Vec<(usize, Vec<u8>)>,
     pub deleted_files: Vec<(usize, u64)>,
     pub new_files: Vec<(usize, FileMeta)>,
+    /// Value-log segments created (active until sealed).
+    pub blob_files_added: Vec<u64>,
+    /// (segment, valid length): the segment will not grow any more.
+    pub blob_files_sealed: Vec<(u64, u64)>,
+    /// (segment, bytes): records that became garbage.
+    pub blob_garbage: Vec<(u64, u64)>,
+    pub blob_files_deleted: Vec<u64>,
 }
 
 impl VersionEdit {
@@ -114,6 +135,24 @@ impl VersionEdit {
             put_length_prefixed(&mut v, &f.smallest);
             put_length_prefixed(&mut v, &f.largest);
             put_varint64(&mut v, f.num_entries);
+        }
+        for n in &self.blob_files_added {
+            put_varint32(&mut v, TAG_BLOB_FILE_ADDED);
+            put_varint64(&mut v, *n);
+        }
+        for (tag, list) in [
+            (TAG_BLOB_FILE_SEALED, &self.blob_files_sealed),
+            (TAG_BLOB_GARBAGE, &self.blob_garbage),
+        ] {
+            for (n, x) in list {
+                put_varint32(&mut v, tag);
+                put_varint64(&mut v, *n);
+                put_varint64(&mut v, *x);
+            }
+        }
+        for n in &self.blob_files_deleted {
+            put_varint32(&mut v, TAG_BLOB_FILE_DELETED);
+            put_varint64(&mut v, *n);
         }
         v
     }
@@ -163,6 +202,10 @@ impl VersionEdit {
                         },
                     ));
                 }
+                TAG_BLOB_FILE_ADDED => e.blob_files_added.push(r.varint64()?),
+                TAG_BLOB_FILE_SEALED => e.blob_files_sealed.push((r.varint64()?, r.varint64()?)),
+                TAG_BLOB_GARBAGE => e.blob_garbage.push((r.varint64()?, r.varint64()?)),
+                TAG_BLOB_FILE_DELETED => e.blob_files_deleted.push(r.varint64()?),
                 _ => return None,
             }
         }
@@ -481,6 +524,8 @@ pub struct VersionSet {
     pub compact_pointers: [Vec<u8>; NUM_LEVELS],
     manifest: Option<LogWriter>,
     pub manifest_number: u64,
+    /// Live value-log segments.
+    pub blob_files: std::collections::BTreeMap<u64, BlobFileMeta>,
 }
 
 impl VersionSet {
@@ -496,6 +541,29 @@ impl VersionSet {
             compact_pointers: Default::default(),
             manifest: None,
             manifest_number: 0,
+            blob_files: Default::default(),
+        }
+    }
+
+    /// Applies the value-log part of an edit.
+    fn apply_blob_changes(&mut self, e: &VersionEdit) {
+        for n in &e.blob_files_added {
+            self.blob_files.entry(*n).or_default();
+        }
+        for (n, size) in &e.blob_files_sealed {
+            if let Some(m) = self.blob_files.get_mut(n) {
+                m.size = *size;
+                m.sealed = true;
+            }
+        }
+        for (n, g) in &e.blob_garbage {
+            // Garbage of a segment already collected is simply gone with it.
+            if let Some(m) = self.blob_files.get_mut(n) {
+                m.garbage = m.garbage.saturating_add(*g);
+            }
+        }
+        for n in &e.blob_files_deleted {
+            self.blob_files.remove(n);
         }
     }
 
@@ -548,6 +616,7 @@ impl VersionSet {
             log_number = edit.log_number.or(log_number);
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
+            self.apply_blob_changes(&edit);
             for (l, k) in edit.compact_pointers {
                 self.compact_pointers[l] = k;
             }
@@ -600,6 +669,15 @@ impl VersionSet {
                 snap.add_file(l, (**f).clone());
             }
         }
+        for (n, m) in &self.blob_files {
+            snap.blob_files_added.push(*n);
+            if m.sealed {
+                snap.blob_files_sealed.push((*n, m.size));
+            }
+            if m.garbage > 0 {
+                snap.blob_garbage.push((*n, m.garbage));
+            }
+        }
         w.add_record(&snap.encode())?;
         w.sync()?;
         write_file_atomic(
@@ -650,6 +728,7 @@ impl VersionSet {
         for (l, k) in &edit.compact_pointers {
             self.compact_pointers[*l] = k.clone();
         }
+        self.apply_blob_changes(&edit);
         self.install(v);
         Ok(())
     }

@@ -41,6 +41,9 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
     /// Size of the file when it was opened.
     fn size(&self) -> u64;
+    /// Hints that `[offset, offset + len)` will be read soon, so the OS can start reading it in
+    /// the background (several hints are served in parallel by the device). A no-op by default.
+    fn prefetch(&self, _offset: u64, _len: u64) {}
 }
 
 /// Held while the database directory is locked; dropping it releases the lock.

@@ -103,6 +103,22 @@ impl RandomAccessFile for MmapRandom {
     fn size(&self) -> u64 {
         self.len as u64
     }
+    fn prefetch(&self, offset: u64, len: u64) {
+        let page = 4096u64;
+        let start = offset & !(page - 1);
+        let end = (offset.saturating_add(len)).min(self.len as u64);
+        if start >= end {
+            return;
+        }
+        // SAFETY: the advised range lies inside the mapping (clamped above); madvise only hints.
+        unsafe {
+            libc::madvise(
+                self.ptr.add(start as usize) as *mut libc::c_void,
+                (end - start) as usize,
+                libc::MADV_WILLNEED,
+            );
+        }
+    }
 }
 
 impl Default for PosixEnv {
@@ -187,6 +203,20 @@ impl RandomAccessFile for PosixRandom {
     }
     fn size(&self) -> u64 {
         self.size
+    }
+    fn prefetch(&self, offset: u64, len: u64) {
+        let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: fadvise on a descriptor we own; it only hints the kernel.
+        unsafe {
+            libc::posix_fadvise(
+                std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                off,
+                len,
+                libc::POSIX_FADV_WILLNEED,
+            );
+        }
     }
 }
 

@@ -45,6 +45,9 @@ pub struct TableBuilder {
     smallest_key: Vec<u8>,
     last_user_hash_key: Vec<u8>,
     key_len: Option<usize>,
+    value_len: Option<usize>,
+    /// Whether every entry of the open data block is a value pointer.
+    block_all_blob: bool,
 }
 
 impl TableBuilder {
@@ -65,6 +68,8 @@ impl TableBuilder {
             smallest_key: Vec::new(),
             last_user_hash_key: Vec::new(),
             key_len: None,
+            value_len: None,
+            block_all_blob: true,
         }
     }
 
@@ -77,8 +82,14 @@ impl TableBuilder {
         if self.props.num_entries == 0 {
             self.smallest_key = ikey.to_vec();
             self.key_len = Some(ikey.len());
-        } else if self.key_len != Some(ikey.len()) {
-            self.key_len = None;
+            self.value_len = Some(value.len());
+        } else {
+            if self.key_len != Some(ikey.len()) {
+                self.key_len = None;
+            }
+            if self.value_len != Some(value.len()) {
+                self.value_len = None;
+            }
         }
         let uk = key::user_key(ikey);
         if self.opts.bloom_bits_per_key > 0
@@ -91,8 +102,13 @@ impl TableBuilder {
         let seq = key::sequence(ikey);
         self.props.smallest_seq = self.props.smallest_seq.min(seq);
         self.props.largest_seq = self.props.largest_seq.max(seq);
-        if key::kind(ikey) == Some(key::ValueKind::Deletion) {
-            self.props.num_deletions += 1;
+        match key::kind(ikey) {
+            Some(key::ValueKind::Deletion) => self.props.num_deletions += 1,
+            Some(key::ValueKind::BlobIndex) => self.props.num_blob_entries += 1,
+            _ => {}
+        }
+        if key::kind(ikey) != Some(key::ValueKind::BlobIndex) {
+            self.block_all_blob = false;
         }
         self.props.raw_key_bytes += ikey.len() as u64;
         self.props.raw_value_bytes += value.len() as u64;
@@ -112,7 +128,18 @@ impl TableBuilder {
         }
         let n = self.data.len() as u64;
         let contents = self.data.finish();
-        let h = self.write(&contents, self.opts.compression)?;
+        // Blocks of value pointers stay uncompressed: pointers compress poorly, and a fixed
+        // layout lets a record's offset follow from its position.
+        let c = if self.block_all_blob {
+            Compression::None
+        } else {
+            self.opts.compression
+        };
+        self.block_all_blob = true;
+        let h = self.write(&contents, c)?;
+        if h.size != contents.len() as u64 {
+            self.props.compressed_data_blocks += 1;
+        }
         let mut v = Vec::with_capacity(24);
         h.encode_to(&mut v);
         put_varint64(&mut v, self.block_first_ordinal);
@@ -161,6 +188,7 @@ impl TableBuilder {
         };
         let filter = self.write(&filter_contents, Compression::None)?;
         self.props.fixed_key_len = self.key_len.unwrap_or(0) as u64;
+        self.props.fixed_value_len_plus1 = self.value_len.map_or(0, |v| v as u64 + 1);
         if self.props.num_entries == 0 {
             self.props.smallest_seq = 0;
         }

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::memtable::Lookup;
+use crate::vlog::BlobPointer;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -26,9 +27,15 @@ pub struct TableProperties {
     pub largest_seq: u64,
     /// Internal-key length when every key in the file has the same length, else 0.
     pub fixed_key_len: u64,
+    /// Value length plus one when every value in the file has the same length, else 0.
+    pub fixed_value_len_plus1: u64,
+    /// Entries whose value is a value-log pointer.
+    pub num_blob_entries: u64,
+    /// Data blocks stored compressed.
+    pub compressed_data_blocks: u64,
 }
 
-const PROPERTIES_VERSION: u64 = 1;
+const PROPERTIES_VERSION: u64 = 2;
 
 impl TableProperties {
     pub fn encode(&self) -> Vec<u8> {
@@ -43,6 +50,9 @@ impl TableProperties {
             self.smallest_seq,
             self.largest_seq,
             self.fixed_key_len,
+            self.fixed_value_len_plus1,
+            self.num_blob_entries,
+            self.compressed_data_blocks,
         ] {
             put_varint64(&mut v, x);
         }
@@ -50,10 +60,11 @@ impl TableProperties {
     }
     fn decode(b: &[u8]) -> Option<TableProperties> {
         let mut r = Reader::new(b);
-        if r.varint64()? != PROPERTIES_VERSION {
+        let version = r.varint64()?;
+        if !(1..=PROPERTIES_VERSION).contains(&version) {
             return None;
         }
-        Some(TableProperties {
+        let mut p = TableProperties {
             num_entries: r.varint64()?,
             num_data_blocks: r.varint64()?,
             num_deletions: r.varint64()?,
@@ -62,7 +73,23 @@ impl TableProperties {
             smallest_seq: r.varint64()?,
             largest_seq: r.varint64()?,
             fixed_key_len: r.varint64()?,
-        })
+            ..Default::default()
+        };
+        if version >= 2 {
+            p.fixed_value_len_plus1 = r.varint64()?;
+            p.num_blob_entries = r.varint64()?;
+            p.compressed_data_blocks = r.varint64()?;
+        }
+        Some(p)
+    }
+
+    /// Whether every record has the same size and sits uncompressed, so that a record's byte
+    /// offset inside its block follows from its position (what a learned index needs).
+    pub fn fixed_layout(&self) -> bool {
+        self.num_entries > 0
+            && self.fixed_key_len > 0
+            && self.fixed_value_len_plus1 > 0
+            && self.compressed_data_blocks == 0
     }
 }
 
@@ -185,6 +212,11 @@ impl Table {
             Some((k, v)) if key::user_key(k) == uk => match key::kind(k) {
                 Some(ValueKind::Value) => Ok(Lookup::Found(v.to_vec())),
                 Some(ValueKind::Deletion) => Ok(Lookup::Deleted),
+                Some(ValueKind::BlobIndex) => {
+                    BlobPointer::decode(v).map(Lookup::Blob).ok_or_else(|| {
+                        Error::corruption(self.path.as_path(), h.offset, "malformed value pointer")
+                    })
+                }
                 None => Err(Error::corruption(
                     self.path.as_path(),
                     h.offset,
