@@ -2,7 +2,8 @@
 //! operation; the parent kills it with SIGKILL at random moments, reopens the database and checks
 //! that it holds exactly a prefix of the history that includes every acknowledged operation (no
 //! holes, no resurrected deletes, atomic batches). Small buffers keep flushes and compactions
-//! running when the kill lands.
+//! running when the kill lands; a third of the values go to the value log, whose small segments
+//! switch often and are garbage-collected in the background and on demand while the kills land.
 //!
 //! `ATTUNE_CRASH_CYCLES=N` runs more cycles; `ATTUNE_SEED=S` replays one history.
 
@@ -30,7 +31,13 @@ fn op(seed: u64, i: u64) -> (Op, bool) {
     let key = |rng: &mut StdRng| format!("key{:04}", rng.gen_range(0..400)).into_bytes();
     let value = |rng: &mut StdRng| {
         let mut v = format!("op{i}:").into_bytes();
-        v.resize(v.len() + rng.gen_range(0..300), b'x');
+        // A third of the values are large enough for the value log.
+        let extra = if rng.gen_bool(0.33) {
+            rng.gen_range(600..3000)
+        } else {
+            rng.gen_range(0..300)
+        };
+        v.resize(v.len() + extra, b'x');
         v
     };
     let sync = i.is_multiple_of(3);
@@ -74,6 +81,12 @@ fn options() -> Options {
         target_file_size: 64 << 10,
         max_bytes_for_level_base: 256 << 10,
         l0_compaction_trigger: 2,
+        // Small value-log segments and eager collection: kills land in segment switches and
+        // in garbage collection too.
+        min_blob_size: 512,
+        blob_file_size: 64 << 10,
+        blob_gc_space_amp: 1.2,
+        blob_gc_garbage_ratio: 0.2,
         ..Options::default()
     }
 }
@@ -106,6 +119,9 @@ fn child_main(dir: &Path, seed: u64, start: u64) {
         .expect("child write");
         // An unbuffered write(2): survives SIGKILL of this process.
         acks.write_all(format!("{i}\n").as_bytes()).expect("ack");
+        if i % 40 == 39 {
+            db.gc_with_ratio(0.1).expect("child gc");
+        }
     }
 }
 

@@ -1,0 +1,322 @@
+//! Value separation end to end: large values go to the value log and read back through gets and
+//! scans; garbage collection reclaims space without losing a value, waits for snapshots, and
+//! aborts cleanly on a full disk; damaged or missing segments are corruption errors that name
+//! the segment and offset, never wrong data.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
+use attune_kv::env::{Env, FaultKind, MemEnv};
+use attune_kv::{Error, Options, ReadOptions, DB};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn options() -> Options {
+    Options {
+        write_buffer_size: 64 << 10,
+        min_blob_size: 256,
+        blob_file_size: 32 << 10,
+        // Collection only on demand, so each test controls when it runs.
+        blob_gc_space_amp: 0.0,
+        wal_sync_interval_ms: 0,
+        ..Options::default()
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+/// Large values for even keys, small ones for odd keys; `round` makes each overwrite distinct.
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let len = if i % 2 == 0 { 300 + (i % 7) * 100 } else { 40 };
+    let mut v = format!("r{round}-i{i}-").into_bytes();
+    v.resize(len as usize, b'a' + (i % 26) as u8);
+    v
+}
+
+fn mem_db(env: &MemEnv, opts: Options) -> DB {
+    DB::open_with_env(
+        Arc::new(env.clone()) as Arc<dyn Env>,
+        Path::new("/db"),
+        opts,
+    )
+    .unwrap()
+}
+
+fn check_all(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    for (k, v) in model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
+    }
+    let mut it = db.iter(&ReadOptions::default());
+    it.seek_to_first();
+    let mut got = BTreeMap::new();
+    while it.valid() {
+        got.insert(it.key().to_vec(), it.value().to_vec());
+        it.next();
+    }
+    it.status().unwrap();
+    assert_eq!(&got, model);
+}
+
+fn vlog_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vlog"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn large_values_live_in_the_value_log_and_read_back() {
+    let env = MemEnv::new();
+    let db = mem_db(&env, options());
+    let mut model = BTreeMap::new();
+    for i in 0..400 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+        model.insert(key(i), value(i, 0));
+    }
+    check_all(&db, &model);
+    db.flush().unwrap();
+    check_all(&db, &model);
+    let s = db.stats();
+    assert!(
+        s.blob_bytes > 200 * 300,
+        "value log holds the large values: {s:?}"
+    );
+    assert!(s.blob_files.len() > 1, "32 KiB segments rotate");
+    assert!(s.blob_bytes_written > 0 && s.blob_reads > 0);
+    // Reverse scans resolve pointers too.
+    let mut it = db.iter(&ReadOptions::default());
+    it.seek_to_last();
+    assert_eq!(it.value(), &value(399, 0)[..]);
+    it.prev();
+    assert_eq!(it.value(), &value(398, 0)[..]);
+}
+
+#[test]
+fn tables_of_fixed_size_keys_and_pointers_are_fixed_layout() {
+    let env = MemEnv::new();
+    let db = mem_db(
+        &env,
+        Options {
+            min_blob_size: 0, // every value separated: every record is key + pointer
+            ..options()
+        },
+    );
+    for i in 0..2000 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    let s = db.stats();
+    assert!(!s.fixed_layout_files.is_empty(), "{s:?}");
+    // Mixed inline and separated values are not fixed-size.
+    let env = MemEnv::new();
+    let db = mem_db(&env, options());
+    for i in 0..2000 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    assert!(db.stats().fixed_layout_files.is_empty());
+}
+
+#[test]
+fn gc_reclaims_overwritten_values_and_loses_nothing() {
+    let env = MemEnv::new();
+    let db = mem_db(&env, options());
+    let mut model = BTreeMap::new();
+    for round in 0..4 {
+        for i in 0..300 {
+            db.put(&key(i), &value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+    }
+    for i in (0..300).step_by(5) {
+        db.delete(&key(i)).unwrap();
+        model.remove(&key(i));
+    }
+    // Compaction drops the shadowed pointers and counts their records as garbage.
+    db.compact_range(None, None).unwrap();
+    let before = db.stats();
+    assert!(before.blob_garbage_bytes > 0, "{before:?}");
+    let report = db.gc_with_ratio(0.2).unwrap();
+    assert!(report.segments_collected > 0, "{report:?}");
+    let after = db.stats();
+    assert!(
+        after.blob_bytes < before.blob_bytes / 2,
+        "space reclaimed: {} -> {}",
+        before.blob_bytes,
+        after.blob_bytes
+    );
+    assert!(after.gc_bytes_reclaimed > 0 && after.gc_max_pause_micros > 0);
+    check_all(&db, &model);
+    drop(db);
+    let db = mem_db(&env, options());
+    check_all(&db, &model);
+}
+
+#[test]
+fn gc_keeps_a_segment_while_a_snapshot_can_read_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = DB::open(&dir, options()).unwrap();
+    for i in 0..200 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+    }
+    let snap = db.snapshot();
+    let old_files = vlog_files(&dir);
+    for i in 0..200 {
+        db.put(&key(i), &value(i, 1)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    db.gc_with_ratio(0.0).unwrap();
+    // The old segments are still there: the snapshot reads them.
+    for f in &old_files {
+        assert!(f.exists(), "{f:?} deleted under a live snapshot");
+    }
+    let ro = ReadOptions {
+        snapshot: Some(snap.sequence()),
+        ..Default::default()
+    };
+    for i in (0..200).step_by(2) {
+        assert_eq!(db.get_opt(&key(i), &ro).unwrap(), Some(value(i, 0)));
+    }
+    drop(snap);
+    db.gc_with_ratio(0.0).unwrap();
+    let gone = old_files.iter().filter(|f| !f.exists()).count();
+    assert!(
+        gone > 0,
+        "no old segment deleted after the snapshot was released"
+    );
+    for i in 0..200 {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(value(i, 1)));
+    }
+}
+
+#[test]
+fn disk_full_during_gc_aborts_and_keeps_the_old_segments() {
+    for fail_after in [0, 1, 3, 10] {
+        let env = MemEnv::new();
+        let db = mem_db(&env, options());
+        let mut model = BTreeMap::new();
+        for round in 0..3 {
+            for i in 0..200 {
+                db.put(&key(i), &value(i, round)).unwrap();
+                model.insert(key(i), value(i, round));
+            }
+        }
+        db.compact_range(None, None).unwrap();
+        env.fail_after(FaultKind::Write, fail_after);
+        let r = db.gc_with_ratio(0.0);
+        assert!(r.is_err(), "fail_after {fail_after}: the fault never fired");
+        env.clear_faults();
+        // Nothing lost, in this handle (when it still serves reads) and after reopening.
+        if db.get(&key(0)).is_ok() {
+            for (k, v) in &model {
+                assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+            }
+        }
+        drop(db);
+        let db = mem_db(&env, options());
+        check_all(&db, &model);
+        let report = db.gc_with_ratio(0.0).unwrap();
+        assert!(report.segments_collected > 0);
+        check_all(&db, &model);
+    }
+}
+
+#[test]
+fn damaged_value_log_record_is_corruption_naming_segment_and_offset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let mut model = BTreeMap::new();
+    {
+        let db = DB::open(&dir, options()).unwrap();
+        for i in 0..200 {
+            db.put(&key(i), &value(i, 0)).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+        db.close().unwrap();
+    }
+    let seg = vlog_files(&dir).into_iter().next().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&seg, &bytes).unwrap();
+    let db = DB::open(&dir, options()).unwrap();
+    let mut corrupt = 0;
+    for (k, v) in &model {
+        match db.get(k) {
+            Ok(got) => assert_eq!(got.as_ref(), Some(v), "wrong data for {k:?}"),
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!(file, seg);
+                assert!(
+                    offset <= at as u64,
+                    "offset {offset} names the record start"
+                );
+                corrupt += 1;
+            }
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+    assert_eq!(corrupt, 1, "exactly the damaged record fails");
+    // A scan stops at the damaged record with the same error.
+    let mut it = db.iter(&ReadOptions::default());
+    it.seek_to_first();
+    while it.valid() {
+        it.next();
+    }
+    assert!(matches!(it.status(), Err(Error::Corruption { .. })));
+    // Collection refuses to move a damaged segment and keeps it.
+    db.compact_range(None, None).unwrap();
+    assert!(db.gc_with_ratio(0.0).is_err());
+    assert!(seg.exists());
+}
+
+#[test]
+fn missing_segment_is_refused_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    {
+        let db = DB::open(&dir, options()).unwrap();
+        for i in 0..100 {
+            db.put(&key(i), &value(i, 0)).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let seg = vlog_files(&dir).into_iter().next().unwrap();
+    std::fs::remove_file(&seg).unwrap();
+    let e = DB::open(&dir, options()).err().expect("must refuse");
+    assert!(matches!(e, Error::Corruption { .. }), "{e}");
+    assert!(e.to_string().contains("missing"), "{e}");
+}
+
+#[test]
+fn automatic_gc_runs_when_space_amplification_crosses_the_threshold() {
+    let env = MemEnv::new();
+    let db = mem_db(
+        &env,
+        Options {
+            blob_gc_space_amp: 1.5,
+            blob_gc_garbage_ratio: 0.3,
+            ..options()
+        },
+    );
+    let mut model = BTreeMap::new();
+    for round in 0..6 {
+        for i in 0..200 {
+            db.put(&key(i), &value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+        db.compact_range(None, None).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while db.stats().gc_segments_collected == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let s = db.stats();
+    assert!(s.gc_segments_collected > 0, "{s:?}");
+    check_all(&db, &model);
+}
