@@ -38,3 +38,18 @@ def test_missing_database_is_a_clear_error_without_traceback(tmp_path):
 def test_help_lists_verbs():
     out = run("--help").stdout
     assert "demo" in out and "kv" in out
+
+
+def test_gc_verb_reports_json(tmp_path):
+    path = str(tmp_path / "db")
+    import attune
+
+    with attune.DB(path, min_blob_size="100", blob_file_size="16KiB") as db:
+        for rnd in range(3):
+            for i in range(100):
+                db.put(b"k%03d" % i, b"%d" % rnd + b"v" * 300)
+        db.compact()
+    r = json.loads(run("kv", "gc", path, "--ratio", "0.1", "--json").stdout)
+    assert r["segments_collected"] > 0
+    assert r["blob_bytes_after"] < r["blob_bytes_before"]
+    assert "--ratio" in run("kv", "gc", "--help").stdout

@@ -528,13 +528,38 @@ impl DB {
         &self.inner.dir
     }
 
-    /// Checks every checksum of every live table; returns (files, entries) verified.
+    /// Checks every checksum of every live table and value-log segment; returns (files,
+    /// entries) verified. The active segment is checked up to its current end.
     pub fn verify(&self) -> Result<(u64, u64)> {
         let sv = self.inner.sv.read().clone();
         let mut files = 0;
         let mut entries = 0;
         for f in sv.version.files.iter().flatten() {
             entries += self.inner.tables.get(f.number)?.verify()?;
+            files += 1;
+        }
+        let metas = self.inner.state.lock().versions.blob_files.clone();
+        for (n, f) in sv.blobs.iter() {
+            let data = f.read_all()?;
+            let sealed = metas.get(n).filter(|m| m.sealed).map(|m| m.size);
+            let end = sealed.unwrap_or(data.len() as u64);
+            if (data.len() as u64) < end {
+                return Err(Error::corruption(
+                    f.path(),
+                    data.len() as u64,
+                    format!("segment is shorter than its sealed length {end}"),
+                ));
+            }
+            let mut scan = SegmentScanner::new(f.path(), &data[..end as usize])?;
+            entries += scan.by_ref().count() as u64;
+            // The active segment may end in a record being written right now.
+            if sealed.is_some() && scan.valid_len() != end {
+                return Err(Error::corruption(
+                    f.path(),
+                    scan.valid_len(),
+                    scan.stop_reason.unwrap_or("damaged record"),
+                ));
+            }
             files += 1;
         }
         Ok((files, entries))
@@ -717,6 +742,16 @@ fn recover_blob_files(
         let len = match SegmentScanner::new(&path, &data) {
             Ok(mut scan) => {
                 for _ in scan.by_ref() {}
+                if crate::vlog::damaged_in_middle(&data, scan.valid_len()) {
+                    return Err(Error::corruption(
+                        &path,
+                        scan.valid_len(),
+                        format!(
+                            "value-log record damaged ({}) with valid records after it",
+                            scan.stop_reason.unwrap_or("bad record")
+                        ),
+                    ));
+                }
                 scan.valid_len()
             }
             // Created just before the crash: its header never reached the disk.

@@ -200,6 +200,25 @@ impl<'a> Iterator for SegmentScanner<'a> {
     }
 }
 
+/// Whether the bytes at `at` (where a scan stopped) are a damaged record *followed by a valid
+/// one*: damage in the middle of the log, which recovery must report, rather than a tail torn by
+/// a crash, which recovery cuts off (the same distinction the WAL reader makes).
+pub fn damaged_in_middle(data: &[u8], at: u64) -> bool {
+    let Some(rest) = data.get(at as usize..) else {
+        return false;
+    };
+    let Some((_, _, total)) = header_lengths(rest) else {
+        return false;
+    };
+    let Some(next) = rest.get(total as usize..) else {
+        return false;
+    };
+    match header_lengths(next) {
+        Some((_, _, n)) if n <= next.len() as u64 => decode_record(&next[..n as usize]).is_ok(),
+        _ => false,
+    }
+}
+
 /// The active segment being appended to.
 pub struct VlogWriter {
     pub number: u64,

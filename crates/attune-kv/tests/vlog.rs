@@ -29,7 +29,11 @@ fn key(i: u32) -> Vec<u8> {
 
 /// Large values for even keys, small ones for odd keys; `round` makes each overwrite distinct.
 fn value(i: u32, round: u32) -> Vec<u8> {
-    let len = if i.is_multiple_of(2) { 300 + (i % 7) * 100 } else { 40 };
+    let len = if i.is_multiple_of(2) {
+        300 + (i % 7) * 100
+    } else {
+        40
+    };
     let mut v = format!("r{round}-i{i}-").into_bytes();
     v.resize(len as usize, b'a' + (i % 26) as u8);
     v

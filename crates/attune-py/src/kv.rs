@@ -412,6 +412,26 @@ impl DB {
         Ok(d)
     }
 
+    /// Garbage-collects the value log: rewrites the live values of every sealed segment with at
+    /// least `ratio` (default: the `blob_gc_garbage_ratio` option) of dead bytes and deletes it.
+    /// Returns {"segments_collected", "records_rewritten", "bytes_rewritten", "bytes_reclaimed"}.
+    #[pyo3(signature = (ratio=None))]
+    fn gc<'py>(&self, py: Python<'py>, ratio: Option<f64>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.handle()?;
+        let r = py
+            .allow_threads(move || match ratio {
+                Some(x) => db.gc_with_ratio(x),
+                None => db.gc(),
+            })
+            .map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("segments_collected", r.segments_collected)?;
+        d.set_item("records_rewritten", r.records_rewritten)?;
+        d.set_item("bytes_rewritten", r.bytes_rewritten)?;
+        d.set_item("bytes_reclaimed", r.bytes_reclaimed)?;
+        Ok(d)
+    }
+
     fn set_block_cache_capacity(&self, capacity_bytes: u64) -> PyResult<()> {
         self.handle()?.set_block_cache_capacity(capacity_bytes);
         Ok(())
@@ -496,6 +516,43 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
     d.set_item("live_sst_bytes", s.live_sst_bytes)?;
     d.set_item("num_snapshots", s.num_snapshots)?;
     d.set_item("table_pinned_bytes", s.table_pinned_bytes)?;
+    let segs = PyList::empty(py);
+    for b in &s.blob_files {
+        let e = PyDict::new(py);
+        e.set_item("number", b.number)?;
+        e.set_item("size", b.size)?;
+        e.set_item("garbage", b.garbage)?;
+        e.set_item("sealed", b.sealed)?;
+        segs.append(e)?;
+    }
+    d.set_item("blob_files", segs)?;
+    d.set_item("blob_bytes", s.blob_bytes)?;
+    d.set_item("blob_garbage_bytes", s.blob_garbage_bytes)?;
+    d.set_item("blob_live_bytes", s.blob_live_bytes)?;
+    d.set_item("blob_space_amp", s.blob_space_amp)?;
+    d.set_item("blob_bytes_written", s.blob_bytes_written)?;
+    d.set_item("blob_reads", s.blob_reads)?;
+    d.set_item("blob_prefetches", s.blob_prefetches)?;
+    d.set_item("gc_runs", s.gc_runs)?;
+    d.set_item("gc_segments_collected", s.gc_segments_collected)?;
+    d.set_item("gc_records_rewritten", s.gc_records_rewritten)?;
+    d.set_item("gc_bytes_rewritten", s.gc_bytes_rewritten)?;
+    d.set_item("gc_bytes_reclaimed", s.gc_bytes_reclaimed)?;
+    d.set_item("gc_max_pause_micros", s.gc_max_pause_micros)?;
+    d.set_item(
+        "fixed_layout_files",
+        PyList::new(py, &s.fixed_layout_files)?,
+    )?;
+    let total = s.live_sst_bytes + s.blob_bytes;
+    let live = s.live_sst_bytes + s.blob_live_bytes;
+    d.set_item(
+        "space_amp",
+        if live == 0 {
+            1.0
+        } else {
+            total as f64 / live as f64
+        },
+    )?;
     let c = PyDict::new(py);
     c.set_item("capacity_bytes", s.block_cache.capacity_bytes)?;
     c.set_item("usage_bytes", s.block_cache.usage_bytes)?;
