@@ -214,6 +214,19 @@ fn finish_p95(out: &mut [Report], buckets: &mut Vec<(f64, f64, f64, f64)>) {
     buckets.clear();
 }
 
+/// Engine keys passed through to db_bench as `--KEY=VALUE` (`db_bench:enable_blob_files=1`):
+/// BlobDB (RocksDB's integrated value separation) and filter settings.
+pub const KEYS: &[&str] = &[
+    "enable_blob_files",
+    "min_blob_size",
+    "blob_file_size",
+    "enable_blob_garbage_collection",
+    "blob_garbage_collection_age_cutoff",
+    "blob_compression_type",
+    "bloom_bits",
+    "block_size",
+];
+
 /// The flags that give db_bench our settings for one benchmark.
 pub fn flags(bench: Micro, dir: &Path, p: &MicroParams, s: &Settings) -> Vec<String> {
     let compression = match s.compression {
@@ -222,7 +235,7 @@ pub fn flags(bench: Micro, dir: &Path, p: &MicroParams, s: &Settings) -> Vec<Str
         Compression::Lz4 => "lz4",
         Compression::Zstd => "zstd",
     };
-    vec![
+    let mut v = vec![
         format!("--db={}", dir.display()),
         format!("--benchmarks={}", bench.name()),
         format!("--use_existing_db={}", u8::from(!bench.fresh())),
@@ -247,7 +260,10 @@ pub fn flags(bench: Micro, dir: &Path, p: &MicroParams, s: &Settings) -> Vec<Str
         format!("--batch_size={}", p.batch_size),
         "--histogram=1".to_string(),
         "--stats_interval_seconds=0".to_string(),
-    ]
+        format!("--seek_nexts={}", p.seek_nexts),
+    ];
+    v.extend(s.extra.iter().map(|(k, x)| format!("--{k}={x}")));
+    v
 }
 
 /// What running db_bench once measured.

@@ -118,6 +118,9 @@ struct MicroArgs {
     /// Writes per write batch (1 = plain puts).
     #[arg(long, default_value_t = 1)]
     batch_size: usize,
+    /// Entries read after each seekrandom seek (db_bench --seek_nexts; 10 or 100 = range scans).
+    #[arg(long, default_value_t = 0)]
+    seek_nexts: u64,
     #[command(flatten)]
     common: Common,
 }
@@ -245,6 +248,7 @@ fn micro(a: &MicroArgs) -> Result<ExitCode> {
         key_size: a.key_size,
         value_size: a.value_size,
         batch_size: a.batch_size,
+        seek_nexts: a.seek_nexts,
         seed: c.seed,
         warmup_ops: parse_count("--warmup-ops", &c.warmup_ops)?,
         cold: c.cold,

@@ -103,6 +103,19 @@ pub struct MicroParams {
     pub cold: bool,
     /// Client threads.
     pub threads: usize,
+    /// Entries read after each `seekrandom` seek (db_bench `--seek_nexts`): 10 or 100 make it
+    /// a short range scan.
+    #[serde(default)]
+    pub seek_nexts: u64,
+}
+
+/// The result-row name of `bench`: `seekrandom` with `seek_nexts` > 0 is `seekrandom_nextN`.
+pub fn row_name(bench: Micro, p: &MicroParams) -> String {
+    if bench == Micro::SeekRandom && p.seek_nexts > 0 {
+        format!("seekrandom_next{}", p.seek_nexts)
+    } else {
+        bench.name().to_string()
+    }
 }
 
 impl MicroParams {
@@ -250,8 +263,12 @@ fn read_body(
                     make_key(rng.below(p.records), p.key_size, &mut key);
                     let mut exact = false;
                     let start = Instant::now();
-                    s.scan(&key, 1, &mut |k, v| {
-                        exact = k == key.as_slice();
+                    let mut first = true;
+                    s.scan(&key, 1 + p.seek_nexts as usize, &mut |k, v| {
+                        if first {
+                            exact = k == key.as_slice();
+                            first = false;
+                        }
                         value.clear();
                         value.extend_from_slice(v);
                     })?;
@@ -302,6 +319,7 @@ mod tests {
             operations: 1000,
             key_size: 16,
             value_size: 100,
+            seek_nexts: 0,
             batch_size: 1,
             seed: 1,
             warmup_ops: 0,

@@ -187,7 +187,7 @@ pub fn run(plan: &Plan) -> Result<(Vec<Row>, usize)> {
     let mut resolved = Vec::new();
     for spec in &plan.engines {
         let keys: &[&str] = if spec.name == DB_BENCH {
-            &[]
+            dbbench::KEYS
         } else {
             engine::find(&spec.name)?.keys
         };
@@ -420,7 +420,8 @@ fn run_engine(
                 }
                 std::fs::create_dir_all(db_dir).map_err(|e| BenchError::io("create", db_dir, e))?;
                 let total = params.ops_per_thread(bench) * params.threads as u64;
-                let progress = Progress::new(plan.progress, &r.spec.given, bench.name(), total);
+                let name = micro::row_name(bench, params);
+                let progress = Progress::new(plan.progress, &r.spec.given, &name, total);
                 let measured = if r.spec.name == DB_BENCH {
                     run_db_bench(bench, params, &r.settings, db_dir, limit)
                 } else {
@@ -434,7 +435,7 @@ fn run_engine(
                         },
                         cgroup_procs: limit.map(|l| l.procs_file()),
                     };
-                    run_child(&job, bench.name(), &progress)
+                    run_child(&job, &name, &progress)
                 };
                 progress.finish();
                 let measured = measured?;
@@ -448,13 +449,14 @@ fn run_engine(
                     "records": params.records, "operations": params.operations,
                     "key_size": params.key_size, "value_size": params.value_size,
                     "batch_size": params.batch_size, "threads": params.threads,
+                    "seek_nexts": params.seek_nexts,
                     "seed": params.seed, "warmup_ops": params.warmup_ops, "cold": params.cold,
                     "cold_files_dropped": measured.cold_files_dropped,
                     "compression": r.settings.compression.name(),
                 });
                 emit(make_row(
                     &r.spec.given,
-                    bench.name(),
+                    &name,
                     "micro",
                     measured,
                     logical,

@@ -1254,6 +1254,7 @@ impl DbInner {
             on_blob: false,
             ahead: None,
             nexts: 0,
+            slow_reads: 0,
         }
     }
 
@@ -1997,9 +1998,10 @@ fn build_group(writers: &mut VecDeque<PendingWrite>) -> (Vec<u64>, WriteBatch, b
 }
 
 /// A user-facing iterator with optional bounds [lower, upper). Values kept in the value log are
-/// read when the iterator lands on them; a forward scan (two `next` calls in a row) also starts
-/// the OS reading the next `blob_prefetch_depth` separated values, found by a second iterator
-/// running ahead over the keys (WiscKey's parallel range-query reads).
+/// read when the iterator lands on them. A forward scan (two `next` calls in a row) whose value
+/// reads go to the device (one took over 30 µs) also starts the OS reading the next
+/// `blob_prefetch_depth` separated values, found by a second iterator running ahead over the
+/// keys (WiscKey's parallel range-query reads); scans served by the page cache skip it.
 pub struct DbIterator {
     inner: DbIter,
     db: Arc<DbInner>,
@@ -2015,7 +2017,13 @@ pub struct DbIterator {
     ahead: Option<DbIter>,
     /// Consecutive `next` calls (a scan is detected at two).
     nexts: u32,
+    /// Value reads slow enough to have gone to the device; read-ahead starts after the first
+    /// (values already in the page cache gain nothing from it and pay its system calls).
+    slow_reads: u32,
 }
+
+/// A value-log read slower than this went to the device, not the page cache.
+const SLOW_BLOB_READ_MICROS: u64 = 30;
 
 impl DbIterator {
     /// Restricts the iterator to keys in [lower, upper).
@@ -2039,6 +2047,8 @@ impl DbIterator {
         if !self.valid() || !self.inner.value_is_blob() {
             return;
         }
+        let timed = self.db.opts.blob_prefetch_depth > 0;
+        let t0 = if timed { self.db.env.now_micros() } else { 0 };
         let r = match BlobPointer::decode(self.inner.value()) {
             Some(p) => self.db.read_blob(&self.sv.blobs, self.inner.key(), &p),
             None => Err(Error::corruption(
@@ -2047,6 +2057,9 @@ impl DbIterator {
                 "malformed value pointer met during iteration",
             )),
         };
+        if timed && self.db.env.now_micros().saturating_sub(t0) >= SLOW_BLOB_READ_MICROS {
+            self.slow_reads = self.slow_reads.saturating_add(1);
+        }
         match r {
             Ok(v) => {
                 self.blob_value = v;
@@ -2084,7 +2097,12 @@ impl DbIterator {
     /// Keeps the read-ahead iterator `blob_prefetch_depth` entries in front during a scan.
     fn advance_ahead(&mut self) {
         let depth = self.db.opts.blob_prefetch_depth;
-        if depth == 0 || self.sv.blobs.is_empty() || self.nexts < 2 || !self.inner.valid() {
+        if depth == 0
+            || self.slow_reads == 0
+            || self.sv.blobs.is_empty()
+            || self.nexts < 2
+            || !self.inner.valid()
+        {
             return;
         }
         match self.ahead.take() {
