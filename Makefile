@@ -17,13 +17,14 @@ APT_PACKAGES := librocksdb-dev libleveldb-dev libwiredtiger-dev liblmdb-dev rock
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml
 PY_SOURCES := $(shell find python/attune -name '*.py' 2>/dev/null) pyproject.toml
 
-.PHONY: demo test setup build lint fmt rust-test py-test bench bench-report clean help
+.PHONY: demo test setup build lint fmt rust-test py-test bench bench-vlog bench-report clean help
 
 help:
 	@echo "make demo   - build, load a data set into an Attune database, run a read/write mix"
 	@echo "make test   - build and run every test (Rust and Python)"
 	@echo "make lint   - cargo fmt --check, clippy -D warnings, ruff"
 	@echo "make bench  - side-by-side micro benchmarks against RocksDB; regenerates docs/BENCHMARKS.md"
+	@echo "make bench-vlog - value separation against RocksDB BlobDB (part of make bench)"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
 
@@ -83,8 +84,13 @@ fmt:
 # Reproduces docs/BENCHMARKS.md: the side-by-side runs of the engine, then the generated report
 # over every results file (the other files' own commands are recorded in their rows).
 BENCH_RECORDS ?= 1000000
-BENCH_RESULTS := micro ycsb rocksdb-vs-db_bench micro-peers ycsb-peers hash-adaptive hash-join \
-	hash-loadfactor hash-roofline hash-roofline-10m splitdf workload
+BENCH_RESULTS := micro ycsb vlog-1k vlog-4k vlog-scan100 rocksdb-vs-db_bench micro-peers \
+	ycsb-peers hash-adaptive hash-join hash-loadfactor hash-roofline hash-roofline-10m splitdf \
+	workload
+# Value separation against RocksDB's BlobDB (db_bench --enable_blob_files), and Attune without it.
+VLOG_ENGINES := attune,attune:enable_blob_files=false,db_bench,db_bench:enable_blob_files=1
+VLOG_COMMON := --engines $(VLOG_ENGINES) --compression lz4 --cache-size 64MiB --repeat 2 \
+	--progress none
 bench: build
 	$(VENV)/bin/attune bench micro --engines attune,rocksdb,rocksdb:bloom_bits=10,db_bench \
 		--records $(BENCH_RECORDS) --compression lz4 --cache-size 64MiB --repeat 2 \
@@ -93,11 +99,25 @@ bench: build
 		--workloads load,a,b,c,d,e,f --records $(BENCH_RECORDS) --operations 500000 \
 		--distribution zipfian:0.99 --cache-size 64MiB --compression none --progress none \
 		--json benches/results/ycsb.jsonl
+	$(MAKE) bench-vlog
+
+bench-vlog: build
+	$(VENV)/bin/attune bench micro $(VLOG_COMMON) --value-size 1024 --records 500000 \
+		--operations 200000 --benchmarks fillrandom,overwrite,readrandom,seekrandom \
+		--seek-nexts 10 --json benches/results/vlog-1k.jsonl
+	$(VENV)/bin/attune bench micro $(VLOG_COMMON) --value-size 4096 --records 125000 \
+		--operations 100000 --benchmarks fillrandom,overwrite,readrandom,seekrandom \
+		--seek-nexts 10 --json benches/results/vlog-4k.jsonl
+	$(VENV)/bin/attune bench micro $(VLOG_COMMON) --value-size 1024 --records 500000 \
+		--operations 50000 --benchmarks fillrandom,seekrandom --seek-nexts 100 \
+		--json benches/results/vlog-scan100.jsonl
 	$(MAKE) bench-report
 
 bench-report: build
 	$(VENV)/bin/attune bench report $(BENCH_RESULTS:%=benches/results/%.jsonl) \
-		--baseline rocksdb --out docs/BENCHMARKS.md
+		--baseline rocksdb --baseline vlog-1k=db_bench:enable_blob_files=1 \
+		--baseline vlog-4k=db_bench:enable_blob_files=1 \
+		--baseline vlog-scan100=db_bench:enable_blob_files=1 --out docs/BENCHMARKS.md
 
 clean:
 	rm -rf $(STAMPS) target

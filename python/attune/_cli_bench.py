@@ -26,14 +26,16 @@ def _report(args) -> int:
     from attune.bench.report import write_report
 
     parts = ["attune", "bench", "report", *args.results, "--out", args.out]
-    parts += ["--baseline", args.baseline]
+    baselines = args.baseline or ["rocksdb"]
+    for b in baselines:
+        parts += ["--baseline", b]
     if args.plots_dir:
         parts += ["--plots-dir", args.plots_dir]
     command = " ".join(shlex.quote(a) for a in parts)
     summary = write_report(
         args.results,
         args.out,
-        baseline=args.baseline,
+        baseline=baselines,
         plots_dir=args.plots_dir,
         command=command,
         progress=not args.json,
@@ -66,7 +68,13 @@ def register(sub) -> None:
     r = verbs.add_parser("report", help="write a markdown report with plots from results files")
     r.add_argument("results", nargs="+", help="JSON-lines results files")
     r.add_argument("--out", required=True, help="markdown file to write (e.g. docs/BENCHMARKS.md)")
-    r.add_argument("--baseline", default="rocksdb", help="engine the ratios are relative to")
+    r.add_argument(
+        "--baseline",
+        action="append",
+        default=None,
+        help="engine the ratios are relative to (default rocksdb); repeat as FILE_STEM=ENGINE "
+        "to choose another for one results file, e.g. --baseline vlog-1k=db_bench:enable_blob_files=1",
+    )
     r.add_argument(
         "--plots-dir", default=None, help="where PNGs go (default: bench-plots/ next to --out)"
     )

@@ -309,13 +309,30 @@ def _plots(rows: list[dict], stem: str, plots_dir: Path) -> list[Path]:
     return made
 
 
+def _split_baselines(baseline: str | list[str]) -> tuple[str, dict[str, str]]:
+    """`rocksdb` or [`rocksdb`, `vlog-1k=db_bench:enable_blob_files=1`, ...] -> the default
+    baseline and per-file overrides (keyed by file stem)."""
+    items = [baseline] if isinstance(baseline, str) else list(baseline)
+    default = "rocksdb"
+    per_file: dict[str, str] = {}
+    for item in items:
+        name, sep, engine = item.partition("=")
+        if sep and not name.startswith(("rocksdb", "attune", "db_bench")) and ":" not in name:
+            per_file[name] = engine
+        else:
+            default = item
+    return default, per_file
+
+
 def render(
     files: dict[str, list[dict]],
-    baseline: str,
+    baseline: str | list[str],
     command: str,
     plot_links: dict[str, list[str]] | None = None,
 ) -> str:
-    """The markdown text for `files` (name -> rows)."""
+    """The markdown text for `files` (name -> rows); `baseline` is an engine or a list of an
+    engine and `FILE_STEM=ENGINE` overrides."""
+    default_baseline, per_file = _split_baselines(baseline)
     out = [
         "<!-- Generated file: do not edit by hand. -->",
         "# Benchmarks",
@@ -345,7 +362,7 @@ def render(
         engine_rows = [r for r in rows if "engine" in r]
         plain_rows = [r for r in rows if "engine" not in r]
         if engine_rows:
-            out.extend(_engine_table(engine_rows, baseline))
+            out.extend(_engine_table(engine_rows, per_file.get(Path(name).stem, default_baseline)))
             out.append("")
         if plain_rows:
             out.extend(_plain_table(plain_rows))
@@ -359,7 +376,7 @@ def render(
 def write_report(
     results: list[str],
     out: str,
-    baseline: str = "rocksdb",
+    baseline: str | list[str] = "rocksdb",
     plots_dir: str | None = None,
     command: str = "attune bench report",
     progress: bool = True,
