@@ -121,3 +121,23 @@ bench-report: build
 
 clean:
 	rm -rf $(STAMPS) target
+
+# Crash-consistency torture (docs/RELIABILITY.md): DURATION of each mode, simulated machine
+# crashes with faults (mem) and then SIGKILLed children on the real file system (kill).
+.PHONY: stress fuzz
+DURATION ?= 60s
+STRESS_SEED ?= 1
+STRESS_THREADS ?= 4
+stress:
+	$(CARGO) build --release -p attune-stress
+	target/release/attune-stress --mode mem --duration $(DURATION) --threads $(STRESS_THREADS) \
+		--seed $(STRESS_SEED) --json
+	target/release/attune-stress --mode kill --duration $(DURATION) --threads $(STRESS_THREADS) \
+		--seed $(STRESS_SEED) --json
+
+# Every cargo-fuzz target for FUZZ_SECONDS each (fuzz/run.sh; nightly or RUSTC_BOOTSTRAP=1).
+FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= 0
+FUZZ_PARALLEL ?= 1
+fuzz:
+	fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_RUNS) $(FUZZ_PARALLEL)

@@ -119,8 +119,9 @@ impl WriteBatch {
         &self.rep
     }
 
-    /// Decodes a batch from a WAL record; returns (first sequence, batch).
-    pub(crate) fn decode(data: &[u8]) -> Option<(u64, WriteBatch)> {
+    /// Decodes a batch from a WAL record; returns (first sequence, batch). Public for the fuzz
+    /// targets and property tests of the WAL format.
+    pub fn decode(data: &[u8]) -> Option<(u64, WriteBatch)> {
         let mut r = Reader::new(data);
         let seq = r.fixed64()?;
         let count = r.fixed32()?;
@@ -141,14 +142,15 @@ impl WriteBatch {
     }
 
     /// Iterates over (kind, key, value) in insertion order; `None` marks malformed data.
-    pub(crate) fn iter(&self) -> BatchIter<'_> {
+    pub fn iter(&self) -> BatchIter<'_> {
         BatchIter {
             r: Reader::new(&self.rep[HEADER_BYTES..]),
         }
     }
 }
 
-pub(crate) struct BatchIter<'a> {
+/// Iterator over the updates of a batch (see [`WriteBatch::iter`]).
+pub struct BatchIter<'a> {
     r: Reader<'a>,
 }
 

@@ -280,7 +280,7 @@ impl DB {
                     detail: "directory does not exist (create_if_missing is off)".into(),
                 });
             }
-            env.create_dir_all(&dir)?;
+            crate::env::create_dir_all_durable(env.as_ref(), &dir)?;
         }
         let lock = env.lock(&filename::lock_path(&dir))?;
         let exists = env.exists(&current);
@@ -623,11 +623,17 @@ fn recover_logs(
     let mut max_seq = versions.last_sequence;
     let mut mem = MemTable::new(0);
     let mut garbage = BTreeMap::new();
+    // Sequence the next record must not exceed. A larger one means an earlier log lost its
+    // unsynced tail in a machine crash while a later log kept part of its own: replaying on
+    // would leave a hole, so recovery stops there. Nothing acknowledged as synced is dropped (a
+    // sync write first fsyncs every earlier log). Recovery also stops at a write whose value
+    // did not reach the value log (below).
+    let mut next_seq_max: Option<u64> = None;
     let mut stopped = false;
     for n in logs {
         versions.next_file_number = versions.next_file_number.max(n + 1);
         if stopped {
-            continue; // after a lost value, later logs are not part of the recovered prefix
+            continue; // later logs are not part of the recovered prefix
         }
         let path = filename::log_path(dir, n);
         let data = env.read_all(&path)?;
@@ -635,6 +641,11 @@ fn recover_logs(
         while let Some((off, rec)) = reader.next_record()? {
             let (seq, batch) = WriteBatch::decode(&rec)
                 .ok_or_else(|| Error::corruption(&path, off, "malformed write batch in WAL"))?;
+            if next_seq_max.is_some_and(|m| seq > m) {
+                stopped = true;
+                break;
+            }
+            next_seq_max = Some(next_seq_max.unwrap_or(0).max(seq + batch.len() as u64));
             let mut items = Vec::with_capacity(batch.len());
             for item in batch.iter() {
                 let (kind, k, v) =
@@ -1372,7 +1383,11 @@ impl DbInner {
                 st.flush_bytes += bytes;
                 Ok(())
             });
-            st.pending_outputs.remove(&number);
+            if r.is_ok() {
+                // On error keep the table: a failed manifest sync may still have written the
+                // edit naming it, so only reopening may decide that it is garbage.
+                st.pending_outputs.remove(&number);
+            }
             match r {
                 Ok(()) => {
                     st.imm = None;
@@ -1487,8 +1502,11 @@ impl DbInner {
             s.bytes_written += out.bytes_written;
             Ok(())
         });
-        for n in allocated {
-            st.pending_outputs.remove(&n);
+        if r.is_ok() {
+            // On error keep the outputs (see flush_loop): the edit may be in the manifest.
+            for n in allocated {
+                st.pending_outputs.remove(&n);
+            }
         }
         // The compaction pins its input version; release it so its files can be deleted now.
         drop(c);
@@ -1545,23 +1563,22 @@ impl DbInner {
             if self.shutting_down.load(Ordering::Acquire) {
                 return;
             }
-            let vlog_sync = MutexGuard::unlocked(&mut st, || {
-                let _ = self.sync_imm_wal();
+            let r = MutexGuard::unlocked(&mut st, || {
+                self.sync_imm_wal()?;
                 // Values before the WAL records that point at them.
                 if let Some(v) = self.vlog.lock().as_mut() {
                     v.sync()?;
                 }
                 if let Some(w) = self.wal.lock().as_mut() {
-                    // An error here surfaces on the next sync write or at close.
-                    if w.sync().is_ok() {
-                        self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
-                    }
+                    w.sync()?;
+                    self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok::<_, Error>(())
             });
-            if let Err(e) = vlog_sync {
-                // Durability of the value log is unknown after a failed fsync: stop writing.
-                if st.bg_error.is_none() {
+            // A failed fsync may have dropped the pages it covered (Linux marks them clean), so
+            // no later fsync can make those writes durable: stop accepting writes.
+            if let Err(e) = r {
+                if !self.shutting_down.load(Ordering::Acquire) && st.bg_error.is_none() {
                     st.bg_error = Some(e);
                 }
             }

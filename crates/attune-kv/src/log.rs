@@ -55,6 +55,10 @@ fn valid_fragment_after(data: &[u8], from: usize) -> bool {
 pub struct LogWriter {
     file: Box<dyn WritableFile>,
     scratch: Vec<u8>,
+    /// The first failed append or sync: every later call fails with it. After a failed append
+    /// the tail is unknown; after a failed fsync the kernel may have dropped the pages it
+    /// covered, and a later "successful" fsync would not bring them back.
+    failed: Option<Error>,
 }
 
 impl LogWriter {
@@ -62,11 +66,27 @@ impl LogWriter {
         LogWriter {
             file,
             scratch: Vec::new(),
+            failed: None,
         }
     }
 
     /// Appends one record and hands it to the OS (survives a process crash once this returns).
     pub fn add_record(&mut self, record: &[u8]) -> Result<()> {
+        let r = self.add_record_inner(record);
+        self.remember(r)
+    }
+
+    fn remember(&mut self, r: Result<()>) -> Result<()> {
+        if let (Err(e), None) = (&r, &self.failed) {
+            self.failed = Some(e.duplicate());
+        }
+        r
+    }
+
+    fn add_record_inner(&mut self, record: &[u8]) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.duplicate());
+        }
         let mut chunks = record.chunks(MAX_FRAGMENT_BYTES).peekable();
         let mut first = true;
         if record.is_empty() {
@@ -99,7 +119,11 @@ impl LogWriter {
     }
 
     pub fn sync(&mut self) -> Result<()> {
-        self.file.sync()
+        let r = match &self.failed {
+            Some(e) => Err(e.duplicate()),
+            None => self.file.sync(),
+        };
+        self.remember(r)
     }
 
     pub fn len(&self) -> u64 {

@@ -227,6 +227,9 @@ pub struct VlogWriter {
     buf: Vec<u8>,
     /// Length known durable (nothing to do for a sync below it).
     synced: u64,
+    /// A failed fsync sticks: the kernel may have dropped the pages it covered, and a later
+    /// "successful" fsync would not bring them back.
+    sync_failed: bool,
 }
 
 impl VlogWriter {
@@ -241,6 +244,7 @@ impl VlogWriter {
             offset: SEGMENT_HEADER_BYTES,
             buf: Vec::new(),
             synced: 0,
+            sync_failed: false,
         })
     }
 
@@ -266,11 +270,20 @@ impl VlogWriter {
     }
 
     pub fn sync(&mut self) -> Result<()> {
+        if self.sync_failed {
+            return Err(Error::Closed(format!(
+                "an earlier fsync of value-log segment {:06}.vlog failed; reopen the database",
+                self.number
+            )));
+        }
         if self.synced == self.offset {
             return Ok(());
         }
         self.flush()?;
-        self.file.sync()?;
+        if let Err(e) = self.file.sync() {
+            self.sync_failed = true;
+            return Err(e);
+        }
         self.synced = self.offset;
         Ok(())
     }

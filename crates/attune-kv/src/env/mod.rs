@@ -8,12 +8,16 @@
 //! Durability contract (what the engine relies on): bytes passed to `append` are visible to readers
 //! of the file after `flush`; they survive a *process* crash after `flush`; they survive a machine
 //! crash only after `sync`. A newly created or renamed file's directory entry survives a machine
-//! crash only after `sync_dir` on its directory.
+//! crash only after `sync_dir` on its directory; the same holds for a removed file and for a
+//! directory made by `create_dir_all` (its entry lives in its parent directory).
 
 mod mem;
 mod posix;
 
-pub use mem::{FaultKind, MemEnv};
+pub use mem::{
+    CrashReport, FaultError, FaultKind, FaultOp, FaultPlan, FaultRule, MemEnv, Trigger,
+    SECTOR_BYTES,
+};
 pub use posix::PosixEnv;
 
 use crate::error::Result;
@@ -83,6 +87,26 @@ pub fn write_file_atomic(env: &dyn Env, path: &Path, data: &[u8]) -> Result<()> 
     env.rename(&tmp, path)?;
     if let Some(dir) = path.parent() {
         env.sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` (and missing ancestors) and makes each new directory's name durable by syncing
+/// its parent directory, so that files later made durable inside it cannot vanish with it.
+pub fn create_dir_all_durable(env: &dyn Env, dir: &Path) -> Result<()> {
+    let created: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !env.exists(d))
+        .collect();
+    env.create_dir_all(dir)?;
+    // Deepest first is fine: each sync makes one name durable in an existing directory.
+    for d in created {
+        let parent = match d.parent() {
+            Some(p) if p.as_os_str().is_empty() => Path::new("."),
+            Some(p) => p,
+            None => continue,
+        };
+        env.sync_dir(parent)?;
     }
     Ok(())
 }

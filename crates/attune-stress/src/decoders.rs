@@ -1,0 +1,384 @@
+//! One entry point per on-disk decoder of attune-kv, shared by the cargo-fuzz targets in `fuzz/`
+//! and the property tests in `tests/decoders.rs`: each takes arbitrary bytes, drives the decoder
+//! (and the code that walks what it decoded) and must return, never panic, never loop without
+//! bound and never allocate from an unchecked length field.
+//!
+//! Checksums would stop a fuzzer at the first byte, so where a format checksums a payload the
+//! harness frames the fuzzed payload with a *valid* checksum (blocks, footers of an index
+//! harness): the decoder behind the checksum is what is under test.
+//!
+//! Thread safety: pure functions; call them from any thread.
+
+use attune_kv::cache::BlockCache;
+use attune_kv::coding::{put_fixed32, Reader};
+use attune_kv::env::{Env, MemEnv};
+use attune_kv::iter::InternalIterator;
+use attune_kv::key::{make_internal_key, ValueKind, MAX_SEQUENCE};
+use attune_kv::log::LogReader;
+use attune_kv::table::block::{Block, BlockIter};
+use attune_kv::table::bloom::{bloom_hash, Bloom};
+use attune_kv::table::format::{
+    read_block, BlockHandle, Footer, FOOTER_BYTES, TABLE_FORMAT_VERSION,
+};
+use attune_kv::table::{Table, TableIter, TableProperties};
+use attune_kv::version::{VersionEdit, VersionSet};
+use attune_kv::WriteBatch;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Steps any walk may take: inputs are small, so a decoder that needs more is looping.
+const STEPS_MAX: usize = 100_000;
+
+/// The decoders, by fuzz-target name.
+pub const TARGETS: [&str; 7] = [
+    "log_fragments",
+    "wal_batch",
+    "sstable_footer",
+    "block",
+    "index_block",
+    "bloom_filter",
+    "version_edit",
+];
+
+/// Runs the harness of `target` on `data`; false for an unknown target name.
+pub fn run(target: &str, data: &[u8]) -> bool {
+    match target {
+        "log_fragments" => log_fragments(data),
+        "wal_batch" => wal_batch(data),
+        "sstable_footer" => sstable_footer(data),
+        "block" => block(data),
+        "index_block" => index_block(data),
+        "bloom_filter" => bloom_filter(data),
+        "version_edit" => version_edit(data),
+        _ => return false,
+    }
+    true
+}
+
+/// WAL and manifest log fragments: read records until the end or an error.
+pub fn log_fragments(data: &[u8]) {
+    let mut r = LogReader::new(data, Path::new("/fuzz.log"));
+    for _ in 0..STEPS_MAX {
+        match r.next_record() {
+            Ok(Some((off, rec))) => {
+                assert!(off as usize <= data.len() && rec.len() <= data.len());
+            }
+            Ok(None) | Err(_) => return,
+        }
+    }
+    panic!("log reader did not terminate");
+}
+
+/// The payload of a WAL record: a write batch (sequence, count, updates).
+pub fn wal_batch(data: &[u8]) {
+    if let Some((_seq, batch)) = WriteBatch::decode(data) {
+        let mut n = 0usize;
+        for item in batch.iter() {
+            let (_kind, k, v) = item.expect("decode validated every update");
+            assert!(k.len() + v.len() <= data.len());
+            n += 1;
+        }
+        assert_eq!(n, batch.len(), "count disagrees with the updates");
+    }
+}
+
+/// The 64-byte table footer (checksummed by itself: random bytes mostly fail the checksum, so
+/// the fuzzed bytes are also tried with a valid checksum, magic and version in place).
+pub fn sstable_footer(data: &[u8]) {
+    let _ = Footer::decode(data, Path::new("/fuzz.sst"), 0);
+    let mut buf = [0u8; FOOTER_BYTES];
+    let n = data.len().min(48);
+    buf[..n].copy_from_slice(&data[..n]);
+    let version = data
+        .get(48)
+        .map_or(TABLE_FORMAT_VERSION, |&v| u32::from(v % 3));
+    buf[48..52].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c::crc32c(&buf[..52]);
+    buf[52..56].copy_from_slice(&crc.to_le_bytes());
+    buf[56..].copy_from_slice(b"ATTUNSST");
+    if let Ok(f) = Footer::decode(&buf, Path::new("/fuzz.sst"), 0) {
+        // Handles are plain numbers; a reader bounds them by the file size (see index_block).
+        let _ = (f.filter, f.index, f.properties);
+    }
+}
+
+/// A file of `body` followed by a valid trailer (compression `kind`, CRC32C).
+fn framed(body: &[u8], kind: u8) -> Vec<u8> {
+    let mut file = body.to_vec();
+    let crc = crc32c::crc32c_append(crc32c::crc32c(body), &[kind]);
+    file.push(kind);
+    put_fixed32(&mut file, crc);
+    file
+}
+
+fn mem_file(bytes: Vec<u8>) -> (MemEnv, PathBuf) {
+    let env = MemEnv::new();
+    let p = PathBuf::from("/fuzz.sst");
+    if let Ok(mut f) = env.new_writable(&p) {
+        let _ = f.append(&bytes);
+    }
+    (env, p)
+}
+
+fn walk_block(b: Block) {
+    let b = Arc::new(b);
+    let mut it = BlockIter::new(b.clone());
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() && n < STEPS_MAX {
+        let _ = (it.key(), it.value());
+        it.next();
+        n += 1;
+    }
+    it.seek_to_last();
+    let mut n = 0;
+    while it.valid() && n < STEPS_MAX {
+        it.prev();
+        n += 1;
+    }
+    for target in [&b"a"[..], b"k0010", b"\xff\xff"] {
+        it.seek(&make_internal_key(target, MAX_SEQUENCE, ValueKind::Value));
+        let _ = it.valid() && !it.key().is_empty();
+    }
+    for i in 0..b.len().min(64) {
+        let _ = b.entry(i);
+        it.seek_to_position(i);
+    }
+    let _ = b.lower_bound(&make_internal_key(b"m", 1, ValueKind::Value));
+}
+
+/// A data block: the first byte picks the compression (none, LZ4, Zstd), the rest is the stored
+/// body, framed with a valid trailer, read through `read_block` (decompression) and walked.
+/// The raw bytes are also parsed directly as an uncompressed block.
+pub fn block(data: &[u8]) {
+    let path = Arc::new(PathBuf::from("/fuzz.sst"));
+    if let Ok(b) = Block::new(data.to_vec(), path.clone(), 0) {
+        walk_block(b);
+    }
+    let Some((&kind, body)) = data.split_first() else {
+        return;
+    };
+    let (env, p) = mem_file(framed(body, kind % 4));
+    let Ok(file) = env.open_random(&p) else {
+        return;
+    };
+    let handle = BlockHandle {
+        offset: 0,
+        size: body.len() as u64,
+    };
+    if let Ok(contents) = read_block(file.as_ref(), handle, &p) {
+        if let Ok(b) = Block::new(contents, path, 0) {
+            walk_block(b);
+        }
+    }
+}
+
+/// The index block of a table: the fuzzed bytes become the index of an otherwise valid table
+/// (valid properties block and footer, no filter), which is then opened, scanned both ways,
+/// sought and probed by key and by position, so every handle the index yields is checked
+/// against the file.
+pub fn index_block(data: &[u8]) {
+    let mut file = framed(data, 0);
+    let index = BlockHandle {
+        offset: 0,
+        size: data.len() as u64,
+    };
+    let props_off = file.len() as u64;
+    let props = TableProperties {
+        num_entries: 3,
+        num_data_blocks: 1,
+        ..Default::default()
+    }
+    .encode();
+    file.extend_from_slice(&framed(&props, 0));
+    let footer = Footer {
+        filter: BlockHandle::default(),
+        index,
+        properties: BlockHandle {
+            offset: props_off,
+            size: props.len() as u64,
+        },
+    };
+    file.extend_from_slice(&footer.encode());
+    let (env, p) = mem_file(file);
+    let Ok(f) = env.open_random(&p) else {
+        return;
+    };
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let Ok(table) = Table::open(f, p, 1, cache) else {
+        return;
+    };
+    let table = Arc::new(table);
+    for k in [&b"a"[..], b"k0010", b"zz"] {
+        let _ = table.get(&make_internal_key(k, MAX_SEQUENCE, ValueKind::Value));
+    }
+    for pos in [0u64, 1, 2, 1000] {
+        let _ = table.entry_at(pos);
+    }
+    let _ = table.verify();
+    let mut it = TableIter::new(table, false);
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() && n < STEPS_MAX {
+        it.next();
+        n += 1;
+    }
+    it.seek_to_last();
+    n = 0;
+    while it.valid() && n < STEPS_MAX {
+        it.prev();
+        n += 1;
+    }
+    it.seek(&make_internal_key(b"k", MAX_SEQUENCE, ValueKind::Value));
+    let _ = it.status();
+}
+
+/// A table's Bloom filter block: decoded, then probed with hashes of keys and of the input.
+pub fn bloom_filter(data: &[u8]) {
+    let f = Bloom::new(data.to_vec());
+    let _ = f.bytes();
+    for k in [&b""[..], b"a", b"key000001", data] {
+        let _ = f.may_contain(bloom_hash(k));
+    }
+    let mut r = Reader::new(data);
+    for _ in 0..64 {
+        match r.fixed64() {
+            Some(h) => {
+                let _ = f.may_contain(h);
+            }
+            None => break,
+        }
+    }
+}
+
+/// A manifest version edit: decoded, re-encoded (must round-trip), then applied to an empty
+/// version and applied again (deletions of what the first added).
+pub fn version_edit(data: &[u8]) {
+    let Some(e) = VersionEdit::decode(data) else {
+        return;
+    };
+    assert_eq!(
+        VersionEdit::decode(&e.encode()).as_ref(),
+        Some(&e),
+        "a decoded edit does not round-trip"
+    );
+    let vs = VersionSet::new(
+        Arc::new(MemEnv::new()) as Arc<dyn Env>,
+        PathBuf::from("/db"),
+    );
+    let manifest = Path::new("/db/MANIFEST-000001");
+    if let Ok(v) = vs.current().apply(&e, manifest) {
+        let _ = v.num_files();
+        let mut undo = VersionEdit::default();
+        for (level, f) in &e.new_files {
+            undo.delete_file(*level, f.number);
+        }
+        if let Ok(v2) = v.apply(&undo, manifest) {
+            let _ = v2.num_files();
+        }
+    }
+}
+
+/// Valid encodings for `target`: fuzzing and property tests start from (and mutate) these.
+pub fn seeds(target: &str) -> Vec<Vec<u8>> {
+    use attune_kv::table::block::BlockBuilder;
+    use attune_kv::version::FileMeta;
+    let ikey = |k: &str, s: u64| make_internal_key(k.as_bytes(), s, ValueKind::Value);
+    let block = |n: u32| {
+        let mut b = BlockBuilder::default();
+        for i in 0..n {
+            b.add(
+                &ikey(&format!("k{i:04}"), 7),
+                format!("value{i}").as_bytes(),
+            );
+        }
+        b.finish()
+    };
+    match target {
+        "log_fragments" => {
+            let env = MemEnv::new();
+            let p = Path::new("/seed.log");
+            let Ok(f) = env.new_writable(p) else {
+                return Vec::new();
+            };
+            let mut w = attune_kv::log::LogWriter::new(f);
+            for i in 0..4u8 {
+                let _ = w.add_record(&vec![i; 5 + usize::from(i) * 11]);
+            }
+            env.read_all(p).map(|d| vec![d]).unwrap_or_default()
+        }
+        "wal_batch" => {
+            // sequence | count | (kind, key, value)…, as docs/formats/wal.md draws it.
+            let mut b = 7u64.to_le_bytes().to_vec();
+            b.extend_from_slice(&2u32.to_le_bytes());
+            b.extend_from_slice(&[1, 1, b'a', 1, b'1', 0, 1, b'b']);
+            vec![b]
+        }
+        "sstable_footer" => {
+            let f = Footer {
+                filter: BlockHandle {
+                    offset: 0,
+                    size: 10,
+                },
+                index: BlockHandle {
+                    offset: 15,
+                    size: 40,
+                },
+                properties: BlockHandle {
+                    offset: 60,
+                    size: 12,
+                },
+            };
+            vec![f.encode()]
+        }
+        "block" => {
+            let raw = block(20);
+            let mut none = vec![0u8];
+            none.extend_from_slice(&raw);
+            let mut lz4 = vec![1u8];
+            attune_kv::coding::put_varint64(&mut lz4, raw.len() as u64);
+            lz4.extend_from_slice(&lz4_flex::block::compress(&raw));
+            vec![raw, none, lz4]
+        }
+        "index_block" => {
+            let mut b = BlockBuilder::default();
+            for i in 0..3u64 {
+                let mut v = Vec::new();
+                BlockHandle {
+                    offset: i * 100,
+                    size: 90,
+                }
+                .encode_to(&mut v);
+                attune_kv::coding::put_varint64(&mut v, i * 10);
+                b.add(&ikey(&format!("k{i:04}"), 5), &v);
+            }
+            vec![b.finish()]
+        }
+        "bloom_filter" => {
+            let hashes: Vec<u64> = (0..50u32).map(|i| bloom_hash(&i.to_le_bytes())).collect();
+            vec![attune_kv::table::bloom::build(&hashes, 10)]
+        }
+        "version_edit" => {
+            let mut e = VersionEdit {
+                log_number: Some(3),
+                next_file_number: Some(9),
+                last_sequence: Some(100),
+                ..Default::default()
+            };
+            e.add_file(
+                1,
+                FileMeta {
+                    number: 5,
+                    size: 100,
+                    smallest: ikey("a", 1),
+                    largest: ikey("z", 2),
+                    num_entries: 2,
+                },
+            );
+            e.delete_file(2, 4);
+            e.compact_pointers.push((1, ikey("m", 3)));
+            vec![e.encode()]
+        }
+        _ => Vec::new(),
+    }
+}

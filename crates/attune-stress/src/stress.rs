@@ -1,0 +1,1139 @@
+//! The stress driver: threads of random operations (puts, deletes, batches, point reads, range
+//! scans both ways, snapshot reads, flushes, compactions) against an [`Oracle`], cut by crashes,
+//! then a recovery that is checked key by key and by a full scan.
+//!
+//! Two crash modes:
+//! - `mem`: the database runs on a [`MemEnv`]; at a point drawn from the seed the machine is
+//!   powered off mid-operation and crashed (either everything unsynced lost, or torn at sector
+//!   granularity with a prefix of directory operations kept); some cycles also run under a
+//!   [`FaultPlan`] (ENOSPC, EIO, failing fsyncs) or end in a clean close.
+//! - `kill`: a child process runs the workload on the real file system and streams every issue
+//!   and acknowledgement to the parent through a pipe *before* (issue) and *after* (ack) the
+//!   operation; the parent kills it with SIGKILL at a seeded moment, reopens the database and
+//!   checks it against the oracle rebuilt from the stream (all acknowledged writes must survive a
+//!   process crash).
+//!
+//! Every random choice comes from the seed (ChaCha8 streams per cycle and thread); thread
+//! interleaving and background work are the scheduler's, so a failing seed is replayed by
+//! running the same command (with `--threads 1` the workload itself is fully determined).
+//!
+//! Values name their writer: `"<key>:<op>:"` then filler derived from the op, so a recovered
+//! value identifies exactly which write produced it and any foreign byte is caught.
+//!
+//! Thread safety: workers share the `DB` and the `Oracle`; counters are atomics.
+
+use crate::oracle::{Oracle, VerifyStats};
+use attune_kv::env::{CrashReport, Env, FaultError, FaultOp, FaultPlan, MemEnv, PosixEnv, Trigger};
+use attune_kv::{Compression, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions, DB};
+use parking_lot::Mutex;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Keys per run: 2,000 keeps each key written many times per cycle (overwrites, deletes and
+/// batches collide) while a full verification stays cheap.
+pub const KEYS_DEFAULT: u32 = 2000;
+/// Keys a scan covers (and locks): 24.
+const SCAN_KEYS_MAX: u32 = 24;
+/// Updates per batch: 2 to 8.
+const BATCH_KEYS_MAX: usize = 8;
+/// Snapshots a worker holds at once: 2.
+const SNAPSHOTS_MAX: usize = 2;
+
+/// Crash mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Mem,
+    Kill,
+}
+
+/// A run's settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Config {
+    pub mode: Mode,
+    pub seed: u64,
+    pub threads: usize,
+    pub duration: Duration,
+    /// Stop after this many crash/recover cycles (0: only the duration limits the run).
+    pub cycles_max: u64,
+    pub keys: u32,
+    /// Directory for `kill` mode (a temporary one when None).
+    pub dir: Option<PathBuf>,
+    /// Path of this program, for `kill` mode children.
+    pub exe: Option<PathBuf>,
+}
+
+/// Totals of a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub mode: String,
+    pub seed: u64,
+    pub threads: usize,
+    pub cycles: u64,
+    pub machine_crashes: u64,
+    pub torn_crashes: u64,
+    pub clean_closes: u64,
+    pub sigkills: u64,
+    /// SIGKILLs that landed before the child had finished opening (recovery interrupted).
+    pub sigkills_during_open: u64,
+    pub operations: u64,
+    pub writes_acked: u64,
+    pub writes_failed: u64,
+    pub reads_verified: u64,
+    pub scans_verified: u64,
+    pub snapshot_reads_verified: u64,
+    pub flushes: u64,
+    pub compactions: u64,
+    pub fault_cycles: u64,
+    pub faults_injected: u64,
+    pub torn_files: u64,
+    pub garbage_sectors: u64,
+    pub unsynced_bytes_dropped: u64,
+    pub dir_ops_reverted: u64,
+    pub keys_verified: u64,
+    pub scan_entries_verified: u64,
+    pub inflight_writes_recovered: u64,
+    pub unsynced_writes_lost: u64,
+    pub violations: u64,
+    pub seconds: f64,
+    pub replay: String,
+}
+
+/// Operations of the mix. Adding one (e.g. value-log GC: `Op::Gc => db.gc()`) is a variant, a
+/// weight in [`MIX`] and an arm in `Worker::step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Put,
+    Delete,
+    Batch,
+    Get,
+    Scan,
+    SnapshotRead,
+    Flush,
+    Compact,
+}
+
+/// Weights of the operations (per 1,000). Writes dominate so crashes land in busy logs; flushes
+/// and compactions are frequent enough that crashes also land in table and manifest writes.
+const MIX: [(Op, u32); 8] = [
+    (Op::Put, 420),
+    (Op::Delete, 120),
+    (Op::Batch, 120),
+    (Op::Get, 200),
+    (Op::Scan, 60),
+    (Op::SnapshotRead, 50),
+    (Op::Flush, 20),
+    (Op::Compact, 10),
+];
+
+fn pick_op(rng: &mut ChaCha8Rng) -> Op {
+    let total: u32 = MIX.iter().map(|m| m.1).sum();
+    let mut x = rng.gen_range(0..total);
+    for (op, w) in MIX {
+        if x < w {
+            return op;
+        }
+        x -= w;
+    }
+    Op::Get
+}
+
+/// SplitMix64 for deriving stream seeds.
+pub fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn stream(seed: u64, a: u64, b: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mix(seed ^ mix(a ^ mix(b))))
+}
+
+pub fn key_bytes(k: u32) -> Vec<u8> {
+    format!("k{k:07}").into_bytes()
+}
+
+fn parse_key(b: &[u8]) -> Option<u32> {
+    std::str::from_utf8(b.strip_prefix(b"k")?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// The value written by op `op` to key `k`.
+pub fn value_bytes(k: u32, op: u64) -> Vec<u8> {
+    let h = mix(op ^ (u64::from(k) << 40));
+    let len = match h % 100 {
+        0 => 4096 + (h >> 8) as usize % 8192, // a few large values span blocks
+        _ => 8 + (h >> 8) as usize % 300,
+    };
+    let mut v = format!("{k}:{op}:").into_bytes();
+    let mut x = h;
+    while v.len() < len {
+        x = mix(x);
+        v.push(b'a' + (x % 26) as u8);
+    }
+    v
+}
+
+/// The op that wrote `v` to key `k`, if `v` is exactly such a value.
+fn value_op(k: u32, v: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(v.get(..v.len().min(40))?).ok()?;
+    let mut parts = s.splitn(3, ':');
+    let key: u32 = parts.next()?.parse().ok()?;
+    let op: u64 = parts.next()?.parse().ok()?;
+    (key == k && value_bytes(k, op) == v).then_some(op)
+}
+
+fn describe(v: Option<&[u8]>) -> String {
+    match v {
+        None => "absent".into(),
+        Some(v) => String::from_utf8_lossy(&v[..v.len().min(32)]).into_owned(),
+    }
+}
+
+/// Where write issues and outcomes go besides the oracle (the pipe to the parent in kill mode).
+trait Sink: Send + Sync {
+    fn issue(&self, op: u64, sync: bool, items: &[(u32, bool)]);
+    fn finish(&self, op: u64, ok: bool);
+}
+
+struct NoSink;
+impl Sink for NoSink {
+    fn issue(&self, _: u64, _: bool, _: &[(u32, bool)]) {}
+    fn finish(&self, _: u64, _: bool) {}
+}
+
+/// Streams events as lines on stdout: `I <op> <sync 0|1> <key><P|D>...` and `A|F <op>`.
+struct PipeSink {
+    out: Mutex<std::io::Stdout>,
+}
+
+impl Sink for PipeSink {
+    fn issue(&self, op: u64, sync: bool, items: &[(u32, bool)]) {
+        let mut line = format!("I {op} {}", u8::from(sync));
+        for (k, put) in items {
+            line.push_str(&format!(" {k}{}", if *put { 'P' } else { 'D' }));
+        }
+        line.push('\n');
+        let mut o = self.out.lock();
+        // The parent must know of a write before the engine does: write and flush first.
+        if o.write_all(line.as_bytes())
+            .and_then(|_| o.flush())
+            .is_err()
+        {
+            std::process::exit(3); // the parent is gone
+        }
+    }
+    fn finish(&self, op: u64, ok: bool) {
+        let line = format!("{} {op}\n", if ok { 'A' } else { 'F' });
+        let mut o = self.out.lock();
+        if o.write_all(line.as_bytes())
+            .and_then(|_| o.flush())
+            .is_err()
+        {
+            std::process::exit(3);
+        }
+    }
+}
+
+/// Counters shared by the workers of a cycle.
+#[derive(Default)]
+struct Counters {
+    ops: AtomicU64,
+    acked: AtomicU64,
+    failed: AtomicU64,
+    reads: AtomicU64,
+    scans: AtomicU64,
+    snap_reads: AtomicU64,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+}
+
+/// What workers share in one cycle.
+struct Shared<'a> {
+    db: &'a DB,
+    oracle: &'a Oracle,
+    sink: &'a dyn Sink,
+    next_op: &'a AtomicU64,
+    counters: &'a Counters,
+    stop: &'a AtomicBool,
+    /// Errors are expected (powered off, or faults injected): they mark writes as failed.
+    errors_expected: &'a AtomicBool,
+    violation: &'a Mutex<Option<String>>,
+    keys: u32,
+}
+
+impl Shared<'_> {
+    fn fail(&self, msg: String) {
+        let mut v = self.violation.lock();
+        if v.is_none() {
+            *v = Some(msg);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    fn error(&self, what: &str, e: &attune_kv::Error) {
+        if !self.errors_expected.load(Ordering::SeqCst) {
+            self.fail(format!("{what} failed without an injected fault: {e}"));
+        }
+    }
+}
+
+/// A key read through a snapshot and the (op, put) values the oracle allowed when it was taken.
+type SnapshotExpect = (u32, Vec<(u64, bool)>);
+
+struct Worker<'a> {
+    sh: &'a Shared<'a>,
+    rng: ChaCha8Rng,
+    snapshots: Vec<(Snapshot, Vec<SnapshotExpect>)>,
+}
+
+fn check_read(k: u32, got: Option<&[u8]>, allowed: &[(u64, bool)]) -> Result<(), String> {
+    let ok = match got {
+        None => allowed.iter().any(|&(_, put)| !put),
+        Some(v) => value_op(k, v).is_some_and(|op| allowed.contains(&(op, true))),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "key {k}: read {} but the oracle allows {allowed:?} (op, put)",
+            describe(got)
+        ))
+    }
+}
+
+impl Worker<'_> {
+    fn run(&mut self) {
+        while !self.sh.stop.load(Ordering::Relaxed) {
+            self.step();
+            self.sh.counters.ops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn key(&mut self) -> u32 {
+        // A hot tenth of the keys takes half the traffic.
+        if self.rng.gen_bool(0.5) {
+            self.rng.gen_range(0..(self.sh.keys / 10).max(1))
+        } else {
+            self.rng.gen_range(0..self.sh.keys)
+        }
+    }
+
+    fn step(&mut self) {
+        let sh = self.sh;
+        match pick_op(&mut self.rng) {
+            Op::Put => {
+                let k = self.key();
+                self.write(vec![(k, true)]);
+            }
+            Op::Delete => {
+                let k = self.key();
+                self.write(vec![(k, false)]);
+            }
+            Op::Batch => {
+                let n = self.rng.gen_range(2..=BATCH_KEYS_MAX);
+                let mut keys: Vec<u32> = (0..n).map(|_| self.key()).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                let items = keys
+                    .into_iter()
+                    .map(|k| (k, self.rng.gen_bool(0.75)))
+                    .collect();
+                self.write(items);
+            }
+            Op::Get => {
+                let k = self.key();
+                let g = sh.oracle.lock(&[k]);
+                let allowed = Oracle::allowed_live(&g[0]);
+                match sh.db.get(&key_bytes(k)) {
+                    Ok(v) => {
+                        if let Err(e) = check_read(k, v.as_deref(), &allowed) {
+                            sh.fail(format!("get: {e}"));
+                        }
+                        sh.counters.reads.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => sh.error("get", &e),
+                }
+            }
+            Op::Scan => self.scan(),
+            Op::SnapshotRead => self.snapshot_op(),
+            Op::Flush => match sh.db.flush() {
+                Ok(()) => {
+                    sh.counters.flushes.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => sh.error("flush", &e),
+            },
+            Op::Compact => {
+                let a = key_bytes(self.key());
+                let b = key_bytes(self.key());
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                match sh.db.compact_range(Some(&lo), Some(&hi)) {
+                    Ok(()) => {
+                        sh.counters.compactions.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => sh.error("compaction", &e),
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, items: Vec<(u32, bool)>) {
+        let sh = self.sh;
+        let sync = self.rng.gen_bool(0.1);
+        let keys: Vec<u32> = items.iter().map(|&(k, _)| k).collect();
+        let mut guards = sh.oracle.lock(&keys);
+        let op = sh.next_op.fetch_add(1, Ordering::SeqCst);
+        sh.oracle.issue(&mut guards, op, &items);
+        sh.sink.issue(op, sync, &items);
+        let wo = WriteOptions { sync };
+        let r = if items.len() == 1 && self.rng.gen_bool(0.5) {
+            let (k, put) = items[0];
+            if put {
+                sh.db.put_opt(&key_bytes(k), &value_bytes(k, op), wo)
+            } else {
+                sh.db.delete_opt(&key_bytes(k), wo)
+            }
+        } else {
+            let mut b = WriteBatch::new();
+            let mut r = Ok(());
+            for &(k, put) in &items {
+                if r.is_ok() {
+                    r = if put {
+                        b.put(&key_bytes(k), &value_bytes(k, op))
+                    } else {
+                        b.delete(&key_bytes(k))
+                    };
+                }
+            }
+            r.and_then(|()| sh.db.write(b, wo))
+        };
+        let ok = r.is_ok();
+        if let Err(e) = &r {
+            sh.error("write", e);
+            sh.counters.failed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            sh.counters.acked.fetch_add(1, Ordering::Relaxed);
+        }
+        sh.oracle.finish(&mut guards, op, ok, sync);
+        sh.sink.finish(op, ok);
+    }
+
+    fn scan(&mut self) {
+        let sh = self.sh;
+        let lo = self.rng.gen_range(0..sh.keys);
+        let n = self.rng.gen_range(1..=SCAN_KEYS_MAX).min(sh.keys - lo);
+        let keys: Vec<u32> = (lo..lo + n).collect();
+        let guards = sh.oracle.lock(&keys);
+        let mut it = sh.db.iter(&ReadOptions::default());
+        let upper = key_bytes(lo + n);
+        it.set_bounds(Some(key_bytes(lo)), Some(upper.clone()));
+        let reverse = self.rng.gen_bool(0.3);
+        let mut got: Vec<(u32, Vec<u8>)> = Vec::new();
+        if reverse {
+            it.seek_for_prev(&key_bytes(lo + n - 1));
+        } else {
+            it.seek(&key_bytes(lo));
+        }
+        let mut steps = 0;
+        while it.valid() && steps <= SCAN_KEYS_MAX {
+            match parse_key(it.key()) {
+                Some(k) => got.push((k, it.value().to_vec())),
+                None => {
+                    sh.fail(format!("scan returned a foreign key {:?}", it.key()));
+                    return;
+                }
+            }
+            if reverse {
+                it.prev();
+            } else {
+                it.next();
+            }
+            steps += 1;
+        }
+        if let Err(e) = it.status() {
+            sh.error("scan", &e);
+            return;
+        }
+        if reverse {
+            got.reverse();
+        }
+        let mut gi = got.iter().peekable();
+        for (g, k) in guards.iter().zip(lo..lo + n) {
+            let allowed = Oracle::allowed_live(g);
+            let here = gi.next_if(|(gk, _)| *gk == k).map(|(_, v)| v.as_slice());
+            if let Err(e) = check_read(k, here, &allowed) {
+                sh.fail(format!("scan [{lo}, {}) reverse={reverse}: {e}", lo + n));
+                return;
+            }
+        }
+        if let Some((k, _)) = gi.next() {
+            sh.fail(format!(
+                "scan [{lo}, {}) returned key {k} out of order",
+                lo + n
+            ));
+            return;
+        }
+        sh.counters.scans.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn snapshot_op(&mut self) {
+        let sh = self.sh;
+        if self.snapshots.len() < SNAPSHOTS_MAX && self.rng.gen_bool(0.5) {
+            let mut keys: Vec<u32> = (0..6).map(|_| self.key()).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let guards = sh.oracle.lock(&keys);
+            let snap = sh.db.snapshot();
+            let expect = keys
+                .iter()
+                .zip(guards.iter())
+                .map(|(&k, g)| (k, Oracle::allowed_live(g)))
+                .collect();
+            drop(guards);
+            self.snapshots.push((snap, expect));
+            return;
+        }
+        let Some(i) =
+            (!self.snapshots.is_empty()).then(|| self.rng.gen_range(0..self.snapshots.len()))
+        else {
+            return;
+        };
+        let (snap, expect) = self.snapshots.swap_remove(i);
+        let ro = ReadOptions {
+            snapshot: Some(snap.sequence()),
+            ..Default::default()
+        };
+        for (k, allowed) in &expect {
+            match sh.db.get_opt(&key_bytes(*k), &ro) {
+                Ok(v) => {
+                    if let Err(e) = check_read(*k, v.as_deref(), allowed) {
+                        sh.fail(format!("snapshot read at {}: {e}", snap.sequence()));
+                        return;
+                    }
+                }
+                Err(e) => {
+                    sh.error("snapshot read", &e);
+                    return;
+                }
+            }
+        }
+        sh.counters.snap_reads.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Options drawn from the seed: small buffers so that flushes, compactions and log switches are
+/// frequent and crashes land inside them.
+fn options(rng: &mut ChaCha8Rng) -> Options {
+    let compression = match rng.gen_range(0..3) {
+        0 => Compression::None,
+        1 => Compression::Lz4,
+        _ => Compression::Zstd,
+    };
+    Options {
+        write_buffer_size: rng.gen_range(16..256) << 10,
+        target_file_size: rng.gen_range(32..256) << 10,
+        max_bytes_for_level_base: rng.gen_range(128..1024) << 10,
+        l0_compaction_trigger: rng.gen_range(2..5),
+        block_size: [1024, 4096][rng.gen_range(0..2)],
+        compression,
+        wal_sync_interval_ms: [0, 20, 200][rng.gen_range(0..3)],
+        bloom_bits_per_key: [0, 10][rng.gen_range(0..2)],
+        ..Options::default()
+    }
+}
+
+/// Reads every key and a full forward scan; returns the op of each key's value. A value that no
+/// write produced, a scan that disagrees with the point reads or a read error is a violation.
+fn read_back(db: &DB, keys: u32, report: &mut Report) -> Result<Vec<Option<u64>>, String> {
+    let mut out = Vec::with_capacity(keys as usize);
+    for k in 0..keys {
+        let v = db
+            .get(&key_bytes(k))
+            .map_err(|e| format!("get of key {k} after recovery: {e}"))?;
+        let op = match &v {
+            None => None,
+            Some(v) => Some(value_op(k, v).ok_or_else(|| {
+                format!(
+                    "key {k} holds a value no write produced: {}",
+                    describe(Some(v))
+                )
+            })?),
+        };
+        out.push(op);
+    }
+    let mut it = db.iter(&ReadOptions::default());
+    it.seek_to_first();
+    let mut expect = (0..keys).filter(|&k| out[k as usize].is_some());
+    let mut n = 0u64;
+    while it.valid() {
+        let k = parse_key(it.key()).ok_or_else(|| format!("scan: foreign key {:?}", it.key()))?;
+        let want = expect.next();
+        if want != Some(k) {
+            return Err(format!(
+                "full scan: found key {k}, point reads expect {want:?}"
+            ));
+        }
+        if value_op(k, it.value()) != out[k as usize] {
+            return Err(format!(
+                "full scan: key {k} value differs from its point read"
+            ));
+        }
+        n += 1;
+        it.next();
+    }
+    it.status()
+        .map_err(|e| format!("full scan after recovery: {e}"))?;
+    if let Some(k) = expect.next() {
+        return Err(format!(
+            "full scan ended before key {k}, which a point read found"
+        ));
+    }
+    report.keys_verified += u64::from(keys);
+    report.scan_entries_verified += n;
+    Ok(out)
+}
+
+fn add_counters(report: &mut Report, c: &Counters) {
+    report.operations += c.ops.load(Ordering::Relaxed);
+    report.writes_acked += c.acked.load(Ordering::Relaxed);
+    report.writes_failed += c.failed.load(Ordering::Relaxed);
+    report.reads_verified += c.reads.load(Ordering::Relaxed);
+    report.scans_verified += c.scans.load(Ordering::Relaxed);
+    report.snapshot_reads_verified += c.snap_reads.load(Ordering::Relaxed);
+    report.flushes += c.flushes.load(Ordering::Relaxed);
+    report.compactions += c.compactions.load(Ordering::Relaxed);
+}
+
+fn add_verify(report: &mut Report, s: &VerifyStats) {
+    report.inflight_writes_recovered += s.inflight_recovered;
+    report.unsynced_writes_lost += s.writes_lost_allowed;
+}
+
+/// The command that replays a run.
+pub fn replay_command(cfg: &Config) -> String {
+    let mut s = format!(
+        "attune-stress --mode {} --seed {} --threads {} --duration {}s",
+        match cfg.mode {
+            Mode::Mem => "mem",
+            Mode::Kill => "kill",
+        },
+        cfg.seed,
+        cfg.threads,
+        cfg.duration.as_secs().max(1)
+    );
+    if cfg.cycles_max > 0 {
+        s.push_str(&format!(" --cycles {}", cfg.cycles_max));
+    }
+    if cfg.keys != KEYS_DEFAULT {
+        s.push_str(&format!(" --keys {}", cfg.keys));
+    }
+    s
+}
+
+/// A run that found a violation: the message names the cycle and the replay command.
+#[derive(Debug, thiserror::Error)]
+#[error("violation in cycle {cycle} ({mode}, seed {seed}): {detail}\nreplay: {replay}")]
+pub struct Violation {
+    pub cycle: u64,
+    pub mode: String,
+    pub seed: u64,
+    pub detail: String,
+    pub replay: String,
+    pub report: Box<Report>,
+}
+
+fn violation(cfg: &Config, cycle: u64, detail: String, mut report: Report) -> Violation {
+    report.violations += 1;
+    Violation {
+        cycle,
+        mode: format!("{:?}", cfg.mode).to_lowercase(),
+        seed: cfg.seed,
+        detail,
+        replay: replay_command(cfg),
+        report: Box::new(report),
+    }
+}
+
+fn new_report(cfg: &Config) -> Report {
+    Report {
+        mode: format!("{:?}", cfg.mode).to_lowercase(),
+        seed: cfg.seed,
+        threads: cfg.threads,
+        replay: replay_command(cfg),
+        ..Default::default()
+    }
+}
+
+fn done(cfg: &Config, start: Instant, cycles: u64) -> bool {
+    (cfg.cycles_max > 0 && cycles >= cfg.cycles_max)
+        || (cfg.duration > Duration::ZERO && start.elapsed() >= cfg.duration)
+}
+
+/// Runs the workers on `db` until `stop`; `until` decides when the main thread stops them
+/// (returns after the workers are joined). Returns a worker-found violation.
+#[allow(clippy::too_many_arguments)]
+fn run_workers(
+    db: &DB,
+    oracle: &Oracle,
+    sink: &dyn Sink,
+    next_op: &AtomicU64,
+    counters: &Counters,
+    errors_expected: &AtomicBool,
+    cfg: &Config,
+    cycle: u64,
+    until: &mut dyn FnMut(&Counters, &AtomicBool),
+) -> Option<String> {
+    let stop = AtomicBool::new(false);
+    let violation = Mutex::new(None);
+    let sh = Shared {
+        db,
+        oracle,
+        sink,
+        next_op,
+        counters,
+        stop: &stop,
+        errors_expected,
+        violation: &violation,
+        keys: cfg.keys,
+    };
+    std::thread::scope(|s| {
+        for t in 0..cfg.threads {
+            let sh = &sh;
+            s.spawn(move || {
+                let mut w = Worker {
+                    sh,
+                    rng: stream(cfg.seed, cycle, t as u64 + 1),
+                    snapshots: Vec::new(),
+                };
+                w.run();
+            });
+        }
+        until(counters, &stop);
+        stop.store(true, Ordering::SeqCst);
+    });
+    violation.into_inner()
+}
+
+/// How a `mem` cycle ends.
+#[derive(Clone, Copy, Debug)]
+enum CycleEnd {
+    /// Power off, then lose everything not durable.
+    Crash,
+    /// Power off, then a torn crash shaped by the seed.
+    TornCrash,
+    /// Close the database cleanly: every acknowledged write must survive.
+    Close,
+}
+
+/// Runs `mem` mode: crash/recover cycles on a [`MemEnv`].
+pub fn run_mem(cfg: &Config) -> Result<Report, Box<Violation>> {
+    let start = Instant::now();
+    let mut report = new_report(cfg);
+    let env = MemEnv::new();
+    let dir = Path::new("/stress/db");
+    let oracle = Oracle::new(cfg.keys);
+    let next_op = AtomicU64::new(1);
+    let mut cycle = 0u64;
+    while !done(cfg, start, cycle) {
+        let mut rng = stream(cfg.seed, cycle, 0);
+        let opts = options(&mut rng);
+        let fail = |detail: String, report: &Report| {
+            Box::new(violation(cfg, cycle, detail, report.clone()))
+        };
+        let db = DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, opts.clone())
+            .map_err(|e| fail(format!("open after recovery: {e}"), &report))?;
+        let faults = rng.gen_bool(0.25);
+        let errors_expected = AtomicBool::new(faults);
+        if faults {
+            env.set_fault_plan(fault_plan(&mut rng));
+            report.fault_cycles += 1;
+        }
+        let crash_after_ops = rng.gen_range(50..4000u64);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let end = match rng.gen_range(0..10) {
+            0 => CycleEnd::Close,
+            1..=4 => CycleEnd::Crash,
+            _ => CycleEnd::TornCrash,
+        };
+        let counters = Counters::default();
+        let powered = &env;
+        let expected = &errors_expected;
+        let found = run_workers(
+            &db,
+            &oracle,
+            &NoSink,
+            &next_op,
+            &counters,
+            &errors_expected,
+            cfg,
+            cycle,
+            &mut |c: &Counters, stop: &AtomicBool| {
+                while !stop.load(Ordering::SeqCst)
+                    && c.ops.load(Ordering::Relaxed) < crash_after_ops
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                if !matches!(end, CycleEnd::Close) {
+                    // From here on, errors are the crash: the disk is frozen mid-operation.
+                    expected.store(true, Ordering::SeqCst);
+                    powered.power_off();
+                }
+            },
+        );
+        add_counters(&mut report, &counters);
+        report.faults_injected = env.faults_fired();
+        if let Some(v) = found {
+            return Err(fail(v, &report));
+        }
+        let crash: Option<CrashReport> = match end {
+            CycleEnd::Close => {
+                env.clear_faults();
+                drop(db); // a clean close (its errors surface as failed writes already)
+                report.clean_closes += 1;
+                None
+            }
+            CycleEnd::Crash => {
+                drop(db);
+                env.clear_faults();
+                report.machine_crashes += 1;
+                Some(env.crash())
+            }
+            CycleEnd::TornCrash => {
+                drop(db);
+                env.clear_faults();
+                report.machine_crashes += 1;
+                report.torn_crashes += 1;
+                Some(env.crash_torn(mix(cfg.seed ^ cycle)))
+            }
+        };
+        if let Some(c) = &crash {
+            report.torn_files += c.torn_files as u64;
+            report.garbage_sectors += c.garbage_sectors as u64;
+            report.unsynced_bytes_dropped += c.bytes_dropped;
+            report.dir_ops_reverted += c.dir_ops_reverted as u64;
+        }
+        let db = DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, opts)
+            .map_err(|e| fail(format!("open after {end:?}: {e}"), &report))?;
+        let read = read_back(&db, cfg.keys, &mut report).map_err(|e| fail(e, &report))?;
+        let mut vs = VerifyStats::default();
+        // A clean close after injected faults may not have synced: judge it as a crash then.
+        let all_durable = matches!(end, CycleEnd::Close) && !faults;
+        oracle
+            .verify(&read, all_durable, &mut vs)
+            .map_err(|e| fail(format!("after {end:?}: {e}"), &report))?;
+        add_verify(&mut report, &vs);
+        oracle.rebase(&read);
+        drop(db);
+        cycle += 1;
+        report.cycles = cycle;
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// A random fault plan: one kind of operation fails once, from some point, or at random.
+fn fault_plan(rng: &mut ChaCha8Rng) -> FaultPlan {
+    let ops = [
+        (FaultOp::Append, FaultError::NoSpace),
+        (FaultOp::Sync, FaultError::Io),
+        (FaultOp::SyncDir, FaultError::Io),
+        (FaultOp::Create, FaultError::NoSpace),
+        (FaultOp::Remove, FaultError::Io),
+        (FaultOp::Read, FaultError::Io),
+    ];
+    let (op, error) = ops[rng.gen_range(0..ops.len())];
+    let trigger = match rng.gen_range(0..3) {
+        0 => Trigger::Once(rng.gen_range(0..200)),
+        1 => Trigger::From(rng.gen_range(0..400)),
+        _ => Trigger::Random {
+            per_million: rng.gen_range(100..5000),
+        },
+    };
+    let mut p = FaultPlan::new(rng.gen()).with(op, error, trigger);
+    p.partial_appends = rng.gen_bool(0.5);
+    p
+}
+
+/// Runs the workload of a `kill`-mode child in `dir` on the real file system, streaming events
+/// on stdout, until killed (or `cfg.duration`, a safety limit).
+pub fn run_child(cfg: &Config, dir: &Path, cycle: u64, op_base: u64) -> Result<(), String> {
+    let mut rng = stream(cfg.seed, cycle, 0);
+    let opts = options(&mut rng);
+    let db = DB::open_with_env(Arc::new(PosixEnv::new()) as Arc<dyn Env>, dir, opts)
+        .map_err(|e| format!("child open: {e}"))?;
+    // The child's own oracle starts from what is in the database now (the parent verified it).
+    let oracle = Oracle::new(cfg.keys);
+    let mut dummy = Report::default();
+    let read = read_back(&db, cfg.keys, &mut dummy)?;
+    oracle.rebase(&read);
+    println!("R");
+    let sink = PipeSink {
+        out: Mutex::new(std::io::stdout()),
+    };
+    let next_op = AtomicU64::new(op_base);
+    let counters = Counters::default();
+    let errors_expected = AtomicBool::new(false);
+    let limit = cfg.duration;
+    let found = run_workers(
+        &db,
+        &oracle,
+        &sink,
+        &next_op,
+        &counters,
+        &errors_expected,
+        cfg,
+        cycle,
+        &mut |_: &Counters, stop: &AtomicBool| {
+            let t = Instant::now();
+            while !stop.load(Ordering::SeqCst) && t.elapsed() < limit {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        },
+    );
+    match found {
+        Some(v) => Err(v),
+        None => Ok(()),
+    }
+}
+
+/// Applies one line of a child's stream to the parent's oracle. Pending writes keep their key
+/// locks between issue and finish only in the child; the parent applies lines in order.
+fn apply_line(
+    oracle: &Oracle,
+    line: &str,
+    open: &mut std::collections::HashMap<u64, (Vec<u32>, bool)>,
+) -> Result<(), String> {
+    let mut parts = line.split_ascii_whitespace();
+    let bad = || format!("malformed child line {line:?}");
+    match parts.next() {
+        Some("I") => {
+            let op: u64 = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+            let sync = parts.next() == Some("1");
+            let mut items = Vec::new();
+            for p in parts {
+                let (k, kind) = p.split_at(p.len().saturating_sub(1));
+                let k: u32 = k.parse().map_err(|_| bad())?;
+                if k >= oracle.key_count() {
+                    return Err(bad());
+                }
+                items.push((k, kind == "P"));
+            }
+            let keys: Vec<u32> = items.iter().map(|&(k, _)| k).collect();
+            let mut g = oracle.lock(&keys);
+            oracle.issue(&mut g, op, &items);
+            open.insert(op, (keys, sync));
+        }
+        Some(tag @ ("A" | "F")) => {
+            let op: u64 = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+            let (keys, sync) = open.remove(&op).ok_or_else(bad)?;
+            let mut g = oracle.lock(&keys);
+            oracle.finish(&mut g, op, tag == "A", sync);
+        }
+        Some("R") | None => {}
+        Some(_) => return Err(bad()),
+    }
+    Ok(())
+}
+
+/// Runs `kill` mode: children on the real file system, killed with SIGKILL.
+pub fn run_kill(cfg: &Config) -> Result<Report, Box<Violation>> {
+    let start = Instant::now();
+    let mut report = new_report(cfg);
+    let tmp;
+    let dir = match &cfg.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = TempDir::new().map_err(|e| Box::new(violation(cfg, 0, e, report.clone())))?;
+            tmp.path.join("db")
+        }
+    };
+    let exe = cfg
+        .exe
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("attune-stress"));
+    let oracle = Oracle::new(cfg.keys);
+    let mut op_base = 1u64;
+    let mut cycle = 0u64;
+    while !done(cfg, start, cycle) {
+        let fail = |detail: String, report: &Report| {
+            Box::new(violation(cfg, cycle, detail, report.clone()))
+        };
+        let mut rng = stream(cfg.seed, cycle, 1 << 32);
+        let child = spawn_child(&exe, cfg, &dir, cycle, op_base)
+            .map_err(|e| fail(format!("spawn child: {e}"), &report))?;
+        let (lines, max_op, ready, child_error) =
+            drive_child(child, &mut rng).map_err(|e| fail(e, &report))?;
+        if let Some(e) = child_error {
+            return Err(fail(format!("child reported: {e}"), &report));
+        }
+        let mut open = std::collections::HashMap::new();
+        for l in &lines {
+            apply_line(&oracle, l, &mut open).map_err(|e| fail(e, &report))?;
+        }
+        report.operations += lines.iter().filter(|l| l.starts_with('I')).count() as u64;
+        report.writes_acked += lines.iter().filter(|l| l.starts_with('A')).count() as u64;
+        report.sigkills += 1;
+        report.sigkills_during_open += u64::from(!ready);
+        op_base = max_op.max(op_base) + 1;
+        let db = DB::open_with_env(
+            Arc::new(PosixEnv::new()) as Arc<dyn Env>,
+            &dir,
+            Options::default(),
+        )
+        .map_err(|e| fail(format!("open after SIGKILL: {e}"), &report))?;
+        let read = read_back(&db, cfg.keys, &mut report).map_err(|e| fail(e, &report))?;
+        let mut vs = VerifyStats::default();
+        oracle
+            .verify(&read, true, &mut vs)
+            .map_err(|e| fail(format!("after SIGKILL: {e}"), &report))?;
+        add_verify(&mut report, &vs);
+        oracle.rebase(&read);
+        drop(db);
+        cycle += 1;
+        report.cycles = cycle;
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn spawn_child(
+    exe: &Path,
+    cfg: &Config,
+    dir: &Path,
+    cycle: u64,
+    op_base: u64,
+) -> std::io::Result<Child> {
+    Command::new(exe)
+        .arg("--child")
+        .arg("--dir")
+        .arg(dir)
+        .args(["--seed", &cfg.seed.to_string()])
+        .args(["--threads", &cfg.threads.to_string()])
+        .args(["--keys", &cfg.keys.to_string()])
+        .args(["--cycle", &cycle.to_string()])
+        .args(["--op-base", &op_base.to_string()])
+        .args(["--duration", "30s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+}
+
+/// Reads the child's stream until a seeded moment after it is ready, kills it with SIGKILL and
+/// drains the pipe. Returns (lines, largest op seen, whether it got ready, its error if it
+/// exited by itself).
+fn drive_child(
+    mut child: Child,
+    rng: &mut ChaCha8Rng,
+) -> Result<(Vec<String>, u64, bool, Option<String>), String> {
+    let stdout = child.stdout.take().ok_or("child has no stdout")?;
+    let stderr = child.stderr.take().ok_or("child has no stderr")?;
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let ready = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let lines = lines.clone();
+        let ready = ready.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match r.read_until(b'\n', &mut buf) {
+                    // A line cut by the kill has no newline: its write was never issued.
+                    Ok(0) | Err(_) => break,
+                    Ok(_) if buf.last() != Some(&b'\n') => break,
+                    Ok(_) => {}
+                }
+                let l = String::from_utf8_lossy(&buf[..buf.len() - 1]).into_owned();
+                if l == "R" {
+                    ready.store(true, Ordering::SeqCst);
+                }
+                lines.lock().push(l);
+            }
+        })
+    };
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
+        s
+    });
+    // Kill during recovery (before "R") sometimes, usually during the workload.
+    let during_open = rng.gen_bool(0.1);
+    let delay = Duration::from_millis(if during_open {
+        rng.gen_range(0..30)
+    } else {
+        rng.gen_range(20..600)
+    });
+    let t = Instant::now();
+    let mut exited = None;
+    while t.elapsed() < Duration::from_secs(20) {
+        if let Ok(Some(st)) = child.try_wait() {
+            exited = Some(st);
+            break;
+        }
+        let go = if during_open {
+            t.elapsed() >= delay
+        } else {
+            ready.load(Ordering::SeqCst) && t.elapsed() >= delay
+        };
+        if go {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if exited.is_none() {
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGKILL);
+        }
+        let _ = child.wait();
+    }
+    let _ = reader.join();
+    let err = err_reader.join().unwrap_or_default();
+    let child_error = exited.map(|st| format!("child exited by itself ({st}): {err}"));
+    let lines = std::mem::take(&mut *lines.lock());
+    let max_op = lines
+        .iter()
+        .filter(|l| l.starts_with('I'))
+        .filter_map(|l| l.split_ascii_whitespace().nth(1)?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    let r = ready.load(Ordering::SeqCst);
+    Ok((lines, max_op, r, child_error))
+}
+
+/// A temporary directory removed on drop (kill mode's default database location).
+struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    fn new() -> Result<TempDir, String> {
+        let base = std::env::temp_dir();
+        for i in 0..1000u32 {
+            let p = base.join(format!("attune-stress-{}-{i}", std::process::id()));
+            if std::fs::create_dir(&p).is_ok() {
+                return Ok(TempDir { path: p });
+            }
+        }
+        Err("cannot create a temporary directory".into())
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
