@@ -5,7 +5,8 @@
 //! header   := magic[4]="ATLM" version:u16 kind:u8 flags:u8 delta:u32 prefix_len:u32
 //!             keys:u64 distinct:u64 max_run:u64 segment_count:u64 mean_window:f64   (56 bytes)
 //! prefix   := u8[prefix_len]
-//! segment  := first_key:u64 first_pos:u64 slope:f64                                  (24 bytes)
+//! segment  := first_key:u64 first_pos:u64 slope:f64                 kind 1, cone   (24 bytes)
+//!           | first_key:u64 first_pos:u64 slope:f64 intercept:f64   kind 2, pivot  (32 bytes)
 //! trailer  := crc32c:u32 over every byte before it
 //! ```
 //!
@@ -23,20 +24,31 @@
 use crate::error::{LearnError, Result};
 use crate::index::LearnedIndex;
 use crate::keymap::{KeyMapper, PREFIX_LEN_MAX};
-use crate::plr::{PlrModel, Quality, Segment, DELTA_MAX};
+use crate::plr::{PlrFit, PlrModel, Quality, Segment, DELTA_MAX};
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"ATLM";
 /// Format version written and read by this build.
 pub const FORMAT_VERSION: u16 = 1;
-/// Model kind: Greedy-PLR (shrinking cone) over the lower-bound function.
-pub const KIND_GREEDY_PLR: u8 = 1;
+/// Model kind: Greedy-PLR, cone fit (intercept = first_pos, not stored).
+pub const KIND_PLR_CONE: u8 = 1;
+/// Model kind: Greedy-PLR, pivot fit (intercept stored).
+pub const KIND_PLR_PIVOT: u8 = 2;
 /// Flag bit: some mapped key repeats (windows use a second prediction).
 pub const FLAG_DUP_RUNS: u8 = 1;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 56;
-/// Bytes per segment.
-pub const SEGMENT_LEN: usize = 24;
+/// Bytes per segment of kind 1 (cone).
+pub const SEGMENT_LEN_CONE: usize = 24;
+/// Bytes per segment of kind 2 (pivot).
+pub const SEGMENT_LEN_PIVOT: usize = 32;
+
+fn segment_len(fit: PlrFit) -> usize {
+    match fit {
+        PlrFit::Cone => SEGMENT_LEN_CONE,
+        PlrFit::Pivot => SEGMENT_LEN_PIVOT,
+    }
+}
 /// Trailer (checksum) length.
 pub const TRAILER_LEN: usize = 4;
 
@@ -45,7 +57,7 @@ impl LearnedIndex {
     pub fn encoded_len(&self) -> usize {
         HEADER_LEN
             + self.mapper().prefix().len()
-            + self.model().segment_count() * SEGMENT_LEN
+            + self.model().segment_count() * segment_len(self.model().fit())
             + TRAILER_LEN
     }
 
@@ -58,7 +70,10 @@ impl LearnedIndex {
         let prefix = self.mapper().prefix();
         out.extend_from_slice(&MAGIC);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        out.push(KIND_GREEDY_PLR);
+        out.push(match m.fit() {
+            PlrFit::Cone => KIND_PLR_CONE,
+            PlrFit::Pivot => KIND_PLR_PIVOT,
+        });
         out.push(if m.has_duplicate_runs() {
             FLAG_DUP_RUNS
         } else {
@@ -77,6 +92,9 @@ impl LearnedIndex {
             out.extend_from_slice(&s.first_key.to_le_bytes());
             out.extend_from_slice(&s.first_pos.to_le_bytes());
             out.extend_from_slice(&s.slope.to_bits().to_le_bytes());
+            if m.fit() == PlrFit::Pivot {
+                out.extend_from_slice(&s.intercept.to_bits().to_le_bytes());
+            }
         }
         let crc = crc32c::crc32c(&out[start..]);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -104,6 +122,11 @@ impl LearnedIndex {
             });
         }
         let kind = r.u8()?;
+        let fit = match kind {
+            KIND_PLR_CONE => PlrFit::Cone,
+            KIND_PLR_PIVOT => PlrFit::Pivot,
+            _ => return Err(corrupt(6, "unknown model kind")),
+        };
         let flags = r.u8()?;
         let delta = r.u32()?;
         let prefix_len = r.u32()? as usize;
@@ -117,7 +140,7 @@ impl LearnedIndex {
         // bytes given.
         let total = usize::try_from(seg_count)
             .ok()
-            .and_then(|s| s.checked_mul(SEGMENT_LEN))
+            .and_then(|s| s.checked_mul(segment_len(fit)))
             .and_then(|s| s.checked_add(prefix_len))
             .and_then(|s| s.checked_add(HEADER_LEN + TRAILER_LEN));
         match total {
@@ -143,9 +166,6 @@ impl LearnedIndex {
         }
 
         // Structural validation behind a good checksum (a buggy or hostile writer).
-        if kind != KIND_GREEDY_PLR {
-            return Err(corrupt(6, "unknown model kind"));
-        }
         if flags & !FLAG_DUP_RUNS != 0 {
             return Err(corrupt(7, "unknown flags"));
         }
@@ -181,6 +201,13 @@ impl LearnedIndex {
             if !(slope.is_finite() && slope >= 0.0) {
                 return Err(corrupt(at + 16, "slope not finite and non-negative"));
             }
+            let intercept = match fit {
+                PlrFit::Cone => first_pos as f64,
+                PlrFit::Pivot => f64::from_bits(r.u64()?),
+            };
+            if !intercept.is_finite() {
+                return Err(corrupt(at + 24, "intercept not finite"));
+            }
             if first_pos > keys {
                 return Err(corrupt(at + 8, "segment position beyond the key count"));
             }
@@ -203,6 +230,7 @@ impl LearnedIndex {
                 first_key,
                 first_pos,
                 slope,
+                intercept,
             });
         }
         let quality = Quality {
@@ -212,7 +240,7 @@ impl LearnedIndex {
             mean_window,
             segments: seg_count,
         };
-        let model = PlrModel::from_parts(delta, keys, has_dup_runs, quality, segments);
+        let model = PlrModel::from_parts(delta, fit, keys, has_dup_runs, quality, segments);
         Ok(LearnedIndex::from_parts(
             KeyMapper::with_prefix(prefix),
             model,
@@ -274,6 +302,10 @@ mod tests {
     use proptest::prelude::*;
 
     fn sample() -> LearnedIndex {
+        sample_fit(crate::plr::PLR_FIT_DEFAULT)
+    }
+
+    fn sample_fit(fit: PlrFit) -> LearnedIndex {
         let keys: Vec<Vec<u8>> = (0..3000u64)
             .map(|i| {
                 let mut k = b"tbl/".to_vec();
@@ -281,7 +313,7 @@ mod tests {
                 k
             })
             .collect();
-        LearnedIndex::train(&keys, 4).unwrap()
+        LearnedIndex::train_with(&keys, 4, fit).unwrap()
     }
 
     #[test]
@@ -298,6 +330,17 @@ mod tests {
     }
 
     #[test]
+    fn both_fits_round_trip() {
+        let keys: Vec<[u8; 8]> = (0..5000u64).map(|i| (i * i * 5).to_be_bytes()).collect();
+        for fit in [PlrFit::Cone, PlrFit::Pivot] {
+            let idx = LearnedIndex::train_with(&keys, 4, fit).unwrap();
+            let back = LearnedIndex::decode(&idx.encode()).unwrap();
+            assert_eq!(back, idx);
+            assert_eq!(back.model().fit(), fit);
+        }
+    }
+
+    #[test]
     fn empty_index_round_trips() {
         let idx = LearnedIndex::train::<Vec<u8>>(&[], 8).unwrap();
         let bytes = idx.encode();
@@ -309,7 +352,7 @@ mod tests {
     fn worked_example_from_the_format_doc() {
         // Keys 10, 20, 30 as 8-byte big-endian integers, delta 8 (docs/formats/learned-model.md).
         let keys: Vec<[u8; 8]> = [10u64, 20, 30].iter().map(|k| k.to_be_bytes()).collect();
-        let idx = LearnedIndex::train(&keys, 8).unwrap();
+        let idx = LearnedIndex::train_with(&keys, 8, PlrFit::Cone).unwrap();
         let hex: String = idx.encode().iter().map(|b| format!("{b:02x}")).collect();
         let expected = concat!(
             "41544c4d",
@@ -383,7 +426,7 @@ mod tests {
 
     #[test]
     fn well_sealed_nonsense_is_rejected_structurally() {
-        let idx = sample();
+        let idx = sample_fit(PlrFit::Pivot); // 32-byte segments with an intercept
         assert!(idx.model().segment_count() >= 2);
         let good = idx.encode();
         let seg0 = HEADER_LEN + idx.mapper().prefix().len();
@@ -397,9 +440,14 @@ mod tests {
             ),
             (seg0 + 8, 5u64.to_le_bytes().to_vec(), "first position"),
             (
-                seg0 + SEGMENT_LEN,
+                seg0 + SEGMENT_LEN_PIVOT,
                 0u64.to_le_bytes().to_vec(),
                 "keys order",
+            ),
+            (
+                seg0 + 24,
+                f64::INFINITY.to_bits().to_le_bytes().to_vec(),
+                "intercept",
             ),
         ];
         for (at, patch, what) in cases {
@@ -453,15 +501,18 @@ mod tests {
         #[test]
         fn decoder_survives_mutations(flips in prop::collection::vec((any::<usize>(), 1u8..), 0..4),
                                       cut in 0usize..40,
-                                      extra in prop::collection::vec(any::<u8>(), 0..16)) {
-            decode_and_use(&mutate(sample().encode(), &flips, cut, &extra));
+                                      extra in prop::collection::vec(any::<u8>(), 0..16),
+                                      pivot in any::<bool>()) {
+            let fit = if pivot { PlrFit::Pivot } else { PlrFit::Cone };
+            decode_and_use(&mutate(sample_fit(fit).encode(), &flips, cut, &extra));
         }
 
         #[test]
         fn decoder_survives_resealed_mutations(
-            flips in prop::collection::vec((any::<usize>(), 1u8..), 1..4)) {
+            flips in prop::collection::vec((any::<usize>(), 1u8..), 1..4), pivot in any::<bool>()) {
             // Mutations behind a valid checksum reach the structural checks.
-            let mut b = mutate(sample().encode(), &flips, 0, &[]);
+            let fit = if pivot { PlrFit::Pivot } else { PlrFit::Cone };
+            let mut b = mutate(sample_fit(fit).encode(), &flips, 0, &[]);
             reseal(&mut b);
             decode_and_use(&b);
         }

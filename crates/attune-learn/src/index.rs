@@ -11,7 +11,7 @@
 
 use crate::error::Result;
 use crate::keymap::KeyMapper;
-use crate::plr::{PlrBuilder, PlrModel, PosRange, Quality};
+use crate::plr::{PlrBuilder, PlrFit, PlrModel, PosRange, Quality, PLR_FIT_DEFAULT};
 
 /// A learned index over one sorted file of byte keys.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,19 +24,34 @@ impl LearnedIndex {
     /// A builder for a file whose smallest key is `first` and largest is `last` (the mapper
     /// strips their common prefix), with error bound `delta`.
     pub fn builder(first: &[u8], last: &[u8], delta: u32) -> Result<LearnedIndexBuilder> {
+        Self::builder_with_fit(first, last, delta, PLR_FIT_DEFAULT)
+    }
+
+    /// As [`builder`](Self::builder), with an explicit fit.
+    pub fn builder_with_fit(
+        first: &[u8],
+        last: &[u8],
+        delta: u32,
+        fit: PlrFit,
+    ) -> Result<LearnedIndexBuilder> {
         Ok(LearnedIndexBuilder {
             mapper: KeyMapper::for_range(first, last),
-            plr: PlrBuilder::new(delta)?,
+            plr: PlrBuilder::with_fit(delta, fit)?,
         })
     }
 
-    /// Trains over sorted byte keys (bytewise order) in one call.
+    /// Trains over sorted byte keys (bytewise order) in one call, with the default fit.
     pub fn train<K: AsRef<[u8]>>(keys: &[K], delta: u32) -> Result<Self> {
+        Self::train_with(keys, delta, PLR_FIT_DEFAULT)
+    }
+
+    /// Trains over sorted byte keys (bytewise order) in one call, with fit `fit`.
+    pub fn train_with<K: AsRef<[u8]>>(keys: &[K], delta: u32, fit: PlrFit) -> Result<Self> {
         let (first, last) = match (keys.first(), keys.last()) {
             (Some(f), Some(l)) => (f.as_ref(), l.as_ref()),
             _ => (&[][..], &[][..]),
         };
-        let mut b = Self::builder(first, last, delta)?;
+        let mut b = Self::builder_with_fit(first, last, delta, fit)?;
         for k in keys {
             b.push(k.as_ref())?;
         }
@@ -223,8 +238,10 @@ mod tests {
         fn every_byte_key_lies_in_its_window(keys in bytes_keyset(),
                                              probes in prop::collection::vec(bytes_key(), 0..20),
                                              delta in 1u32..20) {
-            let idx = LearnedIndex::train(&keys, delta).unwrap();
-            check_bytes(&keys, &idx, &probes);
+            for fit in [PlrFit::Cone, PlrFit::Pivot] {
+                let idx = LearnedIndex::train_with(&keys, delta, fit).unwrap();
+                check_bytes(&keys, &idx, &probes);
+            }
         }
     }
 }

@@ -45,5 +45,6 @@ pub use error::{LearnError, Result};
 pub use index::{LearnedIndex, LearnedIndexBuilder};
 pub use keymap::KeyMapper;
 pub use plr::{
-    PlrBuilder, PlrModel, PosRange, Quality, Segment, SegmentSearch, DELTA_DEFAULT, DELTA_MAX,
+    PlrBuilder, PlrFit, PlrModel, PosRange, Quality, Segment, SegmentSearch, DELTA_DEFAULT,
+    DELTA_MAX, PLR_FIT_DEFAULT,
 };

@@ -11,15 +11,18 @@
 //! Training points are the distinct keys with the position of their first occurrence,
 //! `(x_j, L(x_j))`, plus, after every run of two or more equal keys, the *step point*
 //! `(x_j + 1, L(x_j + 1))` (unless it coincides with the next key). Greedy-PLR covers the points
-//! with segments; each segment is anchored at its first point `(k, p)` and keeps the cone of
-//! slopes `[lo, hi]` that keep every point of the segment within ±δ; a point that would empty the
-//! cone closes the segment and starts the next one. The segment's slope is the middle of its
-//! final cone. (The source gives no internals; this is the standard shrinking-cone form, O(1)
-//! work and memory per point.)
+//! with segments, one pass, O(1) work and memory per point; a point that no line of the open
+//! segment can keep within ±δ closes it and starts the next. Two fits ([`PlrFit`]; the source
+//! gives no internals): [`PlrFit::Cone`] anchors the line at the segment's first point and
+//! narrows the cone of feasible slopes; [`PlrFit::Pivot`] (Xie et al.'s greedy algorithm, which
+//! Bourbon cites) turns the line around the crossing point of the first two points' error
+//! parallelogram, so the first point's ±δ band is used too and segments are longer. Either way
+//! the final slope is the middle of the feasible range, raised to 0 if negative (0 is then
+//! feasible, because positions never decrease).
 //!
 //! # The guarantee
 //!
-//! Let `p(x) = p_s + slope_s · (x − k_s)` for the segment `s` with the largest `k_s <= x`,
+//! Let `p(x) = b_s + slope_s · (x − k_s)` for the segment `s` with the largest `k_s <= x`,
 //! clamped to the segment's positions `[p_s, p_{s+1}]`. Then for **every** `x >= x_0` (present
 //! or absent): `p(x) − δ <= L(x) <= p(x) + δ + 1` (the `+1` covers absent keys between two
 //! training points that are adjacent positions). From it, [`PlrModel::predict`] returns a
@@ -48,24 +51,46 @@ pub const DELTA_DEFAULT: u32 = 8;
 /// in any file an LSM writes; the limit also bounds windows computed from persisted models.
 pub const DELTA_MAX: u32 = 1 << 20;
 
-/// Radix bits used when a model builds its radix table: about log2(segments) + 1, at most this.
-/// Default 16: a 256 KiB table at most (u32 entries), small against a model of 2^15+ segments.
+/// Radix bits used when a model builds its radix table: floor(log2(segments)), at most this, so
+/// the table has at most one u32 entry per segment (<= 4 bytes per 24-byte segment). Default 16:
+/// a 256 KiB table at most. (A table of 4 entries per segment measured no faster.)
 pub const RADIX_BITS_MAX: u32 = 16;
 
 /// Fewest segments for which a radix table is built; below it binary search is a few compares.
 /// Default 64.
 pub const RADIX_SEGMENTS_MIN: usize = 64;
 
+/// How segments are fitted. Both keep every training point within ±δ, in one pass, O(1) per key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlrFit {
+    /// Shrinking cone anchored at the segment's first point: the line passes exactly through it
+    /// (intercept = `first_pos`); the cone of feasible slopes narrows with each point.
+    Cone,
+    /// Greedy-PLR of Xie et al. (the algorithm Bourbon cites): the first two points define a
+    /// parallelogram whose diagonals cross at a pivot; the line turns around the pivot, between a
+    /// lowest and a highest slope that narrow with each point. Not tied to the first point, it
+    /// uses the whole ±δ band there too, so segments are longer; it stores a float intercept.
+    Pivot,
+}
+
+/// Default fit. Default [`PlrFit::Cone`]: on every key set we measured the pivot fit produced
+/// the same number of segments (within 1%) — with dense keys its pivot sits next to the first
+/// point, so it behaves like an anchor — while storing 8 more bytes per segment and training
+/// slower (docs/learned-index.md, benches/results/learn.jsonl).
+pub const PLR_FIT_DEFAULT: PlrFit = PlrFit::Cone;
+
 /// One line segment: positions of keys `x >= first_key` (up to the next segment) are predicted as
-/// `first_pos + slope · (x − first_key)`.
+/// `intercept + slope · (x − first_key)`, clamped to `[first_pos, next segment's first_pos]`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Segment {
     /// First training key of the segment.
     pub first_key: u64,
-    /// `L(first_key)`: the exact position of the first key (the line's intercept at `first_key`).
+    /// `L(first_key)`: the exact position of the first key.
     pub first_pos: u64,
     /// Positions per key unit (finite, `>= 0`).
     pub slope: f64,
+    /// Predicted position at `first_key` (finite; equals `first_pos` for [`PlrFit::Cone`]).
+    pub intercept: f64,
 }
 
 /// A half-open window of positions `[lo, hi)` (see the module doc for what it guarantees).
@@ -151,6 +176,7 @@ pub enum SegmentSearch {
 pub struct PlrBuilder {
     delta: u32,
     delta_f: f64,
+    fit: PlrFit,
     // The current run of equal keys.
     run_key: Option<u64>,
     run_start: u64,
@@ -166,12 +192,22 @@ pub struct PlrBuilder {
     seg_pos: u64,
     slope_lo: f64,
     slope_hi: f64,
+    // Pivot fit: points in the open segment (1, 2 or more) and the pivot, relative to the
+    // segment's first point.
+    seg_points: u64,
+    pivot_x: f64,
+    pivot_y: f64,
     segments: Vec<Segment>,
 }
 
 impl PlrBuilder {
-    /// A trainer with error bound `delta` (1..=[`DELTA_MAX`]).
+    /// A trainer with error bound `delta` (1..=[`DELTA_MAX`]) and the default fit.
     pub fn new(delta: u32) -> Result<Self> {
+        Self::with_fit(delta, PLR_FIT_DEFAULT)
+    }
+
+    /// A trainer with error bound `delta` and the given fit.
+    pub fn with_fit(delta: u32, fit: PlrFit) -> Result<Self> {
         if delta == 0 || delta > DELTA_MAX {
             return Err(LearnError::InvalidParameter {
                 name: "delta",
@@ -182,6 +218,7 @@ impl PlrBuilder {
         Ok(Self {
             delta,
             delta_f: f64::from(delta),
+            fit,
             run_key: None,
             run_start: 0,
             count: 0,
@@ -194,6 +231,9 @@ impl PlrBuilder {
             seg_pos: 0,
             slope_lo: f64::NEG_INFINITY,
             slope_hi: f64::INFINITY,
+            seg_points: 0,
+            pivot_x: 0.0,
+            pivot_y: 0.0,
             segments: Vec::new(),
         })
     }
@@ -256,17 +296,58 @@ impl PlrBuilder {
         }
         let dx = (u - self.seg_key) as f64;
         let dy = (v - self.seg_pos) as f64;
-        let l = (dy - self.delta_f) / dx;
-        let h = (dy + self.delta_f) / dx;
-        let lo = self.slope_lo.max(l);
-        let hi = self.slope_hi.min(h);
-        if lo > hi {
+        let fits = match self.fit {
+            PlrFit::Cone => self.add_cone(dx, dy),
+            PlrFit::Pivot => self.add_pivot(dx, dy),
+        };
+        if !fits {
             self.close_segment();
             self.open_segment(u, v);
-        } else {
-            self.slope_lo = lo;
-            self.slope_hi = hi;
         }
+    }
+
+    /// Cone fit: narrows the slopes through the anchor `(0, 0)`; false if none is left.
+    #[inline]
+    fn add_cone(&mut self, dx: f64, dy: f64) -> bool {
+        let lo = self.slope_lo.max((dy - self.delta_f) / dx);
+        let hi = self.slope_hi.min((dy + self.delta_f) / dx);
+        if lo > hi {
+            return false;
+        }
+        self.slope_lo = lo;
+        self.slope_hi = hi;
+        true
+    }
+
+    /// Pivot fit (coordinates relative to the first point): the second point sets the pivot and
+    /// the extreme slopes; later points must meet the band between the extreme lines and narrow
+    /// it. Every line through the pivot with a slope in `[lo, hi]` keeps all points within ±δ.
+    #[inline]
+    fn add_pivot(&mut self, dx: f64, dy: f64) -> bool {
+        let d = self.delta_f;
+        if self.seg_points == 1 {
+            // Diagonals of the parallelogram (0, ±δ), (dx, dy ± δ) cross at its centre.
+            self.pivot_x = dx / 2.0;
+            self.pivot_y = dy / 2.0;
+            self.slope_lo = (dy - 2.0 * d) / dx;
+            self.slope_hi = (dy + 2.0 * d) / dx;
+            self.seg_points = 2;
+            return true;
+        }
+        let run = dx - self.pivot_x;
+        let low = self.pivot_y + self.slope_lo * run;
+        let high = self.pivot_y + self.slope_hi * run;
+        if dy - d > high || dy + d < low {
+            return false;
+        }
+        if dy + d < high {
+            self.slope_hi = (dy + d - self.pivot_y) / run;
+        }
+        if dy - d > low {
+            self.slope_lo = (dy - d - self.pivot_y) / run;
+        }
+        self.seg_points += 1;
+        true
     }
 
     fn open_segment(&mut self, u: u64, v: u64) {
@@ -275,20 +356,28 @@ impl PlrBuilder {
         self.seg_pos = v;
         self.slope_lo = f64::NEG_INFINITY;
         self.slope_hi = f64::INFINITY;
+        self.seg_points = 1;
     }
 
     fn close_segment(&mut self) {
-        let slope = if self.slope_hi.is_finite() && self.slope_lo.is_finite() {
+        let two_or_more = self.slope_hi.is_finite() && self.slope_lo.is_finite();
+        let (slope, intercept) = match self.fit {
             // The middle of the cone; >= 0 because every point lies at or above the anchor
             // (so each point's interval has a non-negative middle; see the module doc).
-            ((self.slope_lo + self.slope_hi) / 2.0).max(0.0)
-        } else {
-            0.0 // a one-point segment
+            PlrFit::Cone if two_or_more => (((self.slope_lo + self.slope_hi) / 2.0).max(0.0), 0.0),
+            // The middle of the fan. If it is negative, 0 is inside the fan (the highest slope
+            // is >= 0 for non-decreasing positions), and the flat line through the pivot fits.
+            PlrFit::Pivot if two_or_more => {
+                let slope = ((self.slope_lo + self.slope_hi) / 2.0).max(0.0);
+                (slope, self.pivot_y - slope * self.pivot_x)
+            }
+            _ => (0.0, 0.0), // a one-point segment
         };
         self.segments.push(Segment {
             first_key: self.seg_key,
             first_pos: self.seg_pos,
             slope,
+            intercept: self.seg_pos as f64 + intercept,
         });
         self.seg_open = false;
     }
@@ -314,7 +403,14 @@ impl PlrBuilder {
             mean_window,
             segments: self.segments.len() as u64,
         };
-        PlrModel::from_parts(self.delta, n, self.has_dup_runs, quality, self.segments)
+        PlrModel::from_parts(
+            self.delta,
+            self.fit,
+            n,
+            self.has_dup_runs,
+            quality,
+            self.segments,
+        )
     }
 }
 
@@ -335,7 +431,7 @@ impl Radix {
         }
         let base = *first_keys.first()?;
         let span = first_keys.last()? - base;
-        let bits = (usize::BITS - s.leading_zeros() + 1).min(RADIX_BITS_MAX);
+        let bits = (usize::BITS - s.leading_zeros() - 1).min(RADIX_BITS_MAX);
         let span_bits = u64::BITS - span.leading_zeros();
         let shift = span_bits.saturating_sub(bits);
         let buckets = usize::try_from(span >> shift).ok()? + 1;
@@ -373,19 +469,28 @@ impl Radix {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlrModel {
     delta: u32,
+    fit: PlrFit,
     n: u64,
     has_dup_runs: bool,
     quality: Quality,
     first_keys: Vec<u64>,
+    /// Per segment: (first_pos, slope).
     params: Vec<(u64, f64)>,
+    /// Per segment `intercept − first_pos` for the pivot fit; empty for the cone (always 0).
+    offsets: Vec<f64>,
     radix: Option<Radix>,
     search: SegmentSearch,
 }
 
 impl PlrModel {
-    /// Trains a model over `keys` (non-decreasing) with error bound `delta`.
+    /// Trains a model over `keys` (non-decreasing) with error bound `delta` and the default fit.
     pub fn train(keys: &[u64], delta: u32) -> Result<Self> {
-        let mut b = PlrBuilder::new(delta)?;
+        Self::train_with(keys, delta, PLR_FIT_DEFAULT)
+    }
+
+    /// Trains a model over `keys` (non-decreasing) with error bound `delta` and fit `fit`.
+    pub fn train_with(keys: &[u64], delta: u32, fit: PlrFit) -> Result<Self> {
+        let mut b = PlrBuilder::with_fit(delta, fit)?;
         for &k in keys {
             b.push(k)?;
         }
@@ -395,6 +500,7 @@ impl PlrModel {
     /// Assembles a model from validated parts (the builder and the decoder).
     pub(crate) fn from_parts(
         delta: u32,
+        fit: PlrFit,
         n: u64,
         has_dup_runs: bool,
         quality: Quality,
@@ -402,14 +508,23 @@ impl PlrModel {
     ) -> Self {
         let first_keys: Vec<u64> = segments.iter().map(|s| s.first_key).collect();
         let params = segments.iter().map(|s| (s.first_pos, s.slope)).collect();
+        let offsets = match fit {
+            PlrFit::Cone => Vec::new(),
+            PlrFit::Pivot => segments
+                .iter()
+                .map(|s| s.intercept - s.first_pos as f64)
+                .collect(),
+        };
         let radix = Radix::build(&first_keys);
         Self {
             delta,
+            fit,
             n,
             has_dup_runs,
             quality,
             first_keys,
             params,
+            offsets,
             radix,
             search: SegmentSearch::Radix,
         }
@@ -423,6 +538,11 @@ impl PlrModel {
     /// The error bound δ.
     pub fn delta(&self) -> u32 {
         self.delta
+    }
+
+    /// The fit the model was trained with.
+    pub fn fit(&self) -> PlrFit {
+        self.fit
     }
 
     /// Keys the model was trained on (positions are `0..len()`).
@@ -452,14 +572,14 @@ impl PlrModel {
 
     /// The segments, in key order.
     pub fn segments(&self) -> impl ExactSizeIterator<Item = Segment> + '_ {
-        self.first_keys
-            .iter()
-            .zip(&self.params)
-            .map(|(&first_key, &(first_pos, slope))| Segment {
+        self.first_keys.iter().zip(&self.params).enumerate().map(
+            |(i, (&first_key, &(first_pos, slope)))| Segment {
                 first_key,
                 first_pos,
                 slope,
-            })
+                intercept: first_pos as f64 + self.offsets.get(i).copied().unwrap_or(0.0),
+            },
+        )
     }
 
     /// Bytes the model occupies in memory (segments, radix table, struct).
@@ -467,6 +587,7 @@ impl PlrModel {
         std::mem::size_of::<Self>()
             + self.first_keys.len() * 8
             + self.params.len() * 16
+            + self.offsets.len() * 8
             + self.radix.as_ref().map_or(0, Radix::size_bytes)
     }
 
@@ -486,9 +607,11 @@ impl PlrModel {
     #[inline]
     fn bounds(&self, s: usize, x: u64) -> (u64, u64) {
         let (start, slope) = self.params[s];
+        let intercept = start as f64 + self.offsets.get(s).copied().unwrap_or(0.0);
         let end = self.params.get(s + 1).map_or(self.n, |p| p.0);
         let dx = (x - self.first_keys[s]) as f64;
-        let p = (start as f64 + slope * dx).min(end as f64);
+        // max/min rather than clamp: no panic path even for a model built by a buggy writer.
+        let p = (intercept + slope * dx).max(start as f64).min(end as f64);
         let d = f64::from(self.delta);
         // `as u64` saturates; the max/min keep the bounds inside the segment's positions.
         let lo = ((p - d).floor() as u64).max(start);
@@ -578,8 +701,29 @@ mod tests {
         }
     }
 
+    /// Trains with the default fit, and checks the other fit on the same keys.
     fn train(keys: &[u64], delta: u32) -> PlrModel {
+        let other = match PLR_FIT_DEFAULT {
+            PlrFit::Cone => PlrFit::Pivot,
+            PlrFit::Pivot => PlrFit::Cone,
+        };
+        check_model(keys, &PlrModel::train_with(keys, delta, other).unwrap());
         PlrModel::train(keys, delta).unwrap()
+    }
+
+    #[test]
+    fn both_fits_keep_the_bound_on_a_curve_and_on_sparse_points() {
+        let curve: Vec<u64> = (0..100_000u64).map(|i| i * i / 3 + i).collect();
+        let sparse: Vec<u64> = (0..2_000u64)
+            .map(|i| i * 1_000_003 + (i * i) % 5_000)
+            .collect();
+        for keys in [curve, sparse] {
+            for fit in [PlrFit::Cone, PlrFit::Pivot] {
+                let m = PlrModel::train_with(&keys, 8, fit).unwrap();
+                assert_eq!(m.fit(), fit);
+                check_model(&keys, &m);
+            }
+        }
     }
 
     #[test]
