@@ -4,15 +4,32 @@ Usage: python3 crates/attune-learn/scripts/learn_report.py [benches/results/lear
 """
 
 import json
+import math
 import sys
-from collections import defaultdict
 
 SETS = ["linear", "seg1", "seg10", "normal", "lognormal", "osm"]
+CONE = "greedy-plr-cone"
+PIVOT = "greedy-plr-pivot"
 
 
 def load(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def best(r):
+    return min(r["lookup_ns_model_binary_cpu"], r["lookup_ns_model_radix_cpu"])
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def find(rows, model, s, n, d):
+    for r in rows:
+        if r["model"] == model and r["keyset"] == s and r["n"] == n and r["delta"] == d:
+            return r
+    return None
 
 
 def main():
@@ -21,60 +38,70 @@ def main():
     plr = [r for r in rows if r["bench"] == "learn"]
     b16 = [r for r in rows if r["bench"] == "learn-bytes16"]
     sizes = sorted({r["n"] for r in plr})
+    deltas = sorted({r["delta"] for r in plr})
 
-    print("### Lookups at the default delta 8 (u64 keys, ns per lookup, thread CPU time)\n")
+    print("### Lookups at delta 8, cone fit (u64 keys; ns per lookup, thread CPU time)\n")
     print(
         "| key set | n | segments | model B/key | train ns/key | binary search | "
-        "model (binary seg.) | model (radix seg.) | speedup |"
+        "model, binary seg. search | model, radix seg. search | speedup (best) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for n in sizes:
         for s in SETS:
-            for r in plr:
-                if r["keyset"] == s and r["n"] == n and r["delta"] == 8:
-                    print(
-                        f"| {s} | {n:,} | {r['segments']:,} | {r['model_bytes_per_key']:.3f} | "
-                        f"{r['train_ns_per_key_cpu']:.1f} | {r['lookup_ns_bsearch_cpu']:.0f} | "
-                        f"{r['lookup_ns_model_binary_cpu']:.0f} | "
-                        f"{r['lookup_ns_model_radix_cpu']:.0f} | "
-                        f"{r['speedup_best_cpu']:.2f}x |"
-                    )
+            r = find(plr, CONE, s, n, 8)
+            if r:
+                print(
+                    f"| {s} | {n:,} | {r['segments']:,} | {r['model_bytes_per_key']:.3f} | "
+                    f"{r['train_ns_per_key_cpu']:.1f} | {r['lookup_ns_bsearch_cpu']:.0f} | "
+                    f"{r['lookup_ns_model_binary_cpu']:.0f} | "
+                    f"{r['lookup_ns_model_radix_cpu']:.0f} | "
+                    f"{r['speedup_best_cpu']:.2f}x |"
+                )
     print()
-    print("### Delta sweep (10M keys unless absent; best model ns per lookup / segments)\n")
-    deltas = sorted({r["delta"] for r in plr})
+    print("### Cone vs pivot fit at delta 8 (segments; train ns/key; best lookup ns)\n")
+    print(
+        "| key set | n | cone segments | pivot segments | cone train | pivot train | "
+        "cone lookup | pivot lookup |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        for s in SETS:
+            c, p = find(plr, CONE, s, n, 8), find(plr, PIVOT, s, n, 8)
+            if c and p:
+                print(
+                    f"| {s} | {n:,} | {c['segments']:,} | {p['segments']:,} | "
+                    f"{c['train_ns_per_key_cpu']:.1f} | {p['train_ns_per_key_cpu']:.1f} | "
+                    f"{best(c):.0f} | {best(p):.0f} |"
+                )
+    print()
     n = max(sizes)
-    print("| key set | " + " | ".join(f"delta {d}" for d in deltas) + " |")
-    print("|---|" + "---|" * len(deltas))
+    print(f"### Delta sweep, cone fit, n = {n:,} (best model ns per lookup / segments / B/key)\n")
+    print("| key set | binary search | " + " | ".join(f"delta {d}" for d in deltas) + " |")
+    print("|---|---|" + "---|" * len(deltas))
     for s in SETS:
         cells = []
+        base = None
         for d in deltas:
-            hit = [r for r in plr if r["keyset"] == s and r["n"] == n and r["delta"] == d]
-            if hit:
-                r = hit[0]
-                best = min(r["lookup_ns_model_binary_cpu"], r["lookup_ns_model_radix_cpu"])
-                cells.append(f"{best:.0f} ns / {r['segments']:,}")
+            r = find(plr, CONE, s, n, d)
+            if r:
+                base = r["lookup_ns_bsearch_cpu"]
+                cells.append(f"{best(r):.0f} / {r['segments']:,} / {r['model_bytes_per_key']:.3f}")
             else:
                 cells.append("-")
-        print(f"| {s} | " + " | ".join(cells) + " |")
+        print(f"| {s} | {base:.0f} | " + " | ".join(cells) + " |")
     print()
-    speed = defaultdict(list)
-    for r in plr:
-        best = min(r["lookup_ns_model_binary_cpu"], r["lookup_ns_model_radix_cpu"])
-        speed[(r["n"], r["delta"])].append(r["lookup_ns_bsearch_cpu"] / best)
-    print("### Mean speedup over the six key sets (geometric mean)\n")
+    print("### Speedup over binary search, geometric mean over the six key sets (cone fit)\n")
     print("| n | " + " | ".join(f"delta {d}" for d in deltas) + " |")
     print("|---|" + "---|" * len(deltas))
     for n in sizes:
         cells = []
         for d in deltas:
-            v = speed.get((n, d), [])
-            if v:
-                g = 1.0
-                for x in v:
-                    g *= x
-                cells.append(f"{g ** (1 / len(v)):.2f}x")
-            else:
-                cells.append("-")
+            v = [
+                r["lookup_ns_bsearch_cpu"] / best(r)
+                for r in plr
+                if r["model"] == CONE and r["n"] == n and r["delta"] == d
+            ]
+            cells.append(f"{gmean(v):.2f}x" if v else "-")
         print(f"| {n:,} | " + " | ".join(cells) + " |")
     print()
     if b16:

@@ -37,7 +37,9 @@
 //!
 //! Binary search over the segments' first keys, optionally through a small radix table on the
 //! top bits of `x − k_0` ([`SegmentSearch::Radix`], a RadixSpline-style first level) that narrows
-//! the binary search to the segments sharing those bits. The benchmark decides the default.
+//! the binary search to the segments sharing those bits. By default ([`SegmentSearch::Auto`]) the
+//! table is built and used only for models of at least [`RADIX_SEGMENTS_MIN`] segments, where the
+//! benchmark shows it winning.
 //!
 //! Thread-safety: [`PlrBuilder`] is single-owner; [`PlrModel`] is immutable (`Send + Sync`).
 
@@ -56,9 +58,11 @@ pub const DELTA_MAX: u32 = 1 << 20;
 /// a 256 KiB table at most. (A table of 4 entries per segment measured no faster.)
 pub const RADIX_BITS_MAX: u32 = 16;
 
-/// Fewest segments for which a radix table is built; below it binary search is a few compares.
-/// Default 64.
-pub const RADIX_SEGMENTS_MIN: usize = 64;
+/// Fewest segments for which [`SegmentSearch::Auto`] builds and uses a radix table. Default 4096:
+/// then the first-key array (32 KiB) outgrows a typical L1 cache; the benchmark measured the
+/// table 25-30% faster with 10^4-10^5 segments, but from even to 28% slower with ~10^3 skewed
+/// segments (lognormal), where binary search stays in cache (docs/learned-index.md).
+pub const RADIX_SEGMENTS_MIN: usize = 4096;
 
 /// How segments are fitted. Both keep every training point within ±δ, in one pass, O(1) per key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,10 +166,13 @@ impl Quality {
 /// How [`PlrModel`] finds the segment of a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SegmentSearch {
+    /// The radix table if the model has one (built for at least [`RADIX_SEGMENTS_MIN`]
+    /// segments), else binary search. The default.
+    Auto,
     /// Binary search over all segments' first keys.
     Binary,
-    /// Radix table on the top bits, then binary search among the few candidates (falls back to
-    /// binary search when the model has fewer than [`RADIX_SEGMENTS_MIN`] segments).
+    /// Radix table on the top bits, then binary search among the few candidates; builds the
+    /// table if the model has none (models of one segment need no search).
     Radix,
 }
 
@@ -426,7 +433,7 @@ struct Radix {
 impl Radix {
     fn build(first_keys: &[u64]) -> Option<Self> {
         let s = first_keys.len();
-        if s < RADIX_SEGMENTS_MIN || u32::try_from(s).is_err() {
+        if s < 2 || u32::try_from(s).is_err() {
             return None;
         }
         let base = *first_keys.first()?;
@@ -515,7 +522,11 @@ impl PlrModel {
                 .map(|s| s.intercept - s.first_pos as f64)
                 .collect(),
         };
-        let radix = Radix::build(&first_keys);
+        let radix = if first_keys.len() >= RADIX_SEGMENTS_MIN {
+            Radix::build(&first_keys)
+        } else {
+            None
+        };
         Self {
             delta,
             fit,
@@ -526,12 +537,15 @@ impl PlrModel {
             params,
             offsets,
             radix,
-            search: SegmentSearch::Radix,
+            search: SegmentSearch::Auto,
         }
     }
 
-    /// Chooses how segments are found (both give identical windows).
+    /// Chooses how segments are found (all give identical windows).
     pub fn set_segment_search(&mut self, search: SegmentSearch) {
+        if search == SegmentSearch::Radix && self.radix.is_none() {
+            self.radix = Radix::build(&self.first_keys);
+        }
         self.search = search;
     }
 
@@ -595,7 +609,7 @@ impl PlrModel {
     #[inline]
     fn find_segment(&self, x: u64) -> usize {
         match (&self.radix, self.search) {
-            (Some(r), SegmentSearch::Radix) => r.find(&self.first_keys, x),
+            (Some(r), SegmentSearch::Radix | SegmentSearch::Auto) => r.find(&self.first_keys, x),
             _ => self
                 .first_keys
                 .partition_point(|&k| k <= x)
@@ -815,16 +829,19 @@ mod tests {
 
     #[test]
     fn radix_and_binary_search_find_the_same_segment() {
-        // Many segments: quadratic keys.
-        let keys: Vec<u64> = (0..50_000u64).map(|i| i * i * 3 + (i % 7)).collect();
+        // Runs of 10 consecutive keys and gaps of 10 (seg-10%): one segment per run at delta 1.
+        let keys: Vec<u64> = (0..100_000u64).map(|i| i + (i / 10) * 10).collect();
         let m = train(&keys, 1);
         assert!(
             m.segment_count() >= RADIX_SEGMENTS_MIN,
             "{}",
             m.segment_count()
         );
-        assert!(m.radix.is_some());
-        check_model(&keys, &m);
+        assert!(m.radix.is_some(), "Auto builds the table for many segments");
+        check_model(&keys, &m); // checks Binary and Radix
+        let small = train(&keys[..20_000], 1);
+        assert!(small.segment_count() < RADIX_SEGMENTS_MIN && small.radix.is_none());
+        check_model(&keys[..20_000], &small); // Radix forced: the table is built on demand
     }
 
     /// Adversarial key sets: sorted values drawn from a small pool (many duplicates), from the
