@@ -17,8 +17,9 @@ def load(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def best(r):
-    return min(r["lookup_ns_model_binary_cpu"], r["lookup_ns_model_radix_cpu"])
+def default(r):
+    """Lookup ns of the search path the model uses by default (SegmentSearch::Auto)."""
+    return r["lookup_ns_model_" + r["default_search"] + "_cpu"]
 
 
 def gmean(xs):
@@ -43,9 +44,10 @@ def main():
     print("### Lookups at delta 8, cone fit (u64 keys; ns per lookup, thread CPU time)\n")
     print(
         "| key set | n | segments | model B/key | train ns/key | binary search | "
-        "model, binary seg. search | model, radix seg. search | speedup (best) |"
+        "model, binary seg. search | model, radix seg. search | default search | "
+        "speedup (default) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in sizes:
         for s in SETS:
             r = find(plr, CONE, s, n, 8)
@@ -54,11 +56,11 @@ def main():
                     f"| {s} | {n:,} | {r['segments']:,} | {r['model_bytes_per_key']:.3f} | "
                     f"{r['train_ns_per_key_cpu']:.1f} | {r['lookup_ns_bsearch_cpu']:.0f} | "
                     f"{r['lookup_ns_model_binary_cpu']:.0f} | "
-                    f"{r['lookup_ns_model_radix_cpu']:.0f} | "
-                    f"{r['speedup_best_cpu']:.2f}x |"
+                    f"{r['lookup_ns_model_radix_cpu']:.0f} | {r['default_search']} | "
+                    f"{r['speedup_default_cpu']:.2f}x |"
                 )
     print()
-    print("### Cone vs pivot fit at delta 8 (segments; train ns/key; best lookup ns)\n")
+    print("### Cone vs pivot fit at delta 8 (segments; train ns/key; default-path lookup ns)\n")
     print(
         "| key set | n | cone segments | pivot segments | cone train | pivot train | "
         "cone lookup | pivot lookup |"
@@ -71,11 +73,11 @@ def main():
                 print(
                     f"| {s} | {n:,} | {c['segments']:,} | {p['segments']:,} | "
                     f"{c['train_ns_per_key_cpu']:.1f} | {p['train_ns_per_key_cpu']:.1f} | "
-                    f"{best(c):.0f} | {best(p):.0f} |"
+                    f"{default(c):.0f} | {default(p):.0f} |"
                 )
     print()
     n = max(sizes)
-    print(f"### Delta sweep, cone fit, n = {n:,} (best model ns per lookup / segments / B/key)\n")
+    print(f"### Delta sweep, cone fit, n = {n:,} (default-path ns per lookup / segments / B/key)\n")
     print("| key set | binary search | " + " | ".join(f"delta {d}" for d in deltas) + " |")
     print("|---|---|" + "---|" * len(deltas))
     for s in SETS:
@@ -85,19 +87,24 @@ def main():
             r = find(plr, CONE, s, n, d)
             if r:
                 base = r["lookup_ns_bsearch_cpu"]
-                cells.append(f"{best(r):.0f} / {r['segments']:,} / {r['model_bytes_per_key']:.3f}")
+                cells.append(
+                    f"{default(r):.0f} / {r['segments']:,} / {r['model_bytes_per_key']:.3f}"
+                )
             else:
                 cells.append("-")
         print(f"| {s} | {base:.0f} | " + " | ".join(cells) + " |")
     print()
-    print("### Speedup over binary search, geometric mean over the six key sets (cone fit)\n")
+    print(
+        "### Speedup over binary search, geometric mean over the six key sets "
+        "(cone fit, default search path)\n"
+    )
     print("| n | " + " | ".join(f"delta {d}" for d in deltas) + " |")
     print("|---|" + "---|" * len(deltas))
     for n in sizes:
         cells = []
         for d in deltas:
             v = [
-                r["lookup_ns_bsearch_cpu"] / best(r)
+                r["lookup_ns_bsearch_cpu"] / default(r)
                 for r in plr
                 if r["model"] == CONE and r["n"] == n and r["delta"] == d
             ]
