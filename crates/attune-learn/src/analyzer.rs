@@ -735,6 +735,49 @@ mod tests {
         assert_eq!(f.mean_ns(Positive, Model), Some(3.0));
     }
 
+    /// A level's life in two phases, the §2.4.4 situation: while writes churn the level, files
+    /// live 200 ms and serve 20 lookups each, so a model (1 ms to train 100k records) cannot pay
+    /// for itself and the analyzer skips; when reads dominate, files live long and serve 100k
+    /// lookups each, and once the level's (halving) statistics reflect that, it learns again.
+    #[test]
+    fn write_heavy_churn_is_skipped_and_read_heavy_files_are_learned() {
+        let a = analyzer();
+        let records = 100_000;
+        let mut now = 0u64;
+        let mut id = 0u64;
+        let mut life = |a: &Analyzer, now: &mut u64, lookups: u64, lived_ms: u64| {
+            id += 1;
+            let f = a.register(id, 3, 4 << 20, records, *now).unwrap();
+            for _ in 0..lookups {
+                f.record(Positive, if f.is_learned() { Model } else { Baseline }, 900);
+            }
+            // Some files of each phase are learned, so model-path times exist at the level.
+            a.learned(&f, 1_000_000);
+            for _ in 0..lookups {
+                f.record(Positive, Model, 300);
+            }
+            *now += lived_ms * MS;
+            a.retire(id, *now);
+        };
+        // Write-heavy phase: 70 short, lightly used files.
+        for _ in 0..70 {
+            life(&a, &mut now, 10, 200);
+        }
+        let f = a.register(10_000, 3, 4 << 20, records, now).unwrap();
+        f.record(Positive, Baseline, 900);
+        let d = a.poll(now + 60 * MS);
+        assert!(matches!(d[0].1, Decision::Skip { .. }), "{d:?}");
+        a.retire(10_000, now + 60 * MS);
+        // Read-heavy phase: 70 long-lived files with many lookups.
+        for _ in 0..70 {
+            life(&a, &mut now, 50_000, 60_000);
+        }
+        a.register(10_001, 3, 4 << 20, records, now).unwrap();
+        let d = a.poll(now + 60 * MS);
+        assert!(matches!(d[0].1, Decision::Learn { .. }), "{d:?}");
+        assert_eq!(a.next_to_learn().unwrap().id(), 10_001);
+    }
+
     #[test]
     fn bad_configuration_is_an_error() {
         let bad = AnalyzerConfig {
