@@ -48,3 +48,17 @@ pub use plr::{
     PlrBuilder, PlrFit, PlrModel, PosRange, Quality, Segment, SegmentSearch, DELTA_DEFAULT,
     DELTA_MAX, PLR_FIT_DEFAULT,
 };
+
+#[cfg(test)]
+mod tests {
+    /// The types an engine shares among reader threads are `Send + Sync`.
+    #[test]
+    fn shared_types_are_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<crate::LearnedIndex>();
+        assert_send_sync::<crate::PlrModel>();
+        assert_send_sync::<crate::Analyzer>();
+        assert_send_sync::<crate::FileStats>();
+        assert_send_sync::<crate::LearnError>();
+    }
+}
