@@ -23,7 +23,8 @@
 //! * [`keymap`] — order-preserving byte key → `u64` mapping (common prefix stripped), with
 //!   graceful degradation when keys collapse, reported by [`Quality`].
 //! * [`index`] — [`LearnedIndex`]: mapper + model, the unit an engine stores per file.
-//! * [`format`] — the versioned, checksummed persisted form (docs/formats/learned-model.md).
+//! * [`format`](mod@format) — the versioned, checksummed persisted form
+//!   (docs/formats/learned-model.md).
 //! * [`analyzer`] — Bourbon's cost-benefit analyzer (§2.3.4): wait, estimate, prioritise.
 //!
 //! Design, choices where the source is silent, and measured numbers: `docs/learned-index.md`.

@@ -16,13 +16,15 @@
 //! gives no internals): [`PlrFit::Cone`] anchors the line at the segment's first point and
 //! narrows the cone of feasible slopes; [`PlrFit::Pivot`] (Xie et al.'s greedy algorithm, which
 //! Bourbon cites) turns the line around the crossing point of the first two points' error
-//! parallelogram, so the first point's ±δ band is used too and segments are longer. Either way
+//! parallelogram, so the first point's ±δ band is used too and segments can be longer (on our
+//! key sets they were not: the default is the cone, see [`PLR_FIT_DEFAULT`]). Either way
 //! the final slope is the middle of the feasible range, raised to 0 if negative (0 is then
 //! feasible, because positions never decrease).
 //!
 //! # The guarantee
 //!
-//! Let `p(x) = b_s + slope_s · (x − k_s)` for the segment `s` with the largest `k_s <= x`,
+//! Let `p(x) = b_s + slope_s · (x − k_s)` for the segment `s` with the largest `k_s <= x`
+//! (`b_s` its intercept, `p_s = L(k_s)` its first position; `b_s = p_s` for the cone),
 //! clamped to the segment's positions `[p_s, p_{s+1}]`. Then for **every** `x >= x_0` (present
 //! or absent): `p(x) − δ <= L(x) <= p(x) + δ + 1` (the `+1` covers absent keys between two
 //! training points that are adjacent positions). From it, [`PlrModel::predict`] returns a
