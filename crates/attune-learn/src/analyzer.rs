@@ -53,7 +53,7 @@ pub const MIN_RETIRED_FILES_DEFAULT: u64 = 4;
 pub const LEVEL_WINDOW_FILES_DEFAULT: u64 = 64;
 
 /// Training nanoseconds per record assumed before the engine reports a measurement. Default 10:
-/// Greedy-PLR's measured cost is about 5-7 ns per `u64` key and 8-11 ns per 16-byte key through
+/// Greedy-PLR's measured cost is about 5-7 ns per `u64` key and 8-13 ns per 16-byte key through
 /// the key mapper (thread CPU time, docs/learned-index.md); the engine's iteration adds more.
 pub const TRAIN_NS_PER_RECORD_DEFAULT: f64 = 10.0;
 
