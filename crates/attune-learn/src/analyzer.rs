@@ -1,0 +1,789 @@
+//! Bourbon's cost-benefit analyzer (Dai 2025 §2.3.4): decides which files to learn, and in what
+//! order, from measured lookup statistics. Pure and engine-independent: the engine tells it when
+//! files appear and disappear, records each internal lookup on the file's [`FileStats`], reports
+//! training times, and asks for the next file to learn.
+//!
+//! The rules, as in the source:
+//!
+//! * **Wait before learning**: a file becomes a candidate only after it has lived
+//!   `wait_ns` (T_wait, default 50 ms); files retired earlier are never learned.
+//! * **Cost**: `C = t_rec · records`, where `t_rec` is the measured training time per record
+//!   (running average of the engine's reports; a documented default before the first report).
+//! * **Benefit**: `B = (T_nb − T_nm)·N_n + (T_pb − T_pm)·N_p`. `T_nb`, `T_pb` are this file's
+//!   own baseline-path lookup times during its wait (the level's baseline averages if it served
+//!   none); `T_nm`, `T_pm` are the model-path averages of retired files at the same level; `N_n`,
+//!   `N_p` are the average negative/positive internal lookups per retired file at the level,
+//!   scaled by `f = size / average retired file size at the level`. Files that lived less than
+//!   `min_lifetime_ns` do not enter the statistics.
+//! * **Bootstrap**: until a level has `min_retired_files` retired files, every waited file of
+//!   that level is learned (always-learn, T_wait still applies).
+//! * **Order**: chosen files wait in a max-priority queue on `B − C` (bootstrap files first, in
+//!   creation order); a file is learned only if `B > C`.
+//!
+//! Choices where the source is silent (docs/learned-index.md): a term whose model-path time is
+//! unknown at the level contributes no benefit (conservative); level statistics are halved when
+//! a level has retired `level_window_files` files, so they follow workload changes; the predicted
+//! lookups are lifetime totals as in the source (not reduced by those already served).
+//!
+//! Time is injected: every call that needs "now" takes `now_ns` from the caller's clock (the
+//! engine's `Env`), so decisions are deterministic in tests.
+//!
+//! Thread-safety: [`Analyzer`] is `Send + Sync`. [`FileStats::record`] is lock-free (relaxed
+//! atomic adds) for the foreground path; registration, retirement, polling and popping take one
+//! short internal mutex. Invariants: each file is queued at most once; the queue and the pending
+//! list never hold more than the live files (bounded by `files_max`).
+
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{LearnError, Result};
+
+/// T_wait in nanoseconds. Default 50 ms: the source's value (its largest per-file learning time
+/// was about 40 ms, rounded up; waiting about one learning time is 2-competitive).
+pub const WAIT_NS_DEFAULT: u64 = 50_000_000;
+
+/// Retired files a level needs before its statistics are trusted. Default 4: an average of fewer
+/// files is dominated by one file's luck; small enough that bootstrap ends within seconds.
+pub const MIN_RETIRED_FILES_DEFAULT: u64 = 4;
+
+/// Retired files after which a level's sums are halved. Default 64: statistics then reflect
+/// roughly the last 64-128 files of the level.
+pub const LEVEL_WINDOW_FILES_DEFAULT: u64 = 64;
+
+/// Training nanoseconds per record assumed before the engine reports a measurement. Default 10:
+/// Greedy-PLR's measured cost is about 5-7 ns per `u64` key and 8-13 ns per 16-byte key through
+/// the key mapper (thread CPU time, docs/learned-index.md); the engine's iteration adds more.
+pub const TRAIN_NS_PER_RECORD_DEFAULT: f64 = 10.0;
+
+/// Most live files tracked. Default 2^20: far above an LSM's file count; registrations beyond it
+/// are refused (the file simply stays on the baseline path).
+pub const FILES_MAX_DEFAULT: usize = 1 << 20;
+
+/// Number of levels tracked. Default 16: more than any leveled LSM uses (LevelDB has 7).
+pub const LEVELS_MAX: usize = 16;
+
+/// Analyzer configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalyzerConfig {
+    /// T_wait (see [`WAIT_NS_DEFAULT`]).
+    pub wait_ns: u64,
+    /// Retired files with a shorter life are left out of the statistics. Default: `wait_ns`
+    /// (the source filters "very short-lived files" without a number).
+    pub min_lifetime_ns: u64,
+    /// See [`MIN_RETIRED_FILES_DEFAULT`].
+    pub min_retired_files: u64,
+    /// See [`LEVEL_WINDOW_FILES_DEFAULT`].
+    pub level_window_files: u64,
+    /// See [`TRAIN_NS_PER_RECORD_DEFAULT`].
+    pub train_ns_per_record_default: f64,
+    /// See [`FILES_MAX_DEFAULT`].
+    pub files_max: usize,
+    /// Skip the cost-benefit test and learn every file that outlives T_wait ("always" mode).
+    pub always_learn: bool,
+}
+
+impl Default for AnalyzerConfig {
+    fn default() -> Self {
+        Self {
+            wait_ns: WAIT_NS_DEFAULT,
+            min_lifetime_ns: WAIT_NS_DEFAULT,
+            min_retired_files: MIN_RETIRED_FILES_DEFAULT,
+            level_window_files: LEVEL_WINDOW_FILES_DEFAULT,
+            train_ns_per_record_default: TRAIN_NS_PER_RECORD_DEFAULT,
+            files_max: FILES_MAX_DEFAULT,
+            always_learn: false,
+        }
+    }
+}
+
+/// Outcome of an internal lookup in one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookupResult {
+    /// The key was not in the file.
+    Negative,
+    /// The key was found in the file.
+    Positive,
+}
+
+/// Which path served an internal lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookupPath {
+    /// Index block (no model yet, or models off).
+    Baseline,
+    /// Learned model.
+    Model,
+}
+
+fn slot(result: LookupResult, path: LookupPath) -> usize {
+    (result as usize) * 2 + path as usize
+}
+
+/// Per-file statistics handle, shared between the engine's file object and the analyzer.
+#[derive(Debug)]
+pub struct FileStats {
+    id: u64,
+    level: usize,
+    size_bytes: u64,
+    records: u64,
+    created_ns: u64,
+    /// Per (result, path): lookup count and summed nanoseconds.
+    counts: [AtomicU64; 4],
+    nanos: [AtomicU64; 4],
+    learned: AtomicBool,
+}
+
+impl FileStats {
+    /// Records one internal lookup (lock-free; call from any thread).
+    #[inline]
+    pub fn record(&self, result: LookupResult, path: LookupPath, nanos: u64) {
+        let i = slot(result, path);
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.nanos[i].fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// The file's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The file's level.
+    pub fn level(&self) -> usize {
+        self.level
+    }
+
+    /// Records in the file.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// True once the engine reported a model for this file.
+    pub fn is_learned(&self) -> bool {
+        self.learned.load(Ordering::Acquire)
+    }
+
+    /// Lookups recorded for (result, path).
+    pub fn lookups(&self, result: LookupResult, path: LookupPath) -> u64 {
+        self.counts[slot(result, path)].load(Ordering::Relaxed)
+    }
+
+    fn mean_ns(&self, result: LookupResult, path: LookupPath) -> Option<f64> {
+        let i = slot(result, path);
+        let c = self.counts[i].load(Ordering::Relaxed);
+        (c > 0).then(|| self.nanos[i].load(Ordering::Relaxed) as f64 / c as f64)
+    }
+}
+
+/// Summed statistics of the retired files of one level.
+#[derive(Clone, Debug, Default)]
+struct LevelStats {
+    files: f64,
+    size_bytes: f64,
+    counts: [f64; 4],
+    nanos: [f64; 4],
+}
+
+impl LevelStats {
+    fn mean_ns(&self, result: LookupResult, path: LookupPath) -> Option<f64> {
+        let i = slot(result, path);
+        (self.counts[i] > 0.0).then(|| self.nanos[i] / self.counts[i])
+    }
+
+    /// Average lookups of a kind (both paths) per retired file.
+    fn lookups_per_file(&self, result: LookupResult) -> f64 {
+        let c = self.counts[slot(result, LookupPath::Baseline)]
+            + self.counts[slot(result, LookupPath::Model)];
+        c / self.files.max(1.0)
+    }
+
+    fn halve(&mut self) {
+        self.files /= 2.0;
+        self.size_bytes /= 2.0;
+        for v in self.counts.iter_mut().chain(self.nanos.iter_mut()) {
+            *v /= 2.0;
+        }
+    }
+}
+
+/// What the analyzer decided for a file that finished its wait.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Decision {
+    /// Learn: the level has no statistics yet (always-learn bootstrap) or `always_learn` is set.
+    LearnBootstrap,
+    /// Learn: the estimated benefit exceeds the cost (both in nanoseconds).
+    Learn {
+        /// Estimated B_model.
+        benefit_ns: f64,
+        /// Estimated C_model.
+        cost_ns: f64,
+    },
+    /// Do not learn: the cost is at least the benefit.
+    Skip {
+        /// Estimated B_model.
+        benefit_ns: f64,
+        /// Estimated C_model.
+        cost_ns: f64,
+    },
+}
+
+/// Counters for `stats()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AnalyzerStats {
+    /// Files registered.
+    pub files_registered: u64,
+    /// Files retired before their wait ended (never considered).
+    pub files_short_lived: u64,
+    /// Files chosen for learning (bootstrap or benefit).
+    pub files_chosen: u64,
+    /// Files the cost-benefit test rejected.
+    pub files_skipped: u64,
+    /// Files the engine reported as learned.
+    pub files_learned: u64,
+    /// Registrations refused because `files_max` files were live.
+    pub files_refused: u64,
+    /// Total training nanoseconds reported.
+    pub learn_ns_total: u64,
+    /// Files waiting in the priority queue.
+    pub queue_len: u64,
+}
+
+#[derive(Debug)]
+struct QueueEntry {
+    priority: f64,
+    seq: u64,
+    file: Arc<FileStats>,
+}
+
+impl PartialEq for QueueEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == CmpOrdering::Equal
+    }
+}
+impl Eq for QueueEntry {}
+impl PartialOrd for QueueEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for QueueEntry {
+    /// Higher priority first; among equals, the older registration (smaller seq) first.
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        self.priority
+            .total_cmp(&other.priority)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    live: HashMap<u64, (Arc<FileStats>, u64)>,
+    pending: VecDeque<(Arc<FileStats>, u64)>,
+    queue: BinaryHeap<QueueEntry>,
+    levels: Vec<LevelStats>,
+    seq: u64,
+    stats: AnalyzerStats,
+    train_ns: f64,
+    train_records: f64,
+}
+
+/// The cost-benefit analyzer (see the module doc).
+#[derive(Debug)]
+pub struct Analyzer {
+    cfg: AnalyzerConfig,
+    inner: Mutex<Inner>,
+}
+
+impl Analyzer {
+    /// An analyzer with `cfg`.
+    pub fn new(cfg: AnalyzerConfig) -> Result<Self> {
+        if !(cfg.train_ns_per_record_default.is_finite() && cfg.train_ns_per_record_default >= 0.0)
+        {
+            return Err(LearnError::InvalidParameter {
+                name: "train_ns_per_record_default",
+                value: cfg.train_ns_per_record_default as u64,
+                reason: "must be a finite, non-negative number",
+            });
+        }
+        if cfg.files_max == 0 {
+            return Err(LearnError::InvalidParameter {
+                name: "files_max",
+                value: 0,
+                reason: "must be at least 1",
+            });
+        }
+        let inner = Inner {
+            levels: vec![LevelStats::default(); LEVELS_MAX],
+            ..Inner::default()
+        };
+        Ok(Self {
+            cfg,
+            inner: Mutex::new(inner),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AnalyzerConfig {
+        &self.cfg
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves only statistics behind: keep serving.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a new file (created at `now_ns`) and returns its statistics handle, or `None` if
+    /// `files_max` files are live (the file then stays on the baseline path). Levels at or beyond
+    /// [`LEVELS_MAX`] share the last level's statistics.
+    pub fn register(
+        &self,
+        id: u64,
+        level: usize,
+        size_bytes: u64,
+        records: u64,
+        now_ns: u64,
+    ) -> Option<Arc<FileStats>> {
+        let mut g = self.lock();
+        if g.live.len() >= self.cfg.files_max {
+            g.stats.files_refused += 1;
+            return None;
+        }
+        let file = Arc::new(FileStats {
+            id,
+            level: level.min(LEVELS_MAX - 1),
+            size_bytes,
+            records,
+            created_ns: now_ns,
+            counts: Default::default(),
+            nanos: Default::default(),
+            learned: AtomicBool::new(false),
+        });
+        g.seq += 1;
+        let seq = g.seq;
+        if let Some((old, _)) = g.live.insert(id, (file.clone(), seq)) {
+            // Re-registration of a live id replaces it; the old entry is dropped lazily.
+            drop(old);
+        }
+        g.pending.push_back((file.clone(), seq));
+        g.stats.files_registered += 1;
+        Some(file)
+    }
+
+    /// Retires a file (deleted by compaction at `now_ns`): folds its statistics into its level if
+    /// it lived at least `min_lifetime_ns`. Unknown ids are ignored.
+    pub fn retire(&self, id: u64, now_ns: u64) {
+        let mut g = self.lock();
+        let Some((file, _)) = g.live.remove(&id) else {
+            return;
+        };
+        let lived = now_ns.saturating_sub(file.created_ns);
+        if lived < self.cfg.wait_ns {
+            g.stats.files_short_lived += 1;
+        }
+        if lived < self.cfg.min_lifetime_ns {
+            return;
+        }
+        let window = self.cfg.level_window_files as f64;
+        let lv = &mut g.levels[file.level];
+        lv.files += 1.0;
+        lv.size_bytes += file.size_bytes as f64;
+        for i in 0..4 {
+            lv.counts[i] += file.counts[i].load(Ordering::Relaxed) as f64;
+            lv.nanos[i] += file.nanos[i].load(Ordering::Relaxed) as f64;
+        }
+        if window >= 1.0 && lv.files >= window {
+            lv.halve();
+        }
+    }
+
+    /// Evaluates every file whose wait ended by `now_ns`, queues the ones to learn, and returns
+    /// the decisions made (file id, decision) for observability and tests.
+    pub fn poll(&self, now_ns: u64) -> Vec<(u64, Decision)> {
+        let mut g = self.lock();
+        let mut out = Vec::new();
+        while let Some((file, seq)) = g.pending.front().cloned() {
+            if now_ns.saturating_sub(file.created_ns) < self.cfg.wait_ns {
+                break; // pending is in registration order; callers' clocks are monotone
+            }
+            g.pending.pop_front();
+            if g.live.get(&file.id).is_none_or(|(_, s)| *s != seq) {
+                continue; // retired (or replaced) during its wait
+            }
+            let d = self.decide(&g, &file);
+            let priority = match d {
+                Decision::LearnBootstrap => f64::INFINITY,
+                Decision::Learn {
+                    benefit_ns,
+                    cost_ns,
+                } => benefit_ns - cost_ns,
+                Decision::Skip { .. } => {
+                    g.stats.files_skipped += 1;
+                    out.push((file.id, d));
+                    continue;
+                }
+            };
+            g.stats.files_chosen += 1;
+            g.queue.push(QueueEntry {
+                priority,
+                seq,
+                file: file.clone(),
+            });
+            out.push((file.id, d));
+        }
+        g.stats.queue_len = g.queue.len() as u64;
+        out
+    }
+
+    /// The decision for `file` now (without queueing it).
+    fn decide(&self, g: &Inner, file: &FileStats) -> Decision {
+        if self.cfg.always_learn {
+            return Decision::LearnBootstrap;
+        }
+        let lv = &g.levels[file.level];
+        if lv.files < self.cfg.min_retired_files as f64 {
+            return Decision::LearnBootstrap;
+        }
+        let (benefit_ns, cost_ns) = self.estimate_locked(g, file);
+        if benefit_ns > cost_ns {
+            Decision::Learn {
+                benefit_ns,
+                cost_ns,
+            }
+        } else {
+            Decision::Skip {
+                benefit_ns,
+                cost_ns,
+            }
+        }
+    }
+
+    /// Estimated (B_model, C_model) in nanoseconds for `file` from the current statistics.
+    pub fn estimate(&self, file: &FileStats) -> (f64, f64) {
+        let g = self.lock();
+        self.estimate_locked(&g, file)
+    }
+
+    fn estimate_locked(&self, g: &Inner, file: &FileStats) -> (f64, f64) {
+        let lv = &g.levels[file.level];
+        let avg_size = lv.size_bytes / lv.files.max(1.0);
+        let f = if avg_size > 0.0 {
+            file.size_bytes as f64 / avg_size
+        } else {
+            1.0
+        };
+        let mut benefit = 0.0;
+        for result in [LookupResult::Negative, LookupResult::Positive] {
+            let t_base = file
+                .mean_ns(result, LookupPath::Baseline)
+                .or_else(|| lv.mean_ns(result, LookupPath::Baseline));
+            let t_model = lv.mean_ns(result, LookupPath::Model);
+            if let (Some(b), Some(m)) = (t_base, t_model) {
+                benefit += (b - m) * lv.lookups_per_file(result) * f;
+            }
+        }
+        let per_record = if g.train_records > 0.0 {
+            g.train_ns / g.train_records
+        } else {
+            self.cfg.train_ns_per_record_default
+        };
+        (benefit, per_record * file.records as f64)
+    }
+
+    /// The next file to learn (highest `B − C`), skipping files retired since they were queued.
+    pub fn next_to_learn(&self) -> Option<Arc<FileStats>> {
+        let mut g = self.lock();
+        let mut found = None;
+        while let Some(e) = g.queue.pop() {
+            if g.live.get(&e.file.id).is_some_and(|(_, s)| *s == e.seq) {
+                found = Some(e.file);
+                break;
+            }
+        }
+        g.stats.queue_len = g.queue.len() as u64;
+        found
+    }
+
+    /// Reports that `file` was learned in `train_ns` nanoseconds: updates the measured training
+    /// cost per record and marks the file (its lookups should now record [`LookupPath::Model`]).
+    pub fn learned(&self, file: &FileStats, train_ns: u64) {
+        let mut g = self.lock();
+        g.train_ns += train_ns as f64;
+        g.train_records += file.records as f64;
+        g.stats.files_learned += 1;
+        g.stats.learn_ns_total += train_ns;
+        file.learned.store(true, Ordering::Release);
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> AnalyzerStats {
+        self.lock().stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use LookupPath::{Baseline, Model};
+    use LookupResult::{Negative, Positive};
+
+    const MS: u64 = 1_000_000;
+
+    fn analyzer() -> Analyzer {
+        Analyzer::new(AnalyzerConfig::default()).unwrap()
+    }
+
+    /// Runs `files` files at `level` through a full life: registered at `t`, `neg`/`pos`
+    /// lookups on each path with the given mean times, retired at `t + life`.
+    #[allow(clippy::too_many_arguments)]
+    fn retire_history(
+        a: &Analyzer,
+        level: usize,
+        files: u64,
+        first_id: u64,
+        t: u64,
+        life: u64,
+        lookups: (u64, u64),
+        times: (u64, u64, u64, u64),
+    ) {
+        for i in 0..files {
+            let f = a.register(first_id + i, level, 1 << 20, 1000, t).unwrap();
+            for _ in 0..lookups.0 {
+                f.record(Negative, Baseline, times.0);
+                f.record(Negative, Model, times.1);
+            }
+            for _ in 0..lookups.1 {
+                f.record(Positive, Baseline, times.2);
+                f.record(Positive, Model, times.3);
+            }
+            a.retire(first_id + i, t + life);
+        }
+    }
+
+    #[test]
+    fn file_is_not_considered_before_its_wait() {
+        let a = analyzer();
+        a.register(1, 2, 1 << 20, 1000, 0).unwrap();
+        assert!(a.poll(49 * MS).is_empty());
+        assert!(a.next_to_learn().is_none());
+        assert_eq!(a.poll(50 * MS), vec![(1, Decision::LearnBootstrap)]);
+        assert_eq!(a.next_to_learn().unwrap().id(), 1);
+    }
+
+    #[test]
+    fn short_lived_file_is_never_learned_and_stays_out_of_statistics() {
+        let a = analyzer();
+        a.register(1, 1, 1 << 20, 1000, 0).unwrap();
+        a.retire(1, 10 * MS);
+        assert!(a.poll(100 * MS).is_empty());
+        assert!(a.next_to_learn().is_none());
+        assert_eq!(a.stats().files_short_lived, 1);
+        assert_eq!(a.lock().levels[1].files, 0.0);
+    }
+
+    #[test]
+    fn bootstrap_learns_everything_until_the_level_has_statistics() {
+        let a = analyzer();
+        // Three retired files: one short of MIN_RETIRED_FILES_DEFAULT; lookups are worthless.
+        retire_history(&a, 3, 3, 100, 0, 1000 * MS, (0, 0), (0, 0, 0, 0));
+        a.register(1, 3, 1 << 20, 1000, 0).unwrap();
+        assert_eq!(a.poll(1000 * MS), vec![(1, Decision::LearnBootstrap)]);
+        // A fourth retired file ends the bootstrap: the next file is judged, and skipped.
+        retire_history(&a, 3, 1, 200, 0, 1000 * MS, (0, 0), (0, 0, 0, 0));
+        a.register(2, 3, 1 << 20, 1000, 1000 * MS).unwrap();
+        let d = a.poll(2000 * MS);
+        assert_eq!(d.len(), 1);
+        assert!(matches!(d[0].1, Decision::Skip { .. }), "{d:?}");
+        assert_eq!(a.stats().files_skipped, 1);
+    }
+
+    #[test]
+    fn benefit_and_cost_follow_the_source_formula() {
+        let a = analyzer();
+        // Level 2 history: per file 100 negative and 50 positive lookups (on each path, so 200
+        // and 100 lookups per file in total); model times: negative 300 ns, positive 500 ns.
+        retire_history(
+            &a,
+            2,
+            4,
+            100,
+            0,
+            1000 * MS,
+            (100, 50),
+            (900, 300, 2000, 500),
+        );
+        // New file, twice the level's average size; during its wait it served baseline lookups
+        // at negative 1000 ns and positive 2500 ns.
+        let f = a.register(1, 2, 2 << 20, 1000, 1000 * MS).unwrap();
+        f.record(Negative, Baseline, 1000);
+        f.record(Positive, Baseline, 2500);
+        let (b, c) = a.estimate(&f);
+        // B = ((1000-300) * 200 + (2500-500) * 100) * f(=2) = (140000 + 200000) * 2.
+        assert_eq!(b, 680_000.0);
+        // C = default 10 ns/record * 1000 records.
+        assert_eq!(c, 10_000.0);
+        // After a measured training (30 ms for 1000 records) the cost follows the measurement.
+        a.learned(&f, 30 * MS);
+        assert_eq!(a.estimate(&f).1, 30.0 * MS as f64);
+        assert!(f.is_learned());
+    }
+
+    #[test]
+    fn file_without_own_baseline_lookups_uses_the_level_average() {
+        let a = analyzer();
+        retire_history(&a, 1, 4, 100, 0, 1000 * MS, (10, 0), (800, 200, 0, 0));
+        let f = a.register(1, 1, 1 << 20, 1000, 0).unwrap();
+        // (800 - 200) * 20 lookups per file * f = 1.
+        assert_eq!(a.estimate(&f).0, 12_000.0);
+    }
+
+    #[test]
+    fn queue_orders_by_benefit_minus_cost() {
+        let a = analyzer();
+        retire_history(&a, 4, 4, 100, 0, 1000 * MS, (0, 1000), (0, 0, 2000, 1000));
+        // Same records (same cost); sizes 1x, 4x, 2x of the level average: benefit scales.
+        a.register(1, 4, 1 << 20, 1000, 2000 * MS).unwrap();
+        a.register(2, 4, 4 << 20, 1000, 2000 * MS).unwrap();
+        a.register(3, 4, 2 << 20, 1000, 2000 * MS).unwrap();
+        let d = a.poll(3000 * MS);
+        assert!(
+            d.iter().all(|(_, d)| matches!(d, Decision::Learn { .. })),
+            "{d:?}"
+        );
+        let order: Vec<u64> = std::iter::from_fn(|| a.next_to_learn().map(|f| f.id())).collect();
+        assert_eq!(order, vec![2, 3, 1]);
+    }
+
+    #[test]
+    fn bootstrap_files_come_first_in_creation_order() {
+        let a = analyzer();
+        retire_history(&a, 4, 4, 100, 0, 1000 * MS, (0, 1000), (0, 0, 2000, 1000));
+        a.register(1, 4, 1 << 20, 1000, 2000 * MS).unwrap(); // judged: Learn
+        a.register(2, 0, 1 << 20, 1000, 2000 * MS).unwrap(); // level 0: bootstrap
+        a.register(3, 5, 1 << 20, 1000, 2000 * MS).unwrap(); // level 5: bootstrap
+        a.poll(3000 * MS);
+        let order: Vec<u64> = std::iter::from_fn(|| a.next_to_learn().map(|f| f.id())).collect();
+        assert_eq!(order, vec![2, 3, 1]);
+    }
+
+    #[test]
+    fn file_retired_while_queued_is_not_handed_out() {
+        let a = analyzer();
+        a.register(1, 0, 1 << 20, 1000, 0).unwrap();
+        a.register(2, 0, 1 << 20, 1000, 0).unwrap();
+        a.poll(60 * MS);
+        a.retire(1, 70 * MS);
+        assert_eq!(a.next_to_learn().unwrap().id(), 2);
+        assert!(a.next_to_learn().is_none());
+    }
+
+    #[test]
+    fn always_learn_mode_skips_the_test_but_keeps_the_wait() {
+        let cfg = AnalyzerConfig {
+            always_learn: true,
+            ..AnalyzerConfig::default()
+        };
+        let a = Analyzer::new(cfg).unwrap();
+        retire_history(&a, 1, 8, 100, 0, 1000 * MS, (0, 0), (0, 0, 0, 0));
+        a.register(1, 1, 1 << 20, 1000, 1000 * MS).unwrap();
+        assert!(a.poll(1040 * MS).is_empty());
+        assert_eq!(a.poll(1050 * MS), vec![(1, Decision::LearnBootstrap)]);
+    }
+
+    #[test]
+    fn registrations_beyond_files_max_are_refused() {
+        let cfg = AnalyzerConfig {
+            files_max: 2,
+            ..AnalyzerConfig::default()
+        };
+        let a = Analyzer::new(cfg).unwrap();
+        assert!(a.register(1, 0, 1, 1, 0).is_some());
+        assert!(a.register(2, 0, 1, 1, 0).is_some());
+        assert!(a.register(3, 0, 1, 1, 0).is_none());
+        assert_eq!(a.stats().files_refused, 1);
+    }
+
+    #[test]
+    fn level_statistics_are_halved_after_the_window() {
+        let cfg = AnalyzerConfig {
+            level_window_files: 8,
+            ..AnalyzerConfig::default()
+        };
+        let a = Analyzer::new(cfg).unwrap();
+        retire_history(&a, 2, 8, 100, 0, 1000 * MS, (10, 0), (100, 50, 0, 0));
+        let lv = a.lock().levels[2].clone();
+        assert_eq!(lv.files, 4.0);
+        // Averages survive halving.
+        assert_eq!(lv.mean_ns(Negative, Baseline), Some(100.0));
+        assert_eq!(lv.lookups_per_file(Negative), 20.0);
+    }
+
+    #[test]
+    fn concurrent_recording_loses_no_lookup() {
+        let a = analyzer();
+        let f = a.register(1, 0, 1, 1, 0).unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                let f = f.clone();
+                s.spawn(move || {
+                    for _ in 0..10_000 {
+                        f.record(Positive, Model, 3);
+                    }
+                });
+            }
+        });
+        assert_eq!(f.lookups(Positive, Model), 40_000);
+        assert_eq!(f.mean_ns(Positive, Model), Some(3.0));
+    }
+
+    /// A level's life in two phases, the §2.4.4 situation: while writes churn the level, files
+    /// live 200 ms and serve 20 lookups each, so a model (1 ms to train 100k records) cannot pay
+    /// for itself and the analyzer skips; when reads dominate, files live long and serve 100k
+    /// lookups each, and once the level's (halving) statistics reflect that, it learns again.
+    #[test]
+    fn write_heavy_churn_is_skipped_and_read_heavy_files_are_learned() {
+        let a = analyzer();
+        let records = 100_000;
+        let mut now = 0u64;
+        let mut id = 0u64;
+        let mut life = |a: &Analyzer, now: &mut u64, lookups: u64, lived_ms: u64| {
+            id += 1;
+            let f = a.register(id, 3, 4 << 20, records, *now).unwrap();
+            for _ in 0..lookups {
+                f.record(Positive, if f.is_learned() { Model } else { Baseline }, 900);
+            }
+            // Some files of each phase are learned, so model-path times exist at the level.
+            a.learned(&f, 1_000_000);
+            for _ in 0..lookups {
+                f.record(Positive, Model, 300);
+            }
+            *now += lived_ms * MS;
+            a.retire(id, *now);
+        };
+        // Write-heavy phase: 70 short, lightly used files.
+        for _ in 0..70 {
+            life(&a, &mut now, 10, 200);
+        }
+        let f = a.register(10_000, 3, 4 << 20, records, now).unwrap();
+        f.record(Positive, Baseline, 900);
+        let d = a.poll(now + 60 * MS);
+        assert!(matches!(d[0].1, Decision::Skip { .. }), "{d:?}");
+        a.retire(10_000, now + 60 * MS);
+        // Read-heavy phase: 70 long-lived files with many lookups.
+        for _ in 0..70 {
+            life(&a, &mut now, 50_000, 60_000);
+        }
+        a.register(10_001, 3, 4 << 20, records, now).unwrap();
+        let d = a.poll(now + 60 * MS);
+        assert!(matches!(d[0].1, Decision::Learn { .. }), "{d:?}");
+        assert_eq!(a.next_to_learn().unwrap().id(), 10_001);
+    }
+
+    #[test]
+    fn bad_configuration_is_an_error() {
+        let bad = AnalyzerConfig {
+            train_ns_per_record_default: f64::NAN,
+            ..AnalyzerConfig::default()
+        };
+        assert!(Analyzer::new(bad).is_err());
+    }
+}
