@@ -115,9 +115,6 @@ struct State {
     /// Segments emptied by garbage collection, with the sequence after which no reader needs
     /// them; dropped from the manifest once no snapshot is older.
     blob_pending_deletion: Vec<(u64, u64)>,
-    /// A segment abandoned after a failed append, with its valid length, sealed on the next
-    /// segment switch.
-    blob_abandoned: Vec<(u64, u64)>,
     gc_running: bool,
     gc: GcStats,
 }
@@ -388,7 +385,6 @@ impl DB {
                 flush_bytes: 0,
                 blobs,
                 blob_pending_deletion: Vec::new(),
-                blob_abandoned: Vec::new(),
                 gc_running: false,
                 gc: GcStats::default(),
             }),
@@ -765,9 +761,16 @@ fn recover_blob_files(
                 }
                 scan.valid_len()
             }
-            // Created just before the crash: its header never reached the disk.
-            Err(_) if data.len() < crate::vlog::SEGMENT_HEADER_BYTES as usize => 0,
-            Err(e) => return Err(e),
+            // Its header never reached the disk (created just before the crash, never
+            // fsynced: no durable pointer can name it) — unless whole records follow, which
+            // makes it damage rather than a torn write.
+            Err(e) => {
+                let h = crate::vlog::SEGMENT_HEADER_BYTES;
+                if crate::vlog::record_at(&data, h) {
+                    return Err(e);
+                }
+                0
+            }
         };
         valid.insert(n, len);
         edit.blob_files_sealed.push((n, len));
@@ -894,15 +897,21 @@ impl DbInner {
             && batch
                 .iter()
                 .any(|i| matches!(i, Some((ValueKind::Value, _, v)) if v.len() >= min_blob));
+        let mut fatal = false;
         let mut result = match gc_failed {
             Some(e) => Err(e),
-            None if separate => self.ensure_vlog(&mut st),
+            None if separate => {
+                // A failed segment switch (file, directory or manifest I/O) is fatal like any
+                // failed log write: the database then refuses writes until it is reopened.
+                let r = self.ensure_vlog(&mut st);
+                fatal = r.is_err();
+                r
+            }
             None => Ok(()),
         };
         let count = batch.len() as u64;
         let first_seq = self.last_sequence.load(Ordering::Acquire) + 1;
         batch.set_sequence(first_seq);
-        let mut fatal = false;
         if result.is_ok() {
             let mem = st.mem.clone();
             let r = MutexGuard::unlocked(&mut st, || {
@@ -958,7 +967,7 @@ impl DbInner {
         Ok(b)
     }
 
-    /// Makes sure an active value-log segment with room exists, sealing a full (or abandoned)
+    /// Makes sure an active value-log segment with room exists, sealing a full
     /// one and recording the switch in the manifest. Called by the group leader.
     fn ensure_vlog(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         let mut vlog = self.vlog.lock();
@@ -980,7 +989,6 @@ impl DbInner {
             }
             edit.blob_files_sealed.push((old.number, old.len()));
         }
-        edit.blob_files_sealed.append(&mut st.blob_abandoned);
         let n = st.versions.new_file_number();
         let w = VlogWriter::create(self.env.as_ref(), &self.dir, n)?;
         self.env.sync_dir(&self.dir)?;
@@ -995,10 +1003,20 @@ impl DbInner {
         Ok(())
     }
 
+    /// Fsyncs the active value-log segment (a no-op when nothing was appended since the last).
+    fn sync_vlog(&self) -> Result<()> {
+        match self.vlog.lock().as_mut() {
+            Some(v) => v.sync(),
+            None => Ok(()),
+        }
+    }
+
     /// Fsyncs the previous WAL if it is still pending.
     fn sync_imm_wal(&self) -> Result<()> {
         let mut g = self.imm_wal.lock();
         if let Some(w) = g.as_mut() {
+            // The values its records point at must be durable before the records are.
+            self.sync_vlog()?;
             w.sync()?;
             self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
         }
@@ -1007,9 +1025,9 @@ impl DbInner {
     }
 
     /// Writes one group: large values to the value log, then the WAL record, then the memtable.
-    /// An error carries whether it is fatal: after a failed WAL append the log's tail is unknown
-    /// and the database must refuse writes, whereas a failed value-log append only abandons that
-    /// segment (the WAL never saw the group).
+    /// An error carries whether it is fatal: after a failed append or fsync of the WAL or the
+    /// value log the tail is unknown and the database refuses writes until it is reopened; a
+    /// malformed batch is not fatal.
     fn write_group(
         &self,
         batch: &WriteBatch,
@@ -1020,6 +1038,8 @@ impl DbInner {
         is_gc: bool,
     ) -> std::result::Result<(), (Error, bool)> {
         if sync {
+            // A failed fsync leaves durability unknown: like the WAL's, it is fatal.
+            self.sync_vlog().map_err(|e| (e, true))?;
             self.sync_imm_wal().map_err(|e| (e, true))?;
         }
         // What the user asked to store (a collection's moves are not user writes).
@@ -1034,14 +1054,6 @@ impl DbInner {
         };
         let separated;
         let mut blob_bytes = 0u64;
-        if sync && !separate {
-            // Earlier unsynced values must be durable before a synced WAL record can make the
-            // pointers to them durable.
-            // A failed fsync leaves durability unknown: like the WAL's, it is fatal.
-            if let Some(v) = self.vlog.lock().as_mut() {
-                v.sync().map_err(|e| (e, true))?;
-            }
-        }
         let batch = if separate {
             let min_blob = self.opts.min_blob_size as usize;
             let mut vlog = self.vlog.lock();
@@ -1063,18 +1075,10 @@ impl DbInner {
                     ValueKind::BlobIndex => out.put_blob_index(k, v),
                 }
             }
-            if let Err(e) = w.flush() {
-                // The segment may end in a partial record: abandon it at its last whole one.
-                let abandoned = vlog.take();
-                drop(vlog);
-                if let Some(w) = abandoned {
-                    self.state
-                        .lock()
-                        .blob_abandoned
-                        .push((w.number, w.durable_candidate_len()));
-                }
-                return Err((e, false));
-            }
+            // A failed append leaves the segment's tail unknown: fatal, like a failed WAL append
+            // (the WAL never saw this group; reopening seals the segment at its last whole
+            // record).
+            w.flush().map_err(|e| (e, true))?;
             if sync {
                 w.sync().map_err(|e| (e, true))?;
             }

@@ -210,11 +210,16 @@ pub fn damaged_in_middle(data: &[u8], at: u64) -> bool {
     let Some((_, _, total)) = header_lengths(rest) else {
         return false;
     };
-    let Some(next) = rest.get(total as usize..) else {
+    record_at(data, at + total)
+}
+
+/// Whether a whole, valid record starts at `at`.
+pub fn record_at(data: &[u8], at: u64) -> bool {
+    let Some(rest) = data.get(at as usize..) else {
         return false;
     };
-    match header_lengths(next) {
-        Some((_, _, n)) if n <= next.len() as u64 => decode_record(&next[..n as usize]).is_ok(),
+    match header_lengths(rest) {
+        Some((_, _, n)) if n <= rest.len() as u64 => decode_record(&rest[..n as usize]).is_ok(),
         _ => false,
     }
 }
@@ -227,9 +232,10 @@ pub struct VlogWriter {
     buf: Vec<u8>,
     /// Length known durable (nothing to do for a sync below it).
     synced: u64,
-    /// A failed fsync sticks: the kernel may have dropped the pages it covered, and a later
-    /// "successful" fsync would not bring them back.
-    sync_failed: bool,
+    /// A failed append or fsync sticks: after a failed append the tail is unknown, and after a
+    /// failed fsync the kernel may have dropped the pages it covered, so a later "successful"
+    /// fsync would not bring them back.
+    failed: bool,
 }
 
 impl VlogWriter {
@@ -244,7 +250,7 @@ impl VlogWriter {
             offset: SEGMENT_HEADER_BYTES,
             buf: Vec::new(),
             synced: 0,
-            sync_failed: false,
+            failed: false,
         })
     }
 
@@ -262,26 +268,39 @@ impl VlogWriter {
 
     /// Hands staged records to the OS (readable, and safe from a process crash).
     pub fn flush(&mut self) -> Result<()> {
-        if !self.buf.is_empty() {
-            self.file.append(&self.buf)?;
-            self.buf.clear();
+        self.check_failed()?;
+        let r = if self.buf.is_empty() {
+            Ok(())
+        } else {
+            self.file.append(&self.buf)
+        };
+        if let Err(e) = r.and_then(|()| self.file.flush()) {
+            self.failed = true;
+            return Err(e);
         }
-        self.file.flush()
+        self.buf.clear();
+        Ok(())
     }
 
-    pub fn sync(&mut self) -> Result<()> {
-        if self.sync_failed {
+    fn check_failed(&self) -> Result<()> {
+        if self.failed {
             return Err(Error::Closed(format!(
-                "an earlier fsync of value-log segment {:06}.vlog failed; reopen the database",
+                "an earlier write or fsync of value-log segment {:06}.vlog failed; reopen the \
+                 database",
                 self.number
             )));
         }
+        Ok(())
+    }
+
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_failed()?;
         if self.synced == self.offset {
             return Ok(());
         }
         self.flush()?;
         if let Err(e) = self.file.sync() {
-            self.sync_failed = true;
+            self.failed = true;
             return Err(e);
         }
         self.synced = self.offset;
@@ -295,11 +314,6 @@ impl VlogWriter {
 
     pub fn is_empty(&self) -> bool {
         self.offset == SEGMENT_HEADER_BYTES
-    }
-
-    /// Length of the bytes handed to the file (what survives if staged bytes are dropped).
-    pub fn durable_candidate_len(&self) -> u64 {
-        self.offset - self.buf.len() as u64
     }
 }
 

@@ -91,6 +91,8 @@ pub struct Report {
     pub snapshot_reads_verified: u64,
     pub flushes: u64,
     pub compactions: u64,
+    /// Value-log segments collected by on-demand GC ops.
+    pub gc_segments: u64,
     pub fault_cycles: u64,
     pub faults_injected: u64,
     pub torn_files: u64,
@@ -106,8 +108,8 @@ pub struct Report {
     pub replay: String,
 }
 
-/// Operations of the mix. Adding one (e.g. value-log GC: `Op::Gc => db.gc()`) is a variant, a
-/// weight in [`MIX`] and an arm in `Worker::step`.
+/// Operations of the mix. Adding one is a variant, a weight in [`MIX`] and an arm in
+/// `Worker::step`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     Put,
@@ -118,11 +120,13 @@ enum Op {
     SnapshotRead,
     Flush,
     Compact,
+    /// Value-log garbage collection on demand (it also runs in the background).
+    Gc,
 }
 
 /// Weights of the operations (per 1,000). Writes dominate so crashes land in busy logs; flushes
 /// and compactions are frequent enough that crashes also land in table and manifest writes.
-const MIX: [(Op, u32); 8] = [
+const MIX: [(Op, u32); 9] = [
     (Op::Put, 420),
     (Op::Delete, 120),
     (Op::Batch, 120),
@@ -131,6 +135,7 @@ const MIX: [(Op, u32); 8] = [
     (Op::SnapshotRead, 50),
     (Op::Flush, 20),
     (Op::Compact, 10),
+    (Op::Gc, 8),
 ];
 
 fn pick_op(rng: &mut ChaCha8Rng) -> Op {
@@ -256,6 +261,7 @@ struct Counters {
     snap_reads: AtomicU64,
     flushes: AtomicU64,
     compactions: AtomicU64,
+    gc_segments: AtomicU64,
 }
 
 /// What workers share in one cycle.
@@ -382,6 +388,18 @@ impl Worker<'_> {
                         sh.counters.compactions.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => sh.error("compaction", &e),
+                }
+            }
+            Op::Gc if std::env::var("NOGC").is_ok() => {}
+            Op::Gc => {
+                let ratio = [0.0, 0.3][self.rng.gen_range(0..2)];
+                match sh.db.gc_with_ratio(ratio) {
+                    Ok(r) => {
+                        sh.counters
+                            .gc_segments
+                            .fetch_add(r.segments_collected, Ordering::Relaxed);
+                    }
+                    Err(e) => sh.error("gc", &e),
                 }
             }
         }
@@ -548,6 +566,17 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
         compression,
         wal_sync_interval_ms: [0, 20, 200][rng.gen_range(0..3)],
         bloom_bits_per_key: [0, 10][rng.gen_range(0..2)],
+        // Value separation for a third to all values, small segments that rotate and get
+        // collected while the crashes land.
+        enable_blob_files: rng.gen_bool(0.8) && std::env::var("NOBLOB").is_err(),
+        min_blob_size: [0, 128, 300][rng.gen_range(0..3)],
+        blob_file_size: rng.gen_range(16..128) << 10,
+        blob_gc_space_amp: if std::env::var("NOGC").is_ok() {
+            0.0
+        } else {
+            [0.0, 1.3][rng.gen_range(0..2)]
+        },
+        blob_gc_garbage_ratio: 0.25,
         ..Options::default()
     }
 }
@@ -612,6 +641,7 @@ fn add_counters(report: &mut Report, c: &Counters) {
     report.snapshot_reads_verified += c.snap_reads.load(Ordering::Relaxed);
     report.flushes += c.flushes.load(Ordering::Relaxed);
     report.compactions += c.compactions.load(Ordering::Relaxed);
+    report.gc_segments += c.gc_segments.load(Ordering::Relaxed);
 }
 
 fn add_verify(report: &mut Report, s: &VerifyStats) {
