@@ -106,6 +106,9 @@ pub struct SymbiosisConfig {
     pub guard: bool,
     /// Starting M_a (`None`: the minimum).
     pub initial_app_bytes: Option<u64>,
+    /// Run GhostSim rounds. `false` is the paper's "Sim-off" (Figure 11): L_e is tracked and the
+    /// reset policy still applies on a rise, but no size is ever simulated or adopted.
+    pub simulate: bool,
 }
 
 impl SymbiosisConfig {
@@ -124,6 +127,7 @@ impl SymbiosisConfig {
             reset_policy: true,
             guard: true,
             initial_app_bytes: None,
+            simulate: true,
         }
     }
 
@@ -487,6 +491,12 @@ impl Symbiosis {
             self.cfg.reset_policy && le_rose && self.app_target != self.cfg.ghost.app_min_bytes;
         if reset {
             self.app_target = self.cfg.ghost.app_min_bytes;
+        }
+        if !self.cfg.simulate {
+            self.state = State::Settling;
+            self.settle_count = 0;
+            self.prev_le = None;
+            return Ok(());
         }
         let mut g = self.cfg.ghost.clone();
         g.seed = g.seed.wrapping_add(u64::from(self.round_index));
