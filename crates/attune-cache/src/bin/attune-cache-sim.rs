@@ -9,6 +9,8 @@
 //!   grouping (G = 32 vs 1).
 //! * `reset` — a data-size increase with the reset policy on and off: L_e during the round.
 //! * `policies` — LRU vs S3-FIFO miss ratios on the same traces (plus one with scans).
+//! * `replay` — miss counts of LRU and S3-FIFO on a trace file of block ids (one per line) for
+//!   `--cache-blocks` sizes, as JSON lines on stdout (the Python cross-check against libCacheSim).
 //!
 //! The "real" caches are the crate's [`TwoTier`] model (LRU application tier over an LRU page
 //! cache without read-ahead), so the sweep measures Symbiosis's sampling, pipelining and decision
@@ -53,6 +55,9 @@ struct Args {
     threads: usize,
     json: Option<String>,
     calibrate_dir: String,
+    hit_ns: f64,
+    trace: Option<String>,
+    cache_blocks: Vec<u64>,
 }
 
 fn usage() -> &'static str {
@@ -60,7 +65,8 @@ fn usage() -> &'static str {
      [--memory-mib 256] [--app-min-mib M/128] [--patterns uniform,zipf,hot30,hot20,hot10]\n\
      [--ratios 0.2,0.4,0.6,0.8,1.0] [--alphas 0.5,0.25] [--costs calibrated,CA_NS:CK_NS,...]\n\
      [--accesses 6000000] [--sample-inv 16] [--group 32] [--layout kernel|user]\n\
-     [--policy lru|s3fifo] [--seed 1] [--threads 2] [--json FILE] [--calibrate-dir .]"
+     [--policy lru|s3fifo] [--seed 1] [--threads 2] [--json FILE] [--calibrate-dir .]\n\
+     [--hit-ns 1000] [--trace FILE --cache-blocks 64,256,1024] (mode replay)"
 }
 
 fn parse_list<T: std::str::FromStr>(flag: &str, v: &str) -> Res<Vec<T>> {
@@ -94,6 +100,9 @@ fn parse_args() -> Res<Args> {
         threads: 2,
         json: None,
         calibrate_dir: ".".into(),
+        hit_ns: 1000.0,
+        trace: None,
+        cache_blocks: vec![64, 256, 1024],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -131,6 +140,9 @@ fn parse_args() -> Res<Args> {
             "--threads" => a.threads = (num(&v)? as usize).max(1),
             "--json" => a.json = Some(v),
             "--calibrate-dir" => a.calibrate_dir = v,
+            "--hit-ns" => a.hit_ns = num(&v)?,
+            "--trace" => a.trace = Some(v),
+            "--cache-blocks" => a.cache_blocks = parse_list(&flag, &v)?,
             _ => return Err(format!("unknown flag {flag}\n{}", usage())),
         }
     }
@@ -151,6 +163,9 @@ fn parse_args() -> Res<Args> {
     }
     if !matches!(a.layout.as_str(), "kernel" | "user") {
         return Err("--layout must be kernel or user".into());
+    }
+    if !(a.hit_ns >= 0.0 && a.hit_ns.is_finite()) {
+        return Err("--hit-ns must be finite and >= 0".into());
     }
     if a.accesses < 100_000 {
         return Err("--accesses must be >= 100000".into());
@@ -438,6 +453,17 @@ fn layout_for(a: &Args, ratio: f64, alpha: f64) -> Res<BlockLayout> {
     BlockLayout::new(blocks, BLOCK_BYTES, alpha, BLOCKS_PER_FILE, a.seed).map_err(|e| e.to_string())
 }
 
+/// Latency ratio `(num + hit) / (den + hit)`: L_e counts only miss costs, so the per-access cost
+/// of an application hit (`--hit-ns`) is added before comparing, as a request pays both.
+fn ratio(num: f64, den: f64, hit_ns: f64) -> f64 {
+    let (n, d) = (num + hit_ns, den + hit_ns);
+    if n < 1e-9 && d < 1e-9 {
+        1.0
+    } else {
+        n / d.max(1e-9)
+    }
+}
+
 fn run_cell(a: &Args, cell: &Cell) -> Res<Row> {
     let dist = pattern(&cell.pattern)?;
     let layout = layout_for(a, cell.ratio, cell.alpha)?;
@@ -544,7 +570,7 @@ fn run_cell(a: &Args, cell: &Cell) -> Res<Row> {
         static_le[0],
         static_le[half_i],
         static_le[last],
-        best_le / sym_le.max(1e-9),
+        ratio(best_le, sym_le, a.hit_ns),
     );
     Ok(Row::new("cache-sweep")
         .s("pattern", &cell.pattern)
@@ -575,9 +601,16 @@ fn run_cell(a: &Args, cell: &Cell) -> Res<Row> {
         .u("ma_best_static_bytes", cands[best_i])
         .raw("candidates_bytes", &cands_json)
         .raw("le_static_ns", &statics_json)
-        .f("best_over_symbiosis", best_le / sym_le.max(1e-9))
-        .f("worse_end_over_symbiosis", worse_of_ends / sym_le.max(1e-9))
-        .f("half_over_symbiosis", static_le[half_i] / sym_le.max(1e-9))
+        .f("hit_ns", a.hit_ns)
+        .f("best_over_symbiosis", ratio(best_le, sym_le, a.hit_ns))
+        .f(
+            "worse_end_over_symbiosis",
+            ratio(worse_of_ends, sym_le, a.hit_ns),
+        )
+        .f(
+            "half_over_symbiosis",
+            ratio(static_le[half_i], sym_le, a.hit_ns),
+        )
         .f("predicted_le_at_adopted_ns", predicted)
         .f(
             "sim_error_rel",
@@ -995,6 +1028,41 @@ fn policies(a: &Args, out: &Out) -> Res<()> {
     Ok(())
 }
 
+fn replay(a: &Args) -> Res<()> {
+    let path = a.trace.as_deref().ok_or("mode replay needs --trace FILE")?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let ids: Vec<u64> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            l.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("{path}:{}: not a block id: `{l}`", i + 1))
+        })
+        .collect::<Res<_>>()?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for kind in [PolicyKind::Lru, PolicyKind::S3Fifo] {
+        for &blocks in &a.cache_blocks {
+            let mut c = kind.build(blocks * u64::from(BLOCK_BYTES));
+            let mut misses = 0u64;
+            for &id in &ids {
+                let key = attune_cache::BlockKey { file: 0, unit: id };
+                misses += (!c.access(key, u64::from(BLOCK_BYTES))) as u64;
+            }
+            writeln!(
+                out,
+                "{{\"policy\":\"{}\",\"cache_blocks\":{blocks},\"accesses\":{},\"misses\":{misses}}}",
+                kind.name(),
+                ids.len()
+            )
+            .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
 fn run() -> Res<()> {
     let a = parse_args()?;
     let out = Out::new(a.json.as_deref())?;
@@ -1005,6 +1073,7 @@ fn run() -> Res<()> {
             "sampling" => sampling(&a, &out)?,
             "reset" => reset_ablation(&a, &out)?,
             "policies" => policies(&a, &out)?,
+            "replay" => replay(&a)?,
             _ => return Err(format!("unknown mode `{m}`\n{}", usage())),
         }
     }
