@@ -1,6 +1,7 @@
 """Markdown tables from benches/results/cache.jsonl (rows written by attune-cache-sim).
 
-Usage: python3 benches/cache/report.py [benches/results/cache.jsonl]
+Usage: python3 benches/cache/report.py [FILE ...]
+(default: benches/results/cache.jsonl and benches/results/cache-ablations.jsonl)
 
 Reformatting only: every number printed is a field of a row, or a ratio or mean of such fields.
 """
@@ -89,8 +90,11 @@ def simple(rows: list[dict], title: str, cols: list[str]) -> None:
 
 
 def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else "benches/results/cache.jsonl"
-    rows = load(path)
+    paths = sys.argv[1:] or [
+        "benches/results/cache.jsonl",
+        "benches/results/cache-ablations.jsonl",
+    ]
+    rows = [r for p in paths for r in load(p)]
     by: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by[r["bench"]].append(r)
