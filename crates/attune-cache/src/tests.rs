@@ -491,3 +491,58 @@ fn mrc_from_the_ghost_tracks_exact_lru() {
         assert!((miss - exact).abs() < 0.06);
     }
 }
+
+/// Beyond the paper: an adoption whose settled L_e is worse than before is rolled back. The real
+/// application cache here holds only a quarter of its nominal size (unmodelled per-entry
+/// overhead), so growing it, which the ghost predicts to pay, really hurts.
+#[test]
+fn adoption_that_makes_latency_worse_is_rolled_back() {
+    let seed = 81;
+    println!("seed {seed}");
+    let m = 32 * MIB;
+    let c = MissCosts {
+        app_miss_ns: 10_000.0,
+        second_miss_ns: 5_000.0,
+    };
+    let blocks = (1.25 * m as f64 / 4096.0) as u64;
+    let layout = BlockLayout::new(blocks, 4096, 0.5, 4096, seed).unwrap();
+    for revert in [true, false] {
+        let mut cfg = loop_config(m, c);
+        if !revert {
+            cfg.revert_tolerance = None;
+        }
+        let min = cfg.ghost.app_min_bytes;
+        let mut sym = Symbiosis::new(cfg).unwrap();
+        let mut real = TwoTier::new(m, 0, PolicyKind::Lru, page_tier());
+        real.set_split(min / 4, m - min);
+        let mut next = blocks_stream(&RequestDist::Uniform, blocks, seed);
+        for _ in 0..1_500_000 {
+            let r = layout.block(next());
+            let h = real.access(r.file, r.offset, r.compressed_len.into(), 4096);
+            let a = BlockAccess {
+                file: r.file,
+                block_no: r.block_no,
+                offset: r.offset,
+                compressed_len: r.compressed_len,
+                uncompressed_len: r.uncompressed_len,
+                app_hit: h == crate::TierHit::App,
+                second_hit: Some(h == crate::TierHit::Second),
+                latency_ns: None,
+            };
+            if let Some(m_a) = sym.record(&a) {
+                real.set_split(m_a / 4, m - m_a);
+            }
+        }
+        let first = &sym.rounds()[0];
+        println!("revert {revert}: {:?} -> {:?}", first.adopted, sym.stats());
+        assert!(first.adopted, "the ghost should predict a gain");
+        if revert {
+            assert!(first.reverted);
+            assert_eq!(sym.app_target_bytes(), min);
+            assert!(sym.stats().reverts >= 1);
+        } else {
+            assert!(!first.reverted);
+            assert_eq!(sym.app_target_bytes(), m);
+        }
+    }
+}

@@ -46,6 +46,11 @@ pub const SETTLE_WINDOWS_MAX_DEFAULT: u32 = 64;
 pub const RESTARTS_MAX_DEFAULT: u32 = 3;
 /// Steady windows a paused controller waits for before a new round. Default 4.
 pub const PAUSE_STEADY_WINDOWS_DEFAULT: u32 = 4;
+/// After an adoption settles, roll back if L_e is worse than before the round by more than this
+/// fraction. Beyond the paper: the guard protects against pessimistic predictions, this protects
+/// against optimistic ones (sampling error). Default 5 %: the settle tolerance, so noise alone
+/// does not roll back.
+pub const REVERT_TOLERANCE_DEFAULT: f64 = 0.05;
 /// Windows kept in the timeline.
 pub const TIMELINE_MAX: usize = 4096;
 
@@ -106,6 +111,9 @@ pub struct SymbiosisConfig {
     pub guard: bool,
     /// Starting M_a (`None`: the minimum).
     pub initial_app_bytes: Option<u64>,
+    /// Roll an adoption back when its settled L_e exceeds the pre-round L_e by more than this
+    /// fraction (`None`: never, as in the paper).
+    pub revert_tolerance: Option<f64>,
     /// Run GhostSim rounds. `false` is the paper's "Sim-off" (Figure 11): L_e is tracked and the
     /// reset policy still applies on a rise, but no size is ever simulated or adopted.
     pub simulate: bool,
@@ -127,6 +135,7 @@ impl SymbiosisConfig {
             reset_policy: true,
             guard: true,
             initial_app_bytes: None,
+            revert_tolerance: Some(REVERT_TOLERANCE_DEFAULT),
             simulate: true,
         }
     }
@@ -145,6 +154,11 @@ impl SymbiosisConfig {
         ] {
             if !(0.0..1.0).contains(&v) {
                 return Err(bad(name, v, "must be in [0, 1)"));
+            }
+        }
+        if let Some(t) = self.revert_tolerance {
+            if !(0.0..1.0).contains(&t) {
+                return Err(bad("revert_tolerance", t, "must be in [0, 1)"));
             }
         }
         if let Some(a) = self.initial_app_bytes {
@@ -209,6 +223,9 @@ pub struct RoundReport {
     pub app_bytes_after: u64,
     /// Whether a new size was adopted.
     pub adopted: bool,
+    /// Whether the adopted size was rolled back because the settled L_e turned out worse than
+    /// before (beyond the paper; see [`REVERT_TOLERANCE_DEFAULT`]).
+    pub reverted: bool,
     /// Largest ghost metadata during the round, bytes.
     pub ghost_bytes_peak: usize,
 }
@@ -258,6 +275,8 @@ pub struct SymbiosisStats {
     pub restarts: u32,
     /// Times the controller paused.
     pub pauses: u32,
+    /// Adoptions rolled back.
+    pub reverts: u32,
     /// Reference L_e of the Stable state, ns.
     pub reference_le_ns: Option<f64>,
     /// Ghost metadata now, bytes (0 outside rounds).
@@ -289,6 +308,9 @@ pub struct Symbiosis {
     restarts: u32,
     pauses: u32,
     adoptions: u32,
+    reverts: u32,
+    /// After an adoption: (size before, measured L_e before, report index) to check once settled.
+    pending_check: Option<(u64, f64, usize)>,
     paused_steady: u32,
     reports: Vec<RoundReport>,
     last_mrc: Vec<(u64, f64)>,
@@ -327,6 +349,8 @@ impl Symbiosis {
             restarts: 0,
             pauses: 0,
             adoptions: 0,
+            reverts: 0,
+            pending_check: None,
             paused_steady: 0,
             reports: Vec::new(),
             last_mrc: Vec::new(),
@@ -436,6 +460,25 @@ impl Symbiosis {
             State::Settling => {
                 self.settle_count += 1;
                 if settled || self.settle_count >= self.cfg.settle_windows_max {
+                    let check = self.pending_check.take();
+                    let worse = match (check, self.cfg.revert_tolerance) {
+                        (Some((_, before_le, _)), Some(tol)) => {
+                            le > before_le * (1.0 + tol) && rel_diff(le, before_le, floor) > tol
+                        }
+                        _ => false,
+                    };
+                    if let (true, Some((before, _, idx))) = (worse, check) {
+                        self.app_target = before;
+                        self.reverts += 1;
+                        if let Some(r) = self.reports.get_mut(idx) {
+                            r.reverted = true;
+                            r.app_bytes_after = before;
+                        }
+                        // Settle again at the restored size; no check this time.
+                        self.settle_count = 0;
+                        self.prev_le = None;
+                        return;
+                    }
                     self.reference_le = Some(le);
                     self.state = State::Stable;
                 }
@@ -560,6 +603,7 @@ impl Symbiosis {
             app_bytes_before: before,
             app_bytes_after: self.app_target,
             adopted,
+            reverted: false,
             ghost_bytes_peak: round.peak_metadata_bytes(),
         };
         round.free();
@@ -568,8 +612,10 @@ impl Symbiosis {
         self.consecutive_restarts = 0;
         self.state = State::Settling;
         self.settle_count = 0;
+        self.pending_check = None;
         if adopted {
             self.prev_le = None;
+            self.pending_check = Some((before, measured, self.reports.len() - 1));
         }
     }
 
@@ -599,6 +645,7 @@ impl Symbiosis {
             adoptions: self.adoptions,
             restarts: self.restarts,
             pauses: self.pauses,
+            reverts: self.reverts,
             reference_le_ns: self.reference_le,
             ghost_bytes: self.round.as_ref().map_or(0, |r| r.metadata_bytes()),
             round_progress: self.round.as_ref().map(|r| r.progress()),

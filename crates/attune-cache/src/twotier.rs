@@ -80,6 +80,14 @@ impl TwoTier {
         }
     }
 
+    /// Sets both capacities independently (models an engine whose tiers do not add up to the
+    /// budget, e.g. per-entry overhead in the application cache). `app_bytes()` reports the
+    /// application capacity given here.
+    pub fn set_split(&mut self, app_bytes: u64, second_bytes: u64) {
+        self.app.set_capacity(app_bytes);
+        self.second.set_capacity(second_bytes);
+    }
+
     /// Application tier capacity.
     pub fn app_bytes(&self) -> u64 {
         self.app.capacity()

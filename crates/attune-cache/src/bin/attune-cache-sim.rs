@@ -619,6 +619,7 @@ fn run_cell(a: &Args, cell: &Cell) -> Res<Row> {
         .u("rounds", u64::from(stats.rounds))
         .u("adoptions", u64::from(stats.adoptions))
         .u("restarts", u64::from(stats.restarts))
+        .u("reverts", u64::from(stats.reverts))
         .u("last_change_at_access", last_change)
         .u("ghost_bytes_peak", ghost_peak as u64)
         .f("ghost_fraction_of_m", ghost_peak as f64 / a.memory as f64))
