@@ -6,7 +6,7 @@
 //!   Stable ───────────────────────────────────────────────────► Adapting (GhostSim round)
 //!     ▲      (reset policy: M_a := minimum if L_e rose)            │   │ workload changed during
 //!     │                                                            │   │ the round: restart;
-//!     │ two consecutive windows within 5 %                         │   │ too many restarts:
+//!     │ three consecutive windows within 5 %                       │   │ too many restarts:
 //!   Settling ◄──── round done: adopt the best candidate if ────────┘   ▼
 //!                  predicted L_e <= 0.9 × measured L_e (guard)        Paused ── L_e steady ──►
 //!                  else keep M_a; ghost memory freed                          new round
@@ -39,6 +39,9 @@ pub const ADOPT_THRESHOLD_DEFAULT: f64 = 0.10;
 /// Consecutive windows within this fraction count as settled (warmed caches). Default 5 %, half
 /// the change threshold so that settling never looks like a change.
 pub const STABLE_TOLERANCE_DEFAULT: f64 = 0.05;
+/// Settled means this many consecutive window pairs within the tolerance (three windows): one
+/// pair can match by chance while a resized cache is still filling.
+const SETTLE_STREAK: u32 = 2;
 /// Settling gives up waiting after this many windows and takes the last L_e as the reference.
 pub const SETTLE_WINDOWS_MAX_DEFAULT: u32 = 64;
 /// Restarts of a round (workload changed during it) before pausing (paper: "stops the
@@ -309,6 +312,8 @@ pub struct Symbiosis {
     pauses: u32,
     adoptions: u32,
     reverts: u32,
+    /// Consecutive settled comparisons in the Settling state.
+    settle_streak: u32,
     /// After an adoption: (size before, measured L_e before, report index) to check once settled.
     pending_check: Option<(u64, f64, usize)>,
     paused_steady: u32,
@@ -350,6 +355,7 @@ impl Symbiosis {
             pauses: 0,
             adoptions: 0,
             reverts: 0,
+            settle_streak: 0,
             pending_check: None,
             paused_steady: 0,
             reports: Vec::new(),
@@ -459,7 +465,10 @@ impl Symbiosis {
         match self.state {
             State::Settling => {
                 self.settle_count += 1;
-                if settled || self.settle_count >= self.cfg.settle_windows_max {
+                self.settle_streak = if settled { self.settle_streak + 1 } else { 0 };
+                if self.settle_streak >= SETTLE_STREAK
+                    || self.settle_count >= self.cfg.settle_windows_max
+                {
                     let check = self.pending_check.take();
                     let worse = match (check, self.cfg.revert_tolerance) {
                         (Some((_, before_le, _)), Some(tol)) => {
@@ -476,6 +485,7 @@ impl Symbiosis {
                         }
                         // Settle again at the restored size; no check this time.
                         self.settle_count = 0;
+                        self.settle_streak = 0;
                         self.prev_le = None;
                         return;
                     }
@@ -538,6 +548,7 @@ impl Symbiosis {
         if !self.cfg.simulate {
             self.state = State::Settling;
             self.settle_count = 0;
+            self.settle_streak = 0;
             self.prev_le = None;
             return Ok(());
         }
@@ -613,7 +624,12 @@ impl Symbiosis {
         self.state = State::Settling;
         self.settle_count = 0;
         self.pending_check = None;
+        self.settle_streak = 0;
         if adopted {
+            // The partial window mixes both sizes: discard it.
+            self.window = HitCounts::default();
+            self.window_latency_sum = 0.0;
+            self.window_latency_n = 0;
             self.prev_le = None;
             self.pending_check = Some((before, measured, self.reports.len() - 1));
         }
