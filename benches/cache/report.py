@@ -39,7 +39,7 @@ def sweep(rows: list[dict]) -> None:
         )
         print(
             "| pattern | M/D_u | Symbiosis L_e ns (M_a MiB) | best static (M_a MiB) | min | M/2 "
-            "| M | best/Sym | worse end/Sym | sim err |"
+            "| M | best/Sym | worse end/Sym | sim err at adopted |"
         )
         print("|---|---|---|---|---|---|---|---|---|---|")
         h = r0["hit_ns"]
@@ -69,10 +69,12 @@ def sweep(rows: list[dict]) -> None:
 
 
 def fmt_err(r: dict) -> str:
-    e = r.get("sim_error_rel")
-    if e is None or r.get("predicted_le_at_adopted_ns") is None:
+    """|predicted − measured| L_e at the adopted size, in ns and relative to L_e + hit cost."""
+    pred = r.get("predicted_le_at_adopted_ns")
+    if pred is None:
         return "-"
-    return f"{e * 100:.1f} %"
+    err = abs(pred - r["le_symbiosis_ns"])
+    return f"{err:.0f} ns ({err / (r['le_symbiosis_ns'] + r['hit_ns']) * 100:.1f} %)"
 
 
 def simple(rows: list[dict], title: str, cols: list[str]) -> None:
