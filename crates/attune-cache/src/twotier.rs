@@ -35,7 +35,8 @@ pub(crate) fn second_tier_access(
         SecondTier::Pages { page_bytes, .. } => {
             let page = u64::from(page_bytes.max(1));
             let first = offset / page;
-            let last = (offset + compressed_bytes.max(1) - 1) / page;
+            // Saturating: an offset near u64::MAX from a confused caller must not panic.
+            let last = offset.saturating_add(compressed_bytes.max(1) - 1) / page;
             let all = (first..=last).all(|p| lru.contains(&BlockKey { file, unit: p }));
             for p in first..=last {
                 lru.access(BlockKey { file, unit: p }, page);
@@ -185,6 +186,19 @@ mod tests {
         assert!(!second_tier_access(&mut lru, tier, 1, 5000, 4000));
         // A block inside already-read pages hits without having been read itself.
         assert!(second_tier_access(&mut lru, tier, 1, 100, 500));
+    }
+
+    #[test]
+    fn extreme_offsets_and_zero_lengths_do_not_panic() {
+        let mut t = TwoTier::new(
+            1 << 20,
+            1 << 19,
+            PolicyKind::Lru,
+            SecondTier::kernel_default(),
+        );
+        assert_eq!(t.access(1, u64::MAX - 10, 4096, 8192), TierHit::Miss);
+        assert_eq!(t.access(1, 0, 0, 0), TierHit::Miss);
+        assert_eq!(t.access(1, 0, 0, 0), TierHit::App);
     }
 
     #[test]
