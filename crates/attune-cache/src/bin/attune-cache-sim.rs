@@ -8,6 +8,8 @@
 //! * `sampling` — GhostSim error against exact simulation for R = 1/2 … 1/256, with and without
 //!   grouping (G = 32 vs 1).
 //! * `reset` — a data-size increase with the reset policy on and off: L_e during the round.
+//! * `dynamic` — two-phase workloads (paper §5.2.2): data size up and down, hotspot mirrored,
+//!   skew changed; steady L_e per phase for Symbiosis and static min / M, and convergence time.
 //! * `policies` — LRU vs S3-FIFO miss ratios on the same traces (plus one with scans).
 //! * `replay` — miss counts of LRU and S3-FIFO on a trace file of block ids (one per line) for
 //!   `--cache-blocks` sizes, as JSON lines on stdout (the Python cross-check against libCacheSim).
@@ -60,7 +62,7 @@ struct Args {
 }
 
 fn usage() -> &'static str {
-    "usage: attune-cache-sim [--mode sweep,overhead,sampling,reset,policies|all]\n\
+    "usage: attune-cache-sim [--mode sweep,overhead,sampling,reset,dynamic,policies|all]\n\
      [--memory-mib 256] [--app-min-mib M/128] [--patterns uniform,zipf,hot30,hot20,hot10]\n\
      [--ratios 0.2,0.4,0.6,0.8,1.0] [--alphas 0.5,0.25] [--costs calibrated,CA_NS:CK_NS,...]\n\
      [--accesses 6000000] [--sample-inv 16] [--group 32] [--layout kernel|user]\n\
@@ -117,9 +119,11 @@ fn parse_args() -> Res<Args> {
         match flag.as_str() {
             "--mode" => {
                 a.modes = if v == "all" {
-                    ["sweep", "overhead", "sampling", "reset", "policies"]
-                        .map(String::from)
-                        .to_vec()
+                    [
+                        "sweep", "overhead", "sampling", "reset", "dynamic", "policies",
+                    ]
+                    .map(String::from)
+                    .to_vec()
                 } else {
                     parse_list(&flag, &v)?
                 }
@@ -1078,6 +1082,142 @@ fn replay(a: &Args) -> Res<()> {
     Ok(())
 }
 
+/// One phase of a dynamic scenario: a pattern over the first `fraction` of the blocks,
+/// optionally mirrored to the tail.
+#[derive(Clone, Copy)]
+struct Phase {
+    pattern: &'static str,
+    fraction: f64,
+    mirror: bool,
+}
+
+fn dynamic(a: &Args, out: &Out) -> Res<()> {
+    let costs = MissCosts {
+        app_miss_ns: 3000.0,
+        second_miss_ns: 16000.0,
+    };
+    let alpha = 0.25;
+    // The layout holds the largest phase: D_u = 2M.
+    let layout = layout_for(a, 0.5, alpha)?;
+    let p = |pattern, fraction, mirror| Phase {
+        pattern,
+        fraction,
+        mirror,
+    };
+    let scenarios: Vec<(&str, Phase, Phase)> = vec![
+        (
+            "hot20:1.0->2.0",
+            p("hot20", 0.5, false),
+            p("hot20", 1.0, false),
+        ),
+        (
+            "hot20:2.0->1.0",
+            p("hot20", 1.0, false),
+            p("hot20", 0.5, false),
+        ),
+        (
+            "uniform:1.0->2.0",
+            p("uniform", 0.5, false),
+            p("uniform", 1.0, false),
+        ),
+        (
+            "uniform:2.0->1.0",
+            p("uniform", 1.0, false),
+            p("uniform", 0.5, false),
+        ),
+        ("2g:mirror", p("hot20", 1.0, false), p("hot20", 1.0, true)),
+        (
+            "2g:uniform->hot10",
+            p("uniform", 1.0, false),
+            p("hot10", 1.0, false),
+        ),
+        (
+            "2g:hot10->uniform",
+            p("hot10", 1.0, false),
+            p("uniform", 1.0, false),
+        ),
+    ];
+    let n = a.accesses;
+    for (name, p1, p2) in scenarios {
+        let real = TwoTier::new(a.memory, 0, a.policy, real_tier(a));
+        let cfg = sym_config(a, costs);
+        let mut cl = ClosedLoop::new(real, Symbiosis::new(cfg).map_err(|e| e.to_string())?);
+        let mut st_min = TwoTier::new(a.memory, a.app_min, a.policy, real_tier(a));
+        let mut st_full = TwoTier::new(a.memory, a.memory, a.policy, real_tier(a));
+        let mut res = Vec::new();
+        let mut converged = Vec::new();
+        for (k, ph) in [p1, p2].iter().enumerate() {
+            let blocks = ((layout.blocks() as f64) * ph.fraction) as u64;
+            let mut st = Stream::new(&pattern(ph.pattern)?, blocks.max(1), a.seed + k as u64)?;
+            let mut c = [HitCounts::default(); 3];
+            let rounds_before = cl.sym.rounds().len();
+            let mut last_round_end = None;
+            for i in 0..n {
+                let mut b = st.next();
+                if ph.mirror {
+                    b = blocks - 1 - b.min(blocks - 1);
+                }
+                let r = layout.block(b);
+                let (o, cz, u) = (r.offset, r.compressed_len.into(), r.uncompressed_len.into());
+                let h = [
+                    cl.step(&r),
+                    st_min.access(r.file, o, cz, u),
+                    st_full.access(r.file, o, cz, u),
+                ];
+                if cl.sym.rounds().len() > rounds_before {
+                    last_round_end.get_or_insert(i);
+                }
+                if i >= n - n / 3 {
+                    for (x, y) in c.iter_mut().zip(h) {
+                        x.add(y);
+                    }
+                }
+            }
+            let le: Vec<f64> = c
+                .iter()
+                .map(|h| h.expected_latency(costs.app_miss_ns, costs.second_miss_ns))
+                .collect();
+            res.push((le, cl.sym.app_target_bytes()));
+            converged.push(last_round_end);
+        }
+        let conv = |x: Option<u64>| x.map_or("null".to_string(), |v| v.to_string());
+        eprintln!(
+            "{name:<18} phase1 sym {:>6.0} (M_a {:>3} MiB) min {:>6.0} M {:>6.0} | phase2 sym {:>6.0} \
+             (M_a {:>3} MiB) min {:>6.0} M {:>6.0} | round done {} accesses after the change",
+            res[0].0[0],
+            res[0].1 / MIB,
+            res[0].0[1],
+            res[0].0[2],
+            res[1].0[0],
+            res[1].1 / MIB,
+            res[1].0[1],
+            res[1].0[2],
+            conv(converged[1]),
+        );
+        out.emit(
+            Row::new("cache-dynamic")
+                .s("scenario", name)
+                .u("memory_bytes", a.memory)
+                .f("alpha", alpha)
+                .f("ca_ns", costs.app_miss_ns)
+                .f("ck_ns", costs.second_miss_ns)
+                .u("accesses_per_phase", n)
+                .f("phase1_le_symbiosis_ns", res[0].0[0])
+                .f("phase1_le_static_min_ns", res[0].0[1])
+                .f("phase1_le_static_full_ns", res[0].0[2])
+                .u("phase1_ma_bytes", res[0].1)
+                .f("phase2_le_symbiosis_ns", res[1].0[0])
+                .f("phase2_le_static_min_ns", res[1].0[1])
+                .f("phase2_le_static_full_ns", res[1].0[2])
+                .u("phase2_ma_bytes", res[1].1)
+                .raw("phase2_first_round_end_after_accesses", &conv(converged[1]))
+                .u("rounds", cl.sym.rounds().len() as u64)
+                .u("reverts", u64::from(cl.sym.stats().reverts)),
+        );
+    }
+    Ok(())
+}
+
 fn run() -> Res<()> {
     let a = parse_args()?;
     let out = Out::new(a.json.as_deref())?;
@@ -1088,6 +1228,7 @@ fn run() -> Res<()> {
             "sampling" => sampling(&a, &out)?,
             "reset" => reset_ablation(&a, &out)?,
             "policies" => policies(&a, &out)?,
+            "dynamic" => dynamic(&a, &out)?,
             "replay" => replay(&a)?,
             _ => return Err(format!("unknown mode `{m}`\n{}", usage())),
         }
