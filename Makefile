@@ -57,8 +57,9 @@ build: $(STAMPS)/apt $(STAMPS)/build $(STAMPS)/bench-bins
 
 # The benchmark harnesses are plain binaries (no Python linkage); `attune bench` runs them.
 $(STAMPS)/bench-bins: $(STAMPS)/venv $(RUST_SOURCES)
-	$(CARGO) build --release -p attune-bench -p attune-hash --bins
-	cp target/release/attune-bench target/release/attune-hash-bench $(VENV)/bin/
+	$(CARGO) build --release -p attune-bench -p attune-hash -p attune-cache --bins
+	cp target/release/attune-bench target/release/attune-hash-bench target/release/attune-cache-sim \
+		$(VENV)/bin/
 	@touch $@
 
 demo: build

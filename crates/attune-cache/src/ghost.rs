@@ -1,0 +1,557 @@
+//! GhostSim: one simulation round that predicts H_a, H_k and L_e for each candidate split
+//! `M_a = i·M/8` (i = 0..=8, floored at a minimum), as in Symbiosis §4.1.2 and §4.2.
+//!
+//! * **Application ghost** — one [`StackDistance`] of the largest size read by stack distance:
+//!   one pass gives the application hits of every candidate (§4.2.2).
+//! * **Second-tier ghost** — one [`Lru`] of pages (or compressed blocks) reused across
+//!   candidates in increasing `M_a`, i.e. shrinking capacity `(M − M_a)·(1 + read-ahead
+//!   allowance)`; after each shrink it is fed the new candidate's application-miss stream for a
+//!   warm-up before its hits are counted (§4.2.2, §4.2.3).
+//! * **Sampling** — only blocks whose group `block_no / G` hashes into `1/R` of the space enter
+//!   the ghosts, and every capacity is scaled by `R`; contiguous blocks share a group so that
+//!   pages shared by misaligned neighbours stay together (misalignment-aware sampling, §4.2.3).
+//! * **Memory** — [`GhostSim::free`] drops every structure when a round ends.
+//!
+//! Round phases, counted in sampled accesses: a *warm-up* that fills both ghosts (ends when each
+//! is full or has stopped seeing new blocks, or at a cap), then per candidate a second-tier
+//! warm-up and a measurement window. H_a of every candidate comes from all post-warm-up samples;
+//! H_k of candidate `i` from its own window.
+//!
+//! Thread-safety: single owner, `Send`. Invariants: candidates are strictly increasing after
+//! de-duplication; the second-tier ghost only shrinks during a round.
+
+use crate::access::{BlockAccess, SecondTier};
+use crate::error::{bad, Result};
+use crate::policy::{BlockKey, Lru, ReplacementPolicy};
+use crate::stack::{DistanceHistogram, StackDistance};
+use crate::twotier::{expected_latency, second_tier_access};
+
+/// Default sampling rate denominator: R = 1/64, the paper's choice (§4.2.3: "acceptable variance
+/// and sufficiency to realize a low-overhead online simulation").
+pub const SAMPLE_INV_RATE_DEFAULT: u32 = 64;
+/// Default blocks per sampling group: G = 32, the paper's misalignment-aware grouping.
+pub const GROUP_BLOCKS_DEFAULT: u32 = 32;
+/// Default number of equal ranges of the search space: 8, hence 9 candidates (§4.2.2).
+pub const CANDIDATE_STEPS_DEFAULT: u32 = 8;
+/// Default sampled accesses measured per candidate. 4096 gives a standard error of about 1 % on a
+/// hit ratio near 0.5 while keeping a round near 9·5120·64 ≈ 3 M engine accesses at R = 1/64.
+pub const CANDIDATE_SAMPLES_DEFAULT: u64 = 4096;
+/// Default sampled accesses that re-warm the second-tier ghost after each shrink. The ghost
+/// already holds the larger candidate's contents, so a quarter of a window suffices.
+pub const CANDIDATE_WARMUP_SAMPLES_DEFAULT: u64 = 1024;
+/// Cap on the round's initial warm-up in sampled accesses (≈ 16 M engine accesses at R = 1/64).
+pub const WARMUP_SAMPLES_MAX_DEFAULT: u64 = 1 << 18;
+/// The application ghost remembers this multiple of M so that the miss-ratio curve extends past
+/// the largest candidate. Default 2: shows what doubling memory would buy.
+pub const MRC_SPAN_DEFAULT: f64 = 2.0;
+/// Points of the miss-ratio curve. Default 128.
+pub const MRC_POINTS_DEFAULT: usize = 128;
+
+/// Warm-up is judged over blocks of this many sampled accesses.
+const WARM_CHECK_SAMPLES: u64 = 1024;
+/// A ghost that has not filled is warm when at most this many of the last check block were new.
+const WARM_NEW_MAX: u64 = 10;
+
+/// Parameters of a simulation round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GhostConfig {
+    /// Total memory M for both tiers, bytes.
+    pub memory_bytes: u64,
+    /// Smallest application cache (the engine's default minimum), bytes.
+    pub app_min_bytes: u64,
+    /// Equal ranges of `[0, M]`; candidates are `i·M/steps`, i = 0..=steps.
+    pub candidate_steps: u32,
+    /// Model of the second tier.
+    pub second_tier: SecondTier,
+    /// 1/R.
+    pub sample_inv_rate: u32,
+    /// G, blocks per sampling group (1 = per-block spatial sampling).
+    pub group_blocks: u32,
+    /// Seeds the group hash.
+    pub seed: u64,
+    /// Sampled accesses measured per candidate.
+    pub candidate_samples: u64,
+    /// Sampled accesses of second-tier warm-up after each shrink.
+    pub candidate_warmup_samples: u64,
+    /// Cap on the initial warm-up, sampled accesses.
+    pub warmup_samples_max: u64,
+    /// Application ghost span as a multiple of M (for the miss-ratio curve), >= 1.
+    pub mrc_span: f64,
+    /// Points of the miss-ratio curve.
+    pub mrc_points: usize,
+}
+
+impl GhostConfig {
+    /// Paper defaults for `memory_bytes` and `app_min_bytes`.
+    pub fn new(memory_bytes: u64, app_min_bytes: u64, second_tier: SecondTier) -> Self {
+        Self {
+            memory_bytes,
+            app_min_bytes,
+            candidate_steps: CANDIDATE_STEPS_DEFAULT,
+            second_tier,
+            sample_inv_rate: SAMPLE_INV_RATE_DEFAULT,
+            group_blocks: GROUP_BLOCKS_DEFAULT,
+            seed: 0x5eed,
+            candidate_samples: CANDIDATE_SAMPLES_DEFAULT,
+            candidate_warmup_samples: CANDIDATE_WARMUP_SAMPLES_DEFAULT,
+            warmup_samples_max: WARMUP_SAMPLES_MAX_DEFAULT,
+            mrc_span: MRC_SPAN_DEFAULT,
+            mrc_points: MRC_POINTS_DEFAULT,
+        }
+    }
+
+    /// Checks every field.
+    pub fn validate(&self) -> Result<()> {
+        if self.memory_bytes == 0 {
+            return Err(bad("memory_bytes", 0, "must be positive"));
+        }
+        if self.app_min_bytes > self.memory_bytes {
+            return Err(bad(
+                "app_min_bytes",
+                self.app_min_bytes,
+                "exceeds memory_bytes",
+            ));
+        }
+        if !(1..=1024).contains(&self.candidate_steps) {
+            return Err(bad(
+                "candidate_steps",
+                self.candidate_steps,
+                "must be in 1..=1024",
+            ));
+        }
+        if self.sample_inv_rate == 0 {
+            return Err(bad("sample_inv_rate", 0, "must be >= 1"));
+        }
+        if self.group_blocks == 0 {
+            return Err(bad("group_blocks", 0, "must be >= 1"));
+        }
+        if self.candidate_samples == 0 {
+            return Err(bad("candidate_samples", 0, "must be >= 1"));
+        }
+        if !(self.mrc_span >= 1.0 && self.mrc_span <= 64.0) {
+            return Err(bad("mrc_span", self.mrc_span, "must be in [1, 64]"));
+        }
+        if self.mrc_points == 0 || self.mrc_points > 1 << 16 {
+            return Err(bad("mrc_points", self.mrc_points, "must be in 1..=65536"));
+        }
+        if let SecondTier::Pages {
+            page_bytes,
+            readahead_allowance,
+        } = self.second_tier
+        {
+            if page_bytes == 0 {
+                return Err(bad("page_bytes", 0, "must be positive"));
+            }
+            if !(0.0..=1.0).contains(&readahead_allowance) {
+                return Err(bad(
+                    "readahead_allowance",
+                    readahead_allowance,
+                    "must be in [0, 1]",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Candidate application sizes, increasing, de-duplicated, each >= `app_min_bytes`.
+    pub fn candidates(&self) -> Vec<u64> {
+        let steps = u64::from(self.candidate_steps.max(1));
+        let mut v: Vec<u64> = (0..=steps)
+            .map(|i| {
+                let c = (u128::from(self.memory_bytes) * u128::from(i) / u128::from(steps)) as u64;
+                c.max(self.app_min_bytes)
+            })
+            .collect();
+        v.dedup();
+        v
+    }
+}
+
+/// Decides which blocks a round samples: hash of `(file, block_no / G)` below `2^64 / (1/R)`.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupSampler {
+    inv_rate: u64,
+    group_blocks: u64,
+    seed: u64,
+}
+
+impl GroupSampler {
+    /// A sampler of rate `1/inv_rate` over groups of `group_blocks`.
+    pub fn new(inv_rate: u32, group_blocks: u32, seed: u64) -> Self {
+        Self {
+            inv_rate: u64::from(inv_rate.max(1)),
+            group_blocks: u64::from(group_blocks.max(1)),
+            seed,
+        }
+    }
+
+    /// Whether block `block_no` of `file` is in the sample.
+    #[inline]
+    pub fn sampled(&self, file: u64, block_no: u64) -> bool {
+        if self.inv_rate == 1 {
+            return true;
+        }
+        let g = block_no / self.group_blocks;
+        let h = mix64(mix64(file ^ self.seed).wrapping_add(g));
+        h.is_multiple_of(self.inv_rate)
+    }
+}
+
+/// SplitMix64 finaliser: a fast bijective 64-bit mixer.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The prediction for one candidate split.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CandidatePrediction {
+    /// Application cache size M_a, bytes.
+    pub app_bytes: u64,
+    /// Predicted application hit ratio.
+    pub h_a: f64,
+    /// Predicted second-tier hit ratio among application misses.
+    pub h_k: f64,
+    /// Sampled application misses its H_k rests on.
+    pub second_samples: u64,
+}
+
+impl CandidatePrediction {
+    /// Predicted L_e under the given miss costs.
+    pub fn expected_latency(&self, app_miss_ns: f64, second_miss_ns: f64) -> f64 {
+        expected_latency(self.h_a, self.h_k, app_miss_ns, second_miss_ns)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Warmup,
+    CandidateWarm { i: usize, left: u64 },
+    CandidateMeasure { i: usize, left: u64 },
+    Done,
+}
+
+/// Where a round is, for stats and timelines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoundProgress {
+    /// Filling the ghosts.
+    Warmup,
+    /// Simulating candidate `index` of `of`.
+    Candidate {
+        /// Candidate index.
+        index: usize,
+        /// Number of candidates.
+        of: usize,
+    },
+    /// All candidates simulated.
+    Done,
+}
+
+/// One simulation round (see the module doc).
+pub struct GhostSim {
+    cfg: GhostConfig,
+    sampler: GroupSampler,
+    candidates: Vec<u64>,
+    /// Candidate sizes scaled by R (application thresholds).
+    app_thresholds: Vec<u64>,
+    /// Second-tier ghost capacity per candidate, scaled by R and the read-ahead factor.
+    second_caps: Vec<u64>,
+    app: StackDistance,
+    second: Lru,
+    phase: Phase,
+    /// Application hits per candidate over post-warm-up samples.
+    app_hits: Vec<u64>,
+    app_samples: u64,
+    /// Per candidate: (application misses, second-tier hits) in its measurement window.
+    second_counts: Vec<(u64, u64)>,
+    mrc: DistanceHistogram,
+    samples: u64,
+    warm_samples: u64,
+    check_app_new: u64,
+    check_second_new: u64,
+    check_left: u64,
+    peak_metadata_bytes: usize,
+}
+
+impl GhostSim {
+    /// Starts a round.
+    pub fn new(cfg: GhostConfig) -> Result<Self> {
+        cfg.validate()?;
+        let r = 1.0 / f64::from(cfg.sample_inv_rate);
+        let candidates = cfg.candidates();
+        let app_thresholds: Vec<u64> = candidates
+            .iter()
+            .map(|&c| (c as f64 * r).round() as u64)
+            .collect();
+        let factor = cfg.second_tier.capacity_factor();
+        let second_caps: Vec<u64> = candidates
+            .iter()
+            .map(|&c| ((cfg.memory_bytes - c) as f64 * factor * r).round() as u64)
+            .collect();
+        let limit = (cfg.memory_bytes as f64 * cfg.mrc_span * r).ceil() as u64;
+        let bucket = (limit / cfg.mrc_points as u64).max(1);
+        let n = candidates.len();
+        Ok(Self {
+            sampler: GroupSampler::new(cfg.sample_inv_rate, cfg.group_blocks, cfg.seed),
+            app: StackDistance::new(limit.max(1)),
+            second: Lru::new(second_caps[0]),
+            phase: Phase::Warmup,
+            app_hits: vec![0; n],
+            app_samples: 0,
+            second_counts: vec![(0, 0); n],
+            mrc: DistanceHistogram::new(bucket, cfg.mrc_points),
+            samples: 0,
+            warm_samples: 0,
+            check_app_new: 0,
+            check_second_new: 0,
+            check_left: WARM_CHECK_SAMPLES,
+            peak_metadata_bytes: 0,
+            candidates,
+            app_thresholds,
+            second_caps,
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GhostConfig {
+        &self.cfg
+    }
+
+    /// Candidate application sizes.
+    pub fn candidates(&self) -> &[u64] {
+        &self.candidates
+    }
+
+    /// Whether the access is in the sample (cheap; call before [`GhostSim::record`] to skip
+    /// building anything for unsampled blocks).
+    #[inline]
+    pub fn is_sampled(&self, file: u64, block_no: u64) -> bool {
+        self.sampler.sampled(file, block_no)
+    }
+
+    /// Feeds one access; unsampled ones are ignored. Returns whether it was sampled.
+    pub fn record(&mut self, a: &BlockAccess) -> bool {
+        if !self.sampler.sampled(a.file, a.block_no) || self.phase == Phase::Done {
+            return false;
+        }
+        self.samples += 1;
+        let key = BlockKey {
+            file: a.file,
+            unit: a.offset,
+        };
+        let d = self.app.access(key, a.uncompressed_bytes());
+        let i = match self.phase {
+            Phase::Warmup => 0,
+            Phase::CandidateWarm { i, .. } | Phase::CandidateMeasure { i, .. } => i,
+            Phase::Done => return true,
+        };
+        if self.phase != Phase::Warmup {
+            self.app_samples += 1;
+            self.mrc.record(d);
+            for (h, &t) in self.app_hits.iter_mut().zip(&self.app_thresholds) {
+                *h += d.hits_within(t) as u64;
+            }
+        }
+        let app_hit = d.hits_within(self.app_thresholds[i]);
+        let mut second_hit = None;
+        if !app_hit {
+            let hit = second_tier_access(
+                &mut self.second,
+                self.cfg.second_tier,
+                a.file,
+                a.offset,
+                a.compressed_bytes(),
+            );
+            second_hit = Some(hit);
+        }
+        match self.phase {
+            Phase::Warmup => {
+                self.warm_samples += 1;
+                self.check_app_new += matches!(d, crate::stack::Distance::Cold) as u64;
+                self.check_second_new += (second_hit == Some(false)) as u64;
+                self.check_left -= 1;
+                if self.check_left == 0 {
+                    self.end_warm_check();
+                }
+            }
+            Phase::CandidateWarm { i, left } => {
+                self.phase = if left <= 1 {
+                    Phase::CandidateMeasure {
+                        i,
+                        left: self.cfg.candidate_samples,
+                    }
+                } else {
+                    Phase::CandidateWarm { i, left: left - 1 }
+                };
+            }
+            Phase::CandidateMeasure { i, left } => {
+                if let Some(h) = second_hit {
+                    self.second_counts[i].0 += 1;
+                    self.second_counts[i].1 += h as u64;
+                }
+                if left <= 1 {
+                    self.next_candidate(i + 1);
+                } else {
+                    self.phase = Phase::CandidateMeasure { i, left: left - 1 };
+                }
+            }
+            Phase::Done => {}
+        }
+        if self.samples.is_multiple_of(4096) {
+            self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+        }
+        true
+    }
+
+    fn end_warm_check(&mut self) {
+        let app_warm = self.app.resident_bytes() * 100 >= self.app.limit_bytes() * 99
+            || self.check_app_new <= WARM_NEW_MAX;
+        let cap = self.second.capacity();
+        let second_warm = cap == 0
+            || self.second.used() * 100 >= cap * 99
+            || self.check_second_new <= WARM_NEW_MAX;
+        self.check_app_new = 0;
+        self.check_second_new = 0;
+        self.check_left = WARM_CHECK_SAMPLES;
+        if (app_warm && second_warm) || self.warm_samples >= self.cfg.warmup_samples_max {
+            self.phase = Phase::CandidateMeasure {
+                i: 0,
+                left: self.cfg.candidate_samples,
+            };
+        }
+    }
+
+    fn next_candidate(&mut self, i: usize) {
+        if i >= self.candidates.len() {
+            self.phase = Phase::Done;
+            self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+            return;
+        }
+        self.second.set_capacity(self.second_caps[i]);
+        self.phase = if self.cfg.candidate_warmup_samples == 0 {
+            Phase::CandidateMeasure {
+                i,
+                left: self.cfg.candidate_samples,
+            }
+        } else {
+            Phase::CandidateWarm {
+                i,
+                left: self.cfg.candidate_warmup_samples,
+            }
+        };
+    }
+
+    /// Whether every candidate has been simulated.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// Where the round is.
+    pub fn progress(&self) -> RoundProgress {
+        match self.phase {
+            Phase::Warmup => RoundProgress::Warmup,
+            Phase::CandidateWarm { i, .. } | Phase::CandidateMeasure { i, .. } => {
+                RoundProgress::Candidate {
+                    index: i,
+                    of: self.candidates.len(),
+                }
+            }
+            Phase::Done => RoundProgress::Done,
+        }
+    }
+
+    /// Sampled accesses seen this round.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Predictions for every candidate (meaningful once [`GhostSim::is_done`]).
+    pub fn predictions(&self) -> Vec<CandidatePrediction> {
+        self.candidates
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let h_a = if self.app_samples == 0 {
+                    0.0
+                } else {
+                    self.app_hits[i] as f64 / self.app_samples as f64
+                };
+                let (m, h) = self.second_counts[i];
+                let h_k = if m == 0 { 1.0 } else { h as f64 / m as f64 };
+                CandidatePrediction {
+                    app_bytes: c,
+                    h_a,
+                    h_k,
+                    second_samples: m,
+                }
+            })
+            .collect()
+    }
+
+    /// LRU miss-ratio curve of the application tier over the round's post-warm-up samples,
+    /// `(cache bytes, miss ratio)` from 0 to `mrc_span·M`.
+    pub fn mrc(&self) -> Vec<(u64, f64)> {
+        self.mrc.curve(f64::from(self.cfg.sample_inv_rate))
+    }
+
+    /// Current heap bytes of the ghosts.
+    pub fn metadata_bytes(&self) -> usize {
+        self.app.metadata_bytes() + self.second.metadata_bytes()
+    }
+
+    /// Largest [`GhostSim::metadata_bytes`] seen this round (sampled every 4096 samples).
+    pub fn peak_metadata_bytes(&self) -> usize {
+        self.peak_metadata_bytes.max(self.metadata_bytes())
+    }
+
+    /// Releases the ghosts' memory; predictions and the curve stay readable.
+    pub fn free(&mut self) {
+        self.app.clear_and_free();
+        self.second.clear_and_free();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_are_eighths_floored_at_the_minimum() {
+        let c = GhostConfig::new(800, 150, SecondTier::Blocks).candidates();
+        assert_eq!(c, vec![150, 200, 300, 400, 500, 600, 700, 800]);
+        let c = GhostConfig::new(800, 0, SecondTier::Blocks).candidates();
+        assert_eq!(c.len(), 9);
+    }
+
+    #[test]
+    fn bad_configs_are_rejected() {
+        let mut g = GhostConfig::new(100, 10, SecondTier::Blocks);
+        g.sample_inv_rate = 0;
+        assert!(GhostSim::new(g).is_err());
+        assert!(GhostConfig::new(100, 200, SecondTier::Blocks)
+            .validate()
+            .is_err());
+        assert!(GhostConfig::new(0, 0, SecondTier::Blocks)
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn group_sampling_keeps_contiguous_blocks_together_at_rate_r() {
+        let s = GroupSampler::new(64, 32, 9);
+        let mut sampled_groups = 0;
+        for g in 0..100_000u64 {
+            let first = s.sampled(7, g * 32);
+            for b in 1..32 {
+                assert_eq!(s.sampled(7, g * 32 + b), first);
+            }
+            sampled_groups += first as u64;
+        }
+        let rate = sampled_groups as f64 / 100_000.0;
+        assert!((rate - 1.0 / 64.0).abs() < 0.002, "rate {rate}");
+    }
+}

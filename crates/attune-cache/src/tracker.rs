@@ -1,0 +1,670 @@
+//! The Symbiosis controller: Tracker (§4.1.1) plus the round lifecycle (§4.1.2, §4.2.1,
+//! §4.2.4, §4.2.5). The engine reports every block access; the controller answers "what M_a now?".
+//!
+//! ```text
+//!            L_e of a window differs > 10 % from the reference
+//!   Stable ───────────────────────────────────────────────────► Adapting (GhostSim round)
+//!     ▲      (reset policy: M_a := minimum if L_e rose)            │   │ workload changed during
+//!     │                                                            │   │ the round: restart;
+//!     │ three consecutive windows within 5 %                       │   │ too many restarts:
+//!   Settling ◄──── round done: adopt the best candidate if ────────┘   ▼
+//!                  predicted L_e <= 0.9 × measured L_e (guard)        Paused ── L_e steady ──►
+//!                  else keep M_a; ghost memory freed                          new round
+//! ```
+//!
+//! L_e = (1 − H_a)·(C_a + (1 − H_k)·C_k) over windows of `window_accesses` accesses, with C_a
+//! (decompression + second-tier read) and C_k (device read) supplied by the caller, usually from
+//! [`crate::calibrate`]. The first round starts at once (the paper simulates from start-up).
+//!
+//! Thread-safety: `Symbiosis` is `Send` but not `Sync`; the engine owns one behind a mutex or
+//! feeds it from one thread (for example by batching per-thread access logs). Invariants:
+//! `app_target_bytes()` always lies in `[app_min_bytes, memory_bytes]`; a [`GhostSim`] exists
+//! exactly in the Adapting state; the timeline holds at most [`TIMELINE_MAX`] windows.
+
+use std::collections::VecDeque;
+
+use crate::access::BlockAccess;
+use crate::error::{bad, Result};
+use crate::ghost::{CandidatePrediction, GhostConfig, GhostSim, RoundProgress};
+use crate::twotier::{HitCounts, TierHit};
+
+/// Default accesses per Tracker window. 65 536 (≈ 65 ms at 1 M block reads/s): the relative
+/// standard error of a hit ratio near 0.5 is then about 0.4 %, far below the 10 % trigger.
+pub const WINDOW_ACCESSES_DEFAULT: u64 = 1 << 16;
+/// A change of L_e beyond this fraction starts a round (paper: "currently 10 %").
+pub const CHANGE_THRESHOLD_DEFAULT: f64 = 0.10;
+/// Adopt a candidate only if its predicted L_e is at least this fraction below the measured one
+/// (the seeds' README: "use 10 %"; the paper does not state it).
+pub const ADOPT_THRESHOLD_DEFAULT: f64 = 0.10;
+/// Consecutive windows within this fraction count as settled (warmed caches). Default 5 %, half
+/// the change threshold so that settling never looks like a change.
+pub const STABLE_TOLERANCE_DEFAULT: f64 = 0.05;
+/// Settled means this many consecutive window pairs within the tolerance (three windows): one
+/// pair can match by chance while a resized cache is still filling.
+const SETTLE_STREAK: u32 = 2;
+/// Settling gives up waiting after this many windows and takes the last L_e as the reference.
+pub const SETTLE_WINDOWS_MAX_DEFAULT: u32 = 64;
+/// Restarts of a round (workload changed during it) before pausing (paper: "stops the
+/// simulation as it is unable to finish"; the count is not given). Default 3.
+pub const RESTARTS_MAX_DEFAULT: u32 = 3;
+/// Steady windows a paused controller waits for before a new round. Default 4.
+pub const PAUSE_STEADY_WINDOWS_DEFAULT: u32 = 4;
+/// After an adoption settles, roll back if L_e is worse than before the round by more than this
+/// fraction. Beyond the paper: the guard protects against pessimistic predictions, this protects
+/// against optimistic ones (sampling error). Default 5 %: the settle tolerance, so noise alone
+/// does not roll back.
+pub const REVERT_TOLERANCE_DEFAULT: f64 = 0.05;
+/// Windows kept in the timeline.
+pub const TIMELINE_MAX: usize = 4096;
+
+/// Per-miss costs of the two tiers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MissCosts {
+    /// C_a: cost of an application miss served by the second tier (read + decompress), ns.
+    pub app_miss_ns: f64,
+    /// C_k: extra cost of a second-tier miss (device read), ns.
+    pub second_miss_ns: f64,
+}
+
+impl MissCosts {
+    fn validate(&self) -> Result<()> {
+        let ok = |x: f64| x.is_finite() && x > 0.0;
+        if !ok(self.app_miss_ns) {
+            return Err(bad(
+                "app_miss_ns",
+                self.app_miss_ns,
+                "must be finite and > 0",
+            ));
+        }
+        if !ok(self.second_miss_ns) {
+            return Err(bad(
+                "second_miss_ns",
+                self.second_miss_ns,
+                "must be finite and > 0",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Everything the controller needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SymbiosisConfig {
+    /// Round parameters (memory budget, candidates, sampling, second-tier model).
+    pub ghost: GhostConfig,
+    /// Miss costs.
+    pub costs: MissCosts,
+    /// Accesses per Tracker window.
+    pub window_accesses: u64,
+    /// Relative L_e change that starts a round.
+    pub change_threshold: f64,
+    /// Required predicted gain to adopt.
+    pub adopt_threshold: f64,
+    /// Relative difference of consecutive windows that counts as settled.
+    pub stable_tolerance: f64,
+    /// Settling gives up after this many windows.
+    pub settle_windows_max: u32,
+    /// Restarts before pausing.
+    pub restarts_max: u32,
+    /// Steady windows before a paused controller simulates again.
+    pub pause_steady_windows: u32,
+    /// Apply the reset policy (M_a := minimum when L_e rose). Off only for ablations.
+    pub reset_policy: bool,
+    /// Apply the guard (adopt only on a predicted gain). Off only for ablations.
+    pub guard: bool,
+    /// Starting M_a (`None`: the minimum).
+    pub initial_app_bytes: Option<u64>,
+    /// Roll an adoption back when its settled L_e exceeds the pre-round L_e by more than this
+    /// fraction (`None`: never, as in the paper).
+    pub revert_tolerance: Option<f64>,
+    /// Run GhostSim rounds. `false` is the paper's "Sim-off" (Figure 11): L_e is tracked and the
+    /// reset policy still applies on a rise, but no size is ever simulated or adopted.
+    pub simulate: bool,
+}
+
+impl SymbiosisConfig {
+    /// Defaults around a round configuration and costs.
+    pub fn new(ghost: GhostConfig, costs: MissCosts) -> Self {
+        Self {
+            ghost,
+            costs,
+            window_accesses: WINDOW_ACCESSES_DEFAULT,
+            change_threshold: CHANGE_THRESHOLD_DEFAULT,
+            adopt_threshold: ADOPT_THRESHOLD_DEFAULT,
+            stable_tolerance: STABLE_TOLERANCE_DEFAULT,
+            settle_windows_max: SETTLE_WINDOWS_MAX_DEFAULT,
+            restarts_max: RESTARTS_MAX_DEFAULT,
+            pause_steady_windows: PAUSE_STEADY_WINDOWS_DEFAULT,
+            reset_policy: true,
+            guard: true,
+            initial_app_bytes: None,
+            revert_tolerance: Some(REVERT_TOLERANCE_DEFAULT),
+            simulate: true,
+        }
+    }
+
+    /// Checks every field.
+    pub fn validate(&self) -> Result<()> {
+        self.ghost.validate()?;
+        self.costs.validate()?;
+        if self.window_accesses == 0 {
+            return Err(bad("window_accesses", 0, "must be >= 1"));
+        }
+        for (name, v) in [
+            ("change_threshold", self.change_threshold),
+            ("adopt_threshold", self.adopt_threshold),
+            ("stable_tolerance", self.stable_tolerance),
+        ] {
+            if !(0.0..1.0).contains(&v) {
+                return Err(bad(name, v, "must be in [0, 1)"));
+            }
+        }
+        if let Some(t) = self.revert_tolerance {
+            if !(0.0..1.0).contains(&t) {
+                return Err(bad("revert_tolerance", t, "must be in [0, 1)"));
+            }
+        }
+        if let Some(a) = self.initial_app_bytes {
+            if a < self.ghost.app_min_bytes || a > self.ghost.memory_bytes {
+                return Err(bad(
+                    "initial_app_bytes",
+                    a,
+                    "must lie in [app_min_bytes, memory_bytes]",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Controller state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Waiting for the real caches to warm after a change of M_a.
+    Settling,
+    /// Watching L_e against the reference.
+    Stable,
+    /// A simulation round is running.
+    Adapting,
+    /// The workload kept changing during rounds; waiting for it to settle.
+    Paused,
+}
+
+/// Why a round started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoundTrigger {
+    /// Start-up.
+    Start,
+    /// L_e moved beyond the change threshold in Stable.
+    Change,
+    /// The workload changed during the previous round.
+    Restart,
+    /// Resumed after a pause.
+    Resume,
+}
+
+/// What a finished round decided.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoundReport {
+    /// Round number (from 0).
+    pub index: u32,
+    /// Why it started.
+    pub trigger: RoundTrigger,
+    /// Whether the reset policy dropped M_a to the minimum at its start.
+    pub reset: bool,
+    /// Engine accesses from start to end.
+    pub accesses: u64,
+    /// Sampled accesses the ghosts saw.
+    pub samples: u64,
+    /// Per candidate: prediction and predicted L_e (ns).
+    pub candidates: Vec<(CandidatePrediction, f64)>,
+    /// Measured L_e (ns) of the real system when the round ended.
+    pub measured_le_ns: f64,
+    /// M_a before the decision.
+    pub app_bytes_before: u64,
+    /// M_a after the decision.
+    pub app_bytes_after: u64,
+    /// Whether a new size was adopted.
+    pub adopted: bool,
+    /// Whether the adopted size was rolled back because the settled L_e turned out worse than
+    /// before (beyond the paper; see [`REVERT_TOLERANCE_DEFAULT`]).
+    pub reverted: bool,
+    /// Largest ghost metadata during the round, bytes.
+    pub ghost_bytes_peak: usize,
+}
+
+impl RoundReport {
+    /// The candidate with the lowest predicted L_e.
+    pub fn best(&self) -> Option<&(CandidatePrediction, f64)> {
+        self.candidates.iter().min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+}
+
+/// One Tracker window, for timelines and plots.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowRecord {
+    /// Engine accesses before the window's end.
+    pub accesses: u64,
+    /// M_a during the window (at its end).
+    pub app_bytes: u64,
+    /// Measured H_a.
+    pub h_a: f64,
+    /// Measured H_k.
+    pub h_k: f64,
+    /// L_e from the measured hit ratios and the configured costs, ns.
+    pub le_ns: f64,
+    /// Mean measured latency of accesses that carried one, ns (NaN if none did).
+    pub latency_ns_mean: f64,
+    /// State at the window's end.
+    pub state: State,
+}
+
+/// A summary for `stats()`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SymbiosisStats {
+    /// Current state.
+    pub state: State,
+    /// Current target M_a.
+    pub app_target_bytes: u64,
+    /// Accesses recorded.
+    pub accesses: u64,
+    /// Completed windows.
+    pub windows: u64,
+    /// Finished rounds.
+    pub rounds: u32,
+    /// Rounds whose result was adopted.
+    pub adoptions: u32,
+    /// Rounds restarted because the workload changed during them.
+    pub restarts: u32,
+    /// Times the controller paused.
+    pub pauses: u32,
+    /// Adoptions rolled back.
+    pub reverts: u32,
+    /// Reference L_e of the Stable state, ns.
+    pub reference_le_ns: Option<f64>,
+    /// Ghost metadata now, bytes (0 outside rounds).
+    pub ghost_bytes: usize,
+    /// Progress of a running round.
+    pub round_progress: Option<RoundProgress>,
+}
+
+/// The online cache sizer (see the module doc).
+pub struct Symbiosis {
+    cfg: SymbiosisConfig,
+    state: State,
+    app_target: u64,
+    accesses: u64,
+    windows: u64,
+    window: HitCounts,
+    window_latency_sum: f64,
+    window_latency_n: u64,
+    prev_le: Option<f64>,
+    reference_le: Option<f64>,
+    settle_count: u32,
+    round: Option<GhostSim>,
+    round_trigger: RoundTrigger,
+    round_reset: bool,
+    round_start_accesses: u64,
+    round_ref_le: Option<f64>,
+    round_index: u32,
+    consecutive_restarts: u32,
+    restarts: u32,
+    pauses: u32,
+    adoptions: u32,
+    reverts: u32,
+    /// Consecutive settled comparisons in the Settling state.
+    settle_streak: u32,
+    /// After an adoption: (size before, measured L_e before, report index) to check once settled.
+    pending_check: Option<(u64, f64, usize)>,
+    paused_steady: u32,
+    reports: Vec<RoundReport>,
+    last_mrc: Vec<(u64, f64)>,
+    timeline: VecDeque<WindowRecord>,
+}
+
+/// Relative difference of `x` from `reference`, with a floor so that a zero reference (every
+/// access an application hit) does not make any miss look infinite.
+fn rel_diff(x: f64, reference: f64, floor: f64) -> f64 {
+    (x - reference).abs() / reference.max(floor)
+}
+
+impl Symbiosis {
+    /// Creates the controller and starts the first round.
+    pub fn new(cfg: SymbiosisConfig) -> Result<Self> {
+        cfg.validate()?;
+        let start = cfg.initial_app_bytes.unwrap_or(cfg.ghost.app_min_bytes);
+        let mut s = Self {
+            state: State::Adapting,
+            app_target: start,
+            accesses: 0,
+            windows: 0,
+            window: HitCounts::default(),
+            window_latency_sum: 0.0,
+            window_latency_n: 0,
+            prev_le: None,
+            reference_le: None,
+            settle_count: 0,
+            round: None,
+            round_trigger: RoundTrigger::Start,
+            round_reset: false,
+            round_start_accesses: 0,
+            round_ref_le: None,
+            round_index: 0,
+            consecutive_restarts: 0,
+            restarts: 0,
+            pauses: 0,
+            adoptions: 0,
+            reverts: 0,
+            settle_streak: 0,
+            pending_check: None,
+            paused_steady: 0,
+            reports: Vec::new(),
+            last_mrc: Vec::new(),
+            timeline: VecDeque::new(),
+            cfg,
+        };
+        s.start_round(RoundTrigger::Start, false)?;
+        Ok(s)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SymbiosisConfig {
+        &self.cfg
+    }
+
+    /// The application cache size the engine should use now.
+    pub fn app_target_bytes(&self) -> u64 {
+        self.app_target
+    }
+
+    /// Current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Replaces the miss costs (re-calibration on drift). Takes effect from the next window.
+    pub fn set_miss_costs(&mut self, costs: MissCosts) -> Result<()> {
+        costs.validate()?;
+        self.cfg.costs = costs;
+        Ok(())
+    }
+
+    fn le_floor(&self) -> f64 {
+        (self.cfg.costs.app_miss_ns * 0.01).max(1e-9)
+    }
+
+    /// Classifies an access using the engine's flags, else its latency, else as a device read.
+    fn classify(&self, a: &BlockAccess) -> TierHit {
+        if a.app_hit {
+            return TierHit::App;
+        }
+        let second = a.second_hit.or_else(|| {
+            a.latency_ns.map(|l| {
+                // Timing fallback (§4.3 "inferred from timing"): halfway between a second-tier
+                // hit (C_a) and a device read (C_a + C_k).
+                (l as f64) < self.cfg.costs.app_miss_ns + 0.5 * self.cfg.costs.second_miss_ns
+            })
+        });
+        if second == Some(true) {
+            TierHit::Second
+        } else {
+            TierHit::Miss
+        }
+    }
+
+    /// Records one block access. Returns `Some(new M_a)` when the target changed.
+    pub fn record(&mut self, a: &BlockAccess) -> Option<u64> {
+        let before = self.app_target;
+        self.accesses += 1;
+        self.window.add(self.classify(a));
+        if let Some(l) = a.latency_ns {
+            self.window_latency_sum += l as f64;
+            self.window_latency_n += 1;
+        }
+        if let Some(round) = self.round.as_mut() {
+            round.record(a);
+            if round.is_done() {
+                self.finish_round();
+            }
+        }
+        if self.window.accesses >= self.cfg.window_accesses {
+            self.end_window();
+        }
+        (self.app_target != before).then_some(self.app_target)
+    }
+
+    fn end_window(&mut self) {
+        let c = self.cfg.costs;
+        let le = self
+            .window
+            .expected_latency(c.app_miss_ns, c.second_miss_ns);
+        let floor = self.le_floor();
+        self.windows += 1;
+        if self.timeline.len() >= TIMELINE_MAX {
+            self.timeline.pop_front();
+        }
+        self.timeline.push_back(WindowRecord {
+            accesses: self.accesses,
+            app_bytes: self.app_target,
+            h_a: self.window.h_a(),
+            h_k: self.window.h_k(),
+            le_ns: le,
+            latency_ns_mean: if self.window_latency_n == 0 {
+                f64::NAN
+            } else {
+                self.window_latency_sum / self.window_latency_n as f64
+            },
+            state: self.state,
+        });
+        self.window = HitCounts::default();
+        self.window_latency_sum = 0.0;
+        self.window_latency_n = 0;
+        let settled = self
+            .prev_le
+            .is_some_and(|p| rel_diff(le, p, floor) <= self.cfg.stable_tolerance);
+        match self.state {
+            State::Settling => {
+                self.settle_count += 1;
+                self.settle_streak = if settled { self.settle_streak + 1 } else { 0 };
+                if self.settle_streak >= SETTLE_STREAK
+                    || self.settle_count >= self.cfg.settle_windows_max
+                {
+                    let check = self.pending_check.take();
+                    let worse = match (check, self.cfg.revert_tolerance) {
+                        (Some((_, before_le, _)), Some(tol)) => {
+                            le > before_le * (1.0 + tol) && rel_diff(le, before_le, floor) > tol
+                        }
+                        _ => false,
+                    };
+                    if let (true, Some((before, _, idx))) = (worse, check) {
+                        self.app_target = before;
+                        self.reverts += 1;
+                        if let Some(r) = self.reports.get_mut(idx) {
+                            r.reverted = true;
+                            r.app_bytes_after = before;
+                        }
+                        // Settle again at the restored size; no check this time.
+                        self.settle_count = 0;
+                        self.settle_streak = 0;
+                        self.prev_le = None;
+                        return;
+                    }
+                    self.reference_le = Some(le);
+                    self.state = State::Stable;
+                }
+            }
+            State::Stable => {
+                if let Some(r) = self.reference_le {
+                    if rel_diff(le, r, floor) > self.cfg.change_threshold {
+                        self.consecutive_restarts = 0;
+                        // A failure here would need a config that validate() rejected.
+                        let _ = self.start_round(RoundTrigger::Change, le > r);
+                    }
+                }
+            }
+            State::Adapting => match self.round_ref_le {
+                None => {
+                    if settled {
+                        self.round_ref_le = Some(le);
+                    }
+                }
+                Some(r) => {
+                    if rel_diff(le, r, floor) > self.cfg.change_threshold {
+                        self.restarts += 1;
+                        self.consecutive_restarts += 1;
+                        if self.consecutive_restarts > self.cfg.restarts_max {
+                            self.drop_round();
+                            self.pauses += 1;
+                            self.paused_steady = 0;
+                            self.state = State::Paused;
+                        } else {
+                            let _ = self.start_round(RoundTrigger::Restart, le > r);
+                        }
+                    }
+                }
+            },
+            State::Paused => {
+                let steady = self
+                    .prev_le
+                    .is_some_and(|p| rel_diff(le, p, floor) <= self.cfg.change_threshold);
+                self.paused_steady = if steady { self.paused_steady + 1 } else { 0 };
+                if self.paused_steady >= self.cfg.pause_steady_windows {
+                    self.consecutive_restarts = 0;
+                    let rose = self.reference_le.is_some_and(|r| le > r * (1.0 + 1e-9));
+                    let _ = self.start_round(RoundTrigger::Resume, rose);
+                }
+            }
+        }
+        self.prev_le = Some(le);
+    }
+
+    fn start_round(&mut self, trigger: RoundTrigger, le_rose: bool) -> Result<()> {
+        self.drop_round();
+        let reset =
+            self.cfg.reset_policy && le_rose && self.app_target != self.cfg.ghost.app_min_bytes;
+        if reset {
+            self.app_target = self.cfg.ghost.app_min_bytes;
+        }
+        if !self.cfg.simulate {
+            self.state = State::Settling;
+            self.settle_count = 0;
+            self.settle_streak = 0;
+            self.prev_le = None;
+            return Ok(());
+        }
+        let mut g = self.cfg.ghost.clone();
+        g.seed = g.seed.wrapping_add(u64::from(self.round_index));
+        self.round = Some(GhostSim::new(g)?);
+        self.round_trigger = trigger;
+        self.round_reset = reset;
+        self.round_start_accesses = self.accesses;
+        self.round_ref_le = None;
+        self.state = State::Adapting;
+        // Windows before a reset are not comparable with those after it.
+        if reset {
+            self.prev_le = None;
+        }
+        Ok(())
+    }
+
+    fn drop_round(&mut self) {
+        if let Some(mut r) = self.round.take() {
+            r.free();
+        }
+    }
+
+    fn finish_round(&mut self) {
+        let Some(mut round) = self.round.take() else {
+            return;
+        };
+        let c = self.cfg.costs;
+        let preds = round.predictions();
+        let candidates: Vec<(CandidatePrediction, f64)> = preds
+            .iter()
+            .map(|p| (*p, p.expected_latency(c.app_miss_ns, c.second_miss_ns)))
+            .collect();
+        // The real system's L_e now: the last full window, else the partial one.
+        let measured = self.prev_le.unwrap_or_else(|| {
+            self.window
+                .expected_latency(c.app_miss_ns, c.second_miss_ns)
+        });
+        let before = self.app_target;
+        let best = candidates
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .copied();
+        let mut adopted = false;
+        if let Some((p, le)) = best {
+            let gain_ok = !self.cfg.guard || le <= (1.0 - self.cfg.adopt_threshold) * measured;
+            if gain_ok && p.app_bytes != before {
+                self.app_target = p.app_bytes;
+                adopted = true;
+                self.adoptions += 1;
+            }
+        }
+        self.last_mrc = round.mrc();
+        let report = RoundReport {
+            index: self.round_index,
+            trigger: self.round_trigger,
+            reset: self.round_reset,
+            accesses: self.accesses - self.round_start_accesses,
+            samples: round.samples(),
+            candidates,
+            measured_le_ns: measured,
+            app_bytes_before: before,
+            app_bytes_after: self.app_target,
+            adopted,
+            reverted: false,
+            ghost_bytes_peak: round.peak_metadata_bytes(),
+        };
+        round.free();
+        self.reports.push(report);
+        self.round_index += 1;
+        self.consecutive_restarts = 0;
+        self.state = State::Settling;
+        self.settle_count = 0;
+        self.pending_check = None;
+        self.settle_streak = 0;
+        if adopted {
+            // The partial window mixes both sizes: discard it.
+            self.window = HitCounts::default();
+            self.window_latency_sum = 0.0;
+            self.window_latency_n = 0;
+            self.prev_le = None;
+            self.pending_check = Some((before, measured, self.reports.len() - 1));
+        }
+    }
+
+    /// Finished rounds, oldest first.
+    pub fn rounds(&self) -> &[RoundReport] {
+        &self.reports
+    }
+
+    /// The application-tier miss-ratio curve of the last finished round (empty before one).
+    pub fn mrc(&self) -> &[(u64, f64)] {
+        &self.last_mrc
+    }
+
+    /// Recent windows, oldest first.
+    pub fn timeline(&self) -> impl Iterator<Item = &WindowRecord> {
+        self.timeline.iter()
+    }
+
+    /// A summary of the controller.
+    pub fn stats(&self) -> SymbiosisStats {
+        SymbiosisStats {
+            state: self.state,
+            app_target_bytes: self.app_target,
+            accesses: self.accesses,
+            windows: self.windows,
+            rounds: self.reports.len() as u32,
+            adoptions: self.adoptions,
+            restarts: self.restarts,
+            pauses: self.pauses,
+            reverts: self.reverts,
+            reference_le_ns: self.reference_le,
+            ghost_bytes: self.round.as_ref().map_or(0, |r| r.metadata_bytes()),
+            round_progress: self.round.as_ref().map(|r| r.progress()),
+        }
+    }
+}
