@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,10 @@ from sqlglot.optimizer.scope import traverse_scope
 from attune.frames.errors import SplitError
 from attune.frames.split import DATABASE_FILE, FORMAT_NAME, FORMAT_VERSION, SCHEMA_FILE
 from attune.frames.stats import quote
+
+# Rewritten queries memoized per SplitFrame. Default 256: a notebook runs a few dozen distinct
+# queries; each entry is one SQL string (a few kB), so the bound only guards long sessions.
+REWRITE_CACHE_SIZE = 256
 
 
 def read_schema(directory: str | os.PathLike) -> dict:
@@ -107,6 +112,8 @@ class SplitFrame:
         self._by_lower = {c["name"].lower(): c["name"] for c in schema["columns"]}
         self._sql_schema = {c["name"]: c["type"] for c in schema["columns"]}
         self.last_rewrite: dict = {}
+        self._cache: OrderedDict = OrderedDict()  # Ibis op -> (rewritten SQL, last_rewrite)
+        self._subqueries: dict[tuple[str, ...], exp.Expression] = {}
 
     @property
     def table(self):
@@ -114,22 +121,52 @@ class SplitFrame:
         return self.con.table(self.name)
 
     def sql(self, expr) -> str:
-        """The backend SQL for ``expr`` with only the needed dimensions joined."""
-        original = str(self.con.compile(expr))
+        """The backend SQL for ``expr`` with only the needed dimensions joined.
+
+        Rewrites are memoized by the expression's Ibis operation (immutable and hashed once):
+        the rewrite is a pure function of the expression and of schemas that are part of it, so
+        running the same expression again (a re-run notebook cell) skips the analysis."""
+        op = expr.op()
         try:
-            return self._rewrite(original, list(expr.as_table().schema().names))
+            hit = self._cache.get(op)
+        except TypeError:  # an unhashable literal somewhere in the expression: no memo
+            op, hit = None, None
+        if hit is not None:
+            self._cache.move_to_end(op)
+            self.last_rewrite = {**hit[1], "cached": True}
+            return hit[0]
+        names = list(expr.as_table().schema().names)
+        try:
+            # Ibis's own SQLGlot tree: no text round trip (printing and re-parsing the query
+            # cost more than the analysis itself).
+            out = self._rewrite(self.con.compiler.to_sqlglot(expr), names)
         except (sqlglot.errors.SqlglotError, KeyError, ValueError) as exc:
             self.last_rewrite = {"rewritten": False, "reason": repr(exc)}
-            return original
+            return str(self.con.compile(expr))
+        if op is not None:
+            self._cache[op] = (out, dict(self.last_rewrite))
+            while len(self._cache) > REWRITE_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return out
 
-    def _rewrite(self, sql: str, names: list[str]) -> str:
+    def _subquery(self, cols: list[str]) -> exp.Expression:
+        """Parsed fact-join-dimensions subquery for ``cols`` (parsed once per column set)."""
+        key = tuple(cols)
+        sub = self._subqueries.get(key)
+        if sub is None:
+            sub = sqlglot.parse_one(
+                _join_sql(self.schema, self._fact, self._dims, cols), read="duckdb"
+            )
+            self._subqueries[key] = sub
+        return sub.copy()
+
+    def _rewrite(self, ast: exp.Expression, names: list[str]) -> str:
         """Qualify + push projections down (SQLGlot), then swap each reference to the split table
         for a subquery joining only the dimensions that reference uses.
 
         Qualifying normalizes identifiers (lower case in DuckDB and Spark, both case-insensitive),
         so the output columns are renamed back to ``names``, the expression's own column names.
         """
-        ast = sqlglot.parse_one(sql, read=self._dialect)
         ast = pushdown_projections(
             qualify(
                 ast,
@@ -154,11 +191,9 @@ class SplitFrame:
                     raise ValueError(f"no analysis for a reference to {node.sql()}")
                 cols = [c for c in order if c in needed[id(node)]]
                 used.append(cols)
-                sub = sqlglot.parse_one(
-                    _join_sql(self.schema, self._fact, self._dims, cols), read="duckdb"
-                )
                 return exp.Subquery(
-                    this=sub, alias=exp.TableAlias(this=exp.to_identifier(node.alias_or_name))
+                    this=self._subquery(cols),
+                    alias=exp.TableAlias(this=exp.to_identifier(node.alias_or_name)),
                 )
             return node
 
