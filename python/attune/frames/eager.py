@@ -192,7 +192,11 @@ def _push_one(select, is_split, where, dims, max_keys, subquery, dim_table):
         need_count = True
         x = to_outer(arg)
         n = exp.column(count_name, p, quoted=True)
-        nonnull = exp.If(this=exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())), true=n)
+        nonnull = exp.If(
+            this=exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
+            true=n,
+            false=exp.Null(),
+        )
         if isinstance(agg, (exp.Min, exp.Max)):
             return type(agg)(this=x)
         if isinstance(agg, exp.Count):
