@@ -137,7 +137,8 @@ class SplitFrame:
         self._by_lower = {c["name"].lower(): c["name"] for c in schema["columns"]}
         self._sql_schema = {c["name"]: c["type"] for c in schema["columns"]}
         self.last_rewrite: dict = {}
-        self._cache: OrderedDict = OrderedDict()  # Ibis op -> (rewritten SQL, last_rewrite)
+        # (Ibis op, eager settings) -> (rewritten SQL, last_rewrite)
+        self._cache: OrderedDict = OrderedDict()
         self._subqueries: dict[tuple, exp.Expression] = {}
         # Group on dimension keys before joining (attune.frames.eager); off: join, then group.
         self.eager_aggregation = True
@@ -154,7 +155,8 @@ class SplitFrame:
         Rewrites are memoized by the expression's Ibis operation (immutable and hashed once):
         the rewrite is a pure function of the expression and of schemas that are part of it, so
         running the same expression again (a re-run notebook cell) skips the analysis."""
-        op = expr.op()
+        # The settings are part of the key: changing them must not return an old rewrite.
+        op = (expr.op(), self.eager_aggregation, self.eager_max_fraction)
         try:
             hit = self._cache.get(op)
         except TypeError:  # an unhashable literal somewhere in the expression: no memo
