@@ -121,13 +121,17 @@ def main(path: str) -> None:
                     f"{worst[1]}x ({worst[0]}) | {first[1]}x ({first[0]}) | "
                     f"{x['identical_results']} |"
                 )
-            print("\nPer query, split / unsplit seconds (median of runs; first run):\n")
-            for x in nbs:
+            print("\nPer step, split / unsplit time: median of runs; first run\n")
+            print("| step | " + " | ".join(x["dataset"] for x in nbs) + " |")
+            print("|---" * (len(nbs) + 1) + "|")
+            steps = dict.fromkeys(q for x in nbs for q in x["query_time_ratio_split_over_unsplit"])
+            for q in steps:
                 cells = []
-                for q, ratio in x["query_time_ratio_split_over_unsplit"].items():
-                    f = x.get("first_run_ratio_split_over_unsplit", {}).get(q)
-                    cells.append(f"{q} {ratio}x; {f}x")
-                print(f"- {x['dataset']}: " + ", ".join(cells))
+                for x in nbs:
+                    med = x["query_time_ratio_split_over_unsplit"].get(q)
+                    first = x.get("first_run_ratio_split_over_unsplit", {}).get(q)
+                    cells.append("" if med is None else f"{med}x; {first}x")
+                print(f"| {q} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
