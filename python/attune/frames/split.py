@@ -213,6 +213,8 @@ def split_file(
     """
     note = progress or (lambda _s: None)
     _check_out(out_dir)  # before the (possibly long) load
+    if max_dims is not None and max_dims < 1:
+        raise SplitError(f"max_dims must be at least 1, got {max_dims}")
     spill = tempfile.mkdtemp(prefix="attune-split-spill-")
     con = open_connection(memory_limit, spill)
     try:
