@@ -49,6 +49,14 @@ def register(sub) -> None:
         help="estimate with the narrowest key integer instead of 8 bytes (not in the source; "
         "keeps the exact guarantee)",
     )
+    p.add_argument(
+        "--max-dims",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep at most N dimensions, those saving the most (bounds the joins of any query; "
+        "not in the source; default: no bound)",
+    )
     p.add_argument("--encoding", default="utf-8", help="CSV text encoding (default utf-8)")
     p.add_argument("--name", default=None, help="table name recorded in schema.json")
     p.add_argument("--memory-limit", default="4GB", help="DuckDB memory limit (default 4GB)")
@@ -101,6 +109,7 @@ def run(args) -> int:
             memory_limit=args.memory_limit,
             on_plan=on_plan,
             narrow_keys=args.narrow_keys,
+            max_dims=args.max_dims,
         )
     except SplitError as exc:
         bar.close()

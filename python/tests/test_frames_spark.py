@@ -36,6 +36,10 @@ def suite(t):
     return {
         "count": t.count(),
         "by_state": t.group_by("state").agg(n=t.count(), sev=t.severity.sum()),
+        # Eager aggregation on both backends: pre-aggregate on keys, weigh dimension columns.
+        "eager": t.group_by("state", "timezone").agg(
+            avg=t.severity.mean(), c=t.city.count(), lo=t.city.min(), n=t.count()
+        ),
         "filter_project": t.filter(t.weather == "Light Rain").select("id", "city"),
         "feature": m.group_by("hi", "timezone").agg(n=m.count()),
         "distinct": t.select("county", "timezone").distinct(),
@@ -75,5 +79,7 @@ def test_same_splitdf_code_on_duckdb_and_pyspark(tmp_path, spark):
             continue
         a, b = duck.to_pyarrow(want[name]), spk.to_pyarrow(got[name])
         assert spk.last_rewrite.get("rewritten"), (name, spk.last_rewrite)
+        if name == "eager":
+            assert spk.last_rewrite["eager"], spk.last_rewrite
         assert a.column_names == b.column_names, name
         assert canon(a) == canon(b), name

@@ -173,3 +173,34 @@ def test_cli_text_and_refusal(tmp_path, capsys):
     assert main(["split", str(tmp_path / "u.csv"), "--out", str(tmp_path / "o2")]) == 1
     assert "refusing to split" in capsys.readouterr().err
     assert main(["split", str(tmp_path / "none.csv"), "--out", str(tmp_path / "o3")]) == 1
+
+
+def test_fact_keeps_input_row_order_and_uses_zstd(tmp_path):
+    import pyarrow.parquet as pq
+
+    src = accidents_csv(tmp_path / "acc.csv")
+    split_file(src, tmp_path / "out")
+    fact = pq.read_table(tmp_path / "out" / "fact.parquet")
+    assert fact.column("id").to_pylist() == list(range(3000))
+    meta = pq.ParquetFile(tmp_path / "out" / "fact.parquet").metadata
+    assert meta.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_max_dims_bounds_the_dimensions_and_round_trips(tmp_path):
+    src = accidents_csv(tmp_path / "acc.csv")
+    free = split_file(src, tmp_path / "free", narrow_keys=True)
+    assert len(free.plan.dims) >= 2
+    res = split_file(src, tmp_path / "out", narrow_keys=True, max_dims=1)
+    assert len(res.plan.dims) == 1
+    assert read_schema(tmp_path / "out")["max_dims"] == 1
+    assert rows(read_split(tmp_path / "out")) == rows(as_read(src))
+    with pytest.raises(SplitError, match="max_dims"):
+        split_file(src, tmp_path / "bad", max_dims=0)
+
+
+def test_cli_max_dims(tmp_path, capsys):
+    src = accidents_csv(tmp_path / "acc.csv")
+    args = ["split", str(src), "--out", str(tmp_path / "o"), "--json", "--narrow-keys"]
+    assert main([*args, "--max-dims", "1"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert len(obj["groups"]) == 1 and obj["max_dims"] == 1

@@ -87,3 +87,38 @@ def test_narrow_keys_let_narrow_columns_split():
     assert gen_attribute_groups(TableStats(n, cols)).dims == []
     plan = gen_attribute_groups(TableStats(n, cols, narrow_keys=True))
     assert plan.dims == [("year", "month")]
+
+
+def test_max_dims_keeps_the_groups_that_save_the_most():
+    n = 100_000
+    # Three single-column groups (any pair costs more than it saves); savings a > c > b.
+    cols = (
+        col("a", 2, 30, 30, n),
+        col("b", 60_000, 40, 40, n),
+        col("c", 70_000, 100, 100, n),
+        col("id", n, 8, 8, n),
+    )
+    free = gen_attribute_groups(TableStats(n, cols))
+    assert free.dims == [("a",), ("b",), ("c",)]
+    assert gen_attribute_groups(TableStats(n, cols, max_dims=2)).dims == [("a",), ("c",)]
+    plan = gen_attribute_groups(TableStats(n, cols, max_dims=1))
+    assert len(plan.dims) == 1
+    kept = plan.dims[0]
+    stats = TableStats(n, cols)
+    by = {c.name: c for c in cols}
+
+    def saving(g):
+        return act_size([by[a] for a in g], stats) - est_size([by[a] for a in g], stats)
+
+    assert saving(kept) == max(saving(g) for g in free.dims)
+    placed = [c for g in plan.dims for c in g] + plan.fact
+    assert sorted(placed) == sorted(by)
+    dropped = [s for s in plan.steps if s.action == "drop"]
+    assert len(dropped) == len(free.dims) - 1
+
+
+def test_max_dims_above_the_group_count_changes_nothing():
+    n = 100_000
+    cols = (col("a", 2, 30, 30, n), col("b", 90_000, 50, 50, n))
+    free = gen_attribute_groups(TableStats(n, cols))
+    assert gen_attribute_groups(TableStats(n, cols, max_dims=5)).dims == free.dims

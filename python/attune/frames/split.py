@@ -2,9 +2,9 @@
 
 Pipeline: load the input into a DuckDB table ``src`` -> column statistics -> SplitGen groups ->
 one key per group by ``dense_rank()`` over the group's columns -> dimensions by ``SELECT DISTINCT``
-(key, group columns) -> fact = the ungrouped columns plus the keys -> measure the real size of the
-split -> write Parquet files (or tables in a DuckDB file) and ``schema.json``
-(docs/formats/split-schema.md).
+(key, group columns) -> fact = the ungrouped columns plus the keys, in input row order -> measure
+the real size of the split -> write Parquet files (zstd; or tables in a DuckDB file) and
+``schema.json`` (docs/formats/split-schema.md).
 
 An N-way split is the two-way split applied N-1 times to the fact table. Splitting keeps one fact
 row per input row and a group's key depends only on that group's columns, so the N-1 recursive
@@ -51,6 +51,10 @@ SCHEMA_FILE = "schema.json"
 FORMAT_NAME = "attune-split"
 FORMAT_VERSION = 1
 STORAGES = ("parquet", "duckdb")
+# Parquet page compression. Default zstd: smaller than DuckDB's default (snappy) at a small
+# cost in write time; the benchmark writes the unsplit table with the same setting, and both
+# sides use DuckDB's dictionary encoding, so a size comparison measures the split alone.
+PARQUET_COMPRESSION = "zstd"
 DATABASE_FILE = "split.duckdb"
 
 # DuckDB memory limit for splitting. Default 4GB: the machine is shared and DuckDB spills sorts and
@@ -76,6 +80,7 @@ class SplitResult:
             "out": self.out_dir,
             "variant": self.plan.variant,
             "narrow_keys": self.stats.narrow_keys,
+            "max_dims": self.stats.max_dims,
             "nrows": self.stats.nrows,
             "groups": [list(g) for g in self.plan.dims],
             "fact_columns": list(self.plan.fact),
@@ -139,6 +144,19 @@ def load_input(
         raise SplitError(f"{p}: file is empty (no header, no rows)")
     lit = "'" + str(p).replace("'", "''") + "'"
     suffix = p.suffix.lower()
+    # Load in file order: the fact table is written in this order (its rowid), which keeps runs
+    # and sorted columns of the input (ids, timestamps) compressible. The splitting queries
+    # themselves run with the setting off (less memory for the window sorts).
+    con.execute("SET preserve_insertion_order = true")
+    try:
+        return _load_ordered(con, p, lit, suffix, encoding)
+    finally:
+        con.execute("SET preserve_insertion_order = false")
+
+
+def _load_ordered(
+    con: duckdb.DuckDBPyConnection, p: Path, lit: str, suffix: str, encoding: str
+) -> str:
     if suffix in (".parquet", ".pq"):
         try:
             con.execute(f"CREATE TABLE src AS SELECT * FROM read_parquet({lit})")
@@ -186,6 +204,7 @@ def split_file(
     memory_limit: str = MEMORY_LIMIT_DEFAULT,
     on_plan: Callable[[Plan, TableStats], None] | None = None,
     narrow_keys: bool = False,
+    max_dims: int | None = None,
 ) -> SplitResult:
     """Split a CSV or Parquet file into ``out_dir``; see the module doc.
 
@@ -194,6 +213,8 @@ def split_file(
     """
     note = progress or (lambda _s: None)
     _check_out(out_dir)  # before the (possibly long) load
+    if max_dims is not None and max_dims < 1:
+        raise SplitError(f"max_dims must be at least 1, got {max_dims}")
     spill = tempfile.mkdtemp(prefix="attune-split-spill-")
     con = open_connection(memory_limit, spill)
     try:
@@ -201,7 +222,7 @@ def split_file(
         load_input(con, input_path, encoding)
         table_name = name or Path(input_path).stem.split(".")[0] or "data"
         res = _split_loaded(
-            con, "src", out_dir, variant, storage, table_name, note, on_plan, narrow_keys
+            con, "src", out_dir, variant, storage, table_name, note, on_plan, narrow_keys, max_dims
         )
         res.input_bytes = Path(input_path).stat().st_size
         return res
@@ -218,16 +239,28 @@ def split_arrow(
     name: str = "data",
     memory_limit: str = MEMORY_LIMIT_DEFAULT,
     narrow_keys: bool = False,
+    max_dims: int | None = None,
 ) -> SplitResult:
     """Split an in-memory pyarrow.Table (or anything DuckDB can scan) into ``out_dir``."""
     spill = tempfile.mkdtemp(prefix="attune-split-spill-")
     con = open_connection(memory_limit, spill)
     try:
         con.register("__arrow_in", table)
+        con.execute("SET preserve_insertion_order = true")  # see load_input
         con.execute("CREATE TABLE src AS SELECT * FROM __arrow_in")
+        con.execute("SET preserve_insertion_order = false")
         con.unregister("__arrow_in")
         return _split_loaded(
-            con, "src", out_dir, variant, storage, name, lambda _s: None, None, narrow_keys
+            con,
+            "src",
+            out_dir,
+            variant,
+            storage,
+            name,
+            lambda _s: None,
+            None,
+            narrow_keys,
+            max_dims,
         )
     finally:
         con.close()
@@ -235,9 +268,13 @@ def split_arrow(
 
 
 def plan_for(
-    con: duckdb.DuckDBPyConnection, table: str, variant: str, narrow_keys: bool = False
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    variant: str,
+    narrow_keys: bool = False,
+    max_dims: int | None = None,
 ) -> tuple[Plan, TableStats]:
-    stats = compute_stats(con, table, variant, narrow_keys)
+    stats = compute_stats(con, table, variant, narrow_keys, max_dims)
     return gen_attribute_groups(stats), stats
 
 
@@ -251,6 +288,7 @@ def _split_loaded(
     note: Callable[[str], None],
     on_plan: Callable[[Plan, TableStats], None] | None = None,
     narrow_keys: bool = False,
+    max_dims: int | None = None,
 ) -> SplitResult:
     if variant not in VARIANTS:
         raise SplitError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
@@ -261,7 +299,9 @@ def _split_loaded(
     types = dict(cols)
     names = [c for c, _ in cols]
     note("stats")
-    plan, stats = plan_for(con, src, variant, narrow_keys)
+    if max_dims is not None and max_dims < 1:
+        raise SplitError(f"max_dims must be at least 1, got {max_dims}")
+    plan, stats = plan_for(con, src, variant, narrow_keys, max_dims)
     if on_plan is not None:
         on_plan(plan, stats)
     if stats.nrows == 0:
@@ -273,7 +313,8 @@ def _split_loaded(
             f"({stats.nrows} rows, {len(names)} columns, {stats.total_size} bytes; best candidate "
             f"{list(best.candidate)} would cost {best.est:.0f} bytes to save {best.act:.0f})"
         )
-    keys = _key_names(names, len(plan.dims))
+    keys = _key_names(names, len(plan.dims) + 1)
+    keys, rid = keys[:-1], keys[-1]  # rid: the input row number (a name no column uses)
 
     note("keys")
     windows = []
@@ -284,7 +325,10 @@ def _split_loaded(
             if types[c].upper() in FLOAT_TYPES:
                 order.append(f"CAST({quote(c)} AS VARCHAR)")
         windows.append(f"dense_rank() OVER (ORDER BY {', '.join(order)}) - 1 AS {quote(key)}")
-    con.execute(f"CREATE TEMP TABLE keyed AS SELECT *, {', '.join(windows)} FROM {quote(src)}")
+    con.execute(
+        f"CREATE TEMP TABLE keyed AS SELECT *, rowid AS {quote(rid)}, {', '.join(windows)} "
+        f"FROM {quote(src)}"
+    )
     con.execute(f"DROP TABLE {quote(src)}")
 
     note("dimensions")
@@ -323,7 +367,10 @@ def _split_loaded(
     staging = Path(tempfile.mkdtemp(prefix=".split-", dir=out))
     try:
         key_exprs = [f"CAST({quote(k)} AS {t}) AS {quote(k)}" for k, t in zip(keys, key_types)]
-        fact_sql = f"SELECT {', '.join([quote(c) for c in fact_cols] + key_exprs)} FROM keyed"
+        fact_sql = (
+            f"SELECT {', '.join([quote(c) for c in fact_cols] + key_exprs)} FROM keyed "
+            f"ORDER BY {quote(rid)}"
+        )
         dim_sqls = []
         for i, (key, group, ktype) in enumerate(zip(keys, plan.dims, key_types)):
             sel = ", ".join([f"CAST({quote(key)} AS {ktype}) AS {quote(key)}"])
@@ -348,6 +395,7 @@ def _split_loaded(
             "nrows": stats.nrows,
             "variant": variant,
             "narrow_keys": narrow_keys,
+            "max_dims": max_dims,
             "columns": [{"name": c, "type": types[c], "table": _table_of(c, plan)} for c in names],
             "fact": {
                 "table": "fact",
@@ -409,4 +457,4 @@ def _table_of(col: str, plan: Plan) -> str:
 
 def _copy(con: duckdb.DuckDBPyConnection, query: str, path: Path) -> None:
     lit = str(path).replace("'", "''")
-    con.execute(f"COPY ({query}) TO '{lit}' (FORMAT parquet)")
+    con.execute(f"COPY ({query}) TO '{lit}' (FORMAT parquet, COMPRESSION {PARQUET_COMPRESSION})")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,19 @@ import duckdb
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.pushdown_projections import pushdown_projections
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 
+from attune.frames.eager import MAX_PUSHED_KEYS_FRACTION, push_aggregates
 from attune.frames.errors import SplitError
 from attune.frames.split import DATABASE_FILE, FORMAT_NAME, FORMAT_VERSION, SCHEMA_FILE
 from attune.frames.stats import quote
+
+# Rewritten queries memoized per SplitFrame. Default 256: a notebook runs a few dozen distinct
+# queries; each entry is one SQL string (a few kB), so the bound only guards long sessions.
+REWRITE_CACHE_SIZE = 256
 
 
 def read_schema(directory: str | os.PathLike) -> dict:
@@ -75,8 +82,15 @@ def read_schema(directory: str | os.PathLike) -> dict:
     return s
 
 
-def _join_sql(schema: dict, fact: str, dims: list[str], columns: list[str] | None) -> str:
-    """DuckDB-dialect SQL: fact joined with the dimensions holding ``columns`` (None: all)."""
+def _join_sql(
+    schema: dict,
+    fact: str,
+    dims: list[str],
+    columns: list[str] | None,
+    keys: list[int] = (),
+) -> str:
+    """DuckDB-dialect SQL: fact joined with the dimensions holding ``columns`` (None: all),
+    also exposing the fact's keys of the dimensions ``keys``."""
     wanted = [c["name"] for c in schema["columns"]] if columns is None else columns
     where = {c["name"]: c["table"] for c in schema["columns"]}
     dim_ix = {d["table"]: i for i, d in enumerate(schema["dims"])}
@@ -85,6 +99,9 @@ def _join_sql(schema: dict, fact: str, dims: list[str], columns: list[str] | Non
     for c in wanted:
         alias = "f" if where[c] == "fact" else f"d{dim_ix[where[c]]}"
         sel.append(f"{alias}.{quote(c)} AS {quote(c)}")
+    for i in keys:
+        k = quote(schema["dims"][i]["key"])
+        sel.append(f"f.{k} AS {k}")
     if not sel:
         sel = ["1 AS __attune_unit"]
     sql = f"SELECT {', '.join(sel)} FROM {fact} AS f"
@@ -92,6 +109,19 @@ def _join_sql(schema: dict, fact: str, dims: list[str], columns: list[str] | Non
         key = quote(schema["dims"][i]["key"])
         sql += f" INNER JOIN {dims[i]} AS d{i} ON f.{key} = d{i}.{key}"
     return sql
+
+
+def _merge_subqueries(ast: exp.Expression) -> exp.Expression:
+    """SQLGlot's ``merge_subqueries``, or ``ast`` unchanged if the merge left a column naming a
+    source its scope does not have (sqlglot 30 forgets to rename columns inside aggregates
+    when the merged subquery's column is also a GROUP BY key)."""
+    merged = merge_subqueries(ast.copy())
+    for scope in traverse_scope(merged):
+        names = set(scope.sources) | set(scope.selected_sources)
+        for col in scope.columns:
+            if col.table and col.table not in names:
+                return ast
+    return merged
 
 
 class SplitFrame:
@@ -107,6 +137,12 @@ class SplitFrame:
         self._by_lower = {c["name"].lower(): c["name"] for c in schema["columns"]}
         self._sql_schema = {c["name"]: c["type"] for c in schema["columns"]}
         self.last_rewrite: dict = {}
+        # (Ibis op, eager settings) -> (rewritten SQL, last_rewrite)
+        self._cache: OrderedDict = OrderedDict()
+        self._subqueries: dict[tuple, exp.Expression] = {}
+        # Group on dimension keys before joining (attune.frames.eager); off: join, then group.
+        self.eager_aggregation = True
+        self.eager_max_fraction = MAX_PUSHED_KEYS_FRACTION
 
     @property
     def table(self):
@@ -114,22 +150,81 @@ class SplitFrame:
         return self.con.table(self.name)
 
     def sql(self, expr) -> str:
-        """The backend SQL for ``expr`` with only the needed dimensions joined."""
-        original = str(self.con.compile(expr))
+        """The backend SQL for ``expr`` with only the needed dimensions joined.
+
+        Rewrites are memoized by the expression's Ibis operation (immutable and hashed once):
+        the rewrite is a pure function of the expression and of schemas that are part of it, so
+        running the same expression again (a re-run notebook cell) skips the analysis."""
+        # The settings are part of the key: changing them must not return an old rewrite.
+        op = (expr.op(), self.eager_aggregation, self.eager_max_fraction)
         try:
-            return self._rewrite(original, list(expr.as_table().schema().names))
+            hit = self._cache.get(op)
+        except TypeError:  # an unhashable literal somewhere in the expression: no memo
+            op, hit = None, None
+        if hit is not None:
+            self._cache.move_to_end(op)
+            self.last_rewrite = {**hit[1], "cached": True}
+            return hit[0]
+        names = list(expr.as_table().schema().names)
+        try:
+            # Ibis's own SQLGlot tree: no text round trip (printing and re-parsing the query
+            # cost more than the analysis itself).
+            out = self._rewrite(self.con.compiler.to_sqlglot(expr), names)
         except (sqlglot.errors.SqlglotError, KeyError, ValueError) as exc:
             self.last_rewrite = {"rewritten": False, "reason": repr(exc)}
-            return original
+            return str(self.con.compile(expr))
+        if op is not None:
+            self._cache[op] = (out, dict(self.last_rewrite))
+            while len(self._cache) > REWRITE_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return out
 
-    def _rewrite(self, sql: str, names: list[str]) -> str:
+    def _subquery(self, cols: list[str], keys: list[int] = ()) -> exp.Expression:
+        """Parsed fact-join-dimensions subquery for ``cols`` plus the fact's ``keys`` (parsed
+        once per column set)."""
+        key = (tuple(cols), tuple(keys))
+        sub = self._subqueries.get(key)
+        if sub is None:
+            sub = sqlglot.parse_one(
+                _join_sql(self.schema, self._fact, self._dims, cols, keys), read="duckdb"
+            )
+            self._subqueries[key] = sub
+        return sub.copy()
+
+    def _dim_table(self, i: int) -> exp.Expression:
+        return sqlglot.parse_one(self._dims[i], into=exp.Table, read="duckdb")
+
+    def _push_aggregates(self, ast: exp.Expression) -> tuple[exp.Expression, list[dict]]:
+        """Eager aggregation (``attune.frames.eager``) on a qualified, merged tree."""
+        dim_ix = {d["table"]: i for i, d in enumerate(self.schema["dims"])}
+        where = {
+            c["name"].lower(): (None if c["table"] == "fact" else dim_ix[c["table"]])
+            for c in self.schema["columns"]
+        }
+        order = [c["name"] for c in self.schema["columns"]]
+
+        def subquery(lower_cols: list[str], keys: list[int]) -> exp.Expression:
+            wanted = {self._by_lower[c] for c in lower_cols}
+            return self._subquery([c for c in order if c in wanted], keys)
+
+        return push_aggregates(
+            ast,
+            lambda t: t.name.lower() == self.name.lower(),
+            where,
+            self.schema["dims"],
+            int(self.schema["nrows"]),
+            subquery,
+            self._dim_table,
+            self.eager_max_fraction,
+        )
+
+    def _rewrite(self, ast: exp.Expression, names: list[str]) -> str:
         """Qualify + push projections down (SQLGlot), then swap each reference to the split table
         for a subquery joining only the dimensions that reference uses.
 
         Qualifying normalizes identifiers (lower case in DuckDB and Spark, both case-insensitive),
         so the output columns are renamed back to ``names``, the expression's own column names.
         """
-        ast = sqlglot.parse_one(sql, read=self._dialect)
         ast = pushdown_projections(
             qualify(
                 ast,
@@ -137,6 +232,12 @@ class SplitFrame:
                 dialect=self._dialect,
             )
         )
+        # Merging the per-step subqueries Ibis emits (filter, project, aggregate) exposes
+        # "GROUP BY over the split table" to eager aggregation.
+        ast = _merge_subqueries(ast)
+        pushed: list[dict] = []
+        if self.eager_aggregation:
+            ast, pushed = self._push_aggregates(ast)
         needed: dict[int, set[str]] = {}
         for scope in traverse_scope(ast):
             for alias, source in scope.sources.items():
@@ -154,11 +255,9 @@ class SplitFrame:
                     raise ValueError(f"no analysis for a reference to {node.sql()}")
                 cols = [c for c in order if c in needed[id(node)]]
                 used.append(cols)
-                sub = sqlglot.parse_one(
-                    _join_sql(self.schema, self._fact, self._dims, cols), read="duckdb"
-                )
                 return exp.Subquery(
-                    this=sub, alias=exp.TableAlias(this=exp.to_identifier(node.alias_or_name))
+                    this=self._subquery(cols),
+                    alias=exp.TableAlias(this=exp.to_identifier(node.alias_or_name)),
                 )
             return node
 
@@ -175,7 +274,7 @@ class SplitFrame:
                 for e, n in zip(top.expressions, names)
             ],
         )
-        self.last_rewrite = {"rewritten": True, "columns": used}
+        self.last_rewrite = {"rewritten": True, "columns": used, "eager": pushed}
         return out.sql(dialect=self._dialect)
 
     def _other_schemas(self, ast: exp.Expression) -> dict:

@@ -64,6 +64,7 @@ class TableStats:
     columns: tuple[ColumnStats, ...]
     variant: str = EXACT
     narrow_keys: bool = False  # estimate with fit_key_bytes(product of distinct) instead of 8
+    max_dims: int | None = None  # keep at most this many groups (largest savings); None: all
 
     @property
     def total_size(self) -> int:
@@ -77,7 +78,7 @@ class Step:
     candidate: tuple[str, ...]
     act: float
     est: float
-    action: str  # "grow", "emit", "fact" or "flush"
+    action: str  # "grow", "emit", "fact", "flush" or "drop" (over max_dims, back to the fact)
 
 
 @dataclass
@@ -160,4 +161,36 @@ def gen_attribute_groups(stats: TableStats) -> Plan:
         names = tuple(c.name for c in group)
         plan.dims.append(names)
         plan.steps.append(Step(names, act_size(group, stats), est_size(group, stats), "flush"))
+    if stats.max_dims is not None:
+        bound_dims(plan, stats, stats.max_dims)
     return plan
+
+
+def bound_dims(plan: Plan, stats: TableStats, max_dims: int) -> None:
+    """Keep the ``max_dims`` groups with the largest estimated saving (ACT - EST); the columns
+    of the others go back to the fact table (step action "drop").
+
+    Not in the source. The cost model counts bytes, not joins: a query touching k of the groups
+    joins k dimensions, and with narrow keys SplitGen splits off many single-column
+    "dictionary" groups that each save little. Bounding the count bounds every query's joins
+    while keeping the groups that save the most. Each kept group still has EST < ACT, so the
+    exact variant's guarantee holds.
+    """
+    if max_dims < 0:
+        raise ValueError(f"max_dims must be >= 0, got {max_dims}")
+    if len(plan.dims) <= max_dims:
+        return
+    by_name = {c.name: c for c in stats.columns}
+
+    def saving(g: tuple[str, ...]) -> float:
+        cols = [by_name[a] for a in g]
+        return act_size(cols, stats) - est_size(cols, stats)
+
+    ranked = sorted(range(len(plan.dims)), key=lambda i: (-saving(plan.dims[i]), i))
+    keep = set(ranked[:max_dims])
+    for i, g in enumerate(plan.dims):
+        if i not in keep:
+            cols = [by_name[a] for a in g]
+            plan.steps.append(Step(g, act_size(cols, stats), est_size(cols, stats), "drop"))
+            plan.fact.extend(g)
+    plan.dims = [g for i, g in enumerate(plan.dims) if i in keep]

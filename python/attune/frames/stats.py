@@ -95,7 +95,11 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str,
 
 
 def compute_stats(
-    con: duckdb.DuckDBPyConnection, table: str, variant: str, narrow_keys: bool = False
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    variant: str,
+    narrow_keys: bool = False,
+    max_dims: int | None = None,
 ) -> TableStats:
     """Statistics of every column of ``table`` in one aggregate query."""
     if variant not in (EXACT, APPROX):
@@ -127,4 +131,10 @@ def compute_stats(
                 total_size=int(total),
             )
         )
-    return TableStats(nrows=nrows, columns=tuple(out), variant=variant, narrow_keys=narrow_keys)
+    return TableStats(
+        nrows=nrows,
+        columns=tuple(out),
+        variant=variant,
+        narrow_keys=narrow_keys,
+        max_dims=max_dims,
+    )
