@@ -138,7 +138,7 @@ stress:
 
 # Every cargo-fuzz target for FUZZ_SECONDS each (fuzz/run.sh; nightly or RUSTC_BOOTSTRAP=1).
 FUZZ_SECONDS ?= 60
-FUZZ_RUNS ?= 0
+FUZZ_RUNS ?= -1
 FUZZ_PARALLEL ?= 1
 fuzz:
 	fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_RUNS) $(FUZZ_PARALLEL)

@@ -4,7 +4,7 @@
 # per target (executions, executions per second, crashes). A crash leaves its input in
 # fuzz/artifacts/<target>/ and makes the script exit non-zero.
 #
-#   fuzz/run.sh SECONDS_PER_TARGET [RUNS_PER_TARGET] [PARALLEL]
+#   fuzz/run.sh SECONDS_PER_TARGET [RUNS_PER_TARGET (-1: no limit)] [PARALLEL]
 #
 # Uses the nightly toolchain when rustup has one, else stable with RUSTC_BOOTSTRAP=1. Built
 # without a sanitizer (the harnessed code is safe Rust; overflow checks and debug assertions stay
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds=${1:-60}
-runs=${2:-0}
+runs=${2:--1}
 parallel=${3:-1}
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     tc=(+nightly)
@@ -42,16 +42,17 @@ run_one() {
     [ "$status" = ok ]
 }
 failed=0
-pids=()
+running=0
 for t in $targets; do
-    run_one "$t" &
-    pids+=($!)
-    if [ "${#pids[@]}" -ge "$parallel" ]; then
-        wait "${pids[0]}" || failed=1
-        pids=("${pids[@]:1}")
+    if [ "$running" -ge "$parallel" ]; then
+        wait -n || failed=1 # whichever target finishes first frees its slot
+        running=$((running - 1))
     fi
+    run_one "$t" &
+    running=$((running + 1))
 done
-for p in "${pids[@]}"; do
-    wait "$p" || failed=1
+while [ "$running" -gt 0 ]; do
+    wait -n || failed=1
+    running=$((running - 1))
 done
 exit $failed

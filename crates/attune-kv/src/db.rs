@@ -285,10 +285,17 @@ impl DB {
             return Err(Error::AlreadyExists { path: dir });
         }
         if !exists {
+            // A creation interrupted by a crash leaves only a manifest and maybe CURRENT's temp
+            // file (CURRENT is written last, and nothing was acknowledged before it): start over.
             let others: Vec<String> = env
                 .list_dir(&dir)?
                 .into_iter()
-                .filter(|n| n != "LOCK")
+                .filter(|n| {
+                    !matches!(
+                        filename::parse(n),
+                        Some(FileKind::Lock | FileKind::Manifest(_) | FileKind::Temp)
+                    )
+                })
                 .collect();
             if !others.is_empty() {
                 let shown: Vec<&str> = others.iter().take(3).map(String::as_str).collect();

@@ -422,3 +422,47 @@ fn recovery_stops_at_a_sequence_gap_between_logs() {
     assert_eq!(db.get(b"e").unwrap(), Some(b"5".to_vec()));
     assert_eq!(db.get(b"d").unwrap(), None);
 }
+
+/// Regression (found by `attune-stress --mode kill`, SIGKILL during the first open): a crash
+/// between writing the first manifest and CURRENT left a directory that every later open refused
+/// as "not empty and has no CURRENT file". Such leftovers (manifest, CURRENT's temp file) are an
+/// interrupted creation; the database is created again. A directory holding tables or logs but
+/// no CURRENT is still refused.
+#[test]
+fn crash_while_creating_the_database_does_not_leave_it_unopenable() {
+    let mut created = 0;
+    for n in 0..8 {
+        let env = MemEnv::new();
+        // Fail the n-th create: the first open stops somewhere between manifest and CURRENT.
+        env.set_fault_plan(FaultPlan::new(n).with(
+            FaultOp::Create,
+            FaultError::Io,
+            Trigger::Once(n),
+        ));
+        let first = open(&env);
+        env.clear_faults();
+        drop(first);
+        let db = open(&env).unwrap_or_else(|e| panic!("create fault {n}: reopen: {e}"));
+        db.put_opt(b"k", b"v", WriteOptions { sync: true }).unwrap();
+        drop(db);
+        let db = open(&env).unwrap();
+        assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+        created += 1;
+    }
+    assert_eq!(created, 8);
+    // Same through a machine crash right after the manifest is written: CURRENT's rename fails.
+    let env = MemEnv::new();
+    env.set_fault_plan(FaultPlan::new(0).with(FaultOp::Rename, FaultError::Io, Trigger::Once(0)));
+    assert!(open(&env).is_err());
+    env.clear_faults();
+    env.crash_torn(3);
+    open(&env).unwrap_or_else(|e| panic!("after a crash during creation: {e}"));
+    // Tables without CURRENT are not an interrupted creation: still refused.
+    let env = MemEnv::new();
+    env.create_dir_all(Path::new(DIR)).unwrap();
+    drop(
+        env.new_writable(&Path::new(DIR).join("000005.sst"))
+            .unwrap(),
+    );
+    assert!(open(&env).is_err());
+}

@@ -243,9 +243,17 @@ impl Table {
             }
         }
         let (h, first) = self.index_entry(lo)?;
+        // A damaged index may claim its first block starts after `pos`.
+        let Some(within) = pos.checked_sub(first) else {
+            return Err(Error::corruption(
+                self.path.as_path(),
+                h.offset,
+                format!("index entry {lo} starts at ordinal {first}, past ordinal {pos}"),
+            ));
+        };
         let blk = self.block(h, true)?;
         Ok(blk
-            .entry((pos - first) as usize)
+            .entry(usize::try_from(within).unwrap_or(usize::MAX))
             .map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 
