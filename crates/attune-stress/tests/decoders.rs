@@ -68,7 +68,8 @@ decoder_props!(
     block,
     index_block,
     bloom_filter,
-    version_edit
+    version_edit,
+    vlog_segment
 );
 
 #[test]
