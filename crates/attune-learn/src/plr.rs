@@ -632,7 +632,10 @@ impl PlrModel {
         // `as u64` saturates; the max/min keep the bounds inside the segment's positions.
         let lo = ((p - d).floor() as u64).max(start);
         let hi = ((p + d).ceil() as u64).saturating_add(1).min(end);
-        (lo, hi)
+        // Past 2^53 positions f64 rounding can cross the two bounds (found by the
+        // `learned_model` fuzz target on a hostile model): never return an inverted window.
+        let lo = lo.min(end);
+        (lo, hi.max(lo))
     }
 
     /// The window `[lo, hi)` for key `x`: `lo <= L(x)` and `L(x+1) <= hi`, so it holds every

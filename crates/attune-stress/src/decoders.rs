@@ -30,7 +30,7 @@ use std::sync::Arc;
 const STEPS_MAX: usize = 100_000;
 
 /// The decoders, by fuzz-target name.
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "log_fragments",
     "wal_batch",
     "sstable_footer",
@@ -39,6 +39,7 @@ pub const TARGETS: [&str; 8] = [
     "bloom_filter",
     "version_edit",
     "vlog_segment",
+    "learned_model",
 ];
 
 /// Runs the harness of `target` on `data`; false for an unknown target name.
@@ -52,6 +53,7 @@ pub fn run(target: &str, data: &[u8]) -> bool {
         "bloom_filter" => bloom_filter(data),
         "version_edit" => version_edit(data),
         "vlog_segment" => vlog_segment(data),
+        "learned_model" => learned_model(data),
         _ => return false,
     }
     true
@@ -337,6 +339,36 @@ pub fn vlog_segment(data: &[u8]) {
     }
 }
 
+/// A persisted learned-index model (attune-learn's `ATLM` format): decoded raw, and again with a
+/// valid checksum trailer so that the structural checks behind it are reached; a model that
+/// decodes must round-trip and answer predictions for a few keys with an in-bounds window.
+pub fn learned_model(data: &[u8]) {
+    use attune_learn::LearnedIndex;
+    let check = |m: &LearnedIndex| {
+        assert_eq!(
+            LearnedIndex::decode(&m.encode()).as_ref().ok(),
+            Some(m),
+            "a decoded model does not round-trip"
+        );
+        for k in [&b""[..], b"a", b"user:00000700", &[0xff; 12]] {
+            let w = m.predict(k);
+            assert!(w.to_usize().start <= w.to_usize().end, "inverted window");
+        }
+    };
+    if let Ok(m) = LearnedIndex::decode(data) {
+        check(&m);
+    }
+    if data.len() >= 4 {
+        let mut sealed = data.to_vec();
+        let n = sealed.len() - 4;
+        let crc = crc32c::crc32c(&sealed[..n]);
+        sealed[n..].copy_from_slice(&crc.to_le_bytes());
+        if let Ok(m) = LearnedIndex::decode(&sealed) {
+            check(&m);
+        }
+    }
+}
+
 /// Valid encodings for `target`: fuzzing and property tests start from (and mutate) these.
 pub fn seeds(target: &str) -> Vec<Vec<u8>> {
     use attune_kv::table::block::BlockBuilder;
@@ -454,6 +486,16 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             }
             env.read_all(&dir.join("000003.vlog"))
                 .map(|d| vec![d])
+                .unwrap_or_default()
+        }
+        "learned_model" => {
+            let keys: Vec<Vec<u8>> = (0..500u64)
+                .map(|i| format!("user:{:08}", i * i % 7919).into_bytes())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            attune_learn::LearnedIndex::train(&keys, 4)
+                .map(|m| vec![m.encode()])
                 .unwrap_or_default()
         }
         _ => Vec::new(),

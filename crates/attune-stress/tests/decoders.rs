@@ -69,7 +69,8 @@ decoder_props!(
     index_block,
     bloom_filter,
     version_edit,
-    vlog_segment
+    vlog_segment,
+    learned_model
 );
 
 #[test]
@@ -123,4 +124,13 @@ fn index_whose_first_ordinal_is_past_the_position_is_corruption_not_a_panic() {
             .any(|r| r.as_ref().is_err_and(|e| e.is_corruption())),
         "no corruption reported: {results:?}"
     );
+}
+
+/// The `learned_model` fuzz target's first crash: a checksum-valid model with positions past
+/// 2^53 whose f64 rounding crossed the window's bounds (an inverted window). attune-learn now
+/// never returns one.
+#[test]
+fn hostile_learned_model_never_predicts_an_inverted_window() {
+    let data = include_bytes!("regressions/learned_model_inverted_window.bin");
+    decoders::learned_model(data);
 }
