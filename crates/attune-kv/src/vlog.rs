@@ -307,6 +307,30 @@ impl VlogWriter {
         Ok(())
     }
 
+    /// First half of a sync that lets writers go on: hands staged records to the OS and returns
+    /// a handle that fsyncs them without this writer's lock, with the length it will cover
+    /// (None: nothing to sync, or the file has no such handle and was synced here).
+    pub fn begin_sync(&mut self) -> Result<Option<(crate::env::SyncHandle, u64)>> {
+        self.check_failed()?;
+        if self.synced == self.offset {
+            return Ok(None);
+        }
+        self.flush()?;
+        match self.file.sync_handle() {
+            Some(h) => Ok(Some((h, self.offset))),
+            None => self.sync().map(|()| None),
+        }
+    }
+
+    /// Second half: records the outcome of the handle's fsync covering `upto` bytes.
+    pub fn finish_sync(&mut self, upto: u64, ok: bool) {
+        if ok {
+            self.synced = self.synced.max(upto);
+        } else {
+            self.failed = true;
+        }
+    }
+
     /// Segment length including staged records.
     pub fn len(&self) -> u64 {
         self.offset

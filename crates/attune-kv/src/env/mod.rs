@@ -24,6 +24,9 @@ use crate::error::Result;
 use std::path::Path;
 use std::sync::Arc;
 
+/// See [`WritableFile::sync_handle`].
+pub type SyncHandle = Arc<dyn Fn() -> Result<()> + Send + Sync>;
+
 /// A file being written sequentially.
 pub trait WritableFile: Send {
     /// Appends bytes (may be buffered in user space until `flush`).
@@ -34,6 +37,11 @@ pub trait WritableFile: Send {
     fn sync(&mut self) -> Result<()>;
     /// Bytes appended so far.
     fn len(&self) -> u64;
+    /// A function that fsyncs what was flushed before it is called, usable without `&mut self`
+    /// (so that a writer need not wait while another thread syncs). None: use [`Self::sync`].
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        None
+    }
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

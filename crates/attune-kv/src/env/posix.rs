@@ -167,6 +167,13 @@ impl WritableFile for PosixWritable {
     fn len(&self) -> u64 {
         self.len
     }
+    fn sync_handle(&self) -> Option<super::SyncHandle> {
+        let f = self.file.try_clone().ok()?;
+        let path = self.path.clone();
+        Some(Arc::new(move || {
+            f.sync_data().map_err(|e| Error::io("fdatasync", &path, e))
+        }))
+    }
 }
 
 impl Drop for PosixWritable {
