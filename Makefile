@@ -87,6 +87,7 @@ fmt:
 BENCH_RECORDS ?= 1000000
 BENCH_RESULTS := micro ycsb vlog-1k vlog-4k vlog-scan100 rocksdb-vs-db_bench micro-peers \
 	ycsb-peers hash-adaptive hash-join hash-loadfactor hash-roofline hash-roofline-10m splitdf \
+	splitdf-columns learn cache cache-ablations \
 	workload
 # Value separation against RocksDB's BlobDB (db_bench --enable_blob_files), and Attune without it.
 VLOG_ENGINES := attune,attune:enable_blob_files=false,db_bench,db_bench:enable_blob_files=1
