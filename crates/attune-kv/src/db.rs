@@ -543,32 +543,20 @@ impl DB {
         }
         let metas = self.inner.state.lock().versions.blob_files.clone();
         for (n, f) in sv.blobs.iter() {
-            let data = f.read_all()?;
-            let sealed = metas.get(n).filter(|m| m.sealed).map(|m| m.size);
-            let end = sealed.unwrap_or(data.len() as u64);
-            if (data.len() as u64) < end {
-                return Err(Error::corruption(
-                    f.path(),
-                    data.len() as u64,
-                    format!("segment is shorter than its sealed length {end}"),
-                ));
-            }
-            if sealed.is_some() && end < crate::vlog::SEGMENT_HEADER_BYTES {
-                // Sealed empty at recovery: created just before a crash, never written.
-                files += 1;
-                continue;
-            }
-            let mut scan = SegmentScanner::new(f.path(), &data[..end as usize])?;
-            entries += scan.by_ref().count() as u64;
-            // The active segment may end in a record being written right now.
-            if sealed.is_some() && scan.valid_len() != end {
-                return Err(Error::corruption(
-                    f.path(),
-                    scan.valid_len(),
-                    scan.stop_reason.unwrap_or("damaged record"),
-                ));
-            }
             files += 1;
+            let Some(size) = metas.get(n).filter(|m| m.sealed).map(|m| m.size) else {
+                // The active segment may end in a record being written right now.
+                let data = f.read_all()?;
+                entries += SegmentScanner::new(f.path(), &data)?.count() as u64;
+                continue;
+            };
+            if size < crate::vlog::SEGMENT_HEADER_BYTES {
+                continue; // sealed empty at recovery: created just before a crash, never written
+            }
+            let data = f.read_sealed(size)?;
+            let mut scan = SegmentScanner::new(f.path(), &data)?;
+            entries += scan.by_ref().count() as u64;
+            scan.check_complete(f.path())?;
         }
         Ok((files, entries))
     }
@@ -1064,16 +1052,9 @@ impl DbInner {
             self.sync_vlog().map_err(|e| (e, true))?;
             self.sync_imm_wal().map_err(|e| (e, true))?;
         }
-        // What the user asked to store (a collection's moves are not user writes).
-        let user_bytes: u64 = if is_gc {
-            0
-        } else {
-            batch
-                .iter()
-                .flatten()
-                .map(|(_, k, v)| (k.len() + v.len()) as u64)
-                .sum()
-        };
+        // Key and value bytes the user asked to store, counted in the pass that already walks
+        // the original batch (a collection's moves are not user writes).
+        let mut user_bytes = 0u64;
         let separated;
         let mut blob_bytes = 0u64;
         let batch = if separate {
@@ -1086,6 +1067,7 @@ impl DbInner {
             for item in batch.iter() {
                 let (kind, k, v) =
                     item.ok_or_else(|| (Error::InvalidArgument("malformed batch".into()), false))?;
+                user_bytes += (k.len() + v.len()) as u64;
                 match kind {
                     ValueKind::Value if v.len() >= min_blob => {
                         let p = w.add(k, v);
@@ -1125,6 +1107,12 @@ impl DbInner {
             let (kind, k, v) =
                 item.ok_or_else(|| (Error::InvalidArgument("malformed batch".into()), true))?;
             mem.add(seq, kind, k, v);
+            if !separate {
+                user_bytes += (k.len() + v.len()) as u64;
+            }
+        }
+        if is_gc {
+            user_bytes = 0;
         }
         let c = &self.counters;
         c.wal_bytes
@@ -1219,16 +1207,7 @@ impl DbInner {
             .snapshot
             .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
-        let mut r = sv.mem.get(key, seq);
-        if r == Lookup::NotFound {
-            if let Some(imm) = &sv.imm {
-                r = imm.get(key, seq);
-            }
-        }
-        if r == Lookup::NotFound {
-            r = with_lookup_key(key, seq, |k| sv.version.get(k, &self.tables))?;
-        }
-        match r {
+        match self.lookup(&sv, key, seq)? {
             Lookup::Found(v) => {
                 self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
                 Ok(Some(v))
@@ -1254,9 +1233,8 @@ impl DbInner {
         }
     }
 
-    /// The value-log record `key`'s newest version points at, if it has one.
-    fn current_pointer(&self, sv: &SuperVersion, key: &[u8]) -> Result<Option<BlobPointer>> {
-        let seq = crate::key::MAX_SEQUENCE;
+    /// The newest entry of `key` at or below `seq`: memtable, immutable memtable, then levels.
+    fn lookup(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Lookup> {
         let mut r = sv.mem.get(key, seq);
         if r == Lookup::NotFound {
             if let Some(imm) = &sv.imm {
@@ -1266,7 +1244,12 @@ impl DbInner {
         if r == Lookup::NotFound {
             r = with_lookup_key(key, seq, |k| sv.version.get(k, &self.tables))?;
         }
-        Ok(match r {
+        Ok(r)
+    }
+
+    /// The value-log record `key`'s newest version points at, if it has one.
+    fn current_pointer(&self, sv: &SuperVersion, key: &[u8]) -> Result<Option<BlobPointer>> {
+        Ok(match self.lookup(sv, key, crate::key::MAX_SEQUENCE)? {
             Lookup::Blob(p) => Some(p),
             _ => None,
         })
@@ -1587,16 +1570,7 @@ impl DbInner {
             if self.shutting_down.load(Ordering::Acquire) {
                 return;
             }
-            let r = MutexGuard::unlocked(&mut st, || {
-                self.sync_imm_wal()?;
-                // Values before the WAL records that point at them.
-                self.sync_vlog()?;
-                if let Some(w) = self.wal.lock().as_mut() {
-                    w.sync()?;
-                    self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok::<_, Error>(())
-            });
+            let r = MutexGuard::unlocked(&mut st, || self.sync_logs());
             // A failed fsync may have dropped the pages it covered (Linux marks them clean), so
             // no later fsync can make those writes durable: stop accepting writes.
             if let Err(e) = r {
@@ -1671,24 +1645,12 @@ impl DbInner {
         if !meta.sealed {
             return Ok(None);
         }
-        let data = file.read_all()?;
-        if (data.len() as u64) < meta.size {
-            return Err(Error::corruption(
-                file.path(),
-                data.len() as u64,
-                format!(
-                    "sealed value-log segment has {} bytes, the manifest says {}",
-                    data.len(),
-                    meta.size
-                ),
-            ));
-        }
-        let data = &data[..meta.size as usize];
         let header = crate::vlog::SEGMENT_HEADER_BYTES;
         if meta.size < header {
             return Ok(None);
         }
-        let mut scan = SegmentScanner::new(file.path(), data)?;
+        let data = file.read_sealed(meta.size)?;
+        let mut scan = SegmentScanner::new(file.path(), &data)?;
         let sv = self.sv.read().clone();
         let mut live: Vec<GcEntry> = Vec::new();
         let mut live_bytes = 0u64;
@@ -1704,16 +1666,7 @@ impl DbInner {
             }
         }
         drop(sv);
-        if scan.valid_len() != meta.size {
-            return Err(Error::corruption(
-                file.path(),
-                scan.valid_len(),
-                format!(
-                    "sealed value-log segment is damaged: {}",
-                    scan.stop_reason.unwrap_or("unknown")
-                ),
-            ));
-        }
+        scan.check_complete(file.path())?;
         let total = meta.size - header;
         let dead = total.saturating_sub(live_bytes);
         if total == 0 || (dead as f64) < min_ratio * total as f64 || (dead == 0 && total > 0) {
@@ -1930,7 +1883,7 @@ impl DbInner {
                     Some((a, len)) if a == *n => len,
                     _ => m.size,
                 },
-                garbage: m.garbage.min(m.size.max(m.garbage)),
+                garbage: m.garbage,
                 sealed: m.sealed,
             })
             .collect();

@@ -167,6 +167,21 @@ impl<'a> SegmentScanner<'a> {
     pub fn valid_len(&self) -> u64 {
         self.pos as u64
     }
+
+    /// After the walk over a sealed segment: corruption unless every byte was a good record.
+    pub fn check_complete(&self, path: &Path) -> Result<()> {
+        if self.pos == self.data.len() {
+            return Ok(());
+        }
+        Err(Error::corruption(
+            path,
+            self.valid_len(),
+            format!(
+                "sealed value-log segment is damaged: {}",
+                self.stop_reason.unwrap_or("damaged record")
+            ),
+        ))
+    }
 }
 
 impl<'a> Iterator for SegmentScanner<'a> {
@@ -432,6 +447,24 @@ impl BlobFile {
     /// Reads the whole segment (garbage collection and recovery scans).
     pub fn read_all(&self) -> Result<Vec<u8>> {
         self.env.read_all(&self.path)
+    }
+
+    /// Reads a sealed segment's `size` valid bytes (the manifest's length); a shorter file is
+    /// corruption.
+    pub fn read_sealed(&self, size: u64) -> Result<Vec<u8>> {
+        let mut data = self.read_all()?;
+        if (data.len() as u64) < size {
+            return Err(Error::corruption(
+                &self.path,
+                data.len() as u64,
+                format!(
+                    "sealed value-log segment has {} bytes, the manifest says {size}",
+                    data.len()
+                ),
+            ));
+        }
+        data.truncate(size as usize);
+        Ok(data)
     }
 }
 
