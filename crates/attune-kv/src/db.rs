@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::iter::{DbIter, InternalIterator, MergingIterator};
 use crate::key::ValueKind;
+use crate::learned::{LearnStats, Learning};
 use crate::log::{LogReader, LogWriter};
 use crate::memtable::{with_lookup_key, Lookup, MemTable, MemTableIter};
 use crate::options::{Options, ReadOptions, WriteOptions};
@@ -44,6 +45,9 @@ const GROUP_SMALL_LEAD_EXTRA: usize = 128 << 10;
 /// Live records a garbage-collection round moves, per write: at most this many bytes, so that
 /// the writer queue is held for a bounded time (about a millisecond of appends).
 const GC_CHUNK_BYTES: usize = 1 << 20;
+/// How often the learning thread asks the analyzer for due files. Default 10 ms: a fifth of
+/// T_wait, so a file is learned at most 10 ms after its wait ends; an idle poll costs microseconds.
+const LEARN_POLL: Duration = Duration::from_millis(10);
 
 /// Value-log segments readers may touch, by number.
 type BlobSet = Arc<BTreeMap<u64, Arc<BlobFile>>>;
@@ -256,6 +260,17 @@ pub struct Stats {
     /// Table files whose records all have one size and sit uncompressed (key + pointer), so a
     /// record's position gives its byte offset.
     pub fixed_layout_files: Vec<u64>,
+    /// Learned indexes (docs/learned-index.md): counters of the analyzer and the lookup paths
+    /// (`mode` is "off" and the rest zero when they are off).
+    pub learned: LearnStats,
+    /// Bytes of the live tables' models per level.
+    pub model_bytes_per_level: Vec<u64>,
+    /// Bytes of all live tables' models.
+    pub model_bytes: u64,
+    /// Segments of all live tables' models.
+    pub model_segments: u64,
+    /// Live tables that have a model.
+    pub files_with_models: u64,
 }
 
 impl DB {
@@ -316,7 +331,10 @@ impl DB {
             }
         }
         let cache = Arc::new(BlockCache::new(opts.block_cache_size));
-        let tables = Arc::new(TableCache::new(env.clone(), dir.clone(), cache.clone()));
+        let tables = Arc::new(
+            TableCache::new(env.clone(), dir.clone(), cache.clone())
+                .with_learning(Learning::new(&opts)?),
+        );
         let mut versions = VersionSet::new(env.clone(), dir.clone());
         if exists {
             versions.recover()?;
@@ -412,6 +430,7 @@ impl DB {
         {
             let mut st = inner.state.lock();
             inner.delete_obsolete_files(&mut st);
+            inner.tables.sync_learning(&st.versions.current());
         }
         let mut threads = Vec::new();
         let spawn = |name: &str, f: fn(&DbInner)| {
@@ -424,6 +443,9 @@ impl DB {
         threads.push(spawn("attune-flush", DbInner::flush_loop)?);
         threads.push(spawn("attune-compact", DbInner::compaction_loop)?);
         threads.push(spawn("attune-gc", DbInner::gc_loop)?);
+        if inner.tables.learning().is_some() {
+            threads.push(spawn("attune-learn", DbInner::learn_loop)?);
+        }
         if inner.opts.wal_sync_interval_ms > 0 {
             threads.push(spawn("attune-walsync", DbInner::wal_sync_loop)?);
         }
@@ -559,6 +581,30 @@ impl DB {
             scan.check_complete(f.path())?;
         }
         Ok((files, entries))
+    }
+
+    /// Learns a model for every live table that has none, now, in the calling thread (the
+    /// "offline" learning of Bourbon's evaluation; the background learner does the same file
+    /// by file). Returns the number of tables with a model afterwards. Fails when
+    /// `learned_index` is off.
+    pub fn learn_all(&self) -> Result<u64> {
+        let inner = &self.inner;
+        let Some(l) = inner.tables.learning().cloned() else {
+            return Err(Error::InvalidArgument(
+                "learned_index is off: open the database with learned_index=analyzer or always"
+                    .into(),
+            ));
+        };
+        let v = inner.sv.read().version.clone();
+        let mut with_model = 0;
+        for f in v.files.iter().flatten() {
+            let t = inner.tables.get(f.number)?;
+            let fs = l.file_stats(f.number);
+            if l.learn_table(inner.env.as_ref(), &inner.dir, &t, fs.as_deref())? {
+                with_model += 1;
+            }
+        }
+        Ok(with_model)
     }
 
     /// Stops background work, syncs the WAL and releases the lock.
@@ -1199,6 +1245,31 @@ impl DbInner {
             blobs: st.blobs.clone(),
         });
         *self.sv.write() = sv;
+        self.tables.sync_learning(&st.versions.current());
+    }
+
+    /// The learning thread (Bourbon's learner): every few milliseconds asks the analyzer which
+    /// files are due and learns them, lowest priority, never holding the state mutex.
+    fn learn_loop(&self) {
+        let Some(learning) = self.tables.learning().cloned() else {
+            return;
+        };
+        let stop = || self.shutting_down.load(Ordering::Acquire);
+        let open = |n: u64| -> Result<Arc<crate::table::Table>> {
+            if let Some(t) = self.tables.get_if_open(n) {
+                return Ok(t);
+            }
+            // Holding a version that lists the file keeps it from being deleted while it opens.
+            let v = self.sv.read().version.clone();
+            if !v.files.iter().flatten().any(|f| f.number == n) {
+                return Err(Error::InvalidArgument(format!("table {n} is gone")));
+            }
+            self.tables.get(n)
+        };
+        while !stop() {
+            std::thread::sleep(LEARN_POLL);
+            learning.learn_round(self.env.as_ref(), &self.dir, &open, &stop);
+        }
     }
 
     fn get(&self, key: &[u8], ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
@@ -1595,7 +1666,9 @@ impl DbInner {
             };
             let delete = match kind {
                 FileKind::Log(n) => n < log_keep && n < st.mem.log_number,
-                FileKind::Table(n) => !live.contains(&n) && !st.pending_outputs.contains(&n),
+                FileKind::Table(n) | FileKind::Model(n) => {
+                    !live.contains(&n) && !st.pending_outputs.contains(&n)
+                }
                 FileKind::Manifest(n) => n < st.versions.manifest_number,
                 FileKind::Temp => true,
                 // Segments leave through garbage collection only (deleted when their last
@@ -1859,14 +1932,30 @@ impl DbInner {
         let v = self.sv.read().version.clone();
         let mut pinned = 0u64;
         let mut fixed_layout_files = Vec::new();
-        for f in v.files.iter().flatten() {
-            if let Ok(t) = self.tables.get(f.number) {
-                pinned += t.pinned_bytes() as u64;
-                if t.properties().fixed_layout() {
-                    fixed_layout_files.push(f.number);
+        let mut model_bytes_per_level = vec![0u64; NUM_LEVELS];
+        let (mut model_segments, mut files_with_models) = (0u64, 0u64);
+        for (level, files) in v.files.iter().enumerate() {
+            for f in files {
+                if let Ok(t) = self.tables.get(f.number) {
+                    pinned += t.pinned_bytes() as u64;
+                    if t.properties().fixed_layout() {
+                        fixed_layout_files.push(f.number);
+                    }
+                    if let Some(m) = t.model() {
+                        model_bytes_per_level[level] += m.bytes() as u64;
+                        model_segments += m.index.model().segment_count() as u64;
+                        files_with_models += 1;
+                    }
                 }
             }
         }
+        let learned = self.tables.learning().map_or_else(
+            || LearnStats {
+                mode: "off".into(),
+                ..LearnStats::default()
+            },
+            |l| l.stats(),
+        );
         let active = self.vlog.lock().as_ref().map(|w| (w.number, w.len()));
         let st = self.state.lock();
         let c = &self.counters;
@@ -1941,6 +2030,11 @@ impl DbInner {
             gc_bytes_reclaimed: st.gc.bytes_reclaimed,
             gc_max_pause_micros: st.gc.max_pause_micros,
             fixed_layout_files,
+            learned,
+            model_bytes: model_bytes_per_level.iter().sum(),
+            model_bytes_per_level,
+            model_segments,
+            files_with_models,
         }
     }
 }

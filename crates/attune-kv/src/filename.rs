@@ -7,6 +7,7 @@
 //! NNNNNN.log         write-ahead log
 //! NNNNNN.sst         table
 //! NNNNNN.vlog        value-log segment
+//! NNNNNN.atlm        learned model of table NNNNNN (a cache: rebuilt when absent or damaged)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ pub enum FileKind {
     Log(u64),
     Table(u64),
     Blob(u64),
+    Model(u64),
     Temp,
 }
 
@@ -30,6 +32,9 @@ pub fn table_path(dir: &Path, n: u64) -> PathBuf {
 }
 pub fn blob_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.vlog"))
+}
+pub fn model_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.atlm"))
 }
 pub fn manifest_name(n: u64) -> String {
     format!("MANIFEST-{n:06}")
@@ -63,6 +68,9 @@ pub fn parse(name: &str) -> Option<FileKind> {
     if let Some(n) = name.strip_suffix(".vlog") {
         return n.parse().ok().map(FileKind::Blob);
     }
+    if let Some(n) = name.strip_suffix(".atlm") {
+        return n.parse().ok().map(FileKind::Model);
+    }
     None
 }
 
@@ -79,6 +87,7 @@ mod tests {
             Some(FileKind::Table(12))
         );
         assert_eq!(parse(&manifest_name(3)), Some(FileKind::Manifest(3)));
+        assert_eq!(parse("000012.atlm"), Some(FileKind::Model(12)));
         assert_eq!(parse("notes.txt"), None);
     }
 }

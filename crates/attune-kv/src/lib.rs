@@ -34,6 +34,7 @@ pub mod error;
 pub mod filename;
 pub mod iter;
 pub mod key;
+pub mod learned;
 pub mod log;
 pub mod memtable;
 pub mod options;

@@ -33,6 +33,37 @@ impl Compression {
     }
 }
 
+/// Whether and how tables get learned indexes (Bourbon; docs/learned-index.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LearnedIndex {
+    /// No models: every lookup searches the index block (the baseline path).
+    Off,
+    /// The cost-benefit analyzer chooses which tables to learn.
+    Analyzer,
+    /// Every table that outlives the wait is learned.
+    Always,
+}
+
+impl LearnedIndex {
+    pub fn name(self) -> &'static str {
+        match self {
+            LearnedIndex::Off => "off",
+            LearnedIndex::Analyzer => "analyzer",
+            LearnedIndex::Always => "always",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" | "none" | "false" | "0" => Ok(LearnedIndex::Off),
+            "analyzer" | "on" | "true" | "1" => Ok(LearnedIndex::Analyzer),
+            "always" => Ok(LearnedIndex::Always),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown learned_index {s:?}; valid: off, analyzer, always"
+            ))),
+        }
+    }
+}
+
 /// Options given at open.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -98,6 +129,13 @@ pub struct Options {
     /// Accepted for compatibility; tables stay open while live files list them (RocksDB's
     /// default, max_open_files = -1). Default 1000.
     pub max_open_files: usize,
+    /// Learned indexes for tables: off, analyzer (cost-benefit, the default) or always.
+    pub learned_index: LearnedIndex,
+    /// Error bound δ of the learned models, in records. Default 8 (Bourbon's).
+    pub learned_delta: u32,
+    /// How long a new table waits before it may be learned, in ms (Bourbon's T_wait).
+    /// Default 50.
+    pub learned_wait_ms: u64,
 }
 
 impl Default for Options {
@@ -128,6 +166,9 @@ impl Default for Options {
             blob_gc_space_amp: 1.5,
             blob_gc_garbage_ratio: 0.25,
             blob_prefetch_depth: 16,
+            learned_index: LearnedIndex::Analyzer,
+            learned_delta: 8,
+            learned_wait_ms: 50,
         }
     }
 }
@@ -204,6 +245,9 @@ pub const OPTION_NAMES: &[&str] = &[
     "blob_gc_space_amp",
     "blob_gc_garbage_ratio",
     "blob_prefetch_depth",
+    "learned_index",
+    "learned_delta",
+    "learned_wait_ms",
 ];
 
 impl Options {
@@ -237,6 +281,9 @@ impl Options {
             "blob_gc_space_amp" => self.blob_gc_space_amp = parse_num(key, value)?,
             "blob_gc_garbage_ratio" => self.blob_gc_garbage_ratio = parse_num(key, value)?,
             "blob_prefetch_depth" => self.blob_prefetch_depth = parse_num(key, value)?,
+            "learned_index" => self.learned_index = LearnedIndex::parse(value)?,
+            "learned_delta" => self.learned_delta = parse_num(key, value)?,
+            "learned_wait_ms" => self.learned_wait_ms = parse_num(key, value)?,
             _ => {
                 return Err(Error::InvalidArgument(format!(
                     "unknown option {key:?}; valid options: {}",
@@ -316,6 +363,18 @@ impl Options {
                 o.blob_prefetch_depth
             ));
         }
+        if !(1..=4096).contains(&o.learned_delta) {
+            return bad(format!(
+                "learned_delta {} outside 1..=4096",
+                o.learned_delta
+            ));
+        }
+        if o.learned_wait_ms > 3_600_000 {
+            return bad(format!(
+                "learned_wait_ms {} above one hour",
+                o.learned_wait_ms
+            ));
+        }
         o.max_open_files = o.max_open_files.max(16);
         Ok(o)
     }
@@ -367,6 +426,9 @@ impl Options {
                 self.blob_gc_garbage_ratio.to_string(),
             ),
             ("blob_prefetch_depth", self.blob_prefetch_depth.to_string()),
+            ("learned_index", self.learned_index.name().to_string()),
+            ("learned_delta", self.learned_delta.to_string()),
+            ("learned_wait_ms", self.learned_wait_ms.to_string()),
         ]
     }
 }

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, current_path, manifest_name};
 use crate::iter::InternalIterator;
 use crate::key::{self, compare_internal};
+use crate::learned::Learning;
 use crate::log::{LogReader, LogWriter};
 use crate::memtable::Lookup;
 use crate::table::{Table, TableIter};
@@ -222,8 +223,10 @@ pub struct TableCache {
     dir: PathBuf,
     block_cache: Arc<BlockCache>,
     tables: RwLock<HashMap<u64, Arc<Table>>>,
-    /// Serialises opens so two readers do not open the same file twice.
+    /// Serialises opens so two readers do not open the same file twice (and orders them with
+    /// learned-index registration, so no table misses its statistics handle).
     opening: Mutex<()>,
+    learning: Option<Arc<Learning>>,
 }
 
 impl TableCache {
@@ -234,7 +237,45 @@ impl TableCache {
             block_cache,
             tables: RwLock::new(HashMap::new()),
             opening: Mutex::new(()),
+            learning: None,
         }
+    }
+
+    /// Gives every table opened from now on the engine's learned-index state.
+    pub fn with_learning(mut self, learning: Option<Arc<Learning>>) -> Self {
+        self.learning = learning;
+        self
+    }
+
+    pub fn learning(&self) -> Option<&Arc<Learning>> {
+        self.learning.as_ref()
+    }
+
+    /// Registers the files of `v` with the analyzer and retires the ones it no longer lists.
+    pub fn sync_learning(&self, v: &Version) {
+        let Some(l) = &self.learning else {
+            return;
+        };
+        let live: Vec<(u64, usize, u64, u64)> = v
+            .files
+            .iter()
+            .enumerate()
+            .flat_map(|(level, fs)| {
+                fs.iter()
+                    .map(move |f| (f.number, level, f.size, f.num_entries))
+            })
+            .collect();
+        let _guard = self.opening.lock();
+        for (n, fs) in l.sync_files(&live) {
+            if let Some(t) = self.tables.read().get(&n) {
+                t.attach_stats(fs);
+            }
+        }
+    }
+
+    /// The table if it is open (no file I/O).
+    pub fn get_if_open(&self, number: u64) -> Option<Arc<Table>> {
+        self.tables.read().get(&number).cloned()
     }
 
     pub fn get(&self, number: u64) -> Result<Arc<Table>> {
@@ -254,7 +295,15 @@ impl TableCache {
             ));
         }
         let file = self.env.open_random(&path)?;
-        let t = Arc::new(Table::open(file, path, number, self.block_cache.clone())?);
+        let t = Table::open(file, path, number, self.block_cache.clone())?
+            .with_learning(self.learning.clone());
+        if let Some(l) = &self.learning {
+            if let Some(fs) = l.file_stats(number) {
+                t.attach_stats(fs);
+            }
+            l.load_persisted(self.env.as_ref(), &self.dir, &t);
+        }
+        let t = Arc::new(t);
         self.tables.write().insert(number, t.clone());
         Ok(t)
     }

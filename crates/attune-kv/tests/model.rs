@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 /// Value-log segments collected across seeds (reported, and required to be non-zero).
 static GC_SEGMENTS: AtomicU64 = AtomicU64::new(0);
+/// Table lookups served by learned models across seeds (required to be non-zero).
+static LEARNED_LOOKUPS: AtomicU64 = AtomicU64::new(0);
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -46,6 +48,15 @@ fn small_options(rng: &mut StdRng) -> Options {
     o.blob_gc_space_amp = [0.0, 1.2, 2.0][rng.gen_range(0..3)];
     o.blob_gc_garbage_ratio = [0.0, 0.25, 0.5][rng.gen_range(0..3)];
     o.blob_prefetch_depth = [0, 2, 16][rng.gen_range(0..3)];
+    // Learned indexes: off, analyzer or always, often with no wait so the background learner
+    // races with flushes and compactions; small error bounds make the windows tight.
+    o.learned_index = [
+        attune_kv::options::LearnedIndex::Off,
+        attune_kv::options::LearnedIndex::Analyzer,
+        attune_kv::options::LearnedIndex::Always,
+    ][rng.gen_range(0..3)];
+    o.learned_wait_ms = [0, 0, 50][rng.gen_range(0..3)];
+    o.learned_delta = [1, 2, 8, 32][rng.gen_range(0..4)];
     o
 }
 
@@ -250,16 +261,27 @@ fn run_seed(seed: u64, steps: usize) {
                 db.gc_with_ratio(ratio)
                     .unwrap_or_else(|e| panic!("{}: gc: {e}", ctx()));
             }
-            92..=93 => db
-                .flush()
-                .unwrap_or_else(|e| panic!("{}: flush: {e}", ctx())),
+            92..=93 => {
+                db.flush()
+                    .unwrap_or_else(|e| panic!("{}: flush: {e}", ctx()));
+                if opts.learned_index != attune_kv::options::LearnedIndex::Off && rng.gen_bool(0.8)
+                {
+                    db.learn_all()
+                        .unwrap_or_else(|e| panic!("{}: learn_all: {e}", ctx()));
+                }
+            }
             94..=95 => {
                 let a = random_key(&mut rng, space);
                 db.compact_range(None, Some(&a))
                     .unwrap_or_else(|e| panic!("{}: compact: {e}", ctx()));
+                if opts.learned_index != attune_kv::options::LearnedIndex::Off {
+                    db.learn_all()
+                        .unwrap_or_else(|e| panic!("{}: learn_all: {e}", ctx()));
+                }
             }
             96..=97 => {
                 snapshots.clear();
+                LEARNED_LOOKUPS.fetch_add(db.stats().learned.learned_lookups, Ordering::Relaxed);
                 db.close()
                     .unwrap_or_else(|e| panic!("{}: close: {e}", ctx()));
                 db = open(&env).unwrap_or_else(|e| panic!("{}: reopen: {e}", ctx()));
@@ -271,6 +293,7 @@ fn run_seed(seed: u64, steps: usize) {
                 db.put_opt(&k, &v, WriteOptions { sync: true }).unwrap();
                 model.insert(k, v);
                 snapshots.clear();
+                LEARNED_LOOKUPS.fetch_add(db.stats().learned.learned_lookups, Ordering::Relaxed);
                 env.power_off(); // the old handle's threads can no longer touch the files
                 drop(db);
                 env.crash();
@@ -285,6 +308,7 @@ fn run_seed(seed: u64, steps: usize) {
     );
     let stats = db.stats();
     GC_SEGMENTS.fetch_add(stats.gc_segments_collected, Ordering::Relaxed);
+    LEARNED_LOOKUPS.fetch_add(stats.learned.learned_lookups, Ordering::Relaxed);
     assert_eq!(
         stats.level_files.len(),
         7,
@@ -308,9 +332,14 @@ fn random_histories_match_an_ordered_map() {
         run_seed(seed, 3_000);
     }
     let gc = GC_SEGMENTS.load(Ordering::Relaxed);
+    let learned = LEARNED_LOOKUPS.load(Ordering::Relaxed);
     eprintln!(
         "model test: {seeds} seeds x 3000 operations matched the ordered map \
-         ({gc} value-log segments garbage-collected on the way)"
+         ({gc} value-log segments garbage-collected, {learned} table lookups through models)"
+    );
+    assert!(
+        seeds < 8 || learned > 0,
+        "no lookup went through a learned model: the test lost its teeth"
     );
     assert!(
         seeds < 8 || gc > 0,

@@ -143,6 +143,16 @@ impl FileStats {
         self.nanos[i].fetch_add(nanos, Ordering::Relaxed);
     }
 
+    /// Records `weight` internal lookups of which one was timed at `nanos` (sampled timing: an
+    /// engine that times one lookup in `weight` keeps exact counts and unbiased mean times while
+    /// reading the clock `weight` times less often).
+    #[inline]
+    pub fn record_weighted(&self, result: LookupResult, path: LookupPath, nanos: u64, weight: u64) {
+        let i = slot(result, path);
+        self.counts[i].fetch_add(weight, Ordering::Relaxed);
+        self.nanos[i].fetch_add(nanos.saturating_mul(weight), Ordering::Relaxed);
+    }
+
     /// The file's id.
     pub fn id(&self) -> u64 {
         self.id
@@ -240,6 +250,8 @@ pub struct AnalyzerStats {
     pub files_skipped: u64,
     /// Files the engine reported as learned.
     pub files_learned: u64,
+    /// Files whose persisted model was loaded instead of trained.
+    pub files_loaded: u64,
     /// Registrations refused because `files_max` files were live.
     pub files_refused: u64,
     /// Total training nanoseconds reported.
@@ -511,6 +523,13 @@ impl Analyzer {
         g.train_records += file.records as f64;
         g.stats.files_learned += 1;
         g.stats.learn_ns_total += train_ns;
+        file.learned.store(true, Ordering::Release);
+    }
+
+    /// Marks `file` as having a model that needed no training (loaded from disk): its lookups
+    /// now count as model lookups, and the training-cost average is left alone.
+    pub fn mark_loaded(&self, file: &FileStats) {
+        self.lock().stats.files_loaded += 1;
         file.learned.store(true, Ordering::Release);
     }
 

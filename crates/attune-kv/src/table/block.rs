@@ -146,7 +146,15 @@ impl Block {
 
     /// Index of the first entry with key >= target, or `len()`.
     pub fn lower_bound(&self, target: &[u8]) -> Result<usize> {
-        let (mut lo, mut hi) = (0usize, self.n);
+        self.lower_bound_in(target, 0, self.n)
+    }
+
+    /// Index of the first entry in `[lo, hi)` with key >= target, or `hi` (clamped to `len()`):
+    /// the last-mile search of a learned index, which knows the answer lies in the window.
+    pub fn lower_bound_in(&self, target: &[u8], lo: usize, hi: usize) -> Result<usize> {
+        let hi = hi.min(self.n);
+        let mut lo = lo.min(hi);
+        let mut hi = hi;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let (k, _) = self.entry(mid).ok_or_else(|| self.corruption(mid))?;

@@ -10,10 +10,13 @@ use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
+use crate::learned::{Learning, TableModel};
 use crate::memtable::Lookup;
 use crate::vlog::BlobPointer;
+use attune_learn::{FileStats, LearnedIndex};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 /// Statistics stored in each table's properties block.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -102,6 +105,12 @@ pub struct Table {
     filter: Option<Bloom>,
     props: TableProperties,
     cache: Arc<BlockCache>,
+    /// Learned-index state of the engine; None when learned indexes are off.
+    learning: Option<Arc<Learning>>,
+    /// The table's model, once learned or loaded (never replaced: the file is immutable).
+    model: OnceLock<Arc<TableModel>>,
+    /// The analyzer's statistics handle, once the file is registered.
+    file_stats: OnceLock<Arc<FileStats>>,
 }
 
 fn decode_index_value(v: &[u8]) -> Option<(BlockHandle, u64)> {
@@ -154,7 +163,82 @@ impl Table {
             filter,
             props,
             cache,
+            learning: None,
+            model: OnceLock::new(),
+            file_stats: OnceLock::new(),
         })
+    }
+
+    /// Attaches the engine's learned-index state (before the table is shared).
+    pub fn with_learning(mut self, learning: Option<Arc<Learning>>) -> Self {
+        self.learning = learning;
+        self
+    }
+
+    /// Attaches the analyzer's statistics handle (first call wins).
+    pub fn attach_stats(&self, fs: Arc<FileStats>) {
+        let _ = self.file_stats.set(fs);
+    }
+
+    /// The table's model, if it has one.
+    pub fn model(&self) -> Option<&Arc<TableModel>> {
+        self.model.get()
+    }
+
+    /// Installs a model for this table after checking that it covers exactly the table's
+    /// records. Returns false if the table already had one.
+    pub fn install_model(&self, index: LearnedIndex) -> Result<bool> {
+        if index.model().len() != self.props.num_entries {
+            return Err(Error::corruption(
+                self.path.as_path(),
+                0,
+                format!(
+                    "learned model covers {} records, the table has {}",
+                    index.model().len(),
+                    self.props.num_entries
+                ),
+            ));
+        }
+        let per_block = self.uniform_block_records()?;
+        Ok(self
+            .model
+            .set(Arc::new(TableModel { index, per_block }))
+            .is_ok())
+    }
+
+    /// Records per block when every block starts at a multiple of the first block's count.
+    fn uniform_block_records(&self) -> Result<Option<u64>> {
+        let blocks = self.index.len();
+        if blocks <= 1 {
+            return Ok(Some(self.props.num_entries.max(1)));
+        }
+        let k = self.index_entry(1)?.1;
+        if k == 0 {
+            return Ok(None);
+        }
+        for i in 2..blocks {
+            if self.index_entry(i)?.1 != i as u64 * k {
+                return Ok(None);
+            }
+        }
+        Ok(Some(k))
+    }
+
+    /// Smallest and largest user keys of the file.
+    pub fn user_key_range(&self) -> Result<(Vec<u8>, Vec<u8>)> {
+        let n = self.props.num_entries;
+        let first = self.entry_at(0)?;
+        let last = self.entry_at(n.saturating_sub(1))?;
+        match (first, last) {
+            (Some((a, _)), Some((b, _))) => {
+                Ok((key::user_key(&a).to_vec(), key::user_key(&b).to_vec()))
+            }
+            _ => Err(Error::corruption(
+                self.path.as_path(),
+                0,
+                "table has no entries",
+            )),
+        }
     }
 
     pub fn properties(&self) -> &TableProperties {
@@ -201,6 +285,25 @@ impl Table {
                 return Ok(Lookup::NotFound);
             }
         }
+        let Some(learning) = &self.learning else {
+            return self.get_by_index(lookup, uk);
+        };
+        let model = self.model.get();
+        let t0 = learning.count(model.is_some()).then(Instant::now);
+        let r = match model {
+            Some(m) => self.get_by_model(m, lookup, uk),
+            None => self.get_by_index(lookup, uk),
+        };
+        if let (Some(t0), Some(fs)) = (t0, self.file_stats.get()) {
+            let found = matches!(r, Ok(Lookup::Found(_) | Lookup::Deleted | Lookup::Blob(_)));
+            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            Learning::record_timed(fs, found, model.is_some(), ns);
+        }
+        r
+    }
+
+    /// The baseline path: binary search of the index block, then of the data block.
+    fn get_by_index(&self, lookup: &[u8], uk: &[u8]) -> Result<Lookup> {
         let bi = self.index.lower_bound(lookup)?;
         if bi >= self.index.len() {
             return Ok(Lookup::NotFound);
@@ -208,18 +311,86 @@ impl Table {
         let (h, _) = self.index_entry(bi)?;
         let blk = self.block(h, true)?;
         let i = blk.lower_bound(lookup)?;
+        self.lookup_result(&blk, i, uk, h.offset)
+    }
+
+    /// The model path (Bourbon's Fig. 2.6b): the model gives a window of positions that holds
+    /// the first entry `>= lookup`; only the block(s) under the window are read and only the
+    /// window is searched. The index block is consulted for a block's handle, never searched.
+    fn get_by_model(&self, m: &TableModel, lookup: &[u8], uk: &[u8]) -> Result<Lookup> {
+        let w = m.index.predict(uk);
+        let n = self.props.num_entries;
+        let (mut pos, hi) = (w.lo.min(n), w.hi.min(n));
+        while pos < hi {
+            let (bi, first) = self.block_of(m.per_block, pos)?;
+            let (h, _) = self.index_entry(bi)?;
+            let blk = self.block(h, true)?;
+            let to = usize::try_from(hi - first).unwrap_or(usize::MAX);
+            let from = usize::try_from(pos - first).unwrap_or(usize::MAX);
+            let i = blk.lower_bound_in(lookup, from, to)?;
+            if i < to.min(blk.len()) {
+                return self.lookup_result(&blk, i, uk, h.offset);
+            }
+            let next = first + blk.len() as u64;
+            if next <= pos {
+                return Err(Error::corruption(
+                    self.path.as_path(),
+                    h.offset,
+                    format!("block {bi} holds no record at ordinal {pos}"),
+                ));
+            }
+            pos = next;
+        }
+        Ok(Lookup::NotFound)
+    }
+
+    /// The block holding ordinal `pos` and the ordinal of its first record.
+    fn block_of(&self, per_block: Option<u64>, pos: u64) -> Result<(usize, u64)> {
+        if let Some(k) = per_block {
+            let bi = usize::try_from(pos / k)
+                .unwrap_or(usize::MAX)
+                .min(self.index.len().saturating_sub(1));
+            return Ok((bi, bi as u64 * k));
+        }
+        // Index entries are in ordinal order: binary search on first ordinals.
+        let (mut lo, mut hi) = (0usize, self.index.len());
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.index_entry(mid)?.1 <= pos {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let first = self.index_entry(lo)?.1;
+        if first > pos {
+            return Err(Error::corruption(
+                self.path.as_path(),
+                0,
+                format!("index entry {lo} starts at ordinal {first}, past ordinal {pos}"),
+            ));
+        }
+        Ok((lo, first))
+    }
+
+    /// What entry `i` of `blk` says about user key `uk` (`i` = the lower bound of the lookup).
+    fn lookup_result(&self, blk: &Block, i: usize, uk: &[u8], block_offset: u64) -> Result<Lookup> {
         match blk.entry(i) {
             Some((k, v)) if key::user_key(k) == uk => match key::kind(k) {
                 Some(ValueKind::Value) => Ok(Lookup::Found(v.to_vec())),
                 Some(ValueKind::Deletion) => Ok(Lookup::Deleted),
                 Some(ValueKind::BlobIndex) => {
                     BlobPointer::decode(v).map(Lookup::Blob).ok_or_else(|| {
-                        Error::corruption(self.path.as_path(), h.offset, "malformed value pointer")
+                        Error::corruption(
+                            self.path.as_path(),
+                            block_offset,
+                            "malformed value pointer",
+                        )
                     })
                 }
                 None => Err(Error::corruption(
                     self.path.as_path(),
-                    h.offset,
+                    block_offset,
                     "unknown entry kind",
                 )),
             },
@@ -232,25 +403,9 @@ impl Table {
         if pos >= self.props.num_entries {
             return Ok(None);
         }
-        // Index entries are in ordinal order: binary search on first ordinals.
-        let (mut lo, mut hi) = (0usize, self.index.len());
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if self.index_entry(mid)?.1 <= pos {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        let (h, first) = self.index_entry(lo)?;
-        // A damaged index may claim its first block starts after `pos`.
-        let Some(within) = pos.checked_sub(first) else {
-            return Err(Error::corruption(
-                self.path.as_path(),
-                h.offset,
-                format!("index entry {lo} starts at ordinal {first}, past ordinal {pos}"),
-            ));
-        };
+        let (bi, first) = self.block_of(None, pos)?;
+        let (h, _) = self.index_entry(bi)?;
+        let within = pos - first;
         let blk = self.block(h, true)?;
         Ok(blk
             .entry(usize::try_from(within).unwrap_or(usize::MAX))

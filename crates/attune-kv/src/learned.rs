@@ -1,0 +1,334 @@
+//! Learned indexes inside the engine (Bourbon, Dai 2025 ch. 2; design: docs/learned-index.md).
+//!
+//! A table gets a model — attune-learn's Greedy-PLR over its user keys (keys of any length go
+//! through the order-preserving key mapping) — after it has lived `learned_wait_ms` and the
+//! cost-benefit [`Analyzer`] chose it (mode `analyzer`), or always (mode `always`). A lookup in a
+//! table with a model asks the model for a window of record positions (±δ), fetches the block that
+//! holds the window (never a second one unless the window crosses a block boundary) and searches
+//! only the window; without a model it searches the index block and then the block (the baseline
+//! path). Both paths return the same answer for every key (tests/learned.rs checks it).
+//!
+//! Models are persisted beside their table as `NNNNNN.atlm` (docs/formats/learned-model.md),
+//! written after learning, loaded when the table is opened, checked (checksum, structure, record
+//! count) and rebuilt when damaged. They are a cache: deleting one costs a relearn, never data.
+//!
+//! Thread-safety: [`Learning`] is shared (`Arc`) by the table cache, every table and the learning
+//! thread. Foreground lookups touch only atomics: striped counters, and sampled timings on the
+//! table's [`FileStats`]; registration and the learning queue take short mutexes.
+
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::iter::InternalIterator;
+use crate::key;
+use crate::options::{LearnedIndex as Mode, Options};
+use crate::table::{Table, TableIter};
+use attune_learn::{Analyzer, AnalyzerConfig, FileStats, LearnedIndex, LookupPath, LookupResult};
+use parking_lot::Mutex;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One lookup in this many is timed for the analyzer (all are counted). Default 16: two clock
+/// reads cost about 40 ns, a few percent of an in-memory lookup; timing one in 16 keeps the
+/// analyzer's means unbiased at a sixteenth of that.
+pub const TIMING_SAMPLE: u64 = 16;
+
+/// Counter slots; threads spread over them so that readers do not share a cache line.
+const STRIPES: usize = 16;
+
+#[repr(align(64))]
+#[derive(Default)]
+struct Slot {
+    total: AtomicU64,
+    model: AtomicU64,
+}
+
+thread_local! {
+    static TICK: Cell<u64> = const { Cell::new(0) };
+    static STRIPE: usize = {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        (NEXT.fetch_add(1, Ordering::Relaxed) as usize) % STRIPES
+    };
+}
+
+/// A table's model and what the lookup path derives from it once.
+pub struct TableModel {
+    pub index: LearnedIndex,
+    /// Records per data block when every block but the last holds the same number (fixed-size
+    /// records make that so): a position's block is then one division away.
+    pub per_block: Option<u64>,
+}
+
+impl TableModel {
+    pub fn bytes(&self) -> usize {
+        self.index.size_bytes()
+    }
+}
+
+/// Counters published in `stats()`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LearnStats {
+    pub mode: String,
+    pub delta: u32,
+    /// Internal table lookups that reached the index (past the Bloom filter).
+    pub total_lookups: u64,
+    /// Of those, the ones a model served.
+    pub learned_lookups: u64,
+    pub files_registered: u64,
+    pub files_learned: u64,
+    pub files_loaded: u64,
+    pub files_skipped: u64,
+    pub files_short_lived: u64,
+    /// Models built but not installed: the keys collapse under the mapping, so the model would
+    /// not beat the index (the file keeps the baseline path).
+    pub files_unlearnable: u64,
+    /// Persisted models rejected at load (damaged or for another file), then relearned.
+    pub models_rejected: u64,
+    pub learn_ns_total: u64,
+    pub queue_len: u64,
+}
+
+/// Engine-wide learned-index state (see the module doc).
+pub struct Learning {
+    pub mode: Mode,
+    pub delta: u32,
+    analyzer: Analyzer,
+    epoch: Instant,
+    slots: [Slot; STRIPES],
+    /// Registered live files: number → (level, statistics handle).
+    files: Mutex<HashMap<u64, (usize, Arc<FileStats>)>>,
+    unlearnable: AtomicU64,
+    rejected: AtomicU64,
+}
+
+impl Learning {
+    /// The state for `opts`, or `None` when learned indexes are off.
+    pub fn new(opts: &Options) -> Result<Option<Arc<Learning>>> {
+        if opts.learned_index == Mode::Off {
+            return Ok(None);
+        }
+        let wait_ns = opts.learned_wait_ms.saturating_mul(1_000_000);
+        let cfg = AnalyzerConfig {
+            wait_ns,
+            min_lifetime_ns: wait_ns,
+            always_learn: opts.learned_index == Mode::Always,
+            ..AnalyzerConfig::default()
+        };
+        let analyzer =
+            Analyzer::new(cfg).map_err(|e| Error::InvalidArgument(format!("analyzer: {e}")))?;
+        Ok(Some(Arc::new(Learning {
+            mode: opts.learned_index,
+            delta: opts.learned_delta,
+            analyzer,
+            epoch: Instant::now(),
+            slots: Default::default(),
+            files: Mutex::new(HashMap::new()),
+            unlearnable: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        })))
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Brings the registered files in line with `live` (number, level, bytes, records): new
+    /// files are registered with the analyzer, files gone from the version are retired.
+    /// Returns the handles of the newly registered files for attaching to open tables.
+    pub fn sync_files(&self, live: &[(u64, usize, u64, u64)]) -> Vec<(u64, Arc<FileStats>)> {
+        let now = self.now_ns();
+        let mut files = self.files.lock();
+        let mut added = Vec::new();
+        let keep: std::collections::HashSet<u64> = live.iter().map(|f| f.0).collect();
+        files.retain(|n, _| {
+            let k = keep.contains(n);
+            if !k {
+                self.analyzer.retire(*n, now);
+            }
+            k
+        });
+        for &(n, level, bytes, records) in live {
+            if files.contains_key(&n) {
+                continue;
+            }
+            if let Some(fs) = self.analyzer.register(n, level, bytes, records, now) {
+                files.insert(n, (level, fs.clone()));
+                added.push((n, fs));
+            }
+        }
+        added
+    }
+
+    /// The statistics handle of a registered file.
+    pub fn file_stats(&self, number: u64) -> Option<Arc<FileStats>> {
+        self.files.lock().get(&number).map(|(_, fs)| fs.clone())
+    }
+
+    /// Records one internal lookup. Returns whether this lookup should be timed (call before
+    /// the lookup; then [`Learning::record_timed`] with the time).
+    #[inline]
+    pub fn count(&self, model: bool) -> bool {
+        let stripe = STRIPE.with(|s| *s);
+        let slot = &self.slots[stripe];
+        slot.total.fetch_add(1, Ordering::Relaxed);
+        if model {
+            slot.model.fetch_add(1, Ordering::Relaxed);
+        }
+        TICK.with(|t| {
+            let v = t.get().wrapping_add(1);
+            t.set(v);
+            v % TIMING_SAMPLE == 0
+        })
+    }
+
+    /// Records a timed lookup on the file's statistics, weighted for the untimed ones.
+    #[inline]
+    pub fn record_timed(fs: &FileStats, found: bool, model: bool, nanos: u64) {
+        let result = if found {
+            LookupResult::Positive
+        } else {
+            LookupResult::Negative
+        };
+        let path = if model {
+            LookupPath::Model
+        } else {
+            LookupPath::Baseline
+        };
+        fs.record_weighted(result, path, nanos, TIMING_SAMPLE);
+    }
+
+    /// Loads the persisted model of `table` if there is a valid one. A damaged or mismatched
+    /// model file is removed (it will be relearned).
+    pub fn load_persisted(&self, env: &dyn Env, dir: &Path, table: &Table) {
+        let path = filename::model_path(dir, table.number());
+        if !env.exists(&path) {
+            return;
+        }
+        let ok = read_model(env, &path)
+            .ok()
+            .and_then(|m| table.install_model(m).ok())
+            .unwrap_or(false);
+        if ok {
+            if let Some(fs) = self.file_stats(table.number()) {
+                self.analyzer.mark_loaded(&fs);
+            }
+        } else {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+            let _ = env.remove_file(&path);
+        }
+    }
+
+    /// One round of the learning thread: polls the analyzer and learns the chosen files whose
+    /// tables `open_table` yields, until the queue is empty or `stop()` says so.
+    pub fn learn_round(
+        &self,
+        env: &dyn Env,
+        dir: &Path,
+        open_table: &dyn Fn(u64) -> Result<Arc<Table>>,
+        stop: &dyn Fn() -> bool,
+    ) {
+        self.analyzer.poll(self.now_ns());
+        while !stop() {
+            let Some(fs) = self.analyzer.next_to_learn() else {
+                return;
+            };
+            let Ok(table) = open_table(fs.id()) else {
+                continue; // deleted meanwhile: nothing to learn
+            };
+            if table.model().is_some() {
+                if !fs.is_learned() {
+                    self.analyzer.mark_loaded(&fs);
+                }
+                continue;
+            }
+            let _ = self.learn_table(env, dir, &table, Some(&fs));
+        }
+    }
+
+    /// Learns `table` now: trains, installs and persists its model. Returns whether the table
+    /// has a model afterwards (false when the keys collapse under the mapping).
+    pub fn learn_table(
+        &self,
+        env: &dyn Env,
+        dir: &Path,
+        table: &Arc<Table>,
+        fs: Option<&FileStats>,
+    ) -> Result<bool> {
+        if table.model().is_some() {
+            return Ok(true);
+        }
+        let t0 = Instant::now();
+        let model = train(table, self.delta)?;
+        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let useful = model.quality().is_useful();
+        if let Some(fs) = fs {
+            self.analyzer.learned(fs, ns);
+        }
+        if !useful {
+            self.unlearnable.fetch_add(1, Ordering::Relaxed);
+            return Ok(false);
+        }
+        let bytes = model.encode();
+        table.install_model(model)?;
+        // The model file is a cache: failing to write it costs a relearn after reopen.
+        let _ = write_model(env, dir, table.number(), &bytes);
+        Ok(true)
+    }
+
+    pub fn stats(&self) -> LearnStats {
+        let a = self.analyzer.stats();
+        let (mut total, mut model) = (0, 0);
+        for s in &self.slots {
+            total += s.total.load(Ordering::Relaxed);
+            model += s.model.load(Ordering::Relaxed);
+        }
+        LearnStats {
+            mode: self.mode.name().to_string(),
+            delta: self.delta,
+            total_lookups: total,
+            learned_lookups: model,
+            files_registered: a.files_registered,
+            files_learned: a.files_learned,
+            files_loaded: a.files_loaded,
+            files_skipped: a.files_skipped,
+            files_short_lived: a.files_short_lived,
+            files_unlearnable: self.unlearnable.load(Ordering::Relaxed),
+            models_rejected: self.rejected.load(Ordering::Relaxed),
+            learn_ns_total: a.learn_ns_total,
+            queue_len: a.queue_len,
+        }
+    }
+}
+
+/// Trains a model over the user keys of `table`, in file order (one pass over its blocks,
+/// which are not added to the block cache).
+pub fn train(table: &Arc<Table>, delta: u32) -> Result<LearnedIndex> {
+    let mut it = TableIter::new(table.clone(), false);
+    it.seek_to_first();
+    let (first, last) = table.user_key_range()?;
+    let learn_err = |e: attune_learn::LearnError| {
+        Error::corruption(table.path(), 0, format!("learning the table's keys: {e}"))
+    };
+    let mut b = LearnedIndex::builder(&first, &last, delta).map_err(learn_err)?;
+    while it.valid() {
+        b.push(key::user_key(it.key())).map_err(learn_err)?;
+        it.next();
+    }
+    it.status()?;
+    Ok(b.finish())
+}
+
+fn read_model(env: &dyn Env, path: &Path) -> Result<LearnedIndex> {
+    let f = env.open_random(path)?;
+    let mut buf = vec![0u8; usize::try_from(f.size()).unwrap_or(0)];
+    f.read_exact_at(&mut buf, 0)?;
+    LearnedIndex::decode(&buf).map_err(|e| Error::corruption(path, 0, e.to_string()))
+}
+
+fn write_model(env: &dyn Env, dir: &Path, number: u64, bytes: &[u8]) -> Result<()> {
+    crate::env::write_file_atomic(env, &filename::model_path(dir, number), bytes)
+}

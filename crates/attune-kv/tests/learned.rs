@@ -1,0 +1,248 @@
+//! Learned indexes in the engine: the model path agrees with the index path on every present and
+//! absent key (several key shapes, versions under snapshots, deletions), persisted models survive
+//! a reopen without relearning, and damaged model files are rejected and rebuilt.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
+use attune_kv::options::LearnedIndex;
+use attune_kv::{Options, ReadOptions, DB};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn options(mode: LearnedIndex) -> Options {
+    Options {
+        learned_index: mode,
+        // No background learning during the tests: they learn with `learn_all` when they
+        // choose, so what is compared is deterministic.
+        learned_wait_ms: 3_600_000,
+        write_buffer_size: 256 << 10,
+        target_file_size: 256 << 10,
+        block_size: 1024,
+        // Few enough flushes that no compaction replaces a learned table behind a test's back.
+        l0_compaction_trigger: 8,
+        compression: attune_kv::Compression::None,
+        ..Options::default()
+    }
+}
+
+/// Key shapes: fixed-width integers, variable-length decimal strings, and long keys that share
+/// a 40-byte prefix (the mapping must strip it) before a binary suffix.
+fn key(shape: usize, i: u64) -> Vec<u8> {
+    match shape {
+        0 => (i * 7).to_be_bytes().to_vec(),
+        1 => format!("user{}", i * 13).into_bytes(),
+        _ => {
+            let mut k = b"p".repeat(40);
+            k.extend_from_slice(&(i * 3).to_be_bytes());
+            k
+        }
+    }
+}
+
+fn value(i: u64, round: u64) -> Vec<u8> {
+    format!("v{i}-{round}").into_bytes()
+}
+
+fn table_files(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn model_path_agrees_with_the_map_for_present_absent_and_old_keys() {
+    for shape in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let db = DB::open(dir.path(), options(LearnedIndex::Always)).unwrap();
+        let n = 20_000u64;
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for i in 0..n {
+            db.put(&key(shape, i), &value(i, 0)).unwrap();
+            model.insert(key(shape, i), value(i, 0));
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        let snap = db.snapshot();
+        let old = model.clone();
+        // Newer versions of every third key and deletions of every fifth, in a newer table.
+        for i in (0..n).step_by(3) {
+            db.put(&key(shape, i), &value(i, 1)).unwrap();
+            model.insert(key(shape, i), value(i, 1));
+        }
+        for i in (0..n).step_by(5) {
+            db.delete(&key(shape, i)).unwrap();
+            model.remove(&key(shape, i));
+        }
+        db.flush().unwrap();
+        let learned = db.learn_all().unwrap();
+        let st = db.stats();
+        assert!(learned >= 2, "shape {shape}: {learned} tables learned");
+        assert_eq!(
+            st.files_with_models, learned,
+            "shape {shape}: {:?} {:?}",
+            st.level_files, st.learned
+        );
+        assert!(st.model_bytes > 0);
+        let before = st.learned.learned_lookups;
+        for i in 0..n {
+            let k = key(shape, i);
+            assert_eq!(
+                db.get(&k).unwrap(),
+                model.get(&k).cloned(),
+                "shape {shape} key {i}"
+            );
+            // Absent keys between present ones, and past both ends.
+            let mut absent = k.clone();
+            absent.push(0);
+            assert_eq!(db.get(&absent).unwrap(), None, "shape {shape} after {i}");
+            let ro = ReadOptions {
+                snapshot: Some(snap.sequence()),
+                ..Default::default()
+            };
+            assert_eq!(
+                db.get_opt(&k, &ro).unwrap(),
+                old.get(&k).cloned(),
+                "snapshot {i}"
+            );
+        }
+        assert_eq!(db.get(b"").unwrap(), None);
+        assert_eq!(db.get(&[0xff; 80]).unwrap(), None);
+        let st = db.stats();
+        assert!(
+            st.learned.learned_lookups - before >= n,
+            "shape {shape}: only {} lookups used a model",
+            st.learned.learned_lookups - before
+        );
+        drop(snap);
+    }
+}
+
+#[test]
+fn off_mode_serves_the_same_answers_without_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = DB::open(dir.path(), options(LearnedIndex::Off)).unwrap();
+    for i in 0..5_000 {
+        db.put(&key(1, i), &value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    assert!(
+        db.learn_all().is_err(),
+        "learn_all must refuse when models are off"
+    );
+    for i in 0..5_000 {
+        assert_eq!(db.get(&key(1, i)).unwrap(), Some(value(i, 0)));
+    }
+    let st = db.stats();
+    assert_eq!(st.learned.mode, "off");
+    assert_eq!(st.learned.total_lookups, 0);
+    assert_eq!(st.files_with_models, 0);
+    assert!(table_files(dir.path(), "atlm").is_empty());
+}
+
+#[test]
+fn persisted_models_are_loaded_at_reopen_without_relearning() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = DB::open(dir.path(), options(LearnedIndex::Analyzer)).unwrap();
+        for i in 0..30_000 {
+            db.put(&key(0, i), &value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        assert!(db.learn_all().unwrap() > 0);
+        db.close().unwrap();
+    }
+    let models = table_files(dir.path(), "atlm");
+    assert_eq!(models.len(), table_files(dir.path(), "sst").len());
+    let db = DB::open(dir.path(), options(LearnedIndex::Analyzer)).unwrap();
+    for i in 0..30_000 {
+        assert_eq!(db.get(&key(0, i)).unwrap(), Some(value(i, 0)));
+    }
+    let st = db.stats();
+    assert_eq!(st.files_with_models as usize, models.len());
+    assert_eq!(st.learned.files_learned, 0, "nothing was relearned");
+    assert_eq!(st.learned.learned_lookups, st.learned.total_lookups);
+}
+
+#[test]
+fn damaged_model_files_are_rejected_and_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = DB::open(dir.path(), options(LearnedIndex::Always)).unwrap();
+        for i in 0..30_000 {
+            db.put(&key(2, i), &value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        assert!(db.learn_all().unwrap() > 0);
+        db.close().unwrap();
+    }
+    let models = table_files(dir.path(), "atlm");
+    assert!(!models.is_empty());
+    // One model with a flipped byte, one truncated, one replaced by another table's model.
+    let mut bytes = std::fs::read(&models[0]).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&models[0], &bytes).unwrap();
+    if models.len() > 1 {
+        let b = std::fs::read(&models[1]).unwrap();
+        std::fs::write(&models[1], &b[..b.len() / 3]).unwrap();
+    }
+    if models.len() > 2 {
+        std::fs::copy(&models[0], &models[2]).unwrap();
+    }
+    let db = DB::open(dir.path(), options(LearnedIndex::Always)).unwrap();
+    for i in 0..30_000 {
+        assert_eq!(db.get(&key(2, i)).unwrap(), Some(value(i, 0)), "key {i}");
+    }
+    let st = db.stats();
+    let damaged = models.len().min(3) as u64;
+    assert_eq!(st.learned.models_rejected, damaged);
+    assert_eq!(
+        st.files_with_models as usize,
+        models.len() - damaged as usize
+    );
+    db.learn_all().unwrap();
+    assert_eq!(db.stats().files_with_models as usize, models.len());
+    assert_eq!(table_files(dir.path(), "atlm").len(), models.len());
+    for i in (0..30_000).step_by(7) {
+        assert_eq!(db.get(&key(2, i)).unwrap(), Some(value(i, 0)));
+    }
+}
+
+#[test]
+fn background_learner_learns_tables_after_the_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        learned_wait_ms: 0,
+        ..options(LearnedIndex::Always)
+    };
+    let db = DB::open(dir.path(), opts).unwrap();
+    for i in 0..20_000 {
+        db.put(&key(1, i), &value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    // The learner polls every 10 ms; allow it plenty of time on a loaded machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st = db.stats();
+        let tables: usize = st.level_files.iter().sum();
+        if tables > 0 && st.files_with_models as usize == tables {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background learner did not learn {tables} tables: {:?}",
+            st.learned
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for i in 0..20_000 {
+        assert_eq!(db.get(&key(1, i)).unwrap(), Some(value(i, 0)));
+    }
+    assert!(db.stats().learned.learned_lookups >= 20_000);
+}
