@@ -315,6 +315,40 @@ def _gc(args) -> int:
     return 0
 
 
+def _learn(args) -> int:
+    t0 = time.perf_counter()
+    with _open(args, learned_index=args.mode) as db:
+        tables = sum(db.stats()["level_files"])
+        with_models = db.learn_all()
+        s = db.stats()
+    r = {
+        "seconds": time.perf_counter() - t0,
+        "tables": tables,
+        "tables_with_models": with_models,
+        "model_bytes": s["model_bytes"],
+        "model_segments": s["learned"]["model_segments"],
+        "unlearnable": s["learned"]["files_unlearnable"],
+        "live_sst_bytes": s["live_sst_bytes"],
+    }
+    if args.json:
+        print(json.dumps(r))
+    else:
+        share = r["model_bytes"] / max(1, r["live_sst_bytes"])
+        print(
+            f"{with_models} of {tables} tables have a learned model "
+            f"({r['model_segments']:,} segments, {r['model_bytes']:,} B = {share:.3%} of the "
+            f"table bytes) after {r['seconds']:.2f}s; models are kept beside the tables "
+            "(NNNNNN.atlm) and loaded at open"
+        )
+        if r["unlearnable"]:
+            print(
+                f"{r['unlearnable']} tables keep the index-block path: their keys collapse "
+                "under the key mapping (see docs/learned-index.md)",
+                file=sys.stderr,
+            )
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "demo",
@@ -383,3 +417,20 @@ def register(sub) -> None:
         help="dead share a segment needs, 0..1 (default: the blob_gc_garbage_ratio option, 0.25)",
     )
     q.set_defaults(func=_gc)
+    q = common(
+        kvs.add_parser(
+            "learn",
+            help="learn an index model for every table now",
+            description="Trains a learned index (Greedy-PLR, Bourbon) for every live table that "
+            "has none and stores it beside the table, so lookups skip the index-block search. "
+            "A database opened with learned_index=analyzer (the default) does this in the "
+            "background for the tables worth it; this verb does it for all of them at once.",
+        )
+    )
+    q.add_argument(
+        "--mode",
+        choices=["analyzer", "always"],
+        default="analyzer",
+        help="learned_index mode to open with (either learns every table here)",
+    )
+    q.set_defaults(func=_learn)

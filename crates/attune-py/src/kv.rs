@@ -432,6 +432,14 @@ impl DB {
         Ok(d)
     }
 
+    /// Learns a model for every live table that has none, now (the background learner does this
+    /// file by file as the analyzer chooses). Returns the number of tables with a model.
+    /// Raises `attune.InvalidArgument` when the database was opened with learned_index="off".
+    fn learn_all(&self, py: Python<'_>) -> PyResult<u64> {
+        let db = self.handle()?;
+        py.allow_threads(move || db.learn_all()).map_err(to_py)
+    }
+
     fn set_block_cache_capacity(&self, capacity_bytes: u64) -> PyResult<()> {
         self.handle()?.set_block_cache_capacity(capacity_bytes);
         Ok(())
@@ -543,6 +551,29 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
         "fixed_layout_files",
         PyList::new(py, &s.fixed_layout_files)?,
     )?;
+    let l = &s.learned;
+    let ld = PyDict::new(py);
+    ld.set_item("mode", &l.mode)?;
+    ld.set_item("delta", l.delta)?;
+    ld.set_item("files_registered", l.files_registered)?;
+    ld.set_item("files_learned", l.files_learned)?;
+    ld.set_item("files_loaded", l.files_loaded)?;
+    ld.set_item("files_skipped", l.files_skipped)?;
+    ld.set_item("files_short_lived", l.files_short_lived)?;
+    ld.set_item("files_unlearnable", l.files_unlearnable)?;
+    ld.set_item("models_rejected", l.models_rejected)?;
+    ld.set_item("learn_ns_total", l.learn_ns_total)?;
+    ld.set_item("queue_len", l.queue_len)?;
+    ld.set_item("files_with_models", s.files_with_models)?;
+    ld.set_item("model_segments", s.model_segments)?;
+    ld.set_item(
+        "model_bytes_per_level",
+        PyList::new(py, &s.model_bytes_per_level)?,
+    )?;
+    d.set_item("learned", ld)?;
+    d.set_item("learned_lookups", l.learned_lookups)?;
+    d.set_item("total_lookups", l.total_lookups)?;
+    d.set_item("model_bytes", s.model_bytes)?;
     let total = s.live_sst_bytes + s.blob_bytes;
     let live = s.live_sst_bytes + s.blob_live_bytes;
     d.set_item(

@@ -1,0 +1,67 @@
+"""Learned indexes in attune.DB: the option, learn_all, stats, persisted models and the CLI."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import attune
+
+ATTUNE = [sys.executable, "-m", "attune.cli"]
+
+
+def _fill(db, n=20_000):
+    for i in range(n):
+        db.put(i.to_bytes(8, "big") + b"00000000", b"v%d" % i)
+    db.flush()
+    db.compact()
+
+
+def test_models_serve_lookups_and_show_in_stats(tmp_path):
+    with attune.DB(str(tmp_path / "db"), learned_index="always", learned_wait_ms=3_600_000) as db:
+        _fill(db)
+        assert db.learn_all() >= 1
+        for i in range(0, 20_000, 7):
+            assert db.get(i.to_bytes(8, "big") + b"00000000") == b"v%d" % i
+        assert db.get(b"absent") is None
+        s = db.stats()
+    assert s["learned"]["mode"] == "always"
+    assert s["learned"]["files_with_models"] >= 1
+    assert s["model_bytes"] > 0
+    assert s["learned_lookups"] > 0
+    assert s["learned_lookups"] <= s["total_lookups"]
+    assert s["options"]["learned_delta"] == "8"
+
+
+def test_off_mode_has_no_models_and_learn_all_explains(tmp_path):
+    with attune.DB(str(tmp_path / "db"), learned_index="off") as db:
+        _fill(db, 2_000)
+        with pytest.raises(attune.InvalidArgumentError, match="learned_index is off"):
+            db.learn_all()
+        assert db.stats()["learned"]["mode"] == "off"
+
+
+def test_bad_learned_options_are_clear_errors(tmp_path):
+    with pytest.raises(attune.InvalidArgumentError, match="valid: off, analyzer, always"):
+        attune.DB(str(tmp_path / "a"), learned_index="sometimes")
+    with pytest.raises(attune.InvalidArgumentError, match="learned_delta"):
+        attune.DB(str(tmp_path / "b"), learned_delta=0)
+
+
+def test_cli_learn_reports_json(tmp_path):
+    path = str(tmp_path / "db")
+    with attune.DB(path) as db:
+        _fill(db)
+    out = subprocess.run(
+        [*ATTUNE, "kv", "learn", path, "--json"], capture_output=True, text=True, check=True
+    )
+    r = json.loads(out.stdout)
+    assert r["tables_with_models"] == r["tables"] >= 1
+    assert 0 < r["model_bytes"] < r["live_sst_bytes"]
+    # The models were persisted: a reopened database has them without learning.
+    with attune.DB(path, learned_wait_ms=3_600_000) as db:
+        db.get(b"x")
+        s = db.stats()
+    assert s["learned"]["files_with_models"] == r["tables"]
+    assert s["learned"]["files_learned"] == 0
