@@ -23,7 +23,9 @@ use crate::iter::InternalIterator;
 use crate::key;
 use crate::options::{LearnedIndex as Mode, Options};
 use crate::table::{Table, TableIter};
-use attune_learn::{Analyzer, AnalyzerConfig, FileStats, LearnedIndex, LookupPath, LookupResult};
+use attune_learn::{
+    Analyzer, AnalyzerConfig, FileStats, KeyMapper, LearnedIndex, LookupPath, LookupResult,
+};
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -304,21 +306,35 @@ impl Learning {
     }
 }
 
-/// Trains a model over the user keys of `table`, in file order (one pass over its blocks,
-/// which are not added to the block cache).
+/// Trains a model over the user keys of `table`, in file order: one pass over its blocks (not
+/// added to the block cache) gathers the keys, the key mapper is chosen from all of them (the
+/// radix form for small per-position alphabets such as decimal digits), then Greedy-PLR runs.
 pub fn train(table: &Arc<Table>, delta: u32) -> Result<LearnedIndex> {
-    let mut it = TableIter::new(table.clone(), false);
-    it.seek_to_first();
-    let (first, last) = table.user_key_range()?;
     let learn_err = |e: attune_learn::LearnError| {
         Error::corruption(table.path(), 0, format!("learning the table's keys: {e}"))
     };
-    let mut b = LearnedIndex::builder(&first, &last, delta).map_err(learn_err)?;
+    let mut flat: Vec<u8> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
+    let mut it = TableIter::new(table.clone(), false);
+    it.seek_to_first();
     while it.valid() {
-        b.push(key::user_key(it.key())).map_err(learn_err)?;
+        flat.extend_from_slice(key::user_key(it.key()));
+        ends.push(flat.len());
         it.next();
     }
     it.status()?;
+    let keys = || {
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        starts.zip(ends.iter().copied()).map(|(a, b)| &flat[a..b])
+    };
+    let (Some(first), Some(last)) = (keys().next(), keys().last()) else {
+        return Err(Error::corruption(table.path(), 0, "table has no entries"));
+    };
+    let mapper = KeyMapper::for_keys(first, last, keys());
+    let mut b = LearnedIndex::builder_with_mapper(mapper, delta).map_err(learn_err)?;
+    for k in keys() {
+        b.push(k).map_err(learn_err)?;
+    }
     Ok(b.finish())
 }
 

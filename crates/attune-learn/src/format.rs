@@ -5,6 +5,8 @@
 //! header   := magic[4]="ATLM" version:u16 kind:u8 flags:u8 delta:u32 prefix_len:u32
 //!             keys:u64 distinct:u64 max_run:u64 segment_count:u64 mean_window:f64   (56 bytes)
 //! prefix   := u8[prefix_len]
+//! radix    := count:u8 set[count]      only if flags has FLAG_RADIX (version 2)
+//! set      := u64[4]                   256-bit membership set of one key position
 //! segment  := first_key:u64 first_pos:u64 slope:f64                 kind 1, cone   (24 bytes)
 //!           | first_key:u64 first_pos:u64 slope:f64 intercept:f64   kind 2, pivot  (32 bytes)
 //! trailer  := crc32c:u32 over every byte before it
@@ -23,19 +25,22 @@
 
 use crate::error::{LearnError, Result};
 use crate::index::LearnedIndex;
-use crate::keymap::{KeyMapper, PREFIX_LEN_MAX};
+use crate::keymap::{KeyMapper, RadixAlphabet, PREFIX_LEN_MAX};
 use crate::plr::{PlrFit, PlrModel, Quality, Segment, DELTA_MAX};
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"ATLM";
-/// Format version written and read by this build.
-pub const FORMAT_VERSION: u16 = 1;
+/// Newest format version written and read by this build: 2 adds the radix key mapping. Models
+/// without it are still written as version 1, which every reader understands.
+pub const FORMAT_VERSION: u16 = 2;
 /// Model kind: Greedy-PLR, cone fit (intercept = first_pos, not stored).
 pub const KIND_PLR_CONE: u8 = 1;
 /// Model kind: Greedy-PLR, pivot fit (intercept stored).
 pub const KIND_PLR_PIVOT: u8 = 2;
 /// Flag bit: some mapped key repeats (windows use a second prediction).
 pub const FLAG_DUP_RUNS: u8 = 1;
+/// Flag bit: the key mapper uses per-position alphabets (a radix section follows the prefix).
+pub const FLAG_RADIX: u8 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 56;
 /// Bytes per segment of kind 1 (cone).
@@ -57,6 +62,7 @@ impl LearnedIndex {
     pub fn encoded_len(&self) -> usize {
         HEADER_LEN
             + self.mapper().prefix().len()
+            + self.mapper().radix().map_or(0, |r| 1 + 32 * r.sets().len())
             + self.model().segment_count() * segment_len(self.model().fit())
             + TRAILER_LEN
     }
@@ -68,17 +74,23 @@ impl LearnedIndex {
         let m = self.model();
         let q = m.quality();
         let prefix = self.mapper().prefix();
+        let radix = self.mapper().radix();
         out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let version: u16 = if radix.is_some() { 2 } else { 1 };
+        out.extend_from_slice(&version.to_le_bytes());
         out.push(match m.fit() {
             PlrFit::Cone => KIND_PLR_CONE,
             PlrFit::Pivot => KIND_PLR_PIVOT,
         });
-        out.push(if m.has_duplicate_runs() {
+        let mut flags = if m.has_duplicate_runs() {
             FLAG_DUP_RUNS
         } else {
             0
-        });
+        };
+        if radix.is_some() {
+            flags |= FLAG_RADIX;
+        }
+        out.push(flags);
         out.extend_from_slice(&m.delta().to_le_bytes());
         // The mapper caps prefixes at PREFIX_LEN_MAX (64 KiB), so this fits in u32.
         out.extend_from_slice(&(prefix.len() as u32).to_le_bytes());
@@ -88,6 +100,15 @@ impl LearnedIndex {
         out.extend_from_slice(&(m.segment_count() as u64).to_le_bytes());
         out.extend_from_slice(&q.mean_window.to_bits().to_le_bytes());
         out.extend_from_slice(prefix);
+        if let Some(r) = radix {
+            // At most RADIX_POSITIONS_MAX (24) positions: fits in a byte.
+            out.push(r.sets().len() as u8);
+            for set in r.sets() {
+                for w in set {
+                    out.extend_from_slice(&w.to_le_bytes());
+                }
+            }
+        }
         for s in m.segments() {
             out.extend_from_slice(&s.first_key.to_le_bytes());
             out.extend_from_slice(&s.first_pos.to_le_bytes());
@@ -115,7 +136,7 @@ impl LearnedIndex {
             return Err(corrupt(0, "bad magic (expected ATLM)"));
         }
         let version = r.u16()?;
-        if version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&version) {
             return Err(LearnError::UnsupportedVersion {
                 found: version,
                 supported: FORMAT_VERSION,
@@ -135,6 +156,25 @@ impl LearnedIndex {
         let max_run = r.u64()?;
         let seg_count = r.u64()?;
         let mean_window = f64::from_bits(r.u64()?);
+        let radix_flag = flags & FLAG_RADIX != 0;
+        let radix_count = if radix_flag {
+            match HEADER_LEN
+                .checked_add(prefix_len)
+                .and_then(|at| buf.get(at))
+            {
+                Some(&c) => usize::from(c),
+                None => {
+                    return Err(LearnError::Truncated {
+                        offset: buf.len(),
+                        needed: 1,
+                        available: 0,
+                    })
+                }
+            }
+        } else {
+            0
+        };
+        let radix_bytes = if radix_flag { 1 + 32 * radix_count } else { 0 };
 
         // Length check before any allocation or checksum: the header must announce exactly the
         // bytes given.
@@ -142,6 +182,7 @@ impl LearnedIndex {
             .ok()
             .and_then(|s| s.checked_mul(segment_len(fit)))
             .and_then(|s| s.checked_add(prefix_len))
+            .and_then(|s| s.checked_add(radix_bytes))
             .and_then(|s| s.checked_add(HEADER_LEN + TRAILER_LEN));
         match total {
             Some(t) if t == buf.len() => {}
@@ -166,7 +207,7 @@ impl LearnedIndex {
         }
 
         // Structural validation behind a good checksum (a buggy or hostile writer).
-        if flags & !FLAG_DUP_RUNS != 0 {
+        if flags & !(FLAG_DUP_RUNS | FLAG_RADIX) != 0 || (radix_flag && version < 2) {
             return Err(corrupt(7, "unknown flags"));
         }
         if delta == 0 || delta > DELTA_MAX {
@@ -191,6 +232,20 @@ impl LearnedIndex {
         }
 
         let prefix = r.take(prefix_len)?;
+        let radix = if radix_flag {
+            let at = r.pos;
+            let count = usize::from(r.u8()?);
+            let mut sets = Vec::with_capacity(count);
+            for _ in 0..count {
+                sets.push([r.u64()?, r.u64()?, r.u64()?, r.u64()?]);
+            }
+            match RadixAlphabet::from_sets(&sets) {
+                Some(a) if a.sets().len() == count => Some(a),
+                _ => return Err(corrupt(at, "radix alphabet invalid")),
+            }
+        } else {
+            None
+        };
         // seg_count * 24 <= buf.len() was checked above, so this allocation is bounded.
         let mut segments = Vec::with_capacity(seg_count as usize);
         for i in 0..seg_count {
@@ -242,7 +297,7 @@ impl LearnedIndex {
         };
         let model = PlrModel::from_parts(delta, fit, keys, has_dup_runs, quality, segments);
         Ok(LearnedIndex::from_parts(
-            KeyMapper::with_prefix(prefix),
+            KeyMapper::from_parts(prefix, radix),
             model,
         ))
     }
@@ -407,14 +462,51 @@ mod tests {
     #[test]
     fn newer_version_is_refused_clearly() {
         let mut bytes = sample().encode();
-        bytes[4] = 2;
+        bytes[4] = 3;
         assert_eq!(
             LearnedIndex::decode(&bytes).unwrap_err(),
             LearnError::UnsupportedVersion {
-                found: 2,
-                supported: 1
+                found: 3,
+                supported: 2
             }
         );
+    }
+
+    #[test]
+    fn radix_models_round_trip_and_damage_is_caught() {
+        let keys: Vec<Vec<u8>> = (0..3000u64)
+            .map(|i| format!("user{:012}", i * 7_919_993).into_bytes())
+            .collect();
+        let mapper = KeyMapper::for_keys(
+            &keys[0],
+            &keys[keys.len() - 1],
+            keys.iter().map(Vec::as_slice),
+        );
+        assert!(mapper.radix().is_some());
+        let mut b = LearnedIndex::builder_with_mapper(mapper, 8).unwrap();
+        for k in &keys {
+            b.push(k).unwrap();
+        }
+        let idx = b.finish();
+        let bytes = idx.encode();
+        assert_eq!(bytes.len(), idx.encoded_len());
+        assert_eq!(u16::from_le_bytes([bytes[4], bytes[5]]), 2);
+        let back = LearnedIndex::decode(&bytes).unwrap();
+        assert_eq!(back, idx);
+        for (pos, k) in keys.iter().enumerate() {
+            let w = back.predict(k);
+            assert!(w.lo <= pos as u64 && (pos as u64) < w.hi, "key {pos}");
+        }
+        // An empty alphabet set behind a valid checksum is structural corruption.
+        let mut bad = bytes.clone();
+        let at = HEADER_LEN + idx.mapper().prefix().len() + 1;
+        bad[at..at + 32].fill(0);
+        reseal(&mut bad);
+        assert!(LearnedIndex::decode(&bad).unwrap_err().is_corruption());
+        // Truncated inside the radix section.
+        assert!(LearnedIndex::decode(&bytes[..at + 5])
+            .unwrap_err()
+            .is_corruption());
     }
 
     /// Re-seals `bytes` with a fresh checksum, so structural checks (not the CRC) must reject.

@@ -40,6 +40,14 @@ impl LearnedIndex {
         })
     }
 
+    /// A builder with an explicit key mapping (e.g. [`KeyMapper::for_keys`]'s radix form).
+    pub fn builder_with_mapper(mapper: KeyMapper, delta: u32) -> Result<LearnedIndexBuilder> {
+        Ok(LearnedIndexBuilder {
+            mapper,
+            plr: PlrBuilder::with_fit(delta, PLR_FIT_DEFAULT)?,
+        })
+    }
+
     /// Trains over sorted byte keys (bytewise order) in one call, with the default fit.
     pub fn train<K: AsRef<[u8]>>(keys: &[K], delta: u32) -> Result<Self> {
         Self::train_with(keys, delta, PLR_FIT_DEFAULT)

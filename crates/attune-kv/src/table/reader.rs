@@ -224,23 +224,6 @@ impl Table {
         Ok(Some(k))
     }
 
-    /// Smallest and largest user keys of the file.
-    pub fn user_key_range(&self) -> Result<(Vec<u8>, Vec<u8>)> {
-        let n = self.props.num_entries;
-        let first = self.entry_at(0)?;
-        let last = self.entry_at(n.saturating_sub(1))?;
-        match (first, last) {
-            (Some((a, _)), Some((b, _))) => {
-                Ok((key::user_key(&a).to_vec(), key::user_key(&b).to_vec()))
-            }
-            _ => Err(Error::corruption(
-                self.path.as_path(),
-                0,
-                "table has no entries",
-            )),
-        }
-    }
-
     pub fn properties(&self) -> &TableProperties {
         &self.props
     }
