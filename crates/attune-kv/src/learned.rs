@@ -63,6 +63,29 @@ pub struct TableModel {
     /// Records per data block when every block but the last holds the same number (fixed-size
     /// records make that so): a position's block is then one division away.
     pub per_block: Option<u64>,
+    /// Set when the table's records all have one size, sit uncompressed, and its blocks are
+    /// equally spaced: a position's byte offset is then arithmetic (Bourbon's LoadChunk: no
+    /// index entry, no offset array is read).
+    pub fixed: Option<FixedLayout>,
+}
+
+/// Byte geometry of a fixed-layout table (see [`TableModel::fixed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedLayout {
+    /// File offset of the first data block.
+    pub first_offset: u64,
+    /// Distance between the starts of consecutive data blocks (contents + trailer).
+    pub block_stride: u64,
+    /// Contents size of every data block but the last.
+    pub block_size: u64,
+    /// Contents size of the last data block.
+    pub last_block_size: u64,
+    /// Bytes per record: the two length varints, the internal key and the value.
+    pub record_size: usize,
+    /// Bytes of the two length varints before each key.
+    pub header: usize,
+    /// Internal-key length.
+    pub key_len: usize,
 }
 
 impl TableModel {

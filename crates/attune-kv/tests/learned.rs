@@ -39,8 +39,10 @@ fn key(shape: usize, i: u64) -> Vec<u8> {
     }
 }
 
+/// Fixed-width values, so tables of fixed-width keys have the fixed layout (arithmetic record
+/// offsets); tables holding deletions do not (tombstones have empty values).
 fn value(i: u64, round: u64) -> Vec<u8> {
-    format!("v{i}-{round}").into_bytes()
+    format!("v{i:08}-{round}").into_bytes()
 }
 
 fn table_files(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
@@ -87,6 +89,12 @@ fn model_path_agrees_with_the_map_for_present_absent_and_old_keys() {
             st.level_files, st.learned
         );
         assert!(st.model_bytes > 0);
+        if shape != 1 {
+            assert!(
+                !st.fixed_layout_files.is_empty(),
+                "shape {shape}: fixed-width keys and values give fixed-layout tables"
+            );
+        }
         // Decimal keys too: the radix key mapping keeps them learnable.
         assert_eq!(st.learned.files_unlearnable, 0, "shape {shape}");
         let before = st.learned.learned_lookups;

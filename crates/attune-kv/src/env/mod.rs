@@ -56,6 +56,12 @@ pub trait RandomAccessFile: Send + Sync {
     /// Hints that `[offset, offset + len)` will be read soon, so the OS can start reading it in
     /// the background (several hints are served in parallel by the device). A no-op by default.
     fn prefetch(&self, _offset: u64, _len: u64) {}
+    /// The whole file as memory, when it is memory-mapped (read-only, valid while `self`
+    /// lives): readers of immutable files may then use bytes in place instead of copying them.
+    /// None by default.
+    fn mapped(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// Held while the database directory is locked; dropping it releases the lock.

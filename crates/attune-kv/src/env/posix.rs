@@ -103,6 +103,11 @@ impl RandomAccessFile for MmapRandom {
     fn size(&self) -> u64 {
         self.len as u64
     }
+    fn mapped(&self) -> Option<&[u8]> {
+        // SAFETY: the mapping is valid and read-only for `len` bytes until drop, and the files
+        // mapped are immutable (tables), so the bytes do not change under the borrow.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr, self.len) })
+    }
     fn prefetch(&self, offset: u64, len: u64) {
         let page = 4096u64;
         let start = offset & !(page - 1);

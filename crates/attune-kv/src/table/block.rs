@@ -55,6 +55,132 @@ impl BlockBuilder {
     }
 }
 
+/// Checks the layout of block contents: returns (entry count, start of the offset array).
+/// With `full`, also checks that every offset is in range and increasing (O(n), done once per
+/// block: when it is read into the cache, or the first time it is used in place).
+fn check_layout(data: &[u8], full: bool) -> std::result::Result<(usize, usize), String> {
+    if data.len() < 4 {
+        return Err("block shorter than its entry count".into());
+    }
+    let n = decode_fixed32(&data[data.len() - 4..]).unwrap_or(0) as usize;
+    let offsets_bytes = n.checked_mul(4).ok_or("entry count overflows")?;
+    if offsets_bytes + 4 > data.len() {
+        return Err(format!(
+            "entry count {n} does not fit a block of {} bytes",
+            data.len()
+        ));
+    }
+    let offsets_start = data.len() - 4 - offsets_bytes;
+    if full {
+        let mut prev = 0usize;
+        for i in 0..n {
+            let o = decode_fixed32(&data[offsets_start + 4 * i..]).unwrap_or(u32::MAX) as usize;
+            if o >= offsets_start.max(1) || (i > 0 && o <= prev) {
+                return Err(format!(
+                    "entry offset {o} of entry {i} is out of order or range"
+                ));
+            }
+            prev = o;
+        }
+    }
+    Ok((n, offsets_start))
+}
+
+/// Block contents used in place (borrowed, e.g. from a memory-mapped table whose block checksum
+/// was verified): the same reads as [`Block`], without a copy or a cache.
+#[derive(Clone, Copy)]
+pub struct BlockView<'a> {
+    data: &'a [u8],
+    n: usize,
+    offsets_start: usize,
+}
+
+impl<'a> BlockView<'a> {
+    /// A view of `data`; `full` checks every offset (see [`check_layout`]). Entry reads are
+    /// bounds-checked either way, so a view never reads outside `data`.
+    pub fn new(data: &'a [u8], full: bool) -> std::result::Result<Self, String> {
+        let (n, offsets_start) = check_layout(data, full)?;
+        Ok(BlockView {
+            data,
+            n,
+            offsets_start,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    fn offset(&self, i: usize) -> usize {
+        decode_fixed32(&self.data[self.offsets_start + 4 * i..]).unwrap_or(0) as usize
+    }
+
+    /// The i-th entry as (key, value); None when the entry's bytes are malformed.
+    pub fn entry(&self, i: usize) -> Option<(&'a [u8], &'a [u8])> {
+        if i >= self.n {
+            return None;
+        }
+        let region = &self.data[..self.offsets_start];
+        let start = self.offset(i);
+        let (klen, a) = decode_varint64(region.get(start..)?)?;
+        let (vlen, b) = decode_varint64(region.get(start + a..)?)?;
+        let kstart = start + a + b;
+        let kend = kstart.checked_add(usize::try_from(klen).ok()?)?;
+        let vend = kend.checked_add(usize::try_from(vlen).ok()?)?;
+        let key = region.get(kstart..kend)?;
+        let value = region.get(kend..vend)?;
+        if key.len() < crate::key::TAG_BYTES {
+            return None;
+        }
+        Some((key, value))
+    }
+
+    /// Entry `i` of a block whose records all take `record` bytes: `header` bytes of length
+    /// varints, a `key_len`-byte key, then the value (no offset-array read). Bounds-checked.
+    #[inline]
+    pub fn fixed_entry(
+        &self,
+        i: usize,
+        record: usize,
+        header: usize,
+        key_len: usize,
+    ) -> Option<(&'a [u8], &'a [u8])> {
+        if i >= self.n {
+            return None;
+        }
+        let start = i.checked_mul(record)?;
+        let rec = self.data[..self.offsets_start].get(start..start.checked_add(record)?)?;
+        let (key, value) = rec.get(header..)?.split_at_checked(key_len)?;
+        Some((key, value))
+    }
+
+    /// Index of the first entry in `[lo, hi)` with key >= target, or `hi` (clamped to `len()`);
+    /// `Err(i)` names a malformed entry.
+    pub fn lower_bound_in(
+        &self,
+        target: &[u8],
+        lo: usize,
+        hi: usize,
+    ) -> std::result::Result<usize, usize> {
+        let hi = hi.min(self.n);
+        let mut lo = lo.min(hi);
+        let mut hi = hi;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (k, _) = self.entry(mid).ok_or(mid)?;
+            if compare_internal(k, target) == Ordering::Less {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+}
+
 /// A decoded (uncompressed, checksum-verified) block.
 pub struct Block {
     data: Vec<u8>,
@@ -67,31 +193,8 @@ pub struct Block {
 impl Block {
     /// Validates the layout of `data` read at `file_offset` of `file`.
     pub fn new(data: Vec<u8>, file: Arc<PathBuf>, file_offset: u64) -> Result<Block> {
-        let bad = |d: String| Error::corruption(file.as_path(), file_offset, d);
-        if data.len() < 4 {
-            return Err(bad("block shorter than its entry count".into()));
-        }
-        let n = decode_fixed32(&data[data.len() - 4..]).unwrap_or(0) as usize;
-        let offsets_bytes = n
-            .checked_mul(4)
-            .ok_or_else(|| bad("entry count overflows".into()))?;
-        if offsets_bytes + 4 > data.len() {
-            return Err(bad(format!(
-                "entry count {n} does not fit a block of {} bytes",
-                data.len()
-            )));
-        }
-        let offsets_start = data.len() - 4 - offsets_bytes;
-        let mut prev = 0usize;
-        for i in 0..n {
-            let o = decode_fixed32(&data[offsets_start + 4 * i..]).unwrap_or(u32::MAX) as usize;
-            if o >= offsets_start.max(1) || (i > 0 && o <= prev) {
-                return Err(bad(format!(
-                    "entry offset {o} of entry {i} is out of order or range"
-                )));
-            }
-            prev = o;
-        }
+        let (n, offsets_start) = check_layout(&data, true)
+            .map_err(|d| Error::corruption(file.as_path(), file_offset, d))?;
         Ok(Block {
             data,
             n,
@@ -112,28 +215,18 @@ impl Block {
         self.data.len() + 64
     }
 
-    fn offset(&self, i: usize) -> usize {
-        decode_fixed32(&self.data[self.offsets_start + 4 * i..]).unwrap_or(0) as usize
+    /// The block as a borrowed view.
+    pub fn view(&self) -> BlockView<'_> {
+        BlockView {
+            data: &self.data,
+            n: self.n,
+            offsets_start: self.offsets_start,
+        }
     }
 
     /// The i-th entry as (key, value); None when the entry's bytes are malformed.
     pub fn entry(&self, i: usize) -> Option<(&[u8], &[u8])> {
-        if i >= self.n {
-            return None;
-        }
-        let region = &self.data[..self.offsets_start];
-        let start = self.offset(i);
-        let (klen, a) = decode_varint64(region.get(start..)?)?;
-        let (vlen, b) = decode_varint64(region.get(start + a..)?)?;
-        let kstart = start + a + b;
-        let kend = kstart.checked_add(usize::try_from(klen).ok()?)?;
-        let vend = kend.checked_add(usize::try_from(vlen).ok()?)?;
-        let key = region.get(kstart..kend)?;
-        let value = region.get(kend..vend)?;
-        if key.len() < crate::key::TAG_BYTES {
-            return None;
-        }
-        Some((key, value))
+        self.view().entry(i)
     }
 
     fn corruption(&self, i: usize) -> Error {
@@ -152,19 +245,9 @@ impl Block {
     /// Index of the first entry in `[lo, hi)` with key >= target, or `hi` (clamped to `len()`):
     /// the last-mile search of a learned index, which knows the answer lies in the window.
     pub fn lower_bound_in(&self, target: &[u8], lo: usize, hi: usize) -> Result<usize> {
-        let hi = hi.min(self.n);
-        let mut lo = lo.min(hi);
-        let mut hi = hi;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let (k, _) = self.entry(mid).ok_or_else(|| self.corruption(mid))?;
-            if compare_internal(k, target) == Ordering::Less {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(lo)
+        self.view()
+            .lower_bound_in(target, lo, hi)
+            .map_err(|i| self.corruption(i))
     }
 }
 

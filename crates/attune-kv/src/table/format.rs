@@ -148,6 +148,25 @@ pub fn write_block(
 }
 
 /// Reads, verifies and decompresses a block.
+/// The parts of a block inside `file` (a memory-mapped table): contents, compression type and
+/// stored checksum, without copying. None when the handle points past the file.
+pub fn block_in_place(file: &[u8], handle: BlockHandle) -> Option<(&[u8], u8, u32)> {
+    let start = usize::try_from(handle.offset).ok()?;
+    let n = usize::try_from(handle.size).ok()?;
+    let end = start.checked_add(n)?.checked_add(TRAILER_BYTES)?;
+    let all = file.get(start..end)?;
+    let stored = decode_fixed32(&all[n + 1..])?;
+    Some((&all[..n], all[n], stored))
+}
+
+/// Whether `contents` + `kind` match the stored block checksum.
+pub fn block_checksum_ok(contents: &[u8], kind: u8, stored: u32) -> bool {
+    crc32c::crc32c_append(crc32c::crc32c(contents), &[kind]) == stored
+}
+
+/// The compression type of blocks stored as they are.
+pub const BLOCK_TYPE_NONE: u8 = TYPE_NONE;
+
 pub fn read_block(
     file: &dyn RandomAccessFile,
     handle: BlockHandle,

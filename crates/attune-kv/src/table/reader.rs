@@ -1,20 +1,24 @@
 //! Reads a table: footer, index and filter are loaded at open and pinned; data blocks go through
 //! the shared block cache. Thread safety: a `Table` is shared by all readers (`Arc<Table>`).
 
-use super::block::{Block, BlockIter};
+use super::block::{Block, BlockIter, BlockView};
 use super::bloom::{self, Bloom};
-use super::format::{read_block, BlockHandle, Footer, FOOTER_BYTES};
+use super::format::{
+    block_checksum_ok, block_in_place, read_block, BlockHandle, Footer, BLOCK_TYPE_NONE,
+    FOOTER_BYTES, TRAILER_BYTES,
+};
 use crate::cache::BlockCache;
 use crate::coding::{put_varint64, Reader};
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
-use crate::learned::{Learning, TableModel};
+use crate::learned::{FixedLayout, Learning, TableModel};
 use crate::memtable::Lookup;
 use crate::vlog::BlobPointer;
 use attune_learn::{FileStats, LearnedIndex};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -111,6 +115,9 @@ pub struct Table {
     model: OnceLock<Arc<TableModel>>,
     /// The analyzer's statistics handle, once the file is registered.
     file_stats: OnceLock<Arc<FileStats>>,
+    /// One bit per data block: its checksum and layout were verified in the memory mapping, so
+    /// point lookups may use it in place (see [`Table::view_in_place`]).
+    verified: Box<[AtomicU64]>,
 }
 
 fn decode_index_value(v: &[u8]) -> Option<(BlockHandle, u64)> {
@@ -159,13 +166,16 @@ impl Table {
             file,
             path,
             number,
-            index,
             filter,
             props,
             cache,
             learning: None,
             model: OnceLock::new(),
             file_stats: OnceLock::new(),
+            verified: (0..index.len().div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            index,
         })
     }
 
@@ -200,10 +210,69 @@ impl Table {
             ));
         }
         let per_block = self.uniform_block_records()?;
+        let fixed = match per_block {
+            Some(k) => self.fixed_geometry(k)?,
+            None => None,
+        };
         Ok(self
             .model
-            .set(Arc::new(TableModel { index, per_block }))
+            .set(Arc::new(TableModel {
+                index,
+                per_block,
+                fixed,
+            }))
             .is_ok())
+    }
+
+    /// The byte geometry of a fixed-layout table with `per_block` records per block, if its
+    /// index confirms it (every block equally spaced and sized, records of one size).
+    fn fixed_geometry(&self, per_block: u64) -> Result<Option<FixedLayout>> {
+        let p = &self.props;
+        if !p.fixed_layout() || p.num_entries == 0 {
+            return Ok(None);
+        }
+        let key_len = usize::try_from(p.fixed_key_len).unwrap_or(usize::MAX);
+        let value_len = usize::try_from(p.fixed_value_len_plus1 - 1).unwrap_or(usize::MAX);
+        let mut hdr = Vec::new();
+        put_varint64(&mut hdr, p.fixed_key_len);
+        put_varint64(&mut hdr, p.fixed_value_len_plus1 - 1);
+        let Some(record_size) = key_len
+            .checked_add(value_len)
+            .and_then(|x| x.checked_add(hdr.len()))
+        else {
+            return Ok(None);
+        };
+        let blocks = self.index.len();
+        let (h0, _) = self.index_entry(0)?;
+        let (hl, _) = self.index_entry(blocks - 1)?;
+        let stride = if blocks > 1 {
+            self.index_entry(1)?.0.offset.wrapping_sub(h0.offset)
+        } else {
+            h0.size + TRAILER_BYTES as u64
+        };
+        // Contents of a full block: the records, their offset array and the count.
+        let full = per_block
+            .checked_mul(record_size as u64 + 4)
+            .and_then(|x| x.checked_add(4));
+        if blocks > 1 && full != Some(h0.size) {
+            return Ok(None);
+        }
+        for i in 0..blocks {
+            let (h, _) = self.index_entry(i)?;
+            let expect = h0.offset + i as u64 * stride;
+            if h.offset != expect || (i + 1 < blocks && h.size != h0.size) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(FixedLayout {
+            first_offset: h0.offset,
+            block_stride: stride,
+            block_size: h0.size,
+            last_block_size: hl.size,
+            record_size,
+            header: hdr.len(),
+            key_len,
+        }))
     }
 
     /// Records per block when every block starts at a multiple of the first block's count.
@@ -292,9 +361,10 @@ impl Table {
             return Ok(Lookup::NotFound);
         }
         let (h, _) = self.index_entry(bi)?;
-        let blk = self.block(h, true)?;
-        let i = blk.lower_bound(lookup)?;
-        self.lookup_result(&blk, i, uk, h.offset)
+        self.with_block(bi, h, |blk| {
+            let i = blk.lower_bound_in(lookup, 0, blk.len()).map_err(|i| self.malformed(h, i))?;
+            self.lookup_result(blk, i, uk, h.offset)
+        })
     }
 
     /// The model path (Bourbon's Fig. 2.6b): the model gives a window of positions that holds
@@ -304,17 +374,27 @@ impl Table {
         let w = m.index.predict(uk);
         let n = self.props.num_entries;
         let (mut pos, hi) = (w.lo.min(n), w.hi.min(n));
+        if let (Some(f), Some(k)) = (&m.fixed, m.per_block) {
+            if let Some(r) = self.get_fixed(f, k, pos, hi, lookup, uk)? {
+                return Ok(r);
+            }
+        }
         while pos < hi {
             let (bi, first) = self.block_of(m.per_block, pos)?;
             let (h, _) = self.index_entry(bi)?;
-            let blk = self.block(h, true)?;
             let to = usize::try_from(hi - first).unwrap_or(usize::MAX);
             let from = usize::try_from(pos - first).unwrap_or(usize::MAX);
-            let i = blk.lower_bound_in(lookup, from, to)?;
-            if i < to.min(blk.len()) {
-                return self.lookup_result(&blk, i, uk, h.offset);
-            }
-            let next = first + blk.len() as u64;
+            let step = self.with_block(bi, h, |blk| {
+                let i = blk.lower_bound_in(lookup, from, to).map_err(|i| self.malformed(h, i))?;
+                if i < to.min(blk.len()) {
+                    return self.lookup_result(blk, i, uk, h.offset).map(Ok);
+                }
+                Ok(Err(blk.len() as u64))
+            })?;
+            let next = match step {
+                Ok(found) => return Ok(found),
+                Err(len) => first + len,
+            };
             if next <= pos {
                 return Err(Error::corruption(
                     self.path.as_path(),
@@ -325,6 +405,119 @@ impl Table {
             pos = next;
         }
         Ok(Lookup::NotFound)
+    }
+
+    /// The model path over a fixed-layout table: block handles and record offsets are
+    /// arithmetic, so the lookup touches only the bytes of the window (LoadChunk). Returns None
+    /// when the window's block is not available in place (then the general path runs).
+    fn get_fixed(
+        &self,
+        f: &FixedLayout,
+        per_block: u64,
+        mut pos: u64,
+        hi: u64,
+        lookup: &[u8],
+        uk: &[u8],
+    ) -> Result<Option<Lookup>> {
+        let last = self.index.len() as u64 - 1;
+        while pos < hi {
+            let bi = (pos / per_block).min(last);
+            let first = bi * per_block;
+            let h = BlockHandle {
+                offset: f.first_offset + bi * f.block_stride,
+                size: if bi == last {
+                    f.last_block_size
+                } else {
+                    f.block_size
+                },
+            };
+            let Some(v) = self.view_in_place(bi as usize, h)? else {
+                return Ok(None);
+            };
+            let from = (pos - first) as usize;
+            let to = ((hi - first) as usize).min(v.len());
+            let (mut lo, mut up) = (from.min(to), to);
+            while lo < up {
+                let mid = lo + (up - lo) / 2;
+                let (k, _) = v
+                    .fixed_entry(mid, f.record_size, f.header, f.key_len)
+                    .ok_or_else(|| self.malformed(h, mid))?;
+                if key::compare_internal(k, lookup) == std::cmp::Ordering::Less {
+                    lo = mid + 1;
+                } else {
+                    up = mid;
+                }
+            }
+            if lo < to {
+                let e = v
+                    .fixed_entry(lo, f.record_size, f.header, f.key_len)
+                    .ok_or_else(|| self.malformed(h, lo))?;
+                return self.entry_result(Some(e), uk, h.offset).map(Some);
+            }
+            if v.is_empty() {
+                return Err(self.malformed(h, 0));
+            }
+            pos = first + v.len() as u64;
+        }
+        Ok(Some(Lookup::NotFound))
+    }
+
+    fn malformed(&self, h: BlockHandle, i: usize) -> Error {
+        Error::corruption(
+            self.path.as_path(),
+            h.offset,
+            format!("malformed entry {i} in block"),
+        )
+    }
+
+    /// Runs `f` on data block `bi` (handle `h`): in place from the memory mapping when possible
+    /// (no copy, no cache), else through the block cache.
+    fn with_block<R>(
+        &self,
+        bi: usize,
+        h: BlockHandle,
+        f: impl FnOnce(&BlockView<'_>) -> Result<R>,
+    ) -> Result<R> {
+        if let Some(v) = self.view_in_place(bi, h)? {
+            return f(&v);
+        }
+        let blk = self.block(h, true)?;
+        f(&blk.view())
+    }
+
+    /// Data block `bi` used in place, when the table is memory-mapped and the block is stored
+    /// uncompressed (LevelDB does the same with mmap reads; the block cache then only holds
+    /// blocks that had to be decompressed). The block's checksum and layout are verified the
+    /// first time it is used this way and remembered in `verified`: the file is immutable, so a
+    /// verified block stays verified, exactly like a block that was checked once on its way into
+    /// the cache.
+    fn view_in_place(&self, bi: usize, h: BlockHandle) -> Result<Option<BlockView<'_>>> {
+        let Some(map) = self.file.mapped() else {
+            return Ok(None);
+        };
+        let bad = |d: String| Error::corruption(self.path.as_path(), h.offset, d);
+        let Some((body, kind, stored)) = block_in_place(map, h) else {
+            return Err(bad(format!(
+                "block handle (size {}) points past the file",
+                h.size
+            )));
+        };
+        if kind != BLOCK_TYPE_NONE {
+            return Ok(None);
+        }
+        let (word, bit) = (bi / 64, 1u64 << (bi % 64));
+        let slot = self.verified.get(word);
+        if slot.is_some_and(|w| w.load(Ordering::Acquire) & bit != 0) {
+            return BlockView::new(body, false).map(Some).map_err(bad);
+        }
+        if !block_checksum_ok(body, kind, stored) {
+            return Err(bad("block checksum mismatch".into()));
+        }
+        let v = BlockView::new(body, true).map_err(bad)?;
+        if let Some(w) = slot {
+            w.fetch_or(bit, Ordering::Release);
+        }
+        Ok(Some(v))
     }
 
     /// The block holding ordinal `pos` and the ordinal of its first record.
@@ -357,8 +550,24 @@ impl Table {
     }
 
     /// What entry `i` of `blk` says about user key `uk` (`i` = the lower bound of the lookup).
-    fn lookup_result(&self, blk: &Block, i: usize, uk: &[u8], block_offset: u64) -> Result<Lookup> {
-        match blk.entry(i) {
+    fn lookup_result(
+        &self,
+        blk: &BlockView<'_>,
+        i: usize,
+        uk: &[u8],
+        block_offset: u64,
+    ) -> Result<Lookup> {
+        self.entry_result(blk.entry(i), uk, block_offset)
+    }
+
+    /// What an entry (the lower bound of the lookup, if any) says about user key `uk`.
+    fn entry_result(
+        &self,
+        entry: Option<(&[u8], &[u8])>,
+        uk: &[u8],
+        block_offset: u64,
+    ) -> Result<Lookup> {
+        match entry {
             Some((k, v)) if key::user_key(k) == uk => match key::kind(k) {
                 Some(ValueKind::Value) => Ok(Lookup::Found(v.to_vec())),
                 Some(ValueKind::Deletion) => Ok(Lookup::Deleted),
