@@ -120,9 +120,15 @@ def main(path: str) -> None:
                 wall = worst(x, "query_time_ratio_split_over_unsplit")
                 cpu = worst(x, "cpu_time_ratio_split_over_unsplit")
                 first = worst(x, "first_run_ratio_split_over_unsplit")
+                above = ""
+                if "baseline_rss_bytes" in x:
+                    above = (
+                        f"; {pct(x['memory_reduction_above_baseline'])} above the "
+                        f"{mb(x['baseline_rss_bytes'])} MB of a process without data"
+                    )
                 print(
                     f"| {x['dataset']} | {mb(x['unsplit_peak_rss_bytes'])} -> "
-                    f"{mb(x['split_peak_rss_bytes'])} ({pct(x['memory_reduction'])}) | "
+                    f"{mb(x['split_peak_rss_bytes'])} ({pct(x['memory_reduction'])}{above}) | "
                     f"{x['unsplit_total_s']} -> {x['split_total_s']} | "
                     f"{wall[1]}x ({wall[0]}) | {cpu[1]}x ({cpu[0]}) | {first[1]}x ({first[0]}) | "
                     f"{x['identical_results']} |"

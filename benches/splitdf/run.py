@@ -15,7 +15,8 @@ of loading unsplit vs split Parquet in pandas, pyarrow and DuckDB, each in its o
 engineering) run on both, each in its own process, --rounds times alternating unsplit and split
 processes: per-query wall and CPU seconds (median of every timed run of every round, REPEATS per
 round after a warm-up query), the first run apart, peak RSS (median of rounds), and a digest of
-every result (floats rounded to 9 significant digits: sums may add in another order). Both sides
+every result (floats rounded to 9 significant digits: sums may add in another order), and the
+peak RSS of the same process without data (imports, connection, warm-up; median of 3). Both sides
 run DuckDB with the perfect-hash threshold SplitDF's connect() sets for the split.
 `--only notebook` reruns the notebook on the split a previous run left in --work.
 
@@ -421,6 +422,20 @@ def child_notebook(dataset: str, mode: str, path: str, pht_bits: int) -> None:
     print(json.dumps(out))
 
 
+def child_notebook_baseline() -> None:
+    """The notebook process without data: the imports of both sides (Ibis, DuckDB, pyarrow,
+    attune.frames), a DuckDB connection and the warm-up query on a one-row table."""
+    import ibis
+
+    from attune import frames  # noqa: F401 - the split side's imports
+
+    con = ibis.duckdb.connect()
+    con.raw_sql("CREATE TEMP TABLE data AS SELECT 1 AS x")
+    t = con.table("data")
+    t.select(t.columns[0]).limit(1).to_pyarrow()
+    print(json.dumps({"vmhwm": vmhwm()}))
+
+
 def vmhwm() -> int:
     """Peak RSS of this process image in bytes (VmHWM).
 
@@ -587,6 +602,7 @@ def bench_notebook(name: str, unsplit: Path, split_dir: Path, opts, emit) -> Non
         sp_rounds.append(run_child(["_notebook", name, "split", str(split_dir), bits])[0])
     nb_un, rss_un = _merge_rounds(un_rounds)
     nb_sp, rss_sp = _merge_rounds(sp_rounds)
+    base = int(statistics.median(run_child(["_notebook_baseline"])[1] for _ in range(3)))
     ratios = {
         q: round(nb_sp["queries"][q]["s"] / max(nb_un["queries"][q]["s"], 1e-9), 3)
         for q in nb_un["queries"]
@@ -611,6 +627,10 @@ def bench_notebook(name: str, unsplit: Path, split_dir: Path, opts, emit) -> Non
             "unsplit_peak_rss_bytes": rss_un,
             "split_peak_rss_bytes": rss_sp,
             "memory_reduction": round(1 - rss_sp / rss_un, 4),
+            "baseline_rss_bytes": base,
+            "memory_reduction_above_baseline": round(
+                1 - (rss_sp - base) / max(rss_un - base, 1), 4
+            ),
             "unsplit_total_s": round(nb_un["total_s"], 3),
             "split_total_s": round(nb_sp["total_s"], 3),
             "unsplit_load_s": round(nb_un["load_s"], 3),
@@ -641,6 +661,9 @@ def bench_notebook(name: str, unsplit: Path, split_dir: Path, opts, emit) -> Non
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "_load":
         child_load(argv[1], argv[2:])
+        return 0
+    if argv and argv[0] == "_notebook_baseline":
+        child_notebook_baseline()
         return 0
     if argv and argv[0] == "_notebook":
         child_notebook(argv[1], argv[2], argv[3], int(argv[4]))
