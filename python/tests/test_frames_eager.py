@@ -150,6 +150,31 @@ def test_large_dimensions_are_not_pushed(frames):
     check(orig, sf, lambda t: t.group_by("state").agg(n=t.count()), pushed=False)
 
 
+def test_a_large_dimension_joined_beneath_the_pre_aggregate_stops_the_push(tmp_path):
+    n = 4000
+    t = pa.table(
+        {
+            "g": [f"Group name number {i % 4}" for i in range(n)],
+            "m": [f"A measure-like long value {i % 1000:04d}" for i in range(n)],
+            "id": list(range(n)),
+        }
+    )
+    res = split_arrow(t, tmp_path / "s")
+    assert sorted(res.dim_rows) == [4, 1000], res.plan
+    pq.write_table(t, tmp_path / "orig.parquet")
+    con = ibis.duckdb.connect()
+    orig = con.read_parquet(tmp_path / "orig.parquet", table_name="orig")
+    sf = connect(tmp_path / "s", con=con, name="acc")
+
+    def make(t):
+        return t.group_by("g").agg(n=t.count(), mx=t.m.max())
+
+    sf.eager_max_fraction = 1 / 8  # m's 1,000-row dimension > 4,000 / 8: join first
+    check(orig, sf, make, pushed=False)
+    sf.eager_max_fraction = 1 / 2  # 1,000 <= 2,000: pushed, m joined beneath
+    check(orig, sf, make, pushed=True)
+
+
 def test_rewrite_is_memoized_per_expression(frames):
     _, sf = frames
     t = sf.table
