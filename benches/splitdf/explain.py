@@ -12,7 +12,9 @@ threshold ``connect()`` sets for the split. Two control sides:
   to a one-row table on ``rowid * 0 = 0`` (every row matches once; same rows, same columns):
   what a hash join in front of the same aggregation costs in DuckDB;
 - ``split eager=True, perfect_ht_threshold=12``: the default rewrite with DuckDB's default
-  perfect-hash threshold, i.e. without the setting ``connect()`` raises.
+  perfect-hash threshold, i.e. without the setting ``connect()`` raises;
+
+and ``split eager forced``: every candidate dimension pushed, whatever the size rules say.
 
 Usage: .venv/bin/python benches/splitdf/explain.py DATASET UNSPLIT.parquet SPLIT_DIR [STEP,...]
            [--runs N] [--out FILE]
@@ -135,6 +137,10 @@ def main(argv: list[str]) -> int:
             sf._cache.clear()
             out.append((f"split eager={eager}", sf.con.con, sf.sql(es), None))
         out.append(("split eager=True, perfect_ht_threshold=12", sf.con.con, out[-1][2], 12))
+        # Every candidate dimension pushed, whatever the size rule says.
+        sf.eager_max_fraction = 1e18
+        out.append(("split eager forced", sf.con.con, sf.sql(es), None))
+        sf.eager_max_fraction = frames.eager.MAX_PUSHED_KEYS_FRACTION
         for side, dcon, sql, pht in out:
             if pht is not None:
                 dcon.execute(f"SET perfect_ht_threshold = {pht}")

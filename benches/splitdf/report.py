@@ -22,6 +22,19 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def label_runs(nbs: list[dict]) -> None:
+    """Set ``_label``: the data set, numbered in file order when it has several notebook runs
+    (reruns under different load; all are shown)."""
+    count: dict[str, int] = {}
+    for x in nbs:
+        count[x["dataset"]] = count.get(x["dataset"], 0) + 1
+    nth: dict[str, int] = {}
+    for x in nbs:
+        nth[x["dataset"]] = nth.get(x["dataset"], 0) + 1
+        many = count[x["dataset"]] > 1
+        x["_label"] = x["dataset"] + (f" run {nth[x['dataset']]}" if many else "")
+
+
 def main(path: str) -> None:
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     configs = [(False, None), (True, 8), (True, None)]
@@ -103,6 +116,7 @@ def main(path: str) -> None:
                 + " |"
             )
         nbs = [x for x in sel if x["kind"] == "notebook"]
+        label_runs(nbs)
         if nbs:
             print("\nNotebook (Ibis on DuckDB, data loaded into memory first):\n")
             print(
@@ -127,7 +141,7 @@ def main(path: str) -> None:
                         f"{mb(x['baseline_rss_bytes'])} MB of a process without data"
                     )
                 print(
-                    f"| {x['dataset']} | {mb(x['unsplit_peak_rss_bytes'])} -> "
+                    f"| {x['_label']} | {mb(x['unsplit_peak_rss_bytes'])} -> "
                     f"{mb(x['split_peak_rss_bytes'])} ({pct(x['memory_reduction'])}{above}) | "
                     f"{x['unsplit_total_s']} -> {x['split_total_s']} | "
                     f"{wall[1]}x ({wall[0]}) | {cpu[1]}x ({cpu[0]}) | {first[1]}x ({first[0]}) | "
@@ -137,7 +151,7 @@ def main(path: str) -> None:
                 "\nPer step, split / unsplit: median wall time; median CPU time; first run "
                 "(unsplit ms in brackets)\n"
             )
-            print("| step | " + " | ".join(x["dataset"] for x in nbs) + " |")
+            print("| step | " + " | ".join(x["_label"] for x in nbs) + " |")
             print("|---" * (len(nbs) + 1) + "|")
             steps = dict.fromkeys(q for x in nbs for q in x["query_time_ratio_split_over_unsplit"])
             for q in steps:
@@ -175,13 +189,14 @@ def plots(path: str, out_dir: str) -> list[str]:
             and r.get("narrow_keys") == narrow
             and r.get("max_dims") == max_dims
         ]
+        label_runs(nbs)
         tag = ("narrow" if narrow else "8byte") + (f"-max{max_dims}" if max_dims else "")
         fig, ax = plt.subplots(figsize=(9, 3.6))
         labels, values, colors = [], [], []
         palette = {"flights": "tab:blue", "tpch": "tab:orange", "accidents": "tab:green"}
         for r in nbs:
             for q, v in r["query_time_ratio_split_over_unsplit"].items():
-                labels.append(f"{r['dataset']}\n{q}")
+                labels.append(f"{r['_label']}\n{q}")
                 values.append(v)
                 colors.append(palette.get(r["dataset"], "tab:gray"))
         ax.bar(range(len(values)), values, color=colors)
@@ -189,7 +204,7 @@ def plots(path: str, out_dir: str) -> list[str]:
         ax.axhline(1.0, color="black", linewidth=0.5)
         ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=6)
         ax.set_ylabel("split / unsplit, median wall time")
-        mem = ", ".join(f"{r['dataset']} -{pct(r['memory_reduction'])}" for r in nbs)
+        mem = ", ".join(f"{r['_label']} -{pct(r['memory_reduction'])}" for r in nbs)
         ax.set_title(f"SplitDF notebook steps ({tag}); peak memory {mem}", fontsize=8)
         ax.legend(fontsize=7)
         fig.tight_layout()
