@@ -12,8 +12,13 @@ For each: `attune split` (exact SplitGen; optionally --narrow-keys) -> sizes of 
 unsplit table as Parquet (same DuckDB writer defaults as the split) and of the split; peak RSS
 of loading unsplit vs split Parquet in pandas, pyarrow and DuckDB, each in its own process
 (VmHWM of that child); a notebook of Ibis queries (filters, group-bys, joins, feature
-engineering) run on both, each in its own process: per-query seconds (median of REPEATS after a warm-up query), peak RSS, and a digest of
-every result (floats rounded to 9 significant digits: sums may add in another order).
+engineering) run on both, each in its own process, --rounds times alternating unsplit and split
+processes: per-query wall and CPU seconds (median of every timed run of every round, REPEATS per
+round after a warm-up query), the first run apart, peak RSS (median of rounds), and a digest of
+every result (floats rounded to 9 significant digits: sums may add in another order), and the
+peak RSS of the same process without data (imports, connection, warm-up; median of 3). Both sides
+run DuckDB with the perfect-hash threshold SplitDF's connect() sets for the split.
+`--only notebook` reruns the notebook on the split a previous run left in --work.
 
 Writes JSON lines to --out (default benches/results/splitdf.jsonl), each with `command` and
 `machine`. Usage: .venv/bin/python benches/splitdf/run.py [--datasets flights,tpch,accidents]
@@ -27,6 +32,7 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -365,7 +371,7 @@ def digest(table) -> str:
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
 
 
-def child_notebook(dataset: str, mode: str, path: str) -> None:
+def child_notebook(dataset: str, mode: str, path: str, pht_bits: int) -> None:
     import ibis
 
     t0 = time.perf_counter()
@@ -377,6 +383,9 @@ def child_notebook(dataset: str, mode: str, path: str) -> None:
         run = sf.to_pyarrow
     else:
         con = ibis.duckdb.connect()
+        # The engine setting SplitDF's connect() raises for the split side (perfect hash
+        # aggregation up to 2^pht_bits groups), so both sides run the same DuckDB configuration.
+        con.raw_sql(f"SET perfect_ht_threshold = {max(int(pht_bits), 12)}")
         con.raw_sql(f"CREATE TEMP TABLE data AS SELECT * FROM read_parquet('{path}')")
         t = con.table("data")
 
@@ -390,14 +399,17 @@ def child_notebook(dataset: str, mode: str, path: str) -> None:
     # (on the split side: SQLGlot analysis of that expression included).
     run(t.select(t.columns[0]).limit(1))
     for name, expr in notebook(dataset, t):
-        times = []
+        times, cpu = [], []
         for _ in range(REPEATS):
-            q0 = time.perf_counter()
+            q0, c0 = time.perf_counter(), time.process_time()
             res = run(expr)
             times.append(time.perf_counter() - q0)
+            cpu.append(time.process_time() - c0)  # every thread of this process, DuckDB's too
         out["queries"][name] = {
             "s": sorted(times)[REPEATS // 2],
             "first_s": times[0],
+            "runs": times,
+            "cpu_runs": cpu,
             "digest": digest(res),
         }
         if mode == "split":
@@ -408,6 +420,20 @@ def child_notebook(dataset: str, mode: str, path: str) -> None:
     out["total_s"] = time.perf_counter() - t0
     out["vmhwm"] = vmhwm()
     print(json.dumps(out))
+
+
+def child_notebook_baseline() -> None:
+    """The notebook process without data: the imports of both sides (Ibis, DuckDB, pyarrow,
+    attune.frames), a DuckDB connection and the warm-up query on a one-row table."""
+    import ibis
+
+    from attune import frames  # noqa: F401 - the split side's imports
+
+    con = ibis.duckdb.connect()
+    con.raw_sql("CREATE TEMP TABLE data AS SELECT 1 AS x")
+    t = con.table("data")
+    t.select(t.columns[0]).limit(1).to_pyarrow()
+    print(json.dumps({"vmhwm": vmhwm()}))
 
 
 def vmhwm() -> int:
@@ -473,6 +499,12 @@ def bench_dataset(name: str, csv: Path, work: Path, opts, emit) -> None:
             f"(FORMAT parquet, COMPRESSION {PARQUET_COMPRESSION})"
         )
     split_dir = work / f"{tag}_split"
+    if opts.only == "notebook":
+        if not (split_dir / "schema.json").is_file():  # refused earlier, or never run
+            print(f"# {name}: no split in {split_dir}, no notebook", file=sys.stderr, flush=True)
+            return
+        bench_notebook(name, unsplit, split_dir, opts, emit)
+        return
     cmd = [str(Path(PY).parent / "attune"), "split", str(csv), "--out", str(split_dir), "--json"]
     cmd += ["--name", "data", "--memory-limit", opts.memory_limit]
     if opts.narrow_keys:
@@ -531,14 +563,56 @@ def bench_dataset(name: str, csv: Path, work: Path, opts, emit) -> None:
                 "reduction_above_baseline": round(1 - (sp - base_rss) / max(un - base_rss, 1), 4),
             }
         )
-    nb_un, rss_un = run_child(["_notebook", name, "unsplit", str(unsplit)])
-    nb_sp, rss_sp = run_child(["_notebook", name, "split", str(split_dir)])
+    bench_notebook(name, unsplit, split_dir, opts, emit)
+
+
+def _merge_rounds(rounds: list[dict]) -> tuple[dict, int]:
+    """One notebook result from several processes: per step the median over every timed run of
+    every round (first runs: median of the rounds' first runs); peak RSS: median of rounds."""
+    out = {"queries": {}}
+    for q in rounds[0]["queries"]:
+        runs = [s for r in rounds for s in r["queries"][q]["runs"]]
+        digests = {r["queries"][q]["digest"] for r in rounds}
+        if len(digests) != 1:
+            raise SystemExit(f"step {q}: results differ between rounds of the same side")
+        out["queries"][q] = {
+            "s": statistics.median(runs),
+            "cpu_s": statistics.median(c for r in rounds for c in r["queries"][q]["cpu_runs"]),
+            "first_s": statistics.median(r["queries"][q]["first_s"] for r in rounds),
+            "digest": digests.pop(),
+        }
+        if "rewrite_s" in rounds[0]["queries"][q]:
+            out["queries"][q]["rewrite_s"] = statistics.median(
+                r["queries"][q]["rewrite_s"] for r in rounds
+            )
+    for k in ("total_s", "load_s"):
+        out[k] = statistics.median(r[k] for r in rounds)
+    return out, int(statistics.median(r["vmhwm"] for r in rounds))
+
+
+def bench_notebook(name: str, unsplit: Path, split_dir: Path, opts, emit) -> None:
+    """Notebook on both sides, ``opts.rounds`` times, alternating unsplit and split processes
+    (a burst of load from other users then hits both sides alike)."""
+    from attune.frames.splitdf import perfect_ht_bits, read_schema
+
+    bits = str(perfect_ht_bits(read_schema(split_dir)))
+    un_rounds, sp_rounds = [], []
+    for _ in range(opts.rounds):
+        un_rounds.append(run_child(["_notebook", name, "unsplit", str(unsplit), bits])[0])
+        sp_rounds.append(run_child(["_notebook", name, "split", str(split_dir), bits])[0])
+    nb_un, rss_un = _merge_rounds(un_rounds)
+    nb_sp, rss_sp = _merge_rounds(sp_rounds)
+    base = int(statistics.median(run_child(["_notebook_baseline"])[1] for _ in range(3)))
     ratios = {
         q: round(nb_sp["queries"][q]["s"] / max(nb_un["queries"][q]["s"], 1e-9), 3)
         for q in nb_un["queries"]
     }
     first = {
         q: round(nb_sp["queries"][q]["first_s"] / max(nb_un["queries"][q]["first_s"], 1e-9), 3)
+        for q in nb_un["queries"]
+    }
+    cpu_ratios = {
+        q: round(nb_sp["queries"][q]["cpu_s"] / max(nb_un["queries"][q]["cpu_s"], 1e-9), 3)
         for q in nb_un["queries"]
     }
     same = all(
@@ -553,6 +627,10 @@ def bench_dataset(name: str, csv: Path, work: Path, opts, emit) -> None:
             "unsplit_peak_rss_bytes": rss_un,
             "split_peak_rss_bytes": rss_sp,
             "memory_reduction": round(1 - rss_sp / rss_un, 4),
+            "baseline_rss_bytes": base,
+            "memory_reduction_above_baseline": round(
+                1 - (rss_sp - base) / max(rss_un - base, 1), 4
+            ),
             "unsplit_total_s": round(nb_un["total_s"], 3),
             "split_total_s": round(nb_sp["total_s"], 3),
             "unsplit_load_s": round(nb_un["load_s"], 3),
@@ -564,9 +642,16 @@ def bench_dataset(name: str, csv: Path, work: Path, opts, emit) -> None:
             "rewrite_s": {q: round(v["rewrite_s"], 4) for q, v in nb_sp["queries"].items()},
             "query_time_ratio_split_over_unsplit": ratios,
             "max_query_time_ratio": max(ratios.values()),
+            "cpu_s_unsplit": {q: round(v["cpu_s"], 4) for q, v in nb_un["queries"].items()},
+            "cpu_s_split": {q: round(v["cpu_s"], 4) for q, v in nb_sp["queries"].items()},
+            "cpu_time_ratio_split_over_unsplit": cpu_ratios,
+            "max_cpu_time_ratio": max(cpu_ratios.values()),
             "first_run_ratio_split_over_unsplit": first,
             "max_first_run_ratio": max(first.values()),
             "identical_results": same,
+            "rounds": opts.rounds,
+            "repeats_per_round": REPEATS,
+            "perfect_ht_threshold_bits": int(bits),
             "digests_unsplit": {q: v["digest"] for q, v in nb_un["queries"].items()},
             "digests_split": {q: v["digest"] for q, v in nb_sp["queries"].items()},
         }
@@ -577,8 +662,11 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "_load":
         child_load(argv[1], argv[2:])
         return 0
+    if argv and argv[0] == "_notebook_baseline":
+        child_notebook_baseline()
+        return 0
     if argv and argv[0] == "_notebook":
-        child_notebook(argv[1], argv[2], argv[3])
+        child_notebook(argv[1], argv[2], argv[3], int(argv[4]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default="flights,tpch,accidents")
@@ -589,6 +677,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--narrow-keys", action="store_true")
     ap.add_argument("--max-dims", type=int, default=None)
     ap.add_argument("--memory-limit", default="4GB")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="notebook processes per side, alternating unsplit and split (default 3)",
+    )
+    ap.add_argument(
+        "--only",
+        choices=["notebook"],
+        default=None,
+        help="notebook only, on the split directory a previous run left in --work",
+    )
     opts = ap.parse_args(argv)
     work = Path(opts.work)
     work.mkdir(parents=True, exist_ok=True)

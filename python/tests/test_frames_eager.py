@@ -150,6 +150,31 @@ def test_large_dimensions_are_not_pushed(frames):
     check(orig, sf, lambda t: t.group_by("state").agg(n=t.count()), pushed=False)
 
 
+def test_a_large_dimension_joined_beneath_the_pre_aggregate_stops_the_push(tmp_path):
+    n = 4000
+    t = pa.table(
+        {
+            "g": [f"Group name number {i % 4}" for i in range(n)],
+            "m": [f"A measure-like long value {i % 1000:04d}" for i in range(n)],
+            "id": list(range(n)),
+        }
+    )
+    res = split_arrow(t, tmp_path / "s")
+    assert sorted(res.dim_rows) == [4, 1000], res.plan
+    pq.write_table(t, tmp_path / "orig.parquet")
+    con = ibis.duckdb.connect()
+    orig = con.read_parquet(tmp_path / "orig.parquet", table_name="orig")
+    sf = connect(tmp_path / "s", con=con, name="acc")
+
+    def make(t):
+        return t.group_by("g").agg(n=t.count(), mx=t.m.max())
+
+    sf.eager_max_fraction = 1 / 8  # m's 1,000-row dimension > 4,000 / 8: join first
+    check(orig, sf, make, pushed=False)
+    sf.eager_max_fraction = 1 / 2  # 1,000 <= 2,000: pushed, m joined beneath
+    check(orig, sf, make, pushed=True)
+
+
 def test_rewrite_is_memoized_per_expression(frames):
     _, sf = frames
     t = sf.table
@@ -160,3 +185,36 @@ def test_rewrite_is_memoized_per_expression(frames):
     assert sf.last_rewrite.get("cached")
     sf.sql(t.group_by("tz").agg(n=t.count()))
     assert not sf.last_rewrite.get("cached")
+
+
+def test_keys_of_dimensions_over_4096_rows_group_with_a_perfect_hash_table(tmp_path):
+    # 6,000 distinct long names: a dimension whose keys need 13 bits, past DuckDB's default
+    # perfect-hash threshold of 12 bits; connect() raises it, and the eager GROUP BY key uses it.
+    n = 60_000
+    t = pa.table(
+        {
+            "name": [f"A fairly long customer name number {i % 6000}" for i in range(n)],
+            "v": [i % 7 for i in range(n)],
+        }
+    )
+    res = split_arrow(t, tmp_path / "s")
+    assert res.dim_rows == [6000], res.plan
+    pq.write_table(t, tmp_path / "orig.parquet")
+    con = ibis.duckdb.connect()
+    orig = con.read_parquet(tmp_path / "orig.parquet", table_name="orig")
+    sf = connect(tmp_path / "s", con=con, name="acc", load="table")
+    assert con.con.execute("SELECT current_setting('perfect_ht_threshold')").fetchall() == [(13,)]
+    sf.eager_max_fraction = 1.0
+    check(orig, sf, lambda t: t.group_by("name").agg(n=t.count(), s=t.v.sum()))
+    plan = con.con.execute("EXPLAIN " + sf.sql(sf.table.group_by("name").agg(n=sf.table.count())))
+    text = "\n".join(r[1] for r in plan.fetchall())
+    assert "perfect hash group by" in text.lower(), text
+
+
+def test_a_higher_perfect_hash_threshold_of_the_caller_is_kept(tmp_path):
+    t = pa.table({"name": [f"A long name {i % 50}" for i in range(5000)]})
+    split_arrow(t, tmp_path / "s")
+    con = ibis.duckdb.connect()
+    con.raw_sql("SET perfect_ht_threshold = 20")
+    connect(tmp_path / "s", con=con, name="acc")
+    assert con.con.execute("SELECT current_setting('perfect_ht_threshold')").fetchall() == [(20,)]

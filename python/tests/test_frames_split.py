@@ -123,6 +123,22 @@ def test_mixed_types_in_a_csv_column_become_text(tmp_path):
     assert "not a number" in back.column("v").to_pylist()
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # DuckDB's sniffer would skip the three lines before the widest row: one row loaded.
+        "a,b,c\n1,2,3\n4,5\n6,7,8,9\n",
+        # ... or read every line as one text value under a delimiter that does not occur.
+        "a,b,c\n1,2,3\n4,5,6\n7,8\n9,10,11\n",
+    ],
+)
+def test_rows_with_different_field_counts_are_refused_not_mangled(tmp_path, text):
+    (tmp_path / "r.csv").write_text(text)
+    with pytest.raises(SplitError, match="number of fields"):
+        split_file(tmp_path / "r.csv", tmp_path / "out", narrow_keys=True)
+    assert not (tmp_path / "out").exists()
+
+
 def test_non_utf8_text_is_a_clear_error_and_latin1_works(tmp_path):
     data = "name,city\n" + "".join(f"Jos\xe9 {i % 2},S\xe3o Paulo\n" for i in range(2000))
     (tmp_path / "l.csv").write_bytes(data.encode("latin-1"))

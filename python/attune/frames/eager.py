@@ -22,6 +22,8 @@ SQLGlot tree (``sqlglot.optimizer.qualify`` + ``merge_subqueries``), every SELEC
   for an item reading fact columns (their distinct count is unknown: grouping the keys by the
   hour of a timestamp made one benchmark step 5x slower than join-then-aggregate), so with the
   default bound an item over fact columns prevents the rewrite;
+- every dimension still joined beneath the pre-aggregate (for WHERE, an aggregate argument or
+  another GROUP BY item) has at most as many rows as that bound;
 - aggregates are COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x), AVG(x) (no DISTINCT, no FILTER);
   an argument over non-P columns is pre-aggregated (AVG as SUM and COUNT); an argument over P
   columns only is constant within a pre-aggregated group and is combined with the group's row
@@ -247,6 +249,14 @@ def _push_one(select, is_split, where, dims, nrows, max_keys, subquery, dim_tabl
     if wh is not None:
         note_inner(wh.this)
     cols = sorted(inner_cols)
+    # The pre-aggregate saves the pushed dimensions' probes, one per fact row; probes into other
+    # dimensions beneath it stay per fact row. When one of those is large (hash table out of
+    # cache), the saving is small against the extra aggregation level: TPC-H Q1 over 30
+    # narrow-key dimensions (sums over dimensions of 262,395 and 130,792 rows) ran at 97 ms CPU
+    # eagerly against 65 ms joining first (docs/splitdf.md, "Where the time went").
+    beneath = {where[c] for c in inner_cols} - {None}
+    if any(dims[i]["nrows"] > max_keys for i in beneath):
+        raise _Skip("a large dimension would still be joined beneath the pre-aggregate")
     inner = exp.select(*inner_sel).from_(
         exp.Subquery(
             this=subquery(cols, sorted(pushed)),

@@ -165,6 +165,7 @@ def _load_ordered(
         return "src"
     enc = "'" + encoding.replace("'", "''") + "'"
     try:
+        _check_csv_dialect(con, p, lit, enc)
         con.execute(f"CREATE TABLE src AS SELECT * FROM read_csv({lit}, encoding={enc})")
     except duckdb.Error as exc:
         msg = str(exc)
@@ -183,6 +184,34 @@ def _load_ordered(
         except duckdb.Error as exc2:
             raise SplitError(f"{p}: cannot parse as CSV: {_first_line(exc2)}") from exc2
     return "src"
+
+
+def _check_csv_dialect(con: duckdb.DuckDBPyConnection, p: Path, lit: str, enc: str) -> None:
+    """Refuse a CSV that DuckDB's sniffer can only read by dropping or gluing rows.
+
+    On rows with different numbers of fields the sniffer does not fail: it either skips the
+    lines before the widest consistent run (``a,b,c / 1,2,3 / 4,5 / 6,7,8,9`` loads as the one
+    row ``6,7,8,9``) or falls back to a delimiter that does not occur, loading each line as one
+    text value (header ``a,b,c`` becomes one column). Either would be split "losslessly" and
+    return a different table than the file holds."""
+    rows = con.execute(
+        f"SELECT SkipRows, Delimiter, Columns FROM sniff_csv({lit}, encoding={enc})"
+    ).fetchall()
+    if not rows:
+        return
+    skip, delim, columns = rows[0]
+    if skip:
+        raise SplitError(
+            f"{p}: cannot parse as CSV: the CSV reader would skip the first {skip} line(s), whose "
+            "number of fields differs from the lines after them; fix the file (every row needs "
+            "the header's number of fields) or convert it to Parquet"
+        )
+    if len(columns) == 1 and any(d != delim and d in columns[0]["name"] for d in ",;\t|"):
+        raise SplitError(
+            f"{p}: cannot parse as CSV: no delimiter gives every row the same number of fields "
+            f"(header {columns[0]['name']!r} read as one column); fix the file or convert it to "
+            "Parquet"
+        )
 
 
 def _first_line(exc: BaseException) -> str:
