@@ -119,6 +119,27 @@ fn model_path_agrees_with_the_map_for_present_absent_and_old_keys() {
                 "snapshot {i}"
             );
         }
+        // Seeks go through the models too: compare the next three keys after each target.
+        for i in (0..n).step_by(97) {
+            let mut target = key(shape, i);
+            if i % 2 == 1 {
+                target.push(0); // absent: between two keys
+            }
+            let mut it = db.iter(&ReadOptions::default());
+            it.seek(&target);
+            let want: Vec<Vec<u8>> = model
+                .range(target.clone()..)
+                .take(3)
+                .map(|(k, _)| k.clone())
+                .collect();
+            let mut got = Vec::new();
+            while it.valid() && got.len() < 3 {
+                got.push(it.key().to_vec());
+                it.next();
+            }
+            it.status().unwrap();
+            assert_eq!(got, want, "shape {shape} seek {i}");
+        }
         assert_eq!(db.get(b"").unwrap(), None);
         assert_eq!(db.get(&[0xff; 80]).unwrap(), None);
         let st = db.stats();

@@ -299,6 +299,10 @@ impl BlockIter {
     pub fn seek_to_position(&mut self, i: usize) {
         self.load(i);
     }
+    /// The block under the cursor.
+    pub fn block(&self) -> &Block {
+        &self.block
+    }
 }
 
 impl InternalIterator for BlockIter {

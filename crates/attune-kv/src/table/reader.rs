@@ -362,7 +362,9 @@ impl Table {
         }
         let (h, _) = self.index_entry(bi)?;
         self.with_block(bi, h, |blk| {
-            let i = blk.lower_bound_in(lookup, 0, blk.len()).map_err(|i| self.malformed(h, i))?;
+            let i = blk
+                .lower_bound_in(lookup, 0, blk.len())
+                .map_err(|i| self.malformed(h, i))?;
             self.lookup_result(blk, i, uk, h.offset)
         })
     }
@@ -385,7 +387,9 @@ impl Table {
             let to = usize::try_from(hi - first).unwrap_or(usize::MAX);
             let from = usize::try_from(pos - first).unwrap_or(usize::MAX);
             let step = self.with_block(bi, h, |blk| {
-                let i = blk.lower_bound_in(lookup, from, to).map_err(|i| self.malformed(h, i))?;
+                let i = blk
+                    .lower_bound_in(lookup, from, to)
+                    .map_err(|i| self.malformed(h, i))?;
                 if i < to.min(blk.len()) {
                     return self.lookup_result(blk, i, uk, h.offset).map(Ok);
                 }
@@ -738,6 +742,54 @@ impl TableIter {
     }
 }
 
+impl TableIter {
+    /// Seek through the table's model: the window of the target's user key holds the first
+    /// entry `>= target`, so only the window is searched (across a block boundary when the
+    /// window spans one) and the index is positioned by block number, not searched.
+    fn seek_by_model(&mut self, m: &TableModel, target: &[u8]) {
+        let n = self.table.props.num_entries;
+        let w = m.index.predict(key::user_key(target));
+        let (lo, hi) = (w.lo.min(n), w.hi.min(n));
+        if lo >= n {
+            self.index.seek_to_position(self.table.index.len());
+            self.data = None;
+            return;
+        }
+        let (bi, mut first) = match self.table.block_of(m.per_block, lo) {
+            Ok(x) => x,
+            Err(e) => {
+                self.error = Some(e);
+                return;
+            }
+        };
+        self.index.seek_to_position(bi);
+        self.load_block();
+        let mut from = usize::try_from(lo - first).unwrap_or(usize::MAX);
+        while let Some(d) = &mut self.data {
+            let len = d.block().len();
+            let to = usize::try_from(hi - first).unwrap_or(usize::MAX);
+            match d.block().lower_bound_in(target, from, to) {
+                Ok(i) => d.seek_to_position(i),
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
+            }
+            // Found inside this block, or the window ends here (then the answer is the first
+            // entry after it, which skip_forward reaches): done.
+            if d.valid() || hi <= first + len as u64 || len == 0 {
+                break;
+            }
+            // Every windowed entry of this block is smaller: go on in the next block.
+            first += len as u64;
+            from = 0;
+            self.index.next();
+            self.load_block();
+        }
+        self.skip_forward();
+    }
+}
+
 impl InternalIterator for TableIter {
     fn valid(&self) -> bool {
         self.error.is_none() && self.data.as_ref().is_some_and(|d| d.valid())
@@ -762,6 +814,10 @@ impl InternalIterator for TableIter {
     }
     fn seek(&mut self, target: &[u8]) {
         self.error = None;
+        if let Some(m) = self.table.model.get().cloned() {
+            self.seek_by_model(&m, target);
+            return;
+        }
         self.index.seek(target);
         if let Err(e) = self.index.status() {
             self.error = Some(e);
