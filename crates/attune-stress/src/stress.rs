@@ -577,6 +577,15 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
             [0.0, 1.3][rng.gen_range(0..2)]
         },
         blob_gc_garbage_ratio: 0.25,
+        // Learned indexes on most runs, often with no wait, so the learner races with
+        // compactions and crashes land while model files are written.
+        learned_index: [
+            attune_kv::options::LearnedIndex::Off,
+            attune_kv::options::LearnedIndex::Analyzer,
+            attune_kv::options::LearnedIndex::Always,
+        ][rng.gen_range(0..3)],
+        learned_wait_ms: [0, 50][rng.gen_range(0..2)],
+        learned_delta: [2, 8][rng.gen_range(0..2)],
         ..Options::default()
     }
 }
