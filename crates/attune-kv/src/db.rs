@@ -333,7 +333,10 @@ impl DB {
         let cache = Arc::new(BlockCache::new(opts.block_cache_size));
         let tables = Arc::new(
             TableCache::new(env.clone(), dir.clone(), cache.clone())
-                .with_learning(Learning::new(&opts)?),
+                .with_learning(Learning::new(&opts)?)
+                // With a memory budget the block cache is what the budget accounts (and what
+                // cache sizing resizes), so every block read goes through it.
+                .with_in_place_reads(opts.memory_budget == 0),
         );
         let mut versions = VersionSet::new(env.clone(), dir.clone());
         if exists {

@@ -227,6 +227,7 @@ pub struct TableCache {
     /// learned-index registration, so no table misses its statistics handle).
     opening: Mutex<()>,
     learning: Option<Arc<Learning>>,
+    in_place_reads: bool,
 }
 
 impl TableCache {
@@ -238,7 +239,14 @@ impl TableCache {
             tables: RwLock::new(HashMap::new()),
             opening: Mutex::new(()),
             learning: None,
+            in_place_reads: true,
         }
+    }
+
+    /// Whether tables may serve point lookups from uncompressed blocks in place.
+    pub fn with_in_place_reads(mut self, on: bool) -> Self {
+        self.in_place_reads = on;
+        self
     }
 
     /// Gives every table opened from now on the engine's learned-index state.
@@ -296,7 +304,8 @@ impl TableCache {
         }
         let file = self.env.open_random(&path)?;
         let t = Table::open(file, path, number, self.block_cache.clone())?
-            .with_learning(self.learning.clone());
+            .with_learning(self.learning.clone())
+            .with_in_place_reads(self.in_place_reads);
         if let Some(l) = &self.learning {
             if let Some(fs) = l.file_stats(number) {
                 t.attach_stats(fs);

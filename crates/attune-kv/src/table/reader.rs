@@ -118,6 +118,9 @@ pub struct Table {
     /// One bit per data block: its checksum and layout were verified in the memory mapping, so
     /// point lookups may use it in place (see [`Table::view_in_place`]).
     verified: Box<[AtomicU64]>,
+    /// Point lookups may use uncompressed blocks in place (off when a memory budget makes the
+    /// block cache the unit of accounting).
+    in_place: bool,
 }
 
 fn decode_index_value(v: &[u8]) -> Option<(BlockHandle, u64)> {
@@ -172,6 +175,7 @@ impl Table {
             learning: None,
             model: OnceLock::new(),
             file_stats: OnceLock::new(),
+            in_place: true,
             verified: (0..index.len().div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -182,6 +186,13 @@ impl Table {
     /// Attaches the engine's learned-index state (before the table is shared).
     pub fn with_learning(mut self, learning: Option<Arc<Learning>>) -> Self {
         self.learning = learning;
+        self
+    }
+
+    /// Whether point lookups may use uncompressed blocks in place in the file's memory mapping
+    /// (default true; they still need the file to be mapped).
+    pub fn with_in_place_reads(mut self, on: bool) -> Self {
+        self.in_place = on;
         self
     }
 
@@ -496,7 +507,7 @@ impl Table {
     /// verified block stays verified, exactly like a block that was checked once on its way into
     /// the cache.
     fn view_in_place(&self, bi: usize, h: BlockHandle) -> Result<Option<BlockView<'_>>> {
-        let Some(map) = self.file.mapped() else {
+        let Some(map) = self.file.mapped().filter(|_| self.in_place) else {
             return Ok(None);
         };
         let bad = |d: String| Error::corruption(self.path.as_path(), h.offset, d);
