@@ -263,6 +263,7 @@ fn finish_output(number: u64, b: TableBuilder, out: &mut CompactionOutput) -> Re
         smallest,
         largest,
         num_entries,
+        table: Default::default(),
     });
     Ok(())
 }

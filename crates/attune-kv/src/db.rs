@@ -882,6 +882,7 @@ fn write_level0(
         smallest,
         largest,
         num_entries,
+        table: Default::default(),
     }))
 }
 

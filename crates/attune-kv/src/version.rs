@@ -23,7 +23,7 @@ use parking_lot::{Mutex, RwLock};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 /// Number of levels.
 pub const NUM_LEVELS: usize = 7;
@@ -39,6 +39,25 @@ pub struct FileMeta {
     pub smallest: Vec<u8>,
     pub largest: Vec<u8>,
     pub num_entries: u64,
+    /// The open table, once a lookup opened it: point lookups borrow it from the version they
+    /// hold instead of asking the table cache (no lock, no hash, no reference count).
+    pub table: TableSlot,
+}
+
+/// A table handle cached in a [`FileMeta`] (not part of its identity: every slot compares equal).
+#[derive(Clone, Default)]
+pub struct TableSlot(OnceLock<Arc<Table>>);
+
+impl PartialEq for TableSlot {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for TableSlot {}
+impl std::fmt::Debug for TableSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() { "open" } else { "-" })
+    }
 }
 
 impl FileMeta {
@@ -200,6 +219,7 @@ impl VersionEdit {
                             smallest,
                             largest,
                             num_entries,
+                            table: Default::default(),
                         },
                     ));
                 }
@@ -286,6 +306,15 @@ impl TableCache {
         self.tables.read().get(&number).cloned()
     }
 
+    /// The table of `f`, borrowed from its metadata once opened.
+    pub fn table_of<'a>(&self, f: &'a FileMeta) -> Result<&'a Arc<Table>> {
+        if let Some(t) = f.table.0.get() {
+            return Ok(t);
+        }
+        let t = self.get(f.number)?;
+        Ok(f.table.0.get_or_init(|| t))
+    }
+
     pub fn get(&self, number: u64) -> Result<Arc<Table>> {
         if let Some(t) = self.tables.read().get(&number) {
             return Ok(t.clone());
@@ -353,7 +382,7 @@ impl Version {
         let uk = key::user_key(lookup);
         for f in &self.files[0] {
             if f.contains_user_key(uk) {
-                match tables.get(f.number)?.get(lookup)? {
+                match tables.table_of(f)?.get(lookup)? {
                     Lookup::NotFound => {}
                     r => return Ok(r),
                 }
@@ -367,7 +396,7 @@ impl Version {
             let i = find_file(files, lookup);
             if let Some(f) = files.get(i) {
                 if uk >= f.smallest_user() {
-                    match tables.get(f.number)?.get(lookup)? {
+                    match tables.table_of(f)?.get(lookup)? {
                         Lookup::NotFound => {}
                         r => return Ok(r),
                     }
@@ -830,6 +859,7 @@ mod tests {
             smallest: make_internal_key(a.as_bytes(), 1, ValueKind::Value),
             largest: make_internal_key(b.as_bytes(), 1, ValueKind::Value),
             num_entries: 2,
+            table: Default::default(),
         }
     }
 

@@ -50,6 +50,7 @@ fn valid_edit() -> Vec<u8> {
             smallest: make_internal_key(b"a", 1, ValueKind::Value),
             largest: make_internal_key(b"z", 2, ValueKind::Value),
             num_entries: 2,
+            table: Default::default(),
         },
     );
     e.delete_file(2, 4);

@@ -463,6 +463,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                     smallest: ikey("a", 1),
                     largest: ikey("z", 2),
                     num_entries: 2,
+                    table: Default::default(),
                 },
             );
             e.delete_file(2, 4);
