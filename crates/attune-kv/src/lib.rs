@@ -45,4 +45,6 @@ pub mod vlog;
 pub use batch::WriteBatch;
 pub use db::{DbIterator, Snapshot, Stats, DB};
 pub use error::{Error, Result};
-pub use options::{Compression, Options, ReadOptions, WriteOptions};
+pub use options::{
+    CacheLayout, CacheMissCosts, CacheSizing, Compression, Options, ReadOptions, WriteOptions,
+};
