@@ -26,6 +26,7 @@
 
 pub mod batch;
 pub mod cache;
+pub mod ccache;
 pub mod coding;
 pub mod compaction;
 pub mod db;
@@ -38,6 +39,7 @@ pub mod log;
 pub mod memtable;
 pub mod options;
 pub mod skiplist;
+pub mod symbiosis;
 pub mod table;
 pub mod version;
 pub mod vlog;
