@@ -278,6 +278,8 @@ impl Tiers {
 /// One window of the controller's timeline.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TierWindow {
+    /// Milliseconds from open to the moment the controller closed the window.
+    pub ms: u64,
     /// Block reads recorded before the window ended.
     pub accesses: u64,
     /// M_a at the window's end.
@@ -376,6 +378,7 @@ pub struct Controller {
     budget_bytes: u64,
     adaptive: bool,
     sizing: CacheSizing,
+    opened: Instant,
     ctl: Mutex<Ctl>,
 }
 
@@ -448,6 +451,7 @@ impl Controller {
             budget_bytes: budget,
             adaptive: sizing == CacheSizing::Adaptive,
             sizing,
+            opened: Instant::now(),
             ctl: Mutex::new(Ctl {
                 sym,
                 buf: Vec::new(),
@@ -507,6 +511,7 @@ impl Controller {
             return;
         };
         ctl.timeline.push_back(TierWindow {
+            ms: u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX),
             accesses: w.accesses,
             app_bytes: w.app_bytes,
             h_a: w.h_a,
