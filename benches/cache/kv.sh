@@ -25,5 +25,5 @@ for dist in ${DISTS:-zipfian:0.99 uniform}; do
   "$BIN" ycsb --workloads load,c --records 150000 --operations 300000 --warmup-ops 300000 \
     --distribution "$dist" --compression lz4 --cache-size 32MiB --write-buffer-size 16MiB \
     --memory-limit 96MiB --cold --engines "$ENGINES" --dir "$DIR" --progress none \
-    --json "$OUT"
+    --repeat "${REPEAT:-3}" --json "$OUT"
 done

@@ -2,6 +2,8 @@
 
 Usage: python3 benches/cache/kv_report.py [FILE]. Prints one markdown table per access pattern
 (read phase `c` only) and the ratios of adaptive sizing against the static splits of its layout.
+With `--repeat N` rows, each engine's row is the repeat with the median throughput, and the
+ratios use medians.
 """
 
 from __future__ import annotations
@@ -33,8 +35,16 @@ def main(path: str) -> None:
             r = json.loads(line)
             if r["workload"] == "c":
                 by_dist[r["params"]["distribution"]].append(r)
-    for dist, rows in by_dist.items():
-        print(f"\n#### Reads: {dist}\n")
+    for dist, all_rows in by_dist.items():
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for r in all_rows:
+            groups[r["engine"]].append(r)
+        rows = []
+        for g in groups.values():
+            g.sort(key=lambda r: r["ops_per_sec"])
+            rows.append(g[len(g) // 2])
+        reps = max(len(g) for g in groups.values())
+        print(f"\n#### Reads: {dist} (median of {reps} interleaved repeats)\n")
         print(
             "| engine | sizing | ops/s | p50 µs | p99 µs | final M_a MiB | H_a | H_k | "
             "L_e model ns | L_e measured ns | L_e predicted ns | rounds / adopted |"

@@ -343,6 +343,10 @@ pub struct CacheTierStats {
     pub accesses_dropped: u64,
     /// Miss ratio of an LRU block cache of each size (bytes, ratio), from the last round.
     pub mrc: Vec<(u64, f64)>,
+    /// The last round's candidates: (M_a bytes, predicted H_a, predicted H_k, predicted L_e ns).
+    pub last_round: Vec<(u64, f64, f64, f64)>,
+    /// L_e measured when the last round ended (what the guard compared against), ns.
+    pub last_round_measured_le_ns: Option<f64>,
     /// Recent windows, oldest first.
     pub timeline: Vec<TierWindow>,
 }
@@ -587,6 +591,8 @@ impl Controller {
             };
             if g.sym.set_miss_costs(costs).is_ok() && g.costs_source == CostsSource::Fallback {
                 g.costs_source = CostsSource::Probe;
+                // The round under way ranks candidates with the old costs: simulate again.
+                let _ = g.sym.request_round();
             }
         }
         // A failed probe (full disk, read-only directory) keeps the fallback costs; live
@@ -630,6 +636,9 @@ impl Controller {
             };
             if ctl.sym.set_miss_costs(costs).is_ok() {
                 ctl.costs_source = CostsSource::Live;
+                // New costs move L_e and may move the best split: simulate again (a no-op while
+                // a round runs; that round finishes with the new costs).
+                let _ = ctl.sym.request_round();
             }
         }
     }
@@ -702,6 +711,13 @@ impl Controller {
             accesses_recorded: s.accesses,
             accesses_dropped: self.tiers.log.dropped.load(Ordering::Relaxed),
             mrc: g.sym.mrc().to_vec(),
+            last_round: rounds.last().map_or_else(Vec::new, |r| {
+                r.candidates
+                    .iter()
+                    .map(|(p, le)| (p.app_bytes, p.h_a, p.h_k, *le))
+                    .collect()
+            }),
+            last_round_measured_le_ns: rounds.last().map(|r| r.measured_le_ns),
             timeline,
         }
     }

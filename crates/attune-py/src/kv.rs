@@ -628,6 +628,17 @@ fn tiers_dict<'py>(
         mrc.append((*bytes, *ratio))?;
     }
     d.set_item("mrc", mrc)?;
+    let cands = PyList::empty(py);
+    for &(bytes, h_a, h_k, le) in &t.last_round {
+        let e = PyDict::new(py);
+        e.set_item("app_bytes", bytes)?;
+        e.set_item("h_a", h_a)?;
+        e.set_item("h_k", h_k)?;
+        e.set_item("le_ns", le)?;
+        cands.append(e)?;
+    }
+    d.set_item("last_round", cands)?;
+    d.set_item("last_round_measured_le_ns", t.last_round_measured_le_ns)?;
     let tl = PyList::empty(py);
     for w in &t.timeline {
         let e = PyDict::new(py);

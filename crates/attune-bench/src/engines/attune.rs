@@ -182,6 +182,8 @@ impl Engine for AttuneEngine {
                 "adoptions": t.adoptions,
                 "reverts": t.reverts,
                 "ghost_bytes_peak": t.ghost_bytes_peak,
+                "last_round": t.last_round,
+                "last_round_measured_le_ns": t.last_round_measured_le_ns,
                 "accesses_recorded": t.accesses_recorded,
                 "accesses_dropped": t.accesses_dropped,
                 "timeline": t.timeline.iter().map(|w| json!({
