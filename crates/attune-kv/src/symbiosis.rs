@@ -16,6 +16,10 @@
 //!   costs C_a and C_k (a probe at first use, then re-measured from live reads when they drift),
 //!   and reports [`CacheTierStats`].
 //!
+//! Reads made with `fill_cache = false` (compaction inputs, scans that ask for it) still go
+//! through both tiers but are neither inserted nor recorded: they bypass the caches, so they are
+//! not part of the workload the caches and their ghosts serve.
+//!
 //! Sampling groups are formed in byte space: the block number handed to the ghosts is
 //! `offset / block_size`, so a group of G = 32 covers 32 target-size blocks of the file (more
 //! than 32 blocks when they are compressed), which keeps neighbours that share pages together.
@@ -182,8 +186,10 @@ impl Tiers {
         let stored =
             u32::try_from(handle.size.saturating_add(TRAILER_BYTES as u64)).unwrap_or(u32::MAX);
         if let Some(b) = cache.get(number, handle.offset) {
-            self.counters.app_hits.fetch_add(1, Ordering::Relaxed);
-            self.note(number, handle, stored, b.charge(), true, None, None);
+            if fill_cache {
+                self.counters.app_hits.fetch_add(1, Ordering::Relaxed);
+                self.note(number, handle, stored, b.charge(), true, None, None);
+            }
             return Ok(b);
         }
         let start = Instant::now();
@@ -208,6 +214,11 @@ impl Tiers {
         let b = Arc::new(Block::new(data, path.clone(), handle.offset)?);
         if fill_cache {
             cache.insert(number, handle.offset, b.clone());
+        }
+        if !fill_cache {
+            // Compaction inputs and fill_cache=false scans bypass both caches: they are not
+            // part of the workload the caches (real or ghost) serve, so they are not recorded.
+            return Ok(b);
         }
         let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let (n, t) = match second_hit {
@@ -570,8 +581,10 @@ impl Controller {
             let Some(dir) = g.probe_dir.clone() else {
                 return;
             };
-            if g.sym.stats().accesses == 0 {
-                return; // calibrate on first use, not on every short-lived open
+            if g.sym.stats().windows == 0 {
+                // Calibrate once a first Tracker window (65 536 block reads) is complete, so a
+                // short-lived open (`attune kv get`) never pays for the probe.
+                return;
             }
             (dir, g.compression, self.tiers.block_bytes as usize)
         };
