@@ -21,9 +21,12 @@ K="$A;mmap_reads=false;cache_layout=kernel"
 ENGINES="$ENGINES,$K;cache_sizing=adaptive"
 for s in 4MiB 16MiB 28MiB; do ENGINES="$ENGINES,$K;cache_sizing=$s"; done
 ENGINES="$ENGINES,rocksdb:cache_size=32MiB,rocksdb:cache_size=16MiB"
+# The harness rewrites its --json file, so each pattern goes to its own file, appended to OUT.
 for dist in ${DISTS:-zipfian:0.99 uniform}; do
+  part="$OUT.part"
   "$BIN" ycsb --workloads load,c --records 150000 --operations 300000 --warmup-ops 300000 \
     --distribution "$dist" --compression lz4 --cache-size 32MiB --write-buffer-size 16MiB \
     --memory-limit 96MiB --cold --engines "$ENGINES" --dir "$DIR" --progress none \
-    --repeat "${REPEAT:-3}" --json "$OUT"
+    --repeat "${REPEAT:-3}" --json "$part"
+  cat "$part" >> "$OUT" && rm -f "$part"
 done
