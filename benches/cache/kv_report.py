@@ -88,6 +88,17 @@ def main(path: str) -> None:
                     steps.append(f"{w['ms'] / 1000:.1f}s: {w['app_bytes'] / MIB:.0f} MiB")
                     last = w["app_bytes"]
             first, end = tl[0], tl[-1]
+            t = r["settings"]["cache_tiers"]
+            pred, model = t.get("le_predicted_ns"), t.get("le_model_ns")
+            if pred is not None and model:
+                print(
+                    f"- {layout} adaptive simulator accuracy: predicted L_e {pred:,.0f} ns vs "
+                    f"measured (model of observed hit ratios) {model:,.0f} ns at the M_a in use "
+                    f"({abs(pred - model) / model:.1%}); ghost memory peak "
+                    f"{t['ghost_bytes_peak'] / 1024:,.0f} KiB = "
+                    f"{t['ghost_bytes_peak'] / t['budget_bytes']:.2%} of M; "
+                    f"dropped accesses {t['accesses_dropped']}"
+                )
             print(
                 f"- {layout} adaptive timeline ({len(tl)} windows of the read phase, "
                 f"L_e model {first['le_model_ns']:,.0f} -> {end['le_model_ns']:,.0f} ns): "
