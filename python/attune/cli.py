@@ -17,6 +17,7 @@ VERB_MODULES: tuple[str, ...] = (
     "attune._cli_workload",
     "attune._cli_bench",
     "attune._cli_split",
+    "attune._cli_cache",
 )
 
 

@@ -171,6 +171,11 @@ pub fn run(job: &Job) -> Result<()> {
         r
     });
     let phase = phase?;
+    let mut settings = settings;
+    if let Some(t) = db.settings().get("cache_tiers") {
+        // What the cache-sizing controller saw during the phase (Attune with memory_budget).
+        settings["cache_tiers"] = t.clone();
+    }
     db.close()?;
     let io1 = metrics::io_bytes();
     let cpu1 = metrics::cpu_seconds();

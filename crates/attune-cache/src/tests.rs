@@ -546,3 +546,50 @@ fn adoption_that_makes_latency_worse_is_rolled_back() {
         }
     }
 }
+
+/// The engine re-calibrated its miss costs: a requested round runs once the controller is out
+/// of its round, and a request during a round changes nothing.
+#[test]
+fn requested_round_runs_after_the_current_one_only() {
+    let seed = 71;
+    println!("seed {seed}");
+    let m = 32 * MIB;
+    let blocks = (1.25 * m as f64 / 4096.0) as u64;
+    let layout = BlockLayout::new(blocks, 4096, 0.5, 4096, seed).unwrap();
+    let mut sym = Symbiosis::new(loop_config(m, costs())).unwrap();
+    let mut real = TwoTier::new(m, sym.app_target_bytes(), PolicyKind::Lru, page_tier());
+    let mut next = blocks_stream(&RequestDist::Uniform, blocks, seed);
+    let mut feed = |sym: &mut Symbiosis, n: u64| {
+        for _ in 0..n {
+            let r = layout.block(next());
+            let h = real.access(r.file, r.offset, r.compressed_len.into(), 4096);
+            if let Some(m_a) = sym.record(&BlockAccess {
+                file: r.file,
+                block_no: r.block_no,
+                offset: r.offset,
+                compressed_len: r.compressed_len,
+                uncompressed_len: r.uncompressed_len,
+                app_hit: h == crate::TierHit::App,
+                second_hit: Some(h == crate::TierHit::Second),
+                latency_ns: None,
+            }) {
+                real.set_app_bytes(m_a);
+            }
+        }
+    };
+    assert_eq!(sym.state(), State::Adapting);
+    sym.request_round().unwrap();
+    assert_eq!(sym.state(), State::Adapting);
+    while sym.rounds().is_empty() {
+        feed(&mut sym, 10_000);
+    }
+    assert_ne!(sym.state(), State::Adapting);
+    sym.request_round().unwrap();
+    assert_eq!(sym.state(), State::Adapting);
+    let mut fed = 0;
+    while sym.rounds().len() < 2 && fed < 4_000_000 {
+        feed(&mut sym, 10_000);
+        fed += 10_000;
+    }
+    assert_eq!(sym.rounds().len(), 2, "the requested round finished");
+}

@@ -389,6 +389,16 @@ impl Symbiosis {
         Ok(())
     }
 
+    /// Starts a simulation round now, as a change of L_e would: the engine calls it when it
+    /// replaced the miss costs (re-calibration), since the reference L_e and the last ranking of
+    /// candidates were computed with the old costs. Ignored while a round runs or while paused.
+    pub fn request_round(&mut self) -> Result<()> {
+        if matches!(self.state, State::Stable | State::Settling) {
+            self.start_round(RoundTrigger::Change, false)?;
+        }
+        Ok(())
+    }
+
     fn le_floor(&self) -> f64 {
         (self.cfg.costs.app_miss_ns * 0.01).max(1e-9)
     }

@@ -3,7 +3,9 @@
 //!
 //! Thread safety: shards are independent mutexes; a lookup locks one shard for a hash-map probe and
 //! a list splice. Keys are (file number, block offset); file numbers are never reused, so an entry
-//! can never describe another file's bytes.
+//! can never describe another file's bytes. A cache built with [`BlockCache::with_tiers`] also
+//! carries the second tier and access log of the adaptive cache sizing (`crate::symbiosis`),
+//! which `Table::block` then reads through.
 
 use crate::table::block::Block;
 use lru::LruCache;
@@ -58,6 +60,7 @@ pub struct BlockCache {
     inserts: AtomicU64,
     evictions: AtomicU64,
     capacity: AtomicU64,
+    tiers: Option<Arc<crate::symbiosis::Tiers>>,
 }
 
 fn shard_of(k: &Key) -> usize {
@@ -83,7 +86,21 @@ impl BlockCache {
             inserts: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             capacity: AtomicU64::new(capacity_bytes),
+            tiers: None,
         }
+    }
+
+    /// A cache whose misses go through `tiers` (the compressed tier and the sizing log).
+    pub(crate) fn with_tiers(capacity_bytes: u64, tiers: Arc<crate::symbiosis::Tiers>) -> Self {
+        BlockCache {
+            tiers: Some(tiers),
+            ..Self::new(capacity_bytes)
+        }
+    }
+
+    /// The second tier and access log, when adaptive sizing is configured.
+    pub(crate) fn tiers(&self) -> Option<&Arc<crate::symbiosis::Tiers>> {
+        self.tiers.as_ref()
     }
 
     pub fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
@@ -128,6 +145,9 @@ impl BlockCache {
 
     /// Drops every block of one file (after the file is deleted).
     pub fn erase_file(&self, file: u64) {
+        if let Some(t) = &self.tiers {
+            t.erase_file(file);
+        }
         for s in &self.shards {
             let mut s = s.lock();
             let keys: Vec<Key> = s

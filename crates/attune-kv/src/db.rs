@@ -161,6 +161,8 @@ pub(crate) struct DbInner {
     last_sequence: AtomicU64,
     tables: Arc<TableCache>,
     cache: Arc<BlockCache>,
+    /// Adaptive cache sizing (issue 7), when `memory_budget` is set.
+    cache_sizing: Option<Arc<crate::symbiosis::Controller>>,
     counters: Counters,
     shutting_down: AtomicBool,
     _lock: Box<dyn FileLock>,
@@ -233,6 +235,8 @@ pub struct Stats {
     pub gets: u64,
     pub gets_found: u64,
     pub block_cache: CacheStats,
+    /// The cache budget's split and the sizing controller (None without `memory_budget`).
+    pub cache_tiers: Option<crate::symbiosis::CacheTierStats>,
     pub live_sst_bytes: u64,
     pub num_snapshots: usize,
     pub table_pinned_bytes: u64,
@@ -330,7 +334,7 @@ impl DB {
                 });
             }
         }
-        let cache = Arc::new(BlockCache::new(opts.block_cache_size));
+        let (cache, cache_sizing) = crate::symbiosis::build(&opts, &env, &dir)?;
         let tables = Arc::new(
             TableCache::new(env.clone(), dir.clone(), cache.clone())
                 .with_learning(Learning::new(&opts)?)
@@ -426,6 +430,7 @@ impl DB {
             last_sequence: AtomicU64::new(max_seq),
             tables,
             cache,
+            cache_sizing,
             counters: Counters::default(),
             shutting_down: AtomicBool::new(false),
             _lock: lock,
@@ -451,6 +456,13 @@ impl DB {
         }
         if inner.opts.wal_sync_interval_ms > 0 {
             threads.push(spawn("attune-walsync", DbInner::wal_sync_loop)?);
+        }
+        if inner.cache_sizing.is_some() {
+            threads.push(spawn("attune-cache", |i| {
+                if let Some(c) = &i.cache_sizing {
+                    c.run(&i.shutting_down);
+                }
+            })?);
         }
         let db = DB {
             inner,
@@ -536,6 +548,11 @@ impl DB {
             )));
         }
         self.inner.gc(min_garbage_ratio)
+    }
+
+    /// The adaptive cache-sizing controller, when `memory_budget` is set.
+    pub fn cache_sizing(&self) -> Option<&Arc<crate::symbiosis::Controller>> {
+        self.inner.cache_sizing.as_ref()
     }
 
     /// Changes the block cache capacity while running.
@@ -2012,6 +2029,7 @@ impl DbInner {
             gets: c.gets.load(Ordering::Relaxed),
             gets_found: c.gets_found.load(Ordering::Relaxed),
             block_cache: self.cache.stats(),
+            cache_tiers: self.cache_sizing.as_ref().map(|c| c.stats()),
             live_sst_bytes: (0..NUM_LEVELS).map(|l| v.level_bytes(l)).sum(),
             num_snapshots: st.snapshots.values().sum(),
             table_pinned_bytes: pinned,

@@ -26,6 +26,7 @@
 
 pub mod batch;
 pub mod cache;
+pub mod ccache;
 pub mod coding;
 pub mod compaction;
 pub mod db;
@@ -39,6 +40,7 @@ pub mod log;
 pub mod memtable;
 pub mod options;
 pub mod skiplist;
+pub mod symbiosis;
 pub mod table;
 pub mod version;
 pub mod vlog;
@@ -46,4 +48,6 @@ pub mod vlog;
 pub use batch::WriteBatch;
 pub use db::{DbIterator, Snapshot, Stats, DB};
 pub use error::{Error, Result};
-pub use options::{Compression, Options, ReadOptions, WriteOptions};
+pub use options::{
+    CacheLayout, CacheMissCosts, CacheSizing, Compression, Options, ReadOptions, WriteOptions,
+};

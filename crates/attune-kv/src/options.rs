@@ -33,6 +33,104 @@ impl Compression {
     }
 }
 
+/// Where the compressed tier of the cache lives (issue 7, docs/symbiosis.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheLayout {
+    /// user/kernel: buffered (or memory-mapped) reads; the OS page cache holds compressed blocks
+    /// in whatever part of `memory_budget` the block cache leaves free (a cgroup `memory.max`
+    /// enforces the total). Today's read path.
+    Kernel,
+    /// user/user: an in-process compressed block cache plus `O_DIRECT` reads; the budget is split
+    /// exactly between the two caches.
+    User,
+}
+
+impl CacheLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheLayout::Kernel => "kernel",
+            CacheLayout::User => "user",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "kernel" => Ok(CacheLayout::Kernel),
+            "user" => Ok(CacheLayout::User),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown cache_layout {s:?}; valid: user, kernel"
+            ))),
+        }
+    }
+}
+
+/// How the uncompressed block cache (M_a) is sized inside the cache budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheSizing {
+    /// Symbiosis: ghost simulation picks M_a online.
+    Adaptive,
+    /// A fixed M_a in bytes; the compressed tier gets the rest of the budget.
+    Static(u64),
+}
+
+impl CacheSizing {
+    pub fn describe(self) -> String {
+        match self {
+            CacheSizing::Adaptive => "adaptive".to_string(),
+            CacheSizing::Static(b) => b.to_string(),
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        if s.eq_ignore_ascii_case("adaptive") {
+            return Ok(CacheSizing::Adaptive);
+        }
+        parse_size(s).map(CacheSizing::Static).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "cache_sizing {s:?}: expected adaptive or a size such as 64MiB"
+            ))
+        })
+    }
+}
+
+/// Per-miss costs the cache-sizing controller uses (C_a, C_k in docs/symbiosis.md).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CacheMissCosts {
+    /// Measured at open with a probe file in the database directory (real file systems only;
+    /// other environments use [`CACHE_MISS_COSTS_FALLBACK`]).
+    Auto,
+    /// Given: (C_a, C_k) in nanoseconds.
+    Fixed(f64, f64),
+}
+
+/// C_a and C_k (ns) used when costs cannot be measured: the Symbiosis paper's HW1 figures
+/// (3 µs decompress + kernel crossing, 16 µs device read on Optane).
+pub const CACHE_MISS_COSTS_FALLBACK: (f64, f64) = (3_000.0, 16_000.0);
+
+impl CacheMissCosts {
+    pub fn describe(self) -> String {
+        match self {
+            CacheMissCosts::Auto => "auto".to_string(),
+            CacheMissCosts::Fixed(a, k) => format!("{a}:{k}"),
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(CacheMissCosts::Auto);
+        }
+        let bad = || {
+            Error::InvalidArgument(format!(
+                "cache_miss_costs {s:?}: expected auto or C_A_NS:C_K_NS such as 3000:16000"
+            ))
+        };
+        let (a, k) = s.split_once(':').ok_or_else(bad)?;
+        let a: f64 = a.trim().parse().map_err(|_| bad())?;
+        let k: f64 = k.trim().parse().map_err(|_| bad())?;
+        if !(a.is_finite() && k.is_finite() && a > 0.0 && k > 0.0) {
+            return Err(bad());
+        }
+        Ok(CacheMissCosts::Fixed(a, k))
+    }
+}
+
 /// Whether and how tables get learned indexes (Bourbon; docs/learned-index.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LearnedIndex {
@@ -73,8 +171,21 @@ pub struct Options {
     pub error_if_exists: bool,
     /// One budget for memtables plus block cache, in bytes. When set (non-zero) it overrides
     /// `write_buffer_size` and `block_cache_size`: a quarter goes to each of the two memtables
-    /// (active + immutable, capped at 64 MiB each) and the rest to the block cache. Default 0 (off).
+    /// (active + immutable, capped at 64 MiB each) and the rest (the cache budget) to the block
+    /// cache and its compressed tier as `cache_layout` and `cache_sizing` say. Default 0 (off).
     pub memory_budget: u64,
+    /// Where the compressed tier lives (needs `memory_budget`). Default kernel: the page cache,
+    /// today's read path.
+    pub cache_layout: CacheLayout,
+    /// How the block cache is sized inside the cache budget. `None` (default): adaptive when
+    /// `memory_budget` is set, else the fixed `block_cache_size` with no controller at all, so
+    /// that a database opened without a budget behaves exactly as before issue 7.
+    pub cache_sizing: Option<CacheSizing>,
+    /// Miss costs for adaptive sizing. Default auto (measured at open).
+    pub cache_miss_costs: CacheMissCosts,
+    /// Key-space sampling of the ghost simulation: one group of 32 blocks in this many. Default 64
+    /// (the paper's R = 1/64 at 1 GiB); small budgets need denser sampling (docs/symbiosis.md).
+    pub cache_sample_inv: u32,
     /// Bytes a memtable may hold before it is switched and flushed. Default 64 MiB (RocksDB's).
     pub write_buffer_size: u64,
     /// Capacity of the uncompressed block cache in bytes; resizable online. Default 32 MiB.
@@ -144,6 +255,10 @@ impl Default for Options {
             create_if_missing: true,
             error_if_exists: false,
             memory_budget: 0,
+            cache_layout: CacheLayout::Kernel,
+            cache_sizing: None,
+            cache_miss_costs: CacheMissCosts::Auto,
+            cache_sample_inv: 64,
             write_buffer_size: 64 << 20,
             block_cache_size: 32 << 20,
             block_size: 4096,
@@ -172,6 +287,10 @@ impl Default for Options {
         }
     }
 }
+
+/// Smallest cache budget (memory_budget minus memtables) accepted: 2 MiB, so that the minimum
+/// block cache (1 MiB, see `symbiosis::APP_MIN_BYTES`) leaves room for a compressed tier.
+pub const CACHE_BUDGET_MIN_BYTES: u64 = 2 << 20;
 
 /// Parses sizes like `4096`, `64KiB`, `64MiB`, `1GiB`, `64MB`, `1g`.
 pub fn parse_size(s: &str) -> Result<u64> {
@@ -222,6 +341,10 @@ pub const OPTION_NAMES: &[&str] = &[
     "create_if_missing",
     "error_if_exists",
     "memory_budget",
+    "cache_layout",
+    "cache_sizing",
+    "cache_miss_costs",
+    "cache_sample_inv",
     "write_buffer_size",
     "block_cache_size",
     "cache_size",
@@ -257,6 +380,10 @@ impl Options {
             "create_if_missing" => self.create_if_missing = parse_bool(key, value)?,
             "error_if_exists" => self.error_if_exists = parse_bool(key, value)?,
             "memory_budget" => self.memory_budget = parse_size(value)?,
+            "cache_layout" => self.cache_layout = CacheLayout::parse(value)?,
+            "cache_sizing" => self.cache_sizing = Some(CacheSizing::parse(value)?),
+            "cache_miss_costs" => self.cache_miss_costs = CacheMissCosts::parse(value)?,
+            "cache_sample_inv" => self.cache_sample_inv = parse_num(key, value)?,
             "write_buffer_size" => self.write_buffer_size = parse_size(value)?,
             "block_cache_size" | "cache_size" => self.block_cache_size = parse_size(value)?,
             "block_size" => self.block_size = parse_size(value)? as usize,
@@ -297,12 +424,47 @@ impl Options {
     /// Checks ranges and applies `memory_budget`.
     pub fn sanitized(&self) -> Result<Options> {
         let mut o = self.clone();
+        let bad = |m: String| Err(Error::InvalidArgument(m));
         if o.memory_budget > 0 {
             let wb = (o.memory_budget / 4).clamp(64 << 10, 64 << 20);
             o.write_buffer_size = wb;
             o.block_cache_size = o.memory_budget.saturating_sub(2 * wb);
+            if o.block_cache_size < CACHE_BUDGET_MIN_BYTES {
+                return bad(format!(
+                    "memory_budget {} leaves {} bytes for caches after two memtables of {wb}; \
+                     need at least {CACHE_BUDGET_MIN_BYTES}",
+                    o.memory_budget, o.block_cache_size
+                ));
+            }
+            match o.cache_sizing {
+                None => o.cache_sizing = Some(CacheSizing::Adaptive),
+                Some(CacheSizing::Static(b)) if b > o.block_cache_size => {
+                    return bad(format!(
+                        "cache_sizing {b} exceeds the cache budget {} (memory_budget {} minus \
+                         two memtables of {wb})",
+                        o.block_cache_size, o.memory_budget
+                    ));
+                }
+                Some(_) => {}
+            }
+        } else {
+            match o.cache_sizing {
+                None => {}
+                Some(CacheSizing::Static(b)) => o.block_cache_size = b,
+                Some(CacheSizing::Adaptive) => {
+                    return bad("cache_sizing=adaptive needs memory_budget".into());
+                }
+            }
+            if o.cache_layout == CacheLayout::User {
+                return bad("cache_layout=user needs memory_budget (the split budget)".into());
+            }
         }
-        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if !(1..=1 << 16).contains(&o.cache_sample_inv) {
+            return bad(format!(
+                "cache_sample_inv {} outside 1..=65536",
+                o.cache_sample_inv
+            ));
+        }
         if o.write_buffer_size < 4096 {
             return bad(format!(
                 "write_buffer_size {} is below 4 KiB",
@@ -364,10 +526,7 @@ impl Options {
             ));
         }
         if !(1..=4096).contains(&o.learned_delta) {
-            return bad(format!(
-                "learned_delta {} outside 1..=4096",
-                o.learned_delta
-            ));
+            return bad(format!("learned_delta {} outside 1..=4096", o.learned_delta));
         }
         if o.learned_wait_ms > 3_600_000 {
             return bad(format!(
@@ -383,6 +542,14 @@ impl Options {
     pub fn describe(&self) -> Vec<(&'static str, String)> {
         vec![
             ("memory_budget", self.memory_budget.to_string()),
+            ("cache_layout", self.cache_layout.name().to_string()),
+            (
+                "cache_sizing",
+                self.cache_sizing
+                    .map_or_else(|| "off".to_string(), CacheSizing::describe),
+            ),
+            ("cache_miss_costs", self.cache_miss_costs.describe()),
+            ("cache_sample_inv", self.cache_sample_inv.to_string()),
             ("write_buffer_size", self.write_buffer_size.to_string()),
             ("block_cache_size", self.block_cache_size.to_string()),
             ("block_size", self.block_size.to_string()),
@@ -482,5 +649,64 @@ mod tests {
         .unwrap();
         assert_eq!(o.write_buffer_size, 64 << 20);
         assert_eq!(o.block_cache_size, 128 << 20);
+        assert_eq!(o.cache_sizing, Some(CacheSizing::Adaptive));
+    }
+
+    #[test]
+    fn without_budget_cache_options_keep_todays_behaviour() {
+        let o = Options::default().sanitized().unwrap();
+        assert_eq!(o.cache_sizing, None);
+        assert_eq!(o.block_cache_size, 32 << 20);
+        let mut o = Options::default();
+        o.set("cache_sizing", "8MiB").unwrap();
+        assert_eq!(o.sanitized().unwrap().block_cache_size, 8 << 20);
+    }
+
+    #[test]
+    fn cache_options_parse_and_bad_values_are_clear_errors() {
+        let mut o = Options::default();
+        o.set("memory_budget", "64MiB").unwrap();
+        o.set("cache_layout", "user").unwrap();
+        o.set("cache_sizing", "adaptive").unwrap();
+        o.set("cache_miss_costs", "500:40000").unwrap();
+        o.set("cache_sample_inv", "8").unwrap();
+        let s = o.sanitized().unwrap();
+        assert_eq!(s.cache_layout, CacheLayout::User);
+        assert_eq!(s.cache_miss_costs, CacheMissCosts::Fixed(500.0, 40000.0));
+        for (k, v) in [
+            ("cache_layout", "both"),
+            ("cache_sizing", "lots"),
+            ("cache_miss_costs", "3000"),
+            ("cache_miss_costs", "-1:5"),
+            ("cache_sample_inv", "x"),
+        ] {
+            let e = Options::default().set(k, v).unwrap_err().to_string();
+            assert!(e.contains(k), "{k}={v}: {e}");
+        }
+        let mut o = Options::default();
+        o.set("cache_layout", "user").unwrap();
+        assert!(o
+            .sanitized()
+            .unwrap_err()
+            .to_string()
+            .contains("memory_budget"));
+        let mut o = Options::default();
+        o.set("cache_sizing", "adaptive").unwrap();
+        assert!(o
+            .sanitized()
+            .unwrap_err()
+            .to_string()
+            .contains("memory_budget"));
+        let mut o = Options::default();
+        o.set("memory_budget", "64MiB").unwrap();
+        o.set("cache_sizing", "1GiB").unwrap();
+        assert!(o
+            .sanitized()
+            .unwrap_err()
+            .to_string()
+            .contains("cache budget"));
+        let mut o = Options::default();
+        o.set("memory_budget", "1MiB").unwrap();
+        assert!(o.sanitized().is_err());
     }
 }

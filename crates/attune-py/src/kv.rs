@@ -601,11 +601,89 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
         },
     )?;
     d.set_item("block_cache", c)?;
+    match &s.cache_tiers {
+        Some(t) => d.set_item("cache_tiers", tiers_dict(py, t)?)?,
+        None => d.set_item("cache_tiers", py.None())?,
+    }
     let opts = PyDict::new(py);
     for (k, v) in o.describe() {
         opts.set_item(k, v)?;
     }
     d.set_item("options", opts)?;
+    Ok(d)
+}
+
+/// `stats()["cache_tiers"]`: the cache budget's split and the sizing controller (issue 7).
+fn tiers_dict<'py>(
+    py: Python<'py>,
+    t: &kv::symbiosis::CacheTierStats,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("layout", t.layout)?;
+    d.set_item("sizing", &t.sizing)?;
+    d.set_item("budget_bytes", t.budget_bytes)?;
+    d.set_item("app_bytes", t.app_bytes)?;
+    d.set_item("second_bytes", t.second_bytes)?;
+    if let Some(c) = &t.compressed {
+        let e = PyDict::new(py);
+        e.set_item("capacity_bytes", c.capacity_bytes)?;
+        e.set_item("usage_bytes", c.usage_bytes)?;
+        e.set_item("hits", c.hits)?;
+        e.set_item("misses", c.misses)?;
+        e.set_item("evictions", c.evictions)?;
+        d.set_item("compressed_cache", e)?;
+    }
+    d.set_item("app_hits", t.app_hits)?;
+    d.set_item("second_hits", t.second_hits)?;
+    d.set_item("device_reads", t.device_reads)?;
+    d.set_item("unknown_reads", t.unknown_reads)?;
+    d.set_item("h_a", t.h_a)?;
+    d.set_item("h_k", t.h_k)?;
+    d.set_item("app_miss_ns", t.app_miss_ns)?;
+    d.set_item("second_miss_ns", t.second_miss_ns)?;
+    d.set_item("costs_source", t.costs_source)?;
+    d.set_item("le_model_ns", t.le_model_ns)?;
+    d.set_item("le_measured_ns", t.le_measured_ns)?;
+    d.set_item("le_predicted_ns", t.le_predicted_ns)?;
+    d.set_item("state", t.state)?;
+    d.set_item("rounds", t.rounds)?;
+    d.set_item("adoptions", t.adoptions)?;
+    d.set_item("reverts", t.reverts)?;
+    d.set_item("restarts", t.restarts)?;
+    d.set_item("ghost_bytes", t.ghost_bytes)?;
+    d.set_item("ghost_bytes_peak", t.ghost_bytes_peak)?;
+    d.set_item("accesses_recorded", t.accesses_recorded)?;
+    d.set_item("accesses_dropped", t.accesses_dropped)?;
+    let mrc = PyList::empty(py);
+    for (bytes, ratio) in &t.mrc {
+        mrc.append((*bytes, *ratio))?;
+    }
+    d.set_item("mrc", mrc)?;
+    let cands = PyList::empty(py);
+    for &(bytes, h_a, h_k, le) in &t.last_round {
+        let e = PyDict::new(py);
+        e.set_item("app_bytes", bytes)?;
+        e.set_item("h_a", h_a)?;
+        e.set_item("h_k", h_k)?;
+        e.set_item("le_ns", le)?;
+        cands.append(e)?;
+    }
+    d.set_item("last_round", cands)?;
+    d.set_item("last_round_measured_le_ns", t.last_round_measured_le_ns)?;
+    let tl = PyList::empty(py);
+    for w in &t.timeline {
+        let e = PyDict::new(py);
+        e.set_item("ms", w.ms)?;
+        e.set_item("accesses", w.accesses)?;
+        e.set_item("app_bytes", w.app_bytes)?;
+        e.set_item("h_a", w.h_a)?;
+        e.set_item("h_k", w.h_k)?;
+        e.set_item("le_model_ns", w.le_model_ns)?;
+        e.set_item("le_measured_ns", w.le_measured_ns)?;
+        e.set_item("state", w.state)?;
+        tl.append(e)?;
+    }
+    d.set_item("timeline", tl)?;
     Ok(d)
 }
 

@@ -162,6 +162,46 @@ impl Engine for AttuneEngine {
         let st = self.db.stats();
         s["write_amp"] = json!(st.write_amplification);
         s["level_files"] = json!(st.level_files);
+        if let Some(t) = &st.cache_tiers {
+            // The cache budget's split and what the sizing controller saw (issue 7).
+            s["cache_tiers"] = json!({
+                "layout": t.layout,
+                "sizing": t.sizing,
+                "budget_bytes": t.budget_bytes,
+                "app_bytes": t.app_bytes,
+                "h_a": t.h_a,
+                "h_k": t.h_k,
+                "app_miss_ns": t.app_miss_ns,
+                "second_miss_ns": t.second_miss_ns,
+                "costs_source": t.costs_source,
+                "le_model_ns": t.le_model_ns,
+                "le_measured_ns": t.le_measured_ns,
+                "le_predicted_ns": t.le_predicted_ns,
+                "state": t.state,
+                "rounds": t.rounds,
+                "adoptions": t.adoptions,
+                "reverts": t.reverts,
+                "ghost_bytes_peak": t.ghost_bytes_peak,
+                "last_round": t.last_round,
+                "last_round_measured_le_ns": t.last_round_measured_le_ns,
+                "accesses_recorded": t.accesses_recorded,
+                "accesses_dropped": t.accesses_dropped,
+                "timeline": t.timeline.iter().map(|w| json!({
+                    "ms": w.ms,
+                    "accesses": w.accesses,
+                    "app_bytes": w.app_bytes,
+                    "h_a": w.h_a,
+                    "h_k": w.h_k,
+                    "le_model_ns": w.le_model_ns,
+                    "le_measured_ns": if w.le_measured_ns.is_finite() {
+                        json!(w.le_measured_ns)
+                    } else {
+                        json!(null)
+                    },
+                    "state": w.state,
+                })).collect::<Vec<_>>(),
+            });
+        }
         s
     }
 

@@ -11,6 +11,7 @@
 //! crash only after `sync_dir` on its directory; the same holds for a removed file and for a
 //! directory made by `create_dir_all` (its entry lives in its parent directory).
 
+mod direct;
 mod mem;
 mod posix;
 
@@ -62,6 +63,13 @@ pub trait RandomAccessFile: Send + Sync {
     fn mapped(&self) -> Option<&[u8]> {
         None
     }
+    /// Like [`Self::read_exact_at`], and also says whether the bytes were already in the OS page
+    /// cache before the read: `Some(true)` all of them, `Some(false)` not all (a device read),
+    /// `None` unknown (the cache-sizing controller then infers it from the read's latency).
+    fn read_exact_at_probed(&self, buf: &mut [u8], offset: u64) -> Result<Option<bool>> {
+        self.read_exact_at(buf, offset)?;
+        Ok(None)
+    }
 }
 
 /// Held while the database directory is locked; dropping it releases the lock.
@@ -70,6 +78,18 @@ pub trait FileLock: Send + Sync {}
 /// The operating environment.
 pub trait Env: Send + Sync + 'static {
     fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Opens a file for reads that bypass the OS page cache (`O_DIRECT`), for the user/user cache
+    /// layout. The default opens a normal random-access file: an environment without a page
+    /// cache (such as [`MemEnv`]) reads from its "device" either way. A file system that refuses
+    /// `O_DIRECT` (tmpfs, some overlays) gives an `InvalidArgument` error naming the path.
+    fn open_random_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_random(path)
+    }
+    /// Whether files live on the operating system's file system (so that a probe file may be
+    /// written beside them with `std::fs` to calibrate miss costs). Default false.
+    fn is_os_filesystem(&self) -> bool {
+        false
+    }
     /// Creates (or truncates) a file for writing.
     fn new_writable(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Opens an existing file for appending (used to continue a value log).

@@ -1,5 +1,7 @@
 //! The real environment: `std::fs` files with a user-space write buffer, `pread` for random reads,
-//! `flock`-style advisory locks (`File::try_lock`).
+//! `flock`-style advisory locks (`File::try_lock`). Random reads can report whether they hit the
+//! page cache (`mincore` on a mapping, `preadv2(RWF_NOWAIT)` for `pread`), and `O_DIRECT` files
+//! come from `super::direct`.
 
 use super::{Env, FileLock, RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
@@ -73,6 +75,34 @@ impl MmapRandom {
     }
 }
 
+/// Page size assumed by `mincore` probes and prefetch hints (x86-64 and arm64 base pages).
+const PAGE_BYTES: usize = 4096;
+
+impl MmapRandom {
+    /// Whether every page of `[offset, offset + len)` is in the page cache (`mincore`); `None`
+    /// when the range is outside the mapping or the call fails.
+    fn resident(&self, offset: u64, len: usize) -> Option<bool> {
+        let start = usize::try_from(offset).ok()?;
+        let end = start.checked_add(len.max(1))?;
+        if end > self.len {
+            return None;
+        }
+        let first = start / PAGE_BYTES * PAGE_BYTES;
+        let pages = (end - first).div_ceil(PAGE_BYTES);
+        let mut vec = vec![0u8; pages];
+        // SAFETY: [first, first + pages pages) starts page-aligned inside the mapping (mincore
+        // accepts a tail past `len` within the last page); `vec` has one byte per page.
+        let rc = unsafe {
+            libc::mincore(
+                self.ptr.add(first) as *mut libc::c_void,
+                end - first,
+                vec.as_mut_ptr(),
+            )
+        };
+        (rc == 0).then(|| vec.iter().all(|&b| b & 1 == 1))
+    }
+}
+
 impl Drop for MmapRandom {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly the region mapped in `map`.
@@ -107,6 +137,11 @@ impl RandomAccessFile for MmapRandom {
         // SAFETY: the mapping is valid and read-only for `len` bytes until drop, and the files
         // mapped are immutable (tables), so the bytes do not change under the borrow.
         Some(unsafe { std::slice::from_raw_parts(self.ptr, self.len) })
+    }
+    fn read_exact_at_probed(&self, buf: &mut [u8], offset: u64) -> Result<Option<bool>> {
+        let resident = self.resident(offset, buf.len());
+        self.read_exact_at(buf, offset)?;
+        Ok(resident)
     }
     fn prefetch(&self, offset: u64, len: u64) {
         let page = 4096u64;
@@ -216,6 +251,39 @@ impl RandomAccessFile for PosixRandom {
     fn size(&self) -> u64 {
         self.size
     }
+    fn read_exact_at_probed(&self, buf: &mut [u8], offset: u64) -> Result<Option<bool>> {
+        let Ok(off) = i64::try_from(offset) else {
+            self.read_exact_at(buf, offset)?;
+            return Ok(None);
+        };
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: one iovec over `buf`, which outlives the call; the descriptor is ours.
+        let n = unsafe {
+            libc::preadv2(
+                std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                &iov,
+                1,
+                off,
+                libc::RWF_NOWAIT,
+            )
+        };
+        if n >= 0 && n as usize == buf.len() {
+            return Ok(Some(true));
+        }
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        let got = if n > 0 { n as usize } else { 0 };
+        if n < 0 && errno != Some(libc::EAGAIN) {
+            // RWF_NOWAIT unsupported here (old kernel, file system): plain read, unknown tier.
+            self.read_exact_at(buf, offset)?;
+            return Ok(None);
+        }
+        // EAGAIN or a short read: some page was not cached; read the rest from the device.
+        self.read_exact_at(&mut buf[got..], offset + got as u64)?;
+        Ok(Some(false))
+    }
     fn prefetch(&self, offset: u64, len: u64) {
         let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
             return;
@@ -238,6 +306,12 @@ struct PosixLock {
 impl FileLock for PosixLock {}
 
 impl Env for PosixEnv {
+    fn open_random_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        Ok(Arc::new(super::direct::DirectRandom::open(path)?))
+    }
+    fn is_os_filesystem(&self) -> bool {
+        true
+    }
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))
     }

@@ -172,6 +172,19 @@ pub fn read_block(
     handle: BlockHandle,
     path: &Path,
 ) -> Result<Vec<u8>> {
+    let (raw, _) = read_raw_block(file, handle, path, false)?;
+    uncompress_block(raw, handle, path)
+}
+
+/// Reads a block as stored (body + trailer) and verifies its checksum; with `probe`, also says
+/// whether the bytes were in the page cache (see `RandomAccessFile::read_exact_at_probed`).
+/// The result is what a compressed block cache stores and what [`uncompress_block`] takes.
+pub fn read_raw_block(
+    file: &dyn RandomAccessFile,
+    handle: BlockHandle,
+    path: &Path,
+    probe: bool,
+) -> Result<(Vec<u8>, Option<bool>)> {
     let bad = |d: String| Error::corruption(path, handle.offset, d);
     let total = handle
         .size
@@ -184,21 +197,71 @@ pub fn read_block(
             ))
         })?;
     let mut buf = vec![0u8; total as usize];
-    file.read_exact_at(&mut buf, handle.offset)?;
+    let cached = if probe {
+        file.read_exact_at_probed(&mut buf, handle.offset)?
+    } else {
+        file.read_exact_at(&mut buf, handle.offset)?;
+        None
+    };
     let n = handle.size as usize;
     let kind = buf[n];
     let stored = decode_fixed32(&buf[n + 1..]).unwrap_or(0);
     if crc32c::crc32c_append(crc32c::crc32c(&buf[..n]), &[kind]) != stored {
         return Err(bad("block checksum mismatch".into()));
     }
-    buf.truncate(n);
+    Ok((buf, cached))
+}
+
+/// Decompresses a block read by [`read_raw_block`] (body + trailer, checksum already verified).
+pub fn uncompress_block(mut buf: Vec<u8>, handle: BlockHandle, path: &Path) -> Result<Vec<u8>> {
+    let n = raw_body_len(&buf, handle, path)?;
+    match decompress_body(&buf[..n], buf[n], handle, path)? {
+        Some(out) => Ok(out),
+        None => {
+            buf.truncate(n);
+            Ok(buf)
+        }
+    }
+}
+
+/// Like [`uncompress_block`] for a raw block that stays where it is (a compressed-cache entry).
+pub fn uncompress_block_ref(buf: &[u8], handle: BlockHandle, path: &Path) -> Result<Vec<u8>> {
+    let n = raw_body_len(buf, handle, path)?;
+    Ok(decompress_body(&buf[..n], buf[n], handle, path)?.unwrap_or_else(|| buf[..n].to_vec()))
+}
+
+fn raw_body_len(buf: &[u8], handle: BlockHandle, path: &Path) -> Result<usize> {
+    usize::try_from(handle.size)
+        .ok()
+        .filter(|&n| n.checked_add(TRAILER_BYTES) == Some(buf.len()))
+        .ok_or_else(|| {
+            Error::corruption(
+                path,
+                handle.offset,
+                format!(
+                    "raw block of {} bytes for a handle of {}",
+                    buf.len(),
+                    handle.size
+                ),
+            )
+        })
+}
+
+/// The decompressed body, or `None` when the block is stored uncompressed.
+fn decompress_body(
+    body: &[u8],
+    kind: u8,
+    handle: BlockHandle,
+    path: &Path,
+) -> Result<Option<Vec<u8>>> {
+    let bad = |d: String| Error::corruption(path, handle.offset, d);
     match kind {
-        TYPE_NONE => Ok(buf),
+        TYPE_NONE => Ok(None),
         TYPE_LZ4 | TYPE_ZSTD => {
-            let mut r = Reader::new(&buf);
+            let mut r = Reader::new(body);
             let raw = r.varint64().filter(|&r| r <= MAX_BLOCK_BYTES);
             let raw = raw.ok_or_else(|| bad("bad uncompressed length".into()))? as usize;
-            let body = &buf[r.pos()..];
+            let body = &body[r.pos()..];
             let out = if kind == TYPE_LZ4 {
                 lz4_flex::block::decompress(body, raw).map_err(|e| bad(format!("lz4: {e}")))?
             } else {
@@ -207,7 +270,7 @@ pub fn read_block(
             if out.len() != raw {
                 return Err(bad("decompressed length mismatch".into()));
             }
-            Ok(out)
+            Ok(Some(out))
         }
         t => Err(bad(format!("unknown block compression type {t}"))),
     }

@@ -329,6 +329,10 @@ impl Table {
 
     /// Reads a data block through the cache.
     pub fn block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+        if let Some(t) = self.cache.tiers() {
+            let f = self.file.as_ref();
+            return t.block(&self.cache, f, &self.path, self.number, handle, fill_cache);
+        }
         if let Some(b) = self.cache.get(self.number, handle.offset) {
             return Ok(b);
         }

@@ -1,0 +1,782 @@
+//! Online sizing of the block cache against the compressed tier (issue 7, Symbiosis; design and
+//! numbers in docs/symbiosis.md). The engine-independent machinery (ghosts, stack distances,
+//! Tracker, guard, reset) is `attune_cache`; this module wires it into the read path.
+//!
+//! * [`Tiers`] sits on the hot path: `Table::block` hands every data-block read to it when a
+//!   cache budget is configured. It looks the block up in the uncompressed [`BlockCache`], then in
+//!   the second tier — the OS page cache (user/kernel layout: a buffered or mapped read whose
+//!   page-cache residency is probed with `mincore`/`preadv2(RWF_NOWAIT)`) or the in-process
+//!   [`CompressedCache`] backed by `O_DIRECT` reads (user/user layout) — and appends one
+//!   [`BlockAccess`] to a sharded, bounded log.
+//! * [`Controller`] runs on its own background thread (`attune-cache`): it drains the log into
+//!   `attune_cache::Symbiosis` (whose ghost simulation samples groups of blocks by key space),
+//!   applies the M_a it answers with `BlockCache::set_capacity` (and the compressed cache gets the
+//!   rest of the budget, shrinking first so the sum never exceeds it), returns freed heap to the
+//!   OS (`malloc_trim`, glibc) so the kernel can use it for the page cache, measures the miss
+//!   costs C_a and C_k (a probe at first use, then re-measured from live reads when they drift),
+//!   and reports [`CacheTierStats`].
+//!
+//! Reads made with `fill_cache = false` (compaction inputs, scans that ask for it) still go
+//! through both tiers but are neither inserted nor recorded: they bypass the caches, so they are
+//! not part of the workload the caches and their ghosts serve.
+//!
+//! Sampling groups are formed in byte space: the block number handed to the ghosts is
+//! `offset / block_size`, so a group of G = 32 covers 32 target-size blocks of the file (more
+//! than 32 blocks when they are compressed), which keeps neighbours that share pages together.
+//!
+//! Thread safety: `Tiers` is shared by all readers (atomics and short shard locks); the
+//! `Controller` state sits behind one mutex taken by the background thread and by `stats()`.
+//! Invariants: in the user layout, block cache capacity + compressed cache capacity equals the
+//! cache budget after every resize (and never exceeds it during one); the access log holds at
+//! most `LOG_SHARDS × LOG_SHARD_ENTRIES_MAX` records (further accesses are counted as dropped).
+
+use crate::cache::BlockCache;
+use crate::ccache::{CompressedCache, CompressedCacheStats};
+use crate::env::{Env, RandomAccessFile};
+use crate::error::{Error, Result};
+use crate::options::{
+    CacheLayout, CacheMissCosts, CacheSizing, Compression, Options, CACHE_MISS_COSTS_FALLBACK,
+};
+use crate::table::block::Block;
+use crate::table::format::{
+    read_raw_block, uncompress_block, uncompress_block_ref, BlockHandle, TRAILER_BYTES,
+};
+use attune_cache::{
+    BlockAccess, GhostConfig, MissCosts, SecondTier, State, Symbiosis, SymbiosisConfig,
+};
+use parking_lot::{Mutex, RwLock};
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Smallest block cache (the paper's minimum M_a). Default 1 MiB: index-free data blocks of a
+/// few hundred hot keys, and 64 KiB per shard of the 16-shard cache.
+pub const APP_MIN_BYTES: u64 = 1 << 20;
+/// Shards of the access log. Default 8: readers on different threads rarely share one.
+const LOG_SHARDS: usize = 8;
+/// Records per log shard before accesses are dropped (counted). Default 16 Ki × 48 B = 768 KiB
+/// per shard: 130 k accesses in total, about 20 pump intervals at 1 M block reads/s.
+const LOG_SHARD_ENTRIES_MAX: usize = 1 << 14;
+/// Pause between pumps of the background thread. Default 5 ms: short against the 65 ms windows
+/// of the Tracker at 1 M reads/s, long enough that the thread costs nothing when idle.
+const PUMP_INTERVAL: Duration = Duration::from_millis(5);
+/// Accesses between checks of the live miss costs. Default 2^18 (four Tracker windows).
+const RECOST_ACCESSES: u64 = 1 << 18;
+/// Timed reads of each kind a live cost estimate needs. Default 512 (the mean is then within a
+/// few percent on this machine's latency spread).
+const RECOST_SAMPLES_MIN: u64 = 512;
+/// Relative change of C_a or C_k that replaces the costs (drift). Default 25 %: well above the
+/// noise of 512-sample means, so costs do not flap and restart rounds.
+const RECOST_CHANGE: f64 = 0.25;
+/// Probe file for the first calibration. Default 16 MiB: enough distinct blocks that the device
+/// reads do not hit a device cache; written and removed in the database directory.
+const PROBE_BYTES: u64 = 16 << 20;
+/// Reads per probe measurement. Default 128 (the median is stable; the probe takes ~10 ms).
+const PROBE_REPS: usize = 128;
+/// Timeline entries kept for stats. Default 512 windows.
+const TIMELINE_STATS_MAX: usize = 512;
+
+/// Where the miss costs in use came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CostsSource {
+    /// `cache_miss_costs=C_A:C_K`.
+    Fixed,
+    /// Not measured (yet): the paper's figures.
+    Fallback,
+    /// Probe file at first use (`attune_cache::calibrate`).
+    Probe,
+    /// Means of this database's own timed reads per tier (drift correction).
+    Live,
+}
+
+impl CostsSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            CostsSource::Fixed => "fixed",
+            CostsSource::Fallback => "fallback",
+            CostsSource::Probe => "probe",
+            CostsSource::Live => "live",
+        }
+    }
+}
+
+/// A bounded, sharded log of block accesses.
+struct AccessLog {
+    shards: Vec<Mutex<Vec<BlockAccess>>>,
+    dropped: AtomicU64,
+}
+
+static NEXT_THREAD_SHARD: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static THREAD_SHARD: usize = NEXT_THREAD_SHARD.fetch_add(1, Ordering::Relaxed) % LOG_SHARDS;
+}
+
+impl AccessLog {
+    fn new() -> Self {
+        AccessLog {
+            shards: (0..LOG_SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
+            dropped: AtomicU64::new(0),
+        }
+    }
+    fn push(&self, a: BlockAccess) {
+        let i = THREAD_SHARD.with(|s| *s);
+        let mut s = self.shards[i].lock();
+        if s.len() >= LOG_SHARD_ENTRIES_MAX {
+            drop(s);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        } else {
+            s.push(a);
+        }
+    }
+    fn drain_into(&self, out: &mut Vec<BlockAccess>) {
+        for s in &self.shards {
+            out.append(&mut s.lock());
+        }
+    }
+}
+
+/// Per-tier counters of real reads (monotonic).
+#[derive(Default)]
+struct TierCounters {
+    app_hits: AtomicU64,
+    second_hits: AtomicU64,
+    device_reads: AtomicU64,
+    unknown_reads: AtomicU64,
+    second_ns: AtomicU64,
+    device_ns: AtomicU64,
+    unknown_ns: AtomicU64,
+}
+
+/// The hot-path half: second-tier lookups, probed reads and the access log.
+pub struct Tiers {
+    layout: CacheLayout,
+    block_bytes: u64,
+    env: Arc<dyn Env>,
+    compressed: Option<CompressedCache>,
+    direct: RwLock<HashMap<u64, Arc<dyn RandomAccessFile>>>,
+    log: AccessLog,
+    counters: TierCounters,
+}
+
+impl Tiers {
+    fn new(layout: CacheLayout, block_bytes: u64, env: Arc<dyn Env>, second: u64) -> Tiers {
+        Tiers {
+            layout,
+            block_bytes: block_bytes.max(1),
+            env,
+            compressed: (layout == CacheLayout::User).then(|| CompressedCache::new(second)),
+            direct: RwLock::new(HashMap::new()),
+            log: AccessLog::new(),
+            counters: TierCounters::default(),
+        }
+    }
+
+    /// Reads one data block of table `number` through both tiers (see the module doc).
+    pub(crate) fn block(
+        &self,
+        cache: &BlockCache,
+        file: &dyn RandomAccessFile,
+        path: &Arc<PathBuf>,
+        number: u64,
+        handle: BlockHandle,
+        fill_cache: bool,
+    ) -> Result<Arc<Block>> {
+        let stored =
+            u32::try_from(handle.size.saturating_add(TRAILER_BYTES as u64)).unwrap_or(u32::MAX);
+        if let Some(b) = cache.get(number, handle.offset) {
+            if fill_cache {
+                self.counters.app_hits.fetch_add(1, Ordering::Relaxed);
+                self.note(number, handle, stored, b.charge(), true, None, None);
+            }
+            return Ok(b);
+        }
+        let start = Instant::now();
+        let (data, second_hit) = match &self.compressed {
+            None => {
+                let (raw, cached) = read_raw_block(file, handle, path, true)?;
+                (uncompress_block(raw, handle, path)?, cached)
+            }
+            Some(cc) => match cc.get(number, handle.offset) {
+                Some(raw) => (uncompress_block_ref(&raw, handle, path)?, Some(true)),
+                None => {
+                    let f = self.direct_file(number, path)?;
+                    let (raw, _) = read_raw_block(f.as_ref(), handle, path, false)?;
+                    let data = uncompress_block_ref(&raw, handle, path)?;
+                    if fill_cache {
+                        cc.insert(number, handle.offset, Arc::from(raw));
+                    }
+                    (data, Some(false))
+                }
+            },
+        };
+        let b = Arc::new(Block::new(data, path.clone(), handle.offset)?);
+        if fill_cache {
+            cache.insert(number, handle.offset, b.clone());
+        }
+        if !fill_cache {
+            // Compaction inputs and fill_cache=false scans bypass both caches: they are not
+            // part of the workload the caches (real or ghost) serve, so they are not recorded.
+            return Ok(b);
+        }
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let (n, t) = match second_hit {
+            Some(true) => (&self.counters.second_hits, &self.counters.second_ns),
+            Some(false) => (&self.counters.device_reads, &self.counters.device_ns),
+            None => (&self.counters.unknown_reads, &self.counters.unknown_ns),
+        };
+        n.fetch_add(1, Ordering::Relaxed);
+        t.fetch_add(ns, Ordering::Relaxed);
+        self.note(
+            number,
+            handle,
+            stored,
+            b.charge(),
+            false,
+            second_hit,
+            Some(ns),
+        );
+        Ok(b)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn note(
+        &self,
+        number: u64,
+        handle: BlockHandle,
+        stored: u32,
+        charge: usize,
+        app_hit: bool,
+        second_hit: Option<bool>,
+        latency_ns: Option<u64>,
+    ) {
+        self.log.push(BlockAccess {
+            file: number,
+            block_no: handle.offset / self.block_bytes,
+            offset: handle.offset,
+            compressed_len: stored,
+            uncompressed_len: u32::try_from(charge).unwrap_or(u32::MAX),
+            app_hit,
+            second_hit,
+            latency_ns,
+        });
+    }
+
+    /// The `O_DIRECT` handle of table `number`, opened on first use.
+    fn direct_file(&self, number: u64, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        if let Some(f) = self.direct.read().get(&number) {
+            return Ok(f.clone());
+        }
+        let f = self.env.open_random_direct(path)?;
+        Ok(self.direct.write().entry(number).or_insert(f).clone())
+    }
+
+    /// Forgets a deleted table (its compressed blocks and direct handle).
+    pub(crate) fn erase_file(&self, number: u64) {
+        if let Some(cc) = &self.compressed {
+            cc.erase_file(number);
+        }
+        self.direct.write().remove(&number);
+    }
+
+    /// Counters of the compressed cache (user layout).
+    pub fn compressed_stats(&self) -> Option<CompressedCacheStats> {
+        self.compressed.as_ref().map(CompressedCache::stats)
+    }
+}
+
+/// One window of the controller's timeline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TierWindow {
+    /// Milliseconds from open to the moment the controller closed the window.
+    pub ms: u64,
+    /// Block reads recorded before the window ended.
+    pub accesses: u64,
+    /// M_a at the window's end.
+    pub app_bytes: u64,
+    pub h_a: f64,
+    pub h_k: f64,
+    /// L_e from the window's hit ratios and the miss costs (the Tracker's measure), ns.
+    pub le_model_ns: f64,
+    /// Measured mean time per block read (misses timed, hits counted as 0), ns; NaN if the
+    /// window timed nothing.
+    pub le_measured_ns: f64,
+    /// Controller state name.
+    pub state: &'static str,
+}
+
+/// What `DB::stats()` reports about the cache budget (`Stats::cache_tiers`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheTierStats {
+    pub layout: &'static str,
+    /// `adaptive` or the static M_a in bytes.
+    pub sizing: String,
+    /// Cache budget M (memory_budget minus the memtables), bytes.
+    pub budget_bytes: u64,
+    /// M_a: block cache capacity now.
+    pub app_bytes: u64,
+    /// M − M_a: the compressed tier's share (the page cache's in the kernel layout).
+    pub second_bytes: u64,
+    /// Compressed cache counters (user layout).
+    pub compressed: Option<CompressedCacheStats>,
+    /// Real reads since open by where they were served.
+    pub app_hits: u64,
+    pub second_hits: u64,
+    pub device_reads: u64,
+    /// Misses whose tier could not be probed (classified by latency in the Tracker).
+    pub unknown_reads: u64,
+    /// Observed H_a and H_k since open.
+    pub h_a: f64,
+    pub h_k: f64,
+    /// Miss costs in use and their source.
+    pub app_miss_ns: f64,
+    pub second_miss_ns: f64,
+    pub costs_source: &'static str,
+    /// L_e of the last complete window from its hit ratios and the costs, ns.
+    pub le_model_ns: Option<f64>,
+    /// L_e measured since open: time spent in block misses per block read, ns.
+    pub le_measured_ns: f64,
+    /// L_e the last simulation round predicted for the M_a in use, ns.
+    pub le_predicted_ns: Option<f64>,
+    /// Controller state name (`adapting`, `settling`, `stable`, `paused`).
+    pub state: &'static str,
+    pub rounds: u32,
+    pub adoptions: u32,
+    pub reverts: u32,
+    pub restarts: u32,
+    /// Ghost metadata now (0 outside rounds), bytes.
+    pub ghost_bytes: usize,
+    /// Largest ghost metadata of any round, bytes.
+    pub ghost_bytes_peak: usize,
+    /// Block reads recorded by the controller, and those dropped because its log was full.
+    pub accesses_recorded: u64,
+    pub accesses_dropped: u64,
+    /// Miss ratio of an LRU block cache of each size (bytes, ratio), from the last round.
+    pub mrc: Vec<(u64, f64)>,
+    /// The last round's candidates: (M_a bytes, predicted H_a, predicted H_k, predicted L_e ns).
+    pub last_round: Vec<(u64, f64, f64, f64)>,
+    /// L_e measured when the last round ended (what the guard compared against), ns.
+    pub last_round_measured_le_ns: Option<f64>,
+    /// Recent windows, oldest first.
+    pub timeline: Vec<TierWindow>,
+}
+
+fn state_name(s: State) -> &'static str {
+    match s {
+        State::Settling => "settling",
+        State::Stable => "stable",
+        State::Adapting => "adapting",
+        State::Paused => "paused",
+    }
+}
+
+struct Ctl {
+    sym: Symbiosis,
+    buf: Vec<BlockAccess>,
+    costs_source: CostsSource,
+    /// Probe calibration still to do (auto costs on a real file system).
+    probe_dir: Option<PathBuf>,
+    compression: Compression,
+    /// Counter values at the last live-cost check: (second n, second ns, device n, device ns).
+    recost_base: (u64, u64, u64, u64),
+    recost_at: u64,
+    /// Miss nanoseconds and accesses of the window in progress.
+    window_ns: (u64, u64),
+    timeline: VecDeque<TierWindow>,
+}
+
+/// The background half (see the module doc).
+pub struct Controller {
+    tiers: Arc<Tiers>,
+    cache: Arc<BlockCache>,
+    budget_bytes: u64,
+    adaptive: bool,
+    sizing: CacheSizing,
+    opened: Instant,
+    ctl: Mutex<Ctl>,
+}
+
+/// Builds the block cache for `opts`: a plain one without a cache budget (`None` controller),
+/// else one wired to [`Tiers`] plus its [`Controller`].
+pub(crate) fn build(
+    opts: &Options,
+    env: &Arc<dyn Env>,
+    dir: &Path,
+) -> Result<(Arc<BlockCache>, Option<Arc<Controller>>)> {
+    let Some(sizing) = opts.cache_sizing.filter(|_| opts.memory_budget > 0) else {
+        return Ok((Arc::new(BlockCache::new(opts.block_cache_size)), None));
+    };
+    let budget = opts.block_cache_size;
+    let app_min = APP_MIN_BYTES.min(budget / 2);
+    let tier = match opts.cache_layout {
+        CacheLayout::Kernel => SecondTier::kernel_default(),
+        CacheLayout::User => SecondTier::Blocks,
+    };
+    let mut ghost = GhostConfig::new(budget, app_min, tier);
+    ghost.sample_inv_rate = opts.cache_sample_inv;
+    let (costs, costs_source) = match opts.cache_miss_costs {
+        CacheMissCosts::Fixed(a, k) => ((a, k), CostsSource::Fixed),
+        CacheMissCosts::Auto => (CACHE_MISS_COSTS_FALLBACK, CostsSource::Fallback),
+    };
+    let mut cfg = SymbiosisConfig::new(
+        ghost,
+        MissCosts {
+            app_miss_ns: costs.0,
+            second_miss_ns: costs.1,
+        },
+    );
+    if let CacheSizing::Static(b) = sizing {
+        // A fixed split: track H_a, H_k and L_e, never simulate or resize.
+        cfg.initial_app_bytes = Some(b.max(app_min));
+        cfg.simulate = false;
+        cfg.reset_policy = false;
+    }
+    let probe_dir = (opts.cache_miss_costs == CacheMissCosts::Auto && env.is_os_filesystem())
+        .then(|| dir.to_path_buf());
+    let ctl = Controller::new(cfg, env.clone(), opts, sizing, costs_source, probe_dir)?;
+    let ctl = Arc::new(ctl);
+    Ok((ctl.cache.clone(), Some(ctl)))
+}
+
+impl Controller {
+    /// A controller over a fresh block cache and second tier.
+    pub fn new(
+        cfg: SymbiosisConfig,
+        env: Arc<dyn Env>,
+        opts: &Options,
+        sizing: CacheSizing,
+        costs_source: CostsSource,
+        probe_dir: Option<PathBuf>,
+    ) -> Result<Controller> {
+        let budget = cfg.ghost.memory_bytes;
+        let sym = Symbiosis::new(cfg)
+            .map_err(|e| Error::InvalidArgument(format!("cache sizing: {e}")))?;
+        let app = sym.app_target_bytes();
+        let tiers = Arc::new(Tiers::new(
+            opts.cache_layout,
+            opts.block_size as u64,
+            env,
+            budget - app,
+        ));
+        let cache = Arc::new(BlockCache::with_tiers(app, tiers.clone()));
+        Ok(Controller {
+            tiers,
+            cache,
+            budget_bytes: budget,
+            adaptive: sizing == CacheSizing::Adaptive,
+            sizing,
+            opened: Instant::now(),
+            ctl: Mutex::new(Ctl {
+                sym,
+                buf: Vec::new(),
+                costs_source,
+                probe_dir,
+                compression: opts.compression,
+                recost_base: (0, 0, 0, 0),
+                recost_at: RECOST_ACCESSES,
+                window_ns: (0, 0),
+                timeline: VecDeque::new(),
+            }),
+        })
+    }
+
+    /// The block cache this controller sizes.
+    pub fn cache(&self) -> &Arc<BlockCache> {
+        &self.cache
+    }
+
+    /// The background loop: pump every [`PUMP_INTERVAL`] until `stop` is set.
+    pub fn run(&self, stop: &AtomicBool) {
+        while !stop.load(Ordering::Acquire) {
+            self.maybe_probe_costs();
+            self.pump();
+            std::thread::sleep(PUMP_INTERVAL);
+        }
+    }
+
+    /// Feeds every logged access to the controller and applies what it decides. Returns the
+    /// number of accesses fed. Deterministic given the log's contents (tests call it directly).
+    pub fn pump(&self) -> usize {
+        let mut g = self.ctl.lock();
+        let ctl = &mut *g;
+        self.tiers.log.drain_into(&mut ctl.buf);
+        let n = ctl.buf.len();
+        let mut buf = std::mem::take(&mut ctl.buf);
+        for a in buf.drain(..) {
+            ctl.window_ns.0 += a.latency_ns.filter(|_| !a.app_hit).unwrap_or(0);
+            ctl.window_ns.1 += 1;
+            let windows_before = ctl.sym.stats().windows;
+            let decided = ctl.sym.record(&a);
+            if ctl.sym.stats().windows != windows_before {
+                self.close_window(ctl);
+            }
+            if let (Some(m_a), true) = (decided, self.adaptive) {
+                self.apply(m_a);
+            }
+        }
+        ctl.buf = buf;
+        self.maybe_recost(ctl);
+        n
+    }
+
+    fn close_window(&self, ctl: &mut Ctl) {
+        let (ns, n) = std::mem::take(&mut ctl.window_ns);
+        let Some(w) = ctl.sym.timeline().last().copied() else {
+            return;
+        };
+        ctl.timeline.push_back(TierWindow {
+            ms: u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX),
+            accesses: w.accesses,
+            app_bytes: w.app_bytes,
+            h_a: w.h_a,
+            h_k: w.h_k,
+            le_model_ns: w.le_ns,
+            le_measured_ns: if n == 0 {
+                f64::NAN
+            } else {
+                ns as f64 / n as f64
+            },
+            state: state_name(w.state),
+        });
+        if ctl.timeline.len() > TIMELINE_STATS_MAX {
+            ctl.timeline.pop_front();
+        }
+    }
+
+    /// Sets M_a by hand (a static split changed at run time; an adaptive controller may move it
+    /// again at its next decision). The second tier gets the rest of the budget.
+    pub fn resize(&self, app_bytes: u64) {
+        self.apply(app_bytes);
+    }
+
+    /// The cache budget M, bytes.
+    pub fn budget_bytes(&self) -> u64 {
+        self.budget_bytes
+    }
+
+    /// Resizes both tiers to M_a = `app_bytes` (the second tier gets the rest of the budget).
+    fn apply(&self, app_bytes: u64) {
+        let app = app_bytes.min(self.budget_bytes);
+        let before = self.cache.stats().capacity_bytes;
+        match &self.tiers.compressed {
+            Some(cc) if app > before => {
+                cc.set_capacity(self.budget_bytes - app);
+                self.cache.set_capacity(app);
+            }
+            Some(cc) => {
+                self.cache.set_capacity(app);
+                cc.set_capacity(self.budget_bytes - app);
+            }
+            None => self.cache.set_capacity(app),
+        }
+        if app < before {
+            release_free_heap();
+        }
+    }
+
+    fn maybe_probe_costs(&self) {
+        let (dir, compression, block) = {
+            let g = self.ctl.lock();
+            let Some(dir) = g.probe_dir.clone() else {
+                return;
+            };
+            if g.sym.stats().windows == 0 {
+                // Calibrate once a first Tracker window (65 536 block reads) is complete, so a
+                // short-lived open (`attune kv get`) never pays for the probe.
+                return;
+            }
+            (dir, g.compression, self.tiers.block_bytes as usize)
+        };
+        let sample = synthetic_block(block);
+        let packed = compress(compression, &sample);
+        let stored = packed.len().max(512);
+        let result =
+            attune_cache::calibrate::calibrate(&dir, PROBE_BYTES, stored, PROBE_REPS, || {
+                decompress(compression, &packed, sample.len())
+            });
+        let mut g = self.ctl.lock();
+        g.probe_dir = None;
+        if let Ok(c) = result {
+            let costs = MissCosts {
+                app_miss_ns: c.app_miss_ns,
+                second_miss_ns: c.second_miss_ns,
+            };
+            if g.sym.set_miss_costs(costs).is_ok() && g.costs_source == CostsSource::Fallback {
+                g.costs_source = CostsSource::Probe;
+                // The round under way ranks candidates with the old costs: simulate again.
+                let _ = g.sym.request_round();
+            }
+        }
+        // A failed probe (full disk, read-only directory) keeps the fallback costs; live
+        // re-costing below still corrects them once reads of both kinds were timed.
+    }
+
+    /// Replaces C_a / C_k by the means of live timed reads when they drifted (auto costs only).
+    fn maybe_recost(&self, ctl: &mut Ctl) {
+        if ctl.costs_source == CostsSource::Fixed {
+            return;
+        }
+        let acc = ctl.sym.stats().accesses;
+        if acc < ctl.recost_at {
+            return;
+        }
+        ctl.recost_at = acc + RECOST_ACCESSES;
+        let c = &self.tiers.counters;
+        let now = (
+            c.second_hits.load(Ordering::Relaxed),
+            c.second_ns.load(Ordering::Relaxed),
+            c.device_reads.load(Ordering::Relaxed),
+            c.device_ns.load(Ordering::Relaxed),
+        );
+        let b = ctl.recost_base;
+        let (sn, sns, dn, dns) = (now.0 - b.0, now.1 - b.1, now.2 - b.2, now.3 - b.3);
+        if sn < RECOST_SAMPLES_MIN || dn < RECOST_SAMPLES_MIN {
+            return; // keep accumulating
+        }
+        ctl.recost_base = now;
+        let c_a = sns as f64 / sn as f64;
+        let c_k = dns as f64 / dn as f64 - c_a;
+        if !(c_a > 0.0 && c_k > 0.0) {
+            return;
+        }
+        let cur = ctl.sym.config().costs;
+        let drift = |new: f64, old: f64| (new - old).abs() > RECOST_CHANGE * old;
+        if drift(c_a, cur.app_miss_ns) || drift(c_k, cur.second_miss_ns) {
+            let costs = MissCosts {
+                app_miss_ns: c_a,
+                second_miss_ns: c_k,
+            };
+            if ctl.sym.set_miss_costs(costs).is_ok() {
+                ctl.costs_source = CostsSource::Live;
+                // New costs move L_e and may move the best split: simulate again (a no-op while
+                // a round runs; that round finishes with the new costs).
+                let _ = ctl.sym.request_round();
+            }
+        }
+    }
+
+    /// A snapshot for `DB::stats()`.
+    pub fn stats(&self) -> CacheTierStats {
+        let g = self.ctl.lock();
+        let s = g.sym.stats();
+        let c = &self.tiers.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (ah, sh, dr, ur) = (
+            load(&c.app_hits),
+            load(&c.second_hits),
+            load(&c.device_reads),
+            load(&c.unknown_reads),
+        );
+        let total = ah + sh + dr + ur;
+        let miss_ns = load(&c.second_ns) + load(&c.device_ns) + load(&c.unknown_ns);
+        let app_bytes = self.cache.stats().capacity_bytes;
+        let costs = g.sym.config().costs;
+        let rounds = g.sym.rounds();
+        let le_predicted_ns = rounds.last().and_then(|r| {
+            r.candidates
+                .iter()
+                .find(|(p, _)| p.app_bytes == app_bytes)
+                .map(|(_, le)| *le)
+        });
+        let timeline: Vec<TierWindow> = g.timeline.iter().copied().collect();
+        CacheTierStats {
+            layout: match self.tiers.layout {
+                CacheLayout::Kernel => "kernel",
+                CacheLayout::User => "user",
+            },
+            sizing: self.sizing.describe(),
+            budget_bytes: self.budget_bytes,
+            app_bytes,
+            second_bytes: self.budget_bytes.saturating_sub(app_bytes),
+            compressed: self.tiers.compressed_stats(),
+            app_hits: ah,
+            second_hits: sh,
+            device_reads: dr,
+            unknown_reads: ur,
+            h_a: if total == 0 {
+                0.0
+            } else {
+                ah as f64 / total as f64
+            },
+            h_k: if sh + dr == 0 {
+                0.0
+            } else {
+                sh as f64 / (sh + dr) as f64
+            },
+            app_miss_ns: costs.app_miss_ns,
+            second_miss_ns: costs.second_miss_ns,
+            costs_source: g.costs_source.name(),
+            le_model_ns: timeline.last().map(|w| w.le_model_ns),
+            le_measured_ns: if total == 0 {
+                0.0
+            } else {
+                miss_ns as f64 / total as f64
+            },
+            le_predicted_ns,
+            state: state_name(s.state),
+            rounds: s.rounds,
+            adoptions: s.adoptions,
+            reverts: s.reverts,
+            restarts: s.restarts,
+            ghost_bytes: s.ghost_bytes,
+            ghost_bytes_peak: rounds.iter().map(|r| r.ghost_bytes_peak).max().unwrap_or(0),
+            accesses_recorded: s.accesses,
+            accesses_dropped: self.tiers.log.dropped.load(Ordering::Relaxed),
+            mrc: g.sym.mrc().to_vec(),
+            last_round: rounds.last().map_or_else(Vec::new, |r| {
+                r.candidates
+                    .iter()
+                    .map(|(p, le)| (p.app_bytes, p.h_a, p.h_k, *le))
+                    .collect()
+            }),
+            last_round_measured_le_ns: rounds.last().map(|r| r.measured_le_ns),
+            timeline,
+        }
+    }
+}
+
+/// Returns freed heap pages to the OS so that the page cache can use them. The engine uses the
+/// system allocator; glibc keeps freed memory in its arenas until `malloc_trim`. Other C
+/// libraries (musl) return large frees by themselves and have nothing to purge.
+fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free arena memory; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// A block-sized buffer that compresses about 2:1 (half repeated text, half pseudo-random).
+fn synthetic_block(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..len)
+        .map(|i| {
+            if (i / 64) % 2 == 0 {
+                b"attune-cache-probe-"[i % 19]
+            } else {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            }
+        })
+        .collect()
+}
+
+fn compress(c: Compression, data: &[u8]) -> Vec<u8> {
+    match c {
+        Compression::None => data.to_vec(),
+        Compression::Lz4 => lz4_flex::block::compress(data),
+        Compression::Zstd => zstd::bulk::compress(data, 3).unwrap_or_else(|_| data.to_vec()),
+    }
+}
+
+fn decompress(c: Compression, packed: &[u8], len: usize) -> usize {
+    let out = match c {
+        Compression::None => Ok(packed.to_vec()),
+        Compression::Lz4 => lz4_flex::block::decompress(packed, len).map_err(|_| ()),
+        Compression::Zstd => zstd::bulk::decompress(packed, len).map_err(|_| ()),
+    };
+    out.map_or(0, |v| std::hint::black_box(v).len())
+}

@@ -1,0 +1,133 @@
+"""CLI verb `attune cache mrc PATH`: the miss-ratio curve of a live read workload.
+
+Opens the database at PATH with a cache budget (adaptive sizing, so the Symbiosis ghosts run),
+replays a read workload over its keys (drawn from the repository's workload library), and prints
+the block cache's LRU miss-ratio curve that the controller measured on those reads (stack
+distances over sampled key groups), with the split it chose. ``--json`` prints one object.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tqdm import tqdm
+
+import attune
+from attune import workload
+
+KEYS_MAX = 2_000_000  # keys read into memory to draw requests from (bounded: ~100 MB at most)
+
+
+def _parse_options(pairs: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p in pairs or []:
+        if "=" not in p:
+            raise attune.InvalidArgumentError(f"option {p!r} must look like key=value")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _mrc(args) -> int:
+    if args.reads <= 0:
+        raise attune.InvalidArgumentError("--reads must be > 0")
+    options = _parse_options(args.option)
+    options.setdefault("memory_budget", args.memory_budget)
+    options.setdefault("cache_sizing", "adaptive")
+    options.setdefault("create_if_missing", "false")
+    with attune.DB(args.path, **options) as db:
+        keys: list[bytes] = []
+        for item in db.items():
+            keys.append(item[0])
+            if len(keys) >= KEYS_MAX:
+                break
+        if not keys:
+            raise attune.InvalidArgumentError(f"{args.path} holds no keys to read")
+        stream = workload.iter_requests(args.distribution, len(keys), args.reads, args.seed)
+        found = 0
+        with tqdm(total=args.reads, desc="reads", unit="op", disable=args.json) as bar:
+            for i, r in enumerate(stream):
+                found += db.get(keys[r]) is not None
+                if i % 4096 == 4095:
+                    bar.update(4096)
+            bar.update(args.reads % 4096)
+        tiers = db.stats()["cache_tiers"]
+    if tiers is None:
+        raise attune.InvalidArgumentError("cache sizing is off (memory_budget=0)")
+    curve = [{"cache_bytes": b, "miss_ratio": r} for b, r in tiers["mrc"]]
+    result = {
+        "path": args.path,
+        "reads": args.reads,
+        "found": found,
+        "distribution": args.distribution,
+        "keys": len(keys),
+        "layout": tiers["layout"],
+        "budget_bytes": tiers["budget_bytes"],
+        "app_bytes": tiers["app_bytes"],
+        "rounds": tiers["rounds"],
+        "adoptions": tiers["adoptions"],
+        "h_a": tiers["h_a"],
+        "h_k": tiers["h_k"],
+        "mrc": curve,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"{len(keys)} keys, {args.reads} reads ({args.distribution}); cache budget "
+        f"{_human(tiers['budget_bytes'])} ({tiers['layout']} layout), block cache now "
+        f"{_human(tiers['app_bytes'])}; rounds {tiers['rounds']}, adoptions {tiers['adoptions']}"
+    )
+    if not curve:
+        print(
+            "no simulation round finished yet: run more --reads, or sample more densely "
+            "(-o cache_sample_inv=8)"
+        )
+        return 0
+    step = max(1, len(curve) // args.points)
+    print(f"\n{'block cache':>12}  miss ratio")
+    for p in curve[::step]:
+        bar = "#" * round(40 * p["miss_ratio"])
+        print(f"{_human(p['cache_bytes']):>12}  {p['miss_ratio']:.3f} {bar}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "cache",
+        help="inspect the adaptive block cache (Symbiosis) of an Attune database",
+    )
+    cs = p.add_subparsers(dest="cache_verb", metavar="COMMAND", required=True)
+    m = cs.add_parser(
+        "mrc",
+        help="print the miss-ratio curve of a read workload on a database",
+        description="Replays reads over PATH's keys with adaptive cache sizing on and prints "
+        "the block cache's miss-ratio curve measured by the ghost simulation.",
+    )
+    m.add_argument("path", metavar="PATH", help="database directory")
+    m.add_argument("--reads", type=int, default=1_000_000, help="reads to replay (1000000)")
+    m.add_argument(
+        "--distribution",
+        default="zipfian:0.99",
+        help="request distribution over the keys (zipfian:0.99, uniform, hotspot:0.2:0.8, ...)",
+    )
+    m.add_argument("--memory-budget", default="64MiB", help="memory_budget to open with (64MiB)")
+    m.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    m.add_argument("--points", type=int, default=16, help="curve points to print (16)")
+    m.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="DB option, e.g. -o cache_layout=user -o cache_sample_inv=8",
+    )
+    m.add_argument("--json", action="store_true", help="print one JSON object")
+    m.set_defaults(func=_mrc)
