@@ -526,7 +526,10 @@ impl Options {
             ));
         }
         if !(1..=4096).contains(&o.learned_delta) {
-            return bad(format!("learned_delta {} outside 1..=4096", o.learned_delta));
+            return bad(format!(
+                "learned_delta {} outside 1..=4096",
+                o.learned_delta
+            ));
         }
         if o.learned_wait_ms > 3_600_000 {
             return bad(format!(

@@ -686,7 +686,18 @@ pub struct TableIter {
     data: Option<BlockIter>,
     error: Option<Error>,
     fill_cache: bool,
+    /// File offset up to which read-ahead was requested (forward iteration).
+    readahead_to: u64,
+    /// Size of the next read-ahead request.
+    readahead_len: u64,
 }
+
+/// Read-ahead of a table iterator: it starts at 64 KiB when the iterator enters a region it has
+/// not asked for and doubles on each further request up to 1 MiB, so a short range scan reads
+/// little and a long scan or a compaction reads the file in large requests, although table
+/// mappings are advised random access (see `env::posix`).
+const ITER_READAHEAD_MIN: u64 = 64 << 10;
+const ITER_READAHEAD_MAX: u64 = 1 << 20;
 
 impl TableIter {
     pub fn new(table: Arc<Table>, fill_cache: bool) -> Self {
@@ -697,6 +708,8 @@ impl TableIter {
             data: None,
             error: None,
             fill_cache,
+            readahead_to: 0,
+            readahead_len: ITER_READAHEAD_MIN,
         }
     }
 
@@ -706,7 +719,25 @@ impl TableIter {
             return;
         }
         match decode_index_value(self.index.value()) {
-            Some((h, _)) => match self.table.block(h, self.fill_cache) {
+            Some((h, _)) => match {
+                let end = h.offset.saturating_add(h.size);
+                let sequential = h.offset <= self.readahead_to
+                    && h.offset + ITER_READAHEAD_MAX >= self.readahead_to;
+                if !sequential {
+                    self.readahead_len = ITER_READAHEAD_MIN;
+                }
+                if end > self.readahead_to || !sequential {
+                    let start = if sequential {
+                        self.readahead_to
+                    } else {
+                        h.offset
+                    };
+                    self.table.file.prefetch(start, self.readahead_len);
+                    self.readahead_to = start.saturating_add(self.readahead_len).max(end);
+                    self.readahead_len = (self.readahead_len * 2).min(ITER_READAHEAD_MAX);
+                }
+                self.table.block(h, self.fill_cache)
+            } {
                 Ok(b) => self.data = Some(BlockIter::new(b)),
                 Err(e) => self.error = Some(e),
             },
