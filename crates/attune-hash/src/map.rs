@@ -290,6 +290,16 @@ impl<K: Hash + Eq, V, S: BuildHasher> VipMap<K, V, S> {
         self.locate(key).map(|(i, _)| &self.nodes[i as usize].value)
     }
 
+    /// Reads `key` mutably without learning, sensing or counting (a plain chain walk).
+    pub fn peek_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (i, _) = self.locate(key)?;
+        self.nodes.get_mut(i as usize).map(|n| &mut n.value)
+    }
+
     /// Whether `key` is present (no learning).
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where

@@ -18,6 +18,7 @@ use crate::compaction::{self, Compaction};
 use crate::env::{Env, FileLock, PosixEnv};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
+use crate::hotkeys::{HotKeyCache, HotKeyStats};
 use crate::iter::{DbIter, InternalIterator, MergingIterator};
 use crate::key::ValueKind;
 use crate::log::{LogReader, LogWriter};
@@ -159,6 +160,8 @@ pub(crate) struct DbInner {
     cache: Arc<BlockCache>,
     counters: Counters,
     shutting_down: AtomicBool,
+    /// Values of hot keys for latest-state gets (`hot_key_cache_bytes`; None when off).
+    hot: Option<HotKeyCache>,
     _lock: Box<dyn FileLock>,
 }
 
@@ -256,6 +259,8 @@ pub struct Stats {
     /// Table files whose records all have one size and sit uncompressed (key + pointer), so a
     /// record's position gives its byte offset.
     pub fixed_layout_files: Vec<u64>,
+    /// Hot-key cache counters (all zero when `hot_key_cache_bytes` is 0).
+    pub hot_key_cache: HotKeyStats,
 }
 
 impl DB {
@@ -372,6 +377,7 @@ impl DB {
             version: versions.current(),
             blobs: blobs.clone(),
         });
+        let hot = HotKeyCache::new(opts.hot_key_cache_bytes);
         let inner = Arc::new(DbInner {
             env,
             dir,
@@ -407,6 +413,7 @@ impl DB {
             cache,
             counters: Counters::default(),
             shutting_down: AtomicBool::new(false),
+            hot,
             _lock: lock,
         });
         {
@@ -1107,6 +1114,11 @@ impl DbInner {
             let (kind, k, v) =
                 item.ok_or_else(|| (Error::InvalidArgument("malformed batch".into()), true))?;
             mem.add(seq, kind, k, v);
+            if let Some(h) = &self.hot {
+                // Before the group's sequence is published (write_inner), so no reader that
+                // can see this write finds the old value cached.
+                h.invalidate(k, seq);
+            }
             if !separate {
                 user_bytes += (k.len() + v.len()) as u64;
             }
@@ -1202,23 +1214,28 @@ impl DbInner {
     }
 
     fn get(&self, key: &[u8], ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        // The hot-key cache answers latest-state reads only (hotkeys.rs has the rules).
+        let hot = self.hot.as_ref().filter(|_| ro.snapshot.is_none());
+        if let Some(v) = hot.and_then(|h| h.get(key)) {
+            self.counters.gets.fetch_add(1, Ordering::Relaxed);
+            self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(v));
+        }
         let sv = self.sv.read().clone();
         let seq = ro
             .snapshot
             .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
-        match self.lookup(&sv, key, seq)? {
-            Lookup::Found(v) => {
-                self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(v))
-            }
-            Lookup::Blob(p) => {
-                let v = self.read_blob(&sv.blobs, key, &p)?;
-                self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(v))
-            }
-            _ => Ok(None),
+        let v = match self.lookup(&sv, key, seq)? {
+            Lookup::Found(v) => v,
+            Lookup::Blob(p) => self.read_blob(&sv.blobs, key, &p)?,
+            _ => return Ok(None),
+        };
+        self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
+        if let Some(h) = hot {
+            h.offer(key, &v, seq);
         }
+        Ok(Some(v))
     }
 
     fn read_blob(&self, blobs: &BlobSet, key: &[u8], p: &BlobPointer) -> Result<Vec<u8>> {
@@ -1941,6 +1958,11 @@ impl DbInner {
             gc_bytes_reclaimed: st.gc.bytes_reclaimed,
             gc_max_pause_micros: st.gc.max_pause_micros,
             fixed_layout_files,
+            hot_key_cache: self
+                .hot
+                .as_ref()
+                .map(HotKeyCache::stats)
+                .unwrap_or_default(),
         }
     }
 }

@@ -98,6 +98,10 @@ pub struct Options {
     /// Accepted for compatibility; tables stay open while live files list them (RocksDB's
     /// default, max_open_files = -1). Default 1000.
     pub max_open_files: usize,
+    /// Bytes of the hot-key cache (value bytes of frequently read keys in VIP hash tables in
+    /// front of the read path, `hotkeys.rs`); 0 turns it off. Default 0 (off) until a
+    /// benchmark shows a win for a workload (docs/vip-hashing.md).
+    pub hot_key_cache_bytes: u64,
 }
 
 impl Default for Options {
@@ -128,6 +132,7 @@ impl Default for Options {
             blob_gc_space_amp: 1.5,
             blob_gc_garbage_ratio: 0.25,
             blob_prefetch_depth: 16,
+            hot_key_cache_bytes: 0,
         }
     }
 }
@@ -204,6 +209,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "blob_gc_space_amp",
     "blob_gc_garbage_ratio",
     "blob_prefetch_depth",
+    "hot_key_cache_bytes",
 ];
 
 impl Options {
@@ -237,6 +243,7 @@ impl Options {
             "blob_gc_space_amp" => self.blob_gc_space_amp = parse_num(key, value)?,
             "blob_gc_garbage_ratio" => self.blob_gc_garbage_ratio = parse_num(key, value)?,
             "blob_prefetch_depth" => self.blob_prefetch_depth = parse_num(key, value)?,
+            "hot_key_cache_bytes" => self.hot_key_cache_bytes = parse_size(value)?,
             _ => {
                 return Err(Error::InvalidArgument(format!(
                     "unknown option {key:?}; valid options: {}",
@@ -316,6 +323,12 @@ impl Options {
                 o.blob_prefetch_depth
             ));
         }
+        if o.hot_key_cache_bytes != 0 && o.hot_key_cache_bytes < 16 << 10 {
+            return bad(format!(
+                "hot_key_cache_bytes {} is below 16 KiB (use 0 to turn the cache off)",
+                o.hot_key_cache_bytes
+            ));
+        }
         o.max_open_files = o.max_open_files.max(16);
         Ok(o)
     }
@@ -367,6 +380,7 @@ impl Options {
                 self.blob_gc_garbage_ratio.to_string(),
             ),
             ("blob_prefetch_depth", self.blob_prefetch_depth.to_string()),
+            ("hot_key_cache_bytes", self.hot_key_cache_bytes.to_string()),
         ]
     }
 }
