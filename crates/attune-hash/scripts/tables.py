@@ -108,8 +108,7 @@ def learned_vs_ideal(rows262k, rows1m) -> None:
             )[z]
             vals = [s["vip"]["ops_per_sec"] / s["chained"]["ops_per_sec"] for s in seeds]
             print(
-                f"\nPer-seed VIP/chained, {keys} keys, zipf {z}: "
-                + ", ".join(fmt(v) for v in vals)
+                f"\nPer-seed VIP/chained, {keys} keys, zipf {z}: " + ", ".join(fmt(v) for v in vals)
             )
 
 

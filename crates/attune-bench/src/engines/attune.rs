@@ -162,6 +162,17 @@ impl Engine for AttuneEngine {
         let st = self.db.stats();
         s["write_amp"] = json!(st.write_amplification);
         s["level_files"] = json!(st.level_files);
+        let h = &st.hot_key_cache;
+        if h.capacity_bytes > 0 {
+            s["hot_key_cache"] = json!({
+                "hits": h.hits,
+                "misses": h.misses,
+                "bytes": h.bytes,
+                "entries": h.entries,
+                "admissions": h.admissions,
+                "evictions": h.evictions,
+            });
+        }
         s
     }
 
