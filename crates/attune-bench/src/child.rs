@@ -171,6 +171,12 @@ pub fn run(job: &Job) -> Result<()> {
         r
     });
     let phase = phase?;
+    // Counters that only mean something after the phase (Attune's hot-key cache) replace the
+    // values seen at open.
+    let mut settings = settings;
+    if let Some(h) = db.settings().get("hot_key_cache") {
+        settings["hot_key_cache"] = h.clone();
+    }
     db.close()?;
     let io1 = metrics::io_bytes();
     let cpu1 = metrics::cpu_seconds();

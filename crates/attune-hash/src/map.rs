@@ -715,6 +715,11 @@ impl<K: Hash + Eq, V, S: BuildHasher> VipMap<K, V, S> {
         self.nodes.iter().map(|n| (&n.key, &n.value))
     }
 
+    /// All values, mutably, in arena order (no learning; keys and chain order stay as they are).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.nodes.iter_mut().map(|n| &mut n.value)
+    }
+
     /// Keys of bucket `b` from head to tail (empty when `b` is out of range).
     pub fn chain(&self, b: usize) -> Vec<&K> {
         let mut out = Vec::new();

@@ -10,9 +10,17 @@
 //! requested most and move them to the fronts of their chains.
 //!
 //! Bounds: resident entries are charged `key + value + RESIDENT_OVERHEAD` bytes against three
-//! quarters of `hot_key_cache_bytes` and evicted by CLOCK (second chance: a hit sets a reference
-//! bit); ghosts are charged [`GHOST_BYTES`] each against the remaining quarter and dropped
-//! oldest first. A value larger than an eighth of a shard's share is never admitted.
+//! quarters of `hot_key_cache_bytes` and evicted by CLOCK (a hit sets a reference bit; the hand
+//! clears bits and stops at the first entry without one); ghosts are charged [`GHOST_BYTES`]
+//! each against the remaining quarter and dropped oldest first. A value larger than an eighth
+//! of a shard's share is never admitted.
+//!
+//! Popularity counts: every entry counts its requests (ghosts while they wait, residents on
+//! hits), and all counts of a shard are halved every [`AGING_FACTOR`] × its capacity in
+//! entries requests (TinyLFU's reset), so they measure recent popularity. When the cache is
+//! full, a candidate is admitted only if its count exceeds that of the entry CLOCK would evict
+//! (TinyLFU's admission duel); otherwise it stays a ghost and the resident stays put, so keys
+//! read a few times do not push out keys that are read all the time.
 //!
 //! Correctness (the cache never serves a value older than the latest acknowledged write):
 //! * Every write path (put, delete, write batch, garbage-collection rewrites of value-log
@@ -43,6 +51,9 @@ pub const ADMIT_REQUESTS: u32 = 2;
 /// Bytes charged per resident entry on top of its key and value (default 96: a VIP node of a
 /// fingerprint and a slot, about 64 bytes, its bucket share and CLOCK queue slot).
 pub const RESIDENT_OVERHEAD: usize = 96;
+/// Counts of a shard are halved every `AGING_FACTOR × entries` requests to it (default 10,
+/// TinyLFU's sample size W = 10 × the cache's entries).
+pub const AGING_FACTOR: u64 = 10;
 /// Bytes charged per ghost (default 80: a VIP node and its FIFO slot).
 pub const GHOST_BYTES: usize = 80;
 
@@ -69,6 +80,9 @@ pub struct HotKeyStats {
     pub invalidations: u64,
     /// Offers refused because a write to the shard overtook the read.
     pub stale_offers: u64,
+    /// Admissions refused because the cache was full and the candidate had no more requests
+    /// than the entry CLOCK would evict.
+    pub rejected: u64,
 }
 
 enum Slot {
@@ -80,6 +94,9 @@ enum Slot {
         value: Box<[u8]>,
         /// Admission number, so that CLOCK queue slots of dropped entries are recognised.
         generation: u64,
+        /// Requests (aged with the shard's other counts).
+        count: u32,
+        /// Hit since the CLOCK hand last passed.
         referenced: bool,
     },
 }
@@ -99,6 +116,7 @@ struct Shard {
     /// Highest sequence of a write invalidated in this shard.
     write_seq: u64,
     next_generation: u64,
+    requests_since_aging: u64,
     stats: HotKeyStats,
 }
 
@@ -140,6 +158,7 @@ impl HotKeyCache {
                     max_entry: resident_budget / 8,
                     write_seq: 0,
                     next_generation: 0,
+                    requests_since_aging: 0,
                     stats: HotKeyStats::default(),
                 }))
             })
@@ -164,9 +183,11 @@ impl HotKeyCache {
             Some(Slot::Resident {
                 key: k,
                 value,
+                count,
                 referenced,
                 ..
             }) if **k == *key => {
+                *count = count.saturating_add(1);
                 *referenced = true;
                 Some(value.to_vec())
             }
@@ -180,6 +201,10 @@ impl HotKeyCache {
             sh.stats.hits += 1;
         } else {
             sh.stats.misses += 1;
+        }
+        sh.requests_since_aging += 1;
+        if sh.requests_since_aging >= AGING_FACTOR * (sh.residents as u64).max(64) {
+            sh.age_counts();
         }
         found
     }
@@ -217,11 +242,24 @@ impl HotKeyCache {
                 if requests < ADMIT_REQUESTS || cost > sh.max_entry {
                     return;
                 }
+                if sh.resident_bytes + cost > sh.resident_budget {
+                    // Full: the candidate must out-request the entry CLOCK would evict.
+                    if let Some(victim_count) = sh.clock_victim() {
+                        if requests <= victim_count {
+                            sh.stats.rejected += 1;
+                            return;
+                        }
+                    }
+                }
+                let Some(slot) = sh.map.peek_mut(&fp) else {
+                    return;
+                };
                 let generation = sh.next_generation;
                 *slot = Slot::Resident {
                     key: key.into(),
                     value: value.into(),
                     generation,
+                    count: requests,
                     referenced: false,
                 };
                 sh.next_generation += 1;
@@ -280,12 +318,51 @@ impl HotKeyCache {
             t.evictions += st.evictions;
             t.invalidations += st.invalidations;
             t.stale_offers += st.stale_offers;
+            t.rejected += st.rejected;
         }
         t
     }
 }
 
 impl Shard {
+    /// Moves the CLOCK hand to the entry it would evict next (dropping stale slots, clearing
+    /// reference bits on the way, at most two turns) and returns that entry's count.
+    fn clock_victim(&mut self) -> Option<u32> {
+        let mut budget = 2 * self.clock.len() + 1;
+        while let Some(&(fp, generation)) = self.clock.front() {
+            budget = budget.checked_sub(1)?;
+            match self.map.peek_mut(&fp) {
+                Some(Slot::Resident {
+                    generation: g,
+                    referenced,
+                    count,
+                    ..
+                }) if *g == generation => {
+                    if !*referenced {
+                        return Some(*count);
+                    }
+                    *referenced = false;
+                    self.clock.rotate_left(1);
+                }
+                _ => {
+                    self.clock.pop_front();
+                }
+            }
+        }
+        None
+    }
+
+    /// Halves every count of the shard (TinyLFU's reset: counts follow recent popularity).
+    fn age_counts(&mut self) {
+        self.requests_since_aging = 0;
+        for slot in self.map.values_mut() {
+            match slot {
+                Slot::Ghost { requests } => *requests /= 2,
+                Slot::Resident { count, .. } => *count /= 2,
+            }
+        }
+    }
+
     /// CLOCK: evicts unreferenced residents (clearing reference bits as the hand passes) until
     /// the resident bytes fit the budget.
     fn evict_to_budget(&mut self) {
@@ -414,7 +491,7 @@ mod tests {
     }
 
     #[test]
-    fn referenced_entries_survive_a_clock_pass() {
+    fn frequently_hit_entries_survive_a_stream_of_new_keys() {
         let c = HotKeyCache::new(SHARDS as u64 * 4096).unwrap();
         // Fill one key, keep touching it while many others stream through.
         admit(&c, b"hot", b"h", 1);

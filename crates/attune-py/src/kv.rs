@@ -582,6 +582,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
     hot.set_item("evictions", h.evictions)?;
     hot.set_item("invalidations", h.invalidations)?;
     hot.set_item("stale_offers", h.stale_offers)?;
+    hot.set_item("rejected", h.rejected)?;
     d.set_item("hot_key_cache", hot)?;
     let opts = PyDict::new(py);
     for (k, v) in o.describe() {

@@ -171,6 +171,7 @@ impl Engine for AttuneEngine {
                 "entries": h.entries,
                 "admissions": h.admissions,
                 "evictions": h.evictions,
+                "rejected": h.rejected,
             });
         }
         s
