@@ -176,6 +176,12 @@ pub fn run(job: &Job) -> Result<()> {
         // What the cache-sizing controller saw during the phase (Attune with memory_budget).
         settings["cache_tiers"] = t.clone();
     }
+    // Counters that only mean something after the phase (Attune's hot-key cache) replace the
+    // values seen at open.
+    let mut settings = settings;
+    if let Some(h) = db.settings().get("hot_key_cache") {
+        settings["hot_key_cache"] = h.clone();
+    }
     db.close()?;
     let io1 = metrics::io_bytes();
     let cpu1 = metrics::cpu_seconds();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates benches/results/hash-*.jsonl (every number in docs/vip-hashing.md).
-# Usage: crates/attune-hash/scripts/bench-all.sh [roofline|lf|adaptive|join|big|all]
+# Usage: crates/attune-hash/scripts/bench-all.sh [roofline|lf|adaptive|adaptive1m|join|big|all]
 # Every setting runs with three seeds (key set, popularity ranks and stream); docs report medians.
 # Sizes are scaled so that the set runs in a few minutes on a shared 2-core machine.
 set -euo pipefail
@@ -26,12 +26,20 @@ if [[ $what == adaptive || $what == all ]]; then
   rm -f $R/hash-adaptive.jsonl
   A="--mode adaptive --keys 262144 --operations 30000000 --json $R/hash-adaptive.jsonl"
   S="--seed 1,2,3"
-  # The static-popularity pair carries the two targets (zipf 0 and 1): five seeds.
-  $PIN $B $A --seed 1,2,3,4,5 --zipf 0,1
+  # The static-popularity pair carries the two targets (zipf 0 and 1): five seeds. vip-oracle
+  # (the roofline's build on the same stream) and vip-no-gather show what learning leaves out.
+  $PIN $B $A --seed 1,2,3,4,5 --zipf 0,1 \
+    --tables vip,vip-no-gather,vip-oracle,chained,hashbrown
   $PIN $B $A $S --zipf 1 --churn 25:6000000
   $PIN $B $A $S --zipf 1 --churn 50:600000
   $PIN $B $A $S --zipf 1 --mix 98:1:1
   $PIN $B $A --zipf 0 --tables vip-learn-always,chained
+fi
+if [[ $what == adaptive1m || $what == all ]]; then
+  rm -f $R/hash-adaptive-1m.jsonl
+  # The chapter's table size (1M keys): the arena (24 MB) no longer fits in L3.
+  $PIN $B --mode adaptive --keys 1000000 --operations 60000000 --seed 1,2,3 --zipf 0,1 \
+    --tables vip,vip-no-gather,vip-oracle,chained,hashbrown --json $R/hash-adaptive-1m.jsonl
 fi
 if [[ $what == join || $what == all ]]; then
   rm -f $R/hash-join.jsonl

@@ -67,6 +67,51 @@ def table(rows, title, key, key_names, metric="ops_per_sec"):
         )
 
 
+def learned_vs_ideal(rows262k, rows1m) -> None:
+    """Adaptive VIP against its ideal (vip-oracle) and without gathering (vip-no-gather)."""
+    names = ("vip", "vip-no-gather", "vip-oracle")
+    sets = [("262144", rows262k), ("1000000", rows1m)]
+    if not any(any(r["table"] == "vip-oracle" for r in rs) for _, rs in sets):
+        return
+    print("\n#### Static adaptive pair: learned order vs the ideal (ratios to chained, medians)\n")
+    print("| keys | zipf | seeds | VIP | VIP without gather | oracle | disp VIP | disp oracle |")
+    print("|---|---|---|---|---|---|---|---|")
+    for keys, rs in sets:
+        rs = [r for r in rs if r["churn"] is None and r["mix"] == "100:0:0"]
+        for z, per_seed in sorted(by_setting(rs, lambda r: r["zipf"]).items()):
+            if not all("vip-oracle" in s for s in per_seed):
+                continue
+
+            def ratio(t, per_seed=per_seed):
+                return med(s[t]["ops_per_sec"] / s["chained"]["ops_per_sec"] for s in per_seed)
+
+            def disp(t, per_seed=per_seed):
+                return med(s[t]["avg_displacement"] for s in per_seed)
+
+            cells = " | ".join(fmt(ratio(t)) for t in names)
+            print(
+                f"| {keys} | {z} | {len(per_seed)} | {cells} "
+                f"| {fmt(disp('vip'), 3)} | {fmt(disp('vip-oracle'), 3)} |"
+            )
+    for keys, rs in sets:
+        for z in (0, 1):
+            per = [
+                r["ops_per_sec"]
+                for r in rs
+                if r["zipf"] == z and r["churn"] is None and r["mix"] == "100:0:0"
+            ]
+            if not per:
+                continue
+            seeds = by_setting(
+                [r for r in rs if r["zipf"] == z and r["churn"] is None and r["mix"] == "100:0:0"],
+                lambda r: r["zipf"],
+            )[z]
+            vals = [s["vip"]["ops_per_sec"] / s["chained"]["ops_per_sec"] for s in seeds]
+            print(
+                f"\nPer-seed VIP/chained, {keys} keys, zipf {z}: " + ", ".join(fmt(v) for v in vals)
+            )
+
+
 def main() -> None:
     d = Path(sys.argv[1] if len(sys.argv) > 1 else "benches/results")
     table(load(d / "hash-roofline.jsonl"), "Roofline, 1M keys", lambda r: r["zipf"], ["zipf"])
@@ -77,19 +122,22 @@ def main() -> None:
         lambda r: (r["zipf"], r["load_factor_target"]),
         ["zipf", "load factor"],
     )
-    rows = load(d / "hash-adaptive.jsonl")
+    everything = load(d / "hash-adaptive.jsonl")
+    # The learn-always contrast is its own run (with its own chained rows): kept apart.
+    rows = [r for r in everything if "vip-learn-always" not in r["command"]]
     table(
-        [r for r in rows if r["table"] != "vip-learn-always"],
+        [r for r in rows if r["table"] in ("vip", "chained", "hashbrown")],
         "Adaptive, 262144 keys, 30M ops",
         lambda r: (r["zipf"], r["churn"] or "-", r["mix"]),
         ["zipf", "churn", "mix"],
     )
-    for r in rows:
+    for r in everything:
         if r["table"] == "vip-learn-always":
             print(
                 f"\nlearn+adapt on every fetch, zipf {r['zipf']}, seed {r['seed']}: "
                 f"{fmt(r['speedup_vs_chained'])}x the chained throughput"
             )
+    learned_vs_ideal(rows, load(d / "hash-adaptive-1m.jsonl"))
     join = load(d / "hash-join.jsonl")
     table(
         join,

@@ -64,6 +64,10 @@ pub struct VipConfig {
     pub load_factor_min: f64,
     /// Double the buckets when `len > load_factor_max · buckets` after an insert (default 1.5).
     pub load_factor_max: f64,
+    /// At the end of a learn phase, move the requested entries to the front of the node arena,
+    /// most requested first, when they are a concentrated hot set (default true; see
+    /// `VipMap`'s `gather_hot_nodes`). Chain order is unchanged; hot entries share cache lines.
+    pub gather_hot: bool,
 }
 
 impl Default for VipConfig {
@@ -76,6 +80,7 @@ impl Default for VipConfig {
             confidence: CONFIDENCE_DEFAULT,
             load_factor_min: LOAD_FACTOR_MIN_DEFAULT,
             load_factor_max: LOAD_FACTOR_MAX_DEFAULT,
+            gather_hot: true,
         }
     }
 }

@@ -347,3 +347,80 @@ fn bad_bucket_counts_are_rejected() {
         );
     }
 }
+
+#[test]
+fn gathering_hot_entries_moves_them_to_the_arena_front_and_keeps_every_chain() {
+    let n = crate::map::GATHER_MIN_ENTRIES as u64 + 4000;
+    let config = VipConfig {
+        schedule: Schedule::LearnOnce(1200),
+        ..VipConfig::default()
+    };
+    let mut m: VipMap<u64, u64> = VipMap::new(config).expect("config");
+    for k in 0..n {
+        m.insert(k * 7919, k);
+    }
+    let hot = 4242 * 7919;
+    let chains_before: Vec<Vec<u64>> = (0..m.buckets())
+        .map(|b| m.chain(b).into_iter().copied().collect())
+        .collect();
+    // 1100 fetches of one key and one fetch each of 100 others, then the phase ends.
+    for i in 0..1100u64 {
+        assert_eq!(m.get(&hot), Some(&4242));
+        if i < 100 {
+            assert_eq!(m.get(&(i * 7919)), Some(&i));
+        }
+    }
+    m.get(&hot);
+    assert_eq!(m.phase(), Phase::Default);
+    assert_eq!(m.stats().gathers, 1);
+    m.check_invariants().expect("invariants");
+    let front: Vec<u64> = m.iter().take(101).map(|(k, _)| *k).collect();
+    assert_eq!(front[0], hot, "the most requested entry comes first");
+    let mut rest = front[1..].to_vec();
+    rest.sort_unstable();
+    let want: Vec<u64> = (0..100u64).map(|i| i * 7919).collect();
+    assert_eq!(rest, want, "then the other requested entries");
+    // Learning swapped contents inside chains; gathering must not change any chain again.
+    let after: Vec<Vec<u64>> = (0..m.buckets())
+        .map(|b| m.chain(b).into_iter().copied().collect())
+        .collect();
+    for (b, (x, y)) in chains_before.iter().zip(&after).enumerate() {
+        let (mut xs, mut ys) = (x.clone(), y.clone());
+        xs.sort_unstable();
+        ys.sort_unstable();
+        assert_eq!(xs, ys, "bucket {b} holds other keys");
+    }
+    assert_eq!(m.displacement(&hot), Some(1));
+    for k in 0..n {
+        assert_eq!(m.peek(&(k * 7919)), Some(&k));
+    }
+    // Later removes and inserts keep working on the renumbered arena.
+    for k in (0..n).step_by(3) {
+        assert_eq!(m.remove(&(k * 7919)), Some(k));
+    }
+    m.insert(1, 1);
+    m.check_invariants().expect("invariants after removes");
+    for k in 0..n {
+        let want = (k % 3 != 0).then_some(k);
+        assert_eq!(m.peek(&(k * 7919)).copied(), want);
+    }
+}
+
+#[test]
+fn gathering_is_skipped_when_most_entries_were_requested() {
+    let n = crate::map::GATHER_MIN_ENTRIES as u64;
+    let config = VipConfig {
+        schedule: Schedule::LearnOnce(n),
+        ..VipConfig::default()
+    };
+    let mut m: VipMap<u64, u64> = VipMap::new(config).expect("config");
+    for k in 0..n {
+        m.insert(k, k);
+    }
+    for k in 0..n {
+        m.get(&k);
+    }
+    m.get(&0);
+    assert_eq!(m.stats().gathers, 0);
+    m.check_invariants().expect("invariants");
+}

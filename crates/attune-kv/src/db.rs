@@ -18,6 +18,7 @@ use crate::compaction::{self, Compaction};
 use crate::env::{Env, FileLock, PosixEnv};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
+use crate::hotkeys::{HotKeyCache, HotKeyStats};
 use crate::iter::{DbIter, InternalIterator, MergingIterator};
 use crate::key::ValueKind;
 use crate::learned::{LearnStats, Learning};
@@ -165,6 +166,8 @@ pub(crate) struct DbInner {
     cache_sizing: Option<Arc<crate::symbiosis::Controller>>,
     counters: Counters,
     shutting_down: AtomicBool,
+    /// Values of hot keys for latest-state gets (`hot_key_cache_bytes`; None when off).
+    hot: Option<HotKeyCache>,
     _lock: Box<dyn FileLock>,
 }
 
@@ -275,6 +278,8 @@ pub struct Stats {
     pub model_segments: u64,
     /// Live tables that have a model.
     pub files_with_models: u64,
+    /// Hot-key cache counters (all zero when `hot_key_cache_bytes` is 0).
+    pub hot_key_cache: HotKeyStats,
 }
 
 impl DB {
@@ -397,6 +402,7 @@ impl DB {
             version: versions.current(),
             blobs: blobs.clone(),
         });
+        let hot = HotKeyCache::new(opts.hot_key_cache_bytes);
         let inner = Arc::new(DbInner {
             env,
             dir,
@@ -433,6 +439,7 @@ impl DB {
             cache_sizing,
             counters: Counters::default(),
             shutting_down: AtomicBool::new(false),
+            hot,
             _lock: lock,
         });
         {
@@ -1174,6 +1181,11 @@ impl DbInner {
             let (kind, k, v) =
                 item.ok_or_else(|| (Error::InvalidArgument("malformed batch".into()), true))?;
             mem.add(seq, kind, k, v);
+            if let Some(h) = &self.hot {
+                // Before the group's sequence is published (write_inner), so no reader that
+                // can see this write finds the old value cached.
+                h.invalidate(k, seq);
+            }
             if !separate {
                 user_bytes += (k.len() + v.len()) as u64;
             }
@@ -1294,23 +1306,28 @@ impl DbInner {
     }
 
     fn get(&self, key: &[u8], ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        // The hot-key cache answers latest-state reads only (hotkeys.rs has the rules).
+        let hot = self.hot.as_ref().filter(|_| ro.snapshot.is_none());
+        if let Some(v) = hot.and_then(|h| h.get(key)) {
+            self.counters.gets.fetch_add(1, Ordering::Relaxed);
+            self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(v));
+        }
         let sv = self.sv.read().clone();
         let seq = ro
             .snapshot
             .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
-        match self.lookup(&sv, key, seq)? {
-            Lookup::Found(v) => {
-                self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(v))
-            }
-            Lookup::Blob(p) => {
-                let v = self.read_blob(&sv.blobs, key, &p)?;
-                self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(v))
-            }
-            _ => Ok(None),
+        let v = match self.lookup(&sv, key, seq)? {
+            Lookup::Found(v) => v,
+            Lookup::Blob(p) => self.read_blob(&sv.blobs, key, &p)?,
+            _ => return Ok(None),
+        };
+        self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
+        if let Some(h) = hot {
+            h.offer(key, &v, seq);
         }
+        Ok(Some(v))
     }
 
     fn read_blob(&self, blobs: &BlobSet, key: &[u8], p: &BlobPointer) -> Result<Vec<u8>> {
@@ -2057,6 +2074,11 @@ impl DbInner {
             model_bytes_per_level,
             model_segments,
             files_with_models,
+            hot_key_cache: self
+                .hot
+                .as_ref()
+                .map(HotKeyCache::stats)
+                .unwrap_or_default(),
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod db;
 pub mod env;
 pub mod error;
 pub mod filename;
+pub mod hotkeys;
 pub mod iter;
 pub mod key;
 pub mod learned;

@@ -247,6 +247,10 @@ pub struct Options {
     /// How long a new table waits before it may be learned, in ms (Bourbon's T_wait).
     /// Default 50.
     pub learned_wait_ms: u64,
+    /// Bytes of the hot-key cache (value bytes of frequently read keys in VIP hash tables in
+    /// front of the read path, `hotkeys.rs`); 0 turns it off. Default 0 (off) until a
+    /// benchmark shows a win for a workload (docs/vip-hashing.md).
+    pub hot_key_cache_bytes: u64,
 }
 
 impl Default for Options {
@@ -284,6 +288,7 @@ impl Default for Options {
             learned_index: LearnedIndex::Analyzer,
             learned_delta: 8,
             learned_wait_ms: 50,
+            hot_key_cache_bytes: 0,
         }
     }
 }
@@ -371,6 +376,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "learned_index",
     "learned_delta",
     "learned_wait_ms",
+    "hot_key_cache_bytes",
 ];
 
 impl Options {
@@ -411,6 +417,7 @@ impl Options {
             "learned_index" => self.learned_index = LearnedIndex::parse(value)?,
             "learned_delta" => self.learned_delta = parse_num(key, value)?,
             "learned_wait_ms" => self.learned_wait_ms = parse_num(key, value)?,
+            "hot_key_cache_bytes" => self.hot_key_cache_bytes = parse_size(value)?,
             _ => {
                 return Err(Error::InvalidArgument(format!(
                     "unknown option {key:?}; valid options: {}",
@@ -537,6 +544,12 @@ impl Options {
                 o.learned_wait_ms
             ));
         }
+        if o.hot_key_cache_bytes != 0 && o.hot_key_cache_bytes < 16 << 10 {
+            return bad(format!(
+                "hot_key_cache_bytes {} is below 16 KiB (use 0 to turn the cache off)",
+                o.hot_key_cache_bytes
+            ));
+        }
         o.max_open_files = o.max_open_files.max(16);
         Ok(o)
     }
@@ -599,6 +612,7 @@ impl Options {
             ("learned_index", self.learned_index.name().to_string()),
             ("learned_delta", self.learned_delta.to_string()),
             ("learned_wait_ms", self.learned_wait_ms.to_string()),
+            ("hot_key_cache_bytes", self.hot_key_cache_bytes.to_string()),
         ]
     }
 }

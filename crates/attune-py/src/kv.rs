@@ -605,6 +605,20 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
         Some(t) => d.set_item("cache_tiers", tiers_dict(py, t)?)?,
         None => d.set_item("cache_tiers", py.None())?,
     }
+    let h = &s.hot_key_cache;
+    let hot = PyDict::new(py);
+    hot.set_item("capacity_bytes", h.capacity_bytes)?;
+    hot.set_item("bytes", h.bytes)?;
+    hot.set_item("entries", h.entries)?;
+    hot.set_item("ghosts", h.ghosts)?;
+    hot.set_item("hits", h.hits)?;
+    hot.set_item("misses", h.misses)?;
+    hot.set_item("admissions", h.admissions)?;
+    hot.set_item("evictions", h.evictions)?;
+    hot.set_item("invalidations", h.invalidations)?;
+    hot.set_item("stale_offers", h.stale_offers)?;
+    hot.set_item("rejected", h.rejected)?;
+    d.set_item("hot_key_cache", hot)?;
     let opts = PyDict::new(py);
     for (k, v) in o.describe() {
         opts.set_item(k, v)?;

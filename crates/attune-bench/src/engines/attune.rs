@@ -202,6 +202,18 @@ impl Engine for AttuneEngine {
                 })).collect::<Vec<_>>(),
             });
         }
+        let h = &st.hot_key_cache;
+        if h.capacity_bytes > 0 {
+            s["hot_key_cache"] = json!({
+                "hits": h.hits,
+                "misses": h.misses,
+                "bytes": h.bytes,
+                "entries": h.entries,
+                "admissions": h.admissions,
+                "evictions": h.evictions,
+                "rejected": h.rejected,
+            });
+        }
         s
     }
 

@@ -31,7 +31,9 @@ type StdMap<V> = HashMap<u64, V, BuildHasherDefault<attune_hash::Fmix64Hasher>>;
 const USAGE: &str = "\
 usage: attune-hash-bench [options]
   --tables LIST          vip,chained,hashbrown (default: all three); vip-learn-always
-                         (adaptive mode) learns on every fetch, to measure learning's cost
+                         (adaptive mode) learns on every fetch, to measure learning's cost;
+                         vip-oracle (adaptive mode) is the roofline's VIP build, never learning;
+                         vip-no-gather (adaptive mode) skips gathering hot entries after learning
   --mode MODE            roofline | adaptive | join (default roofline)
   --zipf LIST            zipf factors, comma separated (default 1.0)
   --keys N               keys in the table / |R| of the join (default 1000000)
@@ -47,6 +49,7 @@ usage: attune-hash-bench [options]
   --repeat R             rounds (each rebuilds every table); each table's median run is
                          reported (default 1). Within a round all tables are alive and are fed
                          the stream in lockstep chunks of 2^20 operations, timed per table
+  --learn-factor F       adaptive VIP: N_L = F * buckets (default: the library's)
   --json PATH            append one JSON object per table and setting to PATH
 ";
 
@@ -77,6 +80,11 @@ enum TableKind {
     Vip,
     /// Diagnostic: learn+adapt on every fetch (measures the cost of the learn phase).
     LearnAlways,
+    /// Diagnostic: adaptive VIP without gathering hot entries after learning.
+    NoGather,
+    /// Diagnostic: the roofline's VIP configuration (built in increasing popularity order,
+    /// never learns) driven by the adaptive stream, to compare learning with its ideal.
+    Oracle,
     Chained,
     Hashbrown,
 }
@@ -86,6 +94,8 @@ impl TableKind {
         match self {
             TableKind::Vip => "vip",
             TableKind::LearnAlways => "vip-learn-always",
+            TableKind::Oracle => "vip-oracle",
+            TableKind::NoGather => "vip-no-gather",
             TableKind::Chained => "chained",
             TableKind::Hashbrown => "hashbrown",
         }
@@ -105,6 +115,8 @@ struct Args {
     ratios: Vec<usize>,
     seeds: Vec<u64>,
     repeat: usize,
+    /// `N_L / buckets` of the adaptive VIP table (`None`: the library default).
+    learn_factor: Option<f64>,
     json: Option<String>,
 }
 
@@ -135,6 +147,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
         ratios: vec![16],
         seeds: vec![1],
         repeat: 1,
+        learn_factor: None,
         json: None,
     };
     let mut it = argv.iter();
@@ -152,6 +165,8 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
                     .map(|t| match t.trim() {
                         "vip" => Ok(TableKind::Vip),
                         "vip-learn-always" => Ok(TableKind::LearnAlways),
+                        "vip-oracle" => Ok(TableKind::Oracle),
+                        "vip-no-gather" => Ok(TableKind::NoGather),
                         "chained" => Ok(TableKind::Chained),
                         "hashbrown" => Ok(TableKind::Hashbrown),
                         other => Err(usage(format!("--tables: unknown table {other:?}"))),
@@ -194,6 +209,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
             "--ratio" => a.ratios = parse_list("--ratio", val)?,
             "--seed" => a.seeds = parse_list("--seed", val)?,
             "--repeat" => a.repeat = parse_num("--repeat", val)?,
+            "--learn-factor" => a.learn_factor = Some(parse_num("--learn-factor", val)?),
             "--json" => a.json = Some(val.clone()),
             other => return Err(usage(format!("unknown option {other:?}"))),
         }
@@ -211,6 +227,14 @@ fn validate(a: &Args) -> Result<(), BenchError> {
     }
     if a.mode != Mode::Adaptive && a.tables.contains(&TableKind::LearnAlways) {
         return Err(usage("vip-learn-always is a table of --mode adaptive only"));
+    }
+    for kind in [TableKind::Oracle, TableKind::NoGather] {
+        if a.mode != Mode::Adaptive && a.tables.contains(&kind) {
+            return Err(usage(format!(
+                "{} is a table of --mode adaptive only",
+                kind.name()
+            )));
+        }
     }
     if !(16..=200_000_000).contains(&a.keys) {
         return Err(usage("--keys must be in [16, 2e8]"));
@@ -477,6 +501,7 @@ impl Table {
                 ("relearns", st.relearns as f64),
                 ("learn_fetches", st.learn_fetches as f64),
                 ("swaps", st.swaps as f64),
+                ("gathers", st.gathers as f64),
                 ("rehashes", st.rehashes as f64),
                 ("misses", st.misses as f64),
             ];
@@ -487,7 +512,7 @@ impl Table {
 /// The schedule a VIP-family table runs during the timed part.
 fn timed_schedule(kind: TableKind, mode: Mode) -> Schedule {
     match (kind, mode) {
-        (TableKind::Vip, Mode::Adaptive) => Schedule::Adaptive,
+        (TableKind::Vip | TableKind::NoGather, Mode::Adaptive) => Schedule::Adaptive,
         (TableKind::LearnAlways, _) => Schedule::LearnOnce(u64::MAX),
         _ => Schedule::Off,
     }
@@ -497,15 +522,20 @@ fn timed_schedule(kind: TableKind, mode: Mode) -> Schedule {
 /// starts with the timed stream), `vip` in roofline mode in increasing popularity order.
 fn build_table(
     kind: TableKind,
-    mode: Mode,
+    args: &Args,
     ks: &KeySpace,
     buckets: Option<usize>,
 ) -> Result<(Table, Run), BenchError> {
-    let n = ks.keys.len();
+    let (n, mode) = (ks.keys.len(), args.mode);
     let mut table = match kind {
         TableKind::Hashbrown => Table::Std(StdMap::with_capacity_and_hasher(n, Default::default())),
         _ => {
-            let config = VipConfig::chained();
+            let d = VipConfig::chained();
+            let config = VipConfig {
+                learn_factor: args.learn_factor.unwrap_or(d.learn_factor),
+                gather_hot: kind != TableKind::NoGather,
+                ..d
+            };
             let mut m = match buckets {
                 Some(b) => VipMap::with_buckets(b, config)?,
                 None => VipMap::new(config)?,
@@ -514,7 +544,8 @@ fn build_table(
             Table::Vip(Box::new(m))
         }
     };
-    let build_seconds = if kind == TableKind::Vip && mode == Mode::Roofline {
+    let oracle = (kind == TableKind::Vip && mode == Mode::Roofline) || kind == TableKind::Oracle;
+    let build_seconds = if oracle {
         // Head insertion from least to most popular leaves every chain in popularity order.
         let order: Vec<u64> = ks.by_rank.iter().rev().copied().collect();
         table.fill(&order)
@@ -569,7 +600,7 @@ fn round_kv(
     let mut tables = Vec::new();
     let mut runs = Vec::new();
     for &kind in &args.tables {
-        let (t, r) = build_table(kind, args.mode, ks, buckets)?;
+        let (t, r) = build_table(kind, args, ks, buckets)?;
         tables.push(t);
         runs.push(r);
     }
