@@ -470,6 +470,85 @@ mod tests {
     }
 
     #[test]
+    fn learned_index_phases_parse_and_bad_ones_name_the_valid_list() {
+        assert_eq!(YcsbTask::parse_workload("C:Uniform").unwrap(), "c:uniform");
+        assert_eq!(
+            YcsbTask::parse_workload("c:zipfian:0.9").unwrap(),
+            "c:zipfian:0.9"
+        );
+        assert_eq!(YcsbTask::parse_workload("scan10").unwrap(), "scan10");
+        assert_eq!(YcsbTask::parse_workload("write50").unwrap(), "write50");
+        assert_eq!(YcsbTask::parse_workload("compact").unwrap(), "compact");
+        assert_eq!(YcsbTask::parse_workload("learn").unwrap(), "learn");
+        for bad in [
+            "scan0",
+            "scan100001",
+            "write101",
+            "writex",
+            "c:bogus",
+            "learn:uniform",
+        ] {
+            assert!(YcsbTask::parse_workload(bad).is_err(), "{bad}");
+        }
+        let e = YcsbTask::parse_workload("g").unwrap_err().to_string();
+        assert!(e.contains("scan<N>"), "{e}");
+    }
+
+    #[test]
+    fn scan_and_write_phases_build_the_promised_mix() {
+        let t = task("scan10");
+        t.validate().unwrap();
+        let c = t.config(0).unwrap();
+        assert_eq!((c.min_scan_length, c.max_scan_length), (10, 10));
+        assert_eq!(c.scan_proportion, 1.0);
+        assert_eq!(c.request_distribution, RequestDist::Uniform);
+        let c = task("write20:zipfian").config(0).unwrap();
+        assert!((c.update_proportion - 0.2).abs() < 1e-12);
+        assert!((c.read_proportion - 0.8).abs() < 1e-12);
+        assert_ne!(c.request_distribution, RequestDist::Uniform);
+        assert_eq!(task("c:latest").distribution_name(), "latest");
+        assert_eq!(task("compact").total_ops(), 1);
+        assert_eq!(task("learn").inserts().unwrap(), 0);
+    }
+
+    #[test]
+    fn random_load_order_inserts_every_key_once() {
+        use crate::options::{Compression, Settings};
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            cache_bytes: 1 << 20,
+            write_buffer_bytes: 1 << 20,
+            compression: Compression::None,
+            sync: false,
+            threads: 1,
+            background_threads: 1,
+            extra: Default::default(),
+        };
+        let db = (crate::engine::find("attune").unwrap().open)(dir.path(), &settings).unwrap();
+        let mut t = task(LOAD);
+        t.key_set = "seg10".into();
+        t.records = 500;
+        t.field_count = 1;
+        t.load_order = Some(3);
+        let progress = AtomicU64::new(0);
+        run_task(db.as_ref(), &t, &progress).unwrap();
+        let set = t.key_set().unwrap().unwrap();
+        let mut s = db.session().unwrap();
+        let mut v = Vec::new();
+        for i in 0..500 {
+            assert!(
+                s.get(&encode_key16(set.key_at(i)), &mut v).unwrap(),
+                "key {i}"
+            );
+        }
+        assert!(!s.get(&encode_key16(set.key_at(500)), &mut v).unwrap());
+        drop(s);
+        let r = run_step(db.as_ref(), &task(COMPACT), &progress).unwrap();
+        assert_eq!(r.ops, 1, "attune compacts");
+        db.close().unwrap();
+    }
+
+    #[test]
     fn inserts_are_counted_for_insert_workloads_only() {
         assert_eq!(task("a").inserts().unwrap(), 0);
         let d = task("d").inserts().unwrap();
