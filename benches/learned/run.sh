@@ -2,7 +2,7 @@
 # Learned-index benchmarks (issue #6, docs/learned-index.md "Measured in the engine"): Attune with
 # models off / always / analyzer side by side with RocksDB 7.8 and LevelDB 1.23, same data, same
 # memory budget and same phases in one attune-bench run per key set. Scaled for a 2-core shared
-# machine (about 15 minutes). Writes benches/results/learned-*.jsonl; every row carries the exact
+# machine (about 15-20 minutes). Writes benches/results/learned-*.jsonl; every row carries the exact
 # attune-bench command that produced it (`command`) and the machine (`machine`).
 #
 # Usage: benches/learned/run.sh [attune-bench binary]   (default: .venv/bin/attune-bench)
@@ -13,7 +13,11 @@ SCRATCH=${SCRATCH:-/tmp/attune-learned}
 RECORDS=${RECORDS:-200000}
 OPS=${OPS:-100000}
 mkdir -p "$OUT" "$SCRATCH"
-ALL='attune:learned_index=off,attune:learned_index=always,attune:learned_index=analyzer,rocksdb,leveldb'
+OFF=attune:learned_index=off
+ALWAYS=attune:learned_index=always
+ALL="$OFF,$ALWAYS,attune:learned_index=analyzer,rocksdb,leveldb"
+DELTAS="$OFF"
+for d in 2 4 8 16 32; do DELTAS="$DELTAS,$ALWAYS;learned_delta=$d"; done
 # 16-byte keys, one 100-byte value per record, everything in memory (64 MiB cache for 23 MB data).
 COMMON=(--field-count 1 --field-length 100 --cache-size 64MiB --compression none
         --progress none --dir "$SCRATCH/db")
@@ -33,12 +37,12 @@ fresh() { rm -f "$1"; }
 fresh $OUT/learned-readonly.jsonl
 for ks in "${KEYSETS[@]}"; do
     run $OUT/learned-readonly.jsonl --engines "$ALL" --key-set "$ks" --records "$RECORDS" \
-        --operations "$OPS" --workloads "load,compact,learn,$DISTS"
+        --operations "$OPS" --repeat 2 --workloads "load,compact,learn,$DISTS"
 done
 # 2. Random load order, uniform reads.
 fresh $OUT/learned-randomload.jsonl
 for ks in "${KEYSETS[@]}"; do
-    run $OUT/learned-randomload.jsonl --engines "attune:learned_index=off,attune:learned_index=always,rocksdb" \
+    run $OUT/learned-randomload.jsonl --engines "$OFF,$ALWAYS,rocksdb" \
         --key-set "$ks" --load-order random --records "$RECORDS" --operations "$OPS" \
         --workloads load,compact,learn,c:uniform
 done
@@ -50,7 +54,7 @@ run $OUT/learned-range.jsonl --engines "$ALL" --key-set osm --records "$RECORDS"
 fresh $OUT/learned-delta.jsonl
 for ks in osm lognormal; do
     run $OUT/learned-delta.jsonl --key-set "$ks" --records "$RECORDS" --operations "$OPS" \
-        --engines "attune:learned_index=off,attune:learned_index=always;learned_delta=2,attune:learned_index=always;learned_delta=4,attune:learned_index=always;learned_delta=8,attune:learned_index=always;learned_delta=16,attune:learned_index=always;learned_delta=32" \
+        --engines "$DELTAS" \
         --workloads load,compact,learn,c:uniform
 done
 # 5. YCSB A-F (YCSB's hashed keys, each workload's own distribution).
@@ -62,13 +66,13 @@ run $OUT/learned-ycsb.jsonl --engines "$ALL" --key-set ycsb --records "$RECORDS"
 fresh $OUT/learned-writes.jsonl
 run $OUT/learned-writes.jsonl --key-set osm --records "$RECORDS" --operations "$OPS" \
     --write-buffer-size 1MiB \
-    --engines "attune:learned_index=off,attune:learned_index=always,attune:learned_index=analyzer" \
+    --engines "$OFF,$ALWAYS,attune:learned_index=analyzer" \
     --workloads load,compact,write1,write5,write10,write20,write50
 # 7. Limited memory: 1M records (116 MB of keys and values, 3.6x the budget) in a 32 MiB memory
 #    cgroup (page cache included), 4 MiB block cache and 4 MiB write buffer for every engine;
 #    few reads, since every miss goes to the disk.
 fresh $OUT/learned-memlimit.jsonl
-"$BIN" ycsb --engines 'attune:learned_index=off,attune:learned_index=always,rocksdb,leveldb' \
+"$BIN" ycsb --engines "$OFF,$ALWAYS,rocksdb,leveldb" \
     --key-set osm --records 1000000 --operations 5000 --workloads load,compact,learn,c:uniform \
     --field-count 1 --field-length 100 --cache-size 4MiB --write-buffer-size 4MiB \
     --memory-limit 32MiB --compression none --progress none --dir "$SCRATCH/db" \

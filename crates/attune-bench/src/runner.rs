@@ -556,8 +556,23 @@ fn make_row(
         memory_limit: limit_note.clone(),
         repeat: None,
         command: command.to_string(),
-        machine: machine.clone(),
+        machine: with_loadavg(machine),
     }
+}
+
+/// `machine` plus the 1-minute load average when the row is made (`/proc/loadavg`), so a reader
+/// can tell a quiet run from one that shared the CPUs with other work.
+fn with_loadavg(machine: &serde_json::Value) -> serde_json::Value {
+    let mut m = machine.clone();
+    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|t| {
+        t.split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+    });
+    if let (Some(obj), Some(l)) = (m.as_object_mut(), load) {
+        obj.insert("loadavg_1m".to_string(), json!(l));
+    }
+    m
 }
 
 /// Spawns this executable as a child for `job` and reads its protocol lines.
