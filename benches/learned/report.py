@@ -77,6 +77,18 @@ def learn_ms(ix: dict, ks: str, engine: str) -> float:
     )
 
 
+def cpu_rate(r: dict | None) -> float | None:
+    """Operations per CPU second of the engine's process (open and close included): on a
+    shared machine this does not count the time the process waited for a CPU."""
+    if not r or not r.get("cpu_seconds"):
+        return None
+    return r["ops"] / r["cpu_seconds"]
+
+
+def p50(r: dict | None) -> float | None:
+    return r["latency_us"]["p50"] if r else None
+
+
 def share(r: dict | None) -> str:
     st = (r or {}).get("engine_stats") or {}
     if not st.get("total_lookups"):
@@ -93,6 +105,10 @@ def readonly(rows: list[dict]) -> None:
         " | analyzer/off | always/RocksDB | always/LevelDB | model share |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    per_ks_cpu: dict[str, list[float]] = defaultdict(list)
+    per_ks_p50: dict[str, list[float]] = defaultdict(list)
+    per_ks_an_cpu: dict[str, list[float]] = defaultdict(list)
+    vs_rocks_cpu: list[float] = []
     per_ks: dict[str, list[float]] = defaultdict(list)
     per_ks_an: dict[str, list[float]] = defaultdict(list)
     vs_rocks: list[float] = []
@@ -104,6 +120,15 @@ def readonly(rows: list[dict]) -> None:
                 per_ks[ks].append(v[ALWAYS] / v[OFF])
             if v[OFF] and v[ANALYZER]:
                 per_ks_an[ks].append(v[ANALYZER] / v[OFF])
+            rs = {e: ix.get((ks, d, e)) for e in SHORT}
+            c = {e: cpu_rate(rs[e]) for e in SHORT}
+            if c[OFF] and c[ALWAYS]:
+                per_ks_cpu[ks].append(c[ALWAYS] / c[OFF])
+                per_ks_p50[ks].append(p50(rs[OFF]) / p50(rs[ALWAYS]))
+            if c[OFF] and c[ANALYZER]:
+                per_ks_an_cpu[ks].append(c[ANALYZER] / c[OFF])
+            if c["rocksdb"] and c[ALWAYS]:
+                vs_rocks_cpu.append(c[ALWAYS] / c["rocksdb"])
             if v["rocksdb"] and v[ALWAYS]:
                 vs_rocks.append(v[ALWAYS] / v["rocksdb"])
             if v["leveldb"] and v[ALWAYS]:
@@ -116,17 +141,19 @@ def readonly(rows: list[dict]) -> None:
             )
     print()
     print(
-        "| key set | always/off (geo. mean over distributions) | analyzer/off |"
+        "| key set | always/off: wall | CPU | p50 | analyzer/off: wall | CPU |"
         " model bytes | model / data | learn (ms) |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for ks in keysets:
         learn = ix.get((ks, "learn", ALWAYS), {})
         st = learn.get("engine_stats") or {}
         mb = st.get("model_bytes", 0)
         data = learn.get("logical_bytes") or 0
         print(
-            f"| {ks} | {gmean(per_ks[ks]):.2f} | {gmean(per_ks_an[ks]):.2f} | {mb:,} |"
+            f"| {ks} | {gmean(per_ks[ks]):.2f} | {gmean(per_ks_cpu[ks]):.2f} |"
+            f" {gmean(per_ks_p50[ks]):.2f} | {gmean(per_ks_an[ks]):.2f} |"
+            f" {gmean(per_ks_an_cpu[ks]):.2f} | {mb:,} |"
             f" {mb / data:.4%} | {learn_ms(ix, ks, ALWAYS):.1f} |"
             if data
             else ""
@@ -138,18 +165,28 @@ def readonly(rows: list[dict]) -> None:
         f"**{gmean([gmean(x) for x in per_ks.values()]):.2f}**, analyzer/off "
         f"**{gmean([gmean(x) for x in per_ks_an.values()]):.2f}**; arithmetic mean of all "
         f"{len(allr)} always/off ratios {sum(allr) / max(len(allr), 1):.2f}; always/RocksDB "
-        f"geo. mean {gmean(vs_rocks):.2f}, always/LevelDB {gmean(vs_level):.2f}."
+        f"geo. mean {gmean(vs_rocks):.2f}, always/LevelDB {gmean(vs_level):.2f}. Per CPU second:"
+        f" always/off **{gmean([gmean(x) for x in per_ks_cpu.values()]):.2f}**, analyzer/off"
+        f" **{gmean([gmean(x) for x in per_ks_an_cpu.values()]):.2f}**, always/RocksDB"
+        f" {gmean(vs_rocks_cpu):.2f}; p50 latency off/always"
+        f" **{gmean([gmean(x) for x in per_ks_p50.values()]):.2f}**."
     )
     print()
     print("Load (write) throughput, same runs:")
     print()
-    print("| key set | off | always | analyzer | always/off | analyzer/off |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| key set | off | always | analyzer | always/off | analyzer/off |"
+        " per CPU second: always/off | analyzer/off |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for ks in keysets:
-        v = {e: ix.get((ks, "load", e), {}).get("ops_per_sec") for e in (OFF, ALWAYS, ANALYZER)}
+        rs = {e: ix.get((ks, "load", e)) for e in (OFF, ALWAYS, ANALYZER)}
+        v = {e: (r or {}).get("ops_per_sec") for e, r in rs.items()}
+        c = {e: cpu_rate(r) for e, r in rs.items()}
         print(
             f"| {ks} | {kops(v[OFF])} | {kops(v[ALWAYS])} | {kops(v[ANALYZER])} |"
             f" {ratio(v[ALWAYS], v[OFF])} | {ratio(v[ANALYZER], v[OFF])} |"
+            f" {ratio(c[ALWAYS], c[OFF])} | {ratio(c[ANALYZER], c[OFF])} |"
         )
 
 
@@ -161,9 +198,13 @@ def simple(rows: list[dict], workloads: list[str] | None = None) -> None:
     print(
         "| key set | phase | "
         + " | ".join(SHORT.get(e, e) for e in engines)
-        + (" | always/off | always/RocksDB |" if OFF in engines else " |")
+        + (
+            " | always/off | always/RocksDB | per CPU-s: always/off | always/RocksDB |"
+            if OFF in engines
+            else " |"
+        )
     )
-    print("|---|---|" + "---|" * len(engines) + ("---|---|" if OFF in engines else ""))
+    print("|---|---|" + "---|" * len(engines) + ("---|---|---|---|" if OFF in engines else ""))
     for ks in keysets:
         for w in wls:
             v = {e: ix.get((ks, w, e), {}).get("ops_per_sec") for e in engines}
@@ -172,8 +213,10 @@ def simple(rows: list[dict], workloads: list[str] | None = None) -> None:
             cells = [kops(v[e]) if v[e] else "-" for e in engines]
             extra = ""
             if OFF in engines:
+                c = {e: cpu_rate(ix.get((ks, w, e))) for e in engines}
                 extra = (
                     f" {ratio(v.get(ALWAYS), v[OFF])} | {ratio(v.get(ALWAYS), v.get('rocksdb'))} |"
+                    f" {ratio(c.get(ALWAYS), c[OFF])} | {ratio(c.get(ALWAYS), c.get('rocksdb'))} |"
                 )
             print(f"| {ks} | {w} | " + " | ".join(cells) + " |" + extra)
 
@@ -181,12 +224,13 @@ def simple(rows: list[dict], workloads: list[str] | None = None) -> None:
 def delta(rows: list[dict]) -> None:
     ix = index(rows)
     print(
-        "| key set | engine | reads/s | p50 µs | p99 µs | vs off | model bytes | model / data"
+        "| key set | engine | reads/s | reads/CPU-s | p50 µs | p99 µs | vs off (CPU)"
+        " | model bytes | model / data"
         " | segments | model share |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for ks in dict.fromkeys(r["params"]["key_set"] for r in rows):
-        off = ix.get((ks, "c:uniform", OFF), {}).get("ops_per_sec")
+        off = cpu_rate(ix.get((ks, "c:uniform", OFF)))
         for e in dict.fromkeys(r["engine"] for r in rows):
             r = ix.get((ks, "c:uniform", e))
             if not r:
@@ -198,8 +242,9 @@ def delta(rows: list[dict]) -> None:
             name = e.replace("attune:learned_index=always;learned_delta=", "δ=")
             print(
                 f"| {ks} | {SHORT.get(name, name)} | {kops(r['ops_per_sec'])} |"
+                f" {kops(cpu_rate(r) or 0)} |"
                 f" {r['latency_us']['p50']:.2f} | {r['latency_us']['p99']:.2f} |"
-                f" {ratio(r['ops_per_sec'], off)} | {mb:,} | {mb / data:.4%} |"
+                f" {ratio(cpu_rate(r), off)} | {mb:,} | {mb / data:.4%} |"
                 f" {st.get('model_segments', 0):,} | {share(r)} |"
             )
 
@@ -207,7 +252,8 @@ def delta(rows: list[dict]) -> None:
 def writes(rows: list[dict]) -> None:
     ix = index(rows)
     print(
-        "| phase | off ops/s | always ops/s | analyzer ops/s | analyzer/always | always/off |"
+        "| phase | off ops/s | always ops/s | analyzer ops/s | analyzer/always (CPU) |"
+        " always/off (CPU) |"
         " always learn ms (files) | analyzer learn ms (files, skipped) | analyzer/always learn"
         " | model share always / analyzer |"
     )
@@ -219,12 +265,14 @@ def writes(rows: list[dict]) -> None:
         if not all(rs.values()):
             continue
         v = {e: r["ops_per_sec"] for e, r in rs.items()}
+        c = {e: cpu_rate(r) for e, r in rs.items()}
         sa = rs[ALWAYS]["engine_stats"]
         sn = rs[ANALYZER]["engine_stats"]
         la, ln = sa["learn_ns_total"] / 1e6, sn["learn_ns_total"] / 1e6
         print(
             f"| {w} | {kops(v[OFF])} | {kops(v[ALWAYS])} | {kops(v[ANALYZER])} |"
-            f" {ratio(v[ANALYZER], v[ALWAYS])} | {ratio(v[ALWAYS], v[OFF])} |"
+            f" {ratio(v[ANALYZER], v[ALWAYS])} ({ratio(c[ANALYZER], c[ALWAYS])}) |"
+            f" {ratio(v[ALWAYS], v[OFF])} ({ratio(c[ALWAYS], c[OFF])}) |"
             f" {la:.1f} ({sa['files_learned']}) | {ln:.1f} ({sn['files_learned']},"
             f" {sn['files_skipped']}) | {ratio(ln, la)} | {share(rs[ALWAYS])} /"
             f" {share(rs[ANALYZER])} |"
