@@ -164,13 +164,27 @@ def readonly(rows: list[dict]) -> None:
         f"Averaged over key sets (geometric mean of the per-key-set means): always/off "
         f"**{gmean([gmean(x) for x in per_ks.values()]):.2f}**, analyzer/off "
         f"**{gmean([gmean(x) for x in per_ks_an.values()]):.2f}**; arithmetic mean of all "
-        f"{len(allr)} always/off ratios {sum(allr) / max(len(allr), 1):.2f}; always/RocksDB "
-        f"geo. mean {gmean(vs_rocks):.2f}, always/LevelDB {gmean(vs_level):.2f}. Per CPU second:"
+        f"{len(allr)} always/off ratios {sum(allr) / max(len(allr), 1):.2f};\nalways/RocksDB "
+        f"geo. mean {gmean(vs_rocks):.2f}, always/LevelDB {gmean(vs_level):.2f}.\nPer CPU second:"
         f" always/off **{gmean([gmean(x) for x in per_ks_cpu.values()]):.2f}**, analyzer/off"
         f" **{gmean([gmean(x) for x in per_ks_an_cpu.values()]):.2f}**, always/RocksDB"
         f" {gmean(vs_rocks_cpu):.2f}; p50 latency off/always"
         f" **{gmean([gmean(x) for x in per_ks_p50.values()]):.2f}**."
     )
+    print()
+    print("| distribution | per CPU second: always/off | always/RocksDB | always/LevelDB |")
+    print("|---|---|---|---|")
+    for d in dists:
+        rat: dict[str, list[float]] = defaultdict(list)
+        for ks in keysets:
+            c = {e: cpu_rate(ix.get((ks, d, e))) for e in SHORT}
+            for peer in (OFF, "rocksdb", "leveldb"):
+                if c[ALWAYS] and c[peer]:
+                    rat[peer].append(c[ALWAYS] / c[peer])
+        print(
+            f"| {d[2:]} | {gmean(rat[OFF]):.2f} | {gmean(rat['rocksdb']):.2f} |"
+            f" {gmean(rat['leveldb']):.2f} |"
+        )
     print()
     print("Load (write) throughput, same runs:")
     print()
