@@ -293,6 +293,54 @@ def writes(rows: list[dict]) -> None:
         )
 
 
+def scale(rows: list[dict]) -> None:
+    """Every engine against the first one of the run (models off)."""
+    ix = index(rows)
+    engines = list(dict.fromkeys(r["engine"] for r in rows))
+    base = engines[0]
+    print(
+        "| phase | engine | reads/s | reads/CPU-s | p50 µs | vs first engine (CPU) | tables |"
+        " model bytes | model / data | model share |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for w in dict.fromkeys(r["workload"] for r in rows):
+        if not w.startswith("c:"):
+            continue
+        ks = rows[0]["params"]["key_set"]
+        b = cpu_rate(ix.get((ks, w, base)))
+        for e in engines:
+            r = ix.get((ks, w, e))
+            if not r:
+                continue
+            st = r.get("engine_stats") or {}
+            tables = sum(st.get("level_files") or []) or "-"
+            mb = st.get("model_bytes", 0)
+            print(
+                f"| {w[2:]} | {e} | {kops(r['ops_per_sec'])} | {kops(cpu_rate(r) or 0)} |"
+                f" {r['latency_us']['p50']:.2f} | {ratio(cpu_rate(r), b)} | {tables} |"
+                f" {mb:,} | {mb / (r['logical_bytes'] or 1):.4%} | {share(r)} |"
+            )
+
+
+def load_repeats(rows: list[dict]) -> None:
+    """Per-repeat load throughput and the ratio of medians against models off."""
+    per: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        per[r["engine"]].append(r)
+    med = {}
+    print("| engine | ops/s per repeat | median | ops/CPU-s per repeat | median | vs off (CPU) |")
+    print("|---|---|---|---|---|---|")
+    for e, rs in per.items():
+        w = sorted(r["ops_per_sec"] for r in rs)
+        c = sorted(cpu_rate(r) or 0 for r in rs)
+        med[e] = (w[(len(w) - 1) // 2], c[(len(c) - 1) // 2])
+        print(
+            f"| {SHORT.get(e, e)} | {', '.join(kops(x) for x in w)} | {kops(med[e][0])} |"
+            f" {', '.join(kops(x) for x in c)} | {kops(med[e][1])} |"
+            f" {ratio(med[e][1], med.get(OFF, (0, 0))[1])} |"
+        )
+
+
 def memlimit(rows: list[dict]) -> None:
     print("| engine | phase | ops/s | p50 µs | p99 µs | peak RSS MiB | bytes read MiB |")
     print("|---|---|---|---|---|---|---|")
@@ -316,6 +364,8 @@ def main() -> None:
         ("YCSB", "learned-ycsb", simple),
         ("Write-percentage sweep", "learned-writes", writes),
         ("Limited memory", "learned-memlimit", memlimit),
+        ("Larger scale, many tables", "learned-scale", scale),
+        ("Load phase repeated", "learned-load", load_repeats),
     ]
     for title, stem, fn in sections:
         rows = load(d / f"{stem}.jsonl")
