@@ -25,7 +25,7 @@ help:
 	@echo "make lint   - cargo fmt --check, clippy -D warnings, ruff"
 	@echo "make bench  - side-by-side micro benchmarks against RocksDB; regenerates docs/BENCHMARKS.md"
 	@echo "make bench-vlog - value separation against RocksDB BlobDB (part of make bench)"
-	@echo "make bench-learned - learned indexes off/always/analyzer vs RocksDB, LevelDB (~20 min)"
+	@echo "make bench-learned - learned indexes off/always/analyzer vs RocksDB, LevelDB (~13 min)"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
 
@@ -118,7 +118,7 @@ bench-vlog: build
 	$(MAKE) bench-report
 
 # Learned indexes in the engine (docs/learned-index.md "Measured in the engine"): models off /
-# always / analyzer beside RocksDB and LevelDB, about 20 minutes on 2 cores.
+# always / analyzer beside RocksDB and LevelDB, about 13 minutes on 2 cores.
 bench-learned: build
 	benches/learned/run.sh $(VENV)/bin/attune-bench
 	$(VENV)/bin/python benches/learned/report.py benches/results

@@ -2,7 +2,7 @@
 # Learned-index benchmarks (issue #6, docs/learned-index.md "Measured in the engine"): Attune with
 # models off / always / analyzer side by side with RocksDB 7.8 and LevelDB 1.23, same data, same
 # memory budget and same phases in one attune-bench run per key set. Scaled for a 2-core shared
-# machine (about 15-20 minutes). Writes benches/results/learned-*.jsonl; every row carries the exact
+# machine (about 13 minutes here). Writes benches/results/learned-*.jsonl; every row carries the exact
 # attune-bench command that produced it (`command`) and the machine (`machine`).
 #
 # Usage: benches/learned/run.sh [attune-bench binary]   (default: .venv/bin/attune-bench)
@@ -68,18 +68,18 @@ run $OUT/learned-writes.jsonl --key-set osm --records "$RECORDS" --operations "$
     --write-buffer-size 1MiB \
     --engines "$OFF,$ALWAYS,attune:learned_index=analyzer" \
     --workloads load,compact,write1,write5,write10,write20,write50
-# 8. Larger scale, many tables: 1M records, 2 MiB tables for Attune (RocksDB's default 64 MiB
+# 7. Larger scale, many tables: 1M records, 2 MiB tables for Attune (RocksDB's default 64 MiB
 #    target file size stays; its L0/L1 hold several files anyway), delta 8 and 4.
 fresh $OUT/learned-scale.jsonl
 T=target_file_size=2MiB
 run $OUT/learned-scale.jsonl --key-set osm --records 1000000 --operations 200000 --repeat 2 \
     --engines "$OFF;$T,$ALWAYS;$T,$ALWAYS;$T;learned_delta=4,rocksdb" \
     --workloads load,compact,learn,c:uniform,c:zipfian
-# 9. Write cost of learning: the load phase alone, repeated 5 times interleaved.
+# 8. Write cost of learning: the load phase alone, repeated 5 times interleaved.
 fresh $OUT/learned-load.jsonl
 run $OUT/learned-load.jsonl --key-set osm --records 500000 --repeat 5 --workloads load \
     --engines "$OFF,$ALWAYS,attune:learned_index=analyzer"
-# 7. Limited memory: 1M records (116 MB of keys and values, 3.6x the budget) in a 32 MiB memory
+# 9. Limited memory: 1M records (116 MB of keys and values, 3.6x the budget) in a 32 MiB memory
 #    cgroup (page cache included), 4 MiB block cache and 4 MiB write buffer for every engine;
 #    few reads, since every miss goes to the disk.
 fresh $OUT/learned-memlimit.jsonl
