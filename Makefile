@@ -17,7 +17,8 @@ APT_PACKAGES := librocksdb-dev libleveldb-dev libwiredtiger-dev liblmdb-dev rock
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml
 PY_SOURCES := $(shell find python/attune -name '*.py' 2>/dev/null) pyproject.toml
 
-.PHONY: demo test setup build lint fmt rust-test py-test bench bench-vlog bench-report bench-learned clean help
+.PHONY: demo test setup build lint fmt rust-test py-test bench bench-vlog bench-report clean help
+.PHONY: bench-learned
 
 help:
 	@echo "make demo   - build, load a data set into an Attune database, run a read/write mix"
