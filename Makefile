@@ -18,6 +18,7 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 PY_SOURCES := $(shell find python/attune -name '*.py' 2>/dev/null) pyproject.toml
 
 .PHONY: demo test setup build lint fmt rust-test py-test bench bench-vlog bench-report clean help
+.PHONY: bench-learned
 
 help:
 	@echo "make demo   - build, load a data set into an Attune database, run a read/write mix"
@@ -25,6 +26,7 @@ help:
 	@echo "make lint   - cargo fmt --check, clippy -D warnings, ruff"
 	@echo "make bench  - side-by-side micro benchmarks against RocksDB; regenerates docs/BENCHMARKS.md"
 	@echo "make bench-vlog - value separation against RocksDB BlobDB (part of make bench)"
+	@echo "make bench-learned - learned indexes off/always/analyzer vs RocksDB, LevelDB (~13 min)"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
 
@@ -88,7 +90,8 @@ BENCH_RECORDS ?= 1000000
 BENCH_RESULTS := micro ycsb vlog-1k vlog-4k vlog-scan100 rocksdb-vs-db_bench micro-peers \
 	ycsb-peers hash-adaptive hash-join hash-loadfactor hash-roofline hash-roofline-10m splitdf \
 	splitdf-columns learn cache cache-ablations \
-	workload
+	workload learned-readonly learned-randomload learned-range learned-delta learned-ycsb \
+	learned-writes learned-memlimit learned-scale learned-load
 # Value separation against RocksDB's BlobDB (db_bench --enable_blob_files), and Attune without it.
 VLOG_ENGINES := attune,attune:enable_blob_files=false,db_bench,db_bench:enable_blob_files=1
 VLOG_COMMON := --engines $(VLOG_ENGINES) --compression lz4 --cache-size 64MiB --repeat 2 \
@@ -114,6 +117,12 @@ bench-vlog: build
 		--operations 50000 --benchmarks fillrandom,seekrandom --seek-nexts 100 \
 		--json benches/results/vlog-scan100.jsonl
 	$(MAKE) bench-report
+
+# Learned indexes in the engine (docs/learned-index.md "Measured in the engine"): models off /
+# always / analyzer beside RocksDB and LevelDB, about 13 minutes on 2 cores.
+bench-learned: build
+	benches/learned/run.sh $(VENV)/bin/attune-bench
+	$(VENV)/bin/python benches/learned/report.py benches/results
 
 bench-report: build
 	$(VENV)/bin/attune bench report $(BENCH_RESULTS:%=benches/results/%.jsonl) \

@@ -110,6 +110,9 @@ pub struct Measured {
     pub settings: serde_json::Value,
     /// Files dropped from the page cache before opening (cold runs).
     pub cold_files_dropped: Option<usize>,
+    /// The engine's own counters after the phase ([`crate::engine::Engine::stats`]).
+    #[serde(default)]
+    pub engine_stats: serde_json::Value,
 }
 
 /// Prints progress lines every `PROGRESS_PERIOD` until stopped.
@@ -178,10 +181,10 @@ pub fn run(job: &Job) -> Result<()> {
     }
     // Counters that only mean something after the phase (Attune's hot-key cache) replace the
     // values seen at open.
-    let mut settings = settings;
     if let Some(h) = db.settings().get("hot_key_cache") {
         settings["hot_key_cache"] = h.clone();
     }
+    let engine_stats = db.stats();
     db.close()?;
     let io1 = metrics::io_bytes();
     let cpu1 = metrics::cpu_seconds();
@@ -205,6 +208,7 @@ pub fn run(job: &Job) -> Result<()> {
         disk_bytes: metrics::disk_bytes(&job.dir),
         settings,
         cold_files_dropped,
+        engine_stats,
     };
     let mut out = std::io::stdout();
     let line = serde_json::to_string(&measured)?;

@@ -64,6 +64,23 @@ pub trait Engine: Send + Sync {
     fn settings(&self) -> serde_json::Value;
     /// Makes buffered writes durable and (where the engine has one) flushes the write buffer.
     fn flush(&self) -> Result<()>;
+    /// Flushes the write buffer and compacts every table into the bottom level, waiting for
+    /// it (db_bench's `compact` step), so a read-only phase sees the data in tables. Returns
+    /// `false` when the engine has no such operation (the default).
+    fn compact(&self) -> Result<bool> {
+        Ok(false)
+    }
+    /// Learns an index model for every table now ("offline" learning); returns the number of
+    /// tables with a model afterwards, or `None` when the engine (or its configuration) has no
+    /// learned indexes (the default).
+    fn learn(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
+    /// Engine counters sampled after a phase (before close), e.g. Attune's learned-index
+    /// statistics; `null` when the engine reports none (the default).
+    fn stats(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
     /// Closes the database, waiting for the engine's own shutdown work.
     fn close(self: Box<Self>) -> Result<()>;
 }

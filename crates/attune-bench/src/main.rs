@@ -14,6 +14,7 @@ use attune_bench::options::{parse_count, parse_size, Compression, EngineSpec, Se
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{YcsbTask, YCSB_KEYS};
 use attune_bench::{child, dbbench};
+use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -136,6 +137,10 @@ struct YcsbArgs {
     /// Request distribution override, e.g. zipfian:0.99, uniform, latest (default: the workload's).
     #[arg(long)]
     distribution: Option<String>,
+    /// Load order of a key set: `sequential` (ascending) or `random[:SEED]` (default seed:
+    /// --seed).
+    #[arg(long, default_value = "sequential")]
+    load_order: String,
     /// YCSB fieldcount.
     #[arg(long, default_value_t = 10)]
     field_count: u32,
@@ -265,6 +270,21 @@ fn ycsb(a: &YcsbArgs) -> Result<ExitCode> {
         None => records,
     };
     let warmup_ops = parse_count("--warmup-ops", &c.warmup_ops)?;
+    let load_order = match a
+        .load_order
+        .parse::<LoadOrder>()
+        .map_err(|e| BenchError::invalid("--load-order", e.to_string()))?
+    {
+        LoadOrder::Sequential => None,
+        LoadOrder::Random(0) if !a.load_order.contains(':') => Some(c.seed),
+        LoadOrder::Random(seed) => Some(seed),
+    };
+    if load_order.is_some() && a.key_set == YCSB_KEYS {
+        return Err(BenchError::invalid(
+            "--load-order",
+            "applies to attune-workload key sets; YCSB's hashed keys load in hash order",
+        ));
+    }
     let tasks = a
         .workloads
         .split(',')
@@ -283,6 +303,7 @@ fn ycsb(a: &YcsbArgs) -> Result<ExitCode> {
                 threads: c.threads,
                 warmup_ops,
                 cold: c.cold,
+                load_order,
             })
         })
         .collect::<Result<Vec<_>>>()?;

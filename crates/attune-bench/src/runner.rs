@@ -110,6 +110,9 @@ pub struct Row {
     pub cpu_seconds: f64,
     /// The engine's exact settings.
     pub settings: serde_json::Value,
+    /// The engine's counters after the phase (Attune: learned-index statistics), or null.
+    #[serde(default)]
+    pub engine_stats: serde_json::Value,
     /// The workload parameters.
     pub params: serde_json::Value,
     /// `{"requested": bytes, "enforced": bool, "reason": ...}` or null.
@@ -488,7 +491,8 @@ fn run_engine(
                 let logical = live * (16 + t.record_bytes() as u64);
                 let p = json!({
                     "records": t.records, "operations": t.operations,
-                    "distribution": t.distribution.clone().unwrap_or_else(|| "workload default".into()),
+                    "distribution": t.distribution_name(),
+                    "load_order": t.load_order.map_or("sequential".to_string(), |s| format!("random:{s}")),
                     "key_set": t.key_set, "field_count": t.field_count, "field_length": t.field_length,
                     "threads": t.threads, "seed": t.seed, "warmup_ops": t.warmup_ops, "cold": t.cold,
                     "cold_files_dropped": measured.cold_files_dropped,
@@ -547,12 +551,28 @@ fn make_row(
         peak_rss_bytes: m.peak_rss_bytes,
         cpu_seconds: m.cpu_seconds,
         settings: m.settings,
+        engine_stats: m.engine_stats,
         params,
         memory_limit: limit_note.clone(),
         repeat: None,
         command: command.to_string(),
-        machine: machine.clone(),
+        machine: with_loadavg(machine),
     }
+}
+
+/// `machine` plus the 1-minute load average when the row is made (`/proc/loadavg`), so a reader
+/// can tell a quiet run from one that shared the CPUs with other work.
+fn with_loadavg(machine: &serde_json::Value) -> serde_json::Value {
+    let mut m = machine.clone();
+    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|t| {
+        t.split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+    });
+    if let (Some(obj), Some(l)) = (m.as_object_mut(), load) {
+        obj.insert("loadavg_1m".to_string(), json!(l));
+    }
+    m
 }
 
 /// Spawns this executable as a child for `job` and reads its protocol lines.
@@ -665,5 +685,6 @@ fn run_db_bench(
             "note": "byte counters, CPU and RSS cover the whole db_bench process (open and close included)",
         }),
         cold_files_dropped,
+        engine_stats: serde_json::Value::Null,
     })
 }

@@ -12,6 +12,19 @@
 //! insert (d, e) run single-threaded because each stream hands out insert key numbers from the
 //! same counter.
 //!
+//! Beyond A–F, phases for the learned-index evaluation (docs/learned-index.md):
+//! * `<letter>:<distribution>` runs a workload with its own request distribution (`c:uniform`,
+//!   `c:zipfian:0.99`), so one run can read one loaded database under several distributions;
+//! * `scan<N>` (N in 1..=100000): only range queries of exactly N records (uniform start keys
+//!   unless a distribution is given);
+//! * `write<P>` (P in 0..=100): P% updates of loaded keys, the rest reads (uniform unless given);
+//! * `compact`: flush and compact everything into the bottom level (db_bench's `compact`), timed
+//!   as one operation; `learn`: learn a model for every table now (Attune's `learn_all`, the
+//!   "offline" learning), timed as one operation. Engines without them record zero operations.
+//!
+//! Load order: with an attune-workload key set the load inserts key numbers 0..records in order
+//! (`load_order: None`, sequential) or in a seeded random permutation of them (`Some(seed)`).
+//!
 //! Thread-safety: each client thread builds its own stream. Invariant: a phase is a pure function
 //! of its [`YcsbTask`].
 
@@ -20,6 +33,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use attune_workload::keys::{encode_key16, KeySet};
+use attune_workload::perm::Permutation;
 use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
 use attune_workload::{Op, RequestDist};
 use serde::{Deserialize, Serialize};
@@ -33,6 +47,55 @@ use crate::keys::ValueGen;
 pub const LOAD: &str = "load";
 /// Key set name meaning YCSB's own hashed key numbers.
 pub const YCSB_KEYS: &str = "ycsb";
+/// Name of the flush-and-compact phase.
+pub const COMPACT: &str = "compact";
+/// Name of the learn-every-table phase.
+pub const LEARN: &str = "learn";
+/// Longest `scan<N>` range (records). Default 100000: far above the issue's 1/10/100, low enough
+/// that one operation stays a range query rather than a full scan of a benchmark database.
+pub const MAX_SCAN: u32 = 100_000;
+
+/// What a phase name asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Load,
+    Compact,
+    Learn,
+    /// A core workload letter.
+    Core(CoreWorkload),
+    /// Range queries of exactly this many records.
+    Scan(u32),
+    /// This percentage of updates, the rest reads.
+    Writes(u32),
+}
+
+const VALID_WORKLOADS: &str = "load, a, b, c, d, e, f (optionally `:<distribution>`), \
+scan<N>, write<P>, compact, learn";
+
+fn parse_kind(head: &str) -> Option<Kind> {
+    match head {
+        LOAD => Some(Kind::Load),
+        COMPACT => Some(Kind::Compact),
+        LEARN => Some(Kind::Learn),
+        _ => {
+            if let Some(n) = head.strip_prefix("scan") {
+                return n
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=MAX_SCAN).contains(n))
+                    .map(Kind::Scan);
+            }
+            if let Some(p) = head.strip_prefix("write") {
+                return p
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|p| *p <= 100)
+                    .map(Kind::Writes);
+            }
+            CoreWorkload::from_str(head).ok().map(Kind::Core)
+        }
+    }
+}
 
 /// One YCSB phase, as sent to a child.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -59,6 +122,9 @@ pub struct YcsbTask {
     pub warmup_ops: u64,
     /// Drop the page cache of the database files first.
     pub cold: bool,
+    /// Load order of a key set: `None` ascending, `Some(seed)` a random permutation.
+    #[serde(default)]
+    pub load_order: Option<u64>,
 }
 
 fn wl_err(e: attune_workload::WorkloadError) -> BenchError {
@@ -71,7 +137,9 @@ impl YcsbTask {
         if self.records == 0 {
             return Err(BenchError::invalid("--records", "must be at least 1"));
         }
-        if self.workload != LOAD && self.operations == 0 {
+        let kind = self.kind()?;
+        let runs = !matches!(kind, Kind::Load | Kind::Compact | Kind::Learn);
+        if runs && self.operations == 0 {
             return Err(BenchError::invalid("--operations", "must be at least 1"));
         }
         if self.threads == 0 || self.threads > 1024 {
@@ -80,7 +148,7 @@ impl YcsbTask {
                 "must be between 1 and 1024",
             ));
         }
-        if self.workload != LOAD {
+        if runs {
             let cfg = self.config(0)?;
             if cfg.insert_proportion > 0.0 && self.threads > 1 {
                 return Err(BenchError::invalid(
@@ -97,27 +165,76 @@ impl YcsbTask {
         Ok(())
     }
 
-    /// Parses a `--workloads` entry.
+    /// Parses a `--workloads` entry (see the module doc) into its canonical name.
     pub fn parse_workload(name: &str) -> Result<String> {
         let n = name.trim().to_ascii_lowercase();
-        if n == LOAD {
-            return Ok(n);
-        }
-        CoreWorkload::from_str(&n).map_err(|_| BenchError::UnknownWorkload {
+        let (head, dist) = match n.split_once(':') {
+            Some((h, d)) => (h, Some(d)),
+            None => (n.as_str(), None),
+        };
+        let head = head.trim_start_matches("workload");
+        let unknown = || BenchError::UnknownWorkload {
             kind: "YCSB workload",
             name: name.to_string(),
-            valid: "load, a, b, c, d, e, f".to_string(),
-        })?;
-        Ok(n.trim_start_matches("workload").to_string())
+            valid: VALID_WORKLOADS.to_string(),
+        };
+        let kind = parse_kind(head).ok_or_else(unknown)?;
+        match dist {
+            None => Ok(head.to_string()),
+            Some(_) if matches!(kind, Kind::Load | Kind::Compact | Kind::Learn) => {
+                Err(BenchError::invalid(
+                    "--workloads",
+                    format!("`{name}`: a distribution applies to run phases only"),
+                ))
+            }
+            Some(d) => {
+                RequestDist::from_str(d).map_err(wl_err)?;
+                Ok(format!("{head}:{d}"))
+            }
+        }
+    }
+
+    fn kind(&self) -> Result<Kind> {
+        let head = self
+            .workload
+            .split_once(':')
+            .map_or(self.workload.as_str(), |p| p.0);
+        parse_kind(head).ok_or_else(|| BenchError::UnknownWorkload {
+            kind: "YCSB workload",
+            name: self.workload.clone(),
+            valid: VALID_WORKLOADS.to_string(),
+        })
+    }
+
+    /// The phase's request distribution: its own (`c:uniform`), else `--distribution`.
+    fn distribution(&self) -> Option<&str> {
+        self.workload
+            .split_once(':')
+            .map(|p| p.1)
+            .or(self.distribution.as_deref())
+    }
+
+    /// The request distribution the phase uses, for result rows.
+    pub fn distribution_name(&self) -> String {
+        match (self.distribution(), self.kind()) {
+            (Some(d), _) => d.to_string(),
+            (None, Ok(Kind::Scan(_) | Kind::Writes(_))) => "uniform".to_string(),
+            _ => "workload default".to_string(),
+        }
+    }
+
+    /// Whether the phase runs operations from a stream (not load, compact or learn).
+    fn is_run(&self) -> bool {
+        !matches!(self.kind(), Ok(Kind::Load | Kind::Compact | Kind::Learn))
     }
 
     fn config(&self, thread: usize) -> Result<YcsbConfig> {
-        let letter = if self.workload == LOAD {
-            "a"
-        } else {
-            self.workload.as_str()
+        let kind = self.kind()?;
+        let w = match kind {
+            Kind::Core(w) => w,
+            Kind::Load | Kind::Compact | Kind::Learn => CoreWorkload::A,
+            Kind::Scan(_) | Kind::Writes(_) => CoreWorkload::C,
         };
-        let w = CoreWorkload::from_str(letter).map_err(wl_err)?;
         let per_thread = self.operations.div_ceil(self.threads as u64);
         let seed = self.seed.wrapping_add(1 + thread as u64 * 0x9E37_79B9);
         let mut cfg = YcsbConfig::core(w, self.records, per_thread, seed);
@@ -126,7 +243,22 @@ impl YcsbTask {
         if self.key_set != YCSB_KEYS {
             cfg.insert_order = InsertOrder::Ordered;
         }
-        if let Some(d) = &self.distribution {
+        match kind {
+            Kind::Scan(n) => {
+                cfg.read_proportion = 0.0;
+                cfg.scan_proportion = 1.0;
+                cfg.min_scan_length = n;
+                cfg.max_scan_length = n;
+                cfg.request_distribution = RequestDist::Uniform;
+            }
+            Kind::Writes(p) => {
+                cfg.update_proportion = f64::from(p) / 100.0;
+                cfg.read_proportion = 1.0 - cfg.update_proportion;
+                cfg.request_distribution = RequestDist::Uniform;
+            }
+            _ => {}
+        }
+        if let Some(d) = self.distribution() {
             cfg.request_distribution = RequestDist::from_str(d).map_err(wl_err)?;
         }
         Ok(cfg)
@@ -152,6 +284,8 @@ impl YcsbTask {
     pub fn total_ops(&self) -> u64 {
         if self.workload == LOAD {
             self.records
+        } else if !self.is_run() {
+            1
         } else {
             self.operations.div_ceil(self.threads as u64) * self.threads as u64
         }
@@ -166,6 +300,9 @@ impl YcsbTask {
     pub fn inserts(&self) -> Result<u64> {
         if self.workload == LOAD {
             return Ok(self.records);
+        }
+        if !self.is_run() {
+            return Ok(0);
         }
         let mut n = 0;
         for t in 0..self.threads {
@@ -182,6 +319,10 @@ impl YcsbTask {
 
 /// Runs one phase on `db`.
 pub fn run_task(db: &dyn Engine, task: &YcsbTask, progress: &AtomicU64) -> Result<PhaseResult> {
+    match task.kind()? {
+        Kind::Compact | Kind::Learn => return run_step(db, task, progress),
+        _ => {}
+    }
     let set = task.key_set()?;
     let record = task.record_bytes();
     let key_bytes = |k: u64| -> [u8; 16] {
@@ -189,6 +330,18 @@ pub fn run_task(db: &dyn Engine, task: &YcsbTask, progress: &AtomicU64) -> Resul
             Some(s) => s.key_at(k),
             None => k,
         })
+    };
+    // Random load order: key number i of the load becomes perm(i), a bijection on 0..records.
+    let load_perm = match (task.load_order, &set) {
+        (Some(seed), Some(_)) if task.workload == LOAD => Some(
+            Permutation::new(task.records, seed)
+                .map_err(|e| BenchError::invalid("--load-order", e.to_string()))?,
+        ),
+        _ => None,
+    };
+    let load_key = |k: u64| match &load_perm {
+        Some(p) => p.apply(k),
+        None => k,
     };
     let load_threads = if task.workload == LOAD {
         1
@@ -220,7 +373,7 @@ pub fn run_task(db: &dyn Engine, task: &YcsbTask, progress: &AtomicU64) -> Resul
                     st.found += u64::from(s.get(&key_bytes(key), &mut buf)?);
                 }
                 Op::Update { key, .. } | Op::Insert { key, .. } => {
-                    s.put(&key_bytes(key), values.next(record))?;
+                    s.put(&key_bytes(load_key(key)), values.next(record))?;
                     st.user_bytes_written += (16 + record) as u64;
                 }
                 Op::ReadModifyWrite { key, .. } => {
@@ -252,6 +405,24 @@ pub fn run_task(db: &dyn Engine, task: &YcsbTask, progress: &AtomicU64) -> Resul
     Ok(r)
 }
 
+/// Runs `compact` or `learn` as one timed operation; an engine without the step records none.
+fn run_step(db: &dyn Engine, task: &YcsbTask, progress: &AtomicU64) -> Result<PhaseResult> {
+    let learn = task.kind()? == Kind::Learn;
+    let body: &Body<'_> = &|_, _, st| {
+        let start = Instant::now();
+        let did = if learn {
+            db.learn()?.is_some()
+        } else {
+            db.compact()?
+        };
+        if did {
+            st.done(start);
+        }
+        Ok(())
+    };
+    run_phase(db, 1, progress, None, body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,6 +440,7 @@ mod tests {
             threads: 1,
             warmup_ops: 0,
             cold: false,
+            load_order: None,
         }
     }
 
@@ -295,6 +467,85 @@ mod tests {
             "inserting workloads are single-threaded"
         );
         assert!(task("e").validate().is_ok());
+    }
+
+    #[test]
+    fn learned_index_phases_parse_and_bad_ones_name_the_valid_list() {
+        assert_eq!(YcsbTask::parse_workload("C:Uniform").unwrap(), "c:uniform");
+        assert_eq!(
+            YcsbTask::parse_workload("c:zipfian:0.9").unwrap(),
+            "c:zipfian:0.9"
+        );
+        assert_eq!(YcsbTask::parse_workload("scan10").unwrap(), "scan10");
+        assert_eq!(YcsbTask::parse_workload("write50").unwrap(), "write50");
+        assert_eq!(YcsbTask::parse_workload("compact").unwrap(), "compact");
+        assert_eq!(YcsbTask::parse_workload("learn").unwrap(), "learn");
+        for bad in [
+            "scan0",
+            "scan100001",
+            "write101",
+            "writex",
+            "c:bogus",
+            "learn:uniform",
+        ] {
+            assert!(YcsbTask::parse_workload(bad).is_err(), "{bad}");
+        }
+        let e = YcsbTask::parse_workload("g").unwrap_err().to_string();
+        assert!(e.contains("scan<N>"), "{e}");
+    }
+
+    #[test]
+    fn scan_and_write_phases_build_the_promised_mix() {
+        let t = task("scan10");
+        t.validate().unwrap();
+        let c = t.config(0).unwrap();
+        assert_eq!((c.min_scan_length, c.max_scan_length), (10, 10));
+        assert_eq!(c.scan_proportion, 1.0);
+        assert_eq!(c.request_distribution, RequestDist::Uniform);
+        let c = task("write20:zipfian").config(0).unwrap();
+        assert!((c.update_proportion - 0.2).abs() < 1e-12);
+        assert!((c.read_proportion - 0.8).abs() < 1e-12);
+        assert_ne!(c.request_distribution, RequestDist::Uniform);
+        assert_eq!(task("c:latest").distribution_name(), "latest");
+        assert_eq!(task("compact").total_ops(), 1);
+        assert_eq!(task("learn").inserts().unwrap(), 0);
+    }
+
+    #[test]
+    fn random_load_order_inserts_every_key_once() {
+        use crate::options::{Compression, Settings};
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            cache_bytes: 1 << 20,
+            write_buffer_bytes: 1 << 20,
+            compression: Compression::None,
+            sync: false,
+            threads: 1,
+            background_threads: 1,
+            extra: Default::default(),
+        };
+        let db = (crate::engine::find("attune").unwrap().open)(dir.path(), &settings).unwrap();
+        let mut t = task(LOAD);
+        t.key_set = "seg10".into();
+        t.records = 500;
+        t.field_count = 1;
+        t.load_order = Some(3);
+        let progress = AtomicU64::new(0);
+        run_task(db.as_ref(), &t, &progress).unwrap();
+        let set = t.key_set().unwrap().unwrap();
+        let mut s = db.session().unwrap();
+        let mut v = Vec::new();
+        for i in 0..500 {
+            assert!(
+                s.get(&encode_key16(set.key_at(i)), &mut v).unwrap(),
+                "key {i}"
+            );
+        }
+        assert!(!s.get(&encode_key16(set.key_at(500)), &mut v).unwrap());
+        drop(s);
+        let r = run_step(db.as_ref(), &task(COMPACT), &progress).unwrap();
+        assert_eq!(r.ops, 1, "attune compacts");
+        db.close().unwrap();
     }
 
     #[test]

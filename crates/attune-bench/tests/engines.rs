@@ -1,6 +1,8 @@
 //! Every engine installed on this machine behaves like a sorted map: a seeded random history of
 //! puts, deletes, batches, gets and scans gives the same answers as a `BTreeMap` oracle, and the
-//! data survives close and reopen. Engines whose library is missing are reported and skipped.
+//! data survives close and reopen. Halfway through, the engine compacts (`Engine::compact`) and
+//! learns (`Engine::learn`) where it can, so answers after those steps are checked too. Engines
+//! whose library is missing are reported and skipped.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +11,10 @@ use attune_bench::keys::{make_key, Rng};
 use attune_bench::options::Settings;
 
 fn check_engine(name: &str, seed: u64) {
+    check_engine_with(name, seed, &[]);
+}
+
+fn check_engine_with(name: &str, seed: u64, extra: &[(&str, &str)]) {
     let kind = ENGINES.iter().find(|k| k.name == name).expect("registered");
     if let Err(e) = (kind.probe)() {
         eprintln!("skipping {name}: {e}");
@@ -20,6 +26,10 @@ fn check_engine(name: &str, seed: u64) {
     let settings = Settings {
         cache_bytes: 1 << 20,
         write_buffer_bytes: 1 << 20,
+        extra: extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         ..Settings::default()
     };
     let mut oracle: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
@@ -30,6 +40,11 @@ fn check_engine(name: &str, seed: u64) {
         let mut key = Vec::new();
         let mut got = Vec::new();
         for step in 0..3000u64 {
+            if step == 1500 {
+                let compacted = db.compact().expect("compact");
+                let learned = db.learn().expect("learn");
+                println!("{name}: compacted {compacted}, tables with a model {learned:?}");
+            }
             make_key(rng.below(500), 16, &mut key);
             match rng.below(10) {
                 0..=3 => {
@@ -112,4 +127,14 @@ fn lmdb_matches_a_sorted_map_oracle() {
 #[test]
 fn attune_matches_a_sorted_map_oracle() {
     check_engine("attune", 15);
+}
+
+#[test]
+fn attune_with_models_always_on_matches_a_sorted_map_oracle() {
+    check_engine_with("attune", 16, &[("learned_index", "always")]);
+}
+
+#[test]
+fn attune_with_models_off_matches_a_sorted_map_oracle() {
+    check_engine_with("attune", 17, &[("learned_index", "off")]);
 }

@@ -7,10 +7,16 @@
 //! `settings`. `background_threads` is recorded but Attune always runs one flush and one
 //! compaction thread.
 //!
+//! Learned indexes (docs/learned-index.md): `compact` is `compact_range` over the whole key space,
+//! `learn` is `DB::learn_all` (none when `learned_index=off`), and `stats` reports the learned
+//! counters after each phase (`learned`, `model_bytes`, `model_bytes_per_level`, ...), so a row
+//! says how many lookups the models served and what learning cost.
+//!
 //! Thread-safety: `attune_kv::DB` is `Send + Sync`; a session is a borrowed handle.
 
 use std::path::Path;
 
+use attune_kv::options::LearnedIndex;
 use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use serde_json::json;
 
@@ -219,6 +225,54 @@ impl Engine for AttuneEngine {
 
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(engine_error)
+    }
+
+    fn compact(&self) -> Result<bool> {
+        self.db.compact_range(None, None).map_err(engine_error)?;
+        Ok(true)
+    }
+
+    fn learn(&self) -> Result<Option<u64>> {
+        if self.db.options().learned_index == LearnedIndex::Off {
+            return Ok(None);
+        }
+        self.db.learn_all().map(Some).map_err(engine_error)
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        let st = self.db.stats();
+        let l = &st.learned;
+        let share = if l.total_lookups > 0 {
+            l.learned_lookups as f64 / l.total_lookups as f64
+        } else {
+            0.0
+        };
+        json!({
+            "learned_mode": l.mode,
+            "learned_delta": l.delta,
+            "total_lookups": l.total_lookups,
+            "learned_lookups": l.learned_lookups,
+            "learned_share": share,
+            "files_registered": l.files_registered,
+            "files_learned": l.files_learned,
+            "files_loaded": l.files_loaded,
+            "files_skipped": l.files_skipped,
+            "files_short_lived": l.files_short_lived,
+            "files_unlearnable": l.files_unlearnable,
+            "models_rejected": l.models_rejected,
+            "learn_ns_total": l.learn_ns_total,
+            "learn_queue_len": l.queue_len,
+            "model_bytes": st.model_bytes,
+            "model_bytes_per_level": st.model_bytes_per_level,
+            "model_segments": st.model_segments,
+            "files_with_models": st.files_with_models,
+            "fixed_layout_files": st.fixed_layout_files.len(),
+            "level_files": st.level_files,
+            "live_sst_bytes": st.live_sst_bytes,
+            "gets": st.gets,
+            "block_cache_hits": st.block_cache.hits,
+            "block_cache_misses": st.block_cache.misses,
+        })
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -77,6 +77,7 @@ c_api! {
         leveldb_iter_key: fn(*const Opaque, *mut usize) -> *const c_char;
         leveldb_iter_value: fn(*const Opaque, *mut usize) -> *const c_char;
         leveldb_iter_get_error: fn(*const Opaque, *mut *mut c_char);
+        leveldb_compact_range: fn(*mut Opaque, *const c_char, usize, *const c_char, usize);
     }
 }
 
@@ -209,6 +210,15 @@ impl Engine for LevelDb {
 
     fn flush(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn compact(&self) -> Result<bool> {
+        // SAFETY: valid db handle; null bounds mean the whole key space. LevelDB's
+        // CompactRange compacts the memtable first, then every level overlapping the range.
+        unsafe {
+            (self.api.leveldb_compact_range)(self.db, ptr::null(), 0, ptr::null(), 0);
+        }
+        Ok(true)
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -95,6 +95,7 @@ c_api! {
         rocksdb_flushoptions_destroy: fn(*mut Opaque);
         rocksdb_flushoptions_set_wait: fn(*mut Opaque, c_uchar);
         rocksdb_flush: fn(*mut Db, *const Opaque, *mut *mut c_char);
+        rocksdb_compact_range: fn(*mut Db, *const c_char, usize, *const c_char, usize);
     }
 }
 
@@ -246,6 +247,15 @@ impl Engine for RocksDb {
             (api.rocksdb_flushoptions_destroy)(fo);
             check(api, "flush", err)
         }
+    }
+
+    fn compact(&self) -> Result<bool> {
+        self.flush()?;
+        // SAFETY: valid db handle; null bounds mean the whole key space (waits for the result).
+        unsafe {
+            (self.api.rocksdb_compact_range)(self.db, ptr::null(), 0, ptr::null(), 0);
+        }
+        Ok(true)
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -1,0 +1,389 @@
+"""Markdown tables for docs/learned-index.md from benches/results/learned-*.jsonl.
+
+Reads the rows `benches/learned/run.sh` wrote (one attune-bench run per file section, so every
+ratio compares engines of the same run) and prints the tables of the section "Measured in the
+engine". Usage: python benches/learned/report.py [results dir] > tables.md
+
+Thread-safety: a plain script. Invariant: every number printed is a field of a result row or a
+ratio of two such fields; nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+OFF = "attune:learned_index=off"
+ALWAYS = "attune:learned_index=always"
+ANALYZER = "attune:learned_index=analyzer"
+SHORT = {
+    OFF: "off",
+    ALWAYS: "always",
+    ANALYZER: "analyzer",
+    "rocksdb": "RocksDB",
+    "leveldb": "LevelDB",
+}
+
+
+def load(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def kops(v: float) -> str:
+    return f"{v / 1000:.0f}k" if v >= 10000 else f"{v / 1000:.1f}k"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    if not a or not b:
+        return "-"
+    return f"{a / b:.2f}"
+
+
+def gmean(xs: list[float]) -> float:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def index(rows: list[dict]) -> dict:
+    """(key_set, workload, engine) -> row; with repeats, the row of the median throughput
+    (the lower middle one for an even count), its `ops_range` holding the min and max."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["params"].get("key_set"), r["workload"], r["engine"])].append(r)
+    out = {}
+    for k, rs in groups.items():
+        rs = sorted(rs, key=lambda r: r["ops_per_sec"])
+        m = dict(rs[(len(rs) - 1) // 2])
+        m["ops_range"] = (rs[0]["ops_per_sec"], rs[-1]["ops_per_sec"])
+        m["repeats"] = len(rs)
+        out[k] = m
+    return out
+
+
+def learn_ms(ix: dict, ks: str, engine: str) -> float:
+    """Learning time of the setup phases (background learning after load and compaction
+    counts too: a model learned there is persisted and only loaded by `learn`)."""
+    return (
+        sum(
+            ((ix.get((ks, w, engine)) or {}).get("engine_stats") or {}).get("learn_ns_total", 0)
+            for w in ("load", "compact", "learn")
+        )
+        / 1e6
+    )
+
+
+def cpu_rate(r: dict | None) -> float | None:
+    """Operations per CPU second of the engine's process (open and close included): on a
+    shared machine this does not count the time the process waited for a CPU."""
+    if not r or not r.get("cpu_seconds"):
+        return None
+    return r["ops"] / r["cpu_seconds"]
+
+
+def p50(r: dict | None) -> float | None:
+    return r["latency_us"]["p50"] if r else None
+
+
+def share(r: dict | None) -> str:
+    st = (r or {}).get("engine_stats") or {}
+    if not st.get("total_lookups"):
+        return "-"
+    return f"{st['learned_lookups'] / st['total_lookups']:.0%}"
+
+
+def readonly(rows: list[dict]) -> None:
+    ix = index(rows)
+    keysets = list(dict.fromkeys(r["params"]["key_set"] for r in rows))
+    dists = list(dict.fromkeys(r["workload"] for r in rows if r["workload"].startswith("c:")))
+    print(
+        "| key set | distribution | off | always | analyzer | RocksDB | LevelDB | always/off"
+        " | analyzer/off | always/RocksDB | always/LevelDB | model share |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    per_ks_cpu: dict[str, list[float]] = defaultdict(list)
+    per_ks_p50: dict[str, list[float]] = defaultdict(list)
+    per_ks_an_cpu: dict[str, list[float]] = defaultdict(list)
+    vs_rocks_cpu: list[float] = []
+    per_ks: dict[str, list[float]] = defaultdict(list)
+    per_ks_an: dict[str, list[float]] = defaultdict(list)
+    vs_rocks: list[float] = []
+    vs_level: list[float] = []
+    for ks in keysets:
+        for d in dists:
+            v = {e: ix.get((ks, d, e), {}).get("ops_per_sec") for e in SHORT}
+            if v[OFF] and v[ALWAYS]:
+                per_ks[ks].append(v[ALWAYS] / v[OFF])
+            if v[OFF] and v[ANALYZER]:
+                per_ks_an[ks].append(v[ANALYZER] / v[OFF])
+            rs = {e: ix.get((ks, d, e)) for e in SHORT}
+            c = {e: cpu_rate(rs[e]) for e in SHORT}
+            if c[OFF] and c[ALWAYS]:
+                per_ks_cpu[ks].append(c[ALWAYS] / c[OFF])
+                per_ks_p50[ks].append(p50(rs[OFF]) / p50(rs[ALWAYS]))
+            if c[OFF] and c[ANALYZER]:
+                per_ks_an_cpu[ks].append(c[ANALYZER] / c[OFF])
+            if c["rocksdb"] and c[ALWAYS]:
+                vs_rocks_cpu.append(c[ALWAYS] / c["rocksdb"])
+            if v["rocksdb"] and v[ALWAYS]:
+                vs_rocks.append(v[ALWAYS] / v["rocksdb"])
+            if v["leveldb"] and v[ALWAYS]:
+                vs_level.append(v[ALWAYS] / v["leveldb"])
+            cells = [kops(v[e]) if v[e] else "-" for e in SHORT]
+            print(
+                f"| {ks} | {d[2:]} | " + " | ".join(cells) + f" | {ratio(v[ALWAYS], v[OFF])}"
+                f" | {ratio(v[ANALYZER], v[OFF])} | {ratio(v[ALWAYS], v['rocksdb'])}"
+                f" | {ratio(v[ALWAYS], v['leveldb'])} | {share(ix.get((ks, d, ALWAYS)))} |"
+            )
+    print()
+    print(
+        "| key set | always/off: wall | CPU | p50 | analyzer/off: wall | CPU |"
+        " model bytes | model / data | learn (ms) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for ks in keysets:
+        learn = ix.get((ks, "learn", ALWAYS), {})
+        st = learn.get("engine_stats") or {}
+        mb = st.get("model_bytes", 0)
+        data = learn.get("logical_bytes") or 0
+        print(
+            f"| {ks} | {gmean(per_ks[ks]):.2f} | {gmean(per_ks_cpu[ks]):.2f} |"
+            f" {gmean(per_ks_p50[ks]):.2f} | {gmean(per_ks_an[ks]):.2f} |"
+            f" {gmean(per_ks_an_cpu[ks]):.2f} | {mb:,} |"
+            f" {mb / data:.4%} | {learn_ms(ix, ks, ALWAYS):.1f} |"
+            if data
+            else ""
+        )
+    allr = [x for xs in per_ks.values() for x in xs]
+    print()
+    print(
+        f"Averaged over key sets (geometric mean of the per-key-set means): always/off "
+        f"**{gmean([gmean(x) for x in per_ks.values()]):.2f}**, analyzer/off "
+        f"**{gmean([gmean(x) for x in per_ks_an.values()]):.2f}**; arithmetic mean of all "
+        f"{len(allr)} always/off ratios {sum(allr) / max(len(allr), 1):.2f};\nalways/RocksDB "
+        f"geo. mean {gmean(vs_rocks):.2f}, always/LevelDB {gmean(vs_level):.2f}.\nPer CPU second:"
+        f" always/off **{gmean([gmean(x) for x in per_ks_cpu.values()]):.2f}**, analyzer/off"
+        f" **{gmean([gmean(x) for x in per_ks_an_cpu.values()]):.2f}**, always/RocksDB"
+        f" {gmean(vs_rocks_cpu):.2f}; p50 latency off/always"
+        f" **{gmean([gmean(x) for x in per_ks_p50.values()]):.2f}**."
+    )
+    print()
+    print("| distribution | per CPU second: always/off | always/RocksDB | always/LevelDB |")
+    print("|---|---|---|---|")
+    for d in dists:
+        rat: dict[str, list[float]] = defaultdict(list)
+        for ks in keysets:
+            c = {e: cpu_rate(ix.get((ks, d, e))) for e in SHORT}
+            for peer in (OFF, "rocksdb", "leveldb"):
+                if c[ALWAYS] and c[peer]:
+                    rat[peer].append(c[ALWAYS] / c[peer])
+        print(
+            f"| {d[2:]} | {gmean(rat[OFF]):.2f} | {gmean(rat['rocksdb']):.2f} |"
+            f" {gmean(rat['leveldb']):.2f} |"
+        )
+    print()
+    print("Load (write) throughput, same runs:")
+    print()
+    print(
+        "| key set | off | always | analyzer | always/off | analyzer/off |"
+        " per CPU second: always/off | analyzer/off |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for ks in keysets:
+        rs = {e: ix.get((ks, "load", e)) for e in (OFF, ALWAYS, ANALYZER)}
+        v = {e: (r or {}).get("ops_per_sec") for e, r in rs.items()}
+        c = {e: cpu_rate(r) for e, r in rs.items()}
+        print(
+            f"| {ks} | {kops(v[OFF])} | {kops(v[ALWAYS])} | {kops(v[ANALYZER])} |"
+            f" {ratio(v[ALWAYS], v[OFF])} | {ratio(v[ANALYZER], v[OFF])} |"
+            f" {ratio(c[ALWAYS], c[OFF])} | {ratio(c[ANALYZER], c[OFF])} |"
+        )
+
+
+def simple(rows: list[dict], workloads: list[str] | None = None) -> None:
+    ix = index(rows)
+    engines = list(dict.fromkeys(r["engine"] for r in rows))
+    keysets = list(dict.fromkeys(r["params"]["key_set"] for r in rows))
+    wls = workloads or list(dict.fromkeys(r["workload"] for r in rows))
+    print(
+        "| key set | phase | "
+        + " | ".join(SHORT.get(e, e) for e in engines)
+        + (
+            " | always/off | always/RocksDB | per CPU-s: always/off | always/RocksDB |"
+            if OFF in engines
+            else " |"
+        )
+    )
+    print("|---|---|" + "---|" * len(engines) + ("---|---|---|---|" if OFF in engines else ""))
+    for ks in keysets:
+        for w in wls:
+            v = {e: ix.get((ks, w, e), {}).get("ops_per_sec") for e in engines}
+            if not any(v.values()):
+                continue
+            cells = [kops(v[e]) if v[e] else "-" for e in engines]
+            extra = ""
+            if OFF in engines:
+                c = {e: cpu_rate(ix.get((ks, w, e))) for e in engines}
+                extra = (
+                    f" {ratio(v.get(ALWAYS), v[OFF])} | {ratio(v.get(ALWAYS), v.get('rocksdb'))} |"
+                    f" {ratio(c.get(ALWAYS), c[OFF])} | {ratio(c.get(ALWAYS), c.get('rocksdb'))} |"
+                )
+            print(f"| {ks} | {w} | " + " | ".join(cells) + " |" + extra)
+
+
+def delta(rows: list[dict]) -> None:
+    ix = index(rows)
+    print(
+        "| key set | engine | reads/s | reads/CPU-s | p50 µs | p99 µs | vs off (CPU)"
+        " | model bytes | model / data"
+        " | segments | model share |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for ks in dict.fromkeys(r["params"]["key_set"] for r in rows):
+        off = cpu_rate(ix.get((ks, "c:uniform", OFF)))
+        for e in dict.fromkeys(r["engine"] for r in rows):
+            r = ix.get((ks, "c:uniform", e))
+            if not r:
+                continue
+            learn = ix.get((ks, "learn", e), {})
+            st = learn.get("engine_stats") or {}
+            mb = st.get("model_bytes", 0)
+            data = learn.get("logical_bytes") or 1
+            name = e.replace("attune:learned_index=always;learned_delta=", "δ=")
+            print(
+                f"| {ks} | {SHORT.get(name, name)} | {kops(r['ops_per_sec'])} |"
+                f" {kops(cpu_rate(r) or 0)} |"
+                f" {r['latency_us']['p50']:.2f} | {r['latency_us']['p99']:.2f} |"
+                f" {ratio(cpu_rate(r), off)} | {mb:,} | {mb / data:.4%} |"
+                f" {st.get('model_segments', 0):,} | {share(r)} |"
+            )
+
+
+def writes(rows: list[dict]) -> None:
+    ix = index(rows)
+    print(
+        "| phase | off ops/s | always ops/s | analyzer ops/s | analyzer/always (CPU) |"
+        " always/off (CPU) |"
+        " always learn ms (files) | analyzer learn ms (files, skipped) | analyzer/always learn"
+        " | model share always / analyzer |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for w in dict.fromkeys(r["workload"] for r in rows):
+        if not w.startswith("write"):
+            continue
+        rs = {e: ix.get(("osm", w, e)) for e in (OFF, ALWAYS, ANALYZER)}
+        if not all(rs.values()):
+            continue
+        v = {e: r["ops_per_sec"] for e, r in rs.items()}
+        c = {e: cpu_rate(r) for e, r in rs.items()}
+        sa = rs[ALWAYS]["engine_stats"]
+        sn = rs[ANALYZER]["engine_stats"]
+        la, ln = sa["learn_ns_total"] / 1e6, sn["learn_ns_total"] / 1e6
+        print(
+            f"| {w} | {kops(v[OFF])} | {kops(v[ALWAYS])} | {kops(v[ANALYZER])} |"
+            f" {ratio(v[ANALYZER], v[ALWAYS])} ({ratio(c[ANALYZER], c[ALWAYS])}) |"
+            f" {ratio(v[ALWAYS], v[OFF])} ({ratio(c[ALWAYS], c[OFF])}) |"
+            f" {la:.1f} ({sa['files_learned']}) | {ln:.1f} ({sn['files_learned']},"
+            f" {sn['files_skipped']}) | {ratio(ln, la)} | {share(rs[ALWAYS])} /"
+            f" {share(rs[ANALYZER])} |"
+        )
+
+
+def scale(rows: list[dict]) -> None:
+    """Every engine against the first one of the run (models off)."""
+    ix = index(rows)
+    engines = list(dict.fromkeys(r["engine"] for r in rows))
+    base = engines[0]
+    print(
+        "| phase | engine | reads/s | reads/CPU-s | p50 µs | vs first engine (CPU) | tables |"
+        " model bytes | model / data | model share |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for w in dict.fromkeys(r["workload"] for r in rows):
+        if not w.startswith("c:"):
+            continue
+        ks = rows[0]["params"]["key_set"]
+        b = cpu_rate(ix.get((ks, w, base)))
+        for e in engines:
+            r = ix.get((ks, w, e))
+            if not r:
+                continue
+            st = r.get("engine_stats") or {}
+            tables = sum(st.get("level_files") or []) or "-"
+            mb = st.get("model_bytes", 0)
+            print(
+                f"| {w[2:]} | {e} | {kops(r['ops_per_sec'])} | {kops(cpu_rate(r) or 0)} |"
+                f" {r['latency_us']['p50']:.2f} | {ratio(cpu_rate(r), b)} | {tables} |"
+                f" {mb:,} | {mb / (r['logical_bytes'] or 1):.4%} | {share(r)} |"
+            )
+
+
+def load_repeats(rows: list[dict]) -> None:
+    """Per-repeat load throughput and the ratio of medians against models off."""
+    per: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        per[r["engine"]].append(r)
+    med = {}
+    print("| engine | ops/s per repeat | median | ops/CPU-s per repeat | median | vs off (CPU) |")
+    print("|---|---|---|---|---|---|")
+    for e, rs in per.items():
+        w = sorted(r["ops_per_sec"] for r in rs)
+        c = sorted(cpu_rate(r) or 0 for r in rs)
+        med[e] = (w[(len(w) - 1) // 2], c[(len(c) - 1) // 2])
+        print(
+            f"| {SHORT.get(e, e)} | {', '.join(kops(x) for x in w)} | {kops(med[e][0])} |"
+            f" {', '.join(kops(x) for x in c)} | {kops(med[e][1])} |"
+            f" {ratio(med[e][1], med.get(OFF, (0, 0))[1])} |"
+        )
+
+
+def memlimit(rows: list[dict]) -> None:
+    print("| engine | phase | ops/s | p50 µs | p99 µs | peak RSS MiB | bytes read MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        rss = (r.get("peak_rss_bytes") or 0) >> 20
+        rd = (r.get("bytes_read") or 0) / 2**20
+        print(
+            f"| {SHORT.get(r['engine'], r['engine'])} | {r['workload']} |"
+            f" {r['ops_per_sec']:,.0f} | {r['latency_us']['p50']:.1f} |"
+            f" {r['latency_us']['p99']:.1f} | {rss} | {rd:.1f} |"
+        )
+
+
+def main() -> None:
+    d = Path(sys.argv[1] if len(sys.argv) > 1 else "benches/results")
+    sections = [
+        ("Read-only lookups (sequential load)", "learned-readonly", readonly),
+        ("Random load order", "learned-randomload", lambda r: simple(r, ["load", "c:uniform"])),
+        ("Range queries", "learned-range", lambda r: simple(r, ["scan1", "scan10", "scan100"])),
+        ("Error bound sweep", "learned-delta", delta),
+        ("YCSB", "learned-ycsb", simple),
+        ("Write-percentage sweep", "learned-writes", writes),
+        ("Limited memory", "learned-memlimit", memlimit),
+        ("Larger scale, many tables", "learned-scale", scale),
+        ("Load phase repeated", "learned-load", load_repeats),
+    ]
+    for title, stem, fn in sections:
+        rows = load(d / f"{stem}.jsonl")
+        if not rows:
+            continue
+        loads = [r["machine"]["loadavg_1m"] for r in rows if "loadavg_1m" in r["machine"]]
+        print(f"### {title} (`{stem}.jsonl`, {len(rows)} rows)\n")
+        reps = max((r.get("repeat") or 0) + 1 for r in rows)
+        if reps > 1:
+            print(f"Median of {reps} interleaved repeats.\n")
+        if loads:
+            print(
+                f"1-minute load average while the rows were written: {min(loads):.1f} to"
+                f" {max(loads):.1f} (2 CPUs).\n"
+            )
+        fn(rows)
+        print()
+
+
+if __name__ == "__main__":
+    main()

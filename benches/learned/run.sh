@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Learned-index benchmarks (issue #6, docs/learned-index.md "Measured in the engine"): Attune with
+# models off / always / analyzer side by side with RocksDB 7.8 and LevelDB 1.23, same data, same
+# memory budget and same phases in one attune-bench run per key set. Scaled for a 2-core shared
+# machine (about 13 minutes here). Writes benches/results/learned-*.jsonl; every row carries the exact
+# attune-bench command that produced it (`command`) and the machine (`machine`).
+#
+# Usage: benches/learned/run.sh [attune-bench binary]   (default: .venv/bin/attune-bench)
+set -euo pipefail
+BIN=${1:-.venv/bin/attune-bench}
+OUT=benches/results
+SCRATCH=${SCRATCH:-/tmp/attune-learned}
+RECORDS=${RECORDS:-200000}
+OPS=${OPS:-100000}
+mkdir -p "$OUT" "$SCRATCH"
+OFF=attune:learned_index=off
+ALWAYS=attune:learned_index=always
+ALL="$OFF,$ALWAYS,attune:learned_index=analyzer,rocksdb,leveldb"
+DELTAS="$OFF"
+for d in 2 4 8 16 32; do DELTAS="$DELTAS,$ALWAYS;learned_delta=$d"; done
+# 16-byte keys, one 100-byte value per record, everything in memory (64 MiB cache for 23 MB data).
+COMMON=(--field-count 1 --field-length 100 --cache-size 64MiB --compression none
+        --progress none --dir "$SCRATCH/db")
+KEYSETS=(linear seg1 seg10 normal lognormal osm)
+DISTS=c:uniform,c:zipfian,c:hotspot,c:exponential,c:latest,c:sequential
+
+run() { # run OUTFILE ARGS...  (one attune-bench ycsb invocation appended to OUTFILE)
+    local out=$1; shift
+    local part="$SCRATCH/part.jsonl"
+    "$BIN" ycsb "$@" "${COMMON[@]}" --json "$part"
+    cat "$part" >> "$out"
+}
+fresh() { rm -f "$1"; }
+
+# 1. Read-only lookups: six key sets x six request distributions, sequential load; data flushed
+#    and compacted into tables, then learned offline (`learn`: a no-op for off, RocksDB, LevelDB).
+fresh $OUT/learned-readonly.jsonl
+for ks in "${KEYSETS[@]}"; do
+    run $OUT/learned-readonly.jsonl --engines "$ALL" --key-set "$ks" --records "$RECORDS" \
+        --operations "$OPS" --repeat 2 --workloads "load,compact,learn,$DISTS"
+done
+# 2. Random load order, uniform reads.
+fresh $OUT/learned-randomload.jsonl
+for ks in "${KEYSETS[@]}"; do
+    run $OUT/learned-randomload.jsonl --engines "$OFF,$ALWAYS,rocksdb" \
+        --key-set "$ks" --load-order random --records "$RECORDS" --operations "$OPS" \
+        --workloads load,compact,learn,c:uniform
+done
+# 3. Range queries of 1, 10 and 100 records (uniform start keys).
+fresh $OUT/learned-range.jsonl
+run $OUT/learned-range.jsonl --engines "$ALL" --key-set osm --records "$RECORDS" \
+    --operations 50000 --workloads load,compact,learn,scan1,scan10,scan100
+# 4. Error bound sweep: lookups and model memory for delta 2..32.
+fresh $OUT/learned-delta.jsonl
+for ks in osm lognormal; do
+    run $OUT/learned-delta.jsonl --key-set "$ks" --records "$RECORDS" --operations "$OPS" \
+        --engines "$DELTAS" \
+        --workloads load,compact,learn,c:uniform
+done
+# 5. YCSB A-F (YCSB's hashed keys, each workload's own distribution).
+fresh $OUT/learned-ycsb.jsonl
+run $OUT/learned-ycsb.jsonl --engines "$ALL" --key-set ycsb --records "$RECORDS" \
+    --operations 50000 --workloads load,a,b,c,f,d,e
+# 6. Write-percentage sweep: background learning (always vs analyzer) while writes create new
+#    tables; a 1 MiB write buffer makes flushes and compactions happen inside each phase.
+fresh $OUT/learned-writes.jsonl
+run $OUT/learned-writes.jsonl --key-set osm --records "$RECORDS" --operations "$OPS" \
+    --write-buffer-size 1MiB \
+    --engines "$OFF,$ALWAYS,attune:learned_index=analyzer" \
+    --workloads load,compact,write1,write5,write10,write20,write50
+# 7. Larger scale, many tables: 1M records, 2 MiB tables for Attune (RocksDB's default 64 MiB
+#    target file size stays; its L0/L1 hold several files anyway), delta 8 and 4.
+fresh $OUT/learned-scale.jsonl
+T=target_file_size=2MiB
+run $OUT/learned-scale.jsonl --key-set osm --records 1000000 --operations 200000 --repeat 2 \
+    --engines "$OFF;$T,$ALWAYS;$T,$ALWAYS;$T;learned_delta=4,rocksdb" \
+    --workloads load,compact,learn,c:uniform,c:zipfian
+# 8. Write cost of learning: the load phase alone, repeated 5 times interleaved.
+fresh $OUT/learned-load.jsonl
+run $OUT/learned-load.jsonl --key-set osm --records 500000 --repeat 5 --workloads load \
+    --engines "$OFF,$ALWAYS,attune:learned_index=analyzer"
+# 9. Limited memory: 1M records (116 MB of keys and values, 3.6x the budget) in a 32 MiB memory
+#    cgroup (page cache included), 4 MiB block cache and 4 MiB write buffer for every engine;
+#    few reads, since every miss goes to the disk.
+fresh $OUT/learned-memlimit.jsonl
+"$BIN" ycsb --engines "$OFF,$ALWAYS,rocksdb,leveldb" \
+    --key-set osm --records 1000000 --operations 5000 --workloads load,compact,learn,c:uniform \
+    --field-count 1 --field-length 100 --cache-size 4MiB --write-buffer-size 4MiB \
+    --memory-limit 32MiB --compression none --progress none --dir "$SCRATCH/db" \
+    --json "$SCRATCH/part.jsonl" || echo "run.sh: memory-limited run reported failures" >&2
+cat "$SCRATCH/part.jsonl" >> $OUT/learned-memlimit.jsonl
+rm -rf "$SCRATCH"
