@@ -430,3 +430,42 @@ fn scans_over_slow_value_reads_prefetch_ahead_and_stay_correct() {
         "slow reads did not start read-ahead: {s:?}"
     );
 }
+
+#[test]
+fn segments_switch_without_the_writer_waiting_and_close_sealed_at_their_length() {
+    // Real files: segments are written through a memory map of reserved space, switched to a
+    // spare made ahead, and sealed by the flush thread.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        blob_file_size: 64 << 10,
+        ..options()
+    };
+    let mut model = BTreeMap::new();
+    {
+        let db = DB::open(dir.path(), opts.clone()).unwrap();
+        for round in 0..3 {
+            for i in 0..400 {
+                db.put(&key(i), &value(i, round)).unwrap();
+                model.insert(key(i), value(i, round));
+            }
+        }
+        check_all(&db, &model);
+        let s = db.stats();
+        assert!(s.blob_files.len() >= 4, "64 KiB segments rotate: {s:?}");
+        db.close().unwrap();
+    }
+    let db = DB::open(dir.path(), opts).unwrap();
+    check_all(&db, &model);
+    let s = db.stats();
+    let files = vlog_files(dir.path());
+    // No spare segment outlives the close, and no segment keeps space reserved past its end.
+    assert_eq!(files.len(), s.blob_files.len(), "{files:?} vs {s:?}");
+    for b in &s.blob_files {
+        let len = std::fs::metadata(dir.path().join(format!("{:06}.vlog", b.number)))
+            .unwrap()
+            .len();
+        assert!(b.sealed, "{b:?}");
+        assert_eq!(len, b.size, "segment {} on disk vs sealed length", b.number);
+    }
+    db.verify().unwrap();
+}
