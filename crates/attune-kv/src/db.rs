@@ -362,6 +362,17 @@ impl DB {
         let mut edit = VersionEdit::default();
         let blob_valid = recover_blob_files(env.as_ref(), &dir, &versions, &mut edit)?;
         let max_seq = recover_logs(&env, &dir, &opts, &mut versions, &mut edit, &blob_valid)?;
+        // Segments the crash left without a record (a spare made ahead, one created just
+        // before the crash) leave the manifest in the edit that retires the replayed logs: no
+        // table names them (a pointer reaches a table only once its value is durable), and
+        // replay stopped at any logged pointer into them.
+        let empty: Vec<u64> = edit
+            .blob_files_sealed
+            .iter()
+            .filter(|&&(_, len)| len <= crate::vlog::SEGMENT_HEADER_BYTES)
+            .map(|&(n, _)| n)
+            .collect();
+        edit.blob_files_deleted.extend(&empty);
         let log_number = versions.new_file_number();
         // The WAL is an append-only log like a value-log segment: through a memory map where
         // the environment offers one (`mmap_logs`), so a write group costs no system call.
@@ -374,6 +385,10 @@ impl DB {
         versions.last_sequence = max_seq;
         edit.last_sequence = Some(max_seq);
         versions.log_and_apply(edit)?;
+        for n in empty {
+            // Best effort: a file the manifest no longer lists is removed at the next open.
+            let _ = env.remove_file(&filename::blob_path(&dir, n));
+        }
         let blobs: BlobSet = Arc::new(
             versions
                 .blob_files
@@ -1099,22 +1114,32 @@ impl DbInner {
     /// The fsync itself runs without the value-log lock, so the group leader keeps appending
     /// meanwhile (an fsync of a second of writes can take 100 ms).
     fn sync_vlog(&self) -> Result<()> {
-        // Segments waiting to be sealed hold values that WAL records name, like the active one.
-        for w in self.vlog_sealing.lock().iter_mut() {
-            w.sync()?;
-        }
         let pending = match self.vlog.lock().as_mut() {
             Some(v) => v.begin_sync()?.map(|(h, upto)| (h, upto, v.number)),
             None => None,
         };
-        let Some((handle, upto, number)) = pending else {
-            return Ok(());
-        };
-        let r = handle();
-        if let Some(v) = self.vlog.lock().as_mut().filter(|v| v.number == number) {
-            v.finish_sync(upto, r.is_ok());
+        if let Some((handle, upto, number)) = pending {
+            let r = handle();
+            let mut vlog = self.vlog.lock();
+            if let Some(v) = vlog.as_mut().filter(|v| v.number == number) {
+                v.finish_sync(upto, r.is_ok());
+            } else {
+                // Switched out while the fsync ran (the switch moves it under the `vlog` lock).
+                drop(vlog);
+                let mut sealing = self.vlog_sealing.lock();
+                if let Some(w) = sealing.iter_mut().find(|w| w.number == number) {
+                    w.finish_sync(upto, r.is_ok());
+                }
+            }
+            r?;
         }
-        r
+        // Segments waiting to be sealed hold values that WAL records name, like the active one.
+        // They are synced *after* the active one: a segment switched out while its fsync ran
+        // (after this call began) is then still covered; syncing them first would miss it.
+        for w in self.vlog_sealing.lock().iter_mut() {
+            w.sync()?;
+        }
+        Ok(())
     }
 
     /// Seals the segments the leader switched out: fsyncs each (without the state lock), then

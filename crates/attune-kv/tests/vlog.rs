@@ -469,3 +469,41 @@ fn segments_switch_without_the_writer_waiting_and_close_sealed_at_their_length()
     }
     db.verify().unwrap();
 }
+
+#[test]
+fn segments_a_crash_left_without_records_leave_the_manifest_at_open() {
+    let env = MemEnv::new();
+    let opts = Options {
+        blob_file_size: 64 << 10,
+        ..options()
+    };
+    let db = mem_db(&env, opts.clone());
+    let mut model = BTreeMap::new();
+    // Past three quarters of the first segment: the flush thread makes a spare ahead.
+    for i in 0..200 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+        model.insert(key(i), value(i, 0));
+    }
+    db.flush().unwrap(); // fsyncs the value log: everything above is durable
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.stats().blob_files.len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(
+        db.stats().blob_files.len(),
+        2,
+        "active segment and its spare"
+    );
+    env.power_off();
+    drop(db);
+    env.crash();
+    let db = mem_db(&env, opts);
+    check_all(&db, &model);
+    let s = db.stats();
+    assert_eq!(s.blob_files.len(), 1, "the empty spare is gone: {s:?}");
+    assert!(s.blob_files.iter().all(|b| b.size > 16), "{s:?}");
+    let files = env.list_dir(Path::new("/db")).unwrap();
+    let segments = files.iter().filter(|n| n.ends_with(".vlog")).count();
+    assert_eq!(segments, 1, "{files:?}");
+    db.verify().unwrap();
+}
