@@ -155,6 +155,15 @@ pub(crate) struct DbInner {
     wal: Mutex<Option<LogWriter>>,
     /// The active value-log segment; appended to only by the group-commit leader.
     vlog: Mutex<Option<VlogWriter>>,
+    /// Full segments switched out by the leader and not yet sealed: the flush thread fsyncs
+    /// each and records its seal in the manifest (`seal_segments`), so that no writer waits for
+    /// the fsync of a segment's unsynced tail. Every sync of the value log fsyncs these first.
+    /// Lock order: state, then `vlog`, then this.
+    vlog_sealing: Mutex<Vec<VlogWriter>>,
+    /// The next segment, created (and listed in the manifest) by the flush thread once the
+    /// active one is three quarters full, so that the switch costs the leader no file creation
+    /// and no manifest or directory fsync. Lock order: state, `vlog`, then this.
+    vlog_spare: Mutex<Option<VlogWriter>>,
     /// The previous WAL (of the immutable memtable) until it is fsynced: by the flush thread, or
     /// first by a sync write, so that a synced write never survives a crash that loses an earlier
     /// write of the previous log (the prefix guarantee across log files).
@@ -285,7 +294,9 @@ pub struct Stats {
 impl DB {
     /// Opens (or creates) the database in `path` on the real file system.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
-        let env = PosixEnv::new().with_mmap_reads(opts.mmap_reads);
+        let env = PosixEnv::new()
+            .with_mmap_reads(opts.mmap_reads)
+            .with_mmap_logs(opts.mmap_logs);
         Self::open_with_env(Arc::new(env), path.as_ref(), opts)
     }
 
@@ -381,13 +392,33 @@ impl DB {
         let mut edit = VersionEdit::default();
         let blob_valid = recover_blob_files(env.as_ref(), &dir, &versions, &mut edit)?;
         let max_seq = recover_logs(&env, &dir, &opts, &mut versions, &mut edit, &blob_valid)?;
+        // Segments the crash left without a record (a spare made ahead, one created just
+        // before the crash) leave the manifest in the edit that retires the replayed logs: no
+        // table names them (a pointer reaches a table only once its value is durable), and
+        // replay stopped at any logged pointer into them.
+        let empty: Vec<u64> = edit
+            .blob_files_sealed
+            .iter()
+            .filter(|&&(_, len)| len <= crate::vlog::SEGMENT_HEADER_BYTES)
+            .map(|&(n, _)| n)
+            .collect();
+        edit.blob_files_deleted.extend(&empty);
         let log_number = versions.new_file_number();
-        let wal_file = env.new_writable(&filename::log_path(&dir, log_number))?;
+        // The WAL is an append-only log like a value-log segment: through a memory map where
+        // the environment offers one (`mmap_logs`), so a write group costs no system call.
+        let wal_file = env.new_log_writable(
+            &filename::log_path(&dir, log_number),
+            opts.write_buffer_size,
+        )?;
         env.sync_dir(&dir)?;
         edit.log_number = Some(log_number);
         versions.last_sequence = max_seq;
         edit.last_sequence = Some(max_seq);
         versions.log_and_apply(edit)?;
+        for n in empty {
+            // Best effort: a file the manifest no longer lists is removed at the next open.
+            let _ = env.remove_file(&filename::blob_path(&dir, n));
+        }
         let blobs: BlobSet = Arc::new(
             versions
                 .blob_files
@@ -432,6 +463,8 @@ impl DB {
             sv: RwLock::new(sv),
             wal: Mutex::new(Some(LogWriter::new(wal_file))),
             vlog: Mutex::new(None),
+            vlog_sealing: Mutex::new(Vec::new()),
+            vlog_spare: Mutex::new(None),
             imm_wal: Mutex::new(None),
             last_sequence: AtomicU64::new(max_seq),
             tables,
@@ -653,6 +686,13 @@ impl DB {
             let _ = t.join();
         }
         self.inner.sync_imm_wal()?;
+        {
+            let mut st = self.inner.state.lock();
+            if st.bg_error.is_none() {
+                self.inner.seal_segments(&mut st)?;
+                self.inner.drop_spare_segment(&mut st)?;
+            }
+        }
         if let Some(v) = self.inner.vlog.lock().as_mut() {
             v.sync()?;
         }
@@ -845,6 +885,13 @@ fn recover_blob_files(
                 0
             }
         };
+        if len > 0 {
+            // What the scan read may have survived the crash without being durable (the
+            // header of a spare made ahead, the tail of the active segment): make it durable
+            // before the manifest seals the segment at this length, or a second crash could
+            // leave a sealed segment shorter than its recorded length.
+            env.new_appendable(&path)?.sync()?;
+        }
         valid.insert(n, len);
         edit.blob_files_sealed.push((n, len));
     }
@@ -1049,30 +1096,90 @@ impl DbInner {
             .as_ref()
             .is_none_or(|w| w.len() >= self.opts.blob_file_size);
         if !full {
+            if self.spare_wanted(vlog.as_ref()) {
+                self.work_cv.notify_all(); // the flush thread creates it (under the state lock)
+            }
             return Ok(());
         }
         let mut edit = VersionEdit::default();
-        if let Some(mut old) = vlog.take() {
-            // Seal: everything in it becomes durable before the manifest says it is complete.
-            if let Err(e) = old.sync() {
-                // Durability of the segment is unknown after a failed fsync: stop writing.
-                if st.bg_error.is_none() {
-                    st.bg_error = Some(e.duplicate());
-                }
-                return Err(e);
-            }
-            edit.blob_files_sealed.push((old.number, old.len()));
+        if let Some(old) = vlog.take() {
+            // Sealed in the background (fsync, then the manifest's seal record); until then
+            // every value-log sync covers it, and a crash leaves it unsealed, which recovery
+            // seals at its last whole record like the active segment.
+            self.vlog_sealing.lock().push(old);
+            self.work_cv.notify_all();
+        }
+        if let Some(w) = self.vlog_spare.lock().take() {
+            // Already listed in the manifest and visible to readers.
+            *vlog = Some(w);
+            return Ok(());
         }
         let n = st.versions.new_file_number();
-        let w = VlogWriter::create(self.env.as_ref(), &self.dir, n)?;
+        let w =
+            VlogWriter::create_sized(self.env.as_ref(), &self.dir, n, self.opts.blob_file_size)?;
         self.env.sync_dir(&self.dir)?;
         edit.blob_files_added.push(n);
         st.versions.log_and_apply(edit)?;
+        self.add_blob_reader(st, n);
+        *vlog = Some(w);
+        drop(vlog);
+        self.install_super_version(st);
+        Ok(())
+    }
+
+    /// Makes segment `n` readable (in the next super version installed).
+    fn add_blob_reader(&self, st: &mut State, n: u64) {
         let mut blobs = (*st.blobs).clone();
         blobs.insert(n, Arc::new(BlobFile::new(self.env.clone(), &self.dir, n)));
         st.blobs = Arc::new(blobs);
-        *vlog = Some(w);
-        drop(vlog);
+    }
+
+    /// Whether the flush thread should create the next segment: the active one is three
+    /// quarters full and no spare exists. Takes `vlog_spare`; the caller may hold `vlog`.
+    fn spare_wanted(&self, active: Option<&VlogWriter>) -> bool {
+        active.is_some_and(|w| w.len() >= self.opts.blob_file_size / 4 * 3)
+            && self.vlog_spare.lock().is_none()
+    }
+
+    /// Creates the next value-log segment ahead of the switch (flush thread): the file and
+    /// its directory entry without the state lock, then its manifest record.
+    fn create_spare_segment(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let n = st.versions.new_file_number();
+        let w = MutexGuard::unlocked(st, || {
+            let w = VlogWriter::create_sized(
+                self.env.as_ref(),
+                &self.dir,
+                n,
+                self.opts.blob_file_size,
+            )?;
+            self.env.sync_dir(&self.dir)?;
+            Ok::<_, Error>(w)
+        })?;
+        let mut edit = VersionEdit::default();
+        edit.blob_files_added.push(n);
+        st.versions.log_and_apply(edit)?;
+        self.add_blob_reader(st, n);
+        self.install_super_version(st);
+        *self.vlog_spare.lock() = Some(w);
+        Ok(())
+    }
+
+    /// At close: an unused spare segment leaves the manifest and the directory (a crash
+    /// before this leaves it listed and empty; recovery seals it at its header).
+    fn drop_spare_segment(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let Some(w) = self.vlog_spare.lock().take() else {
+            return Ok(());
+        };
+        let n = w.number;
+        drop(w);
+        let mut edit = VersionEdit::default();
+        edit.blob_files_deleted.push(n);
+        st.versions.log_and_apply(edit)?;
+        let mut blobs = (*st.blobs).clone();
+        if let Some(f) = blobs.remove(&n) {
+            f.mark_obsolete(); // deleted when the last reader lets go
+        }
+        st.blobs = Arc::new(blobs);
         self.install_super_version(st);
         Ok(())
     }
@@ -1085,14 +1192,55 @@ impl DbInner {
             Some(v) => v.begin_sync()?.map(|(h, upto)| (h, upto, v.number)),
             None => None,
         };
-        let Some((handle, upto, number)) = pending else {
-            return Ok(());
-        };
-        let r = handle();
-        if let Some(v) = self.vlog.lock().as_mut().filter(|v| v.number == number) {
-            v.finish_sync(upto, r.is_ok());
+        if let Some((handle, upto, number)) = pending {
+            let r = handle();
+            let mut vlog = self.vlog.lock();
+            if let Some(v) = vlog.as_mut().filter(|v| v.number == number) {
+                v.finish_sync(upto, r.is_ok());
+            } else {
+                // Switched out while the fsync ran (the switch moves it under the `vlog` lock).
+                drop(vlog);
+                let mut sealing = self.vlog_sealing.lock();
+                if let Some(w) = sealing.iter_mut().find(|w| w.number == number) {
+                    w.finish_sync(upto, r.is_ok());
+                }
+            }
+            r?;
         }
-        r
+        // Segments waiting to be sealed hold values that WAL records name, like the active one.
+        // They are synced *after* the active one: a segment switched out while its fsync ran
+        // (after this call began) is then still covered; syncing them first would miss it.
+        for w in self.vlog_sealing.lock().iter_mut() {
+            w.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Seals the segments the leader switched out: fsyncs each (without the state lock), then
+    /// records its final length in the manifest, then closes it (which cuts off the space a
+    /// mapped segment reserved past its end). Run by the flush thread and at shutdown.
+    fn seal_segments(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        loop {
+            let synced = MutexGuard::unlocked(st, || {
+                let mut sealing = self.vlog_sealing.lock();
+                match sealing.first_mut() {
+                    Some(w) => w.sync().map(|()| Some((w.number, w.len()))),
+                    None => Ok(None),
+                }
+            })?;
+            let Some((n, len)) = synced else {
+                return Ok(());
+            };
+            let mut edit = VersionEdit::default();
+            edit.blob_files_sealed.push((n, len));
+            st.versions.log_and_apply(edit)?;
+            let done = {
+                let mut sealing = self.vlog_sealing.lock();
+                let at = sealing.iter().position(|w| w.number == n);
+                at.map(|i| sealing.remove(i))
+            };
+            MutexGuard::unlocked(st, || drop(done));
+        }
     }
 
     /// Fsyncs the previous WAL if it is still pending.
@@ -1244,7 +1392,10 @@ impl DbInner {
             }
             // Switch to a new memtable and WAL.
             let n = st.versions.new_file_number();
-            let f = self.env.new_writable(&filename::log_path(&self.dir, n))?;
+            let f = self.env.new_log_writable(
+                &filename::log_path(&self.dir, n),
+                self.opts.write_buffer_size,
+            )?;
             self.env.sync_dir(&self.dir)?;
             {
                 let mut wal = self.wal.lock();
@@ -1460,6 +1611,23 @@ impl DbInner {
         loop {
             if self.shutting_down.load(Ordering::Acquire) {
                 return;
+            }
+            let seal = !self.vlog_sealing.lock().is_empty();
+            let spare = !seal && self.spare_wanted(self.vlog.lock().as_ref());
+            if st.bg_error.is_none() && (seal || spare) {
+                // A failed fsync leaves the segment's durability unknown, and a failed manifest
+                // write its contents: stop writing, as the leader would.
+                let r = if seal {
+                    self.seal_segments(&mut st)
+                } else {
+                    self.create_spare_segment(&mut st)
+                };
+                if let Err(e) = r {
+                    if !self.shutting_down.load(Ordering::Acquire) && st.bg_error.is_none() {
+                        st.bg_error = Some(e);
+                    }
+                }
+                continue;
             }
             let Some(imm) = st.imm.clone().filter(|_| st.bg_error.is_none()) else {
                 self.work_cv.wait(&mut st);
@@ -1994,7 +2162,15 @@ impl DbInner {
             },
             |l| l.stats(),
         );
-        let active = self.vlog.lock().as_ref().map(|w| (w.number, w.len()));
+        let mut open_lens: HashMap<u64, u64> = self
+            .vlog_sealing
+            .lock()
+            .iter()
+            .map(|w| (w.number, w.len()))
+            .collect();
+        if let Some(w) = self.vlog.lock().as_ref() {
+            open_lens.insert(w.number, w.len());
+        }
         let st = self.state.lock();
         let c = &self.counters;
         let user = c.user_bytes_written.load(Ordering::Relaxed);
@@ -2006,10 +2182,7 @@ impl DbInner {
             .iter()
             .map(|(n, m)| BlobFileStats {
                 number: *n,
-                size: match active {
-                    Some((a, len)) if a == *n => len,
-                    _ => m.size,
-                },
+                size: open_lens.get(n).copied().unwrap_or(m.size),
                 garbage: m.garbage,
                 sealed: m.sealed,
             })

@@ -219,6 +219,12 @@ pub struct Options {
     /// 64-bit systems): a block read that hits the page cache costs a copy, not a system call.
     /// Default true.
     pub mmap_reads: bool,
+    /// Write the WAL and value-log segments through a shared memory map of space reserved with
+    /// `fallocate` (Linux): an append is a memory copy, not a `write` system call, so a write
+    /// group costs no system call. Same durability as `write` (the pages are the file's: they
+    /// survive a process crash; fsync makes them durable). Default true; ignored where the file
+    /// system cannot reserve space.
+    pub mmap_logs: bool,
     /// Separate large values into the value log (WiscKey; RocksDB's `enable_blob_files`).
     /// Default true.
     pub enable_blob_files: bool,
@@ -278,6 +284,7 @@ impl Default for Options {
             wal_sync_interval_ms: 1000,
             paranoid_checks: false,
             mmap_reads: true,
+            mmap_logs: true,
             max_open_files: 1000,
             enable_blob_files: true,
             min_blob_size: 1024,
@@ -366,6 +373,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "wal_sync_interval_ms",
     "paranoid_checks",
     "mmap_reads",
+    "mmap_logs",
     "max_open_files",
     "enable_blob_files",
     "min_blob_size",
@@ -407,6 +415,7 @@ impl Options {
             "wal_sync_interval_ms" => self.wal_sync_interval_ms = parse_num(key, value)?,
             "paranoid_checks" => self.paranoid_checks = parse_bool(key, value)?,
             "mmap_reads" => self.mmap_reads = parse_bool(key, value)?,
+            "mmap_logs" => self.mmap_logs = parse_bool(key, value)?,
             "max_open_files" => self.max_open_files = parse_num(key, value)?,
             "enable_blob_files" => self.enable_blob_files = parse_bool(key, value)?,
             "min_blob_size" => self.min_blob_size = parse_size(value)?,
@@ -599,6 +608,7 @@ impl Options {
             ),
             ("paranoid_checks", self.paranoid_checks.to_string()),
             ("mmap_reads", self.mmap_reads.to_string()),
+            ("mmap_logs", self.mmap_logs.to_string()),
             ("max_open_files", self.max_open_files.to_string()),
             ("enable_blob_files", self.enable_blob_files.to_string()),
             ("min_blob_size", self.min_blob_size.to_string()),

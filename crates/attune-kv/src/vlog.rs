@@ -256,7 +256,19 @@ pub struct VlogWriter {
 impl VlogWriter {
     /// Creates segment `number` and writes its header (not yet synced).
     pub fn create(env: &dyn Env, dir: &Path, number: u64) -> Result<VlogWriter> {
-        let mut file = env.new_writable(&filename::blob_path(dir, number))?;
+        Self::create_sized(env, dir, number, 0)
+    }
+
+    /// As [`VlogWriter::create`], for a segment expected to reach `expected_bytes` (the
+    /// environment may reserve space by that; 0: unknown).
+    pub fn create_sized(
+        env: &dyn Env,
+        dir: &Path,
+        number: u64,
+        expected_bytes: u64,
+    ) -> Result<VlogWriter> {
+        let path = filename::blob_path(dir, number);
+        let mut file = env.new_log_writable(&path, expected_bytes)?;
         file.append(&segment_header())?;
         file.flush()?;
         Ok(VlogWriter {
@@ -524,6 +536,23 @@ mod tests {
         assert!(s.next().is_none());
         assert_eq!(s.valid_len(), SEGMENT_HEADER_BYTES);
         assert_eq!(s.stop_reason, Some("record checksum mismatch"));
+    }
+
+    #[test]
+    fn zeros_reserved_past_the_last_record_read_as_a_torn_tail() {
+        // A mapped segment left open by a crash: whole records, then reserved zeros.
+        let mut data = segment_header().to_vec();
+        encode_record(&mut data, b"k1", &[5u8; 300]);
+        let end = data.len() as u64;
+        data.resize(data.len() + 8192, 0);
+        let path = Path::new("/db/000004.vlog");
+        let mut scan = SegmentScanner::new(path, &data).unwrap();
+        assert_eq!(scan.by_ref().count(), 1);
+        assert_eq!(scan.valid_len(), end);
+        assert!(
+            !damaged_in_middle(&data, end),
+            "zeros are a tail, not damage"
+        );
     }
 
     #[test]

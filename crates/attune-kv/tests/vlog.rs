@@ -430,3 +430,80 @@ fn scans_over_slow_value_reads_prefetch_ahead_and_stay_correct() {
         "slow reads did not start read-ahead: {s:?}"
     );
 }
+
+#[test]
+fn segments_switch_without_the_writer_waiting_and_close_sealed_at_their_length() {
+    // Real files: segments are written through a memory map of reserved space, switched to a
+    // spare made ahead, and sealed by the flush thread.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        blob_file_size: 64 << 10,
+        ..options()
+    };
+    let mut model = BTreeMap::new();
+    {
+        let db = DB::open(dir.path(), opts.clone()).unwrap();
+        for round in 0..3 {
+            for i in 0..400 {
+                db.put(&key(i), &value(i, round)).unwrap();
+                model.insert(key(i), value(i, round));
+            }
+        }
+        check_all(&db, &model);
+        let s = db.stats();
+        assert!(s.blob_files.len() >= 4, "64 KiB segments rotate: {s:?}");
+        db.close().unwrap();
+    }
+    let db = DB::open(dir.path(), opts).unwrap();
+    check_all(&db, &model);
+    let s = db.stats();
+    let files = vlog_files(dir.path());
+    // No spare segment outlives the close, and no segment keeps space reserved past its end.
+    assert_eq!(files.len(), s.blob_files.len(), "{files:?} vs {s:?}");
+    for b in &s.blob_files {
+        let len = std::fs::metadata(dir.path().join(format!("{:06}.vlog", b.number)))
+            .unwrap()
+            .len();
+        assert!(b.sealed, "{b:?}");
+        assert_eq!(len, b.size, "segment {} on disk vs sealed length", b.number);
+    }
+    db.verify().unwrap();
+}
+
+#[test]
+fn segments_a_crash_left_without_records_leave_the_manifest_at_open() {
+    let env = MemEnv::new();
+    let opts = Options {
+        blob_file_size: 64 << 10,
+        ..options()
+    };
+    let db = mem_db(&env, opts.clone());
+    let mut model = BTreeMap::new();
+    // Past three quarters of the first segment: the flush thread makes a spare ahead.
+    for i in 0..200 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+        model.insert(key(i), value(i, 0));
+    }
+    db.flush().unwrap(); // fsyncs the value log: everything above is durable
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.stats().blob_files.len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(
+        db.stats().blob_files.len(),
+        2,
+        "active segment and its spare"
+    );
+    env.power_off();
+    drop(db);
+    env.crash();
+    let db = mem_db(&env, opts);
+    check_all(&db, &model);
+    let s = db.stats();
+    assert_eq!(s.blob_files.len(), 1, "the empty spare is gone: {s:?}");
+    assert!(s.blob_files.iter().all(|b| b.size > 16), "{s:?}");
+    let files = env.list_dir(Path::new("/db")).unwrap();
+    let segments = files.iter().filter(|n| n.ends_with(".vlog")).count();
+    assert_eq!(segments, 1, "{files:?}");
+    db.verify().unwrap();
+}

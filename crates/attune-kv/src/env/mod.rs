@@ -92,6 +92,14 @@ pub trait Env: Send + Sync + 'static {
     }
     /// Creates (or truncates) a file for writing.
     fn new_writable(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Creates (or truncates) an append-only log (a value-log segment) expected to grow to about
+    /// `expected_bytes` (0: unknown). An environment may make its appends cheaper than
+    /// [`Env::new_writable`]'s (the real one writes through a memory map), with the same
+    /// durability contract. Default: `new_writable`.
+    fn new_log_writable(&self, path: &Path, expected_bytes: u64) -> Result<Box<dyn WritableFile>> {
+        let _ = expected_bytes;
+        self.new_writable(path)
+    }
     /// Opens an existing file for appending (used to continue a value log).
     fn new_appendable(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;

@@ -719,28 +719,13 @@ impl TableIter {
             return;
         }
         match decode_index_value(self.index.value()) {
-            Some((h, _)) => match {
-                let end = h.offset.saturating_add(h.size);
-                let sequential = h.offset <= self.readahead_to
-                    && h.offset + ITER_READAHEAD_MAX >= self.readahead_to;
-                if !sequential {
-                    self.readahead_len = ITER_READAHEAD_MIN;
+            Some((h, _)) => {
+                self.read_ahead(h);
+                match self.table.block(h, self.fill_cache) {
+                    Ok(b) => self.data = Some(BlockIter::new(b)),
+                    Err(e) => self.error = Some(e),
                 }
-                if end > self.readahead_to || !sequential {
-                    let start = if sequential {
-                        self.readahead_to
-                    } else {
-                        h.offset
-                    };
-                    self.table.file.prefetch(start, self.readahead_len);
-                    self.readahead_to = start.saturating_add(self.readahead_len).max(end);
-                    self.readahead_len = (self.readahead_len * 2).min(ITER_READAHEAD_MAX);
-                }
-                self.table.block(h, self.fill_cache)
-            } {
-                Ok(b) => self.data = Some(BlockIter::new(b)),
-                Err(e) => self.error = Some(e),
-            },
+            }
             None => {
                 self.error = Some(Error::corruption(
                     self.table.path.as_path(),
@@ -748,6 +733,27 @@ impl TableIter {
                     "malformed index entry",
                 ))
             }
+        }
+    }
+
+    /// Asks for read-ahead when block `h` lies past the region already requested (see
+    /// [`ITER_READAHEAD_MIN`]).
+    fn read_ahead(&mut self, h: BlockHandle) {
+        let end = h.offset.saturating_add(h.size);
+        let sequential =
+            h.offset <= self.readahead_to && h.offset + ITER_READAHEAD_MAX >= self.readahead_to;
+        if !sequential {
+            self.readahead_len = ITER_READAHEAD_MIN;
+        }
+        if end > self.readahead_to || !sequential {
+            let start = if sequential {
+                self.readahead_to
+            } else {
+                h.offset
+            };
+            self.table.file.prefetch(start, self.readahead_len);
+            self.readahead_to = start.saturating_add(self.readahead_len).max(end);
+            self.readahead_len = (self.readahead_len * 2).min(ITER_READAHEAD_MAX);
         }
     }
 
