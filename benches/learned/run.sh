@@ -39,6 +39,15 @@ for ks in "${KEYSETS[@]}"; do
     run $OUT/learned-readonly.jsonl --engines "$ALL" --key-set "$ks" --records "$RECORDS" \
         --operations "$OPS" --repeat 2 --workloads "load,compact,learn,$DISTS"
 done
+# 1b. The error bound across all key sets: read-only lookups with δ = 2 and 4 against models off
+#     (the δ sweep below showed smaller windows winning here).
+fresh $OUT/learned-delta-keysets.jsonl
+for ks in "${KEYSETS[@]}"; do
+    run $OUT/learned-delta-keysets.jsonl \
+        --engines "$OFF,$ALWAYS;learned_delta=2,$ALWAYS;learned_delta=4" --key-set "$ks" \
+        --records "$RECORDS" --operations "$OPS" --repeat 2 \
+        --workloads "load,compact,learn,$DISTS"
+done
 # 2. Random load order, uniform reads.
 fresh $OUT/learned-randomload.jsonl
 for ks in "${KEYSETS[@]}"; do
