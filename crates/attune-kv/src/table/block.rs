@@ -157,6 +157,31 @@ impl<'a> BlockView<'a> {
         Some((key, value))
     }
 
+    /// Hints the CPU to load the bytes of fixed-size records `[from, to)` (each `record` bytes)
+    /// into its caches, all at once: the binary search over a learned window then waits for
+    /// one memory access instead of one per probe. Only a hint; a no-op off x86-64.
+    #[inline]
+    pub fn prefetch_records(&self, from: usize, to: usize, record: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let region = &self.data[..self.offsets_start];
+            let start = from.saturating_mul(record).min(region.len());
+            let end = to.saturating_mul(record).min(region.len());
+            let mut at = start & !63;
+            while at < end {
+                // SAFETY: `at < end <= region.len()`, so the pointer is inside the block;
+                // prefetching never faults and does not change memory.
+                unsafe {
+                    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                    _mm_prefetch::<_MM_HINT_T0>(region.as_ptr().add(at.max(start)).cast());
+                }
+                at += 64;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (from, to, record);
+    }
+
     /// Index of the first entry in `[lo, hi)` with key >= target, or `hi` (clamped to `len()`);
     /// `Err(i)` names a malformed entry.
     pub fn lower_bound_in(

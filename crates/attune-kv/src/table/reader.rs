@@ -455,6 +455,7 @@ impl Table {
             };
             let from = (pos - first) as usize;
             let to = ((hi - first) as usize).min(v.len());
+            v.prefetch_records(from, to, f.record_size);
             let (mut lo, mut up) = (from.min(to), to);
             while lo < up {
                 let mid = lo + (up - lo) / 2;
