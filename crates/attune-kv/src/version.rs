@@ -243,8 +243,7 @@ pub struct TableCache {
     dir: PathBuf,
     block_cache: Arc<BlockCache>,
     tables: RwLock<HashMap<u64, Arc<Table>>>,
-    /// Serialises opens so two readers do not open the same file twice (and orders them with
-    /// learned-index registration, so no table misses its statistics handle).
+    /// Serialises opens so two readers do not open the same file twice.
     opening: Mutex<()>,
     learning: Option<Arc<Learning>>,
     in_place_reads: bool,
@@ -293,7 +292,9 @@ impl TableCache {
                     .map(move |f| (f.number, level, f.size, f.num_entries))
             })
             .collect();
-        let _guard = self.opening.lock();
+        // No table-cache lock here (this runs under the engine's state mutex, and an open may be
+        // doing file I/O): a table opened concurrently attaches its handle itself after it is
+        // published (see `get`), so one side or the other always sees the registration.
         for (n, fs) in l.sync_files(&live) {
             if let Some(t) = self.tables.read().get(&n) {
                 t.attach_stats(fs);
@@ -336,13 +337,14 @@ impl TableCache {
             .with_learning(self.learning.clone())
             .with_in_place_reads(self.in_place_reads);
         if let Some(l) = &self.learning {
-            if let Some(fs) = l.file_stats(number) {
-                t.attach_stats(fs);
-            }
             l.load_persisted(self.env.as_ref(), &self.dir, &t);
         }
         let t = Arc::new(t);
         self.tables.write().insert(number, t.clone());
+        if let Some(fs) = self.learning.as_ref().and_then(|l| l.file_stats(number)) {
+            // Registered while the table was opening (`sync_learning` found it unpublished).
+            t.attach_stats(fs);
+        }
         Ok(t)
     }
 
