@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 /// Number of shards (a power of two). 16 keeps contention low on small machines without leaving
 /// shards too small to be fair at a few MiB of capacity.
-const SHARDS: usize = 16;
+pub(crate) const SHARDS: usize = 16;
 
-type Key = (u64, u64);
+pub(crate) type Key = (u64, u64);
 
 struct Shard {
     lru: LruCache<Key, Arc<Block>>,
@@ -63,7 +63,8 @@ pub struct BlockCache {
     tiers: Option<Arc<crate::symbiosis::Tiers>>,
 }
 
-fn shard_of(k: &Key) -> usize {
+/// The shard of a (file, offset) key; shared with the compressed cache.
+pub(crate) fn shard_of(k: &Key) -> usize {
     let h = (k.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     (h >> 60) as usize % SHARDS
 }

@@ -13,13 +13,11 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Shards (a power of two). 16, as for the block cache.
-const SHARDS: usize = 16;
+use crate::cache::{shard_of, Key, SHARDS};
+
 /// Bytes charged per entry beyond its data: the map slot, list links and the `Arc` header,
 /// rounded up. Default 64, as `Block::charge` does for the uncompressed cache.
 pub const ENTRY_OVERHEAD_BYTES: usize = 64;
-
-type Key = (u64, u64);
 
 struct Shard {
     lru: LruCache<Key, Arc<[u8]>>,
@@ -60,11 +58,6 @@ pub struct CompressedCache {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
-}
-
-fn shard_of(k: &Key) -> usize {
-    let h = (k.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k.1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    (h >> 60) as usize % SHARDS
 }
 
 impl CompressedCache {
