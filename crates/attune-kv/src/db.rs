@@ -24,7 +24,7 @@ use crate::key::ValueKind;
 use crate::learned::{LearnStats, Learning};
 use crate::log::{LogReader, LogWriter};
 use crate::memtable::{with_lookup_key, Lookup, MemTable, MemTableIter};
-use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::options::{LearnedIndex as LearnedMode, Options, ReadOptions, WriteOptions};
 use crate::table::{TableBuilder, TableBuilderOptions, TableIter};
 use crate::version::{
     FileMeta, LevelIter, TableCache, Version, VersionEdit, VersionSet, NUM_LEVELS,
@@ -287,6 +287,10 @@ pub struct Stats {
     pub model_segments: u64,
     /// Live tables that have a model.
     pub files_with_models: u64,
+    /// Levels that have a level model (option `learned_level`), and those models' bytes (not
+    /// included in `model_bytes`, which counts the tables' models).
+    pub level_models: u64,
+    pub level_model_bytes: u64,
     /// Hot-key cache counters (all zero when `hot_key_cache_bytes` is 0).
     pub hot_key_cache: HotKeyStats,
 }
@@ -491,7 +495,11 @@ impl DB {
         threads.push(spawn("attune-flush", DbInner::flush_loop)?);
         threads.push(spawn("attune-compact", DbInner::compaction_loop)?);
         threads.push(spawn("attune-gc", DbInner::gc_loop)?);
-        if inner.tables.learning().is_some() {
+        if inner
+            .tables
+            .learning()
+            .is_some_and(|l| l.mode != LearnedMode::Offline)
+        {
             threads.push(spawn("attune-learn", DbInner::learn_loop)?);
         }
         if inner.opts.wal_sync_interval_ms > 0 {
@@ -651,7 +659,8 @@ impl DB {
         let inner = &self.inner;
         let Some(l) = inner.tables.learning().cloned() else {
             return Err(Error::InvalidArgument(
-                "learned_index is off: open the database with learned_index=analyzer or always"
+                "learned_index is off: open the database with learned_index=analyzer, always or \
+                 offline"
                     .into(),
             ));
         };
@@ -662,6 +671,22 @@ impl DB {
             let fs = l.file_stats(f.number);
             if l.learn_table(inner.env.as_ref(), &inner.dir, &t, fs.as_deref())? {
                 with_model += 1;
+            }
+        }
+        if inner.opts.learned_level {
+            for level in 1..NUM_LEVELS {
+                let files = &v.files[level];
+                if files.len() < 2 || v.level_models[level].get().is_some() {
+                    continue;
+                }
+                let tables = files
+                    .iter()
+                    .map(|f| inner.tables.get(f.number))
+                    .collect::<Result<Vec<_>>>()?;
+                let m = crate::learned::train_level(&tables, l.delta)?;
+                if m.index.quality().is_useful() {
+                    v.set_level_model(level, Arc::new(m));
+                }
             }
         }
         Ok(with_model)
@@ -2155,6 +2180,11 @@ impl DbInner {
                 }
             }
         }
+        let (mut level_models, mut level_model_bytes) = (0u64, 0u64);
+        for m in v.level_models.iter().filter_map(|s| s.get()) {
+            level_models += 1;
+            level_model_bytes += m.bytes() as u64;
+        }
         let learned = self.tables.learning().map_or_else(
             || LearnStats {
                 mode: "off".into(),
@@ -2247,6 +2277,8 @@ impl DbInner {
             model_bytes_per_level,
             model_segments,
             files_with_models,
+            level_models,
+            level_model_bytes,
             hot_key_cache: self
                 .hot
                 .as_ref()

@@ -69,6 +69,31 @@ pub struct TableModel {
     pub fixed: Option<FixedLayout>,
 }
 
+/// A table's block geometry, derived from its index block once (see [`TableModel`]'s fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableLayout {
+    pub per_block: Option<u64>,
+    pub fixed: Option<FixedLayout>,
+}
+
+/// A model over every record of a sorted level (Bourbon's level learning, for read-mostly
+/// use): one Greedy-PLR over the user keys of the level's files in key order. A lookup asks it
+/// for a window of level ordinals, which names the file (no search of the level's file list)
+/// and the window inside it. It belongs to one exact set of files: a version change that
+/// touches the level gives the level a new, empty slot ([`crate::version::LevelSlot`]).
+pub struct LevelModel {
+    pub index: LearnedIndex,
+    /// `starts[i]` is the level ordinal of file `i`'s first record; the last entry is the
+    /// level's record count (so `starts.len()` is the number of files plus one).
+    pub starts: Vec<u64>,
+}
+
+impl LevelModel {
+    pub fn bytes(&self) -> usize {
+        self.index.size_bytes() + self.starts.len() * 8
+    }
+}
+
 /// Byte geometry of a fixed-layout table (see [`TableModel::fixed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedLayout {
@@ -115,6 +140,10 @@ pub struct LearnStats {
     pub models_rejected: u64,
     pub learn_ns_total: u64,
     pub queue_len: u64,
+    /// Measured training time per record (the cost side of the analyzer).
+    pub train_ns_per_record: f64,
+    /// Per-level statistics behind the analyzer's decisions (the benefit side).
+    pub levels: Vec<attune_learn::LevelSummary>,
 }
 
 /// Engine-wide learned-index state (see the module doc).
@@ -325,6 +354,8 @@ impl Learning {
             models_rejected: self.rejected.load(Ordering::Relaxed),
             learn_ns_total: a.learn_ns_total,
             queue_len: a.queue_len,
+            train_ns_per_record: self.analyzer.train_ns_per_record(),
+            levels: self.analyzer.level_summaries(),
         }
     }
 }
@@ -333,25 +364,58 @@ impl Learning {
 /// added to the block cache) gathers the keys, the key mapper is chosen from all of them (the
 /// radix form for small per-position alphabets such as decimal digits), then Greedy-PLR runs.
 pub fn train(table: &Arc<Table>, delta: u32) -> Result<LearnedIndex> {
-    let learn_err = |e: attune_learn::LearnError| {
-        Error::corruption(table.path(), 0, format!("learning the table's keys: {e}"))
-    };
+    train_tables(std::slice::from_ref(table), delta)
+}
+
+/// Trains a level model over `tables` (a sorted level's files, in key order). Fails when the
+/// files do not hold their records in strictly increasing order or do not match their
+/// properties' record counts.
+pub fn train_level(tables: &[Arc<Table>], delta: u32) -> Result<LevelModel> {
+    let mut starts = Vec::with_capacity(tables.len() + 1);
+    let mut n = 0u64;
+    for t in tables {
+        starts.push(n);
+        n += t.properties().num_entries;
+    }
+    starts.push(n);
+    let index = train_tables(tables, delta)?;
+    if index.model().len() != n {
+        let path = tables.first().map_or(Path::new(""), |t| t.path());
+        return Err(Error::corruption(
+            path,
+            0,
+            format!(
+                "level model covers {} records, the level's tables say {n}",
+                index.model().len()
+            ),
+        ));
+    }
+    Ok(LevelModel { index, starts })
+}
+
+/// Greedy-PLR over the user keys of `tables`, read in order (see [`train`]).
+fn train_tables(tables: &[Arc<Table>], delta: u32) -> Result<LearnedIndex> {
+    let path = tables.first().map_or(Path::new(""), |t| t.path());
+    let learn_err =
+        |e: attune_learn::LearnError| Error::corruption(path, 0, format!("learning keys: {e}"));
     let mut flat: Vec<u8> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
-    let mut it = TableIter::new(table.clone(), false);
-    it.seek_to_first();
-    while it.valid() {
-        flat.extend_from_slice(key::user_key(it.key()));
-        ends.push(flat.len());
-        it.next();
+    for table in tables {
+        let mut it = TableIter::new(table.clone(), false);
+        it.seek_to_first();
+        while it.valid() {
+            flat.extend_from_slice(key::user_key(it.key()));
+            ends.push(flat.len());
+            it.next();
+        }
+        it.status()?;
     }
-    it.status()?;
     let keys = || {
         let starts = std::iter::once(0).chain(ends.iter().copied());
         starts.zip(ends.iter().copied()).map(|(a, b)| &flat[a..b])
     };
     let (Some(first), Some(last)) = (keys().next(), keys().last()) else {
-        return Err(Error::corruption(table.path(), 0, "table has no entries"));
+        return Err(Error::corruption(path, 0, "no entries to learn"));
     };
     let mapper = KeyMapper::for_keys(first, last, keys());
     let mut b = LearnedIndex::builder_with_mapper(mapper, delta).map_err(learn_err)?;

@@ -140,6 +140,10 @@ pub enum LearnedIndex {
     Analyzer,
     /// Every table that outlives the wait is learned.
     Always,
+    /// No background learning: only [`crate::DB::learn_all`] learns (Bourbon's "offline"
+    /// learning: learn once after loading, leave tables written later on the baseline path).
+    /// Persisted models are still loaded.
+    Offline,
 }
 
 impl LearnedIndex {
@@ -148,6 +152,7 @@ impl LearnedIndex {
             LearnedIndex::Off => "off",
             LearnedIndex::Analyzer => "analyzer",
             LearnedIndex::Always => "always",
+            LearnedIndex::Offline => "offline",
         }
     }
     pub fn parse(s: &str) -> Result<Self> {
@@ -155,8 +160,9 @@ impl LearnedIndex {
             "off" | "none" | "false" | "0" => Ok(LearnedIndex::Off),
             "analyzer" | "on" | "true" | "1" => Ok(LearnedIndex::Analyzer),
             "always" => Ok(LearnedIndex::Always),
+            "offline" => Ok(LearnedIndex::Offline),
             _ => Err(Error::InvalidArgument(format!(
-                "unknown learned_index {s:?}; valid: off, analyzer, always"
+                "unknown learned_index {s:?}; valid: off, analyzer, always, offline"
             ))),
         }
     }
@@ -246,13 +252,19 @@ pub struct Options {
     /// Accepted for compatibility; tables stay open while live files list them (RocksDB's
     /// default, max_open_files = -1). Default 1000.
     pub max_open_files: usize,
-    /// Learned indexes for tables: off, analyzer (cost-benefit, the default) or always.
+    /// Learned indexes for tables: off, analyzer (cost-benefit, the default), always, or offline
+    /// (only `learn_all` learns).
     pub learned_index: LearnedIndex,
     /// Error bound δ of the learned models, in records. Default 8 (Bourbon's).
     pub learned_delta: u32,
     /// How long a new table waits before it may be learned, in ms (Bourbon's T_wait).
     /// Default 50.
     pub learned_wait_ms: u64,
+    /// Level learning (read-mostly use): `learn_all` also builds one model per sorted level
+    /// with more than one file, which replaces finding the file in the level. A level's model
+    /// is dropped when a flush or compaction changes the level (not rebuilt until the next
+    /// `learn_all`) and is not persisted. Default false (Bourbon's default: file learning).
+    pub learned_level: bool,
     /// Bytes of the hot-key cache (value bytes of frequently read keys in VIP hash tables in
     /// front of the read path, `hotkeys.rs`); 0 turns it off. Default 0 (off) until a
     /// benchmark shows a win for a workload (docs/vip-hashing.md).
@@ -295,6 +307,7 @@ impl Default for Options {
             learned_index: LearnedIndex::Analyzer,
             learned_delta: 8,
             learned_wait_ms: 50,
+            learned_level: false,
             hot_key_cache_bytes: 0,
         }
     }
@@ -384,6 +397,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "learned_index",
     "learned_delta",
     "learned_wait_ms",
+    "learned_level",
     "hot_key_cache_bytes",
 ];
 
@@ -426,6 +440,7 @@ impl Options {
             "learned_index" => self.learned_index = LearnedIndex::parse(value)?,
             "learned_delta" => self.learned_delta = parse_num(key, value)?,
             "learned_wait_ms" => self.learned_wait_ms = parse_num(key, value)?,
+            "learned_level" => self.learned_level = parse_bool(key, value)?,
             "hot_key_cache_bytes" => self.hot_key_cache_bytes = parse_size(value)?,
             _ => {
                 return Err(Error::InvalidArgument(format!(
@@ -622,6 +637,7 @@ impl Options {
             ("learned_index", self.learned_index.name().to_string()),
             ("learned_delta", self.learned_delta.to_string()),
             ("learned_wait_ms", self.learned_wait_ms.to_string()),
+            ("learned_level", self.learned_level.to_string()),
             ("hot_key_cache_bytes", self.hot_key_cache_bytes.to_string()),
         ]
     }

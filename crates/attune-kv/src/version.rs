@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, current_path, manifest_name};
 use crate::iter::InternalIterator;
 use crate::key::{self, compare_internal};
-use crate::learned::Learning;
+use crate::learned::{Learning, LevelModel};
 use crate::log::{LogReader, LogWriter};
 use crate::memtable::Lookup;
 use crate::table::{Table, TableIter};
@@ -371,11 +371,77 @@ impl TableCache {
 #[derive(Clone, Debug, Default)]
 pub struct Version {
     pub files: [Vec<Arc<FileMeta>>; NUM_LEVELS],
+    /// Per level, the slot of its level model (level learning). Consecutive versions share a
+    /// level's slot while its files stay the same; [`Version::apply`] gives every level an edit
+    /// touches a new, empty slot, so a model always matches the files of the version it is in.
+    pub level_models: [Arc<LevelSlot>; NUM_LEVELS],
+}
+
+/// Where a level model lives (see [`Version::level_models`]); set at most once.
+#[derive(Default)]
+pub struct LevelSlot(OnceLock<Arc<LevelModel>>);
+
+impl LevelSlot {
+    pub fn get(&self) -> Option<&Arc<LevelModel>> {
+        self.0.get()
+    }
+    /// Installs `m`; false if the slot already had a model.
+    pub fn set(&self, m: Arc<LevelModel>) -> bool {
+        self.0.set(m).is_ok()
+    }
+}
+
+impl std::fmt::Debug for LevelSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "LevelSlot({})",
+            if self.get().is_some() {
+                "model"
+            } else {
+                "empty"
+            }
+        )
+    }
 }
 
 /// Index of the first file in a sorted level whose largest key is >= `ikey`.
 pub fn find_file(files: &[Arc<FileMeta>], ikey: &[u8]) -> usize {
     files.partition_point(|f| compare_internal(&f.largest, ikey) == Ordering::Less)
+}
+
+/// Point lookup in one sorted level through its model: the predicted window of level ordinals
+/// names the file (the first file the window reaches whose largest key is `>= lookup`) and the
+/// window inside it; that table searches only its part of the window.
+fn level_get(
+    m: &LevelModel,
+    files: &[Arc<FileMeta>],
+    lookup: &[u8],
+    uk: &[u8],
+    tables: &TableCache,
+) -> Result<Lookup> {
+    let w = m.index.predict(uk);
+    let total = m.starts.last().copied().unwrap_or(0);
+    let (lo, hi) = (w.lo.min(total), w.hi.min(total));
+    let mut j = m.starts.partition_point(|&s| s <= lo).saturating_sub(1);
+    while let (Some(f), Some(&start), Some(&end)) =
+        (files.get(j), m.starts.get(j), m.starts.get(j + 1))
+    {
+        if start >= hi && start > lo {
+            break;
+        }
+        if compare_internal(&f.largest, lookup) == Ordering::Less {
+            j += 1;
+            continue;
+        }
+        if uk < f.smallest_user() {
+            return Ok(Lookup::NotFound);
+        }
+        let a = lo.max(start) - start;
+        let b = hi.min(end).max(lo.max(start)) - start;
+        return tables.table_of(f)?.get_in_window(lookup, a, b);
+    }
+    Ok(Lookup::NotFound)
 }
 
 impl Version {
@@ -395,6 +461,12 @@ impl Version {
             if files.is_empty() {
                 continue;
             }
+            if let Some(m) = self.level_models[level].get() {
+                match level_get(m, files, lookup, uk, tables)? {
+                    Lookup::NotFound => continue,
+                    r => return Ok(r),
+                }
+            }
             let i = find_file(files, lookup);
             if let Some(f) = files.get(i) {
                 if uk >= f.smallest_user() {
@@ -406,6 +478,18 @@ impl Version {
             }
         }
         Ok(Lookup::NotFound)
+    }
+
+    /// Installs a level model for `level` of this version (and of every later version that
+    /// keeps the level's files). Refused when it does not describe exactly the level's files.
+    pub fn set_level_model(&self, level: usize, m: Arc<LevelModel>) -> bool {
+        let files = &self.files[level];
+        let counts_match = m.starts.len() == files.len() + 1
+            && files
+                .iter()
+                .zip(m.starts.windows(2))
+                .all(|(f, w)| w[1] - w[0] == f.num_entries);
+        level > 0 && counts_match && self.level_models[level].set(m)
     }
 
     pub fn level_bytes(&self, level: usize) -> u64 {
@@ -434,9 +518,11 @@ impl Version {
         let mut v = self.clone();
         for (level, n) in &edit.deleted_files {
             v.files[*level].retain(|f| f.number != *n);
+            v.level_models[*level] = Arc::default();
         }
         for (level, f) in &edit.new_files {
             v.files[*level].push(Arc::new(f.clone()));
+            v.level_models[*level] = Arc::default();
         }
         v.files[0].sort_by_key(|f| std::cmp::Reverse(f.number));
         for level in 1..NUM_LEVELS {

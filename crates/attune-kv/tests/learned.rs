@@ -277,3 +277,102 @@ fn background_learner_learns_tables_after_the_wait() {
     }
     assert!(db.stats().learned.learned_lookups >= 20_000);
 }
+
+#[test]
+fn level_models_agree_with_the_map_and_are_dropped_when_the_level_changes() {
+    for shape in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            learned_level: true,
+            ..options(LearnedIndex::Offline)
+        };
+        let db = DB::open(dir.path(), opts).unwrap();
+        let n = 20_000u64;
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for i in 0..n {
+            db.put(&key(shape, i), &value(i, 0)).unwrap();
+            model.insert(key(shape, i), value(i, 0));
+        }
+        db.flush().unwrap();
+        let snap = db.snapshot();
+        let old = model.clone();
+        for i in (0..n).step_by(3) {
+            db.put(&key(shape, i), &value(i, 1)).unwrap();
+            model.insert(key(shape, i), value(i, 1));
+        }
+        for i in (0..n).step_by(5) {
+            db.delete(&key(shape, i)).unwrap();
+            model.remove(&key(shape, i));
+        }
+        // One sorted level of many files holding old versions (the snapshot keeps them) next
+        // to new ones and tombstones.
+        db.compact_range(None, None).unwrap();
+        db.learn_all().unwrap();
+        let st = db.stats();
+        assert!(
+            st.level_files.iter().skip(1).any(|&c| c >= 2),
+            "shape {shape}: {:?}",
+            st.level_files
+        );
+        assert_eq!(st.level_models, 1, "shape {shape}: {:?}", st.level_files);
+        assert!(st.level_model_bytes > 0);
+        let check = |db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>| {
+            for i in 0..n {
+                let k = key(shape, i);
+                assert_eq!(
+                    db.get(&k).unwrap(),
+                    model.get(&k).cloned(),
+                    "shape {shape} {i}"
+                );
+                let mut absent = k.clone();
+                absent.push(0);
+                assert_eq!(db.get(&absent).unwrap(), None, "shape {shape} after {i}");
+                let ro = ReadOptions {
+                    snapshot: Some(snap.sequence()),
+                    ..Default::default()
+                };
+                assert_eq!(
+                    db.get_opt(&k, &ro).unwrap(),
+                    old.get(&k).cloned(),
+                    "old {i}"
+                );
+            }
+            assert_eq!(db.get(b"").unwrap(), None);
+            assert_eq!(db.get(&[0xff; 80]).unwrap(), None);
+        };
+        check(&db, &model);
+        // A change to the level drops its model; answers stay the same on the file path.
+        for i in (1..n).step_by(7) {
+            db.put(&key(shape, i), &value(i, 2)).unwrap();
+            model.insert(key(shape, i), value(i, 2));
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        assert_eq!(db.stats().level_models, 0, "shape {shape}");
+        check(&db, &model);
+        db.learn_all().unwrap();
+        assert_eq!(db.stats().level_models, 1, "shape {shape}");
+        check(&db, &model);
+        drop(snap);
+    }
+}
+
+#[test]
+fn offline_mode_learns_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        learned_wait_ms: 0,
+        ..options(LearnedIndex::Offline)
+    };
+    let db = DB::open(dir.path(), opts).unwrap();
+    for i in 0..20_000 {
+        db.put(&key(0, i), &value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    // A background learner would learn these within milliseconds (wait 0, polled every 10 ms).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(db.stats().files_with_models, 0);
+    let learned = db.learn_all().unwrap();
+    assert!(learned > 0);
+    assert_eq!(db.stats().files_with_models, learned);
+}

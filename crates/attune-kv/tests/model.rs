@@ -19,6 +19,8 @@ use std::sync::Arc;
 static GC_SEGMENTS: AtomicU64 = AtomicU64::new(0);
 /// Table lookups served by learned models across seeds (required to be non-zero).
 static LEARNED_LOOKUPS: AtomicU64 = AtomicU64::new(0);
+/// Level models built across seeds (required to be non-zero: lookups then go through them).
+static LEVEL_MODELS: AtomicU64 = AtomicU64::new(0);
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -48,13 +50,16 @@ fn small_options(rng: &mut StdRng) -> Options {
     o.blob_gc_space_amp = [0.0, 1.2, 2.0][rng.gen_range(0..3)];
     o.blob_gc_garbage_ratio = [0.0, 0.25, 0.5][rng.gen_range(0..3)];
     o.blob_prefetch_depth = [0, 2, 16][rng.gen_range(0..3)];
-    // Learned indexes: off, analyzer or always, often with no wait so the background learner
-    // races with flushes and compactions; small error bounds make the windows tight.
+    // Learned indexes: off, analyzer, always or offline, often with no wait so the background
+    // learner races with flushes and compactions; small error bounds make the windows tight;
+    // level models (built by learn_all) half the time.
     o.learned_index = [
         attune_kv::options::LearnedIndex::Off,
         attune_kv::options::LearnedIndex::Analyzer,
         attune_kv::options::LearnedIndex::Always,
-    ][rng.gen_range(0..3)];
+        attune_kv::options::LearnedIndex::Offline,
+    ][rng.gen_range(0..4)];
+    o.learned_level = rng.gen_bool(0.5);
     o.learned_wait_ms = [0, 0, 50][rng.gen_range(0..3)];
     o.learned_delta = [1, 2, 8, 32][rng.gen_range(0..4)];
     o
@@ -277,6 +282,7 @@ fn run_seed(seed: u64, steps: usize) {
                 if opts.learned_index != attune_kv::options::LearnedIndex::Off {
                     db.learn_all()
                         .unwrap_or_else(|e| panic!("{}: learn_all: {e}", ctx()));
+                    LEVEL_MODELS.fetch_add(db.stats().level_models, Ordering::Relaxed);
                 }
             }
             96..=97 => {
@@ -333,9 +339,15 @@ fn random_histories_match_an_ordered_map() {
     }
     let gc = GC_SEGMENTS.load(Ordering::Relaxed);
     let learned = LEARNED_LOOKUPS.load(Ordering::Relaxed);
+    let levels = LEVEL_MODELS.load(Ordering::Relaxed);
     eprintln!(
         "model test: {seeds} seeds x 3000 operations matched the ordered map \
-         ({gc} value-log segments garbage-collected, {learned} table lookups through models)"
+         ({gc} value-log segments garbage-collected, {learned} table lookups through models, \
+         {levels} level models built)"
+    );
+    assert!(
+        seeds < 8 || levels > 0,
+        "no level model was built: the test lost its teeth"
     );
     assert!(
         seeds < 8 || learned > 0,

@@ -260,6 +260,20 @@ pub struct AnalyzerStats {
     pub queue_len: u64,
 }
 
+/// What the analyzer knows about one level (for `stats()`: why it learns or skips files).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LevelSummary {
+    pub level: usize,
+    /// Retired files in the statistics (after halving, so fractional).
+    pub retired_files: f64,
+    /// Average internal lookups per retired file: negative, positive.
+    pub lookups_per_file: [f64; 2],
+    /// Mean lookup times on the baseline path: negative, positive (None: none measured).
+    pub baseline_ns: [Option<f64>; 2],
+    /// Mean lookup times on the model path: negative, positive.
+    pub model_ns: [Option<f64>; 2],
+}
+
 #[derive(Debug)]
 struct QueueEntry {
     priority: f64,
@@ -536,6 +550,35 @@ impl Analyzer {
     /// Counters.
     pub fn stats(&self) -> AnalyzerStats {
         self.lock().stats
+    }
+
+    /// The per-level statistics behind the decisions (levels with retired files only).
+    pub fn level_summaries(&self) -> Vec<LevelSummary> {
+        use LookupResult::{Negative, Positive};
+        let g = self.lock();
+        let both = |f: &dyn Fn(LookupResult) -> Option<f64>| [f(Negative), f(Positive)];
+        g.levels
+            .iter()
+            .enumerate()
+            .filter(|(_, lv)| lv.files > 0.0)
+            .map(|(level, lv)| LevelSummary {
+                level,
+                retired_files: lv.files,
+                lookups_per_file: [lv.lookups_per_file(Negative), lv.lookups_per_file(Positive)],
+                baseline_ns: both(&|r| lv.mean_ns(r, LookupPath::Baseline)),
+                model_ns: both(&|r| lv.mean_ns(r, LookupPath::Model)),
+            })
+            .collect()
+    }
+
+    /// The measured training time per record (the default before the first report).
+    pub fn train_ns_per_record(&self) -> f64 {
+        let g = self.lock();
+        if g.train_records > 0.0 {
+            g.train_ns / g.train_records
+        } else {
+            self.cfg.train_ns_per_record_default
+        }
     }
 }
 

@@ -40,7 +40,8 @@ pub mod keymap;
 pub mod plr;
 
 pub use analyzer::{
-    Analyzer, AnalyzerConfig, AnalyzerStats, Decision, FileStats, LookupPath, LookupResult,
+    Analyzer, AnalyzerConfig, AnalyzerStats, Decision, FileStats, LevelSummary, LookupPath,
+    LookupResult,
 };
 pub use error::{LearnError, Result};
 pub use index::{LearnedIndex, LearnedIndexBuilder};

@@ -574,6 +574,8 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
     d.set_item("learned_lookups", l.learned_lookups)?;
     d.set_item("total_lookups", l.total_lookups)?;
     d.set_item("model_bytes", s.model_bytes)?;
+    d.set_item("level_models", s.level_models)?;
+    d.set_item("level_model_bytes", s.level_model_bytes)?;
     let total = s.live_sst_bytes + s.blob_bytes;
     let live = s.live_sst_bytes + s.blob_live_bytes;
     d.set_item(

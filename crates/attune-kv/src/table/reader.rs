@@ -13,7 +13,7 @@ use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
-use crate::learned::{FixedLayout, Learning, TableModel};
+use crate::learned::{FixedLayout, Learning, TableLayout, TableModel};
 use crate::memtable::Lookup;
 use crate::vlog::BlobPointer;
 use attune_learn::{FileStats, LearnedIndex};
@@ -113,6 +113,8 @@ pub struct Table {
     learning: Option<Arc<Learning>>,
     /// The table's model, once learned or loaded (never replaced: the file is immutable).
     model: OnceLock<Arc<TableModel>>,
+    /// Block geometry the model paths derive from the index once (file and level models).
+    layout: OnceLock<TableLayout>,
     /// The analyzer's statistics handle, once the file is registered.
     file_stats: OnceLock<Arc<FileStats>>,
     /// One bit per data block: its checksum and layout were verified in the memory mapping, so
@@ -174,6 +176,7 @@ impl Table {
             cache,
             learning: None,
             model: OnceLock::new(),
+            layout: OnceLock::new(),
             file_stats: OnceLock::new(),
             in_place: true,
             verified: (0..index.len().div_ceil(64))
@@ -220,11 +223,7 @@ impl Table {
                 ),
             ));
         }
-        let per_block = self.uniform_block_records()?;
-        let fixed = match per_block {
-            Some(k) => self.fixed_geometry(k)?,
-            None => None,
-        };
+        let TableLayout { per_block, fixed } = *self.layout()?;
         Ok(self
             .model
             .set(Arc::new(TableModel {
@@ -233,6 +232,19 @@ impl Table {
                 fixed,
             }))
             .is_ok())
+    }
+
+    /// The table's block geometry (computed from the index block on first use).
+    fn layout(&self) -> Result<&TableLayout> {
+        if let Some(l) = self.layout.get() {
+            return Ok(l);
+        }
+        let per_block = self.uniform_block_records()?;
+        let fixed = match per_block {
+            Some(k) => self.fixed_geometry(k)?,
+            None => None,
+        };
+        Ok(self.layout.get_or_init(|| TableLayout { per_block, fixed }))
     }
 
     /// The byte geometry of a fixed-layout table with `per_block` records per block, if its
@@ -389,15 +401,46 @@ impl Table {
     /// window is searched. The index block is consulted for a block's handle, never searched.
     fn get_by_model(&self, m: &TableModel, lookup: &[u8], uk: &[u8]) -> Result<Lookup> {
         let w = m.index.predict(uk);
+        self.search_window(m.per_block, m.fixed.as_ref(), lookup, uk, w.lo, w.hi)
+    }
+
+    /// Point lookup when a level model already gave the window `[lo, hi)` of this table's
+    /// record ordinals that holds `lookup`'s lower bound (Bourbon's level learning): the Bloom
+    /// filter, then only the window is searched, as on the file-model path.
+    pub fn get_in_window(&self, lookup: &[u8], lo: u64, hi: u64) -> Result<Lookup> {
+        let uk = key::user_key(lookup);
+        if let Some(f) = &self.filter {
+            if !f.may_contain(bloom::bloom_hash(uk)) {
+                return Ok(Lookup::NotFound);
+            }
+        }
+        if let Some(l) = &self.learning {
+            l.count(true);
+        }
+        let TableLayout { per_block, fixed } = self.layout()?;
+        self.search_window(*per_block, fixed.as_ref(), lookup, uk, lo, hi)
+    }
+
+    /// Searches the record ordinals `[lo, hi)` (clamped to the table) for the first entry
+    /// `>= lookup` and reads what it says about `uk`.
+    fn search_window(
+        &self,
+        per_block: Option<u64>,
+        fixed: Option<&FixedLayout>,
+        lookup: &[u8],
+        uk: &[u8],
+        lo: u64,
+        hi: u64,
+    ) -> Result<Lookup> {
         let n = self.props.num_entries;
-        let (mut pos, hi) = (w.lo.min(n), w.hi.min(n));
-        if let (Some(f), Some(k)) = (&m.fixed, m.per_block) {
+        let (mut pos, hi) = (lo.min(n), hi.min(n));
+        if let (Some(f), Some(k)) = (fixed, per_block) {
             if let Some(r) = self.get_fixed(f, k, pos, hi, lookup, uk)? {
                 return Ok(r);
             }
         }
         while pos < hi {
-            let (bi, first) = self.block_of(m.per_block, pos)?;
+            let (bi, first) = self.block_of(per_block, pos)?;
             let (h, _) = self.index_entry(bi)?;
             let to = usize::try_from(hi - first).unwrap_or(usize::MAX);
             let from = usize::try_from(pos - first).unwrap_or(usize::MAX);
