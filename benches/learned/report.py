@@ -263,34 +263,51 @@ def delta(rows: list[dict]) -> None:
             )
 
 
+def mode_engine(engines: list[str], mode: str) -> str | None:
+    """The engine of a run whose options say `learned_index=<mode>` (other options may follow)."""
+    for e in engines:
+        if f"learned_index={mode}" in e.split(";")[0] or f";learned_index={mode}" in e:
+            return e
+    return None
+
+
 def writes(rows: list[dict]) -> None:
+    """Write-percentage sweep (Bourbon §2.4.4): foreground throughput and learning time of
+    offline / always / analyzer learning, per phase (medians of the repeats)."""
     ix = index(rows)
+    engines = list(dict.fromkeys(r["engine"] for r in rows))
+    e = {m: mode_engine(engines, m) for m in ("off", "offline", "always", "analyzer")}
+    if not (e["always"] and e["analyzer"]):
+        return
     print(
-        "| phase | off ops/s | always ops/s | analyzer ops/s | analyzer/always (CPU) |"
-        " always/off (CPU) |"
-        " always learn ms (files) | analyzer learn ms (files, skipped) | analyzer/always learn"
-        " | model share always / analyzer |"
+        "| phase | off ops/s | offline | always | analyzer | analyzer/always ops/s (per CPU s)"
+        " | always learn ms (files) | analyzer learn ms (files, skipped) | analyzer/always learn"
+        " | model share offline / always / analyzer |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for w in dict.fromkeys(r["workload"] for r in rows):
         if not w.startswith("write"):
             continue
-        rs = {e: ix.get(("osm", w, e)) for e in (OFF, ALWAYS, ANALYZER)}
-        if not all(rs.values()):
+        ks = rows[0]["params"].get("key_set")
+        rs = {m: ix.get((ks, w, en)) if en else None for m, en in e.items()}
+        if not (rs["always"] and rs["analyzer"]):
             continue
-        v = {e: r["ops_per_sec"] for e, r in rs.items()}
-        c = {e: cpu_rate(r) for e, r in rs.items()}
-        sa = rs[ALWAYS]["engine_stats"]
-        sn = rs[ANALYZER]["engine_stats"]
+        v = {m: (r or {}).get("ops_per_sec") for m, r in rs.items()}
+        c = {m: cpu_rate(r) for m, r in rs.items()}
+        sa = rs["always"]["engine_stats"]
+        sn = rs["analyzer"]["engine_stats"]
         la, ln = sa["learn_ns_total"] / 1e6, sn["learn_ns_total"] / 1e6
+        cell = lambda m: kops(v[m]) if v[m] else "-"  # noqa: E731
         print(
-            f"| {w} | {kops(v[OFF])} | {kops(v[ALWAYS])} | {kops(v[ANALYZER])} |"
-            f" {ratio(v[ANALYZER], v[ALWAYS])} ({ratio(c[ANALYZER], c[ALWAYS])}) |"
-            f" {ratio(v[ALWAYS], v[OFF])} ({ratio(c[ALWAYS], c[OFF])}) |"
+            f"| {w} | {cell('off')} | {cell('offline')} | {cell('always')} |"
+            f" {cell('analyzer')} | {ratio(v['analyzer'], v['always'])}"
+            f" ({ratio(c['analyzer'], c['always'])}) |"
             f" {la:.1f} ({sa['files_learned']}) | {ln:.1f} ({sn['files_learned']},"
-            f" {sn['files_skipped']}) | {ratio(ln, la)} | {share(rs[ALWAYS])} /"
-            f" {share(rs[ANALYZER])} |"
+            f" {sn['files_skipped']}) | {ratio(ln, la)} | {share(rs['offline'])} /"
+            f" {share(rs['always'])} / {share(rs['analyzer'])} |"
         )
+    reps = {r.get("repeats", 1) for r in ix.values()}
+    print(f"\n(medians of {max(reps)} repeats by throughput; learning time from the median row)")
 
 
 def scale(rows: list[dict]) -> None:

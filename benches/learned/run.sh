@@ -70,19 +70,24 @@ done
 fresh $OUT/learned-ycsb.jsonl
 run $OUT/learned-ycsb.jsonl --engines "$ALL" --key-set ycsb --records "$RECORDS" \
     --operations 50000 --workloads load,a,b,c,f,d,e
-# 6. Write-percentage sweep: background learning (always vs analyzer) while writes create new
-#    tables; a 1 MiB write buffer makes flushes and compactions happen inside each phase.
+# 6. Write-percentage sweep (Bourbon §2.4.4): offline learning (learn once after loading, never
+#    again), always-learn and the cost-benefit analyzer while writes create new tables. A 1 MiB
+#    write buffer and 1 MiB tables make every L0->L1 compaction rewrite the level's ~25 files, so
+#    at high write shares files live a few hundred thousand operations and learning many of them
+#    does not pay; 400,000 operations per phase, three interleaved repeats.
 fresh $OUT/learned-writes.jsonl
-run $OUT/learned-writes.jsonl --key-set osm --records "$RECORDS" --operations "$OPS" \
-    --write-buffer-size 1MiB \
-    --engines "$OFF,$ALWAYS,attune:learned_index=analyzer" \
-    --workloads load,compact,write1,write5,write10,write20,write50
+T1=target_file_size=1MiB
+run $OUT/learned-writes.jsonl --key-set osm --records "$RECORDS" --operations 400000 \
+    --write-buffer-size 1MiB --repeat 3 \
+    --engines "$OFF;$T1,attune:learned_index=offline;$T1,$ALWAYS;$T1,attune:learned_index=analyzer;$T1" \
+    --workloads load,compact,learn,write1,write5,write10,write20,write50
 # 7. Larger scale, many tables: 1M records, 2 MiB tables for Attune (RocksDB's default 64 MiB
-#    target file size stays; its L0/L1 hold several files anyway), delta 8 and 4.
+#    target file size stays; its L0/L1 hold several files anyway), delta 8 and 4, and level
+#    learning (one model per level: it also replaces finding the file in the level).
 fresh $OUT/learned-scale.jsonl
 T=target_file_size=2MiB
 run $OUT/learned-scale.jsonl --key-set osm --records 1000000 --operations 200000 --repeat 2 \
-    --engines "$OFF;$T,$ALWAYS;$T,$ALWAYS;$T;learned_delta=4,rocksdb" \
+    --engines "$OFF;$T,$ALWAYS;$T,$ALWAYS;$T;learned_level=true,$ALWAYS;$T;learned_delta=4,rocksdb" \
     --workloads load,compact,learn,c:uniform,c:zipfian
 # 8. Write cost of learning: the load phase alone, repeated 5 times interleaved.
 fresh $OUT/learned-load.jsonl

@@ -482,7 +482,11 @@ impl DB {
         {
             let mut st = inner.state.lock();
             inner.delete_obsolete_files(&mut st);
-            inner.tables.sync_learning(&st.versions.current());
+            let v = st.versions.current();
+            inner.tables.sync_learning(&v);
+            if inner.opts.learned_level && inner.tables.learning().is_some() {
+                crate::learned::load_level_models(inner.env.as_ref(), &inner.dir, &v);
+            }
         }
         let mut threads = Vec::new();
         let spawn = |name: &str, f: fn(&DbInner)| {
@@ -685,6 +689,15 @@ impl DB {
                     .collect::<Result<Vec<_>>>()?;
                 let m = crate::learned::train_level(&tables, l.delta)?;
                 if m.index.quality().is_useful() {
+                    let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
+                    // The file is a cache: failing to write it costs a relearn after reopen.
+                    let _ = crate::learned::write_level_model(
+                        inner.env.as_ref(),
+                        &inner.dir,
+                        level,
+                        &numbers,
+                        &m,
+                    );
                     v.set_level_model(level, Arc::new(m));
                 }
             }
@@ -1902,6 +1915,8 @@ impl DbInner {
                 }
                 FileKind::Manifest(n) => n < st.versions.manifest_number,
                 FileKind::Temp => true,
+                // Checked against the level's files when loaded; a stale one is removed then.
+                FileKind::LevelModel(_) => false,
                 // Segments leave through garbage collection only (deleted when their last
                 // reader lets go); at open, unlisted ones are removed.
                 FileKind::Blob(_) => false,

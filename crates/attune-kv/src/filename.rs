@@ -8,6 +8,7 @@
 //! NNNNNN.sst         table
 //! NNNNNN.vlog        value-log segment
 //! NNNNNN.atlm        learned model of table NNNNNN (a cache: rebuilt when absent or damaged)
+//! LEVEL-N.atlm       level model of sorted level N (a cache: dropped when the level changed)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ pub enum FileKind {
     Table(u64),
     Blob(u64),
     Model(u64),
+    LevelModel(usize),
     Temp,
 }
 
@@ -35,6 +37,9 @@ pub fn blob_path(dir: &Path, n: u64) -> PathBuf {
 }
 pub fn model_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.atlm"))
+}
+pub fn level_model_path(dir: &Path, level: usize) -> PathBuf {
+    dir.join(format!("LEVEL-{level}.atlm"))
 }
 pub fn manifest_name(n: u64) -> String {
     format!("MANIFEST-{n:06}")
@@ -68,6 +73,12 @@ pub fn parse(name: &str) -> Option<FileKind> {
     if let Some(n) = name.strip_suffix(".vlog") {
         return n.parse().ok().map(FileKind::Blob);
     }
+    if let Some(n) = name
+        .strip_prefix("LEVEL-")
+        .and_then(|n| n.strip_suffix(".atlm"))
+    {
+        return n.parse().ok().map(FileKind::LevelModel);
+    }
     if let Some(n) = name.strip_suffix(".atlm") {
         return n.parse().ok().map(FileKind::Model);
     }
@@ -88,6 +99,8 @@ mod tests {
         );
         assert_eq!(parse(&manifest_name(3)), Some(FileKind::Manifest(3)));
         assert_eq!(parse("000012.atlm"), Some(FileKind::Model(12)));
+        assert_eq!(parse("LEVEL-3.atlm"), Some(FileKind::LevelModel(3)));
+        assert_eq!(parse("LEVEL-x.atlm"), None);
         assert_eq!(parse("notes.txt"), None);
     }
 }

@@ -88,9 +88,73 @@ pub struct LevelModel {
     pub starts: Vec<u64>,
 }
 
+/// First bytes of a level model file (docs/formats/learned-model.md, "Level model files").
+const LEVEL_MAGIC: &[u8; 4] = b"ATLV";
+const LEVEL_FORMAT_VERSION: u8 = 1;
+
 impl LevelModel {
     pub fn bytes(&self) -> usize {
         self.index.size_bytes() + self.starts.len() * 8
+    }
+
+    /// The level model file's bytes: a checksummed header naming the level and its files, then
+    /// the model in the ATLM format.
+    pub fn encode(&self, level: usize, numbers: &[u64]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + 16 * numbers.len());
+        out.extend_from_slice(LEVEL_MAGIC);
+        out.push(LEVEL_FORMAT_VERSION);
+        out.push(u8::try_from(level).unwrap_or(u8::MAX));
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&(numbers.len() as u32).to_le_bytes());
+        for n in numbers.iter().chain(&self.starts) {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.extend_from_slice(&self.index.encode());
+        out
+    }
+
+    /// Parses a level model file: (level, file numbers, model). Every field is checked; a
+    /// damaged file is an error naming what is wrong.
+    pub fn decode(b: &[u8], path: &Path) -> Result<(usize, Vec<u64>, LevelModel)> {
+        let bad = |what: String| Error::corruption(path, 0, format!("level model: {what}"));
+        if b.len() < 16 || &b[..4] != LEVEL_MAGIC {
+            return Err(bad("not a level model file (magic ATLV)".into()));
+        }
+        if b[4] != LEVEL_FORMAT_VERSION {
+            return Err(bad(format!("format version {} (this build reads 1)", b[4])));
+        }
+        let level = usize::from(b[5]);
+        let count = u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize;
+        let words = count.checked_mul(2).and_then(|w| w.checked_add(1));
+        let header = words
+            .and_then(|w| w.checked_mul(8))
+            .and_then(|w| w.checked_add(12))
+            .filter(|&h| h.checked_add(4).is_some_and(|end| end <= b.len()))
+            .ok_or_else(|| bad(format!("{count} files do not fit in {} bytes", b.len())))?;
+        let want = u32::from_le_bytes([b[header], b[header + 1], b[header + 2], b[header + 3]]);
+        if crc32c::crc32c(&b[..header]) != want {
+            return Err(bad("header checksum mismatch".into()));
+        }
+        let word = |i: usize| {
+            let o = 12 + 8 * i;
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[o..o + 8]);
+            u64::from_le_bytes(w)
+        };
+        let numbers: Vec<u64> = (0..count).map(word).collect();
+        let starts: Vec<u64> = (count..2 * count + 1).map(word).collect();
+        if starts.first() != Some(&0) || starts.windows(2).any(|w| w[1] < w[0]) {
+            return Err(bad("file start ordinals are not increasing from 0".into()));
+        }
+        let index = LearnedIndex::decode(&b[header + 4..]).map_err(|e| bad(e.to_string()))?;
+        if Some(&index.model().len()) != starts.last() {
+            return Err(bad(
+                "model and file ordinals disagree on the record count".into()
+            ));
+        }
+        Ok((level, numbers, LevelModel { index, starts }))
     }
 }
 
@@ -425,13 +489,107 @@ fn train_tables(tables: &[Arc<Table>], delta: u32) -> Result<LearnedIndex> {
     Ok(b.finish())
 }
 
-fn read_model(env: &dyn Env, path: &Path) -> Result<LearnedIndex> {
+/// Writes `m`, the model of `level` whose files are `numbers`, as `LEVEL-N.atlm` (atomically).
+pub fn write_level_model(
+    env: &dyn Env,
+    dir: &Path,
+    level: usize,
+    numbers: &[u64],
+    m: &LevelModel,
+) -> Result<()> {
+    let path = filename::level_model_path(dir, level);
+    crate::env::write_file_atomic(env, &path, &m.encode(level, numbers))
+}
+
+/// Installs the persisted level models that still describe their level's files in `v`;
+/// removes the others (stale after a change of the level, or damaged). Returns how many were
+/// installed and how many rejected.
+pub fn load_level_models(env: &dyn Env, dir: &Path, v: &crate::version::Version) -> (u64, u64) {
+    let (mut loaded, mut rejected) = (0, 0);
+    for level in 1..crate::version::NUM_LEVELS {
+        let path = filename::level_model_path(dir, level);
+        if !env.exists(&path) {
+            continue;
+        }
+        let ok = read_file(env, &path)
+            .and_then(|b| LevelModel::decode(&b, &path))
+            .ok()
+            .filter(|(l, numbers, _)| {
+                *l == level && numbers.iter().eq(v.files[level].iter().map(|f| &f.number))
+            })
+            .is_some_and(|(_, _, m)| v.set_level_model(level, Arc::new(m)));
+        if ok {
+            loaded += 1;
+        } else {
+            rejected += 1;
+            let _ = env.remove_file(&path);
+        }
+    }
+    (loaded, rejected)
+}
+
+fn read_file(env: &dyn Env, path: &Path) -> Result<Vec<u8>> {
     let f = env.open_random(path)?;
     let mut buf = vec![0u8; usize::try_from(f.size()).unwrap_or(0)];
     f.read_exact_at(&mut buf, 0)?;
+    Ok(buf)
+}
+
+fn read_model(env: &dyn Env, path: &Path) -> Result<LearnedIndex> {
+    let buf = read_file(env, path)?;
     LearnedIndex::decode(&buf).map_err(|e| Error::corruption(path, 0, e.to_string()))
 }
 
 fn write_model(env: &dyn Env, dir: &Path, number: u64, bytes: &[u8]) -> Result<()> {
     crate::env::write_file_atomic(env, &filename::model_path(dir, number), bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level_model() -> LevelModel {
+        let keys: Vec<[u8; 8]> = (0..5_000u64).map(|i| (i * 3).to_be_bytes()).collect();
+        let mut b = LearnedIndex::builder_with_mapper(
+            KeyMapper::for_keys(&keys[0], &keys[4_999], keys.iter().map(|k| &k[..])),
+            8,
+        )
+        .unwrap();
+        for k in &keys {
+            b.push(k).unwrap();
+        }
+        LevelModel {
+            index: b.finish(),
+            starts: vec![0, 2_000, 5_000],
+        }
+    }
+
+    #[test]
+    fn level_model_file_round_trips_and_every_damage_is_an_error() {
+        let m = level_model();
+        let bytes = m.encode(2, &[7, 9]);
+        let p = Path::new("LEVEL-2.atlm");
+        let (level, numbers, back) = LevelModel::decode(&bytes, p).unwrap();
+        assert_eq!((level, numbers), (2, vec![7, 9]));
+        assert_eq!(back.starts, m.starts);
+        for k in [0u64, 300, 14_997] {
+            let key = k.to_be_bytes();
+            assert_eq!(back.index.predict(&key), m.index.predict(&key));
+        }
+        for cut in 0..bytes.len() {
+            assert!(
+                LevelModel::decode(&bytes[..cut], p).is_err(),
+                "truncated at {cut}"
+            );
+        }
+        for i in 0..bytes.len() {
+            let mut d = bytes.clone();
+            d[i] ^= 0x40;
+            assert!(LevelModel::decode(&d, p).is_err(), "byte {i} flipped");
+        }
+        let mut huge = bytes.clone();
+        huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = LevelModel::decode(&huge, p).err().unwrap().to_string();
+        assert!(e.contains("do not fit"), "{e}");
+    }
 }

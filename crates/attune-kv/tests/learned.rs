@@ -376,3 +376,71 @@ fn offline_mode_learns_only_when_asked() {
     assert!(learned > 0);
     assert_eq!(db.stats().files_with_models, learned);
 }
+
+#[test]
+fn level_models_persist_across_reopen_and_stale_or_damaged_ones_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options {
+        learned_level: true,
+        ..options(LearnedIndex::Offline)
+    };
+    let n = 20_000u64;
+    {
+        let db = DB::open(dir.path(), opts()).unwrap();
+        for i in 0..n {
+            db.put(&key(0, i), &value(i, 0)).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.learn_all().unwrap();
+        assert_eq!(db.stats().level_models, 1);
+        db.close().unwrap();
+    }
+    let level_files = table_files(dir.path(), "atlm")
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("LEVEL-")
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(level_files.len(), 1, "one level model file");
+    {
+        let db = DB::open(dir.path(), opts()).unwrap();
+        assert_eq!(db.stats().level_models, 1, "loaded at open, no learn_all");
+        for i in (0..n).step_by(11) {
+            assert_eq!(db.get(&key(0, i)).unwrap(), Some(value(i, 0)));
+        }
+        db.close().unwrap();
+    }
+    // Damaged: rejected at open and removed; answers unchanged.
+    let mut bytes = std::fs::read(&level_files[0]).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    std::fs::write(&level_files[0], &bytes).unwrap();
+    {
+        let db = DB::open(dir.path(), opts()).unwrap();
+        assert_eq!(db.stats().level_models, 0);
+        assert!(!level_files[0].exists(), "a damaged level model is removed");
+        for i in (0..n).step_by(11) {
+            assert_eq!(db.get(&key(0, i)).unwrap(), Some(value(i, 0)));
+        }
+        db.learn_all().unwrap();
+        // The level changes after the model was written: at the next open it is stale.
+        for i in (0..n).step_by(2) {
+            db.put(&key(0, i), &value(i, 1)).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.close().unwrap();
+    }
+    let db = DB::open(dir.path(), opts()).unwrap();
+    assert_eq!(
+        db.stats().level_models,
+        0,
+        "a stale level model is not installed"
+    );
+    for i in (0..n).step_by(7) {
+        let want = value(i, if i % 2 == 0 { 1 } else { 0 });
+        assert_eq!(db.get(&key(0, i)).unwrap(), Some(want));
+    }
+}
