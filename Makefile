@@ -92,7 +92,7 @@ BENCH_RESULTS := micro ycsb vlog-1k vlog-4k vlog-scan100 rocksdb-vs-db_bench mic
 	splitdf-columns learn cache cache-ablations \
 	workload learned-readonly learned-randomload learned-range learned-delta learned-ycsb \
 	learned-writes learned-memlimit learned-scale learned-load learned-delta-keysets vlog-mmap \
-	vlog-mmap-4k cache-kv hot-key-cache hash-adaptive-1m
+	vlog-mmap-4k cache-kv hot-key-cache hash-adaptive-1m learned-steps
 # Value separation against RocksDB's BlobDB (db_bench --enable_blob_files), and Attune without it.
 VLOG_ENGINES := attune,attune:enable_blob_files=false,db_bench,db_bench:enable_blob_files=1
 VLOG_COMMON := --engines $(VLOG_ENGINES) --compression lz4 --cache-size 64MiB --repeat 2 \
@@ -123,6 +123,9 @@ bench-vlog: build
 # always / analyzer beside RocksDB and LevelDB, about 13 minutes on 2 cores.
 bench-learned: build
 	benches/learned/run.sh $(VENV)/bin/attune-bench
+	rm -f benches/results/learned-steps.jsonl
+	$(CARGO) run --release -p attune-kv --features step-timing --example lookup_steps -- \
+		--records 200000 --gets 400000 --repeat 3 --json benches/results/learned-steps.jsonl
 	$(VENV)/bin/python benches/learned/report.py benches/results
 
 bench-report: build

@@ -297,7 +297,7 @@ def writes(rows: list[dict]) -> None:
         sa = rs["always"]["engine_stats"]
         sn = rs["analyzer"]["engine_stats"]
         la, ln = sa["learn_ns_total"] / 1e6, sn["learn_ns_total"] / 1e6
-        cell = lambda m: kops(v[m]) if v[m] else "-"  # noqa: E731
+        cell = {m: kops(x) if x else "-" for m, x in v.items()}.__getitem__
         print(
             f"| {w} | {cell('off')} | {cell('offline')} | {cell('always')} |"
             f" {cell('analyzer')} | {ratio(v['analyzer'], v['always'])}"
@@ -371,6 +371,22 @@ def memlimit(rows: list[dict]) -> None:
         )
 
 
+def steps(rows: list[dict]) -> None:
+    """Nanoseconds per lookup step, baseline against model path, per key set (the
+    `lookup_steps` example's rows; step timing adds about one clock read per step)."""
+    names = [k for k in rows[0] if k.startswith("ns_") and k not in ("ns_total", "ns_wall")]
+    print(
+        "| key set | path | " + " | ".join(n[3:] for n in names) + " | total ns | model/baseline |"
+    )
+    print("|---|---|" + "---|" * len(names) + "---|---|")
+    by = {(r["key_set"], r["path"]): r for r in rows}
+    for (ks, path), r in by.items():
+        base = by.get((ks, "baseline"))
+        rel = ratio(r["ns_total"], base["ns_total"]) if base and path == "model" else ""
+        cells = " | ".join(f"{r[n]:.0f}" for n in names)
+        print(f"| {ks} | {path} | {cells} | {r['ns_total']:.0f} | {rel} |")
+
+
 def main() -> None:
     d = Path(sys.argv[1] if len(sys.argv) > 1 else "benches/results")
     sections = [
@@ -383,6 +399,7 @@ def main() -> None:
         ("Limited memory", "learned-memlimit", memlimit),
         ("Larger scale, many tables", "learned-scale", scale),
         ("Load phase repeated", "learned-load", load_repeats),
+        ("Latency per lookup step", "learned-steps", steps),
     ]
     for title, stem, fn in sections:
         rows = load(d / f"{stem}.jsonl")

@@ -149,3 +149,42 @@ def test_repeated_runs_collapse_to_the_median_run(tmp_path):
     assert line[0].count("|") == 18
     # 300 ops in 0.5 CPU s against the baseline's 100 ops in 0.5 CPU s.
     assert line[0].endswith("| 600.00 | 3.00 |")
+
+
+def test_key_sets_are_kept_apart_and_get_a_speedup_plot(tmp_path):
+    rows = []
+    for ks, fast in (("osm", 3.0), ("linear", 2.0)):
+        for engine, ops in (("attune:off", 100.0), ("attune:model", 100.0 * fast)):
+            r = _engine_row(engine, "c:uniform", ops, 1.0)
+            r["params"] = {"key_set": ks}
+            rows.append(r)
+    res = _write(tmp_path / "ks.jsonl", rows)
+    out = tmp_path / "ks.md"
+    summary = write_report([str(res)], str(out), baseline="attune:off", progress=False)
+    text = out.read_text()
+    osm = [ln for ln in text.splitlines() if ln.startswith("| osm c:uniform | `attune:model`")]
+    lin = [ln for ln in text.splitlines() if ln.startswith("| linear c:uniform | `attune:model`")]
+    assert "| 3.00 |" in osm[0] and "| 2.00 |" in lin[0]
+    assert any(p.endswith("ks-speedup.png") for p in summary["plots"])
+
+
+def test_lookup_step_rows_get_a_stacked_step_plot(tmp_path):
+    rows = [
+        {
+            "suite": "learned-steps",
+            "key_set": ks,
+            "path": path,
+            "ns_memtable": 50.0,
+            "ns_index": idx,
+            "ns_block": 300.0,
+            "ns_total": 350.0 + idx,
+            "command": "lookup_steps",
+            "machine": MACHINE,
+        }
+        for ks in ("osm", "linear")
+        for path, idx in (("baseline", 200.0), ("model", 80.0))
+    ]
+    res = _write(tmp_path / "steps.jsonl", rows)
+    summary = write_report([str(res)], str(tmp_path / "s.md"), progress=False)
+    plot = [p for p in summary["plots"] if p.endswith("steps-steps.png")]
+    assert plot and Path(plot[0]).stat().st_size > 1000

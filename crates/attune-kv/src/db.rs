@@ -25,6 +25,7 @@ use crate::learned::{LearnStats, Learning};
 use crate::log::{LogReader, LogWriter};
 use crate::memtable::{with_lookup_key, Lookup, MemTable, MemTableIter};
 use crate::options::{LearnedIndex as LearnedMode, Options, ReadOptions, WriteOptions};
+use crate::steps::{self, Step};
 use crate::table::{TableBuilder, TableBuilderOptions, TableIter};
 use crate::version::{
     FileMeta, LevelIter, TableCache, Version, VersionEdit, VersionSet, NUM_LEVELS,
@@ -1502,6 +1503,7 @@ impl DbInner {
             self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(v));
         }
+        steps::start();
         let sv = self.sv.read().clone();
         let seq = ro
             .snapshot
@@ -1510,12 +1512,16 @@ impl DbInner {
         let v = match self.lookup(&sv, key, seq)? {
             Lookup::Found(v) => v,
             Lookup::Blob(p) => self.read_blob(&sv.blobs, key, &p)?,
-            _ => return Ok(None),
+            _ => {
+                steps::mark(Step::Value);
+                return Ok(None);
+            }
         };
         self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
         if let Some(h) = hot {
             h.offer(key, &v, seq);
         }
+        steps::mark(Step::Value);
         Ok(Some(v))
     }
 
@@ -1539,6 +1545,7 @@ impl DbInner {
                 r = imm.get(key, seq);
             }
         }
+        steps::mark(Step::Memtable);
         if r == Lookup::NotFound {
             r = with_lookup_key(key, seq, |k| sv.version.get(k, &self.tables))?;
         }

@@ -41,6 +41,7 @@ pub mod log;
 pub mod memtable;
 pub mod options;
 pub mod skiplist;
+pub mod steps;
 pub mod symbiosis;
 pub mod table;
 pub mod version;

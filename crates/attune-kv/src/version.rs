@@ -421,6 +421,7 @@ fn level_get(
     tables: &TableCache,
 ) -> Result<Lookup> {
     let w = m.index.predict(uk);
+    crate::steps::mark(crate::steps::Step::Index);
     let total = m.starts.last().copied().unwrap_or(0);
     let (lo, hi) = (w.lo.min(total), w.hi.min(total));
     let mut j = m.starts.partition_point(|&s| s <= lo).saturating_sub(1);

@@ -111,6 +111,19 @@ def _per_cpu(r: dict) -> float | None:
     return None
 
 
+def _qualify_workloads(rows: list[dict]) -> list[dict]:
+    """When a file's rows span several key sets (``params.key_set``), name each row's workload
+    ``<key set> <workload>`` so that tables and repeats never mix key sets."""
+    sets = {(r.get("params") or {}).get("key_set") for r in rows}
+    if len(sets) < 2:
+        return rows
+    out = []
+    for r in rows:
+        ks = (r.get("params") or {}).get("key_set")
+        out.append({**r, "workload": f"{ks} {r.get('workload')}"} if ks else r)
+    return out
+
+
 def _aggregate(rows: list[dict]) -> list[dict]:
     """One row per (engine, workload): repeated runs (``--repeat``) collapse to the run with the
     median throughput (lower median for an even count), annotated with ``_n`` and ``_range``."""
@@ -131,7 +144,7 @@ def _aggregate(rows: list[dict]) -> list[dict]:
 
 
 def _engine_table(rows: list[dict], baseline: str) -> list[str]:
-    rows = _aggregate(rows)
+    rows = _aggregate(_qualify_workloads(rows))
     base = _baseline_rows(rows, baseline)
     lines = []
     if not base:
@@ -223,7 +236,9 @@ def _plots(rows: list[dict], stem: str, plots_dir: Path) -> list[Path]:
     plots_dir.mkdir(parents=True, exist_ok=True)
     made: list[Path] = []
     with_engine = _aggregate(
-        [r for r in rows if "engine" in r and isinstance(r.get("ops_per_sec"), (int, float))]
+        _qualify_workloads(
+            [r for r in rows if "engine" in r and isinstance(r.get("ops_per_sec"), (int, float))]
+        )
     )
     if with_engine:
         workloads = list(dict.fromkeys(str(r.get("workload")) for r in with_engine))
@@ -287,6 +302,8 @@ def _plots(rows: list[dict], stem: str, plots_dir: Path) -> list[Path]:
             fig.savefig(p, dpi=110)
             plt.close(fig)
             made.append(p)
+    made.extend(_steps_plot(rows, stem, plots_dir, plt))
+    made.extend(_keyset_speedup_plot(with_engine, stem, plots_dir, plt))
     plain = [
         r for r in rows if "engine" not in r and isinstance(r.get("ops_per_sec"), (int, float))
     ]
@@ -307,6 +324,82 @@ def _plots(rows: list[dict], stem: str, plots_dir: Path) -> list[Path]:
         plt.close(fig)
         made.append(p)
     return made
+
+
+def _steps_plot(rows: list[dict], stem: str, plots_dir: Path, plt: Any) -> list[Path]:
+    """Stacked bars of nanoseconds per lookup step (rows with `ns_<step>` fields, a `path` and
+    a `key_set`, as the `lookup_steps` example writes them)."""
+    steps = [r for r in rows if "ns_total" in r and "path" in r and "key_set" in r]
+    if not steps:
+        return []
+    names = [k for k in steps[0] if k.startswith("ns_") and k not in ("ns_total", "ns_wall")]
+    labels = [f"{r['key_set']}\n{r['path']}" for r in steps]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(steps)), 4.5))
+    bottom = [0.0] * len(steps)
+    for name in names:
+        ys = [float(r.get(name) or 0.0) for r in steps]
+        ax.bar(range(len(steps)), ys, bottom=bottom, label=name[3:])
+        bottom = [b + y for b, y in zip(bottom, ys)]
+    ax.set_xticks(range(len(steps)))
+    ax.set_xticklabels(labels, fontsize="x-small")
+    ax.set_ylabel("ns per lookup")
+    ax.set_title(f"{stem}: latency per lookup step")
+    ax.legend(fontsize="small", ncol=3)
+    fig.tight_layout()
+    p = plots_dir / f"{stem}-steps.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return [p]
+
+
+def _keyset_speedup_plot(rows: list[dict], stem: str, plots_dir: Path, plt: Any) -> list[Path]:
+    """Per key set, each engine's throughput over the run's first engine (geometric mean over
+    the read phases): the "speedup per data set" picture of learned-index runs."""
+
+    def key_set(r: dict) -> Any:
+        return (r.get("params") or {}).get("key_set")
+
+    sets = list(dict.fromkeys(key_set(r) for r in rows if key_set(r)))
+    engines = list(dict.fromkeys(str(r["engine"]) for r in rows))
+    if len(sets) < 2 or len(engines) < 2:
+        return []
+    base = engines[0]
+    setup = ("load", "compact", "learn")
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(sets) * (len(engines) - 1)), 4.2))
+    width = 0.8 / (len(engines) - 1)
+    for i, e in enumerate(engines[1:]):
+        ys = []
+        for ks in sets:
+            logs = []
+            for r in rows:
+                if (
+                    r["engine"] != e
+                    or key_set(r) != ks
+                    or str(r.get("workload")).split()[-1] in setup
+                ):
+                    continue
+                b = [
+                    x
+                    for x in rows
+                    if x["engine"] == base
+                    and key_set(x) == ks
+                    and x.get("workload") == r.get("workload")
+                ]
+                if b and b[0]["ops_per_sec"] > 0 and r["ops_per_sec"] > 0:
+                    logs.append(math.log(r["ops_per_sec"] / b[0]["ops_per_sec"]))
+            ys.append(math.exp(sum(logs) / len(logs)) if logs else 0.0)
+        ax.bar([j + i * width for j in range(len(sets))], ys, width=width, label=e)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sets))])
+    ax.set_xticklabels([str(s) for s in sets])
+    ax.set_ylabel(f"throughput / {base}")
+    ax.set_title(f"{stem}: speedup per key set (geometric mean over read phases)")
+    ax.legend(fontsize="x-small")
+    fig.tight_layout()
+    p = plots_dir / f"{stem}-speedup.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return [p]
 
 
 def _split_baselines(baseline: str | list[str]) -> tuple[str, dict[str, str]]:

@@ -15,6 +15,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::learned::{FixedLayout, Learning, TableLayout, TableModel};
 use crate::memtable::Lookup;
+use crate::steps::{self, Step};
 use crate::vlog::BlobPointer;
 use attune_learn::{FileStats, LearnedIndex};
 use std::path::PathBuf;
@@ -358,9 +359,12 @@ impl Table {
 
     /// Point lookup of the newest entry of `lookup`'s user key at or below its sequence.
     pub fn get(&self, lookup: &[u8]) -> Result<Lookup> {
+        steps::mark(Step::FindFiles);
         let uk = key::user_key(lookup);
         if let Some(f) = &self.filter {
-            if !f.may_contain(bloom::bloom_hash(uk)) {
+            let maybe = f.may_contain(bloom::bloom_hash(uk));
+            steps::mark(Step::Filter);
+            if !maybe {
                 return Ok(Lookup::NotFound);
             }
         }
@@ -388,12 +392,15 @@ impl Table {
             return Ok(Lookup::NotFound);
         }
         let (h, _) = self.index_entry(bi)?;
-        self.with_block(bi, h, |blk| {
+        steps::mark(Step::Index);
+        let r = self.with_block(bi, h, |blk| {
             let i = blk
                 .lower_bound_in(lookup, 0, blk.len())
                 .map_err(|i| self.malformed(h, i))?;
             self.lookup_result(blk, i, uk, h.offset)
-        })
+        });
+        steps::mark(Step::Block);
+        r
     }
 
     /// The model path (Bourbon's Fig. 2.6b): the model gives a window of positions that holds
@@ -401,16 +408,22 @@ impl Table {
     /// window is searched. The index block is consulted for a block's handle, never searched.
     fn get_by_model(&self, m: &TableModel, lookup: &[u8], uk: &[u8]) -> Result<Lookup> {
         let w = m.index.predict(uk);
-        self.search_window(m.per_block, m.fixed.as_ref(), lookup, uk, w.lo, w.hi)
+        steps::mark(Step::Index);
+        let r = self.search_window(m.per_block, m.fixed.as_ref(), lookup, uk, w.lo, w.hi);
+        steps::mark(Step::Block);
+        r
     }
 
     /// Point lookup when a level model already gave the window `[lo, hi)` of this table's
     /// record ordinals that holds `lookup`'s lower bound (Bourbon's level learning): the Bloom
     /// filter, then only the window is searched, as on the file-model path.
     pub fn get_in_window(&self, lookup: &[u8], lo: u64, hi: u64) -> Result<Lookup> {
+        steps::mark(Step::FindFiles);
         let uk = key::user_key(lookup);
         if let Some(f) = &self.filter {
-            if !f.may_contain(bloom::bloom_hash(uk)) {
+            let maybe = f.may_contain(bloom::bloom_hash(uk));
+            steps::mark(Step::Filter);
+            if !maybe {
                 return Ok(Lookup::NotFound);
             }
         }
@@ -418,7 +431,9 @@ impl Table {
             l.count(true);
         }
         let TableLayout { per_block, fixed } = self.layout()?;
-        self.search_window(*per_block, fixed.as_ref(), lookup, uk, lo, hi)
+        let r = self.search_window(*per_block, fixed.as_ref(), lookup, uk, lo, hi);
+        steps::mark(Step::Block);
+        r
     }
 
     /// Searches the record ordinals `[lo, hi)` (clamped to the table) for the first entry
