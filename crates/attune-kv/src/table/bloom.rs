@@ -93,8 +93,14 @@ struct Line([u8; LINE_BYTES]);
 enum Kind {
     /// Admits every key (no filter, or one this build cannot read).
     All,
-    Blocked { lines: Box<[Line]>, k: u8 },
-    Unblocked { bits: Vec<u8>, k: u8 },
+    Blocked {
+        lines: Box<[Line]>,
+        k: u8,
+    },
+    Unblocked {
+        bits: Vec<u8>,
+        k: u8,
+    },
 }
 
 /// A filter read from disk. An empty or malformed filter answers "may contain" for every key.
@@ -108,7 +114,7 @@ impl Bloom {
             Some(BLOCKED_MARKER) => {
                 let body = data.len().saturating_sub(2);
                 let k = data.get(body).copied().unwrap_or(0);
-                if body == 0 || body % LINE_BYTES != 0 || !(1..=30).contains(&k) {
+                if body == 0 || !body.is_multiple_of(LINE_BYTES) || !(1..=30).contains(&k) {
                     Kind::All
                 } else {
                     let lines = data[..body]
@@ -207,7 +213,7 @@ mod tests {
         for n in [0u64, 1, 2, 63] {
             let keys = hashes(0..n);
             let data = build(&keys, 10);
-            assert_eq!((data.len() - 2) % LINE_BYTES, 0);
+            assert!((data.len() - 2).is_multiple_of(LINE_BYTES));
             let f = Bloom::new(data);
             assert!(keys.iter().all(|&h| f.may_contain(h)), "{n} keys");
         }
