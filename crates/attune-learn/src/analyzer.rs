@@ -57,6 +57,13 @@ pub const LEVEL_WINDOW_FILES_DEFAULT: u64 = 64;
 /// the key mapper (thread CPU time, docs/learned-index.md); the engine's iteration adds more.
 pub const TRAIN_NS_PER_RECORD_DEFAULT: f64 = 10.0;
 
+/// Timed lookups slower than this are counted but left out of the mean times. Default 1 ms: on
+/// a loaded machine such samples are preemptions (a scheduler slice lasts milliseconds), and one
+/// of them outweighs a thousand in-memory lookups, so mean baseline and model times would follow
+/// the scheduler rather than the index (seen in the write sweep: a level's model path measured
+/// slower than its baseline). Far above a device read on an SSD (about 0.1 ms).
+pub const TIMING_OUTLIER_NS: u64 = 1_000_000;
+
 /// Most live files tracked. Default 2^20: far above an LSM's file count; registrations beyond it
 /// are refused (the file simply stays on the baseline path).
 pub const FILES_MAX_DEFAULT: usize = 1 << 20;
@@ -128,8 +135,10 @@ pub struct FileStats {
     size_bytes: u64,
     records: u64,
     created_ns: u64,
-    /// Per (result, path): lookup count and summed nanoseconds.
+    /// Per (result, path): lookup count, timed lookups kept for the mean (see
+    /// [`TIMING_OUTLIER_NS`]) and their summed nanoseconds.
     counts: [AtomicU64; 4],
+    timed: [AtomicU64; 4],
     nanos: [AtomicU64; 4],
     learned: AtomicBool,
 }
@@ -138,19 +147,21 @@ impl FileStats {
     /// Records one internal lookup (lock-free; call from any thread).
     #[inline]
     pub fn record(&self, result: LookupResult, path: LookupPath, nanos: u64) {
-        let i = slot(result, path);
-        self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.nanos[i].fetch_add(nanos, Ordering::Relaxed);
+        self.record_weighted(result, path, nanos, 1);
     }
 
     /// Records `weight` internal lookups of which one was timed at `nanos` (sampled timing: an
-    /// engine that times one lookup in `weight` keeps exact counts and unbiased mean times while
-    /// reading the clock `weight` times less often).
+    /// engine that times one lookup in `weight` keeps its counts and mean times while reading
+    /// the clock `weight` times less often). A time above [`TIMING_OUTLIER_NS`] is counted but
+    /// not averaged.
     #[inline]
     pub fn record_weighted(&self, result: LookupResult, path: LookupPath, nanos: u64, weight: u64) {
         let i = slot(result, path);
         self.counts[i].fetch_add(weight, Ordering::Relaxed);
-        self.nanos[i].fetch_add(nanos.saturating_mul(weight), Ordering::Relaxed);
+        if nanos <= TIMING_OUTLIER_NS {
+            self.timed[i].fetch_add(1, Ordering::Relaxed);
+            self.nanos[i].fetch_add(nanos, Ordering::Relaxed);
+        }
     }
 
     /// The file's id.
@@ -180,7 +191,7 @@ impl FileStats {
 
     fn mean_ns(&self, result: LookupResult, path: LookupPath) -> Option<f64> {
         let i = slot(result, path);
-        let c = self.counts[i].load(Ordering::Relaxed);
+        let c = self.timed[i].load(Ordering::Relaxed);
         (c > 0).then(|| self.nanos[i].load(Ordering::Relaxed) as f64 / c as f64)
     }
 }
@@ -191,13 +202,14 @@ struct LevelStats {
     files: f64,
     size_bytes: f64,
     counts: [f64; 4],
+    timed: [f64; 4],
     nanos: [f64; 4],
 }
 
 impl LevelStats {
     fn mean_ns(&self, result: LookupResult, path: LookupPath) -> Option<f64> {
         let i = slot(result, path);
-        (self.counts[i] > 0.0).then(|| self.nanos[i] / self.counts[i])
+        (self.timed[i] > 0.0).then(|| self.nanos[i] / self.timed[i])
     }
 
     /// Average lookups of a kind (both paths) per retired file.
@@ -210,7 +222,8 @@ impl LevelStats {
     fn halve(&mut self) {
         self.files /= 2.0;
         self.size_bytes /= 2.0;
-        for v in self.counts.iter_mut().chain(self.nanos.iter_mut()) {
+        let sums = self.counts.iter_mut().chain(self.timed.iter_mut());
+        for v in sums.chain(self.nanos.iter_mut()) {
             *v /= 2.0;
         }
     }
@@ -381,6 +394,7 @@ impl Analyzer {
             records,
             created_ns: now_ns,
             counts: Default::default(),
+            timed: Default::default(),
             nanos: Default::default(),
             learned: AtomicBool::new(false),
         });
@@ -415,6 +429,7 @@ impl Analyzer {
         lv.size_bytes += file.size_bytes as f64;
         for i in 0..4 {
             lv.counts[i] += file.counts[i].load(Ordering::Relaxed) as f64;
+            lv.timed[i] += file.timed[i].load(Ordering::Relaxed) as f64;
             lv.nanos[i] += file.nanos[i].load(Ordering::Relaxed) as f64;
         }
         if window >= 1.0 && lv.files >= window {
@@ -619,6 +634,18 @@ mod tests {
             }
             a.retire(first_id + i, t + life);
         }
+    }
+
+    #[test]
+    fn preempted_timings_are_counted_but_not_averaged() {
+        let a = analyzer();
+        let f = a.register(1, 1, 1 << 20, 1000, 0).unwrap();
+        for _ in 0..100 {
+            f.record_weighted(Positive, Baseline, 500, 16);
+        }
+        f.record_weighted(Positive, Baseline, 5 * MS, 16);
+        assert_eq!(f.lookups(Positive, Baseline), 101 * 16);
+        assert_eq!(f.mean_ns(Positive, Baseline), Some(500.0));
     }
 
     #[test]
