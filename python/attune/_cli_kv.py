@@ -317,7 +317,7 @@ def _gc(args) -> int:
 
 def _learn(args) -> int:
     t0 = time.perf_counter()
-    with _open(args, learned_index=args.mode) as db:
+    with _open(args, learned_index=args.mode, learned_level=args.levels) as db:
         tables = sum(db.stats()["level_files"])
         with_models = db.learn_all()
         s = db.stats()
@@ -328,6 +328,8 @@ def _learn(args) -> int:
         "model_bytes": s["model_bytes"],
         "model_segments": s["learned"]["model_segments"],
         "unlearnable": s["learned"]["files_unlearnable"],
+        "level_models": s["level_models"],
+        "level_model_bytes": s["level_model_bytes"],
         "live_sst_bytes": s["live_sst_bytes"],
     }
     if args.json:
@@ -340,6 +342,12 @@ def _learn(args) -> int:
             f"table bytes) after {r['seconds']:.2f}s; models are kept beside the tables "
             "(NNNNNN.atlm) and loaded at open"
         )
+        if args.levels:
+            print(
+                f"{r['level_models']} sorted levels have a level model "
+                f"({r['level_model_bytes']:,} B, LEVEL-N.atlm); open with learned_level=true to "
+                "use them (they are dropped when a flush or compaction changes the level)"
+            )
         if r["unlearnable"]:
             print(
                 f"{r['unlearnable']} tables keep the index-block path: their keys collapse "
@@ -429,8 +437,14 @@ def register(sub) -> None:
     )
     q.add_argument(
         "--mode",
-        choices=["analyzer", "always"],
+        choices=["analyzer", "always", "offline"],
         default="analyzer",
-        help="learned_index mode to open with (either learns every table here)",
+        help="learned_index mode to open with (each learns every table here)",
+    )
+    q.add_argument(
+        "--levels",
+        action="store_true",
+        help="also learn one model per sorted level of several tables (level learning, for "
+        "read-mostly data; replaces finding the table in the level)",
     )
     q.set_defaults(func=_learn)

@@ -43,7 +43,7 @@ def test_off_mode_has_no_models_and_learn_all_explains(tmp_path):
 
 
 def test_bad_learned_options_are_clear_errors(tmp_path):
-    with pytest.raises(attune.InvalidArgumentError, match="valid: off, analyzer, always"):
+    with pytest.raises(attune.InvalidArgumentError, match="valid: off, analyzer, always, offline"):
         attune.DB(str(tmp_path / "a"), learned_index="sometimes")
     with pytest.raises(attune.InvalidArgumentError, match="learned_delta"):
         attune.DB(str(tmp_path / "b"), learned_delta=0)
@@ -65,3 +65,34 @@ def test_cli_learn_reports_json(tmp_path):
         s = db.stats()
     assert s["learned"]["files_with_models"] == r["tables"]
     assert s["learned"]["files_learned"] == 0
+
+
+def test_offline_mode_and_level_models(tmp_path):
+    path = str(tmp_path / "db")
+    opts = {"learned_index": "offline", "learned_level": True, "target_file_size": 64 << 10}
+    with attune.DB(path, **opts) as db:
+        _fill(db)
+        s = db.stats()
+        assert s["learned"]["files_with_models"] == 0, "offline: nothing learned in background"
+        assert sum(s["level_files"][1:]) >= 2
+        db.learn_all()
+        s = db.stats()
+        assert s["level_models"] == 1 and s["level_model_bytes"] > 0
+    with attune.DB(path, **opts) as db:
+        assert db.stats()["level_models"] == 1, "level models are loaded at open"
+        for i in range(0, 20_000, 13):
+            assert db.get(i.to_bytes(8, "big") + b"00000000") == b"v%d" % i
+
+
+def test_cli_learn_levels(tmp_path):
+    path = str(tmp_path / "db")
+    with attune.DB(path, target_file_size=64 << 10) as db:
+        _fill(db)
+    out = subprocess.run(
+        [*ATTUNE, "kv", "learn", path, "--mode", "offline", "--levels", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    r = json.loads(out.stdout)
+    assert r["level_models"] == 1 and r["level_model_bytes"] > 0
