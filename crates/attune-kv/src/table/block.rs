@@ -114,6 +114,26 @@ impl<'a> BlockView<'a> {
         self.n == 0
     }
 
+    /// A view of a fixed-layout block whose geometry is known from the table's index (`n`
+    /// records of `record` bytes, then the offset array and the count), built without reading
+    /// the block: for blocks already verified in place. None when that geometry does not
+    /// account for exactly `data.len()` bytes.
+    pub fn fixed(data: &'a [u8], n: usize, record: usize) -> Option<Self> {
+        let offsets_start = n.checked_mul(record)?;
+        let size = n.checked_mul(record.checked_add(4)?)?.checked_add(4)?;
+        (size == data.len()).then_some(BlockView {
+            data,
+            n,
+            offsets_start,
+        })
+    }
+
+    /// Whether this (read and checked) view has the geometry [`BlockView::fixed`] would assume.
+    pub fn is_fixed(&self, n: usize, record: usize) -> bool {
+        Self::fixed(self.data, n, record)
+            .is_some_and(|f| f.n == self.n && f.offsets_start == self.offsets_start)
+    }
+
     fn offset(&self, i: usize) -> usize {
         decode_fixed32(&self.data[self.offsets_start + 4 * i..]).unwrap_or(0) as usize
     }
@@ -416,6 +436,24 @@ mod tests {
             9, 1, b'a', 1, 1, 0, 0, 0, 0, 0, 0, b'1', 0, 0, 0, 0, 1, 0, 0, 0,
         ];
         assert_eq!(b.finish(), expect);
+    }
+
+    #[test]
+    fn fixed_view_needs_the_exact_geometry() {
+        let mut b = BlockBuilder::default();
+        for k in ["a", "b", "c"] {
+            b.add(&make_internal_key(k.as_bytes(), 1, ValueKind::Value), b"vv");
+        }
+        let data = b.finish();
+        let record = (data.len() - 4) / 3 - 4;
+        let read = BlockView::new(&data, true).unwrap();
+        assert!(read.is_fixed(3, record));
+        let v = BlockView::fixed(&data, 3, record).unwrap();
+        assert_eq!(v.entry(2), read.entry(2));
+        assert!(BlockView::fixed(&data, 2, record).is_none());
+        assert!(BlockView::fixed(&data, 3, record + 1).is_none());
+        assert!(BlockView::fixed(&data, usize::MAX, record).is_none());
+        assert!(!read.is_fixed(2, record));
     }
 
     #[test]

@@ -124,6 +124,10 @@ pub struct Table {
     /// Point lookups may use uncompressed blocks in place (off when a memory budget makes the
     /// block cache the unit of accounting).
     in_place: bool,
+    /// One bit per data block: verified in place *and* found to hold exactly the records the
+    /// fixed layout says, so the model path may view it without reading its count first
+    /// (see [`Table::fixed_view`]).
+    fixed_verified: Box<[AtomicU64]>,
 }
 
 fn decode_index_value(v: &[u8]) -> Option<(BlockHandle, u64)> {
@@ -181,6 +185,9 @@ impl Table {
             file_stats: OnceLock::new(),
             in_place: true,
             verified: (0..index.len().div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            fixed_verified: (0..index.len().div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             index,
@@ -508,7 +515,13 @@ impl Table {
                     f.block_size
                 },
             };
-            let Some(v) = self.view_in_place(bi as usize, h)? else {
+            let records = if bi == last {
+                self.props.num_entries.saturating_sub(first)
+            } else {
+                per_block
+            };
+            let records = usize::try_from(records).unwrap_or(usize::MAX);
+            let Some(v) = self.fixed_view(bi as usize, h, records, f.record_size)? else {
                 return Ok(None);
             };
             let from = (pos - first) as usize;
@@ -592,6 +605,47 @@ impl Table {
             return Err(bad("block checksum mismatch".into()));
         }
         let v = BlockView::new(body, true).map_err(bad)?;
+        if let Some(w) = slot {
+            w.fetch_or(bit, Ordering::Release);
+        }
+        Ok(Some(v))
+    }
+
+    /// Block `bi` of a fixed-layout table, which the index says holds `records` records of
+    /// `record` bytes. Once the block has been verified in place and found to match, later views
+    /// are built from that geometry without reading the block: the lookup's first memory access
+    /// is then the prefetch of its window (Bourbon's LoadChunk), not the block's trailer.
+    fn fixed_view(
+        &self,
+        bi: usize,
+        h: BlockHandle,
+        records: usize,
+        record: usize,
+    ) -> Result<Option<BlockView<'_>>> {
+        let (word, bit) = (bi / 64, 1u64 << (bi % 64));
+        let slot = self.fixed_verified.get(word);
+        if slot.is_some_and(|w| w.load(Ordering::Acquire) & bit != 0) {
+            let body = self.file.mapped().and_then(|map| {
+                let start = usize::try_from(h.offset).ok()?;
+                map.get(start..start.checked_add(usize::try_from(h.size).ok()?)?)
+            });
+            if let Some(v) = body.and_then(|b| BlockView::fixed(b, records, record)) {
+                return Ok(Some(v));
+            }
+        }
+        let Some(v) = self.view_in_place(bi, h)? else {
+            return Ok(None);
+        };
+        if !v.is_fixed(records, record) {
+            return Err(Error::corruption(
+                self.path.as_path(),
+                h.offset,
+                format!(
+                    "fixed-layout block {bi} holds {} records, its index says {records}",
+                    v.len()
+                ),
+            ));
+        }
         if let Some(w) = slot {
             w.fetch_or(bit, Ordering::Release);
         }
