@@ -30,7 +30,7 @@ use std::sync::Arc;
 const STEPS_MAX: usize = 100_000;
 
 /// The decoders, by fuzz-target name.
-pub const TARGETS: [&str; 9] = [
+pub const TARGETS: [&str; 10] = [
     "log_fragments",
     "wal_batch",
     "sstable_footer",
@@ -40,6 +40,7 @@ pub const TARGETS: [&str; 9] = [
     "version_edit",
     "vlog_segment",
     "learned_model",
+    "level_model",
 ];
 
 /// Runs the harness of `target` on `data`; false for an unknown target name.
@@ -54,6 +55,7 @@ pub fn run(target: &str, data: &[u8]) -> bool {
         "version_edit" => version_edit(data),
         "vlog_segment" => vlog_segment(data),
         "learned_model" => learned_model(data),
+        "level_model" => level_model(data),
         _ => return false,
     }
     true
@@ -339,6 +341,24 @@ pub fn vlog_segment(data: &[u8]) {
     }
 }
 
+/// A persisted level model (`LEVEL-N.atlm`, `ATLV`): decoded; one that decodes must
+/// round-trip and answer predictions with an in-bounds window.
+pub fn level_model(data: &[u8]) {
+    use attune_kv::learned::LevelModel;
+    let p = Path::new("/fuzz/LEVEL-1.atlm");
+    let Ok((level, numbers, m)) = LevelModel::decode(data, p) else {
+        return;
+    };
+    let again = LevelModel::decode(&m.encode(level, &numbers), p);
+    let (l2, n2, m2) =
+        again.unwrap_or_else(|e| panic!("a decoded level model does not round-trip: {e}"));
+    assert_eq!((l2, &n2, &m2.starts), (level, &numbers, &m.starts));
+    for k in [&b""[..], b"a", &[0xff; 12]] {
+        let w = m.index.predict(k);
+        assert!(w.to_usize().start <= w.to_usize().end, "inverted window");
+    }
+}
+
 /// A persisted learned-index model (attune-learn's `ATLM` format): decoded raw, and again with a
 /// valid checksum trailer so that the structural checks behind it are reached; a model that
 /// decodes must round-trip and answer predictions for a few keys with an in-bounds window.
@@ -497,6 +517,18 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 .collect();
             attune_learn::LearnedIndex::train(&keys, 4)
                 .map(|m| vec![m.encode()])
+                .unwrap_or_default()
+        }
+        "level_model" => {
+            let keys: Vec<[u8; 8]> = (0..600u64).map(|i| (i * 5).to_be_bytes()).collect();
+            attune_learn::LearnedIndex::train(&keys, 4)
+                .map(|index| {
+                    let m = attune_kv::learned::LevelModel {
+                        index,
+                        starts: vec![0, 250, 600],
+                    };
+                    vec![m.encode(1, &[4, 6])]
+                })
                 .unwrap_or_default()
         }
         _ => Vec::new(),

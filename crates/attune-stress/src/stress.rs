@@ -24,6 +24,7 @@
 
 use crate::oracle::{Oracle, VerifyStats};
 use attune_kv::env::{CrashReport, Env, FaultError, FaultOp, FaultPlan, MemEnv, PosixEnv, Trigger};
+use attune_kv::options::LearnedIndex;
 use attune_kv::{Compression, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions, DB};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
@@ -122,11 +123,13 @@ enum Op {
     Compact,
     /// Value-log garbage collection on demand (it also runs in the background).
     Gc,
+    /// `learn_all` (file models and, with `learned_level`, level models) when models are on.
+    Learn,
 }
 
 /// Weights of the operations (per 1,000). Writes dominate so crashes land in busy logs; flushes
 /// and compactions are frequent enough that crashes also land in table and manifest writes.
-const MIX: [(Op, u32); 9] = [
+const MIX: [(Op, u32); 10] = [
     (Op::Put, 420),
     (Op::Delete, 120),
     (Op::Batch, 120),
@@ -136,6 +139,7 @@ const MIX: [(Op, u32); 9] = [
     (Op::Flush, 20),
     (Op::Compact, 10),
     (Op::Gc, 8),
+    (Op::Learn, 5),
 ];
 
 fn pick_op(rng: &mut ChaCha8Rng) -> Op {
@@ -390,6 +394,12 @@ impl Worker<'_> {
                     Err(e) => sh.error("compaction", &e),
                 }
             }
+            Op::Learn if sh.db.options().learned_index == LearnedIndex::Off => {}
+            Op::Learn => {
+                if let Err(e) = sh.db.learn_all() {
+                    sh.error("learn_all", &e);
+                }
+            }
             Op::Gc if std::env::var("NOGC").is_ok() => {}
             Op::Gc => {
                 let ratio = [0.0, 0.3][self.rng.gen_range(0..2)];
@@ -583,9 +593,12 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
             attune_kv::options::LearnedIndex::Off,
             attune_kv::options::LearnedIndex::Analyzer,
             attune_kv::options::LearnedIndex::Always,
-        ][rng.gen_range(0..3)],
+            attune_kv::options::LearnedIndex::Offline,
+        ][rng.gen_range(0..4)],
         learned_wait_ms: [0, 50][rng.gen_range(0..2)],
         learned_delta: [2, 8][rng.gen_range(0..2)],
+        // Level models (persisted as LEVEL-N.atlm and checked against the level at open).
+        learned_level: rng.gen_bool(0.5),
         ..Options::default()
     }
 }

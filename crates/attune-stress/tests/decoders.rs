@@ -70,7 +70,8 @@ decoder_props!(
     bloom_filter,
     version_edit,
     vlog_segment,
-    learned_model
+    learned_model,
+    level_model
 );
 
 #[test]
@@ -89,6 +90,8 @@ fn seeds_are_valid_encodings() {
     use attune_kv::version::VersionEdit;
     assert!(attune_kv::WriteBatch::decode(&seeds("wal_batch")[0]).is_some());
     assert!(VersionEdit::decode(&seeds("version_edit")[0]).is_some());
+    let lm = &seeds("level_model")[0];
+    assert!(attune_kv::learned::LevelModel::decode(lm, std::path::Path::new("/l")).is_ok());
     let log = &seeds("log_fragments")[0];
     let mut r = attune_kv::log::LogReader::new(log, std::path::Path::new("/l"));
     let mut n = 0;
