@@ -3,6 +3,7 @@
 //! indexes off and on, alternating, in one process.
 //!
 //! `cargo run --release -p attune-kv --example lookup_probe -- DIR [N] [GETS] [ROUNDS]`
+//! (`PROBE_MODE=off` or `always` runs one mode only, e.g. under `perf record`)
 
 #![allow(clippy::unwrap_used)]
 
@@ -59,7 +60,11 @@ fn main() {
         db.close().unwrap();
     }
     for round in 0..rounds {
+        let only = std::env::var("PROBE_MODE").ok();
         for mode in [LearnedIndex::Off, LearnedIndex::Always] {
+            if only.as_deref().is_some_and(|m| m != mode.name()) {
+                continue;
+            }
             let db = DB::open(&dir, opts(mode)).unwrap();
             let mut x = 7u64 + round as u64;
             // Warm the block cache.
