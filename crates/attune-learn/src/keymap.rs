@@ -49,6 +49,9 @@ pub struct RadixAlphabet {
     sets: Vec<[u64; 4]>,
     /// Radix per position (`|A_i| + 1`).
     radix: Vec<u64>,
+    /// Per position, the members below each 64-bit word of its set (derived from `sets`): a
+    /// digit then needs one population count instead of up to four.
+    below: Vec<[u16; 4]>,
 }
 
 impl RadixAlphabet {
@@ -73,7 +76,21 @@ impl RadixAlphabet {
             radix.push(r);
         }
         let useful = !kept.is_empty() && (kept.len() == sets.len() || kept.len() > 8);
-        useful.then_some(Self { sets: kept, radix })
+        let below = kept
+            .iter()
+            .map(|set| {
+                let mut acc = [0u16; 4];
+                for w in 1..4 {
+                    acc[w] = acc[w - 1] + set[w - 1].count_ones() as u16;
+                }
+                acc
+            })
+            .collect();
+        useful.then_some(Self {
+            sets: kept,
+            radix,
+            below,
+        })
     }
 
     /// The per-position sets (persisted form).
@@ -85,8 +102,7 @@ impl RadixAlphabet {
     fn digit(&self, i: usize, b: u8) -> (u64, bool) {
         let set = &self.sets[i];
         let (w, bit) = ((b >> 6) as usize, b & 63);
-        let mut below: u32 = set[..w].iter().map(|x| x.count_ones()).sum();
-        below += (set[w] & ((1u64 << bit) - 1)).count_ones();
+        let below = u32::from(self.below[i][w]) + (set[w] & ((1u64 << bit) - 1)).count_ones();
         let member = set[w] >> bit & 1 == 1;
         if member {
             (u64::from(below) + 1, true)
@@ -117,7 +133,7 @@ impl RadixAlphabet {
     }
 
     fn size_bytes(&self) -> usize {
-        self.sets.len() * (32 + 8) + std::mem::size_of::<Self>()
+        self.sets.len() * (32 + 8 + 8) + std::mem::size_of::<Self>()
     }
 }
 
