@@ -24,9 +24,10 @@ SQLGlot tree (``sqlglot.optimizer.qualify`` + ``merge_subqueries``), every SELEC
   default bound an item over fact columns prevents the rewrite;
 - every dimension still joined beneath the pre-aggregate (for WHERE, an aggregate argument or
   another GROUP BY item) has at most as many rows as that bound;
-- not every GROUP BY item is a plain integer column of a dimension (``integer_columns``): the
-  join-first plan then groups by integers with known small ranges, which DuckDB does with a
-  perfect hash table (an array), so the pre-aggregate would only add a second aggregation
+- not every GROUP BY item is a plain integer column (``integer_columns``, of a pushed dimension
+  or of the fact): the join-first plan then groups by integers with known small ranges, which
+  DuckDB does with a perfect hash table (an array), so the pre-aggregate would only add a
+  second aggregation
   (flights ``monthly``, GROUP BY year, month over a dimension of 4,349 rows: 6.3-6.8 ms CPU
   eagerly against 5.1-6.0 ms joining first);
 - aggregates are COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x), AVG(x) (no DISTINCT, no FILTER);
@@ -142,13 +143,8 @@ def _push_one(select, is_split, where, dims, nrows, max_keys, subquery, dim_tabl
             product *= dims[i]["nrows"]
     if not pushed:
         raise _Skip("no dimension worth pushing")
-    if all(
-        isinstance(g, exp.Column)
-        and where.get(g.name.lower()) is not None
-        and g.name.lower() in integer_columns
-        for g in group_items
-    ):
-        raise _Skip("grouping by integer dimension columns: a perfect hash table after the join")
+    if all(isinstance(g, exp.Column) and g.name.lower() in integer_columns for g in group_items):
+        raise _Skip("grouping by integer columns: a perfect hash table after the join")
 
     inner_sel: list[exp.Expression] = [exp.column(dims[i]["key"], alias) for i in sorted(pushed)]
     inner_group: list[exp.Expression] = list(inner_sel)
