@@ -17,6 +17,11 @@ are ranked by value and then by text so that -0.0 and 0.0 get different keys. Af
 dimension we check that it has exactly one row per key (a wrong key would lose data), else
 ``SplitError``.
 
+Offset coding (``OFFSET_INT_TYPES``): a group of one integer-valued numeric column whose range
+fits a key type no wider than its dense key is stored in the fact as ``value - min`` (no
+dimension table; ``fact.offsets`` in ``schema.json``, format version 2), so readers decode it
+with an addition instead of a join.
+
 Refusal: a plan with no dimension group, or a split whose measured size (size model of
 ``attune.frames.stats``) is not smaller than the input's, raises ``SplitError`` with both numbers
 and writes nothing.
@@ -150,6 +155,8 @@ def _offset_code(
     if lo is None:  # every value NULL: the fact stores NULLs
         return 0, "TINYINT"
     lo, hi = int(lo), int(hi)
+    if hi - lo >= 2**63:  # value - min would not fit the widest key type (BIGINT)
+        return None
     stored, width = _key_type(hi - lo + 1)
     if width > key_width:
         return None

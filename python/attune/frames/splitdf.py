@@ -13,6 +13,9 @@ is run through the same backend, so the code path is identical on DuckDB and PyS
 On DuckDB, ``connect`` raises the database's ``perfect_ht_threshold`` so that a GROUP BY on a
 dimension key (dense integers) uses a perfect hash table (``PERFECT_HT_MAX_BITS``).
 
+Offset-coded fact columns (format version 2, ``attune.frames.split``) are decoded in the fact
+subquery itself (``offset_decode_sql``), so the rest of the rewrite treats them as fact columns.
+
 Correctness: every fact row has exactly one matching row per dimension (keys are dense and checked
 at split time), so an inner join with any subset of the dimensions has exactly the fact's rows and
 the subquery equals the projection of the full join. If the analysis cannot be done (an SQL shape
