@@ -375,8 +375,9 @@ def _direct_runner(con):
     """Run Ibis expressions on the unsplit table the way ``SplitFrame.to_pyarrow`` runs them on
     the split: SQL memoized per expression, executed on the DuckDB connection, cast to Ibis's
     Arrow schema. Ibis's own ``to_pyarrow`` goes through more Python and, on its first call,
-    grows the process by about 45 MB (flights: 202 -> 246 MB on a one-row warm-up query, where
-    the direct path adds 1 MB); the first versions of this benchmark ran the unsplit side that
+    grows the process by about 35 MB more (flights, ``memory_probe.py``: 204 -> 247 MB on a
+    one-row warm-up query, where this path reaches 213 MB; 258-259 against 224 MB after all
+    steps); the first versions of this benchmark ran the unsplit side that
     way and the split side directly, which charged the unsplit side for the execution path
     rather than the data layout (and its CPU time for an Ibis compile per run)."""
     memo: dict = {}
