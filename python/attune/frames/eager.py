@@ -27,9 +27,8 @@ SQLGlot tree (``sqlglot.optimizer.qualify`` + ``merge_subqueries``), every SELEC
 - not every GROUP BY item is a plain integer column (``integer_columns``, of a pushed dimension
   or of the fact): the join-first plan then groups by integers with known small ranges, which
   DuckDB does with a perfect hash table (an array), so the pre-aggregate would only add a
-  second aggregation
-  (flights ``monthly``, GROUP BY year, month over a dimension of 4,349 rows: 6.3-6.8 ms CPU
-  eagerly against 5.1-6.0 ms joining first);
+  second aggregation (flights ``monthly``, GROUP BY year, month over a dimension of 4,349 rows:
+  6.3-6.8 ms CPU eagerly against 5.1-6.0 ms joining first);
 - aggregates are COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x), AVG(x) (no DISTINCT, no FILTER);
   an argument over non-P columns is pre-aggregated (AVG as SUM and COUNT); an argument over P
   columns only is constant within a pre-aggregated group and is combined with the group's row
