@@ -129,7 +129,8 @@ def run(args) -> int:
         return 0
     print(f"split {args.input} -> {res.out_dir} ({res.plan.variant})")
     for g, n in zip(res.plan.dims, res.dim_rows):
-        print(f"  dimension ({n} rows): {', '.join(g)}")
+        kind = "offset-coded in the fact" if g[0] in res.offsets else "dimension"
+        print(f"  {kind} ({n} {'values' if g[0] in res.offsets else 'rows'}): {', '.join(g)}")
     print(f"  fact ({res.stats.nrows} rows): {', '.join(res.plan.fact) or '(keys only)'}")
     print(
         f"  logical size: {res.input_logical_bytes} -> {res.split_logical_bytes} bytes "

@@ -83,3 +83,31 @@ def test_same_splitdf_code_on_duckdb_and_pyspark(tmp_path, spark):
             assert spk.last_rewrite["eager"], spk.last_rewrite
         assert a.column_names == b.column_names, name
         assert canon(a) == canon(b), name
+
+
+def test_offset_coded_columns_decode_the_same_on_pyspark(tmp_path, spark):
+    from attune import frames
+
+    n = 600
+    t = pa.table(
+        {
+            "id": list(range(n)),
+            "carrier": [f"Carrier number {i % 5}" for i in range(n)],
+            "delay": pa.array(
+                [None if i % 13 == 0 else float((i * 37) % 150 - 40) for i in range(n)],
+                pa.float64(),
+            ),
+        }
+    )
+    res = frames.split_arrow(t, tmp_path / "s", name="fl", narrow_keys=True)
+    assert "delay" in res.offsets, res
+    duck = frames.connect(tmp_path / "s")
+    spk = frames.connect(tmp_path / "s", backend="pyspark", session=spark)
+    for make in (
+        lambda x: x.group_by("carrier").agg(a=x.delay.mean(), lo=x.delay.min(), n=x.count()),
+        lambda x: x.filter(x.delay > 60).select("id", "delay"),
+        lambda x: x,
+    ):
+        a, b = duck.to_pyarrow(make(duck.table)), spk.to_pyarrow(make(spk.table))
+        assert spk.last_rewrite.get("rewritten"), spk.last_rewrite
+        assert canon(a) == canon(b)

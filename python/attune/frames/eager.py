@@ -24,6 +24,11 @@ SQLGlot tree (``sqlglot.optimizer.qualify`` + ``merge_subqueries``), every SELEC
   default bound an item over fact columns prevents the rewrite;
 - every dimension still joined beneath the pre-aggregate (for WHERE, an aggregate argument or
   another GROUP BY item) has at most as many rows as that bound;
+- not every GROUP BY item is a plain integer column (``integer_columns``, of a pushed dimension
+  or of the fact): the join-first plan then groups by integers with known small ranges, which
+  DuckDB does with a perfect hash table (an array), so the pre-aggregate would only add a
+  second aggregation (flights ``monthly``, GROUP BY year, month over a dimension of 4,349 rows:
+  6.3-6.8 ms CPU eagerly against 5.1-6.0 ms joining first);
 - aggregates are COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x), AVG(x) (no DISTINCT, no FILTER);
   an argument over non-P columns is pre-aggregated (AVG as SUM and COUNT); an argument over P
   columns only is constant within a pre-aggregated group and is combined with the group's row
@@ -63,6 +68,7 @@ def push_aggregates(
     subquery: Callable[[list[str], list[int]], exp.Expression],
     dim_table: Callable[[int], exp.Expression],
     max_fraction: float = MAX_PUSHED_KEYS_FRACTION,
+    integer_columns: frozenset[str] = frozenset(),
 ) -> tuple[exp.Expression, list[dict]]:
     """Rewrite every qualifying SELECT of ``ast``; returns the (new) root and one note per
     rewrite.
@@ -71,13 +77,22 @@ def push_aggregates(
     ``key``, ``nrows`` and ``columns``. ``subquery(columns, dim_indexes)``: the fact joined with
     the dimensions holding ``columns``, exposing those columns and the keys of ``dim_indexes``.
     ``dim_table(i)``: a table expression for dimension ``i``. ``max_fraction``: see
-    ``MAX_PUSHED_KEYS_FRACTION``.
+    ``MAX_PUSHED_KEYS_FRACTION``. ``integer_columns``: lower-cased names of the columns of
+    integer type (see the module doc; empty: every GROUP BY may be pushed).
     """
     notes = []
     for select in list(ast.find_all(exp.Select)):
         try:
             new, note = _push_one(
-                select, is_split, where, dims, nrows, nrows * max_fraction, subquery, dim_table
+                select,
+                is_split,
+                where,
+                dims,
+                nrows,
+                nrows * max_fraction,
+                subquery,
+                dim_table,
+                integer_columns,
             )
         except _Skip:
             continue
@@ -98,7 +113,7 @@ def _cols(node: exp.Expression, alias: str) -> list[exp.Column]:
     return out
 
 
-def _push_one(select, is_split, where, dims, nrows, max_keys, subquery, dim_table):
+def _push_one(select, is_split, where, dims, nrows, max_keys, subquery, dim_table, integer_columns):
     src = select.args.get("from_") or select.args.get("from")
     if src is None or not isinstance(src.this, exp.Table) or not is_split(src.this):
         raise _Skip("not over the split table")
@@ -127,6 +142,8 @@ def _push_one(select, is_split, where, dims, nrows, max_keys, subquery, dim_tabl
             product *= dims[i]["nrows"]
     if not pushed:
         raise _Skip("no dimension worth pushing")
+    if all(isinstance(g, exp.Column) and g.name.lower() in integer_columns for g in group_items):
+        raise _Skip("grouping by integer columns: a perfect hash table after the join")
 
     inner_sel: list[exp.Expression] = [exp.column(dims[i]["key"], alias) for i in sorted(pushed)]
     inner_group: list[exp.Expression] = list(inner_sel)

@@ -13,6 +13,9 @@ is run through the same backend, so the code path is identical on DuckDB and PyS
 On DuckDB, ``connect`` raises the database's ``perfect_ht_threshold`` so that a GROUP BY on a
 dimension key (dense integers) uses a perfect hash table (``PERFECT_HT_MAX_BITS``).
 
+Offset-coded fact columns (format version 2, ``attune.frames.split``) are decoded in the fact
+subquery itself (``offset_decode_sql``), so the rest of the rewrite treats them as fact columns.
+
 Correctness: every fact row has exactly one matching row per dimension (keys are dense and checked
 at split time), so an inner join with any subset of the dimensions has exactly the fact's rows and
 the subquery equals the projection of the full join. If the analysis cannot be done (an SQL shape
@@ -41,12 +44,32 @@ from sqlglot.optimizer.scope import traverse_scope
 
 from attune.frames.eager import MAX_PUSHED_KEYS_FRACTION, push_aggregates
 from attune.frames.errors import SplitError
-from attune.frames.split import DATABASE_FILE, FORMAT_NAME, FORMAT_VERSION, SCHEMA_FILE
+from attune.frames.split import (
+    DATABASE_FILE,
+    FORMAT_NAME,
+    FORMAT_VERSIONS,
+    KEY_WIDTHS,
+    SCHEMA_FILE,
+    offset_decode_sql,
+)
 from attune.frames.stats import quote
 
 # Rewritten queries memoized per SplitFrame. Default 256: a notebook runs a few dozen distinct
 # queries; each entry is one SQL string (a few kB), so the bound only guards long sessions.
 REWRITE_CACHE_SIZE = 256
+
+# Column types DuckDB groups with a perfect hash table when their range is small (integers);
+# eager aggregation leaves GROUP BYs over such dimension columns to the join-first plan.
+INTEGER_TYPES = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+)
 
 # Largest key range, in bits, for which connect() lets DuckDB aggregate with a perfect hash table
 # (an array indexed by the group value; DuckDB's setting ``perfect_ht_threshold``, default 12
@@ -72,8 +95,18 @@ def read_schema(directory: str | os.PathLike) -> dict:
     try:
         if s["format"] != FORMAT_NAME:
             raise SplitError(f"{f}: format is {s['format']!r}, expected {FORMAT_NAME!r}")
-        if s["version"] != FORMAT_VERSION:
-            raise SplitError(f"{f}: version {s['version']} not supported (want {FORMAT_VERSION})")
+        if s["version"] not in FORMAT_VERSIONS:
+            raise SplitError(
+                f"{f}: version {s['version']} not supported (want one of {FORMAT_VERSIONS})"
+            )
+        offsets = s["fact"].get("offsets", {})
+        if offsets and s["version"] < 2:
+            raise SplitError(f"{f}: offset-coded columns need version 2, file says 1")
+        for c, code in offsets.items():
+            if c not in s["fact"]["columns"]:
+                raise SplitError(f"{f}: offset-coded column {c!r} is not a fact column")
+            if code["stored_type"] not in KEY_WIDTHS or not isinstance(code["offset"], int):
+                raise SplitError(f"{f}: bad offset code for column {c!r}: {code!r}")
         names = [c["name"] for c in s["columns"]]
         placed = list(s["fact"]["columns"]) + [c for d_ in s["dims"] for c in d_["columns"]]
         if sorted(placed) != sorted(names) or len(set(names)) != len(names):
@@ -107,10 +140,16 @@ def _join_sql(
     where = {c["name"]: c["table"] for c in schema["columns"]}
     dim_ix = {d["table"]: i for i, d in enumerate(schema["dims"])}
     used = sorted({dim_ix[where[c]] for c in wanted if where[c] != "fact"})
+    offsets = schema["fact"].get("offsets", {})
+    types = {c["name"]: c["type"] for c in schema["columns"]}
     sel = []
     for c in wanted:
         alias = "f" if where[c] == "fact" else f"d{dim_ix[where[c]]}"
-        sel.append(f"{alias}.{quote(c)} AS {quote(c)}")
+        if c in offsets:  # stored as value - offset (attune.frames.split, OFFSET_INT_TYPES)
+            ref = offset_decode_sql(f"f.{quote(c)}", offsets[c]["offset"], types[c])
+            sel.append(f"{ref} AS {quote(c)}")
+        else:
+            sel.append(f"{alias}.{quote(c)} AS {quote(c)}")
     for i in keys:
         k = quote(schema["dims"][i]["key"])
         sel.append(f"f.{k} AS {k}")
@@ -228,6 +267,11 @@ class SplitFrame:
             subquery,
             self._dim_table,
             self.eager_max_fraction,
+            frozenset(
+                c["name"].lower()
+                for c in self.schema["columns"]
+                if c["type"].upper() in INTEGER_TYPES
+            ),
         )
 
     def _rewrite(self, ast: exp.Expression, names: list[str]) -> str:
