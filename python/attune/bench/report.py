@@ -365,7 +365,7 @@ def _keyset_speedup_plot(rows: list[dict], stem: str, plots_dir: Path, plt: Any)
         return []
     base = engines[0]
     setup = ("load", "compact", "learn")
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(sets) * (len(engines) - 1)), 4.2))
+    fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 0.6 * len(sets) * (len(engines) - 1))), 4.2))
     width = 0.8 / (len(engines) - 1)
     for i, e in enumerate(engines[1:]):
         ys = []
