@@ -19,10 +19,9 @@
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::filename;
-use crate::iter::InternalIterator;
 use crate::key;
 use crate::options::{LearnedIndex as Mode, Options};
-use crate::table::{Table, TableIter};
+use crate::table::Table;
 use attune_learn::{
     Analyzer, AnalyzerConfig, FileStats, KeyMapper, LearnedIndex, LookupPath, LookupResult,
 };
@@ -465,14 +464,10 @@ fn train_tables(tables: &[Arc<Table>], delta: u32) -> Result<LearnedIndex> {
     let mut flat: Vec<u8> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
     for table in tables {
-        let mut it = TableIter::new(table.clone(), false);
-        it.seek_to_first();
-        while it.valid() {
-            flat.extend_from_slice(key::user_key(it.key()));
+        table.for_each_key(|k| {
+            flat.extend_from_slice(key::user_key(k));
             ends.push(flat.len());
-            it.next();
-        }
-        it.status()?;
+        })?;
     }
     let keys = || {
         let starts = std::iter::once(0).chain(ends.iter().copied());

@@ -722,6 +722,61 @@ impl Table {
         }
     }
 
+    /// Calls `f` with every entry's internal key, in file order (for training models). A
+    /// fixed-layout table mapped in place is read block by block straight from the mapping (each
+    /// block verified once, as for lookups); any other table through a [`TableIter`] that does
+    /// not fill the block cache.
+    pub fn for_each_key(self: &Arc<Self>, mut f: impl FnMut(&[u8])) -> Result<()> {
+        // Keys already passed to `f` by the in-place walk; the iterator skips them if it has to
+        // take over (a block not usable in place), so every key is passed exactly once.
+        let mut done = 0u64;
+        let layout = *self.layout()?;
+        if let (Some(fx), Some(k), true) = (layout.fixed, layout.per_block, self.in_place) {
+            let blocks = self.index.len() as u64;
+            for bi in 0..blocks {
+                let last = bi + 1 == blocks;
+                let h = BlockHandle {
+                    offset: fx.first_offset + bi * fx.block_stride,
+                    size: if last {
+                        fx.last_block_size
+                    } else {
+                        fx.block_size
+                    },
+                };
+                let records = if last {
+                    self.props.num_entries.saturating_sub(bi * k)
+                } else {
+                    k
+                };
+                let n = usize::try_from(records).unwrap_or(usize::MAX);
+                let Some(v) = self.fixed_view(bi as usize, h, n, fx.record_size)? else {
+                    break;
+                };
+                for i in 0..n {
+                    let (key, _) = v
+                        .fixed_entry(i, fx.record_size, fx.header, fx.key_len)
+                        .ok_or_else(|| self.malformed(h, i))?;
+                    f(key);
+                }
+                done += records;
+                if last {
+                    return Ok(());
+                }
+            }
+        }
+        let mut it = TableIter::new(self.clone(), false);
+        it.seek_to_first();
+        while it.valid() {
+            if done > 0 {
+                done -= 1;
+            } else {
+                f(it.key());
+            }
+            it.next();
+        }
+        it.status()
+    }
+
     /// The entry at ordinal `pos` of the file (0-based), for position-predicting indexes.
     pub fn entry_at(&self, pos: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         if pos >= self.props.num_entries {
