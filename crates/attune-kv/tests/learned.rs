@@ -55,6 +55,38 @@ fn table_files(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
     v
 }
 
+/// Every key of `shape` below `n`: latest reads match `model`, reads at sequence `snap` match
+/// `old`, and a key just after each one (between present keys, and past the end) is absent.
+fn check_point_reads(
+    db: &DB,
+    shape: usize,
+    n: u64,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    old: &BTreeMap<Vec<u8>, Vec<u8>>,
+    snap: u64,
+) {
+    let ro = ReadOptions {
+        snapshot: Some(snap),
+        ..Default::default()
+    };
+    for i in 0..n {
+        let k = key(shape, i);
+        assert_eq!(
+            db.get(&k).unwrap(),
+            model.get(&k).cloned(),
+            "shape {shape} key {i}"
+        );
+        let mut absent = k.clone();
+        absent.push(0);
+        assert_eq!(db.get(&absent).unwrap(), None, "shape {shape} after {i}");
+        assert_eq!(
+            db.get_opt(&k, &ro).unwrap(),
+            old.get(&k).cloned(),
+            "snapshot {i}"
+        );
+    }
+}
+
 #[test]
 fn model_path_agrees_with_the_map_for_present_absent_and_old_keys() {
     for shape in 0..3 {
@@ -98,27 +130,7 @@ fn model_path_agrees_with_the_map_for_present_absent_and_old_keys() {
         // Decimal keys too: the radix key mapping keeps them learnable.
         assert_eq!(st.learned.files_unlearnable, 0, "shape {shape}");
         let before = st.learned.learned_lookups;
-        for i in 0..n {
-            let k = key(shape, i);
-            assert_eq!(
-                db.get(&k).unwrap(),
-                model.get(&k).cloned(),
-                "shape {shape} key {i}"
-            );
-            // Absent keys between present ones, and past both ends.
-            let mut absent = k.clone();
-            absent.push(0);
-            assert_eq!(db.get(&absent).unwrap(), None, "shape {shape} after {i}");
-            let ro = ReadOptions {
-                snapshot: Some(snap.sequence()),
-                ..Default::default()
-            };
-            assert_eq!(
-                db.get_opt(&k, &ro).unwrap(),
-                old.get(&k).cloned(),
-                "snapshot {i}"
-            );
-        }
+        check_point_reads(&db, shape, n, &model, &old, snap.sequence());
         // Seeks go through the models too: compare the next three keys after each target.
         for i in (0..n).step_by(97) {
             let mut target = key(shape, i);
@@ -317,26 +329,7 @@ fn level_models_agree_with_the_map_and_are_dropped_when_the_level_changes() {
         assert_eq!(st.level_models, 1, "shape {shape}: {:?}", st.level_files);
         assert!(st.level_model_bytes > 0);
         let check = |db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>| {
-            for i in 0..n {
-                let k = key(shape, i);
-                assert_eq!(
-                    db.get(&k).unwrap(),
-                    model.get(&k).cloned(),
-                    "shape {shape} {i}"
-                );
-                let mut absent = k.clone();
-                absent.push(0);
-                assert_eq!(db.get(&absent).unwrap(), None, "shape {shape} after {i}");
-                let ro = ReadOptions {
-                    snapshot: Some(snap.sequence()),
-                    ..Default::default()
-                };
-                assert_eq!(
-                    db.get_opt(&k, &ro).unwrap(),
-                    old.get(&k).cloned(),
-                    "old {i}"
-                );
-            }
+            check_point_reads(db, shape, n, model, &old, snap.sequence());
             assert_eq!(db.get(b"").unwrap(), None);
             assert_eq!(db.get(&[0xff; 80]).unwrap(), None);
         };
