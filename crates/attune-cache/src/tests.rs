@@ -593,3 +593,47 @@ fn requested_round_runs_after_the_current_one_only() {
     }
     assert_eq!(sym.rounds().len(), 2, "the requested round finished");
 }
+
+/// Issue 7's memory target: a round's ghosts at the paper's R = 1/64 stay under 0.2 % of M, at
+/// the small budget the engine benchmarks use (32 MiB, where fixed costs weigh most) and with
+/// per-block sampling (the user layout's G = 1, which samples the most distinct blocks).
+#[test]
+fn ghost_memory_stays_under_two_per_mille_of_m_at_r_1_64() {
+    let seed = 0x6057_u64;
+    println!("seed {seed:#x}");
+    for (tier, g, alpha) in [
+        (SecondTier::Blocks, 1, 0.25),
+        (SecondTier::Blocks, 1, 0.5),
+        (SecondTier::kernel_default(), 32, 0.5),
+    ] {
+        let m = 32 * MIB;
+        let layout = BlockLayout::new(5 * m / 4096, 4096, alpha, 16_384, seed).unwrap();
+        let mut cfg = GhostConfig::new(m, MIB, tier);
+        cfg.sample_inv_rate = 64;
+        cfg.group_blocks = g;
+        let mut sim = GhostSim::new(cfg).unwrap();
+        let mut next = blocks_stream(&RequestDist::Uniform, layout.blocks(), seed);
+        while !sim.is_done() {
+            let r = layout.block(next());
+            sim.record(&BlockAccess {
+                file: r.file,
+                block_no: r.block_no,
+                offset: r.offset,
+                compressed_len: r.compressed_len,
+                uncompressed_len: r.uncompressed_len,
+                app_hit: false,
+                second_hit: Some(false),
+                latency_ns: None,
+            });
+        }
+        let peak = sim.peak_metadata_bytes();
+        let share = peak as f64 / m as f64;
+        println!(
+            "{tier:?} G={g} alpha={alpha}: ghost peak {peak} B = {:.3} % of M",
+            share * 100.0
+        );
+        assert!(share <= 0.002, "{tier:?} G={g}: {peak} B is {share} of M");
+        sim.free();
+        assert_eq!(sim.metadata_bytes(), 0, "freed after the round");
+    }
+}
