@@ -54,11 +54,15 @@ def main() -> None:
     ax[0].set_ylabel("M_a (MiB)")
     ax[1].set_ylabel("hit ratio")
     ax[2].set_ylabel("µs per block read")
-    ax[2].set_xlabel("seconds since open (red: hotspot moved, skew 80/20 → 90/10)")
+    ax[2].set_xlabel(f"seconds since open (red: phase switch, {runs[0]['scenario']})")
     for a in ax:
         a.legend(fontsize=7, loc="best")
         a.grid(alpha=0.3)
-    fig.suptitle("attune-kv user layout, M = 32 MiB: adaptive sizing over a two-phase workload")
+    r0 = runs[0]
+    fig.suptitle(
+        f"attune-kv user layout, M = {r0['memory_bytes'] >> 20} MiB, M/D_u = {r0['ratio']}, "
+        f"{r0['compression']}: adaptive sizing over a two-phase workload"
+    )
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=110)
 

@@ -127,10 +127,15 @@ enum Mode {
         #[arg(long, default_value_t = false)]
         adaptive_only: bool,
     },
-    /// Two phases: hot20 on the first fifth of the keys, then hot10 on the last tenth.
+    /// Two phases: `--phase1` on the head of the key space, then `--phase2` mirrored onto the
+    /// tail (hotspot moved; a different pattern changes the skew).
     Dynamic {
         #[command(flatten)]
         common: Common,
+        #[arg(long, default_value = "hot20")]
+        phase1: String,
+        #[arg(long, default_value = "hot10")]
+        phase2: String,
         #[arg(long, default_value = "0.6")]
         ratio: f64,
         #[arg(long, default_value = "zstd")]
@@ -192,6 +197,8 @@ fn main() {
         ),
         Mode::Dynamic {
             common,
+            phase1,
+            phase2,
             ratio,
             compression,
             phase_reads,
@@ -200,6 +207,7 @@ fn main() {
         } => dynamic(
             &common,
             &command,
+            [&phase1, &phase2],
             ratio,
             &compression,
             phase_reads,
@@ -789,6 +797,7 @@ fn percentiles(v: &mut [u32]) -> Value {
 fn dynamic(
     c: &Common,
     command: &str,
+    phases: [&str; 2],
     ratio: f64,
     compression: &str,
     phase_reads: u64,
@@ -798,10 +807,8 @@ fn dynamic(
     let c_k = device_cost(c, 2048)?;
     let ds = load(c, ratio, compression)?;
     let m = c.memory_mib << 20;
-    let p1 = RequestDist::Hotspot {
-        data_fraction: 0.2,
-        ops_fraction: 0.8,
-    };
+    let p1 = pattern(phases[0])?;
+    let p2 = pattern(phases[1])?;
     let c_a = app_miss_cost(c, &ds, &p1)?;
     let mut sizings = vec!["adaptive".to_string()];
     if statics {
@@ -816,17 +823,9 @@ fn dynamic(
         opts.push(("cache_miss_costs".into(), format!("{c_a:.0}:{c_k:.0}")));
         let opened = Instant::now();
         let db = open(&ds, &opts)?;
-        // Phase 1: 80 % of reads on the first 20 % of keys. Phase 2: 90 % on the last 10 %
-        // (hotspot moved and skew changed).
+        // Phase 1 on the head of the key space, phase 2 mirrored onto the tail.
         let mut s1 = Sampler::new(&p1, ds.keys, c.seed)?;
-        let mut s2 = Sampler::new(
-            &RequestDist::Hotspot {
-                data_fraction: 0.1,
-                ops_fraction: 0.9,
-            },
-            ds.keys,
-            c.seed + 1,
-        )?;
+        let mut s2 = Sampler::new(&p2, ds.keys, c.seed + 1)?;
         let mut lat: Vec<u32> = Vec::with_capacity((2 * phase_reads) as usize);
         // Each read's wall time. With --env disk that includes the real device reads; with
         // --env mem a device read costs only a memory copy (no C_k is added per read).
@@ -908,7 +907,7 @@ fn dynamic(
             "bench": "cache-kv-dynamic",
             "env": c.env,
             "sizing": sizing,
-            "scenario": "hot20 head -> hot10 tail",
+            "scenario": format!("{} head -> {} tail", phases[0], phases[1]),
             "ratio": ratio,
             "compression": compression,
             "alpha": ds.disk_bytes as f64 / ds.logical_bytes as f64,

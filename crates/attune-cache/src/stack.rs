@@ -16,22 +16,12 @@
 //! blocks; `resident_bytes <= limit_bytes` after each access; each resident block has exactly one
 //! live slot.
 
-use crate::ghost::mix64;
-use crate::policy::{fast_map, BlockKey, FastMap};
+use crate::policy::{fast_map, fingerprint, BlockKey, FastMap};
 
 /// Fewest time slots kept. Default 64 (768 B of slots): small enough that a ghost sampled at
 /// R = 1/64 of a 32 MiB budget (about 250 blocks) stays a few KiB, large enough that a tiny
 /// ghost does not renumber every few accesses.
 const SLOTS_MIN: usize = 64;
-
-/// A block's 64-bit fingerprint: the ghost stores this instead of the 16-byte [`BlockKey`].
-/// Two blocks share one with probability about n²/2^65 (n = remembered blocks: under 10^-9
-/// for the 10^5 blocks of a large ghost); a shared fingerprint makes one block's distance be
-/// read from the other's last access, i.e. one mis-counted hit, never an error.
-#[inline]
-fn fingerprint(key: BlockKey) -> u64 {
-    mix64(mix64(key.file) ^ key.unit)
-}
 
 /// Outcome of one access to a [`StackDistance`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,7 +141,7 @@ impl StackDistance {
             self.compact();
         }
         let charge = charge.clamp(1, u64::from(u32::MAX));
-        let fp = fingerprint(key);
+        let fp = fingerprint(&key);
         let dist = match self.last.get(&fp).copied() {
             Some(t) => {
                 let t = t as usize;
