@@ -748,6 +748,11 @@ fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
                             "le_predicted_ns": t.le_predicted_ns,
                             "last_round": t.last_round,
                             "last_round_measured_le_ns": t.last_round_measured_le_ns,
+                            "compressed_cache": t.compressed.as_ref().map(|cc| json!({
+                                "capacity_bytes": cc.capacity_bytes,
+                                "usage_bytes": cc.usage_bytes,
+                                "evictions": cc.evictions,
+                            })),
                             "measured": sp.json(c_a, c_k, disk),
                         })
                     })
