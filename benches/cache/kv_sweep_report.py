@@ -5,7 +5,7 @@ cache-kv-overhead.jsonl and prints markdown. Latency per read is the engine's th
 read plus C_k per real device read (MemEnv; see crates/attune-cache-kv). Ratios > 1 favour
 adaptive sizing.
 
-Usage: python3 benches/cache/kv_sweep_report.py [--dir benches/results]
+Usage: python3 benches/cache/kv_sweep_report.py [--dir benches/results] [--sweep FILE]
 """
 
 from __future__ import annotations
@@ -142,8 +142,9 @@ def overhead(path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="benches/results", type=Path)
+    ap.add_argument("--sweep", default="cache-kv-sweep.jsonl", help="sweep rows file in --dir")
     a = ap.parse_args()
-    sweep(a.dir / "cache-kv-sweep.jsonl")
+    sweep(a.dir / a.sweep)
     dynamic(a.dir / "cache-kv-dynamic.jsonl")
     overhead(a.dir / "cache-kv-overhead.jsonl")
 
