@@ -1071,3 +1071,52 @@ fn overhead(
         }),
     )
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_arguments_are_errors_not_panics() {
+        assert!(pattern("hot50").is_err());
+        assert!(random_fraction("snappy").is_err());
+        assert!(parse_list("0.2,abc").is_err());
+        assert!(parse_list("0").is_err());
+        assert_eq!(parse_list("0.2, 1.0").unwrap(), vec![0.2, 1.0]);
+    }
+
+    #[test]
+    fn values_are_deterministic_sized_and_compress_as_configured() {
+        for (comp, lo, hi) in [("lz4", 0.40, 0.60), ("zstd", 0.15, 0.30)] {
+            let rf = random_fraction(comp).unwrap();
+            let mut raw = Vec::new();
+            for i in 0..400u64 {
+                let v = value(i, rf);
+                assert_eq!(v.len(), VALUE_BYTES);
+                assert_eq!(v, value(i, rf));
+                raw.extend_from_slice(&key(i));
+                raw.extend_from_slice(&v);
+            }
+            // Compress 4 KiB blocks as the engine would.
+            let packed: usize = raw
+                .chunks(4096)
+                .map(|b| match comp {
+                    "lz4" => lz4_flex::block::compress(b).len(),
+                    _ => zstd::bulk::compress(b, 3).map_or(b.len(), |c| c.len()),
+                })
+                .sum();
+            let alpha = packed as f64 / raw.len() as f64;
+            assert!((lo..hi).contains(&alpha), "{comp}: alpha {alpha}");
+        }
+    }
+
+    #[test]
+    fn percentiles_of_a_known_distribution() {
+        let mut v: Vec<u32> = (1..=1000).rev().collect();
+        let p = percentiles(&mut v);
+        assert_eq!(p["p50"], 500);
+        assert_eq!(p["p99"], 990);
+        assert_eq!(percentiles(&mut []), Value::Null);
+    }
+}
