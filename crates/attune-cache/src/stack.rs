@@ -16,17 +16,12 @@
 //! blocks; `resident_bytes <= limit_bytes` after each access; each resident block has exactly one
 //! live slot.
 
-use crate::policy::{fast_map, BlockKey, FastMap};
+use crate::policy::{fast_map, fingerprint, BlockKey, FastMap};
 
-/// Fewest time slots kept (so tiny ghosts do not renumber every few accesses).
-const SLOTS_MIN: usize = 1024;
-
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    key: BlockKey,
-    charge: u64,
-    live: bool,
-}
+/// Fewest time slots kept. Default 64 (768 B of slots): small enough that a ghost sampled at
+/// R = 1/64 of a 32 MiB budget (about 250 blocks) stays a few KiB, large enough that a tiny
+/// ghost does not renumber every few accesses.
+const SLOTS_MIN: usize = 64;
 
 /// Outcome of one access to a [`StackDistance`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +41,20 @@ impl Distance {
 }
 
 /// Fenwick tree + last-access map computing byte stack distances.
+///
+/// Memory per remembered block (issue 7 asks for ghost memory <= 0.2 % of M): a fingerprint
+/// (8 B) and a charge (4 B) per time slot, 8 B of tree per slot, with at most twice as many
+/// slots as live blocks after a renumbering, plus one `(u64, u32)` map entry — about 60 B,
+/// half of the previous layout's 16-byte keys and 8-byte charges in padded 32-byte slots.
 #[derive(Debug)]
 pub struct StackDistance {
     /// Fenwick tree over 1-based time positions.
     tree: Vec<i64>,
-    /// `slots[t]` describes the access at time `t` (index 0 unused).
-    slots: Vec<Slot>,
-    last: FastMap<BlockKey, u32>,
+    /// `keys[t]`: fingerprint of the block accessed at time `t` (index 0 unused).
+    keys: Vec<u64>,
+    /// `charges[t]`: its charge while that access is the block's latest, else 0 (dead slot).
+    charges: Vec<u32>,
+    last: FastMap<u64, u32>,
     /// Next time to assign (1-based).
     now: usize,
     /// Oldest position that may still be live.
@@ -66,7 +68,8 @@ impl StackDistance {
     pub fn new(limit_bytes: u64) -> Self {
         let mut s = Self {
             tree: Vec::new(),
-            slots: Vec::new(),
+            keys: Vec::new(),
+            charges: Vec::new(),
             last: fast_map(),
             now: 1,
             oldest: 1,
@@ -78,13 +81,9 @@ impl StackDistance {
     }
 
     fn reset_arrays(&mut self, slots: usize) {
-        let empty = Slot {
-            key: BlockKey { file: 0, unit: 0 },
-            charge: 0,
-            live: false,
-        };
         self.tree = vec![0; slots + 1];
-        self.slots = vec![empty; slots + 1];
+        self.keys = vec![0; slots + 1];
+        self.charges = vec![0; slots + 1];
     }
 
     /// The byte limit.
@@ -107,11 +106,12 @@ impl StackDistance {
         self.last.is_empty()
     }
 
-    /// Approximate heap bytes held.
+    /// Heap bytes held (hashbrown: one control byte plus one slot per bucket).
     pub fn metadata_bytes(&self) -> usize {
         self.tree.capacity() * 8
-            + self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.last.capacity() * (std::mem::size_of::<(BlockKey, u32)>() + 1)
+            + self.keys.capacity() * 8
+            + self.charges.capacity() * 4
+            + self.last.capacity() * (std::mem::size_of::<(u64, u32)>() + 1)
     }
 
     #[inline]
@@ -134,18 +134,21 @@ impl StackDistance {
         s
     }
 
-    /// Records an access to `key` charged `charge` bytes and returns its stack distance.
+    /// Records an access to `key` charged `charge` bytes (clamped to 1..=u32::MAX) and returns
+    /// its stack distance.
     pub fn access(&mut self, key: BlockKey, charge: u64) -> Distance {
-        if self.now >= self.slots.len() {
+        if self.now >= self.keys.len() {
             self.compact();
         }
-        let dist = match self.last.get(&key).copied() {
+        let charge = charge.clamp(1, u64::from(u32::MAX));
+        let fp = fingerprint(&key);
+        let dist = match self.last.get(&fp).copied() {
             Some(t) => {
                 let t = t as usize;
                 let above = self.prefix(self.now - 1) - self.prefix(t);
-                let old = self.slots[t].charge;
+                let old = u64::from(self.charges[t]);
                 self.add(t, -(old as i64));
-                self.slots[t].live = false;
+                self.charges[t] = 0;
                 self.resident_bytes -= old;
                 Distance::Bytes(above.max(0) as u64 + charge)
             }
@@ -153,13 +156,10 @@ impl StackDistance {
         };
         let t = self.now;
         self.now += 1;
-        self.slots[t] = Slot {
-            key,
-            charge,
-            live: true,
-        };
+        self.keys[t] = fp;
+        self.charges[t] = charge as u32;
         self.add(t, charge as i64);
-        self.last.insert(key, t as u32);
+        self.last.insert(fp, t as u32);
         self.resident_bytes += charge;
         self.evict_beyond_limit();
         dist
@@ -169,30 +169,30 @@ impl StackDistance {
         while self.resident_bytes > self.limit_bytes && self.oldest < self.now {
             let t = self.oldest;
             self.oldest += 1;
-            let s = self.slots[t];
-            if s.live {
-                self.slots[t].live = false;
-                self.add(t, -(s.charge as i64));
-                self.resident_bytes -= s.charge;
-                self.last.remove(&s.key);
+            let c = self.charges[t];
+            if c != 0 {
+                self.charges[t] = 0;
+                self.add(t, -i64::from(c));
+                self.resident_bytes -= u64::from(c);
+                self.last.remove(&self.keys[t]);
             }
         }
     }
 
     /// Renumbers live accesses 1..=n in time order and rebuilds the tree (O(n)).
     fn compact(&mut self) {
-        let live: Vec<Slot> = self.slots[self.oldest..self.now]
-            .iter()
-            .copied()
-            .filter(|s| s.live)
+        let live: Vec<(u64, u32)> = (self.oldest..self.now)
+            .filter(|&t| self.charges[t] != 0)
+            .map(|t| (self.keys[t], self.charges[t]))
             .collect();
         let slots = (2 * live.len()).max(SLOTS_MIN);
         self.reset_arrays(slots);
-        for (i, s) in live.iter().enumerate() {
+        for (i, &(fp, c)) in live.iter().enumerate() {
             let t = i + 1;
-            self.slots[t] = *s;
-            self.tree[t] = s.charge as i64;
-            self.last.insert(s.key, t as u32);
+            self.keys[t] = fp;
+            self.charges[t] = c;
+            self.tree[t] = i64::from(c);
+            self.last.insert(fp, t as u32);
         }
         // O(n) Fenwick build: push each node's sum to its parent.
         for i in 1..self.tree.len() {
@@ -203,14 +203,16 @@ impl StackDistance {
         }
         self.oldest = 1;
         self.now = live.len() + 1;
+        // The map was sized for the peak; give back what the live set does not need.
+        self.last.shrink_to_fit();
     }
 
-    /// Forgets everything and returns the memory.
+    /// Forgets everything and returns the memory (a cleared stack holds no heap at all).
     pub fn clear_and_free(&mut self) {
         self.last = fast_map();
         self.tree = Vec::new();
-        self.slots = Vec::new();
-        self.reset_arrays(SLOTS_MIN);
+        self.keys = Vec::new();
+        self.charges = Vec::new();
         self.now = 1;
         self.oldest = 1;
         self.resident_bytes = 0;

@@ -54,6 +54,14 @@ pub const PAUSE_STEADY_WINDOWS_DEFAULT: u32 = 4;
 /// against optimistic ones (sampling error). Default 5 %: the settle tolerance, so noise alone
 /// does not roll back.
 pub const REVERT_TOLERANCE_DEFAULT: f64 = 0.05;
+/// After an adoption settles, try the runner-up candidate when the settled L_e exceeds the
+/// adopted candidate's prediction by more than this fraction (and the runner-up was predicted
+/// below the settled L_e); keep whichever of the two measures lower. Beyond the paper: near the
+/// point where compressed data just fits into M − M_a a sampled ghost cannot resolve a 1–2 %
+/// overshoot (the engine sweep's Zstd cells), and the measured L_e is the only arbiter. Default
+/// 15 %: above the median prediction error at the adopted size in that sweep (9.6 %), so a
+/// good adoption is rarely second-guessed.
+pub const CONFIRM_TOLERANCE_DEFAULT: f64 = 0.15;
 /// Windows kept in the timeline.
 pub const TIMELINE_MAX: usize = 4096;
 
@@ -120,6 +128,9 @@ pub struct SymbiosisConfig {
     /// Run GhostSim rounds. `false` is the paper's "Sim-off" (Figure 11): L_e is tracked and the
     /// reset policy still applies on a rise, but no size is ever simulated or adopted.
     pub simulate: bool,
+    /// Try the runner-up when a settled adoption misses its prediction by more than this
+    /// fraction (`None`: never, as in the paper); see [`CONFIRM_TOLERANCE_DEFAULT`].
+    pub confirm_tolerance: Option<f64>,
 }
 
 impl SymbiosisConfig {
@@ -140,6 +151,7 @@ impl SymbiosisConfig {
             initial_app_bytes: None,
             revert_tolerance: Some(REVERT_TOLERANCE_DEFAULT),
             simulate: true,
+            confirm_tolerance: Some(CONFIRM_TOLERANCE_DEFAULT),
         }
     }
 
@@ -162,6 +174,11 @@ impl SymbiosisConfig {
         if let Some(t) = self.revert_tolerance {
             if !(0.0..1.0).contains(&t) {
                 return Err(bad("revert_tolerance", t, "must be in [0, 1)"));
+            }
+        }
+        if let Some(t) = self.confirm_tolerance {
+            if !(t > 0.0 && t.is_finite()) {
+                return Err(bad("confirm_tolerance", t, "must be finite and > 0"));
             }
         }
         if let Some(a) = self.initial_app_bytes {
@@ -229,6 +246,9 @@ pub struct RoundReport {
     /// Whether the adopted size was rolled back because the settled L_e turned out worse than
     /// before (beyond the paper; see [`REVERT_TOLERANCE_DEFAULT`]).
     pub reverted: bool,
+    /// Whether the runner-up candidate was tried after the adoption missed its prediction
+    /// (see [`CONFIRM_TOLERANCE_DEFAULT`]); `app_bytes_after` is the size kept.
+    pub runner_up_tried: bool,
     /// Largest ghost metadata during the round, bytes.
     pub ghost_bytes_peak: usize,
 }
@@ -316,6 +336,10 @@ pub struct Symbiosis {
     settle_streak: u32,
     /// After an adoption: (size before, measured L_e before, report index) to check once settled.
     pending_check: Option<(u64, f64, usize)>,
+    /// After an adoption: (runner-up size, its predicted L_e, the adopted size's predicted L_e).
+    pending_confirm: Option<(u64, f64, f64)>,
+    /// While the runner-up is tried: (adopted size, its settled L_e, report index).
+    trying_runner_up: Option<(u64, f64, usize)>,
     paused_steady: u32,
     reports: Vec<RoundReport>,
     last_mrc: Vec<(u64, f64)>,
@@ -357,6 +381,8 @@ impl Symbiosis {
             reverts: 0,
             settle_streak: 0,
             pending_check: None,
+            pending_confirm: None,
+            trying_runner_up: None,
             paused_steady: 0,
             reports: Vec::new(),
             last_mrc: Vec::new(),
@@ -494,10 +520,38 @@ impl Symbiosis {
                             r.app_bytes_after = before;
                         }
                         // Settle again at the restored size; no check this time.
-                        self.settle_count = 0;
-                        self.settle_streak = 0;
-                        self.prev_le = None;
+                        self.pending_confirm = None;
+                        self.settle_again();
                         return;
+                    }
+                    if let Some((adopted, adopted_le, idx)) = self.trying_runner_up.take() {
+                        // The runner-up has settled: keep it only if it measured lower.
+                        if le > adopted_le {
+                            self.app_target = adopted;
+                            if let Some(r) = self.reports.get_mut(idx) {
+                                r.app_bytes_after = adopted;
+                            }
+                            self.settle_again();
+                            return;
+                        }
+                    } else if let (Some((runner, runner_le, predicted)), Some(tol), Some(idx)) = (
+                        self.pending_confirm.take(),
+                        self.cfg.confirm_tolerance,
+                        check.map(|c| c.2),
+                    ) {
+                        if le > predicted * (1.0 + tol)
+                            && rel_diff(le, predicted, floor) > tol
+                            && runner_le < le
+                        {
+                            self.trying_runner_up = Some((self.app_target, le, idx));
+                            self.app_target = runner;
+                            if let Some(r) = self.reports.get_mut(idx) {
+                                r.runner_up_tried = true;
+                                r.app_bytes_after = runner;
+                            }
+                            self.settle_again();
+                            return;
+                        }
                     }
                     self.reference_le = Some(le);
                     self.state = State::Stable;
@@ -548,8 +602,17 @@ impl Symbiosis {
         self.prev_le = Some(le);
     }
 
+    /// Stays in Settling at a new size, comparing afresh.
+    fn settle_again(&mut self) {
+        self.settle_count = 0;
+        self.settle_streak = 0;
+        self.prev_le = None;
+    }
+
     fn start_round(&mut self, trigger: RoundTrigger, le_rose: bool) -> Result<()> {
         self.drop_round();
+        self.pending_confirm = None;
+        self.trying_runner_up = None;
         let reset =
             self.cfg.reset_policy && le_rose && self.app_target != self.cfg.ghost.app_min_bytes;
         if reset {
@@ -604,12 +667,18 @@ impl Symbiosis {
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .copied();
         let mut adopted = false;
+        let mut confirm = None;
         if let Some((p, le)) = best {
             let gain_ok = !self.cfg.guard || le <= (1.0 - self.cfg.adopt_threshold) * measured;
             if gain_ok && p.app_bytes != before {
                 self.app_target = p.app_bytes;
                 adopted = true;
                 self.adoptions += 1;
+                let runner = candidates
+                    .iter()
+                    .filter(|c| c.0.app_bytes != p.app_bytes)
+                    .min_by(|a, b| a.1.total_cmp(&b.1));
+                confirm = runner.map(|r| (r.0.app_bytes, r.1, le));
             }
         }
         self.last_mrc = round.mrc();
@@ -625,6 +694,7 @@ impl Symbiosis {
             app_bytes_after: self.app_target,
             adopted,
             reverted: false,
+            runner_up_tried: false,
             ghost_bytes_peak: round.peak_metadata_bytes(),
         };
         round.free();
@@ -634,6 +704,8 @@ impl Symbiosis {
         self.state = State::Settling;
         self.settle_count = 0;
         self.pending_check = None;
+        self.pending_confirm = confirm;
+        self.trying_runner_up = None;
         self.settle_streak = 0;
         if adopted {
             // The partial window mixes both sizes: discard it.

@@ -187,3 +187,106 @@ fn kernel_layout_on_real_files_probes_the_page_cache_for_every_miss() {
         assert_eq!(t.layout, "kernel");
     }
 }
+
+/// About 3.5:1 compressible with Zstd (three quarters text), different per key.
+fn value_z(i: u64) -> Vec<u8> {
+    let mut v = format!("field-{i:08}-abcdefgh;").repeat(24).into_bytes();
+    v.truncate(400);
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for b in v.iter_mut().skip(300) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    v
+}
+
+#[test]
+fn adaptive_user_layout_moves_from_the_minimum_to_the_analytic_interior_optimum() {
+    // Uniform reads over D_u ≈ 1.6·M uncompressed that compress to under half of M. With the
+    // inclusive compressed tier an LRU under uniform access holds a share min(1, C / D) of the
+    // data, so L_e(M_a) = (1 − min(1, M_a/D_u))·(C_a + (1 − min(1, (M − M_a)/D_c))·C_k), D_u and
+    // D_c measured as the two caches charge them. With C_k = 16·C_a the minimum wastes memory
+    // on a compressed tier that already holds everything, M_a = M leaves no compressed tier and
+    // pays device reads: the optimum is the largest candidate whose remainder still holds D_c.
+    println!("seed {SEED:#x}");
+    let env = Arc::new(MemEnv::new());
+    let n = 30_000;
+    let zstd = [("compression", "zstd"), ("cache_layout", "user")];
+    let (d_u, d_c) = {
+        // Charges of every block in each cache: one big static split that holds all of both.
+        let mut o = zstd.to_vec();
+        o.extend([("memory_budget", "128MiB"), ("cache_sizing", "32MiB")]);
+        let db = open(&env, &o);
+        for i in 0..n {
+            db.put(&key(i), &value_z(i)).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        for i in 0..n {
+            assert_eq!(db.get(&key(i)).unwrap(), Some(value_z(i)));
+        }
+        let s = db.stats();
+        let t = s.cache_tiers.unwrap();
+        assert_eq!(
+            t.compressed.as_ref().unwrap().evictions,
+            0,
+            "all of D_c fits: {t:?}"
+        );
+        assert!(
+            s.block_cache.usage_bytes < 32 << 20,
+            "all of D_u fits: {t:?}"
+        );
+        (s.block_cache.usage_bytes, t.compressed.unwrap().usage_bytes)
+    };
+    let mut o = zstd.to_vec();
+    o.extend([
+        ("memory_budget", "16MiB"),
+        ("cache_miss_costs", "1000:16000"),
+    ]);
+    let db = open(&env, &o);
+    let c = db.cache_sizing().unwrap().clone();
+    let start = db.stats().cache_tiers.unwrap();
+    let m = start.budget_bytes;
+    assert_eq!(m, 8 << 20, "16 MiB budget: two 4 MiB memtables, M = 8 MiB");
+    assert_eq!(start.app_bytes, 1 << 20, "starts at the minimum");
+    println!("M {m}, D_u {d_u}, D_c {d_c}");
+    let le = |m_a: u64| {
+        let h_a = (m_a as f64 / d_u as f64).min(1.0);
+        let h_k = ((m - m_a) as f64 / d_c as f64).min(1.0);
+        (1.0 - h_a) * (1000.0 + (1.0 - h_k) * 16000.0)
+    };
+    let mut cands: Vec<(u64, f64)> = (1..=8).map(|i| (i * m / 8, le(i * m / 8))).collect();
+    cands.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let best = cands[0].0;
+    println!("analytic L_e per candidate (best first): {cands:?}");
+    assert!(
+        best > 1 << 20 && best < m,
+        "the data must make the optimum interior: {cands:?}"
+    );
+    assert!(cands[1].1 > 1.05 * cands[0].1, "a clear optimum: {cands:?}");
+    let mut rng = StdRng::seed_from_u64(SEED);
+    for _ in 0..60 {
+        for _ in 0..10_000 {
+            let i = rng.gen_range(0..n);
+            assert_eq!(db.get(&key(i)).unwrap(), Some(value_z(i)));
+        }
+        c.pump();
+        let t = db.stats().cache_tiers.unwrap();
+        if t.rounds >= 1 && t.state == "stable" {
+            break;
+        }
+    }
+    let t = db.stats().cache_tiers.unwrap();
+    assert!(t.rounds >= 1 && t.adoptions >= 1, "{t:?}");
+    assert_eq!(
+        t.app_bytes, best,
+        "adopted the analytic optimum: {:?}",
+        t.last_round
+    );
+    let cc = t.compressed.unwrap();
+    assert_eq!(t.app_bytes + cc.capacity_bytes, m);
+    // At the optimum every application miss is served by the compressed tier.
+    let w = t.timeline.last().unwrap();
+    assert!(w.h_k > 0.99, "{w:?}");
+}
