@@ -43,6 +43,8 @@ def test_user_layout_reports_an_exact_split_and_every_tier(tmp_path):
     assert t["app_bytes"] == 1 << 20
     assert t["app_bytes"] + t["compressed_cache"]["capacity_bytes"] == t["budget_bytes"]
     assert t["second_hits"] > 0 and t["device_reads"] > 0 and t["unknown_reads"] == 0
+    assert t["second_ns"] > 0 and t["device_ns"] > 0
+    assert 0 < t["second_hit_ns_median"] and 0 < t["device_read_ns_median"]
     assert t["costs_source"] == "fixed"
 
 

@@ -653,6 +653,10 @@ fn tiers_dict<'py>(
     d.set_item("second_hits", t.second_hits)?;
     d.set_item("device_reads", t.device_reads)?;
     d.set_item("unknown_reads", t.unknown_reads)?;
+    d.set_item("second_ns", t.second_ns)?;
+    d.set_item("device_ns", t.device_ns)?;
+    d.set_item("second_hit_ns_median", t.second_hit_ns_median)?;
+    d.set_item("device_read_ns_median", t.device_read_ns_median)?;
     d.set_item("h_a", t.h_a)?;
     d.set_item("h_k", t.h_k)?;
     d.set_item("app_miss_ns", t.app_miss_ns)?;
