@@ -64,6 +64,26 @@ pub const TRAIN_NS_PER_RECORD_DEFAULT: f64 = 10.0;
 /// slower than its baseline). Far above a device read on an SSD (about 0.1 ms).
 pub const TIMING_OUTLIER_NS: u64 = 1_000_000;
 
+/// Weight, in timed lookups, of the level's baseline mean when it is blended with a new file's
+/// own (see [`blend`]). Default 16: a file timed a few times during its wait (one lookup in 16 is
+/// timed) is judged mostly by its level; one timed a hundred times mostly by itself.
+pub const LEVEL_PRIOR_SAMPLES: f64 = 16.0;
+
+/// A new file's baseline lookup time: its own mean over `n` timed lookups, shrunk toward the
+/// level's mean as if the level contributed [`LEVEL_PRIOR_SAMPLES`] lookups. The source uses the
+/// file's own times; a file timed only a handful of times during its wait (one lookup in 16 is
+/// timed) has a noisy mean, and one slow first touch of its pages — which a model would not
+/// remove — can make it look worth learning. Either mean alone when the other is unknown.
+fn blend(file: Option<f64>, n: u64, level: Option<f64>) -> Option<f64> {
+    match (file, level) {
+        (Some(f), Some(l)) => {
+            let n = n as f64;
+            Some((f * n + l * LEVEL_PRIOR_SAMPLES) / (n + LEVEL_PRIOR_SAMPLES))
+        }
+        (f, l) => f.or(l),
+    }
+}
+
 /// Most live files tracked. Default 2^20: far above an LSM's file count; registrations beyond it
 /// are refused (the file simply stays on the baseline path).
 pub const FILES_MAX_DEFAULT: usize = 1 << 20;
@@ -187,6 +207,11 @@ impl FileStats {
     /// Lookups recorded for (result, path).
     pub fn lookups(&self, result: LookupResult, path: LookupPath) -> u64 {
         self.counts[slot(result, path)].load(Ordering::Relaxed)
+    }
+
+    /// Timed lookups behind [`FileStats::mean_ns`].
+    fn timed_samples(&self, result: LookupResult, path: LookupPath) -> u64 {
+        self.timed[slot(result, path)].load(Ordering::Relaxed)
     }
 
     fn mean_ns(&self, result: LookupResult, path: LookupPath) -> Option<f64> {
@@ -514,9 +539,11 @@ impl Analyzer {
         };
         let mut benefit = 0.0;
         for result in [LookupResult::Negative, LookupResult::Positive] {
-            let t_base = file
-                .mean_ns(result, LookupPath::Baseline)
-                .or_else(|| lv.mean_ns(result, LookupPath::Baseline));
+            let t_base = blend(
+                file.mean_ns(result, LookupPath::Baseline),
+                file.timed_samples(result, LookupPath::Baseline),
+                lv.mean_ns(result, LookupPath::Baseline),
+            );
             let t_model = lv.mean_ns(result, LookupPath::Model);
             if let (Some(b), Some(m)) = (t_base, t_model) {
                 benefit += (b - m) * lv.lookups_per_file(result) * f;
@@ -637,6 +664,15 @@ mod tests {
     }
 
     #[test]
+    fn a_new_files_few_timings_are_shrunk_toward_its_level() {
+        assert_eq!(blend(Some(5000.0), 1, Some(1000.0)), Some(21000.0 / 17.0));
+        assert_eq!(blend(Some(5000.0), 16, Some(1000.0)), Some(3000.0));
+        assert_eq!(blend(Some(5000.0), 3, None), Some(5000.0));
+        assert_eq!(blend(None, 0, Some(1000.0)), Some(1000.0));
+        assert_eq!(blend(None, 0, None), None);
+    }
+
+    #[test]
     fn preempted_timings_are_counted_but_not_averaged() {
         let a = analyzer();
         let f = a.register(1, 1, 1 << 20, 1000, 0).unwrap();
@@ -700,14 +736,17 @@ mod tests {
             (100, 50),
             (900, 300, 2000, 500),
         );
-        // New file, twice the level's average size; during its wait it served baseline lookups
-        // at negative 1000 ns and positive 2500 ns.
+        // New file, twice the level's average size; during its wait it served 16 timed baseline
+        // lookups of each kind, at negative 1000 ns and positive 2500 ns. Blended with the
+        // level's baseline (900 / 2000 ns, weight 16): 950 and 2250 ns.
         let f = a.register(1, 2, 2 << 20, 1000, 1000 * MS).unwrap();
-        f.record(Negative, Baseline, 1000);
-        f.record(Positive, Baseline, 2500);
+        for _ in 0..16 {
+            f.record(Negative, Baseline, 1000);
+            f.record(Positive, Baseline, 2500);
+        }
         let (b, c) = a.estimate(&f);
-        // B = ((1000-300) * 200 + (2500-500) * 100) * f(=2) = (140000 + 200000) * 2.
-        assert_eq!(b, 680_000.0);
+        // B = ((950-300) * 200 + (2250-500) * 100) * f(=2) = (130000 + 175000) * 2.
+        assert_eq!(b, 610_000.0);
         // C = default 10 ns/record * 1000 records.
         assert_eq!(c, 10_000.0);
         // After a measured training (30 ms for 1000 records) the cost follows the measurement.
