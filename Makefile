@@ -92,7 +92,7 @@ BENCH_RESULTS := micro ycsb vlog-1k vlog-4k vlog-scan100 rocksdb-vs-db_bench mic
 	splitdf-columns learn cache cache-ablations \
 	workload learned-readonly learned-randomload learned-range learned-delta learned-ycsb \
 	learned-writes learned-memlimit learned-scale learned-load learned-delta-keysets vlog-mmap \
-	vlog-mmap-4k cache-kv hot-key-cache hash-adaptive-1m learned-steps splitdf-layout \
+	vlog-mmap-4k cache-kv hot-key-cache hash-adaptive-1m learned-steps learned-writes-1m splitdf-layout \
 	splitdf-memory
 # Value separation against RocksDB's BlobDB (db_bench --enable_blob_files), and Attune without it.
 VLOG_ENGINES := attune,attune:enable_blob_files=false,db_bench,db_bench:enable_blob_files=1

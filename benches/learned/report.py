@@ -371,6 +371,39 @@ def memlimit(rows: list[dict]) -> None:
         )
 
 
+def delta_keysets(rows: list[dict]) -> None:
+    """Read-only lookups at δ = 2 and 4 against models off, per key set: geometric means over
+    the request distributions of the median-of-repeats ratios (wall / per CPU s / p50)."""
+    ix = index(rows)
+    engines = list(dict.fromkeys(r["engine"] for r in rows))
+    off = engines[0]
+    others = engines[1:]
+    names = [e.split("learned_delta=")[-1] if "learned_delta=" in e else e for e in others]
+    print("| key set | " + " | ".join(f"δ = {n}" for n in names) + " |")
+    print("|---|" + "---|" * len(others))
+    sets = list(dict.fromkeys(r["params"].get("key_set") for r in rows))
+    dists = [w for w in dict.fromkeys(r["workload"] for r in rows) if w.startswith("c:")]
+    overall: dict[str, list[list[float]]] = {e: [[], [], []] for e in others}
+    for ks in sets:
+        cells = []
+        for e in others:
+            trip: list[list[float]] = [[], [], []]
+            for d in dists:
+                b, r = ix.get((ks, d, off)), ix.get((ks, d, e))
+                if not (b and r):
+                    continue
+                trip[0].append(r["ops_per_sec"] / b["ops_per_sec"])
+                trip[1].append((cpu_rate(r) or 0) / (cpu_rate(b) or 1))
+                trip[2].append(p50(b) / p50(r))
+            g = [gmean(t) for t in trip]
+            for i in range(3):
+                overall[e][i].append(g[i])
+            cells.append(" / ".join(f"{x:.2f}" for x in g))
+        print(f"| {ks} | " + " | ".join(cells) + " |")
+    tail = " | ".join(" / ".join(f"{gmean(t):.2f}" for t in overall[e]) for e in others)
+    print(f"| geometric mean | {tail} |")
+
+
 def steps(rows: list[dict]) -> None:
     """Nanoseconds per lookup step, baseline against model path, per key set (the
     `lookup_steps` example's rows; step timing adds about one clock read per step)."""
@@ -391,11 +424,13 @@ def main() -> None:
     d = Path(sys.argv[1] if len(sys.argv) > 1 else "benches/results")
     sections = [
         ("Read-only lookups (sequential load)", "learned-readonly", readonly),
+        ("Error bound over all key sets", "learned-delta-keysets", delta_keysets),
         ("Random load order", "learned-randomload", lambda r: simple(r, ["load", "c:uniform"])),
         ("Range queries", "learned-range", lambda r: simple(r, ["scan1", "scan10", "scan100"])),
         ("Error bound sweep", "learned-delta", delta),
         ("YCSB", "learned-ycsb", simple),
         ("Write-percentage sweep", "learned-writes", writes),
+        ("Write-percentage sweep, 1M records", "learned-writes-1m", writes),
         ("Limited memory", "learned-memlimit", memlimit),
         ("Larger scale, many tables", "learned-scale", scale),
         ("Load phase repeated", "learned-load", load_repeats),

@@ -81,6 +81,13 @@ run $OUT/learned-writes.jsonl --key-set osm --records "$RECORDS" --operations 40
     --write-buffer-size 1MiB --repeat 3 \
     --engines "$OFF;$T1,attune:learned_index=offline;$T1,$ALWAYS;$T1,attune:learned_index=analyzer;$T1" \
     --workloads load,compact,learn,write1,write5,write10,write20,write50
+# 6b. The same sweep at 1M records (116 MB, a level of ~110 tables of 1 MiB): files see fewer
+#     lookups in their lives relative to their size, so learning pays less often; one repeat.
+fresh $OUT/learned-writes-1m.jsonl
+run $OUT/learned-writes-1m.jsonl --key-set osm --records 1000000 --operations 400000 \
+    --write-buffer-size 1MiB \
+    --engines "$OFF;$T1,attune:learned_index=offline;$T1,$ALWAYS;$T1,attune:learned_index=analyzer;$T1" \
+    --workloads load,compact,learn,write1,write5,write10,write20,write50
 # 7. Larger scale, many tables: 1M records, 2 MiB tables for Attune (RocksDB's default 64 MiB
 #    target file size stays; its L0/L1 hold several files anyway), delta 8 and 4, and level
 #    learning (one model per level: it also replaces finding the file in the level).
