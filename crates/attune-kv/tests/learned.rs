@@ -437,3 +437,32 @@ fn level_models_persist_across_reopen_and_stale_or_damaged_ones_are_dropped() {
         assert_eq!(db.get(&key(0, i)).unwrap(), Some(want));
     }
 }
+
+#[test]
+fn a_window_that_crosses_blocks_reads_one_block_through_the_cache() {
+    // With a memory budget every block goes through the block cache (no in-place views), so a
+    // window spanning two blocks used to read both; the index block now picks the one that
+    // holds the key. Variable-length keys: the general (not fixed-layout) path.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        memory_budget: 64 << 20,
+        cache_sizing: Some(attune_kv::options::CacheSizing::Static(24 << 20)),
+        ..options(LearnedIndex::Offline)
+    };
+    let db = DB::open(dir.path(), opts).unwrap();
+    let n = 20_000u64;
+    for i in 0..n {
+        db.put(&key(1, i), &value(i, 0)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    assert!(db.learn_all().unwrap() > 0);
+    let before = db.stats();
+    for i in 0..n {
+        assert_eq!(db.get(&key(1, i)).unwrap(), Some(value(i, 0)));
+    }
+    let after = db.stats();
+    let blocks = (after.block_cache.hits + after.block_cache.misses)
+        - (before.block_cache.hits + before.block_cache.misses);
+    assert!(after.learned.learned_lookups - before.learned.learned_lookups >= n);
+    assert_eq!(blocks, n, "one data block per lookup");
+}

@@ -464,6 +464,9 @@ impl Table {
                 return Ok(r);
             }
         }
+        if pos < hi {
+            pos = self.skip_blocks_below(per_block, lookup, pos, hi)?;
+        }
         while pos < hi {
             let (bi, first) = self.block_of(per_block, pos)?;
             let (h, _) = self.index_entry(bi)?;
@@ -612,6 +615,42 @@ impl Table {
             w.fetch_or(bit, Ordering::Release);
         }
         Ok(Some(v))
+    }
+
+    /// When the window `[pos, hi)` spans several data blocks, consults the (pinned) index block
+    /// instead of reading them: a block whose index key (its last key) is below `lookup` holds
+    /// only smaller entries, so the window's search can start at the first block whose key is
+    /// not (Fig. 2.6b: the index block is used only when the window crosses a block). Returns
+    /// the new start of the search, never past the block that holds the lower bound.
+    fn skip_blocks_below(
+        &self,
+        per_block: Option<u64>,
+        lookup: &[u8],
+        pos: u64,
+        hi: u64,
+    ) -> Result<u64> {
+        let (first_block, _) = self.block_of(per_block, pos)?;
+        let (last_block, _) = self.block_of(per_block, hi - 1)?;
+        let (mut lo, mut up) = (first_block, last_block);
+        while lo < up {
+            let mid = lo + (up - lo) / 2;
+            let (k, _) = self.index.entry(mid).ok_or_else(|| {
+                Error::corruption(
+                    self.path.as_path(),
+                    0,
+                    format!("malformed index entry {mid}"),
+                )
+            })?;
+            if key::compare_internal(k, lookup) == std::cmp::Ordering::Less {
+                lo = mid + 1;
+            } else {
+                up = mid;
+            }
+        }
+        if lo == first_block {
+            return Ok(pos);
+        }
+        Ok(pos.max(self.index_entry(lo)?.1))
     }
 
     /// Block `bi` of a fixed-layout table, which the index says holds `records` records of
