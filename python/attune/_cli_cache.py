@@ -14,18 +14,9 @@ from tqdm import tqdm
 
 import attune
 from attune import workload
+from attune._cli_kv import _parse_options
 
 KEYS_MAX = 2_000_000  # keys read into memory to draw requests from (bounded: ~100 MB at most)
-
-
-def _parse_options(pairs: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for p in pairs or []:
-        if "=" not in p:
-            raise attune.InvalidArgumentError(f"option {p!r} must look like key=value")
-        k, v = p.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
 
 
 def _human(n: float) -> str:

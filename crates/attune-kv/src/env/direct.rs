@@ -83,17 +83,7 @@ impl RandomAccessFile for DirectRandom {
         let end = offset
             .checked_add(buf.len() as u64)
             .filter(|&e| e <= self.size)
-            .ok_or_else(|| {
-                Error::corruption(
-                    &self.path,
-                    offset,
-                    format!(
-                        "read of {} bytes past end of file (size {})",
-                        buf.len(),
-                        self.size
-                    ),
-                )
-            })?;
+            .ok_or_else(|| super::read_past_end(&self.path, offset, buf.len(), self.size))?;
         let align = DIRECT_ALIGN_BYTES as u64;
         let first = offset / align * align;
         let last = end.div_ceil(align) * align;

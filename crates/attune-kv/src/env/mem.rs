@@ -640,14 +640,11 @@ impl RandomAccessFile for MemRandom {
                 buf.copy_from_slice(src);
                 Ok(())
             }
-            None => Err(Error::corruption(
+            None => Err(super::read_past_end(
                 &self.path,
                 offset,
-                format!(
-                    "read of {} bytes past end of file (size {})",
-                    buf.len(),
-                    f.data.len()
-                ),
+                buf.len(),
+                f.data.len(),
             )),
         }
     }

@@ -120,6 +120,21 @@ pub trait Env: Send + Sync + 'static {
 }
 
 /// Writes `data` to `path` durably and atomically: temp file, sync, rename, sync directory.
+/// The error of a read of `len` bytes at `offset` that runs past the end of a file of `size`
+/// bytes (every file implementation reports it the same way: corruption at that offset).
+pub(crate) fn read_past_end(
+    path: &Path,
+    offset: u64,
+    len: usize,
+    size: impl std::fmt::Display,
+) -> crate::error::Error {
+    crate::error::Error::corruption(
+        path,
+        offset,
+        format!("read of {len} bytes past end of file (size {size})"),
+    )
+}
+
 pub fn write_file_atomic(env: &dyn Env, path: &Path, data: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = env.new_writable(&tmp)?;

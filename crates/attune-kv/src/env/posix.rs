@@ -134,14 +134,11 @@ impl RandomAccessFile for MmapRandom {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         if start > self.len || self.len - start < buf.len() {
-            return Err(Error::corruption(
+            return Err(super::read_past_end(
                 &self.path,
                 offset,
-                format!(
-                    "read of {} bytes past end of file (size {})",
-                    buf.len(),
-                    self.len
-                ),
+                buf.len(),
+                self.len,
             ));
         }
         // SAFETY: bounds checked above; the mapping is valid for `len` bytes.
@@ -226,11 +223,7 @@ impl WritableFile for PosixWritable {
         self.len
     }
     fn sync_handle(&self) -> Option<super::SyncHandle> {
-        let f = self.file.try_clone().ok()?;
-        let path = self.path.clone();
-        Some(Arc::new(move || {
-            f.sync_data().map_err(|e| Error::io("fdatasync", &path, e))
-        }))
+        data_sync_handle(&self.file, &self.path)
     }
 }
 
@@ -469,11 +462,7 @@ impl WritableFile for MappedLog {
         self.len
     }
     fn sync_handle(&self) -> Option<super::SyncHandle> {
-        let f = self.file.try_clone().ok()?;
-        let path = self.path.clone();
-        Some(Arc::new(move || {
-            f.sync_data().map_err(|e| Error::io("fdatasync", &path, e))
-        }))
+        data_sync_handle(&self.file, &self.path)
     }
 }
 
@@ -500,15 +489,7 @@ impl RandomAccessFile for PosixRandom {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.file.read_exact_at(buf, offset).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Error::corruption(
-                    &self.path,
-                    offset,
-                    format!(
-                        "read of {} bytes past end of file (size {})",
-                        buf.len(),
-                        self.size
-                    ),
-                )
+                super::read_past_end(&self.path, offset, buf.len(), self.size)
             } else {
                 Error::io("pread", &self.path, e)
             }
@@ -687,6 +668,15 @@ impl Env for PosixEnv {
     fn now_micros(&self) -> u64 {
         self.start.elapsed().as_micros() as u64
     }
+}
+
+/// A handle that `fdatasync`s `file` from another thread (a clone of its descriptor).
+fn data_sync_handle(file: &File, path: &Path) -> Option<super::SyncHandle> {
+    let f = file.try_clone().ok()?;
+    let path = path.to_path_buf();
+    Some(Arc::new(move || {
+        f.sync_data().map_err(|e| Error::io("fdatasync", &path, e))
+    }))
 }
 
 #[cfg(all(test, target_os = "linux"))]
