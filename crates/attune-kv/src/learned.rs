@@ -56,22 +56,21 @@ thread_local! {
     };
 }
 
-/// A table's model and what the lookup path derives from it once.
+/// A table's model, with the table's block geometry next to it for the lookup path.
 pub struct TableModel {
     pub index: LearnedIndex,
+    pub layout: TableLayout,
+}
+
+/// A table's block geometry, derived from its index block once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableLayout {
     /// Records per data block when every block but the last holds the same number (fixed-size
     /// records make that so): a position's block is then one division away.
     pub per_block: Option<u64>,
     /// Set when the table's records all have one size, sit uncompressed, and its blocks are
     /// equally spaced: a position's byte offset is then arithmetic (Bourbon's LoadChunk: no
     /// index entry, no offset array is read).
-    pub fixed: Option<FixedLayout>,
-}
-
-/// A table's block geometry, derived from its index block once (see [`TableModel`]'s fields).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TableLayout {
-    pub per_block: Option<u64>,
     pub fixed: Option<FixedLayout>,
 }
 
@@ -157,7 +156,7 @@ impl LevelModel {
     }
 }
 
-/// Byte geometry of a fixed-layout table (see [`TableModel::fixed`]).
+/// Byte geometry of a fixed-layout table (see [`TableLayout::fixed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedLayout {
     /// File offset of the first data block.

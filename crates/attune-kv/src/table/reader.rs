@@ -231,14 +231,10 @@ impl Table {
                 ),
             ));
         }
-        let TableLayout { per_block, fixed } = *self.layout()?;
+        let layout = *self.layout()?;
         Ok(self
             .model
-            .set(Arc::new(TableModel {
-                index,
-                per_block,
-                fixed,
-            }))
+            .set(Arc::new(TableModel { index, layout }))
             .is_ok())
     }
 
@@ -424,7 +420,14 @@ impl Table {
     fn get_by_model(&self, m: &TableModel, lookup: &[u8], uk: &[u8]) -> Result<Lookup> {
         let w = m.index.predict(uk);
         steps::mark(Step::Index);
-        let r = self.search_window(m.per_block, m.fixed.as_ref(), lookup, uk, w.lo, w.hi);
+        let r = self.search_window(
+            m.layout.per_block,
+            m.layout.fixed.as_ref(),
+            lookup,
+            uk,
+            w.lo,
+            w.hi,
+        );
         steps::mark(Step::Block);
         r
     }
@@ -1017,7 +1020,7 @@ impl TableIter {
             self.data = None;
             return;
         }
-        let (bi, mut first) = match self.table.block_of(m.per_block, lo) {
+        let (bi, mut first) = match self.table.block_of(m.layout.per_block, lo) {
             Ok(x) => x,
             Err(e) => {
                 self.error = Some(e);
