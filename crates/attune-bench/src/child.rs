@@ -102,6 +102,9 @@ pub struct Measured {
     pub bytes_written: Option<u64>,
     /// CPU seconds between open and close.
     pub cpu_seconds: f64,
+    /// CPU seconds of the client threads in the measured window (foreground work only).
+    #[serde(default)]
+    pub client_cpu_seconds: Option<f64>,
     /// Peak RSS of the process.
     pub peak_rss_bytes: Option<u64>,
     /// Allocated bytes of the database directory after close.
@@ -204,6 +207,7 @@ pub fn run(job: &Job) -> Result<()> {
         bytes_read,
         bytes_written,
         cpu_seconds: cpu1 - cpu0,
+        client_cpu_seconds: Some(phase.client_cpu_seconds),
         peak_rss_bytes: metrics::peak_rss_bytes(),
         disk_bytes: metrics::disk_bytes(&job.dir),
         settings,

@@ -33,6 +33,7 @@ pub struct ThreadStats<'p> {
     recording: bool,
     pending: u64,
     progress: &'p AtomicU64,
+    cpu_seconds: f64,
 }
 
 impl ThreadStats<'_> {
@@ -71,6 +72,9 @@ pub struct PhaseResult {
     pub found: u64,
     /// Key + value bytes written.
     pub user_bytes_written: u64,
+    /// CPU seconds the client threads spent in the measured body (the foreground work, without
+    /// the engine's background threads).
+    pub client_cpu_seconds: f64,
 }
 
 /// The body of a phase: thread index, its session, its stats.
@@ -105,6 +109,7 @@ pub fn run_phase(
                         recording: false,
                         pending: 0,
                         progress,
+                        cpu_seconds: 0.0,
                     };
                     let mut session = engine.session();
                     let warm = match (session.as_mut(), warmup) {
@@ -120,7 +125,9 @@ pub fn run_phase(
                     warm?;
                     let mut session = session?;
                     let start = Instant::now();
+                    let cpu0 = crate::metrics::thread_cpu_seconds();
                     body(t, session.as_mut(), &mut stats)?;
+                    stats.cpu_seconds = crate::metrics::thread_cpu_seconds() - cpu0;
                     let end = Instant::now();
                     progress.fetch_add(stats.pending, Ordering::Relaxed);
                     drop(session);
@@ -155,12 +162,14 @@ pub fn run_phase(
                     hist: stats.hist,
                     found: stats.found,
                     user_bytes_written: stats.user_bytes_written,
+                    client_cpu_seconds: stats.cpu_seconds,
                 })
             }
             Some(t) => {
                 t.ops += stats.ops;
                 t.found += stats.found;
                 t.user_bytes_written += stats.user_bytes_written;
+                t.client_cpu_seconds += stats.cpu_seconds;
                 t.hist
                     .add(&stats.hist)
                     .map_err(|e| BenchError::invalid("histogram", e.to_string()))?;

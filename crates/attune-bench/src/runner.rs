@@ -108,6 +108,10 @@ pub struct Row {
     pub peak_rss_bytes: Option<u64>,
     /// CPU seconds of the engine's process during the phase.
     pub cpu_seconds: f64,
+    /// CPU seconds of the client threads in the measured window: the foreground work, without
+    /// the engine's background threads (flush, compaction, learning). Null for db_bench rows.
+    #[serde(default)]
+    pub client_cpu_seconds: Option<f64>,
     /// The engine's exact settings.
     pub settings: serde_json::Value,
     /// The engine's counters after the phase (Attune: learned-index statistics), or null.
@@ -550,6 +554,7 @@ fn make_row(
         logical_bytes: logical,
         peak_rss_bytes: m.peak_rss_bytes,
         cpu_seconds: m.cpu_seconds,
+        client_cpu_seconds: m.client_cpu_seconds,
         settings: m.settings,
         engine_stats: m.engine_stats,
         params,
@@ -672,6 +677,7 @@ fn run_db_bench(
         bytes_read: Some(run.usage.bytes_read),
         bytes_written: Some(run.usage.bytes_written),
         cpu_seconds: run.usage.cpu_seconds,
+        client_cpu_seconds: None,
         peak_rss_bytes: Some(run.usage.peak_rss_bytes),
         disk_bytes: metrics::disk_bytes(dir),
         settings: json!({

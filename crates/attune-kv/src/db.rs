@@ -369,6 +369,9 @@ impl DB {
         } else {
             versions.create_new()?;
         }
+        if let Some(l) = tables.learning() {
+            l.load_state(env.as_ref(), &dir);
+        }
         {
             let present: HashSet<String> = env.list_dir(&dir)?.into_iter().collect();
             let v = versions.current();
@@ -723,6 +726,10 @@ impl DB {
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        if let Some(l) = self.inner.tables.learning() {
+            // A cache of statistics: failing to write it costs a bootstrap after reopen.
+            let _ = l.save_state(self.inner.env.as_ref(), &self.inner.dir);
         }
         self.inner.sync_imm_wal()?;
         {

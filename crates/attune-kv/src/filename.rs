@@ -9,6 +9,7 @@
 //! NNNNNN.vlog        value-log segment
 //! NNNNNN.atlm        learned model of table NNNNNN (a cache: rebuilt when absent or damaged)
 //! LEVEL-N.atlm       level model of sorted level N (a cache: dropped when the level changed)
+//! ANALYZER           the learned-index analyzer's statistics (a cache: written at close)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -37,6 +38,9 @@ pub fn blob_path(dir: &Path, n: u64) -> PathBuf {
 }
 pub fn model_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.atlm"))
+}
+pub fn analyzer_state_path(dir: &Path) -> PathBuf {
+    dir.join("ANALYZER")
 }
 pub fn level_model_path(dir: &Path, level: usize) -> PathBuf {
     dir.join(format!("LEVEL-{level}.atlm"))

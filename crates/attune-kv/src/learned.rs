@@ -29,7 +29,7 @@ use parking_lot::Mutex;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -194,14 +194,24 @@ pub struct LearnStats {
     pub files_learned: u64,
     pub files_loaded: u64,
     pub files_skipped: u64,
+    /// Files learned without an estimate (the level had no statistics yet, or always mode).
+    pub files_bootstrap: u64,
     pub files_short_lived: u64,
     /// Models built but not installed: the keys collapse under the mapping, so the model would
     /// not beat the index (the file keeps the baseline path).
     pub files_unlearnable: u64,
-    /// Persisted models rejected at load (damaged or for another file), then relearned.
+    /// Persisted models rejected at load (damaged or for another file), then relearned; a
+    /// damaged analyzer state counts here too.
     pub models_rejected: u64,
+    /// The analyzer started from the statistics of an earlier open (`ANALYZER`).
+    pub state_loaded: bool,
     pub learn_ns_total: u64,
     pub queue_len: u64,
+    /// What the models of retired files saved, in lookup ns (the analyzer's accounting).
+    pub benefit_realized_ns: f64,
+    /// Of the retired files learned on an estimate: the estimated benefit, and what they saved.
+    pub benefit_predicted_ns: f64,
+    pub benefit_predicted_realized_ns: f64,
     /// Measured training time per record (the cost side of the analyzer).
     pub train_ns_per_record: f64,
     /// Per-level statistics behind the analyzer's decisions (the benefit side).
@@ -219,6 +229,8 @@ pub struct Learning {
     files: Mutex<HashMap<u64, (usize, Arc<FileStats>)>>,
     unlearnable: AtomicU64,
     rejected: AtomicU64,
+    /// Whether the analyzer started from statistics persisted by an earlier open.
+    state_loaded: AtomicBool,
 }
 
 impl Learning {
@@ -232,6 +244,7 @@ impl Learning {
             wait_ns,
             min_lifetime_ns: wait_ns,
             always_learn: opts.learned_index == Mode::Always,
+            benefit: opts.learned_benefit,
             ..AnalyzerConfig::default()
         };
         let analyzer =
@@ -245,6 +258,7 @@ impl Learning {
             files: Mutex::new(HashMap::new()),
             unlearnable: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            state_loaded: AtomicBool::new(false),
         })))
     }
 
@@ -277,6 +291,29 @@ impl Learning {
             }
         }
         added
+    }
+
+    /// Starts the analyzer from the statistics an earlier open saved (`ANALYZER`), so that it
+    /// does not go back to the always-learn bootstrap. A damaged file is removed and counted in
+    /// `models_rejected`; the analyzer then bootstraps as on a new database.
+    pub fn load_state(&self, env: &dyn Env, dir: &Path) {
+        let path = filename::analyzer_state_path(dir);
+        if !env.exists(&path) {
+            return;
+        }
+        match read_file(env, &path).map(|b| self.analyzer.restore_state(&b)) {
+            Ok(Ok(())) => self.state_loaded.store(true, Ordering::Relaxed),
+            _ => {
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                let _ = env.remove_file(&path);
+            }
+        }
+    }
+
+    /// Saves the analyzer's statistics as `ANALYZER` (atomically; at close).
+    pub fn save_state(&self, env: &dyn Env, dir: &Path) -> Result<()> {
+        let path = filename::analyzer_state_path(dir);
+        crate::env::write_file_atomic(env, &path, &self.analyzer.encode_state())
     }
 
     /// The statistics handle of a registered file.
@@ -377,9 +414,11 @@ impl Learning {
         if table.model().is_some() {
             return Ok(true);
         }
-        let t0 = Instant::now();
+        // The cost is the CPU the training takes from other work: thread CPU time, which a
+        // loaded machine does not inflate the way wall-clock time does.
+        let t0 = thread_cpu_ns();
         let model = train(table, self.delta)?;
-        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let ns = thread_cpu_ns().saturating_sub(t0);
         let useful = model.quality().is_useful();
         if let Some(fs) = fs {
             self.analyzer.learned(fs, ns);
@@ -411,15 +450,34 @@ impl Learning {
             files_learned: a.files_learned,
             files_loaded: a.files_loaded,
             files_skipped: a.files_skipped,
+            files_bootstrap: a.files_bootstrap,
             files_short_lived: a.files_short_lived,
             files_unlearnable: self.unlearnable.load(Ordering::Relaxed),
             models_rejected: self.rejected.load(Ordering::Relaxed),
+            state_loaded: self.state_loaded.load(Ordering::Relaxed),
             learn_ns_total: a.learn_ns_total,
             queue_len: a.queue_len,
+            benefit_realized_ns: a.benefit_realized_ns,
+            benefit_predicted_ns: a.benefit_predicted_ns,
+            benefit_predicted_realized_ns: a.benefit_predicted_realized_ns,
             train_ns_per_record: self.analyzer.train_ns_per_record(),
             levels: self.analyzer.level_summaries(),
         }
     }
+}
+
+/// CPU nanoseconds of the calling thread (0 if the clock cannot be read).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; on failure it stays zeroed.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
 /// Trains a model over the user keys of `table`, in file order: one pass over its blocks (not

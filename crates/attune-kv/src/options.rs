@@ -131,6 +131,9 @@ impl CacheMissCosts {
     }
 }
 
+/// How the cost-benefit analyzer estimates a model's benefit (option `learned_benefit`).
+pub use attune_learn::Benefit as LearnedBenefit;
+
 /// Whether and how tables get learned indexes (Bourbon; docs/learned-index.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LearnedIndex {
@@ -260,6 +263,10 @@ pub struct Options {
     /// How long a new table waits before it may be learned, in ms (Bourbon's T_wait).
     /// Default 50.
     pub learned_wait_ms: u64,
+    /// How the analyzer estimates a model's benefit: `remaining` (the lookups still to come
+    /// once the model exists; Attune's default) or `lifetime` (Bourbon's formula: the level's
+    /// lookups per file over a whole life). docs/learned-index.md "Analyzer".
+    pub learned_benefit: LearnedBenefit,
     /// Level learning (read-mostly use): `learn_all` also builds one model per sorted level
     /// with more than one file, which replaces finding the file in the level. A level's model
     /// is dropped when a flush or compaction changes the level (not rebuilt until the next
@@ -307,6 +314,7 @@ impl Default for Options {
             learned_index: LearnedIndex::Analyzer,
             learned_delta: 8,
             learned_wait_ms: 50,
+            learned_benefit: LearnedBenefit::Remaining,
             learned_level: false,
             hot_key_cache_bytes: 0,
         }
@@ -397,6 +405,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "learned_index",
     "learned_delta",
     "learned_wait_ms",
+    "learned_benefit",
     "learned_level",
     "hot_key_cache_bytes",
 ];
@@ -440,6 +449,13 @@ impl Options {
             "learned_index" => self.learned_index = LearnedIndex::parse(value)?,
             "learned_delta" => self.learned_delta = parse_num(key, value)?,
             "learned_wait_ms" => self.learned_wait_ms = parse_num(key, value)?,
+            "learned_benefit" => {
+                self.learned_benefit = LearnedBenefit::parse(value).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "unknown learned_benefit {value:?}; valid: remaining, lifetime"
+                    ))
+                })?
+            }
             "learned_level" => self.learned_level = parse_bool(key, value)?,
             "hot_key_cache_bytes" => self.hot_key_cache_bytes = parse_size(value)?,
             _ => {
@@ -637,6 +653,7 @@ impl Options {
             ("learned_index", self.learned_index.name().to_string()),
             ("learned_delta", self.learned_delta.to_string()),
             ("learned_wait_ms", self.learned_wait_ms.to_string()),
+            ("learned_benefit", self.learned_benefit.name().to_string()),
             ("learned_level", self.learned_level.to_string()),
             ("hot_key_cache_bytes", self.hot_key_cache_bytes.to_string()),
         ]

@@ -466,3 +466,56 @@ fn a_window_that_crosses_blocks_reads_one_block_through_the_cache() {
     assert!(after.learned.learned_lookups - before.learned.learned_lookups >= n);
     assert_eq!(blocks, n, "one data block per lookup");
 }
+
+/// The analyzer's statistics are saved at close and restored at open, so a reopened database
+/// judges files from what it saw before instead of going back to the always-learn bootstrap; a
+/// damaged state file is removed and counted, and the database opens as if it had none.
+#[test]
+fn analyzer_statistics_survive_a_reopen_and_a_damaged_state_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options {
+        learned_wait_ms: 0,
+        l0_compaction_trigger: 2,
+        ..options(LearnedIndex::Analyzer)
+    };
+    let db = DB::open(dir.path(), opts()).unwrap();
+    // Overwrite the same keys round after round: flushes and compactions retire tables, and
+    // the reads between rounds give the retired tables lookup statistics.
+    for round in 0..6 {
+        for i in 0..8_000 {
+            db.put(&key(0, i), &value(i, round)).unwrap();
+        }
+        db.flush().unwrap();
+        for i in (0..8_000).step_by(3) {
+            assert_eq!(db.get(&key(0, i)).unwrap(), Some(value(i, round)));
+        }
+    }
+    db.compact_range(None, None).unwrap();
+    let before = db.stats().learned;
+    assert!(!before.state_loaded);
+    assert!(!before.levels.is_empty(), "no table retired: {before:?}");
+    db.close().unwrap();
+    let state = dir.path().join("ANALYZER");
+    assert!(state.exists());
+
+    let db = DB::open(dir.path(), opts()).unwrap();
+    let after = db.stats().learned;
+    assert!(after.state_loaded);
+    assert_eq!(after.levels, before.levels);
+    assert_eq!(after.train_ns_per_record, before.train_ns_per_record);
+    db.close().unwrap();
+
+    let mut bytes = std::fs::read(&state).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&state, &bytes).unwrap();
+    let db = DB::open(dir.path(), opts()).unwrap();
+    let st = db.stats().learned;
+    assert!(!st.state_loaded);
+    assert!(st.levels.is_empty());
+    assert_eq!(st.models_rejected, 1);
+    assert!(!state.exists());
+    for i in (0..8_000).step_by(7) {
+        assert_eq!(db.get(&key(0, i)).unwrap(), Some(value(i, 5)));
+    }
+}

@@ -62,6 +62,10 @@ fn small_options(rng: &mut StdRng) -> Options {
     o.learned_level = rng.gen_bool(0.5);
     o.learned_wait_ms = [0, 0, 50][rng.gen_range(0..3)];
     o.learned_delta = [1, 2, 8, 32][rng.gen_range(0..4)];
+    o.learned_benefit = [
+        attune_kv::options::LearnedBenefit::Remaining,
+        attune_kv::options::LearnedBenefit::Lifetime,
+    ][rng.gen_range(0..2)];
     o
 }
 

@@ -26,6 +26,7 @@
 //! * [`format`](mod@format) — the versioned, checksummed persisted form
 //!   (docs/formats/learned-model.md).
 //! * [`analyzer`] — Bourbon's cost-benefit analyzer (§2.3.4): wait, estimate, prioritise.
+//! * [`analyzer_state`] — the analyzer's statistics, persisted across reopen.
 //!
 //! Design, choices where the source is silent, and measured numbers: `docs/learned-index.md`.
 
@@ -33,6 +34,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod analyzer;
+pub mod analyzer_state;
 pub mod error;
 pub mod format;
 pub mod index;
@@ -40,8 +42,8 @@ pub mod keymap;
 pub mod plr;
 
 pub use analyzer::{
-    Analyzer, AnalyzerConfig, AnalyzerStats, Decision, FileStats, LevelSummary, LookupPath,
-    LookupResult,
+    Analyzer, AnalyzerConfig, AnalyzerStats, Benefit, Decision, FileStats, LevelSummary,
+    LookupPath, LookupResult,
 };
 pub use error::{LearnError, Result};
 pub use index::{LearnedIndex, LearnedIndexBuilder};

@@ -559,10 +559,18 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
     ld.set_item("files_learned", l.files_learned)?;
     ld.set_item("files_loaded", l.files_loaded)?;
     ld.set_item("files_skipped", l.files_skipped)?;
+    ld.set_item("files_bootstrap", l.files_bootstrap)?;
     ld.set_item("files_short_lived", l.files_short_lived)?;
     ld.set_item("files_unlearnable", l.files_unlearnable)?;
     ld.set_item("models_rejected", l.models_rejected)?;
+    ld.set_item("analyzer_state_loaded", l.state_loaded)?;
     ld.set_item("learn_ns_total", l.learn_ns_total)?;
+    ld.set_item("benefit_realized_ns", l.benefit_realized_ns)?;
+    ld.set_item("benefit_predicted_ns", l.benefit_predicted_ns)?;
+    ld.set_item(
+        "benefit_predicted_realized_ns",
+        l.benefit_predicted_realized_ns,
+    )?;
     ld.set_item("queue_len", l.queue_len)?;
     ld.set_item("files_with_models", s.files_with_models)?;
     ld.set_item("model_segments", s.model_segments)?;

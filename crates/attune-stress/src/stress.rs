@@ -597,6 +597,10 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
         ][rng.gen_range(0..4)],
         learned_wait_ms: [0, 50][rng.gen_range(0..2)],
         learned_delta: [2, 8][rng.gen_range(0..2)],
+        learned_benefit: [
+            attune_kv::options::LearnedBenefit::Remaining,
+            attune_kv::options::LearnedBenefit::Lifetime,
+        ][rng.gen_range(0..2)],
         // Level models (persisted as LEVEL-N.atlm and checked against the level at open).
         learned_level: rng.gen_bool(0.5),
         ..Options::default()
