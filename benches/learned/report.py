@@ -271,43 +271,89 @@ def mode_engine(engines: list[str], mode: str) -> str | None:
     return None
 
 
+def fg_rate(r: dict | None) -> float | None:
+    """Operations per CPU second of the client threads: the foreground work alone (the
+    engine's flush, compaction and learning threads excluded), which a loaded machine does not
+    inflate the way wall-clock time is."""
+    if not r or not r.get("client_cpu_seconds"):
+        return None
+    return r["ops"] / r["client_cpu_seconds"]
+
+
+def median(xs: list[float]) -> float | None:
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
 def writes(rows: list[dict]) -> None:
     """Write-percentage sweep (Bourbon §2.4.4): foreground throughput and learning time of
-    offline / always / analyzer learning, per phase (medians of the repeats)."""
-    ix = index(rows)
+    offline / always / analyzer learning (both benefit estimates), per phase; every number
+    the median over the repeats of that number."""
     engines = list(dict.fromkeys(r["engine"] for r in rows))
-    e = {m: mode_engine(engines, m) for m in ("off", "offline", "always", "analyzer")}
+    lifetime = next((x for x in engines if "learned_benefit=lifetime" in x), None)
+    e = {
+        m: mode_engine([x for x in engines if x != lifetime], m)
+        for m in ("off", "offline", "always", "analyzer")
+    }
+    e["lifetime"] = lifetime
     if not (e["always"] and e["analyzer"]):
         return
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["workload"], r["engine"])].append(r)
+
+    def med(w: str, m: str, f) -> float | None:
+        return median([f(r) for r in groups.get((w, e[m]), [])]) if e[m] else None
+
+    def stat(key: str, scale: float = 1.0):
+        return lambda r: (r.get("engine_stats") or {}).get(key, 0) / scale
+
+    modes = [m for m in ("off", "offline", "always", "analyzer", "lifetime") if e[m]]
+    learners = [m for m in ("always", "analyzer", "lifetime") if e[m]]
     print(
-        "| phase | off ops/s | offline | always | analyzer | analyzer/always ops/s (per CPU s)"
-        " | always learn ms (files) | analyzer learn ms (files, skipped) | analyzer/always learn"
-        " | model share offline / always / analyzer |"
+        "| phase | "
+        + " | ".join(f"{m} fg ops/CPU-s" for m in modes)
+        + " | analyzer/always fg (wall) | "
+        + " | ".join(f"{m} learn CPU ms (files)" for m in learners)
+        + " | analyzer/always learn | "
+        + " | ".join(f"{m} saved ms" for m in learners)
+        + " | analyzer predicted → saved ms | lifetime predicted → saved ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---" * (len(modes) + 2 * len(learners) + 5) + "|")
     for w in dict.fromkeys(r["workload"] for r in rows):
         if not w.startswith("write"):
             continue
-        ks = rows[0]["params"].get("key_set")
-        rs = {m: ix.get((ks, w, en)) if en else None for m, en in e.items()}
-        if not (rs["always"] and rs["analyzer"]):
-            continue
-        v = {m: (r or {}).get("ops_per_sec") for m, r in rs.items()}
-        c = {m: cpu_rate(r) for m, r in rs.items()}
-        sa = rs["always"]["engine_stats"]
-        sn = rs["analyzer"]["engine_stats"]
-        la, ln = sa["learn_ns_total"] / 1e6, sn["learn_ns_total"] / 1e6
-        cell = {m: kops(x) if x else "-" for m, x in v.items()}.__getitem__
-        print(
-            f"| {w} | {cell('off')} | {cell('offline')} | {cell('always')} |"
-            f" {cell('analyzer')} | {ratio(v['analyzer'], v['always'])}"
-            f" ({ratio(c['analyzer'], c['always'])}) |"
-            f" {la:.1f} ({sa['files_learned']}) | {ln:.1f} ({sn['files_learned']},"
-            f" {sn['files_skipped']}) | {ratio(ln, la)} | {share(rs['offline'])} /"
-            f" {share(rs['always'])} / {share(rs['analyzer'])} |"
+        fg = {m: med(w, m, fg_rate) for m in modes}
+        wall = {m: med(w, m, lambda r: r["ops_per_sec"]) for m in modes}
+        learn = {m: med(w, m, stat("learn_ns_total", 1e6)) for m in learners}
+        files = {m: med(w, m, stat("files_learned")) for m in learners}
+        saved = {m: med(w, m, stat("benefit_realized_ns", 1e6)) for m in learners}
+
+        def pred(m: str, w: str = w) -> str:
+            if not e[m] or m not in learners:
+                return "-"
+            p = med(w, m, stat("benefit_predicted_ns", 1e6))
+            q = med(w, m, stat("benefit_predicted_realized_ns", 1e6))
+            return f"{p:.1f} → {q:.1f}" if p else "-"
+
+        cells = [kops(fg[m]) if fg[m] else "-" for m in modes]
+        cells.append(
+            f"{ratio(fg['analyzer'], fg['always'])} ({ratio(wall['analyzer'], wall['always'])})"
         )
-    reps = {r.get("repeats", 1) for r in ix.values()}
-    print(f"\n(medians of {max(reps)} repeats by throughput; learning time from the median row)")
+        cells += [f"{learn[m]:.1f} ({files[m]:.0f})" for m in learners]
+        cells.append(ratio(learn["analyzer"], learn["always"]))
+        cells += [f"{saved[m]:.1f}" for m in learners]
+        cells += [pred("analyzer"), pred("lifetime")]
+        print(f"| {w} | " + " | ".join(cells) + " |")
+    reps = max(len(v) for v in groups.values())
+    print(
+        f"\n(each number the median of its {reps} repeats; fg = operations per CPU second of the"
+        " client thread; learning time is the learner thread's CPU time; saved = lookup time the"
+        " models of the phase's retired files saved, by the analyzer's accounting)"
+    )
 
 
 def scale(rows: list[dict]) -> None:

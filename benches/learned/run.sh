@@ -70,24 +70,8 @@ done
 fresh $OUT/learned-ycsb.jsonl
 run $OUT/learned-ycsb.jsonl --engines "$ALL" --key-set ycsb --records "$RECORDS" \
     --operations 50000 --workloads load,a,b,c,f,d,e
-# 6. Write-percentage sweep (Bourbon §2.4.4): offline learning (learn once after loading, never
-#    again), always-learn and the cost-benefit analyzer while writes create new tables. A 1 MiB
-#    write buffer and 1 MiB tables make every L0->L1 compaction rewrite the level's ~25 files, so
-#    at high write shares files live a few hundred thousand operations and learning many of them
-#    does not pay; 400,000 operations per phase, three interleaved repeats.
-fresh $OUT/learned-writes.jsonl
-T1=target_file_size=1MiB
-run $OUT/learned-writes.jsonl --key-set osm --records "$RECORDS" --operations 400000 \
-    --write-buffer-size 1MiB --repeat 3 \
-    --engines "$OFF;$T1,attune:learned_index=offline;$T1,$ALWAYS;$T1,attune:learned_index=analyzer;$T1" \
-    --workloads load,compact,learn,write1,write5,write10,write20,write50
-# 6b. The same sweep at 1M records (116 MB, a level of ~110 tables of 1 MiB): files see fewer
-#     lookups in their lives relative to their size, so learning pays less often; one repeat.
-fresh $OUT/learned-writes-1m.jsonl
-run $OUT/learned-writes-1m.jsonl --key-set osm --records 1000000 --operations 400000 \
-    --write-buffer-size 1MiB \
-    --engines "$OFF;$T1,attune:learned_index=offline;$T1,$ALWAYS;$T1,attune:learned_index=analyzer;$T1" \
-    --workloads load,compact,learn,write1,write5,write10,write20,write50
+# 6. Write-percentage sweep (Bourbon §2.4.4), 200K and 1M records: benches/learned/writes.sh.
+SCRATCH="$SCRATCH" benches/learned/writes.sh "$BIN"
 # 7. Larger scale, many tables: 1M records, 2 MiB tables for Attune (RocksDB's default 64 MiB
 #    target file size stays; its L0/L1 hold several files anyway), delta 8 and 4, and level
 #    learning (one model per level: it also replaces finding the file in the level).

@@ -96,3 +96,21 @@ def test_cli_learn_levels(tmp_path):
     )
     r = json.loads(out.stdout)
     assert r["level_models"] == 1 and r["level_model_bytes"] > 0
+
+
+def test_analyzer_benefit_option_and_its_accounting(tmp_path):
+    path = str(tmp_path / "db")
+    opts = {"learned_benefit": "lifetime", "learned_wait_ms": 0, "write_buffer_size": 64 << 10}
+    with attune.DB(path, **opts) as db:
+        for r in range(3):
+            _fill(db, 5_000)
+        s = db.stats()["learned"]
+        assert db.stats()["options"]["learned_benefit"] == "lifetime"
+    for key in ("benefit_realized_ns", "benefit_predicted_ns", "files_bootstrap"):
+        assert s[key] >= 0
+    assert s["analyzer_state_loaded"] is False
+    # The analyzer's statistics were saved at close and are read back at open.
+    with attune.DB(path, learned_wait_ms=0) as db:
+        assert db.stats()["learned"]["analyzer_state_loaded"] is True
+    with pytest.raises(attune.InvalidArgumentError, match="valid: remaining, lifetime"):
+        attune.DB(path, learned_benefit="sometimes")

@@ -86,33 +86,54 @@ pub const LEVEL_PRIOR_SAMPLES: f64 = 16.0;
 /// file's own times; a file timed only a handful of times during its wait (one lookup in 16 is
 /// timed) has a noisy mean, and one slow first touch of its pages — which a model would not
 /// remove — can make it look worth learning. Either mean alone when the other is unknown.
-fn blend(file: Option<f64>, n: u64, level: Option<f64>) -> Option<f64> {
+fn blend(file: Option<f64>, n: f64, level: Option<f64>) -> Option<f64> {
     match (file, level) {
-        (Some(f), Some(l)) => {
-            let n = n as f64;
-            Some((f * n + l * LEVEL_PRIOR_SAMPLES) / (n + LEVEL_PRIOR_SAMPLES))
-        }
+        (Some(f), Some(l)) => Some((f * n + l * LEVEL_PRIOR_SAMPLES) / (n + LEVEL_PRIOR_SAMPLES)),
         (f, l) => f.or(l),
     }
 }
 
+/// The (baseline, model-path) lookup times a decision about `file` reads for one kind of
+/// lookup. Baseline: the file's own mean blended with its level's. Model path: the level's mean
+/// blended with the pooled ratio (below) times that baseline, so a level that timed only a
+/// handful of model lookups — one slow first touch of a freshly loaded table's pages made a
+/// level's model path look 20 % slower than its baseline in the write sweep — is judged mostly
+/// by the model paths of all levels.
+fn path_times(
+    file: &FileStats,
+    lv: &LevelStats,
+    levels: &[LevelStats],
+    result: LookupResult,
+) -> (Option<f64>, Option<f64>) {
+    let base = blend(
+        file.mean_ns(result, LookupPath::Baseline),
+        file.timed_samples(result, LookupPath::Baseline) as f64,
+        lv.mean_ns(result, LookupPath::Baseline),
+    );
+    let pooled = base
+        .zip(pooled_model_ratio(levels, result))
+        .map(|(b, r)| b * r);
+    let model = blend(
+        lv.mean_ns(result, LookupPath::Model),
+        lv.timed[slot(result, LookupPath::Model)],
+        pooled,
+    );
+    (base, model)
+}
+
 /// What a retired file's model saved: for each kind of lookup, its model-path lookups times
-/// the gap between the baseline time (the file's own, blended with its level's, as in the
-/// estimate) and the file's model-path time (its level's if it timed none). Never negative per
-/// kind: a model slower than the index is accounted as saving nothing, not as a loss (the
-/// estimate would have skipped it).
-fn realized_ns(file: &FileStats, lv: &LevelStats) -> f64 {
+/// the gap between the baseline time and the file's model-path time (its own mean blended with
+/// its level's), both as in [`path_times`]. Negative when the model path was slower.
+fn realized_ns(file: &FileStats, lv: &LevelStats, levels: &[LevelStats]) -> f64 {
     let mut saved = 0.0;
     for result in [LookupResult::Negative, LookupResult::Positive] {
         let served = file.lookups(result, LookupPath::Model) as f64;
-        let base = blend(
-            file.mean_ns(result, LookupPath::Baseline),
-            file.timed_samples(result, LookupPath::Baseline),
-            lv.mean_ns(result, LookupPath::Baseline),
+        let (base, level_model) = path_times(file, lv, levels, result);
+        let model = blend(
+            file.mean_ns(result, LookupPath::Model),
+            file.timed_samples(result, LookupPath::Model) as f64,
+            level_model,
         );
-        let model = file
-            .mean_ns(result, LookupPath::Model)
-            .or(lv.mean_ns(result, LookupPath::Model));
         if let (Some(b), Some(m)) = (base, model) {
             saved += served * (b - m);
         }
@@ -120,22 +141,26 @@ fn realized_ns(file: &FileStats, lv: &LevelStats) -> f64 {
     saved
 }
 
-/// Model-path time over baseline time for one kind of lookup, pooled over the levels that
-/// measured both: the stand-in for a level whose own model-path time is unknown (no learned
-/// file retired there yet, for instance because the analyzer skipped them all). Without it such
-/// a level would contribute no benefit, learn nothing and so never measure one.
+/// Model-path time over baseline time for one kind of lookup, pooled (weighted by timed
+/// lookups) over the levels that measured both: the prior for every level's model-path time,
+/// and the stand-in for a level that has none (no learned file retired there yet, for instance
+/// because the analyzer skipped them all — without it such a level would contribute no
+/// benefit, learn nothing and so never measure one).
 fn pooled_model_ratio(levels: &[LevelStats], result: LookupResult) -> Option<f64> {
-    let (mut model, mut base) = (0.0, 0.0);
+    let (m, b) = (
+        slot(result, LookupPath::Model),
+        slot(result, LookupPath::Baseline),
+    );
+    let (mut mn, mut mt, mut bn, mut bt) = (0.0, 0.0, 0.0, 0.0);
     for lv in levels {
-        if let (Some(m), Some(b)) = (
-            lv.mean_ns(result, LookupPath::Model),
-            lv.mean_ns(result, LookupPath::Baseline),
-        ) {
-            model += m;
-            base += b;
+        if lv.timed[m] > 0.0 && lv.timed[b] > 0.0 {
+            mn += lv.nanos[m];
+            mt += lv.timed[m];
+            bn += lv.nanos[b];
+            bt += lv.timed[b];
         }
     }
-    (base > 0.0).then(|| model / base)
+    (mt > 0.0 && bn > 0.0).then(|| (mn / mt) / (bn / bt))
 }
 
 /// Most live files tracked. Default 2^20: far above an LSM's file count; registrations beyond it
@@ -598,7 +623,7 @@ impl Analyzer {
             g.stats.files_short_lived += 1;
         }
         if file.is_learned() {
-            let saved = realized_ns(&file, &g.levels[file.level]);
+            let saved = realized_ns(&file, &g.levels[file.level], &g.levels);
             g.stats.benefit_realized_ns += saved;
             let predicted = f64::from_bits(file.predicted_bits.load(Ordering::Relaxed));
             if predicted > 0.0 {
@@ -746,14 +771,7 @@ impl Analyzer {
         };
         let mut benefit = 0.0;
         for result in [LookupResult::Negative, LookupResult::Positive] {
-            let t_base = blend(
-                file.mean_ns(result, LookupPath::Baseline),
-                file.timed_samples(result, LookupPath::Baseline),
-                lv.mean_ns(result, LookupPath::Baseline),
-            );
-            let t_model = lv
-                .mean_ns(result, LookupPath::Model)
-                .or_else(|| Some(t_base? * pooled_model_ratio(&g.levels, result)?));
+            let (t_base, t_model) = path_times(file, lv, &g.levels, result);
             if let (Some(b), Some(m)) = (t_base, t_model) {
                 benefit += (b - m) * lookups(result);
             }
@@ -869,11 +887,11 @@ mod tests {
 
     #[test]
     fn a_new_files_few_timings_are_shrunk_toward_its_level() {
-        assert_eq!(blend(Some(5000.0), 1, Some(1000.0)), Some(21000.0 / 17.0));
-        assert_eq!(blend(Some(5000.0), 16, Some(1000.0)), Some(3000.0));
-        assert_eq!(blend(Some(5000.0), 3, None), Some(5000.0));
-        assert_eq!(blend(None, 0, Some(1000.0)), Some(1000.0));
-        assert_eq!(blend(None, 0, None), None);
+        assert_eq!(blend(Some(5000.0), 1.0, Some(1000.0)), Some(21000.0 / 17.0));
+        assert_eq!(blend(Some(5000.0), 16.0, Some(1000.0)), Some(3000.0));
+        assert_eq!(blend(Some(5000.0), 3.0, None), Some(5000.0));
+        assert_eq!(blend(None, 0.0, Some(1000.0)), Some(1000.0));
+        assert_eq!(blend(None, 0.0, None), None);
     }
 
     #[test]
@@ -957,8 +975,15 @@ mod tests {
             f.record(Positive, Baseline, 2500);
         }
         let (b, c) = a.estimate(&f, 1000 * MS);
-        // B = ((950-300) * 200 + (2250-500) * 100) * f(=2) = (130000 + 175000) * 2.
-        assert_eq!(b, 610_000.0);
+        // The level's model times (400 and 200 timed lookups) are blended, weight 16, with the
+        // pooled model/baseline ratio (1/3 and 1/4) times the file's baseline: negative
+        // (300·400 + 950/3·16) / 416, positive (500·200 + 2250/4·16) / 216.
+        let m_n = (300.0 * 400.0 + 950.0 / 3.0 * 16.0) / 416.0;
+        let m_p = (500.0 * 200.0 + 2250.0 / 4.0 * 16.0) / 216.0;
+        // B = ((950 − T_nm) · 200 + (2250 − T_pm) · 100) · f(=2): 0.2 % under the unblended
+        // (130000 + 175000) · 2.
+        let want = ((950.0 - m_n) * 200.0 + (2250.0 - m_p) * 100.0) * 2.0;
+        assert!((b - want).abs() < 1e-6, "{b} vs {want}");
         // C = default 10 ns/record * 1000 records.
         assert_eq!(c, 10_000.0);
         // After a measured training (30 ms for 1000 records) the cost follows the measurement.
@@ -1217,9 +1242,11 @@ mod tests {
         }
         a.retire(1, 3000 * MS);
         let st = a.stats();
-        // 300 model lookups, baseline 2000 ns (own and level agree), model 500 ns.
-        assert_eq!(st.benefit_realized_ns, 450_000.0);
-        assert_eq!(st.benefit_predicted_realized_ns, 450_000.0);
+        // 300 model lookups; baseline 2000 ns (own and level agree); model 500 ns over 300
+        // timed lookups, blended (weight 16) with the level's 1000 ns.
+        let saved = 300.0 * (2000.0 - (500.0 * 300.0 + 1000.0 * 16.0) / 316.0);
+        assert_eq!(st.benefit_realized_ns, saved);
+        assert_eq!(st.benefit_predicted_realized_ns, saved);
         assert_eq!(st.benefit_predicted_ns, benefit_ns);
         // A file learned without an estimate (bootstrap) adds to the realized total only.
         let g = a.register(2, 7, 1 << 20, 1000, 3000 * MS).unwrap();
@@ -1231,7 +1258,13 @@ mod tests {
         }
         a.retire(2, 4000 * MS);
         let st = a.stats();
-        assert_eq!(st.benefit_realized_ns, 455_000.0);
+        // Level 7 has no history: its model-path prior is the pooled ratio (level 2: model
+        // (1000·4000 + 500·300) / 4300 ns over baseline 2000 ns) times the file's 900 ns
+        // baseline, blended with the file's own 400 ns over 10 timed lookups.
+        let prior = (1000.0 * 4000.0 + 500.0 * 300.0) / 4300.0 / 2000.0 * 900.0;
+        let model = (400.0 * 10.0 + prior * 16.0) / 26.0;
+        let total = saved + 10.0 * (900.0 - model);
+        assert!((st.benefit_realized_ns - total).abs() < 1e-6, "{st:?}");
         assert_eq!(st.benefit_predicted_ns, benefit_ns);
     }
 
