@@ -196,6 +196,8 @@ pub struct LearnStats {
     pub files_skipped: u64,
     /// Files learned without an estimate (the level had no statistics yet, or always mode).
     pub files_bootstrap: u64,
+    /// Judgements of skipped files made again once they outlived their first judgement.
+    pub files_rejudged: u64,
     pub files_short_lived: u64,
     /// Models built but not installed: the keys collapse under the mapping, so the model would
     /// not beat the index (the file keeps the baseline path).
@@ -451,6 +453,7 @@ impl Learning {
             files_loaded: a.files_loaded,
             files_skipped: a.files_skipped,
             files_bootstrap: a.files_bootstrap,
+            files_rejudged: a.files_rejudged,
             files_short_lived: a.files_short_lived,
             files_unlearnable: self.unlearnable.load(Ordering::Relaxed),
             models_rejected: self.rejected.load(Ordering::Relaxed),

@@ -180,6 +180,14 @@ pub(crate) const LIFE_BUCKETS: usize = 32;
 /// file judged at the end of its wait counts its own rate and the level's equally.
 pub const RATE_PRIOR_NS: f64 = 50_000_000.0;
 
+/// With [`Benefit::Remaining`], a skipped file is judged again once it has lived as long again
+/// as when it was skipped (so at 2, 4, 8, ... times its first age), but not sooner than this.
+/// Statistics lag behind a change of workload — after a write-only load, a level's retired
+/// files lived briefly and served nothing — and a file that outlives what its level predicted
+/// is worth more than it looked. Default 10 ms: a few learner polls; the doubling bounds the
+/// judgements of a file to about log2(life / T_wait).
+pub const RECHECK_MIN_NS: u64 = 10_000_000;
+
 /// How the analyzer estimates the lookups a model would serve (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Benefit {
@@ -453,8 +461,10 @@ pub struct AnalyzerStats {
     /// Of those, the ones chosen without an estimate: the level had no statistics yet
     /// (always-learn bootstrap), or always-learn mode.
     pub files_bootstrap: u64,
-    /// Files the cost-benefit test rejected.
+    /// Files the cost-benefit test rejected (and did not choose later).
     pub files_skipped: u64,
+    /// Judgements of skipped files made again (see [`RECHECK_MIN_NS`]).
+    pub files_rejudged: u64,
     /// Files the engine reported as learned.
     pub files_learned: u64,
     /// Files whose persisted model was loaded instead of trained.
@@ -486,6 +496,32 @@ pub struct LevelSummary {
     pub baseline_ns: [Option<f64>; 2],
     /// Mean lookup times on the model path: negative, positive.
     pub model_ns: [Option<f64>; 2],
+}
+
+/// A skipped file's next judgement (see [`RECHECK_MIN_NS`]).
+#[derive(Debug)]
+struct RecheckEntry {
+    due_ns: u64,
+    seq: u64,
+    file: Arc<FileStats>,
+}
+
+impl PartialEq for RecheckEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == CmpOrdering::Equal
+    }
+}
+impl Eq for RecheckEntry {}
+impl PartialOrd for RecheckEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for RecheckEntry {
+    /// Earliest due first (the heap is a max-heap, so the order is reversed).
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        (other.due_ns, other.seq).cmp(&(self.due_ns, self.seq))
+    }
 }
 
 #[derive(Debug)]
@@ -520,6 +556,8 @@ pub(crate) struct Inner {
     live: HashMap<u64, (Arc<FileStats>, u64)>,
     pending: VecDeque<(Arc<FileStats>, u64)>,
     queue: BinaryHeap<QueueEntry>,
+    /// Skipped files waiting to be judged again, earliest first.
+    recheck: BinaryHeap<RecheckEntry>,
     pub(crate) levels: Vec<LevelStats>,
     seq: u64,
     stats: AnalyzerStats,
@@ -655,19 +693,31 @@ impl Analyzer {
     /// the decisions made (file id, decision) for observability and tests.
     pub fn poll(&self, now_ns: u64) -> Vec<(u64, Decision)> {
         let mut g = self.lock();
-        let mut out = Vec::new();
+        let mut due = Vec::new();
         while let Some((file, seq)) = g.pending.front().cloned() {
             if now_ns.saturating_sub(file.created_ns) < self.cfg.wait_ns {
                 break; // pending is in registration order; callers' clocks are monotone
             }
             g.pending.pop_front();
+            due.push((file, seq, false));
+        }
+        while g.recheck.peek().is_some_and(|e| e.due_ns <= now_ns) {
+            if let Some(e) = g.recheck.pop() {
+                due.push((e.file, e.seq, true));
+            }
+        }
+        let mut out = Vec::new();
+        for (file, seq, again) in due {
             if g.live.get(&file.id).is_none_or(|(_, s)| *s != seq) {
-                continue; // retired (or replaced) during its wait
+                continue; // retired (or replaced) since
             }
             if file.is_learned() {
                 continue; // its persisted model was loaded: nothing to decide
             }
             let d = self.decide(&g, &file, now_ns);
+            if again {
+                g.stats.files_rejudged += 1;
+            }
             let priority = match d {
                 Decision::LearnBootstrap => {
                     g.stats.files_bootstrap += 1;
@@ -682,11 +732,26 @@ impl Analyzer {
                     benefit_ns - cost_ns
                 }
                 Decision::Skip { .. } => {
-                    g.stats.files_skipped += 1;
+                    if !again {
+                        g.stats.files_skipped += 1;
+                    }
+                    if self.cfg.benefit == Benefit::Remaining {
+                        // Judged again once it has lived as long again (see RECHECK_MIN_NS).
+                        let age = now_ns.saturating_sub(file.created_ns);
+                        let due_ns = now_ns.saturating_add(age.max(RECHECK_MIN_NS));
+                        g.recheck.push(RecheckEntry {
+                            due_ns,
+                            seq,
+                            file: file.clone(),
+                        });
+                    }
                     out.push((file.id, d));
                     continue;
                 }
             };
+            if again {
+                g.stats.files_skipped = g.stats.files_skipped.saturating_sub(1);
+            }
             g.stats.files_chosen += 1;
             g.queue.push(QueueEntry {
                 priority,
@@ -1289,6 +1354,49 @@ mod tests {
         // Level 1: 25 positive lookups per retired file (200 over 8), baseline 2000 ns, model
         // 2000 × 0.25 = 500 ns borrowed: B = 1500 × 25.
         assert_eq!(a.estimate(&f, 1050 * MS).0, 37_500.0);
+    }
+
+    /// After a write-only load, level 0's retired files lived 60 ms and served nothing. A file
+    /// of the read-write phase that follows serves 20 lookups per ms: at the end of its wait
+    /// its level predicts 10 ms of life left, too little to pay; judged again at 100 ms it has
+    /// outlived every retired file, is expected to live as long again, and is learned. The
+    /// source's formula judges a file once.
+    #[test]
+    fn a_skipped_file_that_outlives_its_level_is_judged_again() {
+        for benefit in [Benefit::Remaining, Benefit::Lifetime] {
+            let a = Analyzer::new(AnalyzerConfig {
+                benefit,
+                ..AnalyzerConfig::default()
+            })
+            .unwrap();
+            retire_history(&a, 0, 8, 100, 0, 60 * MS, (0, 1), (0, 0, 1500, 500));
+            let t = 1000 * MS;
+            let trained = a.register(99, 5, 1 << 20, 9000, t).unwrap();
+            a.learned(&trained, 900_000); // 100 ns per record: 0.9 ms per file
+            a.retire(99, t);
+            let f = a.register(1, 0, 1 << 20, 9000, t).unwrap();
+            for _ in 0..1000 {
+                f.record(Positive, Baseline, 1500);
+            }
+            assert!(matches!(
+                a.poll(t + 50 * MS)[..],
+                [(1, Decision::Skip { .. })]
+            ));
+            for _ in 0..1000 {
+                f.record(Positive, Baseline, 1500);
+            }
+            assert!(a.poll(t + 99 * MS).is_empty());
+            let d = a.poll(t + 100 * MS);
+            match benefit {
+                Benefit::Remaining => {
+                    assert!(matches!(d[..], [(1, Decision::Learn { .. })]), "{d:?}");
+                    assert_eq!(a.next_to_learn().unwrap().id(), 1);
+                    let st = a.stats();
+                    assert_eq!((st.files_skipped, st.files_rejudged), (0, 1));
+                }
+                Benefit::Lifetime => assert!(d.is_empty(), "{d:?}"),
+            }
+        }
     }
 
     #[test]

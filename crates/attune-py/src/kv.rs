@@ -560,6 +560,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
     ld.set_item("files_loaded", l.files_loaded)?;
     ld.set_item("files_skipped", l.files_skipped)?;
     ld.set_item("files_bootstrap", l.files_bootstrap)?;
+    ld.set_item("files_rejudged", l.files_rejudged)?;
     ld.set_item("files_short_lived", l.files_short_lived)?;
     ld.set_item("files_unlearnable", l.files_unlearnable)?;
     ld.set_item("models_rejected", l.models_rejected)?;

@@ -258,6 +258,7 @@ impl Engine for AttuneEngine {
             "files_loaded": l.files_loaded,
             "files_skipped": l.files_skipped,
             "files_bootstrap": l.files_bootstrap,
+            "files_rejudged": l.files_rejudged,
             "files_short_lived": l.files_short_lived,
             "files_unlearnable": l.files_unlearnable,
             "models_rejected": l.models_rejected,
