@@ -7,30 +7,14 @@
 #
 # Usage: benches/learned/run.sh [attune-bench binary]   (default: .venv/bin/attune-bench)
 set -euo pipefail
-BIN=${1:-.venv/bin/attune-bench}
-OUT=benches/results
-SCRATCH=${SCRATCH:-/tmp/attune-learned}
-RECORDS=${RECORDS:-200000}
+# shellcheck source=benches/learned/common.sh
+source "$(dirname "$0")/common.sh"
 OPS=${OPS:-100000}
-mkdir -p "$OUT" "$SCRATCH"
-OFF=attune:learned_index=off
-ALWAYS=attune:learned_index=always
 ALL="$OFF,$ALWAYS,attune:learned_index=analyzer,rocksdb,leveldb"
 DELTAS="$OFF"
 for d in 2 4 8 16 32; do DELTAS="$DELTAS,$ALWAYS;learned_delta=$d"; done
-# 16-byte keys, one 100-byte value per record, everything in memory (64 MiB cache for 23 MB data).
-COMMON=(--field-count 1 --field-length 100 --cache-size 64MiB --compression none
-        --progress none --dir "$SCRATCH/db")
 KEYSETS=(linear seg1 seg10 normal lognormal osm)
 DISTS=c:uniform,c:zipfian,c:hotspot,c:exponential,c:latest,c:sequential
-
-run() { # run OUTFILE ARGS...  (one attune-bench ycsb invocation appended to OUTFILE)
-    local out=$1; shift
-    local part="$SCRATCH/part.jsonl"
-    "$BIN" ycsb "$@" "${COMMON[@]}" --json "$part"
-    cat "$part" >> "$out"
-}
-fresh() { rm -f "$1"; }
 
 # 1. Read-only lookups: six key sets x six request distributions, sequential load; data flushed
 #    and compacted into tables, then learned offline (`learn`: a no-op for off, RocksDB, LevelDB).
@@ -71,7 +55,7 @@ fresh $OUT/learned-ycsb.jsonl
 run $OUT/learned-ycsb.jsonl --engines "$ALL" --key-set ycsb --records "$RECORDS" \
     --operations 50000 --workloads load,a,b,c,f,d,e
 # 6. Write-percentage sweep (Bourbon §2.4.4), 200K and 1M records: benches/learned/writes.sh.
-SCRATCH="$SCRATCH" benches/learned/writes.sh "$BIN"
+SCRATCH="$SCRATCH" RECORDS="$RECORDS" benches/learned/writes.sh "$BIN"
 # 7. Larger scale, many tables: 1M records, 2 MiB tables for Attune (RocksDB's default 64 MiB
 #    target file size stays; its L0/L1 hold several files anyway), delta 8 and 4, and level
 #    learning (one model per level: it also replaces finding the file in the level).

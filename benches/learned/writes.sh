@@ -1,27 +1,13 @@
 #!/usr/bin/env bash
 # Write-percentage sweep of the learned index (issue #6, Bourbon §2.4.4; docs/learned-index.md
-# "Analyzer with writes"): models off, offline, always and the analyzer with both benefit
+# "The analyzer under writes"): models off, offline, always and the analyzer with both benefit
 # estimates, side by side in one attune-bench run per data size. Called by run.sh; runs alone
 # too (about 15 minutes here). Writes benches/results/learned-writes{,-1m}.jsonl.
 #
 # Usage: benches/learned/writes.sh [attune-bench binary]   (default: .venv/bin/attune-bench)
 set -euo pipefail
-BIN=${1:-.venv/bin/attune-bench}
-OUT=benches/results
-SCRATCH=${SCRATCH:-/tmp/attune-learned}
-RECORDS=${RECORDS:-200000}
-mkdir -p "$OUT" "$SCRATCH"
-OFF=attune:learned_index=off
-ALWAYS=attune:learned_index=always
-COMMON=(--field-count 1 --field-length 100 --cache-size 64MiB --compression none
-        --progress none --dir "$SCRATCH/db")
-run() { # run OUTFILE ARGS...  (one attune-bench ycsb invocation appended to OUTFILE)
-    local out=$1; shift
-    local part="$SCRATCH/part.jsonl"
-    "$BIN" ycsb "$@" "${COMMON[@]}" --json "$part"
-    cat "$part" >> "$out"
-}
-fresh() { rm -f "$1"; }
+# shellcheck source=benches/learned/common.sh
+source "$(dirname "$0")/common.sh"
 
 # Write-percentage sweep (Bourbon §2.4.4): offline learning (learn once after loading, never
 #    again), always-learn and the cost-benefit analyzer while writes create new tables. A 1 MiB

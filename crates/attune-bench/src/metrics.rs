@@ -37,18 +37,9 @@ pub fn io_bytes() -> Option<IoBytes> {
     })
 }
 
-/// User plus system CPU seconds of the calling thread (0 if the clock cannot be read).
+/// CPU seconds of the calling thread (0 if the clock cannot be read).
 pub fn thread_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec; on failure it stays zeroed.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    attune_kv::env::thread_cpu_ns() as f64 / 1e9
 }
 
 /// User plus system CPU seconds of this process (all threads).

@@ -418,9 +418,9 @@ impl Learning {
         }
         // The cost is the CPU the training takes from other work: thread CPU time, which a
         // loaded machine does not inflate the way wall-clock time does.
-        let t0 = thread_cpu_ns();
+        let t0 = crate::env::thread_cpu_ns();
         let model = train(table, self.delta)?;
-        let ns = thread_cpu_ns().saturating_sub(t0);
+        let ns = crate::env::thread_cpu_ns().saturating_sub(t0);
         let useful = model.quality().is_useful();
         if let Some(fs) = fs {
             self.analyzer.learned(fs, ns);
@@ -467,20 +467,6 @@ impl Learning {
             levels: self.analyzer.level_summaries(),
         }
     }
-}
-
-/// CPU nanoseconds of the calling thread (0 if the clock cannot be read).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec; on failure it stays zeroed.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
 /// Trains a model over the user keys of `table`, in file order: one pass over its blocks (not

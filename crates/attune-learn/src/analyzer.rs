@@ -30,7 +30,10 @@
 //! overstates the benefit by half or more. [`Benefit::Remaining`] (the default) counts only the
 //! lookups still to come: the file's own lookup rate so far (shrunk toward its level's) times
 //! its expected remaining life (from the lifetimes of the level's retired files) less the
-//! training time. [`Benefit::Lifetime`] keeps the source's formula.
+//! training time. A file it skips is judged again each time its age doubles
+//! ([`RECHECK_MIN_NS`]): statistics lag behind a change of workload, and a file that outlives
+//! what its level predicted has more life left than it seemed. [`Benefit::Lifetime`] keeps the
+//! source's formula and its single judgement.
 //!
 //! Accounting: for every retired file that had a model, the analyzer adds up what the model
 //! actually saved (its model-path lookups times the gap between the level's baseline and the

@@ -135,6 +135,22 @@ pub(crate) fn read_past_end(
     )
 }
 
+/// CPU nanoseconds the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`; 0 if the clock
+/// cannot be read). Background work measures its cost with it: unlike wall-clock time, a loaded
+/// machine does not inflate it.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; on failure it stays zeroed.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
 pub fn write_file_atomic(env: &dyn Env, path: &Path, data: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = env.new_writable(&tmp)?;
