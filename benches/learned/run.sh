@@ -70,9 +70,11 @@ run $OUT/learned-load.jsonl --key-set osm --records 500000 --repeat 5 --workload
     --engines "$OFF,$ALWAYS,attune:learned_index=analyzer"
 # 9. Limited memory: 1M records (116 MB of keys and values, 3.6x the budget) in a 32 MiB memory
 #    cgroup (page cache included), 4 MiB block cache and 4 MiB write buffer for every engine;
-#    few reads, since every miss goes to the disk.
+#    few reads, since every miss goes to the disk. Attune maps at most half the memory limit of
+#    tables (mmap_reads_limit=auto) and reads the rest with pread; `unlimited` maps them all.
 fresh $OUT/learned-memlimit.jsonl
-"$BIN" ycsb --engines "$OFF,$ALWAYS,rocksdb,leveldb" \
+U=mmap_reads_limit=unlimited
+"$BIN" ycsb --engines "$OFF,$ALWAYS,$OFF;$U,$ALWAYS;$U,rocksdb,leveldb" \
     --key-set osm --records 1000000 --operations 5000 --workloads load,compact,learn,c:uniform \
     --field-count 1 --field-length 100 --cache-size 4MiB --write-buffer-size 4MiB \
     --memory-limit 32MiB --compression none --progress none --dir "$SCRATCH/db" \

@@ -114,3 +114,14 @@ def test_analyzer_benefit_option_and_its_accounting(tmp_path):
         assert db.stats()["learned"]["analyzer_state_loaded"] is True
     with pytest.raises(attune.InvalidArgumentError, match="valid: remaining, lifetime"):
         attune.DB(path, learned_benefit="sometimes")
+
+
+def test_mmap_reads_limit_option(tmp_path):
+    path = str(tmp_path / "db")
+    with attune.DB(path, mmap_reads_limit="64KiB", write_buffer_size=64 << 10) as db:
+        _fill(db, 5_000)
+        for i in range(0, 5_000, 11):
+            assert db.get(i.to_bytes(8, "big") + b"00000000") == b"v%d" % i
+        assert db.stats()["options"]["mmap_reads_limit"] == str(64 << 10)
+    with pytest.raises(attune.InvalidArgumentError, match="valid: auto, unlimited"):
+        attune.DB(path, mmap_reads_limit="lots")

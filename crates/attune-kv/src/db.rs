@@ -299,8 +299,10 @@ pub struct Stats {
 impl DB {
     /// Opens (or creates) the database in `path` on the real file system.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
+        let memory = crate::env::memory_limit_bytes();
         let env = PosixEnv::new()
             .with_mmap_reads(opts.mmap_reads)
+            .with_mmap_limit(opts.mmap_reads_limit.bytes(memory))
             .with_mmap_logs(opts.mmap_logs);
         Self::open_with_env(Arc::new(env), path.as_ref(), opts)
     }

@@ -131,6 +131,48 @@ impl CacheMissCosts {
     }
 }
 
+/// How many bytes of tables may be memory-mapped for reading at once (option
+/// `mmap_reads_limit`; docs/kv.md "Reads through a mapping or pread").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmapLimit {
+    /// Half the memory the process may use (its cgroup's `memory.max`, else physical memory),
+    /// read at open.
+    Auto,
+    /// At most this many bytes.
+    Bytes(u64),
+    /// No limit: every table is mapped (LevelDB's behaviour).
+    Unlimited,
+}
+
+impl MmapLimit {
+    pub fn name(self) -> String {
+        match self {
+            MmapLimit::Auto => "auto".into(),
+            MmapLimit::Bytes(b) => b.to_string(),
+            MmapLimit::Unlimited => "unlimited".into(),
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(MmapLimit::Auto),
+            "unlimited" | "none" => Ok(MmapLimit::Unlimited),
+            _ => parse_size(s).map(MmapLimit::Bytes).map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "bad mmap_reads_limit {s:?}; valid: auto, unlimited, or a size such as 512MiB"
+                ))
+            }),
+        }
+    }
+    /// The limit in bytes (`Auto` resolved against `memory`, the process's memory limit).
+    pub fn bytes(self, memory: Option<u64>) -> u64 {
+        match self {
+            MmapLimit::Auto => memory.map_or(u64::MAX, |m| m / 2),
+            MmapLimit::Bytes(b) => b,
+            MmapLimit::Unlimited => u64::MAX,
+        }
+    }
+}
+
 /// How the cost-benefit analyzer estimates a model's benefit (option `learned_benefit`).
 pub use attune_learn::Benefit as LearnedBenefit;
 
@@ -228,6 +270,9 @@ pub struct Options {
     /// 64-bit systems): a block read that hits the page cache costs a copy, not a system call.
     /// Default true.
     pub mmap_reads: bool,
+    /// With `mmap_reads`, how many table bytes may be mapped at once; tables opened beyond it
+    /// are read with `pread`. Default `auto`: half the memory the process may use.
+    pub mmap_reads_limit: MmapLimit,
     /// Write the WAL and value-log segments through a shared memory map of space reserved with
     /// `fallocate` (Linux): an append is a memory copy, not a `write` system call, so a write
     /// group costs no system call. Same durability as `write` (the pages are the file's: they
@@ -303,6 +348,7 @@ impl Default for Options {
             wal_sync_interval_ms: 1000,
             paranoid_checks: false,
             mmap_reads: true,
+            mmap_reads_limit: MmapLimit::Auto,
             mmap_logs: true,
             max_open_files: 1000,
             enable_blob_files: true,
@@ -394,6 +440,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "wal_sync_interval_ms",
     "paranoid_checks",
     "mmap_reads",
+    "mmap_reads_limit",
     "mmap_logs",
     "max_open_files",
     "enable_blob_files",
@@ -438,6 +485,7 @@ impl Options {
             "wal_sync_interval_ms" => self.wal_sync_interval_ms = parse_num(key, value)?,
             "paranoid_checks" => self.paranoid_checks = parse_bool(key, value)?,
             "mmap_reads" => self.mmap_reads = parse_bool(key, value)?,
+            "mmap_reads_limit" => self.mmap_reads_limit = MmapLimit::parse(value)?,
             "mmap_logs" => self.mmap_logs = parse_bool(key, value)?,
             "max_open_files" => self.max_open_files = parse_num(key, value)?,
             "enable_blob_files" => self.enable_blob_files = parse_bool(key, value)?,
@@ -639,6 +687,7 @@ impl Options {
             ),
             ("paranoid_checks", self.paranoid_checks.to_string()),
             ("mmap_reads", self.mmap_reads.to_string()),
+            ("mmap_reads_limit", self.mmap_reads_limit.name()),
             ("mmap_logs", self.mmap_logs.to_string()),
             ("max_open_files", self.max_open_files.to_string()),
             ("enable_blob_files", self.enable_blob_files.to_string()),
@@ -688,6 +737,20 @@ mod tests {
         assert_eq!(parse_size("1g").unwrap(), 1 << 30);
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn mmap_reads_limit_parses_auto_unlimited_and_sizes() {
+        let mut o = Options::default();
+        assert_eq!(o.mmap_reads_limit, MmapLimit::Auto);
+        assert_eq!(MmapLimit::Auto.bytes(Some(32 << 20)), 16 << 20);
+        assert_eq!(MmapLimit::Auto.bytes(None), u64::MAX);
+        o.set("mmap_reads_limit", "64MiB").unwrap();
+        assert_eq!(o.mmap_reads_limit.bytes(Some(1)), 64 << 20);
+        o.set("mmap_reads_limit", "unlimited").unwrap();
+        assert_eq!(o.mmap_reads_limit.bytes(Some(1)), u64::MAX);
+        let err = o.set("mmap_reads_limit", "lots").unwrap_err().to_string();
+        assert!(err.contains("valid: auto, unlimited"), "{err}");
     }
 
     #[test]
