@@ -748,6 +748,7 @@ fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
                             "le_predicted_ns": t.le_predicted_ns,
                             "last_round": t.last_round,
                             "last_round_measured_le_ns": t.last_round_measured_le_ns,
+                            "round_log": round_log(t),
                             "compressed_cache": t.compressed.as_ref().map(|cc| json!({
                                 "capacity_bytes": cc.capacity_bytes,
                                 "usage_bytes": cc.usage_bytes,
@@ -786,6 +787,17 @@ fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The controller's finished rounds: block reads, samples (warm-up), passes, adopted.
+fn round_log(t: &CacheTierStats) -> Vec<Value> {
+    t.round_log
+        .iter()
+        .map(|r| {
+            json!({"accesses": r.accesses, "samples": r.samples,
+                "warmup_samples": r.warmup_samples, "passes": r.passes, "adopted": r.adopted})
+        })
+        .collect()
 }
 
 /// Per-read latency percentiles of a slice of nanoseconds.
@@ -836,10 +848,12 @@ fn dynamic(
         // --env mem a device read costs only a memory copy (no C_k is added per read).
         let mut buf: Vec<u32> = Vec::with_capacity(256);
         let mut switch_ms = 0u64;
+        let mut switch_accesses = 0u64;
         let mut polls = Vec::new();
         for phase in 0..2u64 {
             if phase == 1 {
                 switch_ms = u64::try_from(opened.elapsed().as_millis()).unwrap_or(0);
+                switch_accesses = tiers(&db)?.accesses_recorded;
             }
             let mut done = 0;
             while done < phase_reads {
@@ -876,6 +890,13 @@ fn dynamic(
                 .find(|w| w.state == "stable")
                 .map(|w| w.ms - switch_ms)
         });
+        // The same in block reads: the converged window's count minus the count at the switch.
+        let converged_accesses = first_busy.and_then(|b| {
+            after[b..]
+                .iter()
+                .find(|w| w.state == "stable")
+                .map(|w| w.accesses.saturating_sub(switch_accesses))
+        });
         let per_phase = phase_reads as usize;
         let conv_reads = converged_ms.map(|ms| {
             // Reads during adaptation, estimated from the polls' timestamps.
@@ -907,6 +928,7 @@ fn dynamic(
             "rounds": t.rounds, "adoptions": t.adoptions, "reverts": t.reverts,
             "restarts": t.restarts, "ghost_bytes_peak": t.ghost_bytes_peak,
             "last_round": t.last_round, "le_predicted_ns": t.le_predicted_ns,
+            "round_log": round_log(&t),
         })];
         let row = json!({
             "bench": "cache-kv-dynamic",
@@ -923,6 +945,8 @@ fn dynamic(
             "phase_reads": phase_reads,
             "switch_ms": switch_ms,
             "converged_ms": converged_ms,
+            "switch_accesses": switch_accesses,
+            "converged_accesses": converged_accesses,
             "final_app_bytes": t.app_bytes,
             "latency_phase1": percentiles(p1lat),
             "latency_adapting": percentiles(during),

@@ -3,22 +3,32 @@
 //!
 //! * **Application ghost** — one [`StackDistance`] of the largest size read by stack distance:
 //!   one pass gives the application hits of every candidate (§4.2.2).
-//! * **Second-tier ghost** — one [`Lru`] of pages (or compressed blocks) reused across
-//!   candidates in increasing `M_a`, i.e. shrinking capacity `(M − M_a)·(1 + read-ahead
-//!   allowance)`; after each shrink it is fed the new candidate's application-miss stream for a
-//!   warm-up before its hits are counted (§4.2.2, §4.2.3).
+//! * **Second-tier ghosts** — one [`Lru`] of pages (or compressed blocks) per candidate,
+//!   capacity `(M − M_a)·(1 + read-ahead allowance)`, each fed its own candidate's
+//!   application-miss stream (whether an access misses an application cache of size `M_a` is
+//!   read off the application ghost's stack distance, so every candidate's stream is known at
+//!   once). Candidates run side by side in *passes*: a pass holds as many consecutive candidates
+//!   as fit the ghost memory budget [`GhostConfig::ghost_bytes_max`]; each pass starts from
+//!   truncated copies of the previous pass's smallest ghost (what it would hold after a shrink)
+//!   and feeds them a warm-up before their hits are counted. With a budget of 0 every pass holds
+//!   one candidate: the paper's pipeline of one ghost shrunk candidate by candidate (§4.2.2,
+//!   §4.2.3). Beyond the paper: one pass instead of nine makes a round about 9× shorter after
+//!   its initial warm-up (issue 7's convergence target; docs/symbiosis.md "Convergence").
 //! * **Sampling** — only blocks whose group `block_no / G` hashes into `1/R` of the space enter
 //!   the ghosts, and every capacity is scaled by `R`; contiguous blocks share a group so that
 //!   pages shared by misaligned neighbours stay together (misalignment-aware sampling, §4.2.3).
 //! * **Memory** — [`GhostSim::free`] drops every structure when a round ends.
 //!
-//! Round phases, counted in sampled accesses: a *warm-up* that fills both ghosts (ends when each
-//! is full or has stopped seeing new blocks, or at a cap), then per candidate a second-tier
-//! warm-up and a measurement window. H_a of every candidate comes from all post-warm-up samples;
-//! H_k of candidate `i` from its own window.
+//! Round phases, counted in sampled accesses: a *warm-up* that fills the application ghost and
+//! the first candidate's second-tier ghost (ends when each is full or has stopped seeing new
+//! blocks, or at a cap), then per pass a second-tier warm-up (skipped when the pass is the first
+//! candidate alone, whose ghost the warm-up just filled) and a measurement window. H_a of every
+//! candidate comes from all post-warm-up samples; H_k of candidate `i` from its pass's window.
 //!
 //! Thread-safety: single owner, `Send`. Invariants: candidates are strictly increasing after
-//! de-duplication; the second-tier ghost only shrinks during a round.
+//! de-duplication; a pass's ghosts are those of consecutive candidates; ghost capacities only
+//! shrink from pass to pass; a pass is admitted only while the ghosts' metadata (application
+//! ghost included) stays within `ghost_bytes_max`, except that a pass always holds one candidate.
 
 use crate::access::{BlockAccess, SecondTier};
 use crate::error::{bad, Result};
@@ -46,6 +56,11 @@ pub const WARMUP_SAMPLES_MAX_DEFAULT: u64 = 1 << 18;
 pub const MRC_SPAN_DEFAULT: f64 = 2.0;
 /// Points of the miss-ratio curve. Default 128.
 pub const MRC_POINTS_DEFAULT: usize = 128;
+/// Default ghost memory budget as a fraction of M, within which candidates are simulated side
+/// by side. 0.18 %: issue 7's target is 0.2 % of M; the tenth left over covers ghosts that grow
+/// after their pass was admitted (a truncated copy reserves a quarter more entries than it starts
+/// with) and the initial warm-up, which holds one ghost whatever the budget.
+pub const GHOST_BYTES_MAX_FRACTION_DEFAULT: f64 = 0.0018;
 
 /// Warm-up is judged over blocks of this many sampled accesses.
 const WARM_CHECK_SAMPLES: u64 = 1024;
@@ -79,6 +94,10 @@ pub struct GhostConfig {
     pub mrc_span: f64,
     /// Points of the miss-ratio curve.
     pub mrc_points: usize,
+    /// Ghost memory within which consecutive candidates are simulated side by side in one pass,
+    /// bytes; 0 simulates one candidate per pass (the paper's pipeline). Default
+    /// [`GHOST_BYTES_MAX_FRACTION_DEFAULT`] of `memory_bytes`.
+    pub ghost_bytes_max: u64,
 }
 
 impl GhostConfig {
@@ -97,6 +116,7 @@ impl GhostConfig {
             warmup_samples_max: WARMUP_SAMPLES_MAX_DEFAULT,
             mrc_span: MRC_SPAN_DEFAULT,
             mrc_points: MRC_POINTS_DEFAULT,
+            ghost_bytes_max: (memory_bytes as f64 * GHOST_BYTES_MAX_FRACTION_DEFAULT) as u64,
         }
     }
 
@@ -229,8 +249,8 @@ impl CandidatePrediction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Warmup,
-    CandidateWarm { i: usize, left: u64 },
-    CandidateMeasure { i: usize, left: u64 },
+    PassWarm { left: u64 },
+    PassMeasure { left: u64 },
     Done,
 }
 
@@ -239,10 +259,12 @@ enum Phase {
 pub enum RoundProgress {
     /// Filling the ghosts.
     Warmup,
-    /// Simulating candidate `index` of `of`.
+    /// Simulating candidates `index .. index + width` of `of` (one pass).
     Candidate {
-        /// Candidate index.
+        /// First candidate of the pass.
         index: usize,
+        /// Candidates in the pass.
+        width: usize,
         /// Number of candidates.
         of: usize,
     },
@@ -260,7 +282,10 @@ pub struct GhostSim {
     /// Second-tier ghost capacity per candidate, scaled by R and the read-ahead factor.
     second_caps: Vec<u64>,
     app: StackDistance,
-    second: Lru,
+    /// Second-tier ghosts of the pass: `second[j]` belongs to candidate `pass_start + j`.
+    second: Vec<Lru>,
+    pass_start: usize,
+    passes: u32,
     phase: Phase,
     /// Application hits per candidate over post-warm-up samples.
     app_hits: Vec<u64>,
@@ -297,7 +322,9 @@ impl GhostSim {
         Ok(Self {
             sampler: GroupSampler::new(cfg.sample_inv_rate, cfg.group_blocks, cfg.seed),
             app: StackDistance::new(limit.max(1)),
-            second: Lru::new(second_caps[0]),
+            second: vec![Lru::new(second_caps[0])],
+            pass_start: 0,
+            passes: 0,
             phase: Phase::Warmup,
             app_hits: vec![0; n],
             app_samples: 0,
@@ -344,59 +371,58 @@ impl GhostSim {
             unit: a.offset,
         };
         let d = self.app.access(key, a.uncompressed_bytes());
-        let i = match self.phase {
-            Phase::Warmup => 0,
-            Phase::CandidateWarm { i, .. } | Phase::CandidateMeasure { i, .. } => i,
-            Phase::Done => return true,
-        };
-        if self.phase != Phase::Warmup {
+        let warming = self.phase == Phase::Warmup;
+        let measuring = matches!(self.phase, Phase::PassMeasure { .. });
+        if !warming {
             self.app_samples += 1;
             self.mrc.record(d);
             for (h, &t) in self.app_hits.iter_mut().zip(&self.app_thresholds) {
                 *h += d.hits_within(t) as u64;
             }
         }
-        let app_hit = d.hits_within(self.app_thresholds[i]);
-        let mut second_hit = None;
-        if !app_hit {
+        let mut first_second_miss = false;
+        for (j, lru) in self.second.iter_mut().enumerate() {
+            let i = self.pass_start + j;
+            if d.hits_within(self.app_thresholds[i]) {
+                continue;
+            }
             let hit = second_tier_access(
-                &mut self.second,
+                lru,
                 self.cfg.second_tier,
                 a.file,
                 a.offset,
                 a.compressed_bytes(),
             );
-            second_hit = Some(hit);
+            if measuring {
+                self.second_counts[i].0 += 1;
+                self.second_counts[i].1 += hit as u64;
+            }
+            first_second_miss |= j == 0 && !hit;
         }
         match self.phase {
             Phase::Warmup => {
                 self.warm_samples += 1;
                 self.check_app_new += matches!(d, crate::stack::Distance::Cold) as u64;
-                self.check_second_new += (second_hit == Some(false)) as u64;
+                self.check_second_new += first_second_miss as u64;
                 self.check_left -= 1;
                 if self.check_left == 0 {
                     self.end_warm_check();
                 }
             }
-            Phase::CandidateWarm { i, left } => {
+            Phase::PassWarm { left } => {
                 self.phase = if left <= 1 {
-                    Phase::CandidateMeasure {
-                        i,
+                    Phase::PassMeasure {
                         left: self.cfg.candidate_samples,
                     }
                 } else {
-                    Phase::CandidateWarm { i, left: left - 1 }
+                    Phase::PassWarm { left: left - 1 }
                 };
             }
-            Phase::CandidateMeasure { i, left } => {
-                if let Some(h) = second_hit {
-                    self.second_counts[i].0 += 1;
-                    self.second_counts[i].1 += h as u64;
-                }
+            Phase::PassMeasure { left } => {
                 if left <= 1 {
-                    self.next_candidate(i + 1);
+                    self.start_pass(self.pass_start + self.second.len());
                 } else {
-                    self.phase = Phase::CandidateMeasure { i, left: left - 1 };
+                    self.phase = Phase::PassMeasure { left: left - 1 };
                 }
             }
             Phase::Done => {}
@@ -410,36 +436,61 @@ impl GhostSim {
     fn end_warm_check(&mut self) {
         let app_warm = self.app.resident_bytes() * 100 >= self.app.limit_bytes() * 99
             || self.check_app_new <= WARM_NEW_MAX;
-        let cap = self.second.capacity();
-        let second_warm = cap == 0
-            || self.second.used() * 100 >= cap * 99
-            || self.check_second_new <= WARM_NEW_MAX;
+        let second_warm = self.second.first().is_none_or(|l| {
+            let cap = l.capacity();
+            cap == 0 || l.used() * 100 >= cap * 99 || self.check_second_new <= WARM_NEW_MAX
+        });
         self.check_app_new = 0;
         self.check_second_new = 0;
         self.check_left = WARM_CHECK_SAMPLES;
         if (app_warm && second_warm) || self.warm_samples >= self.cfg.warmup_samples_max {
-            self.phase = Phase::CandidateMeasure {
-                i: 0,
-                left: self.cfg.candidate_samples,
-            };
+            self.start_pass(0);
         }
     }
 
-    fn next_candidate(&mut self, i: usize) {
-        if i >= self.candidates.len() {
+    /// Starts the pass whose first candidate is `i`: keeps the previous pass's last (smallest)
+    /// ghost as candidate `i`'s, shrunk in place, and gives each following candidate a truncated
+    /// copy of it while the ghosts' metadata stays within the budget.
+    fn start_pass(&mut self, i: usize) {
+        self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+        let n = self.candidates.len();
+        let Some(mut source) = self.second.pop() else {
             self.phase = Phase::Done;
-            self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+            return;
+        };
+        for mut l in self.second.drain(..) {
+            l.clear_and_free();
+        }
+        if i >= n {
+            self.second.push(source);
+            self.phase = Phase::Done;
             return;
         }
-        self.second.set_capacity(self.second_caps[i]);
-        self.phase = if self.cfg.candidate_warmup_samples == 0 {
-            Phase::CandidateMeasure {
-                i,
+        let mut used = self.app.metadata_bytes() + source.metadata_bytes();
+        let budget = usize::try_from(self.cfg.ghost_bytes_max).unwrap_or(usize::MAX);
+        let mut copies = Vec::new();
+        for k in i + 1..n {
+            let copy = source.truncated_copy(self.second_caps[k]);
+            let bytes = copy.metadata_bytes();
+            if used + bytes > budget {
+                break;
+            }
+            used += bytes;
+            copies.push(copy);
+        }
+        source.set_capacity(self.second_caps[i]);
+        self.second.push(source);
+        self.second.extend(copies);
+        let first_alone = i == 0 && self.second.len() == 1;
+        self.pass_start = i;
+        self.passes += 1;
+        self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+        self.phase = if first_alone || self.cfg.candidate_warmup_samples == 0 {
+            Phase::PassMeasure {
                 left: self.cfg.candidate_samples,
             }
         } else {
-            Phase::CandidateWarm {
-                i,
+            Phase::PassWarm {
                 left: self.cfg.candidate_warmup_samples,
             }
         };
@@ -454,12 +505,11 @@ impl GhostSim {
     pub fn progress(&self) -> RoundProgress {
         match self.phase {
             Phase::Warmup => RoundProgress::Warmup,
-            Phase::CandidateWarm { i, .. } | Phase::CandidateMeasure { i, .. } => {
-                RoundProgress::Candidate {
-                    index: i,
-                    of: self.candidates.len(),
-                }
-            }
+            Phase::PassWarm { .. } | Phase::PassMeasure { .. } => RoundProgress::Candidate {
+                index: self.pass_start,
+                width: self.second.len(),
+                of: self.candidates.len(),
+            },
             Phase::Done => RoundProgress::Done,
         }
     }
@@ -467,6 +517,16 @@ impl GhostSim {
     /// Sampled accesses seen this round.
     pub fn samples(&self) -> u64 {
         self.samples
+    }
+
+    /// Sampled accesses of the initial warm-up (all of them while it runs).
+    pub fn warmup_samples(&self) -> u64 {
+        self.warm_samples
+    }
+
+    /// Passes started so far (1 when every candidate fitted the budget side by side).
+    pub fn passes(&self) -> u32 {
+        self.passes
     }
 
     /// Predictions for every candidate (meaningful once [`GhostSim::is_done`]).
@@ -500,7 +560,7 @@ impl GhostSim {
 
     /// Current heap bytes of the ghosts.
     pub fn metadata_bytes(&self) -> usize {
-        self.app.metadata_bytes() + self.second.metadata_bytes()
+        self.app.metadata_bytes() + self.second.iter().map(Lru::metadata_bytes).sum::<usize>()
     }
 
     /// Largest [`GhostSim::metadata_bytes`] seen this round (sampled every 4096 samples).
@@ -511,7 +571,10 @@ impl GhostSim {
     /// Releases the ghosts' memory; predictions and the curve stay readable.
     pub fn free(&mut self) {
         self.app.clear_and_free();
-        self.second.clear_and_free();
+        for l in &mut self.second {
+            l.clear_and_free();
+        }
+        self.second = Vec::new();
     }
 }
 

@@ -109,19 +109,35 @@ pub(crate) fn fingerprint(key: &BlockKey) -> u64 {
     mix64(mix64(key.file) ^ key.unit)
 }
 
-/// 24 bytes: fingerprint, charge (clamped to u32: blocks are far below 4 GiB), links.
+/// 20 bytes: fingerprint (as two halves, so that the node needs only 4-byte alignment), charge
+/// (clamped to u32: blocks are far below 4 GiB), links.
 #[derive(Clone, Copy, Debug)]
 struct Node {
-    fp: u64,
+    fp_lo: u32,
+    fp_hi: u32,
     charge: u32,
     prev: u32,
     next: u32,
 }
 
-/// Byte-charged LRU: a hash map into a slab of doubly linked nodes (head = most recent).
+impl Node {
+    #[inline]
+    fn fp(&self) -> u64 {
+        u64::from(self.fp_lo) | (u64::from(self.fp_hi) << 32)
+    }
+}
+
+/// Bytes per bucket of the index: a u32 slab position plus hashbrown's control byte.
+const INDEX_BUCKET_BYTES: usize = 5;
+
+/// Byte-charged LRU: a slab of doubly linked nodes (head = most recent) and an index of slab
+/// positions hashed by the node's fingerprint. About 26 B per entry (20 B node, 4 B index slot
+/// and its control byte at hashbrown's load), where a map from fingerprint to position with
+/// 24-byte nodes took about 45 (issue 7: GhostSim keeps one per candidate side by side, within
+/// 0.2 % of M).
 #[derive(Debug)]
 pub struct Lru {
-    map: FastMap<u64, u32>,
+    index: hashbrown::HashTable<u32>,
     nodes: Vec<Node>,
     free: Vec<u32>,
     head: u32,
@@ -134,7 +150,7 @@ impl Lru {
     /// An empty LRU of `capacity_bytes`.
     pub fn new(capacity_bytes: u64) -> Self {
         Self {
-            map: fast_map(),
+            index: hashbrown::HashTable::new(),
             nodes: Vec::new(),
             free: Vec::new(),
             head: NIL,
@@ -142,6 +158,31 @@ impl Lru {
             used: 0,
             capacity: capacity_bytes,
         }
+    }
+
+    /// Slab position of the node with fingerprint `fp`.
+    #[inline]
+    fn find(&self, fp: u64) -> Option<u32> {
+        let nodes = &self.nodes;
+        self.index
+            .find(fp, |&i| nodes[i as usize].fp() == fp)
+            .copied()
+    }
+
+    /// Removes `fp` from the index; returns its slab position.
+    fn unindex(&mut self, fp: u64) -> Option<u32> {
+        let nodes = &self.nodes;
+        match self.index.find_entry(fp, |&i| nodes[i as usize].fp() == fp) {
+            Ok(e) => Some(e.remove().0),
+            Err(_) => None,
+        }
+    }
+
+    /// Indexes slab position `i` (its node already holds its fingerprint).
+    fn reindex(&mut self, i: u32) {
+        let nodes = &self.nodes;
+        let fp = nodes[i as usize].fp();
+        self.index.insert_unique(fp, i, |&j| nodes[j as usize].fp());
     }
 
     fn unlink(&mut self, i: u32) {
@@ -176,14 +217,14 @@ impl Lru {
             self.unlink(t);
             let n = self.nodes[t as usize];
             self.used -= u64::from(n.charge);
-            self.map.remove(&n.fp);
+            self.unindex(n.fp());
             self.free.push(t);
         }
     }
 
     /// Removes `key` if resident; returns its charge.
     pub fn remove(&mut self, key: &BlockKey) -> Option<u64> {
-        let i = self.map.remove(&fingerprint(key))?;
+        let i = self.unindex(fingerprint(key))?;
         self.unlink(i);
         let c = u64::from(self.nodes[i as usize].charge);
         self.used -= c;
@@ -191,9 +232,63 @@ impl Lru {
         Some(c)
     }
 
+    /// A new LRU of `capacity_bytes` holding exactly what this one would hold after
+    /// `set_capacity(capacity_bytes)`: the longest most-recent prefix of the recency list whose
+    /// charges fit, in the same order. Its index and slab are sized for that prefix plus an
+    /// eighth (and 8) entries of headroom, so a copy that keeps about as many entries as it
+    /// starts with does not reallocate (GhostSim counts a copy's memory when it is made).
+    pub fn truncated_copy(&self, capacity_bytes: u64) -> Self {
+        let mut n = 0usize;
+        let mut used = 0u64;
+        let mut i = self.head;
+        while i != NIL {
+            let node = self.nodes[i as usize];
+            if used + u64::from(node.charge) > capacity_bytes {
+                break;
+            }
+            used += u64::from(node.charge);
+            n += 1;
+            i = node.next;
+        }
+        let room = n + n / 8 + 8;
+        let mut copy = Self {
+            index: hashbrown::HashTable::with_capacity(room),
+            nodes: Vec::with_capacity(room),
+            free: Vec::new(),
+            head: if n == 0 { NIL } else { 0 },
+            tail: if n == 0 { NIL } else { (n - 1) as u32 },
+            used,
+            capacity: capacity_bytes,
+        };
+        let mut i = self.head;
+        for k in 0..n {
+            let node = self.nodes[i as usize];
+            copy.nodes.push(Node {
+                prev: if k == 0 { NIL } else { (k - 1) as u32 },
+                next: if k + 1 == n { NIL } else { (k + 1) as u32 },
+                ..node
+            });
+            copy.reindex(k as u32);
+            i = node.next;
+        }
+        copy
+    }
+
+    /// Test helper: becomes an exact copy of `other` (same slab, same order).
+    #[cfg(test)]
+    fn clone_from_lru(&mut self, other: &Lru) {
+        self.index = other.index.clone();
+        self.nodes = other.nodes.clone();
+        self.free = other.free.clone();
+        self.head = other.head;
+        self.tail = other.tail;
+        self.used = other.used;
+        self.capacity = other.capacity;
+    }
+
     /// Drops every entry and returns the memory to the allocator.
     pub fn clear_and_free(&mut self) {
-        self.map = fast_map();
+        self.index = hashbrown::HashTable::new();
         self.nodes = Vec::new();
         self.free = Vec::new();
         self.head = NIL;
@@ -207,7 +302,7 @@ impl ReplacementPolicy for Lru {
         let charge32 = u32::try_from(charge).unwrap_or(u32::MAX);
         let charge = u64::from(charge32);
         let fp = fingerprint(&key);
-        if let Some(&i) = self.map.get(&fp) {
+        if let Some(i) = self.find(fp) {
             if self.head != i {
                 self.unlink(i);
                 self.push_front(i);
@@ -222,7 +317,8 @@ impl ReplacementPolicy for Lru {
             return true;
         }
         let node = Node {
-            fp,
+            fp_lo: fp as u32,
+            fp_hi: (fp >> 32) as u32,
             charge: charge32,
             prev: NIL,
             next: NIL,
@@ -237,7 +333,7 @@ impl ReplacementPolicy for Lru {
                 (self.nodes.len() - 1) as u32
             }
         };
-        self.map.insert(fp, i);
+        self.reindex(i);
         self.push_front(i);
         self.used += charge;
         self.evict_to_fit();
@@ -245,7 +341,7 @@ impl ReplacementPolicy for Lru {
     }
 
     fn contains(&self, key: &BlockKey) -> bool {
-        self.map.contains_key(&fingerprint(key))
+        self.find(fingerprint(key)).is_some()
     }
 
     fn set_capacity(&mut self, capacity_bytes: u64) {
@@ -262,7 +358,7 @@ impl ReplacementPolicy for Lru {
     }
 
     fn len(&self) -> usize {
-        self.map.len()
+        self.index.len()
     }
 
     fn name(&self) -> &'static str {
@@ -270,9 +366,13 @@ impl ReplacementPolicy for Lru {
     }
 
     fn metadata_bytes(&self) -> usize {
-        // hashbrown: one control byte plus one (fingerprint, index) slot per bucket.
-        let slot = std::mem::size_of::<(u64, u32)>() + 1;
-        self.map.capacity() * slot
+        // hashbrown holds capacity·8/7 buckets (a power of two, at least 4).
+        let buckets = if self.index.capacity() == 0 {
+            0
+        } else {
+            (self.index.capacity() * 8 / 7).max(4)
+        };
+        buckets * INDEX_BUCKET_BYTES
             + self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.free.capacity() * 4
     }
@@ -514,6 +614,44 @@ mod tests {
         assert!(!c.access(k(9), 5));
         assert!(!c.contains(&k(9)));
         assert!(c.used() <= c.capacity());
+    }
+
+    /// GhostSim's parallel passes start each candidate from a truncated copy of a larger ghost
+    /// instead of shrinking that ghost in place: the two must behave identically afterwards.
+    #[test]
+    fn truncated_copy_behaves_exactly_like_an_in_place_shrink() {
+        let seed = 23u64;
+        println!("seed {seed}");
+        let mut x = seed;
+        let mut step = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x
+        };
+        let mut big = Lru::new(5_000);
+        for _ in 0..20_000 {
+            let r = step();
+            big.access(k((r >> 33) % 700), 1 + (r >> 20) % 40);
+        }
+        for cap in [0, 1, 37, 1_000, 4_999, 5_000, 9_000] {
+            let mut copy = big.truncated_copy(cap);
+            let mut shrunk = Lru::new(5_000);
+            shrunk.clone_from_lru(&big);
+            shrunk.set_capacity(cap);
+            assert_eq!(
+                (copy.len(), copy.used()),
+                (shrunk.len(), shrunk.used()),
+                "cap {cap}"
+            );
+            for _ in 0..20_000 {
+                let r = step();
+                let (u, c) = ((r >> 33) % 700, 1 + (r >> 20) % 40);
+                assert_eq!(copy.access(k(u), c), shrunk.access(k(u), c), "cap {cap}");
+                assert!(copy.used() <= cap);
+            }
+            assert_eq!((copy.len(), copy.used()), (shrunk.len(), shrunk.used()));
+        }
     }
 
     #[test]

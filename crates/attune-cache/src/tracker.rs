@@ -233,6 +233,11 @@ pub struct RoundReport {
     pub accesses: u64,
     /// Sampled accesses the ghosts saw.
     pub samples: u64,
+    /// Of those, the initial warm-up's.
+    pub warmup_samples: u64,
+    /// Passes over the candidates (1 when all were simulated side by side; see
+    /// [`GhostConfig::ghost_bytes_max`]).
+    pub passes: u32,
     /// Per candidate: prediction and predicted L_e (ns).
     pub candidates: Vec<(CandidatePrediction, f64)>,
     /// Measured L_e (ns) of the real system when the round ended.
@@ -688,6 +693,8 @@ impl Symbiosis {
             reset: self.round_reset,
             accesses: self.accesses - self.round_start_accesses,
             samples: round.samples(),
+            warmup_samples: round.warmup_samples(),
+            passes: round.passes(),
             candidates,
             measured_le_ns: measured,
             app_bytes_before: before,
