@@ -795,7 +795,8 @@ fn round_log(t: &CacheTierStats) -> Vec<Value> {
         .iter()
         .map(|r| {
             json!({"accesses": r.accesses, "samples": r.samples,
-                "warmup_samples": r.warmup_samples, "passes": r.passes, "adopted": r.adopted})
+                "warmup_samples": r.warmup_samples, "passes": r.passes,
+                "stopped_early": r.stopped_early, "adopted": r.adopted})
         })
         .collect()
 }

@@ -61,6 +61,29 @@ pub const MRC_POINTS_DEFAULT: usize = 128;
 /// after their pass was admitted (a truncated copy reserves a quarter more entries than it starts
 /// with) and the initial warm-up, which holds one ghost whatever the budget.
 pub const GHOST_BYTES_MAX_FRACTION_DEFAULT: f64 = 0.0018;
+/// Default floor of a side-by-side measurement window that may end early (see
+/// [`GhostConfig::early_stop`]), sampled accesses: a quarter of the full window, so that even a
+/// clear ranking rests on about 1000 samples of each candidate.
+pub const CANDIDATE_SAMPLES_MIN_DEFAULT: u64 = 1024;
+/// The early-stop test runs every this many measured samples. Default 256.
+const EARLY_STOP_CHECK_SAMPLES: u64 = 256;
+/// Confidence multiplier of the early-stop test. Default 3: samples of one window are
+/// autocorrelated (hot blocks recur), so the nominal 99.7 % is a looser bound in reality.
+const EARLY_STOP_Z: f64 = 3.0;
+/// Two candidates whose mean costs provably differ by less than this fraction of the best are
+/// interchangeable: the round may stop without separating them. Default 1 %, a tenth of the
+/// adoption guard.
+const EARLY_STOP_EQUIVALENT: f64 = 0.01;
+
+/// Miss costs that let a round end its measurement window early once the candidates' ranking
+/// is settled (beyond the paper; issue 7's convergence target).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EarlyStop {
+    /// C_a, ns.
+    pub app_miss_ns: f64,
+    /// C_k, ns.
+    pub second_miss_ns: f64,
+}
 
 /// Warm-up is judged over blocks of this many sampled accesses.
 const WARM_CHECK_SAMPLES: u64 = 1024;
@@ -98,6 +121,17 @@ pub struct GhostConfig {
     /// bytes; 0 simulates one candidate per pass (the paper's pipeline). Default
     /// [`GHOST_BYTES_MAX_FRACTION_DEFAULT`] of `memory_bytes`.
     pub ghost_bytes_max: u64,
+    /// End a measurement window early, at no fewer than `candidate_samples_min` samples, once
+    /// the ranking is settled. A candidate's cost per sampled access is 0 on an application
+    /// hit, C_a on a second-tier hit, C_a + C_k otherwise. In a one-pass round every candidate
+    /// must be worse than the best by more than 3 standard errors of the paired difference, or
+    /// provably within 1 % of it. In a round of several passes the first pass measures a full
+    /// window and a later pass stops once all its candidates are worse than the best of the
+    /// earlier passes by 3 standard errors (unpaired). `None` (the default; the Tracker sets
+    /// its costs): full windows.
+    pub early_stop: Option<EarlyStop>,
+    /// Floor of an early-stopped window, sampled accesses.
+    pub candidate_samples_min: u64,
 }
 
 impl GhostConfig {
@@ -117,6 +151,8 @@ impl GhostConfig {
             mrc_span: MRC_SPAN_DEFAULT,
             mrc_points: MRC_POINTS_DEFAULT,
             ghost_bytes_max: (memory_bytes as f64 * GHOST_BYTES_MAX_FRACTION_DEFAULT) as u64,
+            early_stop: None,
+            candidate_samples_min: CANDIDATE_SAMPLES_MIN_DEFAULT,
         }
     }
 
@@ -147,6 +183,16 @@ impl GhostConfig {
         }
         if self.candidate_samples == 0 {
             return Err(bad("candidate_samples", 0, "must be >= 1"));
+        }
+        if let Some(e) = self.early_stop {
+            let ok = |x: f64| x.is_finite() && x > 0.0;
+            if !ok(e.app_miss_ns) || !ok(e.second_miss_ns) {
+                return Err(bad(
+                    "early_stop",
+                    format!("{e:?}"),
+                    "costs must be finite and > 0",
+                ));
+            }
         }
         if !(self.mrc_span >= 1.0 && self.mrc_span <= 64.0) {
             return Err(bad("mrc_span", self.mrc_span, "must be in [1, 64]"));
@@ -299,6 +345,14 @@ pub struct GhostSim {
     check_second_new: u64,
     check_left: u64,
     peak_metadata_bytes: usize,
+    /// Early stop: per candidate of the pass, sum of per-sample costs; per pair (j, k), j <= k,
+    /// the sum of products (row-major upper triangle); measured samples of the pass.
+    cost_sum: Vec<f64>,
+    cost_prod: Vec<f64>,
+    cost_n: u64,
+    stopped_early: bool,
+    /// Lowest mean cost (and its standard error) of the passes measured so far.
+    best_before: Option<(f64, f64)>,
 }
 
 impl GhostSim {
@@ -336,6 +390,11 @@ impl GhostSim {
             check_second_new: 0,
             check_left: WARM_CHECK_SAMPLES,
             peak_metadata_bytes: 0,
+            cost_sum: Vec::new(),
+            cost_prod: Vec::new(),
+            cost_n: 0,
+            stopped_early: false,
+            best_before: None,
             candidates,
             app_thresholds,
             second_caps,
@@ -381,9 +440,14 @@ impl GhostSim {
             }
         }
         let mut first_second_miss = false;
+        let track = measuring && self.stop_costs().is_some();
+        let (c_a, c_k) = self.stop_costs().unwrap_or((0.0, 0.0));
         for (j, lru) in self.second.iter_mut().enumerate() {
             let i = self.pass_start + j;
             if d.hits_within(self.app_thresholds[i]) {
+                if track {
+                    self.cost_sum.push(0.0);
+                }
                 continue;
             }
             let hit = second_tier_access(
@@ -397,7 +461,14 @@ impl GhostSim {
                 self.second_counts[i].0 += 1;
                 self.second_counts[i].1 += hit as u64;
             }
+            if track {
+                self.cost_sum.push(if hit { c_a } else { c_a + c_k });
+            }
             first_second_miss |= j == 0 && !hit;
+        }
+        let mut stop = false;
+        if track {
+            stop = self.add_costs();
         }
         match self.phase {
             Phase::Warmup => {
@@ -419,7 +490,8 @@ impl GhostSim {
                 };
             }
             Phase::PassMeasure { left } => {
-                if left <= 1 {
+                if left <= 1 || stop {
+                    self.stopped_early |= stop && left > 1;
                     self.start_pass(self.pass_start + self.second.len());
                 } else {
                     self.phase = Phase::PassMeasure { left: left - 1 };
@@ -431,6 +503,92 @@ impl GhostSim {
             self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
         }
         true
+    }
+
+    /// (C_a, C_k) when early stopping is configured (costs are then tracked in every pass).
+    fn stop_costs(&self) -> Option<(f64, f64)> {
+        let e = self.cfg.early_stop?;
+        Some((e.app_miss_ns, e.second_miss_ns))
+    }
+
+    /// Per candidate of the pass: mean cost per sampled access and its standard error (from
+    /// the running sums; empty before the first measured sample).
+    fn pass_costs(&self) -> Vec<(f64, f64)> {
+        let w = self.second.len();
+        if self.cost_n == 0 || self.cost_sum.len() != w {
+            return Vec::new();
+        }
+        let n = self.cost_n as f64;
+        (0..w)
+            .map(|j| {
+                let m = self.cost_sum[j] / n;
+                let var = (self.cost_prod[Self::pair(w, j, j)] / n - m * m).max(0.0);
+                (m, (var / n).sqrt())
+            })
+            .collect()
+    }
+
+    /// Index of pair (j, k) in the row-major upper triangle of a `w`-wide pass.
+    fn pair(w: usize, j: usize, k: usize) -> usize {
+        let (j, k) = if j <= k { (j, k) } else { (k, j) };
+        j * w - j * (j + 1) / 2 + k
+    }
+
+    /// Folds the per-candidate costs of one sample (pushed at the end of `cost_sum`) into the
+    /// running sums; returns whether the ranking is settled.
+    fn add_costs(&mut self) -> bool {
+        let w = self.second.len();
+        let x: Vec<f64> = self.cost_sum.drain(w..).collect();
+        if x.len() != w {
+            return false;
+        }
+        let mut k = 0;
+        for j in 0..w {
+            self.cost_sum[j] += x[j];
+            for xl in &x[j..] {
+                self.cost_prod[k] += x[j] * xl;
+                k += 1;
+            }
+        }
+        self.cost_n += 1;
+        self.cost_n >= self.cfg.candidate_samples_min
+            && self.cost_n.is_multiple_of(EARLY_STOP_CHECK_SAMPLES)
+            && self.ranking_settled()
+    }
+
+    /// The early-stop test of [`GhostConfig::early_stop`] on the running sums. A pass holding
+    /// every candidate compares them pairwise on the same samples; in a round of several
+    /// passes the first measures a full window, and a later one stops once each of its
+    /// candidates is worse than the best of the earlier passes by more than 3 standard errors
+    /// of the (unpaired) difference.
+    fn ranking_settled(&self) -> bool {
+        let w = self.second.len();
+        if w < self.candidates.len() {
+            let Some((best, best_se)) = self.best_before else {
+                return false;
+            };
+            return self
+                .pass_costs()
+                .iter()
+                .all(|&(m, se)| m - best > EARLY_STOP_Z * (se * se + best_se * best_se).sqrt());
+        }
+        let n = self.cost_n as f64;
+        let mean: Vec<f64> = self.cost_sum.iter().map(|s| s / n).collect();
+        let Some(b) = (0..w).min_by(|&x, &y| mean[x].total_cmp(&mean[y])) else {
+            return true;
+        };
+        let pair = |j: usize, k: usize| Self::pair(w, j, k);
+        let floor = self.cfg.early_stop.map_or(0.0, |e| e.app_miss_ns * 0.01);
+        let tol = EARLY_STOP_EQUIVALENT * mean[b].max(floor);
+        (0..w).filter(|&j| j != b).all(|j| {
+            let d = mean[j] - mean[b];
+            let e2 = (self.cost_prod[pair(j, j)] - 2.0 * self.cost_prod[pair(j, b)]
+                + self.cost_prod[pair(b, b)])
+                / n;
+            let var = (e2 - d * d).max(0.0);
+            let se = (var / n).sqrt();
+            d > EARLY_STOP_Z * se || d + EARLY_STOP_Z * se <= tol
+        })
     }
 
     fn end_warm_check(&mut self) {
@@ -453,6 +611,11 @@ impl GhostSim {
     /// copy of it while the ghosts' metadata stays within the budget.
     fn start_pass(&mut self, i: usize) {
         self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+        for (m, se) in self.pass_costs() {
+            if self.best_before.is_none_or(|(b, _)| m < b) {
+                self.best_before = Some((m, se));
+            }
+        }
         let n = self.candidates.len();
         let Some(mut source) = self.second.pop() else {
             self.phase = Phase::Done;
@@ -481,6 +644,10 @@ impl GhostSim {
         source.set_capacity(self.second_caps[i]);
         self.second.push(source);
         self.second.extend(copies);
+        let w = self.second.len();
+        self.cost_sum = vec![0.0; w];
+        self.cost_prod = vec![0.0; w * (w + 1) / 2];
+        self.cost_n = 0;
         let first_alone = i == 0 && self.second.len() == 1;
         self.pass_start = i;
         self.passes += 1;
@@ -522,6 +689,11 @@ impl GhostSim {
     /// Sampled accesses of the initial warm-up (all of them while it runs).
     pub fn warmup_samples(&self) -> u64 {
         self.warm_samples
+    }
+
+    /// Whether a measurement window ended early (see [`GhostConfig::early_stop`]).
+    pub fn stopped_early(&self) -> bool {
+        self.stopped_early
     }
 
     /// Passes started so far (1 when every candidate fitted the budget side by side).

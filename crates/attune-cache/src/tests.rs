@@ -721,20 +721,31 @@ fn adoption_that_misses_its_prediction_tries_the_runner_up_and_keeps_the_better(
     assert_eq!(finals, vec![16 * MIB, 20 * MIB]);
 }
 
-/// One round in both modes on the same trace: side-by-side passes (the default budget) and the
-/// paper's pipeline of one candidate per pass (`ghost_bytes_max = 0`). Returns
-/// (samples, warm-up samples, passes, index of the best predicted L_e, peak ghost bytes) each.
-fn both_modes(
+/// One round in three modes on the same trace: side-by-side passes (the default budget) with
+/// early stopping, the same with full windows, and the paper's pipeline of one candidate per
+/// pass (`ghost_bytes_max = 0`). Returns (samples, warm-up samples, passes, index of the best
+/// predicted L_e, peak ghost bytes) each.
+fn three_modes(
     layout: &BlockLayout,
     dist: &RequestDist,
     seed: u64,
     cfg: &GhostConfig,
-) -> [(u64, u64, u32, usize, usize); 2] {
+) -> [(u64, u64, u32, usize, usize); 3] {
     let c = costs();
-    let mut out = [(0, 0, 0, 0, 0); 2];
-    for (k, budget) in [cfg.ghost_bytes_max, 0].into_iter().enumerate() {
+    let early = Some(crate::ghost::EarlyStop {
+        app_miss_ns: c.app_miss_ns,
+        second_miss_ns: c.second_miss_ns,
+    });
+    let mut out = [(0, 0, 0, 0, 0); 3];
+    let modes = [
+        (cfg.ghost_bytes_max, early),
+        (cfg.ghost_bytes_max, None),
+        (0, None),
+    ];
+    for (k, (budget, stop)) in modes.into_iter().enumerate() {
         let mut cfg = cfg.clone();
         cfg.ghost_bytes_max = budget;
+        cfg.early_stop = stop;
         let g = ghost_round(layout, dist, seed, &cfg);
         let preds = g.predictions();
         let best = (0..preds.len())
@@ -746,7 +757,8 @@ fn both_modes(
             .unwrap_or(0);
         for p in &preds {
             println!(
-                "  budget {budget:>7}: M_a {:>4} MiB H_a {:.3} H_k {:.3} L_e {:>7.0}",
+                "  budget {budget:>7} early {}: M_a {:>4} MiB H_a {:.3} H_k {:.3} L_e {:>7.0}",
+                stop.is_some(),
                 p.app_bytes / MIB,
                 p.h_a,
                 p.h_k,
@@ -760,14 +772,19 @@ fn both_modes(
             best,
             g.peak_metadata_bytes(),
         );
-        println!("  budget {budget:>7}: {:?}", out[k]);
+        println!(
+            "  budget {budget:>7} early {}: {:?}",
+            stop.is_some(),
+            out[k]
+        );
     }
     out
 }
 
 /// Issue 7's convergence target: a round simulates its candidates side by side, so after the
 /// warm-up it needs one pass of 1024 + 4096 samples where the paper's pipeline needs nine
-/// (4096 + 8 × 5120), and it picks the same split. Scenarios: the accuracy scenarios above
+/// (4096 + 8 × 5120), and it picks the same split; early stopping ends a one-pass window once
+/// the ranking is settled (at >= 1024 measured samples) and still picks the same split. Scenarios: the accuracy scenarios above
 /// (kernel layout, M = 128 MiB, at the paper's R = 1/64: at R = 1/16 one ghost alone exceeds
 /// 0.2 % of M and rounds fall back to the pipeline) and the engine's user layout at R = 1/64, M = 32 MiB
 /// with LZ4-like and Zstd-like compression (α 0.5 and 0.25), where the ghost budget is
@@ -789,7 +806,9 @@ fn side_by_side_round_needs_one_pass_and_picks_the_pipelines_split() {
         let mut cfg = GhostConfig::new(128 * MIB, MIB, page_tier());
         cfg.sample_inv_rate = 64;
         cfg.seed = seed;
-        let [par, seq] = both_modes(&layout, dist, seed, &cfg);
+        let [early, par, seq] = three_modes(&layout, dist, seed, &cfg);
+        assert_eq!(early.3, seq.3, "same split chosen with early stopping");
+        assert!(early.0 - early.1 <= par.0 - par.1 && early.0 - early.1 >= 1024 + 1024);
         assert_eq!(par.2, 1, "one pass");
         assert_eq!(seq.2, 9, "nine passes");
         assert_eq!(par.0 - par.1, 1024 + 4096);
@@ -808,7 +827,9 @@ fn side_by_side_round_needs_one_pass_and_picks_the_pipelines_split() {
             cfg.sample_inv_rate = 64;
             cfg.group_blocks = 1;
             cfg.seed = seed;
-            let [par, seq] = both_modes(&layout, dist, seed, &cfg);
+            let [early, par, seq] = three_modes(&layout, dist, seed, &cfg);
+            assert_eq!(early.3, seq.3, "same split chosen with early stopping");
+            assert!(early.0 - early.1 <= par.0 - par.1);
             assert!(par.2 <= 2, "at most two passes, got {}", par.2);
             assert!(par.0 - par.1 <= 2 * 5120, "{par:?}");
             assert_eq!(par.3, seq.3, "same split chosen");

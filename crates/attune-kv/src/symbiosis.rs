@@ -389,6 +389,8 @@ pub struct RoundBrief {
     pub warmup_samples: u64,
     /// Passes over the candidates (1: all nine side by side).
     pub passes: u32,
+    /// Whether a measurement window ended early (ranking settled).
+    pub stopped_early: bool,
     pub adopted: bool,
 }
 
@@ -860,6 +862,7 @@ impl Controller {
                     samples: r.samples,
                     warmup_samples: r.warmup_samples,
                     passes: r.passes,
+                    stopped_early: r.stopped_early,
                     adopted: r.adopted,
                 })
                 .collect(),
