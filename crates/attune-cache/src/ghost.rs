@@ -607,8 +607,9 @@ impl GhostSim {
     }
 
     /// Starts the pass whose first candidate is `i`: keeps the previous pass's last (smallest)
-    /// ghost as candidate `i`'s, shrunk in place, and gives each following candidate a truncated
-    /// copy of it while the ghosts' metadata stays within the budget.
+    /// ghost as candidate `i`'s, shrunk (in place in the pipeline, compacted side by side), and
+    /// gives each following candidate a truncated copy of it while the ghosts' metadata stays
+    /// within the budget.
     fn start_pass(&mut self, i: usize) {
         self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
         for (m, se) in self.pass_costs() {
@@ -629,8 +630,22 @@ impl GhostSim {
             self.phase = Phase::Done;
             return;
         }
-        let mut used = self.app.metadata_bytes() + source.metadata_bytes();
         let budget = usize::try_from(self.cfg.ghost_bytes_max).unwrap_or(usize::MAX);
+        // Side by side: compact the source to candidate i's capacity (a shrunk slab keeps its
+        // old size), so that more copies fit, if the transient of both fits the budget too.
+        let head = (budget > 0).then(|| source.truncated_copy(self.second_caps[i]));
+        let transient = self.app.metadata_bytes()
+            + source.metadata_bytes()
+            + head.as_ref().map_or(0, Lru::metadata_bytes);
+        match head {
+            Some(h) if transient <= budget => {
+                self.peak_metadata_bytes = self.peak_metadata_bytes.max(transient);
+                source.clear_and_free();
+                source = h;
+            }
+            _ => source.set_capacity(self.second_caps[i]),
+        }
+        let mut used = self.app.metadata_bytes() + source.metadata_bytes();
         let mut copies = Vec::new();
         for k in i + 1..n {
             let copy = source.truncated_copy(self.second_caps[k]);
@@ -641,7 +656,6 @@ impl GhostSim {
             used += bytes;
             copies.push(copy);
         }
-        source.set_capacity(self.second_caps[i]);
         self.second.push(source);
         self.second.extend(copies);
         let w = self.second.len();

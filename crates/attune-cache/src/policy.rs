@@ -127,17 +127,21 @@ impl Node {
     }
 }
 
-/// Bytes per bucket of the index: a u32 slab position plus hashbrown's control byte.
-const INDEX_BUCKET_BYTES: usize = 5;
+/// An empty slot of the index.
+const EMPTY: u32 = u32::MAX;
 
-/// Byte-charged LRU: a slab of doubly linked nodes (head = most recent) and an index of slab
-/// positions hashed by the node's fingerprint. About 26 B per entry (20 B node, 4 B index slot
-/// and its control byte at hashbrown's load), where a map from fingerprint to position with
-/// 24-byte nodes took about 45 (issue 7: GhostSim keeps one per candidate side by side, within
-/// 0.2 % of M).
+/// Byte-charged LRU: a slab of doubly linked nodes (head = most recent) and an open-addressing
+/// index of slab positions (linear probing on the fingerprint, deletion by backward shift, so
+/// churn leaves no tombstones and the index never grows at a steady size; load at most 3/4).
+/// About 28-33 B per entry (20 B node, 5.3-10.7 B of index), where a map from fingerprint to
+/// position with 24-byte nodes took 45-60 (issue 7: GhostSim keeps one per candidate side by
+/// side, within 0.2 % of M; a `hashbrown` table of positions doubled under churn, since its
+/// tombstones force a resize once the table is more than half full).
 #[derive(Debug)]
 pub struct Lru {
-    index: hashbrown::HashTable<u32>,
+    /// Slab positions, `EMPTY` or a position; its length is 0 or a power of two.
+    index: Vec<u32>,
+    index_len: usize,
     nodes: Vec<Node>,
     free: Vec<u32>,
     head: u32,
@@ -150,7 +154,8 @@ impl Lru {
     /// An empty LRU of `capacity_bytes`.
     pub fn new(capacity_bytes: u64) -> Self {
         Self {
-            index: hashbrown::HashTable::new(),
+            index: Vec::new(),
+            index_len: 0,
             nodes: Vec::new(),
             free: Vec::new(),
             head: NIL,
@@ -160,29 +165,95 @@ impl Lru {
         }
     }
 
-    /// Slab position of the node with fingerprint `fp`.
-    #[inline]
-    fn find(&self, fp: u64) -> Option<u32> {
-        let nodes = &self.nodes;
-        self.index
-            .find(fp, |&i| nodes[i as usize].fp() == fp)
-            .copied()
+    /// Index slots for `entries` at a load of at most 3/4 (a power of two, at least 8).
+    fn index_slots_for(entries: usize) -> usize {
+        (entries + entries / 3 + 1).next_power_of_two().max(8)
     }
 
-    /// Removes `fp` from the index; returns its slab position.
-    fn unindex(&mut self, fp: u64) -> Option<u32> {
-        let nodes = &self.nodes;
-        match self.index.find_entry(fp, |&i| nodes[i as usize].fp() == fp) {
-            Ok(e) => Some(e.remove().0),
-            Err(_) => None,
+    /// Home slot of a fingerprint (fingerprints are mixed hashes: low bits suffice).
+    #[inline]
+    fn home(&self, fp: u64) -> usize {
+        (fp as usize) & (self.index.len() - 1)
+    }
+
+    /// Index slot holding the node with fingerprint `fp`.
+    #[inline]
+    fn find_slot(&self, fp: u64) -> Option<usize> {
+        if self.index.is_empty() {
+            return None;
+        }
+        let mask = self.index.len() - 1;
+        let mut p = self.home(fp);
+        loop {
+            let i = self.index[p];
+            if i == EMPTY {
+                return None;
+            }
+            if self.nodes[i as usize].fp() == fp {
+                return Some(p);
+            }
+            p = (p + 1) & mask;
         }
     }
 
-    /// Indexes slab position `i` (its node already holds its fingerprint).
+    /// Slab position of the node with fingerprint `fp`.
+    #[inline]
+    fn find(&self, fp: u64) -> Option<u32> {
+        self.find_slot(fp).map(|p| self.index[p])
+    }
+
+    /// Removes `fp` from the index (backward-shift deletion); returns its slab position.
+    fn unindex(&mut self, fp: u64) -> Option<u32> {
+        let mut p = self.find_slot(fp)?;
+        let found = self.index[p];
+        let mask = self.index.len() - 1;
+        let mut j = p;
+        loop {
+            j = (j + 1) & mask;
+            let i = self.index[j];
+            if i == EMPTY {
+                break;
+            }
+            let k = self.home(self.nodes[i as usize].fp());
+            // Move slot j back into the hole at p unless its home lies cyclically in (p, j].
+            let home_between = if p <= j {
+                p < k && k <= j
+            } else {
+                p < k || k <= j
+            };
+            if !home_between {
+                self.index[p] = i;
+                p = j;
+            }
+        }
+        self.index[p] = EMPTY;
+        self.index_len -= 1;
+        Some(found)
+    }
+
+    /// Indexes slab position `i` (its node already holds its fingerprint, which is not
+    /// indexed yet).
     fn reindex(&mut self, i: u32) {
-        let nodes = &self.nodes;
-        let fp = nodes[i as usize].fp();
-        self.index.insert_unique(fp, i, |&j| nodes[j as usize].fp());
+        if (self.index_len + 1) * 4 > self.index.len() * 3 {
+            let slots = Self::index_slots_for((self.index_len + 1) * 2);
+            let old = std::mem::replace(&mut self.index, vec![EMPTY; slots]);
+            self.index_len = 0;
+            for j in old.into_iter().filter(|&j| j != EMPTY) {
+                self.place(j);
+            }
+        }
+        self.place(i);
+    }
+
+    /// Stores slab position `i` in the first empty slot from its home (room is guaranteed).
+    fn place(&mut self, i: u32) {
+        let mask = self.index.len() - 1;
+        let mut p = self.home(self.nodes[i as usize].fp());
+        while self.index[p] != EMPTY {
+            p = (p + 1) & mask;
+        }
+        self.index[p] = i;
+        self.index_len += 1;
     }
 
     fn unlink(&mut self, i: u32) {
@@ -252,7 +323,8 @@ impl Lru {
         }
         let room = n + n / 8 + 8;
         let mut copy = Self {
-            index: hashbrown::HashTable::with_capacity(room),
+            index: vec![EMPTY; Self::index_slots_for(room)],
+            index_len: 0,
             nodes: Vec::with_capacity(room),
             free: Vec::new(),
             head: if n == 0 { NIL } else { 0 },
@@ -278,6 +350,7 @@ impl Lru {
     #[cfg(test)]
     fn clone_from_lru(&mut self, other: &Lru) {
         self.index = other.index.clone();
+        self.index_len = other.index_len;
         self.nodes = other.nodes.clone();
         self.free = other.free.clone();
         self.head = other.head;
@@ -288,7 +361,8 @@ impl Lru {
 
     /// Drops every entry and returns the memory to the allocator.
     pub fn clear_and_free(&mut self) {
-        self.index = hashbrown::HashTable::new();
+        self.index = Vec::new();
+        self.index_len = 0;
         self.nodes = Vec::new();
         self.free = Vec::new();
         self.head = NIL;
@@ -358,7 +432,7 @@ impl ReplacementPolicy for Lru {
     }
 
     fn len(&self) -> usize {
-        self.index.len()
+        self.index_len
     }
 
     fn name(&self) -> &'static str {
@@ -366,13 +440,7 @@ impl ReplacementPolicy for Lru {
     }
 
     fn metadata_bytes(&self) -> usize {
-        // hashbrown holds capacity·8/7 buckets (a power of two, at least 4).
-        let buckets = if self.index.capacity() == 0 {
-            0
-        } else {
-            (self.index.capacity() * 8 / 7).max(4)
-        };
-        buckets * INDEX_BUCKET_BYTES
+        self.index.capacity() * 4
             + self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.free.capacity() * 4
     }
@@ -614,6 +682,40 @@ mod tests {
         assert!(!c.access(k(9), 5));
         assert!(!c.contains(&k(9)));
         assert!(c.used() <= c.capacity());
+    }
+
+    /// The open-addressing index (linear probing, backward-shift deletion, growth) against a
+    /// naive LRU oracle: same hit or miss on every access of a random trace with churn.
+    #[test]
+    fn lru_index_matches_a_naive_lru_under_churn() {
+        let seed = 29u64;
+        println!("seed {seed}");
+        let mut x = seed;
+        for cap in [1u64, 7, 64, 500] {
+            let mut lru = Lru::new(cap * 3);
+            let mut oracle: VecDeque<(u64, u64)> = VecDeque::new();
+            for _ in 0..30_000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (x >> 33) % (cap * 3);
+                let c = 1 + (x >> 20) % 5;
+                let pos = oracle.iter().position(|e| e.0 == u);
+                let hit = pos.is_some();
+                if let Some(p) = pos {
+                    oracle.remove(p);
+                }
+                oracle.push_front((u, c));
+                while oracle.iter().map(|e| e.1).sum::<u64>() > cap * 3 {
+                    oracle.pop_back();
+                }
+                assert_eq!(lru.access(k(u), c), hit, "cap {cap} key {u}");
+                assert_eq!(lru.len(), oracle.len());
+            }
+            for u in 0..cap * 3 {
+                assert_eq!(lru.contains(&k(u)), oracle.iter().any(|e| e.0 == u));
+            }
+        }
     }
 
     /// GhostSim's parallel passes start each candidate from a truncated copy of a larger ghost
