@@ -7,7 +7,7 @@
 # benches/results/cache-kv-sweep-s5.jsonl; table: kv_sweep_report.py --sweep cache-kv-sweep-s5.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-target/ackv-s5b}   # a copy of target/release/attune-cache-kv
+BIN=${BIN:-target/ackv-s5c}   # a copy of target/release/attune-cache-kv
 OUT=${OUT:-benches/results/cache-kv-sweep-s5.jsonl}
 S="--sample-inv 64 --reads 300000 --warmup 300000 --json $OUT"
 "$BIN" sweep --compressions zstd --patterns zipf --ratios 0.6 $S
