@@ -784,10 +784,11 @@ fn three_modes(
 /// Issue 7's convergence target: a round simulates its candidates side by side, so after the
 /// warm-up it needs one pass of 1024 + 4096 samples where the paper's pipeline needs nine
 /// (4096 + 8 × 5120), and it picks the same split; early stopping ends a one-pass window once
-/// the ranking is settled (at >= 1024 measured samples) and still picks the same split. Scenarios: the accuracy scenarios above
-/// (kernel layout, M = 128 MiB, at the paper's R = 1/64: at R = 1/16 one ghost alone exceeds
-/// 0.2 % of M and rounds fall back to the pipeline) and the engine's user layout at R = 1/64, M = 32 MiB
-/// with LZ4-like and Zstd-like compression (α 0.5 and 0.25), where the ghost budget is
+/// the ranking is settled (at >= 1024 measured samples) and still picks the same split.
+/// Scenarios: the accuracy scenarios above (kernel layout, M = 128 MiB, at the paper's
+/// R = 1/64: at R = 1/16 one ghost alone exceeds 0.2 % of M and rounds fall back to the
+/// pipeline) and the engine's user layout at R = 1/64, M = 32 MiB with LZ4-like and
+/// Zstd-like compression (α 0.5 and 0.25), where the ghost budget is
 /// tightest.
 #[test]
 fn side_by_side_round_needs_one_pass_and_picks_the_pipelines_split() {
