@@ -28,7 +28,7 @@ for comp in ${COMPS:-lz4 zstd}; do
       "$BIN" ycsb --workloads load,c --records "$records" --operations "$OPS" \
         --warmup-ops "$OPS" --distribution "$dist" --compression "$comp" --cache-size 32MiB \
         --write-buffer-size 16MiB --memory-limit 96MiB --cold --engines "$ENGINES" \
-        --dir "$DIR" --progress none --repeat 1 --json "$part"
+        --dir "$DIR" --progress none --repeat "${REPEAT:-1}" --json "$part"
       python3 - "$part" "$ratio" >> "$OUT" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
