@@ -10,7 +10,8 @@
 # cache size) and with 16 MiB (50/50). Records = M / (M/D_u) / 1016 B, the sweep's key counts.
 # Values come from the harness's compressible generator (db_bench's ratio 0.5), so Zstd's alpha
 # here is not the sweep's 0.22. One run per engine and cell, engines one after another.
-# Rows: benches/results/cache-kv-rocksdb-sweep.jsonl (ops_per_sec, cpu_seconds, settings).
+# Rows: benches/results/cache-kv-rocksdb-sweep.jsonl (ops_per_sec, cpu_seconds, settings; the
+# controller's timeline and MRC are dropped from settings.cache_tiers).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-target/attune-bench-s5}   # a copy of target/release/attune-bench
@@ -35,6 +36,12 @@ for line in open(sys.argv[1]):
     if line.strip():
         r = json.loads(line)
         r["ratio"] = float(sys.argv[2])
+        # The controller's per-window timeline and miss-ratio curve make a row ~10 KB; the
+        # tables use neither, so they are dropped here to keep the committed file small.
+        t = (r.get("settings") or {}).get("cache_tiers")
+        if t:
+            t.pop("timeline", None)
+            t.pop("mrc", None)
         print(json.dumps(r))
 PY
       rm -f "$part"
