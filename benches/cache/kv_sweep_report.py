@@ -143,10 +143,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="benches/results", type=Path)
     ap.add_argument("--sweep", default="cache-kv-sweep.jsonl", help="sweep rows file in --dir")
+    ap.add_argument(
+        "--overhead", default="cache-kv-overhead.jsonl", help="overhead rows file in --dir"
+    )
     a = ap.parse_args()
     sweep(a.dir / a.sweep)
     dynamic(a.dir / "cache-kv-dynamic.jsonl")
-    overhead(a.dir / "cache-kv-overhead.jsonl")
+    overhead(a.dir / a.overhead)
 
 
 if __name__ == "__main__":

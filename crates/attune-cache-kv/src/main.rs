@@ -12,6 +12,9 @@
 //!   timeline, convergence time and per-read latency percentiles around the change.
 //! * `overhead` — CPU per read of adaptive against static sizing at the same M_a, during the
 //!   first simulation round and after it; interleaved repeats, medians.
+//! * `ablation` — sampling-rate ablation on one cell: every candidate split measured statically,
+//!   and for each 1/R the first simulation round's predicted H_a, H_k and L_e per candidate
+//!   (predicted-vs-measured curves; `benches/cache/kv_ablation_plot.py`).
 //!
 //! Device reads: with `--env mem` the database lives in `MemEnv`, whose O_DIRECT file is its
 //! normal file, so the *hit counts* are deterministic and every read costs only CPU. The device
@@ -150,6 +153,28 @@ enum Mode {
         #[arg(long)]
         timeline: Option<PathBuf>,
     },
+    /// Sampling ablation: static H_a/H_k/L_e at every candidate, predictions per 1/R.
+    Ablation {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value = "hot20")]
+        pattern: String,
+        #[arg(long, default_value = "0.6")]
+        ratio: f64,
+        #[arg(long, default_value = "zstd")]
+        compression: String,
+        /// Values of 1/R, comma-separated.
+        #[arg(long, default_value = "2,4,8,16,32,64,128,256")]
+        sample_invs: String,
+        /// Reads measured per static candidate (after `warmup`).
+        #[arg(long, default_value_t = 300_000)]
+        reads: u64,
+        #[arg(long, default_value_t = 300_000)]
+        warmup: u64,
+        /// Most reads an adaptive run may take to finish its first round.
+        #[arg(long, default_value_t = 8_000_000)]
+        adapt_max: u64,
+    },
     /// CPU per read, adaptive vs static at the same M_a, in and outside rounds.
     Overhead {
         #[command(flatten)]
@@ -213,6 +238,24 @@ fn main() {
             phase_reads,
             statics,
             timeline.as_deref(),
+        ),
+        Mode::Ablation {
+            common,
+            pattern,
+            ratio,
+            compression,
+            sample_invs,
+            reads,
+            warmup,
+            adapt_max,
+        } => ablation(
+            &common,
+            &command,
+            &pattern,
+            ratio,
+            &compression,
+            &sample_invs,
+            (reads, warmup, adapt_max),
         ),
         Mode::Overhead {
             common,
@@ -748,6 +791,7 @@ fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
                             "le_predicted_ns": t.le_predicted_ns,
                             "last_round": t.last_round,
                             "last_round_measured_le_ns": t.last_round_measured_le_ns,
+                            "round_log": round_log(t),
                             "compressed_cache": t.compressed.as_ref().map(|cc| json!({
                                 "capacity_bytes": cc.capacity_bytes,
                                 "usage_bytes": cc.usage_bytes,
@@ -786,6 +830,18 @@ fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The controller's finished rounds: block reads, samples (warm-up), passes, adopted.
+fn round_log(t: &CacheTierStats) -> Vec<Value> {
+    t.round_log
+        .iter()
+        .map(|r| {
+            json!({"accesses": r.accesses, "samples": r.samples,
+                "warmup_samples": r.warmup_samples, "passes": r.passes,
+                "stopped_early": r.stopped_early, "adopted": r.adopted})
+        })
+        .collect()
 }
 
 /// Per-read latency percentiles of a slice of nanoseconds.
@@ -836,10 +892,12 @@ fn dynamic(
         // --env mem a device read costs only a memory copy (no C_k is added per read).
         let mut buf: Vec<u32> = Vec::with_capacity(256);
         let mut switch_ms = 0u64;
+        let mut switch_accesses = 0u64;
         let mut polls = Vec::new();
         for phase in 0..2u64 {
             if phase == 1 {
                 switch_ms = u64::try_from(opened.elapsed().as_millis()).unwrap_or(0);
+                switch_accesses = tiers(&db)?.accesses_recorded;
             }
             let mut done = 0;
             while done < phase_reads {
@@ -876,6 +934,13 @@ fn dynamic(
                 .find(|w| w.state == "stable")
                 .map(|w| w.ms - switch_ms)
         });
+        // The same in block reads: the converged window's count minus the count at the switch.
+        let converged_accesses = first_busy.and_then(|b| {
+            after[b..]
+                .iter()
+                .find(|w| w.state == "stable")
+                .map(|w| w.accesses.saturating_sub(switch_accesses))
+        });
         let per_phase = phase_reads as usize;
         let conv_reads = converged_ms.map(|ms| {
             // Reads during adaptation, estimated from the polls' timestamps.
@@ -907,6 +972,7 @@ fn dynamic(
             "rounds": t.rounds, "adoptions": t.adoptions, "reverts": t.reverts,
             "restarts": t.restarts, "ghost_bytes_peak": t.ghost_bytes_peak,
             "last_round": t.last_round, "le_predicted_ns": t.le_predicted_ns,
+            "round_log": round_log(&t),
         })];
         let row = json!({
             "bench": "cache-kv-dynamic",
@@ -923,6 +989,8 @@ fn dynamic(
             "phase_reads": phase_reads,
             "switch_ms": switch_ms,
             "converged_ms": converged_ms,
+            "switch_accesses": switch_accesses,
+            "converged_accesses": converged_accesses,
             "final_app_bytes": t.app_bytes,
             "latency_phase1": percentiles(p1lat),
             "latency_adapting": percentiles(during),
@@ -946,6 +1014,125 @@ fn dynamic(
             path: p.to_path_buf(),
             source,
         })?;
+    }
+    Ok(())
+}
+
+/// The sampling ablation (see [`Mode::Ablation`]): one row per 1/R with the first round's
+/// predictions next to the statically measured hit ratios of the same candidates.
+fn ablation(
+    c: &Common,
+    command: &str,
+    pattern_name: &str,
+    ratio: f64,
+    compression: &str,
+    sample_invs: &str,
+    (reads, warmup, adapt_max): (u64, u64, u64),
+) -> Result<()> {
+    let invs: Vec<u32> = split(sample_invs)
+        .iter()
+        .map(|x| {
+            x.parse::<u32>()
+                .ok()
+                .filter(|&v| v >= 1)
+                .ok_or_else(|| BenchError::Arg(format!("bad 1/R `{x}` (an integer >= 1)")))
+        })
+        .collect::<Result<_>>()?;
+    let dist = pattern(pattern_name)?;
+    let disk = c.env == "disk";
+    let c_k = device_cost(c, 2048)?;
+    let ds = load(c, ratio, compression)?;
+    let c_a = app_miss_cost(c, &ds, &dist)?;
+    let costs = (c_a, c_k);
+    // Predictions per 1/R: the first round of an adaptive run.
+    let mut predicted = Vec::new();
+    for &inv in &invs {
+        let mut ci = c.clone();
+        ci.sample_inv = inv;
+        let mut opts = base_options(&ci, &ds.compression);
+        opts.push(("cache_sizing".into(), "adaptive".into()));
+        opts.push(("cache_miss_costs".into(), format!("{c_a:.0}:{c_k:.0}")));
+        let db = open(&ds, &opts)?;
+        let mut s = Sampler::new(&dist, ds.keys, c.seed)?;
+        let n = read_n(&db, &ds, &mut s, adapt_max, |db| Ok(tiers(db)?.rounds >= 1))?;
+        let t = tiers(&db)?;
+        eprintln!(
+            "  1/R = {inv}: first round after {n} reads, {} candidates, ghost peak {} B",
+            t.last_round.len(),
+            t.ghost_bytes_peak
+        );
+        predicted.push((inv, n, t));
+    }
+    // The candidates (from the first run; every run has the same list).
+    let cands: Vec<u64> = predicted
+        .first()
+        .map(|p| p.2.last_round.iter().map(|x| x.0).collect())
+        .unwrap_or_default();
+    let mut measured = Vec::new();
+    for &m_a in &cands {
+        let (sp, _, _) = run_config(
+            c,
+            &ds,
+            &dist,
+            &m_a.to_string(),
+            costs,
+            reads,
+            warmup,
+            adapt_max,
+        )?;
+        eprintln!(
+            "  static {} MiB: H_a {:.3} H_k {:.3}",
+            m_a >> 20,
+            sp.h_a(),
+            sp.h_k()
+        );
+        measured.push(json!({"app_bytes": m_a, "h_a": sp.h_a(), "h_k": sp.h_k(),
+            "le_ns": sp.le(c_a, c_k), "measured": sp.json(c_a, c_k, disk)}));
+    }
+    let le_meas: Vec<f64> = measured
+        .iter()
+        .map(|m| m["le_ns"].as_f64().unwrap_or(f64::NAN))
+        .collect();
+    let best_meas = le_meas.iter().copied().fold(f64::INFINITY, f64::min);
+    for (inv, n, t) in &predicted {
+        let pred = &t.last_round;
+        let mut err = (0.0f64, 0.0f64, 0.0f64, 0usize);
+        for (p, m) in pred.iter().zip(&measured) {
+            let (mh_a, mh_k, mle) = (
+                m["h_a"].as_f64().unwrap_or(0.0),
+                m["h_k"].as_f64().unwrap_or(0.0),
+                m["le_ns"].as_f64().unwrap_or(0.0),
+            );
+            err.0 += (p.1 - mh_a).abs();
+            err.1 += (p.2 - mh_k).abs();
+            err.2 += (p.3 - mle).abs() / mle.max(1.0);
+            err.3 += 1;
+        }
+        let k = err.3.max(1) as f64;
+        let chosen = pred
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1 .3.total_cmp(&b.1 .3))
+            .map_or(0, |x| x.0);
+        emit(
+            c,
+            command,
+            json!({
+                "bench": "cache-kv-ablation", "env": c.env, "pattern": pattern_name,
+                "ratio": ratio, "compression": compression,
+                "alpha": ds.disk_bytes as f64 / ds.logical_bytes as f64,
+                "memory_bytes": c.memory_mib << 20, "c_a_ns": c_a, "c_k_ns": c_k,
+                "sample_inv": inv, "round_reads": n, "round_log": round_log(t),
+                "ghost_bytes_peak": t.ghost_bytes_peak,
+                "predicted": pred.iter().map(|p| json!({"app_bytes": p.0, "h_a": p.1,
+                    "h_k": p.2, "le_ns": p.3})).collect::<Vec<_>>(),
+                "measured": measured,
+                "mean_abs_err_h_a": err.0 / k, "mean_abs_err_h_k": err.1 / k,
+                "mean_rel_err_le": err.2 / k,
+                "chosen_app_bytes": pred.get(chosen).map(|p| p.0),
+                "chosen_over_best_measured_le": le_meas.get(chosen).map(|l| l / best_meas),
+            }),
+        )?;
     }
     Ok(())
 }

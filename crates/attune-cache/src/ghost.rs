@@ -3,22 +3,32 @@
 //!
 //! * **Application ghost** — one [`StackDistance`] of the largest size read by stack distance:
 //!   one pass gives the application hits of every candidate (§4.2.2).
-//! * **Second-tier ghost** — one [`Lru`] of pages (or compressed blocks) reused across
-//!   candidates in increasing `M_a`, i.e. shrinking capacity `(M − M_a)·(1 + read-ahead
-//!   allowance)`; after each shrink it is fed the new candidate's application-miss stream for a
-//!   warm-up before its hits are counted (§4.2.2, §4.2.3).
+//! * **Second-tier ghosts** — one [`Lru`] of pages (or compressed blocks) per candidate,
+//!   capacity `(M − M_a)·(1 + read-ahead allowance)`, each fed its own candidate's
+//!   application-miss stream (whether an access misses an application cache of size `M_a` is
+//!   read off the application ghost's stack distance, so every candidate's stream is known at
+//!   once). Candidates run side by side in *passes*: a pass holds as many consecutive candidates
+//!   as fit the ghost memory budget [`GhostConfig::ghost_bytes_max`]; each pass starts from
+//!   truncated copies of the previous pass's smallest ghost (what it would hold after a shrink)
+//!   and feeds them a warm-up before their hits are counted. With a budget of 0 every pass holds
+//!   one candidate: the paper's pipeline of one ghost shrunk candidate by candidate (§4.2.2,
+//!   §4.2.3). Beyond the paper: one pass instead of nine makes a round about 9× shorter after
+//!   its initial warm-up (issue 7's convergence target; docs/symbiosis.md "Convergence").
 //! * **Sampling** — only blocks whose group `block_no / G` hashes into `1/R` of the space enter
 //!   the ghosts, and every capacity is scaled by `R`; contiguous blocks share a group so that
 //!   pages shared by misaligned neighbours stay together (misalignment-aware sampling, §4.2.3).
 //! * **Memory** — [`GhostSim::free`] drops every structure when a round ends.
 //!
-//! Round phases, counted in sampled accesses: a *warm-up* that fills both ghosts (ends when each
-//! is full or has stopped seeing new blocks, or at a cap), then per candidate a second-tier
-//! warm-up and a measurement window. H_a of every candidate comes from all post-warm-up samples;
-//! H_k of candidate `i` from its own window.
+//! Round phases, counted in sampled accesses: a *warm-up* that fills the application ghost and
+//! the first candidate's second-tier ghost (ends when each is full or has stopped seeing new
+//! blocks, or at a cap), then per pass a second-tier warm-up (skipped when the pass is the first
+//! candidate alone, whose ghost the warm-up just filled) and a measurement window. H_a of every
+//! candidate comes from all post-warm-up samples; H_k of candidate `i` from its pass's window.
 //!
 //! Thread-safety: single owner, `Send`. Invariants: candidates are strictly increasing after
-//! de-duplication; the second-tier ghost only shrinks during a round.
+//! de-duplication; a pass's ghosts are those of consecutive candidates; ghost capacities only
+//! shrink from pass to pass; a pass is admitted only while the ghosts' metadata (application
+//! ghost included) stays within `ghost_bytes_max`, except that a pass always holds one candidate.
 
 use crate::access::{BlockAccess, SecondTier};
 use crate::error::{bad, Result};
@@ -46,6 +56,34 @@ pub const WARMUP_SAMPLES_MAX_DEFAULT: u64 = 1 << 18;
 pub const MRC_SPAN_DEFAULT: f64 = 2.0;
 /// Points of the miss-ratio curve. Default 128.
 pub const MRC_POINTS_DEFAULT: usize = 128;
+/// Default ghost memory budget as a fraction of M, within which candidates are simulated side
+/// by side. 0.18 %: issue 7's target is 0.2 % of M; the tenth left over covers ghosts that grow
+/// after their pass was admitted (a truncated copy reserves a quarter more entries than it starts
+/// with) and the initial warm-up, which holds one ghost whatever the budget.
+pub const GHOST_BYTES_MAX_FRACTION_DEFAULT: f64 = 0.0018;
+/// Default floor of a side-by-side measurement window that may end early (see
+/// [`GhostConfig::early_stop`]), sampled accesses: a quarter of the full window, so that even a
+/// clear ranking rests on about 1000 samples of each candidate.
+pub const CANDIDATE_SAMPLES_MIN_DEFAULT: u64 = 1024;
+/// The early-stop test runs every this many measured samples. Default 256.
+const EARLY_STOP_CHECK_SAMPLES: u64 = 256;
+/// Confidence multiplier of the early-stop test. Default 3: samples of one window are
+/// autocorrelated (hot blocks recur), so the nominal 99.7 % is a looser bound in reality.
+const EARLY_STOP_Z: f64 = 3.0;
+/// Two candidates whose mean costs provably differ by less than this fraction of the best are
+/// interchangeable: the round may stop without separating them. Default 1 %, a tenth of the
+/// adoption guard.
+const EARLY_STOP_EQUIVALENT: f64 = 0.01;
+
+/// Miss costs that let a round end its measurement window early once the candidates' ranking
+/// is settled (beyond the paper; issue 7's convergence target).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EarlyStop {
+    /// C_a, ns.
+    pub app_miss_ns: f64,
+    /// C_k, ns.
+    pub second_miss_ns: f64,
+}
 
 /// Warm-up is judged over blocks of this many sampled accesses.
 const WARM_CHECK_SAMPLES: u64 = 1024;
@@ -79,6 +117,21 @@ pub struct GhostConfig {
     pub mrc_span: f64,
     /// Points of the miss-ratio curve.
     pub mrc_points: usize,
+    /// Ghost memory within which consecutive candidates are simulated side by side in one pass,
+    /// bytes; 0 simulates one candidate per pass (the paper's pipeline). Default
+    /// [`GHOST_BYTES_MAX_FRACTION_DEFAULT`] of `memory_bytes`.
+    pub ghost_bytes_max: u64,
+    /// End a measurement window early, at no fewer than `candidate_samples_min` samples, once
+    /// the ranking is settled. A candidate's cost per sampled access is 0 on an application
+    /// hit, C_a on a second-tier hit, C_a + C_k otherwise. In a one-pass round every candidate
+    /// must be worse than the best by more than 3 standard errors of the paired difference, or
+    /// provably within 1 % of it. In a round of several passes the first pass measures a full
+    /// window and a later pass stops once all its candidates are worse than the best of the
+    /// earlier passes by 3 standard errors (unpaired). `None` (the default; the Tracker sets
+    /// its costs): full windows.
+    pub early_stop: Option<EarlyStop>,
+    /// Floor of an early-stopped window, sampled accesses.
+    pub candidate_samples_min: u64,
 }
 
 impl GhostConfig {
@@ -97,6 +150,9 @@ impl GhostConfig {
             warmup_samples_max: WARMUP_SAMPLES_MAX_DEFAULT,
             mrc_span: MRC_SPAN_DEFAULT,
             mrc_points: MRC_POINTS_DEFAULT,
+            ghost_bytes_max: (memory_bytes as f64 * GHOST_BYTES_MAX_FRACTION_DEFAULT) as u64,
+            early_stop: None,
+            candidate_samples_min: CANDIDATE_SAMPLES_MIN_DEFAULT,
         }
     }
 
@@ -127,6 +183,16 @@ impl GhostConfig {
         }
         if self.candidate_samples == 0 {
             return Err(bad("candidate_samples", 0, "must be >= 1"));
+        }
+        if let Some(e) = self.early_stop {
+            let ok = |x: f64| x.is_finite() && x > 0.0;
+            if !ok(e.app_miss_ns) || !ok(e.second_miss_ns) {
+                return Err(bad(
+                    "early_stop",
+                    format!("{e:?}"),
+                    "costs must be finite and > 0",
+                ));
+            }
         }
         if !(self.mrc_span >= 1.0 && self.mrc_span <= 64.0) {
             return Err(bad("mrc_span", self.mrc_span, "must be in [1, 64]"));
@@ -229,8 +295,8 @@ impl CandidatePrediction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Warmup,
-    CandidateWarm { i: usize, left: u64 },
-    CandidateMeasure { i: usize, left: u64 },
+    PassWarm { left: u64 },
+    PassMeasure { left: u64 },
     Done,
 }
 
@@ -239,10 +305,12 @@ enum Phase {
 pub enum RoundProgress {
     /// Filling the ghosts.
     Warmup,
-    /// Simulating candidate `index` of `of`.
+    /// Simulating candidates `index .. index + width` of `of` (one pass).
     Candidate {
-        /// Candidate index.
+        /// First candidate of the pass.
         index: usize,
+        /// Candidates in the pass.
+        width: usize,
         /// Number of candidates.
         of: usize,
     },
@@ -260,7 +328,10 @@ pub struct GhostSim {
     /// Second-tier ghost capacity per candidate, scaled by R and the read-ahead factor.
     second_caps: Vec<u64>,
     app: StackDistance,
-    second: Lru,
+    /// Second-tier ghosts of the pass: `second[j]` belongs to candidate `pass_start + j`.
+    second: Vec<Lru>,
+    pass_start: usize,
+    passes: u32,
     phase: Phase,
     /// Application hits per candidate over post-warm-up samples.
     app_hits: Vec<u64>,
@@ -274,6 +345,14 @@ pub struct GhostSim {
     check_second_new: u64,
     check_left: u64,
     peak_metadata_bytes: usize,
+    /// Early stop: per candidate of the pass, sum of per-sample costs; per pair (j, k), j <= k,
+    /// the sum of products (row-major upper triangle); measured samples of the pass.
+    cost_sum: Vec<f64>,
+    cost_prod: Vec<f64>,
+    cost_n: u64,
+    stopped_early: bool,
+    /// Lowest mean cost (and its standard error) of the passes measured so far.
+    best_before: Option<(f64, f64)>,
 }
 
 impl GhostSim {
@@ -297,7 +376,9 @@ impl GhostSim {
         Ok(Self {
             sampler: GroupSampler::new(cfg.sample_inv_rate, cfg.group_blocks, cfg.seed),
             app: StackDistance::new(limit.max(1)),
-            second: Lru::new(second_caps[0]),
+            second: vec![Lru::new(second_caps[0])],
+            pass_start: 0,
+            passes: 0,
             phase: Phase::Warmup,
             app_hits: vec![0; n],
             app_samples: 0,
@@ -309,6 +390,11 @@ impl GhostSim {
             check_second_new: 0,
             check_left: WARM_CHECK_SAMPLES,
             peak_metadata_bytes: 0,
+            cost_sum: Vec::new(),
+            cost_prod: Vec::new(),
+            cost_n: 0,
+            stopped_early: false,
+            best_before: None,
             candidates,
             app_thresholds,
             second_caps,
@@ -344,59 +430,71 @@ impl GhostSim {
             unit: a.offset,
         };
         let d = self.app.access(key, a.uncompressed_bytes());
-        let i = match self.phase {
-            Phase::Warmup => 0,
-            Phase::CandidateWarm { i, .. } | Phase::CandidateMeasure { i, .. } => i,
-            Phase::Done => return true,
-        };
-        if self.phase != Phase::Warmup {
+        let warming = self.phase == Phase::Warmup;
+        let measuring = matches!(self.phase, Phase::PassMeasure { .. });
+        if !warming {
             self.app_samples += 1;
             self.mrc.record(d);
             for (h, &t) in self.app_hits.iter_mut().zip(&self.app_thresholds) {
                 *h += d.hits_within(t) as u64;
             }
         }
-        let app_hit = d.hits_within(self.app_thresholds[i]);
-        let mut second_hit = None;
-        if !app_hit {
+        let mut first_second_miss = false;
+        let track = measuring && self.stop_costs().is_some();
+        let (c_a, c_k) = self.stop_costs().unwrap_or((0.0, 0.0));
+        for (j, lru) in self.second.iter_mut().enumerate() {
+            let i = self.pass_start + j;
+            if d.hits_within(self.app_thresholds[i]) {
+                if track {
+                    self.cost_sum.push(0.0);
+                }
+                continue;
+            }
             let hit = second_tier_access(
-                &mut self.second,
+                lru,
                 self.cfg.second_tier,
                 a.file,
                 a.offset,
                 a.compressed_bytes(),
             );
-            second_hit = Some(hit);
+            if measuring {
+                self.second_counts[i].0 += 1;
+                self.second_counts[i].1 += hit as u64;
+            }
+            if track {
+                self.cost_sum.push(if hit { c_a } else { c_a + c_k });
+            }
+            first_second_miss |= j == 0 && !hit;
+        }
+        let mut stop = false;
+        if track {
+            stop = self.add_costs();
         }
         match self.phase {
             Phase::Warmup => {
                 self.warm_samples += 1;
                 self.check_app_new += matches!(d, crate::stack::Distance::Cold) as u64;
-                self.check_second_new += (second_hit == Some(false)) as u64;
+                self.check_second_new += first_second_miss as u64;
                 self.check_left -= 1;
                 if self.check_left == 0 {
                     self.end_warm_check();
                 }
             }
-            Phase::CandidateWarm { i, left } => {
+            Phase::PassWarm { left } => {
                 self.phase = if left <= 1 {
-                    Phase::CandidateMeasure {
-                        i,
+                    Phase::PassMeasure {
                         left: self.cfg.candidate_samples,
                     }
                 } else {
-                    Phase::CandidateWarm { i, left: left - 1 }
+                    Phase::PassWarm { left: left - 1 }
                 };
             }
-            Phase::CandidateMeasure { i, left } => {
-                if let Some(h) = second_hit {
-                    self.second_counts[i].0 += 1;
-                    self.second_counts[i].1 += h as u64;
-                }
-                if left <= 1 {
-                    self.next_candidate(i + 1);
+            Phase::PassMeasure { left } => {
+                if left <= 1 || stop {
+                    self.stopped_early |= stop && left > 1;
+                    self.start_pass(self.pass_start + self.second.len());
                 } else {
-                    self.phase = Phase::CandidateMeasure { i, left: left - 1 };
+                    self.phase = Phase::PassMeasure { left: left - 1 };
                 }
             }
             Phase::Done => {}
@@ -407,39 +505,173 @@ impl GhostSim {
         true
     }
 
+    /// (C_a, C_k) when early stopping is configured (costs are then tracked in every pass).
+    fn stop_costs(&self) -> Option<(f64, f64)> {
+        let e = self.cfg.early_stop?;
+        Some((e.app_miss_ns, e.second_miss_ns))
+    }
+
+    /// Per candidate of the pass: mean cost per sampled access and its standard error (from
+    /// the running sums; empty before the first measured sample).
+    fn pass_costs(&self) -> Vec<(f64, f64)> {
+        let w = self.second.len();
+        if self.cost_n == 0 || self.cost_sum.len() != w {
+            return Vec::new();
+        }
+        let n = self.cost_n as f64;
+        (0..w)
+            .map(|j| {
+                let m = self.cost_sum[j] / n;
+                let var = (self.cost_prod[Self::pair(w, j, j)] / n - m * m).max(0.0);
+                (m, (var / n).sqrt())
+            })
+            .collect()
+    }
+
+    /// Index of pair (j, k) in the row-major upper triangle of a `w`-wide pass.
+    fn pair(w: usize, j: usize, k: usize) -> usize {
+        let (j, k) = if j <= k { (j, k) } else { (k, j) };
+        j * w - j * (j + 1) / 2 + k
+    }
+
+    /// Folds the per-candidate costs of one sample (pushed at the end of `cost_sum`) into the
+    /// running sums; returns whether the ranking is settled.
+    fn add_costs(&mut self) -> bool {
+        let w = self.second.len();
+        let x: Vec<f64> = self.cost_sum.drain(w..).collect();
+        if x.len() != w {
+            return false;
+        }
+        let mut k = 0;
+        for j in 0..w {
+            self.cost_sum[j] += x[j];
+            for xl in &x[j..] {
+                self.cost_prod[k] += x[j] * xl;
+                k += 1;
+            }
+        }
+        self.cost_n += 1;
+        self.cost_n >= self.cfg.candidate_samples_min
+            && self.cost_n.is_multiple_of(EARLY_STOP_CHECK_SAMPLES)
+            && self.ranking_settled()
+    }
+
+    /// The early-stop test of [`GhostConfig::early_stop`] on the running sums. A pass holding
+    /// every candidate compares them pairwise on the same samples; in a round of several
+    /// passes the first measures a full window, and a later one stops once each of its
+    /// candidates is worse than the best of the earlier passes by more than 3 standard errors
+    /// of the (unpaired) difference.
+    fn ranking_settled(&self) -> bool {
+        let w = self.second.len();
+        if w < self.candidates.len() {
+            let Some((best, best_se)) = self.best_before else {
+                return false;
+            };
+            return self
+                .pass_costs()
+                .iter()
+                .all(|&(m, se)| m - best > EARLY_STOP_Z * (se * se + best_se * best_se).sqrt());
+        }
+        let n = self.cost_n as f64;
+        let mean: Vec<f64> = self.cost_sum.iter().map(|s| s / n).collect();
+        let Some(b) = (0..w).min_by(|&x, &y| mean[x].total_cmp(&mean[y])) else {
+            return true;
+        };
+        let pair = |j: usize, k: usize| Self::pair(w, j, k);
+        let floor = self.cfg.early_stop.map_or(0.0, |e| e.app_miss_ns * 0.01);
+        let tol = EARLY_STOP_EQUIVALENT * mean[b].max(floor);
+        (0..w).filter(|&j| j != b).all(|j| {
+            let d = mean[j] - mean[b];
+            let e2 = (self.cost_prod[pair(j, j)] - 2.0 * self.cost_prod[pair(j, b)]
+                + self.cost_prod[pair(b, b)])
+                / n;
+            let var = (e2 - d * d).max(0.0);
+            let se = (var / n).sqrt();
+            d > EARLY_STOP_Z * se || d + EARLY_STOP_Z * se <= tol
+        })
+    }
+
     fn end_warm_check(&mut self) {
         let app_warm = self.app.resident_bytes() * 100 >= self.app.limit_bytes() * 99
             || self.check_app_new <= WARM_NEW_MAX;
-        let cap = self.second.capacity();
-        let second_warm = cap == 0
-            || self.second.used() * 100 >= cap * 99
-            || self.check_second_new <= WARM_NEW_MAX;
+        let second_warm = self.second.first().is_none_or(|l| {
+            let cap = l.capacity();
+            cap == 0 || l.used() * 100 >= cap * 99 || self.check_second_new <= WARM_NEW_MAX
+        });
         self.check_app_new = 0;
         self.check_second_new = 0;
         self.check_left = WARM_CHECK_SAMPLES;
         if (app_warm && second_warm) || self.warm_samples >= self.cfg.warmup_samples_max {
-            self.phase = Phase::CandidateMeasure {
-                i: 0,
-                left: self.cfg.candidate_samples,
-            };
+            self.start_pass(0);
         }
     }
 
-    fn next_candidate(&mut self, i: usize) {
-        if i >= self.candidates.len() {
+    /// Starts the pass whose first candidate is `i`: keeps the previous pass's last (smallest)
+    /// ghost as candidate `i`'s, shrunk (in place in the pipeline, compacted side by side), and
+    /// gives each following candidate a truncated copy of it while the ghosts' metadata stays
+    /// within the budget.
+    fn start_pass(&mut self, i: usize) {
+        self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+        for (m, se) in self.pass_costs() {
+            if self.best_before.is_none_or(|(b, _)| m < b) {
+                self.best_before = Some((m, se));
+            }
+        }
+        let n = self.candidates.len();
+        let Some(mut source) = self.second.pop() else {
             self.phase = Phase::Done;
-            self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+            return;
+        };
+        for mut l in self.second.drain(..) {
+            l.clear_and_free();
+        }
+        if i >= n {
+            self.second.push(source);
+            self.phase = Phase::Done;
             return;
         }
-        self.second.set_capacity(self.second_caps[i]);
-        self.phase = if self.cfg.candidate_warmup_samples == 0 {
-            Phase::CandidateMeasure {
-                i,
+        let budget = usize::try_from(self.cfg.ghost_bytes_max).unwrap_or(usize::MAX);
+        // Side by side: compact the source to candidate i's capacity (a shrunk slab keeps its
+        // old size), so that more copies fit, if the transient of both fits the budget too.
+        let head = (budget > 0).then(|| source.truncated_copy(self.second_caps[i]));
+        let transient = self.app.metadata_bytes()
+            + source.metadata_bytes()
+            + head.as_ref().map_or(0, Lru::metadata_bytes);
+        match head {
+            Some(h) if transient <= budget => {
+                self.peak_metadata_bytes = self.peak_metadata_bytes.max(transient);
+                source.clear_and_free();
+                source = h;
+            }
+            _ => source.set_capacity(self.second_caps[i]),
+        }
+        let mut used = self.app.metadata_bytes() + source.metadata_bytes();
+        let mut copies = Vec::new();
+        for k in i + 1..n {
+            let copy = source.truncated_copy(self.second_caps[k]);
+            let bytes = copy.metadata_bytes();
+            if used + bytes > budget {
+                break;
+            }
+            used += bytes;
+            copies.push(copy);
+        }
+        self.second.push(source);
+        self.second.extend(copies);
+        let w = self.second.len();
+        self.cost_sum = vec![0.0; w];
+        self.cost_prod = vec![0.0; w * (w + 1) / 2];
+        self.cost_n = 0;
+        let first_alone = i == 0 && self.second.len() == 1;
+        self.pass_start = i;
+        self.passes += 1;
+        self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+        self.phase = if first_alone || self.cfg.candidate_warmup_samples == 0 {
+            Phase::PassMeasure {
                 left: self.cfg.candidate_samples,
             }
         } else {
-            Phase::CandidateWarm {
-                i,
+            Phase::PassWarm {
                 left: self.cfg.candidate_warmup_samples,
             }
         };
@@ -454,12 +686,11 @@ impl GhostSim {
     pub fn progress(&self) -> RoundProgress {
         match self.phase {
             Phase::Warmup => RoundProgress::Warmup,
-            Phase::CandidateWarm { i, .. } | Phase::CandidateMeasure { i, .. } => {
-                RoundProgress::Candidate {
-                    index: i,
-                    of: self.candidates.len(),
-                }
-            }
+            Phase::PassWarm { .. } | Phase::PassMeasure { .. } => RoundProgress::Candidate {
+                index: self.pass_start,
+                width: self.second.len(),
+                of: self.candidates.len(),
+            },
             Phase::Done => RoundProgress::Done,
         }
     }
@@ -467,6 +698,21 @@ impl GhostSim {
     /// Sampled accesses seen this round.
     pub fn samples(&self) -> u64 {
         self.samples
+    }
+
+    /// Sampled accesses of the initial warm-up (all of them while it runs).
+    pub fn warmup_samples(&self) -> u64 {
+        self.warm_samples
+    }
+
+    /// Whether a measurement window ended early (see [`GhostConfig::early_stop`]).
+    pub fn stopped_early(&self) -> bool {
+        self.stopped_early
+    }
+
+    /// Passes started so far (1 when every candidate fitted the budget side by side).
+    pub fn passes(&self) -> u32 {
+        self.passes
     }
 
     /// Predictions for every candidate (meaningful once [`GhostSim::is_done`]).
@@ -500,7 +746,7 @@ impl GhostSim {
 
     /// Current heap bytes of the ghosts.
     pub fn metadata_bytes(&self) -> usize {
-        self.app.metadata_bytes() + self.second.metadata_bytes()
+        self.app.metadata_bytes() + self.second.iter().map(Lru::metadata_bytes).sum::<usize>()
     }
 
     /// Largest [`GhostSim::metadata_bytes`] seen this round (sampled every 4096 samples).
@@ -511,7 +757,10 @@ impl GhostSim {
     /// Releases the ghosts' memory; predictions and the curve stay readable.
     pub fn free(&mut self) {
         self.app.clear_and_free();
-        self.second.clear_and_free();
+        for l in &mut self.second {
+            l.clear_and_free();
+        }
+        self.second = Vec::new();
     }
 }
 

@@ -12,8 +12,10 @@
 //! * [`stack`] — O(log n) byte stack distances (Fenwick tree over access times) and the LRU
 //!   miss-ratio curve.
 //! * [`twotier`] — the two-tier model and the cost formula L_e = (1 − H_a)(C_a + (1 − H_k)C_k).
-//! * [`ghost`] — GhostSim: 9 candidates, stack-distance application ghost, shrinking page-level
-//!   second-tier ghost with warm-up, misalignment-aware group sampling (R = 1/64, G = 32).
+//! * [`ghost`] — GhostSim: 9 candidates, stack-distance application ghost, page-level
+//!   second-tier ghosts of all candidates side by side within 0.2 % of M (or the paper's one
+//!   ghost shrunk candidate by candidate), early stop once the ranking is settled,
+//!   misalignment-aware group sampling (R = 1/64, G = 32).
 //! * [`tracker`] — the controller: windows, Stable/Adapting/Settling/Paused, reset policy, guard,
 //!   restarts and pauses.
 //! * [`calibrate`] — measuring C_a and C_k (`O_DIRECT`, with a documented fallback).
@@ -54,7 +56,7 @@ mod tests;
 
 pub use access::{BlockAccess, SecondTier};
 pub use error::{CacheError, Result};
-pub use ghost::{CandidatePrediction, GhostConfig, GhostSim, GroupSampler};
+pub use ghost::{CandidatePrediction, EarlyStop, GhostConfig, GhostSim, GroupSampler};
 pub use policy::{BlockKey, Lru, PolicyKind, ReplacementPolicy, S3Fifo};
 pub use stack::{Distance, DistanceHistogram, StackDistance};
 pub use synth::{BlockLayout, BlockRef, ClosedLoop};

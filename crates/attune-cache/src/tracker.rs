@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 
 use crate::access::BlockAccess;
 use crate::error::{bad, Result};
-use crate::ghost::{CandidatePrediction, GhostConfig, GhostSim, RoundProgress};
+use crate::ghost::{CandidatePrediction, EarlyStop, GhostConfig, GhostSim, RoundProgress};
 use crate::twotier::{HitCounts, TierHit};
 
 /// Default accesses per Tracker window. 65 536 (≈ 65 ms at 1 M block reads/s): the relative
@@ -131,6 +131,10 @@ pub struct SymbiosisConfig {
     /// Try the runner-up when a settled adoption misses its prediction by more than this
     /// fraction (`None`: never, as in the paper); see [`CONFIRM_TOLERANCE_DEFAULT`].
     pub confirm_tolerance: Option<f64>,
+    /// Let one-pass rounds end their measurement window once the ranking is settled, judged
+    /// with the current miss costs ([`crate::ghost::GhostConfig::early_stop`]). Default on;
+    /// off reproduces fixed windows.
+    pub early_stop: bool,
 }
 
 impl SymbiosisConfig {
@@ -152,6 +156,7 @@ impl SymbiosisConfig {
             revert_tolerance: Some(REVERT_TOLERANCE_DEFAULT),
             simulate: true,
             confirm_tolerance: Some(CONFIRM_TOLERANCE_DEFAULT),
+            early_stop: true,
         }
     }
 
@@ -233,6 +238,13 @@ pub struct RoundReport {
     pub accesses: u64,
     /// Sampled accesses the ghosts saw.
     pub samples: u64,
+    /// Of those, the initial warm-up's.
+    pub warmup_samples: u64,
+    /// Passes over the candidates (1 when all were simulated side by side; see
+    /// [`GhostConfig::ghost_bytes_max`]).
+    pub passes: u32,
+    /// Whether the measurement window ended early ([`GhostConfig::early_stop`]).
+    pub stopped_early: bool,
     /// Per candidate: prediction and predicted L_e (ns).
     pub candidates: Vec<(CandidatePrediction, f64)>,
     /// Measured L_e (ns) of the real system when the round ended.
@@ -627,6 +639,12 @@ impl Symbiosis {
         }
         let mut g = self.cfg.ghost.clone();
         g.seed = g.seed.wrapping_add(u64::from(self.round_index));
+        if self.cfg.early_stop {
+            g.early_stop = Some(EarlyStop {
+                app_miss_ns: self.cfg.costs.app_miss_ns,
+                second_miss_ns: self.cfg.costs.second_miss_ns,
+            });
+        }
         self.round = Some(GhostSim::new(g)?);
         self.round_trigger = trigger;
         self.round_reset = reset;
@@ -688,6 +706,9 @@ impl Symbiosis {
             reset: self.round_reset,
             accesses: self.accesses - self.round_start_accesses,
             samples: round.samples(),
+            warmup_samples: round.warmup_samples(),
+            passes: round.passes(),
+            stopped_early: round.stopped_early(),
             candidates,
             measured_le_ns: measured,
             app_bytes_before: before,

@@ -1,5 +1,6 @@
 //! The block cache: a sharded LRU of uncompressed blocks, charged by bytes, whose capacity can be
-//! changed while running (the adaptive cache-sizing work resizes it online).
+//! changed while running (the adaptive cache-sizing work resizes it online). [`ShardedLru`], the
+//! sharded LRU with one budget for all shards, is shared with the compressed cache (`ccache`).
 //!
 //! Thread safety: shards are independent mutexes; a lookup locks one shard for a hash-map probe and
 //! a list splice. Keys are (file number, block offset); file numbers are never reused, so an entry
@@ -19,25 +20,153 @@ pub(crate) const SHARDS: usize = 16;
 
 pub(crate) type Key = (u64, u64);
 
-struct Shard {
-    lru: LruCache<Key, Arc<Block>>,
-    usage: usize,
-    capacity: usize,
+/// What a sharded cache charges an entry, bytes.
+pub(crate) trait Charged {
+    fn charge(&self) -> usize;
 }
 
-impl Shard {
-    fn evict(&mut self) -> u64 {
+impl Charged for Arc<Block> {
+    fn charge(&self) -> usize {
+        Block::charge(self)
+    }
+}
+
+struct Shard<V> {
+    lru: LruCache<Key, V>,
+    usage: usize,
+}
+
+impl<V: Charged> Shard<V> {
+    /// Evicts this shard's least recent entries while `total` is above `capacity` and, if
+    /// `floor` is given, this shard's usage is above it. Returns the evictions.
+    fn evict(&mut self, total: &AtomicU64, capacity: u64, floor: Option<usize>) -> u64 {
         let mut n = 0;
-        while self.usage > self.capacity {
+        while total.load(Ordering::Relaxed) > capacity && floor.is_none_or(|f| self.usage > f) {
             match self.lru.pop_lru() {
-                Some((_, b)) => {
-                    self.usage -= b.charge();
+                Some((_, v)) => {
+                    let c = v.charge();
+                    self.usage -= c;
+                    total.fetch_sub(c as u64, Ordering::Relaxed);
                     n += 1;
                 }
                 None => break,
             }
         }
         n
+    }
+}
+
+/// A sharded, byte-charged LRU with one budget for all shards (the block cache and the
+/// compressed cache). An insert evicts from its own shard's LRU tail while the total is over
+/// the capacity, and from the other shards if its own ran empty. Keys hash uniformly over the
+/// shards, so their tails are of about the same age and the union behaves like one LRU, which
+/// is what the Symbiosis ghosts predict. With a fixed share per shard (capacity / 16, as
+/// before issue 7's fifth session) a data set that just fits overflowed the shards that
+/// hashing gave a few percent more than their share (about 850 Zstd blocks per shard, ±3.4 %):
+/// the compressed tier measured H_k 0.969 at M − M_a = 12 MiB where one LRU, the ghost even at
+/// R = 1/2, holds 0.992 (docs/symbiosis.md, "The last sub-0.97 cell").
+///
+/// Thread safety: shard mutexes and an atomic total. Invariant: once every call in flight has
+/// returned, the total charge is at most the capacity set last (an entry larger than the whole
+/// capacity is not admitted).
+pub(crate) struct ShardedLru<V> {
+    shards: Vec<Mutex<Shard<V>>>,
+    capacity: AtomicU64,
+    total: AtomicU64,
+}
+
+impl<V: Charged + Clone> ShardedLru<V> {
+    pub(crate) fn new(capacity_bytes: u64) -> Self {
+        ShardedLru {
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        lru: LruCache::unbounded(),
+                        usage: 0,
+                    })
+                })
+                .collect(),
+            capacity: AtomicU64::new(capacity_bytes),
+            total: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn get(&self, k: &Key) -> Option<V> {
+        self.shards[shard_of(k)].lock().lru.get(k).cloned()
+    }
+
+    /// Inserts (or replaces) an entry; returns `None` if it is larger than the whole capacity
+    /// (not admitted), else the evictions it caused.
+    pub(crate) fn insert(&self, k: Key, v: V) -> Option<u64> {
+        let charge = v.charge();
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        if charge as u64 > capacity {
+            return None; // would evict everything and still not fit
+        }
+        let home = shard_of(&k);
+        let mut s = self.shards[home].lock();
+        if let Some(old) = s.lru.put(k, v) {
+            let c = old.charge();
+            s.usage -= c;
+            self.total.fetch_sub(c as u64, Ordering::Relaxed);
+        }
+        s.usage += charge;
+        self.total.fetch_add(charge as u64, Ordering::Relaxed);
+        let mut ev = s.evict(&self.total, capacity, None);
+        drop(s);
+        // The own shard ran empty first (it held less than its share): the others give way.
+        for i in 1..SHARDS {
+            if self.total.load(Ordering::Relaxed) <= capacity {
+                break;
+            }
+            ev += self.shards[(home + i) % SHARDS]
+                .lock()
+                .evict(&self.total, capacity, None);
+        }
+        Some(ev)
+    }
+
+    /// Changes the capacity; shrinking evicts before returning (first the shards above an
+    /// equal share, each down to that share at most, then any shard). Returns the evictions.
+    pub(crate) fn set_capacity(&self, capacity_bytes: u64) -> u64 {
+        self.capacity.store(capacity_bytes, Ordering::Relaxed);
+        let per = (capacity_bytes / SHARDS as u64) as usize;
+        let mut ev = 0;
+        for floor in [Some(per), None] {
+            for s in &self.shards {
+                ev += s.lock().evict(&self.total, capacity_bytes, floor);
+            }
+        }
+        ev
+    }
+
+    pub(crate) fn capacity(&self) -> u64 {
+        self.capacity.load(Ordering::Relaxed)
+    }
+
+    /// Drops every entry of one file.
+    pub(crate) fn erase_file(&self, file: u64) {
+        for s in &self.shards {
+            let mut s = s.lock();
+            let keys: Vec<Key> = s
+                .lru
+                .iter()
+                .filter(|(k, _)| k.0 == file)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in keys {
+                if let Some(v) = s.lru.pop(&k) {
+                    let c = v.charge();
+                    s.usage -= c;
+                    self.total.fetch_sub(c as u64, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Sum of the shards' usage, bytes.
+    pub(crate) fn usage(&self) -> u64 {
+        self.shards.iter().map(|s| s.lock().usage as u64).sum()
     }
 }
 
@@ -54,12 +183,11 @@ pub struct CacheStats {
 
 /// A sharded, resizable LRU cache of blocks.
 pub struct BlockCache {
-    shards: Vec<Mutex<Shard>>,
+    lru: ShardedLru<Arc<Block>>,
     hits: AtomicU64,
     misses: AtomicU64,
     inserts: AtomicU64,
     evictions: AtomicU64,
-    capacity: AtomicU64,
     tiers: Option<Arc<crate::symbiosis::Tiers>>,
 }
 
@@ -71,22 +199,12 @@ pub(crate) fn shard_of(k: &Key) -> usize {
 
 impl BlockCache {
     pub fn new(capacity_bytes: u64) -> Self {
-        let per = (capacity_bytes / SHARDS as u64) as usize;
         BlockCache {
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Shard {
-                        lru: LruCache::unbounded(),
-                        usage: 0,
-                        capacity: per,
-                    })
-                })
-                .collect(),
+            lru: ShardedLru::new(capacity_bytes),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             inserts: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
-            capacity: AtomicU64::new(capacity_bytes),
             tiers: None,
         }
     }
@@ -105,8 +223,7 @@ impl BlockCache {
     }
 
     pub fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
-        let k = (file, offset);
-        let got = self.shards[shard_of(&k)].lock().lru.get(&k).cloned();
+        let got = self.lru.get(&(file, offset));
         match &got {
             Some(_) => self.hits.fetch_add(1, Ordering::Relaxed),
             None => self.misses.fetch_add(1, Ordering::Relaxed),
@@ -115,32 +232,16 @@ impl BlockCache {
     }
 
     pub fn insert(&self, file: u64, offset: u64, block: Arc<Block>) {
-        let k = (file, offset);
-        let charge = block.charge();
-        let mut s = self.shards[shard_of(&k)].lock();
-        if charge > s.capacity {
-            return; // would evict everything and still not fit
-        }
-        if let Some(old) = s.lru.put(k, block) {
-            s.usage -= old.charge();
-        }
-        s.usage += charge;
-        let ev = s.evict();
-        drop(s);
+        let Some(ev) = self.lru.insert((file, offset), block) else {
+            return;
+        };
         self.inserts.fetch_add(1, Ordering::Relaxed);
         self.evictions.fetch_add(ev, Ordering::Relaxed);
     }
 
     /// Changes the capacity; shrinking evicts immediately.
     pub fn set_capacity(&self, capacity_bytes: u64) {
-        self.capacity.store(capacity_bytes, Ordering::Relaxed);
-        let per = (capacity_bytes / SHARDS as u64) as usize;
-        let mut ev = 0;
-        for s in &self.shards {
-            let mut s = s.lock();
-            s.capacity = per;
-            ev += s.evict();
-        }
+        let ev = self.lru.set_capacity(capacity_bytes);
         self.evictions.fetch_add(ev, Ordering::Relaxed);
     }
 
@@ -149,27 +250,13 @@ impl BlockCache {
         if let Some(t) = &self.tiers {
             t.erase_file(file);
         }
-        for s in &self.shards {
-            let mut s = s.lock();
-            let keys: Vec<Key> = s
-                .lru
-                .iter()
-                .filter(|(k, _)| k.0 == file)
-                .map(|(k, _)| *k)
-                .collect();
-            for k in keys {
-                if let Some(b) = s.lru.pop(&k) {
-                    s.usage -= b.charge();
-                }
-            }
-        }
+        self.lru.erase_file(file);
     }
 
     pub fn stats(&self) -> CacheStats {
-        let usage = self.shards.iter().map(|s| s.lock().usage as u64).sum();
         CacheStats {
-            capacity_bytes: self.capacity.load(Ordering::Relaxed),
-            usage_bytes: usage,
+            capacity_bytes: self.lru.capacity(),
+            usage_bytes: self.lru.usage(),
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             inserts: self.inserts.load(Ordering::Relaxed),
@@ -201,6 +288,27 @@ mod tests {
         assert!(s.evictions > 0);
         c.set_capacity(16 * 8 * 1024);
         assert!(c.stats().usage_bytes <= 16 * 8 * 1024);
+    }
+
+    /// A data set that fits the capacity but not an equal share per shard stays whole (with
+    /// capacity / 16 per shard the fullest shards evicted), and shrinking evicts no more than
+    /// it must.
+    #[test]
+    fn blocks_that_fit_the_total_stay_whatever_the_shard_imbalance() {
+        let b = block(3000);
+        let n = 1000u64;
+        let capacity = n * b.charge() as u64;
+        let c = BlockCache::new(capacity);
+        for i in 0..n {
+            c.insert(1, i * 4096, b.clone());
+        }
+        let s = c.stats();
+        assert_eq!((s.evictions, s.usage_bytes), (0, capacity), "{s:?}");
+        assert!((0..n).all(|i| c.get(1, i * 4096).is_some()));
+        c.set_capacity(capacity / 2);
+        let s = c.stats();
+        assert!(s.usage_bytes <= capacity / 2, "{s:?}");
+        assert!(s.usage_bytes + b.charge() as u64 > capacity / 2, "{s:?}");
     }
 
     #[test]

@@ -4,40 +4,26 @@
 //! page cache is in the user/kernel layout; `symbiosis` sizes it as the budget minus the block
 //! cache.
 //!
-//! Thread safety: independent shard mutexes, like `cache::BlockCache`. Invariant: after any call
-//! returns, each shard's usage is at most its capacity (an entry larger than a shard is not
-//! admitted), so the total is at most the capacity set last.
+//! The capacity is one budget for all shards (`cache::ShardedLru`, shared with the block cache).
+//!
+//! Thread safety: independent shard mutexes, like `cache::BlockCache`, and an atomic total.
+//! Invariant: once every call in flight has returned, the total usage is at most the capacity
+//! set last (an entry larger than the whole capacity is not admitted).
 
-use lru::LruCache;
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::cache::{shard_of, Key, SHARDS};
+#[cfg(test)]
+use crate::cache::{shard_of, SHARDS};
+use crate::cache::{Charged, ShardedLru};
 
 /// Bytes charged per entry beyond its data: the map slot, list links and the `Arc` header,
 /// rounded up. Default 64, as `Block::charge` does for the uncompressed cache.
 pub const ENTRY_OVERHEAD_BYTES: usize = 64;
 
-struct Shard {
-    lru: LruCache<Key, Arc<[u8]>>,
-    usage: usize,
-    capacity: usize,
-}
-
-impl Shard {
-    fn evict(&mut self) -> u64 {
-        let mut n = 0;
-        while self.usage > self.capacity {
-            match self.lru.pop_lru() {
-                Some((_, b)) => {
-                    self.usage -= b.len() + ENTRY_OVERHEAD_BYTES;
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        n
+impl Charged for Arc<[u8]> {
+    fn charge(&self) -> usize {
+        self.len() + ENTRY_OVERHEAD_BYTES
     }
 }
 
@@ -53,8 +39,7 @@ pub struct CompressedCacheStats {
 
 /// A sharded, resizable LRU of raw (on-disk) blocks.
 pub struct CompressedCache {
-    shards: Vec<Mutex<Shard>>,
-    capacity: AtomicU64,
+    lru: ShardedLru<Arc<[u8]>>,
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
@@ -62,18 +47,8 @@ pub struct CompressedCache {
 
 impl CompressedCache {
     pub fn new(capacity_bytes: u64) -> Self {
-        let per = (capacity_bytes / SHARDS as u64) as usize;
         CompressedCache {
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Shard {
-                        lru: LruCache::unbounded(),
-                        usage: 0,
-                        capacity: per,
-                    })
-                })
-                .collect(),
-            capacity: AtomicU64::new(capacity_bytes),
+            lru: ShardedLru::new(capacity_bytes),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -81,8 +56,7 @@ impl CompressedCache {
     }
 
     pub fn get(&self, file: u64, offset: u64) -> Option<Arc<[u8]>> {
-        let k = (file, offset);
-        let got = self.shards[shard_of(&k)].lock().lru.get(&k).cloned();
+        let got = self.lru.get(&(file, offset));
         let c = if got.is_some() {
             &self.hits
         } else {
@@ -93,56 +67,26 @@ impl CompressedCache {
     }
 
     pub fn insert(&self, file: u64, offset: u64, raw: Arc<[u8]>) {
-        let k = (file, offset);
-        let charge = raw.len() + ENTRY_OVERHEAD_BYTES;
-        let mut s = self.shards[shard_of(&k)].lock();
-        if charge > s.capacity {
-            return;
+        if let Some(ev) = self.lru.insert((file, offset), raw) {
+            self.evictions.fetch_add(ev, Ordering::Relaxed);
         }
-        if let Some(old) = s.lru.put(k, raw) {
-            s.usage -= old.len() + ENTRY_OVERHEAD_BYTES;
-        }
-        s.usage += charge;
-        let ev = s.evict();
-        drop(s);
-        self.evictions.fetch_add(ev, Ordering::Relaxed);
     }
 
     /// Changes the capacity; shrinking evicts before returning.
     pub fn set_capacity(&self, capacity_bytes: u64) {
-        self.capacity.store(capacity_bytes, Ordering::Relaxed);
-        let per = (capacity_bytes / SHARDS as u64) as usize;
-        let mut ev = 0;
-        for s in &self.shards {
-            let mut s = s.lock();
-            s.capacity = per;
-            ev += s.evict();
-        }
+        let ev = self.lru.set_capacity(capacity_bytes);
         self.evictions.fetch_add(ev, Ordering::Relaxed);
     }
 
     /// Drops every block of one file.
     pub fn erase_file(&self, file: u64) {
-        for s in &self.shards {
-            let mut s = s.lock();
-            let keys: Vec<Key> = s
-                .lru
-                .iter()
-                .filter(|(k, _)| k.0 == file)
-                .map(|(k, _)| *k)
-                .collect();
-            for k in keys {
-                if let Some(b) = s.lru.pop(&k) {
-                    s.usage -= b.len() + ENTRY_OVERHEAD_BYTES;
-                }
-            }
-        }
+        self.lru.erase_file(file);
     }
 
     pub fn stats(&self) -> CompressedCacheStats {
         CompressedCacheStats {
-            capacity_bytes: self.capacity.load(Ordering::Relaxed),
-            usage_bytes: self.shards.iter().map(|s| s.lock().usage as u64).sum(),
+            capacity_bytes: self.lru.capacity(),
+            usage_bytes: self.lru.usage(),
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
@@ -173,6 +117,36 @@ mod tests {
         c.erase_file(0);
         c.erase_file(2);
         assert_eq!(c.stats().usage_bytes, 0);
+    }
+
+    /// A data set that fits the capacity but not an equal share per shard: every block stays
+    /// (with fixed shares of capacity / 16 the fullest shards evicted).
+    #[test]
+    fn a_data_set_that_fits_the_total_is_kept_whatever_the_shard_imbalance() {
+        let block = 900usize;
+        let n = 2000u64;
+        let capacity = n * (block + ENTRY_OVERHEAD_BYTES) as u64 + 100;
+        let c = CompressedCache::new(capacity);
+        let mut per_shard = [0u64; SHARDS];
+        for i in 0..n {
+            per_shard[shard_of(&(1, i * 4096))] += 1;
+            c.insert(1, i * 4096, Arc::from(vec![1u8; block]));
+        }
+        let share = n / SHARDS as u64;
+        assert!(
+            per_shard.iter().any(|&b| b > share),
+            "the test needs imbalance: {per_shard:?}"
+        );
+        let s = c.stats();
+        assert_eq!(s.evictions, 0, "{s:?}");
+        assert!((0..n).all(|i| c.get(1, i * 4096).is_some()));
+        // One more block makes room by evicting exactly one old entry.
+        c.insert(2, 0, Arc::from(vec![1u8; block]));
+        let s = c.stats();
+        assert!(
+            s.usage_bytes <= s.capacity_bytes && s.evictions == 1,
+            "{s:?}"
+        );
     }
 
     #[test]

@@ -379,6 +379,24 @@ pub struct TierWindow {
     pub state: &'static str,
 }
 
+/// One finished simulation round, for convergence measurements (`CacheTierStats::round_log`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RoundBrief {
+    /// Block reads recorded between the round's start and its end.
+    pub accesses: u64,
+    /// Sampled block reads the ghosts saw, and those of the initial warm-up.
+    pub samples: u64,
+    pub warmup_samples: u64,
+    /// Passes over the candidates (1: all nine side by side).
+    pub passes: u32,
+    /// Whether a measurement window ended early (ranking settled).
+    pub stopped_early: bool,
+    pub adopted: bool,
+}
+
+/// Rounds kept in `CacheTierStats::round_log`. Default 16: a dynamic run has a handful.
+const ROUND_LOG_MAX: usize = 16;
+
 /// What `DB::stats()` reports about the cache budget (`Stats::cache_tiers`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheTierStats {
@@ -438,6 +456,8 @@ pub struct CacheTierStats {
     pub last_round: Vec<(u64, f64, f64, f64)>,
     /// L_e measured when the last round ended (what the guard compared against), ns.
     pub last_round_measured_le_ns: Option<f64>,
+    /// The last rounds (at most 16), oldest first.
+    pub round_log: Vec<RoundBrief>,
     /// Recent windows, oldest first.
     pub timeline: Vec<TierWindow>,
 }
@@ -835,6 +855,17 @@ impl Controller {
                     .collect()
             }),
             last_round_measured_le_ns: rounds.last().map(|r| r.measured_le_ns),
+            round_log: rounds[rounds.len().saturating_sub(ROUND_LOG_MAX)..]
+                .iter()
+                .map(|r| RoundBrief {
+                    accesses: r.accesses,
+                    samples: r.samples,
+                    warmup_samples: r.warmup_samples,
+                    passes: r.passes,
+                    stopped_early: r.stopped_early,
+                    adopted: r.adopted,
+                })
+                .collect(),
             timeline,
         }
     }
