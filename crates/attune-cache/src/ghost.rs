@@ -132,6 +132,11 @@ pub struct GhostConfig {
     pub early_stop: Option<EarlyStop>,
     /// Floor of an early-stopped window, sampled accesses.
     pub candidate_samples_min: u64,
+    /// Memory the second tier has beyond `memory_bytes − M_a`, bytes: in the kernel layout
+    /// under a cgroup limit above the engine's memory budget, the page cache also gets the
+    /// difference (the budget bounds the process's own memory, not the page cache's). Default
+    /// 0 (the paper's model: the tiers share exactly M).
+    pub second_extra_bytes: u64,
 }
 
 impl GhostConfig {
@@ -153,6 +158,7 @@ impl GhostConfig {
             ghost_bytes_max: (memory_bytes as f64 * GHOST_BYTES_MAX_FRACTION_DEFAULT) as u64,
             early_stop: None,
             candidate_samples_min: CANDIDATE_SAMPLES_MIN_DEFAULT,
+            second_extra_bytes: 0,
         }
     }
 
@@ -368,7 +374,10 @@ impl GhostSim {
         let factor = cfg.second_tier.capacity_factor();
         let second_caps: Vec<u64> = candidates
             .iter()
-            .map(|&c| ((cfg.memory_bytes - c) as f64 * factor * r).round() as u64)
+            .map(|&c| {
+                let bytes = (cfg.memory_bytes - c).saturating_add(cfg.second_extra_bytes);
+                (bytes as f64 * factor * r).round() as u64
+            })
             .collect();
         let limit = (cfg.memory_bytes as f64 * cfg.mrc_span * r).ceil() as u64;
         let bucket = (limit / cfg.mrc_points as u64).max(1);

@@ -838,3 +838,28 @@ fn side_by_side_round_needs_one_pass_and_picks_the_pipelines_split() {
         }
     }
 }
+
+/// The kernel tier under a cgroup limit above the engine's budget: `second_extra_bytes` gives
+/// every candidate's page-cache ghost that much more room. A uniform 128 MiB data set (64 MiB
+/// compressed) with M = 32 MiB: the tiers sharing M alone miss in the page cache most of the
+/// time; with 96 MiB more for the page cache every compressed page fits and the predicted H_k
+/// of the mid candidate is close to 1.
+#[test]
+fn extra_page_cache_room_raises_the_predicted_second_tier_hits() {
+    let seed = 7;
+    println!("seed {seed}");
+    let layout = BlockLayout::new(32_768, 4096, 0.5, 8192, seed).unwrap();
+    let mut cfg = GhostConfig::new(32 * MIB, MIB, page_tier());
+    cfg.sample_inv_rate = 16;
+    cfg.seed = seed;
+    let h_k = |extra: u64| {
+        let mut c = cfg.clone();
+        c.second_extra_bytes = extra;
+        let g = ghost_round(&layout, &RequestDist::Uniform, seed, &c);
+        g.predictions()[4].h_k
+    };
+    let (without, with) = (h_k(0), h_k(96 * MIB));
+    println!("H_k at M_a = M/2: {without:.3} without, {with:.3} with 96 MiB more");
+    assert!(without < 0.6, "{without}");
+    assert!(with > 0.9, "{with}");
+}

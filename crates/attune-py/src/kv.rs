@@ -649,6 +649,7 @@ fn tiers_dict<'py>(
     d.set_item("budget_bytes", t.budget_bytes)?;
     d.set_item("app_bytes", t.app_bytes)?;
     d.set_item("second_bytes", t.second_bytes)?;
+    d.set_item("second_extra_bytes", t.second_extra_bytes)?;
     if let Some(c) = &t.compressed {
         let e = PyDict::new(py);
         e.set_item("capacity_bytes", c.capacity_bytes)?;

@@ -19,7 +19,7 @@ pub use mem::{
     CrashReport, FaultError, FaultKind, FaultOp, FaultPlan, FaultRule, MemEnv, Trigger,
     SECTOR_BYTES,
 };
-pub use posix::{memory_limit_bytes, PosixEnv};
+pub use posix::{cgroup_memory_limit_bytes, memory_limit_bytes, PosixEnv};
 
 use crate::error::Result;
 use std::path::Path;

@@ -71,17 +71,27 @@ impl PosixEnv {
     }
 }
 
-/// Memory this process may use: the smallest cgroup memory limit on the path from its cgroup to
-/// the root (v2 `memory.max`, v1 `memory.limit_in_bytes`), or physical memory (`MemTotal`) when
-/// it is lower or no limit is set. `None` when neither can be read (not Linux, no /proc).
+/// Memory this process may use: the smaller of its cgroup limit
+/// ([`cgroup_memory_limit_bytes`]) and physical memory (`MemTotal`). `None` when neither can be
+/// read (not Linux, no /proc).
 pub fn memory_limit_bytes() -> Option<u64> {
     let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
         let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
         let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         kib.checked_mul(1024)
     });
+    match (total, cgroup_memory_limit_bytes()) {
+        (Some(t), Some(c)) => Some(t.min(c)),
+        (t, c) => t.or(c),
+    }
+}
+
+/// The smallest cgroup memory limit on the path from this process's cgroup to the root (v2
+/// `memory.max`, v1 `memory.limit_in_bytes`; v1's "no limit" is a huge number). `None` when no
+/// limit is set or none can be read.
+pub fn cgroup_memory_limit_bytes() -> Option<u64> {
     let groups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let mut cgroup: Option<u64> = None;
+    let mut limit: Option<u64> = None;
     for line in groups.lines() {
         // "0::/path" (v2) or "4:memory:/path" (v1, possibly with other controllers).
         let mut parts = line.splitn(3, ':');
@@ -98,19 +108,18 @@ pub fn memory_limit_bytes() -> Option<u64> {
         };
         let mut dir = root.join(rel.trim().trim_start_matches('/'));
         loop {
-            let limit = std::fs::read_to_string(dir.join(file)).ok();
-            if let Some(n) = limit.and_then(|v| v.trim().parse::<u64>().ok()) {
-                cgroup = Some(cgroup.map_or(n, |l| l.min(n)));
+            let value = std::fs::read_to_string(dir.join(file)).ok();
+            // "max" (v2) does not parse: no limit at this level.
+            if let Some(n) = value.and_then(|v| v.trim().parse::<u64>().ok()) {
+                limit = Some(limit.map_or(n, |l| l.min(n)));
             }
             if dir == root || !dir.pop() {
                 break;
             }
         }
     }
-    match (total, cgroup) {
-        (Some(t), Some(c)) => Some(t.min(c)),
-        (t, c) => t.or(c),
-    }
+    // v1 reports "no limit" as the largest page-aligned i64.
+    limit.filter(|&l| l < 1 << 62)
 }
 
 /// A read-only shared mapping of a whole (immutable) file.
