@@ -436,19 +436,6 @@ fn load(c: &Common, ratio: f64, compression: &str) -> Result<Dataset> {
     Ok(ds)
 }
 
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID exists on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// CPU time of the whole process (reader, controller thread, compactions), ns.
 fn process_cpu_ns() -> u64 {
     // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
@@ -489,7 +476,7 @@ struct Snap {
 fn snap(db: &DB) -> Result<Snap> {
     Ok(Snap {
         wall: Instant::now(),
-        cpu: thread_cpu_ns(),
+        cpu: attune_kv::env::thread_cpu_ns(),
         proc_cpu: process_cpu_ns(),
         t: tiers(db)?,
     })
