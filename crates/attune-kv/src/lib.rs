@@ -46,6 +46,7 @@ pub mod symbiosis;
 pub mod table;
 pub mod version;
 pub mod vlog;
+mod zstd_ctx;
 
 pub use batch::WriteBatch;
 pub use db::{DbIterator, Snapshot, Stats, DB};

@@ -920,7 +920,7 @@ fn compress(c: Compression, data: &[u8]) -> Vec<u8> {
     match c {
         Compression::None => data.to_vec(),
         Compression::Lz4 => lz4_flex::block::compress(data),
-        Compression::Zstd => zstd::bulk::compress(data, 3).unwrap_or_else(|_| data.to_vec()),
+        Compression::Zstd => crate::zstd_ctx::compress(data, 3).unwrap_or_else(|_| data.to_vec()),
     }
 }
 
@@ -928,7 +928,7 @@ fn decompress(c: Compression, packed: &[u8], len: usize) -> usize {
     let out = match c {
         Compression::None => Ok(packed.to_vec()),
         Compression::Lz4 => lz4_flex::block::decompress(packed, len).map_err(|_| ()),
-        Compression::Zstd => zstd::bulk::decompress(packed, len).map_err(|_| ()),
+        Compression::Zstd => crate::zstd_ctx::decompress(packed, len).map_err(|_| ()),
     };
     out.map_or(0, |v| std::hint::black_box(v).len())
 }

@@ -116,7 +116,7 @@ pub fn write_block(
                 out.extend_from_slice(&lz4_flex::block::compress(contents));
                 Some(TYPE_LZ4)
             }
-            Compression::Zstd => match zstd::bulk::compress(contents, zstd_level) {
+            Compression::Zstd => match crate::zstd_ctx::compress(contents, zstd_level) {
                 Ok(z) => {
                     out.extend_from_slice(&z);
                     Some(TYPE_ZSTD)
@@ -265,7 +265,7 @@ fn decompress_body(
             let out = if kind == TYPE_LZ4 {
                 lz4_flex::block::decompress(body, raw).map_err(|e| bad(format!("lz4: {e}")))?
             } else {
-                zstd::bulk::decompress(body, raw).map_err(|e| bad(format!("zstd: {e}")))?
+                crate::zstd_ctx::decompress(body, raw).map_err(|e| bad(format!("zstd: {e}")))?
             };
             if out.len() != raw {
                 return Err(bad("decompressed length mismatch".into()));
