@@ -31,6 +31,22 @@ pub struct BlockRef {
     pub uncompressed_len: u32,
 }
 
+impl BlockRef {
+    /// An access to this block, served as `app_hit` / `second_hit` say (no latency).
+    pub fn access(&self, app_hit: bool, second_hit: Option<bool>) -> BlockAccess {
+        BlockAccess {
+            file: self.file,
+            block_no: self.block_no,
+            offset: self.offset,
+            compressed_len: self.compressed_len,
+            uncompressed_len: self.uncompressed_len,
+            app_hit,
+            second_hit,
+            latency_ns: None,
+        }
+    }
+}
+
 /// Synthetic SSTable-like placement of blocks (see the module doc).
 #[derive(Clone, Debug)]
 pub struct BlockLayout {
@@ -139,16 +155,10 @@ impl ClosedLoop {
             u64::from(r.compressed_len),
             u64::from(r.uncompressed_len),
         );
-        let a = BlockAccess {
-            file: r.file,
-            block_no: r.block_no,
-            offset: r.offset,
-            compressed_len: r.compressed_len,
-            uncompressed_len: r.uncompressed_len,
-            app_hit: hit == TierHit::App,
-            second_hit: (hit != TierHit::App).then_some(hit == TierHit::Second),
-            latency_ns: None,
-        };
+        let a = r.access(
+            hit == TierHit::App,
+            (hit != TierHit::App).then_some(hit == TierHit::Second),
+        );
         if let Some(m_a) = self.sym.record(&a) {
             self.real.set_app_bytes(m_a);
         }

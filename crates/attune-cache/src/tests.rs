@@ -10,7 +10,6 @@ use crate::policy::PolicyKind;
 use crate::synth::{BlockLayout, ClosedLoop};
 use crate::tracker::{MissCosts, RoundTrigger, State, Symbiosis, SymbiosisConfig};
 use crate::twotier::{HitCounts, TwoTier};
-use crate::BlockAccess;
 
 const KEYS_PER_BLOCK: u64 = 16;
 const MIB: u64 = 1 << 20;
@@ -74,16 +73,7 @@ fn ghost_round(layout: &BlockLayout, dist: &RequestDist, seed: u64, cfg: &GhostC
     let mut steps = 0u64;
     while !g.is_done() {
         let r = layout.block(next());
-        g.record(&BlockAccess {
-            file: r.file,
-            block_no: r.block_no,
-            offset: r.offset,
-            compressed_len: r.compressed_len,
-            uncompressed_len: r.uncompressed_len,
-            app_hit: false,
-            second_hit: None,
-            latency_ns: None,
-        });
+        g.record(&r.access(false, None));
         steps += 1;
         assert!(steps < 200_000_000, "round did not finish");
     }
@@ -352,16 +342,7 @@ fn guard_rejects_predictions_worse_than_the_measured_latency() {
         for _ in 0..1_000_000 {
             let r = layout.block(next());
             let h = real.access(r.file, r.offset, r.compressed_len.into(), 4096);
-            sym.record(&BlockAccess {
-                file: r.file,
-                block_no: r.block_no,
-                offset: r.offset,
-                compressed_len: r.compressed_len,
-                uncompressed_len: r.uncompressed_len,
-                app_hit: h == crate::TierHit::App,
-                second_hit: Some(h == crate::TierHit::Second),
-                latency_ns: None,
-            });
+            sym.record(&r.access(h == crate::TierHit::App, Some(h == crate::TierHit::Second)));
         }
         let first = &sym.rounds()[0];
         println!(
@@ -535,16 +516,7 @@ fn adoption_that_makes_latency_worse_is_rolled_back() {
         for _ in 0..1_500_000 {
             let r = layout.block(next());
             let h = real.access(r.file, r.offset, r.compressed_len.into(), 4096);
-            let a = BlockAccess {
-                file: r.file,
-                block_no: r.block_no,
-                offset: r.offset,
-                compressed_len: r.compressed_len,
-                uncompressed_len: r.uncompressed_len,
-                app_hit: h == crate::TierHit::App,
-                second_hit: Some(h == crate::TierHit::Second),
-                latency_ns: None,
-            };
+            let a = r.access(h == crate::TierHit::App, Some(h == crate::TierHit::Second));
             if let Some(m_a) = sym.record(&a) {
                 real.set_split(m_a / 4, m - m_a);
             }
@@ -579,16 +551,9 @@ fn requested_round_runs_after_the_current_one_only() {
         for _ in 0..n {
             let r = layout.block(next());
             let h = real.access(r.file, r.offset, r.compressed_len.into(), 4096);
-            if let Some(m_a) = sym.record(&BlockAccess {
-                file: r.file,
-                block_no: r.block_no,
-                offset: r.offset,
-                compressed_len: r.compressed_len,
-                uncompressed_len: r.uncompressed_len,
-                app_hit: h == crate::TierHit::App,
-                second_hit: Some(h == crate::TierHit::Second),
-                latency_ns: None,
-            }) {
+            if let Some(m_a) =
+                sym.record(&r.access(h == crate::TierHit::App, Some(h == crate::TierHit::Second)))
+            {
                 real.set_app_bytes(m_a);
             }
         }
@@ -631,16 +596,7 @@ fn ghost_memory_stays_under_two_per_mille_of_m_at_r_1_64() {
         let mut next = blocks_stream(&RequestDist::Uniform, layout.blocks(), seed);
         while !sim.is_done() {
             let r = layout.block(next());
-            sim.record(&BlockAccess {
-                file: r.file,
-                block_no: r.block_no,
-                offset: r.offset,
-                compressed_len: r.compressed_len,
-                uncompressed_len: r.uncompressed_len,
-                app_hit: false,
-                second_hit: Some(false),
-                latency_ns: None,
-            });
+            sim.record(&r.access(false, Some(false)));
         }
         let peak = sim.peak_metadata_bytes();
         let share = peak as f64 / m as f64;
@@ -691,16 +647,7 @@ fn adoption_that_misses_its_prediction_tries_the_runner_up_and_keeps_the_better(
         for _ in 0..3_000_000 {
             let r = layout.block(next());
             let h = real.access(r.file, r.offset, r.compressed_len.into(), 4096);
-            let a = BlockAccess {
-                file: r.file,
-                block_no: r.block_no,
-                offset: r.offset,
-                compressed_len: r.compressed_len,
-                uncompressed_len: r.uncompressed_len,
-                app_hit: h == crate::TierHit::App,
-                second_hit: Some(h == crate::TierHit::Second),
-                latency_ns: None,
-            };
+            let a = r.access(h == crate::TierHit::App, Some(h == crate::TierHit::Second));
             if let Some(m_a) = sym.record(&a) {
                 real.set_split(m_a, real_second(m_a));
             }
