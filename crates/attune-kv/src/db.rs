@@ -106,6 +106,10 @@ struct State {
     versions: VersionSet,
     mem: Arc<MemTable>,
     imm: Option<Arc<MemTable>>,
+    /// The last sequence `imm` holds (the database's last sequence when it was switched out):
+    /// the flush records exactly this in the manifest, so that recovery knows the log after it
+    /// begins at the next sequence (see `recover_logs`).
+    imm_last_sequence: u64,
     writers: VecDeque<PendingWrite>,
     finished: HashMap<u64, Result<()>>,
     next_writer_id: u64,
@@ -452,6 +456,7 @@ impl DB {
                 versions,
                 mem,
                 imm: None,
+                imm_last_sequence: max_seq,
                 writers: VecDeque::new(),
                 finished: HashMap::new(),
                 next_writer_id: 0,
@@ -784,8 +789,12 @@ fn recover_logs(
     // unsynced tail in a machine crash while a later log kept part of its own: replaying on
     // would leave a hole, so recovery stops there. Nothing acknowledged as synced is dropped (a
     // sync write first fsyncs every earlier log). Recovery also stops at a write whose value
-    // did not reach the value log (below).
-    let mut next_seq_max: Option<u64> = None;
+    // did not reach the value log (below). It starts from the manifest's last sequence, which
+    // the flush that named `log_number` set to exactly what the tables hold: the first log's
+    // first record is the next one, so an earlier log that lost *every* record is a hole too.
+    // (A manifest written before that rule may hold a larger last sequence: the check is then
+    // looser, never wrong.)
+    let mut next_seq_max = versions.last_sequence.checked_add(1);
     let mut stopped = false;
     for n in logs {
         versions.next_file_number = versions.next_file_number.max(n + 1);
@@ -1463,6 +1472,9 @@ impl DbInner {
             }
             let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(n)));
             st.imm = Some(old);
+            // The leader holds the state lock and no group is in flight: every sequence up to
+            // here is in `old` (or in tables), none in the new log.
+            st.imm_last_sequence = self.last_sequence.load(Ordering::Acquire);
             self.install_super_version(st);
             self.work_cv.notify_all();
             force = false;
@@ -1715,7 +1727,10 @@ impl DbInner {
                     edit.add_file(0, f);
                 }
                 edit.log_number = Some(st.mem.log_number);
-                edit.last_sequence = Some(self.last_sequence.load(Ordering::Acquire));
+                // Exactly what the tables now hold, not the database's last sequence: writes
+                // already in the new log must not be counted, or recovery could not tell that
+                // the log before a later one lost every record (see `recover_logs`).
+                edit.last_sequence = Some(st.imm_last_sequence.max(st.versions.last_sequence));
                 st.versions.log_and_apply(edit)?;
                 st.flush_count += 1;
                 st.flush_bytes += bytes;

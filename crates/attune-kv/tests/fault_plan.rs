@@ -423,6 +423,55 @@ fn recovery_stops_at_a_sequence_gap_between_logs() {
     assert_eq!(db.get(b"d").unwrap(), None);
 }
 
+/// Regression (found by `attune-stress --mode mem`, seen once in a 3-thread run): the same hole,
+/// but the earlier log lost *every* record (it was never synced, and the crash kept none of its
+/// unsynced bytes) while the later log kept its first. With no record of the earlier log
+/// replayed there was nothing to compare the later log's first sequence with; the manifest's
+/// last sequence (what the tables hold) now is.
+#[test]
+fn recovery_stops_when_an_earlier_log_lost_every_record() {
+    let env = MemEnv::new();
+    let db = open(&env).unwrap();
+    for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")] {
+        db.put(k, v).unwrap(); // sequences 1, 2, 3 in one log
+    }
+    drop(db);
+    let dir = Path::new(DIR);
+    let last_log = env
+        .list_dir(dir)
+        .unwrap()
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".log")?.parse::<u64>().ok())
+        .max()
+        .unwrap();
+    let log = dir.join(format!("{last_log:06}.log"));
+    let mut batch = 4u64.to_le_bytes().to_vec();
+    batch.extend_from_slice(&1u32.to_le_bytes());
+    batch.extend_from_slice(&[1, 1, b'd', 1, b'4']);
+    let next = dir.join(format!("{:06}.log", last_log + 1));
+    let mut w = attune_kv::log::LogWriter::new(env.new_writable(&next).unwrap());
+    w.add_record(&batch).unwrap();
+    w.sync().unwrap();
+    env.sync_dir(dir).unwrap();
+    // The earlier log kept none of its (unsynced) bytes.
+    env.new_writable(&log).unwrap().sync().unwrap();
+    assert_eq!(env.file_size(&log).unwrap(), 0);
+    let db = open(&env).unwrap();
+    for k in [b"a", b"b", b"c", b"d"] {
+        assert_eq!(
+            db.get(k).unwrap(),
+            None,
+            "key {} came back: sequence 4 was replayed after the hole at 1..=3",
+            k[0] as char
+        );
+    }
+    db.put(b"e", b"5").unwrap();
+    drop(db);
+    let db = open(&env).unwrap();
+    assert_eq!(db.get(b"e").unwrap(), Some(b"5".to_vec()));
+    assert_eq!(db.get(b"d").unwrap(), None);
+}
+
 /// Regression (found by `attune-stress --mode kill`, SIGKILL during the first open): a crash
 /// between writing the first manifest and CURRENT left a directory that every later open refused
 /// as "not empty and has no CURRENT file". Such leftovers (manifest, CURRENT's temp file) are an
