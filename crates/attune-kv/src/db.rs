@@ -1964,13 +1964,17 @@ impl DbInner {
 
     /// Fsyncs the value log and then the WAL (and a pending previous WAL).
     fn sync_logs(&self) -> Result<()> {
-        self.sync_imm_wal()?;
+        // The current log first, then the previous one: a memtable switch between the two
+        // turns the log just synced into the previous one, which is synced next (or was by the
+        // flush). The other order could sync the previous log, see a switch, and sync only the
+        // new log, leaving the writes of the one switched out unsynced — and garbage
+        // collection relies on this call covering every write made before it.
         self.sync_vlog()?;
         if let Some(w) = self.wal.lock().as_mut() {
             w.sync()?;
             self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(())
+        self.sync_imm_wal()
     }
 
     /// Collects segment `n` if at least `min_ratio` of it is dead: moves its live records to
