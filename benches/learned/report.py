@@ -354,6 +354,69 @@ def writes(rows: list[dict]) -> None:
         " client thread; learning time is the learner thread's CPU time; saved = lookup time the"
         " models of the phase's retired files saved, by the analyzer's accounting)"
     )
+    hindsight(rows, e["always"], e["analyzer"])
+
+
+def oracle_learn_share(r: dict, keep: float = 0.95) -> float | None:
+    """The least learning any analyzer could have done in this always-learn phase while keeping
+    `keep` of its foreground throughput, as a share of what always-learn trained: from the
+    phase's hindsight frontier (attune_learn::hindsight), with the lookup time the skipped
+    models saved added to the client threads' CPU time."""
+    st = r.get("engine_stats") or {}
+    frontier, total = st.get("hindsight_frontier"), st.get("hindsight_learn_ns") or 0
+    cpu = r.get("client_cpu_seconds")
+    if not frontier or total <= 0 or not cpu:
+        return None
+    budget = cpu * 1e9 * (1 / keep - 1)
+    best = frontier[0][1]
+    for (la, ca), (lb, cb) in zip(frontier, frontier[1:]):
+        if lb <= budget:
+            best = cb
+            continue
+        if la <= budget < lb:
+            best = ca - (budget - la) / (lb - la) * (ca - cb)
+        break
+    return best / total
+
+
+def hindsight(rows: list[dict], always: str, analyzer: str) -> None:
+    """The oracle's bound next to the analyzer: for each write phase, the least learning that
+    perfect foresight needs at >= 95 % of always-learn's foreground throughput."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["workload"], r["engine"])].append(r)
+    if not any((r.get("engine_stats") or {}).get("hindsight_frontier") for r in rows):
+        return
+    print(
+        "\n| phase | always: models trained (learn CPU ms) | their saving ms | oracle learn /"
+        " always at fg ≥ 95 % | oracle at fg ≥ 99 % | analyzer learn / always |"
+    )
+    print("|---|---|---|---|---|---|")
+    for w in dict.fromkeys(r["workload"] for r in rows):
+        if not w.startswith("write"):
+            continue
+        a = groups.get((w, always), [])
+        st = [r.get("engine_stats") or {} for r in a]
+        o95 = [x for x in (oracle_learn_share(r) for r in a) if x is not None]
+        o99 = [x for x in (oracle_learn_share(r, 0.99) for r in a) if x is not None]
+        if not o95:
+            continue
+        learn = median([s.get("hindsight_learn_ns", 0) / 1e6 for s in st])
+        files = median([s.get("hindsight_files", 0) for s in st])
+        saved = median([s.get("hindsight_saved_ns", 0) / 1e6 for s in st])
+        an = median([(r.get("engine_stats") or {}).get("learn_ns_total", 0) for r in
+                     groups.get((w, analyzer), [])])
+        al = median([s.get("learn_ns_total", 0) for s in st])
+        print(
+            f"| {w} | {files:.0f} ({learn:.1f}) | {saved:.1f} | {median(o95):.2f}× |"
+            f" {median(o99):.2f}× | {ratio(an, al)} |"
+        )
+    print(
+        "\n(oracle: skips the models that saved least per training nanosecond first, until the"
+        " lookup time they saved would cut always-learn's foreground throughput per client CPU"
+        " second below the bound; saving counts retired and still-live files; medians of the"
+        " repeats)"
+    )
 
 
 def scale(rows: list[dict]) -> None:

@@ -218,6 +218,9 @@ pub struct LearnStats {
     pub train_ns_per_record: f64,
     /// Per-level statistics behind the analyzer's decisions (the benefit side).
     pub levels: Vec<attune_learn::LevelSummary>,
+    /// What each model trained since open cost and saved (retired and live files): the least
+    /// learning any analyzer could have done at a given loss of lookup time.
+    pub hindsight: attune_learn::Hindsight,
 }
 
 /// Engine-wide learned-index state (see the module doc).
@@ -465,6 +468,7 @@ impl Learning {
             benefit_predicted_realized_ns: a.benefit_predicted_realized_ns,
             train_ns_per_record: self.analyzer.train_ns_per_record(),
             levels: self.analyzer.level_summaries(),
+            hindsight: self.analyzer.hindsight(),
         }
     }
 }

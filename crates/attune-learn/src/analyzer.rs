@@ -54,6 +54,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{LearnError, Result};
+use crate::hindsight::Hindsight;
 
 /// T_wait in nanoseconds. Default 50 ms: the source's value (its largest per-file learning time
 /// was about 40 ms, rounded up; waiting about one learning time is 2-competitive).
@@ -298,6 +299,8 @@ pub struct FileStats {
     learned: AtomicBool,
     /// The benefit estimated when the file was chosen on an estimate (f64 bits; 0: none).
     predicted_bits: AtomicU64,
+    /// Training time of its model (0: not trained here, e.g. loaded from disk).
+    train_ns: AtomicU64,
 }
 
 impl FileStats {
@@ -564,6 +567,8 @@ pub(crate) struct Inner {
     pub(crate) levels: Vec<LevelStats>,
     seq: u64,
     stats: AnalyzerStats,
+    /// Cost and saving of the retired learned files (see [`Hindsight`]).
+    hindsight: Hindsight,
     pub(crate) train_ns: f64,
     pub(crate) train_records: f64,
 }
@@ -640,6 +645,7 @@ impl Analyzer {
             nanos: Default::default(),
             learned: AtomicBool::new(false),
             predicted_bits: AtomicU64::new(0),
+            train_ns: AtomicU64::new(0),
         });
         g.seq += 1;
         let seq = g.seq;
@@ -666,6 +672,8 @@ impl Analyzer {
         if file.is_learned() {
             let saved = realized_ns(&file, &g.levels[file.level], &g.levels);
             g.stats.benefit_realized_ns += saved;
+            let cost = file.train_ns.load(Ordering::Relaxed) as f64;
+            g.hindsight.add(cost, saved);
             let predicted = f64::from_bits(file.predicted_bits.load(Ordering::Relaxed));
             if predicted > 0.0 {
                 g.stats.benefit_predicted_ns += predicted;
@@ -869,6 +877,7 @@ impl Analyzer {
         g.train_records += file.records as f64;
         g.stats.files_learned += 1;
         g.stats.learn_ns_total += train_ns;
+        file.train_ns.store(train_ns, Ordering::Relaxed);
         file.learned.store(true, Ordering::Release);
     }
 
@@ -882,6 +891,18 @@ impl Analyzer {
     /// Counters.
     pub fn stats(&self) -> AnalyzerStats {
         self.lock().stats
+    }
+
+    /// What each model trained since this analyzer started cost and saved (retired files, and
+    /// live files with what they saved so far): the oracle's bound, see [`Hindsight`].
+    pub fn hindsight(&self) -> Hindsight {
+        let g = self.lock();
+        let mut h = g.hindsight.clone();
+        for (file, _) in g.live.values().filter(|(f, _)| f.is_learned()) {
+            let saved = realized_ns(file, &g.levels[file.level], &g.levels);
+            h.add(file.train_ns.load(Ordering::Relaxed) as f64, saved);
+        }
+        h
     }
 
     /// The per-level statistics behind the decisions (levels with retired files only).
@@ -1334,6 +1355,17 @@ mod tests {
         let total = saved + 10.0 * (900.0 - model);
         assert!((st.benefit_realized_ns - total).abs() < 1e-6, "{st:?}");
         assert_eq!(st.benefit_predicted_ns, benefit_ns);
+        // Hindsight holds both models (cost 10,000 ns each) with what they saved; a live
+        // learned file counts with what it saved so far, once.
+        let h = a.hindsight();
+        assert_eq!((h.files, h.learn_ns()), (2, 20_000.0));
+        assert!((h.saved_ns() - total).abs() < 1e-6);
+        let live = a.register(3, 2, 1 << 20, 1000, 4000 * MS).unwrap();
+        a.learned(&live, 5_000);
+        assert_eq!(a.hindsight().files, 3);
+        assert_eq!(a.hindsight().learn_ns(), 25_000.0);
+        a.retire(3, 5000 * MS);
+        assert_eq!(a.hindsight().files, 3, "a retired file is counted once");
     }
 
     /// Level 1 never had a learned file retire (say the analyzer skipped them all), so it has

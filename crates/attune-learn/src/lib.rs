@@ -27,6 +27,7 @@
 //!   (docs/formats/learned-model.md).
 //! * [`analyzer`] — Bourbon's cost-benefit analyzer (§2.3.4): wait, estimate, prioritise.
 //! * [`analyzer_state`] — the analyzer's statistics, persisted across reopen.
+//! * [`hindsight`] — what each model cost and saved: the least any analyzer could have learned.
 //!
 //! Design, choices where the source is silent, and measured numbers: `docs/learned-index.md`.
 
@@ -37,6 +38,7 @@ pub mod analyzer;
 pub mod analyzer_state;
 pub mod error;
 pub mod format;
+pub mod hindsight;
 pub mod index;
 pub mod keymap;
 pub mod plr;
@@ -46,6 +48,7 @@ pub use analyzer::{
     LookupPath, LookupResult,
 };
 pub use error::{LearnError, Result};
+pub use hindsight::{FrontierPoint, Hindsight};
 pub use index::{LearnedIndex, LearnedIndexBuilder};
 pub use keymap::KeyMapper;
 pub use plr::{

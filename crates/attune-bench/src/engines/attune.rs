@@ -270,6 +270,11 @@ impl Engine for AttuneEngine {
             "benefit_predicted_ns": l.benefit_predicted_ns,
             "benefit_predicted_realized_ns": l.benefit_predicted_realized_ns,
             "train_ns_per_record": l.train_ns_per_record,
+            "hindsight_files": l.hindsight.files,
+            "hindsight_learn_ns": l.hindsight.learn_ns(),
+            "hindsight_saved_ns": l.hindsight.saved_ns(),
+            "hindsight_frontier": l.hindsight.frontier().iter()
+                .map(|p| [p.loss_ns, p.learn_ns]).collect::<Vec<_>>(),
             "analyzer_levels": l.levels.iter().map(|v| json!({
                 "level": v.level,
                 "retired_files": v.retired_files,
