@@ -238,7 +238,13 @@ impl Oracle {
                     continue;
                 };
                 let f = &found[k as usize];
-                let here = if f.lo >= idx {
+                // A later write recovered at this key shows the batch was applied only if the
+                // batch reached the log: an acknowledged one did, and sits before every later
+                // write to the key. A failed batch may never have reached it (a failed log
+                // switch fails the write and the next write goes on), so at a key where a
+                // later write came back it is undecided; only its own value decides.
+                let reached = matches!(h.entries[idx].state, State::Acked { .. });
+                let here = if (f.lo == idx && f.hi == idx) || (f.lo >= idx && reached) {
                     Some(true)
                 } else if f.hi < idx {
                     Some(false)
@@ -248,9 +254,9 @@ impl Oracle {
                 match (applied, here) {
                     (Some(a), Some(b)) if a != b => {
                         return Err(format!(
-                            "batch op {op}: applied at key {applied_key} = {a} but at key {k} \
-                             = {b} (keys {:?})",
-                            w.keys
+                            "batch op {op} ({:?}): applied at key {applied_key} = {a} but at \
+                             key {k} = {b} (keys {:?})",
+                            h.entries[idx].state, w.keys
                         ));
                     }
                     (None, Some(b)) => {
@@ -364,5 +370,29 @@ mod tests {
             r.unwrap_err().contains("newest durable"),
             "resurrected delete"
         );
+    }
+
+    /// Regression (seed 20262023, a cycle with injected faults): a batch failed without
+    /// reaching the log and a later write to one of its keys succeeded. That key's later value
+    /// says nothing about the batch; only the batch's own value at a key does.
+    #[test]
+    fn a_failed_batch_overwritten_at_one_key_is_not_half_applied() {
+        let o = Oracle::new(2);
+        write(&o, 1, &[(0, true), (1, true)], true, true);
+        write(&o, 2, &[(0, true), (1, true)], false, false); // failed batch
+        write(&o, 3, &[(0, true)], true, false);
+        let mut s = VerifyStats::default();
+        assert!(o.verify(&[Some(3), Some(1)], false, &mut s).is_ok());
+        assert!(o.verify(&[Some(3), Some(2)], false, &mut s).is_ok());
+        // Its own value at one key and the value before it at the other is half a batch.
+        let half = o.verify(&[Some(2), Some(1)], false, &mut s);
+        assert!(half.unwrap_err().contains("batch op 2"));
+        // Acknowledged, the batch precedes the later write in the log: the same reads are
+        // half a batch.
+        let o = Oracle::new(2);
+        write(&o, 1, &[(0, true), (1, true)], true, true);
+        write(&o, 2, &[(0, true), (1, true)], true, false);
+        write(&o, 3, &[(0, true)], true, false);
+        assert!(o.verify(&[Some(3), Some(1)], false, &mut s).is_err());
     }
 }

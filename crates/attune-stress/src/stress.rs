@@ -708,6 +708,23 @@ pub struct Violation {
     pub report: Box<Report>,
 }
 
+/// The options of a cycle that matter for reproducing a violation, for its report (a cycle's
+/// options come from (seed, cycle), but reading them off the report is quicker).
+fn cycle_shape(o: &Options) -> String {
+    format!(
+        "cycle options: write_buffer_size {}, blob files {} (min {} B, segment {} B, gc space \
+         amp {}), learned {:?}, wal sync {} ms, compression {:?}",
+        o.write_buffer_size,
+        o.enable_blob_files,
+        o.min_blob_size,
+        o.blob_file_size,
+        o.blob_gc_space_amp,
+        o.learned_index,
+        o.wal_sync_interval_ms,
+        o.compression,
+    )
+}
+
 fn violation(cfg: &Config, cycle: u64, detail: String, mut report: Report) -> Violation {
     report.violations += 1;
     Violation {
@@ -803,12 +820,16 @@ pub fn run_mem(cfg: &Config) -> Result<Report, Box<Violation>> {
     while !done(cfg, start, cycle) {
         let mut rng = stream(cfg.seed, cycle, 0);
         let opts = options(&mut rng);
+        let shape = cycle_shape(&opts);
+        let faults_drawn = std::cell::Cell::new(false);
         let fail = |detail: String, report: &Report| {
+            let detail = format!("{detail}\n{shape}, faults {}", faults_drawn.get());
             Box::new(violation(cfg, cycle, detail, report.clone()))
         };
         let db = DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, opts.clone())
             .map_err(|e| fail(format!("open after recovery: {e}"), &report))?;
         let faults = rng.gen_bool(0.25);
+        faults_drawn.set(faults);
         let errors_expected = AtomicBool::new(faults);
         if faults {
             env.set_fault_plan(fault_plan(&mut rng));
