@@ -10,6 +10,7 @@ ratio of two such fields; nothing is typed in by hand.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
@@ -294,11 +295,14 @@ def writes(rows: list[dict]) -> None:
     the median over the repeats of that number."""
     engines = list(dict.fromkeys(r["engine"] for r in rows))
     lifetime = next((x for x in engines if "learned_benefit=lifetime" in x), None)
+    # "uncal": the default analyzer with `learned_calibrate=false`.
+    uncal = next((x for x in engines if "learned_calibrate=false" in x), None)
     e = {
-        m: mode_engine([x for x in engines if x != lifetime], m)
+        m: mode_engine([x for x in engines if x not in (lifetime, uncal)], m)
         for m in ("off", "offline", "always", "analyzer")
     }
     e["lifetime"] = lifetime
+    e["uncal"] = uncal
     if not (e["always"] and e["analyzer"]):
         return
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -311,8 +315,9 @@ def writes(rows: list[dict]) -> None:
     def stat(key: str, scale: float = 1.0):
         return lambda r: (r.get("engine_stats") or {}).get(key, 0) / scale
 
-    modes = [m for m in ("off", "offline", "always", "analyzer", "lifetime") if e[m]]
-    learners = [m for m in ("always", "analyzer", "lifetime") if e[m]]
+    modes = [m for m in ("off", "offline", "always", "analyzer", "uncal", "lifetime") if e[m]]
+    learners = [m for m in ("always", "analyzer", "uncal", "lifetime") if e[m]]
+    guessers = [m for m in ("analyzer", "uncal", "lifetime") if e[m]]
     print(
         "| phase | "
         + " | ".join(f"{m} fg ops/CPU-s" for m in modes)
@@ -320,9 +325,11 @@ def writes(rows: list[dict]) -> None:
         + " | ".join(f"{m} learn CPU ms (files)" for m in learners)
         + " | analyzer/always learn | "
         + " | ".join(f"{m} saved ms" for m in learners)
-        + " | analyzer predicted → saved ms | lifetime predicted → saved ms |"
+        + " | "
+        + " | ".join(f"{m} predicted → saved ms" for m in guessers)
+        + " |"
     )
-    print("|---" * (len(modes) + 2 * len(learners) + 5) + "|")
+    print("|---" * (len(modes) + 2 * len(learners) + len(guessers) + 3) + "|")
     for w in dict.fromkeys(r["workload"] for r in rows):
         if not w.startswith("write"):
             continue
@@ -346,7 +353,7 @@ def writes(rows: list[dict]) -> None:
         cells += [f"{learn[m]:.1f} ({files[m]:.0f})" for m in learners]
         cells.append(ratio(learn["analyzer"], learn["always"]))
         cells += [f"{saved[m]:.1f}" for m in learners]
-        cells += [pred("analyzer"), pred("lifetime")]
+        cells += [pred(m) for m in guessers]
         print(f"| {w} | " + " | ".join(cells) + " |")
     reps = max(len(v) for v in groups.values())
     print(
@@ -355,6 +362,11 @@ def writes(rows: list[dict]) -> None:
         " models of the phase's retired files saved, by the analyzer's accounting)"
     )
     hindsight(rows, e["always"], e["analyzer"])
+    if e["uncal"]:
+        print(
+            "\n(uncal = the default analyzer with `learned_calibrate=false`: its benefit estimates"
+            " judged raw)"
+        )
 
 
 def oracle_learn_share(r: dict, keep: float = 0.95) -> float | None:
@@ -369,7 +381,7 @@ def oracle_learn_share(r: dict, keep: float = 0.95) -> float | None:
         return None
     budget = cpu * 1e9 * (1 / keep - 1)
     best = frontier[0][1]
-    for (la, ca), (lb, cb) in zip(frontier, frontier[1:]):
+    for (la, ca), (lb, cb) in itertools.pairwise(frontier):
         if lb <= budget:
             best = cb
             continue
@@ -404,8 +416,12 @@ def hindsight(rows: list[dict], always: str, analyzer: str) -> None:
         learn = median([s.get("hindsight_learn_ns", 0) / 1e6 for s in st])
         files = median([s.get("hindsight_files", 0) for s in st])
         saved = median([s.get("hindsight_saved_ns", 0) / 1e6 for s in st])
-        an = median([(r.get("engine_stats") or {}).get("learn_ns_total", 0) for r in
-                     groups.get((w, analyzer), [])])
+        an = median(
+            [
+                (r.get("engine_stats") or {}).get("learn_ns_total", 0)
+                for r in groups.get((w, analyzer), [])
+            ]
+        )
         al = median([s.get("learn_ns_total", 0) for s in st])
         print(
             f"| {w} | {files:.0f} ({learn:.1f}) | {saved:.1f} | {median(o95):.2f}× |"

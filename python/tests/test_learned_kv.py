@@ -1,5 +1,6 @@
 """Learned indexes in attune.DB: the option, learn_all, stats, persisted models and the CLI."""
 
+import itertools
 import json
 import subprocess
 import sys
@@ -114,6 +115,28 @@ def test_analyzer_benefit_option_and_its_accounting(tmp_path):
         assert db.stats()["learned"]["analyzer_state_loaded"] is True
     with pytest.raises(attune.InvalidArgumentError, match="valid: remaining, lifetime"):
         attune.DB(path, learned_benefit="sometimes")
+
+
+def test_calibration_and_hindsight_are_reported_and_calibration_can_be_off(tmp_path):
+    path = str(tmp_path / "db")
+    opts = {"learned_index": "always", "learned_wait_ms": 3_600_000, "write_buffer_size": 64 << 10}
+    with attune.DB(path, **opts) as db:
+        _fill(db, 5_000)
+        assert db.learn_all() >= 1
+        for i in range(0, 5_000, 7):
+            db.get(i.to_bytes(8, "big") + b"00000000")
+        s = db.stats()["learned"]
+    # Always-learn trains models: hindsight accounts each one's cost and what it saved.
+    assert s["hindsight_files"] > 0 and s["hindsight_learn_ns"] > 0
+    frontier = s["hindsight_frontier"]
+    assert frontier[0][0] == 0 and frontier[0][1] == s["hindsight_learn_ns"]
+    assert all(b[1] <= a[1] for a, b in itertools.pairwise(frontier))
+    assert 0.25 <= s["benefit_calibration"] <= 4
+    with attune.DB(path, learned_calibrate=False) as db:
+        assert db.stats()["options"]["learned_calibrate"] == "false"
+        assert db.stats()["learned"]["benefit_calibration"] == 1.0
+    with pytest.raises(attune.InvalidArgumentError, match="learned_calibrate"):
+        attune.DB(path, learned_calibrate="maybe")
 
 
 def test_mmap_reads_limit_option(tmp_path):

@@ -214,6 +214,8 @@ pub struct LearnStats {
     /// Of the retired files learned on an estimate: the estimated benefit, and what they saved.
     pub benefit_predicted_ns: f64,
     pub benefit_predicted_realized_ns: f64,
+    /// The factor the analyzer scales estimated benefits by (1 with calibration off).
+    pub benefit_calibration: f64,
     /// Measured training time per record (the cost side of the analyzer).
     pub train_ns_per_record: f64,
     /// Per-level statistics behind the analyzer's decisions (the benefit side).
@@ -250,6 +252,7 @@ impl Learning {
             min_lifetime_ns: wait_ns,
             always_learn: opts.learned_index == Mode::Always,
             benefit: opts.learned_benefit,
+            calibrate: opts.learned_calibrate,
             ..AnalyzerConfig::default()
         };
         let analyzer =
@@ -466,6 +469,7 @@ impl Learning {
             benefit_realized_ns: a.benefit_realized_ns,
             benefit_predicted_ns: a.benefit_predicted_ns,
             benefit_predicted_realized_ns: a.benefit_predicted_realized_ns,
+            benefit_calibration: a.benefit_calibration,
             train_ns_per_record: self.analyzer.train_ns_per_record(),
             levels: self.analyzer.level_summaries(),
             hindsight: self.analyzer.hindsight(),

@@ -312,6 +312,10 @@ pub struct Options {
     /// once the model exists; Attune's default) or `lifetime` (Bourbon's formula: the level's
     /// lookups per file over a whole life). docs/learned-index.md "Analyzer".
     pub learned_benefit: LearnedBenefit,
+    /// Scale the analyzer's benefit estimates by how much the models it chose really saved
+    /// (measured at retirement, decayed). Default true; false judges raw estimates, as
+    /// Bourbon does. docs/learned-index.md "Calibration".
+    pub learned_calibrate: bool,
     /// Level learning (read-mostly use): `learn_all` also builds one model per sorted level
     /// with more than one file, which replaces finding the file in the level. A level's model
     /// is dropped when a flush or compaction changes the level (not rebuilt until the next
@@ -361,6 +365,7 @@ impl Default for Options {
             learned_delta: 8,
             learned_wait_ms: 50,
             learned_benefit: LearnedBenefit::Remaining,
+            learned_calibrate: true,
             learned_level: false,
             hot_key_cache_bytes: 0,
         }
@@ -453,6 +458,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "learned_delta",
     "learned_wait_ms",
     "learned_benefit",
+    "learned_calibrate",
     "learned_level",
     "hot_key_cache_bytes",
 ];
@@ -504,6 +510,7 @@ impl Options {
                     ))
                 })?
             }
+            "learned_calibrate" => self.learned_calibrate = parse_bool(key, value)?,
             "learned_level" => self.learned_level = parse_bool(key, value)?,
             "hot_key_cache_bytes" => self.hot_key_cache_bytes = parse_size(value)?,
             _ => {
@@ -703,6 +710,7 @@ impl Options {
             ("learned_delta", self.learned_delta.to_string()),
             ("learned_wait_ms", self.learned_wait_ms.to_string()),
             ("learned_benefit", self.learned_benefit.name().to_string()),
+            ("learned_calibrate", self.learned_calibrate.to_string()),
             ("learned_level", self.learned_level.to_string()),
             ("hot_key_cache_bytes", self.hot_key_cache_bytes.to_string()),
         ]

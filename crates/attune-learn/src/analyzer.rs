@@ -68,6 +68,21 @@ pub const MIN_RETIRED_FILES_DEFAULT: u64 = 4;
 /// roughly the last 64-128 files of the level.
 pub const LEVEL_WINDOW_FILES_DEFAULT: u64 = 64;
 
+/// Pseudo-evidence of the calibration factor (see [`Analyzer::calibration`]), in predicted
+/// nanoseconds at a factor of 1. Default 8 ms: about eight tables' predictions (a 1 MiB table's
+/// is about 1 ms in the write sweep), so one table's luck moves the factor little and a few
+/// dozen retired tables decide it.
+pub const CALIBRATION_PRIOR_NS: f64 = 8_000_000.0;
+
+/// Predicted nanoseconds after which the calibration sums are halved. Default 64 ms: the factor
+/// follows roughly the last 64-128 tables chosen on an estimate, so it tracks a phase change
+/// (the write sweep's phases each learn a few hundred tables).
+pub const CALIBRATION_WINDOW_NS: f64 = 64_000_000.0;
+
+/// Bounds of the calibration factor. Default [1/4, 4]: the estimate was off by 1.3-5.9× in
+/// either direction in the write sweep; a factor beyond that is more likely noise.
+pub const CALIBRATION_RANGE: (f64, f64) = (0.25, 4.0);
+
 /// Training nanoseconds per record assumed before the engine reports a measurement. Default 10:
 /// Greedy-PLR's measured cost is about 5-7 ns per `u64` key and 8-13 ns per 16-byte key through
 /// the key mapper (thread CPU time, docs/learned-index.md); the engine's iteration adds more.
@@ -244,6 +259,10 @@ pub struct AnalyzerConfig {
     pub always_learn: bool,
     /// How the benefit is estimated. Default [`Benefit::Remaining`].
     pub benefit: Benefit,
+    /// Scale estimated benefits by how much the models chosen on an estimate really saved
+    /// (see [`Analyzer::calibration`]). Default true; false judges raw estimates, as the
+    /// source does.
+    pub calibrate: bool,
 }
 
 impl Default for AnalyzerConfig {
@@ -257,6 +276,7 @@ impl Default for AnalyzerConfig {
             files_max: FILES_MAX_DEFAULT,
             always_learn: false,
             benefit: Benefit::Remaining,
+            calibrate: true,
         }
     }
 }
@@ -488,6 +508,8 @@ pub struct AnalyzerStats {
     /// benefit estimated when they were chosen, and what their models saved.
     pub benefit_predicted_ns: f64,
     pub benefit_predicted_realized_ns: f64,
+    /// The factor estimated benefits are scaled by when judged (1 with `calibrate` off).
+    pub benefit_calibration: f64,
 }
 
 /// What the analyzer knows about one level (for `stats()`: why it learns or skips files).
@@ -569,6 +591,10 @@ pub(crate) struct Inner {
     stats: AnalyzerStats,
     /// Cost and saving of the retired learned files (see [`Hindsight`]).
     hindsight: Hindsight,
+    /// Decayed sums behind the calibration factor: estimated benefit of retired tables chosen
+    /// on an estimate, and what their models saved.
+    pub(crate) calib_predicted_ns: f64,
+    pub(crate) calib_realized_ns: f64,
     pub(crate) train_ns: f64,
     pub(crate) train_records: f64,
 }
@@ -678,6 +704,12 @@ impl Analyzer {
             if predicted > 0.0 {
                 g.stats.benefit_predicted_ns += predicted;
                 g.stats.benefit_predicted_realized_ns += saved;
+                g.calib_predicted_ns += predicted;
+                g.calib_realized_ns += saved.max(0.0);
+                if g.calib_predicted_ns > CALIBRATION_WINDOW_NS {
+                    g.calib_predicted_ns /= 2.0;
+                    g.calib_realized_ns /= 2.0;
+                }
             }
         }
         if lived < self.cfg.min_lifetime_ns {
@@ -738,9 +770,10 @@ impl Analyzer {
                     benefit_ns,
                     cost_ns,
                 } => {
+                    // The raw estimate: calibration is measured against it.
                     file.predicted_bits
                         .store(benefit_ns.to_bits(), Ordering::Relaxed);
-                    benefit_ns - cost_ns
+                    benefit_ns * self.calibration_locked(&g) - cost_ns
                 }
                 Decision::Skip { .. } => {
                     if !again {
@@ -792,7 +825,7 @@ impl Analyzer {
             return Decision::LearnBootstrap;
         }
         let (benefit_ns, cost_ns) = self.estimate_locked(g, file, now_ns);
-        if benefit_ns > cost_ns {
+        if benefit_ns * self.calibration_locked(g) > cost_ns {
             Decision::Learn {
                 benefit_ns,
                 cost_ns,
@@ -890,7 +923,33 @@ impl Analyzer {
 
     /// Counters.
     pub fn stats(&self) -> AnalyzerStats {
-        self.lock().stats
+        let g = self.lock();
+        AnalyzerStats {
+            benefit_calibration: self.calibration_locked(&g),
+            ..g.stats
+        }
+    }
+
+    /// The factor estimated benefits are scaled by before they are compared with the cost:
+    /// what the models of retired tables chosen on an estimate saved over what was estimated
+    /// for them, decayed (see [`CALIBRATION_WINDOW_NS`]), with [`CALIBRATION_PRIOR_NS`] of
+    /// pseudo-evidence at 1 and clamped to [`CALIBRATION_RANGE`]; 1 with `calibrate` off.
+    ///
+    /// Beyond the source, whose estimate is never checked. It corrects a bias of the estimate
+    /// (in the write sweep the tables chosen were predicted to save 1.3-5.9× more, or less,
+    /// than they did), including the winner's curse of choosing the tables whose noisy
+    /// estimates came out high: what decides is what a table with that estimate will save.
+    pub fn calibration(&self) -> f64 {
+        self.calibration_locked(&self.lock())
+    }
+
+    fn calibration_locked(&self, g: &Inner) -> f64 {
+        if !self.cfg.calibrate {
+            return 1.0;
+        }
+        let k = (g.calib_realized_ns + CALIBRATION_PRIOR_NS)
+            / (g.calib_predicted_ns + CALIBRATION_PRIOR_NS);
+        k.clamp(CALIBRATION_RANGE.0, CALIBRATION_RANGE.1)
     }
 
     /// What each model trained since this analyzer started cost and saved (retired files, and
@@ -1366,6 +1425,62 @@ mod tests {
         assert_eq!(a.hindsight().learn_ns(), 25_000.0);
         a.retire(3, 5000 * MS);
         assert_eq!(a.hindsight().files, 3, "a retired file is counted once");
+    }
+
+    /// Tables chosen on an estimate whose models then saved nothing pull the calibration factor
+    /// down, and a table the raw estimate would learn is skipped; with `calibrate` off the
+    /// same history learns it.
+    #[test]
+    fn benefits_are_scaled_by_what_chosen_models_really_saved() {
+        let run = |calibrate: bool| {
+            let a = Analyzer::new(AnalyzerConfig {
+                calibrate,
+                ..AnalyzerConfig::default()
+            })
+            .unwrap();
+            retire_history(&a, 2, 4, 100, 0, 1000 * MS, (0, 1000), (0, 0, 2000, 1000));
+            let mut t = 2000 * MS;
+            for id in 1..=6 {
+                let f = a.register(id, 2, 1 << 20, 1000, t).unwrap();
+                for _ in 0..400 {
+                    f.record(Positive, Baseline, 2000);
+                }
+                let d = a.poll(t + 50 * MS);
+                if matches!(d[0].1, Decision::Learn { .. }) {
+                    a.next_to_learn().unwrap();
+                    // 2 µs per record: a table costs 2 ms to learn, about half its estimate.
+                    a.learned(&f, 2_000_000);
+                }
+                // Its model serves no lookup: it saves nothing.
+                a.retire(id, t + 1000 * MS);
+                t += 1000 * MS;
+            }
+            let st = a.stats();
+            let f = a.register(99, 2, 1 << 20, 1000, t).unwrap();
+            for _ in 0..400 {
+                f.record(Positive, Baseline, 2000);
+            }
+            (st, a.poll(t + 50 * MS)[0].1)
+        };
+        let (st, d) = run(true);
+        let k = (CALIBRATION_PRIOR_NS / (st.benefit_predicted_ns + CALIBRATION_PRIOR_NS))
+            .clamp(CALIBRATION_RANGE.0, CALIBRATION_RANGE.1);
+        assert!((st.benefit_calibration - k).abs() < 1e-12, "{st:?}");
+        assert_eq!(st.benefit_predicted_realized_ns, 0.0);
+        let Decision::Skip {
+            benefit_ns,
+            cost_ns,
+        } = d
+        else {
+            panic!("calibrated: {d:?} (factor {k})");
+        };
+        assert!(
+            benefit_ns > cost_ns && benefit_ns * k <= cost_ns,
+            "{d:?}, factor {k}"
+        );
+        let (st, d) = run(false);
+        assert_eq!(st.benefit_calibration, 1.0);
+        assert!(matches!(d, Decision::Learn { .. }), "uncalibrated: {d:?}");
     }
 
     /// Level 1 never had a learned file retire (say the analyzer skipped them all), so it has

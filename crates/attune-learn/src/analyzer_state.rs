@@ -1,17 +1,19 @@
-//! Persisted statistics of the cost-benefit analyzer (magic `ATAS`, version 1), so that a
+//! Persisted statistics of the cost-benefit analyzer (magic `ATAS`, version 2), so that a
 //! reopened database judges its files from what it learned before instead of going back to the
 //! always-learn bootstrap. Byte-level spec: docs/formats/learned-model.md "Analyzer state".
 //!
 //! ```text
 //! header  := magic[4]="ATAS" version:u16 levels:u16 buckets:u16 reserved:u16=0   (12 bytes)
 //! train   := train_ns:f64 train_records:f64                                     (16 bytes)
+//! calib   := predicted_ns:f64 realized_ns:f64        (16 bytes; version 2 only; absent in 1)
 //! level   := level:u16 files:f64 size_bytes:f64 counts:f64[4] timed:f64[4] nanos:f64[4]
 //!            life_files:f64[buckets] life_ns:f64[buckets]
 //! trailer := crc32c:u32 over every byte before it
 //! ```
 //!
 //! All integers little-endian; `f64` as IEEE-754 bits, little-endian. Only levels with retired
-//! files are written, in increasing level order.
+//! files are written, in increasing level order. Version 2 added the calibration sums
+//! ([`Analyzer::calibration`]); a version-1 state is read with them at zero.
 //!
 //! The state is a cache of statistics: what it holds only steers which files get learned, never
 //! what a lookup returns. The decoder treats its input as untrusted: it checks the exact length
@@ -27,10 +29,20 @@ use crate::error::{LearnError, Result};
 
 /// Magic of the analyzer state.
 pub const STATE_MAGIC: [u8; 4] = *b"ATAS";
-/// Format version this build writes and reads.
-pub const STATE_VERSION: u16 = 1;
+/// Format version this build writes (it also reads version 1).
+pub const STATE_VERSION: u16 = 2;
 const HEADER_LEN: usize = 12;
 const TRAIN_LEN: usize = 16;
+const CALIB_LEN: usize = 16;
+
+/// Bytes between the header and the first level record in `version`.
+fn head_len(version: u16) -> usize {
+    if version >= 2 {
+        TRAIN_LEN + CALIB_LEN
+    } else {
+        TRAIN_LEN
+    }
+}
 /// `f64`s per level record after its `level:u16`.
 const LEVEL_F64S: usize = 2 + 12 + 2 * LIFE_BUCKETS;
 const LEVEL_LEN: usize = 2 + 8 * LEVEL_F64S;
@@ -45,13 +57,19 @@ impl Analyzer {
             .enumerate()
             .filter(|(_, lv)| lv.files > 0.0)
             .collect();
-        let mut out = Vec::with_capacity(HEADER_LEN + TRAIN_LEN + levels.len() * LEVEL_LEN + 4);
+        let mut out =
+            Vec::with_capacity(HEADER_LEN + head_len(STATE_VERSION) + levels.len() * LEVEL_LEN + 4);
         out.extend_from_slice(&STATE_MAGIC);
         out.extend_from_slice(&STATE_VERSION.to_le_bytes());
         out.extend_from_slice(&(levels.len() as u16).to_le_bytes());
         out.extend_from_slice(&(LIFE_BUCKETS as u16).to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
-        for v in [g.train_ns, g.train_records] {
+        for v in [
+            g.train_ns,
+            g.train_records,
+            g.calib_predicted_ns,
+            g.calib_realized_ns,
+        ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         for (level, lv) in levels {
@@ -71,10 +89,12 @@ impl Analyzer {
     /// Replaces the level statistics and the training cost with the ones `buf` holds (written
     /// by [`Analyzer::encode_state`]). On any error the analyzer is left unchanged.
     pub fn restore_state(&self, buf: &[u8]) -> Result<()> {
-        let (train_ns, train_records, levels) = decode(buf)?;
+        let d = decode(buf)?;
         let mut g = self.lock();
-        g.train_ns = train_ns;
-        g.train_records = train_records;
+        g.train_ns = d.train_ns;
+        g.train_records = d.train_records;
+        (g.calib_predicted_ns, g.calib_realized_ns) = d.calib;
+        let levels = d.levels;
         for (i, lv) in g.levels.iter_mut().enumerate() {
             *lv = levels
                 .iter()
@@ -90,7 +110,13 @@ fn corrupt(offset: usize, reason: &'static str) -> LearnError {
     LearnError::Corrupt { offset, reason }
 }
 
-type Decoded = (f64, f64, Vec<(usize, LevelStats)>);
+struct Decoded {
+    train_ns: f64,
+    train_records: f64,
+    /// (predicted, realized) calibration sums; zero in a version-1 state.
+    calib: (f64, f64),
+    levels: Vec<(usize, LevelStats)>,
+}
 
 fn decode(buf: &[u8]) -> Result<Decoded> {
     let need = |offset: usize, needed: usize| LearnError::Truncated {
@@ -106,7 +132,7 @@ fn decode(buf: &[u8]) -> Result<Decoded> {
     }
     let u16_at = |o: usize| u16::from_le_bytes([buf[o], buf[o + 1]]);
     let version = u16_at(4);
-    if version != STATE_VERSION {
+    if !(1..=STATE_VERSION).contains(&version) {
         return Err(LearnError::UnsupportedVersion {
             found: version,
             supported: STATE_VERSION,
@@ -122,7 +148,8 @@ fn decode(buf: &[u8]) -> Result<Decoded> {
     if count > LEVELS_MAX {
         return Err(corrupt(6, "more levels than the analyzer tracks"));
     }
-    let total = HEADER_LEN + TRAIN_LEN + count * LEVEL_LEN + 4;
+    let head = head_len(version);
+    let total = HEADER_LEN + head + count * LEVEL_LEN + 4;
     if buf.len() != total {
         return Err(if buf.len() < total {
             need(0, total)
@@ -153,9 +180,17 @@ fn decode(buf: &[u8]) -> Result<Decoded> {
     };
     let train_ns = f64_at(HEADER_LEN)?;
     let train_records = f64_at(HEADER_LEN + 8)?;
+    let calib = if version >= 2 {
+        (
+            f64_at(HEADER_LEN + TRAIN_LEN)?,
+            f64_at(HEADER_LEN + TRAIN_LEN + 8)?,
+        )
+    } else {
+        (0.0, 0.0)
+    };
     let mut levels: Vec<(usize, LevelStats)> = Vec::with_capacity(count);
     for i in 0..count {
-        let at = HEADER_LEN + TRAIN_LEN + i * LEVEL_LEN;
+        let at = HEADER_LEN + head + i * LEVEL_LEN;
         let level = usize::from(u16_at(at));
         if level >= LEVELS_MAX {
             return Err(corrupt(at, "level beyond the analyzer's range"));
@@ -179,7 +214,12 @@ fn decode(buf: &[u8]) -> Result<Decoded> {
         lv.life_ns.copy_from_slice(&v[14 + LIFE_BUCKETS..]);
         levels.push((level, lv));
     }
-    Ok((train_ns, train_records, levels))
+    Ok(Decoded {
+        train_ns,
+        train_records,
+        calib,
+        levels,
+    })
 }
 
 #[cfg(test)]
@@ -215,6 +255,36 @@ mod tests {
     }
 
     #[test]
+    fn calibration_round_trips_and_a_version_1_state_is_read_without_it() {
+        let a = trained();
+        {
+            let mut g = a.lock();
+            g.calib_predicted_ns = 40e6;
+            g.calib_realized_ns = 10e6;
+        }
+        let k = a.calibration();
+        assert!(k < 1.0);
+        let bytes = a.encode_state();
+        let b = Analyzer::new(AnalyzerConfig::default()).unwrap();
+        b.restore_state(&bytes).unwrap();
+        assert_eq!(b.calibration(), k);
+        // The same state as version 1 wrote it: no calibration sums.
+        let mut v1 = bytes[..12 + 16].to_vec();
+        v1[4..6].copy_from_slice(&1u16.to_le_bytes());
+        v1.extend_from_slice(&bytes[12 + 32..bytes.len() - 4]);
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        let c = Analyzer::new(AnalyzerConfig::default()).unwrap();
+        c.restore_state(&v1).unwrap();
+        assert_eq!(c.level_summaries(), a.level_summaries());
+        assert_eq!(c.calibration(), 1.0);
+        // An unknown later version is refused.
+        let mut v3 = bytes.clone();
+        v3[4..6].copy_from_slice(&3u16.to_le_bytes());
+        assert!(c.restore_state(&v3).is_err());
+    }
+
+    #[test]
     fn every_bit_flip_and_truncation_is_an_error_and_changes_nothing() {
         let bytes = trained().encode_state();
         let b = Analyzer::new(AnalyzerConfig::default()).unwrap();
@@ -239,7 +309,7 @@ mod tests {
     fn checksummed_nonsense_is_refused() {
         let mut bytes = trained().encode_state();
         // A negative file count behind a valid checksum.
-        let at = 12 + 16 + 2;
+        let at = 12 + 32 + 2;
         bytes[at..at + 8].copy_from_slice(&(-1.0f64).to_le_bytes());
         let n = bytes.len() - 4;
         let crc = crc32c::crc32c(&bytes[..n]);

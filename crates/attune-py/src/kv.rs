@@ -567,6 +567,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
     ld.set_item("analyzer_state_loaded", l.state_loaded)?;
     ld.set_item("learn_ns_total", l.learn_ns_total)?;
     ld.set_item("benefit_realized_ns", l.benefit_realized_ns)?;
+    ld.set_item("benefit_calibration", l.benefit_calibration)?;
     ld.set_item("hindsight_files", l.hindsight.files)?;
     ld.set_item("hindsight_learn_ns", l.hindsight.learn_ns())?;
     ld.set_item("hindsight_saved_ns", l.hindsight.saved_ns())?;

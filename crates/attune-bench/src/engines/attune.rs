@@ -269,6 +269,7 @@ impl Engine for AttuneEngine {
             "benefit_realized_ns": l.benefit_realized_ns,
             "benefit_predicted_ns": l.benefit_predicted_ns,
             "benefit_predicted_realized_ns": l.benefit_predicted_realized_ns,
+            "benefit_calibration": l.benefit_calibration,
             "train_ns_per_record": l.train_ns_per_record,
             "hindsight_files": l.hindsight.files,
             "hindsight_learn_ns": l.hindsight.learn_ns(),
