@@ -361,7 +361,7 @@ def writes(rows: list[dict]) -> None:
         " client thread; learning time is the learner thread's CPU time; saved = lookup time the"
         " models of the phase's retired files saved, by the analyzer's accounting)"
     )
-    hindsight(rows, e["always"], e["analyzer"])
+    hindsight(rows, groups, e["always"], e["analyzer"])
     if e["uncal"]:
         print(
             "\n(uncal = the default analyzer with `learned_calibrate=false`: its benefit estimates"
@@ -391,12 +391,12 @@ def oracle_learn_share(r: dict, keep: float = 0.95) -> float | None:
     return best / total
 
 
-def hindsight(rows: list[dict], always: str, analyzer: str) -> None:
+def hindsight(
+    rows: list[dict], groups: dict[tuple, list[dict]], always: str, analyzer: str
+) -> None:
     """The oracle's bound next to the analyzer: for each write phase, the least learning that
-    perfect foresight needs at >= 95 % of always-learn's foreground throughput."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in rows:
-        groups[(r["workload"], r["engine"])].append(r)
+    perfect foresight needs at >= 95 % of always-learn's foreground throughput. `groups`: the
+    rows by (workload, engine)."""
     if not any((r.get("engine_stats") or {}).get("hindsight_frontier") for r in rows):
         return
     print(

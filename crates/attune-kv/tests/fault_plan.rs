@@ -374,14 +374,10 @@ fn torn_machine_crashes_without_faults_recover_a_prefix() {
     }
 }
 
-/// Regression: a machine crash can keep part of a later WAL's unsynced bytes while an earlier
-/// WAL lost its unsynced tail (write-back order between files is the kernel's). Replaying the
-/// later log after the hole would recover a state that is not a prefix of the history; recovery
-/// must stop at the first sequence gap.
-#[test]
-fn recovery_stops_at_a_sequence_gap_between_logs() {
-    let env = MemEnv::new();
-    let db = open(&env).unwrap();
+/// A database whose log holds sequences 1-3 (keys a, b, c) followed by a later log holding
+/// sequence 4 (key d), written by hand and synced; returns the earlier log's path.
+fn two_logs(env: &MemEnv) -> std::path::PathBuf {
+    let db = open(env).unwrap();
     for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")] {
         db.put(k, v).unwrap(); // sequences 1, 2, 3 in one log
     }
@@ -394,8 +390,7 @@ fn recovery_stops_at_a_sequence_gap_between_logs() {
         .filter_map(|n| n.strip_suffix(".log")?.parse::<u64>().ok())
         .max()
         .unwrap();
-    let log = dir.join(format!("{last_log:06}.log"));
-    // The later log holds sequence 4, written by hand: seq | count | kind, key, value.
+    // The later log holds sequence 4: seq | count | kind, key, value.
     let mut batch = 4u64.to_le_bytes().to_vec();
     batch.extend_from_slice(&1u32.to_le_bytes());
     batch.extend_from_slice(&[1, 1, b'd', 1, b'4']);
@@ -404,6 +399,17 @@ fn recovery_stops_at_a_sequence_gap_between_logs() {
     w.add_record(&batch).unwrap();
     w.sync().unwrap();
     env.sync_dir(dir).unwrap();
+    dir.join(format!("{last_log:06}.log"))
+}
+
+/// Regression: a machine crash can keep part of a later WAL's unsynced bytes while an earlier
+/// WAL lost its unsynced tail (write-back order between files is the kernel's). Replaying the
+/// later log after the hole would recover a state that is not a prefix of the history; recovery
+/// must stop at the first sequence gap.
+#[test]
+fn recovery_stops_at_a_sequence_gap_between_logs() {
+    let env = MemEnv::new();
+    let log = two_logs(&env);
     // The earlier log loses its last record (sequence 3) as a torn tail.
     let len = env.file_size(&log).unwrap() as usize;
     assert!(env.corrupt_byte(&log, len - 1, 0xff));
@@ -431,28 +437,7 @@ fn recovery_stops_at_a_sequence_gap_between_logs() {
 #[test]
 fn recovery_stops_when_an_earlier_log_lost_every_record() {
     let env = MemEnv::new();
-    let db = open(&env).unwrap();
-    for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")] {
-        db.put(k, v).unwrap(); // sequences 1, 2, 3 in one log
-    }
-    drop(db);
-    let dir = Path::new(DIR);
-    let last_log = env
-        .list_dir(dir)
-        .unwrap()
-        .into_iter()
-        .filter_map(|n| n.strip_suffix(".log")?.parse::<u64>().ok())
-        .max()
-        .unwrap();
-    let log = dir.join(format!("{last_log:06}.log"));
-    let mut batch = 4u64.to_le_bytes().to_vec();
-    batch.extend_from_slice(&1u32.to_le_bytes());
-    batch.extend_from_slice(&[1, 1, b'd', 1, b'4']);
-    let next = dir.join(format!("{:06}.log", last_log + 1));
-    let mut w = attune_kv::log::LogWriter::new(env.new_writable(&next).unwrap());
-    w.add_record(&batch).unwrap();
-    w.sync().unwrap();
-    env.sync_dir(dir).unwrap();
+    let log = two_logs(&env);
     // The earlier log kept none of its (unsynced) bytes.
     env.new_writable(&log).unwrap().sync().unwrap();
     assert_eq!(env.file_size(&log).unwrap(), 0);
