@@ -295,14 +295,14 @@ def writes(rows: list[dict]) -> None:
     the median over the repeats of that number."""
     engines = list(dict.fromkeys(r["engine"] for r in rows))
     lifetime = next((x for x in engines if "learned_benefit=lifetime" in x), None)
-    # "uncal": the default analyzer with `learned_calibrate=false`.
-    uncal = next((x for x in engines if "learned_calibrate=false" in x), None)
+    # "calib": the default analyzer with `learned_calibrate=true`.
+    calib = next((x for x in engines if "learned_calibrate=true" in x), None)
     e = {
-        m: mode_engine([x for x in engines if x not in (lifetime, uncal)], m)
+        m: mode_engine([x for x in engines if x not in (lifetime, calib)], m)
         for m in ("off", "offline", "always", "analyzer")
     }
     e["lifetime"] = lifetime
-    e["uncal"] = uncal
+    e["calib"] = calib
     if not (e["always"] and e["analyzer"]):
         return
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -315,9 +315,9 @@ def writes(rows: list[dict]) -> None:
     def stat(key: str, scale: float = 1.0):
         return lambda r: (r.get("engine_stats") or {}).get(key, 0) / scale
 
-    modes = [m for m in ("off", "offline", "always", "analyzer", "uncal", "lifetime") if e[m]]
-    learners = [m for m in ("always", "analyzer", "uncal", "lifetime") if e[m]]
-    guessers = [m for m in ("analyzer", "uncal", "lifetime") if e[m]]
+    modes = [m for m in ("off", "offline", "always", "analyzer", "calib", "lifetime") if e[m]]
+    learners = [m for m in ("always", "analyzer", "calib", "lifetime") if e[m]]
+    guessers = [m for m in ("analyzer", "calib", "lifetime") if e[m]]
     print(
         "| phase | "
         + " | ".join(f"{m} fg ops/CPU-s" for m in modes)
@@ -361,15 +361,17 @@ def writes(rows: list[dict]) -> None:
         " client thread; learning time is the learner thread's CPU time; saved = lookup time the"
         " models of the phase's retired files saved, by the analyzer's accounting)"
     )
-    hindsight(rows, groups, e["always"], e["analyzer"])
-    if e["uncal"]:
+    hindsight(groups, e)
+    if e["calib"]:
         print(
-            "\n(uncal = the default analyzer with `learned_calibrate=false`: its benefit estimates"
-            " judged raw)"
+            "\n(calib = the default analyzer with `learned_calibrate=true`: its benefit estimates"
+            " scaled by what its earlier choices saved)"
         )
 
 
-def oracle_learn_share(r: dict, keep: float = 0.95) -> float | None:
+def oracle_learn_share(
+    r: dict, keep: float = 0.95, real_per_accounted: float = 1.0
+) -> float | None:
     """The least learning any analyzer could have done in this always-learn phase while keeping
     `keep` of its foreground throughput, as a share of what always-learn trained: from the
     phase's hindsight frontier (attune_learn::hindsight), with the lookup time the skipped
@@ -379,7 +381,11 @@ def oracle_learn_share(r: dict, keep: float = 0.95) -> float | None:
     cpu = r.get("client_cpu_seconds")
     if not frontier or total <= 0 or not cpu:
         return None
-    budget = cpu * 1e9 * (1 / keep - 1)
+    if real_per_accounted <= 0:
+        return 0.0  # the models saved no measurable foreground time: learn nothing
+    # The loss budget in the accounting's units: skipping models the accounting credits with L
+    # loses real_per_accounted * L of client CPU time.
+    budget = cpu * 1e9 * (1 / keep - 1) / real_per_accounted
     best = frontier[0][1]
     for (la, ca), (lb, cb) in itertools.pairwise(frontier):
         if lb <= budget:
@@ -391,47 +397,75 @@ def oracle_learn_share(r: dict, keep: float = 0.95) -> float | None:
     return best / total
 
 
-def hindsight(
-    rows: list[dict], groups: dict[tuple, list[dict]], always: str, analyzer: str
-) -> None:
-    """The oracle's bound next to the analyzer: for each write phase, the least learning that
-    perfect foresight needs at >= 95 % of always-learn's foreground throughput. `groups`: the
-    rows by (workload, engine)."""
-    if not any((r.get("engine_stats") or {}).get("hindsight_frontier") for r in rows):
+def hindsight(groups: dict[tuple, list[dict]], e: dict) -> None:
+    """The oracle's bound next to the analyzers: for each write phase, the least learning that
+    perfect foresight needs at >= 95 % of always-learn's foreground throughput, first by the
+    analyzer's accounting of what each model saved, then with that accounting scaled to the
+    foreground CPU that always-learn measurably saved over models off in the same run.
+    `groups`: the rows by (workload, engine); `e`: the engines by mode."""
+    always, off = e["always"], e["off"]
+    if not any(
+        (r.get("engine_stats") or {}).get("hindsight_frontier")
+        for r in groups.get(next(iter(groups)), [])
+        + [r for (w, x), rs in groups.items() if x == always for r in rs]
+    ):
         return
+    others = [m for m in ("analyzer", "calib") if e.get(m)]
     print(
-        "\n| phase | always: models trained (learn CPU ms) | their saving ms | oracle learn /"
-        " always at fg ≥ 95 % | oracle at fg ≥ 99 % | analyzer learn / always |"
+        "\n| phase | always: models (learn CPU ms) | saved by accounting ms | measured: off − always"
+        " client CPU ms | measured / accounting | oracle at fg ≥ 95 %: by accounting | scaled to"
+        " measured | " + " | ".join(f"{m} learn / always" for m in others) + " |"
     )
-    print("|---|---|---|---|---|---|")
-    for w in dict.fromkeys(r["workload"] for r in rows):
+    print("|---" * (7 + len(others)) + "|")
+
+    def per_op(rows: list[dict]) -> float | None:
+        v = [r["client_cpu_seconds"] / r["ops"] for r in rows if r.get("client_cpu_seconds")]
+        return median(v) if v else None
+
+    for w in dict.fromkeys(w for (w, _) in groups):
         if not w.startswith("write"):
             continue
         a = groups.get((w, always), [])
         st = [r.get("engine_stats") or {} for r in a]
-        o95 = [x for x in (oracle_learn_share(r) for r in a) if x is not None]
-        o99 = [x for x in (oracle_learn_share(r, 0.99) for r in a) if x is not None]
-        if not o95:
+        if not any(s.get("hindsight_frontier") for s in st):
             continue
         learn = median([s.get("hindsight_learn_ns", 0) / 1e6 for s in st])
         files = median([s.get("hindsight_files", 0) for s in st])
         saved = median([s.get("hindsight_saved_ns", 0) / 1e6 for s in st])
-        an = median(
-            [
-                (r.get("engine_stats") or {}).get("learn_ns_total", 0)
-                for r in groups.get((w, analyzer), [])
-            ]
+        po, pa = per_op(groups.get((w, off), [])), per_op(a)
+        measured = (po - pa) * median([r["ops"] for r in a]) * 1e3 if po and pa else None
+        scale = measured / saved if measured is not None and saved > 0 else None
+        o_acc = [x for x in (oracle_learn_share(r) for r in a) if x is not None]
+        o_real = (
+            [x for x in (oracle_learn_share(r, 0.95, scale) for r in a) if x is not None]
+            if scale is not None
+            else []
         )
         al = median([s.get("learn_ns_total", 0) for s in st])
-        print(
-            f"| {w} | {files:.0f} ({learn:.1f}) | {saved:.1f} | {median(o95):.2f}× |"
-            f" {median(o99):.2f}× | {ratio(an, al)} |"
-        )
+        cells = [
+            f"{files:.0f} ({learn:.1f})",
+            f"{saved:.1f}",
+            f"{measured:.1f}" if measured is not None else "-",
+            f"{scale:.2f}" if scale is not None else "-",
+            f"{median(o_acc):.2f}×" if o_acc else "-",
+            f"{median(o_real):.2f}×" if o_real else "-",
+        ]
+        for m in others:
+            an = median(
+                [
+                    (r.get("engine_stats") or {}).get("learn_ns_total", 0)
+                    for r in groups.get((w, e[m]), [])
+                ]
+            )
+            cells.append(ratio(an, al))
+        print(f"| {w} | " + " | ".join(cells) + " |")
     print(
         "\n(oracle: skips the models that saved least per training nanosecond first, until the"
         " lookup time they saved would cut always-learn's foreground throughput per client CPU"
-        " second below the bound; saving counts retired and still-live files; medians of the"
-        " repeats)"
+        " second below 95 %; \"by accounting\" takes each model's saving from the analyzer's"
+        ' timed lookups (retired and still-live tables), "scaled to measured" scales those'
+        " savings by what always-learn's client threads really saved over models off in the"
+        " same run; medians of the repeats)"
     )
 
 

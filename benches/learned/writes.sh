@@ -15,13 +15,13 @@ source "$(dirname "$0")/common.sh"
 #    at high write shares files live a few hundred thousand operations and learning many of them
 #    does not pay; 400,000 operations per phase, three interleaved repeats. Both benefit
 #    estimates of the analyzer run: `remaining` (the default) and Bourbon's `lifetime`, and the
-#    default without calibration.
+#    default with calibration.
 fresh $OUT/learned-writes.jsonl
 T1=target_file_size=1MiB
 WRITE_ENGINES="$OFF;$T1,attune:learned_index=offline;$T1,$ALWAYS;$T1,attune:learned_index=analyzer;$T1"
 WRITE_ENGINES="$WRITE_ENGINES,attune:learned_index=analyzer;learned_benefit=lifetime;$T1"
-# The analyzer without calibration (its estimates judged raw), for on vs off in one run.
-WRITE_ENGINES="$WRITE_ENGINES,attune:learned_index=analyzer;learned_calibrate=false;$T1"
+# The analyzer with calibration (off by default), for on vs off in one run.
+WRITE_ENGINES="$WRITE_ENGINES,attune:learned_index=analyzer;learned_calibrate=true;$T1"
 run $OUT/learned-writes.jsonl --key-set osm --records "$RECORDS" --operations 400000 \
     --write-buffer-size 1MiB --repeat 3 --engines "$WRITE_ENGINES" \
     --workloads load,compact,learn,write1,write5,write10,write20,write50

@@ -313,8 +313,8 @@ pub struct Options {
     /// lookups per file over a whole life). docs/learned-index.md "Analyzer".
     pub learned_benefit: LearnedBenefit,
     /// Scale the analyzer's benefit estimates by how much the models it chose really saved
-    /// (measured at retirement, decayed). Default true; false judges raw estimates, as
-    /// Bourbon does. docs/learned-index.md "Calibration".
+    /// (measured at retirement, decayed). Default false: raw estimates, as Bourbon judges
+    /// them; measured in docs/learned-index.md "Calibration".
     pub learned_calibrate: bool,
     /// Level learning (read-mostly use): `learn_all` also builds one model per sorted level
     /// with more than one file, which replaces finding the file in the level. A level's model
@@ -365,7 +365,7 @@ impl Default for Options {
             learned_delta: 8,
             learned_wait_ms: 50,
             learned_benefit: LearnedBenefit::Remaining,
-            learned_calibrate: true,
+            learned_calibrate: false,
             learned_level: false,
             hot_key_cache_bytes: 0,
         }

@@ -260,8 +260,9 @@ pub struct AnalyzerConfig {
     /// How the benefit is estimated. Default [`Benefit::Remaining`].
     pub benefit: Benefit,
     /// Scale estimated benefits by how much the models chosen on an estimate really saved
-    /// (see [`Analyzer::calibration`]). Default true; false judges raw estimates, as the
-    /// source does.
+    /// (see [`Analyzer::calibration`]). Default false (raw estimates, as the source judges
+    /// them): the savings it calibrates against are themselves overstated (docs/learned-index.md
+    /// "Calibration"), and calibrated runs learned more, not less.
     pub calibrate: bool,
 }
 
@@ -276,7 +277,7 @@ impl Default for AnalyzerConfig {
             files_max: FILES_MAX_DEFAULT,
             always_learn: false,
             benefit: Benefit::Remaining,
-            calibrate: true,
+            calibrate: false,
         }
     }
 }

@@ -256,7 +256,15 @@ mod tests {
 
     #[test]
     fn calibration_round_trips_and_a_version_1_state_is_read_without_it() {
-        let a = trained();
+        let on = || {
+            Analyzer::new(AnalyzerConfig {
+                calibrate: true,
+                ..AnalyzerConfig::default()
+            })
+            .unwrap()
+        };
+        let a = on();
+        a.restore_state(&trained().encode_state()).unwrap();
         {
             let mut g = a.lock();
             g.calib_predicted_ns = 40e6;
@@ -265,7 +273,7 @@ mod tests {
         let k = a.calibration();
         assert!(k < 1.0);
         let bytes = a.encode_state();
-        let b = Analyzer::new(AnalyzerConfig::default()).unwrap();
+        let b = on();
         b.restore_state(&bytes).unwrap();
         assert_eq!(b.calibration(), k);
         // The same state as version 1 wrote it: no calibration sums.
@@ -274,7 +282,7 @@ mod tests {
         v1.extend_from_slice(&bytes[12 + 32..bytes.len() - 4]);
         let crc = crc32c::crc32c(&v1);
         v1.extend_from_slice(&crc.to_le_bytes());
-        let c = Analyzer::new(AnalyzerConfig::default()).unwrap();
+        let c = on();
         c.restore_state(&v1).unwrap();
         assert_eq!(c.level_summaries(), a.level_summaries());
         assert_eq!(c.calibration(), 1.0);
