@@ -590,6 +590,7 @@ def main() -> None:
         ("YCSB", "learned-ycsb", simple),
         ("Write-percentage sweep", "learned-writes", writes),
         ("Write-percentage sweep, 1M records", "learned-writes-1m", writes),
+        ("Write-percentage sweep, 1M records, more repeats", "learned-writes-1m-r5", writes),
         ("Limited memory", "learned-memlimit", memlimit),
         ("Larger scale, many tables", "learned-scale", scale),
         ("Load phase repeated", "learned-load", load_repeats),
