@@ -289,6 +289,10 @@ pub struct CandidatePrediction {
     pub h_k: f64,
     /// Sampled application misses its H_k rests on.
     pub second_samples: u64,
+    /// Whether H_k came from the exact-footprint rule ([`GhostSim::set_second_footprint`]):
+    /// the engine's second tier holds everything the round touched within this candidate's
+    /// share, so every re-reference hits and the sampled ghost's capacity is not consulted.
+    pub second_fits: bool,
 }
 
 impl CandidatePrediction {
@@ -344,6 +348,14 @@ pub struct GhostSim {
     app_samples: u64,
     /// Per candidate: (application misses, second-tier hits) in its measurement window.
     second_counts: Vec<(u64, u64)>,
+    /// Per candidate, over post-warm-up samples: (application misses, of which re-references
+    /// seen earlier in the round) — the second tier's hits if it never evicts.
+    reuse_counts: Vec<(u64, u64)>,
+    /// Unscaled second-tier bytes per candidate: `M − M_a` + the extra room.
+    second_bytes: Vec<u64>,
+    /// Compressed bytes the second tier needs to hold everything the round touched, when the
+    /// engine knows it exactly (see [`GhostSim::set_second_footprint`]).
+    second_footprint: Option<u64>,
     mrc: DistanceHistogram,
     samples: u64,
     warm_samples: u64,
@@ -372,12 +384,13 @@ impl GhostSim {
             .map(|&c| (c as f64 * r).round() as u64)
             .collect();
         let factor = cfg.second_tier.capacity_factor();
-        let second_caps: Vec<u64> = candidates
+        let second_bytes: Vec<u64> = candidates
             .iter()
-            .map(|&c| {
-                let bytes = (cfg.memory_bytes - c).saturating_add(cfg.second_extra_bytes);
-                (bytes as f64 * factor * r).round() as u64
-            })
+            .map(|&c| (cfg.memory_bytes - c).saturating_add(cfg.second_extra_bytes))
+            .collect();
+        let second_caps: Vec<u64> = second_bytes
+            .iter()
+            .map(|&bytes| (bytes as f64 * factor * r).round() as u64)
             .collect();
         let limit = (cfg.memory_bytes as f64 * cfg.mrc_span * r).ceil() as u64;
         let bucket = (limit / cfg.mrc_points as u64).max(1);
@@ -392,6 +405,9 @@ impl GhostSim {
             app_hits: vec![0; n],
             app_samples: 0,
             second_counts: vec![(0, 0); n],
+            reuse_counts: vec![(0, 0); n],
+            second_bytes,
+            second_footprint: None,
             mrc: DistanceHistogram::new(bucket, cfg.mrc_points),
             samples: 0,
             warm_samples: 0,
@@ -444,8 +460,19 @@ impl GhostSim {
         if !warming {
             self.app_samples += 1;
             self.mrc.record(d);
-            for (h, &t) in self.app_hits.iter_mut().zip(&self.app_thresholds) {
-                *h += d.hits_within(t) as u64;
+            let seen = matches!(d, crate::stack::Distance::Bytes(_));
+            for ((h, r), &t) in self
+                .app_hits
+                .iter_mut()
+                .zip(self.reuse_counts.iter_mut())
+                .zip(&self.app_thresholds)
+            {
+                let app_hit = d.hits_within(t);
+                *h += app_hit as u64;
+                if !app_hit {
+                    r.0 += 1;
+                    r.1 += seen as u64;
+                }
             }
         }
         let mut first_second_miss = false;
@@ -724,6 +751,30 @@ impl GhostSim {
         self.passes
     }
 
+    /// Tells the round how many compressed bytes (as the second tier charges them) hold
+    /// everything the workload touched during the round, when the engine knows it exactly: its
+    /// real second tier evicted nothing during the round and holds this much. `None` (the
+    /// default): unknown. Beyond the paper; issue 7's LZ4/hot30/1.0 cell.
+    ///
+    /// A candidate whose second tier (`M − M_a` + extra room) is at least the footprint never
+    /// evicts in reality: its misses are first references only. Its sampled ghost cannot tell,
+    /// because per-block sampling at R puts a share of the data that is only R ± √(R/n) of it
+    /// into a ghost of capacity exactly R times the tier (±9 % at R = 1/64 over ~8 000 blocks):
+    /// near the fit point the ghost evicts where the real tier does not. For such a candidate
+    /// [`GhostSim::predictions`] reads H_k as the share of its application misses (post
+    /// warm-up) that re-reference a block seen earlier in the round — what an LRU that never
+    /// evicts would hit. The application ghost remembers `mrc_span·M` uncompressed bytes, so
+    /// a re-reference beyond that counts as a miss (pessimistic, as before).
+    pub fn set_second_footprint(&mut self, bytes: Option<u64>) {
+        self.second_footprint = bytes;
+    }
+
+    /// Whether candidate `i`'s second tier holds the whole known footprint.
+    fn second_fits(&self, i: usize) -> bool {
+        self.second_footprint
+            .is_some_and(|f| f > 0 && self.second_bytes[i] >= f)
+    }
+
     /// Predictions for every candidate (meaningful once [`GhostSim::is_done`]).
     pub fn predictions(&self) -> Vec<CandidatePrediction> {
         self.candidates
@@ -735,13 +786,19 @@ impl GhostSim {
                 } else {
                     self.app_hits[i] as f64 / self.app_samples as f64
                 };
-                let (m, h) = self.second_counts[i];
+                let fits = self.second_fits(i);
+                let (m, h) = if fits {
+                    self.reuse_counts[i]
+                } else {
+                    self.second_counts[i]
+                };
                 let h_k = if m == 0 { 1.0 } else { h as f64 / m as f64 };
                 CandidatePrediction {
                     app_bytes: c,
                     h_a,
                     h_k,
                     second_samples: m,
+                    second_fits: fits,
                 }
             })
             .collect()

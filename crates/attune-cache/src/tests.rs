@@ -810,3 +810,214 @@ fn extra_page_cache_room_raises_the_predicted_second_tier_hits() {
     assert!(without < 0.6, "{without}");
     assert!(with > 0.9, "{with}");
 }
+
+/// Ghost sampling seed of the fit-point tests: one whose per-block sample at R = 1/64 holds more
+/// than R of the compressed bytes (the tests assert that it does: the plain ghost predicts
+/// H_k < 0.97 at M/2). Seeds 16–24 all do on this layout; 1–15 do not.
+const FIT_GHOST_SEED: u64 = 16;
+
+/// The engine sweep's LZ4/hot30/1.0 cell in miniature: D_u = 1.03·M (the engine's 33 MB of
+/// values and per-entry charges at M = 32 MiB) at α ≈ 0.5, so that the compressed data needs
+/// `margin` less than the second tier of M_a = M/2 (the engine's cell: 16 676 545 B against
+/// 16 777 216 B, 0.6 %). Returns the layout.
+fn fit_point_layout(seed: u64, margin: f64) -> BlockLayout {
+    let m = 32 * MIB;
+    let blocks = m / 4096 * 103 / 100;
+    let probe = BlockLayout::new(blocks, 4096, 0.5, 1024, seed).unwrap();
+    let want = (m / 2) as f64 * (1.0 - margin);
+    let alpha = 0.5 * want / probe.compressed_bytes() as f64;
+    BlockLayout::new(blocks, 4096, alpha, 1024, seed).unwrap()
+}
+
+fn hot30() -> RequestDist {
+    RequestDist::Hotspot {
+        data_fraction: 0.3,
+        ops_fraction: 0.7,
+    }
+}
+
+/// Engine-like miss costs of the LZ4 cell (C_a 1.5 µs, C_k 43 µs).
+fn lz4_cell_costs() -> MissCosts {
+    MissCosts {
+        app_miss_ns: 1_500.0,
+        second_miss_ns: 43_000.0,
+    }
+}
+
+/// At a fit point the per-block sample (R = 1/64, ~128 of 8192 blocks) puts more or less than
+/// R of the compressed bytes into a ghost of capacity R·(M − M_a), so the ghost evicts where the
+/// real tier does not (the seed is one where the sample is heavy: the ghost predicts H_k < 0.97
+/// at M/2). Told the exact footprint, as the engine's compressed cache knows it when it has not
+/// evicted, the round predicts M/2 with no evictions, agrees with exact simulation there, and
+/// leaves the candidates that do not fit to the ghost.
+#[test]
+fn known_second_tier_footprint_resolves_the_fit_point_sampling_cannot() {
+    let seed = 0x0f17_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = fit_point_layout(seed, 0.006);
+    let footprint = layout.compressed_bytes();
+    let margin = 1.0 - footprint as f64 / (m / 2) as f64;
+    println!("D_c {footprint} B, margin at M/2 {:.3} %", margin * 100.0);
+    assert!((0.004..0.008).contains(&margin), "margin {margin}");
+    let mut cfg = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    cfg.group_blocks = 1;
+    cfg.seed = FIT_GHOST_SEED;
+    let c = lz4_cell_costs();
+    cfg.early_stop = Some(crate::ghost::EarlyStop {
+        app_miss_ns: c.app_miss_ns,
+        second_miss_ns: c.second_miss_ns,
+    });
+    let dist = hot30();
+    let mut g = ghost_round(&layout, &dist, seed, &cfg);
+    let half = g
+        .candidates()
+        .iter()
+        .position(|&a| a == m / 2)
+        .expect("M/2 is a candidate");
+    let plain = g.predictions();
+    g.set_second_footprint(Some(footprint));
+    let told = g.predictions();
+    let ex = exact(&layout, &dist, seed, 2_000_000, &cfg);
+    for (i, (p, t)) in plain.iter().zip(&told).enumerate() {
+        println!(
+            "M_a {:>2} MiB: exact H_k {:.3}, ghost {:.3}, told {:.3} (fits {}), L_e {:.0} -> {:.0}",
+            p.app_bytes / MIB,
+            ex[i].h_k(),
+            p.h_k,
+            t.h_k,
+            t.second_fits,
+            p.expected_latency(c.app_miss_ns, c.second_miss_ns),
+            t.expected_latency(c.app_miss_ns, c.second_miss_ns),
+        );
+        let fits = m - p.app_bytes >= footprint;
+        assert_eq!(t.second_fits, fits, "candidate {i}");
+        if !fits {
+            assert_eq!(
+                p, t,
+                "a candidate that does not fit keeps the ghost's prediction"
+            );
+        } else {
+            assert!((t.h_k - ex[i].h_k()).abs() < 0.01, "candidate {i}: {t:?}");
+        }
+    }
+    assert!(
+        ex[half].h_k() > 0.999,
+        "the real tier holds everything at M/2"
+    );
+    assert!(
+        plain[half].h_k < 0.97,
+        "this seed's sample is heavy: {:?}",
+        plain[half]
+    );
+    let best = |p: &[crate::ghost::CandidatePrediction]| {
+        p.iter()
+            .min_by(|a, b| {
+                let la = a.expected_latency(c.app_miss_ns, c.second_miss_ns);
+                let lb = b.expected_latency(c.app_miss_ns, c.second_miss_ns);
+                la.total_cmp(&lb)
+            })
+            .map(|p| p.app_bytes)
+    };
+    let exact_best = cfg
+        .candidates()
+        .iter()
+        .zip(&ex)
+        .min_by(|a, b| {
+            let la = a.1.expected_latency(c.app_miss_ns, c.second_miss_ns);
+            let lb = b.1.expected_latency(c.app_miss_ns, c.second_miss_ns);
+            la.total_cmp(&lb)
+        })
+        .map(|x| *x.0);
+    println!(
+        "best: exact {:?} MiB, ghost {:?}, told {:?}",
+        exact_best.map(|b| b / MIB),
+        best(&plain).map(|b| b / MIB),
+        best(&told).map(|b| b / MIB)
+    );
+    assert_eq!(exact_best, Some(m / 2));
+    assert_ne!(
+        best(&plain),
+        Some(m / 2),
+        "without the footprint the round misses it"
+    );
+    assert_eq!(best(&told), Some(m / 2));
+}
+
+/// The same cell in a closed loop: the "engine" reports its second tier's bytes and evictions
+/// (an LRU that holds everything read so far evicts once that exceeds its capacity). With the
+/// reports the controller adopts M/2; without them (as before), a smaller split. A round whose
+/// tier evicted during it gets no footprint.
+#[test]
+fn controller_told_its_second_tier_footprint_adopts_the_fit_point() {
+    let seed = 0x0f17_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = fit_point_layout(seed, 0.006);
+    let dist = hot30();
+    let mut finals = Vec::new();
+    for report in [true, false] {
+        let mut g = GhostConfig::new(m, MIB, SecondTier::Blocks);
+        g.group_blocks = 1;
+        g.seed = FIT_GHOST_SEED;
+        let mut cfg = SymbiosisConfig::new(g, lz4_cell_costs());
+        cfg.window_accesses = 16_384;
+        let mut cl = closed_loop(cfg);
+        let mut held = std::collections::HashSet::new();
+        let (mut held_bytes, mut evictions) = (0u64, 0u64);
+        let mut next = blocks_stream(&dist, layout.blocks(), seed);
+        for step in 0..3_000_000u64 {
+            let b = next();
+            let r = layout.block(b);
+            if cl.step(&r) == crate::TierHit::Miss && held.insert(b) {
+                held_bytes += u64::from(r.compressed_len);
+                if held_bytes > m - cl.real.app_bytes() {
+                    evictions += 1;
+                }
+            }
+            if report && step % 4096 == 4095 {
+                cl.sym.note_second_tier(held_bytes, evictions);
+            }
+        }
+        let r0 = &cl.sym.rounds()[0];
+        println!(
+            "report {report}: footprint {:?}, adopted {} MiB -> kept {} MiB, rounds {}",
+            r0.second_footprint_bytes,
+            r0.app_bytes_after / MIB,
+            cl.sym.app_target_bytes() / MIB,
+            cl.sym.rounds().len()
+        );
+        assert_eq!(evictions, 0, "the data fits every split up to M/2");
+        assert_eq!(r0.second_footprint_bytes.is_some(), report);
+        finals.push(cl.sym.app_target_bytes());
+    }
+    assert_eq!(finals[0], m / 2);
+    assert_ne!(finals[1], m / 2);
+}
+
+/// Evictions during a round withdraw the footprint: the tier no longer holds everything.
+#[test]
+fn second_tier_that_evicted_during_the_round_gives_no_footprint() {
+    let seed = 0x0f17_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = fit_point_layout(seed, 0.006);
+    let mut g = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    g.group_blocks = 1;
+    let mut sym = Symbiosis::new(SymbiosisConfig::new(g, lz4_cell_costs())).unwrap();
+    let mut next = blocks_stream(&hot30(), layout.blocks(), seed);
+    let mut step = 0u64;
+    while sym.rounds().is_empty() {
+        let r = layout.block(next());
+        sym.record(&r.access(false, Some(true)));
+        step += 1;
+        if step.is_multiple_of(4096) {
+            // One eviction once the round is under way.
+            sym.note_second_tier(layout.compressed_bytes(), u64::from(step > 100_000));
+        }
+        assert!(step < 20_000_000, "round did not finish");
+    }
+    let r0 = &sym.rounds()[0];
+    assert_eq!(r0.second_footprint_bytes, None, "{r0:?}");
+    assert!(r0.candidates.iter().all(|c| !c.0.second_fits));
+}

@@ -64,6 +64,10 @@ pub const REVERT_TOLERANCE_DEFAULT: f64 = 0.05;
 pub const CONFIRM_TOLERANCE_DEFAULT: f64 = 0.15;
 /// Windows kept in the timeline.
 pub const TIMELINE_MAX: usize = 4096;
+/// Second-tier reports kept; a round's eviction baseline is the oldest. Default 3: a report
+/// is taken once per batch of accesses, and the one from two batches back surely predates
+/// every access of the batch in which the round starts (see [`Symbiosis::note_second_tier`]).
+const SECOND_NOTES: usize = 3;
 
 /// Per-miss costs of the two tiers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -263,6 +267,9 @@ pub struct RoundReport {
     pub runner_up_tried: bool,
     /// Largest ghost metadata during the round, bytes.
     pub ghost_bytes_peak: usize,
+    /// The second tier's exact footprint the round used (bytes held, no eviction during the
+    /// round; see [`Symbiosis::note_second_tier`]), or `None` when it was not known.
+    pub second_footprint_bytes: Option<u64>,
 }
 
 impl RoundReport {
@@ -353,6 +360,11 @@ pub struct Symbiosis {
     /// While the runner-up is tried: (adopted size, its settled L_e, report index).
     trying_runner_up: Option<(u64, f64, usize)>,
     paused_steady: u32,
+    /// The engine's last three reports of its second tier, newest first: (bytes held,
+    /// evictions since the tier was created); see [`Symbiosis::note_second_tier`].
+    second_notes: [Option<(u64, u64)>; SECOND_NOTES],
+    /// Second-tier evictions counted at the start of the running round (a lower bound).
+    round_second_evictions: u64,
     reports: Vec<RoundReport>,
     last_mrc: Vec<(u64, f64)>,
     timeline: VecDeque<WindowRecord>,
@@ -396,6 +408,8 @@ impl Symbiosis {
             pending_confirm: None,
             trying_runner_up: None,
             paused_steady: 0,
+            second_notes: [None; SECOND_NOTES],
+            round_second_evictions: 0,
             reports: Vec::new(),
             last_mrc: Vec::new(),
             timeline: VecDeque::new(),
@@ -435,6 +449,27 @@ impl Symbiosis {
             self.start_round(RoundTrigger::Change, false)?;
         }
         Ok(())
+    }
+
+    /// Reports the real second tier's state: `held_bytes` charged to it now and `evictions`,
+    /// the evictions it has made since it was created (monotone; the tier is created empty
+    /// with the controller, so the round started at creation counts from 0). The engine calls
+    /// it once per batch of accesses it feeds, *after* those accesses have been served (so
+    /// the report covers them). When the tier evicted nothing between a round's start and its
+    /// end, `held_bytes` bounds from above what the round's blocks need in the second tier,
+    /// exactly, and candidates whose share holds it are predicted with no evictions
+    /// ([`GhostSim::set_second_footprint`]). Engines that cannot count (the OS page cache)
+    /// never call it; rounds then use the sampled ghosts alone, as in the paper.
+    pub fn note_second_tier(&mut self, held_bytes: u64, evictions: u64) {
+        self.second_notes.rotate_right(1);
+        self.second_notes[0] = Some((held_bytes, evictions));
+    }
+
+    /// The exact second-tier footprint of the running round, if the tier has not evicted
+    /// since the round started.
+    fn second_footprint(&self) -> Option<u64> {
+        let (held, ev) = self.second_notes[0]?;
+        (ev == self.round_second_evictions).then_some(held)
     }
 
     fn le_floor(&self) -> f64 {
@@ -646,6 +681,10 @@ impl Symbiosis {
             });
         }
         self.round = Some(GhostSim::new(g)?);
+        // The oldest of three reports predates the batch this round starts in; with fewer,
+        // 0 (the tier as created). The counter is monotone, so an older, smaller baseline can
+        // only make the round give up the footprint, never claim one wrongly.
+        self.round_second_evictions = self.second_notes[SECOND_NOTES - 1].map_or(0, |n| n.1);
         self.round_trigger = trigger;
         self.round_reset = reset;
         self.round_start_accesses = self.accesses;
@@ -669,6 +708,8 @@ impl Symbiosis {
             return;
         };
         let c = self.cfg.costs;
+        let footprint = self.second_footprint();
+        round.set_second_footprint(footprint);
         let preds = round.predictions();
         let candidates: Vec<(CandidatePrediction, f64)> = preds
             .iter()
@@ -717,6 +758,7 @@ impl Symbiosis {
             reverted: false,
             runner_up_tried: false,
             ghost_bytes_peak: round.peak_metadata_bytes(),
+            second_footprint_bytes: footprint,
         };
         round.free();
         self.reports.push(report);

@@ -380,7 +380,7 @@ pub struct TierWindow {
 }
 
 /// One finished simulation round, for convergence measurements (`CacheTierStats::round_log`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RoundBrief {
     /// Block reads recorded between the round's start and its end.
     pub accesses: u64,
@@ -392,6 +392,11 @@ pub struct RoundBrief {
     /// Whether a measurement window ended early (ranking settled).
     pub stopped_early: bool,
     pub adopted: bool,
+    /// The compressed tier's exact footprint the round used (it evicted nothing during the
+    /// round), bytes; `None` when not known (it evicted, or the kernel layout).
+    pub second_footprint_bytes: Option<u64>,
+    /// M_a of the candidates predicted from that footprint (no evictions), bytes.
+    pub fit_app_bytes: Vec<u64>,
 }
 
 /// Rounds kept in `CacheTierStats::round_log`. Default 16: a dynamic run has a handful.
@@ -632,6 +637,12 @@ impl Controller {
         let mut g = self.ctl.lock();
         let ctl = &mut *g;
         self.tiers.log.drain_into(&mut ctl.buf);
+        // After the drain: every drained access has been served (a block is inserted before
+        // its access is logged), so this report covers the batch fed below.
+        if let Some(cc) = &self.tiers.compressed {
+            let st = cc.stats();
+            ctl.sym.note_second_tier(st.usage_bytes, st.evictions);
+        }
         let n = ctl.buf.len();
         let mut buf = std::mem::take(&mut ctl.buf);
         for a in buf.drain(..) {
@@ -881,6 +892,13 @@ impl Controller {
                     passes: r.passes,
                     stopped_early: r.stopped_early,
                     adopted: r.adopted,
+                    second_footprint_bytes: r.second_footprint_bytes,
+                    fit_app_bytes: r
+                        .candidates
+                        .iter()
+                        .filter(|c| c.0.second_fits)
+                        .map(|c| c.0.app_bytes)
+                        .collect(),
                 })
                 .collect(),
             timeline,
