@@ -125,9 +125,10 @@ pub struct GhostConfig {
     /// the ranking is settled. A candidate's cost per sampled access is 0 on an application
     /// hit, C_a on a second-tier hit, C_a + C_k otherwise. In a one-pass round every candidate
     /// must be worse than the best by more than 3 standard errors of the paired difference, or
-    /// provably within 1 % of it. In a round of several passes the first pass measures a full
-    /// window and a later pass stops once all its candidates are worse than the best of the
-    /// earlier passes by 3 standard errors (unpaired). `None` (the default; the Tracker sets
+    /// provably within 1 % of it; the first pass of a round of several applies the same test
+    /// to its own candidates (a pass of one candidate measures a full window), and a later
+    /// pass stops once all its candidates are worse than the best of the earlier passes by 3
+    /// standard errors (unpaired). `None` (the default; the Tracker sets
     /// its costs): full windows.
     pub early_stop: Option<EarlyStop>,
     /// Floor of an early-stopped window, sampled accesses.
@@ -369,6 +370,8 @@ pub struct GhostSim {
     cost_prod: Vec<f64>,
     cost_n: u64,
     stopped_early: bool,
+    /// Sampled blocks fed by [`GhostSim::warm_start`] (0: not warm-started).
+    warm_started: Option<u64>,
     /// Lowest mean cost (and its standard error) of the passes measured so far.
     best_before: Option<(f64, f64)>,
 }
@@ -419,6 +422,7 @@ impl GhostSim {
             cost_prod: Vec::new(),
             cost_n: 0,
             stopped_early: false,
+            warm_started: None,
             best_before: None,
             candidates,
             app_thresholds,
@@ -593,20 +597,25 @@ impl GhostSim {
     }
 
     /// The early-stop test of [`GhostConfig::early_stop`] on the running sums. A pass holding
-    /// every candidate compares them pairwise on the same samples; in a round of several
-    /// passes the first measures a full window, and a later one stops once each of its
-    /// candidates is worse than the best of the earlier passes by more than 3 standard errors
-    /// of the (unpaired) difference.
+    /// every candidate compares them pairwise on the same samples; so does the first pass of
+    /// a round of several (over its own candidates; a pass of one measures a full window), and
+    /// a later one stops once each of its candidates is worse than the best of the earlier
+    /// passes by more than 3 standard errors of the (unpaired) difference.
     fn ranking_settled(&self) -> bool {
         let w = self.second.len();
         if w < self.candidates.len() {
-            let Some((best, best_se)) = self.best_before else {
-                return false;
-            };
-            return self
-                .pass_costs()
-                .iter()
-                .all(|&(m, se)| m - best > EARLY_STOP_Z * (se * se + best_se * best_se).sqrt());
+            match self.best_before {
+                Some((best, best_se)) => {
+                    return self.pass_costs().iter().all(|&(m, se)| {
+                        m - best > EARLY_STOP_Z * (se * se + best_se * best_se).sqrt()
+                    })
+                }
+                // The first pass of several: its own candidates' ranking, paired, as in a
+                // one-pass round (sixth session; it measured a full window before). A pass of
+                // one candidate has no ranking to settle: full window.
+                None if w < 2 => return false,
+                None => {}
+            }
         }
         let n = self.cost_n as f64;
         let mean: Vec<f64> = self.cost_sum.iter().map(|s| s / n).collect();
@@ -711,6 +720,62 @@ impl GhostSim {
                 left: self.cfg.candidate_warmup_samples,
             }
         };
+    }
+
+    /// Whether [`GhostSim::warm_start`] would still be taken: the round is in its initial
+    /// warm-up, has seen no sampled access and was not warm-started.
+    pub fn wants_warm_start(&self) -> bool {
+        self.phase == Phase::Warmup && self.samples == 0 && self.warm_started.is_none()
+    }
+
+    /// Warm-starts the ghosts from the engine's live caches (beyond the paper; issue 7's
+    /// settle time): `second` is the second tier's contents and `app` the application cache's,
+    /// each oldest first. Every LRU resident is more recent than every block that is not
+    /// resident, so the union in recency order is the second tier's blocks that the
+    /// application cache lacks, then the application cache's blocks: the application ghost is
+    /// fed `second` then `app` and the first candidate's second-tier ghost (the only one during
+    /// the warm-up) is fed `second`, all through the sampler, with no hit counted. The warm-up
+    /// then still runs its checks (at least 1024 sampled accesses), so ghosts that the caches
+    /// could not fill keep warming as before. A block's `uncompressed_len` sizes it in the
+    /// application ghost and its `compressed_len` in the second-tier ghost. Returns the
+    /// sampled blocks fed; ignored (0) unless [`GhostSim::wants_warm_start`].
+    pub fn warm_start(&mut self, second: &[BlockAccess], app: &[BlockAccess]) -> u64 {
+        if !self.wants_warm_start() {
+            return 0;
+        }
+        let mut fed = 0;
+        for a in second.iter().chain(app) {
+            if !self.sampler.sampled(a.file, a.block_no) {
+                continue;
+            }
+            let key = BlockKey {
+                file: a.file,
+                unit: a.offset,
+            };
+            self.app.access(key, a.uncompressed_bytes());
+            fed += 1;
+        }
+        if let Some(lru) = self.second.first_mut() {
+            for a in second {
+                if self.sampler.sampled(a.file, a.block_no) {
+                    second_tier_access(
+                        lru,
+                        self.cfg.second_tier,
+                        a.file,
+                        a.offset,
+                        a.compressed_bytes(),
+                    );
+                }
+            }
+        }
+        self.warm_started = Some(fed);
+        self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+        fed
+    }
+
+    /// Sampled blocks fed by [`GhostSim::warm_start`], if the round was warm-started.
+    pub fn warm_started(&self) -> Option<u64> {
+        self.warm_started
     }
 
     /// Whether every candidate has been simulated.

@@ -1021,3 +1021,134 @@ fn second_tier_that_evicted_during_the_round_gives_no_footprint() {
     assert_eq!(r0.second_footprint_bytes, None, "{r0:?}");
     assert!(r0.candidates.iter().all(|c| !c.0.second_fits));
 }
+
+/// What LRU caches of `app_bytes` (uncompressed) and `second_bytes` (compressed, fed by
+/// application misses) hold after `prefix` accesses, oldest first — the engine's live caches
+/// that a round is warm-started from. Computed exactly by replaying the prefix.
+fn live_caches(
+    layout: &BlockLayout,
+    dist: &RequestDist,
+    seed: u64,
+    prefix: u64,
+    app_bytes: u64,
+    second_bytes: u64,
+) -> (Vec<crate::BlockAccess>, Vec<crate::BlockAccess>) {
+    let mut real = TwoTier::new(
+        app_bytes + second_bytes,
+        app_bytes,
+        PolicyKind::Lru,
+        SecondTier::Blocks,
+    );
+    let mut next = blocks_stream(dist, layout.blocks(), seed);
+    let mut last_any = std::collections::HashMap::new();
+    let mut last_miss = std::collections::HashMap::new();
+    for t in 0..prefix {
+        let b = next();
+        let r = layout.block(b);
+        let h = real.access(
+            r.file,
+            r.offset,
+            r.compressed_len.into(),
+            r.uncompressed_len.into(),
+        );
+        last_any.insert(b, t);
+        if h != crate::TierHit::App {
+            last_miss.insert(b, t);
+        }
+    }
+    // Newest first until the capacity is used: an LRU's contents.
+    let resident =
+        |last: &std::collections::HashMap<u64, u64>, cap: u64, size: &dyn Fn(u64) -> u64| {
+            let mut v: Vec<(u64, u64)> = last.iter().map(|(&b, &t)| (t, b)).collect();
+            v.sort_unstable_by(|a, b| b.cmp(a));
+            let mut used = 0;
+            let mut out = Vec::new();
+            for (_, b) in v {
+                used += size(b);
+                if used > cap {
+                    break;
+                }
+                out.push(layout.block(b).access(false, None));
+            }
+            out.reverse();
+            out
+        };
+    let app = resident(&last_any, app_bytes, &|b| {
+        u64::from(layout.block(b).uncompressed_len)
+    });
+    let second = resident(&last_miss, second_bytes, &|b| {
+        u64::from(layout.block(b).compressed_len)
+    });
+    (second, app)
+}
+
+/// A round warm-started from the live caches (the engine hands over their sampled contents)
+/// ends its initial warm-up at the first check, 1024 sampled accesses, where the cold round
+/// needs several times more, and predicts the same best split with hit ratios close to the
+/// cold round's.
+#[test]
+fn warm_started_round_skips_the_warm_up_and_predicts_alike() {
+    let seed = 0x3a11_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = BlockLayout::new(2 * m / 4096, 4096, 0.25, 1024, seed).unwrap();
+    let dist = RequestDist::Hotspot {
+        data_fraction: 0.2,
+        ops_fraction: 0.8,
+    };
+    let mut cfg = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    cfg.group_blocks = 1;
+    cfg.sample_inv_rate = 16;
+    cfg.ghost_bytes_max = u64::MAX;
+    let c = costs();
+    let prefix = 1_000_000;
+    let (second, app) = live_caches(&layout, &dist, seed, prefix, MIB, m - MIB);
+    let mut rounds = Vec::new();
+    for warm in [false, true] {
+        let mut g = GhostSim::new(cfg.clone()).unwrap();
+        assert!(g.wants_warm_start());
+        let fed = if warm { g.warm_start(&second, &app) } else { 0 };
+        assert!(!warm || !g.wants_warm_start(), "taken once");
+        // The stream continues where the caches were filled.
+        let mut next = blocks_stream(&dist, layout.blocks(), seed);
+        for _ in 0..prefix {
+            next();
+        }
+        while !g.is_done() {
+            g.record(&layout.block(next()).access(false, None));
+        }
+        let p = g.predictions();
+        let best = (0..p.len())
+            .min_by(|&a, &b| {
+                let la = p[a].expected_latency(c.app_miss_ns, c.second_miss_ns);
+                let lb = p[b].expected_latency(c.app_miss_ns, c.second_miss_ns);
+                la.total_cmp(&lb)
+            })
+            .unwrap();
+        println!(
+            "warm {warm}: fed {fed}, warm-up {} samples, total {}, best {} MiB, H_k {:?}",
+            g.warmup_samples(),
+            g.samples(),
+            p[best].app_bytes / MIB,
+            p.iter()
+                .map(|x| (x.h_k * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(g.warm_started(), warm.then_some(fed));
+        rounds.push((g.warmup_samples(), best, p));
+    }
+    let (cold, warm) = (&rounds[0], &rounds[1]);
+    assert!(
+        warm.0 == 1024,
+        "warm-started warm-up ends at the first check: {}",
+        warm.0
+    );
+    assert!(cold.0 >= 3 * warm.0, "cold warm-up {}", cold.0);
+    assert_eq!(cold.1, warm.1, "same best split");
+    for (a, b) in cold.2.iter().zip(&warm.2) {
+        assert!(
+            (a.h_a - b.h_a).abs() < 0.05 && (a.h_k - b.h_k).abs() < 0.05,
+            "{a:?} {b:?}"
+        );
+    }
+}

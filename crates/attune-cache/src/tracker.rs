@@ -270,6 +270,9 @@ pub struct RoundReport {
     /// The second tier's exact footprint the round used (bytes held, no eviction during the
     /// round; see [`Symbiosis::note_second_tier`]), or `None` when it was not known.
     pub second_footprint_bytes: Option<u64>,
+    /// Sampled blocks the round was warm-started with from the live caches
+    /// ([`Symbiosis::warm_start_round`]), or `None` when it was not.
+    pub warm_started: Option<u64>,
 }
 
 impl RoundReport {
@@ -463,6 +466,28 @@ impl Symbiosis {
     pub fn note_second_tier(&mut self, held_bytes: u64, evictions: u64) {
         self.second_notes.rotate_right(1);
         self.second_notes[0] = Some((held_bytes, evictions));
+    }
+
+    /// Whether a round has just started and can be warm-started from the live caches
+    /// ([`Symbiosis::warm_start_round`]): the engine checks it after each recorded access and
+    /// collects its caches' contents only then.
+    pub fn round_wants_warm_start(&self) -> bool {
+        self.round.as_ref().is_some_and(GhostSim::wants_warm_start)
+    }
+
+    /// Whether the running round samples block `block_no` of `file` (false without a round):
+    /// lets the engine hand [`Symbiosis::warm_start_round`] only the sampled blocks.
+    pub fn round_samples(&self, file: u64, block_no: u64) -> bool {
+        self.round
+            .as_ref()
+            .is_some_and(|r| r.is_sampled(file, block_no))
+    }
+
+    /// Warm-starts the round that has just started from the engine's live caches, each
+    /// oldest first (see [`GhostSim::warm_start`]). Returns the sampled blocks fed (0 when no
+    /// round wants it).
+    pub fn warm_start_round(&mut self, second: &[BlockAccess], app: &[BlockAccess]) -> u64 {
+        self.round.as_mut().map_or(0, |r| r.warm_start(second, app))
     }
 
     /// The exact second-tier footprint of the running round, if the tier has not evicted
@@ -759,6 +784,7 @@ impl Symbiosis {
             runner_up_tried: false,
             ghost_bytes_peak: round.peak_metadata_bytes(),
             second_footprint_bytes: footprint,
+            warm_started: round.warm_started(),
         };
         round.free();
         self.reports.push(report);

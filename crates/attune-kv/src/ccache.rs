@@ -85,6 +85,15 @@ impl CompressedCache {
         self.lru.erase_file(file);
     }
 
+    /// The blocks whose key passes `keep` with their charges, oldest first (see
+    /// `cache::ShardedLru::recency_order`).
+    pub(crate) fn recency_order(
+        &self,
+        keep: impl Fn(&(u64, u64)) -> bool,
+    ) -> Vec<((u64, u64), usize)> {
+        self.lru.recency_order(keep)
+    }
+
     pub fn stats(&self) -> CompressedCacheStats {
         CompressedCacheStats {
             capacity_bytes: self.lru.capacity(),
