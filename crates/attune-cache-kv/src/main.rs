@@ -828,7 +828,8 @@ fn round_log(t: &CacheTierStats) -> Vec<Value> {
                 "warmup_samples": r.warmup_samples, "passes": r.passes,
                 "stopped_early": r.stopped_early, "adopted": r.adopted,
                 "second_footprint_bytes": r.second_footprint_bytes,
-                "fit_app_bytes": r.fit_app_bytes, "warm_started": r.warm_started})
+                "fit_app_bytes": r.fit_app_bytes, "warm_started": r.warm_started,
+                "overflow_app_bytes": r.overflow_app_bytes})
         })
         .collect()
 }

@@ -1152,3 +1152,74 @@ fn warm_started_round_skips_the_warm_up_and_predicts_alike() {
         );
     }
 }
+
+/// The engine sweep's Zstd/hot10/0.6 cell, as the controller sees it: the engine's second
+/// tier has evicted nothing, but what it holds keeps growing while the round measures (a
+/// hotspot's cold blocks are still being read for the first time). Here the reports grow by
+/// 2 bytes per access from the end of the warm-up on. A candidate whose room holds the round's
+/// footprint but not its growth over one more round's length is not adopted; candidates with
+/// more room, or whose room is below the footprint (left to their ghosts), are not affected.
+#[test]
+fn candidate_that_the_growing_footprint_would_overflow_is_not_adopted() {
+    let seed = 0x6107_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = fit_point_layout(seed, 0.006);
+    let dist = hot30();
+    let mut g = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    g.group_blocks = 1;
+    g.seed = FIT_GHOST_SEED;
+    let mut sym = Symbiosis::new(SymbiosisConfig::new(g, lz4_cell_costs())).unwrap();
+    // Before the round measures, the tier holds 15.5 MiB; then it grows by 2 B per access.
+    let base = 31 * MIB / 2;
+    let mut next = blocks_stream(&dist, layout.blocks(), seed);
+    let (mut step, mut measuring_from) = (0u64, None);
+    while sym.rounds().is_empty() {
+        let r = layout.block(next());
+        sym.record(&r.access(false, Some(true)));
+        step += 1;
+        let measuring = !matches!(
+            sym.stats().round_progress,
+            Some(crate::ghost::RoundProgress::Warmup)
+        );
+        if measuring && measuring_from.is_none() {
+            measuring_from = Some(step);
+        }
+        if step.is_multiple_of(1024) {
+            let grown = measuring_from.map_or(0, |s0| 2 * (step - s0));
+            sym.note_second_tier(base + grown, 0);
+        }
+        assert!(step < 20_000_000, "round did not finish");
+    }
+    let r0 = &sym.rounds()[0];
+    let f = r0.second_footprint_bytes.expect("no evictions");
+    let measured = step - measuring_from.unwrap();
+    let growth = 2.0 * r0.accesses as f64;
+    println!(
+        "footprint {f} B after {measured} measured of {} round accesses, projected growth \
+         {growth:.0} B, overflow {:?}, adopted {} MiB",
+        r0.accesses,
+        r0.overflow_app_bytes,
+        r0.app_bytes_after / MIB
+    );
+    let want: Vec<u64> = r0
+        .candidates
+        .iter()
+        .map(|c| c.0.app_bytes)
+        .filter(|&a| {
+            let room = m - a;
+            room >= f && ((room - f) as f64) < growth
+        })
+        .collect();
+    assert_eq!(
+        want,
+        vec![16 * MIB],
+        "the test's numbers put only M/2 in the band"
+    );
+    assert_eq!(r0.overflow_app_bytes, want);
+    assert_ne!(
+        r0.app_bytes_after,
+        16 * MIB,
+        "M/2 would be the best fit, but it is not adopted"
+    );
+}

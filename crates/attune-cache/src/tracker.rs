@@ -64,6 +64,10 @@ pub const REVERT_TOLERANCE_DEFAULT: f64 = 0.05;
 pub const CONFIRM_TOLERANCE_DEFAULT: f64 = 0.15;
 /// Windows kept in the timeline.
 pub const TIMELINE_MAX: usize = 4096;
+/// How far ahead a round's footprint growth is projected, in round lengths (see
+/// `Symbiosis::overflowing_soon`). Default 1: the next round, started by the L_e rise an
+/// overflow causes, is the earliest that could correct the choice.
+pub const FOOTPRINT_HORIZON_ROUNDS: f64 = 1.0;
 /// Second-tier reports kept; a round's eviction baseline is the oldest. Default 3: a report
 /// is taken once per batch of accesses, and the one from two batches back surely predates
 /// every access of the batch in which the round starts (see [`Symbiosis::note_second_tier`]).
@@ -270,6 +274,10 @@ pub struct RoundReport {
     /// The second tier's exact footprint the round used (bytes held, no eviction during the
     /// round; see [`Symbiosis::note_second_tier`]), or `None` when it was not known.
     pub second_footprint_bytes: Option<u64>,
+    /// Candidates (M_a, bytes) not adopted because their second tier holds the footprint now
+    /// but its growth during the round would fill the rest within one round's length (see
+    /// [`FOOTPRINT_HORIZON_ROUNDS`]).
+    pub overflow_app_bytes: Vec<u64>,
     /// Sampled blocks the round was warm-started with from the live caches
     /// ([`Symbiosis::warm_start_round`]), or `None` when it was not.
     pub warm_started: Option<u64>,
@@ -368,6 +376,8 @@ pub struct Symbiosis {
     second_notes: [Option<(u64, u64)>; SECOND_NOTES],
     /// Second-tier evictions counted at the start of the running round (a lower bound).
     round_second_evictions: u64,
+    /// (accesses, second-tier bytes held) when the running round's warm-up ended.
+    round_measure_start: Option<(u64, u64)>,
     reports: Vec<RoundReport>,
     last_mrc: Vec<(u64, f64)>,
     timeline: VecDeque<WindowRecord>,
@@ -413,6 +423,7 @@ impl Symbiosis {
             paused_steady: 0,
             second_notes: [None; SECOND_NOTES],
             round_second_evictions: 0,
+            round_measure_start: None,
             reports: Vec::new(),
             last_mrc: Vec::new(),
             timeline: VecDeque::new(),
@@ -490,6 +501,34 @@ impl Symbiosis {
         self.round.as_mut().map_or(0, |r| r.warm_start(second, app))
     }
 
+    /// Candidates whose second tier holds the round's exact footprint now but would not for
+    /// long: the footprint grew by `g` bytes per access while the round measured (after its
+    /// warm-up), and `g ×` [`FOOTPRINT_HORIZON_ROUNDS`] `×` the round's length exceeds the
+    /// room left. Their predictions describe a state that ends before another round could
+    /// notice (a hotspot's cold blocks are still being read for the first time); adopting one
+    /// means an overflow, a rise of L_e and a reset later. Empty without a footprint.
+    fn overflowing_soon(&self, footprint: Option<u64>, preds: &[CandidatePrediction]) -> Vec<u64> {
+        let (Some(f), Some((acc0, held0))) = (footprint, self.round_measure_start) else {
+            return Vec::new();
+        };
+        let measured = self.accesses.saturating_sub(acc0);
+        if measured == 0 {
+            return Vec::new();
+        }
+        let per_access = f.saturating_sub(held0) as f64 / measured as f64;
+        let horizon = (self.accesses - self.round_start_accesses) as f64 * FOOTPRINT_HORIZON_ROUNDS;
+        let growth = per_access * horizon;
+        let g = &self.cfg.ghost;
+        preds
+            .iter()
+            .filter(|p| {
+                let room = (g.memory_bytes - p.app_bytes).saturating_add(g.second_extra_bytes);
+                room >= f && ((room - f) as f64) < growth
+            })
+            .map(|p| p.app_bytes)
+            .collect()
+    }
+
     /// The exact second-tier footprint of the running round, if the tier has not evicted
     /// since the round started.
     fn second_footprint(&self) -> Option<u64> {
@@ -531,6 +570,10 @@ impl Symbiosis {
         }
         if let Some(round) = self.round.as_mut() {
             round.record(a);
+            if self.round_measure_start.is_none() && round.progress() != RoundProgress::Warmup {
+                let held = self.second_notes[0].map_or(0, |n| n.0);
+                self.round_measure_start = Some((self.accesses, held));
+            }
             if round.is_done() {
                 self.finish_round();
             }
@@ -710,6 +753,7 @@ impl Symbiosis {
         // 0 (the tier as created). The counter is monotone, so an older, smaller baseline can
         // only make the round give up the footprint, never claim one wrongly.
         self.round_second_evictions = self.second_notes[SECOND_NOTES - 1].map_or(0, |n| n.1);
+        self.round_measure_start = None;
         self.round_trigger = trigger;
         self.round_reset = reset;
         self.round_start_accesses = self.accesses;
@@ -746,8 +790,11 @@ impl Symbiosis {
                 .expected_latency(c.app_miss_ns, c.second_miss_ns)
         });
         let before = self.app_target;
+        let overflow = self.overflowing_soon(footprint, &preds);
+        let adoptable = |c: &&(CandidatePrediction, f64)| !overflow.contains(&c.0.app_bytes);
         let best = candidates
             .iter()
+            .filter(adoptable)
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .copied();
         let mut adopted = false;
@@ -760,6 +807,7 @@ impl Symbiosis {
                 self.adoptions += 1;
                 let runner = candidates
                     .iter()
+                    .filter(adoptable)
                     .filter(|c| c.0.app_bytes != p.app_bytes)
                     .min_by(|a, b| a.1.total_cmp(&b.1));
                 confirm = runner.map(|r| (r.0.app_bytes, r.1, le));
@@ -784,6 +832,7 @@ impl Symbiosis {
             runner_up_tried: false,
             ghost_bytes_peak: round.peak_metadata_bytes(),
             second_footprint_bytes: footprint,
+            overflow_app_bytes: overflow,
             warm_started: round.warm_started(),
         };
         round.free();

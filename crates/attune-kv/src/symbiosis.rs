@@ -404,6 +404,8 @@ pub struct RoundBrief {
     pub fit_app_bytes: Vec<u64>,
     /// Sampled blocks the round was warm-started with from the live caches, if it was.
     pub warm_started: Option<u64>,
+    /// M_a of candidates not adopted because the growing footprint would overflow them soon.
+    pub overflow_app_bytes: Vec<u64>,
 }
 
 /// Rounds kept in `CacheTierStats::round_log`. Default 16: a dynamic run has a handful.
@@ -952,6 +954,7 @@ impl Controller {
                         .map(|c| c.0.app_bytes)
                         .collect(),
                     warm_started: r.warm_started,
+                    overflow_app_bytes: r.overflow_app_bytes.clone(),
                 })
                 .collect(),
             timeline,
