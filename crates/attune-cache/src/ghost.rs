@@ -18,6 +18,13 @@
 //!   the ghosts, and every capacity is scaled by `R`; contiguous blocks share a group so that
 //!   pages shared by misaligned neighbours stay together (misalignment-aware sampling, §4.2.3).
 //! * **Memory** — [`GhostSim::free`] drops every structure when a round ends.
+//! * **Warm start** (beyond the paper) — [`GhostSim::warm_start`] fills the ghosts from the
+//!   engine's live caches, oldest first, before the first sampled access, so that a round after
+//!   a workload change does not wait for its ghosts to fill.
+//! * **Exact footprint** (beyond the paper) — [`GhostSim::set_second_footprint`]: when the
+//!   engine knows exactly what its second tier needs for the round's blocks, candidates whose
+//!   tier holds it are predicted with no evictions rather than by a sampled ghost, which cannot
+//!   resolve a fit within its sampling error.
 //!
 //! Round phases, counted in sampled accesses: a *warm-up* that fills the application ghost and
 //! the first candidate's second-tier ghost (ends when each is full or has stopped seeing new

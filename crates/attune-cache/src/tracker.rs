@@ -12,6 +12,12 @@
 //!                  else keep M_a; ghost memory freed                          new round
 //! ```
 //!
+//! Beyond the paper: the engine may report its second tier's bytes and evictions
+//! ([`Symbiosis::note_second_tier`]) — a round that saw no eviction then predicts the candidates
+//! that hold the footprint exactly and does not adopt one whose room the footprint's growth would
+//! fill within a round's length — and may warm-start a new round from its live caches
+//! ([`Symbiosis::warm_start_round`]).
+//!
 //! L_e = (1 − H_a)·(C_a + (1 − H_k)·C_k) over windows of `window_accesses` accesses, with C_a
 //! (decompression + second-tier read) and C_k (device read) supplied by the caller, usually from
 //! [`crate::calibrate`]. The first round starts at once (the paper simulates from start-up).

@@ -14,7 +14,9 @@
 //!   rest of the budget, shrinking first so the sum never exceeds it), returns freed heap to the
 //!   OS (`malloc_trim`, glibc) so the kernel can use it for the page cache, measures the miss
 //!   costs C_a and C_k (a probe at first use, then re-measured from live reads when they drift),
-//!   and reports [`CacheTierStats`].
+//!   and reports [`CacheTierStats`]. In the user layout it also reports the compressed cache's
+//!   bytes and evictions to the controller once per batch (the round's exact footprint), and
+//!   warm-starts each new round's ghosts from both caches' sampled contents, oldest first.
 //!
 //! Reads made with `fill_cache = false` (compaction inputs, scans that ask for it) still go
 //! through both tiers but are neither inserted nor recorded: they bypass the caches, so they are
