@@ -13,7 +13,8 @@ prints, per run, two convergence measures after the phase switch, in seconds and
 Rows of the old binary lack `switch_accesses` and `round_log`; the switch's block-read count is
 then interpolated between the timeline windows around `switch_ms`.
 
-Usage: python3 benches/cache/kv_convergence_report.py [--dir benches/results]
+Usage: python3 benches/cache/kv_convergence_report.py [--dir benches/results] [--name NAME]
+       [--by-binary]
 """
 
 from __future__ import annotations
@@ -67,11 +68,21 @@ def le_settled(row: dict, tl: list[dict]) -> tuple[float, float] | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="benches/results")
+    ap.add_argument(
+        "--name",
+        default="cache-kv-convergence",
+        help="rows in <dir>/<name>.jsonl, timelines in <dir>/<name>/<n>.json",
+    )
+    ap.add_argument(
+        "--by-binary",
+        action="store_true",
+        help="label side-by-side rows by their binary (the first word of `command`)",
+    )
     a = ap.parse_args()
     d = Path(a.dir)
-    path = d / "cache-kv-convergence.jsonl"
+    path = d / f"{a.name}.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    tl_files = sorted((d / "cache-kv-convergence").glob("*.json"), key=lambda p: int(p.stem))
+    tl_files = sorted((d / a.name).glob("*.json"), key=lambda p: int(p.stem))
     if len(tl_files) != len(rows):
         raise SystemExit(f"{len(rows)} rows but {len(tl_files)} timeline files")
     print(
@@ -84,6 +95,8 @@ def main() -> None:
     for n, (row, f) in enumerate(zip(rows, tl_files), 1):
         tl = json.loads(f.read_text())[0]["timeline"]
         kind = "side by side" if "switch_accesses" in row else "pipeline (old)"
+        if a.by_binary and "switch_accesses" in row:
+            kind = row["command"].split()[0]
         sw_acc = switch_accesses(row, tl)
         stable_ms = row.get("converged_ms")
         stable_acc = row.get("converged_accesses")
@@ -96,7 +109,9 @@ def main() -> None:
         rounds_txt = (
             ", ".join(
                 f"{r['accesses'] / 1e6:.2f} M ({r['samples']}, {r['passes']}, "
-                f"{'y' if r['stopped_early'] else 'n'})"
+                f"{'y' if r['stopped_early'] else 'n'}"
+                + (f", warm-up {r['warmup_samples']}" if a.by_binary else "")
+                + ")"
                 for r in log
             )
             or "n/a"

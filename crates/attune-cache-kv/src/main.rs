@@ -826,7 +826,10 @@ fn round_log(t: &CacheTierStats) -> Vec<Value> {
         .map(|r| {
             json!({"accesses": r.accesses, "samples": r.samples,
                 "warmup_samples": r.warmup_samples, "passes": r.passes,
-                "stopped_early": r.stopped_early, "adopted": r.adopted})
+                "stopped_early": r.stopped_early, "adopted": r.adopted,
+                "second_footprint_bytes": r.second_footprint_bytes,
+                "fit_app_bytes": r.fit_app_bytes, "warm_started": r.warm_started,
+                "overflow_app_bytes": r.overflow_app_bytes})
         })
         .collect()
 }

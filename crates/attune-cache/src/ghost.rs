@@ -18,6 +18,13 @@
 //!   the ghosts, and every capacity is scaled by `R`; contiguous blocks share a group so that
 //!   pages shared by misaligned neighbours stay together (misalignment-aware sampling, §4.2.3).
 //! * **Memory** — [`GhostSim::free`] drops every structure when a round ends.
+//! * **Warm start** (beyond the paper) — [`GhostSim::warm_start`] fills the ghosts from the
+//!   engine's live caches, oldest first, before the first sampled access, so that a round after
+//!   a workload change does not wait for its ghosts to fill.
+//! * **Exact footprint** (beyond the paper) — [`GhostSim::set_second_footprint`]: when the
+//!   engine knows exactly what its second tier needs for the round's blocks, candidates whose
+//!   tier holds it are predicted with no evictions rather than by a sampled ghost, which cannot
+//!   resolve a fit within its sampling error.
 //!
 //! Round phases, counted in sampled accesses: a *warm-up* that fills the application ghost and
 //! the first candidate's second-tier ghost (ends when each is full or has stopped seeing new
@@ -125,9 +132,10 @@ pub struct GhostConfig {
     /// the ranking is settled. A candidate's cost per sampled access is 0 on an application
     /// hit, C_a on a second-tier hit, C_a + C_k otherwise. In a one-pass round every candidate
     /// must be worse than the best by more than 3 standard errors of the paired difference, or
-    /// provably within 1 % of it. In a round of several passes the first pass measures a full
-    /// window and a later pass stops once all its candidates are worse than the best of the
-    /// earlier passes by 3 standard errors (unpaired). `None` (the default; the Tracker sets
+    /// provably within 1 % of it; the first pass of a round of several applies the same test
+    /// to its own candidates (a pass of one candidate measures a full window), and a later
+    /// pass stops once all its candidates are worse than the best of the earlier passes by 3
+    /// standard errors (unpaired). `None` (the default; the Tracker sets
     /// its costs): full windows.
     pub early_stop: Option<EarlyStop>,
     /// Floor of an early-stopped window, sampled accesses.
@@ -289,6 +297,10 @@ pub struct CandidatePrediction {
     pub h_k: f64,
     /// Sampled application misses its H_k rests on.
     pub second_samples: u64,
+    /// Whether H_k came from the exact-footprint rule ([`GhostSim::set_second_footprint`]):
+    /// the engine's second tier holds everything the round touched within this candidate's
+    /// share, so every re-reference hits and the sampled ghost's capacity is not consulted.
+    pub second_fits: bool,
 }
 
 impl CandidatePrediction {
@@ -344,6 +356,14 @@ pub struct GhostSim {
     app_samples: u64,
     /// Per candidate: (application misses, second-tier hits) in its measurement window.
     second_counts: Vec<(u64, u64)>,
+    /// Per candidate, over post-warm-up samples: (application misses, of which re-references
+    /// seen earlier in the round) — the second tier's hits if it never evicts.
+    reuse_counts: Vec<(u64, u64)>,
+    /// Unscaled second-tier bytes per candidate: `M − M_a` + the extra room.
+    second_bytes: Vec<u64>,
+    /// Compressed bytes the second tier needs to hold everything the round touched, when the
+    /// engine knows it exactly (see [`GhostSim::set_second_footprint`]).
+    second_footprint: Option<u64>,
     mrc: DistanceHistogram,
     samples: u64,
     warm_samples: u64,
@@ -357,6 +377,8 @@ pub struct GhostSim {
     cost_prod: Vec<f64>,
     cost_n: u64,
     stopped_early: bool,
+    /// Sampled blocks fed by [`GhostSim::warm_start`] (0: not warm-started).
+    warm_started: Option<u64>,
     /// Lowest mean cost (and its standard error) of the passes measured so far.
     best_before: Option<(f64, f64)>,
 }
@@ -372,12 +394,13 @@ impl GhostSim {
             .map(|&c| (c as f64 * r).round() as u64)
             .collect();
         let factor = cfg.second_tier.capacity_factor();
-        let second_caps: Vec<u64> = candidates
+        let second_bytes: Vec<u64> = candidates
             .iter()
-            .map(|&c| {
-                let bytes = (cfg.memory_bytes - c).saturating_add(cfg.second_extra_bytes);
-                (bytes as f64 * factor * r).round() as u64
-            })
+            .map(|&c| (cfg.memory_bytes - c).saturating_add(cfg.second_extra_bytes))
+            .collect();
+        let second_caps: Vec<u64> = second_bytes
+            .iter()
+            .map(|&bytes| (bytes as f64 * factor * r).round() as u64)
             .collect();
         let limit = (cfg.memory_bytes as f64 * cfg.mrc_span * r).ceil() as u64;
         let bucket = (limit / cfg.mrc_points as u64).max(1);
@@ -392,6 +415,9 @@ impl GhostSim {
             app_hits: vec![0; n],
             app_samples: 0,
             second_counts: vec![(0, 0); n],
+            reuse_counts: vec![(0, 0); n],
+            second_bytes,
+            second_footprint: None,
             mrc: DistanceHistogram::new(bucket, cfg.mrc_points),
             samples: 0,
             warm_samples: 0,
@@ -403,6 +429,7 @@ impl GhostSim {
             cost_prod: Vec::new(),
             cost_n: 0,
             stopped_early: false,
+            warm_started: None,
             best_before: None,
             candidates,
             app_thresholds,
@@ -444,8 +471,19 @@ impl GhostSim {
         if !warming {
             self.app_samples += 1;
             self.mrc.record(d);
-            for (h, &t) in self.app_hits.iter_mut().zip(&self.app_thresholds) {
-                *h += d.hits_within(t) as u64;
+            let seen = matches!(d, crate::stack::Distance::Bytes(_));
+            for ((h, r), &t) in self
+                .app_hits
+                .iter_mut()
+                .zip(self.reuse_counts.iter_mut())
+                .zip(&self.app_thresholds)
+            {
+                let app_hit = d.hits_within(t);
+                *h += app_hit as u64;
+                if !app_hit {
+                    r.0 += 1;
+                    r.1 += seen as u64;
+                }
             }
         }
         let mut first_second_miss = false;
@@ -566,20 +604,25 @@ impl GhostSim {
     }
 
     /// The early-stop test of [`GhostConfig::early_stop`] on the running sums. A pass holding
-    /// every candidate compares them pairwise on the same samples; in a round of several
-    /// passes the first measures a full window, and a later one stops once each of its
-    /// candidates is worse than the best of the earlier passes by more than 3 standard errors
-    /// of the (unpaired) difference.
+    /// every candidate compares them pairwise on the same samples; so does the first pass of
+    /// a round of several (over its own candidates; a pass of one measures a full window), and
+    /// a later one stops once each of its candidates is worse than the best of the earlier
+    /// passes by more than 3 standard errors of the (unpaired) difference.
     fn ranking_settled(&self) -> bool {
         let w = self.second.len();
         if w < self.candidates.len() {
-            let Some((best, best_se)) = self.best_before else {
-                return false;
-            };
-            return self
-                .pass_costs()
-                .iter()
-                .all(|&(m, se)| m - best > EARLY_STOP_Z * (se * se + best_se * best_se).sqrt());
+            match self.best_before {
+                Some((best, best_se)) => {
+                    return self.pass_costs().iter().all(|&(m, se)| {
+                        m - best > EARLY_STOP_Z * (se * se + best_se * best_se).sqrt()
+                    })
+                }
+                // The first pass of several: its own candidates' ranking, paired, as in a
+                // one-pass round (sixth session; it measured a full window before). A pass of
+                // one candidate has no ranking to settle: full window.
+                None if w < 2 => return false,
+                None => {}
+            }
         }
         let n = self.cost_n as f64;
         let mean: Vec<f64> = self.cost_sum.iter().map(|s| s / n).collect();
@@ -686,6 +729,62 @@ impl GhostSim {
         };
     }
 
+    /// Whether [`GhostSim::warm_start`] would still be taken: the round is in its initial
+    /// warm-up, has seen no sampled access and was not warm-started.
+    pub fn wants_warm_start(&self) -> bool {
+        self.phase == Phase::Warmup && self.samples == 0 && self.warm_started.is_none()
+    }
+
+    /// Warm-starts the ghosts from the engine's live caches (beyond the paper; issue 7's
+    /// settle time): `second` is the second tier's contents and `app` the application cache's,
+    /// each oldest first. Every LRU resident is more recent than every block that is not
+    /// resident, so the union in recency order is the second tier's blocks that the
+    /// application cache lacks, then the application cache's blocks: the application ghost is
+    /// fed `second` then `app` and the first candidate's second-tier ghost (the only one during
+    /// the warm-up) is fed `second`, all through the sampler, with no hit counted. The warm-up
+    /// then still runs its checks (at least 1024 sampled accesses), so ghosts that the caches
+    /// could not fill keep warming as before. A block's `uncompressed_len` sizes it in the
+    /// application ghost and its `compressed_len` in the second-tier ghost. Returns the
+    /// sampled blocks fed; ignored (0) unless [`GhostSim::wants_warm_start`].
+    pub fn warm_start(&mut self, second: &[BlockAccess], app: &[BlockAccess]) -> u64 {
+        if !self.wants_warm_start() {
+            return 0;
+        }
+        let mut fed = 0;
+        for a in second.iter().chain(app) {
+            if !self.sampler.sampled(a.file, a.block_no) {
+                continue;
+            }
+            let key = BlockKey {
+                file: a.file,
+                unit: a.offset,
+            };
+            self.app.access(key, a.uncompressed_bytes());
+            fed += 1;
+        }
+        if let Some(lru) = self.second.first_mut() {
+            for a in second {
+                if self.sampler.sampled(a.file, a.block_no) {
+                    second_tier_access(
+                        lru,
+                        self.cfg.second_tier,
+                        a.file,
+                        a.offset,
+                        a.compressed_bytes(),
+                    );
+                }
+            }
+        }
+        self.warm_started = Some(fed);
+        self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
+        fed
+    }
+
+    /// Sampled blocks fed by [`GhostSim::warm_start`], if the round was warm-started.
+    pub fn warm_started(&self) -> Option<u64> {
+        self.warm_started
+    }
+
     /// Whether every candidate has been simulated.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
@@ -724,6 +823,30 @@ impl GhostSim {
         self.passes
     }
 
+    /// Tells the round how many compressed bytes (as the second tier charges them) hold
+    /// everything the workload touched during the round, when the engine knows it exactly: its
+    /// real second tier evicted nothing during the round and holds this much. `None` (the
+    /// default): unknown. Beyond the paper; issue 7's LZ4/hot30/1.0 cell.
+    ///
+    /// A candidate whose second tier (`M − M_a` + extra room) is at least the footprint never
+    /// evicts in reality: its misses are first references only. Its sampled ghost cannot tell,
+    /// because per-block sampling at R puts a share of the data that is only R ± √(R/n) of it
+    /// into a ghost of capacity exactly R times the tier (±9 % at R = 1/64 over ~8 000 blocks):
+    /// near the fit point the ghost evicts where the real tier does not. For such a candidate
+    /// [`GhostSim::predictions`] reads H_k as the share of its application misses (post
+    /// warm-up) that re-reference a block seen earlier in the round — what an LRU that never
+    /// evicts would hit. The application ghost remembers `mrc_span·M` uncompressed bytes, so
+    /// a re-reference beyond that counts as a miss (pessimistic, as before).
+    pub fn set_second_footprint(&mut self, bytes: Option<u64>) {
+        self.second_footprint = bytes;
+    }
+
+    /// Whether candidate `i`'s second tier holds the whole known footprint.
+    fn second_fits(&self, i: usize) -> bool {
+        self.second_footprint
+            .is_some_and(|f| f > 0 && self.second_bytes[i] >= f)
+    }
+
     /// Predictions for every candidate (meaningful once [`GhostSim::is_done`]).
     pub fn predictions(&self) -> Vec<CandidatePrediction> {
         self.candidates
@@ -735,13 +858,19 @@ impl GhostSim {
                 } else {
                     self.app_hits[i] as f64 / self.app_samples as f64
                 };
-                let (m, h) = self.second_counts[i];
+                let fits = self.second_fits(i);
+                let (m, h) = if fits {
+                    self.reuse_counts[i]
+                } else {
+                    self.second_counts[i]
+                };
                 let h_k = if m == 0 { 1.0 } else { h as f64 / m as f64 };
                 CandidatePrediction {
                     app_bytes: c,
                     h_a,
                     h_k,
                     second_samples: m,
+                    second_fits: fits,
                 }
             })
             .collect()

@@ -810,3 +810,416 @@ fn extra_page_cache_room_raises_the_predicted_second_tier_hits() {
     assert!(without < 0.6, "{without}");
     assert!(with > 0.9, "{with}");
 }
+
+/// Ghost sampling seed of the fit-point tests: one whose per-block sample at R = 1/64 holds more
+/// than R of the compressed bytes (the tests assert that it does: the plain ghost predicts
+/// H_k < 0.97 at M/2). Seeds 16–24 all do on this layout; 1–15 do not.
+const FIT_GHOST_SEED: u64 = 16;
+
+/// The engine sweep's LZ4/hot30/1.0 cell in miniature: D_u = 1.03·M (the engine's 33 MB of
+/// values and per-entry charges at M = 32 MiB) at α ≈ 0.5, so that the compressed data needs
+/// `margin` less than the second tier of M_a = M/2 (the engine's cell: 16 676 545 B against
+/// 16 777 216 B, 0.6 %). Returns the layout.
+fn fit_point_layout(seed: u64, margin: f64) -> BlockLayout {
+    let m = 32 * MIB;
+    let blocks = m / 4096 * 103 / 100;
+    let probe = BlockLayout::new(blocks, 4096, 0.5, 1024, seed).unwrap();
+    let want = (m / 2) as f64 * (1.0 - margin);
+    let alpha = 0.5 * want / probe.compressed_bytes() as f64;
+    BlockLayout::new(blocks, 4096, alpha, 1024, seed).unwrap()
+}
+
+fn hot30() -> RequestDist {
+    RequestDist::Hotspot {
+        data_fraction: 0.3,
+        ops_fraction: 0.7,
+    }
+}
+
+/// Engine-like miss costs of the LZ4 cell (C_a 1.5 µs, C_k 43 µs).
+fn lz4_cell_costs() -> MissCosts {
+    MissCosts {
+        app_miss_ns: 1_500.0,
+        second_miss_ns: 43_000.0,
+    }
+}
+
+/// At a fit point the per-block sample (R = 1/64, ~128 of 8192 blocks) puts more or less than
+/// R of the compressed bytes into a ghost of capacity R·(M − M_a), so the ghost evicts where the
+/// real tier does not (the seed is one where the sample is heavy: the ghost predicts H_k < 0.97
+/// at M/2). Told the exact footprint, as the engine's compressed cache knows it when it has not
+/// evicted, the round predicts M/2 with no evictions, agrees with exact simulation there, and
+/// leaves the candidates that do not fit to the ghost.
+#[test]
+fn known_second_tier_footprint_resolves_the_fit_point_sampling_cannot() {
+    let seed = 0x0f17_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = fit_point_layout(seed, 0.006);
+    let footprint = layout.compressed_bytes();
+    let margin = 1.0 - footprint as f64 / (m / 2) as f64;
+    println!("D_c {footprint} B, margin at M/2 {:.3} %", margin * 100.0);
+    assert!((0.004..0.008).contains(&margin), "margin {margin}");
+    let mut cfg = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    cfg.group_blocks = 1;
+    cfg.seed = FIT_GHOST_SEED;
+    let c = lz4_cell_costs();
+    cfg.early_stop = Some(crate::ghost::EarlyStop {
+        app_miss_ns: c.app_miss_ns,
+        second_miss_ns: c.second_miss_ns,
+    });
+    let dist = hot30();
+    let mut g = ghost_round(&layout, &dist, seed, &cfg);
+    let half = g
+        .candidates()
+        .iter()
+        .position(|&a| a == m / 2)
+        .expect("M/2 is a candidate");
+    let plain = g.predictions();
+    g.set_second_footprint(Some(footprint));
+    let told = g.predictions();
+    let ex = exact(&layout, &dist, seed, 2_000_000, &cfg);
+    for (i, (p, t)) in plain.iter().zip(&told).enumerate() {
+        println!(
+            "M_a {:>2} MiB: exact H_k {:.3}, ghost {:.3}, told {:.3} (fits {}), L_e {:.0} -> {:.0}",
+            p.app_bytes / MIB,
+            ex[i].h_k(),
+            p.h_k,
+            t.h_k,
+            t.second_fits,
+            p.expected_latency(c.app_miss_ns, c.second_miss_ns),
+            t.expected_latency(c.app_miss_ns, c.second_miss_ns),
+        );
+        let fits = m - p.app_bytes >= footprint;
+        assert_eq!(t.second_fits, fits, "candidate {i}");
+        if !fits {
+            assert_eq!(
+                p, t,
+                "a candidate that does not fit keeps the ghost's prediction"
+            );
+        } else {
+            assert!((t.h_k - ex[i].h_k()).abs() < 0.01, "candidate {i}: {t:?}");
+        }
+    }
+    assert!(
+        ex[half].h_k() > 0.999,
+        "the real tier holds everything at M/2"
+    );
+    assert!(
+        plain[half].h_k < 0.97,
+        "this seed's sample is heavy: {:?}",
+        plain[half]
+    );
+    let best = |p: &[crate::ghost::CandidatePrediction]| {
+        p.iter()
+            .min_by(|a, b| {
+                let la = a.expected_latency(c.app_miss_ns, c.second_miss_ns);
+                let lb = b.expected_latency(c.app_miss_ns, c.second_miss_ns);
+                la.total_cmp(&lb)
+            })
+            .map(|p| p.app_bytes)
+    };
+    let exact_best = cfg
+        .candidates()
+        .iter()
+        .zip(&ex)
+        .min_by(|a, b| {
+            let la = a.1.expected_latency(c.app_miss_ns, c.second_miss_ns);
+            let lb = b.1.expected_latency(c.app_miss_ns, c.second_miss_ns);
+            la.total_cmp(&lb)
+        })
+        .map(|x| *x.0);
+    println!(
+        "best: exact {:?} MiB, ghost {:?}, told {:?}",
+        exact_best.map(|b| b / MIB),
+        best(&plain).map(|b| b / MIB),
+        best(&told).map(|b| b / MIB)
+    );
+    assert_eq!(exact_best, Some(m / 2));
+    assert_ne!(
+        best(&plain),
+        Some(m / 2),
+        "without the footprint the round misses it"
+    );
+    assert_eq!(best(&told), Some(m / 2));
+}
+
+/// The same cell in a closed loop: the "engine" reports its second tier's bytes and evictions
+/// (an LRU that holds everything read so far evicts once that exceeds its capacity). With the
+/// reports the controller adopts M/2; without them (as before), a smaller split. A round whose
+/// tier evicted during it gets no footprint.
+#[test]
+fn controller_told_its_second_tier_footprint_adopts_the_fit_point() {
+    let seed = 0x0f17_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = fit_point_layout(seed, 0.006);
+    let dist = hot30();
+    let mut finals = Vec::new();
+    for report in [true, false] {
+        let mut g = GhostConfig::new(m, MIB, SecondTier::Blocks);
+        g.group_blocks = 1;
+        g.seed = FIT_GHOST_SEED;
+        let mut cfg = SymbiosisConfig::new(g, lz4_cell_costs());
+        cfg.window_accesses = 16_384;
+        let mut cl = closed_loop(cfg);
+        let mut held = std::collections::HashSet::new();
+        let (mut held_bytes, mut evictions) = (0u64, 0u64);
+        let mut next = blocks_stream(&dist, layout.blocks(), seed);
+        for step in 0..3_000_000u64 {
+            let b = next();
+            let r = layout.block(b);
+            if cl.step(&r) == crate::TierHit::Miss && held.insert(b) {
+                held_bytes += u64::from(r.compressed_len);
+                if held_bytes > m - cl.real.app_bytes() {
+                    evictions += 1;
+                }
+            }
+            if report && step % 4096 == 4095 {
+                cl.sym.note_second_tier(held_bytes, evictions);
+            }
+        }
+        let r0 = &cl.sym.rounds()[0];
+        println!(
+            "report {report}: footprint {:?}, adopted {} MiB -> kept {} MiB, rounds {}",
+            r0.second_footprint_bytes,
+            r0.app_bytes_after / MIB,
+            cl.sym.app_target_bytes() / MIB,
+            cl.sym.rounds().len()
+        );
+        assert_eq!(evictions, 0, "the data fits every split up to M/2");
+        assert_eq!(r0.second_footprint_bytes.is_some(), report);
+        finals.push(cl.sym.app_target_bytes());
+    }
+    assert_eq!(finals[0], m / 2);
+    assert_ne!(finals[1], m / 2);
+}
+
+/// Evictions during a round withdraw the footprint: the tier no longer holds everything.
+#[test]
+fn second_tier_that_evicted_during_the_round_gives_no_footprint() {
+    let seed = 0x0f17_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = fit_point_layout(seed, 0.006);
+    let mut g = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    g.group_blocks = 1;
+    let mut sym = Symbiosis::new(SymbiosisConfig::new(g, lz4_cell_costs())).unwrap();
+    let mut next = blocks_stream(&hot30(), layout.blocks(), seed);
+    let mut step = 0u64;
+    while sym.rounds().is_empty() {
+        let r = layout.block(next());
+        sym.record(&r.access(false, Some(true)));
+        step += 1;
+        if step.is_multiple_of(4096) {
+            // One eviction once the round is under way.
+            sym.note_second_tier(layout.compressed_bytes(), u64::from(step > 100_000));
+        }
+        assert!(step < 20_000_000, "round did not finish");
+    }
+    let r0 = &sym.rounds()[0];
+    assert_eq!(r0.second_footprint_bytes, None, "{r0:?}");
+    assert!(r0.candidates.iter().all(|c| !c.0.second_fits));
+}
+
+/// What LRU caches of `app_bytes` (uncompressed) and `second_bytes` (compressed, fed by
+/// application misses) hold after `prefix` accesses, oldest first — the engine's live caches
+/// that a round is warm-started from. Computed exactly by replaying the prefix.
+fn live_caches(
+    layout: &BlockLayout,
+    dist: &RequestDist,
+    seed: u64,
+    prefix: u64,
+    app_bytes: u64,
+    second_bytes: u64,
+) -> (Vec<crate::BlockAccess>, Vec<crate::BlockAccess>) {
+    let mut real = TwoTier::new(
+        app_bytes + second_bytes,
+        app_bytes,
+        PolicyKind::Lru,
+        SecondTier::Blocks,
+    );
+    let mut next = blocks_stream(dist, layout.blocks(), seed);
+    let mut last_any = std::collections::HashMap::new();
+    let mut last_miss = std::collections::HashMap::new();
+    for t in 0..prefix {
+        let b = next();
+        let r = layout.block(b);
+        let h = real.access(
+            r.file,
+            r.offset,
+            r.compressed_len.into(),
+            r.uncompressed_len.into(),
+        );
+        last_any.insert(b, t);
+        if h != crate::TierHit::App {
+            last_miss.insert(b, t);
+        }
+    }
+    // Newest first until the capacity is used: an LRU's contents.
+    let resident =
+        |last: &std::collections::HashMap<u64, u64>, cap: u64, size: &dyn Fn(u64) -> u64| {
+            let mut v: Vec<(u64, u64)> = last.iter().map(|(&b, &t)| (t, b)).collect();
+            v.sort_unstable_by(|a, b| b.cmp(a));
+            let mut used = 0;
+            let mut out = Vec::new();
+            for (_, b) in v {
+                used += size(b);
+                if used > cap {
+                    break;
+                }
+                out.push(layout.block(b).access(false, None));
+            }
+            out.reverse();
+            out
+        };
+    let app = resident(&last_any, app_bytes, &|b| {
+        u64::from(layout.block(b).uncompressed_len)
+    });
+    let second = resident(&last_miss, second_bytes, &|b| {
+        u64::from(layout.block(b).compressed_len)
+    });
+    (second, app)
+}
+
+/// A round warm-started from the live caches (the engine hands over their sampled contents)
+/// ends its initial warm-up at the first check, 1024 sampled accesses, where the cold round
+/// needs several times more, and predicts the same best split with hit ratios close to the
+/// cold round's.
+#[test]
+fn warm_started_round_skips_the_warm_up_and_predicts_alike() {
+    let seed = 0x3a11_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = BlockLayout::new(2 * m / 4096, 4096, 0.25, 1024, seed).unwrap();
+    let dist = RequestDist::Hotspot {
+        data_fraction: 0.2,
+        ops_fraction: 0.8,
+    };
+    let mut cfg = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    cfg.group_blocks = 1;
+    cfg.sample_inv_rate = 16;
+    cfg.ghost_bytes_max = u64::MAX;
+    let c = costs();
+    let prefix = 1_000_000;
+    let (second, app) = live_caches(&layout, &dist, seed, prefix, MIB, m - MIB);
+    let mut rounds = Vec::new();
+    for warm in [false, true] {
+        let mut g = GhostSim::new(cfg.clone()).unwrap();
+        assert!(g.wants_warm_start());
+        let fed = if warm { g.warm_start(&second, &app) } else { 0 };
+        assert!(!warm || !g.wants_warm_start(), "taken once");
+        // The stream continues where the caches were filled.
+        let mut next = blocks_stream(&dist, layout.blocks(), seed);
+        for _ in 0..prefix {
+            next();
+        }
+        while !g.is_done() {
+            g.record(&layout.block(next()).access(false, None));
+        }
+        let p = g.predictions();
+        let best = (0..p.len())
+            .min_by(|&a, &b| {
+                let la = p[a].expected_latency(c.app_miss_ns, c.second_miss_ns);
+                let lb = p[b].expected_latency(c.app_miss_ns, c.second_miss_ns);
+                la.total_cmp(&lb)
+            })
+            .unwrap();
+        println!(
+            "warm {warm}: fed {fed}, warm-up {} samples, total {}, best {} MiB, H_k {:?}",
+            g.warmup_samples(),
+            g.samples(),
+            p[best].app_bytes / MIB,
+            p.iter()
+                .map(|x| (x.h_k * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(g.warm_started(), warm.then_some(fed));
+        rounds.push((g.warmup_samples(), best, p));
+    }
+    let (cold, warm) = (&rounds[0], &rounds[1]);
+    assert!(
+        warm.0 == 1024,
+        "warm-started warm-up ends at the first check: {}",
+        warm.0
+    );
+    assert!(cold.0 >= 3 * warm.0, "cold warm-up {}", cold.0);
+    assert_eq!(cold.1, warm.1, "same best split");
+    for (a, b) in cold.2.iter().zip(&warm.2) {
+        assert!(
+            (a.h_a - b.h_a).abs() < 0.05 && (a.h_k - b.h_k).abs() < 0.05,
+            "{a:?} {b:?}"
+        );
+    }
+}
+
+/// The engine sweep's Zstd/hot10/0.6 cell, as the controller sees it: the engine's second
+/// tier has evicted nothing, but what it holds keeps growing while the round measures (a
+/// hotspot's cold blocks are still being read for the first time). Here the reports grow by
+/// 2 bytes per access from the end of the warm-up on. A candidate whose room holds the round's
+/// footprint but not its growth over one more round's length is not adopted; candidates with
+/// more room, or whose room is below the footprint (left to their ghosts), are not affected.
+#[test]
+fn candidate_that_the_growing_footprint_would_overflow_is_not_adopted() {
+    let seed = 0x6107_u64;
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let layout = fit_point_layout(seed, 0.006);
+    let dist = hot30();
+    let mut g = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    g.group_blocks = 1;
+    g.seed = FIT_GHOST_SEED;
+    let mut sym = Symbiosis::new(SymbiosisConfig::new(g, lz4_cell_costs())).unwrap();
+    // Before the round measures, the tier holds 15.5 MiB; then it grows by 2 B per access.
+    let base = 31 * MIB / 2;
+    let mut next = blocks_stream(&dist, layout.blocks(), seed);
+    let (mut step, mut measuring_from) = (0u64, None);
+    while sym.rounds().is_empty() {
+        let r = layout.block(next());
+        sym.record(&r.access(false, Some(true)));
+        step += 1;
+        let measuring = !matches!(
+            sym.stats().round_progress,
+            Some(crate::ghost::RoundProgress::Warmup)
+        );
+        if measuring && measuring_from.is_none() {
+            measuring_from = Some(step);
+        }
+        if step.is_multiple_of(1024) {
+            let grown = measuring_from.map_or(0, |s0| 2 * (step - s0));
+            sym.note_second_tier(base + grown, 0);
+        }
+        assert!(step < 20_000_000, "round did not finish");
+    }
+    let r0 = &sym.rounds()[0];
+    let f = r0.second_footprint_bytes.expect("no evictions");
+    let measured = step - measuring_from.unwrap();
+    let growth = 2.0 * r0.accesses as f64;
+    println!(
+        "footprint {f} B after {measured} measured of {} round accesses, projected growth \
+         {growth:.0} B, overflow {:?}, adopted {} MiB",
+        r0.accesses,
+        r0.overflow_app_bytes,
+        r0.app_bytes_after / MIB
+    );
+    let want: Vec<u64> = r0
+        .candidates
+        .iter()
+        .map(|c| c.0.app_bytes)
+        .filter(|&a| {
+            let room = m - a;
+            room >= f && ((room - f) as f64) < growth
+        })
+        .collect();
+    assert_eq!(
+        want,
+        vec![16 * MIB],
+        "the test's numbers put only M/2 in the band"
+    );
+    assert_eq!(r0.overflow_app_bytes, want);
+    assert_ne!(
+        r0.app_bytes_after,
+        16 * MIB,
+        "M/2 would be the best fit, but it is not adopted"
+    );
+}

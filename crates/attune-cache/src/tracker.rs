@@ -12,6 +12,12 @@
 //!                  else keep M_a; ghost memory freed                          new round
 //! ```
 //!
+//! Beyond the paper: the engine may report its second tier's bytes and evictions
+//! ([`Symbiosis::note_second_tier`]) — a round that saw no eviction then predicts the candidates
+//! that hold the footprint exactly and does not adopt one whose room the footprint's growth would
+//! fill within a round's length — and may warm-start a new round from its live caches
+//! ([`Symbiosis::warm_start_round`]).
+//!
 //! L_e = (1 − H_a)·(C_a + (1 − H_k)·C_k) over windows of `window_accesses` accesses, with C_a
 //! (decompression + second-tier read) and C_k (device read) supplied by the caller, usually from
 //! [`crate::calibrate`]. The first round starts at once (the paper simulates from start-up).
@@ -64,6 +70,14 @@ pub const REVERT_TOLERANCE_DEFAULT: f64 = 0.05;
 pub const CONFIRM_TOLERANCE_DEFAULT: f64 = 0.15;
 /// Windows kept in the timeline.
 pub const TIMELINE_MAX: usize = 4096;
+/// How far ahead a round's footprint growth is projected, in round lengths (see
+/// `Symbiosis::overflowing_soon`). Default 1: the next round, started by the L_e rise an
+/// overflow causes, is the earliest that could correct the choice.
+pub const FOOTPRINT_HORIZON_ROUNDS: f64 = 1.0;
+/// Second-tier reports kept; a round's eviction baseline is the oldest. Default 3: a report
+/// is taken once per batch of accesses, and the one from two batches back surely predates
+/// every access of the batch in which the round starts (see [`Symbiosis::note_second_tier`]).
+const SECOND_NOTES: usize = 3;
 
 /// Per-miss costs of the two tiers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -263,6 +277,16 @@ pub struct RoundReport {
     pub runner_up_tried: bool,
     /// Largest ghost metadata during the round, bytes.
     pub ghost_bytes_peak: usize,
+    /// The second tier's exact footprint the round used (bytes held, no eviction during the
+    /// round; see [`Symbiosis::note_second_tier`]), or `None` when it was not known.
+    pub second_footprint_bytes: Option<u64>,
+    /// Candidates (M_a, bytes) not adopted because their second tier holds the footprint now
+    /// but its growth during the round would fill the rest within one round's length (see
+    /// [`FOOTPRINT_HORIZON_ROUNDS`]).
+    pub overflow_app_bytes: Vec<u64>,
+    /// Sampled blocks the round was warm-started with from the live caches
+    /// ([`Symbiosis::warm_start_round`]), or `None` when it was not.
+    pub warm_started: Option<u64>,
 }
 
 impl RoundReport {
@@ -353,6 +377,13 @@ pub struct Symbiosis {
     /// While the runner-up is tried: (adopted size, its settled L_e, report index).
     trying_runner_up: Option<(u64, f64, usize)>,
     paused_steady: u32,
+    /// The engine's last three reports of its second tier, newest first: (bytes held,
+    /// evictions since the tier was created); see [`Symbiosis::note_second_tier`].
+    second_notes: [Option<(u64, u64)>; SECOND_NOTES],
+    /// Second-tier evictions counted at the start of the running round (a lower bound).
+    round_second_evictions: u64,
+    /// (accesses, second-tier bytes held) when the running round's warm-up ended.
+    round_measure_start: Option<(u64, u64)>,
     reports: Vec<RoundReport>,
     last_mrc: Vec<(u64, f64)>,
     timeline: VecDeque<WindowRecord>,
@@ -396,6 +427,9 @@ impl Symbiosis {
             pending_confirm: None,
             trying_runner_up: None,
             paused_steady: 0,
+            second_notes: [None; SECOND_NOTES],
+            round_second_evictions: 0,
+            round_measure_start: None,
             reports: Vec::new(),
             last_mrc: Vec::new(),
             timeline: VecDeque::new(),
@@ -437,6 +471,77 @@ impl Symbiosis {
         Ok(())
     }
 
+    /// Reports the real second tier's state: `held_bytes` charged to it now and `evictions`,
+    /// the evictions it has made since it was created (monotone; the tier is created empty
+    /// with the controller, so the round started at creation counts from 0). The engine calls
+    /// it once per batch of accesses it feeds, *after* those accesses have been served (so
+    /// the report covers them). When the tier evicted nothing between a round's start and its
+    /// end, `held_bytes` bounds from above what the round's blocks need in the second tier,
+    /// exactly, and candidates whose share holds it are predicted with no evictions
+    /// ([`GhostSim::set_second_footprint`]). Engines that cannot count (the OS page cache)
+    /// never call it; rounds then use the sampled ghosts alone, as in the paper.
+    pub fn note_second_tier(&mut self, held_bytes: u64, evictions: u64) {
+        self.second_notes.rotate_right(1);
+        self.second_notes[0] = Some((held_bytes, evictions));
+    }
+
+    /// Whether a round has just started and can be warm-started from the live caches
+    /// ([`Symbiosis::warm_start_round`]): the engine checks it after each recorded access and
+    /// collects its caches' contents only then.
+    pub fn round_wants_warm_start(&self) -> bool {
+        self.round.as_ref().is_some_and(GhostSim::wants_warm_start)
+    }
+
+    /// Whether the running round samples block `block_no` of `file` (false without a round):
+    /// lets the engine hand [`Symbiosis::warm_start_round`] only the sampled blocks.
+    pub fn round_samples(&self, file: u64, block_no: u64) -> bool {
+        self.round
+            .as_ref()
+            .is_some_and(|r| r.is_sampled(file, block_no))
+    }
+
+    /// Warm-starts the round that has just started from the engine's live caches, each
+    /// oldest first (see [`GhostSim::warm_start`]). Returns the sampled blocks fed (0 when no
+    /// round wants it).
+    pub fn warm_start_round(&mut self, second: &[BlockAccess], app: &[BlockAccess]) -> u64 {
+        self.round.as_mut().map_or(0, |r| r.warm_start(second, app))
+    }
+
+    /// Candidates whose second tier holds the round's exact footprint now but would not for
+    /// long: the footprint grew by `g` bytes per access while the round measured (after its
+    /// warm-up), and `g ×` [`FOOTPRINT_HORIZON_ROUNDS`] `×` the round's length exceeds the
+    /// room left. Their predictions describe a state that ends before another round could
+    /// notice (a hotspot's cold blocks are still being read for the first time); adopting one
+    /// means an overflow, a rise of L_e and a reset later. Empty without a footprint.
+    fn overflowing_soon(&self, footprint: Option<u64>, preds: &[CandidatePrediction]) -> Vec<u64> {
+        let (Some(f), Some((acc0, held0))) = (footprint, self.round_measure_start) else {
+            return Vec::new();
+        };
+        let measured = self.accesses.saturating_sub(acc0);
+        if measured == 0 {
+            return Vec::new();
+        }
+        let per_access = f.saturating_sub(held0) as f64 / measured as f64;
+        let horizon = (self.accesses - self.round_start_accesses) as f64 * FOOTPRINT_HORIZON_ROUNDS;
+        let growth = per_access * horizon;
+        let g = &self.cfg.ghost;
+        preds
+            .iter()
+            .filter(|p| {
+                let room = (g.memory_bytes - p.app_bytes).saturating_add(g.second_extra_bytes);
+                room >= f && ((room - f) as f64) < growth
+            })
+            .map(|p| p.app_bytes)
+            .collect()
+    }
+
+    /// The exact second-tier footprint of the running round, if the tier has not evicted
+    /// since the round started.
+    fn second_footprint(&self) -> Option<u64> {
+        let (held, ev) = self.second_notes[0]?;
+        (ev == self.round_second_evictions).then_some(held)
+    }
+
     fn le_floor(&self) -> f64 {
         (self.cfg.costs.app_miss_ns * 0.01).max(1e-9)
     }
@@ -471,6 +576,10 @@ impl Symbiosis {
         }
         if let Some(round) = self.round.as_mut() {
             round.record(a);
+            if self.round_measure_start.is_none() && round.progress() != RoundProgress::Warmup {
+                let held = self.second_notes[0].map_or(0, |n| n.0);
+                self.round_measure_start = Some((self.accesses, held));
+            }
             if round.is_done() {
                 self.finish_round();
             }
@@ -646,6 +755,11 @@ impl Symbiosis {
             });
         }
         self.round = Some(GhostSim::new(g)?);
+        // The oldest of three reports predates the batch this round starts in; with fewer,
+        // 0 (the tier as created). The counter is monotone, so an older, smaller baseline can
+        // only make the round give up the footprint, never claim one wrongly.
+        self.round_second_evictions = self.second_notes[SECOND_NOTES - 1].map_or(0, |n| n.1);
+        self.round_measure_start = None;
         self.round_trigger = trigger;
         self.round_reset = reset;
         self.round_start_accesses = self.accesses;
@@ -669,6 +783,8 @@ impl Symbiosis {
             return;
         };
         let c = self.cfg.costs;
+        let footprint = self.second_footprint();
+        round.set_second_footprint(footprint);
         let preds = round.predictions();
         let candidates: Vec<(CandidatePrediction, f64)> = preds
             .iter()
@@ -680,8 +796,11 @@ impl Symbiosis {
                 .expected_latency(c.app_miss_ns, c.second_miss_ns)
         });
         let before = self.app_target;
+        let overflow = self.overflowing_soon(footprint, &preds);
+        let adoptable = |c: &&(CandidatePrediction, f64)| !overflow.contains(&c.0.app_bytes);
         let best = candidates
             .iter()
+            .filter(adoptable)
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .copied();
         let mut adopted = false;
@@ -694,6 +813,7 @@ impl Symbiosis {
                 self.adoptions += 1;
                 let runner = candidates
                     .iter()
+                    .filter(adoptable)
                     .filter(|c| c.0.app_bytes != p.app_bytes)
                     .min_by(|a, b| a.1.total_cmp(&b.1));
                 confirm = runner.map(|r| (r.0.app_bytes, r.1, le));
@@ -717,6 +837,9 @@ impl Symbiosis {
             reverted: false,
             runner_up_tried: false,
             ghost_bytes_peak: round.peak_metadata_bytes(),
+            second_footprint_bytes: footprint,
+            overflow_app_bytes: overflow,
+            warm_started: round.warm_started(),
         };
         round.free();
         self.reports.push(report);

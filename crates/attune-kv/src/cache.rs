@@ -164,6 +164,29 @@ impl<V: Charged + Clone> ShardedLru<V> {
         }
     }
 
+    /// The entries whose key passes `keep`, with their charges, oldest first: each shard's
+    /// LRU order is exact, and shards are merged by relative position in their own order
+    /// (oldest of each shard first, …), since hashing makes their tails of about the same age.
+    /// Locks one shard at a time. Used to warm-start the Symbiosis ghosts.
+    pub(crate) fn recency_order(&self, keep: impl Fn(&Key) -> bool) -> Vec<(Key, usize)> {
+        let mut all: Vec<(f64, Key, usize)> = Vec::new();
+        for s in &self.shards {
+            let s = s.lock();
+            let n = s.lru.len().max(1) as f64;
+            // `iter` runs from the most recent entry: position 0 is the newest.
+            all.extend(
+                s.lru
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (k, _))| keep(k))
+                    .map(|(i, (k, v))| (1.0 - i as f64 / n, *k, v.charge())),
+            );
+        }
+        // Ascending recency: the oldest first (a stable sort keeps each shard's order).
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        all.into_iter().map(|(_, k, c)| (k, c)).collect()
+    }
+
     /// Sum of the shards' usage, bytes.
     pub(crate) fn usage(&self) -> u64 {
         self.shards.iter().map(|s| s.lock().usage as u64).sum()
@@ -253,6 +276,11 @@ impl BlockCache {
         self.lru.erase_file(file);
     }
 
+    /// Sampled-block view for warm-starting the ghosts: see `ShardedLru::recency_order`.
+    pub(crate) fn recency_order(&self, keep: impl Fn(&Key) -> bool) -> Vec<(Key, usize)> {
+        self.lru.recency_order(keep)
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             capacity_bytes: self.lru.capacity(),
@@ -309,6 +337,59 @@ mod tests {
         let s = c.stats();
         assert!(s.usage_bytes <= capacity / 2, "{s:?}");
         assert!(s.usage_bytes + b.charge() as u64 > capacity / 2, "{s:?}");
+    }
+
+    #[test]
+    fn recency_order_lists_kept_entries_oldest_first() {
+        // Within one shard the order is exact: 20 keys of shard 0, the first four re-touched.
+        let offs: Vec<u64> = (0..10_000u64)
+            .map(|i| i * 4096)
+            .filter(|&o| shard_of(&(1, o)) == 0)
+            .take(20)
+            .collect();
+        let c = BlockCache::new(1 << 30);
+        for &o in &offs {
+            c.insert(1, o, block(100));
+        }
+        for &o in &offs[..4] {
+            assert!(c.get(1, o).is_some());
+        }
+        let order: Vec<u64> = c.recency_order(|_| true).iter().map(|e| e.0 .1).collect();
+        let mut want = offs[4..].to_vec();
+        want.extend(&offs[..4]);
+        assert_eq!(order, want);
+        // Across shards, by relative position: 16 keys per shard, four re-touched in each, so
+        // the re-touched ones are exactly the newest quarter of every shard and come last.
+        let c = BlockCache::new(1 << 30);
+        let mut per_shard = vec![Vec::new(); SHARDS];
+        for o in (0..100_000u64).map(|i| i * 4096) {
+            let s = shard_of(&(2, o));
+            if per_shard[s].len() < 16 {
+                per_shard[s].push(o);
+            }
+        }
+        for v in &per_shard {
+            for &o in v {
+                c.insert(2, o, block(100));
+            }
+        }
+        let touched: Vec<u64> = per_shard.iter().flat_map(|v| v[..4].to_vec()).collect();
+        for &o in &touched {
+            assert!(c.get(2, o).is_some());
+        }
+        let order = c.recency_order(|k| k.0 == 2);
+        assert_eq!(order.len(), 16 * SHARDS);
+        assert!(order
+            .iter()
+            .all(|(_, charge)| *charge == block(100).charge()));
+        let tail: std::collections::HashSet<u64> = order[order.len() - touched.len()..]
+            .iter()
+            .map(|e| e.0 .1)
+            .collect();
+        assert!(
+            touched.iter().all(|o| tail.contains(o)),
+            "re-touched blocks are the newest"
+        );
     }
 
     #[test]

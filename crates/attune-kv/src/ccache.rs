@@ -66,10 +66,12 @@ impl CompressedCache {
         got
     }
 
+    /// Inserts a block. A block larger than the whole capacity is not admitted and counts as
+    /// one eviction (it is not held), so that "no evictions" means "every block inserted since
+    /// is held", which the controller relies on (`Symbiosis::note_second_tier`).
     pub fn insert(&self, file: u64, offset: u64, raw: Arc<[u8]>) {
-        if let Some(ev) = self.lru.insert((file, offset), raw) {
-            self.evictions.fetch_add(ev, Ordering::Relaxed);
-        }
+        let ev = self.lru.insert((file, offset), raw).unwrap_or(1);
+        self.evictions.fetch_add(ev, Ordering::Relaxed);
     }
 
     /// Changes the capacity; shrinking evicts before returning.
@@ -81,6 +83,15 @@ impl CompressedCache {
     /// Drops every block of one file.
     pub fn erase_file(&self, file: u64) {
         self.lru.erase_file(file);
+    }
+
+    /// The blocks whose key passes `keep` with their charges, oldest first (see
+    /// `cache::ShardedLru::recency_order`).
+    pub(crate) fn recency_order(
+        &self,
+        keep: impl Fn(&(u64, u64)) -> bool,
+    ) -> Vec<((u64, u64), usize)> {
+        self.lru.recency_order(keep)
     }
 
     pub fn stats(&self) -> CompressedCacheStats {

@@ -14,7 +14,9 @@
 //!   rest of the budget, shrinking first so the sum never exceeds it), returns freed heap to the
 //!   OS (`malloc_trim`, glibc) so the kernel can use it for the page cache, measures the miss
 //!   costs C_a and C_k (a probe at first use, then re-measured from live reads when they drift),
-//!   and reports [`CacheTierStats`].
+//!   and reports [`CacheTierStats`]. In the user layout it also reports the compressed cache's
+//!   bytes and evictions to the controller once per batch (the round's exact footprint), and
+//!   warm-starts each new round's ghosts from both caches' sampled contents, oldest first.
 //!
 //! Reads made with `fill_cache = false` (compaction inputs, scans that ask for it) still go
 //! through both tiers but are neither inserted nor recorded: they bypass the caches, so they are
@@ -322,11 +324,7 @@ impl Tiers {
             // offset / block_size, the 4–5 Zstd blocks of one 4 KiB stretch were sampled as one
             // unit, leaving about 29 sampled units at M/D_u = 1 (±19 % on H_a; the engine sweep
             // saw 0.675 predicted against 0.953 measured).
-            block_no: if self.compressed.is_some() {
-                handle.offset
-            } else {
-                handle.offset / self.block_bytes
-            },
+            block_no: self.sample_unit(handle.offset),
             offset: handle.offset,
             compressed_len: stored,
             uncompressed_len: u32::try_from(charge).unwrap_or(u32::MAX),
@@ -334,6 +332,15 @@ impl Tiers {
             second_hit,
             latency_ns,
         });
+    }
+
+    /// The sampling unit of the block at `offset` (see `note`).
+    fn sample_unit(&self, offset: u64) -> u64 {
+        if self.compressed.is_some() {
+            offset
+        } else {
+            offset / self.block_bytes
+        }
     }
 
     /// The `O_DIRECT` handle of table `number`, opened on first use.
@@ -380,7 +387,7 @@ pub struct TierWindow {
 }
 
 /// One finished simulation round, for convergence measurements (`CacheTierStats::round_log`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RoundBrief {
     /// Block reads recorded between the round's start and its end.
     pub accesses: u64,
@@ -392,6 +399,15 @@ pub struct RoundBrief {
     /// Whether a measurement window ended early (ranking settled).
     pub stopped_early: bool,
     pub adopted: bool,
+    /// The compressed tier's exact footprint the round used (it evicted nothing during the
+    /// round), bytes; `None` when not known (it evicted, or the kernel layout).
+    pub second_footprint_bytes: Option<u64>,
+    /// M_a of the candidates predicted from that footprint (no evictions), bytes.
+    pub fit_app_bytes: Vec<u64>,
+    /// Sampled blocks the round was warm-started with from the live caches, if it was.
+    pub warm_started: Option<u64>,
+    /// M_a of candidates not adopted because the growing footprint would overflow them soon.
+    pub overflow_app_bytes: Vec<u64>,
 }
 
 /// Rounds kept in `CacheTierStats::round_log`. Default 16: a dynamic run has a handful.
@@ -632,6 +648,12 @@ impl Controller {
         let mut g = self.ctl.lock();
         let ctl = &mut *g;
         self.tiers.log.drain_into(&mut ctl.buf);
+        // After the drain: every drained access has been served (a block is inserted before
+        // its access is logged), so this report covers the batch fed below.
+        if let Some(cc) = &self.tiers.compressed {
+            let st = cc.stats();
+            ctl.sym.note_second_tier(st.usage_bytes, st.evictions);
+        }
         let n = ctl.buf.len();
         let mut buf = std::mem::take(&mut ctl.buf);
         for a in buf.drain(..) {
@@ -648,6 +670,9 @@ impl Controller {
             }
             let windows_before = ctl.sym.stats().windows;
             let decided = ctl.sym.record(&a);
+            if ctl.sym.round_wants_warm_start() {
+                self.warm_start(ctl);
+            }
             if ctl.sym.stats().windows != windows_before {
                 self.close_window(ctl);
             }
@@ -658,6 +683,48 @@ impl Controller {
         ctl.buf = buf;
         self.maybe_recost(ctl);
         n
+    }
+
+    /// Warm-starts the round that has just started from the live caches: the sampled blocks
+    /// of the compressed cache (user layout) and of the block cache, oldest first
+    /// (`Symbiosis::warm_start_round`). The OS page cache cannot be listed: in the kernel
+    /// layout only the application ghost is warm-started. A compressed-only block is sized in
+    /// the application ghost at the block cache's mean charge (its uncompressed size is not
+    /// known without decompressing it); block-cache blocks at their own charge.
+    fn warm_start(&self, ctl: &mut Ctl) {
+        let sym = &ctl.sym;
+        let keep = |k: &(u64, u64)| sym.round_samples(k.0, self.tiers.sample_unit(k.1));
+        let app_order = self.cache.recency_order(keep);
+        let second_order = self
+            .tiers
+            .compressed
+            .as_ref()
+            .map_or_else(Vec::new, |cc| cc.recency_order(keep));
+        let mean_app = if app_order.is_empty() {
+            self.tiers.block_bytes
+        } else {
+            app_order.iter().map(|e| e.1 as u64).sum::<u64>() / app_order.len() as u64
+        };
+        let access =
+            |(file, offset): (u64, u64), compressed: usize, uncompressed: u64| BlockAccess {
+                file,
+                block_no: self.tiers.sample_unit(offset),
+                offset,
+                compressed_len: u32::try_from(compressed).unwrap_or(u32::MAX),
+                uncompressed_len: u32::try_from(uncompressed).unwrap_or(u32::MAX),
+                app_hit: false,
+                second_hit: None,
+                latency_ns: None,
+            };
+        let second: Vec<BlockAccess> = second_order
+            .into_iter()
+            .map(|(k, c)| access(k, c, mean_app))
+            .collect();
+        let app: Vec<BlockAccess> = app_order
+            .into_iter()
+            .map(|(k, c)| access(k, 0, c as u64))
+            .collect();
+        ctl.sym.warm_start_round(&second, &app);
     }
 
     fn close_window(&self, ctl: &mut Ctl) {
@@ -881,6 +948,15 @@ impl Controller {
                     passes: r.passes,
                     stopped_early: r.stopped_early,
                     adopted: r.adopted,
+                    second_footprint_bytes: r.second_footprint_bytes,
+                    fit_app_bytes: r
+                        .candidates
+                        .iter()
+                        .filter(|c| c.0.second_fits)
+                        .map(|c| c.0.app_bytes)
+                        .collect(),
+                    warm_started: r.warm_started,
+                    overflow_app_bytes: r.overflow_app_bytes.clone(),
                 })
                 .collect(),
             timeline,
