@@ -96,7 +96,9 @@ BENCH_RESULTS := micro ycsb vlog-1k vlog-4k vlog-scan100 rocksdb-vs-db_bench mic
 	splitdf-layout splitdf-memory cache-kv-sweep cache-kv-sweep-final cache-kv-dynamic \
 	cache-kv-overhead cache-kv-rocksdb cache-kv-convergence cache-kv-sweep-s5 cache-kv-ablation \
 	cache-kv-rocksdb-sweep cache-kv-rocksdb-sweep-r3 cache-kv-overhead-s5 cache-kv-kernel-cgroup \
-	cache-kv-rocksdb-sweep-cgroup cache-kv-rocksdb-sweep-cgroup-r3
+	cache-kv-rocksdb-sweep-cgroup cache-kv-rocksdb-sweep-cgroup-r3 cache-kv-sweep-s6-fit \
+	cache-kv-sweep-s6-zstd-final cache-kv-sweep-s6-cells cache-kv-convergence-s6 \
+	learned-writes-1m-r5
 # Value separation against RocksDB's BlobDB (db_bench --enable_blob_files), and Attune without it.
 VLOG_ENGINES := attune,attune:enable_blob_files=false,db_bench,db_bench:enable_blob_files=1
 VLOG_COMMON := --engines $(VLOG_ENGINES) --compression lz4 --cache-size 64MiB --repeat 2 \
