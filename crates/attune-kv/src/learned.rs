@@ -38,6 +38,23 @@ use std::time::Instant;
 /// analyzer's means unbiased at a sixteenth of that.
 pub const TIMING_SAMPLE: u64 = 16;
 
+/// Of the timed lookups of a learned table, one in this many goes down the baseline path as a
+/// control (analyzer mode only; attune_learn's `FileStats::record_control`). Default 4: one
+/// lookup in 64 of a learned table loses its model's saving (about 1.5 % of it), and a level
+/// collects the analyzer's minimum of control samples within its first few retired tables.
+pub const CONTROL_SAMPLE: u64 = 4;
+
+/// How one internal lookup is measured (see [`Learning::count`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sample {
+    /// Counted only.
+    Untimed,
+    /// Timed on the path the table offers (its model if it has one).
+    Timed,
+    /// Timed on the baseline path although the table has a model: the control sample.
+    Control,
+}
+
 /// Counter slots; threads spread over them so that readers do not share a cache line.
 const STRIPES: usize = 16;
 
@@ -329,31 +346,55 @@ impl Learning {
         self.files.lock().get(&number).map(|(_, fs)| fs.clone())
     }
 
-    /// Records one internal lookup. Returns whether this lookup should be timed (call before
-    /// the lookup; then [`Learning::record_timed`] with the time).
+    /// Records one internal lookup of a table that has a model (`model`) or not, and says how
+    /// to measure it (call before the lookup; then [`Learning::record_timed`] with the time).
+    /// In analyzer mode one timed lookup in [`CONTROL_SAMPLE`] of a learned table is a control:
+    /// the caller takes the baseline path.
     #[inline]
-    pub fn count(&self, model: bool) -> bool {
+    pub fn count(&self, model: bool) -> Sample {
+        let v = TICK.with(|t| {
+            let v = t.get().wrapping_add(1);
+            t.set(v);
+            v
+        });
+        let sample = if v % TIMING_SAMPLE != 0 {
+            Sample::Untimed
+        } else if model && self.mode == Mode::Analyzer && (v / TIMING_SAMPLE) % CONTROL_SAMPLE == 0
+        {
+            Sample::Control
+        } else {
+            Sample::Timed
+        };
         let stripe = STRIPE.with(|s| *s);
         let slot = &self.slots[stripe];
         slot.total.fetch_add(1, Ordering::Relaxed);
-        if model {
+        if model && sample != Sample::Control {
             slot.model.fetch_add(1, Ordering::Relaxed);
         }
-        TICK.with(|t| {
-            let v = t.get().wrapping_add(1);
-            t.set(v);
-            v % TIMING_SAMPLE == 0
-        })
+        sample
     }
 
-    /// Records a timed lookup on the file's statistics, weighted for the untimed ones.
+    /// Records one internal lookup a level model served (never timed, never a control).
     #[inline]
-    pub fn record_timed(fs: &FileStats, found: bool, model: bool, nanos: u64) {
+    pub fn count_served_by_model(&self) {
+        let slot = &self.slots[STRIPE.with(|s| *s)];
+        slot.total.fetch_add(1, Ordering::Relaxed);
+        slot.model.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a timed lookup (or a control) on the file's statistics, weighted for the
+    /// untimed ones.
+    #[inline]
+    pub fn record_timed(fs: &FileStats, found: bool, sample: Sample, model: bool, nanos: u64) {
         let result = if found {
             LookupResult::Positive
         } else {
             LookupResult::Negative
         };
+        if sample == Sample::Control {
+            fs.record_control(result, nanos, TIMING_SAMPLE);
+            return;
+        }
         let path = if model {
             LookupPath::Model
         } else {

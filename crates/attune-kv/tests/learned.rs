@@ -208,7 +208,15 @@ fn persisted_models_are_loaded_at_reopen_without_relearning() {
     let st = db.stats();
     assert_eq!(st.files_with_models as usize, models.len());
     assert_eq!(st.learned.files_learned, 0, "nothing was relearned");
-    assert_eq!(st.learned.learned_lookups, st.learned.total_lookups);
+    // Every lookup but the analyzer's control sample (one timed lookup in CONTROL_SAMPLE goes
+    // down the baseline path) is served by a model.
+    let controls = st.learned.total_lookups - st.learned.learned_lookups;
+    let per = attune_kv::learned::TIMING_SAMPLE * attune_kv::learned::CONTROL_SAMPLE;
+    assert!(
+        controls <= st.learned.total_lookups / per + 1,
+        "{controls} of {} lookups missed the models",
+        st.learned.total_lookups
+    );
 }
 
 #[test]

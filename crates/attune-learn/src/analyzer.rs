@@ -83,6 +83,11 @@ pub const CALIBRATION_WINDOW_NS: f64 = 64_000_000.0;
 /// either direction in the write sweep; a factor beyond that is more likely noise.
 pub const CALIBRATION_RANGE: (f64, f64) = (0.25, 4.0);
 
+/// Control samples a level needs before its warm baseline replaces the cold one (see
+/// [`FileStats::record_control`]). Default 8: with one timed lookup in 64 sent down the
+/// baseline path, a level collects that within its first few retired learned tables.
+pub const CONTROL_MIN_SAMPLES: f64 = 8.0;
+
 /// Training nanoseconds per record assumed before the engine reports a measurement. Default 10:
 /// Greedy-PLR's measured cost is about 5-7 ns per `u64` key and 8-13 ns per 16-byte key through
 /// the key mapper (thread CPU time, docs/learned-index.md); the engine's iteration adds more.
@@ -124,12 +129,20 @@ fn path_times(
     levels: &[LevelStats],
     result: LookupResult,
 ) -> (Option<f64>, Option<f64>) {
-    let base = blend(
+    let cold = blend(
         file.mean_ns(result, LookupPath::Baseline),
         file.timed_samples(result, LookupPath::Baseline) as f64,
         lv.mean_ns(result, LookupPath::Baseline),
     );
-    let pooled = base
+    // The model will serve the file's later, warm lookups: where the level has a control
+    // sample, the baseline they would otherwise have cost is the warm one (the file's own
+    // control sample, once learned, blended with the level's).
+    let (own, n) = file.control_mean_ns(result);
+    let base = match lv.control_mean_ns(result) {
+        Some(warm) => blend(own, n, Some(warm)),
+        None => own.filter(|_| n >= CONTROL_MIN_SAMPLES).or(cold),
+    };
+    let pooled = cold
         .zip(pooled_model_ratio(levels, result))
         .map(|(b, r)| b * r);
     let model = blend(
@@ -322,6 +335,10 @@ pub struct FileStats {
     predicted_bits: AtomicU64,
     /// Training time of its model (0: not trained here, e.g. loaded from disk).
     train_ns: AtomicU64,
+    /// Control sample (see [`FileStats::record_control`]): timed lookups of the learned file
+    /// sent down the baseline path, and their summed ns, per result (negative, positive).
+    control_timed: [AtomicU64; 2],
+    control_nanos: [AtomicU64; 2],
 }
 
 impl FileStats {
@@ -343,6 +360,29 @@ impl FileStats {
             self.timed[i].fetch_add(1, Ordering::Relaxed);
             self.nanos[i].fetch_add(nanos, Ordering::Relaxed);
         }
+    }
+
+    /// Records `weight` lookups of a learned file of which one, timed at `nanos`, went down
+    /// the baseline path as a control: the lookups count as model-path ones (the file serves
+    /// them with its model but for this one), the time as the file's *warm* baseline. A
+    /// table's baseline times are otherwise taken while it is young and its pages cold, its
+    /// model times later and warm, so their difference credits the model with the warm-up too;
+    /// the control sample compares both paths at the same age.
+    #[inline]
+    pub fn record_control(&self, result: LookupResult, nanos: u64, weight: u64) {
+        self.counts[slot(result, LookupPath::Model)].fetch_add(weight, Ordering::Relaxed);
+        if nanos <= TIMING_OUTLIER_NS {
+            let r = result as usize;
+            self.control_timed[r].fetch_add(1, Ordering::Relaxed);
+            self.control_nanos[r].fetch_add(nanos, Ordering::Relaxed);
+        }
+    }
+
+    fn control_mean_ns(&self, result: LookupResult) -> (Option<f64>, f64) {
+        let r = result as usize;
+        let c = self.control_timed[r].load(Ordering::Relaxed);
+        let mean = (c > 0).then(|| self.control_nanos[r].load(Ordering::Relaxed) as f64 / c as f64);
+        (mean, c as f64)
     }
 
     /// The file's id.
@@ -395,6 +435,10 @@ pub(crate) struct LevelStats {
     pub(crate) counts: [f64; 4],
     pub(crate) timed: [f64; 4],
     pub(crate) nanos: [f64; 4],
+    /// Control samples of its retired learned files (negative, positive): timed lookups and
+    /// their summed ns. Not persisted: after a reopen the level's first retirements refill them.
+    pub(crate) control_timed: [f64; 2],
+    pub(crate) control_nanos: [f64; 2],
     /// Retired files and their summed lives (ns) per lifetime bucket ([`life_bucket`]).
     pub(crate) life_files: [f64; LIFE_BUCKETS],
     pub(crate) life_ns: [f64; LIFE_BUCKETS],
@@ -404,6 +448,14 @@ impl LevelStats {
     fn mean_ns(&self, result: LookupResult, path: LookupPath) -> Option<f64> {
         let i = slot(result, path);
         (self.timed[i] > 0.0).then(|| self.nanos[i] / self.timed[i])
+    }
+
+    /// Mean warm baseline time from the control samples, once there are
+    /// [`CONTROL_MIN_SAMPLES`] of them.
+    fn control_mean_ns(&self, result: LookupResult) -> Option<f64> {
+        let r = result as usize;
+        (self.control_timed[r] >= CONTROL_MIN_SAMPLES)
+            .then(|| self.control_nanos[r] / self.control_timed[r])
     }
 
     /// Average lookups of a kind (both paths) per retired file.
@@ -448,6 +500,9 @@ impl LevelStats {
         self.files /= 2.0;
         self.size_bytes /= 2.0;
         let sums = self.counts.iter_mut().chain(self.timed.iter_mut());
+        let sums = sums
+            .chain(self.control_timed.iter_mut())
+            .chain(self.control_nanos.iter_mut());
         let lives = self.life_files.iter_mut().chain(self.life_ns.iter_mut());
         for v in sums.chain(self.nanos.iter_mut()).chain(lives) {
             *v /= 2.0;
@@ -673,6 +728,8 @@ impl Analyzer {
             learned: AtomicBool::new(false),
             predicted_bits: AtomicU64::new(0),
             train_ns: AtomicU64::new(0),
+            control_timed: Default::default(),
+            control_nanos: Default::default(),
         });
         g.seq += 1;
         let seq = g.seq;
@@ -723,6 +780,10 @@ impl Analyzer {
         let b = life_bucket(lived);
         lv.life_files[b] += 1.0;
         lv.life_ns[b] += lived as f64;
+        for r in 0..2 {
+            lv.control_timed[r] += file.control_timed[r].load(Ordering::Relaxed) as f64;
+            lv.control_nanos[r] += file.control_nanos[r].load(Ordering::Relaxed) as f64;
+        }
         for i in 0..4 {
             lv.counts[i] += file.counts[i].load(Ordering::Relaxed) as f64;
             lv.timed[i] += file.timed[i].load(Ordering::Relaxed) as f64;
@@ -1426,6 +1487,36 @@ mod tests {
         assert_eq!(a.hindsight().learn_ns(), 25_000.0);
         a.retire(3, 5000 * MS);
         assert_eq!(a.hindsight().files, 3, "a retired file is counted once");
+    }
+
+    /// A learned table's cold first lookups (baseline path, before its model) do not count as
+    /// what the model saves: its control sample (warm lookups down the baseline path) does.
+    #[test]
+    fn savings_compare_the_model_with_the_warm_control_sample() {
+        let a = analyzer();
+        let f = a.register(1, 3, 1 << 20, 1000, 0).unwrap();
+        for _ in 0..10 {
+            f.record(Positive, Baseline, 3000); // young, cold pages
+        }
+        a.learned(&f, 10_000);
+        for _ in 0..100 {
+            f.record(Positive, Model, 500);
+        }
+        for _ in 0..16 {
+            f.record_control(Positive, 700, 1);
+        }
+        a.retire(1, 1000 * MS);
+        // 116 lookups served while learned, each 700 − 500 ns cheaper than the warm baseline.
+        assert_eq!(a.stats().benefit_realized_ns, 116.0 * 200.0);
+        assert_eq!(a.lock().levels[3].control_timed[1], 16.0);
+        // The level's warm baseline now stands in for a new table's own cold one.
+        let g = a.register(2, 3, 1 << 20, 1000, 1000 * MS).unwrap();
+        for _ in 0..100 {
+            g.record(Positive, Baseline, 3000);
+        }
+        let inner = a.lock();
+        let (base, _) = path_times(&g, &inner.levels[3], &inner.levels, Positive);
+        assert_eq!(base, Some(700.0));
     }
 
     /// Tables chosen on an estimate whose models then saved nothing pull the calibration factor

@@ -13,7 +13,7 @@ use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
-use crate::learned::{FixedLayout, Learning, TableLayout, TableModel};
+use crate::learned::{FixedLayout, Learning, Sample, TableLayout, TableModel};
 use crate::memtable::Lookup;
 use crate::steps::{self, Step};
 use crate::vlog::BlobPointer;
@@ -383,15 +383,16 @@ impl Table {
             return self.get_by_index(lookup, uk);
         };
         let model = self.model.get();
-        let t0 = learning.count(model.is_some()).then(Instant::now);
-        let r = match model {
+        let sample = learning.count(model.is_some());
+        let t0 = (sample != Sample::Untimed).then(Instant::now);
+        let r = match model.filter(|_| sample != Sample::Control) {
             Some(m) => self.get_by_model(m, lookup, uk),
             None => self.get_by_index(lookup, uk),
         };
         if let (Some(t0), Some(fs)) = (t0, self.file_stats.get()) {
             let found = matches!(r, Ok(Lookup::Found(_) | Lookup::Deleted | Lookup::Blob(_)));
             let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            Learning::record_timed(fs, found, model.is_some(), ns);
+            Learning::record_timed(fs, found, sample, model.is_some(), ns);
         }
         r
     }
@@ -441,7 +442,7 @@ impl Table {
             return Ok(Lookup::NotFound);
         }
         if let Some(l) = &self.learning {
-            l.count(true);
+            l.count_served_by_model();
         }
         let TableLayout { per_block, fixed } = self.layout()?;
         let r = self.search_window(*per_block, fixed.as_ref(), lookup, uk, lo, hi);
