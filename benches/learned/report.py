@@ -591,6 +591,11 @@ def main() -> None:
         ("Write-percentage sweep", "learned-writes", writes),
         ("Write-percentage sweep, 1M records", "learned-writes-1m", writes),
         ("Write-percentage sweep, 1M records, more repeats", "learned-writes-1m-r5", writes),
+        (
+            "The same, before the control sample (commit eb15c6c)",
+            "learned-writes-1m-r5-eb15c6c",
+            writes,
+        ),
         ("Limited memory", "learned-memlimit", memlimit),
         ("Larger scale, many tables", "learned-scale", scale),
         ("Load phase repeated", "learned-load", load_repeats),
