@@ -357,9 +357,11 @@ impl Learning {
             t.set(v);
             v
         });
-        let sample = if v % TIMING_SAMPLE != 0 {
+        let sample = if !v.is_multiple_of(TIMING_SAMPLE) {
             Sample::Untimed
-        } else if model && self.mode == Mode::Analyzer && (v / TIMING_SAMPLE) % CONTROL_SAMPLE == 0
+        } else if model
+            && self.mode == Mode::Analyzer
+            && (v / TIMING_SAMPLE).is_multiple_of(CONTROL_SAMPLE)
         {
             Sample::Control
         } else {
