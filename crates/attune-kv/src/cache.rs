@@ -112,10 +112,15 @@ impl<V: Charged + Clone> ShardedLru<V> {
         }
         s.usage += charge;
         self.total.fetch_add(charge as u64, Ordering::Relaxed);
+        // The capacity as of now, not as of the admission check: a shrink that ran in between
+        // evicted before this charge was added, so this insert must evict down to the new
+        // capacity itself or the total would stay above it after every call returned.
+        let capacity = self.capacity.load(Ordering::Relaxed);
         let mut ev = s.evict(&self.total, capacity, None);
         drop(s);
         // The own shard ran empty first (it held less than its share): the others give way.
         for i in 1..SHARDS {
+            let capacity = self.capacity.load(Ordering::Relaxed);
             if self.total.load(Ordering::Relaxed) <= capacity {
                 break;
             }
