@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OLD=${OLD:-target/ackv-ed417ff}
 NEW=${NEW:-target/ackv-s5}
+BINS=${BINS:-$OLD $NEW}   # the binaries interleaved per scenario (kv_convergence_s6.sh sets it)
 OUT=${OUT:-benches/results/cache-kv-convergence.jsonl}
 TL=${TL:-benches/results/cache-kv-convergence}
 REPEAT=${REPEAT:-2}
@@ -23,7 +24,7 @@ n=$(ls "$TL" | wc -l)
 for rep in $(seq 1 "$REPEAT"); do
   for scen in "0.2 hot10 hot30" "0.6 hot20 hot10"; do
     set -- $scen
-    for bin in "$OLD" "$NEW"; do
+    for bin in $BINS; do
       n=$((n + 1))
       "$bin" dynamic --env disk --dir target/cache-kv-db --ratio "$1" --compression zstd \
         --phase1 "$2" --phase2 "$3" --phase-reads "$READS" --sample-inv 64 \

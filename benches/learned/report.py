@@ -404,11 +404,8 @@ def hindsight(groups: dict[tuple, list[dict]], e: dict) -> None:
     foreground CPU that always-learn measurably saved over models off in the same run.
     `groups`: the rows by (workload, engine); `e`: the engines by mode."""
     always, off = e["always"], e["off"]
-    if not any(
-        (r.get("engine_stats") or {}).get("hindsight_frontier")
-        for r in groups.get(next(iter(groups)), [])
-        + [r for (w, x), rs in groups.items() if x == always for r in rs]
-    ):
+    always_rows = [r for (_, x), rs in groups.items() if x == always for r in rs]
+    if not any((r.get("engine_stats") or {}).get("hindsight_frontier") for r in always_rows):
         return
     others = [m for m in ("analyzer", "calib") if e.get(m)]
     print(
