@@ -794,7 +794,7 @@ fn recover_logs(
     // first record is the next one, so an earlier log that lost *every* record is a hole too.
     // (A manifest written before that rule may hold a larger last sequence: the check is then
     // looser, never wrong.)
-    let mut next_seq_max = versions.last_sequence.checked_add(1);
+    let mut next_seq_max = versions.last_sequence.saturating_add(1);
     let mut stopped = false;
     for n in logs {
         versions.next_file_number = versions.next_file_number.max(n + 1);
@@ -807,11 +807,11 @@ fn recover_logs(
         while let Some((off, rec)) = reader.next_record()? {
             let (seq, batch) = WriteBatch::decode(&rec)
                 .ok_or_else(|| Error::corruption(&path, off, "malformed write batch in WAL"))?;
-            if next_seq_max.is_some_and(|m| seq > m) {
+            if seq > next_seq_max {
                 stopped = true;
                 break;
             }
-            next_seq_max = Some(next_seq_max.unwrap_or(0).max(seq + batch.len() as u64));
+            next_seq_max = next_seq_max.max(seq + batch.len() as u64);
             let mut items = Vec::with_capacity(batch.len());
             for item in batch.iter() {
                 let (kind, k, v) =
