@@ -403,14 +403,20 @@ def hindsight(groups: dict[tuple, list[dict]], e: dict) -> None:
     analyzer's accounting of what each model saved, then with that accounting scaled to the
     foreground CPU that always-learn measurably saved over models off in the same run.
     `groups`: the rows by (workload, engine); `e`: the engines by mode."""
-    always, off = e["always"], e["off"]
+    # What always-learn's phase-time models really saved: its client CPU against offline
+    # learning's (the same models loaded from the learn phase, none learned during the phase),
+    # or against models off when the run has no offline engine (that difference also counts
+    # the loaded models, which hindsight does not).
+    always = e["always"]
+    ref = "offline" if e.get("offline") else "off"
+    off = e[ref]
     always_rows = [r for (_, x), rs in groups.items() if x == always for r in rs]
     if not any((r.get("engine_stats") or {}).get("hindsight_frontier") for r in always_rows):
         return
     others = [m for m in ("analyzer", "calib") if e.get(m)]
     print(
-        "\n| phase | always: models (learn CPU ms) | saved by accounting ms | measured: off − always"
-        " client CPU ms | measured / accounting | oracle at fg ≥ 95 %: by accounting | scaled to"
+        "\n| phase | always: models (learn CPU ms) | saved by accounting ms | measured:"
+        f" {ref} − always client CPU ms | measured / accounting | oracle at fg ≥ 95 %: by accounting | scaled to"
         " measured | " + " | ".join(f"{m} learn / always" for m in others) + " |"
     )
     print("|---" * (7 + len(others)) + "|")
@@ -461,7 +467,8 @@ def hindsight(groups: dict[tuple, list[dict]], e: dict) -> None:
         " lookup time they saved would cut always-learn's foreground throughput per client CPU"
         " second below 95 %; \"by accounting\" takes each model's saving from the analyzer's"
         ' timed lookups (retired and still-live tables), "scaled to measured" scales those'
-        " savings by what always-learn's client threads really saved over models off in the"
+        " savings by what always-learn's client threads really saved over offline learning (or"
+        " models off) in the"
         " same run; medians of the repeats)"
     )
 

@@ -137,6 +137,10 @@ def test_calibration_and_hindsight_are_reported_and_calibration_can_be_off(tmp_p
         assert db.stats()["learned"]["benefit_calibration"] == 1.0
     with pytest.raises(attune.InvalidArgumentError, match="learned_calibrate"):
         attune.DB(path, learned_calibrate="maybe")
+    with attune.DB(path, learned_control_sample=0) as db:
+        assert db.stats()["options"]["learned_control_sample"] == "0"
+    with pytest.raises(attune.InvalidArgumentError, match="learned_control_sample"):
+        attune.DB(path, learned_control_sample=1 << 30)
 
 
 def test_mmap_reads_limit_option(tmp_path):

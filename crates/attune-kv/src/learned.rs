@@ -38,12 +38,6 @@ use std::time::Instant;
 /// analyzer's means unbiased at a sixteenth of that.
 pub const TIMING_SAMPLE: u64 = 16;
 
-/// Of the timed lookups of a learned table, one in this many goes down the baseline path as a
-/// control (analyzer mode only; attune_learn's `FileStats::record_control`). Default 4: one
-/// lookup in 64 of a learned table loses its model's saving (about 1.5 % of it), and a level
-/// collects the analyzer's minimum of control samples within its first few retired tables.
-pub const CONTROL_SAMPLE: u64 = 4;
-
 /// How one internal lookup is measured (see [`Learning::count`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sample {
@@ -246,6 +240,9 @@ pub struct LearnStats {
 pub struct Learning {
     pub mode: Mode,
     pub delta: u32,
+    /// One timed lookup in this many of a learned table is a control (0: none; analyzer mode
+    /// only, `Options::learned_control_sample`).
+    control: u64,
     analyzer: Analyzer,
     epoch: Instant,
     slots: [Slot; STRIPES],
@@ -277,6 +274,11 @@ impl Learning {
         Ok(Some(Arc::new(Learning {
             mode: opts.learned_index,
             delta: opts.learned_delta,
+            control: if opts.learned_index == Mode::Analyzer {
+                opts.learned_control_sample
+            } else {
+                0
+            },
             analyzer,
             epoch: Instant::now(),
             slots: Default::default(),
@@ -348,8 +350,8 @@ impl Learning {
 
     /// Records one internal lookup of a table that has a model (`model`) or not, and says how
     /// to measure it (call before the lookup; then [`Learning::record_timed`] with the time).
-    /// In analyzer mode one timed lookup in [`CONTROL_SAMPLE`] of a learned table is a control:
-    /// the caller takes the baseline path.
+    /// In analyzer mode one timed lookup in `learned_control_sample` of a learned table is a
+    /// control: the caller takes the baseline path.
     #[inline]
     pub fn count(&self, model: bool) -> Sample {
         let v = TICK.with(|t| {
@@ -359,10 +361,7 @@ impl Learning {
         });
         let sample = if !v.is_multiple_of(TIMING_SAMPLE) {
             Sample::Untimed
-        } else if model
-            && self.mode == Mode::Analyzer
-            && (v / TIMING_SAMPLE).is_multiple_of(CONTROL_SAMPLE)
-        {
+        } else if model && self.control != 0 && (v / TIMING_SAMPLE).is_multiple_of(self.control) {
             Sample::Control
         } else {
             Sample::Timed

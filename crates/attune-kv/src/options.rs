@@ -316,6 +316,13 @@ pub struct Options {
     /// (measured at retirement, decayed). Default false: raw estimates, as Bourbon judges
     /// them; measured in docs/learned-index.md "Calibration".
     pub learned_calibrate: bool,
+    /// Analyzer mode: of the timed lookups (one in 16) of a table that has a model, one in
+    /// this many takes the baseline path as a control, so the model's saving is measured
+    /// against the table's own warm baseline; 0 turns the control sample off (savings are
+    /// then measured against baselines timed before the table was learned). Default 16: one
+    /// lookup in 256 of a learned table gives up its model (docs/learned-index.md "The
+    /// control sample").
+    pub learned_control_sample: u64,
     /// Level learning (read-mostly use): `learn_all` also builds one model per sorted level
     /// with more than one file, which replaces finding the file in the level. A level's model
     /// is dropped when a flush or compaction changes the level (not rebuilt until the next
@@ -366,6 +373,7 @@ impl Default for Options {
             learned_wait_ms: 50,
             learned_benefit: LearnedBenefit::Remaining,
             learned_calibrate: false,
+            learned_control_sample: 16,
             learned_level: false,
             hot_key_cache_bytes: 0,
         }
@@ -459,6 +467,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "learned_wait_ms",
     "learned_benefit",
     "learned_calibrate",
+    "learned_control_sample",
     "learned_level",
     "hot_key_cache_bytes",
 ];
@@ -511,6 +520,7 @@ impl Options {
                 })?
             }
             "learned_calibrate" => self.learned_calibrate = parse_bool(key, value)?,
+            "learned_control_sample" => self.learned_control_sample = parse_num(key, value)?,
             "learned_level" => self.learned_level = parse_bool(key, value)?,
             "hot_key_cache_bytes" => self.hot_key_cache_bytes = parse_size(value)?,
             _ => {
@@ -639,6 +649,12 @@ impl Options {
                 o.learned_wait_ms
             ));
         }
+        if o.learned_control_sample > 1 << 20 {
+            return bad(format!(
+                "learned_control_sample {} above 2^20 (use 0 to turn the control sample off)",
+                o.learned_control_sample
+            ));
+        }
         if o.hot_key_cache_bytes != 0 && o.hot_key_cache_bytes < 16 << 10 {
             return bad(format!(
                 "hot_key_cache_bytes {} is below 16 KiB (use 0 to turn the cache off)",
@@ -711,6 +727,10 @@ impl Options {
             ("learned_wait_ms", self.learned_wait_ms.to_string()),
             ("learned_benefit", self.learned_benefit.name().to_string()),
             ("learned_calibrate", self.learned_calibrate.to_string()),
+            (
+                "learned_control_sample",
+                self.learned_control_sample.to_string(),
+            ),
             ("learned_level", self.learned_level.to_string()),
             ("hot_key_cache_bytes", self.hot_key_cache_bytes.to_string()),
         ]

@@ -208,15 +208,26 @@ fn persisted_models_are_loaded_at_reopen_without_relearning() {
     let st = db.stats();
     assert_eq!(st.files_with_models as usize, models.len());
     assert_eq!(st.learned.files_learned, 0, "nothing was relearned");
-    // Every lookup but the analyzer's control sample (one timed lookup in CONTROL_SAMPLE goes
-    // down the baseline path) is served by a model.
+    // Every lookup but the analyzer's control sample (one timed lookup in
+    // learned_control_sample goes down the baseline path) is served by a model.
     let controls = st.learned.total_lookups - st.learned.learned_lookups;
-    let per = attune_kv::learned::TIMING_SAMPLE * attune_kv::learned::CONTROL_SAMPLE;
+    let per = attune_kv::learned::TIMING_SAMPLE * Options::default().learned_control_sample;
     assert!(
         controls <= st.learned.total_lookups / per + 1,
         "{controls} of {} lookups missed the models",
         st.learned.total_lookups
     );
+    assert!(controls > 0, "the control sample took no lookup");
+    db.close().unwrap();
+    // With the control sample off, every lookup is served by a model.
+    let mut o = options(LearnedIndex::Analyzer);
+    o.learned_control_sample = 0;
+    let db = DB::open(dir.path(), o).unwrap();
+    for i in 0..30_000 {
+        assert_eq!(db.get(&key(0, i)).unwrap(), Some(value(i, 0)));
+    }
+    let st = db.stats();
+    assert_eq!(st.learned.learned_lookups, st.learned.total_lookups);
 }
 
 #[test]
