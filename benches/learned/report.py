@@ -312,6 +312,18 @@ def writes(rows: list[dict]) -> None:
     def med(w: str, m: str, f) -> float | None:
         return median([f(r) for r in groups.get((w, e[m]), [])]) if e[m] else None
 
+    def paired(w: str, m: str, f) -> float | None:
+        """The median over repeats of engine m's f against always-learn's in the same repeat:
+        the repeats are interleaved, so pairing cancels the machine's drift between them."""
+        by_rep = {r.get("repeat"): f(r) for r in groups.get((w, e["always"]), [])}
+        return median(
+            [
+                f(r) / by_rep[r.get("repeat")]
+                for r in groups.get((w, e[m]), [])
+                if by_rep.get(r.get("repeat")) and f(r) is not None
+            ]
+        )
+
     def stat(key: str, scale: float = 1.0):
         return lambda r: (r.get("engine_stats") or {}).get(key, 0) / scale
 
@@ -321,7 +333,7 @@ def writes(rows: list[dict]) -> None:
     print(
         "| phase | "
         + " | ".join(f"{m} fg ops/CPU-s" for m in modes)
-        + " | analyzer/always fg (wall) | "
+        + " | analyzer/always fg: ratio of medians (paired; wall) | "
         + " | ".join(f"{m} learn CPU ms (files)" for m in learners)
         + " | analyzer/always learn | "
         + " | ".join(f"{m} saved ms" for m in learners)
@@ -348,7 +360,8 @@ def writes(rows: list[dict]) -> None:
 
         cells = [kops(fg[m]) if fg[m] else "-" for m in modes]
         cells.append(
-            f"{ratio(fg['analyzer'], fg['always'])} ({ratio(wall['analyzer'], wall['always'])})"
+            f"{ratio(fg['analyzer'], fg['always'])} ({paired(w, 'analyzer', fg_rate) or 0:.2f};"
+            f" {ratio(wall['analyzer'], wall['always'])})"
         )
         cells += [f"{learn[m]:.1f} ({files[m]:.0f})" for m in learners]
         cells.append(ratio(learn["analyzer"], learn["always"]))
@@ -358,7 +371,8 @@ def writes(rows: list[dict]) -> None:
     reps = max(len(v) for v in groups.values())
     print(
         f"\n(each number the median of its {reps} repeats; fg = operations per CPU second of the"
-        " client thread; learning time is the learner thread's CPU time; saved = lookup time the"
+        " client thread; paired = the median over repeats of analyzer/always within a repeat;"
+        " learning time is the learner thread's CPU time; saved = lookup time the"
         " models of the phase's retired files saved, by the analyzer's accounting)"
     )
     hindsight(groups, e)
@@ -598,6 +612,16 @@ def main() -> None:
         (
             "The same, before the control sample (commit eb15c6c)",
             "learned-writes-1m-r5-eb15c6c",
+            writes,
+        ),
+        (
+            "Write-percentage sweep, 1M records, LevelDB's level sizes",
+            "learned-writes-1m-leveldb",
+            writes,
+        ),
+        (
+            "The same, a 1,000,000-operation phase at 50 % writes",
+            "learned-writes-1m-leveldb-long",
             writes,
         ),
         ("Limited memory", "learned-memlimit", memlimit),

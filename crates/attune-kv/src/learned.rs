@@ -475,6 +475,9 @@ impl Learning {
         }
         if !useful {
             self.unlearnable.fetch_add(1, Ordering::Relaxed);
+            if let Some(fs) = fs {
+                self.analyzer.unlearnable(fs);
+            }
             return Ok(false);
         }
         let bytes = model.encode();

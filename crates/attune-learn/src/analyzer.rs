@@ -88,6 +88,16 @@ pub const CALIBRATION_RANGE: (f64, f64) = (0.25, 4.0);
 /// baseline path, a level collects that within its first few retired learned tables.
 pub const CONTROL_MIN_SAMPLES: f64 = 8.0;
 
+/// Pseudo-evidence of a level's learnability (see [`Analyzer::unlearnable`]), in trainings
+/// that gave a usable model. Default 2: a level starts out learnable, and one useless model
+/// among its first few trainings moves the estimate by a third, not to zero.
+pub const LEARNABLE_PRIOR: f64 = 2.0;
+
+/// Trainings of a level after which its learnability counts are halved. Default 32: the
+/// estimate follows the level's last 32-64 trainings, so it tracks a change of the level's
+/// key distribution within one write phase of the sweep.
+pub const LEARNABLE_WINDOW: f64 = 32.0;
+
 /// Training nanoseconds per record assumed before the engine reports a measurement. Default 10:
 /// Greedy-PLR's measured cost is about 5-7 ns per `u64` key and 8-13 ns per 16-byte key through
 /// the key mapper (thread CPU time, docs/learned-index.md); the engine's iteration adds more.
@@ -442,6 +452,11 @@ pub(crate) struct LevelStats {
     /// Retired files and their summed lives (ns) per lifetime bucket ([`life_bucket`]).
     pub(crate) life_files: [f64; LIFE_BUCKETS],
     pub(crate) life_ns: [f64; LIFE_BUCKETS],
+    /// Tables of the level trained, and how many of those gave no usable model (decayed by
+    /// [`LEARNABLE_WINDOW`], not by retirements: a level may train many tables before one
+    /// retires).
+    pub(crate) trained: f64,
+    pub(crate) useless: f64,
 }
 
 impl LevelStats {
@@ -456,6 +471,12 @@ impl LevelStats {
         let r = result as usize;
         (self.control_timed[r] >= CONTROL_MIN_SAMPLES)
             .then(|| self.control_nanos[r] / self.control_timed[r])
+    }
+
+    /// Expected share of the level's trainings that give a usable model (Laplace-smoothed
+    /// with [`LEARNABLE_PRIOR`] usable ones).
+    fn learnability(&self) -> f64 {
+        (self.trained - self.useless + LEARNABLE_PRIOR) / (self.trained + LEARNABLE_PRIOR)
     }
 
     /// Average lookups of a kind (both paths) per retired file.
@@ -947,7 +968,9 @@ impl Analyzer {
                 benefit += (b - m) * lookups(result);
             }
         }
-        (benefit, cost)
+        // A training that gives no usable model saves nothing (beyond the source, which
+        // always gets a model): weigh the benefit by the level's learnability.
+        (benefit * lv.learnability(), cost)
     }
 
     /// The next file to learn (highest `B − C`), skipping files retired since they were queued.
@@ -974,6 +997,37 @@ impl Analyzer {
         g.stats.learn_ns_total += train_ns;
         file.train_ns.store(train_ns, Ordering::Relaxed);
         file.learned.store(true, Ordering::Release);
+        let lv = &mut g.levels[file.level];
+        lv.trained += 1.0;
+        if lv.trained > LEARNABLE_WINDOW * 2.0 {
+            lv.trained /= 2.0;
+            lv.useless /= 2.0;
+        }
+    }
+
+    /// Reports that the training [`Analyzer::learned`] just accounted for `file` gave no
+    /// usable model (too many segments for its keys, or keys that collapse under the key
+    /// mapping): the level's learnability, by which every estimated benefit at the level is
+    /// weighed, goes down. Beyond the source: in LevelDB's tree shape the tables that
+    /// compactions write above the deepest level hold sparse random samples of the keys, and
+    /// about half of them gave no usable model, so the analyzer's estimates came out up to 40×
+    /// above what its choices saved (docs/learned-index.md "Learnability").
+    pub fn unlearnable(&self, file: &FileStats) {
+        let mut g = self.lock();
+        let lv = &mut g.levels[file.level];
+        lv.useless = (lv.useless + 1.0).min(lv.trained);
+    }
+
+    /// The learnability of each level (the share of its trainings expected to give a usable
+    /// model), for levels that trained a table.
+    pub fn learnability(&self) -> Vec<(usize, f64)> {
+        let g = self.lock();
+        g.levels
+            .iter()
+            .enumerate()
+            .filter(|(_, lv)| lv.trained > 0.0)
+            .map(|(i, lv)| (i, lv.learnability()))
+            .collect()
     }
 
     /// Marks `file` as having a model that needed no training (loaded from disk): its lookups
@@ -1351,6 +1405,45 @@ mod tests {
         let d = a.poll(now + 60 * MS);
         assert!(matches!(d[0].1, Decision::Learn { .. }), "{d:?}");
         assert_eq!(a.next_to_learn().unwrap().id(), 10_001);
+    }
+
+    #[test]
+    fn benefit_is_weighed_by_the_share_of_the_levels_trainings_that_gave_a_model() {
+        let a = analyzer();
+        let mut now = 0u64;
+        for id in 1..=8 {
+            let f = a.register(id, 2, 1 << 20, 9000, now).unwrap();
+            for _ in 0..5_000 {
+                f.record(Positive, Baseline, 2_000);
+            }
+            a.learned(&f, 900_000);
+            for _ in 0..5_000 {
+                f.record(Positive, Model, 800);
+            }
+            now += 10_000 * MS;
+            a.retire(id, now);
+        }
+        let f = a.register(100, 2, 1 << 20, 9000, now).unwrap();
+        let (b_all, c) = a.estimate(&f, now + 60 * MS);
+        assert!(
+            b_all > c,
+            "a level whose models all work: learn ({b_all} vs {c})"
+        );
+        // Eight of the level's next ten trainings give no usable model.
+        for id in 200..210 {
+            let g = a.register(id, 2, 1 << 20, 9000, now).unwrap();
+            a.learned(&g, 900_000);
+            if id < 208 {
+                a.unlearnable(&g);
+            }
+            a.retire(id, now);
+        }
+        // 18 trained, 8 useless, prior 2: (18 - 8 + 2) / (18 + 2) = 0.6.
+        assert_eq!(a.learnability(), vec![(2, 0.6)]);
+        let (b, _) = a.estimate(&f, now + 60 * MS);
+        assert!((b / b_all - 0.6).abs() < 1e-9, "{b} vs {b_all}");
+        // Levels that never trained a table are not listed (and count as learnable).
+        assert!(a.learnability().iter().all(|(lv, _)| *lv == 2));
     }
 
     /// The level of the write-heavy sweep (docs/learned-index.md): files live 150 ms and serve

@@ -1,4 +1,4 @@
-//! Persisted statistics of the cost-benefit analyzer (magic `ATAS`, version 2), so that a
+//! Persisted statistics of the cost-benefit analyzer (magic `ATAS`, version 3), so that a
 //! reopened database judges its files from what it learned before instead of going back to the
 //! always-learn bootstrap. Byte-level spec: docs/formats/learned-model.md "Analyzer state".
 //!
@@ -8,12 +8,15 @@
 //! calib   := predicted_ns:f64 realized_ns:f64        (16 bytes; version 2 only; absent in 1)
 //! level   := level:u16 files:f64 size_bytes:f64 counts:f64[4] timed:f64[4] nanos:f64[4]
 //!            life_files:f64[buckets] life_ns:f64[buckets]
+//!            trained:f64 useless:f64                      (version 3 only; absent before)
 //! trailer := crc32c:u32 over every byte before it
 //! ```
 //!
 //! All integers little-endian; `f64` as IEEE-754 bits, little-endian. Only levels with retired
 //! files are written, in increasing level order. Version 2 added the calibration sums
-//! ([`Analyzer::calibration`]); a version-1 state is read with them at zero.
+//! ([`Analyzer::calibration`]); a version-1 state is read with them at zero. Version 3 added
+//! each level's learnability counts ([`Analyzer::unlearnable`]); an older state is read with
+//! them at zero (every level learnable).
 //!
 //! The state is a cache of statistics: what it holds only steers which files get learned, never
 //! what a lookup returns. The decoder treats its input as untrusted: it checks the exact length
@@ -30,7 +33,7 @@ use crate::error::{LearnError, Result};
 /// Magic of the analyzer state.
 pub const STATE_MAGIC: [u8; 4] = *b"ATAS";
 /// Format version this build writes (it also reads version 1).
-pub const STATE_VERSION: u16 = 2;
+pub const STATE_VERSION: u16 = 3;
 const HEADER_LEN: usize = 12;
 const TRAIN_LEN: usize = 16;
 const CALIB_LEN: usize = 16;
@@ -43,9 +46,16 @@ fn head_len(version: u16) -> usize {
         TRAIN_LEN
     }
 }
-/// `f64`s per level record after its `level:u16`.
-const LEVEL_F64S: usize = 2 + 12 + 2 * LIFE_BUCKETS;
-const LEVEL_LEN: usize = 2 + 8 * LEVEL_F64S;
+/// `f64`s per level record after its `level:u16` in `version`.
+fn level_f64s(version: u16) -> usize {
+    let learnability = if version >= 3 { 2 } else { 0 };
+    2 + 12 + 2 * LIFE_BUCKETS + learnability
+}
+
+/// Bytes of one level record in `version`.
+fn level_len(version: u16) -> usize {
+    2 + 8 * level_f64s(version)
+}
 
 impl Analyzer {
     /// The level statistics and the measured training cost, encoded (see the module doc).
@@ -57,8 +67,8 @@ impl Analyzer {
             .enumerate()
             .filter(|(_, lv)| lv.files > 0.0)
             .collect();
-        let mut out =
-            Vec::with_capacity(HEADER_LEN + head_len(STATE_VERSION) + levels.len() * LEVEL_LEN + 4);
+        let len = HEADER_LEN + head_len(STATE_VERSION) + levels.len() * level_len(STATE_VERSION);
+        let mut out = Vec::with_capacity(len + 4);
         out.extend_from_slice(&STATE_MAGIC);
         out.extend_from_slice(&STATE_VERSION.to_le_bytes());
         out.extend_from_slice(&(levels.len() as u16).to_le_bytes());
@@ -77,7 +87,12 @@ impl Analyzer {
             let fields = [lv.files, lv.size_bytes].into_iter();
             let sums = lv.counts.iter().chain(&lv.timed).chain(&lv.nanos);
             let lives = lv.life_files.iter().chain(&lv.life_ns);
-            for v in fields.chain(sums.copied()).chain(lives.copied()) {
+            let learnability = [lv.trained, lv.useless].into_iter();
+            for v in fields
+                .chain(sums.copied())
+                .chain(lives.copied())
+                .chain(learnability)
+            {
                 out.extend_from_slice(&v.to_le_bytes());
             }
         }
@@ -149,7 +164,7 @@ fn decode(buf: &[u8]) -> Result<Decoded> {
         return Err(corrupt(6, "more levels than the analyzer tracks"));
     }
     let head = head_len(version);
-    let total = HEADER_LEN + head + count * LEVEL_LEN + 4;
+    let total = HEADER_LEN + head + count * level_len(version) + 4;
     if buf.len() != total {
         return Err(if buf.len() < total {
             need(0, total)
@@ -190,7 +205,7 @@ fn decode(buf: &[u8]) -> Result<Decoded> {
     };
     let mut levels: Vec<(usize, LevelStats)> = Vec::with_capacity(count);
     for i in 0..count {
-        let at = HEADER_LEN + head + i * LEVEL_LEN;
+        let at = HEADER_LEN + head + i * level_len(version);
         let level = usize::from(u16_at(at));
         if level >= LEVELS_MAX {
             return Err(corrupt(at, "level beyond the analyzer's range"));
@@ -198,8 +213,9 @@ fn decode(buf: &[u8]) -> Result<Decoded> {
         if levels.last().is_some_and(|(l, _)| *l >= level) {
             return Err(corrupt(at, "levels not strictly increasing"));
         }
-        let mut v = [0.0f64; LEVEL_F64S];
-        for (j, slot) in v.iter_mut().enumerate() {
+        // Fields a version does not have stay zero.
+        let mut v = [0.0f64; 2 + 12 + 2 * LIFE_BUCKETS + 2];
+        for (j, slot) in v.iter_mut().take(level_f64s(version)).enumerate() {
             *slot = f64_at(at + 2 + 8 * j)?;
         }
         let mut lv = LevelStats {
@@ -211,7 +227,17 @@ fn decode(buf: &[u8]) -> Result<Decoded> {
         lv.timed.copy_from_slice(&v[6..10]);
         lv.nanos.copy_from_slice(&v[10..14]);
         lv.life_files.copy_from_slice(&v[14..14 + LIFE_BUCKETS]);
-        lv.life_ns.copy_from_slice(&v[14 + LIFE_BUCKETS..]);
+        lv.life_ns
+            .copy_from_slice(&v[14 + LIFE_BUCKETS..14 + 2 * LIFE_BUCKETS]);
+        lv.trained = v[14 + 2 * LIFE_BUCKETS];
+        lv.useless = v[15 + 2 * LIFE_BUCKETS];
+        if lv.useless > lv.trained {
+            // More useless models than trainings: not something the encoder writes.
+            return Err(corrupt(
+                at + 2 + 8 * (15 + 2 * LIFE_BUCKETS),
+                "more useless models than trained tables",
+            ));
+        }
         levels.push((level, lv));
     }
     Ok(Decoded {
@@ -277,19 +303,55 @@ mod tests {
         b.restore_state(&bytes).unwrap();
         assert_eq!(b.calibration(), k);
         // The same state as version 1 wrote it: no calibration sums.
-        let mut v1 = bytes[..12 + 16].to_vec();
-        v1[4..6].copy_from_slice(&1u16.to_le_bytes());
-        v1.extend_from_slice(&bytes[12 + 32..bytes.len() - 4]);
-        let crc = crc32c::crc32c(&v1);
-        v1.extend_from_slice(&crc.to_le_bytes());
         let c = on();
-        c.restore_state(&v1).unwrap();
+        c.restore_state(&older(&bytes, 1)).unwrap();
         assert_eq!(c.level_summaries(), a.level_summaries());
         assert_eq!(c.calibration(), 1.0);
         // An unknown later version is refused.
-        let mut v3 = bytes.clone();
-        v3[4..6].copy_from_slice(&3u16.to_le_bytes());
-        assert!(c.restore_state(&v3).is_err());
+        let mut v4 = bytes.clone();
+        v4[4..6].copy_from_slice(&4u16.to_le_bytes());
+        assert!(c.restore_state(&v4).is_err());
+    }
+
+    /// `bytes` (a current state) as `version` would have written it: without the calibration
+    /// sums before version 2, without the learnability counts before version 3.
+    fn older(bytes: &[u8], version: u16) -> Vec<u8> {
+        let count = usize::from(u16::from_le_bytes([bytes[6], bytes[7]]));
+        let mut out = bytes[..12 + 16].to_vec();
+        out[4..6].copy_from_slice(&version.to_le_bytes());
+        if version >= 2 {
+            out.extend_from_slice(&bytes[12 + 16..12 + 32]);
+        }
+        for i in 0..count {
+            let at = 12 + 32 + i * super::level_len(super::STATE_VERSION);
+            out.extend_from_slice(&bytes[at..at + super::level_len(version)]);
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn learnability_round_trips_and_a_version_2_state_is_read_without_it() {
+        let a = trained();
+        let f = a.register(9, 1, 1 << 20, 9000, 0).unwrap();
+        for _ in 0..3 {
+            a.learned(&f, 100_000);
+        }
+        a.unlearnable(&f);
+        let l = a.learnability();
+        assert_eq!(
+            l.iter().find(|(lv, _)| *lv == 1).map(|x| x.1),
+            Some(4.0 / 5.0)
+        );
+        let bytes = a.encode_state();
+        let b = Analyzer::new(AnalyzerConfig::default()).unwrap();
+        b.restore_state(&bytes).unwrap();
+        assert_eq!(b.learnability(), l);
+        let c = Analyzer::new(AnalyzerConfig::default()).unwrap();
+        c.restore_state(&older(&bytes, 2)).unwrap();
+        assert_eq!(c.level_summaries(), a.level_summaries());
+        assert!(c.learnability().is_empty(), "{:?}", c.learnability());
     }
 
     #[test]
