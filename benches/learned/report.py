@@ -624,6 +624,11 @@ def main() -> None:
             "learned-writes-1m-leveldb-long",
             writes,
         ),
+        (
+            "The same, before learnability (commit 7a2769c)",
+            "learned-writes-1m-leveldb-long-7a2769c",
+            writes,
+        ),
         ("Limited memory", "learned-memlimit", memlimit),
         ("Larger scale, many tables", "learned-scale", scale),
         ("Load phase repeated", "learned-load", load_repeats),
