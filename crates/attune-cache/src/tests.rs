@@ -1223,3 +1223,89 @@ fn candidate_that_the_growing_footprint_would_overflow_is_not_adopted() {
         "M/2 would be the best fit, but it is not adopted"
     );
 }
+
+/// A deterministic stream of accesses to `blocks` blocks of one file, every one an application
+/// miss served by the second tier (constant L_e: the Tracker never restarts a round).
+fn flat_access(b: u64) -> crate::BlockAccess {
+    crate::BlockAccess {
+        file: 1,
+        block_no: b,
+        offset: b * 2048,
+        compressed_len: 2048,
+        uncompressed_len: 4096,
+        app_hit: false,
+        second_hit: Some(true),
+        latency_ns: None,
+    }
+}
+
+#[test]
+fn held_round_ignores_accesses_and_resumes_with_the_same_predictions() {
+    let seed = 0x5eed_0707u64;
+    println!("seed {seed:#x}");
+    let cfg = loop_config(4 * MIB, costs());
+    let mut plain = Symbiosis::new(cfg.clone()).unwrap();
+    let mut held = Symbiosis::new(cfg).unwrap();
+    let mut next = blocks_stream(&hot30(), 4096, seed);
+    let mut other = blocks_stream(&RequestDist::Uniform, 4096, seed ^ 1);
+    let mut steps = 0u64;
+    while plain.rounds().is_empty() && steps < 2_000_000 {
+        if steps == 20_000 {
+            // 30 000 accesses to other blocks that only the held controller records.
+            held.hold_round(true);
+            assert!(held.round_held());
+            for _ in 0..30_000 {
+                held.record(&flat_access(8192 + other()));
+            }
+            held.hold_round(false);
+        }
+        let a = flat_access(next());
+        plain.record(&a);
+        held.record(&a);
+        steps += 1;
+    }
+    let (p, h) = (&plain.rounds()[0], &held.rounds()[0]);
+    println!("round of {} accesses, {} samples", p.accesses, p.samples);
+    assert_eq!(held.rounds().len(), 1);
+    assert_eq!(h.samples, p.samples, "the held accesses reached the round");
+    assert_eq!(h.accesses, p.accesses + 30_000, "the Tracker counted them");
+    assert_eq!(h.candidates, p.candidates, "same predictions");
+    assert_eq!(held.stats().accesses, plain.stats().accesses + 30_000);
+}
+
+#[test]
+fn observe_only_controller_reports_rounds_but_never_moves_m_a() {
+    // The scenario of `adaptation_picks_all_application_when_data_fits_uncompressed`: an
+    // adopting controller leaves the minimum; an observing one predicts the same and stays.
+    let seed = 21u64;
+    println!("seed {seed}");
+    let m = 32 * MIB;
+    let blocks = (0.5 * m as f64 / 4096.0) as u64;
+    let layout = BlockLayout::new(blocks, 4096, 0.5, 4096, seed).unwrap();
+    let run = |adopt: bool| {
+        let mut cfg = loop_config(m, costs());
+        cfg.adopt = adopt;
+        let mut cl = closed_loop(cfg);
+        let mut next = blocks_stream(&RequestDist::Uniform, blocks, seed);
+        for _ in 0..1_000_000 {
+            cl.step(&layout.block(next()));
+        }
+        cl
+    };
+    let (adopting, observing) = (run(true), run(false));
+    let min = observing.sym.config().ghost.app_min_bytes;
+    assert!(
+        adopting.sym.app_target_bytes() > min,
+        "the adopting run moved"
+    );
+    let first = |cl: &ClosedLoop| cl.sym.rounds()[0].candidates.clone();
+    assert_eq!(first(&adopting), first(&observing), "same first round");
+    assert!(!observing.sym.rounds().is_empty());
+    assert!(observing
+        .sym
+        .rounds()
+        .iter()
+        .all(|r| !r.adopted && !r.reset));
+    assert_eq!(observing.sym.app_target_bytes(), min);
+    assert_eq!(observing.sym.stats().adoptions, 0);
+}

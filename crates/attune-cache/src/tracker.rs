@@ -16,7 +16,10 @@
 //! ([`Symbiosis::note_second_tier`]) — a round that saw no eviction then predicts the candidates
 //! that hold the footprint exactly and does not adopt one whose room the footprint's growth would
 //! fill within a round's length — and may warm-start a new round from its live caches
-//! ([`Symbiosis::warm_start_round`]).
+//! ([`Symbiosis::warm_start_round`]). For measurements a controller can observe only
+//! ([`SymbiosisConfig::adopt`] false: rounds are reported, never adopted) and hold its round
+//! ([`Symbiosis::hold_round`]: accesses skip it), so that simulating is the only difference
+//! between two stretches of the same workload.
 //!
 //! L_e = (1 − H_a)·(C_a + (1 − H_k)·C_k) over windows of `window_accesses` accesses, with C_a
 //! (decompression + second-tier read) and C_k (device read) supplied by the caller, usually from
@@ -149,6 +152,11 @@ pub struct SymbiosisConfig {
     /// with the current miss costs ([`crate::ghost::GhostConfig::early_stop`]). Default on;
     /// off reproduces fixed windows.
     pub early_stop: bool,
+    /// Act on rounds: adopt their best candidate and apply the reset policy. Default on;
+    /// `false` is observe-only (rounds run and are reported, M_a never moves), which the
+    /// engine's overhead benchmark uses so that simulating is the only difference between
+    /// the segments it compares (issue 7, seventh session).
+    pub adopt: bool,
 }
 
 impl SymbiosisConfig {
@@ -171,6 +179,7 @@ impl SymbiosisConfig {
             simulate: true,
             confirm_tolerance: Some(CONFIRM_TOLERANCE_DEFAULT),
             early_stop: true,
+            adopt: true,
         }
     }
 
@@ -384,6 +393,9 @@ pub struct Symbiosis {
     round_second_evictions: u64,
     /// (accesses, second-tier bytes held) when the running round's warm-up ended.
     round_measure_start: Option<(u64, u64)>,
+    /// While true, recorded accesses update the Tracker's windows but not the running round
+    /// ([`Symbiosis::hold_round`]).
+    round_held: bool,
     reports: Vec<RoundReport>,
     last_mrc: Vec<(u64, f64)>,
     timeline: VecDeque<WindowRecord>,
@@ -430,6 +442,7 @@ impl Symbiosis {
             second_notes: [None; SECOND_NOTES],
             round_second_evictions: 0,
             round_measure_start: None,
+            round_held: false,
             reports: Vec::new(),
             last_mrc: Vec::new(),
             timeline: VecDeque::new(),
@@ -469,6 +482,30 @@ impl Symbiosis {
             self.start_round(RoundTrigger::Change, false)?;
         }
         Ok(())
+    }
+
+    /// Switches adoption (and the reset policy) on or off from now on; see
+    /// [`SymbiosisConfig::adopt`].
+    pub fn set_adopt(&mut self, adopt: bool) {
+        self.cfg.adopt = adopt;
+    }
+
+    /// Holds (`true`) or resumes the running round: while held, [`Symbiosis::record`] updates
+    /// the Tracker's windows (and may still start, restart or pause rounds on a change of
+    /// L_e) but feeds no access to the round, which keeps its state until resumed. A
+    /// measurement hook: segments with and without simulation work on one warm database.
+    pub fn hold_round(&mut self, hold: bool) {
+        self.round_held = hold;
+    }
+
+    /// Whether rounds are held ([`Symbiosis::hold_round`]).
+    pub fn round_held(&self) -> bool {
+        self.round_held
+    }
+
+    /// Completed Tracker windows (the cheap part of [`Symbiosis::stats`]).
+    pub fn windows(&self) -> u64 {
+        self.windows
     }
 
     /// Reports the real second tier's state: `held_bytes` charged to it now and `evictions`,
@@ -574,7 +611,7 @@ impl Symbiosis {
             self.window_latency_sum += l as f64;
             self.window_latency_n += 1;
         }
-        if let Some(round) = self.round.as_mut() {
+        if let Some(round) = self.round.as_mut().filter(|_| !self.round_held) {
             round.record(a);
             if self.round_measure_start.is_none() && round.progress() != RoundProgress::Warmup {
                 let held = self.second_notes[0].map_or(0, |n| n.0);
@@ -734,8 +771,10 @@ impl Symbiosis {
         self.drop_round();
         self.pending_confirm = None;
         self.trying_runner_up = None;
-        let reset =
-            self.cfg.reset_policy && le_rose && self.app_target != self.cfg.ghost.app_min_bytes;
+        let reset = self.cfg.reset_policy
+            && self.cfg.adopt
+            && le_rose
+            && self.app_target != self.cfg.ghost.app_min_bytes;
         if reset {
             self.app_target = self.cfg.ghost.app_min_bytes;
         }
@@ -807,7 +846,7 @@ impl Symbiosis {
         let mut confirm = None;
         if let Some((p, le)) = best {
             let gain_ok = !self.cfg.guard || le <= (1.0 - self.cfg.adopt_threshold) * measured;
-            if gain_ok && p.app_bytes != before {
+            if gain_ok && p.app_bytes != before && self.cfg.adopt {
                 self.app_target = p.app_bytes;
                 adopted = true;
                 self.adoptions += 1;
