@@ -12,11 +12,11 @@
 #   git checkout df0bc51 && cargo build --release -p attune-cache-kv \
 #     && cp target/release/attune-cache-kv target/ackv-s7a     # before
 #   (this commit) cargo build --release -p attune-cache-kv \
-#     && cp target/release/attune-cache-kv target/ackv-s7g     # after
+#     && cp target/release/attune-cache-kv target/ackv-s7h     # after (ackv-s7g: 9cfd904, the scale alone)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OLD=${OLD:-target/ackv-s7a}
-NEW=${NEW:-target/ackv-s7g}
+NEW=${NEW:-target/ackv-s7h}
 OUT=${OUT:-benches/results/cache-kv-sweep-s7-fit.jsonl}
 REPEAT=${REPEAT:-3}
 S="--sample-inv 64 --reads 300000 --warmup 300000 --json $OUT"

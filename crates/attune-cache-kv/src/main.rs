@@ -879,7 +879,9 @@ fn round_log(t: &CacheTierStats) -> Vec<Value> {
                 "stopped_early": r.stopped_early, "adopted": r.adopted,
                 "second_footprint_bytes": r.second_footprint_bytes,
                 "fit_app_bytes": r.fit_app_bytes, "warm_started": r.warm_started,
-                "overflow_app_bytes": r.overflow_app_bytes})
+                "overflow_app_bytes": r.overflow_app_bytes,
+                "app_footprint_bytes": r.app_footprint_bytes,
+                "app_fit_excluded": r.app_fit_excluded})
         })
         .collect()
 }

@@ -626,6 +626,17 @@ impl GhostSim {
         Some(self.app_seen_compressed as f64 / f as f64 * f64::from(self.cfg.sample_inv_rate))
     }
 
+    /// The uncompressed bytes of everything the round touched, estimated when
+    /// [`GhostSim::app_sampling_scale`] is known: the application ghost's resident bytes (every
+    /// distinct sampled block, uncompressed) times the exact compressed footprint over the
+    /// sampled blocks' compressed bytes. `None` when not known.
+    pub fn app_footprint_estimate(&self) -> Option<u64> {
+        let f = self.second_footprint?;
+        self.app_sampling_scale_live()?;
+        let est = self.app.resident_bytes() as f64 * f as f64 / self.app_seen_compressed as f64;
+        Some(est as u64)
+    }
+
     /// Post-warm-up hits of candidate `i` at its threshold times `scale` (bands interpolated).
     fn app_hits_scaled(&self, i: usize, scale: f64) -> f64 {
         let bands = &self.app_band_hits[i * APP_BANDS..(i + 1) * APP_BANDS];

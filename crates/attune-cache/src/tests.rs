@@ -1443,3 +1443,84 @@ fn candidate_without_second_tier_never_predicts_second_tier_hits() {
     assert_eq!(last.h_k, 0.0);
     assert!(p[..p.len() - 1].iter().all(|x| x.h_k > 0.0));
 }
+
+/// Runs the controller in a closed loop over `layout` with the "engine" reporting its second
+/// tier (every block read so far, evicting once that exceeds its share), as
+/// `controller_told_its_second_tier_footprint_adopts_the_fit_point` does; returns the first
+/// round's report.
+fn first_round_told(
+    layout: &BlockLayout,
+    dist: &RequestDist,
+    costs: MissCosts,
+    seed: u64,
+    ghost_seed: u64,
+) -> crate::tracker::RoundReport {
+    let m = 32 * MIB;
+    let mut g = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    g.group_blocks = 1;
+    g.seed = ghost_seed;
+    let mut cfg = SymbiosisConfig::new(g, costs);
+    cfg.window_accesses = 16_384;
+    let mut cl = closed_loop(cfg);
+    let mut held = std::collections::HashSet::new();
+    let (mut held_bytes, mut evictions) = (0u64, 0u64);
+    let mut next = blocks_stream(dist, layout.blocks(), seed);
+    let mut step = 0u64;
+    while cl.sym.rounds().is_empty() {
+        let b = next();
+        let r = layout.block(b);
+        if cl.step(&r) == crate::TierHit::Miss && held.insert(b) {
+            held_bytes += u64::from(r.compressed_len);
+            if held_bytes > m - cl.real.app_bytes() {
+                evictions += 1;
+            }
+        }
+        if step % 4096 == 4095 {
+            cl.sym.note_second_tier(held_bytes, evictions);
+        }
+        step += 1;
+        assert!(step < 20_000_000, "no round finished");
+    }
+    cl.sym.rounds()[0].clone()
+}
+
+/// At the application tier's fit point (D_u = 1.03·M) M_a = M has no second tier and the data
+/// does not fit it: the round estimates the uncompressed footprint from the exact compressed
+/// one and leaves M out of the adoption; with D_u = 0.8·M the data fits M with room to spare
+/// and M stays adoptable.
+#[test]
+fn all_of_m_without_room_for_the_footprint_is_not_adopted() {
+    let (layout, dist, costs, seed) = app_fit_point();
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let d_u = layout.uncompressed_bytes();
+    for ghost_seed in [2u64, 6, 12] {
+        let r = first_round_told(&layout, &dist, costs, seed, ghost_seed);
+        let f = r
+            .app_footprint_bytes
+            .expect("footprint known: the tier never evicted");
+        println!(
+            "ghost seed {ghost_seed}: footprint estimate {f} B (D_u {d_u}), excluded {:?}, \
+             kept {} MiB, best predicted {} MiB",
+            r.app_fit_excluded,
+            r.app_bytes_after / MIB,
+            r.best().unwrap().0.app_bytes / MIB
+        );
+        assert!(
+            (f as f64 / d_u as f64 - 1.0).abs() < 0.10,
+            "estimate {f} vs {d_u}"
+        );
+        assert_eq!(r.app_fit_excluded, vec![m]);
+        assert_ne!(r.app_bytes_after, m);
+    }
+    let small = BlockLayout::new(m / 4096 * 8 / 10, 4096, 0.218, 1024, seed).unwrap();
+    let r = first_round_told(&small, &dist, costs, seed, 2);
+    println!(
+        "D_u 0.8 M: footprint estimate {:?}, excluded {:?}, kept {} MiB",
+        r.app_footprint_bytes,
+        r.app_fit_excluded,
+        r.app_bytes_after / MIB
+    );
+    assert!(r.app_footprint_bytes.is_some());
+    assert!(r.app_fit_excluded.is_empty());
+}

@@ -77,6 +77,16 @@ pub const TIMELINE_MAX: usize = 4096;
 /// `Symbiosis::overflowing_soon`). Default 1: the next round, started by the L_e rise an
 /// overflow causes, is the earliest that could correct the choice.
 pub const FOOTPRINT_HORIZON_ROUNDS: f64 = 1.0;
+/// A candidate with no second tier at all (M_a = M, no extra room) is adopted only if the
+/// round's estimated uncompressed footprint ([`GhostSim::app_footprint_estimate`]) fits it with
+/// this margin. Beyond the paper (issue 7, seventh session): at M/D_u = 1.0 the ghost, a
+/// single LRU over R of the blocks, predicted M_a = M with first-reference misses only, while
+/// the engine's block cache (16 shards under one budget, each insert evicting its own shard's
+/// tail) measured H_a 0.9964 there, and with no second tier every such miss is a device read:
+/// M predicted ~170 ns, measured 1.7–3.4× the best split. Default 10 %: at ~8 000 blocks a
+/// shard holds ~500 ± 22 of them, so 10 % is about 4.5 standard deviations of one shard's
+/// share; a candidate just below the footprint keeps its second tier and is unaffected.
+pub const APP_FIT_MARGIN: f64 = 0.10;
 /// Second-tier reports kept; a round's eviction baseline is the oldest. Default 3: a report
 /// is taken once per batch of accesses, and the one from two batches back surely predates
 /// every access of the batch in which the round starts (see [`Symbiosis::note_second_tier`]).
@@ -296,6 +306,12 @@ pub struct RoundReport {
     /// Sampled blocks the round was warm-started with from the live caches
     /// ([`Symbiosis::warm_start_round`]), or `None` when it was not.
     pub warm_started: Option<u64>,
+    /// The round's estimated uncompressed footprint ([`GhostSim::app_footprint_estimate`]),
+    /// bytes, when known.
+    pub app_footprint_bytes: Option<u64>,
+    /// Candidates (M_a, bytes) without a second tier that were not adopted because that
+    /// footprint does not fit them with [`APP_FIT_MARGIN`] to spare.
+    pub app_fit_excluded: Vec<u64>,
 }
 
 impl RoundReport {
@@ -836,7 +852,21 @@ impl Symbiosis {
         });
         let before = self.app_target;
         let overflow = self.overflowing_soon(footprint, &preds);
-        let adoptable = |c: &&(CandidatePrediction, f64)| !overflow.contains(&c.0.app_bytes);
+        let app_footprint = round.app_footprint_estimate();
+        let g = &self.cfg.ghost;
+        let app_fit_excluded: Vec<u64> = preds
+            .iter()
+            .filter(|p| {
+                let room = (g.memory_bytes - p.app_bytes).saturating_add(g.second_extra_bytes);
+                room == 0
+                    && app_footprint
+                        .is_some_and(|f| (p.app_bytes as f64) < f as f64 * (1.0 + APP_FIT_MARGIN))
+            })
+            .map(|p| p.app_bytes)
+            .collect();
+        let adoptable = |c: &&(CandidatePrediction, f64)| {
+            !overflow.contains(&c.0.app_bytes) && !app_fit_excluded.contains(&c.0.app_bytes)
+        };
         let best = candidates
             .iter()
             .filter(adoptable)
@@ -878,6 +908,8 @@ impl Symbiosis {
             ghost_bytes_peak: round.peak_metadata_bytes(),
             second_footprint_bytes: footprint,
             overflow_app_bytes: overflow,
+            app_footprint_bytes: app_footprint,
+            app_fit_excluded,
             warm_started: round.warm_started(),
         };
         round.free();

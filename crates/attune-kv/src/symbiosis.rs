@@ -411,6 +411,12 @@ pub struct RoundBrief {
     pub warm_started: Option<u64>,
     /// M_a of candidates not adopted because the growing footprint would overflow them soon.
     pub overflow_app_bytes: Vec<u64>,
+    /// The round's estimated uncompressed footprint, bytes, when known
+    /// (`RoundReport::app_footprint_bytes`).
+    pub app_footprint_bytes: Option<u64>,
+    /// M_a of candidates without a second tier not adopted because that footprint does not
+    /// fit them with a margin (`attune_cache::tracker::APP_FIT_MARGIN`).
+    pub app_fit_excluded: Vec<u64>,
 }
 
 /// Rounds kept in `CacheTierStats::round_log`. Default 16: a dynamic run has a handful.
@@ -1002,6 +1008,8 @@ impl Controller {
                         .collect(),
                     warm_started: r.warm_started,
                     overflow_app_bytes: r.overflow_app_bytes.clone(),
+                    app_footprint_bytes: r.app_footprint_bytes,
+                    app_fit_excluded: r.app_fit_excluded.clone(),
                 })
                 .collect(),
             timeline,
