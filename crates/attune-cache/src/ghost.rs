@@ -24,7 +24,10 @@
 //! * **Exact footprint** (beyond the paper) — [`GhostSim::set_second_footprint`]: when the
 //!   engine knows exactly what its second tier needs for the round's blocks, candidates whose
 //!   tier holds it are predicted with no evictions rather than by a sampled ghost, which cannot
-//!   resolve a fit within its sampling error.
+//!   resolve a fit within its sampling error. With it the round also measures the realised
+//!   sampling share and reads H_a at thresholds scaled by it
+//!   ([`GhostSim::app_sampling_scale`]), and estimates the uncompressed footprint
+//!   ([`GhostSim::app_footprint_estimate`]). A candidate with no second tier predicts H_k = 0.
 //!
 //! Round phases, counted in sampled accesses: a *warm-up* that fills the application ghost and
 //! the first candidate's second-tier ghost (ends when each is full or has stopped seeing new

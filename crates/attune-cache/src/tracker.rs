@@ -15,7 +15,8 @@
 //! Beyond the paper: the engine may report its second tier's bytes and evictions
 //! ([`Symbiosis::note_second_tier`]) — a round that saw no eviction then predicts the candidates
 //! that hold the footprint exactly and does not adopt one whose room the footprint's growth would
-//! fill within a round's length — and may warm-start a new round from its live caches
+//! fill within a round's length, nor M_a = M unless the estimated uncompressed footprint fits
+//! it with [`APP_FIT_MARGIN`] to spare — and may warm-start a new round from its live caches
 //! ([`Symbiosis::warm_start_round`]). For measurements a controller can observe only
 //! ([`SymbiosisConfig::adopt`] false: rounds are reported, never adopted) and hold its round
 //! ([`Symbiosis::hold_round`]: accesses skip it), so that simulating is the only difference
