@@ -19,9 +19,11 @@ OLD=${OLD:-target/ackv-s7a}
 NEW=${NEW:-target/ackv-s7h}
 OUT=${OUT:-benches/results/cache-kv-sweep-s7-fit.jsonl}
 REPEAT=${REPEAT:-3}
+# CELLS="zstd uniform 0.6;zstd hot10 0.8" picks other cells (";"-separated "comp pattern ratio").
+IFS=';' read -r -a CELLS <<< "${CELLS:-zstd hot10 1.0;zstd zipf 1.0;lz4 hot30 1.0;zstd hot10 0.6}"
 S="--sample-inv 64 --reads 300000 --warmup 300000 --json $OUT"
 for rep in $(seq 1 "$REPEAT"); do
-  for cell in "zstd hot10 1.0" "zstd zipf 1.0" "lz4 hot30 1.0" "zstd hot10 0.6"; do
+  for cell in "${CELLS[@]}"; do
     set -- $cell
     for bin in "$OLD" "$NEW"; do
       "$bin" sweep --compressions "$1" --patterns "$2" --ratios "$3" $S

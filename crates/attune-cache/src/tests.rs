@@ -863,6 +863,7 @@ fn known_second_tier_footprint_resolves_the_fit_point_sampling_cannot() {
     let mut cfg = GhostConfig::new(m, MIB, SecondTier::Blocks);
     cfg.group_blocks = 1;
     cfg.seed = FIT_GHOST_SEED;
+    cfg.app_scale = true;
     let c = lz4_cell_costs();
     cfg.early_stop = Some(crate::ghost::EarlyStop {
         app_miss_ns: c.app_miss_ns,
@@ -1356,6 +1357,7 @@ fn realised_sampling_share_resolves_the_application_fit_point() {
     let m = 32 * MIB;
     let mut base = GhostConfig::new(m, MIB, SecondTier::Blocks);
     base.group_blocks = 1;
+    base.app_scale = true;
     base.early_stop = Some(crate::ghost::EarlyStop {
         app_miss_ns: c.app_miss_ns,
         second_miss_ns: c.second_miss_ns,
