@@ -53,7 +53,7 @@ def overhead(path):
     for i, comp, pat, extra, base in shares:
         print(
             f"- run {i} ({comp} {pat}): the round adds {extra:.1f} ns of controller CPU per "
-            f"read = {extra / base * 100:.2f} % of the {base:.0f} ns the process spends per "
+            f"read\n  = {extra / base * 100:.2f} % of the {base:.0f} ns the process spends per "
             f"read"
         )
 
