@@ -188,9 +188,24 @@ enum Mode {
         /// Interleaved repeats.
         #[arg(long, default_value_t = 3)]
         repeat: u32,
-        /// Reads per measured segment.
+        /// Reads per measured segment (first-round mode).
         #[arg(long, default_value_t = 600_000)]
         reads: u64,
+        /// `first-round`: adaptive during its first round and after it against a static
+        /// database at the settled split (sessions 4-6). `alternating`: one warm database at
+        /// the settled split in simulation-only mode, segments with and without a running
+        /// round interleaved (seventh session; see `overhead_alternating`).
+        #[arg(long, default_value = "first-round")]
+        mode: String,
+        /// Alternating mode: cycles of three segments (A, A', B) in rotating order.
+        #[arg(long, default_value_t = 24)]
+        cycles: u32,
+        /// Alternating mode: reads per segment.
+        #[arg(long, default_value_t = 65_536)]
+        segment_reads: u64,
+        /// Alternating mode: reads at the settled split before the first cycle.
+        #[arg(long, default_value_t = 600_000)]
+        warmup: u64,
     },
 }
 
@@ -264,15 +279,36 @@ fn main() {
             compression,
             repeat,
             reads,
-        } => overhead(
-            &common,
-            &command,
-            &pattern,
-            ratio,
-            &compression,
-            repeat,
-            reads,
-        ),
+            mode,
+            cycles,
+            segment_reads,
+            warmup,
+        } => match mode.as_str() {
+            "first-round" => overhead(
+                &common,
+                &command,
+                &pattern,
+                ratio,
+                &compression,
+                repeat,
+                reads,
+            ),
+            "alternating" => overhead_alternating(
+                &common,
+                &command,
+                &OverheadAb {
+                    pattern: &pattern,
+                    ratio,
+                    compression: &compression,
+                    cycles,
+                    segment_reads,
+                    warmup,
+                },
+            ),
+            m => Err(BenchError::Arg(format!(
+                "unknown overhead mode `{m}` (first-round, alternating)"
+            ))),
+        },
     };
     if let Err(e) = r {
         eprintln!("attune-cache-kv: {e}");
@@ -447,6 +483,20 @@ fn process_cpu_ns() -> u64 {
     }
     let t = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
     t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// CPU time of the whole process from `CLOCK_PROCESS_CPUTIME_ID` (nanosecond resolution), ns.
+fn process_cpu_precise_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; on failure it stays zeroed.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
 fn tiers(db: &DB) -> Result<CacheTierStats> {
@@ -829,7 +879,9 @@ fn round_log(t: &CacheTierStats) -> Vec<Value> {
                 "stopped_early": r.stopped_early, "adopted": r.adopted,
                 "second_footprint_bytes": r.second_footprint_bytes,
                 "fit_app_bytes": r.fit_app_bytes, "warm_started": r.warm_started,
-                "overflow_app_bytes": r.overflow_app_bytes})
+                "overflow_app_bytes": r.overflow_app_bytes,
+                "app_footprint_bytes": r.app_footprint_bytes,
+                "app_fit_excluded": r.app_fit_excluded})
         })
         .collect()
 }
@@ -1249,6 +1301,208 @@ fn overhead(
     )
 }
 
+/// Arguments of the alternating overhead measurement.
+struct OverheadAb<'a> {
+    pattern: &'a str,
+    ratio: f64,
+    compression: &'a str,
+    cycles: u32,
+    segment_reads: u64,
+    warmup: u64,
+}
+
+/// Segment kinds of the alternating measurement: A and A' hold the round (no simulation work),
+/// B runs it. A' against A is the noise floor; B against A is the overhead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seg {
+    A,
+    A2,
+    B,
+}
+
+impl Seg {
+    fn name(self) -> &'static str {
+        match self {
+            Seg::A => "A",
+            Seg::A2 => "A2",
+            Seg::B => "B",
+        }
+    }
+}
+
+/// The six orders of (A, A', B); cycle i uses order i mod 6, so every kind sits in every
+/// position equally often over a multiple of six cycles (drift and position effects cancel).
+const SEG_ORDERS: [[Seg; 3]; 6] = [
+    [Seg::A, Seg::A2, Seg::B],
+    [Seg::B, Seg::A, Seg::A2],
+    [Seg::A2, Seg::B, Seg::A],
+    [Seg::A, Seg::B, Seg::A2],
+    [Seg::A2, Seg::A, Seg::B],
+    [Seg::B, Seg::A2, Seg::A],
+];
+
+/// Per-read costs of one segment, ns.
+#[derive(Clone, Copy, Debug, Default)]
+struct SegCost {
+    process: f64,
+    reader: f64,
+    controller: f64,
+}
+
+/// Median and the 10th / 90th percentiles (nearest rank) of `v`; NaN for an empty slice.
+fn spread(v: &[f64]) -> Value {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return json!({"median": null, "p10": null, "p90": null, "n": 0});
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    json!({"median": at(0.5), "p10": at(0.1), "p90": at(0.9), "min": v[0],
+        "max": v[v.len() - 1], "n": v.len()})
+}
+
+/// Overhead like for like (issue 7, seventh session). One database at the split adaptive
+/// settles at (found by an adaptive run first), warmed, then put in simulation-only mode
+/// (`Controller::set_simulation_only`: nothing is ever adopted or resized). Then `cycles`
+/// cycles of three equal segments of reads, in the rotating orders of [`SEG_ORDERS`]: A and A'
+/// with the simulation round held (accesses skip it), B with a round running back to back.
+/// The reads, the database, the split and the Tracker are the same in all three; only B
+/// simulates. Per segment: process CPU (`CLOCK_PROCESS_CPUTIME_ID`: reader, controller and all),
+/// the reader thread's CPU and the controller's pump CPU, per read; per cycle the relative
+/// differences B/A − 1 (overhead) and A'/A − 1 (noise floor); the row reports their medians
+/// and 10th-90th percentiles over the cycles, and the pooled ratios.
+fn overhead_alternating(c: &Common, command: &str, a: &OverheadAb<'_>) -> Result<()> {
+    let dist = pattern(a.pattern)?;
+    let ds = load(c, a.ratio, a.compression)?;
+    let c_a = app_miss_cost(c, &ds, &dist)?;
+    let costs = format!("{c_a:.0}:16000");
+    let mut opts = base_options(c, &ds.compression);
+    opts.push(("cache_sizing".into(), "adaptive".into()));
+    opts.push(("cache_miss_costs".into(), costs.clone()));
+    // Where adaptive settles.
+    let settled_app = {
+        let db = open(&ds, &opts)?;
+        let mut s = Sampler::new(&dist, ds.keys, c.seed)?;
+        read_n(&db, &ds, &mut s, 40_000_000, |db| {
+            let t = tiers(db)?;
+            Ok(t.rounds >= 1 && t.state == "stable")
+        })?;
+        tiers(&db)?.app_bytes
+    };
+    let db = open(&ds, &opts)?;
+    let ctl = db.cache_sizing().ok_or(BenchError::NoTiers)?.clone();
+    ctl.set_simulation_only(false);
+    ctl.resize(settled_app);
+    let mut s = Sampler::new(&dist, ds.keys, c.seed ^ 0xab)?;
+    read_n(&db, &ds, &mut s, a.warmup, |_| Ok(false))?;
+    let mut segs: Vec<Value> = Vec::new();
+    let mut cycles: Vec<[SegCost; 3]> = Vec::new();
+    let load_start = machine()["loadavg_1m"].clone();
+    for cycle in 0..a.cycles {
+        let mut cost = [SegCost::default(); 3];
+        for &kind in &SEG_ORDERS[cycle as usize % SEG_ORDERS.len()] {
+            ctl.pump();
+            ctl.set_simulation_only(kind == Seg::B);
+            let (t0, p0, c0) = (
+                attune_kv::env::thread_cpu_ns(),
+                process_cpu_precise_ns(),
+                tiers(&db)?,
+            );
+            let n = read_n(&db, &ds, &mut s, a.segment_reads, |_| Ok(false))?;
+            ctl.pump();
+            let (t1, p1, c1) = (
+                attune_kv::env::thread_cpu_ns(),
+                process_cpu_precise_ns(),
+                tiers(&db)?,
+            );
+            let per = |x: u64| x as f64 / n.max(1) as f64;
+            let sc = SegCost {
+                process: per(p1.saturating_sub(p0)),
+                reader: per(t1.saturating_sub(t0)),
+                controller: per(c1.controller_cpu_ns.saturating_sub(c0.controller_cpu_ns)),
+            };
+            cost[kind as usize] = sc;
+            let blocks = (c1.app_hits + c1.second_hits + c1.device_reads)
+                - (c0.app_hits + c0.second_hits + c0.device_reads);
+            segs.push(json!({
+                "cycle": cycle, "kind": kind.name(), "reads": n,
+                "process_cpu_ns_per_read": sc.process, "reader_cpu_ns_per_read": sc.reader,
+                "controller_cpu_ns_per_read": sc.controller,
+                "block_reads_per_read": per(blocks),
+                "h_a": per_ratio(c1.app_hits - c0.app_hits, blocks),
+                "rounds_finished": c1.rounds - c0.rounds,
+                "state_end": c1.state,
+            }));
+        }
+        cycles.push(cost);
+    }
+    let t = tiers(&db)?;
+    let rel = |f: fn(&SegCost) -> f64, x: Seg| -> Vec<f64> {
+        cycles
+            .iter()
+            .map(|cy| f(&cy[x as usize]) / f(&cy[Seg::A as usize]) - 1.0)
+            .collect()
+    };
+    let pooled = |f: fn(&SegCost) -> f64, x: Seg| -> f64 {
+        let sum = |k: Seg| cycles.iter().map(|cy| f(&cy[k as usize])).sum::<f64>();
+        sum(x) / sum(Seg::A) - 1.0
+    };
+    let diff_ns = |f: fn(&SegCost) -> f64, x: Seg| -> Vec<f64> {
+        cycles
+            .iter()
+            .map(|cy| f(&cy[x as usize]) - f(&cy[Seg::A as usize]))
+            .collect()
+    };
+    let metric = |f: fn(&SegCost) -> f64| {
+        json!({
+            "per_read_ns": {
+                "A": spread(&cycles.iter().map(|cy| f(&cy[Seg::A as usize])).collect::<Vec<_>>()),
+                "A2": spread(&cycles.iter().map(|cy| f(&cy[Seg::A2 as usize])).collect::<Vec<_>>()),
+                "B": spread(&cycles.iter().map(|cy| f(&cy[Seg::B as usize])).collect::<Vec<_>>()),
+            },
+            "overhead_b_vs_a": spread(&rel(f, Seg::B)),
+            "noise_a2_vs_a": spread(&rel(f, Seg::A2)),
+            "extra_ns_per_read_b_minus_a": spread(&diff_ns(f, Seg::B)),
+            "extra_ns_per_read_a2_minus_a": spread(&diff_ns(f, Seg::A2)),
+            "pooled_overhead": pooled(f, Seg::B),
+            "pooled_noise": pooled(f, Seg::A2),
+        })
+    };
+    let process = metric(|x| x.process);
+    eprintln!(
+        "process CPU per read: overhead {} noise {}",
+        process["overhead_b_vs_a"], process["noise_a2_vs_a"]
+    );
+    emit(
+        c,
+        command,
+        json!({
+            "bench": "cache-kv-overhead-ab",
+            "env": c.env,
+            "pattern": a.pattern,
+            "ratio": a.ratio,
+            "compression": a.compression,
+            "memory_bytes": c.memory_mib << 20,
+            "sample_inv": c.sample_inv,
+            "settled_app_bytes": settled_app,
+            "cycles": a.cycles,
+            "segment_reads": a.segment_reads,
+            "loadavg_1m_start": load_start,
+            "process_cpu": process,
+            "reader_cpu": metric(|x| x.reader),
+            "controller_cpu": metric(|x| x.controller),
+            "rounds_finished": t.rounds,
+            "ghost_bytes_peak": t.ghost_bytes_peak,
+            "round_log": round_log(&t),
+            "segments": segs,
+        }),
+    )
+}
+
+fn per_ratio(x: u64, n: u64) -> f64 {
+    x as f64 / n.max(1) as f64
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -1285,6 +1539,27 @@ mod tests {
                 .sum();
             let alpha = packed as f64 / raw.len() as f64;
             assert!((lo..hi).contains(&alpha), "{comp}: alpha {alpha}");
+        }
+    }
+
+    #[test]
+    fn spread_of_a_known_sample_and_of_nothing() {
+        let v: Vec<f64> = (0..=100).map(f64::from).rev().collect();
+        let s = spread(&v);
+        assert_eq!(s["median"], 50.0);
+        assert_eq!(s["p10"], 10.0);
+        assert_eq!(s["p90"], 90.0);
+        assert_eq!(s["n"], 101);
+        assert_eq!(spread(&[f64::NAN])["n"], 0);
+    }
+
+    #[test]
+    fn every_segment_kind_sits_in_every_position_equally_often() {
+        for pos in 0..3 {
+            for kind in [Seg::A, Seg::A2, Seg::B] {
+                let n = SEG_ORDERS.iter().filter(|o| o[pos] == kind).count();
+                assert_eq!(n, 2, "kind {kind:?} at position {pos}");
+            }
         }
     }
 

@@ -24,7 +24,10 @@
 //! * **Exact footprint** (beyond the paper) — [`GhostSim::set_second_footprint`]: when the
 //!   engine knows exactly what its second tier needs for the round's blocks, candidates whose
 //!   tier holds it are predicted with no evictions rather than by a sampled ghost, which cannot
-//!   resolve a fit within its sampling error.
+//!   resolve a fit within its sampling error. With it the round also measures the realised
+//!   sampling share and reads H_a at thresholds scaled by it
+//!   ([`GhostSim::app_sampling_scale`]), and estimates the uncompressed footprint
+//!   ([`GhostSim::app_footprint_estimate`]). A candidate with no second tier predicts H_k = 0.
 //!
 //! Round phases, counted in sampled accesses: a *warm-up* that fills the application ghost and
 //! the first candidate's second-tier ghost (ends when each is full or has stopped seeing new
@@ -61,6 +64,16 @@ pub const WARMUP_SAMPLES_MAX_DEFAULT: u64 = 1 << 18;
 /// The application ghost remembers this multiple of M so that the miss-ratio curve extends past
 /// the largest candidate. Default 2: shows what doubling memory would buy.
 pub const MRC_SPAN_DEFAULT: f64 = 2.0;
+/// Relative step of the application thresholds counted around each candidate's R-scaled size
+/// (see [`GhostSim::app_sampling_scale`]): hits are counted at `M_a·R·(1 + k·step)` for
+/// `k = −APP_BAND_STEPS ..= APP_BAND_STEPS`. Default 2 %: finer than the ±9 % (one standard
+/// error) by which per-block sampling at R = 1/64 over ~8 000 blocks misses R.
+const APP_BAND_STEP: f64 = 0.02;
+/// Steps each way. Default 12 (±24 %, about 2.7 standard errors at the size above); 9
+/// candidates × 25 counters × 8 B = 1.8 KiB, counted in the ghost's metadata.
+const APP_BAND_STEPS: i64 = 12;
+/// Counters per candidate.
+const APP_BANDS: usize = 2 * APP_BAND_STEPS as usize + 1;
 /// Points of the miss-ratio curve. Default 128.
 pub const MRC_POINTS_DEFAULT: usize = 128;
 /// Default ghost memory budget as a fraction of M, within which candidates are simulated side
@@ -145,6 +158,15 @@ pub struct GhostConfig {
     /// difference (the budget bounds the process's own memory, not the page cache's). Default
     /// 0 (the paper's model: the tiers share exactly M).
     pub second_extra_bytes: u64,
+    /// Read H_a at thresholds scaled by the realised sampling share when it is known
+    /// ([`GhostSim::app_sampling_scale`]). Default off: in the crate tests it brings H_a closer
+    /// to exact simulation and improves the choice at the application fit point, but in the
+    /// engine sweep it moved Zstd/hot10/0.8 from 20 MiB (1.025× the best split, median of 3)
+    /// to 24 MiB (0.966×): its more accurate, higher prediction there no longer triggers the
+    /// Tracker's runner-up step, which had been correcting a second-tier misprediction
+    /// (issue 7, seventh session). The share is still measured and reported, and it gives
+    /// [`GhostSim::app_footprint_estimate`].
+    pub app_scale: bool,
 }
 
 impl GhostConfig {
@@ -167,6 +189,7 @@ impl GhostConfig {
             early_stop: None,
             candidate_samples_min: CANDIDATE_SAMPLES_MIN_DEFAULT,
             second_extra_bytes: 0,
+            app_scale: false,
         }
     }
 
@@ -356,6 +379,18 @@ pub struct GhostSim {
     app_samples: u64,
     /// Per candidate: (application misses, second-tier hits) in its measurement window.
     second_counts: Vec<(u64, u64)>,
+    /// Per candidate and band `k` (row-major, [`APP_BANDS`] each), post-warm-up samples whose
+    /// distance first fits `threshold·(1 + (k − APP_BAND_STEPS)·APP_BAND_STEP)`; larger ones are
+    /// not counted.
+    app_band_hits: Vec<u64>,
+    /// Compressed bytes of the distinct sampled blocks the application ghost has seen (first
+    /// accesses, warm-start included); exact while it has forgotten nothing.
+    app_seen_compressed: u64,
+    /// Whether [`GhostSim::free`] ran, and the sampling scale it kept for the predictions
+    /// (the band counters stay, like the miss-ratio curve, and are no longer counted as
+    /// ghost memory).
+    freed: bool,
+    app_scale_kept: Option<f64>,
     /// Per candidate, over post-warm-up samples: (application misses, of which re-references
     /// seen earlier in the round) — the second tier's hits if it never evicts.
     reuse_counts: Vec<(u64, u64)>,
@@ -413,6 +448,10 @@ impl GhostSim {
             passes: 0,
             phase: Phase::Warmup,
             app_hits: vec![0; n],
+            app_band_hits: vec![0; n * APP_BANDS],
+            app_seen_compressed: 0,
+            freed: false,
+            app_scale_kept: None,
             app_samples: 0,
             second_counts: vec![(0, 0); n],
             reuse_counts: vec![(0, 0); n],
@@ -466,11 +505,17 @@ impl GhostSim {
             unit: a.offset,
         };
         let d = self.app.access(key, a.uncompressed_bytes());
+        if d == crate::stack::Distance::Cold {
+            self.app_seen_compressed += a.compressed_bytes();
+        }
         let warming = self.phase == Phase::Warmup;
         let measuring = matches!(self.phase, Phase::PassMeasure { .. });
         if !warming {
             self.app_samples += 1;
             self.mrc.record(d);
+            if let crate::stack::Distance::Bytes(bytes) = d {
+                self.count_app_bands(bytes);
+            }
             let seen = matches!(d, crate::stack::Distance::Bytes(_));
             for ((h, r), &t) in self
                 .app_hits
@@ -550,6 +595,71 @@ impl GhostSim {
             self.peak_metadata_bytes = self.peak_metadata_bytes.max(self.metadata_bytes());
         }
         true
+    }
+
+    /// Counts one post-warm-up distance into every candidate's threshold bands: band `k` of
+    /// candidate `i` gets it when `k` is the first band whose threshold holds it.
+    #[inline]
+    fn count_app_bands(&mut self, bytes: u64) {
+        for (i, &t) in self.app_thresholds.iter().enumerate() {
+            if t == 0 {
+                continue;
+            }
+            let k = ((bytes as f64 / t as f64 - 1.0) / APP_BAND_STEP).ceil();
+            if k <= APP_BAND_STEPS as f64 {
+                let k = (k.max(-(APP_BAND_STEPS as f64)) as i64 + APP_BAND_STEPS) as usize;
+                self.app_band_hits[i * APP_BANDS + k] += 1;
+            }
+        }
+    }
+
+    /// The realised sampling share of the data relative to R, when the engine's exact
+    /// second-tier footprint is known ([`GhostSim::set_second_footprint`]) and the application
+    /// ghost has forgotten nothing: the compressed bytes of the distinct sampled blocks seen
+    /// over the footprint, times 1/R. Per-block sampling puts R·(1 ± ~0.09) of ~8 000 blocks
+    /// into the sample, so a ghost of R·M_a holds a different share of the data than the real
+    /// M_a does; at the application tier's fit point (M/D_u = 1: does the data fit M_a = M?)
+    /// that decided whether M_a = M predicted H_a ≈ 1 and was adopted where it thrashed
+    /// (issue 7, seventh session). With the scale, [`GhostSim::predictions`] reads H_a at
+    /// `M_a·R·scale` from the threshold bands (linear between bands, clamped to ±24 %). It
+    /// assumes sampled blocks compress like the rest (the uncompressed share equals the
+    /// compressed one). `None` when not known.
+    pub fn app_sampling_scale(&self) -> Option<f64> {
+        if self.freed {
+            return self.app_scale_kept;
+        }
+        self.app_sampling_scale_live()
+    }
+
+    fn app_sampling_scale_live(&self) -> Option<f64> {
+        let f = self.second_footprint.filter(|&f| f > 0)?;
+        if self.app.forgotten() > 0 || self.app_seen_compressed == 0 || self.app_samples == 0 {
+            return None;
+        }
+        Some(self.app_seen_compressed as f64 / f as f64 * f64::from(self.cfg.sample_inv_rate))
+    }
+
+    /// The uncompressed bytes of everything the round touched, estimated when
+    /// [`GhostSim::app_sampling_scale`] is known: the application ghost's resident bytes (every
+    /// distinct sampled block, uncompressed) times the exact compressed footprint over the
+    /// sampled blocks' compressed bytes. `None` when not known.
+    pub fn app_footprint_estimate(&self) -> Option<u64> {
+        let f = self.second_footprint?;
+        self.app_sampling_scale_live()?;
+        let est = self.app.resident_bytes() as f64 * f as f64 / self.app_seen_compressed as f64;
+        Some(est as u64)
+    }
+
+    /// Post-warm-up hits of candidate `i` at its threshold times `scale` (bands interpolated).
+    fn app_hits_scaled(&self, i: usize, scale: f64) -> f64 {
+        let bands = &self.app_band_hits[i * APP_BANDS..(i + 1) * APP_BANDS];
+        let steps = APP_BAND_STEPS as f64;
+        let pos = ((scale - 1.0) / APP_BAND_STEP).clamp(-steps, steps) + steps;
+        let lo = pos.floor() as usize;
+        let hi = (lo + 1).min(APP_BANDS - 1);
+        let cum = |k: usize| bands[..=k].iter().sum::<u64>() as f64;
+        let w = pos - lo as f64;
+        cum(lo) * (1.0 - w) + cum(hi) * w
     }
 
     /// (C_a, C_k) when early stopping is configured (costs are then tracked in every pass).
@@ -759,7 +869,9 @@ impl GhostSim {
                 file: a.file,
                 unit: a.offset,
             };
-            self.app.access(key, a.uncompressed_bytes());
+            if self.app.access(key, a.uncompressed_bytes()) == crate::stack::Distance::Cold {
+                self.app_seen_compressed += a.compressed_bytes();
+            }
             fed += 1;
         }
         if let Some(lru) = self.second.first_mut() {
@@ -849,14 +961,15 @@ impl GhostSim {
 
     /// Predictions for every candidate (meaningful once [`GhostSim::is_done`]).
     pub fn predictions(&self) -> Vec<CandidatePrediction> {
+        let scale = self.app_sampling_scale();
         self.candidates
             .iter()
             .enumerate()
             .map(|(i, &c)| {
-                let h_a = if self.app_samples == 0 {
-                    0.0
-                } else {
-                    self.app_hits[i] as f64 / self.app_samples as f64
+                let h_a = match (self.app_samples, scale.filter(|_| self.cfg.app_scale)) {
+                    (0, _) => 0.0,
+                    (n, Some(s)) => self.app_hits_scaled(i, s) / n as f64,
+                    (n, None) => self.app_hits[i] as f64 / n as f64,
                 };
                 let fits = self.second_fits(i);
                 let (m, h) = if fits {
@@ -864,7 +977,18 @@ impl GhostSim {
                 } else {
                     self.second_counts[i]
                 };
-                let h_k = if m == 0 { 1.0 } else { h as f64 / m as f64 };
+                // No second tier at all (M_a = M, no extra room): every application miss
+                // reads the device, whatever the window sampled. Without that rule a window
+                // that sampled no miss of M_a = M read H_k = 1 next to an H_a just under 1,
+                // predicted L_e ≈ 0 and adopted M where the data did not fit (the Zstd
+                // M/D_u 1.0 cells' single-run drops; issue 7, seventh session).
+                let h_k = if self.second_bytes[i] == 0 {
+                    0.0
+                } else if m == 0 {
+                    1.0
+                } else {
+                    h as f64 / m as f64
+                };
                 CandidatePrediction {
                     app_bytes: c,
                     h_a,
@@ -884,7 +1008,13 @@ impl GhostSim {
 
     /// Current heap bytes of the ghosts.
     pub fn metadata_bytes(&self) -> usize {
-        self.app.metadata_bytes() + self.second.iter().map(Lru::metadata_bytes).sum::<usize>()
+        self.app.metadata_bytes()
+            + self.second.iter().map(Lru::metadata_bytes).sum::<usize>()
+            + if self.freed {
+                0
+            } else {
+                self.app_band_hits.capacity() * std::mem::size_of::<u64>()
+            }
     }
 
     /// Largest [`GhostSim::metadata_bytes`] seen this round (sampled every 4096 samples).
@@ -894,6 +1024,9 @@ impl GhostSim {
 
     /// Releases the ghosts' memory; predictions and the curve stay readable.
     pub fn free(&mut self) {
+        // The scale needs the ghost's state: keep the verdict, then drop the ghosts.
+        self.app_scale_kept = self.app_sampling_scale_live();
+        self.freed = true;
         self.app.clear_and_free();
         for l in &mut self.second {
             l.clear_and_free();

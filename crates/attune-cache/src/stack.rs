@@ -61,6 +61,8 @@ pub struct StackDistance {
     oldest: usize,
     resident_bytes: u64,
     limit_bytes: u64,
+    /// Blocks forgotten beyond the limit since creation (or the last clear).
+    forgotten: u64,
 }
 
 impl StackDistance {
@@ -75,6 +77,7 @@ impl StackDistance {
             oldest: 1,
             resident_bytes: 0,
             limit_bytes,
+            forgotten: 0,
         };
         s.reset_arrays(SLOTS_MIN);
         s
@@ -94,6 +97,12 @@ impl StackDistance {
     /// Bytes of resident (remembered) blocks.
     pub fn resident_bytes(&self) -> u64 {
         self.resident_bytes
+    }
+
+    /// Blocks forgotten beyond the limit so far: while 0, every block ever accessed is
+    /// remembered and a [`Distance::Cold`] is exactly a first access.
+    pub fn forgotten(&self) -> u64 {
+        self.forgotten
     }
 
     /// Remembered blocks.
@@ -175,6 +184,7 @@ impl StackDistance {
                 self.add(t, -i64::from(c));
                 self.resident_bytes -= u64::from(c);
                 self.last.remove(&self.keys[t]);
+                self.forgotten += 1;
             }
         }
     }
@@ -216,6 +226,7 @@ impl StackDistance {
         self.now = 1;
         self.oldest = 1;
         self.resident_bytes = 0;
+        self.forgotten = 0;
     }
 }
 

@@ -863,6 +863,7 @@ fn known_second_tier_footprint_resolves_the_fit_point_sampling_cannot() {
     let mut cfg = GhostConfig::new(m, MIB, SecondTier::Blocks);
     cfg.group_blocks = 1;
     cfg.seed = FIT_GHOST_SEED;
+    cfg.app_scale = true;
     let c = lz4_cell_costs();
     cfg.early_stop = Some(crate::ghost::EarlyStop {
         app_miss_ns: c.app_miss_ns,
@@ -879,12 +880,20 @@ fn known_second_tier_footprint_resolves_the_fit_point_sampling_cannot() {
     g.set_second_footprint(Some(footprint));
     let told = g.predictions();
     let ex = exact(&layout, &dist, seed, 2_000_000, &cfg);
+    println!("application sampling scale {:?}", g.app_sampling_scale());
+    let (mut err_plain, mut err_told) = (0.0f64, 0.0f64);
     for (i, (p, t)) in plain.iter().zip(&told).enumerate() {
+        err_plain = err_plain.max((p.h_a - ex[i].h_a()).abs());
+        err_told = err_told.max((t.h_a - ex[i].h_a()).abs());
         println!(
-            "M_a {:>2} MiB: exact H_k {:.3}, ghost {:.3}, told {:.3} (fits {}), L_e {:.0} -> {:.0}",
+            "M_a {:>2} MiB: exact H_a {:.3} H_k {:.3}, ghost {:.3} {:.3}, told {:.3} {:.3} \
+             (fits {}), L_e {:.0} -> {:.0}",
             p.app_bytes / MIB,
+            ex[i].h_a(),
             ex[i].h_k(),
+            p.h_a,
             p.h_k,
+            t.h_a,
             t.h_k,
             t.second_fits,
             p.expected_latency(c.app_miss_ns, c.second_miss_ns),
@@ -894,13 +903,19 @@ fn known_second_tier_footprint_resolves_the_fit_point_sampling_cannot() {
         assert_eq!(t.second_fits, fits, "candidate {i}");
         if !fits {
             assert_eq!(
-                p, t,
-                "a candidate that does not fit keeps the ghost's prediction"
+                (p.h_k, p.second_samples),
+                (t.h_k, t.second_samples),
+                "a candidate that does not fit keeps the ghost's second-tier prediction"
             );
         } else {
             assert!((t.h_k - ex[i].h_k()).abs() < 0.01, "candidate {i}: {t:?}");
         }
     }
+    println!("worst |dH_a|: ghost {err_plain:.3}, told (scaled) {err_told:.3}");
+    assert!(
+        err_told <= err_plain + 0.005,
+        "the scale must not worsen H_a"
+    );
     assert!(
         ex[half].h_k() > 0.999,
         "the real tier holds everything at M/2"
@@ -1222,4 +1237,292 @@ fn candidate_that_the_growing_footprint_would_overflow_is_not_adopted() {
         16 * MIB,
         "M/2 would be the best fit, but it is not adopted"
     );
+}
+
+/// A deterministic stream of accesses to `blocks` blocks of one file, every one an application
+/// miss served by the second tier (constant L_e: the Tracker never restarts a round).
+fn flat_access(b: u64) -> crate::BlockAccess {
+    crate::BlockAccess {
+        file: 1,
+        block_no: b,
+        offset: b * 2048,
+        compressed_len: 2048,
+        uncompressed_len: 4096,
+        app_hit: false,
+        second_hit: Some(true),
+        latency_ns: None,
+    }
+}
+
+#[test]
+fn held_round_ignores_accesses_and_resumes_with_the_same_predictions() {
+    let seed = 0x5eed_0707u64;
+    println!("seed {seed:#x}");
+    let cfg = loop_config(4 * MIB, costs());
+    let mut plain = Symbiosis::new(cfg.clone()).unwrap();
+    let mut held = Symbiosis::new(cfg).unwrap();
+    let mut next = blocks_stream(&hot30(), 4096, seed);
+    let mut other = blocks_stream(&RequestDist::Uniform, 4096, seed ^ 1);
+    let mut steps = 0u64;
+    while plain.rounds().is_empty() && steps < 2_000_000 {
+        if steps == 20_000 {
+            // 30 000 accesses to other blocks that only the held controller records.
+            held.hold_round(true);
+            assert!(held.round_held());
+            for _ in 0..30_000 {
+                held.record(&flat_access(8192 + other()));
+            }
+            held.hold_round(false);
+        }
+        let a = flat_access(next());
+        plain.record(&a);
+        held.record(&a);
+        steps += 1;
+    }
+    let (p, h) = (&plain.rounds()[0], &held.rounds()[0]);
+    println!("round of {} accesses, {} samples", p.accesses, p.samples);
+    assert_eq!(held.rounds().len(), 1);
+    assert_eq!(h.samples, p.samples, "the held accesses reached the round");
+    assert_eq!(h.accesses, p.accesses + 30_000, "the Tracker counted them");
+    assert_eq!(h.candidates, p.candidates, "same predictions");
+    assert_eq!(held.stats().accesses, plain.stats().accesses + 30_000);
+}
+
+#[test]
+fn observe_only_controller_reports_rounds_but_never_moves_m_a() {
+    // The scenario of `adaptation_picks_all_application_when_data_fits_uncompressed`: an
+    // adopting controller leaves the minimum; an observing one predicts the same and stays.
+    let seed = 21u64;
+    println!("seed {seed}");
+    let m = 32 * MIB;
+    let blocks = (0.5 * m as f64 / 4096.0) as u64;
+    let layout = BlockLayout::new(blocks, 4096, 0.5, 4096, seed).unwrap();
+    let run = |adopt: bool| {
+        let mut cfg = loop_config(m, costs());
+        cfg.adopt = adopt;
+        let mut cl = closed_loop(cfg);
+        let mut next = blocks_stream(&RequestDist::Uniform, blocks, seed);
+        for _ in 0..1_000_000 {
+            cl.step(&layout.block(next()));
+        }
+        cl
+    };
+    let (adopting, observing) = (run(true), run(false));
+    let min = observing.sym.config().ghost.app_min_bytes;
+    assert!(
+        adopting.sym.app_target_bytes() > min,
+        "the adopting run moved"
+    );
+    let first = |cl: &ClosedLoop| cl.sym.rounds()[0].candidates.clone();
+    assert_eq!(first(&adopting), first(&observing), "same first round");
+    assert!(!observing.sym.rounds().is_empty());
+    assert!(observing
+        .sym
+        .rounds()
+        .iter()
+        .all(|r| !r.adopted && !r.reset));
+    assert_eq!(observing.sym.app_target_bytes(), min);
+    assert_eq!(observing.sym.stats().adoptions, 0);
+}
+
+/// Issue 7's Zstd M/D_u 1.0 cells in miniature: D_u = 1.03·M (the data does not quite fit
+/// M_a = M), α ≈ 0.22 (the compressed data, 7.5 MB, fits the second tier of M_a = 24 MiB),
+/// hot10, Zstd-like costs (C_a 2 µs, C_k 45 µs), R = 1/64, per-block sampling.
+fn app_fit_point() -> (BlockLayout, RequestDist, MissCosts, u64) {
+    let seed = 0xa9f1_u64;
+    let m = 32 * MIB;
+    let layout = BlockLayout::new(m / 4096 * 103 / 100, 4096, 0.218, 1024, seed).unwrap();
+    let dist = RequestDist::Hotspot {
+        data_fraction: 0.1,
+        ops_fraction: 0.9,
+    };
+    let costs = MissCosts {
+        app_miss_ns: 2_000.0,
+        second_miss_ns: 45_000.0,
+    };
+    (layout, dist, costs, seed)
+}
+
+/// Over 40 ghost seeds (each a different per-block sample of the same data and stream), the
+/// exact best split is 24 MiB and M_a = M costs 2.5× as much. Sampling puts R·(0.91 … 1.25) of
+/// the data into the ghost, so a ghost of R·M_a stands for a different share of the data than
+/// M_a does; told the exact compressed footprint, the round scales its application thresholds
+/// by the realised share (`GhostSim::app_sampling_scale`). Its choices must be better on
+/// average (exact L_e of the best over that of the choice) and pick M no more often; its H_a
+/// must be no further from the exact one on average.
+#[test]
+fn realised_sampling_share_resolves_the_application_fit_point() {
+    let (layout, dist, c, seed) = app_fit_point();
+    println!("seed {seed:#x}, ghost seeds 0..40");
+    let m = 32 * MIB;
+    let mut base = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    base.group_blocks = 1;
+    base.app_scale = true;
+    base.early_stop = Some(crate::ghost::EarlyStop {
+        app_miss_ns: c.app_miss_ns,
+        second_miss_ns: c.second_miss_ns,
+    });
+    let cands = base.candidates();
+    let ex = exact(&layout, &dist, seed, 2_000_000, &base);
+    let ex_le: Vec<f64> = ex
+        .iter()
+        .map(|e| e.expected_latency(c.app_miss_ns, c.second_miss_ns))
+        .collect();
+    let best_le = ex_le.iter().copied().fold(f64::INFINITY, f64::min);
+    assert_eq!(ex_le[6], best_le, "24 MiB is the exact best: {ex_le:?}");
+    assert!(ex_le[8] > 2.0 * best_le, "M_a = M is much worse: {ex_le:?}");
+    let choice = |p: &[crate::ghost::CandidatePrediction]| {
+        (0..p.len())
+            .min_by(|&a, &b| {
+                let l = |i: usize| p[i].expected_latency(c.app_miss_ns, c.second_miss_ns);
+                l(a).total_cmp(&l(b))
+            })
+            .unwrap()
+    };
+    let (mut q_plain, mut q_told, mut m_plain, mut m_told) = (0.0, 0.0, 0, 0);
+    let (mut err_plain, mut err_told) = (0.0, 0.0);
+    for gs in 0..40u64 {
+        let mut cfg = base.clone();
+        cfg.seed = gs;
+        let mut g = ghost_round(&layout, &dist, seed, &cfg);
+        let plain = g.predictions();
+        g.set_second_footprint(Some(layout.compressed_bytes()));
+        let told = g.predictions();
+        let (a, b) = (choice(&plain), choice(&told));
+        println!(
+            "ghost seed {gs}: scale {:.3}, choice {} -> {} MiB, H_a(M) {:.4} -> {:.4} \
+             (exact {:.4})",
+            g.app_sampling_scale().unwrap(),
+            cands[a] / MIB,
+            cands[b] / MIB,
+            plain[8].h_a,
+            told[8].h_a,
+            ex[8].h_a()
+        );
+        q_plain += best_le / ex_le[a] / 40.0;
+        q_told += best_le / ex_le[b] / 40.0;
+        m_plain += usize::from(a == 8);
+        m_told += usize::from(b == 8);
+        for i in 0..cands.len() {
+            err_plain += (plain[i].h_a - ex[i].h_a()).abs() / 360.0;
+            err_told += (told[i].h_a - ex[i].h_a()).abs() / 360.0;
+        }
+    }
+    println!(
+        "mean best/chosen (exact L_e): ghost {q_plain:.3}, scaled {q_told:.3}; M chosen \
+         {m_plain} -> {m_told} of 40; mean |H_a - exact| {err_plain:.4} -> {err_told:.4}"
+    );
+    assert!(q_told >= q_plain + 0.05, "{q_plain} -> {q_told}");
+    assert!(m_told <= m_plain, "{m_plain} -> {m_told}");
+    assert!(err_told <= err_plain, "{err_plain} -> {err_told}");
+}
+
+/// A candidate without any second tier (M_a = M, no extra room) predicts H_k = 0 even when
+/// its measurement window sampled no application miss (it used to read H_k = 1 then: an H_a
+/// just under 1 gave L_e ≈ 0).
+#[test]
+fn candidate_without_second_tier_never_predicts_second_tier_hits() {
+    let (layout, dist, _, seed) = app_fit_point();
+    println!("seed {seed:#x}");
+    let mut cfg = GhostConfig::new(32 * MIB, MIB, SecondTier::Blocks);
+    cfg.group_blocks = 1;
+    // Ghost seed 1: the window of M_a = M sampled no application miss.
+    cfg.seed = 1;
+    cfg.early_stop = Some(crate::ghost::EarlyStop {
+        app_miss_ns: 2_000.0,
+        second_miss_ns: 45_000.0,
+    });
+    let g = ghost_round(&layout, &dist, seed, &cfg);
+    let p = g.predictions();
+    let last = p.last().unwrap();
+    println!("{last:?}");
+    assert_eq!(last.app_bytes, 32 * MIB);
+    assert_eq!(
+        last.second_samples, 0,
+        "this seed's window sampled no miss at M"
+    );
+    assert!(last.h_a < 1.0);
+    assert_eq!(last.h_k, 0.0);
+    assert!(p[..p.len() - 1].iter().all(|x| x.h_k > 0.0));
+}
+
+/// Runs the controller in a closed loop over `layout` with the "engine" reporting its second
+/// tier (every block read so far, evicting once that exceeds its share), as
+/// `controller_told_its_second_tier_footprint_adopts_the_fit_point` does; returns the first
+/// round's report.
+fn first_round_told(
+    layout: &BlockLayout,
+    dist: &RequestDist,
+    costs: MissCosts,
+    seed: u64,
+    ghost_seed: u64,
+) -> crate::tracker::RoundReport {
+    let m = 32 * MIB;
+    let mut g = GhostConfig::new(m, MIB, SecondTier::Blocks);
+    g.group_blocks = 1;
+    g.seed = ghost_seed;
+    let mut cfg = SymbiosisConfig::new(g, costs);
+    cfg.window_accesses = 16_384;
+    let mut cl = closed_loop(cfg);
+    let mut held = std::collections::HashSet::new();
+    let (mut held_bytes, mut evictions) = (0u64, 0u64);
+    let mut next = blocks_stream(dist, layout.blocks(), seed);
+    let mut step = 0u64;
+    while cl.sym.rounds().is_empty() {
+        let b = next();
+        let r = layout.block(b);
+        if cl.step(&r) == crate::TierHit::Miss && held.insert(b) {
+            held_bytes += u64::from(r.compressed_len);
+            if held_bytes > m - cl.real.app_bytes() {
+                evictions += 1;
+            }
+        }
+        if step % 4096 == 4095 {
+            cl.sym.note_second_tier(held_bytes, evictions);
+        }
+        step += 1;
+        assert!(step < 20_000_000, "no round finished");
+    }
+    cl.sym.rounds()[0].clone()
+}
+
+/// At the application tier's fit point (D_u = 1.03·M) M_a = M has no second tier and the data
+/// does not fit it: the round estimates the uncompressed footprint from the exact compressed
+/// one and leaves M out of the adoption; with D_u = 0.8·M the data fits M with room to spare
+/// and M stays adoptable.
+#[test]
+fn all_of_m_without_room_for_the_footprint_is_not_adopted() {
+    let (layout, dist, costs, seed) = app_fit_point();
+    println!("seed {seed:#x}");
+    let m = 32 * MIB;
+    let d_u = layout.uncompressed_bytes();
+    for ghost_seed in [2u64, 6, 12] {
+        let r = first_round_told(&layout, &dist, costs, seed, ghost_seed);
+        let f = r
+            .app_footprint_bytes
+            .expect("footprint known: the tier never evicted");
+        println!(
+            "ghost seed {ghost_seed}: footprint estimate {f} B (D_u {d_u}), excluded {:?}, \
+             kept {} MiB, best predicted {} MiB",
+            r.app_fit_excluded,
+            r.app_bytes_after / MIB,
+            r.best().unwrap().0.app_bytes / MIB
+        );
+        assert!(
+            (f as f64 / d_u as f64 - 1.0).abs() < 0.10,
+            "estimate {f} vs {d_u}"
+        );
+        assert_eq!(r.app_fit_excluded, vec![m]);
+        assert_ne!(r.app_bytes_after, m);
+    }
+    let small = BlockLayout::new(m / 4096 * 8 / 10, 4096, 0.218, 1024, seed).unwrap();
+    let r = first_round_told(&small, &dist, costs, seed, 2);
+    println!(
+        "D_u 0.8 M: footprint estimate {:?}, excluded {:?}, kept {} MiB",
+        r.app_footprint_bytes,
+        r.app_fit_excluded,
+        r.app_bytes_after / MIB
+    );
+    assert!(r.app_footprint_bytes.is_some());
+    assert!(r.app_fit_excluded.is_empty());
 }

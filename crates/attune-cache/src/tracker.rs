@@ -15,8 +15,12 @@
 //! Beyond the paper: the engine may report its second tier's bytes and evictions
 //! ([`Symbiosis::note_second_tier`]) — a round that saw no eviction then predicts the candidates
 //! that hold the footprint exactly and does not adopt one whose room the footprint's growth would
-//! fill within a round's length — and may warm-start a new round from its live caches
-//! ([`Symbiosis::warm_start_round`]).
+//! fill within a round's length, nor M_a = M unless the estimated uncompressed footprint fits
+//! it with [`APP_FIT_MARGIN`] to spare — and may warm-start a new round from its live caches
+//! ([`Symbiosis::warm_start_round`]). For measurements a controller can observe only
+//! ([`SymbiosisConfig::adopt`] false: rounds are reported, never adopted) and hold its round
+//! ([`Symbiosis::hold_round`]: accesses skip it), so that simulating is the only difference
+//! between two stretches of the same workload.
 //!
 //! L_e = (1 − H_a)·(C_a + (1 − H_k)·C_k) over windows of `window_accesses` accesses, with C_a
 //! (decompression + second-tier read) and C_k (device read) supplied by the caller, usually from
@@ -74,6 +78,16 @@ pub const TIMELINE_MAX: usize = 4096;
 /// `Symbiosis::overflowing_soon`). Default 1: the next round, started by the L_e rise an
 /// overflow causes, is the earliest that could correct the choice.
 pub const FOOTPRINT_HORIZON_ROUNDS: f64 = 1.0;
+/// A candidate with no second tier at all (M_a = M, no extra room) is adopted only if the
+/// round's estimated uncompressed footprint ([`GhostSim::app_footprint_estimate`]) fits it with
+/// this margin. Beyond the paper (issue 7, seventh session): at M/D_u = 1.0 the ghost, a
+/// single LRU over R of the blocks, predicted M_a = M with first-reference misses only, while
+/// the engine's block cache (16 shards under one budget, each insert evicting its own shard's
+/// tail) measured H_a 0.9964 there, and with no second tier every such miss is a device read:
+/// M predicted ~170 ns, measured 1.7–3.4× the best split. Default 10 %: at ~8 000 blocks a
+/// shard holds ~500 ± 22 of them, so 10 % is about 4.5 standard deviations of one shard's
+/// share; a candidate just below the footprint keeps its second tier and is unaffected.
+pub const APP_FIT_MARGIN: f64 = 0.10;
 /// Second-tier reports kept; a round's eviction baseline is the oldest. Default 3: a report
 /// is taken once per batch of accesses, and the one from two batches back surely predates
 /// every access of the batch in which the round starts (see [`Symbiosis::note_second_tier`]).
@@ -149,6 +163,11 @@ pub struct SymbiosisConfig {
     /// with the current miss costs ([`crate::ghost::GhostConfig::early_stop`]). Default on;
     /// off reproduces fixed windows.
     pub early_stop: bool,
+    /// Act on rounds: adopt their best candidate and apply the reset policy. Default on;
+    /// `false` is observe-only (rounds run and are reported, M_a never moves), which the
+    /// engine's overhead benchmark uses so that simulating is the only difference between
+    /// the segments it compares (issue 7, seventh session).
+    pub adopt: bool,
 }
 
 impl SymbiosisConfig {
@@ -171,6 +190,7 @@ impl SymbiosisConfig {
             simulate: true,
             confirm_tolerance: Some(CONFIRM_TOLERANCE_DEFAULT),
             early_stop: true,
+            adopt: true,
         }
     }
 
@@ -287,6 +307,12 @@ pub struct RoundReport {
     /// Sampled blocks the round was warm-started with from the live caches
     /// ([`Symbiosis::warm_start_round`]), or `None` when it was not.
     pub warm_started: Option<u64>,
+    /// The round's estimated uncompressed footprint ([`GhostSim::app_footprint_estimate`]),
+    /// bytes, when known.
+    pub app_footprint_bytes: Option<u64>,
+    /// Candidates (M_a, bytes) without a second tier that were not adopted because that
+    /// footprint does not fit them with [`APP_FIT_MARGIN`] to spare.
+    pub app_fit_excluded: Vec<u64>,
 }
 
 impl RoundReport {
@@ -384,6 +410,9 @@ pub struct Symbiosis {
     round_second_evictions: u64,
     /// (accesses, second-tier bytes held) when the running round's warm-up ended.
     round_measure_start: Option<(u64, u64)>,
+    /// While true, recorded accesses update the Tracker's windows but not the running round
+    /// ([`Symbiosis::hold_round`]).
+    round_held: bool,
     reports: Vec<RoundReport>,
     last_mrc: Vec<(u64, f64)>,
     timeline: VecDeque<WindowRecord>,
@@ -430,6 +459,7 @@ impl Symbiosis {
             second_notes: [None; SECOND_NOTES],
             round_second_evictions: 0,
             round_measure_start: None,
+            round_held: false,
             reports: Vec::new(),
             last_mrc: Vec::new(),
             timeline: VecDeque::new(),
@@ -469,6 +499,30 @@ impl Symbiosis {
             self.start_round(RoundTrigger::Change, false)?;
         }
         Ok(())
+    }
+
+    /// Switches adoption (and the reset policy) on or off from now on; see
+    /// [`SymbiosisConfig::adopt`].
+    pub fn set_adopt(&mut self, adopt: bool) {
+        self.cfg.adopt = adopt;
+    }
+
+    /// Holds (`true`) or resumes the running round: while held, [`Symbiosis::record`] updates
+    /// the Tracker's windows (and may still start, restart or pause rounds on a change of
+    /// L_e) but feeds no access to the round, which keeps its state until resumed. A
+    /// measurement hook: segments with and without simulation work on one warm database.
+    pub fn hold_round(&mut self, hold: bool) {
+        self.round_held = hold;
+    }
+
+    /// Whether rounds are held ([`Symbiosis::hold_round`]).
+    pub fn round_held(&self) -> bool {
+        self.round_held
+    }
+
+    /// Completed Tracker windows (the cheap part of [`Symbiosis::stats`]).
+    pub fn windows(&self) -> u64 {
+        self.windows
     }
 
     /// Reports the real second tier's state: `held_bytes` charged to it now and `evictions`,
@@ -574,7 +628,7 @@ impl Symbiosis {
             self.window_latency_sum += l as f64;
             self.window_latency_n += 1;
         }
-        if let Some(round) = self.round.as_mut() {
+        if let Some(round) = self.round.as_mut().filter(|_| !self.round_held) {
             round.record(a);
             if self.round_measure_start.is_none() && round.progress() != RoundProgress::Warmup {
                 let held = self.second_notes[0].map_or(0, |n| n.0);
@@ -734,8 +788,10 @@ impl Symbiosis {
         self.drop_round();
         self.pending_confirm = None;
         self.trying_runner_up = None;
-        let reset =
-            self.cfg.reset_policy && le_rose && self.app_target != self.cfg.ghost.app_min_bytes;
+        let reset = self.cfg.reset_policy
+            && self.cfg.adopt
+            && le_rose
+            && self.app_target != self.cfg.ghost.app_min_bytes;
         if reset {
             self.app_target = self.cfg.ghost.app_min_bytes;
         }
@@ -797,7 +853,21 @@ impl Symbiosis {
         });
         let before = self.app_target;
         let overflow = self.overflowing_soon(footprint, &preds);
-        let adoptable = |c: &&(CandidatePrediction, f64)| !overflow.contains(&c.0.app_bytes);
+        let app_footprint = round.app_footprint_estimate();
+        let g = &self.cfg.ghost;
+        let app_fit_excluded: Vec<u64> = preds
+            .iter()
+            .filter(|p| {
+                let room = (g.memory_bytes - p.app_bytes).saturating_add(g.second_extra_bytes);
+                room == 0
+                    && app_footprint
+                        .is_some_and(|f| (p.app_bytes as f64) < f as f64 * (1.0 + APP_FIT_MARGIN))
+            })
+            .map(|p| p.app_bytes)
+            .collect();
+        let adoptable = |c: &&(CandidatePrediction, f64)| {
+            !overflow.contains(&c.0.app_bytes) && !app_fit_excluded.contains(&c.0.app_bytes)
+        };
         let best = candidates
             .iter()
             .filter(adoptable)
@@ -807,7 +877,7 @@ impl Symbiosis {
         let mut confirm = None;
         if let Some((p, le)) = best {
             let gain_ok = !self.cfg.guard || le <= (1.0 - self.cfg.adopt_threshold) * measured;
-            if gain_ok && p.app_bytes != before {
+            if gain_ok && p.app_bytes != before && self.cfg.adopt {
                 self.app_target = p.app_bytes;
                 adopted = true;
                 self.adoptions += 1;
@@ -839,6 +909,8 @@ impl Symbiosis {
             ghost_bytes_peak: round.peak_metadata_bytes(),
             second_footprint_bytes: footprint,
             overflow_app_bytes: overflow,
+            app_footprint_bytes: app_footprint,
+            app_fit_excluded,
             warm_started: round.warm_started(),
         };
         round.free();

@@ -17,6 +17,9 @@
 //!   and reports [`CacheTierStats`]. In the user layout it also reports the compressed cache's
 //!   bytes and evictions to the controller once per batch (the round's exact footprint), and
 //!   warm-starts each new round's ghosts from both caches' sampled contents, oldest first.
+//!   It counts its own CPU time (`CacheTierStats::controller_cpu_ns`), and has a measurement
+//!   mode, [`Controller::set_simulation_only`]: never resize, and run or hold rounds on demand
+//!   (the overhead benchmark compares segments of reads with and without simulation).
 //!
 //! Reads made with `fill_cache = false` (compaction inputs, scans that ask for it) still go
 //! through both tiers but are neither inserted nor recorded: they bypass the caches, so they are
@@ -408,6 +411,12 @@ pub struct RoundBrief {
     pub warm_started: Option<u64>,
     /// M_a of candidates not adopted because the growing footprint would overflow them soon.
     pub overflow_app_bytes: Vec<u64>,
+    /// The round's estimated uncompressed footprint, bytes, when known
+    /// (`RoundReport::app_footprint_bytes`).
+    pub app_footprint_bytes: Option<u64>,
+    /// M_a of candidates without a second tier not adopted because that footprint does not
+    /// fit them with a margin (`attune_cache::tracker::APP_FIT_MARGIN`).
+    pub app_fit_excluded: Vec<u64>,
 }
 
 /// Rounds kept in `CacheTierStats::round_log`. Default 16: a dynamic run has a handful.
@@ -466,6 +475,9 @@ pub struct CacheTierStats {
     pub ghost_bytes: usize,
     /// Largest ghost metadata of any round, bytes.
     pub ghost_bytes_peak: usize,
+    /// Thread CPU time the controller spent feeding logged accesses to Symbiosis (its pumps,
+    /// on whichever thread ran them) since open, ns: where the simulation's cost lands.
+    pub controller_cpu_ns: u64,
     /// Block reads recorded by the controller, and those dropped because its log was full.
     pub accesses_recorded: u64,
     pub accesses_dropped: u64,
@@ -508,6 +520,9 @@ struct Ctl {
     /// Miss nanoseconds and accesses of the window in progress.
     window_ns: (u64, u64),
     timeline: VecDeque<TierWindow>,
+    /// Simulation-only mode ([`Controller::set_simulation_only`]): never resize, and while
+    /// rounds are not held keep one running back to back.
+    sim_only: bool,
 }
 
 /// The background half (see the module doc).
@@ -521,6 +536,8 @@ pub struct Controller {
     sizing: CacheSizing,
     opened: Instant,
     ctl: Mutex<Ctl>,
+    /// Thread CPU time spent in [`Controller::pump`] since open, ns.
+    pump_cpu_ns: AtomicU64,
 }
 
 /// Builds the block cache for `opts`: a plain one without a cache budget (`None` controller),
@@ -624,7 +641,9 @@ impl Controller {
                 lat_device_all: LatHist::new(),
                 window_ns: (0, 0),
                 timeline: VecDeque::new(),
+                sim_only: false,
             }),
+            pump_cpu_ns: AtomicU64::new(0),
         })
     }
 
@@ -642,9 +661,37 @@ impl Controller {
         }
     }
 
+    /// Simulation-only mode, a measurement hook (issue 7's overhead benchmark,
+    /// `attune-cache-kv overhead --mode alternating`): from this call on the controller never
+    /// resizes (rounds are reported, not adopted; no reset policy; [`Controller::resize`]
+    /// still sets the split by hand). With `rounds` true a simulation round runs at all times
+    /// (one starts now if none runs, and another as soon as one ends); with `rounds` false
+    /// the running round is held: accesses update the Tracker's windows exactly as before but
+    /// skip the round, which resumes where it stopped at the next `true`. So segments of
+    /// reads with and without simulation can be compared on one warm database whose only
+    /// difference is the simulation work. Call [`Controller::pump`] first to settle which
+    /// mode the accesses already logged are fed under.
+    pub fn set_simulation_only(&self, rounds: bool) {
+        let mut g = self.ctl.lock();
+        g.sim_only = true;
+        g.sym.set_adopt(false);
+        g.sym.hold_round(!rounds);
+        if rounds && g.sym.state() != State::Adapting {
+            let _ = g.sym.request_round();
+        }
+    }
+
     /// Feeds every logged access to the controller and applies what it decides. Returns the
     /// number of accesses fed. Deterministic given the log's contents (tests call it directly).
     pub fn pump(&self) -> usize {
+        let cpu_before = crate::env::thread_cpu_ns();
+        let n = self.pump_inner();
+        let cpu = crate::env::thread_cpu_ns().saturating_sub(cpu_before);
+        self.pump_cpu_ns.fetch_add(cpu, Ordering::Relaxed);
+        n
+    }
+
+    fn pump_inner(&self) -> usize {
         let mut g = self.ctl.lock();
         let ctl = &mut *g;
         self.tiers.log.drain_into(&mut ctl.buf);
@@ -668,12 +715,15 @@ impl Controller {
                     ctl.lat_device_all.add(ns);
                 }
             }
-            let windows_before = ctl.sym.stats().windows;
+            let windows_before = ctl.sym.windows();
             let decided = ctl.sym.record(&a);
+            if ctl.sim_only && ctl.sym.state() != State::Adapting && !ctl.sym.round_held() {
+                let _ = ctl.sym.request_round();
+            }
             if ctl.sym.round_wants_warm_start() {
                 self.warm_start(ctl);
             }
-            if ctl.sym.stats().windows != windows_before {
+            if ctl.sym.windows() != windows_before {
                 self.close_window(ctl);
             }
             if let (Some(m_a), true) = (decided, self.adaptive) {
@@ -929,6 +979,7 @@ impl Controller {
             restarts: s.restarts,
             ghost_bytes: s.ghost_bytes,
             ghost_bytes_peak: rounds.iter().map(|r| r.ghost_bytes_peak).max().unwrap_or(0),
+            controller_cpu_ns: self.pump_cpu_ns.load(Ordering::Relaxed),
             accesses_recorded: s.accesses,
             accesses_dropped: self.tiers.log.dropped.load(Ordering::Relaxed),
             mrc: g.sym.mrc().to_vec(),
@@ -957,6 +1008,8 @@ impl Controller {
                         .collect(),
                     warm_started: r.warm_started,
                     overflow_app_bytes: r.overflow_app_bytes.clone(),
+                    app_footprint_bytes: r.app_footprint_bytes,
+                    app_fit_excluded: r.app_fit_excluded.clone(),
                 })
                 .collect(),
             timeline,
@@ -1012,6 +1065,82 @@ fn decompress(c: Compression, packed: &[u8], len: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::MemEnv;
+    use crate::DB;
+
+    /// A user-layout database of `n` keys (about 2:1 compressible values) with adaptive sizing,
+    /// R = 1 and short Tracker windows' worth of data.
+    fn small_db(n: u64) -> DB {
+        let mut o = Options::default();
+        for (k, v) in [
+            ("memory_budget", "8MiB"),
+            ("enable_blob_files", "false"),
+            ("cache_miss_costs", "3000:16000"),
+            ("cache_sample_inv", "1"),
+            ("wal_sync_interval_ms", "0"),
+            ("cache_layout", "user"),
+            ("cache_sizing", "adaptive"),
+        ] {
+            o.set(k, v).unwrap();
+        }
+        let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+        let db = DB::open_with_env(env, Path::new("/db"), o).unwrap();
+        for i in 0..n {
+            let mut v = format!("value-{i:08}-").repeat(40).into_bytes();
+            v.truncate(400);
+            db.put(format!("key{i:08}").as_bytes(), &v).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db
+    }
+
+    fn read_keys(db: &DB, n: u64, reads: u64, salt: u64) {
+        for r in 0..reads {
+            let i = (r.wrapping_mul(7919) ^ salt) % n;
+            assert!(db.get(format!("key{i:08}").as_bytes()).unwrap().is_some());
+        }
+    }
+
+    #[test]
+    fn simulation_only_runs_rounds_back_to_back_never_resizes_and_holds_between() {
+        let n = 8000;
+        let db = small_db(n);
+        let c = db.cache_sizing().unwrap().clone();
+        c.pump();
+        c.set_simulation_only(false);
+        c.resize(2 << 20);
+        let before = c.stats();
+        // Held: the Tracker counts the reads, no round finishes however long they run.
+        read_keys(&db, n, 300_000, 1);
+        c.pump();
+        let held = c.stats();
+        assert!(held.accesses_recorded > before.accesses_recorded + 250_000);
+        assert_eq!(held.rounds, before.rounds, "a held round never finishes");
+        assert_eq!(held.state, "adapting");
+        // Running: rounds finish, each is followed by another, and none is adopted.
+        c.set_simulation_only(true);
+        read_keys(&db, n, 600_000, 2);
+        c.pump();
+        let ran = c.stats();
+        println!("rounds held {} ran {}", held.rounds, ran.rounds);
+        assert!(ran.rounds >= before.rounds + 2, "rounds {}", ran.rounds);
+        assert_eq!(ran.state, "adapting", "a new round follows each");
+        assert_eq!(ran.adoptions, 0);
+        assert!(
+            ran.round_log.iter().all(|r| !r.adopted),
+            "{:?}",
+            ran.round_log
+        );
+        assert_eq!(ran.app_bytes, 2 << 20, "the split set by hand stays");
+        assert!(ran.controller_cpu_ns > 0);
+        // Held again: the round keeps its state.
+        c.set_simulation_only(false);
+        read_keys(&db, n, 300_000, 3);
+        c.pump();
+        let again = c.stats();
+        assert_eq!(again.rounds, ran.rounds);
+        assert_eq!(again.app_bytes, 2 << 20);
+    }
 
     #[test]
     fn latency_median_ignores_preempted_reads_that_dominate_the_mean() {
