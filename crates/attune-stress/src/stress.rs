@@ -603,6 +603,11 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
         ][rng.gen_range(0..2)],
         // Level models (persisted as LEVEL-N.atlm and checked against the level at open).
         learned_level: rng.gen_bool(0.5),
+        // The analyzer's control sample (off, every timed lookup of a learned table, the
+        // default) sends lookups of learned tables down the baseline path; calibration only
+        // changes which tables get learned.
+        learned_control_sample: [0, 1, 16][rng.gen_range(0..3)],
+        learned_calibrate: rng.gen_bool(0.5),
         ..Options::default()
     }
 }
