@@ -65,6 +65,7 @@ def _mrc(args) -> int:
         "app_bytes": tiers["app_bytes"],
         "rounds": tiers["rounds"],
         "adoptions": tiers["adoptions"],
+        "controller_cpu_ns": tiers["controller_cpu_ns"],
         "h_a": tiers["h_a"],
         "h_k": tiers["h_k"],
         "mrc": curve,

@@ -90,6 +90,7 @@ def test_cli_cache_mrc_prints_a_curve_as_json(tmp_path):
     r = json.loads(out.stdout)
     assert r["keys"] == 6000 and r["found"] == 60000
     assert r["rounds"] >= 1, r
+    assert r["controller_cpu_ns"] > 0, "the controller's own CPU time is counted"
     ratios = [p["miss_ratio"] for p in r["mrc"]]
     assert ratios and all(a >= b for a, b in itertools.pairwise(ratios)), "a miss-ratio curve falls"
     assert ratios[0] == 1.0 and ratios[-1] < 0.1

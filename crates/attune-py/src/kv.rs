@@ -695,6 +695,7 @@ fn tiers_dict<'py>(
     d.set_item("ghost_bytes_peak", t.ghost_bytes_peak)?;
     d.set_item("accesses_recorded", t.accesses_recorded)?;
     d.set_item("accesses_dropped", t.accesses_dropped)?;
+    d.set_item("controller_cpu_ns", t.controller_cpu_ns)?;
     let mrc = PyList::empty(py);
     for (bytes, ratio) in &t.mrc {
         mrc.append((*bytes, *ratio))?;
