@@ -485,20 +485,6 @@ fn process_cpu_ns() -> u64 {
     t(ru.ru_utime) + t(ru.ru_stime)
 }
 
-/// CPU time of the whole process from `CLOCK_PROCESS_CPUTIME_ID` (nanosecond resolution), ns.
-fn process_cpu_precise_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec; on failure it stays zeroed.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
-}
-
 fn tiers(db: &DB) -> Result<CacheTierStats> {
     db.stats().cache_tiers.ok_or(BenchError::NoTiers)
 }
@@ -1405,14 +1391,14 @@ fn overhead_alternating(c: &Common, command: &str, a: &OverheadAb<'_>) -> Result
             ctl.set_simulation_only(kind == Seg::B);
             let (t0, p0, c0) = (
                 attune_kv::env::thread_cpu_ns(),
-                process_cpu_precise_ns(),
+                attune_kv::env::process_cpu_ns(),
                 tiers(&db)?,
             );
             let n = read_n(&db, &ds, &mut s, a.segment_reads, |_| Ok(false))?;
             ctl.pump();
             let (t1, p1, c1) = (
                 attune_kv::env::thread_cpu_ns(),
-                process_cpu_precise_ns(),
+                attune_kv::env::process_cpu_ns(),
                 tiers(&db)?,
             );
             let per = |x: u64| x as f64 / n.max(1) as f64;

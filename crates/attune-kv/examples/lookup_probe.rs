@@ -17,17 +17,6 @@ fn key(i: u64) -> Vec<u8> {
     k
 }
 
-/// This thread's CPU time (on a shared machine, wall time also counts waiting for a CPU).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer for the duration of the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn opts(mode: LearnedIndex) -> Options {
     Options {
         learned_index: mode,
@@ -72,7 +61,7 @@ fn main() {
                 let _ = db.get(&key(i)).unwrap();
             }
             let t = Instant::now();
-            let c0 = thread_cpu_ns();
+            let c0 = attune_kv::env::thread_cpu_ns();
             let mut found = 0u64;
             for _ in 0..gets {
                 x = x
@@ -81,7 +70,7 @@ fn main() {
                 found += u64::from(db.get(&key((x >> 11) % n)).unwrap().is_some());
             }
             let ns = t.elapsed().as_nanos() as f64 / gets as f64;
-            let cpu = (thread_cpu_ns() - c0) as f64 / gets as f64;
+            let cpu = (attune_kv::env::thread_cpu_ns() - c0) as f64 / gets as f64;
             let st = db.stats();
             println!(
                 "round {round} {:8} {ns:7.1} ns/get ({cpu:7.1} CPU ns) found {found} model lookups {}/{} files {:?} model bytes {}",
