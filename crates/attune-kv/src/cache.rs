@@ -1,6 +1,8 @@
-//! The block cache: a sharded LRU of uncompressed blocks, charged by bytes, whose capacity can be
-//! changed while running (the adaptive cache-sizing work resizes it online). [`ShardedLru`], the
-//! sharded LRU with one budget for all shards, is shared with the compressed cache (`ccache`).
+//! The block cache: a sharded cache of uncompressed blocks, charged by bytes, whose capacity can
+//! be changed while running (the adaptive cache-sizing work resizes it online). Its replacement
+//! policy is option `block_cache_policy`: LRU ([`ShardedLru`], the default, the sharded LRU with
+//! one budget for all shards, shared with the compressed cache `ccache`) or S3-FIFO
+//! (`crate::s3fifo::ShardedS3Fifo`, scan-resistant; same sharding and budget rules).
 //!
 //! Thread safety: shards are independent mutexes; a lookup locks one shard for a hash-map probe and
 //! a list splice. Keys are (file number, block offset); file numbers are never reused, so an entry
@@ -8,6 +10,8 @@
 //! carries the second tier and access log of the adaptive cache sizing (`crate::symbiosis`),
 //! which `Table::block` then reads through.
 
+use crate::options::BlockCachePolicy;
+use crate::s3fifo::ShardedS3Fifo;
 use crate::table::block::Block;
 use lru::LruCache;
 use parking_lot::Mutex;
@@ -209,9 +213,67 @@ pub struct CacheStats {
     pub evictions: u64,
 }
 
-/// A sharded, resizable LRU cache of blocks.
+/// The replacement structure behind a [`BlockCache`] (option `block_cache_policy`).
+enum Store {
+    Lru(ShardedLru<Arc<Block>>),
+    S3Fifo(ShardedS3Fifo<Arc<Block>>),
+}
+
+impl Store {
+    fn new(capacity_bytes: u64, policy: BlockCachePolicy) -> Self {
+        match policy {
+            BlockCachePolicy::Lru => Store::Lru(ShardedLru::new(capacity_bytes)),
+            BlockCachePolicy::S3Fifo => Store::S3Fifo(ShardedS3Fifo::new(capacity_bytes)),
+        }
+    }
+    fn get(&self, k: &Key) -> Option<Arc<Block>> {
+        match self {
+            Store::Lru(c) => c.get(k),
+            Store::S3Fifo(c) => c.get(k),
+        }
+    }
+    fn insert(&self, k: Key, v: Arc<Block>) -> Option<u64> {
+        match self {
+            Store::Lru(c) => c.insert(k, v),
+            Store::S3Fifo(c) => c.insert(k, v),
+        }
+    }
+    fn set_capacity(&self, capacity_bytes: u64) -> u64 {
+        match self {
+            Store::Lru(c) => c.set_capacity(capacity_bytes),
+            Store::S3Fifo(c) => c.set_capacity(capacity_bytes),
+        }
+    }
+    fn capacity(&self) -> u64 {
+        match self {
+            Store::Lru(c) => c.capacity(),
+            Store::S3Fifo(c) => c.capacity(),
+        }
+    }
+    fn erase_file(&self, file: u64) {
+        match self {
+            Store::Lru(c) => c.erase_file(file),
+            Store::S3Fifo(c) => c.erase_file(file),
+        }
+    }
+    fn recency_order(&self, keep: impl Fn(&Key) -> bool) -> Vec<(Key, usize)> {
+        match self {
+            Store::Lru(c) => c.recency_order(keep),
+            Store::S3Fifo(c) => c.recency_order(keep),
+        }
+    }
+    fn usage(&self) -> u64 {
+        match self {
+            Store::Lru(c) => c.usage(),
+            Store::S3Fifo(c) => c.usage(),
+        }
+    }
+}
+
+/// A sharded, resizable cache of blocks (LRU or S3-FIFO, see the module doc).
 pub struct BlockCache {
-    lru: ShardedLru<Arc<Block>>,
+    store: Store,
+    policy: BlockCachePolicy,
     hits: AtomicU64,
     misses: AtomicU64,
     inserts: AtomicU64,
@@ -226,9 +288,16 @@ pub(crate) fn shard_of(k: &Key) -> usize {
 }
 
 impl BlockCache {
+    /// An LRU block cache (the default policy).
     pub fn new(capacity_bytes: u64) -> Self {
+        Self::with_policy(capacity_bytes, BlockCachePolicy::Lru)
+    }
+
+    /// A block cache evicting by `policy`.
+    pub fn with_policy(capacity_bytes: u64, policy: BlockCachePolicy) -> Self {
         BlockCache {
-            lru: ShardedLru::new(capacity_bytes),
+            store: Store::new(capacity_bytes, policy),
+            policy,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             inserts: AtomicU64::new(0),
@@ -238,11 +307,20 @@ impl BlockCache {
     }
 
     /// A cache whose misses go through `tiers` (the compressed tier and the sizing log).
-    pub(crate) fn with_tiers(capacity_bytes: u64, tiers: Arc<crate::symbiosis::Tiers>) -> Self {
+    pub(crate) fn with_tiers(
+        capacity_bytes: u64,
+        policy: BlockCachePolicy,
+        tiers: Arc<crate::symbiosis::Tiers>,
+    ) -> Self {
         BlockCache {
             tiers: Some(tiers),
-            ..Self::new(capacity_bytes)
+            ..Self::with_policy(capacity_bytes, policy)
         }
+    }
+
+    /// The replacement policy.
+    pub fn policy(&self) -> BlockCachePolicy {
+        self.policy
     }
 
     /// The second tier and access log, when adaptive sizing is configured.
@@ -251,7 +329,7 @@ impl BlockCache {
     }
 
     pub fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
-        let got = self.lru.get(&(file, offset));
+        let got = self.store.get(&(file, offset));
         match &got {
             Some(_) => self.hits.fetch_add(1, Ordering::Relaxed),
             None => self.misses.fetch_add(1, Ordering::Relaxed),
@@ -260,7 +338,7 @@ impl BlockCache {
     }
 
     pub fn insert(&self, file: u64, offset: u64, block: Arc<Block>) {
-        let Some(ev) = self.lru.insert((file, offset), block) else {
+        let Some(ev) = self.store.insert((file, offset), block) else {
             return;
         };
         self.inserts.fetch_add(1, Ordering::Relaxed);
@@ -269,7 +347,7 @@ impl BlockCache {
 
     /// Changes the capacity; shrinking evicts immediately.
     pub fn set_capacity(&self, capacity_bytes: u64) {
-        let ev = self.lru.set_capacity(capacity_bytes);
+        let ev = self.store.set_capacity(capacity_bytes);
         self.evictions.fetch_add(ev, Ordering::Relaxed);
     }
 
@@ -278,18 +356,19 @@ impl BlockCache {
         if let Some(t) = &self.tiers {
             t.erase_file(file);
         }
-        self.lru.erase_file(file);
+        self.store.erase_file(file);
     }
 
-    /// Sampled-block view for warm-starting the ghosts: see `ShardedLru::recency_order`.
+    /// Sampled-block view for warm-starting the ghosts: see `ShardedLru::recency_order` (and
+    /// `ShardedS3Fifo::recency_order`, an approximation: adaptive sizing refuses S3-FIFO).
     pub(crate) fn recency_order(&self, keep: impl Fn(&Key) -> bool) -> Vec<(Key, usize)> {
-        self.lru.recency_order(keep)
+        self.store.recency_order(keep)
     }
 
     pub fn stats(&self) -> CacheStats {
         CacheStats {
-            capacity_bytes: self.lru.capacity(),
-            usage_bytes: self.lru.usage(),
+            capacity_bytes: self.store.capacity(),
+            usage_bytes: self.store.usage(),
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             inserts: self.inserts.load(Ordering::Relaxed),

@@ -40,6 +40,7 @@ pub mod learned;
 pub mod log;
 pub mod memtable;
 pub mod options;
+mod s3fifo;
 pub mod skiplist;
 pub mod steps;
 pub mod symbiosis;
@@ -52,5 +53,6 @@ pub use batch::WriteBatch;
 pub use db::{DbIterator, Snapshot, Stats, DB};
 pub use error::{Error, Result};
 pub use options::{
-    CacheLayout, CacheMissCosts, CacheSizing, Compression, Options, ReadOptions, WriteOptions,
+    BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, Compression, Options, ReadOptions,
+    WriteOptions,
 };

@@ -63,6 +63,35 @@ impl CacheLayout {
     }
 }
 
+/// Replacement policy of the uncompressed block cache (option `block_cache_policy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockCachePolicy {
+    /// Least recently used (sharded, one budget): the default and the only policy adaptive
+    /// sizing can predict.
+    Lru,
+    /// S3-FIFO (small FIFO, main FIFO with 2-bit frequency reinsertion, ghost): scan-resistant
+    /// (`crate::s3fifo`, docs/symbiosis.md "S3-FIFO in the engine (seventh session)").
+    S3Fifo,
+}
+
+impl BlockCachePolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockCachePolicy::Lru => "lru",
+            BlockCachePolicy::S3Fifo => "s3fifo",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "lru" => Ok(BlockCachePolicy::Lru),
+            "s3fifo" | "s3-fifo" => Ok(BlockCachePolicy::S3Fifo),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown block_cache_policy {s:?}; valid: lru, s3fifo"
+            ))),
+        }
+    }
+}
+
 /// How the uncompressed block cache (M_a) is sized inside the cache budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheSizing {
@@ -241,6 +270,10 @@ pub struct Options {
     pub write_buffer_size: u64,
     /// Capacity of the uncompressed block cache in bytes; resizable online. Default 32 MiB.
     pub block_cache_size: u64,
+    /// Replacement policy of the uncompressed block cache: `lru` (default: the behaviour
+    /// before this option, and what adaptive `cache_sizing` predicts) or `s3fifo`
+    /// (scan-resistant). The compressed cache stays LRU.
+    pub block_cache_policy: BlockCachePolicy,
     /// Target uncompressed size of a data block. Default 4 KiB (RocksDB's).
     pub block_size: usize,
     /// Bloom filter bits per key; 0 disables filters. Default 10 (about 1% false positives).
@@ -346,6 +379,7 @@ impl Default for Options {
             cache_sample_inv: 64,
             write_buffer_size: 64 << 20,
             block_cache_size: 32 << 20,
+            block_cache_policy: BlockCachePolicy::Lru,
             block_size: 4096,
             bloom_bits_per_key: 10,
             compression: Compression::Lz4,
@@ -440,6 +474,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "write_buffer_size",
     "block_cache_size",
     "cache_size",
+    "block_cache_policy",
     "block_size",
     "bloom_bits_per_key",
     "compression",
@@ -485,6 +520,7 @@ impl Options {
             "cache_sample_inv" => self.cache_sample_inv = parse_num(key, value)?,
             "write_buffer_size" => self.write_buffer_size = parse_size(value)?,
             "block_cache_size" | "cache_size" => self.block_cache_size = parse_size(value)?,
+            "block_cache_policy" => self.block_cache_policy = BlockCachePolicy::parse(value)?,
             "block_size" => self.block_size = parse_size(value)? as usize,
             "bloom_bits_per_key" => self.bloom_bits_per_key = parse_num(key, value)?,
             "compression" => self.compression = Compression::parse(value)?,
@@ -558,6 +594,19 @@ impl Options {
                     ));
                 }
                 Some(_) => {}
+            }
+            if o.cache_sizing == Some(CacheSizing::Adaptive)
+                && o.block_cache_policy != BlockCachePolicy::Lru
+            {
+                // The Symbiosis ghosts are LRU stack-distance simulations: they predict an LRU
+                // block cache's hit ratio at every size, not an S3-FIFO one, so the sizes they
+                // picked would rest on the wrong curve.
+                return bad(format!(
+                    "block_cache_policy={} cannot be used with adaptive cache_sizing (the \
+                     default with memory_budget; its ghosts predict an LRU block cache): set a \
+                     static cache_sizing such as cache_sizing=16MiB, or block_cache_policy=lru",
+                    o.block_cache_policy.name()
+                ));
             }
         } else {
             match o.cache_sizing {
@@ -679,6 +728,10 @@ impl Options {
             ("cache_sample_inv", self.cache_sample_inv.to_string()),
             ("write_buffer_size", self.write_buffer_size.to_string()),
             ("block_cache_size", self.block_cache_size.to_string()),
+            (
+                "block_cache_policy",
+                self.block_cache_policy.name().to_string(),
+            ),
             ("block_size", self.block_size.to_string()),
             ("bloom_bits_per_key", self.bloom_bits_per_key.to_string()),
             ("compression", self.compression.name().to_string()),
@@ -801,6 +854,40 @@ mod tests {
         assert_eq!(o.write_buffer_size, 64 << 20);
         assert_eq!(o.block_cache_size, 128 << 20);
         assert_eq!(o.cache_sizing, Some(CacheSizing::Adaptive));
+    }
+
+    #[test]
+    fn block_cache_policy_parses_and_refuses_adaptive_sizing() {
+        let mut o = Options::default();
+        assert_eq!(o.block_cache_policy, BlockCachePolicy::Lru);
+        o.set("block_cache_policy", "S3FIFO").unwrap();
+        assert_eq!(o.block_cache_policy, BlockCachePolicy::S3Fifo);
+        assert!(o.sanitized().is_ok(), "no budget: a fixed-size cache");
+        assert!(o
+            .describe()
+            .contains(&("block_cache_policy", "s3fifo".to_string())));
+        let e = o.set("block_cache_policy", "arc").unwrap_err().to_string();
+        assert!(
+            e.contains("block_cache_policy") && e.contains("lru, s3fifo"),
+            "{e}"
+        );
+        // A budget defaults to adaptive sizing, which predicts LRU only.
+        o.set("memory_budget", "64MiB").unwrap();
+        let e = o.sanitized().unwrap_err().to_string();
+        assert!(
+            e.contains("block_cache_policy=s3fifo") && e.contains("static"),
+            "{e}"
+        );
+        o.set("cache_sizing", "adaptive").unwrap();
+        assert!(o.sanitized().is_err());
+        o.set("cache_sizing", "8MiB").unwrap();
+        assert_eq!(
+            o.sanitized().unwrap().block_cache_policy,
+            BlockCachePolicy::S3Fifo
+        );
+        o.set("block_cache_policy", "lru").unwrap();
+        o.set("cache_sizing", "adaptive").unwrap();
+        assert!(o.sanitized().is_ok());
     }
 
     #[test]

@@ -548,7 +548,13 @@ pub(crate) fn build(
     dir: &Path,
 ) -> Result<(Arc<BlockCache>, Option<Arc<Controller>>)> {
     let Some(sizing) = opts.cache_sizing.filter(|_| opts.memory_budget > 0) else {
-        return Ok((Arc::new(BlockCache::new(opts.block_cache_size)), None));
+        return Ok((
+            Arc::new(BlockCache::with_policy(
+                opts.block_cache_size,
+                opts.block_cache_policy,
+            )),
+            None,
+        ));
     };
     let budget = opts.block_cache_size;
     let app_min = APP_MIN_BYTES.min(budget / 2);
@@ -619,7 +625,11 @@ impl Controller {
             env,
             budget - app,
         ));
-        let cache = Arc::new(BlockCache::with_tiers(app, tiers.clone()));
+        let cache = Arc::new(BlockCache::with_tiers(
+            app,
+            opts.block_cache_policy,
+            tiers.clone(),
+        ));
         Ok(Controller {
             tiers,
             cache,
