@@ -102,7 +102,7 @@ BENCH_RESULTS := micro ycsb vlog-1k vlog-4k vlog-scan100 rocksdb-vs-db_bench mic
 	learned-writes-1m-leveldb learned-writes-1m-leveldb-long learned-writes-1m-leveldb-long-7a2769c \
 	cache-kv-sweep-s6-lz4-final cache-kv-overhead-s6 cache-kv-overhead-s7 cache-kv-sweep-s7-fit \
 	cache-kv-sweep-s7-zstd-final cache-kv-sweep-s7-lz4-final cache-kv-sweep-s7-lz4-hot10 \
-	cache-kv-convergence-s7
+	cache-kv-convergence-s7 block-cache-policy
 # Value separation against RocksDB's BlobDB (db_bench --enable_blob_files), and Attune without it.
 VLOG_ENGINES := attune,attune:enable_blob_files=false,db_bench,db_bench:enable_blob_files=1
 VLOG_COMMON := --engines $(VLOG_ENGINES) --compression lz4 --cache-size 64MiB --repeat 2 \

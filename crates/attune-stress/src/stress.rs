@@ -608,6 +608,12 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
         // changes which tables get learned.
         learned_control_sample: [0, 1, 16][rng.gen_range(0..3)],
         learned_calibrate: rng.gen_bool(0.5),
+        // The block cache's replacement policy (the stress runs leave the cache budget off, so
+        // S3-FIFO needs no static size).
+        block_cache_policy: [
+            attune_kv::BlockCachePolicy::Lru,
+            attune_kv::BlockCachePolicy::S3Fifo,
+        ][rng.gen_range(0..2)],
         ..Options::default()
     }
 }
