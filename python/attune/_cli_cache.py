@@ -3,12 +3,15 @@
 Opens the database at PATH with a cache budget (adaptive sizing, so the Symbiosis ghosts run),
 replays a read workload over its keys (drawn from the repository's workload library), and prints
 the block cache's LRU miss-ratio curve that the controller measured on those reads (stack
-distances over sampled key groups), with the split it chose. ``--json`` prints one object.
+distances over sampled key groups), with the split it chose. ``--json`` prints one object;
+``--timeline FILE`` writes the controller's time series (M_a, H_a, H_k, L_e modelled and
+measured, state, per window) as JSON, and ``--plot FILE`` draws it (PNG; matplotlib).
 """
 
 from __future__ import annotations
 
 import json
+import math
 
 from tqdm import tqdm
 
@@ -53,6 +56,17 @@ def _mrc(args) -> int:
         tiers = db.stats()["cache_tiers"]
     if tiers is None:
         raise attune.InvalidArgumentError("cache sizing is off (memory_budget=0)")
+    if args.timeline:
+        series = {k: tiers[k] for k in ("budget_bytes", "rounds", "adoptions")}
+        # A window with no device or second-tier read has no measured L_e: null, not NaN.
+        series["timeline"] = [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in w.items()}
+            for w in tiers["timeline"]
+        ]
+        with open(args.timeline, "w", encoding="utf-8") as f:
+            json.dump(series, f, allow_nan=False)
+    if args.plot:
+        _plot(tiers, args.plot)
     curve = [{"cache_bytes": b, "miss_ratio": r} for b, r in tiers["mrc"]]
     result = {
         "path": args.path,
@@ -92,6 +106,32 @@ def _mrc(args) -> int:
     return 0
 
 
+def _plot(tiers: dict, path: str) -> None:
+    """M_a and L_e (modelled, measured) per controller window: how the split adapted."""
+    windows = tiers["timeline"]
+    if not windows:
+        raise attune.InvalidArgumentError("no controller window recorded yet: run more --reads")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [w["ms"] / 1000 for w in windows]
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(7, 5))
+    top.step(t, [w["app_bytes"] / 2**20 for w in windows], where="post")
+    top.set_ylabel("block cache M_a (MiB)")
+    top.set_ylim(0, tiers["budget_bytes"] / 2**20 * 1.05)
+    bottom.plot(t, [w["le_model_ns"] for w in windows], label="L_e modelled")
+    bottom.plot(t, [w["le_measured_ns"] for w in windows], label="L_e measured")
+    bottom.set_ylabel("expected latency (ns)")
+    bottom.set_xlabel("seconds since open")
+    bottom.legend()
+    top.set_title(f"adaptive cache sizing: {tiers['rounds']} rounds, {tiers['adoptions']} adopted")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "cache",
@@ -122,4 +162,10 @@ def register(sub) -> None:
         help="DB option, e.g. -o cache_layout=user -o cache_sample_inv=8",
     )
     m.add_argument("--json", action="store_true", help="print one JSON object")
+    m.add_argument(
+        "--timeline",
+        metavar="FILE",
+        help="write the controller's time series (M_a, H_a, H_k, L_e per window) as JSON",
+    )
+    m.add_argument("--plot", metavar="FILE", help="draw M_a and L_e over time to a PNG")
     m.set_defaults(func=_mrc)

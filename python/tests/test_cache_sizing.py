@@ -74,7 +74,7 @@ def test_cli_cache_mrc_prints_a_curve_as_json(tmp_path):
             "mrc",
             path,
             "--reads",
-            "60000",
+            "150000",  # the controller closes a window every 65,536 block accesses
             "--memory-budget",
             "8MiB",
             "--distribution",
@@ -82,15 +82,24 @@ def test_cli_cache_mrc_prints_a_curve_as_json(tmp_path):
             "-o",
             "cache_sample_inv=1",
             "--json",
+            "--timeline",
+            str(tmp_path / "timeline.json"),
+            "--plot",
+            str(tmp_path / "timeline.png"),
         ],
         capture_output=True,
         text=True,
         check=True,
     )
     r = json.loads(out.stdout)
-    assert r["keys"] == 6000 and r["found"] == 60000
+    assert r["keys"] == 6000 and r["found"] == 150000
     assert r["rounds"] >= 1, r
     assert r["controller_cpu_ns"] > 0, "the controller's own CPU time is counted"
+    series = json.loads((tmp_path / "timeline.json").read_text())
+    assert series["rounds"] == r["rounds"] and series["timeline"], series
+    ms = [w["ms"] for w in series["timeline"]]
+    assert ms == sorted(ms) and all(0 < w["app_bytes"] <= 8 << 20 for w in series["timeline"])
+    assert (tmp_path / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ratios = [p["miss_ratio"] for p in r["mrc"]]
     assert ratios and all(a >= b for a, b in itertools.pairwise(ratios)), "a miss-ratio curve falls"
     assert ratios[0] == 1.0 and ratios[-1] < 0.1
