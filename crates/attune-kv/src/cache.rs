@@ -1,8 +1,9 @@
 //! The block cache: a sharded cache of uncompressed blocks, charged by bytes, whose capacity can
 //! be changed while running (the adaptive cache-sizing work resizes it online). Its replacement
-//! policy is option `block_cache_policy`: LRU ([`ShardedLru`], the default, the sharded LRU with
-//! one budget for all shards, shared with the compressed cache `ccache`) or S3-FIFO
-//! (`crate::s3fifo::ShardedS3Fifo`, scan-resistant; same sharding and budget rules).
+//! policy is option `block_cache_policy`: LRU ([`ShardedLru`], the default, shared with the
+//! compressed cache `ccache`) or S3-FIFO (`crate::s3fifo::ShardedS3Fifo`, scan-resistant).
+//! Both are [`Sharded`]: one mechanism for the shards' locks and the single byte budget, over a
+//! per-shard [`ShardPolicy`].
 //!
 //! Thread safety: shards are independent mutexes; a lookup locks one shard for a hash-map probe and
 //! a list splice. Keys are (file number, block offset); file numbers are never reused, so an entry
@@ -35,92 +36,167 @@ impl Charged for Arc<Block> {
     }
 }
 
-struct Shard<V> {
+/// One shard of a [`Sharded`] cache: a replacement policy over its own entries, without
+/// locking or the shared budget, which [`Sharded`] adds (one mechanism for every policy).
+pub(crate) trait ShardPolicy: Send {
+    /// What the cache holds.
+    type Value: Charged + Clone;
+    /// An empty shard.
+    fn new() -> Self;
+    /// The entry of `k` (a hit: the policy records it).
+    fn get(&mut self, k: &Key) -> Option<&Self::Value>;
+    /// Inserts or replaces an entry charged `charge` bytes; returns the replaced charge.
+    fn put(&mut self, k: Key, v: Self::Value, charge: usize) -> Option<usize>;
+    /// Evicts the entry the policy picks; returns its charge, `None` when the shard is empty.
+    fn evict_one(&mut self) -> Option<usize>;
+    /// Bytes charged by the shard's entries.
+    fn usage(&self) -> usize;
+    /// Drops every entry of `file`; returns the bytes freed.
+    fn erase_file(&mut self, file: u64) -> usize;
+    /// Every entry with its charge, the next to be evicted first.
+    fn eviction_order(&self) -> Vec<(Key, usize)>;
+}
+
+/// An LRU shard.
+pub(crate) struct LruShard<V> {
     lru: LruCache<Key, V>,
     usage: usize,
 }
 
-impl<V: Charged> Shard<V> {
-    /// Evicts this shard's least recent entries while `total` is above `capacity` and, if
-    /// `floor` is given, this shard's usage is above it. Returns the evictions.
-    fn evict(&mut self, total: &AtomicU64, capacity: u64, floor: Option<usize>) -> u64 {
-        let mut n = 0;
-        while total.load(Ordering::Relaxed) > capacity && floor.is_none_or(|f| self.usage > f) {
-            match self.lru.pop_lru() {
-                Some((_, v)) => {
-                    let c = v.charge();
-                    self.usage -= c;
-                    total.fetch_sub(c as u64, Ordering::Relaxed);
-                    n += 1;
-                }
-                None => break,
+impl<V: Charged + Clone + Send> ShardPolicy for LruShard<V> {
+    type Value = V;
+
+    fn new() -> Self {
+        LruShard {
+            lru: LruCache::unbounded(),
+            usage: 0,
+        }
+    }
+
+    fn get(&mut self, k: &Key) -> Option<&V> {
+        self.lru.get(k)
+    }
+
+    fn put(&mut self, k: Key, v: V, charge: usize) -> Option<usize> {
+        self.usage += charge;
+        let old = self.lru.put(k, v).map(|old| old.charge());
+        if let Some(c) = old {
+            self.usage -= c;
+        }
+        old
+    }
+
+    fn evict_one(&mut self) -> Option<usize> {
+        let (_, v) = self.lru.pop_lru()?;
+        let c = v.charge();
+        self.usage -= c;
+        Some(c)
+    }
+
+    fn usage(&self) -> usize {
+        self.usage
+    }
+
+    fn erase_file(&mut self, file: u64) -> usize {
+        let keys: Vec<Key> = self
+            .lru
+            .iter()
+            .filter(|(k, _)| k.0 == file)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut freed = 0;
+        for k in keys {
+            if let Some(v) = self.lru.pop(&k) {
+                freed += v.charge();
             }
         }
-        n
+        self.usage -= freed;
+        freed
+    }
+
+    fn eviction_order(&self) -> Vec<(Key, usize)> {
+        // `iter` runs from the most recent entry; the least recent is evicted first.
+        let mut v: Vec<(Key, usize)> = self.lru.iter().map(|(k, v)| (*k, v.charge())).collect();
+        v.reverse();
+        v
     }
 }
 
-/// A sharded, byte-charged LRU with one budget for all shards (the block cache and the
-/// compressed cache). An insert evicts from its own shard's LRU tail while the total is over
-/// the capacity, and from the other shards if its own ran empty. Keys hash uniformly over the
-/// shards, so their tails are of about the same age and the union behaves like one LRU, which
-/// is what the Symbiosis ghosts predict. With a fixed share per shard (capacity / 16, as
-/// before issue 7's fifth session) a data set that just fits overflowed the shards that
-/// hashing gave a few percent more than their share (about 850 Zstd blocks per shard, ±3.4 %):
-/// the compressed tier measured H_k 0.969 at M − M_a = 12 MiB where one LRU, the ghost even at
+/// A sharded, byte-charged cache with one budget for all shards, whatever the shards'
+/// replacement policy (the block cache, LRU or S3-FIFO, and the compressed cache, LRU). An
+/// insert evicts from its own shard while the total is over the capacity, and from the other
+/// shards if its own ran empty. Keys hash uniformly over the shards, so their tails are of
+/// about the same age and the union behaves like one cache of the policy, which for LRU is
+/// what the Symbiosis ghosts predict. With a fixed share per shard (capacity / 16, as before
+/// issue 7's fifth session) a data set that just fits overflowed the shards that hashing gave
+/// a few percent more than their share (about 850 Zstd blocks per shard, ±3.4 %): the
+/// compressed tier measured H_k 0.969 at M − M_a = 12 MiB where one LRU, the ghost even at
 /// R = 1/2, holds 0.992 (docs/symbiosis.md, "The last sub-0.97 cell").
 ///
 /// Thread safety: shard mutexes and an atomic total. Invariant: once every call in flight has
 /// returned, the total charge is at most the capacity set last (an entry larger than the whole
 /// capacity is not admitted).
-pub(crate) struct ShardedLru<V> {
-    shards: Vec<Mutex<Shard<V>>>,
+pub(crate) struct Sharded<S> {
+    shards: Vec<Mutex<S>>,
     capacity: AtomicU64,
     total: AtomicU64,
 }
 
-impl<V: Charged + Clone> ShardedLru<V> {
+/// The LRU flavour (the block cache's default and the compressed cache).
+pub(crate) type ShardedLru<V> = Sharded<LruShard<V>>;
+
+/// Evicts from `shard` while `total` is above `capacity` and, if `floor` is given, the shard's
+/// usage is above it. Returns the evictions.
+fn evict<S: ShardPolicy>(
+    shard: &mut S,
+    total: &AtomicU64,
+    capacity: u64,
+    floor: Option<usize>,
+) -> u64 {
+    let mut n = 0;
+    while total.load(Ordering::Relaxed) > capacity && floor.is_none_or(|f| shard.usage() > f) {
+        match shard.evict_one() {
+            Some(c) => {
+                total.fetch_sub(c as u64, Ordering::Relaxed);
+                n += 1;
+            }
+            None => break,
+        }
+    }
+    n
+}
+
+impl<S: ShardPolicy> Sharded<S> {
     pub(crate) fn new(capacity_bytes: u64) -> Self {
-        ShardedLru {
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Shard {
-                        lru: LruCache::unbounded(),
-                        usage: 0,
-                    })
-                })
-                .collect(),
+        Sharded {
+            shards: (0..SHARDS).map(|_| Mutex::new(S::new())).collect(),
             capacity: AtomicU64::new(capacity_bytes),
             total: AtomicU64::new(0),
         }
     }
 
-    pub(crate) fn get(&self, k: &Key) -> Option<V> {
-        self.shards[shard_of(k)].lock().lru.get(k).cloned()
+    pub(crate) fn get(&self, k: &Key) -> Option<S::Value> {
+        self.shards[shard_of(k)].lock().get(k).cloned()
     }
 
     /// Inserts (or replaces) an entry; returns `None` if it is larger than the whole capacity
     /// (not admitted), else the evictions it caused.
-    pub(crate) fn insert(&self, k: Key, v: V) -> Option<u64> {
+    pub(crate) fn insert(&self, k: Key, v: S::Value) -> Option<u64> {
         let charge = v.charge();
-        let capacity = self.capacity.load(Ordering::Relaxed);
-        if charge as u64 > capacity {
+        if charge as u64 > self.capacity.load(Ordering::Relaxed) {
             return None; // would evict everything and still not fit
         }
         let home = shard_of(&k);
         let mut s = self.shards[home].lock();
-        if let Some(old) = s.lru.put(k, v) {
-            let c = old.charge();
-            s.usage -= c;
-            self.total.fetch_sub(c as u64, Ordering::Relaxed);
+        if let Some(old) = s.put(k, v, charge) {
+            self.total.fetch_sub(old as u64, Ordering::Relaxed);
         }
-        s.usage += charge;
         self.total.fetch_add(charge as u64, Ordering::Relaxed);
         // The capacity as of now, not as of the admission check: a shrink that ran in between
         // evicted before this charge was added, so this insert must evict down to the new
         // capacity itself or the total would stay above it after every call returned.
         let capacity = self.capacity.load(Ordering::Relaxed);
-        let mut ev = s.evict(&self.total, capacity, None);
+        let mut ev = evict(&mut *s, &self.total, capacity, None);
         drop(s);
         // The own shard ran empty first (it held less than its share): the others give way.
         for i in 1..SHARDS {
@@ -128,9 +204,8 @@ impl<V: Charged + Clone> ShardedLru<V> {
             if self.total.load(Ordering::Relaxed) <= capacity {
                 break;
             }
-            ev += self.shards[(home + i) % SHARDS]
-                .lock()
-                .evict(&self.total, capacity, None);
+            let mut other = self.shards[(home + i) % SHARDS].lock();
+            ev += evict(&mut *other, &self.total, capacity, None);
         }
         Some(ev)
     }
@@ -143,7 +218,7 @@ impl<V: Charged + Clone> ShardedLru<V> {
         let mut ev = 0;
         for floor in [Some(per), None] {
             for s in &self.shards {
-                ev += s.lock().evict(&self.total, capacity_bytes, floor);
+                ev += evict(&mut *s.lock(), &self.total, capacity_bytes, floor);
             }
         }
         ev
@@ -156,49 +231,43 @@ impl<V: Charged + Clone> ShardedLru<V> {
     /// Drops every entry of one file.
     pub(crate) fn erase_file(&self, file: u64) {
         for s in &self.shards {
-            let mut s = s.lock();
-            let keys: Vec<Key> = s
-                .lru
-                .iter()
-                .filter(|(k, _)| k.0 == file)
-                .map(|(k, _)| *k)
-                .collect();
-            for k in keys {
-                if let Some(v) = s.lru.pop(&k) {
-                    let c = v.charge();
-                    s.usage -= c;
-                    self.total.fetch_sub(c as u64, Ordering::Relaxed);
-                }
-            }
+            let freed = s.lock().erase_file(file);
+            self.total.fetch_sub(freed as u64, Ordering::Relaxed);
         }
     }
 
-    /// The entries whose key passes `keep`, with their charges, oldest first: each shard's
-    /// LRU order is exact, and shards are merged by relative position in their own order
-    /// (oldest of each shard first, …), since hashing makes their tails of about the same age.
-    /// Locks one shard at a time. Used to warm-start the Symbiosis ghosts.
+    /// The entries whose key passes `keep`, with their charges, oldest (next to be evicted)
+    /// first: each shard's order is the policy's own (exact recency for LRU), and shards are
+    /// merged by relative position in their own order (oldest of each shard first, …), since
+    /// hashing makes their tails of about the same age. Locks one shard at a time. Used to
+    /// warm-start the Symbiosis ghosts.
     pub(crate) fn recency_order(&self, keep: impl Fn(&Key) -> bool) -> Vec<(Key, usize)> {
         let mut all: Vec<(f64, Key, usize)> = Vec::new();
         for s in &self.shards {
-            let s = s.lock();
-            let n = s.lru.len().max(1) as f64;
-            // `iter` runs from the most recent entry: position 0 is the newest.
+            let order = s.lock().eviction_order();
+            let n = order.len().max(1) as f64;
             all.extend(
-                s.lru
-                    .iter()
+                order
+                    .into_iter()
                     .enumerate()
                     .filter(|(_, (k, _))| keep(k))
-                    .map(|(i, (k, v))| (1.0 - i as f64 / n, *k, v.charge())),
+                    .map(|(j, (k, c))| ((j + 1) as f64 / n, k, c)),
             );
         }
-        // Ascending recency: the oldest first (a stable sort keeps each shard's order).
+        // Ascending position: the oldest first (a stable sort keeps each shard's order).
         all.sort_by(|a, b| a.0.total_cmp(&b.0));
         all.into_iter().map(|(_, k, c)| (k, c)).collect()
     }
 
     /// Sum of the shards' usage, bytes.
     pub(crate) fn usage(&self) -> u64 {
-        self.shards.iter().map(|s| s.lock().usage as u64).sum()
+        self.shards.iter().map(|s| s.lock().usage() as u64).sum()
+    }
+
+    /// The shards and the total (test support: invariant checks of a policy's shards).
+    #[cfg(test)]
+    pub(crate) fn parts(&self) -> (&[Mutex<S>], u64) {
+        (&self.shards, self.total.load(Ordering::Relaxed))
     }
 }
 

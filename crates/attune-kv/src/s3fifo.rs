@@ -13,9 +13,10 @@
 //! A one-pass scan therefore flows through small and never displaces the entries in main,
 //! which is what an LRU cannot do (docs/symbiosis.md, "S3-FIFO in the engine").
 //!
-//! Sharding and the budget follow `cache::ShardedLru`: [`SHARDS`] independent mutexes, one
-//! byte budget for all of them (an atomic total); an insert evicts from its own shard first
-//! and from the others only if its own ran empty; shrinking evicts before it returns.
+//! Sharding and the budget are `cache::Sharded`'s, shared with the LRU: 16 independent
+//! mutexes, one byte budget for all of them (an atomic total); an insert evicts from its own
+//! shard first and from the others only if its own ran empty; shrinking evicts before it
+//! returns. This module is the per-shard policy (`cache::ShardPolicy`).
 //!
 //! Thread safety: every method takes `&self`; a call locks one shard at a time (a hit also
 //! locks its shard, to raise the frequency). Invariants: once every call in flight has
@@ -24,11 +25,9 @@
 //! `small_bytes` the sum over the entries in small; every cached key is in exactly one of
 //! small and main, exactly once.
 
-use crate::cache::{shard_of, Charged, Key, SHARDS};
-use parking_lot::Mutex;
+use crate::cache::{Charged, Key, ShardPolicy, Sharded};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Largest frequency an entry counts to (a 2-bit counter). 3 is the paper's choice: an entry
 /// read often survives up to three more passes of main without a read.
@@ -70,7 +69,8 @@ struct Entry<V> {
     in_main: bool,
 }
 
-struct Shard<V> {
+/// One S3-FIFO shard (the policy; [`Sharded`] adds the locking and the shared budget).
+pub(crate) struct Shard<V> {
     map: FastMap<Key, Entry<V>>,
     small: VecDeque<Key>,
     main: VecDeque<Key>,
@@ -83,7 +83,40 @@ struct Shard<V> {
     ghost_seq: u64,
 }
 
-impl<V: Charged> Shard<V> {
+impl<V> Shard<V> {
+    fn ghost_insert(&mut self, k: Key) {
+        self.ghost_seq += 1;
+        self.ghost.push_back((k, self.ghost_seq));
+        self.ghost_map.insert(k, self.ghost_seq);
+        let limit = self.main.len().max(GHOST_MIN);
+        while self.ghost_map.len() > limit {
+            let Some((old, seq)) = self.ghost.pop_front() else {
+                break;
+            };
+            if self.ghost_map.get(&old) == Some(&seq) {
+                self.ghost_map.remove(&old);
+            }
+        }
+        // Stale slots (keys that left the ghost for main) are bounded: drop them when they
+        // outnumber the live keys.
+        if self.ghost.len() > 2 * self.ghost_map.len() + GHOST_MIN {
+            let live = &self.ghost_map;
+            self.ghost.retain(|(k, s)| live.get(k) == Some(s));
+        }
+    }
+
+    /// Whether the next eviction takes small's head (small at or above its share, or main
+    /// empty) rather than main's.
+    fn evict_from_small(&self) -> bool {
+        !self.small.is_empty()
+            && (self.main.is_empty()
+                || (self.small_bytes as u64).saturating_mul(SMALL_DIV) >= self.usage as u64)
+    }
+}
+
+impl<V: Charged + Clone + Send> ShardPolicy for Shard<V> {
+    type Value = V;
+
     fn new() -> Self {
         Shard {
             map: FastMap::default(),
@@ -105,7 +138,7 @@ impl<V: Charged> Shard<V> {
 
     /// Inserts or replaces (a replaced entry keeps its place and frequency). Returns the old
     /// charge when it replaced one.
-    fn insert(&mut self, k: Key, value: V, charge: usize) -> Option<usize> {
+    fn put(&mut self, k: Key, value: V, charge: usize) -> Option<usize> {
         if let Some(e) = self.map.get_mut(&k) {
             let old = e.charge;
             e.value = value;
@@ -134,35 +167,6 @@ impl<V: Charged> Shard<V> {
         }
         self.usage += charge;
         None
-    }
-
-    fn ghost_insert(&mut self, k: Key) {
-        self.ghost_seq += 1;
-        self.ghost.push_back((k, self.ghost_seq));
-        self.ghost_map.insert(k, self.ghost_seq);
-        let limit = self.main.len().max(GHOST_MIN);
-        while self.ghost_map.len() > limit {
-            let Some((old, seq)) = self.ghost.pop_front() else {
-                break;
-            };
-            if self.ghost_map.get(&old) == Some(&seq) {
-                self.ghost_map.remove(&old);
-            }
-        }
-        // Stale slots (keys that left the ghost for main) are bounded: drop them when they
-        // outnumber the live keys.
-        if self.ghost.len() > 2 * self.ghost_map.len() + GHOST_MIN {
-            let live = &self.ghost_map;
-            self.ghost.retain(|(k, s)| live.get(k) == Some(s));
-        }
-    }
-
-    /// Whether the next eviction takes small's head (small at or above its share, or main
-    /// empty) rather than main's.
-    fn evict_from_small(&self) -> bool {
-        !self.small.is_empty()
-            && (self.main.is_empty()
-                || (self.small_bytes as u64).saturating_mul(SMALL_DIV) >= self.usage as u64)
     }
 
     /// Evicts one entry and returns its charge, or `None` if the shard is empty. Ends: each
@@ -204,22 +208,6 @@ impl<V: Charged> Shard<V> {
         }
     }
 
-    /// Evicts while `total` is above `capacity` and, if `floor` is given, this shard's usage
-    /// is above it. Returns the evictions.
-    fn evict(&mut self, total: &AtomicU64, capacity: u64, floor: Option<usize>) -> u64 {
-        let mut n = 0;
-        while total.load(Ordering::Relaxed) > capacity && floor.is_none_or(|f| self.usage > f) {
-            match self.evict_one() {
-                Some(c) => {
-                    total.fetch_sub(c as u64, Ordering::Relaxed);
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        n
-    }
-
     /// Removes every entry of `file`; returns the bytes freed. Ghost keys of the file stay
     /// until they age out (file numbers are never reused, so they can never match again).
     fn erase_file(&mut self, file: u64) -> usize {
@@ -240,115 +228,35 @@ impl<V: Charged> Shard<V> {
         self.usage = self.map.values().map(|e| e.charge).sum();
         before - self.usage
     }
+
+    fn usage(&self) -> usize {
+        self.usage
+    }
+
+    /// Main's head first, then small's: only an approximation of recency (S3-FIFO keeps
+    /// none); adaptive sizing, the caller that reads it, refuses S3-FIFO.
+    fn eviction_order(&self) -> Vec<(Key, usize)> {
+        self.main
+            .iter()
+            .chain(self.small.iter())
+            .filter_map(|k| self.map.get(k).map(|e| (*k, e.charge)))
+            .collect()
+    }
 }
 
 /// A sharded, byte-charged S3-FIFO with one budget for all shards (see the module doc).
-pub(crate) struct ShardedS3Fifo<V> {
-    shards: Vec<Mutex<Shard<V>>>,
-    capacity: AtomicU64,
-    total: AtomicU64,
-}
+pub(crate) type ShardedS3Fifo<V> = Sharded<Shard<V>>;
 
-impl<V: Charged + Clone> ShardedS3Fifo<V> {
-    pub(crate) fn new(capacity_bytes: u64) -> Self {
-        ShardedS3Fifo {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
-            capacity: AtomicU64::new(capacity_bytes),
-            total: AtomicU64::new(0),
-        }
-    }
-
-    pub(crate) fn get(&self, k: &Key) -> Option<V> {
-        self.shards[shard_of(k)].lock().get(k).cloned()
-    }
-
-    /// Inserts (or replaces) an entry; returns `None` if it is larger than the whole capacity
-    /// (not admitted), else the evictions it caused.
-    pub(crate) fn insert(&self, k: Key, v: V) -> Option<u64> {
-        let charge = v.charge();
-        if charge as u64 > self.capacity.load(Ordering::Relaxed) {
-            return None;
-        }
-        let home = shard_of(&k);
-        let mut s = self.shards[home].lock();
-        if let Some(old) = s.insert(k, v, charge) {
-            self.total.fetch_sub(old as u64, Ordering::Relaxed);
-        }
-        self.total.fetch_add(charge as u64, Ordering::Relaxed);
-        // Re-read the capacity after adding the charge (a shrink may have run in between; see
-        // `ShardedLru::insert`).
-        let mut ev = s.evict(&self.total, self.capacity.load(Ordering::Relaxed), None);
-        drop(s);
-        for i in 1..SHARDS {
-            let capacity = self.capacity.load(Ordering::Relaxed);
-            if self.total.load(Ordering::Relaxed) <= capacity {
-                break;
-            }
-            ev += self.shards[(home + i) % SHARDS]
-                .lock()
-                .evict(&self.total, capacity, None);
-        }
-        Some(ev)
-    }
-
-    /// Changes the capacity; shrinking evicts before returning (first the shards above an
-    /// equal share, down to that share, then any shard). Returns the evictions.
-    pub(crate) fn set_capacity(&self, capacity_bytes: u64) -> u64 {
-        self.capacity.store(capacity_bytes, Ordering::Relaxed);
-        let per = (capacity_bytes / SHARDS as u64) as usize;
-        let mut ev = 0;
-        for floor in [Some(per), None] {
-            for s in &self.shards {
-                ev += s.lock().evict(&self.total, capacity_bytes, floor);
-            }
-        }
-        ev
-    }
-
-    pub(crate) fn capacity(&self) -> u64 {
-        self.capacity.load(Ordering::Relaxed)
-    }
-
-    /// Drops every entry of one file.
-    pub(crate) fn erase_file(&self, file: u64) {
-        for s in &self.shards {
-            let freed = s.lock().erase_file(file);
-            self.total.fetch_sub(freed as u64, Ordering::Relaxed);
-        }
-    }
-
-    /// The entries whose key passes `keep`, with their charges, in eviction order (main's
-    /// head first, then small's), shards merged by relative position as in
-    /// `ShardedLru::recency_order`. Only an approximation of recency: S3-FIFO keeps none.
-    pub(crate) fn recency_order(&self, keep: impl Fn(&Key) -> bool) -> Vec<(Key, usize)> {
-        let mut all: Vec<(f64, Key, usize)> = Vec::new();
-        for s in &self.shards {
-            let s = s.lock();
-            let n = (s.main.len() + s.small.len()).max(1) as f64;
-            all.extend(
-                s.main
-                    .iter()
-                    .chain(s.small.iter())
-                    .enumerate()
-                    .filter(|(_, k)| keep(k))
-                    .filter_map(|(i, k)| s.map.get(k).map(|e| (i as f64 / n, *k, e.charge))),
-            );
-        }
-        all.sort_by(|a, b| a.0.total_cmp(&b.0));
-        all.into_iter().map(|(_, k, c)| (k, c)).collect()
-    }
-
-    /// Sum of the shards' usage, bytes.
-    pub(crate) fn usage(&self) -> u64 {
-        self.shards.iter().map(|s| s.lock().usage as u64).sum()
-    }
-
+/// Test support on top of the shared mechanism.
+#[cfg(test)]
+impl<V: Charged + Clone + Send> ShardedS3Fifo<V> {
     /// Checks every shard's invariants (test support): `usage` and `small_bytes` match the
     /// entries, each cached key is queued exactly once, and the total matches the shards.
     #[cfg(test)]
     fn check_invariants(&self) -> std::result::Result<(), String> {
+        let (shards, total) = self.parts();
         let mut sum = 0u64;
-        for (i, s) in self.shards.iter().enumerate() {
+        for (i, s) in shards.iter().enumerate() {
             let s = s.lock();
             let usage: usize = s.map.values().map(|e| e.charge).sum();
             let small: usize = s
@@ -381,11 +289,8 @@ impl<V: Charged + Clone> ShardedS3Fifo<V> {
             }
             sum += s.usage as u64;
         }
-        if sum != self.total.load(Ordering::Relaxed) {
-            return Err(format!(
-                "total {} != sum of shards {sum}",
-                self.total.load(Ordering::Relaxed)
-            ));
+        if sum != total {
+            return Err(format!("total {total} != sum of shards {sum}"));
         }
         Ok(())
     }
@@ -394,7 +299,7 @@ impl<V: Charged + Clone> ShardedS3Fifo<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::ShardedLru;
+    use crate::cache::{shard_of, ShardedLru};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use std::sync::Arc;
@@ -463,7 +368,7 @@ mod tests {
         // keys[0] left small unread: a miss now, and its key is in the ghost.
         assert_eq!(c.get(&keys[0]), None);
         c.insert(keys[0], Val(100));
-        let s = c.shards[3].lock();
+        let s = c.parts().0[3].lock();
         assert!(s.map.get(&keys[0]).is_some_and(|e| e.in_main));
     }
 
