@@ -1,9 +1,9 @@
 //! The block cache: a sharded cache of uncompressed blocks, charged by bytes, whose capacity can
 //! be changed while running (the adaptive cache-sizing work resizes it online). Its replacement
-//! policy is option `block_cache_policy`: LRU ([`ShardedLru`], the default, shared with the
+//! policy is option `block_cache_policy`: LRU (`ShardedLru`, the default, shared with the
 //! compressed cache `ccache`) or S3-FIFO (`crate::s3fifo::ShardedS3Fifo`, scan-resistant).
-//! Both are [`Sharded`]: one mechanism for the shards' locks and the single byte budget, over a
-//! per-shard [`ShardPolicy`].
+//! Both are `Sharded`: one mechanism for the shards' locks and the single byte budget, over a
+//! per-shard `ShardPolicy`.
 //!
 //! Thread safety: shards are independent mutexes; a lookup locks one shard for a hash-map probe and
 //! a list splice. Keys are (file number, block offset); file numbers are never reused, so an entry
