@@ -9,22 +9,28 @@ Quick start::
         for key, value in db.items(start=b"a", end=b"z"):
             ...
 
-Every error is a subclass of :class:`attune.Error`; damaged files raise
-:class:`attune.CorruptionError` naming the file and offset.
+Every error is a subclass of :class:`attune.Error` (defined in :mod:`attune.errors`, so they
+pickle); damaged files raise :class:`attune.CorruptionError` naming the file and offset.
 """
 
-from attune._native import (
-    DB,
-    OPTION_NAMES,
+# The exception classes first: the native module raises them by name.
+from attune.errors import (
+    AlreadyExistsError,
     ClosedError,
     CorruptionError,
     Error,
+    ForkedError,
     InvalidArgumentError,
     LockedError,
     NotADatabaseError,
-    Snapshot,
+    ReadOnlyError,
     StorageIOError,
     UnsupportedVersionError,
+)
+from attune._native import (  # noqa: I001 (after attune.errors on purpose)
+    DB,
+    OPTION_NAMES,
+    Snapshot,
     WriteBatch,
     __version__,
 )
@@ -32,12 +38,15 @@ from attune._native import (
 __all__ = [
     "DB",
     "OPTION_NAMES",
+    "AlreadyExistsError",
     "ClosedError",
     "CorruptionError",
     "Error",
+    "ForkedError",
     "InvalidArgumentError",
     "LockedError",
     "NotADatabaseError",
+    "ReadOnlyError",
     "Snapshot",
     "StorageIOError",
     "UnsupportedVersionError",

@@ -137,7 +137,7 @@ impl Session for AttuneSession<'_> {
         n: usize,
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
-        let mut it = self.db.iter(&self.ro);
+        let mut it = self.db.iter(&self.ro).map_err(engine_error)?;
         if start.is_empty() {
             it.seek_to_first();
         } else {
