@@ -13,7 +13,14 @@ Every error is a subclass of :class:`attune.Error` (defined in :mod:`attune.erro
 pickle); damaged files raise :class:`attune.CorruptionError` naming the file and offset.
 """
 
-# The exception classes first: the native module raises them by name.
+# The native module raises the classes of attune.errors by name, looked up when raised.
+from attune._native import (
+    DB,
+    OPTION_NAMES,
+    Snapshot,
+    WriteBatch,
+    __version__,
+)
 from attune.errors import (
     AlreadyExistsError,
     ClosedError,
@@ -26,13 +33,6 @@ from attune.errors import (
     ReadOnlyError,
     StorageIOError,
     UnsupportedVersionError,
-)
-from attune._native import (  # noqa: I001 (after attune.errors on purpose)
-    DB,
-    OPTION_NAMES,
-    Snapshot,
-    WriteBatch,
-    __version__,
 )
 
 __all__ = [

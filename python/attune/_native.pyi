@@ -2,14 +2,14 @@
 
 from collections.abc import Iterator
 from os import PathLike
-from typing import Any, Self
+from typing import Any, Self, TypeAlias
 
 __version__: str
 OPTION_NAMES: list[str]
 
 # The exceptions it raises are defined in attune.errors.
 
-Bytes = bytes | bytearray | memoryview | str
+Bytes: TypeAlias = bytes | bytearray | memoryview | str
 
 class WriteBatch:
     def __init__(self) -> None: ...
@@ -33,7 +33,7 @@ class Snapshot:
     def __exit__(self, *exc: object) -> None: ...
 
 class DB:
-    def __init__(self, path: str | PathLike[str], **options: bool | int | float | str) -> None: ...
+    def __init__(self, path: str | PathLike[str], **options: bool | float | str) -> None: ...
     def put(self, key: Bytes, value: Bytes, sync: bool = False) -> None: ...
     def get(self, key: Bytes) -> bytes | None: ...
     def delete(self, key: Bytes, sync: bool = False) -> None: ...

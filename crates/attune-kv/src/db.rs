@@ -457,18 +457,10 @@ impl DB {
             let mem = replayed.unwrap_or_else(|| MemTable::new(log_number));
             (Arc::new(mem), None)
         } else {
-            let recovered: Vec<u64> = edit.new_files.iter().map(|(_, f)| f.number).collect();
-            match start_new_log(env.as_ref(), &dir, &opts, &mut versions, edit, max_seq) {
-                Ok((log_number, wal)) => (Arc::new(MemTable::new(log_number)), Some(wal)),
-                Err(e) => {
-                    // The manifest does not name the tables recovery wrote: remove them so that
-                    // a retry (after space is freed) does not find the disk fuller than before.
-                    for n in recovered {
-                        let _ = env.remove_file(&filename::table_path(&dir, n));
-                    }
-                    return Err(recovery_hint(e));
-                }
-            }
+            let (log_number, wal) =
+                start_new_log(env.as_ref(), &dir, &opts, &mut versions, edit, max_seq)
+                    .map_err(recovery_hint)?;
+            (Arc::new(MemTable::new(log_number)), Some(wal))
         };
         let blobs: BlobSet = Arc::new(
             versions
@@ -865,7 +857,10 @@ impl Drop for DB {
 
 /// The last step of a writable open: a new WAL, and the manifest edit that retires the replayed
 /// logs (naming the tables recovery wrote) and drops the value-log segments a crash left empty.
-/// Returns the new log's number and file.
+/// Returns the new log's number and file. When it fails before the manifest is touched, the
+/// tables recovery wrote and the new log are removed, so that a retry (after space is freed)
+/// does not find the disk fuller than before; once the manifest edit was attempted they stay
+/// (its record may have reached the disk and name them; the next open removes what it does not).
 fn start_new_log(
     env: &dyn Env,
     dir: &Path,
@@ -887,21 +882,26 @@ fn start_new_log(
     edit.blob_files_deleted.extend(&empty);
     let log_number = versions.new_file_number();
     let log_path = filename::log_path(dir, log_number);
+    let unwind = |e: Error| {
+        let _ = env.remove_file(&log_path);
+        for (_, f) in &edit.new_files {
+            let _ = env.remove_file(&filename::table_path(dir, f.number));
+        }
+        e
+    };
     // The WAL is an append-only log like a value-log segment: through a memory map where the
     // environment offers one (`mmap_logs`), so a write group costs no system call.
-    let wal_file = env.new_log_writable(&log_path, opts.write_buffer_size)?;
+    let wal_file = env
+        .new_log_writable(&log_path, opts.write_buffer_size)
+        .map_err(unwind)?;
+    if let Err(e) = env.sync_dir(dir) {
+        drop(wal_file);
+        return Err(unwind(e));
+    }
     edit.log_number = Some(log_number);
     edit.last_sequence = Some(max_seq);
-    let applied = env.sync_dir(dir).and_then(|()| {
-        versions.last_sequence = max_seq;
-        versions.log_and_apply(edit)
-    });
-    if let Err(e) = applied {
-        drop(wal_file);
-        // Not named by any manifest yet; a leftover would be replayed as empty at the next open.
-        let _ = env.remove_file(&log_path);
-        return Err(e);
-    }
+    versions.last_sequence = max_seq;
+    versions.log_and_apply(edit)?;
     for n in empty {
         // Best effort: a file the manifest no longer lists is removed at the next open.
         let _ = env.remove_file(&filename::blob_path(dir, n));
