@@ -663,7 +663,7 @@ fn run_db_bench(
     };
     Ok(Measured {
         ops: rep.operations,
-        seconds: rep.seconds,
+        seconds: rep.elapsed_seconds(),
         latency_us: Latency {
             p50: h.p50,
             p95: h.p95.unwrap_or(f64::NAN),
