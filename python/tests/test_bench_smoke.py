@@ -151,6 +151,7 @@ def test_ycsb_load_and_workloads_run_on_rocksdb_and_lmdb(tmp_path):
         (["--compression", "brotli"], "valid: none, snappy, lz4, zstd"),
         (["--cache-size", "12XB"], "unknown suffix"),
         (["--engines", "rocksdb:nokey=1"], "valid keys"),
+        (["--engines", "leveldb:compression=lz4"], "leveldb offers none, snappy"),
     ],
 )
 def test_bad_input_is_a_clear_error_before_any_work(args, message, tmp_path, capfd):
@@ -193,3 +194,41 @@ def test_cold_warm_and_threads_are_applied(tmp_path):
     assert read["ops"] == 2 * 500, "warm-up operations are not recorded"
     assert read["params"]["cold"] and read["params"]["cold_files_dropped"] > 0
     assert read["params"]["threads"] == 2 and read["params"]["warmup_ops"] == 100
+
+
+def test_ycsb_run_phases_without_load_load_first_and_say_so(tmp_path, capfd):
+    out = tmp_path / "ycsb.jsonl"
+    argv = ["bench", "ycsb", "--engines", "attune", "--workloads", "c,a", "--records", "500"]
+    argv += ["--operations", "300", "--json", str(out)]
+    assert main(argv) == 0
+    err = capfd.readouterr().err
+    assert "running `load` (500 records) first" in err
+    rows = _rows(out)
+    assert [r["workload"] for r in rows] == ["load", "c", "a"]
+    assert rows[0]["params"]["load_added"] is True and rows[0]["ops"] == 500
+    assert all("load_added" not in r["params"] for r in rows[1:])
+    assert rows[1]["found"] == rows[1]["ops"] == 300, "every read of c finds a loaded key"
+
+
+def test_compression_an_engine_lacks_runs_the_nearest_codec_and_records_both(tmp_path, capfd):
+    engines = [e for e in _available() if e in ("attune", "leveldb", "lmdb")]
+    if "leveldb" not in engines:
+        pytest.skip("leveldb is not installed")
+    out = tmp_path / "lz4.jsonl"
+    argv = ["bench", "micro", "--engines", ",".join(engines), "--compression", "lz4"]
+    argv += ["--records", "300", "--benchmarks", "fillseq", "--json", str(out)]
+    assert main(argv) == 0, "an engine without lz4 is not a failure"
+    err = capfd.readouterr().err
+    assert "leveldb has no lz4 compression" in err and "running it with snappy" in err
+    by = {r["engine"]: r for r in _rows(out)}
+    assert set(by) == set(engines)
+    leveldb = by["leveldb"]
+    assert leveldb["params"]["compression"] == "snappy"
+    assert leveldb["params"]["compression_requested"] == "lz4"
+    assert leveldb["settings"]["compression"] == "snappy"
+    if "lmdb" in by:
+        assert by["lmdb"]["params"]["compression"] == "none"
+        assert by["lmdb"]["params"]["compression_requested"] == "lz4"
+    if "attune" in by:
+        assert by["attune"]["params"]["compression"] == "lz4"
+        assert "compression_requested" not in by["attune"]["params"]
