@@ -31,6 +31,7 @@ pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "Attune's LSM engine (attune-kv), linked in; keys are attune.DB option names",
     keys: attune_kv::options::OPTION_NAMES,
+    compressions: &[Compression::None, Compression::Lz4, Compression::Zstd],
     probe,
     open,
 };
