@@ -241,7 +241,7 @@ def _open(args, **extra):
 def _verify(args) -> int:
     t0 = time.perf_counter()
     try:
-        with _open(args) as db:
+        with _open(args, read_only="true") as db:
             r = db.verify()
     except attune.CorruptionError as e:
         if args.json:
@@ -279,7 +279,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def _stats(args) -> int:
-    with _open(args) as db:
+    with _open(args, read_only="true") as db:
         s = db.stats()
     if args.json:
         print(json.dumps(s))
@@ -300,7 +300,7 @@ def _check_raw(args) -> None:
 
 def _get(args) -> int:
     _check_raw(args)
-    with _open(args) as db:
+    with _open(args, read_only="true") as db:
         v = db.get(_decode(args.key))
     if v is None:
         if args.json:
@@ -332,7 +332,7 @@ def _scan(args) -> int:
     if args.limit < 0:
         raise attune.InvalidArgumentError("--limit must be >= 0 (0: no limit)")
     n = 0
-    with _open(args) as db:
+    with _open(args, read_only="true") as db:
         for k, v in db.items(start=start, end=end, reverse=args.reverse):
             if args.json:
                 print(json.dumps({**json_bytes("key", k), **json_bytes("value", v)}))
