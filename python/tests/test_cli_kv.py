@@ -54,7 +54,7 @@ def test_missing_database_is_a_clear_error_without_traceback(tmp_path):
     r = run("kv", "stats", str(tmp_path / "nope"), check=False)
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
-    assert "create_if_missing" in r.stderr
+    assert "does not exist" in r.stderr
 
 
 def test_help_lists_verbs():
