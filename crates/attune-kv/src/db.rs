@@ -313,9 +313,17 @@ impl DB {
 
     /// Opens with a given environment (tests use `MemEnv`).
     pub fn open_with_env(env: Arc<dyn Env>, dir: &Path, opts: Options) -> Result<DB> {
+        if dir.as_os_str().is_empty() {
+            // Checked before anything touches the file system: an empty path would put LOCK
+            // and the database's files in the working directory.
+            return Err(Error::InvalidArgument(
+                "path is empty; give a directory (an existing database or a new path)".into(),
+            ));
+        }
         let opts = opts.sanitized()?;
         let dir = dir.to_path_buf();
         let current = filename::current_path(&dir);
+        refuse_non_directory(env.as_ref(), &dir)?;
         if !env.exists(&dir) {
             if !opts.create_if_missing {
                 return Err(Error::NotADatabase {
@@ -323,7 +331,21 @@ impl DB {
                     detail: "directory does not exist (create_if_missing is off)".into(),
                 });
             }
-            crate::env::create_dir_all_durable(env.as_ref(), &dir)?;
+            crate::env::create_dir_all_durable(env.as_ref(), &dir).map_err(|e| match e {
+                Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotADirectory => {
+                    // The deepest ancestor that exists is the file in the way.
+                    let file = dir.ancestors().skip(1).find(|a| env.exists(a));
+                    Error::NotADatabase {
+                        path: dir.clone(),
+                        detail: format!(
+                            "cannot create it: {} is a file, not a directory; give a path \
+                             inside a directory",
+                            file.unwrap_or(&dir).display()
+                        ),
+                    }
+                }
+                e => e,
+            })?;
         }
         let lock = env.lock(&filename::lock_path(&dir))?;
         let exists = env.exists(&current);
@@ -760,6 +782,25 @@ impl DB {
 impl Drop for DB {
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+/// Refuses a `dir` that exists but is not a directory (a regular file, say) with a clear
+/// error, before the lock file inside it fails with an I/O error.
+fn refuse_non_directory(env: &dyn Env, dir: &Path) -> Result<()> {
+    if !env.exists(dir) {
+        return Ok(());
+    }
+    match env.list_dir(dir) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotADirectory => {
+            Err(Error::NotADatabase {
+                path: dir.to_path_buf(),
+                detail: "it is a file, not a directory; give the directory of a database (or a \
+                         path to create one in)"
+                    .into(),
+            })
+        }
+        _ => Ok(()),
     }
 }
 
