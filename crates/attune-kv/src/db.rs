@@ -365,6 +365,9 @@ impl DB {
                     )
                 })
                 .collect();
+            if let Some(what) = filename::foreign_engine(&others, &[]) {
+                return Err(foreign_database_error(&dir, &what));
+            }
             if !others.is_empty() {
                 let shown: Vec<&str> = others.iter().take(3).map(String::as_str).collect();
                 return Err(Error::NotADatabase {
@@ -393,7 +396,13 @@ impl DB {
         );
         let mut versions = VersionSet::new(env.clone(), dir.clone());
         if exists {
-            versions.recover()?;
+            if let Err(e) = versions.recover() {
+                // Another engine's directory fails as a damaged manifest: say what it is.
+                return Err(match foreign_engine_in(env.as_ref(), &dir) {
+                    Some(what) => foreign_database_error(&dir, &what),
+                    None => e,
+                });
+            }
         } else {
             versions.create_new()?;
         }
@@ -782,6 +791,31 @@ impl DB {
 impl Drop for DB {
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+/// Describes another engine's database in `dir` (see [`filename::foreign_engine`]), reading the
+/// start of the manifest CURRENT names. Only called once opening has failed, so an Attune
+/// database pays nothing for it.
+fn foreign_engine_in(env: &dyn Env, dir: &Path) -> Option<String> {
+    let names = env.list_dir(dir).ok()?;
+    let head = env
+        .read_all(&filename::current_path(dir))
+        .ok()
+        .and_then(|c| String::from_utf8(c).ok())
+        .filter(|c| matches!(filename::parse(c.trim_end()), Some(FileKind::Manifest(_))))
+        .and_then(|c| env.read_all(&dir.join(c.trim_end())).ok())
+        .unwrap_or_default();
+    filename::foreign_engine(&names, &head)
+}
+
+fn foreign_database_error(dir: &Path, what: &str) -> Error {
+    Error::NotADatabase {
+        path: dir.to_path_buf(),
+        detail: format!(
+            "this is {what}, not an Attune one; Attune cannot read it (open it with that \
+             engine, or give Attune a new directory)"
+        ),
     }
 }
 

@@ -44,3 +44,101 @@ fn path_that_is_a_regular_file_is_not_a_database() {
     assert!(matches!(e, Error::NotADatabase { .. }), "{e}");
     assert!(e.to_string().contains("data.bin is a file"), "{e}");
 }
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Writes `files` into `dir`, opens it, and checks that the refusal names `engine` and that the
+/// directory is left as it was.
+fn assert_refused_as(dir: &Path, files: &[(&str, Vec<u8>)], engine: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, data) in files {
+        std::fs::write(dir.join(name), data).unwrap();
+    }
+    let listing = |d: &Path| {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().into_string().unwrap(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(dir);
+    let e = DB::open(dir, options()).err().expect("must refuse");
+    assert!(matches!(e, Error::NotADatabase { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("this is a {engine} database")),
+        "{msg}"
+    );
+    assert!(msg.contains("Attune cannot read it"), "{msg}");
+    assert_eq!(
+        listing(dir),
+        before,
+        "opening must not change the directory"
+    );
+}
+
+#[test]
+fn rocksdb_directory_is_named_not_reported_as_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The files RocksDB 9 leaves after one put, with its manifest's first bytes.
+    let manifest = hex(
+        "8213b07927000181402461343037313831312d333633632d343038372d39\
+         3231312d653034316135643935333961052b28430000017ab4089e0f0001",
+    );
+    let files = [
+        ("CURRENT", b"MANIFEST-000005\n".to_vec()),
+        ("MANIFEST-000005", manifest),
+        ("IDENTITY", b"a4071811-363c-4087-9211-e041a5d9539a".to_vec()),
+        (
+            "OPTIONS-000007",
+            b"# This is a RocksDB option file.\n".to_vec(),
+        ),
+        ("LOCK", Vec::new()),
+        ("LOG", b"RocksDB version: 9.8.4\n".to_vec()),
+        ("000008.log", Vec::new()),
+        ("000009.sst", vec![0; 64]),
+    ];
+    assert_refused_as(&tmp.path().join("rocks"), &files, "RocksDB");
+    // Without CURRENT (a half-copied directory) the names alone tell.
+    assert_refused_as(&tmp.path().join("rocks-no-current"), &files[2..], "RocksDB");
+}
+
+#[test]
+fn leveldb_directory_is_named_not_reported_as_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    // LevelDB 1.23 after one put: a manifest whose first record names the comparator.
+    let manifest = hex(
+        "56f9b8f81c0001011a6c6576656c64622e4279746577697365436f6d70617261746f72\
+         a49c8bbe0800010203090003040400",
+    );
+    let files = [
+        ("CURRENT", b"MANIFEST-000002\n".to_vec()),
+        ("MANIFEST-000002", manifest),
+        ("LOCK", Vec::new()),
+        (
+            "LOG",
+            b"2026/01/01-00:00:00.000000 1 Delete type=3 #1\n".to_vec(),
+        ),
+        (
+            "000003.log",
+            hex("e99f78191100010100000000000000010000000101610131"),
+        ),
+    ];
+    assert_refused_as(&tmp.path().join("level"), &files, "LevelDB");
+    // Older or compacted LevelDB directories hold .ldb tables.
+    let mut with_tables = files.to_vec();
+    with_tables.push(("000005.ldb", vec![0; 64]));
+    assert_refused_as(&tmp.path().join("level-ldb"), &with_tables[2..], "LevelDB");
+}
