@@ -434,9 +434,19 @@ impl DB {
                 tables.get(f.number)?.verify()?;
             }
         }
+        // Before anything is changed on disk: a log the manifest does not account for fails.
+        let logs = logs_to_replay(env.as_ref(), &dir, &versions)?;
         let mut edit = VersionEdit::default();
         let blob_valid = recover_blob_files(env.as_ref(), &dir, &versions, &mut edit)?;
-        let max_seq = recover_logs(&env, &dir, &opts, &mut versions, &mut edit, &blob_valid)?;
+        let max_seq = recover_logs(
+            &env,
+            &dir,
+            &opts,
+            &mut versions,
+            &mut edit,
+            &blob_valid,
+            logs,
+        )?;
         // Segments the crash left without a record (a spare made ahead, one created just
         // before the crash) leave the manifest in the edit that retires the replayed logs: no
         // table names them (a pointer reaches a table only once its value is durable), and
@@ -448,18 +458,24 @@ impl DB {
             .map(|&(n, _)| n)
             .collect();
         edit.blob_files_deleted.extend(&empty);
-        let log_number = versions.new_file_number();
+        let log_number = versions.new_log_number();
+        edit.log_number = Some(log_number);
+        versions.last_sequence = max_seq;
+        edit.last_sequence = Some(max_seq);
+        versions.log_and_apply(edit)?;
+        // Created once the manifest accounts for it (recovery replays no other log); a crash
+        // before this leaves no log, which is right: the edit holds everything replayed.
         // The WAL is an append-only log like a value-log segment: through a memory map where
         // the environment offers one (`mmap_logs`), so a write group costs no system call.
+        assert!(
+            versions.accounts_for(log_number),
+            "the manifest covers the new WAL"
+        );
         let wal_file = env.new_log_writable(
             &filename::log_path(&dir, log_number),
             opts.write_buffer_size,
         )?;
         env.sync_dir(&dir)?;
-        edit.log_number = Some(log_number);
-        versions.last_sequence = max_seq;
-        edit.last_sequence = Some(max_seq);
-        versions.log_and_apply(edit)?;
         for n in empty {
             // Best effort: a file the manifest no longer lists is removed at the next open.
             let _ = env.remove_file(&filename::blob_path(&dir, n));
@@ -838,6 +854,40 @@ fn refuse_non_directory(env: &dyn Env, dir: &Path) -> Result<()> {
     }
 }
 
+/// The WAL files recovery replays, in order: those at or above the manifest's log number (the
+/// older ones are in tables). Every WAL the database creates is numbered below the next file
+/// number of the manifest record durable at its creation (`VersionSet::new_log_number`), so a
+/// log at or above the recorded one was not written by this database: copied in, or left by
+/// another program. Replaying it would mix foreign writes into the history, and deleting it
+/// (as an obsolete log would be) could destroy someone's data, so open fails naming the file
+/// and leaves it in place: the user decides where it belongs.
+fn logs_to_replay(env: &dyn Env, dir: &Path, versions: &VersionSet) -> Result<Vec<u64>> {
+    let mut logs = Vec::new();
+    for name in env.list_dir(dir)? {
+        let Some(FileKind::Log(n)) = filename::parse(&name) else {
+            continue;
+        };
+        if !versions.accounts_for(n) {
+            return Err(Error::corruption(
+                dir.join(&name),
+                0,
+                format!(
+                    "write-ahead log {name} is not one this database wrote: its number is not \
+                     below the next file number {} that {} records; it was left in place and \
+                     not replayed; move it out of the directory, then open again",
+                    versions.recorded_next_file_number,
+                    filename::manifest_name(versions.manifest_number)
+                ),
+            ));
+        }
+        if n >= versions.log_number {
+            logs.push(n);
+        }
+    }
+    logs.sort_unstable();
+    Ok(logs)
+}
+
 /// Replays WAL files not yet covered by tables into L0 tables recorded in `edit`.
 /// Returns the largest sequence seen.
 fn recover_logs(
@@ -847,16 +897,8 @@ fn recover_logs(
     versions: &mut VersionSet,
     edit: &mut VersionEdit,
     blob_valid: &HashMap<u64, u64>,
+    logs: Vec<u64>,
 ) -> Result<u64> {
-    let mut logs: Vec<u64> = env
-        .list_dir(dir)?
-        .iter()
-        .filter_map(|n| match filename::parse(n) {
-            Some(FileKind::Log(n)) if n >= versions.log_number => Some(n),
-            _ => None,
-        })
-        .collect();
-    logs.sort_unstable();
     let mut max_seq = versions.last_sequence;
     let mut mem = MemTable::new(0);
     let mut garbage = BTreeMap::new();
@@ -872,7 +914,6 @@ fn recover_logs(
     let mut next_seq_max = versions.last_sequence.saturating_add(1);
     let mut stopped = false;
     for n in logs {
-        versions.next_file_number = versions.next_file_number.max(n + 1);
         if stopped {
             continue; // later logs are not part of the recovered prefix
         }
@@ -1522,8 +1563,14 @@ impl DbInner {
             if st.mem.is_empty() && force {
                 return Ok(());
             }
-            // Switch to a new memtable and WAL.
-            let n = st.versions.new_file_number();
+            // Switch to a new memtable and WAL. Its number was reserved before the manifest's
+            // last record (the flush of the previous memtable), which accounts for it; should
+            // none have been written since, record one first: recovery replays no log the
+            // manifest does not account for.
+            let n = st.versions.new_log_number();
+            if !st.versions.accounts_for(n) {
+                st.versions.log_and_apply(VersionEdit::default())?;
+            }
             let f = self.env.new_log_writable(
                 &filename::log_path(&self.dir, n),
                 self.opts.write_buffer_size,
