@@ -465,12 +465,12 @@ impl DB {
         versions.log_and_apply(edit)?;
         // Created once the manifest accounts for it (recovery replays no other log); a crash
         // before this leaves no log, which is right: the edit holds everything replayed.
-        // The WAL is an append-only log like a value-log segment: through a memory map where
-        // the environment offers one (`mmap_logs`), so a write group costs no system call.
         assert!(
             versions.accounts_for(log_number),
             "the manifest covers the new WAL"
         );
+        // The WAL is an append-only log like a value-log segment: through a memory map where
+        // the environment offers one (`mmap_logs`), so a write group costs no system call.
         let wal_file = env.new_log_writable(
             &filename::log_path(&dir, log_number),
             opts.write_buffer_size,
