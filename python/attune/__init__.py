@@ -9,35 +9,44 @@ Quick start::
         for key, value in db.items(start=b"a", end=b"z"):
             ...
 
-Every error is a subclass of :class:`attune.Error`; damaged files raise
-:class:`attune.CorruptionError` naming the file and offset.
+Every error is a subclass of :class:`attune.Error` (defined in :mod:`attune.errors`, so they
+pickle); damaged files raise :class:`attune.CorruptionError` naming the file and offset.
 """
 
+# The native module raises the classes of attune.errors by name, looked up when raised.
 from attune._native import (
     DB,
     OPTION_NAMES,
+    Snapshot,
+    WriteBatch,
+    __version__,
+)
+from attune.errors import (
+    AlreadyExistsError,
     ClosedError,
     CorruptionError,
     Error,
+    ForkedError,
     InvalidArgumentError,
     LockedError,
     NotADatabaseError,
-    Snapshot,
+    ReadOnlyError,
     StorageIOError,
     UnsupportedVersionError,
-    WriteBatch,
-    __version__,
 )
 
 __all__ = [
     "DB",
     "OPTION_NAMES",
+    "AlreadyExistsError",
     "ClosedError",
     "CorruptionError",
     "Error",
+    "ForkedError",
     "InvalidArgumentError",
     "LockedError",
     "NotADatabaseError",
+    "ReadOnlyError",
     "Snapshot",
     "StorageIOError",
     "UnsupportedVersionError",

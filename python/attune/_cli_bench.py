@@ -23,6 +23,9 @@ def _run_harness(args) -> int:
 
 
 def _report(args) -> int:
+    from attune._cli_deps import require
+
+    require("attune bench report", "matplotlib")
     from attune.bench.report import write_report
 
     parts = ["attune", "bench", "report", *args.results, "--out", args.out]

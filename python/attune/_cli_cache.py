@@ -4,8 +4,10 @@ Opens the database at PATH with a cache budget (adaptive sizing, so the Symbiosi
 replays a read workload over its keys (drawn from the repository's workload library), and prints
 the block cache's LRU miss-ratio curve that the controller measured on those reads (stack
 distances over sampled key groups), with the split it chose. ``--json`` prints one object;
+``--plot FILE`` draws that miss-ratio curve (miss ratio against block cache size, PNG);
 ``--timeline FILE`` writes the controller's time series (M_a, H_a, H_k, L_e modelled and
-measured, state, per window) as JSON, and ``--plot FILE`` draws it (PNG; matplotlib).
+measured, state, per window) as JSON, and ``--timeline-plot FILE`` draws it (PNG). Plots need
+matplotlib, checked before any read.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tqdm import tqdm
 
 import attune
 from attune import workload
+from attune._cli_deps import require
 from attune._cli_kv import _parse_options
 
 KEYS_MAX = 2_000_000  # keys read into memory to draw requests from (bounded: ~100 MB at most)
@@ -33,6 +36,9 @@ def _human(n: float) -> str:
 def _mrc(args) -> int:
     if args.reads <= 0:
         raise attune.InvalidArgumentError("--reads must be > 0")
+    if args.plot or args.timeline_plot:
+        flag = "--plot" if args.plot else "--timeline-plot"
+        require(f"attune cache mrc {flag}", "matplotlib")
     options = _parse_options(args.option)
     options.setdefault("memory_budget", args.memory_budget)
     options.setdefault("cache_sizing", "adaptive")
@@ -65,9 +71,11 @@ def _mrc(args) -> int:
         ]
         with open(args.timeline, "w", encoding="utf-8") as f:
             json.dump(series, f, allow_nan=False)
-    if args.plot:
-        _plot(tiers, args.plot)
     curve = [{"cache_bytes": b, "miss_ratio": r} for b, r in tiers["mrc"]]
+    if args.plot:
+        plot_mrc(curve, args.plot, f"{args.distribution}, {args.reads:,} reads, {len(keys):,} keys")
+    if args.timeline_plot:
+        _plot_timeline(tiers, args.timeline_plot)
     result = {
         "path": args.path,
         "reads": args.reads,
@@ -106,7 +114,37 @@ def _mrc(args) -> int:
     return 0
 
 
-def _plot(tiers: dict, path: str) -> None:
+def plot_mrc(curve: list[dict], path: str, subtitle: str = "") -> None:
+    """The miss-ratio curve: miss ratio (0..1) against block cache size (MiB), one point per
+    simulated size, as a PNG at ``path``."""
+    if not curve:
+        raise attune.InvalidArgumentError(
+            "no simulation round finished yet, so there is no curve to plot: run more --reads, "
+            "or sample more densely (-o cache_sample_inv=8)"
+        )
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(
+        [p["cache_bytes"] / 2**20 for p in curve],
+        [p["miss_ratio"] for p in curve],
+        marker=".",
+    )
+    ax.set_xlabel("block cache size (MiB)")
+    ax.set_ylabel("miss ratio")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title("miss-ratio curve" + (f" ({subtitle})" if subtitle else ""))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plot_timeline(tiers: dict, path: str) -> None:
     """M_a and L_e (modelled, measured) per controller window: how the split adapted."""
     windows = tiers["timeline"]
     if not windows:
@@ -167,5 +205,14 @@ def register(sub) -> None:
         metavar="FILE",
         help="write the controller's time series (M_a, H_a, H_k, L_e per window) as JSON",
     )
-    m.add_argument("--plot", metavar="FILE", help="draw M_a and L_e over time to a PNG")
+    m.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw the miss-ratio curve (miss ratio against block cache size) to a PNG",
+    )
+    m.add_argument(
+        "--timeline-plot",
+        metavar="FILE",
+        help="draw the controller's M_a and L_e over time to a PNG",
+    )
     m.set_defaults(func=_mrc)

@@ -1,4 +1,11 @@
-"""CLI verbs of the key-value engine: `attune demo` and `attune kv {verify,stats,get,put,scan,compact}`."""
+"""CLI verbs of the key-value engine: `attune demo` and `attune kv {verify,stats,get,put,scan,
+compact,gc,learn}`.
+
+Keys and values are bytes. ``kv get`` and ``kv scan`` print them escaped (:func:`escape_bytes`) so
+that binary data cannot corrupt a terminal, or as stored with ``--raw``; under ``--json`` a field is
+the text when the bytes are valid UTF-8, else the escaped text plus ``<field>_hex`` with the exact
+bytes (:func:`json_bytes`).
+"""
 
 from __future__ import annotations
 
@@ -38,6 +45,41 @@ def _dir_bytes(path: str) -> int:
     return total
 
 
+def escape_bytes(b: bytes) -> str:
+    """``b`` as terminal-safe text: printable characters of valid UTF-8 as they are; backslash,
+    tab, newline and carriage return as ``\\ \\t \\n \\r``; every other byte (invalid UTF-8,
+    control and format characters such as ESC) as ``\\xNN``. Reversible, and one line per
+    key/value pair stays one line."""
+    out: list[str] = []
+    for ch in b.decode("utf-8", "surrogateescape"):
+        o = ord(ch)
+        if 0xDC80 <= o <= 0xDCFF:  # a byte that is not valid UTF-8
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.extend(f"\\x{x:02x}" for x in ch.encode("utf-8"))
+    return "".join(out)
+
+
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def json_bytes(name: str, b: bytes) -> dict[str, str]:
+    """``{name: text}`` for valid UTF-8; otherwise ``{name: escape_bytes(b), name_hex: b.hex()}``
+    (the hex field's presence says the text is an escaped rendering, not the stored bytes)."""
+    try:
+        return {name: b.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {name: escape_bytes(b), f"{name}_hex": b.hex()}
+
+
+def _write_line(data: bytes) -> None:
+    sys.stdout.buffer.write(data + b"\n")
+
+
 def _percentile(sorted_ns: list[int], q: float) -> float:
     if not sorted_ns:
         return 0.0
@@ -51,6 +93,18 @@ def _print_table(rows: list[tuple[str, str]], title: str) -> None:
     print("-" * (width + 24))
     for k, v in rows:
         print(f"{k:<{width}}  {v:>20}")
+
+
+def _per_sec(count: int, elapsed_ns: int) -> float | None:
+    """Throughput from a nanosecond clock; None (JSON null) when nothing was timed, so a run too
+    short for the clock never reports a made-up number."""
+    if count == 0:
+        return 0.0
+    return count / (elapsed_ns / 1e9) if elapsed_ns > 0 else None
+
+
+def _rate_text(rate: float | None) -> str:
+    return "too fast to time" if rate is None else f"{rate:,.0f} ops/s"
 
 
 def _demo(args) -> int:
@@ -74,7 +128,7 @@ def _demo(args) -> int:
     try:
         with attune.DB(path, **options) as db:
             # Load: YCSB's load phase (hashed insert order) from the workload library.
-            t0 = time.perf_counter()
+            t0 = time.perf_counter_ns()
             batch = attune.WriteBatch()
             logical = 0
             load = workload.ycsb(
@@ -94,7 +148,7 @@ def _demo(args) -> int:
                     db.write(batch)
                     bar.update(len(batch))
                     batch.clear()
-            load_s = time.perf_counter() - t0
+            load_ns = time.perf_counter_ns() - t0
             # Run: YCSB A's operation stream.
             lat_read: list[int] = []
             lat_write: list[int] = []
@@ -108,7 +162,7 @@ def _demo(args) -> int:
                 field_count=1,
                 field_length=value_size,
             )
-            t0 = time.perf_counter()
+            t0 = time.perf_counter_ns()
             with tqdm(total=operations, desc="read/write mix", unit="op", disable=args.json) as bar:
                 for i, (op, key, _n) in enumerate(run):
                     k = b"user%d" % key
@@ -124,15 +178,15 @@ def _demo(args) -> int:
                     if i % 1000 == 999:
                         bar.update(1000)
                 bar.update(operations % 1000)
-            mix_s = time.perf_counter() - t0
+            mix_ns = time.perf_counter_ns() - t0
             stats = db.stats()
         lat_read.sort()
         lat_write.sort()
         space = _dir_bytes(path)
         result.update(
             {
-                "load_ops_per_sec": records / load_s,
-                "mix_ops_per_sec": operations / mix_s if mix_s > 0 else 0.0,
+                "load_ops_per_sec": _per_sec(records, load_ns),
+                "mix_ops_per_sec": _per_sec(operations, mix_ns),
                 "read_latency_us": {
                     "p50": _percentile(lat_read, 0.50),
                     "p99": _percentile(lat_read, 0.99),
@@ -157,8 +211,8 @@ def _demo(args) -> int:
         return 0
     rows = [
         ("records loaded", f"{records:,}"),
-        ("load throughput", f"{result['load_ops_per_sec']:,.0f} ops/s"),
-        ("YCSB A throughput", f"{result['mix_ops_per_sec']:,.0f} ops/s"),
+        ("load throughput", _rate_text(result["load_ops_per_sec"])),
+        ("YCSB A throughput", _rate_text(result["mix_ops_per_sec"])),
         ("read p50 / p99", "{p50:.1f} / {p99:.1f} us".format(**result["read_latency_us"])),
         ("write p50 / p99", "{p50:.1f} / {p99:.1f} us".format(**result["write_latency_us"])),
         ("write amplification", f"{result['write_amp']:.2f}"),
@@ -187,11 +241,11 @@ def _open(args, **extra):
 def _verify(args) -> int:
     t0 = time.perf_counter()
     try:
-        with _open(args) as db:
+        with _open(args, read_only="true") as db:
             r = db.verify()
     except attune.CorruptionError as e:
         if args.json:
-            print(json.dumps({"ok": False, "error": str(e)}))
+            print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}))
         else:
             print(f"CORRUPTION: {e}", file=sys.stderr)
             print(
@@ -204,14 +258,28 @@ def _verify(args) -> int:
         print(json.dumps(r))
     else:
         print(
-            f"OK: {r['files']} table files, {r['entries']:,} entries, every checksum verified "
+            f"OK: {_verified_files(r)}, {r['entries']:,} entries, every checksum verified "
             f"(WAL and manifest checked while opening) in {r['seconds']:.2f}s"
         )
     return 0
 
 
+def _verified_files(r: dict) -> str:
+    """What verify() checked: tables and value-log segments apart when the binding reports them
+    apart; otherwise (older bindings, whose `files` counts both) the total as files."""
+    tables = r.get("tables", r["files"])
+    blob_segments = r.get("blob_segments", 0)
+    if "tables" not in r and "blob_segments" not in r:
+        return f"{tables} files (tables and value-log segments)"
+    return f"{_count(tables, 'table')}, {_count(blob_segments, 'value-log segment')}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _stats(args) -> int:
-    with _open(args) as db:
+    with _open(args, read_only="true") as db:
         s = db.stats()
     if args.json:
         print(json.dumps(s))
@@ -225,8 +293,14 @@ def _decode(s: str) -> bytes:
     return s.encode("utf-8", "surrogateescape")
 
 
+def _check_raw(args) -> None:
+    if args.raw and args.json:
+        raise attune.InvalidArgumentError("--raw and --json exclude each other")
+
+
 def _get(args) -> int:
-    with _open(args) as db:
+    _check_raw(args)
+    with _open(args, read_only="true") as db:
         v = db.get(_decode(args.key))
     if v is None:
         if args.json:
@@ -235,9 +309,11 @@ def _get(args) -> int:
             print(f"(not found: {args.key!r})", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"key": args.key, "found": True, "value": v.decode("utf-8", "replace")}))
+        print(json.dumps({"key": args.key, "found": True, **json_bytes("value", v)}))
+    elif args.raw:
+        _write_line(v)
     else:
-        sys.stdout.buffer.write(v + b"\n")
+        _write_line(escape_bytes(v).encode("utf-8"))
     return 0
 
 
@@ -252,17 +328,18 @@ def _put(args) -> int:
 def _scan(args) -> int:
     start = _decode(args.start) if args.start else None
     end = _decode(args.end) if args.end else None
+    _check_raw(args)
+    if args.limit < 0:
+        raise attune.InvalidArgumentError("--limit must be >= 0 (0: no limit)")
     n = 0
-    with _open(args) as db:
+    with _open(args, read_only="true") as db:
         for k, v in db.items(start=start, end=end, reverse=args.reverse):
             if args.json:
-                print(
-                    json.dumps(
-                        {"key": k.decode("utf-8", "replace"), "value": v.decode("utf-8", "replace")}
-                    )
-                )
+                print(json.dumps({**json_bytes("key", k), **json_bytes("value", v)}))
+            elif args.raw:
+                _write_line(k + b"\t" + v)
             else:
-                sys.stdout.buffer.write(k + b"\t" + v + b"\n")
+                _write_line(f"{escape_bytes(k)}\t{escape_bytes(v)}".encode())
             n += 1
             if args.limit and n >= args.limit:
                 break
@@ -290,9 +367,13 @@ def _gc(args) -> int:
         before = db.stats()
         r = db.gc(ratio=args.ratio)
         after = db.stats()
+    # The background collector may finish segments while this call runs; the database's
+    # cumulative counter tells them apart from this call's.
+    total = after["gc_segments_collected"] - before["gc_segments_collected"]
     r.update(
         {
             "seconds": time.perf_counter() - t0,
+            "background_segments_collected": max(0, total - r["segments_collected"]),
             "blob_bytes_before": before["blob_bytes"],
             "blob_bytes_after": after["blob_bytes"],
             "max_pause_micros": after["gc_max_pause_micros"],
@@ -300,19 +381,48 @@ def _gc(args) -> int:
     )
     if args.json:
         print(json.dumps(r))
-    else:
-        print(
-            f"collected {r['segments_collected']} value-log segments in {r['seconds']:.2f}s: "
-            f"moved {r['records_rewritten']:,} live values ({r['bytes_rewritten']:,} B), "
-            f"value log {r['blob_bytes_before']:,} -> {r['blob_bytes_after']:,} B "
+        return 0
+    out, err = gc_summary(r, args.ratio)
+    for line in out:
+        print(line)
+    for line in err:
+        print(line, file=sys.stderr)
+    return 0
+
+
+def gc_summary(r: dict, ratio: float | None) -> tuple[list[str], list[str]]:
+    """The lines `kv gc` prints (stdout, stderr) for the report ``r``: which collector freed
+    what, so that a value log that shrank is never next to "nothing was collected"."""
+    mine, background = r["segments_collected"], r["background_segments_collected"]
+    before, after = r["blob_bytes_before"], r["blob_bytes_after"]
+    at = f"ratio {ratio}" if ratio is not None else "the configured ratio"
+    size = (
+        f"value log {before:,} B, unchanged"
+        if before == after
+        else f"value log {before:,} -> {after:,} B"
+    )
+    out: list[str] = []
+    err: list[str] = []
+    if mine:
+        out.append(
+            f"collected {mine} value-log segments in {r['seconds']:.2f}s: moved "
+            f"{r['records_rewritten']:,} live values ({r['bytes_rewritten']:,} B); {size} "
             f"(longest writer pause {r['max_pause_micros']} us)"
         )
-        if r["segments_collected"] == 0:
-            print(
-                "nothing was worth collecting; lower --ratio to move segments with less garbage",
-                file=sys.stderr,
-            )
-    return 0
+        if background:
+            out.append(f"the background collector collected {background} more meanwhile")
+    elif background:
+        out.append(
+            f"the background collector collected {background} value-log segments while this "
+            f"ran, leaving none at {at} for this call; {size}"
+        )
+    else:
+        out.append(
+            f"no value-log segment had enough garbage at {at}; {size}"
+            + ("" if before == after else " (space freed by earlier collections)")
+        )
+        err.append("lower --ratio to move segments with less garbage")
+    return out, err
 
 
 def _learn(args) -> int:
@@ -391,22 +501,51 @@ def register(sub) -> None:
         q.add_argument("--json", action="store_true", help="machine-readable output")
         return q
 
-    q = common(kvs.add_parser("verify", help="check every checksum of every file"))
+    q = common(
+        kvs.add_parser(
+            "verify",
+            help="check every checksum of every file",
+            description="Checks every checksum of every table and value-log segment and prints "
+            "how many of each it read.",
+        )
+    )
     q.set_defaults(func=_verify)
     q = common(kvs.add_parser("stats", help="print engine statistics"))
     q.set_defaults(func=_stats)
-    q = common(kvs.add_parser("get", help="print the value of KEY"))
+    q = common(
+        kvs.add_parser(
+            "get",
+            help="print the value of KEY",
+            description="Prints the value of KEY, escaped (printable UTF-8 as is, other bytes "
+            "as \\xNN; backslash, tab, newline as \\\\ \\t \\n) unless --raw. Under --json, "
+            "`value` is the text if the bytes are valid UTF-8, else the escaped text plus "
+            "`value_hex` with the exact bytes.",
+        )
+    )
     q.add_argument("key")
+    q.add_argument("--raw", action="store_true", help="write the value's bytes as stored")
     q.set_defaults(func=_get)
     q = common(kvs.add_parser("put", help="store VALUE under KEY (synced)"))
     q.add_argument("key")
     q.add_argument("value")
     q.set_defaults(func=_put)
-    q = common(kvs.add_parser("scan", help="print key<TAB>value lines in key order"))
-    q.add_argument("--start")
-    q.add_argument("--end")
-    q.add_argument("--reverse", action="store_true")
-    q.add_argument("--limit", type=int, default=0)
+    q = common(
+        kvs.add_parser(
+            "scan",
+            help="print key<TAB>value lines in key order",
+            description="Prints one key<TAB>value line per entry, escaped so that binary data "
+            "cannot corrupt a terminal: printable UTF-8 as is, every other byte as \\xNN, "
+            "backslash, tab, newline, carriage return as \\\\ \\t \\n \\r. --raw writes the "
+            "bytes as stored. --json prints one object per entry: `key` and `value` are the "
+            "text when the bytes are valid UTF-8, else the escaped text plus `key_hex` / "
+            "`value_hex` with the exact bytes.",
+        )
+    )
+    q.add_argument("--start", help="lowest key to print (inclusive)")
+    q.add_argument("--end", help="key to stop before (exclusive upper bound)")
+    q.add_argument("--reverse", action="store_true", help="descending key order")
+    q.add_argument("--limit", type=int, default=0, help="stop after N entries (0: all)")
+    q.add_argument("--raw", action="store_true", help="write keys and values as stored")
     q.set_defaults(func=_scan)
     q = common(kvs.add_parser("compact", help="compact the whole key range"))
     q.set_defaults(func=_compact)
@@ -415,7 +554,9 @@ def register(sub) -> None:
             "gc",
             help="garbage-collect the value log",
             description="Rewrites the live values of every sealed value-log segment whose dead "
-            "share is at least RATIO and deletes the segment (once no snapshot needs it).",
+            "share is at least RATIO and deletes the segment (once no snapshot needs it). "
+            "Reports what this call collected apart from what the background collector "
+            "collected meanwhile.",
         )
     )
     q.add_argument(

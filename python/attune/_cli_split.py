@@ -81,6 +81,9 @@ def _explain_lines(plan, stats) -> list[str]:
 def run(args) -> int:
     from tqdm import tqdm
 
+    from attune._cli_deps import require
+
+    require("attune split", "duckdb", "pyarrow", "sqlglot")
     from attune.frames import SplitError, split_file
 
     captured: dict = {}
@@ -113,11 +116,9 @@ def run(args) -> int:
         )
     except SplitError as exc:
         bar.close()
-        if args.json:
-            obj = {"error": str(exc)}
-            if args.explain and "plan" in captured:
-                obj["steps"] = _steps_json(captured["plan"])
-            print(json.dumps(obj))
+        if args.json and args.explain and "plan" in captured:
+            # The CLI prints the error object (attune.cli); the steps explain a refusal.
+            exc.json_extra = {"steps": _steps_json(captured["plan"])}
         raise
     bar.n = len(STEPS)
     bar.close()

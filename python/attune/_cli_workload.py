@@ -8,7 +8,10 @@ on stderr. All generation is deterministic for ``--seed``.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 from collections import Counter
 from contextlib import nullcontext
 
@@ -115,12 +118,35 @@ def _ycsb(args) -> int:
 
 
 def _trace(args) -> int:
-    if not args.out:
-        print("attune workload trace: --out is required", file=sys.stderr)
-        return 2
+    if args.out:
+        n = _write_trace(args, args.out)
+    elif args.fmt == "bin" and sys.stdout.isatty() and not args.json:
+        raise wl.WorkloadError(
+            "a binary trace is not for a terminal: give --out FILE, redirect stdout, "
+            "or use --fmt csv"
+        )
+    else:
+        # The generator writes files; stream its file to stdout (or, under --json without
+        # --out, only count: the summary is the output, as for the other kinds).
+        with tempfile.TemporaryDirectory(prefix="attune-trace-") as tmp:
+            path = os.path.join(tmp, f"trace.{args.fmt}")
+            n = _write_trace(args, path)
+            if not args.json:
+                sys.stdout.flush()
+                with open(path, "rb") as f:
+                    shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
+                sys.stdout.buffer.flush()
+    if args.json:
+        print(json.dumps({"records": n, "out": args.out, "fmt": args.fmt, "seed": args.seed}))
+    elif args.out:
+        print(f"wrote {n} records to {args.out}")
+    return 0
+
+
+def _write_trace(args, path: str) -> int:
     with tqdm(total=1, disable=args.count < 1_000_000, file=sys.stderr, unit="file") as bar:
         n = wl.write_trace(
-            args.out,
+            path,
             args.patterns,
             args.count,
             args.seed,
@@ -132,11 +158,7 @@ def _trace(args) -> int:
             mean_gap_ns=args.mean_gap_ns,
         )
         bar.update(1)
-    if args.json:
-        print(json.dumps({"records": n, "out": args.out, "fmt": args.fmt, "seed": args.seed}))
-    else:
-        print(f"wrote {n} records to {args.out}")
-    return 0
+    return n
 
 
 def register(sub) -> None:
@@ -175,7 +197,13 @@ def register(sub) -> None:
     common(q)
     q.set_defaults(func=_ycsb)
 
-    q = wsub.add_parser("trace", help="a synthetic block-I/O trace (binary or CSV)")
+    q = wsub.add_parser(
+        "trace",
+        help="a synthetic block-I/O trace (binary or CSV)",
+        description="Writes a synthetic block-I/O trace to --out, or to stdout without it (a "
+        "binary trace only when stdout is not a terminal). With --json and no --out, prints "
+        "only a JSON summary.",
+    )
     q.add_argument("patterns", nargs="+", help="seq | seq:RUN_LEN | stride:BYTES | random")
     q.add_argument("--count", type=int, default=100_000)
     q.add_argument("--fmt", default="bin", choices=["bin", "csv"])

@@ -2,12 +2,26 @@
 
 Each verb lives in its own module that exposes ``register(subparsers)``; the module list below is the
 only place that names them, so that adding a capability is adding one line here.
+
+Failures are handled here, once for every verb:
+
+* an :class:`attune.Error`, a file that cannot be opened or written (:class:`OSError`) or a bad
+  argument prints ``attune: error: ...`` on stderr, no traceback, and exits 1 (2 for arguments);
+* with ``--json`` the same failure prints one JSON object on **stdout** instead,
+  ``{"error": "<exception class>", "message": "..."}`` (a verb may add fields by setting
+  ``json_extra`` on the exception), so a consumer of ``--json`` always reads JSON, and the exit
+  status says it failed;
+* a closed output pipe (``attune kv scan DB | head``) ends the verb quietly with status 141
+  (128 + SIGPIPE, what a shell reports for tools killed by the signal);
+* Ctrl-C exits 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
 import sys
 
 # (module, doc) pairs; each module defines register(subparsers) which adds its verb(s) and sets
@@ -20,11 +34,32 @@ VERB_MODULES: tuple[str, ...] = (
     "attune._cli_cache",
 )
 
+#: Exit status after the reader of stdout went away (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
+
+
+class UsageError(Exception):
+    """A command line that argparse rejected (unknown option, missing or malformed argument)."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises :class:`UsageError` instead of exiting, so that :func:`main` can report
+    it as JSON under ``--json``; sub-parsers are of the same class."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(self, message)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="attune",
         description="Attune: a storage stack that learns its data, its workload and its devices.",
+        epilog='With --json, a failure prints {"error": CLASS, "message": TEXT} on stdout and '
+        "exits non-zero.",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
@@ -33,9 +68,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null so that the interpreter's final flush of what is still buffered
+    does not raise a second BrokenPipeError (the recipe of the Python signal documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout without a descriptor (e.g. captured in-process): nothing is left to flush
+
+
+def _report(exc: BaseException, as_json: bool) -> None:
+    """One failure: a JSON object on stdout (``--json``) or ``attune: error: ...`` on stderr."""
+    message = str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        message = exc.strerror + (f": {exc.filename}" if exc.filename is not None else "")
+    if as_json:
+        obj = {"error": type(exc).__name__, "message": message}
+        extra = getattr(exc, "json_extra", None)
+        if isinstance(extra, dict):
+            obj.update({k: v for k, v in extra.items() if k not in obj})
+        print(json.dumps(obj), flush=True)
+    else:
+        print(f"attune: error: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        return _run(parser, argv)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str]) -> int:
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        if "--json" in argv:
+            _report(exc, as_json=True)
+        else:
+            exc.parser.print_usage(sys.stderr)
+            print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     if args.version:
         from attune import __version__
 
@@ -47,10 +124,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from attune import Error
 
+    # `--json` of the verbs that print JSON (store_true); `bench micro --json FILE` is the
+    # harness's results file and not seen here.
+    as_json = getattr(args, "json", False) is True
     try:
-        return int(func(args) or 0)
+        code = int(func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        return code
+    except BrokenPipeError:
+        raise
     except Error as exc:  # every engine error is an attune.Error: print it, no traceback
-        print(f"attune: error: {exc}", file=sys.stderr)
+        _report(exc, as_json)
+        return 1
+    except OSError as exc:  # a file named on the command line is missing or unwritable
+        _report(exc, as_json)
         return 1
     except KeyboardInterrupt:
         print("attune: interrupted", file=sys.stderr)

@@ -84,7 +84,7 @@ def test_cli_cache_mrc_prints_a_curve_as_json(tmp_path):
             "--json",
             "--timeline",
             str(tmp_path / "timeline.json"),
-            "--plot",
+            "--timeline-plot",
             str(tmp_path / "timeline.png"),
         ],
         capture_output=True,

@@ -88,6 +88,22 @@ pub struct Report {
     pub histogram: Option<Histogram>,
 }
 
+impl Report {
+    /// Wall seconds of the run, as precise as the report line allows. db_bench prints the seconds
+    /// with three decimals, so a short run loses them (a 2,000-entry `readseq` prints `0.001` or
+    /// `0.000 seconds`), while its `ops/sec` is computed from microseconds and printed as an
+    /// integer. The value with the smaller relative rounding error wins: the printed seconds
+    /// (±0.0005 s) for long runs, `operations / ops_per_sec` (±1 op/s) for short ones.
+    pub fn elapsed_seconds(&self) -> f64 {
+        let rate_is_finer = self.ops_per_sec > 0.0 && self.seconds < 0.0005 * self.ops_per_sec;
+        if rate_is_finer {
+            self.operations as f64 / self.ops_per_sec
+        } else {
+            self.seconds
+        }
+    }
+}
+
 fn bad(detail: impl Into<String>) -> BenchError {
     BenchError::DbBench(detail.into())
 }
@@ -372,6 +388,7 @@ mod tests {
 
     const FILL: &str = include_str!("../testdata/db_bench_7.8.3_fillrandom.txt");
     const READ: &str = include_str!("../testdata/db_bench_7.8.3_readrandom.txt");
+    const READSEQ: &str = include_str!("../testdata/db_bench_7.8.3_readseq.txt");
 
     #[test]
     fn parses_fillrandom_report_and_histogram() {
@@ -402,6 +419,45 @@ mod tests {
         assert_eq!(r[0].name, "readrandom");
         assert_eq!(r[0].found, Some((12596, 20000)));
         assert!(r[0].histogram.as_ref().unwrap().p95.is_some());
+    }
+
+    #[test]
+    fn short_run_takes_its_seconds_from_the_rate_not_the_rounded_seconds() {
+        // `1966568 ops/sec 0.001 seconds 2000 operations`: 2000 / 0.001 would be 2,000,000.
+        let r = &parse(READSEQ).unwrap()[0];
+        assert_eq!(r.name, "readseq");
+        assert!((r.seconds - 0.001).abs() < 1e-12);
+        let s = r.elapsed_seconds();
+        assert!((s - 2000.0 / 1_966_568.0).abs() < 1e-12, "{s}");
+        assert!((r.operations as f64 / s - 1_966_568.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn run_printed_as_zero_seconds_still_has_a_rate() {
+        // The same line from a machine fast enough to print `0.000 seconds`.
+        let text = READSEQ.replace(
+            "1966568 ops/sec 0.001 seconds",
+            "5012531 ops/sec 0.000 seconds",
+        );
+        let r = &parse(&text).unwrap()[0];
+        assert_eq!(r.seconds, 0.0);
+        let s = r.elapsed_seconds();
+        assert!(s > 0.0 && s.is_finite());
+        assert!((r.operations as f64 / s - 5_012_531.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_finer_of_seconds_and_rate_is_used() {
+        // `161640 ops/sec 0.124 seconds`: the rate is known to 0.0006%, the seconds to 0.4%.
+        let r = &parse(FILL).unwrap()[0];
+        assert!((r.elapsed_seconds() - 20000.0 / 161_640.0).abs() < 1e-12);
+        let long = READSEQ.replace(
+            "1966568 ops/sec 0.001 seconds 2000",
+            "1000 ops/sec 12.345 seconds 12345",
+        );
+        // `1000 ops/sec 12.345 seconds`: now the seconds (0.004%) beat the rate (0.1%).
+        let r = &parse(&long).unwrap()[0];
+        assert!((r.elapsed_seconds() - 12.345).abs() < 1e-12);
     }
 
     #[test]

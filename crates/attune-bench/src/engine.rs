@@ -15,7 +15,7 @@ use std::path::Path;
 
 use crate::engines;
 use crate::error::{BenchError, Result};
-use crate::options::Settings;
+use crate::options::{Compression, Settings};
 
 /// One write in a batch.
 #[derive(Debug, Clone, Copy)]
@@ -97,6 +97,9 @@ pub struct EngineKind {
     pub about: &'static str,
     /// Engine-specific spec keys (beyond [`crate::options::COMMON_KEYS`]).
     pub keys: &'static [&'static str],
+    /// The block compression codecs the engine can run with; `--compression` asking for another
+    /// runs the engine with [`Compression::closest_in`] this list, with a warning.
+    pub compressions: &'static [Compression],
     /// Checks that the engine can run here (library present); the error says why not.
     pub probe: fn() -> Result<()>,
     /// Opens a database.

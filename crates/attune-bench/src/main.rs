@@ -12,10 +12,13 @@ use attune_bench::error::{BenchError, Result};
 use attune_bench::micro::{Micro, MicroParams};
 use attune_bench::options::{parse_count, parse_size, Compression, EngineSpec, Settings};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
-use attune_bench::ycsb::{YcsbTask, YCSB_KEYS};
+use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
 use attune_bench::{child, dbbench};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
+
+/// `--engines` when none is given: Attune and every in-process peer.
+const DEFAULT_ENGINES: &str = "attune,rocksdb,leveldb,wiredtiger,lmdb";
 
 #[derive(Parser)]
 #[command(
@@ -46,8 +49,9 @@ enum Cmd {
 
 #[derive(Args)]
 struct Common {
-    /// Engines, comma-separated; each `name` or `name:key=value;key=value`.
-    #[arg(long, default_value = "rocksdb,leveldb,wiredtiger,lmdb")]
+    /// Engines, comma-separated; each `name` or `name:key=value;key=value`. The default is Attune
+    /// and every peer; a peer whose library is missing here is skipped with one line.
+    #[arg(long, default_value = DEFAULT_ENGINES)]
     engines: String,
     /// Keys in the key space (db_bench --num / YCSB recordcount), e.g. 1000000 or 1M.
     #[arg(long, default_value = "100000")]
@@ -128,7 +132,7 @@ struct MicroArgs {
 
 #[derive(Args)]
 struct YcsbArgs {
-    /// Phases in order: load, then workload letters.
+    /// Phases in order: load, then workload letters (a `load` is added first when missing).
     #[arg(long, default_value = "load,a,b,c,f,d,e")]
     workloads: String,
     /// Key set: `ycsb` (YCSB's hashed key numbers) or an attune-workload set (linear, seg1, ...).
@@ -285,7 +289,7 @@ fn ycsb(a: &YcsbArgs) -> Result<ExitCode> {
             "applies to attune-workload key sets; YCSB's hashed keys load in hash order",
         ));
     }
-    let tasks = a
+    let mut tasks = a
         .workloads
         .split(',')
         .map(str::trim)
@@ -307,7 +311,15 @@ fn ycsb(a: &YcsbArgs) -> Result<ExitCode> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    run_plan(plan(c, Suite::Ycsb { tasks })?)
+    let load_added = ensure_load_first(&mut tasks);
+    if load_added {
+        eprintln!(
+            "attune-bench: note: `{}` needs a loaded database: running `load` ({records} records) \
+             first (its rows carry \"load_added\": true)",
+            tasks[1].workload
+        );
+    }
+    run_plan(plan(c, Suite::Ycsb { tasks, load_added })?)
 }
 
 fn engines(json: bool) -> ExitCode {
@@ -355,6 +367,32 @@ fn main() -> ExitCode {
                 | BenchError::UnknownWorkload { .. } => ExitCode::from(2),
                 _ => ExitCode::from(1),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engines_default_to_attune_and_every_peer() {
+        for verb in ["micro", "ycsb"] {
+            let cli = Cli::try_parse_from(["attune-bench", verb]).unwrap();
+            let common = match &cli.cmd {
+                Cmd::Micro(a) => &a.common,
+                Cmd::Ycsb(a) => &a.common,
+                _ => unreachable!(),
+            };
+            let names: Vec<String> = EngineSpec::parse_list(&common.engines)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.name)
+                .collect();
+            assert_eq!(names.first().map(String::as_str), Some("attune"), "{verb}");
+            let every: Vec<&str> = engine::ENGINES.iter().map(|k| k.name).collect();
+            assert_eq!(names, every, "{verb}");
         }
     }
 }

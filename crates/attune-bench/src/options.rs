@@ -84,6 +84,35 @@ pub enum Compression {
 impl Compression {
     /// Valid names, for error messages.
     pub const NAMES: &'static str = "none, snappy, lz4, zstd";
+    /// Every codec, in the order of [`Compression::NAMES`].
+    pub const ALL: &'static [Compression] = &[
+        Compression::None,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
+    /// The codec an engine that offers only `offered` runs when asked for `self`: `self` if
+    /// offered; otherwise the nearest offered codec (the fast codecs lz4 and snappy stand in for
+    /// each other, zstd falls back to lz4, then snappy), and `none` for an engine that compresses
+    /// nothing. The harness warns and records both names when the two differ.
+    pub fn closest_in(self, offered: &[Compression]) -> Compression {
+        let preference: &[Compression] = match self {
+            Compression::None => &[],
+            Compression::Snappy => &[Compression::Lz4, Compression::Zstd],
+            Compression::Lz4 => &[Compression::Snappy, Compression::Zstd],
+            Compression::Zstd => &[Compression::Lz4, Compression::Snappy],
+        };
+        std::iter::once(self)
+            .chain(preference.iter().copied())
+            .find(|c| offered.contains(c))
+            .unwrap_or(Compression::None)
+    }
+
+    /// `names` of `list`, comma-separated.
+    pub fn list(list: &[Compression]) -> String {
+        list.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
+    }
 
     /// Parses a compression name.
     pub fn parse(text: &str) -> Result<Self> {
@@ -302,6 +331,23 @@ mod tests {
         assert_eq!(parse_count("n", "1M").unwrap(), 1_000_000);
         assert_eq!(parse_count("n", "1_000").unwrap(), 1000);
         assert!(parse_count("n", "x").is_err());
+    }
+
+    #[test]
+    fn closest_codec_keeps_offered_ones_and_substitutes_the_nearest() {
+        use Compression::*;
+        let leveldb = &[None, Snappy];
+        assert_eq!(Lz4.closest_in(leveldb), Snappy);
+        assert_eq!(Zstd.closest_in(leveldb), Snappy);
+        assert_eq!(Snappy.closest_in(leveldb), Snappy);
+        assert_eq!(None.closest_in(leveldb), None);
+        let attune = &[None, Lz4, Zstd];
+        assert_eq!(Snappy.closest_in(attune), Lz4);
+        assert_eq!(Zstd.closest_in(attune), Zstd);
+        assert_eq!(Lz4.closest_in(&[None]), None, "LMDB compresses nothing");
+        for &c in Compression::ALL {
+            assert_eq!(c.closest_in(Compression::ALL), c);
+        }
     }
 
     #[test]

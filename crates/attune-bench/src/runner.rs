@@ -22,7 +22,7 @@ use crate::engine::{self, DB_BENCH};
 use crate::error::{BenchError, Result};
 use crate::metrics;
 use crate::micro::{self, Micro, MicroParams};
-use crate::options::{EngineSpec, Settings};
+use crate::options::{Compression, EngineSpec, Settings};
 use crate::ycsb::YcsbTask;
 
 /// How progress is shown.
@@ -68,6 +68,9 @@ pub enum Suite {
     Ycsb {
         /// One task per phase.
         tasks: Vec<YcsbTask>,
+        /// Whether the first task is a `load` the harness added (see
+        /// [`crate::ycsb::ensure_load_first`]); its row carries `"load_added": true`.
+        load_added: bool,
     },
 }
 
@@ -186,22 +189,72 @@ impl KeyBits {
 struct Resolved {
     spec: EngineSpec,
     settings: Settings,
+    /// The `--compression` asked for when the engine runs with another (it lacks the codec).
+    compression_requested: Option<Compression>,
+}
+
+/// Settings of one engine entry: the spec over the shared settings, with the compression
+/// replaced by the nearest codec the engine offers when the shared `--compression` names one it
+/// lacks (returned second, with the warning to print). A codec the entry names itself
+/// (`leveldb:compression=lz4`) is taken literally: an engine without it is an error.
+fn resolve_engine(
+    spec: &EngineSpec,
+    base: &Settings,
+    keys: &[&str],
+    offered: &[Compression],
+) -> Result<(Settings, Option<(Compression, String)>)> {
+    let mut settings = spec.resolve(base, keys)?;
+    let requested = settings.compression;
+    if offered.contains(&requested) {
+        return Ok((settings, None));
+    }
+    if spec.pairs.iter().any(|(k, _)| k == "compression") {
+        return Err(BenchError::invalid(
+            format!("option for engine `{}`", spec.name),
+            format!(
+                "compression `{}`: {} offers {}",
+                requested.name(),
+                spec.name,
+                Compression::list(offered)
+            ),
+        ));
+    }
+    let effective = requested.closest_in(offered);
+    settings.compression = effective;
+    let warning = format!(
+        "attune-bench: warning: {} has no {} compression (it offers {}); running it with {} \
+         (its rows record compression={}, compression_requested={})",
+        spec.given,
+        requested.name(),
+        Compression::list(offered),
+        effective.name(),
+        effective.name(),
+        requested.name(),
+    );
+    Ok((settings, Some((requested, warning))))
 }
 
 /// Runs the plan; returns the rows written and how many engines failed.
 pub fn run(plan: &Plan) -> Result<(Vec<Row>, usize)> {
     // 1. Check everything before any work.
     let mut resolved = Vec::new();
+    let mut warnings = Vec::new();
     for spec in &plan.engines {
-        let keys: &[&str] = if spec.name == DB_BENCH {
-            dbbench::KEYS
+        let (keys, offered): (&[&str], &[Compression]) = if spec.name == DB_BENCH {
+            (dbbench::KEYS, Compression::ALL)
         } else {
-            engine::find(&spec.name)?.keys
+            let kind = engine::find(&spec.name)?;
+            (kind.keys, kind.compressions)
         };
-        let settings = spec.resolve(&plan.base, keys)?;
+        let (settings, substituted) = resolve_engine(spec, &plan.base, keys, offered)?;
+        let compression_requested = substituted.map(|(requested, warning)| {
+            warnings.push(warning);
+            requested
+        });
         resolved.push(Resolved {
             spec: spec.clone(),
             settings,
+            compression_requested,
         });
     }
     match &plan.suite {
@@ -220,7 +273,7 @@ pub fn run(plan: &Plan) -> Result<(Vec<Row>, usize)> {
                 ));
             }
         }
-        Suite::Ycsb { tasks } => {
+        Suite::Ycsb { tasks, .. } => {
             for t in tasks {
                 t.validate()?;
             }
@@ -237,6 +290,9 @@ pub fn run(plan: &Plan) -> Result<(Vec<Row>, usize)> {
                 ));
             }
         }
+    }
+    for w in &warnings {
+        eprintln!("{w}");
     }
     let limit_note;
     let limit = match plan.memory_limit {
@@ -452,7 +508,7 @@ fn run_engine(
                     }
                 }
                 let logical = keys.live * (params.key_size + params.value_size) as u64;
-                let p = json!({
+                let mut p = json!({
                     "records": params.records, "operations": params.operations,
                     "key_size": params.key_size, "value_size": params.value_size,
                     "batch_size": params.batch_size, "threads": params.threads,
@@ -461,6 +517,7 @@ fn run_engine(
                     "cold_files_dropped": measured.cold_files_dropped,
                     "compression": r.settings.compression.name(),
                 });
+                note_compression(&mut p, r);
                 emit(make_row(
                     &r.spec.given,
                     &name,
@@ -474,11 +531,11 @@ fn run_engine(
                 ))?;
             }
         }
-        Suite::Ycsb { tasks } => {
+        Suite::Ycsb { tasks, load_added } => {
             let _ = std::fs::remove_dir_all(db_dir);
             std::fs::create_dir_all(db_dir).map_err(|e| BenchError::io("create", db_dir, e))?;
             let mut live = 0u64;
-            for t in tasks {
+            for (i, t) in tasks.iter().enumerate() {
                 let progress =
                     Progress::new(plan.progress, &r.spec.given, &t.workload, t.total_ops());
                 let job = Job {
@@ -493,7 +550,7 @@ fn run_engine(
                 let measured = measured?;
                 live += t.inserts()?;
                 let logical = live * (16 + t.record_bytes() as u64);
-                let p = json!({
+                let mut p = json!({
                     "records": t.records, "operations": t.operations,
                     "distribution": t.distribution_name(),
                     "load_order": t.load_order.map_or("sequential".to_string(), |s| format!("random:{s}")),
@@ -502,6 +559,10 @@ fn run_engine(
                     "cold_files_dropped": measured.cold_files_dropped,
                     "compression": r.settings.compression.name(),
                 });
+                note_compression(&mut p, r);
+                if i == 0 && *load_added {
+                    p["load_added"] = json!(true);
+                }
                 emit(make_row(
                     &r.spec.given,
                     &t.workload,
@@ -517,6 +578,13 @@ fn run_engine(
         }
     }
     Ok(())
+}
+
+/// Adds `compression_requested` to a row's params when the engine ran with another codec.
+fn note_compression(params: &mut serde_json::Value, r: &Resolved) {
+    if let Some(c) = r.compression_requested {
+        params["compression_requested"] = json!(c.name());
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -663,7 +731,7 @@ fn run_db_bench(
     };
     Ok(Measured {
         ops: rep.operations,
-        seconds: rep.seconds,
+        seconds: rep.elapsed_seconds(),
         latency_us: Latency {
             p50: h.p50,
             p95: h.p95.unwrap_or(f64::NAN),
@@ -693,4 +761,48 @@ fn run_db_bench(
         cold_files_dropped,
         engine_stats: serde_json::Value::Null,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEVELDB: &[Compression] = &[Compression::None, Compression::Snappy];
+
+    fn base(c: Compression) -> Settings {
+        Settings {
+            compression: c,
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn shared_compression_an_engine_lacks_runs_the_nearest_codec_with_a_warning() {
+        let spec = EngineSpec::parse("leveldb").unwrap();
+        let (s, sub) = resolve_engine(&spec, &base(Compression::Lz4), &[], LEVELDB).unwrap();
+        assert_eq!(s.compression, Compression::Snappy);
+        let (requested, warning) = sub.unwrap();
+        assert_eq!(requested, Compression::Lz4);
+        assert!(
+            warning.contains("leveldb has no lz4") && warning.contains("running it with snappy"),
+            "{warning}"
+        );
+    }
+
+    #[test]
+    fn offered_compression_is_kept_without_a_warning() {
+        let spec = EngineSpec::parse("leveldb").unwrap();
+        let (s, sub) = resolve_engine(&spec, &base(Compression::Snappy), &[], LEVELDB).unwrap();
+        assert_eq!(s.compression, Compression::Snappy);
+        assert!(sub.is_none());
+    }
+
+    #[test]
+    fn compression_named_in_the_engine_entry_is_not_substituted() {
+        let spec = EngineSpec::parse("leveldb:compression=lz4").unwrap();
+        let e = resolve_engine(&spec, &base(Compression::None), &[], LEVELDB)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lz4") && e.contains("none, snappy"), "{e}");
+    }
 }

@@ -127,6 +127,26 @@ pub struct YcsbTask {
     pub load_order: Option<u64>,
 }
 
+/// Puts a `load` phase first when the phases start with one that needs a loaded database (YCSB
+/// runs a..f against the records `load` inserted, and users of YCSB expect `--workloads a,b` to
+/// load first). The added phase is the first phase's parameters with workload `load`. Returns
+/// whether one was added; an empty list stays empty.
+pub fn ensure_load_first(tasks: &mut Vec<YcsbTask>) -> bool {
+    match tasks.first() {
+        Some(first) if first.workload != LOAD => {
+            let load = YcsbTask {
+                workload: LOAD.to_string(),
+                distribution: None,
+                warmup_ops: 0,
+                ..first.clone()
+            };
+            tasks.insert(0, load);
+            true
+        }
+        _ => false,
+    }
+}
+
 fn wl_err(e: attune_workload::WorkloadError) -> BenchError {
     BenchError::invalid("ycsb", e.to_string())
 }
@@ -442,6 +462,28 @@ mod tests {
             cold: false,
             load_order: None,
         }
+    }
+
+    #[test]
+    fn run_phases_without_load_get_a_load_first() {
+        let mut tasks = vec![task("a"), task("c")];
+        tasks[0].distribution = Some("uniform".into());
+        assert!(ensure_load_first(&mut tasks));
+        let names: Vec<&str> = tasks.iter().map(|t| t.workload.as_str()).collect();
+        assert_eq!(names, ["load", "a", "c"]);
+        assert_eq!(tasks[0].records, tasks[1].records);
+        assert_eq!(tasks[0].distribution, None);
+        assert_eq!(tasks[0].total_ops(), tasks[0].records);
+    }
+
+    #[test]
+    fn phases_that_start_with_load_are_left_alone() {
+        let mut tasks = vec![task(LOAD), task("a")];
+        assert!(!ensure_load_first(&mut tasks));
+        assert_eq!(tasks.len(), 2);
+        let mut none: Vec<YcsbTask> = Vec::new();
+        assert!(!ensure_load_first(&mut none));
+        assert!(none.is_empty());
     }
 
     #[test]

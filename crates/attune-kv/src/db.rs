@@ -15,7 +15,7 @@
 use crate::batch::WriteBatch;
 use crate::cache::{BlockCache, CacheStats};
 use crate::compaction::{self, Compaction};
-use crate::env::{Env, FileLock, PosixEnv};
+use crate::env::{Env, FileLock, PosixEnv, ReadOnlyEnv};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::hotkeys::{HotKeyCache, HotKeyStats};
@@ -182,7 +182,13 @@ pub(crate) struct DbInner {
     shutting_down: AtomicBool,
     /// Values of hot keys for latest-state gets (`hot_key_cache_bytes`; None when off).
     hot: Option<HotKeyCache>,
-    _lock: Box<dyn FileLock>,
+    /// The directory lock, released by `close` even while iterators or snapshots still hold
+    /// this state (they fail with `Error::Closed` from then on).
+    lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// The fork generation and process that opened the database (`env::fork`): a forked child
+    /// must not use the handle.
+    fork_generation: u64,
+    opener_pid: u32,
 }
 
 /// Bytes of one value-log segment by status, for stats.
@@ -192,6 +198,17 @@ pub struct BlobFileStats {
     pub size: u64,
     pub garbage: u64,
     pub sealed: bool,
+}
+
+/// What [`DB::verify`] checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Live table files, and the entries in them (every version and tombstone).
+    pub tables: u64,
+    pub table_entries: u64,
+    /// Value-log segments, and the records in them (live or not).
+    pub blob_segments: u64,
+    pub blob_records: u64,
 }
 
 /// An open database. Closing happens on `close()` or drop.
@@ -214,6 +231,9 @@ impl Snapshot {
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
+        if self.inner.same_process().is_err() {
+            return; // the parent's lock may be held by a thread that does not exist here
+        }
         let mut st = self.inner.state.lock();
         if let Some(c) = st.snapshots.get_mut(&self.seq) {
             *c -= 1;
@@ -221,8 +241,10 @@ impl Drop for Snapshot {
                 st.snapshots.remove(&self.seq);
             }
         }
-        if !st.blob_pending_deletion.is_empty() {
-            // A failure leaves the segments listed; the next collection retries.
+        if !st.blob_pending_deletion.is_empty() && !self.inner.shutting_down.load(Ordering::Acquire)
+        {
+            // A failure leaves the segments listed; the next collection retries. Never after
+            // close: the directory may belong to a new opener by then.
             let _ = self.inner.finalize_blob_deletions(&mut st);
         }
     }
@@ -321,10 +343,24 @@ impl DB {
             ));
         }
         let opts = opts.sanitized()?;
+        let fork_generation = crate::env::fork::generation();
+        let read_only = opts.read_only;
+        // Read-only: every change the engine might still attempt fails instead of writing.
+        let env: Arc<dyn Env> = if read_only {
+            Arc::new(ReadOnlyEnv::new(env))
+        } else {
+            env
+        };
         let dir = dir.to_path_buf();
         let current = filename::current_path(&dir);
         refuse_non_directory(env.as_ref(), &dir)?;
         if !env.exists(&dir) {
+            if read_only {
+                return Err(Error::NotADatabase {
+                    path: dir,
+                    detail: "directory does not exist (a read-only open creates nothing)".into(),
+                });
+            }
             if !opts.create_if_missing {
                 return Err(Error::NotADatabase {
                     path: dir,
@@ -379,10 +415,14 @@ impl DB {
                     ),
                 });
             }
-            if !opts.create_if_missing {
+            if !opts.create_if_missing || read_only {
                 return Err(Error::NotADatabase {
                     path: dir,
-                    detail: "no database here (create_if_missing is off)".into(),
+                    detail: if read_only {
+                        "no database here (a read-only open creates nothing)".into()
+                    } else {
+                        "no database here (create_if_missing is off)".into()
+                    },
                 });
             }
         }
@@ -437,8 +477,9 @@ impl DB {
         // Before anything is changed on disk: a log the manifest does not account for fails.
         let logs = logs_to_replay(env.as_ref(), &dir, &versions)?;
         let mut edit = VersionEdit::default();
-        let blob_valid = recover_blob_files(env.as_ref(), &dir, &versions, &mut edit)?;
-        let max_seq = recover_logs(
+        let blob_valid = recover_blob_files(env.as_ref(), &dir, &versions, &mut edit, read_only)
+            .map_err(recovery_hint)?;
+        let (max_seq, replayed) = recover_logs(
             &env,
             &dir,
             &opts,
@@ -446,40 +487,21 @@ impl DB {
             &mut edit,
             &blob_valid,
             logs,
-        )?;
-        // Segments the crash left without a record (a spare made ahead, one created just
-        // before the crash) leave the manifest in the edit that retires the replayed logs: no
-        // table names them (a pointer reaches a table only once its value is durable), and
-        // replay stopped at any logged pointer into them.
-        let empty: Vec<u64> = edit
-            .blob_files_sealed
-            .iter()
-            .filter(|&&(_, len)| len <= crate::vlog::SEGMENT_HEADER_BYTES)
-            .map(|&(n, _)| n)
-            .collect();
-        edit.blob_files_deleted.extend(&empty);
-        let log_number = versions.new_log_number();
-        edit.log_number = Some(log_number);
-        versions.last_sequence = max_seq;
-        edit.last_sequence = Some(max_seq);
-        versions.log_and_apply(edit)?;
-        // Created once the manifest accounts for it (recovery replays no other log); a crash
-        // before this leaves no log, which is right: the edit holds everything replayed.
-        assert!(
-            versions.accounts_for(log_number),
-            "the manifest covers the new WAL"
-        );
-        // The WAL is an append-only log like a value-log segment: through a memory map where
-        // the environment offers one (`mmap_logs`), so a write group costs no system call.
-        let wal_file = env.new_log_writable(
-            &filename::log_path(&dir, log_number),
-            opts.write_buffer_size,
-        )?;
-        env.sync_dir(&dir)?;
-        for n in empty {
-            // Best effort: a file the manifest no longer lists is removed at the next open.
-            let _ = env.remove_file(&filename::blob_path(&dir, n));
-        }
+        )
+        .map_err(recovery_hint)?;
+        let (mem, wal_file) = if read_only {
+            // Nothing is written: the replayed logs stay in memory as the memtable, and the
+            // manifest keeps naming them, so the next writable open replays them again.
+            versions.last_sequence = max_seq;
+            let log_number = versions.log_number;
+            let mem = replayed.unwrap_or_else(|| MemTable::new(log_number));
+            (Arc::new(mem), None)
+        } else {
+            let (log_number, wal) =
+                start_new_log(env.as_ref(), &dir, &opts, &mut versions, edit, max_seq)
+                    .map_err(recovery_hint)?;
+            (Arc::new(MemTable::new(log_number)), Some(wal))
+        };
         let blobs: BlobSet = Arc::new(
             versions
                 .blob_files
@@ -487,7 +509,6 @@ impl DB {
                 .map(|&n| (n, Arc::new(BlobFile::new(env.clone(), &dir, n))))
                 .collect(),
         );
-        let mem = Arc::new(MemTable::new(log_number));
         let sv = Arc::new(SuperVersion {
             mem: mem.clone(),
             imm: None,
@@ -523,7 +544,7 @@ impl DB {
             work_cv: Condvar::new(),
             done_cv: Condvar::new(),
             sv: RwLock::new(sv),
-            wal: Mutex::new(Some(LogWriter::new(wal_file))),
+            wal: Mutex::new(wal_file.map(LogWriter::new)),
             vlog: Mutex::new(None),
             vlog_sealing: Mutex::new(Vec::new()),
             vlog_spare: Mutex::new(None),
@@ -535,11 +556,15 @@ impl DB {
             counters: Counters::default(),
             shutting_down: AtomicBool::new(false),
             hot,
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
+            fork_generation,
+            opener_pid: std::process::id(),
         });
         {
             let mut st = inner.state.lock();
-            inner.delete_obsolete_files(&mut st);
+            if !read_only {
+                inner.delete_obsolete_files(&mut st);
+            }
             let v = st.versions.current();
             inner.tables.sync_learning(&v);
             if inner.opts.learned_level && inner.tables.learning().is_some() {
@@ -554,17 +579,21 @@ impl DB {
                 .spawn(move || f(&i))
                 .map_err(|e| Error::io("spawn thread", PathBuf::from(name), e))
         };
-        threads.push(spawn("attune-flush", DbInner::flush_loop)?);
-        threads.push(spawn("attune-compact", DbInner::compaction_loop)?);
-        threads.push(spawn("attune-gc", DbInner::gc_loop)?);
-        if inner
-            .tables
-            .learning()
-            .is_some_and(|l| l.mode != LearnedMode::Offline)
+        // A read-only open changes nothing, so it runs none of the threads that write.
+        if !read_only {
+            threads.push(spawn("attune-flush", DbInner::flush_loop)?);
+            threads.push(spawn("attune-compact", DbInner::compaction_loop)?);
+            threads.push(spawn("attune-gc", DbInner::gc_loop)?);
+        }
+        if !read_only
+            && inner
+                .tables
+                .learning()
+                .is_some_and(|l| l.mode != LearnedMode::Offline)
         {
             threads.push(spawn("attune-learn", DbInner::learn_loop)?);
         }
-        if inner.opts.wal_sync_interval_ms > 0 {
+        if !read_only && inner.opts.wal_sync_interval_ms > 0 {
             threads.push(spawn("attune-walsync", DbInner::wal_sync_loop)?);
         }
         if inner.cache_sizing.is_some() {
@@ -584,6 +613,17 @@ impl DB {
 
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.put_opt(key, value, WriteOptions::default())
+    }
+
+    /// Ok while the handle may be used: not closed, and in the process that opened it (a forked
+    /// child gets `Error::Forked`; see `env::fork`).
+    pub fn check_usable(&self) -> Result<()> {
+        self.inner.usable()
+    }
+
+    /// Whether `close` has run (or begun).
+    pub fn is_closed(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::Acquire)
     }
 
     pub fn put_opt(&self, key: &[u8], value: &[u8], wo: WriteOptions) -> Result<()> {
@@ -612,33 +652,39 @@ impl DB {
     }
 
     pub fn get_opt(&self, key: &[u8], ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        self.inner.usable()?;
         self.inner.get(key, ro)
     }
 
     /// A snapshot of the current state.
-    pub fn snapshot(&self) -> Snapshot {
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        self.inner.usable()?;
         let mut st = self.inner.state.lock();
         let seq = self.inner.last_sequence.load(Ordering::Acquire);
         *st.snapshots.entry(seq).or_insert(0) += 1;
-        Snapshot {
+        Ok(Snapshot {
             inner: self.inner.clone(),
             seq,
-        }
+        })
     }
 
-    /// An iterator over the user view; position it with a seek before use.
-    pub fn iter(&self, ro: &ReadOptions) -> DbIterator {
-        DbInner::iter(&self.inner, ro)
+    /// An iterator over the user view; position it with a seek before use. After `close` (or
+    /// in a forked child) every positioning leaves it invalid with the error in `status`.
+    pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
+        self.inner.usable()?;
+        Ok(DbInner::iter(&self.inner, ro))
     }
 
     /// Flushes the memtable to an L0 table and waits for it.
     pub fn flush(&self) -> Result<()> {
+        self.inner.writable("flush")?;
         self.inner.flush()
     }
 
     /// Compacts every file overlapping [begin, end] (None = unbounded) down to the last level
     /// that holds data, waiting for the result.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.writable("compaction")?;
         self.inner.flush()?;
         self.inner.compact_range(begin, end)
     }
@@ -646,6 +692,7 @@ impl DB {
     /// Garbage-collects the value log: every sealed segment with at least
     /// `blob_gc_garbage_ratio` of dead records is rewritten and removed.
     pub fn gc(&self) -> Result<GcReport> {
+        self.inner.writable("garbage collection")?;
         self.inner.gc(self.inner.opts.blob_gc_garbage_ratio)
     }
 
@@ -657,6 +704,7 @@ impl DB {
                 "garbage ratio {min_garbage_ratio} outside 0..=1"
             )));
         }
+        self.inner.writable("garbage collection")?;
         self.inner.gc(min_garbage_ratio)
     }
 
@@ -670,7 +718,13 @@ impl DB {
         self.inner.cache.set_capacity(bytes);
     }
 
+    /// Statistics; they stay readable after `close` (the last values). In a forked child they
+    /// are all zero: the engine's locks there may be held by threads that do not exist (see
+    /// [`DB::check_usable`]).
     pub fn stats(&self) -> Stats {
+        if self.inner.same_process().is_err() {
+            return Stats::default();
+        }
         self.inner.stats()
     }
 
@@ -683,23 +737,23 @@ impl DB {
         &self.inner.dir
     }
 
-    /// Checks every checksum of every live table and value-log segment; returns (files,
-    /// entries) verified. The active segment is checked up to its current end.
-    pub fn verify(&self) -> Result<(u64, u64)> {
+    /// Checks every checksum of every live table and value-log segment. The active segment is
+    /// checked up to its current end.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.inner.usable()?;
         let sv = self.inner.sv.read().clone();
-        let mut files = 0;
-        let mut entries = 0;
+        let mut r = VerifyReport::default();
         for f in sv.version.files.iter().flatten() {
-            entries += self.inner.tables.get(f.number)?.verify()?;
-            files += 1;
+            r.table_entries += self.inner.tables.get(f.number)?.verify()?;
+            r.tables += 1;
         }
         let metas = self.inner.state.lock().versions.blob_files.clone();
         for (n, f) in sv.blobs.iter() {
-            files += 1;
+            r.blob_segments += 1;
             let Some(size) = metas.get(n).filter(|m| m.sealed).map(|m| m.size) else {
                 // The active segment may end in a record being written right now.
                 let data = f.read_all()?;
-                entries += SegmentScanner::new(f.path(), &data)?.count() as u64;
+                r.blob_records += SegmentScanner::new(f.path(), &data)?.count() as u64;
                 continue;
             };
             if size < crate::vlog::SEGMENT_HEADER_BYTES {
@@ -707,10 +761,10 @@ impl DB {
             }
             let data = f.read_sealed(size)?;
             let mut scan = SegmentScanner::new(f.path(), &data)?;
-            entries += scan.by_ref().count() as u64;
+            r.blob_records += scan.by_ref().count() as u64;
             scan.check_complete(f.path())?;
         }
-        Ok((files, entries))
+        Ok(r)
     }
 
     /// Learns a model for every live table that has none, now, in the calling thread (the
@@ -718,6 +772,8 @@ impl DB {
     /// by file). Returns the number of tables with a model afterwards. Fails when
     /// `learned_index` is off.
     pub fn learn_all(&self) -> Result<u64> {
+        self.inner
+            .writable("learning models (model files are written beside the tables)")?;
         let inner = &self.inner;
         let Some(l) = inner.tables.learning().cloned() else {
             return Err(Error::InvalidArgument(
@@ -763,13 +819,42 @@ impl DB {
         Ok(with_model)
     }
 
-    /// Stops background work, syncs the WAL and releases the lock.
-    pub fn close(self) -> Result<()> {
-        self.shutdown()
+    /// Stops background work, syncs the WAL and releases the lock. Iterators and snapshots
+    /// still alive fail with `Error::Closed` from then on; a second call does nothing. In a
+    /// forked child it only marks the handle closed: the files and the lock are the parent's.
+    pub fn close(&self) -> Result<()> {
+        if self.inner.same_process().is_err() {
+            self.abandon_in_child();
+            return Ok(());
+        }
+        let r = self.shutdown();
+        // Released even when a final sync failed: the handle is unusable either way, and a new
+        // open recovers from whatever reached the disk.
+        self.inner.lock.lock().take();
+        // Snapshots and iterators may keep the engine's state alive; not its cached blocks.
+        self.inner.cache.set_capacity(0);
+        r
+    }
+
+    /// In a forked child: never join the parent's threads (they do not exist here) nor let the
+    /// engine's state drop (its destructors would touch the parent's files): both are leaked,
+    /// which costs the child memory it already had, nothing else.
+    fn abandon_in_child(&self) {
+        self.inner.shutting_down.store(true, Ordering::Release);
+        std::mem::forget(self.inner.clone());
+        if let Some(mut t) = self.threads.try_lock() {
+            std::mem::forget(std::mem::take(&mut *t));
+        }
     }
 
     fn shutdown(&self) -> Result<()> {
         if self.inner.shutting_down.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if self.inner.opts.read_only {
+            for t in self.threads.lock().drain(..) {
+                let _ = t.join();
+            }
             return Ok(());
         }
         {
@@ -806,7 +891,80 @@ impl DB {
 
 impl Drop for DB {
     fn drop(&mut self) {
-        let _ = self.shutdown();
+        let _ = self.close();
+    }
+}
+
+/// The last step of a writable open: the manifest edit that retires the replayed logs (naming
+/// the tables recovery wrote) and drops the value-log segments a crash left empty, then the new
+/// WAL, created only once the manifest accounts for its number (recovery replays no other
+/// log). Returns the new log's number and file. Once the edit was attempted the recovered
+/// tables stay, even when it failed: its record may have reached the disk and name them (the
+/// next open removes the ones it does not).
+fn start_new_log(
+    env: &dyn Env,
+    dir: &Path,
+    opts: &Options,
+    versions: &mut VersionSet,
+    mut edit: VersionEdit,
+    max_seq: u64,
+) -> Result<(u64, Box<dyn crate::env::WritableFile>)> {
+    // Segments the crash left without a record (a spare made ahead, one created just before the
+    // crash) leave the manifest in the edit that retires the replayed logs: no table names them
+    // (a pointer reaches a table only once its value is durable), and replay stopped at any
+    // logged pointer into them.
+    let empty: Vec<u64> = edit
+        .blob_files_sealed
+        .iter()
+        .filter(|&&(_, len)| len <= crate::vlog::SEGMENT_HEADER_BYTES)
+        .map(|&(n, _)| n)
+        .collect();
+    edit.blob_files_deleted.extend(&empty);
+    let log_number = versions.new_log_number();
+    edit.log_number = Some(log_number);
+    edit.last_sequence = Some(max_seq);
+    versions.last_sequence = max_seq;
+    versions.log_and_apply(edit)?;
+    // A crash before the log exists leaves none, which is right: the edit holds everything
+    // replayed.
+    assert!(
+        versions.accounts_for(log_number),
+        "the manifest covers the new WAL"
+    );
+    let log_path = filename::log_path(dir, log_number);
+    // The WAL is an append-only log like a value-log segment: through a memory map where the
+    // environment offers one (`mmap_logs`), so a write group costs no system call.
+    let wal_file = env
+        .new_log_writable(&log_path, opts.write_buffer_size)
+        .and_then(|f| env.sync_dir(dir).map(|()| f));
+    let wal_file = match wal_file {
+        Ok(f) => f,
+        Err(e) => {
+            // Empty, or not there at all: a full disk should not keep a preallocated log.
+            let _ = env.remove_file(&log_path);
+            return Err(e);
+        }
+    };
+    for n in empty {
+        // Best effort: a file the manifest no longer lists is removed at the next open.
+        let _ = env.remove_file(&filename::blob_path(dir, n));
+    }
+    Ok((log_number, wal_file))
+}
+
+/// Says what to do next when recovery failed for want of space: the data is intact, and a
+/// read-only open reads it without writing.
+fn recovery_hint(e: Error) -> Error {
+    match e {
+        Error::Io { path, source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
+            Error::Io {
+                op: "recovery (the disk is full: free space and reopen, or open with \
+                     read_only=True to read the data without writing)",
+                path,
+                source,
+            }
+        }
+        e => e,
     }
 }
 
@@ -854,42 +1012,55 @@ fn refuse_non_directory(env: &dyn Env, dir: &Path) -> Result<()> {
     }
 }
 
-/// The WAL files recovery replays, in order: those at or above the manifest's log number (the
-/// older ones are in tables). Every WAL the database creates is numbered below the next file
-/// number of the manifest record durable at its creation (`VersionSet::new_log_number`), so a
-/// log at or above the recorded one was not written by this database: copied in, or left by
-/// another program. Replaying it would mix foreign writes into the history, and deleting it
-/// (as an obsolete log would be) could destroy someone's data, so open fails naming the file
-/// and leaves it in place: the user decides where it belongs.
-fn logs_to_replay(env: &dyn Env, dir: &Path, versions: &VersionSet) -> Result<Vec<u64>> {
+/// The WAL files recovery replays, in order, each with whether the manifest accounts for it:
+/// those at or above the manifest's log number (the older ones are in tables). Every WAL this
+/// build creates is numbered below the next file number of the manifest record durable at its
+/// creation (`VersionSet::new_log_number`), so a log at or above the recorded one was copied
+/// in, left by another program, or written by an older build (which numbered its newest WAL
+/// past the record). [`replay_logs`] replays such a log only when its first record continues
+/// the recovered history exactly (an older build's newest log does); anything else fails the
+/// open naming the file ([`stray_log`]): replaying it would mix foreign writes into the
+/// history, and deleting it (as an obsolete log would be) could destroy someone's data.
+fn logs_to_replay(env: &dyn Env, dir: &Path, versions: &VersionSet) -> Result<Vec<(u64, bool)>> {
     let mut logs = Vec::new();
     for name in env.list_dir(dir)? {
         let Some(FileKind::Log(n)) = filename::parse(&name) else {
             continue;
         };
-        if !versions.accounts_for(n) {
-            return Err(Error::corruption(
-                dir.join(&name),
-                0,
-                format!(
-                    "write-ahead log {name} is not one this database wrote: its number is not \
-                     below the next file number {} that {} records; it was left in place and \
-                     not replayed; move it out of the directory, then open again",
-                    versions.recorded_next_file_number,
-                    filename::manifest_name(versions.manifest_number)
-                ),
-            ));
-        }
-        if n >= versions.log_number {
-            logs.push(n);
+        let accounted = versions.accounts_for(n);
+        if !accounted || n >= versions.log_number {
+            logs.push((n, accounted));
         }
     }
     logs.sort_unstable();
     Ok(logs)
 }
 
+/// The error for a log the manifest does not account for and whose records do not continue the
+/// recovered history: left in place, not replayed.
+fn stray_log(dir: &Path, n: u64, versions: &VersionSet, why: &str) -> Error {
+    let path = filename::log_path(dir, n);
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Error::corruption(
+        &path,
+        0,
+        format!(
+            "write-ahead log {name} is not one this database wrote: its number is not below the \
+             next file number {} that {} records, and {why}; it was left in place and not \
+             replayed; move it out of the directory, then open again",
+            versions.recorded_next_file_number,
+            filename::manifest_name(versions.manifest_number)
+        ),
+    )
+}
+
 /// Replays WAL files not yet covered by tables into L0 tables recorded in `edit`.
-/// Returns the largest sequence seen.
+/// Returns the largest sequence seen and, for a read-only open (which writes no table), the
+/// replayed records as one memtable. When writing a table fails, the tables this call wrote
+/// are removed before the error returns (no partial file is left on a full disk).
 fn recover_logs(
     env: &Arc<dyn Env>,
     dir: &Path,
@@ -897,8 +1068,28 @@ fn recover_logs(
     versions: &mut VersionSet,
     edit: &mut VersionEdit,
     blob_valid: &HashMap<u64, u64>,
-    logs: Vec<u64>,
-) -> Result<u64> {
+    logs: Vec<(u64, bool)>,
+) -> Result<(u64, Option<MemTable>)> {
+    let written_before = edit.new_files.len();
+    let r = replay_logs(env, dir, opts, versions, edit, blob_valid, logs);
+    if r.is_err() {
+        for (_, f) in edit.new_files.drain(written_before..) {
+            let _ = env.remove_file(&filename::table_path(dir, f.number));
+        }
+    }
+    r
+}
+
+/// See [`recover_logs`]; `logs` are (number, accounted for by the manifest) in order.
+fn replay_logs(
+    env: &Arc<dyn Env>,
+    dir: &Path,
+    opts: &Options,
+    versions: &mut VersionSet,
+    edit: &mut VersionEdit,
+    blob_valid: &HashMap<u64, u64>,
+    logs: Vec<(u64, bool)>,
+) -> Result<(u64, Option<MemTable>)> {
     let mut max_seq = versions.last_sequence;
     let mut mem = MemTable::new(0);
     let mut garbage = BTreeMap::new();
@@ -913,16 +1104,32 @@ fn recover_logs(
     // looser, never wrong.)
     let mut next_seq_max = versions.last_sequence.saturating_add(1);
     let mut stopped = false;
-    for n in logs {
+    for (n, accounted) in logs {
         if stopped {
+            if !accounted {
+                return Err(stray_log(dir, n, versions, "recovery stopped before it"));
+            }
             continue; // later logs are not part of the recovered prefix
         }
         let path = filename::log_path(dir, n);
         let data = env.read_all(&path)?;
         let mut reader = LogReader::new(&data, &path);
+        let mut first = true;
         while let Some((off, rec)) = reader.next_record()? {
             let (seq, batch) = WriteBatch::decode(&rec)
                 .ok_or_else(|| Error::corruption(&path, off, "malformed write batch in WAL"))?;
+            if first && !accounted {
+                if seq != next_seq_max {
+                    let why = format!(
+                        "its first sequence {seq} does not continue the history (next is \
+                         {next_seq_max})"
+                    );
+                    return Err(stray_log(dir, n, versions, &why));
+                }
+                // An older build's newest log: keep its number from being handed out again.
+                versions.next_file_number = versions.next_file_number.max(n + 1);
+            }
+            first = false;
             if seq > next_seq_max {
                 stopped = true;
                 break;
@@ -958,7 +1165,7 @@ fn recover_logs(
             if !batch.is_empty() {
                 max_seq = max_seq.max(s - 1);
             }
-            if mem.approximate_memory_usage() as u64 > opts.write_buffer_size {
+            if !opts.read_only && mem.approximate_memory_usage() as u64 > opts.write_buffer_size {
                 let m = std::mem::replace(&mut mem, MemTable::new(0));
                 if let Some(f) = write_level0(
                     env.as_ref(),
@@ -973,6 +1180,9 @@ fn recover_logs(
                 }
             }
         }
+    }
+    if opts.read_only {
+        return Ok((max_seq, Some(mem)));
     }
     if !mem.is_empty() {
         if let Some(f) = write_level0(
@@ -991,7 +1201,7 @@ fn recover_logs(
     if !edit.new_files.is_empty() {
         env.sync_dir(dir)?;
     }
-    Ok(max_seq)
+    Ok((max_seq, None))
 }
 
 /// Checks the value-log segments against the manifest: removes segments it does not list (left
@@ -1003,6 +1213,7 @@ fn recover_blob_files(
     dir: &Path,
     versions: &VersionSet,
     edit: &mut VersionEdit,
+    read_only: bool,
 ) -> Result<HashMap<u64, u64>> {
     let present: HashSet<u64> = env
         .list_dir(dir)?
@@ -1013,7 +1224,7 @@ fn recover_blob_files(
         })
         .collect();
     for n in &present {
-        if !versions.blob_files.contains_key(n) {
+        if !versions.blob_files.contains_key(n) && !read_only {
             env.remove_file(&filename::blob_path(dir, *n))?;
         }
     }
@@ -1058,7 +1269,7 @@ fn recover_blob_files(
                 0
             }
         };
-        if len > 0 {
+        if len > 0 && !read_only {
             // What the scan read may have survived the crash without being durable (the
             // header of a spare made ahead, the tail of the active segment): make it durable
             // before the manifest seals the segment at this length, or a second crash could
@@ -1089,7 +1300,34 @@ fn write_level0(
         return Ok(None);
     }
     let path = filename::table_path(dir, number);
-    let mut b = TableBuilder::new(env.new_writable(&path)?, TableBuilderOptions::from(opts));
+    let r = build_level0(
+        env,
+        &path,
+        number,
+        opts,
+        &mut it,
+        smallest_snapshot,
+        blob_garbage,
+    );
+    if r.is_err() {
+        // A partial table (a full disk, an I/O error) is named by no manifest: remove it now
+        // rather than leave it filling the disk until the next successful open.
+        let _ = env.remove_file(&path);
+    }
+    r.map(Some)
+}
+
+/// Writes the memtable entries under `it` as table `number` at `path`.
+fn build_level0(
+    env: &dyn Env,
+    path: &Path,
+    number: u64,
+    opts: &Options,
+    it: &mut MemTableIter,
+    smallest_snapshot: u64,
+    blob_garbage: &mut BTreeMap<u64, u64>,
+) -> Result<FileMeta> {
+    let mut b = TableBuilder::new(env.new_writable(path)?, TableBuilderOptions::from(opts));
     let mut last_user_key: Vec<u8> = Vec::new();
     let mut last_seq_for_key = u64::MAX;
     let mut first = true;
@@ -1120,18 +1358,58 @@ fn write_level0(
     let largest = b.largest_key().to_vec();
     let num_entries = b.num_entries();
     let size = b.finish()?;
-    Ok(Some(FileMeta {
+    Ok(FileMeta {
         number,
         size,
         smallest,
         largest,
         num_entries,
         table: Default::default(),
-    }))
+    })
 }
 
 impl DbInner {
+    /// `Error::Forked` in a process forked from the opener (checked before any lock is taken:
+    /// a lock held at the fork by one of the parent's threads is held forever in the child).
+    #[inline]
+    fn same_process(&self) -> Result<()> {
+        if crate::env::fork::current() != self.fork_generation {
+            return Err(Error::Forked {
+                path: self.dir.clone(),
+                opener_pid: self.opener_pid,
+                pid: std::process::id(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Ok while the handle may be read: the opener's process, not closed.
+    #[inline]
+    fn usable(&self) -> Result<()> {
+        self.same_process()?;
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(Error::Closed(format!(
+                "{} was closed; open it again to use it",
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Ok while the handle may be changed: usable and not opened read-only.
+    fn writable(&self, op: &'static str) -> Result<()> {
+        self.usable()?;
+        if self.opts.read_only {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+                op,
+            });
+        }
+        Ok(())
+    }
+
     fn write(&self, batch: WriteBatch, wo: WriteOptions) -> Result<()> {
+        self.writable("a write")?;
         self.write_inner(batch, wo.sync, None)
     }
 
@@ -2034,6 +2312,11 @@ impl DbInner {
         let interval = Duration::from_millis(self.opts.wal_sync_interval_ms);
         let mut st = self.state.lock();
         loop {
+            // Checked before waiting too: a shutdown that notified while this thread was syncing
+            // (not waiting) would otherwise make `close` wait out a whole interval.
+            if self.shutting_down.load(Ordering::Acquire) {
+                return;
+            }
             self.done_cv.wait_for(&mut st, interval);
             if self.shutting_down.load(Ordering::Acquire) {
                 return;
@@ -2574,6 +2857,23 @@ impl DbIterator {
         }
     }
 
+    /// False (with the error kept for `status`) once the database is closed or this is a
+    /// forked child: every positioning checks, so a closed database is never read.
+    fn alive(&mut self) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        match self.db.usable() {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e);
+                self.on_blob = false;
+                self.ahead = None;
+                false
+            }
+        }
+    }
+
     /// Any positioning other than `next` ends a scan.
     fn reset_scan(&mut self) {
         self.ahead = None;
@@ -2640,6 +2940,9 @@ impl DbIterator {
     }
 
     pub fn seek_to_first(&mut self) {
+        if !self.alive() {
+            return;
+        }
         self.reset_scan();
         match self.lower.clone() {
             Some(l) => self.inner.seek(&l),
@@ -2649,6 +2952,9 @@ impl DbIterator {
     }
 
     pub fn seek_to_last(&mut self) {
+        if !self.alive() {
+            return;
+        }
         self.reset_scan();
         match self.upper.clone() {
             Some(u) => {
@@ -2665,6 +2971,9 @@ impl DbIterator {
     }
 
     pub fn seek(&mut self, key: &[u8]) {
+        if !self.alive() {
+            return;
+        }
         self.reset_scan();
         match &self.lower {
             Some(l) if key < &l[..] => {
@@ -2677,6 +2986,9 @@ impl DbIterator {
     }
 
     pub fn seek_for_prev(&mut self, key: &[u8]) {
+        if !self.alive() {
+            return;
+        }
         match &self.upper {
             Some(u) if key >= &u[..] => self.seek_to_last(),
             _ => {
@@ -2688,6 +3000,9 @@ impl DbIterator {
     }
 
     pub fn next(&mut self) {
+        if !self.alive() {
+            return;
+        }
         self.inner.next();
         self.nexts = self.nexts.saturating_add(1);
         self.advance_ahead();
@@ -2695,6 +3010,9 @@ impl DbIterator {
     }
 
     pub fn prev(&mut self) {
+        if !self.alive() {
+            return;
+        }
         self.reset_scan();
         self.inner.prev();
         self.settle();

@@ -29,7 +29,10 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// Another process (or another handle in this process) holds the database lock.
-    #[error("database at {path} is locked by another opener (only one DB handle per directory)")]
+    #[error(
+        "database at {path} is locked by another opener (one writable handle per directory, or \
+         any number of read_only ones, not both)"
+    )]
     Locked { path: PathBuf },
     /// The directory exists but holds no Attune database (and create_if_missing is off), or holds
     /// something else.
@@ -48,6 +51,22 @@ pub enum Error {
     /// The handle was closed, or a background error made the database read-only.
     #[error("database is closed or unusable: {0}")]
     Closed(String),
+    /// The handle was opened by another process, which then forked this one. The child shares
+    /// the parent's files and lock but has none of its background threads, so a write here
+    /// would be lost or would tear the parent's log: every operation refuses instead.
+    #[error(
+        "database at {path} was opened in process {opener_pid}, and this process ({pid}) is a \
+         fork of it: a handle cannot cross fork(); open the database in this process (after \
+         the parent closes it), or use the multiprocessing 'spawn' start method"
+    )]
+    Forked {
+        path: PathBuf,
+        opener_pid: u32,
+        pid: u32,
+    },
+    /// A write (or other change) to a database opened with `read_only`.
+    #[error("database at {path} is open read-only: {op} needs a writable open (read_only=false)")]
+    ReadOnly { path: PathBuf, op: &'static str },
 }
 
 impl Error {
@@ -109,6 +128,19 @@ impl Error {
             },
             Error::AlreadyExists { path } => Error::AlreadyExists { path: path.clone() },
             Error::Closed(s) => Error::Closed(s.clone()),
+            Error::Forked {
+                path,
+                opener_pid,
+                pid,
+            } => Error::Forked {
+                path: path.clone(),
+                opener_pid: *opener_pid,
+                pid: *pid,
+            },
+            Error::ReadOnly { path, op } => Error::ReadOnly {
+                path: path.clone(),
+                op,
+            },
         }
     }
 }

@@ -11,7 +11,7 @@
 //! let db = DB::open("/tmp/attune-example", Options::default())?;
 //! db.put(b"hello", b"world")?;
 //! assert_eq!(db.get(b"hello")?, Some(b"world".to_vec()));
-//! let mut it = db.iter(&ReadOptions::default());
+//! let mut it = db.iter(&ReadOptions::default())?;
 //! it.seek_to_first();
 //! while it.valid() {
 //!     println!("{:?} = {:?}", it.key(), it.value());
@@ -50,7 +50,7 @@ pub mod vlog;
 mod zstd_ctx;
 
 pub use batch::WriteBatch;
-pub use db::{DbIterator, Snapshot, Stats, DB};
+pub use db::{DbIterator, Snapshot, Stats, VerifyReport, DB};
 pub use error::{Error, Result};
 pub use options::{
     BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, Compression, Options, ReadOptions,

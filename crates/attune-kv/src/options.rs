@@ -300,6 +300,12 @@ pub struct Options {
     pub wal_sync_interval_ms: u64,
     /// Verify every table file's blocks at open. Default false.
     pub paranoid_checks: bool,
+    /// Open for reading only: nothing in the directory is written, created or removed (the
+    /// write-ahead log is replayed into memory, not into a table), no background thread runs,
+    /// and every change fails with `Error::ReadOnly`. Any number of read-only opens may share a
+    /// database (a shared lock); a writable open excludes them. This is how a full disk or a
+    /// read-only mount is read, and how several processes read one database. Default false.
+    pub read_only: bool,
     /// Read tables through a read-only memory mapping instead of `pread` (LevelDB's default on
     /// 64-bit systems): a block read that hits the page cache costs a copy, not a system call.
     /// Default true.
@@ -397,6 +403,7 @@ impl Default for Options {
             target_file_size: 64 << 20,
             wal_sync_interval_ms: 1000,
             paranoid_checks: false,
+            read_only: false,
             mmap_reads: true,
             mmap_reads_limit: MmapLimit::Auto,
             mmap_logs: true,
@@ -502,6 +509,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "target_file_size",
     "wal_sync_interval_ms",
     "paranoid_checks",
+    "read_only",
     "mmap_reads",
     "mmap_reads_limit",
     "mmap_logs",
@@ -575,6 +583,7 @@ impl Options {
             "target_file_size" => self.target_file_size = parse_size(value)?,
             "wal_sync_interval_ms" => self.wal_sync_interval_ms = parse_num(key, value)?,
             "paranoid_checks" => self.paranoid_checks = parse_bool(key, value)?,
+            "read_only" => self.read_only = parse_bool(key, value)?,
             "mmap_reads" => self.mmap_reads = parse_bool(key, value)?,
             "mmap_reads_limit" => self.mmap_reads_limit = MmapLimit::parse(value)?,
             "mmap_logs" => self.mmap_logs = parse_bool(key, value)?,
@@ -820,6 +829,7 @@ impl Options {
                 self.wal_sync_interval_ms.to_string(),
             ),
             ("paranoid_checks", self.paranoid_checks.to_string()),
+            ("read_only", self.read_only.to_string()),
             ("mmap_reads", self.mmap_reads.to_string()),
             ("mmap_reads_limit", self.mmap_reads_limit.name()),
             ("mmap_logs", self.mmap_logs.to_string()),

@@ -597,7 +597,10 @@ pub(crate) fn build(
         cfg.simulate = false;
         cfg.reset_policy = false;
     }
-    let probe_dir = (opts.cache_miss_costs == CacheMissCosts::Auto && env.is_os_filesystem())
+    // The probe writes a file beside the tables: not in a read-only open.
+    let probe_dir = (opts.cache_miss_costs == CacheMissCosts::Auto
+        && env.is_os_filesystem()
+        && !opts.read_only)
         .then(|| dir.to_path_buf());
     let ctl = Controller::new(cfg, env.clone(), opts, sizing, costs_source, probe_dir)?;
     let ctl = Arc::new(ctl);

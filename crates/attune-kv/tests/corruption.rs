@@ -90,7 +90,7 @@ fn check_damaged(
             }
         }
     }
-    let mut it = db.iter(&ReadOptions::default());
+    let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
     it.seek_to_first();
     let mut expect = model.iter();
     while it.valid() {

@@ -140,7 +140,7 @@ fn child_process_entry_point() {
 
 fn read_db(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let db = DB::open(dir, options()).unwrap_or_else(|e| panic!("reopen after kill: {e}"));
-    let mut it = db.iter(&ReadOptions::default());
+    let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
     it.seek_to_first();
     let mut m = BTreeMap::new();
     while it.valid() {

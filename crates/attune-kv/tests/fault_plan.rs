@@ -145,7 +145,7 @@ fn verify(db: &DB, writes: &[Write], crashed: bool, holes_allowed: bool, ctx: &s
         None => {}
     }
     // A full scan agrees with the point reads: only keys of the history, in order.
-    let mut it = db.iter(&ReadOptions::default());
+    let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
     it.seek_to_first();
     let mut last: Option<Vec<u8>> = None;
     while it.valid() {

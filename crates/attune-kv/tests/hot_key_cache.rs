@@ -105,7 +105,7 @@ fn run_seed(seed: u64, ops: usize) -> u64 {
             }
             90..=93 => {
                 if snaps.len() < 4 {
-                    snaps.push((db.snapshot(), model.clone()));
+                    snaps.push((db.snapshot().unwrap(), model.clone()));
                 } else {
                     let (s, m) = snaps.swap_remove(rng.gen_range(0..snaps.len()));
                     let ro = ReadOptions {
@@ -232,7 +232,7 @@ fn a_snapshot_read_bypasses_the_cache() {
     db.put(b"k", b"v1").unwrap();
     warm(&db, b"k");
     assert!(db.stats().hot_key_cache.hits >= 1);
-    let snap = db.snapshot();
+    let snap = db.snapshot().unwrap();
     db.put(b"k", b"v2").unwrap();
     warm(&db, b"k");
     let before = db.stats().hot_key_cache;

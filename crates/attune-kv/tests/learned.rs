@@ -100,7 +100,7 @@ fn model_path_agrees_with_the_map_for_present_absent_and_old_keys() {
         }
         db.flush().unwrap();
         db.compact_range(None, None).unwrap();
-        let snap = db.snapshot();
+        let snap = db.snapshot().unwrap();
         let old = model.clone();
         // Newer versions of every third key and deletions of every fifth, in a newer table.
         for i in (0..n).step_by(3) {
@@ -137,7 +137,7 @@ fn model_path_agrees_with_the_map_for_present_absent_and_old_keys() {
             if i % 2 == 1 {
                 target.push(0); // absent: between two keys
             }
-            let mut it = db.iter(&ReadOptions::default());
+            let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
             it.seek(&target);
             let want: Vec<Vec<u8>> = model
                 .range(target.clone()..)
@@ -325,7 +325,7 @@ fn level_models_agree_with_the_map_and_are_dropped_when_the_level_changes() {
             model.insert(key(shape, i), value(i, 0));
         }
         db.flush().unwrap();
-        let snap = db.snapshot();
+        let snap = db.snapshot().unwrap();
         let old = model.clone();
         for i in (0..n).step_by(3) {
             db.put(&key(shape, i), &value(i, 1)).unwrap();

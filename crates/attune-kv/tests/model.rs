@@ -91,7 +91,7 @@ fn scan(
     hi: Option<&[u8]>,
     reverse: bool,
 ) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut it = db.iter(ro);
+    let mut it = db.iter(ro).expect("open an iterator");
     it.set_bounds(lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec));
     let mut out = Vec::new();
     if reverse {
@@ -213,7 +213,7 @@ fn run_seed(seed: u64, steps: usize) {
             82..=84 => {
                 // Mixed-direction walk from a seek point.
                 let target = random_key(&mut rng, space);
-                let mut it = db.iter(&ReadOptions::default());
+                let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
                 it.seek(&target);
                 let keys: Vec<&Vec<u8>> = model.keys().collect();
                 let mut pos = keys.partition_point(|k| k.as_slice() < target.as_slice()) as i64;
@@ -239,7 +239,7 @@ fn run_seed(seed: u64, steps: usize) {
             }
             85..=87 => {
                 if snapshots.len() < 4 {
-                    snapshots.push((db.snapshot(), model.clone()));
+                    snapshots.push((db.snapshot().unwrap(), model.clone()));
                 } else {
                     snapshots.remove(rng.gen_range(0..snapshots.len()));
                 }

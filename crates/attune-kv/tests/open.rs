@@ -191,6 +191,36 @@ fn stray_log_copied_into_the_directory_is_neither_replayed_nor_deleted() {
     assert_eq!(db.get(b"stray").unwrap(), None);
 }
 
+/// An older build numbered its newest WAL past the manifest's record; such a log continues the
+/// recovered history exactly (its first sequence is the next one), so it is replayed, not
+/// refused: upgrading must not strand the writes of a database that crashed under that build.
+#[test]
+fn an_older_builds_newest_log_above_the_record_is_replayed_when_it_continues_the_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = DB::open(&dir, options()).unwrap();
+    db.put(b"mine", b"1").unwrap();
+    db.close().unwrap();
+    // The manifest's last sequence is 0 (nothing flushed): the next write is sequence 1. A log
+    // numbered far above the record holding exactly that write is what the older build left.
+    let newest = dir.join("000990.log");
+    let live: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    assert_eq!(live.len(), 1, "{live:?}");
+    std::fs::rename(&live[0], &newest).unwrap();
+
+    let db = DB::open(&dir, options()).unwrap();
+    assert_eq!(db.get(b"mine").unwrap(), Some(b"1".to_vec()));
+    db.put(b"after", b"2").unwrap();
+    db.close().unwrap();
+    let db = DB::open(&dir, options()).unwrap();
+    assert_eq!(db.get(b"mine").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(db.get(b"after").unwrap(), Some(b"2".to_vec()));
+}
+
 /// Recovery replays only logs the manifest accounts for, so a WAL created by a memtable switch
 /// must be accounted for before it holds a write: a crash right after the switch (before the
 /// flush of the old memtable records anything) must still recover every synced write.

@@ -52,7 +52,7 @@ fn check_all(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     for (k, v) in model {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
     }
-    let mut it = db.iter(&ReadOptions::default());
+    let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
     it.seek_to_first();
     let mut got = BTreeMap::new();
     while it.valid() {
@@ -93,7 +93,7 @@ fn large_values_live_in_the_value_log_and_read_back() {
     assert!(s.blob_files.len() > 1, "32 KiB segments rotate");
     assert!(s.blob_bytes_written > 0 && s.blob_reads > 0);
     // Reverse scans resolve pointers too.
-    let mut it = db.iter(&ReadOptions::default());
+    let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
     it.seek_to_last();
     assert_eq!(it.value(), &value(399, 0)[..]);
     it.prev();
@@ -169,7 +169,7 @@ fn gc_keeps_a_segment_while_a_snapshot_can_read_it() {
     for i in 0..200 {
         db.put(&key(i), &value(i, 0)).unwrap();
     }
-    let snap = db.snapshot();
+    let snap = db.snapshot().unwrap();
     let old_files = vlog_files(&dir);
     for i in 0..200 {
         db.put(&key(i), &value(i, 1)).unwrap();
@@ -267,7 +267,7 @@ fn damaged_value_log_record_is_corruption_naming_segment_and_offset() {
     }
     assert_eq!(corrupt, 1, "exactly the damaged record fails");
     // A scan stops at the damaged record with the same error.
-    let mut it = db.iter(&ReadOptions::default());
+    let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
     it.seek_to_first();
     while it.valid() {
         it.next();
@@ -406,7 +406,7 @@ fn scans_over_slow_value_reads_prefetch_ahead_and_stay_correct() {
     db.flush().unwrap();
     // Bounded scans from several points, forward with a step back now and then.
     for start in [0u32, 57, 150, 290] {
-        let mut it = db.iter(&ReadOptions::default());
+        let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
         it.set_bounds(Some(key(start)), Some(key(start + 40)));
         it.seek_to_first();
         let mut want = model.range(key(start)..key(start + 40));

@@ -1,98 +1,101 @@
-//! Bindings for the key-value engine: `DB`, `WriteBatch`, `Snapshot`, the items iterator, and the
-//! exception hierarchy. Engine calls release the GIL; iteration fetches items in chunks so a
-//! Python loop costs one GIL round-trip per chunk, not per item.
+//! Bindings for the key-value engine: `DB`, `WriteBatch`, `Snapshot` and the items iterator.
+//! Engine calls release the GIL; iteration fetches items in chunks so a Python loop costs one GIL
+//! round-trip per chunk, not per item.
+//!
+//! Lifetimes: `DB.close()` closes the engine at once (lock released, WAL synced), whatever
+//! snapshots and iterators exist; those raise `ClosedError` from then on, as plyvel's do. A handle
+//! used in a forked child raises `ForkedError` (the engine checks; see `attune_kv::env::fork`).
+//! Keys and values are `bytes`, `str` (UTF-8) or any buffer (`bytearray`, `memoryview`, numpy).
 
+use crate::errors::{attune_error, to_py};
 use attune_kv::{self as kv, Options, ReadOptions, WriteOptions};
 use parking_lot::Mutex;
-use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
+use std::borrow::Cow;
 use std::sync::Arc;
-
-create_exception!(
-    _native,
-    Error,
-    PyException,
-    "Base class of every error Attune raises."
-);
-create_exception!(
-    _native,
-    CorruptionError,
-    Error,
-    "Data on disk failed a checksum or check."
-);
-create_exception!(
-    _native,
-    StorageIOError,
-    Error,
-    "The operating system reported an I/O error."
-);
-create_exception!(
-    _native,
-    LockedError,
-    Error,
-    "Another opener holds the database lock."
-);
-create_exception!(
-    _native,
-    NotADatabaseError,
-    Error,
-    "The directory holds no Attune database."
-);
-create_exception!(
-    _native,
-    UnsupportedVersionError,
-    Error,
-    "Written by a newer format version."
-);
-create_exception!(
-    _native,
-    InvalidArgumentError,
-    Error,
-    "An argument or option is not valid."
-);
-create_exception!(
-    _native,
-    ClosedError,
-    Error,
-    "The database is closed or unusable."
-);
-
-/// Maps an engine error to its Python exception.
-pub fn to_py(e: kv::Error) -> PyErr {
-    let msg = e.to_string();
-    match e {
-        kv::Error::Corruption { .. } => CorruptionError::new_err(msg),
-        kv::Error::Io { .. } => StorageIOError::new_err(msg),
-        kv::Error::Locked { .. } => LockedError::new_err(msg),
-        kv::Error::NotADatabase { .. } | kv::Error::AlreadyExists { .. } => {
-            NotADatabaseError::new_err(msg)
-        }
-        kv::Error::UnsupportedVersion { .. } => UnsupportedVersionError::new_err(msg),
-        kv::Error::InvalidArgument(_) => InvalidArgumentError::new_err(msg),
-        kv::Error::Closed(_) => ClosedError::new_err(msg),
-        _ => Error::new_err(msg),
-    }
-}
 
 /// Items fetched per GIL release while iterating.
 const ITER_CHUNK: usize = 256;
 
-fn option_string(v: &Bound<'_, PyAny>) -> PyResult<String> {
+/// The bytes of a key or value given as `bytes`, `str` (encoded as UTF-8), `bytearray` or any
+/// object with the buffer protocol (copied). `what` names the argument in the error.
+fn as_bytes<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, [u8]>> {
+    if let Ok(b) = v.downcast::<PyBytes>() {
+        return Ok(Cow::Borrowed(b.as_bytes()));
+    }
+    if let Ok(s) = v.downcast::<PyString>() {
+        return Ok(Cow::Owned(s.to_cow()?.as_bytes().to_vec()));
+    }
+    if let Ok(b) = v.downcast::<PyByteArray>() {
+        return Ok(Cow::Owned(b.to_vec()));
+    }
+    // Anything else that exposes a buffer (memoryview, array.array, numpy arrays); `bytes(x)`
+    // is not used because it turns an int n into n zero bytes.
+    let py = v.py();
+    let copied = py
+        .import("builtins")
+        .and_then(|b| b.getattr("memoryview"))
+        .and_then(|mv| mv.call1((v,)))
+        .and_then(|m| m.call_method0("tobytes"))
+        .and_then(|b| Ok(b.downcast_into::<PyBytes>()?.as_bytes().to_vec()));
+    match copied {
+        Ok(b) => Ok(Cow::Owned(b)),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{what} must be bytes, str (stored as UTF-8) or a bytes-like object such as \
+             bytearray or memoryview, not {}",
+            v.get_type().name()?
+        ))),
+    }
+}
+
+fn opt_bytes(v: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Vec<u8>>> {
+    match v {
+        None => Ok(None),
+        Some(x) if x.is_none() => Ok(None),
+        Some(x) => Ok(Some(as_bytes(x, what)?.into_owned())),
+    }
+}
+
+fn option_string(key: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(b) = v.extract::<bool>() {
         return Ok(b.to_string());
+    }
+    if let Ok(i) = v.extract::<i64>() {
+        if i < 0 {
+            return Err(attune_error(
+                v.py(),
+                "InvalidArgumentError",
+                format!("option {key}={i} must not be negative"),
+            ));
+        }
+        return Ok(i.to_string());
     }
     if let Ok(i) = v.extract::<u64>() {
         return Ok(i.to_string());
     }
+    if let Ok(f) = v.extract::<f64>() {
+        if !f.is_finite() {
+            return Err(attune_error(
+                v.py(),
+                "InvalidArgumentError",
+                format!("option {key}={f} must be a finite number"),
+            ));
+        }
+        return Ok(f.to_string());
+    }
     if let Ok(s) = v.extract::<String>() {
         return Ok(s);
     }
-    Err(InvalidArgumentError::new_err(format!(
-        "option value {} must be a bool, a non-negative int or a str",
-        v.repr()?
-    )))
+    Err(attune_error(
+        v.py(),
+        "InvalidArgumentError",
+        format!(
+            "option {key}={} must be a bool, a number or a str such as \"64MiB\"",
+            v.repr()?
+        ),
+    ))
 }
 
 /// Builds engine options from Python keyword arguments.
@@ -101,7 +104,7 @@ pub fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Optio
     if let Some(kw) = kwargs {
         for (k, v) in kw.iter() {
             let key: String = k.extract()?;
-            o.set(&key, &option_string(&v)?).map_err(to_py)?;
+            o.set(&key, &option_string(&key, &v)?).map_err(to_py)?;
         }
     }
     Ok(o)
@@ -121,11 +124,13 @@ impl WriteBatch {
             inner: Mutex::new(kv::WriteBatch::new()),
         }
     }
-    fn put(&self, key: &[u8], value: &[u8]) -> PyResult<()> {
-        self.inner.lock().put(key, value).map_err(to_py)
+    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (k, v) = (as_bytes(key, "key")?, as_bytes(value, "value")?);
+        self.inner.lock().put(&k, &v).map_err(to_py)
     }
-    fn delete(&self, key: &[u8]) -> PyResult<()> {
-        self.inner.lock().delete(key).map_err(to_py)
+    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let k = as_bytes(key, "key")?;
+        self.inner.lock().delete(&k).map_err(to_py)
     }
     fn clear(&self) {
         self.inner.lock().clear()
@@ -135,7 +140,8 @@ impl WriteBatch {
     }
 }
 
-/// A consistent read view. Release it with `release()` or a `with` block.
+/// A consistent read view. Release it with `release()` or a `with` block; closing the database
+/// releases it too.
 #[pyclass(module = "attune._native")]
 pub struct Snapshot {
     db: Arc<kv::DB>,
@@ -149,21 +155,28 @@ impl Snapshot {
     fn sequence(&self) -> u64 {
         self.seq
     }
-    fn get<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        self.check()?;
-        get_impl(py, &self.db, key, Some(self.seq))
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        self.check(py)?;
+        get_impl(py, &self.db, &as_bytes(key, "key")?, Some(self.seq))
     }
     #[pyo3(signature = (start=None, end=None, reverse=false))]
     fn items(
         &self,
-        start: Option<Vec<u8>>,
-        end: Option<Vec<u8>>,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
         reverse: bool,
     ) -> PyResult<Items> {
-        self.check()?;
-        Ok(items_impl(&self.db, start, end, reverse, Some(self.seq)))
+        self.check(py)?;
+        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
+        items_impl(&self.db, start, end, reverse, Some(self.seq))
     }
     fn release(&self) {
+        // In a forked child the engine's snapshot list is not touched (see kv::Snapshot's drop).
         self.snap.lock().take();
     }
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -175,9 +188,10 @@ impl Snapshot {
 }
 
 impl Snapshot {
-    fn check(&self) -> PyResult<()> {
+    fn check(&self, py: Python<'_>) -> PyResult<()> {
+        self.db.check_usable().map_err(to_py)?;
         if self.snap.lock().is_none() {
-            return Err(ClosedError::new_err("snapshot was released"));
+            return Err(attune_error(py, "ClosedError", "snapshot was released"));
         }
         Ok(())
     }
@@ -189,17 +203,11 @@ fn get_impl<'py>(
     key: &[u8],
     seq: Option<u64>,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let db = db.clone();
-    let key = key.to_vec();
-    let r = py.allow_threads(move || {
-        db.get_opt(
-            &key,
-            &ReadOptions {
-                snapshot: seq,
-                ..Default::default()
-            },
-        )
-    });
+    let ro = ReadOptions {
+        snapshot: seq,
+        ..Default::default()
+    };
+    let r = py.allow_threads(|| db.get_opt(key, &ro));
     Ok(r.map_err(to_py)?.map(|v| PyBytes::new(py, &v)))
 }
 
@@ -209,13 +217,16 @@ fn items_impl(
     end: Option<Vec<u8>>,
     reverse: bool,
     seq: Option<u64>,
-) -> Items {
-    let mut it = db.iter(&ReadOptions {
-        snapshot: seq,
-        ..Default::default()
-    });
+) -> PyResult<Items> {
+    let mut it = db
+        .iter(&ReadOptions {
+            snapshot: seq,
+            ..Default::default()
+        })
+        .map_err(to_py)?;
     it.set_bounds(start, end);
-    Items {
+    Ok(Items {
+        db: db.clone(),
         state: Mutex::new(ItemsState {
             it,
             started: false,
@@ -224,7 +235,7 @@ fn items_impl(
             pos: 0,
             done: false,
         }),
-    }
+    })
 }
 
 struct ItemsState {
@@ -265,9 +276,11 @@ impl ItemsState {
     }
 }
 
-/// Iterator of (key, value) pairs in key order (or reverse).
+/// Iterator of (key, value) pairs in key order (or reverse). After the database is closed it
+/// raises `ClosedError`, even for items it had already fetched.
 #[pyclass(module = "attune._native")]
 pub struct Items {
+    db: Arc<kv::DB>,
     state: Mutex<ItemsState>,
 }
 
@@ -277,6 +290,7 @@ impl Items {
         slf
     }
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.db.check_usable().map_err(to_py)?;
         let mut st = self.state.lock();
         if st.pos >= st.buf.len() {
             if st.done {
@@ -301,16 +315,31 @@ impl Items {
 /// An Attune key-value database. `DB(path, **options)`; also a context manager.
 #[pyclass(module = "attune._native")]
 pub struct DB {
+    /// None once closed (the engine's memory is freed when the last snapshot or iterator goes).
     db: parking_lot::RwLock<Option<Arc<kv::DB>>>,
     path: String,
 }
 
 impl DB {
-    fn handle(&self) -> PyResult<Arc<kv::DB>> {
-        self.db
-            .read()
-            .clone()
-            .ok_or_else(|| ClosedError::new_err(format!("database {} is closed", self.path)))
+    fn handle(&self, py: Python<'_>) -> PyResult<Arc<kv::DB>> {
+        let db = self.db.read().clone().ok_or_else(|| {
+            attune_error(
+                py,
+                "ClosedError",
+                format!(
+                    "database {} is closed; open it again with attune.DB(path)",
+                    self.path
+                ),
+            )
+        })?;
+        db.check_usable().map_err(to_py)?;
+        Ok(db)
+    }
+
+    fn write_batch(&self, py: Python<'_>, b: kv::WriteBatch, sync: bool) -> PyResult<()> {
+        let db = self.handle(py)?;
+        py.allow_threads(move || db.write(b, WriteOptions { sync }))
+            .map_err(to_py)
     }
 }
 
@@ -335,48 +364,55 @@ impl DB {
     }
 
     #[pyo3(signature = (key, value, sync=false))]
-    fn put(&self, py: Python<'_>, key: &[u8], value: &[u8], sync: bool) -> PyResult<()> {
-        let db = self.handle()?;
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        sync: bool,
+    ) -> PyResult<()> {
         let mut b = kv::WriteBatch::new();
-        b.put(key, value).map_err(to_py)?;
-        py.allow_threads(move || db.write(b, WriteOptions { sync }))
-            .map_err(to_py)
+        b.put(&as_bytes(key, "key")?, &as_bytes(value, "value")?)
+            .map_err(to_py)?;
+        self.write_batch(py, b, sync)
     }
 
-    fn get<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        get_impl(py, &self.handle()?, key, None)
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        get_impl(py, &self.handle(py)?, &as_bytes(key, "key")?, None)
     }
 
     #[pyo3(signature = (key, sync=false))]
-    fn delete(&self, py: Python<'_>, key: &[u8], sync: bool) -> PyResult<()> {
-        let db = self.handle()?;
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, sync: bool) -> PyResult<()> {
         let mut b = kv::WriteBatch::new();
-        b.delete(key).map_err(to_py)?;
-        py.allow_threads(move || db.write(b, WriteOptions { sync }))
-            .map_err(to_py)
+        b.delete(&as_bytes(key, "key")?).map_err(to_py)?;
+        self.write_batch(py, b, sync)
     }
 
     #[pyo3(signature = (batch, sync=false))]
     fn write(&self, py: Python<'_>, batch: &WriteBatch, sync: bool) -> PyResult<()> {
-        let db = self.handle()?;
         let b = batch.inner.lock().clone();
-        py.allow_threads(move || db.write(b, WriteOptions { sync }))
-            .map_err(to_py)
+        self.write_batch(py, b, sync)
     }
 
     #[pyo3(signature = (start=None, end=None, reverse=false))]
     fn items(
         &self,
-        start: Option<Vec<u8>>,
-        end: Option<Vec<u8>>,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
         reverse: bool,
     ) -> PyResult<Items> {
-        Ok(items_impl(&self.handle()?, start, end, reverse, None))
+        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
+        items_impl(&self.handle(py)?, start, end, reverse, None)
     }
 
-    fn snapshot(&self) -> PyResult<Snapshot> {
-        let db = self.handle()?;
-        let s = db.snapshot();
+    fn snapshot(&self, py: Python<'_>) -> PyResult<Snapshot> {
+        let db = self.handle(py)?;
+        let s = db.snapshot().map_err(to_py)?;
         let seq = s.sequence();
         Ok(Snapshot {
             db,
@@ -386,7 +422,7 @@ impl DB {
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        let db = self.handle()?;
+        let db = self.handle(py)?;
         py.allow_threads(move || db.flush()).map_err(to_py)
     }
 
@@ -394,21 +430,28 @@ impl DB {
     fn compact(
         &self,
         py: Python<'_>,
-        start: Option<Vec<u8>>,
-        end: Option<Vec<u8>>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let db = self.handle()?;
+        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
+        let db = self.handle(py)?;
         py.allow_threads(move || db.compact_range(start.as_deref(), end.as_deref()))
             .map_err(to_py)
     }
 
-    /// Checks every checksum of every live table: {"files": n, "entries": n}.
+    /// Checks every checksum of every live table and value-log segment:
+    /// {"tables", "table_entries", "blob_segments", "blob_records", "files", "entries"}
+    /// ("files" and "entries" are the sums).
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let db = self.handle()?;
-        let (files, entries) = py.allow_threads(move || db.verify()).map_err(to_py)?;
+        let db = self.handle(py)?;
+        let r = py.allow_threads(move || db.verify()).map_err(to_py)?;
         let d = PyDict::new(py);
-        d.set_item("files", files)?;
-        d.set_item("entries", entries)?;
+        d.set_item("tables", r.tables)?;
+        d.set_item("table_entries", r.table_entries)?;
+        d.set_item("blob_segments", r.blob_segments)?;
+        d.set_item("blob_records", r.blob_records)?;
+        d.set_item("files", r.tables + r.blob_segments)?;
+        d.set_item("entries", r.table_entries + r.blob_records)?;
         Ok(d)
     }
 
@@ -417,7 +460,7 @@ impl DB {
     /// Returns {"segments_collected", "records_rewritten", "bytes_rewritten", "bytes_reclaimed"}.
     #[pyo3(signature = (ratio=None))]
     fn gc<'py>(&self, py: Python<'py>, ratio: Option<f64>) -> PyResult<Bound<'py, PyDict>> {
-        let db = self.handle()?;
+        let db = self.handle(py)?;
         let r = py
             .allow_threads(move || match ratio {
                 Some(x) => db.gc_with_ratio(x),
@@ -434,21 +477,22 @@ impl DB {
 
     /// Learns a model for every live table that has none, now (the background learner does this
     /// file by file as the analyzer chooses). Returns the number of tables with a model.
-    /// Raises `attune.InvalidArgument` when the database was opened with learned_index="off".
+    /// Raises `attune.InvalidArgumentError` when the database was opened with learned_index="off".
     fn learn_all(&self, py: Python<'_>) -> PyResult<u64> {
-        let db = self.handle()?;
+        let db = self.handle(py)?;
         py.allow_threads(move || db.learn_all()).map_err(to_py)
     }
 
-    fn set_block_cache_capacity(&self, capacity_bytes: u64) -> PyResult<()> {
-        self.handle()?.set_block_cache_capacity(capacity_bytes);
+    fn set_block_cache_capacity(&self, py: Python<'_>, capacity_bytes: u64) -> PyResult<()> {
+        self.handle(py)?.set_block_cache_capacity(capacity_bytes);
         Ok(())
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let db = self.handle()?;
-        let s = py.allow_threads(move || db.stats());
-        stats_dict(py, &s, self.handle()?.options())
+        let db = self.handle(py)?;
+        let d = db.clone();
+        let s = py.allow_threads(move || d.stats());
+        stats_dict(py, &s, db.options())
     }
 
     #[getter]
@@ -461,13 +505,13 @@ impl DB {
         self.db.read().is_none()
     }
 
+    /// Closes the database now: background work stops, the WAL is synced, the lock is released.
+    /// Snapshots and iterators raise `ClosedError` afterwards. A second call does nothing; in a
+    /// forked child it only marks this handle closed (the files are the parent's).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let taken = self.db.write().take();
         if let Some(db) = taken {
-            // Iterators and snapshots may still hold the engine; it closes when the last goes.
-            if let Ok(db) = Arc::try_unwrap(db) {
-                py.allow_threads(move || db.close()).map_err(to_py)?;
-            }
+            py.allow_threads(move || db.close()).map_err(to_py)?;
         }
         Ok(())
     }
@@ -730,25 +774,10 @@ fn tiers_dict<'py>(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     m.add_class::<DB>()?;
     m.add_class::<WriteBatch>()?;
     m.add_class::<Snapshot>()?;
     m.add_class::<Items>()?;
-    m.add("Error", py.get_type::<Error>())?;
-    m.add("CorruptionError", py.get_type::<CorruptionError>())?;
-    m.add("StorageIOError", py.get_type::<StorageIOError>())?;
-    m.add("LockedError", py.get_type::<LockedError>())?;
-    m.add("NotADatabaseError", py.get_type::<NotADatabaseError>())?;
-    m.add(
-        "UnsupportedVersionError",
-        py.get_type::<UnsupportedVersionError>(),
-    )?;
-    m.add(
-        "InvalidArgumentError",
-        py.get_type::<InvalidArgumentError>(),
-    )?;
-    m.add("ClosedError", py.get_type::<ClosedError>())?;
     m.add("OPTION_NAMES", kv::options::OPTION_NAMES.to_vec())?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! no engine logic lives here. The typed Python front is `python/attune/`.
 use pyo3::prelude::*;
 
+mod errors;
 mod hash;
 mod kv;
 mod workload;

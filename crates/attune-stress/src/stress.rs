@@ -462,7 +462,10 @@ impl Worker<'_> {
         let n = self.rng.gen_range(1..=SCAN_KEYS_MAX).min(sh.keys - lo);
         let keys: Vec<u32> = (lo..lo + n).collect();
         let guards = sh.oracle.lock(&keys);
-        let mut it = sh.db.iter(&ReadOptions::default());
+        let mut it = sh
+            .db
+            .iter(&ReadOptions::default())
+            .expect("open an iterator");
         let upper = key_bytes(lo + n);
         it.set_bounds(Some(key_bytes(lo)), Some(upper.clone()));
         let reverse = self.rng.gen_bool(0.3);
@@ -521,7 +524,7 @@ impl Worker<'_> {
             keys.sort_unstable();
             keys.dedup();
             let guards = sh.oracle.lock(&keys);
-            let snap = sh.db.snapshot();
+            let snap = sh.db.snapshot().expect("take a snapshot");
             let expect = keys
                 .iter()
                 .zip(guards.iter())
@@ -637,7 +640,7 @@ fn read_back(db: &DB, keys: u32, report: &mut Report) -> Result<Vec<Option<u64>>
         };
         out.push(op);
     }
-    let mut it = db.iter(&ReadOptions::default());
+    let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
     it.seek_to_first();
     let mut expect = (0..keys).filter(|&k| out[k as usize].is_some());
     let mut n = 0u64;

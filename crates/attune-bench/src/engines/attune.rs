@@ -31,6 +31,7 @@ pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "Attune's LSM engine (attune-kv), linked in; keys are attune.DB option names",
     keys: attune_kv::options::OPTION_NAMES,
+    compressions: &[Compression::None, Compression::Lz4, Compression::Zstd],
     probe,
     open,
 };
@@ -137,7 +138,7 @@ impl Session for AttuneSession<'_> {
         n: usize,
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
-        let mut it = self.db.iter(&self.ro);
+        let mut it = self.db.iter(&self.ro).map_err(engine_error)?;
         if start.is_empty() {
             it.seek_to_first();
         } else {

@@ -30,6 +30,7 @@ pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "LevelDB via its C API (libleveldb), LRU block cache, leveled compaction",
     keys: &["block_size", "max_open_files"],
+    compressions: &[Compression::None, Compression::Snappy],
     probe,
     open,
 };

@@ -42,6 +42,7 @@ pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "LMDB via its C API (liblmdb), mmap'd copy-on-write B+tree, one commit per write",
     keys: &["map_size"],
+    compressions: &[Compression::None],
     probe,
     open,
 };

@@ -36,6 +36,7 @@ pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "RocksDB via its C API (librocksdb), LRU block cache, leveled compaction",
     keys: &["block_size", "bloom_bits"],
+    compressions: Compression::ALL,
     probe,
     open,
 };

@@ -47,6 +47,7 @@ pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "WiredTiger via its C API (libwiredtiger), B-tree row store, WAL + checkpoints",
     keys: &["leaf_page_max", "checkpoint_wait"],
+    compressions: &[Compression::None, Compression::Snappy],
     probe,
     open,
 };

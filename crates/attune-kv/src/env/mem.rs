@@ -244,6 +244,8 @@ struct State {
     /// Per directory: name operations since its last `sync_dir`, in order.
     pending: HashMap<PathBuf, Vec<DirOp>>,
     locks: HashSet<PathBuf>,
+    /// Shared (read-only) lock holders per path.
+    shared_locks: HashMap<PathBuf, usize>,
     /// (kind, operations left before the fault fires) for `fail_after`.
     faults: Vec<(FaultKind, u64)>,
     plan: Option<PlanState>,
@@ -459,6 +461,7 @@ impl MemEnv {
         st.dirs = dirs.clone();
         st.durable_dirs = dirs;
         st.locks.clear();
+        st.shared_locks.clear();
         st.dead = false;
         report
     }
@@ -666,11 +669,20 @@ impl State {
 struct MemLock {
     path: PathBuf,
     state: Arc<Mutex<State>>,
+    shared: bool,
 }
 impl FileLock for MemLock {}
 impl Drop for MemLock {
     fn drop(&mut self) {
-        self.state.lock().locks.remove(&self.path);
+        let mut st = self.state.lock();
+        if !self.shared {
+            st.locks.remove(&self.path);
+        } else if let Some(n) = st.shared_locks.get_mut(&self.path) {
+            *n -= 1;
+            if *n == 0 {
+                st.shared_locks.remove(&self.path);
+            }
+        }
     }
 }
 
@@ -823,7 +835,7 @@ impl Env for MemEnv {
     }
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let mut st = self.state.lock();
-        if !st.locks.insert(path.to_path_buf()) {
+        if st.shared_locks.contains_key(path) || !st.locks.insert(path.to_path_buf()) {
             return Err(Error::Locked {
                 path: path.parent().unwrap_or(path).to_path_buf(),
             });
@@ -831,6 +843,21 @@ impl Env for MemEnv {
         Ok(Box::new(MemLock {
             path: path.to_path_buf(),
             state: self.state.clone(),
+            shared: false,
+        }))
+    }
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let mut st = self.state.lock();
+        if st.locks.contains(path) {
+            return Err(Error::Locked {
+                path: path.parent().unwrap_or(path).to_path_buf(),
+            });
+        }
+        *st.shared_locks.entry(path.to_path_buf()).or_insert(0) += 1;
+        Ok(Box::new(MemLock {
+            path: path.to_path_buf(),
+            state: self.state.clone(),
+            shared: true,
         }))
     }
     fn now_micros(&self) -> u64 {

@@ -12,14 +12,17 @@
 //! directory made by `create_dir_all` (its entry lives in its parent directory).
 
 mod direct;
+pub mod fork;
 mod mem;
 mod posix;
+mod readonly;
 
 pub use mem::{
     CrashReport, FaultError, FaultKind, FaultOp, FaultPlan, FaultRule, MemEnv, Trigger,
     SECTOR_BYTES,
 };
 pub use posix::{cgroup_memory_limit_bytes, memory_limit_bytes, PosixEnv};
+pub use readonly::ReadOnlyEnv;
 
 use crate::error::Result;
 use std::path::Path;
@@ -115,6 +118,11 @@ pub trait Env: Send + Sync + 'static {
     fn sync_dir(&self, dir: &Path) -> Result<()>;
     /// Takes an exclusive lock on `path` (created if needed); fails with `Error::Locked`.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    /// Takes a shared lock on `path`, which must exist: any number of shared holders, never
+    /// beside an exclusive one (read-only opens). Without an override, an exclusive lock.
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.lock(path)
+    }
     /// Microseconds on a monotonic clock.
     fn now_micros(&self) -> u64;
 }

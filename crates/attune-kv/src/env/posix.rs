@@ -626,9 +626,17 @@ impl RandomAccessFile for PosixRandom {
 }
 
 struct PosixLock {
-    _file: File,
+    file: File,
 }
 impl FileLock for PosixLock {}
+impl Drop for PosixLock {
+    fn drop(&mut self) {
+        // flock locks belong to the open file description, which a forked child shares through
+        // its copy of the descriptor: closing ours alone would leave the lock held for as long
+        // as any child lives. Unlocking releases it for the description, whoever else holds it.
+        let _ = self.file.unlock();
+    }
+}
 
 impl Env for PosixEnv {
     fn open_random_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
@@ -739,7 +747,18 @@ impl Env for PosixEnv {
             .open(path)
             .map_err(|e| Error::io("open lock", path, e))?;
         match file.try_lock() {
-            Ok(()) => Ok(Box::new(PosixLock { _file: file })),
+            Ok(()) => Ok(Box::new(PosixLock { file })),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+                path: path.parent().unwrap_or(path).to_path_buf(),
+            }),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("flock", path, e)),
+        }
+    }
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        // Read-only: never create the file (the directory may not be writable).
+        let file = File::open(path).map_err(|e| Error::io("open lock", path, e))?;
+        match file.try_lock_shared() {
+            Ok(()) => Ok(Box::new(PosixLock { file })),
             Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
                 path: path.parent().unwrap_or(path).to_path_buf(),
             }),

@@ -1,0 +1,271 @@
+//! A handle's life: `close` closes at once whatever snapshots and iterators exist, a forked child
+//! cannot use its parent's handle, a read-only open writes nothing (which is how a full disk is
+//! read), and recovery on a full disk leaves no partial file behind.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
+use attune_kv::env::{Env, FaultError, FaultOp, FaultPlan, MemEnv, Trigger};
+use attune_kv::{Error, Options, ReadOptions, DB};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn options() -> Options {
+    Options {
+        write_buffer_size: 1 << 20,
+        wal_sync_interval_ms: 0,
+        ..Options::default()
+    }
+}
+
+fn open(env: &MemEnv, opts: Options) -> attune_kv::Result<DB> {
+    DB::open_with_env(
+        Arc::new(env.clone()) as Arc<dyn Env>,
+        Path::new("/db"),
+        opts,
+    )
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+/// Every file with its size: what a read-only open must leave exactly as it found it.
+fn listing(env: &MemEnv) -> Vec<(String, u64)> {
+    let mut names = env.list_dir(Path::new("/db")).unwrap();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| {
+            let size = env.file_size(&Path::new("/db").join(&n)).unwrap_or(0);
+            (n, size)
+        })
+        .collect()
+}
+
+#[test]
+fn close_with_a_live_iterator_and_snapshot_releases_the_lock_and_fails_them() {
+    let env = MemEnv::new();
+    let db = open(&env, options()).unwrap();
+    for i in 0..100 {
+        db.put(&key(i), b"v").unwrap();
+    }
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    assert!(it.valid());
+    let snap = db.snapshot().unwrap();
+    db.close().unwrap();
+
+    // The lock is free although both still exist.
+    let again = open(&env, options()).unwrap();
+    assert_eq!(again.get(&key(7)).unwrap(), Some(b"v".to_vec()));
+
+    it.next();
+    assert!(!it.valid(), "a closed database's iterator must not move on");
+    assert!(
+        matches!(it.status(), Err(Error::Closed(_))),
+        "{:?}",
+        it.status()
+    );
+    let ro = ReadOptions {
+        snapshot: Some(snap.sequence()),
+        ..Default::default()
+    };
+    assert!(matches!(db.get_opt(&key(7), &ro), Err(Error::Closed(_))));
+    assert!(matches!(db.put(b"k", b"v"), Err(Error::Closed(_))));
+    assert!(matches!(
+        db.iter(&ReadOptions::default()),
+        Err(Error::Closed(_))
+    ));
+    assert!(matches!(db.snapshot(), Err(Error::Closed(_))));
+    assert!(db.close().is_ok(), "a second close does nothing");
+    drop(snap); // after close: must not touch the directory the new handle owns
+    drop(it);
+    assert_eq!(again.get(&key(99)).unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
+fn close_does_not_wait_out_the_wal_sync_interval() {
+    // An hour-long interval: a close that waited for the sync thread's next tick would hang.
+    // Flushes wake that thread (it waits on the background-progress condition), so some closes
+    // land while it is syncing, the case that used to miss the shutdown signal.
+    let env = MemEnv::new();
+    let opts = Options {
+        write_buffer_size: 64 << 10,
+        wal_sync_interval_ms: 3_600_000,
+        ..Options::default()
+    };
+    for round in 0..20u32 {
+        let db = open(&env, opts.clone()).unwrap();
+        for i in 0..2_000 {
+            db.put(&key(round * 10_000 + i), &[b'x'; 64]).unwrap();
+        }
+        db.flush().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(db.close().map_err(|e| e.to_string()));
+        });
+        let r = rx.recv_timeout(Duration::from_secs(120));
+        assert!(
+            matches!(r, Ok(Ok(()))),
+            "round {round}: close hung or failed: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn a_forked_child_cannot_use_the_parents_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = DB::open(dir.path(), options()).unwrap();
+    db.put(b"parent-before", b"1").unwrap();
+    // SAFETY: the child only calls the engine (whose checks take no lock before refusing) and
+    // then `_exit`s without running destructors or atexit handlers.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let put = db.put(b"child", b"x");
+        let get = db.get(b"parent-before");
+        let it = db.iter(&ReadOptions::default());
+        let closed = db.close();
+        let code = match (put, get, it, closed) {
+            (
+                Err(Error::Forked { .. }),
+                Err(Error::Forked { .. }),
+                Err(Error::Forked { .. }),
+                Ok(()),
+            ) => 0,
+            _ => 1,
+        };
+        drop(db); // must neither join the parent's threads nor touch its files
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(waited, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child could use the handle, or its close failed (status {status})"
+    );
+    db.put(b"parent-after", b"2").unwrap();
+    db.close().unwrap();
+    let db = DB::open(dir.path(), options()).unwrap();
+    assert_eq!(db.get(b"child").unwrap(), None);
+    assert_eq!(db.get(b"parent-before").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(db.get(b"parent-after").unwrap(), Some(b"2".to_vec()));
+}
+
+#[test]
+fn a_read_only_open_replays_the_log_in_memory_and_writes_nothing() {
+    let env = MemEnv::new();
+    let db = open(&env, options()).unwrap();
+    for i in 0..500 {
+        db.put(&key(i), &[b'v'; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    for i in 500..1_000 {
+        db.put(&key(i), &[b'w'; 2_000]).unwrap(); // some in the value log
+    }
+    db.delete(&key(3)).unwrap();
+    db.close().unwrap();
+    let before = listing(&env);
+
+    let ro = Options {
+        read_only: true,
+        ..options()
+    };
+    let a = open(&env, ro.clone()).unwrap();
+    let b = open(&env, ro.clone()).unwrap(); // readers share the database
+    assert!(matches!(open(&env, options()), Err(Error::Locked { .. })));
+    assert_eq!(a.get(&key(10)).unwrap(), Some(vec![b'v'; 100]));
+    assert_eq!(b.get(&key(900)).unwrap(), Some(vec![b'w'; 2_000]));
+    assert_eq!(a.get(&key(3)).unwrap(), None);
+    let mut it = a.iter(&ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next();
+    }
+    it.status().unwrap();
+    assert_eq!(n, 999);
+    assert!(matches!(a.put(b"k", b"v"), Err(Error::ReadOnly { .. })));
+    assert!(matches!(a.flush(), Err(Error::ReadOnly { .. })));
+    assert!(matches!(
+        a.compact_range(None, None),
+        Err(Error::ReadOnly { .. })
+    ));
+    assert!(matches!(a.gc(), Err(Error::ReadOnly { .. })));
+    drop(it);
+    a.close().unwrap();
+    b.close().unwrap();
+    assert_eq!(
+        listing(&env),
+        before,
+        "a read-only open changed the directory"
+    );
+
+    let w = open(&env, options()).unwrap();
+    assert_eq!(w.get(&key(999)).unwrap(), Some(vec![b'w'; 2_000]));
+}
+
+#[test]
+fn read_only_refuses_a_missing_database_without_creating_it() {
+    let env = MemEnv::new();
+    let ro = Options {
+        read_only: true,
+        ..options()
+    };
+    assert!(matches!(open(&env, ro), Err(Error::NotADatabase { .. })));
+    assert!(!env.exists(Path::new("/db")));
+}
+
+#[test]
+fn recovery_on_a_full_disk_leaves_no_partial_file_and_reads_read_only() {
+    let env = MemEnv::new();
+    let db = open(&env, options()).unwrap();
+    for i in 0..3_000 {
+        db.put(&key(i), &[b'v'; 200]).unwrap(); // stays in the WAL: recovery must write a table
+    }
+    db.close().unwrap();
+    let before = listing(&env);
+
+    for after in [0, 1, 5, 50] {
+        env.set_fault_plan(FaultPlan::new(7).with(
+            FaultOp::Append,
+            FaultError::NoSpace,
+            Trigger::From(after),
+        ));
+        let e = match open(&env, options()) {
+            Ok(_) => panic!("after {after}: recovery wrote on a full disk"),
+            Err(e) => e,
+        };
+        assert!(e.to_string().contains("read_only"), "after {after}: {e}");
+        env.clear_faults();
+        let now = listing(&env);
+        assert_eq!(
+            now, before,
+            "after {after}: the failed open left files behind"
+        );
+    }
+
+    env.set_fault_plan(FaultPlan::new(7).with(
+        FaultOp::Append,
+        FaultError::NoSpace,
+        Trigger::From(0),
+    ));
+    let ro = open(
+        &env,
+        Options {
+            read_only: true,
+            ..options()
+        },
+    )
+    .unwrap();
+    assert_eq!(ro.get(&key(2_999)).unwrap(), Some(vec![b'v'; 200]));
+    ro.close().unwrap();
+    env.clear_faults();
+
+    let db = open(&env, options()).unwrap();
+    assert_eq!(db.get(&key(0)).unwrap(), Some(vec![b'v'; 200]));
+}

@@ -1,0 +1,79 @@
+"""Every exception Attune raises, as plain Python classes.
+
+They live here rather than in the native module so that they pickle (an error raised in a
+``multiprocessing`` worker reaches the parent as itself, not as ``MaybeEncodingError``) and so that
+tracebacks name ``attune.errors``. The native module raises these classes; catch them as
+``attune.CorruptionError`` and so on (re-exported by ``attune``).
+
+Every class derives from :class:`Error`. Errors about a file carry its ``path`` attribute (``None``
+when there is none); corruption also carries the byte ``offset``.
+"""
+
+from __future__ import annotations
+
+
+class Error(Exception):
+    """Base class of every error Attune raises."""
+
+    def __init__(self, message: str = "", path: str | None = None, offset: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.path, self.offset))
+
+
+class CorruptionError(Error):
+    """Data on disk failed a checksum or a structural check (``path`` and ``offset`` say where)."""
+
+
+class StorageIOError(Error):
+    """The operating system reported an I/O error (a full disk, a permission, a missing file)."""
+
+
+class LockedError(Error):
+    """Another opener (in this process or another) holds the database lock."""
+
+
+class NotADatabaseError(Error):
+    """The directory holds no Attune database (or another engine's, which the message names)."""
+
+
+class AlreadyExistsError(Error):
+    """The database exists and ``error_if_exists=True`` was given."""
+
+
+class UnsupportedVersionError(Error):
+    """The files were written by a newer format version than this build reads."""
+
+
+class InvalidArgumentError(Error, ValueError):
+    """An argument or option is not valid; the message lists what is accepted."""
+
+
+class ClosedError(Error):
+    """The database (or the snapshot or iterator) is closed, or unusable after an error."""
+
+
+class ForkedError(ClosedError):
+    """The handle was opened in a parent process and used in a forked child; open it there."""
+
+
+class ReadOnlyError(Error):
+    """A write (or compaction, garbage collection, learning) on a database opened read-only."""
+
+
+__all__ = [
+    "AlreadyExistsError",
+    "ClosedError",
+    "CorruptionError",
+    "Error",
+    "ForkedError",
+    "InvalidArgumentError",
+    "LockedError",
+    "NotADatabaseError",
+    "ReadOnlyError",
+    "StorageIOError",
+    "UnsupportedVersionError",
+]
