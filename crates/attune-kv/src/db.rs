@@ -335,6 +335,13 @@ impl DB {
 
     /// Opens with a given environment (tests use `MemEnv`).
     pub fn open_with_env(env: Arc<dyn Env>, dir: &Path, opts: Options) -> Result<DB> {
+        if dir.as_os_str().is_empty() {
+            // Checked before anything touches the file system: an empty path would put LOCK
+            // and the database's files in the working directory.
+            return Err(Error::InvalidArgument(
+                "path is empty; give a directory (an existing database or a new path)".into(),
+            ));
+        }
         let opts = opts.sanitized()?;
         let fork_generation = crate::env::fork::generation();
         let read_only = opts.read_only;
@@ -346,6 +353,7 @@ impl DB {
         };
         let dir = dir.to_path_buf();
         let current = filename::current_path(&dir);
+        refuse_non_directory(env.as_ref(), &dir)?;
         if !env.exists(&dir) {
             if read_only {
                 return Err(Error::NotADatabase {
@@ -359,7 +367,21 @@ impl DB {
                     detail: "directory does not exist (create_if_missing is off)".into(),
                 });
             }
-            crate::env::create_dir_all_durable(env.as_ref(), &dir)?;
+            crate::env::create_dir_all_durable(env.as_ref(), &dir).map_err(|e| match e {
+                Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotADirectory => {
+                    // The deepest ancestor that exists is the file in the way.
+                    let file = dir.ancestors().skip(1).find(|a| env.exists(a));
+                    Error::NotADatabase {
+                        path: dir.clone(),
+                        detail: format!(
+                            "cannot create it: {} is a file, not a directory; give a path \
+                             inside a directory",
+                            file.unwrap_or(&dir).display()
+                        ),
+                    }
+                }
+                e => e,
+            })?;
         }
         let lock = env.lock(&filename::lock_path(&dir))?;
         let exists = env.exists(&current);
@@ -379,6 +401,9 @@ impl DB {
                     )
                 })
                 .collect();
+            if let Some(what) = filename::foreign_engine(&others, &[]) {
+                return Err(foreign_database_error(&dir, &what));
+            }
             if !others.is_empty() {
                 let shown: Vec<&str> = others.iter().take(3).map(String::as_str).collect();
                 return Err(Error::NotADatabase {
@@ -411,7 +436,13 @@ impl DB {
         );
         let mut versions = VersionSet::new(env.clone(), dir.clone());
         if exists {
-            versions.recover()?;
+            if let Err(e) = versions.recover() {
+                // Another engine's directory fails as a damaged manifest: say what it is.
+                return Err(match foreign_engine_in(env.as_ref(), &dir) {
+                    Some(what) => foreign_database_error(&dir, &what),
+                    None => e,
+                });
+            }
         } else {
             versions.create_new()?;
         }
@@ -443,12 +474,21 @@ impl DB {
                 tables.get(f.number)?.verify()?;
             }
         }
+        // Before anything is changed on disk: a log the manifest does not account for fails.
+        let logs = logs_to_replay(env.as_ref(), &dir, &versions)?;
         let mut edit = VersionEdit::default();
         let blob_valid = recover_blob_files(env.as_ref(), &dir, &versions, &mut edit, read_only)
             .map_err(recovery_hint)?;
-        let (max_seq, replayed) =
-            recover_logs(&env, &dir, &opts, &mut versions, &mut edit, &blob_valid)
-                .map_err(recovery_hint)?;
+        let (max_seq, replayed) = recover_logs(
+            &env,
+            &dir,
+            &opts,
+            &mut versions,
+            &mut edit,
+            &blob_valid,
+            logs,
+        )
+        .map_err(recovery_hint)?;
         let (mem, wal_file) = if read_only {
             // Nothing is written: the replayed logs stay in memory as the memtable, and the
             // manifest keeps naming them, so the next writable open replays them again.
@@ -855,12 +895,12 @@ impl Drop for DB {
     }
 }
 
-/// The last step of a writable open: a new WAL, and the manifest edit that retires the replayed
-/// logs (naming the tables recovery wrote) and drops the value-log segments a crash left empty.
-/// Returns the new log's number and file. When it fails before the manifest is touched, the
-/// tables recovery wrote and the new log are removed, so that a retry (after space is freed)
-/// does not find the disk fuller than before; once the manifest edit was attempted they stay
-/// (its record may have reached the disk and name them; the next open removes what it does not).
+/// The last step of a writable open: the manifest edit that retires the replayed logs (naming
+/// the tables recovery wrote) and drops the value-log segments a crash left empty, then the new
+/// WAL, created only once the manifest accounts for its number (recovery replays no other
+/// log). Returns the new log's number and file. Once the edit was attempted the recovered
+/// tables stay, even when it failed: its record may have reached the disk and name them (the
+/// next open removes the ones it does not).
 fn start_new_log(
     env: &dyn Env,
     dir: &Path,
@@ -880,28 +920,31 @@ fn start_new_log(
         .map(|&(n, _)| n)
         .collect();
     edit.blob_files_deleted.extend(&empty);
-    let log_number = versions.new_file_number();
-    let log_path = filename::log_path(dir, log_number);
-    let unwind = |e: Error| {
-        let _ = env.remove_file(&log_path);
-        for (_, f) in &edit.new_files {
-            let _ = env.remove_file(&filename::table_path(dir, f.number));
-        }
-        e
-    };
-    // The WAL is an append-only log like a value-log segment: through a memory map where the
-    // environment offers one (`mmap_logs`), so a write group costs no system call.
-    let wal_file = env
-        .new_log_writable(&log_path, opts.write_buffer_size)
-        .map_err(unwind)?;
-    if let Err(e) = env.sync_dir(dir) {
-        drop(wal_file);
-        return Err(unwind(e));
-    }
+    let log_number = versions.new_log_number();
     edit.log_number = Some(log_number);
     edit.last_sequence = Some(max_seq);
     versions.last_sequence = max_seq;
     versions.log_and_apply(edit)?;
+    // A crash before the log exists leaves none, which is right: the edit holds everything
+    // replayed.
+    assert!(
+        versions.accounts_for(log_number),
+        "the manifest covers the new WAL"
+    );
+    let log_path = filename::log_path(dir, log_number);
+    // The WAL is an append-only log like a value-log segment: through a memory map where the
+    // environment offers one (`mmap_logs`), so a write group costs no system call.
+    let wal_file = env
+        .new_log_writable(&log_path, opts.write_buffer_size)
+        .and_then(|f| env.sync_dir(dir).map(|()| f));
+    let wal_file = match wal_file {
+        Ok(f) => f,
+        Err(e) => {
+            // Empty, or not there at all: a full disk should not keep a preallocated log.
+            let _ = env.remove_file(&log_path);
+            return Err(e);
+        }
+    };
     for n in empty {
         // Best effort: a file the manifest no longer lists is removed at the next open.
         let _ = env.remove_file(&filename::blob_path(dir, n));
@@ -925,6 +968,95 @@ fn recovery_hint(e: Error) -> Error {
     }
 }
 
+/// Describes another engine's database in `dir` (see [`filename::foreign_engine`]), reading the
+/// start of the manifest CURRENT names. Only called once opening has failed, so an Attune
+/// database pays nothing for it.
+fn foreign_engine_in(env: &dyn Env, dir: &Path) -> Option<String> {
+    let names = env.list_dir(dir).ok()?;
+    let head = env
+        .read_all(&filename::current_path(dir))
+        .ok()
+        .and_then(|c| String::from_utf8(c).ok())
+        .filter(|c| matches!(filename::parse(c.trim_end()), Some(FileKind::Manifest(_))))
+        .and_then(|c| env.read_all(&dir.join(c.trim_end())).ok())
+        .unwrap_or_default();
+    filename::foreign_engine(&names, &head)
+}
+
+fn foreign_database_error(dir: &Path, what: &str) -> Error {
+    Error::NotADatabase {
+        path: dir.to_path_buf(),
+        detail: format!(
+            "this is {what}, not an Attune one; Attune cannot read it (open it with that \
+             engine, or give Attune a new directory)"
+        ),
+    }
+}
+
+/// Refuses a `dir` that exists but is not a directory (a regular file, say) with a clear
+/// error, before the lock file inside it fails with an I/O error.
+fn refuse_non_directory(env: &dyn Env, dir: &Path) -> Result<()> {
+    if !env.exists(dir) {
+        return Ok(());
+    }
+    match env.list_dir(dir) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotADirectory => {
+            Err(Error::NotADatabase {
+                path: dir.to_path_buf(),
+                detail: "it is a file, not a directory; give the directory of a database (or a \
+                         path to create one in)"
+                    .into(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The WAL files recovery replays, in order, each with whether the manifest accounts for it:
+/// those at or above the manifest's log number (the older ones are in tables). Every WAL this
+/// build creates is numbered below the next file number of the manifest record durable at its
+/// creation (`VersionSet::new_log_number`), so a log at or above the recorded one was copied
+/// in, left by another program, or written by an older build (which numbered its newest WAL
+/// past the record). [`replay_logs`] replays such a log only when its first record continues
+/// the recovered history exactly (an older build's newest log does); anything else fails the
+/// open naming the file ([`stray_log`]): replaying it would mix foreign writes into the
+/// history, and deleting it (as an obsolete log would be) could destroy someone's data.
+fn logs_to_replay(env: &dyn Env, dir: &Path, versions: &VersionSet) -> Result<Vec<(u64, bool)>> {
+    let mut logs = Vec::new();
+    for name in env.list_dir(dir)? {
+        let Some(FileKind::Log(n)) = filename::parse(&name) else {
+            continue;
+        };
+        let accounted = versions.accounts_for(n);
+        if !accounted || n >= versions.log_number {
+            logs.push((n, accounted));
+        }
+    }
+    logs.sort_unstable();
+    Ok(logs)
+}
+
+/// The error for a log the manifest does not account for and whose records do not continue the
+/// recovered history: left in place, not replayed.
+fn stray_log(dir: &Path, n: u64, versions: &VersionSet, why: &str) -> Error {
+    let path = filename::log_path(dir, n);
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Error::corruption(
+        &path,
+        0,
+        format!(
+            "write-ahead log {name} is not one this database wrote: its number is not below the \
+             next file number {} that {} records, and {why}; it was left in place and not \
+             replayed; move it out of the directory, then open again",
+            versions.recorded_next_file_number,
+            filename::manifest_name(versions.manifest_number)
+        ),
+    )
+}
+
 /// Replays WAL files not yet covered by tables into L0 tables recorded in `edit`.
 /// Returns the largest sequence seen and, for a read-only open (which writes no table), the
 /// replayed records as one memtable. When writing a table fails, the tables this call wrote
@@ -936,9 +1068,10 @@ fn recover_logs(
     versions: &mut VersionSet,
     edit: &mut VersionEdit,
     blob_valid: &HashMap<u64, u64>,
+    logs: Vec<(u64, bool)>,
 ) -> Result<(u64, Option<MemTable>)> {
     let written_before = edit.new_files.len();
-    let r = replay_logs(env, dir, opts, versions, edit, blob_valid);
+    let r = replay_logs(env, dir, opts, versions, edit, blob_valid, logs);
     if r.is_err() {
         for (_, f) in edit.new_files.drain(written_before..) {
             let _ = env.remove_file(&filename::table_path(dir, f.number));
@@ -947,6 +1080,7 @@ fn recover_logs(
     r
 }
 
+/// See [`recover_logs`]; `logs` are (number, accounted for by the manifest) in order.
 fn replay_logs(
     env: &Arc<dyn Env>,
     dir: &Path,
@@ -954,16 +1088,8 @@ fn replay_logs(
     versions: &mut VersionSet,
     edit: &mut VersionEdit,
     blob_valid: &HashMap<u64, u64>,
+    logs: Vec<(u64, bool)>,
 ) -> Result<(u64, Option<MemTable>)> {
-    let mut logs: Vec<u64> = env
-        .list_dir(dir)?
-        .iter()
-        .filter_map(|n| match filename::parse(n) {
-            Some(FileKind::Log(n)) if n >= versions.log_number => Some(n),
-            _ => None,
-        })
-        .collect();
-    logs.sort_unstable();
     let mut max_seq = versions.last_sequence;
     let mut mem = MemTable::new(0);
     let mut garbage = BTreeMap::new();
@@ -978,17 +1104,32 @@ fn replay_logs(
     // looser, never wrong.)
     let mut next_seq_max = versions.last_sequence.saturating_add(1);
     let mut stopped = false;
-    for n in logs {
-        versions.next_file_number = versions.next_file_number.max(n + 1);
+    for (n, accounted) in logs {
         if stopped {
+            if !accounted {
+                return Err(stray_log(dir, n, versions, "recovery stopped before it"));
+            }
             continue; // later logs are not part of the recovered prefix
         }
         let path = filename::log_path(dir, n);
         let data = env.read_all(&path)?;
         let mut reader = LogReader::new(&data, &path);
+        let mut first = true;
         while let Some((off, rec)) = reader.next_record()? {
             let (seq, batch) = WriteBatch::decode(&rec)
                 .ok_or_else(|| Error::corruption(&path, off, "malformed write batch in WAL"))?;
+            if first && !accounted {
+                if seq != next_seq_max {
+                    let why = format!(
+                        "its first sequence {seq} does not continue the history (next is \
+                         {next_seq_max})"
+                    );
+                    return Err(stray_log(dir, n, versions, &why));
+                }
+                // An older build's newest log: keep its number from being handed out again.
+                versions.next_file_number = versions.next_file_number.max(n + 1);
+            }
+            first = false;
             if seq > next_seq_max {
                 stopped = true;
                 break;
@@ -1700,8 +1841,14 @@ impl DbInner {
             if st.mem.is_empty() && force {
                 return Ok(());
             }
-            // Switch to a new memtable and WAL.
-            let n = st.versions.new_file_number();
+            // Switch to a new memtable and WAL. Its number was reserved before the manifest's
+            // last record (the flush of the previous memtable), which accounts for it; should
+            // none have been written since, record one first: recovery replays no log the
+            // manifest does not account for.
+            let n = st.versions.new_log_number();
+            if !st.versions.accounts_for(n) {
+                st.versions.log_and_apply(VersionEdit::default())?;
+            }
             let f = self.env.new_log_writable(
                 &filename::log_path(&self.dir, n),
                 self.opts.write_buffer_size,

@@ -89,6 +89,45 @@ pub fn parse(name: &str) -> Option<FileKind> {
     None
 }
 
+/// Names another engine's database in a directory Attune cannot read, with the evidence, or
+/// None. RocksDB writes `IDENTITY` and `OPTIONS-NNNNNN`; LevelDB names its tables `NNNNNN.ldb`.
+/// Both also write `CURRENT`, `LOG` and `MANIFEST-NNNNNN`, the manifest in LevelDB's record
+/// format: a 7-byte header (crc32c u32, length u16, type u8), then in LevelDB's first record tag 1
+/// and the comparator's name (`leveldb.BytewiseComparator`). `manifest_head` is the start of the
+/// manifest CURRENT names (empty if none). An Attune fragment header has a u32 length below
+/// 4 MiB, so its byte 7 is always 0 and never looks like LevelDB's tag.
+pub fn foreign_engine(names: &[String], manifest_head: &[u8]) -> Option<String> {
+    let numbered = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let found = |pred: &dyn Fn(&str) -> bool| -> Vec<&str> {
+        let mut v: Vec<&str> = names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| pred(n))
+            .collect();
+        v.sort_unstable();
+        v.truncate(3);
+        v
+    };
+    let rocksdb = found(&|n| n == "IDENTITY" || n.strip_prefix("OPTIONS-").is_some_and(numbered));
+    if !rocksdb.is_empty() {
+        return Some(format!("a RocksDB database ({} found)", rocksdb.join(", ")));
+    }
+    let ldb = found(&|n| n.strip_suffix(".ldb").is_some_and(numbered));
+    if !ldb.is_empty() {
+        return Some(format!("a LevelDB database ({} found)", ldb.join(", ")));
+    }
+    let comparator = match manifest_head {
+        [_, _, _, _, _, _, 1..=4, 1, len, rest @ ..] => rest
+            .get(..usize::from(*len))
+            .filter(|name| !name.is_empty() && name.iter().all(u8::is_ascii_graphic))
+            .and_then(|name| std::str::from_utf8(name).ok()),
+        _ => None,
+    };
+    comparator.map(|c| {
+        format!("a LevelDB database (its manifest is in LevelDB's format, comparator {c})")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +145,36 @@ mod tests {
         assert_eq!(parse("LEVEL-3.atlm"), Some(FileKind::LevelModel(3)));
         assert_eq!(parse("LEVEL-x.atlm"), None);
         assert_eq!(parse("notes.txt"), None);
+    }
+
+    #[test]
+    fn foreign_engines_are_named_from_their_files() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let rocks = names(&[
+            "CURRENT",
+            "IDENTITY",
+            "LOG",
+            "MANIFEST-000005",
+            "OPTIONS-000007",
+        ]);
+        let d = foreign_engine(&rocks, b"").unwrap();
+        assert!(d.contains("RocksDB") && d.contains("OPTIONS-000007"), "{d}");
+        let d = foreign_engine(&names(&["CURRENT", "000005.ldb"]), b"").unwrap();
+        assert!(d.contains("LevelDB") && d.contains("000005.ldb"), "{d}");
+        // LevelDB 1.23's first manifest record: header, tag 1, the comparator's name.
+        let mut head = vec![0x56, 0xf9, 0xb8, 0xf8, 0x1c, 0x00, 0x01, 0x01, 0x1a];
+        head.extend_from_slice(b"leveldb.BytewiseComparator");
+        let d = foreign_engine(&names(&["CURRENT", "LOG"]), &head).unwrap();
+        assert!(
+            d.contains("LevelDB") && d.contains("leveldb.BytewiseComparator"),
+            "{d}"
+        );
+        // Attune's own first record: a u32 length, so byte 7 is 0.
+        let attune = [0x12, 0x34, 0x56, 0x78, 0x0c, 0, 0, 0, 1, 1, 1, 2, 0];
+        assert_eq!(
+            foreign_engine(&names(&["CURRENT", "000003.log"]), &attune),
+            None
+        );
+        assert_eq!(foreign_engine(&names(&["OPTIONS-x", "a.ldb"]), b""), None);
     }
 }

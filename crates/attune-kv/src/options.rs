@@ -280,7 +280,8 @@ pub struct Options {
     pub bloom_bits_per_key: u32,
     /// Block compression. Default LZ4.
     pub compression: Compression,
-    /// Zstd level when `compression` is Zstd. Default 3 (zstd's own default).
+    /// Zstd level when `compression` is Zstd (set with another compression it is refused: it
+    /// would do nothing). Default 3 (zstd's own default).
     pub zstd_level: i32,
     /// Number of L0 files that triggers an L0→L1 compaction. Default 4.
     pub l0_compaction_trigger: usize,
@@ -337,7 +338,7 @@ pub struct Options {
     /// prefetching off. Default 16.
     pub blob_prefetch_depth: usize,
     /// Accepted for compatibility; tables stay open while live files list them (RocksDB's
-    /// default, max_open_files = -1). Default 1000.
+    /// default, max_open_files = -1). At least [`MAX_OPEN_FILES_MIN`]. Default 1000.
     pub max_open_files: usize,
     /// Learned indexes for tables: off, analyzer (cost-benefit, the default), always, or offline
     /// (only `learn_all` learns).
@@ -371,6 +372,10 @@ pub struct Options {
     /// front of the read path, `hotkeys.rs`); 0 turns it off. Default 0 (off) until a
     /// benchmark shows a win for a workload (docs/vip-hashing.md).
     pub hot_key_cache_bytes: u64,
+    /// Option names given to [`Options::set`] (an alias under the spelling used), so that two
+    /// spellings of one option with different values, and options that the others make do
+    /// nothing, are refused. Not an option. Default empty.
+    pub names_set: Vec<&'static str>,
 }
 
 impl Default for Options {
@@ -389,7 +394,7 @@ impl Default for Options {
             block_size: 4096,
             bloom_bits_per_key: 10,
             compression: Compression::Lz4,
-            zstd_level: 3,
+            zstd_level: ZSTD_LEVEL_DEFAULT,
             l0_compaction_trigger: 4,
             l0_slowdown_writes_trigger: 20,
             l0_stop_writes_trigger: 36,
@@ -417,9 +422,19 @@ impl Default for Options {
             learned_control_sample: 16,
             learned_level: false,
             hot_key_cache_bytes: 0,
+            names_set: Vec::new(),
         }
     }
 }
+
+/// Smallest `max_open_files` accepted: 16. The engine keeps up to about ten files open besides
+/// tables (LOCK, the WAL and the previous one, the manifest, value-log segments being written and
+/// sealed, flush and compaction outputs); a smaller limit could not hold those and a table.
+/// (Tables stay open while live, as with RocksDB's -1, so the limit is not otherwise enforced.)
+pub const MAX_OPEN_FILES_MIN: usize = 16;
+
+/// Default `zstd_level` (zstd's own default).
+const ZSTD_LEVEL_DEFAULT: i32 = 3;
 
 /// Smallest cache budget (memory_budget minus memtables) accepted: 2 MiB, so that the minimum
 /// block cache (1 MiB, see `symbiosis::APP_MIN_BYTES`) leaves room for a compressed tier.
@@ -518,6 +533,16 @@ pub const OPTION_NAMES: &[&str] = &[
 impl Options {
     /// Sets one option from its string form (`"block_cache_size"`, `"64MiB"`).
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        self.set_value(key, value)?;
+        if let Some(&name) = OPTION_NAMES.iter().find(|&&n| n == key) {
+            if !self.names_set.contains(&name) {
+                self.names_set.push(name);
+            }
+        }
+        Ok(())
+    }
+
+    fn set_value(&mut self, key: &str, value: &str) -> Result<()> {
         match key {
             "create_if_missing" => self.create_if_missing = parse_bool(key, value)?,
             "error_if_exists" => self.error_if_exists = parse_bool(key, value)?,
@@ -527,7 +552,22 @@ impl Options {
             "cache_miss_costs" => self.cache_miss_costs = CacheMissCosts::parse(value)?,
             "cache_sample_inv" => self.cache_sample_inv = parse_num(key, value)?,
             "write_buffer_size" => self.write_buffer_size = parse_size(value)?,
-            "block_cache_size" | "cache_size" => self.block_cache_size = parse_size(value)?,
+            "block_cache_size" | "cache_size" => {
+                let bytes = parse_size(value)?;
+                let other = if key == "cache_size" {
+                    "block_cache_size"
+                } else {
+                    "cache_size"
+                };
+                if self.names_set.contains(&other) && bytes != self.block_cache_size {
+                    return Err(Error::InvalidArgument(format!(
+                        "option {key}={value} conflicts with {other}={}: cache_size is another \
+                         name for block_cache_size; give only one of them",
+                        self.block_cache_size
+                    )));
+                }
+                self.block_cache_size = bytes;
+            }
             "block_cache_policy" => self.block_cache_policy = BlockCachePolicy::parse(value)?,
             "block_size" => self.block_size = parse_size(value)? as usize,
             "bloom_bits_per_key" => self.bloom_bits_per_key = parse_num(key, value)?,
@@ -669,6 +709,25 @@ impl Options {
         if !(1..=22).contains(&o.zstd_level) {
             return bad(format!("zstd_level {} outside 1..=22", o.zstd_level));
         }
+        if o.compression != Compression::Zstd
+            && (o.zstd_level != ZSTD_LEVEL_DEFAULT || o.names_set.contains(&"zstd_level"))
+        {
+            return bad(format!(
+                "zstd_level {} is set but compression is {}, so it would do nothing; set \
+                 compression=zstd or drop zstd_level",
+                o.zstd_level,
+                o.compression.name()
+            ));
+        }
+        if o.max_open_files < MAX_OPEN_FILES_MIN {
+            return bad(format!(
+                "max_open_files {} is below {MAX_OPEN_FILES_MIN}, too few for the files the engine \
+                 keeps open besides tables (WAL, manifest, value-log segments, flush and \
+                 compaction outputs); leave it at its default (1000) or set at least \
+                 {MAX_OPEN_FILES_MIN}",
+                o.max_open_files
+            ));
+        }
         if o.blob_file_size < 4096 {
             return bad(format!(
                 "blob_file_size {} is below 4 KiB",
@@ -719,7 +778,6 @@ impl Options {
                 o.hot_key_cache_bytes
             ));
         }
-        o.max_open_files = o.max_open_files.max(16);
         Ok(o)
     }
 
@@ -851,6 +909,72 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("block_size"), "{err}");
+    }
+
+    #[test]
+    fn max_open_files_too_small_to_work_is_refused_naming_the_option() {
+        for v in ["0", "15"] {
+            let mut o = Options::default();
+            o.set("max_open_files", v).unwrap();
+            let e = o.sanitized().unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+            assert!(e.to_string().contains("max_open_files"), "{e}");
+        }
+        let mut o = Options::default();
+        o.set("max_open_files", "16").unwrap();
+        assert_eq!(o.sanitized().unwrap().max_open_files, 16);
+    }
+
+    #[test]
+    fn zstd_level_without_zstd_compression_is_refused() {
+        let mut o = Options::default();
+        o.set("zstd_level", "3").unwrap();
+        let e = o.sanitized().unwrap_err().to_string();
+        assert!(
+            e.contains("zstd_level") && e.contains("compression is lz4"),
+            "{e}"
+        );
+        o.set("compression", "zstd").unwrap();
+        assert_eq!(o.sanitized().unwrap().zstd_level, 3);
+        let o = Options {
+            compression: Compression::None,
+            zstd_level: 9,
+            ..Default::default()
+        };
+        assert!(o.sanitized().is_err(), "a field set in Rust is checked too");
+        let o = Options {
+            compression: Compression::None,
+            ..Default::default()
+        };
+        assert!(o.sanitized().is_ok(), "the default level is not a choice");
+    }
+
+    #[test]
+    fn cache_size_and_block_cache_size_with_different_values_are_refused() {
+        let mut o = Options::default();
+        o.set("cache_size", "64MiB").unwrap();
+        let e = o.set("block_cache_size", "8MiB").unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        let e = e.to_string();
+        assert!(
+            e.contains("cache_size") && e.contains("block_cache_size"),
+            "{e}"
+        );
+        assert_eq!(
+            o.block_cache_size,
+            64 << 20,
+            "the refused value is not applied"
+        );
+        o.set("block_cache_size", "64MiB").unwrap();
+        o.set("cache_size", "64MiB").unwrap();
+        let mut o = Options::default();
+        o.set("cache_size", "1MiB").unwrap();
+        o.set("cache_size", "2MiB").unwrap();
+        assert_eq!(
+            o.block_cache_size,
+            2 << 20,
+            "one spelling twice: the last wins"
+        );
     }
 
     #[test]

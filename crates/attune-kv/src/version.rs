@@ -694,6 +694,13 @@ pub struct VersionSet {
     current: Arc<Version>,
     live: Vec<Weak<Version>>,
     pub next_file_number: u64,
+    /// The next file number of the last manifest record read or durably written. Every WAL
+    /// this database creates has a smaller number (see [`VersionSet::new_log_number`]), so
+    /// recovery replays no log at or above it.
+    pub recorded_next_file_number: u64,
+    /// The number the next WAL takes, allocated one log ahead so that the manifest record
+    /// written before that WAL exists already covers it.
+    log_number_reserved: Option<u64>,
     pub log_number: u64,
     /// Sequence recorded in the manifest (the DB's live counter may be ahead).
     pub last_sequence: u64,
@@ -712,6 +719,8 @@ impl VersionSet {
             current: Arc::new(Version::default()),
             live: Vec::new(),
             next_file_number: 2,
+            recorded_next_file_number: 0,
+            log_number_reserved: None,
             log_number: 0,
             last_sequence: 0,
             compact_pointers: Default::default(),
@@ -751,6 +760,26 @@ impl VersionSet {
         let n = self.next_file_number;
         self.next_file_number += 1;
         n
+    }
+
+    /// Number for a new WAL: the one reserved at the previous call (the first call allocates
+    /// one), reserving the next. Between two switches of the WAL the flush of the older
+    /// memtable writes a manifest record, whose next file number then covers the reserved
+    /// number, so a WAL normally exists only once the manifest accounts for it, at no extra
+    /// manifest write. The caller checks [`VersionSet::accounts_for`] before creating it.
+    pub fn new_log_number(&mut self) -> u64 {
+        let n = match self.log_number_reserved.take() {
+            Some(n) => n,
+            None => self.new_file_number(),
+        };
+        self.log_number_reserved = Some(self.new_file_number());
+        n
+    }
+
+    /// True when the durable manifest accounts for file number `n` (it is below the recorded
+    /// next file number).
+    pub fn accounts_for(&self, n: u64) -> bool {
+        n < self.recorded_next_file_number
     }
 
     /// Replays the manifest named by CURRENT.
@@ -807,6 +836,7 @@ impl VersionSet {
         let missing = |f: &str| Error::corruption(&mpath, 0, format!("manifest lacks {f}"));
         self.log_number = log_number.ok_or_else(|| missing("a log number"))?;
         self.next_file_number = next_file.ok_or_else(|| missing("a next file number"))?;
+        self.recorded_next_file_number = self.next_file_number;
         self.last_sequence = last_seq.ok_or_else(|| missing("a last sequence"))?;
         if let Some(filename::FileKind::Manifest(n)) = filename::parse(name) {
             self.manifest_number = n;
@@ -856,6 +886,7 @@ impl VersionSet {
         }
         w.add_record(&snap.encode())?;
         w.sync()?;
+        let recorded = self.next_file_number;
         write_file_atomic(
             self.env.as_ref(),
             &current_path(&self.dir),
@@ -864,6 +895,7 @@ impl VersionSet {
         let old = self.manifest_number;
         self.manifest = Some(w);
         self.manifest_number = number;
+        self.recorded_next_file_number = recorded;
         if old != 0 && old != number {
             let _ = self.env.remove_file(&self.dir.join(manifest_name(old)));
         }
@@ -895,6 +927,7 @@ impl VersionSet {
             self.manifest = None;
             return Err(e);
         }
+        self.recorded_next_file_number = self.next_file_number;
         if let Some(n) = edit.log_number {
             self.log_number = n;
         }
