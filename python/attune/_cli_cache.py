@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 from tqdm import tqdm
 
@@ -23,6 +24,19 @@ from attune._cli_deps import require
 from attune._cli_kv import _parse_options
 
 KEYS_MAX = 2_000_000  # keys read into memory to draw requests from (bounded: ~100 MB at most)
+
+
+#: Below this many bytes on disk `cache mrc` samples every block (unless -o cache_sample_inv).
+SAMPLE_ALL_BYTES_MAX = 256 << 20
+
+
+def _dir_bytes(path: str) -> int:
+    """Bytes of the files directly in `path` (0 when it cannot be listed)."""
+    try:
+        with os.scandir(path) as it:
+            return sum(e.stat().st_size for e in it if e.is_file())
+    except OSError:
+        return 0
 
 
 def _human(n: float) -> str:
@@ -43,6 +57,10 @@ def _mrc(args) -> int:
     options.setdefault("memory_budget", args.memory_budget)
     options.setdefault("cache_sizing", "adaptive")
     options.setdefault("create_if_missing", "false")
+    if "cache_sample_inv" not in options and _dir_bytes(args.path) < SAMPLE_ALL_BYTES_MAX:
+        # A small database has too few blocks for a 1-in-N sample to finish a simulation
+        # round: track every block (the ghosts stay small at this size).
+        options["cache_sample_inv"] = "1"
     with attune.DB(args.path, **options) as db:
         keys: list[bytes] = []
         for item in db.items():
