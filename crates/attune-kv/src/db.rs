@@ -1015,12 +1015,13 @@ fn refuse_non_directory(env: &dyn Env, dir: &Path) -> Result<()> {
 /// The WAL files recovery replays, in order, each with whether the manifest accounts for it:
 /// those at or above the manifest's log number (the older ones are in tables). Every WAL this
 /// build creates is numbered below the next file number of the manifest record durable at its
-/// creation (`VersionSet::new_log_number`), so a log at or above the recorded one was copied
-/// in, left by another program, or written by an older build (which numbered its newest WAL
-/// past the record). [`replay_logs`] replays such a log only when its first record continues
-/// the recovered history exactly (an older build's newest log does); anything else fails the
-/// open naming the file ([`stray_log`]): replaying it would mix foreign writes into the
-/// history, and deleting it (as an obsolete log would be) could destroy someone's data.
+/// creation (`VersionSet::new_log_number`), so a log at or above the recorded one was copied in
+/// or left by another program: [`replay_logs`] fails the open naming it ([`stray_log`]) and
+/// leaves it in place. Replaying it would mix foreign writes into the history (even a log whose
+/// sequences happen to continue this database's may come from a copy of it), and deleting it
+/// (as an obsolete log would be) could destroy someone's data. (A build older than this rule
+/// numbered its newest WAL past the record; such a database, left by a crash, opens once with
+/// that build; the error says so.)
 fn logs_to_replay(env: &dyn Env, dir: &Path, versions: &VersionSet) -> Result<Vec<(u64, bool)>> {
     let mut logs = Vec::new();
     for name in env.list_dir(dir)? {
@@ -1119,15 +1120,18 @@ fn replay_logs(
             let (seq, batch) = WriteBatch::decode(&rec)
                 .ok_or_else(|| Error::corruption(&path, off, "malformed write batch in WAL"))?;
             if first && !accounted {
-                if seq != next_seq_max {
-                    let why = format!(
+                let why = if seq == next_seq_max {
+                    "its sequences continue this database's (a copy of one of its logs, or the \
+                     newest log of a build older than this check, left by a crash: then open \
+                     the database once with that build)"
+                        .to_string()
+                } else {
+                    format!(
                         "its first sequence {seq} does not continue the history (next is \
                          {next_seq_max})"
-                    );
-                    return Err(stray_log(dir, n, versions, &why));
-                }
-                // An older build's newest log: keep its number from being handed out again.
-                versions.next_file_number = versions.next_file_number.max(n + 1);
+                    )
+                };
+                return Err(stray_log(dir, n, versions, &why));
             }
             first = false;
             if seq > next_seq_max {

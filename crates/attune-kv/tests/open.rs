@@ -191,34 +191,34 @@ fn stray_log_copied_into_the_directory_is_neither_replayed_nor_deleted() {
     assert_eq!(db.get(b"stray").unwrap(), None);
 }
 
-/// An older build numbered its newest WAL past the manifest's record; such a log continues the
-/// recovered history exactly (its first sequence is the next one), so it is replayed, not
-/// refused: upgrading must not strand the writes of a database that crashed under that build.
+/// A log above the manifest's record whose sequences happen to continue the history (a copy of
+/// another database's log that started alike, or of this one's) is refused too, and left as it
+/// was: sequences alone cannot tell it is this database's.
 #[test]
-fn an_older_builds_newest_log_above_the_record_is_replayed_when_it_continues_the_history() {
+fn a_log_above_the_record_that_continues_the_sequences_is_refused_not_merged() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let db = DB::open(&dir, options()).unwrap();
     db.put(b"mine", b"1").unwrap();
     db.close().unwrap();
-    // The manifest's last sequence is 0 (nothing flushed): the next write is sequence 1. A log
-    // numbered far above the record holding exactly that write is what the older build left.
-    let newest = dir.join("000990.log");
-    let live: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    assert_eq!(live.len(), 1, "{live:?}");
-    std::fs::rename(&live[0], &newest).unwrap();
-
-    let db = DB::open(&dir, options()).unwrap();
-    assert_eq!(db.get(b"mine").unwrap(), Some(b"1".to_vec()));
-    db.put(b"after", b"2").unwrap();
-    db.close().unwrap();
-    let db = DB::open(&dir, options()).unwrap();
-    assert_eq!(db.get(b"mine").unwrap(), Some(b"1".to_vec()));
-    assert_eq!(db.get(b"after").unwrap(), Some(b"2".to_vec()));
+    // Nothing flushed: the next write is sequence 1, which this log holds.
+    let copied = dir.join("000990.log");
+    write_log(&copied, 1, b"foreign", b"from a database that began alike");
+    let bytes = std::fs::read(&copied).unwrap();
+    let e = DB::open(&dir, options())
+        .err()
+        .expect("the log must be refused");
+    assert!(matches!(e, Error::Corruption { .. }), "{e}");
+    assert!(e.to_string().contains("000990.log"), "{e}");
+    assert_eq!(std::fs::read(&copied).unwrap(), bytes, "left as it was");
+    let ro = Options {
+        read_only: true,
+        ..options()
+    };
+    assert!(
+        DB::open(&dir, ro).is_err(),
+        "a read-only open refuses it too"
+    );
 }
 
 /// Recovery replays only logs the manifest accounts for, so a WAL created by a memtable switch
