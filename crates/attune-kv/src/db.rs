@@ -383,47 +383,37 @@ impl DB {
                 e => e,
             })?;
         }
-        let lock = env.lock(&filename::lock_path(&dir))?;
+        let lock_path = filename::lock_path(&dir);
+        let lock_existed = env.exists(&lock_path);
+        let lock = match env.lock(&lock_path) {
+            Ok(l) => Some(l),
+            Err(Error::Io { source, .. })
+                if read_only && source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                if !env.exists(&current) {
+                    return Err(Error::NotADatabase {
+                        path: dir,
+                        detail: "no database here (a read-only open creates nothing)".into(),
+                    });
+                }
+                // A copy made without its LOCK file: read it without a lock, since a read-only
+                // open creates nothing (a writable open recreates the file).
+                None
+            }
+            Err(e) => return Err(e),
+        };
         let exists = env.exists(&current);
         if exists && opts.error_if_exists {
             return Err(Error::AlreadyExists { path: dir });
         }
         if !exists {
-            // A creation interrupted by a crash leaves only a manifest and maybe CURRENT's temp
-            // file (CURRENT is written last, and nothing was acknowledged before it): start over.
-            let others: Vec<String> = env
-                .list_dir(&dir)?
-                .into_iter()
-                .filter(|n| {
-                    !matches!(
-                        filename::parse(n),
-                        Some(FileKind::Lock | FileKind::Manifest(_) | FileKind::Temp)
-                    )
-                })
-                .collect();
-            if let Some(what) = filename::foreign_engine(&others, &[]) {
-                return Err(foreign_database_error(&dir, &what));
-            }
-            if !others.is_empty() {
-                let shown: Vec<&str> = others.iter().take(3).map(String::as_str).collect();
-                return Err(Error::NotADatabase {
-                    path: dir,
-                    detail: format!(
-                        "directory is not empty and has no CURRENT file (found {}); \
-                         open an empty or new directory",
-                        shown.join(", ")
-                    ),
-                });
-            }
-            if !opts.create_if_missing || read_only {
-                return Err(Error::NotADatabase {
-                    path: dir,
-                    detail: if read_only {
-                        "no database here (a read-only open creates nothing)".into()
-                    } else {
-                        "no database here (create_if_missing is off)".into()
-                    },
-                });
+            if let Err(e) = check_creatable(env.as_ref(), &dir, &opts) {
+                // Leave a directory that is not ours as it was: no LOCK file of ours in it.
+                drop(lock);
+                if !lock_existed && !read_only {
+                    let _ = env.remove_file(&lock_path);
+                }
+                return Err(e);
             }
         }
         let (cache, cache_sizing) = crate::symbiosis::build(&opts, &env, &dir)?;
@@ -556,7 +546,7 @@ impl DB {
             counters: Counters::default(),
             shutting_down: AtomicBool::new(false),
             hot,
-            lock: Mutex::new(Some(lock)),
+            lock: Mutex::new(lock),
             fork_generation,
             opener_pid: std::process::id(),
         });
@@ -966,6 +956,48 @@ fn recovery_hint(e: Error) -> Error {
         }
         e => e,
     }
+}
+
+/// Whether a directory without CURRENT may become a new database: it holds nothing but what an
+/// interrupted creation leaves, and the options allow creating.
+fn check_creatable(env: &dyn Env, dir: &Path, opts: &Options) -> Result<()> {
+    // A creation interrupted by a crash leaves only a manifest and maybe CURRENT's temp
+    // file (CURRENT is written last, and nothing was acknowledged before it): start over.
+    let others: Vec<String> = env
+        .list_dir(dir)?
+        .into_iter()
+        .filter(|n| {
+            !matches!(
+                filename::parse(n),
+                Some(FileKind::Lock | FileKind::Manifest(_) | FileKind::Temp)
+            )
+        })
+        .collect();
+    if let Some(what) = filename::foreign_engine(&others, &[]) {
+        return Err(foreign_database_error(dir, &what));
+    }
+    if !others.is_empty() {
+        let shown: Vec<&str> = others.iter().take(3).map(String::as_str).collect();
+        return Err(Error::NotADatabase {
+            path: dir.to_path_buf(),
+            detail: format!(
+                "directory is not empty and has no CURRENT file (found {}); \
+                 open an empty or new directory",
+                shown.join(", ")
+            ),
+        });
+    }
+    if !opts.create_if_missing || opts.read_only {
+        return Err(Error::NotADatabase {
+            path: dir.to_path_buf(),
+            detail: if opts.read_only {
+                "no database here (a read-only open creates nothing)".into()
+            } else {
+                "no database here (create_if_missing is off)".into()
+            },
+        });
+    }
+    Ok(())
 }
 
 /// Describes another engine's database in `dir` (see [`filename::foreign_engine`]), reading the

@@ -269,3 +269,51 @@ fn recovery_on_a_full_disk_leaves_no_partial_file_and_reads_read_only() {
     let db = open(&env, options()).unwrap();
     assert_eq!(db.get(&key(0)).unwrap(), Some(vec![b'v'; 200]));
 }
+
+#[test]
+fn a_refused_open_leaves_no_lock_file_in_a_directory_that_is_not_ours() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("notes");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), b"not a database").unwrap();
+    for read_only in [false, true] {
+        let opts = Options {
+            read_only,
+            ..options()
+        };
+        let e = DB::open(&dir, opts).err().expect("not a database");
+        assert!(
+            matches!(e, Error::NotADatabase { .. }),
+            "read_only={read_only}: {e}"
+        );
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["notes.txt"], "read_only={read_only}");
+    }
+}
+
+#[test]
+fn a_database_copied_without_its_lock_file_opens_read_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = DB::open(&dir, options()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.close().unwrap();
+    std::fs::remove_file(dir.join("LOCK")).unwrap();
+    let ro = Options {
+        read_only: true,
+        ..options()
+    };
+    let db = DB::open(&dir, ro).unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+    db.close().unwrap();
+    assert!(
+        !dir.join("LOCK").exists(),
+        "a read-only open creates nothing"
+    );
+    let db = DB::open(&dir, options()).unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
