@@ -303,3 +303,36 @@ def test_ratio_options_take_floats_and_negative_numbers_are_refused(tmp_path):
         attune.DB(tmp_path / "db2", write_buffer_size=-1)
     with pytest.raises(attune.InvalidArgumentError, match="finite"):
         attune.DB(tmp_path / "db3", blob_gc_space_amp=float("nan"))
+
+
+def test_a_dropped_database_is_not_kept_open_by_a_released_snapshot_or_a_finished_iterator(
+    tmp_path,
+):
+    import gc
+
+    p = tmp_path / "db"
+    db = _open(p)
+    db.put(b"k", b"v")
+    snap = db.snapshot()
+    snap.release()
+    it = db.items()
+    assert list(it) == [(b"k", b"v")]
+    del db
+    gc.collect()
+    with _open(p) as again:  # neither `snap` nor `it` holds the lock
+        assert again.get(b"k") == b"v"
+    with pytest.raises(attune.ClosedError):
+        snap.get(b"k")
+    with pytest.raises(attune.ClosedError):
+        next(it)
+
+
+def test_iterating_a_temporary_handle_reads_everything(tmp_path):
+    p = tmp_path / "db"
+    with _open(p) as db:
+        for i in range(1000):
+            db.put(b"k%04d" % i, b"v")
+    # The DB object is dropped at once; the iterator keeps the engine open until it ends.
+    assert sum(1 for _ in _open(p).items()) == 1000
+    with _open(p) as db:  # and then it is closed
+        assert db.get(b"k0999") == b"v"

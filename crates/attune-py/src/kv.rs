@@ -14,7 +14,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Items fetched per GIL release while iterating.
 const ITER_CHUNK: usize = 256;
@@ -141,11 +141,12 @@ impl WriteBatch {
 }
 
 /// A consistent read view. Release it with `release()` or a `with` block; closing the database
-/// releases it too.
+/// releases it too. A released snapshot keeps only a weak reference to the engine, so it does
+/// not keep a database that nothing else uses open (and locked).
 #[pyclass(module = "attune._native")]
 pub struct Snapshot {
-    db: Arc<kv::DB>,
-    snap: Mutex<Option<kv::Snapshot>>,
+    held: Mutex<Option<(Arc<kv::DB>, kv::Snapshot)>>,
+    weak: Weak<kv::DB>,
     seq: u64,
 }
 
@@ -160,8 +161,8 @@ impl Snapshot {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        self.check(py)?;
-        get_impl(py, &self.db, &as_bytes(key, "key")?, Some(self.seq))
+        let db = self.check(py)?;
+        get_impl(py, &db, &as_bytes(key, "key")?, Some(self.seq))
     }
     #[pyo3(signature = (start=None, end=None, reverse=false))]
     fn items(
@@ -171,13 +172,13 @@ impl Snapshot {
         end: Option<&Bound<'_, PyAny>>,
         reverse: bool,
     ) -> PyResult<Items> {
-        self.check(py)?;
+        let db = self.check(py)?;
         let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
-        items_impl(&self.db, start, end, reverse, Some(self.seq))
+        items_impl(&db, start, end, reverse, Some(self.seq))
     }
     fn release(&self) {
         // In a forked child the engine's snapshot list is not touched (see kv::Snapshot's drop).
-        self.snap.lock().take();
+        self.held.lock().take();
     }
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
@@ -188,12 +189,16 @@ impl Snapshot {
 }
 
 impl Snapshot {
-    fn check(&self, py: Python<'_>) -> PyResult<()> {
-        self.db.check_usable().map_err(to_py)?;
-        if self.snap.lock().is_none() {
+    /// The engine, while the database is usable and the snapshot not released.
+    fn check(&self, py: Python<'_>) -> PyResult<Arc<kv::DB>> {
+        let Some(db) = self.weak.upgrade() else {
+            return Err(attune_error(py, "ClosedError", "the database was closed"));
+        };
+        db.check_usable().map_err(to_py)?;
+        if self.held.lock().is_none() {
             return Err(attune_error(py, "ClosedError", "snapshot was released"));
         }
-        Ok(())
+        Ok(db)
     }
 }
 
@@ -226,9 +231,10 @@ fn items_impl(
         .map_err(to_py)?;
     it.set_bounds(start, end);
     Ok(Items {
-        db: db.clone(),
+        weak: Arc::downgrade(db),
         state: Mutex::new(ItemsState {
-            it,
+            db: Some(db.clone()),
+            it: Some(it),
             started: false,
             reverse,
             buf: Vec::new(),
@@ -239,7 +245,10 @@ fn items_impl(
 }
 
 struct ItemsState {
-    it: kv::DbIterator,
+    /// The engine and the iterator until the last item was fetched (then dropped, so that an
+    /// exhausted iterator does not keep an otherwise unused database open).
+    db: Option<Arc<kv::DB>>,
+    it: Option<kv::DbIterator>,
     started: bool,
     reverse: bool,
     buf: Vec<(Vec<u8>, Vec<u8>)>,
@@ -251,26 +260,32 @@ impl ItemsState {
     fn fill(&mut self) -> kv::Result<()> {
         self.buf.clear();
         self.pos = 0;
+        let Some(it) = self.it.as_mut() else {
+            self.done = true;
+            return Ok(());
+        };
         if !self.started {
             self.started = true;
             if self.reverse {
-                self.it.seek_to_last();
+                it.seek_to_last();
             } else {
-                self.it.seek_to_first();
+                it.seek_to_first();
             }
         }
-        while self.buf.len() < ITER_CHUNK && self.it.valid() {
-            self.buf
-                .push((self.it.key().to_vec(), self.it.value().to_vec()));
+        while self.buf.len() < ITER_CHUNK && it.valid() {
+            self.buf.push((it.key().to_vec(), it.value().to_vec()));
             if self.reverse {
-                self.it.prev();
+                it.prev();
             } else {
-                self.it.next();
+                it.next();
             }
         }
         if self.buf.is_empty() {
             self.done = true;
-            self.it.status()?;
+            let status = it.status();
+            self.it = None;
+            self.db = None;
+            status?;
         }
         Ok(())
     }
@@ -280,7 +295,7 @@ impl ItemsState {
 /// raises `ClosedError`, even for items it had already fetched.
 #[pyclass(module = "attune._native")]
 pub struct Items {
-    db: Arc<kv::DB>,
+    weak: Weak<kv::DB>,
     state: Mutex<ItemsState>,
 }
 
@@ -290,7 +305,10 @@ impl Items {
         slf
     }
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        self.db.check_usable().map_err(to_py)?;
+        match self.weak.upgrade() {
+            Some(db) => db.check_usable().map_err(to_py)?,
+            None => return Err(attune_error(py, "ClosedError", "the database was closed")),
+        }
         let mut st = self.state.lock();
         if st.pos >= st.buf.len() {
             if st.done {
@@ -415,8 +433,8 @@ impl DB {
         let s = db.snapshot().map_err(to_py)?;
         let seq = s.sequence();
         Ok(Snapshot {
-            db,
-            snap: Mutex::new(Some(s)),
+            weak: Arc::downgrade(&db),
+            held: Mutex::new(Some((db, s))),
             seq,
         })
     }
