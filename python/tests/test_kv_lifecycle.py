@@ -336,3 +336,15 @@ def test_iterating_a_temporary_handle_reads_everything(tmp_path):
     assert sum(1 for _ in _open(p).items()) == 1000
     with _open(p) as db:  # and then it is closed
         assert db.get(b"k0999") == b"v"
+
+
+def test_sizes_given_beside_memory_budget_or_a_static_split_are_refused_not_overridden(tmp_path):
+    with pytest.raises(attune.InvalidArgumentError, match="block_cache_size cannot be given"):
+        attune.DB(tmp_path / "a", memory_budget="64MiB", block_cache_size="2MiB")
+    with pytest.raises(attune.InvalidArgumentError, match="write_buffer_size cannot be given"):
+        attune.DB(tmp_path / "b", memory_budget="64MiB", write_buffer_size="1MiB")
+    with pytest.raises(attune.InvalidArgumentError, match="disagree"):
+        attune.DB(tmp_path / "c", cache_sizing="8MiB", block_cache_size="2MiB")
+    with pytest.raises(attune.InvalidArgumentError, match="too large"):
+        attune.DB(tmp_path / "d", write_buffer_size=2**70)
+    assert not any((tmp_path / n).exists() for n in "abcd")

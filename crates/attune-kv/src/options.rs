@@ -530,6 +530,11 @@ pub const OPTION_NAMES: &[&str] = &[
     "hot_key_cache_bytes",
 ];
 
+/// The first of `names` that `set` was called with.
+fn first_set(set: &[&'static str], names: &[&'static str]) -> Option<&'static str> {
+    names.iter().find(|n| set.contains(n)).copied()
+}
+
 impl Options {
     /// Sets one option from its string form (`"block_cache_size"`, `"64MiB"`).
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
@@ -623,6 +628,15 @@ impl Options {
         let mut o = self.clone();
         let bad = |m: String| Err(Error::InvalidArgument(m));
         if o.memory_budget > 0 {
+            let sized = ["block_cache_size", "cache_size", "write_buffer_size"];
+            if let Some(name) = first_set(&o.names_set, &sized) {
+                // The budget sizes both itself: a value given beside it would be overridden.
+                return bad(format!(
+                    "{name} cannot be given with memory_budget, which sizes the memtables and \
+                     the caches itself: drop {name}, or drop memory_budget and size them yourself \
+                     (cache_sizing=SIZE fixes the block cache's share of the budget)"
+                ));
+            }
             let wb = (o.memory_budget / 4).clamp(64 << 10, 64 << 20);
             o.write_buffer_size = wb;
             o.block_cache_size = o.memory_budget.saturating_sub(2 * wb);
@@ -660,7 +674,19 @@ impl Options {
         } else {
             match o.cache_sizing {
                 None => {}
-                Some(CacheSizing::Static(b)) => o.block_cache_size = b,
+                Some(CacheSizing::Static(b)) => {
+                    if let Some(name) = first_set(&o.names_set, &["block_cache_size", "cache_size"])
+                    {
+                        if o.block_cache_size != b {
+                            return bad(format!(
+                                "cache_sizing={b} and {name}={} disagree: without memory_budget \
+                                 both set the block cache's size; give one",
+                                o.block_cache_size
+                            ));
+                        }
+                    }
+                    o.block_cache_size = b
+                }
                 Some(CacheSizing::Adaptive) => {
                     return bad("cache_sizing=adaptive needs memory_budget".into());
                 }

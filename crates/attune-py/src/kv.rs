@@ -12,7 +12,7 @@ use attune_kv::{self as kv, Options, ReadOptions, WriteOptions};
 use parking_lot::Mutex;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 
@@ -74,6 +74,13 @@ fn option_string(key: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     }
     if let Ok(i) = v.extract::<u64>() {
         return Ok(i.to_string());
+    }
+    if v.is_instance_of::<PyInt>() {
+        return Err(attune_error(
+            v.py(),
+            "InvalidArgumentError",
+            format!("option {key}={v} is too large (at most {})", u64::MAX),
+        ));
     }
     if let Ok(f) = v.extract::<f64>() {
         if !f.is_finite() {
