@@ -348,3 +348,14 @@ def test_sizes_given_beside_memory_budget_or_a_static_split_are_refused_not_over
     with pytest.raises(attune.InvalidArgumentError, match="too large"):
         attune.DB(tmp_path / "d", write_buffer_size=2**70)
     assert not any((tmp_path / n).exists() for n in "abcd")
+
+
+def test_paths_may_be_str_bytes_or_pathlike_and_a_nul_byte_is_refused(tmp_path):
+    with attune.DB(os.fsencode(tmp_path / "b")) as db:
+        db.put(b"k", b"v")
+    with attune.DB(str(tmp_path / "b")) as db:
+        assert db.get(b"k") == b"v"
+    with pytest.raises(attune.InvalidArgumentError, match="NUL"):
+        attune.DB(str(tmp_path / "a\0b"))
+    with pytest.raises(TypeError, match="path must be"):
+        attune.DB(42)

@@ -949,7 +949,8 @@ fn recovery_hint(e: Error) -> Error {
         Error::Io { path, source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
             Error::Io {
                 op: "recovery (the disk is full: free space and reopen, or open with \
-                     read_only=True to read the data without writing)",
+                     read_only=True to read the data without writing; a writable open also \
+                     reserves write_buffer_size for its log, which mmap_logs=False does not)",
                 path,
                 source,
             }

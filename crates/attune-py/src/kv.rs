@@ -337,6 +337,34 @@ impl Items {
     }
 }
 
+/// A path given as `str`, `bytes` or an `os.PathLike` (the forms `open()` takes).
+fn path_arg(v: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = if let Ok(b) = v.downcast::<PyBytes>() {
+        std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b.as_bytes()))
+    } else {
+        let fs = v.py().import("os")?.getattr("fspath")?.call1((v,)).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "path must be a str, bytes or os.PathLike, not {}",
+                v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+        })?;
+        if let Ok(b) = fs.downcast::<PyBytes>() {
+            std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b.as_bytes()))
+        } else {
+            fs.extract::<std::path::PathBuf>()?
+        }
+    };
+    if p.as_os_str().as_bytes().contains(&0) {
+        return Err(attune_error(
+            v.py(),
+            "InvalidArgumentError",
+            "path contains a NUL byte, which no file name can hold",
+        ));
+    }
+    Ok(p)
+}
+
 /// An Attune key-value database. `DB(path, **options)`; also a context manager.
 #[pyclass(module = "attune._native")]
 pub struct DB {
@@ -374,9 +402,10 @@ impl DB {
     #[pyo3(signature = (path, **options))]
     fn new(
         py: Python<'_>,
-        path: std::path::PathBuf,
+        path: &Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let path = path_arg(path)?;
         let opts = options_from_kwargs(options)?;
         let p = path.clone();
         let db = py
