@@ -343,12 +343,20 @@ fn path_arg(v: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
     let p = if let Ok(b) = v.downcast::<PyBytes>() {
         std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b.as_bytes()))
     } else {
-        let fs = v.py().import("os")?.getattr("fspath")?.call1((v,)).map_err(|_| {
-            PyTypeError::new_err(format!(
-                "path must be a str, bytes or os.PathLike, not {}",
-                v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-            ))
-        })?;
+        let fs = v
+            .py()
+            .import("os")?
+            .getattr("fspath")?
+            .call1((v,))
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "path must be a str, bytes or os.PathLike, not {}",
+                    v.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ))
+            })?;
         if let Ok(b) = fs.downcast::<PyBytes>() {
             std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b.as_bytes()))
         } else {
