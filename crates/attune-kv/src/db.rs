@@ -727,25 +727,26 @@ impl DB {
         &self.inner.dir
     }
 
-    /// Checks every checksum of every live table and value-log segment. The active segment is
-    /// checked up to its current end.
+    /// Checks every checksum of every live table and value-log segment (the active segment up to
+    /// its current end), and that every value pointer in the tables ends inside its segment (a
+    /// cut segment otherwise shows only when the value is read).
     pub fn verify(&self) -> Result<VerifyReport> {
         self.inner.usable()?;
         let sv = self.inner.sv.read().clone();
         let mut r = VerifyReport::default();
-        for f in sv.version.files.iter().flatten() {
-            r.table_entries += self.inner.tables.get(f.number)?.verify()?;
-            r.tables += 1;
-        }
+        // Read after `sv` was taken: every pointer in its tables was written before.
+        let mut sizes: HashMap<u64, u64> = HashMap::new();
         let metas = self.inner.state.lock().versions.blob_files.clone();
         for (n, f) in sv.blobs.iter() {
             r.blob_segments += 1;
             let Some(size) = metas.get(n).filter(|m| m.sealed).map(|m| m.size) else {
                 // The active segment may end in a record being written right now.
                 let data = f.read_all()?;
+                sizes.insert(*n, data.len() as u64);
                 r.blob_records += SegmentScanner::new(f.path(), &data)?.count() as u64;
                 continue;
             };
+            sizes.insert(*n, size);
             if size < crate::vlog::SEGMENT_HEADER_BYTES {
                 continue; // sealed empty at recovery: created just before a crash, never written
             }
@@ -753,6 +754,33 @@ impl DB {
             let mut scan = SegmentScanner::new(f.path(), &data)?;
             r.blob_records += scan.by_ref().count() as u64;
             scan.check_complete(f.path())?;
+        }
+        for f in sv.version.files.iter().flatten() {
+            let t = self.inner.tables.get(f.number)?;
+            let table_path = filename::table_path(&self.inner.dir, f.number);
+            r.table_entries += t.verify_entries(&mut |ikey, value, block_offset| {
+                if crate::key::kind(ikey) != Some(ValueKind::BlobIndex) {
+                    return Ok(());
+                }
+                let p = BlobPointer::decode(value).ok_or_else(|| {
+                    Error::corruption(&table_path, block_offset, "malformed value pointer")
+                })?;
+                // A segment no longer live only serves versions that newer ones shadow.
+                match sizes.get(&p.file) {
+                    Some(&size) if p.end() > size => Err(Error::corruption(
+                        &table_path,
+                        block_offset,
+                        format!(
+                            "a value pointer reaches byte {} of {}, which has {size} bytes (the \
+                             segment was cut; the values past its end are lost)",
+                            p.end(),
+                            filename::blob_path(&self.inner.dir, p.file).display()
+                        ),
+                    )),
+                    _ => Ok(()),
+                }
+            })?;
+            r.tables += 1;
         }
         Ok(r)
     }

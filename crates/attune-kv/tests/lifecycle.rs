@@ -317,3 +317,40 @@ fn a_database_copied_without_its_lock_file_opens_read_only() {
     let db = DB::open(&dir, options()).unwrap();
     assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
 }
+
+#[test]
+fn verify_reports_value_pointers_past_the_end_of_a_cut_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let opts = Options {
+        min_blob_size: 1024,
+        ..options()
+    };
+    let db = DB::open(&dir, opts.clone()).unwrap();
+    for i in 0..200 {
+        db.put(&key(i), &[b'v'; 3_000]).unwrap();
+    }
+    db.flush().unwrap();
+    assert!(db.verify().unwrap().blob_segments >= 1);
+    db.close().unwrap(); // the segment stays active (unsealed) in the manifest
+    let segment = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vlog"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .expect("a value-log segment");
+    // 200 records of about 3 KB: cut it inside the records (the file may be preallocated).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap()
+        .set_len(300_000)
+        .unwrap();
+    // Recovery seals the cut segment at its last whole record; the tables still point past it.
+    let db = DB::open(&dir, opts).unwrap();
+    let e = db
+        .verify()
+        .expect_err("verify must see the pointers past the end");
+    assert!(matches!(e, Error::Corruption { .. }), "{e}");
+    assert!(e.to_string().contains("was cut"), "{e}");
+}

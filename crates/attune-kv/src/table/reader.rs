@@ -839,6 +839,12 @@ impl Table {
 
     /// Reads and checks every block; returns the number of entries seen.
     pub fn verify(&self) -> Result<u64> {
+        self.verify_entries(&mut |_, _, _| Ok(()))
+    }
+
+    /// [`Table::verify`], also handing every entry (internal key, value, block offset) to
+    /// `visit`, whose error stops the check.
+    pub fn verify_entries(&self, visit: &mut EntryVisitor<'_>) -> Result<u64> {
         let mut n = 0u64;
         let mut last: Option<Vec<u8>> = None;
         for i in 0..self.index.len() {
@@ -852,7 +858,7 @@ impl Table {
             }
             let blk = self.block(h, false)?;
             for j in 0..blk.len() {
-                let (k, _) = blk.entry(j).ok_or_else(|| {
+                let (k, v) = blk.entry(j).ok_or_else(|| {
                     Error::corruption(
                         self.path.as_path(),
                         h.offset,
@@ -875,6 +881,7 @@ impl Table {
                         ));
                     }
                 }
+                visit(k, v, h.offset)?;
                 last = Some(k.to_vec());
             }
             n += blk.len() as u64;
@@ -892,6 +899,9 @@ impl Table {
         Ok(n)
     }
 }
+
+/// What [`Table::verify_entries`] calls for each entry: (internal key, value, block offset).
+pub type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8], u64) -> Result<()> + 'a;
 
 /// A two-level iterator: the pinned index picks blocks, a block iterator walks them.
 pub struct TableIter {
