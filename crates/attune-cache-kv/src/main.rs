@@ -1,4 +1,4 @@
-//! `attune-cache-kv`: engine-level benchmarks of adaptive cache sizing (issue 7, Symbiosis).
+//! `attune-cache-kv`: engine-level benchmarks of adaptive cache sizing (Symbiosis).
 //!
 //! Unlike `attune-cache-sim` (which replays traces through the crate's model of two caches),
 //! every number here comes from the real engine: `attune_kv::DB` with `memory_budget`, the
@@ -71,10 +71,7 @@ enum BenchError {
 type Result<T> = std::result::Result<T, BenchError>;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "attune-cache-kv",
-    about = "Engine-level Symbiosis benchmarks (issue 7)"
-)]
+#[command(name = "attune-cache-kv", about = "Engine-level Symbiosis benchmarks")]
 struct Cli {
     #[command(subcommand)]
     mode: Mode,
@@ -1347,7 +1344,7 @@ fn spread(v: &[f64]) -> Value {
         "max": v[v.len() - 1], "n": v.len()})
 }
 
-/// Overhead like for like (issue 7, seventh session). One database at the split adaptive
+/// Overhead like for like. One database at the split adaptive
 /// settles at (found by an adaptive run first), warmed, then put in simulation-only mode
 /// (`Controller::set_simulation_only`: nothing is ever adopted or resized). Then `cycles`
 /// cycles of three equal segments of reads, in the rotating orders of [`SEG_ORDERS`]: A and A'

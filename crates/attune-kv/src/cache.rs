@@ -127,8 +127,8 @@ impl<V: Charged + Clone + Send> ShardPolicy for LruShard<V> {
 /// insert evicts from its own shard while the total is over the capacity, and from the other
 /// shards if its own ran empty. Keys hash uniformly over the shards, so their tails are of
 /// about the same age and the union behaves like one cache of the policy, which for LRU is
-/// what the Symbiosis ghosts predict. With a fixed share per shard (capacity / 16, as before
-/// issue 7's fifth session) a data set that just fits overflowed the shards that hashing gave
+/// what the Symbiosis ghosts predict. With a fixed share per shard (capacity / 16) a data
+/// set that just fits overflowed the shards that hashing gave
 /// a few percent more than their share (about 850 Zstd blocks per shard, ±3.4 %): the
 /// compressed tier measured H_k 0.969 at M − M_a = 12 MiB where one LRU, the ghost even at
 /// R = 1/2, holds 0.992 (docs/symbiosis.md, "The last sub-0.97 cell").

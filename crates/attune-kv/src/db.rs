@@ -176,7 +176,7 @@ pub(crate) struct DbInner {
     last_sequence: AtomicU64,
     tables: Arc<TableCache>,
     cache: Arc<BlockCache>,
-    /// Adaptive cache sizing (issue 7), when `memory_budget` is set.
+    /// Adaptive cache sizing (Symbiosis), when `memory_budget` is set.
     cache_sizing: Option<Arc<crate::symbiosis::Controller>>,
     counters: Counters,
     shutting_down: AtomicBool,

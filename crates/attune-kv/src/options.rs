@@ -33,7 +33,7 @@ impl Compression {
     }
 }
 
-/// Where the compressed tier of the cache lives (issue 7, docs/symbiosis.md).
+/// Where the compressed tier of the cache lives (docs/symbiosis.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheLayout {
     /// user/kernel: buffered (or memory-mapped) reads; the OS page cache holds compressed blocks
@@ -259,7 +259,7 @@ pub struct Options {
     pub cache_layout: CacheLayout,
     /// How the block cache is sized inside the cache budget. `None` (default): adaptive when
     /// `memory_budget` is set, else the fixed `block_cache_size` with no controller at all, so
-    /// that a database opened without a budget behaves exactly as before issue 7.
+    /// that a database opened without a budget behaves exactly as one without adaptive sizing.
     pub cache_sizing: Option<CacheSizing>,
     /// Miss costs for adaptive sizing. Default auto (measured at open).
     pub cache_miss_costs: CacheMissCosts,

@@ -1,5 +1,5 @@
 //! A sharded, byte-charged S3-FIFO cache that holds values: the engine block cache's
-//! scan-resistant replacement policy (option `block_cache_policy=s3fifo`, issue 7).
+//! scan-resistant replacement policy (option `block_cache_policy=s3fifo`).
 //!
 //! S3-FIFO (Yang et al., SOSP '23) keeps three FIFO queues per shard:
 //! - **small**: new entries land here (about 10 % of the shard's bytes). An entry leaving

@@ -1,4 +1,4 @@
-//! Online sizing of the block cache against the compressed tier (issue 7, Symbiosis; design and
+//! Online sizing of the block cache against the compressed tier (Symbiosis; design and
 //! numbers in docs/symbiosis.md). The engine-independent machinery (ghosts, stack distances,
 //! Tracker, guard, reset) is `attune_cache`; this module wires it into the read path.
 //!
@@ -674,7 +674,7 @@ impl Controller {
         }
     }
 
-    /// Simulation-only mode, a measurement hook (issue 7's overhead benchmark,
+    /// Simulation-only mode, a measurement hook (the overhead benchmark,
     /// `attune-cache-kv overhead --mode alternating`): from this call on the controller never
     /// resizes (rounds are reported, not adopted; no reset policy; [`Controller::resize`]
     /// still sets the split by hand). With `rounds` true a simulation round runs at all times

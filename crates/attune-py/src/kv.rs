@@ -755,7 +755,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
     Ok(d)
 }
 
-/// `stats()["cache_tiers"]`: the cache budget's split and the sizing controller (issue 7).
+/// `stats()["cache_tiers"]`: the cache budget's split and the sizing controller.
 fn tiers_dict<'py>(
     py: Python<'py>,
     t: &kv::symbiosis::CacheTierStats,
