@@ -6,6 +6,23 @@
 use attune_kv as kv;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+/// An instance of the Python exception class `module.class` built from `args`, as a `PyErr`;
+/// None when the class cannot be found or built (a broken install: callers fall back to a
+/// builtin exception).
+pub fn instance<'py>(
+    py: Python<'py>,
+    module: &str,
+    class: &str,
+    args: impl IntoPyObject<'py, Target = PyTuple>,
+) -> Option<PyErr> {
+    py.import(module)
+        .and_then(|m| m.getattr(class))
+        .and_then(|cls| cls.call1(args))
+        .ok()
+        .map(PyErr::from_value)
+}
 
 /// An instance of `module.class(msg, path, offset)` as a `PyErr`; a `RuntimeError` (or, for
 /// argument errors, a `ValueError`) when the class cannot be found (a broken install).
@@ -17,14 +34,10 @@ pub fn raise(
     path: Option<String>,
     offset: Option<u64>,
 ) -> PyErr {
-    let made = py
-        .import(module)
-        .and_then(|m| m.getattr(class))
-        .and_then(|cls| cls.call1((msg.clone(), path, offset)));
-    match made {
-        Ok(obj) => PyErr::from_value(obj),
-        Err(_) if class == "InvalidArgumentError" => PyValueError::new_err(msg),
-        Err(_) => PyRuntimeError::new_err(format!("{class}: {msg}")),
+    match instance(py, module, class, (msg.clone(), path, offset)) {
+        Some(e) => e,
+        None if class == "InvalidArgumentError" => PyValueError::new_err(msg),
+        None => PyRuntimeError::new_err(format!("{class}: {msg}")),
     }
 }
 

@@ -13,14 +13,10 @@ use pyo3::types::PyDict;
 
 /// Builds an instance of the Python exception class `attune.hash.<class>` carrying `msg`.
 fn py_error(py: Python<'_>, class: &str, msg: String) -> PyErr {
-    let made = py
-        .import("attune.hash")
-        .and_then(|m| m.getattr(class))
-        .and_then(|cls| cls.call1((msg.clone(),)));
-    match made {
-        Ok(obj) => PyErr::from_value(obj),
-        Err(_) if class == "HashKeyError" => PyKeyError::new_err(msg),
-        Err(_) => PyValueError::new_err(msg),
+    match crate::errors::instance(py, "attune.hash", class, (msg.clone(),)) {
+        Some(e) => e,
+        None if class == "HashKeyError" => PyKeyError::new_err(msg),
+        None => PyValueError::new_err(msg),
     }
 }
 
