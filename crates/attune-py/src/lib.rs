@@ -10,6 +10,7 @@ mod workload;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
     kv::register(m)?;
     hash::register(m)?;
     workload::register(m)?;
