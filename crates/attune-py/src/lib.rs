@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod errors;
 mod hash;
 mod kv;
+mod stats;
 mod workload;
 
 #[pymodule]
