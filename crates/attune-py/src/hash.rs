@@ -248,18 +248,7 @@ impl PyVipHashMap {
 
     /// Operation counters as a dict (hits, misses, avg_displacement, learn_phases, ...).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.map.stats();
-        let d = PyDict::new(py);
-        d.set_item("hits", s.hits)?;
-        d.set_item("misses", s.misses)?;
-        d.set_item("avg_displacement", s.avg_displacement())?;
-        d.set_item("learn_phases", s.learn_phases)?;
-        d.set_item("relearns", s.relearns)?;
-        d.set_item("sense_checks", s.sense_checks)?;
-        d.set_item("learn_fetches", s.learn_fetches)?;
-        d.set_item("swaps", s.swaps)?;
-        d.set_item("rehashes", s.rehashes)?;
-        Ok(d)
+        crate::stats::vip_stats(py, &self.map.stats())
     }
 
     fn items(&self) -> Vec<(u64, u64)> {

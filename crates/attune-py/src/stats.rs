@@ -1,7 +1,8 @@
 //! The one conversion of engine statistics and reports to Python: every struct that derives
-//! `serde::Serialize` (attune-kv's `Stats`, `VerifyReport`, `GcReport` and what they nest, behind
-//! attune-kv's `serde` feature) becomes nested dicts, lists and tuples through [`to_py`]
-//! (`pythonize`), so a field added to the engine appears in Python without an edit here.
+//! `serde::Serialize` (attune-kv's `Stats`, `VerifyReport`, `GcReport` and what they nest, and
+//! attune-hash's `VipStats`, behind each crate's `serde` feature) becomes nested dicts, lists and
+//! tuples through [`to_py`] (`pythonize`), so a field added to an engine appears in Python without
+//! an edit here.
 //!
 //! The dict `DB.stats()` returns predates the derive and keeps its shape: [`kv_stats`] applies
 //! the few differences after the generic step, each listed there with its reason (two renamed
@@ -9,6 +10,7 @@
 //! as methods). Callable under the GIL from any thread.
 
 use crate::errors::attune_error;
+use attune_hash::VipStats;
 use attune_kv as kv;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -124,5 +126,12 @@ pub fn verify_report<'py>(py: Python<'py>, r: &kv::VerifyReport) -> PyResult<Bou
     let d = to_dict(py, r)?;
     d.set_item("files", r.tables + r.blob_segments)?;
     d.set_item("entries", r.table_entries + r.blob_records)?;
+    Ok(d)
+}
+
+/// `VipHashMap.stats()`: the counters plus `avg_displacement` (a method of `VipStats`).
+pub fn vip_stats<'py>(py: Python<'py>, s: &VipStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = to_dict(py, s)?;
+    d.set_item("avg_displacement", s.avg_displacement())?;
     Ok(d)
 }
