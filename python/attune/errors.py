@@ -24,7 +24,9 @@ class Error(Exception):
         self.offset = offset
 
     def __reduce__(self):
-        return (type(self), (str(self), self.path, self.offset))
+        # The message as given, not str(self): a KeyError's str() quotes it (HashKeyError).
+        message = self.args[0] if self.args else ""
+        return (type(self), (message, self.path, self.offset))
 
 
 class CorruptionError(Error):
