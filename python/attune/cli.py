@@ -5,8 +5,8 @@ machine-readable output on stdout and nothing else there), ``--no-progress``, an
 where the verb writes a file. Progress bars come from :func:`progress`: on stderr, shown when
 stderr is a terminal, off with ``--no-progress`` or ``--json``, the same in every verb.
 
-Each verb lives in its own module that exposes ``register(subparsers)``; the module list below is the
-only place that names them, so that adding a capability is adding one line here.
+Each verb lives in its own module that exposes ``register(subparsers)``; the module list below is
+the only place that names them, so that adding a capability is adding one line here.
 
 Failures are handled here, once for every verb:
 
