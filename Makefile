@@ -23,7 +23,7 @@ PY_SOURCES := $(shell find python/attune -name '*.py' 2>/dev/null) pyproject.tom
 help:
 	@echo "make demo   - build, load a data set into an Attune database, run a read/write mix"
 	@echo "make test   - build and run every test (Rust and Python)"
-	@echo "make lint   - cargo fmt --check, clippy -D warnings, ruff"
+	@echo "make lint   - cargo fmt --check, clippy -D warnings, ruff, stubtest of attune._native"
 	@echo "make bench  - side-by-side micro benchmarks against RocksDB; regenerates docs/BENCHMARKS.md"
 	@echo "make bench-vlog - value separation against RocksDB BlobDB (part of make bench)"
 	@echo "make bench-learned - learned indexes off/always/analyzer vs RocksDB, LevelDB (~13 min)"
@@ -83,6 +83,7 @@ lint: build
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python
+	$(VENV)/bin/python -m mypy.stubtest attune._native
 
 fmt:
 	$(CARGO) fmt --all

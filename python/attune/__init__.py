@@ -13,7 +13,7 @@ Every error is a subclass of :class:`attune.Error` (defined in :mod:`attune.erro
 pickle); damaged files raise :class:`attune.CorruptionError` naming the file and offset.
 """
 
-# The native module raises the classes of attune.errors by name, looked up when raised.
+from attune import _native, errors
 from attune._native import (
     DB,
     OPTION_NAMES,
@@ -34,6 +34,10 @@ from attune.errors import (
     StorageIOError,
     UnsupportedVersionError,
 )
+
+# The native module raises the classes of attune.errors (for every crate it binds): hand them to
+# it once, here.
+_native._register_errors(**{name: getattr(errors, name) for name in errors.__all__})
 
 __all__ = [
     "DB",

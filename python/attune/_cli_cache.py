@@ -16,12 +16,11 @@ import json
 import math
 import os
 
-from tqdm import tqdm
-
 import attune
 from attune import workload
 from attune._cli_deps import require
 from attune._cli_kv import _parse_options
+from attune.cli import add_output_flags, progress
 
 KEYS_MAX = 2_000_000  # keys read into memory to draw requests from (bounded: ~100 MB at most)
 
@@ -71,7 +70,7 @@ def _mrc(args) -> int:
             raise attune.InvalidArgumentError(f"{args.path} holds no keys to read")
         stream = workload.iter_requests(args.distribution, len(keys), args.reads, args.seed)
         found = 0
-        with tqdm(total=args.reads, desc="reads", unit="op", disable=args.json) as bar:
+        with progress(args, total=args.reads, desc="reads", unit="op") as bar:
             for i, r in enumerate(stream):
                 found += db.get(keys[r]) is not None
                 if i % 4096 == 4095:
@@ -217,7 +216,7 @@ def register(sub) -> None:
         metavar="KEY=VALUE",
         help="DB option, e.g. -o cache_layout=user -o cache_sample_inv=8",
     )
-    m.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_flags(m, json_help="print one JSON object")
     m.add_argument(
         "--timeline",
         metavar="FILE",

@@ -17,10 +17,9 @@ import sys
 import tempfile
 import time
 
-from tqdm import tqdm
-
 import attune
 from attune import workload
+from attune.cli import add_output_flags, progress
 
 
 def _parse_options(pairs: list[str] | None) -> dict[str, str]:
@@ -134,7 +133,7 @@ def _demo(args) -> int:
             load = workload.ycsb(
                 "a", records, 0, args.seed, phase="load", field_count=1, field_length=value_size
             )
-            with tqdm(total=records, desc="load", unit="rec", disable=args.json) as bar:
+            with progress(args, total=records, desc="load", unit="rec") as bar:
                 for i, (_op, key, _n) in enumerate(load):
                     off = key % (len(payload) - value_size)
                     k = b"user%d" % key
@@ -163,7 +162,7 @@ def _demo(args) -> int:
                 field_length=value_size,
             )
             t0 = time.perf_counter_ns()
-            with tqdm(total=operations, desc="read/write mix", unit="op", disable=args.json) as bar:
+            with progress(args, total=operations, desc="read/write mix", unit="op") as bar:
                 for i, (op, key, _n) in enumerate(run):
                     k = b"user%d" % key
                     if op == "read":
@@ -488,7 +487,7 @@ def register(sub) -> None:
         metavar="KEY=VALUE",
         help="DB option, e.g. -o compression=zstd -o memory_budget=128MiB",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_output_flags(p, json_help="print one JSON object instead of a table")
     p.set_defaults(func=_demo)
 
     kv = sub.add_parser("kv", help="inspect and operate an Attune key-value database")
@@ -498,7 +497,7 @@ def register(sub) -> None:
         if with_path:
             q.add_argument("path", help="database directory")
         q.add_argument("-o", "--option", action="append", metavar="KEY=VALUE", help="DB option")
-        q.add_argument("--json", action="store_true", help="machine-readable output")
+        add_output_flags(q)
         return q
 
     q = common(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from attune.cli import add_output_flags, progress
+
 STEPS = ("load", "stats", "keys", "dimensions", "write")
 
 
@@ -20,7 +22,6 @@ def register(sub) -> None:
         "result with attune.frames.connect(DIR) or read it back with attune.frames.read_split.",
     )
     p.add_argument("input", metavar="INPUT", help="input .csv or .parquet file")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
     v = p.add_mutually_exclusive_group()
     v.add_argument(
         "--exact",
@@ -60,7 +61,13 @@ def register(sub) -> None:
     p.add_argument("--encoding", default="utf-8", help="CSV text encoding (default utf-8)")
     p.add_argument("--name", default=None, help="table name recorded in schema.json")
     p.add_argument("--memory-limit", default="4GB", help="DuckDB memory limit (default 4GB)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_flags(
+        p,
+        out="output directory (new or empty)",
+        out_metavar="DIR",
+        out_required=True,
+        json_help="print one JSON object",
+    )
     p.add_argument("--explain", action="store_true", help="show ACT/EST for every SplitGen step")
     p.set_defaults(func=run)
 
@@ -79,7 +86,6 @@ def _explain_lines(plan, stats) -> list[str]:
 
 
 def run(args) -> int:
-    from tqdm import tqdm
 
     from attune._cli_deps import require
 
@@ -93,9 +99,9 @@ def run(args) -> int:
         if args.explain and not args.json:
             print("\n".join(_explain_lines(plan, stats)))
 
-    bar = tqdm(total=len(STEPS), desc="split", unit="step", disable=None, leave=False)
+    bar = progress(args, total=len(STEPS), desc="split", unit="step", leave=False)
 
-    def progress(step: str) -> None:
+    def on_step(step: str) -> None:
         bar.set_postfix_str(step)
         bar.n = STEPS.index(step)
         bar.refresh()
@@ -108,7 +114,7 @@ def run(args) -> int:
             storage=args.storage,
             encoding=args.encoding,
             name=args.name,
-            progress=progress,
+            progress=on_step,
             memory_limit=args.memory_limit,
             on_plan=on_plan,
             narrow_keys=args.narrow_keys,

@@ -1,8 +1,9 @@
 """CLI verb `attune workload`: generate key sets, request streams, YCSB streams and block traces.
 
 Subcommands write items one per line to ``--out`` (or stdout) and, with ``--json``, print a JSON
-summary instead of the items when no ``--out`` is given. Long generations show a tqdm progress bar
-on stderr. All generation is deterministic for ``--seed``.
+summary instead of the items when no ``--out`` is given. Generations into ``--out`` show a progress
+bar on stderr (on a terminal; ``--no-progress`` or ``--json`` turn it off). All generation is
+deterministic for ``--seed``.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ import tempfile
 from collections import Counter
 from contextlib import nullcontext
 
-from tqdm import tqdm
-
 from attune import workload as wl
+from attune.cli import add_output_flags, progress
 
 
 def _sink(args):
@@ -27,9 +27,8 @@ def _sink(args):
 
 
 def _progress(total: int, args):
-    return tqdm(
-        total=total, unit="item", disable=not args.out or total < 1_000_000, file=sys.stderr
-    )
+    # Only while items go to a file: on the terminal they would be written over the bar.
+    return progress(args, enabled=bool(args.out), total=total, unit="item")
 
 
 def _emit(args, items, total: int, fmt) -> None:
@@ -144,7 +143,7 @@ def _trace(args) -> int:
 
 
 def _write_trace(args, path: str) -> int:
-    with tqdm(total=1, disable=args.count < 1_000_000, file=sys.stderr, unit="file") as bar:
+    with progress(args, enabled=bool(args.out), total=1, unit="file") as bar:
         n = wl.write_trace(
             path,
             args.patterns,
@@ -167,9 +166,11 @@ def register(sub) -> None:
 
     def common(q, with_out=True):
         q.add_argument("--seed", type=int, default=0, help="stream seed (default 0)")
-        if with_out:
-            q.add_argument("--out", help="write items to this file instead of stdout")
-        q.add_argument("--json", action="store_true", help="print a JSON summary")
+        add_output_flags(
+            q,
+            out="write items to this file instead of stdout" if with_out else None,
+            json_help="print a JSON summary (instead of the items, without --out)",
+        )
 
     q = wsub.add_parser("keys", help="a sorted key set (linear, seg1, seg10, normal, osm, ...)")
     q.add_argument("name")

@@ -1,7 +1,12 @@
 """The `attune` command line: one verb per capability, each with --help and --json.
 
-Each verb lives in its own module that exposes ``register(subparsers)``; the module list below is the
-only place that names them, so that adding a capability is adding one line here.
+Every verb takes the same output flags, added by :func:`add_output_flags`: ``--json`` (a flag:
+machine-readable output on stdout and nothing else there), ``--no-progress``, and ``--out PATH``
+where the verb writes a file. Progress bars come from :func:`progress`: on stderr, shown when
+stderr is a terminal, off with ``--no-progress`` or ``--json``, the same in every verb.
+
+Each verb lives in its own module that exposes ``register(subparsers)``; the module list below is
+the only place that names them, so that adding a capability is adding one line here.
 
 Failures are handled here, once for every verb:
 
@@ -36,6 +41,45 @@ VERB_MODULES: tuple[str, ...] = (
 
 #: Exit status after the reader of stdout went away (128 + SIGPIPE).
 EXIT_BROKEN_PIPE = 141
+
+
+def add_output_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    out: str | None = None,
+    out_metavar: str = "PATH",
+    out_required: bool = False,
+    json_help: str = "machine-readable output: JSON on stdout, nothing else there",
+) -> None:
+    """Adds the output flags every verb shares to ``parser``: ``--json`` (a flag, ``args.json``),
+    ``--no-progress`` (``args.no_progress``) and, when ``out`` (its help text) is given,
+    ``--out PATH`` (``args.out``, None when not given unless ``out_required``)."""
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars (they are on stderr, shown only on a terminal, off under --json)",
+    )
+    if out is not None:
+        parser.add_argument("--out", metavar=out_metavar, required=out_required, help=out)
+
+
+def progress_enabled(args: argparse.Namespace) -> bool | None:
+    """False under ``--json`` or ``--no-progress``; else None, which tqdm reads as "only on a
+    terminal". Namespaces without the flags count as having them unset."""
+    if getattr(args, "json", False) is True or getattr(args, "no_progress", False):
+        return False
+    return None
+
+
+def progress(args: argparse.Namespace, *, enabled: bool = True, **tqdm_kwargs):
+    """A tqdm bar on stderr for long work, switched by :func:`progress_enabled`; ``enabled=False``
+    turns it off for a verb-specific reason (e.g. items going to the terminal). Takes tqdm's
+    keyword arguments (``total``, ``desc``, ``unit``, ``leave``, ...)."""
+    from tqdm import tqdm
+
+    on = progress_enabled(args) if enabled else False
+    return tqdm(disable=None if on is None else True, file=sys.stderr, **tqdm_kwargs)
 
 
 class UsageError(Exception):

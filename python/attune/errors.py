@@ -2,8 +2,11 @@
 
 They live here rather than in the native module so that they pickle (an error raised in a
 ``multiprocessing`` worker reaches the parent as itself, not as ``MaybeEncodingError``) and so that
-tracebacks name ``attune.errors``. The native module raises these classes; catch them as
-``attune.CorruptionError`` and so on (re-exported by ``attune``).
+tracebacks name ``attune.errors``. ``attune/__init__.py`` registers them with the native module
+once, at import (``_native._register_errors``), and the native module raises them for every crate
+it binds (``crates/attune-py/src/errors.rs`` maps each engine error to its class); catch them as
+``attune.CorruptionError`` and so on (re-exported by ``attune``, the hash and workload errors also
+by ``attune.hash`` and ``attune.workload``).
 
 Every class derives from :class:`Error`. Errors about a file carry its ``path`` attribute (``None``
 when there is none); corruption also carries the byte ``offset``.
@@ -21,7 +24,9 @@ class Error(Exception):
         self.offset = offset
 
     def __reduce__(self):
-        return (type(self), (str(self), self.path, self.offset))
+        # The message as given, not str(self): a KeyError's str() quotes it (HashKeyError).
+        message = self.args[0] if self.args else ""
+        return (type(self), (message, self.path, self.offset))
 
 
 class CorruptionError(Error):
@@ -64,16 +69,31 @@ class ReadOnlyError(Error):
     """A write (or compaction, garbage collection, learning) on a database opened read-only."""
 
 
+class HashError(Error, ValueError):
+    """Bad input to a VIP hash table or hash join (out-of-range key, bad configuration, ...)."""
+
+
+class HashKeyError(HashError, KeyError):
+    """The key is not in the VIP hash table."""
+
+
+class WorkloadError(Error, ValueError):
+    """Invalid workload parameters (raised before any generation), or a damaged trace file."""
+
+
 __all__ = [
     "AlreadyExistsError",
     "ClosedError",
     "CorruptionError",
     "Error",
     "ForkedError",
+    "HashError",
+    "HashKeyError",
     "InvalidArgumentError",
     "LockedError",
     "NotADatabaseError",
     "ReadOnlyError",
     "StorageIOError",
     "UnsupportedVersionError",
+    "WorkloadError",
 ]

@@ -9,16 +9,7 @@ also a ``KeyError``. Design and measurements: docs/vip-hashing.md.
 
 from __future__ import annotations
 
-from attune import Error
 from attune._native import VipHashMap, hash_join
-
-
-class HashError(Error, ValueError):
-    """Bad input to a VIP hash table or hash join (out-of-range key, bad configuration, ...)."""
-
-
-class HashKeyError(HashError, KeyError):
-    """The key is not in the table."""
-
+from attune.errors import HashError, HashKeyError
 
 __all__ = ["HashError", "HashKeyError", "VipHashMap", "hash_join"]

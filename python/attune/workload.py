@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from attune import Error, _native
+from attune import _native
+from attune.errors import WorkloadError
 
 Key = int | bytes
 OpTuple = tuple[str, int, int]
@@ -29,15 +30,12 @@ OpTuple = tuple[str, int, int]
 CHUNK_ITEMS = 65_536
 
 
-class WorkloadError(Error, ValueError):
-    """Invalid workload parameters (raised before any generation)."""
-
-
 def _call(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``; the native module raises WorkloadError itself, but PyO3 rejects an
+    argument of the wrong type or range (a negative count, a str for an int) before the call
+    starts, with TypeError or OverflowError: those become WorkloadError here."""
     try:
         return fn(*args, **kwargs)
-    except ValueError as e:
-        raise WorkloadError(str(e)) from None
     except OverflowError as e:
         raise WorkloadError(f"parameter out of range: {e}") from None
     except TypeError as e:

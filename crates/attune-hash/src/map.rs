@@ -68,6 +68,7 @@ struct Node<K, V> {
 
 /// Counters a table keeps about its own operation (cheap: a few adds per fetch).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VipStats {
     /// Successful fetches.
     pub hits: u64,

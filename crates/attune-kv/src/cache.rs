@@ -273,6 +273,7 @@ impl<S: ShardPolicy> Sharded<S> {
 
 /// Counters of the cache.
 #[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CacheStats {
     pub capacity_bytes: u64,
     pub usage_bytes: u64,

@@ -29,6 +29,7 @@ impl Charged for Arc<[u8]> {
 
 /// Counters of the compressed cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CompressedCacheStats {
     pub capacity_bytes: u64,
     pub usage_bytes: u64,

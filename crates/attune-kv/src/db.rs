@@ -76,6 +76,7 @@ struct PendingWrite {
 
 /// Outcome of one garbage-collection call.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct GcReport {
     pub segments_collected: u64,
     pub records_rewritten: u64,
@@ -95,6 +96,7 @@ struct GcStats {
 }
 
 #[derive(Default, Clone, Copy, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct LevelCompactionStats {
     pub compactions: u64,
     pub bytes_read: u64,
@@ -193,6 +195,7 @@ pub(crate) struct DbInner {
 
 /// Bytes of one value-log segment by status, for stats.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BlobFileStats {
     pub number: u64,
     pub size: u64,
@@ -202,6 +205,7 @@ pub struct BlobFileStats {
 
 /// What [`DB::verify`] checked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VerifyReport {
     /// Live table files, and the entries in them (every version and tombstone).
     pub tables: u64,
@@ -252,6 +256,7 @@ impl Drop for Snapshot {
 
 /// Engine statistics (see `docs/kv.md` for each field).
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stats {
     pub last_sequence: u64,
     pub level_files: Vec<usize>,

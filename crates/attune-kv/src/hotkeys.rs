@@ -59,6 +59,7 @@ pub const GHOST_BYTES: usize = 80;
 
 /// Counters of the hot-key cache (all zero when it is off).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct HotKeyStats {
     /// The configured bound (`hot_key_cache_bytes`).
     pub capacity_bytes: u64,

@@ -194,6 +194,7 @@ impl TableModel {
 
 /// Counters published in `stats()`.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct LearnStats {
     pub mode: String,
     pub delta: u32,
@@ -230,9 +231,11 @@ pub struct LearnStats {
     /// Measured training time per record (the cost side of the analyzer).
     pub train_ns_per_record: f64,
     /// Per-level statistics behind the analyzer's decisions (the benefit side).
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub levels: Vec<attune_learn::LevelSummary>,
     /// What each model trained since open cost and saved (retired and live files): the least
     /// learning any analyzer could have done at a given loss of lookup time.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub hindsight: attune_learn::Hindsight,
 }
 

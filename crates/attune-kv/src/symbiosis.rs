@@ -371,6 +371,7 @@ impl Tiers {
 
 /// One window of the controller's timeline.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TierWindow {
     /// Milliseconds from open to the moment the controller closed the window.
     pub ms: u64,
@@ -424,6 +425,7 @@ const ROUND_LOG_MAX: usize = 16;
 
 /// What `DB::stats()` reports about the cache budget (`Stats::cache_tiers`).
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CacheTierStats {
     pub layout: &'static str,
     /// `adaptive` or the static M_a in bytes.
@@ -488,6 +490,7 @@ pub struct CacheTierStats {
     /// L_e measured when the last round ended (what the guard compared against), ns.
     pub last_round_measured_le_ns: Option<f64>,
     /// The last rounds (at most 16), oldest first.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub round_log: Vec<RoundBrief>,
     /// Recent windows, oldest first.
     pub timeline: Vec<TierWindow>,

@@ -1,52 +1,93 @@
-//! The one place engine errors become Python exceptions. The exception classes are plain Python
-//! classes in `attune.errors` (so that they pickle across `multiprocessing`); this module looks
-//! them up by name and raises them with the engine's message and, where the error has one, the
-//! file's `path` and the byte `offset`.
+//! The one place engine errors become Python exceptions, for every crate the module exposes
+//! (attune-kv, attune-hash, attune-workload).
+//!
+//! The exception classes are plain Python classes in `attune.errors` (so that they pickle
+//! across `multiprocessing` and keep `.path` / `.offset`). `attune/__init__.py` hands them to
+//! `_native._register_errors(...)` once, at import; this module keeps them and raises them by
+//! name. Nothing in Rust imports the `attune` package. Before registration (a broken install,
+//! or `attune._native` loaded on its own) each class falls back to the nearest builtin
+//! exception, so that an error is never lost.
+//!
+//! Thread-safety: the registry is written once under the GIL and read under the GIL.
 
+use attune_hash::HashError;
 use attune_kv as kv;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyDict, PyType};
+use std::collections::HashMap;
 
-/// An instance of the Python exception class `module.class` built from `args`, as a `PyErr`;
-/// None when the class cannot be found or built (a broken install: callers fall back to a
-/// builtin exception).
-pub fn instance<'py>(
-    py: Python<'py>,
-    module: &str,
-    class: &str,
-    args: impl IntoPyObject<'py, Target = PyTuple>,
-) -> Option<PyErr> {
-    py.import(module)
-        .and_then(|m| m.getattr(class))
-        .and_then(|cls| cls.call1(args))
-        .ok()
-        .map(PyErr::from_value)
+/// Names of the classes `_register_errors` must be given (those of `attune.errors`).
+pub const CLASS_NAMES: [&str; 14] = [
+    "Error",
+    "CorruptionError",
+    "StorageIOError",
+    "LockedError",
+    "NotADatabaseError",
+    "AlreadyExistsError",
+    "UnsupportedVersionError",
+    "InvalidArgumentError",
+    "ClosedError",
+    "ForkedError",
+    "ReadOnlyError",
+    "HashError",
+    "HashKeyError",
+    "WorkloadError",
+];
+
+static CLASSES: GILOnceCell<HashMap<String, Py<PyType>>> = GILOnceCell::new();
+
+/// `_native._register_errors(**classes)`: the exception classes of `attune.errors`, by name.
+/// Called once by `attune/__init__.py`; every name of `CLASS_NAMES` must be given, each an
+/// exception class. A second call is ignored (the first registration stays).
+#[pyfunction]
+#[pyo3(signature = (**classes))]
+fn _register_errors(py: Python<'_>, classes: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    let mut map = HashMap::new();
+    if let Some(classes) = classes {
+        for (name, cls) in classes.iter() {
+            let cls = cls.downcast_into::<PyType>()?;
+            map.insert(name.extract::<String>()?, cls.unbind());
+        }
+    }
+    if let Some(missing) = CLASS_NAMES.iter().find(|n| !map.contains_key(**n)) {
+        return Err(PyValueError::new_err(format!(
+            "_register_errors: missing the class {missing}"
+        )));
+    }
+    let _ = CLASSES.set(py, map);
+    Ok(())
 }
 
-/// An instance of `module.class(msg, path, offset)` as a `PyErr`; a `RuntimeError` (or, for
-/// argument errors, a `ValueError`) when the class cannot be found (a broken install).
+/// An instance of the registered class `class` built from `(msg, path, offset)`; the nearest
+/// builtin exception when the classes were not registered.
 pub fn raise(
     py: Python<'_>,
-    module: &str,
     class: &str,
     msg: String,
     path: Option<String>,
     offset: Option<u64>,
 ) -> PyErr {
-    match instance(py, module, class, (msg.clone(), path, offset)) {
-        Some(e) => e,
-        None if class == "InvalidArgumentError" => PyValueError::new_err(msg),
-        None => PyRuntimeError::new_err(format!("{class}: {msg}")),
+    let registered = CLASSES.get(py).and_then(|m| m.get(class));
+    if let Some(cls) = registered {
+        if let Ok(e) = cls.bind(py).call1((msg.clone(), path, offset)) {
+            return PyErr::from_value(e);
+        }
+    }
+    match class {
+        "HashKeyError" => PyKeyError::new_err(msg),
+        "InvalidArgumentError" | "HashError" | "WorkloadError" => PyValueError::new_err(msg),
+        _ => PyRuntimeError::new_err(format!("{class}: {msg}")),
     }
 }
 
 /// `attune.errors.<class>(msg)`.
 pub fn attune_error(py: Python<'_>, class: &str, msg: impl Into<String>) -> PyErr {
-    raise(py, "attune.errors", class, msg.into(), None, None)
+    raise(py, class, msg.into(), None, None)
 }
 
-/// Maps an engine error to its Python exception.
+/// Maps an engine (attune-kv) error to its Python exception.
 pub fn to_py(e: kv::Error) -> PyErr {
     let msg = e.to_string();
     let path = |p: &std::path::Path| Some(p.display().to_string());
@@ -65,5 +106,22 @@ pub fn to_py(e: kv::Error) -> PyErr {
         kv::Error::ReadOnly { path: p, .. } => ("ReadOnlyError", path(p), None),
         _ => ("Error", None, None),
     };
-    Python::with_gil(|py| raise(py, "attune.errors", class, msg, file, offset))
+    Python::with_gil(|py| raise(py, class, msg, file, offset))
+}
+
+/// `attune.errors.HashError` for an attune-hash error.
+pub fn hash_error(py: Python<'_>, e: HashError) -> PyErr {
+    attune_error(py, "HashError", e.to_string())
+}
+
+/// `attune.errors.WorkloadError` for an attune-workload error (or a message about the bindings'
+/// own checks of workload arguments).
+pub fn workload_error(e: impl std::fmt::Display) -> PyErr {
+    Python::with_gil(|py| attune_error(py, "WorkloadError", e.to_string()))
+}
+
+/// Adds `_register_errors` to the native module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_register_errors, m)?)?;
+    Ok(())
 }

@@ -1,28 +1,17 @@
 //! Python bindings for VIP hashing (`attune-hash`): `attune._native.VipHashMap`, a `u64 → u64`
 //! table that learns key popularity, and `attune._native.hash_join`, the PK-FK hash join.
-//! The typed front is `python/attune/hash.py`; errors are raised as `attune.hash.HashError`
-//! (an `attune.Error`), missing keys as `attune.hash.HashKeyError` (also a `KeyError`).
+//! The typed front is `python/attune/hash.py`; errors are raised (through `errors.rs`) as
+//! `attune.errors.HashError` (an `attune.Error`, re-exported by `attune.hash`), missing keys as
+//! `HashKeyError` (also a `KeyError`).
 //!
 //! Thread-safety: a `VipHashMap` is a `#[pyclass]` guarded by PyO3's borrow checking; batch
 //! calls (`get_many`, `insert_many`, `hash_join`) release the GIL while they run.
 
-use attune_hash::{HashError, JoinMode, Phase, Schedule, VipConfig, VipMap};
-use pyo3::exceptions::{PyKeyError, PyValueError};
+use attune_hash::{JoinMode, Phase, Schedule, VipConfig, VipMap};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// Builds an instance of the Python exception class `attune.hash.<class>` carrying `msg`.
-fn py_error(py: Python<'_>, class: &str, msg: String) -> PyErr {
-    match crate::errors::instance(py, "attune.hash", class, (msg.clone(),)) {
-        Some(e) => e,
-        None if class == "HashKeyError" => PyKeyError::new_err(msg),
-        None => PyValueError::new_err(msg),
-    }
-}
-
-fn hash_error(py: Python<'_>, e: HashError) -> PyErr {
-    py_error(py, "HashError", e.to_string())
-}
+use crate::errors::{attune_error as py_error, hash_error};
 
 fn to_u64(py: Python<'_>, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
     obj.extract::<u64>().map_err(|_| {
@@ -259,18 +248,7 @@ impl PyVipHashMap {
 
     /// Operation counters as a dict (hits, misses, avg_displacement, learn_phases, ...).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.map.stats();
-        let d = PyDict::new(py);
-        d.set_item("hits", s.hits)?;
-        d.set_item("misses", s.misses)?;
-        d.set_item("avg_displacement", s.avg_displacement())?;
-        d.set_item("learn_phases", s.learn_phases)?;
-        d.set_item("relearns", s.relearns)?;
-        d.set_item("sense_checks", s.sense_checks)?;
-        d.set_item("learn_fetches", s.learn_fetches)?;
-        d.set_item("swaps", s.swaps)?;
-        d.set_item("rehashes", s.rehashes)?;
-        Ok(d)
+        crate::stats::vip_stats(py, &self.map.stats())
     }
 
     fn items(&self) -> Vec<(u64, u64)> {

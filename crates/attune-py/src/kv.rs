@@ -12,7 +12,7 @@ use attune_kv::{self as kv, Options, ReadOptions, WriteOptions};
 use parking_lot::Mutex;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple};
 use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 
@@ -507,14 +507,7 @@ impl DB {
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let db = self.handle(py)?;
         let r = py.allow_threads(move || db.verify()).map_err(to_py)?;
-        let d = PyDict::new(py);
-        d.set_item("tables", r.tables)?;
-        d.set_item("table_entries", r.table_entries)?;
-        d.set_item("blob_segments", r.blob_segments)?;
-        d.set_item("blob_records", r.blob_records)?;
-        d.set_item("files", r.tables + r.blob_segments)?;
-        d.set_item("entries", r.table_entries + r.blob_records)?;
-        Ok(d)
+        crate::stats::verify_report(py, &r)
     }
 
     /// Garbage-collects the value log: rewrites the live values of every sealed segment with at
@@ -529,12 +522,7 @@ impl DB {
                 None => db.gc(),
             })
             .map_err(to_py)?;
-        let d = PyDict::new(py);
-        d.set_item("segments_collected", r.segments_collected)?;
-        d.set_item("records_rewritten", r.records_rewritten)?;
-        d.set_item("bytes_rewritten", r.bytes_rewritten)?;
-        d.set_item("bytes_reclaimed", r.bytes_reclaimed)?;
-        Ok(d)
+        crate::stats::to_dict(py, &r)
     }
 
     /// Learns a model for every live table that has none, now (the background learner does this
@@ -554,7 +542,7 @@ impl DB {
         let db = self.handle(py)?;
         let d = db.clone();
         let s = py.allow_threads(move || d.stats());
-        stats_dict(py, &s, db.options())
+        crate::stats::kv_stats(py, &s, db.options())
     }
 
     #[getter]
@@ -596,245 +584,7 @@ impl DB {
     }
 }
 
-fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("last_sequence", s.last_sequence)?;
-    d.set_item("level_files", PyList::new(py, &s.level_files)?)?;
-    d.set_item("level_bytes", PyList::new(py, &s.level_bytes)?)?;
-    let comps = PyList::empty(py);
-    for c in &s.level_compactions {
-        let e = PyDict::new(py);
-        e.set_item("compactions", c.compactions)?;
-        e.set_item("bytes_read", c.bytes_read)?;
-        e.set_item("bytes_written", c.bytes_written)?;
-        e.set_item("trivial_moves", c.trivial_moves)?;
-        comps.append(e)?;
-    }
-    d.set_item("level_compactions", comps)?;
-    d.set_item("memtable_bytes", s.memtable_bytes)?;
-    d.set_item("immutable_memtable", s.immutable_memtable)?;
-    d.set_item("flushes", s.flushes)?;
-    d.set_item("flush_bytes_written", s.flush_bytes_written)?;
-    d.set_item("compaction_bytes_read", s.compaction_bytes_read)?;
-    d.set_item("compaction_bytes_written", s.compaction_bytes_written)?;
-    d.set_item("user_bytes_written", s.user_bytes_written)?;
-    d.set_item("wal_bytes_written", s.wal_bytes_written)?;
-    d.set_item("wal_syncs", s.wal_syncs)?;
-    d.set_item("writes", s.writes)?;
-    d.set_item("write_groups", s.write_groups)?;
-    d.set_item("write_amp", s.write_amplification)?;
-    d.set_item("stall_micros", s.stall_micros)?;
-    d.set_item("slowdowns", s.slowdowns)?;
-    d.set_item("gets", s.gets)?;
-    d.set_item("gets_found", s.gets_found)?;
-    d.set_item("live_sst_bytes", s.live_sst_bytes)?;
-    d.set_item("num_snapshots", s.num_snapshots)?;
-    d.set_item("table_pinned_bytes", s.table_pinned_bytes)?;
-    let segs = PyList::empty(py);
-    for b in &s.blob_files {
-        let e = PyDict::new(py);
-        e.set_item("number", b.number)?;
-        e.set_item("size", b.size)?;
-        e.set_item("garbage", b.garbage)?;
-        e.set_item("sealed", b.sealed)?;
-        segs.append(e)?;
-    }
-    d.set_item("blob_files", segs)?;
-    d.set_item("blob_bytes", s.blob_bytes)?;
-    d.set_item("blob_garbage_bytes", s.blob_garbage_bytes)?;
-    d.set_item("blob_live_bytes", s.blob_live_bytes)?;
-    d.set_item("blob_space_amp", s.blob_space_amp)?;
-    d.set_item("blob_bytes_written", s.blob_bytes_written)?;
-    d.set_item("blob_reads", s.blob_reads)?;
-    d.set_item("blob_prefetches", s.blob_prefetches)?;
-    d.set_item("gc_runs", s.gc_runs)?;
-    d.set_item("gc_segments_collected", s.gc_segments_collected)?;
-    d.set_item("gc_records_rewritten", s.gc_records_rewritten)?;
-    d.set_item("gc_bytes_rewritten", s.gc_bytes_rewritten)?;
-    d.set_item("gc_bytes_reclaimed", s.gc_bytes_reclaimed)?;
-    d.set_item("gc_max_pause_micros", s.gc_max_pause_micros)?;
-    d.set_item(
-        "fixed_layout_files",
-        PyList::new(py, &s.fixed_layout_files)?,
-    )?;
-    let l = &s.learned;
-    let ld = PyDict::new(py);
-    ld.set_item("mode", &l.mode)?;
-    ld.set_item("delta", l.delta)?;
-    ld.set_item("files_registered", l.files_registered)?;
-    ld.set_item("files_learned", l.files_learned)?;
-    ld.set_item("files_loaded", l.files_loaded)?;
-    ld.set_item("files_skipped", l.files_skipped)?;
-    ld.set_item("files_bootstrap", l.files_bootstrap)?;
-    ld.set_item("files_rejudged", l.files_rejudged)?;
-    ld.set_item("files_short_lived", l.files_short_lived)?;
-    ld.set_item("files_unlearnable", l.files_unlearnable)?;
-    ld.set_item("models_rejected", l.models_rejected)?;
-    ld.set_item("analyzer_state_loaded", l.state_loaded)?;
-    ld.set_item("learn_ns_total", l.learn_ns_total)?;
-    ld.set_item("benefit_realized_ns", l.benefit_realized_ns)?;
-    ld.set_item("benefit_calibration", l.benefit_calibration)?;
-    ld.set_item("hindsight_files", l.hindsight.files)?;
-    ld.set_item("hindsight_learn_ns", l.hindsight.learn_ns())?;
-    ld.set_item("hindsight_saved_ns", l.hindsight.saved_ns())?;
-    let frontier: Vec<(f64, f64)> = l
-        .hindsight
-        .frontier()
-        .iter()
-        .map(|p| (p.loss_ns, p.learn_ns))
-        .collect();
-    ld.set_item("hindsight_frontier", frontier)?;
-    ld.set_item("benefit_predicted_ns", l.benefit_predicted_ns)?;
-    ld.set_item(
-        "benefit_predicted_realized_ns",
-        l.benefit_predicted_realized_ns,
-    )?;
-    ld.set_item("queue_len", l.queue_len)?;
-    ld.set_item("files_with_models", s.files_with_models)?;
-    ld.set_item("model_segments", s.model_segments)?;
-    ld.set_item(
-        "model_bytes_per_level",
-        PyList::new(py, &s.model_bytes_per_level)?,
-    )?;
-    d.set_item("learned", ld)?;
-    d.set_item("learned_lookups", l.learned_lookups)?;
-    d.set_item("total_lookups", l.total_lookups)?;
-    d.set_item("model_bytes", s.model_bytes)?;
-    d.set_item("level_models", s.level_models)?;
-    d.set_item("level_model_bytes", s.level_model_bytes)?;
-    let total = s.live_sst_bytes + s.blob_bytes;
-    let live = s.live_sst_bytes + s.blob_live_bytes;
-    d.set_item(
-        "space_amp",
-        if live == 0 {
-            1.0
-        } else {
-            total as f64 / live as f64
-        },
-    )?;
-    let c = PyDict::new(py);
-    c.set_item("capacity_bytes", s.block_cache.capacity_bytes)?;
-    c.set_item("usage_bytes", s.block_cache.usage_bytes)?;
-    c.set_item("hits", s.block_cache.hits)?;
-    c.set_item("misses", s.block_cache.misses)?;
-    c.set_item("inserts", s.block_cache.inserts)?;
-    c.set_item("evictions", s.block_cache.evictions)?;
-    let lookups = s.block_cache.hits + s.block_cache.misses;
-    c.set_item(
-        "hit_rate",
-        if lookups == 0 {
-            0.0
-        } else {
-            s.block_cache.hits as f64 / lookups as f64
-        },
-    )?;
-    d.set_item("block_cache", c)?;
-    match &s.cache_tiers {
-        Some(t) => d.set_item("cache_tiers", tiers_dict(py, t)?)?,
-        None => d.set_item("cache_tiers", py.None())?,
-    }
-    let h = &s.hot_key_cache;
-    let hot = PyDict::new(py);
-    hot.set_item("capacity_bytes", h.capacity_bytes)?;
-    hot.set_item("bytes", h.bytes)?;
-    hot.set_item("entries", h.entries)?;
-    hot.set_item("ghosts", h.ghosts)?;
-    hot.set_item("hits", h.hits)?;
-    hot.set_item("misses", h.misses)?;
-    hot.set_item("admissions", h.admissions)?;
-    hot.set_item("evictions", h.evictions)?;
-    hot.set_item("invalidations", h.invalidations)?;
-    hot.set_item("stale_offers", h.stale_offers)?;
-    hot.set_item("rejected", h.rejected)?;
-    d.set_item("hot_key_cache", hot)?;
-    let opts = PyDict::new(py);
-    for (k, v) in o.describe() {
-        opts.set_item(k, v)?;
-    }
-    d.set_item("options", opts)?;
-    Ok(d)
-}
-
-/// `stats()["cache_tiers"]`: the cache budget's split and the sizing controller.
-fn tiers_dict<'py>(
-    py: Python<'py>,
-    t: &kv::symbiosis::CacheTierStats,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("layout", t.layout)?;
-    d.set_item("sizing", &t.sizing)?;
-    d.set_item("budget_bytes", t.budget_bytes)?;
-    d.set_item("app_bytes", t.app_bytes)?;
-    d.set_item("second_bytes", t.second_bytes)?;
-    d.set_item("second_extra_bytes", t.second_extra_bytes)?;
-    if let Some(c) = &t.compressed {
-        let e = PyDict::new(py);
-        e.set_item("capacity_bytes", c.capacity_bytes)?;
-        e.set_item("usage_bytes", c.usage_bytes)?;
-        e.set_item("hits", c.hits)?;
-        e.set_item("misses", c.misses)?;
-        e.set_item("evictions", c.evictions)?;
-        d.set_item("compressed_cache", e)?;
-    }
-    d.set_item("app_hits", t.app_hits)?;
-    d.set_item("second_hits", t.second_hits)?;
-    d.set_item("device_reads", t.device_reads)?;
-    d.set_item("unknown_reads", t.unknown_reads)?;
-    d.set_item("second_ns", t.second_ns)?;
-    d.set_item("device_ns", t.device_ns)?;
-    d.set_item("second_hit_ns_median", t.second_hit_ns_median)?;
-    d.set_item("device_read_ns_median", t.device_read_ns_median)?;
-    d.set_item("h_a", t.h_a)?;
-    d.set_item("h_k", t.h_k)?;
-    d.set_item("app_miss_ns", t.app_miss_ns)?;
-    d.set_item("second_miss_ns", t.second_miss_ns)?;
-    d.set_item("costs_source", t.costs_source)?;
-    d.set_item("le_model_ns", t.le_model_ns)?;
-    d.set_item("le_measured_ns", t.le_measured_ns)?;
-    d.set_item("le_predicted_ns", t.le_predicted_ns)?;
-    d.set_item("state", t.state)?;
-    d.set_item("rounds", t.rounds)?;
-    d.set_item("adoptions", t.adoptions)?;
-    d.set_item("reverts", t.reverts)?;
-    d.set_item("restarts", t.restarts)?;
-    d.set_item("ghost_bytes", t.ghost_bytes)?;
-    d.set_item("ghost_bytes_peak", t.ghost_bytes_peak)?;
-    d.set_item("accesses_recorded", t.accesses_recorded)?;
-    d.set_item("accesses_dropped", t.accesses_dropped)?;
-    d.set_item("controller_cpu_ns", t.controller_cpu_ns)?;
-    let mrc = PyList::empty(py);
-    for (bytes, ratio) in &t.mrc {
-        mrc.append((*bytes, *ratio))?;
-    }
-    d.set_item("mrc", mrc)?;
-    let cands = PyList::empty(py);
-    for &(bytes, h_a, h_k, le) in &t.last_round {
-        let e = PyDict::new(py);
-        e.set_item("app_bytes", bytes)?;
-        e.set_item("h_a", h_a)?;
-        e.set_item("h_k", h_k)?;
-        e.set_item("le_ns", le)?;
-        cands.append(e)?;
-    }
-    d.set_item("last_round", cands)?;
-    d.set_item("last_round_measured_le_ns", t.last_round_measured_le_ns)?;
-    let tl = PyList::empty(py);
-    for w in &t.timeline {
-        let e = PyDict::new(py);
-        e.set_item("ms", w.ms)?;
-        e.set_item("accesses", w.accesses)?;
-        e.set_item("app_bytes", w.app_bytes)?;
-        e.set_item("h_a", w.h_a)?;
-        e.set_item("h_k", w.h_k)?;
-        e.set_item("le_model_ns", w.le_model_ns)?;
-        e.set_item("le_measured_ns", w.le_measured_ns)?;
-        e.set_item("state", w.state)?;
-        tl.append(e)?;
-    }
-    d.set_item("timeline", tl)?;
-    Ok(d)
-}
-
+/// Adds the key-value classes and `OPTION_NAMES` to the native module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DB>()?;
     m.add_class::<WriteBatch>()?;

@@ -5,11 +5,13 @@ use pyo3::prelude::*;
 mod errors;
 mod hash;
 mod kv;
+mod stats;
 mod workload;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
     kv::register(m)?;
     hash::register(m)?;
     workload::register(m)?;

@@ -2,11 +2,12 @@
 //!
 //! Bindings only: every generator lives in the engine crate. Streams are chunked (`take(k)`
 //! returns a list of up to `k` items with the GIL released while generating) so Python never
-//! materialises more than the caller asks for. Errors from the crate become `ValueError` here;
-//! `python/attune/workload.py` re-raises them as `attune.workload.WorkloadError` (an
-//! `attune.Error`). Thread-safety: each stream object is used under the GIL by one caller at a
+//! materialises more than the caller asks for. Errors from the crate and from the checks here are
+//! raised as `attune.errors.WorkloadError` (an `attune.Error` and a `ValueError`; see
+//! `errors.rs`). Thread-safety: each stream object is used under the GIL by one caller at a
 //! time (PyO3 borrow checking); generation state never escapes the object.
 
+use crate::errors::workload_error;
 use attune_workload::keys::{encode_key16, KeySet, LoadOrder};
 use attune_workload::mixgraph::{MixGraphConfig, MixGraphRun};
 use attune_workload::perm::Permutation;
@@ -17,7 +18,6 @@ use attune_workload::trace::{
 use attune_workload::wiscer::{KeyOrder, KeyPattern, WiscerConfig, WiscerLoad, WiscerRun};
 use attune_workload::ycsb::{CoreWorkload, YcsbConfig, YcsbLoad, YcsbRun};
 use attune_workload::{Op, RequestDist, Sampler, WorkloadError};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
@@ -26,12 +26,12 @@ use pyo3::types::{PyBytes, PyList};
 const CHUNK_ITEMS_MAX: u64 = 1 << 24;
 
 fn to_py(e: WorkloadError) -> PyErr {
-    PyValueError::new_err(e.to_string())
+    workload_error(e)
 }
 
 fn check_chunk(count: u64) -> PyResult<()> {
     if count > CHUNK_ITEMS_MAX {
-        return Err(PyValueError::new_err(format!(
+        return Err(workload_error(format!(
             "count {count} exceeds the per-call limit {CHUNK_ITEMS_MAX}; iterate in chunks"
         )));
     }
@@ -184,7 +184,7 @@ fn workload_ycsb(
         "hashed" => attune_workload::ycsb::InsertOrder::Hashed,
         "ordered" => attune_workload::ycsb::InsertOrder::Ordered,
         other => {
-            return Err(PyValueError::new_err(format!(
+            return Err(workload_error(format!(
                 "unknown insert_order `{other}`; valid: hashed, ordered"
             )))
         }
@@ -198,7 +198,7 @@ fn workload_ycsb(
         "load" => Source::YcsbLoad(cfg.load().map_err(to_py)?),
         "run" => Source::YcsbRun(Box::new(cfg.run().map_err(to_py)?)),
         other => {
-            return Err(PyValueError::new_err(format!(
+            return Err(workload_error(format!(
                 "unknown phase `{other}`; valid: load, run"
             )))
         }
@@ -246,7 +246,7 @@ fn workload_wiscer(
         "load" => Source::WiscerLoad(Box::new(cfg.load().map_err(to_py)?)),
         "run" => Source::Wiscer(Box::new(py.allow_threads(|| cfg.run()).map_err(to_py)?)),
         other => {
-            return Err(PyValueError::new_err(format!(
+            return Err(workload_error(format!(
                 "unknown phase `{other}`; valid: load, run"
             )))
         }
@@ -324,7 +324,7 @@ fn workload_trace_write(
     for (i, p) in patterns.iter().enumerate() {
         let pattern: Pattern = p.parse().map_err(to_py)?;
         let start = (i as u64).checked_mul(range_bytes).ok_or_else(|| {
-            PyValueError::new_err("range_bytes times the number of patterns overflows u64")
+            workload_error("range_bytes times the number of patterns overflows u64")
         })?;
         streams.push(StreamSpec {
             pattern,
@@ -340,11 +340,11 @@ fn workload_trace_write(
         Some(("interleave", b)) => Combine::Interleave {
             burst: b
                 .parse()
-                .map_err(|e| PyValueError::new_err(format!("burst `{b}`: {e}")))?,
+                .map_err(|e| workload_error(format!("burst `{b}`: {e}")))?,
         },
         None if combine == "interleave" => Combine::Interleave { burst: 1 },
         _ => {
-            return Err(PyValueError::new_err(format!(
+            return Err(workload_error(format!(
                 "unknown combine `{combine}`; valid: mixture, interleave, interleave:BURST"
             )))
         }
@@ -358,12 +358,12 @@ fn workload_trace_write(
     )
     .map_err(to_py)?;
     if fmt != "bin" && fmt != "csv" {
-        return Err(PyValueError::new_err(format!(
+        return Err(workload_error(format!(
             "unknown fmt `{fmt}`; valid: bin, csv"
         )));
     }
     let file = std::fs::File::create(path)
-        .map_err(|e| PyValueError::new_err(format!("cannot create {path}: {e}")))?;
+        .map_err(|e| workload_error(format!("cannot create {path}: {e}")))?;
     let w = std::io::BufWriter::new(file);
     py.allow_threads(|| {
         if fmt == "csv" {
@@ -400,12 +400,12 @@ impl TraceReader {
         use std::io::Read;
         let open = || {
             std::fs::File::open(path)
-                .map_err(|e| PyValueError::new_err(format!("cannot open {path}: {e}")))
+                .map_err(|e| workload_error(format!("cannot open {path}: {e}")))
         };
         let mut head = [0u8; 8];
         let n = open()?
             .read(&mut head)
-            .map_err(|e| PyValueError::new_err(format!("cannot read {path}: {e}")))?;
+            .map_err(|e| workload_error(format!("cannot read {path}: {e}")))?;
         let source = if n == 8 && head == MAGIC {
             let r = std::io::BufReader::new(open()?);
             TraceSource::Bin(BinaryTraceReader::new(r).map_err(to_py)?)
