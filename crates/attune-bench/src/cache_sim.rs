@@ -1202,7 +1202,8 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             "reset" => reset_ablation(&a, &out)?,
             "policies" => policies(&a, &out)?,
             "dynamic" => dynamic(&a, &out)?,
-            "replay" => replay(&a, &out)?,
+            // A trace that cannot be read is a bad argument, like a bad flag.
+            "replay" => replay(&a, &out).map_err(Fail::Usage)?,
             _ => return Err(Fail::Usage(format!("unknown mode `{m}`\n{}", usage()))),
         }
         out.check()?;
