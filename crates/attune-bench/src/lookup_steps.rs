@@ -21,6 +21,7 @@ use attune_kv::options::LearnedIndex;
 use attune_kv::steps::{self, STEPS, STEP_NAMES};
 use attune_kv::{Compression, Options, DB};
 use attune_workload::keys::{encode_key16, KeySet};
+use serde::Serialize;
 use std::time::Instant;
 
 use crate::output::{Fail, Fields, Sink};
@@ -36,6 +37,22 @@ fn opts(mode: LearnedIndex) -> Options {
         block_cache_size: 256 << 20,
         ..Options::default()
     }
+}
+
+/// One row: a key set's lookups on one path (median round).
+#[derive(Serialize)]
+struct Row<'a> {
+    suite: &'static str,
+    key_set: &'a str,
+    path: &'static str,
+    records: u64,
+    lookups: u64,
+    repeats: usize,
+    /// `ns_<step>`: mean nanoseconds per lookup in each step (`attune_kv::steps::STEP_NAMES`).
+    #[serde(flatten)]
+    steps: Fields,
+    ns_total: f64,
+    ns_wall: f64,
 }
 
 struct Args {
@@ -181,18 +198,21 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                 );
             }
             let round1 = |v: f64| (v * 10.0).round() / 10.0;
-            let mut row = Fields::default();
-            row.push("suite", "learned-steps");
-            row.push("key_set", ks_name.as_str());
-            row.push("path", path);
-            row.push("records", a.records);
-            row.push("lookups", a.gets);
-            row.push("repeats", a.repeat);
+            let mut steps = Fields::default();
             for (name, ns) in STEP_NAMES.iter().zip(per) {
-                row.push(format!("ns_{name}"), round1(ns));
+                steps.push(format!("ns_{name}"), round1(ns));
             }
-            row.push("ns_total", round1(total));
-            row.push("ns_wall", round1(wall));
+            let row = Row {
+                suite: "learned-steps",
+                key_set: ks_name,
+                path,
+                records: a.records,
+                lookups: a.gets,
+                repeats: a.repeat,
+                steps,
+                ns_total: round1(total),
+                ns_wall: round1(wall),
+            };
             sink.row(&row)?;
         }
     }
