@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::output::{Fail, Fields, Sink};
+use crate::output::{Fail, Sink};
 
 use attune_cache::calibrate::{calibrate, Calibration};
 use attune_cache::{
@@ -243,36 +243,134 @@ impl Stream {
 
 // ----- output ------------------------------------------------------------------------------
 
-/// A row built field by field (each mode has its own, wide set of fields), serialized by serde
-/// in the order the fields were added.
-struct Row(Fields);
+// One struct per mode's row; `f64` fields that are NaN or infinite are written as null.
 
-impl Row {
-    fn new(bench: &str) -> Self {
-        let mut f = Fields::default();
-        f.push("bench", bench);
-        Row(f)
-    }
-    fn s(mut self, k: &str, v: &str) -> Self {
-        self.0.push(k, v);
-        self
-    }
-    /// A number; NaN and infinities are written as null.
-    fn f(mut self, k: &str, v: f64) -> Self {
-        self.0.push(k, v);
-        self
-    }
-    fn u(mut self, k: &str, v: u64) -> Self {
-        self.0.push(k, v);
-        self
-    }
-    fn v(mut self, k: &str, v: impl Serialize) -> Self {
-        self.0.push(
-            k,
-            serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
-        );
-        self
-    }
+#[derive(Serialize)]
+struct SweepRow {
+    bench: &'static str,
+    pattern: String,
+    m_over_du: f64,
+    alpha: f64,
+    costs: String,
+    cost_method: String,
+    ca_ns: f64,
+    ck_ns: f64,
+    memory_bytes: u64,
+    app_min_bytes: u64,
+    d_u_bytes: u64,
+    d_c_bytes: u64,
+    layout: String,
+    policy: String,
+    sample_inv: u64,
+    group_blocks: u64,
+    accesses: u64,
+    measured_from: u64,
+    le_symbiosis_ns: f64,
+    ma_symbiosis_bytes: u64,
+    h_a_symbiosis: f64,
+    h_k_symbiosis: f64,
+    le_static_min_ns: f64,
+    le_static_half_ns: f64,
+    le_static_full_ns: f64,
+    le_best_static_ns: f64,
+    ma_best_static_bytes: u64,
+    candidates_bytes: Vec<u64>,
+    le_static_ns: Vec<f64>,
+    hit_ns: f64,
+    best_over_symbiosis: f64,
+    worse_end_over_symbiosis: f64,
+    half_over_symbiosis: f64,
+    predicted_le_at_adopted_ns: f64,
+    sim_error_rel: f64,
+    rounds: u64,
+    adoptions: u64,
+    restarts: u64,
+    reverts: u64,
+    last_change_at_access: u64,
+    ghost_bytes_peak: u64,
+    ghost_fraction_of_m: f64,
+}
+
+#[derive(Serialize)]
+struct OverheadRow {
+    bench: &'static str,
+    pattern: String,
+    m_over_du: f64,
+    memory_bytes: u64,
+    sample_inv: u64,
+    accesses: u64,
+    tracker_ns_per_access: f64,
+    ghost_ns_per_access: f64,
+    round_ns_per_access: f64,
+    two_tier_model_ns_per_access: f64,
+    rounds_completed: u64,
+    ghost_bytes_peak: u64,
+    ghost_fraction_of_m: f64,
+}
+
+#[derive(Serialize)]
+struct SamplingRow {
+    bench: &'static str,
+    pattern: String,
+    m_over_du: f64,
+    alpha: f64,
+    memory_bytes: u64,
+    sample_inv: u64,
+    group_blocks: u64,
+    max_abs_err_h_a: f64,
+    max_abs_err_h_k: f64,
+    mean_rel_err_le: f64,
+    chosen_exact_le_over_best: f64,
+    ghost_bytes_peak: u64,
+    round_accesses: u64,
+}
+
+#[derive(Serialize)]
+struct ResetRow {
+    bench: &'static str,
+    pattern: String,
+    memory_bytes: u64,
+    alpha: f64,
+    change: String,
+    reset_policy: bool,
+    ma_phase1_bytes: u64,
+    le_until_round_end_ns: f64,
+    accesses_until_round_end: u64,
+    le_after_ns: f64,
+    ma_final_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct PoliciesRow {
+    bench: &'static str,
+    trace: String,
+    cache_over_data: f64,
+    data_bytes: u64,
+    accesses: u64,
+    miss_ratio_lru: f64,
+    miss_ratio_s3fifo: f64,
+}
+
+#[derive(Serialize)]
+struct DynamicRow {
+    bench: &'static str,
+    scenario: String,
+    memory_bytes: u64,
+    alpha: f64,
+    ca_ns: f64,
+    ck_ns: f64,
+    accesses_per_phase: u64,
+    phase1_le_symbiosis_ns: f64,
+    phase1_le_static_min_ns: f64,
+    phase1_le_static_full_ns: f64,
+    phase1_ma_bytes: u64,
+    phase2_le_symbiosis_ns: f64,
+    phase2_le_static_min_ns: f64,
+    phase2_le_static_full_ns: f64,
+    phase2_ma_bytes: u64,
+    phase2_first_round_end_after_accesses: Option<u64>,
+    rounds: u64,
+    reverts: u64,
 }
 
 /// One row of `--mode replay`: misses of one policy at one cache size.
@@ -305,8 +403,8 @@ impl<'a> Out<'a> {
         }
     }
     /// Writes a row; the first write error is kept and reported when the mode ends.
-    fn emit(&self, row: Row) {
-        if let Err(e) = self.sink.row(&row.0) {
+    fn emit<T: Serialize>(&self, row: T) {
+        if let Err(e) = self.sink.row(&row) {
             if let Ok(mut g) = self.err.lock() {
                 g.get_or_insert(e);
             }
@@ -445,7 +543,7 @@ fn ratio(num: f64, den: f64, hit_ns: f64) -> f64 {
     }
 }
 
-fn run_cell(a: &Args, cell: &Cell, out: &Out) -> Res<Row> {
+fn run_cell(a: &Args, cell: &Cell, out: &Out) -> Res<SweepRow> {
     let dist = pattern(&cell.pattern)?;
     let layout = layout_for(a, cell.ratio, cell.alpha)?;
     let cfg = sym_config(a, cell.costs);
@@ -538,57 +636,50 @@ fn run_cell(a: &Args, cell: &Cell, out: &Out) -> Res<Row> {
         static_le[last],
         ratio(best_le, sym_le, a.hit_ns),
     );
-    Ok(Row::new("cache-sweep")
-        .s("pattern", &cell.pattern)
-        .f("m_over_du", cell.ratio)
-        .f("alpha", cell.alpha)
-        .s("costs", &cell.cost_label)
-        .s("cost_method", &cell.cost_method)
-        .f("ca_ns", c.app_miss_ns)
-        .f("ck_ns", c.second_miss_ns)
-        .u("memory_bytes", a.memory)
-        .u("app_min_bytes", a.app_min)
-        .u("d_u_bytes", layout.uncompressed_bytes())
-        .u("d_c_bytes", layout.compressed_bytes())
-        .s("layout", &a.layout)
-        .s("policy", a.policy.name())
-        .u("sample_inv", u64::from(a.sample_inv))
-        .u("group_blocks", u64::from(a.group))
-        .u("accesses", n)
-        .u("measured_from", measure_from)
-        .f("le_symbiosis_ns", sym_le)
-        .u("ma_symbiosis_bytes", target)
-        .f("h_a_symbiosis", sym_counts.h_a())
-        .f("h_k_symbiosis", sym_counts.h_k())
-        .f("le_static_min_ns", static_le[0])
-        .f("le_static_half_ns", static_le[half_i])
-        .f("le_static_full_ns", static_le[last])
-        .f("le_best_static_ns", best_le)
-        .u("ma_best_static_bytes", cands[best_i])
-        .v("candidates_bytes", &cands)
-        .v("le_static_ns", &static_le)
-        .f("hit_ns", a.hit_ns)
-        .f("best_over_symbiosis", ratio(best_le, sym_le, a.hit_ns))
-        .f(
-            "worse_end_over_symbiosis",
-            ratio(worse_of_ends, sym_le, a.hit_ns),
-        )
-        .f(
-            "half_over_symbiosis",
-            ratio(static_le[half_i], sym_le, a.hit_ns),
-        )
-        .f("predicted_le_at_adopted_ns", predicted)
-        .f(
-            "sim_error_rel",
-            (predicted - sym_le).abs() / sym_le.max(1e-9),
-        )
-        .u("rounds", u64::from(stats.rounds))
-        .u("adoptions", u64::from(stats.adoptions))
-        .u("restarts", u64::from(stats.restarts))
-        .u("reverts", u64::from(stats.reverts))
-        .u("last_change_at_access", last_change)
-        .u("ghost_bytes_peak", ghost_peak as u64)
-        .f("ghost_fraction_of_m", ghost_peak as f64 / a.memory as f64))
+    Ok(SweepRow {
+        bench: "cache-sweep",
+        pattern: cell.pattern.to_string(),
+        m_over_du: cell.ratio,
+        alpha: cell.alpha,
+        costs: cell.cost_label.to_string(),
+        cost_method: cell.cost_method.to_string(),
+        ca_ns: c.app_miss_ns,
+        ck_ns: c.second_miss_ns,
+        memory_bytes: a.memory,
+        app_min_bytes: a.app_min,
+        d_u_bytes: layout.uncompressed_bytes(),
+        d_c_bytes: layout.compressed_bytes(),
+        layout: a.layout.to_string(),
+        policy: a.policy.name().to_string(),
+        sample_inv: u64::from(a.sample_inv),
+        group_blocks: u64::from(a.group),
+        accesses: n,
+        measured_from: measure_from,
+        le_symbiosis_ns: sym_le,
+        ma_symbiosis_bytes: target,
+        h_a_symbiosis: sym_counts.h_a(),
+        h_k_symbiosis: sym_counts.h_k(),
+        le_static_min_ns: static_le[0],
+        le_static_half_ns: static_le[half_i],
+        le_static_full_ns: static_le[last],
+        le_best_static_ns: best_le,
+        ma_best_static_bytes: cands[best_i],
+        candidates_bytes: cands.clone(),
+        le_static_ns: static_le.clone(),
+        hit_ns: a.hit_ns,
+        best_over_symbiosis: ratio(best_le, sym_le, a.hit_ns),
+        worse_end_over_symbiosis: ratio(worse_of_ends, sym_le, a.hit_ns),
+        half_over_symbiosis: ratio(static_le[half_i], sym_le, a.hit_ns),
+        predicted_le_at_adopted_ns: predicted,
+        sim_error_rel: (predicted - sym_le).abs() / sym_le.max(1e-9),
+        rounds: u64::from(stats.rounds),
+        adoptions: u64::from(stats.adoptions),
+        restarts: u64::from(stats.restarts),
+        reverts: u64::from(stats.reverts),
+        last_change_at_access: last_change,
+        ghost_bytes_peak: ghost_peak as u64,
+        ghost_fraction_of_m: ghost_peak as f64 / a.memory as f64,
+    })
 }
 
 fn cost_sets(a: &Args, out: &Out) -> Res<Vec<(f64, String, MissCosts, String)>> {
@@ -744,21 +835,21 @@ fn overhead(a: &Args, out: &Out) -> Res<()> {
             peak / 1024,
             100.0 * peak as f64 / a.memory as f64
         );
-        out.emit(
-            Row::new("cache-overhead")
-                .s("pattern", p)
-                .f("m_over_du", 0.4)
-                .u("memory_bytes", a.memory)
-                .u("sample_inv", u64::from(a.sample_inv))
-                .u("accesses", n as u64)
-                .f("tracker_ns_per_access", tracker_ns)
-                .f("ghost_ns_per_access", ghost_ns)
-                .f("round_ns_per_access", tracker_ns + ghost_ns)
-                .f("two_tier_model_ns_per_access", model_ns)
-                .u("rounds_completed", rounds)
-                .u("ghost_bytes_peak", peak as u64)
-                .f("ghost_fraction_of_m", peak as f64 / a.memory as f64),
-        );
+        out.emit(OverheadRow {
+            bench: "cache-overhead",
+            pattern: p.to_string(),
+            m_over_du: 0.4,
+            memory_bytes: a.memory,
+            sample_inv: u64::from(a.sample_inv),
+            accesses: n as u64,
+            tracker_ns_per_access: tracker_ns,
+            ghost_ns_per_access: ghost_ns,
+            round_ns_per_access: tracker_ns + ghost_ns,
+            two_tier_model_ns_per_access: model_ns,
+            rounds_completed: rounds,
+            ghost_bytes_peak: peak as u64,
+            ghost_fraction_of_m: peak as f64 / a.memory as f64,
+        });
     }
     Ok(())
 }
@@ -855,21 +946,21 @@ fn sampling(a: &Args, out: &Out) -> Res<()> {
                     ghost.peak_metadata_bytes() / 1024,
                     fed
                 );
-                out.emit(
-                    Row::new("cache-sampling")
-                        .s("pattern", p)
-                        .f("m_over_du", ratio)
-                        .f("alpha", alpha)
-                        .u("memory_bytes", a.memory)
-                        .u("sample_inv", u64::from(inv))
-                        .u("group_blocks", u64::from(group))
-                        .f("max_abs_err_h_a", d_ha)
-                        .f("max_abs_err_h_k", d_hk)
-                        .f("mean_rel_err_le", d_le)
-                        .f("chosen_exact_le_over_best", regret)
-                        .u("ghost_bytes_peak", ghost.peak_metadata_bytes() as u64)
-                        .u("round_accesses", fed),
-                );
+                out.emit(SamplingRow {
+                    bench: "cache-sampling",
+                    pattern: p.to_string(),
+                    m_over_du: ratio,
+                    alpha,
+                    memory_bytes: a.memory,
+                    sample_inv: u64::from(inv),
+                    group_blocks: u64::from(group),
+                    max_abs_err_h_a: d_ha,
+                    max_abs_err_h_k: d_hk,
+                    mean_rel_err_le: d_le,
+                    chosen_exact_le_over_best: regret,
+                    ghost_bytes_peak: ghost.peak_metadata_bytes() as u64,
+                    round_accesses: fed,
+                });
             }
         }
     }
@@ -925,19 +1016,19 @@ fn reset_ablation(a: &Args, out: &Out) -> Res<()> {
                 le(&after),
                 cl.sym.app_target_bytes() / MIB
             );
-            out.emit(
-                Row::new("cache-reset")
-                    .s("pattern", p)
-                    .u("memory_bytes", a.memory)
-                    .f("alpha", alpha)
-                    .s("change", "D_u 0.5M -> 3M")
-                    .v("reset_policy", reset)
-                    .u("ma_phase1_bytes", ma_phase1)
-                    .f("le_until_round_end_ns", le(&during))
-                    .u("accesses_until_round_end", during.accesses)
-                    .f("le_after_ns", le(&after))
-                    .u("ma_final_bytes", cl.sym.app_target_bytes()),
-            );
+            out.emit(ResetRow {
+                bench: "cache-reset",
+                pattern: p.to_string(),
+                memory_bytes: a.memory,
+                alpha,
+                change: "D_u 0.5M -> 3M".to_string(),
+                reset_policy: reset,
+                ma_phase1_bytes: ma_phase1,
+                le_until_round_end_ns: le(&during),
+                accesses_until_round_end: during.accesses,
+                le_after_ns: le(&after),
+                ma_final_bytes: cl.sym.app_target_bytes(),
+            });
         }
     }
     Ok(())
@@ -1001,15 +1092,15 @@ fn policies(a: &Args, out: &Out) -> Res<()> {
                 res[0],
                 res[1]
             );
-            out.emit(
-                Row::new("cache-policies")
-                    .s("trace", &name)
-                    .f("cache_over_data", frac)
-                    .u("data_bytes", blocks * u64::from(BLOCK_BYTES))
-                    .u("accesses", n)
-                    .f("miss_ratio_lru", res[0])
-                    .f("miss_ratio_s3fifo", res[1]),
-            );
+            out.emit(PoliciesRow {
+                bench: "cache-policies",
+                trace: name.to_string(),
+                cache_over_data: frac,
+                data_bytes: blocks * u64::from(BLOCK_BYTES),
+                accesses: n,
+                miss_ratio_lru: res[0],
+                miss_ratio_s3fifo: res[1],
+            });
         }
     }
     Ok(())
@@ -1164,26 +1255,26 @@ fn dynamic(a: &Args, out: &Out) -> Res<()> {
             res[1].0[2],
             conv(converged[1]),
         );
-        out.emit(
-            Row::new("cache-dynamic")
-                .s("scenario", name)
-                .u("memory_bytes", a.memory)
-                .f("alpha", alpha)
-                .f("ca_ns", costs.app_miss_ns)
-                .f("ck_ns", costs.second_miss_ns)
-                .u("accesses_per_phase", n)
-                .f("phase1_le_symbiosis_ns", res[0].0[0])
-                .f("phase1_le_static_min_ns", res[0].0[1])
-                .f("phase1_le_static_full_ns", res[0].0[2])
-                .u("phase1_ma_bytes", res[0].1)
-                .f("phase2_le_symbiosis_ns", res[1].0[0])
-                .f("phase2_le_static_min_ns", res[1].0[1])
-                .f("phase2_le_static_full_ns", res[1].0[2])
-                .u("phase2_ma_bytes", res[1].1)
-                .v("phase2_first_round_end_after_accesses", converged[1])
-                .u("rounds", cl.sym.rounds().len() as u64)
-                .u("reverts", u64::from(cl.sym.stats().reverts)),
-        );
+        out.emit(DynamicRow {
+            bench: "cache-dynamic",
+            scenario: name.to_string(),
+            memory_bytes: a.memory,
+            alpha,
+            ca_ns: costs.app_miss_ns,
+            ck_ns: costs.second_miss_ns,
+            accesses_per_phase: n,
+            phase1_le_symbiosis_ns: res[0].0[0],
+            phase1_le_static_min_ns: res[0].0[1],
+            phase1_le_static_full_ns: res[0].0[2],
+            phase1_ma_bytes: res[0].1,
+            phase2_le_symbiosis_ns: res[1].0[0],
+            phase2_le_static_min_ns: res[1].0[1],
+            phase2_le_static_full_ns: res[1].0[2],
+            phase2_ma_bytes: res[1].1,
+            phase2_first_round_end_after_accesses: converged[1],
+            rounds: cl.sym.rounds().len() as u64,
+            reverts: u64::from(cl.sym.stats().reverts),
+        });
     }
     Ok(())
 }
