@@ -58,6 +58,7 @@ def find_binary(build: bool) -> str:
             subprocess.run(cmd, cwd=_REPO, check=True)
         except (OSError, subprocess.CalledProcessError) as exc:
             raise BenchHashError(f"building {BINARY} failed: {exc}") from exc
+        return str(_REPO / "target" / "release" / BINARY)  # the one just built
     from attune.bench import find_binary as find_harness
 
     return str(find_harness())
