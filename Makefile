@@ -27,6 +27,7 @@ help:
 	@echo "make bench  - side-by-side micro benchmarks against RocksDB; regenerates docs/BENCHMARKS.md"
 	@echo "make bench-vlog - value separation against RocksDB BlobDB (part of make bench)"
 	@echo "make bench-learned - learned indexes off/always/analyzer vs RocksDB, LevelDB (~13 min)"
+	@echo "make bench-bins - build the one benchmark harness (attune-bench) into .venv/bin"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
 
@@ -57,12 +58,14 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) $(PY_SOURCES)
 
 build: $(STAMPS)/apt $(STAMPS)/build $(STAMPS)/bench-bins
 
-# The benchmark harnesses are plain binaries (no Python linkage); `attune bench` runs them.
+# The benchmark harness is one plain binary (no Python linkage); `attune bench` runs it.
 $(STAMPS)/bench-bins: $(STAMPS)/venv $(RUST_SOURCES)
-	$(CARGO) build --release -p attune-bench -p attune-hash -p attune-cache --bins
-	cp target/release/attune-bench target/release/attune-hash-bench target/release/attune-cache-sim \
-		$(VENV)/bin/
+	$(CARGO) build --release -p attune-bench
+	cp target/release/attune-bench $(VENV)/bin/
 	@touch $@
+
+.PHONY: bench-bins
+bench-bins: $(STAMPS)/bench-bins
 
 demo: build
 	$(VENV)/bin/attune demo
@@ -111,36 +114,45 @@ BENCH_RESULTS := micro ycsb vlog-1k vlog-4k vlog-scan100 rocksdb-vs-db_bench mic
 # Value separation against RocksDB's BlobDB (db_bench --enable_blob_files), and Attune without it.
 VLOG_ENGINES := attune,attune:enable_blob_files=false,db_bench,db_bench:enable_blob_files=1
 VLOG_COMMON := --engines $(VLOG_ENGINES) --compression lz4 --cache-size 64MiB --repeat 2 \
-	--progress none
+	--no-progress
+# `--out` appends, so each target removes the results files it rewrites first.
 bench: build
-	$(VENV)/bin/attune bench micro --engines attune,rocksdb,rocksdb:bloom_bits=10,db_bench \
+	rm -f benches/results/micro.jsonl benches/results/ycsb.jsonl
+	$(VENV)/bin/attune-bench kv micro --engines attune,rocksdb,rocksdb:bloom_bits=10,db_bench \
 		--records $(BENCH_RECORDS) --compression lz4 --cache-size 64MiB --repeat 2 \
-		--progress none --json benches/results/micro.jsonl
-	$(VENV)/bin/attune bench ycsb --engines attune,rocksdb,leveldb,wiredtiger,lmdb \
+		--no-progress --out benches/results/micro.jsonl
+	$(VENV)/bin/attune-bench kv ycsb --engines attune,rocksdb,leveldb,wiredtiger,lmdb \
 		--workloads load,a,b,c,d,e,f --records $(BENCH_RECORDS) --operations 500000 \
-		--distribution zipfian:0.99 --cache-size 64MiB --compression none --progress none \
-		--json benches/results/ycsb.jsonl
+		--distribution zipfian:0.99 --cache-size 64MiB --compression none --no-progress \
+		--out benches/results/ycsb.jsonl
 	$(MAKE) bench-vlog
 
 bench-vlog: build
-	$(VENV)/bin/attune bench micro $(VLOG_COMMON) --value-size 1024 --records 500000 \
+	rm -f benches/results/vlog-1k.jsonl benches/results/vlog-4k.jsonl \
+		benches/results/vlog-scan100.jsonl
+	$(VENV)/bin/attune-bench kv micro $(VLOG_COMMON) --value-size 1024 --records 500000 \
 		--operations 200000 --benchmarks fillrandom,overwrite,readrandom,seekrandom \
-		--seek-nexts 10 --json benches/results/vlog-1k.jsonl
-	$(VENV)/bin/attune bench micro $(VLOG_COMMON) --value-size 4096 --records 125000 \
+		--seek-nexts 10 --out benches/results/vlog-1k.jsonl
+	$(VENV)/bin/attune-bench kv micro $(VLOG_COMMON) --value-size 4096 --records 125000 \
 		--operations 100000 --benchmarks fillrandom,overwrite,readrandom,seekrandom \
-		--seek-nexts 10 --json benches/results/vlog-4k.jsonl
-	$(VENV)/bin/attune bench micro $(VLOG_COMMON) --value-size 1024 --records 500000 \
+		--seek-nexts 10 --out benches/results/vlog-4k.jsonl
+	$(VENV)/bin/attune-bench kv micro $(VLOG_COMMON) --value-size 1024 --records 500000 \
 		--operations 50000 --benchmarks fillrandom,seekrandom --seek-nexts 100 \
-		--json benches/results/vlog-scan100.jsonl
+		--out benches/results/vlog-scan100.jsonl
 	$(MAKE) bench-report
 
 # Learned indexes in the engine (docs/learned-index.md "Measured in the engine"): models off /
-# always / analyzer beside RocksDB and LevelDB, about 13 minutes on 2 cores.
+# always / analyzer beside RocksDB and LevelDB, about 13 minutes on 2 cores. The per-step
+# breakdown needs a harness built with step timing; it gets its own target directory so that the
+# instrumented engine never replaces the one every other benchmark measures.
+STEP_TIMING_TARGET := target/step-timing
 bench-learned: build
 	benches/learned/run.sh $(VENV)/bin/attune-bench
+	$(CARGO) build --release -p attune-bench --features step-timing \
+		--target-dir $(STEP_TIMING_TARGET)
 	rm -f benches/results/learned-steps.jsonl
-	$(CARGO) run --release -p attune-kv --features step-timing --example lookup_steps -- \
-		--records 200000 --gets 400000 --repeat 3 --json benches/results/learned-steps.jsonl
+	$(STEP_TIMING_TARGET)/release/attune-bench lookup-steps --records 200000 --gets 400000 \
+		--repeat 3 --no-progress --out benches/results/learned-steps.jsonl
 	$(VENV)/bin/python benches/learned/report.py benches/results
 
 bench-report: build

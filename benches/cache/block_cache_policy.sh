@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7, seventh session: the block cache's replacement policy, LRU against S3-FIFO
+# The block cache's replacement policy, LRU against S3-FIFO
 # (option block_cache_policy), side by side in one attune-bench run per request distribution:
 # 1M YCSB records of one 100-byte field, an 8 MiB block cache (the data is about 70 MiB of
 # LZ4 tables; with `--compression none` mapped tables are read in place and bypass the block
@@ -15,10 +15,9 @@ OUT=${OUT:-benches/results/block-cache-policy.jsonl}
 mkdir -p "$DIR"
 : >"$OUT"
 for d in zipfian uniform; do
-  nice -n 5 "$BENCH" ycsb \
+  nice -n 5 "$BENCH" kv ycsb \
     --engines "attune:block_cache_policy=lru,attune:block_cache_policy=s3fifo" \
     --records 1M --operations 1M --warmup-ops 200K --field-count 1 --field-length 100 \
     --workloads load,c,e --distribution "$d" --cache-size 8MiB --compression lz4 \
-    --repeat 3 --dir "$DIR" --progress none --json "$DIR/block-cache-policy-$d.jsonl"
-  cat "$DIR/block-cache-policy-$d.jsonl" >>"$OUT"
+    --repeat 3 --dir "$DIR" --no-progress --out "$OUT"
 done

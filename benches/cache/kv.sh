@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7 engine benchmark: Attune with adaptive cache sizing (Symbiosis) against static splits
+# Engine benchmark: Attune with adaptive cache sizing (Symbiosis) against static splits
 # M_a = 1/8, 4/8, 7/8 of the cache budget, in both layouts, and RocksDB under the same cgroup,
 # one run per access pattern. Rows go to benches/results/cache-kv.jsonl; docs/symbiosis.md
 # ("Engine benchmark") has the tables, made by benches/cache/kv_report.py.
@@ -21,12 +21,10 @@ K="$A;mmap_reads=false;cache_layout=kernel"
 ENGINES="$ENGINES,$K;cache_sizing=adaptive"
 for s in 4MiB 16MiB 28MiB; do ENGINES="$ENGINES,$K;cache_sizing=$s"; done
 ENGINES="$ENGINES,rocksdb:cache_size=32MiB,rocksdb:cache_size=16MiB"
-# The harness rewrites its --json file, so each pattern goes to its own file, appended to OUT.
+# One run per access pattern, each appending its rows to OUT.
 for dist in ${DISTS:-zipfian:0.99 uniform}; do
-  part="$OUT.part"
-  "$BIN" ycsb --workloads load,c --records 150000 --operations 300000 --warmup-ops 300000 \
+  "$BIN" kv ycsb --workloads load,c --records 150000 --operations 300000 --warmup-ops 300000 \
     --distribution "$dist" --compression lz4 --cache-size 32MiB --write-buffer-size 16MiB \
-    --memory-limit 96MiB --cold --engines "$ENGINES" --dir "$DIR" --progress none \
-    --repeat "${REPEAT:-3}" --json "$part"
-  cat "$part" >> "$OUT" && rm -f "$part"
+    --memory-limit 96MiB --cold --engines "$ENGINES" --dir "$DIR" --no-progress \
+    --repeat "${REPEAT:-3}" --out "$OUT"
 done

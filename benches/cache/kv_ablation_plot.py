@@ -1,6 +1,6 @@
-"""Sampling-rate ablation at engine level (issue 7): predicted vs measured hit ratios.
+"""Sampling-rate ablation at engine level: predicted vs measured hit ratios.
 
-Input: `attune-cache-kv ablation` rows (benches/results/cache-kv-ablation.jsonl), one per 1/R,
+Input: `attune-bench cache-kv ablation` rows (benches/results/cache-kv-ablation.jsonl), one per 1/R,
 each with the first round's predicted H_a, H_k and L_e per candidate split and the same
 candidates measured statically. Output: a PNG with three panels (H_a, H_k, L_e against M_a),
 one line per 1/R and the measurement in black; and a markdown table of the errors on stdout.

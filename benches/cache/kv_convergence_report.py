@@ -1,4 +1,4 @@
-"""Convergence table for docs/symbiosis.md from `attune-cache-kv dynamic` rows (issue 7).
+"""Convergence table for docs/symbiosis.md from `attune-bench cache-kv dynamic` rows.
 
 Reads benches/results/cache-kv-convergence.jsonl and the timelines in
 benches/results/cache-kv-convergence/<n>.json (written by benches/cache/kv_convergence.sh) and
@@ -76,7 +76,8 @@ def main() -> None:
     ap.add_argument(
         "--by-binary",
         action="store_true",
-        help="label side-by-side rows by their binary (the first word of `command`)",
+        help="label side-by-side rows by their binary (its commit, `machine.git_commit`; "
+        "older rows: the first word of `command`)",
     )
     a = ap.parse_args()
     d = Path(a.dir)
@@ -96,7 +97,8 @@ def main() -> None:
         tl = json.loads(f.read_text())[0]["timeline"]
         kind = "side by side" if "switch_accesses" in row else "pipeline (old)"
         if a.by_binary and "switch_accesses" in row:
-            kind = row["command"].split()[0]
+            commit = (row.get("machine") or {}).get("git_commit")
+            kind = commit[:12] if commit and commit != "unknown" else row["command"].split()[0]
         sw_acc = switch_accesses(row, tl)
         stable_ms = row.get("converged_ms")
         stable_acc = row.get("converged_accesses")

@@ -1,6 +1,6 @@
-"""Plot of the engine-level dynamic run (issue 7): M_a, H_a / H_k and L_e over time.
+"""Plot of the engine-level dynamic run: M_a, H_a / H_k and L_e over time.
 
-Input: the JSON file written by `attune-cache-kv dynamic --timeline FILE` (one object per sizing,
+Input: the JSON file written by `attune-bench cache-kv dynamic --timeline FILE` (one object per sizing,
 each with the controller's per-window timeline and the phase switch time). Output: a PNG.
 
 Usage: python3 benches/cache/kv_dynamic_plot.py TIMELINE.json docs/symbiosis-plots/dynamic.png

@@ -1,4 +1,4 @@
-"""RocksDB against Attune at the same budget on the engine sweep's cells (issue 7).
+"""RocksDB against Attune at the same budget on the engine sweep's cells.
 
 Reads benches/results/cache-kv-rocksdb-sweep.jsonl (attune-bench YCSB rows written by
 benches/cache/kv_rocksdb_sweep.sh, each with the cell's `ratio`) and prints one markdown row per

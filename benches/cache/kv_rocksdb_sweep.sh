@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7: RocksDB at the same budget on the engine sweep's cells (patterns uniform, scrambled
+# RocksDB at the same budget on the engine sweep's cells (patterns uniform, scrambled
 # zipfian 0.99, hotspot 20/80; M/D_u 0.2, 0.6, 1.0; LZ4 and Zstd), with the harness and
 # settings of benches/cache/kv.sh: YCSB C on 1 KB records, memory_budget 64 MiB (two 16 MiB
 # memtables + M = 32 MiB) in a 96 MiB cgroup, pread reads, page cache dropped before each phase.
@@ -14,7 +14,7 @@
 # controller's timeline and MRC are dropped from settings.cache_tiers).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-target/attune-bench-s5}   # a copy of target/release/attune-bench
+BIN=${BIN:-target/release/attune-bench}   # copy it elsewhere if builds run meanwhile
 OUT=${OUT:-benches/results/cache-kv-rocksdb-sweep.jsonl}
 DIR=${DIR:-target/bench-cache-kv-sweep}
 OPS=${OPS:-300000}
@@ -26,10 +26,11 @@ for comp in ${COMPS:-lz4 zstd}; do
     records=$(python3 -c "print(int(32 * 2**20 / $ratio / 1016))")
     for dist in ${DISTS:-uniform scrambled:0.99 hotspot:0.2:0.8}; do
       part="$OUT.part"
-      "$BIN" ycsb --workloads load,c --records "$records" --operations "$OPS" \
+      rm -f "$part"
+      "$BIN" kv ycsb --workloads load,c --records "$records" --operations "$OPS" \
         --warmup-ops "$OPS" --distribution "$dist" --compression "$comp" --cache-size 32MiB \
         --write-buffer-size 16MiB --memory-limit 96MiB --cold --engines "$ENGINES" \
-        --dir "$DIR" --progress none --repeat "${REPEAT:-1}" --json "$part"
+        --dir "$DIR" --no-progress --repeat "${REPEAT:-1}" --out "$part"
       python3 - "$part" "$ratio" >> "$OUT" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):

@@ -1,8 +1,8 @@
-"""Tables for docs/symbiosis.md from attune-cache-kv rows (issue 7, engine level).
+"""Tables for docs/symbiosis.md from `attune-bench cache-kv` rows (engine level).
 
 Reads benches/results/cache-kv-sweep.jsonl (`sweep` rows), cache-kv-dynamic.jsonl and
 cache-kv-overhead.jsonl and prints markdown. Latency per read is the engine's thread CPU time per
-read plus C_k per real device read (MemEnv; see crates/attune-cache-kv). Ratios > 1 favour
+read plus C_k per real device read (MemEnv; see crates/attune-bench/src/cache_kv.rs). Ratios > 1 favour
 adaptive sizing.
 
 Usage: python3 benches/cache/kv_sweep_report.py [--dir benches/results] [--sweep FILE]

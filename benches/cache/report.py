@@ -1,4 +1,4 @@
-"""Markdown tables from benches/results/cache.jsonl (rows written by attune-cache-sim).
+"""Markdown tables from benches/results/cache.jsonl (rows written by `attune-bench cache-sim`).
 
 Usage: python3 benches/cache/report.py [FILE ...]
 (default: benches/results/cache.jsonl and benches/results/cache-ablations.jsonl)

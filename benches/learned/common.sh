@@ -1,6 +1,6 @@
 # Shared setup of the learned-index benchmark scripts (sourced by run.sh and writes.sh): the
 # binary, output and scratch directories, the engines' names, the data shape and the `run`
-# helper that appends one attune-bench ycsb invocation's rows to a results file.
+# helper that appends one attune-bench kv ycsb invocation's rows to a results file.
 BIN=${1:-.venv/bin/attune-bench}
 OUT=benches/results
 SCRATCH=${SCRATCH:-/tmp/attune-learned}
@@ -10,12 +10,10 @@ OFF=attune:learned_index=off
 ALWAYS=attune:learned_index=always
 # 16-byte keys, one 100-byte value per record, everything in memory (64 MiB cache for 23 MB data).
 COMMON=(--field-count 1 --field-length 100 --cache-size 64MiB --compression none
-        --progress none --dir "$SCRATCH/db")
+        --no-progress --dir "$SCRATCH/db")
 
-run() { # run OUTFILE ARGS...  (one attune-bench ycsb invocation appended to OUTFILE)
+run() { # run OUTFILE ARGS...  (one attune-bench kv ycsb invocation appended to OUTFILE)
     local out=$1; shift
-    local part="$SCRATCH/part.jsonl"
-    "$BIN" ycsb "$@" "${COMMON[@]}" --json "$part"
-    cat "$part" >> "$out"
+    "$BIN" kv ycsb "$@" "${COMMON[@]}" --out "$out"
 }
 fresh() { rm -f "$1"; }

@@ -583,7 +583,7 @@ def delta_keysets(rows: list[dict]) -> None:
 
 def steps(rows: list[dict]) -> None:
     """Nanoseconds per lookup step, baseline against model path, per key set (the
-    `lookup_steps` example's rows; step timing adds about one clock read per step)."""
+    `attune-bench lookup-steps` rows; step timing adds about one clock read per step)."""
     names = [k for k in rows[0] if k.startswith("ns_") and k not in ("ns_total", "ns_wall")]
     print(
         "| key set | path | " + " | ".join(n[3:] for n in names) + " | total ns | model/baseline |"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Learned-index benchmarks (issue #6, docs/learned-index.md "Measured in the engine"): Attune with
+# Learned-index benchmarks (docs/learned-index.md "Measured in the engine"): Attune with
 # models off / always / analyzer side by side with RocksDB 7.8 and LevelDB 1.23, same data, same
 # memory budget and same phases in one attune-bench run per key set. Scaled for a 2-core shared
 # machine (about 13 minutes here). Writes benches/results/learned-*.jsonl; every row carries the exact
@@ -74,10 +74,9 @@ run $OUT/learned-load.jsonl --key-set osm --records 500000 --repeat 5 --workload
 #    tables (mmap_reads_limit=auto) and reads the rest with pread; `unlimited` maps them all.
 fresh $OUT/learned-memlimit.jsonl
 U=mmap_reads_limit=unlimited
-"$BIN" ycsb --engines "$OFF,$ALWAYS,$OFF;$U,$ALWAYS;$U,rocksdb,leveldb" \
+"$BIN" kv ycsb --engines "$OFF,$ALWAYS,$OFF;$U,$ALWAYS;$U,rocksdb,leveldb" \
     --key-set osm --records 1000000 --operations 5000 --workloads load,compact,learn,c:uniform \
     --field-count 1 --field-length 100 --cache-size 4MiB --write-buffer-size 4MiB \
-    --memory-limit 32MiB --compression none --progress none --dir "$SCRATCH/db" \
-    --json "$SCRATCH/part.jsonl" || echo "run.sh: memory-limited run reported failures" >&2
-cat "$SCRATCH/part.jsonl" >> $OUT/learned-memlimit.jsonl
+    --memory-limit 32MiB --compression none --no-progress --dir "$SCRATCH/db" \
+    --out $OUT/learned-memlimit.jsonl || echo "run.sh: memory-limited run reported failures" >&2
 rm -rf "$SCRATCH"

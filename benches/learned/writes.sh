@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Write-percentage sweep of the learned index (issue #6, Bourbon §2.4.4; docs/learned-index.md
+# Write-percentage sweep of the learned index (Bourbon §2.4.4; docs/learned-index.md
 # "The analyzer under writes"): models off, offline, always and the analyzer with both benefit
 # estimates, side by side in one attune-bench run per data size. Called by run.sh; runs alone
 # too (about 15 minutes here). Writes benches/results/learned-writes{,-1m}.jsonl.

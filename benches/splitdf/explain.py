@@ -113,9 +113,7 @@ def main(argv: list[str]) -> int:
     opts = ap.parse_args(argv)
     dataset, unsplit, split_dir = opts.dataset, opts.unsplit, opts.split_dir
     only = set(opts.steps.split(",")) if opts.steps else None
-    command = " ".join(
-        shlex.quote(a) for a in [".venv/bin/python", "benches/splitdf/explain.py"] + argv
-    )
+    command = " ".join(shlex.quote(a) for a in ["attune", "bench", "splitdf", "explain"] + argv)
     mach = run.machine()
     sf = frames.connect(split_dir, load="table", name="sdata")
     bits = frames.splitdf.perfect_ht_bits(sf.schema)

@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
     print(json.dumps(row))
     if out:
         command = " ".join(
-            shlex.quote(a) for a in [".venv/bin/python", "benches/splitdf/key_order.py"] + argv
+            shlex.quote(a) for a in ["attune", "bench", "splitdf", "key-order"] + argv
         )
         with open(out, "a") as f:
             f.write(json.dumps({**row, "command": command, "machine": run.machine()}) + "\n")

@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
 
     bits = str(perfect_ht_bits(read_schema(split_dir)))
     command = " ".join(
-        shlex.quote(a) for a in [".venv/bin/python", "benches/splitdf/memory_probe.py"] + argv
+        shlex.quote(a) for a in ["attune", "bench", "splitdf", "memory-probe"] + argv
     )
     for mode, path in (
         ("unsplit-ibis", unsplit),

@@ -167,7 +167,7 @@ def main(path: str) -> None:
 
 def plots(path: str, out_dir: str) -> list[str]:
     """One PNG per configuration: split / unsplit median wall time of every notebook step per
-    data set, with the 1.2x bound of the issue drawn in. Returns the files written."""
+    data set, with the 1.2x bound of the target drawn in. Returns the files written."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -20,8 +20,9 @@ peak RSS of the same process without data (imports, connection, warm-up; median 
 run DuckDB with the perfect-hash threshold SplitDF's connect() sets for the split.
 `--only notebook` reruns the notebook on the split a previous run left in --work.
 
-Writes JSON lines to --out (default benches/results/splitdf.jsonl), each with `command` and
-`machine`. Usage: .venv/bin/python benches/splitdf/run.py [--datasets flights,tpch,accidents]
+Rows (each with `command` and `machine`, the harness's machine description) are appended to --out
+and, with --json, printed on stdout. Usage: `attune bench splitdf [run] [--datasets
+flights,tpch,accidents] [--out benches/results/splitdf.jsonl] [--json] [--no-progress]`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -46,15 +45,10 @@ PY = sys.executable
 
 
 def machine() -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release()}
+    """The machine as every results row records it: `attune-bench machine --json`."""
+    from attune.bench import machine as harness_machine
+
+    return harness_machine()
 
 
 # ----------------------------------------------------------------------------- data sets
@@ -692,7 +686,9 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default="flights,tpch,accidents")
     ap.add_argument("--work", default="/tmp/attune-splitdf")
-    ap.add_argument("--out", default=str(REPO / "benches/results/splitdf.jsonl"))
+    ap.add_argument("--out", default=None, help="append the rows to this JSON-lines file")
+    ap.add_argument("--json", action="store_true", help="print the rows on stdout")
+    ap.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     ap.add_argument("--tpch-scale", type=float, default=0.1)
     ap.add_argument("--accidents-mb", type=int, default=1024)
     ap.add_argument("--narrow-keys", action="store_true")
@@ -713,18 +709,19 @@ def main(argv: list[str]) -> int:
     opts = ap.parse_args(argv)
     work = Path(opts.work)
     work.mkdir(parents=True, exist_ok=True)
-    command = " ".join(
-        shlex.quote(a) for a in [".venv/bin/python", "benches/splitdf/run.py"] + argv
-    )
+    command = " ".join(shlex.quote(a) for a in ["attune", "bench", "splitdf", "run"] + argv)
     mach = machine()
-    out = Path(opts.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = Path(opts.out) if opts.out else None
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
 
     def emit(row: dict) -> None:
         row = {"bench": "splitdf", **row, "command": command, "machine": mach}
-        print(json.dumps(row), flush=True)
-        with out.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        if opts.json:
+            print(json.dumps(row), flush=True)
+        if out is not None:
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
 
     for ds in opts.datasets.split(","):
         t0 = time.perf_counter()
@@ -736,11 +733,13 @@ def main(argv: list[str]) -> int:
             csv = make_accidents(work, opts.accidents_mb)
         else:
             raise SystemExit(f"unknown data set {ds}")
-        print(
-            f"# {ds}: {csv} ({csv.stat().st_size} bytes, made in {time.perf_counter() - t0:.1f}s)",
-            file=sys.stderr,
-            flush=True,
-        )
+        if not opts.no_progress:
+            print(
+                f"# {ds}: {csv} ({csv.stat().st_size} bytes, "
+                f"made in {time.perf_counter() - t0:.1f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
         bench_dataset(ds, csv, work, opts, emit)
     return 0
 

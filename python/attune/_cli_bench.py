@@ -1,8 +1,16 @@
 """CLI verb ``attune bench``: run the benchmark harness and write reports.
 
-* ``attune bench micro ...`` / ``attune bench ycsb ...`` / ``attune bench engines`` run the
-  ``attune-bench`` binary with the same arguments (``--help`` shows the harness's own options,
-  ``--json FILE`` writes JSON-lines rows) and show a tqdm progress bar.
+Every benchmark starts here or from the ``attune-bench`` binary itself:
+
+* ``attune bench micro|ycsb|engines ...`` run ``attune-bench kv micro|ycsb|engines`` with the same
+  arguments (``--help`` shows the harness's own options; ``--out FILE`` appends JSON-lines rows,
+  and ``--json FILE``, the older spelling, means the same here) and show a tqdm progress bar.
+* ``attune bench hash ...`` runs ``attune-bench hash`` (:mod:`attune._cli_hash`).
+* ``attune bench cache-sim|cache-kv|learn|workload|lookup-steps ...`` run the ``attune-bench``
+  subcommand of that name with the same arguments.
+* ``attune bench splitdf [run|column-sizes|explain|fact-layout|key-order|memory-probe|
+  join-elimination|report] ...`` runs the SplitDF scripts of ``benches/splitdf/`` (SplitDF is a
+  Python component; the scripts need a source checkout).
 * ``attune bench report RESULTS.jsonl [MORE.jsonl ...] --out docs/BENCHMARKS.md [--baseline rocksdb]``
   writes a markdown report with ratio tables and PNG plots (see :mod:`attune.bench.report`).
 
@@ -16,10 +24,39 @@ import json
 import shlex
 
 
+def _legacy_json(argv: list[str]) -> list[str]:
+    """``--json FILE`` (a results file, as ``attune bench micro|ycsb`` always took it) becomes the
+    harness's ``--out FILE``; a bare ``--json`` stays (rows on stdout)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--json" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out += ["--out", argv[i + 1]]
+            i += 2
+            continue
+        if a.startswith("--json="):
+            out += ["--out", a[len("--json=") :]]
+        else:
+            out.append(a)
+        i += 1
+    return out
+
+
 def _run_harness(args) -> int:
     from attune.bench import run
 
-    return run([args.bench_cmd, *args.harness_args], progress=not args.no_progress)
+    argv = list(args.harness_args)
+    if args.bench_cmd in ("micro", "ycsb"):
+        argv = _legacy_json(argv)
+    prefix = ["kv", args.bench_cmd] if args.bench_cmd in _KV else [args.bench_cmd]
+    return run([*prefix, *argv], progress=not args.no_progress)
+
+
+def _run_splitdf(args) -> int:
+    from attune.bench import splitdf
+
+    return splitdf.run(list(args.harness_args))
 
 
 def _report(args) -> int:
@@ -50,17 +87,27 @@ def _report(args) -> int:
     return 0
 
 
+#: ``attune bench`` verbs that are ``attune-bench kv`` subcommands.
+_KV = ("micro", "ycsb", "engines")
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "bench",
         help="benchmark Attune against RocksDB, LevelDB, WiredTiger, LMDB; write reports",
-        description="Run the attune-bench harness (micro, ycsb, engines) or write a report.",
+        description="Run a benchmark (the attune-bench harness or the SplitDF scripts) or write "
+        "a report.",
     )
     verbs = p.add_subparsers(dest="bench_verb", metavar="COMMAND")
     for name, text in (
         ("micro", "db_bench-style micro benchmarks (pass --help for the harness's options)"),
         ("ycsb", "YCSB core workloads load, a..f (pass --help for the harness's options)"),
         ("engines", "list the engines and whether each can run here (--json for JSON lines)"),
+        ("cache-sim", "Symbiosis and replacement policies on simulated traces (--help)"),
+        ("cache-kv", "Symbiosis in the engine: sweep, dynamic, overhead, ablation (--help)"),
+        ("learn", "learned-index lookups against binary search (--help)"),
+        ("workload", "speed of every attune-workload generator (--help)"),
+        ("lookup-steps", "point-lookup latency per step (a step-timing build; --help)"),
     ):
         q = verbs.add_parser(name, help=text, add_help=False, prefix_chars="+")
         q.add_argument("harness_args", nargs=argparse.REMAINDER)
@@ -68,6 +115,14 @@ def register(sub) -> None:
     from attune import _cli_hash
 
     _cli_hash.add_parser(verbs)
+    q = verbs.add_parser(
+        "splitdf",
+        help="SplitDF: split vs unsplit sizes, memory and a notebook (benches/splitdf/)",
+        add_help=False,
+        prefix_chars="+",
+    )
+    q.add_argument("harness_args", nargs=argparse.REMAINDER)
+    q.set_defaults(func=_run_splitdf)
     r = verbs.add_parser("report", help="write a markdown report with plots from results files")
     r.add_argument("results", nargs="+", help="JSON-lines results files")
     r.add_argument("--out", required=True, help="markdown file to write (e.g. docs/BENCHMARKS.md)")

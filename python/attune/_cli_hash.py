@@ -1,22 +1,23 @@
-"""`attune bench hash`: runs the VIP hashing benchmark binary (``attune-hash-bench``).
+"""`attune bench hash`: runs the VIP hashing benchmark (``attune-bench hash``).
 
 The verb is added to ``attune bench`` by ``add_parser(bench_subparsers)``; it forwards its options
-to the Rust binary, shows a progress bar (one step per table and setting) and relays the result
-lines. The binary is looked up as ``$ATTUNE_HASH_BENCH``, then on ``PATH``, then in the repository's
-``target/release/``; ``--build`` compiles it first with cargo.
+to the harness, shows a progress bar (one step per table and setting) and relays the summary
+lines. ``--json PATH`` appends the rows to PATH (the harness's ``--out``). The harness is found by
+:func:`attune.bench.find_binary` (``$ATTUNE_BENCH_BIN``, the venv, ``target/release/``, ``PATH``);
+``--build`` compiles it first with cargo.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from attune import Error
 
-BINARY = "attune-hash-bench"
+BINARY = "attune-bench"
+#: The harness subcommand this verb runs.
+SUBCOMMAND = "hash"
 # Repository root when running from a source checkout (python/attune/_cli_hash.py -> ../../).
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -30,7 +31,7 @@ def add_parser(bench_subparsers) -> None:
     p = bench_subparsers.add_parser(
         "hash",
         help="VIP hashing vs chained hashing vs std HashMap (roofline, adaptive, join)",
-        description="Run attune-hash-bench; every option is forwarded to the binary.",
+        description="Run attune-bench hash; every option is forwarded to the harness.",
     )
     p.add_argument("--tables", default="vip,chained,hashbrown", help="comma list of tables")
     p.add_argument("--mode", choices=("roofline", "adaptive", "join"), default="roofline")
@@ -43,7 +44,8 @@ def add_parser(bench_subparsers) -> None:
     p.add_argument("--ratio", help="join |S|/|R| ratios, comma separated")
     p.add_argument("--seed", default="1", help="seeds, comma separated (one setting each)")
     p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; medians reported")
-    p.add_argument("--json", metavar="PATH", help="append JSON lines to PATH")
+    p.add_argument("--json", metavar="PATH", help="append the JSON rows to PATH (alias: --out)")
+    p.add_argument("--out", metavar="PATH", help="append the JSON rows to PATH")
     p.add_argument("--build", action="store_true", help="cargo build the binary first")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -51,20 +53,15 @@ def add_parser(bench_subparsers) -> None:
 
 def find_binary(build: bool) -> str:
     if build:
-        cmd = ["cargo", "build", "--release", "-p", "attune-hash", "--bin", BINARY]
+        cmd = ["cargo", "build", "--release", "-p", "attune-bench"]
         try:
             subprocess.run(cmd, cwd=_REPO, check=True)
         except (OSError, subprocess.CalledProcessError) as exc:
             raise BenchHashError(f"building {BINARY} failed: {exc}") from exc
-    env = os.environ.get("ATTUNE_HASH_BENCH")
-    candidates = [env, shutil.which(BINARY), str(_REPO / "target" / "release" / BINARY)]
-    for c in candidates:
-        if c and Path(c).is_file() and os.access(c, os.X_OK):
-            return c
-    raise BenchHashError(
-        f"{BINARY} not found; build it with `cargo build --release -p attune-hash` "
-        "or pass --build, or set ATTUNE_HASH_BENCH"
-    )
+        return str(_REPO / "target" / "release" / BINARY)  # the one just built
+    from attune.bench import find_binary as find_harness
+
+    return str(find_harness())
 
 
 def build_argv(args) -> list[str]:
@@ -75,7 +72,7 @@ def build_argv(args) -> list[str]:
         ("--churn", args.churn),
         ("--mix", args.mix),
         ("--ratio", args.ratio),
-        ("--json", args.json),
+        ("--out", args.out or args.json),
     ):
         if value is not None:
             argv += [flag, str(value)]
@@ -96,7 +93,7 @@ def expected_lines(args) -> int:
 
 def run(args) -> int:
     binary = find_binary(args.build)
-    argv = [binary, *build_argv(args)]
+    argv = [binary, SUBCOMMAND, *build_argv(args)]
     from tqdm import tqdm
 
     bar = tqdm(total=expected_lines(args), unit="row", disable=args.no_progress, file=sys.stderr)

@@ -33,7 +33,7 @@ PEERS = ("attune", "rocksdb", "leveldb", "wiredtiger", "lmdb", "db_bench")
 
 def _available() -> list[str]:
     out = subprocess.run(
-        [str(find_binary()), "engines", "--json"], capture_output=True, text=True, check=True
+        [str(find_binary()), "kv", "engines", "--json"], capture_output=True, text=True, check=True
     ).stdout
     rows = [json.loads(line) for line in out.splitlines() if line.strip()]
     for r in rows:
@@ -91,7 +91,7 @@ def test_micro_on_every_available_peer_writes_complete_rows(tmp_path):
         lat = r["latency_us"]
         assert 0 <= lat["p50"] <= lat["p99"] <= lat["p999"] <= lat["max"] + 1e-9
         assert r["cpu_seconds"] >= 0 and r["peak_rss_bytes"] > 0
-        assert r["command"].startswith("attune-bench micro")
+        assert r["command"].startswith("attune-bench kv micro")
         assert r["machine"]["nproc"] >= 1
         if r["workload"] in ("fillseq", "fillrandom", "overwrite"):
             assert r["write_amp"] is not None and r["write_amp"] > 0

@@ -1,6 +1,6 @@
 """Cross-check attune-cache's LRU and S3-FIFO against libCacheSim on the same block trace.
 
-The trace is seeded (a skewed draw plus sequential scans); `attune-cache-sim --mode replay`
+The trace is seeded (a skewed draw plus sequential scans); `attune-bench cache-sim --mode replay`
 replays it through attune-cache and libCacheSim's Python binding replays it through its own LRU
 and S3FIFO, every object 4 KiB. LRU must agree exactly. S3-FIFO implementations differ in details
 the paper leaves open (ghost length, when a small-queue object moves to main), so the two are
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,18 +20,19 @@ import pytest
 
 lcs = pytest.importorskip("libcachesim")
 
-ROOT = Path(__file__).resolve().parents[2]
 BLOCK = 4096
 SIZES = [64, 256, 1024]
 SEED = 20241
 
 
-def simulator() -> str | None:
-    found = shutil.which("attune-cache-sim")
-    if found:
-        return found
-    local = ROOT / "target" / "release" / "attune-cache-sim"
-    return str(local) if local.exists() else None
+def simulator() -> list[str] | None:
+    """`attune-bench cache-sim` (the harness binary), or None when it is not built."""
+    from attune.bench import BenchError, find_binary
+
+    try:
+        return [str(find_binary()), "cache-sim"]
+    except BenchError:
+        return None
 
 
 def make_trace(n: int, blocks: int, seed: int) -> list[int]:
@@ -66,14 +66,14 @@ def libcachesim_misses(kind: str, cache_blocks: int, trace: list[int]) -> int:
 def test_lru_and_s3fifo_agree_with_libcachesim(tmp_path: Path) -> None:
     sim = simulator()
     if sim is None:
-        pytest.skip("attune-cache-sim not built (cargo build --release -p attune-cache)")
+        pytest.skip("attune-bench not built (cargo build --release -p attune-bench)")
     print(f"seed {SEED}")
     trace = make_trace(200_000, 8192, SEED)
     path = tmp_path / "trace.txt"
     path.write_text("\n".join(map(str, trace)) + "\n", encoding="utf-8")
     sizes = ",".join(map(str, SIZES))
     run = subprocess.run(
-        [sim, "--mode", "replay", "--trace", str(path), "--cache-blocks", sizes],
+        [*sim, "--mode", "replay", "--trace", str(path), "--cache-blocks", sizes, "--json"],
         check=True,
         capture_output=True,
         text=True,
@@ -95,11 +95,11 @@ def test_lru_and_s3fifo_agree_with_libcachesim(tmp_path: Path) -> None:
 def test_replay_rejects_a_bad_trace(tmp_path: Path) -> None:
     sim = simulator()
     if sim is None:
-        pytest.skip("attune-cache-sim not built")
+        pytest.skip("attune-bench not built")
     path = tmp_path / "bad.txt"
     path.write_text("1\nnot-a-number\n", encoding="utf-8")
     run = subprocess.run(
-        [sim, "--mode", "replay", "--trace", str(path)],
+        [*sim, "--mode", "replay", "--trace", str(path)],
         check=False,
         capture_output=True,
         text=True,

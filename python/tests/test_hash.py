@@ -110,7 +110,7 @@ def test_cli_parser_forwards_options():
 
 
 def test_cli_missing_binary_is_an_attune_error(monkeypatch, tmp_path):
-    monkeypatch.setenv("ATTUNE_HASH_BENCH", str(tmp_path / "nope"))
+    monkeypatch.setenv("ATTUNE_BENCH_BIN", str(tmp_path / "nope"))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(_cli_hash, "_REPO", tmp_path)
     with pytest.raises(attune.Error):

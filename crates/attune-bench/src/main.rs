@@ -1,19 +1,27 @@
-//! `attune-bench`: the command line of the benchmark harness (see `docs/bench.md`).
+//! `attune-bench`: the one benchmark harness of the repository (see `docs/bench.md`).
 //!
-//! Subcommands: `micro` (db_bench-style benchmarks), `ycsb` (YCSB A–F), `engines` (what can run
-//! here). The hidden `__child` subcommand is the per-engine child process. Exit codes: 0 all
-//! engines ran (missing peers are skipped), 1 an engine failed, 2 bad arguments.
+//! Subcommands, one module each: `kv micro|ycsb|engines` (the engine and its peers), `hash`
+//! (VIP hashing), `cache-sim` (Symbiosis on traces), `cache-kv` (Symbiosis in the engine),
+//! `learn` (learned-index lookups), `workload` (generator speed), `lookup-steps` (per-step lookup
+//! latency; needs the `step-timing` feature), `lookup-probe` (a read-path profiling loop) and
+//! `machine` (the machine description every row carries). Every subcommand takes `--out PATH`,
+//! `--json` and `--no-progress` ([`attune_bench::output`]). The hidden `__child` subcommand is the
+//! per-engine child process of `kv`. Exit codes: 0 success (missing peers are skipped), 1 a run
+//! or an engine failed, 2 bad arguments.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use attune_bench::engine::{self, DB_BENCH};
 use attune_bench::error::{BenchError, Result};
+use attune_bench::machine::Machine;
 use attune_bench::micro::{Micro, MicroParams};
 use attune_bench::options::{parse_count, parse_size, Compression, EngineSpec, Settings};
+use attune_bench::output::{command_line, Fail, OutputArgs, Sink};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
-use attune_bench::{child, dbbench};
+use attune_bench::{cache_kv, cache_sim, child, dbbench, hash, learn, lookup_probe};
+use attune_bench::{lookup_steps, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
 
@@ -24,7 +32,8 @@ const DEFAULT_ENGINES: &str = "attune,rocksdb,leveldb,wiredtiger,lmdb";
 #[command(
     name = "attune-bench",
     version,
-    about = "Drive Attune and its peers with one workload stream"
+    about = "The benchmark harness: Attune and its peers on one workload stream, and every \
+             component's benchmarks"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -33,18 +42,60 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The key-value engine beside RocksDB, LevelDB, WiredTiger, LMDB and db_bench.
+    Kv {
+        #[command(subcommand)]
+        cmd: Box<KvCmd>,
+    },
+    /// VIP hashing vs chained hashing vs std HashMap: roofline, adaptive, join (`--help`).
+    #[command(disable_help_flag = true)]
+    Hash(Raw),
+    /// Symbiosis and the replacement policies on simulated traces (`--help`).
+    #[command(disable_help_flag = true)]
+    CacheSim(Raw),
+    /// Symbiosis in the engine: sweep, dynamic, overhead, ablation (`--help`).
+    #[command(disable_help_flag = true)]
+    CacheKv(Raw),
+    /// Learned-index lookups against binary search over attune-workload's key sets (`--help`).
+    #[command(disable_help_flag = true)]
+    Learn(Raw),
+    /// Nanoseconds per generated item of every attune-workload generator (`--help`).
+    #[command(disable_help_flag = true)]
+    Workload(Raw),
+    /// Point-lookup latency per step, learned indexes off and on (`step-timing` builds only).
+    #[command(disable_help_flag = true)]
+    LookupSteps(Raw),
+    /// Random gets on a compacted database, learned indexes off and on, for profiling.
+    #[command(disable_help_flag = true)]
+    LookupProbe(Raw),
+    /// Describe this machine and build as every results row records it.
+    Machine {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    #[command(name = "__child", hide = true)]
+    Child { job: String },
+}
+
+#[derive(Subcommand)]
+enum KvCmd {
     /// db_bench-style micro benchmarks (fillseq, fillrandom, overwrite, readrandom, readseq, seekrandom).
     Micro(MicroArgs),
     /// YCSB core workloads (load, then a..f) from attune-workload.
     Ycsb(YcsbArgs),
     /// List the engines and whether each can run on this machine.
     Engines {
-        /// Print JSON lines instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    #[command(name = "__child", hide = true)]
-    Child { job: String },
+}
+
+/// The arguments of a subcommand that parses its own (the output flags are taken out first).
+#[derive(Args)]
+struct Raw {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<String>,
 }
 
 #[derive(Args)]
@@ -95,15 +146,11 @@ struct Common {
     /// Keep the databases afterwards.
     #[arg(long)]
     keep: bool,
-    /// Write result rows as JSON lines to FILE.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
     /// Run every engine this many times, interleaved (rows carry `repeat`).
     #[arg(long, default_value_t = 1)]
     repeat: usize,
-    /// Progress display: auto, bar, lines, none.
-    #[arg(long, default_value = "auto")]
-    progress: String,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args)]
@@ -176,25 +223,6 @@ fn settings(c: &Common) -> Result<Settings> {
     })
 }
 
-fn command_line() -> String {
-    let mut args: Vec<String> = std::env::args().collect();
-    if let Some(first) = args.first_mut() {
-        *first = "attune-bench".to_string();
-    }
-    args.iter()
-        .map(|a| {
-            if a.chars()
-                .any(|c| c.is_whitespace() || ";&|<>'\"$".contains(c))
-            {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            } else {
-                a.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn plan(common: &Common, suite: Suite) -> Result<Plan> {
     if common.repeat == 0 || common.repeat > 100 {
         return Err(BenchError::invalid("--repeat", "must be between 1 and 100"));
@@ -215,8 +243,14 @@ fn plan(common: &Common, suite: Suite) -> Result<Plan> {
         dir,
         keep: common.keep || common.dir.is_some(),
         memory_limit: common.memory_limit.as_deref().map(parse_size).transpose()?,
-        progress: ProgressMode::parse(&common.progress)?,
-        json: common.json.clone(),
+        progress: ProgressMode::parse(
+            common
+                .output
+                .progress_mode()
+                .map_err(|e| BenchError::invalid("--progress", e))?,
+        )?,
+        out: common.output.out.clone(),
+        json_stdout: common.output.json,
         command: command_line(),
         repeat: common.repeat,
     })
@@ -224,7 +258,7 @@ fn plan(common: &Common, suite: Suite) -> Result<Plan> {
 
 fn run_plan(plan: Plan) -> Result<ExitCode> {
     let (rows, failed) = runner::run(&plan)?;
-    if let Some(p) = &plan.json {
+    if let Some(p) = &plan.out {
         eprintln!(
             "attune-bench: {} rows written to {}",
             rows.len(),
@@ -322,7 +356,17 @@ fn ycsb(a: &YcsbArgs) -> Result<ExitCode> {
     run_plan(plan(c, Suite::Ycsb { tasks, load_added })?)
 }
 
-fn engines(json: bool) -> ExitCode {
+/// One row of `kv engines`.
+#[derive(serde::Serialize)]
+struct EngineRow<'a> {
+    engine: &'a str,
+    about: &'a str,
+    available: bool,
+    reason: Option<String>,
+}
+
+fn engines(output: &OutputArgs) -> std::result::Result<ExitCode, Fail> {
+    let sink = Sink::new(output, command_line());
     let mut list: Vec<(&str, &str, std::result::Result<(), String>)> = engine::ENGINES
         .iter()
         .map(|k| (k.name, k.about, (k.probe)().map_err(|e| e.to_string())))
@@ -333,25 +377,91 @@ fn engines(json: bool) -> ExitCode {
         dbbench::probe().map_err(|e| e.to_string()),
     ));
     for (name, about, ok) in list {
-        if json {
-            let v = serde_json::json!({"engine": name, "about": about, "available": ok.is_ok(), "reason": ok.err()});
-            println!("{v}");
-        } else {
-            match ok {
+        if sink.human() {
+            match &ok {
                 Ok(()) => println!("{name:<12} available    {about}"),
                 Err(e) => println!("{name:<12} unavailable  {e}"),
             }
         }
+        if sink.path().is_some() || !sink.human() {
+            sink.row(&EngineRow {
+                engine: name,
+                about,
+                available: ok.is_ok(),
+                reason: ok.err(),
+            })?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn machine(json: bool) -> ExitCode {
+    let m = Machine::current();
+    if json {
+        match serde_json::to_string(&m) {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("attune-bench machine: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        let mem = m
+            .mem_bytes
+            .map_or("unknown".into(), |b| format!("{} MiB", b >> 20));
+        println!("cpu       {} ({} logical CPUs)", m.cpu, m.nproc);
+        println!("memory    {mem}");
+        println!("kernel    {}", m.kernel);
+        println!("commit    {}", m.git_commit);
+        println!("rustc     {}", m.rustc);
+        println!("features  {}", m.build_features.join(","));
     }
     ExitCode::SUCCESS
+}
+
+/// Runs a subcommand that parses its own arguments: the output flags are taken out here, the
+/// rest goes to `run`.
+fn raw(
+    name: &str,
+    a: &Raw,
+    run: fn(Vec<String>, &Sink) -> std::result::Result<(), Fail>,
+) -> ExitCode {
+    let r = OutputArgs::split(a.args.clone())
+        .map_err(Fail::Usage)
+        .and_then(|(o, rest)| run(rest, &Sink::new(&o, command_line())));
+    fail_code(name, r.map(|_| ExitCode::SUCCESS))
+}
+
+fn fail_code(name: &str, r: std::result::Result<ExitCode, Fail>) -> ExitCode {
+    match r {
+        Ok(c) => c,
+        Err(Fail::Usage(e)) => {
+            eprintln!("attune-bench {name}: {e}");
+            ExitCode::from(2)
+        }
+        Err(Fail::Run(e)) => {
+            eprintln!("attune-bench {name}: error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match &cli.cmd {
-        Cmd::Micro(a) => micro(a),
-        Cmd::Ycsb(a) => ycsb(a),
-        Cmd::Engines { json } => Ok(engines(*json)),
+        Cmd::Kv { cmd } => match cmd.as_ref() {
+            KvCmd::Micro(a) => micro(a),
+            KvCmd::Ycsb(a) => ycsb(a),
+            KvCmd::Engines { output } => return fail_code("kv engines", engines(output)),
+        },
+        Cmd::Hash(a) => return raw("hash", a, hash::run),
+        Cmd::CacheSim(a) => return raw("cache-sim", a, cache_sim::run),
+        Cmd::CacheKv(a) => return raw("cache-kv", a, cache_kv::run),
+        Cmd::Learn(a) => return raw("learn", a, learn::run),
+        Cmd::Workload(a) => return raw("workload", a, workload::run),
+        Cmd::LookupSteps(a) => return raw("lookup-steps", a, lookup_steps::run),
+        Cmd::LookupProbe(a) => return raw("lookup-probe", a, lookup_probe::run),
+        Cmd::Machine { json } => return machine(*json),
         Cmd::Child { job } => serde_json::from_str::<child::Job>(job)
             .map_err(BenchError::from)
             .and_then(|j| child::run(&j))
@@ -379,10 +489,13 @@ mod tests {
     #[test]
     fn engines_default_to_attune_and_every_peer() {
         for verb in ["micro", "ycsb"] {
-            let cli = Cli::try_parse_from(["attune-bench", verb]).unwrap();
+            let cli = Cli::try_parse_from(["attune-bench", "kv", verb]).unwrap();
             let common = match &cli.cmd {
-                Cmd::Micro(a) => &a.common,
-                Cmd::Ycsb(a) => &a.common,
+                Cmd::Kv { cmd } => match cmd.as_ref() {
+                    KvCmd::Micro(a) => &a.common,
+                    KvCmd::Ycsb(a) => &a.common,
+                    KvCmd::Engines { .. } => unreachable!(),
+                },
                 _ => unreachable!(),
             };
             let names: Vec<String> = EngineSpec::parse_list(&common.engines)
@@ -393,6 +506,42 @@ mod tests {
             assert_eq!(names.first().map(String::as_str), Some("attune"), "{verb}");
             let every: Vec<&str> = engine::ENGINES.iter().map(|k| k.name).collect();
             assert_eq!(names, every, "{verb}");
+        }
+    }
+
+    #[test]
+    fn every_subcommand_takes_the_output_flags() {
+        for verb in ["micro", "ycsb", "engines"] {
+            let argv = [
+                "attune-bench",
+                "kv",
+                verb,
+                "--out",
+                "x.jsonl",
+                "--json",
+                "--no-progress",
+            ];
+            assert!(Cli::try_parse_from(argv).is_ok(), "kv {verb}");
+        }
+        for verb in [
+            "hash",
+            "cache-sim",
+            "cache-kv",
+            "learn",
+            "workload",
+            "lookup-steps",
+        ] {
+            let cli = Cli::try_parse_from(["attune-bench", verb, "--json", "--help"]).unwrap();
+            let raw = match &cli.cmd {
+                Cmd::Hash(r)
+                | Cmd::CacheSim(r)
+                | Cmd::CacheKv(r)
+                | Cmd::Learn(r)
+                | Cmd::Workload(r)
+                | Cmd::LookupSteps(r) => r,
+                _ => unreachable!(),
+            };
+            assert_eq!(raw.args, ["--json", "--help"], "{verb}");
         }
     }
 }

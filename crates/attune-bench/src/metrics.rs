@@ -1,6 +1,6 @@
 //! Process and file-system measurements around a benchmark phase: I/O bytes from `/proc/self/io`,
 //! CPU seconds from `getrusage`, peak RSS from `VmHWM`, on-disk size of a directory, dropping a
-//! directory's files from the page cache, and a description of the machine.
+//! directory's files from the page cache (the machine: [`crate::machine`]).
 //!
 //! Thread-safety: every function reads process-wide state and may be called from any thread;
 //! counters are process totals (all threads, background compaction included). Invariant: a counter
@@ -114,33 +114,6 @@ pub fn drop_page_cache(dir: &Path) -> usize {
         }
     }
     count
-}
-
-/// The machine a row was measured on.
-pub fn machine() -> serde_json::Value {
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".to_string());
-    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".to_string());
-    let mem_bytes = fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
-        t.lines()
-            .find(|l| l.starts_with("MemTotal:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(|k| k * 1024)
-    });
-    let nproc = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    serde_json::json!({ "nproc": nproc, "cpu": cpu, "kernel": kernel, "mem_bytes": mem_bytes })
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! and parameter has been checked; an engine whose library is missing is skipped with one line;
 //! a failing or crashing child ends only that engine's remaining phases.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,6 +19,7 @@ use crate::child::{Job, Latency, Measured, Task};
 use crate::dbbench;
 use crate::engine::{self, DB_BENCH};
 use crate::error::{BenchError, Result};
+use crate::machine::Machine;
 use crate::metrics;
 use crate::micro::{self, Micro, MicroParams};
 use crate::options::{Compression, EngineSpec, Settings};
@@ -129,8 +129,8 @@ pub struct Row {
     pub repeat: Option<usize>,
     /// The command line that reproduces the row.
     pub command: String,
-    /// The machine.
-    pub machine: serde_json::Value,
+    /// The machine (with the load average when the row was made).
+    pub machine: Machine,
 }
 
 /// A run: what to do, on which engines, where, and how to report.
@@ -150,8 +150,10 @@ pub struct Plan {
     pub memory_limit: Option<u64>,
     /// Progress display.
     pub progress: ProgressMode,
-    /// JSON-lines output file.
-    pub json: Option<PathBuf>,
+    /// JSON-lines output file (`--out`, appended to).
+    pub out: Option<PathBuf>,
+    /// Rows as JSON lines on stdout instead of the one-line summaries (`--json`).
+    pub json_stdout: bool,
     /// The command line (recorded in rows).
     pub command: String,
     /// How many times to run every engine (interleaved: all engines once, then again).
@@ -314,16 +316,20 @@ pub fn run(plan: &Plan) -> Result<(Vec<Row>, usize)> {
         },
     };
     std::fs::create_dir_all(&plan.dir).map_err(|e| BenchError::io("create", &plan.dir, e))?;
-    let mut out = match &plan.json {
+    let mut out = match &plan.out {
         Some(p) => {
             if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(parent).map_err(|e| BenchError::io("create", parent, e))?;
             }
-            Some(File::create(p).map_err(|e| BenchError::io("create", p, e))?)
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p);
+            Some(f.map_err(|e| BenchError::io("open", p, e))?)
         }
         None => None,
     };
-    let machine = metrics::machine();
+    let machine = Machine::current();
     let mut rows = Vec::new();
     let mut failed = 0;
     let mut skipped = vec![false; resolved.len()];
@@ -357,11 +363,18 @@ pub fn run(plan: &Plan) -> Result<(Vec<Row>, usize)> {
                     if plan.repeat > 1 {
                         row.repeat = Some(rep);
                     }
-                    print_row(&row);
+                    let line = serde_json::to_string(&row)?;
+                    if plan.json_stdout {
+                        let mut stdout = std::io::stdout().lock();
+                        writeln!(stdout, "{line}")
+                            .and_then(|_| stdout.flush())
+                            .map_err(|e| BenchError::io("write", "stdout", e))?;
+                    } else {
+                        print_row(&row);
+                    }
                     if let Some(f) = out.as_mut() {
-                        let line = serde_json::to_string(&row)?;
                         writeln!(f, "{line}").and_then(|_| f.flush()).map_err(|e| {
-                            BenchError::io("write", plan.json.clone().unwrap_or_default(), e)
+                            BenchError::io("write", plan.out.clone().unwrap_or_default(), e)
                         })?;
                     }
                     rows.push(row);
@@ -470,7 +483,7 @@ fn run_engine(
     db_dir: &Path,
     limit: Option<&Limit>,
     limit_note: &serde_json::Value,
-    machine: &serde_json::Value,
+    machine: &Machine,
     emit: &mut dyn FnMut(Row) -> Result<()>,
 ) -> Result<()> {
     match &plan.suite {
@@ -597,7 +610,7 @@ fn make_row(
     params: serde_json::Value,
     limit_note: &serde_json::Value,
     command: &str,
-    machine: &serde_json::Value,
+    machine: &Machine,
 ) -> Row {
     let ratio = |a: Option<u64>, b: u64| a.filter(|_| b > 0).map(|a| a as f64 / b as f64);
     Row {
@@ -629,23 +642,8 @@ fn make_row(
         memory_limit: limit_note.clone(),
         repeat: None,
         command: command.to_string(),
-        machine: with_loadavg(machine),
+        machine: machine.now(),
     }
-}
-
-/// `machine` plus the 1-minute load average when the row is made (`/proc/loadavg`), so a reader
-/// can tell a quiet run from one that shared the CPUs with other work.
-fn with_loadavg(machine: &serde_json::Value) -> serde_json::Value {
-    let mut m = machine.clone();
-    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|t| {
-        t.split_whitespace()
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-    });
-    if let (Some(obj), Some(l)) = (m.as_object_mut(), load) {
-        obj.insert("loadavg_1m".to_string(), json!(l));
-    }
-    m
 }
 
 /// Spawns this executable as a child for `job` and reads its protocol lines.

@@ -1,8 +1,12 @@
 """Benchmarks of Attune and its peers: run the ``attune-bench`` harness and report its results.
 
-The harness itself is the Rust binary ``attune-bench`` (crate ``crates/attune-bench``); this package
-finds it, runs it with a tqdm progress bar (:func:`run`), and turns its JSON-lines results into a
-markdown report with plots (:mod:`attune.bench.report`).
+The harness itself is the Rust binary ``attune-bench`` (crate ``crates/attune-bench``; one binary,
+one subcommand per component: ``kv micro|ycsb|engines``, ``hash``, ``cache-sim``, ``cache-kv``,
+``learn``, ``workload``, ``lookup-steps``, ``machine``); this package finds it, runs it with a tqdm
+progress bar (:func:`run`), describes the machine the way every results row does
+(:func:`machine`), and turns JSON-lines results into a markdown report with plots
+(:mod:`attune.bench.report`). SplitDF, a Python component, is measured by the scripts under
+``benches/splitdf/`` (``attune bench splitdf``), whose rows carry the same :func:`machine`.
 
 Thread-safety: functions here hold no shared state; :func:`run` may be called from one thread at a
 time per process (it owns the terminal's progress bars while it runs).
@@ -20,7 +24,7 @@ from pathlib import Path
 
 from attune import Error
 
-__all__ = ["BenchError", "find_binary", "run"]
+__all__ = ["BenchError", "find_binary", "machine", "run"]
 
 #: Environment variable naming the harness binary explicitly.
 BIN_ENV = "ATTUNE_BENCH_BIN"
@@ -94,12 +98,31 @@ def _progress_bars(stream, show: bool) -> None:
         bar.close()
 
 
+def machine() -> dict:
+    """The machine and build as every results row records them (``attune-bench machine --json``):
+    CPU model, logical CPUs, memory, kernel, git commit, rustc, build features, load average."""
+    binary = find_binary()
+    try:
+        out = subprocess.run(
+            [str(binary), "machine", "--json"], capture_output=True, text=True, check=True
+        )
+        return json.loads(out.stdout)
+    except (OSError, subprocess.CalledProcessError, json.JSONDecodeError) as exc:
+        raise BenchError(f"`{binary} machine --json` failed: {exc}") from exc
+
+
+#: Subcommands (after ``kv`` for the engine's) that do work and take the output flags.
+_WORK = ("micro", "ycsb", "hash", "cache-sim", "cache-kv", "learn", "workload", "lookup-steps")
+
+
 def run(args: list[str], progress: bool = True) -> int:
     """Runs ``attune-bench ARGS`` and returns its exit code; its row summaries go to stdout and a
     tqdm bar (when ``progress``) to stderr. Raises :class:`BenchError` if it cannot start."""
     binary = find_binary()
     argv = [str(binary), *args]
-    runs_work = bool(args) and args[0] in ("micro", "ycsb") and "--help" not in args
+    verb = args[1] if len(args) > 1 and args[0] == "kv" else (args[0] if args else "")
+    quiet = {"--help", "-h", "--json", "--no-progress"}
+    runs_work = verb in _WORK and not quiet.intersection(args)
     if runs_work and not any(a == "--progress" or a.startswith("--progress=") for a in args):
         argv += ["--progress", "lines"]
     try:

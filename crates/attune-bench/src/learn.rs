@@ -1,17 +1,16 @@
-//! Benchmark harness for attune-learn's learned index: lookup time (model predict + last-mile
+//! `attune-bench learn`: attune-learn's learned index: lookup time (model predict + last-mile
 //! search over a sorted in-memory key array) against plain binary search over the same array,
 //! model size, segments and training time, over attune-workload's key sets, per error bound δ.
 //!
-//! Run (one JSON object per line on stdout, appended to FILE with `--out`):
+//! Run (one row per line appended to FILE with `--out`, on stdout with `--json`):
 //!
 //! ```text
-//! cargo bench -p attune-learn --bench learn -- [--sizes 1000000,10000000]
+//! attune-bench learn [--sizes 1000000,10000000]
 //!     [--deltas 2,4,8,16,32] [--sets linear,seg1,seg10,normal,lognormal,osm]
 //!     [--lookups 1000000] [--seed 42] [--out benches/results/learn.jsonl]
 //! ```
 //!
-//! A relative `--out` path is resolved from the workspace root. Every row carries the exact
-//! command and the machine. Both fits (cone, pivot) run for every δ, each with binary and radix
+//! Every row carries the exact command and the machine. Both fits (cone, pivot) run for every δ, each with binary and radix
 //! segment search; at the default δ a `learn-bytes16` row runs 16-byte keys through the key
 //! mapper. Times are medians of 3 runs, measured as thread CPU time (robust on a shared, loaded
 //! machine) and as wall time. Lookups are uniform over the keys (positive lookups) plus, for each,
@@ -19,45 +18,17 @@
 //! binary search must return the same lower bound for every query or the harness exits with an
 //! error. Single-threaded.
 
-#![allow(clippy::unwrap_used)] // a benchmark harness: a failed unwrap is a failed run
-
-use std::fs::OpenOptions;
 use std::hint::black_box;
-use std::io::Write;
 use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::output::{Fail, Sink};
 
 use attune_learn::plr::RADIX_SEGMENTS_MIN;
 use attune_learn::{LearnedIndex, PlrFit, PlrModel, SegmentSearch, DELTA_DEFAULT};
 use attune_workload::keys::{encode_key16, KeySet};
 use attune_workload::rng::Xoshiro256;
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into());
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!(
-        "{{\"nproc\":{nproc},\"cpu\":\"{}\",\"kernel\":\"{}\"}}",
-        cpu.replace('"', "'"),
-        kernel
-    )
-}
-
-fn loadavg() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(-1.0)
-}
 
 /// CPU time of the calling thread in nanoseconds.
 fn thread_cpu_ns() -> u128 {
@@ -97,21 +68,29 @@ struct Args {
     sets: Vec<String>,
     lookups: usize,
     seed: u64,
-    out: Option<String>,
 }
 
-fn parse_list<T: std::str::FromStr>(s: &str, what: &str) -> Vec<T> {
+const USAGE: &str = "usage: attune-bench learn [--sizes 1000000,10000000] [--deltas 2,4,8,16,32] \
+                     [--sets linear,seg1,...] [--lookups 1000000] [--seed 42] [--out FILE] [--json]";
+
+fn parse_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, Fail> {
     s.split(',')
         .map(|v| {
-            v.trim().parse().unwrap_or_else(|_| {
-                eprintln!("error: bad {what} `{v}`");
-                std::process::exit(2)
-            })
+            v.trim()
+                .parse()
+                .map_err(|_| Fail::Usage(format!("bad {what} `{v}`")))
         })
         .collect()
 }
 
-fn parse_args() -> Args {
+fn parse_one<T: std::str::FromStr>(s: &str, what: &str) -> Result<T, Fail> {
+    s.trim()
+        .parse()
+        .map_err(|_| Fail::Usage(format!("bad {what} `{s}`")))
+}
+
+/// `None` for `--help`.
+fn parse_args(argv: &[String]) -> Result<Option<Args>, Fail> {
     let mut a = Args {
         sizes: vec![1_000_000, 10_000_000],
         deltas: vec![2, 4, 8, 16, 32],
@@ -121,65 +100,90 @@ fn parse_args() -> Args {
             .collect(),
         lookups: 1_000_000,
         seed: 42,
-        out: None,
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < argv.len() {
-        let val = argv.get(i + 1).cloned().unwrap_or_default();
-        match argv[i].as_str() {
-            "--sizes" => a.sizes = parse_list(&val, "size"),
-            "--deltas" => a.deltas = parse_list(&val, "delta"),
-            "--sets" => a.sets = parse_list(&val, "key set"),
-            "--lookups" => a.lookups = parse_list(&val, "lookup count")[0],
-            "--seed" => a.seed = parse_list(&val, "seed")[0],
-            "--out" => a.out = Some(val),
-            "--bench" => {
-                i += 1; // cargo bench passes --bench to harness = false targets
-                continue;
-            }
-            other => {
-                eprintln!("error: unknown argument `{other}` (see the file's doc comment)");
-                std::process::exit(2)
-            }
+    let mut it = argv.iter();
+    while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            println!("{USAGE}");
+            return Ok(None);
         }
-        i += 2;
+        let val = it
+            .next()
+            .ok_or_else(|| Fail::Usage(format!("{flag} needs a value\n{USAGE}")))?;
+        match flag.as_str() {
+            "--sizes" => a.sizes = parse_list(val, "size")?,
+            "--deltas" => a.deltas = parse_list(val, "delta")?,
+            "--sets" => a.sets = parse_list(val, "key set")?,
+            "--lookups" => a.lookups = parse_one(val, "lookup count")?,
+            "--seed" => a.seed = parse_one(val, "seed")?,
+            other => return Err(Fail::Usage(format!("unknown argument `{other}`\n{USAGE}"))),
+        }
     }
-    a
+    Ok(Some(a))
 }
 
-fn main() {
-    let args = parse_args();
-    let command = format!(
-        "cargo bench -p attune-learn --bench learn -- {}",
-        std::env::args()
-            .skip(1)
-            .filter(|a| a != "--bench")
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let machine = machine();
-    // cargo runs benches in the crate's directory: a relative --out is taken from the
-    // workspace root, so the documented command writes to benches/results/ at the top.
-    let mut out = args.out.as_ref().map(|p| {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(p);
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&p)
-            .unwrap_or_else(|e| {
-                eprintln!("error: cannot open {}: {e}", p.display());
-                std::process::exit(2)
-            })
-    });
+/// One row: a fit at one error bound over one key set.
+#[derive(Serialize)]
+struct Row<'a> {
+    bench: &'static str,
+    model: &'static str,
+    keyset: &'a str,
+    n: u64,
+    delta: u32,
+    segments: usize,
+    model_bytes: usize,
+    encoded_bytes: usize,
+    model_bytes_per_key: f64,
+    train_ns_per_key_cpu: f64,
+    queries: usize,
+    negatives: usize,
+    lookup_ns_bsearch_cpu: f64,
+    lookup_ns_bsearch_wall: f64,
+    lookup_ns_model_binary_cpu: f64,
+    lookup_ns_model_binary_wall: f64,
+    lookup_ns_model_radix_cpu: f64,
+    lookup_ns_model_radix_wall: f64,
+    speedup_best_cpu: f64,
+    default_search: &'static str,
+    speedup_default_cpu: f64,
+    mean_window: f64,
+}
+
+/// One row: 16-byte keys through the key mapper at the default error bound.
+#[derive(Serialize)]
+struct Bytes16Row<'a> {
+    bench: &'static str,
+    model: &'static str,
+    keyset: &'a str,
+    n: usize,
+    delta: u32,
+    prefix_len: usize,
+    segments: usize,
+    distinct_mapped: u64,
+    train_ns_per_key_cpu: f64,
+    queries: usize,
+    lookup_ns_bsearch_cpu: f64,
+    lookup_ns_bsearch_wall: f64,
+    lookup_ns_model_cpu: f64,
+    lookup_ns_model_wall: f64,
+    speedup_cpu: f64,
+}
+
+/// `x` rounded to `digits` decimals (the precision the rows always had).
+fn round(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
+}
+
+/// Runs `attune-bench learn ARGS`.
+pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
+    let Some(args) = parse_args(&argv)? else {
+        return Ok(());
+    };
     for set_name in &args.sets {
         for &n in &args.sizes {
-            let set = KeySet::from_name(set_name, n, args.seed).unwrap_or_else(|e| {
-                eprintln!("error: {e}");
-                std::process::exit(2)
-            });
+            let set = KeySet::from_name(set_name, n, args.seed)
+                .map_err(|e| Fail::Usage(e.to_string()))?;
             let keys: Vec<u64> = set.iter().collect();
             // Queries: uniform positive keys, and as many absent keys (successor of a key where
             // that is not itself a key; key sets with no gaps give positives only).
@@ -219,12 +223,13 @@ fn main() {
                 let mut model = None;
                 for _ in 0..3 {
                     let c0 = thread_cpu_ns();
-                    let m = PlrModel::train_with(&keys, delta, fit).unwrap();
+                    let m = PlrModel::train_with(&keys, delta, fit)
+                        .map_err(|e| format!("training {fit_name} on {set_name}: {e}"))?;
                     train_cpu.push((thread_cpu_ns() - c0) as f64 / n as f64);
                     model = Some(m);
                 }
                 train_cpu.sort_by(f64::total_cmp);
-                let mut m = model.unwrap();
+                let mut m = model.ok_or("no model trained")?;
                 // Size and default search path of the model as built (SegmentSearch::Auto); the
                 // forced radix measurement below may add a table.
                 let model_bytes = m.size_bytes();
@@ -242,11 +247,10 @@ fn main() {
                             .fold(0u64, u64::wrapping_add)
                     });
                     if sum != bs_sum {
-                        eprintln!(
-                            "error: model lookups disagree with binary search on {set_name} \
+                        return Err(Fail::Run(format!(
+                            "model lookups disagree with binary search on {set_name} \
                              n={n} delta={delta} {fit_name} ({name})"
-                        );
-                        std::process::exit(1);
+                        )));
                     }
                     row_search.push((name, cpu, wall));
                 }
@@ -254,56 +258,64 @@ fn main() {
                 let encoded = attune_learn::LearnedIndex::from_u64_model(m.clone()).encoded_len();
                 let best_cpu = row_search.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
                 let default_cpu = row_search[usize::from(default_radix)].1;
-                let row = format!(
-                    "{{\"bench\":\"learn\",\"model\":\"{fit_name}\",\"keyset\":\"{set_name}\",\
-                     \"n\":{n},\"delta\":{delta},\"segments\":{},\"model_bytes\":{model_bytes},\
-                     \"encoded_bytes\":{encoded},\"model_bytes_per_key\":{:.4},\
-                     \"train_ns_per_key_cpu\":{:.2},\"queries\":{},\"negatives\":{negatives},\
-                     \"lookup_ns_bsearch_cpu\":{bs_cpu:.1},\"lookup_ns_bsearch_wall\":{bs_wall:.1},\
-                     \"lookup_ns_model_binary_cpu\":{:.1},\"lookup_ns_model_binary_wall\":{:.1},\
-                     \"lookup_ns_model_radix_cpu\":{:.1},\"lookup_ns_model_radix_wall\":{:.1},\
-                     \"speedup_best_cpu\":{:.3},\"default_search\":\"{}\",\
-                     \"speedup_default_cpu\":{:.3},\"mean_window\":{:.1},\"loadavg_1m\":{:.2},\
-                     \"command\":\"{command}\",\"machine\":{machine}}}",
-                    m.segment_count(),
-                    model_bytes as f64 / n as f64,
-                    train_cpu[1],
-                    q.len(),
-                    row_search[0].1,
-                    row_search[0].2,
-                    row_search[1].1,
-                    row_search[1].2,
-                    bs_cpu / best_cpu,
-                    if default_radix { "radix" } else { "binary" },
-                    bs_cpu / default_cpu,
-                    qual.mean_window,
-                    loadavg(),
-                );
-                println!("{row}");
-                if let Some(f) = out.as_mut() {
-                    writeln!(f, "{row}").unwrap();
+                let row = Row {
+                    bench: "learn",
+                    model: fit_name,
+                    keyset: set_name,
+                    n,
+                    delta,
+                    segments: m.segment_count(),
+                    model_bytes,
+                    encoded_bytes: encoded,
+                    model_bytes_per_key: round(model_bytes as f64 / n as f64, 4),
+                    train_ns_per_key_cpu: round(train_cpu[1], 2),
+                    queries: q.len(),
+                    negatives,
+                    lookup_ns_bsearch_cpu: round(bs_cpu, 1),
+                    lookup_ns_bsearch_wall: round(bs_wall, 1),
+                    lookup_ns_model_binary_cpu: round(row_search[0].1, 1),
+                    lookup_ns_model_binary_wall: round(row_search[0].2, 1),
+                    lookup_ns_model_radix_cpu: round(row_search[1].1, 1),
+                    lookup_ns_model_radix_wall: round(row_search[1].2, 1),
+                    speedup_best_cpu: round(bs_cpu / best_cpu, 3),
+                    default_search: if default_radix { "radix" } else { "binary" },
+                    speedup_default_cpu: round(bs_cpu / default_cpu, 3),
+                    mean_window: round(qual.mean_window, 1),
+                };
+                if sink.human() {
+                    println!(
+                        "{set_name:<10} n={n:<9} delta={delta:<3} {fit_name:<17} {} segments, \
+                         bsearch {bs_cpu:.1} ns, model {:.1} ns (x{:.2})",
+                        row.segments, row.lookup_ns_model_binary_cpu, row.speedup_default_cpu
+                    );
                 }
+                sink.row(&row)?;
             }
             if args.deltas.contains(&DELTA_DEFAULT) {
-                let row = bytes16_row(&keys, q, set_name, &command, &machine);
-                println!("{row}");
-                if let Some(f) = out.as_mut() {
-                    writeln!(f, "{row}").unwrap();
+                let row = bytes16_row(&keys, q, set_name)?;
+                if sink.human() {
+                    println!(
+                        "{set_name:<10} n={n:<9} 16-byte keys: bsearch {:.1} ns, model {:.1} ns",
+                        row.lookup_ns_bsearch_cpu, row.lookup_ns_model_cpu
+                    );
                 }
+                sink.row(&row)?;
             }
         }
     }
+    Ok(())
 }
 
 /// The byte-key path an engine takes: 16-byte keys (8-byte big-endian integer + 8 zero bytes, as
 /// Bourbon's evaluation) through the key mapper and model, against binary search over the same
 /// 16-byte keys, at the default delta.
-fn bytes16_row(keys: &[u64], q: &[u64], set_name: &str, command: &str, machine: &str) -> String {
+fn bytes16_row<'a>(keys: &[u64], q: &[u64], set_name: &'a str) -> Result<Bytes16Row<'a>, Fail> {
     let n = keys.len();
     let keys16: Vec<[u8; 16]> = keys.iter().map(|&k| encode_key16(k)).collect();
     let q16: Vec<[u8; 16]> = q.iter().map(|&k| encode_key16(k)).collect();
     let c0 = thread_cpu_ns();
-    let idx = LearnedIndex::train(&keys16, DELTA_DEFAULT).unwrap();
+    let idx = LearnedIndex::train(&keys16, DELTA_DEFAULT)
+        .map_err(|e| format!("training on 16-byte {set_name} keys: {e}"))?;
     let train = (thread_cpu_ns() - c0) as f64 / n as f64;
     let (bs_cpu, bs_wall, bs_sum) = measure(q16.len(), || {
         q16.iter()
@@ -319,26 +331,28 @@ fn bytes16_row(keys: &[u64], q: &[u64], set_name: &str, command: &str, machine: 
             .fold(0u64, u64::wrapping_add)
     });
     if m_sum != bs_sum {
-        eprintln!("error: 16-byte model lookups disagree with binary search on {set_name} n={n}");
-        std::process::exit(1);
+        return Err(Fail::Run(format!(
+            "16-byte model lookups disagree with binary search on {set_name} n={n}"
+        )));
     }
-    format!(
-        "{{\"bench\":\"learn-bytes16\",\"model\":\"greedy-plr-{}\",\"keyset\":\"{set_name}\",\
-         \"n\":{n},\"delta\":{DELTA_DEFAULT},\"prefix_len\":{},\"segments\":{},\
-         \"distinct_mapped\":{},\"train_ns_per_key_cpu\":{train:.2},\"queries\":{},\
-         \"lookup_ns_bsearch_cpu\":{bs_cpu:.1},\"lookup_ns_bsearch_wall\":{bs_wall:.1},\
-         \"lookup_ns_model_cpu\":{m_cpu:.1},\"lookup_ns_model_wall\":{m_wall:.1},\
-         \"speedup_cpu\":{:.3},\"loadavg_1m\":{:.2},\"command\":\"{command}\",\
-         \"machine\":{machine}}}",
-        match idx.model().fit() {
-            PlrFit::Cone => "cone",
-            PlrFit::Pivot => "pivot",
+    Ok(Bytes16Row {
+        bench: "learn-bytes16",
+        model: match idx.model().fit() {
+            PlrFit::Cone => "greedy-plr-cone",
+            PlrFit::Pivot => "greedy-plr-pivot",
         },
-        idx.mapper().prefix().len(),
-        idx.model().segment_count(),
-        idx.quality().distinct_keys,
-        q16.len(),
-        bs_cpu / m_cpu,
-        loadavg(),
-    )
+        keyset: set_name,
+        n,
+        delta: DELTA_DEFAULT,
+        prefix_len: idx.mapper().prefix().len(),
+        segments: idx.model().segment_count(),
+        distinct_mapped: idx.quality().distinct_keys,
+        train_ns_per_key_cpu: round(train, 2),
+        queries: q16.len(),
+        lookup_ns_bsearch_cpu: round(bs_cpu, 1),
+        lookup_ns_bsearch_wall: round(bs_wall, 1),
+        lookup_ns_model_cpu: round(m_cpu, 1),
+        lookup_ns_model_wall: round(m_wall, 1),
+        speedup_cpu: round(bs_cpu / m_cpu, 3),
+    })
 }

@@ -1,4 +1,4 @@
-//! attune-cache-sim: trace-driven evaluation of Symbiosis and the replacement policies.
+//! `attune-bench cache-sim`: trace-driven evaluation of Symbiosis and the replacement policies.
 //!
 //! Modes (`--mode`, comma-separated or `all`):
 //! * `sweep` — for each access pattern × M/D_u × α × cost set: the steady L_e of Symbiosis's
@@ -12,17 +12,20 @@
 //!   skew changed; steady L_e per phase for Symbiosis and static min / M, and convergence time.
 //! * `policies` — LRU vs S3-FIFO miss ratios on the same traces (plus one with scans).
 //! * `replay` — miss counts of LRU and S3-FIFO on a trace file of block ids (one per line) for
-//!   `--cache-blocks` sizes, as JSON lines on stdout (the Python cross-check against libCacheSim).
+//!   `--cache-blocks` sizes, one row each (the Python cross-check against libCacheSim reads them
+//!   with `--json`).
 //!
 //! The "real" caches are the crate's [`TwoTier`] model (LRU application tier over an LRU page
 //! cache without read-ahead), so the sweep measures Symbiosis's sampling, pipelining and decision
-//! logic, not a kernel. Every row goes to `--json` as one JSON line with `command` and `machine`.
-//! Bad flags print an error and exit with status 2.
+//! logic, not a kernel. Rows go to `--out` / `--json` ([`crate::output`]) with `command` and
+//! `machine`; per-cell summaries go to stderr when progress is on. Bad flags exit with status 2.
 
-use std::fmt::Write as _;
-use std::io::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+use serde::Serialize;
+
+use crate::output::{Fail, Sink};
 
 use attune_cache::calibrate::{calibrate, Calibration};
 use attune_cache::{
@@ -54,7 +57,6 @@ struct Args {
     policy: PolicyKind,
     seed: u64,
     threads: usize,
-    json: Option<String>,
     calibrate_dir: String,
     hit_ns: f64,
     trace: Option<String>,
@@ -62,11 +64,11 @@ struct Args {
 }
 
 fn usage() -> &'static str {
-    "usage: attune-cache-sim [--mode sweep,overhead,sampling,reset,dynamic,policies|all]\n\
+    "usage: attune-bench cache-sim [--mode sweep,overhead,sampling,reset,dynamic,policies|all]\n\
      [--memory-mib 256] [--app-min-mib M/128] [--patterns uniform,zipf,hot30,hot20,hot10]\n\
      [--ratios 0.2,0.4,0.6,0.8,1.0] [--alphas 0.5,0.25] [--costs calibrated,CA_NS:CK_NS,...]\n\
      [--accesses 6000000] [--sample-inv 16] [--group 32] [--layout kernel|user]\n\
-     [--policy lru|s3fifo] [--seed 1] [--threads 2] [--json FILE] [--calibrate-dir .]\n\
+     [--policy lru|s3fifo] [--seed 1] [--threads 2] [--out FILE] [--json] [--calibrate-dir .]\n\
      [--hit-ns 1000] [--trace FILE --cache-blocks 64,256,1024] (mode replay)"
 }
 
@@ -81,7 +83,8 @@ fn parse_list<T: std::str::FromStr>(flag: &str, v: &str) -> Res<Vec<T>> {
         .collect()
 }
 
-fn parse_args() -> Res<Args> {
+/// `None` for `--help`.
+fn parse_args(argv: Vec<String>) -> Res<Option<Args>> {
     let mut a = Args {
         modes: vec!["sweep".into()],
         memory: 256 * MIB,
@@ -99,17 +102,16 @@ fn parse_args() -> Res<Args> {
         policy: PolicyKind::Lru,
         seed: 1,
         threads: 2,
-        json: None,
         calibrate_dir: ".".into(),
         hit_ns: 1000.0,
         trace: None,
         cache_blocks: vec![64, 256, 1024],
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = argv.into_iter();
     while let Some(flag) = it.next() {
         if flag == "--help" || flag == "-h" {
             println!("{}", usage());
-            std::process::exit(0);
+            return Ok(None);
         }
         let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let num = |v: &str| {
@@ -141,7 +143,6 @@ fn parse_args() -> Res<Args> {
             "--policy" => a.policy = PolicyKind::parse(&v).map_err(|e| e.to_string())?,
             "--seed" => a.seed = num(&v)? as u64,
             "--threads" => a.threads = (num(&v)? as usize).max(1),
-            "--json" => a.json = Some(v),
             "--calibrate-dir" => a.calibrate_dir = v,
             "--hit-ns" => a.hit_ns = num(&v)?,
             "--trace" => a.trace = Some(v),
@@ -179,7 +180,7 @@ fn parse_args() -> Res<Args> {
     for p in &a.patterns {
         pattern(p)?;
     }
-    Ok(a)
+    Ok(Some(a))
 }
 
 fn pattern(name: &str) -> Res<RequestDist> {
@@ -242,114 +243,183 @@ impl Stream {
 
 // ----- output ------------------------------------------------------------------------------
 
-fn json_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+// One struct per mode's row; `f64` fields that are NaN or infinite are written as null.
+
+#[derive(Serialize)]
+struct SweepRow {
+    bench: &'static str,
+    pattern: String,
+    m_over_du: f64,
+    alpha: f64,
+    costs: String,
+    cost_method: String,
+    ca_ns: f64,
+    ck_ns: f64,
+    memory_bytes: u64,
+    app_min_bytes: u64,
+    d_u_bytes: u64,
+    d_c_bytes: u64,
+    layout: String,
+    policy: String,
+    sample_inv: u64,
+    group_blocks: u64,
+    accesses: u64,
+    measured_from: u64,
+    le_symbiosis_ns: f64,
+    ma_symbiosis_bytes: u64,
+    h_a_symbiosis: f64,
+    h_k_symbiosis: f64,
+    le_static_min_ns: f64,
+    le_static_half_ns: f64,
+    le_static_full_ns: f64,
+    le_best_static_ns: f64,
+    ma_best_static_bytes: u64,
+    candidates_bytes: Vec<u64>,
+    le_static_ns: Vec<f64>,
+    hit_ns: f64,
+    best_over_symbiosis: f64,
+    worse_end_over_symbiosis: f64,
+    half_over_symbiosis: f64,
+    predicted_le_at_adopted_ns: f64,
+    sim_error_rel: f64,
+    rounds: u64,
+    adoptions: u64,
+    restarts: u64,
+    reverts: u64,
+    last_change_at_access: u64,
+    ghost_bytes_peak: u64,
+    ghost_fraction_of_m: f64,
+}
+
+#[derive(Serialize)]
+struct OverheadRow {
+    bench: &'static str,
+    pattern: String,
+    m_over_du: f64,
+    memory_bytes: u64,
+    sample_inv: u64,
+    accesses: u64,
+    tracker_ns_per_access: f64,
+    ghost_ns_per_access: f64,
+    round_ns_per_access: f64,
+    two_tier_model_ns_per_access: f64,
+    rounds_completed: u64,
+    ghost_bytes_peak: u64,
+    ghost_fraction_of_m: f64,
+}
+
+#[derive(Serialize)]
+struct SamplingRow {
+    bench: &'static str,
+    pattern: String,
+    m_over_du: f64,
+    alpha: f64,
+    memory_bytes: u64,
+    sample_inv: u64,
+    group_blocks: u64,
+    max_abs_err_h_a: f64,
+    max_abs_err_h_k: f64,
+    mean_rel_err_le: f64,
+    chosen_exact_le_over_best: f64,
+    ghost_bytes_peak: u64,
+    round_accesses: u64,
+}
+
+#[derive(Serialize)]
+struct ResetRow {
+    bench: &'static str,
+    pattern: String,
+    memory_bytes: u64,
+    alpha: f64,
+    change: String,
+    reset_policy: bool,
+    ma_phase1_bytes: u64,
+    le_until_round_end_ns: f64,
+    accesses_until_round_end: u64,
+    le_after_ns: f64,
+    ma_final_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct PoliciesRow {
+    bench: &'static str,
+    trace: String,
+    cache_over_data: f64,
+    data_bytes: u64,
+    accesses: u64,
+    miss_ratio_lru: f64,
+    miss_ratio_s3fifo: f64,
+}
+
+#[derive(Serialize)]
+struct DynamicRow {
+    bench: &'static str,
+    scenario: String,
+    memory_bytes: u64,
+    alpha: f64,
+    ca_ns: f64,
+    ck_ns: f64,
+    accesses_per_phase: u64,
+    phase1_le_symbiosis_ns: f64,
+    phase1_le_static_min_ns: f64,
+    phase1_le_static_full_ns: f64,
+    phase1_ma_bytes: u64,
+    phase2_le_symbiosis_ns: f64,
+    phase2_le_static_min_ns: f64,
+    phase2_le_static_full_ns: f64,
+    phase2_ma_bytes: u64,
+    phase2_first_round_end_after_accesses: Option<u64>,
+    rounds: u64,
+    reverts: u64,
+}
+
+/// One row of `--mode replay`: misses of one policy at one cache size.
+#[derive(Serialize)]
+struct ReplayRow {
+    policy: &'static str,
+    cache_blocks: u64,
+    accesses: usize,
+    misses: u64,
+}
+
+/// A progress note on stderr, when progress is on.
+macro_rules! note {
+    ($out:expr, $($arg:tt)*) => {
+        $out.note(format_args!($($arg)*))
+    };
+}
+
+/// Where the rows go; shared by the sweep's threads.
+struct Out<'a> {
+    sink: &'a Sink,
+    err: Mutex<Option<String>>,
+}
+
+impl<'a> Out<'a> {
+    fn new(sink: &'a Sink) -> Self {
+        Self {
+            sink,
+            err: Mutex::new(None),
         }
     }
-    out.push('"');
-    out
-}
-
-fn json_f64(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        "null".into()
-    }
-}
-
-/// A JSON object built field by field.
-struct Row(String);
-
-impl Row {
-    fn new(bench: &str) -> Self {
-        Row(format!("{{\"bench\":{}", json_str(bench)))
-    }
-    fn s(mut self, k: &str, v: &str) -> Self {
-        let _ = write!(self.0, ",{}:{}", json_str(k), json_str(v));
-        self
-    }
-    fn f(mut self, k: &str, v: f64) -> Self {
-        let _ = write!(self.0, ",{}:{}", json_str(k), json_f64(v));
-        self
-    }
-    fn u(mut self, k: &str, v: u64) -> Self {
-        let _ = write!(self.0, ",{}:{v}", json_str(k));
-        self
-    }
-    fn raw(mut self, k: &str, v: &str) -> Self {
-        let _ = write!(self.0, ",{}:{v}", json_str(k));
-        self
-    }
-    fn finish(self) -> String {
-        format!(
-            "{},\"command\":{},\"machine\":{}}}",
-            self.0,
-            json_str(&command_line()),
-            machine_json()
-        )
-    }
-}
-
-fn machine_json() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into());
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!(
-        "{{\"nproc\":{nproc},\"cpu\":{},\"kernel\":{}}}",
-        json_str(&cpu),
-        json_str(&kernel)
-    )
-}
-
-fn command_line() -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    format!("attune-cache-sim {}", args.join(" "))
-}
-
-struct Out {
-    file: Option<Mutex<std::fs::File>>,
-}
-
-impl Out {
-    fn new(path: Option<&str>) -> Res<Self> {
-        let file = match path {
-            Some(p) => Some(Mutex::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| format!("cannot open {p}: {e}"))?,
-            )),
-            None => None,
-        };
-        Ok(Self { file })
-    }
-    fn emit(&self, row: Row) {
-        let line = row.finish();
-        if let Some(f) = &self.file {
-            if let Ok(mut f) = f.lock() {
-                // One write per line: appends from concurrent runs never interleave.
-                let _ = f.write_all(format!("{line}\n").as_bytes());
+    /// Writes a row; the first write error is kept and reported when the mode ends.
+    fn emit<T: Serialize>(&self, row: T) {
+        if let Err(e) = self.sink.row(&row) {
+            if let Ok(mut g) = self.err.lock() {
+                g.get_or_insert(e);
             }
+        }
+    }
+    /// A progress note on stderr (when progress is on).
+    fn note(&self, text: std::fmt::Arguments<'_>) {
+        if self.sink.progress() {
+            eprintln!("{text}");
+        }
+    }
+    fn check(&self) -> Res<()> {
+        match self.err.lock().ok().and_then(|mut g| g.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
 }
@@ -394,7 +464,7 @@ fn calibrate_for(alpha: f64, dir: &str) -> Res<Calibration> {
 }
 
 /// Resolves one `--costs` entry for `alpha`: (label, costs, method).
-fn costs_for(spec: &str, alpha: f64, dir: &str) -> Res<(String, MissCosts, String)> {
+fn costs_for(spec: &str, alpha: f64, dir: &str, out: &Out) -> Res<(String, MissCosts, String)> {
     if spec == "calibrated" {
         let c = calibrate_for(alpha, dir)?;
         let note = format!(
@@ -402,10 +472,15 @@ fn costs_for(spec: &str, alpha: f64, dir: &str) -> Res<(String, MissCosts, Strin
             c.device_method.name(),
             if c.device_suspect { ",suspect" } else { "" }
         );
-        eprintln!(
+        note!(
+            out,
             "calibrated alpha {alpha}: cached read {:.0} ns, lz4 decompress {:.0} ns, device \
              read {:.0} ns ({note}) -> C_a {:.0} ns, C_k {:.0} ns",
-            c.cached_read_ns, c.decompress_ns, c.device_read_ns, c.app_miss_ns, c.second_miss_ns
+            c.cached_read_ns,
+            c.decompress_ns,
+            c.device_read_ns,
+            c.app_miss_ns,
+            c.second_miss_ns
         );
         return Ok((
             "calibrated".into(),
@@ -468,7 +543,7 @@ fn ratio(num: f64, den: f64, hit_ns: f64) -> f64 {
     }
 }
 
-fn run_cell(a: &Args, cell: &Cell) -> Res<Row> {
+fn run_cell(a: &Args, cell: &Cell, out: &Out) -> Res<SweepRow> {
     let dist = pattern(&cell.pattern)?;
     let layout = layout_for(a, cell.ratio, cell.alpha)?;
     let cfg = sym_config(a, cell.costs);
@@ -544,23 +619,8 @@ fn run_cell(a: &Args, cell: &Cell) -> Res<Row> {
         .max()
         .unwrap_or(0);
     let stats = cl.sym.stats();
-    let statics_json = format!(
-        "[{}]",
-        static_le
-            .iter()
-            .map(|&x| json_f64(x))
-            .collect::<Vec<_>>()
-            .join(",")
-    );
-    let cands_json = format!(
-        "[{}]",
-        cands
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    );
-    eprintln!(
+    note!(
+        out,
         "{:<7} M/D_u {:.1} alpha {:.2} {:<12} sym {:>7.0} (M_a {:>4} MiB) best {:>7.0} ({:>4} \
          MiB) min {:>7.0} half {:>7.0} full {:>7.0}  sym/best {:.3}",
         cell.pattern,
@@ -576,64 +636,57 @@ fn run_cell(a: &Args, cell: &Cell) -> Res<Row> {
         static_le[last],
         ratio(best_le, sym_le, a.hit_ns),
     );
-    Ok(Row::new("cache-sweep")
-        .s("pattern", &cell.pattern)
-        .f("m_over_du", cell.ratio)
-        .f("alpha", cell.alpha)
-        .s("costs", &cell.cost_label)
-        .s("cost_method", &cell.cost_method)
-        .f("ca_ns", c.app_miss_ns)
-        .f("ck_ns", c.second_miss_ns)
-        .u("memory_bytes", a.memory)
-        .u("app_min_bytes", a.app_min)
-        .u("d_u_bytes", layout.uncompressed_bytes())
-        .u("d_c_bytes", layout.compressed_bytes())
-        .s("layout", &a.layout)
-        .s("policy", a.policy.name())
-        .u("sample_inv", u64::from(a.sample_inv))
-        .u("group_blocks", u64::from(a.group))
-        .u("accesses", n)
-        .u("measured_from", measure_from)
-        .f("le_symbiosis_ns", sym_le)
-        .u("ma_symbiosis_bytes", target)
-        .f("h_a_symbiosis", sym_counts.h_a())
-        .f("h_k_symbiosis", sym_counts.h_k())
-        .f("le_static_min_ns", static_le[0])
-        .f("le_static_half_ns", static_le[half_i])
-        .f("le_static_full_ns", static_le[last])
-        .f("le_best_static_ns", best_le)
-        .u("ma_best_static_bytes", cands[best_i])
-        .raw("candidates_bytes", &cands_json)
-        .raw("le_static_ns", &statics_json)
-        .f("hit_ns", a.hit_ns)
-        .f("best_over_symbiosis", ratio(best_le, sym_le, a.hit_ns))
-        .f(
-            "worse_end_over_symbiosis",
-            ratio(worse_of_ends, sym_le, a.hit_ns),
-        )
-        .f(
-            "half_over_symbiosis",
-            ratio(static_le[half_i], sym_le, a.hit_ns),
-        )
-        .f("predicted_le_at_adopted_ns", predicted)
-        .f(
-            "sim_error_rel",
-            (predicted - sym_le).abs() / sym_le.max(1e-9),
-        )
-        .u("rounds", u64::from(stats.rounds))
-        .u("adoptions", u64::from(stats.adoptions))
-        .u("restarts", u64::from(stats.restarts))
-        .u("reverts", u64::from(stats.reverts))
-        .u("last_change_at_access", last_change)
-        .u("ghost_bytes_peak", ghost_peak as u64)
-        .f("ghost_fraction_of_m", ghost_peak as f64 / a.memory as f64))
+    Ok(SweepRow {
+        bench: "cache-sweep",
+        pattern: cell.pattern.to_string(),
+        m_over_du: cell.ratio,
+        alpha: cell.alpha,
+        costs: cell.cost_label.to_string(),
+        cost_method: cell.cost_method.to_string(),
+        ca_ns: c.app_miss_ns,
+        ck_ns: c.second_miss_ns,
+        memory_bytes: a.memory,
+        app_min_bytes: a.app_min,
+        d_u_bytes: layout.uncompressed_bytes(),
+        d_c_bytes: layout.compressed_bytes(),
+        layout: a.layout.to_string(),
+        policy: a.policy.name().to_string(),
+        sample_inv: u64::from(a.sample_inv),
+        group_blocks: u64::from(a.group),
+        accesses: n,
+        measured_from: measure_from,
+        le_symbiosis_ns: sym_le,
+        ma_symbiosis_bytes: target,
+        h_a_symbiosis: sym_counts.h_a(),
+        h_k_symbiosis: sym_counts.h_k(),
+        le_static_min_ns: static_le[0],
+        le_static_half_ns: static_le[half_i],
+        le_static_full_ns: static_le[last],
+        le_best_static_ns: best_le,
+        ma_best_static_bytes: cands[best_i],
+        candidates_bytes: cands.clone(),
+        le_static_ns: static_le.clone(),
+        hit_ns: a.hit_ns,
+        best_over_symbiosis: ratio(best_le, sym_le, a.hit_ns),
+        worse_end_over_symbiosis: ratio(worse_of_ends, sym_le, a.hit_ns),
+        half_over_symbiosis: ratio(static_le[half_i], sym_le, a.hit_ns),
+        predicted_le_at_adopted_ns: predicted,
+        sim_error_rel: (predicted - sym_le).abs() / sym_le.max(1e-9),
+        rounds: u64::from(stats.rounds),
+        adoptions: u64::from(stats.adoptions),
+        restarts: u64::from(stats.restarts),
+        reverts: u64::from(stats.reverts),
+        last_change_at_access: last_change,
+        ghost_bytes_peak: ghost_peak as u64,
+        ghost_fraction_of_m: ghost_peak as f64 / a.memory as f64,
+    })
 }
 
-fn cost_sets(a: &Args) -> Res<Vec<(f64, String, MissCosts, String)>> {
+fn cost_sets(a: &Args, out: &Out) -> Res<Vec<(f64, String, MissCosts, String)>> {
     let mut v = Vec::new();
     for &alpha in &a.alphas {
         for spec in &a.costs {
-            let (label, c, m) = costs_for(spec, alpha, &a.calibrate_dir)?;
+            let (label, c, m) = costs_for(spec, alpha, &a.calibrate_dir, out)?;
             v.push((alpha, label, c, m));
         }
     }
@@ -642,7 +695,7 @@ fn cost_sets(a: &Args) -> Res<Vec<(f64, String, MissCosts, String)>> {
 
 fn sweep(a: &Args, out: &Out) -> Res<()> {
     let mut cells = Vec::new();
-    for (alpha, label, costs, method) in cost_sets(a)? {
+    for (alpha, label, costs, method) in cost_sets(a, out)? {
         for p in &a.patterns {
             for &ratio in &a.ratios {
                 cells.push(Cell {
@@ -663,7 +716,7 @@ fn sweep(a: &Args, out: &Out) -> Res<()> {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(cell) = cells.get(i) else { break };
-                match run_cell(a, cell) {
+                match run_cell(a, cell, out) {
                     Ok(row) => out.emit(row),
                     Err(e) => {
                         if let Ok(mut g) = err.lock() {
@@ -775,27 +828,28 @@ fn overhead(a: &Args, out: &Out) -> Res<()> {
             ));
         }
         let model_ns = (thread_cpu_ns() - t) / n as f64;
-        eprintln!(
+        note!(
+            out,
             "{p:<7} tracker {tracker_ns:.1} ns/access, +ghost {ghost_ns:.1} ns/access, two-tier \
              model {model_ns:.1} ns/access, ghost peak {} KiB = {:.4} % of M",
             peak / 1024,
             100.0 * peak as f64 / a.memory as f64
         );
-        out.emit(
-            Row::new("cache-overhead")
-                .s("pattern", p)
-                .f("m_over_du", 0.4)
-                .u("memory_bytes", a.memory)
-                .u("sample_inv", u64::from(a.sample_inv))
-                .u("accesses", n as u64)
-                .f("tracker_ns_per_access", tracker_ns)
-                .f("ghost_ns_per_access", ghost_ns)
-                .f("round_ns_per_access", tracker_ns + ghost_ns)
-                .f("two_tier_model_ns_per_access", model_ns)
-                .u("rounds_completed", rounds)
-                .u("ghost_bytes_peak", peak as u64)
-                .f("ghost_fraction_of_m", peak as f64 / a.memory as f64),
-        );
+        out.emit(OverheadRow {
+            bench: "cache-overhead",
+            pattern: p.to_string(),
+            m_over_du: 0.4,
+            memory_bytes: a.memory,
+            sample_inv: u64::from(a.sample_inv),
+            accesses: n as u64,
+            tracker_ns_per_access: tracker_ns,
+            ghost_ns_per_access: ghost_ns,
+            round_ns_per_access: tracker_ns + ghost_ns,
+            two_tier_model_ns_per_access: model_ns,
+            rounds_completed: rounds,
+            ghost_bytes_peak: peak as u64,
+            ghost_fraction_of_m: peak as f64 / a.memory as f64,
+        });
     }
     Ok(())
 }
@@ -885,27 +939,28 @@ fn sampling(a: &Args, out: &Out) -> Res<()> {
                     })
                     .map_or(0, |(i, _)| i);
                 let regret = le(&exact[chosen]) / best_exact.max(1e-9);
-                eprintln!(
+                note!(
+                    out,
                     "{p:<7} G {group:>2} R 1/{inv:<3} max|dH_a| {d_ha:.3} max|dH_k| {d_hk:.3} \
                      mean|dL_e|/L_e {d_le:.3} chosen/best {regret:.3} ghost {} KiB, {} accesses",
                     ghost.peak_metadata_bytes() / 1024,
                     fed
                 );
-                out.emit(
-                    Row::new("cache-sampling")
-                        .s("pattern", p)
-                        .f("m_over_du", ratio)
-                        .f("alpha", alpha)
-                        .u("memory_bytes", a.memory)
-                        .u("sample_inv", u64::from(inv))
-                        .u("group_blocks", u64::from(group))
-                        .f("max_abs_err_h_a", d_ha)
-                        .f("max_abs_err_h_k", d_hk)
-                        .f("mean_rel_err_le", d_le)
-                        .f("chosen_exact_le_over_best", regret)
-                        .u("ghost_bytes_peak", ghost.peak_metadata_bytes() as u64)
-                        .u("round_accesses", fed),
-                );
+                out.emit(SamplingRow {
+                    bench: "cache-sampling",
+                    pattern: p.to_string(),
+                    m_over_du: ratio,
+                    alpha,
+                    memory_bytes: a.memory,
+                    sample_inv: u64::from(inv),
+                    group_blocks: u64::from(group),
+                    max_abs_err_h_a: d_ha,
+                    max_abs_err_h_k: d_hk,
+                    mean_rel_err_le: d_le,
+                    chosen_exact_le_over_best: regret,
+                    ghost_bytes_peak: ghost.peak_metadata_bytes() as u64,
+                    round_accesses: fed,
+                });
             }
         }
     }
@@ -951,7 +1006,8 @@ fn reset_ablation(a: &Args, out: &Out) -> Res<()> {
                 }
             }
             let le = |h: &HitCounts| h.expected_latency(costs.app_miss_ns, costs.second_miss_ns);
-            eprintln!(
+            note!(
+                out,
                 "{p:<7} reset {reset:<5} phase-1 M_a {:>4} MiB; L_e until the round ends {:.0} \
                  ns over {} accesses; after {:.0} ns (M_a {} MiB)",
                 ma_phase1 / MIB,
@@ -960,19 +1016,19 @@ fn reset_ablation(a: &Args, out: &Out) -> Res<()> {
                 le(&after),
                 cl.sym.app_target_bytes() / MIB
             );
-            out.emit(
-                Row::new("cache-reset")
-                    .s("pattern", p)
-                    .u("memory_bytes", a.memory)
-                    .f("alpha", alpha)
-                    .s("change", "D_u 0.5M -> 3M")
-                    .raw("reset_policy", if reset { "true" } else { "false" })
-                    .u("ma_phase1_bytes", ma_phase1)
-                    .f("le_until_round_end_ns", le(&during))
-                    .u("accesses_until_round_end", during.accesses)
-                    .f("le_after_ns", le(&after))
-                    .u("ma_final_bytes", cl.sym.app_target_bytes()),
-            );
+            out.emit(ResetRow {
+                bench: "cache-reset",
+                pattern: p.to_string(),
+                memory_bytes: a.memory,
+                alpha,
+                change: "D_u 0.5M -> 3M".to_string(),
+                reset_policy: reset,
+                ma_phase1_bytes: ma_phase1,
+                le_until_round_end_ns: le(&during),
+                accesses_until_round_end: during.accesses,
+                le_after_ns: le(&after),
+                ma_final_bytes: cl.sym.app_target_bytes(),
+            });
         }
     }
     Ok(())
@@ -1029,25 +1085,28 @@ fn policies(a: &Args, out: &Out) -> Res<()> {
                 }
                 res.push(miss as f64 / acc.max(1) as f64);
             }
-            eprintln!(
+            note!(
+                out,
                 "{name:<9} cache {:.2} of data: miss ratio lru {:.4} s3fifo {:.4}",
-                frac, res[0], res[1]
+                frac,
+                res[0],
+                res[1]
             );
-            out.emit(
-                Row::new("cache-policies")
-                    .s("trace", &name)
-                    .f("cache_over_data", frac)
-                    .u("data_bytes", blocks * u64::from(BLOCK_BYTES))
-                    .u("accesses", n)
-                    .f("miss_ratio_lru", res[0])
-                    .f("miss_ratio_s3fifo", res[1]),
-            );
+            out.emit(PoliciesRow {
+                bench: "cache-policies",
+                trace: name.to_string(),
+                cache_over_data: frac,
+                data_bytes: blocks * u64::from(BLOCK_BYTES),
+                accesses: n,
+                miss_ratio_lru: res[0],
+                miss_ratio_s3fifo: res[1],
+            });
         }
     }
     Ok(())
 }
 
-fn replay(a: &Args) -> Res<()> {
+fn replay(a: &Args, out: &Out) -> Res<()> {
     let path = a.trace.as_deref().ok_or("mode replay needs --trace FILE")?;
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
     let ids: Vec<u64> = text
@@ -1060,8 +1119,6 @@ fn replay(a: &Args) -> Res<()> {
                 .map_err(|_| format!("{path}:{}: not a block id: `{l}`", i + 1))
         })
         .collect::<Res<_>>()?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     for kind in [PolicyKind::Lru, PolicyKind::S3Fifo] {
         for &blocks in &a.cache_blocks {
             let mut c = kind.build(blocks * u64::from(BLOCK_BYTES));
@@ -1070,13 +1127,16 @@ fn replay(a: &Args) -> Res<()> {
                 let key = attune_cache::BlockKey { file: 0, unit: id };
                 misses += (!c.access(key, u64::from(BLOCK_BYTES))) as u64;
             }
-            writeln!(
-                out,
-                "{{\"policy\":\"{}\",\"cache_blocks\":{blocks},\"accesses\":{},\"misses\":{misses}}}",
-                kind.name(),
-                ids.len()
-            )
-            .map_err(|e| e.to_string())?;
+            let row = ReplayRow {
+                policy: kind.name(),
+                cache_blocks: blocks,
+                accesses: ids.len(),
+                misses,
+            };
+            if out.sink.human() {
+                println!("{} {blocks} blocks: {misses} misses", row.policy);
+            }
+            out.sink.row(&row)?;
         }
     }
     Ok(())
@@ -1181,7 +1241,8 @@ fn dynamic(a: &Args, out: &Out) -> Res<()> {
             converged.push(last_round_end);
         }
         let conv = |x: Option<u64>| x.map_or("null".to_string(), |v| v.to_string());
-        eprintln!(
+        note!(
+            out,
             "{name:<18} phase1 sym {:>6.0} (M_a {:>3} MiB) min {:>6.0} M {:>6.0} | phase2 sym {:>6.0} \
              (M_a {:>3} MiB) min {:>6.0} M {:>6.0} | round done {} accesses after the change",
             res[0].0[0],
@@ -1194,33 +1255,36 @@ fn dynamic(a: &Args, out: &Out) -> Res<()> {
             res[1].0[2],
             conv(converged[1]),
         );
-        out.emit(
-            Row::new("cache-dynamic")
-                .s("scenario", name)
-                .u("memory_bytes", a.memory)
-                .f("alpha", alpha)
-                .f("ca_ns", costs.app_miss_ns)
-                .f("ck_ns", costs.second_miss_ns)
-                .u("accesses_per_phase", n)
-                .f("phase1_le_symbiosis_ns", res[0].0[0])
-                .f("phase1_le_static_min_ns", res[0].0[1])
-                .f("phase1_le_static_full_ns", res[0].0[2])
-                .u("phase1_ma_bytes", res[0].1)
-                .f("phase2_le_symbiosis_ns", res[1].0[0])
-                .f("phase2_le_static_min_ns", res[1].0[1])
-                .f("phase2_le_static_full_ns", res[1].0[2])
-                .u("phase2_ma_bytes", res[1].1)
-                .raw("phase2_first_round_end_after_accesses", &conv(converged[1]))
-                .u("rounds", cl.sym.rounds().len() as u64)
-                .u("reverts", u64::from(cl.sym.stats().reverts)),
-        );
+        out.emit(DynamicRow {
+            bench: "cache-dynamic",
+            scenario: name.to_string(),
+            memory_bytes: a.memory,
+            alpha,
+            ca_ns: costs.app_miss_ns,
+            ck_ns: costs.second_miss_ns,
+            accesses_per_phase: n,
+            phase1_le_symbiosis_ns: res[0].0[0],
+            phase1_le_static_min_ns: res[0].0[1],
+            phase1_le_static_full_ns: res[0].0[2],
+            phase1_ma_bytes: res[0].1,
+            phase2_le_symbiosis_ns: res[1].0[0],
+            phase2_le_static_min_ns: res[1].0[1],
+            phase2_le_static_full_ns: res[1].0[2],
+            phase2_ma_bytes: res[1].1,
+            phase2_first_round_end_after_accesses: converged[1],
+            rounds: cl.sym.rounds().len() as u64,
+            reverts: u64::from(cl.sym.stats().reverts),
+        });
     }
     Ok(())
 }
 
-fn run() -> Res<()> {
-    let a = parse_args()?;
-    let out = Out::new(a.json.as_deref())?;
+/// Runs `attune-bench cache-sim ARGS`.
+pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
+    let Some(a) = parse_args(argv).map_err(Fail::Usage)? else {
+        return Ok(());
+    };
+    let out = Out::new(sink);
     for m in &a.modes {
         match m.as_str() {
             "sweep" => sweep(&a, &out)?,
@@ -1229,16 +1293,11 @@ fn run() -> Res<()> {
             "reset" => reset_ablation(&a, &out)?,
             "policies" => policies(&a, &out)?,
             "dynamic" => dynamic(&a, &out)?,
-            "replay" => replay(&a)?,
-            _ => return Err(format!("unknown mode `{m}`\n{}", usage())),
+            // A trace that cannot be read is a bad argument, like a bad flag.
+            "replay" => replay(&a, &out).map_err(Fail::Usage)?,
+            _ => return Err(Fail::Usage(format!("unknown mode `{m}`\n{}", usage()))),
         }
+        out.check()?;
     }
     Ok(())
-}
-
-fn main() {
-    if let Err(e) = run() {
-        eprintln!("attune-cache-sim: {e}");
-        std::process::exit(2);
-    }
 }

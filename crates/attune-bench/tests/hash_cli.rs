@@ -1,10 +1,12 @@
-//! The benchmark binary end to end: tiny runs of every mode write one well-formed JSON object
+//! `attune-bench hash` end to end: tiny runs of every mode write one well-formed JSON object
 //! per table, and bad options exit with status 2 and a message instead of panicking.
 
 use std::process::Command;
 
 fn bench() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_attune-hash-bench"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_attune-bench"));
+    c.arg("hash");
+    c
 }
 
 fn temp_path(name: &str) -> std::path::PathBuf {
@@ -18,7 +20,7 @@ fn temp_path(name: &str) -> std::path::PathBuf {
 fn run_ok(args: &[&str], json: &std::path::Path) -> Vec<String> {
     let out = bench()
         .args(args)
-        .arg("--json")
+        .arg("--out")
         .arg(json)
         .output()
         .expect("spawn");
@@ -115,7 +117,7 @@ fn bad_options_exit_with_status_2_and_a_message() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("attune-hash-bench:") && !err.contains("panicked"),
+            err.contains("attune-bench hash:") && !err.contains("panicked"),
             "{err}"
         );
     }

@@ -1,14 +1,17 @@
-//! Micro benchmark: nanoseconds per generated item for every generator of attune-workload.
+//! `attune-bench workload`: nanoseconds per generated item for every generator of
+//! attune-workload.
 //!
-//! Run: `cargo run --release -p attune-workload --example bench_workload -- [--items N]
-//! [--out FILE]`. Prints one JSON object per line (and appends them to FILE if given), each with
-//! the exact command, the machine, the generator name, items, and ns/item (median of 3 runs) both
-//! as thread CPU time (robust on a shared machine) and wall time. Single-threaded.
+//! Run: `attune-bench workload [--items N] [--out FILE] [--json]`. One row per generator: its
+//! name, items, and ns/item (median of 3 runs) both as thread CPU time (robust on a shared
+//! machine) and wall time, with the exact command and the machine. A table on stdout unless
+//! `--json`. Single-threaded.
 
-use std::fs::OpenOptions;
 use std::hint::black_box;
-use std::io::Write;
 use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::output::{Fail, Sink};
 
 use attune_workload::keys::{KeySet, LoadOrder};
 use attune_workload::mixgraph::MixGraphConfig;
@@ -18,27 +21,6 @@ use attune_workload::trace::{
 use attune_workload::wiscer::WiscerConfig;
 use attune_workload::ycsb::{CoreWorkload, YcsbConfig};
 use attune_workload::{Op, RequestDist};
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into());
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!(
-        "{{\"nproc\":{nproc},\"cpu\":\"{}\",\"kernel\":\"{}\"}}",
-        cpu.replace('"', "'"),
-        kernel
-    )
-}
 
 fn op_sink(op: Op) -> u64 {
     op.key()
@@ -75,38 +57,45 @@ fn measure(items: u64, mut f: impl FnMut() -> u64) -> (f64, f64) {
     (wall[1], cpu[1])
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// One row: a generator's speed.
+#[derive(Serialize)]
+struct Row<'a> {
+    bench: &'static str,
+    generator: &'a str,
+    items: u64,
+    ns_per_item_cpu: f64,
+    ns_per_item_wall: f64,
+}
+
+/// Two decimals: the rows' precision (the median of 3 runs varies far more).
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// Runs `attune-bench workload ARGS`.
+pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let mut items: u64 = 2_000_000;
-    let mut out: Option<String> = None;
-    let mut i = 0;
-    while i < args.len() {
-        match args[i].as_str() {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
             "--items" => {
-                items = args
-                    .get(i + 1)
+                items = it
+                    .next()
                     .and_then(|s| s.parse().ok())
-                    .unwrap_or_else(|| {
-                        eprintln!("--items needs a positive integer");
-                        std::process::exit(2)
-                    });
-                i += 2;
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| Fail::Usage("--items needs a positive integer".into()))?;
             }
-            "--out" => {
-                out = args.get(i + 1).cloned();
-                i += 2;
+            "--help" | "-h" => {
+                println!("usage: attune-bench workload [--items N] [--out FILE] [--json]");
+                return Ok(());
             }
             other => {
-                eprintln!("unknown argument {other}; usage: [--items N] [--out FILE]");
-                std::process::exit(2);
+                return Err(Fail::Usage(format!(
+                    "unknown argument {other}; usage: [--items N] [--out FILE] [--json]"
+                )))
             }
         }
     }
-    let command = format!(
-        "cargo run --release -p attune-workload --example bench_workload --{}",
-        args.iter().map(|a| format!(" {a}")).collect::<String>()
-    );
-    let machine = machine();
     let mut rows: Vec<(String, (f64, f64))> = Vec::new();
     let n = 10_000_000u64;
 
@@ -233,32 +222,17 @@ fn main() {
     });
     rows.push(("trace/decode-binary".into(), ns));
 
-    let mut file = out.as_ref().map(|p| {
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .unwrap_or_else(|e| {
-                eprintln!("cannot open {p}: {e}");
-                std::process::exit(1)
-            })
-    });
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "null".into());
     for (name, (wall, cpu)) in rows {
-        let line = format!(
-            "{{\"bench\":\"workload\",\"generator\":\"{name}\",\"items\":{items},\
-             \"ns_per_item_cpu\":{cpu:.2},\"ns_per_item_wall\":{wall:.2},\"loadavg_1m\":{load},\
-             \"command\":\"{command}\",\"machine\":{machine}}}"
-        );
-        println!("{line}");
-        if let Some(f) = file.as_mut() {
-            if let Err(e) = writeln!(f, "{line}") {
-                eprintln!("write failed: {e}");
-                std::process::exit(1);
-            }
+        if sink.human() {
+            println!("{name:<44} {cpu:>8.2} ns/item cpu {wall:>8.2} ns/item wall");
         }
+        sink.row(&Row {
+            bench: "workload",
+            generator: &name,
+            items,
+            ns_per_item_cpu: round2(cpu),
+            ns_per_item_wall: round2(wall),
+        })?;
     }
+    Ok(())
 }

@@ -1,6 +1,6 @@
-//! `attune-cache-kv`: engine-level benchmarks of adaptive cache sizing (Symbiosis).
+//! `attune-bench cache-kv`: engine-level benchmarks of adaptive cache sizing (Symbiosis).
 //!
-//! Unlike `attune-cache-sim` (which replays traces through the crate's model of two caches),
+//! Unlike `attune-bench cache-sim` (which replays traces through the crate's model of two caches),
 //! every number here comes from the real engine: `attune_kv::DB` with `memory_budget`, the
 //! user/user layout (uncompressed `BlockCache` + in-process compressed cache), the background
 //! controller thread, real LZ4/Zstd blocks and real `get`s.
@@ -24,7 +24,9 @@
 //! With `--env disk` the database is on `--dir` and reads really go to the device (O_DIRECT).
 //!
 //! Thread-safety: single-threaded driver (the engine's own threads run beside it).
-//! Invariants: every JSON row carries `command` (the exact command line) and `machine`.
+//! Invariants: every row carries `command` (the exact command line) and `machine`
+//! ([`crate::output::Sink`]). Rows are `serde_json` values: their nested, per-mode objects
+//! (timelines, per-candidate predictions) are built with `json!`, never by hand.
 
 use attune_kv::env::{Env, MemEnv, PosixEnv};
 use attune_kv::symbiosis::CacheTierStats;
@@ -32,8 +34,22 @@ use attune_kv::{Options, DB};
 use attune_workload::dist::{RequestDist, Sampler};
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::output::{Fail, Sink};
+
+/// Whether progress notes go to stderr (set once by [`run`] from the output flags).
+static PROGRESS: AtomicBool = AtomicBool::new(false);
+
+/// A progress note on stderr, when progress is on.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        if PROGRESS.load(Ordering::Relaxed) {
+            eprintln!($($arg)*);
+        }
+    };
+}
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,12 +82,17 @@ enum BenchError {
     NoTiers,
     #[error("wrong value for key {0}")]
     WrongValue(u64),
+    #[error("{0}")]
+    Output(String),
 }
 
 type Result<T> = std::result::Result<T, BenchError>;
 
 #[derive(Parser, Debug)]
-#[command(name = "attune-cache-kv", about = "Engine-level Symbiosis benchmarks")]
+#[command(
+    name = "attune-bench cache-kv",
+    about = "Engine-level Symbiosis benchmarks"
+)]
 struct Cli {
     #[command(subcommand)]
     mode: Mode,
@@ -94,9 +115,6 @@ struct Common {
     /// Directory for the O_DIRECT probe that measures C_k (a real file system).
     #[arg(long, default_value = "target")]
     probe_dir: PathBuf,
-    /// Append JSON rows here.
-    #[arg(long)]
-    json: Option<PathBuf>,
     /// Seed of the key streams.
     #[arg(long, default_value_t = 7)]
     seed: u64,
@@ -206,9 +224,18 @@ enum Mode {
     },
 }
 
-fn main() {
-    let cli = Cli::parse();
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+/// Runs `attune-bench cache-kv ARGS`.
+pub fn run(argv: Vec<String>, sink: &Sink) -> std::result::Result<(), Fail> {
+    let argv = std::iter::once("attune-bench cache-kv".to_string()).chain(argv);
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            print!("{e}");
+            return Ok(());
+        }
+        Err(e) => return Err(Fail::Usage(e.to_string())),
+    };
+    PROGRESS.store(sink.progress(), Ordering::Relaxed);
     let r = match cli.mode {
         Mode::Sweep {
             common,
@@ -221,7 +248,7 @@ fn main() {
             adaptive_only,
         } => sweep(
             &common,
-            &command,
+            sink,
             &SweepArgs {
                 patterns: split(&patterns),
                 ratios: parse_list(&ratios),
@@ -243,7 +270,7 @@ fn main() {
             timeline,
         } => dynamic(
             &common,
-            &command,
+            sink,
             [&phase1, &phase2],
             ratio,
             &compression,
@@ -262,7 +289,7 @@ fn main() {
             adapt_max,
         } => ablation(
             &common,
-            &command,
+            sink,
             &pattern,
             ratio,
             &compression,
@@ -281,18 +308,10 @@ fn main() {
             segment_reads,
             warmup,
         } => match mode.as_str() {
-            "first-round" => overhead(
-                &common,
-                &command,
-                &pattern,
-                ratio,
-                &compression,
-                repeat,
-                reads,
-            ),
+            "first-round" => overhead(&common, sink, &pattern, ratio, &compression, repeat, reads),
             "alternating" => overhead_alternating(
                 &common,
-                &command,
+                sink,
                 &OverheadAb {
                     pattern: &pattern,
                     ratio,
@@ -307,9 +326,10 @@ fn main() {
             ))),
         },
     };
-    if let Err(e) = r {
-        eprintln!("attune-cache-kv: {e}");
-        std::process::exit(1);
+    match r {
+        Ok(()) => Ok(()),
+        Err(e @ BenchError::Arg(_)) => Err(Fail::Usage(e.to_string())),
+        Err(e) => Err(Fail::Run(e.to_string())),
     }
 }
 
@@ -600,44 +620,11 @@ fn read_one(db: &DB, ds: &Dataset, i: u64) -> Result<()> {
     }
 }
 
-fn machine() -> Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|x| x.trim().to_string())
-        })
-        .unwrap_or_default();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().next().unwrap_or("").to_string())
-        .unwrap_or_default();
-    json!({"nproc": nproc, "cpu": cpu, "kernel": kernel, "loadavg_1m": load})
-}
-
-fn emit(c: &Common, command: &str, mut row: Value) -> Result<()> {
-    row["command"] = json!(command);
-    row["machine"] = machine();
-    let line = row.to_string();
-    println!("{line}");
-    if let Some(p) = &c.json {
-        let io = |source| BenchError::Io {
-            path: p.clone(),
-            source,
-        };
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .map_err(io)?;
-        writeln!(f, "{line}").map_err(io)?;
+fn emit(sink: &Sink, row: Value) -> Result<()> {
+    if sink.human() {
+        println!("{row}");
     }
-    Ok(())
+    sink.row(&row).map_err(BenchError::Output)
 }
 
 /// C_k of this machine's disk: an O_DIRECT read of one compressed block (median), minus a
@@ -649,9 +636,12 @@ fn device_cost(c: &Common, block: usize) -> Result<f64> {
     })?;
     let cal =
         attune_cache::calibrate::calibrate(&c.probe_dir, PROBE_BYTES, block, PROBE_REPS, || 0)?;
-    eprintln!(
+    note!(
         "C_k probe: device {:.0} ns, cached {:.0} ns, method {:?}, suspect {}",
-        cal.device_read_ns, cal.cached_read_ns, cal.device_method, cal.device_suspect
+        cal.device_read_ns,
+        cal.cached_read_ns,
+        cal.device_method,
+        cal.device_suspect
     );
     Ok(cal.second_miss_ns)
 }
@@ -713,7 +703,7 @@ fn run_config(
     Ok((span(&a, &b, n), b.t, warm))
 }
 
-fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
+fn sweep(c: &Common, sink: &Sink, a: &SweepArgs) -> Result<()> {
     let ratios = match &a.ratios {
         Ok(r) => r.clone(),
         Err(e) => return Err(BenchError::Arg(e.to_string())),
@@ -737,7 +727,7 @@ fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
         for &ratio in &ratios {
             let t0 = Instant::now();
             let ds = load(c, ratio, comp)?;
-            eprintln!(
+            note!(
                 "loaded {} keys ({} MB logical, {} MB on disk, alpha {:.3}) in {:.1}s",
                 ds.keys,
                 ds.logical_bytes >> 20,
@@ -761,7 +751,7 @@ fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
                         a.warmup,
                         a.adapt_max,
                     )?;
-                    eprintln!(
+                    note!(
                         "  {comp} {ratio} {p} {cfg}: M_a {} MiB, H_a {:.3} H_k {:.3}, \
                          {:.0} ns/read ({:.1}s)",
                         t.app_bytes >> 20,
@@ -775,8 +765,7 @@ fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
                 if a.adaptive_only {
                     for (_, sp, t, warm) in &results {
                         emit(
-                            c,
-                            command,
+                            sink,
                             json!({"bench": "cache-kv-adaptive", "pattern": p,
                             "ratio": ratio, "compression": comp, "c_a_ns": c_a, "c_k_ns": c_k,
                             "warmup_reads": warm, "measured": sp.json(c_a, c_k, disk),
@@ -822,8 +811,7 @@ fn sweep(c: &Common, command: &str, a: &SweepArgs) -> Result<()> {
                     })
                     .collect();
                 emit(
-                    c,
-                    command,
+                    sink,
                     json!({
                         "bench": "cache-kv-sweep",
                         "env": c.env,
@@ -882,7 +870,7 @@ fn percentiles(v: &mut [u32]) -> Value {
 #[allow(clippy::too_many_arguments)]
 fn dynamic(
     c: &Common,
-    command: &str,
+    sink: &Sink,
     phases: [&str; 2],
     ratio: f64,
     compression: &str,
@@ -1029,7 +1017,7 @@ fn dynamic(
             "{} windows (see --timeline file)",
             t.timeline.len()
         ));
-        emit(c, command, short)?;
+        emit(sink, short)?;
         drop(db);
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -1047,7 +1035,7 @@ fn dynamic(
 /// predictions next to the statically measured hit ratios of the same candidates.
 fn ablation(
     c: &Common,
-    command: &str,
+    sink: &Sink,
     pattern_name: &str,
     ratio: f64,
     compression: &str,
@@ -1081,7 +1069,7 @@ fn ablation(
         let mut s = Sampler::new(&dist, ds.keys, c.seed)?;
         let n = read_n(&db, &ds, &mut s, adapt_max, |db| Ok(tiers(db)?.rounds >= 1))?;
         let t = tiers(&db)?;
-        eprintln!(
+        note!(
             "  1/R = {inv}: first round after {n} reads, {} candidates, ghost peak {} B",
             t.last_round.len(),
             t.ghost_bytes_peak
@@ -1105,7 +1093,7 @@ fn ablation(
             warmup,
             adapt_max,
         )?;
-        eprintln!(
+        note!(
             "  static {} MiB: H_a {:.3} H_k {:.3}",
             m_a >> 20,
             sp.h_a(),
@@ -1140,8 +1128,7 @@ fn ablation(
             .min_by(|a, b| a.1 .3.total_cmp(&b.1 .3))
             .map_or(0, |x| x.0);
         emit(
-            c,
-            command,
+            sink,
             json!({
                 "bench": "cache-kv-ablation", "env": c.env, "pattern": pattern_name,
                 "ratio": ratio, "compression": compression,
@@ -1165,7 +1152,7 @@ fn ablation(
 #[allow(clippy::too_many_arguments)]
 fn overhead(
     c: &Common,
-    command: &str,
+    sink: &Sink,
     pattern_name: &str,
     ratio: f64,
     compression: &str,
@@ -1250,7 +1237,7 @@ fn overhead(
                 "process_cpu_ns_per_read": per(&fixed, |s| s.proc_cpu_ns),
                 "h_a": fixed.h_a(), "h_k": fixed.h_k()},
         });
-        eprintln!("{row}");
+        note!("{row}");
         rows.push(row);
     }
     let med = |path: [&str; 2]| -> f64 {
@@ -1265,8 +1252,7 @@ fn overhead(
     let round = med(["adaptive_in_round", "process_cpu_ns_per_read"]);
     let outside = med(["adaptive_outside", "process_cpu_ns_per_read"]);
     emit(
-        c,
-        command,
+        sink,
         json!({
             "bench": "cache-kv-overhead",
             "env": c.env,
@@ -1354,7 +1340,7 @@ fn spread(v: &[f64]) -> Value {
 /// the reader thread's CPU and the controller's pump CPU, per read; per cycle the relative
 /// differences B/A − 1 (overhead) and A'/A − 1 (noise floor); the row reports their medians
 /// and 10th-90th percentiles over the cycles, and the pooled ratios.
-fn overhead_alternating(c: &Common, command: &str, a: &OverheadAb<'_>) -> Result<()> {
+fn overhead_alternating(c: &Common, sink: &Sink, a: &OverheadAb<'_>) -> Result<()> {
     let dist = pattern(a.pattern)?;
     let ds = load(c, a.ratio, a.compression)?;
     let c_a = app_miss_cost(c, &ds, &dist)?;
@@ -1380,7 +1366,7 @@ fn overhead_alternating(c: &Common, command: &str, a: &OverheadAb<'_>) -> Result
     read_n(&db, &ds, &mut s, a.warmup, |_| Ok(false))?;
     let mut segs: Vec<Value> = Vec::new();
     let mut cycles: Vec<[SegCost; 3]> = Vec::new();
-    let load_start = machine()["loadavg_1m"].clone();
+    let load_start = json!(crate::machine::loadavg_1m());
     for cycle in 0..a.cycles {
         let mut cost = [SegCost::default(); 3];
         for &kind in &SEG_ORDERS[cycle as usize % SEG_ORDERS.len()] {
@@ -1452,13 +1438,13 @@ fn overhead_alternating(c: &Common, command: &str, a: &OverheadAb<'_>) -> Result
         })
     };
     let process = metric(|x| x.process);
-    eprintln!(
+    note!(
         "process CPU per read: overhead {} noise {}",
-        process["overhead_b_vs_a"], process["noise_a2_vs_a"]
+        process["overhead_b_vs_a"],
+        process["noise_a2_vs_a"]
     );
     emit(
-        c,
-        command,
+        sink,
         json!({
             "bench": "cache-kv-overhead-ab",
             "env": c.env,

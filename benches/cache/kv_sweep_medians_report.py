@@ -1,7 +1,8 @@
-"""Sixth-session tables for docs/symbiosis.md from `attune-cache-kv sweep` rows (issue 7).
+"""Median tables of engine sweep cells from `attune-bench cache-kv sweep` rows (docs/symbiosis.md).
 
-Groups rows by (binary, compression, pattern, M/D_u) -- the binary is the first word of each
-row's `command`, so interleaved before/after runs stay apart -- and prints one line per group
+Groups rows by (binary, compression, pattern, M/D_u) -- the binary is the commit it was built
+from (`machine.git_commit`; older rows: the first word of `command`), so interleaved
+before/after runs (benches/cache/kv_sweep_cells_ab.sh) stay apart -- and prints one line per group
 with medians over its repeats. The ratio is the sweep's (kv_sweep_report.py): latency per read
 = base CPU (median over the cell's configurations of CPU per read minus application misses x
 C_a) + the configuration's L_e from its measured hit ratios; best static / adaptive over the
@@ -10,7 +11,7 @@ ratio on thread CPU time + device reads x C_k, noisier on a loaded machine. Also
 per repeat, the round's predicted L_e at the adopted split and at the best static split
 against the measured ones, the second-tier footprint the round used, load averages.
 
-Usage: python3 benches/cache/kv_s6_report.py FILE [FILE ...]
+Usage: python3 benches/cache/kv_sweep_medians_report.py FILE [FILE ...]
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from collections import defaultdict
 from pathlib import Path
 
 STATIC = ("minimum", "M/2", "M")
+
+
+def binary(r: dict) -> str:
+    """Which build measured a row: its commit, or (rows from before the commit was recorded)
+    the binary named first in its command."""
+    commit = (r.get("machine") or {}).get("git_commit")
+    return commit[:12] if commit and commit != "unknown" else r["command"].split()[0]
 
 
 def base_ns(r: dict) -> float:
@@ -75,7 +83,7 @@ def main() -> None:
             r = json.loads(line)
             if r.get("bench") != "cache-kv-sweep":
                 continue
-            key = (r["command"].split()[0], r["compression"], r["pattern"], r["ratio"])
+            key = (binary(r), r["compression"], r["pattern"], r["ratio"])
             groups[key].append(cell(r))
     print(
         "| binary | comp | pattern | M/D_u | n | load 1m | M_a adopted MiB (per repeat) | "

@@ -1,4 +1,4 @@
-//! `attune-hash-bench`: VIP hashing vs plain chained hashing vs `std::collections::HashMap`
+//! `attune-bench hash`: VIP hashing vs plain chained hashing vs `std::collections::HashMap`
 //! (hashbrown) on identical, seeded streams, one process run, one JSON line per table.
 //!
 //! Modes (see `--help` and docs/vip-hashing.md):
@@ -11,15 +11,16 @@
 //!   during the first `min(|R|, |S|/61)` probes.
 //!
 //! Streams come from attune-workload's Wiscer generator and are materialised before timing;
-//! only table operations are timed. Thread-safety: a
-//! single-threaded program.
+//! only table operations are timed. Thread-safety: single-threaded.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::hash::BuildHasherDefault;
 use std::hint::black_box;
-use std::io::Write as _;
 use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::output::{Fail, Fields, Sink};
 
 use attune_hash::{JoinMode, JoinTable, Schedule, VipConfig, VipMap};
 use attune_workload::wiscer::{KeyOrder, KeyPattern, WiscerConfig};
@@ -29,7 +30,7 @@ use attune_workload::Op as WOp;
 type StdMap<V> = HashMap<u64, V, BuildHasherDefault<attune_hash::Fmix64Hasher>>;
 
 const USAGE: &str = "\
-usage: attune-hash-bench [options]
+usage: attune-bench hash [options]
   --tables LIST          vip,chained,hashbrown (default: all three); vip-learn-always
                          (adaptive mode) learns on every fetch, to measure learning's cost;
                          vip-oracle (adaptive mode) is the roofline's VIP build, never learning;
@@ -50,7 +51,8 @@ usage: attune-hash-bench [options]
                          reported (default 1). Within a round all tables are alive and are fed
                          the stream in lockstep chunks of 2^20 operations, timed per table
   --learn-factor F       adaptive VIP: N_L = F * buckets (default: the library's)
-  --json PATH            append one JSON object per table and setting to PATH
+  --out PATH             append one JSON row per table and setting to PATH
+  --json                 print the rows as JSON lines on stdout (no table)
 ";
 
 #[derive(Debug, thiserror::Error)]
@@ -61,11 +63,8 @@ enum BenchError {
     Table(#[from] attune_hash::HashError),
     #[error("workload error: {0}")]
     Workload(#[from] attune_workload::WorkloadError),
-    #[error("cannot write {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("{0}")]
+    Output(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -117,7 +116,6 @@ struct Args {
     repeat: usize,
     /// `N_L / buckets` of the adaptive VIP table (`None`: the library default).
     learn_factor: Option<f64>,
-    json: Option<String>,
 }
 
 fn usage(msg: impl Into<String>) -> BenchError {
@@ -148,7 +146,6 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
         seeds: vec![1],
         repeat: 1,
         learn_factor: None,
-        json: None,
     };
     let mut it = argv.iter();
     while let Some(flag) = it.next() {
@@ -210,7 +207,6 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
             "--seed" => a.seeds = parse_list("--seed", val)?,
             "--repeat" => a.repeat = parse_num("--repeat", val)?,
             "--learn-factor" => a.learn_factor = Some(parse_num("--learn-factor", val)?),
-            "--json" => a.json = Some(val.clone()),
             other => return Err(usage(format!("unknown option {other:?}"))),
         }
     }
@@ -730,28 +726,35 @@ fn median_rounds(
 
 // ----- output -------------------------------------------------------------------------------
 
-fn machine_json() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into());
-    let nproc = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    format!(
-        "{{\"nproc\":{nproc},\"cpu\":{},\"kernel\":{},\"cpus_allowed\":{}}}",
-        json_str(&cpu),
-        json_str(&kernel),
-        json_str(&cpus_allowed().unwrap_or_default())
-    )
+/// One row: one table in one setting (median round).
+#[derive(Serialize)]
+struct Row<'a> {
+    table: &'static str,
+    mode: &'static str,
+    zipf: f64,
+    keys: usize,
+    operations: u64,
+    cpu_seconds: f64,
+    wall_seconds: f64,
+    ops_per_sec: f64,
+    build_seconds: f64,
+    avg_displacement: Option<f64>,
+    speedup_vs_chained: Option<f64>,
+    speedup_vs_hashbrown: Option<f64>,
+    buckets: Option<usize>,
+    load_factor: Option<f64>,
+    load_factor_target: Option<f64>,
+    ratio: Option<usize>,
+    churn: Option<String>,
+    mix: String,
+    seed: u64,
+    repeat: usize,
+    /// Table-specific counters (learning rounds, moves, ...), named by the table.
+    #[serde(flatten)]
+    extra: Fields,
+    checksum: u64,
+    /// `Cpus_allowed_list` of the process: a single CPU when pinned with `taskset -c`.
+    cpus_allowed: Option<&'a str>,
 }
 
 fn cpus_allowed() -> Option<String> {
@@ -760,45 +763,6 @@ fn cpus_allowed() -> Option<String> {
         .lines()
         .find(|l| l.starts_with("Cpus_allowed_list:"))?;
     Some(line.split_once(':')?.1.trim().to_string())
-}
-
-/// The command line that reproduces the run, with the `taskset` pinning when it was pinned.
-fn command_line() -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut cmd = format!("attune-hash-bench {}", args.join(" "));
-    if let Some(cpus) = cpus_allowed() {
-        let n = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0);
-        if !cpus.contains(',') && !cpus.contains('-') && n == 1 {
-            cmd = format!("taskset -c {cpus} {cmd}");
-        }
-    }
-    cmd
-}
-
-fn json_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn json_f64(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        "null".into()
-    }
 }
 
 struct Setting {
@@ -813,7 +777,7 @@ fn emit(
     args: &Args,
     setting: &Setting,
     results: &[(TableKind, Run)],
-    sink: &mut Option<std::fs::File>,
+    sink: &Sink,
 ) -> Result<(), BenchError> {
     let find = |k: TableKind| {
         results
@@ -827,89 +791,61 @@ fn emit(
         Mode::Adaptive => "adaptive",
         Mode::Join => "join",
     };
+    let cpus = cpus_allowed();
     for (kind, run) in results {
         let ops_per_sec = run.ops as f64 / run.seconds;
-        let mut o = String::from("{");
-        let _ = write!(
-            o,
-            "\"table\":{},\"mode\":{}",
-            json_str(kind.name()),
-            json_str(mode)
-        );
-        let _ = write!(
-            o,
-            ",\"zipf\":{},\"keys\":{}",
-            json_f64(setting.zipf),
-            setting.keys
-        );
-        let _ = write!(
-            o,
-            ",\"operations\":{},\"cpu_seconds\":{},\"wall_seconds\":{}",
-            run.ops,
-            json_f64(run.seconds),
-            json_f64(run.wall_seconds)
-        );
-        let _ = write!(o, ",\"ops_per_sec\":{}", json_f64(ops_per_sec));
-        let _ = write!(o, ",\"build_seconds\":{}", json_f64(run.build_seconds));
-        let disp = run
-            .avg_displacement
-            .map(json_f64)
-            .unwrap_or_else(|| "null".into());
-        let _ = write!(o, ",\"avg_displacement\":{disp}");
-        let speedup = |base: Option<f64>| {
-            base.map(|b| json_f64(b / run.seconds))
-                .unwrap_or_else(|| "null".into())
-        };
-        let _ = write!(o, ",\"speedup_vs_chained\":{}", speedup(chained));
-        let _ = write!(o, ",\"speedup_vs_hashbrown\":{}", speedup(hashbrown));
-        let opt = |x: Option<f64>| x.map(json_f64).unwrap_or_else(|| "null".into());
-        let _ = write!(o, ",\"buckets\":{}", opt(run.buckets.map(|b| b as f64)));
-        let _ = write!(o, ",\"load_factor\":{}", opt(run.load_factor));
-        let _ = write!(
-            o,
-            ",\"load_factor_target\":{}",
-            opt(setting.load_factor_target)
-        );
-        let _ = write!(o, ",\"ratio\":{}", opt(setting.ratio.map(|r| r as f64)));
-        let churn = args.churn.map(|(p, f)| format!("{p}:{f}"));
-        let _ = write!(
-            o,
-            ",\"churn\":{}",
-            churn.map(|c| json_str(&c)).unwrap_or("null".into())
-        );
+        let speedup = |base: Option<f64>| base.map(|b| b / run.seconds);
         let (f, i, d) = args.mix;
-        let _ = write!(o, ",\"mix\":{}", json_str(&format!("{f}:{i}:{d}")));
-        let _ = write!(o, ",\"seed\":{},\"repeat\":{}", setting.seed, args.repeat);
+        let mut extra = Fields::default();
         for (name, v) in &run.extra {
-            let _ = write!(o, ",{}:{}", json_str(name), json_f64(*v));
+            extra.push(*name, *v);
         }
-        let _ = write!(o, ",\"checksum\":{}", run.checksum);
-        let _ = write!(o, ",\"command\":{}", json_str(&command_line()));
-        let _ = write!(o, ",\"machine\":{}}}", machine_json());
-        println!(
-            "{mode:8} {:9} zipf={:<4} keys={:<9} ratio={:<4} lf={:<6} {:>7.2} Mops/s  \
-             disp={:<6} vs_chained={}",
-            kind.name(),
-            setting.zipf,
-            setting.keys,
-            setting.ratio.map(|r| r.to_string()).unwrap_or("-".into()),
-            run.load_factor
-                .map(|l| format!("{l:.3}"))
-                .unwrap_or("-".into()),
-            ops_per_sec / 1e6,
-            run.avg_displacement
-                .map(|d| format!("{d:.3}"))
-                .unwrap_or("-".into()),
-            chained
-                .map(|c| format!("{:.3}", c / run.seconds))
-                .unwrap_or("-".into()),
-        );
-        if let (Some(file), Some(path)) = (sink.as_mut(), args.json.as_ref()) {
-            writeln!(file, "{o}").map_err(|e| BenchError::Io {
-                path: path.clone(),
-                source: e,
-            })?;
+        if sink.human() {
+            println!(
+                "{mode:8} {:9} zipf={:<4} keys={:<9} ratio={:<4} lf={:<6} {:>7.2} Mops/s  \
+                 disp={:<6} vs_chained={}",
+                kind.name(),
+                setting.zipf,
+                setting.keys,
+                setting.ratio.map(|r| r.to_string()).unwrap_or("-".into()),
+                run.load_factor
+                    .map(|l| format!("{l:.3}"))
+                    .unwrap_or("-".into()),
+                ops_per_sec / 1e6,
+                run.avg_displacement
+                    .map(|d| format!("{d:.3}"))
+                    .unwrap_or("-".into()),
+                chained
+                    .map(|c| format!("{:.3}", c / run.seconds))
+                    .unwrap_or("-".into()),
+            );
         }
+        sink.row(&Row {
+            table: kind.name(),
+            mode,
+            zipf: setting.zipf,
+            keys: setting.keys,
+            operations: run.ops,
+            cpu_seconds: run.seconds,
+            wall_seconds: run.wall_seconds,
+            ops_per_sec,
+            build_seconds: run.build_seconds,
+            avg_displacement: run.avg_displacement,
+            speedup_vs_chained: speedup(chained),
+            speedup_vs_hashbrown: speedup(hashbrown),
+            buckets: run.buckets,
+            load_factor: run.load_factor,
+            load_factor_target: setting.load_factor_target,
+            ratio: setting.ratio,
+            churn: args.churn.map(|(p, f)| format!("{p}:{f}")),
+            mix: format!("{f}:{i}:{d}"),
+            seed: setting.seed,
+            repeat: args.repeat,
+            extra,
+            checksum: run.checksum,
+            cpus_allowed: cpus.as_deref(),
+        })
+        .map_err(BenchError::Output)?;
     }
     Ok(())
 }
@@ -925,20 +861,7 @@ fn fixed_buckets(keys: usize, lf: Option<f64>) -> (usize, Option<usize>) {
     }
 }
 
-fn run(args: &Args) -> Result<(), BenchError> {
-    let mut sink = match &args.json {
-        Some(path) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| BenchError::Io {
-                    path: path.clone(),
-                    source: e,
-                })?,
-        ),
-        None => None,
-    };
+fn run_args(args: &Args, sink: &Sink) -> Result<(), BenchError> {
     for (&seed, &zipf_theta) in args
         .seeds
         .iter()
@@ -968,7 +891,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
                         load_factor_target: lf,
                         ratio: None,
                     };
-                    emit(args, &setting, &results, &mut sink)?;
+                    emit(args, &setting, &results, sink)?;
                 }
             }
             Mode::Join => {
@@ -992,7 +915,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
                         load_factor_target: None,
                         ratio: Some(ratio),
                     };
-                    emit(args, &setting, &results, &mut sink)?;
+                    emit(args, &setting, &results, sink)?;
                 }
             }
         }
@@ -1000,15 +923,15 @@ fn run(args: &Args) -> Result<(), BenchError> {
     Ok(())
 }
 
-fn main() {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let result = parse_args(&argv).and_then(|a| run(&a));
-    match result {
-        Ok(()) => {}
-        Err(BenchError::Usage(m)) if m == "help requested" => print!("{USAGE}"),
-        Err(e) => {
-            eprintln!("attune-hash-bench: {e}");
-            std::process::exit(2);
+/// Runs `attune-bench hash ARGS`.
+pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
+    match parse_args(&argv).and_then(|a| run_args(&a, sink)) {
+        Ok(()) => Ok(()),
+        Err(BenchError::Usage(m)) if m == "help requested" => {
+            print!("{USAGE}");
+            Ok(())
         }
+        Err(e @ BenchError::Usage(_)) => Err(Fail::Usage(e.to_string())),
+        Err(e) => Err(Fail::Run(e.to_string())),
     }
 }

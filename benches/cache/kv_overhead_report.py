@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Tables of issue 7's seventh session (docs/symbiosis.md).
+"""Overhead tables of adaptive cache sizing for docs/symbiosis.md.
 
---overhead FILE: rows of `attune-cache-kv overhead --mode alternating` (bench
+--overhead FILE: rows of `attune-bench cache-kv overhead --mode alternating`
+(benches/cache/kv_overhead_alternating.sh; bench
 cache-kv-overhead-ab): per run and metric, per-read CPU of A (round held) and B (round
 running), the overhead B/A - 1 and the noise floor A'/A - 1 as medians [p10, p90] over the
 cycles, the extra nanoseconds per read, and the pooled ratios; then the simulation's share
@@ -60,7 +61,7 @@ def overhead(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--overhead", help="cache-kv-overhead-s7.jsonl")
+    ap.add_argument("--overhead", help="rows of kv_overhead_alternating.sh")
     a = ap.parse_args()
     if a.overhead:
         overhead(a.overhead)

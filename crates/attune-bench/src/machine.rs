@@ -1,0 +1,119 @@
+//! The one description of the machine and the build that every results row carries (`machine`),
+//! and that `attune-bench machine --json` prints for harnesses outside this binary (the Python
+//! `attune bench splitdf` reads it from there, so both sides record the same fields).
+//!
+//! Fields: CPU model and logical CPUs (`/proc/cpuinfo`, `available_parallelism`), memory
+//! (`/proc/meminfo`), kernel release, the git commit the binary was built from, the rustc that
+//! built it, the cargo features it was built with, and the 1-minute load average when the row was
+//! made (so a reader can tell a quiet run from one that shared the CPUs). A field that cannot be
+//! read is "unknown" (strings) or null (numbers); describing the machine never fails.
+//!
+//! Thread-safety: [`Machine::current`] reads `/proc` and may be called from any thread.
+
+use serde::{Deserialize, Serialize};
+
+/// What a row was measured on. Field names are stable: results files and reports read them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Machine {
+    /// CPU model name (`model name` in /proc/cpuinfo).
+    pub cpu: String,
+    /// Logical CPUs this process may use.
+    pub nproc: usize,
+    /// Installed memory (MemTotal).
+    pub mem_bytes: Option<u64>,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// Commit of the sources the binary was built from (`git rev-parse HEAD` at build time).
+    pub git_commit: String,
+    /// `rustc --version` of the compiler that built the binary.
+    pub rustc: String,
+    /// Cargo features of attune-bench this binary has (e.g. `step-timing`).
+    pub build_features: Vec<String>,
+    /// 1-minute load average when the description was taken.
+    pub loadavg_1m: Option<f64>,
+}
+
+impl Machine {
+    /// Describes this machine now.
+    pub fn current() -> Machine {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".to_string());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".to_string());
+        let mem_bytes = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(|k| k * 1024)
+        });
+        let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut build_features = Vec::new();
+        if cfg!(feature = "step-timing") {
+            build_features.push("step-timing".to_string());
+        }
+        Machine {
+            cpu,
+            nproc,
+            mem_bytes,
+            kernel,
+            git_commit: env!("ATTUNE_BENCH_GIT_COMMIT").to_string(),
+            rustc: env!("ATTUNE_BENCH_RUSTC").to_string(),
+            build_features,
+            loadavg_1m: loadavg_1m(),
+        }
+    }
+
+    /// This description with the load average read again (rows made later in a long run).
+    pub fn now(&self) -> Machine {
+        Machine {
+            loadavg_1m: loadavg_1m(),
+            ..self.clone()
+        }
+    }
+}
+
+/// The 1-minute load average (`/proc/loadavg`), or None.
+pub fn loadavg_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_this_linux_machine() {
+        let m = Machine::current();
+        assert!(m.nproc >= 1);
+        assert_ne!(m.kernel, "unknown");
+        assert!(m.mem_bytes.unwrap_or(0) > 0);
+        assert!(m.rustc.starts_with("rustc"), "{}", m.rustc);
+        let v = serde_json::to_value(&m).unwrap();
+        for k in [
+            "cpu",
+            "nproc",
+            "mem_bytes",
+            "kernel",
+            "git_commit",
+            "rustc",
+            "loadavg_1m",
+        ] {
+            assert!(v.get(k).is_some(), "{k} missing");
+        }
+    }
+}
