@@ -25,29 +25,63 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod batch;
+pub mod block;
 pub mod cache;
-pub mod ccache;
-pub mod coding;
-pub mod compaction;
 pub mod db;
 pub mod env;
 pub mod error;
-pub mod filename;
-pub mod hotkeys;
+pub mod index;
 pub mod iter;
 pub mod key;
-pub mod learned;
-pub mod log;
 pub mod memtable;
 pub mod options;
-mod s3fifo;
-pub mod skiplist;
-pub mod steps;
-pub mod symbiosis;
 pub mod table;
+pub mod util;
 pub mod version;
 pub mod vlog;
-mod zstd_ctx;
+pub mod wal;
+
+// The module paths from before the folders, kept while dependents move to the new ones.
+#[doc(hidden)]
+pub mod ccache {
+    pub use crate::cache::compressed::*;
+}
+#[doc(hidden)]
+pub mod coding {
+    pub use crate::util::coding::*;
+}
+#[doc(hidden)]
+pub mod compaction {
+    pub use crate::version::compaction::*;
+}
+#[doc(hidden)]
+pub mod filename {
+    pub use crate::util::filename::*;
+}
+#[doc(hidden)]
+pub mod hotkeys {
+    pub use crate::cache::hotkeys::*;
+}
+#[doc(hidden)]
+pub mod learned {
+    pub use crate::index::learned::*;
+}
+#[doc(hidden)]
+pub mod log {
+    pub use crate::wal::*;
+}
+#[doc(hidden)]
+pub mod skiplist {
+    pub use crate::memtable::skiplist::*;
+}
+#[doc(hidden)]
+pub mod steps {
+    pub use crate::util::steps::*;
+}
+#[doc(hidden)]
+pub mod symbiosis {
+    pub use crate::cache::sizing::*;
+}
 
 pub use batch::WriteBatch;
 pub use db::{DbIterator, Snapshot, Stats, VerifyReport, DB};

@@ -1,21 +1,21 @@
 //! Reads a table: footer, index and filter are loaded at open and pinned; data blocks go through
 //! the shared block cache. Thread safety: a `Table` is shared by all readers (`Arc<Table>`).
 
-use super::block::{Block, BlockIter, BlockView};
 use super::bloom::{self, Bloom};
-use super::format::{
-    block_checksum_ok, block_in_place, read_block, BlockHandle, Footer, BLOCK_TYPE_NONE,
-    FOOTER_BYTES, TRAILER_BYTES,
+use super::footer::{Footer, FOOTER_BYTES};
+use crate::block::format::{
+    block_checksum_ok, block_in_place, read_block, BlockHandle, BLOCK_TYPE_NONE, TRAILER_BYTES,
 };
+use crate::block::{Block, BlockIter, BlockView};
 use crate::cache::BlockCache;
-use crate::coding::{put_varint64, Reader};
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
+use crate::index::learned::{FixedLayout, Learning, Sample, TableLayout, TableModel};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
-use crate::learned::{FixedLayout, Learning, Sample, TableLayout, TableModel};
 use crate::memtable::Lookup;
-use crate::steps::{self, Step};
+use crate::util::coding::{put_varint64, Reader};
+use crate::util::steps::{self, Step};
 use crate::vlog::BlobPointer;
 use attune_learn::{FileStats, LearnedIndex};
 use std::path::PathBuf;

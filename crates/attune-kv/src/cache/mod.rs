@@ -1,19 +1,24 @@
 //! The block cache: a sharded cache of uncompressed blocks, charged by bytes, whose capacity can
 //! be changed while running (the adaptive cache-sizing work resizes it online). Its replacement
 //! policy is option `block_cache_policy`: LRU (`ShardedLru`, the default, shared with the
-//! compressed cache `ccache`) or S3-FIFO (`crate::s3fifo::ShardedS3Fifo`, scan-resistant).
+//! compressed cache `ccache`) or S3-FIFO (`crate::cache::s3fifo::ShardedS3Fifo`, scan-resistant).
 //! Both are `Sharded`: one mechanism for the shards' locks and the single byte budget, over a
 //! per-shard `ShardPolicy`.
 //!
 //! Thread safety: shards are independent mutexes; a lookup locks one shard for a hash-map probe and
 //! a list splice. Keys are (file number, block offset); file numbers are never reused, so an entry
 //! can never describe another file's bytes. A cache built with [`BlockCache::with_tiers`] also
-//! carries the second tier and access log of the adaptive cache sizing (`crate::symbiosis`),
+//! carries the second tier and access log of the adaptive cache sizing (`crate::cache::sizing`),
 //! which `Table::block` then reads through.
 
+pub mod compressed;
+pub mod hotkeys;
+pub(crate) mod s3fifo;
+pub mod sizing;
+
+use crate::block::Block;
+use crate::cache::s3fifo::ShardedS3Fifo;
 use crate::options::BlockCachePolicy;
-use crate::s3fifo::ShardedS3Fifo;
-use crate::table::block::Block;
 use lru::LruCache;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -347,7 +352,7 @@ pub struct BlockCache {
     misses: AtomicU64,
     inserts: AtomicU64,
     evictions: AtomicU64,
-    tiers: Option<Arc<crate::symbiosis::Tiers>>,
+    tiers: Option<Arc<crate::cache::sizing::Tiers>>,
 }
 
 /// The shard of a (file, offset) key; shared with the compressed cache.
@@ -379,7 +384,7 @@ impl BlockCache {
     pub(crate) fn with_tiers(
         capacity_bytes: u64,
         policy: BlockCachePolicy,
-        tiers: Arc<crate::symbiosis::Tiers>,
+        tiers: Arc<crate::cache::sizing::Tiers>,
     ) -> Self {
         BlockCache {
             tiers: Some(tiers),
@@ -393,7 +398,7 @@ impl BlockCache {
     }
 
     /// The second tier and access log, when adaptive sizing is configured.
-    pub(crate) fn tiers(&self) -> Option<&Arc<crate::symbiosis::Tiers>> {
+    pub(crate) fn tiers(&self) -> Option<&Arc<crate::cache::sizing::Tiers>> {
         self.tiers.as_ref()
     }
 
@@ -449,7 +454,7 @@ impl BlockCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::block::BlockBuilder;
+    use crate::block::BlockBuilder;
     use std::path::PathBuf;
 
     fn block(bytes: usize) -> Arc<Block> {

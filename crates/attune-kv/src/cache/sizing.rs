@@ -36,16 +36,16 @@
 //! cache budget after every resize (and never exceeds it during one); the access log holds at
 //! most `LOG_SHARDS × LOG_SHARD_ENTRIES_MAX` records (further accesses are counted as dropped).
 
+use crate::block::format::{
+    read_raw_block, uncompress_block, uncompress_block_ref, BlockHandle, TRAILER_BYTES,
+};
+use crate::block::Block;
+use crate::cache::compressed::{CompressedCache, CompressedCacheStats, ENTRY_OVERHEAD_BYTES};
 use crate::cache::BlockCache;
-use crate::ccache::{CompressedCache, CompressedCacheStats, ENTRY_OVERHEAD_BYTES};
 use crate::env::{Env, RandomAccessFile};
 use crate::error::{Error, Result};
 use crate::options::{
     CacheLayout, CacheMissCosts, CacheSizing, Compression, Options, CACHE_MISS_COSTS_FALLBACK,
-};
-use crate::table::block::Block;
-use crate::table::format::{
-    read_raw_block, uncompress_block, uncompress_block_ref, BlockHandle, TRAILER_BYTES,
 };
 use attune_cache::{
     BlockAccess, GhostConfig, MissCosts, SecondTier, State, Symbiosis, SymbiosisConfig,
@@ -1067,7 +1067,9 @@ fn compress(c: Compression, data: &[u8]) -> Vec<u8> {
     match c {
         Compression::None => data.to_vec(),
         Compression::Lz4 => lz4_flex::block::compress(data),
-        Compression::Zstd => crate::zstd_ctx::compress(data, 3).unwrap_or_else(|_| data.to_vec()),
+        Compression::Zstd => {
+            crate::util::zstd_ctx::compress(data, 3).unwrap_or_else(|_| data.to_vec())
+        }
     }
 }
 
@@ -1075,7 +1077,7 @@ fn decompress(c: Compression, packed: &[u8], len: usize) -> usize {
     let out = match c {
         Compression::None => Ok(packed.to_vec()),
         Compression::Lz4 => lz4_flex::block::decompress(packed, len).map_err(|_| ()),
-        Compression::Zstd => crate::zstd_ctx::decompress(packed, len).map_err(|_| ()),
+        Compression::Zstd => crate::util::zstd_ctx::decompress(packed, len).map_err(|_| ()),
     };
     out.map_or(0, |v| std::hint::black_box(v).len())
 }

@@ -18,10 +18,10 @@
 
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::filename;
 use crate::key;
 use crate::options::{LearnedIndex as Mode, Options};
 use crate::table::Table;
+use crate::util::filename;
 use attune_learn::{
     Analyzer, AnalyzerConfig, FileStats, KeyMapper, LearnedIndex, LookupPath, LookupResult,
 };
