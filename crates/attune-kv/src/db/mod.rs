@@ -428,11 +428,11 @@ impl DB {
                     .iter()
                     .map(|f| inner.tables.get(f.number))
                     .collect::<Result<Vec<_>>>()?;
-                let m = crate::index::learned::train_level(&tables, l.delta)?;
+                let m = crate::version::learn::train_level(&tables, l.delta)?;
                 if m.index.quality().is_useful() {
                     let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
                     // The file is a cache: failing to write it costs a relearn after reopen.
-                    let _ = crate::index::learned::write_level_model(
+                    let _ = crate::version::learn::write_level_model(
                         inner.env.as_ref(),
                         &inner.dir,
                         level,

@@ -262,7 +262,7 @@ impl DB {
             let v = st.versions.current();
             inner.tables.sync_learning(&v);
             if inner.opts.learned_level && inner.tables.learning().is_some() {
-                crate::index::learned::load_level_models(inner.env.as_ref(), &inner.dir, &v);
+                crate::version::learn::load_level_models(inner.env.as_ref(), &inner.dir, &v);
             }
         }
         let mut threads = Vec::new();

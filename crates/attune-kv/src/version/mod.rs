@@ -9,6 +9,7 @@
 //! Thread safety: `VersionSet` is owned by the database's state mutex.
 
 pub mod compaction;
+pub mod learn;
 
 use crate::cache::BlockCache;
 use crate::env::{write_file_atomic, Env};
