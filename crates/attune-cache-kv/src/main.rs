@@ -27,7 +27,7 @@
 //! Invariants: every JSON row carries `command` (the exact command line) and `machine`.
 
 use attune_kv::env::{Env, MemEnv, PosixEnv};
-use attune_kv::symbiosis::CacheTierStats;
+use attune_kv::CacheTierStats;
 use attune_kv::{Options, DB};
 use attune_workload::dist::{RequestDist, Sampler};
 use clap::{Parser, Subcommand};

@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use attune_kv::options::LearnedIndex;
+use attune_kv::LearnedIndex;
 use attune_kv::{Compression, Options, DB};
 use std::time::Instant;
 

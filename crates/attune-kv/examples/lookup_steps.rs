@@ -17,8 +17,8 @@
 
 #![allow(clippy::unwrap_used)] // a measurement tool: a failure is the report
 
-use attune_kv::options::LearnedIndex;
-use attune_kv::steps::{self, STEPS, STEP_NAMES};
+use attune_kv::internals::steps::{self, STEPS, STEP_NAMES};
+use attune_kv::LearnedIndex;
 use attune_kv::{Compression, Options, DB};
 use attune_workload::keys::{encode_key16, KeySet};
 use std::io::Write;

@@ -24,69 +24,61 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod batch;
-pub mod block;
-pub mod cache;
-pub mod db;
+mod batch;
+mod block;
+mod cache;
+mod db;
 pub mod env;
-pub mod error;
-pub mod index;
-pub mod iter;
-pub mod key;
-pub mod memtable;
-pub mod options;
-pub mod table;
-pub mod util;
-pub mod version;
-pub mod vlog;
-pub mod wal;
-
-// The module paths from before the folders, kept while dependents move to the new ones.
-#[doc(hidden)]
-pub mod ccache {
-    pub use crate::cache::compressed::*;
-}
-#[doc(hidden)]
-pub mod coding {
-    pub use crate::util::coding::*;
-}
-#[doc(hidden)]
-pub mod compaction {
-    pub use crate::version::compaction::*;
-}
-#[doc(hidden)]
-pub mod filename {
-    pub use crate::util::filename::*;
-}
-#[doc(hidden)]
-pub mod hotkeys {
-    pub use crate::cache::hotkeys::*;
-}
-#[doc(hidden)]
-pub mod learned {
-    pub use crate::index::learned::*;
-}
-#[doc(hidden)]
-pub mod log {
-    pub use crate::wal::*;
-}
-#[doc(hidden)]
-pub mod skiplist {
-    pub use crate::memtable::skiplist::*;
-}
-#[doc(hidden)]
-pub mod steps {
-    pub use crate::util::steps::*;
-}
-#[doc(hidden)]
-pub mod symbiosis {
-    pub use crate::cache::sizing::*;
-}
+mod error;
+mod index;
+mod iter;
+mod key;
+mod memtable;
+mod options;
+mod table;
+mod util;
+mod version;
+mod vlog;
+mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{DbIterator, Snapshot, Stats, VerifyReport, DB};
-pub use error::{Error, Result};
-pub use options::{
-    BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, Compression, Options, ReadOptions,
-    WriteOptions,
+pub use cache::compressed::CompressedCacheStats;
+pub use cache::hotkeys::HotKeyStats;
+pub use cache::sizing::{
+    CacheTierStats, Controller as CacheSizingController, CostsSource, RoundBrief, TierWindow,
 };
+pub use cache::CacheStats;
+pub use db::{
+    BlobFileStats, DbIterator, GcReport, LevelCompactionStats, Snapshot, Stats, VerifyReport, DB,
+};
+pub use error::{Error, Result};
+pub use index::learned::LearnStats;
+pub use options::{
+    BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, Compression, LearnedBenefit,
+    LearnedIndex, Options, ReadOptions, WriteOptions, OPTION_NAMES,
+};
+
+/// What the fuzz targets (through `attune-stress`), the stress tool, the decoder tests and the
+/// lookup-step example need of the engine's internals: the on-disk encoders and decoders, the
+/// table and log readers, and the per-step lookup timing. Not an API: these items change with the
+/// engine, and nothing else may use them.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::block::format::{read_block, BlockHandle};
+    pub use crate::block::{Block, BlockBuilder, BlockIter};
+    pub use crate::cache::BlockCache;
+    pub use crate::index::learned::{LevelModel, TIMING_SAMPLE};
+    pub use crate::iter::InternalIterator;
+    pub use crate::key::{make_internal_key, ValueKind, MAX_SEQUENCE};
+    pub use crate::table::bloom::{bloom_hash, build as build_bloom, Bloom};
+    pub use crate::table::footer::{Footer, FOOTER_BYTES, TABLE_FORMAT_VERSION};
+    pub use crate::table::{Table, TableIter, TableProperties};
+    pub use crate::util::coding::{put_fixed32, put_varint64, Reader};
+    pub use crate::util::steps;
+    pub use crate::version::{FileMeta, VersionEdit, VersionSet};
+    pub use crate::vlog::{
+        damaged_in_middle, decode_record, encode_record, record_at, BlobFile, BlobPointer,
+        SegmentScanner, VlogWriter, BLOB_POINTER_BYTES, SEGMENT_HEADER_BYTES,
+    };
+    pub use crate::wal::{LogReader, LogWriter};
+}

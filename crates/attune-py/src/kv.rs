@@ -756,10 +756,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &kv::Stats, o: &Options) -> PyResult<Boun
 }
 
 /// `stats()["cache_tiers"]`: the cache budget's split and the sizing controller.
-fn tiers_dict<'py>(
-    py: Python<'py>,
-    t: &kv::symbiosis::CacheTierStats,
-) -> PyResult<Bound<'py, PyDict>> {
+fn tiers_dict<'py>(py: Python<'py>, t: &kv::CacheTierStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("layout", t.layout)?;
     d.set_item("sizing", &t.sizing)?;
@@ -840,6 +837,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<WriteBatch>()?;
     m.add_class::<Snapshot>()?;
     m.add_class::<Items>()?;
-    m.add("OPTION_NAMES", kv::options::OPTION_NAMES.to_vec())?;
+    m.add("OPTION_NAMES", kv::OPTION_NAMES.to_vec())?;
     Ok(())
 }

@@ -15,12 +15,3 @@ pub mod reader;
 
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use reader::{Table, TableIter, TableProperties};
-
-// The module paths from before the block folder, kept while dependents move to the new ones.
-#[doc(hidden)]
-pub use crate::block;
-#[doc(hidden)]
-pub mod format {
-    pub use super::footer::*;
-    pub use crate::block::format::*;
-}
