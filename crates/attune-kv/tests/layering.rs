@@ -1,7 +1,11 @@
 //! The engine's modules import only downward: this test reads every source file under `src/`,
 //! collects the `crate::<module>` paths its code names (comments and `#[cfg(test)]` modules
 //! excluded) and checks each arrow between top-level modules against `ALLOWED`. A new arrow is a
-//! design decision: add it here (and to docs/ARCHITECTURE.md), or move the code it needs.
+//! design decision: add it here (and to docs/ARCHITECTURE.md), or move the code it needs. A
+//! second test does the same per file (`crate::` and `super::` paths; a folder's `mod.rs`
+//! declaring its files with `mod x;` is not an import) and demands no loop at all: inside
+//! `cache/`, for instance, the block cache holds the sizing tiers but the tiers never reach back
+//! for the block cache.
 //!
 //! The layers, bottom up (a module may import any module listed for it, never one above it):
 //!
@@ -208,4 +212,116 @@ fn the_allowed_arrows_have_no_cycle() {
         }
     }
     assert_eq!(seen, ALLOWED.len(), "ALLOWED has a cycle");
+}
+
+/// The module a file is: its path under `src/` without `.rs`, a folder's `mod.rs` being the
+/// folder (`cache/mod.rs` is `cache`, `cache/tiers.rs` is `cache/tiers`).
+fn file_module(src: &Path, file: &Path) -> String {
+    let rel = file
+        .strip_prefix(src)
+        .expect("file under src")
+        .with_extension("");
+    let rel = rel.to_string_lossy().replace('\\', "/");
+    rel.strip_suffix("/mod").unwrap_or(&rel).to_string()
+}
+
+/// The modules a line names through `crate::a::b…` and `super::…` paths, resolved to the
+/// longest prefix that is a module of the crate.
+fn file_refs(line: &str, this: &str, modules: &BTreeSet<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    // `super` of module `a/b` is `a`, of `a` the crate root (a file's own `mod tests` is cut).
+    let parent = this
+        .rsplit_once('/')
+        .map_or(String::new(), |(p, _)| p.to_string());
+    for (marker, base) in [("crate::", String::new()), ("super::", parent)] {
+        let mut rest = line;
+        while let Some(i) = rest.find(marker) {
+            rest = &rest[i + marker.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(rest.len());
+            let mut path: Vec<&str> = rest[..end].split("::").filter(|s| !s.is_empty()).collect();
+            let mut target = String::new();
+            while !path.is_empty() {
+                let cand = if base.is_empty() {
+                    path.join("/")
+                } else {
+                    format!("{base}/{}", path.join("/"))
+                };
+                if modules.contains(&cand) {
+                    target = cand;
+                    break;
+                }
+                path.pop();
+            }
+            if target.is_empty() && !base.is_empty() {
+                target = base.clone();
+            }
+            if !target.is_empty() && target != this {
+                out.push(target);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_file_imports_itself_through_a_loop() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: BTreeSet<String> = files.iter().map(|f| file_module(&src, f)).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let this = file_module(&src, file);
+        let text = std::fs::read_to_string(file).expect("read source");
+        for line in code_lines(&text) {
+            for to in file_refs(line, &this, &modules) {
+                // The crate root only re-exports.
+                if this != "lib" {
+                    edges.entry(this.clone()).or_default().insert(to);
+                }
+            }
+        }
+    }
+    // Depth-first search for a back edge; report the loop it closes.
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(m.to_string(), 1);
+        stack.push(m.to_string());
+        for to in edges.get(m).into_iter().flatten() {
+            match state.get(to.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let at = stack.iter().position(|s| s == to).unwrap_or(0);
+                    let mut cycle = stack[at..].to_vec();
+                    cycle.push(to.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(c) = visit(to, edges, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(m.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for m in &modules {
+        if state.get(m.as_str()).copied().unwrap_or(0) == 0 {
+            let cycle = visit(m, &edges, &mut state, &mut Vec::new());
+            assert!(
+                cycle.is_none(),
+                "import loop between files: {}",
+                cycle.unwrap_or_default().join(" -> ")
+            );
+        }
+    }
 }

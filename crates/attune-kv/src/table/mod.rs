@@ -12,6 +12,7 @@ pub mod bloom;
 pub mod builder;
 pub mod footer;
 pub mod reader;
+pub(crate) mod source;
 
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use reader::{Table, TableIter, TableProperties};
