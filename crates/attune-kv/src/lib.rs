@@ -21,6 +21,15 @@
 //! ```
 //!
 //! Design: `docs/kv.md`. Byte formats: `docs/formats/{wal,sstable,manifest}.md`.
+//!
+//! Layout, bottom up (`tests/layering.rs` checks that imports only point down): `error`,
+//! `options`, `util`, `env` (the file-system seam, public); `key`, `iter`, `wal/`, `vlog/`,
+//! `batch`; `block/` (block contents, framing, read and checksum), `memtable/`, `index/`
+//! (learned models); `cache/` (one sharded mechanism with LRU and S3-FIFO shards, the compressed
+//! tier, adaptive sizing, hot keys); `table/` (reads every block through `table/source.rs`);
+//! `version/` (versions, manifest, compaction picking, learning); `db/` (open and recovery,
+//! write path, read path, iterator, value-log lifecycle and GC, background work, stats). Only
+//! the API below is public; `internals` is for the fuzzers, the stress tool and decoder tests.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
