@@ -29,7 +29,7 @@
 //! (timelines, per-candidate predictions) are built with `json!`, never by hand.
 
 use attune_kv::env::{Env, MemEnv, PosixEnv};
-use attune_kv::symbiosis::CacheTierStats;
+use attune_kv::CacheTierStats;
 use attune_kv::{Options, DB};
 use attune_workload::dist::{RequestDist, Sampler};
 use clap::{Parser, Subcommand};

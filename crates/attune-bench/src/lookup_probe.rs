@@ -6,7 +6,7 @@
 //! (`--mode` runs one mode only, e.g. under `perf record`). `DIR` is loaded once and kept, so
 //! later runs profile reads only. One row per round and mode.
 
-use attune_kv::options::LearnedIndex;
+use attune_kv::LearnedIndex;
 use attune_kv::{Compression, Options, DB};
 use serde::Serialize;
 use std::time::Instant;

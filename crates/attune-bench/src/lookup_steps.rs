@@ -2,7 +2,7 @@
 //! search or model prediction, block load + window/block search, value), with learned indexes
 //! off and on, over attune-workload's key sets: the "latency breakdown per lookup step" of
 //! docs/learned-index.md. Needs attune-bench's `step-timing` feature (attune-kv's
-//! `attune_kv::steps`), which adds one clock read per step; the rows carry the instrumented total
+//! `attune_kv::internals::steps`), which adds one clock read per step; the rows carry the instrumented total
 //! so it can be set against an uninstrumented run. A binary built without the feature refuses to
 //! run this subcommand (its every step would read zero).
 //!
@@ -17,8 +17,8 @@
 //! `--repeat` rounds in one process, `--gets` uniform random present-key lookups after a warm
 //! pass. A row holds the round with the median total.
 
-use attune_kv::options::LearnedIndex;
-use attune_kv::steps::{self, STEPS, STEP_NAMES};
+use attune_kv::internals::steps::{self, STEPS, STEP_NAMES};
+use attune_kv::LearnedIndex;
 use attune_kv::{Compression, Options, DB};
 use attune_workload::keys::{encode_key16, KeySet};
 use serde::Serialize;
@@ -48,7 +48,7 @@ struct Row<'a> {
     records: u64,
     lookups: u64,
     repeats: usize,
-    /// `ns_<step>`: mean nanoseconds per lookup in each step (`attune_kv::steps::STEP_NAMES`).
+    /// `ns_<step>`: mean nanoseconds per lookup in each step (`attune_kv::internals::steps::STEP_NAMES`).
     #[serde(flatten)]
     steps: Fields,
     ns_total: f64,

@@ -6,9 +6,9 @@
 //!                                                 | value: varint len + bytes (Value kind only) )
 //! ```
 
-use crate::coding::{put_fixed32, put_fixed64, put_length_prefixed, Reader};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
+use crate::util::coding::{put_fixed32, put_fixed64, put_length_prefixed, Reader};
 
 /// Bytes of the batch header (sequence + count).
 pub const HEADER_BYTES: usize = 12;

@@ -49,12 +49,6 @@ pub fn make_internal_key(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> 
     k
 }
 
-/// Appends an internal key to `dst`.
-pub fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: u64, kind: ValueKind) {
-    dst.extend_from_slice(user_key);
-    dst.extend_from_slice(&pack_tag(seq, kind).to_le_bytes());
-}
-
 /// The user-key part. Callers guarantee `ikey.len() >= 8` (checked when decoding from disk).
 #[inline]
 pub fn user_key(ikey: &[u8]) -> &[u8] {

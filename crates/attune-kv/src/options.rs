@@ -70,7 +70,7 @@ pub enum BlockCachePolicy {
     /// sizing can predict.
     Lru,
     /// S3-FIFO (small FIFO, main FIFO with 2-bit frequency reinsertion, ghost): scan-resistant
-    /// (`crate::s3fifo`, docs/symbiosis.md "S3-FIFO in the engine (seventh session)").
+    /// (`crate::cache::s3fifo`, docs/symbiosis.md "S3-FIFO in the engine").
     S3Fifo,
 }
 

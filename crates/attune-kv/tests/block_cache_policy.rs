@@ -1,4 +1,4 @@
-//! The S3-FIFO block cache (`block_cache_policy=s3fifo`, issue 7) through the whole engine: a
+//! The S3-FIFO block cache (`block_cache_policy=s3fifo`) through the whole engine: a
 //! randomized history of puts, overwrites and deletes with flushes and compactions (which erase
 //! the files they replace from the cache), read back through a block cache far smaller than the
 //! data, must answer every get exactly as a model map does, under both policies. Seeded: the

@@ -1,4 +1,4 @@
-//! Adaptive cache sizing (issue 7) through the whole engine: the budget split stays exact while
+//! Adaptive cache sizing through the whole engine: the budget split stays exact while
 //! readers run, the controller adapts to the analytically best split, and reads report which
 //! tier served them. Deterministic: MemEnv's user layout knows every tier exactly, and the tests
 //! pump the controller themselves after the reads (the background thread feeds the same log in

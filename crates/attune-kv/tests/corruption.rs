@@ -239,8 +239,8 @@ fn opening_a_foreign_directory_or_a_locked_database_is_refused_clearly() {
 #[test]
 fn newer_format_version_is_refused() {
     use attune_kv::env::{Env, PosixEnv};
-    use attune_kv::log::LogWriter;
-    use attune_kv::version::VersionEdit;
+    use attune_kv::internals::LogWriter;
+    use attune_kv::internals::VersionEdit;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     drop(DB::open(&dir, options()).unwrap());

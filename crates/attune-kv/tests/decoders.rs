@@ -5,12 +5,12 @@
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
 use attune_kv::env::{Env, MemEnv};
-use attune_kv::iter::InternalIterator;
-use attune_kv::key::{make_internal_key, ValueKind};
-use attune_kv::log::{LogReader, LogWriter};
-use attune_kv::table::block::{Block, BlockBuilder, BlockIter};
-use attune_kv::table::format::Footer;
-use attune_kv::version::{FileMeta, VersionEdit};
+use attune_kv::internals::Footer;
+use attune_kv::internals::InternalIterator;
+use attune_kv::internals::{make_internal_key, ValueKind};
+use attune_kv::internals::{Block, BlockBuilder, BlockIter};
+use attune_kv::internals::{FileMeta, VersionEdit};
+use attune_kv::internals::{LogReader, LogWriter};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

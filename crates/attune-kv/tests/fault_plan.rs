@@ -395,7 +395,7 @@ fn two_logs(env: &MemEnv) -> std::path::PathBuf {
     batch.extend_from_slice(&1u32.to_le_bytes());
     batch.extend_from_slice(&[1, 1, b'd', 1, b'4']);
     let next = dir.join(format!("{:06}.log", last_log + 1));
-    let mut w = attune_kv::log::LogWriter::new(env.new_writable(&next).unwrap());
+    let mut w = attune_kv::internals::LogWriter::new(env.new_writable(&next).unwrap());
     w.add_record(&batch).unwrap();
     w.sync().unwrap();
     env.sync_dir(dir).unwrap();

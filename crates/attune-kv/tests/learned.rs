@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::options::LearnedIndex;
+use attune_kv::LearnedIndex;
 use attune_kv::{Options, ReadOptions, DB};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -211,7 +211,7 @@ fn persisted_models_are_loaded_at_reopen_without_relearning() {
     // Every lookup but the analyzer's control sample (one timed lookup in
     // learned_control_sample goes down the baseline path) is served by a model.
     let controls = st.learned.total_lookups - st.learned.learned_lookups;
-    let per = attune_kv::learned::TIMING_SAMPLE * Options::default().learned_control_sample;
+    let per = attune_kv::internals::TIMING_SAMPLE * Options::default().learned_control_sample;
     assert!(
         controls <= st.learned.total_lookups / per + 1,
         "{controls} of {} lookups missed the models",
@@ -465,7 +465,7 @@ fn a_window_that_crosses_blocks_reads_one_block_through_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
         memory_budget: 64 << 20,
-        cache_sizing: Some(attune_kv::options::CacheSizing::Static(24 << 20)),
+        cache_sizing: Some(attune_kv::CacheSizing::Static(24 << 20)),
         ..options(LearnedIndex::Offline)
     };
     let db = DB::open(dir.path(), opts).unwrap();

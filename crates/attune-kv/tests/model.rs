@@ -54,17 +54,17 @@ fn small_options(rng: &mut StdRng) -> Options {
     // learner races with flushes and compactions; small error bounds make the windows tight;
     // level models (built by learn_all) half the time.
     o.learned_index = [
-        attune_kv::options::LearnedIndex::Off,
-        attune_kv::options::LearnedIndex::Analyzer,
-        attune_kv::options::LearnedIndex::Always,
-        attune_kv::options::LearnedIndex::Offline,
+        attune_kv::LearnedIndex::Off,
+        attune_kv::LearnedIndex::Analyzer,
+        attune_kv::LearnedIndex::Always,
+        attune_kv::LearnedIndex::Offline,
     ][rng.gen_range(0..4)];
     o.learned_level = rng.gen_bool(0.5);
     o.learned_wait_ms = [0, 0, 50][rng.gen_range(0..3)];
     o.learned_delta = [1, 2, 8, 32][rng.gen_range(0..4)];
     o.learned_benefit = [
-        attune_kv::options::LearnedBenefit::Remaining,
-        attune_kv::options::LearnedBenefit::Lifetime,
+        attune_kv::LearnedBenefit::Remaining,
+        attune_kv::LearnedBenefit::Lifetime,
     ][rng.gen_range(0..2)];
     o
 }
@@ -273,8 +273,7 @@ fn run_seed(seed: u64, steps: usize) {
             92..=93 => {
                 db.flush()
                     .unwrap_or_else(|e| panic!("{}: flush: {e}", ctx()));
-                if opts.learned_index != attune_kv::options::LearnedIndex::Off && rng.gen_bool(0.8)
-                {
+                if opts.learned_index != attune_kv::LearnedIndex::Off && rng.gen_bool(0.8) {
                     db.learn_all()
                         .unwrap_or_else(|e| panic!("{}: learn_all: {e}", ctx()));
                 }
@@ -283,7 +282,7 @@ fn run_seed(seed: u64, steps: usize) {
                 let a = random_key(&mut rng, space);
                 db.compact_range(None, Some(&a))
                     .unwrap_or_else(|e| panic!("{}: compact: {e}", ctx()));
-                if opts.learned_index != attune_kv::options::LearnedIndex::Off {
+                if opts.learned_index != attune_kv::LearnedIndex::Off {
                     db.learn_all()
                         .unwrap_or_else(|e| panic!("{}: learn_all: {e}", ctx()));
                     LEVEL_MODELS.fetch_add(db.stats().level_models, Ordering::Relaxed);

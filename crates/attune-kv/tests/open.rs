@@ -154,7 +154,7 @@ fn write_log(path: &Path, seq: u64, key: &[u8], value: &[u8]) {
     batch.push(value.len() as u8);
     batch.extend_from_slice(value);
     let env = PosixEnv::new();
-    let mut w = attune_kv::log::LogWriter::new(env.new_writable(path).unwrap());
+    let mut w = attune_kv::internals::LogWriter::new(env.new_writable(path).unwrap());
     w.add_record(&batch).unwrap();
     w.sync().unwrap();
 }
@@ -226,7 +226,7 @@ fn a_log_above_the_record_that_continues_the_sequences_is_refused_not_merged() {
 /// flush of the old memtable records anything) must still recover every synced write.
 #[test]
 fn every_wal_is_accounted_for_by_the_manifest_before_it_holds_a_write() {
-    use attune_kv::version::VersionSet;
+    use attune_kv::internals::VersionSet;
     use attune_kv::WriteOptions;
     let env = MemEnv::new();
     let dir = Path::new("/db");

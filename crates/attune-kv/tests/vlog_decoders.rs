@@ -5,9 +5,9 @@
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
 use attune_kv::env::{Env, MemEnv};
-use attune_kv::version::VersionEdit;
-use attune_kv::vlog::VlogWriter;
-use attune_kv::vlog::{decode_record, encode_record, BlobPointer, SegmentScanner};
+use attune_kv::internals::VersionEdit;
+use attune_kv::internals::VlogWriter;
+use attune_kv::internals::{decode_record, encode_record, BlobPointer, SegmentScanner};
 use proptest::prelude::*;
 use std::path::Path;
 

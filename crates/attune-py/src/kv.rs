@@ -590,6 +590,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<WriteBatch>()?;
     m.add_class::<Snapshot>()?;
     m.add_class::<Items>()?;
-    m.add("OPTION_NAMES", kv::options::OPTION_NAMES.to_vec())?;
+    m.add("OPTION_NAMES", kv::OPTION_NAMES.to_vec())?;
     Ok(())
 }

@@ -9,19 +9,17 @@
 //!
 //! Thread safety: pure functions; call them from any thread.
 
-use attune_kv::cache::BlockCache;
-use attune_kv::coding::{put_fixed32, Reader};
 use attune_kv::env::{Env, MemEnv};
-use attune_kv::iter::InternalIterator;
-use attune_kv::key::{make_internal_key, ValueKind, MAX_SEQUENCE};
-use attune_kv::log::LogReader;
-use attune_kv::table::block::{Block, BlockIter};
-use attune_kv::table::bloom::{bloom_hash, Bloom};
-use attune_kv::table::format::{
-    read_block, BlockHandle, Footer, FOOTER_BYTES, TABLE_FORMAT_VERSION,
-};
-use attune_kv::table::{Table, TableIter, TableProperties};
-use attune_kv::version::{VersionEdit, VersionSet};
+use attune_kv::internals::BlockCache;
+use attune_kv::internals::InternalIterator;
+use attune_kv::internals::LogReader;
+use attune_kv::internals::{bloom_hash, Bloom};
+use attune_kv::internals::{make_internal_key, ValueKind, MAX_SEQUENCE};
+use attune_kv::internals::{put_fixed32, Reader};
+use attune_kv::internals::{read_block, BlockHandle, Footer, FOOTER_BYTES, TABLE_FORMAT_VERSION};
+use attune_kv::internals::{Block, BlockIter};
+use attune_kv::internals::{Table, TableIter, TableProperties};
+use attune_kv::internals::{VersionEdit, VersionSet};
 use attune_kv::WriteBatch;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -293,7 +291,10 @@ pub fn version_edit(data: &[u8]) {
 /// torn-tail-or-damage decision), every record read through a pointer as a reader would (CRC,
 /// lengths, key check), and pointer decoding of every 20-byte window.
 pub fn vlog_segment(data: &[u8]) {
-    use attune_kv::vlog::{self, BlobFile, BlobPointer, SegmentScanner};
+    use attune_kv::internals::{
+        damaged_in_middle, record_at, BlobFile, BlobPointer, SegmentScanner, BLOB_POINTER_BYTES,
+        SEGMENT_HEADER_BYTES,
+    };
     let path = Path::new("/db/000007.vlog");
     let mut records = Vec::new();
     if let Ok(mut scan) = SegmentScanner::new(path, data) {
@@ -304,10 +305,10 @@ pub fn vlog_segment(data: &[u8]) {
             );
             records.push((off, len, k.to_vec(), v.len()));
         }
-        let _ = vlog::damaged_in_middle(data, scan.valid_len());
+        let _ = damaged_in_middle(data, scan.valid_len());
     }
-    let _ = vlog::record_at(data, vlog::SEGMENT_HEADER_BYTES);
-    for w in data.chunks(vlog::BLOB_POINTER_BYTES).take(64) {
+    let _ = record_at(data, SEGMENT_HEADER_BYTES);
+    for w in data.chunks(BLOB_POINTER_BYTES).take(64) {
         let _ = BlobPointer::decode(w);
     }
     // Read back through the reader path: what the scan accepted must read back whole.
@@ -344,7 +345,7 @@ pub fn vlog_segment(data: &[u8]) {
 /// A persisted level model (`LEVEL-N.atlm`, `ATLV`): decoded; one that decodes must
 /// round-trip and answer predictions with an in-bounds window.
 pub fn level_model(data: &[u8]) {
-    use attune_kv::learned::LevelModel;
+    use attune_kv::internals::LevelModel;
     let p = Path::new("/fuzz/LEVEL-1.atlm");
     let Ok((level, numbers, m)) = LevelModel::decode(data, p) else {
         return;
@@ -391,8 +392,8 @@ pub fn learned_model(data: &[u8]) {
 
 /// Valid encodings for `target`: fuzzing and property tests start from (and mutate) these.
 pub fn seeds(target: &str) -> Vec<Vec<u8>> {
-    use attune_kv::table::block::BlockBuilder;
-    use attune_kv::version::FileMeta;
+    use attune_kv::internals::BlockBuilder;
+    use attune_kv::internals::FileMeta;
     let ikey = |k: &str, s: u64| make_internal_key(k.as_bytes(), s, ValueKind::Value);
     let block = |n: u32| {
         let mut b = BlockBuilder::default();
@@ -411,7 +412,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             let Ok(f) = env.new_writable(p) else {
                 return Vec::new();
             };
-            let mut w = attune_kv::log::LogWriter::new(f);
+            let mut w = attune_kv::internals::LogWriter::new(f);
             for i in 0..4u8 {
                 let _ = w.add_record(&vec![i; 5 + usize::from(i) * 11]);
             }
@@ -446,7 +447,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             let mut none = vec![0u8];
             none.extend_from_slice(&raw);
             let mut lz4 = vec![1u8];
-            attune_kv::coding::put_varint64(&mut lz4, raw.len() as u64);
+            attune_kv::internals::put_varint64(&mut lz4, raw.len() as u64);
             lz4.extend_from_slice(&lz4_flex::block::compress(&raw));
             vec![raw, none, lz4]
         }
@@ -459,14 +460,14 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                     size: 90,
                 }
                 .encode_to(&mut v);
-                attune_kv::coding::put_varint64(&mut v, i * 10);
+                attune_kv::internals::put_varint64(&mut v, i * 10);
                 b.add(&ikey(&format!("k{i:04}"), 5), &v);
             }
             vec![b.finish()]
         }
         "bloom_filter" => {
             let hashes: Vec<u64> = (0..50u32).map(|i| bloom_hash(&i.to_le_bytes())).collect();
-            vec![attune_kv::table::bloom::build(&hashes, 10)]
+            vec![attune_kv::internals::build_bloom(&hashes, 10)]
         }
         "version_edit" => {
             let mut e = VersionEdit {
@@ -496,7 +497,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             if env.create_dir_all(dir).is_err() {
                 return Vec::new();
             }
-            let Ok(mut w) = attune_kv::vlog::VlogWriter::create(&env, dir, 3) else {
+            let Ok(mut w) = attune_kv::internals::VlogWriter::create(&env, dir, 3) else {
                 return Vec::new();
             };
             for i in 0..5u8 {
@@ -523,7 +524,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             let keys: Vec<[u8; 8]> = (0..600u64).map(|i| (i * 5).to_be_bytes()).collect();
             attune_learn::LearnedIndex::train(&keys, 4)
                 .map(|index| {
-                    let m = attune_kv::learned::LevelModel {
+                    let m = attune_kv::internals::LevelModel {
                         index,
                         starts: vec![0, 250, 600],
                     };

@@ -24,7 +24,7 @@
 
 use crate::oracle::{Oracle, VerifyStats};
 use attune_kv::env::{CrashReport, Env, FaultError, FaultOp, FaultPlan, MemEnv, PosixEnv, Trigger};
-use attune_kv::options::LearnedIndex;
+use attune_kv::LearnedIndex;
 use attune_kv::{Compression, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions, DB};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
@@ -593,16 +593,16 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
         // Learned indexes on most runs, often with no wait, so the learner races with
         // compactions and crashes land while model files are written.
         learned_index: [
-            attune_kv::options::LearnedIndex::Off,
-            attune_kv::options::LearnedIndex::Analyzer,
-            attune_kv::options::LearnedIndex::Always,
-            attune_kv::options::LearnedIndex::Offline,
+            attune_kv::LearnedIndex::Off,
+            attune_kv::LearnedIndex::Analyzer,
+            attune_kv::LearnedIndex::Always,
+            attune_kv::LearnedIndex::Offline,
         ][rng.gen_range(0..4)],
         learned_wait_ms: [0, 50][rng.gen_range(0..2)],
         learned_delta: [2, 8][rng.gen_range(0..2)],
         learned_benefit: [
-            attune_kv::options::LearnedBenefit::Remaining,
-            attune_kv::options::LearnedBenefit::Lifetime,
+            attune_kv::LearnedBenefit::Remaining,
+            attune_kv::LearnedBenefit::Lifetime,
         ][rng.gen_range(0..2)],
         // Level models (persisted as LEVEL-N.atlm and checked against the level at open).
         learned_level: rng.gen_bool(0.5),

@@ -87,13 +87,13 @@ fn every_target_has_a_harness_and_a_seed_that_decodes() {
 
 #[test]
 fn seeds_are_valid_encodings() {
-    use attune_kv::version::VersionEdit;
+    use attune_kv::internals::VersionEdit;
     assert!(attune_kv::WriteBatch::decode(&seeds("wal_batch")[0]).is_some());
     assert!(VersionEdit::decode(&seeds("version_edit")[0]).is_some());
     let lm = &seeds("level_model")[0];
-    assert!(attune_kv::learned::LevelModel::decode(lm, std::path::Path::new("/l")).is_ok());
+    assert!(attune_kv::internals::LevelModel::decode(lm, std::path::Path::new("/l")).is_ok());
     let log = &seeds("log_fragments")[0];
-    let mut r = attune_kv::log::LogReader::new(log, std::path::Path::new("/l"));
+    let mut r = attune_kv::internals::LogReader::new(log, std::path::Path::new("/l"));
     let mut n = 0;
     while let Ok(Some(_)) = r.next_record() {
         n += 1;
@@ -117,7 +117,8 @@ fn index_whose_first_ordinal_is_past_the_position_is_corruption_not_a_panic() {
     let table = decoders::table_with_index(crash).expect("the table opens");
     // As in the harness: lookups first, which cache the block entry_at then finds.
     for k in [&b"a"[..], b"k0010", b"zz"] {
-        let ikey = attune_kv::key::make_internal_key(k, 1, attune_kv::key::ValueKind::Value);
+        let ikey =
+            attune_kv::internals::make_internal_key(k, 1, attune_kv::internals::ValueKind::Value);
         let _ = table.get(&ikey);
     }
     let results: Vec<_> = (0..3).map(|p| table.entry_at(p)).collect();

@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use attune_kv::options::LearnedIndex;
+use attune_kv::LearnedIndex;
 use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use serde_json::json;
 
@@ -30,7 +30,7 @@ const NAME: &str = "attune";
 pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "Attune's LSM engine (attune-kv), linked in; keys are attune.DB option names",
-    keys: attune_kv::options::OPTION_NAMES,
+    keys: attune_kv::OPTION_NAMES,
     compressions: &[Compression::None, Compression::Lz4, Compression::Zstd],
     probe,
     open,

@@ -1,14 +1,15 @@
 //! Writes a table from entries added in internal-key order.
 
-use super::block::BlockBuilder;
 use super::bloom;
-use super::format::{write_block, BlockHandle, Footer};
+use super::footer::Footer;
 use super::reader::TableProperties;
-use crate::coding::put_varint64;
+use crate::block::format::{write_block, BlockHandle};
+use crate::block::BlockBuilder;
 use crate::env::WritableFile;
 use crate::error::Result;
 use crate::key::{self, compare_internal};
 use crate::options::{Compression, Options};
+use crate::util::coding::put_varint64;
 use std::cmp::Ordering;
 
 /// The subset of options a table builder needs.
@@ -157,7 +158,7 @@ impl TableBuilder {
             self.opts.zstd_level,
             self.offset,
         )?;
-        self.offset += h.size + super::format::TRAILER_BYTES as u64;
+        self.offset += h.size + crate::block::format::TRAILER_BYTES as u64;
         Ok(h)
     }
 

@@ -8,11 +8,11 @@
 //! key of each data block to its handle and the ordinal of its first record, so a record can be
 //! found by its position in the file as well as by key.
 
-pub mod block;
 pub mod bloom;
 pub mod builder;
-pub mod format;
+pub mod footer;
 pub mod reader;
+pub(crate) mod source;
 
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use reader::{Table, TableIter, TableProperties};

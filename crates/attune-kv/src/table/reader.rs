@@ -1,21 +1,22 @@
 //! Reads a table: footer, index and filter are loaded at open and pinned; data blocks go through
 //! the shared block cache. Thread safety: a `Table` is shared by all readers (`Arc<Table>`).
 
-use super::block::{Block, BlockIter, BlockView};
 use super::bloom::{self, Bloom};
-use super::format::{
-    block_checksum_ok, block_in_place, read_block, BlockHandle, Footer, BLOCK_TYPE_NONE,
-    FOOTER_BYTES, TRAILER_BYTES,
+use super::footer::{Footer, FOOTER_BYTES};
+use super::source;
+use crate::block::format::{
+    block_checksum_ok, block_in_place, read_block, BlockHandle, BLOCK_TYPE_NONE, TRAILER_BYTES,
 };
+use crate::block::{Block, BlockIter, BlockView};
 use crate::cache::BlockCache;
-use crate::coding::{put_varint64, Reader};
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
+use crate::index::learned::{FixedLayout, Learning, Sample, TableLayout, TableModel};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
-use crate::learned::{FixedLayout, Learning, Sample, TableLayout, TableModel};
 use crate::memtable::Lookup;
-use crate::steps::{self, Step};
+use crate::util::coding::{put_varint64, Reader};
+use crate::util::steps::{self, Step};
 use crate::vlog::BlobPointer;
 use attune_learn::{FileStats, LearnedIndex};
 use std::path::PathBuf;
@@ -343,21 +344,17 @@ impl Table {
             })
     }
 
-    /// Reads a data block through the cache.
+    /// Reads a data block through the block source (cache, compressed tier, device).
     pub fn block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
-        if let Some(t) = self.cache.tiers() {
-            let f = self.file.as_ref();
-            return t.block(&self.cache, f, &self.path, self.number, handle, fill_cache);
-        }
-        if let Some(b) = self.cache.get(self.number, handle.offset) {
-            return Ok(b);
-        }
-        let data = read_block(self.file.as_ref(), handle, &self.path)?;
-        let b = Arc::new(Block::new(data, self.path.clone(), handle.offset)?);
-        if fill_cache {
-            self.cache.insert(self.number, handle.offset, b.clone());
-        }
-        Ok(b)
+        let file = self.file.as_ref();
+        source::read_block(
+            &self.cache,
+            file,
+            &self.path,
+            self.number,
+            handle,
+            fill_cache,
+        )
     }
 
     /// The Bloom filter's answer for user key `uk` (true without a filter). Starts a lookup's

@@ -25,7 +25,7 @@
 //! `small_bytes` the sum over the entries in small; every cached key is in exactly one of
 //! small and main, exactly once.
 
-use crate::cache::{Charged, Key, ShardPolicy, Sharded};
+use crate::cache::sharded::{Charged, Key, ShardPolicy, Sharded};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -299,7 +299,7 @@ impl<V: Charged + Clone + Send> ShardedS3Fifo<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::{shard_of, ShardedLru};
+    use crate::cache::sharded::{shard_of, ShardedLru};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use std::sync::Arc;

@@ -64,8 +64,8 @@ pub fn decode_varint64(src: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-/// Decodes a varint that must fit in u32.
-#[inline]
+/// Decodes a varint that must fit in u32 (the decoders read u64 varints and bound them).
+#[cfg(test)]
 pub fn decode_varint32(src: &[u8]) -> Option<(u32, usize)> {
     let (v, n) = decode_varint64(src)?;
     Some((u32::try_from(v).ok()?, n))

@@ -11,6 +11,8 @@
 //! Models are persisted beside their table as `NNNNNN.atlm` (docs/formats/learned-model.md),
 //! written after learning, loaded when the table is opened, checked (checksum, structure, record
 //! count) and rebuilt when damaged. They are a cache: deleting one costs a relearn, never data.
+//! Training, persistence and loading need tables and versions, so they live above both, in
+//! `crate::version::learn`; this module holds the models and the analyzer's state.
 //!
 //! Thread-safety: [`Learning`] is shared (`Arc`) by the table cache, every table and the learning
 //! thread. Foreground lookups touch only atomics: striped counters, and sampled timings on the
@@ -18,13 +20,9 @@
 
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::filename;
-use crate::key;
 use crate::options::{LearnedIndex as Mode, Options};
-use crate::table::Table;
-use attune_learn::{
-    Analyzer, AnalyzerConfig, FileStats, KeyMapper, LearnedIndex, LookupPath, LookupResult,
-};
+use crate::util::filename;
+use attune_learn::{Analyzer, AnalyzerConfig, FileStats, LearnedIndex, LookupPath, LookupResult};
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -246,13 +244,13 @@ pub struct Learning {
     /// One timed lookup in this many of a learned table is a control (0: none; analyzer mode
     /// only, `Options::learned_control_sample`).
     control: u64,
-    analyzer: Analyzer,
+    pub(crate) analyzer: Analyzer,
     epoch: Instant,
     slots: [Slot; STRIPES],
     /// Registered live files: number → (level, statistics handle).
     files: Mutex<HashMap<u64, (usize, Arc<FileStats>)>>,
-    unlearnable: AtomicU64,
-    rejected: AtomicU64,
+    pub(crate) unlearnable: AtomicU64,
+    pub(crate) rejected: AtomicU64,
     /// Whether the analyzer started from statistics persisted by an earlier open.
     state_loaded: AtomicBool,
 }
@@ -292,7 +290,7 @@ impl Learning {
         })))
     }
 
-    fn now_ns(&self) -> u64 {
+    pub(crate) fn now_ns(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
@@ -407,89 +405,6 @@ impl Learning {
         fs.record_weighted(result, path, nanos, TIMING_SAMPLE);
     }
 
-    /// Loads the persisted model of `table` if there is a valid one. A damaged or mismatched
-    /// model file is removed (it will be relearned).
-    pub fn load_persisted(&self, env: &dyn Env, dir: &Path, table: &Table) {
-        let path = filename::model_path(dir, table.number());
-        if !env.exists(&path) {
-            return;
-        }
-        let ok = read_model(env, &path)
-            .ok()
-            .and_then(|m| table.install_model(m).ok())
-            .unwrap_or(false);
-        if ok {
-            if let Some(fs) = self.file_stats(table.number()) {
-                self.analyzer.mark_loaded(&fs);
-            }
-        } else {
-            self.rejected.fetch_add(1, Ordering::Relaxed);
-            let _ = env.remove_file(&path);
-        }
-    }
-
-    /// One round of the learning thread: polls the analyzer and learns the chosen files whose
-    /// tables `open_table` yields, until the queue is empty or `stop()` says so.
-    pub fn learn_round(
-        &self,
-        env: &dyn Env,
-        dir: &Path,
-        open_table: &dyn Fn(u64) -> Result<Arc<Table>>,
-        stop: &dyn Fn() -> bool,
-    ) {
-        self.analyzer.poll(self.now_ns());
-        while !stop() {
-            let Some(fs) = self.analyzer.next_to_learn() else {
-                return;
-            };
-            let Ok(table) = open_table(fs.id()) else {
-                continue; // deleted meanwhile: nothing to learn
-            };
-            if table.model().is_some() {
-                if !fs.is_learned() {
-                    self.analyzer.mark_loaded(&fs);
-                }
-                continue;
-            }
-            let _ = self.learn_table(env, dir, &table, Some(&fs));
-        }
-    }
-
-    /// Learns `table` now: trains, installs and persists its model. Returns whether the table
-    /// has a model afterwards (false when the keys collapse under the mapping).
-    pub fn learn_table(
-        &self,
-        env: &dyn Env,
-        dir: &Path,
-        table: &Arc<Table>,
-        fs: Option<&FileStats>,
-    ) -> Result<bool> {
-        if table.model().is_some() {
-            return Ok(true);
-        }
-        // The cost is the CPU the training takes from other work: thread CPU time, which a
-        // loaded machine does not inflate the way wall-clock time does.
-        let t0 = crate::env::thread_cpu_ns();
-        let model = train(table, self.delta)?;
-        let ns = crate::env::thread_cpu_ns().saturating_sub(t0);
-        let useful = model.quality().is_useful();
-        if let Some(fs) = fs {
-            self.analyzer.learned(fs, ns);
-        }
-        if !useful {
-            self.unlearnable.fetch_add(1, Ordering::Relaxed);
-            if let Some(fs) = fs {
-                self.analyzer.unlearnable(fs);
-            }
-            return Ok(false);
-        }
-        let bytes = model.encode();
-        table.install_model(model)?;
-        // The model file is a cache: failing to write it costs a relearn after reopen.
-        let _ = write_model(env, dir, table.number(), &bytes);
-        Ok(true)
-    }
-
     pub fn stats(&self) -> LearnStats {
         let a = self.analyzer.stats();
         let (mut total, mut model) = (0, 0);
@@ -525,125 +440,18 @@ impl Learning {
     }
 }
 
-/// Trains a model over the user keys of `table`, in file order: one pass over its blocks (not
-/// added to the block cache) gathers the keys, the key mapper is chosen from all of them (the
-/// radix form for small per-position alphabets such as decimal digits), then Greedy-PLR runs.
-pub fn train(table: &Arc<Table>, delta: u32) -> Result<LearnedIndex> {
-    train_tables(std::slice::from_ref(table), delta)
-}
-
-/// Trains a level model over `tables` (a sorted level's files, in key order). Fails when the
-/// files do not hold their records in strictly increasing order or do not match their
-/// properties' record counts.
-pub fn train_level(tables: &[Arc<Table>], delta: u32) -> Result<LevelModel> {
-    let mut starts = Vec::with_capacity(tables.len() + 1);
-    let mut n = 0u64;
-    for t in tables {
-        starts.push(n);
-        n += t.properties().num_entries;
-    }
-    starts.push(n);
-    let index = train_tables(tables, delta)?;
-    if index.model().len() != n {
-        let path = tables.first().map_or(Path::new(""), |t| t.path());
-        return Err(Error::corruption(
-            path,
-            0,
-            format!(
-                "level model covers {} records, the level's tables say {n}",
-                index.model().len()
-            ),
-        ));
-    }
-    Ok(LevelModel { index, starts })
-}
-
-/// Greedy-PLR over the user keys of `tables`, read in order (see [`train`]).
-fn train_tables(tables: &[Arc<Table>], delta: u32) -> Result<LearnedIndex> {
-    let path = tables.first().map_or(Path::new(""), |t| t.path());
-    let learn_err =
-        |e: attune_learn::LearnError| Error::corruption(path, 0, format!("learning keys: {e}"));
-    let mut flat: Vec<u8> = Vec::new();
-    let mut ends: Vec<usize> = Vec::new();
-    for table in tables {
-        table.for_each_key(|k| {
-            flat.extend_from_slice(key::user_key(k));
-            ends.push(flat.len());
-        })?;
-    }
-    let keys = || {
-        let starts = std::iter::once(0).chain(ends.iter().copied());
-        starts.zip(ends.iter().copied()).map(|(a, b)| &flat[a..b])
-    };
-    let (Some(first), Some(last)) = (keys().next(), keys().last()) else {
-        return Err(Error::corruption(path, 0, "no entries to learn"));
-    };
-    let mapper = KeyMapper::for_keys(first, last, keys());
-    let mut b = LearnedIndex::builder_with_mapper(mapper, delta).map_err(learn_err)?;
-    for k in keys() {
-        b.push(k).map_err(learn_err)?;
-    }
-    Ok(b.finish())
-}
-
-/// Writes `m`, the model of `level` whose files are `numbers`, as `LEVEL-N.atlm` (atomically).
-pub fn write_level_model(
-    env: &dyn Env,
-    dir: &Path,
-    level: usize,
-    numbers: &[u64],
-    m: &LevelModel,
-) -> Result<()> {
-    let path = filename::level_model_path(dir, level);
-    crate::env::write_file_atomic(env, &path, &m.encode(level, numbers))
-}
-
-/// Installs the persisted level models that still describe their level's files in `v`;
-/// removes the others (stale after a change of the level, or damaged). Returns how many were
-/// installed and how many rejected.
-pub fn load_level_models(env: &dyn Env, dir: &Path, v: &crate::version::Version) -> (u64, u64) {
-    let (mut loaded, mut rejected) = (0, 0);
-    for level in 1..crate::version::NUM_LEVELS {
-        let path = filename::level_model_path(dir, level);
-        if !env.exists(&path) {
-            continue;
-        }
-        let ok = read_file(env, &path)
-            .and_then(|b| LevelModel::decode(&b, &path))
-            .ok()
-            .filter(|(l, numbers, _)| {
-                *l == level && numbers.iter().eq(v.files[level].iter().map(|f| &f.number))
-            })
-            .is_some_and(|(_, _, m)| v.set_level_model(level, Arc::new(m)));
-        if ok {
-            loaded += 1;
-        } else {
-            rejected += 1;
-            let _ = env.remove_file(&path);
-        }
-    }
-    (loaded, rejected)
-}
-
-fn read_file(env: &dyn Env, path: &Path) -> Result<Vec<u8>> {
+/// The bytes of the file at `path`.
+pub(crate) fn read_file(env: &dyn Env, path: &Path) -> Result<Vec<u8>> {
     let f = env.open_random(path)?;
     let mut buf = vec![0u8; usize::try_from(f.size()).unwrap_or(0)];
     f.read_exact_at(&mut buf, 0)?;
     Ok(buf)
 }
 
-fn read_model(env: &dyn Env, path: &Path) -> Result<LearnedIndex> {
-    let buf = read_file(env, path)?;
-    LearnedIndex::decode(&buf).map_err(|e| Error::corruption(path, 0, e.to_string()))
-}
-
-fn write_model(env: &dyn Env, dir: &Path, number: u64, bytes: &[u8]) -> Result<()> {
-    crate::env::write_file_atomic(env, &filename::model_path(dir, number), bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use attune_learn::KeyMapper;
 
     fn level_model() -> LevelModel {
         let keys: Vec<[u8; 8]> = (0..5_000u64).map(|i| (i * 3).to_be_bytes()).collect();

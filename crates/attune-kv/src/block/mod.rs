@@ -11,10 +11,12 @@
 //! is one array read away: a learned index predicts positions and needs exactly that. Binary search
 //! runs over the offsets.
 
-use crate::coding::{decode_fixed32, decode_varint64, put_fixed32, put_varint64};
+pub mod format;
+
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;
+use crate::util::coding::{decode_fixed32, decode_varint64, put_fixed32, put_varint64};
 use std::cmp::Ordering;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -4,9 +4,11 @@
 //! readers get and iterate without locks. Entries are never removed; a memtable is dropped as a
 //! whole once flushed and no reader holds it (readers hold an `Arc`).
 
+pub mod skiplist;
+
 use crate::iter::InternalIterator;
 use crate::key::{self, make_internal_key, pack_tag, ValueKind, KIND_FOR_SEEK};
-use crate::skiplist::{node_key, node_value, SkipList};
+use crate::memtable::skiplist::{node_key, node_value, SkipList};
 use crate::vlog::BlobPointer;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;

@@ -12,11 +12,11 @@
 
 use crate::env::Env;
 use crate::error::Result;
-use crate::filename;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::options::Options;
 use crate::table::{TableBuilder, TableBuilderOptions, TableIter};
+use crate::util::filename;
 use crate::version::{FileMeta, LevelIter, TableCache, Version, NUM_LEVELS};
 use crate::vlog::BlobPointer;
 use std::path::Path;

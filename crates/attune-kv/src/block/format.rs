@@ -1,20 +1,12 @@
-//! Table file framing: block handles, block trailers (compression type + CRC32C) and the footer.
-//! Byte layout: docs/formats/sstable.md.
+//! Block framing: block handles, block trailers (compression type + CRC32C), reading, checksum
+//! checks and decompression. Byte layout: docs/formats/sstable.md.
 
-use crate::coding::{
-    decode_fixed32, decode_fixed64, put_fixed32, put_fixed64, put_varint64, Reader,
-};
 use crate::env::{RandomAccessFile, WritableFile};
 use crate::error::{Error, Result};
 use crate::options::Compression;
+use crate::util::coding::{decode_fixed32, put_varint64, Reader};
 use std::path::Path;
 
-/// "ATTUNSST" as a little-endian u64.
-pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"ATTUNSST");
-/// Table format versions this build reads. Writers emit the newest.
-pub const TABLE_FORMAT_VERSION: u32 = 1;
-/// Fixed footer size at the end of every table file.
-pub const FOOTER_BYTES: usize = 64;
 /// Trailer after every block: compression type (1) + CRC32C (4).
 pub const TRAILER_BYTES: usize = 5;
 /// Largest block a reader accepts: one record of the largest value (4 GiB - 1) plus slack. Lengths
@@ -45,60 +37,6 @@ impl BlockHandle {
     }
 }
 
-/// The footer: handles of the meta blocks, version, checksum and magic.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Footer {
-    pub filter: BlockHandle,
-    pub index: BlockHandle,
-    pub properties: BlockHandle,
-}
-
-impl Footer {
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(FOOTER_BYTES);
-        for h in [self.filter, self.index, self.properties] {
-            put_fixed64(&mut out, h.offset);
-            put_fixed64(&mut out, h.size);
-        }
-        put_fixed32(&mut out, TABLE_FORMAT_VERSION);
-        let crc = crc32c::crc32c(&out);
-        put_fixed32(&mut out, crc);
-        put_fixed64(&mut out, TABLE_MAGIC);
-        debug_assert_eq!(out.len(), FOOTER_BYTES);
-        out
-    }
-
-    pub fn decode(buf: &[u8], path: &Path, offset: u64) -> Result<Footer> {
-        let bad = |d: &str| Error::corruption(path, offset, d.to_string());
-        if buf.len() != FOOTER_BYTES {
-            return Err(bad("short footer"));
-        }
-        if decode_fixed64(&buf[56..]) != Some(TABLE_MAGIC) {
-            return Err(bad("bad magic number (not an Attune table, or damaged)"));
-        }
-        if decode_fixed32(&buf[52..]) != Some(crc32c::crc32c(&buf[..52])) {
-            return Err(bad("footer checksum mismatch"));
-        }
-        let version = decode_fixed32(&buf[48..]).unwrap_or(0);
-        if version == 0 || version > TABLE_FORMAT_VERSION {
-            return Err(Error::UnsupportedVersion {
-                path: path.to_path_buf(),
-                found: version,
-                supported: TABLE_FORMAT_VERSION,
-            });
-        }
-        let h = |i: usize| BlockHandle {
-            offset: decode_fixed64(&buf[16 * i..]).unwrap_or(0),
-            size: decode_fixed64(&buf[16 * i + 8..]).unwrap_or(0),
-        };
-        Ok(Footer {
-            filter: h(0),
-            index: h(1),
-            properties: h(2),
-        })
-    }
-}
-
 /// Compresses (when it saves at least 1/8) and writes a block with its trailer.
 pub fn write_block(
     file: &mut dyn WritableFile,
@@ -116,7 +54,7 @@ pub fn write_block(
                 out.extend_from_slice(&lz4_flex::block::compress(contents));
                 Some(TYPE_LZ4)
             }
-            Compression::Zstd => match crate::zstd_ctx::compress(contents, zstd_level) {
+            Compression::Zstd => match crate::util::zstd_ctx::compress(contents, zstd_level) {
                 Ok(z) => {
                     out.extend_from_slice(&z);
                     Some(TYPE_ZSTD)
@@ -265,7 +203,8 @@ fn decompress_body(
             let out = if kind == TYPE_LZ4 {
                 lz4_flex::block::decompress(body, raw).map_err(|e| bad(format!("lz4: {e}")))?
             } else {
-                crate::zstd_ctx::decompress(body, raw).map_err(|e| bad(format!("zstd: {e}")))?
+                crate::util::zstd_ctx::decompress(body, raw)
+                    .map_err(|e| bad(format!("zstd: {e}")))?
             };
             if out.len() != raw {
                 return Err(bad("decompressed length mismatch".into()));

@@ -261,6 +261,7 @@ impl SkipList {
     }
 
     /// Inserts an entry whose key is not in the list yet. One writer at a time.
+    #[cfg(test)]
     pub fn insert(&self, key: &[u8], value: &[u8]) {
         self.insert_parts(key, &[], value)
     }

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[cfg(test)]
-use crate::cache::{shard_of, SHARDS};
-use crate::cache::{Charged, ShardedLru};
+use crate::cache::sharded::{shard_of, SHARDS};
+use crate::cache::sharded::{Charged, ShardedLru};
 
 /// Bytes charged per entry beyond its data: the map slot, list links and the `Arc` header,
 /// rounded up. Default 64, as `Block::charge` does for the uncompressed cache.

@@ -2,12 +2,12 @@
 //! numbers in docs/symbiosis.md). The engine-independent machinery (ghosts, stack distances,
 //! Tracker, guard, reset) is `attune_cache`; this module wires it into the read path.
 //!
-//! * [`Tiers`] sits on the hot path: `Table::block` hands every data-block read to it when a
-//!   cache budget is configured. It looks the block up in the uncompressed [`BlockCache`], then in
-//!   the second tier — the OS page cache (user/kernel layout: a buffered or mapped read whose
-//!   page-cache residency is probed with `mincore`/`preadv2(RWF_NOWAIT)`) or the in-process
-//!   [`CompressedCache`] backed by `O_DIRECT` reads (user/user layout) — and appends one
-//!   [`BlockAccess`] to a sharded, bounded log.
+//! * [`Tiers`] (`cache/tiers.rs`) sit on the hot path: the block source (`table/source.rs`)
+//!   reads every data block through the uncompressed [`BlockCache`], then the second tier — the
+//!   OS page cache (user/kernel layout: a buffered or mapped read whose page-cache residency is
+//!   probed with `mincore`/`preadv2(RWF_NOWAIT)`) or the in-process compressed cache backed by
+//!   `O_DIRECT` reads (user/user layout) — and reports each read to the tiers, which append one
+//!   [`BlockAccess`] to a sharded, bounded log. Nothing in this module reads a block.
 //! * [`Controller`] runs on its own background thread (`attune-cache`): it drains the log into
 //!   `attune_cache::Symbiosis` (whose ghost simulation samples groups of blocks by key space),
 //!   applies the M_a it answers with `BlockCache::set_capacity` (and the compressed cache gets the
@@ -30,41 +30,33 @@
 //! (more than 32 blocks when they are compressed), which keeps neighbours that share pages
 //! together. In the user layout every block is its own sampling unit (its offset, G = 1).
 //!
-//! Thread safety: `Tiers` is shared by all readers (atomics and short shard locks); the
+//! Thread safety: `Tiers` are shared by all readers (atomics and short shard locks); the
 //! `Controller` state sits behind one mutex taken by the background thread and by `stats()`.
 //! Invariants: in the user layout, block cache capacity + compressed cache capacity equals the
 //! cache budget after every resize (and never exceeds it during one); the access log holds at
 //! most `LOG_SHARDS × LOG_SHARD_ENTRIES_MAX` records (further accesses are counted as dropped).
 
+use crate::cache::compressed::CompressedCacheStats;
+use crate::cache::tiers::Tiers;
 use crate::cache::BlockCache;
-use crate::ccache::{CompressedCache, CompressedCacheStats, ENTRY_OVERHEAD_BYTES};
-use crate::env::{Env, RandomAccessFile};
+use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::options::{
     CacheLayout, CacheMissCosts, CacheSizing, Compression, Options, CACHE_MISS_COSTS_FALLBACK,
 };
-use crate::table::block::Block;
-use crate::table::format::{
-    read_raw_block, uncompress_block, uncompress_block_ref, BlockHandle, TRAILER_BYTES,
-};
 use attune_cache::{
     BlockAccess, GhostConfig, MissCosts, SecondTier, State, Symbiosis, SymbiosisConfig,
 };
-use parking_lot::{Mutex, RwLock};
-use std::collections::{HashMap, VecDeque};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Smallest block cache (the paper's minimum M_a). Default 1 MiB: index-free data blocks of a
 /// few hundred hot keys, and 64 KiB per shard of the 16-shard cache.
 pub const APP_MIN_BYTES: u64 = 1 << 20;
-/// Shards of the access log. Default 8: readers on different threads rarely share one.
-const LOG_SHARDS: usize = 8;
-/// Records per log shard before accesses are dropped (counted). Default 16 Ki × 48 B = 768 KiB
-/// per shard: 130 k accesses in total, about 20 pump intervals at 1 M block reads/s.
-const LOG_SHARD_ENTRIES_MAX: usize = 1 << 14;
 /// Pause between pumps of the background thread. Default 5 ms: short against the 65 ms windows
 /// of the Tracker at 1 M reads/s, long enough that the thread costs nothing when idle.
 const PUMP_INTERVAL: Duration = Duration::from_millis(5);
@@ -156,216 +148,6 @@ impl CostsSource {
             CostsSource::Probe => "probe",
             CostsSource::Live => "live",
         }
-    }
-}
-
-/// A bounded, sharded log of block accesses.
-struct AccessLog {
-    shards: Vec<Mutex<Vec<BlockAccess>>>,
-    dropped: AtomicU64,
-}
-
-static NEXT_THREAD_SHARD: AtomicUsize = AtomicUsize::new(0);
-thread_local! {
-    static THREAD_SHARD: usize = NEXT_THREAD_SHARD.fetch_add(1, Ordering::Relaxed) % LOG_SHARDS;
-}
-
-impl AccessLog {
-    fn new() -> Self {
-        AccessLog {
-            shards: (0..LOG_SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
-            dropped: AtomicU64::new(0),
-        }
-    }
-    fn push(&self, a: BlockAccess) {
-        let i = THREAD_SHARD.with(|s| *s);
-        let mut s = self.shards[i].lock();
-        if s.len() >= LOG_SHARD_ENTRIES_MAX {
-            drop(s);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        } else {
-            s.push(a);
-        }
-    }
-    fn drain_into(&self, out: &mut Vec<BlockAccess>) {
-        for s in &self.shards {
-            out.append(&mut s.lock());
-        }
-    }
-}
-
-/// Per-tier counters of real reads (monotonic).
-#[derive(Default)]
-struct TierCounters {
-    app_hits: AtomicU64,
-    second_hits: AtomicU64,
-    device_reads: AtomicU64,
-    unknown_reads: AtomicU64,
-    second_ns: AtomicU64,
-    device_ns: AtomicU64,
-    unknown_ns: AtomicU64,
-}
-
-/// The hot-path half: second-tier lookups, probed reads and the access log.
-pub struct Tiers {
-    layout: CacheLayout,
-    block_bytes: u64,
-    env: Arc<dyn Env>,
-    compressed: Option<CompressedCache>,
-    direct: RwLock<HashMap<u64, Arc<dyn RandomAccessFile>>>,
-    log: AccessLog,
-    counters: TierCounters,
-    /// Bytes the second tier charges per block beyond its stored length.
-    second_overhead: u32,
-}
-
-impl Tiers {
-    fn new(layout: CacheLayout, block_bytes: u64, env: Arc<dyn Env>, second: u64) -> Tiers {
-        Tiers {
-            layout,
-            block_bytes: block_bytes.max(1),
-            env,
-            compressed: (layout == CacheLayout::User).then(|| CompressedCache::new(second)),
-            direct: RwLock::new(HashMap::new()),
-            log: AccessLog::new(),
-            counters: TierCounters::default(),
-            second_overhead: if layout == CacheLayout::User {
-                ENTRY_OVERHEAD_BYTES as u32
-            } else {
-                0
-            },
-        }
-    }
-
-    /// Reads one data block of table `number` through both tiers (see the module doc).
-    pub(crate) fn block(
-        &self,
-        cache: &BlockCache,
-        file: &dyn RandomAccessFile,
-        path: &Arc<PathBuf>,
-        number: u64,
-        handle: BlockHandle,
-        fill_cache: bool,
-    ) -> Result<Arc<Block>> {
-        let stored =
-            u32::try_from(handle.size.saturating_add(TRAILER_BYTES as u64)).unwrap_or(u32::MAX);
-        // What the second tier is charged for this block: the compressed cache adds its
-        // per-entry overhead (the ghost must charge what the real tier charges, or it
-        // over-predicts H_k near the point where the compressed data just fits); the page
-        // cache holds the stored bytes' pages.
-        let stored = stored.saturating_add(self.second_overhead);
-        if let Some(b) = cache.get(number, handle.offset) {
-            if fill_cache {
-                self.counters.app_hits.fetch_add(1, Ordering::Relaxed);
-                self.note(number, handle, stored, b.charge(), true, None, None);
-            }
-            return Ok(b);
-        }
-        let start = Instant::now();
-        let (data, second_hit) = match &self.compressed {
-            None => {
-                let (raw, cached) = read_raw_block(file, handle, path, true)?;
-                (uncompress_block(raw, handle, path)?, cached)
-            }
-            Some(cc) => match cc.get(number, handle.offset) {
-                Some(raw) => (uncompress_block_ref(&raw, handle, path)?, Some(true)),
-                None => {
-                    let f = self.direct_file(number, path)?;
-                    let (raw, _) = read_raw_block(f.as_ref(), handle, path, false)?;
-                    let data = uncompress_block_ref(&raw, handle, path)?;
-                    if fill_cache {
-                        cc.insert(number, handle.offset, Arc::from(raw));
-                    }
-                    (data, Some(false))
-                }
-            },
-        };
-        let b = Arc::new(Block::new(data, path.clone(), handle.offset)?);
-        if fill_cache {
-            cache.insert(number, handle.offset, b.clone());
-        }
-        if !fill_cache {
-            // Compaction inputs and fill_cache=false scans bypass both caches: they are not
-            // part of the workload the caches (real or ghost) serve, so they are not recorded.
-            return Ok(b);
-        }
-        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let (n, t) = match second_hit {
-            Some(true) => (&self.counters.second_hits, &self.counters.second_ns),
-            Some(false) => (&self.counters.device_reads, &self.counters.device_ns),
-            None => (&self.counters.unknown_reads, &self.counters.unknown_ns),
-        };
-        n.fetch_add(1, Ordering::Relaxed);
-        t.fetch_add(ns, Ordering::Relaxed);
-        self.note(
-            number,
-            handle,
-            stored,
-            b.charge(),
-            false,
-            second_hit,
-            Some(ns),
-        );
-        Ok(b)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn note(
-        &self,
-        number: u64,
-        handle: BlockHandle,
-        stored: u32,
-        charge: usize,
-        app_hit: bool,
-        second_hit: Option<bool>,
-        latency_ns: Option<u64>,
-    ) {
-        self.log.push(BlockAccess {
-            file: number,
-            // Page-cache model: groups of target-size blocks of bytes (neighbours that share
-            // pages stay together). Compressed cache: each block its own sampling unit — with
-            // offset / block_size, the 4–5 Zstd blocks of one 4 KiB stretch were sampled as one
-            // unit, leaving about 29 sampled units at M/D_u = 1 (±19 % on H_a; the engine sweep
-            // saw 0.675 predicted against 0.953 measured).
-            block_no: self.sample_unit(handle.offset),
-            offset: handle.offset,
-            compressed_len: stored,
-            uncompressed_len: u32::try_from(charge).unwrap_or(u32::MAX),
-            app_hit,
-            second_hit,
-            latency_ns,
-        });
-    }
-
-    /// The sampling unit of the block at `offset` (see `note`).
-    fn sample_unit(&self, offset: u64) -> u64 {
-        if self.compressed.is_some() {
-            offset
-        } else {
-            offset / self.block_bytes
-        }
-    }
-
-    /// The `O_DIRECT` handle of table `number`, opened on first use.
-    fn direct_file(&self, number: u64, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        if let Some(f) = self.direct.read().get(&number) {
-            return Ok(f.clone());
-        }
-        let f = self.env.open_random_direct(path)?;
-        Ok(self.direct.write().entry(number).or_insert(f).clone())
-    }
-
-    /// Forgets a deleted table (its compressed blocks and direct handle).
-    pub(crate) fn erase_file(&self, number: u64) {
-        if let Some(cc) = &self.compressed {
-            cc.erase_file(number);
-        }
-        self.direct.write().remove(&number);
-    }
-
-    /// Counters of the compressed cache (user layout).
-    pub fn compressed_stats(&self) -> Option<CompressedCacheStats> {
-        self.compressed.as_ref().map(CompressedCache::stats)
     }
 }
 
@@ -1070,7 +852,9 @@ fn compress(c: Compression, data: &[u8]) -> Vec<u8> {
     match c {
         Compression::None => data.to_vec(),
         Compression::Lz4 => lz4_flex::block::compress(data),
-        Compression::Zstd => crate::zstd_ctx::compress(data, 3).unwrap_or_else(|_| data.to_vec()),
+        Compression::Zstd => {
+            crate::util::zstd_ctx::compress(data, 3).unwrap_or_else(|_| data.to_vec())
+        }
     }
 }
 
@@ -1078,7 +862,7 @@ fn decompress(c: Compression, packed: &[u8], len: usize) -> usize {
     let out = match c {
         Compression::None => Ok(packed.to_vec()),
         Compression::Lz4 => lz4_flex::block::decompress(packed, len).map_err(|_| ()),
-        Compression::Zstd => crate::zstd_ctx::decompress(packed, len).map_err(|_| ()),
+        Compression::Zstd => crate::util::zstd_ctx::decompress(packed, len).map_err(|_| ()),
     };
     out.map_or(0, |v| std::hint::black_box(v).len())
 }

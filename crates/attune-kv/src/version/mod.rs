@@ -8,17 +8,20 @@
 //!
 //! Thread safety: `VersionSet` is owned by the database's state mutex.
 
+pub mod compaction;
+pub mod learn;
+
 use crate::cache::BlockCache;
-use crate::coding::{put_length_prefixed, put_varint32, put_varint64, Reader};
 use crate::env::{write_file_atomic, Env};
 use crate::error::{Error, Result};
-use crate::filename::{self, current_path, manifest_name};
+use crate::index::learned::{Learning, LevelModel};
 use crate::iter::InternalIterator;
 use crate::key::{self, compare_internal};
-use crate::learned::{Learning, LevelModel};
-use crate::log::{LogReader, LogWriter};
 use crate::memtable::Lookup;
 use crate::table::{Table, TableIter};
+use crate::util::coding::{put_length_prefixed, put_varint32, put_varint64, Reader};
+use crate::util::filename::{self, current_path, manifest_name};
+use crate::wal::{LogReader, LogWriter};
 use parking_lot::{Mutex, RwLock};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -421,7 +424,7 @@ fn level_get(
     tables: &TableCache,
 ) -> Result<Lookup> {
     let w = m.index.predict(uk);
-    crate::steps::mark(crate::steps::Step::Index);
+    crate::util::steps::mark(crate::util::steps::Step::Index);
     let total = m.starts.last().copied().unwrap_or(0);
     let (lo, hi) = (w.lo.min(total), w.hi.min(total));
     let mut j = m.starts.partition_point(|&s| s <= lo).saturating_sub(1);

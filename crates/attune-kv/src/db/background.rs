@@ -1,0 +1,385 @@
+//! The background threads: flush (immutable memtable to a level-0 table), compaction, the
+//! periodic WAL sync and the learning thread, and the removal of obsolete files.
+//!
+//! Each loop runs on its own thread, started by open and joined by `close`; they take the state
+//! mutex for decisions and release it for I/O. Invariant: a file is removed only when no live
+//! version, snapshot or pending output names it.
+
+use super::open::write_level0;
+use super::{DbInner, PendingWrite, State};
+use crate::error::{Error, Result};
+use crate::util::filename::{self, FileKind};
+use crate::version::compaction::{self, Compaction};
+use crate::version::{VersionEdit, NUM_LEVELS};
+use parking_lot::MutexGuard;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the learning thread asks the analyzer for due files. Default 10 ms: a fifth of
+/// T_wait, so a file is learned at most 10 ms after its wait ends; an idle poll costs microseconds.
+pub(super) const LEARN_POLL: Duration = Duration::from_millis(10);
+
+impl DbInner {
+    /// The learning thread (Bourbon's learner): every few milliseconds asks the analyzer which
+    /// files are due and learns them, lowest priority, never holding the state mutex.
+    pub(super) fn learn_loop(&self) {
+        let Some(learning) = self.tables.learning().cloned() else {
+            return;
+        };
+        let stop = || self.shutting_down.load(Ordering::Acquire);
+        let open = |n: u64| -> Result<Arc<crate::table::Table>> {
+            if let Some(t) = self.tables.get_if_open(n) {
+                return Ok(t);
+            }
+            // Holding a version that lists the file keeps it from being deleted while it opens.
+            let v = self.sv.read().version.clone();
+            if !v.files.iter().flatten().any(|f| f.number == n) {
+                return Err(Error::InvalidArgument(format!("table {n} is gone")));
+            }
+            self.tables.get(n)
+        };
+        while !stop() {
+            std::thread::sleep(LEARN_POLL);
+            learning.learn_round(self.env.as_ref(), &self.dir, &open, &stop);
+        }
+    }
+
+    pub(super) fn flush(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        // Take the writer queue's head so no group is in flight while switching.
+        let id = st.next_writer_id;
+        st.next_writer_id += 1;
+        st.writers.push_back(PendingWrite {
+            id,
+            batch: None,
+            sync: false,
+            gc: None,
+        });
+        while st.writers.front().map(|w| w.id) != Some(id) {
+            self.write_cv.wait(&mut st);
+        }
+        let r = self.make_room_for_write(&mut st, true);
+        st.writers.pop_front();
+        self.write_cv.notify_all();
+        r?;
+        while st.imm.is_some()
+            && st.bg_error.is_none()
+            && !self.shutting_down.load(Ordering::Acquire)
+        {
+            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        match &st.bg_error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn smallest_snapshot(&self, st: &State) -> u64 {
+        st.snapshots
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire))
+    }
+
+    pub(super) fn flush_loop(&self) {
+        let mut st = self.state.lock();
+        loop {
+            if self.shutting_down.load(Ordering::Acquire) {
+                return;
+            }
+            let seal = !self.vlog_sealing.lock().is_empty();
+            let spare = !seal && self.spare_wanted(self.vlog.lock().as_ref());
+            if st.bg_error.is_none() && (seal || spare) {
+                // A failed fsync leaves the segment's durability unknown, and a failed manifest
+                // write its contents: stop writing, as the leader would.
+                let r = if seal {
+                    self.seal_segments(&mut st)
+                } else {
+                    self.create_spare_segment(&mut st)
+                };
+                if let Err(e) = r {
+                    if !self.shutting_down.load(Ordering::Acquire) && st.bg_error.is_none() {
+                        st.bg_error = Some(e);
+                    }
+                }
+                continue;
+            }
+            let Some(imm) = st.imm.clone().filter(|_| st.bg_error.is_none()) else {
+                self.work_cv.wait(&mut st);
+                continue;
+            };
+            let number = st.versions.new_file_number();
+            st.pending_outputs.insert(number);
+            let smallest_snapshot = self.smallest_snapshot(&st);
+            let mut garbage = BTreeMap::new();
+            let r = MutexGuard::unlocked(&mut st, || {
+                self.sync_imm_wal()?;
+                // The table makes pointers durable: the values they name must be durable first.
+                self.sync_vlog()?;
+                let f = write_level0(
+                    self.env.as_ref(),
+                    &self.dir,
+                    &self.opts,
+                    number,
+                    imm.clone(),
+                    smallest_snapshot,
+                    &mut garbage,
+                )?;
+                self.env.sync_dir(&self.dir)?;
+                Ok::<_, Error>(f)
+            });
+            let r = r.and_then(|f| {
+                let mut edit = VersionEdit::default();
+                edit.blob_garbage.extend(garbage);
+                let bytes = f.as_ref().map_or(0, |f| f.size);
+                if let Some(f) = f {
+                    edit.add_file(0, f);
+                }
+                edit.log_number = Some(st.mem.log_number);
+                // Exactly what the tables now hold, not the database's last sequence: writes
+                // already in the new log must not be counted, or recovery could not tell that
+                // the log before a later one lost every record (see `recover_logs`).
+                edit.last_sequence = Some(st.imm_last_sequence.max(st.versions.last_sequence));
+                st.versions.log_and_apply(edit)?;
+                st.flush_count += 1;
+                st.flush_bytes += bytes;
+                Ok(())
+            });
+            if r.is_ok() {
+                // On error keep the table: a failed manifest sync may still have written the
+                // edit naming it, so only reopening may decide that it is garbage.
+                st.pending_outputs.remove(&number);
+            }
+            match r {
+                Ok(()) => {
+                    st.imm = None;
+                    self.install_super_version(&st);
+                    self.delete_obsolete_files(&mut st);
+                }
+                Err(e) => {
+                    if !self.shutting_down.load(Ordering::Acquire) && st.bg_error.is_none() {
+                        st.bg_error = Some(e);
+                    }
+                }
+            }
+            self.done_cv.notify_all();
+            self.work_cv.notify_all();
+        }
+    }
+
+    pub(super) fn compaction_loop(&self) {
+        let mut st = self.state.lock();
+        loop {
+            if self.shutting_down.load(Ordering::Acquire) {
+                return;
+            }
+            if st.bg_error.is_some() || st.compaction_running {
+                self.work_cv.wait(&mut st);
+                continue;
+            }
+            let picked = compaction::pick(
+                &st.versions.current(),
+                &self.opts,
+                &st.versions.compact_pointers,
+            );
+            let Some(c) = picked else {
+                self.work_cv.wait(&mut st);
+                continue;
+            };
+            st.compaction_running = true;
+            let r = self.run_compaction(&mut st, c);
+            st.compaction_running = false;
+            if let Err(e) = r {
+                if !self.shutting_down.load(Ordering::Acquire) && st.bg_error.is_none() {
+                    st.bg_error = Some(e);
+                }
+            }
+            self.done_cv.notify_all();
+            self.work_cv.notify_all();
+        }
+    }
+
+    /// Runs one compaction; called with `compaction_running` set by the caller.
+    pub(super) fn run_compaction(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        c: Compaction,
+    ) -> Result<()> {
+        let level = c.level;
+        let mut edit = VersionEdit::default();
+        if let Some(last) = c.inputs[0]
+            .iter()
+            .map(|f| f.largest.clone())
+            .max_by(|a, b| crate::key::compare_internal(a, b))
+        {
+            edit.compact_pointers.push((level, last));
+        }
+        if c.trivial_move {
+            let f = &c.inputs[0][0];
+            edit.delete_file(level, f.number);
+            edit.add_file(level + 1, (**f).clone());
+            st.versions.log_and_apply(edit)?;
+            st.level_stats[level + 1].trivial_moves += 1;
+            drop(c);
+            self.install_super_version(st);
+            return Ok(());
+        }
+        let smallest_snapshot = self.smallest_snapshot(st);
+        let mut allocated: Vec<u64> = Vec::new();
+        let out = MutexGuard::unlocked(st, || {
+            let mut new_file = || {
+                let mut s = self.state.lock();
+                let n = s.versions.new_file_number();
+                s.pending_outputs.insert(n);
+                allocated.push(n);
+                n
+            };
+            let shutting = || self.shutting_down.load(Ordering::Acquire);
+            let r = compaction::run(
+                &c,
+                self.env.as_ref(),
+                &self.dir,
+                &self.opts,
+                &self.tables,
+                smallest_snapshot,
+                &mut new_file,
+                &shutting,
+            );
+            if r.is_ok() {
+                self.env.sync_dir(&self.dir)?;
+            }
+            r
+        });
+        let r = out.and_then(|out| {
+            for (which, files) in c.inputs.iter().enumerate() {
+                for f in files {
+                    edit.delete_file(level + which, f.number);
+                }
+            }
+            for f in &out.files {
+                edit.add_file(level + 1, f.clone());
+            }
+            edit.blob_garbage
+                .extend(out.blob_garbage.iter().map(|(n, b)| (*n, *b)));
+            st.versions.log_and_apply(edit)?;
+            let s = &mut st.level_stats[level + 1];
+            s.compactions += 1;
+            s.bytes_read += out.bytes_read;
+            s.bytes_written += out.bytes_written;
+            Ok(())
+        });
+        if r.is_ok() {
+            // On error keep the outputs (see flush_loop): the edit may be in the manifest.
+            for n in allocated {
+                st.pending_outputs.remove(&n);
+            }
+        }
+        // The compaction pins its input version; release it so its files can be deleted now.
+        drop(c);
+        self.install_super_version(st);
+        self.delete_obsolete_files(st);
+        r
+    }
+
+    pub(super) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let mut st = self.state.lock();
+        // Find the deepest level with overlapping data; compact each level into the next.
+        let v = st.versions.current();
+        let deepest = (0..NUM_LEVELS)
+            .rev()
+            .find(|&l| !v.overlapping(l, begin, end).is_empty());
+        drop(v); // do not pin this version (and its files) while compacting
+        let Some(deepest) = deepest else {
+            return Ok(());
+        };
+        for level in 0..deepest.max(1) {
+            while st.compaction_running {
+                self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+            }
+            if let Some(e) = &st.bg_error {
+                return Err(e.duplicate());
+            }
+            let v = st.versions.current();
+            let mut first = v.overlapping(level, begin, end);
+            if first.is_empty() {
+                continue;
+            }
+            if level == 0 {
+                // L0 files overlap each other: leaving an older one behind while its newer
+                // neighbour moves down would let the older version shadow the newer one.
+                first = v.files[0].clone();
+            }
+            let c = compaction::with_overlap(&v, level, first);
+            drop(v);
+            st.compaction_running = true;
+            let r = self.run_compaction(&mut st, c);
+            st.compaction_running = false;
+            self.work_cv.notify_all();
+            self.done_cv.notify_all();
+            r?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn wal_sync_loop(&self) {
+        let interval = Duration::from_millis(self.opts.wal_sync_interval_ms);
+        let mut st = self.state.lock();
+        loop {
+            // Checked before waiting too: a shutdown that notified while this thread was syncing
+            // (not waiting) would otherwise make `close` wait out a whole interval.
+            if self.shutting_down.load(Ordering::Acquire) {
+                return;
+            }
+            self.done_cv.wait_for(&mut st, interval);
+            if self.shutting_down.load(Ordering::Acquire) {
+                return;
+            }
+            let r = MutexGuard::unlocked(&mut st, || self.sync_logs());
+            // A failed fsync may have dropped the pages it covered (Linux marks them clean), so
+            // no later fsync can make those writes durable: stop accepting writes.
+            if let Err(e) = r {
+                if !self.shutting_down.load(Ordering::Acquire) && st.bg_error.is_none() {
+                    st.bg_error = Some(e);
+                }
+            }
+        }
+    }
+
+    pub(super) fn delete_obsolete_files(&self, st: &mut MutexGuard<'_, State>) {
+        let Ok(names) = self.env.list_dir(&self.dir) else {
+            return;
+        };
+        let live = st.versions.live_files();
+        let log_keep = st.imm.as_ref().map_or(st.versions.log_number, |m| {
+            m.log_number.min(st.versions.log_number)
+        });
+        for name in names {
+            let Some(kind) = filename::parse(&name) else {
+                continue;
+            };
+            let delete = match kind {
+                FileKind::Log(n) => n < log_keep && n < st.mem.log_number,
+                FileKind::Table(n) | FileKind::Model(n) => {
+                    !live.contains(&n) && !st.pending_outputs.contains(&n)
+                }
+                FileKind::Manifest(n) => n < st.versions.manifest_number,
+                FileKind::Temp => true,
+                // Checked against the level's files when loaded; a stale one is removed then.
+                FileKind::LevelModel(_) => false,
+                // Segments leave through garbage collection only (deleted when their last
+                // reader lets go); at open, unlisted ones are removed.
+                FileKind::Blob(_) => false,
+                FileKind::Current | FileKind::Lock => false,
+            };
+            if delete {
+                if let FileKind::Table(n) = kind {
+                    self.tables.evict(n);
+                }
+                let _ = self.env.remove_file(&self.dir.join(&name));
+            }
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! Value-log garbage collection: picks a segment with enough garbage, moves its live records
+//! through the write path (a move lands only where the key still points at the old place) and
+//! deletes the segment once no snapshot or reader needs it.
+//!
+//! Called by the GC thread and by `DB::gc`; moves hold the writer queue for a bounded chunk
+//! (`GC_CHUNK_BYTES`). Invariant: a segment is deleted only after the manifest records that no
+//! live pointer names it.
+
+use super::{DbInner, GcEntry, State, SuperVersion};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::version::VersionEdit;
+use crate::vlog::{BlobPointer, SegmentScanner};
+use parking_lot::MutexGuard;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Live records a garbage-collection round moves, per write: at most this many bytes, so that
+/// the writer queue is held for a bounded time (about a millisecond of appends).
+pub(super) const GC_CHUNK_BYTES: usize = 1 << 20;
+/// Outcome of one garbage-collection call.
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct GcReport {
+    pub segments_collected: u64,
+    pub records_rewritten: u64,
+    pub bytes_rewritten: u64,
+    /// Bytes of segments scheduled for deletion (deleted once no snapshot needs them).
+    pub bytes_reclaimed: u64,
+}
+
+#[derive(Default)]
+pub(super) struct GcStats {
+    pub(super) runs: u64,
+    pub(super) segments: u64,
+    pub(super) records_rewritten: u64,
+    pub(super) bytes_rewritten: u64,
+    pub(super) bytes_reclaimed: u64,
+    pub(super) max_pause_micros: u64,
+}
+
+impl DbInner {
+    /// The moves of a collection that are still needed: entries whose key still points at the
+    /// record being moved.
+    pub(super) fn gc_batch(&self, sv: &SuperVersion, entries: &[GcEntry]) -> Result<WriteBatch> {
+        let mut b = WriteBatch::new();
+        for (k, v, p) in entries {
+            if self.current_pointer(sv, k)? == Some(*p) {
+                b.put(k, v)?;
+            }
+        }
+        Ok(b)
+    }
+
+    /// Collects segment `n` if at least `min_ratio` of it is dead: moves its live records to
+    /// the active segment through ordinary (conditional) writes, makes them durable, then
+    /// schedules the segment's deletion. Returns (records moved, bytes moved, bytes freed), or
+    /// None when the segment was skipped. Crash-safe at every step: until the moves are durable
+    /// every pointer still names the old segment, which stays until the manifest drops it.
+    pub(super) fn gc_segment(&self, n: u64, min_ratio: f64) -> Result<Option<(u64, u64, u64)>> {
+        let (file, meta) = {
+            let st = self.state.lock();
+            if st.blob_pending_deletion.iter().any(|(p, _)| *p == n) {
+                return Ok(None);
+            }
+            (
+                st.blobs.get(&n).cloned(),
+                st.versions.blob_files.get(&n).copied(),
+            )
+        };
+        let (Some(file), Some(meta)) = (file, meta) else {
+            return Ok(None);
+        };
+        if !meta.sealed {
+            return Ok(None);
+        }
+        let header = crate::vlog::SEGMENT_HEADER_BYTES;
+        if meta.size < header {
+            return Ok(None);
+        }
+        let data = file.read_sealed(meta.size)?;
+        let mut scan = SegmentScanner::new(file.path(), &data)?;
+        let sv = self.sv.read().clone();
+        let mut live: Vec<GcEntry> = Vec::new();
+        let mut live_bytes = 0u64;
+        for (off, len, k, _) in scan.by_ref() {
+            let p = BlobPointer {
+                file: n,
+                offset: off,
+                len,
+            };
+            if self.current_pointer(&sv, k)? == Some(p) {
+                live.push((k.to_vec(), Vec::new(), p));
+                live_bytes += u64::from(len);
+            }
+        }
+        drop(sv);
+        scan.check_complete(file.path())?;
+        let total = meta.size - header;
+        let dead = total.saturating_sub(live_bytes);
+        if total == 0 || (dead as f64) < min_ratio * total as f64 || (dead == 0 && total > 0) {
+            // Not worth moving; remember what the scan learned about its garbage.
+            if dead > meta.garbage {
+                let mut edit = VersionEdit::default();
+                edit.blob_garbage.push((n, dead - meta.garbage));
+                self.state.lock().versions.log_and_apply(edit)?;
+            }
+            return Ok(None);
+        }
+        let (mut moved_records, mut moved_bytes) = (0u64, 0u64);
+        let mut chunk: Vec<GcEntry> = Vec::new();
+        let mut chunk_bytes = 0usize;
+        let last = live.len();
+        for (i, (k, _, p)) in live.into_iter().enumerate() {
+            let rec = &data[p.offset as usize..p.end() as usize];
+            let (_, v) = crate::vlog::decode_record(rec)
+                .map_err(|why| Error::corruption(file.path(), p.offset, why))?;
+            chunk_bytes += p.len as usize;
+            moved_records += 1;
+            moved_bytes += u64::from(p.len);
+            chunk.push((k, v.to_vec(), p));
+            if chunk_bytes >= GC_CHUNK_BYTES || i + 1 == last {
+                self.write_inner(WriteBatch::new(), false, Some(std::mem::take(&mut chunk)))?;
+                chunk_bytes = 0;
+            }
+        }
+        // The moved values and their pointers must be durable before the segment can go.
+        self.sync_logs()?;
+        let mut st = self.state.lock();
+        let seq = self.last_sequence.load(Ordering::Acquire);
+        let mut edit = VersionEdit::default();
+        edit.blob_garbage.push((n, meta.size));
+        st.versions.log_and_apply(edit)?;
+        st.blob_pending_deletion.push((n, seq));
+        self.finalize_blob_deletions(&mut st)?;
+        Ok(Some((moved_records, moved_bytes, meta.size)))
+    }
+
+    /// Drops collected segments that no snapshot can read any more from the manifest; each file
+    /// is deleted when the last reader holding it lets go.
+    pub(super) fn finalize_blob_deletions(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let oldest = st.snapshots.keys().next().copied();
+        let (ready, wait): (Vec<_>, Vec<_>) = st
+            .blob_pending_deletion
+            .iter()
+            .partition(|(_, seq)| oldest.is_none_or(|o| o >= *seq));
+        if ready.is_empty() {
+            return Ok(());
+        }
+        let edit = VersionEdit {
+            blob_files_deleted: ready.iter().map(|(n, _)| *n).collect(),
+            ..Default::default()
+        };
+        st.versions.log_and_apply(edit)?;
+        let mut blobs = (*st.blobs).clone();
+        for (n, _) in &ready {
+            if let Some(f) = blobs.remove(n) {
+                f.mark_obsolete();
+            }
+        }
+        st.blobs = Arc::new(blobs);
+        st.blob_pending_deletion = wait;
+        self.install_super_version(st);
+        Ok(())
+    }
+
+    /// The sealed segment most worth collecting when the value log's space amplification is
+    /// above `blob_gc_space_amp`.
+    pub(super) fn pick_gc_segment(&self, st: &State, skip: &HashSet<u64>) -> Option<u64> {
+        let threshold = self.opts.blob_gc_space_amp;
+        if threshold == 0.0 {
+            return None;
+        }
+        let (total, garbage) = st
+            .versions
+            .blob_files
+            .values()
+            .fold((0u64, 0u64), |(t, g), m| {
+                (t + m.size, g + m.garbage.min(m.size))
+            });
+        if total == 0 || (total as f64) <= threshold * (total - garbage).max(1) as f64 {
+            return None;
+        }
+        st.versions
+            .blob_files
+            .iter()
+            .filter(|(n, m)| {
+                m.sealed
+                    && m.size > 0
+                    && !skip.contains(n)
+                    && !st.blob_pending_deletion.iter().any(|(p, _)| p == *n)
+                    && m.garbage.min(m.size) as f64
+                        >= self.opts.blob_gc_garbage_ratio * m.size as f64
+            })
+            .max_by(|a, b| {
+                let ra = a.1.garbage.min(a.1.size) as f64 / a.1.size as f64;
+                let rb = b.1.garbage.min(b.1.size) as f64 / b.1.size as f64;
+                ra.total_cmp(&rb)
+            })
+            .map(|(n, _)| *n)
+    }
+
+    pub(super) fn record_gc(&self, st: &mut State, r: &(u64, u64, u64)) {
+        st.gc.segments += 1;
+        st.gc.records_rewritten += r.0;
+        st.gc.bytes_rewritten += r.1;
+        st.gc.bytes_reclaimed += r.2;
+    }
+
+    /// Background collection: runs when flushes and compactions report new garbage.
+    pub(super) fn gc_loop(&self) {
+        let mut skip: HashSet<u64> = HashSet::new();
+        let mut st = self.state.lock();
+        loop {
+            if self.shutting_down.load(Ordering::Acquire) {
+                return;
+            }
+            let pick = if st.bg_error.is_none() && !st.gc_running {
+                self.pick_gc_segment(&st, &skip)
+            } else {
+                None
+            };
+            let Some(n) = pick else {
+                self.work_cv.wait_for(&mut st, Duration::from_secs(1));
+                continue;
+            };
+            st.gc_running = true;
+            let ratio = self.opts.blob_gc_garbage_ratio;
+            let r = MutexGuard::unlocked(&mut st, || self.gc_segment(n, ratio));
+            st.gc_running = false;
+            st.gc.runs += 1;
+            match r {
+                Ok(Some(done)) => self.record_gc(&mut st, &done),
+                // Skipped, damaged or out of space: leave the segment as it is (nothing is
+                // lost) and do not retry it in this session; `verify` and `gc` report it.
+                Ok(None) | Err(_) => {
+                    skip.insert(n);
+                }
+            }
+            self.done_cv.notify_all();
+        }
+    }
+
+    /// On-demand collection of every sealed segment at least `min_ratio` dead.
+    pub(super) fn gc(&self, min_ratio: f64) -> Result<GcReport> {
+        let mut st = self.state.lock();
+        while st.gc_running {
+            self.done_cv.wait_for(&mut st, Duration::from_millis(50));
+        }
+        if let Some(e) = &st.bg_error {
+            return Err(e.duplicate());
+        }
+        st.gc_running = true;
+        let mut order: Vec<(u64, f64)> = st
+            .versions
+            .blob_files
+            .iter()
+            .filter(|(_, m)| m.sealed)
+            .map(|(n, m)| (*n, m.garbage as f64 / m.size.max(1) as f64))
+            .collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let r = MutexGuard::unlocked(&mut st, || {
+            let mut report = GcReport::default();
+            let mut done = Vec::new();
+            for (n, _) in order {
+                if let Some(d) = self.gc_segment(n, min_ratio)? {
+                    report.segments_collected += 1;
+                    report.records_rewritten += d.0;
+                    report.bytes_rewritten += d.1;
+                    report.bytes_reclaimed += d.2;
+                    done.push(d);
+                }
+            }
+            Ok::<_, Error>((report, done))
+        });
+        st.gc_running = false;
+        st.gc.runs += 1;
+        self.done_cv.notify_all();
+        let (report, done) = r?;
+        for d in &done {
+            self.record_gc(&mut st, d);
+        }
+        Ok(report)
+    }
+}

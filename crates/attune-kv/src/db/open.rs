@@ -1,0 +1,831 @@
+//! Open and recovery: the directory lock, the manifest, replay of the logs the manifest does not
+//! yet account for (into level-0 tables), the value-log segments, and the new WAL.
+//!
+//! Called by `DB::open` / `DB::open_with_env` on the opening thread, before any background thread
+//! exists. Invariants: the database recovers to a prefix of the acknowledged history; a new WAL is
+//! created only after the manifest accounts for its number; a read-only open writes nothing.
+
+use super::{BlobSet, Counters, DbInner, GcStats, State, SuperVersion, DB};
+use crate::batch::WriteBatch;
+use crate::cache::hotkeys::HotKeyCache;
+use crate::env::{Env, PosixEnv, ReadOnlyEnv};
+use crate::error::{Error, Result};
+use crate::index::learned::Learning;
+use crate::iter::InternalIterator;
+use crate::key::ValueKind;
+use crate::memtable::{MemTable, MemTableIter};
+use crate::options::{LearnedIndex as LearnedMode, Options};
+use crate::table::{TableBuilder, TableBuilderOptions};
+use crate::util::filename::{self, FileKind};
+use crate::version::{FileMeta, TableCache, VersionEdit, VersionSet};
+use crate::vlog::{BlobFile, BlobPointer, SegmentScanner};
+use crate::wal::{LogReader, LogWriter};
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+impl DB {
+    /// Opens (or creates) the database in `path` on the real file system.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
+        let memory = crate::env::memory_limit_bytes();
+        let env = PosixEnv::new()
+            .with_mmap_reads(opts.mmap_reads)
+            .with_mmap_limit(opts.mmap_reads_limit.bytes(memory))
+            .with_mmap_logs(opts.mmap_logs);
+        Self::open_with_env(Arc::new(env), path.as_ref(), opts)
+    }
+
+    /// Opens with a given environment (tests use `MemEnv`).
+    pub fn open_with_env(env: Arc<dyn Env>, dir: &Path, opts: Options) -> Result<DB> {
+        if dir.as_os_str().is_empty() {
+            // Checked before anything touches the file system: an empty path would put LOCK
+            // and the database's files in the working directory.
+            return Err(Error::InvalidArgument(
+                "path is empty; give a directory (an existing database or a new path)".into(),
+            ));
+        }
+        let opts = opts.sanitized()?;
+        let fork_generation = crate::env::fork::generation();
+        let read_only = opts.read_only;
+        // Read-only: every change the engine might still attempt fails instead of writing.
+        let env: Arc<dyn Env> = if read_only {
+            Arc::new(ReadOnlyEnv::new(env))
+        } else {
+            env
+        };
+        let dir = dir.to_path_buf();
+        let current = filename::current_path(&dir);
+        refuse_non_directory(env.as_ref(), &dir)?;
+        if !env.exists(&dir) {
+            if read_only {
+                return Err(Error::NotADatabase {
+                    path: dir,
+                    detail: "directory does not exist (a read-only open creates nothing)".into(),
+                });
+            }
+            if !opts.create_if_missing {
+                return Err(Error::NotADatabase {
+                    path: dir,
+                    detail: "directory does not exist (create_if_missing is off)".into(),
+                });
+            }
+            crate::env::create_dir_all_durable(env.as_ref(), &dir).map_err(|e| match e {
+                Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotADirectory => {
+                    // The deepest ancestor that exists is the file in the way.
+                    let file = dir.ancestors().skip(1).find(|a| env.exists(a));
+                    Error::NotADatabase {
+                        path: dir.clone(),
+                        detail: format!(
+                            "cannot create it: {} is a file, not a directory; give a path \
+                             inside a directory",
+                            file.unwrap_or(&dir).display()
+                        ),
+                    }
+                }
+                e => e,
+            })?;
+        }
+        let lock_path = filename::lock_path(&dir);
+        let lock_existed = env.exists(&lock_path);
+        let lock = match env.lock(&lock_path) {
+            Ok(l) => Some(l),
+            Err(Error::Io { source, .. })
+                if read_only && source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                if !env.exists(&current) {
+                    return Err(Error::NotADatabase {
+                        path: dir,
+                        detail: "no database here (a read-only open creates nothing)".into(),
+                    });
+                }
+                // A copy made without its LOCK file: read it without a lock, since a read-only
+                // open creates nothing (a writable open recreates the file).
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let exists = env.exists(&current);
+        if exists && opts.error_if_exists {
+            return Err(Error::AlreadyExists { path: dir });
+        }
+        if !exists {
+            if let Err(e) = check_creatable(env.as_ref(), &dir, &opts) {
+                // Leave a directory that is not ours as it was: no LOCK file of ours in it.
+                drop(lock);
+                if !lock_existed && !read_only {
+                    let _ = env.remove_file(&lock_path);
+                }
+                return Err(e);
+            }
+        }
+        let (cache, cache_sizing) = crate::cache::sizing::build(&opts, &env, &dir)?;
+        let tables = Arc::new(
+            TableCache::new(env.clone(), dir.clone(), cache.clone())
+                .with_learning(Learning::new(&opts)?)
+                // With a memory budget the block cache is what the budget accounts (and what
+                // cache sizing resizes), so every block read goes through it.
+                .with_in_place_reads(opts.memory_budget == 0),
+        );
+        let mut versions = VersionSet::new(env.clone(), dir.clone());
+        if exists {
+            if let Err(e) = versions.recover() {
+                // Another engine's directory fails as a damaged manifest: say what it is.
+                return Err(match foreign_engine_in(env.as_ref(), &dir) {
+                    Some(what) => foreign_database_error(&dir, &what),
+                    None => e,
+                });
+            }
+        } else {
+            versions.create_new()?;
+        }
+        if let Some(l) = tables.learning() {
+            l.load_state(env.as_ref(), &dir);
+        }
+        {
+            let present: HashSet<String> = env.list_dir(&dir)?.into_iter().collect();
+            let v = versions.current();
+            for f in v.files.iter().flatten() {
+                let p = filename::table_path(&dir, f.number);
+                let name = p
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default()
+                    .to_string();
+                if !present.contains(&name) {
+                    return Err(Error::corruption(
+                        dir.join(filename::manifest_name(versions.manifest_number)),
+                        0,
+                        format!("the manifest lists table {name}, which is missing"),
+                    ));
+                }
+            }
+        }
+        if opts.paranoid_checks {
+            let v = versions.current();
+            for f in v.files.iter().flatten() {
+                tables.get(f.number)?.verify()?;
+            }
+        }
+        // Before anything is changed on disk: a log the manifest does not account for fails.
+        let logs = logs_to_replay(env.as_ref(), &dir, &versions)?;
+        let mut edit = VersionEdit::default();
+        let blob_valid = recover_blob_files(env.as_ref(), &dir, &versions, &mut edit, read_only)
+            .map_err(recovery_hint)?;
+        let (max_seq, replayed) = recover_logs(
+            &env,
+            &dir,
+            &opts,
+            &mut versions,
+            &mut edit,
+            &blob_valid,
+            logs,
+        )
+        .map_err(recovery_hint)?;
+        let (mem, wal_file) = if read_only {
+            // Nothing is written: the replayed logs stay in memory as the memtable, and the
+            // manifest keeps naming them, so the next writable open replays them again.
+            versions.last_sequence = max_seq;
+            let log_number = versions.log_number;
+            let mem = replayed.unwrap_or_else(|| MemTable::new(log_number));
+            (Arc::new(mem), None)
+        } else {
+            let (log_number, wal) =
+                start_new_log(env.as_ref(), &dir, &opts, &mut versions, edit, max_seq)
+                    .map_err(recovery_hint)?;
+            (Arc::new(MemTable::new(log_number)), Some(wal))
+        };
+        let blobs: BlobSet = Arc::new(
+            versions
+                .blob_files
+                .keys()
+                .map(|&n| (n, Arc::new(BlobFile::new(env.clone(), &dir, n))))
+                .collect(),
+        );
+        let sv = Arc::new(SuperVersion {
+            mem: mem.clone(),
+            imm: None,
+            version: versions.current(),
+            blobs: blobs.clone(),
+        });
+        let hot = HotKeyCache::new(opts.hot_key_cache_bytes);
+        let inner = Arc::new(DbInner {
+            env,
+            dir,
+            opts,
+            state: Mutex::new(State {
+                versions,
+                mem,
+                imm: None,
+                imm_last_sequence: max_seq,
+                writers: VecDeque::new(),
+                finished: HashMap::new(),
+                next_writer_id: 0,
+                snapshots: BTreeMap::new(),
+                bg_error: None,
+                pending_outputs: HashSet::new(),
+                compaction_running: false,
+                level_stats: Default::default(),
+                flush_count: 0,
+                flush_bytes: 0,
+                blobs,
+                blob_pending_deletion: Vec::new(),
+                gc_running: false,
+                gc: GcStats::default(),
+            }),
+            write_cv: Condvar::new(),
+            work_cv: Condvar::new(),
+            done_cv: Condvar::new(),
+            sv: RwLock::new(sv),
+            wal: Mutex::new(wal_file.map(LogWriter::new)),
+            vlog: Mutex::new(None),
+            vlog_sealing: Mutex::new(Vec::new()),
+            vlog_spare: Mutex::new(None),
+            imm_wal: Mutex::new(None),
+            last_sequence: AtomicU64::new(max_seq),
+            tables,
+            cache,
+            cache_sizing,
+            counters: Counters::default(),
+            shutting_down: AtomicBool::new(false),
+            hot,
+            lock: Mutex::new(lock),
+            fork_generation,
+            opener_pid: std::process::id(),
+        });
+        {
+            let mut st = inner.state.lock();
+            if !read_only {
+                inner.delete_obsolete_files(&mut st);
+            }
+            let v = st.versions.current();
+            inner.tables.sync_learning(&v);
+            if inner.opts.learned_level && inner.tables.learning().is_some() {
+                crate::version::learn::load_level_models(inner.env.as_ref(), &inner.dir, &v);
+            }
+        }
+        let mut threads = Vec::new();
+        let spawn = |name: &str, f: fn(&DbInner)| {
+            let i = inner.clone();
+            std::thread::Builder::new()
+                .name(name.to_string())
+                .spawn(move || f(&i))
+                .map_err(|e| Error::io("spawn thread", PathBuf::from(name), e))
+        };
+        // A read-only open changes nothing, so it runs none of the threads that write.
+        if !read_only {
+            threads.push(spawn("attune-flush", DbInner::flush_loop)?);
+            threads.push(spawn("attune-compact", DbInner::compaction_loop)?);
+            threads.push(spawn("attune-gc", DbInner::gc_loop)?);
+        }
+        if !read_only
+            && inner
+                .tables
+                .learning()
+                .is_some_and(|l| l.mode != LearnedMode::Offline)
+        {
+            threads.push(spawn("attune-learn", DbInner::learn_loop)?);
+        }
+        if !read_only && inner.opts.wal_sync_interval_ms > 0 {
+            threads.push(spawn("attune-walsync", DbInner::wal_sync_loop)?);
+        }
+        if inner.cache_sizing.is_some() {
+            threads.push(spawn("attune-cache", |i| {
+                if let Some(c) = &i.cache_sizing {
+                    c.run(&i.shutting_down);
+                }
+            })?);
+        }
+        let db = DB {
+            inner,
+            threads: Mutex::new(threads),
+        };
+        db.inner.work_cv.notify_all();
+        Ok(db)
+    }
+}
+
+/// The last step of a writable open: the manifest edit that retires the replayed logs (naming
+/// the tables recovery wrote) and drops the value-log segments a crash left empty, then the new
+/// WAL, created only once the manifest accounts for its number (recovery replays no other
+/// log). Returns the new log's number and file. Once the edit was attempted the recovered
+/// tables stay, even when it failed: its record may have reached the disk and name them (the
+/// next open removes the ones it does not).
+pub(super) fn start_new_log(
+    env: &dyn Env,
+    dir: &Path,
+    opts: &Options,
+    versions: &mut VersionSet,
+    mut edit: VersionEdit,
+    max_seq: u64,
+) -> Result<(u64, Box<dyn crate::env::WritableFile>)> {
+    // Segments the crash left without a record (a spare made ahead, one created just before the
+    // crash) leave the manifest in the edit that retires the replayed logs: no table names them
+    // (a pointer reaches a table only once its value is durable), and replay stopped at any
+    // logged pointer into them.
+    let empty: Vec<u64> = edit
+        .blob_files_sealed
+        .iter()
+        .filter(|&&(_, len)| len <= crate::vlog::SEGMENT_HEADER_BYTES)
+        .map(|&(n, _)| n)
+        .collect();
+    edit.blob_files_deleted.extend(&empty);
+    let log_number = versions.new_log_number();
+    edit.log_number = Some(log_number);
+    edit.last_sequence = Some(max_seq);
+    versions.last_sequence = max_seq;
+    versions.log_and_apply(edit)?;
+    // A crash before the log exists leaves none, which is right: the edit holds everything
+    // replayed.
+    assert!(
+        versions.accounts_for(log_number),
+        "the manifest covers the new WAL"
+    );
+    let log_path = filename::log_path(dir, log_number);
+    // The WAL is an append-only log like a value-log segment: through a memory map where the
+    // environment offers one (`mmap_logs`), so a write group costs no system call.
+    let wal_file = env
+        .new_log_writable(&log_path, opts.write_buffer_size)
+        .and_then(|f| env.sync_dir(dir).map(|()| f));
+    let wal_file = match wal_file {
+        Ok(f) => f,
+        Err(e) => {
+            // Empty, or not there at all: a full disk should not keep a preallocated log.
+            let _ = env.remove_file(&log_path);
+            return Err(e);
+        }
+    };
+    for n in empty {
+        // Best effort: a file the manifest no longer lists is removed at the next open.
+        let _ = env.remove_file(&filename::blob_path(dir, n));
+    }
+    Ok((log_number, wal_file))
+}
+
+/// Says what to do next when recovery failed for want of space: the data is intact, and a
+/// read-only open reads it without writing.
+pub(super) fn recovery_hint(e: Error) -> Error {
+    match e {
+        Error::Io { path, source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
+            Error::Io {
+                op: "recovery (the disk is full: free space and reopen, or open with \
+                     read_only=True to read the data without writing; a writable open also \
+                     reserves write_buffer_size for its log, which mmap_logs=False does not)",
+                path,
+                source,
+            }
+        }
+        e => e,
+    }
+}
+
+/// Whether a directory without CURRENT may become a new database: it holds nothing but what an
+/// interrupted creation leaves, and the options allow creating.
+pub(super) fn check_creatable(env: &dyn Env, dir: &Path, opts: &Options) -> Result<()> {
+    // A creation interrupted by a crash leaves only a manifest and maybe CURRENT's temp
+    // file (CURRENT is written last, and nothing was acknowledged before it): start over.
+    let others: Vec<String> = env
+        .list_dir(dir)?
+        .into_iter()
+        .filter(|n| {
+            !matches!(
+                filename::parse(n),
+                Some(FileKind::Lock | FileKind::Manifest(_) | FileKind::Temp)
+            )
+        })
+        .collect();
+    if let Some(what) = filename::foreign_engine(&others, &[]) {
+        return Err(foreign_database_error(dir, &what));
+    }
+    if !others.is_empty() {
+        let shown: Vec<&str> = others.iter().take(3).map(String::as_str).collect();
+        return Err(Error::NotADatabase {
+            path: dir.to_path_buf(),
+            detail: format!(
+                "directory is not empty and has no CURRENT file (found {}); \
+                 open an empty or new directory",
+                shown.join(", ")
+            ),
+        });
+    }
+    if !opts.create_if_missing || opts.read_only {
+        return Err(Error::NotADatabase {
+            path: dir.to_path_buf(),
+            detail: if opts.read_only {
+                "no database here (a read-only open creates nothing)".into()
+            } else {
+                "no database here (create_if_missing is off)".into()
+            },
+        });
+    }
+    Ok(())
+}
+
+/// Describes another engine's database in `dir` (see [`filename::foreign_engine`]), reading the
+/// start of the manifest CURRENT names. Only called once opening has failed, so an Attune
+/// database pays nothing for it.
+pub(super) fn foreign_engine_in(env: &dyn Env, dir: &Path) -> Option<String> {
+    let names = env.list_dir(dir).ok()?;
+    let head = env
+        .read_all(&filename::current_path(dir))
+        .ok()
+        .and_then(|c| String::from_utf8(c).ok())
+        .filter(|c| matches!(filename::parse(c.trim_end()), Some(FileKind::Manifest(_))))
+        .and_then(|c| env.read_all(&dir.join(c.trim_end())).ok())
+        .unwrap_or_default();
+    filename::foreign_engine(&names, &head)
+}
+
+pub(super) fn foreign_database_error(dir: &Path, what: &str) -> Error {
+    Error::NotADatabase {
+        path: dir.to_path_buf(),
+        detail: format!(
+            "this is {what}, not an Attune one; Attune cannot read it (open it with that \
+             engine, or give Attune a new directory)"
+        ),
+    }
+}
+
+/// Refuses a `dir` that exists but is not a directory (a regular file, say) with a clear
+/// error, before the lock file inside it fails with an I/O error.
+pub(super) fn refuse_non_directory(env: &dyn Env, dir: &Path) -> Result<()> {
+    if !env.exists(dir) {
+        return Ok(());
+    }
+    match env.list_dir(dir) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotADirectory => {
+            Err(Error::NotADatabase {
+                path: dir.to_path_buf(),
+                detail: "it is a file, not a directory; give the directory of a database (or a \
+                         path to create one in)"
+                    .into(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The WAL files recovery replays, in order, each with whether the manifest accounts for it:
+/// those at or above the manifest's log number (the older ones are in tables). Every WAL this
+/// build creates is numbered below the next file number of the manifest record durable at its
+/// creation (`VersionSet::new_log_number`), so a log at or above the recorded one was copied in
+/// or left by another program: [`replay_logs`] fails the open naming it ([`stray_log`]) and
+/// leaves it in place. Replaying it would mix foreign writes into the history (even a log whose
+/// sequences happen to continue this database's may come from a copy of it), and deleting it
+/// (as an obsolete log would be) could destroy someone's data. (A build older than this rule
+/// numbered its newest WAL past the record; such a database, left by a crash, opens once with
+/// that build; the error says so.)
+pub(super) fn logs_to_replay(
+    env: &dyn Env,
+    dir: &Path,
+    versions: &VersionSet,
+) -> Result<Vec<(u64, bool)>> {
+    let mut logs = Vec::new();
+    for name in env.list_dir(dir)? {
+        let Some(FileKind::Log(n)) = filename::parse(&name) else {
+            continue;
+        };
+        let accounted = versions.accounts_for(n);
+        if !accounted || n >= versions.log_number {
+            logs.push((n, accounted));
+        }
+    }
+    logs.sort_unstable();
+    Ok(logs)
+}
+
+/// The error for a log the manifest does not account for and whose records do not continue the
+/// recovered history: left in place, not replayed.
+pub(super) fn stray_log(dir: &Path, n: u64, versions: &VersionSet, why: &str) -> Error {
+    let path = filename::log_path(dir, n);
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Error::corruption(
+        &path,
+        0,
+        format!(
+            "write-ahead log {name} is not one this database wrote: its number is not below the \
+             next file number {} that {} records, and {why}; it was left in place and not \
+             replayed; move it out of the directory, then open again",
+            versions.recorded_next_file_number,
+            filename::manifest_name(versions.manifest_number)
+        ),
+    )
+}
+
+/// Replays WAL files not yet covered by tables into L0 tables recorded in `edit`.
+/// Returns the largest sequence seen and, for a read-only open (which writes no table), the
+/// replayed records as one memtable. When writing a table fails, the tables this call wrote
+/// are removed before the error returns (no partial file is left on a full disk).
+pub(super) fn recover_logs(
+    env: &Arc<dyn Env>,
+    dir: &Path,
+    opts: &Options,
+    versions: &mut VersionSet,
+    edit: &mut VersionEdit,
+    blob_valid: &HashMap<u64, u64>,
+    logs: Vec<(u64, bool)>,
+) -> Result<(u64, Option<MemTable>)> {
+    let written_before = edit.new_files.len();
+    let r = replay_logs(env, dir, opts, versions, edit, blob_valid, logs);
+    if r.is_err() {
+        for (_, f) in edit.new_files.drain(written_before..) {
+            let _ = env.remove_file(&filename::table_path(dir, f.number));
+        }
+    }
+    r
+}
+
+/// See [`recover_logs`]; `logs` are (number, accounted for by the manifest) in order.
+pub(super) fn replay_logs(
+    env: &Arc<dyn Env>,
+    dir: &Path,
+    opts: &Options,
+    versions: &mut VersionSet,
+    edit: &mut VersionEdit,
+    blob_valid: &HashMap<u64, u64>,
+    logs: Vec<(u64, bool)>,
+) -> Result<(u64, Option<MemTable>)> {
+    let mut max_seq = versions.last_sequence;
+    let mut mem = MemTable::new(0);
+    let mut garbage = BTreeMap::new();
+    // Sequence the next record must not exceed. A larger one means an earlier log lost its
+    // unsynced tail in a machine crash while a later log kept part of its own: replaying on
+    // would leave a hole, so recovery stops there. Nothing acknowledged as synced is dropped (a
+    // sync write first fsyncs every earlier log). Recovery also stops at a write whose value
+    // did not reach the value log (below). It starts from the manifest's last sequence, which
+    // the flush that named `log_number` set to exactly what the tables hold: the first log's
+    // first record is the next one, so an earlier log that lost *every* record is a hole too.
+    // (A manifest written before that rule may hold a larger last sequence: the check is then
+    // looser, never wrong.)
+    let mut next_seq_max = versions.last_sequence.saturating_add(1);
+    let mut stopped = false;
+    for (n, accounted) in logs {
+        if stopped {
+            if !accounted {
+                return Err(stray_log(dir, n, versions, "recovery stopped before it"));
+            }
+            continue; // later logs are not part of the recovered prefix
+        }
+        let path = filename::log_path(dir, n);
+        let data = env.read_all(&path)?;
+        let mut reader = LogReader::new(&data, &path);
+        let mut first = true;
+        while let Some((off, rec)) = reader.next_record()? {
+            let (seq, batch) = WriteBatch::decode(&rec)
+                .ok_or_else(|| Error::corruption(&path, off, "malformed write batch in WAL"))?;
+            if first && !accounted {
+                let why = if seq == next_seq_max {
+                    "its sequences continue this database's (a copy of one of its logs, or the \
+                     newest log of a build older than this check, left by a crash: then open \
+                     the database once with that build)"
+                        .to_string()
+                } else {
+                    format!(
+                        "its first sequence {seq} does not continue the history (next is \
+                         {next_seq_max})"
+                    )
+                };
+                return Err(stray_log(dir, n, versions, &why));
+            }
+            first = false;
+            if seq > next_seq_max {
+                stopped = true;
+                break;
+            }
+            next_seq_max = next_seq_max.max(seq + batch.len() as u64);
+            let mut items = Vec::with_capacity(batch.len());
+            for item in batch.iter() {
+                let (kind, k, v) =
+                    item.ok_or_else(|| Error::corruption(&path, off, "malformed batch entry"))?;
+                if kind == ValueKind::BlobIndex {
+                    let p = BlobPointer::decode(v).ok_or_else(|| {
+                        Error::corruption(&path, off, "malformed value pointer in WAL")
+                    })?;
+                    // A pointer into a listed segment past its valid end: the WAL reached the
+                    // disk but the value did not (a crash before the value log was synced), so
+                    // the recovered history ends here. A pointer into a segment the manifest no
+                    // longer lists is superseded: garbage collection moved the value (and logged
+                    // the move after this record) before it dropped the segment.
+                    if blob_valid.get(&p.file).is_some_and(|&len| p.end() > len) {
+                        stopped = true;
+                    }
+                }
+                items.push((kind, k, v));
+            }
+            if stopped {
+                break;
+            }
+            let mut s = seq;
+            for (kind, k, v) in items {
+                mem.add(s, kind, k, v);
+                s += 1;
+            }
+            if !batch.is_empty() {
+                max_seq = max_seq.max(s - 1);
+            }
+            if !opts.read_only && mem.approximate_memory_usage() as u64 > opts.write_buffer_size {
+                let m = std::mem::replace(&mut mem, MemTable::new(0));
+                if let Some(f) = write_level0(
+                    env.as_ref(),
+                    dir,
+                    opts,
+                    versions.new_file_number(),
+                    Arc::new(m),
+                    crate::key::MAX_SEQUENCE,
+                    &mut garbage,
+                )? {
+                    edit.add_file(0, f);
+                }
+            }
+        }
+    }
+    if opts.read_only {
+        return Ok((max_seq, Some(mem)));
+    }
+    if !mem.is_empty() {
+        if let Some(f) = write_level0(
+            env.as_ref(),
+            dir,
+            opts,
+            versions.new_file_number(),
+            Arc::new(mem),
+            crate::key::MAX_SEQUENCE,
+            &mut garbage,
+        )? {
+            edit.add_file(0, f);
+        }
+    }
+    edit.blob_garbage.extend(garbage);
+    if !edit.new_files.is_empty() {
+        env.sync_dir(dir)?;
+    }
+    Ok((max_seq, None))
+}
+
+/// Checks the value-log segments against the manifest: removes segments it does not list (left
+/// by a collection or a switch that a crash interrupted), fails if a listed one is missing, and
+/// seals the segment that was active at the crash at the end of its last whole record (recorded
+/// in `edit`). Returns each segment's valid length, against which WAL pointers are checked.
+pub(super) fn recover_blob_files(
+    env: &dyn Env,
+    dir: &Path,
+    versions: &VersionSet,
+    edit: &mut VersionEdit,
+    read_only: bool,
+) -> Result<HashMap<u64, u64>> {
+    let present: HashSet<u64> = env
+        .list_dir(dir)?
+        .iter()
+        .filter_map(|n| match filename::parse(n) {
+            Some(FileKind::Blob(n)) => Some(n),
+            _ => None,
+        })
+        .collect();
+    for n in &present {
+        if !versions.blob_files.contains_key(n) && !read_only {
+            env.remove_file(&filename::blob_path(dir, *n))?;
+        }
+    }
+    let mut valid = HashMap::new();
+    for (&n, m) in &versions.blob_files {
+        let path = filename::blob_path(dir, n);
+        if !present.contains(&n) {
+            return Err(Error::corruption(
+                dir.join(filename::manifest_name(versions.manifest_number)),
+                0,
+                format!("the manifest lists value-log segment {n:06}.vlog, which is missing"),
+            ));
+        }
+        if m.sealed {
+            valid.insert(n, m.size);
+            continue;
+        }
+        let data = env.read_all(&path)?;
+        let len = match SegmentScanner::new(&path, &data) {
+            Ok(mut scan) => {
+                for _ in scan.by_ref() {}
+                if crate::vlog::damaged_in_middle(&data, scan.valid_len()) {
+                    return Err(Error::corruption(
+                        &path,
+                        scan.valid_len(),
+                        format!(
+                            "value-log record damaged ({}) with valid records after it",
+                            scan.stop_reason.unwrap_or("bad record")
+                        ),
+                    ));
+                }
+                scan.valid_len()
+            }
+            // Its header never reached the disk (created just before the crash, never
+            // fsynced: no durable pointer can name it) — unless whole records follow, which
+            // makes it damage rather than a torn write.
+            Err(e) => {
+                let h = crate::vlog::SEGMENT_HEADER_BYTES;
+                if crate::vlog::record_at(&data, h) {
+                    return Err(e);
+                }
+                0
+            }
+        };
+        if len > 0 && !read_only {
+            // What the scan read may have survived the crash without being durable (the
+            // header of a spare made ahead, the tail of the active segment): make it durable
+            // before the manifest seals the segment at this length, or a second crash could
+            // leave a sealed segment shorter than its recorded length.
+            env.new_appendable(&path)?.sync()?;
+        }
+        valid.insert(n, len);
+        edit.blob_files_sealed.push((n, len));
+    }
+    Ok(valid)
+}
+
+/// Writes a memtable to table file `number`; None when it is empty. Versions shadowed by a newer
+/// version of the same key that every snapshot sees (`<= smallest_snapshot`) are dropped, as in
+/// compaction; tombstones are kept (older levels may hold the key).
+pub(super) fn write_level0(
+    env: &dyn Env,
+    dir: &Path,
+    opts: &Options,
+    number: u64,
+    mem: Arc<MemTable>,
+    smallest_snapshot: u64,
+    blob_garbage: &mut BTreeMap<u64, u64>,
+) -> Result<Option<FileMeta>> {
+    let mut it = MemTableIter::new(mem);
+    it.seek_to_first();
+    if !it.valid() {
+        return Ok(None);
+    }
+    let path = filename::table_path(dir, number);
+    let r = build_level0(
+        env,
+        &path,
+        number,
+        opts,
+        &mut it,
+        smallest_snapshot,
+        blob_garbage,
+    );
+    if r.is_err() {
+        // A partial table (a full disk, an I/O error) is named by no manifest: remove it now
+        // rather than leave it filling the disk until the next successful open.
+        let _ = env.remove_file(&path);
+    }
+    r.map(Some)
+}
+
+/// Writes the memtable entries under `it` as table `number` at `path`.
+pub(super) fn build_level0(
+    env: &dyn Env,
+    path: &Path,
+    number: u64,
+    opts: &Options,
+    it: &mut MemTableIter,
+    smallest_snapshot: u64,
+    blob_garbage: &mut BTreeMap<u64, u64>,
+) -> Result<FileMeta> {
+    let mut b = TableBuilder::new(env.new_writable(path)?, TableBuilderOptions::from(opts));
+    let mut last_user_key: Vec<u8> = Vec::new();
+    let mut last_seq_for_key = u64::MAX;
+    let mut first = true;
+    while it.valid() {
+        let ikey = it.key();
+        let uk = crate::key::user_key(ikey);
+        if first || uk != last_user_key.as_slice() {
+            last_user_key.clear();
+            last_user_key.extend_from_slice(uk);
+            last_seq_for_key = u64::MAX;
+            first = false;
+        }
+        if last_seq_for_key > smallest_snapshot {
+            b.add(ikey, it.value())?;
+        } else if crate::key::kind(ikey) == Some(ValueKind::BlobIndex) {
+            if let Some(p) = BlobPointer::decode(it.value()) {
+                *blob_garbage.entry(p.file).or_default() += u64::from(p.len);
+            }
+        }
+        last_seq_for_key = crate::key::sequence(ikey);
+        it.next();
+    }
+    assert!(
+        b.num_entries() > 0,
+        "the newest version of the first key is always kept"
+    );
+    let smallest = b.smallest_key().to_vec();
+    let largest = b.largest_key().to_vec();
+    let num_entries = b.num_entries();
+    let size = b.finish()?;
+    Ok(FileMeta {
+        number,
+        size,
+        smallest,
+        largest,
+        num_entries,
+        table: Default::default(),
+    })
+}
