@@ -3,7 +3,10 @@
 * ``attune bench micro ...`` / ``attune bench ycsb ...`` / ``attune bench engines`` run the
   ``attune-bench`` binary with the same arguments (``--help`` shows the harness's own options,
   ``--json FILE`` writes JSON-lines rows) and show a tqdm progress bar.
-* ``attune bench report RESULTS.jsonl [MORE.jsonl ...] --out docs/BENCHMARKS.md [--baseline rocksdb]``
+* ``attune bench report --figures benches/figures.toml`` writes the published pages,
+  docs/BENCHMARKS.md and docs/bench/<component>.md, from the figure list (see
+  :mod:`attune.bench.pages`).
+* ``attune bench report RESULTS.jsonl [MORE.jsonl ...] --out report.md [--baseline rocksdb]``
   writes a markdown report with ratio tables and PNG plots (see :mod:`attune.bench.report`).
 
 Thread-safety: runs on the CLI's main thread only.
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
 
 
 def _run_harness(args) -> int:
@@ -26,6 +30,11 @@ def _report(args) -> int:
     from attune._cli_deps import require
 
     require("attune bench report", "matplotlib")
+    if args.figures:
+        return _pages(args)
+    if not args.results or not args.out:
+        print("attune bench report: give RESULTS files and --out, or --figures", file=sys.stderr)
+        return 2
     from attune.bench.report import write_report
 
     parts = ["attune", "bench", "report", *args.results, "--out", args.out]
@@ -50,6 +59,33 @@ def _report(args) -> int:
     return 0
 
 
+def _pages(args) -> int:
+    from attune.bench.pages import write_pages
+
+    if args.results:
+        print("attune bench report: --figures takes no RESULTS files", file=sys.stderr)
+        return 2
+    out = args.out or "docs/BENCHMARKS.md"
+    parts = ["attune", "bench", "report", "--figures", args.figures]
+    if args.out:
+        parts += ["--out", args.out]
+    summary = write_pages(
+        args.figures,
+        out,
+        pages_dir=args.pages_dir,
+        generator=" ".join(shlex.quote(a) for a in parts),
+        progress=not args.json,
+    )
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(
+            f"wrote {summary['out']} and {len(summary['pages'])} pages "
+            f"({summary['figures']} figures, {summary['rows']} rows, {len(summary['plots'])} plots)"
+        )
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "bench",
@@ -69,8 +105,20 @@ def register(sub) -> None:
 
     _cli_hash.add_parser(verbs)
     r = verbs.add_parser("report", help="write a markdown report with plots from results files")
-    r.add_argument("results", nargs="+", help="JSON-lines results files")
-    r.add_argument("--out", required=True, help="markdown file to write (e.g. docs/BENCHMARKS.md)")
+    r.add_argument("results", nargs="*", help="JSON-lines results files")
+    r.add_argument(
+        "--figures",
+        default=None,
+        help="figure list (benches/figures.toml): write docs/BENCHMARKS.md and docs/bench/*.md",
+    )
+    r.add_argument(
+        "--out", default=None, help="markdown file to write (with --figures: docs/BENCHMARKS.md)"
+    )
+    r.add_argument(
+        "--pages-dir",
+        default=None,
+        help="with --figures: component pages (default: bench/ next to --out)",
+    )
     r.add_argument(
         "--baseline",
         action="append",
