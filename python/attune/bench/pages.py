@@ -309,8 +309,9 @@ def headline_lines(fig: Figure) -> list[str]:
 
 def _wrap_command(cmd: str) -> str:
     """Breaks a command at argument boundaries so that no line passes COMMAND_WIDTH_MAX, and an
-    unquoted argument longer than that after its commas (a backslash-newline inside a word joins
-    it again in the shell). Quoted arguments stay whole."""
+    argument longer than that after a comma or semicolon: a backslash-newline inside a word joins
+    it again in the shell, and a single-quoted part is closed before the break and reopened
+    after it (`'a,'\\<newline>'b'` is `a,b`). Double-quoted arguments stay whole."""
     if len(cmd) <= COMMAND_WIDTH_MAX:
         return cmd
     lines: list[str] = []
@@ -321,12 +322,19 @@ def _wrap_command(cmd: str) -> str:
             cur = "    " + tok
         else:
             cur = f"{cur} {tok}" if cur else tok
-        while len(cur) > COMMAND_WIDTH_MAX and "'" not in cur and '"' not in cur:
-            cut = cur.rfind(",", 0, COMMAND_WIDTH_MAX - 1)
+        while len(cur) > COMMAND_WIDTH_MAX and '"' not in tok:
+            cut = max(
+                cur.rfind(",", 0, COMMAND_WIDTH_MAX - 2), cur.rfind(";", 0, COMMAND_WIDTH_MAX - 2)
+            )
             if cut <= len(cur) - len(tok):
                 break
-            lines.append(cur[: cut + 1] + "\\")
-            cur = cur[cut + 1 :]
+            head, rest = cur[: cut + 1], cur[cut + 1 :]
+            if head.count("'") % 2:  # inside single quotes: close them, continue, reopen
+                lines.append(head + "'\\")
+                cur = "'" + rest
+            else:
+                lines.append(head + "\\")
+                cur = rest
     lines.append(cur)
     return "\n".join(lines)
 
@@ -428,7 +436,15 @@ def render_component(
 
 
 def _para(text: str) -> list[str]:
-    return textwrap.wrap(text, PROSE_WIDTH_MAX, break_on_hyphens=False, break_long_words=False)
+    """`text` wrapped at PROSE_WIDTH_MAX; a list item's continuation lines indented under it."""
+    indent = "  " if text.startswith("- ") else ""
+    return textwrap.wrap(
+        text,
+        PROSE_WIDTH_MAX,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
 
 
 def render_index(
