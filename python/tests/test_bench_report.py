@@ -452,3 +452,23 @@ def test_cli_report_with_figures_writes_the_pages(tmp_path, capsys, monkeypatch)
     assert f"attune bench report --figures {figs} --out {out}" in out.read_text()
     assert main(["bench", "report", "x.jsonl", "--figures", str(figs)]) == 2
     assert main(["bench", "report"]) == 2
+
+
+def test_long_commands_wrap_into_the_same_shell_words():
+    import subprocess
+
+    from attune.bench.pages import _wrap_command
+
+    engines = ",".join(f"attune:opt_{i}=1;other_{i}=2" for i in range(6))
+    cmd = f"attune-bench kv ycsb --engines '{engines}' --records 1M --out results/x.jsonl"
+    wrapped = _wrap_command(cmd)
+    assert all(len(line) <= 100 for line in wrapped.splitlines())
+    assert len(wrapped.splitlines()) > 2
+
+    def words(c: str) -> str:
+        script = f'for a in {c}; do printf "%s\\n" "$a"; done'
+        done = subprocess.run(["bash", "-c", script], check=True, capture_output=True, text=True)
+        return done.stdout
+
+    assert words(wrapped) == words(cmd)
+    assert words(cmd).splitlines()[4] == engines

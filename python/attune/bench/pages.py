@@ -417,6 +417,8 @@ def render_component(
         out += ["```sh", *(_wrap_command(c) for c in f.commands), "```", ""]
         files = ", ".join(f"`{r}`" for r in f.results)
         out += [f"Results: {files} ({len(f.rows)} rows).", ""]
+        if not all(any(r in c for r in f.results) for c in f.commands):
+            out += ["(Commands that write elsewhere had their rows gathered into it.)", ""]
         for m in _machines(f.rows):
             out += [f"Machine: {m}.", ""]
         head = headline_lines(f)
