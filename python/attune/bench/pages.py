@@ -191,6 +191,8 @@ def _short(path: str) -> str:
 
 
 def _fmt_key(v: Any) -> str:
+    if v is None:
+        return "–"
     if isinstance(v, float) and v.is_integer():
         return str(int(v)) if abs(v) >= 10 else f"{v:g}"
     return str(v)
@@ -268,7 +270,7 @@ def ratio_table(fig: Figure, rows: list[dict]) -> list[str]:
             out.append(_ratio_cell(statistics.median(ratios) if ratios else None))
         if all(c == "–" for c in out):
             continue
-        lines.append("| " + " ".join(_fmt_key(k) for k in key) + " | " + " | ".join(out) + " |")
+        lines.append("| " + " / ".join(_fmt_key(k) for k in key) + " | " + " | ".join(out) + " |")
     unit = METRIC_NAMES.get(metric, metric)
     caption = f"Each cell: {unit} of `{names.get(subject, subject)}` over the column's"
     caption += " (the median run of each"
@@ -294,7 +296,7 @@ def values_table(fig: Figure, rows: list[dict]) -> list[str]:
         for f in fields:
             vals = [v for v in (_metric(r, f) for r in group) if v is not None]
             cells.append(_ratio_cell(statistics.median(vals) if vals else None))
-        lines.append("| " + (" ".join(_fmt_key(k) for k in key) or "all") + " | ")
+        lines.append("| " + (" / ".join(_fmt_key(k) for k in key) or "all") + " | ")
         lines[-1] += " | ".join(cells) + " |"
     return [f"Each cell: the median over the rows of the group ({len(rows)} rows).", "", *lines]
 
