@@ -275,7 +275,7 @@ def ratio_table(fig: Figure, rows: list[dict]) -> list[str]:
     caption = f"Each cell: {unit} of `{names.get(subject, subject)}` over the column's"
     caption += " (the median run of each"
     caption += f"; the median over {', '.join(_short(x) for x in pair)})." if pair else ")."
-    return [caption, "", *lines]
+    return [*_para(caption), "", *lines]
 
 
 def values_table(fig: Figure, rows: list[dict]) -> list[str]:
@@ -298,13 +298,19 @@ def values_table(fig: Figure, rows: list[dict]) -> list[str]:
             cells.append(_ratio_cell(statistics.median(vals) if vals else None))
         lines.append("| " + (" / ".join(_fmt_key(k) for k in key) or "all") + " | ")
         lines[-1] += " | ".join(cells) + " |"
-    return [f"Each cell: the median over the rows of the group ({len(rows)} rows).", "", *lines]
+    return [
+        *_para(f"Each cell: the median over the rows of the group ({len(rows)} rows)."),
+        "",
+        *lines,
+    ]
 
 
 def headline_lines(fig: Figure) -> list[str]:
     if fig.values is not None:
         return values_table(fig, fig.rows)
-    if fig.ratios is not None or any("engine" in r for r in fig.rows):
+    if fig.ratios is not None:
+        return ratio_table(fig, fig.rows)
+    if any(r.get("engine") == "attune" for r in fig.rows):  # the default: attune over the rest
         return ratio_table(fig, fig.rows)
     return []
 
