@@ -416,7 +416,8 @@ def render_component(
     if about:
         out += [about, ""]
     out += ["Figures:", ""]
-    out += [f"- [{f.title}](#{f.id})" for f in figures]
+    for f in figures:
+        out += _para(f"- [{f.title}](#{f.id})")
     out.append("")
     for f in figures:
         out += [f'<a id="{f.id}"></a>', "", f"## {f.title}", ""]
@@ -424,7 +425,7 @@ def render_component(
             out += [f.note, ""]
         out += ["```sh", *(_wrap_command(c) for c in f.commands), "```", ""]
         files = ", ".join(f"`{r}`" for r in f.results)
-        out += [f"Results: {files} ({len(f.rows)} rows).", ""]
+        out += [*_para(f"Results: {files} ({len(f.rows)} rows)."), ""]
         if not all(any(r in c for r in f.results) for c in f.commands):
             out += ["(Commands that write elsewhere had their rows gathered into it.)", ""]
         for m in _machines(f.rows):
