@@ -24,7 +24,8 @@ help:
 	@echo "make demo   - build, load a data set into an Attune database, run a read/write mix"
 	@echo "make test   - build and run every test (Rust and Python)"
 	@echo "make lint   - cargo fmt --check, clippy -D warnings, ruff, stubtest of attune._native"
-	@echo "make bench  - side-by-side micro benchmarks against RocksDB; regenerates docs/BENCHMARKS.md"
+	@echo "make bench  - reruns the headline benchmarks (benches/figures.toml), then bench-report"
+	@echo "make bench-report - regenerates docs/BENCHMARKS.md and docs/bench/*.md from the results"
 	@echo "make bench-vlog - value separation against RocksDB BlobDB (part of make bench)"
 	@echo "make bench-learned - learned indexes off/always/analyzer vs RocksDB, LevelDB (~13 min)"
 	@echo "make bench-bins - build the one benchmark harness (attune-bench) into .venv/bin"
@@ -92,40 +93,22 @@ fmt:
 	$(CARGO) fmt --all
 	$(VENV)/bin/ruff format python
 
-# Reproduces docs/BENCHMARKS.md: the side-by-side runs of the engine, then the generated report
-# over every results file (the other files' own commands are recorded in their rows).
-BENCH_RECORDS ?= 1000000
-BENCH_RESULTS := micro ycsb vlog-1k vlog-4k vlog-scan100 rocksdb-vs-db_bench micro-peers \
-	ycsb-peers hash-adaptive hash-join hash-loadfactor hash-roofline hash-roofline-10m splitdf \
-	splitdf-columns learn cache cache-ablations \
-	workload learned-readonly learned-randomload learned-range learned-delta learned-ycsb \
-	learned-writes learned-memlimit learned-scale learned-load learned-delta-keysets vlog-mmap \
-	vlog-mmap-4k cache-kv hot-key-cache hash-adaptive-1m learned-steps learned-writes-1m \
-	splitdf-layout splitdf-memory cache-kv-sweep cache-kv-sweep-final cache-kv-dynamic \
-	cache-kv-overhead cache-kv-rocksdb cache-kv-convergence cache-kv-sweep-s5 cache-kv-ablation \
-	cache-kv-rocksdb-sweep cache-kv-rocksdb-sweep-r3 cache-kv-overhead-s5 cache-kv-kernel-cgroup \
-	cache-kv-rocksdb-sweep-cgroup cache-kv-rocksdb-sweep-cgroup-r3 cache-kv-sweep-s6-fit \
-	cache-kv-sweep-s6-zstd-final cache-kv-sweep-s6-cells cache-kv-convergence-s6 \
-	learned-writes-1m-r5 learned-writes-1m-r5-eb15c6c cache-kv-rocksdb-sweep-cgroup-zstd-r3 \
-	learned-writes-1m-leveldb learned-writes-1m-leveldb-long learned-writes-1m-leveldb-long-7a2769c \
-	cache-kv-sweep-s6-lz4-final cache-kv-overhead-s6 cache-kv-overhead-s7 cache-kv-sweep-s7-fit \
-	cache-kv-sweep-s7-zstd-final cache-kv-sweep-s7-lz4-final cache-kv-sweep-s7-lz4-hot10 \
-	cache-kv-convergence-s7 block-cache-policy
+# Reproduces docs/BENCHMARKS.md: the commands of the headline figures of benches/figures.toml
+# (BENCH_COMPONENT=kv: one component's; BENCH_FIGURE=kv-micro: one figure's, headline or not),
+# then the pages from every figure's results file.
+BENCH_FIGURES := benches/figures.toml
+BENCH_COMPONENT ?=
+BENCH_FIGURE ?=
 # Value separation against RocksDB's BlobDB (db_bench --enable_blob_files), and Attune without it.
 VLOG_ENGINES := attune,attune:enable_blob_files=false,db_bench,db_bench:enable_blob_files=1
 VLOG_COMMON := --engines $(VLOG_ENGINES) --compression lz4 --cache-size 64MiB --repeat 2 \
 	--no-progress
 # `--out` appends, so each target removes the results files it rewrites first.
 bench: build
-	rm -f benches/results/micro.jsonl benches/results/ycsb.jsonl
-	$(VENV)/bin/attune-bench kv micro --engines attune,rocksdb,rocksdb:bloom_bits=10,db_bench \
-		--records $(BENCH_RECORDS) --compression lz4 --cache-size 64MiB --repeat 2 \
-		--no-progress --out benches/results/micro.jsonl
-	$(VENV)/bin/attune-bench kv ycsb --engines attune,rocksdb,leveldb,wiredtiger,lmdb \
-		--workloads load,a,b,c,d,e,f --records $(BENCH_RECORDS) --operations 500000 \
-		--distribution zipfian:0.99 --cache-size 64MiB --compression none --no-progress \
-		--out benches/results/ycsb.jsonl
-	$(MAKE) bench-vlog
+	$(VENV)/bin/python -m attune.bench.pages commands $(BENCH_FIGURES) --headline \
+		--component "$(BENCH_COMPONENT)" --figure "$(BENCH_FIGURE)" > $(STAMPS)/bench-commands.sh
+	bash -ex $(STAMPS)/bench-commands.sh
+	$(MAKE) bench-report
 
 bench-vlog: build
 	rm -f benches/results/vlog-1k.jsonl benches/results/vlog-4k.jsonl \
@@ -155,13 +138,9 @@ bench-learned: build
 		--repeat 3 --no-progress --out benches/results/learned-steps.jsonl
 	$(VENV)/bin/python benches/learned/report.py benches/results
 
+# Regenerates docs/BENCHMARKS.md and docs/bench/*.md (plots in docs/bench/img/) from the results.
 bench-report: build
-	$(VENV)/bin/attune bench report $(BENCH_RESULTS:%=benches/results/%.jsonl) \
-		--baseline rocksdb --baseline vlog-1k=db_bench:enable_blob_files=1 \
-		--baseline vlog-4k=db_bench:enable_blob_files=1 \
-		--baseline vlog-scan100=db_bench:enable_blob_files=1 \
-		--baseline vlog-mmap=db_bench:enable_blob_files=1 \
-		--baseline vlog-mmap-4k=db_bench:enable_blob_files=1 --out docs/BENCHMARKS.md
+	$(VENV)/bin/attune bench report --figures $(BENCH_FIGURES)
 
 clean:
 	rm -rf $(STAMPS) target

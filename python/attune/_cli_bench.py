@@ -11,7 +11,10 @@ Every benchmark starts here or from the ``attune-bench`` binary itself:
 * ``attune bench splitdf [run|column-sizes|explain|fact-layout|key-order|memory-probe|
   join-elimination|report] ...`` runs the SplitDF scripts of ``benches/splitdf/`` (SplitDF is a
   Python component; the scripts need a source checkout).
-* ``attune bench report RESULTS.jsonl [MORE.jsonl ...] --out docs/BENCHMARKS.md [--baseline rocksdb]``
+* ``attune bench report --figures benches/figures.toml`` writes the published pages,
+  docs/BENCHMARKS.md and docs/bench/<component>.md, from the figure list (see
+  :mod:`attune.bench.pages`).
+* ``attune bench report RESULTS.jsonl [MORE.jsonl ...] --out report.md [--baseline rocksdb]``
   writes a markdown report with ratio tables and PNG plots (see :mod:`attune.bench.report`).
 
 Thread-safety: runs on the CLI's main thread only.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
 
 
 def _legacy_json(argv: list[str]) -> list[str]:
@@ -63,6 +67,11 @@ def _report(args) -> int:
     from attune._cli_deps import require
 
     require("attune bench report", "matplotlib")
+    if args.figures:
+        return _pages(args)
+    if not args.results or not args.out:
+        print("attune bench report: give RESULTS files and --out, or --figures", file=sys.stderr)
+        return 2
     from attune.bench.report import write_report
 
     parts = ["attune", "bench", "report", *args.results, "--out", args.out]
@@ -84,6 +93,33 @@ def _report(args) -> int:
         print(json.dumps(summary))
     else:
         print(f"wrote {summary['out']} ({summary['rows']} rows, {len(summary['plots'])} plots)")
+    return 0
+
+
+def _pages(args) -> int:
+    from attune.bench.pages import write_pages
+
+    if args.results:
+        print("attune bench report: --figures takes no RESULTS files", file=sys.stderr)
+        return 2
+    out = args.out or "docs/BENCHMARKS.md"
+    parts = ["attune", "bench", "report", "--figures", args.figures]
+    if args.out:
+        parts += ["--out", args.out]
+    summary = write_pages(
+        args.figures,
+        out,
+        pages_dir=args.pages_dir,
+        generator=" ".join(shlex.quote(a) for a in parts),
+        progress=not args.json,
+    )
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(
+            f"wrote {summary['out']} and {len(summary['pages'])} pages "
+            f"({summary['figures']} figures, {summary['rows']} rows, {len(summary['plots'])} plots)"
+        )
     return 0
 
 
@@ -124,8 +160,20 @@ def register(sub) -> None:
     q.add_argument("harness_args", nargs=argparse.REMAINDER)
     q.set_defaults(func=_run_splitdf)
     r = verbs.add_parser("report", help="write a markdown report with plots from results files")
-    r.add_argument("results", nargs="+", help="JSON-lines results files")
-    r.add_argument("--out", required=True, help="markdown file to write (e.g. docs/BENCHMARKS.md)")
+    r.add_argument("results", nargs="*", help="JSON-lines results files")
+    r.add_argument(
+        "--figures",
+        default=None,
+        help="figure list (benches/figures.toml): write docs/BENCHMARKS.md and docs/bench/*.md",
+    )
+    r.add_argument(
+        "--out", default=None, help="markdown file to write (with --figures: docs/BENCHMARKS.md)"
+    )
+    r.add_argument(
+        "--pages-dir",
+        default=None,
+        help="with --figures: component pages (default: bench/ next to --out)",
+    )
     r.add_argument(
         "--baseline",
         action="append",

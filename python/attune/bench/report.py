@@ -26,6 +26,8 @@ __all__ = ["load_rows", "render", "write_report"]
 
 #: Latency fields plotted and tabulated, in order.
 PERCENTILES = ("p50", "p95", "p99", "p999", "max")
+#: Latency plots with more workloads than this (one panel each) are left out: unreadable and large.
+LATENCY_PANELS_MAX = 12
 #: Fields shown elsewhere in a section rather than as table columns.
 META_FIELDS = ("command", "machine", "settings", "params", "memory_limit")
 
@@ -266,7 +268,7 @@ def _plots(rows: list[dict], stem: str, plots_dir: Path) -> list[Path]:
         made.append(p)
 
         with_lat = [r for r in with_engine if isinstance(r.get("latency_us"), dict)]
-        if with_lat:
+        if with_lat and len(workloads) <= LATENCY_PANELS_MAX:
             n = len(workloads)
             cols = min(3, n)
             rows_n = (n + cols - 1) // cols
