@@ -608,10 +608,9 @@ def main() -> None:
         ("YCSB", "learned-ycsb", simple),
         ("Write-percentage sweep", "learned-writes", writes),
         ("Write-percentage sweep, 1M records", "learned-writes-1m", writes),
-        ("Write-percentage sweep, 1M records, more repeats", "learned-writes-1m-r5", writes),
         (
-            "The same, before the control sample (commit eb15c6c)",
-            "learned-writes-1m-r5-eb15c6c",
+            "Write-percentage sweep, 1M records, the analyzer, more repeats",
+            "learned-writes-1m-analyzer",
             writes,
         ),
         (
