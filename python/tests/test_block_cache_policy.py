@@ -1,4 +1,4 @@
-"""The block cache's replacement policy (`block_cache_policy`, issue 7) from Python."""
+"""The block cache's replacement policy (`block_cache_policy`) from Python."""
 
 import random
 

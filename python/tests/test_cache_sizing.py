@@ -1,4 +1,4 @@
-"""Adaptive cache sizing (issue 7) from Python: options, stats()["cache_tiers"], `attune cache mrc`."""
+"""Adaptive cache sizing from Python: options, stats()["cache_tiers"], `attune cache mrc`."""
 
 import itertools
 import json

@@ -207,9 +207,9 @@ enum Mode {
         #[arg(long, default_value_t = 600_000)]
         reads: u64,
         /// `first-round`: adaptive during its first round and after it against a static
-        /// database at the settled split (sessions 4-6). `alternating`: one warm database at
+        /// database at the settled split. `alternating`: one warm database at
         /// the settled split in simulation-only mode, segments with and without a running
-        /// round interleaved (seventh session; see `overhead_alternating`).
+        /// round interleaved (see `overhead_alternating`).
         #[arg(long, default_value = "first-round")]
         mode: String,
         /// Alternating mode: cycles of three segments (A, A', B) in rotating order.

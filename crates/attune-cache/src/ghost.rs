@@ -13,7 +13,7 @@
 //!   and feeds them a warm-up before their hits are counted. With a budget of 0 every pass holds
 //!   one candidate: the paper's pipeline of one ghost shrunk candidate by candidate (§4.2.2,
 //!   §4.2.3). Beyond the paper: one pass instead of nine makes a round about 9× shorter after
-//!   its initial warm-up (issue 7's convergence target; docs/symbiosis.md "Convergence").
+//!   its initial warm-up (the convergence target; docs/symbiosis.md "Convergence").
 //! * **Sampling** — only blocks whose group `block_no / G` hashes into `1/R` of the space enter
 //!   the ghosts, and every capacity is scaled by `R`; contiguous blocks share a group so that
 //!   pages shared by misaligned neighbours stay together (misalignment-aware sampling, §4.2.3).
@@ -77,7 +77,7 @@ const APP_BANDS: usize = 2 * APP_BAND_STEPS as usize + 1;
 /// Points of the miss-ratio curve. Default 128.
 pub const MRC_POINTS_DEFAULT: usize = 128;
 /// Default ghost memory budget as a fraction of M, within which candidates are simulated side
-/// by side. 0.18 %: issue 7's target is 0.2 % of M; the tenth left over covers ghosts that grow
+/// by side. 0.18 %: the target is 0.2 % of M; the tenth left over covers ghosts that grow
 /// after their pass was admitted (a truncated copy reserves a quarter more entries than it starts
 /// with) and the initial warm-up, which holds one ghost whatever the budget.
 pub const GHOST_BYTES_MAX_FRACTION_DEFAULT: f64 = 0.0018;
@@ -96,7 +96,7 @@ const EARLY_STOP_Z: f64 = 3.0;
 const EARLY_STOP_EQUIVALENT: f64 = 0.01;
 
 /// Miss costs that let a round end its measurement window early once the candidates' ranking
-/// is settled (beyond the paper; issue 7's convergence target).
+/// is settled (beyond the paper; the convergence target).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EarlyStop {
     /// C_a, ns.
@@ -164,7 +164,7 @@ pub struct GhostConfig {
     /// engine sweep it moved Zstd/hot10/0.8 from 20 MiB (1.025× the best split, median of 3)
     /// to 24 MiB (0.966×): its more accurate, higher prediction there no longer triggers the
     /// Tracker's runner-up step, which had been correcting a second-tier misprediction
-    /// (issue 7, seventh session). The share is still measured and reported, and it gives
+    /// (the engine sweep). The share is still measured and reported, and it gives
     /// [`GhostSim::app_footprint_estimate`].
     pub app_scale: bool,
 }
@@ -620,7 +620,7 @@ impl GhostSim {
     /// into the sample, so a ghost of R·M_a holds a different share of the data than the real
     /// M_a does; at the application tier's fit point (M/D_u = 1: does the data fit M_a = M?)
     /// that decided whether M_a = M predicted H_a ≈ 1 and was adopted where it thrashed
-    /// (issue 7, seventh session). With the scale, [`GhostSim::predictions`] reads H_a at
+    /// (the engine sweep). With the scale, [`GhostSim::predictions`] reads H_a at
     /// `M_a·R·scale` from the threshold bands (linear between bands, clamped to ±24 %). It
     /// assumes sampled blocks compress like the rest (the uncompressed share equals the
     /// compressed one). `None` when not known.
@@ -728,7 +728,7 @@ impl GhostSim {
                     })
                 }
                 // The first pass of several: its own candidates' ranking, paired, as in a
-                // one-pass round (sixth session; it measured a full window before). A pass of
+                // one-pass round (it measured a full window before). A pass of
                 // one candidate has no ranking to settle: full window.
                 None if w < 2 => return false,
                 None => {}
@@ -845,7 +845,7 @@ impl GhostSim {
         self.phase == Phase::Warmup && self.samples == 0 && self.warm_started.is_none()
     }
 
-    /// Warm-starts the ghosts from the engine's live caches (beyond the paper; issue 7's
+    /// Warm-starts the ghosts from the engine's live caches (beyond the paper; the
     /// settle time): `second` is the second tier's contents and `app` the application cache's,
     /// each oldest first. Every LRU resident is more recent than every block that is not
     /// resident, so the union in recency order is the second tier's blocks that the
@@ -938,7 +938,7 @@ impl GhostSim {
     /// Tells the round how many compressed bytes (as the second tier charges them) hold
     /// everything the workload touched during the round, when the engine knows it exactly: its
     /// real second tier evicted nothing during the round and holds this much. `None` (the
-    /// default): unknown. Beyond the paper; issue 7's LZ4/hot30/1.0 cell.
+    /// default): unknown. Beyond the paper; the engine sweep's LZ4/hot30/1.0 cell.
     ///
     /// A candidate whose second tier (`M − M_a` + extra room) is at least the footprint never
     /// evicts in reality: its misses are first references only. Its sampled ghost cannot tell,
@@ -981,7 +981,7 @@ impl GhostSim {
                 // reads the device, whatever the window sampled. Without that rule a window
                 // that sampled no miss of M_a = M read H_k = 1 next to an H_a just under 1,
                 // predicted L_e ≈ 0 and adopted M where the data did not fit (the Zstd
-                // M/D_u 1.0 cells' single-run drops; issue 7, seventh session).
+                // M/D_u 1.0 cells' single-run drops in the engine sweep).
                 let h_k = if self.second_bytes[i] == 0 {
                     0.0
                 } else if m == 0 {

@@ -42,7 +42,7 @@ impl Distance {
 
 /// Fenwick tree + last-access map computing byte stack distances.
 ///
-/// Memory per remembered block (issue 7 asks for ghost memory <= 0.2 % of M): a fingerprint
+/// Memory per remembered block (the target: ghost memory <= 0.2 % of M): a fingerprint
 /// (8 B) and a charge (4 B) per time slot, 8 B of tree per slot, with at most twice as many
 /// slots as live blocks after a renumbering, plus one `(u64, u32)` map entry — about 60 B,
 /// half of the previous layout's 16-byte keys and 8-byte charges in padded 32-byte slots.

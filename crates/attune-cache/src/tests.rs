@@ -575,7 +575,7 @@ fn requested_round_runs_after_the_current_one_only() {
     assert_eq!(sym.rounds().len(), 2, "the requested round finished");
 }
 
-/// Issue 7's memory target: a round's ghosts at the paper's R = 1/64 stay under 0.2 % of M, at
+/// The memory target: a round's ghosts at the paper's R = 1/64 stay under 0.2 % of M, at
 /// the small budget the engine benchmarks use (32 MiB, where fixed costs weigh most) and with
 /// per-block sampling (the user layout's G = 1, which samples the most distinct blocks).
 #[test]
@@ -728,7 +728,7 @@ fn three_modes(
     out
 }
 
-/// Issue 7's convergence target: a round simulates its candidates side by side, so after the
+/// The convergence target: a round simulates its candidates side by side, so after the
 /// warm-up it needs one pass of 1024 + 4096 samples where the paper's pipeline needs nine
 /// (4096 + 8 × 5120), and it picks the same split; early stopping ends a one-pass window once
 /// the ranking is settled (at >= 1024 measured samples) and still picks the same split.
@@ -1325,7 +1325,7 @@ fn observe_only_controller_reports_rounds_but_never_moves_m_a() {
     assert_eq!(observing.sym.stats().adoptions, 0);
 }
 
-/// Issue 7's Zstd M/D_u 1.0 cells in miniature: D_u = 1.03·M (the data does not quite fit
+/// The engine sweep's Zstd M/D_u 1.0 cells in miniature: D_u = 1.03·M (the data does not quite fit
 /// M_a = M), α ≈ 0.22 (the compressed data, 7.5 MB, fits the second tier of M_a = 24 MiB),
 /// hot10, Zstd-like costs (C_a 2 µs, C_k 45 µs), R = 1/64, per-block sampling.
 fn app_fit_point() -> (BlockLayout, RequestDist, MissCosts, u64) {

@@ -80,7 +80,7 @@ pub const TIMELINE_MAX: usize = 4096;
 pub const FOOTPRINT_HORIZON_ROUNDS: f64 = 1.0;
 /// A candidate with no second tier at all (M_a = M, no extra room) is adopted only if the
 /// round's estimated uncompressed footprint ([`GhostSim::app_footprint_estimate`]) fits it with
-/// this margin. Beyond the paper (issue 7, seventh session): at M/D_u = 1.0 the ghost, a
+/// this margin. Beyond the paper (the engine sweep): at M/D_u = 1.0 the ghost, a
 /// single LRU over R of the blocks, predicted M_a = M with first-reference misses only, while
 /// the engine's block cache (16 shards under one budget, each insert evicting its own shard's
 /// tail) measured H_a 0.9964 there, and with no second tier every such miss is a device read:
@@ -166,7 +166,7 @@ pub struct SymbiosisConfig {
     /// Act on rounds: adopt their best candidate and apply the reset policy. Default on;
     /// `false` is observe-only (rounds run and are reported, M_a never moves), which the
     /// engine's overhead benchmark uses so that simulating is the only difference between
-    /// the segments it compares (issue 7, seventh session).
+    /// the segments it compares.
     pub adopt: bool,
 }
 

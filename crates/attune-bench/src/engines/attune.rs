@@ -170,7 +170,7 @@ impl Engine for AttuneEngine {
         s["write_amp"] = json!(st.write_amplification);
         s["level_files"] = json!(st.level_files);
         if let Some(t) = &st.cache_tiers {
-            // The cache budget's split and what the sizing controller saw (issue 7).
+            // The cache budget's split and what the sizing controller saw.
             s["cache_tiers"] = json!({
                 "layout": t.layout,
                 "sizing": t.sizing,
