@@ -47,7 +47,7 @@ pub const PAGE_BYTES_DEFAULT: u32 = 4096;
 /// Extra modelled kernel-cache capacity that stands in for read-ahead (Symbiosis §4.2.3: "slightly
 /// increases the size of our modeled kernel cache"; the paper gives no number). Default 5 %:
 /// enough to move the simulated curve toward one that prefetches neighbours, small enough not to
-/// change a decision on its own; `attune-cache-sim` measures its effect.
+/// change a decision on its own; `attune-bench cache-sim` measures its effect.
 pub const READAHEAD_ALLOWANCE_DEFAULT: f64 = 0.05;
 
 /// How the second (compressed) tier caches data.

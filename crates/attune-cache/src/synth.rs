@@ -1,5 +1,5 @@
 //! Synthetic block layouts and the closed loop "real caches + Symbiosis" used by the tests and
-//! `attune-cache-sim`.
+//! `attune-bench cache-sim`.
 //!
 //! A [`BlockLayout`] lays `blocks` fixed-size uncompressed blocks out as compressed blocks of
 //! length `α·U·jitter` (jitter uniform in [0.75, 1.25], seeded) packed back to back in files of

@@ -369,7 +369,7 @@ pub struct Options {
     /// `learn_all`) and is not persisted. Default false (Bourbon's default: file learning).
     pub learned_level: bool,
     /// Bytes of the hot-key cache (value bytes of frequently read keys in VIP hash tables in
-    /// front of the read path, `hotkeys.rs`); 0 turns it off. Default 0 (off) until a
+    /// front of the read path, `cache/hotkeys.rs`); 0 turns it off. Default 0 (off) until a
     /// benchmark shows a win for a workload (docs/vip-hashing.md).
     pub hot_key_cache_bytes: u64,
     /// Option names given to [`Options::set`] (an alias under the spelling used), so that two

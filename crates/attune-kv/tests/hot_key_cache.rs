@@ -1,4 +1,4 @@
-//! Scenario tests of the hot-key cache (`hot_key_cache_bytes`, src/hotkeys.rs) through the
+//! Scenario tests of the hot-key cache (`hot_key_cache_bytes`, src/cache/hotkeys.rs) through the
 //! database: a randomized model test with the cache on (skewed keys so that it serves many
 //! reads; puts, deletes, batches, snapshot reads, flushes, value-log garbage collection and
 //! reopens, every answer compared with a map), a concurrent reader/writer test that no read

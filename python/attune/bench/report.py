@@ -330,7 +330,7 @@ def _plots(rows: list[dict], stem: str, plots_dir: Path) -> list[Path]:
 
 def _steps_plot(rows: list[dict], stem: str, plots_dir: Path, plt: Any) -> list[Path]:
     """Stacked bars of nanoseconds per lookup step (rows with `ns_<step>` fields, a `path` and
-    a `key_set`, as the `lookup_steps` example writes them)."""
+    a `key_set`, as `attune-bench lookup-steps` writes them)."""
     steps = [r for r in rows if "ns_total" in r and "path" in r and "key_set" in r]
     if not steps:
         return []

@@ -1,7 +1,7 @@
 //! The in-process compressed block cache of the user/user cache layout: blocks exactly as they
 //! sit on disk (body + trailer, checksum verified when first read), charged by their length plus
 //! a fixed per-entry overhead, in a sharded, resizable LRU. It is the second tier that the OS
-//! page cache is in the user/kernel layout; `symbiosis` sizes it as the budget minus the block
+//! page cache is in the user/kernel layout; `sizing` sizes it as the budget minus the block
 //! cache.
 //!
 //! The capacity is one budget for all shards (`cache::ShardedLru`, shared with the block cache).

@@ -460,7 +460,7 @@ impl Controller {
     }
 
     /// Simulation-only mode, a measurement hook (the overhead benchmark,
-    /// `attune-cache-kv overhead --mode alternating`): from this call on the controller never
+    /// `attune-bench cache-kv overhead --mode alternating`): from this call on the controller never
     /// resizes (rounds are reported, not adopted; no reset policy; [`Controller::resize`]
     /// still sets the split by hand). With `rounds` true a simulation round runs at all times
     /// (one starts now if none runs, and another as soon as one ends); with `rounds` false

@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 
 impl DbInner {
     pub(super) fn get(&self, key: &[u8], ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
-        // The hot-key cache answers latest-state reads only (hotkeys.rs has the rules).
+        // The hot-key cache answers latest-state reads only (cache/hotkeys.rs has the rules).
         let hot = self.hot.as_ref().filter(|_| ro.snapshot.is_none());
         if let Some(v) = hot.and_then(|h| h.get(key)) {
             self.counters.gets.fetch_add(1, Ordering::Relaxed);
