@@ -3,7 +3,8 @@
 Input: the JSON file written by `attune-bench cache-kv dynamic --timeline FILE` (one object per sizing,
 each with the controller's per-window timeline and the phase switch time). Output: a PNG.
 
-Usage: python3 benches/cache/kv_dynamic_plot.py TIMELINE.json docs/symbiosis-plots/dynamic.png
+Usage: python3 benches/cache/kv_dynamic_plot.py TIMELINE.json OUT.png
+(the published plots: docs/symbiosis-plots/dynamic-*.png)
 """
 
 from __future__ import annotations

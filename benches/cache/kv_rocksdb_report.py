@@ -1,6 +1,6 @@
 """RocksDB against Attune at the same budget on the engine sweep's cells.
 
-Reads benches/results/cache-kv-rocksdb-sweep.jsonl (attune-bench YCSB rows written by
+Reads benches/results/cache-kv-vs-rocksdb.jsonl (attune-bench YCSB rows written by
 benches/cache/kv_rocksdb_sweep.sh, each with the cell's `ratio`) and prints one markdown row per
 cell (compression, pattern, M/D_u): YCSB C reads per second of each engine and the ratios of the
 two Attune layouts (adaptive sizing) over RocksDB with all of M as block cache and with 50/50.
@@ -35,7 +35,7 @@ def kind(engine: str) -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--file", default="benches/results/cache-kv-rocksdb-sweep.jsonl")
+    ap.add_argument("--file", default="benches/results/cache-kv-vs-rocksdb.jsonl")
     a = ap.parse_args()
     rows = [json.loads(x) for x in Path(a.file).read_text().splitlines() if x.strip()]
     cells: dict[tuple[str, str, float], dict[str, list[dict]]] = {}

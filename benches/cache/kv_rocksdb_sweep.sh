@@ -10,12 +10,12 @@
 # cache size) and with 16 MiB (50/50). Records = M / (M/D_u) / 1016 B, the sweep's key counts.
 # Values come from the harness's compressible generator (db_bench's ratio 0.5), so Zstd's alpha
 # here is not the sweep's 0.22. One run per engine and cell, engines one after another.
-# Rows: benches/results/cache-kv-rocksdb-sweep.jsonl (ops_per_sec, cpu_seconds, settings; the
+# Rows: benches/results/cache-kv-vs-rocksdb.jsonl (ops_per_sec, cpu_seconds, settings; the
 # controller's timeline and MRC are dropped from settings.cache_tiers).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-target/release/attune-bench}   # copy it elsewhere if builds run meanwhile
-OUT=${OUT:-benches/results/cache-kv-rocksdb-sweep.jsonl}
+OUT=${OUT:-benches/results/cache-kv-vs-rocksdb.jsonl}
 DIR=${DIR:-target/bench-cache-kv-sweep}
 OPS=${OPS:-300000}
 A="attune:memory_budget=64MiB;cache_sample_inv=2;mmap_reads=false;cache_sizing=adaptive"

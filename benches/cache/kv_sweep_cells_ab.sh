@@ -6,9 +6,9 @@
 # 300 000 reads after 300 000 of warm-up, MemEnv. The default cells are the fit points: the
 # application tier's (Zstd hot10 and zipf at M/D_u 1.0), the second tier's (LZ4/hot30/1.0) and
 # the footprint-growth cell (Zstd/hot10/0.6).
-# Rows: OUT (default benches/results/cache-kv-sweep-cells-ab.jsonl), each with the commit its
+# Rows: OUT (default benches/results/cache-kv-sweep-fit-cells.jsonl), each with the commit its
 # binary was built from (`machine.git_commit`); table (medians per binary and cell):
-#   python3 benches/cache/kv_sweep_medians_report.py benches/results/cache-kv-sweep-cells-ab.jsonl
+#   python3 benches/cache/kv_sweep_medians_report.py benches/results/cache-kv-sweep-fit-cells.jsonl
 #
 #   git checkout BEFORE && cargo build --release -p attune-bench \
 #     && cp target/release/attune-bench target/attune-bench-before
@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BINS=${BINS:-target/release/attune-bench}
-OUT=${OUT:-benches/results/cache-kv-sweep-cells-ab.jsonl}
+OUT=${OUT:-benches/results/cache-kv-sweep-fit-cells.jsonl}
 REPEAT=${REPEAT:-3}
 # CELLS="zstd uniform 0.6;zstd hot10 0.8" picks other cells (";"-separated "comp pattern ratio").
 IFS=';' read -r -a CELLS <<< "${CELLS:-zstd hot10 1.0;zstd zipf 1.0;lz4 hot30 1.0;zstd hot10 0.6}"

@@ -1,9 +1,9 @@
 """Tables for docs/symbiosis.md from `attune-bench cache-kv` rows (engine level).
 
-Reads benches/results/cache-kv-sweep.jsonl (`sweep` rows), cache-kv-dynamic.jsonl and
-cache-kv-overhead.jsonl and prints markdown. Latency per read is the engine's thread CPU time per
-read plus C_k per real device read (MemEnv; see crates/attune-bench/src/cache_kv.rs). Ratios > 1 favour
-adaptive sizing.
+Reads benches/results/cache-kv-sweep-zstd.jsonl (`sweep` rows; `--sweep` names another),
+cache-kv-convergence.jsonl (`dynamic` rows) and cache-kv-overhead.jsonl and prints markdown. Latency
+per read is the engine's thread CPU time per read plus C_k per real device read (MemEnv; see
+crates/attune-bench/src/cache_kv.rs). Ratios > 1 favour adaptive sizing.
 
 Usage: python3 benches/cache/kv_sweep_report.py [--dir benches/results] [--sweep FILE]
 """
@@ -142,13 +142,13 @@ def overhead(path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="benches/results", type=Path)
-    ap.add_argument("--sweep", default="cache-kv-sweep.jsonl", help="sweep rows file in --dir")
+    ap.add_argument("--sweep", default="cache-kv-sweep-zstd.jsonl", help="sweep rows file in --dir")
     ap.add_argument(
         "--overhead", default="cache-kv-overhead.jsonl", help="overhead rows file in --dir"
     )
     a = ap.parse_args()
     sweep(a.dir / a.sweep)
-    dynamic(a.dir / "cache-kv-dynamic.jsonl")
+    dynamic(a.dir / "cache-kv-convergence.jsonl")
     overhead(a.dir / a.overhead)
 
 
