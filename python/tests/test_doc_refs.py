@@ -46,7 +46,8 @@ def tracked() -> list[str]:
         ).stdout
         files = out.split()
     except (OSError, subprocess.CalledProcessError):
-        files = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file()]
+        roots = [ROOT / d.rstrip("/") for d in ROOT_DIRS]
+        files = [str(p.relative_to(ROOT)) for r in roots for p in r.rglob("*") if p.is_file()]
     dirs = {str(Path(f).parent) + "/" for f in files}
     for d in list(dirs):
         parts = d.rstrip("/").split("/")
@@ -81,7 +82,7 @@ ROOT_PATH = re.compile(
 def problems(page: Path, files: list[str]) -> list[str]:
     full = page.read_text()
     text = strip_code_blocks(full)
-    rel = page.relative_to(ROOT)
+    rel = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
     bad = []
     for path in sorted(set(ROOT_PATH.findall(full))):
         if not path.startswith(RUNTIME_DIRS) and not (ROOT / path).exists():
@@ -118,3 +119,15 @@ def problems(page: Path, files: list[str]) -> list[str]:
 def test_references_exist(page: Path) -> None:
     bad = problems(page, tracked())
     assert not bad, "\n".join(bad)
+
+
+def test_the_checker_reports_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# Other page\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "See [other](other.md#other-page), `docs/kv.md`, `kv-micro.jsonl` and `table/source.rs`.\n"
+        "Gone: [x](missing.md), [y](other.md#no-such-section), `docs/no-such.md`,\n"
+        "`no-such-results.jsonl`, `no_such_module.rs`; skipped: `tests/test_*.py`, `<dir>/x.rs`.\n"
+    )
+    bad = problems(page, tracked())
+    assert len(bad) == 5, bad
