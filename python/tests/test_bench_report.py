@@ -425,19 +425,24 @@ def test_commands_for_make_bench_by_headline_component_or_figure(tmp_path, capsy
     from attune.bench.pages import commands, main
 
     figs = _site(tmp_path)
-    assert len(commands(figs)) == 5
+    # --out appends, so the commands start by removing every file they write.
+    assert len(commands(figs)) == 5 + 1
     heads = commands(figs, headline_only=True)
-    assert heads[0] == "attune-bench kv micro --records 10 --out results/kv-micro.jsonl"
-    assert len(heads) == 3 and not any("--one" in c for c in heads)
+    assert heads[:2] == [
+        "rm -f results/hash.jsonl results/kv-micro.jsonl",
+        "attune-bench kv micro --records 10 --out results/kv-micro.jsonl",
+    ]
+    assert len(heads) == 3 + 1 and not any("--one" in c for c in heads)
     assert commands(figs, headline_only=True, component="vip-hashing") == [
-        "attune-bench hash --mode roofline --out results/hash.jsonl"
+        "rm -f results/hash.jsonl",
+        "attune-bench hash --mode roofline --out results/hash.jsonl",
     ]
     assert commands(figs, headline_only=True, figure="kv-other") == [
         "attune-bench kv micro --one",
         "attune-bench kv micro --two",
     ]
     assert main(["commands", str(figs), "--headline", "--component", "", "--figure", ""]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 3
+    assert len(capsys.readouterr().out.splitlines()) == 3 + 1
     assert main(["commands", str(figs), "--figure", "nope"]) == 1
     assert "no figure 'nope'" in capsys.readouterr().err
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
+import shlex
 import statistics
 import textwrap
 from dataclasses import dataclass, field
@@ -600,7 +601,9 @@ def commands(
     figure: str | None = None,
 ) -> list[str]:
     """The commands of the figures, in order: all, the headline ones, one component's or one
-    figure's (a named figure is taken whether it is a headline or not)."""
+    figure's (a named figure is taken whether it is a headline or not). The harness's ``--out``
+    appends, so the list starts with an ``rm -f`` of every file the commands write: a rerun
+    replaces the figures' rows instead of adding to them."""
     _, figures = load_figures(figures_path)
     if figure and not any(f.id == figure for f in figures):
         raise BenchError(f"{figures_path}: no figure {figure!r}")
@@ -612,7 +615,25 @@ def commands(
         elif (headline_only and not f.headline) or (component and f.component != component):
             continue
         out += [c for c in f.commands if c not in out]
+    targets = sorted({t for c in out for t in _out_targets(c)})
+    if targets:
+        out.insert(0, "rm -f " + " ".join(shlex.quote(t) for t in targets))
     return out
+
+
+def _out_targets(cmd: str) -> list[str]:
+    """The files a command's ``--out PATH`` / ``--out=PATH`` arguments name."""
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        return []
+    found = []
+    for i, w in enumerate(words):
+        if w == "--out" and i + 1 < len(words):
+            found.append(words[i + 1])
+        elif w.startswith("--out="):
+            found.append(w[len("--out=") :])
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
