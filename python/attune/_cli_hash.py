@@ -2,7 +2,9 @@
 
 The verb is added to ``attune bench`` by ``add_parser(bench_subparsers)``; it forwards its options
 to the harness, shows a progress bar (one step per table and setting) and relays the summary
-lines. ``--json PATH`` appends the rows to PATH (the harness's ``--out``). The harness is found by
+lines. The output flags are every verb's (:func:`attune.cli.add_output_flags`): ``--out PATH``
+appends the rows to PATH, ``--json`` prints them as JSON lines on stdout instead of the summary
+lines, ``--no-progress`` (or ``--json``) turns the bar off. The harness is found by
 :func:`attune.bench.find_binary` (``$ATTUNE_BENCH_BIN``, the venv, ``target/release/``, ``PATH``);
 ``--build`` compiles it first with cargo.
 """
@@ -10,7 +12,6 @@ lines. ``--json PATH`` appends the rows to PATH (the harness's ``--out``). The h
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from attune import Error
@@ -44,10 +45,14 @@ def add_parser(bench_subparsers) -> None:
     p.add_argument("--ratio", help="join |S|/|R| ratios, comma separated")
     p.add_argument("--seed", default="1", help="seeds, comma separated (one setting each)")
     p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; medians reported")
-    p.add_argument("--json", metavar="PATH", help="append the JSON rows to PATH (alias: --out)")
-    p.add_argument("--out", metavar="PATH", help="append the JSON rows to PATH")
     p.add_argument("--build", action="store_true", help="cargo build the binary first")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from attune.cli import add_output_flags
+
+    add_output_flags(
+        p,
+        out="append the JSON rows to PATH",
+        json_help="print the rows as JSON lines on stdout (no summary lines, no bar)",
+    )
     p.set_defaults(func=run)
 
 
@@ -72,11 +77,13 @@ def build_argv(args) -> list[str]:
         ("--churn", args.churn),
         ("--mix", args.mix),
         ("--ratio", args.ratio),
-        ("--out", args.out or args.json),
+        ("--out", getattr(args, "out", None)),
     ):
         if value is not None:
             argv += [flag, str(value)]
     argv += ["--seed", str(args.seed), "--repeat", str(args.repeat)]
+    if getattr(args, "json", False):
+        argv.append("--json")
     return argv
 
 
@@ -94,9 +101,17 @@ def expected_lines(args) -> int:
 def run(args) -> int:
     binary = find_binary(args.build)
     argv = [binary, SUBCOMMAND, *build_argv(args)]
-    from tqdm import tqdm
+    if args.json:  # rows straight to stdout, nothing else there
+        try:
+            code = subprocess.run(argv, check=False).returncode
+        except OSError as exc:
+            raise BenchHashError(f"cannot run {binary}: {exc}") from exc
+        if code != 0:
+            raise BenchHashError(f"{BINARY} exited with {code}")
+        return 0
+    from attune.cli import progress
 
-    bar = tqdm(total=expected_lines(args), unit="row", disable=args.no_progress, file=sys.stderr)
+    bar = progress(args, total=expected_lines(args), unit="row")
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError as exc:

@@ -107,6 +107,16 @@ def test_cli_parser_forwards_options():
     assert argv[argv.index("--mode") + 1] == "join"
     assert argv[argv.index("--ratio") + 1] == "4,16"
     assert _cli_hash.expected_lines(args) == 3 * 2 * 2 * 2
+    assert "--json" not in argv and "--out" not in argv
+
+
+def test_cli_output_flags_are_every_verbs():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    _cli_hash.add_parser(sub)
+    args = parser.parse_args(["hash", "--json", "--out", "rows.jsonl", "--no-progress"])
+    argv = _cli_hash.build_argv(args)
+    assert argv[argv.index("--out") + 1] == "rows.jsonl" and argv[-1] == "--json"
 
 
 def test_cli_missing_binary_is_an_attune_error(monkeypatch, tmp_path):
