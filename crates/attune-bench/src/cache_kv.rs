@@ -940,6 +940,8 @@ fn dynamic(
                 }
                 done += 256;
                 if done % 8192 == 0 || done >= phase_reads {
+                    // The poll reads the stats as it always has (a run without tiers is an
+                    // error); only its time is kept.
                     tiers(&db)?;
                     polls_ms.push(u64::try_from(opened.elapsed().as_millis()).unwrap_or(0));
                     lat.append(&mut buf);
