@@ -25,19 +25,27 @@
 //!
 //! Thread-safety: single-threaded driver (the engine's own threads run beside it).
 //! Invariants: every row carries `command` (the exact command line) and `machine`
-//! ([`crate::output::Sink`]). Rows are `serde_json` values: their nested, per-mode objects
-//! (timelines, per-candidate predictions) are built with `json!`, never by hand.
+//! ([`crate::output::Sink`]). Every row kind, and every object nested in one, is a
+//! `#[derive(Serialize)]` struct in [`rows`].
 
 use attune_kv::env::{Env, MemEnv, PosixEnv};
 use attune_kv::CacheTierStats;
 use attune_kv::{Options, DB};
 use attune_workload::dist::{RequestDist, Sampler};
 use clap::{Parser, Subcommand};
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::output::{Fail, Sink};
+
+mod rows;
+
+use rows::{
+    AbSegment, AblationRow, AdaptiveRow, CompressedCache, Controller, DynamicRow, InRound,
+    MeasuredCandidate, MedianCpu, Metric, OverheadAbRow, OverheadRepeat, OverheadRow, PerKind,
+    Percentiles, Predicted, Segment, Spread, SweepConfig, SweepRow, Timeline, Window,
+};
 
 /// Whether progress notes go to stderr (set once by [`run`] from the output flags).
 static PROGRESS: AtomicBool = AtomicBool::new(false);
@@ -571,21 +579,22 @@ impl Span {
             (self.cpu_ns as f64 + self.device_reads as f64 * c_k) / n
         }
     }
-    fn json(&self, c_a: f64, c_k: f64, disk: bool) -> Value {
+    /// The span per read, as the rows' `measured` object.
+    fn row(&self, c_a: f64, c_k: f64, disk: bool) -> rows::Measured {
         let n = self.reads.max(1) as f64;
-        json!({
-            "reads": self.reads,
-            "wall_ns_per_read": self.wall_ns as f64 / n,
-            "cpu_ns_per_read": self.cpu_ns as f64 / n,
-            "process_cpu_ns_per_read": self.proc_cpu_ns as f64 / n,
-            "block_reads_per_read": self.blocks() as f64 / n,
-            "device_reads_per_read": self.device_reads as f64 / n,
-            "h_a": self.h_a(),
-            "h_k": self.h_k(),
-            "second_hit_ns": self.second_ns as f64 / self.second_hits.max(1) as f64,
-            "le_ns": self.le(c_a, c_k),
-            "latency_ns": self.latency_ns(c_k, disk),
-        })
+        rows::Measured {
+            reads: self.reads,
+            wall_ns_per_read: self.wall_ns as f64 / n,
+            cpu_ns_per_read: self.cpu_ns as f64 / n,
+            process_cpu_ns_per_read: self.proc_cpu_ns as f64 / n,
+            block_reads_per_read: self.blocks() as f64 / n,
+            device_reads_per_read: self.device_reads as f64 / n,
+            h_a: self.h_a(),
+            h_k: self.h_k(),
+            second_hit_ns: self.second_ns as f64 / self.second_hits.max(1) as f64,
+            le_ns: self.le(c_a, c_k),
+            latency_ns: self.latency_ns(c_k, disk),
+        }
     }
 }
 
@@ -620,11 +629,16 @@ fn read_one(db: &DB, ds: &Dataset, i: u64) -> Result<()> {
     }
 }
 
-fn emit(sink: &Sink, row: Value) -> Result<()> {
+fn emit<T: Serialize>(sink: &Sink, row: &T) -> Result<()> {
     if sink.human() {
-        println!("{row}");
+        println!("{}", to_json(row));
     }
-    sink.row(&row).map_err(BenchError::Output)
+    sink.row(row).map_err(BenchError::Output)
+}
+
+/// `value` as one line of JSON, for notes and human output.
+fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| format!("(not JSON: {e})"))
 }
 
 /// C_k of this machine's disk: an O_DIRECT read of one compressed block (median), minus a
@@ -764,17 +778,30 @@ fn sweep(c: &Common, sink: &Sink, a: &SweepArgs) -> Result<()> {
                 }
                 if a.adaptive_only {
                     for (_, sp, t, warm) in &results {
+                        let timeline = t
+                            .timeline
+                            .iter()
+                            .map(|w| (w.ms, w.app_bytes, w.h_a, w.h_k, w.le_model_ns, w.state));
                         emit(
                             sink,
-                            json!({"bench": "cache-kv-adaptive", "pattern": p,
-                            "ratio": ratio, "compression": comp, "c_a_ns": c_a, "c_k_ns": c_k,
-                            "warmup_reads": warm, "measured": sp.json(c_a, c_k, disk),
-                            "final_app_bytes": t.app_bytes, "rounds": t.rounds,
-                            "adoptions": t.adoptions, "reverts": t.reverts,
-                            "ghost_bytes_peak": t.ghost_bytes_peak, "last_round": t.last_round,
-                            "last_round_measured_le_ns": t.last_round_measured_le_ns,
-                            "timeline": t.timeline.iter().map(|w| json!([w.ms, w.app_bytes,
-                                w.h_a, w.h_k, w.le_model_ns, w.state])).collect::<Vec<_>>()}),
+                            &AdaptiveRow {
+                                bench: "cache-kv-adaptive",
+                                pattern: p,
+                                ratio,
+                                compression: comp,
+                                c_a_ns: c_a,
+                                c_k_ns: c_k,
+                                warmup_reads: *warm,
+                                measured: sp.row(c_a, c_k, disk),
+                                final_app_bytes: t.app_bytes,
+                                rounds: t.rounds,
+                                adoptions: t.adoptions,
+                                reverts: t.reverts,
+                                ghost_bytes_peak: t.ghost_bytes_peak,
+                                last_round: &t.last_round,
+                                last_round_measured_le_ns: t.last_round_measured_le_ns,
+                                timeline: timeline.collect(),
+                            },
                         )?;
                     }
                     continue;
@@ -785,54 +812,52 @@ fn sweep(c: &Common, sink: &Sink, a: &SweepArgs) -> Result<()> {
                 // controller itself when a budget is set, so it is reported separately).
                 let best_static = lat[1..4].iter().copied().fold(f64::INFINITY, f64::min);
                 let worse_end = lat[1].max(lat[3]);
-                let configs_json: Vec<Value> = results
+                let configs = results
                     .iter()
-                    .map(|(cfg, sp, t, warm)| {
-                        json!({
-                            "sizing": cfg,
-                            "final_app_bytes": t.app_bytes,
-                            "rounds": t.rounds,
-                            "adoptions": t.adoptions,
-                            "reverts": t.reverts,
-                            "state": t.state,
-                            "warmup_reads": warm,
-                            "ghost_bytes_peak": t.ghost_bytes_peak,
-                            "le_predicted_ns": t.le_predicted_ns,
-                            "last_round": t.last_round,
-                            "last_round_measured_le_ns": t.last_round_measured_le_ns,
-                            "round_log": round_log(t),
-                            "compressed_cache": t.compressed.as_ref().map(|cc| json!({
-                                "capacity_bytes": cc.capacity_bytes,
-                                "usage_bytes": cc.usage_bytes,
-                                "evictions": cc.evictions,
-                            })),
-                            "measured": sp.json(c_a, c_k, disk),
-                        })
+                    .map(|(cfg, sp, t, warm)| SweepConfig {
+                        sizing: cfg,
+                        final_app_bytes: t.app_bytes,
+                        rounds: t.rounds,
+                        adoptions: t.adoptions,
+                        reverts: t.reverts,
+                        state: t.state,
+                        warmup_reads: *warm,
+                        ghost_bytes_peak: t.ghost_bytes_peak,
+                        le_predicted_ns: t.le_predicted_ns,
+                        last_round: &t.last_round,
+                        last_round_measured_le_ns: t.last_round_measured_le_ns,
+                        round_log: rows::round_log(t),
+                        compressed_cache: t.compressed.as_ref().map(|cc| CompressedCache {
+                            capacity_bytes: cc.capacity_bytes,
+                            usage_bytes: cc.usage_bytes,
+                            evictions: cc.evictions,
+                        }),
+                        measured: sp.row(c_a, c_k, disk),
                     })
                     .collect();
                 emit(
                     sink,
-                    json!({
-                        "bench": "cache-kv-sweep",
-                        "env": c.env,
-                        "pattern": p,
-                        "ratio": ratio,
-                        "compression": comp,
-                        "alpha": ds.disk_bytes as f64 / ds.logical_bytes as f64,
-                        "keys": ds.keys,
-                        "memory_bytes": m,
-                        "sample_inv": c.sample_inv,
-                        "c_a_ns": c_a,
-                        "c_k_ns": c_k,
-                        "configs": configs_json,
-                        "adaptive_over_best_static": best_static / lat[0],
-                        "worse_end_over_adaptive": worse_end / lat[0],
-                        "m_over_adaptive": lat[3] / lat[0],
-                        "min_over_adaptive": lat[1] / lat[0],
-                        "half_over_adaptive": lat[2] / lat[0],
-                        "le_adaptive_ns": les[0],
-                        "le_best_static_ns": les[1..4].iter().copied().fold(f64::INFINITY, f64::min),
-                    }),
+                    &SweepRow {
+                        bench: "cache-kv-sweep",
+                        env: &c.env,
+                        pattern: p,
+                        ratio,
+                        compression: comp,
+                        alpha: ds.disk_bytes as f64 / ds.logical_bytes as f64,
+                        keys: ds.keys,
+                        memory_bytes: m,
+                        sample_inv: c.sample_inv,
+                        c_a_ns: c_a,
+                        c_k_ns: c_k,
+                        configs,
+                        adaptive_over_best_static: best_static / lat[0],
+                        worse_end_over_adaptive: worse_end / lat[0],
+                        m_over_adaptive: lat[3] / lat[0],
+                        min_over_adaptive: lat[1] / lat[0],
+                        half_over_adaptive: lat[2] / lat[0],
+                        le_adaptive_ns: les[0],
+                        le_best_static_ns: les[1..4].iter().copied().fold(f64::INFINITY, f64::min),
+                    },
                 )?;
             }
         }
@@ -840,31 +865,19 @@ fn sweep(c: &Common, sink: &Sink, a: &SweepArgs) -> Result<()> {
     Ok(())
 }
 
-/// The controller's finished rounds: block reads, samples (warm-up), passes, adopted.
-fn round_log(t: &CacheTierStats) -> Vec<Value> {
-    t.round_log
-        .iter()
-        .map(|r| {
-            json!({"accesses": r.accesses, "samples": r.samples,
-                "warmup_samples": r.warmup_samples, "passes": r.passes,
-                "stopped_early": r.stopped_early, "adopted": r.adopted,
-                "second_footprint_bytes": r.second_footprint_bytes,
-                "fit_app_bytes": r.fit_app_bytes, "warm_started": r.warm_started,
-                "overflow_app_bytes": r.overflow_app_bytes,
-                "app_footprint_bytes": r.app_footprint_bytes,
-                "app_fit_excluded": r.app_fit_excluded})
-        })
-        .collect()
-}
-
-/// Per-read latency percentiles of a slice of nanoseconds.
-fn percentiles(v: &mut [u32]) -> Value {
+/// Per-read latency percentiles of a slice of nanoseconds; `None` for an empty slice.
+fn percentiles(v: &mut [u32]) -> Option<Percentiles> {
     if v.is_empty() {
-        return json!(null);
+        return None;
     }
     v.sort_unstable();
     let p = |q: f64| v[((v.len() - 1) as f64 * q) as usize];
-    json!({"n": v.len(), "p50": p(0.5), "p95": p(0.95), "p99": p(0.99)})
+    Some(Percentiles {
+        n: v.len(),
+        p50: p(0.5),
+        p95: p(0.95),
+        p99: p(0.99),
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -906,7 +919,8 @@ fn dynamic(
         let mut buf: Vec<u32> = Vec::with_capacity(256);
         let mut switch_ms = 0u64;
         let mut switch_accesses = 0u64;
-        let mut polls = Vec::new();
+        // When the controller was polled, ms from open.
+        let mut polls_ms: Vec<u64> = Vec::new();
         for phase in 0..2u64 {
             if phase == 1 {
                 switch_ms = u64::try_from(opened.elapsed().as_millis()).unwrap_or(0);
@@ -926,11 +940,10 @@ fn dynamic(
                 }
                 done += 256;
                 if done % 8192 == 0 || done >= phase_reads {
-                    let t = tiers(&db)?;
-                    polls.push(json!({
-                        "ms": u64::try_from(opened.elapsed().as_millis()).unwrap_or(0),
-                        "app_bytes": t.app_bytes, "state": t.state, "rounds": t.rounds,
-                    }));
+                    // The poll reads the stats as it always has (a run without tiers is an
+                    // error); only its time is kept.
+                    tiers(&db)?;
+                    polls_ms.push(u64::try_from(opened.elapsed().as_millis()).unwrap_or(0));
                     lat.append(&mut buf);
                 }
             }
@@ -957,12 +970,9 @@ fn dynamic(
         let per_phase = phase_reads as usize;
         let conv_reads = converged_ms.map(|ms| {
             // Reads during adaptation, estimated from the polls' timestamps.
-            polls
+            polls_ms
                 .iter()
-                .filter(|p| {
-                    p["ms"].as_u64().unwrap_or(0) >= switch_ms
-                        && p["ms"].as_u64().unwrap_or(0) <= switch_ms + ms
-                })
+                .filter(|&&p| p >= switch_ms && p <= switch_ms + ms)
                 .count()
                 * 8192
         });
@@ -970,54 +980,61 @@ fn dynamic(
         let (p1lat, rest) = lat.split_at_mut(per_phase.min(n_lat));
         let adapt_n = conv_reads.unwrap_or(0).min(rest.len());
         let (during, steady2) = rest.split_at_mut(adapt_n);
-        let tl: Vec<Value> = t
+        let windows = t
             .timeline
             .iter()
-            .map(|w| {
-                json!({"ms": w.ms, "accesses": w.accesses, "app_bytes": w.app_bytes,
-                    "h_a": w.h_a, "h_k": w.h_k, "le_model_ns": w.le_model_ns,
-                    "le_measured_ns": if w.le_measured_ns.is_finite() {
-                        json!(w.le_measured_ns) } else { json!(null) },
-                    "state": w.state})
+            .map(|w| Window {
+                ms: w.ms,
+                accesses: w.accesses,
+                app_bytes: w.app_bytes,
+                h_a: w.h_a,
+                h_k: w.h_k,
+                le_model_ns: w.le_model_ns,
+                le_measured_ns: Some(w.le_measured_ns).filter(|x| x.is_finite()),
+                state: w.state,
             })
             .collect();
-        let rounds: Vec<Value> = vec![json!({
-            "rounds": t.rounds, "adoptions": t.adoptions, "reverts": t.reverts,
-            "restarts": t.restarts, "ghost_bytes_peak": t.ghost_bytes_peak,
-            "last_round": t.last_round, "le_predicted_ns": t.le_predicted_ns,
-            "round_log": round_log(&t),
-        })];
-        let row = json!({
-            "bench": "cache-kv-dynamic",
-            "env": c.env,
-            "sizing": sizing,
-            "scenario": format!("{} head -> {} tail", phases[0], phases[1]),
-            "ratio": ratio,
-            "compression": compression,
-            "alpha": ds.disk_bytes as f64 / ds.logical_bytes as f64,
-            "memory_bytes": m,
-            "sample_inv": c.sample_inv,
-            "c_a_ns": c_a,
-            "c_k_ns": c_k,
-            "phase_reads": phase_reads,
-            "switch_ms": switch_ms,
-            "converged_ms": converged_ms,
-            "switch_accesses": switch_accesses,
-            "converged_accesses": converged_accesses,
-            "final_app_bytes": t.app_bytes,
-            "latency_phase1": percentiles(p1lat),
-            "latency_adapting": percentiles(during),
-            "latency_phase2_after": percentiles(steady2),
-            "controller": rounds,
-            "timeline": tl,
-        });
-        timeline_rows.push(row.clone());
-        let mut short = row;
-        short["timeline"] = json!(format!(
-            "{} windows (see --timeline file)",
-            t.timeline.len()
-        ));
-        emit(sink, short)?;
+        let controller = Controller {
+            rounds: t.rounds,
+            adoptions: t.adoptions,
+            reverts: t.reverts,
+            restarts: t.restarts,
+            ghost_bytes_peak: t.ghost_bytes_peak,
+            last_round: t.last_round.clone(),
+            le_predicted_ns: t.le_predicted_ns,
+            round_log: rows::round_log(&t),
+        };
+        let mut row = DynamicRow {
+            bench: "cache-kv-dynamic",
+            env: c.env.clone(),
+            sizing: sizing.clone(),
+            scenario: format!("{} head -> {} tail", phases[0], phases[1]),
+            ratio,
+            compression: compression.to_string(),
+            alpha: ds.disk_bytes as f64 / ds.logical_bytes as f64,
+            memory_bytes: m,
+            sample_inv: c.sample_inv,
+            c_a_ns: c_a,
+            c_k_ns: c_k,
+            phase_reads,
+            switch_ms,
+            converged_ms,
+            switch_accesses,
+            converged_accesses,
+            final_app_bytes: t.app_bytes,
+            latency_phase1: percentiles(p1lat),
+            latency_adapting: percentiles(during),
+            latency_phase2_after: percentiles(steady2),
+            controller: vec![controller],
+            timeline: Timeline::Summary(format!(
+                "{} windows (see --timeline file)",
+                t.timeline.len()
+            )),
+        };
+        // The results row names the windows; the --timeline file holds them.
+        emit(sink, &row)?;
+        row.timeline = Timeline::Windows(windows);
+        timeline_rows.push(row);
         drop(db);
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -1099,23 +1116,21 @@ fn ablation(
             sp.h_a(),
             sp.h_k()
         );
-        measured.push(json!({"app_bytes": m_a, "h_a": sp.h_a(), "h_k": sp.h_k(),
-            "le_ns": sp.le(c_a, c_k), "measured": sp.json(c_a, c_k, disk)}));
+        measured.push(MeasuredCandidate {
+            app_bytes: m_a,
+            h_a: sp.h_a(),
+            h_k: sp.h_k(),
+            le_ns: sp.le(c_a, c_k),
+            measured: sp.row(c_a, c_k, disk),
+        });
     }
-    let le_meas: Vec<f64> = measured
-        .iter()
-        .map(|m| m["le_ns"].as_f64().unwrap_or(f64::NAN))
-        .collect();
+    let le_meas: Vec<f64> = measured.iter().map(|m| m.le_ns).collect();
     let best_meas = le_meas.iter().copied().fold(f64::INFINITY, f64::min);
     for (inv, n, t) in &predicted {
         let pred = &t.last_round;
         let mut err = (0.0f64, 0.0f64, 0.0f64, 0usize);
         for (p, m) in pred.iter().zip(&measured) {
-            let (mh_a, mh_k, mle) = (
-                m["h_a"].as_f64().unwrap_or(0.0),
-                m["h_k"].as_f64().unwrap_or(0.0),
-                m["le_ns"].as_f64().unwrap_or(0.0),
-            );
+            let (mh_a, mh_k, mle) = (m.h_a, m.h_k, m.le_ns);
             err.0 += (p.1 - mh_a).abs();
             err.1 += (p.2 - mh_k).abs();
             err.2 += (p.3 - mle).abs() / mle.max(1.0);
@@ -1127,23 +1142,36 @@ fn ablation(
             .enumerate()
             .min_by(|a, b| a.1 .3.total_cmp(&b.1 .3))
             .map_or(0, |x| x.0);
+        let predicted = pred.iter().map(|p| Predicted {
+            app_bytes: p.0,
+            h_a: p.1,
+            h_k: p.2,
+            le_ns: p.3,
+        });
         emit(
             sink,
-            json!({
-                "bench": "cache-kv-ablation", "env": c.env, "pattern": pattern_name,
-                "ratio": ratio, "compression": compression,
-                "alpha": ds.disk_bytes as f64 / ds.logical_bytes as f64,
-                "memory_bytes": c.memory_mib << 20, "c_a_ns": c_a, "c_k_ns": c_k,
-                "sample_inv": inv, "round_reads": n, "round_log": round_log(t),
-                "ghost_bytes_peak": t.ghost_bytes_peak,
-                "predicted": pred.iter().map(|p| json!({"app_bytes": p.0, "h_a": p.1,
-                    "h_k": p.2, "le_ns": p.3})).collect::<Vec<_>>(),
-                "measured": measured,
-                "mean_abs_err_h_a": err.0 / k, "mean_abs_err_h_k": err.1 / k,
-                "mean_rel_err_le": err.2 / k,
-                "chosen_app_bytes": pred.get(chosen).map(|p| p.0),
-                "chosen_over_best_measured_le": le_meas.get(chosen).map(|l| l / best_meas),
-            }),
+            &AblationRow {
+                bench: "cache-kv-ablation",
+                env: &c.env,
+                pattern: pattern_name,
+                ratio,
+                compression,
+                alpha: ds.disk_bytes as f64 / ds.logical_bytes as f64,
+                memory_bytes: c.memory_mib << 20,
+                c_a_ns: c_a,
+                c_k_ns: c_k,
+                sample_inv: *inv,
+                round_reads: *n,
+                round_log: rows::round_log(t),
+                ghost_bytes_peak: t.ghost_bytes_peak,
+                predicted: predicted.collect(),
+                measured: &measured,
+                mean_abs_err_h_a: err.0 / k,
+                mean_abs_err_h_k: err.1 / k,
+                mean_rel_err_le: err.2 / k,
+                chosen_app_bytes: pred.get(chosen).map(|p| p.0),
+                chosen_over_best_measured_le: le_meas.get(chosen).map(|l| l / best_meas),
+            },
         )?;
     }
     Ok(())
@@ -1219,54 +1247,58 @@ fn overhead(
             acc
         });
         let per = |s: &Span, f: fn(&Span) -> u64| f(s) as f64 / s.reads.max(1) as f64;
-        let row = json!({
-            "rep": rep,
-            "settled_app_bytes": settled_app,
-            "ghost_bytes_peak": ghost_peak,
-            "ghost_peak_fraction_of_m": ghost_peak as f64 / (c.memory_mib << 20) as f64,
-            "adaptive_in_round": {"reads": sum.reads,
-                "cpu_ns_per_read": per(&sum, |s| s.cpu_ns),
-                "process_cpu_ns_per_read": per(&sum, |s| s.proc_cpu_ns),
-                "block_reads_per_read": sum.blocks() as f64 / sum.reads.max(1) as f64},
-            "adaptive_outside": {"reads": outside.reads,
-                "cpu_ns_per_read": per(&outside, |s| s.cpu_ns),
-                "process_cpu_ns_per_read": per(&outside, |s| s.proc_cpu_ns),
-                "h_a": outside.h_a(), "h_k": outside.h_k()},
-            "static_same_split": {"reads": fixed.reads,
-                "cpu_ns_per_read": per(&fixed, |s| s.cpu_ns),
-                "process_cpu_ns_per_read": per(&fixed, |s| s.proc_cpu_ns),
-                "h_a": fixed.h_a(), "h_k": fixed.h_k()},
-        });
-        note!("{row}");
+        let segment = |s: &Span| Segment {
+            reads: s.reads,
+            cpu_ns_per_read: per(s, |s| s.cpu_ns),
+            process_cpu_ns_per_read: per(s, |s| s.proc_cpu_ns),
+            h_a: s.h_a(),
+            h_k: s.h_k(),
+        };
+        let row = OverheadRepeat {
+            rep,
+            settled_app_bytes: settled_app,
+            ghost_bytes_peak: ghost_peak,
+            ghost_peak_fraction_of_m: ghost_peak as f64 / (c.memory_mib << 20) as f64,
+            adaptive_in_round: InRound {
+                reads: sum.reads,
+                cpu_ns_per_read: per(&sum, |s| s.cpu_ns),
+                process_cpu_ns_per_read: per(&sum, |s| s.proc_cpu_ns),
+                block_reads_per_read: sum.blocks() as f64 / sum.reads.max(1) as f64,
+            },
+            adaptive_outside: segment(&outside),
+            static_same_split: segment(&fixed),
+        };
+        note!("{}", to_json(&row));
         rows.push(row);
     }
-    let med = |path: [&str; 2]| -> f64 {
-        let mut v: Vec<f64> = rows
-            .iter()
-            .filter_map(|r| r[path[0]][path[1]].as_f64())
-            .collect();
+    // Medians over the repeats (a non-finite value, which a row writes as null, is left out).
+    let med = |f: fn(&OverheadRepeat) -> f64| -> f64 {
+        let mut v: Vec<f64> = rows.iter().map(f).filter(|x| x.is_finite()).collect();
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
     };
-    let fixed = med(["static_same_split", "process_cpu_ns_per_read"]);
-    let round = med(["adaptive_in_round", "process_cpu_ns_per_read"]);
-    let outside = med(["adaptive_outside", "process_cpu_ns_per_read"]);
+    let fixed = med(|r| r.static_same_split.process_cpu_ns_per_read);
+    let round = med(|r| r.adaptive_in_round.process_cpu_ns_per_read);
+    let outside = med(|r| r.adaptive_outside.process_cpu_ns_per_read);
     emit(
         sink,
-        json!({
-            "bench": "cache-kv-overhead",
-            "env": c.env,
-            "pattern": pattern_name,
-            "ratio": ratio,
-            "compression": compression,
-            "memory_bytes": c.memory_mib << 20,
-            "sample_inv": c.sample_inv,
-            "repeats": rows,
-            "median_process_cpu_ns_per_read": {"static": fixed, "adaptive_in_round": round,
-                "adaptive_outside": outside},
-            "overhead_in_round": round / fixed - 1.0,
-            "overhead_outside": outside / fixed - 1.0,
-        }),
+        &OverheadRow {
+            bench: "cache-kv-overhead",
+            env: &c.env,
+            pattern: pattern_name,
+            ratio,
+            compression,
+            memory_bytes: c.memory_mib << 20,
+            sample_inv: c.sample_inv,
+            repeats: rows,
+            median_process_cpu_ns_per_read: MedianCpu {
+                fixed,
+                adaptive_in_round: round,
+                adaptive_outside: outside,
+            },
+            overhead_in_round: round / fixed - 1.0,
+            overhead_outside: outside / fixed - 1.0,
+        },
     )
 }
 
@@ -1319,15 +1351,21 @@ struct SegCost {
 }
 
 /// Median and the 10th / 90th percentiles (nearest rank) of `v`; NaN for an empty slice.
-fn spread(v: &[f64]) -> Value {
+fn spread(v: &[f64]) -> Spread {
     let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
-        return json!({"median": null, "p10": null, "p90": null, "n": 0});
+        return Spread::default();
     }
     v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    json!({"median": at(0.5), "p10": at(0.1), "p90": at(0.9), "min": v[0],
-        "max": v[v.len() - 1], "n": v.len()})
+    let at = |q: f64| Some(v[((v.len() - 1) as f64 * q).round() as usize]);
+    Spread {
+        median: at(0.5),
+        p10: at(0.1),
+        p90: at(0.9),
+        min: v.first().copied(),
+        max: v.last().copied(),
+        n: v.len(),
+    }
 }
 
 /// Overhead like for like. One database at the split adaptive
@@ -1364,9 +1402,9 @@ fn overhead_alternating(c: &Common, sink: &Sink, a: &OverheadAb<'_>) -> Result<(
     ctl.resize(settled_app);
     let mut s = Sampler::new(&dist, ds.keys, c.seed ^ 0xab)?;
     read_n(&db, &ds, &mut s, a.warmup, |_| Ok(false))?;
-    let mut segs: Vec<Value> = Vec::new();
+    let mut segs: Vec<AbSegment> = Vec::new();
     let mut cycles: Vec<[SegCost; 3]> = Vec::new();
-    let load_start = json!(crate::machine::loadavg_1m());
+    let load_start = crate::machine::loadavg_1m();
     for cycle in 0..a.cycles {
         let mut cost = [SegCost::default(); 3];
         for &kind in &SEG_ORDERS[cycle as usize % SEG_ORDERS.len()] {
@@ -1393,15 +1431,18 @@ fn overhead_alternating(c: &Common, sink: &Sink, a: &OverheadAb<'_>) -> Result<(
             cost[kind as usize] = sc;
             let blocks = (c1.app_hits + c1.second_hits + c1.device_reads)
                 - (c0.app_hits + c0.second_hits + c0.device_reads);
-            segs.push(json!({
-                "cycle": cycle, "kind": kind.name(), "reads": n,
-                "process_cpu_ns_per_read": sc.process, "reader_cpu_ns_per_read": sc.reader,
-                "controller_cpu_ns_per_read": sc.controller,
-                "block_reads_per_read": per(blocks),
-                "h_a": per_ratio(c1.app_hits - c0.app_hits, blocks),
-                "rounds_finished": c1.rounds - c0.rounds,
-                "state_end": c1.state,
-            }));
+            segs.push(AbSegment {
+                cycle,
+                kind: kind.name(),
+                reads: n,
+                process_cpu_ns_per_read: sc.process,
+                reader_cpu_ns_per_read: sc.reader,
+                controller_cpu_ns_per_read: sc.controller,
+                block_reads_per_read: per(blocks),
+                h_a: per_ratio(c1.app_hits - c0.app_hits, blocks),
+                rounds_finished: c1.rounds - c0.rounds,
+                state_end: c1.state,
+            });
         }
         cycles.push(cost);
     }
@@ -1422,49 +1463,55 @@ fn overhead_alternating(c: &Common, sink: &Sink, a: &OverheadAb<'_>) -> Result<(
             .map(|cy| f(&cy[x as usize]) - f(&cy[Seg::A as usize]))
             .collect()
     };
-    let metric = |f: fn(&SegCost) -> f64| {
-        json!({
-            "per_read_ns": {
-                "A": spread(&cycles.iter().map(|cy| f(&cy[Seg::A as usize])).collect::<Vec<_>>()),
-                "A2": spread(&cycles.iter().map(|cy| f(&cy[Seg::A2 as usize])).collect::<Vec<_>>()),
-                "B": spread(&cycles.iter().map(|cy| f(&cy[Seg::B as usize])).collect::<Vec<_>>()),
-            },
-            "overhead_b_vs_a": spread(&rel(f, Seg::B)),
-            "noise_a2_vs_a": spread(&rel(f, Seg::A2)),
-            "extra_ns_per_read_b_minus_a": spread(&diff_ns(f, Seg::B)),
-            "extra_ns_per_read_a2_minus_a": spread(&diff_ns(f, Seg::A2)),
-            "pooled_overhead": pooled(f, Seg::B),
-            "pooled_noise": pooled(f, Seg::A2),
-        })
+    let of_kind = |f: fn(&SegCost) -> f64, x: Seg| -> Spread {
+        spread(
+            &cycles
+                .iter()
+                .map(|cy| f(&cy[x as usize]))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let metric = |f: fn(&SegCost) -> f64| Metric {
+        per_read_ns: PerKind {
+            a: of_kind(f, Seg::A),
+            a2: of_kind(f, Seg::A2),
+            b: of_kind(f, Seg::B),
+        },
+        overhead_b_vs_a: spread(&rel(f, Seg::B)),
+        noise_a2_vs_a: spread(&rel(f, Seg::A2)),
+        extra_ns_per_read_b_minus_a: spread(&diff_ns(f, Seg::B)),
+        extra_ns_per_read_a2_minus_a: spread(&diff_ns(f, Seg::A2)),
+        pooled_overhead: pooled(f, Seg::B),
+        pooled_noise: pooled(f, Seg::A2),
     };
     let process = metric(|x| x.process);
     note!(
         "process CPU per read: overhead {} noise {}",
-        process["overhead_b_vs_a"],
-        process["noise_a2_vs_a"]
+        to_json(&process.overhead_b_vs_a),
+        to_json(&process.noise_a2_vs_a)
     );
     emit(
         sink,
-        json!({
-            "bench": "cache-kv-overhead-ab",
-            "env": c.env,
-            "pattern": a.pattern,
-            "ratio": a.ratio,
-            "compression": a.compression,
-            "memory_bytes": c.memory_mib << 20,
-            "sample_inv": c.sample_inv,
-            "settled_app_bytes": settled_app,
-            "cycles": a.cycles,
-            "segment_reads": a.segment_reads,
-            "loadavg_1m_start": load_start,
-            "process_cpu": process,
-            "reader_cpu": metric(|x| x.reader),
-            "controller_cpu": metric(|x| x.controller),
-            "rounds_finished": t.rounds,
-            "ghost_bytes_peak": t.ghost_bytes_peak,
-            "round_log": round_log(&t),
-            "segments": segs,
-        }),
+        &OverheadAbRow {
+            bench: "cache-kv-overhead-ab",
+            env: &c.env,
+            pattern: a.pattern,
+            ratio: a.ratio,
+            compression: a.compression,
+            memory_bytes: c.memory_mib << 20,
+            sample_inv: c.sample_inv,
+            settled_app_bytes: settled_app,
+            cycles: a.cycles,
+            segment_reads: a.segment_reads,
+            loadavg_1m_start: load_start,
+            process_cpu: process,
+            reader_cpu: metric(|x| x.reader),
+            controller_cpu: metric(|x| x.controller),
+            rounds_finished: t.rounds,
+            ghost_bytes_peak: t.ghost_bytes_peak,
+            round_log: rows::round_log(&t),
+            segments: segs,
+        },
     )
 }
 
@@ -1515,11 +1562,16 @@ mod tests {
     fn spread_of_a_known_sample_and_of_nothing() {
         let v: Vec<f64> = (0..=100).map(f64::from).rev().collect();
         let s = spread(&v);
-        assert_eq!(s["median"], 50.0);
-        assert_eq!(s["p10"], 10.0);
-        assert_eq!(s["p90"], 90.0);
-        assert_eq!(s["n"], 101);
-        assert_eq!(spread(&[f64::NAN])["n"], 0);
+        assert_eq!(s.median, Some(50.0));
+        assert_eq!(s.p10, Some(10.0));
+        assert_eq!(s.p90, Some(90.0));
+        assert_eq!((s.min, s.max), (Some(0.0), Some(100.0)));
+        assert_eq!(s.n, 101);
+        let empty = serde_json::to_value(spread(&[f64::NAN])).unwrap();
+        assert_eq!(
+            empty,
+            serde_json::json!({"median": null, "p10": null, "p90": null, "n": 0})
+        );
     }
 
     #[test]
@@ -1535,9 +1587,8 @@ mod tests {
     #[test]
     fn percentiles_of_a_known_distribution() {
         let mut v: Vec<u32> = (1..=1000).rev().collect();
-        let p = percentiles(&mut v);
-        assert_eq!(p["p50"], 500);
-        assert_eq!(p["p99"], 990);
-        assert_eq!(percentiles(&mut []), Value::Null);
+        let p = percentiles(&mut v).unwrap();
+        assert_eq!((p.n, p.p50, p.p99), (1000, 500, 990));
+        assert_eq!(percentiles(&mut []), None);
     }
 }
