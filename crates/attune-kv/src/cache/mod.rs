@@ -3,20 +3,22 @@
 //! policy is option `block_cache_policy`: LRU (`sharded::ShardedLru`, the default, shared with
 //! the compressed tier) or S3-FIFO (`s3fifo::ShardedS3Fifo`, scan-resistant). Both are
 //! `sharded::Sharded`: one mechanism for the shards' locks and the single byte budget, over a
-//! per-shard `ShardPolicy`.
+//! per-shard `ShardPolicy`, which is one of the policies of `attune_cache::policy` (each
+//! implemented once there, shared with the cache simulator).
 //!
-//! The folder, bottom up: `sharded.rs` (the mechanism and the LRU policy), `s3fifo.rs` (the
-//! S3-FIFO policy), `compressed.rs` (the compressed tier, LRU shards of stored blocks),
-//! `tiers.rs` (the second tier, read counters and access log the sizing watches), this file
-//! (the block cache), `sizing.rs` (the controller that resizes the tiers) and `hotkeys.rs` (the
-//! hot-key cache in front of the tree, independent of the others). Tables read blocks through
-//! `crate::table::source`, the one block-read path.
+//! The folder, bottom up: `sharded.rs` (the mechanism, and the LRU shard: `attune_cache`'s
+//! `Lru`), `s3fifo.rs` (the S3-FIFO shard: `attune_cache`'s `S3Fifo`), `compressed.rs` (the
+//! compressed tier, LRU shards of stored blocks), `tiers.rs` (the second tier, read counters
+//! and access log the sizing watches), this file (the block cache), `sizing.rs` (the controller
+//! that resizes the tiers) and `hotkeys.rs` (the hot-key cache in front of the tree,
+//! independent of the others). Tables read blocks through `crate::table::source`, the one
+//! block-read path.
 //!
-//! Thread safety: shards are independent mutexes; a lookup locks one shard for a hash-map probe and
-//! a list splice. Keys are (file number, block offset); file numbers are never reused, so an entry
-//! can never describe another file's bytes. A cache built with [`BlockCache::with_tiers`] also
-//! carries the tiers of the adaptive cache sizing (`tiers.rs`), which the block source reads
-//! through and reports to.
+//! Thread safety: shards are independent mutexes; a lookup locks one shard for a hash-table probe
+//! and a list splice. Keys are (file number, block offset), `attune_cache::BlockKey` to the
+//! policies; file numbers are never reused, so an entry can never describe another file's bytes.
+//! A cache built with [`BlockCache::with_tiers`] also carries the tiers of the adaptive cache
+//! sizing (`tiers.rs`), which the block source reads through and reports to.
 
 pub mod compressed;
 pub mod hotkeys;

@@ -1,5 +1,7 @@
 //! A sharded, byte-charged S3-FIFO cache that holds values: the engine block cache's
-//! scan-resistant replacement policy (option `block_cache_policy=s3fifo`).
+//! scan-resistant replacement policy (option `block_cache_policy=s3fifo`). The policy is
+//! `attune_cache::policy::S3Fifo` (the one S3-FIFO, shared with the cache simulator), unbounded
+//! per shard; this file adapts it to `ShardPolicy` and holds its tests in the sharded cache.
 //!
 //! S3-FIFO (Yang et al., SOSP '23) keeps three FIFO queues per shard:
 //! - **small**: new entries land here (about 10 % of the shard's bytes). An entry leaving
@@ -8,7 +10,8 @@
 //! - **main**: entries evicted from its head with a 2-bit frequency (0..=3): a non-zero
 //!   frequency is decremented and the entry goes back to the tail; zero leaves the cache.
 //! - **ghost**: keys only (no values, no charge) of entries that left small unread, as many as
-//!   main holds entries. A miss whose key is in the ghost is inserted straight into main.
+//!   main holds entries (at least 16). A miss whose key is in the ghost is inserted straight
+//!   into main.
 //!
 //! A one-pass scan therefore flows through small and never displaces the entries in main,
 //! which is what an LRU cannot do (docs/symbiosis.md, "S3-FIFO in the engine").
@@ -16,278 +19,77 @@
 //! Sharding and the budget are `cache::Sharded`'s, shared with the LRU: 16 independent
 //! mutexes, one byte budget for all of them (an atomic total); an insert evicts from its own
 //! shard first and from the others only if its own ran empty; shrinking evicts before it
-//! returns. This module is the per-shard policy (`cache::ShardPolicy`).
+//! returns. A shard knows no capacity of its own, so small's share is a tenth of the bytes the
+//! shard holds (the next eviction takes small's head while small holds at least that).
 //!
 //! Thread safety: every method takes `&self`; a call locks one shard at a time (a hit also
 //! locks its shard, to raise the frequency). Invariants: once every call in flight has
 //! returned, the total charge is at most the capacity set last (an entry larger than the whole
-//! capacity is not admitted); per shard, `usage` is the sum of its entries' charges and
-//! `small_bytes` the sum over the entries in small; every cached key is in exactly one of
-//! small and main, exactly once.
+//! capacity is not admitted); per shard, the used bytes are the sum of its entries' charges and
+//! small's bytes the sum over the entries in small; every cached key is in exactly one of
+//! small and main, exactly once (`S3Fifo::check_invariants`).
 
-use crate::cache::sharded::{Charged, Key, ShardPolicy, Sharded};
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use crate::cache::sharded::{block_key, Charged, Key, ShardPolicy, Sharded};
+use attune_cache::policy::{BlockKey, S3Fifo};
 
-/// Largest frequency an entry counts to (a 2-bit counter). 3 is the paper's choice: an entry
-/// read often survives up to three more passes of main without a read.
-const FREQ_MAX: u8 = 3;
-
-/// Small's share of a shard's bytes is at most 1 / `SMALL_DIV`: 10, the paper's 10 %
-/// (also what the simulator's `attune_cache::policy::S3Fifo` uses).
-const SMALL_DIV: u64 = 10;
-
-/// The ghost holds at least this many keys per shard, so that a shard whose main is still
-/// empty (a cold start) can already recognise a key it just evicted. 16 keys cost 0.5 KiB.
-const GHOST_MIN: usize = 16;
-
-/// A fast multiplicative hasher for (file, offset) keys (the map is keyed by trusted,
-/// engine-chosen numbers, so no hash-flooding defence is needed).
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(23) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
-
-struct Entry<V> {
-    value: V,
-    charge: usize,
-    freq: u8,
-    in_main: bool,
-}
-
-/// One S3-FIFO shard (the policy; [`Sharded`] adds the locking and the shared budget).
-pub(crate) struct Shard<V> {
-    map: FastMap<Key, Entry<V>>,
-    small: VecDeque<Key>,
-    main: VecDeque<Key>,
-    small_bytes: usize,
-    usage: usize,
-    /// Ghost FIFO of (key, sequence); `ghost_map` holds the live ones (a key re-added later
-    /// gets a new sequence, so its older queue slot is stale and skipped).
-    ghost: VecDeque<(Key, u64)>,
-    ghost_map: FastMap<Key, u64>,
-    ghost_seq: u64,
-}
-
-impl<V> Shard<V> {
-    fn ghost_insert(&mut self, k: Key) {
-        self.ghost_seq += 1;
-        self.ghost.push_back((k, self.ghost_seq));
-        self.ghost_map.insert(k, self.ghost_seq);
-        let limit = self.main.len().max(GHOST_MIN);
-        while self.ghost_map.len() > limit {
-            let Some((old, seq)) = self.ghost.pop_front() else {
-                break;
-            };
-            if self.ghost_map.get(&old) == Some(&seq) {
-                self.ghost_map.remove(&old);
-            }
-        }
-        // Stale slots (keys that left the ghost for main) are bounded: drop them when they
-        // outnumber the live keys.
-        if self.ghost.len() > 2 * self.ghost_map.len() + GHOST_MIN {
-            let live = &self.ghost_map;
-            self.ghost.retain(|(k, s)| live.get(k) == Some(s));
-        }
-    }
-
-    /// Whether the next eviction takes small's head (small at or above its share, or main
-    /// empty) rather than main's.
-    fn evict_from_small(&self) -> bool {
-        !self.small.is_empty()
-            && (self.main.is_empty()
-                || (self.small_bytes as u64).saturating_mul(SMALL_DIV) >= self.usage as u64)
-    }
-}
-
-impl<V: Charged + Clone + Send> ShardPolicy for Shard<V> {
+/// An S3-FIFO shard: `attune_cache`'s S3-FIFO, unbounded (the [`Sharded`] budget decides
+/// evictions). A replaced entry keeps its place and frequency.
+impl<V: Charged + Clone + Send> ShardPolicy for S3Fifo<BlockKey, V> {
     type Value = V;
 
     fn new() -> Self {
-        Shard {
-            map: FastMap::default(),
-            small: VecDeque::new(),
-            main: VecDeque::new(),
-            small_bytes: 0,
-            usage: 0,
-            ghost: VecDeque::new(),
-            ghost_map: FastMap::default(),
-            ghost_seq: 0,
-        }
+        S3Fifo::unbounded()
     }
 
+    #[inline]
     fn get(&mut self, k: &Key) -> Option<&V> {
-        let e = self.map.get_mut(k)?;
-        e.freq = (e.freq + 1).min(FREQ_MAX);
-        Some(&e.value)
+        S3Fifo::get(self, &block_key(k))
     }
 
-    /// Inserts or replaces (a replaced entry keeps its place and frequency). Returns the old
-    /// charge when it replaced one.
     fn put(&mut self, k: Key, value: V, charge: usize) -> Option<usize> {
-        if let Some(e) = self.map.get_mut(&k) {
-            let old = e.charge;
-            e.value = value;
-            e.charge = charge;
-            if !e.in_main {
-                self.small_bytes = self.small_bytes - old + charge;
-            }
-            self.usage = self.usage - old + charge;
-            return Some(old);
-        }
-        let in_main = self.ghost_map.remove(&k).is_some();
-        self.map.insert(
-            k,
-            Entry {
-                value,
-                charge,
-                freq: 0,
-                in_main,
-            },
-        );
-        if in_main {
-            self.main.push_back(k);
-        } else {
-            self.small.push_back(k);
-            self.small_bytes += charge;
-        }
-        self.usage += charge;
-        None
+        self.insert(block_key(&k), value, charge as u64)
+            .map(|(_, c)| c as usize)
     }
 
-    /// Evicts one entry and returns its charge, or `None` if the shard is empty. Ends: each
-    /// pass moves an entry from small to main (once per entry) or lowers a main entry's
-    /// frequency (at most `FREQ_MAX` times per entry) or evicts.
     fn evict_one(&mut self) -> Option<usize> {
-        loop {
-            if self.evict_from_small() {
-                let k = self.small.pop_front()?;
-                let Some(e) = self.map.get_mut(&k) else {
-                    continue; // not reached: small lists only cached keys
-                };
-                self.small_bytes -= e.charge;
-                if e.freq >= 1 {
-                    e.freq = 0;
-                    e.in_main = true;
-                    self.main.push_back(k);
-                    continue;
-                }
-                let charge = e.charge;
-                self.map.remove(&k);
-                self.usage -= charge;
-                self.ghost_insert(k);
-                return Some(charge);
-            }
-            let k = self.main.pop_front()?;
-            let Some(e) = self.map.get_mut(&k) else {
-                continue; // not reached: main lists only cached keys
-            };
-            if e.freq > 0 {
-                e.freq -= 1;
-                self.main.push_back(k);
-                continue;
-            }
-            let charge = e.charge;
-            self.map.remove(&k);
-            self.usage -= charge;
-            return Some(charge);
-        }
+        S3Fifo::evict_one(self).map(|(_, _, c)| c as usize)
     }
 
-    /// Removes every entry of `file`; returns the bytes freed. Ghost keys of the file stay
-    /// until they age out (file numbers are never reused, so they can never match again).
+    /// Removes every entry of `file`. Ghost keys of the file stay until they age out (file
+    /// numbers are never reused, so they can never match again).
     fn erase_file(&mut self, file: u64) -> usize {
-        let before = self.usage;
-        let mut small_freed = 0;
-        self.map.retain(|k, e| {
-            if k.0 != file {
-                return true;
-            }
-            if !e.in_main {
-                small_freed += e.charge;
-            }
-            false
-        });
-        self.small.retain(|k| k.0 != file);
-        self.main.retain(|k| k.0 != file);
-        self.small_bytes -= small_freed;
-        self.usage = self.map.values().map(|e| e.charge).sum();
-        before - self.usage
+        self.erase_if(|k| k.file == file) as usize
     }
 
     fn usage(&self) -> usize {
-        self.usage
+        self.used_bytes() as usize
     }
 
     /// Main's head first, then small's: only an approximation of recency (S3-FIFO keeps
     /// none); adaptive sizing, the caller that reads it, refuses S3-FIFO.
     fn eviction_order(&self) -> Vec<(Key, usize)> {
-        self.main
-            .iter()
-            .chain(self.small.iter())
-            .filter_map(|k| self.map.get(k).map(|e| (*k, e.charge)))
+        self.iter_main_first()
+            .map(|(k, _, c)| ((k.file, k.unit), c as usize))
             .collect()
     }
 }
 
 /// A sharded, byte-charged S3-FIFO with one budget for all shards (see the module doc).
-pub(crate) type ShardedS3Fifo<V> = Sharded<Shard<V>>;
+pub(crate) type ShardedS3Fifo<V> = Sharded<S3Fifo<BlockKey, V>>;
 
 /// Test support on top of the shared mechanism.
 #[cfg(test)]
 impl<V: Charged + Clone + Send> ShardedS3Fifo<V> {
-    /// Checks every shard's invariants (test support): `usage` and `small_bytes` match the
-    /// entries, each cached key is queued exactly once, and the total matches the shards.
-    #[cfg(test)]
+    /// Checks every shard's invariants (test support): the policy's own, and the total matches
+    /// the shards.
     fn check_invariants(&self) -> std::result::Result<(), String> {
         let (shards, total) = self.parts();
         let mut sum = 0u64;
         for (i, s) in shards.iter().enumerate() {
             let s = s.lock();
-            let usage: usize = s.map.values().map(|e| e.charge).sum();
-            let small: usize = s
-                .small
-                .iter()
-                .filter_map(|k| s.map.get(k))
-                .map(|e| e.charge)
-                .sum();
-            if usage != s.usage || small != s.small_bytes {
-                return Err(format!("shard {i}: usage/small_bytes out of step"));
-            }
-            if s.small.len() + s.main.len() != s.map.len() {
-                return Err(format!(
-                    "shard {i}: queues list {} + {} keys for {} entries",
-                    s.small.len(),
-                    s.main.len(),
-                    s.map.len()
-                ));
-            }
-            if s.small
-                .iter()
-                .any(|k| s.map.get(k).is_none_or(|e| e.in_main))
-                || s.main
-                    .iter()
-                    .any(|k| s.map.get(k).is_none_or(|e| !e.in_main))
-            {
-                return Err(format!(
-                    "shard {i}: a queued key is missing or in the wrong queue"
-                ));
-            }
-            sum += s.usage as u64;
+            s.check_invariants()
+                .map_err(|e| format!("shard {i}: {e}"))?;
+            sum += s.used_bytes();
         }
         if sum != total {
             return Err(format!("total {total} != sum of shards {sum}"));
@@ -369,7 +171,7 @@ mod tests {
         assert_eq!(c.get(&keys[0]), None);
         c.insert(keys[0], Val(100));
         let s = c.parts().0[3].lock();
-        assert!(s.map.get(&keys[0]).is_some_and(|e| e.in_main));
+        assert_eq!(s.in_main(&block_key(&keys[0])), Some(true));
     }
 
     #[test]

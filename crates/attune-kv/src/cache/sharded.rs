@@ -1,12 +1,14 @@
 //! The one cache mechanism: a cache split into `SHARDS` independently locked shards under one
-//! byte budget, over a per-shard replacement policy (`ShardPolicy`). The block cache (LRU or
+//! byte budget, over a per-shard replacement policy (`ShardPolicy`). The policies themselves
+//! live once, in `attune_cache::policy` (`Lru`, `S3Fifo`, unbounded: this mechanism evicts);
+//! this file adapts the LRU to `ShardPolicy`, `s3fifo.rs` the S3-FIFO. The block cache (LRU or
 //! S3-FIFO shards) and the compressed tier (LRU shards) are both built on it.
 //!
 //! Thread safety: each shard is its own mutex; the budget and the usage are atomics. A lookup
 //! locks one shard. Invariant: the charged bytes of all shards never exceed the capacity after an
 //! insert or a resize returns (evictions happen before).
 
-use lru::LruCache;
+use attune_cache::policy::{BlockKey, Lru};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 /// Number of shards (a power of two). 16 keeps contention low on small machines without leaving
@@ -41,68 +43,49 @@ pub(crate) trait ShardPolicy: Send {
     fn eviction_order(&self) -> Vec<(Key, usize)>;
 }
 
-/// An LRU shard.
-pub(crate) struct LruShard<V> {
-    lru: LruCache<Key, V>,
-    usage: usize,
+/// The cache's key as the policies' key: (file number, block offset) is `BlockKey { file, unit }`.
+#[inline]
+pub(crate) fn block_key(k: &Key) -> BlockKey {
+    BlockKey {
+        file: k.0,
+        unit: k.1,
+    }
 }
 
-impl<V: Charged + Clone + Send> ShardPolicy for LruShard<V> {
+/// An LRU shard: `attune_cache`'s LRU, unbounded (the [`Sharded`] budget decides evictions).
+impl<V: Charged + Clone + Send> ShardPolicy for Lru<BlockKey, V> {
     type Value = V;
 
     fn new() -> Self {
-        LruShard {
-            lru: LruCache::unbounded(),
-            usage: 0,
-        }
+        Lru::unbounded()
     }
 
+    #[inline]
     fn get(&mut self, k: &Key) -> Option<&V> {
-        self.lru.get(k)
+        Lru::get(self, &block_key(k))
     }
 
     fn put(&mut self, k: Key, v: V, charge: usize) -> Option<usize> {
-        self.usage += charge;
-        let old = self.lru.put(k, v).map(|old| old.charge());
-        if let Some(c) = old {
-            self.usage -= c;
-        }
-        old
+        self.insert(block_key(&k), v, charge as u64)
+            .map(|(_, c)| c as usize)
     }
 
     fn evict_one(&mut self) -> Option<usize> {
-        let (_, v) = self.lru.pop_lru()?;
-        let c = v.charge();
-        self.usage -= c;
-        Some(c)
+        self.pop_lru().map(|(_, _, c)| c as usize)
     }
 
     fn usage(&self) -> usize {
-        self.usage
+        self.used_bytes() as usize
     }
 
     fn erase_file(&mut self, file: u64) -> usize {
-        let keys: Vec<Key> = self
-            .lru
-            .iter()
-            .filter(|(k, _)| k.0 == file)
-            .map(|(k, _)| *k)
-            .collect();
-        let mut freed = 0;
-        for k in keys {
-            if let Some(v) = self.lru.pop(&k) {
-                freed += v.charge();
-            }
-        }
-        self.usage -= freed;
-        freed
+        self.erase_if(|k| k.file == file) as usize
     }
 
     fn eviction_order(&self) -> Vec<(Key, usize)> {
-        // `iter` runs from the most recent entry; the least recent is evicted first.
-        let mut v: Vec<(Key, usize)> = self.lru.iter().map(|(k, v)| (*k, v.charge())).collect();
-        v.reverse();
-        v
+        self.iter_lru_first()
+            .map(|(k, _, c)| ((k.file, k.unit), c as usize))
+            .collect()
     }
 }
 
@@ -127,7 +110,7 @@ pub(crate) struct Sharded<S> {
 }
 
 /// The LRU flavour (the block cache's default and the compressed cache).
-pub(crate) type ShardedLru<V> = Sharded<LruShard<V>>;
+pub(crate) type ShardedLru<V> = Sharded<Lru<BlockKey, V>>;
 
 /// Evicts from `shard` while `total` is above `capacity` and, if `floor` is given, the shard's
 /// usage is above it. Returns the evictions.
