@@ -17,7 +17,7 @@ from collections import Counter
 from contextlib import nullcontext
 
 from attune import workload as wl
-from attune.cli import add_output_flags, progress
+from attune.cli import U32_MAX, U64_MAX, add_output_flags, int_range, progress
 
 
 def _sink(args):
@@ -165,7 +165,9 @@ def register(sub) -> None:
     wsub = p.add_subparsers(dest="workload_cmd", metavar="KIND", required=True)
 
     def common(q, with_out=True):
-        q.add_argument("--seed", type=int, default=0, help="stream seed (default 0)")
+        q.add_argument(
+            "--seed", type=int_range(0, U64_MAX), default=0, help="stream seed (default 0)"
+        )
         add_output_flags(
             q,
             out="write items to this file instead of stdout" if with_out else None,
@@ -174,7 +176,7 @@ def register(sub) -> None:
 
     q = wsub.add_parser("keys", help="a sorted key set (linear, seg1, seg10, normal, osm, ...)")
     q.add_argument("name")
-    q.add_argument("n", type=int)
+    q.add_argument("n", type=int_range(0, U64_MAX))
     q.add_argument("--order", default="sequential", help="sequential | random | random:SEED")
     q.add_argument("--bytes", action="store_true", help="16-byte big-endian keys, as hex")
     common(q)
@@ -182,19 +184,19 @@ def register(sub) -> None:
 
     q = wsub.add_parser("requests", help="request items over [0, n) (zipfian:0.99, hotspot, ...)")
     q.add_argument("dist")
-    q.add_argument("n", type=int)
-    q.add_argument("count", type=int)
+    q.add_argument("n", type=int_range(0, U64_MAX))
+    q.add_argument("count", type=int_range(0, U64_MAX))
     common(q)
     q.set_defaults(func=_requests)
 
     q = wsub.add_parser("ycsb", help="a YCSB core workload (a-f) as op,key,n lines")
     q.add_argument("letter")
-    q.add_argument("records", type=int)
-    q.add_argument("operations", type=int)
+    q.add_argument("records", type=int_range(0, U64_MAX))
+    q.add_argument("operations", type=int_range(0, U64_MAX))
     q.add_argument("--phase", default="run", choices=["load", "run"])
     q.add_argument("--insert-order", default="hashed", choices=["hashed", "ordered"])
-    q.add_argument("--field-count", type=int, default=10)
-    q.add_argument("--field-length", type=int, default=100)
+    q.add_argument("--field-count", type=int_range(1, U32_MAX), default=10)
+    q.add_argument("--field-length", type=int_range(1, U32_MAX), default=100)
     common(q)
     q.set_defaults(func=_ycsb)
 
@@ -206,10 +208,14 @@ def register(sub) -> None:
         "only a JSON summary.",
     )
     q.add_argument("patterns", nargs="+", help="seq | seq:RUN_LEN | stride:BYTES | random")
-    q.add_argument("--count", type=int, default=100_000)
+    q.add_argument("--count", type=int_range(0, U64_MAX), default=100_000)
     q.add_argument("--fmt", default="bin", choices=["bin", "csv"])
-    q.add_argument("--size", type=int, default=4096, help="bytes per I/O (default 4096)")
-    q.add_argument("--range-bytes", type=int, default=1 << 30, help="region per stream")
+    q.add_argument(
+        "--size", type=int_range(1, U64_MAX), default=4096, help="bytes per I/O (default 4096)"
+    )
+    q.add_argument(
+        "--range-bytes", type=int_range(1, U64_MAX), default=1 << 30, help="region per stream"
+    )
     q.add_argument("--write-fraction", type=float, default=0.0)
     q.add_argument("--combine", default="mixture", help="mixture | interleave:BURST")
     q.add_argument("--mean-gap-ns", type=float, default=1000.0)
