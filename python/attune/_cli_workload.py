@@ -1,7 +1,8 @@
 """CLI verb `attune workload`: generate key sets, request streams, YCSB streams and block traces.
 
-Subcommands write items one per line to ``--out`` (or stdout) and, with ``--json``, print a JSON
-summary instead of the items when no ``--out`` is given. Generations into ``--out`` show a progress
+Subcommands write items one per line to stdout or append them to ``--out`` (``--out`` appends in
+every verb, as the benchmark harness does) and, with ``--json``, print a JSON summary instead of
+the items when no ``--out`` is given. Generations into ``--out`` show a progress
 bar on stderr (on a terminal; ``--no-progress`` or ``--json`` turn it off). All generation is
 deterministic for ``--seed``.
 """
@@ -22,7 +23,8 @@ from attune.cli import U32_MAX, U64_MAX, add_output_flags, int_range, progress
 
 def _sink(args):
     if args.out:
-        return open(args.out, "w", encoding="utf-8")  # closed by the caller (with)
+        # --out appends, in every verb (docs/python.md): runs accumulate in one file.
+        return open(args.out, "a", encoding="utf-8")  # closed by the caller (with)
     return nullcontext(sys.stdout)
 
 
@@ -116,9 +118,23 @@ def _ycsb(args) -> int:
     return 0
 
 
+def _append_trace(args) -> int:
+    """Writes the trace to a temporary file and appends it to ``--out`` (a binary trace is a
+    sequence of records; a CSV trace keeps one header line, the first)."""
+    with tempfile.TemporaryDirectory(prefix="attune-trace-") as tmp:
+        path = os.path.join(tmp, f"trace.{args.fmt}")
+        n = _write_trace(args, path)
+        had_rows = os.path.exists(args.out) and os.path.getsize(args.out) > 0
+        with open(path, "rb") as src, open(args.out, "ab") as dst:
+            if args.fmt == "csv" and had_rows:
+                src.readline()  # the header is already there
+            shutil.copyfileobj(src, dst, 1 << 20)
+    return n
+
+
 def _trace(args) -> int:
     if args.out:
-        n = _write_trace(args, args.out)
+        n = _append_trace(args)
     elif args.fmt == "bin" and sys.stdout.isatty() and not args.json:
         raise wl.WorkloadError(
             "a binary trace is not for a terminal: give --out FILE, redirect stdout, "
@@ -170,7 +186,9 @@ def register(sub) -> None:
         )
         add_output_flags(
             q,
-            out="write items to this file instead of stdout" if with_out else None,
+            out="append items to this file (created if missing) instead of stdout"
+            if with_out
+            else None,
             json_help="print a JSON summary (instead of the items, without --out)",
         )
 
