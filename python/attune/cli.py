@@ -228,9 +228,11 @@ def _run(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         return 2
     from attune import Error
 
-    # `--json` of every verb (store_true; the harness verbs of `attune bench` set it from their
-    # arguments before running).
-    as_json = getattr(args, "json", False) is True
+    def as_json() -> bool:
+        # `--json` of every verb (store_true); read after the verb ran, since the harness verbs
+        # of `attune bench` set it from the arguments they pass on.
+        return getattr(args, "json", False) is True
+
     try:
         code = int(func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
@@ -238,11 +240,11 @@ def _run(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     except BrokenPipeError:
         raise
     except Error as exc:  # every engine error is an attune.Error: print it, no traceback
-        _report(exc, as_json)
+        _report(exc, as_json())
         code = getattr(exc, "exit_code", 1)  # a harness's own status (attune.bench.BenchError)
         return code if isinstance(code, int) and code > 0 else 1
     except OSError as exc:  # a file named on the command line is missing or unwritable
-        _report(exc, as_json)
+        _report(exc, as_json())
         return 1
     except KeyboardInterrupt:
         print("attune: interrupted", file=sys.stderr)
