@@ -4,8 +4,12 @@ message wrapped in it), and --json a flag everywhere (`--json FILE` only where i
 """
 
 import json
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +101,27 @@ def test_report_baseline_must_be_in_the_results(tmp_path, capsys):
     out = str(tmp_path / "r.md")
     assert main(["bench", "report", str(rows), "--out", out, "--baseline", "nosuch"]) == 2
     assert "nosuch" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_removes_the_harness_temporary_directory(sig):
+    binary = _harness()
+    proc = subprocess.Popen(
+        [str(binary), "kv", "micro", "--engines", "attune", "--benchmarks", "fillrandom",
+         "--records", "20000000", "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A test run in a background job inherits an ignored SIGINT; the harness must see it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )  # fmt: skip
+    tmp = Path(tempfile.gettempdir()) / f"attune-bench-{proc.pid}"
+    deadline = time.monotonic() + 60
+    while not any(tmp.glob("*/*")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert tmp.parent.exists()
+    assert proc.returncode == 128 + sig, err
+    assert not tmp.exists(), err
+    assert "interrupted" in err

@@ -14,9 +14,11 @@ time per process (it owns the terminal's progress bars while it runs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -120,6 +122,24 @@ def machine() -> dict:
         raise BenchError(f"`{binary} machine --json` failed: {exc}") from exc
 
 
+@contextlib.contextmanager
+def _term_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt meanwhile (on the main thread), so that :func:`run` passes
+    it on to the harness instead of dying and leaving the harness running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 #: Subcommands (after ``kv`` for the engine's) that do work and take the output flags.
 _WORK = ("micro", "ycsb", "hash", "cache-sim", "cache-kv", "learn", "workload", "lookup-steps")
 
@@ -146,10 +166,21 @@ def run(args: list[str], progress: bool = True, json_errors: bool = False) -> in
     t = threading.Thread(target=_progress_bars, args=(proc.stderr, progress, kept), daemon=True)
     t.start()
     assert proc.stdout is not None
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-    code = proc.wait()
+    try:
+        with _term_as_interrupt():
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            code = proc.wait()
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM: the harness kills its children and removes its temporary directory
+        # on SIGTERM; wait for that before the CLI reports the interrupt.
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
     t.join()
     if kept is not None:
         if code != 0:
