@@ -168,8 +168,8 @@ def run(args) -> int:
 
 
 def _is_interrupt(exc: BaseException) -> bool:
-    """Whether ``exc`` is DuckDB reporting a query cut short by Ctrl-C (``duckdb.InterruptException``
-    or an error whose message says the query was interrupted)."""
+    """Whether ``exc`` is DuckDB reporting a query cut short by Ctrl-C
+    (``duckdb.InterruptException``, or an error whose message says the query was interrupted)."""
     if type(exc).__name__ == "InterruptException":
         return True
     from_duckdb = type(exc).__module__.startswith("duckdb") or isinstance(exc, RuntimeError)
