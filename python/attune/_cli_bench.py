@@ -27,40 +27,74 @@ import json
 import shlex
 import sys
 
+from attune.cli import add_output_flags, progress_enabled
 
-def _legacy_json(argv: list[str]) -> list[str]:
-    """``--json FILE`` (a results file, as ``attune bench micro|ycsb`` always took it) becomes the
-    harness's ``--out FILE``; a bare ``--json`` stays (rows on stdout)."""
+
+def _legacy_json(argv: list[str]) -> tuple[list[str], bool]:
+    """``--json FILE`` (a results file, as ``attune bench micro|ycsb`` took it before ``--json``
+    became a flag; deprecated) becomes the harness's ``--out FILE``; a bare ``--json`` stays (rows
+    on stdout). Returns the arguments and whether the deprecated spelling was used."""
     out: list[str] = []
+    legacy = False
     i = 0
     while i < len(argv):
         a = argv[i]
         if a == "--json" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
             out += ["--out", argv[i + 1]]
+            legacy = True
             i += 2
             continue
         if a.startswith("--json="):
             out += ["--out", a[len("--json=") :]]
+            legacy = True
         else:
             out.append(a)
         i += 1
-    return out
+    return out, legacy
 
 
 def _run_harness(args) -> int:
-    from attune.bench import run
+    from attune.bench import BenchError, run
 
     argv = list(args.harness_args)
-    if args.bench_cmd in ("micro", "ycsb"):
-        argv = _legacy_json(argv)
+    if args.bench_cmd in _LEGACY_JSON_FILE:
+        argv, legacy = _legacy_json(argv)
+        if legacy:
+            print(
+                f"attune bench {args.bench_cmd}: --json FILE is deprecated; use --out FILE "
+                "(appends rows) and --json alone for rows on stdout",
+                file=sys.stderr,
+            )
+    # The shared output flags, read from the harness's arguments: the CLI reports a failure as
+    # the JSON error object under --json (see attune.cli).
+    args.json = "--json" in argv
+    args.no_progress = args.json or "--no-progress" in argv
+    for i, a in enumerate(argv):
+        if a.startswith("--json="):
+            raise BenchError(
+                f"--json is a flag (JSON on stdout); write a file with --out {a[7:]}", 2
+            )
+        if a == "--json" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            raise BenchError(
+                f"--json is a flag (JSON on stdout); write a file with --out {argv[i + 1]}",
+                exit_code=2,
+            )
     prefix = ["kv", args.bench_cmd] if args.bench_cmd in _KV else [args.bench_cmd]
-    return run([*prefix, *argv], progress=not args.no_progress)
+    return run([*prefix, *argv], progress=not args.no_progress, json_errors=args.json)
 
 
 def _run_splitdf(args) -> int:
-    from attune.bench import splitdf
+    from attune.bench import BenchError, splitdf
 
-    return splitdf.run(list(args.harness_args))
+    argv = list(args.harness_args)
+    args.json = "--json" in argv
+    if argv and not argv[0].startswith("-") and argv[0] not in splitdf.SCRIPTS:
+        raise BenchError(
+            f"attune bench splitdf: unknown verb {argv[0]!r} "
+            f"(one of: {', '.join(splitdf.SCRIPTS)})",
+            exit_code=2,
+        )
+    return splitdf.run(argv)
 
 
 def _report(args) -> int:
@@ -69,13 +103,16 @@ def _report(args) -> int:
     require("attune bench report", "matplotlib")
     if args.figures:
         return _pages(args)
+    from attune.bench import BenchError
+
     if not args.results or not args.out:
-        print("attune bench report: give RESULTS files and --out, or --figures", file=sys.stderr)
-        return 2
+        raise BenchError("attune bench report: give RESULTS files and --out, or --figures", 2)
     from attune.bench.report import write_report
 
     parts = ["attune", "bench", "report", *args.results, "--out", args.out]
     baselines = args.baseline or ["rocksdb"]
+    if args.baseline:
+        _check_baselines(args.results, args.baseline)
     for b in baselines:
         parts += ["--baseline", b]
     if args.plots_dir:
@@ -87,7 +124,7 @@ def _report(args) -> int:
         baseline=baselines,
         plots_dir=args.plots_dir,
         command=command,
-        progress=not args.json,
+        progress=progress_enabled(args) is not False,
     )
     if args.json:
         print(json.dumps(summary))
@@ -96,12 +133,32 @@ def _report(args) -> int:
     return 0
 
 
+def _check_baselines(results: list[str], baselines: list[str]) -> None:
+    """A ``--baseline`` given on the command line must name an engine of the results it applies
+    to (every file, or the one whose stem it names); the default may be absent (no ratios)."""
+    from pathlib import Path
+
+    from attune.bench import BenchError
+    from attune.bench.report import _baseline_rows, _split_baselines, load_rows
+
+    default, per_file = _split_baselines(baselines)
+    rows = {Path(f).stem: load_rows(f) for f in results}
+    for stem in per_file:
+        if stem not in rows:
+            raise BenchError(f"--baseline {stem}=...: no results file named {stem}", 2)
+    wanted = [(default, [r for stem, rs in rows.items() if stem not in per_file for r in rs])]
+    wanted += [(engine, rows[stem]) for stem, engine in per_file.items()]
+    for engine, rs in wanted:
+        if rs and not _baseline_rows(rs, engine):
+            raise BenchError(f"--baseline {engine}: no row of that engine in the results", 2)
+
+
 def _pages(args) -> int:
+    from attune.bench import BenchError
     from attune.bench.pages import write_pages
 
     if args.results:
-        print("attune bench report: --figures takes no RESULTS files", file=sys.stderr)
-        return 2
+        raise BenchError("attune bench report: --figures takes no RESULTS files", 2)
     out = args.out or "docs/BENCHMARKS.md"
     parts = ["attune", "bench", "report", "--figures", args.figures]
     if args.out:
@@ -111,7 +168,7 @@ def _pages(args) -> int:
         out,
         pages_dir=args.pages_dir,
         generator=" ".join(shlex.quote(a) for a in parts),
-        progress=not args.json,
+        progress=progress_enabled(args) is not False,
     )
     if args.json:
         print(json.dumps(summary))
@@ -125,6 +182,9 @@ def _pages(args) -> int:
 
 #: ``attune bench`` verbs that are ``attune-bench kv`` subcommands.
 _KV = ("micro", "ycsb", "engines")
+#: Verbs that took ``--json FILE`` (a results file) before ``--json`` became a flag everywhere;
+#: they still accept it (deprecated: it means ``--out FILE``).
+_LEGACY_JSON_FILE = ("micro", "ycsb")
 
 
 def register(sub) -> None:
@@ -136,8 +196,20 @@ def register(sub) -> None:
     )
     verbs = p.add_subparsers(dest="bench_verb", metavar="COMMAND")
     for name, text in (
-        ("micro", "db_bench-style micro benchmarks (pass --help for the harness's options)"),
-        ("ycsb", "YCSB core workloads load, a..f (pass --help for the harness's options)"),
+        (
+            "micro",
+            (
+                "db_bench-style micro benchmarks (pass --help for the harness's options; "
+                "--json FILE is a deprecated spelling of --out FILE)"
+            ),
+        ),
+        (
+            "ycsb",
+            (
+                "YCSB core workloads load, a..f (pass --help for the harness's options; "
+                "--json FILE is a deprecated spelling of --out FILE)"
+            ),
+        ),
         ("engines", "list the engines and whether each can run here (--json for JSON lines)"),
         ("cache-sim", "Symbiosis and replacement policies on simulated traces (--help)"),
         ("cache-kv", "Symbiosis in the engine: sweep, dynamic, overhead, ablation (--help)"),
@@ -167,9 +239,6 @@ def register(sub) -> None:
         help="figure list (benches/figures.toml): write docs/BENCHMARKS.md and docs/bench/*.md",
     )
     r.add_argument(
-        "--out", default=None, help="markdown file to write (with --figures: docs/BENCHMARKS.md)"
-    )
-    r.add_argument(
         "--pages-dir",
         default=None,
         help="with --figures: component pages (default: bench/ next to --out)",
@@ -184,6 +253,10 @@ def register(sub) -> None:
     r.add_argument(
         "--plots-dir", default=None, help="where PNGs go (default: bench-plots/ next to --out)"
     )
-    r.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    add_output_flags(
+        r,
+        out="markdown file to write, replaced (with --figures: default docs/BENCHMARKS.md)",
+        json_help="print a JSON summary instead of text",
+    )
     r.set_defaults(func=_report)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

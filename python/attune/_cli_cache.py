@@ -20,7 +20,7 @@ import attune
 from attune import workload
 from attune._cli_deps import require
 from attune._cli_kv import _parse_options
-from attune.cli import add_output_flags, progress
+from attune.cli import add_output_flags, int_range, progress
 
 KEYS_MAX = 2_000_000  # keys read into memory to draw requests from (bounded: ~100 MB at most)
 
@@ -208,7 +208,9 @@ def register(sub) -> None:
     )
     m.add_argument("--memory-budget", default="64MiB", help="memory_budget to open with (64MiB)")
     m.add_argument("--seed", type=int, default=1, help="random seed (1)")
-    m.add_argument("--points", type=int, default=16, help="curve points to print (16)")
+    m.add_argument(
+        "--points", type=int_range(1), default=16, help="curve points to print, >= 1 (16)"
+    )
     m.add_argument(
         "-o",
         "--option",

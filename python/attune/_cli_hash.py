@@ -103,11 +103,12 @@ def run(args) -> int:
     argv = [binary, SUBCOMMAND, *build_argv(args)]
     if args.json:  # rows straight to stdout, nothing else there
         try:
-            code = subprocess.run(argv, check=False).returncode
+            done = subprocess.run(argv, check=False, stderr=subprocess.PIPE, text=True)
         except OSError as exc:
             raise BenchHashError(f"cannot run {binary}: {exc}") from exc
-        if code != 0:
-            raise BenchHashError(f"{BINARY} exited with {code}")
+        if done.returncode != 0:
+            # The harness's own message goes into the CLI's JSON error object.
+            raise BenchHashError(done.stderr.strip() or f"{BINARY} exited with {done.returncode}")
         return 0
     from attune.cli import progress
 

@@ -19,7 +19,11 @@ import time
 
 import attune
 from attune import workload
-from attune.cli import add_output_flags, progress
+from attune.cli import U64_MAX, add_output_flags, int_range, progress
+
+#: Largest ``attune demo --value-size``: the demo cuts values from a payload it builds in Python,
+#: and a value above 1 MiB would make the demo measure that loop, not the engine.
+DEMO_VALUE_BYTES_MAX = 1 << 20
 
 
 def _parse_options(pairs: list[str] | None) -> dict[str, str]:
@@ -123,7 +127,8 @@ def _demo(args) -> int:
         "workload": "YCSB A (50% read, 50% update, zipfian 0.99)",
     }
     # Values: db_bench-like, compressible to about half.
-    payload = bytes(rng.getrandbits(8) % 32 + 65 for _ in range(4096))
+    payload_len = 4096 if value_size < 4096 else value_size + 4096  # room to slide a value
+    payload = bytes(rng.getrandbits(8) % 32 + 65 for _ in range(payload_len))
     try:
         with attune.DB(path, **options) as db:
             # Load: YCSB's load phase (hashed insert order) from the workload library.
@@ -283,24 +288,83 @@ def _stats(args) -> int:
     if args.json:
         print(json.dumps(s))
     else:
-        for k, v in s.items():
-            print(f"{k}: {v}")
+        rows = _stat_rows(s)
+        width = max((len(k) for k, _ in rows), default=0)
+        for k, v in rows:
+            print(f"{k:<{width}}  {v}")
     return 0
+
+
+def _stat_rows(stats: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """``kv stats`` as (name, value) text rows: nested objects flattened to ``outer.inner``,
+    lists as space-separated values (``level_files  0 2 5``), a list of objects (one per level)
+    as one such row per field."""
+    rows: list[tuple[str, str]] = []
+    for k, v in stats.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            rows.extend(_stat_rows(v, name + "."))
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, dict) for x in v):
+            # One object per level: one row per field, one column per level.
+            for field in v[0]:
+                rows.append((f"{name}.{field}", " ".join(_stat_text(x.get(field)) for x in v)))
+        elif isinstance(v, (list, tuple)):
+            rows.append((name, " ".join(_stat_text(x) for x in v) or "-"))
+        else:
+            rows.append((name, _stat_text(v)))
+    return rows
+
+
+def _stat_text(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (list, tuple)):
+        return ",".join(_stat_text(x) for x in v)  # an inner list: one column, comma-joined
+    if isinstance(v, dict):
+        return json.dumps(v)
+    return "-" if v is None else str(v)
 
 
 def _decode(s: str) -> bytes:
     return s.encode("utf-8", "surrogateescape")
 
 
+def _arg_bytes(args, s: str, name: str) -> bytes:
+    """A key or value from the command line: hex digits under ``--hex`` (like RocksDB's
+    ``ldb --hex``; an optional ``0x`` prefix), else the argument's bytes."""
+    if not getattr(args, "hex", False):
+        return _decode(s)
+    digits = s[2:] if s[:2] in ("0x", "0X") else s
+    try:
+        return bytes.fromhex(digits)
+    except ValueError:
+        raise attune.InvalidArgumentError(
+            f"{name} {s!r} is not hex (--hex: an even number of hex digits)"
+        ) from None
+
+
 def _check_raw(args) -> None:
-    if args.raw and args.json:
+    if getattr(args, "raw", False) and args.json:
         raise attune.InvalidArgumentError("--raw and --json exclude each other")
+    if getattr(args, "raw", False) and getattr(args, "hex", False):
+        raise attune.InvalidArgumentError("--raw and --hex exclude each other")
+
+
+def _json_field(args, name: str, b: bytes) -> dict[str, str]:
+    """A key or value in a JSON object: hex text under ``--hex``, else :func:`json_bytes`."""
+    return {name: b.hex()} if args.hex else json_bytes(name, b)
+
+
+def _text(args, b: bytes) -> str:
+    """A key or value on a text line: hex under ``--hex``, else :func:`escape_bytes`."""
+    return b.hex() if args.hex else escape_bytes(b)
 
 
 def _get(args) -> int:
     _check_raw(args)
+    key = _arg_bytes(args, args.key, "KEY")
     with _open(args, read_only="true") as db:
-        v = db.get(_decode(args.key))
+        v = db.get(key)
     if v is None:
         if args.json:
             print(json.dumps({"key": args.key, "found": False}))
@@ -308,37 +372,39 @@ def _get(args) -> int:
             print(f"(not found: {args.key!r})", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"key": args.key, "found": True, **json_bytes("value", v)}))
+        print(json.dumps({"key": args.key, "found": True, **_json_field(args, "value", v)}))
     elif args.raw:
-        _write_line(v)
+        sys.stdout.buffer.write(v)  # exactly the stored bytes, no newline added
     else:
-        _write_line(escape_bytes(v).encode("utf-8"))
+        _write_line(_text(args, v).encode("utf-8"))
     return 0
 
 
 def _put(args) -> int:
+    key = _arg_bytes(args, args.key, "KEY")
+    value = _arg_bytes(args, args.value, "VALUE")
     with _open(args, create_if_missing="true") as db:
-        db.put(_decode(args.key), _decode(args.value), sync=True)
+        db.put(key, value, sync=True)
     if args.json:
         print(json.dumps({"key": args.key, "ok": True}))
     return 0
 
 
 def _scan(args) -> int:
-    start = _decode(args.start) if args.start else None
-    end = _decode(args.end) if args.end else None
     _check_raw(args)
+    start = _arg_bytes(args, args.start, "--start") if args.start else None
+    end = _arg_bytes(args, args.end, "--end") if args.end else None
     if args.limit < 0:
         raise attune.InvalidArgumentError("--limit must be >= 0 (0: no limit)")
     n = 0
     with _open(args, read_only="true") as db:
         for k, v in db.items(start=start, end=end, reverse=args.reverse):
             if args.json:
-                print(json.dumps({**json_bytes("key", k), **json_bytes("value", v)}))
+                print(json.dumps({**_json_field(args, "key", k), **_json_field(args, "value", v)}))
             elif args.raw:
                 _write_line(k + b"\t" + v)
             else:
-                _write_line(f"{escape_bytes(k)}\t{escape_bytes(v)}".encode())
+                _write_line(f"{_text(args, k)}\t{_text(args, v)}".encode())
             n += 1
             if args.limit and n >= args.limit:
                 break
@@ -466,6 +532,11 @@ def _learn(args) -> int:
     return 0
 
 
+_HEX_HELP = (
+    "keys and values are hex digits, given and printed (like RocksDB's ldb --hex; for binary keys)"
+)
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "demo",
@@ -475,10 +546,22 @@ def register(sub) -> None:
         "space amplification and cache hit rate.",
     )
     p.add_argument("--path", help="database directory (default: a temporary one, removed after)")
-    p.add_argument("--records", type=int, default=500_000, help="records to load (500000)")
-    p.add_argument("--operations", type=int, default=300_000, help="mix operations (300000)")
-    p.add_argument("--value-size", type=int, default=100, help="value bytes (100)")
-    p.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    p.add_argument(
+        "--records", type=int_range(1, U64_MAX), default=500_000, help="records to load (500000)"
+    )
+    p.add_argument(
+        "--operations",
+        type=int_range(0, U64_MAX),
+        default=300_000,
+        help="mix operations (300000)",
+    )
+    p.add_argument(
+        "--value-size",
+        type=int_range(1, DEMO_VALUE_BYTES_MAX),
+        default=100,
+        help=f"value bytes, 1..{DEMO_VALUE_BYTES_MAX} (100)",
+    )
+    p.add_argument("--seed", type=int_range(0, U64_MAX), default=1, help="random seed (1)")
     p.add_argument("--keep", action="store_true", help="keep the temporary database")
     p.add_argument(
         "-o",
@@ -522,11 +605,15 @@ def register(sub) -> None:
         )
     )
     q.add_argument("key")
-    q.add_argument("--raw", action="store_true", help="write the value's bytes as stored")
+    q.add_argument(
+        "--raw", action="store_true", help="write exactly the value's stored bytes (no newline)"
+    )
+    q.add_argument("--hex", action="store_true", help=_HEX_HELP)
     q.set_defaults(func=_get)
     q = common(kvs.add_parser("put", help="store VALUE under KEY (synced)"))
     q.add_argument("key")
     q.add_argument("value")
+    q.add_argument("--hex", action="store_true", help=_HEX_HELP)
     q.set_defaults(func=_put)
     q = common(
         kvs.add_parser(
@@ -545,6 +632,7 @@ def register(sub) -> None:
     q.add_argument("--reverse", action="store_true", help="descending key order")
     q.add_argument("--limit", type=int, default=0, help="stop after N entries (0: all)")
     q.add_argument("--raw", action="store_true", help="write keys and values as stored")
+    q.add_argument("--hex", action="store_true", help=_HEX_HELP + "; --start/--end too")
     q.set_defaults(func=_scan)
     q = common(kvs.add_parser("compact", help="compact the whole key range"))
     q.set_defaults(func=_compact)

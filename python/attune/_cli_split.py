@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from attune.cli import add_output_flags, progress
+from attune.cli import add_output_flags, int_range, progress, size_bytes
 
 STEPS = ("load", "stats", "keys", "dimensions", "write")
 
@@ -52,7 +52,7 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--max-dims",
-        type=int,
+        type=int_range(0),
         default=None,
         metavar="N",
         help="keep at most N dimensions, those saving the most (bounds the joins of any query; "
@@ -60,7 +60,12 @@ def register(sub) -> None:
     )
     p.add_argument("--encoding", default="utf-8", help="CSV text encoding (default utf-8)")
     p.add_argument("--name", default=None, help="table name recorded in schema.json")
-    p.add_argument("--memory-limit", default="4GB", help="DuckDB memory limit (default 4GB)")
+    p.add_argument(
+        "--memory-limit",
+        type=size_bytes,
+        default="4GB",
+        help="DuckDB memory limit: a size such as 4GB, 512MiB (default 4GB)",
+    )
     add_output_flags(
         p,
         out="output directory (new or empty)",
@@ -115,7 +120,9 @@ def run(args) -> int:
             encoding=args.encoding,
             name=args.name,
             progress=on_step,
-            memory_limit=args.memory_limit,
+            # Validated by size_bytes, passed as plain digits: nothing of the argument's text
+            # reaches DuckDB's SQL.
+            memory_limit=f"{args.memory_limit}B",
             on_plan=on_plan,
             narrow_keys=args.narrow_keys,
             max_dims=args.max_dims,
@@ -125,6 +132,16 @@ def run(args) -> int:
         if args.json and args.explain and "plan" in captured:
             # The CLI prints the error object (attune.cli); the steps explain a refusal.
             exc.json_extra = {"steps": _steps_json(captured["plan"])}
+        raise
+    except KeyboardInterrupt:
+        bar.close()
+        raise  # the CLI prints "attune: interrupted" and exits 130
+    except Exception as exc:
+        bar.close()
+        if _is_interrupt(exc):
+            # Ctrl-C inside a DuckDB query surfaces as its "INTERRUPT Error: Interrupted!" or
+            # "Query interrupted": the same as Ctrl-C anywhere else.
+            raise KeyboardInterrupt from exc
         raise
     bar.n = len(STEPS)
     bar.close()
@@ -148,6 +165,15 @@ def run(args) -> int:
         f"({_pct(res.input_bytes, res.output_bytes)})"
     )
     return 0
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is DuckDB reporting a query cut short by Ctrl-C
+    (``duckdb.InterruptException``, or an error whose message says the query was interrupted)."""
+    if type(exc).__name__ == "InterruptException":
+        return True
+    from_duckdb = type(exc).__module__.startswith("duckdb") or isinstance(exc, RuntimeError)
+    return from_duckdb and "interrupt" in str(exc).lower()
 
 
 def _pct(before: int, after: int) -> str:

@@ -1,7 +1,8 @@
 """CLI verb `attune workload`: generate key sets, request streams, YCSB streams and block traces.
 
-Subcommands write items one per line to ``--out`` (or stdout) and, with ``--json``, print a JSON
-summary instead of the items when no ``--out`` is given. Generations into ``--out`` show a progress
+Subcommands write items one per line to stdout or append them to ``--out`` (``--out`` appends in
+every verb, as the benchmark harness does) and, with ``--json``, print a JSON summary instead of
+the items when no ``--out`` is given. Generations into ``--out`` show a progress
 bar on stderr (on a terminal; ``--no-progress`` or ``--json`` turn it off). All generation is
 deterministic for ``--seed``.
 """
@@ -17,12 +18,13 @@ from collections import Counter
 from contextlib import nullcontext
 
 from attune import workload as wl
-from attune.cli import add_output_flags, progress
+from attune.cli import U32_MAX, U64_MAX, add_output_flags, int_range, progress
 
 
 def _sink(args):
     if args.out:
-        return open(args.out, "w", encoding="utf-8")  # closed by the caller (with)
+        # --out appends, in every verb (docs/python.md): runs accumulate in one file.
+        return open(args.out, "a", encoding="utf-8")  # closed by the caller (with)
     return nullcontext(sys.stdout)
 
 
@@ -116,9 +118,23 @@ def _ycsb(args) -> int:
     return 0
 
 
+def _append_trace(args) -> int:
+    """Writes the trace to a temporary file and appends it to ``--out`` (a binary trace is a
+    sequence of records; a CSV trace keeps one header line, the first)."""
+    with tempfile.TemporaryDirectory(prefix="attune-trace-") as tmp:
+        path = os.path.join(tmp, f"trace.{args.fmt}")
+        n = _write_trace(args, path)
+        had_rows = os.path.exists(args.out) and os.path.getsize(args.out) > 0
+        with open(path, "rb") as src, open(args.out, "ab") as dst:
+            if args.fmt == "csv" and had_rows:
+                src.readline()  # the header is already there
+            shutil.copyfileobj(src, dst, 1 << 20)
+    return n
+
+
 def _trace(args) -> int:
     if args.out:
-        n = _write_trace(args, args.out)
+        n = _append_trace(args)
     elif args.fmt == "bin" and sys.stdout.isatty() and not args.json:
         raise wl.WorkloadError(
             "a binary trace is not for a terminal: give --out FILE, redirect stdout, "
@@ -165,16 +181,20 @@ def register(sub) -> None:
     wsub = p.add_subparsers(dest="workload_cmd", metavar="KIND", required=True)
 
     def common(q, with_out=True):
-        q.add_argument("--seed", type=int, default=0, help="stream seed (default 0)")
+        q.add_argument(
+            "--seed", type=int_range(0, U64_MAX), default=0, help="stream seed (default 0)"
+        )
         add_output_flags(
             q,
-            out="write items to this file instead of stdout" if with_out else None,
+            out="append items to this file (created if missing) instead of stdout"
+            if with_out
+            else None,
             json_help="print a JSON summary (instead of the items, without --out)",
         )
 
     q = wsub.add_parser("keys", help="a sorted key set (linear, seg1, seg10, normal, osm, ...)")
     q.add_argument("name")
-    q.add_argument("n", type=int)
+    q.add_argument("n", type=int_range(0, U64_MAX))
     q.add_argument("--order", default="sequential", help="sequential | random | random:SEED")
     q.add_argument("--bytes", action="store_true", help="16-byte big-endian keys, as hex")
     common(q)
@@ -182,19 +202,19 @@ def register(sub) -> None:
 
     q = wsub.add_parser("requests", help="request items over [0, n) (zipfian:0.99, hotspot, ...)")
     q.add_argument("dist")
-    q.add_argument("n", type=int)
-    q.add_argument("count", type=int)
+    q.add_argument("n", type=int_range(0, U64_MAX))
+    q.add_argument("count", type=int_range(0, U64_MAX))
     common(q)
     q.set_defaults(func=_requests)
 
     q = wsub.add_parser("ycsb", help="a YCSB core workload (a-f) as op,key,n lines")
     q.add_argument("letter")
-    q.add_argument("records", type=int)
-    q.add_argument("operations", type=int)
+    q.add_argument("records", type=int_range(0, U64_MAX))
+    q.add_argument("operations", type=int_range(0, U64_MAX))
     q.add_argument("--phase", default="run", choices=["load", "run"])
     q.add_argument("--insert-order", default="hashed", choices=["hashed", "ordered"])
-    q.add_argument("--field-count", type=int, default=10)
-    q.add_argument("--field-length", type=int, default=100)
+    q.add_argument("--field-count", type=int_range(1, U32_MAX), default=10)
+    q.add_argument("--field-length", type=int_range(1, U32_MAX), default=100)
     common(q)
     q.set_defaults(func=_ycsb)
 
@@ -206,10 +226,14 @@ def register(sub) -> None:
         "only a JSON summary.",
     )
     q.add_argument("patterns", nargs="+", help="seq | seq:RUN_LEN | stride:BYTES | random")
-    q.add_argument("--count", type=int, default=100_000)
+    q.add_argument("--count", type=int_range(0, U64_MAX), default=100_000)
     q.add_argument("--fmt", default="bin", choices=["bin", "csv"])
-    q.add_argument("--size", type=int, default=4096, help="bytes per I/O (default 4096)")
-    q.add_argument("--range-bytes", type=int, default=1 << 30, help="region per stream")
+    q.add_argument(
+        "--size", type=int_range(1, U64_MAX), default=4096, help="bytes per I/O (default 4096)"
+    )
+    q.add_argument(
+        "--range-bytes", type=int_range(1, U64_MAX), default=1 << 30, help="region per stream"
+    )
     q.add_argument("--write-fraction", type=float, default=0.0)
     q.add_argument("--combine", default="mixture", help="mixture | interleave:BURST")
     q.add_argument("--mean-gap-ns", type=float, default=1000.0)

@@ -82,6 +82,66 @@ def progress(args: argparse.Namespace, *, enabled: bool = True, **tqdm_kwargs):
     return tqdm(disable=None if on is None else True, file=sys.stderr, **tqdm_kwargs)
 
 
+#: Largest unsigned 64-bit integer: the bound of counts and seeds the Rust side takes as u64.
+U64_MAX = 2**64 - 1
+#: Largest unsigned 32-bit integer (YCSB field counts and lengths are u32).
+U32_MAX = 2**32 - 1
+
+
+def int_range(lo: int, hi: int | None = None):
+    """An argparse ``type`` for an integer in ``lo..hi`` (``hi`` None: no upper bound); a value
+    outside is rejected while parsing, so the message names the option and the allowed range."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text, 0) if text.strip().lower().startswith(("0x", "0o", "0b")) else int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if n < lo or (hi is not None and n > hi):
+            allowed = f">= {lo}" if hi is None else f"{lo}..{hi}"
+            raise argparse.ArgumentTypeError(f"{n} is out of range (allowed: {allowed})")
+        return n
+
+    parse.__name__ = "integer"
+    return parse
+
+
+#: Units of :func:`size_bytes` (DuckDB's spellings: powers of 1000 and of 1024).
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+def size_bytes(text: str) -> int:
+    """An argparse ``type`` for a size: a positive integer with an optional unit (B, KB, MB, GB,
+    TB, KiB, MiB, GiB, TiB; case-insensitive), returned in bytes."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size (a number with an optional unit: B, KB, MB, GB, TB, "
+            "KiB, MiB, GiB, TiB)"
+        )
+    n = int(m.group(1)) * _SIZE_UNITS[unit]
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size must be > 0")
+    return n
+
+
+size_bytes.__name__ = "size"
+
+
 class UsageError(Exception):
     """A command line that argparse rejected (unknown option, missing or malformed argument)."""
 
@@ -168,9 +228,11 @@ def _run(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         return 2
     from attune import Error
 
-    # `--json` of the verbs that print JSON (store_true); `bench micro --json FILE` is the
-    # harness's results file and not seen here.
-    as_json = getattr(args, "json", False) is True
+    def as_json() -> bool:
+        # `--json` of every verb (store_true); read after the verb ran, since the harness verbs
+        # of `attune bench` set it from the arguments they pass on.
+        return getattr(args, "json", False) is True
+
     try:
         code = int(func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
@@ -178,10 +240,11 @@ def _run(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     except BrokenPipeError:
         raise
     except Error as exc:  # every engine error is an attune.Error: print it, no traceback
-        _report(exc, as_json)
-        return 1
+        _report(exc, as_json())
+        code = getattr(exc, "exit_code", 1)  # a harness's own status (attune.bench.BenchError)
+        return code if isinstance(code, int) and code > 0 else 1
     except OSError as exc:  # a file named on the command line is missing or unwritable
-        _report(exc, as_json)
+        _report(exc, as_json())
         return 1
     except KeyboardInterrupt:
         print("attune: interrupted", file=sys.stderr)

@@ -125,7 +125,7 @@ def test_get_escapes_by_default_and_raw_and_json_are_exact(tmp_path):
     raw = subprocess.run(
         [*ATTUNE, "kv", "get", path, key, "--raw"], capture_output=True, check=True
     )
-    assert raw.stdout == b"back\\slash\n"
+    assert raw.stdout == b"back\\slash", "exactly the stored bytes, no newline added"
     assert json.loads(run("kv", "get", path, key, "--json").stdout)["value"] == "back\\slash"
     both = run("kv", "get", path, key, "--raw", "--json", check=False)
     assert both.returncode == 1 and json.loads(both.stdout)["error"] == "InvalidArgumentError"
@@ -284,3 +284,33 @@ def test_verify_of_a_database_with_a_value_log(tmp_path):
     out = run("kv", "verify", path).stdout
     assert out.startswith("OK: ") and "table files" not in out
     assert "value-log segment" in out
+
+
+def test_hex_keys_and_values_round_trip_binary_bytes(tmp_path):
+    path = str(tmp_path / "db")
+    run("kv", "put", path, "00ff0a", "dead00beef", "--hex")
+    run("kv", "put", path, "0x01", "61", "--hex")
+    assert run("kv", "get", path, "00ff0a", "--hex").stdout == "dead00beef\n"
+    raw = subprocess.run(
+        [*ATTUNE, "kv", "get", path, "01", "--hex"], capture_output=True, check=True
+    )
+    assert raw.stdout == b"61\n"
+    obj = json.loads(run("kv", "get", path, "00ff0a", "--hex", "--json").stdout)
+    assert obj["value"] == "dead00beef"
+    scan = run("kv", "scan", path, "--hex").stdout.splitlines()
+    assert scan == ["00ff0a\tdead00beef", "01\t61"]
+    assert run("kv", "scan", path, "--hex", "--start", "01").stdout == "01\t61\n"
+    assert run("kv", "scan", path, "--hex", "--end", "01").stdout == "00ff0a\tdead00beef\n"
+    rows = [json.loads(x) for x in run("kv", "scan", path, "--hex", "--json").stdout.splitlines()]
+    assert rows[0] == {"key": "00ff0a", "value": "dead00beef"}
+    bad = run("kv", "get", path, "xyz", "--hex", "--json", check=False)
+    assert bad.returncode == 1 and "hex" in json.loads(bad.stdout)["message"]
+
+
+def test_stats_without_json_is_an_aligned_table(tmp_path):
+    path = str(tmp_path / "db")
+    run("kv", "put", path, "k", "v")
+    lines = run("kv", "stats", path).stdout.splitlines()
+    assert lines and all("{" not in x and "[" not in x for x in lines), lines
+    cols = {len(x) - len(x[len(x.split()[0]) :].lstrip()) for x in lines if len(x.split()) > 1}
+    assert len(cols) == 1, "values start in one column"

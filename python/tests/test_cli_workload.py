@@ -40,3 +40,15 @@ def test_help_says_stdout():
         [*ATTUNE, "workload", "trace", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "stdout" in text
+
+
+def test_out_appends_like_every_verb(tmp_path):
+    out = tmp_path / "keys.txt"
+    for _ in range(2):
+        assert main(["workload", "keys", "seg1", "5", "--out", str(out), "--no-progress"]) == 0
+    assert len(out.read_text().splitlines()) == 10
+    csv = tmp_path / "t.csv"
+    for _ in range(2):
+        assert main([*TRACE, "--fmt", "csv", "--out", str(csv), "--no-progress"]) == 0
+    lines = csv.read_text().splitlines()
+    assert sum(1 for x in lines if x.startswith("timestamp_ns")) == 1, "one header"

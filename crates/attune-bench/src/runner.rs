@@ -315,6 +315,9 @@ pub fn run(plan: &Plan) -> Result<(Vec<Row>, usize)> {
             }
         },
     };
+    if !plan.keep {
+        interrupt::remove_on_signal(&plan.dir);
+    }
     std::fs::create_dir_all(&plan.dir).map_err(|e| BenchError::io("create", &plan.dir, e))?;
     let mut out = match &plan.out {
         Some(p) => {
@@ -664,6 +667,7 @@ fn run_child(job: &Job, workload: &str, progress: &Progress) -> Result<Measured>
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| BenchError::io("spawn", &exe, e))?;
+    let _running = interrupt::ChildGuard::new(child.id());
     let mut err_pipe = child.stderr.take();
     let err_thread = std::thread::spawn(move || {
         let mut s = String::new();
@@ -686,6 +690,7 @@ fn run_child(job: &Job, workload: &str, progress: &Progress) -> Result<Measured>
         }
     }
     let status = child.wait().map_err(|e| fail(format!("wait: {e}")))?;
+    interrupt::stop_if_interrupted();
     let stderr = err_thread.join().unwrap_or_default();
     let stderr = stderr.trim();
     if !status.success() {
@@ -759,6 +764,113 @@ fn run_db_bench(
         cold_files_dropped,
         engine_stats: serde_json::Value::Null,
     })
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM while a benchmark runs: kill the running child, remove the
+/// temporary directory (hundreds of MB of databases) and exit with 128 + the signal, as a shell
+/// reports a process the signal ended.
+///
+/// Thread-safety: [`remove_on_signal`] is called once, from the orchestrating thread, before any
+/// other thread or child starts: it blocks the two signals in that thread (threads started later
+/// inherit the mask; children get an empty mask, std resets it at spawn) and one watcher thread
+/// takes them with `sigwait`, so no code runs in a signal handler.
+mod interrupt {
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+
+    /// Set by the watcher before it kills the children: their deaths are not failures to report.
+    static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+    /// After a child ended: if the watcher killed it, wait here for the watcher to remove the
+    /// directory and exit the process, rather than report the killed child as a failure.
+    pub(super) fn stop_if_interrupted() {
+        while INTERRUPTED.load(Ordering::SeqCst) {
+            std::thread::park();
+        }
+    }
+
+    /// Pids of the children running now (at most one: children run one at a time).
+    static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+    /// Registers a running child for the watcher to kill; unregisters it when dropped.
+    pub(super) struct ChildGuard(u32);
+
+    impl ChildGuard {
+        pub(super) fn new(pid: u32) -> Self {
+            if let Ok(mut c) = CHILDREN.lock() {
+                c.push(pid);
+            }
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                kill(pid); // started after the watcher looked: it must not outlive the directory
+            }
+            ChildGuard(pid)
+        }
+    }
+
+    impl Drop for ChildGuard {
+        fn drop(&mut self) {
+            if let Ok(mut c) = CHILDREN.lock() {
+                c.retain(|&p| p != self.0);
+            }
+        }
+    }
+
+    /// Starts the watcher that removes `dir` on SIGINT or SIGTERM. Does nothing (the default
+    /// signal behaviour stays) if the signals cannot be blocked or the thread cannot start.
+    pub(super) fn remove_on_signal(dir: &Path) {
+        // SAFETY: sigset_t is plain data that sigemptyset/sigaddset initialise; the pointers
+        // are to this stack frame and live through each call.
+        let set = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            set
+        };
+        // SAFETY: `set` is initialised above; a null old-set pointer is allowed.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if rc != 0 {
+            return;
+        }
+        let dir: PathBuf = dir.to_path_buf();
+        let spawned = std::thread::Builder::new()
+            .name("attune-bench-signals".into())
+            .spawn(move || watch(set, &dir));
+        if spawned.is_err() {
+            // SAFETY: as above; unblocking restores the default behaviour.
+            unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+        }
+    }
+
+    fn kill(pid: u32) {
+        if let Ok(pid) = libc::pid_t::try_from(pid) {
+            // SAFETY: kill takes any pid; a child that already exited is at worst ESRCH (it is
+            // not reaped before its guard drops, so the pid is not reused).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
+    fn watch(set: libc::sigset_t, dir: &Path) {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: `set` is an initialised signal set and `sig` a valid out pointer.
+        let rc = unsafe { libc::sigwait(&set, &mut sig) };
+        if rc != 0 {
+            return;
+        }
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        let pids: Vec<u32> = CHILDREN.lock().map(|c| c.clone()).unwrap_or_default();
+        for pid in pids {
+            kill(pid);
+        }
+        // A killed child may finish a write in flight: remove, wait a moment, remove again.
+        for _ in 0..3 {
+            let _ = std::fs::remove_dir_all(dir);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        eprintln!("attune-bench: interrupted; removed {}", dir.display());
+        std::process::exit(128 + sig);
+    }
 }
 
 #[cfg(test)]

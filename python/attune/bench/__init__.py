@@ -14,9 +14,11 @@ time per process (it owns the terminal's progress bars while it runs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -32,7 +34,12 @@ BIN_NAME = "attune-bench"
 
 
 class BenchError(Error):
-    """A benchmark could not be run or its results could not be read."""
+    """A benchmark could not be run or its results could not be read. ``exit_code`` is the
+    status the CLI exits with (the harness's own when it failed, else 1)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def find_binary() -> Path:
@@ -59,8 +66,9 @@ def find_binary() -> Path:
     )
 
 
-def _progress_bars(stream, show: bool) -> None:
-    """Turns the harness's ``PROGRESS {json}`` stderr lines into tqdm bars; other lines pass on."""
+def _progress_bars(stream, show: bool, kept: list[str] | None = None) -> None:
+    """Turns the harness's ``PROGRESS {json}`` stderr lines into tqdm bars (when ``show``, and only
+    on a terminal); other lines pass on to stderr, or into ``kept`` when it is given."""
     from tqdm import tqdm
 
     bar = None
@@ -86,10 +94,13 @@ def _progress_bars(stream, show: bool) -> None:
                     unit_scale=True,
                     leave=False,
                     file=sys.stderr,
+                    disable=None,  # a terminal only: no bars in a redirected stderr
                 )
             if bar is not None:
                 bar.n = int(p.get("done", 0))
                 bar.refresh()
+        elif kept is not None:
+            kept.append(line)
         else:
             if bar is not None:
                 bar.clear()
@@ -111,13 +122,33 @@ def machine() -> dict:
         raise BenchError(f"`{binary} machine --json` failed: {exc}") from exc
 
 
+@contextlib.contextmanager
+def _term_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt meanwhile (on the main thread), so that :func:`run` passes
+    it on to the harness instead of dying and leaving the harness running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 #: Subcommands (after ``kv`` for the engine's) that do work and take the output flags.
 _WORK = ("micro", "ycsb", "hash", "cache-sim", "cache-kv", "learn", "workload", "lookup-steps")
 
 
-def run(args: list[str], progress: bool = True) -> int:
+def run(args: list[str], progress: bool = True, json_errors: bool = False) -> int:
     """Runs ``attune-bench ARGS`` and returns its exit code; its row summaries go to stdout and a
-    tqdm bar (when ``progress``) to stderr. Raises :class:`BenchError` if it cannot start."""
+    tqdm bar (when ``progress``, and only on a terminal) to stderr. Raises :class:`BenchError` if
+    it cannot start, and, with ``json_errors``, if it fails: then its stderr becomes the error's
+    message (the CLI prints it as the JSON error object) and its status the error's exit code."""
     binary = find_binary()
     argv = [str(binary), *args]
     verb = args[1] if len(args) > 1 and args[0] == "kv" else (args[0] if args else "")
@@ -131,12 +162,35 @@ def run(args: list[str], progress: bool = True) -> int:
         )
     except OSError as exc:
         raise BenchError(f"cannot run {binary}: {exc}") from exc
-    t = threading.Thread(target=_progress_bars, args=(proc.stderr, progress), daemon=True)
+    kept: list[str] | None = [] if json_errors else None
+    t = threading.Thread(target=_progress_bars, args=(proc.stderr, progress, kept), daemon=True)
     t.start()
     assert proc.stdout is not None
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-    code = proc.wait()
+    try:
+        with _term_as_interrupt():
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            code = proc.wait()
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM: the harness kills its children and removes its temporary directory
+        # on SIGTERM; wait for that before the CLI reports the interrupt.
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
     t.join()
+    if kept is not None:
+        if code != 0:
+            message = "\n".join(kept).strip()
+            if code < 0:
+                message = f"{message}\n{BIN_NAME} killed by signal {-code}".strip()
+            raise BenchError(
+                message or f"{BIN_NAME} exited with {code}",
+                exit_code=128 - code if code < 0 else code,
+            )
+        for line in kept:
+            print(line, file=sys.stderr)
     return code

@@ -560,7 +560,7 @@ def write_pages(
     if plots:
         old = list(img.glob("*.png")) if img.is_dir() else []
         made_set: set[Path] = set()
-        for f in tqdm(figures, desc="plots", disable=not progress, leave=False):
+        for f in tqdm(figures, desc="plots", disable=None if progress else True, leave=False):
             if not f.plots:
                 continue
             made = _plots(f.rows, f.id, img)

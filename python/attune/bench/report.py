@@ -477,7 +477,8 @@ def write_report(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Writes the report for `results` to `out` with plots in `plots_dir` (default:
-    ``bench-plots/`` next to `out`); returns a summary (out, rows, plots)."""
+    ``bench-plots/`` next to `out`); returns a summary (out, rows, plots). `progress` allows a
+    tqdm bar on stderr, drawn only when stderr is a terminal."""
     from tqdm import tqdm
 
     out_path = Path(out)
@@ -490,7 +491,9 @@ def write_report(
         files[name] = load_rows(f)
     links: dict[str, list[str]] = {}
     plots: list[str] = []
-    for name, rows in tqdm(files.items(), desc="plots", disable=not progress, leave=False):
+    for name, rows in tqdm(
+        files.items(), desc="plots", disable=None if progress else True, leave=False
+    ):
         stem = Path(name).stem.replace(os.sep, "-")
         made = _plots(rows, stem, pdir)
         links[name] = [os.path.relpath(p, out_path.parent or Path(".")) for p in made]
