@@ -346,8 +346,25 @@ fn verify_reports_value_pointers_past_the_end_of_a_cut_segment() {
         .unwrap()
         .set_len(300_000)
         .unwrap();
-    // Recovery seals the cut segment at its last whole record; the tables still point past it.
-    let db = DB::open(&dir, opts).unwrap();
+    // The tables point past the cut: a writable open refuses to seal the segment there and
+    // keeps it as it is.
+    let e = DB::open(&dir, opts.clone())
+        .err()
+        .expect("the open must refuse");
+    assert!(
+        matches!(&e, Error::Corruption { file, .. } if *file == segment),
+        "{e}"
+    );
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), 300_000);
+    // A read-only open reads what is left, and verify sees the pointers past the end.
+    let db = DB::open(
+        &dir,
+        Options {
+            read_only: true,
+            ..opts
+        },
+    )
+    .unwrap();
     let e = db
         .verify()
         .expect_err("verify must see the pointers past the end");

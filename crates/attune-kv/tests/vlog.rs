@@ -507,3 +507,163 @@ fn segments_a_crash_left_without_records_leave_the_manifest_at_open() {
     assert_eq!(segments, 1, "{files:?}");
     db.verify().unwrap();
 }
+
+/// One segment large enough for every value of these tests, so the segment stays unsealed.
+fn one_segment_options() -> Options {
+    Options {
+        blob_file_size: 4 << 20,
+        ..options()
+    }
+}
+
+/// Writes `n` large values and flushes them into a table (which fsyncs the value log first),
+/// then closes; returns the model and the only segment's path.
+fn flushed_large_values(dir: &Path, n: u32) -> (BTreeMap<Vec<u8>, Vec<u8>>, PathBuf) {
+    let mut model = BTreeMap::new();
+    let db = DB::open(dir, one_segment_options()).unwrap();
+    for i in 0..n {
+        let v = vec![b'a' + (i % 26) as u8; 1000];
+        db.put(&key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    let segs = vlog_files(dir);
+    assert_eq!(segs.len(), 1, "{segs:?}");
+    (model, segs[0].clone())
+}
+
+/// Flips a byte inside the value of the segment's last record (records of key(i) ‖ 1000 bytes).
+fn damage_last_record(seg: &Path, records: u32) -> u64 {
+    let mut bytes = std::fs::read(seg).unwrap();
+    let record = (12 + key(0).len() + 1000) as u64;
+    let last = 16 + record * u64::from(records - 1);
+    bytes[(last + record - 10) as usize] ^= 0x5a;
+    std::fs::write(seg, &bytes).unwrap();
+    last
+}
+
+fn read_only() -> Options {
+    Options {
+        read_only: true,
+        ..one_segment_options()
+    }
+}
+
+#[test]
+fn damaged_referenced_record_in_the_active_segment_fails_verify_and_writable_open_keeps_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let (_, seg) = flushed_large_values(&dir, 10);
+    let last = damage_last_record(&seg, 10);
+    let damaged = std::fs::read(&seg).unwrap();
+    {
+        let db = DB::open(&dir, read_only()).unwrap();
+        match db.verify() {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!((file, offset), (seg.clone(), last));
+            }
+            other => panic!("verify must name the damaged record: {other:?}"),
+        }
+    }
+    match DB::open(&dir, one_segment_options()) {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!((file, offset), (seg.clone(), last));
+        }
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a writable open must refuse damage a table points to"),
+    }
+    assert_eq!(
+        std::fs::read(&seg).unwrap(),
+        damaged,
+        "the segment is kept as it was"
+    );
+    // Still refused the second time: nothing was sealed or cut.
+    assert!(matches!(
+        DB::open(&dir, one_segment_options()),
+        Err(Error::Corruption { .. })
+    ));
+}
+
+#[test]
+fn damaged_first_record_of_the_active_segment_does_not_delete_the_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let (_, seg) = flushed_large_values(&dir, 1);
+    let first = damage_last_record(&seg, 1);
+    assert_eq!(first, 16);
+    assert!(matches!(
+        DB::open(&dir, read_only()).unwrap().verify(),
+        Err(Error::Corruption { offset: 16, .. })
+    ));
+    assert!(matches!(
+        DB::open(&dir, one_segment_options()),
+        Err(Error::Corruption { offset: 16, .. })
+    ));
+    assert!(seg.exists(), "the segment a table points into stays");
+}
+
+#[test]
+fn damaged_last_record_of_a_sealed_segment_fails_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let (_, seg) = flushed_large_values(&dir, 10);
+    // A clean writable open seals the segment at its length.
+    DB::open(&dir, one_segment_options())
+        .unwrap()
+        .close()
+        .unwrap();
+    let last = damage_last_record(&seg, 10);
+    let db = DB::open(&dir, one_segment_options()).unwrap();
+    assert!(db.stats().blob_files.iter().all(|b| b.sealed));
+    match db.verify() {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!((file, offset), (seg.clone(), last));
+        }
+        other => panic!("verify must name the damaged record: {other:?}"),
+    }
+}
+
+#[test]
+fn damaged_tail_past_all_table_references_is_cut_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let (model, seg) = flushed_large_values(&dir, 10);
+    let tail_start = std::fs::metadata(&seg).unwrap().len();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes.extend_from_slice(&[0x77; 300]); // a record that never finished
+    std::fs::write(&seg, &bytes).unwrap();
+    let db = DB::open(&dir, one_segment_options()).unwrap();
+    check_all(&db, &model);
+    db.verify().unwrap();
+    let s = db.stats();
+    let b = s.blob_files.iter().find(|b| b.size > 16).unwrap();
+    assert!(
+        b.sealed && b.size == tail_start,
+        "sealed before the torn tail: {s:?}"
+    );
+}
+
+#[test]
+fn damaged_record_only_the_wal_names_is_a_torn_tail_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let (mut model, _) = flushed_large_values(&dir, 10);
+    {
+        // The writable open seals the first segment; these go to a new one, named only by the
+        // WAL (never flushed into a table).
+        let db = DB::open(&dir, one_segment_options()).unwrap();
+        for i in 10..12 {
+            db.put(&key(i), &[b'w'; 1000]).unwrap();
+        }
+        db.close().unwrap();
+    }
+    model.insert(key(10), vec![b'w'; 1000]);
+    let seg = vlog_files(&dir).pop().unwrap();
+    damage_last_record(&seg, 2);
+    let db = DB::open(&dir, one_segment_options()).unwrap();
+    // Replay stops at the first pointer past the cut: a prefix of the history.
+    check_all(&db, &model);
+    db.verify().unwrap();
+    assert!(seg.exists());
+}

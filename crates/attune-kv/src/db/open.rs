@@ -171,8 +171,9 @@ impl DB {
         // Before anything is changed on disk: a log the manifest does not account for fails.
         let logs = logs_to_replay(env.as_ref(), &dir, &versions)?;
         let mut edit = VersionEdit::default();
-        let blob_valid = recover_blob_files(env.as_ref(), &dir, &versions, &mut edit, read_only)
-            .map_err(recovery_hint)?;
+        let blob_valid =
+            recover_blob_files(env.as_ref(), &dir, &versions, &tables, &mut edit, read_only)
+                .map_err(recovery_hint)?;
         let (max_seq, replayed) = recover_logs(
             &env,
             &dir,
@@ -670,10 +671,16 @@ pub(super) fn replay_logs(
 /// by a collection or a switch that a crash interrupted), fails if a listed one is missing, and
 /// seals the segment that was active at the crash at the end of its last whole record (recorded
 /// in `edit`). Returns each segment's valid length, against which WAL pointers are checked.
+///
+/// Only bytes past every record a table points to may be cut as a torn tail: a flush fsyncs
+/// the value log before it writes the table, so a bad record below the furthest one a table
+/// names is damage, and a writable open fails (naming the segment and offset) and keeps the
+/// file. The tables are read for this only when the scan stops before the segment's end.
 pub(super) fn recover_blob_files(
     env: &dyn Env,
     dir: &Path,
     versions: &VersionSet,
+    tables: &TableCache,
     edit: &mut VersionEdit,
     read_only: bool,
 ) -> Result<HashMap<u64, u64>> {
@@ -725,12 +732,35 @@ pub(super) fn recover_blob_files(
             // makes it damage rather than a torn write.
             Err(e) => {
                 let h = crate::vlog::SEGMENT_HEADER_BYTES;
-                if crate::vlog::record_at(&data, h) {
+                if crate::vlog::record_at(&data, h)
+                    || (!read_only && table_referenced_end(dir, versions, tables, n)? > 0)
+                {
                     return Err(e);
                 }
                 0
             }
         };
+        if !read_only && len > 0 && len < data.len() as u64 {
+            let referenced = table_referenced_end(dir, versions, tables, n)?;
+            if referenced > len {
+                let why = SegmentScanner::new(&path, &data)
+                    .ok()
+                    .and_then(|mut scan| {
+                        for _ in scan.by_ref() {}
+                        scan.stop_reason
+                    })
+                    .unwrap_or("bad record");
+                return Err(Error::corruption(
+                    &path,
+                    len,
+                    format!(
+                        "value-log record damaged ({why}) below byte {referenced}, which a table \
+                         points to: the values there were durable, so this is not a torn tail \
+                         (the file is kept)"
+                    ),
+                ));
+            }
+        }
         if len > 0 && !read_only {
             // What the scan read may have survived the crash without being durable (the
             // header of a spare made ahead, the tail of the active segment): make it durable
@@ -742,6 +772,37 @@ pub(super) fn recover_blob_files(
         edit.blob_files_sealed.push((n, len));
     }
     Ok(valid)
+}
+
+/// The end of the furthest record of segment `n` that a live table points to; 0 when none
+/// does. Only tables numbered above `n` can: segments and tables draw their numbers from one
+/// counter, and a pointer reaches a table only after its segment exists. Reads every entry of
+/// those tables, so recovery calls it only when a segment's scan stops before its end.
+fn table_referenced_end(
+    dir: &Path,
+    versions: &VersionSet,
+    tables: &TableCache,
+    n: u64,
+) -> Result<u64> {
+    let mut end = 0u64;
+    let v = versions.current();
+    for f in v.files.iter().flatten().filter(|f| f.number > n) {
+        let table_path = filename::table_path(dir, f.number);
+        let mut it = crate::table::TableIter::new(tables.get(f.number)?, false);
+        it.seek_to_first();
+        while it.valid() {
+            if crate::key::kind(it.key()) == Some(ValueKind::BlobIndex) {
+                let p = BlobPointer::decode(it.value())
+                    .ok_or_else(|| Error::corruption(&table_path, 0, "malformed value pointer"))?;
+                if p.file == n {
+                    end = end.max(p.end());
+                }
+            }
+            it.next();
+        }
+        it.status()?;
+    }
+    Ok(end)
 }
 
 /// Writes a memtable to table file `number`; None when it is empty. Versions shadowed by a newer
