@@ -359,3 +359,26 @@ def test_paths_may_be_str_bytes_or_pathlike_and_a_nul_byte_is_refused(tmp_path):
         attune.DB(str(tmp_path / "a\0b"))
     with pytest.raises(TypeError, match="path must be"):
         attune.DB(42)
+
+
+def test_damaged_value_a_table_points_to_fails_verify_and_open_and_keeps_the_file(tmp_path):
+    """Two damaged bytes inside a value-log record that a flushed table points to: verify says
+    so (file and offset), a writable open refuses with CorruptionError instead of cutting the
+    segment, and the segment file stays for salvage."""
+    path = tmp_path / "db"
+    with attune.DB(str(path), compression="none") as db:
+        for i in range(20000):
+            db.put(b"key%06d" % i, b"v" * 100)
+        db.put(b"big", b"B" * 5000)
+        db.flush()
+    (segment,) = sorted(path.glob("*.vlog"))
+    with open(segment, "r+b") as f:
+        f.seek(2000)
+        f.write(b"ZZ")
+    with attune.DB(str(path), read_only=True) as db, pytest.raises(attune.CorruptionError) as err:
+        db.verify()
+    assert segment.name in str(err.value)
+    with pytest.raises(attune.CorruptionError) as err:
+        attune.DB(str(path))
+    assert segment.name in str(err.value)
+    assert segment.exists()
