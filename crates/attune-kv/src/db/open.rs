@@ -630,17 +630,7 @@ pub(super) fn replay_logs(
             }
             if !opts.read_only && mem.approximate_memory_usage() as u64 > opts.write_buffer_size {
                 let m = std::mem::replace(&mut mem, MemTable::new(0));
-                if let Some(f) = write_level0(
-                    env.as_ref(),
-                    dir,
-                    opts,
-                    versions.new_file_number(),
-                    Arc::new(m),
-                    crate::key::MAX_SEQUENCE,
-                    &mut garbage,
-                )? {
-                    edit.add_file(0, f);
-                }
+                flush_replayed(env.as_ref(), dir, opts, versions, edit, &mut garbage, m)?;
             }
         }
     }
@@ -648,23 +638,39 @@ pub(super) fn replay_logs(
         return Ok((max_seq, Some(mem)));
     }
     if !mem.is_empty() {
-        if let Some(f) = write_level0(
-            env.as_ref(),
-            dir,
-            opts,
-            versions.new_file_number(),
-            Arc::new(mem),
-            crate::key::MAX_SEQUENCE,
-            &mut garbage,
-        )? {
-            edit.add_file(0, f);
-        }
+        flush_replayed(env.as_ref(), dir, opts, versions, edit, &mut garbage, mem)?;
     }
     edit.blob_garbage.extend(garbage);
     if !edit.new_files.is_empty() {
         env.sync_dir(dir)?;
     }
     Ok((max_seq, None))
+}
+
+/// Writes a memtable rebuilt from the WAL as a level-0 table added to `edit`. No snapshot exists
+/// during recovery, so versions shadowed by a newer one are dropped, as in a flush.
+fn flush_replayed(
+    env: &dyn Env,
+    dir: &Path,
+    opts: &Options,
+    versions: &mut VersionSet,
+    edit: &mut VersionEdit,
+    garbage: &mut BTreeMap<u64, u64>,
+    mem: MemTable,
+) -> Result<()> {
+    let number = versions.new_file_number();
+    if let Some(f) = write_level0(
+        env,
+        dir,
+        opts,
+        number,
+        Arc::new(mem),
+        crate::key::MAX_SEQUENCE,
+        garbage,
+    )? {
+        edit.add_file(0, f);
+    }
+    Ok(())
 }
 
 /// Checks the value-log segments against the manifest: removes segments it does not list (left
