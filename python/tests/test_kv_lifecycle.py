@@ -73,6 +73,7 @@ def test_every_object_tied_to_a_closed_database_raises_closed_error(tmp_path):
         ("gc", lambda: db.gc()),
         ("stats", lambda: db.stats()),
         ("set_block_cache_capacity", lambda: db.set_block_cache_capacity(1 << 20)),
+        ("with", lambda: db.__enter__()),
     ]:
         with pytest.raises(attune.ClosedError):
             call()

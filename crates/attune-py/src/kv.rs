@@ -566,8 +566,17 @@ impl DB {
         Ok(())
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// `with db:` on a closed database raises `ClosedError`, as `with f:` does on a closed file.
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        if slf.borrow().closed() {
+            let path = slf.borrow().path.clone();
+            return Err(attune_error(
+                slf.py(),
+                "ClosedError",
+                format!("database {path} is closed; open it again with attune.DB(path)"),
+            ));
+        }
+        Ok(slf)
     }
 
     fn __exit__(&self, py: Python<'_>, _a: PyObject, _b: PyObject, _c: PyObject) -> PyResult<()> {
