@@ -26,6 +26,7 @@ __all__ = [
     "__version__",
     "_register_errors",
     "hash_join",
+    "pipes_gen_records",
     "pipes_sort",
     "workload_keys",
     "workload_mixgraph",
@@ -284,3 +285,5 @@ def pipes_sort(
     mechanism: str = "auto",
     progress: Callable[[str, int, int], Any] | None = None,
 ) -> dict[str, Any]: ...
+
+def pipes_gen_records(path: str | PathLike[str], records: int, seed: int = 1) -> int: ...

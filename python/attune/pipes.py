@@ -26,10 +26,19 @@ import os
 import threading
 from typing import Callable
 
-from attune._native import Locator, Pipe, PipeTransfer, pipes_sort
+from attune._native import Locator, Pipe, PipeTransfer, pipes_gen_records, pipes_sort
 from attune._native import PipeRuntime as Runtime
 
-__all__ = ["Locator", "Pipe", "PipeTransfer", "Runtime", "TransferFuture", "sort", "transfer"]
+__all__ = [
+    "Locator",
+    "Pipe",
+    "PipeTransfer",
+    "Runtime",
+    "TransferFuture",
+    "generate_records",
+    "sort",
+    "transfer",
+]
 
 
 class TransferFuture(concurrent.futures.Future):
@@ -104,3 +113,9 @@ def sort(
         mechanism=mechanism,
         progress=progress,
     )
+
+
+def generate_records(path: str | os.PathLike, records: int, *, seed: int = 1) -> int:
+    """Writes ``records`` sort-benchmark records (100 bytes, 10-byte key, gensort's ASCII layout)
+    to ``path``, the same stream for the same seed; returns the bytes written."""
+    return pipes_gen_records(os.fspath(path), records, seed)

@@ -1065,7 +1065,10 @@ fn inline_copy(p: &PipeInner, c: Chunk) -> i64 {
 
 fn map_file(f: &FileRes, end: usize, write: bool) -> std::result::Result<FileMap, i32> {
     let file_len = f.len().map_err(|_| libc::EIO)? as usize;
-    let len = end.max(file_len).max(1);
+    // Writes grow the file block by block: map ahead (geometrically, 64 MiB at least) so that
+    // the mapping is not remade for every block. Only bytes below the file's end are touched.
+    let ahead = if write { end.saturating_mul(2).max(64 << 20) } else { end };
+    let len = ahead.max(file_len).max(1);
     let prot = if write || f.writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
     // SAFETY: a fresh shared mapping of an open file.
     let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, f.fd(), 0) };

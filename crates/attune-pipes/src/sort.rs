@@ -4,17 +4,20 @@
 //! Shape (docs/data-pipes.md, "External sort"; the chapter's §4.3):
 //! 1. **Runs.** The input moves through a read pipe into one of two DRAM buffers of `S` bytes
 //!    while the other is sorted (double buffering). A buffer is sorted as cache runs of
-//!    `run_bytes` (default half the last-level cache per core) in parallel, one per core at a
-//!    time, by an index of 16-byte entries (80-bit key, 32-bit record number); the cache runs are
-//!    merged 4 ways at a time in memory, and the records are gathered in key order into write
+//!    `run_bytes` (default half the last-level cache per core), one per core at a time: an
+//!    index of 16-byte entries (80-bit key, 32-bit record number) is sorted and the records
+//!    gathered in order into a scratch buffer, all inside that core's share of the cache. The
+//!    cache runs are merged 4 ways at a time in memory (between the buffer and the scratch,
+//!    groups in parallel) until at most 4 are left; the last 4-way merge streams into write
 //!    blocks that go to the staging file as soon as each is full (early spilling: the run's
-//!    first block is on its way while the rest is gathered).
+//!    first block is on its way while the rest is merged).
 //! 2. **Merges.** Spilled runs are merged `fan_in` (4) at a time, each input double-buffered
 //!    through its own read pipe and the output through a write pipe, until one run is left.
 //!    The last merge writes the output.
 //!
-//! Memory: `2·S` input, `0.32·S` index (two arrays of 16 B per 100 B record) and two write
-//! blocks in phase 1; `2·(fan_in + 1)` blocks in phase 2. Both stay under `memory_bytes_max`.
+//! Memory: `2·S` input, `S` scratch, the cache runs' indexes (16 B per 100 B record of one cache
+//! run per thread) and two write blocks in phase 1; `2·(fan_in + 1)` blocks in phase 2. Both
+//! stay under `memory_bytes_max`.
 //!
 //! Interruption: the output is written to `.NAME.attune-sort-PID.tmp` beside the final name,
 //! synced, and renamed over it only when complete; on any error or cancellation the temporary
@@ -185,7 +188,8 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
         block -= UNIT_BYTES;
     }
     let bufs = if opts.double_buffering { 2.0 } else { 1.0 };
-    let s_raw = (m.saturating_sub(2 * block) as f64 / (bufs + 0.32)) as u64;
+    // Input buffers, one scratch buffer of the same size, and the per-thread cache-run indexes.
+    let s_raw = (m.saturating_sub(2 * block) as f64 / (bufs + 1.05)) as u64;
     let s = (s_raw / UNIT_BYTES) * UNIT_BYTES;
     if s == 0 || phase2_need(block) > m {
         return Err(Error::InvalidArgument(format!(
@@ -221,8 +225,7 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
     if let Some(&(off, len)) = chunks.first() {
         pending = Some(in_pipes[0].transfer(off, 0, len)?);
     }
-    let mut index: Vec<u128> = Vec::new();
-    let mut scratch: Vec<u128> = Vec::new();
+    let mut scratch: Vec<u8> = vec![0u8; s.min(total.max(UNIT_BYTES)) as usize];
     for (i, &(_, len)) in chunks.iter().enumerate() {
         if cancelled() {
             return Err(Error::Cancelled { bytes_done: report.bytes_read });
@@ -239,10 +242,13 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
         }
         let run_path = if single { temp_out.clone() } else { staging.join(format!("run-0-{i}")) };
         let dst = Locator::file(&run_path, FileOptions { create: true, truncate: true, ..Default::default() })?;
-        let guard = in_bufs[cur].bytes()?;
-        let data = &guard[..len as usize];
-        sort_index(data, run_bytes, opts, &mut index, &mut scratch);
-        report.bytes_written += gather(&rt, data, &index, &out_blocks, &dst, opts.early_spill)?;
+        let mut guard = in_bufs[cur].bytes()?;
+        let data = &mut guard[..len as usize];
+        let scr = &mut scratch[..len as usize];
+        let (in_scratch, width) = sort_chunk(data, scr, run_bytes, opts);
+        let runs_buf: &[u8] = if in_scratch { scr } else { data };
+        let parts: Vec<&[u8]> = runs_buf.chunks(width).collect();
+        report.bytes_written += spill(&rt, parts, &out_blocks, &dst, opts.early_spill)?;
         drop(guard);
         if !opts.double_buffering {
             if let Some(&(noff, nlen)) = chunks.get(i + 1) {
@@ -254,7 +260,7 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
             p("runs", chunks[..=i].iter().map(|c| c.1).sum(), total);
         }
     }
-    drop((index, scratch, in_pipes, in_bufs));
+    drop((scratch, in_pipes, in_bufs));
     if total == 0 {
         Locator::file(&temp_out, FileOptions { create: true, truncate: true, ..Default::default() })?;
     }
@@ -313,116 +319,114 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
     Ok(report)
 }
 
-/// Sorts `data`'s records into `index` (key << 32 | record number): cache runs of `run_bytes`
-/// sorted in parallel, then merged `fan_in` at a time in memory.
-fn sort_index(data: &[u8], run_bytes: u64, opts: &SortOptions, index: &mut Vec<u128>, scratch: &mut Vec<u128>) {
-    let n = data.len() / RECORD_BYTES as usize;
-    index.clear();
-    index.extend(
-        data.chunks_exact(RECORD_BYTES as usize).enumerate().map(|(i, r)| key80(r) << 32 | i as u128),
-    );
-    let run = ((run_bytes / RECORD_BYTES) as usize).max(1);
-    // Sort the cache runs, `threads` at a time.
-    let runs: Vec<&mut [u128]> = index.chunks_mut(run).collect();
-    let per = runs.len().div_ceil(opts.threads.max(1)).max(1);
-    let mut groups: Vec<Vec<&mut [u128]>> = Vec::new();
-    let mut it = runs.into_iter();
-    loop {
-        let g: Vec<&mut [u128]> = it.by_ref().take(per).collect();
-        if g.is_empty() {
-            break;
-        }
-        groups.push(g);
-    }
+/// Sorts `data`'s records as cache runs of `run_bytes` (index sort + gather, one core per run,
+/// the run's bytes staying in that core's share of the cache), then merges them `fan_in` at a
+/// time between `data` and `scratch` until at most `fan_in` runs are left. Returns the buffer
+/// holding those runs (true: `scratch`) and their width in bytes.
+fn sort_chunk(data: &mut [u8], scratch: &mut [u8], run_bytes: u64, opts: &SortOptions) -> (bool, usize) {
+    let rec = RECORD_BYTES as usize;
+    let run = ((run_bytes / RECORD_BYTES) as usize).max(1) * rec;
+    let n_runs = data.len().div_ceil(run);
+    let per = n_runs.div_ceil(opts.threads.max(1)).max(1) * run;
     std::thread::scope(|sc| {
-        for g in groups {
+        for (src, dst) in data.chunks(per).zip(scratch.chunks_mut(per)) {
             sc.spawn(move || {
-                for r in g {
-                    r.sort_unstable();
+                let mut index: Vec<u128> = Vec::with_capacity(run / rec);
+                for (s, d) in src.chunks(run).zip(dst.chunks_mut(run)) {
+                    index.clear();
+                    index.extend(s.chunks_exact(rec).enumerate().map(|(i, r)| key80(r) << 32 | i as u128));
+                    index.sort_unstable();
+                    for (j, &e) in index.iter().enumerate() {
+                        let r = (e as u32) as usize * rec;
+                        d[j * rec..j * rec + rec].copy_from_slice(&s[r..r + rec]);
+                    }
                 }
             });
         }
     });
-    // Merge passes: `fan_in` sorted spans at a time, groups in parallel, ping-pong arrays.
-    let mut width = run;
-    scratch.clear();
-    scratch.resize(n, 0);
-    while width < n {
+    // The sorted cache runs are in `scratch`; merge passes alternate between the two buffers.
+    let (mut in_scratch, mut width) = (true, run);
+    while data.len().div_ceil(width) > opts.fan_in {
         let span = width * opts.fan_in;
-        {
-            let src: &[u128] = index;
-            let dst_chunks: Vec<&mut [u128]> = scratch.chunks_mut(span).collect();
-            let per = dst_chunks.len().div_ceil(opts.threads.max(1)).max(1);
-            let mut work: Vec<Vec<(usize, &mut [u128])>> = Vec::new();
-            let mut cur = Vec::new();
-            for (g, d) in dst_chunks.into_iter().enumerate() {
-                cur.push((g, d));
-                if cur.len() == per {
-                    work.push(std::mem::take(&mut cur));
-                }
+        let (src, dst): (&[u8], &mut [u8]) = if in_scratch { (&*scratch, &mut *data) } else { (&*data, &mut *scratch) };
+        let groups = dst.len().div_ceil(span);
+        let per = groups.div_ceil(opts.threads.max(1)).max(1) * span;
+        std::thread::scope(|sc| {
+            for (s, d) in src.chunks(per).zip(dst.chunks_mut(per)) {
+                sc.spawn(move || {
+                    for (s2, d2) in s.chunks(span).zip(d.chunks_mut(span)) {
+                        let mut c = MergeCursor::new(s2.chunks(width).collect());
+                        c.fill(d2);
+                    }
+                });
             }
-            if !cur.is_empty() {
-                work.push(cur);
-            }
-            std::thread::scope(|sc| {
-                for w in work {
-                    sc.spawn(move || {
-                        for (g, d) in w {
-                            let start = g * span;
-                            let end = (start + span).min(n);
-                            let parts: Vec<&[u128]> = src[start..end].chunks(width).collect();
-                            merge_slices(&parts, d);
-                        }
-                    });
-                }
-            });
-        }
-        std::mem::swap(index, scratch);
+        });
+        in_scratch = !in_scratch;
         width = span;
     }
+    (in_scratch, width)
 }
 
-/// Merges sorted `parts` into `out` (their total length).
-fn merge_slices(parts: &[&[u128]], out: &mut [u128]) {
-    let mut pos = vec![0usize; parts.len()];
-    for o in out.iter_mut() {
-        let mut best = usize::MAX;
-        let mut best_v = u128::MAX;
-        for (k, p) in parts.iter().enumerate() {
-            if let Some(&v) = p.get(pos[k]) {
-                if best == usize::MAX || v < best_v {
-                    best = k;
-                    best_v = v;
+/// A k-way merge of sorted record slices, emitting into caller-given buffers.
+struct MergeCursor<'a> {
+    parts: Vec<&'a [u8]>,
+    pos: Vec<usize>,
+    heads: Vec<Option<u128>>,
+}
+
+impl<'a> MergeCursor<'a> {
+    fn new(parts: Vec<&'a [u8]>) -> Self {
+        let heads = parts.iter().map(|p| (!p.is_empty()).then(|| key80(p))).collect();
+        let pos = vec![0; parts.len()];
+        MergeCursor { parts, pos, heads }
+    }
+
+    /// Fills `out` (whole records) with the next records; returns the bytes written.
+    fn fill(&mut self, out: &mut [u8]) -> usize {
+        let rec = RECORD_BYTES as usize;
+        let mut o = 0;
+        while o + rec <= out.len() {
+            let mut best = usize::MAX;
+            let mut best_k = u128::MAX;
+            for (k, h) in self.heads.iter().enumerate() {
+                if let Some(h) = *h {
+                    if best == usize::MAX || h < best_k {
+                        best = k;
+                        best_k = h;
+                    }
                 }
             }
+            let Some(part) = self.parts.get(best) else { break };
+            let p = self.pos[best];
+            out[o..o + rec].copy_from_slice(&part[p..p + rec]);
+            o += rec;
+            let np = p + rec;
+            self.pos[best] = np;
+            self.heads[best] = (np < part.len()).then(|| key80(&part[np..np + KEY_BYTES]));
         }
-        if best == usize::MAX {
-            break;
-        }
-        *o = best_v;
-        pos[best] += 1;
+        o
     }
 }
 
-/// Writes `data`'s records in `index` order to `dst` through two write blocks; returns bytes.
-fn gather(rt: &Runtime, data: &[u8], index: &[u128], blocks: &[Locator], dst: &Locator, early: bool) -> Result<u64> {
+/// Merges `parts` (sorted record runs) into `dst` through two write blocks, each written while
+/// the next is filled (early spilling), or each waited for (`early` off); returns bytes written.
+fn spill(rt: &Runtime, parts: Vec<&[u8]>, blocks: &[Locator], dst: &Locator, early: bool) -> Result<u64> {
     let pipes: Vec<Pipe> = blocks.iter().map(|b| rt.pipe(b, dst, PipeOptions::default())).collect::<Result<_>>()?;
-    let per_block = blocks[0].len()? as usize / RECORD_BYTES as usize;
+    let mut cursor = MergeCursor::new(parts);
     let mut pending: [Option<Transfer>; 2] = [None, None];
     let mut written = 0u64;
     let mut file_off = 0u64;
-    for (b, idxs) in index.chunks(per_block).enumerate() {
+    for b in 0usize.. {
         let k = b % 2;
         if let Some(t) = pending[k].take() {
             written += t.wait()?;
         }
-        let len = idxs.len() * RECORD_BYTES as usize;
-        {
+        let len = {
             let mut out = blocks[k].bytes()?;
-            for (j, &e) in idxs.iter().enumerate() {
-                let r = (e as u32) as usize * RECORD_BYTES as usize;
-                out[j * 100..j * 100 + 100].copy_from_slice(&data[r..r + 100]);
-            }
+            cursor.fill(&mut out)
+        };
+        if len == 0 {
+            break;
         }
         let t = pipes[k].transfer(0, file_off, len as u64)?;
         file_off += len as u64;

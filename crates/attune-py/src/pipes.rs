@@ -283,6 +283,41 @@ fn pipes_sort<'py>(
     stats::to_dict(py, &report)
 }
 
+/// Writes `records` sort-benchmark records of `seed` to `path` (attune-workload's `records`);
+/// returns the bytes written.
+#[pyfunction]
+#[pyo3(signature = (path, records, seed=1))]
+fn pipes_gen_records(py: Python<'_>, path: PathBuf, records: u64, seed: u64) -> PyResult<u64> {
+    use std::os::unix::fs::FileExt;
+    py.allow_threads(|| -> std::io::Result<u64> {
+        let f = std::fs::File::create(&path)?;
+        let per = 100_000u64;
+        let mut buf = vec![0u8; (per * 100) as usize];
+        let mut i = 0;
+        while i < records {
+            let k = (records - i).min(per);
+            let n = (k * 100) as usize;
+            attune_workload::records::fill(seed, i, &mut buf[..n]);
+            f.write_all_at(&buf[..n], i * 100)?;
+            i += k;
+        }
+        f.sync_all()?;
+        Ok(records * 100)
+    })
+    .map_err(|e| {
+        pipes_error(attune_pipes::Error::Io {
+            op: "write",
+            path: path.clone(),
+            offset: 0,
+            errno: attune_pipes::Errno(e.raw_os_error().unwrap_or(libc_eio())),
+        })
+    })
+}
+
+fn libc_eio() -> i32 {
+    5
+}
+
 /// Adds the pipes classes and functions to the native module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRuntime>()?;
@@ -290,5 +325,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPipe>()?;
     m.add_class::<PyTransfer>()?;
     m.add_function(wrap_pyfunction!(pipes_sort, m)?)?;
+    m.add_function(wrap_pyfunction!(pipes_gen_records, m)?)?;
     Ok(())
 }
