@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 
 import attune
 from attune.cli import add_output_flags, int_range, progress, size_bytes
@@ -156,7 +155,3 @@ def register(subparsers) -> None:
     )
     b.add_argument("rest", nargs=argparse.REMAINDER)
     b.set_defaults(func=_bench)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(0)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from attune._native import Locator, Pipe, PipeTransfer, pipes_gen_records, pipes_sort
 from attune._native import PipeRuntime as Runtime

@@ -97,9 +97,7 @@ def test_sort_orders_records_and_reports(tmp_path):
     recs = [data[i : i + 100] for i in range(0, len(data), 100)]
     assert len(recs) == 30_000
     assert [r[:10] for r in recs] == sorted(r[:10] for r in recs)
-    assert sorted(recs) == sorted(
-        src.read_bytes()[i : i + 100] for i in range(0, 3_000_000, 100)
-    )
+    assert sorted(recs) == sorted(src.read_bytes()[i : i + 100] for i in range(0, 3_000_000, 100))
     assert report["records"] == 30_000 and report["merge_passes"] >= 1
     assert phases[0] == "runs" and any(p.startswith("merge") for p in phases)
 

@@ -54,7 +54,10 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
 }
 
 fn list<T>(text: &str, f: impl Fn(&str) -> Result<T, Fail>) -> Result<Vec<T>, Fail> {
-    text.split(',').filter(|s| !s.is_empty()).map(|s| f(s.trim())).collect()
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| f(s.trim()))
+        .collect()
 }
 
 fn usage<E: std::fmt::Display>(e: E) -> Fail {
@@ -91,7 +94,11 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut fio = true;
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or_else(|| Fail::Usage(format!("{a} needs a value")));
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| Fail::Usage(format!("{a} needs a value")))
+        };
         match a.as_str() {
             "--file" => file = Some(PathBuf::from(val()?)),
             "--file-size" => file_size = parse_size(&val()?).map_err(usage)?,
@@ -110,11 +117,17 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
         }
     }
     if pattern != "randread" && pattern != "read" {
-        return Err(Fail::Usage(format!("--pattern {pattern}: randread or read")));
+        return Err(Fail::Usage(format!(
+            "--pattern {pattern}: randread or read"
+        )));
     }
-    let mechs: Vec<Mechanism> = list(&mechs, |s| match s.parse::<MechanismChoice>().map_err(usage)? {
-        MechanismChoice::Only(m) => Ok(m),
-        MechanismChoice::Auto => Err(Fail::Usage("name the mechanisms (auto is not one)".into())),
+    let mechs: Vec<Mechanism> = list(&mechs, |s| {
+        match s.parse::<MechanismChoice>().map_err(usage)? {
+            MechanismChoice::Only(m) => Ok(m),
+            MechanismChoice::Auto => {
+                Err(Fail::Usage("name the mechanisms (auto is not one)".into()))
+            }
+        }
     })?;
     let blocks = list(&blocks, |s| parse_size(s).map_err(usage))?;
     let depths = list(&depths, |s| s.parse::<u32>().map_err(usage))?;
@@ -127,10 +140,26 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
         }
     };
     ensure_file(&path, file_size)?;
-    let fio_ok = fio && Command::new("fio").arg("--version").output().is_ok_and(|o| o.status.success());
+    let fio_ok = fio
+        && Command::new("fio")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
     if fio && !fio_ok {
-        eprintln!("attune-bench pipes: fio not found (Debian package `fio`); measuring pipes alone");
+        eprintln!(
+            "attune-bench pipes: fio not found (Debian package `fio`); measuring pipes alone"
+        );
     }
+    // The file is read once before the grid, so that every point (ours and fio's) starts from
+    // the same cache state below the guest (a virtual disk's host cache fills as it is read).
+    if sink.progress() {
+        eprintln!(
+            "pipes io: reading {} once to warm the layers below",
+            path.display()
+        );
+    }
+    warm(&path, file_size)?;
+    let mut point = 0usize;
     for &m in &mechs {
         for &bs in &blocks {
             for &qd in &depths {
@@ -139,16 +168,32 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
                 if sink.progress() {
                     eprintln!("pipes io: {m} {pattern} bs={bs} qd={qd} direct={dir}");
                 }
-                let row = measure_pipes(&path, file_size, m, &pattern, dir, bs, qd, seconds)?;
-                sink.row(&row)?;
-                if sink.human() {
-                    println!("{:8} {:6} bs={:>8} qd={:>2} {:>9.1} MiB/s {:>9.0} IOPS", "pipes", m.name(), bs, qd, row.mib_per_s, row.iops);
-                }
-                if fio_ok {
-                    let row = measure_fio(&path, file_size, m, &pattern, dir, bs, qd, seconds)?;
+                // Alternate which tool goes first, so neither always follows the other.
+                let tools: [&str; 2] = if point.is_multiple_of(2) {
+                    ["pipes", "fio"]
+                } else {
+                    ["fio", "pipes"]
+                };
+                point += 1;
+                for tool in tools {
+                    let row = if tool == "pipes" {
+                        measure_pipes(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
+                    } else if fio_ok {
+                        measure_fio(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
+                    } else {
+                        continue;
+                    };
                     sink.row(&row)?;
                     if sink.human() {
-                        println!("{:8} {:6} bs={:>8} qd={:>2} {:>9.1} MiB/s {:>9.0} IOPS", "fio", m.name(), bs, qd, row.mib_per_s, row.iops);
+                        println!(
+                            "{:8} {:8} bs={:>8} qd={:>2} {:>9.1} MiB/s {:>9.0} IOPS",
+                            tool,
+                            m.name(),
+                            bs,
+                            qd,
+                            row.mib_per_s,
+                            row.iops
+                        );
                     }
                 }
                 if m == Mechanism::Mmap {
@@ -164,7 +209,8 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(tag: &str) -> Result<TempDir, Fail> {
-        let base = std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
+        let base =
+            std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
         let p = base.join(format!("attune-bench-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
         Ok(TempDir(p))
@@ -189,10 +235,41 @@ fn ensure_file(path: &Path, size: u64) -> Result<(), Fail> {
     while off < size {
         let n = (size - off).min(chunk as u64) as usize;
         records::fill(7, off / 100, &mut buf[..n - n % 100]);
-        f.write_all_at(&buf[..n], off).map_err(|e| format!("write {}: {e}", path.display()))?;
+        f.write_all_at(&buf[..n], off)
+            .map_err(|e| format!("write {}: {e}", path.display()))?;
         off += n as u64;
     }
-    f.sync_all().map_err(|e| format!("fsync {}: {e}", path.display()))?;
+    f.sync_all()
+        .map_err(|e| format!("fsync {}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// Reads the whole file once (O_DIRECT where possible, so the guest's page cache stays cold).
+fn warm(path: &Path, size: u64) -> Result<(), Fail> {
+    let e = |e: attune_pipes::Error| Fail::Run(e.to_string());
+    let rt = Runtime::new(RuntimeOptions {
+        block_bytes: 1 << 20,
+        ..Default::default()
+    })
+    .map_err(e)?;
+    let src = Locator::file(
+        path,
+        FileOptions {
+            direct: true,
+            ..Default::default()
+        },
+    )
+    .or_else(|_| Locator::file(path, FileOptions::default()))
+    .map_err(e)?;
+    let mem = Locator::dram(32 << 20).map_err(e)?;
+    let pipe = rt.pipe(&src, &mem, PipeOptions::default()).map_err(e)?;
+    let whole = size / (32 << 20) * (32 << 20);
+    let mut off = 0;
+    while off < whole {
+        pipe.transfer_blocking(off, 0, 32 << 20).map_err(e)?;
+        off += 32 << 20;
+    }
+    drop_cache(path);
     Ok(())
 }
 
@@ -206,7 +283,16 @@ fn drop_cache(path: &Path) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn measure_pipes(path: &Path, size: u64, m: Mechanism, pattern: &str, direct: bool, bs: u64, qd: u32, seconds: f64) -> Result<IoRow, Fail> {
+fn measure_pipes(
+    path: &Path,
+    size: u64,
+    m: Mechanism,
+    pattern: &str,
+    direct: bool,
+    bs: u64,
+    qd: u32,
+    seconds: f64,
+) -> Result<IoRow, Fail> {
     let e = |e: attune_pipes::Error| Fail::Run(e.to_string());
     let rt = Runtime::new(RuntimeOptions {
         mechanism: MechanismChoice::Only(m),
@@ -215,7 +301,14 @@ fn measure_pipes(path: &Path, size: u64, m: Mechanism, pattern: &str, direct: bo
         ..Default::default()
     })
     .map_err(e)?;
-    let src = Locator::file(path, FileOptions { direct, ..Default::default() }).map_err(e)?;
+    let src = Locator::file(
+        path,
+        FileOptions {
+            direct,
+            ..Default::default()
+        },
+    )
+    .map_err(e)?;
     let mem = Locator::dram(bs * u64::from(qd.max(1))).map_err(e)?;
     let pipe = rt.pipe(&src, &mem, PipeOptions::default()).map_err(e)?;
     let blocks_in_file = size / bs;
@@ -270,20 +363,38 @@ fn measure_pipes(path: &Path, size: u64, m: Mechanism, pattern: &str, direct: bo
 }
 
 #[allow(clippy::too_many_arguments)]
-fn measure_fio(path: &Path, size: u64, m: Mechanism, pattern: &str, direct: bool, bs: u64, qd: u32, seconds: f64) -> Result<IoRow, Fail> {
+fn measure_fio(
+    path: &Path,
+    size: u64,
+    m: Mechanism,
+    pattern: &str,
+    direct: bool,
+    bs: u64,
+    qd: u32,
+    seconds: f64,
+) -> Result<IoRow, Fail> {
     let mut cmd = Command::new("fio");
-    cmd.arg("--name=pipes").arg(format!("--filename={}", path.display()));
-    cmd.arg(format!("--rw={pattern}")).arg(format!("--bs={bs}")).arg(format!("--size={size}"));
-    cmd.arg(format!("--direct={}", u8::from(direct))).arg("--time_based");
+    cmd.arg("--name=pipes")
+        .arg(format!("--filename={}", path.display()));
+    cmd.arg(format!("--rw={pattern}"))
+        .arg(format!("--bs={bs}"))
+        .arg(format!("--size={size}"));
+    cmd.arg(format!("--direct={}", u8::from(direct)))
+        .arg("--time_based");
     cmd.arg(format!("--runtime={}ms", (seconds * 1000.0) as u64));
-    cmd.arg("--output-format=json").arg("--randrepeat=0").arg("--norandommap");
+    cmd.arg("--output-format=json")
+        .arg("--randrepeat=0")
+        .arg("--norandommap");
     match m {
         Mechanism::IoUring => {
-            cmd.arg("--ioengine=io_uring").arg(format!("--iodepth={qd}"));
+            cmd.arg("--ioengine=io_uring")
+                .arg(format!("--iodepth={qd}"));
             cmd.arg("--fixedbufs=1").arg("--registerfiles=1");
         }
         Mechanism::Threads => {
-            cmd.arg("--ioengine=psync").arg(format!("--numjobs={qd}")).arg("--thread");
+            cmd.arg("--ioengine=psync")
+                .arg(format!("--numjobs={qd}"))
+                .arg("--thread");
             cmd.arg("--group_reporting");
         }
         _ => {
@@ -293,11 +404,15 @@ fn measure_fio(path: &Path, size: u64, m: Mechanism, pattern: &str, direct: bool
     drop_cache(path);
     let out = cmd.output().map_err(|e| format!("fio: {e}"))?;
     if !out.status.success() {
-        return Err(Fail::Run(format!("fio failed: {}", String::from_utf8_lossy(&out.stderr))));
+        return Err(Fail::Run(format!(
+            "fio failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let start = text.find('{').unwrap_or(0);
-    let v: serde_json::Value = serde_json::from_str(&text[start..]).map_err(|e| format!("fio JSON: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text[start..]).map_err(|e| format!("fio JSON: {e}"))?;
     let job = &v["jobs"][0]["read"];
     let bw = job["bw_bytes"].as_f64().unwrap_or(0.0);
     let iops = job["iops"].as_f64().unwrap_or(0.0);
@@ -345,7 +460,11 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut seed = 1u64;
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or_else(|| Fail::Usage(format!("{a} needs a value")));
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| Fail::Usage(format!("{a} needs a value")))
+        };
         match a.as_str() {
             "--records" => n = parse_count("--records", &val()?).map_err(usage)?,
             "--memory" => memory = parse_size(&val()?).map_err(usage)?,
@@ -361,7 +480,11 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
             other => return Err(Fail::Usage(format!("unknown option {other}\n{USAGE}"))),
         }
     }
-    let engines: Vec<String> = engines.split(',').filter(|s| !s.is_empty()).map(String::from).collect();
+    let engines: Vec<String> = engines
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
     for e in &engines {
         let base = e.split(':').next().unwrap_or("");
         if !["pipes", "plain", "gnu-sort", "duckdb"].contains(&base) {
@@ -373,7 +496,10 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     std::fs::create_dir_all(&work).map_err(|e| format!("mkdir {}: {e}", work.display()))?;
     let input = work.join("input.records");
     if sink.progress() {
-        eprintln!("pipes sort: generating {n} records ({} MiB)", n * 100 >> 20);
+        eprintln!(
+            "pipes sort: generating {n} records ({} MiB)",
+            (n * 100) >> 20
+        );
     }
     ensure_records(&input, n, seed)?;
     for r in 0..repeat {
@@ -389,13 +515,19 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
             let mut checked = false;
             match e.split(':').next().unwrap_or("") {
                 "pipes" => {
-                    let mut o = SortOptions { memory_bytes_max: memory, staging_dir: Some(work.clone()), ..Default::default() };
+                    let mut o = SortOptions {
+                        memory_bytes_max: memory,
+                        staging_dir: Some(work.clone()),
+                        ..Default::default()
+                    };
                     if let Some((_, kv)) = e.split_once(':') {
                         for item in kv.split(';') {
                             match item {
                                 "double_buffering=off" => o.double_buffering = false,
                                 "early_spill=off" => o.early_spill = false,
-                                other => return Err(Fail::Usage(format!("unknown pipes key `{other}`"))),
+                                other => {
+                                    return Err(Fail::Usage(format!("unknown pipes key `{other}`")))
+                                }
                             }
                         }
                     }
@@ -432,9 +564,16 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                         input.display(),
                         out.display(),
                     );
-                    let o = Command::new(&python).arg("-c").arg(&script).output().map_err(|e| format!("{python}: {e}"))?;
+                    let o = Command::new(&python)
+                        .arg("-c")
+                        .arg(&script)
+                        .output()
+                        .map_err(|e| format!("{python}: {e}"))?;
                     if !o.status.success() {
-                        return Err(Fail::Run(format!("duckdb failed: {}", String::from_utf8_lossy(&o.stderr))));
+                        return Err(Fail::Run(format!(
+                            "duckdb failed: {}",
+                            String::from_utf8_lossy(&o.stderr)
+                        )));
                     }
                 }
             }
@@ -476,7 +615,8 @@ fn ensure_records(path: &Path, n: u64, seed: u64) -> Result<(), Fail> {
     while i < n {
         let k = (n - i).min(per);
         records::fill(seed, i, &mut buf[..(k * 100) as usize]);
-        f.write_all_at(&buf[..(k * 100) as usize], i * 100).map_err(|e| format!("write: {e}"))?;
+        f.write_all_at(&buf[..(k * 100) as usize], i * 100)
+            .map_err(|e| format!("write: {e}"))?;
         i += k;
     }
     f.sync_all().map_err(|e| format!("fsync: {e}"))?;
@@ -484,11 +624,19 @@ fn ensure_records(path: &Path, n: u64, seed: u64) -> Result<(), Fail> {
 }
 
 fn check_sorted(path: &Path, size: u64) -> Result<(), Fail> {
-    let len = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+    let len = std::fs::metadata(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .len();
     if len != size {
-        return Err(Fail::Run(format!("{}: {len} bytes, expected {size}", path.display())));
+        return Err(Fail::Run(format!(
+            "{}: {len} bytes, expected {size}",
+            path.display()
+        )));
     }
-    let mut r = BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(|e| e.to_string())?);
+    let mut r = BufReader::with_capacity(
+        1 << 20,
+        std::fs::File::open(path).map_err(|e| e.to_string())?,
+    );
     let mut prev = [0u8; 10];
     let mut rec = [0u8; 100];
     let mut first = true;
@@ -516,7 +664,8 @@ fn plain_sort(input: &Path, output: &Path, memory: u64, dir: &Path) -> Result<()
         let n = ((total - off) / 100).min(run_records) as usize;
         buf.resize(n, [0u8; 100]);
         // SAFETY: [u8; 100] has alignment 1 and no padding: the Vec is n*100 plain bytes.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), n * 100) };
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), n * 100) };
         f.read_exact_at(bytes, off).map_err(|e| e.to_string())?;
         buf.sort_unstable_by(|a, b| a[..10].cmp(&b[..10]));
         let p = dir.join(format!("plain-run-{}", runs.len()));
@@ -534,7 +683,10 @@ fn plain_sort(input: &Path, output: &Path, memory: u64, dir: &Path) -> Result<()
         .map(|p| std::fs::File::open(p).map(|f| BufReader::with_capacity(per_run_buf, f)))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
-    let mut out = BufWriter::with_capacity(per_run_buf, std::fs::File::create(output).map_err(|e| e.to_string())?);
+    let mut out = BufWriter::with_capacity(
+        per_run_buf,
+        std::fs::File::create(output).map_err(|e| e.to_string())?,
+    );
     let mut heap = BinaryHeap::new();
     for (i, r) in readers.iter_mut().enumerate() {
         let mut rec = [0u8; 100];

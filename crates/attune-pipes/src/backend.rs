@@ -41,7 +41,7 @@ unsafe impl Send for Req {}
 pub(crate) type Done = (u64, i64);
 
 pub(crate) enum Backend {
-    Uring(UringBackend),
+    Uring(Box<UringBackend>),
     Threads(ThreadBackend),
 }
 
@@ -90,35 +90,45 @@ impl UringBackend {
             .submitter()
             .register_files_sparse(REGISTER_SLOTS)
             .map_err(|e| format!("registering files: {e}"));
-        Ok(UringBackend { ring, buffers_sparse, files_sparse })
+        Ok(UringBackend {
+            ring,
+            buffers_sparse,
+            files_sparse,
+        })
     }
 
     fn push(&mut self, token: u64, r: Req) -> bool {
         let entry = match (r.dir, r.fixed_file, r.buf_index) {
             (Dir::Read, Some(f), Some(b)) => {
-                opcode::ReadFixed::new(types::Fixed(f), r.ptr, r.len, b).offset(r.off).build()
+                opcode::ReadFixed::new(types::Fixed(f), r.ptr, r.len, b)
+                    .offset(r.off)
+                    .build()
             }
-            (Dir::Read, None, Some(b)) => {
-                opcode::ReadFixed::new(types::Fd(r.fd), r.ptr, r.len, b).offset(r.off).build()
-            }
-            (Dir::Read, Some(f), None) => {
-                opcode::Read::new(types::Fixed(f), r.ptr, r.len).offset(r.off).build()
-            }
-            (Dir::Read, None, None) => {
-                opcode::Read::new(types::Fd(r.fd), r.ptr, r.len).offset(r.off).build()
-            }
+            (Dir::Read, None, Some(b)) => opcode::ReadFixed::new(types::Fd(r.fd), r.ptr, r.len, b)
+                .offset(r.off)
+                .build(),
+            (Dir::Read, Some(f), None) => opcode::Read::new(types::Fixed(f), r.ptr, r.len)
+                .offset(r.off)
+                .build(),
+            (Dir::Read, None, None) => opcode::Read::new(types::Fd(r.fd), r.ptr, r.len)
+                .offset(r.off)
+                .build(),
             (Dir::Write, Some(f), Some(b)) => {
-                opcode::WriteFixed::new(types::Fixed(f), r.ptr, r.len, b).offset(r.off).build()
+                opcode::WriteFixed::new(types::Fixed(f), r.ptr, r.len, b)
+                    .offset(r.off)
+                    .build()
             }
             (Dir::Write, None, Some(b)) => {
-                opcode::WriteFixed::new(types::Fd(r.fd), r.ptr, r.len, b).offset(r.off).build()
+                opcode::WriteFixed::new(types::Fd(r.fd), r.ptr, r.len, b)
+                    .offset(r.off)
+                    .build()
             }
-            (Dir::Write, Some(f), None) => {
-                opcode::Write::new(types::Fixed(f), r.ptr, r.len).offset(r.off).build()
-            }
-            (Dir::Write, None, None) => {
-                opcode::Write::new(types::Fd(r.fd), r.ptr, r.len).offset(r.off).build()
-            }
+            (Dir::Write, Some(f), None) => opcode::Write::new(types::Fixed(f), r.ptr, r.len)
+                .offset(r.off)
+                .build(),
+            (Dir::Write, None, None) => opcode::Write::new(types::Fd(r.fd), r.ptr, r.len)
+                .offset(r.off)
+                .build(),
         };
         let entry = entry.user_data(token);
         // SAFETY: the buffer and the file stay alive until this token's completion is reaped
@@ -179,13 +189,21 @@ impl ThreadBackend {
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    let mut b = ThreadBackend { shared, done_rx, threads: handles };
+                    let mut b = ThreadBackend {
+                        shared,
+                        done_rx,
+                        threads: handles,
+                    };
                     b.stop();
                     return Err(e);
                 }
             }
         }
-        Ok(ThreadBackend { shared, done_rx, threads: handles })
+        Ok(ThreadBackend {
+            shared,
+            done_rx,
+            threads: handles,
+        })
     }
 
     fn push(&mut self, token: u64, req: Req) {
@@ -246,7 +264,9 @@ fn io_thread(shared: &Shared, tx: &Sender<Done>) {
                 }
             };
             if n < 0 {
-                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+                let errno = std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO);
                 if errno == libc::EINTR {
                     continue;
                 }

@@ -34,7 +34,11 @@ impl Chain {
                 "staging memory of {size} bytes is too small to double-buffer (8 KiB at least)"
             )));
         }
-        Ok(Chain { first, second, half_bytes })
+        Ok(Chain {
+            first,
+            second,
+            half_bytes,
+        })
     }
 
     /// Moves `len` bytes from `src_off` of the first source to `dst_off` of the last destination

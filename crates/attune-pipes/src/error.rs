@@ -25,19 +25,44 @@ pub enum Error {
     BadLocator { what: String, reason: String },
     /// A range outside a memory locator, or an empty or overflowing transfer.
     #[error("bad range on {what}: offset {offset} + {len} bytes exceeds its {size} bytes")]
-    OutOfRange { what: String, offset: u64, len: u64, size: u64 },
+    OutOfRange {
+        what: String,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
     /// O_DIRECT needs offsets, lengths and addresses aligned to the device's block.
     #[error("{what} is not aligned to {align} bytes (O_DIRECT on {path:?})")]
-    Misaligned { path: PathBuf, what: String, align: u64 },
+    Misaligned {
+        path: PathBuf,
+        what: String,
+        align: u64,
+    },
     /// A read that the file cannot satisfy: it ends before the range does.
-    #[error("short file {path:?}: reading {len} bytes at offset {offset} but the file has {file_len}")]
-    ShortFile { path: PathBuf, offset: u64, len: u64, file_len: u64 },
+    #[error(
+        "short file {path:?}: reading {len} bytes at offset {offset} but the file has {file_len}"
+    )]
+    ShortFile {
+        path: PathBuf,
+        offset: u64,
+        len: u64,
+        file_len: u64,
+    },
     /// The file system is full (ENOSPC) or the file reached its size limit (EFBIG, RLIMIT_FSIZE).
     #[error("no space to write {path:?} at offset {offset}: {errno}")]
-    NoSpace { path: PathBuf, offset: u64, errno: Errno },
+    NoSpace {
+        path: PathBuf,
+        offset: u64,
+        errno: Errno,
+    },
     /// Any other failed system call, with the file and offset it touched.
     #[error("{op} failed on {path:?} at offset {offset}: {errno}")]
-    Io { op: &'static str, path: PathBuf, offset: u64, errno: Errno },
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        offset: u64,
+        errno: Errno,
+    },
     /// A declared path or mechanism the runtime cannot serve (rejected before any data moves).
     #[error("unsupported pipe {path}: {reason}")]
     Unsupported { path: String, reason: String },
@@ -60,18 +85,34 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     /// An error from `errno` of `op` on `path` at `offset`, full disks classified as such.
-    pub(crate) fn from_errno(op: &'static str, path: &std::path::Path, offset: u64, errno: i32) -> Error {
+    pub(crate) fn from_errno(
+        op: &'static str,
+        path: &std::path::Path,
+        offset: u64,
+        errno: i32,
+    ) -> Error {
         let path = path.to_path_buf();
         if errno == libc::ENOSPC || errno == libc::EFBIG || errno == libc::EDQUOT {
-            Error::NoSpace { path, offset, errno: Errno(errno) }
+            Error::NoSpace {
+                path,
+                offset,
+                errno: Errno(errno),
+            }
         } else {
-            Error::Io { op, path, offset, errno: Errno(errno) }
+            Error::Io {
+                op,
+                path,
+                offset,
+                errno: Errno(errno),
+            }
         }
     }
 
     /// The error of the last OS call.
     pub(crate) fn last_os(op: &'static str, path: &std::path::Path, offset: u64) -> Error {
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
         Error::from_errno(op, path, offset, errno)
     }
 

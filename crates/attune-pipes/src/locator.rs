@@ -17,9 +17,7 @@
 //! the kernel may still write.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -114,7 +112,13 @@ impl Memory {
 
     fn new(ptr: *mut u8, len: usize, backing: Backing) -> Memory {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        Memory { id, ptr, len, backing, access: Mutex::new(Access::default()) }
+        Memory {
+            id,
+            ptr,
+            len,
+            backing,
+            access: Mutex::new(Access::default()),
+        }
     }
 
     pub(crate) fn ptr(&self) -> *mut u8 {
@@ -159,7 +163,10 @@ impl Drop for Memory {
         let in_flight = self.access.get_mut().map(|a| a.in_flight).unwrap_or(0);
         if in_flight != 0 {
             // Freeing memory that a request may still write would corrupt the heap: never.
-            eprintln!("attune-pipes: memory {} dropped with {in_flight} transfers in flight", self.id);
+            eprintln!(
+                "attune-pipes: memory {} dropped with {in_flight} transfers in flight",
+                self.id
+            );
             std::process::abort();
         }
         match &self.backing {
@@ -208,12 +215,19 @@ impl FileRes {
 
     /// The file's current length.
     pub(crate) fn len(&self) -> Result<u64> {
-        self.file.metadata().map(|m| m.len()).map_err(|e| Error::io("fstat", &self.path, &e))
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| Error::io("fstat", &self.path, &e))
     }
 }
 
 pub(crate) enum Res {
-    Memory { mem: Memory, kind: LocatorKind, label: String },
+    Memory {
+        mem: Memory,
+        kind: LocatorKind,
+        label: String,
+    },
     File(FileRes),
 }
 
@@ -229,7 +243,10 @@ impl std::fmt::Debug for Locator {
 
 fn check_size(what: &str, bytes: u64) -> Result<usize> {
     if bytes == 0 {
-        return Err(Error::BadLocator { what: what.into(), reason: "size must be > 0".into() });
+        return Err(Error::BadLocator {
+            what: what.into(),
+            reason: "size must be > 0".into(),
+        });
     }
     usize::try_from(bytes).map_err(|_| Error::BadLocator {
         what: what.into(),
@@ -290,7 +307,11 @@ impl Locator {
     pub fn dram(bytes: u64) -> Result<Locator> {
         let len = check_size(&format!("dram({bytes})"), bytes)?;
         let mem = Memory::heap(len)?;
-        Ok(Locator(Arc::new(Res::Memory { mem, kind: LocatorKind::Dram, label: format!("dram({bytes})") })))
+        Ok(Locator(Arc::new(Res::Memory {
+            mem,
+            kind: LocatorKind::Dram,
+            label: format!("dram({bytes})"),
+        })))
     }
 
     /// A buffer the size of `core`'s L2 cache (or `bytes` when given), locked in memory where
@@ -298,9 +319,14 @@ impl Locator {
     /// call that places data in a given core's cache (that is what DDIO and CLDEMOTE would add).
     pub fn core_cache(core: usize, bytes: Option<u64>) -> Result<Locator> {
         let what = format!("core_cache({core})");
-        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
         if core >= cpus && !Path::new(&format!("/sys/devices/system/cpu/cpu{core}")).exists() {
-            return Err(Error::BadLocator { what, reason: format!("no core {core} on this machine") });
+            return Err(Error::BadLocator {
+                what,
+                reason: format!("no core {core} on this machine"),
+            });
         }
         let size = match bytes {
             Some(b) => b,
@@ -315,7 +341,11 @@ impl Locator {
         unsafe {
             libc::mlock(mem.ptr.cast(), len);
         }
-        Ok(Locator(Arc::new(Res::Memory { mem, kind: LocatorKind::CoreCache, label: what })))
+        Ok(Locator(Arc::new(Res::Memory {
+            mem,
+            kind: LocatorKind::CoreCache,
+            label: what,
+        })))
     }
 
     /// A persistent-memory stand-in: `path` created or opened, sized to `bytes` (blocks reserved
@@ -331,7 +361,10 @@ impl Locator {
             .create(true)
             .truncate(false)
             .open(path)
-            .map_err(|e| Error::BadLocator { what: what.clone(), reason: e.to_string() })?;
+            .map_err(|e| Error::BadLocator {
+                what: what.clone(),
+                reason: e.to_string(),
+            })?;
         // SAFETY: fd is open; the range is checked by the kernel.
         let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
         if rc != 0 {
@@ -352,7 +385,11 @@ impl Locator {
             return Err(Error::last_os("mmap", path, 0));
         }
         let mem = Memory::new(ptr.cast(), len, Backing::Map { _file: file });
-        Ok(Locator(Arc::new(Res::Memory { mem, kind: LocatorKind::Pmem, label: what })))
+        Ok(Locator(Arc::new(Res::Memory {
+            mem,
+            kind: LocatorKind::Pmem,
+            label: what,
+        })))
     }
 
     /// A file read and written through system calls (or mapped, by the mmap mechanism).
@@ -360,7 +397,10 @@ impl Locator {
         let path = path.as_ref();
         let write = opts.write || opts.create || opts.truncate;
         let mut oo = OpenOptions::new();
-        oo.read(true).write(write).create(opts.create).truncate(opts.truncate);
+        oo.read(true)
+            .write(write)
+            .create(opts.create)
+            .truncate(opts.truncate);
         if opts.direct {
             oo.custom_flags(libc::O_DIRECT);
         }
@@ -454,8 +494,15 @@ impl Locator {
     /// Flushes a file's data (fdatasync) or a pmem mapping (msync).
     pub fn sync(&self) -> Result<()> {
         match &*self.0 {
-            Res::File(f) => f.file.sync_data().map_err(|e| Error::io("fdatasync", &f.path, &e)),
-            Res::Memory { mem, kind: LocatorKind::Pmem, label } => {
+            Res::File(f) => f
+                .file
+                .sync_data()
+                .map_err(|e| Error::io("fdatasync", &f.path, &e)),
+            Res::Memory {
+                mem,
+                kind: LocatorKind::Pmem,
+                label,
+            } => {
                 // SAFETY: the mapping made in `pmem`.
                 let rc = unsafe { libc::msync(mem.ptr.cast(), mem.len, libc::MS_SYNC) };
                 if rc != 0 {
@@ -506,11 +553,4 @@ impl Drop for BytesGuard<'_> {
     fn drop(&mut self) {
         self.mem.lock().borrowed = false;
     }
-}
-
-/// `path` as a C string (for the few raw calls).
-#[allow(dead_code)]
-pub(crate) fn cpath(path: &Path) -> Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::InvalidArgument(format!("path {path:?} contains a NUL byte")))
 }

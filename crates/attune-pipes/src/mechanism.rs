@@ -126,7 +126,9 @@ pub const REGISTERED_BUFFER_BYTES_MAX: u64 = 1 << 30;
 /// Whether a memory of `bytes` can be a registered buffer, and why not.
 pub fn registrable(bytes: u64, slots_free: usize) -> std::result::Result<(), String> {
     if bytes > REGISTERED_BUFFER_BYTES_MAX {
-        return Err(format!("{bytes} bytes exceed io_uring's 1 GiB per registered buffer"));
+        return Err(format!(
+            "{bytes} bytes exceed io_uring's 1 GiB per registered buffer"
+        ));
     }
     if slots_free == 0 {
         return Err("every registered-buffer slot is in use".into());
@@ -141,7 +143,11 @@ mod tests {
     fn probe(uring: bool, threads: bool) -> Probe {
         Probe {
             io_uring: if uring { Ok(()) } else { Err("EPERM".into()) },
-            threads: if threads { Ok(()) } else { Err("EAGAIN".into()) },
+            threads: if threads {
+                Ok(())
+            } else {
+                Err("EAGAIN".into())
+            },
         }
     }
 
@@ -169,7 +175,10 @@ mod tests {
 
     #[test]
     fn an_explicit_mechanism_the_kernel_refuses_is_rejected() {
-        let err = choose(MechanismChoice::Only(Mechanism::IoUring), &probe(false, true));
+        let err = choose(
+            MechanismChoice::Only(Mechanism::IoUring),
+            &probe(false, true),
+        );
         match err {
             Err(Error::Unsupported { reason, .. }) => assert!(reason.contains("EPERM")),
             other => panic!("expected Unsupported, got {other:?}"),
@@ -179,13 +188,18 @@ mod tests {
     #[test]
     fn registration_refuses_huge_buffers_and_full_tables() {
         assert!(registrable(1 << 20, 3).is_ok());
-        assert!(registrable((1 << 30) + 4096, 3).unwrap_err().contains("1 GiB"));
+        assert!(registrable((1 << 30) + 4096, 3)
+            .unwrap_err()
+            .contains("1 GiB"));
         assert!(registrable(4096, 0).unwrap_err().contains("slot"));
     }
 
     #[test]
     fn mechanism_names_parse() {
-        assert_eq!("auto".parse::<MechanismChoice>().unwrap(), MechanismChoice::Auto);
+        assert_eq!(
+            "auto".parse::<MechanismChoice>().unwrap(),
+            MechanismChoice::Auto
+        );
         assert_eq!(
             "threads".parse::<MechanismChoice>().unwrap(),
             MechanismChoice::Only(Mechanism::Threads)

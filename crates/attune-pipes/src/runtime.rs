@@ -6,8 +6,9 @@
 //! wait on them or cancel them. What stays true:
 //! * a transfer holds its pipe, hence both locators, until its last request completed: dropping a
 //!   `Transfer`, a `Pipe`, a `Locator` or the `Runtime` never frees memory a request still uses;
-//! * dropping the last handle of the runtime cancels what is queued, waits for what is in flight,
-//!   and joins the scheduler;
+//! * dropping the last user handle of the runtime (its `Runtime`s and `Pipe`s) cancels what is
+//!   queued and returns only when nothing of it is in flight (transfers already submitted keep
+//!   their memory alive until then);
 //! * a cancelled transfer issues no new request and completes once its requests in flight have.
 
 use std::collections::{HashMap, VecDeque};
@@ -248,8 +249,16 @@ impl Transfer {
 }
 
 enum Cmd {
-    Attach { pipe: Arc<PipeInner>, reply: SyncSender<Registration> },
-    Submit { id: u64, pipe: Arc<PipeInner>, chunks: VecDeque<Chunk>, shared: Arc<TransferShared> },
+    Attach {
+        pipe: Arc<PipeInner>,
+        reply: SyncSender<Registration>,
+    },
+    Submit {
+        id: u64,
+        pipe: Arc<PipeInner>,
+        chunks: VecDeque<Chunk>,
+        shared: Arc<TransferShared>,
+    },
     Shutdown,
 }
 
@@ -259,11 +268,55 @@ struct RtInner {
     report: RuntimeReport,
     releases: Mutex<Vec<Release>>,
     next_id: AtomicU64,
+    /// User handles alive (`Runtime`s and `Pipe`s); the last one to go shuts the runtime down
+    /// and waits until nothing is in flight.
+    users: AtomicU64,
+    /// Set by the scheduler when it has stopped with nothing in flight.
+    drained: (Mutex<bool>, Condvar),
+}
+
+/// A user's share of the runtime: the last one dropped drains it (see the module doc).
+struct UserHandle(Arc<RtInner>);
+
+impl UserHandle {
+    fn new(rt: &Arc<RtInner>) -> UserHandle {
+        rt.users.fetch_add(1, Ordering::SeqCst);
+        UserHandle(Arc::clone(rt))
+    }
+}
+
+impl Clone for UserHandle {
+    fn clone(&self) -> Self {
+        UserHandle::new(&self.0)
+    }
+}
+
+impl Drop for UserHandle {
+    fn drop(&mut self) {
+        if self.0.users.fetch_sub(1, Ordering::SeqCst) != 1 {
+            return;
+        }
+        // The last user handle: no one can start a transfer any more. Cancel what is queued and
+        // wait until every request in flight has completed, so that when this returns no request
+        // of this runtime is in the kernel or in a pread thread.
+        if self.0.tx.send(Cmd::Shutdown).is_err() {
+            return;
+        }
+        let (lock, cv) = &self.0.drained;
+        let mut done = lock.lock().unwrap_or_else(|p| p.into_inner());
+        while !*done {
+            done = cv.wait(done).unwrap_or_else(|p| p.into_inner());
+        }
+    }
 }
 
 impl Drop for RtInner {
     fn drop(&mut self) {
-        let h = self.thread.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        let h = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         let Some(h) = h else { return };
         if h.thread().id() == std::thread::current().id() {
             // The last handle went away inside the scheduler (a transfer held the last pipe):
@@ -280,6 +333,7 @@ impl Drop for RtInner {
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<RtInner>,
+    _user: UserHandle,
 }
 
 /// Options of one pipe (defaults: the runtime's).
@@ -306,7 +360,10 @@ impl Runtime {
             MechanismChoice::Only(m2) => m2 == m,
         };
         let mut uring = None;
-        let mut probe = Probe { io_uring: Err("not tried".into()), threads: Err("not tried".into()) };
+        let mut probe = Probe {
+            io_uring: Err("not tried".into()),
+            threads: Err("not tried".into()),
+        };
         if wants(Mechanism::IoUring) {
             match UringBackend::new(opts.queue_depth) {
                 Ok(u) => {
@@ -348,7 +405,7 @@ impl Runtime {
                 } else {
                     u.files_sparse.clone().err()
                 };
-                Some(Backend::Uring(u))
+                Some(Backend::Uring(Box::new(u)))
             }
             Mechanism::Threads => threads.map(Backend::Threads),
             _ => None,
@@ -373,6 +430,8 @@ impl Runtime {
             report,
             releases: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            users: AtomicU64::new(0),
+            drained: (Mutex::new(false), Condvar::new()),
         });
         let weak = Arc::downgrade(&inner);
         let h = std::thread::Builder::new()
@@ -383,7 +442,8 @@ impl Runtime {
                 reason: format!("cannot start the scheduler thread: {e}"),
             })?;
         *inner.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
-        Ok(Runtime { inner })
+        let user = UserHandle::new(&inner);
+        Ok(Runtime { inner, _user: user })
     }
 
     /// What the runtime chose.
@@ -408,7 +468,11 @@ impl Runtime {
                 })
             }
         };
-        let mechanism = if kind == Kind::Copy { Mechanism::Memcpy } else { rep.mechanism };
+        let mechanism = if kind == Kind::Copy {
+            Mechanism::Memcpy
+        } else {
+            rep.mechanism
+        };
         if let Some(f) = src.file_res().or(dst.file_res()) {
             if mechanism == Mechanism::Mmap && f.direct {
                 return Err(Error::Unsupported {
@@ -446,22 +510,36 @@ impl Runtime {
             mechanism,
             block_bytes,
             queue_depth,
-            reg: Registration { buf_index: None, buf_refused: None, fixed_file: None },
+            reg: Registration {
+                buf_index: None,
+                buf_refused: None,
+                fixed_file: None,
+            },
             stats: PipeStats::default(),
             eventfd,
             rt: Arc::clone(&self.inner),
         });
         if mechanism != Mechanism::IoUring {
-            return Ok(Pipe { inner: pipe });
+            return Ok(Pipe {
+                inner: pipe,
+                _user: UserHandle::new(&self.inner),
+            });
         }
         let (rtx, rrx) = sync_channel(1);
-        self.send(Cmd::Attach { pipe: Arc::clone(&pipe), reply: rtx })?;
+        self.send(Cmd::Attach {
+            pipe: Arc::clone(&pipe),
+            reply: rtx,
+        })?;
         let reg = rrx.recv().map_err(|_| shut_down())?;
         // The scheduler dropped its clone before replying, so we hold the only reference.
         let mut pipe = pipe;
-        let p = Arc::get_mut(&mut pipe).ok_or_else(|| Error::InvalidArgument("pipe shared".into()))?;
+        let p =
+            Arc::get_mut(&mut pipe).ok_or_else(|| Error::InvalidArgument("pipe shared".into()))?;
         p.reg = reg;
-        Ok(Pipe { inner: pipe })
+        Ok(Pipe {
+            inner: pipe,
+            _user: UserHandle::new(&self.inner),
+        })
     }
 
     fn send(&self, cmd: Cmd) -> Result<()> {
@@ -470,7 +548,10 @@ impl Runtime {
 }
 
 fn shut_down() -> Error {
-    Error::Unsupported { path: "runtime".into(), reason: "the runtime has shut down".into() }
+    Error::Unsupported {
+        path: "runtime".into(),
+        reason: "the runtime has shut down".into(),
+    }
 }
 
 fn check_block(b: u64) -> Result<()> {
@@ -486,6 +567,7 @@ fn check_block(b: u64) -> Result<()> {
 #[derive(Clone)]
 pub struct Pipe {
     inner: Arc<PipeInner>,
+    _user: UserHandle,
 }
 
 impl Pipe {
@@ -503,7 +585,11 @@ impl Pipe {
     pub fn transfer_segments(&self, segments: &[(u64, u64, u64)]) -> Result<Transfer> {
         let p = &self.inner;
         let mut chunks = VecDeque::new();
-        let src_len = if p.kind == Kind::Read { Some(p.src.len()?) } else { None };
+        let src_len = if p.kind == Kind::Read {
+            Some(p.src.len()?)
+        } else {
+            None
+        };
         for &(s, d, len) in segments {
             if len == 0 {
                 return Err(Error::InvalidArgument("a transfer of 0 bytes".into()));
@@ -513,11 +599,18 @@ impl Pipe {
             let mut off = 0;
             while off < len {
                 let n = (len - off).min(p.block_bytes);
-                chunks.push_back(Chunk { src: s + off, dst: d + off, len: n });
+                chunks.push_back(Chunk {
+                    src: s + off,
+                    dst: d + off,
+                    len: n,
+                });
                 off += n;
             }
         }
-        let mems: Vec<&Locator> = [&p.src, &p.dst].into_iter().filter(|l| l.memory().is_some()).collect();
+        let mems: Vec<&Locator> = [&p.src, &p.dst]
+            .into_iter()
+            .filter(|l| l.memory().is_some())
+            .collect();
         for (i, l) in mems.iter().enumerate() {
             if let Some(m) = l.memory() {
                 if let Err(e) = m.begin_transfer(&l.describe()) {
@@ -537,7 +630,12 @@ impl Pipe {
             bytes_done: AtomicU64::new(0),
         });
         let id = p.rt.next_id.fetch_add(1, Ordering::Relaxed);
-        let cmd = Cmd::Submit { id, pipe: Arc::clone(p), chunks, shared: Arc::clone(&shared) };
+        let cmd = Cmd::Submit {
+            id,
+            pipe: Arc::clone(p),
+            chunks,
+            shared: Arc::clone(&shared),
+        };
         if p.rt.tx.send(cmd).is_err() {
             for l in &mems {
                 if let Some(m) = l.memory() {
@@ -566,12 +664,25 @@ impl Pipe {
         if let Some(m) = l.memory() {
             let size = m.len() as u64;
             if end > size {
-                return Err(Error::OutOfRange { what: l.describe(), offset: off, len, size });
+                return Err(Error::OutOfRange {
+                    what: l.describe(),
+                    offset: off,
+                    len,
+                    size,
+                });
             }
-            let direct = self.inner.file_loc().and_then(|f| f.file_res()).is_some_and(|f| f.direct);
-            if direct && off % DIRECT_ALIGN_BYTES != 0 {
+            let direct = self
+                .inner
+                .file_loc()
+                .and_then(|f| f.file_res())
+                .is_some_and(|f| f.direct);
+            if direct && !off.is_multiple_of(DIRECT_ALIGN_BYTES) {
                 return Err(Error::Misaligned {
-                    path: self.inner.file_loc().and_then(|f| f.path()).unwrap_or_default(),
+                    path: self
+                        .inner
+                        .file_loc()
+                        .and_then(|f| f.path())
+                        .unwrap_or_default(),
                     what: format!("memory offset {off} of {}", l.describe()),
                     align: DIRECT_ALIGN_BYTES,
                 });
@@ -581,10 +692,17 @@ impl Pipe {
         let Some(f) = l.file_res() else { return Ok(()) };
         if let (true, Some(fl)) = (is_src, file_len) {
             if end > fl {
-                return Err(Error::ShortFile { path: f.path.clone(), offset: off, len, file_len: fl });
+                return Err(Error::ShortFile {
+                    path: f.path.clone(),
+                    offset: off,
+                    len,
+                    file_len: fl,
+                });
             }
         }
-        if f.direct && (off % DIRECT_ALIGN_BYTES != 0 || len % DIRECT_ALIGN_BYTES != 0) {
+        if f.direct
+            && (!off.is_multiple_of(DIRECT_ALIGN_BYTES) || !len.is_multiple_of(DIRECT_ALIGN_BYTES))
+        {
             return Err(Error::Misaligned {
                 path: f.path.clone(),
                 what: format!("file offset {off} / length {len}"),
@@ -734,6 +852,11 @@ impl Scheduler {
         self.backend = None;
         self.buffer_slots.clear();
         self.file_slots.clear();
+        if let Some(rt) = rt.upgrade() {
+            let (lock, cv) = &rt.drained;
+            *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            cv.notify_all();
+        }
     }
 
     /// Handles one command; true on shutdown.
@@ -745,8 +868,23 @@ impl Scheduler {
                 drop(pipe);
                 let _ = reply.send(reg);
             }
-            Cmd::Submit { id, pipe, chunks, shared } => {
-                self.actives.insert(id, Active { pipe, chunks, shared, in_flight: 0, bytes: 0, error: None });
+            Cmd::Submit {
+                id,
+                pipe,
+                chunks,
+                shared,
+            } => {
+                self.actives.insert(
+                    id,
+                    Active {
+                        pipe,
+                        chunks,
+                        shared,
+                        in_flight: 0,
+                        bytes: 0,
+                        error: None,
+                    },
+                );
                 self.order.push_back(id);
             }
         }
@@ -754,8 +892,14 @@ impl Scheduler {
     }
 
     fn attach(&mut self, pipe: &PipeInner) -> Registration {
-        let mut reg = Registration { buf_index: None, buf_refused: None, fixed_file: None };
-        let Some(Backend::Uring(u)) = self.backend.as_ref() else { return reg };
+        let mut reg = Registration {
+            buf_index: None,
+            buf_refused: None,
+            fixed_file: None,
+        };
+        let Some(Backend::Uring(u)) = self.backend.as_ref() else {
+            return reg;
+        };
         let mem_loc = pipe.mem_loc();
         if let Some(m) = mem_loc.memory() {
             if !self.reg_buffers {
@@ -770,11 +914,18 @@ impl Scheduler {
                     Err(e) => reg.buf_refused = Some(e),
                     Ok(()) => {
                         let slot = free.unwrap_or(0);
-                        let iov = libc::iovec { iov_base: m.ptr().cast(), iov_len: m.len() };
+                        let iov = libc::iovec {
+                            iov_base: m.ptr().cast(),
+                            iov_len: m.len(),
+                        };
                         // SAFETY: the memory stays alive while registered: the slot table
                         // holds its locator until the slot is cleared or the ring dropped.
                         let r = unsafe {
-                            u.ring.submitter().register_buffers_update(u32::from(slot), &[iov], None)
+                            u.ring.submitter().register_buffers_update(
+                                u32::from(slot),
+                                &[iov],
+                                None,
+                            )
                         };
                         match r {
                             Ok(()) => {
@@ -796,7 +947,11 @@ impl Scheduler {
                     } else {
                         let used: Vec<u32> = self.file_slots.values().map(|e| e.0).collect();
                         if let Some(slot) = (0..REGISTER_SLOTS).find(|s| !used.contains(s)) {
-                            if u.ring.submitter().register_files_update(slot, &[f.fd()]).is_ok() {
+                            if u.ring
+                                .submitter()
+                                .register_files_update(slot, &[f.fd()])
+                                .is_ok()
+                            {
                                 self.file_slots.insert(f.id, (slot, fl.clone(), 1));
                                 reg.fixed_file = Some(slot);
                             }
@@ -809,16 +964,25 @@ impl Scheduler {
     }
 
     fn release(&mut self, r: Release) {
-        let Some(Backend::Uring(u)) = self.backend.as_ref() else { return };
+        let Some(Backend::Uring(u)) = self.backend.as_ref() else {
+            return;
+        };
         match r {
             Release::Buffer(id) => {
                 if let Some(e) = self.buffer_slots.get_mut(&id) {
                     e.2 -= 1;
                     if e.2 == 0 {
-                        let iov = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+                        let iov = libc::iovec {
+                            iov_base: std::ptr::null_mut(),
+                            iov_len: 0,
+                        };
                         // SAFETY: clearing a slot; requests in flight hold the kernel's own
                         // reference to the old buffer, and our locator lives until they end.
-                        let _ = unsafe { u.ring.submitter().register_buffers_update(u32::from(e.0), &[iov], None) };
+                        let _ = unsafe {
+                            u.ring
+                                .submitter()
+                                .register_buffers_update(u32::from(e.0), &[iov], None)
+                        };
                         self.buffer_slots.remove(&id);
                     }
                 }
@@ -846,14 +1010,20 @@ impl Scheduler {
                     }
                     return;
                 }
-                let Some(a) = self.actives.get_mut(&id) else { break };
+                let Some(a) = self.actives.get_mut(&id) else {
+                    break;
+                };
                 if a.error.is_some() || a.shared.cancel.load(Ordering::Relaxed) {
                     break;
                 }
-                if a.pipe.stats.requests_in_flight.load(Ordering::Relaxed) >= u64::from(a.pipe.queue_depth) {
+                if a.pipe.stats.requests_in_flight.load(Ordering::Relaxed)
+                    >= u64::from(a.pipe.queue_depth)
+                {
                     break;
                 }
-                let Some(chunk) = a.chunks.pop_front() else { break };
+                let Some(chunk) = a.chunks.pop_front() else {
+                    break;
+                };
                 let pipe = Arc::clone(&a.pipe);
                 match pipe.mechanism {
                     Mechanism::Memcpy | Mechanism::Mmap => {
@@ -865,7 +1035,11 @@ impl Scheduler {
                     Mechanism::IoUring | Mechanism::Threads => {
                         let req = make_req(&pipe, chunk);
                         let token = self.token(id, chunk);
-                        let pushed = self.backend.as_mut().map(|b| b.push(token, req)).unwrap_or(false);
+                        let pushed = self
+                            .backend
+                            .as_mut()
+                            .map(|b| b.push(token, req))
+                            .unwrap_or(false);
                         if !pushed {
                             self.ops.remove(&token);
                             if let Some(a) = self.actives.get_mut(&id) {
@@ -896,18 +1070,26 @@ impl Scheduler {
     fn account_issue(&mut self, id: u64, pipe: &PipeInner, chunk: Chunk) {
         self.in_flight += 1;
         REQUESTS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
-        pipe.stats.requests_in_flight.fetch_add(1, Ordering::Relaxed);
-        pipe.stats.bytes_in_flight.fetch_add(chunk.len, Ordering::Relaxed);
+        pipe.stats
+            .requests_in_flight
+            .fetch_add(1, Ordering::Relaxed);
+        pipe.stats
+            .bytes_in_flight
+            .fetch_add(chunk.len, Ordering::Relaxed);
         if let Some(a) = self.actives.get_mut(&id) {
             a.in_flight += 1;
         }
     }
 
     fn complete(&mut self, token: u64, res: i64) {
-        let Some(op) = self.ops.remove(&token) else { return };
+        let Some(op) = self.ops.remove(&token) else {
+            return;
+        };
         self.in_flight -= 1;
         REQUESTS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
-        let Some(a) = self.actives.get_mut(&op.id) else { return };
+        let Some(a) = self.actives.get_mut(&op.id) else {
+            return;
+        };
         a.in_flight -= 1;
         let c = op.chunk;
         let st = &a.pipe.stats;
@@ -922,7 +1104,8 @@ impl Scheduler {
         let path = path.unwrap_or_default();
         if res < 0 {
             let errno = i32::try_from(-res).unwrap_or(libc::EIO);
-            a.error.get_or_insert(Error::from_errno(op_name, &path, file_off, errno));
+            a.error
+                .get_or_insert(Error::from_errno(op_name, &path, file_off, errno));
             return;
         }
         let n = res as u64;
@@ -944,7 +1127,11 @@ impl Scheduler {
         a.shared.bytes_done.fetch_add(n, Ordering::Relaxed);
         st.bytes_moved.fetch_add(n, Ordering::Relaxed);
         if n < c.len {
-            a.chunks.push_front(Chunk { src: c.src + n, dst: c.dst + n, len: c.len - n });
+            a.chunks.push_front(Chunk {
+                src: c.src + n,
+                dst: c.dst + n,
+                len: c.len - n,
+            });
         }
     }
 
@@ -956,7 +1143,9 @@ impl Scheduler {
             let ready = match self.actives.get(&id) {
                 Some(a) => {
                     a.in_flight == 0
-                        && (a.chunks.is_empty() || a.error.is_some() || a.shared.cancel.load(Ordering::SeqCst))
+                        && (a.chunks.is_empty()
+                            || a.error.is_some()
+                            || a.shared.cancel.load(Ordering::SeqCst))
                 }
                 None => true,
             };
@@ -965,14 +1154,18 @@ impl Scheduler {
                 continue;
             }
             self.order.remove(i);
-            let Some(a) = self.actives.remove(&id) else { continue };
+            let Some(a) = self.actives.remove(&id) else {
+                continue;
+            };
             let st = &a.pipe.stats;
             let result = if let Some(e) = a.error {
                 st.transfers_failed.fetch_add(1, Ordering::Relaxed);
                 Err(e)
             } else if !a.chunks.is_empty() {
                 st.transfers_cancelled.fetch_add(1, Ordering::Relaxed);
-                Err(Error::Cancelled { bytes_done: a.bytes })
+                Err(Error::Cancelled {
+                    bytes_done: a.bytes,
+                })
             } else {
                 st.transfers_done.fetch_add(1, Ordering::Relaxed);
                 Ok(a.bytes)
@@ -1000,7 +1193,10 @@ fn make_req(p: &PipeInner, c: Chunk) -> Req {
     };
     let mem = p.mem_loc().memory();
     let base = mem.map_or(std::ptr::null_mut(), |m| m.ptr());
-    let fd = p.file_loc().and_then(|l| l.file_res()).map_or(-1, |f| f.fd());
+    let fd = p
+        .file_loc()
+        .and_then(|l| l.file_res())
+        .map_or(-1, |f| f.fd());
     Req {
         dir,
         fd,
@@ -1019,16 +1215,32 @@ fn inline_copy(p: &PipeInner, c: Chunk) -> i64 {
     let len = c.len as usize;
     match p.kind {
         Kind::Copy => {
-            let (Some(s), Some(d)) = (p.src.memory(), p.dst.memory()) else { return -i64::from(libc::EINVAL) };
+            let (Some(s), Some(d)) = (p.src.memory(), p.dst.memory()) else {
+                return -i64::from(libc::EINVAL);
+            };
             // SAFETY: ranges checked at submit; `copy` allows overlap (same locator).
-            unsafe { std::ptr::copy(s.ptr().add(c.src as usize), d.ptr().add(c.dst as usize), len) };
+            unsafe {
+                std::ptr::copy(
+                    s.ptr().add(c.src as usize),
+                    d.ptr().add(c.dst as usize),
+                    len,
+                )
+            };
             c.len as i64
         }
         Kind::Read | Kind::Write => {
-            let Some(f) = p.file_loc().and_then(|l| l.file_res()) else { return -i64::from(libc::EINVAL) };
-            let Some(m) = p.mem_loc().memory() else { return -i64::from(libc::EINVAL) };
+            let Some(f) = p.file_loc().and_then(|l| l.file_res()) else {
+                return -i64::from(libc::EINVAL);
+            };
+            let Some(m) = p.mem_loc().memory() else {
+                return -i64::from(libc::EINVAL);
+            };
             let write = p.kind == Kind::Write;
-            let (file_off, mem_off) = if write { (c.dst, c.src) } else { (c.src, c.dst) };
+            let (file_off, mem_off) = if write {
+                (c.dst, c.src)
+            } else {
+                (c.src, c.dst)
+            };
             if write {
                 // Reserve the blocks first: a full disk is ENOSPC here, never SIGBUS later.
                 // SAFETY: fd open for writing.
@@ -1046,7 +1258,9 @@ fn inline_copy(p: &PipeInner, c: Chunk) -> i64 {
                     Err(e) => return -i64::from(e),
                 }
             }
-            let Some(fm) = map.as_ref() else { return -i64::from(libc::EINVAL) };
+            let Some(fm) = map.as_ref() else {
+                return -i64::from(libc::EINVAL);
+            };
             // SAFETY: the mapping covers `end` bytes of a file at least that long (reads checked
             // at submit, writes fallocated above); the memory range was checked at submit.
             unsafe {
@@ -1067,13 +1281,26 @@ fn map_file(f: &FileRes, end: usize, write: bool) -> std::result::Result<FileMap
     let file_len = f.len().map_err(|_| libc::EIO)? as usize;
     // Writes grow the file block by block: map ahead (geometrically, 64 MiB at least) so that
     // the mapping is not remade for every block. Only bytes below the file's end are touched.
-    let ahead = if write { end.saturating_mul(2).max(64 << 20) } else { end };
+    let ahead = if write {
+        end.saturating_mul(2).max(64 << 20)
+    } else {
+        end
+    };
     let len = ahead.max(file_len).max(1);
-    let prot = if write || f.writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+    let prot = if write || f.writable {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_READ
+    };
     // SAFETY: a fresh shared mapping of an open file.
     let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, f.fd(), 0) };
     if ptr == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
     }
-    Ok(FileMap { ptr: ptr.cast(), len })
+    Ok(FileMap {
+        ptr: ptr.cast(),
+        len,
+    })
 }

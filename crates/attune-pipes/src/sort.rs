@@ -74,7 +74,9 @@ impl Default for SortOptions {
             fan_in: 4,
             block_bytes: 10 * UNIT_BYTES,
             staging_dir: None,
-            threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             double_buffering: true,
             early_spill: true,
             runtime: RuntimeOptions::default(),
@@ -105,7 +107,9 @@ pub struct SortReport {
 
 /// The default cache-run size: half the last-level cache per core, in whole records.
 pub fn default_run_bytes() -> u64 {
-    let llc = cache_bytes(0, 3).or_else(|| cache_bytes(0, 2)).unwrap_or(2 << 20);
+    let llc = cache_bytes(0, 3)
+        .or_else(|| cache_bytes(0, 2))
+        .unwrap_or(2 << 20);
     let per_core = llc / llc_sharing_cpus();
     ((per_core / 2) / RECORD_BYTES).max(1) * RECORD_BYTES
 }
@@ -136,10 +140,18 @@ fn key80(rec: &[u8]) -> u128 {
 pub type Progress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 
 /// Sorts the records of `input` into `output` (see the module doc).
-pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Option<Progress<'_>>) -> Result<SortReport> {
+pub fn sort_file(
+    input: &Path,
+    output: &Path,
+    opts: &SortOptions,
+    progress: Option<Progress<'_>>,
+) -> Result<SortReport> {
     let t0 = Instant::now();
     if opts.fan_in < 2 || opts.fan_in > 64 {
-        return Err(Error::InvalidArgument(format!("fan-in {} must be 2..=64", opts.fan_in)));
+        return Err(Error::InvalidArgument(format!(
+            "fan-in {} must be 2..=64",
+            opts.fan_in
+        )));
     }
     if opts.threads == 0 {
         return Err(Error::InvalidArgument("threads must be > 0".into()));
@@ -154,7 +166,10 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
     }
     let records = total / RECORD_BYTES;
     if records > u64::from(u32::MAX) * 64 {
-        return Err(Error::BadInput { path: input.to_path_buf(), reason: "too many records".into() });
+        return Err(Error::BadInput {
+            path: input.to_path_buf(),
+            reason: "too many records".into(),
+        });
     }
     let out_dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -177,7 +192,10 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
         .unwrap_or_else(|| out_dir.clone())
         .join(format!(".attune-sort-{pid}-{nanos}"));
     std::fs::create_dir(&staging).map_err(|e| Error::io("mkdir", &staging, &e))?;
-    let mut cleanup = Cleanup { temp_out: Some(temp_out.clone()), staging: Some(staging.clone()) };
+    let mut cleanup = Cleanup {
+        temp_out: Some(temp_out.clone()),
+        staging: Some(staging.clone()),
+    };
 
     let rt = Runtime::new(opts.runtime.clone())?;
     let m = opts.memory_bytes_max;
@@ -197,7 +215,10 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
             phase2_need(UNIT_BYTES).max(4 * UNIT_BYTES)
         )));
     }
-    let run_bytes = opts.run_bytes.unwrap_or_else(default_run_bytes).max(RECORD_BYTES);
+    let run_bytes = opts
+        .run_bytes
+        .unwrap_or_else(default_run_bytes)
+        .max(RECORD_BYTES);
     let mut report = SortReport {
         records,
         bytes: total,
@@ -208,16 +229,25 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
         fan_in: opts.fan_in,
         ..Default::default()
     };
-    let cancelled = || opts.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed));
+    let cancelled = || {
+        opts.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    };
 
     // ---- Phase 1: sorted runs.
     let single = total <= s;
     let mut runs: Vec<(PathBuf, u64)> = Vec::new();
-    let in_bufs: Vec<Locator> =
-        (0..bufs as usize).map(|_| Locator::dram(s.min(total.max(UNIT_BYTES)))).collect::<Result<_>>()?;
-    let in_pipes: Vec<Pipe> =
-        in_bufs.iter().map(|b| rt.pipe(&src, b, PipeOptions::default())).collect::<Result<_>>()?;
-    let out_blocks: Vec<Locator> = (0..2).map(|_| Locator::dram(block)).collect::<Result<_>>()?;
+    let in_bufs: Vec<Locator> = (0..bufs as usize)
+        .map(|_| Locator::dram(s.min(total.max(UNIT_BYTES))))
+        .collect::<Result<_>>()?;
+    let in_pipes: Vec<Pipe> = in_bufs
+        .iter()
+        .map(|b| rt.pipe(&src, b, PipeOptions::default()))
+        .collect::<Result<_>>()?;
+    let out_blocks: Vec<Locator> = (0..2)
+        .map(|_| Locator::dram(block))
+        .collect::<Result<_>>()?;
     let chunks: Vec<(u64, u64)> = (0..total.div_ceil(s.max(1)))
         .map(|i| (i * s, (total - i * s).min(s)))
         .collect();
@@ -228,7 +258,9 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
     let mut scratch: Vec<u8> = vec![0u8; s.min(total.max(UNIT_BYTES)) as usize];
     for (i, &(_, len)) in chunks.iter().enumerate() {
         if cancelled() {
-            return Err(Error::Cancelled { bytes_done: report.bytes_read });
+            return Err(Error::Cancelled {
+                bytes_done: report.bytes_read,
+            });
         }
         let cur = i % in_bufs.len();
         if let Some(t) = pending.take() {
@@ -240,8 +272,19 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
                 pending = Some(in_pipes[nb].transfer(noff, 0, nlen)?);
             }
         }
-        let run_path = if single { temp_out.clone() } else { staging.join(format!("run-0-{i}")) };
-        let dst = Locator::file(&run_path, FileOptions { create: true, truncate: true, ..Default::default() })?;
+        let run_path = if single {
+            temp_out.clone()
+        } else {
+            staging.join(format!("run-0-{i}"))
+        };
+        let dst = Locator::file(
+            &run_path,
+            FileOptions {
+                create: true,
+                truncate: true,
+                ..Default::default()
+            },
+        )?;
         let mut guard = in_bufs[cur].bytes()?;
         let data = &mut guard[..len as usize];
         let scr = &mut scratch[..len as usize];
@@ -262,7 +305,14 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
     }
     drop((scratch, in_pipes, in_bufs));
     if total == 0 {
-        Locator::file(&temp_out, FileOptions { create: true, truncate: true, ..Default::default() })?;
+        Locator::file(
+            &temp_out,
+            FileOptions {
+                create: true,
+                truncate: true,
+                ..Default::default()
+            },
+        )?;
     }
     report.spilled_runs = if single { 0 } else { runs.len() as u64 };
     report.run_seconds = t0.elapsed().as_secs_f64();
@@ -276,24 +326,59 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
         let mut next = Vec::new();
         let pass_total: u64 = runs.iter().map(|r| r.1).sum();
         let mut pass_done = 0u64;
-        for (g, group) in runs.chunks(opts.fan_in).enumerate() {
+        // Groups are independent: merge up to `par` of them at once (each with its own blocks).
+        let par = opts
+            .threads
+            .clamp(1, (m / phase2_need(block)).max(1) as usize);
+        let groups: Vec<(usize, &[(PathBuf, u64)])> =
+            runs.chunks(opts.fan_in).enumerate().collect();
+        for wave in groups.chunks(par) {
             if cancelled() {
-                return Err(Error::Cancelled { bytes_done: report.bytes_written });
+                return Err(Error::Cancelled {
+                    bytes_done: report.bytes_written,
+                });
             }
-            let len: u64 = group.iter().map(|r| r.1).sum();
-            let out_path = if last { temp_out.clone() } else { staging.join(format!("run-{pass}-{g}")) };
-            if group.len() == 1 {
-                std::fs::rename(&group[0].0, &out_path).map_err(|e| Error::io("rename", &out_path, &e))?;
-            } else {
-                let (r, w) = merge(&rt, group, &out_path, block)?;
-                report.bytes_read += r;
-                report.bytes_written += w;
-                for (p, _) in group {
-                    let _ = std::fs::remove_file(p);
-                }
+            let results: Vec<Result<(PathBuf, u64, u64, u64)>> = std::thread::scope(|sc| {
+                let handles: Vec<_> = wave
+                    .iter()
+                    .map(|&(g, group)| {
+                        let (rt, temp_out, staging) = (&rt, &temp_out, &staging);
+                        sc.spawn(move || -> Result<(PathBuf, u64, u64, u64)> {
+                            let len: u64 = group.iter().map(|r| r.1).sum();
+                            let out_path = if last {
+                                temp_out.clone()
+                            } else {
+                                staging.join(format!("run-{pass}-{g}"))
+                            };
+                            if group.len() == 1 {
+                                std::fs::rename(&group[0].0, &out_path)
+                                    .map_err(|e| Error::io("rename", &out_path, &e))?;
+                                return Ok((out_path, len, 0, 0));
+                            }
+                            let (r, w) = merge(rt, group, &out_path, block)?;
+                            for (p, _) in group {
+                                let _ = std::fs::remove_file(p);
+                            }
+                            Ok((out_path, len, r, w))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(Error::InvalidArgument("a merge thread panicked".into()))
+                        })
+                    })
+                    .collect()
+            });
+            for r in results {
+                let (out_path, len, rd, wr) = r?;
+                report.bytes_read += rd;
+                report.bytes_written += wr;
+                next.push((out_path, len));
+                pass_done += len;
             }
-            next.push((out_path, len));
-            pass_done += len;
             if let Some(p) = progress {
                 p(&format!("merge pass {pass}"), pass_done, pass_total);
             }
@@ -303,12 +388,15 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
     report.merge_passes = pass;
     report.merge_seconds = t1.elapsed().as_secs_f64();
     if cancelled() {
-        return Err(Error::Cancelled { bytes_done: report.bytes_written });
+        return Err(Error::Cancelled {
+            bytes_done: report.bytes_written,
+        });
     }
 
     // ---- Publish: sync the temporary file, rename it, sync the directory.
     let f = std::fs::File::open(&temp_out).map_err(|e| Error::io("open", &temp_out, &e))?;
-    f.sync_all().map_err(|e| Error::io("fsync", &temp_out, &e))?;
+    f.sync_all()
+        .map_err(|e| Error::io("fsync", &temp_out, &e))?;
     std::fs::rename(&temp_out, output).map_err(|e| Error::io("rename", output, &e))?;
     cleanup.temp_out = None;
     if let Ok(d) = std::fs::File::open(&out_dir) {
@@ -323,7 +411,12 @@ pub fn sort_file(input: &Path, output: &Path, opts: &SortOptions, progress: Opti
 /// the run's bytes staying in that core's share of the cache), then merges them `fan_in` at a
 /// time between `data` and `scratch` until at most `fan_in` runs are left. Returns the buffer
 /// holding those runs (true: `scratch`) and their width in bytes.
-fn sort_chunk(data: &mut [u8], scratch: &mut [u8], run_bytes: u64, opts: &SortOptions) -> (bool, usize) {
+fn sort_chunk(
+    data: &mut [u8],
+    scratch: &mut [u8],
+    run_bytes: u64,
+    opts: &SortOptions,
+) -> (bool, usize) {
     let rec = RECORD_BYTES as usize;
     let run = ((run_bytes / RECORD_BYTES) as usize).max(1) * rec;
     let n_runs = data.len().div_ceil(run);
@@ -334,7 +427,11 @@ fn sort_chunk(data: &mut [u8], scratch: &mut [u8], run_bytes: u64, opts: &SortOp
                 let mut index: Vec<u128> = Vec::with_capacity(run / rec);
                 for (s, d) in src.chunks(run).zip(dst.chunks_mut(run)) {
                     index.clear();
-                    index.extend(s.chunks_exact(rec).enumerate().map(|(i, r)| key80(r) << 32 | i as u128));
+                    index.extend(
+                        s.chunks_exact(rec)
+                            .enumerate()
+                            .map(|(i, r)| key80(r) << 32 | i as u128),
+                    );
                     index.sort_unstable();
                     for (j, &e) in index.iter().enumerate() {
                         let r = (e as u32) as usize * rec;
@@ -348,7 +445,11 @@ fn sort_chunk(data: &mut [u8], scratch: &mut [u8], run_bytes: u64, opts: &SortOp
     let (mut in_scratch, mut width) = (true, run);
     while data.len().div_ceil(width) > opts.fan_in {
         let span = width * opts.fan_in;
-        let (src, dst): (&[u8], &mut [u8]) = if in_scratch { (&*scratch, &mut *data) } else { (&*data, &mut *scratch) };
+        let (src, dst): (&[u8], &mut [u8]) = if in_scratch {
+            (&*scratch, &mut *data)
+        } else {
+            (&*data, &mut *scratch)
+        };
         let groups = dst.len().div_ceil(span);
         let per = groups.div_ceil(opts.threads.max(1)).max(1) * span;
         std::thread::scope(|sc| {
@@ -376,7 +477,10 @@ struct MergeCursor<'a> {
 
 impl<'a> MergeCursor<'a> {
     fn new(parts: Vec<&'a [u8]>) -> Self {
-        let heads = parts.iter().map(|p| (!p.is_empty()).then(|| key80(p))).collect();
+        let heads = parts
+            .iter()
+            .map(|p| (!p.is_empty()).then(|| key80(p)))
+            .collect();
         let pos = vec![0; parts.len()];
         MergeCursor { parts, pos, heads }
     }
@@ -396,7 +500,9 @@ impl<'a> MergeCursor<'a> {
                     }
                 }
             }
-            let Some(part) = self.parts.get(best) else { break };
+            let Some(part) = self.parts.get(best) else {
+                break;
+            };
             let p = self.pos[best];
             out[o..o + rec].copy_from_slice(&part[p..p + rec]);
             o += rec;
@@ -410,8 +516,17 @@ impl<'a> MergeCursor<'a> {
 
 /// Merges `parts` (sorted record runs) into `dst` through two write blocks, each written while
 /// the next is filled (early spilling), or each waited for (`early` off); returns bytes written.
-fn spill(rt: &Runtime, parts: Vec<&[u8]>, blocks: &[Locator], dst: &Locator, early: bool) -> Result<u64> {
-    let pipes: Vec<Pipe> = blocks.iter().map(|b| rt.pipe(b, dst, PipeOptions::default())).collect::<Result<_>>()?;
+fn spill(
+    rt: &Runtime,
+    parts: Vec<&[u8]>,
+    blocks: &[Locator],
+    dst: &Locator,
+    early: bool,
+) -> Result<u64> {
+    let pipes: Vec<Pipe> = blocks
+        .iter()
+        .map(|b| rt.pipe(b, dst, PipeOptions::default()))
+        .collect::<Result<_>>()?;
     let mut cursor = MergeCursor::new(parts);
     let mut pending: [Option<Transfer>; 2] = [None, None];
     let mut written = 0u64;
@@ -485,17 +600,44 @@ fn merge(rt: &Runtime, group: &[(PathBuf, u64)], out: &Path, block: u64) -> Resu
     let mut read = 0u64;
     for (p, len) in group {
         let f = Locator::file(p, FileOptions::default())?;
-        let bufs: Vec<Locator> = (0..2).map(|_| Locator::dram(block)).collect::<Result<_>>()?;
-        let pipes = bufs.iter().map(|b| rt.pipe(&f, b, PipeOptions::default())).collect::<Result<_>>()?;
-        let mut r = Reader { pipes, bufs, pending: [None, None], lens: [0; 2], cur: 0, pos: 0, next_off: 0, file_len: *len, done: false };
+        let bufs: Vec<Locator> = (0..2)
+            .map(|_| Locator::dram(block))
+            .collect::<Result<_>>()?;
+        let pipes = bufs
+            .iter()
+            .map(|b| rt.pipe(&f, b, PipeOptions::default()))
+            .collect::<Result<_>>()?;
+        let mut r = Reader {
+            pipes,
+            bufs,
+            pending: [None, None],
+            lens: [0; 2],
+            cur: 0,
+            pos: 0,
+            next_off: 0,
+            file_len: *len,
+            done: false,
+        };
         r.start(0)?;
         r.start(1)?;
         read += r.ready()?;
         readers.push(r);
     }
-    let dst = Locator::file(out, FileOptions { create: true, truncate: true, ..Default::default() })?;
-    let oblocks: Vec<Locator> = (0..2).map(|_| Locator::dram(block)).collect::<Result<_>>()?;
-    let opipes: Vec<Pipe> = oblocks.iter().map(|b| rt.pipe(b, &dst, PipeOptions::default())).collect::<Result<_>>()?;
+    let dst = Locator::file(
+        out,
+        FileOptions {
+            create: true,
+            truncate: true,
+            ..Default::default()
+        },
+    )?;
+    let oblocks: Vec<Locator> = (0..2)
+        .map(|_| Locator::dram(block))
+        .collect::<Result<_>>()?;
+    let opipes: Vec<Pipe> = oblocks
+        .iter()
+        .map(|b| rt.pipe(b, &dst, PipeOptions::default()))
+        .collect::<Result<_>>()?;
     let mut opending: [Option<Transfer>; 2] = [None, None];
     let (mut ocur, mut opos, mut file_off, mut written) = (0usize, 0usize, 0u64, 0u64);
     let oblock = block as usize;
@@ -505,7 +647,13 @@ fn merge(rt: &Runtime, group: &[(PathBuf, u64)], out: &Path, block: u64) -> Resu
         let (exhausted, full) = {
             let guards: Vec<Option<crate::locator::BytesGuard<'_>>> = readers
                 .iter()
-                .map(|r| if r.done { Ok(None) } else { r.bufs[r.cur].bytes().map(Some) })
+                .map(|r| {
+                    if r.done {
+                        Ok(None)
+                    } else {
+                        r.bufs[r.cur].bytes().map(Some)
+                    }
+                })
                 .collect::<Result<_>>()?;
             let ends: Vec<usize> = readers.iter().map(|r| r.lens[r.cur] as usize).collect();
             let mut out = oblocks[ocur].bytes()?;
@@ -528,7 +676,9 @@ fn merge(rt: &Runtime, group: &[(PathBuf, u64)], out: &Path, block: u64) -> Resu
                         }
                     }
                 }
-                let Some(g) = guards.get(best).and_then(|g| g.as_ref()) else { break (None, false) };
+                let Some(g) = guards.get(best).and_then(|g| g.as_ref()) else {
+                    break (None, false);
+                };
                 let p = pos[best];
                 out[opos..opos + 100].copy_from_slice(&g[p..p + 100]);
                 opos += 100;
@@ -543,7 +693,7 @@ fn merge(rt: &Runtime, group: &[(PathBuf, u64)], out: &Path, block: u64) -> Resu
             r.pos = p;
         }
         let all_done = readers.iter().all(|r| r.done);
-        if full || (all_done && opos > 0) || (exhausted.is_none() && !full && opos > 0) {
+        if full || (opos > 0 && (all_done || exhausted.is_none())) {
             if let Some(t) = opending[ocur].take() {
                 written += t.wait()?;
             }

@@ -9,18 +9,33 @@ use attune_pipes::{
 use std::path::Path;
 
 fn runtime(m: MechanismChoice) -> Runtime {
-    Runtime::new(RuntimeOptions { mechanism: m, queue_depth: 8, block_bytes: 64 * 1024, ..Default::default() })
-        .unwrap()
+    Runtime::new(RuntimeOptions {
+        mechanism: m,
+        queue_depth: 8,
+        block_bytes: 64 * 1024,
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
 }
 
 const MECHS: [Mechanism; 3] = [Mechanism::IoUring, Mechanism::Threads, Mechanism::Mmap];
 
 fn rw(f: &Path, opts: FileOptions) -> Locator {
-    Locator::file(f, FileOptions { write: true, create: true, ..opts }).unwrap()
+    Locator::file(
+        f,
+        FileOptions {
+            write: true,
+            create: true,
+            ..opts
+        },
+    )
+    .unwrap()
 }
 
 #[test]
@@ -41,7 +56,10 @@ fn every_mechanism_reads_and_writes_the_same_bytes() {
         let dst = rw(&out, FileOptions::default());
         let down = rt.pipe(&mem, &dst, PipeOptions::default()).unwrap();
         // Unaligned offsets and an odd length work on buffered files.
-        assert_eq!(down.transfer_blocking(5, 3, (1 << 20) - 5).unwrap(), (1 << 20) - 5);
+        assert_eq!(
+            down.transfer_blocking(5, 3, (1 << 20) - 5).unwrap(),
+            (1 << 20) - 5
+        );
         let written = std::fs::read(&out).unwrap();
         assert_eq!(&written[3..], &data[5..], "{m} write");
         let st = down.state();
@@ -76,7 +94,10 @@ fn io_uring_pipes_use_registered_buffers_and_fixed_files_unless_switched_off() {
         if !reg {
             assert!(!st.registered_buffer);
             assert!(!st.fixed_file);
-            assert_eq!(rt.report().registered_buffers_refused.as_deref(), Some("switched off"));
+            assert_eq!(
+                rt.report().registered_buffers_refused.as_deref(),
+                Some("switched off")
+            );
         }
         assert_eq!(&m.bytes().unwrap()[..], &pattern(1 << 16, 1)[..]);
     }
@@ -88,7 +109,14 @@ fn direct_files_move_aligned_blocks_and_refuse_misaligned_ones() {
     let path = dir.path().join("direct");
     let data = pattern(256 * 1024, 9);
     std::fs::write(&path, &data).unwrap();
-    let direct = match Locator::file(&path, FileOptions { direct: true, write: true, ..Default::default() }) {
+    let direct = match Locator::file(
+        &path,
+        FileOptions {
+            direct: true,
+            write: true,
+            ..Default::default()
+        },
+    ) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("skipping: O_DIRECT unsupported here: {e}");
@@ -103,11 +131,15 @@ fn direct_files_move_aligned_blocks_and_refuse_misaligned_ones() {
         p.transfer_blocking(0, 0, 256 * 1024).unwrap();
         assert_eq!(&mem.bytes().unwrap()[..], &data[..]);
         match p.transfer(100, 0, 4096) {
-            Err(Error::Misaligned { what, .. }) => assert!(what.contains("file offset 100"), "{what}"),
+            Err(Error::Misaligned { what, .. }) => {
+                assert!(what.contains("file offset 100"), "{what}")
+            }
             other => panic!("{:?}", other.map(|_| ())),
         }
         match p.transfer(0, 512, 4096) {
-            Err(Error::Misaligned { what, .. }) => assert!(what.contains("memory offset 512"), "{what}"),
+            Err(Error::Misaligned { what, .. }) => {
+                assert!(what.contains("memory offset 512"), "{what}")
+            }
             other => panic!("{:?}", other.map(|_| ())),
         }
     }
@@ -134,12 +166,18 @@ fn pmem_and_core_cache_locators_are_memory() {
     assert_eq!(&cc.bytes().unwrap()[..], &pattern(1 << 16, 5)[..]);
     pm.sync().unwrap();
     // The mapping is the file: its bytes are on "persistent" storage.
-    assert_eq!(std::fs::read(dir.path().join("pmem")).unwrap(), pattern(1 << 16, 5));
+    assert_eq!(
+        std::fs::read(dir.path().join("pmem")).unwrap(),
+        pattern(1 << 16, 5)
+    );
     // A file into pmem goes through the file mechanism straight into the mapping.
     let src = dir.path().join("src");
     std::fs::write(&src, pattern(1 << 16, 8)).unwrap();
     let f = Locator::file(&src, FileOptions::default()).unwrap();
-    rt.pipe(&f, &pm, PipeOptions::default()).unwrap().transfer_blocking(0, 0, 1 << 16).unwrap();
+    rt.pipe(&f, &pm, PipeOptions::default())
+        .unwrap()
+        .transfer_blocking(0, 0, 1 << 16)
+        .unwrap();
     assert_eq!(&pm.bytes().unwrap()[..], &pattern(1 << 16, 8)[..]);
 }
 
@@ -154,14 +192,26 @@ fn bad_locators_name_what_is_wrong() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(Locator::dram(0), Err(Error::BadLocator { .. })));
-    assert!(matches!(Locator::file(dir.path(), FileOptions::default()), Err(Error::BadLocator { .. })));
-    assert!(matches!(Locator::core_cache(100_000, None), Err(Error::BadLocator { .. })));
     assert!(matches!(
-        Runtime::new(RuntimeOptions { queue_depth: 0, ..Default::default() }),
+        Locator::file(dir.path(), FileOptions::default()),
+        Err(Error::BadLocator { .. })
+    ));
+    assert!(matches!(
+        Locator::core_cache(100_000, None),
+        Err(Error::BadLocator { .. })
+    ));
+    assert!(matches!(
+        Runtime::new(RuntimeOptions {
+            queue_depth: 0,
+            ..Default::default()
+        }),
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(
-        Runtime::new(RuntimeOptions { block_bytes: 3000, ..Default::default() }),
+        Runtime::new(RuntimeOptions {
+            block_bytes: 3000,
+            ..Default::default()
+        }),
         Err(Error::InvalidArgument(_))
     ));
 }
@@ -177,13 +227,24 @@ fn short_files_and_ranges_outside_memory_are_refused_before_any_io() {
         let mem = Locator::dram(1 << 16).unwrap();
         let p = rt.pipe(&f, &mem, PipeOptions::default()).unwrap();
         match p.transfer(8192, 0, 4096) {
-            Err(Error::ShortFile { offset, len, file_len, .. }) => {
+            Err(Error::ShortFile {
+                offset,
+                len,
+                file_len,
+                ..
+            }) => {
                 assert_eq!((offset, len, file_len), (8192, 4096, 10_000));
             }
             other => panic!("{:?}", other.map(|_| ())),
         }
-        assert!(matches!(p.transfer(0, 65_000, 4096), Err(Error::OutOfRange { .. })));
-        assert!(matches!(p.transfer(0, 0, 0), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            p.transfer(0, 65_000, 4096),
+            Err(Error::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            p.transfer(0, 0, 0),
+            Err(Error::InvalidArgument(_))
+        ));
         assert_eq!(p.state().requests_done, 0);
     }
 }
@@ -193,7 +254,14 @@ fn full_disks_give_no_space_errors() {
     // /dev/full fails every write with ENOSPC.
     for m in [Mechanism::IoUring, Mechanism::Threads] {
         let rt = runtime(MechanismChoice::Only(m));
-        let full = Locator::file("/dev/full", FileOptions { write: true, ..Default::default() }).unwrap();
+        let full = Locator::file(
+            "/dev/full",
+            FileOptions {
+                write: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let mem = Locator::dram(1 << 16).unwrap();
         let p = rt.pipe(&mem, &full, PipeOptions::default()).unwrap();
         match p.transfer_blocking(0, 0, 1 << 16) {
@@ -247,7 +315,14 @@ fn paths_the_runtime_cannot_serve_are_rejected() {
         other => panic!("{:?}", other.map(|_| ())),
     }
     assert!(matches!(
-        rt.pipe(&fa, &mem, PipeOptions { queue_depth: Some(9), ..Default::default() }),
+        rt.pipe(
+            &fa,
+            &mem,
+            PipeOptions {
+                queue_depth: Some(9),
+                ..Default::default()
+            }
+        ),
         Err(Error::InvalidArgument(_))
     ));
 }
@@ -293,12 +368,19 @@ fn the_ready_fd_counts_finished_transfers() {
     for _ in 0..3 {
         p.transfer(0, 0, 4096).unwrap().wait().unwrap();
     }
-    let mut pfd = libc::pollfd { fd: p.ready_fd(), events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd: p.ready_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd.
     assert_eq!(unsafe { libc::poll(&mut pfd, 1, 0) }, 1);
     let mut n = 0u64;
     // SAFETY: reading the eventfd's 8-byte counter.
-    assert_eq!(unsafe { libc::read(p.ready_fd(), (&mut n as *mut u64).cast(), 8) }, 8);
+    assert_eq!(
+        unsafe { libc::read(p.ready_fd(), (&mut n as *mut u64).cast(), 8) },
+        8
+    );
     assert_eq!(n, 3);
 }
 
@@ -311,13 +393,26 @@ fn random_block_segments_land_where_declared() {
         let rt = runtime(MechanismChoice::Only(m));
         let f = Locator::file(dir.path().join("f"), FileOptions::default()).unwrap();
         let mem = Locator::dram(64 * 4096).unwrap();
-        let p = rt.pipe(&f, &mem, PipeOptions { block_bytes: Some(4096), ..Default::default() }).unwrap();
-        let segs: Vec<(u64, u64, u64)> =
-            (0..64u64).map(|i| (((i * 37) % 256) * 4096, i * 4096, 4096)).collect();
+        let p = rt
+            .pipe(
+                &f,
+                &mem,
+                PipeOptions {
+                    block_bytes: Some(4096),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let segs: Vec<(u64, u64, u64)> = (0..64u64)
+            .map(|i| (((i * 37) % 256) * 4096, i * 4096, 4096))
+            .collect();
         p.transfer_segments(&segs).unwrap().wait().unwrap();
         let got = mem.bytes().unwrap();
         for &(s, d, l) in &segs {
-            assert_eq!(&got[d as usize..(d + l) as usize], &data[s as usize..(s + l) as usize]);
+            assert_eq!(
+                &got[d as usize..(d + l) as usize],
+                &data[s as usize..(s + l) as usize]
+            );
         }
     }
 }

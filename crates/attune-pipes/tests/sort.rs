@@ -20,7 +20,10 @@ fn make_input(path: &Path, n: u64, seed: u64) -> Vec<u8> {
 fn check_sorted(input: &[u8], output: &[u8]) {
     assert_eq!(input.len(), output.len());
     let keys: Vec<&[u8]> = output.chunks_exact(100).map(|r| &r[..10]).collect();
-    assert!(keys.windows(2).all(|w| w[0] <= w[1]), "output keys out of order");
+    assert!(
+        keys.windows(2).all(|w| w[0] <= w[1]),
+        "output keys out of order"
+    );
     let mut a: Vec<&[u8]> = input.chunks_exact(100).collect();
     let mut b: Vec<&[u8]> = output.chunks_exact(100).collect();
     a.sort_unstable();
@@ -60,10 +63,35 @@ fn sorts_with_several_merge_passes_in_every_configuration() {
         ("io_uring", small(Some(Mechanism::IoUring))),
         ("threads", small(Some(Mechanism::Threads))),
         ("mmap", small(Some(Mechanism::Mmap))),
-        ("no double buffering", SortOptions { double_buffering: false, ..small(None) }),
-        ("no early spill", SortOptions { early_spill: false, ..small(None) }),
-        ("fan-in 2", SortOptions { fan_in: 2, ..small(None) }),
-        ("one thread, big cache runs", SortOptions { threads: 1, run_bytes: Some(1 << 20), ..small(None) }),
+        (
+            "no double buffering",
+            SortOptions {
+                double_buffering: false,
+                ..small(None)
+            },
+        ),
+        (
+            "no early spill",
+            SortOptions {
+                early_spill: false,
+                ..small(None)
+            },
+        ),
+        (
+            "fan-in 2",
+            SortOptions {
+                fan_in: 2,
+                ..small(None)
+            },
+        ),
+        (
+            "one thread, big cache runs",
+            SortOptions {
+                threads: 1,
+                run_bytes: Some(1 << 20),
+                ..small(None)
+            },
+        ),
     ];
     for (name, opts) in configs {
         let out = dir.path().join("out");
@@ -78,7 +106,11 @@ fn sorts_with_several_merge_passes_in_every_configuration() {
             None => first = Some(got),
             Some(f) => assert!(f == &got, "{name} differs"),
         }
-        assert!(leftovers(dir.path()).is_empty(), "{name}: {:?}", leftovers(dir.path()));
+        assert!(
+            leftovers(dir.path()).is_empty(),
+            "{name}: {:?}",
+            leftovers(dir.path())
+        );
     }
 }
 
@@ -108,17 +140,38 @@ fn bad_input_and_bad_options_leave_the_old_output_alone() {
         Err(Error::BadInput { reason, .. }) => assert!(reason.contains("250 bytes"), "{reason}"),
         other => panic!("{other:?}"),
     }
-    match sort_file(&dir.path().join("missing"), &out, &SortOptions::default(), None) {
+    match sort_file(
+        &dir.path().join("missing"),
+        &out,
+        &SortOptions::default(),
+        None,
+    ) {
         Err(Error::BadLocator { .. }) => {}
         other => panic!("{other:?}"),
     }
     std::fs::write(&input, vec![b'x'; 300]).unwrap();
-    let tiny = SortOptions { memory_bytes_max: 100_000, ..Default::default() };
-    assert!(matches!(sort_file(&input, &out, &tiny, None), Err(Error::InvalidArgument(_))));
-    let k1 = SortOptions { fan_in: 1, ..Default::default() };
-    assert!(matches!(sort_file(&input, &out, &k1, None), Err(Error::InvalidArgument(_))));
+    let tiny = SortOptions {
+        memory_bytes_max: 100_000,
+        ..Default::default()
+    };
+    assert!(matches!(
+        sort_file(&input, &out, &tiny, None),
+        Err(Error::InvalidArgument(_))
+    ));
+    let k1 = SortOptions {
+        fan_in: 1,
+        ..Default::default()
+    };
+    assert!(matches!(
+        sort_file(&input, &out, &k1, None),
+        Err(Error::InvalidArgument(_))
+    ));
     assert_eq!(std::fs::read(&out).unwrap(), b"previous");
-    assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
 }
 
 #[test]
@@ -128,7 +181,10 @@ fn a_cancelled_sort_leaves_no_output_and_no_temporary_files() {
     make_input(&input, 20_000, 3);
     let out = dir.path().join("out");
     let cancel = Arc::new(AtomicBool::new(false));
-    let opts = SortOptions { cancel: Some(Arc::clone(&cancel)), ..small(None) };
+    let opts = SortOptions {
+        cancel: Some(Arc::clone(&cancel)),
+        ..small(None)
+    };
     // Cancel from the progress callback once the merge has begun: deterministic, mid-sort.
     let progress = |phase: &str, _done: u64, _total: u64| {
         if phase.starts_with("merge") {
@@ -140,7 +196,11 @@ fn a_cancelled_sort_leaves_no_output_and_no_temporary_files() {
         other => panic!("{other:?}"),
     }
     assert!(!out.exists());
-    assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
 }
 
 #[test]

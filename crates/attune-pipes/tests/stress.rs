@@ -19,7 +19,10 @@ fn cancelling_and_dropping_pipes_mid_flight_never_frees_a_buffer_in_use() {
     let input = dir.path().join("in");
     let data: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
     std::fs::write(&input, &data).unwrap();
-    for (mi, m) in [Mechanism::IoUring, Mechanism::Threads, Mechanism::Mmap].into_iter().enumerate() {
+    for (mi, m) in [Mechanism::IoUring, Mechanism::Threads, Mechanism::Mmap]
+        .into_iter()
+        .enumerate()
+    {
         let seed = 0x5eed + mi as u64;
         let mut rng = SplitMix64::new(seed);
         for round in 0..12 {
@@ -36,7 +39,10 @@ fn cancelling_and_dropping_pipes_mid_flight_never_frees_a_buffer_in_use() {
                 let mem = Locator::dram(FILE_BYTES).unwrap();
                 let out = Locator::file(
                     dir.path().join(format!("out-{mi}-{round}")),
-                    FileOptions { create: true, ..Default::default() },
+                    FileOptions {
+                        create: true,
+                        ..Default::default()
+                    },
                 )
                 .unwrap();
                 let up = rt.pipe(&src, &mem, PipeOptions::default()).unwrap();
@@ -54,7 +60,7 @@ fn cancelling_and_dropping_pipes_mid_flight_never_frees_a_buffer_in_use() {
                         _ => kept.push((t.clone(), true)),
                     }
                     if let Ok(t2) = t2 {
-                        if rng.next_u64() % 2 == 0 {
+                        if rng.next_u64().is_multiple_of(2) {
                             t2.cancel();
                         }
                         kept.push((t2, false));
@@ -72,7 +78,7 @@ fn cancelling_and_dropping_pipes_mid_flight_never_frees_a_buffer_in_use() {
                     _ => {}
                 }
             }
-            let drop_runtime_first = rng.next_u64() % 2 == 0;
+            let drop_runtime_first = rng.next_u64().is_multiple_of(2);
             let mut rt = Some(rt);
             if drop_runtime_first {
                 drop(rt.take());
@@ -89,7 +95,11 @@ fn cancelling_and_dropping_pipes_mid_flight_never_frees_a_buffer_in_use() {
             }
             drop(kept);
             drop(rt.take());
-            assert_eq!(requests_in_flight(), 0, "seed {seed} round {round}: requests outlived the runtime");
+            assert_eq!(
+                requests_in_flight(),
+                0,
+                "seed {seed} round {round}: requests outlived the runtime"
+            );
         }
     }
 }

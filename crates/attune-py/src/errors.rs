@@ -129,9 +129,15 @@ pub fn pipes_error(e: attune_pipes::Error) -> PyErr {
     let msg = e.to_string();
     let path = |p: &std::path::Path| Some(p.display().to_string());
     let (class, file, offset) = match &e {
-        E::ShortFile { path: p, offset, .. }
-        | E::NoSpace { path: p, offset, .. }
-        | E::Io { path: p, offset, .. } => ("StorageIOError", path(p), Some(*offset)),
+        E::ShortFile {
+            path: p, offset, ..
+        }
+        | E::NoSpace {
+            path: p, offset, ..
+        }
+        | E::Io {
+            path: p, offset, ..
+        } => ("StorageIOError", path(p), Some(*offset)),
         E::BadInput { path: p, .. } => ("InvalidArgumentError", path(p), None),
         E::Misaligned { path: p, .. } => ("InvalidArgumentError", path(p), None),
         E::BadLocator { .. }

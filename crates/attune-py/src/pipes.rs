@@ -50,7 +50,9 @@ impl PyRuntime {
             register_buffers,
             fixed_files,
         };
-        let rt = py.allow_threads(|| Runtime::new(opts)).map_err(pipes_error)?;
+        let rt = py
+            .allow_threads(|| Runtime::new(opts))
+            .map_err(pipes_error)?;
         Ok(PyRuntime { rt })
     }
 
@@ -70,7 +72,14 @@ impl PyRuntime {
     ) -> PyResult<PyPipe> {
         let p = self
             .rt
-            .pipe(&src.loc, &dst.loc, PipeOptions { block_bytes, queue_depth })
+            .pipe(
+                &src.loc,
+                &dst.loc,
+                PipeOptions {
+                    block_bytes,
+                    queue_depth,
+                },
+            )
             .map_err(pipes_error)?;
         Ok(PyPipe { pipe: p })
     }
@@ -86,25 +95,44 @@ pub struct PyLocator {
 impl PyLocator {
     #[staticmethod]
     fn dram(nbytes: u64) -> PyResult<Self> {
-        Ok(PyLocator { loc: Locator::dram(nbytes).map_err(pipes_error)? })
+        Ok(PyLocator {
+            loc: Locator::dram(nbytes).map_err(pipes_error)?,
+        })
     }
 
     #[staticmethod]
     #[pyo3(signature = (core=0, nbytes=None))]
     fn core_cache(core: usize, nbytes: Option<u64>) -> PyResult<Self> {
-        Ok(PyLocator { loc: Locator::core_cache(core, nbytes).map_err(pipes_error)? })
+        Ok(PyLocator {
+            loc: Locator::core_cache(core, nbytes).map_err(pipes_error)?,
+        })
     }
 
     #[staticmethod]
     fn pmem(path: PathBuf, nbytes: u64) -> PyResult<Self> {
-        Ok(PyLocator { loc: Locator::pmem(path, nbytes).map_err(pipes_error)? })
+        Ok(PyLocator {
+            loc: Locator::pmem(path, nbytes).map_err(pipes_error)?,
+        })
     }
 
     #[staticmethod]
     #[pyo3(signature = (path, direct=false, write=false, create=false, truncate=false))]
-    fn file(path: PathBuf, direct: bool, write: bool, create: bool, truncate: bool) -> PyResult<Self> {
-        let opts = FileOptions { direct, write, create, truncate };
-        Ok(PyLocator { loc: Locator::file(path, opts).map_err(pipes_error)? })
+    fn file(
+        path: PathBuf,
+        direct: bool,
+        write: bool,
+        create: bool,
+        truncate: bool,
+    ) -> PyResult<Self> {
+        let opts = FileOptions {
+            direct,
+            write,
+            create,
+            truncate,
+        };
+        Ok(PyLocator {
+            loc: Locator::file(path, opts).map_err(pipes_error)?,
+        })
     }
 
     /// `dram`, `core_cache`, `pmem`, `file` or `direct_file`.
@@ -119,7 +147,12 @@ impl PyLocator {
     }
 
     /// Copies `length` bytes at `offset` out of a memory locator.
-    fn read<'py>(&self, py: Python<'py>, offset: u64, length: u64) -> PyResult<Bound<'py, PyBytes>> {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        offset: u64,
+        length: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let g = self.loc.bytes().map_err(pipes_error)?;
         let (s, e) = range(&self.loc, offset, length, g.len())?;
         Ok(PyBytes::new(py, &g[s..e]))
@@ -166,12 +199,21 @@ pub struct PyPipe {
 impl PyPipe {
     /// Starts an asynchronous transfer; returns its handle.
     fn transfer(&self, src_offset: u64, dst_offset: u64, length: u64) -> PyResult<PyTransfer> {
-        let t = self.pipe.transfer(src_offset, dst_offset, length).map_err(pipes_error)?;
+        let t = self
+            .pipe
+            .transfer(src_offset, dst_offset, length)
+            .map_err(pipes_error)?;
         Ok(PyTransfer { t })
     }
 
     /// Moves and waits (GIL released); returns the bytes moved.
-    fn transfer_blocking(&self, py: Python<'_>, src_offset: u64, dst_offset: u64, length: u64) -> PyResult<u64> {
+    fn transfer_blocking(
+        &self,
+        py: Python<'_>,
+        src_offset: u64,
+        dst_offset: u64,
+        length: u64,
+    ) -> PyResult<u64> {
         py.allow_threads(|| self.pipe.transfer_blocking(src_offset, dst_offset, length))
             .map_err(pipes_error)
     }
@@ -253,7 +295,10 @@ fn pipes_sort<'py>(
         threads: threads.unwrap_or(d.threads),
         double_buffering,
         early_spill,
-        runtime: RuntimeOptions { mechanism: self::mechanism(mechanism)?, ..Default::default() },
+        runtime: RuntimeOptions {
+            mechanism: self::mechanism(mechanism)?,
+            ..Default::default()
+        },
         cancel: Some(Arc::clone(&cancel)),
     };
     let interrupted: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);

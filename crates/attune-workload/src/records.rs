@@ -38,7 +38,11 @@ pub fn record(seed: u64, i: u64, out: &mut [u8; RECORD_BYTES]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for (j, b) in out[12..44].iter_mut().enumerate() {
         let shift = 4 * (31 - j);
-        *b = if shift >= 64 { b'0' } else { HEX[((i >> shift) & 0xf) as usize] };
+        *b = if shift >= 64 {
+            b'0'
+        } else {
+            HEX[((i >> shift) & 0xf) as usize]
+        };
     }
     out[44] = b' ';
     out[45] = b' ';
