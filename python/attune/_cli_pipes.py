@@ -97,7 +97,7 @@ def _sort(args) -> int:
 def _bench(args) -> int:
     from attune.bench import find_binary
 
-    argv = [str(find_binary()), "pipes", *args.rest]
+    argv = [str(find_binary()), "pipes", args.mode, *args.rest]
     try:
         return subprocess.run(argv, check=False).returncode
     except OSError as exc:
@@ -150,8 +150,10 @@ def register(subparsers) -> None:
 
     b = sub.add_parser(
         "bench",
-        help="attune-bench pipes io|sort (every option forwarded; --help for them)",
-        add_help=False,
+        help="attune-bench pipes io|sort (every option forwarded)",
+        description="Runs attune-bench pipes MODE ...; `attune pipes bench io --help` lists the "
+        "harness's options (--out, --json and --no-progress among them).",
     )
-    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b.add_argument("mode", choices=("io", "sort"), help="io: mechanisms vs fio; sort: sorts")
+    b.add_argument("rest", nargs=argparse.REMAINDER, help="options for the harness")
     b.set_defaults(func=_bench)

@@ -136,3 +136,12 @@ def test_cli_errors_are_clean(tmp_path, capsys):
     err = json.loads(capsys.readouterr().out)
     assert err["error"] == "InvalidArgumentError" and "150 bytes" in err["message"]
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_bench_sort_forwards_to_the_harness(tmp_path, capfd):
+    argv = ["pipes", "bench", "sort", "--records", "3000", "--memory", "4MiB"]
+    argv += ["--engines", "pipes,plain", "--dir", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
+    assert [r["engine"] for r in rows] == ["pipes", "plain"]
+    assert all(r["checked"] and r["records"] == 3000 for r in rows)

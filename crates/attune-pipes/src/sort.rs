@@ -12,12 +12,13 @@
 //!    blocks that go to the staging file as soon as each is full (early spilling: the run's
 //!    first block is on its way while the rest is merged).
 //! 2. **Merges.** Spilled runs are merged `fan_in` (4) at a time, each input double-buffered
-//!    through its own read pipe and the output through a write pipe, until one run is left.
-//!    The last merge writes the output.
+//!    through its own read pipe and the output through a write pipe, until one run is left;
+//!    the groups of a pass run in parallel, one per thread as far as memory allows. The last
+//!    merge writes the output.
 //!
 //! Memory: `2·S` input, `S` scratch, the cache runs' indexes (16 B per 100 B record of one cache
-//! run per thread) and two write blocks in phase 1; `2·(fan_in + 1)` blocks in phase 2. Both
-//! stay under `memory_bytes_max`.
+//! run per thread) and two write blocks in phase 1; `2·(fan_in + 1)` blocks per concurrent merge
+//! in phase 2. Both stay under `memory_bytes_max`.
 //!
 //! Interruption: the output is written to `.NAME.attune-sort-PID.tmp` beside the final name,
 //! synced, and renamed over it only when complete; on any error or cancellation the temporary
