@@ -445,6 +445,9 @@ struct SortRow {
     repeat: u32,
     seconds: f64,
     mib_per_s: f64,
+    /// User + system CPU seconds of the sort (this process's for in-process engines, the
+    /// child's for GNU sort and DuckDB): steadier than wall time on a shared machine.
+    cpu_seconds: f64,
     checked: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     report: Option<attune_pipes::sort::SortReport>,
@@ -511,6 +514,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                 eprintln!("pipes sort: {e} (repeat {r})");
             }
             let t0 = Instant::now();
+            let cpu0 = cpu_seconds();
             let mut report = None;
             let mut checked = false;
             match e.split(':').next().unwrap_or("") {
@@ -578,6 +582,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                 }
             }
             let secs = t0.elapsed().as_secs_f64();
+            let cpu = cpu_seconds() - cpu0;
             if e.starts_with("pipes") || e == "plain" || e == "gnu-sort" {
                 check_sorted(&out, n * 100)?;
                 checked = true;
@@ -591,6 +596,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                 repeat: r,
                 seconds: secs,
                 mib_per_s: (n * 100) as f64 / secs / (1 << 20) as f64,
+                cpu_seconds: cpu,
                 checked,
                 report,
             };
@@ -602,6 +608,21 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
         }
     }
     Ok(())
+}
+
+/// CPU seconds (user + system) of this process and of its waited-for children so far.
+fn cpu_seconds() -> f64 {
+    let mut total = 0.0;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: a zeroed rusage is a valid out-parameter.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is valid and writable.
+        if unsafe { libc::getrusage(who, &mut ru) } == 0 {
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            total += tv(ru.ru_utime) + tv(ru.ru_stime);
+        }
+    }
+    total
 }
 
 fn ensure_records(path: &Path, n: u64, seed: u64) -> Result<(), Fail> {

@@ -1002,9 +1002,13 @@ impl Scheduler {
     /// Issues requests while the depth allows: transfers in submission order.
     fn issue(&mut self) {
         let ids: Vec<u64> = self.order.iter().copied().collect();
+        // The thread pool runs `queue_depth` requests at once; as many again wait queued, so a
+        // thread that finishes takes the next at once instead of waiting for this thread to
+        // reap its completion and issue (the ring needs no such slack: the kernel queues).
+        let ahead: u32 = if matches!(self.backend, Some(Backend::Threads(_))) { 2 } else { 1 };
         for id in ids {
             loop {
-                if self.in_flight >= self.queue_depth {
+                if self.in_flight >= self.queue_depth * ahead {
                     if let Some(b) = self.backend.as_mut() {
                         b.flush();
                     }
@@ -1017,7 +1021,7 @@ impl Scheduler {
                     break;
                 }
                 if a.pipe.stats.requests_in_flight.load(Ordering::Relaxed)
-                    >= u64::from(a.pipe.queue_depth)
+                    >= u64::from(a.pipe.queue_depth * ahead)
                 {
                     break;
                 }
