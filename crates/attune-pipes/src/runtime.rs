@@ -1005,7 +1005,11 @@ impl Scheduler {
         // The thread pool runs `queue_depth` requests at once; as many again wait queued, so a
         // thread that finishes takes the next at once instead of waiting for this thread to
         // reap its completion and issue (the ring needs no such slack: the kernel queues).
-        let ahead: u32 = if matches!(self.backend, Some(Backend::Threads(_))) { 2 } else { 1 };
+        let ahead: u32 = if matches!(self.backend, Some(Backend::Threads(_))) {
+            2
+        } else {
+            1
+        };
         for id in ids {
             loop {
                 if self.in_flight >= self.queue_depth * ahead {
