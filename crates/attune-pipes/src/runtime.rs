@@ -1183,13 +1183,14 @@ impl Scheduler {
                     m.end_transfer();
                 }
             }
-            *a.shared.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
-            a.shared.cv.notify_all();
+            // The eventfd first: whoever sees the result also sees the count include it.
             let one: u64 = 1;
             // SAFETY: writing 8 bytes to our eventfd.
             unsafe {
                 libc::write(a.pipe.eventfd, (&one as *const u64).cast(), 8);
             }
+            *a.shared.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+            a.shared.cv.notify_all();
         }
     }
 }
