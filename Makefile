@@ -10,9 +10,10 @@ CARGO ?= cargo
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-# Peers for the benchmark harness and db_bench for side-by-side runs (Debian bookworm names).
+# Peers for the benchmark harness and db_bench for side-by-side runs (Debian bookworm names);
+# fio is Data Pipes' ceiling (attune-bench pipes io).
 APT_PACKAGES := librocksdb-dev libleveldb-dev libwiredtiger-dev liblmdb-dev rocksdb-tools \
-	pkg-config
+	pkg-config fio
 
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml
 PY_SOURCES := $(shell find python/attune -name '*.py' 2>/dev/null) pyproject.toml
@@ -32,7 +33,8 @@ help:
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
 
-$(STAMPS)/apt:
+# Rechecked when this file changes (a package added to APT_PACKAGES is installed next time).
+$(STAMPS)/apt: Makefile
 	@mkdir -p $(STAMPS)
 	@missing=""; for p in $(APT_PACKAGES); do \
 		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -5,7 +5,7 @@ The typed fronts are ``attune`` (key-value engine), ``attune.hash`` and ``attune
 exceptions raised here are the classes of ``attune.errors``, registered at import.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from os import PathLike
 from typing import Any, Self, TypeAlias, final
 
@@ -13,7 +13,11 @@ __all__ = [
     "DB",
     "OPTION_NAMES",
     "Items",
+    "Locator",
     "OpStream",
+    "Pipe",
+    "PipeRuntime",
+    "PipeTransfer",
     "RequestStream",
     "Snapshot",
     "TraceReader",
@@ -22,6 +26,8 @@ __all__ = [
     "__version__",
     "_register_errors",
     "hash_join",
+    "pipes_gen_records",
+    "pipes_sort",
     "workload_keys",
     "workload_mixgraph",
     "workload_trace_write",
@@ -205,3 +211,79 @@ def workload_trace_write(
 class TraceReader:
     def __new__(cls, path: str) -> Self: ...
     def take(self, k: int) -> list[_RecordTuple]: ...
+
+# Data Pipes (crates/attune-py/src/pipes.rs; the typed front is attune.pipes).
+
+@final
+class PipeRuntime:
+    def __new__(
+        cls,
+        mechanism: str = "auto",
+        queue_depth: int = 32,
+        block_bytes: int = 131072,
+        register_buffers: bool = True,
+        fixed_files: bool = True,
+    ) -> Self: ...
+    def report(self) -> dict[str, Any]: ...
+    def pipe(
+        self,
+        src: Locator,
+        dst: Locator,
+        block_bytes: int | None = None,
+        queue_depth: int | None = None,
+    ) -> Pipe: ...
+
+@final
+class Locator:
+    @staticmethod
+    def dram(nbytes: int) -> Locator: ...
+    @staticmethod
+    def core_cache(core: int = 0, nbytes: int | None = None) -> Locator: ...
+    @staticmethod
+    def pmem(path: str | PathLike[str], nbytes: int) -> Locator: ...
+    @staticmethod
+    def file(
+        path: str | PathLike[str],
+        direct: bool = False,
+        write: bool = False,
+        create: bool = False,
+        truncate: bool = False,
+    ) -> Locator: ...
+    @property
+    def kind(self) -> str: ...
+    def size(self) -> int: ...
+    def read(self, offset: int, length: int) -> bytes: ...
+    def write(self, offset: int, data: bytes) -> None: ...
+    def sync(self) -> None: ...
+
+@final
+class Pipe:
+    def transfer(self, src_offset: int, dst_offset: int, length: int) -> PipeTransfer: ...
+    def transfer_blocking(self, src_offset: int, dst_offset: int, length: int) -> int: ...
+    def state(self) -> dict[str, Any]: ...
+    def fileno(self) -> int: ...
+
+@final
+class PipeTransfer:
+    def done(self) -> bool: ...
+    def wait(self, timeout: float | None = None) -> int | None: ...
+    def cancel(self) -> None: ...
+    @property
+    def bytes_done(self) -> int: ...
+
+def pipes_sort(
+    input: str | PathLike[str],
+    output: str | PathLike[str],
+    memory_bytes: int = 268435456,
+    run_bytes: int | None = None,
+    fan_in: int = 4,
+    block_bytes: int | None = None,
+    staging_dir: str | PathLike[str] | None = None,
+    threads: int | None = None,
+    double_buffering: bool = True,
+    early_spill: bool = True,
+    mechanism: str = "auto",
+    progress: Callable[[str, int, int], Any] | None = None,
+) -> dict[str, Any]: ...
+
+def pipes_gen_records(path: str | PathLike[str], records: int, seed: int = 1) -> int: ...

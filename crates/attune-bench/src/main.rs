@@ -2,7 +2,7 @@
 //!
 //! Subcommands, one module each: `kv micro|ycsb|engines` (the engine and its peers), `hash`
 //! (VIP hashing), `cache-sim` (Symbiosis on traces), `cache-kv` (Symbiosis in the engine),
-//! `learn` (learned-index lookups), `workload` (generator speed), `lookup-steps` (per-step lookup
+//! `learn` (learned-index lookups), `pipes` (Data Pipes against fio, external sorts), `workload` (generator speed), `lookup-steps` (per-step lookup
 //! latency; needs the `step-timing` feature), `lookup-probe` (a read-path profiling loop) and
 //! `machine` (the machine description every row carries). Every subcommand takes `--out PATH`,
 //! `--json` and `--no-progress` ([`attune_bench::output`]). The hidden `__child` subcommand is the
@@ -20,7 +20,7 @@ use attune_bench::options::{parse_count, parse_size, Compression, EngineSpec, Se
 use attune_bench::output::{command_line, Fail, OutputArgs, Sink};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
-use attune_bench::{cache_kv, cache_sim, child, dbbench, hash, learn, lookup_probe};
+use attune_bench::{cache_kv, cache_sim, child, dbbench, hash, learn, lookup_probe, pipes};
 use attune_bench::{lookup_steps, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
@@ -50,6 +50,9 @@ enum Cmd {
     /// VIP hashing vs chained hashing vs std HashMap: roofline, adaptive, join (`--help`).
     #[command(disable_help_flag = true)]
     Hash(Raw),
+    /// Data Pipes: `io` (mechanisms against fio), `sort` (external sorts at one memory limit).
+    #[command(disable_help_flag = true)]
+    Pipes(Raw),
     /// Symbiosis and the replacement policies on simulated traces (`--help`).
     #[command(disable_help_flag = true)]
     CacheSim(Raw),
@@ -455,6 +458,7 @@ fn main() -> ExitCode {
             KvCmd::Engines { output } => return fail_code("kv engines", engines(output)),
         },
         Cmd::Hash(a) => return raw("hash", a, hash::run),
+        Cmd::Pipes(a) => return raw("pipes", a, pipes::run),
         Cmd::CacheSim(a) => return raw("cache-sim", a, cache_sim::run),
         Cmd::CacheKv(a) => return raw("cache-kv", a, cache_kv::run),
         Cmd::Learn(a) => return raw("learn", a, learn::run),

@@ -1,5 +1,5 @@
 //! The one place engine errors become Python exceptions, for every crate the module exposes
-//! (attune-kv, attune-hash, attune-workload).
+//! (attune-kv, attune-hash, attune-workload, attune-pipes).
 //!
 //! The exception classes are plain Python classes in `attune.errors` (so that they pickle
 //! across `multiprocessing` and keep `.path` / `.offset`). `attune/__init__.py` hands them to
@@ -118,6 +118,35 @@ pub fn hash_error(py: Python<'_>, e: HashError) -> PyErr {
 /// own checks of workload arguments).
 pub fn workload_error(e: impl std::fmt::Display) -> PyErr {
     Python::with_gil(|py| attune_error(py, "WorkloadError", e.to_string()))
+}
+
+/// Maps a Data Pipes (attune-pipes) error to its Python exception: files that are short, full
+/// or failing are `StorageIOError` (with the path and offset), bad locators, ranges, alignment,
+/// options and paths the runtime cannot serve `InvalidArgumentError`, a cancelled transfer or
+/// sort and busy memory `Error`.
+pub fn pipes_error(e: attune_pipes::Error) -> PyErr {
+    use attune_pipes::Error as E;
+    let msg = e.to_string();
+    let path = |p: &std::path::Path| Some(p.display().to_string());
+    let (class, file, offset) = match &e {
+        E::ShortFile {
+            path: p, offset, ..
+        }
+        | E::NoSpace {
+            path: p, offset, ..
+        }
+        | E::Io {
+            path: p, offset, ..
+        } => ("StorageIOError", path(p), Some(*offset)),
+        E::BadInput { path: p, .. } => ("InvalidArgumentError", path(p), None),
+        E::Misaligned { path: p, .. } => ("InvalidArgumentError", path(p), None),
+        E::BadLocator { .. }
+        | E::OutOfRange { .. }
+        | E::Unsupported { .. }
+        | E::InvalidArgument(_) => ("InvalidArgumentError", None, None),
+        _ => ("Error", None, None),
+    };
+    Python::with_gil(|py| raise(py, class, msg, file, offset))
 }
 
 /// Adds `_register_errors` to the native module.

@@ -12,6 +12,7 @@
 //! * [`wiscer`] — Wiscer's skewed hash-table workloads with popularity churn.
 //! * [`mixgraph`] — RocksDB `db_bench` mix_graph (Cao et al., FAST '20) key-range hotness.
 //! * [`trace`] — block-I/O trace records, CSV and binary readers/writers, synthetic generators.
+//! * [`records`] — sort-benchmark records (100 bytes, 10-byte key, gensort's ASCII layout).
 //!
 //! Every stream is a pure function of its parameters and seed: the PRNGs ([`rng`]) are written
 //! out in this crate, so a seed names the same stream across dependency upgrades. Generation is
@@ -40,6 +41,7 @@ pub mod keys;
 pub mod mixgraph;
 pub mod op;
 pub mod perm;
+pub mod records;
 pub mod rng;
 pub mod trace;
 pub mod wiscer;

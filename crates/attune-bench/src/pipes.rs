@@ -1,0 +1,730 @@
+//! `attune-bench pipes io|sort`: Data Pipes against `fio` and external sorts against their peers.
+//!
+//! `pipes io`: reads of one file into memory, per mechanism (io_uring, threads, mmap), block
+//! size and queue depth, each point beside `fio` with the same settings (io_uring ↔ fio's
+//! `io_uring` engine with fixed buffers and registered files at `iodepth=QD`; threads ↔ `psync`
+//! with `numjobs=QD`; mmap ↔ `mmap`, queue depth 1), same file, same duration, interleaved.
+//! One row per (tool, mechanism, pattern, block, depth): MiB/s and IOPS.
+//!
+//! `pipes sort`: one input of sort-benchmark records (attune-workload's `records`), sorted by
+//! each engine at the same memory limit: `pipes` (attune-pipes' external sort; `pipes:KEY=off`
+//! for its ablations `double_buffering`, `early_spill`), `plain` (a straightforward pread/pwrite
+//! sort: memory-sized runs sorted by one thread, one merge of every run through a binary heap),
+//! `gnu-sort` (`LC_ALL=C sort -S LIMIT`) and `duckdb` (ORDER BY to Parquet with
+//! `memory_limit`, through `--python`). Before each run the input is dropped from the page
+//! cache (`posix_fadvise(DONTNEED)`). Outputs of `pipes` and `plain` are checked (sorted, same
+//! size); one row per engine and repeat.
+
+use std::collections::BinaryHeap;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use attune_pipes::sort::{sort_file, SortOptions};
+use attune_pipes::{
+    FileOptions, Locator, Mechanism, MechanismChoice, PipeOptions, Runtime, RuntimeOptions,
+};
+use attune_workload::records;
+use attune_workload::rng::SplitMix64;
+use serde::Serialize;
+
+use crate::options::{parse_count, parse_size};
+use crate::output::{Fail, Sink};
+
+const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZE] \
+[--mechanisms io_uring,threads,mmap] [--block-sizes 4KiB,64KiB,1MiB] [--queue-depths 1,4,16,64] \
+[--pattern randread|read] [--direct on|off] [--seconds S] [--no-fio] [--out FILE] [--json]\n\
+       attune-bench pipes sort [--records N] [--memory SIZE] [--engines pipes,plain,gnu-sort,duckdb] \
+[--dir DIR] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]";
+
+/// Runs `attune-bench pipes ARGS`.
+pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
+    match args.first().map(String::as_str) {
+        Some("io") => io(&args[1..], sink),
+        Some("sort") => sort(&args[1..], sink),
+        Some("--help") | Some("-h") | None => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(Fail::Usage(format!("unknown mode `{other}`\n{USAGE}"))),
+    }
+}
+
+fn list<T>(text: &str, f: impl Fn(&str) -> Result<T, Fail>) -> Result<Vec<T>, Fail> {
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| f(s.trim()))
+        .collect()
+}
+
+fn usage<E: std::fmt::Display>(e: E) -> Fail {
+    Fail::Usage(e.to_string())
+}
+
+#[derive(Serialize)]
+struct IoRow {
+    bench: &'static str,
+    tool: String,
+    mechanism: String,
+    pattern: String,
+    direct: bool,
+    block_bytes: u64,
+    queue_depth: u32,
+    file_bytes: u64,
+    bytes: u64,
+    seconds: f64,
+    mib_per_s: f64,
+    iops: f64,
+    registered_buffer: bool,
+    fixed_file: bool,
+}
+
+fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
+    let mut file: Option<PathBuf> = None;
+    let mut file_size = 1u64 << 30;
+    let mut mechs = "io_uring,threads,mmap".to_string();
+    let mut blocks = "4KiB,64KiB,1MiB".to_string();
+    let mut depths = "1,4,16,64".to_string();
+    let mut pattern = "randread".to_string();
+    let mut direct = true;
+    let mut seconds = 2.0f64;
+    let mut fio = true;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| Fail::Usage(format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "--file" => file = Some(PathBuf::from(val()?)),
+            "--file-size" => file_size = parse_size(&val()?).map_err(usage)?,
+            "--mechanisms" => mechs = val()?,
+            "--block-sizes" => blocks = val()?,
+            "--queue-depths" => depths = val()?,
+            "--pattern" => pattern = val()?,
+            "--direct" => direct = matches!(val()?.as_str(), "on" | "true" | "1"),
+            "--seconds" => seconds = val()?.parse().map_err(usage)?,
+            "--no-fio" => fio = false,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            other => return Err(Fail::Usage(format!("unknown option {other}\n{USAGE}"))),
+        }
+    }
+    if pattern != "randread" && pattern != "read" {
+        return Err(Fail::Usage(format!(
+            "--pattern {pattern}: randread or read"
+        )));
+    }
+    let mechs: Vec<Mechanism> = list(&mechs, |s| {
+        match s.parse::<MechanismChoice>().map_err(usage)? {
+            MechanismChoice::Only(m) => Ok(m),
+            MechanismChoice::Auto => {
+                Err(Fail::Usage("name the mechanisms (auto is not one)".into()))
+            }
+        }
+    })?;
+    let blocks = list(&blocks, |s| parse_size(s).map_err(usage))?;
+    let depths = list(&depths, |s| s.parse::<u32>().map_err(usage))?;
+    let tmp;
+    let path = match file {
+        Some(p) => p,
+        None => {
+            tmp = TempDir::new("pipes-io")?;
+            tmp.0.join("data")
+        }
+    };
+    ensure_file(&path, file_size)?;
+    let fio_ok = fio
+        && Command::new("fio")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if fio && !fio_ok {
+        eprintln!(
+            "attune-bench pipes: fio not found (Debian package `fio`); measuring pipes alone"
+        );
+    }
+    // The file is read once before the grid, so that every point (ours and fio's) starts from
+    // the same cache state below the guest (a virtual disk's host cache fills as it is read).
+    if sink.progress() {
+        eprintln!(
+            "pipes io: reading {} once to warm the layers below",
+            path.display()
+        );
+    }
+    warm(&path, file_size)?;
+    let mut point = 0usize;
+    for &m in &mechs {
+        for &bs in &blocks {
+            for &qd in &depths {
+                let qd = if m == Mechanism::Mmap { 1 } else { qd };
+                let dir = direct && m != Mechanism::Mmap;
+                if sink.progress() {
+                    eprintln!("pipes io: {m} {pattern} bs={bs} qd={qd} direct={dir}");
+                }
+                // Alternate which tool goes first, so neither always follows the other.
+                let tools: [&str; 2] = if point.is_multiple_of(2) {
+                    ["pipes", "fio"]
+                } else {
+                    ["fio", "pipes"]
+                };
+                point += 1;
+                for tool in tools {
+                    let row = if tool == "pipes" {
+                        measure_pipes(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
+                    } else if fio_ok {
+                        measure_fio(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
+                    } else {
+                        continue;
+                    };
+                    sink.row(&row)?;
+                    if sink.human() {
+                        println!(
+                            "{:8} {:8} bs={:>8} qd={:>2} {:>9.1} MiB/s {:>9.0} IOPS",
+                            tool,
+                            m.name(),
+                            bs,
+                            qd,
+                            row.mib_per_s,
+                            row.iops
+                        );
+                    }
+                }
+                if m == Mechanism::Mmap {
+                    break; // mmap copies are synchronous: one point per block size
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Result<TempDir, Fail> {
+        let base =
+            std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
+        let p = base.join(format!("attune-bench-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Makes `path` `size` bytes of records (kept if it already has that size).
+fn ensure_file(path: &Path, size: u64) -> Result<(), Fail> {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() == size) {
+        return Ok(());
+    }
+    let f = std::fs::File::create(path).map_err(|e| format!("create {}: {e}", path.display()))?;
+    let chunk = 10 << 20; // 10 MB: whole records
+    let mut buf = vec![0u8; chunk];
+    let mut off = 0u64;
+    while off < size {
+        let n = (size - off).min(chunk as u64) as usize;
+        records::fill(7, off / 100, &mut buf[..n - n % 100]);
+        f.write_all_at(&buf[..n], off)
+            .map_err(|e| format!("write {}: {e}", path.display()))?;
+        off += n as u64;
+    }
+    f.sync_all()
+        .map_err(|e| format!("fsync {}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// Reads the whole file once (O_DIRECT where possible, so the guest's page cache stays cold).
+fn warm(path: &Path, size: u64) -> Result<(), Fail> {
+    let e = |e: attune_pipes::Error| Fail::Run(e.to_string());
+    let rt = Runtime::new(RuntimeOptions {
+        block_bytes: 1 << 20,
+        ..Default::default()
+    })
+    .map_err(e)?;
+    let src = Locator::file(
+        path,
+        FileOptions {
+            direct: true,
+            ..Default::default()
+        },
+    )
+    .or_else(|_| Locator::file(path, FileOptions::default()))
+    .map_err(e)?;
+    let mem = Locator::dram(32 << 20).map_err(e)?;
+    let pipe = rt.pipe(&src, &mem, PipeOptions::default()).map_err(e)?;
+    let whole = size / (32 << 20) * (32 << 20);
+    let mut off = 0;
+    while off < whole {
+        pipe.transfer_blocking(off, 0, 32 << 20).map_err(e)?;
+        off += 32 << 20;
+    }
+    drop_cache(path);
+    Ok(())
+}
+
+fn drop_cache(path: &Path) {
+    if let Ok(f) = std::fs::File::open(path) {
+        // SAFETY: advisory call on an open descriptor.
+        unsafe {
+            libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure_pipes(
+    path: &Path,
+    size: u64,
+    m: Mechanism,
+    pattern: &str,
+    direct: bool,
+    bs: u64,
+    qd: u32,
+    seconds: f64,
+) -> Result<IoRow, Fail> {
+    let e = |e: attune_pipes::Error| Fail::Run(e.to_string());
+    let rt = Runtime::new(RuntimeOptions {
+        mechanism: MechanismChoice::Only(m),
+        queue_depth: qd.max(1),
+        block_bytes: bs,
+        ..Default::default()
+    })
+    .map_err(e)?;
+    let src = Locator::file(
+        path,
+        FileOptions {
+            direct,
+            ..Default::default()
+        },
+    )
+    .map_err(e)?;
+    let mem = Locator::dram(bs * u64::from(qd.max(1))).map_err(e)?;
+    let pipe = rt.pipe(&src, &mem, PipeOptions::default()).map_err(e)?;
+    let blocks_in_file = size / bs;
+    let mut rng = SplitMix64::new(42);
+    let mut next_seq = 0u64;
+    let batch = 1024u64.min(blocks_in_file.max(1));
+    let mut make = |rng: &mut SplitMix64| -> Vec<(u64, u64, u64)> {
+        (0..batch)
+            .map(|i| {
+                let b = if pattern == "randread" {
+                    rng.next_u64() % blocks_in_file
+                } else {
+                    let b = next_seq % blocks_in_file;
+                    next_seq += 1;
+                    b
+                };
+                (b * bs, (i % u64::from(qd.max(1))) * bs, bs)
+            })
+            .collect()
+    };
+    drop_cache(path);
+    let deadline = Duration::from_secs_f64(seconds);
+    let t0 = Instant::now();
+    let mut bytes = 0u64;
+    let mut pending = std::collections::VecDeque::new();
+    pending.push_back(pipe.transfer_segments(&make(&mut rng)).map_err(e)?);
+    pending.push_back(pipe.transfer_segments(&make(&mut rng)).map_err(e)?);
+    while let Some(t) = pending.pop_front() {
+        bytes += t.wait().map_err(e)?;
+        if t0.elapsed() < deadline {
+            pending.push_back(pipe.transfer_segments(&make(&mut rng)).map_err(e)?);
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let st = pipe.state();
+    Ok(IoRow {
+        bench: "pipes-io",
+        tool: "pipes".into(),
+        mechanism: m.name().into(),
+        pattern: pattern.into(),
+        direct,
+        block_bytes: bs,
+        queue_depth: qd,
+        file_bytes: size,
+        bytes,
+        seconds: secs,
+        mib_per_s: bytes as f64 / secs / (1 << 20) as f64,
+        iops: (bytes / bs) as f64 / secs,
+        registered_buffer: st.registered_buffer,
+        fixed_file: st.fixed_file,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure_fio(
+    path: &Path,
+    size: u64,
+    m: Mechanism,
+    pattern: &str,
+    direct: bool,
+    bs: u64,
+    qd: u32,
+    seconds: f64,
+) -> Result<IoRow, Fail> {
+    let mut cmd = Command::new("fio");
+    cmd.arg("--name=pipes")
+        .arg(format!("--filename={}", path.display()));
+    cmd.arg(format!("--rw={pattern}"))
+        .arg(format!("--bs={bs}"))
+        .arg(format!("--size={size}"));
+    cmd.arg(format!("--direct={}", u8::from(direct)))
+        .arg("--time_based");
+    cmd.arg(format!("--runtime={}ms", (seconds * 1000.0) as u64));
+    cmd.arg("--output-format=json")
+        .arg("--randrepeat=0")
+        .arg("--norandommap");
+    match m {
+        Mechanism::IoUring => {
+            cmd.arg("--ioengine=io_uring")
+                .arg(format!("--iodepth={qd}"));
+            cmd.arg("--fixedbufs=1").arg("--registerfiles=1");
+        }
+        Mechanism::Threads => {
+            cmd.arg("--ioengine=psync")
+                .arg(format!("--numjobs={qd}"))
+                .arg("--thread");
+            cmd.arg("--group_reporting");
+        }
+        _ => {
+            cmd.arg("--ioengine=mmap");
+        }
+    }
+    drop_cache(path);
+    let out = cmd.output().map_err(|e| format!("fio: {e}"))?;
+    if !out.status.success() {
+        return Err(Fail::Run(format!(
+            "fio failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let start = text.find('{').unwrap_or(0);
+    let v: serde_json::Value =
+        serde_json::from_str(&text[start..]).map_err(|e| format!("fio JSON: {e}"))?;
+    let job = &v["jobs"][0]["read"];
+    let bw = job["bw_bytes"].as_f64().unwrap_or(0.0);
+    let iops = job["iops"].as_f64().unwrap_or(0.0);
+    let secs = job["runtime"].as_f64().unwrap_or(0.0) / 1000.0;
+    Ok(IoRow {
+        bench: "pipes-io",
+        tool: "fio".into(),
+        mechanism: m.name().into(),
+        pattern: pattern.into(),
+        direct,
+        block_bytes: bs,
+        queue_depth: qd,
+        file_bytes: size,
+        bytes: job["io_bytes"].as_u64().unwrap_or(0),
+        seconds: secs,
+        mib_per_s: bw / (1 << 20) as f64,
+        iops,
+        registered_buffer: m == Mechanism::IoUring,
+        fixed_file: m == Mechanism::IoUring,
+    })
+}
+
+#[derive(Serialize)]
+struct SortRow {
+    bench: &'static str,
+    engine: String,
+    records: u64,
+    bytes: u64,
+    memory_bytes: u64,
+    repeat: u32,
+    seconds: f64,
+    mib_per_s: f64,
+    /// User + system CPU seconds of the sort (this process's for in-process engines, the
+    /// child's for GNU sort and DuckDB): steadier than wall time on a shared machine.
+    cpu_seconds: f64,
+    checked: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<attune_pipes::sort::SortReport>,
+}
+
+fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
+    let mut n = 10_000_000u64;
+    let mut memory = 256u64 << 20;
+    let mut engines = "pipes,plain,gnu-sort,duckdb".to_string();
+    let mut dir: Option<PathBuf> = None;
+    let mut repeat = 1u32;
+    let mut python = "python3".to_string();
+    let mut seed = 1u64;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| Fail::Usage(format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "--records" => n = parse_count("--records", &val()?).map_err(usage)?,
+            "--memory" => memory = parse_size(&val()?).map_err(usage)?,
+            "--engines" => engines = val()?,
+            "--dir" => dir = Some(PathBuf::from(val()?)),
+            "--repeat" => repeat = val()?.parse().map_err(usage)?,
+            "--python" => python = val()?,
+            "--seed" => seed = val()?.parse().map_err(usage)?,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            other => return Err(Fail::Usage(format!("unknown option {other}\n{USAGE}"))),
+        }
+    }
+    let engines: Vec<String> = engines
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    for e in &engines {
+        let base = e.split(':').next().unwrap_or("");
+        if !["pipes", "plain", "gnu-sort", "duckdb"].contains(&base) {
+            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, plain, gnu-sort, duckdb")));
+        }
+    }
+    let tmp = TempDir::new("pipes-sort")?;
+    let work = dir.unwrap_or_else(|| tmp.0.clone());
+    std::fs::create_dir_all(&work).map_err(|e| format!("mkdir {}: {e}", work.display()))?;
+    let input = work.join("input.records");
+    if sink.progress() {
+        eprintln!(
+            "pipes sort: generating {n} records ({} MiB)",
+            (n * 100) >> 20
+        );
+    }
+    ensure_records(&input, n, seed)?;
+    for r in 0..repeat {
+        for e in &engines {
+            let out = work.join(format!("out-{}", e.replace([':', '='], "_")));
+            let _ = std::fs::remove_file(&out);
+            drop_cache(&input);
+            if sink.progress() {
+                eprintln!("pipes sort: {e} (repeat {r})");
+            }
+            let t0 = Instant::now();
+            let cpu0 = cpu_seconds();
+            let mut report = None;
+            let mut checked = false;
+            match e.split(':').next().unwrap_or("") {
+                "pipes" => {
+                    let mut o = SortOptions {
+                        memory_bytes_max: memory,
+                        staging_dir: Some(work.clone()),
+                        ..Default::default()
+                    };
+                    if let Some((_, kv)) = e.split_once(':') {
+                        for item in kv.split(';') {
+                            match item {
+                                "double_buffering=off" => o.double_buffering = false,
+                                "early_spill=off" => o.early_spill = false,
+                                other => {
+                                    return Err(Fail::Usage(format!("unknown pipes key `{other}`")))
+                                }
+                            }
+                        }
+                    }
+                    report = Some(sort_file(&input, &out, &o, None).map_err(|e| e.to_string())?);
+                }
+                "plain" => plain_sort(&input, &out, memory, &work)?,
+                "gnu-sort" => {
+                    let st = Command::new("sort")
+                        .env("LC_ALL", "C")
+                        .arg("-S")
+                        .arg(format!("{}K", memory >> 10))
+                        .arg("-T")
+                        .arg(&work)
+                        .arg("-o")
+                        .arg(&out)
+                        .arg(&input)
+                        .status()
+                        .map_err(|e| format!("sort: {e}"))?;
+                    if !st.success() {
+                        return Err(Fail::Run(format!("GNU sort failed: {st}")));
+                    }
+                }
+                _ => {
+                    let script = format!(
+                        "import duckdb\ncon = duckdb.connect()\ncon.execute(\"SET memory_limit='{}MB'\")\n\
+                         con.execute(\"SET threads={}\")\ncon.execute(\"SET temp_directory='{}'\")\n\
+                         con.execute(\"SET preserve_insertion_order=false\")\n\
+                         con.execute(\"COPY (SELECT line FROM read_csv('{}', columns={{'line': 'VARCHAR'}}, \
+                         header=false, delim='\\x01', quote='', escape='', auto_detect=false) ORDER BY line) \
+                         TO '{}' (FORMAT parquet)\")\n",
+                        memory >> 20,
+                        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+                        work.join("duckdb-tmp").display(),
+                        input.display(),
+                        out.display(),
+                    );
+                    let o = Command::new(&python)
+                        .arg("-c")
+                        .arg(&script)
+                        .output()
+                        .map_err(|e| format!("{python}: {e}"))?;
+                    if !o.status.success() {
+                        return Err(Fail::Run(format!(
+                            "duckdb failed: {}",
+                            String::from_utf8_lossy(&o.stderr)
+                        )));
+                    }
+                }
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            let cpu = cpu_seconds() - cpu0;
+            if e.starts_with("pipes") || e == "plain" || e == "gnu-sort" {
+                check_sorted(&out, n * 100)?;
+                checked = true;
+            }
+            let row = SortRow {
+                bench: "pipes-sort",
+                engine: e.clone(),
+                records: n,
+                bytes: n * 100,
+                memory_bytes: memory,
+                repeat: r,
+                seconds: secs,
+                mib_per_s: (n * 100) as f64 / secs / (1 << 20) as f64,
+                cpu_seconds: cpu,
+                checked,
+                report,
+            };
+            sink.row(&row)?;
+            if sink.human() {
+                println!("{e:28} {secs:8.2} s {:8.1} MiB/s", row.mib_per_s);
+            }
+            let _ = std::fs::remove_file(&out);
+        }
+    }
+    Ok(())
+}
+
+/// CPU seconds (user + system) of this process and of its waited-for children so far.
+fn cpu_seconds() -> f64 {
+    let mut total = 0.0;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: a zeroed rusage is a valid out-parameter.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is valid and writable.
+        if unsafe { libc::getrusage(who, &mut ru) } == 0 {
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            total += tv(ru.ru_utime) + tv(ru.ru_stime);
+        }
+    }
+    total
+}
+
+fn ensure_records(path: &Path, n: u64, seed: u64) -> Result<(), Fail> {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() == n * 100) {
+        return Ok(());
+    }
+    let f = std::fs::File::create(path).map_err(|e| format!("create {}: {e}", path.display()))?;
+    let per = 100_000u64;
+    let mut buf = vec![0u8; (per * 100) as usize];
+    let mut i = 0;
+    while i < n {
+        let k = (n - i).min(per);
+        records::fill(seed, i, &mut buf[..(k * 100) as usize]);
+        f.write_all_at(&buf[..(k * 100) as usize], i * 100)
+            .map_err(|e| format!("write: {e}"))?;
+        i += k;
+    }
+    f.sync_all().map_err(|e| format!("fsync: {e}"))?;
+    Ok(())
+}
+
+fn check_sorted(path: &Path, size: u64) -> Result<(), Fail> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .len();
+    if len != size {
+        return Err(Fail::Run(format!(
+            "{}: {len} bytes, expected {size}",
+            path.display()
+        )));
+    }
+    let mut r = BufReader::with_capacity(
+        1 << 20,
+        std::fs::File::open(path).map_err(|e| e.to_string())?,
+    );
+    let mut prev = [0u8; 10];
+    let mut rec = [0u8; 100];
+    let mut first = true;
+    while r.read_exact(&mut rec).is_ok() {
+        if !first && rec[..10] < prev[..] {
+            return Err(Fail::Run(format!("{} is not sorted", path.display())));
+        }
+        prev.copy_from_slice(&rec[..10]);
+        first = false;
+    }
+    Ok(())
+}
+
+/// The straightforward external sort: read memory-sized runs with pread, sort them with one
+/// thread, write them with pwrite, then merge every run at once through a binary heap with
+/// buffered reads and writes.
+fn plain_sort(input: &Path, output: &Path, memory: u64, dir: &Path) -> Result<(), Fail> {
+    let f = std::fs::File::open(input).map_err(|e| e.to_string())?;
+    let total = f.metadata().map_err(|e| e.to_string())?.len();
+    let run_records = ((memory * 9 / 10) / 100).max(1);
+    let mut runs = Vec::new();
+    let mut off = 0u64;
+    let mut buf: Vec<[u8; 100]> = Vec::new();
+    while off < total {
+        let n = ((total - off) / 100).min(run_records) as usize;
+        buf.resize(n, [0u8; 100]);
+        // SAFETY: [u8; 100] has alignment 1 and no padding: the Vec is n*100 plain bytes.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), n * 100) };
+        f.read_exact_at(bytes, off).map_err(|e| e.to_string())?;
+        buf.sort_unstable_by(|a, b| a[..10].cmp(&b[..10]));
+        let p = dir.join(format!("plain-run-{}", runs.len()));
+        let w = std::fs::File::create(&p).map_err(|e| e.to_string())?;
+        // SAFETY: as above.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n * 100) };
+        w.write_all_at(bytes, 0).map_err(|e| e.to_string())?;
+        runs.push(p);
+        off += n as u64 * 100;
+    }
+    drop(buf);
+    let per_run_buf = ((memory / 10) / (runs.len() as u64 + 1)).clamp(64 << 10, 4 << 20) as usize;
+    let mut readers: Vec<BufReader<std::fs::File>> = runs
+        .iter()
+        .map(|p| std::fs::File::open(p).map(|f| BufReader::with_capacity(per_run_buf, f)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut out = BufWriter::with_capacity(
+        per_run_buf,
+        std::fs::File::create(output).map_err(|e| e.to_string())?,
+    );
+    let mut heap = BinaryHeap::new();
+    for (i, r) in readers.iter_mut().enumerate() {
+        let mut rec = [0u8; 100];
+        if r.read_exact(&mut rec).is_ok() {
+            heap.push(std::cmp::Reverse((rec, i)));
+        }
+    }
+    while let Some(std::cmp::Reverse((rec, i))) = heap.pop() {
+        out.write_all(&rec).map_err(|e| e.to_string())?;
+        let mut next = [0u8; 100];
+        if readers[i].read_exact(&mut next).is_ok() {
+            heap.push(std::cmp::Reverse((next, i)));
+        }
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    for p in runs {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}

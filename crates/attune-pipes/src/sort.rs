@@ -1,0 +1,728 @@
+//! External sort on pipes: fixed-size records (100 bytes, the first 10 the key: the sort
+//! benchmark's format), under a memory limit, output written under a temporary name and renamed.
+//!
+//! Shape (docs/data-pipes.md, "External sort"; the chapter's §4.3):
+//! 1. **Runs.** The input moves through a read pipe into one of two DRAM buffers of `S` bytes
+//!    while the other is sorted (double buffering). A buffer is sorted as cache runs of
+//!    `run_bytes` (default half the last-level cache per core), one per core at a time: an
+//!    index of 16-byte entries (80-bit key, 32-bit record number) is sorted and the records
+//!    gathered in order into a scratch buffer, all inside that core's share of the cache. The
+//!    cache runs are merged 4 ways at a time in memory (between the buffer and the scratch,
+//!    groups in parallel) until at most 4 are left; the last 4-way merge streams into write
+//!    blocks that go to the staging file as soon as each is full (early spilling: the run's
+//!    first block is on its way while the rest is merged).
+//! 2. **Merges.** Spilled runs are merged `fan_in` (4) at a time, each input double-buffered
+//!    through its own read pipe and the output through a write pipe, until one run is left;
+//!    the groups of a pass run in parallel, one per thread as far as memory allows. The last
+//!    merge writes the output.
+//!
+//! Memory: `2·S` input, `S` scratch, the cache runs' indexes (16 B per 100 B record of one cache
+//! run per thread) and two write blocks in phase 1; `2·(fan_in + 1)` blocks per concurrent merge
+//! in phase 2. Both stay under `memory_bytes_max`.
+//!
+//! Interruption: the output is written to `.NAME.attune-sort-PID.tmp` beside the final name,
+//! synced, and renamed over it only when complete; on any error or cancellation the temporary
+//! file and the staging directory are removed, so the final name never holds a partial sort.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::locator::{cache_bytes, llc_sharing_cpus, FileOptions, Locator};
+use crate::runtime::{Pipe, PipeOptions, Runtime, RuntimeOptions, Transfer};
+
+/// Bytes per record.
+pub const RECORD_BYTES: u64 = 100;
+/// Bytes of the key at the start of each record.
+pub const KEY_BYTES: usize = 10;
+/// Block sizes are multiples of this: whole records and whole 4 KiB pages.
+const UNIT_BYTES: u64 = 102_400;
+
+/// Options of [`sort_file`].
+#[derive(Clone, Debug)]
+pub struct SortOptions {
+    /// Memory for buffers and indexes, in all. Default 256 MiB.
+    pub memory_bytes_max: u64,
+    /// Bytes of a cache run (sorted by one core at a time). Default: half the last-level
+    /// cache per core (the chapter's choice), else 1 MiB when the kernel does not say.
+    pub run_bytes: Option<u64>,
+    /// Runs merged at a time, in memory and on disk. Default 4 (the chapter's k).
+    pub fan_in: usize,
+    /// Bytes per I/O block of the merges and of the spill. Default 1,024,000 (≈1 MiB, whole
+    /// records and pages). Shrunk to fit the memory limit.
+    pub block_bytes: u64,
+    /// Where spilled runs go (a directory made and removed inside it). Default: the output's.
+    pub staging_dir: Option<PathBuf>,
+    /// Threads sorting cache runs. Default: the CPUs available.
+    pub threads: usize,
+    /// Read the next buffer while sorting this one. Default on (off: the ablation).
+    pub double_buffering: bool,
+    /// Write each spill block while gathering the next. Default on (off: the ablation).
+    pub early_spill: bool,
+    /// The runtime's options (mechanism, queue depth).
+    pub runtime: RuntimeOptions,
+    /// Set to stop the sort: it ends with `Cancelled` and leaves no output.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+impl Default for SortOptions {
+    fn default() -> Self {
+        SortOptions {
+            memory_bytes_max: 256 << 20,
+            run_bytes: None,
+            fan_in: 4,
+            block_bytes: 10 * UNIT_BYTES,
+            staging_dir: None,
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            double_buffering: true,
+            early_spill: true,
+            runtime: RuntimeOptions::default(),
+            cancel: None,
+        }
+    }
+}
+
+/// What a sort did.
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct SortReport {
+    pub records: u64,
+    pub bytes: u64,
+    pub mechanism: String,
+    pub run_bytes: u64,
+    pub spill_run_bytes: u64,
+    pub block_bytes: u64,
+    pub fan_in: usize,
+    pub spilled_runs: u64,
+    pub merge_passes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub run_seconds: f64,
+    pub merge_seconds: f64,
+    pub seconds: f64,
+}
+
+/// The default cache-run size: half the last-level cache per core, in whole records.
+pub fn default_run_bytes() -> u64 {
+    let llc = cache_bytes(0, 3)
+        .or_else(|| cache_bytes(0, 2))
+        .unwrap_or(2 << 20);
+    let per_core = llc / llc_sharing_cpus();
+    ((per_core / 2) / RECORD_BYTES).max(1) * RECORD_BYTES
+}
+
+struct Cleanup {
+    temp_out: Option<PathBuf>,
+    staging: Option<PathBuf>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(p) = self.temp_out.take() {
+            let _ = std::fs::remove_file(p);
+        }
+        if let Some(d) = self.staging.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn key80(rec: &[u8]) -> u128 {
+    let mut k = [0u8; 16];
+    k[6..16].copy_from_slice(&rec[..KEY_BYTES]);
+    u128::from_be_bytes(k)
+}
+
+/// Progress: (phase, bytes done, bytes in the phase).
+pub type Progress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
+
+/// Sorts the records of `input` into `output` (see the module doc).
+pub fn sort_file(
+    input: &Path,
+    output: &Path,
+    opts: &SortOptions,
+    progress: Option<Progress<'_>>,
+) -> Result<SortReport> {
+    let t0 = Instant::now();
+    if opts.fan_in < 2 || opts.fan_in > 64 {
+        return Err(Error::InvalidArgument(format!(
+            "fan-in {} must be 2..=64",
+            opts.fan_in
+        )));
+    }
+    if opts.threads == 0 {
+        return Err(Error::InvalidArgument("threads must be > 0".into()));
+    }
+    let src = Locator::file(input, FileOptions::default())?;
+    let total = src.len()?;
+    if total % RECORD_BYTES != 0 {
+        return Err(Error::BadInput {
+            path: input.to_path_buf(),
+            reason: format!("{total} bytes is not a whole number of {RECORD_BYTES}-byte records"),
+        });
+    }
+    let records = total / RECORD_BYTES;
+    if records > u64::from(u32::MAX) * 64 {
+        return Err(Error::BadInput {
+            path: input.to_path_buf(),
+            reason: "too many records".into(),
+        });
+    }
+    let out_dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = output
+        .file_name()
+        .ok_or_else(|| Error::InvalidArgument(format!("output {output:?} names no file")))?
+        .to_string_lossy()
+        .into_owned();
+    let pid = std::process::id();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let temp_out = out_dir.join(format!(".{name}.attune-sort-{pid}.tmp"));
+    let staging = opts
+        .staging_dir
+        .clone()
+        .unwrap_or_else(|| out_dir.clone())
+        .join(format!(".attune-sort-{pid}-{nanos}"));
+    std::fs::create_dir(&staging).map_err(|e| Error::io("mkdir", &staging, &e))?;
+    let mut cleanup = Cleanup {
+        temp_out: Some(temp_out.clone()),
+        staging: Some(staging.clone()),
+    };
+
+    let rt = Runtime::new(opts.runtime.clone())?;
+    let m = opts.memory_bytes_max;
+    // Phase-1 sizes: 2 write blocks, then S per buffer (+0.32·S of index), S whole units.
+    let mut block = (opts.block_bytes / UNIT_BYTES).max(1) * UNIT_BYTES;
+    let phase2_need = |b: u64| 2 * (opts.fan_in as u64 + 1) * b;
+    while phase2_need(block) > m && block > UNIT_BYTES {
+        block -= UNIT_BYTES;
+    }
+    let bufs = if opts.double_buffering { 2.0 } else { 1.0 };
+    // Input buffers, one scratch buffer of the same size, and the per-thread cache-run indexes.
+    let s_raw = (m.saturating_sub(2 * block) as f64 / (bufs + 1.05)) as u64;
+    let s = (s_raw / UNIT_BYTES) * UNIT_BYTES;
+    if s == 0 || phase2_need(block) > m {
+        return Err(Error::InvalidArgument(format!(
+            "memory limit {m} bytes is too small (at least {} bytes)",
+            phase2_need(UNIT_BYTES).max(4 * UNIT_BYTES)
+        )));
+    }
+    let run_bytes = opts
+        .run_bytes
+        .unwrap_or_else(default_run_bytes)
+        .max(RECORD_BYTES);
+    let mut report = SortReport {
+        records,
+        bytes: total,
+        mechanism: rt.report().mechanism.name().into(),
+        run_bytes,
+        spill_run_bytes: s.min(total.max(RECORD_BYTES)),
+        block_bytes: block,
+        fan_in: opts.fan_in,
+        ..Default::default()
+    };
+    let cancelled = || {
+        opts.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    };
+
+    // ---- Phase 1: sorted runs.
+    let single = total <= s;
+    let mut runs: Vec<(PathBuf, u64)> = Vec::new();
+    let in_bufs: Vec<Locator> = (0..bufs as usize)
+        .map(|_| Locator::dram(s.min(total.max(UNIT_BYTES))))
+        .collect::<Result<_>>()?;
+    let in_pipes: Vec<Pipe> = in_bufs
+        .iter()
+        .map(|b| rt.pipe(&src, b, PipeOptions::default()))
+        .collect::<Result<_>>()?;
+    let out_blocks: Vec<Locator> = (0..2)
+        .map(|_| Locator::dram(block))
+        .collect::<Result<_>>()?;
+    let chunks: Vec<(u64, u64)> = (0..total.div_ceil(s.max(1)))
+        .map(|i| (i * s, (total - i * s).min(s)))
+        .collect();
+    let mut pending: Option<Transfer> = None;
+    if let Some(&(off, len)) = chunks.first() {
+        pending = Some(in_pipes[0].transfer(off, 0, len)?);
+    }
+    let mut scratch: Vec<u8> = vec![0u8; s.min(total.max(UNIT_BYTES)) as usize];
+    for (i, &(_, len)) in chunks.iter().enumerate() {
+        if cancelled() {
+            return Err(Error::Cancelled {
+                bytes_done: report.bytes_read,
+            });
+        }
+        let cur = i % in_bufs.len();
+        if let Some(t) = pending.take() {
+            report.bytes_read += t.wait()?;
+        }
+        if opts.double_buffering {
+            if let Some(&(noff, nlen)) = chunks.get(i + 1) {
+                let nb = (i + 1) % in_bufs.len();
+                pending = Some(in_pipes[nb].transfer(noff, 0, nlen)?);
+            }
+        }
+        let run_path = if single {
+            temp_out.clone()
+        } else {
+            staging.join(format!("run-0-{i}"))
+        };
+        let dst = Locator::file(
+            &run_path,
+            FileOptions {
+                create: true,
+                truncate: true,
+                ..Default::default()
+            },
+        )?;
+        let mut guard = in_bufs[cur].bytes()?;
+        let data = &mut guard[..len as usize];
+        let scr = &mut scratch[..len as usize];
+        let (in_scratch, width) = sort_chunk(data, scr, run_bytes, opts);
+        let runs_buf: &[u8] = if in_scratch { scr } else { data };
+        let parts: Vec<&[u8]> = runs_buf.chunks(width).collect();
+        report.bytes_written += spill(&rt, parts, &out_blocks, &dst, opts.early_spill)?;
+        drop(guard);
+        if !opts.double_buffering {
+            if let Some(&(noff, nlen)) = chunks.get(i + 1) {
+                pending = Some(in_pipes[0].transfer(noff, 0, nlen)?);
+            }
+        }
+        runs.push((run_path, len));
+        if let Some(p) = progress {
+            p("runs", chunks[..=i].iter().map(|c| c.1).sum(), total);
+        }
+    }
+    drop((scratch, in_pipes, in_bufs));
+    if total == 0 {
+        Locator::file(
+            &temp_out,
+            FileOptions {
+                create: true,
+                truncate: true,
+                ..Default::default()
+            },
+        )?;
+    }
+    report.spilled_runs = if single { 0 } else { runs.len() as u64 };
+    report.run_seconds = t0.elapsed().as_secs_f64();
+
+    // ---- Phase 2: k-way merges until one run is left.
+    let t1 = Instant::now();
+    let mut pass = 0u64;
+    while runs.len() > 1 {
+        pass += 1;
+        let last = runs.len() <= opts.fan_in;
+        let mut next = Vec::new();
+        let pass_total: u64 = runs.iter().map(|r| r.1).sum();
+        let mut pass_done = 0u64;
+        // Groups are independent: merge up to `par` of them at once (each with its own blocks).
+        let par = opts
+            .threads
+            .clamp(1, (m / phase2_need(block)).max(1) as usize);
+        let groups: Vec<(usize, &[(PathBuf, u64)])> =
+            runs.chunks(opts.fan_in).enumerate().collect();
+        for wave in groups.chunks(par) {
+            if cancelled() {
+                return Err(Error::Cancelled {
+                    bytes_done: report.bytes_written,
+                });
+            }
+            let results: Vec<Result<(PathBuf, u64, u64, u64)>> = std::thread::scope(|sc| {
+                let handles: Vec<_> = wave
+                    .iter()
+                    .map(|&(g, group)| {
+                        let (rt, temp_out, staging) = (&rt, &temp_out, &staging);
+                        sc.spawn(move || -> Result<(PathBuf, u64, u64, u64)> {
+                            let len: u64 = group.iter().map(|r| r.1).sum();
+                            let out_path = if last {
+                                temp_out.clone()
+                            } else {
+                                staging.join(format!("run-{pass}-{g}"))
+                            };
+                            if group.len() == 1 {
+                                std::fs::rename(&group[0].0, &out_path)
+                                    .map_err(|e| Error::io("rename", &out_path, &e))?;
+                                return Ok((out_path, len, 0, 0));
+                            }
+                            let (r, w) = merge(rt, group, &out_path, block)?;
+                            for (p, _) in group {
+                                let _ = std::fs::remove_file(p);
+                            }
+                            Ok((out_path, len, r, w))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(Error::InvalidArgument("a merge thread panicked".into()))
+                        })
+                    })
+                    .collect()
+            });
+            for r in results {
+                let (out_path, len, rd, wr) = r?;
+                report.bytes_read += rd;
+                report.bytes_written += wr;
+                next.push((out_path, len));
+                pass_done += len;
+            }
+            if let Some(p) = progress {
+                p(&format!("merge pass {pass}"), pass_done, pass_total);
+            }
+        }
+        runs = next;
+    }
+    report.merge_passes = pass;
+    report.merge_seconds = t1.elapsed().as_secs_f64();
+    if cancelled() {
+        return Err(Error::Cancelled {
+            bytes_done: report.bytes_written,
+        });
+    }
+
+    // ---- Publish: sync the temporary file, rename it, sync the directory.
+    let f = std::fs::File::open(&temp_out).map_err(|e| Error::io("open", &temp_out, &e))?;
+    f.sync_all()
+        .map_err(|e| Error::io("fsync", &temp_out, &e))?;
+    std::fs::rename(&temp_out, output).map_err(|e| Error::io("rename", output, &e))?;
+    cleanup.temp_out = None;
+    if let Ok(d) = std::fs::File::open(&out_dir) {
+        let _ = d.sync_all();
+    }
+    drop(cleanup);
+    report.seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Sorts `data`'s records as cache runs of `run_bytes` (index sort + gather, one core per run,
+/// the run's bytes staying in that core's share of the cache), then merges them `fan_in` at a
+/// time between `data` and `scratch` until at most `fan_in` runs are left. Returns the buffer
+/// holding those runs (true: `scratch`) and their width in bytes.
+fn sort_chunk(
+    data: &mut [u8],
+    scratch: &mut [u8],
+    run_bytes: u64,
+    opts: &SortOptions,
+) -> (bool, usize) {
+    let rec = RECORD_BYTES as usize;
+    let run = ((run_bytes / RECORD_BYTES) as usize).max(1) * rec;
+    let n_runs = data.len().div_ceil(run);
+    let per = n_runs.div_ceil(opts.threads.max(1)).max(1) * run;
+    std::thread::scope(|sc| {
+        for (src, dst) in data.chunks(per).zip(scratch.chunks_mut(per)) {
+            sc.spawn(move || {
+                let mut index: Vec<u128> = Vec::with_capacity(run / rec);
+                for (s, d) in src.chunks(run).zip(dst.chunks_mut(run)) {
+                    index.clear();
+                    index.extend(
+                        s.chunks_exact(rec)
+                            .enumerate()
+                            .map(|(i, r)| key80(r) << 32 | i as u128),
+                    );
+                    index.sort_unstable();
+                    for (j, &e) in index.iter().enumerate() {
+                        let r = (e as u32) as usize * rec;
+                        d[j * rec..j * rec + rec].copy_from_slice(&s[r..r + rec]);
+                    }
+                }
+            });
+        }
+    });
+    // The sorted cache runs are in `scratch`; merge passes alternate between the two buffers.
+    let (mut in_scratch, mut width) = (true, run);
+    while data.len().div_ceil(width) > opts.fan_in {
+        let span = width * opts.fan_in;
+        let (src, dst): (&[u8], &mut [u8]) = if in_scratch {
+            (&*scratch, &mut *data)
+        } else {
+            (&*data, &mut *scratch)
+        };
+        let groups = dst.len().div_ceil(span);
+        let per = groups.div_ceil(opts.threads.max(1)).max(1) * span;
+        std::thread::scope(|sc| {
+            for (s, d) in src.chunks(per).zip(dst.chunks_mut(per)) {
+                sc.spawn(move || {
+                    for (s2, d2) in s.chunks(span).zip(d.chunks_mut(span)) {
+                        let mut c = MergeCursor::new(s2.chunks(width).collect());
+                        c.fill(d2);
+                    }
+                });
+            }
+        });
+        in_scratch = !in_scratch;
+        width = span;
+    }
+    (in_scratch, width)
+}
+
+/// A k-way merge of sorted record slices, emitting into caller-given buffers.
+struct MergeCursor<'a> {
+    parts: Vec<&'a [u8]>,
+    pos: Vec<usize>,
+    heads: Vec<Option<u128>>,
+}
+
+impl<'a> MergeCursor<'a> {
+    fn new(parts: Vec<&'a [u8]>) -> Self {
+        let heads = parts
+            .iter()
+            .map(|p| (!p.is_empty()).then(|| key80(p)))
+            .collect();
+        let pos = vec![0; parts.len()];
+        MergeCursor { parts, pos, heads }
+    }
+
+    /// Fills `out` (whole records) with the next records; returns the bytes written.
+    fn fill(&mut self, out: &mut [u8]) -> usize {
+        let rec = RECORD_BYTES as usize;
+        let mut o = 0;
+        while o + rec <= out.len() {
+            let mut best = usize::MAX;
+            let mut best_k = u128::MAX;
+            for (k, h) in self.heads.iter().enumerate() {
+                if let Some(h) = *h {
+                    if best == usize::MAX || h < best_k {
+                        best = k;
+                        best_k = h;
+                    }
+                }
+            }
+            let Some(part) = self.parts.get(best) else {
+                break;
+            };
+            let p = self.pos[best];
+            out[o..o + rec].copy_from_slice(&part[p..p + rec]);
+            o += rec;
+            let np = p + rec;
+            self.pos[best] = np;
+            self.heads[best] = (np < part.len()).then(|| key80(&part[np..np + KEY_BYTES]));
+        }
+        o
+    }
+}
+
+/// Merges `parts` (sorted record runs) into `dst` through two write blocks, each written while
+/// the next is filled (early spilling), or each waited for (`early` off); returns bytes written.
+fn spill(
+    rt: &Runtime,
+    parts: Vec<&[u8]>,
+    blocks: &[Locator],
+    dst: &Locator,
+    early: bool,
+) -> Result<u64> {
+    let pipes: Vec<Pipe> = blocks
+        .iter()
+        .map(|b| rt.pipe(b, dst, PipeOptions::default()))
+        .collect::<Result<_>>()?;
+    let mut cursor = MergeCursor::new(parts);
+    let mut pending: [Option<Transfer>; 2] = [None, None];
+    let mut written = 0u64;
+    let mut file_off = 0u64;
+    for b in 0usize.. {
+        let k = b % 2;
+        if let Some(t) = pending[k].take() {
+            written += t.wait()?;
+        }
+        let len = {
+            let mut out = blocks[k].bytes()?;
+            cursor.fill(&mut out)
+        };
+        if len == 0 {
+            break;
+        }
+        let t = pipes[k].transfer(0, file_off, len as u64)?;
+        file_off += len as u64;
+        if early {
+            pending[k] = Some(t);
+        } else {
+            written += t.wait()?;
+        }
+    }
+    for t in pending.iter_mut().filter_map(Option::take) {
+        written += t.wait()?;
+    }
+    Ok(written)
+}
+
+struct Reader {
+    pipes: Vec<Pipe>,
+    bufs: Vec<Locator>,
+    pending: [Option<Transfer>; 2],
+    lens: [u64; 2],
+    cur: usize,
+    pos: usize,
+    next_off: u64,
+    file_len: u64,
+    done: bool,
+}
+
+impl Reader {
+    fn start(&mut self, k: usize) -> Result<()> {
+        if self.next_off >= self.file_len {
+            self.lens[k] = 0;
+            return Ok(());
+        }
+        let len = (self.file_len - self.next_off).min(self.bufs[k].len()?);
+        self.pending[k] = Some(self.pipes[k].transfer(self.next_off, 0, len)?);
+        self.lens[k] = len;
+        self.next_off += len;
+        Ok(())
+    }
+
+    /// Waits for buffer `cur`; returns bytes read (0 when this input is exhausted).
+    fn ready(&mut self) -> Result<u64> {
+        match self.pending[self.cur].take() {
+            Some(t) => t.wait(),
+            None => {
+                self.done = true;
+                Ok(0)
+            }
+        }
+    }
+}
+
+/// Merges the runs of `group` into `out`; returns (bytes read, bytes written).
+fn merge(rt: &Runtime, group: &[(PathBuf, u64)], out: &Path, block: u64) -> Result<(u64, u64)> {
+    let mut readers = Vec::new();
+    let mut read = 0u64;
+    for (p, len) in group {
+        let f = Locator::file(p, FileOptions::default())?;
+        let bufs: Vec<Locator> = (0..2)
+            .map(|_| Locator::dram(block))
+            .collect::<Result<_>>()?;
+        let pipes = bufs
+            .iter()
+            .map(|b| rt.pipe(&f, b, PipeOptions::default()))
+            .collect::<Result<_>>()?;
+        let mut r = Reader {
+            pipes,
+            bufs,
+            pending: [None, None],
+            lens: [0; 2],
+            cur: 0,
+            pos: 0,
+            next_off: 0,
+            file_len: *len,
+            done: false,
+        };
+        r.start(0)?;
+        r.start(1)?;
+        read += r.ready()?;
+        readers.push(r);
+    }
+    let dst = Locator::file(
+        out,
+        FileOptions {
+            create: true,
+            truncate: true,
+            ..Default::default()
+        },
+    )?;
+    let oblocks: Vec<Locator> = (0..2)
+        .map(|_| Locator::dram(block))
+        .collect::<Result<_>>()?;
+    let opipes: Vec<Pipe> = oblocks
+        .iter()
+        .map(|b| rt.pipe(b, &dst, PipeOptions::default()))
+        .collect::<Result<_>>()?;
+    let mut opending: [Option<Transfer>; 2] = [None, None];
+    let (mut ocur, mut opos, mut file_off, mut written) = (0usize, 0usize, 0u64, 0u64);
+    let oblock = block as usize;
+    loop {
+        // Merge until an input block is exhausted or the output block is full.
+        let mut pos: Vec<usize> = readers.iter().map(|r| r.pos).collect();
+        let (exhausted, full) = {
+            let guards: Vec<Option<crate::locator::BytesGuard<'_>>> = readers
+                .iter()
+                .map(|r| {
+                    if r.done {
+                        Ok(None)
+                    } else {
+                        r.bufs[r.cur].bytes().map(Some)
+                    }
+                })
+                .collect::<Result<_>>()?;
+            let ends: Vec<usize> = readers.iter().map(|r| r.lens[r.cur] as usize).collect();
+            let mut out = oblocks[ocur].bytes()?;
+            let mut heads: Vec<Option<u128>> = guards
+                .iter()
+                .zip(&pos)
+                .map(|(g, &p)| g.as_ref().map(|g| key80(&g[p..p + KEY_BYTES])))
+                .collect();
+            loop {
+                if opos == oblock {
+                    break (None, true);
+                }
+                let mut best = usize::MAX;
+                let mut best_k = u128::MAX;
+                for (k, h) in heads.iter().enumerate() {
+                    if let Some(h) = *h {
+                        if best == usize::MAX || h < best_k {
+                            best = k;
+                            best_k = h;
+                        }
+                    }
+                }
+                let Some(g) = guards.get(best).and_then(|g| g.as_ref()) else {
+                    break (None, false);
+                };
+                let p = pos[best];
+                out[opos..opos + 100].copy_from_slice(&g[p..p + 100]);
+                opos += 100;
+                pos[best] = p + 100;
+                if pos[best] >= ends[best] {
+                    break (Some(best), opos == oblock);
+                }
+                heads[best] = Some(key80(&g[p + 100..p + 100 + KEY_BYTES]));
+            }
+        };
+        for (r, p) in readers.iter_mut().zip(pos) {
+            r.pos = p;
+        }
+        let all_done = readers.iter().all(|r| r.done);
+        if full || (opos > 0 && (all_done || exhausted.is_none())) {
+            if let Some(t) = opending[ocur].take() {
+                written += t.wait()?;
+            }
+            opending[ocur] = Some(opipes[ocur].transfer(0, file_off, opos as u64)?);
+            file_off += opos as u64;
+            opos = 0;
+            ocur ^= 1;
+            if let Some(t) = opending[ocur].take() {
+                written += t.wait()?;
+            }
+        }
+        if let Some(k) = exhausted {
+            let r = &mut readers[k];
+            let old = r.cur;
+            r.start(old)?;
+            r.cur ^= 1;
+            r.pos = 0;
+            read += r.ready()?;
+            if r.lens[r.cur] == 0 {
+                r.done = true;
+            }
+        }
+        if readers.iter().all(|r| r.done) && opos == 0 && exhausted.is_none() {
+            break;
+        }
+    }
+    for t in opending.iter_mut().filter_map(Option::take) {
+        written += t.wait()?;
+    }
+    Ok((read, written))
+}

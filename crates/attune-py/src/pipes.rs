@@ -1,0 +1,375 @@
+//! Python bindings for Data Pipes (`attune-pipes`): `PipeRuntime`, `Locator`, `Pipe`,
+//! `PipeTransfer` and `pipes_sort`. The typed front is `python/attune/pipes.py` (futures,
+//! defaults, docs). Errors go through `errors.rs` (`pipes_error`).
+//!
+//! Thread-safety: every class is `Send + Sync` on the Rust side (`frozen` pyclasses); calls that
+//! wait (`transfer_blocking`, `PipeTransfer.wait`, `pipes_sort`) release the GIL, and the sort
+//! checks for Ctrl-C at each progress step and cancels itself (no output left behind).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use attune_pipes::sort::{sort_file, SortOptions};
+use attune_pipes::{
+    FileOptions, Locator, MechanismChoice, Pipe, PipeOptions, Runtime, RuntimeOptions, Transfer,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::errors::pipes_error;
+use crate::stats;
+
+fn mechanism(s: &str) -> PyResult<MechanismChoice> {
+    s.parse::<MechanismChoice>().map_err(pipes_error)
+}
+
+/// The Data Pipes runtime (one scheduler thread and its mechanism).
+#[pyclass(module = "attune._native", name = "PipeRuntime", frozen)]
+pub struct PyRuntime {
+    rt: Runtime,
+}
+
+#[pymethods]
+impl PyRuntime {
+    #[new]
+    #[pyo3(signature = (mechanism="auto", queue_depth=32, block_bytes=131072, register_buffers=true, fixed_files=true))]
+    fn new(
+        py: Python<'_>,
+        mechanism: &str,
+        queue_depth: u32,
+        block_bytes: u64,
+        register_buffers: bool,
+        fixed_files: bool,
+    ) -> PyResult<Self> {
+        let opts = RuntimeOptions {
+            mechanism: self::mechanism(mechanism)?,
+            queue_depth,
+            block_bytes,
+            register_buffers,
+            fixed_files,
+        };
+        let rt = py
+            .allow_threads(|| Runtime::new(opts))
+            .map_err(pipes_error)?;
+        Ok(PyRuntime { rt })
+    }
+
+    /// What the runtime chose: mechanism, fallbacks (with the kernel's reasons), registration.
+    fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        stats::to_dict(py, self.rt.report())
+    }
+
+    /// Declares a pipe from `src` to `dst`.
+    #[pyo3(signature = (src, dst, block_bytes=None, queue_depth=None))]
+    fn pipe(
+        &self,
+        src: &PyLocator,
+        dst: &PyLocator,
+        block_bytes: Option<u64>,
+        queue_depth: Option<u32>,
+    ) -> PyResult<PyPipe> {
+        let p = self
+            .rt
+            .pipe(
+                &src.loc,
+                &dst.loc,
+                PipeOptions {
+                    block_bytes,
+                    queue_depth,
+                },
+            )
+            .map_err(pipes_error)?;
+        Ok(PyPipe { pipe: p })
+    }
+}
+
+/// A resource locator: DRAM, a core-cache-sized buffer, a pmem mapping or a file.
+#[pyclass(module = "attune._native", name = "Locator", frozen)]
+pub struct PyLocator {
+    loc: Locator,
+}
+
+#[pymethods]
+impl PyLocator {
+    #[staticmethod]
+    fn dram(nbytes: u64) -> PyResult<Self> {
+        Ok(PyLocator {
+            loc: Locator::dram(nbytes).map_err(pipes_error)?,
+        })
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (core=0, nbytes=None))]
+    fn core_cache(core: usize, nbytes: Option<u64>) -> PyResult<Self> {
+        Ok(PyLocator {
+            loc: Locator::core_cache(core, nbytes).map_err(pipes_error)?,
+        })
+    }
+
+    #[staticmethod]
+    fn pmem(path: PathBuf, nbytes: u64) -> PyResult<Self> {
+        Ok(PyLocator {
+            loc: Locator::pmem(path, nbytes).map_err(pipes_error)?,
+        })
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (path, direct=false, write=false, create=false, truncate=false))]
+    fn file(
+        path: PathBuf,
+        direct: bool,
+        write: bool,
+        create: bool,
+        truncate: bool,
+    ) -> PyResult<Self> {
+        let opts = FileOptions {
+            direct,
+            write,
+            create,
+            truncate,
+        };
+        Ok(PyLocator {
+            loc: Locator::file(path, opts).map_err(pipes_error)?,
+        })
+    }
+
+    /// `dram`, `core_cache`, `pmem`, `file` or `direct_file`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.loc.kind().name()
+    }
+
+    /// Size in bytes (a file's current length).
+    fn size(&self) -> PyResult<u64> {
+        self.loc.len().map_err(pipes_error)
+    }
+
+    /// Copies `length` bytes at `offset` out of a memory locator.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        offset: u64,
+        length: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let g = self.loc.bytes().map_err(pipes_error)?;
+        let (s, e) = range(&self.loc, offset, length, g.len())?;
+        Ok(PyBytes::new(py, &g[s..e]))
+    }
+
+    /// Copies `data` into a memory locator at `offset`.
+    fn write(&self, offset: u64, data: &[u8]) -> PyResult<()> {
+        let mut g = self.loc.bytes().map_err(pipes_error)?;
+        let (s, e) = range(&self.loc, offset, data.len() as u64, g.len())?;
+        g[s..e].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Flushes a file (fdatasync) or a pmem mapping (msync).
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| self.loc.sync()).map_err(pipes_error)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Locator({})", self.loc.describe())
+    }
+}
+
+fn range(loc: &Locator, offset: u64, length: u64, size: usize) -> PyResult<(usize, usize)> {
+    let end = offset.checked_add(length).filter(|&e| e <= size as u64);
+    match end {
+        Some(e) => Ok((offset as usize, e as usize)),
+        None => Err(pipes_error(attune_pipes::Error::OutOfRange {
+            what: loc.describe(),
+            offset,
+            len: length,
+            size: size as u64,
+        })),
+    }
+}
+
+/// A declared pipe between two locators.
+#[pyclass(module = "attune._native", name = "Pipe", frozen)]
+pub struct PyPipe {
+    pipe: Pipe,
+}
+
+#[pymethods]
+impl PyPipe {
+    /// Starts an asynchronous transfer; returns its handle.
+    fn transfer(&self, src_offset: u64, dst_offset: u64, length: u64) -> PyResult<PyTransfer> {
+        let t = self
+            .pipe
+            .transfer(src_offset, dst_offset, length)
+            .map_err(pipes_error)?;
+        Ok(PyTransfer { t })
+    }
+
+    /// Moves and waits (GIL released); returns the bytes moved.
+    fn transfer_blocking(
+        &self,
+        py: Python<'_>,
+        src_offset: u64,
+        dst_offset: u64,
+        length: u64,
+    ) -> PyResult<u64> {
+        py.allow_threads(|| self.pipe.transfer_blocking(src_offset, dst_offset, length))
+            .map_err(pipes_error)
+    }
+
+    /// Mechanism, registration, bytes moved, requests in flight.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        stats::to_dict(py, &self.pipe.state())
+    }
+
+    /// An eventfd, readable when a transfer of this pipe ended (for select/poll/epoll).
+    fn fileno(&self) -> i32 {
+        self.pipe.ready_fd()
+    }
+}
+
+/// An asynchronous transfer.
+#[pyclass(module = "attune._native", name = "PipeTransfer", frozen)]
+pub struct PyTransfer {
+    t: Transfer,
+}
+
+#[pymethods]
+impl PyTransfer {
+    fn done(&self) -> bool {
+        self.t.is_done()
+    }
+
+    /// Waits (GIL released) at most `timeout` seconds (None: no limit); the bytes moved, or
+    /// None on timeout; raises the transfer's error.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<u64>> {
+        let r = py.allow_threads(|| match timeout {
+            None => Some(self.t.wait()),
+            Some(s) => self.t.wait_timeout(Duration::from_secs_f64(s.max(0.0))),
+        });
+        match r {
+            None => Ok(None),
+            Some(r) => r.map(Some).map_err(pipes_error),
+        }
+    }
+
+    fn cancel(&self) {
+        self.t.cancel();
+    }
+
+    #[getter]
+    fn bytes_done(&self) -> u64 {
+        self.t.bytes_done()
+    }
+}
+
+/// The external sort (see `attune.pipes.sort`).
+#[pyfunction]
+#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, mechanism="auto", progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn pipes_sort<'py>(
+    py: Python<'py>,
+    input: PathBuf,
+    output: PathBuf,
+    memory_bytes: u64,
+    run_bytes: Option<u64>,
+    fan_in: usize,
+    block_bytes: Option<u64>,
+    staging_dir: Option<PathBuf>,
+    threads: Option<usize>,
+    double_buffering: bool,
+    early_spill: bool,
+    mechanism: &str,
+    progress: Option<PyObject>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let d = SortOptions::default();
+    let opts = SortOptions {
+        memory_bytes_max: memory_bytes,
+        run_bytes,
+        fan_in,
+        block_bytes: block_bytes.unwrap_or(d.block_bytes),
+        staging_dir,
+        threads: threads.unwrap_or(d.threads),
+        double_buffering,
+        early_spill,
+        runtime: RuntimeOptions {
+            mechanism: self::mechanism(mechanism)?,
+            ..Default::default()
+        },
+        cancel: Some(Arc::clone(&cancel)),
+    };
+    let interrupted: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+    let report = py.allow_threads(|| {
+        let cb = |phase: &str, done: u64, total: u64| {
+            Python::with_gil(|py| {
+                let mut err = py.check_signals().err();
+                if err.is_none() {
+                    if let Some(p) = progress.as_ref() {
+                        err = p.call1(py, (phase, done, total)).err();
+                    }
+                }
+                if let Some(e) = err {
+                    cancel.store(true, Ordering::SeqCst);
+                    if let Ok(mut slot) = interrupted.lock() {
+                        slot.get_or_insert(e);
+                    }
+                }
+            })
+        };
+        sort_file(&input, &output, &opts, Some(&cb))
+    });
+    if let Some(e) = interrupted.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    let report = report.map_err(pipes_error)?;
+    stats::to_dict(py, &report)
+}
+
+/// Writes `records` sort-benchmark records of `seed` to `path` (attune-workload's `records`);
+/// returns the bytes written.
+#[pyfunction]
+#[pyo3(signature = (path, records, seed=1))]
+fn pipes_gen_records(py: Python<'_>, path: PathBuf, records: u64, seed: u64) -> PyResult<u64> {
+    use std::os::unix::fs::FileExt;
+    py.allow_threads(|| -> std::io::Result<u64> {
+        let f = std::fs::File::create(&path)?;
+        let per = 100_000u64;
+        let mut buf = vec![0u8; (per * 100) as usize];
+        let mut i = 0;
+        while i < records {
+            let k = (records - i).min(per);
+            let n = (k * 100) as usize;
+            attune_workload::records::fill(seed, i, &mut buf[..n]);
+            f.write_all_at(&buf[..n], i * 100)?;
+            i += k;
+        }
+        f.sync_all()?;
+        Ok(records * 100)
+    })
+    .map_err(|e| {
+        pipes_error(attune_pipes::Error::Io {
+            op: "write",
+            path: path.clone(),
+            offset: 0,
+            errno: attune_pipes::Errno(e.raw_os_error().unwrap_or(libc_eio())),
+        })
+    })
+}
+
+fn libc_eio() -> i32 {
+    5
+}
+
+/// Adds the pipes classes and functions to the native module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRuntime>()?;
+    m.add_class::<PyLocator>()?;
+    m.add_class::<PyPipe>()?;
+    m.add_class::<PyTransfer>()?;
+    m.add_function(wrap_pyfunction!(pipes_sort, m)?)?;
+    m.add_function(wrap_pyfunction!(pipes_gen_records, m)?)?;
+    Ok(())
+}

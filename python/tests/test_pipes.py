@@ -1,0 +1,147 @@
+"""attune.pipes and `attune pipes`: transfers with futures, the external sort, clean errors, and
+no partial output under the final name."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import selectors
+
+import pytest
+
+import attune
+from attune import pipes
+from attune.cli import main
+
+
+def _data(n: int, seed: int = 1) -> bytes:
+    return bytes((i * 31 + seed + (i >> 12)) & 0xFF for i in range(n))
+
+
+@pytest.mark.parametrize("mechanism", ["io_uring", "threads", "mmap"])
+def test_a_transfer_future_moves_the_file_into_memory(tmp_path, mechanism):
+    path = tmp_path / "in"
+    path.write_bytes(_data(1 << 18))
+    rt = pipes.Runtime(mechanism=mechanism)
+    assert rt.report()["mechanism"] == mechanism
+    src = pipes.Locator.file(path)
+    mem = pipes.Locator.dram(1 << 18)
+    pipe = rt.pipe(src, mem, block_bytes=1 << 16)
+    fut = pipes.transfer(pipe, 0, 0, 1 << 18)
+    assert isinstance(fut, concurrent.futures.Future)
+    assert fut.result(timeout=60) == 1 << 18
+    assert mem.read(0, 1 << 18) == path.read_bytes()
+    state = pipe.state()
+    assert state["mechanism"] == mechanism
+    assert state["bytes_moved"] == 1 << 18 and state["requests_in_flight"] == 0
+
+
+def test_blocking_writes_and_the_ready_fd(tmp_path):
+    rt = pipes.Runtime()
+    mem = pipes.Locator.dram(4096)
+    mem.write(0, b"hello pipes")
+    out = pipes.Locator.file(tmp_path / "out", create=True)
+    pipe = rt.pipe(mem, out)
+    assert pipe.transfer_blocking(0, 0, 11) == 11
+    assert (tmp_path / "out").read_bytes() == b"hello pipes"
+    with selectors.DefaultSelector() as sel:
+        sel.register(pipe.fileno(), selectors.EVENT_READ)
+        assert sel.select(timeout=10), "the eventfd is readable after a transfer ended"
+
+
+def test_pmem_and_core_cache_locators(tmp_path):
+    rt = pipes.Runtime()
+    pm = pipes.Locator.pmem(tmp_path / "pmem", 8192)
+    cc = pipes.Locator.core_cache(0, 8192)
+    assert (pm.kind, cc.kind) == ("pmem", "core_cache")
+    pm.write(0, b"x" * 8192)
+    pipe = rt.pipe(pm, cc)
+    assert pipe.state()["mechanism"] == "memcpy"
+    pipe.transfer_blocking(0, 0, 8192)
+    assert cc.read(0, 8192) == b"x" * 8192
+
+
+def test_errors_name_what_is_wrong(tmp_path):
+    rt = pipes.Runtime()
+    with pytest.raises(attune.InvalidArgumentError, match="missing"):
+        pipes.Locator.file(tmp_path / "missing")
+    short = tmp_path / "short"
+    short.write_bytes(b"x" * 1000)
+    pipe = rt.pipe(pipes.Locator.file(short), pipes.Locator.dram(8192))
+    with pytest.raises(attune.StorageIOError, match="short file") as exc:
+        pipe.transfer(0, 0, 4096)
+    assert exc.value.path == str(short)
+    with pytest.raises(attune.InvalidArgumentError, match="compose"):
+        rt.pipe(pipes.Locator.file(short), pipes.Locator.file(short))
+    with pytest.raises(attune.InvalidArgumentError, match="unknown mechanism"):
+        pipes.Runtime(mechanism="dma")
+    full = pipes.Locator.file("/dev/full", write=True)
+    with pytest.raises(attune.StorageIOError, match="no space"):
+        rt.pipe(pipes.Locator.dram(4096), full).transfer_blocking(0, 0, 4096)
+
+
+def test_sort_orders_records_and_reports(tmp_path):
+    src = tmp_path / "in"
+    pipes.generate_records(src, 30_000, seed=3)
+    out = tmp_path / "out"
+    phases = []
+    report = pipes.sort(
+        src,
+        out,
+        memory_bytes=2 << 20,
+        run_bytes=100_000,
+        progress=lambda phase, done, total: phases.append(phase),
+    )
+    data = out.read_bytes()
+    recs = [data[i : i + 100] for i in range(0, len(data), 100)]
+    assert len(recs) == 30_000
+    assert [r[:10] for r in recs] == sorted(r[:10] for r in recs)
+    assert sorted(recs) == sorted(src.read_bytes()[i : i + 100] for i in range(0, 3_000_000, 100))
+    assert report["records"] == 30_000 and report["merge_passes"] >= 1
+    assert phases[0] == "runs" and any(p.startswith("merge") for p in phases)
+
+
+def test_an_interrupted_sort_leaves_no_output(tmp_path):
+    src = tmp_path / "in"
+    pipes.generate_records(src, 20_000)
+    out = tmp_path / "out"
+
+    def stop(phase, done, total):
+        if phase.startswith("merge"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pipes.sort(src, out, memory_bytes=2 << 20, run_bytes=100_000, progress=stop)
+    assert not out.exists()
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".")] == []
+
+
+def test_cli_gen_sort_and_info(tmp_path, capsys):
+    src, out = tmp_path / "in", tmp_path / "out"
+    assert main(["pipes", "gen", str(src), "--records", "5000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bytes"] == 500_000
+    assert main(["pipes", "sort", str(src), str(out), "--memory", "2MiB", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["records"] == 5000 and out.stat().st_size == 500_000
+    assert main(["pipes", "info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["mechanism"] in ("io_uring", "threads", "mmap")
+
+
+def test_cli_errors_are_clean(tmp_path, capsys):
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"x" * 150)
+    assert main(["pipes", "sort", str(bad), str(tmp_path / "out"), "--json"]) == 1
+    err = json.loads(capsys.readouterr().out)
+    assert err["error"] == "InvalidArgumentError" and "150 bytes" in err["message"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_bench_sort_forwards_to_the_harness(tmp_path, capfd):
+    argv = ["pipes", "bench", "sort", "--records", "3000", "--memory", "4MiB"]
+    argv += ["--engines", "pipes,plain", "--dir", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
+    assert [r["engine"] for r in rows] == ["pipes", "plain"]
+    assert all(r["checked"] and r["records"] == 3000 for r in rows)
