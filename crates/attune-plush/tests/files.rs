@@ -63,7 +63,9 @@ fn clwb_mapping_keeps_every_record_across_reopen() {
 fn a_second_opener_gets_a_locked_error() {
     let dir = scratch();
     let _db = Plush::open(dir.path(), options(Backend::Msync)).unwrap();
-    let err = Plush::open(dir.path(), options(Backend::Msync)).err().unwrap();
+    let err = Plush::open(dir.path(), options(Backend::Msync))
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::Locked { .. }), "{err}");
 }
 
@@ -74,7 +76,9 @@ fn a_missing_database_without_create_is_not_a_database() {
         create_if_missing: false,
         ..options(Backend::Msync)
     };
-    let err = Plush::open(&dir.path().join("nothing"), opts).err().unwrap();
+    let err = Plush::open(&dir.path().join("nothing"), opts)
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
 }
 
@@ -94,7 +98,9 @@ fn a_damaged_manifest_is_corruption() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[20] ^= 1;
     std::fs::write(&path, bytes).unwrap();
-    let err = Plush::open(dir.path(), options(Backend::Msync)).err().unwrap();
+    let err = Plush::open(dir.path(), options(Backend::Msync))
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::Corruption { .. }), "{err}");
 }
 

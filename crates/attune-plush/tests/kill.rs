@@ -27,7 +27,7 @@ fn options() -> Options {
 /// Operation `i` of cycle `c`: (key, Some(value)) for a put, (key, None) for a delete.
 fn op(c: u64, i: u64) -> (u64, Option<u64>) {
     let key = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) % KEYS;
-    if i % 11 == 0 {
+    if i.is_multiple_of(11) {
         (key, None)
     } else {
         (key, Some(c << 32 | i))
@@ -102,7 +102,10 @@ fn sigkill_cycles_lose_and_resurrect_nothing() {
             if k == fk && got == fv {
                 continue;
             }
-            assert_eq!(got, want, "cycle {c}: key {k} after {acked} acknowledged operations");
+            assert_eq!(
+                got, want,
+                "cycle {c}: key {k} after {acked} acknowledged operations"
+            );
         }
         state.insert(fk, db.get(fk));
         db.verify().unwrap();

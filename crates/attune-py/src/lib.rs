@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod errors;
 mod hash;
 mod kv;
+mod plush;
 mod stats;
 mod workload;
 
@@ -15,5 +16,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kv::register(m)?;
     hash::register(m)?;
     workload::register(m)?;
+    plush::register(m)?;
     Ok(())
 }
