@@ -44,6 +44,7 @@ pub mod metrics;
 pub mod micro;
 pub mod options;
 pub mod output;
+pub mod plush;
 pub mod runner;
 pub mod workload;
 pub mod ycsb;

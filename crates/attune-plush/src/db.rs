@@ -569,6 +569,19 @@ impl Plush {
             groups[self.geo.child_of(hash_key(k), from)].push((k, v));
         }
         let cap = self.geo.entry_capacity();
+        for j in 0..fanout {
+            let size = level.meta_of(child_index(j)).1;
+            if size > cap {
+                return Err(Error::corruption(
+                    level.region.name(),
+                    0,
+                    format!(
+                        "entry {} claims {size} records; an entry holds {cap}",
+                        child_index(j)
+                    ),
+                ));
+            }
+        }
         for (j, g) in groups.iter().enumerate() {
             if !g.is_empty() && level.meta_of(child_index(j)).1 + g.len() > cap {
                 self.migrate_level(to, child_index(j))?;

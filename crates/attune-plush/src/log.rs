@@ -458,6 +458,25 @@ mod tests {
     }
 
     #[test]
+    fn the_format_doc_example_encodes_as_drawn() {
+        let e = LogEntry {
+            key: 42,
+            value: 7,
+            epoch: 3,
+            seq: 9,
+        };
+        assert_eq!(
+            encode_entry(&e, 5),
+            [
+                0x8000_0000_0000_002a,
+                0x8000_0000_0000_000e,
+                0x8000_2400_0000_000c,
+                0xa310_ad08_0028_0000
+            ]
+        );
+    }
+
+    #[test]
     fn a_torn_entry_is_rejected() {
         let e = LogEntry {
             key: 7,
