@@ -35,7 +35,9 @@ use std::time::Instant;
              preload, lookups and 50 % mixed, uniform and zipfian, 1 and 2 threads"
 )]
 struct Args {
-    /// Engines in order: plush, attune, rocksdb, lmdb (a missing peer library is skipped).
+    /// Engines in order: plush, attune, rocksdb, lmdb (a missing peer library is skipped);
+    /// `plush:dram_filter_levels=0` (also `dram_entries_log2`, `log_partitions`, `backend`)
+    /// runs a Plush variant under that name.
     #[arg(long, default_value = "plush,attune,rocksdb,lmdb")]
     engines: String,
     /// Records loaded before the phases (e.g. 2M).
@@ -177,6 +179,36 @@ fn rss_anon_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Applies `plush:key=value;key=value` (keys `dram_filter_levels`, `dram_entries_log2`,
+/// `log_partitions`, `backend`) to `opts`: ablations run as their own engine entries.
+fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
+    let Some((_, pairs)) = entry.split_once(':') else {
+        return Ok(());
+    };
+    for pair in pairs.split(';').filter(|p| !p.is_empty()) {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{entry}: {pair:?} is not key=value"))?;
+        let num = || {
+            v.parse::<usize>()
+                .map_err(|_| format!("{entry}: {k}={v} is not a number"))
+        };
+        match k {
+            "dram_filter_levels" => opts.dram_filter_levels = num()?,
+            "dram_entries_log2" => opts.dram_entries_log2 = num()? as u32,
+            "log_partitions" => opts.log_partitions = num()?,
+            "backend" => opts.backend = Backend::parse(v).map_err(|e| e.to_string())?,
+            _ => {
+                return Err(format!(
+                    "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
+                     log_partitions, backend)"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs the `attune-bench plush` subcommand with `argv` (after the subcommand name).
 pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let args = match Args::try_parse_from(&argv) {
@@ -230,12 +262,12 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         "process-crash"
     };
     for engine in args.engines.split(',').map(str::trim) {
-        let dir = base.join(engine);
+        let dir = base.join(engine.replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let target = match engine {
+        let target = match engine.split(':').next().unwrap_or("") {
             "plush" => {
-                let opts = Options {
+                let mut opts = Options {
                     dram_entries_log2: args.dram_entries_log2,
                     log_partitions: args.log_partitions,
                     dram_filter_levels: args.dram_filter_levels,
@@ -243,6 +275,7 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                     backend,
                     ..Options::default()
                 };
+                plush_spec(engine, &mut opts).map_err(usage)?;
                 Target::Plush(Box::new(
                     Plush::open(&dir, opts).map_err(|e| e.to_string())?,
                 ))
