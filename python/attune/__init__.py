@@ -6,6 +6,9 @@ Quick start::
     with attune.DB("/tmp/mydb", compression="zstd", memory_budget="256MiB") as db:
         db.put(b"key", b"value")
         assert db.get(b"key") == b"value"
+    with attune.HashDB("/tmp/myhash") as h:   # Plush: 8-byte keys and values, point lookups
+        h.put(42, 7)
+        assert h.get_int(42) == 7
         for key, value in db.items(start=b"a", end=b"z"):
             ...
 
@@ -16,7 +19,9 @@ pickle); damaged files raise :class:`attune.CorruptionError` naming the file and
 from attune import _native, errors
 from attune._native import (
     DB,
+    HASH_DB_OPTION_NAMES,
     OPTION_NAMES,
+    HashDB,
     Snapshot,
     WriteBatch,
     __version__,
@@ -41,12 +46,14 @@ _native._register_errors(**{name: getattr(errors, name) for name in errors.__all
 
 __all__ = [
     "DB",
+    "HASH_DB_OPTION_NAMES",
     "OPTION_NAMES",
     "AlreadyExistsError",
     "ClosedError",
     "CorruptionError",
     "Error",
     "ForkedError",
+    "HashDB",
     "InvalidArgumentError",
     "LockedError",
     "NotADatabaseError",

@@ -45,6 +45,7 @@ pub mod micro;
 pub mod options;
 pub mod output;
 pub mod pipes;
+pub mod plush;
 pub mod runner;
 pub mod workload;
 pub mod ycsb;

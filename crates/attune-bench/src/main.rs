@@ -21,7 +21,7 @@ use attune_bench::output::{command_line, Fail, OutputArgs, Sink};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
 use attune_bench::{cache_kv, cache_sim, child, dbbench, hash, learn, lookup_probe, pipes};
-use attune_bench::{lookup_steps, workload};
+use attune_bench::{lookup_steps, plush, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
 
@@ -65,6 +65,9 @@ enum Cmd {
     /// Nanoseconds per generated item of every attune-workload generator (`--help`).
     #[command(disable_help_flag = true)]
     Workload(Raw),
+    /// Plush against Attune's LSM, RocksDB and LMDB on 8-byte records (`--help`).
+    #[command(disable_help_flag = true)]
+    Plush(Raw),
     /// Point-lookup latency per step, learned indexes off and on (`step-timing` builds only).
     #[command(disable_help_flag = true)]
     LookupSteps(Raw),
@@ -463,6 +466,7 @@ fn main() -> ExitCode {
         Cmd::CacheKv(a) => return raw("cache-kv", a, cache_kv::run),
         Cmd::Learn(a) => return raw("learn", a, learn::run),
         Cmd::Workload(a) => return raw("workload", a, workload::run),
+        Cmd::Plush(a) => return raw("plush", a, plush::run),
         Cmd::LookupSteps(a) => return raw("lookup-steps", a, lookup_steps::run),
         Cmd::LookupProbe(a) => return raw("lookup-probe", a, lookup_probe::run),
         Cmd::Machine { json } => return machine(*json),
@@ -534,6 +538,7 @@ mod tests {
             "learn",
             "workload",
             "lookup-steps",
+            "plush",
         ] {
             let cli = Cli::try_parse_from(["attune-bench", verb, "--json", "--help"]).unwrap();
             let raw = match &cli.cmd {
@@ -542,7 +547,8 @@ mod tests {
                 | Cmd::CacheKv(r)
                 | Cmd::Learn(r)
                 | Cmd::Workload(r)
-                | Cmd::LookupSteps(r) => r,
+                | Cmd::LookupSteps(r)
+                | Cmd::Plush(r) => r,
                 _ => unreachable!(),
             };
             assert_eq!(raw.args, ["--json", "--help"], "{verb}");

@@ -1,5 +1,5 @@
 //! The one place engine errors become Python exceptions, for every crate the module exposes
-//! (attune-kv, attune-hash, attune-workload, attune-pipes).
+//! (attune-kv, attune-hash, attune-pipes, attune-plush, attune-workload).
 //!
 //! The exception classes are plain Python classes in `attune.errors` (so that they pickle
 //! across `multiprocessing` and keep `.path` / `.offset`). `attune/__init__.py` hands them to
@@ -12,6 +12,7 @@
 
 use attune_hash::HashError;
 use attune_kv as kv;
+use attune_plush as plush;
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -104,6 +105,26 @@ pub fn to_py(e: kv::Error) -> PyErr {
         kv::Error::Closed(_) => ("ClosedError", None, None),
         kv::Error::Forked { path: p, .. } => ("ForkedError", path(p), None),
         kv::Error::ReadOnly { path: p, .. } => ("ReadOnlyError", path(p), None),
+        _ => ("Error", None, None),
+    };
+    Python::with_gil(|py| raise(py, class, msg, file, offset))
+}
+
+/// Maps a Plush error to its `attune.errors` class.
+pub fn plush_error(e: plush::Error) -> PyErr {
+    let msg = e.to_string();
+    let path = |p: &std::path::Path| Some(p.display().to_string());
+    let (class, file, offset) = match &e {
+        plush::Error::Corruption { file, offset, .. } => {
+            ("CorruptionError", path(file), Some(*offset))
+        }
+        plush::Error::Io { path: p, .. } => ("StorageIOError", path(p), None),
+        plush::Error::Locked { path: p } => ("LockedError", path(p), None),
+        plush::Error::NotADatabase { path: p, .. } => ("NotADatabaseError", path(p), None),
+        plush::Error::UnsupportedVersion { path: p, .. } => {
+            ("UnsupportedVersionError", path(p), None)
+        }
+        plush::Error::InvalidArgument(_) => ("InvalidArgumentError", None, None),
         _ => ("Error", None, None),
     };
     Python::with_gil(|py| raise(py, class, msg, file, offset))

@@ -338,7 +338,7 @@ impl Items {
 }
 
 /// A path given as `str`, `bytes` or an `os.PathLike` (the forms `open()` takes).
-fn path_arg(v: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
+pub(crate) fn path_arg(v: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     let p = if let Ok(b) = v.downcast::<PyBytes>() {
         std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b.as_bytes()))

@@ -6,6 +6,7 @@ mod errors;
 mod hash;
 mod kv;
 mod pipes;
+mod plush;
 mod stats;
 mod workload;
 
@@ -17,5 +18,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hash::register(m)?;
     workload::register(m)?;
     pipes::register(m)?;
+    plush::register(m)?;
     Ok(())
 }

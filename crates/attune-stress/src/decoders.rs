@@ -28,7 +28,7 @@ use std::sync::Arc;
 const STEPS_MAX: usize = 100_000;
 
 /// The decoders, by fuzz-target name.
-pub const TARGETS: [&str; 10] = [
+pub const TARGETS: [&str; 12] = [
     "log_fragments",
     "wal_batch",
     "sstable_footer",
@@ -39,6 +39,8 @@ pub const TARGETS: [&str; 10] = [
     "vlog_segment",
     "learned_model",
     "level_model",
+    "plush_log_entry",
+    "plush_recovery",
 ];
 
 /// Runs the harness of `target` on `data`; false for an unknown target name.
@@ -54,6 +56,8 @@ pub fn run(target: &str, data: &[u8]) -> bool {
         "vlog_segment" => vlog_segment(data),
         "learned_model" => learned_model(data),
         "level_model" => level_model(data),
+        "plush_log_entry" => plush_log_entry(data),
+        "plush_recovery" => plush_recovery(data),
         _ => return false,
     }
     true
@@ -390,6 +394,90 @@ pub fn learned_model(data: &[u8]) {
     }
 }
 
+/// A Plush recovery-log entry and chunk header (attune-plush `log`): the first 8 bytes are the
+/// chunk generation, the next 32 the entry's four words, the first 64 also a chunk header.
+pub fn plush_log_entry(data: &[u8]) {
+    use attune_plush::log::{decode_chunk_header, decode_entry, encode_entry};
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        for (j, x) in b.iter_mut().enumerate() {
+            *x = data.get(i * 8 + j).copied().unwrap_or(0);
+        }
+        u64::from_le_bytes(b)
+    };
+    let gen = word(0);
+    let words = [word(1), word(2), word(3), word(4)];
+    if let Some(e) = decode_entry(words, gen) {
+        assert_eq!(
+            encode_entry(&e, gen),
+            words,
+            "a decoded entry re-encodes to its words"
+        );
+    }
+    let _ = decode_chunk_header(std::array::from_fn(word));
+}
+
+/// The geometry of the `plush_recovery` harness: 4 DRAM entries, fanout 4, one log partition
+/// of four 8 KiB chunks.
+fn plush_options() -> attune_plush::Options {
+    attune_plush::Options {
+        dram_entries_log2: 2,
+        fanout_log2: 2,
+        log_partitions: 1,
+        log_chunk_bytes: 8192,
+        log_chunks: 4,
+        dram_filter_levels: 1,
+        levels_max: 4,
+        ..attune_plush::Options::default()
+    }
+}
+
+/// A whole Plush recovery over damaged files: a valid manifest, then the fuzzed bytes as the
+/// recovery log (first byte even) or as level 1 (odd). Opening must return or fail with an
+/// error, and an opened database must serve lookups, verify and take writes without a panic.
+pub fn plush_recovery(data: &[u8]) {
+    use attune_plush::{Plush, SimStorage};
+    let Some((&which, body)) = data.split_first() else {
+        return;
+    };
+    let base = SimStorage::new(0, 1);
+    let db = Plush::open_with(Box::new(base.clone()), plush_options())
+        .expect("the harness's own database opens");
+    for k in 0..40u64 {
+        let _ = db.put(k, k + 1);
+    }
+    drop(db);
+    let mut image = base.image_now();
+    let name = if which % 2 == 0 {
+        "log-00.plush"
+    } else {
+        "level-01.plush"
+    };
+    if let Some(words) = image.get_mut(name) {
+        for (i, w) in words.iter_mut().enumerate() {
+            let mut b = [0u8; 8];
+            for (j, x) in b.iter_mut().enumerate() {
+                *x = body.get(i * 8 + j).copied().unwrap_or(0);
+            }
+            *w = u64::from_le_bytes(b);
+        }
+    }
+    if let Ok(db) = Plush::open_with(
+        Box::new(SimStorage::from_image(image, 0, 2)),
+        plush_options(),
+    ) {
+        for k in 0..64u64 {
+            let _ = db.get(k);
+        }
+        let _ = db.verify();
+        for k in 0..300u64 {
+            if db.put(k, k).is_err() {
+                break;
+            }
+        }
+    }
+}
+
 /// Valid encodings for `target`: fuzzing and property tests start from (and mutate) these.
 pub fn seeds(target: &str) -> Vec<Vec<u8>> {
     use attune_kv::internals::BlockBuilder;
@@ -406,6 +494,40 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         b.finish()
     };
     match target {
+        "plush_log_entry" => {
+            let e = attune_plush::log::LogEntry {
+                key: 42,
+                value: 7,
+                epoch: 3,
+                seq: 9,
+            };
+            let mut b = 5u64.to_le_bytes().to_vec();
+            for w in attune_plush::log::encode_entry(&e, 5) {
+                b.extend_from_slice(&w.to_le_bytes());
+            }
+            vec![b]
+        }
+        "plush_recovery" => {
+            use attune_plush::{Plush, SimStorage};
+            let sim = SimStorage::new(0, 1);
+            if let Ok(db) = Plush::open_with(Box::new(sim.clone()), plush_options()) {
+                for k in 0..300u64 {
+                    let _ = db.put(k % 90, k);
+                }
+            }
+            let image = sim.image_now();
+            let bytes = |name: &str| {
+                image
+                    .get(name)
+                    .map(|w| w.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())
+                    .unwrap_or_default()
+            };
+            let mut log = vec![0u8];
+            log.extend(bytes("log-00.plush"));
+            let mut level = vec![1u8];
+            level.extend(bytes("level-01.plush"));
+            vec![log, level]
+        }
         "log_fragments" => {
             let env = MemEnv::new();
             let p = Path::new("/seed.log");

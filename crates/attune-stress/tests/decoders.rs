@@ -71,7 +71,9 @@ decoder_props!(
     version_edit,
     vlog_segment,
     learned_model,
-    level_model
+    level_model,
+    plush_log_entry,
+    plush_recovery
 );
 
 #[test]

@@ -1,0 +1,486 @@
+//! `attune-bench plush`: Plush (attune-plush) against Attune's LSM, RocksDB and LMDB on 8-byte
+//! keys and values, PiBench-style: a preload, then per thread count the insert-only phase (new
+//! keys), and per request distribution a lookup-only and a 50 % mixed phase (lookups and
+//! overwrites of existing keys). Every engine runs the same streams, in this process, one after
+//! the other, at the same durability:
+//!
+//! - `--sync` off (the default): every acknowledged write survives a *process* crash. Plush:
+//!   stores to shared mappings (page cache); RocksDB and Attune: WAL written, not synced; LMDB:
+//!   `MDB_NOSYNC`.
+//! - `--sync` on: every acknowledged write survives a power loss. Plush: an msync (or
+//!   clwb + sfence with `--backend clwb`) per log entry; RocksDB and Attune: WAL fsync per write;
+//!   LMDB: a synced commit per write.
+//!
+//! Plush's rows add its write amplification against the chapter's model 3·log_f(N)+1 and its
+//! DRAM use (anonymous resident memory of the process, sampled during the preload).
+//!
+//! Keys: attune-workload samplers draw item numbers; an item's key is a bijective mix of its
+//! number (8 bytes, big-endian for the byte-keyed engines), so that hot items spread.
+
+use crate::engine::{find, Engine, Session};
+use crate::options::{parse_count, parse_size, Settings};
+use crate::output::{Fail, Sink};
+use attune_plush::{Backend, Options, Plush};
+use attune_workload::{RequestDist, Sampler};
+use clap::Parser;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "attune-bench plush",
+    no_binary_name = true,
+    about = "Plush against Attune's LSM, RocksDB and LMDB: 8 B keys and values, inserts after a \
+             preload, lookups and 50 % mixed, uniform and zipfian, 1 and 2 threads"
+)]
+struct Args {
+    /// Engines in order: plush, attune, rocksdb, lmdb (a missing peer library is skipped);
+    /// `plush:dram_filter_levels=0` (also `dram_entries_log2`, `log_partitions`, `backend`)
+    /// runs a Plush variant under that name.
+    #[arg(long, default_value = "plush,attune,rocksdb,lmdb")]
+    engines: String,
+    /// Records loaded before the phases (e.g. 2M).
+    #[arg(long, default_value = "2M")]
+    preload: String,
+    /// Operations per thread and phase.
+    #[arg(long, default_value = "500K")]
+    operations: String,
+    /// Thread counts, comma-separated.
+    #[arg(long, default_value = "1,2")]
+    threads: String,
+    /// Request distributions of the lookup and mixed phases (attune-workload syntax).
+    #[arg(long, default_value = "uniform,zipfian:0.99")]
+    dists: String,
+    /// Phases: insert, lookup, mixed50.
+    #[arg(long, default_value = "insert,lookup,mixed50")]
+    workloads: String,
+    /// Durable across power loss (see the module doc); default: across a process crash.
+    #[arg(long)]
+    sync: bool,
+    /// Plush: log2 of the DRAM level's directory entries (capacity 256 records each).
+    #[arg(long, default_value_t = 12)]
+    dram_entries_log2: u32,
+    /// Plush: log partitions.
+    #[arg(long, default_value_t = 64)]
+    log_partitions: usize,
+    /// Plush: persistent levels with a DRAM copy of their filters.
+    #[arg(long, default_value_t = 2)]
+    dram_filter_levels: usize,
+    /// Plush: msync or clwb.
+    #[arg(long, default_value = "msync")]
+    backend: String,
+    /// LSM peers' block cache.
+    #[arg(long, default_value = "64MiB")]
+    cache_size: String,
+    /// LSM peers' write buffer.
+    #[arg(long, default_value = "64MiB")]
+    write_buffer_size: String,
+    /// Where the databases go (default: a fresh directory under the temp dir, removed after).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+#[derive(Serialize)]
+struct Row<'a> {
+    bench: &'static str,
+    engine: &'a str,
+    workload: &'a str,
+    dist: &'a str,
+    threads: usize,
+    records: u64,
+    operations: u64,
+    seconds: f64,
+    cpu_seconds: f64,
+    ops_per_sec: f64,
+    ops_per_sec_per_thread: f64,
+    ops_per_cpu_sec: f64,
+    durability: &'static str,
+    found: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plush: Option<PlushRow>,
+}
+
+#[derive(Serialize, Clone)]
+struct PlushRow {
+    levels: usize,
+    write_amplification: f64,
+    write_amplification_model: f64,
+    dram_bytes_reserved: u64,
+    rss_anon_bytes: u64,
+    dram_entries_log2: u32,
+    migrations: Vec<u64>,
+}
+
+/// A key of item `i`: a bijection of u64 (murmur3's finaliser), so hot items spread.
+fn key_of(i: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 33)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    z = (z ^ (z >> 33)).wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    z ^ (z >> 33)
+}
+
+/// One engine, as the phases see it.
+enum Target {
+    Plush(Box<Plush>),
+    Peer(Box<dyn Engine>),
+}
+
+/// A per-thread handle.
+enum Handle<'a> {
+    Plush(&'a Plush),
+    Peer(Box<dyn Session + 'a>, Vec<u8>),
+}
+
+impl Handle<'_> {
+    fn put(&mut self, k: u64, v: u64) -> Result<(), String> {
+        match self {
+            Handle::Plush(p) => p.put(k, v).map_err(|e| e.to_string()),
+            Handle::Peer(s, _) => s
+                .put(&k.to_be_bytes(), &v.to_le_bytes())
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    fn get(&mut self, k: u64) -> Result<bool, String> {
+        match self {
+            Handle::Plush(p) => Ok(p.get(k).is_some()),
+            Handle::Peer(s, buf) => s.get(&k.to_be_bytes(), buf).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+impl Target {
+    fn handle(&self) -> Result<Handle<'_>, String> {
+        Ok(match self {
+            Target::Plush(p) => Handle::Plush(p),
+            Target::Peer(e) => Handle::Peer(e.session().map_err(|e| e.to_string())?, Vec::new()),
+        })
+    }
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+fn rss_anon_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Applies `plush:key=value;key=value` (keys `dram_filter_levels`, `dram_entries_log2`,
+/// `log_partitions`, `backend`) to `opts`: ablations run as their own engine entries.
+fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
+    let Some((_, pairs)) = entry.split_once(':') else {
+        return Ok(());
+    };
+    for pair in pairs.split(';').filter(|p| !p.is_empty()) {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{entry}: {pair:?} is not key=value"))?;
+        let num = || {
+            v.parse::<usize>()
+                .map_err(|_| format!("{entry}: {k}={v} is not a number"))
+        };
+        match k {
+            "dram_filter_levels" => opts.dram_filter_levels = num()?,
+            "dram_entries_log2" => opts.dram_entries_log2 = num()? as u32,
+            "log_partitions" => opts.log_partitions = num()?,
+            "backend" => opts.backend = Backend::parse(v).map_err(|e| e.to_string())?,
+            _ => {
+                return Err(format!(
+                    "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
+                     log_partitions, backend)"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the `attune-bench plush` subcommand with `argv` (after the subcommand name).
+pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
+    let args = match Args::try_parse_from(&argv) {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => {
+            print!("{e}");
+            return Ok(());
+        }
+        Err(e) => return Err(Fail::Usage(e.to_string())),
+    };
+    let usage = |m: String| Fail::Usage(m);
+    let preload = parse_count("--preload", &args.preload).map_err(|e| usage(e.to_string()))?;
+    let ops = parse_count("--operations", &args.operations).map_err(|e| usage(e.to_string()))?;
+    let threads: Vec<usize> = args
+        .threads
+        .split(',')
+        .map(|t| t.trim().parse::<usize>().ok().filter(|n| *n >= 1))
+        .collect::<Option<_>>()
+        .ok_or_else(|| usage(format!("--threads {:?}: positive integers", args.threads)))?;
+    let dists: Vec<(String, RequestDist)> = args
+        .dists
+        .split(',')
+        .map(|d| Ok((d.trim().to_string(), d.trim().parse::<RequestDist>()?)))
+        .collect::<Result<_, attune_workload::WorkloadError>>()
+        .map_err(|e| usage(e.to_string()))?;
+    let workloads: Vec<&str> = args.workloads.split(',').map(str::trim).collect();
+    if let Some(w) = workloads
+        .iter()
+        .find(|w| !["insert", "lookup", "mixed50"].contains(w))
+    {
+        return Err(usage(format!(
+            "--workloads: unknown {w:?} (insert, lookup, mixed50)"
+        )));
+    }
+    let backend = Backend::parse(&args.backend).map_err(|e| usage(e.to_string()))?;
+    let base = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("attune-bench-plush-{}", std::process::id())),
+    };
+    let settings = Settings {
+        cache_bytes: parse_size(&args.cache_size).map_err(|e| usage(e.to_string()))?,
+        write_buffer_bytes: parse_size(&args.write_buffer_size)
+            .map_err(|e| usage(e.to_string()))?,
+        sync: args.sync,
+        threads: threads.iter().copied().max().unwrap_or(1),
+        ..Settings::default()
+    };
+    let durability = if args.sync {
+        "power-loss"
+    } else {
+        "process-crash"
+    };
+    for engine in args.engines.split(',').map(str::trim) {
+        let dir = base.join(engine.replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let target = match engine.split(':').next().unwrap_or("") {
+            "plush" => {
+                let mut opts = Options {
+                    dram_entries_log2: args.dram_entries_log2,
+                    log_partitions: args.log_partitions,
+                    dram_filter_levels: args.dram_filter_levels,
+                    sync: args.sync,
+                    backend,
+                    ..Options::default()
+                };
+                plush_spec(engine, &mut opts).map_err(usage)?;
+                Target::Plush(Box::new(
+                    Plush::open(&dir, opts).map_err(|e| e.to_string())?,
+                ))
+            }
+            name => {
+                let kind = find(name).map_err(|e| usage(e.to_string()))?;
+                if let Err(e) = (kind.probe)() {
+                    eprintln!("attune-bench plush: skipping {name}: {e}");
+                    continue;
+                }
+                Target::Peer((kind.open)(&dir, &settings).map_err(|e| e.to_string())?)
+            }
+        };
+        let ctx = Ctx {
+            engine,
+            durability,
+            sink,
+            target: &target,
+        };
+        let mut n = ctx.preload(preload)?;
+        for &t in &threads {
+            if workloads.contains(&"insert") {
+                ctx.phase("insert", "-", t, n, ops, None)?;
+                n += ops * t as u64;
+            }
+            for (dname, dist) in &dists {
+                for w in workloads.iter().filter(|w| **w != "insert") {
+                    ctx.phase(w, dname, t, n, ops, Some((dist, args.seed)))?;
+                }
+            }
+        }
+        match target {
+            Target::Plush(p) => drop(p),
+            Target::Peer(e) => e.close().map_err(|e| e.to_string())?,
+        }
+        if args.dir.is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&base);
+    }
+    Ok(())
+}
+
+struct Ctx<'a> {
+    engine: &'a str,
+    durability: &'static str,
+    sink: &'a Sink,
+    target: &'a Target,
+}
+
+impl Ctx<'_> {
+    fn plush_row(&self) -> Option<PlushRow> {
+        let Target::Plush(p) = self.target else {
+            return None;
+        };
+        let s = p.stats();
+        Some(PlushRow {
+            levels: s.levels,
+            write_amplification: s.write_amplification,
+            write_amplification_model: s.write_amplification_model,
+            dram_bytes_reserved: s.dram_bytes,
+            rss_anon_bytes: rss_anon_bytes(),
+            dram_entries_log2: s.dram_entries_log2,
+            migrations: s.migrations,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &self,
+        workload: &str,
+        dist: &str,
+        threads: usize,
+        records: u64,
+        operations: u64,
+        seconds: f64,
+        cpu: f64,
+        found: u64,
+    ) -> Result<(), Fail> {
+        let ops_per_sec = operations as f64 / seconds;
+        if self.sink.human() {
+            println!(
+                "{:8} {:8} {:14} threads={} records={:<9} {:>10.0} ops/s ({:.0} per thread)",
+                self.engine,
+                workload,
+                dist,
+                threads,
+                records,
+                ops_per_sec,
+                ops_per_sec / threads as f64
+            );
+        }
+        self.sink.row(&Row {
+            bench: "plush",
+            engine: self.engine,
+            workload,
+            dist,
+            threads,
+            records,
+            operations,
+            seconds,
+            cpu_seconds: cpu,
+            ops_per_sec,
+            ops_per_sec_per_thread: ops_per_sec / threads as f64,
+            ops_per_cpu_sec: operations as f64 / cpu.max(1e-9),
+            durability: self.durability,
+            found,
+            plush: self.plush_row(),
+        })?;
+        Ok(())
+    }
+
+    /// Loads items 0..n in one thread, sampling Plush's DRAM use ten times on the way.
+    fn preload(&self, n: u64) -> Result<u64, Fail> {
+        let mut h = self.target.handle()?;
+        let (t0, c0) = (Instant::now(), cpu_seconds());
+        let step = (n / 10).max(1);
+        for i in 0..n {
+            h.put(key_of(i), i)?;
+            if matches!(self.target, Target::Plush(_)) && (i + 1) % step == 0 {
+                self.emit("dram", "-", 1, i + 1, 0, 1.0, 1.0, 0)?;
+            }
+        }
+        self.emit(
+            "preload",
+            "-",
+            1,
+            0,
+            n,
+            t0.elapsed().as_secs_f64(),
+            cpu_seconds() - c0,
+            0,
+        )?;
+        Ok(n)
+    }
+
+    /// One timed phase on `threads` threads, each running `ops` operations.
+    fn phase(
+        &self,
+        workload: &str,
+        dist_name: &str,
+        threads: usize,
+        records: u64,
+        ops: u64,
+        dist: Option<(&RequestDist, u64)>,
+    ) -> Result<(), Fail> {
+        let (t0, c0) = (Instant::now(), cpu_seconds());
+        let results: Vec<Result<u64, String>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    s.spawn(move || -> Result<u64, String> {
+                        let mut h = self.target.handle()?;
+                        let mut found = 0;
+                        match dist {
+                            None => {
+                                let first = records + t as u64 * ops;
+                                for i in first..first + ops {
+                                    h.put(key_of(i), i)?;
+                                }
+                            }
+                            Some((d, seed)) => {
+                                let seed = seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9);
+                                let mut sampler =
+                                    Sampler::new(d, records, seed).map_err(|e| e.to_string())?;
+                                let mut coin = seed | 1;
+                                for i in 0..ops {
+                                    let item = sampler.next_item();
+                                    coin ^= coin << 13;
+                                    coin ^= coin >> 7;
+                                    coin ^= coin << 17;
+                                    if workload == "mixed50" && coin & 1 == 0 {
+                                        h.put(key_of(item), i)?;
+                                    } else {
+                                        found += h.get(key_of(item))? as u64;
+                                    }
+                                }
+                            }
+                        }
+                        Ok(found)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("a client thread panicked".into()))
+                })
+                .collect()
+        });
+        let seconds = t0.elapsed().as_secs_f64();
+        let mut found = 0;
+        for r in results {
+            found += r?;
+        }
+        self.emit(
+            workload,
+            dist_name,
+            threads,
+            records,
+            ops * threads as u64,
+            seconds,
+            cpu_seconds() - c0,
+            found,
+        )
+    }
+}

@@ -1,0 +1,838 @@
+//! The engine: open and recovery, upsert / lookup / delete, migration, statistics, verify.
+//!
+//! Thread safety: `Plush` is `Send + Sync`; any number of threads may call any method. Upserts
+//! lock their DRAM entry (and, for the log append, their log partition); lookups take no lock.
+
+use crate::error::{Error, Result};
+use crate::layout::{filter_mask, hash_key, Geometry, EPOCH_MAX, SLOTS_PER_BUCKET, TOMBSTONE};
+use crate::level::{
+    collect_newest, level_file_bytes, level_file_name, search, DramLevel, Level, FORMAT_VERSION,
+};
+use crate::log::Partition;
+use crate::persist::{Backend, FileStorage, Region, Storage};
+use parking_lot::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+const MANIFEST: &str = "manifest.plush";
+const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"PLUSHDB\0");
+/// Deepest level the placement hash can address with the defaults (16 + 11 × 4 bits = 60).
+const LEVELS_LIMIT: usize = 12;
+
+/// How to open a database. The geometry fields (`dram_entries_log2`, `fanout_log2`,
+/// `log_partitions`, `log_chunk_bytes`, `log_chunks`) apply when the database is created;
+/// later opens read them from its manifest.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Create the database when the directory holds none. Default true.
+    pub create_if_missing: bool,
+    /// log2 of the DRAM level's directory entries (and the first persistent level's). Default
+    /// 16 (the chapter's), 256 MiB of DRAM at most (pages are touched as records arrive).
+    pub dram_entries_log2: u32,
+    /// log2 of the fanout (buckets per entry, growth per level). Default 4 (fanout 16).
+    pub fanout_log2: u32,
+    /// Recovery-log partitions (power of two, at most the DRAM entries). Default 64.
+    pub log_partitions: usize,
+    /// Bytes per log chunk (multiple of 4096). Default 5 MiB.
+    pub log_chunk_bytes: usize,
+    /// Chunks per log partition (at least 3; together they must hold more than the DRAM level's
+    /// share of the partition plus two chunks). Default 6.
+    pub log_chunks: usize,
+    /// Persistent levels whose filters get a DRAM copy (lookups then read no filter from the
+    /// files). Default 2 (the chapter's); 0 switches the copy off.
+    pub dram_filter_levels: usize,
+    /// Deepest persistent level. Default 8.
+    pub levels_max: usize,
+    /// True: every acknowledged upsert survives a power loss (a persistence barrier per log
+    /// entry and per migration step). False: it survives a process crash (stores reach the
+    /// page cache at once), not a power loss. Default true.
+    pub sync: bool,
+    /// How barriers reach the file (`Msync` or `Clwb`). Default `Msync`.
+    pub backend: Backend,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            dram_entries_log2: 16,
+            fanout_log2: 4,
+            log_partitions: 64,
+            log_chunk_bytes: 5 << 20,
+            log_chunks: 6,
+            dram_filter_levels: 2,
+            levels_max: 8,
+            sync: true,
+            backend: Backend::Msync,
+        }
+    }
+}
+
+impl Options {
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            dram_entries_log2: self.dram_entries_log2,
+            fanout_log2: self.fanout_log2,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if !(1..=24).contains(&self.dram_entries_log2) {
+            return bad(format!(
+                "dram_entries_log2 {} not in 1..=24",
+                self.dram_entries_log2
+            ));
+        }
+        if !(1..=4).contains(&self.fanout_log2) {
+            return bad(format!("fanout_log2 {} not in 1..=4", self.fanout_log2));
+        }
+        let p = self.log_partitions;
+        if !p.is_power_of_two() || p > 1 << self.dram_entries_log2 {
+            return bad(format!(
+                "log_partitions {p} must be a power of two and at most the DRAM entries"
+            ));
+        }
+        if self.log_chunk_bytes < 8192 || !self.log_chunk_bytes.is_multiple_of(4096) {
+            return bad(format!(
+                "log_chunk_bytes {} must be a multiple of 4096, at least 8192",
+                self.log_chunk_bytes
+            ));
+        }
+        let geo = self.geometry();
+        let share = geo.entries(0) / p * geo.entry_capacity();
+        let per_chunk = (self.log_chunk_bytes - crate::log::CHUNK_HEADER_BYTES) / 32;
+        if self.log_chunks < 3 || (self.log_chunks - 2) * per_chunk < share {
+            return bad(format!(
+                "log_chunks {} × {} entries cannot hold the {share} records the DRAM level keeps \
+                 per partition plus two chunks",
+                self.log_chunks, per_chunk
+            ));
+        }
+        let deepest = (64 - self.dram_entries_log2) / self.fanout_log2 + 1;
+        if self.levels_max == 0 || self.levels_max > (deepest as usize).min(LEVELS_LIMIT) {
+            return bad(format!(
+                "levels_max {} not in 1..={}",
+                self.levels_max,
+                (deepest as usize).min(LEVELS_LIMIT)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Counters and sizes of an open database (a snapshot).
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Stats {
+    pub puts: u64,
+    pub deletes: u64,
+    pub gets: u64,
+    /// Migrations out of each level (index 0: DRAM).
+    pub migrations: Vec<u64>,
+    /// Persistent levels that exist.
+    pub levels: usize,
+    /// Records found in the recovery log at open and put back into the DRAM level.
+    pub recovered_records: u64,
+    pub log_appends: u64,
+    pub log_compactions_read: u64,
+    pub log_compactions_skipped_read: u64,
+    pub log_entries_copied: u64,
+    /// Cache lines flushed per persistent level (index 0: level 1).
+    pub level_lines_flushed: Vec<u64>,
+    /// 256-byte media blocks flushed per persistent level.
+    pub level_blocks_flushed: Vec<u64>,
+    pub log_lines_flushed: u64,
+    pub fences: u64,
+    /// Media bytes written (flushed lines × 64) per byte of user records (16 per upsert).
+    pub write_amplification: f64,
+    /// The chapter's model for it: 3 · log_f(N / dram capacity… ) + 1 (see docs/plush.md).
+    pub write_amplification_model: f64,
+    /// DRAM reserved: the DRAM level, its locks and the filter copies.
+    pub dram_bytes: u64,
+    pub dram_entries_log2: u32,
+    pub fanout_log2: u32,
+    pub log_partitions: usize,
+}
+
+/// What `verify` checked.
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct VerifyReport {
+    pub levels: usize,
+    pub entries_checked: u64,
+    pub records: u64,
+    pub log_chunks_in_use: u64,
+    pub log_entries: u64,
+}
+
+/// A Plush hash table.
+pub struct Plush {
+    storage: Box<dyn Storage>,
+    opts: Options,
+    geo: Geometry,
+    dram: DramLevel,
+    levels: Box<[OnceLock<Level>]>,
+    level_create: Mutex<()>,
+    logs: Box<[Mutex<Partition>]>,
+    puts: AtomicU64,
+    deletes: AtomicU64,
+    gets: AtomicU64,
+    migrations: Box<[AtomicU64]>,
+    recovered: u64,
+    _lock: Option<DirLock>,
+}
+
+struct DirLock(std::fs::File);
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: unlocking a descriptor this struct owns.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+fn lock_dir(dir: &Path) -> Result<DirLock> {
+    use std::os::unix::io::AsRawFd;
+    let path = dir.join("LOCK");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io("open", &path, e))?;
+    // SAFETY: flock on a descriptor we own.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(Error::Locked {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(DirLock(f))
+}
+
+fn log_file_name(p: usize) -> String {
+    format!("log-{p:02}.plush")
+}
+
+impl Plush {
+    /// Opens (or creates) the database in directory `path`, with files mapped by
+    /// `opts.backend`.
+    pub fn open(path: &Path, opts: Options) -> Result<Plush> {
+        opts.validate()?;
+        if !path.exists() {
+            if !opts.create_if_missing {
+                return Err(Error::NotADatabase {
+                    path: path.to_path_buf(),
+                    detail: "the directory does not exist (create_if_missing is off)".into(),
+                });
+            }
+            std::fs::create_dir_all(path).map_err(|e| Error::io("create_dir", path, e))?;
+        } else if !path.is_dir() {
+            return Err(Error::NotADatabase {
+                path: path.to_path_buf(),
+                detail: "not a directory".into(),
+            });
+        }
+        if !path.join(MANIFEST).exists() && !opts.create_if_missing {
+            return Err(Error::NotADatabase {
+                path: path.to_path_buf(),
+                detail: format!("no {MANIFEST} (create_if_missing is off)"),
+            });
+        }
+        let lock = lock_dir(path)?;
+        let storage = FileStorage::new(path, opts.backend, opts.sync)?;
+        let mut db = Plush::open_with(Box::new(storage), opts)?;
+        db._lock = Some(lock);
+        Ok(db)
+    }
+
+    /// Opens (or creates) the database on `storage` (the file back ends, or the crash
+    /// simulator).
+    pub fn open_with(storage: Box<dyn Storage>, mut opts: Options) -> Result<Plush> {
+        opts.validate()?;
+        read_or_write_manifest(storage.as_ref(), &mut opts)?;
+        opts.validate()?;
+        let geo = opts.geometry();
+        let dram = DramLevel::new(geo);
+        let levels: Box<[OnceLock<Level>]> =
+            (0..opts.levels_max).map(|_| OnceLock::new()).collect();
+        for num in 1..=opts.levels_max {
+            let name = level_file_name(num);
+            let Some(r) = storage.open_region(&name, level_file_bytes(geo, num), false)? else {
+                break;
+            };
+            let level = Level::open(
+                Region::new(&name, r),
+                geo,
+                num,
+                num <= opts.dram_filter_levels,
+            )?;
+            let _ = levels[num - 1].set(level);
+        }
+        let mut db = Plush {
+            storage,
+            geo,
+            dram,
+            levels,
+            level_create: Mutex::new(()),
+            logs: Box::new([]),
+            puts: AtomicU64::new(0),
+            deletes: AtomicU64::new(0),
+            gets: AtomicU64::new(0),
+            migrations: (0..=opts.levels_max).map(|_| AtomicU64::new(0)).collect(),
+            recovered: 0,
+            _lock: None,
+            opts,
+        };
+        db.recover()?;
+        Ok(db)
+    }
+
+    /// Reads every log partition and puts the records the first persistent level does not
+    /// cover back into the DRAM level; sets every DRAM epoch. Writes nothing but fresh chunk
+    /// headers, so a recovery that crashes can simply run again.
+    fn recover(&mut self) -> Result<()> {
+        let parts = self.opts.log_partitions;
+        let bytes = self.opts.log_chunk_bytes * self.opts.log_chunks;
+        let mut regions = Vec::with_capacity(parts);
+        for p in 0..parts {
+            let name = log_file_name(p);
+            let r = self
+                .storage
+                .open_region(&name, bytes, true)?
+                .ok_or_else(|| Error::io("open", &name, std::io::ErrorKind::NotFound.into()))?;
+            regions.push(Region::new(&name, r));
+        }
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(parts);
+        let per = parts.div_ceil(threads);
+        let (chunk_bytes, chunks, sync) = (
+            self.opts.log_chunk_bytes,
+            self.opts.log_chunks,
+            self.opts.sync,
+        );
+        let this = &*self;
+        let mut results: Vec<Result<Vec<(usize, Partition, u64)>>> = Vec::new();
+        std::thread::scope(|s| {
+            let mut handles = Vec::new();
+            let mut rest = regions;
+            let mut first = 0;
+            while !rest.is_empty() {
+                let take = per.min(rest.len());
+                let group: Vec<Region> = rest.drain(..take).collect();
+                let start = first;
+                first += take;
+                handles.push(s.spawn(move || -> Result<Vec<(usize, Partition, u64)>> {
+                    let mut out = Vec::new();
+                    for (i, region) in group.into_iter().enumerate() {
+                        let rec = Partition::recover(region, chunk_bytes, chunks, sync)?;
+                        let n = this.replay(&rec.entries, rec.partition.region.name())?;
+                        out.push((start + i, rec.partition, n));
+                    }
+                    Ok(out)
+                }));
+            }
+            for h in handles {
+                results.push(h.join().unwrap_or_else(|_| {
+                    Err(Error::InvalidArgument("a recovery thread panicked".into()))
+                }));
+            }
+        });
+        let mut logs: Vec<Option<Partition>> = (0..parts).map(|_| None).collect();
+        for r in results {
+            for (i, p, n) in r? {
+                self.recovered += n;
+                logs[i] = Some(p);
+            }
+        }
+        self.logs = logs
+            .into_iter()
+            .map(|p| p.map(Mutex::new))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Error::InvalidArgument("a log partition was not recovered".into()))?
+            .into_boxed_slice();
+        // Entries without a recovered record start at the epoch after their level-1 twin's.
+        for d in 0..self.geo.entries(0) {
+            let (epoch, size) = self.dram.meta_of(d);
+            if size == 0 {
+                self.dram.reset(d, self.level1_epoch(d) + 1, 0);
+            } else {
+                debug_assert!(epoch > self.level1_epoch(d));
+            }
+        }
+        Ok(())
+    }
+
+    fn level1_epoch(&self, d: usize) -> u64 {
+        self.levels[0].get().map_or(0, |l| l.meta_of(d).0)
+    }
+
+    /// Puts recovered log entries (one partition's, in sequence order) back into the DRAM
+    /// level: those whose epoch is above their level-1 entry's (≥ there means migrated).
+    fn replay(&self, entries: &[crate::log::LogEntry], file: &str) -> Result<u64> {
+        let mut n = 0;
+        for e in entries {
+            let h = hash_key(e.key);
+            let d = self.geo.entry_of(h, 0);
+            let l1 = self.level1_epoch(d);
+            if e.epoch <= l1 {
+                continue;
+            }
+            let (epoch, size) = self.dram.meta_of(d);
+            if size >= self.geo.entry_capacity() {
+                return Err(Error::corruption(
+                    file,
+                    0,
+                    format!("more unmigrated records for DRAM entry {d} than an entry holds"),
+                ));
+            }
+            let epoch = if size == 0 {
+                e.epoch
+            } else {
+                epoch.max(e.epoch)
+            };
+            self.dram.append(d, e.key, e.value, filter_mask(h), epoch);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Inserts or overwrites `key`. `value` must not be `TOMBSTONE` (u64::MAX).
+    pub fn put(&self, key: u64, value: u64) -> Result<()> {
+        if value == TOMBSTONE {
+            return Err(Error::InvalidArgument(
+                "the value 0xffffffffffffffff is the tombstone marker; it cannot be stored".into(),
+            ));
+        }
+        self.puts.fetch_add(1, Ordering::Relaxed);
+        self.upsert(key, value)
+    }
+
+    /// Deletes `key` (writes a tombstone).
+    pub fn delete(&self, key: u64) -> Result<()> {
+        self.deletes.fetch_add(1, Ordering::Relaxed);
+        self.upsert(key, TOMBSTONE)
+    }
+
+    fn upsert(&self, key: u64, value: u64) -> Result<()> {
+        let h = hash_key(key);
+        let d = self.geo.entry_of(h, 0);
+        let _guard = self.dram.locks[d].lock();
+        let (mut epoch, size) = self.dram.meta_of(d);
+        if size >= self.geo.entry_capacity() {
+            self.migrate_dram(d)?;
+            epoch += 1;
+        }
+        if epoch > EPOCH_MAX {
+            return Err(Error::Full(format!("DRAM entry {d} ran out of epochs")));
+        }
+        let p = d & (self.opts.log_partitions - 1);
+        self.logs[p].lock().append(
+            key,
+            value,
+            epoch,
+            &|k| self.dram.meta_of(self.geo.entry_of(hash_key(k), 0)).0,
+            &|| self.partition_epoch_min(p),
+        )?;
+        self.dram.append(d, key, value, filter_mask(h), epoch);
+        Ok(())
+    }
+
+    fn partition_epoch_min(&self, p: usize) -> u64 {
+        let step = self.opts.log_partitions;
+        (p..self.geo.entries(0))
+            .step_by(step)
+            .map(|d| self.dram.meta_of(d).0)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The value of `key`, or `None` when it is absent or deleted.
+    pub fn get(&self, key: u64) -> Option<u64> {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        let h = hash_key(key);
+        let mask = filter_mask(h);
+        match self.lookup(key, h, mask) {
+            Some(v) => v,
+            None => {
+                // The entries kept changing under the optimistic reads: search under the lock
+                // of the DRAM entry whose subtree holds the key.
+                let _guard = self.dram.locks[self.geo.entry_of(h, 0)].lock();
+                self.lookup(key, h, mask).flatten()
+            }
+        }
+    }
+
+    /// `Some(result)`, or `None` when an optimistic read gave up.
+    fn lookup(&self, key: u64, h: u64, mask: [u64; 2]) -> Option<Option<u64>> {
+        let cap = self.geo.entry_capacity();
+        let d = self.geo.entry_of(h, 0);
+        if let Some(v) = search(&self.dram.entry(d), key, mask, cap)? {
+            return Some((v != TOMBSTONE).then_some(v));
+        }
+        for num in 1..=self.opts.levels_max {
+            let Some(level) = self.levels[num - 1].get() else {
+                break;
+            };
+            let i = self.geo.entry_of(h, num);
+            if let Some(v) = search(&level.entry(i), key, mask, cap)? {
+                return Some((v != TOMBSTONE).then_some(v));
+            }
+        }
+        Some(None)
+    }
+
+    fn level(&self, num: usize) -> Result<&Level> {
+        if num > self.opts.levels_max {
+            return Err(Error::Full(format!(
+                "level {} would exceed levels_max {}",
+                num, self.opts.levels_max
+            )));
+        }
+        if let Some(l) = self.levels[num - 1].get() {
+            return Ok(l);
+        }
+        let _g = self.level_create.lock();
+        if let Some(l) = self.levels[num - 1].get() {
+            return Ok(l);
+        }
+        let name = level_file_name(num);
+        let r = self
+            .storage
+            .open_region(&name, level_file_bytes(self.geo, num), true)?
+            .ok_or_else(|| Error::io("create", &name, std::io::ErrorKind::NotFound.into()))?;
+        let level = Level::open(
+            Region::new(&name, r),
+            self.geo,
+            num,
+            num <= self.opts.dram_filter_levels,
+        )?;
+        let _ = self.levels[num - 1].set(level);
+        self.levels[num - 1]
+            .get()
+            .ok_or_else(|| Error::InvalidArgument("level creation raced".into()))
+    }
+
+    /// Migrates DRAM entry `d` (its lock held) into level 1, then empties it under the next
+    /// epoch. Persist order (Listing 3.2): records and filters, barrier; size and epoch,
+    /// barrier; only then the source is cleared.
+    fn migrate_dram(&self, d: usize) -> Result<()> {
+        let (epoch, _) = self.dram.meta_of(d);
+        let mut recs = Vec::with_capacity(self.geo.entry_capacity());
+        collect_newest(&self.dram.entry(d), self.geo.entry_capacity(), &mut recs);
+        self.migrate_records(&recs, epoch, 0, d)?;
+        self.dram.reset(d, epoch + 1, 0);
+        self.migrations[0].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Migrates entry `i` of persistent level `num` into level `num + 1` and clears it.
+    fn migrate_level(&self, num: usize, i: usize) -> Result<()> {
+        let level = self.level(num)?;
+        let (epoch, _) = level.meta_of(i);
+        let mut recs = Vec::with_capacity(self.geo.entry_capacity());
+        collect_newest(&level.entry(i), self.geo.entry_capacity(), &mut recs);
+        self.migrate_records(&recs, epoch, num, i)?;
+        level.clear(i);
+        level.region.fence()?;
+        self.migrations[num].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Moves `recs` (newest version of each key, newest first) of entry `parent` on level
+    /// `from` into its children on level `from + 1`, migrating a child first when the records
+    /// would not fit (recursion bounded by `levels_max`).
+    fn migrate_records(
+        &self,
+        recs: &[(u64, u64)],
+        epoch: u64,
+        from: usize,
+        parent: usize,
+    ) -> Result<()> {
+        let to = from + 1;
+        let level = self.level(to)?;
+        let fanout = if from == 0 { 1 } else { self.geo.buckets() };
+        let child_index = |j: usize| {
+            if from == 0 {
+                parent
+            } else {
+                parent * fanout + j
+            }
+        };
+        // Group by child, oldest first (the bucket order), so that later appends shadow.
+        let mut groups: Vec<Vec<(u64, u64)>> = vec![Vec::new(); fanout];
+        for &(k, v) in recs.iter().rev() {
+            groups[self.geo.child_of(hash_key(k), from)].push((k, v));
+        }
+        let cap = self.geo.entry_capacity();
+        for j in 0..fanout {
+            let size = level.meta_of(child_index(j)).1;
+            if size > cap {
+                return Err(Error::corruption(
+                    level.region.name(),
+                    0,
+                    format!(
+                        "entry {} claims {size} records; an entry holds {cap}",
+                        child_index(j)
+                    ),
+                ));
+            }
+        }
+        for (j, g) in groups.iter().enumerate() {
+            if !g.is_empty() && level.meta_of(child_index(j)).1 + g.len() > cap {
+                self.migrate_level(to, child_index(j))?;
+            }
+        }
+        let deeper = to < self.opts.levels_max && self.levels[to].get().is_some();
+        let mut sizes = Vec::with_capacity(fanout);
+        let mut masks = Vec::with_capacity(cap);
+        for (j, g) in groups.iter_mut().enumerate() {
+            let c = child_index(j);
+            let size = level.meta_of(c).1;
+            if !deeper && size == 0 {
+                // Nothing older can be below: a tombstone has nothing left to shadow.
+                g.retain(|(_, v)| *v != TOMBSTONE);
+            }
+            if g.is_empty() && from != 0 {
+                continue;
+            }
+            masks.clear();
+            masks.extend(g.iter().map(|(k, _)| filter_mask(hash_key(*k))));
+            let new_size = level.write_tail(c, g, &masks);
+            debug_assert!(new_size <= cap && new_size >= size);
+            sizes.push((c, new_size));
+        }
+        level.region.fence()?;
+        // Level 1's epoch must advance even when nothing was written: recovery compares it.
+        for (c, size) in sizes {
+            level.publish(c, epoch, size);
+        }
+        level.region.fence()?;
+        Ok(())
+    }
+
+    /// Migrates every non-empty DRAM entry into level 1 (a checkpoint: the recovery log then
+    /// holds nothing live).
+    pub fn checkpoint(&self) -> Result<()> {
+        for d in 0..self.geo.entries(0) {
+            let _g = self.dram.locks[d].lock();
+            if self.dram.meta_of(d).1 > 0 {
+                self.migrate_dram(d)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats {
+            puts: self.puts.load(Ordering::Relaxed),
+            deletes: self.deletes.load(Ordering::Relaxed),
+            gets: self.gets.load(Ordering::Relaxed),
+            migrations: self
+                .migrations
+                .iter()
+                .map(|m| m.load(Ordering::Relaxed))
+                .collect(),
+            recovered_records: self.recovered,
+            dram_bytes: self.dram.bytes() as u64,
+            dram_entries_log2: self.geo.dram_entries_log2,
+            fanout_log2: self.geo.fanout_log2,
+            log_partitions: self.opts.log_partitions,
+            ..Stats::default()
+        };
+        for l in self.levels.iter().filter_map(|l| l.get()) {
+            s.levels += 1;
+            s.level_lines_flushed
+                .push(l.region.lines_flushed.load(Ordering::Relaxed));
+            s.level_blocks_flushed
+                .push(l.region.blocks_flushed.load(Ordering::Relaxed));
+            s.fences += l.region.fences.load(Ordering::Relaxed);
+            s.dram_bytes += l.dram_bytes() as u64;
+        }
+        for p in self.logs.iter() {
+            let p = p.lock();
+            s.log_appends += p.counters.appends;
+            s.log_compactions_read += p.counters.compactions_read;
+            s.log_compactions_skipped_read += p.counters.compactions_skipped_read;
+            s.log_entries_copied += p.counters.entries_copied;
+            s.log_lines_flushed += p.region.lines_flushed.load(Ordering::Relaxed);
+            s.fences += p.region.fences.load(Ordering::Relaxed);
+        }
+        let upserts = s.puts + s.deletes;
+        if upserts > 0 {
+            // Per upsert: one 32-byte log entry (the write-combining buffer merges sequential
+            // entries, so count bytes, not lines) plus the lines the levels flushed.
+            let level_bytes: u64 = s.level_lines_flushed.iter().sum::<u64>() * 64;
+            let log_bytes = s.log_appends * crate::log::ENTRY_BYTES as u64;
+            s.write_amplification = (level_bytes + log_bytes) as f64 / (upserts as f64 * 16.0);
+            s.write_amplification_model = write_amplification_model(self.geo, upserts);
+        }
+        s
+    }
+
+    /// Checks every level entry (size within capacity, every key placed where its hash says,
+    /// every key in its bucket's filter) and every log chunk; the first problem is an error.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let mut rep = VerifyReport::default();
+        let cap = self.geo.entry_capacity();
+        for level in self.levels.iter().filter_map(|l| l.get()) {
+            rep.levels += 1;
+            for i in 0..level.entries {
+                let d = i >> (self.geo.placement_bits(level.num) - self.geo.dram_entries_log2);
+                let _lock = self.dram.locks[d & (self.geo.entries(0) - 1)].lock();
+                let (_, size) = level.meta_of(i);
+                rep.entries_checked += 1;
+                if size > cap {
+                    return Err(Error::corruption(
+                        level.region.name(),
+                        0,
+                        format!("entry {i} claims {size} records; an entry holds {cap}"),
+                    ));
+                }
+                let e = level.entry(i);
+                use crate::level::EntryView;
+                for idx in 0..size {
+                    let (b, j) = (idx / SLOTS_PER_BUCKET, idx % SLOTS_PER_BUCKET);
+                    let k = e.key(b, j).load(Ordering::Relaxed);
+                    let h = hash_key(k);
+                    if self.geo.entry_of(h, level.num) != i {
+                        return Err(Error::corruption(
+                            level.region.name(),
+                            0,
+                            format!(
+                                "entry {i} slot {idx} holds key {k:#x}, which hashes elsewhere"
+                            ),
+                        ));
+                    }
+                    let m = filter_mask(h);
+                    let f = [
+                        e.filter(b, 0).load(Ordering::Relaxed),
+                        e.filter(b, 1).load(Ordering::Relaxed),
+                    ];
+                    if f[0] & m[0] != m[0] || f[1] & m[1] != m[1] {
+                        return Err(Error::corruption(
+                            level.region.name(),
+                            0,
+                            format!("entry {i} bucket {b}: the filter misses key {k:#x}"),
+                        ));
+                    }
+                    rep.records += 1;
+                }
+            }
+        }
+        for p in self.logs.iter() {
+            let (used, n) = p.lock().verify();
+            rep.log_chunks_in_use += used as u64;
+            rep.log_entries += n as u64;
+        }
+        Ok(rep)
+    }
+
+    /// Where the database lives.
+    pub fn location(&self) -> PathBuf {
+        self.storage.location()
+    }
+
+    /// The effective options (geometry from the manifest).
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+}
+
+/// The chapter's write-amplification model, 3 · log_f(N) + 1, with N counted in units of the
+/// DRAM level's capacity (levels below that hold nothing on the media; see docs/plush.md).
+pub fn write_amplification_model(geo: Geometry, records: u64) -> f64 {
+    let dram = (geo.entries(0) * geo.entry_capacity()) as f64;
+    let f = geo.buckets() as f64;
+    let levels = if (records as f64) <= dram {
+        1.0
+    } else {
+        1.0 + ((records as f64) / dram).ln() / f.ln()
+    };
+    3.0 * levels + 1.0
+}
+
+fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<()> {
+    let existing = storage.open_region(MANIFEST, 4096, false)?;
+    let region = match existing {
+        Some(r) => Region::new(MANIFEST, r),
+        None if opts.create_if_missing => {
+            let r = storage.open_region(MANIFEST, 4096, true)?.ok_or_else(|| {
+                Error::io("create", MANIFEST, std::io::ErrorKind::NotFound.into())
+            })?;
+            Region::new(MANIFEST, r)
+        }
+        None => {
+            return Err(Error::NotADatabase {
+                path: storage.location(),
+                detail: format!("no {MANIFEST} (create_if_missing is off)"),
+            })
+        }
+    };
+    let fields = |o: &Options| {
+        [
+            FORMAT_VERSION,
+            o.dram_entries_log2 as u64,
+            o.fanout_log2 as u64,
+            o.log_partitions as u64,
+            o.log_chunk_bytes as u64,
+            o.log_chunks as u64,
+        ]
+    };
+    let check = |f: &[u64]| {
+        let mut buf = Vec::with_capacity(48);
+        for x in f {
+            buf.extend_from_slice(&x.to_le_bytes());
+        }
+        crc32c::crc32c(&buf) as u64
+    };
+    let magic = region.word(0).load(Ordering::Acquire);
+    if magic == 0 {
+        // New, or a creation a crash cut short (the magic is armed last).
+        let f = fields(opts);
+        for (i, x) in f.iter().enumerate() {
+            region.word(1 + i).store(*x, Ordering::Release);
+        }
+        region.word(7).store(check(&f), Ordering::Release);
+        region.flush_words(1, 7);
+        region.fence()?;
+        region.word(0).store(MANIFEST_MAGIC, Ordering::Release);
+        region.flush_words(0, 1);
+        region.fence()?;
+        return Ok(());
+    }
+    if magic != MANIFEST_MAGIC {
+        return Err(Error::NotADatabase {
+            path: storage.location(),
+            detail: format!("{MANIFEST} has magic {magic:#x}"),
+        });
+    }
+    let f: Vec<u64> = (1..7)
+        .map(|i| region.word(i).load(Ordering::Acquire))
+        .collect();
+    if region.word(7).load(Ordering::Acquire) != check(&f) {
+        return Err(Error::corruption(
+            storage.location().join(MANIFEST),
+            56,
+            "manifest checksum mismatch",
+        ));
+    }
+    if f[0] != FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion {
+            path: storage.location(),
+            found: f[0] as u32,
+            supported: FORMAT_VERSION as u32,
+        });
+    }
+    opts.dram_entries_log2 = f[1] as u32;
+    opts.fanout_log2 = f[2] as u32;
+    opts.log_partitions = f[3] as usize;
+    opts.log_chunk_bytes = f[4] as usize;
+    opts.log_chunks = f[5] as usize;
+    Ok(())
+}

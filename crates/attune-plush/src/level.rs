@@ -1,0 +1,460 @@
+//! The levels of the hash table: the DRAM level 0 (volatile, rebuilt from the recovery log) and
+//! the persistent levels 1.. (one mapped file each). Both share one directory-entry shape: a
+//! meta word (epoch and size, packed so that both change atomically), a partitioned Bloom filter
+//! (one 128-bit partition per bucket) and `fanout` buckets of 16 × (8-byte key, 8-byte value)
+//! filled front to back. Format of a level file: `docs/formats/plush.md`.
+//!
+//! Concurrency: writers of an entry hold the lock of the DRAM entry whose subtree it is in (a
+//! level-`n` entry only ever receives records from its parent, so the DRAM lock covers every
+//! descendant). Readers take no lock: they read the meta word, search, and re-read it (a
+//! seqlock), retrying when it changed; after `RETRIES_MAX` they fall back to the lock.
+
+use crate::error::{Error, Result};
+use crate::layout::{
+    pack_meta, unpack_meta, zeroed_words, Geometry, BUCKET_WORDS, FILTER_WORDS_PER_BUCKET,
+    SLOTS_PER_BUCKET,
+};
+use crate::persist::Region;
+use parking_lot::Mutex;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// Optimistic attempts a lookup makes on one entry before it takes the lock.
+pub const RETRIES_MAX: usize = 64;
+/// Bytes of a level file's header.
+pub const LEVEL_HEADER_BYTES: usize = 4096;
+const LEVEL_MAGIC: u64 = u64::from_le_bytes(*b"PLSHLEVL");
+/// Version of the level and log formats.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// One directory entry, as the shared search code sees it.
+pub trait EntryView {
+    fn meta(&self) -> &AtomicU64;
+    fn filter(&self, bucket: usize, word: usize) -> &AtomicU64;
+    fn key(&self, bucket: usize, slot: usize) -> &AtomicU64;
+    fn value(&self, bucket: usize, slot: usize) -> &AtomicU64;
+}
+
+/// Searches one entry for `key` back to front (newest first), skipping buckets whose filter
+/// partition rules the key out. `None`: the entry kept changing (take the lock and retry).
+#[inline]
+pub fn search<E: EntryView>(
+    e: &E,
+    key: u64,
+    mask: [u64; 2],
+    capacity: usize,
+) -> Option<Option<u64>> {
+    for _ in 0..RETRIES_MAX {
+        let m1 = e.meta().load(Ordering::Acquire);
+        let size = unpack_meta(m1).1.min(capacity);
+        let mut found = None;
+        if size > 0 {
+            let last = (size - 1) / SLOTS_PER_BUCKET;
+            'buckets: for b in (0..=last).rev() {
+                let f0 = e.filter(b, 0).load(Ordering::Relaxed);
+                let f1 = e.filter(b, 1).load(Ordering::Relaxed);
+                if f0 & mask[0] != mask[0] || f1 & mask[1] != mask[1] {
+                    continue;
+                }
+                let n = if b == last {
+                    size - b * SLOTS_PER_BUCKET
+                } else {
+                    SLOTS_PER_BUCKET
+                };
+                for j in (0..n).rev() {
+                    if e.key(b, j).load(Ordering::Relaxed) == key {
+                        found = Some(e.value(b, j).load(Ordering::Relaxed));
+                        break 'buckets;
+                    }
+                }
+            }
+        }
+        fence(Ordering::Acquire);
+        if e.meta().load(Ordering::Relaxed) == m1 {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// Reads an entry's records newest first, keeping only the newest version of each key.
+pub fn collect_newest<E: EntryView>(e: &E, capacity: usize, out: &mut Vec<(u64, u64)>) {
+    out.clear();
+    let size = unpack_meta(e.meta().load(Ordering::Acquire))
+        .1
+        .min(capacity);
+    let mut seen = SmallSet::default();
+    for idx in (0..size).rev() {
+        let (b, j) = (idx / SLOTS_PER_BUCKET, idx % SLOTS_PER_BUCKET);
+        let k = e.key(b, j).load(Ordering::Relaxed);
+        if seen.insert(k) {
+            out.push((k, e.value(b, j).load(Ordering::Relaxed)));
+        }
+    }
+}
+
+/// An open-addressing set for the ≤ 256 keys of one entry (the migration's duplicate check).
+struct SmallSet {
+    keys: [u64; 1024],
+    used: [u64; 16],
+}
+
+impl Default for SmallSet {
+    fn default() -> Self {
+        SmallSet {
+            keys: [0; 1024],
+            used: [0; 16],
+        }
+    }
+}
+
+impl SmallSet {
+    /// Inserts `k`; false if it was there.
+    fn insert(&mut self, k: u64) -> bool {
+        let mut i = (crate::layout::hash_key(k) >> 40) as usize & 1023;
+        loop {
+            if self.used[i / 64] & (1 << (i % 64)) == 0 {
+                self.used[i / 64] |= 1 << (i % 64);
+                self.keys[i] = k;
+                return true;
+            }
+            if self.keys[i] == k {
+                return false;
+            }
+            i = (i + 1) & 1023;
+        }
+    }
+}
+
+/// The DRAM level: directory entries with their buckets, and one lock per entry.
+pub struct DramLevel {
+    pub(crate) geo: Geometry,
+    meta: Box<[AtomicU64]>,
+    filters: Box<[AtomicU64]>,
+    slots: Box<[AtomicU64]>,
+    pub(crate) locks: Box<[Mutex<()>]>,
+}
+
+/// One DRAM entry.
+pub struct DramEntry<'a> {
+    level: &'a DramLevel,
+    idx: usize,
+}
+
+impl EntryView for DramEntry<'_> {
+    #[inline]
+    fn meta(&self) -> &AtomicU64 {
+        &self.level.meta[self.idx]
+    }
+    #[inline]
+    fn filter(&self, bucket: usize, word: usize) -> &AtomicU64 {
+        let b = self.idx * self.level.geo.buckets() + bucket;
+        &self.level.filters[b * FILTER_WORDS_PER_BUCKET + word]
+    }
+    #[inline]
+    fn key(&self, bucket: usize, slot: usize) -> &AtomicU64 {
+        let b = self.idx * self.level.geo.buckets() + bucket;
+        &self.level.slots[b * BUCKET_WORDS + slot]
+    }
+    #[inline]
+    fn value(&self, bucket: usize, slot: usize) -> &AtomicU64 {
+        let b = self.idx * self.level.geo.buckets() + bucket;
+        &self.level.slots[b * BUCKET_WORDS + SLOTS_PER_BUCKET + slot]
+    }
+}
+
+impl DramLevel {
+    /// An empty DRAM level (memory is touched only where records land).
+    pub fn new(geo: Geometry) -> DramLevel {
+        let entries = geo.entries(0);
+        let buckets = entries * geo.buckets();
+        DramLevel {
+            geo,
+            meta: zeroed_words(entries),
+            filters: zeroed_words(buckets * FILTER_WORDS_PER_BUCKET),
+            slots: zeroed_words(buckets * BUCKET_WORDS),
+            locks: (0..entries).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    /// Entry `idx`.
+    #[inline]
+    pub fn entry(&self, idx: usize) -> DramEntry<'_> {
+        DramEntry { level: self, idx }
+    }
+
+    /// Bytes of DRAM the level reserves (pages are touched as records arrive).
+    pub fn bytes(&self) -> usize {
+        (self.meta.len() + self.filters.len() + self.slots.len()) * 8
+            + self.locks.len() * std::mem::size_of::<Mutex<()>>()
+    }
+
+    /// Epoch and size of entry `idx`.
+    #[inline]
+    pub fn meta_of(&self, idx: usize) -> (u64, usize) {
+        unpack_meta(self.meta[idx].load(Ordering::Acquire))
+    }
+
+    /// Appends a record to entry `idx` (caller holds its lock, or is recovery; the entry has
+    /// room) and publishes it under `epoch`.
+    pub fn append(&self, idx: usize, key: u64, value: u64, mask: [u64; 2], epoch: u64) {
+        let e = self.entry(idx);
+        let size = unpack_meta(e.meta().load(Ordering::Relaxed)).1;
+        debug_assert!(size < self.geo.entry_capacity());
+        let (b, j) = (size / SLOTS_PER_BUCKET, size % SLOTS_PER_BUCKET);
+        e.key(b, j).store(key, Ordering::Relaxed);
+        e.value(b, j).store(value, Ordering::Relaxed);
+        set_filter(e.filter(b, 0), mask[0], j == 0);
+        set_filter(e.filter(b, 1), mask[1], j == 0);
+        e.meta()
+            .store(pack_meta(epoch, size + 1), Ordering::Release);
+    }
+
+    /// Sets entry `idx`'s epoch and size (recovery, and the clear after a migration). The
+    /// filters stay: a bucket's partition is reset when its first record is written.
+    pub fn reset(&self, idx: usize, epoch: u64, size: usize) {
+        self.meta[idx].store(pack_meta(epoch, size), Ordering::Release);
+    }
+}
+
+/// A persistent level: one region holding a header, the directory and the buckets.
+pub struct Level {
+    pub(crate) num: usize,
+    pub(crate) entries: usize,
+    geo: Geometry,
+    pub(crate) region: Region,
+    dir_words: usize,
+    bucket_base: usize,
+    /// DRAM copy of the filters (levels up to `dram_filter_levels`).
+    dram_filters: Option<Box<[AtomicU64]>>,
+}
+
+/// One entry of a persistent level.
+pub struct LevelEntry<'a> {
+    level: &'a Level,
+    idx: usize,
+}
+
+impl EntryView for LevelEntry<'_> {
+    #[inline]
+    fn meta(&self) -> &AtomicU64 {
+        self.level.region.word(self.level.dir_word(self.idx))
+    }
+    #[inline]
+    fn filter(&self, bucket: usize, word: usize) -> &AtomicU64 {
+        match &self.level.dram_filters {
+            Some(f) => &f[(self.idx * self.level.geo.buckets() + bucket) * 2 + word],
+            None => self
+                .level
+                .region
+                .word(self.level.filter_word(self.idx, bucket) + word),
+        }
+    }
+    #[inline]
+    fn key(&self, bucket: usize, slot: usize) -> &AtomicU64 {
+        self.level
+            .region
+            .word(self.level.bucket_word(self.idx, bucket) + slot)
+    }
+    #[inline]
+    fn value(&self, bucket: usize, slot: usize) -> &AtomicU64 {
+        let w = self.level.bucket_word(self.idx, bucket) + SLOTS_PER_BUCKET + slot;
+        self.level.region.word(w)
+    }
+}
+
+/// Words of one directory entry: the meta line (8 words) and the filter, in whole lines.
+fn dir_words(geo: Geometry) -> usize {
+    (8 + geo.buckets() * FILTER_WORDS_PER_BUCKET).div_ceil(8) * 8
+}
+
+/// Bytes of level `num`'s file.
+pub fn level_file_bytes(geo: Geometry, num: usize) -> usize {
+    let entries = geo.entries(num);
+    let words = LEVEL_HEADER_BYTES / 8 + entries * (dir_words(geo) + geo.buckets() * BUCKET_WORDS);
+    (words * 8).div_ceil(4096) * 4096
+}
+
+/// Name of level `num`'s file.
+pub fn level_file_name(num: usize) -> String {
+    format!("level-{num:02}.plush")
+}
+
+fn header_words(geo: Geometry, num: usize) -> [u64; 7] {
+    let mut w = [
+        LEVEL_MAGIC,
+        FORMAT_VERSION,
+        num as u64,
+        geo.placement_bits(num) as u64,
+        geo.fanout_log2 as u64,
+        geo.dram_entries_log2 as u64,
+        0,
+    ];
+    let mut buf = Vec::with_capacity(40);
+    for x in &w[1..6] {
+        buf.extend_from_slice(&x.to_le_bytes());
+    }
+    w[6] = crc32c::crc32c(&buf) as u64;
+    w
+}
+
+impl Level {
+    /// Opens level `num` over `region`: checks an armed header, or arms a new one (a header
+    /// without its magic word is a creation a crash cut short; no data was written after it).
+    pub fn open(region: Region, geo: Geometry, num: usize, dram_filters: bool) -> Result<Level> {
+        let want = header_words(geo, num);
+        let magic = region.word(0).load(Ordering::Acquire);
+        if magic == 0 {
+            for (i, w) in want.iter().enumerate().skip(1) {
+                region.word(i).store(*w, Ordering::Release);
+            }
+            region.flush_words(1, 6);
+            region.fence()?;
+            region.word(0).store(LEVEL_MAGIC, Ordering::Release);
+            region.flush_words(0, 1);
+            region.fence()?;
+        } else {
+            for (i, w) in want.iter().enumerate() {
+                let have = region.word(i).load(Ordering::Acquire);
+                if have != *w {
+                    return Err(Error::corruption(
+                        region.name(),
+                        (i * 8) as u64,
+                        format!(
+                            "level header word {i} is {have:#x}, expected {w:#x} (magic, \
+                             version, level, placement bits, fanout, DRAM bits, checksum)"
+                        ),
+                    ));
+                }
+            }
+        }
+        let entries = geo.entries(num);
+        let dw = dir_words(geo);
+        let mut level = Level {
+            num,
+            entries,
+            geo,
+            dir_words: dw,
+            bucket_base: LEVEL_HEADER_BYTES / 8 + entries * dw,
+            region,
+            dram_filters: None,
+        };
+        if dram_filters {
+            let f = zeroed_words(entries * geo.buckets() * 2);
+            for i in 0..entries {
+                let meta = level.region.word(level.dir_word(i)).load(Ordering::Relaxed);
+                if unpack_meta(meta).1 == 0 {
+                    continue;
+                }
+                for b in 0..geo.buckets() {
+                    for w in 0..2 {
+                        let v = level.region.word(level.filter_word(i, b) + w);
+                        f[(i * geo.buckets() + b) * 2 + w]
+                            .store(v.load(Ordering::Relaxed), Ordering::Relaxed);
+                    }
+                }
+            }
+            level.dram_filters = Some(f);
+        }
+        Ok(level)
+    }
+
+    #[inline]
+    fn dir_word(&self, idx: usize) -> usize {
+        LEVEL_HEADER_BYTES / 8 + idx * self.dir_words
+    }
+
+    #[inline]
+    fn filter_word(&self, idx: usize, bucket: usize) -> usize {
+        self.dir_word(idx) + 8 + bucket * FILTER_WORDS_PER_BUCKET
+    }
+
+    #[inline]
+    fn bucket_word(&self, idx: usize, bucket: usize) -> usize {
+        self.bucket_base + (idx * self.geo.buckets() + bucket) * BUCKET_WORDS
+    }
+
+    /// Entry `idx`.
+    #[inline]
+    pub fn entry(&self, idx: usize) -> LevelEntry<'_> {
+        LevelEntry { level: self, idx }
+    }
+
+    /// Epoch and size of entry `idx`.
+    #[inline]
+    pub fn meta_of(&self, idx: usize) -> (u64, usize) {
+        unpack_meta(self.region.word(self.dir_word(idx)).load(Ordering::Acquire))
+    }
+
+    /// Bytes of DRAM the filter copy takes.
+    pub fn dram_bytes(&self) -> usize {
+        self.dram_filters.as_ref().map_or(0, |f| f.len() * 8)
+    }
+
+    /// Writes `recs` after the current records of entry `idx` (not yet visible: the size is
+    /// unchanged) and flushes them and the filter partitions they touched. Returns the new size.
+    pub fn write_tail(&self, idx: usize, recs: &[(u64, u64)], masks: &[[u64; 2]]) -> usize {
+        let (_, size) = self.meta_of(idx);
+        if recs.is_empty() {
+            return size;
+        }
+        let e = self.entry(idx);
+        let mut pos = size;
+        for (i, (k, v)) in recs.iter().enumerate() {
+            let (b, j) = (pos / SLOTS_PER_BUCKET, pos % SLOTS_PER_BUCKET);
+            e.key(b, j).store(*k, Ordering::Relaxed);
+            e.value(b, j).store(*v, Ordering::Relaxed);
+            let fw = self.filter_word(idx, b);
+            for w in 0..2 {
+                set_filter(self.region.word(fw + w), masks[i][w], j == 0);
+                if let Some(f) = &self.dram_filters {
+                    set_filter(
+                        &f[(idx * self.geo.buckets() + b) * 2 + w],
+                        masks[i][w],
+                        j == 0,
+                    );
+                }
+            }
+            pos += 1;
+        }
+        let (b0, b1) = (size / SLOTS_PER_BUCKET, (pos - 1) / SLOTS_PER_BUCKET);
+        self.region
+            .flush_words(self.bucket_word(idx, b0), (b1 - b0 + 1) * BUCKET_WORDS);
+        self.region.flush_words(
+            self.filter_word(idx, b0),
+            (b1 - b0 + 1) * FILTER_WORDS_PER_BUCKET,
+        );
+        pos
+    }
+
+    /// Publishes entry `idx`'s new size and epoch (flushed; the caller fences).
+    pub fn publish(&self, idx: usize, epoch: u64, size: usize) {
+        let w = self.dir_word(idx);
+        self.region
+            .word(w)
+            .store(pack_meta(epoch, size), Ordering::Release);
+        self.region.flush_words(w, 1);
+    }
+
+    /// Empties entry `idx` after its records reached the next level: size 0, epoch kept
+    /// (flushed; the caller fences). One word: the filters stay, since a bucket's partition is
+    /// reset when its first record is written and lookups never read past the size.
+    pub fn clear(&self, idx: usize) {
+        let w = self.dir_word(idx);
+        let (epoch, _) = self.meta_of(idx);
+        self.region
+            .word(w)
+            .store(pack_meta(epoch, 0), Ordering::Release);
+        self.region.flush_words(w, 1);
+    }
+}
+
+/// Adds `mask` to a filter word, or replaces the word when the bucket is being started (its
+/// old bits belong to records that were migrated away).
+#[inline]
+fn set_filter(word: &AtomicU64, mask: u64, fresh_bucket: bool) {
+    if fresh_bucket {
+        word.store(mask, Ordering::Relaxed);
+    } else {
+        word.fetch_or(mask, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,581 @@
+//! Persistence back ends: how bytes Plush stores into a mapped region become durable.
+//!
+//! Plush addresses each persistent file (one per level, one per recovery-log partition) as a
+//! region of 8-byte atomic words. It stores with ordinary atomic stores, then asks the back end
+//! to `flush` the cache lines it wrote and to `fence` (a persistence barrier: after it returns,
+//! every line flushed before it is durable). Three back ends implement [`Persist`]:
+//!
+//! - [`Backend::Msync`]: a `MAP_SHARED` mapping of an ordinary file. `flush` records the dirty
+//!   page range; `fence` makes it durable with one `msync(MS_SYNC)` over the union of the pages
+//!   flushed since the last fence (grouped: a migration that flushes hundreds of lines pays one
+//!   sync). Cost: one page write-back per barrier, i.e. one device flush per acknowledged
+//!   upsert on a disk (the same price as RocksDB's `sync=true`); on tmpfs an msync is a no-op.
+//! - [`Backend::Clwb`]: the same mapping, with `clwb` per flushed line and `sfence` per fence,
+//!   the persistence barrier of the chapter. Durable across power loss only on a DAX mapping of
+//!   persistent memory; on tmpfs or the page cache it measures the instruction cost only.
+//!   Available where the CPU has `clwb` (checked with `cpuid`).
+//! - [`SimStorage`]: a crash simulator. Each region is a DRAM "cache" view plus a shadow media
+//!   image that receives only lines flushed before a fence. At a chosen fence it captures the
+//!   crash image: the shadow, with every word that differs from the view (stored but not yet
+//!   fenced) independently either reaching the media or not, which tears unflushed data at
+//!   8-byte granularity, exactly what a power failure may do on PMem.
+//!
+//! With durability off ([`crate::Options::sync`] false) the file back ends skip both calls:
+//! stores to a shared mapping reach the page cache at once and survive a process crash, not a
+//! power loss.
+//!
+//! Thread safety: regions are shared by all threads; word access is atomic, `flush`/`fence`
+//! may be called concurrently.
+
+use crate::error::{Error, Result};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Bytes of a CPU cache line, the unit of `flush`.
+pub const LINE_BYTES: usize = 64;
+/// Bytes of a PMem media block, the unit of the "blocks touched" counter.
+pub const BLOCK_BYTES: usize = 256;
+const PAGE_BYTES: usize = 4096;
+
+/// One mapped region and how to make its stores durable.
+pub trait Persist: Send + Sync {
+    /// The region as atomic 8-byte words.
+    fn words(&self) -> &[AtomicU64];
+    /// Starts writing back the cache lines covering `[off, off + len)` bytes.
+    fn flush(&self, off: usize, len: usize);
+    /// Persistence barrier: every line flushed before this call is durable when it returns.
+    fn fence(&self) -> Result<()>;
+}
+
+/// Opens the regions of one database.
+pub trait Storage: Send + Sync {
+    /// Opens region `name` of `len_bytes` (a multiple of 4096); `None` when it does not exist
+    /// and `create` is false. A new region reads as zeros.
+    fn open_region(
+        &self,
+        name: &str,
+        len_bytes: usize,
+        create: bool,
+    ) -> Result<Option<Box<dyn Persist>>>;
+    /// Where the regions live (for error messages).
+    fn location(&self) -> PathBuf;
+}
+
+/// Which instruction sequence makes a file mapping durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `msync(MS_SYNC)` over the pages flushed since the last fence.
+    Msync,
+    /// `clwb` per line and `sfence` per fence (needs the `clwb` instruction).
+    Clwb,
+}
+
+impl Backend {
+    /// Parses `msync` or `clwb`.
+    pub fn parse(s: &str) -> Result<Backend> {
+        match s {
+            "msync" => Ok(Backend::Msync),
+            "clwb" => Ok(Backend::Clwb),
+            _ => Err(Error::InvalidArgument(format!(
+                "persistence back end {s:?}: expected msync or clwb"
+            ))),
+        }
+    }
+
+    /// The name `parse` accepts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Msync => "msync",
+            Backend::Clwb => "clwb",
+        }
+    }
+}
+
+/// True when this CPU has the `clwb` instruction.
+pub fn clwb_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // Leaf 0 gives the highest leaf; leaf 7's EBX bit 24 is clwb.
+        let max_leaf = std::arch::x86_64::__cpuid(0).eax;
+        if max_leaf < 7 {
+            return false;
+        }
+        let leaf7 = std::arch::x86_64::__cpuid_count(7, 0);
+        leaf7.ebx & (1 << 24) != 0
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Regions as files in one directory, mapped shared.
+pub struct FileStorage {
+    dir: PathBuf,
+    backend: Backend,
+    sync: bool,
+}
+
+impl FileStorage {
+    /// Files in `dir`, made durable by `backend` when `sync` is set.
+    pub fn new(dir: &Path, backend: Backend, sync: bool) -> Result<FileStorage> {
+        if backend == Backend::Clwb && !clwb_available() {
+            return Err(Error::InvalidArgument(
+                "the clwb back end needs a CPU with the clwb instruction; use msync".into(),
+            ));
+        }
+        Ok(FileStorage {
+            dir: dir.to_path_buf(),
+            backend,
+            sync,
+        })
+    }
+}
+
+impl Storage for FileStorage {
+    fn open_region(
+        &self,
+        name: &str,
+        len_bytes: usize,
+        create: bool,
+    ) -> Result<Option<Box<dyn Persist>>> {
+        assert!(len_bytes > 0 && len_bytes.is_multiple_of(PAGE_BYTES));
+        let path = self.dir.join(name);
+        let file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
+            Err(e) => return Err(Error::io("open", &path, e)),
+        };
+        let have = file
+            .metadata()
+            .map_err(|e| Error::io("stat", &path, e))?
+            .len();
+        if have < len_bytes as u64 {
+            // A new file, or one whose creation a crash cut short: extend (sparse, reads zero).
+            file.set_len(len_bytes as u64)
+                .map_err(|e| Error::io("set_len", &path, e))?;
+            if self.sync {
+                file.sync_all().map_err(|e| Error::io("fsync", &path, e))?;
+                sync_dir(&self.dir)?;
+            }
+        } else if have > len_bytes as u64 {
+            return Err(Error::corruption(
+                &path,
+                have,
+                format!("file is {have} bytes, its geometry says {len_bytes}"),
+            ));
+        }
+        let map = Mapping::new(&file, len_bytes).map_err(|e| Error::io("mmap", &path, e))?;
+        Ok(Some(Box::new(FileRegion {
+            path,
+            map,
+            backend: self.backend,
+            sync: self.sync,
+            dirty: Mutex::new((usize::MAX, 0)),
+        })))
+    }
+
+    fn location(&self) -> PathBuf {
+        self.dir.clone()
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    let d = std::fs::File::open(dir).map_err(|e| Error::io("open dir", dir, e))?;
+    d.sync_all().map_err(|e| Error::io("fsync dir", dir, e))
+}
+
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; all access goes through atomics.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    fn new(file: &std::fs::File, len: usize) -> std::io::Result<Mapping> {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: a fresh shared mapping of `len` bytes of an open file; checked for failure.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn words(&self) -> &[AtomicU64] {
+        // SAFETY: the mapping is page-aligned, `len` bytes long and lives as long as `self`;
+        // AtomicU64 has the layout of u64 and every access is atomic.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<AtomicU64>(), self.len / 8) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the region mmap returned.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+struct FileRegion {
+    path: PathBuf,
+    map: Mapping,
+    backend: Backend,
+    sync: bool,
+    /// Byte range [lo, hi) flushed since the last fence (msync back end).
+    dirty: Mutex<(usize, usize)>,
+}
+
+impl Persist for FileRegion {
+    fn words(&self) -> &[AtomicU64] {
+        self.map.words()
+    }
+
+    fn flush(&self, off: usize, len: usize) {
+        if !self.sync || len == 0 {
+            return;
+        }
+        match self.backend {
+            Backend::Msync => {
+                let mut d = self.dirty.lock();
+                d.0 = d.0.min(off);
+                d.1 = d.1.max(off + len);
+            }
+            Backend::Clwb => {
+                let end = (off + len).min(self.map.len);
+                let mut line = off / LINE_BYTES * LINE_BYTES;
+                while line < end {
+                    // SAFETY: `line` is inside the mapping.
+                    unsafe { clwb(self.map.ptr.add(line)) };
+                    line += LINE_BYTES;
+                }
+            }
+        }
+    }
+
+    fn fence(&self) -> Result<()> {
+        if !self.sync {
+            return Ok(());
+        }
+        match self.backend {
+            Backend::Msync => {
+                let (lo, hi) = std::mem::replace(&mut *self.dirty.lock(), (usize::MAX, 0));
+                if lo >= hi {
+                    return Ok(());
+                }
+                let lo = lo / PAGE_BYTES * PAGE_BYTES;
+                let hi = hi.min(self.map.len);
+                // SAFETY: [lo, hi) lies inside the mapping and lo is page-aligned.
+                let rc =
+                    unsafe { libc::msync(self.map.ptr.add(lo).cast(), hi - lo, libc::MS_SYNC) };
+                if rc != 0 {
+                    return Err(Error::io(
+                        "msync",
+                        &self.path,
+                        std::io::Error::last_os_error(),
+                    ));
+                }
+                Ok(())
+            }
+            Backend::Clwb => {
+                sfence();
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe fn clwb(p: *const u8) {
+    // SAFETY: the caller passes an address inside a live mapping; clwb only writes back.
+    unsafe { std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack, preserves_flags)) };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn clwb(_p: *const u8) {}
+
+fn sfence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no operands and no memory effects beyond ordering.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(Ordering::SeqCst);
+}
+
+/// The media image of every region at a simulated crash, by region name.
+pub type Image = BTreeMap<String, Vec<u64>>;
+
+/// The crash-simulation back end (see the module doc). Deterministic for a given seed and a
+/// single-threaded caller.
+#[derive(Clone)]
+pub struct SimStorage {
+    shared: Arc<SimShared>,
+}
+
+struct SimShared {
+    regions: Mutex<BTreeMap<String, Arc<SimRegion>>>,
+    fences: AtomicU64,
+    crash_at_fence: u64,
+    rng: Mutex<u64>,
+    crashed: AtomicBool,
+    image: Mutex<Option<Image>>,
+}
+
+struct SimRegion {
+    view: Box<[AtomicU64]>,
+    shadow: Mutex<Vec<u64>>,
+    pending_lines: Mutex<Vec<usize>>,
+}
+
+impl SimStorage {
+    /// Empty media; crashes at fence number `crash_at_fence` (1-based; 0 never), tearing
+    /// unfenced words with a generator seeded by `seed`.
+    pub fn new(crash_at_fence: u64, seed: u64) -> SimStorage {
+        SimStorage::from_image(Image::new(), crash_at_fence, seed)
+    }
+
+    /// Media holding `image` (a previous crash's), as after a restart.
+    pub fn from_image(image: Image, crash_at_fence: u64, seed: u64) -> SimStorage {
+        let regions = image
+            .into_iter()
+            .map(|(name, words)| {
+                let view: Box<[AtomicU64]> = words.iter().map(|w| AtomicU64::new(*w)).collect();
+                let region = SimRegion {
+                    view,
+                    shadow: Mutex::new(words),
+                    pending_lines: Mutex::new(Vec::new()),
+                };
+                (name, Arc::new(region))
+            })
+            .collect();
+        SimStorage {
+            shared: Arc::new(SimShared {
+                regions: Mutex::new(regions),
+                fences: AtomicU64::new(0),
+                crash_at_fence,
+                rng: Mutex::new(seed ^ 0x9E37_79B9_7F4A_7C15),
+                crashed: AtomicBool::new(false),
+                image: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// True once the crash fence has been reached.
+    pub fn crashed(&self) -> bool {
+        self.shared.crashed.load(Ordering::Acquire)
+    }
+
+    /// Fences issued so far.
+    pub fn fences(&self) -> u64 {
+        self.shared.fences.load(Ordering::Relaxed)
+    }
+
+    /// The media image captured at the crash, if it happened.
+    pub fn crash_image(&self) -> Option<Image> {
+        self.shared.image.lock().clone()
+    }
+
+    /// The media as it would be after a crash right now (fenced data plus a random subset of
+    /// unfenced words).
+    pub fn image_now(&self) -> Image {
+        self.shared.capture()
+    }
+}
+
+impl SimShared {
+    fn next_bit(&self) -> bool {
+        let mut s = self.rng.lock();
+        // splitmix64
+        *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) & 1 == 1
+    }
+
+    fn capture(&self) -> Image {
+        let regions = self.regions.lock();
+        let mut image = Image::new();
+        for (name, r) in regions.iter() {
+            let mut img = r.shadow.lock().clone();
+            for (i, w) in img.iter_mut().enumerate() {
+                let v = r.view[i].load(Ordering::Acquire);
+                if v != *w && self.next_bit() {
+                    *w = v;
+                }
+            }
+            image.insert(name.clone(), img);
+        }
+        image
+    }
+
+    fn on_fence(&self) {
+        let n = self.fences.fetch_add(1, Ordering::AcqRel) + 1;
+        if n == self.crash_at_fence && !self.crashed.load(Ordering::Acquire) {
+            let image = self.capture();
+            *self.image.lock() = Some(image);
+            self.crashed.store(true, Ordering::Release);
+        }
+    }
+}
+
+struct SimHandle {
+    shared: Arc<SimShared>,
+    region: Arc<SimRegion>,
+}
+
+impl Storage for SimStorage {
+    fn open_region(
+        &self,
+        name: &str,
+        len_bytes: usize,
+        create: bool,
+    ) -> Result<Option<Box<dyn Persist>>> {
+        assert!(len_bytes > 0 && len_bytes.is_multiple_of(PAGE_BYTES));
+        let mut regions = self.shared.regions.lock();
+        let region = match regions.get(name) {
+            Some(r) => {
+                if r.view.len() * 8 != len_bytes {
+                    return Err(Error::corruption(
+                        name,
+                        0,
+                        format!("region is {} bytes, expected {len_bytes}", r.view.len() * 8),
+                    ));
+                }
+                r.clone()
+            }
+            None if !create => return Ok(None),
+            None => {
+                let words = len_bytes / 8;
+                let r = Arc::new(SimRegion {
+                    view: (0..words).map(|_| AtomicU64::new(0)).collect(),
+                    shadow: Mutex::new(vec![0; words]),
+                    pending_lines: Mutex::new(Vec::new()),
+                });
+                regions.insert(name.to_string(), r.clone());
+                r
+            }
+        };
+        Ok(Some(Box::new(SimHandle {
+            shared: self.shared.clone(),
+            region,
+        })))
+    }
+
+    fn location(&self) -> PathBuf {
+        PathBuf::from("<simulated media>")
+    }
+}
+
+impl Persist for SimHandle {
+    fn words(&self) -> &[AtomicU64] {
+        &self.region.view
+    }
+
+    fn flush(&self, off: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let mut pending = self.region.pending_lines.lock();
+        let end = (off + len).min(self.region.view.len() * 8);
+        let mut line = off / LINE_BYTES;
+        while line * LINE_BYTES < end {
+            pending.push(line);
+            line += 1;
+        }
+    }
+
+    fn fence(&self) -> Result<()> {
+        // The crash, if it is this fence, happens before the barrier completes: the lines
+        // flushed since the last fence may or may not have reached the media.
+        self.shared.on_fence();
+        let lines = std::mem::take(&mut *self.region.pending_lines.lock());
+        let mut shadow = self.region.shadow.lock();
+        for line in lines {
+            let first = line * LINE_BYTES / 8;
+            for i in first..(first + LINE_BYTES / 8).min(shadow.len()) {
+                shadow[i] = self.region.view[i].load(Ordering::Acquire);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A region plus the counters Plush reports (lines flushed, 256-byte blocks touched, fences).
+pub struct Region {
+    name: String,
+    inner: Box<dyn Persist>,
+    pub(crate) lines_flushed: AtomicU64,
+    pub(crate) blocks_flushed: AtomicU64,
+    pub(crate) fences: AtomicU64,
+}
+
+impl Region {
+    pub(crate) fn new(name: &str, inner: Box<dyn Persist>) -> Region {
+        Region {
+            name: name.to_string(),
+            inner,
+            lines_flushed: AtomicU64::new(0),
+            blocks_flushed: AtomicU64::new(0),
+            fences: AtomicU64::new(0),
+        }
+    }
+
+    /// The region's file name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Word `i` of the region (panics past the end: callers index from validated geometry).
+    #[inline]
+    pub(crate) fn word(&self, i: usize) -> &AtomicU64 {
+        &self.inner.words()[i]
+    }
+
+    /// Flushes `words` words starting at word `first`.
+    pub(crate) fn flush_words(&self, first: usize, words: usize) {
+        if words == 0 {
+            return;
+        }
+        let (off, len) = (first * 8, words * 8);
+        let lines = (off + len).div_ceil(LINE_BYTES) - off / LINE_BYTES;
+        let blocks = (off + len).div_ceil(BLOCK_BYTES) - off / BLOCK_BYTES;
+        self.lines_flushed
+            .fetch_add(lines as u64, Ordering::Relaxed);
+        self.blocks_flushed
+            .fetch_add(blocks as u64, Ordering::Relaxed);
+        self.inner.flush(off, len);
+    }
+
+    pub(crate) fn fence(&self) -> Result<()> {
+        self.fences.fetch_add(1, Ordering::Relaxed);
+        self.inner.fence()
+    }
+}

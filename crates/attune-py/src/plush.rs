@@ -1,0 +1,277 @@
+//! Bindings for the Plush hash table: `HashDB`. Same lifecycle as `DB`: `close()` (idempotent),
+//! a context manager, `ClosedError` after close, `ForkedError` in a forked child (whose `close`
+//! only marks the handle closed: the mapping and the directory lock are the parent's). Engine
+//! calls release the GIL.
+//!
+//! Keys and values are 8 bytes: an `int` in [0, 2**64) or exactly 8 bytes (little-endian).
+
+use crate::errors::{attune_error, plush_error as to_py};
+use attune_kv::env::fork;
+use attune_plush::{Backend, Options, Plush};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyInt};
+use std::sync::Arc;
+
+/// An 8-byte key or value: an int in [0, 2**64) or 8 bytes (little-endian).
+fn word(v: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    if v.is_instance_of::<PyInt>() {
+        return v.extract::<u64>().map_err(|_| {
+            attune_error(
+                v.py(),
+                "InvalidArgumentError",
+                format!("{what} {v} is not in [0, 2**64)"),
+            )
+        });
+    }
+    if let Ok(b) = v.downcast::<PyBytes>() {
+        let bytes = b.as_bytes();
+        return <[u8; 8]>::try_from(bytes)
+            .map(u64::from_le_bytes)
+            .map_err(|_| {
+                attune_error(
+                    v.py(),
+                    "InvalidArgumentError",
+                    format!(
+                        "{what} is {} bytes; HashDB stores 8-byte keys and values (an int, or \
+                         exactly 8 bytes)",
+                        bytes.len()
+                    ),
+                )
+            });
+    }
+    Err(attune_error(
+        v.py(),
+        "InvalidArgumentError",
+        format!(
+            "{what} must be an int in [0, 2**64) or 8 bytes, not {}",
+            v.get_type().name()?
+        ),
+    ))
+}
+
+fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
+    let mut o = Options::default();
+    let Some(kw) = kwargs else {
+        return Ok(o);
+    };
+    for (k, v) in kw.iter() {
+        let key: String = k.extract()?;
+        let py = v.py();
+        let bad = |msg: String| attune_error(py, "InvalidArgumentError", msg);
+        let uint = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
+            if v.extract::<bool>().is_ok() && !v.is_instance_of::<PyInt>() {
+                return Err(bad(format!("option {key} must be an int")));
+            }
+            v.extract::<usize>()
+                .map_err(|_| bad(format!("option {key}={v} must be a non-negative int")))
+        };
+        match key.as_str() {
+            "create_if_missing" => o.create_if_missing = v.extract()?,
+            "sync" => o.sync = v.extract()?,
+            "dram_entries_log2" => o.dram_entries_log2 = uint(&v)? as u32,
+            "fanout_log2" => o.fanout_log2 = uint(&v)? as u32,
+            "log_partitions" => o.log_partitions = uint(&v)?,
+            "log_chunk_bytes" => o.log_chunk_bytes = uint(&v)?,
+            "log_chunks" => o.log_chunks = uint(&v)?,
+            "dram_filter_levels" => o.dram_filter_levels = uint(&v)?,
+            "levels_max" => o.levels_max = uint(&v)?,
+            "backend" => {
+                o.backend = Backend::parse(&v.extract::<String>()?).map_err(to_py)?;
+            }
+            _ => {
+                return Err(bad(format!(
+                    "unknown HashDB option {key:?}; known: {}",
+                    OPTION_NAMES.join(", ")
+                )))
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// The options `HashDB(path, **options)` accepts.
+const OPTION_NAMES: [&str; 10] = [
+    "create_if_missing",
+    "sync",
+    "dram_entries_log2",
+    "fanout_log2",
+    "log_partitions",
+    "log_chunk_bytes",
+    "log_chunks",
+    "dram_filter_levels",
+    "levels_max",
+    "backend",
+];
+
+/// A Plush hash database of 8-byte keys and values. `HashDB(path, **options)`.
+#[pyclass(module = "attune._native")]
+pub struct HashDB {
+    db: parking_lot::RwLock<Option<Arc<Plush>>>,
+    path: String,
+    fork_generation: u64,
+}
+
+impl HashDB {
+    fn handle(&self, py: Python<'_>) -> PyResult<Arc<Plush>> {
+        if fork::generation() != self.fork_generation {
+            return Err(attune_error(
+                py,
+                "ForkedError",
+                format!(
+                    "hash database {} was opened in a parent process: a handle cannot cross \
+                     fork(); open it in this process (after the parent closes it), or use the \
+                     multiprocessing 'spawn' start method",
+                    self.path
+                ),
+            ));
+        }
+        self.db.read().clone().ok_or_else(|| {
+            attune_error(
+                py,
+                "ClosedError",
+                format!(
+                    "hash database {} is closed; open it again with attune.HashDB(path)",
+                    self.path
+                ),
+            )
+        })
+    }
+}
+
+#[pymethods]
+impl HashDB {
+    #[new]
+    #[pyo3(signature = (path, **options))]
+    fn new(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let path = crate::kv::path_arg(path)?;
+        let opts = options_from_kwargs(options)?;
+        let generation = fork::generation();
+        let p = path.clone();
+        let db = py
+            .allow_threads(move || Plush::open(&p, opts))
+            .map_err(to_py)?;
+        Ok(HashDB {
+            db: parking_lot::RwLock::new(Some(Arc::new(db))),
+            path: path.display().to_string(),
+            fork_generation: generation,
+        })
+    }
+
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (k, v) = (word(key, "key")?, word(value, "value")?);
+        let db = self.handle(py)?;
+        py.allow_threads(move || db.put(k, v)).map_err(to_py)
+    }
+
+    /// The value as 8 bytes (little-endian), or None.
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let k = word(key, "key")?;
+        let v = self.handle(py)?.get(k);
+        Ok(v.map(|v| PyBytes::new(py, &v.to_le_bytes())))
+    }
+
+    /// The value as an int, or None.
+    fn get_int(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        let k = word(key, "key")?;
+        Ok(self.handle(py)?.get(k))
+    }
+
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let k = word(key, "key")?;
+        let db = self.handle(py)?;
+        py.allow_threads(move || db.delete(k)).map_err(to_py)
+    }
+
+    /// Migrates the DRAM level into the first persistent level (the recovery log then holds
+    /// nothing live).
+    fn checkpoint(&self, py: Python<'_>) -> PyResult<()> {
+        let db = self.handle(py)?;
+        py.allow_threads(move || db.checkpoint()).map_err(to_py)
+    }
+
+    /// Checks every level entry and log chunk: {"levels", "entries_checked", "records",
+    /// "log_chunks_in_use", "log_entries"}.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.handle(py)?;
+        let r = py.allow_threads(move || db.verify()).map_err(to_py)?;
+        crate::stats::to_dict(py, &r)
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.handle(py)?;
+        let s = py.allow_threads(move || db.stats());
+        crate::stats::to_dict(py, &s)
+    }
+
+    #[getter]
+    fn path(&self) -> String {
+        self.path.clone()
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.db.read().is_none()
+    }
+
+    /// Closes the database now (the lock is released). A second call does nothing; in a forked
+    /// child it only marks this handle closed (the mapping and the lock are the parent's).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.db.write().take();
+        if let Some(db) = taken {
+            if fork::generation() != self.fork_generation {
+                std::mem::forget(db);
+                return Ok(());
+            }
+            py.allow_threads(move || drop(db));
+        }
+        Ok(())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(&self, py: Python<'_>, _a: PyObject, _b: PyObject, _c: PyObject) -> PyResult<()> {
+        self.close(py)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.db.read().is_some() {
+            "open"
+        } else {
+            "closed"
+        };
+        format!("attune.HashDB({:?}, {state})", self.path)
+    }
+}
+
+impl Drop for HashDB {
+    fn drop(&mut self) {
+        if fork::generation() != self.fork_generation {
+            // A forked child must not unlock or unmap the parent's files.
+            if let Some(db) = self.db.get_mut().take() {
+                std::mem::forget(db);
+            }
+        }
+    }
+}
+
+/// Adds `HashDB` and `HASH_DB_OPTION_NAMES` to the native module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<HashDB>()?;
+    m.add("HASH_DB_OPTION_NAMES", OPTION_NAMES.to_vec())?;
+    Ok(())
+}

@@ -1,0 +1,141 @@
+"""attune.HashDB (Plush) meets a user the way attune.DB does: a context manager, close() that is
+idempotent and makes every later call a ClosedError, one opener per directory, ForkedError in a
+forked child, attune errors for bad arguments and damaged files, stats and verify as dicts; and
+the `attune hash-db` verbs."""
+
+import json
+import multiprocessing as mp
+
+import pytest
+
+import attune
+from attune.cli import main
+
+SMALL = {"dram_entries_log2": 6, "log_partitions": 4, "log_chunk_bytes": 1 << 20, "sync": False}
+
+
+def _open(path, **kw):
+    return attune.HashDB(path, **{**SMALL, **kw})
+
+
+def test_put_get_delete_survive_close_and_reopen(tmp_path):
+    p = tmp_path / "h"
+    with _open(p) as db:
+        for k in range(20_000):
+            db.put(k, k * 2 + 1)
+        db.delete(5)
+        db.put(b"\x01" * 8, b"\x02" * 8)
+        assert db.get_int(7) == 15
+        assert db.get(7) == (15).to_bytes(8, "little")
+        assert db.get_int(5) is None
+        s = db.stats()
+        assert s["puts"] == 20_001 and s["deletes"] == 1
+        assert s["levels"] >= 1
+    assert db.closed
+    with _open(p) as db:
+        assert db.get_int(19_999) == 39_999
+        assert db.get_int(5) is None
+        assert db.get(b"\x01" * 8) == b"\x02" * 8
+        r = db.verify()
+        assert r["records"] > 0 and r["levels"] >= 1
+
+
+def test_close_is_idempotent_and_later_calls_raise_closed_error(tmp_path):
+    db = _open(tmp_path / "h")
+    db.close()
+    db.close()
+    for call in (lambda: db.put(1, 2), lambda: db.get(1), lambda: db.stats(), db.verify):
+        with pytest.raises(attune.ClosedError):
+            call()
+    assert "closed" in repr(db)
+
+
+def test_bad_arguments_raise_invalid_argument(tmp_path):
+    with _open(tmp_path / "h") as db:
+        with pytest.raises(attune.InvalidArgumentError, match="8 bytes"):
+            db.put(b"short", 1)
+        with pytest.raises(attune.InvalidArgumentError, match="2\\*\\*64"):
+            db.put(-1, 1)
+        with pytest.raises(attune.InvalidArgumentError, match="tombstone"):
+            db.put(1, 2**64 - 1)
+        with pytest.raises(attune.InvalidArgumentError):
+            db.get("a string")
+    with pytest.raises(attune.InvalidArgumentError, match="unknown HashDB option"):
+        attune.HashDB(tmp_path / "x", not_an_option=1)
+    with pytest.raises(attune.InvalidArgumentError, match="log_partitions"):
+        attune.HashDB(tmp_path / "y", log_partitions=3)
+
+
+def test_one_opener_per_directory_and_no_database_without_create(tmp_path):
+    with _open(tmp_path / "h"), pytest.raises(attune.LockedError):
+        _open(tmp_path / "h")
+    with pytest.raises(attune.NotADatabaseError):
+        _open(tmp_path / "nothing", create_if_missing=False)
+
+
+def test_a_damaged_manifest_is_a_corruption_error_naming_the_file(tmp_path):
+    p = tmp_path / "h"
+    _open(p).close()
+    m = p / "manifest.plush"
+    b = bytearray(m.read_bytes())
+    b[20] ^= 1
+    m.write_bytes(bytes(b))
+    with pytest.raises(attune.CorruptionError) as e:
+        _open(p)
+    assert "manifest.plush" in str(e.value)
+
+
+def _child_uses_parents_handle(db, q):
+    out = {}
+    for name, call in [("put", lambda: db.put(9, 9)), ("get", lambda: db.get(1))]:
+        try:
+            call()
+            out[name] = "worked"
+        except attune.ForkedError as e:
+            out[name] = ("ForkedError", str(e))
+        except BaseException as e:  # noqa: BLE001 (report anything else to the parent)
+            out[name] = (type(e).__name__, str(e))
+    db.close()
+    q.put(out)
+
+
+def test_fork_child_gets_forked_error_and_the_parent_loses_nothing(tmp_path):
+    p = tmp_path / "h"
+    db = _open(p)
+    db.put(1, 100)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    child = ctx.Process(target=_child_uses_parents_handle, args=(db, q))
+    child.start()
+    out = q.get(timeout=120)
+    child.join(120)
+    assert child.exitcode == 0
+    for name in ("put", "get"):
+        assert out[name][0] == "ForkedError", (name, out[name])
+    db.put(2, 200)
+    db.close()
+    with _open(p) as db:
+        assert db.get_int(9) is None
+        assert db.get_int(1) == 100 and db.get_int(2) == 200
+
+
+def test_cli_verbs(tmp_path, capsys):
+    p = str(tmp_path / "h")
+    opts = ["-o", "dram_entries_log2=8", "-o", "log_partitions=4", "-o", "log_chunk_bytes=1048576"]
+    assert main(["hash-db", "open", p, *opts, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["levels"] == 0
+    assert main(["hash-db", "put", p, "42", "0x10"]) == 0
+    assert main(["hash-db", "get", p, "42", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {
+        "key": 42,
+        "found": True,
+        "value": 16,
+    }
+    assert main(["hash-db", "delete", p, "42"]) == 0
+    assert main(["hash-db", "get", p, "42"]) == 1
+    assert main(["hash-db", "stats", p, "--json"]) == 0
+    # Counters are per open; the put and the delete come back from the recovery log.
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["recovered_records"] == 2
+    assert main(["hash-db", "verify", p, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["ok"] is True
+    assert main(["hash-db", "get", str(tmp_path / "none"), "1"]) != 0
