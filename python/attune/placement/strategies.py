@@ -21,7 +21,10 @@ outweigh a relative time difference of 1e-7.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -39,6 +42,21 @@ from attune.placement.model import (
 )
 
 STRATEGIES = ("lopt", "hot-column", "hot-table")
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """HiGHS prints its banner on the C stdout whatever its options; keep --json output clean."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 @dataclass
@@ -212,8 +230,9 @@ def lopt(
         scan_list = sorted(rng.sample(scan_list, keep), key=lambda s: (s.table, s.columns))
     si = {s: i for i, s in enumerate(scan_list)}
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    with _quiet_stdout():
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", float(mip_gap))
     h.setOptionValue("threads", int(threads))
@@ -279,7 +298,8 @@ def lopt(
                 h.addRow(-inf, bound * (1 + 1e-9) + 1e-12, len(counts), list(counts), list(counts.values()))
 
     t0 = time.perf_counter()
-    h.run()
+    with _quiet_stdout():
+        h.run()
     solve_s = time.perf_counter() - t0
     status = h.getModelStatus()
     status_s = h.modelStatusToString(status)
