@@ -86,8 +86,10 @@ def register(sub) -> None:
     add_output_flags(a)
     a.set_defaults(func=_advise)
 
-    for name, helptext in (("verify", "check every column file against the manifest"),
-                           ("gc", "delete column files no manifest names")):
+    for name, helptext in (
+        ("verify", "check every column file against the manifest"),
+        ("gc", "delete column files no manifest names"),
+    ):
         v = ps.add_parser(name, help=helptext)
         v.add_argument("store", metavar="STORE")
         add_output_flags(v)
@@ -123,8 +125,10 @@ def _devices(args) -> int:
     else:
         for r in rows:
             cap = "-" if r["capacity"] is None else f"{r['capacity'] / 1e9:.1f} GB"
-            print(f"{r['name']:10} {r['cost_ct_per_gb']:7.1f} ct/GB {r['throughput_bps'] / 1e9:6.2f} GB/s "
-                  f"seek {r['seek_ms']:.2f} ms  capacity {cap}  {r['codec']}")
+            print(
+                f"{r['name']:10} {r['cost_ct_per_gb']:7.1f} ct/GB {r['throughput_bps'] / 1e9:6.2f} GB/s "
+                f"seek {r['seek_ms']:.2f} ms  capacity {cap}  {r['codec']}"
+            )
     return 0
 
 
@@ -151,13 +155,18 @@ def _trace(args) -> int:
         scans = tr.extract_workload(tr.tpch_queries(), tr.TPCH_SCHEMA)
     if args.out:
         tr.write_trace(args.out, scans)
-    recs = [{"query": q, "scans": [{"table": s.table, "columns": list(s.columns)} for s in v]}
-            for q, v in scans.items()]
+    recs = [
+        {"query": q, "scans": [{"table": s.table, "columns": list(s.columns)} for s in v]}
+        for q, v in scans.items()
+    ]
     if args.json:
         print(json.dumps(recs))
     elif not args.out:
         for r in recs:
-            print(r["query"], "; ".join(f"{s['table']}({', '.join(s['columns'])})" for s in r["scans"]))
+            print(
+                r["query"],
+                "; ".join(f"{s['table']}({', '.join(s['columns'])})" for s in r["scans"]),
+            )
     return 0
 
 
@@ -170,9 +179,16 @@ def _load(args) -> int:
     if not tables:
         raise InvalidArgumentError(f"{src}: no .parquet files")
     s = st.create_store(args.store, tables, load_devices(args.devices), default_device=args.device)
-    out = {"store": str(s.root), "columns": len(s.columns),
-           "bytes": sum(e["bytes"] for e in s.columns.values())}
-    print(json.dumps(out) if args.json else f"{out['columns']} columns, {out['bytes']} bytes in {s.root}")
+    out = {
+        "store": str(s.root),
+        "columns": len(s.columns),
+        "bytes": sum(e["bytes"] for e in s.columns.values()),
+    }
+    print(
+        json.dumps(out)
+        if args.json
+        else f"{out['columns']} columns, {out['bytes']} bytes in {s.root}"
+    )
     return 0
 
 
@@ -201,12 +217,15 @@ def _run_solve(args):
     mode = "budget" if args.budget is not None else "capacity"
     kw = {"mode": mode}
     if args.strategy == "lopt":
-        kw.update(budget_ct=args.budget, sample=args.sample, time_limit_s=args.time_limit,
-                  secondary=not args.no_secondary,
-                  no_regression=s.placement() if args.no_regression else None)
-    elif args.no_regression or args.budget is not None:
-        if args.budget is None:
-            raise InvalidArgumentError("--no-regression needs --strategy lopt")
+        kw.update(
+            budget_ct=args.budget,
+            sample=args.sample,
+            time_limit_s=args.time_limit,
+            secondary=not args.no_secondary,
+            no_regression=s.placement() if args.no_regression else None,
+        )
+    elif (args.no_regression or args.budget is not None) and args.budget is None:
+        raise InvalidArgumentError("--no-regression needs --strategy lopt")
     return s, devs, sg.solve(w, devs, args.strategy, **kw)
 
 
@@ -215,8 +234,10 @@ def _print_result(args, r, extra=None) -> None:
     if args.json:
         print(json.dumps(d))
         return
-    print(f"{r.strategy} ({r.mode}): predicted {r.predicted_s:.3f} s, cost {r.cost_ct:.2f} ct, "
-          f"solve {r.solve_s:.3f} s, {r.status}" + (f" (gap {r.gap:.2%})" if r.gap else ""))
+    print(
+        f"{r.strategy} ({r.mode}): predicted {r.predicted_s:.3f} s, cost {r.cost_ct:.2f} ct, "
+        f"solve {r.solve_s:.3f} s, {r.status}" + (f" (gap {r.gap:.2%})" if r.gap else "")
+    )
     for n, b in r.used_bytes.items():
         print(f"  {n:10} {b / 1e6:10.1f} MB")
     for k, v in (extra or {}).items():
@@ -244,18 +265,29 @@ def _advise(args) -> int:
     _, devs, w = _setup(args)
     curve = sg.pareto(w, devs, points=args.points, time_limit_s=args.time_limit)
     adv = sg.advise(curve, within=args.within)
-    pts = [{"budget_ct": r.extra.get("budget_ct"), "cost_ct": r.cost_ct,
-            "predicted_s": r.predicted_s, "status": r.status, "used_bytes": r.used_bytes}
-           for r in curve]
+    pts = [
+        {
+            "budget_ct": r.extra.get("budget_ct"),
+            "cost_ct": r.cost_ct,
+            "predicted_s": r.predicted_s,
+            "status": r.status,
+            "used_bytes": r.used_bytes,
+        }
+        for r in curve
+    ]
     if args.json:
         print(json.dumps({"curve": pts, "advice": adv}))
         return 0
     for p in pts:
-        print(f"budget {p['budget_ct']:9.2f} ct  cost {p['cost_ct']:9.2f} ct  "
-              f"predicted {p['predicted_s']:.3f} s  {p['status']}")
+        print(
+            f"budget {p['budget_ct']:9.2f} ct  cost {p['cost_ct']:9.2f} ct  "
+            f"predicted {p['predicted_s']:.3f} s  {p['status']}"
+        )
     buy = ", ".join(f"{n} {b / 1e9:.3f} GB" for n, b in adv["buy_bytes"].items())
-    print(f"advice: spend {adv['cost_ct']:.2f} ct ({buy}) for {adv['predicted_s']:.3f} s, "
-          f"within {adv['within']:.0%} of the best on the curve ({adv['best_predicted_s']:.3f} s)")
+    print(
+        f"advice: spend {adv['cost_ct']:.2f} ct ({buy}) for {adv['predicted_s']:.3f} s, "
+        f"within {adv['within']:.0%} of the best on the curve ({adv['best_predicted_s']:.3f} s)"
+    )
     return 0
 
 

@@ -8,21 +8,19 @@ pytest.importorskip("highspy")
 pytest.importorskip("sqlglot")
 duckdb = pytest.importorskip("duckdb")
 
-from attune.errors import CorruptionError, InvalidArgumentError  # noqa: E402
-from attune.placement import devices as dv  # noqa: E402
-from attune.placement import model as m  # noqa: E402
-from attune.placement import store as st  # noqa: E402
-from attune.placement import strategies as sg  # noqa: E402
-from attune.placement import trace as tr  # noqa: E402
+from attune.errors import CorruptionError, InvalidArgumentError
+from attune.placement import devices as dv
+from attune.placement import model as m
+from attune.placement import store as st
+from attune.placement import strategies as sg
+from attune.placement import trace as tr
 
 FAST = dv.Device("fast", 100.0, 1000.0, capacity=None)
 SLOW = dv.Device("slow", 10.0, 100.0, capacity=None)
 
 
 def small_workload() -> m.Workload:
-    cols = {
-        f"t.{c}": m.Column("t", c, 300.0, {"zstd": 100.0}) for c in ("a", "b", "cold")
-    }
+    cols = {f"t.{c}": m.Column("t", c, 300.0, {"zstd": 100.0}) for c in ("a", "b", "cold")}
     scans = {"q1": [m.Scan("t", ("a", "b"))], "q2": [m.Scan("t", ("a",))]}
     return m.Workload(cols, scans)
 
@@ -77,8 +75,15 @@ def test_tpch_trace():
     assert w["q01"] == [
         m.Scan(
             "lineitem",
-            ("l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag",
-             "l_linestatus", "l_shipdate"),
+            (
+                "l_quantity",
+                "l_extendedprice",
+                "l_discount",
+                "l_tax",
+                "l_returnflag",
+                "l_linestatus",
+                "l_shipdate",
+            ),
         )
     ]
     # EXISTS (SELECT * ...) reads only the columns it filters on
@@ -139,7 +144,9 @@ def test_no_regression():
 def _store(tmp_path):
     con = duckdb.connect()
     src = tmp_path / "t.parquet"
-    con.execute(f"COPY (SELECT range AS a, range * 2 AS b FROM range(1000)) TO '{src}' (FORMAT parquet)")
+    con.execute(
+        f"COPY (SELECT range AS a, range * 2 AS b FROM range(1000)) TO '{src}' (FORMAT parquet)"
+    )
     devs = [FAST, SLOW]
     return st.create_store(tmp_path / "store", {"t": str(src)}, devs), devs
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import tomllib
 
 from attune.errors import InvalidArgumentError
 
@@ -157,9 +158,7 @@ def device_from_dict(raw: dict, where: str) -> Device:
     measured_raw = raw.get("measured", {})
     if not isinstance(measured_raw, dict):
         raise InvalidArgumentError(f"{where}: measured must be a table codec = rate")
-    measured = {
-        str(k): parse_rate(v, f"{where}: measured.{k}") for k, v in measured_raw.items()
-    }
+    measured = {str(k): parse_rate(v, f"{where}: measured.{k}") for k, v in measured_raw.items()}
     mount = raw.get("mount")
     if mount is not None and not isinstance(mount, str):
         raise InvalidArgumentError(f"{where}: mount must be a path string")
@@ -204,11 +203,15 @@ def devices_from_doc(doc: dict, where: str) -> list[Device]:
     raw = doc.get("device")
     if not isinstance(raw, list) or not raw:
         raise InvalidArgumentError(f"device file {where}: no [[device]] tables")
-    devices = [device_from_dict(d, f"device file {where}: device #{i + 1}") for i, d in enumerate(raw)]
+    devices = [
+        device_from_dict(d, f"device file {where}: device #{i + 1}") for i, d in enumerate(raw)
+    ]
     names = [d.name for d in devices]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise InvalidArgumentError(f"device file {where}: duplicate device name(s) {', '.join(dup)}")
+        raise InvalidArgumentError(
+            f"device file {where}: duplicate device name(s) {', '.join(dup)}"
+        )
     return devices
 
 
@@ -228,7 +231,7 @@ def devices_to_toml(devices: list[Device]) -> str:
         out.append(f"readers = {d.readers}")
         out.append(f'codec = "{d.codec}"')
         if d.measured:
-            inner = ", ".join(f'{k} = {v!r}' for k, v in sorted(d.measured.items()))
+            inner = ", ".join(f"{k} = {v!r}" for k, v in sorted(d.measured.items()))
             out.append(f"measured = {{ {inner} }}")
         out.append("")
     return "\n".join(out)

@@ -52,7 +52,7 @@ class Scan:
     table: str
     columns: tuple[str, ...]
 
-    def keys(self) -> list[str]:
+    def column_keys(self) -> list[str]:
         return [f"{self.table}.{c}" for c in self.columns]
 
 
@@ -66,7 +66,7 @@ class Workload:
     def __post_init__(self) -> None:
         for q, scans in self.queries.items():
             for s in scans:
-                for k in s.keys():
+                for k in s.column_keys():
                     if k not in self.columns:
                         raise InvalidArgumentError(
                             f"query {q}: scan of {s.table} reads unknown column {k!r}"
@@ -86,13 +86,13 @@ class Workload:
         return out
 
     def touched(self) -> set[str]:
-        return {k for s in self.distinct_scans() for k in s.keys()}
+        return {k for s in self.distinct_scans() for k in s.column_keys()}
 
     def access_counts(self) -> Counter[str]:
         """Per column: how many scans read it (with multiplicity)."""
         c: Counter[str] = Counter()
         for s, n in self.distinct_scans().items():
-            for k in s.keys():
+            for k in s.column_keys():
                 c[k] += n
         return c
 
@@ -135,7 +135,7 @@ def scan_time(
 ) -> float:
     """Equation 2.3: the slowest device's share of the scan."""
     per: dict[str, float] = {}
-    for k in scan.keys():
+    for k in scan.column_keys():
         d = devices[placement[k]]
         per[d.name] = per.get(d.name, 0.0) + column_time(workload.columns[k], d)
     return max(per.values(), default=0.0)
@@ -157,9 +157,7 @@ def total_time(workload: Workload, devices: list[Device], placement: Placement) 
     return sum(query_times(workload, devices, placement).values())
 
 
-def used_bytes(
-    workload: Workload, devices: list[Device], placement: Placement
-) -> dict[str, float]:
+def used_bytes(workload: Workload, devices: list[Device], placement: Placement) -> dict[str, float]:
     by = {d.name: d for d in devices}
     out = {d.name: 0.0 for d in devices}
     for k, dn in placement.items():
@@ -170,4 +168,6 @@ def used_bytes(
 def cost(workload: Workload, devices: list[Device], placement: Placement) -> float:
     """Equation 2.5, in cents."""
     by = {d.name: d for d in devices}
-    return sum(used * by[n].cost_per_byte() for n, used in used_bytes(workload, devices, placement).items())
+    return sum(
+        used * by[n].cost_per_byte() for n, used in used_bytes(workload, devices, placement).items()
+    )

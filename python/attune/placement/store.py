@@ -95,7 +95,9 @@ def open_store(root: str | Path) -> Store:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CorruptionError(f"{p}: not a {FORMAT} manifest")
     if doc.get("version") != VERSION:
-        raise CorruptionError(f"{p}: manifest version {doc.get('version')!r}, this build reads {VERSION}")
+        raise CorruptionError(
+            f"{p}: manifest version {doc.get('version')!r}, this build reads {VERSION}"
+        )
     body = doc.get("body")
     if not isinstance(body, dict) or doc.get("sha256") != _body_checksum(body):
         raise CorruptionError(f"{p}: manifest checksum mismatch")
@@ -198,7 +200,9 @@ def connect(store: Store, con=None):
         parts = []
         for c in info["columns"]:
             parts.append(f"read_parquet('{store.column_path(f'{t}.{c}')}')")
-        con.execute(f'CREATE OR REPLACE VIEW "{t}" AS SELECT * FROM ' + " POSITIONAL JOIN ".join(parts))
+        con.execute(
+            f'CREATE OR REPLACE VIEW "{t}" AS SELECT * FROM ' + " POSITIONAL JOIN ".join(parts)
+        )
     return con
 
 

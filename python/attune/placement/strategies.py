@@ -151,7 +151,9 @@ def hot_table(workload: Workload, devices: list[Device]) -> Result:
             split.append(t)
             for k in sorted(tables[t], key=lambda k: -workload.columns[k].raw_bytes):
                 _place_on_fastest(workload, devices, free, placement, k)
-    return _result("hot-table", "capacity", workload, devices, placement, extra={"split_tables": split})
+    return _result(
+        "hot-table", "capacity", workload, devices, placement, extra={"split_tables": split}
+    )
 
 
 def _place_on_fastest(w, devices, free, placement, k) -> None:
@@ -242,13 +244,16 @@ def lopt(
         return c * nd + d
 
     nx = len(cols) * nd
-    nz = len(scan_list)
+    len(scan_list)
     costs = [[workload.columns[k].size_on(d) * d.cost_per_byte() for d in devices] for k in cols]
     # time scale for eps: the fastest-possible time is not known; use the slowest total instead
-    tmax = sum(
-        n * max(sum(column_time(workload.columns[k], d) for k in s.keys()) for d in devices)
-        for s, n in scans.items()
-    ) or 1.0
+    tmax = (
+        sum(
+            n * max(sum(column_time(workload.columns[k], d) for k in s.column_keys()) for d in devices)
+            for s, n in scans.items()
+        )
+        or 1.0
+    )
     cmax = sum(max(r) for r in costs) or 1.0
     eps = 1e-7 * tmax / cmax if secondary else 0.0
     for i in range(len(cols)):
@@ -263,7 +268,7 @@ def lopt(
     for i in range(len(cols)):
         h.addRow(1.0, 1.0, nd, [xv(i, d) for d in range(nd)], [1.0] * nd)
     for s in scan_list:
-        keys = s.keys()
+        keys = s.column_keys()
         for d, dev in enumerate(devices):
             idx = [xv(ci[k], d) for k in keys] + [nx + si[s]]
             val = [column_time(workload.columns[k], dev) for k in keys] + [-1.0]
@@ -288,14 +293,20 @@ def lopt(
 
         check_placement(workload, devices, no_regression)
         by = {d.name: d for d in devices}
-        for q, qscans in workload.queries.items():
+        for qscans in workload.queries.values():
             bound = sum(scan_time(s, workload, by, no_regression) for s in qscans)
             counts: dict[int, float] = {}
             for s in qscans:
                 if s in si:
                     counts[nx + si[s]] = counts.get(nx + si[s], 0.0) + 1.0
             if counts:
-                h.addRow(-inf, bound * (1 + 1e-9) + 1e-12, len(counts), list(counts), list(counts.values()))
+                h.addRow(
+                    -inf,
+                    bound * (1 + 1e-9) + 1e-12,
+                    len(counts),
+                    list(counts),
+                    list(counts.values()),
+                )
 
     t0 = time.perf_counter()
     with _quiet_stdout():
@@ -303,7 +314,10 @@ def lopt(
     solve_s = time.perf_counter() - t0
     status = h.getModelStatus()
     status_s = h.modelStatusToString(status)
-    if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
+    if status in (
+        highspy.HighsModelStatus.kInfeasible,
+        highspy.HighsModelStatus.kUnboundedOrInfeasible,
+    ):
         what = "capacities" if mode == "capacity" else f"budget {budget_ct:.2f} ct"
         extra = " with the no-regression constraint" if no_regression is not None else ""
         raise InvalidArgumentError(f"infeasible: no placement fits the {what}{extra}")
@@ -348,9 +362,7 @@ def solve(workload: Workload, devices: list[Device], strategy: str, **kw) -> Res
     raise InvalidArgumentError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
 
 
-def pareto(
-    workload: Workload, devices: list[Device], *, points: int = 12, **kw
-) -> list[Result]:
+def pareto(workload: Workload, devices: list[Device], *, points: int = 12, **kw) -> list[Result]:
     """Budget-mode LOPT over budgets from the cheapest placement up to the cost of the fastest
     single-device placement; the curve of budget vs predicted time."""
     lo = min_cost(workload, devices)

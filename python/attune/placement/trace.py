@@ -108,7 +108,9 @@ def tpch_queries() -> dict[str, str]:
     return {f"q{i:02d}": (base / f"q{i:02d}.sql").read_text(encoding="utf-8") for i in range(1, 23)}
 
 
-def extract_scans(sql: str, schema: dict[str, dict[str, str]], *, name: str = "query") -> list[Scan]:
+def extract_scans(
+    sql: str, schema: dict[str, dict[str, str]], *, name: str = "query"
+) -> list[Scan]:
     """The table scans of one SQL query, in the order their tables appear."""
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
@@ -117,7 +119,9 @@ def extract_scans(sql: str, schema: dict[str, dict[str, str]], *, name: str = "q
     # `EXISTS (SELECT * ...)` reads no columns through its star: count only what it filters on.
     for ex in tree.find_all(exp.Exists):
         inner = ex.this
-        if isinstance(inner, exp.Select) and any(isinstance(e, exp.Star) for e in inner.expressions):
+        if isinstance(inner, exp.Select) and any(
+            isinstance(e, exp.Star) for e in inner.expressions
+        ):
             inner.set("expressions", [exp.Literal.number(1)])
     try:
         tree = qualify(tree, schema=schema, dialect="duckdb", validate_qualify_columns=True)
@@ -169,7 +173,10 @@ def extract_workload(
 def write_trace(path: str | Path, queries: dict[str, list[Scan]]) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for q, scans in queries.items():
-            rec = {"query": q, "scans": [{"table": s.table, "columns": list(s.columns)} for s in scans]}
+            rec = {
+                "query": q,
+                "scans": [{"table": s.table, "columns": list(s.columns)} for s in scans],
+            }
             f.write(json.dumps(rec) + "\n")
 
 
@@ -185,7 +192,9 @@ def read_trace(path: str | Path) -> dict[str, list[Scan]]:
         try:
             rec = json.loads(line)
             q = str(rec["query"])
-            scans = [Scan(str(s["table"]), tuple(str(c) for c in s["columns"])) for s in rec["scans"]]
+            scans = [
+                Scan(str(s["table"]), tuple(str(c) for c in s["columns"])) for s in rec["scans"]
+            ]
         except (ValueError, KeyError, TypeError) as e:
             raise WorkloadError(f"trace {path}:{n}: not a trace record ({e})") from None
         out.setdefault(q, []).extend(scans)
