@@ -249,7 +249,10 @@ def lopt(
     # time scale for eps: the fastest-possible time is not known; use the slowest total instead
     tmax = (
         sum(
-            n * max(sum(column_time(workload.columns[k], d) for k in s.column_keys()) for d in devices)
+            n
+            * max(
+                sum(column_time(workload.columns[k], d) for k in s.column_keys()) for d in devices
+            )
             for s, n in scans.items()
         )
         or 1.0
