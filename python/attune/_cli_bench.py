@@ -83,6 +83,12 @@ def _run_harness(args) -> int:
     return run([*prefix, *argv], progress=not args.no_progress, json_errors=args.json)
 
 
+def _run_place(args) -> int:
+    from attune.bench import place
+
+    return place.main(list(args.harness_args))
+
+
 def _run_splitdf(args) -> int:
     from attune.bench import BenchError, splitdf
 
@@ -231,6 +237,14 @@ def register(sub) -> None:
     )
     q.add_argument("harness_args", nargs=argparse.REMAINDER)
     q.set_defaults(func=_run_splitdf)
+    q = verbs.add_parser(
+        "place",
+        help="Mosaic: placement strategies over device mixes, budget curve (model-only)",
+        add_help=False,
+        prefix_chars="+",
+    )
+    q.add_argument("harness_args", nargs=argparse.REMAINDER)
+    q.set_defaults(func=_run_place)
     r = verbs.add_parser("report", help="write a markdown report with plots from results files")
     r.add_argument("results", nargs="*", help="JSON-lines results files")
     r.add_argument(
