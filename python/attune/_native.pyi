@@ -12,6 +12,7 @@ from typing import Any, Self, TypeAlias, final
 __all__ = [
     "DB",
     "OPTION_NAMES",
+    "EmbedStore",
     "Items",
     "OpStream",
     "RequestStream",
@@ -21,7 +22,13 @@ __all__ = [
     "WriteBatch",
     "__version__",
     "_register_errors",
+    "embed_access_stream",
+    "embed_list_tables",
+    "embed_load_table",
+    "embed_simulate",
+    "embed_verify_table",
     "hash_join",
+    "workload_criteo",
     "workload_keys",
     "workload_mixgraph",
     "workload_trace_write",
@@ -135,6 +142,17 @@ def hash_join(r_keys: Any, s_keys: Any, vip: bool = True) -> list[tuple[int, int
 _OpTuple: TypeAlias = tuple[str, int, int]
 _RecordTuple: TypeAlias = tuple[int, int, int, str, int]
 
+def workload_criteo(
+    tables: int,
+    scale: float,
+    count: int,
+    seed: int = 0,
+    theta: float = 1.05,
+    clusters: int = 10_000,
+    cluster_theta: float = 0.9,
+    correlation: float = 0.8,
+    pool: int = 4,
+) -> tuple[bytes, bytes, bytes, list[int]]: ...
 def workload_keys(
     name: str,
     n: int,
@@ -205,3 +223,27 @@ def workload_trace_write(
 class TraceReader:
     def __new__(cls, path: str) -> Self: ...
     def take(self, k: int) -> list[_RecordTuple]: ...
+
+@final
+class EmbedStore:
+    def __init__(
+        self,
+        path: str,
+        tables: list[str],
+        cache_bytes: int = 0,
+        policy: str = "ev-lfu",
+        precisions: list[int] = ...,
+        l1_share: float = 0.5,
+    ) -> None: ...
+    def lookup(self, keys: bytes) -> bytearray: ...
+    def stats(self) -> dict[str, int]: ...
+    def info(self) -> tuple[list[str], int, list[int], str, int, int]: ...
+    def close(self) -> None: ...
+
+def embed_load_table(dir: str, name: str, dim: int, values: bytes) -> None: ...
+def embed_verify_table(dir: str, name: str) -> tuple[int, int]: ...
+def embed_list_tables(dir: str) -> list[str]: ...
+def embed_simulate(
+    policy: str, capacity: int, tables: int, keys: bytes, warmup: int = 0
+) -> tuple[int, int, int, int]: ...
+def embed_access_stream(policy: str, capacity: int, keys: bytes) -> int: ...

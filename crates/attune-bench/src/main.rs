@@ -1,7 +1,7 @@
 //! `attune-bench`: the one benchmark harness of the repository (see `docs/bench.md`).
 //!
 //! Subcommands, one module each: `kv micro|ycsb|engines` (the engine and its peers), `hash`
-//! (VIP hashing), `cache-sim` (Symbiosis on traces), `cache-kv` (Symbiosis in the engine),
+//! (VIP hashing), `cache-sim` (Symbiosis on traces), `cache-kv` (Symbiosis in the engine), `embed` (embedding-store caches),
 //! `learn` (learned-index lookups), `workload` (generator speed), `lookup-steps` (per-step lookup
 //! latency; needs the `step-timing` feature), `lookup-probe` (a read-path profiling loop) and
 //! `machine` (the machine description every row carries). Every subcommand takes `--out PATH`,
@@ -20,7 +20,7 @@ use attune_bench::options::{parse_count, parse_size, Compression, EngineSpec, Se
 use attune_bench::output::{command_line, Fail, OutputArgs, Sink};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
-use attune_bench::{cache_kv, cache_sim, child, dbbench, hash, learn, lookup_probe};
+use attune_bench::{cache_kv, cache_sim, child, dbbench, embed, hash, learn, lookup_probe};
 use attune_bench::{lookup_steps, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
@@ -53,6 +53,9 @@ enum Cmd {
     /// Symbiosis and the replacement policies on simulated traces (`--help`).
     #[command(disable_help_flag = true)]
     CacheSim(Raw),
+    /// Embedding-store caches on the Criteo-like workload: hit rates, L1 latency (`--help`).
+    #[command(disable_help_flag = true)]
+    Embed(Raw),
     /// Symbiosis in the engine: sweep, dynamic, overhead, ablation (`--help`).
     #[command(disable_help_flag = true)]
     CacheKv(Raw),
@@ -456,6 +459,7 @@ fn main() -> ExitCode {
         },
         Cmd::Hash(a) => return raw("hash", a, hash::run),
         Cmd::CacheSim(a) => return raw("cache-sim", a, cache_sim::run),
+        Cmd::Embed(a) => return raw("embed", a, embed::run),
         Cmd::CacheKv(a) => return raw("cache-kv", a, cache_kv::run),
         Cmd::Learn(a) => return raw("learn", a, learn::run),
         Cmd::Workload(a) => return raw("workload", a, workload::run),
@@ -526,6 +530,7 @@ mod tests {
         for verb in [
             "hash",
             "cache-sim",
+            "embed",
             "cache-kv",
             "learn",
             "workload",
@@ -535,6 +540,7 @@ mod tests {
             let raw = match &cli.cmd {
                 Cmd::Hash(r)
                 | Cmd::CacheSim(r)
+                | Cmd::Embed(r)
                 | Cmd::CacheKv(r)
                 | Cmd::Learn(r)
                 | Cmd::Workload(r)

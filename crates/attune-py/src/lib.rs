@@ -2,6 +2,7 @@
 //! no engine logic lives here. The typed Python front is `python/attune/`.
 use pyo3::prelude::*;
 
+mod embed;
 mod errors;
 mod hash;
 mod kv;
@@ -15,5 +16,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kv::register(m)?;
     hash::register(m)?;
     workload::register(m)?;
+    embed::register(m)?;
     Ok(())
 }
