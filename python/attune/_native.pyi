@@ -226,15 +226,15 @@ class TraceReader:
 
 @final
 class EmbedStore:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         path: str,
         tables: list[str],
         cache_bytes: int = 0,
         policy: str = "ev-lfu",
         precisions: list[int] = ...,
         l1_share: float = 0.5,
-    ) -> None: ...
+    ) -> Self: ...
     def lookup(self, keys: bytes) -> bytearray: ...
     def stats(self) -> dict[str, int]: ...
     def info(self) -> tuple[list[str], int, list[int], str, int, int]: ...

@@ -281,7 +281,7 @@ impl EmbedStore {
     /// Checks a batch of `keys` (`batch × N`, row-major) without changing anything.
     pub fn validate(&self, keys: &[u64]) -> Result<()> {
         let n = self.tables.len();
-        if keys.len() % n != 0 {
+        if !keys.len().is_multiple_of(n) {
             return Err(EmbedError::InvalidArgument(format!(
                 "a batch must hold {n} keys per request (one per table); got {} keys",
                 keys.len()

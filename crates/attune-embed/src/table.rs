@@ -92,7 +92,7 @@ impl TableFile {
                 "table `{name}`: dim {dim} must be in 1..={MAX_DIM}"
             )));
         }
-        if values.len() % dim != 0 {
+        if !values.len().is_multiple_of(dim) {
             return Err(EmbedError::InvalidArgument(format!(
                 "table `{name}`: {} values is not a whole number of rows of dim {dim}",
                 values.len()

@@ -20,7 +20,7 @@ fn invalid(msg: impl Into<String>) -> PyErr {
 }
 
 fn u64s(b: &[u8], what: &str) -> PyResult<Vec<u64>> {
-    if b.len() % 8 != 0 {
+    if !b.len().is_multiple_of(8) {
         return Err(invalid(format!(
             "{what}: {} bytes is not a whole number of 8-byte keys",
             b.len()
@@ -137,7 +137,7 @@ fn embed_load_table(
     dim: usize,
     values: &[u8],
 ) -> PyResult<()> {
-    if values.len() % 4 != 0 {
+    if !values.len().is_multiple_of(4) {
         return Err(invalid(format!(
             "values: {} bytes is not a whole number of float32",
             values.len()
@@ -185,7 +185,7 @@ fn embed_simulate(
         return Err(invalid("tables must be at least 1"));
     }
     let keys = u64s(keys, "keys")?;
-    if keys.len() % tables != 0 {
+    if !keys.len().is_multiple_of(tables) {
         return Err(invalid(format!(
             "{} keys is not a whole number of requests of {tables}",
             keys.len()
