@@ -22,6 +22,8 @@ use crate::policy::{tag, Policy, PolicyKind, MAX_ROW};
 use crate::table::TableFile;
 use std::collections::HashMap;
 
+type SlotMap = HashMap<u64, u32, foldhash::fast::FixedState>;
+
 /// Options of [`EmbedStore::open`].
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -77,7 +79,7 @@ struct Tier {
     precision: Precision,
     policy: Box<dyn Policy>,
     row_bytes: usize,
-    slots: HashMap<u64, u32>,
+    slots: SlotMap,
     free: Vec<u32>,
     data: Vec<u8>,
 }
@@ -90,7 +92,7 @@ impl Tier {
             precision,
             policy: kind.build(cap),
             row_bytes,
-            slots: HashMap::new(),
+            slots: SlotMap::with_hasher(foldhash::fast::FixedState::with_seed(0x51075)),
             free: Vec::new(),
             data: Vec::new(),
         }
