@@ -6,7 +6,7 @@ Every benchmark starts here or from the ``attune-bench`` binary itself:
   arguments (``--help`` shows the harness's own options; ``--out FILE`` appends JSON-lines rows,
   and ``--json FILE``, the older spelling, means the same here) and show a tqdm progress bar.
 * ``attune bench hash ...`` runs ``attune-bench hash`` (:mod:`attune._cli_hash`).
-* ``attune bench cache-sim|cache-kv|learn|workload|lookup-steps ...`` run the ``attune-bench``
+* ``attune bench cache-sim|cache-kv|embed|learn|workload|lookup-steps ...`` run the ``attune-bench``
   subcommand of that name with the same arguments.
 * ``attune bench splitdf [run|column-sizes|explain|fact-layout|key-order|memory-probe|
   join-elimination|report] ...`` runs the SplitDF scripts of ``benches/splitdf/`` (SplitDF is a
@@ -219,6 +219,7 @@ def register(sub) -> None:
         ("engines", "list the engines and whether each can run here (--json for JSON lines)"),
         ("cache-sim", "Symbiosis and replacement policies on simulated traces (--help)"),
         ("cache-kv", "Symbiosis in the engine: sweep, dynamic, overhead, ablation (--help)"),
+        ("embed", "embedding-store caches: hit rates by policy and size, L1 latency (--help)"),
         ("learn", "learned-index lookups against binary search (--help)"),
         ("workload", "speed of every attune-workload generator (--help)"),
         ("lookup-steps", "point-lookup latency per step (a step-timing build; --help)"),

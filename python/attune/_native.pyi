@@ -11,6 +11,7 @@ from typing import Any, Self, TypeAlias, final
 
 __all__ = [
     "DB",
+    "EmbedStore",
     "HASH_DB_OPTION_NAMES",
     "OPTION_NAMES",
     "HashDB",
@@ -27,9 +28,15 @@ __all__ = [
     "WriteBatch",
     "__version__",
     "_register_errors",
+    "embed_access_stream",
+    "embed_list_tables",
+    "embed_load_table",
+    "embed_simulate",
+    "embed_verify_table",
     "hash_join",
     "pipes_gen_records",
     "pipes_sort",
+    "workload_criteo",
     "workload_keys",
     "workload_mixgraph",
     "workload_trace_write",
@@ -168,6 +175,17 @@ def hash_join(r_keys: Any, s_keys: Any, vip: bool = True) -> list[tuple[int, int
 _OpTuple: TypeAlias = tuple[str, int, int]
 _RecordTuple: TypeAlias = tuple[int, int, int, str, int]
 
+def workload_criteo(
+    tables: int,
+    scale: float,
+    count: int,
+    seed: int = 0,
+    theta: float = 1.05,
+    clusters: int = 10_000,
+    cluster_theta: float = 0.9,
+    correlation: float = 0.8,
+    pool: int = 4,
+) -> tuple[bytes, bytes, bytes, list[int]]: ...
 def workload_keys(
     name: str,
     n: int,
@@ -314,3 +332,26 @@ def pipes_sort(
 ) -> dict[str, Any]: ...
 
 def pipes_gen_records(path: str | PathLike[str], records: int, seed: int = 1) -> int: ...
+@final
+class EmbedStore:
+    def __new__(
+        cls,
+        path: str,
+        tables: list[str],
+        cache_bytes: int = 0,
+        policy: str = "ev-lfu",
+        precisions: list[int] = ...,
+        l1_share: float = 0.5,
+    ) -> Self: ...
+    def lookup(self, keys: bytes) -> bytearray: ...
+    def stats(self) -> dict[str, int]: ...
+    def info(self) -> tuple[list[str], int, list[int], str, int, int]: ...
+    def close(self) -> None: ...
+
+def embed_load_table(dir: str, name: str, dim: int, values: bytes) -> None: ...
+def embed_verify_table(dir: str, name: str) -> tuple[int, int]: ...
+def embed_list_tables(dir: str) -> list[str]: ...
+def embed_simulate(
+    policy: str, capacity: int, tables: int, keys: bytes, warmup: int = 0
+) -> tuple[int, int, int, int]: ...
+def embed_access_stream(policy: str, capacity: int, keys: bytes) -> int: ...

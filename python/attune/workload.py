@@ -275,9 +275,51 @@ def read_trace(path: str, *, chunk: int = CHUNK_ITEMS) -> Iterator[TraceRecord]:
     return gen()
 
 
+def criteo(
+    count: int,
+    *,
+    tables: int = 26,
+    scale: float = 0.01,
+    seed: int = 0,
+    theta: float = 1.05,
+    clusters: int = 10_000,
+    cluster_theta: float = 0.9,
+    correlation: float = 0.8,
+    pool: int = 4,
+) -> dict:
+    """``count`` requests of the Criteo-like generator (``tables`` of Criteo-Kaggle's 26
+    categorical tables, cardinalities times ``scale``, zipfian keys of exponent ``theta``
+    correlated across tables through ``clusters`` latent clusters; see docs/workload.md).
+
+    Returns a dict of numpy arrays: ``keys`` (uint64 ``[count, tables]``), ``dense`` (uint32
+    ``[count, 13]``), ``clicks`` (bool ``[count]``) and ``cardinalities`` (uint64 ``[tables]``).
+    Deterministic by ``seed``."""
+    import numpy as np
+
+    keys, dense, clicks, cards = _call(
+        _native.workload_criteo,
+        tables,
+        scale,
+        count,
+        seed,
+        theta,
+        clusters,
+        cluster_theta,
+        correlation,
+        pool,
+    )
+    return {
+        "keys": np.frombuffer(keys, dtype="<u8").reshape(count, tables),
+        "dense": np.frombuffer(dense, dtype="<u4").reshape(count, 13),
+        "clicks": np.frombuffer(clicks, dtype=np.uint8).astype(bool),
+        "cardinalities": np.asarray(cards, dtype=np.uint64),
+    }
+
+
 __all__ = [
     "CHUNK_ITEMS",
     "WorkloadError",
+    "criteo",
     "iter_keys",
     "iter_requests",
     "keys",

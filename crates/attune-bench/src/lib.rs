@@ -31,6 +31,7 @@ pub mod cgroup;
 pub mod child;
 pub mod dbbench;
 pub mod driver;
+pub mod embed;
 pub mod engine;
 pub mod engines;
 pub mod error;

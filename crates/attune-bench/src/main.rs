@@ -2,7 +2,9 @@
 //!
 //! Subcommands, one module each: `kv micro|ycsb|engines` (the engine and its peers), `hash`
 //! (VIP hashing), `cache-sim` (Symbiosis on traces), `cache-kv` (Symbiosis in the engine),
-//! `learn` (learned-index lookups), `pipes` (Data Pipes against fio, external sorts), `workload` (generator speed), `lookup-steps` (per-step lookup
+//! `embed` (embedding-store caches), `learn` (learned-index lookups), `pipes` (Data Pipes against
+//! fio, external sorts), `plush` (the Plush hash table against the engines), `workload`
+//! (generator speed), `lookup-steps` (per-step lookup
 //! latency; needs the `step-timing` feature), `lookup-probe` (a read-path profiling loop) and
 //! `machine` (the machine description every row carries). Every subcommand takes `--out PATH`,
 //! `--json` and `--no-progress` ([`attune_bench::output`]). The hidden `__child` subcommand is the
@@ -20,8 +22,8 @@ use attune_bench::options::{parse_count, parse_size, Compression, EngineSpec, Se
 use attune_bench::output::{command_line, Fail, OutputArgs, Sink};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
-use attune_bench::{cache_kv, cache_sim, child, dbbench, hash, learn, lookup_probe, pipes};
-use attune_bench::{lookup_steps, plush, workload};
+use attune_bench::{cache_kv, cache_sim, child, dbbench, embed, hash, learn, lookup_probe};
+use attune_bench::{lookup_steps, pipes, plush, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
 
@@ -56,6 +58,9 @@ enum Cmd {
     /// Symbiosis and the replacement policies on simulated traces (`--help`).
     #[command(disable_help_flag = true)]
     CacheSim(Raw),
+    /// Embedding-store caches on the Criteo-like workload: hit rates, L1 latency (`--help`).
+    #[command(disable_help_flag = true)]
+    Embed(Raw),
     /// Symbiosis in the engine: sweep, dynamic, overhead, ablation (`--help`).
     #[command(disable_help_flag = true)]
     CacheKv(Raw),
@@ -463,6 +468,7 @@ fn main() -> ExitCode {
         Cmd::Hash(a) => return raw("hash", a, hash::run),
         Cmd::Pipes(a) => return raw("pipes", a, pipes::run),
         Cmd::CacheSim(a) => return raw("cache-sim", a, cache_sim::run),
+        Cmd::Embed(a) => return raw("embed", a, embed::run),
         Cmd::CacheKv(a) => return raw("cache-kv", a, cache_kv::run),
         Cmd::Learn(a) => return raw("learn", a, learn::run),
         Cmd::Workload(a) => return raw("workload", a, workload::run),
@@ -534,6 +540,7 @@ mod tests {
         for verb in [
             "hash",
             "cache-sim",
+            "embed",
             "cache-kv",
             "learn",
             "workload",
@@ -544,6 +551,7 @@ mod tests {
             let raw = match &cli.cmd {
                 Cmd::Hash(r)
                 | Cmd::CacheSim(r)
+                | Cmd::Embed(r)
                 | Cmd::CacheKv(r)
                 | Cmd::Learn(r)
                 | Cmd::Workload(r)

@@ -1,5 +1,5 @@
 //! The one place engine errors become Python exceptions, for every crate the module exposes
-//! (attune-kv, attune-hash, attune-pipes, attune-plush, attune-workload).
+//! (attune-kv, attune-hash, attune-embed, attune-pipes, attune-plush, attune-workload).
 //!
 //! The exception classes are plain Python classes in `attune.errors` (so that they pickle
 //! across `multiprocessing` and keep `.path` / `.offset`). `attune/__init__.py` hands them to
@@ -166,6 +166,20 @@ pub fn pipes_error(e: attune_pipes::Error) -> PyErr {
         | E::Unsupported { .. }
         | E::InvalidArgument(_) => ("InvalidArgumentError", None, None),
         _ => ("Error", None, None),
+/// Maps an attune-embed error to its Python exception: bad arguments, unknown tables and keys
+/// out of range are `InvalidArgumentError` (a `ValueError`), damaged table files
+/// `CorruptionError` (with path and offset), OS errors `StorageIOError` (with path).
+pub fn embed_error(e: attune_embed::EmbedError) -> PyErr {
+    use attune_embed::EmbedError as E;
+    let msg = e.to_string();
+    let (class, file, offset) = match &e {
+        E::Corruption { path, offset, .. } => (
+            "CorruptionError",
+            Some(path.display().to_string()),
+            Some(*offset),
+        ),
+        E::Io { path, .. } => ("StorageIOError", Some(path.display().to_string()), None),
+        _ => ("InvalidArgumentError", None, None),
     };
     Python::with_gil(|py| raise(py, class, msg, file, offset))
 }

@@ -2,6 +2,7 @@
 //! no engine logic lives here. The typed Python front is `python/attune/`.
 use pyo3::prelude::*;
 
+mod embed;
 mod errors;
 mod hash;
 mod kv;
@@ -19,5 +20,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     workload::register(m)?;
     pipes::register(m)?;
     plush::register(m)?;
+    embed::register(m)?;
     Ok(())
 }

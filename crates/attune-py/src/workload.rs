@@ -8,6 +8,7 @@
 //! time (PyO3 borrow checking); generation state never escapes the object.
 
 use crate::errors::workload_error;
+use attune_workload::criteo::{CriteoConfig, DENSE_FEATURES};
 use attune_workload::keys::{encode_key16, KeySet, LoadOrder};
 use attune_workload::mixgraph::{MixGraphConfig, MixGraphRun};
 use attune_workload::perm::Permutation;
@@ -440,8 +441,71 @@ impl TraceReader {
     }
 }
 
+/// Requests `0 .. count` of the Criteo-like generator, as little-endian byte buffers the Python
+/// side wraps with numpy: `(keys u64 [count, tables], dense u32 [count, 13], clicks u8 [count],
+/// cardinalities)`. Generated with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (tables, scale, count, seed=0, theta=1.05, clusters=10_000, cluster_theta=0.9,
+                    correlation=0.8, pool=4))]
+#[allow(clippy::too_many_arguments)]
+#[allow(clippy::type_complexity)]
+fn workload_criteo<'py>(
+    py: Python<'py>,
+    tables: usize,
+    scale: f64,
+    count: u64,
+    seed: u64,
+    theta: f64,
+    clusters: u64,
+    cluster_theta: f64,
+    correlation: f64,
+    pool: u64,
+) -> PyResult<(
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Vec<u64>,
+)> {
+    check_chunk(count)?;
+    let cfg = CriteoConfig {
+        tables,
+        scale,
+        theta,
+        clusters,
+        cluster_theta,
+        correlation,
+        pool,
+        seed,
+    };
+    let stream = cfg.stream().map_err(to_py)?;
+    let cards = stream.cardinalities();
+    let (keys, dense, clicks) = py.allow_threads(move || {
+        let n = count as usize;
+        let mut keys = Vec::with_capacity(n * tables * 8);
+        let mut dense = Vec::with_capacity(n * DENSE_FEATURES * 4);
+        let mut clicks = Vec::with_capacity(n);
+        for r in stream.take(n) {
+            for k in r.keys {
+                keys.extend_from_slice(&k.to_le_bytes());
+            }
+            for d in r.dense {
+                dense.extend_from_slice(&d.to_le_bytes());
+            }
+            clicks.push(u8::from(r.click));
+        }
+        (keys, dense, clicks)
+    });
+    Ok((
+        PyBytes::new(py, &keys),
+        PyBytes::new(py, &dense),
+        PyBytes::new(py, &clicks),
+        cards,
+    ))
+}
+
 /// Registers the workload functions and classes on `attune._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(workload_criteo, m)?)?;
     m.add_function(wrap_pyfunction!(workload_trace_write, m)?)?;
     m.add_function(wrap_pyfunction!(workload_mixgraph, m)?)?;
     m.add_class::<TraceReader>()?;

@@ -6,6 +6,8 @@
 //! * [`keys`] — indexable sorted key sets (Bourbon's linear / seg-1% / seg-10% / normal, SOSD's
 //!   lognormal / uniform dense / uniform sparse, an OSM-like clustered set), 16-byte encoding,
 //!   sequential and random load orders without materialising.
+//! * [`criteo`] — a Criteo-like recommendation workload: 26 categorical tables with Zipf keys
+//!   correlated across tables through latent clusters, 13 dense features and a hidden click model.
 //! * [`dist`] — request distributions over `[0, n)`: uniform, zipfian (any θ >= 0), scrambled
 //!   zipfian, hotspot, exponential, latest, sequential.
 //! * [`ycsb`] — YCSB core workloads A–F with `CoreWorkload` semantics.
@@ -35,6 +37,7 @@
 // Tests may unwrap: a failed unwrap is a failed test. Library code never does (workspace lint).
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod criteo;
 pub mod dist;
 pub mod error;
 pub mod keys;

@@ -1,0 +1,820 @@
+//! Replacement policies over grouped requests: the baselines (LRU, LFU, CLOCK, ARC) and EVCache's
+//! group-score policy EV-LFU.
+//!
+//! A request is a group of keys (one per table). [`request`] runs the one protocol every policy
+//! shares: the aggregate hit count `aggHit` is computed once, before any state changes; then
+//! every hit is updated (`on_hit(key, aggHit)`), then every miss is inserted
+//! (`on_miss(key, aggHit)`). Baselines ignore `aggHit`. A key's hit is decided at the start of
+//! its request, which is also what the store serves (hit values are copied before any
+//! insertion). [`Policy::access`] is the single-key interface used to cross-check the baselines
+//! against other simulators on flattened key streams.
+//!
+//! Keys are `u64`; the store tags them with the table index ([`tag`]). Capacity is in items;
+//! capacity 0 caches nothing. Thread-safety: a policy is owned by one thread (`Send`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{EmbedError, Result};
+use crate::lists::Lists;
+
+type Map<V> = HashMap<u64, V, foldhash::fast::FixedState>;
+
+fn map<V>() -> Map<V> {
+    HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0x5EED))
+}
+
+/// The key of row `key` of table `table` in a cache shared by all tables.
+#[inline]
+pub fn tag(table: usize, key: u64) -> u64 {
+    ((table as u64) << 40) | key
+}
+
+/// Largest row index [`tag`] keeps apart from the table bits: 2^40 − 1.
+pub const MAX_ROW: u64 = (1 << 40) - 1;
+
+/// A replacement policy. See the module doc for the protocol.
+pub trait Policy: Send {
+    /// Whether `key` is cached (ghost entries are not).
+    fn contains(&self, key: u64) -> bool;
+    /// A hit on a cached key.
+    fn on_hit(&mut self, key: u64, agg: u32);
+    /// Inserts a key that is not cached, evicting as needed; evicted keys are appended to
+    /// `evicted`. With capacity 0 nothing is inserted.
+    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<u64>);
+    /// Removes `key` if cached (moving it to another tier); returns whether it was.
+    fn remove(&mut self, key: u64) -> bool;
+    /// Items cached.
+    fn len(&self) -> usize;
+    /// Whether nothing is cached.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Capacity in items.
+    fn capacity(&self) -> usize;
+    /// The key's group score (0 for policies without one, and for keys not cached).
+    fn score(&self, _key: u64) -> u32 {
+        0
+    }
+    /// Single-key access: a hit updates, a miss inserts. Returns whether it hit.
+    fn access(&mut self, key: u64, evicted: &mut Vec<u64>) -> bool {
+        if self.contains(key) {
+            self.on_hit(key, 0);
+            true
+        } else {
+            self.on_miss(key, 0, evicted);
+            false
+        }
+    }
+}
+
+/// Runs one grouped request; `hits[i]` says whether `keys[i]` hit. Returns `aggHit`.
+pub fn request(p: &mut dyn Policy, keys: &[u64], hits: &mut [bool], evicted: &mut Vec<u64>) -> u32 {
+    let mut agg = 0u32;
+    for (k, h) in keys.iter().zip(hits.iter_mut()) {
+        *h = p.contains(*k);
+        agg += u32::from(*h);
+    }
+    for (k, _) in keys.iter().zip(hits.iter()).filter(|(_, h)| **h) {
+        p.on_hit(*k, agg);
+    }
+    for (k, _) in keys.iter().zip(hits.iter()).filter(|(_, h)| !**h) {
+        p.on_miss(*k, agg, evicted);
+    }
+    agg
+}
+
+/// EV-LFU's tie-break among keys of equal group score.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TieBreak {
+    /// Evict the least recently *inserted* into its score (a hit that does not raise the score
+    /// leaves the key in place). The EV-LFU prose's rule; the default.
+    Inserted,
+    /// Evict the least recently *used* (every hit moves the key to the back of its score).
+    Used,
+}
+
+/// Which policy, with its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PolicyKind {
+    /// Least recently used.
+    Lru,
+    /// Least frequently used (in-cache frequency, ties to the least recently used).
+    Lfu,
+    /// CLOCK (second chance).
+    Clock,
+    /// ARC (Megiddo & Modha, FAST '03).
+    Arc,
+    /// EV-LFU: group scores in place of frequencies.
+    EvLfu(EvLfuConfig),
+}
+
+/// EV-LFU parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EvLfuConfig {
+    /// Highest score (the number of tables, N).
+    pub max_score: u32,
+    /// Flush when perfect pages (score == max) reach this fraction of the capacity. Default 0.9
+    /// (the listing); the prose's 0.2 is an option. `None` turns flushing off.
+    pub flush_threshold: Option<f64>,
+    /// Fraction of the perfect pages evicted by one flush. Default 0.1.
+    pub flush_rate: f64,
+    /// Tie-break within a score.
+    pub tie_break: TieBreak,
+}
+
+impl EvLfuConfig {
+    /// The defaults for `max_score` tables.
+    pub fn new(max_score: u32) -> Self {
+        EvLfuConfig {
+            max_score,
+            flush_threshold: Some(0.9),
+            flush_rate: 0.1,
+            tie_break: TieBreak::Inserted,
+        }
+    }
+}
+
+/// Every policy name [`PolicyKind::parse`] accepts.
+pub const POLICY_NAMES: &str =
+    "lru, lfu, clock, arc, ev-lfu, ev-lfu-used, ev-lfu-noflush, ev-lfu-prose";
+
+impl PolicyKind {
+    /// Parses a policy name for a cache over `tables` tables (EV policies cap scores at it).
+    pub fn parse(name: &str, tables: usize) -> Result<Self> {
+        let ev = EvLfuConfig::new(tables as u32);
+        Ok(match name.to_ascii_lowercase().as_str() {
+            "lru" => PolicyKind::Lru,
+            "lfu" => PolicyKind::Lfu,
+            "clock" => PolicyKind::Clock,
+            "arc" => PolicyKind::Arc,
+            "ev-lfu" | "evlfu" => PolicyKind::EvLfu(ev),
+            "ev-lfu-used" => PolicyKind::EvLfu(EvLfuConfig {
+                tie_break: TieBreak::Used,
+                ..ev
+            }),
+            "ev-lfu-noflush" => PolicyKind::EvLfu(EvLfuConfig {
+                flush_threshold: None,
+                ..ev
+            }),
+            "ev-lfu-prose" => PolicyKind::EvLfu(EvLfuConfig {
+                flush_threshold: Some(0.2),
+                ..ev
+            }),
+            _ => {
+                return Err(EmbedError::InvalidArgument(format!(
+                    "unknown policy `{name}`; valid: {POLICY_NAMES}"
+                )))
+            }
+        })
+    }
+
+    /// A policy of `capacity` items.
+    pub fn build(&self, capacity: usize) -> Box<dyn Policy> {
+        match self {
+            PolicyKind::Lru => Box::new(Lru::new(capacity)),
+            PolicyKind::Lfu => Box::new(Lfu::new(capacity)),
+            PolicyKind::Clock => Box::new(Clock::new(capacity)),
+            PolicyKind::Arc => Box::new(Arc::new(capacity)),
+            PolicyKind::EvLfu(c) => Box::new(EvLfu::new(capacity, *c)),
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyKind::Lru => f.write_str("lru"),
+            PolicyKind::Lfu => f.write_str("lfu"),
+            PolicyKind::Clock => f.write_str("clock"),
+            PolicyKind::Arc => f.write_str("arc"),
+            PolicyKind::EvLfu(c) => {
+                f.write_str("ev-lfu")?;
+                if c.tie_break == TieBreak::Used {
+                    f.write_str("-used")?;
+                }
+                match c.flush_threshold {
+                    None => f.write_str("-noflush"),
+                    Some(t) if (t - 0.2).abs() < 1e-12 => f.write_str("-prose"),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+impl FromStr for TieBreak {
+    type Err = EmbedError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "inserted" => Ok(TieBreak::Inserted),
+            "used" => Ok(TieBreak::Used),
+            _ => Err(EmbedError::InvalidArgument(format!(
+                "unknown tie-break `{s}`; valid: inserted, used"
+            ))),
+        }
+    }
+}
+
+/// LRU over one list.
+pub struct Lru {
+    cap: usize,
+    lists: Lists,
+    ids: Map<u32>,
+}
+
+impl Lru {
+    /// An empty LRU of `cap` items.
+    pub fn new(cap: usize) -> Self {
+        Lru {
+            cap,
+            lists: Lists::new(1),
+            ids: map(),
+        }
+    }
+}
+
+impl Policy for Lru {
+    fn contains(&self, key: u64) -> bool {
+        self.ids.contains_key(&key)
+    }
+    fn on_hit(&mut self, key: u64, _agg: u32) {
+        if let Some(&id) = self.ids.get(&key) {
+            self.lists.move_back(id, 0);
+        }
+    }
+    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<u64>) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.ids.len() >= self.cap {
+            if let Some(v) = self.lists.pop_front(0) {
+                self.ids.remove(&v);
+                evicted.push(v);
+            }
+        }
+        let id = self.lists.push_back(0, key);
+        self.ids.insert(key, id);
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        match self.ids.remove(&key) {
+            Some(id) => {
+                self.lists.remove(id);
+                true
+            }
+            None => false,
+        }
+    }
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+}
+
+/// LFU: evicts the lowest in-cache frequency; among equals, the least recently used.
+pub struct Lfu {
+    cap: usize,
+    clock: u64,
+    order: BTreeSet<(u64, u64, u64)>,
+    meta: Map<(u64, u64)>,
+}
+
+impl Lfu {
+    /// An empty LFU of `cap` items.
+    pub fn new(cap: usize) -> Self {
+        Lfu {
+            cap,
+            clock: 0,
+            order: BTreeSet::new(),
+            meta: map(),
+        }
+    }
+}
+
+impl Policy for Lfu {
+    fn contains(&self, key: u64) -> bool {
+        self.meta.contains_key(&key)
+    }
+    fn on_hit(&mut self, key: u64, _agg: u32) {
+        self.clock += 1;
+        if let Some(m) = self.meta.get_mut(&key) {
+            self.order.remove(&(m.0, m.1, key));
+            *m = (m.0 + 1, self.clock);
+            self.order.insert((m.0, m.1, key));
+        }
+    }
+    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<u64>) {
+        if self.cap == 0 {
+            return;
+        }
+        self.clock += 1;
+        if self.meta.len() >= self.cap {
+            if let Some((_, _, v)) = self.order.pop_first() {
+                self.meta.remove(&v);
+                evicted.push(v);
+            }
+        }
+        self.meta.insert(key, (1, self.clock));
+        self.order.insert((1, self.clock, key));
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        match self.meta.remove(&key) {
+            Some(m) => {
+                self.order.remove(&(m.0, m.1, key));
+                true
+            }
+            None => false,
+        }
+    }
+    fn len(&self) -> usize {
+        self.meta.len()
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+}
+
+/// CLOCK: a ring of slots with a reference bit; the hand clears set bits and evicts the first
+/// clear one.
+pub struct Clock {
+    cap: usize,
+    keys: Vec<u64>,
+    refbit: Vec<bool>,
+    hand: usize,
+    slot: Map<usize>,
+}
+
+impl Clock {
+    /// An empty CLOCK of `cap` items.
+    pub fn new(cap: usize) -> Self {
+        Clock {
+            cap,
+            keys: Vec::with_capacity(cap.min(1 << 24)),
+            refbit: Vec::with_capacity(cap.min(1 << 24)),
+            hand: 0,
+            slot: map(),
+        }
+    }
+}
+
+/// Marks a CLOCK slot freed by `remove`.
+const FREE_SLOT: u64 = u64::MAX;
+
+impl Policy for Clock {
+    fn contains(&self, key: u64) -> bool {
+        self.slot.contains_key(&key)
+    }
+    fn on_hit(&mut self, key: u64, _agg: u32) {
+        if let Some(&s) = self.slot.get(&key) {
+            self.refbit[s] = true;
+        }
+    }
+    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<u64>) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.keys.len() < self.cap {
+            self.slot.insert(key, self.keys.len());
+            self.keys.push(key);
+            self.refbit.push(false);
+            return;
+        }
+        loop {
+            let h = self.hand;
+            self.hand = (self.hand + 1) % self.cap;
+            if self.keys[h] == FREE_SLOT {
+                self.keys[h] = key;
+                self.refbit[h] = false;
+                self.slot.insert(key, h);
+                return;
+            }
+            if self.refbit[h] {
+                self.refbit[h] = false;
+            } else {
+                let v = self.keys[h];
+                self.slot.remove(&v);
+                evicted.push(v);
+                self.keys[h] = key;
+                self.slot.insert(key, h);
+                return;
+            }
+        }
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        match self.slot.remove(&key) {
+            Some(s) => {
+                self.keys[s] = FREE_SLOT;
+                self.refbit[s] = false;
+                true
+            }
+            None => false,
+        }
+    }
+    fn len(&self) -> usize {
+        self.slot.len()
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+}
+
+const T1: usize = 0;
+const T2: usize = 1;
+const B1: usize = 2;
+const B2: usize = 3;
+
+/// ARC: recency list T1, frequency list T2, their ghosts B1 and B2, adaptive target `p`.
+pub struct Arc {
+    cap: usize,
+    p: f64,
+    lists: Lists,
+    ids: Map<u32>,
+}
+
+impl Arc {
+    /// An empty ARC of `cap` items.
+    pub fn new(cap: usize) -> Self {
+        Arc {
+            cap,
+            p: 0.0,
+            lists: Lists::new(4),
+            ids: map(),
+        }
+    }
+
+    fn drop_front(&mut self, l: usize) {
+        if let Some(v) = self.lists.pop_front(l) {
+            self.ids.remove(&v);
+        }
+    }
+
+    fn replace(&mut self, in_b2: bool, evicted: &mut Vec<u64>) {
+        let t1 = self.lists.len(T1);
+        let from_t1 = t1 >= 1 && ((t1 as f64) > self.p || (in_b2 && (t1 as f64) == self.p.floor()));
+        let (from, to) = if from_t1 || self.lists.len(T2) == 0 {
+            (T1, B1)
+        } else {
+            (T2, B2)
+        };
+        if let Some(id) = self.lists.front(from) {
+            evicted.push(self.lists.key(id));
+            self.lists.move_back(id, to);
+        }
+    }
+
+    fn cached(&self) -> usize {
+        self.lists.len(T1) + self.lists.len(T2)
+    }
+}
+
+impl Policy for Arc {
+    fn contains(&self, key: u64) -> bool {
+        self.ids
+            .get(&key)
+            .is_some_and(|&id| self.lists.list_of(id) <= T2)
+    }
+    fn on_hit(&mut self, key: u64, _agg: u32) {
+        if let Some(&id) = self.ids.get(&key) {
+            if self.lists.list_of(id) <= T2 {
+                self.lists.move_back(id, T2);
+            }
+        }
+    }
+    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<u64>) {
+        let c = self.cap;
+        if c == 0 {
+            return;
+        }
+        if let Some(&id) = self.ids.get(&key) {
+            let (b1, b2) = (self.lists.len(B1) as f64, self.lists.len(B2) as f64);
+            let in_b2 = self.lists.list_of(id) == B2;
+            if in_b2 {
+                self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
+            } else {
+                self.p = (self.p + (b2 / b1).max(1.0)).min(c as f64);
+            }
+            if self.cached() >= c {
+                self.replace(in_b2, evicted);
+            }
+            self.lists.move_back(id, T2);
+            return;
+        }
+        let l1 = self.lists.len(T1) + self.lists.len(B1);
+        let total = l1 + self.lists.len(T2) + self.lists.len(B2);
+        if l1 >= c {
+            if self.lists.len(T1) < c {
+                self.drop_front(B1);
+                self.replace(false, evicted);
+            } else if let Some(v) = self.lists.pop_front(T1) {
+                self.ids.remove(&v);
+                evicted.push(v);
+            }
+        } else if total >= c {
+            if total >= 2 * c {
+                self.drop_front(B2);
+            }
+            if self.cached() >= c {
+                self.replace(false, evicted);
+            }
+        }
+        let id = self.lists.push_back(T1, key);
+        self.ids.insert(key, id);
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        match self.ids.get(&key) {
+            Some(&id) if self.lists.list_of(id) <= T2 => {
+                self.lists.remove(id);
+                self.ids.remove(&key);
+                true
+            }
+            _ => false,
+        }
+    }
+    fn len(&self) -> usize {
+        self.cached()
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+}
+
+/// EV-LFU: one list per group score `0..=max`; evicts the front of the lowest non-empty score;
+/// flushes the oldest perfect pages (score == max) when they fill `flush_threshold` of the cache.
+///
+/// Decisions where the source is silent or contradicts itself (`docs/evstore.md`):
+/// * the perfect-page count is exact: it is the length of the max-score list, so it drops when a
+///   perfect page is flushed or evicted (the listing increments it and never decrements);
+/// * a flush *is* an eviction: it runs only when an insertion needs room, replaces the ordinary
+///   eviction, and removes `max(1, ⌊rate · perfect⌋)` perfect pages from the cache;
+/// * the tie-break is configurable ([`TieBreak`]), least recently inserted by default.
+pub struct EvLfu {
+    cap: usize,
+    cfg: EvLfuConfig,
+    lists: Lists,
+    ids: Map<u32>,
+    flushes: u64,
+}
+
+impl EvLfu {
+    /// An empty EV-LFU of `cap` items.
+    pub fn new(cap: usize, cfg: EvLfuConfig) -> Self {
+        let cfg = EvLfuConfig {
+            max_score: cfg.max_score.max(1),
+            ..cfg
+        };
+        EvLfu {
+            cap,
+            cfg,
+            lists: Lists::new(cfg.max_score as usize + 1),
+            ids: map(),
+            flushes: 0,
+        }
+    }
+
+    /// Cached items at the maximum score.
+    pub fn perfect_pages(&self) -> usize {
+        self.lists.len(self.cfg.max_score as usize)
+    }
+
+    /// Flushes run so far.
+    pub fn flushes(&self) -> u64 {
+        self.flushes
+    }
+
+    fn make_room(&mut self, evicted: &mut Vec<u64>) {
+        let max = self.cfg.max_score as usize;
+        let perfect = self.lists.len(max);
+        if let Some(t) = self.cfg.flush_threshold {
+            if perfect > 0 && perfect as f64 >= t * self.cap as f64 {
+                let n = ((self.cfg.flush_rate * perfect as f64) as usize).max(1);
+                for _ in 0..n {
+                    if let Some(v) = self.lists.pop_front(max) {
+                        self.ids.remove(&v);
+                        evicted.push(v);
+                    }
+                }
+                self.flushes += 1;
+                return;
+            }
+        }
+        for s in 0..=max {
+            if let Some(v) = self.lists.pop_front(s) {
+                self.ids.remove(&v);
+                evicted.push(v);
+                return;
+            }
+        }
+    }
+}
+
+impl Policy for EvLfu {
+    fn contains(&self, key: u64) -> bool {
+        self.ids.contains_key(&key)
+    }
+    fn on_hit(&mut self, key: u64, agg: u32) {
+        if let Some(&id) = self.ids.get(&key) {
+            let s = agg.min(self.cfg.max_score) as usize;
+            let cur = self.lists.list_of(id);
+            if s > cur {
+                self.lists.move_back(id, s);
+            } else if self.cfg.tie_break == TieBreak::Used {
+                self.lists.move_back(id, cur);
+            }
+        }
+    }
+    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<u64>) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.ids.len() >= self.cap {
+            self.make_room(evicted);
+        }
+        let s = agg.min(self.cfg.max_score) as usize;
+        let id = self.lists.push_back(s, key);
+        self.ids.insert(key, id);
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        match self.ids.remove(&key) {
+            Some(id) => {
+                self.lists.remove(id);
+                true
+            }
+            None => false,
+        }
+    }
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+    fn score(&self, key: u64) -> u32 {
+        self.ids
+            .get(&key)
+            .map_or(0, |&id| self.lists.list_of(id) as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(p: &mut dyn Policy, keys: &[u64]) -> Vec<bool> {
+        let mut ev = Vec::new();
+        keys.iter().map(|&k| p.access(k, &mut ev)).collect()
+    }
+
+    #[test]
+    fn lru_basics() {
+        let mut p = Lru::new(2);
+        assert_eq!(
+            run(&mut p, &[1, 2, 1, 3, 2, 1]),
+            [false, false, true, false, false, false]
+        );
+    }
+
+    #[test]
+    fn lfu_keeps_frequent() {
+        let mut p = Lfu::new(2);
+        assert_eq!(
+            run(&mut p, &[1, 1, 2, 3, 1, 3]),
+            [false, true, false, false, true, true]
+        );
+    }
+
+    #[test]
+    fn clock_second_chance() {
+        let mut p = Clock::new(2);
+        // 1 gets its bit set, so 3 evicts 2 (hand clears 1, moves to 2).
+        assert_eq!(
+            run(&mut p, &[1, 2, 1, 3, 1, 2]),
+            [false, false, true, false, true, false]
+        );
+    }
+
+    #[test]
+    fn arc_is_scan_resistant() {
+        let mut p = Arc::new(4);
+        let mut keys = vec![1, 2, 1, 2];
+        keys.extend(100..120);
+        keys.extend([1, 2]);
+        let hits = run(&mut p, &keys);
+        assert!(
+            hits[hits.len() - 2] && hits[hits.len() - 1],
+            "frequent keys survive a scan"
+        );
+        assert!(p.len() <= 4);
+    }
+
+    #[test]
+    fn every_policy_respects_capacity_and_remove() {
+        for name in POLICY_NAMES.split(", ") {
+            let kind = PolicyKind::parse(name, 3).unwrap();
+            assert_eq!(kind.to_string(), name);
+            let mut p = kind.build(5);
+            let mut ev = Vec::new();
+            let mut hits = [false; 3];
+            for i in 0..200u64 {
+                let keys = [i % 7, 100 + i % 11, 200 + (i * 7) % 13];
+                request(p.as_mut(), &keys, &mut hits, &mut ev);
+                assert!(p.len() <= 5, "{name}");
+            }
+            let cached: Vec<u64> = (0..300).filter(|&k| p.contains(k)).collect();
+            assert_eq!(cached.len(), p.len(), "{name}");
+            assert!(p.remove(cached[0]));
+            assert!(!p.contains(cached[0]));
+            assert!(!p.remove(cached[0]));
+            let mut z = kind.build(0);
+            request(z.as_mut(), &[1, 2, 3], &mut hits, &mut ev);
+            assert_eq!(z.len(), 0);
+        }
+        assert!(PolicyKind::parse("nope", 3).is_err());
+    }
+
+    #[test]
+    fn ev_lfu_scores_are_max_of_agg_and_capped() {
+        let mut p = EvLfu::new(10, EvLfuConfig::new(3));
+        let mut ev = Vec::new();
+        let mut hits = [false; 3];
+        request(&mut p, &[1, 2, 3], &mut hits, &mut ev);
+        assert_eq!(p.score(1), 0); // inserted with aggHit 0
+        request(&mut p, &[1, 2, 4], &mut hits, &mut ev);
+        assert_eq!(hits, [true, true, false]);
+        assert_eq!((p.score(1), p.score(2), p.score(4)), (2, 2, 2));
+        assert_eq!(p.score(3), 0);
+        request(&mut p, &[1, 3, 5], &mut hits, &mut ev);
+        // aggHit 2 does not lower a score of 2 and raises 3's to 2.
+        assert_eq!((p.score(1), p.score(3), p.score(5)), (2, 2, 2));
+        request(&mut p, &[1, 2, 4], &mut hits, &mut ev);
+        assert_eq!(p.score(1), 3);
+        assert_eq!(p.perfect_pages(), 3);
+    }
+
+    #[test]
+    fn ev_lfu_evicts_lowest_score_oldest_inserted() {
+        let mut p = EvLfu::new(
+            3,
+            EvLfuConfig {
+                flush_threshold: None,
+                ..EvLfuConfig::new(2)
+            },
+        );
+        let mut ev = Vec::new();
+        let mut hits = [false; 2];
+        request(&mut p, &[1, 2], &mut hits, &mut ev); // both score 0
+        request(&mut p, &[1, 3], &mut hits, &mut ev); // 1 -> 1, 3 inserted at 1
+        assert_eq!((p.score(1), p.score(2), p.score(3)), (1, 0, 1));
+        request(&mut p, &[4, 5], &mut hits, &mut ev); // evicts 2 (score 0), then 4 (score 0)
+        assert_eq!(ev, vec![2, 4]);
+        assert!(p.contains(1) && p.contains(3) && p.contains(5));
+    }
+
+    #[test]
+    fn ev_lfu_tie_break_inserted_vs_used() {
+        for (tb, victim) in [(TieBreak::Inserted, 1), (TieBreak::Used, 2)] {
+            let cfg = EvLfuConfig {
+                flush_threshold: None,
+                tie_break: tb,
+                ..EvLfuConfig::new(1)
+            };
+            let mut p = EvLfu::new(2, cfg);
+            let mut ev = Vec::new();
+            let mut hits = [false; 1];
+            request(&mut p, &[1], &mut hits, &mut ev); // 1 at score 0
+            request(&mut p, &[2], &mut hits, &mut ev); // 2 at score 0
+            p.on_hit(1, 0); // used again without a higher score
+            request(&mut p, &[3], &mut hits, &mut ev);
+            assert_eq!(ev, vec![victim], "{tb:?}");
+        }
+    }
+
+    #[test]
+    fn ev_lfu_flush_replaces_eviction_and_count_is_exact() {
+        let mut p = EvLfu::new(10, EvLfuConfig::new(1));
+        let mut ev = Vec::new();
+        let mut hits = [false; 1];
+        // Ten keys, each hit once alone: aggHit 1 == max, all perfect.
+        for k in 0..10 {
+            request(&mut p, &[k], &mut hits, &mut ev);
+            request(&mut p, &[k], &mut hits, &mut ev);
+        }
+        assert_eq!(p.perfect_pages(), 10);
+        request(&mut p, &[99], &mut hits, &mut ev);
+        // 10 >= 0.9 * 10: flush max(1, 0.1 * 10) = 1 oldest perfect page, key 0.
+        assert_eq!(ev, vec![0]);
+        assert_eq!(p.flushes(), 1);
+        assert_eq!(p.perfect_pages(), 9);
+        assert_eq!(p.len(), 10);
+        // 9 perfect pages still reach 0.9 * 10: the next insertion flushes again (key 1).
+        request(&mut p, &[100], &mut hits, &mut ev);
+        assert_eq!(ev, vec![0, 1]);
+        assert_eq!((p.flushes(), p.perfect_pages()), (2, 8));
+        // Below the threshold a plain eviction takes the lowest score, oldest first (99).
+        request(&mut p, &[101], &mut hits, &mut ev);
+        assert_eq!(ev, vec![0, 1, 99]);
+        assert_eq!(p.flushes(), 2);
+    }
+}

@@ -1,0 +1,569 @@
+//! The embedding store: N tables on disk behind one or two in-memory cache tiers (EVMix).
+//!
+//! A lookup takes a batch of requests, each one key per table, and fills `[batch, N, dim]` fp32
+//! values. Per request, the store runs the grouped-request protocol of [`crate::policy`]:
+//! `aggHit` counts the keys found in memory (L1 or L2) before any update; hit values are decoded
+//! first; then misses are read from the table files with `pread` and inserted.
+//!
+//! Tiers are exclusive (a key is in at most one): with two tiers, misses enter L1, L1 evictions
+//! are re-encoded into L2 (demotion, keeping their group score), an L2 hit is moved back to L1
+//! (promotion), and L2 evictions leave memory. So L1 holds the keys that are hit or inserted
+//! with high group scores, L2 the ones L1 let go, at lower precision.
+//!
+//! The whole batch is validated (table count, key ranges) before any state changes, so an error
+//! leaves the cache and the statistics untouched. Thread-safety: `&mut self` for lookups (the
+//! Python binding holds it under a mutex with the GIL released).
+
+use std::path::{Path, PathBuf};
+
+use crate::codec::Precision;
+use crate::error::{EmbedError, Result};
+use crate::policy::{tag, Policy, PolicyKind, MAX_ROW};
+use crate::table::TableFile;
+use std::collections::HashMap;
+
+type SlotMap = HashMap<u64, u32, foldhash::fast::FixedState>;
+
+/// Options of [`EmbedStore::open`].
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Memory for cached rows, in bytes, over all tiers (encoded sizes). 0 caches nothing.
+    pub cache_bytes: u64,
+    /// Replacement policy (the same in every tier).
+    pub policy: String,
+    /// Precision of L1, then optionally of L2 (bits: 32, 16, 8 or 4). Default `[32]`.
+    pub precisions: Vec<u32>,
+    /// Share of `cache_bytes` given to L1 when there are two tiers. Default 0.5 (the source's
+    /// best mix, 50/50).
+    pub l1_share: f64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            cache_bytes: 0,
+            policy: "ev-lfu".into(),
+            precisions: vec![32],
+            l1_share: 0.5,
+        }
+    }
+}
+
+/// Counters of a store since it was opened.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EmbedStats {
+    /// Requests served.
+    pub requests: u64,
+    /// Keys looked up (requests × tables).
+    pub keys: u64,
+    /// Keys found in L1.
+    pub l1_hits: u64,
+    /// Keys found in L2.
+    pub l2_hits: u64,
+    /// Keys read from the table files.
+    pub misses: u64,
+    /// Requests whose every key was in L1.
+    pub perfect_l1: u64,
+    /// Requests whose every key was in memory (L1 or L2).
+    pub perfect: u64,
+    /// Values clipped to [−1, 1] by a lower-precision codec.
+    pub clipped: u64,
+    /// Rows demoted from L1 to L2.
+    pub demotions: u64,
+    /// Rows promoted from L2 to L1.
+    pub promotions: u64,
+}
+
+/// One cache tier: a policy plus encoded rows in fixed slots.
+struct Tier {
+    precision: Precision,
+    policy: Box<dyn Policy>,
+    row_bytes: usize,
+    slots: SlotMap,
+    free: Vec<u32>,
+    data: Vec<u8>,
+}
+
+impl Tier {
+    fn new(kind: &PolicyKind, precision: Precision, bytes: u64, dim: usize) -> Self {
+        let row_bytes = precision.row_bytes(dim);
+        let cap = (bytes / row_bytes as u64) as usize;
+        Tier {
+            precision,
+            policy: kind.build(cap),
+            row_bytes,
+            slots: SlotMap::with_hasher(foldhash::fast::FixedState::with_seed(0x51075)),
+            free: Vec::new(),
+            data: Vec::new(),
+        }
+    }
+
+    fn row(&self, key: u64) -> Option<&[u8]> {
+        let &s = self.slots.get(&key)?;
+        let at = s as usize * self.row_bytes;
+        Some(&self.data[at..at + self.row_bytes])
+    }
+
+    fn release(&mut self, key: u64) {
+        if let Some(s) = self.slots.remove(&key) {
+            self.free.push(s);
+        }
+    }
+
+    /// Stores `values` for `key` (which the policy has just admitted); returns clipped count.
+    fn store(&mut self, key: u64, values: &[f32]) -> u32 {
+        let s = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                let s = (self.data.len() / self.row_bytes) as u32;
+                self.data.resize(self.data.len() + self.row_bytes, 0);
+                s
+            }
+        };
+        self.slots.insert(key, s);
+        let at = s as usize * self.row_bytes;
+        self.precision
+            .encode(values, &mut self.data[at..at + self.row_bytes])
+    }
+}
+
+/// N embedding tables of one dimension, cached in memory.
+pub struct EmbedStore {
+    dir: PathBuf,
+    names: Vec<String>,
+    tables: Vec<TableFile>,
+    dim: usize,
+    l1: Tier,
+    l2: Option<Tier>,
+    policy: PolicyKind,
+    stats: EmbedStats,
+    // Scratch, kept to avoid per-request allocation.
+    hits: Vec<u8>,
+    evicted: Vec<u64>,
+    evicted2: Vec<u64>,
+    row: Vec<f32>,
+    io: Vec<u8>,
+}
+
+const MISS: u8 = 0;
+const IN_L1: u8 = 1;
+const IN_L2: u8 = 2;
+
+impl EmbedStore {
+    /// Opens tables `names` (in lookup order) in `dir`. Every table must exist and share one
+    /// dimension.
+    pub fn open(dir: &Path, names: &[String], opts: &StoreOptions) -> Result<Self> {
+        if names.is_empty() {
+            return Err(EmbedError::InvalidArgument(
+                "a store needs at least one table".into(),
+            ));
+        }
+        if names.len() > (1 << 23) {
+            return Err(EmbedError::InvalidArgument("too many tables".into()));
+        }
+        let mut tables = Vec::with_capacity(names.len());
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].contains(n) {
+                return Err(EmbedError::InvalidArgument(format!(
+                    "table `{n}` is listed twice"
+                )));
+            }
+            let path = dir.join(crate::table::file_name(n));
+            if crate::table::check_name(n).is_ok() && !path.exists() {
+                return Err(EmbedError::UnknownTable {
+                    name: n.clone(),
+                    known: list_tables(dir).unwrap_or_default().join(", "),
+                });
+            }
+            let t = TableFile::open(dir, n)?;
+            if t.rows() > MAX_ROW + 1 {
+                return Err(EmbedError::InvalidArgument(format!(
+                    "table `{n}` has {} rows; at most 2^40 are supported",
+                    t.rows()
+                )));
+            }
+            tables.push(t);
+        }
+        let dim = tables[0].dim();
+        if let Some((i, t)) = tables.iter().enumerate().find(|(_, t)| t.dim() != dim) {
+            return Err(EmbedError::InvalidArgument(format!(
+                "table `{}` has dim {} but `{}` has dim {dim}; a store's tables share one dim",
+                names[i],
+                t.dim(),
+                names[0]
+            )));
+        }
+        let policy = PolicyKind::parse(&opts.policy, names.len())?;
+        let precs: Vec<Precision> = opts
+            .precisions
+            .iter()
+            .map(|&b| {
+                Precision::from_bits(b).ok_or_else(|| {
+                    EmbedError::InvalidArgument(format!(
+                        "precision {b} bits is not one of 32, 16, 8, 4"
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
+        if precs.is_empty() || precs.len() > 2 {
+            return Err(EmbedError::InvalidArgument(format!(
+                "precisions must list 1 or 2 tiers, got {}",
+                precs.len()
+            )));
+        }
+        if !(opts.l1_share.is_finite() && opts.l1_share > 0.0 && opts.l1_share <= 1.0) {
+            return Err(EmbedError::InvalidArgument(format!(
+                "l1_share {} must be in (0, 1]",
+                opts.l1_share
+            )));
+        }
+        let (l1_bytes, l2_bytes) = if precs.len() == 2 {
+            let l1 = (opts.cache_bytes as f64 * opts.l1_share) as u64;
+            (l1, opts.cache_bytes - l1)
+        } else {
+            (opts.cache_bytes, 0)
+        };
+        let l1 = Tier::new(&policy, precs[0], l1_bytes, dim);
+        let l2 = precs.get(1).map(|&p| Tier::new(&policy, p, l2_bytes, dim));
+        Ok(EmbedStore {
+            dir: dir.to_path_buf(),
+            names: names.to_vec(),
+            tables,
+            dim,
+            l1,
+            l2,
+            policy,
+            stats: EmbedStats::default(),
+            hits: vec![MISS; names.len()],
+            evicted: Vec::new(),
+            evicted2: Vec::new(),
+            row: vec![0.0; dim],
+            io: Vec::new(),
+        })
+    }
+
+    /// Values per row.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The table names, in lookup order.
+    pub fn tables(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Rows of each table.
+    pub fn rows(&self) -> Vec<u64> {
+        self.tables.iter().map(|t| t.rows()).collect()
+    }
+
+    /// The policy's name.
+    pub fn policy(&self) -> String {
+        self.policy.to_string()
+    }
+
+    /// Capacity in rows of L1 and L2.
+    pub fn capacities(&self) -> (usize, usize) {
+        (
+            self.l1.policy.capacity(),
+            self.l2.as_ref().map_or(0, |t| t.policy.capacity()),
+        )
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> EmbedStats {
+        self.stats.clone()
+    }
+
+    /// Checks a batch of `keys` (`batch × N`, row-major) without changing anything.
+    pub fn validate(&self, keys: &[u64]) -> Result<()> {
+        let n = self.tables.len();
+        if !keys.len().is_multiple_of(n) {
+            return Err(EmbedError::InvalidArgument(format!(
+                "a batch must hold {n} keys per request (one per table); got {} keys",
+                keys.len()
+            )));
+        }
+        for (i, &k) in keys.iter().enumerate() {
+            let t = &self.tables[i % n];
+            if k >= t.rows() {
+                return Err(EmbedError::KeyOutOfRange {
+                    table: self.names[i % n].clone(),
+                    key: k,
+                    rows: t.rows(),
+                    request: i / n,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Looks up a batch: `keys` is `batch × N` row-major, `out` receives `batch × N × dim`
+    /// values.
+    pub fn lookup(&mut self, keys: &[u64], out: &mut [f32]) -> Result<()> {
+        self.validate(keys)?;
+        let n = self.tables.len();
+        if out.len() != keys.len() * self.dim {
+            return Err(EmbedError::InvalidArgument(format!(
+                "output holds {} values, the batch needs {}",
+                out.len(),
+                keys.len() * self.dim
+            )));
+        }
+        for (req, o) in keys.chunks_exact(n).zip(out.chunks_exact_mut(n * self.dim)) {
+            self.request(req, o)?;
+        }
+        Ok(())
+    }
+
+    fn request(&mut self, keys: &[u64], out: &mut [f32]) -> Result<()> {
+        let dim = self.dim;
+        let mut agg = 0u32;
+        let mut in_l1 = 0usize;
+        for (t, &k) in keys.iter().enumerate() {
+            let key = tag(t, k);
+            self.hits[t] = if self.l1.policy.contains(key) {
+                in_l1 += 1;
+                IN_L1
+            } else if self.l2.as_ref().is_some_and(|l2| l2.policy.contains(key)) {
+                IN_L2
+            } else {
+                MISS
+            };
+            agg += u32::from(self.hits[t] != MISS);
+        }
+        let st = &mut self.stats;
+        st.requests += 1;
+        st.keys += keys.len() as u64;
+        st.l1_hits += in_l1 as u64;
+        st.l2_hits += (agg as usize - in_l1) as u64;
+        st.misses += (keys.len() - agg as usize) as u64;
+        st.perfect_l1 += u64::from(in_l1 == keys.len());
+        st.perfect += u64::from(agg as usize == keys.len());
+
+        // Hits: decode, then update.
+        for (t, &k) in keys.iter().enumerate() {
+            let key = tag(t, k);
+            let o = &mut out[t * dim..(t + 1) * dim];
+            match self.hits[t] {
+                IN_L1 => {
+                    if let Some(r) = self.l1.row(key) {
+                        self.l1.precision.decode(r, o);
+                    }
+                    self.l1.policy.on_hit(key, agg);
+                }
+                IN_L2 => {
+                    if let Some(l2) = self.l2.as_mut() {
+                        if let Some(r) = l2.row(key) {
+                            l2.precision.decode(r, o);
+                        }
+                        l2.policy.remove(key);
+                        l2.release(key);
+                    }
+                    self.stats.promotions += 1;
+                    // Promotion is an insertion into L1 (below, with the misses).
+                }
+                _ => {}
+            }
+        }
+        // Misses (and promotions): read, insert into L1, demote L1's evictions.
+        for (t, &k) in keys.iter().enumerate() {
+            if self.hits[t] == IN_L1 {
+                continue;
+            }
+            let key = tag(t, k);
+            let o = &mut out[t * dim..(t + 1) * dim];
+            if self.hits[t] == MISS {
+                self.tables[t].read_row(k, o, &mut self.io)?;
+            }
+            self.evicted.clear();
+            self.l1.policy.on_miss(key, agg, &mut self.evicted);
+            for i in 0..self.evicted.len() {
+                let v = self.evicted[i];
+                self.demote(v);
+            }
+            if self.l1.policy.contains(key) {
+                self.stats.clipped += u64::from(self.l1.store(key, o));
+            } else if let Some(l2) = self.l2.as_mut() {
+                // L1 holds nothing (capacity 0): the row goes straight to L2.
+                self.evicted2.clear();
+                l2.policy.on_miss(key, agg, &mut self.evicted2);
+                for &v in &self.evicted2 {
+                    l2.release(v);
+                }
+                if l2.policy.contains(key) {
+                    self.stats.clipped += u64::from(l2.store(key, o));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves L1's evicted `key` into L2 (or drops it without an L2).
+    fn demote(&mut self, key: u64) {
+        let score = self.l1.policy.score(key);
+        let Some(l2) = self.l2.as_mut() else {
+            self.l1.release(key);
+            return;
+        };
+        if let Some(r) = self.l1.row(key) {
+            self.l1.precision.decode(r, &mut self.row);
+        }
+        self.l1.release(key);
+        self.evicted2.clear();
+        l2.policy.on_miss(key, score, &mut self.evicted2);
+        for &v in &self.evicted2 {
+            l2.release(v);
+        }
+        if l2.policy.contains(key) {
+            self.stats.clipped += u64::from(l2.store(key, &self.row));
+            self.stats.demotions += 1;
+        }
+    }
+}
+
+/// Names of the tables in `dir` (files `<name>.emb`), sorted.
+pub fn list_tables(dir: &Path) -> Result<Vec<String>> {
+    let rd = std::fs::read_dir(dir).map_err(crate::error::io_err(dir))?;
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let f = e.file_name().into_string().ok()?;
+            let n = f.strip_suffix(".emb")?;
+            (!n.starts_with('.')).then(|| n.to_string())
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(t: usize, k: u64, j: usize) -> f32 {
+        ((t * 1000 + k as usize * 10 + j) % 97) as f32 / 97.0 - 0.5
+    }
+
+    fn make(dir: &Path, tables: usize, rows: u64, dim: usize) -> Vec<String> {
+        (0..tables)
+            .map(|t| {
+                let name = format!("C{}", t + 1);
+                let v: Vec<f32> = (0..rows)
+                    .flat_map(|k| (0..dim).map(move |j| value(t, k, j)))
+                    .collect();
+                TableFile::write(dir, &name, dim, &v).unwrap();
+                name
+            })
+            .collect()
+    }
+
+    fn opts(cache_bytes: u64, policy: &str, precisions: Vec<u32>) -> StoreOptions {
+        StoreOptions {
+            cache_bytes,
+            policy: policy.into(),
+            precisions,
+            l1_share: 0.5,
+        }
+    }
+
+    #[test]
+    fn lookups_return_the_rows_at_every_policy_and_precision() {
+        let d = tempfile::tempdir().unwrap();
+        let names = make(d.path(), 3, 50, 4);
+        for policy in ["lru", "lfu", "clock", "arc", "ev-lfu"] {
+            for (precs, tol) in [
+                (vec![32], 0.0),
+                (vec![16], 1e-4),
+                (vec![8], 5e-3),
+                (vec![8, 4], 0.26),
+            ] {
+                let mut s =
+                    EmbedStore::open(d.path(), &names, &opts(40 * 16, policy, precs.clone()))
+                        .unwrap();
+                let mut out = vec![0f32; 2 * 3 * 4];
+                for i in 0..300u64 {
+                    let keys = [i % 50, (i * 7) % 50, (i * i) % 50, (i + 1) % 50, 3, 4];
+                    s.lookup(&keys, &mut out).unwrap();
+                    for (n, &k) in keys.iter().enumerate() {
+                        for j in 0..4 {
+                            let want = value(n % 3, k, j);
+                            let got = out[n * 4 + j];
+                            assert!((want - got).abs() <= tol, "{policy} {precs:?}");
+                        }
+                    }
+                }
+                let st = s.stats();
+                assert_eq!(st.requests, 600);
+                assert_eq!(st.l1_hits + st.l2_hits + st.misses, st.keys);
+                assert!(st.l1_hits > 0, "{policy} {precs:?} {st:?}");
+                if precs.len() == 2 {
+                    assert!(st.demotions > 0 && st.l2_hits > 0, "{policy} {st:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn no_cache_reads_everything_from_disk() {
+        let d = tempfile::tempdir().unwrap();
+        let names = make(d.path(), 2, 10, 3);
+        let mut s = EmbedStore::open(d.path(), &names, &opts(0, "lru", vec![32])).unwrap();
+        let mut out = vec![0f32; 6];
+        s.lookup(&[1, 2], &mut out).unwrap();
+        s.lookup(&[1, 2], &mut out).unwrap();
+        assert_eq!(s.stats().misses, 4);
+        assert_eq!(s.stats().perfect, 0);
+    }
+
+    #[test]
+    fn bad_batches_change_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let names = make(d.path(), 2, 10, 3);
+        let mut s = EmbedStore::open(d.path(), &names, &opts(1000, "ev-lfu", vec![32])).unwrap();
+        let mut out = vec![0f32; 12];
+        let e = s.lookup(&[1, 2, 3, 10], &mut out).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("key 10 out of range for table `C2` (10 rows) at request 1"),
+            "{e}"
+        );
+        let e = s.lookup(&[1, 2, 3], &mut out).unwrap_err();
+        assert!(e.to_string().contains("2 keys per request"), "{e}");
+        assert_eq!(s.stats(), EmbedStats::default());
+    }
+
+    #[test]
+    fn open_errors_are_clear() {
+        let d = tempfile::tempdir().unwrap();
+        let mut names = make(d.path(), 2, 10, 3);
+        let e = EmbedStore::open(d.path(), &["C9".to_string()], &StoreOptions::default())
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .contains("unknown table `C9`; the store holds: C1, C2"),
+            "{e}"
+        );
+        TableFile::write(d.path(), "wide", 5, &[0.0; 10]).unwrap();
+        names.push("wide".into());
+        let e = EmbedStore::open(d.path(), &names, &StoreOptions::default())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("dim 5"), "{e}");
+        names.pop();
+        for (o, msg) in [
+            (opts(10, "fifo", vec![32]), "unknown policy"),
+            (opts(10, "lru", vec![12]), "precision 12"),
+            (opts(10, "lru", vec![32, 8, 4]), "1 or 2 tiers"),
+        ] {
+            let e = EmbedStore::open(d.path(), &names, &o).err().unwrap();
+            assert!(e.to_string().contains(msg), "{e}");
+        }
+    }
+}
