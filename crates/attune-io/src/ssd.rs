@@ -65,9 +65,9 @@ pub struct SsdParams {
     pub write_buffer_bytes: u64,
     /// Buffer fill fraction that starts a flush, in (0, 1]. Default 0.5.
     pub flush_threshold: f64,
-    /// Flushed bytes between garbage-collection periods. Default 32 MiB.
+    /// Flushed bytes between garbage-collection periods. Default 16 MiB.
     pub gc_every_bytes: u64,
-    /// Length of one garbage-collection busy period in microseconds. Default 20,000.
+    /// Length of one garbage-collection busy period in microseconds. Default 100,000.
     pub gc_duration_us: f64,
     /// Fraction of the chips a busy period occupies, in (0, 1]. Default 0.5.
     pub gc_chip_fraction: f64,
@@ -100,8 +100,8 @@ impl Default for SsdParams {
             controller_us: 8.0,
             write_buffer_bytes: 8 << 20,
             flush_threshold: 0.5,
-            gc_every_bytes: 32 << 20,
-            gc_duration_us: 20_000.0,
+            gc_every_bytes: 16 << 20,
+            gc_duration_us: 100_000.0,
             gc_chip_fraction: 0.5,
             gc_read_inflation_min: 10.0,
             gc_read_inflation_max: 60.0,

@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod hash;
+mod io;
 mod kv;
 mod stats;
 mod workload;
@@ -14,6 +15,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     kv::register(m)?;
     hash::register(m)?;
+    io::register(m)?;
     workload::register(m)?;
     Ok(())
 }
