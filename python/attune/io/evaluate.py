@@ -119,9 +119,10 @@ def _latency_summary(lat_ns: np.ndarray) -> dict[str, float]:
 
 def evaluate_pair(group: list[tuple[Trace, Window]], *, params: dict | None = None,
                   seed: int = 0, pipeline: hd.Pipeline = hd.DEFAULT_PIPELINE, ladder: bool = False,
-                  joints: tuple[int, ...] = (), policies: tuple[str, ...] = POLICIES
-                  ) -> PairResult:
-    """Trains per-device models on the first halves and compares the policies on the second."""
+                  joints: tuple[int, ...] = (), policies: tuple[str, ...] = POLICIES,
+                  model: bytes | None = None) -> PairResult:
+    """Trains per-device models on the first halves and compares the policies on the second.
+    ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead."""
     res = PairResult([w for _, w in group])
     train_halves, test_halves = [], []
     for t, _ in group:
@@ -136,7 +137,7 @@ def evaluate_pair(group: list[tuple[Trace, Window]], *, params: dict | None = No
             raise InvalidArgumentError(
                 f"window {i} has {len(rows['size'])} reads in its training half; need 20")
         train_lat.append(rows["latency_ns"])
-        heimdall_models.append(hd.train(rows, pipeline).to_bytes())
+        heimdall_models.append(model if model is not None else hd.train(rows, pipeline).to_bytes())
         if "linnos" in policies:
             linnos_models.append(hd.train_linnos(rows, seed=pipeline.seed).to_bytes())
         if i == 0:
