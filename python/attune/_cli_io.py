@@ -62,7 +62,7 @@ def _summary(lat_ns: np.ndarray) -> dict:
         return {}
     us = lat_ns / 1e3
     q = np.percentile(us, [50, 90, 99, 99.9])
-    return {"count": int(len(us)), "mean_us": float(us.mean()), "p50_us": float(q[0]),
+    return {"count": len(us), "mean_us": float(us.mean()), "p50_us": float(q[0]),
             "p90_us": float(q[1]), "p99_us": float(q[2]), "p999_us": float(q[3]),
             "max_us": float(us.max())}
 
@@ -154,7 +154,7 @@ def _train(args) -> int:
     model.save(args.out)
     labels = hd.make_labels(rows, p)
     out = {"model": args.out, "dims": model.dims, "joint": model.joint,
-           "threshold": model.threshold, "train_reads": int(len(rows["size"])),
+           "threshold": model.threshold, "train_reads": len(rows["size"]),
            "slow_fraction": float(labels.mean()) if len(labels) else 0.0,
            "final_loss": model.history[-1] if model.history else None}
     if args.json:

@@ -21,7 +21,7 @@ use attune_bench::output::{command_line, Fail, OutputArgs, Sink};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
 use attune_bench::{cache_kv, cache_sim, child, dbbench, hash, learn, lookup_probe};
-use attune_bench::{lookup_steps, workload};
+use attune_bench::{io, lookup_steps, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
 
@@ -62,6 +62,9 @@ enum Cmd {
     /// Nanoseconds per generated item of every attune-workload generator (`--help`).
     #[command(disable_help_flag = true)]
     Workload(Raw),
+    /// Heimdall's quantised inference (P = 1..9), LinnOS, and the simulated SSD (`--help`).
+    #[command(disable_help_flag = true)]
+    Io(Raw),
     /// Point-lookup latency per step, learned indexes off and on (`step-timing` builds only).
     #[command(disable_help_flag = true)]
     LookupSteps(Raw),
@@ -459,6 +462,7 @@ fn main() -> ExitCode {
         Cmd::CacheKv(a) => return raw("cache-kv", a, cache_kv::run),
         Cmd::Learn(a) => return raw("learn", a, learn::run),
         Cmd::Workload(a) => return raw("workload", a, workload::run),
+        Cmd::Io(a) => return raw("io", a, io::run),
         Cmd::LookupSteps(a) => return raw("lookup-steps", a, lookup_steps::run),
         Cmd::LookupProbe(a) => return raw("lookup-probe", a, lookup_probe::run),
         Cmd::Machine { json } => return machine(*json),
@@ -529,6 +533,7 @@ mod tests {
             "cache-kv",
             "learn",
             "workload",
+            "io",
             "lookup-steps",
         ] {
             let cli = Cli::try_parse_from(["attune-bench", verb, "--json", "--help"]).unwrap();
@@ -538,6 +543,7 @@ mod tests {
                 | Cmd::CacheKv(r)
                 | Cmd::Learn(r)
                 | Cmd::Workload(r)
+                | Cmd::Io(r)
                 | Cmd::LookupSteps(r) => r,
                 _ => unreachable!(),
             };

@@ -275,6 +275,35 @@ pub struct QuantizedMlp {
     biases: Vec<Vec<i64>>,
     logit_threshold: i64,
     width_max: usize,
+    /// The 16-bit copy of the weights, when every accumulation provably fits an `i32`
+    /// (checked at load); the fast path.
+    narrow: Option<Vec<Vec<i16>>>,
+}
+
+/// Largest activation of the 16-bit path (scale 1024: real values up to 32).
+const ACT16_MAX: i64 = i16::MAX as i64;
+
+/// The 16-bit weights when, for every layer and output, `sum |w| × largest input activation`
+/// stays below `i32::MAX` and every weight fits an `i16`.
+fn narrow_weights(dims: &[usize], weights: &[Vec<i32>]) -> Option<Vec<Vec<i16>>> {
+    let mut act_max: i64 = QUANT;
+    let mut out = Vec::new();
+    for (l, w) in weights.iter().enumerate() {
+        let n_i = dims[l];
+        let mut narrow = Vec::with_capacity(w.len());
+        for row in w.chunks(n_i.max(1)) {
+            let sum: i64 = row.iter().map(|&x| i64::from(x).abs()).sum();
+            if sum.checked_mul(act_max)? > i64::from(i32::MAX) {
+                return None;
+            }
+            for &x in row {
+                narrow.push(i16::try_from(x).ok()?);
+            }
+        }
+        out.push(narrow);
+        act_max = ACT16_MAX;
+    }
+    Some(out)
 }
 
 fn quant(x: f32, what: &str) -> Result<i32> {
@@ -315,6 +344,7 @@ impl QuantizedMlp {
             .map(|(lo, hi)| if hi > lo { 1.0 / (hi - lo) } else { 0.0 })
             .collect();
         Ok(Self {
+            narrow: narrow_weights(&dims, &weights),
             kind: f.kind,
             joint: f.joint,
             width_max: dims.iter().copied().max().unwrap_or(1),
@@ -351,6 +381,11 @@ impl QuantizedMlp {
     /// [`QuantizedMlp::inputs`]; extra values are ignored, missing ones read as 0).
     pub fn logit_q(&self, raw: &[f32]) -> i64 {
         const STACK: usize = 256;
+        if let (Some(w16), true) = (&self.narrow, self.width_max <= STACK) {
+            let mut a = [0i16; STACK];
+            let mut b = [0i16; STACK];
+            return self.forward16(w16, raw, &mut a, &mut b);
+        }
         if self.width_max <= STACK {
             let mut a = [0i32; STACK];
             let mut b = [0i32; STACK];
@@ -387,6 +422,43 @@ impl QuantizedMlp {
                     out[o] = v;
                 } else {
                     next[o] = v.clamp(0, i64::from(i32::MAX)) as i32;
+                }
+            }
+            std::mem::swap(&mut cur, &mut next);
+        }
+        if self.dims[self.dims.len() - 1] == 2 {
+            out[1] - out[0]
+        } else {
+            out[0]
+        }
+    }
+
+    /// The 16-bit path: `i16` weights and activations, `i32` sums (no overflow: checked at load by
+    /// [`narrow_weights`]); hidden activations saturate at 32 (scale 1024).
+    fn forward16(&self, w16: &[Vec<i16>], raw: &[f32], x: &mut [i16], y: &mut [i16]) -> i64 {
+        let n_in = self.dims[0];
+        for (i, xi) in x[..n_in].iter_mut().enumerate() {
+            let v = raw.get(i).copied().unwrap_or(0.0);
+            let s = ((v - self.lo[i]) * self.inv_range[i]).clamp(0.0, 1.0);
+            *xi = (s * QUANT as f32).round() as i16;
+        }
+        let (mut cur, mut next) = (x, y);
+        let last = w16.len() - 1;
+        let mut out = [0i64; 2];
+        for (l, (w, b)) in w16.iter().zip(&self.biases).enumerate() {
+            let (n_i, n_o) = (self.dims[l], self.dims[l + 1]);
+            let xin = &cur[..n_i];
+            for (o, row) in w.chunks_exact(n_i).take(n_o).enumerate() {
+                let acc: i32 = row
+                    .iter()
+                    .zip(xin)
+                    .map(|(&a, &v)| i32::from(a) * i32::from(v))
+                    .fold(0i32, i32::wrapping_add);
+                let v = i64::from(acc >> QUANT_SHIFT) + b[o];
+                if l == last {
+                    out[o.min(1)] = v;
+                } else {
+                    next[o] = v.clamp(0, ACT16_MAX) as i16;
                 }
             }
             std::mem::swap(&mut cur, &mut next);
@@ -478,6 +550,26 @@ pub(crate) mod tests {
             let zq = q.logit_q(&raw) as f32 / 1024.0;
             assert!((zf - zq).abs() < 0.05, "{zf} vs {zq}");
         }
+    }
+
+    #[test]
+    fn the_16_bit_path_matches_the_64_bit_path() {
+        let f = tiny(1);
+        let q = QuantizedMlp::new(&f).unwrap();
+        let w16 = q.narrow.clone().expect("small weights take the 16-bit path");
+        for s in 0..200 {
+            let raw: Vec<f32> = (0..11).map(|i| ((s * 31 + i * 17) % 150) as f32).collect();
+            let mut a = [0i32; 16];
+            let mut b = [0i32; 16];
+            let wide = q.forward(&raw, &mut a, &mut b);
+            let mut c = [0i16; 16];
+            let mut d = [0i16; 16];
+            assert_eq!(q.forward16(&w16, &raw, &mut c, &mut d), wide);
+        }
+        // Weights too large for the i32 bound fall back to the wide path.
+        let mut big = tiny(1);
+        big.layers[0].0.iter_mut().for_each(|w| *w *= 1000.0);
+        assert!(QuantizedMlp::new(&big).unwrap().narrow.is_none());
     }
 
     #[test]
