@@ -77,8 +77,9 @@ def test_a_trained_model_round_trips_and_rust_agrees(tmp_path):
     p = tmp_path / "m.heimdall"
     m.save(p)
     m2 = hd.load_model(p)
-    np.testing.assert_allclose(m2.predict_proba(rows["features"]),
-                               m.predict_proba(rows["features"]), rtol=1e-5)
+    np.testing.assert_allclose(
+        m2.predict_proba(rows["features"]), m.predict_proba(rows["features"]), rtol=1e-5
+    )
     q = hd.quantised_scores(p.read_bytes(), rows["features"])
     assert np.abs(q - m.predict_proba(rows["features"])).max() < 0.05
 
@@ -124,3 +125,62 @@ def test_routing_policies_and_a_small_evaluation():
 def test_real_samples_load():
     t = load_trace(SAMPLES / "msr-rw_20_80-105.trace")
     assert len(t) == 10_000 and int(t.is_read.sum()) == 2_020
+
+
+def test_cli_simulate_train_and_eval(tmp_path, capsys):
+    import json
+
+    from attune.cli import main
+
+    trace = tmp_path / "t.trace"
+    t = synthetic_trace(3000, write_fraction=0.6, iops=30_000, seed=4)
+    lines = [
+        f"{ts / 1e6:.6f} 0 {o} {s} {1 if r else 0}"
+        for ts, o, s, r in zip(t.timestamp_ns, t.offset, t.size, t.is_read)
+    ]
+    trace.write_text("\n".join(lines) + "\n")
+    assert main(["io", "simulate", str(trace), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ios"] == 3000 and out["reads"]["count"] == int(t.is_read.sum())
+    model = tmp_path / "m.heimdall"
+    assert (
+        main(
+            ["io", "heimdall", "train", str(trace), "--out", str(model), "--epochs", "2", "--json"]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["dims"] == [11, 128, 16, 1]
+    assert (
+        main(
+            [
+                "io",
+                "heimdall",
+                "eval",
+                str(trace),
+                "--model",
+                str(model),
+                "--windows",
+                "1",
+                "--window-ios",
+                "1500",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    res = json.loads(capsys.readouterr().out)
+    assert set(res["summary"]["policies"]) >= {"baseline", "heimdall", "c3", "hedging"}
+    csv = tmp_path / "out.csv"
+    assert main(["io", "replay", str(trace), "--out", str(csv)]) == 0
+    assert len(csv.read_text().splitlines()) == 3001
+
+
+def test_cli_errors_name_the_problem(tmp_path, capsys):
+    from attune.cli import main
+
+    assert main(["io", "simulate", "--set", "channels=0"]) != 0
+    assert "`channels`" in capsys.readouterr().err
+    bad = tmp_path / "bad.trace"
+    bad.write_text("0 0 0 4096 1\n1 0 0 4096 9\n")
+    assert main(["io", "simulate", str(bad)]) != 0
+    assert "line 2" in capsys.readouterr().err

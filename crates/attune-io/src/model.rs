@@ -556,7 +556,10 @@ pub(crate) mod tests {
     fn the_16_bit_path_matches_the_64_bit_path() {
         let f = tiny(1);
         let q = QuantizedMlp::new(&f).unwrap();
-        let w16 = q.narrow.clone().expect("small weights take the 16-bit path");
+        let w16 = q
+            .narrow
+            .clone()
+            .expect("small weights take the 16-bit path");
         for s in 0..200 {
             let raw: Vec<f32> = (0..11).map(|i| ((s * 31 + i * 17) % 150) as f32).collect();
             let mut a = [0i32; 16];

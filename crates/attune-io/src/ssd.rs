@@ -47,7 +47,7 @@ pub struct SsdParams {
     pub mapping_bytes: u32,
     /// Contiguous logical bytes on one chip before the stripe moves on. Default 64 KiB.
     pub chunk_bytes: u32,
-    /// Chips one stripe spans (divides the chip count). Default 32 (all chips).
+    /// Chips one stripe spans (divides the chip count); 0 means all chips. Default 0.
     pub stripe_chips: u32,
     /// Logical capacity in bytes; offsets wrap modulo it. Default 1 TiB.
     pub capacity_bytes: u64,
@@ -91,7 +91,7 @@ impl Default for SsdParams {
             page_bytes: 16 * 1024,
             mapping_bytes: 4096,
             chunk_bytes: 64 * 1024,
-            stripe_chips: 32,
+            stripe_chips: 0,
             capacity_bytes: 1 << 40,
             read_page_us: 60.0,
             program_page_us: 600.0,
@@ -162,6 +162,15 @@ impl SsdParams {
         self.channels * self.chips_per_channel
     }
 
+    /// Chips one stripe spans (`stripe_chips`, or all chips when it is 0).
+    pub fn stripe(&self) -> u32 {
+        if self.stripe_chips == 0 {
+            self.chips()
+        } else {
+            self.stripe_chips
+        }
+    }
+
     /// Checks every parameter; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
         check_count("channels", self.channels.into(), 1, 256)?;
@@ -194,14 +203,15 @@ impl SsdParams {
             ));
         }
         let chips = self.chips();
-        if self.stripe_chips == 0
-            || self.stripe_chips > chips
-            || !chips.is_multiple_of(self.stripe_chips)
-        {
+        let stripe = self.stripe_chips;
+        if stripe != 0 && (stripe > chips || !chips.is_multiple_of(stripe)) {
             return Err(invalid(
                 "stripe_chips",
                 self.stripe_chips,
-                format!("must divide the chip count channels × chips_per_channel = {chips}"),
+                format!(
+                    "must be 0 (all chips) or divide the chip count \
+                     channels × chips_per_channel = {chips}"
+                ),
             ));
         }
         check_count("capacity_bytes", self.capacity_bytes, 1 << 20, 1 << 50)?;
@@ -472,8 +482,8 @@ impl Ssd {
 
     fn chip_of(&self, byte: u64) -> usize {
         let chunk = byte / u64::from(self.p.chunk_bytes);
-        let stripe = u64::from(self.p.stripe_chips);
-        let groups = u64::from(self.p.chips() / self.p.stripe_chips);
+        let stripe = u64::from(self.p.stripe());
+        let groups = u64::from(self.p.chips() / self.p.stripe());
         let group = (chunk / stripe) % groups;
         (group * stripe + chunk % stripe) as usize
     }

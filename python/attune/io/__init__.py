@@ -43,10 +43,16 @@ def replay(trace: Trace, params: dict | None = None, seed: int = 0) -> dict:
     return _native.io_replay(trace.columns(), params, seed)
 
 
-def route(traces: list[Trace], policy: str, params: dict | None = None, seed: int = 0, *,
-          timeout_ns: int = 0, models: list[bytes] | None = None) -> dict:
+def route(
+    traces: list[Trace],
+    policy: str,
+    params: dict | None = None,
+    seed: int = 0,
+    *,
+    timeout_ns: int = 0,
+    models: list[bytes] | None = None,
+) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy``. Returns ``read_latency_ns``, ``home``, ``redirected``, ``hedged``,
     ``inferences``, ``device_stats``."""
-    return _native.io_route([t.columns() for t in traces], policy, params, seed, timeout_ns,
-                            models)
+    return _native.io_route([t.columns() for t in traces], policy, params, seed, timeout_ns, models)

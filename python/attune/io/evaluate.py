@@ -73,11 +73,19 @@ def augment(t: Trace, name: str) -> Trace:
             out = t.rerate(rate) if rate != 1.0 else t
             return out.resize(size) if size != 1.0 else out
     raise InvalidArgumentError(
-        f"unknown augmentation {name!r}; valid: {', '.join(a[0] for a in AUGMENTATIONS)}")
+        f"unknown augmentation {name!r}; valid: {', '.join(a[0] for a in AUGMENTATIONS)}"
+    )
 
 
-def random_windows(pool: list[Trace], pairs: int, window_ios: int, seed: int, *,
-                   replicas: int = 2, augmentations: bool = True) -> list[list[tuple]]:
+def random_windows(
+    pool: list[Trace],
+    pairs: int,
+    window_ios: int,
+    seed: int,
+    *,
+    replicas: int = 2,
+    augmentations: bool = True,
+) -> list[list[tuple]]:
     """``pairs`` lists of ``replicas`` (trace, window, augmentation) drawn from ``pool``."""
     if not pool:
         raise InvalidArgumentError("no traces to draw windows from")
@@ -93,14 +101,16 @@ def random_windows(pool: list[Trace], pairs: int, window_ios: int, seed: int, *,
                 t = pool[int(rng.integers(len(pool)))]
                 n = min(window_ios, len(t))
                 start = int(rng.integers(0, len(t) - n + 1))
-                reads = t.is_read[start:start + n]
-                if min(reads[: n // 2].sum(), reads[n // 2:].sum()) >= MIN_READS:
+                reads = t.is_read[start : start + n]
+                if min(reads[: n // 2].sum(), reads[n // 2 :].sum()) >= MIN_READS:
                     break
             else:
                 raise InvalidArgumentError(
-                    f"no window of {window_ios} I/Os with {MIN_READS} reads in each half")
-            aug = AUGMENTATIONS[int(rng.integers(len(AUGMENTATIONS)))][0] if augmentations \
-                else "none"
+                    f"no window of {window_ios} I/Os with {MIN_READS} reads in each half"
+                )
+            aug = (
+                AUGMENTATIONS[int(rng.integers(len(AUGMENTATIONS)))][0] if augmentations else "none"
+            )
             group.append((augment(t.slice(start, start + n), aug), Window(t.name, start, aug)))
         out.append(group)
     return out
@@ -117,10 +127,17 @@ def _latency_summary(lat_ns: np.ndarray) -> dict[str, float]:
     }
 
 
-def evaluate_pair(group: list[tuple[Trace, Window]], *, params: dict | None = None,
-                  seed: int = 0, pipeline: hd.Pipeline = hd.DEFAULT_PIPELINE, ladder: bool = False,
-                  joints: tuple[int, ...] = (), policies: tuple[str, ...] = POLICIES,
-                  model: bytes | None = None) -> PairResult:
+def evaluate_pair(
+    group: list[tuple[Trace, Window]],
+    *,
+    params: dict | None = None,
+    seed: int = 0,
+    pipeline: hd.Pipeline = hd.DEFAULT_PIPELINE,
+    ladder: bool = False,
+    joints: tuple[int, ...] = (),
+    policies: tuple[str, ...] = POLICIES,
+    model: bytes | None = None,
+) -> PairResult:
     """Trains per-device models on the first halves and compares the policies on the second.
     ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead."""
     res = PairResult([w for _, w in group])
@@ -135,7 +152,8 @@ def evaluate_pair(group: list[tuple[Trace, Window]], *, params: dict | None = No
         rows = hd.read_rows(replay(t, params, seed + i), t)
         if len(rows["size"]) < 20:
             raise InvalidArgumentError(
-                f"window {i} has {len(rows['size'])} reads in its training half; need 20")
+                f"window {i} has {len(rows['size'])} reads in its training half; need 20"
+            )
         train_lat.append(rows["latency_ns"])
         heimdall_models.append(model if model is not None else hd.train(rows, pipeline).to_bytes())
         if "linnos" in policies:
@@ -158,8 +176,14 @@ def evaluate_pair(group: list[tuple[Trace, Window]], *, params: dict | None = No
         res.auc_linnos_period = hd.roc_auc(period, s)
     if ladder and first_rows is not None:
         for stage, lab, feats, filt in LADDER:
-            p = hd.Pipeline(labelling=lab, features=feats, noise_filter=filt,
-                            rule=pipeline.rule, epochs=pipeline.epochs, seed=pipeline.seed)
+            p = hd.Pipeline(
+                labelling=lab,
+                features=feats,
+                noise_filter=filt,
+                rule=pipeline.rule,
+                epochs=pipeline.epochs,
+                seed=pipeline.seed,
+            )
             m = hd.train(first_rows, p)
             x = hd.basic_features(x1) if feats == "basic" else x1
             res.ladder_auc[stage] = hd.roc_auc(period, m.predict_proba(x))
@@ -207,7 +231,9 @@ def summarize(results: list[PairResult]) -> dict:
             best = min(r.latency_us[p]["mean"] for p in base)
             red.append(1 - r.latency_us["heimdall"]["mean"] / best)
             if "hedging" in r.latency_us:
-                p99_vs_hedging.append(r.latency_us["heimdall"]["p99"] / r.latency_us["hedging"]["p99"])
+                p99_vs_hedging.append(
+                    r.latency_us["heimdall"]["p99"] / r.latency_us["hedging"]["p99"]
+                )
         out["heimdall_mean_reduction_vs_best_baseline_median"] = float(np.median(red))
         if p99_vs_hedging:
             out["heimdall_p99_over_hedging_median"] = float(np.median(p99_vs_hedging))
@@ -216,7 +242,8 @@ def summarize(results: list[PairResult]) -> dict:
         out[k + "_median"] = float(np.median(vals)) if vals else float("nan")
     if results[0].ladder_auc:
         out["ladder_auc_median"] = {
-            s: float(np.nanmedian([r.ladder_auc[s] for r in results])) for s in results[0].ladder_auc
+            s: float(np.nanmedian([r.ladder_auc[s] for r in results]))
+            for s in results[0].ladder_auc
         }
     if results[0].joint_auc:
         out["joint_auc_median"] = {

@@ -95,8 +95,9 @@ def throughput(size: np.ndarray, latency_ns: np.ndarray) -> np.ndarray:
     return size.astype(np.float64) / np.maximum(latency_ns.astype(np.float64) / 1e3, 1e-3)
 
 
-def label_periods(size: np.ndarray, latency_ns: np.ndarray, rule: LabelRule = LabelRule()
-                  ) -> np.ndarray:
+def label_periods(
+    size: np.ndarray, latency_ns: np.ndarray, rule: LabelRule = LabelRule()
+) -> np.ndarray:
     """Period labels (1 = slow, decline) of reads in arrival order."""
     rule.check()
     n = len(size)
@@ -141,9 +142,13 @@ def _runs(labels: np.ndarray):
         i = j
 
 
-def noise_filter(size: np.ndarray, latency_ns: np.ndarray, labels: np.ndarray,
-                 rule: LabelRule = LabelRule(), stages: tuple[int, ...] = (1, 2, 3)
-                 ) -> np.ndarray:
+def noise_filter(
+    size: np.ndarray,
+    latency_ns: np.ndarray,
+    labels: np.ndarray,
+    rule: LabelRule = LabelRule(),
+    stages: tuple[int, ...] = (1, 2, 3),
+) -> np.ndarray:
     """A keep-mask after the three noise filters (``stages`` picks which run)."""
     rule.check()
     keep = np.ones(len(labels), dtype=bool)
@@ -163,8 +168,9 @@ def noise_filter(size: np.ndarray, latency_ns: np.ndarray, labels: np.ndarray,
 
 
 # ---------------------------------------------------------------- features
-def joint_features(feats: np.ndarray, labels: np.ndarray, joint: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def joint_features(
+    feats: np.ndarray, labels: np.ndarray, joint: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Groups consecutive rows by ``joint``: ``[size_1..size_P, the first row's other 10]`` and
     the group label (slow if any row is)."""
     if not 1 <= joint <= 9:
@@ -294,15 +300,33 @@ def model_from_bytes(data: bytes) -> Mlp:
         biases.append(np.frombuffer(data, "<f4", o, pos).astype(np.float32))
         pos += 4 * o
     kind = KIND_HEIMDALL if info["kind"] == "heimdall" else KIND_LINNOS
-    return Mlp(weights, biases, sc[:, 0].copy(), sc[:, 1].copy(), kind, int(info["joint"]),
-               float(info["threshold"]))
+    return Mlp(
+        weights,
+        biases,
+        sc[:, 0].copy(),
+        sc[:, 1].copy(),
+        kind,
+        int(info["joint"]),
+        float(info["threshold"]),
+    )
 
 
-def _adam_train(x: np.ndarray, y: np.ndarray, dims: list[int], *, epochs: int, lr: float,
-                batch: int, seed: int, two_outputs: bool) -> tuple[list, list, list[float]]:
+def _adam_train(
+    x: np.ndarray,
+    y: np.ndarray,
+    dims: list[int],
+    *,
+    epochs: int,
+    lr: float,
+    batch: int,
+    seed: int,
+    two_outputs: bool,
+) -> tuple[list, list, list[float]]:
     rng = np.random.default_rng(seed)
-    ws = [rng.normal(0, np.sqrt(2.0 / i), (o, i)).astype(np.float32)
-          for i, o in itertools.pairwise(dims)]
+    ws = [
+        rng.normal(0, np.sqrt(2.0 / i), (o, i)).astype(np.float32)
+        for i, o in itertools.pairwise(dims)
+    ]
     bs = [np.zeros(o, dtype=np.float32) for o in dims[1:]]
     m = [np.zeros_like(p) for p in ws + bs]
     v = [np.zeros_like(p) for p in ws + bs]
@@ -313,7 +337,7 @@ def _adam_train(x: np.ndarray, y: np.ndarray, dims: list[int], *, epochs: int, l
         order = rng.permutation(n)
         total = 0.0
         for k in range(0, n, batch):
-            idx = order[k:k + batch]
+            idx = order[k : k + batch]
             xb, yb = x[idx], y[idx].astype(np.float32)
             acts = [xb]
             h = xb
@@ -365,10 +389,20 @@ def best_f1_threshold(p: np.ndarray, y: np.ndarray) -> float:
     return float(np.clip(best[1], 1e-4, 1 - 1e-4))
 
 
-def train_mlp(x: np.ndarray, y: np.ndarray, *, hidden: tuple[int, ...] = (128, 16),
-              kind: int = KIND_HEIMDALL, joint: int = 1, epochs: int = 20, lr: float = 1e-3,
-              batch: int = 256, seed: int = 0, two_outputs: bool = False,
-              scale_range: tuple[np.ndarray, np.ndarray] | None = None) -> Mlp:
+def train_mlp(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    hidden: tuple[int, ...] = (128, 16),
+    kind: int = KIND_HEIMDALL,
+    joint: int = 1,
+    epochs: int = 20,
+    lr: float = 1e-3,
+    batch: int = 256,
+    seed: int = 0,
+    two_outputs: bool = False,
+    scale_range: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Mlp:
     """Trains a network on raw features ``x`` (min-max scaled internally) and labels ``y``."""
     if len(x) == 0:
         raise InvalidArgumentError("no training rows (the trace has no reads?)")
@@ -377,8 +411,16 @@ def train_mlp(x: np.ndarray, y: np.ndarray, *, hidden: tuple[int, ...] = (128, 1
     model = Mlp([], [], lo.astype(np.float32), hi.astype(np.float32), kind, joint)
     xs = model.scale(x)
     dims = [x.shape[1], *hidden, 2 if two_outputs else 1]
-    ws, bs, losses = _adam_train(xs, np.asarray(y), dims, epochs=epochs, lr=lr, batch=batch,
-                                 seed=seed, two_outputs=two_outputs)
+    ws, bs, losses = _adam_train(
+        xs,
+        np.asarray(y),
+        dims,
+        epochs=epochs,
+        lr=lr,
+        batch=batch,
+        seed=seed,
+        two_outputs=two_outputs,
+    )
     model.weights, model.biases, model.history = ws, bs, losses
     model.threshold = best_f1_threshold(model.predict_proba(x), np.asarray(y))
     return model
@@ -443,8 +485,16 @@ def train_linnos(rows: dict, *, epochs: int = 20, seed: int = 0) -> Mlp:
     x = linnos_digits(rows["features"])
     lo = np.zeros(31, dtype=np.float32)
     hi = np.full(31, 9.0, dtype=np.float32)
-    return train_mlp(x, y, hidden=(256,), kind=KIND_LINNOS, epochs=epochs, seed=seed,
-                     two_outputs=True, scale_range=(lo, hi))
+    return train_mlp(
+        x,
+        y,
+        hidden=(256,),
+        kind=KIND_LINNOS,
+        epochs=epochs,
+        seed=seed,
+        two_outputs=True,
+        scale_range=(lo, hi),
+    )
 
 
 def model_inputs(model: Mlp, rows: dict, basic: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -472,7 +522,7 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
         j = i
         while j + 1 < len(s) and s[j + 1] == s[i]:
             j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
         i = j + 1
     return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
 

@@ -51,8 +51,9 @@ class Trace:
         """I/Os ``start..stop`` with time rebased to 0."""
         ts = self.timestamp_ns[start:stop]
         ts = ts - ts[0] if len(ts) else ts
-        return Trace(ts, self.offset[start:stop], self.size[start:stop],
-                     self.is_read[start:stop], self.name)
+        return Trace(
+            ts, self.offset[start:stop], self.size[start:stop], self.is_read[start:stop], self.name
+        )
 
     def rerate(self, rate: float) -> Trace:
         """Arrivals ``rate`` times as intense (inter-arrival times divided by ``rate``)."""
@@ -98,8 +99,9 @@ def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
     return parse_trace(raw, fmt, p.name)
 
 
-def synthetic_trace(n: int = 4000, *, write_fraction: float = 0.7, iops: float = 20_000,
-                    seed: int = 0) -> Trace:
+def synthetic_trace(
+    n: int = 4000, *, write_fraction: float = 0.7, iops: float = 20_000, seed: int = 0
+) -> Trace:
     """A small random trace (for tests and examples without the real samples)."""
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1e9 / iops, n)
