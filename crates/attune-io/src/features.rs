@@ -1,5 +1,5 @@
-//! The per-device history an admission model sees: queue length now, and the queue lengths,
-//! latencies and throughputs of the last I/Os that **completed before** the decision.
+//! The per-device history an admission model sees: queue length now (all I/Os), and the queue
+//! lengths, latencies and throughputs of the last **reads** that **completed before** the decision.
 //!
 //! Only completions at or before the decision time are visible (a deployable model cannot see
 //! the future), so a tracker keeps the pending I/Os in a time-ordered heap and moves them into
@@ -39,8 +39,8 @@ pub struct Done {
     pub thpt: f32,
 }
 
-/// A submitted I/O: (finish ns, sequence, queue length, latency ns, size).
-type Pending = (u64, u64, u32, u64, u32);
+/// A submitted I/O: (finish ns, sequence, queue length, latency ns, size, is a read).
+type Pending = (u64, u64, u32, u64, u32, bool);
 
 /// The history of one device (see the module documentation).
 #[derive(Debug, Default)]
@@ -62,21 +62,32 @@ impl FeatureTracker {
         Self::default()
     }
 
-    /// Records an I/O submitted to the device: it enters the history once the clock passes
+    /// Records a read submitted to the device: it enters the history once the clock passes
     /// `finish_ns`.
     pub fn record(&mut self, finish_ns: u64, latency_ns: u64, queue_len: u32, size: u32) {
         self.seq += 1;
+        let p = (finish_ns, self.seq, queue_len, latency_ns, size, true);
+        self.pending.push(Reverse(p));
+    }
+
+    /// Records a write: it counts as pending until `finish_ns` but never enters the history
+    /// (a write is acknowledged from the buffer; its latency says little about the flash).
+    pub fn record_write(&mut self, finish_ns: u64) {
+        self.seq += 1;
         self.pending
-            .push(Reverse((finish_ns, self.seq, queue_len, latency_ns, size)));
+            .push(Reverse((finish_ns, self.seq, 0, 0, 0, false)));
     }
 
     /// Moves every I/O finished at or before `now_ns` into the history.
     pub fn observe(&mut self, now_ns: u64) {
-        while let Some(Reverse((finish, _, q, lat, size))) = self.pending.peek().copied() {
+        while let Some(Reverse((finish, _, q, lat, size, read))) = self.pending.peek().copied() {
             if finish > now_ns {
                 break;
             }
             self.pending.pop();
+            if !read {
+                continue;
+            }
             let latency_us = (lat as f32 / 1e3).max(1e-3);
             if self.ewma_latency_us == 0.0 {
                 self.ewma_latency_us = latency_us;

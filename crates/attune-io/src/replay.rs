@@ -54,7 +54,10 @@ pub fn replay(records: &[BlockRecord], params: &SsdParams, seed: u64) -> Result<
             kind: r.kind,
         });
         let features = tracker.heimdall(r.size, c.queue_len);
-        tracker.record(c.finish_ns, c.latency_ns(), c.queue_len, r.size);
+        match r.kind {
+            IoKind::Read => tracker.record(c.finish_ns, c.latency_ns(), c.queue_len, r.size),
+            IoKind::Write => tracker.record_write(c.finish_ns),
+        }
         rows.push(ReplayRow {
             timestamp_ns: c.submit_ns,
             offset: r.offset,

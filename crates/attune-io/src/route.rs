@@ -105,8 +105,12 @@ impl Dev {
             size: r.size,
             kind,
         });
-        self.tracker
-            .record(c.finish_ns, c.latency_ns(), c.queue_len, r.size);
+        match kind {
+            IoKind::Read => self
+                .tracker
+                .record(c.finish_ns, c.latency_ns(), c.queue_len, r.size),
+            IoKind::Write => self.tracker.record_write(c.finish_ns),
+        }
         c.latency_ns()
     }
 }

@@ -163,7 +163,10 @@ def evaluate_pair(
     # Accuracy on replica 0's held-out half served alone.
     test0 = test_halves[0]
     rows = hd.read_rows(replay(test0, params, seed + 100), test0)
-    period = hd.label_periods(rows["size"], rows["latency_ns"], pipeline.rule)
+    # Held-out labels are measured against the training half's medians (the reference the
+    # deployed model's thresholds came from), not re-normalised on the held-out half.
+    ref = hd.label_medians(first_rows["size"], first_rows["latency_ns"]) if first_rows else None
+    period = hd.label_periods(rows["size"], rows["latency_ns"], pipeline.rule, reference=ref)
     res.slow_fraction = float(period.mean()) if len(period) else 0.0
     res.busy_fraction = float(rows["busy"].mean()) if len(period) else 0.0
     x1 = rows["features"]

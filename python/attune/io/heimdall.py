@@ -95,10 +95,22 @@ def throughput(size: np.ndarray, latency_ns: np.ndarray) -> np.ndarray:
     return size.astype(np.float64) / np.maximum(latency_ns.astype(np.float64) / 1e3, 1e-3)
 
 
+def label_medians(size: np.ndarray, latency_ns: np.ndarray) -> tuple[float, float]:
+    """(median latency in ns, median throughput) of reads: the labelling's reference."""
+    if len(size) == 0:
+        return 0.0, 0.0
+    return float(np.median(latency_ns)), float(np.median(throughput(size, latency_ns)))
+
+
 def label_periods(
-    size: np.ndarray, latency_ns: np.ndarray, rule: LabelRule = LabelRule()
+    size: np.ndarray,
+    latency_ns: np.ndarray,
+    rule: LabelRule = LabelRule(),
+    reference: tuple[float, float] | None = None,
 ) -> np.ndarray:
-    """Period labels (1 = slow, decline) of reads in arrival order."""
+    """Period labels (1 = slow, decline) of reads in arrival order. ``reference`` = (median
+    latency, median throughput) to measure against (the training data's, when labelling held-out
+    data); by default the reads' own."""
     rule.check()
     n = len(size)
     labels = np.zeros(n, dtype=np.int8)
@@ -106,8 +118,8 @@ def label_periods(
         return labels
     lat = latency_ns.astype(np.float64)
     thpt = throughput(size, latency_ns)
-    high_lat = rule.lat_factor * np.median(lat)
-    thpt_median = np.median(thpt)
+    lat_median, thpt_median = reference or label_medians(size, latency_ns)
+    high_lat = rule.lat_factor * lat_median
     low_thpt = thpt_median / rule.thpt_factor
     prev = np.concatenate(([thpt[0]], thpt[:-1]))
     start = (lat > high_lat) & (thpt < low_thpt) & (thpt * rule.drop_factor <= prev)
