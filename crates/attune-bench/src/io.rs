@@ -124,8 +124,8 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let loaded = match &model_path {
         None => None,
         Some(p) => {
-            let bytes = std::fs::read(p)
-                .map_err(|e| Fail::Usage(format!("cannot read model {p}: {e}")))?;
+            let bytes =
+                std::fs::read(p).map_err(|e| Fail::Usage(format!("cannot read model {p}: {e}")))?;
             Some(
                 QuantizedMlp::from_bytes(&bytes)
                     .map_err(|e| Fail::Usage(format!("model {p}: {e}")))?,

@@ -278,6 +278,9 @@ pub struct QuantizedMlp {
     /// The 16-bit copy of the weights, when every accumulation provably fits an `i32`
     /// (checked at load); the fast path.
     narrow: Option<Vec<Vec<i16>>>,
+    /// The 16-bit weights in the SSE2 layout (x86-64 only), when `narrow` is set.
+    #[cfg(target_arch = "x86_64")]
+    packed: Option<sse2::Packed>,
 }
 
 /// Largest activation of the 16-bit path (scale 1024: real values up to 32).
@@ -343,8 +346,13 @@ impl QuantizedMlp {
             .zip(&f.scale_max)
             .map(|(lo, hi)| if hi > lo { 1.0 / (hi - lo) } else { 0.0 })
             .collect();
+        let narrow = narrow_weights(&dims, &weights);
         Ok(Self {
-            narrow: narrow_weights(&dims, &weights),
+            #[cfg(target_arch = "x86_64")]
+            packed: narrow
+                .as_ref()
+                .and_then(|w| sse2::Packed::new(&dims, w, &biases)),
+            narrow,
             kind: f.kind,
             joint: f.joint,
             width_max: dims.iter().copied().max().unwrap_or(1),
@@ -381,6 +389,12 @@ impl QuantizedMlp {
     /// [`QuantizedMlp::inputs`]; extra values are ignored, missing ones read as 0).
     pub fn logit_q(&self, raw: &[f32]) -> i64 {
         const STACK: usize = 256;
+        #[cfg(target_arch = "x86_64")]
+        if let Some(p) = &self.packed {
+            let mut x = [0i16; sse2::WIDTH_MAX];
+            self.scale_inputs16(raw, &mut x);
+            return p.forward(&x);
+        }
         if let (Some(w16), true) = (&self.narrow, self.width_max <= STACK) {
             let mut a = [0i16; STACK];
             let mut b = [0i16; STACK];
@@ -402,7 +416,7 @@ impl QuantizedMlp {
         for (i, xi) in x[..n_in].iter_mut().enumerate() {
             let v = raw.get(i).copied().unwrap_or(0.0);
             let s = ((v - self.lo[i]) * self.inv_range[i]).clamp(0.0, 1.0);
-            *xi = (s * QUANT as f32).round() as i32;
+            *xi = (s * QUANT as f32 + 0.5) as i32;
         }
         let (mut cur, mut next) = (x, y);
         let last = self.weights.len() - 1;
@@ -435,13 +449,18 @@ impl QuantizedMlp {
 
     /// The 16-bit path: `i16` weights and activations, `i32` sums (no overflow: checked at load by
     /// [`narrow_weights`]); hidden activations saturate at 32 (scale 1024).
-    fn forward16(&self, w16: &[Vec<i16>], raw: &[f32], x: &mut [i16], y: &mut [i16]) -> i64 {
+    fn scale_inputs16(&self, raw: &[f32], x: &mut [i16]) {
         let n_in = self.dims[0];
         for (i, xi) in x[..n_in].iter_mut().enumerate() {
             let v = raw.get(i).copied().unwrap_or(0.0);
             let s = ((v - self.lo[i]) * self.inv_range[i]).clamp(0.0, 1.0);
-            *xi = (s * QUANT as f32).round() as i16;
+            // Round half up without a libm call (s >= 0).
+            *xi = (s * QUANT as f32 + 0.5) as i16;
         }
+    }
+
+    fn forward16(&self, w16: &[Vec<i16>], raw: &[f32], x: &mut [i16], y: &mut [i16]) -> i64 {
+        self.scale_inputs16(raw, x);
         let (mut cur, mut next) = (x, y);
         let last = w16.len() - 1;
         let mut out = [0i64; 2];
@@ -479,6 +498,144 @@ impl QuantizedMlp {
     pub fn score(&self, raw: &[f32]) -> f64 {
         let z = self.logit_q(raw) as f64 / QUANT as f64;
         1.0 / (1.0 + (-z).exp())
+    }
+}
+
+/// The x86-64 kernel: SSE2 (part of every x86-64 CPU) `pmaddwd` over pairs of inputs. Weights
+/// are laid out per pair of inputs `k` and output `o` as `[w(o, 2k), w(o, 2k+1)]`, four outputs
+/// per 128-bit vector, so one `pmaddwd` with the broadcast pair `(x_2k, x_2k+1)` adds two
+/// products to four outputs' sums. Same arithmetic as `forward16` (sums fit `i32`, proven at
+/// load; hidden activations saturate to `[0, 32767]`).
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use std::arch::x86_64::{
+        __m128i, _mm_add_epi32, _mm_madd_epi16, _mm_set1_epi32, _mm_setzero_si128, _mm_srai_epi32,
+        _mm_storeu_si128,
+    };
+
+    /// Widest layer the kernel takes (its stack buffers).
+    pub const WIDTH_MAX: usize = 256;
+
+    #[derive(Clone, Debug)]
+    struct Layer {
+        pairs: usize,
+        blocks: usize,
+        w: Vec<__m128i>,
+        b: Vec<i32>,
+    }
+
+    #[derive(Clone, Debug)]
+    pub struct Packed {
+        layers: Vec<Layer>,
+        two_outputs: bool,
+    }
+
+    fn vec4(v: [i32; 4]) -> __m128i {
+        let lo = (v[0] as u32 as i64) | ((v[1] as u32 as i64) << 32);
+        let hi = (v[2] as u32 as i64) | ((v[3] as u32 as i64) << 32);
+        // SAFETY: SSE2 is part of the x86-64 baseline, so the intrinsic is always available.
+        unsafe { std::arch::x86_64::_mm_set_epi64x(hi, lo) }
+    }
+
+    impl Packed {
+        pub fn new(dims: &[usize], w16: &[Vec<i16>], biases: &[Vec<i64>]) -> Option<Self> {
+            if dims.iter().any(|&d| d > WIDTH_MAX) {
+                return None;
+            }
+            let mut layers = Vec::new();
+            for (l, (w, b)) in w16.iter().zip(biases).enumerate() {
+                let (n_i, n_o) = (dims[l], dims[l + 1]);
+                let pairs = n_i.div_ceil(2);
+                let blocks = n_o.div_ceil(4);
+                let at = |o: usize, i: usize| -> i32 {
+                    if o < n_o && i < n_i {
+                        i32::from(w[o * n_i + i]) as u16 as i32
+                    } else {
+                        0
+                    }
+                };
+                let mut packed = Vec::with_capacity(pairs * blocks);
+                for k in 0..pairs {
+                    for blk in 0..blocks {
+                        let mut lanes = [0i32; 4];
+                        for (j, lane) in lanes.iter_mut().enumerate() {
+                            let o = blk * 4 + j;
+                            *lane = at(o, 2 * k) | (at(o, 2 * k + 1) << 16);
+                        }
+                        packed.push(vec4(lanes));
+                    }
+                }
+                let mut bias = vec![0i32; blocks * 4];
+                for (o, &x) in b.iter().enumerate() {
+                    bias[o] = i32::try_from(x).ok()?;
+                }
+                layers.push(Layer {
+                    pairs,
+                    blocks,
+                    w: packed,
+                    b: bias,
+                });
+            }
+            Some(Self {
+                layers,
+                two_outputs: dims.last() == Some(&2),
+            })
+        }
+
+        /// The logit at scale 1024 for inputs already scaled (`x`, zero-padded).
+        pub fn forward(&self, x: &[i16; WIDTH_MAX]) -> i64 {
+            // SAFETY: SSE2 is part of the x86-64 baseline (every intrinsic here is available);
+            // the one memory access, the store, is bounds-reasoned at its site.
+            unsafe { self.forward_sse2(x) }
+        }
+
+        #[target_feature(enable = "sse2")]
+        unsafe fn forward_sse2(&self, x: &[i16; WIDTH_MAX]) -> i64 {
+            // Activations between layers; every lane a layer reads (its padded input pairs) is
+            // written by the layer before it (padded outputs have zero weights and bias).
+            let mut hidden = [0i16; WIDTH_MAX];
+            let mut acc32 = [0i32; WIDTH_MAX];
+            let last = self.layers.len() - 1;
+            let mut out = [0i64; 2];
+            for (l, layer) in self.layers.iter().enumerate() {
+                let cur: &[i16; WIDTH_MAX] = if l == 0 { x } else { &hidden };
+                let mut acc = [_mm_setzero_si128(); WIDTH_MAX / 4];
+                let acc = &mut acc[..layer.blocks];
+                for k in 0..layer.pairs {
+                    let pair = (cur[2 * k] as u16 as u32) | ((cur[2 * k + 1] as u16 as u32) << 16);
+                    let vx = _mm_set1_epi32(pair as i32);
+                    let row = &layer.w[k * layer.blocks..(k + 1) * layer.blocks];
+                    for (a, &w) in acc.iter_mut().zip(row) {
+                        *a = _mm_add_epi32(*a, _mm_madd_epi16(w, vx));
+                    }
+                }
+                let n = layer.blocks * 4;
+                for (blk, a) in acc.iter().enumerate() {
+                    let shifted = _mm_srai_epi32::<10>(*a);
+                    // SAFETY: `acc32` has WIDTH_MAX >= blocks × 4 lanes, so the 16 bytes at
+                    // `blk × 4` are in bounds; storeu has no alignment requirement.
+                    unsafe {
+                        _mm_storeu_si128(acc32.as_mut_ptr().add(blk * 4).cast(), shifted);
+                    }
+                }
+                for (v, &b) in acc32[..n].iter_mut().zip(&layer.b) {
+                    *v += b;
+                }
+                if l == last {
+                    out[0] = i64::from(acc32[0]);
+                    out[1] = i64::from(acc32[1]);
+                } else {
+                    for (c, &v) in hidden[..n].iter_mut().zip(&acc32[..n]) {
+                        *c = v.clamp(0, i32::from(i16::MAX)) as i16;
+                    }
+                }
+            }
+            if self.two_outputs {
+                out[1] - out[0]
+            } else {
+                out[0]
+            }
+        }
     }
 }
 
@@ -573,6 +730,42 @@ pub(crate) mod tests {
         let mut big = tiny(1);
         big.layers[0].0.iter_mut().for_each(|w| *w *= 1000.0);
         assert!(QuantizedMlp::new(&big).unwrap().narrow.is_none());
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_sse2_kernel_matches_the_scalar_16_bit_path() {
+        let mut linnos = tiny(1);
+        linnos.kind = InputKind::LinnOs;
+        linnos.dims = vec![31, 9, 2];
+        linnos.scale_min = vec![0.0; 31];
+        linnos.scale_max = vec![9.0; 31];
+        linnos.layers = vec![
+            (
+                (0..31 * 9)
+                    .map(|i| ((i * 7) % 13) as f32 / 10.0 - 0.6)
+                    .collect(),
+                vec![0.1; 9],
+            ),
+            (
+                (0..18).map(|i| (i % 5) as f32 / 4.0 - 0.5).collect(),
+                vec![0.0, 0.2],
+            ),
+        ];
+        for f in [tiny(1), tiny(4), linnos] {
+            let q = QuantizedMlp::new(&f).unwrap();
+            let w16 = q.narrow.clone().unwrap();
+            assert!(q.packed.is_some());
+            for s in 0..300u32 {
+                let raw: Vec<f32> = (0..f.dims[0])
+                    .map(|i| ((s * 37 + i * 11) % 120) as f32 / 10.0)
+                    .collect();
+                let mut c = [0i16; 64];
+                let mut d = [0i16; 64];
+                let scalar = q.forward16(&w16, &raw, &mut c, &mut d);
+                assert_eq!(q.logit_q(&raw), scalar, "model {:?} input {s}", f.dims);
+            }
+        }
     }
 
     #[test]
