@@ -6,7 +6,9 @@ Every benchmark starts here or from the ``attune-bench`` binary itself:
   arguments (``--help`` shows the harness's own options; ``--out FILE`` appends JSON-lines rows,
   and ``--json FILE``, the older spelling, means the same here) and show a tqdm progress bar.
 * ``attune bench hash ...`` runs ``attune-bench hash`` (:mod:`attune._cli_hash`).
-* ``attune bench cache-sim|cache-kv|embed|learn|workload|lookup-steps ...`` run the ``attune-bench``
+* ``attune bench heimdall ...`` runs Heimdall's evaluation (:mod:`attune.bench.heimdall`).
+* ``attune bench cache-sim|cache-kv|embed|io|learn|workload|lookup-steps ...`` run the
+  ``attune-bench``
   subcommand of that name with the same arguments.
 * ``attune bench splitdf [run|column-sizes|explain|fact-layout|key-order|memory-probe|
   join-elimination|report] ...`` runs the SplitDF scripts of ``benches/splitdf/`` (SplitDF is a
@@ -222,6 +224,7 @@ def register(sub) -> None:
         ("embed", "embedding-store caches: hit rates by policy and size, L1 latency (--help)"),
         ("learn", "learned-index lookups against binary search (--help)"),
         ("workload", "speed of every attune-workload generator (--help)"),
+        ("io", "Heimdall's quantised inference speed and the simulated SSD's (--help)"),
         ("lookup-steps", "point-lookup latency per step (a step-timing build; --help)"),
     ):
         q = verbs.add_parser(name, help=text, add_help=False, prefix_chars="+")
@@ -230,6 +233,9 @@ def register(sub) -> None:
     from attune import _cli_hash
 
     _cli_hash.add_parser(verbs)
+    from attune.bench import heimdall as _bench_heimdall
+
+    _bench_heimdall.add_parser(verbs)
     q = verbs.add_parser(
         "splitdf",
         help="SplitDF: split vs unsplit sizes, memory and a notebook (benches/splitdf/)",

@@ -1,7 +1,8 @@
 """Type stubs of the native module (crates/attune-py), checked against the build by
 ``make lint`` (``python -m mypy.stubtest attune._native``).
 
-The typed fronts are ``attune`` (key-value engine), ``attune.hash`` and ``attune.workload``; the
+The typed fronts are ``attune`` (key-value engine), ``attune.hash``, ``attune.io`` and
+``attune.workload``; the
 exceptions raised here are the classes of ``attune.errors``, registered at import.
 """
 
@@ -37,6 +38,12 @@ __all__ = [
     "pipes_gen_records",
     "pipes_sort",
     "workload_criteo",
+    "io_model_info",
+    "io_model_scores",
+    "io_read_trace",
+    "io_replay",
+    "io_route",
+    "io_ssd_params",
     "workload_keys",
     "workload_mixgraph",
     "workload_trace_write",
@@ -355,3 +362,21 @@ def embed_simulate(
     policy: str, capacity: int, tables: int, keys: bytes, warmup: int = 0
 ) -> tuple[int, int, int, int]: ...
 def embed_access_stream(policy: str, capacity: int, keys: bytes) -> int: ...
+# ---------------------------------------------------------------- attune-io (attune.io)
+_TraceColumns: TypeAlias = tuple[list[int], list[int], list[int], list[bool]]
+
+def io_read_trace(data: bytes, format: str | None = None) -> _TraceColumns: ...
+def io_ssd_params(params: dict[str, Any] | None = None) -> list[tuple[str, str]]: ...
+def io_replay(
+    columns: _TraceColumns, params: dict[str, Any] | None = None, seed: int = 0
+) -> dict[str, Any]: ...
+def io_route(
+    traces: list[_TraceColumns],
+    policy: str,
+    params: dict[str, Any] | None = None,
+    seed: int = 0,
+    timeout_ns: int = 0,
+    models: list[bytes] | None = None,
+) -> dict[str, Any]: ...
+def io_model_info(data: bytes) -> dict[str, Any]: ...
+def io_model_scores(data: bytes, features: bytes, n: int) -> list[float]: ...

@@ -41,6 +41,7 @@ VERB_MODULES: tuple[str, ...] = (
     "attune._cli_hash_db",
     "attune._cli_place",
     "attune._cli_embed",
+    "attune._cli_io",
 )
 
 #: Exit status after the reader of stdout went away (128 + SIGPIPE).

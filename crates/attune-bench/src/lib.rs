@@ -36,6 +36,7 @@ pub mod engine;
 pub mod engines;
 pub mod error;
 pub mod hash;
+pub mod io;
 pub mod keys;
 pub mod learn;
 pub mod lookup_probe;

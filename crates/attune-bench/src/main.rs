@@ -2,9 +2,9 @@
 //!
 //! Subcommands, one module each: `kv micro|ycsb|engines` (the engine and its peers), `hash`
 //! (VIP hashing), `cache-sim` (Symbiosis on traces), `cache-kv` (Symbiosis in the engine),
-//! `embed` (embedding-store caches), `learn` (learned-index lookups), `pipes` (Data Pipes against
-//! fio, external sorts), `plush` (the Plush hash table against the engines), `workload`
-//! (generator speed), `lookup-steps` (per-step lookup
+//! `embed` (embedding-store caches), `io` (Heimdall's inference, the simulated SSD), `learn`
+//! (learned-index lookups), `pipes` (Data Pipes against fio, external sorts), `plush` (the Plush
+//! hash table against the engines), `workload` (generator speed), `lookup-steps` (per-step lookup
 //! latency; needs the `step-timing` feature), `lookup-probe` (a read-path profiling loop) and
 //! `machine` (the machine description every row carries). Every subcommand takes `--out PATH`,
 //! `--json` and `--no-progress` ([`attune_bench::output`]). The hidden `__child` subcommand is the
@@ -22,7 +22,7 @@ use attune_bench::options::{parse_count, parse_size, Compression, EngineSpec, Se
 use attune_bench::output::{command_line, Fail, OutputArgs, Sink};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
-use attune_bench::{cache_kv, cache_sim, child, dbbench, embed, hash, learn, lookup_probe};
+use attune_bench::{cache_kv, cache_sim, child, dbbench, embed, hash, io, learn, lookup_probe};
 use attune_bench::{lookup_steps, pipes, plush, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
@@ -73,6 +73,9 @@ enum Cmd {
     /// Plush against Attune's LSM, RocksDB and LMDB on 8-byte records (`--help`).
     #[command(disable_help_flag = true)]
     Plush(Raw),
+    /// Heimdall's quantised inference (P = 1..9), LinnOS, and the simulated SSD (`--help`).
+    #[command(disable_help_flag = true)]
+    Io(Raw),
     /// Point-lookup latency per step, learned indexes off and on (`step-timing` builds only).
     #[command(disable_help_flag = true)]
     LookupSteps(Raw),
@@ -473,6 +476,7 @@ fn main() -> ExitCode {
         Cmd::Learn(a) => return raw("learn", a, learn::run),
         Cmd::Workload(a) => return raw("workload", a, workload::run),
         Cmd::Plush(a) => return raw("plush", a, plush::run),
+        Cmd::Io(a) => return raw("io", a, io::run),
         Cmd::LookupSteps(a) => return raw("lookup-steps", a, lookup_steps::run),
         Cmd::LookupProbe(a) => return raw("lookup-probe", a, lookup_probe::run),
         Cmd::Machine { json } => return machine(*json),
@@ -544,6 +548,7 @@ mod tests {
             "cache-kv",
             "learn",
             "workload",
+            "io",
             "lookup-steps",
             "plush",
         ] {
@@ -555,6 +560,7 @@ mod tests {
                 | Cmd::CacheKv(r)
                 | Cmd::Learn(r)
                 | Cmd::Workload(r)
+                | Cmd::Io(r)
                 | Cmd::LookupSteps(r)
                 | Cmd::Plush(r) => r,
                 _ => unreachable!(),

@@ -1,5 +1,6 @@
 //! The one place engine errors become Python exceptions, for every crate the module exposes
-//! (attune-kv, attune-hash, attune-embed, attune-pipes, attune-plush, attune-workload).
+//! (attune-kv, attune-hash, attune-embed, attune-io, attune-pipes, attune-plush, attune-workload;
+//! attune-io's mapping is `io::io_error`).
 //!
 //! The exception classes are plain Python classes in `attune.errors` (so that they pickle
 //! across `multiprocessing` and keep `.path` / `.offset`). `attune/__init__.py` hands them to

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod embed;
 mod errors;
 mod hash;
+mod io;
 mod kv;
 mod pipes;
 mod plush;
@@ -17,6 +18,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     kv::register(m)?;
     hash::register(m)?;
+    io::register(m)?;
     workload::register(m)?;
     pipes::register(m)?;
     plush::register(m)?;

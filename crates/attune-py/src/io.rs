@@ -1,0 +1,265 @@
+//! Python bindings for the device crate (`attune-io`): trace reading, trace-driven simulation of
+//! one SSD, replica routing, and Heimdall/LinnOS weight files with quantised inference. The typed
+//! front is `python/attune/io/`. Traces cross as four columns (timestamps in ns, offsets, sizes,
+//! read flags); errors go through `errors.rs` (`InvalidArgumentError` for bad parameters,
+//! `CorruptionError` for malformed traces and damaged weight files).
+//!
+//! Thread-safety: plain functions; simulations release the GIL while they run.
+
+use attune_io::model::{InputKind, MlpFile, QuantizedMlp};
+use attune_io::route::{self, Policy};
+use attune_io::ssd::SsdParams;
+use attune_io::trace::{self, TraceFormat};
+use attune_io::{replay, IoError};
+use attune_workload::trace::{BlockRecord, IoKind};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::errors::raise;
+
+/// Maps an attune-io error to its Python exception.
+pub fn io_error(e: IoError) -> PyErr {
+    let msg = e.to_string();
+    let (class, offset) = match &e {
+        IoError::InvalidParameter { .. } => ("InvalidArgumentError", None),
+        IoError::MalformedTrace { line, .. } => ("CorruptionError", Some(*line)),
+        IoError::CorruptModel { offset, .. } => ("CorruptionError", Some(*offset)),
+        IoError::UnsupportedModelVersion { .. } => ("UnsupportedVersionError", None),
+        IoError::Workload(_) => ("CorruptionError", None),
+        IoError::Io(_) => ("StorageIOError", None),
+        _ => ("Error", None),
+    };
+    Python::with_gil(|py| raise(py, class, msg, None, offset))
+}
+
+type Columns = (Vec<u64>, Vec<u64>, Vec<u32>, Vec<bool>);
+
+fn to_records(py: Python<'_>, c: Columns) -> PyResult<Vec<BlockRecord>> {
+    let (ts, off, size, read) = c;
+    if off.len() != ts.len() || size.len() != ts.len() || read.len() != ts.len() {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            "trace columns must have equal lengths",
+        ));
+    }
+    Ok((0..ts.len())
+        .map(|i| BlockRecord {
+            timestamp_ns: ts[i],
+            offset: off[i],
+            size: size[i],
+            kind: if read[i] { IoKind::Read } else { IoKind::Write },
+            latency_ns: 0,
+        })
+        .collect())
+}
+
+fn params_from(params: Option<&Bound<'_, PyDict>>) -> PyResult<SsdParams> {
+    let mut p = SsdParams::default();
+    if let Some(d) = params {
+        for (k, v) in d.iter() {
+            let name: String = k.extract()?;
+            let value = v.str()?.to_string();
+            p.set(&name, &value).map_err(io_error)?;
+        }
+    }
+    p.validate().map_err(io_error)?;
+    Ok(p)
+}
+
+/// `io_read_trace(data, format=None)`: the trace's columns `(timestamp_ns, offset, size, is_read)`
+/// from decompressed bytes; the format is sniffed when not given.
+#[pyfunction]
+#[pyo3(signature = (data, format=None))]
+fn io_read_trace(py: Python<'_>, data: &[u8], format: Option<&str>) -> PyResult<Columns> {
+    let f = match format {
+        Some(name) => TraceFormat::parse(name).map_err(io_error)?,
+        None => TraceFormat::sniff(data),
+    };
+    let v = py
+        .allow_threads(|| trace::read_trace(data, f))
+        .map_err(io_error)?;
+    Ok((
+        v.iter().map(|r| r.timestamp_ns).collect(),
+        v.iter().map(|r| r.offset).collect(),
+        v.iter().map(|r| r.size).collect(),
+        v.iter().map(|r| r.kind == IoKind::Read).collect(),
+    ))
+}
+
+/// `io_ssd_params(params=None)`: every SSD parameter (defaults overridden by `params`) as text,
+/// validated.
+#[pyfunction]
+#[pyo3(signature = (params=None))]
+fn io_ssd_params(params: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, String)>> {
+    let p = params_from(params)?;
+    Ok(p.to_pairs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect())
+}
+
+/// `io_replay(columns, params=None, seed=0)`: one trace on one simulated SSD. Returns a dict of
+/// columns (`latency_ns`, `queue_len`, `gc_pages`, `features` flat row-major n × 11) and `stats`.
+#[pyfunction]
+#[pyo3(signature = (columns, params=None, seed=0))]
+fn io_replay<'py>(
+    py: Python<'py>,
+    columns: Columns,
+    params: Option<&Bound<'py, PyDict>>,
+    seed: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let recs = to_records(py, columns)?;
+    let p = params_from(params)?;
+    let r = py
+        .allow_threads(|| replay::replay(&recs, &p, seed))
+        .map_err(io_error)?;
+    let d = PyDict::new(py);
+    d.set_item(
+        "latency_ns",
+        r.rows.iter().map(|x| x.latency_ns).collect::<Vec<_>>(),
+    )?;
+    d.set_item(
+        "queue_len",
+        r.rows.iter().map(|x| x.queue_len).collect::<Vec<_>>(),
+    )?;
+    d.set_item(
+        "gc_pages",
+        r.rows.iter().map(|x| x.gc_pages).collect::<Vec<_>>(),
+    )?;
+    let feats: Vec<f32> = r.rows.iter().flat_map(|x| x.features).collect();
+    d.set_item("features", PyBytes::new(py, &f32_bytes(&feats)))?;
+    d.set_item("stats", stats_dict(py, &r.stats)?)?;
+    Ok(d)
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &attune_io::ssd::SsdStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("reads", s.reads)?;
+    d.set_item("writes", s.writes)?;
+    d.set_item("flushes", s.flushes)?;
+    d.set_item("gc_periods", s.gc_periods)?;
+    d.set_item("gc_reads", s.gc_reads)?;
+    d.set_item("stalled_writes", s.stalled_writes)?;
+    d.set_item("hot_reads", s.hot_reads)?;
+    Ok(d)
+}
+
+fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
+    blobs
+        .iter()
+        .map(|b| QuantizedMlp::from_bytes(b).map_err(io_error))
+        .collect()
+}
+
+/// `io_route(traces, policy, params=None, seed=0, timeout_ns=0, models=None)`: 2 or 3 replicas,
+/// trace `i` issued at device `i`, reads routed by `policy` (`baseline`, `random`, `hedging`, `c3`,
+/// `model`). Returns a dict with `read_latency_ns`, `home`, `redirected`, `hedged`, `inferences`,
+/// `device_stats`.
+#[pyfunction]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None))]
+fn io_route<'py>(
+    py: Python<'py>,
+    traces: Vec<Columns>,
+    policy: &str,
+    params: Option<&Bound<'py, PyDict>>,
+    seed: u64,
+    timeout_ns: u64,
+    models: Option<Vec<Vec<u8>>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let recs = traces
+        .into_iter()
+        .map(|c| to_records(py, c))
+        .collect::<PyResult<Vec<_>>>()?;
+    let p = params_from(params)?;
+    let pol = match policy {
+        "baseline" => Policy::AlwaysAdmit,
+        "random" => Policy::Random,
+        "hedging" => Policy::Hedging { timeout_ns },
+        "c3" => Policy::C3,
+        "model" => Policy::Model {
+            models: models_from(&models.unwrap_or_default())?,
+        },
+        other => {
+            return Err(crate::errors::attune_error(
+                py,
+                "InvalidArgumentError",
+                format!("unknown policy {other:?}; valid: baseline, random, hedging, c3, model"),
+            ))
+        }
+    };
+    let r = py
+        .allow_threads(|| route::simulate(&recs, &p, &pol, seed))
+        .map_err(io_error)?;
+    let d = PyDict::new(py);
+    d.set_item("read_latency_ns", r.read_latency_ns)?;
+    d.set_item("home", r.home)?;
+    d.set_item("redirected", r.redirected)?;
+    d.set_item("hedged", r.hedged)?;
+    d.set_item("inferences", r.inferences)?;
+    let stats = r
+        .device_stats
+        .iter()
+        .map(|s| stats_dict(py, s))
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("device_stats", stats)?;
+    Ok(d)
+}
+
+/// `io_model_info(data)`: checks a weight file and describes it (`kind`, `joint`, `dims`,
+/// `threshold`); raises `CorruptionError` naming the byte offset when it is damaged.
+#[pyfunction]
+fn io_model_info<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    let f = MlpFile::decode(data).map_err(io_error)?;
+    QuantizedMlp::new(&f).map_err(io_error)?;
+    let d = PyDict::new(py);
+    d.set_item(
+        "kind",
+        match f.kind {
+            InputKind::Heimdall => "heimdall",
+            InputKind::LinnOs => "linnos",
+        },
+    )?;
+    d.set_item("joint", f.joint)?;
+    d.set_item("dims", f.dims)?;
+    d.set_item("threshold", f.threshold)?;
+    Ok(d)
+}
+
+/// `io_model_scores(data, features, n)`: the quantised model's slow probability for `n` rows of
+/// raw features (little-endian f32 bytes, row-major, `n × inputs`).
+#[pyfunction]
+fn io_model_scores(py: Python<'_>, data: &[u8], features: &[u8], n: usize) -> PyResult<Vec<f64>> {
+    let m = QuantizedMlp::from_bytes(data).map_err(io_error)?;
+    let k = m.inputs();
+    if features.len() != n * k * 4 {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            format!(
+                "features: {} bytes, expected {n} rows × {k} inputs × 4",
+                features.len()
+            ),
+        ));
+    }
+    let x: Vec<f32> = features
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Ok(py.allow_threads(|| x.chunks_exact(k.max(1)).map(|row| m.score(row)).collect()))
+}
+
+/// Adds the device functions to the native module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(io_read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(io_ssd_params, m)?)?;
+    m.add_function(wrap_pyfunction!(io_replay, m)?)?;
+    m.add_function(wrap_pyfunction!(io_route, m)?)?;
+    m.add_function(wrap_pyfunction!(io_model_info, m)?)?;
+    m.add_function(wrap_pyfunction!(io_model_scores, m)?)?;
+    Ok(())
+}

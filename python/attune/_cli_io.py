@@ -1,0 +1,344 @@
+"""`attune io`: the simulated SSD and Heimdall.
+
+* ``attune io simulate [TRACE]``: serve a trace (or a synthetic one) on one simulated SSD and
+  print its latency summary and counters.
+* ``attune io replay TRACE --out CSV``: the same, writing every I/O with its simulated latency as
+  an Attune block-trace CSV (``docs/formats/block-trace.md``).
+* ``attune io heimdall train TRACE --out MODEL``: label, filter and train on the first half of the
+  trace served by the simulated SSD; write the checksummed weight file.
+* ``attune io heimdall eval TRACE... [--model MODEL]``: accuracy and every policy's read latency
+  over random windows (``attune.io.evaluate``).
+
+SSD parameters: ``--set NAME=VALUE`` (repeatable; ``attune io simulate --list-params``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from attune.errors import InvalidArgumentError
+
+DESCRIPTION = __doc__
+
+
+def _params(args) -> dict:
+    out = {}
+    for item in args.set or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidArgumentError(f"--set takes NAME=VALUE, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--format",
+        choices=("msr", "cloudphysics", "attune-csv", "attune"),
+        help="trace format (sniffed when omitted)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="an SSD parameter (repeatable); see `attune io simulate --list-params`",
+    )
+    p.add_argument("--seed", type=int, default=0, help="simulation seed (0)")
+    p.add_argument("--rerate", type=float, default=1.0, help="arrival-rate factor (1.0)")
+    p.add_argument("--resize", type=float, default=1.0, help="I/O size factor (1.0)")
+
+
+def _trace(args, path: str | None):
+    from attune.io import load_trace, synthetic_trace
+
+    t = (
+        load_trace(path, args.format)
+        if path
+        else synthetic_trace(getattr(args, "synthetic", 10_000) or 10_000, seed=args.seed)
+    )
+    if args.rerate != 1.0:
+        t = t.rerate(args.rerate)
+    if args.resize != 1.0:
+        t = t.resize(args.resize)
+    return t
+
+
+def _summary(lat_ns: np.ndarray) -> dict:
+    if len(lat_ns) == 0:
+        return {}
+    us = lat_ns / 1e3
+    q = np.percentile(us, [50, 90, 99, 99.9])
+    return {
+        "count": len(us),
+        "mean_us": float(us.mean()),
+        "p50_us": float(q[0]),
+        "p90_us": float(q[1]),
+        "p99_us": float(q[2]),
+        "p999_us": float(q[3]),
+        "max_us": float(us.max()),
+    }
+
+
+def _simulate(args) -> int:
+    from attune.io import replay, ssd_params
+
+    params = _params(args)
+    if args.list_params:
+        full = ssd_params(params)
+        if args.json:
+            print(json.dumps(full))
+        else:
+            for k, v in full.items():
+                print(f"{k} = {v}")
+        return 0
+    t = _trace(args, args.trace)
+    r = replay(t, params, args.seed)
+    lat = np.asarray(r["latency_ns"], dtype=np.float64)
+    out = {
+        "trace": t.name,
+        "ios": len(t),
+        "duration_s": t.duration_ns / 1e9,
+        "reads": _summary(lat[t.is_read]),
+        "writes": _summary(lat[~t.is_read]),
+        "busy_reads": int((np.asarray(r["gc_pages"])[t.is_read] > 0).sum()),
+        "stats": r["stats"],
+        "params": ssd_params(params),
+    }
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{out['trace']}: {len(t)} I/Os over {out['duration_s']:.3f} s")
+    for kind in ("reads", "writes"):
+        s = out[kind]
+        if s:
+            print(
+                f"  {kind:6}: {s['count']:>8}  mean {s['mean_us']:9.1f} µs  p50 {s['p50_us']:9.1f}"
+                f"  p99 {s['p99_us']:9.1f}  p99.9 {s['p999_us']:9.1f}"
+            )
+    st = r["stats"]
+    print(
+        f"  flushes {st['flushes']}, gc periods {st['gc_periods']}, reads slowed by gc "
+        f"{st['gc_reads']}, stalled writes {st['stalled_writes']}, hot reads {st['hot_reads']}"
+    )
+    return 0
+
+
+def _replay(args) -> int:
+    from attune.io import replay
+
+    t = _trace(args, args.trace)
+    r = replay(t, _params(args), args.seed)
+    lat = r["latency_ns"]
+    try:
+        with open(args.out, "w") as f:
+            f.write("timestamp_ns,offset,size,op,latency_ns\n")
+            for i in range(len(t)):
+                op = "R" if t.is_read[i] else "W"
+                f.write(f"{t.timestamp_ns[i]},{t.offset[i]},{t.size[i]},{op},{lat[i]}\n")
+    except OSError as e:
+        from attune.errors import StorageIOError
+
+        raise StorageIOError(f"cannot write {args.out}: {e.strerror or e}", args.out) from e
+    if args.json:
+        print(json.dumps({"trace": t.name, "ios": len(t), "out": args.out}))
+    else:
+        print(f"{len(t)} I/Os with simulated latencies written to {args.out}")
+    return 0
+
+
+def _pipeline(args):
+    from attune.io import heimdall as hd
+
+    return hd.Pipeline(
+        labelling=args.labelling,
+        features=args.features,
+        noise_filter=not args.no_noise_filter,
+        joint=args.joint,
+        epochs=args.epochs,
+        seed=args.seed,
+    )
+
+
+def _train(args) -> int:
+    from attune.io import heimdall as hd
+    from attune.io import replay
+
+    t = _trace(args, args.trace)
+    n = int(len(t) * args.train_fraction)
+    part = t.slice(0, n)
+    rows = hd.read_rows(replay(part, _params(args), args.seed), part)
+    p = _pipeline(args)
+    with _progress(args, 1, "training") as bar:
+        model = (
+            hd.train(rows, p)
+            if not args.linnos
+            else hd.train_linnos(rows, epochs=args.epochs, seed=args.seed)
+        )
+        bar.update(1)
+    model.save(args.out)
+    labels = hd.make_labels(rows, p)
+    out = {
+        "model": args.out,
+        "dims": model.dims,
+        "joint": model.joint,
+        "threshold": model.threshold,
+        "train_reads": len(rows["size"]),
+        "slow_fraction": float(labels.mean()) if len(labels) else 0.0,
+        "final_loss": model.history[-1] if model.history else None,
+    }
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(
+            f"trained {'x'.join(map(str, model.dims))} on {out['train_reads']} reads "
+            f"({out['slow_fraction']:.1%} slow); threshold {model.threshold:.3f}; "
+            f"wrote {args.out}"
+        )
+    return 0
+
+
+def _progress(args, total: int, desc: str):
+    from attune.cli import progress
+
+    return progress(args, total=total, desc=desc, unit="step")
+
+
+def _eval(args) -> int:
+    from attune.io import evaluate as ev
+    from attune.io import heimdall as hd
+    from attune.io import load_trace
+
+    pool = [load_trace(p, args.format) for p in args.trace]
+    model = hd.load_model(args.model).to_bytes() if args.model else None
+    groups = ev.random_windows(
+        pool,
+        args.windows,
+        args.window_ios,
+        args.seed,
+        replicas=args.replicas,
+        augmentations=not args.no_augment,
+    )
+    params = _params(args)
+    results = []
+    with _progress(args, len(groups), "windows") as bar:
+        for i, g in enumerate(groups):
+            results.append(
+                ev.evaluate_pair(
+                    g,
+                    params=params,
+                    seed=args.seed + i,
+                    pipeline=_pipeline(args),
+                    ladder=args.ladder,
+                    model=model,
+                )
+            )
+            bar.update(1)
+    summary = ev.summarize(results)
+    if args.json:
+        print(json.dumps({"summary": summary, "windows": [r.to_dict() for r in results]}))
+        return 0
+    print(
+        f"{summary['windows']} windows of {args.window_ios} I/Os, {args.replicas} replicas "
+        "(medians over windows)"
+    )
+    print(f"  {'policy':10} {'mean µs':>10} {'p50':>9} {'p90':>9} {'p99':>10} {'p99.9':>10}")
+    for pol, s in summary["policies"].items():
+        print(
+            f"  {pol:10} {s['mean']:10.1f} {s['p50']:9.1f} {s['p90']:9.1f} {s['p99']:10.1f}"
+            f" {s['p999']:10.1f}"
+        )
+    print(
+        f"  heimdall mean latency vs best baseline: "
+        f"{-summary['heimdall_mean_reduction_vs_best_baseline_median']:+.1%}"
+    )
+    print(
+        f"  ROC-AUC (period labels) {summary['auc_period_median']:.3f}, (busy truth) "
+        f"{summary['auc_busy_median']:.3f}, LinnOS {summary['auc_linnos_period_median']:.3f}"
+    )
+    for stage, auc in summary.get("ladder_auc_median", {}).items():
+        print(f"  ladder: {stage:40} {auc:.3f}")
+    return 0
+
+
+def register(sub) -> None:
+    from attune.cli import add_output_flags
+
+    p = sub.add_parser(
+        "io",
+        help="the simulated SSD and Heimdall's learned I/O admission",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    vs = p.add_subparsers(dest="io_verb", metavar="COMMAND", required=True)
+
+    s = vs.add_parser(
+        "simulate",
+        help="serve a trace on one simulated SSD and summarise it",
+        description="Serve TRACE (or a synthetic trace) on one simulated SSD.",
+    )
+    s.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (.gz ok)")
+    s.add_argument(
+        "--synthetic",
+        type=int,
+        default=10_000,
+        help="I/Os of the synthetic trace used without TRACE (10000)",
+    )
+    s.add_argument("--list-params", action="store_true", help="print every SSD parameter")
+    _add_common(s)
+    add_output_flags(s)
+    s.set_defaults(func=_simulate)
+
+    r = vs.add_parser(
+        "replay",
+        help="write every I/O of TRACE with its simulated latency",
+        description="Serve TRACE on one simulated SSD and write each I/O with its "
+        "latency as an Attune block-trace CSV.",
+    )
+    r.add_argument("trace", metavar="TRACE")
+    _add_common(r)
+    add_output_flags(r, out="CSV file to write", out_required=True)
+    r.set_defaults(func=_replay)
+
+    h = vs.add_parser("heimdall", help="train and evaluate Heimdall models")
+    hs = h.add_subparsers(dest="heimdall_verb", metavar="COMMAND", required=True)
+    for name in ("train", "eval"):
+        q = hs.add_parser(
+            name,
+            help="train a model on TRACE"
+            if name == "train"
+            else "accuracy and per-policy latency over random windows",
+        )
+        q.add_argument("trace", nargs="+" if name == "eval" else None, metavar="TRACE")
+        q.add_argument("--labelling", choices=("period", "cutoff"), default="period")
+        q.add_argument("--features", choices=("full", "basic"), default="full")
+        q.add_argument("--no-noise-filter", action="store_true", help="skip the 3 filters")
+        q.add_argument("--joint", type=int, default=1, help="joint inference size P, 1..9 (1)")
+        q.add_argument("--epochs", type=int, default=20, help="training epochs (20)")
+        _add_common(q)
+        if name == "train":
+            q.add_argument(
+                "--train-fraction",
+                type=float,
+                default=0.5,
+                help="leading fraction of the trace to train on (0.5)",
+            )
+            q.add_argument("--linnos", action="store_true", help="train the LinnOS baseline")
+            add_output_flags(q, out="weight file to write", out_required=True)
+            q.set_defaults(func=_train)
+        else:
+            q.add_argument("--model", help="use this weight file on every replica")
+            q.add_argument("--windows", type=int, default=10, help="window pairs (10)")
+            q.add_argument("--window-ios", type=int, default=4000, help="I/Os per window (4000)")
+            q.add_argument("--replicas", type=int, choices=(2, 3), default=2)
+            q.add_argument("--no-augment", action="store_true", help="no re-rating/resizing")
+            q.add_argument("--ladder", action="store_true", help="also the accuracy ladder")
+            add_output_flags(q)
+            q.set_defaults(func=_eval)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use `attune io ...`")

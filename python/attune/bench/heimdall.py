@@ -1,0 +1,181 @@
+"""`attune bench heimdall`: Heimdall's accuracy and every routing policy's read latency over
+random windows of block traces served by simulated SSDs (:mod:`attune.io.evaluate`).
+
+Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``):
+
+* ``kind = "policy"``: one per window and policy: read latency ``mean_us``, ``p50_us``,
+  ``p99_us``, ``p999_us``, ``redirected`` reads, and ``mean_over_heimdall`` / ``p99_over_heimdall``
+  (the policy's latency over Heimdall's in the same window: above 1, Heimdall is faster);
+* ``kind = "accuracy"``: one per window: ROC-AUC of the quantised model against the period labels
+  (``auc_period``) and the simulator's busy truth (``auc_busy``), LinnOS's (``auc_linnos_period``),
+  the fraction of busy and slow reads;
+* ``kind = "ladder"``: one per window and pipeline stage (``--ladder``): ``auc``;
+* ``kind = "joint"``: one per window and joint size P (``--joints``): ``auc``.
+
+Traces default to the samples in ``../shared/data/traces/`` when present; ``--synthetic`` uses
+generated ones instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+
+DEFAULT_TRACES = (
+    "msr-rw_20_80-105.trace",
+    "msr-rand_iops-1006.trace",
+    "cloudphysics-io.csv.gz",
+)
+_SHARED = Path(__file__).resolve().parents[4] / "shared" / "data" / "traces"
+
+
+def add_parser(verbs) -> None:
+    from attune.cli import add_output_flags
+
+    p = verbs.add_parser(
+        "heimdall",
+        help="Heimdall's accuracy and per-policy read latency over random trace windows",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("traces", nargs="*", help="trace files (default: the shared samples)")
+    p.add_argument("--synthetic", action="store_true", help="generated traces instead")
+    p.add_argument("--windows", type=int, default=20, help="window pairs (20)")
+    p.add_argument("--window-ios", type=int, default=4000, help="I/Os per window (4000)")
+    p.add_argument("--replicas", type=int, choices=(2, 3), default=2)
+    p.add_argument("--ladder", action="store_true", help="also the accuracy ladder")
+    p.add_argument("--joints", default="", help="joint sizes to measure, e.g. 1,3,9")
+    p.add_argument("--no-augment", action="store_true", help="no re-rating or resizing")
+    p.add_argument("--epochs", type=int, default=20, help="training epochs (20)")
+    p.add_argument("--seed", type=int, default=1, help="window and simulation seed (1)")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="an SSD parameter")
+    add_output_flags(p, out="append the JSON rows to PATH")
+    p.set_defaults(func=run)
+
+
+def _pool(args):
+    from attune.errors import InvalidArgumentError
+    from attune.io import load_trace, synthetic_trace
+
+    if args.synthetic:
+        return [
+            synthetic_trace(20_000, write_fraction=w, iops=i, seed=s)
+            for s, (w, i) in enumerate(((0.7, 30_000), (0.3, 10_000), (0.5, 20_000)))
+        ]
+    paths = [Path(t) for t in args.traces] or [_SHARED / n for n in DEFAULT_TRACES]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise InvalidArgumentError(
+            f"trace files not found: {', '.join(missing)} (pass TRACES or --synthetic)"
+        )
+    return [load_trace(p) for p in paths]
+
+
+def run(args) -> int:
+    from attune._cli_io import _params
+    from attune.bench import machine
+    from attune.cli import progress
+    from attune.io import evaluate as ev
+    from attune.io import heimdall as hd
+
+    pool = _pool(args)
+    joints = tuple(int(j) for j in args.joints.split(",") if j.strip())
+    groups = ev.random_windows(
+        pool,
+        args.windows,
+        args.window_ios,
+        args.seed,
+        replicas=args.replicas,
+        augmentations=not args.no_augment,
+    )
+    params = _params(args)
+    command = (
+        "attune bench heimdall " + shlex.join(sys.argv[3:])
+        if len(sys.argv) > 3
+        else "attune bench heimdall"
+    )
+    mach = machine()
+    rows = []
+    results = []
+    with progress(args, total=len(groups), desc="windows", unit="window") as bar:
+        for i, g in enumerate(groups):
+            r = ev.evaluate_pair(
+                g,
+                params=params,
+                seed=args.seed + i,
+                pipeline=hd.Pipeline(epochs=args.epochs, seed=args.seed),
+                ladder=args.ladder,
+                joints=joints,
+            )
+            results.append(r)
+            base = {
+                "bench": "heimdall",
+                "window": i,
+                "replicas": args.replicas,
+                "traces": [w.trace for w in r.windows],
+                "augmentations": [w.augmentation for w in r.windows],
+            }
+            h = r.latency_us["heimdall"]
+            for pol, s in r.latency_us.items():
+                rows.append(
+                    {
+                        **base,
+                        "kind": "policy",
+                        "policy": pol,
+                        **{f"{k}_us": v for k, v in s.items()},
+                        "redirected": r.redirected[pol],
+                        "mean_over_heimdall": s["mean"] / h["mean"],
+                        "p99_over_heimdall": s["p99"] / h["p99"],
+                    }
+                )
+            rows.append(
+                {
+                    **base,
+                    "kind": "accuracy",
+                    "auc_period": r.auc_period,
+                    "auc_busy": r.auc_busy,
+                    "auc_linnos_period": r.auc_linnos_period,
+                    "busy_fraction": r.busy_fraction,
+                    "slow_fraction": r.slow_fraction,
+                }
+            )
+            for stage, auc in r.ladder_auc.items():
+                rows.append({**base, "kind": "ladder", "stage": stage, "auc": auc})
+            for j, auc in r.joint_auc.items():
+                rows.append({**base, "kind": "joint", "joint": j, "auc": auc})
+            bar.update(1)
+    for row in rows:
+        row["command"] = command
+        row["machine"] = mach
+    lines = [json.dumps(_clean(r)) for r in rows]
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as f:
+            f.write("\n".join(lines) + "\n")
+    if args.json:
+        print("\n".join(lines))
+        return 0
+    s = ev.summarize(results)
+    print(f"{s['windows']} windows, {args.replicas} replicas (medians over windows)")
+    for pol, v in s["policies"].items():
+        print(f"  {pol:10} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs")
+    print(
+        f"  heimdall vs best baseline (mean): "
+        f"{s['heimdall_mean_reduction_vs_best_baseline_median']:+.1%} reduction; "
+        f"p99 / hedging p99: {s.get('heimdall_p99_over_hedging_median', float('nan')):.2f}"
+    )
+    print(
+        f"  ROC-AUC period {s['auc_period_median']:.3f}, busy {s['auc_busy_median']:.3f}, "
+        f"LinnOS {s['auc_linnos_period_median']:.3f}"
+    )
+    return 0
+
+
+def _clean(row: dict) -> dict:
+    """NaN (no positives in a window) as null, which JSON has."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}

@@ -1,0 +1,58 @@
+"""attune.io: a simulated SSD, block traces, replica routing and Heimdall's learned admission.
+
+* :func:`load_trace` / :class:`Trace`: MSR-Cambridge, CloudPhysics and Attune block traces.
+* :func:`replay`: one trace on one simulated SSD (``attune-io``, deterministic by seed).
+* :mod:`attune.io.heimdall`: labelling, noise filters, features, the numpy-trained network and
+  its checksummed weight file.
+* :func:`route`: two or three replicas, reads routed by a policy.
+* :mod:`attune.io.evaluate`: Heimdall against the baselines over random windows.
+
+Design notes: ``docs/ssd-sim.md``, ``docs/heimdall.md``.
+"""
+
+from __future__ import annotations
+
+from attune import _native
+from attune.io.trace import FORMATS, Trace, load_trace, parse_trace, synthetic_trace
+
+__all__ = [
+    "FORMATS",
+    "POLICIES",
+    "Trace",
+    "load_trace",
+    "parse_trace",
+    "replay",
+    "route",
+    "ssd_params",
+    "synthetic_trace",
+]
+
+#: Routing policies of :func:`route` (``model`` takes one weight file per replica).
+POLICIES = ("baseline", "random", "hedging", "c3", "model")
+
+
+def ssd_params(params: dict | None = None) -> dict[str, str]:
+    """Every SSD parameter (defaults, overridden by ``params``), validated; a bad one raises
+    :class:`attune.InvalidArgumentError` naming it."""
+    return dict(_native.io_ssd_params(params))
+
+
+def replay(trace: Trace, params: dict | None = None, seed: int = 0) -> dict:
+    """Serves ``trace`` on one simulated SSD. Returns ``latency_ns``, ``queue_len``, ``gc_pages``
+    (per I/O), ``features`` (little-endian f32 bytes, 11 per I/O) and ``stats``."""
+    return _native.io_replay(trace.columns(), params, seed)
+
+
+def route(
+    traces: list[Trace],
+    policy: str,
+    params: dict | None = None,
+    seed: int = 0,
+    *,
+    timeout_ns: int = 0,
+    models: list[bytes] | None = None,
+) -> dict:
+    """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
+    ``policy``. Returns ``read_latency_ns``, ``home``, ``redirected``, ``hedged``,
+    ``inferences``, ``device_stats``."""
+    return _native.io_route([t.columns() for t in traces], policy, params, seed, timeout_ns, models)

@@ -1,0 +1,255 @@
+"""Heimdall against the baselines, over random windows of real (or synthetic) traces.
+
+One *window pair* is two windows of ``window_ios`` consecutive I/Os, each drawn from a trace of the
+pool at a random start and given one of the chapter's augmentations (none, re-rate 0.1×, 0.5×,
+2×, resize 2×, 4×). Window ``i`` is the workload of replica ``i``. Each window is split 50:50 by
+I/O count: the first half, served alone by a simulated SSD, trains that device's models (Heimdall
+and LinnOS) and sets hedging's timeout (p98 of the training reads); the second half is served by
+both replicas under every policy. Accuracy is measured on the second half served alone (ROC-AUC of
+the quantised model's scores against the period labels and against the simulator's ground truth
+of busy reads). Deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from attune.errors import InvalidArgumentError
+from attune.io import heimdall as hd
+from attune.io import replay, route
+from attune.io.trace import Trace
+
+#: The chapter's augmentations: (name, re-rate factor, resize factor).
+AUGMENTATIONS = (
+    ("none", 1.0, 1.0),
+    ("rerate0.1", 0.1, 1.0),
+    ("rerate0.5", 0.5, 1.0),
+    ("rerate2", 2.0, 1.0),
+    ("resize2", 1.0, 2.0),
+    ("resize4", 1.0, 4.0),
+)
+#: Reads each half of a window must hold.
+MIN_READS = 50
+#: Policies compared by :func:`evaluate_pair`.
+POLICIES = ("baseline", "random", "hedging", "c3", "linnos", "heimdall")
+#: The accuracy ladder: (stage, labelling, features, noise filter).
+LADDER = (
+    ("cutoff labels + min-max (LB+FC)", "cutoff", "basic", False),
+    ("+ period labels (LA)", "period", "basic", False),
+    ("+ size and throughput features (FE)", "period", "full", False),
+    ("+ noise filters (LN) = Heimdall", "period", "full", True),
+)
+
+
+@dataclass
+class Window:
+    trace: str
+    start: int
+    augmentation: str
+
+
+@dataclass
+class PairResult:
+    windows: list[Window]
+    latency_us: dict[str, dict[str, float]] = field(default_factory=dict)
+    redirected: dict[str, int] = field(default_factory=dict)
+    auc_period: float = float("nan")
+    auc_busy: float = float("nan")
+    auc_linnos_period: float = float("nan")
+    ladder_auc: dict[str, float] = field(default_factory=dict)
+    joint_auc: dict[int, float] = field(default_factory=dict)
+    busy_fraction: float = 0.0
+    slow_fraction: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def augment(t: Trace, name: str) -> Trace:
+    for n, rate, size in AUGMENTATIONS:
+        if n == name:
+            out = t.rerate(rate) if rate != 1.0 else t
+            return out.resize(size) if size != 1.0 else out
+    raise InvalidArgumentError(
+        f"unknown augmentation {name!r}; valid: {', '.join(a[0] for a in AUGMENTATIONS)}"
+    )
+
+
+def random_windows(
+    pool: list[Trace],
+    pairs: int,
+    window_ios: int,
+    seed: int,
+    *,
+    replicas: int = 2,
+    augmentations: bool = True,
+) -> list[list[tuple]]:
+    """``pairs`` lists of ``replicas`` (trace, window, augmentation) drawn from ``pool``."""
+    if not pool:
+        raise InvalidArgumentError("no traces to draw windows from")
+    if window_ios < 100:
+        raise InvalidArgumentError(f"window_ios must be at least 100, got {window_ios}")
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(pairs):
+        group = []
+        for _r in range(replicas):
+            # Redraw (bounded) until both halves hold enough reads to train and to measure.
+            for _try in range(100):
+                t = pool[int(rng.integers(len(pool)))]
+                n = min(window_ios, len(t))
+                start = int(rng.integers(0, len(t) - n + 1))
+                reads = t.is_read[start : start + n]
+                if min(reads[: n // 2].sum(), reads[n // 2 :].sum()) >= MIN_READS:
+                    break
+            else:
+                raise InvalidArgumentError(
+                    f"no window of {window_ios} I/Os with {MIN_READS} reads in each half"
+                )
+            aug = (
+                AUGMENTATIONS[int(rng.integers(len(AUGMENTATIONS)))][0] if augmentations else "none"
+            )
+            group.append((augment(t.slice(start, start + n), aug), Window(t.name, start, aug)))
+        out.append(group)
+    return out
+
+
+def _latency_summary(lat_ns: np.ndarray) -> dict[str, float]:
+    us = lat_ns / 1e3
+    return {
+        "mean": float(us.mean()),
+        "p50": float(np.percentile(us, 50)),
+        "p90": float(np.percentile(us, 90)),
+        "p99": float(np.percentile(us, 99)),
+        "p999": float(np.percentile(us, 99.9)),
+    }
+
+
+def evaluate_pair(
+    group: list[tuple[Trace, Window]],
+    *,
+    params: dict | None = None,
+    seed: int = 0,
+    pipeline: hd.Pipeline = hd.DEFAULT_PIPELINE,
+    ladder: bool = False,
+    joints: tuple[int, ...] = (),
+    policies: tuple[str, ...] = POLICIES,
+    model: bytes | None = None,
+) -> PairResult:
+    """Trains per-device models on the first halves and compares the policies on the second.
+    ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead."""
+    res = PairResult([w for _, w in group])
+    train_halves, test_halves = [], []
+    for t, _ in group:
+        h = len(t) // 2
+        train_halves.append(t.slice(0, h))
+        test_halves.append(t.slice(h, len(t)))
+    heimdall_models, linnos_models, train_lat = [], [], []
+    first_rows = None
+    for i, t in enumerate(train_halves):
+        rows = hd.read_rows(replay(t, params, seed + i), t)
+        if len(rows["size"]) < 20:
+            raise InvalidArgumentError(
+                f"window {i} has {len(rows['size'])} reads in its training half; need 20"
+            )
+        train_lat.append(rows["latency_ns"])
+        heimdall_models.append(model if model is not None else hd.train(rows, pipeline).to_bytes())
+        if "linnos" in policies:
+            linnos_models.append(hd.train_linnos(rows, seed=pipeline.seed).to_bytes())
+        if i == 0:
+            first_rows = rows
+    # Accuracy on replica 0's held-out half served alone.
+    test0 = test_halves[0]
+    rows = hd.read_rows(replay(test0, params, seed + 100), test0)
+    # Held-out labels are measured against the training half's medians (the reference the
+    # deployed model's thresholds came from), not re-normalised on the held-out half.
+    ref = hd.label_medians(first_rows["size"], first_rows["latency_ns"]) if first_rows else None
+    period = hd.label_periods(rows["size"], rows["latency_ns"], pipeline.rule, reference=ref)
+    res.slow_fraction = float(period.mean()) if len(period) else 0.0
+    res.busy_fraction = float(rows["busy"].mean()) if len(period) else 0.0
+    x1 = rows["features"]
+    if pipeline.joint == 1:
+        s = hd.quantised_scores(heimdall_models[0], x1)
+        res.auc_period = hd.roc_auc(period, s)
+        res.auc_busy = hd.roc_auc(rows["busy"], s)
+    if linnos_models:
+        s = hd.quantised_scores(linnos_models[0], hd.linnos_digits(x1))
+        res.auc_linnos_period = hd.roc_auc(period, s)
+    if ladder and first_rows is not None:
+        for stage, lab, feats, filt in LADDER:
+            p = hd.Pipeline(
+                labelling=lab,
+                features=feats,
+                noise_filter=filt,
+                rule=pipeline.rule,
+                epochs=pipeline.epochs,
+                seed=pipeline.seed,
+            )
+            m = hd.train(first_rows, p)
+            x = hd.basic_features(x1) if feats == "basic" else x1
+            res.ladder_auc[stage] = hd.roc_auc(period, m.predict_proba(x))
+    for j in joints:
+        p = hd.Pipeline(joint=j, rule=pipeline.rule, epochs=pipeline.epochs, seed=pipeline.seed)
+        m = hd.train(first_rows, p) if first_rows is not None else None
+        if m is None:
+            continue
+        xj, yj = hd.joint_features(x1, period, j)
+        res.joint_auc[j] = hd.roc_auc(yj, hd.quantised_scores(m.to_bytes(), xj))
+    # Latency of every policy on the second halves.
+    timeout = int(np.percentile(np.concatenate(train_lat), 98))
+    for pol in policies:
+        if pol == "heimdall":
+            r = route(test_halves, "model", params, seed, models=heimdall_models)
+        elif pol == "linnos":
+            r = route(test_halves, "model", params, seed, models=linnos_models)
+        elif pol == "hedging":
+            r = route(test_halves, "hedging", params, seed, timeout_ns=max(timeout, 1))
+        else:
+            r = route(test_halves, pol, params, seed)
+        lat = np.asarray(r["read_latency_ns"], dtype=np.float64)
+        res.latency_us[pol] = _latency_summary(lat) if len(lat) else {}
+        res.redirected[pol] = int(r["redirected"])
+    return res
+
+
+def summarize(results: list[PairResult]) -> dict:
+    """Medians over windows: latency per policy, Heimdall's reduction against the best baseline,
+    accuracy."""
+    if not results:
+        return {}
+    pols = list(results[0].latency_us)
+    out: dict = {"windows": len(results), "policies": {}}
+    for p in pols:
+        out["policies"][p] = {
+            k: float(np.median([r.latency_us[p][k] for r in results if r.latency_us.get(p)]))
+            for k in ("mean", "p50", "p90", "p99", "p999")
+        }
+    if "heimdall" in pols:
+        base = [p for p in pols if p != "heimdall"]
+        red = []
+        p99_vs_hedging = []
+        for r in results:
+            best = min(r.latency_us[p]["mean"] for p in base)
+            red.append(1 - r.latency_us["heimdall"]["mean"] / best)
+            if "hedging" in r.latency_us:
+                p99_vs_hedging.append(
+                    r.latency_us["heimdall"]["p99"] / r.latency_us["hedging"]["p99"]
+                )
+        out["heimdall_mean_reduction_vs_best_baseline_median"] = float(np.median(red))
+        if p99_vs_hedging:
+            out["heimdall_p99_over_hedging_median"] = float(np.median(p99_vs_hedging))
+    for k in ("auc_period", "auc_busy", "auc_linnos_period", "busy_fraction", "slow_fraction"):
+        vals = [getattr(r, k) for r in results if not np.isnan(getattr(r, k))]
+        out[k + "_median"] = float(np.median(vals)) if vals else float("nan")
+    if results[0].ladder_auc:
+        out["ladder_auc_median"] = {
+            s: float(np.nanmedian([r.ladder_auc[s] for r in results]))
+            for s in results[0].ladder_auc
+        }
+    if results[0].joint_auc:
+        out["joint_auc_median"] = {
+            j: float(np.nanmedian([r.joint_auc[j] for r in results])) for j in results[0].joint_auc
+        }
+    return out

@@ -1,0 +1,545 @@
+"""Heimdall's training pipeline in numpy: period labelling, the three noise filters, features,
+the 11→128→16→1 network, and export to a checksummed weight file (never pickle).
+
+The data is a *replay*: a trace served by one simulated SSD (:func:`attune.io.replay`), which gives
+every read its latency and the features the device showed at submission. The pipeline, with the
+choices the chapter leaves open (design note: ``docs/heimdall.md``):
+
+* **Labelling** (:func:`label_periods`). A read *starts* a busy period when its latency is above
+  ``lat_factor`` × the median read latency, its throughput (bytes/µs) below the median throughput /
+  ``thpt_factor``, and its throughput dropped by at least ``drop_factor`` from the previous read's;
+  the period then extends over the following reads while their throughput stays below the median.
+  The thresholds are multiples of medians (defaults 2, 2, 2) instead of the chapter's
+  gradient-descent search: reproducible, and a parameter each. :func:`label_cutoff` is LinnOS's
+  per-I/O cutoff (latency above its ``quantile``, p90), for the accuracy ladder.
+* **Noise filters** (:func:`noise_filter`, training data only): (1) in a slow period, drop reads
+  faster and of higher throughput than the period's medians; (2) in a fast period, drop reads
+  slower than ``lat_factor`` × and of lower throughput than 1/``thpt_factor`` × the period's
+  medians; (3) drop slow periods of ``burst_max`` (3) reads or fewer.
+* **Features**: size, queue length, and the last 3 completed I/Os' queue lengths, latencies and
+  throughputs (11), min-max scaled with the training set's ranges, clipped to [0, 1]. For joint
+  inference of P reads: the P sizes, then the first read's other 10 (``10 + P`` inputs); the group
+  is slow when any of its reads is.
+* **Model**: 11→128→16→1, ReLU, sigmoid, binary cross-entropy, Adam (lr 1e-3, 20 epochs,
+  batches of 256, He initialisation, seeded). The decision threshold is the one that maximises F1
+  on the training set.
+
+The weight file's layout is ``docs/formats/io-model.md``; the Rust side (``attune-io``'s
+``model`` module) checks it and runs it quantised (×1024).
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attune import _native
+from attune.errors import InvalidArgumentError, StorageIOError
+
+MAGIC = b"ATIOMLP1"
+VERSION = 1
+KIND_HEIMDALL = 1
+KIND_LINNOS = 2
+#: Index of each raw feature in a replay's 11 columns.
+SIZE, QLEN, HQ, HL, HT = 0, 1, slice(2, 5), slice(5, 8), slice(8, 11)
+
+
+# ---------------------------------------------------------------- CRC32C (the format's checksum)
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), as the Rust ``crc32c`` crate computes it."""
+    c = 0xFFFFFFFF
+    t = _CRC_TABLE
+    for b in data:
+        c = t[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+# ---------------------------------------------------------------- labelling and filtering
+@dataclass(frozen=True)
+class LabelRule:
+    """Thresholds of the period labelling and noise filters (see the module docstring)."""
+
+    lat_factor: float = 2.0
+    thpt_factor: float = 2.0
+    drop_factor: float = 2.0
+    burst_max: int = 3
+
+    def check(self) -> None:
+        for name in ("lat_factor", "thpt_factor", "drop_factor"):
+            v = getattr(self, name)
+            if not (v >= 1.0 and np.isfinite(v)):
+                raise InvalidArgumentError(f"{name} must be a number >= 1, got {v}")
+        if self.burst_max < 0:
+            raise InvalidArgumentError(f"burst_max must be >= 0, got {self.burst_max}")
+
+
+def throughput(size: np.ndarray, latency_ns: np.ndarray) -> np.ndarray:
+    """Bytes per microsecond."""
+    return size.astype(np.float64) / np.maximum(latency_ns.astype(np.float64) / 1e3, 1e-3)
+
+
+def label_medians(size: np.ndarray, latency_ns: np.ndarray) -> tuple[float, float]:
+    """(median latency in ns, median throughput) of reads: the labelling's reference."""
+    if len(size) == 0:
+        return 0.0, 0.0
+    return float(np.median(latency_ns)), float(np.median(throughput(size, latency_ns)))
+
+
+def label_periods(
+    size: np.ndarray,
+    latency_ns: np.ndarray,
+    rule: LabelRule = LabelRule(),
+    reference: tuple[float, float] | None = None,
+) -> np.ndarray:
+    """Period labels (1 = slow, decline) of reads in arrival order. ``reference`` = (median
+    latency, median throughput) to measure against (the training data's, when labelling held-out
+    data); by default the reads' own."""
+    rule.check()
+    n = len(size)
+    labels = np.zeros(n, dtype=np.int8)
+    if n == 0:
+        return labels
+    lat = latency_ns.astype(np.float64)
+    thpt = throughput(size, latency_ns)
+    lat_median, thpt_median = reference or label_medians(size, latency_ns)
+    high_lat = rule.lat_factor * lat_median
+    low_thpt = thpt_median / rule.thpt_factor
+    prev = np.concatenate(([thpt[0]], thpt[:-1]))
+    start = (lat > high_lat) & (thpt < low_thpt) & (thpt * rule.drop_factor <= prev)
+    in_zone = False
+    for i in range(n):
+        if start[i]:
+            in_zone = True
+        elif in_zone and not thpt[i] < thpt_median:
+            in_zone = False
+        labels[i] = 1 if in_zone else 0
+    return labels
+
+
+def label_cutoff(latency_ns: np.ndarray, quantile: float = 0.9) -> np.ndarray:
+    """LinnOS-style labels: 1 when the latency is above the ``quantile`` of all latencies."""
+    if not 0 < quantile < 1:
+        raise InvalidArgumentError(f"quantile must be in (0, 1), got {quantile}")
+    if len(latency_ns) == 0:
+        return np.zeros(0, dtype=np.int8)
+    return (latency_ns > np.quantile(latency_ns, quantile)).astype(np.int8)
+
+
+def _runs(labels: np.ndarray):
+    """(start, stop, value) of each run of equal labels."""
+    n = len(labels)
+    i = 0
+    while i < n:
+        j = i
+        while j < n and labels[j] == labels[i]:
+            j += 1
+        yield i, j, int(labels[i])
+        i = j
+
+
+def noise_filter(
+    size: np.ndarray,
+    latency_ns: np.ndarray,
+    labels: np.ndarray,
+    rule: LabelRule = LabelRule(),
+    stages: tuple[int, ...] = (1, 2, 3),
+) -> np.ndarray:
+    """A keep-mask after the three noise filters (``stages`` picks which run)."""
+    rule.check()
+    keep = np.ones(len(labels), dtype=bool)
+    lat = latency_ns.astype(np.float64)
+    thpt = throughput(size, latency_ns)
+    for a, b, v in _runs(labels):
+        seg_lat, seg_thpt = lat[a:b], thpt[a:b]
+        ml, mt = np.median(seg_lat), np.median(seg_thpt)
+        if v == 1:
+            if 1 in stages:
+                keep[a:b] &= ~((seg_lat < ml) & (seg_thpt > mt))
+            if 3 in stages and b - a <= rule.burst_max:
+                keep[a:b] = False
+        elif 2 in stages:
+            keep[a:b] &= ~((seg_lat > rule.lat_factor * ml) & (seg_thpt < mt / rule.thpt_factor))
+    return keep
+
+
+# ---------------------------------------------------------------- features
+def joint_features(
+    feats: np.ndarray, labels: np.ndarray, joint: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Groups consecutive rows by ``joint``: ``[size_1..size_P, the first row's other 10]`` and
+    the group label (slow if any row is)."""
+    if not 1 <= joint <= 9:
+        raise InvalidArgumentError(f"joint must be in 1..9, got {joint}")
+    if joint == 1:
+        return feats, labels
+    g = len(feats) // joint
+    f = feats[: g * joint].reshape(g, joint, feats.shape[1])
+    x = np.concatenate([f[:, :, SIZE], f[:, 0, 1:]], axis=1)
+    y = labels[: g * joint].reshape(g, joint).max(axis=1)
+    return x, y
+
+
+def basic_features(feats: np.ndarray) -> np.ndarray:
+    """LinnOS's raw inputs without digitisation: queue length, last 3 queue lengths and latencies
+    (the ladder's "before feature extraction" stage; sizes and throughputs zeroed)."""
+    x = feats.copy()
+    x[:, SIZE] = 0
+    x[:, HT] = 0
+    return x
+
+
+def linnos_digits(feats: np.ndarray, qlen4: np.ndarray | None = None) -> np.ndarray:
+    """LinnOS's 31 digitised inputs from the replay's history (3 digits of the queue length and of
+    each past queue length, 4 of each past latency in µs). The replay keeps 3 past I/Os; the 4th
+    slot repeats the 3rd. The Rust router builds the same from 4 real past I/Os."""
+    n = len(feats)
+    out = np.zeros((n, 31), dtype=np.float32)
+
+    def put(col: int, v: np.ndarray, k: int) -> None:
+        v = np.minimum(np.floor(v).astype(np.int64), 10**k - 1)
+        for d in range(k - 1, -1, -1):
+            out[:, col + d] = v % 10
+            v = v // 10
+
+    put(0, feats[:, QLEN], 3)
+    hq = feats[:, HQ]
+    hl = feats[:, HL]
+    for i in range(4):
+        j = min(i, 2)
+        put(3 + 3 * i, hq[:, j], 3)
+        put(15 + 4 * i, hl[:, j], 4)
+    return out
+
+
+# ---------------------------------------------------------------- the network
+@dataclass
+class Mlp:
+    """A small ReLU network with a sigmoid (1 output) or softmax-pair (2 outputs) head."""
+
+    weights: list[np.ndarray]
+    biases: list[np.ndarray]
+    scale_min: np.ndarray
+    scale_max: np.ndarray
+    kind: int = KIND_HEIMDALL
+    joint: int = 1
+    threshold: float = 0.5
+    history: list[float] = field(default_factory=list)
+
+    @property
+    def dims(self) -> list[int]:
+        return [self.weights[0].shape[1]] + [w.shape[0] for w in self.weights]
+
+    def scale(self, x: np.ndarray) -> np.ndarray:
+        rng = self.scale_max - self.scale_min
+        inv = np.where(rng > 0, 1.0 / np.where(rng > 0, rng, 1.0), 0.0)
+        return np.clip((x - self.scale_min) * inv, 0.0, 1.0).astype(np.float32)
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        h = self.scale(x)
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            h = h @ w.T + b
+            if i + 1 < len(self.weights):
+                h = np.maximum(h, 0)
+        return h[:, 1] - h[:, 0] if h.shape[1] == 2 else h[:, 0]
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Probability that the device is slow for each row of raw features."""
+        return 1.0 / (1.0 + np.exp(-np.clip(self.logits(x), -60, 60)))
+
+    def to_bytes(self) -> bytes:
+        """The weight file (``docs/formats/io-model.md``)."""
+        dims = self.dims
+        out = bytearray(MAGIC)
+        out += struct.pack("<HHHH", VERSION, self.kind, self.joint, len(self.weights))
+        out += struct.pack(f"<{len(dims)}I", *dims)
+        sc = np.stack([self.scale_min, self.scale_max], axis=1).astype("<f4")
+        out += sc.tobytes()
+        for w, b in zip(self.weights, self.biases):
+            out += np.asarray(w, dtype="<f4").tobytes() + np.asarray(b, dtype="<f4").tobytes()
+        out += struct.pack("<f", self.threshold)
+        out += struct.pack("<I", crc32c(bytes(out)))
+        return bytes(out)
+
+    def save(self, path: str | Path) -> None:
+        """Writes the weight file (atomically: a temporary file, then a rename)."""
+        p = Path(path)
+        tmp = p.with_name(p.name + ".tmp")
+        try:
+            tmp.write_bytes(self.to_bytes())
+            tmp.replace(p)
+        except OSError as e:
+            raise StorageIOError(f"cannot write model {p}: {e.strerror or e}", str(p)) from e
+
+
+def load_model(path: str | Path) -> Mlp:
+    """Reads and checks a weight file; a damaged one raises :class:`attune.CorruptionError`."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise StorageIOError(f"cannot read model {p}: {e.strerror or e}", str(p)) from e
+    return model_from_bytes(data)
+
+
+def model_from_bytes(data: bytes) -> Mlp:
+    """Decodes a weight file after the Rust decoder checked it (magic, version, sizes, CRC)."""
+    info = _native.io_model_info(data)
+    dims = list(info["dims"])
+    pos = 16 + 4 * len(dims)
+    sc = np.frombuffer(data, dtype="<f4", count=2 * dims[0], offset=pos).reshape(-1, 2)
+    pos += 8 * dims[0]
+    weights, biases = [], []
+    for i, o in itertools.pairwise(dims):
+        weights.append(np.frombuffer(data, "<f4", i * o, pos).reshape(o, i).astype(np.float32))
+        pos += 4 * i * o
+        biases.append(np.frombuffer(data, "<f4", o, pos).astype(np.float32))
+        pos += 4 * o
+    kind = KIND_HEIMDALL if info["kind"] == "heimdall" else KIND_LINNOS
+    return Mlp(
+        weights,
+        biases,
+        sc[:, 0].copy(),
+        sc[:, 1].copy(),
+        kind,
+        int(info["joint"]),
+        float(info["threshold"]),
+    )
+
+
+def _adam_train(
+    x: np.ndarray,
+    y: np.ndarray,
+    dims: list[int],
+    *,
+    epochs: int,
+    lr: float,
+    batch: int,
+    seed: int,
+    two_outputs: bool,
+) -> tuple[list, list, list[float]]:
+    rng = np.random.default_rng(seed)
+    ws = [
+        rng.normal(0, np.sqrt(2.0 / i), (o, i)).astype(np.float32)
+        for i, o in itertools.pairwise(dims)
+    ]
+    bs = [np.zeros(o, dtype=np.float32) for o in dims[1:]]
+    m = [np.zeros_like(p) for p in ws + bs]
+    v = [np.zeros_like(p) for p in ws + bs]
+    b1, b2, eps, step = 0.9, 0.999, 1e-8, 0
+    n = len(x)
+    losses = []
+    for _ in range(epochs):
+        order = rng.permutation(n)
+        total = 0.0
+        for k in range(0, n, batch):
+            idx = order[k : k + batch]
+            xb, yb = x[idx], y[idx].astype(np.float32)
+            acts = [xb]
+            h = xb
+            for i, (w, b) in enumerate(zip(ws, bs)):
+                h = h @ w.T + b
+                if i + 1 < len(ws):
+                    h = np.maximum(h, 0)
+                acts.append(h)
+            if two_outputs:
+                z = h - h.max(axis=1, keepdims=True)
+                p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+                onehot = np.stack([1 - yb, yb], axis=1)
+                total += float(-(onehot * np.log(p + 1e-9)).sum())
+                grad = (p - onehot) / len(idx)
+            else:
+                p = 1 / (1 + np.exp(-np.clip(h[:, 0], -60, 60)))
+                total += float(-(yb * np.log(p + 1e-9) + (1 - yb) * np.log(1 - p + 1e-9)).sum())
+                grad = ((p - yb) / len(idx))[:, None]
+            gws, gbs = [None] * len(ws), [None] * len(ws)
+            for i in range(len(ws) - 1, -1, -1):
+                gws[i] = grad.T @ acts[i]
+                gbs[i] = grad.sum(axis=0)
+                if i > 0:
+                    grad = (grad @ ws[i]) * (acts[i] > 0)
+            step += 1
+            for j, (p_, g) in enumerate(zip(ws + bs, gws + gbs)):
+                m[j] = b1 * m[j] + (1 - b1) * g
+                v[j] = b2 * v[j] + (1 - b2) * g * g
+                mh = m[j] / (1 - b1**step)
+                vh = v[j] / (1 - b2**step)
+                p_ -= (lr * mh / (np.sqrt(vh) + eps)).astype(np.float32)
+        losses.append(total / max(n, 1))
+    return ws, bs, losses
+
+
+def best_f1_threshold(p: np.ndarray, y: np.ndarray) -> float:
+    """The probability threshold with the highest F1 on (p, y); 0.5 without positives."""
+    if y.sum() == 0 or len(y) == 0:
+        return 0.5
+    best = (0.0, 0.5)
+    for t in np.unique(np.round(np.quantile(p, np.linspace(0.5, 0.995, 60)), 6)):
+        pred = p > t
+        tp = float((pred & (y == 1)).sum())
+        fp = float((pred & (y == 0)).sum())
+        fn = float((~pred & (y == 1)).sum())
+        f1 = 2 * tp / max(2 * tp + fp + fn, 1.0)
+        if f1 > best[0]:
+            best = (f1, float(t))
+    return float(np.clip(best[1], 1e-4, 1 - 1e-4))
+
+
+def train_mlp(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    hidden: tuple[int, ...] = (128, 16),
+    kind: int = KIND_HEIMDALL,
+    joint: int = 1,
+    epochs: int = 20,
+    lr: float = 1e-3,
+    batch: int = 256,
+    seed: int = 0,
+    two_outputs: bool = False,
+    scale_range: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Mlp:
+    """Trains a network on raw features ``x`` (min-max scaled internally) and labels ``y``."""
+    if len(x) == 0:
+        raise InvalidArgumentError("no training rows (the trace has no reads?)")
+    x = np.asarray(x, dtype=np.float32)
+    lo, hi = scale_range if scale_range is not None else (x.min(axis=0), x.max(axis=0))
+    model = Mlp([], [], lo.astype(np.float32), hi.astype(np.float32), kind, joint)
+    xs = model.scale(x)
+    dims = [x.shape[1], *hidden, 2 if two_outputs else 1]
+    ws, bs, losses = _adam_train(
+        xs,
+        np.asarray(y),
+        dims,
+        epochs=epochs,
+        lr=lr,
+        batch=batch,
+        seed=seed,
+        two_outputs=two_outputs,
+    )
+    model.weights, model.biases, model.history = ws, bs, losses
+    model.threshold = best_f1_threshold(model.predict_proba(x), np.asarray(y))
+    return model
+
+
+# ---------------------------------------------------------------- the whole pipeline
+@dataclass(frozen=True)
+class Pipeline:
+    """Which stages run (every adaptive part can be switched off, for the accuracy ladder)."""
+
+    labelling: str = "period"  # "period" | "cutoff"
+    features: str = "full"  # "full" | "basic"
+    noise_filter: bool = True
+    joint: int = 1
+    rule: LabelRule = field(default_factory=LabelRule)
+    epochs: int = 20
+    seed: int = 0
+
+
+#: The pipeline with every stage on.
+DEFAULT_PIPELINE = Pipeline()
+
+
+def read_rows(replay: dict, trace) -> dict:
+    """The read rows of a replay: raw features, latency, size, ground-truth busy flag."""
+    feats = np.frombuffer(replay["features"], dtype="<f4").reshape(-1, 11)
+    reads = np.asarray(trace.is_read, dtype=bool)
+    return {
+        "features": feats[reads].astype(np.float32),
+        "latency_ns": np.asarray(replay["latency_ns"], dtype=np.float64)[reads],
+        "size": np.asarray(trace.size, dtype=np.float64)[reads],
+        "busy": (np.asarray(replay["gc_pages"]) > 0)[reads].astype(np.int8),
+    }
+
+
+def make_labels(rows: dict, p: Pipeline) -> np.ndarray:
+    if p.labelling == "period":
+        return label_periods(rows["size"], rows["latency_ns"], p.rule)
+    if p.labelling == "cutoff":
+        return label_cutoff(rows["latency_ns"])
+    raise InvalidArgumentError(f"labelling must be 'period' or 'cutoff', not {p.labelling!r}")
+
+
+def train(rows: dict, p: Pipeline = DEFAULT_PIPELINE) -> Mlp:
+    """Labels, filters and trains on the read rows of a replay."""
+    labels = make_labels(rows, p)
+    feats = rows["features"]
+    if p.features == "basic":
+        feats = basic_features(feats)
+    elif p.features != "full":
+        raise InvalidArgumentError(f"features must be 'full' or 'basic', not {p.features!r}")
+    if p.noise_filter:
+        keep = noise_filter(rows["size"], rows["latency_ns"], labels, p.rule)
+        feats, labels = feats[keep], labels[keep]
+    x, y = joint_features(feats, labels, p.joint)
+    return train_mlp(x, y, joint=p.joint, epochs=p.epochs, seed=p.seed)
+
+
+def train_linnos(rows: dict, *, epochs: int = 20, seed: int = 0) -> Mlp:
+    """LinnOS: cutoff labels, 31 digitised inputs, 31→256→2."""
+    y = label_cutoff(rows["latency_ns"])
+    x = linnos_digits(rows["features"])
+    lo = np.zeros(31, dtype=np.float32)
+    hi = np.full(31, 9.0, dtype=np.float32)
+    return train_mlp(
+        x,
+        y,
+        hidden=(256,),
+        kind=KIND_LINNOS,
+        epochs=epochs,
+        seed=seed,
+        two_outputs=True,
+        scale_range=(lo, hi),
+    )
+
+
+def model_inputs(model: Mlp, rows: dict, basic: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(raw inputs, joint-grouping index) a model takes for the read rows."""
+    feats = rows["features"]
+    if model.kind == KIND_LINNOS:
+        return linnos_digits(feats), np.arange(len(feats))
+    if basic:
+        feats = basic_features(feats)
+    x, _ = joint_features(feats, np.zeros(len(feats), dtype=np.int8), model.joint)
+    return x, np.arange(len(x))
+
+
+def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
+    """ROC-AUC by the rank statistic (ties averaged); NaN when one class is missing."""
+    y = np.asarray(y).astype(bool)
+    pos, neg = int(y.sum()), int((~y).sum())
+    if pos == 0 or neg == 0:
+        return float("nan")
+    order = np.argsort(score, kind="mergesort")
+    s = np.asarray(score)[order]
+    ranks = np.empty(len(s), dtype=np.float64)
+    i = 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def quantised_scores(model_bytes: bytes, x: np.ndarray) -> np.ndarray:
+    """The Rust quantised model's slow probabilities for raw inputs ``x``."""
+    x = np.ascontiguousarray(x, dtype="<f4")
+    return np.asarray(_native.io_model_scores(model_bytes, x.tobytes(), len(x)))

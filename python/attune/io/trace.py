@@ -1,0 +1,113 @@
+"""Block traces as numpy columns: loading (MSR, CloudPhysics, Attune formats), windows and the
+chapter's augmentations (re-rating and resizing).
+
+The parsing is the Rust readers' (``attune-io``'s ``trace`` module, through
+``attune._native.io_read_trace``); this module only opens files (gzip'd or not), keeps the columns
+and cuts them. A malformed line raises :class:`attune.CorruptionError` naming its line number.
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attune import _native
+from attune.errors import InvalidArgumentError, StorageIOError
+
+#: Formats :func:`load_trace` reads (``None`` sniffs the first bytes).
+FORMATS = ("msr", "cloudphysics", "attune-csv", "attune")
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A block trace: arrival time (ns from the first I/O), byte offset, size, read flag."""
+
+    timestamp_ns: np.ndarray
+    offset: np.ndarray
+    size: np.ndarray
+    is_read: np.ndarray
+    name: str = ""
+
+    def __len__(self) -> int:
+        return int(self.timestamp_ns.shape[0])
+
+    @property
+    def duration_ns(self) -> int:
+        return int(self.timestamp_ns[-1] - self.timestamp_ns[0]) if len(self) else 0
+
+    def columns(self) -> tuple[list[int], list[int], list[int], list[bool]]:
+        """The four columns as Python lists (what the native functions take)."""
+        return (
+            self.timestamp_ns.tolist(),
+            self.offset.tolist(),
+            self.size.tolist(),
+            self.is_read.tolist(),
+        )
+
+    def slice(self, start: int, stop: int) -> Trace:
+        """I/Os ``start..stop`` with time rebased to 0."""
+        ts = self.timestamp_ns[start:stop]
+        ts = ts - ts[0] if len(ts) else ts
+        return Trace(
+            ts, self.offset[start:stop], self.size[start:stop], self.is_read[start:stop], self.name
+        )
+
+    def rerate(self, rate: float) -> Trace:
+        """Arrivals ``rate`` times as intense (inter-arrival times divided by ``rate``)."""
+        if not rate > 0:
+            raise InvalidArgumentError(f"rate must be positive, got {rate}")
+        ts = np.round(self.timestamp_ns / rate).astype(np.uint64)
+        return Trace(ts, self.offset, self.size, self.is_read, self.name)
+
+    def resize(self, factor: float) -> Trace:
+        """Every I/O ``factor`` times as large."""
+        if not factor > 0:
+            raise InvalidArgumentError(f"factor must be positive, got {factor}")
+        size = np.clip(np.round(self.size * factor), 1, 2**32 - 1).astype(np.uint32)
+        return Trace(self.timestamp_ns, self.offset, size, self.is_read, self.name)
+
+
+def parse_trace(data: bytes, fmt: str | None = None, name: str = "") -> Trace:
+    """A trace from (decompressed) bytes; ``fmt`` one of :data:`FORMATS` or ``None`` to sniff."""
+    if fmt is not None and fmt not in FORMATS:
+        raise InvalidArgumentError(f"unknown trace format {fmt!r}; valid: {', '.join(FORMATS)}")
+    ts, off, size, read = _native.io_read_trace(data, fmt)
+    return Trace(
+        np.asarray(ts, dtype=np.uint64),
+        np.asarray(off, dtype=np.uint64),
+        np.asarray(size, dtype=np.uint32),
+        np.asarray(read, dtype=bool),
+        name,
+    )
+
+
+def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
+    """Reads a trace file (gzip'd when it starts with the gzip magic)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise StorageIOError(f"cannot read trace {p}: {e.strerror or e}", str(p)) from e
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise StorageIOError(f"cannot decompress trace {p}: {e}", str(p)) from e
+    return parse_trace(raw, fmt, p.name)
+
+
+def synthetic_trace(
+    n: int = 4000, *, write_fraction: float = 0.7, iops: float = 20_000, seed: int = 0
+) -> Trace:
+    """A small random trace (for tests and examples without the real samples)."""
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1e9 / iops, n)
+    ts = np.cumsum(gaps).astype(np.uint64)
+    ts -= ts[0]
+    is_read = rng.random(n) >= write_fraction
+    size = np.where(is_read, 4096 * rng.integers(1, 5, n), 4096 * rng.integers(4, 33, n))
+    offset = rng.integers(0, 1 << 22, n).astype(np.uint64) * 4096
+    return Trace(ts, offset, size.astype(np.uint32), is_read, f"synthetic-{seed}")

@@ -1,0 +1,186 @@
+"""attune.io: traces, the simulated SSD, Heimdall's pipeline and weight files, routing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attune
+from attune.io import evaluate as ev
+from attune.io import heimdall as hd
+from attune.io import load_trace, parse_trace, replay, route, ssd_params, synthetic_trace
+
+SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+PARAMS = {"gc_every_bytes": 4 << 20}
+
+
+def test_a_malformed_trace_line_names_its_number():
+    with pytest.raises(attune.CorruptionError, match="line 2"):
+        parse_trace(b"0.0 0 4096 4096 1\n1.0 0 4096 4096 5\n", "msr")
+    with pytest.raises(attune.CorruptionError, match="line 3"):
+        parse_trace(b"version,time,op,size,lbn\n1,1,28,512,1\n1,x,28,512,1\n")
+
+
+def test_a_gzip_trace_loads(tmp_path):
+    import gzip
+
+    p = tmp_path / "t.csv.gz"
+    p.write_bytes(gzip.compress(b"version,time,op,size,lbn\n1,5,28,512,1\n1,6,2a,512,2\n"))
+    t = load_trace(p)
+    assert len(t) == 2 and t.is_read.tolist() == [True, False]
+    assert t.timestamp_ns.tolist() == [0, 1_000_000_000]
+
+
+def test_bad_ssd_parameters_are_named():
+    with pytest.raises(attune.InvalidArgumentError, match="stripe_chips"):
+        ssd_params({"stripe_chips": 7})
+    with pytest.raises(attune.InvalidArgumentError, match="unknown SSD parameter"):
+        ssd_params({"chanels": 4})
+    assert ssd_params()["channels"] == "8"
+
+
+def test_replay_is_deterministic():
+    t = synthetic_trace(2000, seed=3)
+    a, b = replay(t, PARAMS, 1), replay(t, PARAMS, 1)
+    assert a["latency_ns"] == b["latency_ns"]
+    assert a["stats"]["gc_periods"] > 0
+
+
+def test_labelling_and_filters_follow_the_documented_rule():
+    size = np.full(12, 4096.0)
+    lat = np.array([100, 100, 100, 900, 800, 950, 100, 100, 100, 700, 100, 100]) * 1e3
+    lab = hd.label_periods(size, lat)
+    assert lab.tolist() == [0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 0]
+    keep = hd.noise_filter(size, lat, lab)
+    # Both slow periods are bursts of 3 or fewer reads: stage 3 drops them.
+    assert not keep[3:6].any() and not keep[9]
+    assert hd.label_cutoff(lat).sum() == 2
+
+
+def test_roc_auc():
+    assert hd.roc_auc(np.array([0, 0, 1, 1]), np.array([0.1, 0.2, 0.8, 0.9])) == 1.0
+    assert hd.roc_auc(np.array([0, 1]), np.array([0.5, 0.5])) == 0.5
+    assert np.isnan(hd.roc_auc(np.array([1, 1]), np.array([0.1, 0.2])))
+
+
+def _rows():
+    t = synthetic_trace(3000, write_fraction=0.6, iops=30_000, seed=5)
+    return hd.read_rows(replay(t, PARAMS, 2), t)
+
+
+def test_a_trained_model_round_trips_and_rust_agrees(tmp_path):
+    rows = _rows()
+    m = hd.train(rows, hd.Pipeline(epochs=3))
+    assert m.dims == [11, 128, 16, 1]
+    p = tmp_path / "m.heimdall"
+    m.save(p)
+    m2 = hd.load_model(p)
+    np.testing.assert_allclose(
+        m2.predict_proba(rows["features"]), m.predict_proba(rows["features"]), rtol=1e-5
+    )
+    q = hd.quantised_scores(p.read_bytes(), rows["features"])
+    assert np.abs(q - m.predict_proba(rows["features"])).max() < 0.05
+
+
+@pytest.mark.parametrize("joint", [3, 9])
+def test_joint_models(joint):
+    m = hd.train(_rows(), hd.Pipeline(epochs=2, joint=joint))
+    assert m.dims[0] == 10 + joint
+    assert attune._native.io_model_info(m.to_bytes())["joint"] == joint
+
+
+def test_a_damaged_weight_file_is_a_clear_error(tmp_path):
+    data = bytearray(hd.train(_rows(), hd.Pipeline(epochs=1)).to_bytes())
+    data[100] ^= 0xFF
+    p = tmp_path / "bad.heimdall"
+    p.write_bytes(bytes(data))
+    with pytest.raises(attune.CorruptionError, match="checksum"):
+        hd.load_model(p)
+    p.write_bytes(b"\x80\x04pickle")
+    with pytest.raises(attune.CorruptionError, match="bad magic"):
+        hd.load_model(p)
+    p.write_bytes(bytes(data[:50]))
+    with pytest.raises(attune.CorruptionError):
+        hd.load_model(p)
+
+
+def test_routing_policies_and_a_small_evaluation():
+    a = synthetic_trace(1500, write_fraction=0.7, iops=40_000, seed=1)
+    b = synthetic_trace(1500, write_fraction=0.2, iops=5_000, seed=2)
+    r = route([a, b], "random", PARAMS, 1)
+    assert len(r["read_latency_ns"]) == int(a.is_read.sum() + b.is_read.sum())
+    with pytest.raises(attune.InvalidArgumentError, match="unknown policy"):
+        route([a, b], "psychic", PARAMS)
+    groups = ev.random_windows([a, b], 1, 1200, 3)
+    res = ev.evaluate_pair(groups[0], params=PARAMS, pipeline=hd.Pipeline(epochs=2))
+    assert set(res.latency_us) == set(ev.POLICIES)
+    assert res.redirected["baseline"] == 0
+    s = ev.summarize([res])
+    assert "heimdall_mean_reduction_vs_best_baseline_median" in s
+
+
+@pytest.mark.skipif(not SAMPLES.exists(), reason="real trace samples not present")
+def test_real_samples_load():
+    t = load_trace(SAMPLES / "msr-rw_20_80-105.trace")
+    assert len(t) == 10_000 and int(t.is_read.sum()) == 2_020
+
+
+def test_cli_simulate_train_and_eval(tmp_path, capsys):
+    import json
+
+    from attune.cli import main
+
+    trace = tmp_path / "t.trace"
+    t = synthetic_trace(3000, write_fraction=0.6, iops=30_000, seed=4)
+    lines = [
+        f"{ts / 1e6:.6f} 0 {o} {s} {1 if r else 0}"
+        for ts, o, s, r in zip(t.timestamp_ns, t.offset, t.size, t.is_read)
+    ]
+    trace.write_text("\n".join(lines) + "\n")
+    assert main(["io", "simulate", str(trace), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ios"] == 3000 and out["reads"]["count"] == int(t.is_read.sum())
+    model = tmp_path / "m.heimdall"
+    assert (
+        main(
+            ["io", "heimdall", "train", str(trace), "--out", str(model), "--epochs", "2", "--json"]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["dims"] == [11, 128, 16, 1]
+    assert (
+        main(
+            [
+                "io",
+                "heimdall",
+                "eval",
+                str(trace),
+                "--model",
+                str(model),
+                "--windows",
+                "1",
+                "--window-ios",
+                "1500",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    res = json.loads(capsys.readouterr().out)
+    assert set(res["summary"]["policies"]) >= {"baseline", "heimdall", "c3", "hedging"}
+    csv = tmp_path / "out.csv"
+    assert main(["io", "replay", str(trace), "--out", str(csv)]) == 0
+    assert len(csv.read_text().splitlines()) == 3001
+
+
+def test_cli_errors_name_the_problem(tmp_path, capsys):
+    from attune.cli import main
+
+    assert main(["io", "simulate", "--set", "channels=0"]) != 0
+    assert "`channels`" in capsys.readouterr().err
+    bad = tmp_path / "bad.trace"
+    bad.write_text("0 0 0 4096 1\n1 0 0 4096 9\n")
+    assert main(["io", "simulate", str(bad)]) != 0
+    assert "line 2" in capsys.readouterr().err
