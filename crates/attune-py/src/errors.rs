@@ -167,6 +167,10 @@ pub fn pipes_error(e: attune_pipes::Error) -> PyErr {
         | E::Unsupported { .. }
         | E::InvalidArgument(_) => ("InvalidArgumentError", None, None),
         _ => ("Error", None, None),
+    };
+    Python::with_gil(|py| raise(py, class, msg, file, offset))
+}
+
 /// Maps an attune-embed error to its Python exception: bad arguments, unknown tables and keys
 /// out of range are `InvalidArgumentError` (a `ValueError`), damaged table files
 /// `CorruptionError` (with path and offset), OS errors `StorageIOError` (with path).
