@@ -189,8 +189,9 @@ class RunResult:
         return {
             "transport": self.transport,
             "start_method": self.start_method,
-            "outputs": {k: {"rows": t.num_rows, "columns": t.num_columns} for k, t in
-                        self.tables.items()},
+            "outputs": {
+                k: {"rows": t.num_rows, "columns": t.num_columns} for k, t in self.tables.items()
+            },
             "nodes": self.nodes,
             "totals": self.totals(),
         }
@@ -200,8 +201,9 @@ class RunResult:
 # Transports: how a child reads its inputs and writes its output.
 
 
-def _write_output(transport: str, table: pa.Table, directory: str, name: str,
-                  checksums: bool) -> tuple[str, dict[str, int]]:
+def _write_output(
+    transport: str, table: pa.Table, directory: str, name: str, checksums: bool
+) -> tuple[str, dict[str, int]]:
     if transport == "sipc":
         st = sipc.write_table(table, directory, name, checksums=checksums)
         return st.path, {"bytes_copied": st.bytes_copied, "bytes_reshared": st.bytes_reshared}
@@ -242,8 +244,9 @@ def _set_memory_limit(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def _child_main(node: Node, input_paths: list[str], directory: str, transport: str,
-                checksums: bool, conn) -> None:
+def _child_main(
+    node: Node, input_paths: list[str], directory: str, transport: str, checksums: bool, conn
+) -> None:
     io0 = proc_io()
     t0 = time.perf_counter()
     try:
@@ -258,9 +261,17 @@ def _child_main(node: Node, input_paths: list[str], directory: str, transport: s
         if isinstance(out, pa.RecordBatch):
             out = pa.Table.from_batches([out])
         if not isinstance(out, pa.Table):
-            conn.send(("error", "not-a-table",
-                       f"returned {type(out).__module__}.{type(out).__qualname__}, "
-                       "not a pyarrow.Table", ""))
+            conn.send(
+                (
+                    "error",
+                    "not-a-table",
+                    (
+                        f"returned {type(out).__module__}.{type(out).__qualname__}, "
+                        "not a pyarrow.Table"
+                    ),
+                    "",
+                )
+            )
             return
         rollup_before = smaps_rollup()
         io2 = proc_io()
@@ -283,11 +294,11 @@ def _child_main(node: Node, input_paths: list[str], directory: str, transport: s
         }
         conn.send(("ok", path, stats))
     except MemoryError:
-        conn.send(("error", "out-of-memory", "ran out of memory (MemoryError)",
-                   traceback.format_exc()))
-    except BaseException as e:  # the parent reports it; the child must not die silently
-        conn.send(("error", "exception", f"raised {type(e).__name__}: {e}",
-                   traceback.format_exc()))
+        conn.send(
+            ("error", "out-of-memory", "ran out of memory (MemoryError)", traceback.format_exc())
+        )
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, never lost
+        conn.send(("error", "exception", f"raised {type(e).__name__}: {e}", traceback.format_exc()))
     finally:
         conn.close()
 
@@ -305,8 +316,14 @@ class DAG:
         self._names: set[str] = set()
         self._cached_loads: list[tuple[Any, str, tuple[str, ...]]] = []
 
-    def node(self, fn: Callable[..., Any], *inputs: Node, name: str | None = None,
-             memory_limit_bytes: int | None = None, ctx: bool = False) -> Node:
+    def node(
+        self,
+        fn: Callable[..., Any],
+        *inputs: Node,
+        name: str | None = None,
+        memory_limit_bytes: int | None = None,
+        ctx: bool = False,
+    ) -> Node:
         """Adds a node computing ``fn(*input_tables)`` (``fn(*tables, ctx=NodeContext)`` with
         ``ctx=True``). Inputs must be nodes already in this DAG, so the graph is acyclic by
         construction. ``memory_limit_bytes`` caps what the node's process may allocate beyond
@@ -334,8 +351,14 @@ class DAG:
         self._names.add(name)
         return n
 
-    def load_parquet(self, path: str | os.PathLike, *, dictionary_columns: Sequence[str] = (),
-                     cache: Any = None, name: str | None = None) -> Node:
+    def load_parquet(
+        self,
+        path: str | os.PathLike,
+        *,
+        dictionary_columns: Sequence[str] = (),
+        cache: Any = None,
+        name: str | None = None,
+    ) -> Node:
         """A source node decoding a Parquet file; with ``cache`` (a
         :class:`~attune.pipelines.decache.DeCache`) the decoded table is shared by every DAG
         that loads the same (file, dictionary columns), and the node's output refers to the
@@ -343,13 +366,16 @@ class DAG:
         path = os.fspath(path)
         cols = tuple(dictionary_columns)
         if cache is None:
+
             def load() -> pa.Table:
                 import pyarrow.parquet as pq
 
                 return pq.read_table(path, read_dictionary=list(cols) or None)
         else:
+
             def load() -> pa.Table:
                 return cache.load(path, cols)
+
         node = self.node(load, name=name or "load")
         if cache is not None and cache.enabled:
             self._cached_loads.append((cache, path, cols))
@@ -389,23 +415,35 @@ class DAG:
             if not isinstance(out, pa.Table):
                 raise NodeFailedError(
                     f"node {n.name} returned {type(out).__qualname__}, not a pyarrow.Table",
-                    n.name, "not-a-table")
+                    n.name,
+                    "not-a-table",
+                )
             values[id(n)] = out
         return {n.name: values[id(n)] for n in self._outputs(outputs)}
 
-    def run(self, outputs: Sequence[Node | str] | None = None, *, start_method: str = "fork",
-            transport: str = "sipc", parallel: int | None = None, root: str | None = None,
-            checksums: bool = False, keep_directory: bool = False,
-            on_node_done: Callable[[str, dict[str, Any]], None] | None = None) -> RunResult:
+    def run(
+        self,
+        outputs: Sequence[Node | str] | None = None,
+        *,
+        start_method: str = "fork",
+        transport: str = "sipc",
+        parallel: int | None = None,
+        root: str | None = None,
+        checksums: bool = False,
+        keep_directory: bool = False,
+        on_node_done: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> RunResult:
         """Runs the DAG, every node in its own process; returns the ``outputs`` (default: the
         sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
         after killing the other nodes and removing every shared file of the run."""
         if start_method not in START_METHODS:
             raise InvalidArgumentError(
-                f"unknown start method {start_method!r} (one of: {', '.join(START_METHODS)})")
+                f"unknown start method {start_method!r} (one of: {', '.join(START_METHODS)})"
+            )
         if transport not in TRANSPORTS:
             raise InvalidArgumentError(
-                f"unknown transport {transport!r} (one of: {', '.join(TRANSPORTS)})")
+                f"unknown transport {transport!r} (one of: {', '.join(TRANSPORTS)})"
+            )
         if not self.nodes:
             raise PipelineError("the DAG has no nodes")
         want = self._outputs(outputs)
@@ -418,8 +456,9 @@ class DAG:
         try:
             for cache, path, cols in self._cached_loads:
                 leases.append(cache.lease(cache.key(path, cols)))
-            paths = self._execute(ctx, directory, transport, parallel, checksums, want, result,
-                                  on_node_done)
+            paths = self._execute(
+                ctx, directory, transport, parallel, checksums, want, result, on_node_done
+            )
             for n in want:
                 result.tables[n.name] = _read_input(transport, paths[n.name])
         finally:
@@ -430,8 +469,9 @@ class DAG:
         result.seconds = time.perf_counter() - t0
         return result
 
-    def _execute(self, ctx, directory, transport, parallel, checksums, want, result,
-                 on_node_done) -> dict[str, str]:
+    def _execute(
+        self, ctx, directory, transport, parallel, checksums, want, result, on_node_done
+    ) -> dict[str, str]:
         consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
         for n in self.nodes:
             for i in n.inputs:
@@ -450,10 +490,17 @@ class DAG:
                     if all(id(i) in done for i in n.inputs):
                         waiting.remove(n)
                         parent_conn, child_conn = ctx.Pipe(duplex=False)
-                        args = (n, [paths[i.name] for i in n.inputs], directory, transport,
-                                checksums, child_conn)
-                        p = ctx.Process(target=_child_main, args=args, name=f"attune-pipe:{n.name}",
-                                        daemon=True)
+                        args = (
+                            n,
+                            [paths[i.name] for i in n.inputs],
+                            directory,
+                            transport,
+                            checksums,
+                            child_conn,
+                        )
+                        p = ctx.Process(
+                            target=_child_main, args=args, name=f"attune-pipe:{n.name}", daemon=True
+                        )
                         p.start()
                         child_conn.close()
                         running[p.sentinel] = (n, p, parent_conn)
@@ -478,8 +525,9 @@ class DAG:
                     result.nodes[n.name] = stats
                     if on_node_done is not None:
                         on_node_done(n.name, stats)
-                    result.shared_bytes_peak = max(result.shared_bytes_peak,
-                                                   _directory_bytes(directory))
+                    result.shared_bytes_peak = max(
+                        result.shared_bytes_peak, _directory_bytes(directory)
+                    )
                     for i in n.inputs:
                         consumers[id(i)] -= 1
                         if consumers[id(i)] == 0 and id(i) not in keep:
@@ -505,11 +553,15 @@ class DAG:
         code = p.exitcode
         if code is not None and code < 0:
             sig = signal.Signals(-code).name
-            hint = (" (the kernel's OOM killer ends processes with SIGKILL when memory runs out)"
-                    if -code == signal.SIGKILL else "")
+            hint = (
+                " (the kernel's OOM killer ends processes with SIGKILL when memory runs out)"
+                if -code == signal.SIGKILL
+                else ""
+            )
             raise NodeFailedError(f"node {n.name} was killed by {sig}{hint}", n.name, "killed")
-        raise NodeFailedError(f"node {n.name} exited with status {code} before sharing its "
-                              "output", n.name, "exit")
+        raise NodeFailedError(
+            f"node {n.name} exited with status {code} before sharing its output", n.name, "exit"
+        )
 
     @staticmethod
     def _drop(transport: str, live_tables: dict[int, str], key: int, directory: str) -> None:

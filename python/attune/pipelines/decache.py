@@ -68,7 +68,7 @@ class Lease:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 
-    def __enter__(self) -> Lease:
+    def __enter__(self) -> Lease:  # noqa: PYI034 - a dataclass, not subclassed
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -137,8 +137,12 @@ class DeCache:
 
     # -- loading --------------------------------------------------------------------------------
 
-    def load(self, path: str | os.PathLike, dictionary_columns: Sequence[str] = (),
-             stats: dict[str, Any] | None = None) -> pa.Table:
+    def load(
+        self,
+        path: str | os.PathLike,
+        dictionary_columns: Sequence[str] = (),
+        stats: dict[str, Any] | None = None,
+    ) -> pa.Table:
         """The decoded table of ``path`` (Parquet) with ``dictionary_columns`` dictionary-encoded:
         mapped from the cache, or decoded now and cached. ``stats['decache']`` says which
         (``hit``, ``load``, or ``off``)."""
@@ -163,9 +167,14 @@ class DeCache:
             os.makedirs(entry)
             try:
                 with open(os.path.join(entry, "source.json"), "w") as f:
-                    json.dump({"path": os.path.realpath(os.fspath(path)),
-                               "dictionary_columns": sorted(dictionary_columns),
-                               "created": time.time()}, f)
+                    json.dump(
+                        {
+                            "path": os.path.realpath(os.fspath(path)),
+                            "dictionary_columns": sorted(dictionary_columns),
+                            "created": time.time(),
+                        },
+                        f,
+                    )
                 sipc.write_table(decoded, entry, "table")
             except BaseException:
                 shutil.rmtree(entry, ignore_errors=True)
@@ -189,10 +198,16 @@ class DeCache:
             except (OSError, ValueError):
                 src = {}
             nbytes = sum(e.stat().st_blocks * 512 for e in os.scandir(entry))
-            out.append({"key": name, "source": src.get("path"),
-                        "dictionary_columns": src.get("dictionary_columns", []),
-                        "bytes": nbytes, "refs": self.refcount(name),
-                        "used": os.stat(entry).st_mtime})
+            out.append(
+                {
+                    "key": name,
+                    "source": src.get("path"),
+                    "dictionary_columns": src.get("dictionary_columns", []),
+                    "bytes": nbytes,
+                    "refs": self.refcount(name),
+                    "used": os.stat(entry).st_mtime,
+                }
+            )
         return out
 
     def evict(self, bytes_needed: int | None = None) -> int:

@@ -541,4 +541,3 @@ def read_table(path: str | os.PathLike, *, verify: bool = False) -> pa.Table:
 def file_bytes(path: str) -> int:
     """Bytes a file occupies (tmpfs: resident, or swapped) — allocated blocks, not its length."""
     return os.stat(path).st_blocks * 512
-
