@@ -183,6 +183,16 @@ class RunResult:
         out["node_pss_bytes_max"] = max(
             (n.get("pss_bytes", 0) for n in self.nodes.values()), default=0
         )
+        # Memory of the run at its fullest: the shared files after a node finished plus the
+        # anonymous memory that node added (its output, before its exit freed it).
+        out["memory_peak_bytes"] = max(
+            (
+                n.get("shared_bytes_after", 0) + n.get("anon_growth_bytes", 0)
+                for n in self.nodes.values()
+            ),
+            default=0,
+        )
+        out["output_file_bytes"] = sum(n.get("output_file_bytes", 0) for n in self.nodes.values())
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -204,13 +214,29 @@ class RunResult:
 def _write_output(
     transport: str, table: pa.Table, directory: str, name: str, checksums: bool
 ) -> tuple[str, dict[str, int]]:
+    """Shares a node's output; returns its path and what it cost: bytes copied and reshared
+    (by the writer's own count) and ``output_file_bytes``, the tmpfs bytes of the files this
+    node created (its arena's files included)."""
     if transport == "sipc":
         st = sipc.write_table(table, directory, name, checksums=checksums)
-        return st.path, {"bytes_copied": st.bytes_copied, "bytes_reshared": st.bytes_reshared}
+        own = [
+            f
+            for f in st.files
+            if os.path.dirname(f) == directory and os.path.basename(f).startswith(name + ".")
+        ]
+        return st.path, {
+            "bytes_copied": st.bytes_copied,
+            "bytes_reshared": st.bytes_reshared,
+            "output_file_bytes": sum(sipc.file_bytes(f) for f in [st.path, *own]),
+        }
     path = os.path.join(directory, name + ".arrow")
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
         w.write_table(table)
-    return path, {"bytes_copied": os.path.getsize(path), "bytes_reshared": 0}
+    return path, {
+        "bytes_copied": os.path.getsize(path),
+        "bytes_reshared": 0,
+        "output_file_bytes": sipc.file_bytes(path),
+    }
 
 
 def _read_input(transport: str, path: str) -> pa.Table:
@@ -248,6 +274,7 @@ def _child_main(
     node: Node, input_paths: list[str], directory: str, transport: str, checksums: bool, conn
 ) -> None:
     io0 = proc_io()
+    anon0 = smaps_rollup().get("Pss_Anon", 0)
     t0 = time.perf_counter()
     try:
         if node.memory_limit_bytes is not None:
@@ -278,6 +305,7 @@ def _child_main(
         path, wstats = _write_output(transport, out, directory, node.name, checksums)
         io3 = proc_io()
         t3 = time.perf_counter()
+        rollup_after = smaps_rollup()
         stats: dict[str, Any] = {
             "rows": out.num_rows,
             "columns": out.num_columns,
@@ -290,6 +318,10 @@ def _child_main(
             "pss_bytes": rollup_before.get("Pss", 0),
             "pss_anon_bytes": rollup_before.get("Pss_Anon", 0),
             "pss_shmem_bytes": rollup_before.get("Pss_Shmem", 0),
+            "pss_anon_after_write_bytes": rollup_after.get("Pss_Anon", 0),
+            # What the node added to anonymous memory (its data, not the interpreter it
+            # shares with the parent).
+            "anon_growth_bytes": max(0, rollup_after.get("Pss_Anon", 0) - anon0),
             **wstats,
         }
         conn.send(("ok", path, stats))
@@ -525,8 +557,9 @@ class DAG:
                     result.nodes[n.name] = stats
                     if on_node_done is not None:
                         on_node_done(n.name, stats)
+                    stats["shared_bytes_after"] = _directory_bytes(directory)
                     result.shared_bytes_peak = max(
-                        result.shared_bytes_peak, _directory_bytes(directory)
+                        result.shared_bytes_peak, stats["shared_bytes_after"]
                     )
                     for i in n.inputs:
                         consumers[id(i)] -= 1
