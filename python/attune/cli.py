@@ -37,6 +37,7 @@ VERB_MODULES: tuple[str, ...] = (
     "attune._cli_bench",
     "attune._cli_split",
     "attune._cli_cache",
+    "attune._cli_pipe",
 )
 
 #: Exit status after the reader of stdout went away (128 + SIGPIPE).

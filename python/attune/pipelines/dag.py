@@ -66,6 +66,8 @@ __all__ = [
     "RunResult",
     "default_root",
     "proc_io",
+    "remove_stale_runs",
+    "run_directories",
     "smaps_rollup",
 ]
 
@@ -481,7 +483,9 @@ class DAG:
         want = self._outputs(outputs)
         parallel = max(1, parallel or os.cpu_count() or 1)
         ctx = mp.get_context(start_method)
-        directory = tempfile.mkdtemp(prefix=f"attune-pipe-{self.name}-", dir=root or default_root())
+        directory = tempfile.mkdtemp(
+            prefix=f"attune-pipe-{self.name}-{os.getpid()}-", dir=root or default_root()
+        )
         result = RunResult({}, transport=transport, start_method=start_method)
         t0 = time.perf_counter()
         leases = []
@@ -612,6 +616,49 @@ class DAG:
                     os.unlink(f)
                 except FileNotFoundError:
                     pass
+
+
+def run_directories(root: str | None = None) -> list[dict[str, Any]]:
+    """Run directories under ``root``: name, driver pid, whether that driver is alive, bytes. A
+    directory whose driver is dead was left by a driver killed mid-run (SIGKILL skips its
+    cleanup); :func:`remove_stale_runs` removes those."""
+    root = root or default_root()
+    out = []
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return []
+    for name in names:
+        path = os.path.join(root, name)
+        if not name.startswith("attune-pipe-") or not os.path.isdir(path):
+            continue
+        if name.startswith("attune-pipe-inline-"):
+            continue
+        parts = name.split("-")
+        pid = int(parts[-2]) if len(parts) >= 4 and parts[-2].isdigit() else None
+        alive = pid is not None and _pid_alive(pid)
+        out.append({"path": path, "pid": pid, "alive": alive, "bytes": _directory_bytes(path)})
+    return out
+
+
+def remove_stale_runs(root: str | None = None) -> list[str]:
+    """Removes the run directories of dead drivers; returns their paths."""
+    removed = []
+    for r in run_directories(root):
+        if r["pid"] is not None and not r["alive"]:
+            shutil.rmtree(r["path"], ignore_errors=True)
+            removed.append(r["path"])
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _directory_bytes(directory: str) -> int:
