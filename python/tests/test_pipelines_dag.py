@@ -102,7 +102,10 @@ def test_intermediate_tables_are_removed_when_their_consumers_finish(tmp_path):
     dag.node(lambda t: t.select(["z"]), mid, name="last")
     seen = []
     dag.run(
-        root=str(tmp_path), keep_directory=True, on_node_done=lambda name, stats: seen.append(name)
+        root=str(tmp_path),
+        keep_directory=True,
+        memory_pool="default",  # the new column is then copied into mid.c3
+        on_node_done=lambda name, stats: seen.append(name),
     )
     (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-pipe-")]
     left = sorted(os.listdir(tmp_path / run))
@@ -123,6 +126,42 @@ def test_an_arena_output_is_not_copied(tmp_path):
     res = dag.run(root=str(tmp_path))
     assert res.nodes["produce"]["bytes_copied"] == 0
     assert res["produce"].equals(dag.run_inline()["produce"])
+
+
+def test_the_shared_memory_pool_removes_the_copy_of_pyarrow_outputs(tmp_path):
+    from attune.pipelines import shmpool
+
+    ok, why = shmpool.available()
+    if not ok:
+        pytest.skip(f"no shared memory pool here: {why}")
+    dag = DAG()
+    dag.node(add_col, dag.node(load))
+    on = dag.run(root=str(tmp_path), memory_pool="shm")
+    off = dag.run(root=str(tmp_path), memory_pool="default")
+    assert on.memory_pool == "shm" and off.memory_pool == "default"
+    assert on.nodes["add_col"]["bytes_copied"] == 0
+    assert off.nodes["add_col"]["bytes_copied"] >= 50_000 * 8
+    assert on["add_col"].equals(off["add_col"])
+    assert on["add_col"].equals(dag.run_inline()["add_col"])
+
+
+def test_pool_segments_nothing_refers_to_are_removed(tmp_path):
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+
+    def temporaries(t):
+        for _ in range(3):
+            pc.multiply(t["a"], 7)  # freed before the node returns
+        return t.select(["a"])
+
+    dag = DAG()
+    dag.node(temporaries, dag.node(load), name="tmp")
+    res = dag.run(root=str(tmp_path), memory_pool="shm", keep_directory=True)
+    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-pipe-")]
+    assert not [f for f in os.listdir(tmp_path / run) if f.startswith("tmp.pool.")]
+    assert res.nodes["tmp"]["bytes_copied"] == 0
 
 
 # -- failures -------------------------------------------------------------------------------

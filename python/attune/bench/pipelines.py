@@ -146,16 +146,16 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
         _op(op)(small)
         per: dict[str, list[dict[str, Any]]] = {}
         for rep in range(args.repeat):
-            for transport in args.transports:
+            for label, transport, _producer, pool in _variants(args, arena=False):
                 dag = DAG(f"reshare-{op}")
                 src = dag.node(load, name="load")
                 dag.node(_op(op), src, name=op)
-                res = dag.run(transport=transport, root=args.root)
+                res = dag.run(transport=transport, root=args.root, memory_pool=pool)
                 node = res.nodes[op]
                 row = {
                     "kind": "resharing",
                     "op": op,
-                    "engine": transport,
+                    "engine": label,
                     "repeat": rep,
                     "node_seconds": node["read_seconds"]
                     + node["compute_seconds"]
@@ -200,7 +200,7 @@ def _summary(
     for peer in per:
         if peer == "sipc":
             continue
-        tag = peer.replace("-", "_")
+        tag = peer.replace("-", "_").replace(":", "_")
         row[f"speedup_vs_{tag}"] = med(peer, time_key) / max(med("sipc", time_key), 1e-9)
         if "bytes_copied" not in per[peer][0]:
             continue
@@ -293,47 +293,64 @@ def _chain_step(seed: int, producer: str) -> Callable[..., pa.Table]:
     return step
 
 
+def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str, str]]:
+    """(label, transport, producer, memory pool) of every contender. SIPC runs as ``sipc``
+    (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's own pool: the
+    output is copied once into the column files; the pool switched off) and, in the chain,
+    ``sipc:arena`` (numpy computing into the node's arena)."""
+    out = []
+    for t in args.transports:
+        if t != "sipc":
+            out.append((t, t, "pyarrow", "default"))
+            continue
+        for v in args.sipc_variants:
+            if v == "pool":
+                out.append(("sipc", t, "pyarrow", "shm"))
+            elif v == "copy":
+                out.append(("sipc:copy", t, "pyarrow", "default"))
+            elif v == "arena" and arena:
+                out.append(("sipc:arena", t, "arena", "default"))
+    return out
+
+
 def _chain(args: argparse.Namespace, out: _Out) -> None:
     rows = args.column_mib * (1 << 20) // 8
     ray_peer = _ray_or_none(args, out)
     _chain_step(1, "pyarrow")(_ints(2, 1000))  # warm up (see _resharing)
     per: dict[str, list[dict[str, Any]]] = {}
     for rep in range(args.repeat):
-        for transport in args.transports:
-            producers = args.producers if transport == "sipc" else ["pyarrow"]
-            for producer in producers:
-                dag = DAG("chain")
-                prev = dag.node(lambda: _ints(2, rows), name="load")
-                for i in range(1, args.length):
-                    prev = dag.node(
-                        _chain_step(i, producer), prev, name=f"add{i}", ctx=producer == "arena"
-                    )
-                res = dag.run(transport=transport, root=args.root)
-                tot = res.totals()
-                distinct = (2 + args.length - 1) * rows * 8
-                label = transport if producer == "pyarrow" else f"{transport}+arena"
-                row = {
-                    "kind": "chain",
-                    "engine": label,
-                    "length": args.length,
-                    "repeat": rep,
-                    "seconds": res.seconds,
-                    "runs_per_sec": 1.0 / res.seconds,
-                    "bytes_copied": tot["read_bytes_copied"] + tot["write_bytes_copied"],
-                    "bytes_copied_after_load": sum(
-                        n["read_bytes_copied"] + n["write_bytes_copied"]
-                        for k, n in res.nodes.items()
-                        if k != "load"
-                    ),
-                    "output_file_bytes": tot["output_file_bytes"],
-                    "shared_bytes_peak": tot["shared_bytes_peak"],
-                    "memory_peak_bytes": tot["memory_peak_bytes"],
-                    "distinct_bytes": distinct,
-                    "memory_over_distinct": tot["memory_peak_bytes"] / distinct,
-                    "output_over_distinct": tot["output_file_bytes"] / distinct,
-                }
-                per.setdefault(label, []).append(row)
-                out.row(row)
+        for label, transport, producer, pool in _variants(args, arena=True):
+            dag = DAG("chain")
+            prev = dag.node(lambda: _ints(2, rows), name="load")
+            for i in range(1, args.length):
+                prev = dag.node(
+                    _chain_step(i, producer), prev, name=f"add{i}", ctx=producer == "arena"
+                )
+            res = dag.run(transport=transport, root=args.root, memory_pool=pool)
+            tot = res.totals()
+            distinct = (2 + args.length - 1) * rows * 8
+            row = {
+                "kind": "chain",
+                "engine": label,
+                "length": args.length,
+                "repeat": rep,
+                "seconds": res.seconds,
+                "runs_per_sec": 1.0 / res.seconds,
+                "bytes_copied": tot["read_bytes_copied"] + tot["write_bytes_copied"],
+                "bytes_copied_after_load": sum(
+                    n["read_bytes_copied"] + n["write_bytes_copied"]
+                    for k, n in res.nodes.items()
+                    if k != "load"
+                ),
+                "output_file_bytes": tot["output_file_bytes"],
+                "shared_bytes_peak": tot["shared_bytes_peak"],
+                "memory_peak_bytes": tot["memory_peak_bytes"],
+                "distinct_bytes": distinct,
+                "memory_over_distinct": tot["memory_peak_bytes"] / distinct,
+                "output_over_distinct": tot["output_file_bytes"] / distinct,
+            }
+            per.setdefault(label, []).append(row)
+            out.row(row)
         if ray_peer is not None:
             fns = [functools.partial(_ints, 2, rows)]
             fns += [_chain_step(i, "pyarrow") for i in range(1, args.length)]
@@ -349,7 +366,7 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
             per.setdefault("ray", []).append(row)
             out.row(row)
     head = {"kind": "summary", "case": "chain", "length": args.length}
-    _summary(out, head, {k: v for k, v in per.items() if "+" not in k}, "seconds")
+    _summary(out, head, per, "seconds")
     for label, rows_ in per.items():
         if label == "ray":
             continue
@@ -459,9 +476,10 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
     p.add_argument(
-        "--producers",
-        default="pyarrow,arena",
-        help="chain: how SIPC nodes allocate new columns (default pyarrow,arena)",
+        "--sipc-variants",
+        default="pool,copy,arena",
+        help="SIPC contenders: pool (pyarrow allocates from shared files), copy (pyarrow's own "
+        "pool), arena (numpy into the node's arena; chain only); default pool,copy,arena",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
     p.add_argument(
@@ -482,7 +500,9 @@ def main(argv: list[str]) -> int:
     bad = [t for t in args.transports if t not in TRANSPORTS]
     if bad:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
-    args.producers = [x for x in args.producers.split(",") if x]
+    args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
+    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena")]:
+        p.error("--sipc-variants takes pool, copy, arena")
     args.peers = [x for x in args.peers.split(",") if x]
     if [x for x in args.peers if x != "ray"]:
         p.error("--peers takes: ray")

@@ -172,6 +172,7 @@ class RunResult:
     seconds: float = 0.0
     transport: str = "sipc"
     start_method: str = "fork"
+    memory_pool: str = "default"
     shared_bytes_peak: int = 0
 
     def __getitem__(self, name: str) -> pa.Table:
@@ -201,6 +202,7 @@ class RunResult:
         return {
             "transport": self.transport,
             "start_method": self.start_method,
+            "memory_pool": self.memory_pool,
             "outputs": {
                 k: {"rows": t.num_rows, "columns": t.num_columns} for k, t in self.tables.items()
             },
@@ -230,6 +232,7 @@ def _write_output(
             "bytes_copied": st.bytes_copied,
             "bytes_reshared": st.bytes_reshared,
             "output_file_bytes": sum(sipc.file_bytes(f) for f in [st.path, *own]),
+            "_ranges": st.ranges,
         }
     path = os.path.join(directory, name + ".arrow")
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
@@ -273,7 +276,13 @@ def _set_memory_limit(limit: int) -> None:
 
 
 def _child_main(
-    node: Node, input_paths: list[str], directory: str, transport: str, checksums: bool, conn
+    node: Node,
+    input_paths: list[str],
+    directory: str,
+    transport: str,
+    checksums: bool,
+    conn,
+    memory_pool: str = "default",
 ) -> None:
     io0 = proc_io()
     anon0 = smaps_rollup().get("Pss_Anon", 0)
@@ -281,6 +290,10 @@ def _child_main(
     try:
         if node.memory_limit_bytes is not None:
             _set_memory_limit(node.memory_limit_bytes)
+        if memory_pool == "shm":
+            from attune.pipelines import shmpool
+
+            shmpool.install(directory, f"{node.name}.pool")
         inputs = [_read_input(transport, p) for p in input_paths]
         io1 = proc_io()
         t1 = time.perf_counter()
@@ -302,9 +315,14 @@ def _child_main(
                 )
             )
             return
+        if memory_pool == "shm":
+            shmpool.freeze()  # from here on the output's pages are shared: never punched
         rollup_before = smaps_rollup()
         io2 = proc_io()
         path, wstats = _write_output(transport, out, directory, node.name, checksums)
+        ranges = wstats.pop("_ranges", {})
+        if memory_pool == "shm":
+            wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
         io3 = proc_io()
         t3 = time.perf_counter()
         rollup_after = smaps_rollup()
@@ -324,6 +342,7 @@ def _child_main(
             # What the node added to anonymous memory (its data, not the interpreter it
             # shares with the parent).
             "anon_growth_bytes": max(0, rollup_after.get("Pss_Anon", 0) - anon0),
+            "memory_pool": memory_pool,
             **wstats,
         }
         conn.send(("ok", path, stats))
@@ -465,11 +484,18 @@ class DAG:
         root: str | None = None,
         checksums: bool = False,
         keep_directory: bool = False,
+        memory_pool: str = "auto",
         on_node_done: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> RunResult:
         """Runs the DAG, every node in its own process; returns the ``outputs`` (default: the
         sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
-        after killing the other nodes and removing every shared file of the run."""
+        after killing the other nodes and removing every shared file of the run.
+
+        ``memory_pool``: ``shm`` makes every node's pyarrow allocations come from shared files
+        (:mod:`attune.pipelines.shmpool`), so pyarrow-made outputs are shared without a copy;
+        ``default`` keeps pyarrow's pool (outputs are copied once into the column files);
+        ``auto`` (the default) is ``shm`` with the SIPC transport when the pool can be built
+        here, else ``default``."""
         if start_method not in START_METHODS:
             raise InvalidArgumentError(
                 f"unknown start method {start_method!r} (one of: {', '.join(START_METHODS)})"
@@ -480,20 +506,43 @@ class DAG:
             )
         if not self.nodes:
             raise PipelineError("the DAG has no nodes")
+        if memory_pool not in ("auto", "shm", "default"):
+            raise InvalidArgumentError(
+                f"unknown memory pool {memory_pool!r} (one of: auto, shm, default)"
+            )
+        if memory_pool != "default" and transport == "sipc":
+            from attune.pipelines import shmpool
+
+            ok, why = shmpool.available()
+            if not ok and memory_pool == "shm":
+                raise PipelineError(f"the shared memory pool is unavailable: {why}")
+            memory_pool = "shm" if ok else "default"
+        else:
+            memory_pool = "default"
         want = self._outputs(outputs)
         parallel = max(1, parallel or os.cpu_count() or 1)
         ctx = mp.get_context(start_method)
         directory = tempfile.mkdtemp(
             prefix=f"attune-pipe-{self.name}-{os.getpid()}-", dir=root or default_root()
         )
-        result = RunResult({}, transport=transport, start_method=start_method)
+        result = RunResult(
+            {}, transport=transport, start_method=start_method, memory_pool=memory_pool
+        )
         t0 = time.perf_counter()
         leases = []
         try:
             for cache, path, cols in self._cached_loads:
                 leases.append(cache.lease(cache.key(path, cols)))
             paths = self._execute(
-                ctx, directory, transport, parallel, checksums, want, result, on_node_done
+                ctx,
+                directory,
+                transport,
+                parallel,
+                checksums,
+                want,
+                result,
+                on_node_done,
+                memory_pool,
             )
             for n in want:
                 result.tables[n.name] = _read_input(transport, paths[n.name])
@@ -506,7 +555,16 @@ class DAG:
         return result
 
     def _execute(
-        self, ctx, directory, transport, parallel, checksums, want, result, on_node_done
+        self,
+        ctx,
+        directory,
+        transport,
+        parallel,
+        checksums,
+        want,
+        result,
+        on_node_done,
+        memory_pool,
     ) -> dict[str, str]:
         consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
         for n in self.nodes:
@@ -533,6 +591,7 @@ class DAG:
                             transport,
                             checksums,
                             child_conn,
+                            memory_pool,
                         )
                         p = ctx.Process(
                             target=_child_main, args=args, name=f"attune-pipe:{n.name}", daemon=True

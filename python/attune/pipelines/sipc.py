@@ -48,6 +48,7 @@ __all__ = [
     "TABLE_SUFFIX",
     "VERSION",
     "WriteStats",
+    "add_range_source",
     "mapped_ranges",
     "read_table",
     "register_range",
@@ -126,6 +127,30 @@ class _Registry:
 _REGISTRY = _Registry()
 
 
+class _Forever:
+    """Owner of ranges that live as long as the process (a memory pool's segments)."""
+
+
+_FOREVER = _Forever()
+_SOURCES: list = []
+_SOURCED: set[tuple[int, int, str]] = set()
+
+
+def add_range_source(source) -> None:
+    """Adds a function returning [(address, length, path)] of shared ranges that live for the
+    rest of the process (a shared memory pool's segments); writers ask it before each table."""
+    if source not in _SOURCES:
+        _SOURCES.append(source)
+
+
+def _sync_sources() -> None:
+    for source in _SOURCES:
+        for address, length, path in source():
+            if (address, length, path) not in _SOURCED:
+                _SOURCED.add((address, length, path))
+                _REGISTRY.add(_FOREVER, address, length, path)
+
+
 def register_range(owner: Any, buffer: pa.Buffer, path: str, file_offset: int = 0) -> None:
     """Records that ``buffer``'s bytes are ``path`` from ``file_offset`` on, for as long as
     ``owner`` lives (it must keep the mapping alive). Used by readers and arenas."""
@@ -152,6 +177,8 @@ class WriteStats:
     buffers_copied: int = 0
     buffers_reshared: int = 0
     files: list[str] = field(default_factory=list)
+    #: path -> [(offset, length)] of every buffer the table refers to.
+    ranges: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
 
 class _DataFile:
@@ -227,6 +254,8 @@ class _Writer:
             self.stats.buffers_copied += 1
             ref = [self._file_id(sink.path), offset, buf.size]
             self.file_sizes[sink.path] = sink.size
+            path = sink.path
+        self.stats.ranges.setdefault(path, []).append((offset, buf.size))
         if self.checksums:
             ref.append(zlib.crc32(memoryview(buf)))
         return ref
@@ -296,6 +325,7 @@ def write_table(
         raise InvalidArgumentError(f"write_table needs a pyarrow Table, got {type(table).__name__}")
     if not name or "/" in name or name.startswith("."):
         raise InvalidArgumentError(f"bad SIPC table name {name!r}")
+    _sync_sources()
     w = _Writer(os.fspath(directory), name, checksums)
     dict_sink = _DataFile(w.base + ".dict")
     sinks: list[_DataFile] = []
