@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from attune.errors import InvalidArgumentError
-from attune.pipelines import DAG, DeCache
+from attune.pipelines import DAG, DeCache, table_files
 
 
 @pytest.fixture
@@ -74,8 +74,13 @@ def test_dags_share_one_decode_and_their_loader_copies_nothing(tmp_path, parquet
         return d
 
     first = dag().run(root=str(tmp_path))
+    # The entry refers only to its own files (never to the first run's, which are gone).
+    (entry,) = cache.entries()
+    files = table_files(os.path.join(cache.root, entry["key"], "table.sipc"))
+    assert {os.path.dirname(f) for f in files} == {os.path.join(cache.root, entry["key"])}
     second = dag().run(root=str(tmp_path))
     assert first.nodes["load"]["bytes_copied"] == 0  # the output refers to the cache
+    assert second.nodes["load"]["bytes_copied"] == 0
     assert second["f"].equals(dag().run_inline()["f"])
     assert [e["refs"] for e in cache.entries()] == [0]  # the runs released their leases
 

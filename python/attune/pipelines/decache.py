@@ -175,7 +175,9 @@ class DeCache:
                         },
                         f,
                     )
-                sipc.write_table(decoded, entry, "table")
+                # Copied into the entry's own files: the decoded buffers may live in the loading
+                # node's memory pool, whose files go away with its run.
+                sipc.write_table(decoded, entry, "table", reshare=False)
             except BaseException:
                 shutil.rmtree(entry, ignore_errors=True)
                 raise

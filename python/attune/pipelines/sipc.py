@@ -215,7 +215,8 @@ def _write_all(fd: int, data: Any) -> None:
 
 
 class _Writer:
-    def __init__(self, directory: str, name: str, checksums: bool) -> None:
+    def __init__(self, directory: str, name: str, checksums: bool, reshare: bool = True) -> None:
+        self.reshare = reshare
         self.base = os.path.join(os.path.abspath(directory), name)
         self.checksums = checksums
         self.files: list[str] = []
@@ -239,7 +240,7 @@ class _Writer:
             return None
         if buf.size == 0:
             return [-1, 0, 0]
-        found = _REGISTRY.find(buf.address, buf.size)
+        found = _REGISTRY.find(buf.address, buf.size) if self.reshare else None
         if found is not None:
             path, offset = found
             self.stats.bytes_reshared += buf.size
@@ -314,11 +315,14 @@ def write_table(
     name: str,
     *,
     checksums: bool = False,
+    reshare: bool = True,
 ) -> WriteStats:
     """Writes ``table`` as ``DIRECTORY/NAME.sipc`` plus its data files and returns what was
     copied and what was reshared. The table file appears last (written under a temporary name
     and renamed), so a reader never sees a table whose data files are incomplete. ``name`` must
-    be new in the directory (data files are created exclusively)."""
+    be new in the directory (data files are created exclusively). ``reshare=False`` copies every
+    buffer into the table's own files: for a table that must outlive the files its buffers come
+    from (a cache entry written from a node's memory)."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     if not isinstance(table, pa.Table):
@@ -326,7 +330,7 @@ def write_table(
     if not name or "/" in name or name.startswith("."):
         raise InvalidArgumentError(f"bad SIPC table name {name!r}")
     _sync_sources()
-    w = _Writer(os.fspath(directory), name, checksums)
+    w = _Writer(os.fspath(directory), name, checksums, reshare)
     dict_sink = _DataFile(w.base + ".dict")
     sinks: list[_DataFile] = []
     try:
