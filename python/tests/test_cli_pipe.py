@@ -70,11 +70,11 @@ def test_a_failing_node_is_a_clean_error(tmp_path, capsys):
     assert main(["pipe", "run", str(bad), "--root", str(tmp_path), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "node oops returned builtins.int, not a pyarrow.Table" in err
-    assert not [d for d in os.listdir(tmp_path) if d.startswith("attune-pipe-")]
+    assert not [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
 
 
 def test_stats_and_clean_find_a_dead_drivers_directory(tmp_path, capsys):
-    stale = tmp_path / "attune-pipe-dag-999999999-abc"
+    stale = tmp_path / "attune-dag.999999999.dag.abc"
     stale.mkdir()
     (stale / "t.c0").write_bytes(b"x" * 4096)
     assert main(["pipe", "stats", "--root", str(tmp_path), "--json"]) == 0

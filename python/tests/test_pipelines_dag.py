@@ -52,7 +52,7 @@ def build(dag: DAG):
 
 
 def no_run_directories(root) -> bool:
-    return not [d for d in os.listdir(root) if d.startswith("attune-pipe-")]
+    return not [d for d in os.listdir(root) if d.startswith("attune-dag.")]
 
 
 def test_results_equal_one_process(tmp_path):
@@ -107,7 +107,7 @@ def test_intermediate_tables_are_removed_when_their_consumers_finish(tmp_path):
         memory_pool="default",  # the new column is then copied into mid.c3
         on_node_done=lambda name, stats: seen.append(name),
     )
-    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-pipe-")]
+    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
     left = sorted(os.listdir(tmp_path / run))
     # load's column files stay only if a live table refers to them; "last" refers to mid's new
     # column only, so load.c0..c2 and mid's pass-through references are gone.
@@ -159,7 +159,7 @@ def test_pool_segments_nothing_refers_to_are_removed(tmp_path):
     dag = DAG()
     dag.node(temporaries, dag.node(load), name="tmp")
     res = dag.run(root=str(tmp_path), memory_pool="shm", keep_directory=True)
-    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-pipe-")]
+    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
     assert not [f for f in os.listdir(tmp_path / run) if f.startswith("tmp.pool.")]
     assert res.nodes["tmp"]["bytes_copied"] == 0
 

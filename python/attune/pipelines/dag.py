@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import resource
 import shutil
 import signal
@@ -72,6 +73,15 @@ __all__ = [
 ]
 
 TRANSPORTS = ("sipc", "ipc-file", "ipc-mmap")
+#: Run directories are ``attune-dag.<driver pid>.<dag name>.<random>`` under the root.
+RUN_PREFIX = "attune-dag."
+_RUN_NAME = re.compile(r"^attune-dag\.(\d+)\.")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40] or "dag"
+
+
 START_METHODS = ("fork", "spawn")
 #: Bound on the nodes of one DAG (a limit on every loop and queue).
 NODES_MAX = 10_000
@@ -456,7 +466,7 @@ class DAG:
         for n in self.nodes:
             args = [values[id(i)] for i in n.inputs]
             if n.wants_ctx:
-                directory = tempfile.mkdtemp(prefix="attune-pipe-inline-", dir=default_root())
+                directory = tempfile.mkdtemp(prefix="attune-dag-inline-", dir=default_root())
                 try:
                     out = n.fn(*args, ctx=NodeContext(n.name, directory))
                 finally:
@@ -523,7 +533,7 @@ class DAG:
         parallel = max(1, parallel or os.cpu_count() or 1)
         ctx = mp.get_context(start_method)
         directory = tempfile.mkdtemp(
-            prefix=f"attune-pipe-{self.name}-{os.getpid()}-", dir=root or default_root()
+            prefix=f"{RUN_PREFIX}{os.getpid()}.{_safe(self.name)}.", dir=root or default_root()
         )
         result = RunResult(
             {}, transport=transport, start_method=start_method, memory_pool=memory_pool
@@ -689,13 +699,11 @@ def run_directories(root: str | None = None) -> list[dict[str, Any]]:
         return []
     for name in names:
         path = os.path.join(root, name)
-        if not name.startswith("attune-pipe-") or not os.path.isdir(path):
+        m = _RUN_NAME.match(name)
+        if m is None or not os.path.isdir(path):
             continue
-        if name.startswith("attune-pipe-inline-"):
-            continue
-        parts = name.split("-")
-        pid = int(parts[-2]) if len(parts) >= 4 and parts[-2].isdigit() else None
-        alive = pid is not None and _pid_alive(pid)
+        pid = int(m.group(1))
+        alive = _pid_alive(pid)
         out.append({"path": path, "pid": pid, "alive": alive, "bytes": _directory_bytes(path)})
     return out
 
@@ -704,7 +712,7 @@ def remove_stale_runs(root: str | None = None) -> list[str]:
     """Removes the run directories of dead drivers; returns their paths."""
     removed = []
     for r in run_directories(root):
-        if r["pid"] is not None and not r["alive"]:
+        if not r["alive"]:
             shutil.rmtree(r["path"], ignore_errors=True)
             removed.append(r["path"])
     return removed
