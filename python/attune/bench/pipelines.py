@@ -167,7 +167,7 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
                     "seconds": res.seconds,
                 }
                 row["node_runs_per_sec"] = 1.0 / max(row["node_seconds"], 1e-9)
-                per.setdefault(transport, []).append(row)
+                per.setdefault(label, []).append(row)
                 out.row(row)
             if ray_peer is not None:
                 node_s, run_s = ray_peer.run_two(load, _op(op))

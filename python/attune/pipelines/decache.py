@@ -85,8 +85,7 @@ class DeCache:
 
             root = os.path.join(default_root(), "attune-decache")
         self.root = os.path.abspath(os.fspath(root))
-        self.enabled = enabled
-        os.makedirs(self.root, exist_ok=True)
+        self.enabled = enabled  # the directory is made by the first lease or load
 
     # -- keys and leases -----------------------------------------------------------------------
 
@@ -101,6 +100,7 @@ class DeCache:
 
     @contextlib.contextmanager
     def _locked(self, key: str) -> Iterator[None]:
+        os.makedirs(self.root, exist_ok=True)
         fd = os.open(os.path.join(self.root, key + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -189,7 +189,9 @@ class DeCache:
     # -- inspection and eviction ---------------------------------------------------------------
 
     def entries(self) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
+        if not os.path.isdir(self.root):
+            return out
         for name in sorted(os.listdir(self.root)):
             entry = os.path.join(self.root, name)
             if not os.path.isdir(entry) or "." in name:
