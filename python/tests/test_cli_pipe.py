@@ -39,6 +39,8 @@ def test_run_prints_every_node(module, tmp_path, capsys):
 
 
 def test_run_json_under_spawn(module, tmp_path, capsys):
+    # spawn starts a fresh interpreter per node (seconds each here): the one spawn test of the
+    # pipelines; it also checks that spawned nodes import the DAG module's functions.
     argv = [
         "pipe",
         "run",

@@ -67,15 +67,6 @@ def test_results_equal_one_process(tmp_path):
     assert no_run_directories(tmp_path)
 
 
-def test_spawned_nodes_give_the_same_table(tmp_path):
-    # spawn starts a fresh interpreter per node (seconds each here): two nodes are enough.
-    dag = DAG()
-    dag.node(add_col, dag.node(load))
-    got = dag.run(start_method="spawn", root=str(tmp_path))
-    assert got["add_col"].equals(dag.run_inline()["add_col"])
-    assert got.start_method == "spawn"
-
-
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_every_transport_gives_the_same_tables(tmp_path, transport):
     dag = DAG()
