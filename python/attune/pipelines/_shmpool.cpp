@@ -71,12 +71,14 @@ class ShmPool : public arrow::MemoryPool {
     // a large buffer would take one page fault per 4 KiB as the kernel fills it; populating
     // the range in one call costs the same zeroing without the faults (Linux 5.14+; ignored
     // where unsupported).
-    if (size >= kPopulateBytesMin) {
-      uintptr_t first = reinterpret_cast<uintptr_t>(*out) / kPageBytes * kPageBytes;
-      uintptr_t end = reinterpret_cast<uintptr_t>(*out) + static_cast<uintptr_t>(size);
-      ::madvise(reinterpret_cast<void*>(first), end - first, kMadvPopulateWrite);
-    }
+    if (size >= kPopulateBytesMin) Populate(*out, size);
     return arrow::Status::OK();
+  }
+
+  static void Populate(uint8_t* start, int64_t size) {
+    uintptr_t first = reinterpret_cast<uintptr_t>(start) / kPageBytes * kPageBytes;
+    uintptr_t end = reinterpret_cast<uintptr_t>(start) + static_cast<uintptr_t>(size);
+    ::madvise(reinterpret_cast<void*>(first), end - first, kMadvPopulateWrite);
   }
 
   arrow::Status AllocateLocked(int64_t size, int64_t alignment, uint8_t** out) {
@@ -101,6 +103,37 @@ class ShmPool : public arrow::MemoryPool {
 
   arrow::Status Reallocate(int64_t old_size, int64_t new_size, int64_t alignment,
                            uint8_t** ptr) override {
+    uint8_t* grown_from = nullptr;  // a range grown in place, populated after the lock
+    int64_t grown_bytes = 0;
+    if (*ptr != zero_size_area && old_size > 0 && new_size > 0) {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Builders grow their newest buffer again and again: when it is the last allocation of
+      // its segment, grow (or shrink) it where it is instead of copying it (what jemalloc does
+      // with mremap for large blocks).
+      for (Segment& s : segments_) {
+        if (*ptr < s.base || *ptr >= s.base + s.length) continue;
+        int64_t offset = *ptr - s.base;
+        if (offset + old_size == s.used && offset + new_size <= s.length) {
+          s.used = offset + new_size;
+          s.live += new_size - old_size;
+          bytes_allocated_ += new_size - old_size;
+          if (new_size > old_size) {
+            total_allocated_ += new_size - old_size;
+            grown_from = *ptr + old_size;
+            grown_bytes = new_size - old_size;
+          }
+          lock.unlock();
+          if (grown_bytes >= kPopulateBytesMin) Populate(grown_from, grown_bytes);
+          return arrow::Status::OK();
+        }
+        if (new_size <= old_size) {  // shrinking elsewhere: keep the block, forget the tail
+          s.live -= old_size - new_size;
+          bytes_allocated_ -= old_size - new_size;
+          return arrow::Status::OK();
+        }
+        break;
+      }
+    }
     uint8_t* fresh = nullptr;
     ARROW_RETURN_NOT_OK(Allocate(new_size, alignment, &fresh));
     if (old_size > 0 && new_size > 0) {
