@@ -57,6 +57,9 @@ $(STAMPS)/venv: pyproject.toml
 # Build the native module and install the package (with its dev extras) into .venv.
 $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) $(PY_SOURCES)
 	$(VENV)/bin/maturin develop --release --extras dev -q
+	# The pipelines' shared memory pool (C++ against pyarrow's headers); optional: without a
+	# compiler the pipelines copy pyarrow outputs once instead.
+	-$(VENV)/bin/python -m attune.pipelines.shmpool
 	@touch $@
 
 build: $(STAMPS)/apt $(STAMPS)/build $(STAMPS)/bench-bins

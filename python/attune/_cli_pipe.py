@@ -1,0 +1,187 @@
+"""CLI verb `attune pipe`: run a DAG module, inspect and clean shared pipeline state.
+
+* ``attune pipe run FILE.py`` runs the DAG a Python file defines (a module-level ``dag``, or a
+  ``build()`` function returning one), every node in its own process, and prints per node the
+  seconds, bytes copied and reshared; ``--json`` prints the run's measurements as one object.
+* ``attune pipe stats`` lists DeCache entries (source, bytes, live references) and run
+  directories (with whether their driver is alive).
+* ``attune pipe clean`` removes run directories left by dead drivers and, with ``--evict``,
+  unreferenced DeCache entries.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+from attune.cli import add_output_flags, progress
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "pipe",
+        help="zero-copy Arrow pipelines: run a DAG module, show or clean shared state",
+        description="Run DAGs of Python functions Table -> Table, one process per node, tables "
+        "passed by reference (SIPC); inspect the shared loader cache (DeCache).",
+    )
+    verbs = p.add_subparsers(dest="pipe_verb", metavar="COMMAND", required=True)
+
+    r = verbs.add_parser("run", help="run the DAG a Python file defines (`dag` or `build()`)")
+    r.add_argument("module", metavar="FILE.py", help="Python file defining `dag` or `build()`")
+    r.add_argument("--outputs", default=None, help="comma-separated node names (default: sinks)")
+    r.add_argument(
+        "--start-method",
+        choices=("fork", "spawn"),
+        default="fork",
+        help="how node processes start (default fork; spawn needs module-level functions)",
+    )
+    r.add_argument(
+        "--transport",
+        choices=("sipc", "ipc-file", "ipc-mmap"),
+        default="sipc",
+        help="how tables pass between nodes (default sipc; the others are the baselines)",
+    )
+    r.add_argument("--parallel", type=int, default=None, help="nodes at once (default: CPUs)")
+    r.add_argument("--root", default=None, help="directory for shared files (default /dev/shm)")
+    r.add_argument("--checksums", action="store_true", help="CRC-32 every shared buffer")
+    r.add_argument("--inline", action="store_true", help="run every node in this process")
+    add_output_flags(r, json_help="print the run's measurements as one JSON object")
+    r.set_defaults(func=_run)
+
+    s = verbs.add_parser("stats", help="DeCache entries and run directories")
+    s.add_argument("--root", default=None, help="directory of run files (default /dev/shm)")
+    s.add_argument(
+        "--cache-root", default=None, help="DeCache directory (default ROOT/attune-decache)"
+    )
+    add_output_flags(s, json_help="print one JSON object")
+    s.set_defaults(func=_stats)
+
+    c = verbs.add_parser("clean", help="remove run directories of dead drivers")
+    c.add_argument("--root", default=None, help="directory of run files (default /dev/shm)")
+    c.add_argument(
+        "--cache-root", default=None, help="DeCache directory (default ROOT/attune-decache)"
+    )
+    c.add_argument("--evict", action="store_true", help="also evict unreferenced DeCache entries")
+    add_output_flags(c, json_help="print one JSON object")
+    c.set_defaults(func=_clean)
+
+
+def _load_dag(path: str):
+    from attune.pipelines import DAG, PipelineError
+
+    if not os.path.isfile(path):
+        raise PipelineError(f"no such DAG module: {path}")
+    name = os.path.splitext(os.path.basename(path))[0]
+    if not name.isidentifier():
+        raise PipelineError(f"{path}: the file name must be a Python module name")
+    # Importable by name from its directory, so that spawned nodes (which import the functions
+    # they run by module and name; multiprocessing hands them our sys.path) find it too.
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PipelineError(f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    dag = getattr(mod, "dag", None)
+    if dag is None and callable(getattr(mod, "build", None)):
+        dag = mod.build()
+    if not isinstance(dag, DAG):
+        raise PipelineError(f"{path} defines neither `dag` (a DAG) nor `build()` returning one")
+    return dag
+
+
+def _run(args) -> int:
+    dag = _load_dag(args.module)
+    outputs = [o for o in args.outputs.split(",") if o] if args.outputs else None
+    if args.inline:
+        tables = dag.run_inline(outputs)
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "outputs": {
+                            k: {"rows": t.num_rows, "columns": t.num_columns}
+                            for k, t in tables.items()
+                        }
+                    }
+                )
+            )
+        else:
+            for k, t in tables.items():
+                print(f"{k}: {t.num_rows} rows, {t.num_columns} columns")
+        return 0
+    bar = progress(args, total=len(dag.nodes), desc="nodes", unit="node")
+    try:
+        res = dag.run(
+            outputs,
+            start_method=args.start_method,
+            transport=args.transport,
+            parallel=args.parallel,
+            root=args.root,
+            checksums=args.checksums,
+            on_node_done=lambda name, stats: bar.update(1),
+        )
+    finally:
+        bar.close()
+    if args.json:
+        print(json.dumps(res.to_json()))
+        return 0
+    print(f"{'node':<20} {'seconds':>8} {'copied MiB':>11} {'reshared MiB':>13} {'rows':>10}")
+    for name, n in res.nodes.items():
+        secs = n["read_seconds"] + n["compute_seconds"] + n["write_seconds"]
+        print(
+            f"{name:<20} {secs:>8.3f} {n['bytes_copied'] / 2**20:>11.1f} "
+            f"{n['bytes_reshared'] / 2**20:>13.1f} {n['rows']:>10}"
+        )
+    tot = res.totals()
+    print(
+        f"run: {res.seconds:.3f} s, {tot['bytes_copied'] / 2**20:.1f} MiB copied, "
+        f"{tot['bytes_reshared'] / 2**20:.1f} MiB reshared, shared files at most "
+        f"{tot['shared_bytes_peak'] / 2**20:.1f} MiB"
+    )
+    for k, t in res.tables.items():
+        print(f"output {k}: {t.num_rows} rows, {t.num_columns} columns")
+    return 0
+
+
+def _cache(args):
+    from attune.pipelines import DeCache
+    from attune.pipelines.dag import default_root
+
+    root = args.cache_root or os.path.join(args.root or default_root(), "attune-decache")
+    return DeCache(root)
+
+
+def _stats(args) -> int:
+    from attune.pipelines.dag import run_directories
+
+    entries = _cache(args).entries()
+    runs = run_directories(args.root)
+    if args.json:
+        print(json.dumps({"decache": entries, "runs": runs}))
+        return 0
+    print(f"DeCache: {len(entries)} entries, {sum(e['bytes'] for e in entries) / 2**20:.1f} MiB")
+    for e in entries:
+        print(f"  {e['key'][:12]} {e['bytes'] / 2**20:8.1f} MiB  refs {e['refs']}  {e['source']}")
+    print(f"run directories: {len(runs)}")
+    for r in runs:
+        state = "running" if r["alive"] else "stale (driver gone)"
+        print(f"  {r['path']} {r['bytes'] / 2**20:.1f} MiB  {state}")
+    return 0
+
+
+def _clean(args) -> int:
+    from attune.pipelines.dag import remove_stale_runs
+
+    removed = remove_stale_runs(args.root)
+    freed = _cache(args).evict() if args.evict else 0
+    if args.json:
+        print(json.dumps({"removed_runs": removed, "decache_bytes_freed": freed}))
+    else:
+        print(f"removed {len(removed)} stale run directories; DeCache freed {freed} bytes")
+    return 0

@@ -1,0 +1,517 @@
+"""Benchmarks of attune.pipelines (Kelvin): ``attune bench pipe resharing|chain|decache|ray``.
+
+Every benchmark runs SIPC and its peers in the same process run, on the same data: plain Arrow
+IPC files (``ipc-file``: written by copy, read by copy) and Arrow IPC over memory maps
+(``ipc-mmap``: written by copy, read through a map — the source's baseline), and Ray's object
+store when ``ray`` is installed (the ``ray`` extra). Each row is one run of one transport; one
+``kind = "summary"`` row per case carries the ratios (SIPC over each peer), which the figure list
+publishes.
+
+What is measured, not inferred:
+
+* ``bytes_copied``: bytes moved by ``read``/``write`` system calls of the nodes
+  (``/proc/<pid>/io`` rchar + wchar deltas around reading inputs and writing the output); a
+  mapped read moves none.
+* ``output_file_bytes``: tmpfs bytes of the files each node created (``st_blocks``).
+* ``memory_peak_bytes``: the run at its fullest — the run directory's tmpfs bytes after a node
+  finished plus the anonymous memory that node added (``Pss_Anon`` of
+  ``/proc/<pid>/smaps_rollup`` after it wrote its output minus at its start), maximum over
+  nodes.
+* seconds: wall time of the node(s) doing the operation (read + compute + write), or of the run.
+
+Sizes are flags; the defaults finish in minutes on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import multiprocessing as mp
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from attune.pipelines import DAG, DeCache
+from attune.pipelines.dag import TRANSPORTS, default_root
+
+__all__ = ["main"]
+
+INT_OPS = ("add_col", "concat", "rm_col", "slice")
+STR_OPS = ("filter", "filter_dic", "sort", "sort_dic", "upper")
+
+
+def _machine() -> dict[str, Any]:
+    import platform
+
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release()}
+
+
+class _Out:
+    def __init__(self, path: str | None, as_json: bool, argv: list[str]) -> None:
+        self.f = open(path, "a") if path else None  # noqa: SIM115 - closed in close()
+        self.as_json = as_json
+        self.command = "attune bench pipe " + shlex.join(argv)
+        self.machine = _machine()
+
+    def row(self, row: dict[str, Any]) -> None:
+        row = {"bench": "pipe", **row, "command": self.command, "machine": self.machine}
+        line = json.dumps(row)
+        if self.f:
+            self.f.write(line + "\n")
+            self.f.flush()
+        if self.as_json or not self.f:
+            print(line, flush=True)
+
+    def close(self) -> None:
+        if self.f:
+            self.f.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Data and node functions (module level: usable under spawn too).
+
+
+def _ints(columns: int, rows: int) -> pa.Table:
+    base = np.arange(rows, dtype=np.int64)
+    return pa.table({f"c{i}": pa.array(base * (i + 1)) for i in range(columns)})
+
+
+def _strings(rows: int, dictionary: bool, repeat: int = 1) -> pa.Table:
+    # 100-byte strings; each distinct value `repeat` times (1: no repetition, as in the source).
+    ids = (np.arange(rows) // repeat).astype(np.int64)
+    rng = np.random.default_rng(1)
+    rng.shuffle(ids)
+    vals = pa.array([f"{i:012d}" + "abcdefgh" * 11 for i in ids.tolist()])
+    cols: dict[str, Any] = {"k": pa.array(ids)}
+    for j in range(2):
+        col = pc.binary_join_element_wise(vals, pa.scalar(""), pa.scalar(str(j)))
+        col = pc.utf8_slice_codeunits(col, 0, 100)
+        cols[f"s{j}"] = col.dictionary_encode() if dictionary else col
+    return pa.table(cols)
+
+
+def _op(name: str) -> Callable[[pa.Table], pa.Table]:
+    if name == "add_col":
+        return lambda t: t.append_column("new", pc.add(t["c0"], t["c1"]))
+    if name == "concat":
+        return lambda t: pa.concat_tables([t, t.slice(0, t.num_rows // 10)])
+    if name == "rm_col":
+        return lambda t: t.drop_columns([t.column_names[-1]])
+    if name == "slice":
+        return lambda t: t.slice(t.num_rows // 4, t.num_rows // 2)
+    if name.startswith("filter"):
+        return lambda t: t.filter(pc.equal(pc.bit_wise_and(t["k"], 1), 0))
+    if name.startswith("sort"):
+        return lambda t: t.sort_by("k")
+    if name == "upper":
+        return lambda t: t.set_column(1, "s0", pc.utf8_upper(t["s0"]))
+    raise ValueError(name)
+
+
+# --------------------------------------------------------------------------------------------
+# resharing: two-node DAGs (load -> operation).
+
+
+def _resharing(args: argparse.Namespace, out: _Out) -> None:
+    rows = args.column_mib * (1 << 20) // 8
+    ray_peer = _ray_or_none(args, out)
+    for op in args.ops:
+        if op in INT_OPS:
+            cols = args.columns
+            load = functools.partial(_ints, cols, rows)
+        else:
+            dic = op.endswith("_dic")
+            n = args.string_rows
+            load = functools.partial(_strings, n, dic)
+        # Warm up in this process (forked nodes inherit it): pyarrow initialises a compute
+        # function on its first call, which would otherwise be timed in every node.
+        small = _ints(args.columns, 1000) if op in INT_OPS else _strings(1000, op.endswith("_dic"))
+        _op(op)(small)
+        per: dict[str, list[dict[str, Any]]] = {}
+        for rep in range(args.repeat):
+            for label, transport, _producer, pool in _variants(args, arena=False):
+                dag = DAG(f"reshare-{op}")
+                src = dag.node(load, name="load")
+                dag.node(_op(op), src, name=op)
+                res = dag.run(transport=transport, root=args.root, memory_pool=pool)
+                node = res.nodes[op]
+                row = {
+                    "kind": "resharing",
+                    "op": op,
+                    "engine": label,
+                    "repeat": rep,
+                    "node_seconds": node["read_seconds"]
+                    + node["compute_seconds"]
+                    + node["write_seconds"],
+                    "bytes_copied": node["read_bytes_copied"] + node["write_bytes_copied"],
+                    "output_file_bytes": node["output_file_bytes"],
+                    "input_bytes": res.nodes["load"]["output_bytes"],
+                    "output_bytes": node["output_bytes"],
+                    "seconds": res.seconds,
+                }
+                row["node_runs_per_sec"] = 1.0 / max(row["node_seconds"], 1e-9)
+                per.setdefault(label, []).append(row)
+                out.row(row)
+            if ray_peer is not None:
+                node_s, run_s = ray_peer.run_two(load, _op(op))
+                row = {
+                    "kind": "resharing",
+                    "op": op,
+                    "engine": "ray",
+                    "repeat": rep,
+                    "node_seconds": node_s,
+                    "seconds": run_s,
+                    "node_runs_per_sec": 1.0 / max(node_s, 1e-9),
+                }
+                per.setdefault("ray", []).append(row)
+                out.row(row)
+        _summary(out, {"kind": "summary", "case": "resharing", "op": op}, per, "node_seconds")
+
+
+def _summary(
+    out: _Out, head: dict[str, Any], per: dict[str, list[dict[str, Any]]], time_key: str
+) -> None:
+    if "sipc" not in per:
+        return
+
+    def med(t: str, k: str) -> float:
+        return statistics.median_low([r[k] for r in per[t]])
+
+    row = dict(head)
+    row["sipc_seconds"] = med("sipc", time_key)
+    row["sipc_bytes_copied"] = med("sipc", "bytes_copied")
+    for peer in per:
+        if peer == "sipc":
+            continue
+        tag = peer.replace("-", "_").replace(":", "_")
+        row[f"speedup_vs_{tag}"] = med(peer, time_key) / max(med("sipc", time_key), 1e-9)
+        if "bytes_copied" not in per[peer][0]:
+            continue
+        pc_ = med(peer, "bytes_copied")
+        row[f"copied_fraction_vs_{tag}"] = med("sipc", "bytes_copied") / pc_ if pc_ else None
+        ob = med(peer, "output_file_bytes")
+        row[f"output_fraction_vs_{tag}"] = med("sipc", "output_file_bytes") / ob if ob else None
+    out.row(row)
+
+
+# --------------------------------------------------------------------------------------------
+# Ray's object store as a peer (the `ray` extra). Each node is a Ray task; tables travel as
+# object references (Ray puts a task's returned table in its shared-memory object store and
+# readers map it).
+
+
+class _Ray:
+    def __init__(self) -> None:
+        import ray
+
+        self.ray = ray
+        if not ray.is_initialized():
+            ray.init(
+                num_cpus=os.cpu_count() or 1,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+
+        @ray.remote
+        def node(fn, *tables):
+            return fn(*tables)
+
+        self.node = node
+
+    def run_two(self, load, op) -> tuple[float, float]:
+        """(seconds of the op node, seconds of the run)."""
+        t0 = time.perf_counter()
+        src = self.node.remote(load)
+        self.ray.wait([src], fetch_local=False)
+        t1 = time.perf_counter()
+        ref = self.node.remote(op, src)
+        self.ray.wait([ref], fetch_local=False)
+        t2 = time.perf_counter()
+        self.ray.get(ref)
+        return t2 - t1, time.perf_counter() - t0
+
+    def run_chain(self, fns: list) -> float:
+        t0 = time.perf_counter()
+        ref = self.node.remote(fns[0])
+        for fn in fns[1:]:
+            ref = self.node.remote(fn, ref)
+        self.ray.get(ref)
+        return time.perf_counter() - t0
+
+
+def _ray_or_none(args: argparse.Namespace, out: _Out) -> _Ray | None:
+    if "ray" not in args.peers:
+        return None
+    try:
+        return _Ray()
+    except ImportError:
+        print(
+            "attune bench pipe: ray is not installed (pip install 'attune[ray]'); "
+            "skipping the Ray peer",
+            file=sys.stderr,
+        )
+        out.row({"kind": "skipped", "engine": "ray", "reason": "ray is not installed"})
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# chain: load -> N-1 column-adding nodes.
+
+
+def _chain_step(seed: int, producer: str) -> Callable[..., pa.Table]:
+    def step(t: pa.Table, ctx=None) -> pa.Table:
+        rng = np.random.default_rng(seed)
+        a, b = rng.choice(t.num_columns, 2, replace=False)
+        x = t.column(int(a)).to_numpy()
+        y = t.column(int(b)).to_numpy()
+        if producer == "arena":
+            z = ctx.arena.empty(len(x), np.int64)
+            np.add(x, y, out=z)
+            new = pa.array(z)
+        else:
+            new = pc.add(t.column(int(a)), t.column(int(b)))
+        return t.append_column(f"n{seed}", new)
+
+    return step
+
+
+def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str, str]]:
+    """(label, transport, producer, memory pool) of every contender. SIPC runs as ``sipc``
+    (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's own pool: the
+    output is copied once into the column files; the pool switched off) and, in the chain,
+    ``sipc:arena`` (numpy computing into the node's arena)."""
+    out = []
+    for t in args.transports:
+        if t != "sipc":
+            out.append((t, t, "pyarrow", "default"))
+            continue
+        for v in args.sipc_variants:
+            if v == "pool":
+                out.append(("sipc", t, "pyarrow", "shm"))
+            elif v == "copy":
+                out.append(("sipc:copy", t, "pyarrow", "default"))
+            elif v == "arena" and arena:
+                out.append(("sipc:arena", t, "arena", "default"))
+    return out
+
+
+def _chain(args: argparse.Namespace, out: _Out) -> None:
+    rows = args.column_mib * (1 << 20) // 8
+    ray_peer = _ray_or_none(args, out)
+    _chain_step(1, "pyarrow")(_ints(2, 1000))  # warm up (see _resharing)
+    per: dict[str, list[dict[str, Any]]] = {}
+    for rep in range(args.repeat):
+        for label, transport, producer, pool in _variants(args, arena=True):
+            dag = DAG("chain")
+            prev = dag.node(lambda: _ints(2, rows), name="load")
+            for i in range(1, args.length):
+                prev = dag.node(
+                    _chain_step(i, producer), prev, name=f"add{i}", ctx=producer == "arena"
+                )
+            res = dag.run(transport=transport, root=args.root, memory_pool=pool)
+            tot = res.totals()
+            distinct = (2 + args.length - 1) * rows * 8
+            row = {
+                "kind": "chain",
+                "engine": label,
+                "length": args.length,
+                "repeat": rep,
+                "seconds": res.seconds,
+                "runs_per_sec": 1.0 / res.seconds,
+                "bytes_copied": tot["read_bytes_copied"] + tot["write_bytes_copied"],
+                "bytes_copied_after_load": sum(
+                    n["read_bytes_copied"] + n["write_bytes_copied"]
+                    for k, n in res.nodes.items()
+                    if k != "load"
+                ),
+                "output_file_bytes": tot["output_file_bytes"],
+                "shared_bytes_peak": tot["shared_bytes_peak"],
+                "memory_peak_bytes": tot["memory_peak_bytes"],
+                "distinct_bytes": distinct,
+                "memory_over_distinct": tot["memory_peak_bytes"] / distinct,
+                "output_over_distinct": tot["output_file_bytes"] / distinct,
+            }
+            per.setdefault(label, []).append(row)
+            out.row(row)
+        if ray_peer is not None:
+            fns = [functools.partial(_ints, 2, rows)]
+            fns += [_chain_step(i, "pyarrow") for i in range(1, args.length)]
+            seconds = ray_peer.run_chain(fns)
+            row = {
+                "kind": "chain",
+                "engine": "ray",
+                "length": args.length,
+                "repeat": rep,
+                "seconds": seconds,
+                "runs_per_sec": 1.0 / seconds,
+            }
+            per.setdefault("ray", []).append(row)
+            out.row(row)
+    head = {"kind": "summary", "case": "chain", "length": args.length}
+    _summary(out, head, per, "seconds")
+    for label, rows_ in per.items():
+        if label == "ray":
+            continue
+        out.row(
+            {
+                "kind": "summary",
+                "case": "chain-memory",
+                "engine": label,
+                "memory_over_distinct": statistics.median_low(
+                    [r["memory_over_distinct"] for r in rows_]
+                ),
+                "output_over_distinct": statistics.median_low(
+                    [r["output_over_distinct"] for r in rows_]
+                ),
+            }
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# decache: N parallel DAGs loading the same Parquet file.
+
+
+def _decache_dag(path: str, cache: DeCache) -> DAG:
+    dag = DAG("decache")
+    src = dag.load_parquet(path, dictionary_columns=["s0", "s1"], cache=cache)
+    f = dag.node(lambda t: t.filter(pc.less(t["k"], 1000)), src, name="filter")
+    dag.node(lambda t: t.group_by("s0").aggregate([("k", "sum")]), f, name="agg")
+    return dag
+
+
+def _run_one(path: str, root: str, enabled: bool, conn) -> None:
+    cache = DeCache(os.path.join(root, "attune-decache-bench"), enabled=enabled)
+    res = _decache_dag(path, cache).run(root=root)
+    conn.send((res.seconds, res.nodes["load"].get("pss_bytes", 0)))
+    conn.close()
+
+
+def _decache(args: argparse.Namespace, out: _Out) -> None:
+    work = tempfile.mkdtemp(prefix="attune-pipe-bench-")
+    path = os.path.join(work, "in.parquet")
+    pq.write_table(_strings(args.string_rows, False, repeat=10), path, compression="zstd")
+    ctx = mp.get_context("fork")
+    root = args.root or default_root()
+    cache_root = os.path.join(root, "attune-decache-bench")
+    try:
+        for n in args.dags:
+            per: dict[str, list[dict[str, Any]]] = {}
+            for rep in range(args.repeat):
+                for enabled in (False, True):
+                    DeCache(cache_root).clear()
+                    t0 = time.perf_counter()
+                    procs = []
+                    for _ in range(n):
+                        a, b = ctx.Pipe(duplex=False)
+                        p = ctx.Process(target=_run_one, args=(path, root, enabled, b))
+                        p.start()
+                        b.close()
+                        procs.append((p, a))
+                    for p, a in procs:
+                        a.recv()
+                        p.join()
+                    seconds = time.perf_counter() - t0
+                    label = "decache" if enabled else "no-cache"
+                    row = {
+                        "kind": "decache",
+                        "engine": label,
+                        "dags": n,
+                        "repeat": rep,
+                        "seconds": seconds,
+                        "bytes_copied": 0,
+                    }
+                    per.setdefault(label, []).append(row)
+                    out.row(row)
+            on = statistics.median_low([r["seconds"] for r in per["decache"]])
+            off = statistics.median_low([r["seconds"] for r in per["no-cache"]])
+            out.row(
+                {"kind": "summary", "case": "decache", "dags": n, "speedup_vs_no_cache": off / on}
+            )
+    finally:
+        DeCache(cache_root).clear()
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="attune bench pipe", description=__doc__.split("\n")[0])
+    p.add_argument("case", choices=("resharing", "chain", "decache"))
+    p.add_argument(
+        "--ops", default=",".join(INT_OPS + STR_OPS), help="resharing: operations (default: all)"
+    )
+    p.add_argument(
+        "--column-mib",
+        type=int,
+        default=32,
+        help="MiB per integer column (resharing, chain; default 32)",
+    )
+    p.add_argument("--columns", type=int, default=4, help="integer columns (default 4)")
+    p.add_argument(
+        "--string-rows",
+        type=int,
+        default=200_000,
+        help="rows of the 100-byte string tables (default 200000)",
+    )
+    p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
+    p.add_argument(
+        "--sipc-variants",
+        default="pool,copy,arena",
+        help="SIPC contenders: pool (pyarrow allocates from shared files), copy (pyarrow's own "
+        "pool), arena (numpy into the node's arena; chain only); default pool,copy,arena",
+    )
+    p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
+    p.add_argument(
+        "--transports", default=",".join(TRANSPORTS), help=f"peers (default {','.join(TRANSPORTS)})"
+    )
+    p.add_argument("--peers", default="", help="extra peers: ray (needs the `ray` extra)")
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--root", default=None, help="tmpfs directory for the runs (default /dev/shm)")
+    p.add_argument("--out", default=None, help="append JSON rows to this file")
+    p.add_argument("--json", action="store_true", help="print the rows on stdout")
+    p.add_argument("--no-progress", action="store_true", help="accepted for symmetry")
+    args = p.parse_args(argv)
+    args.ops = [o for o in args.ops.split(",") if o]
+    bad = [o for o in args.ops if o not in INT_OPS + STR_OPS]
+    if bad:
+        p.error(f"unknown operation {bad[0]!r} (one of: {', '.join(INT_OPS + STR_OPS)})")
+    args.transports = [t for t in args.transports.split(",") if t]
+    bad = [t for t in args.transports if t not in TRANSPORTS]
+    if bad:
+        p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
+    args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
+    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena")]:
+        p.error("--sipc-variants takes pool, copy, arena")
+    args.peers = [x for x in args.peers.split(",") if x]
+    if [x for x in args.peers if x != "ray"]:
+        p.error("--peers takes: ray")
+    args.dags = [int(x) for x in args.dags.split(",") if x]
+    if args.length < 2 or args.repeat < 1 or args.column_mib < 1:
+        p.error("--length must be at least 2, --repeat and --column-mib at least 1")
+    o = _Out(args.out, args.json, argv)
+    try:
+        {"resharing": _resharing, "chain": _chain, "decache": _decache}[args.case](args, o)
+    finally:
+        o.close()
+    return 0

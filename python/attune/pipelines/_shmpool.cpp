@@ -1,0 +1,299 @@
+// An arrow::MemoryPool that allocates from shared tmpfs files (attune.pipelines.shmpool).
+//
+// Contract: a node process sets this pool as pyarrow's default pool before its function runs;
+// every buffer pyarrow allocates for the node then lives in a MAP_SHARED mapping of a file under
+// the run's directory, so SIPC writes the node's output as references to those files instead of
+// copying it. Memory is handed out by bumping a pointer through segment files (64 MiB by
+// default; an allocation larger than half a segment gets a segment of its own). Freed ranges are
+// returned to the kernel by punching holes (whole pages only) as long as the pool is not frozen;
+// `freeze()` is called before the output is shared, after which nothing is punched, so a shared
+// buffer can never lose its pages. All methods are thread-safe (one mutex).
+//
+// Built on first use by python/attune/pipelines/shmpool.py against pyarrow's headers; the
+// Python side gets the pool as a pyarrow.MemoryPool through pyarrow's C API (box_memory_pool).
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <deque>
+
+#include <arrow/memory_pool.h>
+#include <arrow/api.h>
+#include <arrow/sparse_tensor.h>
+#include <arrow/python/pyarrow.h>
+#include <arrow/python/lib_api.h>
+#include <arrow/status.h>
+
+namespace {
+
+constexpr int64_t kPageBytes = 4096;
+// Allocations at least this large are populated up front (see Allocate).
+constexpr int64_t kPopulateBytesMin = 256 << 10;
+#ifdef MADV_POPULATE_WRITE
+constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kMadvPopulateWrite = 23;  // Linux's value; older headers lack the name
+#endif
+alignas(64) uint8_t zero_size_area[64];
+
+struct Segment {
+  uint8_t* base;
+  int64_t length;
+  int64_t used;
+  int64_t live;
+  int fd;
+  std::string path;
+};
+
+class ShmPool : public arrow::MemoryPool {
+ public:
+  ShmPool(std::string dir, std::string prefix, int64_t segment_bytes)
+      : dir_(std::move(dir)), prefix_(std::move(prefix)), segment_bytes_(segment_bytes) {}
+
+  arrow::Status Allocate(int64_t size, int64_t alignment, uint8_t** out) override {
+    if (size < 0) return arrow::Status::Invalid("negative allocation size");
+    if (size == 0) {
+      *out = zero_size_area;
+      return arrow::Status::OK();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ARROW_RETURN_NOT_OK(AllocateLocked(size, alignment, out));
+    }
+    // Shared memory gets no transparent huge pages here (shmem_enabled is usually `never`), so
+    // a large buffer would take one page fault per 4 KiB as the kernel fills it; populating
+    // the range in one call costs the same zeroing without the faults (Linux 5.14+; ignored
+    // where unsupported).
+    if (size >= kPopulateBytesMin) Populate(*out, size);
+    return arrow::Status::OK();
+  }
+
+  static void Populate(uint8_t* start, int64_t size) {
+    uintptr_t first = reinterpret_cast<uintptr_t>(start) / kPageBytes * kPageBytes;
+    uintptr_t end = reinterpret_cast<uintptr_t>(start) + static_cast<uintptr_t>(size);
+    ::madvise(reinterpret_cast<void*>(first), end - first, kMadvPopulateWrite);
+  }
+
+  arrow::Status AllocateLocked(int64_t size, int64_t alignment, uint8_t** out) {
+    Segment* seg = current_;
+    int64_t start = 0;
+    if (seg != nullptr) start = (seg->used + alignment - 1) / alignment * alignment;
+    if (seg == nullptr || start + size > seg->length) {
+      int64_t want = size > segment_bytes_ / 2 ? size : segment_bytes_;
+      want = (want + kPageBytes - 1) / kPageBytes * kPageBytes;
+      ARROW_RETURN_NOT_OK(NewSegment(want, &seg));
+      if (size <= segment_bytes_ / 2) current_ = seg;
+      start = 0;
+    }
+    seg->used = start + size;
+    seg->live += size;
+    *out = seg->base + start;
+    bytes_allocated_ += size;
+    total_allocated_ += size;
+    num_allocations_ += 1;
+    return arrow::Status::OK();
+  }
+
+  arrow::Status Reallocate(int64_t old_size, int64_t new_size, int64_t alignment,
+                           uint8_t** ptr) override {
+    uint8_t* grown_from = nullptr;  // a range grown in place, populated after the lock
+    int64_t grown_bytes = 0;
+    if (*ptr != zero_size_area && old_size > 0 && new_size > 0) {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Builders grow their newest buffer again and again: when it is the last allocation of
+      // its segment, grow (or shrink) it where it is instead of copying it (what jemalloc does
+      // with mremap for large blocks).
+      for (Segment& s : segments_) {
+        if (*ptr < s.base || *ptr >= s.base + s.length) continue;
+        int64_t offset = *ptr - s.base;
+        if (offset + old_size == s.used && offset + new_size <= s.length) {
+          s.used = offset + new_size;
+          s.live += new_size - old_size;
+          bytes_allocated_ += new_size - old_size;
+          if (new_size > old_size) {
+            total_allocated_ += new_size - old_size;
+            grown_from = *ptr + old_size;
+            grown_bytes = new_size - old_size;
+          }
+          lock.unlock();
+          if (grown_bytes >= kPopulateBytesMin) Populate(grown_from, grown_bytes);
+          return arrow::Status::OK();
+        }
+        if (new_size <= old_size) {  // shrinking elsewhere: keep the block, forget the tail
+          s.live -= old_size - new_size;
+          bytes_allocated_ -= old_size - new_size;
+          return arrow::Status::OK();
+        }
+        break;
+      }
+    }
+    uint8_t* fresh = nullptr;
+    ARROW_RETURN_NOT_OK(Allocate(new_size, alignment, &fresh));
+    if (old_size > 0 && new_size > 0) {
+      std::memcpy(fresh, *ptr, static_cast<size_t>(old_size < new_size ? old_size : new_size));
+    }
+    Free(*ptr, old_size, alignment);
+    *ptr = fresh;
+    return arrow::Status::OK();
+  }
+
+  void Free(uint8_t* buffer, int64_t size, int64_t /*alignment*/) override {
+    if (buffer == zero_size_area || size == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    bytes_allocated_ -= size;
+    for (Segment& s : segments_) {
+      if (buffer >= s.base && buffer < s.base + s.length) {
+        s.live -= size;
+        if (!frozen_) Punch(s, buffer - s.base, size);
+        return;
+      }
+    }
+  }
+
+  int64_t bytes_allocated() const override { return bytes_allocated_; }
+  int64_t total_bytes_allocated() const override { return total_allocated_; }
+  int64_t num_allocations() const override { return num_allocations_; }
+  std::string backend_name() const override { return "attune-shm"; }
+
+  void Freeze() {
+    std::lock_guard<std::mutex> lock(mu_);
+    frozen_ = true;
+  }
+
+  // Returns the whole pages of [offset, offset + length) of the segment at `path` to the kernel.
+  bool PunchPath(const std::string& path, int64_t offset, int64_t length) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Segment& s : segments_) {
+      if (s.path == path) {
+        if (offset < 0 || length < 0 || offset + length > s.length) return false;
+        Punch(s, offset, length);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  PyObject* Segments() {
+    std::lock_guard<std::mutex> lock(mu_);
+    PyObject* list = PyList_New(0);
+    if (list == nullptr) return nullptr;
+    for (const Segment& s : segments_) {
+      PyObject* t = Py_BuildValue("(KLs)", reinterpret_cast<unsigned long long>(s.base),
+                                  static_cast<long long>(s.length), s.path.c_str());
+      if (t == nullptr || PyList_Append(list, t) != 0) {
+        Py_XDECREF(t);
+        Py_DECREF(list);
+        return nullptr;
+      }
+      Py_DECREF(t);
+    }
+    return list;
+  }
+
+ private:
+  arrow::Status NewSegment(int64_t length, Segment** out) {
+    std::string path = dir_ + "/" + prefix_ + "." + std::to_string(segments_.size());
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return arrow::Status::OutOfMemory("cannot create shared segment ", path);
+    if (::ftruncate(fd, length) != 0) {
+      ::close(fd);
+      ::unlink(path.c_str());
+      return arrow::Status::OutOfMemory("cannot size shared segment ", path);
+    }
+    void* p = ::mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_SHARED,
+                     fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      ::unlink(path.c_str());
+      return arrow::Status::OutOfMemory("cannot map shared segment ", path);
+    }
+    segments_.push_back(Segment{static_cast<uint8_t*>(p), length, 0, 0, fd, path});
+    *out = &segments_.back();  // the caller decides whether it becomes the bump segment
+    return arrow::Status::OK();
+  }
+
+  void Punch(Segment& s, int64_t offset, int64_t size) {
+    int64_t first = (offset + kPageBytes - 1) / kPageBytes * kPageBytes;
+    int64_t last = (offset + size) / kPageBytes * kPageBytes;
+    if (last > first) {
+      ::fallocate(s.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, first, last - first);
+    }
+  }
+
+  std::mutex mu_;
+  std::string dir_;
+  std::string prefix_;
+  int64_t segment_bytes_;
+  std::deque<Segment> segments_;  // deque: references stay valid as it grows
+  Segment* current_ = nullptr;
+  bool frozen_ = false;
+  int64_t bytes_allocated_ = 0;
+  int64_t total_allocated_ = 0;
+  int64_t num_allocations_ = 0;
+};
+
+// One pool per process (a node process installs it once).
+ShmPool* g_pool = nullptr;
+
+PyObject* create(PyObject*, PyObject* args) {
+  const char* dir;
+  const char* prefix;
+  long long segment_bytes;
+  if (!PyArg_ParseTuple(args, "ssL", &dir, &prefix, &segment_bytes)) return nullptr;
+  if (g_pool != nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "a shared memory pool already exists in this process");
+    return nullptr;
+  }
+  if (segment_bytes < kPageBytes) {
+    PyErr_SetString(PyExc_ValueError, "segment_bytes must be at least one page");
+    return nullptr;
+  }
+  g_pool = new ShmPool(dir, prefix, segment_bytes);  // lives as long as the process
+  return box_memory_pool(g_pool);
+}
+
+PyObject* freeze(PyObject*, PyObject*) {
+  if (g_pool != nullptr) g_pool->Freeze();
+  Py_RETURN_NONE;
+}
+
+PyObject* segments(PyObject*, PyObject*) {
+  if (g_pool == nullptr) return PyList_New(0);
+  return g_pool->Segments();
+}
+
+PyObject* punch(PyObject*, PyObject* args) {
+  const char* path;
+  long long offset;
+  long long length;
+  if (!PyArg_ParseTuple(args, "sLL", &path, &offset, &length)) return nullptr;
+  if (g_pool == nullptr || !g_pool->PunchPath(path, offset, length)) {
+    PyErr_SetString(PyExc_ValueError, "no such segment range");
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kMethods[] = {
+    {"punch", punch, METH_VARARGS, "punch(path, offset, length): free whole pages of a range"},
+    {"create", create, METH_VARARGS, "create(dir, prefix, segment_bytes) -> pyarrow.MemoryPool"},
+    {"freeze", freeze, METH_NOARGS, "stop returning freed pages (before sharing)"},
+    {"segments", segments, METH_NOARGS, "[(address, length, path)] of every segment"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_attune_shmpool", nullptr, -1, kMethods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__attune_shmpool() {
+  if (import_pyarrow__lib() != 0) return nullptr;
+  return PyModule_Create(&kModule);
+}

@@ -1,0 +1,742 @@
+"""DAGs of Python functions Table -> Table, each node in its own process, edges passing SIPC.
+
+::
+
+    dag = DAG()
+    load = dag.node(lambda: pq.read_table("x.parquet"), name="load")
+    add = dag.node(lambda t: t.append_column("z", pc.add(t["x"], t["y"])), load, name="add")
+    result = dag.run()                 # result.tables["add"] is a pyarrow Table (mapped)
+
+**Processes.** Every node runs in a child process started with ``fork`` (the default: functions
+need not be picklable, the child starts in microseconds with the parent's imports) or ``spawn``
+(a fresh interpreter: functions must be importable module-level functions). Up to ``parallel``
+nodes whose inputs are ready run at once. A child maps its inputs read-only (SIPC), calls the
+function, checks that it returned a table, and only then shares the output (the source's "shared
+only after the node returns"): the table file appears in the run's directory, buffers that lie
+in mapped inputs or in the node's :class:`~attune.pipelines.arena.Arena` as references, the rest
+copied once into per-column files.
+
+**Failure.** A node that raises, returns something other than a table, runs out of memory
+(``MemoryError`` under its ``memory_limit_bytes``) or dies (a signal, e.g. the OOM killer's
+SIGKILL, or a nonzero exit) fails the run with :class:`NodeFailedError` naming the node and what
+happened; the other running nodes are killed and the run's directory is removed, so no shared
+file is left behind.
+
+**Results.** The requested outputs (default: the sinks) are mapped by the parent and the run's
+directory is removed before :meth:`DAG.run` returns: the tables stay valid (a mapped tmpfs file
+lives until its last map is gone) and nothing is left in the file system. Intermediate tables are
+removed as soon as their last consumer finished (their files, unless a live table still refers
+to them). :meth:`DAG.run_inline` runs the same functions in this process, for comparison.
+
+**Transports** (for measuring against the baselines; results are identical): ``sipc``,
+``ipc-file`` (Arrow IPC file written by copy, read by copy) and ``ipc-mmap`` (Arrow IPC file
+written by copy, read through a memory map).
+
+Thread-safety: a DAG is built and run from one thread.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import re
+import resource
+import shutil
+import signal
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Any
+
+import pyarrow as pa
+
+from attune.errors import Error, InvalidArgumentError
+from attune.pipelines import sipc
+from attune.pipelines.arena import Arena
+
+__all__ = [
+    "DAG",
+    "TRANSPORTS",
+    "Node",
+    "NodeContext",
+    "NodeFailedError",
+    "PipelineError",
+    "RunResult",
+    "default_root",
+    "proc_io",
+    "remove_stale_runs",
+    "run_directories",
+    "smaps_rollup",
+]
+
+TRANSPORTS = ("sipc", "ipc-file", "ipc-mmap")
+#: Run directories are ``attune-dag.<driver pid>.<dag name>.<random>`` under the root.
+RUN_PREFIX = "attune-dag."
+_RUN_NAME = re.compile(r"^attune-dag\.(\d+)\.")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40] or "dag"
+
+
+START_METHODS = ("fork", "spawn")
+#: Bound on the nodes of one DAG (a limit on every loop and queue).
+NODES_MAX = 10_000
+
+
+class PipelineError(Error):
+    """A DAG that cannot be built or run (bad definition, bad options)."""
+
+
+class NodeFailedError(PipelineError):
+    """A node failed: it raised, returned a non-table, ran out of memory or died. ``node`` is its
+    name, ``reason`` one of ``exception``, ``not-a-table``, ``out-of-memory``, ``killed``,
+    ``exit``; ``detail`` the child's traceback when there is one."""
+
+    def __init__(self, message: str, node: str, reason: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.node = node
+        self.reason = reason
+        self.detail = detail
+
+    def __reduce__(self):  # picklable with its fields
+        return (type(self), (str(self), self.node, self.reason, self.detail))
+
+
+def default_root() -> str:
+    """Where runs put their shared files: ``$ATTUNE_PIPE_ROOT``, else /dev/shm (tmpfs), else
+    the temporary directory."""
+    env = os.environ.get("ATTUNE_PIPE_ROOT")
+    if env:
+        return env
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
+def smaps_rollup(pid: int | str = "self") -> dict[str, int]:
+    """``/proc/PID/smaps_rollup`` in bytes: Rss, Pss, Pss_Anon, Pss_File, Pss_Shmem, ..."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 3 and parts[2] == "kB":
+                    out[parts[0].rstrip(":")] = int(parts[1]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def proc_io(pid: int | str = "self") -> dict[str, int]:
+    """``/proc/PID/io``: rchar/wchar count every byte moved by read/write system calls (copies
+    into and out of the page cache, tmpfs included); mapped accesses do not count."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                out[k] = int(v)
+    except OSError:
+        pass
+    return out
+
+
+@dataclass
+class NodeContext:
+    """What a node function may ask for when it takes a ``ctx`` keyword argument: an
+    :class:`Arena` whose buffers become the output's data files without a copy."""
+
+    name: str
+    directory: str
+    _arena: Arena | None = None
+
+    @property
+    def arena(self) -> Arena:
+        if self._arena is None:
+            self._arena = Arena(self.directory, prefix=f"{self.name}.arena")
+        return self._arena
+
+
+@dataclass
+class Node:
+    """One function of a DAG. Built by :meth:`DAG.node`."""
+
+    name: str
+    fn: Callable[..., Any]
+    inputs: tuple[Node, ...]
+    memory_limit_bytes: int | None = None
+    wants_ctx: bool = False
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, inputs={[i.name for i in self.inputs]})"
+
+
+@dataclass
+class RunResult:
+    """The outputs of a run (name -> Table), per-node measurements and the run's totals."""
+
+    tables: dict[str, pa.Table]
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0
+    transport: str = "sipc"
+    start_method: str = "fork"
+    memory_pool: str = "default"
+    shared_bytes_peak: int = 0
+
+    def __getitem__(self, name: str) -> pa.Table:
+        return self.tables[name]
+
+    def totals(self) -> dict[str, Any]:
+        keys = ("bytes_copied", "bytes_reshared", "write_bytes_copied", "read_bytes_copied")
+        out: dict[str, Any] = {k: sum(n.get(k, 0) for n in self.nodes.values()) for k in keys}
+        out["seconds"] = self.seconds
+        out["shared_bytes_peak"] = self.shared_bytes_peak
+        out["node_pss_bytes_max"] = max(
+            (n.get("pss_bytes", 0) for n in self.nodes.values()), default=0
+        )
+        # Memory of the run at its fullest: the shared files after a node finished plus the
+        # anonymous memory that node added (its output, before its exit freed it).
+        out["memory_peak_bytes"] = max(
+            (
+                n.get("shared_bytes_after", 0) + n.get("anon_growth_bytes", 0)
+                for n in self.nodes.values()
+            ),
+            default=0,
+        )
+        out["output_file_bytes"] = sum(n.get("output_file_bytes", 0) for n in self.nodes.values())
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "transport": self.transport,
+            "start_method": self.start_method,
+            "memory_pool": self.memory_pool,
+            "outputs": {
+                k: {"rows": t.num_rows, "columns": t.num_columns} for k, t in self.tables.items()
+            },
+            "nodes": self.nodes,
+            "totals": self.totals(),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Transports: how a child reads its inputs and writes its output.
+
+
+def _write_output(
+    transport: str, table: pa.Table, directory: str, name: str, checksums: bool
+) -> tuple[str, dict[str, int]]:
+    """Shares a node's output; returns its path and what it cost: bytes copied and reshared
+    (by the writer's own count) and ``output_file_bytes``, the tmpfs bytes of the files this
+    node created (its arena's files included)."""
+    if transport == "sipc":
+        st = sipc.write_table(table, directory, name, checksums=checksums)
+        own = [
+            f
+            for f in st.files
+            if os.path.dirname(f) == directory and os.path.basename(f).startswith(name + ".")
+        ]
+        return st.path, {
+            "bytes_copied": st.bytes_copied,
+            "bytes_reshared": st.bytes_reshared,
+            "output_file_bytes": sum(sipc.file_bytes(f) for f in [st.path, *own]),
+            "_ranges": st.ranges,
+        }
+    path = os.path.join(directory, name + ".arrow")
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    return path, {
+        "bytes_copied": os.path.getsize(path),
+        "bytes_reshared": 0,
+        "output_file_bytes": sipc.file_bytes(path),
+    }
+
+
+def _read_input(transport: str, path: str) -> pa.Table:
+    if transport == "sipc":
+        return sipc.read_table(path)
+    if transport == "ipc-file":
+        with pa.OSFile(path, "rb") as src:
+            return pa.ipc.open_file(src).read_all()
+    return pa.ipc.open_file(pa.memory_map(path, "r")).read_all()
+
+
+def _table_data_files(transport: str, path: str) -> list[str]:
+    if transport == "sipc":
+        try:
+            return sipc.table_files(path)
+        except Error:
+            return []
+    return []
+
+
+# --------------------------------------------------------------------------------------------
+# The child.
+
+
+def _set_memory_limit(limit: int) -> None:
+    """Caps this process's address space at its current size plus ``limit`` bytes, so that an
+    allocation beyond the node's budget fails with MemoryError (deterministic, no cgroup)."""
+    with open("/proc/self/status") as f:
+        vm = next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:")), 0)
+    cap = vm + limit
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def _child_main(
+    node: Node,
+    input_paths: list[str],
+    directory: str,
+    transport: str,
+    checksums: bool,
+    conn,
+    memory_pool: str = "default",
+) -> None:
+    io0 = proc_io()
+    anon0 = smaps_rollup().get("Pss_Anon", 0)
+    t0 = time.perf_counter()
+    try:
+        if node.memory_limit_bytes is not None:
+            _set_memory_limit(node.memory_limit_bytes)
+        if memory_pool == "shm":
+            from attune.pipelines import shmpool
+
+            shmpool.install(directory, f"{node.name}.pool")
+        inputs = [_read_input(transport, p) for p in input_paths]
+        io1 = proc_io()
+        t1 = time.perf_counter()
+        ctx = NodeContext(node.name, directory)
+        out = node.fn(*inputs, ctx=ctx) if node.wants_ctx else node.fn(*inputs)
+        t2 = time.perf_counter()
+        if isinstance(out, pa.RecordBatch):
+            out = pa.Table.from_batches([out])
+        if not isinstance(out, pa.Table):
+            conn.send(
+                (
+                    "error",
+                    "not-a-table",
+                    (
+                        f"returned {type(out).__module__}.{type(out).__qualname__}, "
+                        "not a pyarrow.Table"
+                    ),
+                    "",
+                )
+            )
+            return
+        if memory_pool == "shm":
+            shmpool.freeze()  # from here on the output's pages are shared: never punched
+        rollup_before = smaps_rollup()
+        io2 = proc_io()
+        path, wstats = _write_output(transport, out, directory, node.name, checksums)
+        ranges = wstats.pop("_ranges", {})
+        if memory_pool == "shm":
+            wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
+        io3 = proc_io()
+        t3 = time.perf_counter()
+        rollup_after = smaps_rollup()
+        stats: dict[str, Any] = {
+            "rows": out.num_rows,
+            "columns": out.num_columns,
+            "output_bytes": out.nbytes,
+            "read_seconds": t1 - t0,
+            "compute_seconds": t2 - t1,
+            "write_seconds": t3 - t2,
+            "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
+            "write_bytes_copied": io3.get("wchar", 0) - io2.get("wchar", 0),
+            "pss_bytes": rollup_before.get("Pss", 0),
+            "pss_anon_bytes": rollup_before.get("Pss_Anon", 0),
+            "pss_shmem_bytes": rollup_before.get("Pss_Shmem", 0),
+            "pss_anon_after_write_bytes": rollup_after.get("Pss_Anon", 0),
+            # What the node added to anonymous memory (its data, not the interpreter it
+            # shares with the parent).
+            "anon_growth_bytes": max(0, rollup_after.get("Pss_Anon", 0) - anon0),
+            "memory_pool": memory_pool,
+            **wstats,
+        }
+        conn.send(("ok", path, stats))
+    except MemoryError:
+        conn.send(
+            ("error", "out-of-memory", "ran out of memory (MemoryError)", traceback.format_exc())
+        )
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, never lost
+        conn.send(("error", "exception", f"raised {type(e).__name__}: {e}", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------------------------
+# The DAG.
+
+
+class DAG:
+    """A DAG of nodes; see the module documentation."""
+
+    def __init__(self, name: str = "dag") -> None:
+        self.name = name
+        self.nodes: list[Node] = []
+        self._names: set[str] = set()
+        self._cached_loads: list[tuple[Any, str, tuple[str, ...]]] = []
+
+    def node(
+        self,
+        fn: Callable[..., Any],
+        *inputs: Node,
+        name: str | None = None,
+        memory_limit_bytes: int | None = None,
+        ctx: bool = False,
+    ) -> Node:
+        """Adds a node computing ``fn(*input_tables)`` (``fn(*tables, ctx=NodeContext)`` with
+        ``ctx=True``). Inputs must be nodes already in this DAG, so the graph is acyclic by
+        construction. ``memory_limit_bytes`` caps what the node's process may allocate beyond
+        what it started with."""
+        if not callable(fn):
+            raise PipelineError(f"a node needs a function, got {type(fn).__name__}")
+        if len(self.nodes) >= NODES_MAX:
+            raise PipelineError(f"a DAG has at most {NODES_MAX} nodes")
+        for i in inputs:
+            if not isinstance(i, Node) or all(i is not n for n in self.nodes):
+                raise PipelineError(f"input {i!r} is not a node of this DAG")
+        name = name or getattr(fn, "__name__", "node")
+        if name == "<lambda>":
+            name = "node"
+        base, k = name, 1
+        while name in self._names:
+            k += 1
+            name = f"{base}_{k}"
+        if "/" in name or name.startswith("."):
+            raise PipelineError(f"bad node name {name!r}")
+        if memory_limit_bytes is not None and memory_limit_bytes <= 0:
+            raise PipelineError("memory_limit_bytes must be positive")
+        n = Node(name, fn, tuple(inputs), memory_limit_bytes, ctx)
+        self.nodes.append(n)
+        self._names.add(name)
+        return n
+
+    def load_parquet(
+        self,
+        path: str | os.PathLike,
+        *,
+        dictionary_columns: Sequence[str] = (),
+        cache: Any = None,
+        name: str | None = None,
+    ) -> Node:
+        """A source node decoding a Parquet file; with ``cache`` (a
+        :class:`~attune.pipelines.decache.DeCache`) the decoded table is shared by every DAG
+        that loads the same (file, dictionary columns), and the node's output refers to the
+        cached files. The run holds a lease on the entry while it runs."""
+        path = os.fspath(path)
+        cols = tuple(dictionary_columns)
+        if cache is None:
+
+            def load() -> pa.Table:
+                import pyarrow.parquet as pq
+
+                return pq.read_table(path, read_dictionary=list(cols) or None)
+        else:
+
+            def load() -> pa.Table:
+                return cache.load(path, cols)
+
+        node = self.node(load, name=name or "load")
+        if cache is not None and cache.enabled:
+            self._cached_loads.append((cache, path, cols))
+        return node
+
+    def sinks(self) -> list[Node]:
+        used = {id(i) for n in self.nodes for i in n.inputs}
+        return [n for n in self.nodes if id(n) not in used]
+
+    def _outputs(self, outputs: Sequence[Node | str] | None) -> list[Node]:
+        if outputs is None:
+            return self.sinks()
+        by_name = {n.name: n for n in self.nodes}
+        out = []
+        for o in outputs:
+            n = by_name.get(o) if isinstance(o, str) else o
+            if n is None or all(n is not m for m in self.nodes):
+                raise PipelineError(f"output {o!r} is not a node of this DAG")
+            out.append(n)
+        return out
+
+    def run_inline(self, outputs: Sequence[Node | str] | None = None) -> dict[str, pa.Table]:
+        """Runs every node in this process, in order (the reference for :meth:`run`)."""
+        values: dict[int, pa.Table] = {}
+        for n in self.nodes:
+            args = [values[id(i)] for i in n.inputs]
+            if n.wants_ctx:
+                directory = tempfile.mkdtemp(prefix="attune-dag-inline-", dir=default_root())
+                try:
+                    out = n.fn(*args, ctx=NodeContext(n.name, directory))
+                finally:
+                    shutil.rmtree(directory, ignore_errors=True)  # maps stay valid
+            else:
+                out = n.fn(*args)
+            if isinstance(out, pa.RecordBatch):
+                out = pa.Table.from_batches([out])
+            if not isinstance(out, pa.Table):
+                raise NodeFailedError(
+                    f"node {n.name} returned {type(out).__qualname__}, not a pyarrow.Table",
+                    n.name,
+                    "not-a-table",
+                )
+            values[id(n)] = out
+        return {n.name: values[id(n)] for n in self._outputs(outputs)}
+
+    def run(
+        self,
+        outputs: Sequence[Node | str] | None = None,
+        *,
+        start_method: str = "fork",
+        transport: str = "sipc",
+        parallel: int | None = None,
+        root: str | None = None,
+        checksums: bool = False,
+        keep_directory: bool = False,
+        memory_pool: str = "auto",
+        on_node_done: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> RunResult:
+        """Runs the DAG, every node in its own process; returns the ``outputs`` (default: the
+        sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
+        after killing the other nodes and removing every shared file of the run.
+
+        ``memory_pool``: ``shm`` makes every node's pyarrow allocations come from shared files
+        (:mod:`attune.pipelines.shmpool`), so pyarrow-made outputs are shared without a copy;
+        ``default`` keeps pyarrow's pool (outputs are copied once into the column files);
+        ``auto`` (the default) is ``shm`` with the SIPC transport when the pool can be built
+        here, else ``default``."""
+        if start_method not in START_METHODS:
+            raise InvalidArgumentError(
+                f"unknown start method {start_method!r} (one of: {', '.join(START_METHODS)})"
+            )
+        if transport not in TRANSPORTS:
+            raise InvalidArgumentError(
+                f"unknown transport {transport!r} (one of: {', '.join(TRANSPORTS)})"
+            )
+        if not self.nodes:
+            raise PipelineError("the DAG has no nodes")
+        if memory_pool not in ("auto", "shm", "default"):
+            raise InvalidArgumentError(
+                f"unknown memory pool {memory_pool!r} (one of: auto, shm, default)"
+            )
+        if memory_pool != "default" and transport == "sipc":
+            from attune.pipelines import shmpool
+
+            ok, why = shmpool.available()
+            if not ok and memory_pool == "shm":
+                raise PipelineError(f"the shared memory pool is unavailable: {why}")
+            memory_pool = "shm" if ok else "default"
+        else:
+            memory_pool = "default"
+        want = self._outputs(outputs)
+        parallel = max(1, parallel or os.cpu_count() or 1)
+        ctx = mp.get_context(start_method)
+        directory = tempfile.mkdtemp(
+            prefix=f"{RUN_PREFIX}{os.getpid()}.{_safe(self.name)}.", dir=root or default_root()
+        )
+        result = RunResult(
+            {}, transport=transport, start_method=start_method, memory_pool=memory_pool
+        )
+        t0 = time.perf_counter()
+        leases = []
+        try:
+            for cache, path, cols in self._cached_loads:
+                leases.append(cache.lease(cache.key(path, cols)))
+            paths = self._execute(
+                ctx,
+                directory,
+                transport,
+                parallel,
+                checksums,
+                want,
+                result,
+                on_node_done,
+                memory_pool,
+            )
+            for n in want:
+                result.tables[n.name] = _read_input(transport, paths[n.name])
+        finally:
+            for lease in leases:
+                lease.release()
+            if not keep_directory:
+                shutil.rmtree(directory, ignore_errors=True)
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    def _execute(
+        self,
+        ctx,
+        directory,
+        transport,
+        parallel,
+        checksums,
+        want,
+        result,
+        on_node_done,
+        memory_pool,
+    ) -> dict[str, str]:
+        consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
+        for n in self.nodes:
+            for i in n.inputs:
+                consumers[id(i)] += 1
+        keep = {id(n) for n in want}
+        paths: dict[str, str] = {}
+        done: set[int] = set()
+        waiting = list(self.nodes)
+        running: dict[Any, tuple[Node, Any, Any]] = {}  # sentinel -> (node, process, conn)
+        live_tables: dict[int, str] = {}
+        try:
+            while waiting or running:
+                for n in list(waiting):
+                    if len(running) >= parallel:
+                        break
+                    if all(id(i) in done for i in n.inputs):
+                        waiting.remove(n)
+                        parent_conn, child_conn = ctx.Pipe(duplex=False)
+                        args = (
+                            n,
+                            [paths[i.name] for i in n.inputs],
+                            directory,
+                            transport,
+                            checksums,
+                            child_conn,
+                            memory_pool,
+                        )
+                        p = ctx.Process(
+                            target=_child_main, args=args, name=f"attune-pipe:{n.name}", daemon=True
+                        )
+                        p.start()
+                        child_conn.close()
+                        running[p.sentinel] = (n, p, parent_conn)
+                if not running:
+                    raise PipelineError("no node can run (a cycle?)")  # unreachable by design
+                ready = wait(list(running))
+                for s in ready:
+                    n, p, conn = running.pop(s)
+                    msg = None
+                    try:
+                        if conn.poll():
+                            msg = conn.recv()
+                    except (EOFError, OSError):
+                        msg = None
+                    p.join()
+                    conn.close()
+                    self._check(n, p, msg)
+                    _, path, stats = msg
+                    paths[n.name] = path
+                    done.add(id(n))
+                    live_tables[id(n)] = path
+                    result.nodes[n.name] = stats
+                    if on_node_done is not None:
+                        on_node_done(n.name, stats)
+                    stats["shared_bytes_after"] = _directory_bytes(directory)
+                    result.shared_bytes_peak = max(
+                        result.shared_bytes_peak, stats["shared_bytes_after"]
+                    )
+                    for i in n.inputs:
+                        consumers[id(i)] -= 1
+                        if consumers[id(i)] == 0 and id(i) not in keep:
+                            self._drop(transport, live_tables, id(i), directory)
+        except BaseException:
+            for n, p, conn in running.values():
+                p.kill()
+            for n, p, conn in running.values():
+                p.join()
+                conn.close()
+            raise
+        return paths
+
+    @staticmethod
+    def _check(n: Node, p, msg) -> None:
+        if msg is not None and msg[0] == "ok" and p.exitcode == 0:
+            return
+        if msg is not None and msg[0] == "error":
+            _, reason, text, detail = msg
+            if reason == "not-a-table":
+                raise NodeFailedError(f"node {n.name} {text}", n.name, reason)
+            raise NodeFailedError(f"node {n.name} {text}", n.name, reason, detail)
+        code = p.exitcode
+        if code is not None and code < 0:
+            sig = signal.Signals(-code).name
+            hint = (
+                " (the kernel's OOM killer ends processes with SIGKILL when memory runs out)"
+                if -code == signal.SIGKILL
+                else ""
+            )
+            raise NodeFailedError(f"node {n.name} was killed by {sig}{hint}", n.name, "killed")
+        raise NodeFailedError(
+            f"node {n.name} exited with status {code} before sharing its output", n.name, "exit"
+        )
+
+    @staticmethod
+    def _drop(transport: str, live_tables: dict[int, str], key: int, directory: str) -> None:
+        """Removes a table no node needs any more, and every data file of the run that no live
+        table refers to (files written by running nodes are younger than any table they could
+        be referred to by; they are never candidates: only files of dead tables are)."""
+        path = live_tables.pop(key)
+        dead_files = set(_table_data_files(transport, path))
+        live_files: set[str] = set()
+        for p in live_tables.values():
+            live_files.update(_table_data_files(transport, p))
+        for f in [path, *sorted(dead_files - live_files)]:
+            if os.path.dirname(f) == directory:
+                try:
+                    os.unlink(f)
+                except FileNotFoundError:
+                    pass
+
+
+def run_directories(root: str | None = None) -> list[dict[str, Any]]:
+    """Run directories under ``root``: name, driver pid, whether that driver is alive, bytes. A
+    directory whose driver is dead was left by a driver killed mid-run (SIGKILL skips its
+    cleanup); :func:`remove_stale_runs` removes those."""
+    root = root or default_root()
+    out = []
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return []
+    for name in names:
+        path = os.path.join(root, name)
+        m = _RUN_NAME.match(name)
+        if m is None or not os.path.isdir(path):
+            continue
+        pid = int(m.group(1))
+        alive = _pid_alive(pid)
+        out.append({"path": path, "pid": pid, "alive": alive, "bytes": _directory_bytes(path)})
+    return out
+
+
+def remove_stale_runs(root: str | None = None) -> list[str]:
+    """Removes the run directories of dead drivers; returns their paths."""
+    removed = []
+    for r in run_directories(root):
+        if not r["alive"]:
+            shutil.rmtree(r["path"], ignore_errors=True)
+            removed.append(r["path"])
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _directory_bytes(directory: str) -> int:
+    total = 0
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                try:
+                    total += e.stat(follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return total

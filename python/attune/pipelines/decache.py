@@ -1,0 +1,237 @@
+"""DeCache: shared loaders keyed by (file, dictionary columns), reference-counted across processes.
+
+Every DAG that starts by loading the same Parquet file decodes it again, and each copy occupies
+memory of its own. A :class:`DeCache` keeps one decoded copy as a SIPC table in a tmpfs
+directory: the first loader decodes and writes it (under an exclusive lock, so twenty DAGs
+starting together decode once), every later loader — in any process — maps it read-only, and a
+loader node's output refers to the cached files (resharing), so downstream nodes never copy it.
+
+Key: the source file's real path, size and modification time (a rewritten file is a new key)
+and the sorted dictionary-encoded columns (the same file read with other columns
+dictionary-encoded is a different table).
+
+Reference counts are lease files, one per holder (``<key>.refs/<pid>-<n>``): a holder that
+dies without releasing is recognised by its process id no longer existing, so a crash never pins
+an entry forever. :meth:`DeCache.evict` removes entries without live leases, least recently used
+first; a resource manager calls it before it evicts anything else ("evicted first"), since a
+cached load can always be decoded again.
+
+Layout under ``root``: ``<key>/`` (the SIPC table ``table.sipc`` and its data files, plus
+``source.json``), ``<key>.lock`` (flock), ``<key>.refs/``. Thread-safety: methods may be called
+from any thread and process; cross-process exclusion is ``flock`` on the key's lock file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from attune.errors import InvalidArgumentError
+from attune.pipelines import sipc
+
+__all__ = ["DeCache", "Lease"]
+
+_LEASES = itertools.count()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class Lease:
+    """One holder's reference to a cache entry; :meth:`release` (or leaving the ``with``)."""
+
+    cache: DeCache
+    key: str
+    path: str
+
+    def release(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def __enter__(self) -> Lease:  # noqa: PYI034 - a dataclass, not subclassed
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class DeCache:
+    """Decoded Parquet files shared by every DAG on the machine; see the module documentation.
+    ``enabled=False`` turns it into a plain loader (decode every time), for measuring."""
+
+    def __init__(self, root: str | os.PathLike | None = None, *, enabled: bool = True) -> None:
+        if root is None:
+            from attune.pipelines.dag import default_root
+
+            root = os.path.join(default_root(), "attune-decache")
+        self.root = os.path.abspath(os.fspath(root))
+        self.enabled = enabled  # the directory is made by the first lease or load
+
+    # -- keys and leases -----------------------------------------------------------------------
+
+    def key(self, path: str | os.PathLike, dictionary_columns: Sequence[str] = ()) -> str:
+        real = os.path.realpath(os.fspath(path))
+        try:
+            st = os.stat(real)
+        except FileNotFoundError:
+            raise InvalidArgumentError(f"no such file to load: {real}") from None
+        ident = json.dumps([real, st.st_size, st.st_mtime_ns, sorted(dictionary_columns)])
+        return hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+    @contextlib.contextmanager
+    def _locked(self, key: str) -> Iterator[None]:
+        os.makedirs(self.root, exist_ok=True)
+        fd = os.open(os.path.join(self.root, key + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def lease(self, key: str) -> Lease:
+        """Takes a reference on ``key`` (the entry need not exist yet)."""
+        refs = os.path.join(self.root, key + ".refs")
+        with self._locked(key):
+            os.makedirs(refs, exist_ok=True)
+            path = os.path.join(refs, f"{os.getpid()}-{next(_LEASES)}")
+            with open(path, "w"):
+                pass
+        return Lease(self, key, path)
+
+    def refcount(self, key: str) -> int:
+        """Live leases on ``key``; leases of dead processes are removed on the way."""
+        refs = os.path.join(self.root, key + ".refs")
+        n = 0
+        try:
+            names = os.listdir(refs)
+        except FileNotFoundError:
+            return 0
+        for name in names:
+            pid = int(name.split("-", 1)[0]) if name.split("-", 1)[0].isdigit() else -1
+            if pid > 0 and _pid_alive(pid):
+                n += 1
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(refs, name))
+        return n
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def load(
+        self,
+        path: str | os.PathLike,
+        dictionary_columns: Sequence[str] = (),
+        stats: dict[str, Any] | None = None,
+    ) -> pa.Table:
+        """The decoded table of ``path`` (Parquet) with ``dictionary_columns`` dictionary-encoded:
+        mapped from the cache, or decoded now and cached. ``stats['decache']`` says which
+        (``hit``, ``load``, or ``off``)."""
+        dictionary_columns = list(dictionary_columns)
+        if not self.enabled:
+            if stats is not None:
+                stats["decache"] = "off"
+            return pq.read_table(os.fspath(path), read_dictionary=dictionary_columns or None)
+        key = self.key(path, dictionary_columns)
+        entry = os.path.join(self.root, key)
+        table_path = os.path.join(entry, "table.sipc")
+        with self._locked(key):
+            if os.path.exists(table_path):
+                os.utime(entry)  # recency for eviction
+                if stats is not None:
+                    stats["decache"] = "hit"
+                return sipc.read_table(table_path)
+            decoded = pq.read_table(os.fspath(path), read_dictionary=dictionary_columns or None)
+            # A loader that died mid-write left data files but no table file (it appears last,
+            # by rename): start over.
+            shutil.rmtree(entry, ignore_errors=True)
+            os.makedirs(entry)
+            try:
+                with open(os.path.join(entry, "source.json"), "w") as f:
+                    json.dump(
+                        {
+                            "path": os.path.realpath(os.fspath(path)),
+                            "dictionary_columns": sorted(dictionary_columns),
+                            "created": time.time(),
+                        },
+                        f,
+                    )
+                # Copied into the entry's own files: the decoded buffers may live in the loading
+                # node's memory pool, whose files go away with its run.
+                sipc.write_table(decoded, entry, "table", reshare=False)
+            except BaseException:
+                shutil.rmtree(entry, ignore_errors=True)
+                raise
+            del decoded  # the decoded copy is anonymous memory: map the shared one instead
+            if stats is not None:
+                stats["decache"] = "load"
+            return sipc.read_table(table_path)
+
+    # -- inspection and eviction ---------------------------------------------------------------
+
+    def entries(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if not os.path.isdir(self.root):
+            return out
+        for name in sorted(os.listdir(self.root)):
+            entry = os.path.join(self.root, name)
+            if not os.path.isdir(entry) or "." in name:
+                continue
+            try:
+                with open(os.path.join(entry, "source.json")) as f:
+                    src = json.load(f)
+            except (OSError, ValueError):
+                src = {}
+            nbytes = sum(e.stat().st_blocks * 512 for e in os.scandir(entry))
+            out.append(
+                {
+                    "key": name,
+                    "source": src.get("path"),
+                    "dictionary_columns": src.get("dictionary_columns", []),
+                    "bytes": nbytes,
+                    "refs": self.refcount(name),
+                    "used": os.stat(entry).st_mtime,
+                }
+            )
+        return out
+
+    def evict(self, bytes_needed: int | None = None) -> int:
+        """Removes unreferenced entries, least recently used first, until ``bytes_needed`` bytes
+        are freed (all of them when None). Returns the bytes freed. A process that still maps
+        an evicted table keeps its pages until it unmaps them."""
+        freed = 0
+        for e in sorted(self.entries(), key=lambda e: e["used"]):
+            if bytes_needed is not None and freed >= bytes_needed:
+                break
+            with self._locked(e["key"]):
+                if self.refcount(e["key"]) > 0:
+                    continue
+                shutil.rmtree(os.path.join(self.root, e["key"]), ignore_errors=True)
+                shutil.rmtree(os.path.join(self.root, e["key"] + ".refs"), ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.root, e["key"] + ".lock"))
+            freed += e["bytes"]
+        return freed
+
+    def clear(self) -> None:
+        """Removes the whole cache directory (leases included)."""
+        shutil.rmtree(self.root, ignore_errors=True)

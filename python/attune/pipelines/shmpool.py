@@ -1,0 +1,170 @@
+"""A pyarrow memory pool over shared tmpfs files: pyarrow producers' buffers without a copy.
+
+pyarrow allocates every buffer from a memory pool (jemalloc or mimalloc by default: anonymous
+memory, which cannot be shared without a copy). :func:`install` replaces the process's default
+pool with an ``arrow::MemoryPool`` written in C++ (``_shmpool.cpp`` beside this file) that bumps
+through segment files in the run's directory, mapped ``MAP_SHARED``. Every pyarrow kernel,
+reader and builder the node calls then writes straight into shareable memory, and SIPC writes the
+node's output as references into the segments (see :func:`attune.pipelines.sipc.add_range_source`).
+
+Lifecycle in a node process: :func:`install` before the node's function runs; :func:`freeze`
+after it returned and before the output is shared (freed pages are no longer returned to the
+kernel, so a shared buffer keeps its pages); :func:`trim` after sharing returns every page of
+the segments that the output does not refer to (temporaries the node still held).
+
+Allocations outside pyarrow's pool (numpy, pandas, DuckDB) stay anonymous and take SIPC's copy
+path, measured as ``bytes_copied``. docs/kelvin.md compares this with DeAnon.
+
+The extension is compiled on first use with the system C++ compiler against pyarrow's own
+headers and libraries (``pyarrow.get_include()``), into a cache directory keyed by the source
+and the pyarrow version; ``make build`` builds it ahead. Without a compiler :func:`available`
+says why and the DAG runs with pyarrow's default pool (the copy path).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+import sysconfig
+from typing import Any
+
+import pyarrow as pa
+
+from attune.errors import Error
+from attune.pipelines import sipc
+
+__all__ = ["available", "build", "freeze", "install", "segments", "trim"]
+
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shmpool.cpp")
+#: Default segment size: large enough that a node's allocations live in few files, small enough
+#: that the unused tail of the last segment (never touched, so never resident) is cheap.
+SEGMENT_BYTES = 64 << 20
+
+_module: Any = None
+_error: str | None = None
+_pool: Any = None
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    with open(_SOURCE, "rb") as f:
+        digest = hashlib.sha256(f.read() + pa.__version__.encode()).hexdigest()[:16]
+    return os.path.join(base, "attune", f"shmpool-{pa.__version__}-{digest}")
+
+
+def build() -> str:
+    """Compiles the extension if needed (once per source and pyarrow version, under a lock) and
+    returns the path of the shared object."""
+    out_dir = _cache_dir()
+    os.makedirs(out_dir, exist_ok=True)
+    so = os.path.join(out_dir, "_attune_shmpool.so")
+    if os.path.exists(so):
+        return so
+    lock = os.open(os.path.join(out_dir, "build.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(so):
+            return so
+        libdir = pa.get_library_dirs()[0]
+        arrow_so = sorted(n for n in os.listdir(libdir) if n.startswith("libarrow.so."))
+        py_so = sorted(n for n in os.listdir(libdir) if n.startswith("libarrow_python.so"))
+        if not arrow_so or not py_so:
+            raise Error(f"pyarrow's libraries are not in {libdir}")
+        tmp = so + f".tmp-{os.getpid()}"
+        cmd = [
+            os.environ.get("CXX", "c++"), "-O2", "-std=c++20", "-shared", "-fPIC",
+            f"-I{pa.get_include()}", f"-I{sysconfig.get_paths()['include']}", _SOURCE,
+            "-o", tmp, f"-L{libdir}", f"-l:{arrow_so[0]}", f"-l:{py_so[0]}",
+            f"-Wl,-rpath,{libdir}",
+        ]  # fmt: skip
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except FileNotFoundError as e:
+            raise Error(f"no C++ compiler for the shared memory pool ({e})") from None
+        if done.returncode != 0:
+            raise Error(f"building the shared memory pool failed: {done.stderr[-2000:]}")
+        os.rename(tmp, so)
+        return so
+    finally:
+        os.close(lock)
+
+
+def _load() -> Any:
+    global _module, _error
+    if _module is not None or _error is not None:
+        return _module
+    try:
+        so = build()
+        spec = importlib.util.spec_from_file_location("_attune_shmpool", so)
+        if spec is None or spec.loader is None:
+            raise Error(f"cannot load {so}")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _module = mod
+    except (Error, OSError, ImportError) as e:
+        _error = str(e)
+    return _module
+
+
+def available() -> tuple[bool, str]:
+    """(True, "") when the pool can be used here, else (False, why)."""
+    _load()
+    return (_module is not None, _error or "")
+
+
+def install(directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES) -> pa.MemoryPool:
+    """Makes a pool over segment files ``DIRECTORY/PREFIX.N`` this process's default pyarrow
+    pool and tells SIPC about its segments. Once per process."""
+    global _pool
+    mod = _load()
+    if mod is None:
+        raise Error(f"the shared memory pool is unavailable: {_error}")
+    _pool = mod.create(os.path.abspath(directory), prefix, segment_bytes)
+    pa.set_memory_pool(_pool)
+    sipc.add_range_source(segments)
+    return _pool
+
+
+def segments() -> list[tuple[int, int, str]]:
+    """(address, length, path) of every segment of this process's pool."""
+    return _module.segments() if _module is not None and _pool is not None else []
+
+
+def freeze() -> None:
+    """Stops returning freed pages to the kernel (call before sharing an output)."""
+    if _module is not None and _pool is not None:
+        _module.freeze()
+
+
+def trim(used: dict[str, list[tuple[int, int]]]) -> int:
+    """After sharing: frees every whole page of the pool's segments that no shared buffer uses
+    (``used``: path -> [(offset, length)] from :class:`attune.pipelines.sipc.WriteStats`), and
+    removes segments nothing refers to. Returns the bytes of address range released."""
+    freed = 0
+    for _addr, length, path in segments():
+        ranges = sorted(used.get(path, []))
+        if not ranges:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            _module.punch(path, 0, length)
+            freed += length
+            continue
+        pos = 0
+        for off, n in [*ranges, (length, 0)]:
+            if off > pos:
+                _module.punch(path, pos, off - pos)
+                freed += off - pos
+            pos = max(pos, off + n)
+    return freed
+
+
+if __name__ == "__main__":  # `python -m attune.pipelines.shmpool` builds it (make build)
+    ok, why = available()
+    print("shared memory pool:", "ready" if ok else f"unavailable ({why})")
+    sys.exit(0 if ok else 1)

@@ -1,0 +1,243 @@
+"""DAG runs: identical to one process, under fork and spawn; every failure is a clear error and
+leaves no shared file behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from attune.pipelines import DAG, NodeFailedError, PipelineError
+from attune.pipelines.dag import TRANSPORTS
+
+
+def load() -> pa.Table:
+    rng = np.random.default_rng(7)
+    return pa.table(
+        {
+            "a": pa.array(rng.integers(0, 1000, 50_000)),
+            "b": pa.array(rng.random(50_000)),
+            "s": pa.array(rng.choice(["x", "yy", "zzz", "ß"], 50_000)).dictionary_encode(),
+        }
+    )
+
+
+def add_col(t: pa.Table) -> pa.Table:
+    return t.append_column("c", pc.multiply(t["a"], t["b"]))
+
+
+def keep_small(t: pa.Table) -> pa.Table:
+    return t.filter(pc.less(t["a"], 500))
+
+
+def sort_by_b(t: pa.Table) -> pa.Table:
+    return t.sort_by("b")
+
+
+def join(x: pa.Table, y: pa.Table) -> pa.Table:
+    return pa.concat_tables([x.select(["a", "b", "s"]), y.select(["a", "b", "s"])])
+
+
+def build(dag: DAG):
+    src = dag.node(load)
+    c = dag.node(add_col, src)
+    f = dag.node(keep_small, c)
+    s = dag.node(sort_by_b, src)
+    j = dag.node(join, f, s)
+    return src, c, f, s, j
+
+
+def no_run_directories(root) -> bool:
+    return not [d for d in os.listdir(root) if d.startswith("attune-dag.")]
+
+
+def test_results_equal_one_process(tmp_path):
+    dag = DAG()
+    *_, j = build(dag)
+    f = dag.nodes[2]
+    got = dag.run(outputs=[f, j], root=str(tmp_path))
+    want = dag.run_inline(outputs=[f, j])
+    assert set(got.tables) == {"keep_small", "join"}
+    for name in want:
+        assert got[name].equals(want[name])
+    assert no_run_directories(tmp_path)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_every_transport_gives_the_same_tables(tmp_path, transport):
+    dag = DAG()
+    build(dag)
+    got = dag.run(transport=transport, root=str(tmp_path))
+    assert got["join"].equals(dag.run_inline()["join"])
+
+
+def test_pass_through_nodes_copy_nothing(tmp_path):
+    dag = DAG()
+    src = dag.node(load)
+    a = dag.node(lambda t: t.slice(10, 20_000), src, name="slice")
+    b = dag.node(lambda t: t.drop_columns(["b"]), a, name="drop")
+    res = dag.run(outputs=[b], root=str(tmp_path))
+    assert res.nodes["slice"]["bytes_copied"] == 0
+    assert res.nodes["drop"]["bytes_copied"] == 0
+    assert res.nodes["drop"]["bytes_reshared"] > 0
+
+
+def test_intermediate_tables_are_removed_when_their_consumers_finish(tmp_path):
+    dag = DAG()
+    src = dag.node(load)
+    mid = dag.node(lambda t: t.append_column("z", pc.add(t["a"], 1)), src, name="mid")
+    dag.node(lambda t: t.select(["z"]), mid, name="last")
+    seen = []
+    dag.run(
+        root=str(tmp_path),
+        keep_directory=True,
+        memory_pool="default",  # the new column is then copied into mid.c3
+        on_node_done=lambda name, stats: seen.append(name),
+    )
+    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
+    left = sorted(os.listdir(tmp_path / run))
+    # load's column files stay only if a live table refers to them; "last" refers to mid's new
+    # column only, so load.c0..c2 and mid's pass-through references are gone.
+    assert left == ["last.sipc", "mid.c3"]
+    assert seen == ["load", "mid", "last"]
+
+
+def test_an_arena_output_is_not_copied(tmp_path):
+    def produce(t, ctx):
+        out = ctx.arena.empty(t.num_rows, np.float64)
+        np.multiply(t["b"].to_numpy(), 2.0, out=out)
+        return t.append_column("b2", pa.array(out))
+
+    dag = DAG()
+    dag.node(produce, dag.node(load), ctx=True, name="produce")
+    res = dag.run(root=str(tmp_path))
+    assert res.nodes["produce"]["bytes_copied"] == 0
+    assert res["produce"].equals(dag.run_inline()["produce"])
+
+
+def test_the_shared_memory_pool_removes_the_copy_of_pyarrow_outputs(tmp_path):
+    from attune.pipelines import shmpool
+
+    ok, why = shmpool.available()
+    if not ok:
+        pytest.skip(f"no shared memory pool here: {why}")
+    dag = DAG()
+    dag.node(add_col, dag.node(load))
+    on = dag.run(root=str(tmp_path), memory_pool="shm")
+    off = dag.run(root=str(tmp_path), memory_pool="default")
+    assert on.memory_pool == "shm" and off.memory_pool == "default"
+    assert on.nodes["add_col"]["bytes_copied"] == 0
+    assert off.nodes["add_col"]["bytes_copied"] >= 50_000 * 8
+    assert on["add_col"].equals(off["add_col"])
+    assert on["add_col"].equals(dag.run_inline()["add_col"])
+
+
+def test_pool_segments_nothing_refers_to_are_removed(tmp_path):
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+
+    def temporaries(t):
+        for _ in range(3):
+            pc.multiply(t["a"], 7)  # freed before the node returns
+        return t.select(["a"])
+
+    dag = DAG()
+    dag.node(temporaries, dag.node(load), name="tmp")
+    res = dag.run(root=str(tmp_path), memory_pool="shm", keep_directory=True)
+    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
+    assert not [f for f in os.listdir(tmp_path / run) if f.startswith("tmp.pool.")]
+    assert res.nodes["tmp"]["bytes_copied"] == 0
+
+
+# -- failures -------------------------------------------------------------------------------
+
+
+def fails(root, fn, match, reason, **node_kwargs):
+    dag = DAG()
+    dag.node(fn, dag.node(load), name="bad", **node_kwargs)
+    with pytest.raises(NodeFailedError, match=match) as e:
+        dag.run(root=str(root))
+    assert e.value.node == "bad" and e.value.reason == reason
+    assert no_run_directories(root)
+    return e.value
+
+
+def test_a_node_that_raises(tmp_path):
+    def boom(t):
+        raise KeyError("no column q")
+
+    err = fails(tmp_path, boom, r"node bad raised KeyError: 'no column q'", "exception")
+    assert "boom" in err.detail
+
+
+def test_a_node_that_returns_a_non_table(tmp_path):
+    fails(
+        tmp_path,
+        lambda t: t.to_pandas(),
+        r"node bad returned pandas.*DataFrame, not a "
+        r"pyarrow.Table",
+        "not-a-table",
+    )
+
+
+def test_a_node_that_runs_out_of_memory(tmp_path):
+    def hog(t):
+        return pa.table({"x": np.ones(1 << 28)})  # 2 GiB
+
+    fails(
+        tmp_path, hog, "node bad ran out of memory", "out-of-memory", memory_limit_bytes=256 << 20
+    )
+
+
+def test_a_node_killed_like_the_oom_killer_does(tmp_path):
+    def killed(t):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    fails(tmp_path, killed, "node bad was killed by SIGKILL .*OOM killer", "killed")
+
+
+def test_a_node_that_exits(tmp_path):
+    fails(tmp_path, lambda t: os._exit(3), "node bad exited with status 3", "exit")
+
+
+def test_a_failure_kills_the_other_running_nodes(tmp_path):
+    r, w = os.pipe()
+
+    def waits_forever(t):
+        os.read(r, 1)  # never written: only the kill ends it
+        return t
+
+    def boom(t):
+        raise RuntimeError("stop")
+
+    dag = DAG()
+    src = dag.node(load)
+    dag.node(waits_forever, src, name="slow")
+    dag.node(boom, src, name="bad")
+    with pytest.raises(NodeFailedError, match="node bad raised RuntimeError: stop"):
+        dag.run(root=str(tmp_path), parallel=2)
+    os.close(r)
+    os.close(w)
+    assert no_run_directories(tmp_path)
+
+
+def test_bad_definitions():
+    dag, other = DAG(), DAG()
+    n = other.node(load)
+    with pytest.raises(PipelineError, match="is not a node of this DAG"):
+        dag.node(add_col, n)
+    with pytest.raises(PipelineError, match="needs a function"):
+        dag.node(3)  # type: ignore[arg-type]
+    with pytest.raises(PipelineError, match="no nodes"):
+        dag.run()
+    dag.node(load)
+    with pytest.raises(ValueError, match="unknown start method 'thread'"):
+        dag.run(start_method="thread")
+    with pytest.raises(ValueError, match="unknown transport"):
+        dag.run(transport="pickle")

@@ -1,0 +1,92 @@
+"""DeCache: one decode shared by every loader of the same (file, dictionary columns),
+reference-counted by leases that die with their process."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from attune.errors import InvalidArgumentError
+from attune.pipelines import DAG, DeCache, table_files
+
+
+@pytest.fixture
+def parquet(tmp_path):
+    path = tmp_path / "in.parquet"
+    pq.write_table(
+        pa.table({"k": np.arange(10_000), "s": [f"v{i % 50}" for i in range(10_000)]}), path
+    )
+    return path
+
+
+def test_second_load_maps_the_first_ones_decode(tmp_path, parquet):
+    cache = DeCache(tmp_path / "cache")
+    s1, s2 = {}, {}
+    a = cache.load(parquet, ["s"], stats=s1)
+    b = cache.load(parquet, ["s"], stats=s2)
+    assert (s1["decache"], s2["decache"]) == ("load", "hit")
+    assert a.equals(b) and a.equals(pq.read_table(parquet, read_dictionary=["s"]))
+    assert pa.types.is_dictionary(a["s"].type)
+    assert a["k"].chunk(0).buffers()[1].address == b["k"].chunk(0).buffers()[1].address
+
+
+def test_other_dictionary_columns_or_a_rewritten_file_are_other_entries(tmp_path, parquet):
+    cache = DeCache(tmp_path / "cache")
+    assert cache.key(parquet, ["s"]) != cache.key(parquet, [])
+    k = cache.key(parquet)
+    pq.write_table(pa.table({"k": [1]}), parquet)
+    os.utime(parquet, ns=(1, 1))
+    assert cache.key(parquet) != k
+    with pytest.raises(InvalidArgumentError, match="no such file"):
+        cache.key(tmp_path / "missing.parquet")
+
+
+def test_leases_count_and_dead_holders_do_not(tmp_path, parquet):
+    cache = DeCache(tmp_path / "cache")
+    key = cache.key(parquet)
+    cache.load(parquet)
+    with cache.lease(key):
+        assert cache.refcount(key) == 1
+        assert cache.evict() == 0  # referenced: kept
+    assert cache.refcount(key) == 0
+    # A holder that died without releasing does not pin the entry.
+    p = mp.get_context("fork").Process(target=lambda: cache.lease(key))
+    p.start()
+    p.join()
+    assert cache.refcount(key) == 0
+    assert cache.evict() > 0
+    assert cache.entries() == []
+
+
+def test_dags_share_one_decode_and_their_loader_copies_nothing(tmp_path, parquet):
+    cache = DeCache(tmp_path / "cache")
+
+    def dag():
+        d = DAG()
+        src = d.load_parquet(parquet, dictionary_columns=["s"], cache=cache)
+        d.node(lambda t: t.filter(pc.less(t["k"], 100)), src, name="f")
+        return d
+
+    first = dag().run(root=str(tmp_path))
+    # The entry refers only to its own files (never to the first run's, which are gone).
+    (entry,) = cache.entries()
+    files = table_files(os.path.join(cache.root, entry["key"], "table.sipc"))
+    assert {os.path.dirname(f) for f in files} == {os.path.join(cache.root, entry["key"])}
+    second = dag().run(root=str(tmp_path))
+    assert first.nodes["load"]["bytes_copied"] == 0  # the output refers to the cache
+    assert second.nodes["load"]["bytes_copied"] == 0
+    assert second["f"].equals(dag().run_inline()["f"])
+    assert [e["refs"] for e in cache.entries()] == [0]  # the runs released their leases
+
+
+def test_disabled_cache_decodes_every_time(tmp_path, parquet):
+    cache = DeCache(tmp_path / "cache", enabled=False)
+    st = {}
+    assert cache.load(parquet, stats=st).equals(pq.read_table(parquet))
+    assert st["decache"] == "off" and cache.entries() == []
