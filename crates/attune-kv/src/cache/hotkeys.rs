@@ -28,9 +28,13 @@
 //!   each key of the group *before* the group's sequence is published as the latest. An
 //!   invalidation drops the resident value (the entry becomes a ghost that keeps its heat) and
 //!   raises its shard's `write_seq` to the write's sequence.
-//! * An offer carries the sequence the reader read at and is refused if its shard has seen a
-//!   write with a higher sequence (`read_seq < write_seq`): a reader that read before a write
+//! * An offer carries the latest sequence published before the reader captured its view of
+//!   the tree (every write at or below it is in that view) and is refused if its shard has seen
+//!   a write with a higher sequence (`read_seq < write_seq`): a reader whose view misses a write
 //!   cannot re-insert the old value after the write's invalidation. Refusals only cost a miss.
+//!   (Offering the sequence loaded *after* the view was captured would be wrong: a memtable
+//!   switch and a write between the two leave the view without the write but the sequence
+//!   past it; `db/read.rs` has the test.)
 //! * Reads with an explicit snapshot bypass the cache entirely; the cache is in memory only, so
 //!   a reopened database starts empty.
 //!

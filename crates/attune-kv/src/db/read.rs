@@ -27,7 +27,16 @@ impl DbInner {
             return Ok(Some(v));
         }
         steps::start();
+        // What an offer to the hot-key cache may claim: every write at or below `published`
+        // is in the SuperVersion cloned next (a memtable is installed before any write goes
+        // into it). The read itself runs at the sequence loaded after the clone, which covers
+        // everything the clone holds; offering at that later sequence would let a value that
+        // misses a write made between the clone and the load outlive that write's
+        // invalidation.
+        let published = self.last_sequence.load(Ordering::Acquire);
         let sv = self.sv.read().clone();
+        #[cfg(test)]
+        tests::between_clone_and_sequence();
         let seq = ro
             .snapshot
             .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
@@ -42,7 +51,7 @@ impl DbInner {
         };
         self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
         if let Some(h) = hot {
-            h.offer(key, &v, seq);
+            h.offer(key, &v, published);
         }
         steps::mark(Step::Value);
         Ok(Some(v))
@@ -125,5 +134,65 @@ impl DbInner {
             DbIter::new(Box::new(MergingIterator::new(children)), seq),
             error,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
+    use crate::env::{Env, MemEnv};
+    use crate::{Options, DB};
+    use std::cell::RefCell;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    type Hook = Box<dyn FnOnce()>;
+    thread_local! {
+        /// Runs once inside the next `get` on this thread, between cloning the SuperVersion
+        /// and loading the read sequence: the window a concurrent writer can land in.
+        static HOOK: RefCell<Option<Hook>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn between_clone_and_sequence() {
+        if let Some(f) = HOOK.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    #[test]
+    fn a_write_between_the_clone_and_the_sequence_load_never_leaves_a_stale_cached_value() {
+        let env = MemEnv::new();
+        let db = Arc::new(
+            DB::open_with_env(
+                Arc::new(env) as Arc<dyn Env>,
+                Path::new("/db"),
+                Options {
+                    hot_key_cache_bytes: 1 << 20,
+                    ..Options::default()
+                },
+            )
+            .unwrap(),
+        );
+        db.put(b"k", b"old").unwrap();
+        // First read: a miss that leaves a ghost, so the next offer would admit the value.
+        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"old"[..]));
+        // Second read: after it cloned its view (memtable holding "old"), a writer switches
+        // the memtable and writes "new" into the next one, publishing a higher sequence.
+        let w = db.clone();
+        HOOK.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                w.flush().unwrap();
+                w.put(b"k", b"new").unwrap();
+            }))
+        });
+        // The read itself may answer from its view (it began before the write)...
+        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"old"[..]));
+        // ...but it must not leave "old" in the cache for reads that begin after the write.
+        for _ in 0..3 {
+            assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"new"[..]));
+        }
+        let s = db.stats().hot_key_cache;
+        assert!(s.stale_offers >= 1, "{s:?}");
     }
 }
