@@ -278,6 +278,13 @@ pub fn flags(bench: Micro, dir: &Path, p: &MicroParams, s: &Settings) -> Vec<Str
         "--stats_interval_seconds=0".to_string(),
         format!("--seek_nexts={}", p.seek_nexts),
     ];
+    if !s.extra.contains_key("bloom_bits") {
+        // The same filter the RocksDB binding builds by default.
+        v.push(format!(
+            "--bloom_bits={}",
+            crate::engines::BLOOM_BITS_DEFAULT
+        ));
+    }
     v.extend(s.extra.iter().map(|(k, x)| format!("--{k}={x}")));
     v
 }

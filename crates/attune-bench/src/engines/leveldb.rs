@@ -2,7 +2,8 @@
 //!
 //! Settings applied (and reported): LRU block cache of `cache_bytes`, `write_buffer_size`,
 //! compression none or snappy (LevelDB 1.23's C API has no other), `max_open_files` 1000 (LevelDB's
-//! default), 4 KiB blocks, no bloom filter, one background compaction thread (LevelDB has no knob);
+//! default), 4 KiB blocks, a Bloom filter of `bloom_bits` bits per key (default 10, as
+//! Attune's), one background compaction thread (LevelDB has no knob);
 //! `sync` sets `WriteOptions::sync`. LevelDB has no explicit memtable flush, so `flush` is a no-op
 //! and the write buffer reaches disk through its own compaction or at the next open.
 //!
@@ -29,7 +30,7 @@ const MAX_OPEN_FILES_DEFAULT: c_int = 1000;
 pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "LevelDB via its C API (libleveldb), LRU block cache, leveled compaction",
-    keys: &["block_size", "max_open_files"],
+    keys: &["block_size", "max_open_files", "bloom_bits"],
     compressions: &[Compression::None, Compression::Snappy],
     probe,
     open,
@@ -48,6 +49,9 @@ c_api! {
         leveldb_options_set_max_open_files: fn(*mut Opaque, c_int);
         leveldb_options_set_block_size: fn(*mut Opaque, usize);
         leveldb_options_set_compression: fn(*mut Opaque, c_int);
+        leveldb_options_set_filter_policy: fn(*mut Opaque, *mut Opaque);
+        leveldb_filterpolicy_create_bloom: fn(c_int) -> *mut Opaque;
+        leveldb_filterpolicy_destroy: fn(*mut Opaque);
         leveldb_cache_create_lru: fn(usize) -> *mut Opaque;
         leveldb_cache_destroy: fn(*mut Opaque);
         leveldb_open: fn(*const Opaque, *const c_char, *mut *mut c_char) -> *mut Opaque;
@@ -111,6 +115,8 @@ struct LevelDb {
     db: *mut Opaque,
     options: *mut Opaque,
     cache: *mut Opaque,
+    /// The Bloom filter policy (null when off); destroyed after the database.
+    filter: *mut Opaque,
     settings: serde_json::Value,
     sync: bool,
 }
@@ -145,6 +151,15 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
         })?,
         None => MAX_OPEN_FILES_DEFAULT,
     };
+    let bloom_bits: c_int = match s.extra.get("bloom_bits") {
+        Some(v) => v.parse().ok().filter(|b| *b >= 0).ok_or_else(|| {
+            BenchError::invalid(
+                "leveldb bloom_bits",
+                format!("`{v}` is not a whole number of bits per key (0 turns the filter off)"),
+            )
+        })?,
+        None => super::BLOOM_BITS_DEFAULT,
+    };
     let path = c_path(NAME, dir)?;
     // SAFETY: calls into the C API with objects created here; destroyed on failure.
     unsafe {
@@ -156,11 +171,22 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
         (api.leveldb_options_set_max_open_files)(options, max_open);
         (api.leveldb_options_set_block_size)(options, block_bytes as usize);
         (api.leveldb_options_set_compression)(options, code);
+        // LevelDB keeps a raw pointer to the policy: it lives until after `leveldb_close`.
+        let filter = if bloom_bits > 0 {
+            let f = (api.leveldb_filterpolicy_create_bloom)(bloom_bits);
+            (api.leveldb_options_set_filter_policy)(options, f);
+            f
+        } else {
+            ptr::null_mut()
+        };
         let mut err = ptr::null_mut();
         let db = (api.leveldb_open)(options, path.as_ptr(), &mut err);
         if let Err(e) = check(api, "open", err) {
             (api.leveldb_options_destroy)(options);
             (api.leveldb_cache_destroy)(cache);
+            if !filter.is_null() {
+                (api.leveldb_filterpolicy_destroy)(filter);
+            }
             return Err(e);
         }
         let settings = json!({
@@ -170,7 +196,7 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
             "write_buffer_size": s.write_buffer_bytes,
             "block_size": block_bytes,
             "max_open_files": max_open,
-            "bloom_bits_per_key": 0,
+            "bloom_bits_per_key": bloom_bits,
             "compression": s.compression.name(),
             "background_threads": 1,
             "wal": true,
@@ -181,6 +207,7 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
             db,
             options,
             cache,
+            filter,
             settings,
             sync: s.sync,
         }))
@@ -236,6 +263,9 @@ impl Drop for LevelDb {
             (api.leveldb_close)(self.db);
             (api.leveldb_options_destroy)(self.options);
             (api.leveldb_cache_destroy)(self.cache);
+            if !self.filter.is_null() {
+                (api.leveldb_filterpolicy_destroy)(self.filter);
+            }
         }
     }
 }

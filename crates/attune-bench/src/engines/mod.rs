@@ -21,6 +21,11 @@ use std::path::Path;
 
 use crate::error::{BenchError, Result};
 
+/// Bloom filter bits per key the LSM peers (RocksDB, LevelDB, db_bench) get unless a spec says
+/// otherwise (`rocksdb:bloom_bits=0` turns it off): 10, Attune's own default, so point reads
+/// compare engines configured alike rather than a filtered engine against unfiltered ones.
+pub const BLOOM_BITS_DEFAULT: i32 = 10;
+
 /// Declares a table of C functions resolved from a shared library at run time.
 macro_rules! c_api {
     ($(#[$m:meta])* $name:ident { $( $f:ident : fn($($a:ty),* $(,)?) $(-> $r:ty)? ; )* }) => {

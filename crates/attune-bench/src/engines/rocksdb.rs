@@ -1,7 +1,8 @@
 //! RocksDB through its C API (`rocksdb/c.h`), loaded at run time from `librocksdb.so`.
 //!
 //! Settings applied (and reported): LRU block cache of `cache_bytes` in a block-based table with
-//! 4 KiB blocks and no bloom filter (db_bench's defaults), `write_buffer_size`, compression,
+//! 4 KiB blocks and a Bloom filter of `bloom_bits` bits per key (default 10, as Attune's),
+//! `write_buffer_size`, compression,
 //! `max_background_jobs = background_threads`, WAL on; `sync` sets `WriteOptions::sync`.
 //! Reads use pinned gets (no copy inside RocksDB), as db_bench does.
 //!
@@ -161,7 +162,7 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
         Some(v) => v.parse().map_err(|_| {
             BenchError::invalid("rocksdb bloom_bits", format!("`{v}` is not a number"))
         })?,
-        None => 0.0,
+        None => f64::from(super::BLOOM_BITS_DEFAULT),
     };
     let path = c_path(NAME, dir)?;
     // SAFETY: plain calls into the C API with objects created here; on failure every object is
