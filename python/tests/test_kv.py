@@ -189,3 +189,63 @@ def test_damaged_value_log_raises_corruption_error_naming_the_segment(tmp_path):
     with pytest.raises(attune.CorruptionError, match=seg.name), attune.DB(str(path)) as db:
         for i in range(50):
             db.get(b"k%03d" % i)
+
+
+def test_the_dict_like_face(db):
+    db[b"a"] = b"1"
+    db["b"] = "2"  # str keys and values are stored as UTF-8
+    assert db[b"a"] == b"1" and db[b"b"] == b"2"
+    assert b"a" in db and "b" in db and b"zz" not in db
+    with pytest.raises(KeyError) as e:
+        db[b"zz"]
+    assert e.value.args == (b"zz",)
+    assert db.get(b"zz", b"fallback") == b"fallback"
+    assert db.get(b"zz") is None and db.get(b"a", b"fallback") == b"1"
+    del db[b"a"]
+    assert b"a" not in db
+    del db[b"never-written"]  # a delete is a blind write, as in RocksDB
+    assert list(db) == [b"b"]
+
+
+def test_keys_values_and_prefix_iteration(db):
+    for k in [b"app", b"apple", b"apricot", b"b", b"a\xff", b"a\xff\xff", b"\xff\xff"]:
+        db.put(k, k.upper())
+    db.flush()
+    assert list(db.keys(prefix=b"ap")) == [b"app", b"apple", b"apricot"]
+    assert list(db.values(prefix=b"app")) == [b"APP", b"APPLE"]
+    assert list(db.keys(prefix=b"ap", reverse=True)) == [b"apricot", b"apple", b"app"]
+    # A prefix ending in 0xff bytes: the bound is the next shorter prefix's successor.
+    assert list(db.keys(prefix=b"a\xff")) == [b"a\xff", b"a\xff\xff"]
+    assert list(db.keys(prefix=b"\xff")) == [b"\xff\xff"]
+    # start/end narrow a prefix further, never widen it.
+    assert list(db.keys(prefix=b"ap", start=b"apple")) == [b"apple", b"apricot"]
+    assert list(db.keys(prefix=b"ap", end=b"b")) == [b"app", b"apple", b"apricot"]
+    assert dict(db.items(prefix=b"b")) == {b"b": b"B"}
+
+
+def test_multi_get_answers_in_the_order_asked(db):
+    for i in range(500):
+        db.put(b"k%04d" % i, b"v%d" % i)
+    db.flush()
+    asked = [b"k0499", b"missing", b"k0000", b"k0250", b"k0000"]
+    assert db.multi_get(asked) == [b"v499", None, b"v0", b"v250", b"v0"]
+    assert db.multi_get(k for k in [b"k0001"]) == [b"v1"]
+    assert db.multi_get([]) == []
+    with pytest.raises(TypeError, match="iterable of keys"):
+        db.multi_get(b"k0001")
+    with pytest.raises(TypeError, match="key must be bytes"):
+        db.multi_get([b"k0001", 7])
+
+
+def test_a_snapshot_has_the_same_read_face(db):
+    db[b"x"] = b"old"
+    with db.snapshot() as s:
+        db[b"x"] = b"new"
+        db[b"y"] = b"later"
+        assert s[b"x"] == b"old" and b"y" not in s and s.get(b"y", 0) == 0
+        assert s.multi_get([b"x", b"y"]) == [b"old", None]
+        assert list(s) == [b"x"] and list(s.values(prefix=b"x")) == [b"old"]
+        with pytest.raises(KeyError):
+            s[b"y"]
+    with pytest.raises(attune.ClosedError):
+        s[b"x"]

@@ -10,14 +10,121 @@
 use crate::errors::{attune_error, to_py};
 use attune_kv::{self as kv, Options, ReadOptions, WriteOptions};
 use parking_lot::Mutex;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 
 /// Items fetched per GIL release while iterating.
 const ITER_CHUNK: usize = 256;
+
+/// What an `Items` iterator yields.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Yield {
+    Pairs,
+    Keys,
+    Values,
+}
+
+/// The end bound that makes `[prefix, end)` exactly the keys starting with `prefix`: the prefix
+/// with its last byte below 0xff incremented and the rest dropped; None (no bound) when every
+/// byte is 0xff or the prefix is empty.
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// An iteration range `[start, end)`; None is unbounded.
+type Range = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The bounds of `items(start, end, prefix)`: a prefix narrows the range to its keys.
+fn bounds(
+    start: Option<&Bound<'_, PyAny>>,
+    end: Option<&Bound<'_, PyAny>>,
+    prefix: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Range> {
+    let (mut start, mut end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
+    if let Some(p) = opt_bytes(prefix, "prefix")? {
+        if start.as_ref().is_none_or(|s| *s < p) {
+            start = Some(p.clone());
+        }
+        if let Some(pe) = prefix_end(&p) {
+            if end.as_ref().is_none_or(|e| *e > pe) {
+                end = Some(pe);
+            }
+        }
+    }
+    Ok((start, end))
+}
+
+/// The keys of a `multi_get` call, as owned byte strings (any iterable of keys).
+fn keys_arg(keys: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
+    if keys.downcast::<PyBytes>().is_ok() || keys.downcast::<PyString>().is_ok() {
+        return Err(PyTypeError::new_err(
+            "multi_get takes an iterable of keys (a list of bytes), not a single key; use get()",
+        ));
+    }
+    let mut out = Vec::new();
+    for k in keys.try_iter()? {
+        out.push(as_bytes(&k?, "key")?.into_owned());
+    }
+    Ok(out)
+}
+
+fn multi_get_impl<'py>(
+    py: Python<'py>,
+    db: &Arc<kv::DB>,
+    keys: Vec<Vec<u8>>,
+    seq: Option<u64>,
+) -> PyResult<Bound<'py, PyList>> {
+    let ro = ReadOptions {
+        snapshot: seq,
+        ..Default::default()
+    };
+    // One GIL release for the whole batch, in key order (neighbouring keys share blocks), the
+    // answers put back in the caller's order.
+    let values = py.allow_threads(|| -> kv::Result<Vec<Option<Vec<u8>>>> {
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        let mut out = vec![None; keys.len()];
+        for i in order {
+            out[i] = db.get_opt(&keys[i], &ro)?;
+        }
+        Ok(out)
+    });
+    let values = values.map_err(to_py)?;
+    let items: Vec<PyObject> = values
+        .into_iter()
+        .map(|v| match v {
+            Some(v) => PyBytes::new(py, &v).into_any().unbind(),
+            None => py.None(),
+        })
+        .collect();
+    PyList::new(py, items)
+}
+
+/// `get(key, default)`: the value, or `default` when the key is absent.
+fn or_default(
+    py: Python<'_>,
+    v: Option<Bound<'_, PyBytes>>,
+    default: Option<PyObject>,
+) -> PyObject {
+    match v {
+        Some(b) => b.into_any().unbind(),
+        None => default.unwrap_or_else(|| py.None()),
+    }
+}
+
+fn key_error(key: &Bound<'_, PyAny>) -> PyErr {
+    PyKeyError::new_err(key.clone().unbind())
+}
 
 /// The bytes of a key or value given as `bytes`, `str` (encoded as UTF-8), `bytearray` or any
 /// object with the buffer protocol (copied). `what` names the argument in the error.
@@ -163,25 +270,79 @@ impl Snapshot {
     fn sequence(&self) -> u64 {
         self.seq
     }
+    #[pyo3(signature = (key, default=None))]
     fn get<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
         let db = self.check(py)?;
-        get_impl(py, &db, &as_bytes(key, "key")?, Some(self.seq))
+        let v = get_impl(py, &db, &as_bytes(key, "key")?, Some(self.seq))?;
+        Ok(or_default(py, v, default))
     }
-    #[pyo3(signature = (start=None, end=None, reverse=false))]
+    fn multi_get<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let keys = keys_arg(keys)?;
+        multi_get_impl(py, &self.check(py)?, keys, Some(self.seq))
+    }
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let db = self.check(py)?;
+        get_impl(py, &db, &as_bytes(key, "key")?, Some(self.seq))?.ok_or_else(|| key_error(key))
+    }
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let db = self.check(py)?;
+        Ok(get_impl(py, &db, &as_bytes(key, "key")?, Some(self.seq))?.is_some())
+    }
+    #[pyo3(signature = (start=None, end=None, reverse=false, prefix=None))]
     fn items(
         &self,
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Items> {
         let db = self.check(py)?;
-        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
-        items_impl(&db, start, end, reverse, Some(self.seq))
+        let (start, end) = bounds(start, end, prefix)?;
+        items_impl(&db, start, end, reverse, Some(self.seq), Yield::Pairs)
+    }
+    #[pyo3(signature = (start=None, end=None, reverse=false, prefix=None))]
+    fn keys(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Items> {
+        let db = self.check(py)?;
+        let (start, end) = bounds(start, end, prefix)?;
+        items_impl(&db, start, end, reverse, Some(self.seq), Yield::Keys)
+    }
+    #[pyo3(signature = (start=None, end=None, reverse=false, prefix=None))]
+    fn values(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Items> {
+        let db = self.check(py)?;
+        let (start, end) = bounds(start, end, prefix)?;
+        items_impl(&db, start, end, reverse, Some(self.seq), Yield::Values)
+    }
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Items> {
+        let db = self.check(py)?;
+        items_impl(&db, None, None, false, Some(self.seq), Yield::Keys)
     }
     fn release(&self) {
         // In a forked child the engine's snapshot list is not touched (see kv::Snapshot's drop).
@@ -229,6 +390,7 @@ fn items_impl(
     end: Option<Vec<u8>>,
     reverse: bool,
     seq: Option<u64>,
+    yields: Yield,
 ) -> PyResult<Items> {
     let mut it = db
         .iter(&ReadOptions {
@@ -239,11 +401,13 @@ fn items_impl(
     it.set_bounds(start, end);
     Ok(Items {
         weak: Arc::downgrade(db),
+        yields,
         state: Mutex::new(ItemsState {
             db: Some(db.clone()),
             it: Some(it),
             started: false,
             reverse,
+            keys_only: yields == Yield::Keys,
             buf: Vec::new(),
             pos: 0,
             done: false,
@@ -258,6 +422,8 @@ struct ItemsState {
     it: Option<kv::DbIterator>,
     started: bool,
     reverse: bool,
+    /// Keys only: values (and their value-log reads) are never fetched.
+    keys_only: bool,
     buf: Vec<(Vec<u8>, Vec<u8>)>,
     pos: usize,
     done: bool,
@@ -280,7 +446,12 @@ impl ItemsState {
             }
         }
         while self.buf.len() < ITER_CHUNK && it.valid() {
-            self.buf.push((it.key().to_vec(), it.value().to_vec()));
+            let value = if self.keys_only {
+                Vec::new()
+            } else {
+                it.value().to_vec()
+            };
+            self.buf.push((it.key().to_vec(), value));
             if self.reverse {
                 it.prev();
             } else {
@@ -303,6 +474,7 @@ impl ItemsState {
 #[pyclass(module = "attune._native")]
 pub struct Items {
     weak: Weak<kv::DB>,
+    yields: Yield,
     state: Mutex<ItemsState>,
 }
 
@@ -311,7 +483,7 @@ impl Items {
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
-    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         match self.weak.upgrade() {
             Some(db) => db.check_usable().map_err(to_py)?,
             None => return Err(attune_error(py, "ClosedError", "the database was closed")),
@@ -330,10 +502,13 @@ impl Items {
         let pos = st.pos;
         let (k, v) = std::mem::take(&mut st.buf[pos]);
         st.pos += 1;
-        Ok(Some(PyTuple::new(
-            py,
-            [PyBytes::new(py, &k), PyBytes::new(py, &v)],
-        )?))
+        Ok(Some(match self.yields {
+            Yield::Pairs => {
+                PyTuple::new(py, [PyBytes::new(py, &k), PyBytes::new(py, &v)])?.into_any()
+            }
+            Yield::Keys => PyBytes::new(py, &k).into_any(),
+            Yield::Values => PyBytes::new(py, &v).into_any(),
+        }))
     }
 }
 
@@ -439,12 +614,56 @@ impl DB {
         self.write_batch(py, b, sync)
     }
 
+    #[pyo3(signature = (key, default=None))]
     fn get<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        get_impl(py, &self.handle(py)?, &as_bytes(key, "key")?, None)
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
+        let v = get_impl(py, &self.handle(py)?, &as_bytes(key, "key")?, None)?;
+        Ok(or_default(py, v, default))
+    }
+
+    /// The values of `keys` (None where absent), in the order given, read in one pass.
+    fn multi_get<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let keys = keys_arg(keys)?;
+        multi_get_impl(py, &self.handle(py)?, keys, None)
+    }
+
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        get_impl(py, &self.handle(py)?, &as_bytes(key, "key")?, None)?.ok_or_else(|| key_error(key))
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.put(py, key, value, false)
+    }
+
+    /// `del db[key]` deletes without reading first, so a missing key is not an error (as in
+    /// RocksDB and rocksdict: a delete is a blind write).
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.delete(py, key, false)
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(get_impl(py, &self.handle(py)?, &as_bytes(key, "key")?, None)?.is_some())
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Items> {
+        items_impl(&self.handle(py)?, None, None, false, None, Yield::Keys)
     }
 
     #[pyo3(signature = (key, sync=false))]
@@ -460,16 +679,43 @@ impl DB {
         self.write_batch(py, b, sync)
     }
 
-    #[pyo3(signature = (start=None, end=None, reverse=false))]
+    #[pyo3(signature = (start=None, end=None, reverse=false, prefix=None))]
     fn items(
         &self,
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Items> {
-        let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
-        items_impl(&self.handle(py)?, start, end, reverse, None)
+        let (start, end) = bounds(start, end, prefix)?;
+        items_impl(&self.handle(py)?, start, end, reverse, None, Yield::Pairs)
+    }
+
+    #[pyo3(signature = (start=None, end=None, reverse=false, prefix=None))]
+    fn keys(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Items> {
+        let (start, end) = bounds(start, end, prefix)?;
+        items_impl(&self.handle(py)?, start, end, reverse, None, Yield::Keys)
+    }
+
+    #[pyo3(signature = (start=None, end=None, reverse=false, prefix=None))]
+    fn values(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Items> {
+        let (start, end) = bounds(start, end, prefix)?;
+        items_impl(&self.handle(py)?, start, end, reverse, None, Yield::Values)
     }
 
     fn snapshot(&self, py: Python<'_>) -> PyResult<Snapshot> {
