@@ -162,6 +162,54 @@ fn gc_reclaims_overwritten_values_and_loses_nothing() {
 }
 
 #[test]
+fn gc_reclaims_garbage_in_the_active_segment_without_waiting_for_it_to_fill() {
+    // Segments far larger than the data: every overwrite lands in the one active segment, which
+    // a collection used to skip until it filled.
+    let env = MemEnv::new();
+    let opts = Options {
+        blob_file_size: 64 << 20,
+        ..options()
+    };
+    let db = mem_db(&env, opts.clone());
+    let mut model = BTreeMap::new();
+    for round in 0..3 {
+        for i in 0..400 {
+            db.put(&key(i), &value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+    }
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    let before = db.stats();
+    assert_eq!(before.blob_files.iter().filter(|b| !b.sealed).count(), 1);
+    assert!(
+        before.blob_garbage_bytes > before.blob_bytes / 2,
+        "{before:?}"
+    );
+    // Below the ratio: nothing is switched out or collected.
+    let none = db.gc_with_ratio(0.99).unwrap();
+    assert_eq!(none.segments_collected, 0, "{none:?}");
+    assert_eq!(db.stats().blob_files.len(), before.blob_files.len());
+    let report = db.gc().unwrap();
+    assert_eq!(report.segments_collected, 1, "{report:?}");
+    let after = db.stats();
+    assert!(
+        after.blob_bytes * 2 < before.blob_bytes,
+        "space reclaimed: {} -> {}",
+        before.blob_bytes,
+        after.blob_bytes
+    );
+    check_all(&db, &model);
+    // A second gc() finds no garbage to seal for: it switches nothing out.
+    let files = after.blob_files.len();
+    assert_eq!(db.gc().unwrap().segments_collected, 0);
+    assert_eq!(db.stats().blob_files.len(), files);
+    drop(db);
+    let db = mem_db(&env, opts);
+    check_all(&db, &model);
+}
+
+#[test]
 fn gc_keeps_a_segment_while_a_snapshot_can_read_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");

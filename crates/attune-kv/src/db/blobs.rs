@@ -15,10 +15,36 @@ impl DbInner {
     /// Makes sure an active value-log segment with room exists, sealing a full
     /// one and recording the switch in the manifest. Called by the group leader.
     pub(super) fn ensure_vlog(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        self.switch_vlog(st, false)
+    }
+
+    /// Switches the active segment out when its known garbage is at least `min_ratio` of its
+    /// length (and not zero), so that an on-demand collection can reclaim it; the caller then
+    /// seals it (`seal_segments`). Returns whether it switched. Safe beside a group leader
+    /// appending: the switch happens under the value-log lock, like the leader's own.
+    pub(super) fn switch_vlog_with_garbage(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        min_ratio: f64,
+    ) -> Result<bool> {
+        let Some((n, len)) = self.vlog.lock().as_ref().map(|w| (w.number, w.len())) else {
+            return Ok(false);
+        };
+        let garbage = st.versions.blob_files.get(&n).map_or(0, |m| m.garbage);
+        if garbage == 0 || (garbage as f64) < min_ratio * len as f64 {
+            return Ok(false);
+        }
+        self.switch_vlog(st, true)?;
+        Ok(true)
+    }
+
+    /// `ensure_vlog`, or with `force` a switch whether or not the active segment is full.
+    fn switch_vlog(&self, st: &mut MutexGuard<'_, State>, force: bool) -> Result<()> {
         let mut vlog = self.vlog.lock();
-        let full = vlog
-            .as_ref()
-            .is_none_or(|w| w.len() >= self.opts.blob_file_size);
+        let full = force
+            || vlog
+                .as_ref()
+                .is_none_or(|w| w.len() >= self.opts.blob_file_size);
         if !full {
             if self.spare_wanted(vlog.as_ref()) {
                 self.work_cv.notify_all(); // the flush thread creates it (under the state lock)

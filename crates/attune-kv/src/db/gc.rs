@@ -253,6 +253,22 @@ impl DbInner {
             return Err(e.duplicate());
         }
         st.gc_running = true;
+        // The active segment is never collected while it grows: when it already holds enough
+        // garbage, switch it out and seal it now, or a `gc()` right after overwrites would
+        // reclaim nothing until the segment fills (which may take gigabytes).
+        let sealed_now = self
+            .switch_vlog_with_garbage(&mut st, min_ratio)
+            .and_then(|switched| {
+                if switched {
+                    self.seal_segments(&mut st)?;
+                }
+                Ok(())
+            });
+        if let Err(e) = sealed_now {
+            st.gc_running = false;
+            self.done_cv.notify_all();
+            return Err(e);
+        }
         let mut order: Vec<(u64, f64)> = st
             .versions
             .blob_files
