@@ -911,19 +911,24 @@ pub struct TableIter {
     readahead_to: u64,
     /// Size of the next read-ahead request.
     readahead_len: u64,
-    /// Blocks loaded since the iterator was last positioned (saturating): read-ahead waits for
-    /// the second, so a seek that stays in one block costs no system call.
+    /// Blocks loaded since the iterator was last positioned, counting the one it settled in
+    /// (saturating; 0 while positioning): see [`READAHEAD_AFTER_BLOCKS`].
     run_blocks: u8,
 }
 
 /// Read-ahead of a table iterator: it starts at 64 KiB when the iterator enters a region it has
 /// not asked for and doubles on each further request up to 1 MiB, so a short range scan reads
 /// little and a long scan or a compaction reads the file in large requests, although table
-/// mappings are advised random access (see `env::posix`). It begins with the second block an
-/// iterator loads after a seek (RocksDB's auto read-ahead waits for the third read): a seek
-/// whose short scan stays inside its first block, the common case of `seek` plus a few `next`,
-/// pays no `madvise`, which cost more than the seek itself when the table was cached.
+/// mappings are advised random access (see `env::posix`). It begins with the third block an
+/// iterator walks after a seek ([`READAHEAD_AFTER_BLOCKS`]): a seek plus a few `next`, the
+/// common case, pays no `madvise`, which cost more than the seek itself when the table was
+/// cached.
 const ITER_READAHEAD_MIN: u64 = 64 << 10;
+/// Blocks an iterator must have walked since it was positioned (the one it settled in counts)
+/// before it reads ahead: 2, so the third block asks, as RocksDB's auto read-ahead does. A
+/// point-like seek whose next entry is in the neighbouring block (older versions of a key,
+/// a short scan crossing a boundary) pays nothing.
+const READAHEAD_AFTER_BLOCKS: u8 = 2;
 const ITER_READAHEAD_MAX: u64 = 1 << 20;
 
 impl TableIter {
@@ -948,7 +953,7 @@ impl TableIter {
         }
         match decode_index_value(self.index.value()) {
             Some((h, _)) => {
-                if self.run_blocks > 0 {
+                if self.run_blocks >= READAHEAD_AFTER_BLOCKS {
                     self.read_ahead(h);
                 }
                 self.run_blocks = self.run_blocks.saturating_add(1);
@@ -1086,6 +1091,7 @@ impl InternalIterator for TableIter {
             d.seek_to_first();
         }
         self.skip_forward();
+        self.run_blocks = 1;
     }
     fn seek_to_last(&mut self) {
         self.error = None;
@@ -1099,21 +1105,24 @@ impl InternalIterator for TableIter {
     }
     fn seek(&mut self, target: &[u8]) {
         self.error = None;
+        // Blocks loaded while finding the target (a model's window may span two) are not a
+        // scan: no read-ahead until a `next` leaves the block the seek settled in.
         self.run_blocks = 0;
         if let Some(m) = self.table.model.get().cloned() {
             self.seek_by_model(&m, target);
-            return;
+        } else {
+            self.index.seek(target);
+            if let Err(e) = self.index.status() {
+                self.error = Some(e);
+                return;
+            }
+            self.load_block();
+            if let Some(d) = &mut self.data {
+                d.seek(target);
+            }
+            self.skip_forward();
         }
-        self.index.seek(target);
-        if let Err(e) = self.index.status() {
-            self.error = Some(e);
-            return;
-        }
-        self.load_block();
-        if let Some(d) = &mut self.data {
-            d.seek(target);
-        }
-        self.skip_forward();
+        self.run_blocks = 1;
     }
     fn next(&mut self) {
         if let Some(d) = &mut self.data {
@@ -1186,7 +1195,7 @@ mod tests {
     }
 
     #[test]
-    fn read_ahead_starts_with_the_second_block_after_a_seek() {
+    fn read_ahead_starts_with_the_third_block_after_a_seek() {
         let (t, hints) = table(5000);
         let mut it = TableIter::new(t, true);
         // Seeks that stay inside their block ask for nothing.
