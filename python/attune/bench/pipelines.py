@@ -1,4 +1,4 @@
-"""Benchmarks of attune.pipelines (Kelvin): ``attune bench pipe resharing|chain|decache|ray``.
+"""Benchmarks of attune.pipelines (Kelvin): ``attune bench dag resharing|chain|decache|ray``.
 
 Every benchmark runs SIPC and its peers in the same process run, on the same data: plain Arrow
 IPC files (``ipc-file``: written by copy, read by copy) and Arrow IPC over memory maps
@@ -67,11 +67,11 @@ class _Out:
     def __init__(self, path: str | None, as_json: bool, argv: list[str]) -> None:
         self.f = open(path, "a") if path else None  # noqa: SIM115 - closed in close()
         self.as_json = as_json
-        self.command = "attune bench pipe " + shlex.join(argv)
+        self.command = "attune bench dag " + shlex.join(argv)
         self.machine = _machine()
 
     def row(self, row: dict[str, Any]) -> None:
-        row = {"bench": "pipe", **row, "command": self.command, "machine": self.machine}
+        row = {"bench": "dag", **row, "command": self.command, "machine": self.machine}
         line = json.dumps(row)
         if self.f:
             self.f.write(line + "\n")
@@ -264,7 +264,7 @@ def _ray_or_none(args: argparse.Namespace, out: _Out) -> _Ray | None:
         return _Ray()
     except ImportError:
         print(
-            "attune bench pipe: ray is not installed (pip install 'attune[ray]'); "
+            "attune bench dag: ray is not installed (pip install 'attune[ray]'); "
             "skipping the Ray peer",
             file=sys.stderr,
         )
@@ -405,7 +405,7 @@ def _run_one(path: str, root: str, enabled: bool, conn) -> None:
 
 
 def _decache(args: argparse.Namespace, out: _Out) -> None:
-    work = tempfile.mkdtemp(prefix="attune-pipe-bench-")
+    work = tempfile.mkdtemp(prefix="attune-dag-bench-")
     path = os.path.join(work, "in.parquet")
     pq.write_table(_strings(args.string_rows, False, repeat=10), path, compression="zstd")
     ctx = mp.get_context("fork")
@@ -456,7 +456,7 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="attune bench pipe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="attune bench dag", description=__doc__.split("\n")[0])
     p.add_argument("case", choices=("resharing", "chain", "decache"))
     p.add_argument(
         "--ops", default=",".join(INT_OPS + STR_OPS), help="resharing: operations (default: all)"

@@ -1,11 +1,11 @@
-"""CLI verb `attune pipe`: run a DAG module, inspect and clean shared pipeline state.
+"""CLI verb `attune dag`: run a DAG module, inspect and clean shared pipeline state.
 
-* ``attune pipe run FILE.py`` runs the DAG a Python file defines (a module-level ``dag``, or a
+* ``attune dag run FILE.py`` runs the DAG a Python file defines (a module-level ``dag``, or a
   ``build()`` function returning one), every node in its own process, and prints per node the
   seconds, bytes copied and reshared; ``--json`` prints the run's measurements as one object.
-* ``attune pipe stats`` lists DeCache entries (source, bytes, live references) and run
+* ``attune dag stats`` lists DeCache entries (source, bytes, live references) and run
   directories (with whether their driver is alive).
-* ``attune pipe clean`` removes run directories left by dead drivers and, with ``--evict``,
+* ``attune dag clean`` removes run directories left by dead drivers and, with ``--evict``,
   unreferenced DeCache entries.
 """
 
@@ -21,12 +21,12 @@ from attune.cli import add_output_flags, progress
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "pipe",
+        "dag",
         help="zero-copy Arrow pipelines: run a DAG module, show or clean shared state",
         description="Run DAGs of Python functions Table -> Table, one process per node, tables "
         "passed by reference (SIPC); inspect the shared loader cache (DeCache).",
     )
-    verbs = p.add_subparsers(dest="pipe_verb", metavar="COMMAND", required=True)
+    verbs = p.add_subparsers(dest="dag_verb", metavar="COMMAND", required=True)
 
     r = verbs.add_parser("run", help="run the DAG a Python file defines (`dag` or `build()`)")
     r.add_argument("module", metavar="FILE.py", help="Python file defining `dag` or `build()`")
