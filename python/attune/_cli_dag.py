@@ -47,6 +47,17 @@ def register(sub) -> None:
     r.add_argument("--root", default=None, help="directory for shared files (default /dev/shm)")
     r.add_argument("--checksums", action="store_true", help="CRC-32 every shared buffer")
     r.add_argument("--inline", action="store_true", help="run every node in this process")
+    r.add_argument(
+        "--reuse-processes",
+        action="store_true",
+        help="run nodes in worker processes reused from node to node (no process per node)",
+    )
+    r.add_argument(
+        "--mode",
+        choices=("process", "ray"),
+        default="process",
+        help="process (default) or ray: the same nodes as Ray tasks (needs the ray extra)",
+    )
     add_output_flags(r, json_help="print the run's measurements as one JSON object")
     r.set_defaults(func=_run)
 
@@ -125,6 +136,8 @@ def _run(args) -> int:
             root=args.root,
             checksums=args.checksums,
             on_node_done=lambda name, stats: bar.update(1),
+            mode=args.mode,
+            reuse_processes=args.reuse_processes,
         )
     finally:
         bar.close()
@@ -133,10 +146,10 @@ def _run(args) -> int:
         return 0
     print(f"{'node':<20} {'seconds':>8} {'copied MiB':>11} {'reshared MiB':>13} {'rows':>10}")
     for name, n in res.nodes.items():
-        secs = n["read_seconds"] + n["compute_seconds"] + n["write_seconds"]
+        secs = n.get("read_seconds", 0) + n["compute_seconds"] + n.get("write_seconds", 0)
         print(
-            f"{name:<20} {secs:>8.3f} {n['bytes_copied'] / 2**20:>11.1f} "
-            f"{n['bytes_reshared'] / 2**20:>13.1f} {n['rows']:>10}"
+            f"{name:<20} {secs:>8.3f} {n.get('bytes_copied', 0) / 2**20:>11.1f} "
+            f"{n.get('bytes_reshared', 0) / 2**20:>13.1f} {n['rows']:>10}"
         )
     tot = res.totals()
     print(

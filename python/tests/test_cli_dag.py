@@ -38,6 +38,14 @@ def test_run_prints_every_node(module, tmp_path, capsys):
     assert "load" in out and "double" in out and "output double: 1000 rows, 2 columns" in out
 
 
+def test_run_with_reused_processes(module, tmp_path, capsys):
+    argv = ["dag", "run", str(module), "--root", str(tmp_path), "--json", "--reuse-processes"]
+    assert main([*argv, "--parallel", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reuse_processes"] and doc["outputs"] == {"double": {"rows": 1000, "columns": 2}}
+    assert doc["nodes"]["load"]["pid"] == doc["nodes"]["double"]["pid"]
+
+
 def test_run_json_under_spawn(module, tmp_path, capsys):
     # spawn starts a fresh interpreter per node (seconds each here): the one spawn test of the
     # pipelines; it also checks that spawned nodes import the DAG module's functions.

@@ -50,6 +50,7 @@ struct Segment {
   int64_t live;
   int fd;
   std::string path;
+  bool retired;  // belongs to an earlier node of a reused process (see Restart)
 };
 
 class ShmPool : public arrow::MemoryPool {
@@ -151,7 +152,7 @@ class ShmPool : public arrow::MemoryPool {
     for (Segment& s : segments_) {
       if (buffer >= s.base && buffer < s.base + s.length) {
         s.live -= size;
-        if (!frozen_) Punch(s, buffer - s.base, size);
+        if (!frozen_ && !s.retired) Punch(s, buffer - s.base, size);
         return;
       }
     }
@@ -171,7 +172,7 @@ class ShmPool : public arrow::MemoryPool {
   bool PunchPath(const std::string& path, int64_t offset, int64_t length) {
     std::lock_guard<std::mutex> lock(mu_);
     for (Segment& s : segments_) {
-      if (s.path == path) {
+      if (s.path == path && !s.retired) {
         if (offset < 0 || length < 0 || offset + length > s.length) return false;
         Punch(s, offset, length);
         return true;
@@ -180,11 +181,54 @@ class ShmPool : public arrow::MemoryPool {
     return false;
   }
 
+  // A reused node process starts its next node: every segment of the finished node that holds
+  // no live allocation is unmapped and closed (its file belongs to the run directory, which the
+  // driver cleans); segments still holding live allocations (a buffer the node's code kept) stay
+  // mapped but retired: never bumped into, never reported by Segments(), never punched. Returns [(address, length, path)] of the released segments
+  // and sets *retained to the bytes of the retired ones still mapped.
+  PyObject* Restart(int64_t* retained) {
+    std::lock_guard<std::mutex> lock(mu_);
+    PyObject* released = PyList_New(0);
+    if (released == nullptr) return nullptr;
+    std::deque<Segment> kept;
+    *retained = 0;
+    for (Segment& s : segments_) {
+      if (s.live > 0) {
+        s.retired = true;
+        *retained += s.length;
+        kept.push_back(s);
+        continue;
+      }
+      PyObject* t = Py_BuildValue("(KLs)", reinterpret_cast<unsigned long long>(s.base),
+                                  static_cast<long long>(s.length), s.path.c_str());
+      if (t == nullptr || PyList_Append(released, t) != 0) {
+        Py_XDECREF(t);
+        Py_DECREF(released);
+        return nullptr;
+      }
+      Py_DECREF(t);
+      ::munmap(s.base, static_cast<size_t>(s.length));
+      ::close(s.fd);
+    }
+    segments_.swap(kept);
+    current_ = nullptr;
+    frozen_ = false;
+    return released;
+  }
+
+  // Names the segments of the next node PREFIX.0, PREFIX.1, ...
+  void SetPrefix(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mu_);
+    prefix_ = prefix;
+    next_index_ = 0;
+  }
+
   PyObject* Segments() {
     std::lock_guard<std::mutex> lock(mu_);
     PyObject* list = PyList_New(0);
     if (list == nullptr) return nullptr;
     for (const Segment& s : segments_) {
+      if (s.retired) continue;
       PyObject* t = Py_BuildValue("(KLs)", reinterpret_cast<unsigned long long>(s.base),
                                   static_cast<long long>(s.length), s.path.c_str());
       if (t == nullptr || PyList_Append(list, t) != 0) {
@@ -199,7 +243,7 @@ class ShmPool : public arrow::MemoryPool {
 
  private:
   arrow::Status NewSegment(int64_t length, Segment** out) {
-    std::string path = dir_ + "/" + prefix_ + "." + std::to_string(segments_.size());
+    std::string path = dir_ + "/" + prefix_ + "." + std::to_string(next_index_++);
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return arrow::Status::OutOfMemory("cannot create shared segment ", path);
     if (::ftruncate(fd, length) != 0) {
@@ -214,7 +258,7 @@ class ShmPool : public arrow::MemoryPool {
       ::unlink(path.c_str());
       return arrow::Status::OutOfMemory("cannot map shared segment ", path);
     }
-    segments_.push_back(Segment{static_cast<uint8_t*>(p), length, 0, 0, fd, path});
+    segments_.push_back(Segment{static_cast<uint8_t*>(p), length, 0, 0, fd, path, false});
     *out = &segments_.back();  // the caller decides whether it becomes the bump segment
     return arrow::Status::OK();
   }
@@ -234,6 +278,7 @@ class ShmPool : public arrow::MemoryPool {
   std::deque<Segment> segments_;  // deque: references stay valid as it grows
   Segment* current_ = nullptr;
   bool frozen_ = false;
+  int64_t next_index_ = 0;
   int64_t bytes_allocated_ = 0;
   int64_t total_allocated_ = 0;
   int64_t num_allocations_ = 0;
@@ -264,6 +309,43 @@ PyObject* freeze(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* restart(PyObject*, PyObject*) {
+  if (g_pool == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "no shared memory pool in this process");
+    return nullptr;
+  }
+  int64_t retained = 0;
+  PyObject* released = g_pool->Restart(&retained);
+  if (released == nullptr) return nullptr;
+  return Py_BuildValue("(NL)", released, static_cast<long long>(retained));
+}
+
+PyObject* set_prefix(PyObject*, PyObject* args) {
+  const char* prefix;
+  if (!PyArg_ParseTuple(args, "s", &prefix)) return nullptr;
+  if (g_pool == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "no shared memory pool in this process");
+    return nullptr;
+  }
+  g_pool->SetPrefix(prefix);
+  Py_RETURN_NONE;
+}
+
+// Punches whole pages of a file by path (a released segment: no longer mapped here).
+PyObject* punch_file(PyObject*, PyObject* args) {
+  const char* path;
+  long long offset;
+  long long length;
+  if (!PyArg_ParseTuple(args, "sLL", &path, &offset, &length)) return nullptr;
+  int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+  long long first = (offset + kPageBytes - 1) / kPageBytes * kPageBytes;
+  long long last = (offset + length) / kPageBytes * kPageBytes;
+  if (last > first) ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, first, last - first);
+  ::close(fd);
+  Py_RETURN_NONE;
+}
+
 PyObject* segments(PyObject*, PyObject*) {
   if (g_pool == nullptr) return PyList_New(0);
   return g_pool->Segments();
@@ -284,6 +366,10 @@ PyObject* punch(PyObject*, PyObject* args) {
 PyMethodDef kMethods[] = {
     {"punch", punch, METH_VARARGS, "punch(path, offset, length): free whole pages of a range"},
     {"create", create, METH_VARARGS, "create(dir, prefix, segment_bytes) -> pyarrow.MemoryPool"},
+    {"restart", restart, METH_NOARGS,
+     "restart() -> ([(address, length, path)] released, retained bytes): after a node"},
+    {"set_prefix", set_prefix, METH_VARARGS, "set_prefix(prefix): names the next segments"},
+    {"punch_file", punch_file, METH_VARARGS, "punch_file(path, offset, length): whole pages"},
     {"freeze", freeze, METH_NOARGS, "stop returning freed pages (before sharing)"},
     {"segments", segments, METH_NOARGS, "[(address, length, path)] of every segment"},
     {nullptr, nullptr, 0, nullptr},

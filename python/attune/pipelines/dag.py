@@ -59,6 +59,7 @@ from attune.pipelines.arena import Arena
 
 __all__ = [
     "DAG",
+    "MODES",
     "TRANSPORTS",
     "Node",
     "NodeContext",
@@ -83,6 +84,7 @@ def _safe(name: str) -> str:
 
 
 START_METHODS = ("fork", "spawn")
+MODES = ("process", "ray")
 #: Bound on the nodes of one DAG (a limit on every loop and queue).
 NODES_MAX = 10_000
 
@@ -184,6 +186,8 @@ class RunResult:
     start_method: str = "fork"
     memory_pool: str = "default"
     shared_bytes_peak: int = 0
+    mode: str = "process"
+    reuse_processes: bool = False
 
     def __getitem__(self, name: str) -> pa.Table:
         return self.tables[name]
@@ -210,8 +214,10 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "mode": self.mode,
             "transport": self.transport,
             "start_method": self.start_method,
+            "reuse_processes": self.reuse_processes,
             "memory_pool": self.memory_pool,
             "outputs": {
                 k: {"rows": t.num_rows, "columns": t.num_columns} for k, t in self.tables.items()
@@ -294,12 +300,59 @@ def _child_main(
     conn,
     memory_pool: str = "default",
 ) -> None:
+    """A node's own process: one node, then exit."""
+    try:
+        if node.memory_limit_bytes is not None:
+            try:
+                _set_memory_limit(node.memory_limit_bytes)
+            except BaseException as e:  # noqa: BLE001 - reported to the parent
+                conn.send(("error", "exception", f"cannot set its memory limit: {e}", ""))
+                return
+        conn.send(_node_body(node, input_paths, directory, transport, checksums, memory_pool))
+    finally:
+        conn.close()
+
+
+def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: bool, conn) -> None:
+    """A reused node process (``reuse_processes=True``): runs node after node until told to
+    stop. The nodes came with the fork (or, under spawn, once as arguments), so only a node's
+    index, its input paths and its memory pool cross the pipe. After each node every reference
+    to its tables is dropped and, with the shared pool, the node's segments are unmapped
+    (:func:`attune.pipelines.shmpool.release`), so a worker holds nothing of a finished node."""
+    import gc
+
+    try:
+        while True:
+            try:
+                job = conn.recv()
+            except EOFError:
+                return
+            if job is None:
+                return
+            index, input_paths, memory_pool = job
+            msg = _node_body(
+                nodes[index], input_paths, directory, transport, checksums, memory_pool, reuse=True
+            )
+            conn.send(msg)
+            gc.collect()
+    finally:
+        conn.close()
+
+
+def _node_body(
+    node: Node,
+    input_paths: list[str],
+    directory: str,
+    transport: str,
+    checksums: bool,
+    memory_pool: str,
+    reuse: bool = False,
+) -> tuple:
+    """Read, call, check, share, measure: returns the one message for the parent."""
     io0 = proc_io()
     anon0 = smaps_rollup().get("Pss_Anon", 0)
     t0 = time.perf_counter()
     try:
-        if node.memory_limit_bytes is not None:
-            _set_memory_limit(node.memory_limit_bytes)
         if memory_pool == "shm":
             from attune.pipelines import shmpool
 
@@ -313,57 +366,64 @@ def _child_main(
         if isinstance(out, pa.RecordBatch):
             out = pa.Table.from_batches([out])
         if not isinstance(out, pa.Table):
-            conn.send(
-                (
-                    "error",
-                    "not-a-table",
-                    (
-                        f"returned {type(out).__module__}.{type(out).__qualname__}, "
-                        "not a pyarrow.Table"
-                    ),
-                    "",
-                )
+            return (
+                "error",
+                "not-a-table",
+                f"returned {type(out).__module__}.{type(out).__qualname__}, not a pyarrow.Table",
+                "",
             )
-            return
         if memory_pool == "shm":
             shmpool.freeze()  # from here on the output's pages are shared: never punched
         rollup_before = smaps_rollup()
         io2 = proc_io()
         path, wstats = _write_output(transport, out, directory, node.name, checksums)
         ranges = wstats.pop("_ranges", {})
-        if memory_pool == "shm":
-            wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
-        io3 = proc_io()
-        t3 = time.perf_counter()
-        rollup_after = smaps_rollup()
         stats: dict[str, Any] = {
             "rows": out.num_rows,
             "columns": out.num_columns,
             "output_bytes": out.nbytes,
-            "read_seconds": t1 - t0,
-            "compute_seconds": t2 - t1,
-            "write_seconds": t3 - t2,
-            "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
-            "write_bytes_copied": io3.get("wchar", 0) - io2.get("wchar", 0),
-            "pss_bytes": rollup_before.get("Pss", 0),
-            "pss_anon_bytes": rollup_before.get("Pss_Anon", 0),
-            "pss_shmem_bytes": rollup_before.get("Pss_Shmem", 0),
-            "pss_anon_after_write_bytes": rollup_after.get("Pss_Anon", 0),
-            # What the node added to anonymous memory (its data, not the interpreter it
-            # shares with the parent).
-            "anon_growth_bytes": max(0, rollup_after.get("Pss_Anon", 0) - anon0),
-            "memory_pool": memory_pool,
-            **wstats,
         }
-        conn.send(("ok", path, stats))
-    except MemoryError:
-        conn.send(
-            ("error", "out-of-memory", "ran out of memory (MemoryError)", traceback.format_exc())
+        if reuse:
+            # Nothing of this node may outlive it in the worker: its tables, its context's
+            # arena, then (with the pool) its segments.
+            del out, inputs, ctx
+            import gc
+
+            gc.collect()
+            if memory_pool == "shm":
+                released, retained = shmpool.release(ranges)
+                wstats["pool_bytes_trimmed"] = released
+                wstats["pool_bytes_retained"] = retained
+        elif memory_pool == "shm":
+            wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
+        io3 = proc_io()
+        t3 = time.perf_counter()
+        rollup_after = smaps_rollup()
+        stats.update(
+            {
+                "read_seconds": t1 - t0,
+                "compute_seconds": t2 - t1,
+                "write_seconds": t3 - t2,
+                "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
+                "write_bytes_copied": io3.get("wchar", 0) - io2.get("wchar", 0),
+                "pss_bytes": rollup_before.get("Pss", 0),
+                "pss_anon_bytes": rollup_before.get("Pss_Anon", 0),
+                "pss_shmem_bytes": rollup_before.get("Pss_Shmem", 0),
+                "pss_anon_after_write_bytes": rollup_after.get("Pss_Anon", 0),
+                # What the node added to anonymous memory (its data, not the interpreter it
+                # shares with the parent).
+                "anon_growth_bytes": max(0, rollup_after.get("Pss_Anon", 0) - anon0),
+                "memory_pool": memory_pool,
+                "pid": os.getpid(),
+                "reused_process": reuse,
+                **wstats,
+            }
         )
+        return ("ok", path, stats)
+    except MemoryError:
+        return ("error", "out-of-memory", "ran out of memory (MemoryError)", traceback.format_exc())
     except BaseException as e:  # noqa: BLE001 - reported to the parent, never lost
-        conn.send(("error", "exception", f"raised {type(e).__name__}: {e}", traceback.format_exc()))
-    finally:
-        conn.close()
+        return ("error", "exception", f"raised {type(e).__name__}: {e}", traceback.format_exc())
 
 
 # --------------------------------------------------------------------------------------------
@@ -496,6 +556,8 @@ class DAG:
         keep_directory: bool = False,
         memory_pool: str = "auto",
         on_node_done: Callable[[str, dict[str, Any]], None] | None = None,
+        mode: str = "process",
+        reuse_processes: bool = False,
     ) -> RunResult:
         """Runs the DAG, every node in its own process; returns the ``outputs`` (default: the
         sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
@@ -505,7 +567,24 @@ class DAG:
         (:mod:`attune.pipelines.shmpool`), so pyarrow-made outputs are shared without a copy;
         ``default`` keeps pyarrow's pool (outputs are copied once into the column files);
         ``auto`` (the default) is ``shm`` with the SIPC transport when the pool can be built
-        here, else ``default``."""
+        here, else ``default``.
+
+        ``reuse_processes``: nodes run in up to ``parallel`` worker processes reused from node
+        to node (no process start per node; a worker drops everything of a node before the next,
+        see :func:`_worker_main`); a node with ``memory_limit_bytes`` still gets its own process.
+
+        ``mode``: ``process`` (the above) or ``ray``: the same nodes run as Ray tasks, tables
+        passing through Ray's object store (the ``ray`` extra; for a DAG that outgrows one
+        machine, and the benchmarks' peer). Results are the same; a failing node raises the same
+        :class:`NodeFailedError`. ``transport``, ``start_method``, ``memory_pool``,
+        ``checksums`` and ``reuse_processes`` do not apply to Ray (its workers are always
+        reused); ``memory_limit_bytes`` becomes the task's Ray ``memory`` request."""
+        if mode not in MODES:
+            raise InvalidArgumentError(f"unknown mode {mode!r} (one of: {', '.join(MODES)})")
+        if not self.nodes:
+            raise PipelineError("the DAG has no nodes")
+        if mode == "ray":
+            return self._run_ray(self._outputs(outputs), parallel, on_node_done)
         if start_method not in START_METHODS:
             raise InvalidArgumentError(
                 f"unknown start method {start_method!r} (one of: {', '.join(START_METHODS)})"
@@ -536,7 +615,11 @@ class DAG:
             prefix=f"{RUN_PREFIX}{os.getpid()}.{_safe(self.name)}.", dir=root or default_root()
         )
         result = RunResult(
-            {}, transport=transport, start_method=start_method, memory_pool=memory_pool
+            {},
+            transport=transport,
+            start_method=start_method,
+            memory_pool=memory_pool,
+            reuse_processes=reuse_processes,
         )
         t0 = time.perf_counter()
         leases = []
@@ -553,6 +636,7 @@ class DAG:
                 result,
                 on_node_done,
                 memory_pool,
+                reuse_processes,
             )
             for n in want:
                 result.tables[n.name] = _read_input(transport, paths[n.name])
@@ -575,54 +659,112 @@ class DAG:
         result,
         on_node_done,
         memory_pool,
+        reuse_processes=False,
     ) -> dict[str, str]:
         consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
         for n in self.nodes:
             for i in n.inputs:
                 consumers[id(i)] += 1
+        index = {id(n): k for k, n in enumerate(self.nodes)}
         keep = {id(n) for n in want}
         paths: dict[str, str] = {}
         done: set[int] = set()
         waiting = list(self.nodes)
-        running: dict[Any, tuple[Node, Any, Any]] = {}  # sentinel -> (node, process, conn)
+        # waitable (a process sentinel, or a worker's pipe) -> (node, process, conn, pooled)
+        running: dict[Any, tuple[Node, Any, Any, bool]] = {}
+        idle: list[tuple[Any, Any]] = []  # reused workers waiting for a node: (process, conn)
+        workers: list[tuple[Any, Any]] = []
         live_tables: dict[int, str] = {}
+
+        def start_worker() -> tuple[Any, Any]:
+            parent_conn, child_conn = ctx.Pipe(duplex=True)
+            p = ctx.Process(
+                target=_worker_main,
+                args=(self.nodes, directory, transport, checksums, child_conn),
+                name="attune-dag:worker",
+                daemon=True,
+            )
+            p.start()
+            child_conn.close()
+            workers.append((p, parent_conn))
+            return p, parent_conn
+
+        def retire_worker(p, conn) -> None:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+            p.join()
+            conn.close()
+            workers.remove((p, conn))
+
         try:
             while waiting or running:
                 for n in list(waiting):
-                    if len(running) >= parallel:
+                    if len({id(v[1]) for v in running.values()}) >= parallel:
                         break
-                    if all(id(i) in done for i in n.inputs):
-                        waiting.remove(n)
-                        parent_conn, child_conn = ctx.Pipe(duplex=False)
-                        args = (
-                            n,
-                            [paths[i.name] for i in n.inputs],
-                            directory,
-                            transport,
-                            checksums,
-                            child_conn,
-                            memory_pool,
-                        )
-                        p = ctx.Process(
-                            target=_child_main, args=args, name=f"attune-pipe:{n.name}", daemon=True
-                        )
-                        p.start()
-                        child_conn.close()
-                        running[p.sentinel] = (n, p, parent_conn)
+                    if not all(id(i) in done for i in n.inputs):
+                        continue
+                    waiting.remove(n)
+                    input_paths = [paths[i.name] for i in n.inputs]
+                    if reuse_processes and n.memory_limit_bytes is None:
+                        # A node with a memory limit gets its own process (an address-space
+                        # cap cannot be lifted again for the next node).
+                        p, conn = idle.pop() if idle else start_worker()
+                        conn.send((index[id(n)], input_paths, memory_pool))
+                        running[conn] = running[p.sentinel] = (n, p, conn, True)
+                        continue
+                    parent_conn, child_conn = ctx.Pipe(duplex=False)
+                    args = (
+                        n,
+                        input_paths,
+                        directory,
+                        transport,
+                        checksums,
+                        child_conn,
+                        memory_pool,
+                    )
+                    p = ctx.Process(
+                        target=_child_main, args=args, name=f"attune-dag:{n.name}", daemon=True
+                    )
+                    p.start()
+                    child_conn.close()
+                    running[p.sentinel] = (n, p, parent_conn, False)
                 if not running:
                     raise PipelineError("no node can run (a cycle?)")  # unreachable by design
                 ready = wait(list(running))
                 for s in ready:
-                    n, p, conn = running.pop(s)
+                    if s not in running:
+                        continue  # the other waitable of a reused worker, already handled
+                    n, p, conn, pooled = running.pop(s)
                     msg = None
-                    try:
-                        if conn.poll():
+                    if pooled:
+                        running.pop(conn, None)
+                        running.pop(p.sentinel, None)
+                        try:
                             msg = conn.recv()
-                    except (EOFError, OSError):
-                        msg = None
-                    p.join()
-                    conn.close()
-                    self._check(n, p, msg)
+                        except (EOFError, OSError):
+                            msg = None
+                        if msg is None:
+                            p.join()
+                            conn.close()
+                            workers.remove((p, conn))
+                        self._check(n, p, msg, pooled=True)
+                        if msg[2].get("pool_bytes_retained", 0) > 0:
+                            # The node's code kept pool memory alive (e.g. in a global): a
+                            # fresh worker takes the next node, so nothing of it lingers.
+                            retire_worker(p, conn)
+                        else:
+                            idle.append((p, conn))
+                    else:
+                        try:
+                            if conn.poll():
+                                msg = conn.recv()
+                        except (EOFError, OSError):
+                            msg = None
+                        p.join()
+                        conn.close()
+                        self._check(n, p, msg)
                     _, path, stats = msg
                     paths[n.name] = path
                     done.add(id(n))
@@ -639,17 +781,98 @@ class DAG:
                         if consumers[id(i)] == 0 and id(i) not in keep:
                             self._drop(transport, live_tables, id(i), directory)
         except BaseException:
-            for n, p, conn in running.values():
+            procs = {id(v[1]): v[1] for v in running.values()}
+            for p in procs.values():
                 p.kill()
-            for n, p, conn in running.values():
+            for p in procs.values():
+                p.join()
+            for v in running.values():
+                v[2].close()
+            for p, conn in workers:
+                if p.is_alive():
+                    p.kill()
                 p.join()
                 conn.close()
+            workers.clear()
             raise
+        while workers:
+            retire_worker(*workers[0])
         return paths
 
+    def _run_ray(
+        self,
+        want: list[Node],
+        parallel: int | None,
+        on_node_done: Callable[[str, dict[str, Any]], None] | None,
+    ) -> RunResult:
+        """The same nodes as Ray tasks; edges are Ray object references (its object store)."""
+        ray = _ray_session(parallel)
+        task = ray.remote(_ray_node)
+        result = RunResult({}, transport="ray", start_method="ray", mode="ray")
+        t0 = time.perf_counter()
+        leases = []
+        data: dict[int, Any] = {}
+        stats: dict[int, Any] = {}
+        try:
+            for cache, path, cols in self._cached_loads:
+                leases.append(cache.lease(cache.key(path, cols)))
+            for n in self.nodes:
+                opts: dict[str, Any] = {"num_returns": 2, "name": n.name, "max_retries": 0}
+                if n.memory_limit_bytes is not None:
+                    opts["memory"] = n.memory_limit_bytes
+                data[id(n)], stats[id(n)] = task.options(**opts).remote(
+                    n, *[data[id(i)] for i in n.inputs]
+                )
+            # Collected in insertion (topological) order: the first failure found is the
+            # failing node's own (its consumers fail only because of it).
+            for n in self.nodes:
+                try:
+                    node_stats = ray.get(stats[id(n)])
+                except ray.exceptions.RayTaskError as e:
+                    cause = getattr(e, "cause", None)
+                    if isinstance(cause, NodeFailedError):
+                        raise NodeFailedError(str(cause), cause.node, cause.reason, cause.detail)
+                    reason = "out-of-memory" if isinstance(cause, MemoryError) else "exception"
+                    what = f"{type(cause).__name__}: {cause}" if cause is not None else str(e)
+                    raise NodeFailedError(
+                        f"node {n.name} raised {what}", n.name, reason, str(e)
+                    ) from None
+                except ray.exceptions.OutOfMemoryError as e:
+                    raise NodeFailedError(
+                        f"node {n.name} ran out of memory (Ray's memory monitor killed it)",
+                        n.name,
+                        "out-of-memory",
+                        str(e),
+                    ) from None
+                except ray.exceptions.RayError as e:
+                    # WorkerCrashedError and friends: the worker process died.
+                    raise NodeFailedError(
+                        f"node {n.name} was killed: its Ray worker died ({type(e).__name__})",
+                        n.name,
+                        "killed",
+                        str(e),
+                    ) from None
+                result.nodes[n.name] = node_stats
+                if on_node_done is not None:
+                    on_node_done(n.name, node_stats)
+            for n in want:
+                result.tables[n.name] = ray.get(data[id(n)])
+        except BaseException:
+            for ref in data.values():
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001, S110 - best effort: finished tasks refuse
+                    pass
+            raise
+        finally:
+            for lease in leases:
+                lease.release()
+        result.seconds = time.perf_counter() - t0
+        return result
+
     @staticmethod
-    def _check(n: Node, p, msg) -> None:
-        if msg is not None and msg[0] == "ok" and p.exitcode == 0:
+    def _check(n: Node, p, msg, pooled: bool = False) -> None:
+        if msg is not None and msg[0] == "ok" and (pooled or p.exitcode == 0):
             return
         if msg is not None and msg[0] == "error":
             _, reason, text, detail = msg
@@ -685,6 +908,55 @@ class DAG:
                     os.unlink(f)
                 except FileNotFoundError:
                     pass
+
+
+def _ray_session(parallel: int | None):
+    """Ray, started here (local, no dashboard) unless the caller already connected it."""
+    try:
+        import ray
+    except ImportError:
+        raise PipelineError(
+            "mode='ray' needs Ray (pip install 'attune[ray]'); it is not installed"
+        ) from None
+    if not ray.is_initialized():
+        # On a loaded machine the raylet can take longer than Ray's default wait to come up.
+        os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
+        ray.init(
+            num_cpus=max(1, parallel or os.cpu_count() or 1),
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    return ray
+
+
+def _ray_node(node: Node, *inputs: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
+    """A node as a Ray task: the same call and checks as in a node process."""
+    t0 = time.perf_counter()
+    if node.wants_ctx:
+        directory = tempfile.mkdtemp(prefix="attune-dag-ray-", dir=default_root())
+        try:
+            out = node.fn(*inputs, ctx=NodeContext(node.name, directory))
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)  # maps stay valid
+    else:
+        out = node.fn(*inputs)
+    if isinstance(out, pa.RecordBatch):
+        out = pa.Table.from_batches([out])
+    if not isinstance(out, pa.Table):
+        raise NodeFailedError(
+            f"node {node.name} returned {type(out).__module__}.{type(out).__qualname__}, "
+            "not a pyarrow.Table",
+            node.name,
+            "not-a-table",
+        )
+    stats = {
+        "rows": out.num_rows,
+        "columns": out.num_columns,
+        "output_bytes": out.nbytes,
+        "compute_seconds": time.perf_counter() - t0,
+    }
+    return out, stats
 
 
 def run_directories(root: str | None = None) -> list[dict[str, Any]]:
