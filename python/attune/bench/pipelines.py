@@ -146,7 +146,7 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
         _op(op)(small)
         per: dict[str, list[dict[str, Any]]] = {}
         for rep in range(args.repeat):
-            for label, transport, _producer, pool in _variants(args, arena=False):
+            for label, transport, _producer, pool, _reuse in _variants(args, arena=False):
                 dag = DAG(f"reshare-{op}")
                 src = dag.node(load, name="load")
                 dag.node(_op(op), src, name=op)
@@ -248,14 +248,6 @@ class _Ray:
         self.ray.get(ref)
         return t2 - t1, time.perf_counter() - t0
 
-    def run_chain(self, fns: list) -> float:
-        t0 = time.perf_counter()
-        ref = self.node.remote(fns[0])
-        for fn in fns[1:]:
-            ref = self.node.remote(fn, ref)
-        self.ray.get(ref)
-        return time.perf_counter() - t0
-
 
 def _ray_or_none(args: argparse.Namespace, out: _Out) -> _Ray | None:
     if "ray" not in args.peers:
@@ -293,42 +285,115 @@ def _chain_step(seed: int, producer: str) -> Callable[..., pa.Table]:
     return step
 
 
-def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str, str]]:
-    """(label, transport, producer, memory pool) of every contender. SIPC runs as ``sipc``
-    (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's own pool: the
-    output is copied once into the column files; the pool switched off) and, in the chain,
-    ``sipc:arena`` (numpy computing into the node's arena)."""
+def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str, str, bool]]:
+    """(label, transport, producer, memory pool, reused processes) of every contender. SIPC
+    runs as ``sipc`` (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's
+    own pool: the output is copied once into the column files; the pool switched off) and, in
+    the chain, ``sipc:arena`` (numpy computing into the node's arena) and ``sipc:reuse`` (the
+    pool, nodes in reused worker processes instead of a fork per node)."""
     out = []
     for t in args.transports:
         if t != "sipc":
-            out.append((t, t, "pyarrow", "default"))
+            out.append((t, t, "pyarrow", "default", False))
             continue
         for v in args.sipc_variants:
             if v == "pool":
-                out.append(("sipc", t, "pyarrow", "shm"))
+                out.append(("sipc", t, "pyarrow", "shm", False))
             elif v == "copy":
-                out.append(("sipc:copy", t, "pyarrow", "default"))
+                out.append(("sipc:copy", t, "pyarrow", "default", False))
             elif v == "arena" and arena:
-                out.append(("sipc:arena", t, "arena", "default"))
+                out.append(("sipc:arena", t, "arena", "default", False))
+            elif v == "reuse" and arena:
+                out.append(("sipc:reuse", t, "pyarrow", "shm", True))
     return out
+
+
+def _chain_dag(rows: int, length: int, producer: str) -> DAG:
+    dag = DAG("chain")
+    prev = dag.node(functools.partial(_ints, 2, rows), name="load")
+    for i in range(1, length):
+        prev = dag.node(_chain_step(i, producer), prev, name=f"add{i}", ctx=producer == "arena")
+    return dag
+
+
+def _overheads(rows: int, length: int) -> dict[str, float]:
+    """What a node costs besides its work, measured here (medians of 10): a fork of this
+    process and its exit (a node process), a read of ``/proc/self/smaps_rollup`` in a process
+    that maps the chain's last table (memory measurement), and a message round trip to a
+    reused worker."""
+    ctx = mp.get_context("fork")
+
+    def med(f) -> float:
+        xs = []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            f()
+            xs.append(time.perf_counter() - t0)
+        return statistics.median(xs)
+
+    def fork_exit() -> None:
+        p = ctx.Process(target=int)
+        p.start()
+        p.join()
+
+    from attune.pipelines.dag import smaps_rollup
+
+    res = _chain_dag(rows, length, "pyarrow").run(measure_memory=False)
+    last = res.tables[f"add{length - 1}"]
+    sum(c.nbytes for c in last.columns)  # keep it mapped
+    rollup = med(smaps_rollup)
+    del res, last
+    a, b = ctx.Pipe()
+
+    def echo(conn) -> None:
+        while (m := conn.recv()) is not None:
+            conn.send(m)
+
+    p = ctx.Process(target=echo, args=(b,), daemon=True)
+    p.start()
+
+    def rt() -> None:
+        a.send((1, ["x"], "shm", False))
+        a.recv()
+
+    roundtrip = med(rt)
+    a.send(None)
+    p.join()
+    return {
+        "fork_exit_seconds": med(fork_exit),
+        "smaps_rollup_seconds": rollup,
+        "worker_roundtrip_seconds": roundtrip,
+    }
 
 
 def _chain(args: argparse.Namespace, out: _Out) -> None:
     rows = args.column_mib * (1 << 20) // 8
-    ray_peer = _ray_or_none(args, out)
+    ray_on = _ray_or_none(args, out) is not None
     _chain_step(1, "pyarrow")(_ints(2, 1000))  # warm up (see _resharing)
+    distinct = (2 + args.length - 1) * rows * 8
     per: dict[str, list[dict[str, Any]]] = {}
+    variants = _variants(args, arena=True)
+    if ray_on:
+        # Ray's workers start on first use: one untimed run, as every process engine has its
+        # imports and kernels warm in the forked parent.
+        _chain_dag(rows, args.length, "pyarrow").run(mode="ray")
+        variants.append(("ray", "ray", "pyarrow", "default", False))
     for rep in range(args.repeat):
-        for label, transport, producer, pool in _variants(args, arena=True):
-            dag = DAG("chain")
-            prev = dag.node(lambda: _ints(2, rows), name="load")
-            for i in range(1, args.length):
-                prev = dag.node(
-                    _chain_step(i, producer), prev, name=f"add{i}", ctx=producer == "arena"
+        for label, transport, producer, pool, reuse in variants:
+            dag = _chain_dag(rows, args.length, producer)
+            # Timed runs do not read smaps_rollup in every node (milliseconds each, which the
+            # Ray peer does not pay); memory is measured in a separate run below.
+            if transport == "ray":
+                res = dag.run(mode="ray")
+            else:
+                res = dag.run(
+                    transport=transport,
+                    root=args.root,
+                    memory_pool=pool,
+                    reuse_processes=reuse,
+                    measure_memory=False,
                 )
-            res = dag.run(transport=transport, root=args.root, memory_pool=pool)
             tot = res.totals()
-            distinct = (2 + args.length - 1) * rows * 8
             row = {
                 "kind": "chain",
                 "engine": label,
@@ -336,53 +401,45 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
                 "repeat": rep,
                 "seconds": res.seconds,
                 "runs_per_sec": 1.0 / res.seconds,
-                "bytes_copied": tot["read_bytes_copied"] + tot["write_bytes_copied"],
-                "bytes_copied_after_load": sum(
-                    n["read_bytes_copied"] + n["write_bytes_copied"]
-                    for k, n in res.nodes.items()
-                    if k != "load"
-                ),
-                "output_file_bytes": tot["output_file_bytes"],
-                "shared_bytes_peak": tot["shared_bytes_peak"],
-                "memory_peak_bytes": tot["memory_peak_bytes"],
-                "distinct_bytes": distinct,
-                "memory_over_distinct": tot["memory_peak_bytes"] / distinct,
-                "output_over_distinct": tot["output_file_bytes"] / distinct,
             }
+            if transport != "ray":
+                row.update(
+                    {
+                        "bytes_copied": tot["read_bytes_copied"] + tot["write_bytes_copied"],
+                        "bytes_copied_after_load": sum(
+                            n["read_bytes_copied"] + n["write_bytes_copied"]
+                            for k, n in res.nodes.items()
+                            if k != "load"
+                        ),
+                        "output_file_bytes": tot["output_file_bytes"],
+                        "shared_bytes_peak": tot["shared_bytes_peak"],
+                        "distinct_bytes": distinct,
+                        "output_over_distinct": tot["output_file_bytes"] / distinct,
+                    }
+                )
             per.setdefault(label, []).append(row)
-            out.row(row)
-        if ray_peer is not None:
-            fns = [functools.partial(_ints, 2, rows)]
-            fns += [_chain_step(i, "pyarrow") for i in range(1, args.length)]
-            seconds = ray_peer.run_chain(fns)
-            row = {
-                "kind": "chain",
-                "engine": "ray",
-                "length": args.length,
-                "repeat": rep,
-                "seconds": seconds,
-                "runs_per_sec": 1.0 / seconds,
-            }
-            per.setdefault("ray", []).append(row)
             out.row(row)
     head = {"kind": "summary", "case": "chain", "length": args.length}
     _summary(out, head, per, "seconds")
-    for label, rows_ in per.items():
-        if label == "ray":
+    for label, transport, producer, pool, reuse in variants:
+        if transport == "ray":
             continue
+        res = _chain_dag(rows, args.length, producer).run(
+            transport=transport, root=args.root, memory_pool=pool, reuse_processes=reuse
+        )
+        tot = res.totals()
         out.row(
             {
                 "kind": "summary",
                 "case": "chain-memory",
                 "engine": label,
-                "memory_over_distinct": statistics.median_low(
-                    [r["memory_over_distinct"] for r in rows_]
-                ),
-                "output_over_distinct": statistics.median_low(
-                    [r["output_over_distinct"] for r in rows_]
-                ),
+                "memory_peak_bytes": tot["memory_peak_bytes"],
+                "distinct_bytes": distinct,
+                "memory_over_distinct": tot["memory_peak_bytes"] / distinct,
+                "output_over_distinct": tot["output_file_bytes"] / distinct,
             }
         )
+    out.row({"kind": "overheads", "case": "chain", **_overheads(rows, args.length)})
 
 
 # --------------------------------------------------------------------------------------------
@@ -477,9 +534,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
     p.add_argument(
         "--sipc-variants",
-        default="pool,copy,arena",
+        default="pool,copy,arena,reuse",
         help="SIPC contenders: pool (pyarrow allocates from shared files), copy (pyarrow's own "
-        "pool), arena (numpy into the node's arena; chain only); default pool,copy,arena",
+        "pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
+        "worker processes; chain only); default pool,copy,arena,reuse",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
     p.add_argument(
@@ -501,8 +559,8 @@ def main(argv: list[str]) -> int:
     if bad:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
     args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
-    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena")]:
-        p.error("--sipc-variants takes pool, copy, arena")
+    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena", "reuse")]:
+        p.error("--sipc-variants takes pool, copy, arena, reuse")
     args.peers = [x for x in args.peers.split(",") if x]
     if [x for x in args.peers if x != "ray"]:
         p.error("--peers takes: ray")

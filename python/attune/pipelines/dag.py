@@ -299,6 +299,7 @@ def _child_main(
     checksums: bool,
     conn,
     memory_pool: str = "default",
+    measure_memory: bool = True,
 ) -> None:
     """A node's own process: one node, then exit."""
     try:
@@ -308,7 +309,11 @@ def _child_main(
             except BaseException as e:  # noqa: BLE001 - reported to the parent
                 conn.send(("error", "exception", f"cannot set its memory limit: {e}", ""))
                 return
-        conn.send(_node_body(node, input_paths, directory, transport, checksums, memory_pool))
+        conn.send(
+            _node_body(
+                node, input_paths, directory, transport, checksums, memory_pool, measure_memory
+            )
+        )
     finally:
         conn.close()
 
@@ -319,8 +324,6 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
     index, its input paths and its memory pool cross the pipe. After each node every reference
     to its tables is dropped and, with the shared pool, the node's segments are unmapped
     (:func:`attune.pipelines.shmpool.release`), so a worker holds nothing of a finished node."""
-    import gc
-
     try:
         while True:
             try:
@@ -329,12 +332,18 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
                 return
             if job is None:
                 return
-            index, input_paths, memory_pool = job
+            index, input_paths, memory_pool, measure_memory = job
             msg = _node_body(
-                nodes[index], input_paths, directory, transport, checksums, memory_pool, reuse=True
+                nodes[index],
+                input_paths,
+                directory,
+                transport,
+                checksums,
+                memory_pool,
+                measure_memory,
+                reuse=True,
             )
             conn.send(msg)
-            gc.collect()
     finally:
         conn.close()
 
@@ -346,11 +355,15 @@ def _node_body(
     transport: str,
     checksums: bool,
     memory_pool: str,
+    measure_memory: bool = True,
     reuse: bool = False,
 ) -> tuple:
-    """Read, call, check, share, measure: returns the one message for the parent."""
+    """Read, call, check, share, measure: returns the one message for the parent. Without
+    ``measure_memory`` the node skips ``/proc/self/smaps_rollup`` (a walk of every mapped page,
+    milliseconds per read once a node maps its tables) and reports no Pss fields."""
+    rollup = smaps_rollup if measure_memory else dict
     io0 = proc_io()
-    anon0 = smaps_rollup().get("Pss_Anon", 0)
+    anon0 = rollup().get("Pss_Anon", 0)
     t0 = time.perf_counter()
     try:
         if memory_pool == "shm":
@@ -374,7 +387,7 @@ def _node_body(
             )
         if memory_pool == "shm":
             shmpool.freeze()  # from here on the output's pages are shared: never punched
-        rollup_before = smaps_rollup()
+        rollup_before = rollup()
         io2 = proc_io()
         path, wstats = _write_output(transport, out, directory, node.name, checksums)
         ranges = wstats.pop("_ranges", {})
@@ -389,7 +402,12 @@ def _node_body(
             del out, inputs, ctx
             import gc
 
-            gc.collect()
+            # Tables are freed by reference counting; a full collection (tens of ms with
+            # pyarrow, numpy and pandas loaded) only when pool memory is still held, e.g. by a
+            # reference cycle the node's code made.
+            gc.collect(0)
+            if memory_pool == "shm" and pa.default_memory_pool().bytes_allocated() > 0:
+                gc.collect()
             if memory_pool == "shm":
                 released, retained = shmpool.release(ranges)
                 wstats["pool_bytes_trimmed"] = released
@@ -398,14 +416,10 @@ def _node_body(
             wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
         io3 = proc_io()
         t3 = time.perf_counter()
-        rollup_after = smaps_rollup()
-        stats.update(
-            {
-                "read_seconds": t1 - t0,
-                "compute_seconds": t2 - t1,
-                "write_seconds": t3 - t2,
-                "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
-                "write_bytes_copied": io3.get("wchar", 0) - io2.get("wchar", 0),
+        rollup_after = rollup()
+        pss: dict[str, Any] = {}
+        if measure_memory:
+            pss = {
                 "pss_bytes": rollup_before.get("Pss", 0),
                 "pss_anon_bytes": rollup_before.get("Pss_Anon", 0),
                 "pss_shmem_bytes": rollup_before.get("Pss_Shmem", 0),
@@ -413,6 +427,15 @@ def _node_body(
                 # What the node added to anonymous memory (its data, not the interpreter it
                 # shares with the parent).
                 "anon_growth_bytes": max(0, rollup_after.get("Pss_Anon", 0) - anon0),
+            }
+        stats.update(
+            {
+                "read_seconds": t1 - t0,
+                "compute_seconds": t2 - t1,
+                "write_seconds": t3 - t2,
+                "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
+                "write_bytes_copied": io3.get("wchar", 0) - io2.get("wchar", 0),
+                **pss,
                 "memory_pool": memory_pool,
                 "pid": os.getpid(),
                 "reused_process": reuse,
@@ -558,6 +581,7 @@ class DAG:
         on_node_done: Callable[[str, dict[str, Any]], None] | None = None,
         mode: str = "process",
         reuse_processes: bool = False,
+        measure_memory: bool = True,
     ) -> RunResult:
         """Runs the DAG, every node in its own process; returns the ``outputs`` (default: the
         sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
@@ -568,6 +592,10 @@ class DAG:
         ``default`` keeps pyarrow's pool (outputs are copied once into the column files);
         ``auto`` (the default) is ``shm`` with the SIPC transport when the pool can be built
         here, else ``default``.
+
+        ``measure_memory`` (default on): every node reads its ``/proc/self/smaps_rollup`` before
+        and after sharing (the Pss fields and ``memory_peak_bytes``); off, a node saves the
+        milliseconds that costs (benchmarks of speed switch it off).
 
         ``reuse_processes``: nodes run in up to ``parallel`` worker processes reused from node
         to node (no process start per node; a worker drops everything of a node before the next,
@@ -637,6 +665,7 @@ class DAG:
                 on_node_done,
                 memory_pool,
                 reuse_processes,
+                measure_memory,
             )
             for n in want:
                 result.tables[n.name] = _read_input(transport, paths[n.name])
@@ -660,6 +689,7 @@ class DAG:
         on_node_done,
         memory_pool,
         reuse_processes=False,
+        measure_memory=True,
     ) -> dict[str, str]:
         consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
         for n in self.nodes:
@@ -711,7 +741,7 @@ class DAG:
                         # A node with a memory limit gets its own process (an address-space
                         # cap cannot be lifted again for the next node).
                         p, conn = idle.pop() if idle else start_worker()
-                        conn.send((index[id(n)], input_paths, memory_pool))
+                        conn.send((index[id(n)], input_paths, memory_pool, measure_memory))
                         running[conn] = running[p.sentinel] = (n, p, conn, True)
                         continue
                     parent_conn, child_conn = ctx.Pipe(duplex=False)
@@ -723,6 +753,7 @@ class DAG:
                         checksums,
                         child_conn,
                         memory_pool,
+                        measure_memory,
                     )
                     p = ctx.Process(
                         target=_child_main, args=args, name=f"attune-dag:{n.name}", daemon=True
