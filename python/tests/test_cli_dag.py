@@ -120,5 +120,5 @@ def test_bench_dag_writes_rows_with_the_command(tmp_path):
     assert set(chain) == {"sipc", "ipc-mmap"}
     assert chain["sipc"]["bytes_copied_after_load"] < chain["ipc-mmap"]["bytes_copied_after_load"]
     assert rows[0]["command"].startswith("attune bench dag chain --column-mib 1")
-    (summary,) = [r for r in rows if r.get("case") == "chain"]
+    (summary,) = [r for r in rows if r["kind"] == "summary" and r["case"] == "chain"]
     assert summary["speedup_vs_ipc_mmap"] > 0
