@@ -186,28 +186,35 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
 
 
 def _summary(
-    out: _Out, head: dict[str, Any], per: dict[str, list[dict[str, Any]]], time_key: str
+    out: _Out,
+    head: dict[str, Any],
+    per: dict[str, list[dict[str, Any]]],
+    time_key: str,
+    base: str = "sipc",
 ) -> None:
-    if "sipc" not in per:
+    """One row of ratios: ``base`` (median_low over repeats) against every other engine."""
+    if base not in per:
         return
 
     def med(t: str, k: str) -> float:
         return statistics.median_low([r[k] for r in per[t]])
 
     row = dict(head)
-    row["sipc_seconds"] = med("sipc", time_key)
-    row["sipc_bytes_copied"] = med("sipc", "bytes_copied")
+    if base != "sipc":
+        row["base"] = base
+    row["sipc_seconds"] = med(base, time_key)
+    row["sipc_bytes_copied"] = med(base, "bytes_copied")
     for peer in per:
-        if peer == "sipc":
+        if peer == base:
             continue
         tag = peer.replace("-", "_").replace(":", "_")
-        row[f"speedup_vs_{tag}"] = med(peer, time_key) / max(med("sipc", time_key), 1e-9)
+        row[f"speedup_vs_{tag}"] = med(peer, time_key) / max(med(base, time_key), 1e-9)
         if "bytes_copied" not in per[peer][0]:
             continue
         pc_ = med(peer, "bytes_copied")
-        row[f"copied_fraction_vs_{tag}"] = med("sipc", "bytes_copied") / pc_ if pc_ else None
+        row[f"copied_fraction_vs_{tag}"] = med(base, "bytes_copied") / pc_ if pc_ else None
         ob = med(peer, "output_file_bytes")
-        row[f"output_fraction_vs_{tag}"] = med("sipc", "output_file_bytes") / ob if ob else None
+        row[f"output_fraction_vs_{tag}"] = med(base, "output_file_bytes") / ob if ob else None
     out.row(row)
 
 
@@ -421,6 +428,8 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
             out.row(row)
     head = {"kind": "summary", "case": "chain", "length": args.length}
     _summary(out, head, per, "seconds")
+    reuse_head = {"kind": "summary", "case": "chain-reuse", "length": args.length}
+    _summary(out, reuse_head, per, "seconds", base="sipc:reuse")
     for label, transport, producer, pool, reuse in variants:
         if transport == "ray":
             continue
@@ -439,7 +448,7 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
                 "output_over_distinct": tot["output_file_bytes"] / distinct,
             }
         )
-    out.row({"kind": "overheads", "case": "chain", **_overheads(rows, args.length)})
+    out.row({"kind": "overheads", "case": "chain-overheads", **_overheads(rows, args.length)})
 
 
 # --------------------------------------------------------------------------------------------
@@ -454,9 +463,9 @@ def _decache_dag(path: str, cache: DeCache) -> DAG:
     return dag
 
 
-def _run_one(path: str, root: str, enabled: bool, conn) -> None:
+def _run_one(path: str, root: str, enabled: bool, reuse: bool, conn) -> None:
     cache = DeCache(os.path.join(root, "attune-decache-bench"), enabled=enabled)
-    res = _decache_dag(path, cache).run(root=root)
+    res = _decache_dag(path, cache).run(root=root, reuse_processes=reuse, measure_memory=False)
     conn.send((res.seconds, res.nodes["load"].get("pss_bytes", 0)))
     conn.close()
 
@@ -478,7 +487,9 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                     procs = []
                     for _ in range(n):
                         a, b = ctx.Pipe(duplex=False)
-                        p = ctx.Process(target=_run_one, args=(path, root, enabled, b))
+                        p = ctx.Process(
+                            target=_run_one, args=(path, root, enabled, not args.fork_per_node, b)
+                        )
                         p.start()
                         b.close()
                         procs.append((p, a))
@@ -492,8 +503,8 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                         "engine": label,
                         "dags": n,
                         "repeat": rep,
+                        "reuse_processes": not args.fork_per_node,
                         "seconds": seconds,
-                        "bytes_copied": 0,
                     }
                     per.setdefault(label, []).append(row)
                     out.row(row)
@@ -540,6 +551,12 @@ def main(argv: list[str]) -> int:
         "worker processes; chain only); default pool,copy,arena,reuse",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
+    p.add_argument(
+        "--fork-per-node",
+        action="store_true",
+        help="decache: a process per node in every DAG (default: each DAG's nodes share one "
+        "reused worker, with the cache on and off alike)",
+    )
     p.add_argument(
         "--transports", default=",".join(TRANSPORTS), help=f"peers (default {','.join(TRANSPORTS)})"
     )

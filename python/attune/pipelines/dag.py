@@ -514,9 +514,9 @@ class DAG:
         if cache is None:
 
             def load() -> pa.Table:
-                import pyarrow.parquet as pq
+                from attune.pipelines.decache import read_parquet
 
-                return pq.read_table(path, read_dictionary=list(cols) or None)
+                return read_parquet(path, cols)
         else:
 
             def load() -> pa.Table:
