@@ -521,11 +521,83 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# dabstep: the five DABstep-shaped DAGs (attune.bench.dabstep), one at a time and all together.
+
+
+def _dabstep(args: argparse.Namespace, out: _Out) -> None:
+    import shutil
+
+    from attune.bench import dabstep
+
+    work = tempfile.mkdtemp(prefix="attune-dag-bench-")
+    root = args.root or default_root()
+    cache_root = os.path.join(root, "attune-decache-dabstep")
+    try:
+        paths = dabstep.write_tables(work, args.payments_rows)
+        engines: list[tuple[str, str, str, bool]] = []  # label, transport, pool, reuse
+        for label, transport, _producer, pool, reuse in _variants(args, arena=True):
+            if label in ("sipc:arena", "sipc:copy"):
+                continue  # no arena in these nodes; the pool's ablation is the chain's
+            engines.append((label, transport, pool, reuse))
+        if _ray_or_none(args, out) is not None:
+            engines.append(("ray", "ray", "default", False))
+            dabstep.build(5, paths).run(mode="ray")  # start Ray's workers (untimed)
+        for workload in args.workloads:
+            per: dict[str, list[dict[str, Any]]] = {}
+            for rep in range(args.repeat):
+                for label, transport, pool, reuse in engines:
+                    # DeCache is Kelvin's: the SIPC engines load through it (emptied before
+                    # every run, so each run decodes each table once); the peers decode in
+                    # every load node.
+                    cache = DeCache(cache_root) if transport == "sipc" else None
+                    if cache is not None:
+                        cache.clear()
+                    if workload == "all":
+                        dag = dabstep.build_all(paths, cache)
+                    else:
+                        dag = dabstep.build(int(workload), paths, cache)
+                    if transport == "ray":
+                        res = dag.run(mode="ray")
+                    else:
+                        res = dag.run(
+                            transport=transport,
+                            root=args.root,
+                            memory_pool=pool,
+                            reuse_processes=reuse,
+                            measure_memory=False,
+                        )
+                    row: dict[str, Any] = {
+                        "kind": "dabstep",
+                        "workload": workload,
+                        "engine": label,
+                        "nodes": len(dag.nodes),
+                        "repeat": rep,
+                        "seconds": res.seconds,
+                    }
+                    if transport != "ray":
+                        tot = res.totals()
+                        row["bytes_copied"] = tot["read_bytes_copied"] + tot["write_bytes_copied"]
+                        row["output_file_bytes"] = tot["output_file_bytes"]
+                        row["shared_bytes_peak"] = tot["shared_bytes_peak"]
+                    per.setdefault(label, []).append(row)
+                    out.row(row)
+                    del res
+            head = {"kind": "summary", "case": "dabstep", "workload": workload}
+            _summary(out, head, per, "seconds")
+            if "sipc:reuse" in per:
+                head = {"kind": "summary", "case": "dabstep-reuse", "workload": workload}
+                _summary(out, head, per, "seconds", base="sipc:reuse")
+    finally:
+        DeCache(cache_root).clear()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="attune bench dag", description=__doc__.split("\n")[0])
-    p.add_argument("case", choices=("resharing", "chain", "decache"))
+    p.add_argument("case", choices=("resharing", "chain", "decache", "dabstep"))
     p.add_argument(
         "--ops", default=",".join(INT_OPS + STR_OPS), help="resharing: operations (default: all)"
     )
@@ -551,6 +623,17 @@ def main(argv: list[str]) -> int:
         "worker processes; chain only); default pool,copy,arena,reuse",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
+    p.add_argument(
+        "--payments-rows",
+        type=int,
+        default=2_000_000,
+        help="dabstep: rows of the synthetic payments table (default 2000000)",
+    )
+    p.add_argument(
+        "--workloads",
+        default="1,2,3,4,5,all",
+        help="dabstep: DAGs 1-5 one at a time, and `all` (the five as one workload)",
+    )
     p.add_argument(
         "--fork-per-node",
         action="store_true",
@@ -582,11 +665,16 @@ def main(argv: list[str]) -> int:
     if [x for x in args.peers if x != "ray"]:
         p.error("--peers takes: ray")
     args.dags = [int(x) for x in args.dags.split(",") if x]
+    args.workloads = [x for x in args.workloads.split(",") if x]
+    if [x for x in args.workloads if x not in ("1", "2", "3", "4", "5", "all")]:
+        p.error("--workloads takes 1, 2, 3, 4, 5 and all")
     if args.length < 2 or args.repeat < 1 or args.column_mib < 1:
         p.error("--length must be at least 2, --repeat and --column-mib at least 1")
     o = _Out(args.out, args.json, argv)
     try:
-        {"resharing": _resharing, "chain": _chain, "decache": _decache}[args.case](args, o)
+        cases = {"resharing": _resharing, "chain": _chain, "decache": _decache}
+        cases["dabstep"] = _dabstep
+        cases[args.case](args, o)
     finally:
         o.close()
     return 0

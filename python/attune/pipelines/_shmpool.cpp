@@ -23,6 +23,8 @@
 #include <mutex>
 #include <string>
 #include <deque>
+#include <unordered_map>
+#include <vector>
 
 #include <arrow/memory_pool.h>
 #include <arrow/api.h>
@@ -36,6 +38,15 @@ namespace {
 constexpr int64_t kPageBytes = 4096;
 // Allocations at least this large are populated up front (see Allocate).
 constexpr int64_t kPopulateBytesMin = 256 << 10;
+// Freed blocks kept for reuse at most (beyond it a freed block's pages are punched at once).
+constexpr int64_t kFreeCacheMax = 256 << 20;
+
+// Every block is a whole size class: 64-byte multiples below a page, page multiples above, so
+// a freed block serves any later request of the same class.
+inline int64_t SizeClass(int64_t size) {
+  if (size < kPageBytes) return (size + 63) / 64 * 64;
+  return (size + kPageBytes - 1) / kPageBytes * kPageBytes;
+}
 #ifdef MADV_POPULATE_WRITE
 constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 #else
@@ -55,8 +66,11 @@ struct Segment {
 
 class ShmPool : public arrow::MemoryPool {
  public:
-  ShmPool(std::string dir, std::string prefix, int64_t segment_bytes)
-      : dir_(std::move(dir)), prefix_(std::move(prefix)), segment_bytes_(segment_bytes) {}
+  ShmPool(std::string dir, std::string prefix, int64_t segment_bytes, bool reuse_freed)
+      : dir_(std::move(dir)),
+        prefix_(std::move(prefix)),
+        segment_bytes_(segment_bytes),
+        reuse_freed_(reuse_freed) {}
 
   arrow::Status Allocate(int64_t size, int64_t alignment, uint8_t** out) override {
     if (size < 0) return arrow::Status::Invalid("negative allocation size");
@@ -64,10 +78,14 @@ class ShmPool : public arrow::MemoryPool {
       *out = zero_size_area;
       return arrow::Status::OK();
     }
+    bool reused = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ARROW_RETURN_NOT_OK(AllocateLocked(size, alignment, out));
+      reused = TakeFreed(size, alignment, out);
+      requested_ = size;
+      if (!reused) ARROW_RETURN_NOT_OK(AllocateLocked(size, alignment, out));
     }
+    if (reused) return arrow::Status::OK();  // its pages are there already
     // Shared memory gets no transparent huge pages here (shmem_enabled is usually `never`), so
     // a large buffer would take one page fault per 4 KiB as the kernel fills it; populating
     // the range in one call costs the same zeroing without the faults (Linux 5.14+; ignored
@@ -82,7 +100,42 @@ class ShmPool : public arrow::MemoryPool {
     ::madvise(reinterpret_cast<void*>(first), end - first, kMadvPopulateWrite);
   }
 
+  // A freed block of the same size class, while the node runs: its pages are already there, so
+  // a kernel's temporaries cost no page faults or zeroing the second time (what jemalloc's
+  // reuse gives anonymous memory). Off with reuse_freed=false (every block fresh, freed
+  // blocks punched at once).
+  bool TakeFreed(int64_t size, int64_t alignment, uint8_t** out) {
+    if (frozen_ || !reuse_freed_) return false;
+    auto it = free_.find(SizeClass(size));
+    if (it == free_.end() || it->second.empty()) return false;
+    std::vector<uint8_t*>& blocks = it->second;
+    for (size_t i = blocks.size(); i-- > 0;) {
+      uint8_t* p = blocks[i];
+      if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(alignment) != 0) continue;
+      Segment* seg = SegmentOf(p);
+      if (seg == nullptr) continue;
+      blocks[i] = blocks.back();
+      blocks.pop_back();
+      free_bytes_ -= it->first;
+      seg->live += size;
+      *out = p;
+      bytes_allocated_ += size;
+      total_allocated_ += size;
+      num_allocations_ += 1;
+      return true;
+    }
+    return false;
+  }
+
+  Segment* SegmentOf(uint8_t* p) {
+    for (Segment& s : segments_) {
+      if (p >= s.base && p < s.base + s.length) return &s;
+    }
+    return nullptr;
+  }
+
   arrow::Status AllocateLocked(int64_t size, int64_t alignment, uint8_t** out) {
+    size = SizeClass(size);
     Segment* seg = current_;
     int64_t start = 0;
     if (seg != nullptr) start = (seg->used + alignment - 1) / alignment * alignment;
@@ -93,11 +146,11 @@ class ShmPool : public arrow::MemoryPool {
       if (size <= segment_bytes_ / 2) current_ = seg;
       start = 0;
     }
-    seg->used = start + size;
-    seg->live += size;
+    seg->used = start + size;  // a whole class
+    seg->live += requested_;
     *out = seg->base + start;
-    bytes_allocated_ += size;
-    total_allocated_ += size;
+    bytes_allocated_ += requested_;
+    total_allocated_ += requested_;
     num_allocations_ += 1;
     return arrow::Status::OK();
   }
@@ -114,8 +167,8 @@ class ShmPool : public arrow::MemoryPool {
       for (Segment& s : segments_) {
         if (*ptr < s.base || *ptr >= s.base + s.length) continue;
         int64_t offset = *ptr - s.base;
-        if (offset + old_size == s.used && offset + new_size <= s.length) {
-          s.used = offset + new_size;
+        if (offset + SizeClass(old_size) == s.used && offset + SizeClass(new_size) <= s.length) {
+          s.used = offset + SizeClass(new_size);
           s.live += new_size - old_size;
           bytes_allocated_ += new_size - old_size;
           if (new_size > old_size) {
@@ -152,7 +205,14 @@ class ShmPool : public arrow::MemoryPool {
     for (Segment& s : segments_) {
       if (buffer >= s.base && buffer < s.base + s.length) {
         s.live -= size;
-        if (!frozen_ && !s.retired) Punch(s, buffer - s.base, size);
+        if (frozen_ || s.retired) return;
+        int64_t cls = SizeClass(size);
+        if (reuse_freed_ && free_bytes_ + cls <= kFreeCacheMax) {
+          free_[cls].push_back(buffer);
+          free_bytes_ += cls;
+          return;
+        }
+        Punch(s, buffer - s.base, size);
         return;
       }
     }
@@ -163,8 +223,13 @@ class ShmPool : public arrow::MemoryPool {
   int64_t num_allocations() const override { return num_allocations_; }
   std::string backend_name() const override { return "attune-shm"; }
 
+  // Before sharing: nothing is punched from here on (a shared buffer keeps its pages) and
+  // freed blocks are no longer handed out. Their pages go back with everything else the output
+  // does not use, in one pass over the segments after sharing (trim / release in shmpool.py).
   void Freeze() {
     std::lock_guard<std::mutex> lock(mu_);
+    free_.clear();
+    free_bytes_ = 0;
     frozen_ = true;
   }
 
@@ -211,6 +276,8 @@ class ShmPool : public arrow::MemoryPool {
       ::close(s.fd);
     }
     segments_.swap(kept);
+    free_.clear();
+    free_bytes_ = 0;
     current_ = nullptr;
     frozen_ = false;
     return released;
@@ -278,6 +345,10 @@ class ShmPool : public arrow::MemoryPool {
   std::deque<Segment> segments_;  // deque: references stay valid as it grows
   Segment* current_ = nullptr;
   bool frozen_ = false;
+  bool reuse_freed_ = true;
+  std::unordered_map<int64_t, std::vector<uint8_t*>> free_;  // size class -> freed blocks
+  int64_t free_bytes_ = 0;
+  int64_t requested_ = 0;  // the size AllocateLocked is serving (its block is a whole class)
   int64_t next_index_ = 0;
   int64_t bytes_allocated_ = 0;
   int64_t total_allocated_ = 0;
@@ -291,7 +362,10 @@ PyObject* create(PyObject*, PyObject* args) {
   const char* dir;
   const char* prefix;
   long long segment_bytes;
-  if (!PyArg_ParseTuple(args, "ssL", &dir, &prefix, &segment_bytes)) return nullptr;
+  int reuse_freed = 1;
+  if (!PyArg_ParseTuple(args, "ssL|p", &dir, &prefix, &segment_bytes, &reuse_freed)) {
+    return nullptr;
+  }
   if (g_pool != nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "a shared memory pool already exists in this process");
     return nullptr;
@@ -300,7 +374,7 @@ PyObject* create(PyObject*, PyObject* args) {
     PyErr_SetString(PyExc_ValueError, "segment_bytes must be at least one page");
     return nullptr;
   }
-  g_pool = new ShmPool(dir, prefix, segment_bytes);  // lives as long as the process
+  g_pool = new ShmPool(dir, prefix, segment_bytes, reuse_freed != 0);  // lives as long as the process
   return box_memory_pool(g_pool);
 }
 
@@ -365,7 +439,8 @@ PyObject* punch(PyObject*, PyObject* args) {
 
 PyMethodDef kMethods[] = {
     {"punch", punch, METH_VARARGS, "punch(path, offset, length): free whole pages of a range"},
-    {"create", create, METH_VARARGS, "create(dir, prefix, segment_bytes) -> pyarrow.MemoryPool"},
+    {"create", create, METH_VARARGS,
+     "create(dir, prefix, segment_bytes, reuse_freed=True) -> pyarrow.MemoryPool"},
     {"restart", restart, METH_NOARGS,
      "restart() -> ([(address, length, path)] released, retained bytes): after a node"},
     {"set_prefix", set_prefix, METH_VARARGS, "set_prefix(prefix): names the next segments"},

@@ -85,6 +85,7 @@ def _safe(name: str) -> str:
 
 START_METHODS = ("fork", "spawn")
 MODES = ("process", "ray")
+MEMORY_POOLS = ("auto", "shm", "shm-bump", "default")
 #: Bound on the nodes of one DAG (a limit on every loop and queue).
 NODES_MAX = 10_000
 
@@ -366,15 +367,18 @@ def _node_body(
     anon0 = rollup().get("Pss_Anon", 0)
     t0 = time.perf_counter()
     try:
-        if memory_pool == "shm":
+        shm = memory_pool in ("shm", "shm-bump")
+        if shm:
             from attune.pipelines import shmpool
 
-            shmpool.install(directory, f"{node.name}.pool")
+            shmpool.install(directory, f"{node.name}.pool", reuse_freed=memory_pool != "shm-bump")
         inputs = [_read_input(transport, p) for p in input_paths]
         io1 = proc_io()
         t1 = time.perf_counter()
         ctx = NodeContext(node.name, directory)
+        c1 = time.process_time()
         out = node.fn(*inputs, ctx=ctx) if node.wants_ctx else node.fn(*inputs)
+        c2 = time.process_time()
         t2 = time.perf_counter()
         if isinstance(out, pa.RecordBatch):
             out = pa.Table.from_batches([out])
@@ -385,7 +389,7 @@ def _node_body(
                 f"returned {type(out).__module__}.{type(out).__qualname__}, not a pyarrow.Table",
                 "",
             )
-        if memory_pool == "shm":
+        if shm:
             shmpool.freeze()  # from here on the output's pages are shared: never punched
         rollup_before = rollup()
         io2 = proc_io()
@@ -406,13 +410,13 @@ def _node_body(
             # pyarrow, numpy and pandas loaded) only when pool memory is still held, e.g. by a
             # reference cycle the node's code made.
             gc.collect(0)
-            if memory_pool == "shm" and pa.default_memory_pool().bytes_allocated() > 0:
+            if shm and pa.default_memory_pool().bytes_allocated() > 0:
                 gc.collect()
-            if memory_pool == "shm":
+            if shm:
                 released, retained = shmpool.release(ranges)
                 wstats["pool_bytes_trimmed"] = released
                 wstats["pool_bytes_retained"] = retained
-        elif memory_pool == "shm":
+        elif shm:
             wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
         io3 = proc_io()
         t3 = time.perf_counter()
@@ -432,6 +436,9 @@ def _node_body(
             {
                 "read_seconds": t1 - t0,
                 "compute_seconds": t2 - t1,
+                # CPU time (user + system, all threads) of the call: page faults and zeroing of
+                # fresh memory show here, and other processes' load does not.
+                "compute_cpu_seconds": c2 - c1,
                 "write_seconds": t3 - t2,
                 "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
                 "write_bytes_copied": io3.get("wchar", 0) - io2.get("wchar", 0),
@@ -591,7 +598,8 @@ class DAG:
         (:mod:`attune.pipelines.shmpool`), so pyarrow-made outputs are shared without a copy;
         ``default`` keeps pyarrow's pool (outputs are copied once into the column files);
         ``auto`` (the default) is ``shm`` with the SIPC transport when the pool can be built
-        here, else ``default``.
+        here, else ``default``. ``shm-bump`` is ``shm`` without reuse of freed blocks inside a
+        node (every allocation fresh pages; the ablation of that reuse).
 
         ``measure_memory`` (default on): every node reads its ``/proc/self/smaps_rollup`` before
         and after sharing (the Pss fields and ``memory_peak_bytes``); off, a node saves the
@@ -623,17 +631,17 @@ class DAG:
             )
         if not self.nodes:
             raise PipelineError("the DAG has no nodes")
-        if memory_pool not in ("auto", "shm", "default"):
+        if memory_pool not in MEMORY_POOLS:
             raise InvalidArgumentError(
-                f"unknown memory pool {memory_pool!r} (one of: auto, shm, default)"
+                f"unknown memory pool {memory_pool!r} (one of: {', '.join(MEMORY_POOLS)})"
             )
         if memory_pool != "default" and transport == "sipc":
             from attune.pipelines import shmpool
 
             ok, why = shmpool.available()
-            if not ok and memory_pool == "shm":
+            if not ok and memory_pool != "auto":
                 raise PipelineError(f"the shared memory pool is unavailable: {why}")
-            memory_pool = "shm" if ok else "default"
+            memory_pool = ("shm" if memory_pool == "auto" else memory_pool) if ok else "default"
         else:
             memory_pool = "default"
         want = self._outputs(outputs)

@@ -116,11 +116,18 @@ def available() -> tuple[bool, str]:
     return (_module is not None, _error or "")
 
 
-def install(directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES) -> pa.MemoryPool:
+def install(
+    directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES, reuse_freed: bool = True
+) -> pa.MemoryPool:
     """Makes a pool over segment files ``DIRECTORY/PREFIX.N`` this process's default pyarrow
     pool and tells SIPC about its segments. A process has one pool: in a reused node process
     (after :func:`release`) a second call only names the next node's segments ``PREFIX.N``
-    (``directory`` is the run's, the same for every node)."""
+    (``directory`` is the run's, the same for every node).
+
+    ``reuse_freed``: a freed block serves the next request of its size class while the node
+    runs (no page faults or zeroing for a kernel's temporaries the second time; freed blocks
+    give their pages back at :func:`freeze`, at most 256 MiB of them are kept); off, every
+    allocation takes fresh pages and a freed block is punched at once."""
     global _pool
     mod = _load()
     if mod is None:
@@ -128,7 +135,7 @@ def install(directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES) -> 
     if _pool is not None:
         mod.set_prefix(prefix)
         return _pool
-    _pool = mod.create(os.path.abspath(directory), prefix, segment_bytes)
+    _pool = mod.create(os.path.abspath(directory), prefix, segment_bytes, reuse_freed)
     pa.set_memory_pool(_pool)
     sipc.add_range_source(segments)
     return _pool
