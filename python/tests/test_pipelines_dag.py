@@ -192,13 +192,23 @@ def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path):
     src = dag.node(load)
     mid = dag.node(temporaries, src, name="tmp")
     dag.node(lambda t: t.select(["a2"]), mid, name="last")
-    res = dag.run(root=str(tmp_path), reuse_processes=True, parallel=1, keep_directory=True)
-    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
-    left = os.listdir(tmp_path / run)
-    # Only the segment holding a2 (which "last" refers to) is left of the pool's files.
-    assert [f for f in left if ".pool." in f] == ["tmp.pool.0"]
-    assert res.nodes["tmp"]["pool_bytes_retained"] == 0
-    assert res["last"].equals(dag.run_inline()["last"])
+    for pool in ("shm-bump", "shm"):
+        root = tmp_path / pool
+        root.mkdir()
+        res = dag.run(
+            root=str(root), reuse_processes=True, parallel=1, keep_directory=True, memory_pool=pool
+        )
+        (run,) = [d for d in os.listdir(root) if d.startswith("attune-dag.")]
+        left = sorted(f for f in os.listdir(root / run) if ".pool." in f)
+        assert res.nodes["tmp"]["pool_bytes_retained"] == 0
+        assert res["last"].equals(dag.run_inline()["last"])
+        if pool == "shm-bump":
+            # Only the segment holding a2 (which "last" refers to) is left of the pool's files.
+            assert left == ["tmp.pool.0"]
+        else:
+            # Besides it, at most two spare segments the worker kept for a next node (renamed
+            # for the node that would take them; removed with the run).
+            assert "tmp.pool.0" in left and len(left) <= 3
 
 
 _KEPT: list = []

@@ -297,7 +297,8 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
     runs as ``sipc`` (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's
     own pool: the output is copied once into the column files; the pool switched off) and, in
     the chain, ``sipc:arena`` (numpy computing into the node's arena) and ``sipc:reuse`` (the
-    pool, nodes in reused worker processes instead of a fork per node)."""
+    pool, nodes in reused worker processes instead of a fork per node) and ``sipc:reuse:bump``
+    (the same without the pool's reuse of freed blocks and spare segments: the ablation)."""
     out = []
     for t in args.transports:
         if t != "sipc":
@@ -312,6 +313,8 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
                 out.append(("sipc:arena", t, "arena", "default", False))
             elif v == "reuse" and arena:
                 out.append(("sipc:reuse", t, "pyarrow", "shm", True))
+            elif v == "bump" and arena:
+                out.append(("sipc:reuse:bump", t, "pyarrow", "shm-bump", True))
     return out
 
 
@@ -617,10 +620,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
     p.add_argument(
         "--sipc-variants",
-        default="pool,copy,arena,reuse",
+        default="pool,copy,arena,reuse,bump",
         help="SIPC contenders: pool (pyarrow allocates from shared files), copy (pyarrow's own "
         "pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
-        "worker processes; chain only); default pool,copy,arena,reuse",
+        "worker processes; chain, dabstep), bump (reuse without the pool's reuse of freed "
+        "memory); default pool,copy,arena,reuse,bump",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
     p.add_argument(
@@ -659,8 +663,8 @@ def main(argv: list[str]) -> int:
     if bad:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
     args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
-    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena", "reuse")]:
-        p.error("--sipc-variants takes pool, copy, arena, reuse")
+    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena", "reuse", "bump")]:
+        p.error("--sipc-variants takes pool, copy, arena, reuse, bump")
     args.peers = [x for x in args.peers.split(",") if x]
     if [x for x in args.peers if x != "ray"]:
         p.error("--peers takes: ray")

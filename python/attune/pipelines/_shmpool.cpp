@@ -24,6 +24,7 @@
 #include <string>
 #include <deque>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <arrow/memory_pool.h>
@@ -40,6 +41,8 @@ constexpr int64_t kPageBytes = 4096;
 constexpr int64_t kPopulateBytesMin = 256 << 10;
 // Freed blocks kept for reuse at most (beyond it a freed block's pages are punched at once).
 constexpr int64_t kFreeCacheMax = 256 << 20;
+// Whole segments a reused node process keeps from one node for the next (see Restart).
+constexpr size_t kSpareSegmentsMax = 2;
 
 // Every block is a whole size class: 64-byte multiples below a page, page multiples above, so
 // a freed block serves any later request of the same class.
@@ -251,7 +254,14 @@ class ShmPool : public arrow::MemoryPool {
   // driver cleans); segments still holding live allocations (a buffer the node's code kept) stay
   // mapped but retired: never bumped into, never reported by Segments(), never punched. Returns [(address, length, path)] of the released segments
   // and sets *retained to the bytes of the retired ones still mapped.
-  PyObject* Restart(int64_t* retained) {
+  //
+  // Segments named in `recycle` (the output refers to nothing in them) are kept, up to
+  // kSpareSegmentsMax of the standard size, mapped with their pages as spares: the next node's
+  // first segments are spares renamed, so its allocations touch pages that are already there
+  // instead of faulting and zeroing fresh tmpfs pages (the warm memory an allocator such as
+  // jemalloc gives a reused worker). They are listed in *recycled.
+  PyObject* Restart(const std::unordered_set<std::string>& recycle, PyObject* recycled,
+                    int64_t* retained) {
     std::lock_guard<std::mutex> lock(mu_);
     PyObject* released = PyList_New(0);
     if (released == nullptr) return nullptr;
@@ -264,14 +274,20 @@ class ShmPool : public arrow::MemoryPool {
         kept.push_back(s);
         continue;
       }
+      bool spare = !s.retired && s.length == segment_bytes_ && recycle.count(s.path) > 0 &&
+                   spares_.size() < kSpareSegmentsMax;
       PyObject* t = Py_BuildValue("(KLs)", reinterpret_cast<unsigned long long>(s.base),
                                   static_cast<long long>(s.length), s.path.c_str());
-      if (t == nullptr || PyList_Append(released, t) != 0) {
+      if (t == nullptr || PyList_Append(spare ? recycled : released, t) != 0) {
         Py_XDECREF(t);
         Py_DECREF(released);
         return nullptr;
       }
       Py_DECREF(t);
+      if (spare) {
+        spares_.push_back(s);
+        continue;
+      }
       ::munmap(s.base, static_cast<size_t>(s.length));
       ::close(s.fd);
     }
@@ -311,6 +327,19 @@ class ShmPool : public arrow::MemoryPool {
  private:
   arrow::Status NewSegment(int64_t length, Segment** out) {
     std::string path = dir_ + "/" + prefix_ + "." + std::to_string(next_index_++);
+    if (length == segment_bytes_ && !spares_.empty()) {
+      Segment s = spares_.back();
+      if (::rename(s.path.c_str(), path.c_str()) == 0) {
+        spares_.pop_back();
+        s.path = path;
+        s.used = 0;
+        s.live = 0;
+        s.retired = false;
+        segments_.push_back(s);
+        *out = &segments_.back();
+        return arrow::Status::OK();
+      }
+    }
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return arrow::Status::OutOfMemory("cannot create shared segment ", path);
     if (::ftruncate(fd, length) != 0) {
@@ -343,6 +372,7 @@ class ShmPool : public arrow::MemoryPool {
   std::string prefix_;
   int64_t segment_bytes_;
   std::deque<Segment> segments_;  // deque: references stay valid as it grows
+  std::vector<Segment> spares_;   // kept by Restart for the next node
   Segment* current_ = nullptr;
   bool frozen_ = false;
   bool reuse_freed_ = true;
@@ -383,15 +413,38 @@ PyObject* freeze(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
-PyObject* restart(PyObject*, PyObject*) {
+PyObject* restart(PyObject*, PyObject* args) {
+  PyObject* paths = nullptr;
+  if (!PyArg_ParseTuple(args, "|O", &paths)) return nullptr;
   if (g_pool == nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "no shared memory pool in this process");
     return nullptr;
   }
+  std::unordered_set<std::string> recycle;
+  if (paths != nullptr) {
+    PyObject* it = PyObject_GetIter(paths);
+    if (it == nullptr) return nullptr;
+    while (PyObject* item = PyIter_Next(it)) {
+      const char* text = PyUnicode_AsUTF8(item);
+      if (text != nullptr) recycle.insert(text);
+      Py_DECREF(item);
+      if (text == nullptr) {
+        Py_DECREF(it);
+        return nullptr;
+      }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return nullptr;
+  }
+  PyObject* recycled = PyList_New(0);
+  if (recycled == nullptr) return nullptr;
   int64_t retained = 0;
-  PyObject* released = g_pool->Restart(&retained);
-  if (released == nullptr) return nullptr;
-  return Py_BuildValue("(NL)", released, static_cast<long long>(retained));
+  PyObject* released = g_pool->Restart(recycle, recycled, &retained);
+  if (released == nullptr) {
+    Py_DECREF(recycled);
+    return nullptr;
+  }
+  return Py_BuildValue("(NNL)", released, recycled, static_cast<long long>(retained));
 }
 
 PyObject* set_prefix(PyObject*, PyObject* args) {
@@ -441,8 +494,8 @@ PyMethodDef kMethods[] = {
     {"punch", punch, METH_VARARGS, "punch(path, offset, length): free whole pages of a range"},
     {"create", create, METH_VARARGS,
      "create(dir, prefix, segment_bytes, reuse_freed=True) -> pyarrow.MemoryPool"},
-    {"restart", restart, METH_NOARGS,
-     "restart() -> ([(address, length, path)] released, retained bytes): after a node"},
+    {"restart", restart, METH_VARARGS,
+     "restart(recycle_paths=()) -> (released, recycled, retained bytes): after a node"},
     {"set_prefix", set_prefix, METH_VARARGS, "set_prefix(prefix): names the next segments"},
     {"punch_file", punch_file, METH_VARARGS, "punch_file(path, offset, length): whole pages"},
     {"freeze", freeze, METH_NOARGS, "stop returning freed pages (before sharing)"},

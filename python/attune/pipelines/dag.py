@@ -413,7 +413,7 @@ def _node_body(
             if shm and pa.default_memory_pool().bytes_allocated() > 0:
                 gc.collect()
             if shm:
-                released, retained = shmpool.release(ranges)
+                released, retained = shmpool.release(ranges, recycle=memory_pool == "shm")
                 wstats["pool_bytes_trimmed"] = released
                 wstats["pool_bytes_retained"] = retained
         elif shm:
@@ -599,7 +599,8 @@ class DAG:
         ``default`` keeps pyarrow's pool (outputs are copied once into the column files);
         ``auto`` (the default) is ``shm`` with the SIPC transport when the pool can be built
         here, else ``default``. ``shm-bump`` is ``shm`` without reuse of freed blocks inside a
-        node (every allocation fresh pages; the ablation of that reuse).
+        node and no spare segments kept from node to node in a reused process (every allocation
+        fresh pages; the ablation of both).
 
         ``measure_memory`` (default on): every node reads its ``/proc/self/smaps_rollup`` before
         and after sharing (the Pss fields and ``memory_peak_bytes``); off, a node saves the

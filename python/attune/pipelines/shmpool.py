@@ -176,17 +176,21 @@ def trim(used: dict[str, list[tuple[int, int]]]) -> int:
     return freed
 
 
-def release(used: dict[str, list[tuple[int, int]]]) -> tuple[int, int]:
+def release(used: dict[str, list[tuple[int, int]]], recycle: bool = True) -> tuple[int, int]:
     """After a node of a reused process shared its output and dropped every reference to its
     tables: unmaps the node's segments that hold no live allocation, returns their pages that
     the output does not use (``used`` as for :func:`trim`; a segment the output does not use is
     unlinked) and forgets their address ranges, so the next node starts with an empty pool.
     Segments still holding allocations (a buffer the node's code kept, e.g. in a global) stay
-    mapped, retired. Returns (bytes released, bytes retained)."""
+    mapped, retired. With ``recycle``, up to two standard segments the output does not use stay
+    mapped as spares with their pages, and the next node's first segments are those (renamed):
+    its allocations then touch no fresh pages. Returns (bytes released, bytes retained)."""
     if _module is None or _pool is None:
         return 0, 0
-    released, retained = _module.restart()
+    unused = [path for _a, _n, path in segments() if not used.get(path)]
+    released, recycled, retained = _module.restart(unused if recycle else [])
     sipc.forget_ranges(released)
+    sipc.forget_ranges(recycled)  # kept mapped as spares; renamed when a node takes one
     freed = 0
     for _addr, length, path in released:
         ranges = sorted(used.get(path, []))
