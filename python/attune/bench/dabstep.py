@@ -112,7 +112,9 @@ def write_tables(directory: str, payments_rows: int, seed: int = 7) -> dict[str,
     out = {}
     for name, t in (("payments", payments), ("fees", fees), ("merchants", merchants_t)):
         path = os.path.join(directory, f"{name}.parquet")
-        pq.write_table(t, path, compression="zstd")
+        # One row group: pyarrow gives each row group's dictionary-encoded chunks their own
+        # dictionary, which the Arrow IPC file peers cannot write (one dictionary per field).
+        pq.write_table(t, path, compression="zstd", row_group_size=max(1, t.num_rows))
         out[name] = path
     return out
 

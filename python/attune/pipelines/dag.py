@@ -56,6 +56,7 @@ import pyarrow as pa
 from attune.errors import Error, InvalidArgumentError
 from attune.pipelines import sipc
 from attune.pipelines.arena import Arena
+from attune.pipelines.resources import ResourceManager, choose_eviction
 
 __all__ = [
     "DAG",
@@ -171,6 +172,7 @@ class Node:
     inputs: tuple[Node, ...]
     memory_limit_bytes: int | None = None
     wants_ctx: bool = False
+    memory_bytes: int | None = None
 
     def __repr__(self) -> str:
         return f"Node({self.name!r}, inputs={[i.name for i in self.inputs]})"
@@ -189,6 +191,9 @@ class RunResult:
     shared_bytes_peak: int = 0
     mode: str = "process"
     reuse_processes: bool = False
+    #: Resource manager decisions: ("start", node, bytes in use, need), ("done", node),
+    #: ("evict", node, "rollback" | "limit-drop", bytes given back).
+    events: list[tuple[Any, ...]] = field(default_factory=list)
 
     def __getitem__(self, name: str) -> pa.Table:
         return self.tables[name]
@@ -248,7 +253,7 @@ def _write_output(
         return st.path, {
             "bytes_copied": st.bytes_copied,
             "bytes_reshared": st.bytes_reshared,
-            "output_file_bytes": sum(sipc.file_bytes(f) for f in [st.path, *own]),
+            "_own_files": [st.path, *own],
             "_ranges": st.ranges,
         }
     path = os.path.join(directory, name + ".arrow")
@@ -301,6 +306,7 @@ def _child_main(
     conn,
     memory_pool: str = "default",
     measure_memory: bool = True,
+    out_name: str | None = None,
 ) -> None:
     """A node's own process: one node, then exit."""
     try:
@@ -312,7 +318,14 @@ def _child_main(
                 return
         conn.send(
             _node_body(
-                node, input_paths, directory, transport, checksums, memory_pool, measure_memory
+                node,
+                input_paths,
+                directory,
+                transport,
+                checksums,
+                memory_pool,
+                measure_memory,
+                out_name=out_name,
             )
         )
     finally:
@@ -333,7 +346,7 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
                 return
             if job is None:
                 return
-            index, input_paths, memory_pool, measure_memory = job
+            index, input_paths, memory_pool, measure_memory, out_name = job
             msg = _node_body(
                 nodes[index],
                 input_paths,
@@ -343,6 +356,7 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
                 memory_pool,
                 measure_memory,
                 reuse=True,
+                out_name=out_name,
             )
             conn.send(msg)
     finally:
@@ -358,6 +372,7 @@ def _node_body(
     memory_pool: str,
     measure_memory: bool = True,
     reuse: bool = False,
+    out_name: str | None = None,
 ) -> tuple:
     """Read, call, check, share, measure: returns the one message for the parent. Without
     ``measure_memory`` the node skips ``/proc/self/smaps_rollup`` (a walk of every mapped page,
@@ -371,7 +386,9 @@ def _node_body(
         if shm:
             from attune.pipelines import shmpool
 
-            shmpool.install(directory, f"{node.name}.pool", reuse_freed=memory_pool != "shm-bump")
+            shmpool.install(
+                directory, f"{out_name or node.name}.pool", reuse_freed=memory_pool != "shm-bump"
+            )
         inputs = [_read_input(transport, p) for p in input_paths]
         io1 = proc_io()
         t1 = time.perf_counter()
@@ -393,7 +410,9 @@ def _node_body(
             shmpool.freeze()  # from here on the output's pages are shared: never punched
         rollup_before = rollup()
         io2 = proc_io()
-        path, wstats = _write_output(transport, out, directory, node.name, checksums)
+        # A node run again after a rollback writes under a new name: files of its first output
+        # may still be referred to by live tables.
+        path, wstats = _write_output(transport, out, directory, out_name or node.name, checksums)
         ranges = wstats.pop("_ranges", {})
         stats: dict[str, Any] = {
             "rows": out.num_rows,
@@ -418,6 +437,10 @@ def _node_body(
                 wstats["pool_bytes_retained"] = retained
         elif shm:
             wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
+        own_files = wstats.pop("_own_files", None)
+        if own_files is not None:
+            # Measured after the pool gave back what the output does not use.
+            wstats["output_file_bytes"] = sum(sipc.file_bytes(f) for f in own_files)
         io3 = proc_io()
         t3 = time.perf_counter()
         rollup_after = rollup()
@@ -476,6 +499,7 @@ class DAG:
         name: str | None = None,
         memory_limit_bytes: int | None = None,
         ctx: bool = False,
+        memory_bytes: int | None = None,
     ) -> Node:
         """Adds a node computing ``fn(*input_tables)`` (``fn(*tables, ctx=NodeContext)`` with
         ``ctx=True``). Inputs must be nodes already in this DAG, so the graph is acyclic by
@@ -499,7 +523,9 @@ class DAG:
             raise PipelineError(f"bad node name {name!r}")
         if memory_limit_bytes is not None and memory_limit_bytes <= 0:
             raise PipelineError("memory_limit_bytes must be positive")
-        n = Node(name, fn, tuple(inputs), memory_limit_bytes, ctx)
+        if memory_bytes is not None and memory_bytes < 0:
+            raise PipelineError("memory_bytes must not be negative")
+        n = Node(name, fn, tuple(inputs), memory_limit_bytes, ctx, memory_bytes)
         self.nodes.append(n)
         self._names.add(name)
         return n
@@ -589,6 +615,9 @@ class DAG:
         mode: str = "process",
         reuse_processes: bool = False,
         measure_memory: bool = True,
+        memory_budget_bytes: int | None = None,
+        eviction: str = "adaptive",
+        spill_dir: str | None = None,
     ) -> RunResult:
         """Runs the DAG, every node in its own process; returns the ``outputs`` (default: the
         sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
@@ -605,6 +634,14 @@ class DAG:
         ``measure_memory`` (default on): every node reads its ``/proc/self/smaps_rollup`` before
         and after sharing (the Pss fields and ``memory_peak_bytes``); off, a node saves the
         milliseconds that costs (benchmarks of speed switch it off).
+
+        ``memory_budget_bytes`` turns the resource manager on
+        (:mod:`attune.pipelines.resources`): a node starts when the run's shared files plus the
+        running nodes' needs plus its own need (``DAG.node(memory_bytes=)``, else its inputs'
+        size) fit the budget, deepest ready nodes first; when nothing runs and the next node
+        does not fit, finished outputs still needed are evicted by ``eviction``: ``adaptive``
+        (default), ``rollback`` (run the node again later), ``limit-drop`` (page the output out
+        to a disk file under ``spill_dir``) or ``off``. Every decision is in ``result.events``.
 
         ``reuse_processes``: nodes run in up to ``parallel`` worker processes reused from node
         to node (no process start per node; a worker drops everything of a node before the next,
@@ -648,6 +685,8 @@ class DAG:
         want = self._outputs(outputs)
         parallel = max(1, parallel or os.cpu_count() or 1)
         ctx = mp.get_context(start_method)
+        if memory_budget_bytes is not None:
+            ResourceManager.check(memory_budget_bytes, eviction)
         directory = tempfile.mkdtemp(
             prefix=f"{RUN_PREFIX}{os.getpid()}.{_safe(self.name)}.", dir=root or default_root()
         )
@@ -660,6 +699,10 @@ class DAG:
         )
         t0 = time.perf_counter()
         leases = []
+        rm = None
+        if memory_budget_bytes is not None:
+            rm = ResourceManager(self.nodes, memory_budget_bytes, eviction, spill_dir, directory)
+            result.events = rm.events
         try:
             for cache, path, cols in self._cached_loads:
                 leases.append(cache.lease(cache.key(path, cols)))
@@ -675,12 +718,15 @@ class DAG:
                 memory_pool,
                 reuse_processes,
                 measure_memory,
+                rm,
             )
             for n in want:
                 result.tables[n.name] = _read_input(transport, paths[n.name])
         finally:
             for lease in leases:
                 lease.release()
+            if rm is not None:
+                rm.close()
             if not keep_directory:
                 shutil.rmtree(directory, ignore_errors=True)
         result.seconds = time.perf_counter() - t0
@@ -699,6 +745,7 @@ class DAG:
         memory_pool,
         reuse_processes=False,
         measure_memory=True,
+        rm: ResourceManager | None = None,
     ) -> dict[str, str]:
         consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
         for n in self.nodes:
@@ -737,39 +784,102 @@ class DAG:
             conn.close()
             workers.remove((p, conn))
 
+        attempts: dict[int, int] = {}
+        needs: dict[int, int] = {}  # id(running node) -> its admitted need
+        out_bytes: dict[int, int] = {}  # id(finished node) -> tmpfs bytes of its own files
+        spilled: set[int] = set()
+        consumers_of: dict[int, list[Node]] = {id(n): [] for n in self.nodes}
+        for n in self.nodes:
+            for i in n.inputs:
+                consumers_of[id(i)].append(n)
+
+        def start(n: Node) -> None:
+            input_paths = [paths[i.name] for i in n.inputs]
+            k = attempts.get(id(n), 0)
+            out_name = n.name if k == 0 else f"{n.name}~{k}"
+            if reuse_processes and n.memory_limit_bytes is None:
+                # A node with a memory limit gets its own process (an address-space cap cannot
+                # be lifted again for the next node).
+                p, conn = idle.pop() if idle else start_worker()
+                conn.send((index[id(n)], input_paths, memory_pool, measure_memory, out_name))
+                running[conn] = running[p.sentinel] = (n, p, conn, True)
+                return
+            parent_conn, child_conn = ctx.Pipe(duplex=False)
+            args = (
+                n,
+                input_paths,
+                directory,
+                transport,
+                checksums,
+                child_conn,
+                memory_pool,
+                measure_memory,
+                out_name,
+            )
+            p = ctx.Process(target=_child_main, args=args, name=f"attune-dag:{n.name}", daemon=True)
+            p.start()
+            child_conn.close()
+            running[p.sentinel] = (n, p, parent_conn, False)
+
+        def pending() -> dict[int, list[Node]]:
+            busy = {id(v[0]) for v in running.values()}
+            return {
+                key: [c for c in consumers_of[key] if id(c) not in done and id(c) not in busy]
+                for key in live_tables
+            }
+
+        def in_use() -> int:
+            return _directory_bytes(directory) + sum(needs.values())
+
+        def evict_for(n: Node, need: int) -> None:
+            live_nodes = {id(m): m for m in self.nodes if id(m) in live_tables}
+            protect = {id(i) for i in n.inputs} | keep | spilled
+            for v in running.values():  # (none while evicting; kept for safety)
+                protect.update(id(i) for i in v[0].inputs)
+            for x in rm.candidates(live_nodes, pending(), protect):
+                if rm.fits(in_use(), need):
+                    return
+                st = result.nodes[x.name]
+                how = choose_eviction(
+                    rm.eviction,
+                    st.get("read_seconds", 0) + st.get("compute_seconds", 0),
+                    out_bytes.get(id(x), 0),
+                    rm.spill_bytes_per_sec,
+                    all(id(i) in live_tables for i in x.inputs),
+                )
+                if how == "rollback":
+                    for f in self._drop(transport, live_tables, id(x), directory):
+                        rm.forget(f)
+                    done.discard(id(x))
+                    attempts[id(x)] = attempts.get(id(x), 0) + 1
+                    for i in x.inputs:
+                        consumers[id(i)] += 1
+                    waiting.append(x)
+                    freed = out_bytes.get(id(x), 0)
+                else:
+                    freed = rm.spill(_table_data_files(transport, live_tables[id(x)]))
+                    spilled.add(id(x))
+                rm.events.append(("evict", x.name, how, freed))
+
         try:
             while waiting or running:
-                for n in list(waiting):
+                ready = [n for n in waiting if all(id(i) in done for i in n.inputs)]
+                if rm is not None:
+                    ready = rm.sort_ready(ready)
+                for n in ready:
                     if len({id(v[1]) for v in running.values()}) >= parallel:
                         break
-                    if not all(id(i) in done for i in n.inputs):
-                        continue
+                    if rm is not None:
+                        need = rm.need(n, out_bytes)
+                        if not rm.fits(in_use(), need):
+                            if running:
+                                break  # wait for memory, in priority order
+                            if rm.eviction != "off":
+                                evict_for(n, need)
+                        needs[id(n)] = need
+                        rm.events.append(("start", n.name, in_use() - need, need))
                     waiting.remove(n)
-                    input_paths = [paths[i.name] for i in n.inputs]
-                    if reuse_processes and n.memory_limit_bytes is None:
-                        # A node with a memory limit gets its own process (an address-space
-                        # cap cannot be lifted again for the next node).
-                        p, conn = idle.pop() if idle else start_worker()
-                        conn.send((index[id(n)], input_paths, memory_pool, measure_memory))
-                        running[conn] = running[p.sentinel] = (n, p, conn, True)
-                        continue
-                    parent_conn, child_conn = ctx.Pipe(duplex=False)
-                    args = (
-                        n,
-                        input_paths,
-                        directory,
-                        transport,
-                        checksums,
-                        child_conn,
-                        memory_pool,
-                        measure_memory,
-                    )
-                    p = ctx.Process(
-                        target=_child_main, args=args, name=f"attune-dag:{n.name}", daemon=True
-                    )
-                    p.start()
-                    child_conn.close()
-                    running[p.sentinel] = (n, p, parent_conn, False)
+                    start(n)
                 if not running:
                     raise PipelineError("no node can run (a cycle?)")  # unreachable by design
                 ready = wait(list(running))
@@ -806,6 +916,11 @@ class DAG:
                         conn.close()
                         self._check(n, p, msg)
                     _, path, stats = msg
+                    needs.pop(id(n), None)
+                    stats["runs"] = attempts.get(id(n), 0) + 1
+                    out_bytes[id(n)] = stats.get("output_file_bytes", 0)
+                    if rm is not None:
+                        rm.events.append(("done", n.name))
                     paths[n.name] = path
                     done.add(id(n))
                     live_tables[id(n)] = path
@@ -819,7 +934,9 @@ class DAG:
                     for i in n.inputs:
                         consumers[id(i)] -= 1
                         if consumers[id(i)] == 0 and id(i) not in keep:
-                            self._drop(transport, live_tables, id(i), directory)
+                            for f in self._drop(transport, live_tables, id(i), directory):
+                                if rm is not None:
+                                    rm.forget(f)
         except BaseException:
             procs = {id(v[1]): v[1] for v in running.values()}
             for p in procs.values():
@@ -933,7 +1050,7 @@ class DAG:
         )
 
     @staticmethod
-    def _drop(transport: str, live_tables: dict[int, str], key: int, directory: str) -> None:
+    def _drop(transport: str, live_tables: dict[int, str], key: int, directory: str) -> list[str]:
         """Removes a table no node needs any more, and every data file of the run that no live
         table refers to (files written by running nodes are younger than any table they could
         be referred to by; they are never candidates: only files of dead tables are)."""
@@ -942,12 +1059,15 @@ class DAG:
         live_files: set[str] = set()
         for p in live_tables.values():
             live_files.update(_table_data_files(transport, p))
+        removed = []
         for f in [path, *sorted(dead_files - live_files)]:
             if os.path.dirname(f) == directory:
                 try:
                     os.unlink(f)
                 except FileNotFoundError:
                     pass
+                removed.append(f)
+        return removed
 
 
 def _ray_session(parallel: int | None):
