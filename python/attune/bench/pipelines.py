@@ -370,9 +370,9 @@ def _overheads(rows: int, length: int) -> dict[str, float]:
     a.send(None)
     p.join()
     return {
-        "fork_exit_seconds": med(fork_exit),
-        "smaps_rollup_seconds": rollup,
-        "worker_roundtrip_seconds": roundtrip,
+        "fork_exit_ms": med(fork_exit) * 1e3,
+        "smaps_rollup_ms": rollup * 1e3,
+        "worker_roundtrip_us": roundtrip * 1e6,
     }
 
 
