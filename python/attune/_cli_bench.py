@@ -13,7 +13,7 @@ Every benchmark starts here or from the ``attune-bench`` binary itself:
 * ``attune bench splitdf [run|column-sizes|explain|fact-layout|key-order|memory-probe|
   join-elimination|report] ...`` runs the SplitDF scripts of ``benches/splitdf/`` (SplitDF is a
   Python component; the scripts need a source checkout).
-* ``attune bench dag resharing|chain|decache ...`` runs the pipelines benchmarks
+* ``attune bench dag resharing|chain|decache|dabstep ...`` runs the pipelines benchmarks
   (:mod:`attune.bench.pipelines`): SIPC against Arrow IPC files and IPC over memory maps.
 * ``attune bench report --figures benches/figures.toml`` writes the published pages,
   docs/BENCHMARKS.md and docs/bench/<component>.md, from the figure list (see
@@ -264,7 +264,7 @@ def register(sub) -> None:
     q.set_defaults(func=_run_place)
     q = verbs.add_parser(
         "dag",
-        help="Kelvin pipelines: resharing, a 10-node chain and DeCache against Arrow IPC (--help)",
+        help="Kelvin pipelines: resharing, a 10-node chain, DeCache and DABstep-shaped DAGs (--help)",
         add_help=False,
         prefix_chars="+",
     )

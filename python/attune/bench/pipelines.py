@@ -1,4 +1,4 @@
-"""Benchmarks of attune.pipelines (Kelvin): ``attune bench dag resharing|chain|decache|ray``.
+"""Benchmarks of attune.pipelines (Kelvin): ``attune bench dag resharing|chain|decache|dabstep``.
 
 Every benchmark runs SIPC and its peers in the same process run, on the same data: plain Arrow
 IPC files (``ipc-file``: written by copy, read by copy) and Arrow IPC over memory maps
