@@ -76,8 +76,9 @@ def evicting_dag() -> DAG:
     return dag
 
 
+@pytest.mark.parametrize("reuse", [False, True], ids=["own-process", "reused-process"])
 @pytest.mark.parametrize("eviction", ["rollback", "limit-drop"])
-def test_eviction_paths(tmp_path, eviction):
+def test_eviction_paths(tmp_path, eviction, reuse):
     spill = tmp_path / "spill"
     spill.mkdir()
     dag = evicting_dag()
@@ -87,6 +88,7 @@ def test_eviction_paths(tmp_path, eviction):
         memory_budget_bytes=12 * MIB,
         eviction=eviction,
         spill_dir=str(spill),
+        reuse_processes=reuse,
     )
     evictions = [e for e in res.events if e[0] == "evict"]
     assert evictions and evictions[0][1:3] == ("load1", eviction)
