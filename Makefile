@@ -5,6 +5,9 @@
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
+# Python extras installed by `make build`; `make build EXTRAS=dev,ray` adds Ray (the Kelvin
+# benchmarks' peer and DAG.run(mode="ray"); a large install no other test needs).
+EXTRAS ?= dev
 STAMPS := .stamps
 CARGO ?= cargo
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
@@ -56,7 +59,7 @@ $(STAMPS)/venv: pyproject.toml
 
 # Build the native module and install the package (with its dev extras) into .venv.
 $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) $(PY_SOURCES)
-	$(VENV)/bin/maturin develop --release --extras dev -q
+	$(VENV)/bin/maturin develop --release --extras $(EXTRAS) -q
 	# The pipelines' shared memory pool (C++ against pyarrow's headers); optional: without a
 	# compiler the pipelines copy pyarrow outputs once instead.
 	-$(VENV)/bin/python -m attune.pipelines.shmpool

@@ -13,7 +13,7 @@ Every benchmark starts here or from the ``attune-bench`` binary itself:
 * ``attune bench splitdf [run|column-sizes|explain|fact-layout|key-order|memory-probe|
   join-elimination|report] ...`` runs the SplitDF scripts of ``benches/splitdf/`` (SplitDF is a
   Python component; the scripts need a source checkout).
-* ``attune bench pipe resharing|chain|decache ...`` runs the pipelines benchmarks
+* ``attune bench dag resharing|chain|decache|dabstep ...`` runs the pipelines benchmarks
   (:mod:`attune.bench.pipelines`): SIPC against Arrow IPC files and IPC over memory maps.
 * ``attune bench report --figures benches/figures.toml`` writes the published pages,
   docs/BENCHMARKS.md and docs/bench/<component>.md, from the figure list (see
@@ -107,7 +107,7 @@ def _run_splitdf(args) -> int:
     return splitdf.run(argv)
 
 
-def _run_pipe(args) -> int:
+def _run_dag(args) -> int:
     from attune.bench import pipelines
 
     argv = list(args.harness_args)
@@ -263,13 +263,13 @@ def register(sub) -> None:
     q.add_argument("harness_args", nargs=argparse.REMAINDER)
     q.set_defaults(func=_run_place)
     q = verbs.add_parser(
-        "pipe",
-        help="Kelvin pipelines: resharing, a 10-node chain and DeCache against Arrow IPC (--help)",
+        "dag",
+        help="Kelvin pipelines: resharing, a 10-node chain, DeCache and DABstep-shaped DAGs (--help)",
         add_help=False,
         prefix_chars="+",
     )
     q.add_argument("harness_args", nargs=argparse.REMAINDER)
-    q.set_defaults(func=_run_pipe)
+    q.set_defaults(func=_run_dag)
     r = verbs.add_parser("report", help="write a markdown report with plots from results files")
     r.add_argument("results", nargs="*", help="JSON-lines results files")
     r.add_argument(

@@ -386,8 +386,8 @@ def pipes_sort(
     mechanism: str = "auto",
     progress: Callable[[str, int, int], Any] | None = None,
 ) -> dict[str, Any]: ...
-
 def pipes_gen_records(path: str | PathLike[str], records: int, seed: int = 1) -> int: ...
+
 @final
 class EmbedStore:
     def __new__(
@@ -411,6 +411,7 @@ def embed_simulate(
     policy: str, capacity: int, tables: int, keys: bytes, warmup: int = 0
 ) -> tuple[int, int, int, int]: ...
 def embed_access_stream(policy: str, capacity: int, keys: bytes) -> int: ...
+
 # ---------------------------------------------------------------- attune-io (attune.io)
 _TraceColumns: TypeAlias = tuple[list[int], list[int], list[int], list[bool]]
 

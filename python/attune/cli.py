@@ -42,7 +42,7 @@ VERB_MODULES: tuple[str, ...] = (
     "attune._cli_place",
     "attune._cli_embed",
     "attune._cli_io",
-    "attune._cli_pipe",
+    "attune._cli_dag",
 )
 
 #: Exit status after the reader of stdout went away (128 + SIGPIPE).

@@ -155,55 +155,155 @@ def test_pool_segments_nothing_refers_to_are_removed(tmp_path):
     assert res.nodes["tmp"]["bytes_copied"] == 0
 
 
+# -- reused node processes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pool", ["shm", "default"])
+def test_reused_processes_give_the_same_tables(tmp_path, pool):
+    from attune.pipelines import shmpool
+
+    if pool == "shm" and not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+    dag = DAG()
+    build(dag)
+    res = dag.run(root=str(tmp_path), reuse_processes=True, parallel=1, memory_pool=pool)
+    assert res["join"].equals(dag.run_inline()["join"])
+    assert res.reuse_processes and res.memory_pool == pool
+    # One worker ran all five nodes, and a pyarrow-made column was still not copied.
+    assert len({n["pid"] for n in res.nodes.values()}) == 1
+    assert all(n["reused_process"] for n in res.nodes.values())
+    if pool == "shm":
+        assert res.nodes["add_col"]["bytes_copied"] == 0
+    assert no_run_directories(tmp_path)
+
+
+def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path):
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+
+    def temporaries(t):
+        for _ in range(3):
+            pc.multiply(t["a"], 7)  # freed before the node returns
+        return t.append_column("a2", pc.multiply(t["a"], 2))
+
+    dag = DAG()
+    src = dag.node(load)
+    mid = dag.node(temporaries, src, name="tmp")
+    dag.node(lambda t: t.select(["a2"]), mid, name="last")
+    for pool in ("shm-bump", "shm"):
+        root = tmp_path / pool
+        root.mkdir()
+        res = dag.run(
+            root=str(root), reuse_processes=True, parallel=1, keep_directory=True, memory_pool=pool
+        )
+        (run,) = [d for d in os.listdir(root) if d.startswith("attune-dag.")]
+        left = sorted(f for f in os.listdir(root / run) if ".pool." in f)
+        assert res.nodes["tmp"]["pool_bytes_retained"] == 0
+        assert res["last"].equals(dag.run_inline()["last"])
+        if pool == "shm-bump":
+            # Only the segment holding a2 (which "last" refers to) is left of the pool's files.
+            assert left == ["tmp.pool.0"]
+        else:
+            # Besides it, at most two spare segments the worker kept for a next node (renamed
+            # for the node that would take them; removed with the run).
+            assert "tmp.pool.0" in left and len(left) <= 3
+
+
+_KEPT: list = []
+
+
+def test_a_node_keeping_pool_memory_gets_a_fresh_worker_after_it(tmp_path):
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+
+    def keeps(t):
+        _KEPT.append(pc.multiply(t["a"], 3))  # outlives the node in this process
+        return t.select(["a"])
+
+    dag = DAG()
+    src = dag.node(load)
+    k = dag.node(keeps, src, name="keeps")
+    dag.node(lambda t: t.slice(5), k, name="after")
+    res = dag.run(root=str(tmp_path), reuse_processes=True, parallel=1)
+    assert res.nodes["keeps"]["pool_bytes_retained"] > 0
+    assert res.nodes["after"]["pid"] != res.nodes["keeps"]["pid"]
+    assert res.nodes["load"]["pid"] == res.nodes["keeps"]["pid"]
+    assert res["after"].equals(dag.run_inline()["after"])
+    assert no_run_directories(tmp_path)
+
+
+def test_a_node_with_a_memory_limit_gets_its_own_process(tmp_path):
+    dag = DAG()
+    src = dag.node(load)
+    dag.node(add_col, src, memory_limit_bytes=1 << 30)
+    res = dag.run(root=str(tmp_path), reuse_processes=True, parallel=1)
+    assert res.nodes["load"]["reused_process"] and not res.nodes["add_col"]["reused_process"]
+
+
 # -- failures -------------------------------------------------------------------------------
 
 
-def fails(root, fn, match, reason, **node_kwargs):
+@pytest.fixture(params=[False, True], ids=["own-process", "reused-process"])
+def reuse(request) -> bool:
+    return request.param
+
+
+def fails(root, fn, match, reason, reuse=False, **node_kwargs):
     dag = DAG()
     dag.node(fn, dag.node(load), name="bad", **node_kwargs)
     with pytest.raises(NodeFailedError, match=match) as e:
-        dag.run(root=str(root))
+        dag.run(root=str(root), reuse_processes=reuse)
     assert e.value.node == "bad" and e.value.reason == reason
     assert no_run_directories(root)
     return e.value
 
 
-def test_a_node_that_raises(tmp_path):
+def test_a_node_that_raises(tmp_path, reuse):
     def boom(t):
         raise KeyError("no column q")
 
-    err = fails(tmp_path, boom, r"node bad raised KeyError: 'no column q'", "exception")
+    err = fails(tmp_path, boom, r"node bad raised KeyError: 'no column q'", "exception", reuse)
     assert "boom" in err.detail
 
 
-def test_a_node_that_returns_a_non_table(tmp_path):
+def test_a_node_that_returns_a_non_table(tmp_path, reuse):
     fails(
         tmp_path,
         lambda t: t.to_pandas(),
         r"node bad returned pandas.*DataFrame, not a "
         r"pyarrow.Table",
         "not-a-table",
+        reuse,
     )
 
 
-def test_a_node_that_runs_out_of_memory(tmp_path):
+def test_a_node_that_runs_out_of_memory(tmp_path, reuse):
     def hog(t):
         return pa.table({"x": np.ones(1 << 28)})  # 2 GiB
 
     fails(
-        tmp_path, hog, "node bad ran out of memory", "out-of-memory", memory_limit_bytes=256 << 20
+        tmp_path,
+        hog,
+        "node bad ran out of memory",
+        "out-of-memory",
+        reuse,
+        memory_limit_bytes=256 << 20,
     )
 
 
-def test_a_node_killed_like_the_oom_killer_does(tmp_path):
+def test_a_node_killed_like_the_oom_killer_does(tmp_path, reuse):
     def killed(t):
         os.kill(os.getpid(), signal.SIGKILL)
 
-    fails(tmp_path, killed, "node bad was killed by SIGKILL .*OOM killer", "killed")
+    fails(tmp_path, killed, "node bad was killed by SIGKILL .*OOM killer", "killed", reuse)
 
 
-def test_a_node_that_exits(tmp_path):
-    fails(tmp_path, lambda t: os._exit(3), "node bad exited with status 3", "exit")
+def test_a_node_that_exits(tmp_path, reuse):
+    fails(tmp_path, lambda t: os._exit(3), "node bad exited with status 3", "exit", reuse)
 
 
 def test_a_failure_kills_the_other_running_nodes(tmp_path):
@@ -241,3 +341,15 @@ def test_bad_definitions():
         dag.run(start_method="thread")
     with pytest.raises(ValueError, match="unknown transport"):
         dag.run(transport="pickle")
+    with pytest.raises(ValueError, match="unknown mode 'threads'"):
+        dag.run(mode="threads")
+
+
+def test_ray_mode_without_ray_says_how_to_get_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    dag = DAG()
+    dag.node(load)
+    with pytest.raises(PipelineError, match=r"pip install 'attune\[ray\]'"):
+        dag.run(mode="ray")

@@ -90,3 +90,23 @@ def test_disabled_cache_decodes_every_time(tmp_path, parquet):
     st = {}
     assert cache.load(parquet, stats=st).equals(pq.read_table(parquet))
     assert st["decache"] == "off" and cache.entries() == []
+
+
+def test_column_parallel_decode_equals_pyarrows(tmp_path):
+    from attune.pipelines.decache import read_parquet
+
+    path = tmp_path / "wide.parquet"
+    t = pa.table(
+        {
+            "k": np.arange(5_000),
+            "s": [f"v{i % 7}" for i in range(5_000)],
+            "l": [[i, i + 1] for i in range(5_000)],
+            "st": [{"a": i, "b": str(i)} for i in range(5_000)],
+        }
+    )
+    pq.write_table(t, path, row_group_size=1_000)
+    for cols in ((), ("s",)):
+        want = pq.read_table(path, read_dictionary=list(cols) or None)
+        for threads in (1, 3):
+            got = read_parquet(path, cols, threads)
+            assert got.equals(want) and got.schema.equals(want.schema, check_metadata=True)

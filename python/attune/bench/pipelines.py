@@ -1,4 +1,4 @@
-"""Benchmarks of attune.pipelines (Kelvin): ``attune bench pipe resharing|chain|decache|ray``.
+"""Benchmarks of attune.pipelines (Kelvin): ``attune bench dag resharing|chain|decache|dabstep``.
 
 Every benchmark runs SIPC and its peers in the same process run, on the same data: plain Arrow
 IPC files (``ipc-file``: written by copy, read by copy) and Arrow IPC over memory maps
@@ -67,11 +67,11 @@ class _Out:
     def __init__(self, path: str | None, as_json: bool, argv: list[str]) -> None:
         self.f = open(path, "a") if path else None  # noqa: SIM115 - closed in close()
         self.as_json = as_json
-        self.command = "attune bench pipe " + shlex.join(argv)
+        self.command = "attune bench dag " + shlex.join(argv)
         self.machine = _machine()
 
     def row(self, row: dict[str, Any]) -> None:
-        row = {"bench": "pipe", **row, "command": self.command, "machine": self.machine}
+        row = {"bench": "dag", **row, "command": self.command, "machine": self.machine}
         line = json.dumps(row)
         if self.f:
             self.f.write(line + "\n")
@@ -146,7 +146,7 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
         _op(op)(small)
         per: dict[str, list[dict[str, Any]]] = {}
         for rep in range(args.repeat):
-            for label, transport, _producer, pool in _variants(args, arena=False):
+            for label, transport, _producer, pool, _reuse in _variants(args, arena=False):
                 dag = DAG(f"reshare-{op}")
                 src = dag.node(load, name="load")
                 dag.node(_op(op), src, name=op)
@@ -186,28 +186,35 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
 
 
 def _summary(
-    out: _Out, head: dict[str, Any], per: dict[str, list[dict[str, Any]]], time_key: str
+    out: _Out,
+    head: dict[str, Any],
+    per: dict[str, list[dict[str, Any]]],
+    time_key: str,
+    base: str = "sipc",
 ) -> None:
-    if "sipc" not in per:
+    """One row of ratios: ``base`` (median_low over repeats) against every other engine."""
+    if base not in per:
         return
 
     def med(t: str, k: str) -> float:
         return statistics.median_low([r[k] for r in per[t]])
 
     row = dict(head)
-    row["sipc_seconds"] = med("sipc", time_key)
-    row["sipc_bytes_copied"] = med("sipc", "bytes_copied")
+    if base != "sipc":
+        row["base"] = base
+    row["sipc_seconds"] = med(base, time_key)
+    row["sipc_bytes_copied"] = med(base, "bytes_copied")
     for peer in per:
-        if peer == "sipc":
+        if peer == base:
             continue
         tag = peer.replace("-", "_").replace(":", "_")
-        row[f"speedup_vs_{tag}"] = med(peer, time_key) / max(med("sipc", time_key), 1e-9)
+        row[f"speedup_vs_{tag}"] = med(peer, time_key) / max(med(base, time_key), 1e-9)
         if "bytes_copied" not in per[peer][0]:
             continue
         pc_ = med(peer, "bytes_copied")
-        row[f"copied_fraction_vs_{tag}"] = med("sipc", "bytes_copied") / pc_ if pc_ else None
+        row[f"copied_fraction_vs_{tag}"] = med(base, "bytes_copied") / pc_ if pc_ else None
         ob = med(peer, "output_file_bytes")
-        row[f"output_fraction_vs_{tag}"] = med("sipc", "output_file_bytes") / ob if ob else None
+        row[f"output_fraction_vs_{tag}"] = med(base, "output_file_bytes") / ob if ob else None
     out.row(row)
 
 
@@ -248,14 +255,6 @@ class _Ray:
         self.ray.get(ref)
         return t2 - t1, time.perf_counter() - t0
 
-    def run_chain(self, fns: list) -> float:
-        t0 = time.perf_counter()
-        ref = self.node.remote(fns[0])
-        for fn in fns[1:]:
-            ref = self.node.remote(fn, ref)
-        self.ray.get(ref)
-        return time.perf_counter() - t0
-
 
 def _ray_or_none(args: argparse.Namespace, out: _Out) -> _Ray | None:
     if "ray" not in args.peers:
@@ -264,7 +263,7 @@ def _ray_or_none(args: argparse.Namespace, out: _Out) -> _Ray | None:
         return _Ray()
     except ImportError:
         print(
-            "attune bench pipe: ray is not installed (pip install 'attune[ray]'); "
+            "attune bench dag: ray is not installed (pip install 'attune[ray]'); "
             "skipping the Ray peer",
             file=sys.stderr,
         )
@@ -293,42 +292,118 @@ def _chain_step(seed: int, producer: str) -> Callable[..., pa.Table]:
     return step
 
 
-def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str, str]]:
-    """(label, transport, producer, memory pool) of every contender. SIPC runs as ``sipc``
-    (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's own pool: the
-    output is copied once into the column files; the pool switched off) and, in the chain,
-    ``sipc:arena`` (numpy computing into the node's arena)."""
+def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str, str, bool]]:
+    """(label, transport, producer, memory pool, reused processes) of every contender. SIPC
+    runs as ``sipc`` (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's
+    own pool: the output is copied once into the column files; the pool switched off) and, in
+    the chain, ``sipc:arena`` (numpy computing into the node's arena) and ``sipc:reuse`` (the
+    pool, nodes in reused worker processes instead of a fork per node) and ``sipc:reuse:bump``
+    (the same without the pool's reuse of freed blocks and spare segments: the ablation)."""
     out = []
     for t in args.transports:
         if t != "sipc":
-            out.append((t, t, "pyarrow", "default"))
+            out.append((t, t, "pyarrow", "default", False))
             continue
         for v in args.sipc_variants:
             if v == "pool":
-                out.append(("sipc", t, "pyarrow", "shm"))
+                out.append(("sipc", t, "pyarrow", "shm", False))
             elif v == "copy":
-                out.append(("sipc:copy", t, "pyarrow", "default"))
+                out.append(("sipc:copy", t, "pyarrow", "default", False))
             elif v == "arena" and arena:
-                out.append(("sipc:arena", t, "arena", "default"))
+                out.append(("sipc:arena", t, "arena", "default", False))
+            elif v == "reuse" and arena:
+                out.append(("sipc:reuse", t, "pyarrow", "shm", True))
+            elif v == "bump" and arena:
+                out.append(("sipc:reuse:bump", t, "pyarrow", "shm-bump", True))
     return out
+
+
+def _chain_dag(rows: int, length: int, producer: str) -> DAG:
+    dag = DAG("chain")
+    prev = dag.node(functools.partial(_ints, 2, rows), name="load")
+    for i in range(1, length):
+        prev = dag.node(_chain_step(i, producer), prev, name=f"add{i}", ctx=producer == "arena")
+    return dag
+
+
+def _overheads(rows: int, length: int) -> dict[str, float]:
+    """What a node costs besides its work, measured here (medians of 10): a fork of this
+    process and its exit (a node process), a read of ``/proc/self/smaps_rollup`` in a process
+    that maps the chain's last table (memory measurement), and a message round trip to a
+    reused worker."""
+    ctx = mp.get_context("fork")
+
+    def med(f) -> float:
+        xs = []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            f()
+            xs.append(time.perf_counter() - t0)
+        return statistics.median(xs)
+
+    def fork_exit() -> None:
+        p = ctx.Process(target=int)
+        p.start()
+        p.join()
+
+    from attune.pipelines.dag import smaps_rollup
+
+    res = _chain_dag(rows, length, "pyarrow").run(measure_memory=False)
+    last = res.tables[f"add{length - 1}"]
+    sum(c.nbytes for c in last.columns)  # keep it mapped
+    rollup = med(smaps_rollup)
+    del res, last
+    a, b = ctx.Pipe()
+
+    def echo(conn) -> None:
+        while (m := conn.recv()) is not None:
+            conn.send(m)
+
+    p = ctx.Process(target=echo, args=(b,), daemon=True)
+    p.start()
+
+    def rt() -> None:
+        a.send((1, ["x"], "shm", False))
+        a.recv()
+
+    roundtrip = med(rt)
+    a.send(None)
+    p.join()
+    return {
+        "fork_exit_ms": med(fork_exit) * 1e3,
+        "smaps_rollup_ms": rollup * 1e3,
+        "worker_roundtrip_us": roundtrip * 1e6,
+    }
 
 
 def _chain(args: argparse.Namespace, out: _Out) -> None:
     rows = args.column_mib * (1 << 20) // 8
-    ray_peer = _ray_or_none(args, out)
+    ray_on = _ray_or_none(args, out) is not None
     _chain_step(1, "pyarrow")(_ints(2, 1000))  # warm up (see _resharing)
+    distinct = (2 + args.length - 1) * rows * 8
     per: dict[str, list[dict[str, Any]]] = {}
+    variants = _variants(args, arena=True)
+    if ray_on:
+        # Ray's workers start on first use: one untimed run, as every process engine has its
+        # imports and kernels warm in the forked parent.
+        _chain_dag(rows, args.length, "pyarrow").run(mode="ray")
+        variants.append(("ray", "ray", "pyarrow", "default", False))
     for rep in range(args.repeat):
-        for label, transport, producer, pool in _variants(args, arena=True):
-            dag = DAG("chain")
-            prev = dag.node(lambda: _ints(2, rows), name="load")
-            for i in range(1, args.length):
-                prev = dag.node(
-                    _chain_step(i, producer), prev, name=f"add{i}", ctx=producer == "arena"
+        for label, transport, producer, pool, reuse in variants:
+            dag = _chain_dag(rows, args.length, producer)
+            # Timed runs do not read smaps_rollup in every node (milliseconds each, which the
+            # Ray peer does not pay); memory is measured in a separate run below.
+            if transport == "ray":
+                res = dag.run(mode="ray")
+            else:
+                res = dag.run(
+                    transport=transport,
+                    root=args.root,
+                    memory_pool=pool,
+                    reuse_processes=reuse,
+                    measure_memory=False,
                 )
-            res = dag.run(transport=transport, root=args.root, memory_pool=pool)
             tot = res.totals()
-            distinct = (2 + args.length - 1) * rows * 8
             row = {
                 "kind": "chain",
                 "engine": label,
@@ -336,53 +411,47 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
                 "repeat": rep,
                 "seconds": res.seconds,
                 "runs_per_sec": 1.0 / res.seconds,
-                "bytes_copied": tot["read_bytes_copied"] + tot["write_bytes_copied"],
-                "bytes_copied_after_load": sum(
-                    n["read_bytes_copied"] + n["write_bytes_copied"]
-                    for k, n in res.nodes.items()
-                    if k != "load"
-                ),
-                "output_file_bytes": tot["output_file_bytes"],
-                "shared_bytes_peak": tot["shared_bytes_peak"],
-                "memory_peak_bytes": tot["memory_peak_bytes"],
-                "distinct_bytes": distinct,
-                "memory_over_distinct": tot["memory_peak_bytes"] / distinct,
-                "output_over_distinct": tot["output_file_bytes"] / distinct,
             }
+            if transport != "ray":
+                row.update(
+                    {
+                        "bytes_copied": tot["read_bytes_copied"] + tot["write_bytes_copied"],
+                        "bytes_copied_after_load": sum(
+                            n["read_bytes_copied"] + n["write_bytes_copied"]
+                            for k, n in res.nodes.items()
+                            if k != "load"
+                        ),
+                        "output_file_bytes": tot["output_file_bytes"],
+                        "shared_bytes_peak": tot["shared_bytes_peak"],
+                        "distinct_bytes": distinct,
+                        "output_over_distinct": tot["output_file_bytes"] / distinct,
+                    }
+                )
             per.setdefault(label, []).append(row)
-            out.row(row)
-        if ray_peer is not None:
-            fns = [functools.partial(_ints, 2, rows)]
-            fns += [_chain_step(i, "pyarrow") for i in range(1, args.length)]
-            seconds = ray_peer.run_chain(fns)
-            row = {
-                "kind": "chain",
-                "engine": "ray",
-                "length": args.length,
-                "repeat": rep,
-                "seconds": seconds,
-                "runs_per_sec": 1.0 / seconds,
-            }
-            per.setdefault("ray", []).append(row)
             out.row(row)
     head = {"kind": "summary", "case": "chain", "length": args.length}
     _summary(out, head, per, "seconds")
-    for label, rows_ in per.items():
-        if label == "ray":
+    reuse_head = {"kind": "summary", "case": "chain-reuse", "length": args.length}
+    _summary(out, reuse_head, per, "seconds", base="sipc:reuse")
+    for label, transport, producer, pool, reuse in variants:
+        if transport == "ray":
             continue
+        res = _chain_dag(rows, args.length, producer).run(
+            transport=transport, root=args.root, memory_pool=pool, reuse_processes=reuse
+        )
+        tot = res.totals()
         out.row(
             {
                 "kind": "summary",
                 "case": "chain-memory",
                 "engine": label,
-                "memory_over_distinct": statistics.median_low(
-                    [r["memory_over_distinct"] for r in rows_]
-                ),
-                "output_over_distinct": statistics.median_low(
-                    [r["output_over_distinct"] for r in rows_]
-                ),
+                "memory_peak_bytes": tot["memory_peak_bytes"],
+                "distinct_bytes": distinct,
+                "memory_over_distinct": tot["memory_peak_bytes"] / distinct,
+                "output_over_distinct": tot["output_file_bytes"] / distinct,
             }
         )
+    out.row({"kind": "overheads", "case": "chain-overheads", **_overheads(rows, args.length)})
 
 
 # --------------------------------------------------------------------------------------------
@@ -397,15 +466,15 @@ def _decache_dag(path: str, cache: DeCache) -> DAG:
     return dag
 
 
-def _run_one(path: str, root: str, enabled: bool, conn) -> None:
+def _run_one(path: str, root: str, enabled: bool, reuse: bool, conn) -> None:
     cache = DeCache(os.path.join(root, "attune-decache-bench"), enabled=enabled)
-    res = _decache_dag(path, cache).run(root=root)
+    res = _decache_dag(path, cache).run(root=root, reuse_processes=reuse, measure_memory=False)
     conn.send((res.seconds, res.nodes["load"].get("pss_bytes", 0)))
     conn.close()
 
 
 def _decache(args: argparse.Namespace, out: _Out) -> None:
-    work = tempfile.mkdtemp(prefix="attune-pipe-bench-")
+    work = tempfile.mkdtemp(prefix="attune-dag-bench-")
     path = os.path.join(work, "in.parquet")
     pq.write_table(_strings(args.string_rows, False, repeat=10), path, compression="zstd")
     ctx = mp.get_context("fork")
@@ -421,7 +490,9 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                     procs = []
                     for _ in range(n):
                         a, b = ctx.Pipe(duplex=False)
-                        p = ctx.Process(target=_run_one, args=(path, root, enabled, b))
+                        p = ctx.Process(
+                            target=_run_one, args=(path, root, enabled, not args.fork_per_node, b)
+                        )
                         p.start()
                         b.close()
                         procs.append((p, a))
@@ -435,8 +506,8 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                         "engine": label,
                         "dags": n,
                         "repeat": rep,
+                        "reuse_processes": not args.fork_per_node,
                         "seconds": seconds,
-                        "bytes_copied": 0,
                     }
                     per.setdefault(label, []).append(row)
                     out.row(row)
@@ -453,11 +524,83 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# dabstep: the five DABstep-shaped DAGs (attune.bench.dabstep), one at a time and all together.
+
+
+def _dabstep(args: argparse.Namespace, out: _Out) -> None:
+    import shutil
+
+    from attune.bench import dabstep
+
+    work = tempfile.mkdtemp(prefix="attune-dag-bench-")
+    root = args.root or default_root()
+    cache_root = os.path.join(root, "attune-decache-dabstep")
+    try:
+        paths = dabstep.write_tables(work, args.payments_rows)
+        engines: list[tuple[str, str, str, bool]] = []  # label, transport, pool, reuse
+        for label, transport, _producer, pool, reuse in _variants(args, arena=True):
+            if label in ("sipc:arena", "sipc:copy"):
+                continue  # no arena in these nodes; the pool's ablation is the chain's
+            engines.append((label, transport, pool, reuse))
+        if _ray_or_none(args, out) is not None:
+            engines.append(("ray", "ray", "default", False))
+            dabstep.build(5, paths).run(mode="ray")  # start Ray's workers (untimed)
+        for workload in args.workloads:
+            per: dict[str, list[dict[str, Any]]] = {}
+            for rep in range(args.repeat):
+                for label, transport, pool, reuse in engines:
+                    # DeCache is Kelvin's: the SIPC engines load through it (emptied before
+                    # every run, so each run decodes each table once); the peers decode in
+                    # every load node.
+                    cache = DeCache(cache_root) if transport == "sipc" else None
+                    if cache is not None:
+                        cache.clear()
+                    if workload == "all":
+                        dag = dabstep.build_all(paths, cache)
+                    else:
+                        dag = dabstep.build(int(workload), paths, cache)
+                    if transport == "ray":
+                        res = dag.run(mode="ray")
+                    else:
+                        res = dag.run(
+                            transport=transport,
+                            root=args.root,
+                            memory_pool=pool,
+                            reuse_processes=reuse,
+                            measure_memory=False,
+                        )
+                    row: dict[str, Any] = {
+                        "kind": "dabstep",
+                        "workload": workload,
+                        "engine": label,
+                        "nodes": len(dag.nodes),
+                        "repeat": rep,
+                        "seconds": res.seconds,
+                    }
+                    if transport != "ray":
+                        tot = res.totals()
+                        row["bytes_copied"] = tot["read_bytes_copied"] + tot["write_bytes_copied"]
+                        row["output_file_bytes"] = tot["output_file_bytes"]
+                        row["shared_bytes_peak"] = tot["shared_bytes_peak"]
+                    per.setdefault(label, []).append(row)
+                    out.row(row)
+                    del res
+            head = {"kind": "summary", "case": "dabstep", "workload": workload}
+            _summary(out, head, per, "seconds")
+            if "sipc:reuse" in per:
+                head = {"kind": "summary", "case": "dabstep-reuse", "workload": workload}
+                _summary(out, head, per, "seconds", base="sipc:reuse")
+    finally:
+        DeCache(cache_root).clear()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="attune bench pipe", description=__doc__.split("\n")[0])
-    p.add_argument("case", choices=("resharing", "chain", "decache"))
+    p = argparse.ArgumentParser(prog="attune bench dag", description=__doc__.split("\n")[0])
+    p.add_argument("case", choices=("resharing", "chain", "decache", "dabstep"))
     p.add_argument(
         "--ops", default=",".join(INT_OPS + STR_OPS), help="resharing: operations (default: all)"
     )
@@ -477,11 +620,30 @@ def main(argv: list[str]) -> int:
     p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
     p.add_argument(
         "--sipc-variants",
-        default="pool,copy,arena",
+        default="pool,copy,arena,reuse,bump",
         help="SIPC contenders: pool (pyarrow allocates from shared files), copy (pyarrow's own "
-        "pool), arena (numpy into the node's arena; chain only); default pool,copy,arena",
+        "pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
+        "worker processes; chain, dabstep), bump (reuse without the pool's reuse of freed "
+        "memory); default pool,copy,arena,reuse,bump",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
+    p.add_argument(
+        "--payments-rows",
+        type=int,
+        default=2_000_000,
+        help="dabstep: rows of the synthetic payments table (default 2000000)",
+    )
+    p.add_argument(
+        "--workloads",
+        default="1,2,3,4,5,all",
+        help="dabstep: DAGs 1-5 one at a time, and `all` (the five as one workload)",
+    )
+    p.add_argument(
+        "--fork-per-node",
+        action="store_true",
+        help="decache: a process per node in every DAG (default: each DAG's nodes share one "
+        "reused worker, with the cache on and off alike)",
+    )
     p.add_argument(
         "--transports", default=",".join(TRANSPORTS), help=f"peers (default {','.join(TRANSPORTS)})"
     )
@@ -501,17 +663,22 @@ def main(argv: list[str]) -> int:
     if bad:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
     args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
-    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena")]:
-        p.error("--sipc-variants takes pool, copy, arena")
+    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena", "reuse", "bump")]:
+        p.error("--sipc-variants takes pool, copy, arena, reuse, bump")
     args.peers = [x for x in args.peers.split(",") if x]
     if [x for x in args.peers if x != "ray"]:
         p.error("--peers takes: ray")
     args.dags = [int(x) for x in args.dags.split(",") if x]
+    args.workloads = [x for x in args.workloads.split(",") if x]
+    if [x for x in args.workloads if x not in ("1", "2", "3", "4", "5", "all")]:
+        p.error("--workloads takes 1, 2, 3, 4, 5 and all")
     if args.length < 2 or args.repeat < 1 or args.column_mib < 1:
         p.error("--length must be at least 2, --repeat and --column-mib at least 1")
     o = _Out(args.out, args.json, argv)
     try:
-        {"resharing": _resharing, "chain": _chain, "decache": _decache}[args.case](args, o)
+        cases = {"resharing": _resharing, "chain": _chain, "decache": _decache}
+        cases["dabstep"] = _dabstep
+        cases[args.case](args, o)
     finally:
         o.close()
     return 0

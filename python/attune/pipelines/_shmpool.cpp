@@ -23,6 +23,9 @@
 #include <mutex>
 #include <string>
 #include <deque>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include <arrow/memory_pool.h>
 #include <arrow/api.h>
@@ -36,6 +39,17 @@ namespace {
 constexpr int64_t kPageBytes = 4096;
 // Allocations at least this large are populated up front (see Allocate).
 constexpr int64_t kPopulateBytesMin = 256 << 10;
+// Freed blocks kept for reuse at most (beyond it a freed block's pages are punched at once).
+constexpr int64_t kFreeCacheMax = 256 << 20;
+// Whole segments a reused node process keeps from one node for the next (see Restart).
+constexpr size_t kSpareSegmentsMax = 2;
+
+// Every block is a whole size class: 64-byte multiples below a page, page multiples above, so
+// a freed block serves any later request of the same class.
+inline int64_t SizeClass(int64_t size) {
+  if (size < kPageBytes) return (size + 63) / 64 * 64;
+  return (size + kPageBytes - 1) / kPageBytes * kPageBytes;
+}
 #ifdef MADV_POPULATE_WRITE
 constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 #else
@@ -50,12 +64,16 @@ struct Segment {
   int64_t live;
   int fd;
   std::string path;
+  bool retired;  // belongs to an earlier node of a reused process (see Restart)
 };
 
 class ShmPool : public arrow::MemoryPool {
  public:
-  ShmPool(std::string dir, std::string prefix, int64_t segment_bytes)
-      : dir_(std::move(dir)), prefix_(std::move(prefix)), segment_bytes_(segment_bytes) {}
+  ShmPool(std::string dir, std::string prefix, int64_t segment_bytes, bool reuse_freed)
+      : dir_(std::move(dir)),
+        prefix_(std::move(prefix)),
+        segment_bytes_(segment_bytes),
+        reuse_freed_(reuse_freed) {}
 
   arrow::Status Allocate(int64_t size, int64_t alignment, uint8_t** out) override {
     if (size < 0) return arrow::Status::Invalid("negative allocation size");
@@ -63,10 +81,14 @@ class ShmPool : public arrow::MemoryPool {
       *out = zero_size_area;
       return arrow::Status::OK();
     }
+    bool reused = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ARROW_RETURN_NOT_OK(AllocateLocked(size, alignment, out));
+      reused = TakeFreed(size, alignment, out);
+      requested_ = size;
+      if (!reused) ARROW_RETURN_NOT_OK(AllocateLocked(size, alignment, out));
     }
+    if (reused) return arrow::Status::OK();  // its pages are there already
     // Shared memory gets no transparent huge pages here (shmem_enabled is usually `never`), so
     // a large buffer would take one page fault per 4 KiB as the kernel fills it; populating
     // the range in one call costs the same zeroing without the faults (Linux 5.14+; ignored
@@ -81,7 +103,42 @@ class ShmPool : public arrow::MemoryPool {
     ::madvise(reinterpret_cast<void*>(first), end - first, kMadvPopulateWrite);
   }
 
+  // A freed block of the same size class, while the node runs: its pages are already there, so
+  // a kernel's temporaries cost no page faults or zeroing the second time (what jemalloc's
+  // reuse gives anonymous memory). Off with reuse_freed=false (every block fresh, freed
+  // blocks punched at once).
+  bool TakeFreed(int64_t size, int64_t alignment, uint8_t** out) {
+    if (frozen_ || !reuse_freed_) return false;
+    auto it = free_.find(SizeClass(size));
+    if (it == free_.end() || it->second.empty()) return false;
+    std::vector<uint8_t*>& blocks = it->second;
+    for (size_t i = blocks.size(); i-- > 0;) {
+      uint8_t* p = blocks[i];
+      if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(alignment) != 0) continue;
+      Segment* seg = SegmentOf(p);
+      if (seg == nullptr) continue;
+      blocks[i] = blocks.back();
+      blocks.pop_back();
+      free_bytes_ -= it->first;
+      seg->live += size;
+      *out = p;
+      bytes_allocated_ += size;
+      total_allocated_ += size;
+      num_allocations_ += 1;
+      return true;
+    }
+    return false;
+  }
+
+  Segment* SegmentOf(uint8_t* p) {
+    for (Segment& s : segments_) {
+      if (p >= s.base && p < s.base + s.length) return &s;
+    }
+    return nullptr;
+  }
+
   arrow::Status AllocateLocked(int64_t size, int64_t alignment, uint8_t** out) {
+    size = SizeClass(size);
     Segment* seg = current_;
     int64_t start = 0;
     if (seg != nullptr) start = (seg->used + alignment - 1) / alignment * alignment;
@@ -92,11 +149,11 @@ class ShmPool : public arrow::MemoryPool {
       if (size <= segment_bytes_ / 2) current_ = seg;
       start = 0;
     }
-    seg->used = start + size;
-    seg->live += size;
+    seg->used = start + size;  // a whole class
+    seg->live += requested_;
     *out = seg->base + start;
-    bytes_allocated_ += size;
-    total_allocated_ += size;
+    bytes_allocated_ += requested_;
+    total_allocated_ += requested_;
     num_allocations_ += 1;
     return arrow::Status::OK();
   }
@@ -113,8 +170,8 @@ class ShmPool : public arrow::MemoryPool {
       for (Segment& s : segments_) {
         if (*ptr < s.base || *ptr >= s.base + s.length) continue;
         int64_t offset = *ptr - s.base;
-        if (offset + old_size == s.used && offset + new_size <= s.length) {
-          s.used = offset + new_size;
+        if (offset + SizeClass(old_size) == s.used && offset + SizeClass(new_size) <= s.length) {
+          s.used = offset + SizeClass(new_size);
           s.live += new_size - old_size;
           bytes_allocated_ += new_size - old_size;
           if (new_size > old_size) {
@@ -151,7 +208,14 @@ class ShmPool : public arrow::MemoryPool {
     for (Segment& s : segments_) {
       if (buffer >= s.base && buffer < s.base + s.length) {
         s.live -= size;
-        if (!frozen_) Punch(s, buffer - s.base, size);
+        if (frozen_ || s.retired) return;
+        int64_t cls = SizeClass(size);
+        if (reuse_freed_ && free_bytes_ + cls <= kFreeCacheMax) {
+          free_[cls].push_back(buffer);
+          free_bytes_ += cls;
+          return;
+        }
+        Punch(s, buffer - s.base, size);
         return;
       }
     }
@@ -162,8 +226,13 @@ class ShmPool : public arrow::MemoryPool {
   int64_t num_allocations() const override { return num_allocations_; }
   std::string backend_name() const override { return "attune-shm"; }
 
+  // Before sharing: nothing is punched from here on (a shared buffer keeps its pages) and
+  // freed blocks are no longer handed out. Their pages go back with everything else the output
+  // does not use, in one pass over the segments after sharing (trim / release in shmpool.py).
   void Freeze() {
     std::lock_guard<std::mutex> lock(mu_);
+    free_.clear();
+    free_bytes_ = 0;
     frozen_ = true;
   }
 
@@ -171,7 +240,7 @@ class ShmPool : public arrow::MemoryPool {
   bool PunchPath(const std::string& path, int64_t offset, int64_t length) {
     std::lock_guard<std::mutex> lock(mu_);
     for (Segment& s : segments_) {
-      if (s.path == path) {
+      if (s.path == path && !s.retired) {
         if (offset < 0 || length < 0 || offset + length > s.length) return false;
         Punch(s, offset, length);
         return true;
@@ -180,11 +249,69 @@ class ShmPool : public arrow::MemoryPool {
     return false;
   }
 
+  // A reused node process starts its next node: every segment of the finished node that holds
+  // no live allocation is unmapped and closed (its file belongs to the run directory, which the
+  // driver cleans); segments still holding live allocations (a buffer the node's code kept) stay
+  // mapped but retired: never bumped into, never reported by Segments(), never punched. Returns [(address, length, path)] of the released segments
+  // and sets *retained to the bytes of the retired ones still mapped.
+  //
+  // Segments named in `recycle` (the output refers to nothing in them) are kept, up to
+  // kSpareSegmentsMax of the standard size, mapped with their pages as spares: the next node's
+  // first segments are spares renamed, so its allocations touch pages that are already there
+  // instead of faulting and zeroing fresh tmpfs pages (the warm memory an allocator such as
+  // jemalloc gives a reused worker). They are listed in *recycled.
+  PyObject* Restart(const std::unordered_set<std::string>& recycle, PyObject* recycled,
+                    int64_t* retained) {
+    std::lock_guard<std::mutex> lock(mu_);
+    PyObject* released = PyList_New(0);
+    if (released == nullptr) return nullptr;
+    std::deque<Segment> kept;
+    *retained = 0;
+    for (Segment& s : segments_) {
+      if (s.live > 0) {
+        s.retired = true;
+        *retained += s.length;
+        kept.push_back(s);
+        continue;
+      }
+      bool spare = !s.retired && s.length == segment_bytes_ && recycle.count(s.path) > 0 &&
+                   spares_.size() < kSpareSegmentsMax;
+      PyObject* t = Py_BuildValue("(KLs)", reinterpret_cast<unsigned long long>(s.base),
+                                  static_cast<long long>(s.length), s.path.c_str());
+      if (t == nullptr || PyList_Append(spare ? recycled : released, t) != 0) {
+        Py_XDECREF(t);
+        Py_DECREF(released);
+        return nullptr;
+      }
+      Py_DECREF(t);
+      if (spare) {
+        spares_.push_back(s);
+        continue;
+      }
+      ::munmap(s.base, static_cast<size_t>(s.length));
+      ::close(s.fd);
+    }
+    segments_.swap(kept);
+    free_.clear();
+    free_bytes_ = 0;
+    current_ = nullptr;
+    frozen_ = false;
+    return released;
+  }
+
+  // Names the segments of the next node PREFIX.0, PREFIX.1, ...
+  void SetPrefix(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mu_);
+    prefix_ = prefix;
+    next_index_ = 0;
+  }
+
   PyObject* Segments() {
     std::lock_guard<std::mutex> lock(mu_);
     PyObject* list = PyList_New(0);
     if (list == nullptr) return nullptr;
     for (const Segment& s : segments_) {
+      if (s.retired) continue;
       PyObject* t = Py_BuildValue("(KLs)", reinterpret_cast<unsigned long long>(s.base),
                                   static_cast<long long>(s.length), s.path.c_str());
       if (t == nullptr || PyList_Append(list, t) != 0) {
@@ -199,7 +326,20 @@ class ShmPool : public arrow::MemoryPool {
 
  private:
   arrow::Status NewSegment(int64_t length, Segment** out) {
-    std::string path = dir_ + "/" + prefix_ + "." + std::to_string(segments_.size());
+    std::string path = dir_ + "/" + prefix_ + "." + std::to_string(next_index_++);
+    if (length == segment_bytes_ && !spares_.empty()) {
+      Segment s = spares_.back();
+      if (::rename(s.path.c_str(), path.c_str()) == 0) {
+        spares_.pop_back();
+        s.path = path;
+        s.used = 0;
+        s.live = 0;
+        s.retired = false;
+        segments_.push_back(s);
+        *out = &segments_.back();
+        return arrow::Status::OK();
+      }
+    }
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return arrow::Status::OutOfMemory("cannot create shared segment ", path);
     if (::ftruncate(fd, length) != 0) {
@@ -214,7 +354,7 @@ class ShmPool : public arrow::MemoryPool {
       ::unlink(path.c_str());
       return arrow::Status::OutOfMemory("cannot map shared segment ", path);
     }
-    segments_.push_back(Segment{static_cast<uint8_t*>(p), length, 0, 0, fd, path});
+    segments_.push_back(Segment{static_cast<uint8_t*>(p), length, 0, 0, fd, path, false});
     *out = &segments_.back();  // the caller decides whether it becomes the bump segment
     return arrow::Status::OK();
   }
@@ -232,8 +372,14 @@ class ShmPool : public arrow::MemoryPool {
   std::string prefix_;
   int64_t segment_bytes_;
   std::deque<Segment> segments_;  // deque: references stay valid as it grows
+  std::vector<Segment> spares_;   // kept by Restart for the next node
   Segment* current_ = nullptr;
   bool frozen_ = false;
+  bool reuse_freed_ = true;
+  std::unordered_map<int64_t, std::vector<uint8_t*>> free_;  // size class -> freed blocks
+  int64_t free_bytes_ = 0;
+  int64_t requested_ = 0;  // the size AllocateLocked is serving (its block is a whole class)
+  int64_t next_index_ = 0;
   int64_t bytes_allocated_ = 0;
   int64_t total_allocated_ = 0;
   int64_t num_allocations_ = 0;
@@ -246,7 +392,10 @@ PyObject* create(PyObject*, PyObject* args) {
   const char* dir;
   const char* prefix;
   long long segment_bytes;
-  if (!PyArg_ParseTuple(args, "ssL", &dir, &prefix, &segment_bytes)) return nullptr;
+  int reuse_freed = 1;
+  if (!PyArg_ParseTuple(args, "ssL|p", &dir, &prefix, &segment_bytes, &reuse_freed)) {
+    return nullptr;
+  }
   if (g_pool != nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "a shared memory pool already exists in this process");
     return nullptr;
@@ -255,12 +404,72 @@ PyObject* create(PyObject*, PyObject* args) {
     PyErr_SetString(PyExc_ValueError, "segment_bytes must be at least one page");
     return nullptr;
   }
-  g_pool = new ShmPool(dir, prefix, segment_bytes);  // lives as long as the process
+  g_pool = new ShmPool(dir, prefix, segment_bytes, reuse_freed != 0);  // lives as long as the process
   return box_memory_pool(g_pool);
 }
 
 PyObject* freeze(PyObject*, PyObject*) {
   if (g_pool != nullptr) g_pool->Freeze();
+  Py_RETURN_NONE;
+}
+
+PyObject* restart(PyObject*, PyObject* args) {
+  PyObject* paths = nullptr;
+  if (!PyArg_ParseTuple(args, "|O", &paths)) return nullptr;
+  if (g_pool == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "no shared memory pool in this process");
+    return nullptr;
+  }
+  std::unordered_set<std::string> recycle;
+  if (paths != nullptr) {
+    PyObject* it = PyObject_GetIter(paths);
+    if (it == nullptr) return nullptr;
+    while (PyObject* item = PyIter_Next(it)) {
+      const char* text = PyUnicode_AsUTF8(item);
+      if (text != nullptr) recycle.insert(text);
+      Py_DECREF(item);
+      if (text == nullptr) {
+        Py_DECREF(it);
+        return nullptr;
+      }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return nullptr;
+  }
+  PyObject* recycled = PyList_New(0);
+  if (recycled == nullptr) return nullptr;
+  int64_t retained = 0;
+  PyObject* released = g_pool->Restart(recycle, recycled, &retained);
+  if (released == nullptr) {
+    Py_DECREF(recycled);
+    return nullptr;
+  }
+  return Py_BuildValue("(NNL)", released, recycled, static_cast<long long>(retained));
+}
+
+PyObject* set_prefix(PyObject*, PyObject* args) {
+  const char* prefix;
+  if (!PyArg_ParseTuple(args, "s", &prefix)) return nullptr;
+  if (g_pool == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "no shared memory pool in this process");
+    return nullptr;
+  }
+  g_pool->SetPrefix(prefix);
+  Py_RETURN_NONE;
+}
+
+// Punches whole pages of a file by path (a released segment: no longer mapped here).
+PyObject* punch_file(PyObject*, PyObject* args) {
+  const char* path;
+  long long offset;
+  long long length;
+  if (!PyArg_ParseTuple(args, "sLL", &path, &offset, &length)) return nullptr;
+  int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+  long long first = (offset + kPageBytes - 1) / kPageBytes * kPageBytes;
+  long long last = (offset + length) / kPageBytes * kPageBytes;
+  if (last > first) ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, first, last - first);
+  ::close(fd);
   Py_RETURN_NONE;
 }
 
@@ -283,7 +492,12 @@ PyObject* punch(PyObject*, PyObject* args) {
 
 PyMethodDef kMethods[] = {
     {"punch", punch, METH_VARARGS, "punch(path, offset, length): free whole pages of a range"},
-    {"create", create, METH_VARARGS, "create(dir, prefix, segment_bytes) -> pyarrow.MemoryPool"},
+    {"create", create, METH_VARARGS,
+     "create(dir, prefix, segment_bytes, reuse_freed=True) -> pyarrow.MemoryPool"},
+    {"restart", restart, METH_VARARGS,
+     "restart(recycle_paths=()) -> (released, recycled, retained bytes): after a node"},
+    {"set_prefix", set_prefix, METH_VARARGS, "set_prefix(prefix): names the next segments"},
+    {"punch_file", punch_file, METH_VARARGS, "punch_file(path, offset, length): whole pages"},
     {"freeze", freeze, METH_NOARGS, "stop returning freed pages (before sharing)"},
     {"segments", segments, METH_NOARGS, "[(address, length, path)] of every segment"},
     {nullptr, nullptr, 0, nullptr},

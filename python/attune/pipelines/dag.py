@@ -56,9 +56,11 @@ import pyarrow as pa
 from attune.errors import Error, InvalidArgumentError
 from attune.pipelines import sipc
 from attune.pipelines.arena import Arena
+from attune.pipelines.resources import ResourceManager, choose_eviction
 
 __all__ = [
     "DAG",
+    "MODES",
     "TRANSPORTS",
     "Node",
     "NodeContext",
@@ -83,6 +85,8 @@ def _safe(name: str) -> str:
 
 
 START_METHODS = ("fork", "spawn")
+MODES = ("process", "ray")
+MEMORY_POOLS = ("auto", "shm", "shm-bump", "default")
 #: Bound on the nodes of one DAG (a limit on every loop and queue).
 NODES_MAX = 10_000
 
@@ -168,6 +172,7 @@ class Node:
     inputs: tuple[Node, ...]
     memory_limit_bytes: int | None = None
     wants_ctx: bool = False
+    memory_bytes: int | None = None
 
     def __repr__(self) -> str:
         return f"Node({self.name!r}, inputs={[i.name for i in self.inputs]})"
@@ -184,6 +189,11 @@ class RunResult:
     start_method: str = "fork"
     memory_pool: str = "default"
     shared_bytes_peak: int = 0
+    mode: str = "process"
+    reuse_processes: bool = False
+    #: Resource manager decisions: ("start", node, bytes in use, need), ("done", node),
+    #: ("evict", node, "rollback" | "limit-drop", bytes given back).
+    events: list[tuple[Any, ...]] = field(default_factory=list)
 
     def __getitem__(self, name: str) -> pa.Table:
         return self.tables[name]
@@ -210,8 +220,10 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "mode": self.mode,
             "transport": self.transport,
             "start_method": self.start_method,
+            "reuse_processes": self.reuse_processes,
             "memory_pool": self.memory_pool,
             "outputs": {
                 k: {"rows": t.num_rows, "columns": t.num_columns} for k, t in self.tables.items()
@@ -241,7 +253,7 @@ def _write_output(
         return st.path, {
             "bytes_copied": st.bytes_copied,
             "bytes_reshared": st.bytes_reshared,
-            "output_file_bytes": sum(sipc.file_bytes(f) for f in [st.path, *own]),
+            "_own_files": [st.path, *own],
             "_ranges": st.ranges,
         }
     path = os.path.join(directory, name + ".arrow")
@@ -293,77 +305,178 @@ def _child_main(
     checksums: bool,
     conn,
     memory_pool: str = "default",
+    measure_memory: bool = True,
+    out_name: str | None = None,
 ) -> None:
-    io0 = proc_io()
-    anon0 = smaps_rollup().get("Pss_Anon", 0)
-    t0 = time.perf_counter()
+    """A node's own process: one node, then exit."""
     try:
         if node.memory_limit_bytes is not None:
-            _set_memory_limit(node.memory_limit_bytes)
-        if memory_pool == "shm":
+            try:
+                _set_memory_limit(node.memory_limit_bytes)
+            except BaseException as e:  # noqa: BLE001 - reported to the parent
+                conn.send(("error", "exception", f"cannot set its memory limit: {e}", ""))
+                return
+        conn.send(
+            _node_body(
+                node,
+                input_paths,
+                directory,
+                transport,
+                checksums,
+                memory_pool,
+                measure_memory,
+                out_name=out_name,
+            )
+        )
+    finally:
+        conn.close()
+
+
+def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: bool, conn) -> None:
+    """A reused node process (``reuse_processes=True``): runs node after node until told to
+    stop. The nodes came with the fork (or, under spawn, once as arguments), so only a node's
+    index, its input paths and its memory pool cross the pipe. After each node every reference
+    to its tables is dropped and, with the shared pool, the node's segments are unmapped
+    (:func:`attune.pipelines.shmpool.release`), so a worker holds nothing of a finished node."""
+    try:
+        while True:
+            try:
+                job = conn.recv()
+            except EOFError:
+                return
+            if job is None:
+                return
+            index, input_paths, memory_pool, measure_memory, out_name = job
+            msg = _node_body(
+                nodes[index],
+                input_paths,
+                directory,
+                transport,
+                checksums,
+                memory_pool,
+                measure_memory,
+                reuse=True,
+                out_name=out_name,
+            )
+            conn.send(msg)
+    finally:
+        conn.close()
+
+
+def _node_body(
+    node: Node,
+    input_paths: list[str],
+    directory: str,
+    transport: str,
+    checksums: bool,
+    memory_pool: str,
+    measure_memory: bool = True,
+    reuse: bool = False,
+    out_name: str | None = None,
+) -> tuple:
+    """Read, call, check, share, measure: returns the one message for the parent. Without
+    ``measure_memory`` the node skips ``/proc/self/smaps_rollup`` (a walk of every mapped page,
+    milliseconds per read once a node maps its tables) and reports no Pss fields."""
+    rollup = smaps_rollup if measure_memory else dict
+    io0 = proc_io()
+    anon0 = rollup().get("Pss_Anon", 0)
+    t0 = time.perf_counter()
+    try:
+        shm = memory_pool in ("shm", "shm-bump")
+        if shm:
             from attune.pipelines import shmpool
 
-            shmpool.install(directory, f"{node.name}.pool")
+            shmpool.install(
+                directory, f"{out_name or node.name}.pool", reuse_freed=memory_pool != "shm-bump"
+            )
         inputs = [_read_input(transport, p) for p in input_paths]
         io1 = proc_io()
         t1 = time.perf_counter()
         ctx = NodeContext(node.name, directory)
+        c1 = time.process_time()
         out = node.fn(*inputs, ctx=ctx) if node.wants_ctx else node.fn(*inputs)
+        c2 = time.process_time()
         t2 = time.perf_counter()
         if isinstance(out, pa.RecordBatch):
             out = pa.Table.from_batches([out])
         if not isinstance(out, pa.Table):
-            conn.send(
-                (
-                    "error",
-                    "not-a-table",
-                    (
-                        f"returned {type(out).__module__}.{type(out).__qualname__}, "
-                        "not a pyarrow.Table"
-                    ),
-                    "",
-                )
+            return (
+                "error",
+                "not-a-table",
+                f"returned {type(out).__module__}.{type(out).__qualname__}, not a pyarrow.Table",
+                "",
             )
-            return
-        if memory_pool == "shm":
+        if shm:
             shmpool.freeze()  # from here on the output's pages are shared: never punched
-        rollup_before = smaps_rollup()
+        rollup_before = rollup()
         io2 = proc_io()
-        path, wstats = _write_output(transport, out, directory, node.name, checksums)
+        # A node run again after a rollback writes under a new name: files of its first output
+        # may still be referred to by live tables.
+        path, wstats = _write_output(transport, out, directory, out_name or node.name, checksums)
         ranges = wstats.pop("_ranges", {})
-        if memory_pool == "shm":
-            wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
-        io3 = proc_io()
-        t3 = time.perf_counter()
-        rollup_after = smaps_rollup()
         stats: dict[str, Any] = {
             "rows": out.num_rows,
             "columns": out.num_columns,
             "output_bytes": out.nbytes,
-            "read_seconds": t1 - t0,
-            "compute_seconds": t2 - t1,
-            "write_seconds": t3 - t2,
-            "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
-            "write_bytes_copied": io3.get("wchar", 0) - io2.get("wchar", 0),
-            "pss_bytes": rollup_before.get("Pss", 0),
-            "pss_anon_bytes": rollup_before.get("Pss_Anon", 0),
-            "pss_shmem_bytes": rollup_before.get("Pss_Shmem", 0),
-            "pss_anon_after_write_bytes": rollup_after.get("Pss_Anon", 0),
-            # What the node added to anonymous memory (its data, not the interpreter it
-            # shares with the parent).
-            "anon_growth_bytes": max(0, rollup_after.get("Pss_Anon", 0) - anon0),
-            "memory_pool": memory_pool,
-            **wstats,
         }
-        conn.send(("ok", path, stats))
-    except MemoryError:
-        conn.send(
-            ("error", "out-of-memory", "ran out of memory (MemoryError)", traceback.format_exc())
+        if reuse:
+            # Nothing of this node may outlive it in the worker: its tables, its context's
+            # arena, then (with the pool) its segments.
+            del out, inputs, ctx
+            import gc
+
+            # Tables are freed by reference counting; a full collection (tens of ms with
+            # pyarrow, numpy and pandas loaded) only when pool memory is still held, e.g. by a
+            # reference cycle the node's code made.
+            gc.collect(0)
+            if shm and pa.default_memory_pool().bytes_allocated() > 0:
+                gc.collect()
+            if shm:
+                released, retained = shmpool.release(ranges, recycle=memory_pool == "shm")
+                wstats["pool_bytes_trimmed"] = released
+                wstats["pool_bytes_retained"] = retained
+        elif shm:
+            wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
+        own_files = wstats.pop("_own_files", None)
+        if own_files is not None:
+            # Measured after the pool gave back what the output does not use.
+            wstats["output_file_bytes"] = sum(sipc.file_bytes(f) for f in own_files)
+        io3 = proc_io()
+        t3 = time.perf_counter()
+        rollup_after = rollup()
+        pss: dict[str, Any] = {}
+        if measure_memory:
+            pss = {
+                "pss_bytes": rollup_before.get("Pss", 0),
+                "pss_anon_bytes": rollup_before.get("Pss_Anon", 0),
+                "pss_shmem_bytes": rollup_before.get("Pss_Shmem", 0),
+                "pss_anon_after_write_bytes": rollup_after.get("Pss_Anon", 0),
+                # What the node added to anonymous memory (its data, not the interpreter it
+                # shares with the parent).
+                "anon_growth_bytes": max(0, rollup_after.get("Pss_Anon", 0) - anon0),
+            }
+        stats.update(
+            {
+                "read_seconds": t1 - t0,
+                "compute_seconds": t2 - t1,
+                # CPU time (user + system, all threads) of the call: page faults and zeroing of
+                # fresh memory show here, and other processes' load does not.
+                "compute_cpu_seconds": c2 - c1,
+                "write_seconds": t3 - t2,
+                "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
+                "write_bytes_copied": io3.get("wchar", 0) - io2.get("wchar", 0),
+                **pss,
+                "memory_pool": memory_pool,
+                "pid": os.getpid(),
+                "reused_process": reuse,
+                **wstats,
+            }
         )
+        return ("ok", path, stats)
+    except MemoryError:
+        return ("error", "out-of-memory", "ran out of memory (MemoryError)", traceback.format_exc())
     except BaseException as e:  # noqa: BLE001 - reported to the parent, never lost
-        conn.send(("error", "exception", f"raised {type(e).__name__}: {e}", traceback.format_exc()))
-    finally:
-        conn.close()
+        return ("error", "exception", f"raised {type(e).__name__}: {e}", traceback.format_exc())
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,6 +499,7 @@ class DAG:
         name: str | None = None,
         memory_limit_bytes: int | None = None,
         ctx: bool = False,
+        memory_bytes: int | None = None,
     ) -> Node:
         """Adds a node computing ``fn(*input_tables)`` (``fn(*tables, ctx=NodeContext)`` with
         ``ctx=True``). Inputs must be nodes already in this DAG, so the graph is acyclic by
@@ -409,7 +523,9 @@ class DAG:
             raise PipelineError(f"bad node name {name!r}")
         if memory_limit_bytes is not None and memory_limit_bytes <= 0:
             raise PipelineError("memory_limit_bytes must be positive")
-        n = Node(name, fn, tuple(inputs), memory_limit_bytes, ctx)
+        if memory_bytes is not None and memory_bytes < 0:
+            raise PipelineError("memory_bytes must not be negative")
+        n = Node(name, fn, tuple(inputs), memory_limit_bytes, ctx, memory_bytes)
         self.nodes.append(n)
         self._names.add(name)
         return n
@@ -431,9 +547,9 @@ class DAG:
         if cache is None:
 
             def load() -> pa.Table:
-                import pyarrow.parquet as pq
+                from attune.pipelines.decache import read_parquet
 
-                return pq.read_table(path, read_dictionary=list(cols) or None)
+                return read_parquet(path, cols)
         else:
 
             def load() -> pa.Table:
@@ -496,6 +612,12 @@ class DAG:
         keep_directory: bool = False,
         memory_pool: str = "auto",
         on_node_done: Callable[[str, dict[str, Any]], None] | None = None,
+        mode: str = "process",
+        reuse_processes: bool = False,
+        measure_memory: bool = True,
+        memory_budget_bytes: int | None = None,
+        eviction: str = "adaptive",
+        spill_dir: str | None = None,
     ) -> RunResult:
         """Runs the DAG, every node in its own process; returns the ``outputs`` (default: the
         sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
@@ -505,7 +627,38 @@ class DAG:
         (:mod:`attune.pipelines.shmpool`), so pyarrow-made outputs are shared without a copy;
         ``default`` keeps pyarrow's pool (outputs are copied once into the column files);
         ``auto`` (the default) is ``shm`` with the SIPC transport when the pool can be built
-        here, else ``default``."""
+        here, else ``default``. ``shm-bump`` is ``shm`` without reuse of freed blocks inside a
+        node and no spare segments kept from node to node in a reused process (every allocation
+        fresh pages; the ablation of both).
+
+        ``measure_memory`` (default on): every node reads its ``/proc/self/smaps_rollup`` before
+        and after sharing (the Pss fields and ``memory_peak_bytes``); off, a node saves the
+        milliseconds that costs (benchmarks of speed switch it off).
+
+        ``memory_budget_bytes`` turns the resource manager on
+        (:mod:`attune.pipelines.resources`): a node starts when the run's shared files plus the
+        running nodes' needs plus its own need (``DAG.node(memory_bytes=)``, else its inputs'
+        size) fit the budget, deepest ready nodes first; when nothing runs and the next node
+        does not fit, finished outputs still needed are evicted by ``eviction``: ``adaptive``
+        (default), ``rollback`` (run the node again later), ``limit-drop`` (page the output out
+        to a disk file under ``spill_dir``) or ``off``. Every decision is in ``result.events``.
+
+        ``reuse_processes``: nodes run in up to ``parallel`` worker processes reused from node
+        to node (no process start per node; a worker drops everything of a node before the next,
+        see :func:`_worker_main`); a node with ``memory_limit_bytes`` still gets its own process.
+
+        ``mode``: ``process`` (the above) or ``ray``: the same nodes run as Ray tasks, tables
+        passing through Ray's object store (the ``ray`` extra; for a DAG that outgrows one
+        machine, and the benchmarks' peer). Results are the same; a failing node raises the same
+        :class:`NodeFailedError`. ``transport``, ``start_method``, ``memory_pool``,
+        ``checksums`` and ``reuse_processes`` do not apply to Ray (its workers are always
+        reused); ``memory_limit_bytes`` becomes the task's Ray ``memory`` request."""
+        if mode not in MODES:
+            raise InvalidArgumentError(f"unknown mode {mode!r} (one of: {', '.join(MODES)})")
+        if not self.nodes:
+            raise PipelineError("the DAG has no nodes")
+        if mode == "ray":
+            return self._run_ray(self._outputs(outputs), parallel, on_node_done)
         if start_method not in START_METHODS:
             raise InvalidArgumentError(
                 f"unknown start method {start_method!r} (one of: {', '.join(START_METHODS)})"
@@ -516,30 +669,40 @@ class DAG:
             )
         if not self.nodes:
             raise PipelineError("the DAG has no nodes")
-        if memory_pool not in ("auto", "shm", "default"):
+        if memory_pool not in MEMORY_POOLS:
             raise InvalidArgumentError(
-                f"unknown memory pool {memory_pool!r} (one of: auto, shm, default)"
+                f"unknown memory pool {memory_pool!r} (one of: {', '.join(MEMORY_POOLS)})"
             )
         if memory_pool != "default" and transport == "sipc":
             from attune.pipelines import shmpool
 
             ok, why = shmpool.available()
-            if not ok and memory_pool == "shm":
+            if not ok and memory_pool != "auto":
                 raise PipelineError(f"the shared memory pool is unavailable: {why}")
-            memory_pool = "shm" if ok else "default"
+            memory_pool = ("shm" if memory_pool == "auto" else memory_pool) if ok else "default"
         else:
             memory_pool = "default"
         want = self._outputs(outputs)
         parallel = max(1, parallel or os.cpu_count() or 1)
         ctx = mp.get_context(start_method)
+        if memory_budget_bytes is not None:
+            ResourceManager.check(memory_budget_bytes, eviction)
         directory = tempfile.mkdtemp(
             prefix=f"{RUN_PREFIX}{os.getpid()}.{_safe(self.name)}.", dir=root or default_root()
         )
         result = RunResult(
-            {}, transport=transport, start_method=start_method, memory_pool=memory_pool
+            {},
+            transport=transport,
+            start_method=start_method,
+            memory_pool=memory_pool,
+            reuse_processes=reuse_processes,
         )
         t0 = time.perf_counter()
         leases = []
+        rm = None
+        if memory_budget_bytes is not None:
+            rm = ResourceManager(self.nodes, memory_budget_bytes, eviction, spill_dir, directory)
+            result.events = rm.events
         try:
             for cache, path, cols in self._cached_loads:
                 leases.append(cache.lease(cache.key(path, cols)))
@@ -553,12 +716,17 @@ class DAG:
                 result,
                 on_node_done,
                 memory_pool,
+                reuse_processes,
+                measure_memory,
+                rm,
             )
             for n in want:
                 result.tables[n.name] = _read_input(transport, paths[n.name])
         finally:
             for lease in leases:
                 lease.release()
+            if rm is not None:
+                rm.close()
             if not keep_directory:
                 shutil.rmtree(directory, ignore_errors=True)
         result.seconds = time.perf_counter() - t0
@@ -575,55 +743,184 @@ class DAG:
         result,
         on_node_done,
         memory_pool,
+        reuse_processes=False,
+        measure_memory=True,
+        rm: ResourceManager | None = None,
     ) -> dict[str, str]:
         consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
         for n in self.nodes:
             for i in n.inputs:
                 consumers[id(i)] += 1
+        index = {id(n): k for k, n in enumerate(self.nodes)}
         keep = {id(n) for n in want}
         paths: dict[str, str] = {}
         done: set[int] = set()
         waiting = list(self.nodes)
-        running: dict[Any, tuple[Node, Any, Any]] = {}  # sentinel -> (node, process, conn)
+        # waitable (a process sentinel, or a worker's pipe) -> (node, process, conn, pooled)
+        running: dict[Any, tuple[Node, Any, Any, bool]] = {}
+        idle: list[tuple[Any, Any]] = []  # reused workers waiting for a node: (process, conn)
+        workers: list[tuple[Any, Any]] = []
         live_tables: dict[int, str] = {}
+
+        def start_worker() -> tuple[Any, Any]:
+            parent_conn, child_conn = ctx.Pipe(duplex=True)
+            p = ctx.Process(
+                target=_worker_main,
+                args=(self.nodes, directory, transport, checksums, child_conn),
+                name="attune-dag:worker",
+                daemon=True,
+            )
+            p.start()
+            child_conn.close()
+            workers.append((p, parent_conn))
+            return p, parent_conn
+
+        def retire_worker(p, conn) -> None:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+            p.join()
+            conn.close()
+            workers.remove((p, conn))
+
+        attempts: dict[int, int] = {}
+        needs: dict[int, int] = {}  # id(running node) -> its admitted need
+        out_bytes: dict[int, int] = {}  # id(finished node) -> tmpfs bytes of its own files
+        spilled: set[int] = set()
+        consumers_of: dict[int, list[Node]] = {id(n): [] for n in self.nodes}
+        for n in self.nodes:
+            for i in n.inputs:
+                consumers_of[id(i)].append(n)
+
+        def start(n: Node) -> None:
+            input_paths = [paths[i.name] for i in n.inputs]
+            k = attempts.get(id(n), 0)
+            out_name = n.name if k == 0 else f"{n.name}~{k}"
+            if reuse_processes and n.memory_limit_bytes is None:
+                # A node with a memory limit gets its own process (an address-space cap cannot
+                # be lifted again for the next node).
+                p, conn = idle.pop() if idle else start_worker()
+                conn.send((index[id(n)], input_paths, memory_pool, measure_memory, out_name))
+                running[conn] = running[p.sentinel] = (n, p, conn, True)
+                return
+            parent_conn, child_conn = ctx.Pipe(duplex=False)
+            args = (
+                n,
+                input_paths,
+                directory,
+                transport,
+                checksums,
+                child_conn,
+                memory_pool,
+                measure_memory,
+                out_name,
+            )
+            p = ctx.Process(target=_child_main, args=args, name=f"attune-dag:{n.name}", daemon=True)
+            p.start()
+            child_conn.close()
+            running[p.sentinel] = (n, p, parent_conn, False)
+
+        def pending() -> dict[int, list[Node]]:
+            busy = {id(v[0]) for v in running.values()}
+            return {
+                key: [c for c in consumers_of[key] if id(c) not in done and id(c) not in busy]
+                for key in live_tables
+            }
+
+        def in_use() -> int:
+            return _directory_bytes(directory) + sum(needs.values())
+
+        def evict_for(n: Node, need: int) -> None:
+            live_nodes = {id(m): m for m in self.nodes if id(m) in live_tables}
+            protect = {id(i) for i in n.inputs} | keep | spilled
+            for v in running.values():  # (none while evicting; kept for safety)
+                protect.update(id(i) for i in v[0].inputs)
+            for x in rm.candidates(live_nodes, pending(), protect):
+                if rm.fits(in_use(), need):
+                    return
+                st = result.nodes[x.name]
+                how = choose_eviction(
+                    rm.eviction,
+                    st.get("read_seconds", 0) + st.get("compute_seconds", 0),
+                    out_bytes.get(id(x), 0),
+                    rm.spill_bytes_per_sec,
+                    all(id(i) in live_tables for i in x.inputs),
+                )
+                if how == "rollback":
+                    for f in self._drop(transport, live_tables, id(x), directory):
+                        rm.forget(f)
+                    done.discard(id(x))
+                    attempts[id(x)] = attempts.get(id(x), 0) + 1
+                    for i in x.inputs:
+                        consumers[id(i)] += 1
+                    waiting.append(x)
+                    freed = out_bytes.get(id(x), 0)
+                else:
+                    freed = rm.spill(_table_data_files(transport, live_tables[id(x)]))
+                    spilled.add(id(x))
+                rm.events.append(("evict", x.name, how, freed))
+
         try:
             while waiting or running:
-                for n in list(waiting):
-                    if len(running) >= parallel:
+                ready = [n for n in waiting if all(id(i) in done for i in n.inputs)]
+                if rm is not None:
+                    ready = rm.sort_ready(ready)
+                for n in ready:
+                    if len({id(v[1]) for v in running.values()}) >= parallel:
                         break
-                    if all(id(i) in done for i in n.inputs):
-                        waiting.remove(n)
-                        parent_conn, child_conn = ctx.Pipe(duplex=False)
-                        args = (
-                            n,
-                            [paths[i.name] for i in n.inputs],
-                            directory,
-                            transport,
-                            checksums,
-                            child_conn,
-                            memory_pool,
-                        )
-                        p = ctx.Process(
-                            target=_child_main, args=args, name=f"attune-pipe:{n.name}", daemon=True
-                        )
-                        p.start()
-                        child_conn.close()
-                        running[p.sentinel] = (n, p, parent_conn)
+                    if rm is not None:
+                        need = rm.need(n, out_bytes)
+                        if not rm.fits(in_use(), need):
+                            if running:
+                                break  # wait for memory, in priority order
+                            if rm.eviction != "off":
+                                evict_for(n, need)
+                        needs[id(n)] = need
+                        rm.events.append(("start", n.name, in_use() - need, need))
+                    waiting.remove(n)
+                    start(n)
                 if not running:
                     raise PipelineError("no node can run (a cycle?)")  # unreachable by design
                 ready = wait(list(running))
                 for s in ready:
-                    n, p, conn = running.pop(s)
+                    if s not in running:
+                        continue  # the other waitable of a reused worker, already handled
+                    n, p, conn, pooled = running.pop(s)
                     msg = None
-                    try:
-                        if conn.poll():
+                    if pooled:
+                        running.pop(conn, None)
+                        running.pop(p.sentinel, None)
+                        try:
                             msg = conn.recv()
-                    except (EOFError, OSError):
-                        msg = None
-                    p.join()
-                    conn.close()
-                    self._check(n, p, msg)
+                        except (EOFError, OSError):
+                            msg = None
+                        if msg is None:
+                            p.join()
+                            conn.close()
+                            workers.remove((p, conn))
+                        self._check(n, p, msg, pooled=True)
+                        if msg[2].get("pool_bytes_retained", 0) > 0:
+                            # The node's code kept pool memory alive (e.g. in a global): a
+                            # fresh worker takes the next node, so nothing of it lingers.
+                            retire_worker(p, conn)
+                        else:
+                            idle.append((p, conn))
+                    else:
+                        try:
+                            if conn.poll():
+                                msg = conn.recv()
+                        except (EOFError, OSError):
+                            msg = None
+                        p.join()
+                        conn.close()
+                        self._check(n, p, msg)
                     _, path, stats = msg
+                    needs.pop(id(n), None)
+                    stats["runs"] = attempts.get(id(n), 0) + 1
+                    out_bytes[id(n)] = stats.get("output_file_bytes", 0)
+                    if rm is not None:
+                        rm.events.append(("done", n.name))
                     paths[n.name] = path
                     done.add(id(n))
                     live_tables[id(n)] = path
@@ -637,19 +934,102 @@ class DAG:
                     for i in n.inputs:
                         consumers[id(i)] -= 1
                         if consumers[id(i)] == 0 and id(i) not in keep:
-                            self._drop(transport, live_tables, id(i), directory)
+                            for f in self._drop(transport, live_tables, id(i), directory):
+                                if rm is not None:
+                                    rm.forget(f)
         except BaseException:
-            for n, p, conn in running.values():
+            procs = {id(v[1]): v[1] for v in running.values()}
+            for p in procs.values():
                 p.kill()
-            for n, p, conn in running.values():
+            for p in procs.values():
+                p.join()
+            for v in running.values():
+                v[2].close()
+            for p, conn in workers:
+                if p.is_alive():
+                    p.kill()
                 p.join()
                 conn.close()
+            workers.clear()
             raise
+        while workers:
+            retire_worker(*workers[0])
         return paths
 
+    def _run_ray(
+        self,
+        want: list[Node],
+        parallel: int | None,
+        on_node_done: Callable[[str, dict[str, Any]], None] | None,
+    ) -> RunResult:
+        """The same nodes as Ray tasks; edges are Ray object references (its object store)."""
+        ray = _ray_session(parallel)
+        task = ray.remote(_ray_node)
+        result = RunResult({}, transport="ray", start_method="ray", mode="ray")
+        t0 = time.perf_counter()
+        leases = []
+        data: dict[int, Any] = {}
+        stats: dict[int, Any] = {}
+        try:
+            for cache, path, cols in self._cached_loads:
+                leases.append(cache.lease(cache.key(path, cols)))
+            for n in self.nodes:
+                opts: dict[str, Any] = {"num_returns": 2, "name": n.name, "max_retries": 0}
+                if n.memory_limit_bytes is not None:
+                    opts["memory"] = n.memory_limit_bytes
+                data[id(n)], stats[id(n)] = task.options(**opts).remote(
+                    n, *[data[id(i)] for i in n.inputs]
+                )
+            # Collected in insertion (topological) order: the first failure found is the
+            # failing node's own (its consumers fail only because of it).
+            for n in self.nodes:
+                try:
+                    node_stats = ray.get(stats[id(n)])
+                except ray.exceptions.RayTaskError as e:
+                    cause = getattr(e, "cause", None)
+                    if isinstance(cause, NodeFailedError):
+                        raise NodeFailedError(str(cause), cause.node, cause.reason, cause.detail)
+                    reason = "out-of-memory" if isinstance(cause, MemoryError) else "exception"
+                    what = f"{type(cause).__name__}: {cause}" if cause is not None else str(e)
+                    raise NodeFailedError(
+                        f"node {n.name} raised {what}", n.name, reason, str(e)
+                    ) from None
+                except ray.exceptions.OutOfMemoryError as e:
+                    raise NodeFailedError(
+                        f"node {n.name} ran out of memory (Ray's memory monitor killed it)",
+                        n.name,
+                        "out-of-memory",
+                        str(e),
+                    ) from None
+                except ray.exceptions.RayError as e:
+                    # WorkerCrashedError and friends: the worker process died.
+                    raise NodeFailedError(
+                        f"node {n.name} was killed: its Ray worker died ({type(e).__name__})",
+                        n.name,
+                        "killed",
+                        str(e),
+                    ) from None
+                result.nodes[n.name] = node_stats
+                if on_node_done is not None:
+                    on_node_done(n.name, node_stats)
+            for n in want:
+                result.tables[n.name] = ray.get(data[id(n)])
+        except BaseException:
+            for ref in data.values():
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001, S110 - best effort: finished tasks refuse
+                    pass
+            raise
+        finally:
+            for lease in leases:
+                lease.release()
+        result.seconds = time.perf_counter() - t0
+        return result
+
     @staticmethod
-    def _check(n: Node, p, msg) -> None:
-        if msg is not None and msg[0] == "ok" and p.exitcode == 0:
+    def _check(n: Node, p, msg, pooled: bool = False) -> None:
+        if msg is not None and msg[0] == "ok" and (pooled or p.exitcode == 0):
             return
         if msg is not None and msg[0] == "error":
             _, reason, text, detail = msg
@@ -670,7 +1050,7 @@ class DAG:
         )
 
     @staticmethod
-    def _drop(transport: str, live_tables: dict[int, str], key: int, directory: str) -> None:
+    def _drop(transport: str, live_tables: dict[int, str], key: int, directory: str) -> list[str]:
         """Removes a table no node needs any more, and every data file of the run that no live
         table refers to (files written by running nodes are younger than any table they could
         be referred to by; they are never candidates: only files of dead tables are)."""
@@ -679,12 +1059,64 @@ class DAG:
         live_files: set[str] = set()
         for p in live_tables.values():
             live_files.update(_table_data_files(transport, p))
+        removed = []
         for f in [path, *sorted(dead_files - live_files)]:
             if os.path.dirname(f) == directory:
                 try:
                     os.unlink(f)
                 except FileNotFoundError:
                     pass
+                removed.append(f)
+        return removed
+
+
+def _ray_session(parallel: int | None):
+    """Ray, started here (local, no dashboard) unless the caller already connected it."""
+    try:
+        import ray
+    except ImportError:
+        raise PipelineError(
+            "mode='ray' needs Ray (pip install 'attune[ray]'); it is not installed"
+        ) from None
+    if not ray.is_initialized():
+        # On a loaded machine the raylet can take longer than Ray's default wait to come up.
+        os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
+        ray.init(
+            num_cpus=max(1, parallel or os.cpu_count() or 1),
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    return ray
+
+
+def _ray_node(node: Node, *inputs: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
+    """A node as a Ray task: the same call and checks as in a node process."""
+    t0 = time.perf_counter()
+    if node.wants_ctx:
+        directory = tempfile.mkdtemp(prefix="attune-dag-ray-", dir=default_root())
+        try:
+            out = node.fn(*inputs, ctx=NodeContext(node.name, directory))
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)  # maps stay valid
+    else:
+        out = node.fn(*inputs)
+    if isinstance(out, pa.RecordBatch):
+        out = pa.Table.from_batches([out])
+    if not isinstance(out, pa.Table):
+        raise NodeFailedError(
+            f"node {node.name} returned {type(out).__module__}.{type(out).__qualname__}, "
+            "not a pyarrow.Table",
+            node.name,
+            "not-a-table",
+        )
+    stats = {
+        "rows": out.num_rows,
+        "columns": out.num_columns,
+        "output_bytes": out.nbytes,
+        "compute_seconds": time.perf_counter() - t0,
+    }
+    return out, stats
 
 
 def run_directories(root: str | None = None) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ import pyarrow as pa
 from attune.errors import Error
 from attune.pipelines import sipc
 
-__all__ = ["available", "build", "freeze", "install", "segments", "trim"]
+__all__ = ["available", "build", "freeze", "install", "release", "segments", "trim"]
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shmpool.cpp")
 #: Default segment size: large enough that a node's allocations live in few files, small enough
@@ -116,14 +116,26 @@ def available() -> tuple[bool, str]:
     return (_module is not None, _error or "")
 
 
-def install(directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES) -> pa.MemoryPool:
+def install(
+    directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES, reuse_freed: bool = True
+) -> pa.MemoryPool:
     """Makes a pool over segment files ``DIRECTORY/PREFIX.N`` this process's default pyarrow
-    pool and tells SIPC about its segments. Once per process."""
+    pool and tells SIPC about its segments. A process has one pool: in a reused node process
+    (after :func:`release`) a second call only names the next node's segments ``PREFIX.N``
+    (``directory`` is the run's, the same for every node).
+
+    ``reuse_freed``: a freed block serves the next request of its size class while the node
+    runs (no page faults or zeroing for a kernel's temporaries the second time; freed blocks
+    give their pages back at :func:`freeze`, at most 256 MiB of them are kept); off, every
+    allocation takes fresh pages and a freed block is punched at once."""
     global _pool
     mod = _load()
     if mod is None:
         raise Error(f"the shared memory pool is unavailable: {_error}")
-    _pool = mod.create(os.path.abspath(directory), prefix, segment_bytes)
+    if _pool is not None:
+        mod.set_prefix(prefix)
+        return _pool
+    _pool = mod.create(os.path.abspath(directory), prefix, segment_bytes, reuse_freed)
     pa.set_memory_pool(_pool)
     sipc.add_range_source(segments)
     return _pool
@@ -162,6 +174,40 @@ def trim(used: dict[str, list[tuple[int, int]]]) -> int:
                 freed += off - pos
             pos = max(pos, off + n)
     return freed
+
+
+def release(used: dict[str, list[tuple[int, int]]], recycle: bool = True) -> tuple[int, int]:
+    """After a node of a reused process shared its output and dropped every reference to its
+    tables: unmaps the node's segments that hold no live allocation, returns their pages that
+    the output does not use (``used`` as for :func:`trim`; a segment the output does not use is
+    unlinked) and forgets their address ranges, so the next node starts with an empty pool.
+    Segments still holding allocations (a buffer the node's code kept, e.g. in a global) stay
+    mapped, retired. With ``recycle``, up to two standard segments the output does not use stay
+    mapped as spares with their pages, and the next node's first segments are those (renamed):
+    its allocations then touch no fresh pages. Returns (bytes released, bytes retained)."""
+    if _module is None or _pool is None:
+        return 0, 0
+    unused = [path for _a, _n, path in segments() if not used.get(path)]
+    released, recycled, retained = _module.restart(unused if recycle else [])
+    sipc.forget_ranges(released)
+    sipc.forget_ranges(recycled)  # kept mapped as spares; renamed when a node takes one
+    freed = 0
+    for _addr, length, path in released:
+        ranges = sorted(used.get(path, []))
+        try:
+            if not ranges:
+                os.unlink(path)
+                freed += length
+                continue
+            pos = 0
+            for off, n in [*ranges, (length, 0)]:
+                if off > pos:
+                    _module.punch_file(path, pos, off - pos)
+                    freed += off - pos
+                pos = max(pos, off + n)
+        except FileNotFoundError:
+            pass  # the driver already removed it (a table nothing needs any more)
+    return freed, retained
 
 
 if __name__ == "__main__":  # `python -m attune.pipelines.shmpool` builds it (make build)

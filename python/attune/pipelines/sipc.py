@@ -106,6 +106,14 @@ class _Registry:
                     return
                 i += 1
 
+    def remove_range(self, start: int, end: int, path: str) -> None:
+        with self._lock:
+            for i, e in enumerate(self._entries):
+                if e[0] == start and e[1] == end and e[2] == path:
+                    del self._starts[i]
+                    del self._entries[i]
+                    return
+
     def find(self, address: int, length: int) -> tuple[str, int] | None:
         """(path, file offset) of ``[address, address + length)`` when one range holds it."""
         with self._lock:
@@ -149,6 +157,16 @@ def _sync_sources() -> None:
             if (address, length, path) not in _SOURCED:
                 _SOURCED.add((address, length, path))
                 _REGISTRY.add(_FOREVER, address, length, path)
+
+
+def forget_ranges(ranges) -> None:
+    """Forgets [(address, length, path)] that a range source reported and that are no longer
+    mapped (a reused node process's pool after :func:`attune.pipelines.shmpool.release`)."""
+    for address, length, path in ranges:
+        key = (address, length, path)
+        if key in _SOURCED:
+            _SOURCED.discard(key)
+            _REGISTRY.remove_range(address, address + length, path)
 
 
 def register_range(owner: Any, buffer: pa.Buffer, path: str, file_offset: int = 0) -> None:

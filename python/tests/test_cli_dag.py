@@ -1,4 +1,4 @@
-"""`attune pipe run|stats|clean` and `attune bench pipe` through the CLI."""
+"""`attune dag run|stats|clean` and `attune bench dag` through the CLI."""
 
 from __future__ import annotations
 
@@ -33,16 +33,24 @@ def module(tmp_path):
 
 
 def test_run_prints_every_node(module, tmp_path, capsys):
-    assert main(["pipe", "run", str(module), "--root", str(tmp_path), "--no-progress"]) == 0
+    assert main(["dag", "run", str(module), "--root", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "load" in out and "double" in out and "output double: 1000 rows, 2 columns" in out
+
+
+def test_run_with_reused_processes(module, tmp_path, capsys):
+    argv = ["dag", "run", str(module), "--root", str(tmp_path), "--json", "--reuse-processes"]
+    assert main([*argv, "--parallel", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reuse_processes"] and doc["outputs"] == {"double": {"rows": 1000, "columns": 2}}
+    assert doc["nodes"]["load"]["pid"] == doc["nodes"]["double"]["pid"]
 
 
 def test_run_json_under_spawn(module, tmp_path, capsys):
     # spawn starts a fresh interpreter per node (seconds each here): the one spawn test of the
     # pipelines; it also checks that spawned nodes import the DAG module's functions.
     argv = [
-        "pipe",
+        "dag",
         "run",
         str(module),
         "--root",
@@ -61,7 +69,7 @@ def test_run_json_under_spawn(module, tmp_path, capsys):
 def test_a_module_without_a_dag_is_a_clean_error(tmp_path, capsys):
     bad = tmp_path / "nothing.py"
     bad.write_text("x = 1\n")
-    assert main(["pipe", "run", str(bad), "--json"]) == 1
+    assert main(["dag", "run", str(bad), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["error"] == "PipelineError" and "neither `dag`" in doc["message"]
 
@@ -69,7 +77,7 @@ def test_a_module_without_a_dag_is_a_clean_error(tmp_path, capsys):
 def test_a_failing_node_is_a_clean_error(tmp_path, capsys):
     bad = tmp_path / "bad.py"
     bad.write_text(DAG_MODULE + "\ndag.node(lambda t: 42, dag.nodes[1], name='oops')\n")
-    assert main(["pipe", "run", str(bad), "--root", str(tmp_path), "--no-progress"]) == 1
+    assert main(["dag", "run", str(bad), "--root", str(tmp_path), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "node oops returned builtins.int, not a pyarrow.Table" in err
     assert not [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
@@ -79,19 +87,19 @@ def test_stats_and_clean_find_a_dead_drivers_directory(tmp_path, capsys):
     stale = tmp_path / "attune-dag.999999999.dag.abc"
     stale.mkdir()
     (stale / "t.c0").write_bytes(b"x" * 4096)
-    assert main(["pipe", "stats", "--root", str(tmp_path), "--json"]) == 0
+    assert main(["dag", "stats", "--root", str(tmp_path), "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)["runs"]
     assert [(r["pid"], r["alive"]) for r in runs] == [(999999999, False)]
-    assert main(["pipe", "clean", "--root", str(tmp_path), "--evict", "--json"]) == 0
+    assert main(["dag", "clean", "--root", str(tmp_path), "--evict", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["removed_runs"] == [str(stale)]
     assert not stale.exists()
 
 
-def test_bench_pipe_writes_rows_with_the_command(tmp_path):
+def test_bench_dag_writes_rows_with_the_command(tmp_path):
     out = tmp_path / "rows.jsonl"
     argv = [
         "bench",
-        "pipe",
+        "dag",
         "chain",
         "--column-mib",
         "1",
@@ -111,6 +119,6 @@ def test_bench_pipe_writes_rows_with_the_command(tmp_path):
     chain = {r["engine"]: r for r in rows if r["kind"] == "chain"}
     assert set(chain) == {"sipc", "ipc-mmap"}
     assert chain["sipc"]["bytes_copied_after_load"] < chain["ipc-mmap"]["bytes_copied_after_load"]
-    assert rows[0]["command"].startswith("attune bench pipe chain --column-mib 1")
-    (summary,) = [r for r in rows if r.get("case") == "chain"]
+    assert rows[0]["command"].startswith("attune bench dag chain --column-mib 1")
+    (summary,) = [r for r in rows if r["kind"] == "summary" and r["case"] == "chain"]
     assert summary["speedup_vs_ipc_mmap"] > 0

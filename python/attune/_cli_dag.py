@@ -1,11 +1,11 @@
-"""CLI verb `attune pipe`: run a DAG module, inspect and clean shared pipeline state.
+"""CLI verb `attune dag`: run a DAG module, inspect and clean shared pipeline state.
 
-* ``attune pipe run FILE.py`` runs the DAG a Python file defines (a module-level ``dag``, or a
+* ``attune dag run FILE.py`` runs the DAG a Python file defines (a module-level ``dag``, or a
   ``build()`` function returning one), every node in its own process, and prints per node the
   seconds, bytes copied and reshared; ``--json`` prints the run's measurements as one object.
-* ``attune pipe stats`` lists DeCache entries (source, bytes, live references) and run
+* ``attune dag stats`` lists DeCache entries (source, bytes, live references) and run
   directories (with whether their driver is alive).
-* ``attune pipe clean`` removes run directories left by dead drivers and, with ``--evict``,
+* ``attune dag clean`` removes run directories left by dead drivers and, with ``--evict``,
   unreferenced DeCache entries.
 """
 
@@ -21,12 +21,12 @@ from attune.cli import add_output_flags, progress
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "pipe",
+        "dag",
         help="zero-copy Arrow pipelines: run a DAG module, show or clean shared state",
         description="Run DAGs of Python functions Table -> Table, one process per node, tables "
         "passed by reference (SIPC); inspect the shared loader cache (DeCache).",
     )
-    verbs = p.add_subparsers(dest="pipe_verb", metavar="COMMAND", required=True)
+    verbs = p.add_subparsers(dest="dag_verb", metavar="COMMAND", required=True)
 
     r = verbs.add_parser("run", help="run the DAG a Python file defines (`dag` or `build()`)")
     r.add_argument("module", metavar="FILE.py", help="Python file defining `dag` or `build()`")
@@ -47,6 +47,17 @@ def register(sub) -> None:
     r.add_argument("--root", default=None, help="directory for shared files (default /dev/shm)")
     r.add_argument("--checksums", action="store_true", help="CRC-32 every shared buffer")
     r.add_argument("--inline", action="store_true", help="run every node in this process")
+    r.add_argument(
+        "--reuse-processes",
+        action="store_true",
+        help="run nodes in worker processes reused from node to node (no process per node)",
+    )
+    r.add_argument(
+        "--mode",
+        choices=("process", "ray"),
+        default="process",
+        help="process (default) or ray: the same nodes as Ray tasks (needs the ray extra)",
+    )
     add_output_flags(r, json_help="print the run's measurements as one JSON object")
     r.set_defaults(func=_run)
 
@@ -125,6 +136,8 @@ def _run(args) -> int:
             root=args.root,
             checksums=args.checksums,
             on_node_done=lambda name, stats: bar.update(1),
+            mode=args.mode,
+            reuse_processes=args.reuse_processes,
         )
     finally:
         bar.close()
@@ -133,10 +146,10 @@ def _run(args) -> int:
         return 0
     print(f"{'node':<20} {'seconds':>8} {'copied MiB':>11} {'reshared MiB':>13} {'rows':>10}")
     for name, n in res.nodes.items():
-        secs = n["read_seconds"] + n["compute_seconds"] + n["write_seconds"]
+        secs = n.get("read_seconds", 0) + n["compute_seconds"] + n.get("write_seconds", 0)
         print(
-            f"{name:<20} {secs:>8.3f} {n['bytes_copied'] / 2**20:>11.1f} "
-            f"{n['bytes_reshared'] / 2**20:>13.1f} {n['rows']:>10}"
+            f"{name:<20} {secs:>8.3f} {n.get('bytes_copied', 0) / 2**20:>11.1f} "
+            f"{n.get('bytes_reshared', 0) / 2**20:>13.1f} {n['rows']:>10}"
         )
     tot = res.totals()
     print(
