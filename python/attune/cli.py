@@ -42,6 +42,7 @@ VERB_MODULES: tuple[str, ...] = (
     "attune._cli_place",
     "attune._cli_embed",
     "attune._cli_io",
+    "attune._cli_device",
     "attune._cli_pipe",
 )
 
