@@ -160,7 +160,9 @@ def _check_params(args) -> dict:
         try:
             doc = json.loads(Path(args.params).read_text())
         except OSError as e:
-            raise StorageIOError(f"cannot read {args.params}: {e.strerror or e}", args.params) from e
+            raise StorageIOError(
+                f"cannot read {args.params}: {e.strerror or e}", args.params
+            ) from e
         except json.JSONDecodeError as e:
             raise InvalidArgumentError(f"{args.params} is not a profile JSON file: {e}") from e
         learned = doc.get("params_learned", doc) if isinstance(doc, dict) else None
@@ -197,10 +199,14 @@ def _check(args) -> int:
     if args.json:
         print(json.dumps(d))
         return 0
-    print(f"{args.trace} ({trace.format}): {d['reads']} reads, {d['writes']} writes, "
-          f"{len(trace.files)} file(s)")
-    print("parameters: " + ", ".join(f"{k}={_kb(v) if v is not None else 'unknown'}"
-                                     for k, v in params.items()))
+    print(
+        f"{args.trace} ({trace.format}): {d['reads']} reads, {d['writes']} writes, "
+        f"{len(trace.files)} file(s)"
+    )
+    print(
+        "parameters: "
+        + ", ".join(f"{k}={_kb(v) if v is not None else 'unknown'}" for k, v in params.items())
+    )
     unchecked = {u["rule"]: u["needs"] for u in d["unchecked"]}
     for i in range(1, 6):
         if i in unchecked:
@@ -208,12 +214,16 @@ def _check(args) -> int:
         else:
             print(f"  rule {i} ({_RULES[i]}): {d['counts'][f'rule{i}']} violations")
     if params.get("page"):
-        print(f"flash pages written: {d['flash_pages']} (minimum {d['min_flash_pages']}, "
-              f"{d['extra_pages']} extra); write amplification {d['write_amplification']:.3f}")
+        print(
+            f"flash pages written: {d['flash_pages']} (minimum {d['min_flash_pages']}, "
+            f"{d['extra_pages']} extra); write amplification {d['write_amplification']:.3f}"
+        )
     for v in d["violations"]:
         extra = f", {v['extra_pages']} extra pages" if v["extra_pages"] else ""
-        print(f"  #{v['index']} rule {v['rule']}: {v['op']} {v['file']} offset {v['offset']} "
-              f"size {v['size']}{extra}")
+        print(
+            f"  #{v['index']} rule {v['rule']}: {v['op']} {v['file']} offset {v['offset']} "
+            f"size {v['size']}{extra}"
+        )
     if d["violations_total"] > len(d["violations"]):
         print(f"  ... {d['violations_total'] - len(d['violations'])} more (--limit)")
     return 0
@@ -237,16 +247,29 @@ def register(sub) -> None:
     )
     q.add_argument("path", nargs="?", metavar="PATH", help="directory to put the test files in")
     q.add_argument("--simulated", action="store_true", help="profile the simulated SSD")
-    q.add_argument("--set", action="append", metavar="NAME=VALUE",
-                   help="a simulated SSD parameter (repeatable; `attune io simulate --list-params`)")
+    q.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a simulated SSD parameter (repeatable; `attune io simulate --list-params`)",
+    )
     q.add_argument("--file-mb", type=int, help="MiB per test file (8 on a path, 64 simulated)")
-    q.add_argument("--samples", type=int, help="chunks per offset group (4 on a path, 16 simulated)")
-    q.add_argument("--rounds", type=int, default=4, help="read rounds of Experiment 1 on a path (4)")
+    q.add_argument(
+        "--samples", type=int, help="chunks per offset group (4 on a path, 16 simulated)"
+    )
+    q.add_argument(
+        "--rounds", type=int, default=4, help="read rounds of Experiment 1 on a path (4)"
+    )
     q.add_argument("--max-guess-kb", type=int, help="largest chunk-size guess in KiB (512)")
     q.add_argument("--seed", type=int, default=1, help="seed of the random orders (1)")
-    q.add_argument("--plot", metavar="PREFIX", help="write PREFIX-request-size.png and "
-                   "PREFIX-location.png (needs matplotlib)")
-    add_output_flags(q, out="write the learned parameters and profiles as JSON (for `check --params`)")
+    q.add_argument(
+        "--plot",
+        metavar="PREFIX",
+        help="write PREFIX-request-size.png and PREFIX-location.png (needs matplotlib)",
+    )
+    add_output_flags(
+        q, out="write the learned parameters and profiles as JSON (for `check --params`)"
+    )
     q.set_defaults(func=_profile)
 
     c = vs.add_parser(
@@ -256,12 +279,19 @@ def register(sub) -> None:
         "attune-csv, attune) against the device's parameters.",
     )
     c.add_argument("trace", metavar="TRACE")
-    c.add_argument("--format", choices=("strace", "msr", "cloudphysics", "attune-csv", "attune"),
-                   help="trace format (sniffed when omitted)")
+    c.add_argument(
+        "--format",
+        choices=("strace", "msr", "cloudphysics", "attune-csv", "attune"),
+        help="trace format (sniffed when omitted)",
+    )
     c.add_argument("--params", metavar="PROFILE.json", help="parameters from `profile --out`")
-    c.add_argument("--param", action="append", metavar="NAME=BYTES",
-                   help="a parameter (desirable_write, stripe, chunk, page, hot_offset); "
-                   "overrides --params; `none` makes it unknown")
+    c.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME=BYTES",
+        help="a parameter (desirable_write, stripe, chunk, page, hot_offset); "
+        "overrides --params; `none` makes it unknown",
+    )
     c.add_argument("--file", metavar="SUBSTRING", help="strace: only files whose path contains it")
     c.add_argument("--limit", type=int, default=20, help="violations to list (20)")
     add_output_flags(c)

@@ -30,8 +30,12 @@ TINY = {
 def test_simulated_profile_recovers_the_planted_parameters():
     params = {"chunk_bytes": 32768, "page_bytes": 8192, "stripe_chips": 4, "map_fetch_us": 10}
     r = device.profile_simulated(params, SMALL, seed=3)
-    assert r["expected"] == {"stripe": 128 << 10, "chunk": 32 << 10, "page": 8 << 10,
-                             "hot_offset": 16 << 10}
+    assert r["expected"] == {
+        "stripe": 128 << 10,
+        "chunk": 32 << 10,
+        "page": 8 << 10,
+        "hot_offset": 16 << 10,
+    }
     assert r["recovered"], r["learned"]
     assert r["learned"]["desirable_write"]["value"] == 128 << 10
     assert r["learned"]["chunk"]["confidence"] > 0.999
@@ -123,8 +127,13 @@ def test_strace_is_parsed_into_file_ios():
     assert only.files == ["/data/db.sqlite-wal"] and len(only) == 3
 
 
-PARAMS = {"desirable_write": 65536, "stripe": 65536, "chunk": 65536, "page": 16384,
-          "hot_offset": 32768}
+PARAMS = {
+    "desirable_write": 65536,
+    "stripe": 65536,
+    "chunk": 65536,
+    "page": 16384,
+    "hot_offset": 32768,
+}
 
 
 def test_check_finds_the_planted_violations_and_nothing_else():
@@ -135,8 +144,7 @@ def test_check_finds_the_planted_violations_and_nothing_else():
     # at 0: rule 1. 3: a 24-byte frame header at 32: rules 1, 3. 4: a frame at offset 56: rules
     # 3, 4, 5 (5 pages, not 4). 5: an aligned 64 KiB page: none. 6, 7: 4 KiB writes: rule 1;
     # 196608 is stripe-aligned, 200704 is not (rule 3).
-    assert got == [(1, 2), (2, 1), (3, 1), (3, 3), (4, 3), (4, 4), (4, 5),
-                   (6, 1), (7, 1), (7, 3)]
+    assert got == [(1, 2), (2, 1), (3, 1), (3, 3), (4, 3), (4, 4), (4, 5), (6, 1), (7, 1), (7, 3)]
     assert r.unchecked == []
     assert r.raw["extra_pages_total"] == 1
 
@@ -160,14 +168,31 @@ def test_unreadable_and_malformed_traces(tmp_path):
 
 
 def _cli(*args, check=True):
-    return subprocess.run([sys.executable, "-m", "attune.cli", *args], capture_output=True,
-                          text=True, check=check, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "attune.cli", *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def test_cli_profile_and_check(tmp_path):
     out = tmp_path / "profile.json"
-    p = _cli("device", "profile", "--simulated", "--file-mb", "16", "--samples", "8",
-             "--out", str(out), "--json", "--plot", str(tmp_path / "plot"))
+    p = _cli(
+        "device",
+        "profile",
+        "--simulated",
+        "--file-mb",
+        "16",
+        "--samples",
+        "8",
+        "--out",
+        str(out),
+        "--json",
+        "--plot",
+        str(tmp_path / "plot"),
+    )
     d = json.loads(p.stdout)
     assert d["recovered"] and d["params_learned"]["stripe"] == 256 << 10
     assert all(os.path.exists(x) for x in d["plots"]) and len(d["plots"]) == 2

@@ -65,7 +65,9 @@ def profile_simulated(
 def recovered(learned: dict, expected: dict) -> bool:
     """Whether every expected parameter was learned exactly (``stripe`` None means "beyond
     what the run measures", which must then also be None)."""
-    return all(learned[k]["value"] == expected[k] for k in ("stripe", "chunk", "page", "hot_offset"))
+    return all(
+        learned[k]["value"] == expected[k] for k in ("stripe", "chunk", "page", "hot_offset")
+    )
 
 
 def learned_params(learned: dict) -> dict[str, int | None]:
@@ -146,7 +148,9 @@ def plot_profiles(result: dict[str, Any], prefix: str) -> list[str]:
 
     out = []
     sizes = result["sizes"]
-    means = [float(np.mean(v)) / 1e3 if len(v) else float("nan") for v in result["size_latencies_ns"]]
+    means = [
+        float(np.mean(v)) / 1e3 if len(v) else float("nan") for v in result["size_latencies_ns"]
+    ]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(range(len(sizes)), means, marker="o")
     ax.set_xticks(range(len(sizes)), [_kb(s) for s in sizes], rotation=45)

@@ -125,7 +125,9 @@ def profile_path(
         try:
             work = Path(tempfile.mkdtemp(prefix=".attune-profile-", dir=base))
         except OSError as e:
-            raise StorageIOError(f"cannot create files under {base}: {e.strerror or e}", str(base)) from e
+            raise StorageIOError(
+                f"cannot create files under {base}: {e.strerror or e}", str(base)
+            ) from e
         try:
             return _run(work, cfg, rounds, progress, start)
         except _Interrupted as e:
@@ -191,7 +193,9 @@ def _run(
             files.append(f)
             tick()
         if buffered_writes:
-            notes.append(f"{buffered_writes} write sizes below the O_DIRECT alignment were buffered writes")
+            notes.append(
+                f"{buffered_writes} write sizes below the O_DIRECT alignment were buffered writes"
+            )
         rflags = os.O_RDONLY | (os.O_DIRECT if unit is not None else 0)
         order: list[int] = cfg["read_order"]
         rb = cfg["read_bytes"]
@@ -235,11 +239,25 @@ def _run(
             os.close(fd)
     except OSError as e:
         if e.errno == errno.ENOSPC:
-            raise InvalidArgumentError(f"the device ran out of space during the profile: {e}") from e
+            raise InvalidArgumentError(
+                f"the device ran out of space during the profile: {e}"
+            ) from e
         raise
-    analyze_cfg = {k: cfg[k] for k in ("file_bytes", "min_write", "max_write", "read_bytes",
-                                       "min_guess", "max_guess", "samples_per_group", "seed",
-                                       "rel_threshold", "t_threshold")}
+    analyze_cfg = {
+        k: cfg[k]
+        for k in (
+            "file_bytes",
+            "min_write",
+            "max_write",
+            "read_bytes",
+            "min_guess",
+            "max_guess",
+            "samples_per_group",
+            "seed",
+            "rel_threshold",
+            "t_threshold",
+        )
+    }
     analyze_cfg["offset_unit"] = offset_unit
     learned = _native.device_analyze(sizes, lat1, loc, analyze_cfg)
     return {
@@ -250,7 +268,8 @@ def _run(
         "learned": learned,
         "io_mode": f"O_DIRECT (alignment {unit} B)" if unit else "buffered with FADV_DONTNEED",
         "notes": notes,
-        "ios": sum(fb // w for w in sizes) + len(lat1) * len(order) * rounds
+        "ios": sum(fb // w for w in sizes)
+        + len(lat1) * len(order) * rounds
         + sum(len(x[2]) * len(x[2][0]) for x in loc),
         "seconds": time.monotonic() - start,
     }

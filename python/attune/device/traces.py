@@ -136,7 +136,9 @@ def parse_strace(text: str, name: str = "strace", only: str | None = None) -> Tr
     return out
 
 
-def load_io_trace(path: str | Path, fmt: str | None = None, only: str | None = None) -> TraceColumns:
+def load_io_trace(
+    path: str | Path, fmt: str | None = None, only: str | None = None
+) -> TraceColumns:
     """Reads ``path`` as strace output (``fmt`` ``"strace"`` or sniffed) or as a block trace of
     ``attune.io`` (``msr``, ``cloudphysics``, ``attune-csv``, ``attune``; one file)."""
     p = Path(path)
