@@ -167,19 +167,18 @@ def test_unreadable_and_malformed_traces(tmp_path):
         device.load_io_trace(bad, "strace")
 
 
-def _cli(*args, check=True):
-    return subprocess.run(
-        [sys.executable, "-m", "attune.cli", *args],
-        capture_output=True,
-        text=True,
-        check=check,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+def _cli(capsys, *args):
+    from attune.cli import main
+
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
 
 
-def test_cli_profile_and_check(tmp_path):
+def test_cli_profile_and_check(tmp_path, capsys):
     out = tmp_path / "profile.json"
-    p = _cli(
+    rc, stdout, _ = _cli(
+        capsys,
         "device",
         "profile",
         "--simulated",
@@ -193,17 +192,26 @@ def test_cli_profile_and_check(tmp_path):
         "--plot",
         str(tmp_path / "plot"),
     )
-    d = json.loads(p.stdout)
-    assert d["recovered"] and d["params_learned"]["stripe"] == 256 << 10
+    d = json.loads(stdout)
+    assert rc == 0 and d["recovered"] and d["params_learned"]["stripe"] == 256 << 10
     assert all(os.path.exists(x) for x in d["plots"]) and len(d["plots"]) == 2
     trace = tmp_path / "app.strace"
     trace.write_text(STRACE)
-    c = json.loads(_cli("device", "check", str(trace), "--params", str(out), "--json").stdout)
+    rc, stdout, _ = _cli(capsys, "device", "check", str(trace), "--params", str(out), "--json")
+    c = json.loads(stdout)
     # Desirable size 256 KiB: the two 64 KiB writes break rule 1 as well.
     assert c["counts"]["rule1"] == 6 and c["unchecked"] == []
-    h = _cli("device", "check", str(trace), "--param", "page=4096").stdout
+    _, h, _ = _cli(capsys, "device", "check", str(trace), "--param", "page=4096")
     assert "rule 3 (writes start on a stripe boundary): not checked" in h
-    e = _cli("device", "check", str(tmp_path / "missing"), check=False)
-    assert e.returncode != 0 and "cannot read trace" in e.stderr and "Traceback" not in e.stderr
-    e = _cli("device", "profile", str(tmp_path / "missing"), check=False)
-    assert e.returncode != 0 and "does not exist" in e.stderr and "Traceback" not in e.stderr
+
+
+def test_cli_errors_are_clean():
+    # A fresh process, as a user runs it: a clear message, no traceback.
+    for args, msg in (
+        (["device", "check", "/nonexistent/trace"], "cannot read trace"),
+        (["device", "profile", "/nonexistent/dir"], "does not exist"),
+    ):
+        e = subprocess.run(
+            [sys.executable, "-m", "attune.cli", *args], capture_output=True, text=True, check=False
+        )
+        assert e.returncode != 0 and msg in e.stderr and "Traceback" not in e.stderr

@@ -25,6 +25,7 @@ use crate::output::{Fail, Sink};
 #[derive(Serialize)]
 struct ProfileRow<'a> {
     bench: &'static str,
+    kind: &'static str,
     case: &'a str,
     chunk_bytes: u32,
     page_bytes: u32,
@@ -52,6 +53,7 @@ struct ProfileRow<'a> {
 #[derive(Serialize)]
 struct CheckRow {
     bench: &'static str,
+    kind: &'static str,
     case: &'static str,
     ios: u64,
     planted: u64,
@@ -140,6 +142,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         }
         sink.row(&ProfileRow {
             bench: "device",
+            kind: "profile",
             case: &format!("profile/{name}"),
             chunk_bytes: chunk,
             page_bytes: page,
@@ -242,6 +245,7 @@ fn check_planted(sink: &Sink) -> Result<(), Fail> {
     }
     sink.row(&CheckRow {
         bench: "device",
+        kind: "check",
         case: "check/planted",
         ios: ios.len() as u64,
         planted: want.len() as u64,

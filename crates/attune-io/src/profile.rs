@@ -352,7 +352,10 @@ fn best_gain(g: &LocationGuess, cfg: &ProfileConfig) -> (f64, f64, usize) {
         .min_by(|&a, &b| means[a].total_cmp(&means[b]).then(a.cmp(&b)))
         .unwrap_or(0);
     let (sig, t) = slower(&lat[0], &lat[best], cfg);
-    if !sig || means[0] <= 0.0 {
+    // The best of many groups is compared with group 0: Bonferroni over the groups, so that
+    // the minimum of noise is not mistaken for a hot location.
+    let p_bonf = (p_two_sided(t) * lat.len() as f64).min(1.0);
+    if !sig || means[0] <= 0.0 || p_bonf > p_two_sided(cfg.t_threshold) {
         return (0.0, 0.0, 0);
     }
     ((means[0] - means[best]) / means[0], t, best)
@@ -397,9 +400,10 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
     };
     let (gain, t, best) = gains[k];
     let g = &p.guesses[k];
+    let bonf = 1.0 - (p_two_sided(t) * g.latencies_ns.len() as f64).min(1.0);
     let chunk = Finding {
         value: Some(g.guess),
-        confidence: conf(t),
+        confidence: bonf,
         reason: format!(
             "at guess {} B offset group {} B reads {:.0} % faster than group 0 (t = {t:.1}), the \
              largest gain of any guess",
@@ -411,7 +415,7 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
     let hot_bytes = best as u64 * u64::from(g.offset_unit);
     let hot = Finding {
         value: u32::try_from(hot_bytes).ok(),
-        confidence: conf(t),
+        confidence: bonf,
         reason: format!("hot locations are {} B × i + {hot_bytes} B", g.guess),
     };
     // Flash page: the smallest power of two p whose odd multiples (inside the chunk) read

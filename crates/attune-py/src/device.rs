@@ -34,7 +34,7 @@ fn config_from(config: Option<&Bound<'_, PyDict>>) -> PyResult<ProfileConfig> {
                     return Err(crate::errors::attune_error(
                         d.py(),
                         "InvalidArgumentError",
-                        &format!(
+                        format!(
                             "unknown profile setting `{other}`; valid: file_bytes, min_write, \
                              max_write, read_bytes, offset_unit, min_guess, max_guess, \
                              samples_per_group, seed, rel_threshold, t_threshold"

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import mmap
 import os
+import random
 import shutil
 import signal
 import tempfile
@@ -199,40 +200,49 @@ def _run(
         rflags = os.O_RDONLY | (os.O_DIRECT if unit is not None else 0)
         order: list[int] = cfg["read_order"]
         rb = cfg["read_bytes"]
-        lat1 = []
-        for f in files:
-            fd = os.open(f, rflags)
-            try:
-                if unit is None:
+        # Reads interleave the files (read r of every file, then read r+1), so that a drift of
+        # the device or of the host under a virtual disk touches every file alike.
+        lat1: list[list[float]] = [[] for _ in files]
+        rfds = [os.open(f, rflags) for f in files]
+        try:
+            if unit is None:
+                for fd in rfds:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                mv = memoryview(buf)[:rb]
-                lat = []
-                for _ in range(rounds):
-                    for r in order:
+            mv = memoryview(buf)[:rb]
+            for _ in range(rounds):
+                for r in order:
+                    for k, fd in enumerate(rfds):
                         t0 = time.perf_counter_ns()
                         os.preadv(fd, [mv], r * rb)
-                        lat.append(float(time.perf_counter_ns() - t0))
-                lat1.append(lat)
-            finally:
+                        lat1[k].append(float(time.perf_counter_ns() - t0))
+        finally:
+            for fd in rfds:
                 os.close(fd)
+        for _ in files:
             tick()
         # Experiment 2 on the file written with the largest requests.
         fd = os.open(files[-1], rflags)
         loc = []
+        rng = random.Random(cfg["seed"])
         try:
+            # One untimed pass first, so that no group is the first to touch the file.
+            warm = memoryview(buf)[: cfg["read_bytes"]]
+            for r in range(fb // cfg["read_bytes"]):
+                os.preadv(fd, [warm], r * cfg["read_bytes"])
             for g in guesses:
                 chunks: list[int] = cfg["sampled_chunks"][g]
                 mv = memoryview(buf)[:g]
-                groups = []
-                for i in range(g // offset_unit):
-                    lat = []
-                    for j in chunks:
-                        if unit is None:
-                            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                        t0 = time.perf_counter_ns()
-                        os.preadv(fd, [mv], j * g + i * offset_unit)
-                        lat.append(float(time.perf_counter_ns() - t0))
-                    groups.append(lat)
+                n_groups = g // offset_unit
+                groups: list[list[float]] = [[0.0] * len(chunks) for _ in range(n_groups)]
+                # Every (group, chunk) read in one random order: no group is read first or last.
+                pairs = [(i, s) for i in range(n_groups) for s in range(len(chunks))]
+                rng.shuffle(pairs)
+                for i, s in pairs:
+                    if unit is None:
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    t0 = time.perf_counter_ns()
+                    os.preadv(fd, [mv], chunks[s] * g + i * offset_unit)
+                    groups[i][s] = float(time.perf_counter_ns() - t0)
                 loc.append((g, offset_unit, groups))
                 tick()
         finally:
