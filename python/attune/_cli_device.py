@@ -128,6 +128,8 @@ def _summary(r: dict, plots: list[str]) -> dict:
 
     out = {
         "source": r["source"],
+        # Parameters found (0..5): 0 is the honest "no structure" of a device without any.
+        "found": sum(f["value"] is not None for f in r["learned"].values()),
         "learned": r["learned"],
         "params_learned": learned_params(r["learned"]),
         "ios": r["ios"],

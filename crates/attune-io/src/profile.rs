@@ -26,7 +26,7 @@ use attune_workload::trace::IoKind;
 
 use crate::error::{invalid, Result};
 use crate::ssd::{IoRequest, Ssd, SsdParams};
-use crate::stats::{mean, p_two_sided, paired_t, welch_t};
+use crate::stats::{mean, p_two_sided, paired_t, student_p, welch_df, welch_t};
 
 const KIB: u32 = 1024;
 
@@ -246,16 +246,30 @@ pub struct Learned {
     pub hot_offset: Finding,
 }
 
-fn conf(t: f64) -> f64 {
-    1.0 - p_two_sided(t)
+/// The p-value a comparison must reach: that of |t| = `t_threshold` under the normal
+/// distribution (0.001 at the default 3.3).
+fn p_limit(cfg: &ProfileConfig) -> f64 {
+    p_two_sided(cfg.t_threshold)
 }
 
-/// Whether `a` is slower than `b` by at least the thresholds (relative and |t|).
-fn slower(a: &[f64], b: &[f64], cfg: &ProfileConfig) -> (bool, f64) {
+/// Whether `a` is slower than `b` by at least the thresholds (relative, and Welch's t at
+/// Student's p ≤ the limit); returns the decision, t and p.
+fn slower3(a: &[f64], b: &[f64], cfg: &ProfileConfig) -> (bool, f64, f64) {
     let (ma, mb) = (mean(a), mean(b));
     let t = welch_t(a, b);
+    let p = if t > 0.0 {
+        student_p(t, welch_df(a, b))
+    } else {
+        1.0
+    };
     let big = mb > 0.0 && (ma - mb) / mb >= cfg.rel_threshold;
-    (big && t >= cfg.t_threshold, t)
+    (big && p <= p_limit(cfg), t, p)
+}
+
+/// [`slower3`] without the p-value; the second value is the confidence 1 − p.
+fn slower(a: &[f64], b: &[f64], cfg: &ProfileConfig) -> (bool, f64) {
+    let (sig, _, p) = slower3(a, b, cfg);
+    (sig, 1.0 - p)
 }
 
 /// Experiment 1's rule: desirable write size and stripe size.
@@ -287,17 +301,17 @@ pub fn analyze_sizes(p: &SizeProfile, cfg: &ProfileConfig) -> (Finding, Finding)
         .take_while(|&k| !slow[k].0)
         .last()
         .unwrap_or(n - 1);
-    let d_conf = if d > 0 { conf(slow[d - 1].1) } else { 0.0 };
+    let d_conf = if d > 0 { slow[d - 1].1 } else { 0.0 };
     let desirable = Finding {
         value: Some(p.sizes[d]),
         confidence: d_conf,
         reason: format!(
             "reads of files written with {} B and larger are within {:.0} % of the fastest; {} B \
-             is significantly slower (t = {:.1})",
+             is significantly slower (p = {:.1e})",
             p.sizes[d],
             cfg.rel_threshold * 100.0,
             p.sizes[d.saturating_sub(1)],
-            slow[d.saturating_sub(1)].1
+            1.0 - slow[d.saturating_sub(1)].1
         ),
     };
     // Stripe: the start of the plateau [s, max] — at least two sizes, each within the tolerance
@@ -323,14 +337,14 @@ pub fn analyze_sizes(p: &SizeProfile, cfg: &ProfileConfig) -> (Finding, Finding)
         ))
     } else {
         let plateau: Vec<f64> = p.latencies_ns[s..].iter().flatten().copied().collect();
-        let (sig, t) = slower(&p.latencies_ns[s - 1], &plateau, cfg);
+        let (sig, t, pv) = slower3(&p.latencies_ns[s - 1], &plateau, cfg);
         if sig {
             Finding {
                 value: Some(p.sizes[s]),
-                confidence: conf(t),
+                confidence: 1.0 - pv,
                 reason: format!(
                     "latency plateaus from {} B to {} B (within {:.0} %); {} B is significantly \
-                     slower (t = {t:.1})",
+                     slower (t = {t:.1}, p = {pv:.1e})",
                     p.sizes[s],
                     p.sizes[n - 1],
                     cfg.rel_threshold * 100.0,
@@ -344,21 +358,22 @@ pub fn analyze_sizes(p: &SizeProfile, cfg: &ProfileConfig) -> (Finding, Finding)
     (desirable, stripe)
 }
 
-/// Gain of the best offset group over group 0 at one guess: (relative gain, t, best group).
+/// Gain of the best offset group over group 0 at one guess: (relative gain, Bonferroni p, best
+/// group).
 fn best_gain(g: &LocationGuess, cfg: &ProfileConfig) -> (f64, f64, usize) {
     let lat = &g.latencies_ns;
     let means: Vec<f64> = lat.iter().map(|l| mean(l)).collect();
     let best = (0..lat.len())
         .min_by(|&a, &b| means[a].total_cmp(&means[b]).then(a.cmp(&b)))
         .unwrap_or(0);
-    let (sig, t) = slower(&lat[0], &lat[best], cfg);
+    let (sig, _, p) = slower3(&lat[0], &lat[best], cfg);
     // The best of many groups is compared with group 0: Bonferroni over the groups, so that
     // the minimum of noise is not mistaken for a hot location.
-    let p_bonf = (p_two_sided(t) * lat.len() as f64).min(1.0);
-    if !sig || means[0] <= 0.0 || p_bonf > p_two_sided(cfg.t_threshold) {
-        return (0.0, 0.0, 0);
+    let p_bonf = (p * lat.len() as f64).min(1.0);
+    if !sig || means[0] <= 0.0 || p_bonf > p_limit(cfg) {
+        return (0.0, 1.0, 0);
     }
-    ((means[0] - means[best]) / means[0], t, best)
+    ((means[0] - means[best]) / means[0], p_bonf, best)
 }
 
 /// Experiment 2's rule: chunk size, flash page size and hot-location offset.
@@ -372,11 +387,12 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
         // case when group 0 is significantly faster than every other group at some guess.
         for g in &p.guesses {
             let others: Vec<f64> = g.latencies_ns[1..].iter().flatten().copied().collect();
-            let all_slower = g.latencies_ns[1..]
-                .iter()
-                .all(|l| slower(l, &g.latencies_ns[0], cfg).0);
+            let all_slower = g.latencies_ns.len() > 1
+                && g.latencies_ns[1..]
+                    .iter()
+                    .all(|l| slower(l, &g.latencies_ns[0], cfg).0);
             if all_slower {
-                let t = welch_t(&others, &g.latencies_ns[0]);
+                let (_, _, pv) = slower3(&others, &g.latencies_ns[0], cfg);
                 let reason = format!(
                     "at guess {} B offset group 0 is faster than every other group: chunk and \
                      flash page {} B, hot locations at offset 0",
@@ -384,7 +400,7 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
                 );
                 let f = Finding {
                     value: Some(g.guess),
-                    confidence: conf(t),
+                    confidence: 1.0 - pv,
                     reason,
                 };
                 let mut h = f.clone();
@@ -398,18 +414,19 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
         );
         return (f.clone(), f.clone(), f);
     };
-    let (gain, t, best) = gains[k];
+    let (gain, p_bonf, best) = gains[k];
     let g = &p.guesses[k];
-    let bonf = 1.0 - (p_two_sided(t) * g.latencies_ns.len() as f64).min(1.0);
+    let bonf = 1.0 - p_bonf;
     let chunk = Finding {
         value: Some(g.guess),
         confidence: bonf,
         reason: format!(
-            "at guess {} B offset group {} B reads {:.0} % faster than group 0 (t = {t:.1}), the \
-             largest gain of any guess",
+            "at guess {} B offset group {} B reads {:.0} % faster than group 0 (p = {p_bonf:.1e} \
+             over {} groups), the largest gain of any guess",
             g.guess,
             best as u64 * u64::from(g.offset_unit),
-            gain * 100.0
+            gain * 100.0,
+            g.latencies_ns.len()
         ),
     };
     let hot_bytes = best as u64 * u64::from(g.offset_unit);
@@ -429,26 +446,37 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
     let mut pb = 2 * g.offset_unit;
     while pb <= g.guess / 2 {
         let step = (pb / g.offset_unit) as usize;
-        let mut at = Vec::new();
-        let mut before = Vec::new();
+        // Each odd multiple against the offset one unit before it, paired over the same chunks
+        // (the pairs share everything but the offset); the strongest position decides, with
+        // Bonferroni over the positions.
+        let mut best: Option<(f64, f64)> = None; // (p, relative gain)
+        let mut positions = 0usize;
         let mut i = step;
         while i < g.latencies_ns.len() {
-            at.extend_from_slice(&g.latencies_ns[i]);
-            before.extend_from_slice(&g.latencies_ns[i - 1]);
+            let (at, before) = (&g.latencies_ns[i], &g.latencies_ns[i - 1]);
+            positions += 1;
+            let t = paired_t(before, at);
+            let pv = if t > 0.0 {
+                student_p(t, at.len().saturating_sub(1) as f64)
+            } else {
+                1.0
+            };
+            let (mb, ma) = (mean(before), mean(at));
+            let gain = if ma > 0.0 { (mb - ma) / ma } else { 0.0 };
+            if gain >= cfg.rel_threshold && best.is_none_or(|(bp, _)| pv < bp) {
+                best = Some((pv, gain));
+            }
             i += 2 * step;
         }
-        // Paired: the same chunks are read at both offsets, so the pairs share everything but
-        // the offset.
-        let t = paired_t(&before, &at);
-        let (mb, ma) = (mean(&before), mean(&at));
-        let sig = ma > 0.0 && (mb - ma) / ma >= cfg.rel_threshold && t >= cfg.t_threshold;
+        let pv = best.map_or(1.0, |(bp, _)| (bp * positions as f64).min(1.0));
+        let sig = pv <= p_limit(cfg);
         if sig {
             page = Finding {
                 value: Some(pb),
-                confidence: conf(t),
+                confidence: 1.0 - pv,
                 reason: format!(
-                    "at guess {} B offsets at odd multiples of {pb} B read faster than 1 unit \
-                     before them (t = {t:.1}); smaller powers of two show no such step",
+                    "at guess {} B an odd multiple of {pb} B reads faster than the offset 1 \
+                     unit before it (p = {pv:.1e}); smaller powers of two show no such step",
                     g.guess
                 ),
             };
