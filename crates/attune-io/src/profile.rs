@@ -301,17 +301,30 @@ pub fn analyze_sizes(p: &SizeProfile, cfg: &ProfileConfig) -> (Finding, Finding)
         .take_while(|&k| !slow[k].0)
         .last()
         .unwrap_or(n - 1);
-    let d_conf = if d > 0 { slow[d - 1].1 } else { 0.0 };
+    // The chapter's reading ("the size at which minimum latency is attained, and all sizes
+    // greater") holds only if every smaller size is slower: a curve that dips and rises again
+    // is noise or another effect, and nothing is claimed.
+    if let Some(k) = (0..d).find(|&k| !slow[k].0) {
+        let f = Finding::none(format!(
+            "no consistent request-size structure: {} B is not significantly slower than the \
+             fastest ({} B) although {} B is",
+            p.sizes[k],
+            p.sizes[best],
+            p.sizes[d - 1]
+        ));
+        return (f.clone(), f);
+    }
+    let d_conf = (0..d).map(|k| slow[k].1).fold(1.0, f64::min);
     let desirable = Finding {
         value: Some(p.sizes[d]),
-        confidence: d_conf,
+        confidence: if d > 0 { d_conf } else { 0.0 },
         reason: format!(
-            "reads of files written with {} B and larger are within {:.0} % of the fastest; {} B \
-             is significantly slower (p = {:.1e})",
+            "reads of files written with {} B and larger are not significantly slower than the \
+             fastest ({} B); every smaller size is ({:.0} % and p ≤ {:.0e})",
             p.sizes[d],
+            p.sizes[best],
             cfg.rel_threshold * 100.0,
-            p.sizes[d.saturating_sub(1)],
-            1.0 - slow[d.saturating_sub(1)].1
+            p_limit(cfg)
         ),
     };
     // Stripe: the start of the plateau [s, max] — at least two sizes, each within the tolerance
@@ -713,6 +726,19 @@ mod tests {
         assert_eq!(l.desirable_write.value, None);
         assert_eq!(l.chunk.value, None);
         assert!(l.chunk.reason.contains("no location structure"));
+        // A curve that dips and rises again (2 KiB fast, 1 KiB and 4 KiB slow) claims nothing.
+        let bumpy = SizeProfile {
+            sizes: vec![1024, 2048, 4096, 8192],
+            latencies_ns: vec![
+                vec![200.0, 201.0, 199.0],
+                vec![100.0, 101.0, 99.0],
+                vec![200.0, 202.0, 198.0],
+                vec![100.0, 100.5, 99.5],
+            ],
+        };
+        let (d, s) = analyze_sizes(&bumpy, &ProfileConfig::default());
+        assert_eq!((d.value, s.value), (None, None));
+        assert!(d.reason.contains("no consistent"), "{}", d.reason);
     }
 
     #[test]
