@@ -7,7 +7,7 @@ Every benchmark starts here or from the ``attune-bench`` binary itself:
   and ``--json FILE``, the older spelling, means the same here) and show a tqdm progress bar.
 * ``attune bench hash ...`` runs ``attune-bench hash`` (:mod:`attune._cli_hash`).
 * ``attune bench heimdall ...`` runs Heimdall's evaluation (:mod:`attune.bench.heimdall`).
-* ``attune bench cache-sim|cache-kv|embed|io|learn|workload|lookup-steps ...`` run the
+* ``attune bench cache-sim|cache-kv|embed|io|device|learn|workload|lookup-steps ...`` run the
   ``attune-bench``
   subcommand of that name with the same arguments.
 * ``attune bench splitdf [run|column-sizes|explain|fact-layout|key-order|memory-probe|
@@ -235,6 +235,7 @@ def register(sub) -> None:
         ("learn", "learned-index lookups against binary search (--help)"),
         ("workload", "speed of every attune-workload generator (--help)"),
         ("io", "Heimdall's quantised inference speed and the simulated SSD's (--help)"),
+        ("device", "SSD profiler on planted simulated devices and the I/O rule checker (--help)"),
         ("lookup-steps", "point-lookup latency per step (a step-timing build; --help)"),
     ):
         q = verbs.add_parser(name, help=text, add_help=False, prefix_chars="+")

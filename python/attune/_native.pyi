@@ -29,6 +29,10 @@ __all__ = [
     "WriteBatch",
     "__version__",
     "_register_errors",
+    "device_analyze",
+    "device_check",
+    "device_profile_config",
+    "device_profile_simulated",
     "embed_access_stream",
     "embed_list_tables",
     "embed_load_table",
@@ -430,3 +434,27 @@ def io_route(
 ) -> dict[str, Any]: ...
 def io_model_info(data: bytes) -> dict[str, Any]: ...
 def io_model_scores(data: bytes, features: bytes, n: int) -> list[float]: ...
+
+# ---------------------------------------------------------------- device profiler (attune.device)
+_Guess: TypeAlias = tuple[int, int, list[list[float]]]
+
+def device_profile_config(config: dict[str, Any] | None = None) -> dict[str, Any]: ...
+def device_profile_simulated(
+    params: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
+    seed: int = 0,
+    progress: Callable[[int, int], object] | None = None,
+) -> dict[str, Any]: ...
+def device_analyze(
+    sizes: list[int],
+    size_latencies_ns: list[list[float]],
+    guesses: list[_Guess],
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]: ...
+def device_check(
+    file: list[int],
+    offset: list[int],
+    size: list[int],
+    write: list[bool],
+    params: dict[str, Any],
+) -> dict[str, Any]: ...

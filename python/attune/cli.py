@@ -43,6 +43,7 @@ VERB_MODULES: tuple[str, ...] = (
     "attune._cli_embed",
     "attune._cli_io",
     "attune._cli_dag",
+    "attune._cli_device",
 )
 
 #: Exit status after the reader of stdout went away (128 + SIGPIPE).

@@ -30,6 +30,7 @@ pub mod cache_sim;
 pub mod cgroup;
 pub mod child;
 pub mod dbbench;
+pub mod device;
 pub mod driver;
 pub mod embed;
 pub mod engine;

@@ -22,7 +22,9 @@ use attune_bench::options::{parse_count, parse_size, Compression, EngineSpec, Se
 use attune_bench::output::{command_line, Fail, OutputArgs, Sink};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
-use attune_bench::{cache_kv, cache_sim, child, dbbench, embed, hash, io, learn, lookup_probe};
+use attune_bench::{
+    cache_kv, cache_sim, child, dbbench, device, embed, hash, io, learn, lookup_probe,
+};
 use attune_bench::{lookup_steps, pipes, plush, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
@@ -76,6 +78,9 @@ enum Cmd {
     /// Heimdall's quantised inference (P = 1..9), LinnOS, and the simulated SSD (`--help`).
     #[command(disable_help_flag = true)]
     Io(Raw),
+    /// The SSD profiler on planted simulated devices and the I/O rule checker (`--help`).
+    #[command(disable_help_flag = true)]
+    Device(Raw),
     /// Point-lookup latency per step, learned indexes off and on (`step-timing` builds only).
     #[command(disable_help_flag = true)]
     LookupSteps(Raw),
@@ -477,6 +482,7 @@ fn main() -> ExitCode {
         Cmd::Workload(a) => return raw("workload", a, workload::run),
         Cmd::Plush(a) => return raw("plush", a, plush::run),
         Cmd::Io(a) => return raw("io", a, io::run),
+        Cmd::Device(a) => return raw("device", a, device::run),
         Cmd::LookupSteps(a) => return raw("lookup-steps", a, lookup_steps::run),
         Cmd::LookupProbe(a) => return raw("lookup-probe", a, lookup_probe::run),
         Cmd::Machine { json } => return machine(*json),
@@ -549,6 +555,7 @@ mod tests {
             "learn",
             "workload",
             "io",
+            "device",
             "lookup-steps",
             "plush",
         ] {
@@ -561,6 +568,7 @@ mod tests {
                 | Cmd::Learn(r)
                 | Cmd::Workload(r)
                 | Cmd::Io(r)
+                | Cmd::Device(r)
                 | Cmd::LookupSteps(r)
                 | Cmd::Plush(r) => r,
                 _ => unreachable!(),

@@ -9,6 +9,9 @@
 //! * [`replay`]: one trace on one simulated device, with Heimdall's features per I/O.
 //! * [`features`], [`model`]: the history an admission model sees, and checksummed weight files
 //!   with integer-quantised (×1024) inference, joint inference for P = 1..9.
+//! * [`profile`], [`stats`]: learning an SSD's stripe, chunk, flash page and hot locations from
+//!   two latency experiments (`docs/ssd-profile.md`).
+//! * [`check`]: the five rules over an I/O trace, with extra flash pages and write amplification.
 //! * [`route`]: two or three replicas serving their traces, reads routed by always-admit,
 //!   random, hedging, C3, LinnOS or Heimdall.
 //!
@@ -26,12 +29,15 @@
 //!
 //! Thread-safety: every type is a single-owner value or immutable after construction.
 
+pub mod check;
 pub mod error;
 pub mod features;
 pub mod model;
+pub mod profile;
 pub mod replay;
 pub mod route;
 pub mod ssd;
+pub mod stats;
 pub mod trace;
 
 pub use error::{IoError, Result};

@@ -81,6 +81,10 @@ pub struct SsdParams {
     pub hot_read_us: f64,
     /// Largest number of outstanding I/Os. Default 64.
     pub queue_depth_max: u32,
+    /// Mapping-entry fetch time in microseconds charged per extra write fragment of a stripe a
+    /// read touches (a stripe written by `k` partial writes since it was last overwritten whole
+    /// costs `(k - 1) × map_fetch_us`). Default 0: the write layout is not tracked.
+    pub map_fetch_us: f64,
 }
 
 impl Default for SsdParams {
@@ -108,12 +112,13 @@ impl Default for SsdParams {
             hot_bytes: 0,
             hot_read_us: 15.0,
             queue_depth_max: 64,
+            map_fetch_us: 0.0,
         }
     }
 }
 
 /// Names of every parameter, in declaration order (for `--set NAME=VALUE` and documentation).
-pub const PARAM_NAMES: [&str; 22] = [
+pub const PARAM_NAMES: [&str; 23] = [
     "channels",
     "chips_per_channel",
     "page_bytes",
@@ -136,6 +141,7 @@ pub const PARAM_NAMES: [&str; 22] = [
     "hot_bytes",
     "hot_read_us",
     "queue_depth_max",
+    "map_fetch_us",
 ];
 
 fn check_range(name: &'static str, v: f64, lo: f64, hi: f64) -> Result<()> {
@@ -168,6 +174,23 @@ impl SsdParams {
             self.chips()
         } else {
             self.stripe_chips
+        }
+    }
+
+    /// Bytes of one stripe: `chunk_bytes × stripe()` (the unit of layout decisions that the
+    /// write-fragment model and the profiler's Experiment 1 see).
+    pub fn stripe_bytes(&self) -> u64 {
+        u64::from(self.chunk_bytes) * u64::from(self.stripe())
+    }
+
+    /// The offset inside a chunk where chunk-sized reads are fastest (the hot-location pattern is
+    /// `chunk_bytes × i + hot_offset()`): half a chunk when a page is smaller than a chunk (the
+    /// read splits evenly over two chips on two channels), else 0. Needs `channels ≥ 2`.
+    pub fn hot_offset(&self) -> u32 {
+        if self.page_bytes < self.chunk_bytes && self.channels >= 2 {
+            self.chunk_bytes / 2
+        } else {
+            0
         }
     }
 
@@ -264,6 +287,7 @@ impl SsdParams {
         check_count("hot_bytes", self.hot_bytes, 0, self.capacity_bytes)?;
         check_range("hot_read_us", self.hot_read_us, 0.01, 1e5)?;
         check_count("queue_depth_max", self.queue_depth_max.into(), 1, 65_536)?;
+        check_range("map_fetch_us", self.map_fetch_us, 0.0, 1e5)?;
         Ok(())
     }
 
@@ -309,14 +333,15 @@ impl SsdParams {
             "gc_read_inflation_max" => self.gc_read_inflation_max = num(n, value)?,
             "hot_bytes" => self.hot_bytes = int(n, value)?,
             "hot_read_us" => self.hot_read_us = num(n, value)?,
-            _ => self.queue_depth_max = int(n, value)?,
+            "queue_depth_max" => self.queue_depth_max = int(n, value)?,
+            _ => self.map_fetch_us = num(n, value)?,
         }
         Ok(())
     }
 
     /// Every parameter as (name, value text), in [`PARAM_NAMES`] order.
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let v: [String; 22] = [
+        let v: [String; 23] = [
             self.channels.to_string(),
             self.chips_per_channel.to_string(),
             self.page_bytes.to_string(),
@@ -339,6 +364,7 @@ impl SsdParams {
             self.hot_bytes.to_string(),
             self.hot_read_us.to_string(),
             self.queue_depth_max.to_string(),
+            self.map_fetch_us.to_string(),
         ];
         PARAM_NAMES.iter().copied().zip(v).collect()
     }
@@ -425,6 +451,9 @@ pub struct Ssd {
     stats: SsdStats,
     ns_per_byte_channel: f64,
     ns_per_byte_host: f64,
+    /// Stripe index -> partial writes since it was last overwritten whole (only with
+    /// `map_fetch_us > 0`).
+    fragments: std::collections::HashMap<u64, u32>,
 }
 
 impl Ssd {
@@ -448,6 +477,7 @@ impl Ssd {
             stats: SsdStats::default(),
             ns_per_byte_channel: 1e3 / params.channel_mb_per_s,
             ns_per_byte_host: 1e3 / params.host_mb_per_s,
+            fragments: std::collections::HashMap::new(),
             p: params,
         })
     }
@@ -583,8 +613,14 @@ impl Ssd {
         let size = u64::from(req.size.max(1)).div_ceil(unit) * unit;
         let offset = req.offset % self.p.capacity_bytes;
         let (finish, gc_pages, stalled) = match req.kind {
-            IoKind::Read => self.read(t, offset, size),
-            IoKind::Write => self.write(t, size),
+            IoKind::Read => {
+                let t = t + self.map_fetch_ns(offset, size);
+                self.read(t, offset, size)
+            }
+            IoKind::Write => {
+                self.note_layout(offset, u64::from(req.size.max(1)));
+                self.write(t, size)
+            }
         };
         let finish = finish + self.p.controller_us * 1e3;
         let finish_ns = (finish.ceil() as u64).max(req.time_ns.max(self.now as u64) + 1);
@@ -596,6 +632,37 @@ impl Ssd {
             gc_pages,
             stalled,
         }
+    }
+
+    /// Records which stripes a write covers whole and which it only touches (the write-fragment
+    /// model; off when `map_fetch_us` is 0).
+    fn note_layout(&mut self, offset: u64, size: u64) {
+        if self.p.map_fetch_us <= 0.0 {
+            return;
+        }
+        let sb = self.p.stripe_bytes();
+        let cap = u32::try_from(sb / 512).unwrap_or(u32::MAX).max(1);
+        let end = offset + size;
+        for s in offset / sb..end.div_ceil(sb) {
+            if offset <= s * sb && end >= (s + 1) * sb {
+                self.fragments.remove(&s);
+            } else {
+                let f = self.fragments.entry(s).or_insert(0);
+                *f = (*f + 1).min(cap);
+            }
+        }
+    }
+
+    /// Translation time of a read: `map_fetch_us` per extra fragment of every stripe it touches.
+    fn map_fetch_ns(&self, offset: u64, size: u64) -> f64 {
+        if self.p.map_fetch_us <= 0.0 || self.fragments.is_empty() {
+            return 0.0;
+        }
+        let sb = self.p.stripe_bytes();
+        let extra: u64 = (offset / sb..(offset + size).div_ceil(sb))
+            .map(|s| u64::from(self.fragments.get(&s).copied().unwrap_or(1).max(1) - 1))
+            .sum();
+        extra as f64 * self.p.map_fetch_us * 1e3
     }
 
     fn read(&mut self, t: f64, offset: u64, size: u64) -> (f64, u32, bool) {
@@ -764,6 +831,34 @@ mod tests {
         let b = ssd.submit(read(0, 4096, 4096));
         assert_eq!(b.queue_len, 1);
         assert!(b.latency_ns() >= a.latency_ns() + 60_000);
+    }
+
+    #[test]
+    fn reads_of_stripes_written_in_pieces_pay_for_their_mapping_entries() {
+        let p = SsdParams {
+            chunk_bytes: 16 << 10,
+            stripe_chips: 4,
+            map_fetch_us: 10.0,
+            ..SsdParams::default()
+        };
+        // Stripe 64 KiB: one written by 16 KiB writes (4 fragments), one written whole.
+        let mut ssd = Ssd::new(p, 1).unwrap();
+        for i in 0..4 {
+            ssd.submit(write(0, i * (16 << 10), 16 << 10));
+        }
+        ssd.submit(write(0, 64 << 10, 64 << 10));
+        let t = 10_000_000_000;
+        let pieces = ssd.submit(read(t, 0, 64 << 10)).latency_ns();
+        let whole = ssd.submit(read(2 * t, 64 << 10, 64 << 10)).latency_ns();
+        assert_eq!(pieces - whole, 30_000, "3 extra fragments × 10 µs");
+        // Off by default: the same writes cost nothing extra.
+        let mut ssd = Ssd::new(SsdParams::default(), 1).unwrap();
+        for i in 0..4 {
+            ssd.submit(write(0, i * (16 << 10), 16 << 10));
+        }
+        let a = ssd.submit(read(t, 0, 64 << 10)).latency_ns();
+        let b = ssd.submit(read(2 * t, 1 << 30, 64 << 10)).latency_ns();
+        assert_eq!(a, b);
     }
 
     #[test]

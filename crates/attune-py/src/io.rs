@@ -54,7 +54,7 @@ fn to_records(py: Python<'_>, c: Columns) -> PyResult<Vec<BlockRecord>> {
         .collect())
 }
 
-fn params_from(params: Option<&Bound<'_, PyDict>>) -> PyResult<SsdParams> {
+pub(crate) fn params_from(params: Option<&Bound<'_, PyDict>>) -> PyResult<SsdParams> {
     let mut p = SsdParams::default();
     if let Some(d) = params {
         for (k, v) in d.iter() {

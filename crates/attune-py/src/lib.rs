@@ -2,6 +2,7 @@
 //! no engine logic lives here. The typed Python front is `python/attune/`.
 use pyo3::prelude::*;
 
+mod device;
 mod embed;
 mod errors;
 mod hash;
@@ -19,6 +20,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kv::register(m)?;
     hash::register(m)?;
     io::register(m)?;
+    device::register(m)?;
     workload::register(m)?;
     pipes::register(m)?;
     plush::register(m)?;

@@ -1,0 +1,765 @@
+//! Learning an SSD's hidden parameters from two black-box latency experiments.
+//!
+//! * **Experiment 1, the request-size profile.** One file per write size (1 KiB, 2 KiB, ...,
+//!   512 KiB), each written sequentially with requests of that size (fsync after each write), then
+//!   every file read back with 1 MiB requests in one shared random order. Reads of a file written
+//!   with an undesirable size are slower. The *desirable write size* is the smallest size whose
+//!   read latency is within the tolerance of the fastest; the *stripe size* is where the latency
+//!   plateaus.
+//! * **Experiment 2, the location profile.** On the file written with the largest requests, for
+//!   each chunk-size guess `g` (4 KiB, 8 KiB, ..., 512 KiB), reads of `g` bytes at `j·g + i·unit`
+//!   (the *offset group* `i`) for one shared random sample of chunks `j`. The guess whose best
+//!   offset group beats group 0 by the most is the *chunk size*; that group is the *hot location*
+//!   (`chunk × i + hot`); the *flash page* is the smallest power of two whose odd multiples read
+//!   significantly faster than the offsets 1 unit before them.
+//!
+//! [`analyze`] is the statistical rule (Welch t-tests with a relative-size threshold, documented
+//! in `docs/ssd-profile.md`); it is shared by the simulated run here and the real-disk run in
+//! Python, which feeds it the latencies it measured. Every conclusion carries a confidence
+//! (1 − the p-value of the test that decided it) and an explanation; a device without structure
+//! yields `None` with the reason, never a guess.
+//!
+//! Thread-safety: plain data and pure functions; a simulated run owns its [`Ssd`].
+
+use attune_workload::rng::Xoshiro256;
+use attune_workload::trace::IoKind;
+
+use crate::error::{invalid, Result};
+use crate::ssd::{IoRequest, Ssd, SsdParams};
+use crate::stats::{mean, p_two_sided, paired_t, student_p, welch_df, welch_t};
+
+const KIB: u32 = 1024;
+
+/// The knobs of both experiments and of the rule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProfileConfig {
+    /// Bytes of each Experiment 1 file (a multiple of `read_bytes`). Default 64 MiB.
+    pub file_bytes: u64,
+    /// Smallest and largest write size of Experiment 1 (powers of two). Default 1 KiB, 512 KiB.
+    pub min_write: u32,
+    /// See `min_write`.
+    pub max_write: u32,
+    /// Read size of Experiment 1. Default 1 MiB.
+    pub read_bytes: u32,
+    /// Offset unit of Experiment 2 (the spacing of offset groups). Default 1 KiB.
+    pub offset_unit: u32,
+    /// Smallest and largest chunk-size guess of Experiment 2. Default 4 KiB, 512 KiB.
+    pub min_guess: u32,
+    /// See `min_guess`.
+    pub max_guess: u32,
+    /// Chunks sampled per offset group in Experiment 2. Default 16.
+    pub samples_per_group: u32,
+    /// Seed of the shared random orders.
+    pub seed: u64,
+    /// Smallest relative latency difference that counts as a difference. Default 0.05.
+    pub rel_threshold: f64,
+    /// Smallest |t| (Welch) that counts as significant. Default 3.3 (p ≈ 0.001).
+    pub t_threshold: f64,
+}
+
+impl Default for ProfileConfig {
+    fn default() -> Self {
+        Self {
+            file_bytes: 64 << 20,
+            min_write: KIB,
+            max_write: 512 * KIB,
+            read_bytes: 1 << 20,
+            offset_unit: KIB,
+            min_guess: 4 * KIB,
+            max_guess: 512 * KIB,
+            samples_per_group: 16,
+            seed: 1,
+            rel_threshold: 0.05,
+            t_threshold: 3.3,
+        }
+    }
+}
+
+impl ProfileConfig {
+    /// Checks the knobs; the error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let pow2 = |n: &'static str, v: u32| -> Result<()> {
+            if !v.is_power_of_two() || v < 512 {
+                return Err(invalid(n, v, "must be a power of two of at least 512"));
+            }
+            Ok(())
+        };
+        pow2("min_write", self.min_write)?;
+        pow2("max_write", self.max_write)?;
+        pow2("read_bytes", self.read_bytes)?;
+        pow2("offset_unit", self.offset_unit)?;
+        pow2("min_guess", self.min_guess)?;
+        pow2("max_guess", self.max_guess)?;
+        if self.max_write < self.min_write {
+            return Err(invalid(
+                "max_write",
+                self.max_write,
+                "must be at least min_write",
+            ));
+        }
+        if self.max_guess < self.min_guess || self.min_guess < 2 * self.offset_unit {
+            return Err(invalid(
+                "max_guess",
+                self.max_guess,
+                "needs offset_unit × 2 ≤ min_guess ≤ max_guess",
+            ));
+        }
+        let need = u64::from(self.read_bytes.max(self.max_write).max(self.max_guess)) * 4;
+        if self.file_bytes < need || !self.file_bytes.is_multiple_of(u64::from(self.read_bytes)) {
+            return Err(invalid(
+                "file_bytes",
+                self.file_bytes,
+                format!("must be a multiple of read_bytes and at least {need}"),
+            ));
+        }
+        if self.samples_per_group < 2 {
+            return Err(invalid(
+                "samples_per_group",
+                self.samples_per_group,
+                "must be at least 2",
+            ));
+        }
+        if !(self.rel_threshold > 0.0 && self.rel_threshold < 1.0) {
+            return Err(invalid(
+                "rel_threshold",
+                self.rel_threshold,
+                "must be in (0, 1)",
+            ));
+        }
+        if !(self.t_threshold > 0.0 && self.t_threshold.is_finite()) {
+            return Err(invalid(
+                "t_threshold",
+                self.t_threshold,
+                "must be a positive number",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Write sizes of Experiment 1, smallest first.
+    pub fn write_sizes(&self) -> Vec<u32> {
+        pow2_range(self.min_write, self.max_write)
+    }
+
+    /// Chunk-size guesses of Experiment 2, smallest first.
+    pub fn guesses(&self) -> Vec<u32> {
+        pow2_range(self.min_guess, self.max_guess)
+    }
+
+    /// The shared random order of Experiment 1's reads (read indices into a file).
+    pub fn read_order(&self) -> Vec<u64> {
+        shuffled(self.file_bytes / u64::from(self.read_bytes), self.seed, 1)
+    }
+
+    /// The chunks sampled for guess `g` in Experiment 2: chunk indices into the file, the same
+    /// ones in the same order for every offset group (which lets the page test pair its
+    /// samples); the last chunk is never sampled so that every offset group stays in the file.
+    pub fn sampled_chunks(&self, g: u32) -> Vec<u64> {
+        let n = self.file_bytes / u64::from(g) - 1;
+        let mut v = shuffled(n, self.seed, u64::from(g));
+        v.truncate(self.samples_per_group as usize);
+        v
+    }
+}
+
+fn pow2_range(lo: u32, hi: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    let mut s = lo;
+    while s <= hi {
+        v.push(s);
+        s *= 2;
+    }
+    v
+}
+
+fn shuffled(n: u64, seed: u64, tag: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).collect();
+    let mut rng = Xoshiro256::new(seed, 0xde71_0000 ^ tag);
+    for i in (1..v.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
+/// Experiment 1's measurements: per write size, the read latencies in nanoseconds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SizeProfile {
+    /// Write sizes, smallest first.
+    pub sizes: Vec<u32>,
+    /// Read latencies (ns) of the file written with `sizes[k]`.
+    pub latencies_ns: Vec<Vec<f64>>,
+}
+
+/// Experiment 2's measurements for one chunk-size guess.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LocationGuess {
+    /// The guess (read size and period) in bytes.
+    pub guess: u32,
+    /// Offset unit in bytes; group `i` reads at `j·guess + i·offset_unit`.
+    pub offset_unit: u32,
+    /// Read latencies (ns) per offset group.
+    pub latencies_ns: Vec<Vec<f64>>,
+}
+
+/// Experiment 2's measurements.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LocationProfile {
+    /// One entry per guess, smallest first.
+    pub guesses: Vec<LocationGuess>,
+}
+
+/// One learned parameter: the value (None when the data show no such structure), the
+/// confidence of the deciding test, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// The learned value in bytes.
+    pub value: Option<u32>,
+    /// 1 − p of the deciding test (0 when nothing was found).
+    pub confidence: f64,
+    /// A sentence a person can check against the profile.
+    pub reason: String,
+}
+
+impl Finding {
+    fn none(reason: impl Into<String>) -> Self {
+        Self {
+            value: None,
+            confidence: 0.0,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What the rule learned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Learned {
+    /// Smallest desirable write size (desirable sizes are its multiples).
+    pub desirable_write: Finding,
+    /// Stripe size.
+    pub stripe: Finding,
+    /// Chunk size.
+    pub chunk: Finding,
+    /// Flash page size.
+    pub page: Finding,
+    /// Hot-location offset inside a chunk: hot locations are `chunk × i + hot`.
+    pub hot_offset: Finding,
+}
+
+/// The p-value a comparison must reach: that of |t| = `t_threshold` under the normal
+/// distribution (0.001 at the default 3.3).
+fn p_limit(cfg: &ProfileConfig) -> f64 {
+    p_two_sided(cfg.t_threshold)
+}
+
+/// Whether `a` is slower than `b` by at least the thresholds (relative, and Welch's t at
+/// Student's p ≤ the limit); returns the decision, t and p.
+fn slower3(a: &[f64], b: &[f64], cfg: &ProfileConfig) -> (bool, f64, f64) {
+    let (ma, mb) = (mean(a), mean(b));
+    let t = welch_t(a, b);
+    let p = if t > 0.0 {
+        student_p(t, welch_df(a, b))
+    } else {
+        1.0
+    };
+    let big = mb > 0.0 && (ma - mb) / mb >= cfg.rel_threshold;
+    (big && p <= p_limit(cfg), t, p)
+}
+
+/// [`slower3`] without the p-value; the second value is the confidence 1 − p.
+fn slower(a: &[f64], b: &[f64], cfg: &ProfileConfig) -> (bool, f64) {
+    let (sig, _, p) = slower3(a, b, cfg);
+    (sig, 1.0 - p)
+}
+
+/// Experiment 1's rule: desirable write size and stripe size.
+pub fn analyze_sizes(p: &SizeProfile, cfg: &ProfileConfig) -> (Finding, Finding) {
+    let n = p.sizes.len();
+    if n < 2 || p.latencies_ns.len() != n {
+        let f = Finding::none("too few write sizes measured");
+        return (f.clone(), f);
+    }
+    let means: Vec<f64> = p.latencies_ns.iter().map(|l| mean(l)).collect();
+    let best = (0..n)
+        .min_by(|&a, &b| means[a].total_cmp(&means[b]))
+        .unwrap_or(0);
+    // Is any size significantly slower than the fastest one?
+    let slow: Vec<(bool, f64)> = (0..n)
+        .map(|k| slower(&p.latencies_ns[k], &p.latencies_ns[best], cfg))
+        .collect();
+    if !slow.iter().any(|s| s.0) {
+        let f = Finding::none(format!(
+            "no write size reads significantly slower than the fastest ({} B): no request-size \
+             structure (every size is desirable)",
+            p.sizes[best]
+        ));
+        return (f.clone(), f);
+    }
+    // Desirable: the smallest size from which on no size is significantly slower than the best.
+    let d = (0..n)
+        .rev()
+        .take_while(|&k| !slow[k].0)
+        .last()
+        .unwrap_or(n - 1);
+    // The chapter's reading ("the size at which minimum latency is attained, and all sizes
+    // greater") holds only if every smaller size is slower: a curve that dips and rises again
+    // is noise or another effect, and nothing is claimed.
+    if let Some(k) = (0..d).find(|&k| !slow[k].0) {
+        let f = Finding::none(format!(
+            "no consistent request-size structure: {} B is not significantly slower than the \
+             fastest ({} B) although {} B is",
+            p.sizes[k],
+            p.sizes[best],
+            p.sizes[d - 1]
+        ));
+        return (f.clone(), f);
+    }
+    let d_conf = (0..d).map(|k| slow[k].1).fold(1.0, f64::min);
+    let desirable = Finding {
+        value: Some(p.sizes[d]),
+        confidence: if d > 0 { d_conf } else { 0.0 },
+        reason: format!(
+            "reads of files written with {} B and larger are not significantly slower than the \
+             fastest ({} B); every smaller size is ({:.0} % and p ≤ {:.0e})",
+            p.sizes[d],
+            p.sizes[best],
+            cfg.rel_threshold * 100.0,
+            p_limit(cfg)
+        ),
+    };
+    // Stripe: the start of the plateau [s, max] — at least two sizes, each within the tolerance
+    // of the plateau's mean, and the size before it significantly slower than the plateau.
+    let mut s = n;
+    for k in (0..n).rev() {
+        let pooled: Vec<f64> = p.latencies_ns[k..].iter().flatten().copied().collect();
+        let m = mean(&pooled);
+        let flat = (k..n).all(|q| (means[q] - m).abs() <= cfg.rel_threshold * m);
+        if flat {
+            s = k;
+        } else {
+            break;
+        }
+    }
+    let stripe = if s == 0 {
+        Finding::none("latency is flat over every write size")
+    } else if n - s < 2 {
+        Finding::none(format!(
+            "latency still falls at the largest write size ({} B): the stripe is at least that \
+             large, beyond what this run can measure",
+            p.sizes[n - 1]
+        ))
+    } else {
+        let plateau: Vec<f64> = p.latencies_ns[s..].iter().flatten().copied().collect();
+        let (sig, t, pv) = slower3(&p.latencies_ns[s - 1], &plateau, cfg);
+        if sig {
+            Finding {
+                value: Some(p.sizes[s]),
+                confidence: 1.0 - pv,
+                reason: format!(
+                    "latency plateaus from {} B to {} B (within {:.0} %); {} B is significantly \
+                     slower (t = {t:.1}, p = {pv:.1e})",
+                    p.sizes[s],
+                    p.sizes[n - 1],
+                    cfg.rel_threshold * 100.0,
+                    p.sizes[s - 1]
+                ),
+            }
+        } else {
+            Finding::none("the latency curve has no clear plateau edge")
+        }
+    };
+    (desirable, stripe)
+}
+
+/// Gain of the best offset group over group 0 at one guess: (relative gain, Bonferroni p, best
+/// group).
+fn best_gain(g: &LocationGuess, cfg: &ProfileConfig) -> (f64, f64, usize) {
+    let lat = &g.latencies_ns;
+    let means: Vec<f64> = lat.iter().map(|l| mean(l)).collect();
+    let best = (0..lat.len())
+        .min_by(|&a, &b| means[a].total_cmp(&means[b]).then(a.cmp(&b)))
+        .unwrap_or(0);
+    let (sig, _, p) = slower3(&lat[0], &lat[best], cfg);
+    // The best of many groups is compared with group 0: Bonferroni over the groups, so that
+    // the minimum of noise is not mistaken for a hot location.
+    let p_bonf = (p * lat.len() as f64).min(1.0);
+    if !sig || means[0] <= 0.0 || p_bonf > p_limit(cfg) {
+        return (0.0, 1.0, 0);
+    }
+    ((means[0] - means[best]) / means[0], p_bonf, best)
+}
+
+/// Experiment 2's rule: chunk size, flash page size and hot-location offset.
+pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, Finding, Finding) {
+    let gains: Vec<(f64, f64, usize)> = p.guesses.iter().map(|g| best_gain(g, cfg)).collect();
+    let Some(k) = (0..gains.len())
+        .filter(|&k| gains[k].0 > 0.0)
+        .max_by(|&a, &b| gains[a].0.total_cmp(&gains[b].0))
+    else {
+        // No group beats group 0 anywhere: the chapter's "hot locations at offset group 0"
+        // case when group 0 is significantly faster than every other group at some guess.
+        for g in &p.guesses {
+            let others: Vec<f64> = g.latencies_ns[1..].iter().flatten().copied().collect();
+            let all_slower = g.latencies_ns.len() > 1
+                && g.latencies_ns[1..]
+                    .iter()
+                    .all(|l| slower(l, &g.latencies_ns[0], cfg).0);
+            if all_slower {
+                let (_, _, pv) = slower3(&others, &g.latencies_ns[0], cfg);
+                let reason = format!(
+                    "at guess {} B offset group 0 is faster than every other group: chunk and \
+                     flash page {} B, hot locations at offset 0",
+                    g.guess, g.guess
+                );
+                let f = Finding {
+                    value: Some(g.guess),
+                    confidence: 1.0 - pv,
+                    reason,
+                };
+                let mut h = f.clone();
+                h.value = Some(0);
+                return (f.clone(), f, h);
+            }
+        }
+        let f = Finding::none(
+            "no offset group reads significantly faster than another at any chunk-size guess: \
+             no location structure",
+        );
+        return (f.clone(), f.clone(), f);
+    };
+    let (gain, p_bonf, best) = gains[k];
+    let g = &p.guesses[k];
+    let bonf = 1.0 - p_bonf;
+    let chunk = Finding {
+        value: Some(g.guess),
+        confidence: bonf,
+        reason: format!(
+            "at guess {} B offset group {} B reads {:.0} % faster than group 0 (p = {p_bonf:.1e} \
+             over {} groups), the largest gain of any guess",
+            g.guess,
+            best as u64 * u64::from(g.offset_unit),
+            gain * 100.0,
+            g.latencies_ns.len()
+        ),
+    };
+    let hot_bytes = best as u64 * u64::from(g.offset_unit);
+    let hot = Finding {
+        value: u32::try_from(hot_bytes).ok(),
+        confidence: bonf,
+        reason: format!("hot locations are {} B × i + {hot_bytes} B", g.guess),
+    };
+    // Flash page: the smallest power of two p whose odd multiples (inside the chunk) read
+    // significantly faster than the offsets one unit before them.
+    let unit = g.offset_unit as usize;
+    let mut page = Finding::none(format!(
+        "no power of two up to half the chunk ({} B) has offsets that read faster than their \
+         neighbours: the flash page is not visible at offset unit {unit} B",
+        g.guess / 2
+    ));
+    let mut pb = 2 * g.offset_unit;
+    while pb <= g.guess / 2 {
+        let step = (pb / g.offset_unit) as usize;
+        // Each odd multiple against the offset one unit before it, paired over the same chunks
+        // (the pairs share everything but the offset); the strongest position decides, with
+        // Bonferroni over the positions.
+        let mut best: Option<(f64, f64)> = None; // (p, relative gain)
+        let mut positions = 0usize;
+        let mut i = step;
+        while i < g.latencies_ns.len() {
+            let (at, before) = (&g.latencies_ns[i], &g.latencies_ns[i - 1]);
+            positions += 1;
+            let t = paired_t(before, at);
+            let pv = if t > 0.0 {
+                student_p(t, at.len().saturating_sub(1) as f64)
+            } else {
+                1.0
+            };
+            let (mb, ma) = (mean(before), mean(at));
+            let gain = if ma > 0.0 { (mb - ma) / ma } else { 0.0 };
+            if gain >= cfg.rel_threshold && best.is_none_or(|(bp, _)| pv < bp) {
+                best = Some((pv, gain));
+            }
+            i += 2 * step;
+        }
+        let pv = best.map_or(1.0, |(bp, _)| (bp * positions as f64).min(1.0));
+        let sig = pv <= p_limit(cfg);
+        if sig {
+            page = Finding {
+                value: Some(pb),
+                confidence: 1.0 - pv,
+                reason: format!(
+                    "at guess {} B an odd multiple of {pb} B reads faster than the offset 1 \
+                     unit before it (p = {pv:.1e}); smaller powers of two show no such step",
+                    g.guess
+                ),
+            };
+            break;
+        }
+        pb *= 2;
+    }
+    (chunk, page, hot)
+}
+
+/// Both rules.
+pub fn analyze(size: &SizeProfile, loc: &LocationProfile, cfg: &ProfileConfig) -> Learned {
+    let (desirable_write, stripe) = analyze_sizes(size, cfg);
+    let (chunk, page, hot_offset) = analyze_locations(loc, cfg);
+    Learned {
+        desirable_write,
+        stripe,
+        chunk,
+        page,
+        hot_offset,
+    }
+}
+
+/// Drives a simulated device one I/O at a time (queue depth 1, as the experiments do).
+struct SimDisk {
+    ssd: Ssd,
+    clock: u64,
+    ios: u64,
+}
+
+impl SimDisk {
+    fn io(&mut self, kind: IoKind, offset: u64, size: u32) -> f64 {
+        let c = self.ssd.submit(IoRequest {
+            time_ns: self.clock,
+            offset,
+            size,
+            kind,
+        });
+        self.clock = c.finish_ns + 1_000;
+        self.ios += 1;
+        c.latency_ns() as f64
+    }
+
+    /// Lets flushes and garbage-collection busy periods finish (the profiler's quiet gap).
+    fn settle(&mut self) {
+        let p = self.ssd.params();
+        self.clock += (p.gc_duration_us * 2e3) as u64 + 1_000_000_000;
+    }
+}
+
+/// Where the simulated files live: file `k` at `FILE_BASE + k × file_bytes`.
+pub const FILE_BASE: u64 = 1 << 30;
+
+/// A complete simulated run: both experiments, then the rule.
+#[derive(Clone, Debug)]
+pub struct SimRun {
+    /// Experiment 1.
+    pub sizes: SizeProfile,
+    /// Experiment 2.
+    pub locations: LocationProfile,
+    /// The rule's result.
+    pub learned: Learned,
+    /// I/Os issued.
+    pub ios: u64,
+    /// Simulated device time in nanoseconds.
+    pub device_ns: u64,
+}
+
+/// Runs Experiments 1 and 2 on a simulated SSD with `params` and applies the rule. `progress`
+/// is called with (done, total) steps (one per file and per guess).
+pub fn profile_simulated(
+    params: &SsdParams,
+    cfg: &ProfileConfig,
+    device_seed: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<SimRun> {
+    cfg.validate()?;
+    let mut disk = SimDisk {
+        ssd: Ssd::new(params.clone(), device_seed)?,
+        clock: 0,
+        ios: 0,
+    };
+    let sizes = cfg.write_sizes();
+    let guesses = cfg.guesses();
+    let total = (sizes.len() + guesses.len()) as u64;
+    let base = |k: usize| FILE_BASE + k as u64 * cfg.file_bytes;
+    // Experiment 1: write every file, then read them all back in one shared random order.
+    for (k, &w) in sizes.iter().enumerate() {
+        for i in 0..cfg.file_bytes / u64::from(w) {
+            disk.io(IoKind::Write, base(k) + i * u64::from(w), w);
+        }
+    }
+    disk.settle();
+    let order = cfg.read_order();
+    let mut lat1 = Vec::with_capacity(sizes.len());
+    for k in 0..sizes.len() {
+        let l: Vec<f64> = order
+            .iter()
+            .map(|&r| {
+                disk.io(
+                    IoKind::Read,
+                    base(k) + r * u64::from(cfg.read_bytes),
+                    cfg.read_bytes,
+                )
+            })
+            .collect();
+        lat1.push(l);
+        progress(k as u64 + 1, total);
+    }
+    let size_profile = SizeProfile {
+        sizes: sizes.clone(),
+        latencies_ns: lat1,
+    };
+    // Experiment 2 on the file written with the largest requests.
+    let file = base(sizes.len() - 1);
+    let mut loc = LocationProfile::default();
+    for (n, &g) in guesses.iter().enumerate() {
+        let chunks = cfg.sampled_chunks(g);
+        let groups = (g / cfg.offset_unit) as u64;
+        let mut lat = Vec::with_capacity(groups as usize);
+        for i in 0..groups {
+            let l: Vec<f64> = chunks
+                .iter()
+                .map(|&j| {
+                    let off = file + j * u64::from(g) + i * u64::from(cfg.offset_unit);
+                    disk.io(IoKind::Read, off, g)
+                })
+                .collect();
+            lat.push(l);
+        }
+        loc.guesses.push(LocationGuess {
+            guess: g,
+            offset_unit: cfg.offset_unit,
+            latencies_ns: lat,
+        });
+        progress((sizes.len() + n + 1) as u64, total);
+    }
+    let learned = analyze(&size_profile, &loc, cfg);
+    Ok(SimRun {
+        sizes: size_profile,
+        locations: loc,
+        learned,
+        ios: disk.ios,
+        device_ns: disk.clock,
+    })
+}
+
+/// The parameters a simulated device should yield: (stripe, chunk, page, hot offset), with the
+/// stripe `None` when it is beyond what `cfg` can see (a plateau needs two write sizes).
+pub fn expected(params: &SsdParams, cfg: &ProfileConfig) -> (Option<u32>, u32, u32, u32) {
+    let sb = params.stripe_bytes();
+    let stripe = (params.map_fetch_us > 0.0 && sb * 2 <= u64::from(cfg.max_write))
+        .then(|| u32::try_from(sb).ok())
+        .flatten();
+    (
+        stripe,
+        params.chunk_bytes,
+        params.page_bytes,
+        params.hot_offset(),
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn planted(chunk: u32, page: u32, stripe_chips: u32) -> SsdParams {
+        SsdParams {
+            chunk_bytes: chunk,
+            page_bytes: page,
+            mapping_bytes: 4096.min(page),
+            stripe_chips,
+            map_fetch_us: 10.0,
+            ..SsdParams::default()
+        }
+    }
+
+    fn small_cfg() -> ProfileConfig {
+        ProfileConfig {
+            file_bytes: 16 << 20,
+            samples_per_group: 8,
+            ..ProfileConfig::default()
+        }
+    }
+
+    #[test]
+    fn five_planted_configurations_are_recovered_exactly() {
+        let cfg = small_cfg();
+        for (chunk, page, sc) in [
+            (64 * KIB, 16 * KIB, 1),
+            (16 * KIB, 4 * KIB, 4),
+            (32 * KIB, 8 * KIB, 8),
+            (128 * KIB, 16 * KIB, 2),
+            (64 * KIB, 32 * KIB, 4),
+        ] {
+            let p = planted(chunk, page, sc);
+            let run = profile_simulated(&p, &cfg, 7, &mut |_, _| {}).unwrap();
+            let (stripe, c, pg, hot) = expected(&p, &cfg);
+            let l = &run.learned;
+            assert_eq!(l.stripe.value, stripe, "stripe {p:?}: {}", l.stripe.reason);
+            assert_eq!(
+                l.desirable_write.value, stripe,
+                "{}",
+                l.desirable_write.reason
+            );
+            assert_eq!(l.chunk.value, Some(c), "chunk {p:?}: {}", l.chunk.reason);
+            assert_eq!(l.page.value, Some(pg), "page {p:?}: {}", l.page.reason);
+            assert_eq!(
+                l.hot_offset.value,
+                Some(hot),
+                "hot {p:?}: {}",
+                l.hot_offset.reason
+            );
+            assert!(l.chunk.confidence > 0.999);
+        }
+    }
+
+    #[test]
+    fn a_device_without_structure_says_so() {
+        let sizes = SizeProfile {
+            sizes: vec![1024, 2048, 4096],
+            latencies_ns: vec![vec![100.0, 101.0, 99.0]; 3],
+        };
+        let loc = LocationProfile {
+            guesses: vec![LocationGuess {
+                guess: 4096,
+                offset_unit: 1024,
+                latencies_ns: vec![vec![50.0, 52.0, 48.0]; 4],
+            }],
+        };
+        let l = analyze(&sizes, &loc, &ProfileConfig::default());
+        assert_eq!(l.stripe.value, None);
+        assert_eq!(l.desirable_write.value, None);
+        assert_eq!(l.chunk.value, None);
+        assert!(l.chunk.reason.contains("no location structure"));
+        // A curve that dips and rises again (2 KiB fast, 1 KiB and 4 KiB slow) claims nothing.
+        let bumpy = SizeProfile {
+            sizes: vec![1024, 2048, 4096, 8192],
+            latencies_ns: vec![
+                vec![200.0, 201.0, 199.0],
+                vec![100.0, 101.0, 99.0],
+                vec![200.0, 202.0, 198.0],
+                vec![100.0, 100.5, 99.5],
+            ],
+        };
+        let (d, s) = analyze_sizes(&bumpy, &ProfileConfig::default());
+        assert_eq!((d.value, s.value), (None, None));
+        assert!(d.reason.contains("no consistent"), "{}", d.reason);
+    }
+
+    #[test]
+    fn bad_knobs_are_named() {
+        let cfg = ProfileConfig {
+            min_write: 1000,
+            ..ProfileConfig::default()
+        };
+        assert!(cfg
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("min_write"));
+        let cfg = ProfileConfig {
+            file_bytes: 1 << 20,
+            ..ProfileConfig::default()
+        };
+        assert!(cfg
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("file_bytes"));
+    }
+}

@@ -1,0 +1,304 @@
+"""`attune device`: learn a device's hidden parameters and check I/O against them.
+
+* ``attune device profile PATH``: Experiments 1 and 2 on files under the directory PATH
+  (O_DIRECT where allowed, fsync after each write; the files are always removed), then the
+  statistical rule. Scaled to minutes (``--file-mb``, ``--samples``, ``--rounds``).
+* ``attune device profile --simulated [--set NAME=VALUE]...``: the same on the simulated SSD,
+  compared with the parameters planted in it. Without ``--set`` the device is the simulator's
+  default with ``stripe_chips=4`` and ``map_fetch_us=10`` (a 256 KiB stripe that Experiment 1
+  can see).
+* ``attune device check TRACE``: rules 1–5 over an strace log or a block trace, with parameters
+  from a profile (``--params PROFILE.json``, written by ``profile --out``) or given
+  (``--param chunk=65536``); each violation with its offset and size, the extra flash pages and
+  the write amplification; rules whose parameter is unknown are listed as not checked.
+
+Design note: docs/ssd-profile.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from attune.errors import InvalidArgumentError, StorageIOError
+
+DESCRIPTION = __doc__
+
+#: The simulated device ``--simulated`` profiles when no ``--set`` changes it.
+SIMULATED_PRESET = {"stripe_chips": "4", "map_fetch_us": "10"}
+
+_RULES = {
+    1: "writes are multiples of the desirable write size",
+    2: "chunk-sized reads start at a hot location",
+    3: "writes start on a stripe boundary",
+    4: "chunk-sized writes start on a chunk boundary",
+    5: "writes touch no more flash pages than needed",
+}
+
+
+def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidArgumentError(f"{flag} takes NAME=VALUE, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _kb(b) -> str:
+    if b is None:
+        return "not found"
+    return f"{b // 1024} KiB" if b >= 1024 and b % 1024 == 0 else f"{b} B"
+
+
+def _profile(args) -> int:
+    from attune import device
+    from attune.cli import progress
+
+    config: dict = {"seed": args.seed}
+    if args.file_mb is not None:
+        if args.file_mb < 1:
+            raise InvalidArgumentError(f"--file-mb must be at least 1, got {args.file_mb}")
+        config["file_bytes"] = args.file_mb << 20
+    if args.samples is not None:
+        config["samples_per_group"] = args.samples
+    if args.max_guess_kb is not None:
+        config["max_guess"] = args.max_guess_kb * 1024
+    if args.simulated:
+        if args.path:
+            raise InvalidArgumentError("give either PATH or --simulated, not both")
+        params = {**SIMULATED_PRESET, **_pairs(args.set, "--set")}
+        with progress(args, desc="profile (simulated)", unit="step") as bar:
+
+            def tick(done: int, total: int) -> None:
+                bar.total = total
+                bar.n = done
+                bar.refresh()
+
+            r = device.profile_simulated(params, config, args.seed, tick)
+        r["params"] = params
+    else:
+        if not args.path:
+            raise InvalidArgumentError("give a directory PATH to profile, or --simulated")
+        if args.set:
+            raise InvalidArgumentError("--set applies to --simulated only")
+        with progress(args, desc=f"profile {args.path}", unit="step") as bar:
+
+            def tick(done: int, total: int) -> None:
+                bar.total = total
+                bar.n = done
+                bar.refresh()
+
+            r = device.profile_path(args.path, config, args.rounds, tick)
+    plots = device.plot_profiles(r, args.plot) if args.plot else []
+    summary = _summary(r, plots)
+    if args.out:
+        try:
+            Path(args.out).write_text(json.dumps({**summary, "profile": _profile_data(r)}) + "\n")
+        except OSError as e:
+            raise StorageIOError(f"cannot write {args.out}: {e.strerror or e}", args.out) from e
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    src = "simulated SSD" if r["source"] == "simulated" else f"{args.path} ({r['io_mode']})"
+    print(f"profile of {src}: {r['ios']} I/Os")
+    for k in device.PARAM_KEYS:
+        f = r["learned"][k]
+        val = _kb(f["value"]) if f["value"] is not None else "not found"
+        exp = ""
+        if "expected" in r and k in r["expected"]:
+            ok = f["value"] == r["expected"][k]
+            exp = f"  (planted {_kb(r['expected'][k])}: {'exact' if ok else 'MISSED'})"
+        print(f"  {k:16} {val:>10}  confidence {f['confidence']:.3f}{exp}")
+        print(f"  {'':16} {f['reason']}")
+    for n in r.get("notes", []):
+        print(f"  note: {n}")
+    if "recovered" in r:
+        print(f"recovered exactly: {'yes' if r['recovered'] else 'no'}")
+    for p in plots:
+        print(f"plot: {p}")
+    return 0
+
+
+def _summary(r: dict, plots: list[str]) -> dict:
+    from attune.device import learned_params
+
+    out = {
+        "source": r["source"],
+        # Parameters found (0..5): 0 is the honest "no structure" of a device without any.
+        "found": sum(f["value"] is not None for f in r["learned"].values()),
+        "learned": r["learned"],
+        "params_learned": learned_params(r["learned"]),
+        "ios": r["ios"],
+        "plots": plots,
+    }
+    for k in ("expected", "recovered", "params", "io_mode", "notes", "seconds", "device_ns"):
+        if k in r:
+            out[k] = r[k]
+    return out
+
+
+def _profile_data(r: dict) -> dict:
+    import numpy as np
+
+    return {
+        "sizes": r["sizes"],
+        "size_mean_ns": [float(np.mean(v)) for v in r["size_latencies_ns"]],
+        "guesses": [
+            {"guess": g, "offset_unit": u, "group_mean_ns": [float(np.mean(v)) for v in groups]}
+            for g, u, groups in r["guesses"]
+        ],
+    }
+
+
+def _check_params(args) -> dict:
+    from attune.device import PARAM_KEYS
+
+    params: dict = {k: None for k in PARAM_KEYS}
+    if args.params:
+        try:
+            doc = json.loads(Path(args.params).read_text())
+        except OSError as e:
+            raise StorageIOError(
+                f"cannot read {args.params}: {e.strerror or e}", args.params
+            ) from e
+        except json.JSONDecodeError as e:
+            raise InvalidArgumentError(f"{args.params} is not a profile JSON file: {e}") from e
+        learned = doc.get("params_learned", doc) if isinstance(doc, dict) else None
+        if not isinstance(learned, dict):
+            raise InvalidArgumentError(f"{args.params} holds no learned parameters")
+        for k in PARAM_KEYS:
+            v = learned.get(k)
+            if v is not None and not isinstance(v, int):
+                raise InvalidArgumentError(f"{args.params}: {k} must be an integer, got {v!r}")
+            params[k] = v
+    for k, v in _pairs(args.param, "--param").items():
+        if k not in params:
+            raise InvalidArgumentError(f"unknown parameter {k!r}; valid: {', '.join(PARAM_KEYS)}")
+        try:
+            params[k] = None if v.lower() in ("", "none", "unknown") else int(v.replace("_", ""), 0)
+        except ValueError as e:
+            raise InvalidArgumentError(f"--param {k}={v}: not a byte count") from e
+        if params[k] is not None and params[k] < 0:
+            raise InvalidArgumentError(f"--param {k}={v}: must not be negative")
+    return params
+
+
+def _check(args) -> int:
+    from attune import device
+
+    params = _check_params(args)
+    trace = device.load_io_trace(args.trace, args.format, args.file)
+    r = device.check(trace, params)
+    d = r.to_dict(limit=args.limit)
+    d["trace"] = args.trace
+    d["format"] = trace.format
+    d["files"] = trace.files
+    d["skipped"] = trace.skipped
+    if args.json:
+        print(json.dumps(d))
+        return 0
+    print(
+        f"{args.trace} ({trace.format}): {d['reads']} reads, {d['writes']} writes, "
+        f"{len(trace.files)} file(s)"
+    )
+    print(
+        "parameters: "
+        + ", ".join(f"{k}={_kb(v) if v is not None else 'unknown'}" for k, v in params.items())
+    )
+    unchecked = {u["rule"]: u["needs"] for u in d["unchecked"]}
+    for i in range(1, 6):
+        if i in unchecked:
+            print(f"  rule {i} ({_RULES[i]}): not checked, needs the {unchecked[i]}")
+        else:
+            print(f"  rule {i} ({_RULES[i]}): {d['counts'][f'rule{i}']} violations")
+    if params.get("page"):
+        print(
+            f"flash pages written: {d['flash_pages']} (minimum {d['min_flash_pages']}, "
+            f"{d['extra_pages']} extra); write amplification {d['write_amplification']:.3f}"
+        )
+    for v in d["violations"]:
+        extra = f", {v['extra_pages']} extra pages" if v["extra_pages"] else ""
+        print(
+            f"  #{v['index']} rule {v['rule']}: {v['op']} {v['file']} offset {v['offset']} "
+            f"size {v['size']}{extra}"
+        )
+    if d["violations_total"] > len(d["violations"]):
+        print(f"  ... {d['violations_total'] - len(d['violations'])} more (--limit)")
+    return 0
+
+
+def register(sub) -> None:
+    from attune.cli import add_output_flags
+
+    p = sub.add_parser(
+        "device",
+        help="learn an SSD's hidden parameters and check I/O traces against them",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    vs = p.add_subparsers(dest="device_verb", metavar="COMMAND", required=True)
+    q = vs.add_parser(
+        "profile",
+        help="Experiments 1 and 2 on a directory or the simulated SSD",
+        description="Learn the desirable write size, stripe, chunk, flash page and hot "
+        "locations of the device under PATH, or of the simulated SSD.",
+    )
+    q.add_argument("path", nargs="?", metavar="PATH", help="directory to put the test files in")
+    q.add_argument("--simulated", action="store_true", help="profile the simulated SSD")
+    q.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a simulated SSD parameter (repeatable; `attune io simulate --list-params`)",
+    )
+    q.add_argument("--file-mb", type=int, help="MiB per test file (8 on a path, 64 simulated)")
+    q.add_argument(
+        "--samples", type=int, help="chunks per offset group (4 on a path, 16 simulated)"
+    )
+    q.add_argument(
+        "--rounds", type=int, default=4, help="read rounds of Experiment 1 on a path (4)"
+    )
+    q.add_argument("--max-guess-kb", type=int, help="largest chunk-size guess in KiB (512)")
+    q.add_argument("--seed", type=int, default=1, help="seed of the random orders (1)")
+    q.add_argument(
+        "--plot",
+        metavar="PREFIX",
+        help="write PREFIX-request-size.png and PREFIX-location.png (needs matplotlib)",
+    )
+    add_output_flags(
+        q, out="write the learned parameters and profiles as JSON (for `check --params`)"
+    )
+    q.set_defaults(func=_profile)
+
+    c = vs.add_parser(
+        "check",
+        help="rules 1-5 over an I/O trace",
+        description="Check TRACE (strace output, or a block trace: msr, cloudphysics, "
+        "attune-csv, attune) against the device's parameters.",
+    )
+    c.add_argument("trace", metavar="TRACE")
+    c.add_argument(
+        "--format",
+        choices=("strace", "msr", "cloudphysics", "attune-csv", "attune"),
+        help="trace format (sniffed when omitted)",
+    )
+    c.add_argument("--params", metavar="PROFILE.json", help="parameters from `profile --out`")
+    c.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME=BYTES",
+        help="a parameter (desirable_write, stripe, chunk, page, hot_offset); "
+        "overrides --params; `none` makes it unknown",
+    )
+    c.add_argument("--file", metavar="SUBSTRING", help="strace: only files whose path contains it")
+    c.add_argument("--limit", type=int, default=20, help="violations to list (20)")
+    add_output_flags(c)
+    c.set_defaults(func=_check)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run as `attune device ...`")

@@ -1,0 +1,186 @@
+"""Learning a device's hidden parameters and checking I/O against them.
+
+* :func:`profile_simulated`: Experiments 1 and 2 on the simulated SSD (``attune-io``'s
+  ``profile`` module) and the statistical rule; the result carries the planted parameters it
+  should recover (``expected``).
+* :func:`profile_path`: the same experiments on real files under a directory (O_DIRECT where the
+  file system allows, fsync after each write), scaled to minutes; the files are always removed.
+* :func:`check`: rules 1–5 over an I/O trace (strace output, Attune's block traces, MSR or
+  CloudPhysics traces) with learned or given parameters (:mod:`attune.device.traces`).
+* :func:`plot_profiles`: both profiles as PNG files (matplotlib).
+
+Design note: ``docs/ssd-profile.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from attune import _native
+from attune.device.real import profile_path
+from attune.device.traces import TraceColumns, load_io_trace
+
+__all__ = [
+    "PARAM_KEYS",
+    "CheckResult",
+    "TraceColumns",
+    "check",
+    "learned_params",
+    "load_io_trace",
+    "plot_profiles",
+    "profile_config",
+    "profile_path",
+    "profile_simulated",
+]
+
+#: The learned parameters, in the order reports print them.
+PARAM_KEYS = ("desirable_write", "stripe", "chunk", "page", "hot_offset")
+
+Progress = Callable[[int, int], None]
+
+
+def profile_config(config: dict | None = None) -> dict[str, Any]:
+    """The profile settings (defaults overridden by ``config``), validated; includes the write
+    sizes, guesses and the shared random orders."""
+    return _native.device_profile_config(config)
+
+
+def profile_simulated(
+    params: dict | None = None,
+    config: dict | None = None,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Both experiments on a simulated SSD with ``params`` (``attune io simulate --list-params``)
+    and the rule. Keys: ``sizes``, ``size_latencies_ns``, ``guesses``, ``learned``, ``expected``,
+    ``ios``, ``device_ns``, ``recovered`` (every expected parameter learned exactly)."""
+    r = _native.device_profile_simulated(params, config, seed, progress)
+    r["recovered"] = recovered(r["learned"], r["expected"])
+    r["source"] = "simulated"
+    return r
+
+
+def recovered(learned: dict, expected: dict) -> bool:
+    """Whether every expected parameter was learned exactly (``stripe`` None means "beyond
+    what the run measures", which must then also be None)."""
+    return all(
+        learned[k]["value"] == expected[k] for k in ("stripe", "chunk", "page", "hot_offset")
+    )
+
+
+def learned_params(learned: dict) -> dict[str, int | None]:
+    """``{name: bytes or None}`` from a profile's ``learned`` findings."""
+    return {k: learned[k]["value"] for k in PARAM_KEYS}
+
+
+@dataclass
+class CheckResult:
+    """Rules 1–5 over one trace: the violations as columns, counts per rule, rules that could not
+    be checked, flash-page totals and the file names of the trace."""
+
+    raw: dict[str, Any]
+    files: list[str] = field(default_factory=list)
+    params: dict[str, int | None] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> list[int]:
+        return list(self.raw["counts"])
+
+    @property
+    def unchecked(self) -> list[tuple[int, str]]:
+        return list(self.raw["unchecked"])
+
+    def violations(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Violations as dicts (rule, index, file, offset, size, op, extra_pages)."""
+        r = self.raw
+        n = len(r["rule"]) if limit is None else min(limit, len(r["rule"]))
+        return [
+            {
+                "rule": r["rule"][i],
+                "index": r["index"][i],
+                "file": self.files[r["file"][i]] if r["file"][i] < len(self.files) else "",
+                "offset": r["offset"][i],
+                "size": r["size"][i],
+                "op": "write" if r["write"][i] else "read",
+                "extra_pages": r["extra_pages"][i],
+            }
+            for i in range(n)
+        ]
+
+    def to_dict(self, limit: int | None = 1000) -> dict[str, Any]:
+        r = self.raw
+        return {
+            "params": self.params,
+            "reads": r["reads"],
+            "writes": r["writes"],
+            "write_bytes": r["write_bytes"],
+            "counts": {f"rule{i + 1}": c for i, c in enumerate(r["counts"])},
+            "unchecked": [{"rule": k, "needs": why} for k, why in r["unchecked"]],
+            "flash_pages": r["flash_pages"],
+            "min_flash_pages": r["min_flash_pages"],
+            "extra_pages": r["extra_pages_total"],
+            "write_amplification": r["write_amplification"],
+            "violations": self.violations(limit),
+            "violations_total": len(r["rule"]),
+        }
+
+
+def check(trace: TraceColumns, params: dict[str, int | None]) -> CheckResult:
+    """Rules 1–5 over ``trace`` with ``params`` (keys of :data:`PARAM_KEYS`; None = unknown)."""
+    p = {k: params.get(k) for k in PARAM_KEYS}
+    raw = _native.device_check(trace.file, trace.offset, trace.size, trace.write, p)
+    return CheckResult(raw, list(trace.files), p)
+
+
+def plot_profiles(result: dict[str, Any], prefix: str) -> list[str]:
+    """Writes ``PREFIX-request-size.png`` and ``PREFIX-location.png``; returns the paths, or an
+    empty list when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    import numpy as np
+
+    out = []
+    sizes = result["sizes"]
+    means = [
+        float(np.mean(v)) / 1e3 if len(v) else float("nan") for v in result["size_latencies_ns"]
+    ]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(range(len(sizes)), means, marker="o")
+    ax.set_xticks(range(len(sizes)), [_kb(s) for s in sizes], rotation=45)
+    ax.set_xlabel("write request size of the file")
+    ax.set_ylabel("mean 1 MiB read latency (µs)")
+    st = result["learned"]["stripe"]["value"]
+    ax.set_title(f"Request-size profile (stripe: {_kb(st) if st else 'not found'})")
+    fig.tight_layout()
+    path = f"{prefix}-request-size.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    out.append(path)
+    guesses = result["guesses"]
+    fig, axes = plt.subplots(len(guesses), 1, figsize=(7, 1.4 * len(guesses) + 0.5), squeeze=False)
+    for ax, (g, unit, groups) in zip(axes[:, 0], guesses, strict=True):
+        m = [float(np.mean(v)) / 1e3 if len(v) else float("nan") for v in groups]
+        ax.plot([i * unit / 1024 for i in range(len(m))], m, lw=0.8)
+        ax.set_ylabel(_kb(g), rotation=0, labelpad=18)
+    axes[-1, 0].set_xlabel("offset group inside the guessed chunk (KiB)")
+    ch = result["learned"]["chunk"]["value"]
+    axes[0, 0].set_title(f"Location profile (chunk: {_kb(ch) if ch else 'not found'})")
+    fig.tight_layout()
+    path = f"{prefix}-location.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    out.append(path)
+    return out
+
+
+def _kb(b: int | None) -> str:
+    if b is None:
+        return "-"
+    return f"{b // 1024}K" if b >= 1024 else f"{b}B"

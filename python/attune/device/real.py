@@ -1,0 +1,285 @@
+"""Experiments 1 and 2 on real files under a directory.
+
+The files live in a fresh hidden directory under PATH and are removed when the run ends, however
+it ends (an error, Ctrl-C or SIGTERM). Writes use O_DIRECT when the file system accepts it at
+the write size (else buffered writes); every write is followed by fsync, as in the chapter.
+Reads use O_DIRECT when the file system accepts it at the read's alignment; where it does not,
+the experiment's offset unit is raised to the smallest alignment O_DIRECT accepts (said in the
+result), because buffered reads would measure the page cache, not the device. Latencies are
+``time.perf_counter_ns`` around each ``preadv``; the rule is the same as the simulated run's
+(``attune._native.device_analyze``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+import random
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from attune import _native
+from attune.errors import InvalidArgumentError, StorageIOError
+
+#: The real-disk scale: 8 MiB files, 4 read rounds, 4 chunks per offset group (minutes on a
+#: virtual disk; see docs/ssd-profile.md).
+REAL_DEFAULTS: dict[str, Any] = {"file_bytes": 8 << 20, "samples_per_group": 4}
+REAL_ROUNDS = 4
+
+
+class _Interrupted(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM becomes an exception for the duration, so that cleanup runs."""
+
+    def handler(signum, frame):
+        raise _Interrupted("terminated by SIGTERM")
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _direct_ok(path: Path, size: int, offset: int) -> bool:
+    """Whether an O_DIRECT write and read of ``size`` bytes at ``offset`` work in ``path``."""
+    if not hasattr(os, "O_DIRECT"):
+        return False
+    probe = path / "probe"
+    buf = mmap.mmap(-1, max(size, mmap.PAGESIZE))
+    try:
+        fd = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    try:
+        mv = memoryview(buf)[:size]
+        os.pwrite(fd, mv, offset)
+        os.preadv(fd, [mv], offset)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+
+
+def _direct_unit(path: Path) -> int | None:
+    """Smallest power of two ≥ 512 at which O_DIRECT works here (None: not at all)."""
+    for unit in (512, 1024, 2048, 4096, 8192, 16384, 65536):
+        if _direct_ok(path, unit, unit):
+            return unit
+    return None
+
+
+def check_path(path: str | Path, need_bytes: int) -> Path:
+    """The directory, checked: it exists, is a directory, is writable and has ``need_bytes`` free
+    (plus 10 %). Raises :class:`attune.InvalidArgumentError` naming what is wrong."""
+    p = Path(path)
+    if not p.exists():
+        raise InvalidArgumentError(f"profile path {p} does not exist")
+    if not p.is_dir():
+        raise InvalidArgumentError(f"profile path {p} is not a directory")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise InvalidArgumentError(f"profile path {p} is not writable")
+    free = shutil.disk_usage(p).free
+    want = int(need_bytes * 1.1)
+    if free < want:
+        raise InvalidArgumentError(
+            f"too little free space under {p}: the profile needs {want / 2**20:.0f} MiB, "
+            f"{free / 2**20:.0f} MiB are free (use a smaller --file-mb)"
+        )
+    return p
+
+
+def profile_path(
+    path: str | Path,
+    config: dict | None = None,
+    rounds: int = REAL_ROUNDS,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Runs both experiments under ``path`` and applies the rule. Returns the same keys as
+    :func:`attune.device.profile_simulated` (without ``expected``) plus ``io_mode``, ``seconds``
+    and ``notes``."""
+    cfg = _native.device_profile_config({**REAL_DEFAULTS, **(config or {})})
+    if rounds < 1:
+        raise InvalidArgumentError(f"rounds must be at least 1, got {rounds}")
+    sizes: list[int] = cfg["write_sizes"]
+    base = check_path(path, cfg["file_bytes"] * len(sizes))
+    start = time.monotonic()
+    with _sigterm_raises():
+        try:
+            work = Path(tempfile.mkdtemp(prefix=".attune-profile-", dir=base))
+        except OSError as e:
+            raise StorageIOError(
+                f"cannot create files under {base}: {e.strerror or e}", str(base)
+            ) from e
+        try:
+            return _run(work, cfg, rounds, progress, start)
+        except _Interrupted as e:
+            raise StorageIOError(f"profile stopped: {e}; its files were removed", str(base)) from e
+        except OSError as e:
+            raise StorageIOError(
+                f"profile I/O failed under {base}: {e.strerror or e}; its files were removed",
+                str(base),
+            ) from e
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(
+    work: Path,
+    cfg: dict[str, Any],
+    rounds: int,
+    progress: Callable[[int, int], None] | None,
+    start: float,
+) -> dict[str, Any]:
+    notes: list[str] = []
+    unit = _direct_unit(work)
+    sizes: list[int] = cfg["write_sizes"]
+    guesses: list[int] = cfg["guesses"]
+    total = len(sizes) * 2 + len(guesses)
+    step = 0
+
+    def tick() -> None:
+        nonlocal step
+        step += 1
+        if progress:
+            progress(step, total)
+
+    offset_unit = cfg["offset_unit"]
+    if unit is None:
+        notes.append("O_DIRECT is not supported here: reads may be served by the page cache")
+    elif unit > offset_unit:
+        notes.append(
+            f"O_DIRECT needs {unit}-byte alignment here: offset groups are {unit} B apart, not "
+            f"{offset_unit} B (flash pages below {2 * unit} B cannot be seen)"
+        )
+        offset_unit = unit
+    fb = cfg["file_bytes"]
+    # Page-aligned buffers for O_DIRECT (anonymous maps; freed with their last view).
+    buf = mmap.mmap(-1, max(fb, cfg["read_bytes"], cfg["max_guess"]) + mmap.PAGESIZE)
+    buffered_writes = 0
+    try:
+        # Experiment 1: write each file with its request size, fsync after every write.
+        files = []
+        for w in sizes:
+            f = work / f"{w // 1024 if w >= 1024 else w}{'kb' if w >= 1024 else 'b'}-seq"
+            direct = unit is not None and w % unit == 0
+            flags = os.O_RDWR | os.O_CREAT | (os.O_DIRECT if direct else 0)
+            buffered_writes += not direct
+            fd = os.open(f, flags, 0o600)
+            try:
+                mv = memoryview(buf)[:w]
+                for i in range(fb // w):
+                    os.pwrite(fd, mv, i * w)
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            files.append(f)
+            tick()
+        if buffered_writes:
+            notes.append(
+                f"{buffered_writes} write sizes below the O_DIRECT alignment were buffered writes"
+            )
+        rflags = os.O_RDONLY | (os.O_DIRECT if unit is not None else 0)
+        order: list[int] = cfg["read_order"]
+        rb = cfg["read_bytes"]
+        # Reads interleave the files (read r of every file, then read r+1), so that a drift of
+        # the device or of the host under a virtual disk touches every file alike.
+        lat1: list[list[float]] = [[] for _ in files]
+        rfds = [os.open(f, rflags) for f in files]
+        try:
+            if unit is None:
+                for fd in rfds:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            mv = memoryview(buf)[:rb]
+            for _ in range(rounds):
+                for r in order:
+                    for k, fd in enumerate(rfds):
+                        t0 = time.perf_counter_ns()
+                        os.preadv(fd, [mv], r * rb)
+                        lat1[k].append(float(time.perf_counter_ns() - t0))
+        finally:
+            for fd in rfds:
+                os.close(fd)
+        for _ in files:
+            tick()
+        # Experiment 2 on the file written with the largest requests.
+        fd = os.open(files[-1], rflags)
+        loc = []
+        rng = random.Random(cfg["seed"])
+        try:
+            # One untimed pass first, so that no group is the first to touch the file.
+            warm = memoryview(buf)[: cfg["read_bytes"]]
+            for r in range(fb // cfg["read_bytes"]):
+                os.preadv(fd, [warm], r * cfg["read_bytes"])
+            for g in guesses:
+                chunks: list[int] = cfg["sampled_chunks"][g]
+                mv = memoryview(buf)[:g]
+                n_groups = g // offset_unit
+                groups: list[list[float]] = [[0.0] * len(chunks) for _ in range(n_groups)]
+                # Every (group, chunk) read in one random order: no group is read first or last.
+                pairs = [(i, s) for i in range(n_groups) for s in range(len(chunks))]
+                rng.shuffle(pairs)
+                for i, s in pairs:
+                    if unit is None:
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    t0 = time.perf_counter_ns()
+                    os.preadv(fd, [mv], chunks[s] * g + i * offset_unit)
+                    groups[i][s] = float(time.perf_counter_ns() - t0)
+                loc.append((g, offset_unit, groups))
+                tick()
+        finally:
+            os.close(fd)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise InvalidArgumentError(
+                f"the device ran out of space during the profile: {e}"
+            ) from e
+        raise
+    analyze_cfg = {
+        k: cfg[k]
+        for k in (
+            "file_bytes",
+            "min_write",
+            "max_write",
+            "read_bytes",
+            "min_guess",
+            "max_guess",
+            "samples_per_group",
+            "seed",
+            "rel_threshold",
+            "t_threshold",
+        )
+    }
+    analyze_cfg["offset_unit"] = offset_unit
+    learned = _native.device_analyze(sizes, lat1, loc, analyze_cfg)
+    return {
+        "source": "path",
+        "sizes": sizes,
+        "size_latencies_ns": lat1,
+        "guesses": loc,
+        "learned": learned,
+        "io_mode": f"O_DIRECT (alignment {unit} B)" if unit else "buffered with FADV_DONTNEED",
+        "notes": notes,
+        "ios": sum(fb // w for w in sizes)
+        + len(lat1) * len(order) * rounds
+        + sum(len(x[2]) * len(x[2][0]) for x in loc),
+        "seconds": time.monotonic() - start,
+    }
