@@ -9,6 +9,8 @@
 //! * [`replay`]: one trace on one simulated device, with Heimdall's features per I/O.
 //! * [`features`], [`model`]: the history an admission model sees, and checksummed weight files
 //!   with integer-quantised (×1024) inference, joint inference for P = 1..9.
+//! * [`prefetch`]: TinFetch (prefix/suffix stream separation, readahead and a tiny integer
+//!   network), heuristic baselines and the prefetching evaluator (unlimited cache, 20 ms pending).
 //! * [`route`]: two or three replicas serving their traces, reads routed by always-admit,
 //!   random, hedging, C3, LinnOS or Heimdall.
 //!
@@ -29,6 +31,7 @@
 pub mod error;
 pub mod features;
 pub mod model;
+pub mod prefetch;
 pub mod replay;
 pub mod route;
 pub mod ssd;

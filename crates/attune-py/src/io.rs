@@ -222,6 +222,7 @@ fn io_model_info<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDic
         match f.kind {
             InputKind::Heimdall => "heimdall",
             InputKind::LinnOs => "linnos",
+            InputKind::TinFetch => "tinfetch",
         },
     )?;
     d.set_item("joint", f.joint)?;

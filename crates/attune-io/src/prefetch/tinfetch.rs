@@ -1,0 +1,525 @@
+//! TinFetch: prefix/suffix stream separation, readahead for contiguous accesses, and a tiny
+//! pretrained network (10→128→16→1, integer inference) predicting the next suffix otherwise.
+//!
+//! **Separation** (§4.3.3): an access's byte offset splits into a prefix (`offset >> 23`, 8 MiB)
+//! and a suffix (the offset inside the prefix in 1 KiB units, 0..8192). The 32 most recently used
+//! prefixes keep their last [`HISTORY`] suffixes in arrival order (a 32-entry table scanned
+//! linearly: cheaper than hashing at this size; least recently used prefix evicted).
+//!
+//! **Hybrid decision** (§4.3.5): when the access starts where the previous access of its stream
+//! ended (the previous 8 MiB prefix counts, for streams crossing a boundary), readahead: prefetch
+//! the next 128 KB after it. Otherwise, when the stream holds more than 3 suffixes (this one
+//! included), the network predicts the next suffix from the last 10 and TinFetch prefetches 128 KB
+//! starting there (clipped to the prefix: the prefetch stays within 8 MiB of the current head
+//! position, the chapter's HDD argument). Fewer suffixes: no prefetch.
+//!
+//! **Features** (the chapter leaves them open): the stream's last 10 suffixes, oldest first, as
+//! raw 1 KiB units (the weight file's scaling maps 0..8192 to 0..1). A stream with 4–9 suffixes
+//! is left-padded by repeating its oldest suffix ([`Padding::RepeatOldest`]: a short history
+//! looks like a stream that stood still, not one that jumped from 0); [`Padding::Zero`] is the
+//! ablation. The output is the next suffix ÷ 8192.
+//!
+//! **Adaptive aggressiveness** (§4.3.2): every [`EPOCH`] accesses TinFetch looks at its own
+//! feedback. Accuracy (prefetched blocks used ÷ blocks requested) below 2 % pauses the network
+//! for 4 epochs (readahead continues); a hit rate of at least 50 % doubles the prefetch size (up to
+//! 4 × 128 KB), below 20 % returns it to 128 KB. Every part can be switched off
+//! ([`TinFetchConfig`]).
+//!
+//! Thread-safety: single-owner value; the model is immutable.
+
+use crate::model::{InputKind, QuantizedMlp, QUANT};
+use crate::{IoError, Result};
+
+use super::{Access, PrefetchRange, Prefetcher, BLOCK_BYTES, PREFETCH_BYTES};
+
+/// Suffixes kept per stream, and the network's inputs.
+pub const HISTORY: usize = 10;
+/// Prefix granularity: 8 MiB.
+pub const PREFIX_SHIFT: u32 = 23;
+/// Suffix unit: 1 KiB.
+pub const SUFFIX_SHIFT: u32 = 10;
+/// Suffixes per prefix (8 MiB / 1 KiB = 8192).
+pub const SUFFIXES: u32 = 1 << (PREFIX_SHIFT - SUFFIX_SHIFT);
+/// Accesses per adaptive epoch.
+pub const EPOCH: u64 = 64;
+const PAUSE_EPOCHS: u64 = 4;
+const PAUSE_ACCURACY: f64 = 0.02;
+const GROW_HIT: f64 = 0.5;
+const SHRINK_HIT: f64 = 0.2;
+const DEGREE_MAX: u64 = 4;
+
+/// How a stream with fewer than 10 suffixes fills the missing inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Padding {
+    /// Repeat the oldest suffix (default).
+    RepeatOldest,
+    /// Zeros (the ablation).
+    Zero,
+}
+
+/// Where the prefetched 128 KB sits around the predicted suffix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Starting at the prediction (default: a stream moves forward).
+    Start,
+    /// Centred on it (the ablation).
+    Centered,
+}
+
+/// TinFetch's switches and sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TinFetchConfig {
+    /// Prefix streams kept (default 32, the chapter's).
+    pub streams: usize,
+    /// Smallest stream history that triggers the network (default 4: "more than three").
+    pub min_suffixes: usize,
+    /// Readahead on contiguous accesses (default on).
+    pub readahead: bool,
+    /// The network on non-contiguous ones (default on).
+    pub network: bool,
+    /// Adaptive aggressiveness (default on; off = always 128 KB, never paused).
+    pub adaptive: bool,
+    /// Padding of short histories.
+    pub padding: Padding,
+    /// Placement of the prefetch around a prediction.
+    pub placement: Placement,
+    /// Separate streams by prefix (default on; off = one stream for the whole device, the
+    /// ablation of the disentanglement).
+    pub separate: bool,
+}
+
+impl Default for TinFetchConfig {
+    fn default() -> Self {
+        Self {
+            streams: 32,
+            min_suffixes: 4,
+            readahead: true,
+            network: true,
+            adaptive: true,
+            padding: Padding::RepeatOldest,
+            placement: Placement::Start,
+            separate: true,
+        }
+    }
+}
+
+impl TinFetchConfig {
+    /// Checks the sizes.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=1024).contains(&self.streams) {
+            return Err(crate::error::invalid(
+                "streams",
+                self.streams,
+                "must be in 1..=1024",
+            ));
+        }
+        if !(1..=HISTORY).contains(&self.min_suffixes) {
+            return Err(crate::error::invalid(
+                "min_suffixes",
+                self.min_suffixes,
+                "must be in 1..=10",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One prefix stream: its last suffixes (ring), where its last access ended, its last use.
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    prefix: u64,
+    suffixes: [u16; HISTORY],
+    len: usize,
+    head: usize,
+    last_end: u64,
+    used: u64,
+}
+
+impl Stream {
+    fn push(&mut self, s: u16) {
+        self.suffixes[self.head] = s;
+        self.head = (self.head + 1) % HISTORY;
+        self.len = (self.len + 1).min(HISTORY);
+    }
+
+    /// The history oldest first, padded to 10.
+    fn features(&self, padding: Padding, out: &mut [f32; HISTORY]) {
+        let missing = HISTORY - self.len;
+        let oldest = (self.head + HISTORY - self.len) % HISTORY;
+        let pad = match padding {
+            Padding::RepeatOldest if self.len > 0 => f32::from(self.suffixes[oldest]),
+            _ => 0.0,
+        };
+        for (i, x) in out.iter_mut().enumerate() {
+            *x = if i < missing {
+                pad
+            } else {
+                f32::from(self.suffixes[(oldest + i - missing) % HISTORY])
+            };
+        }
+    }
+}
+
+/// The prefix-stream table (shared by the prefetcher and the training-sample extractor).
+#[derive(Clone, Debug)]
+pub struct Streams {
+    v: Vec<Stream>,
+    cap: usize,
+    separate: bool,
+    tick: u64,
+}
+
+/// What the table says about one access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// Index of the access's stream in the table.
+    pub slot: usize,
+    /// The access continues its stream (starts where the last one ended).
+    pub contiguous: bool,
+    /// Suffixes in the stream after this access.
+    pub len: usize,
+    /// The prefix.
+    pub prefix: u64,
+}
+
+impl Streams {
+    /// A table of `cap` streams; `separate = false` keeps one stream for everything.
+    pub fn new(cap: usize, separate: bool) -> Self {
+        Self {
+            v: Vec::with_capacity(cap),
+            cap: cap.max(1),
+            separate,
+            tick: 0,
+        }
+    }
+
+    /// Records an access and reports on its stream.
+    pub fn observe(&mut self, offset: u64, end: u64) -> Observed {
+        self.tick += 1;
+        let prefix = if self.separate {
+            offset >> PREFIX_SHIFT
+        } else {
+            0
+        };
+        let suffix = ((offset >> SUFFIX_SHIFT) & u64::from(SUFFIXES - 1)) as u16;
+        let mut contiguous = false;
+        if self.separate && prefix > 0 {
+            if let Some(prev) = self.v.iter().find(|s| s.prefix == prefix - 1) {
+                contiguous = prev.last_end == offset;
+            }
+        }
+        let slot = match self.v.iter().position(|s| s.prefix == prefix) {
+            Some(i) => i,
+            None => {
+                let fresh = Stream {
+                    prefix,
+                    suffixes: [0; HISTORY],
+                    len: 0,
+                    head: 0,
+                    last_end: u64::MAX,
+                    used: 0,
+                };
+                if self.v.len() < self.cap {
+                    self.v.push(fresh);
+                    self.v.len() - 1
+                } else {
+                    let lru = (0..self.v.len())
+                        .min_by_key(|&i| self.v[i].used)
+                        .unwrap_or(0);
+                    self.v[lru] = fresh;
+                    lru
+                }
+            }
+        };
+        let s = &mut self.v[slot];
+        contiguous |= s.last_end == offset;
+        s.push(suffix);
+        s.last_end = end;
+        s.used = self.tick;
+        Observed {
+            slot,
+            contiguous,
+            len: s.len,
+            prefix,
+        }
+    }
+
+    /// The network inputs of the stream in `slot`.
+    pub fn features(&self, slot: usize, padding: Padding, out: &mut [f32; HISTORY]) {
+        if let Some(s) = self.v.get(slot) {
+            s.features(padding, out);
+        }
+    }
+
+    /// The prefix of the stream in `slot`.
+    pub fn prefix(&self, slot: usize) -> Option<u64> {
+        self.v.get(slot).map(|s| s.prefix)
+    }
+}
+
+/// Training samples: for every access the network would handle (not contiguous, history of at
+/// least `min_suffixes`), its 10 inputs and the next suffix its stream receives (samples whose
+/// stream is evicted before its next access are dropped). Returns `(inputs, targets)`, inputs
+/// row-major `n × 10`, targets in 1 KiB units.
+pub fn training_samples(
+    offsets_sizes: &[(u64, u64)],
+    cfg: &TinFetchConfig,
+) -> (Vec<f32>, Vec<f32>) {
+    let mut t = Streams::new(cfg.streams, cfg.separate);
+    // Per slot: the pending sample's inputs and the prefix it belongs to.
+    let mut pending: Vec<Option<(u64, [f32; HISTORY])>> = vec![None; cfg.streams.max(1)];
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for &(off, size) in offsets_sizes {
+        let o = t.observe(off, off.saturating_add(size.max(1)));
+        if let Some(slot) = pending.get_mut(o.slot) {
+            if let Some((p, x)) = slot.take() {
+                if p == o.prefix {
+                    xs.extend_from_slice(&x);
+                    ys.push(((off >> SUFFIX_SHIFT) & u64::from(SUFFIXES - 1)) as f32);
+                }
+            }
+            if !o.contiguous && o.len >= cfg.min_suffixes {
+                let mut x = [0f32; HISTORY];
+                t.features(o.slot, cfg.padding, &mut x);
+                *slot = Some((o.prefix, x));
+            }
+        }
+    }
+    (xs, ys)
+}
+
+/// The TinFetch prefetcher.
+#[derive(Clone, Debug)]
+pub struct TinFetch {
+    cfg: TinFetchConfig,
+    model: Option<QuantizedMlp>,
+    streams: Streams,
+    degree: u64,
+    paused_until: u64,
+    n: u64,
+    epoch_requested: u64,
+    epoch_useful: u64,
+    epoch_hits: u64,
+    epoch_blocks: u64,
+    /// Network inferences run.
+    pub inferences: u64,
+}
+
+impl TinFetch {
+    /// A prefetcher with `model` (a TinFetch weight file, kind 3); `None` only when the network
+    /// is switched off.
+    pub fn new(cfg: TinFetchConfig, model: Option<QuantizedMlp>) -> Result<Self> {
+        cfg.validate()?;
+        match &model {
+            Some(m) if m.kind() != InputKind::TinFetch => {
+                return Err(IoError::InvalidParameter {
+                    name: "model",
+                    value: format!("{:?}", m.kind()),
+                    reason: "not a TinFetch model (input kind 3)".into(),
+                })
+            }
+            None if cfg.network => {
+                return Err(crate::error::invalid(
+                    "model",
+                    "none",
+                    "the network is on but no model was given",
+                ))
+            }
+            _ => {}
+        }
+        Ok(Self {
+            streams: Streams::new(cfg.streams, cfg.separate),
+            cfg,
+            model,
+            degree: 1,
+            paused_until: 0,
+            n: 0,
+            epoch_requested: 0,
+            epoch_useful: 0,
+            epoch_hits: 0,
+            epoch_blocks: 0,
+            inferences: 0,
+        })
+    }
+
+    /// The predicted next suffix (1 KiB units, 0..8192) for a stream's inputs.
+    pub fn predict(model: &QuantizedMlp, x: &[f32; HISTORY]) -> u32 {
+        let q = model.logit_q(x);
+        let s = q.saturating_mul(i64::from(SUFFIXES)) / QUANT;
+        s.clamp(0, i64::from(SUFFIXES - 1)) as u32
+    }
+
+    fn adapt(&mut self, a: &Access) {
+        self.epoch_useful += a.useful_blocks;
+        self.epoch_hits += a.hit_blocks;
+        self.epoch_blocks += a.blocks;
+        if !self.n.is_multiple_of(EPOCH) {
+            return;
+        }
+        if self.epoch_requested >= 32 {
+            let acc = self.epoch_useful as f64 / self.epoch_requested as f64;
+            if acc < PAUSE_ACCURACY {
+                self.paused_until = self.n + PAUSE_EPOCHS * EPOCH;
+            }
+        }
+        let hit = self.epoch_hits as f64 / self.epoch_blocks.max(1) as f64;
+        if hit >= GROW_HIT {
+            self.degree = (self.degree * 2).min(DEGREE_MAX);
+        } else if hit < SHRINK_HIT {
+            self.degree = 1;
+        }
+        self.epoch_requested = 0;
+        self.epoch_useful = 0;
+        self.epoch_hits = 0;
+        self.epoch_blocks = 0;
+    }
+}
+
+impl Prefetcher for TinFetch {
+    fn name(&self) -> String {
+        "tinfetch".into()
+    }
+
+    fn access(&mut self, a: &Access, out: &mut Vec<PrefetchRange>) {
+        self.n += 1;
+        if self.cfg.adaptive {
+            self.adapt(a);
+        }
+        let o = self.streams.observe(a.offset, a.end());
+        let len = PREFETCH_BYTES * self.degree;
+        let start = out.len();
+        if o.contiguous {
+            if self.cfg.readahead {
+                out.push(PrefetchRange {
+                    offset: a.end(),
+                    len,
+                });
+            }
+        } else if self.cfg.network
+            && o.len >= self.cfg.min_suffixes
+            && !(self.cfg.adaptive && self.n < self.paused_until)
+        {
+            if let Some(m) = &self.model {
+                let mut x = [0f32; HISTORY];
+                self.streams.features(o.slot, self.cfg.padding, &mut x);
+                self.inferences += 1;
+                let s = u64::from(Self::predict(m, &x));
+                let base = o.prefix << PREFIX_SHIFT;
+                let region_end = base + (1 << PREFIX_SHIFT);
+                let mut from = base + (s << SUFFIX_SHIFT);
+                if self.cfg.placement == Placement::Centered {
+                    from = from.saturating_sub(len / 2).max(base);
+                }
+                from -= from % BLOCK_BYTES;
+                let to = from.saturating_add(len).min(region_end);
+                if to > from {
+                    out.push(PrefetchRange {
+                        offset: from,
+                        len: to - from,
+                    });
+                }
+            }
+        }
+        self.epoch_requested += out[start..]
+            .iter()
+            .map(|r| r.len.div_ceil(BLOCK_BYTES))
+            .sum::<u64>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaved_streams_are_separated_by_prefix() {
+        let mut t = Streams::new(32, true);
+        let a = 100u64 << PREFIX_SHIFT;
+        let b = 7u64 << PREFIX_SHIFT;
+        let mut last = None;
+        for i in 0..6u64 {
+            last = Some(t.observe(a + i * 8192, a + i * 8192 + 4096));
+            t.observe(b + i * 4096, b + i * 4096 + 4096);
+        }
+        let o = last.unwrap();
+        assert_eq!(o.prefix, 100);
+        assert_eq!(o.len, 6);
+        // Stream b is contiguous inside its own prefix despite the interleaving.
+        let ob = t.observe(b + 6 * 4096, b + 7 * 4096);
+        assert!(ob.contiguous);
+        let mut x = [0f32; HISTORY];
+        t.features(o.slot, Padding::RepeatOldest, &mut x);
+        assert_eq!(x[..4], [0.0; 4]);
+        assert_eq!(x[4..], [0.0, 8.0, 16.0, 24.0, 32.0, 40.0]);
+    }
+
+    #[test]
+    fn short_histories_repeat_the_oldest_suffix_or_zero() {
+        let mut t = Streams::new(4, true);
+        for s in [5u64, 9, 13, 17] {
+            t.observe(s << SUFFIX_SHIFT, (s << SUFFIX_SHIFT) + 1);
+        }
+        let mut x = [0f32; HISTORY];
+        t.features(0, Padding::RepeatOldest, &mut x);
+        assert_eq!(x, [5., 5., 5., 5., 5., 5., 5., 9., 13., 17.]);
+        t.features(0, Padding::Zero, &mut x);
+        assert_eq!(x, [0., 0., 0., 0., 0., 0., 5., 9., 13., 17.]);
+    }
+
+    #[test]
+    fn the_least_recently_used_prefix_is_evicted() {
+        let mut t = Streams::new(2, true);
+        t.observe(0, 1);
+        t.observe(1 << PREFIX_SHIFT, (1 << PREFIX_SHIFT) + 1);
+        t.observe(2, 3); // prefix 0 used again
+        let o = t.observe(2 << PREFIX_SHIFT, (2 << PREFIX_SHIFT) + 1);
+        assert_eq!(t.prefix(o.slot), Some(2));
+        assert_eq!(t.prefix(1 - o.slot), Some(0));
+    }
+
+    #[test]
+    fn samples_pair_inputs_with_the_streams_next_suffix() {
+        let acc: Vec<(u64, u64)> = (0..8u64).map(|i| ((i * 3) << SUFFIX_SHIFT, 1024)).collect();
+        let (x, y) = training_samples(&acc, &TinFetchConfig::default());
+        // The 4th to 7th accesses (history ≥ 4) make samples; the 8th has no successor.
+        assert_eq!(y, vec![12.0, 15.0, 18.0, 21.0]);
+        assert_eq!(x.len(), 4 * HISTORY);
+        assert_eq!(x[HISTORY - 1], 9.0);
+    }
+
+    #[test]
+    fn without_a_model_the_network_must_be_off() {
+        assert!(TinFetch::new(TinFetchConfig::default(), None).is_err());
+        let cfg = TinFetchConfig {
+            network: false,
+            ..TinFetchConfig::default()
+        };
+        let mut t = TinFetch::new(cfg, None).unwrap();
+        let mut out = Vec::new();
+        t.access(
+            &Access {
+                offset: 0,
+                size: 4096,
+                blocks: 1,
+                ..Access::default()
+            },
+            &mut out,
+        );
+        t.access(
+            &Access {
+                offset: 4096,
+                size: 4096,
+                blocks: 1,
+                ..Access::default()
+            },
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![PrefetchRange {
+                offset: 8192,
+                len: PREFETCH_BYTES
+            }]
+        );
+    }
+}
