@@ -9,7 +9,7 @@
 //! 0   magic "ATIOMLP1"                8 bytes
 //! 8   version u16 (= 1)
 //! 10  input kind u16                  1 = Heimdall (min-max scaled), 2 = LinnOS (digits),
-//!                                     3 = TinFetch (10 suffixes; output = next suffix / 8192)
+//!                                     3 = TinFetch (10 suffix inputs; output = step / 1024)
 //! 12  joint size P u16                1..=9 (1 for LinnOS)
 //! 14  layers L u16                    1..=8
 //! 16  dims (L + 1) × u32              inputs, hidden..., outputs; each 1..=1024, outputs 1 or 2
@@ -51,8 +51,8 @@ pub enum InputKind {
     Heimdall,
     /// LinnOS's 31 decimal digits.
     LinnOs,
-    /// TinFetch's 10 stream suffixes (1 KiB units, scaled 0..8192); the output is the next suffix
-    /// ÷ 8192 (see `prefetch::tinfetch`).
+    /// TinFetch's 10 stream inputs (9 suffixes relative to the newest, the newest absolute; 1 KiB
+    /// units); the output is the step to the next suffix ÷ 1024 (see `prefetch::tinfetch`).
     TinFetch,
 }
 

@@ -9,6 +9,7 @@ mod io;
 mod kv;
 mod pipes;
 mod plush;
+mod prefetch;
 mod stats;
 mod workload;
 
@@ -22,6 +23,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     workload::register(m)?;
     pipes::register(m)?;
     plush::register(m)?;
+    prefetch::register(m)?;
     embed::register(m)?;
     Ok(())
 }

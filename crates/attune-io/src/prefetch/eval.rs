@@ -128,6 +128,7 @@ pub fn evaluate(trace: &[BlockRecord], p: &mut dyn Prefetcher, cfg: &EvalConfig)
     };
     let mut cache: HashMap<u64, Entry> = HashMap::new();
     let mut reqs: Vec<PrefetchRange> = Vec::new();
+    let mut fetched_prev = 0u64;
     for (i, r) in trace.iter().enumerate() {
         if cfg.reads_only && r.kind != IoKind::Read {
             continue;
@@ -143,6 +144,7 @@ pub fn evaluate(trace: &[BlockRecord], p: &mut dyn Prefetcher, cfg: &EvalConfig)
             size,
             write: r.kind == IoKind::Write,
             blocks: last - first + 1,
+            fetched_prev_blocks: fetched_prev,
             ..Access::default()
         };
         for b in first..=last {
@@ -157,6 +159,7 @@ pub fn evaluate(trace: &[BlockRecord], p: &mut dyn Prefetcher, cfg: &EvalConfig)
                         }
                     }
                 } else {
+                    a.late_blocks += 1;
                     if measured {
                         m.late_blocks += 1;
                     }
@@ -176,6 +179,7 @@ pub fn evaluate(trace: &[BlockRecord], p: &mut dyn Prefetcher, cfg: &EvalConfig)
         reqs.clear();
         p.access(&a, &mut reqs);
         let mut any = false;
+        fetched_prev = 0;
         for q in &reqs {
             let len = q.len.min(PREFETCH_BYTES_MAX);
             if len == 0 {
@@ -191,6 +195,7 @@ pub fn evaluate(trace: &[BlockRecord], p: &mut dyn Prefetcher, cfg: &EvalConfig)
                         measured,
                     });
                     any = true;
+                    fetched_prev += 1;
                     if measured {
                         m.prefetched_blocks += 1;
                     }

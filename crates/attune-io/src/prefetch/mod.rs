@@ -51,6 +51,11 @@ pub struct Access {
     pub hit_blocks: u64,
     /// Prefetched blocks used for the first time by this access (in time).
     pub useful_blocks: u64,
+    /// Blocks this access found prefetched but still pending (late prefetches).
+    pub late_blocks: u64,
+    /// Blocks the prefetcher's requests after the previous access actually fetched (requests
+    /// for cached or pending blocks cost nothing).
+    pub fetched_prev_blocks: u64,
 }
 
 impl Access {
@@ -70,17 +75,74 @@ pub struct PrefetchRange {
 }
 
 /// A block prefetcher: sees every demand access in order and may request ranges to prefetch.
-pub trait Prefetcher {
+pub trait Prefetcher: Send {
     /// Short method name for reports (`tinfetch`, `readahead`, ...).
     fn name(&self) -> String;
     /// Observes one access (after the cache served it) and appends prefetch requests to `out`.
     fn access(&mut self, a: &Access, out: &mut Vec<PrefetchRange>);
 }
 
-/// The method names [`by_name`] builds.
+/// The method names [`build`] knows (besides the TinFetch ablations of [`tinfetch_variant`]).
 pub const METHODS: [&str; 6] = ["none", "readahead", "stride", "markov", "leap", "tinfetch"];
 
-/// Builds a heuristic method by name (`tinfetch` needs its model: use [`TinFetch::new`]).
+/// TinFetch's ablation variants, by name.
+pub const TINFETCH_VARIANTS: [&str; 7] = [
+    "tinfetch",
+    "tinfetch-no-network",
+    "tinfetch-no-readahead",
+    "tinfetch-static",
+    "tinfetch-zero-pad",
+    "tinfetch-centered",
+    "tinfetch-one-stream",
+];
+
+/// The configuration of a TinFetch variant name (`None`: not a TinFetch name).
+pub fn tinfetch_variant(name: &str) -> Option<TinFetchConfig> {
+    let d = TinFetchConfig::default();
+    Some(match name {
+        "tinfetch" => d,
+        "tinfetch-no-network" => TinFetchConfig {
+            network: false,
+            ..d
+        },
+        "tinfetch-no-readahead" => TinFetchConfig {
+            readahead: false,
+            ..d
+        },
+        "tinfetch-static" => TinFetchConfig {
+            adaptive: false,
+            ..d
+        },
+        "tinfetch-zero-pad" => TinFetchConfig {
+            padding: tinfetch::Padding::Zero,
+            ..d
+        },
+        "tinfetch-centered" => TinFetchConfig {
+            placement: tinfetch::Placement::Centered,
+            ..d
+        },
+        "tinfetch-one-stream" => TinFetchConfig {
+            separate: false,
+            ..d
+        },
+        _ => return None,
+    })
+}
+
+/// Builds a method by name: a baseline, or a TinFetch variant with `model` (a TinFetch weight
+/// file; required unless the variant has no network).
+pub fn build(
+    name: &str,
+    model: Option<&crate::model::QuantizedMlp>,
+) -> crate::Result<Box<dyn Prefetcher>> {
+    if let Some(cfg) = tinfetch_variant(name) {
+        let model = if cfg.network { model.cloned() } else { None };
+        return Ok(Box::new(TinFetch::new(cfg, model)?.named(name)));
+    }
+    by_name(name)
+}
+
+/// Builds a heuristic baseline by name.
 pub fn by_name(name: &str) -> crate::Result<Box<dyn Prefetcher>> {
     Ok(match name {
         "none" => Box::new(baselines::NoPrefetch),
@@ -92,7 +154,9 @@ pub fn by_name(name: &str) -> crate::Result<Box<dyn Prefetcher>> {
             return Err(crate::error::invalid(
                 "method",
                 other,
-                "unknown prefetch method; valid: none, readahead, stride, markov, leap, tinfetch",
+                "unknown prefetch method; valid: none, readahead, stride, markov, leap, tinfetch, \
+                 tinfetch-no-network, tinfetch-no-readahead, tinfetch-static, tinfetch-zero-pad, \
+                 tinfetch-centered, tinfetch-one-stream",
             ))
         }
     })

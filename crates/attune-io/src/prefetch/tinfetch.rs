@@ -13,21 +13,26 @@
 //! starting there (clipped to the prefix: the prefetch stays within 8 MiB of the current head
 //! position, the chapter's HDD argument). Fewer suffixes: no prefetch.
 //!
-//! **Features** (the chapter leaves them open): the stream's last 10 suffixes, oldest first, as
-//! raw 1 KiB units (the weight file's scaling maps 0..8192 to 0..1). A stream with 4–9 suffixes
-//! is left-padded by repeating its oldest suffix ([`Padding::RepeatOldest`]: a short history
-//! looks like a stream that stood still, not one that jumped from 0); [`Padding::Zero`] is the
-//! ablation. The output is the next suffix ÷ 8192.
+//! **Features** (the chapter leaves them open): the stream's last 10 suffixes, oldest first
+//! ([`inputs_of`]): the 9 older ones relative to the newest (±1024 units) and the newest one
+//! absolute (0..8192). A stream with 4–9 suffixes is left-padded by repeating its oldest suffix
+//! ([`Padding::RepeatOldest`]: a short history looks like a stream that stood still, not one that
+//! jumped from 0); [`Padding::Zero`] is the ablation. The output is the step to the next suffix ÷
+//! 1024; the prediction is the newest suffix plus the step.
 //!
 //! **Adaptive aggressiveness** (§4.3.2): every [`EPOCH`] accesses TinFetch looks at its own
-//! feedback. Accuracy (prefetched blocks used ÷ blocks requested) below 2 % pauses the network
-//! for 4 epochs (readahead continues); a hit rate of at least 50 % doubles the prefetch size (up to
-//! 4 × 128 KB), below 20 % returns it to 128 KB. Every part can be switched off
+//! feedback: the epoch's hit rate and its *yield*, demand blocks hit ÷ blocks its prefetches
+//! fetched. A yield below 5 % pauses the network for 4 epochs, doubling while it stays low (up to 64;
+//! readahead continues: "very few hits, pause for a while"); a hit rate of at least 50 % with a yield of at least 50 % doubles
+//! the prefetch size (up to 4 × 128 KB: "high hit rate, larger prefetches", guarded by the yield
+//! so that hits from reused blocks do not widen useless prefetches); a hit rate below 20 % or a
+//! yield below 25 % returns it to 128 KB. Every part can be switched off
 //! ([`TinFetchConfig`]).
 //!
 //! Thread-safety: single-owner value; the model is immutable.
 
 use crate::model::{InputKind, QuantizedMlp, QUANT};
+
 use crate::{IoError, Result};
 
 use super::{Access, PrefetchRange, Prefetcher, BLOCK_BYTES, PREFETCH_BYTES};
@@ -41,11 +46,14 @@ pub const SUFFIX_SHIFT: u32 = 10;
 /// Suffixes per prefix (8 MiB / 1 KiB = 8192).
 pub const SUFFIXES: u32 = 1 << (PREFIX_SHIFT - SUFFIX_SHIFT);
 /// Accesses per adaptive epoch.
-pub const EPOCH: u64 = 64;
+pub const EPOCH: u64 = 128;
 const PAUSE_EPOCHS: u64 = 4;
-const PAUSE_ACCURACY: f64 = 0.02;
-const GROW_HIT: f64 = 0.5;
-const SHRINK_HIT: f64 = 0.2;
+const PAUSE_EPOCHS_MAX: u64 = 64;
+const PAUSE_YIELD: f64 = 0.05;
+const GROW_LATE: f64 = 0.25;
+const GROW_YIELD: f64 = 0.5;
+const SHRINK_LATE: f64 = 0.05;
+const SHRINK_YIELD: f64 = 0.25;
 const DEGREE_MAX: u64 = 4;
 
 /// How a stream with fewer than 10 suffixes fills the missing inputs.
@@ -142,8 +150,8 @@ impl Stream {
         self.len = (self.len + 1).min(HISTORY);
     }
 
-    /// The history oldest first, padded to 10.
-    fn features(&self, padding: Padding, out: &mut [f32; HISTORY]) {
+    /// The history oldest first, padded to 10 (raw suffixes).
+    fn history(&self, padding: Padding, out: &mut [f32; HISTORY]) {
         let missing = HISTORY - self.len;
         let oldest = (self.head + HISTORY - self.len) % HISTORY;
         let pad = match padding {
@@ -244,11 +252,19 @@ impl Streams {
         }
     }
 
-    /// The network inputs of the stream in `slot`.
-    pub fn features(&self, slot: usize, padding: Padding, out: &mut [f32; HISTORY]) {
+    /// The stream's last 10 suffixes, oldest first, padded ([`Streams::features`] turns them
+    /// into the network's inputs).
+    pub fn history(&self, slot: usize, padding: Padding, out: &mut [f32; HISTORY]) {
         if let Some(s) = self.v.get(slot) {
-            s.features(padding, out);
+            s.history(padding, out);
         }
+    }
+
+    /// The network inputs of the stream in `slot` (see [`inputs_of`]).
+    pub fn features(&self, slot: usize, padding: Padding, out: &mut [f32; HISTORY]) {
+        let mut h = [0f32; HISTORY];
+        self.history(slot, padding, &mut h);
+        inputs_of(&h, out);
     }
 
     /// The prefix of the stream in `slot`.
@@ -257,10 +273,25 @@ impl Streams {
     }
 }
 
+/// Reach of the relative inputs and of the predicted step, in suffix units (±1 MiB).
+pub const DELTA_RANGE: f32 = 1024.0;
+
+/// The network inputs of a padded history `h` (oldest first): the 9 older suffixes relative to
+/// the newest (`h[i] - h[9]`, scaled by the weight file over ±[`DELTA_RANGE`]) and the newest
+/// suffix itself (0..8192). Relative inputs make a pattern look the same wherever it sits in
+/// its 8 MiB prefix; the absolute one tells the network where the prefix's edges are.
+pub fn inputs_of(h: &[f32; HISTORY], out: &mut [f32; HISTORY]) {
+    let last = h[HISTORY - 1];
+    for i in 0..HISTORY - 1 {
+        out[i] = h[i] - last;
+    }
+    out[HISTORY - 1] = last;
+}
+
 /// Training samples: for every access the network would handle (not contiguous, history of at
 /// least `min_suffixes`), its 10 inputs and the next suffix its stream receives (samples whose
 /// stream is evicted before its next access are dropped). Returns `(inputs, targets)`, inputs
-/// row-major `n × 10`, targets in 1 KiB units.
+/// row-major `n × 10` ([`inputs_of`]), targets the next suffix minus the newest (1 KiB units).
 pub fn training_samples(
     offsets_sizes: &[(u64, u64)],
     cfg: &TinFetchConfig,
@@ -274,8 +305,9 @@ pub fn training_samples(
         if let Some(slot) = pending.get_mut(o.slot) {
             if let Some((p, x)) = slot.take() {
                 if p == o.prefix {
+                    let next = ((off >> SUFFIX_SHIFT) & u64::from(SUFFIXES - 1)) as f32;
+                    ys.push(next - x[HISTORY - 1]);
                     xs.extend_from_slice(&x);
-                    ys.push(((off >> SUFFIX_SHIFT) & u64::from(SUFFIXES - 1)) as f32);
                 }
             }
             if !o.contiguous && o.len >= cfg.min_suffixes {
@@ -296,13 +328,15 @@ pub struct TinFetch {
     streams: Streams,
     degree: u64,
     paused_until: u64,
+    pause_epochs: u64,
     n: u64,
     epoch_requested: u64,
-    epoch_useful: u64,
     epoch_hits: u64,
     epoch_blocks: u64,
+    epoch_late: u64,
     /// Network inferences run.
     pub inferences: u64,
+    name: String,
 }
 
 impl TinFetch {
@@ -333,51 +367,66 @@ impl TinFetch {
             model,
             degree: 1,
             paused_until: 0,
+            pause_epochs: 0,
             n: 0,
             epoch_requested: 0,
-            epoch_useful: 0,
             epoch_hits: 0,
             epoch_blocks: 0,
+            epoch_late: 0,
             inferences: 0,
+            name: "tinfetch".into(),
         })
     }
 
-    /// The predicted next suffix (1 KiB units, 0..8192) for a stream's inputs.
+    /// The predicted next suffix (1 KiB units, 0..8192) for a stream's inputs
+    /// ([`inputs_of`]): the newest suffix plus the network's step (output × [`DELTA_RANGE`]).
     pub fn predict(model: &QuantizedMlp, x: &[f32; HISTORY]) -> u32 {
         let q = model.logit_q(x);
-        let s = q.saturating_mul(i64::from(SUFFIXES)) / QUANT;
-        s.clamp(0, i64::from(SUFFIXES - 1)) as u32
+        let step = q.saturating_mul(DELTA_RANGE as i64) / QUANT;
+        let last = x[HISTORY - 1].clamp(0.0, (SUFFIXES - 1) as f32) as i64;
+        last.saturating_add(step).clamp(0, i64::from(SUFFIXES - 1)) as u32
+    }
+
+    /// Renames the prefetcher (ablation variants report their own name).
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.to_string();
+        self
     }
 
     fn adapt(&mut self, a: &Access) {
-        self.epoch_useful += a.useful_blocks;
+        self.epoch_requested += a.fetched_prev_blocks;
         self.epoch_hits += a.hit_blocks;
         self.epoch_blocks += a.blocks;
+        self.epoch_late += a.late_blocks;
         if !self.n.is_multiple_of(EPOCH) {
             return;
         }
-        if self.epoch_requested >= 32 {
-            let acc = self.epoch_useful as f64 / self.epoch_requested as f64;
-            if acc < PAUSE_ACCURACY {
-                self.paused_until = self.n + PAUSE_EPOCHS * EPOCH;
-            }
+        // Hits per fetched block: what the prefetches bought (a reused block counts every time
+        // it is hit, as the hit rate does). Halved every epoch, so the last few epochs count:
+        // feedback lags by the pending delay, which can exceed one epoch.
+        let yield_ = self.epoch_hits as f64 / self.epoch_requested.max(1) as f64;
+        if self.n >= self.paused_until && self.epoch_requested >= 32 && yield_ < PAUSE_YIELD {
+            self.pause_epochs = (self.pause_epochs * 2).clamp(PAUSE_EPOCHS, PAUSE_EPOCHS_MAX);
+            self.paused_until = self.n + self.pause_epochs * EPOCH;
+        } else if self.n >= self.paused_until && yield_ >= PAUSE_YIELD {
+            self.pause_epochs = 0;
         }
-        let hit = self.epoch_hits as f64 / self.epoch_blocks.max(1) as f64;
-        if hit >= GROW_HIT {
+        let late = self.epoch_late as f64 / (self.epoch_late + self.epoch_hits).max(1) as f64;
+        if late >= GROW_LATE && yield_ >= GROW_YIELD {
             self.degree = (self.degree * 2).min(DEGREE_MAX);
-        } else if hit < SHRINK_HIT {
+        } else if late < SHRINK_LATE || yield_ < SHRINK_YIELD {
             self.degree = 1;
         }
-        self.epoch_requested = 0;
-        self.epoch_useful = 0;
-        self.epoch_hits = 0;
-        self.epoch_blocks = 0;
+        self.epoch_late /= 2;
+        self.epoch_requested /= 2;
+        self.epoch_hits /= 2;
+        self.epoch_blocks /= 2;
     }
 }
 
 impl Prefetcher for TinFetch {
     fn name(&self) -> String {
-        "tinfetch".into()
+        self.name.clone()
     }
 
     fn access(&mut self, a: &Access, out: &mut Vec<PrefetchRange>) {
@@ -386,13 +435,12 @@ impl Prefetcher for TinFetch {
             self.adapt(a);
         }
         let o = self.streams.observe(a.offset, a.end());
-        let len = PREFETCH_BYTES * self.degree;
-        let start = out.len();
+        let len = PREFETCH_BYTES;
         if o.contiguous {
             if self.cfg.readahead {
                 out.push(PrefetchRange {
                     offset: a.end(),
-                    len,
+                    len: len * self.degree,
                 });
             }
         } else if self.cfg.network
@@ -420,10 +468,6 @@ impl Prefetcher for TinFetch {
                 }
             }
         }
-        self.epoch_requested += out[start..]
-            .iter()
-            .map(|r| r.len.div_ceil(BLOCK_BYTES))
-            .sum::<u64>();
     }
 }
 
@@ -448,9 +492,11 @@ mod tests {
         let ob = t.observe(b + 6 * 4096, b + 7 * 4096);
         assert!(ob.contiguous);
         let mut x = [0f32; HISTORY];
-        t.features(o.slot, Padding::RepeatOldest, &mut x);
+        t.history(o.slot, Padding::RepeatOldest, &mut x);
         assert_eq!(x[..4], [0.0; 4]);
         assert_eq!(x[4..], [0.0, 8.0, 16.0, 24.0, 32.0, 40.0]);
+        t.features(o.slot, Padding::RepeatOldest, &mut x);
+        assert_eq!(x[4..], [-40.0, -32.0, -24.0, -16.0, -8.0, 40.0]);
     }
 
     #[test]
@@ -460,9 +506,9 @@ mod tests {
             t.observe(s << SUFFIX_SHIFT, (s << SUFFIX_SHIFT) + 1);
         }
         let mut x = [0f32; HISTORY];
-        t.features(0, Padding::RepeatOldest, &mut x);
+        t.history(0, Padding::RepeatOldest, &mut x);
         assert_eq!(x, [5., 5., 5., 5., 5., 5., 5., 9., 13., 17.]);
-        t.features(0, Padding::Zero, &mut x);
+        t.history(0, Padding::Zero, &mut x);
         assert_eq!(x, [0., 0., 0., 0., 0., 0., 5., 9., 13., 17.]);
     }
 
@@ -482,9 +528,10 @@ mod tests {
         let acc: Vec<(u64, u64)> = (0..8u64).map(|i| ((i * 3) << SUFFIX_SHIFT, 1024)).collect();
         let (x, y) = training_samples(&acc, &TinFetchConfig::default());
         // The 4th to 7th accesses (history ≥ 4) make samples; the 8th has no successor.
-        assert_eq!(y, vec![12.0, 15.0, 18.0, 21.0]);
+        assert_eq!(y, vec![3.0; 4]);
         assert_eq!(x.len(), 4 * HISTORY);
         assert_eq!(x[HISTORY - 1], 9.0);
+        assert_eq!(x[HISTORY - 2], -3.0);
     }
 
     #[test]
