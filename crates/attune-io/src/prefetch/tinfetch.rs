@@ -534,6 +534,70 @@ mod tests {
         assert_eq!(x[HISTORY - 2], -3.0);
     }
 
+    fn model_file() -> crate::model::MlpFile {
+        let dims = [10u32, 128, 16, 1];
+        let mut rng = attune_workload::rng::Xoshiro256::new(5, 1);
+        let layers = dims
+            .windows(2)
+            .map(|w| {
+                let n = (w[0] * w[1]) as usize;
+                let ws = (0..n).map(|_| (rng.next_f64() - 0.5) as f32 * 0.2).collect();
+                (ws, vec![0.01; w[1] as usize])
+            })
+            .collect();
+        let mut lo = vec![-DELTA_RANGE; 10];
+        let mut hi = vec![DELTA_RANGE; 10];
+        lo[9] = 0.0;
+        hi[9] = SUFFIXES as f32;
+        crate::model::MlpFile {
+            kind: InputKind::TinFetch,
+            joint: 1,
+            dims: dims.to_vec(),
+            scale_min: lo,
+            scale_max: hi,
+            layers,
+            threshold: 0.5,
+        }
+    }
+
+    #[test]
+    fn a_weight_file_round_trips_and_predicts_inside_the_prefix() {
+        let f = model_file();
+        let b = f.encode();
+        assert_eq!(crate::model::MlpFile::decode(&b).unwrap(), f);
+        let m = QuantizedMlp::from_bytes(&b).unwrap();
+        for last in [0.0, 4000.0, 8191.0] {
+            let mut x = [0f32; HISTORY];
+            x[HISTORY - 1] = last;
+            assert!(TinFetch::predict(&m, &x) < SUFFIXES);
+        }
+    }
+
+    #[test]
+    fn every_flipped_byte_or_truncation_of_a_weight_file_is_an_error() {
+        let b = model_file().encode();
+        for i in 0..b.len() {
+            let mut d = b.clone();
+            d[i] ^= 0x5a;
+            assert!(QuantizedMlp::from_bytes(&d).is_err(), "flip at {i}");
+        }
+        for n in 0..b.len() {
+            assert!(QuantizedMlp::from_bytes(&b[..n]).is_err(), "truncated to {n}");
+        }
+    }
+
+    #[test]
+    fn a_heimdall_model_is_refused_as_a_prefetch_model() {
+        let mut f = model_file();
+        f.kind = InputKind::Heimdall;
+        f.dims[0] = 11;
+        f.scale_min.push(0.0);
+        f.scale_max.push(1.0);
+        f.layers[0].0.extend(std::iter::repeat_n(0.0, 128));
+        let m = QuantizedMlp::new(&f).unwrap();
+        assert!(TinFetch::new(TinFetchConfig::default(), Some(m)).is_err());
+    }
+
     #[test]
     fn without_a_model_the_network_must_be_off() {
         assert!(TinFetch::new(TinFetchConfig::default(), None).is_err());
