@@ -132,7 +132,12 @@ fn io_prefetch_samples<'py>(
 /// `io_prefetch_predict(model, inputs, n)`: the quantised model's predicted suffix (1 KiB units)
 /// for `n` rows of 10 inputs (little-endian f32 bytes).
 #[pyfunction]
-fn io_prefetch_predict(py: Python<'_>, model: &[u8], inputs: &[u8], n: usize) -> PyResult<Vec<u32>> {
+fn io_prefetch_predict(
+    py: Python<'_>,
+    model: &[u8],
+    inputs: &[u8],
+    n: usize,
+) -> PyResult<Vec<u32>> {
     let m = QuantizedMlp::from_bytes(model).map_err(io_error)?;
     let k = tinfetch::HISTORY;
     if m.kind() != attune_io::model::InputKind::TinFetch || inputs.len() != n * k * 4 {

@@ -17,6 +17,7 @@ Design note: ``docs/tinfetch.md``.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,7 +180,10 @@ def train(
     ys = np.clip(y / DELTA_RANGE, -1, 1).astype(np.float32)
     rng = np.random.default_rng(seed)
     dims = [HISTORY, *hidden, 1]
-    ws = [rng.normal(0, np.sqrt(2.0 / i), (o, i)).astype(np.float32) for i, o in zip(dims, dims[1:])]
+    ws = [
+        rng.normal(0, np.sqrt(2.0 / i), (o, i)).astype(np.float32)
+        for i, o in itertools.pairwise(dims)
+    ]
     bs = [np.zeros(o, dtype=np.float32) for o in dims[1:]]
     params = ws + bs
     m = [np.zeros_like(p) for p in params]

@@ -122,8 +122,8 @@ mod tests {
 
     #[test]
     fn the_same_seed_gives_the_same_trace() {
-        let a = generate("mixed", 1000, 8, 3).unwrap();
-        let b = generate("mixed", 1000, 8, 3).unwrap();
+        let a = generate("mixed", 1000, 8, 3).expect("test setup");
+        let b = generate("mixed", 1000, 8, 3).expect("test setup");
         assert_eq!(a, b);
         assert!(a.windows(2).all(|w| w[0].timestamp_ns <= w[1].timestamp_ns));
     }

@@ -485,7 +485,7 @@ mod tests {
             last = Some(t.observe(a + i * 8192, a + i * 8192 + 4096));
             t.observe(b + i * 4096, b + i * 4096 + 4096);
         }
-        let o = last.unwrap();
+        let o = last.expect("test setup");
         assert_eq!(o.prefix, 100);
         assert_eq!(o.len, 6);
         // Stream b is contiguous inside its own prefix despite the interleaving.
@@ -541,7 +541,9 @@ mod tests {
             .windows(2)
             .map(|w| {
                 let n = (w[0] * w[1]) as usize;
-                let ws = (0..n).map(|_| (rng.next_f64() - 0.5) as f32 * 0.2).collect();
+                let ws = (0..n)
+                    .map(|_| (rng.next_f64() - 0.5) as f32 * 0.2)
+                    .collect();
                 (ws, vec![0.01; w[1] as usize])
             })
             .collect();
@@ -564,8 +566,8 @@ mod tests {
     fn a_weight_file_round_trips_and_predicts_inside_the_prefix() {
         let f = model_file();
         let b = f.encode();
-        assert_eq!(crate::model::MlpFile::decode(&b).unwrap(), f);
-        let m = QuantizedMlp::from_bytes(&b).unwrap();
+        assert_eq!(crate::model::MlpFile::decode(&b).expect("test setup"), f);
+        let m = QuantizedMlp::from_bytes(&b).expect("test setup");
         for last in [0.0, 4000.0, 8191.0] {
             let mut x = [0f32; HISTORY];
             x[HISTORY - 1] = last;
@@ -582,7 +584,10 @@ mod tests {
             assert!(QuantizedMlp::from_bytes(&d).is_err(), "flip at {i}");
         }
         for n in 0..b.len() {
-            assert!(QuantizedMlp::from_bytes(&b[..n]).is_err(), "truncated to {n}");
+            assert!(
+                QuantizedMlp::from_bytes(&b[..n]).is_err(),
+                "truncated to {n}"
+            );
         }
     }
 
@@ -594,7 +599,7 @@ mod tests {
         f.scale_min.push(0.0);
         f.scale_max.push(1.0);
         f.layers[0].0.extend(std::iter::repeat_n(0.0, 128));
-        let m = QuantizedMlp::new(&f).unwrap();
+        let m = QuantizedMlp::new(&f).expect("test setup");
         assert!(TinFetch::new(TinFetchConfig::default(), Some(m)).is_err());
     }
 
@@ -605,7 +610,7 @@ mod tests {
             network: false,
             ..TinFetchConfig::default()
         };
-        let mut t = TinFetch::new(cfg, None).unwrap();
+        let mut t = TinFetch::new(cfg, None).expect("test setup");
         let mut out = Vec::new();
         t.access(
             &Access {
