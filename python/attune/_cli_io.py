@@ -9,6 +9,8 @@
 * ``attune io heimdall eval TRACE... [--model MODEL]``: accuracy and every policy's read latency
   over random windows (``attune.io.evaluate``).
 
+* ``attune io prefetch eval|train ...``: TinFetch and the block prefetchers (``_cli_prefetch``).
+
 SSD parameters: ``--set NAME=VALUE`` (repeatable; ``attune io simulate --list-params``).
 """
 
@@ -303,6 +305,9 @@ def register(sub) -> None:
     add_output_flags(r, out="CSV file to write", out_required=True)
     r.set_defaults(func=_replay)
 
+    from attune import _cli_prefetch
+
+    _cli_prefetch.add_parser(vs)
     h = vs.add_parser("heimdall", help="train and evaluate Heimdall models")
     hs = h.add_subparsers(dest="heimdall_verb", metavar="COMMAND", required=True)
     for name in ("train", "eval"):

@@ -41,6 +41,10 @@ __all__ = [
     "hash_join",
     "io_model_info",
     "io_model_scores",
+    "io_prefetch_eval",
+    "io_prefetch_predict",
+    "io_prefetch_samples",
+    "io_prefetch_synth",
     "io_read_trace",
     "io_replay",
     "io_route",
@@ -458,3 +462,18 @@ def device_check(
     write: list[bool],
     params: dict[str, Any],
 ) -> dict[str, Any]: ...
+def io_prefetch_eval(
+    columns: _TraceColumns,
+    methods: list[str],
+    model: bytes | None = None,
+    measure_from: int = 0,
+    delay_ms: float = 20.0,
+    reads_only: bool = False,
+    predictions: list[int] | None = None,
+    predictions_name: str = "lstm",
+) -> list[dict[str, Any]]: ...
+def io_prefetch_samples(
+    offsets: list[int], sizes: list[int], padding: str = "repeat"
+) -> tuple[bytes, bytes]: ...
+def io_prefetch_predict(model: bytes, inputs: bytes, n: int) -> list[int]: ...
+def io_prefetch_synth(kind: str, n: int, jobs: int = 8, seed: int = 0) -> _TraceColumns: ...

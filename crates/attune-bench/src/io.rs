@@ -5,6 +5,8 @@
 //!   random weights, or the weights of `--model` for its own P: ns per inference (thread CPU time,
 //!   median of 3 runs) and decisions per second (`P × 10^9 / ns`), one core;
 //! * `inference/linnos`: LinnOS's 31→256→2 network, per 4 KiB page;
+//! * `inference/tinfetch`: TinFetch's 10→128→16→1 suffix network, one prefetch decision (inputs
+//!   from a stream history, integer forward pass, the predicted suffix);
 //! * `simulate/ssd`: ns per I/O of the simulated SSD on a write-heavy random trace.
 //!
 //! Inputs cycle through 1024 precomputed random feature vectors, so no call is constant.
@@ -15,6 +17,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use attune_io::model::{InputKind, MlpFile, QuantizedMlp};
+use attune_io::prefetch::tinfetch;
 use attune_io::ssd::{IoRequest, Ssd, SsdParams};
 use attune_workload::rng::Xoshiro256;
 use attune_workload::trace::IoKind;
@@ -166,6 +169,24 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         slow
     });
     rows.push(("inference/linnos-per-page".into(), 1, ns, "random"));
+    // TinFetch: a 10→128→16→1 suffix network; one decision = inputs from a stream history plus
+    // the integer forward pass.
+    let f = random_model(InputKind::TinFetch, &[10, 128, 16, 1], 1, 3);
+    let m = QuantizedMlp::new(&f).map_err(|e| Fail::Usage(e.to_string()))?;
+    let hist: Vec<[f32; 10]> = inputs
+        .iter()
+        .map(|v| std::array::from_fn(|i| (v[i] * 8.0).floor()))
+        .collect();
+    let ns = measure(items, || {
+        let mut acc = 0u64;
+        let mut x = [0f32; 10];
+        for i in 0..items as usize {
+            tinfetch::inputs_of(black_box(&hist[i & 1023]), &mut x);
+            acc += u64::from(tinfetch::TinFetch::predict(&m, &x));
+        }
+        acc
+    });
+    rows.push(("inference/tinfetch".into(), 1, ns, "random"));
     let sim_items = (items / 4).max(1);
     let ns = measure(sim_items, || {
         let p = SsdParams::default();

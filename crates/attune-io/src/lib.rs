@@ -12,6 +12,8 @@
 //! * [`profile`], [`stats`]: learning an SSD's stripe, chunk, flash page and hot locations from
 //!   two latency experiments (`docs/ssd-profile.md`).
 //! * [`check`]: the five rules over an I/O trace, with extra flash pages and write amplification.
+//! * [`prefetch`]: TinFetch (prefix/suffix stream separation, readahead and a tiny integer
+//!   network), heuristic baselines and the prefetching evaluator (unlimited cache, 20 ms pending).
 //! * [`route`]: two or three replicas serving their traces, reads routed by always-admit,
 //!   random, hedging, C3, LinnOS or Heimdall.
 //!
@@ -34,6 +36,7 @@ pub mod error;
 pub mod features;
 pub mod model;
 pub mod profile;
+pub mod prefetch;
 pub mod replay;
 pub mod route;
 pub mod ssd;

@@ -8,7 +8,8 @@
 //! ```text
 //! 0   magic "ATIOMLP1"                8 bytes
 //! 8   version u16 (= 1)
-//! 10  input kind u16                  1 = Heimdall (min-max scaled), 2 = LinnOS (digits)
+//! 10  input kind u16                  1 = Heimdall (min-max scaled), 2 = LinnOS (digits),
+//!                                     3 = TinFetch (10 suffix inputs; output = step / 1024)
 //! 12  joint size P u16                1..=9 (1 for LinnOS)
 //! 14  layers L u16                    1..=8
 //! 16  dims (L + 1) × u32              inputs, hidden..., outputs; each 1..=1024, outputs 1 or 2
@@ -50,6 +51,9 @@ pub enum InputKind {
     Heimdall,
     /// LinnOS's 31 decimal digits.
     LinnOs,
+    /// TinFetch's 10 stream inputs (9 suffixes relative to the newest, the newest absolute; 1 KiB
+    /// units); the output is the step to the next suffix ÷ 1024 (see `prefetch::tinfetch`).
+    TinFetch,
 }
 
 /// A decoded weight file (floating point, as trained).
@@ -129,6 +133,7 @@ impl MlpFile {
         let kind: u16 = match self.kind {
             InputKind::Heimdall => 1,
             InputKind::LinnOs => 2,
+            InputKind::TinFetch => 3,
         };
         out.extend_from_slice(&kind.to_le_bytes());
         out.extend_from_slice(&self.joint.to_le_bytes());
@@ -174,7 +179,8 @@ impl MlpFile {
         let kind = match c.u16("the input kind")? {
             1 => InputKind::Heimdall,
             2 => InputKind::LinnOs,
-            k => return Err(corrupt(10, format!("input kind {k} is neither 1 nor 2"))),
+            3 => InputKind::TinFetch,
+            k => return Err(corrupt(10, format!("input kind {k} is not 1, 2 or 3"))),
         };
         let joint = c.u16("the joint size")?;
         if !(1..=crate::features::JOINT_MAX as u16).contains(&joint) {
@@ -206,9 +212,16 @@ impl MlpFile {
                 format!("{outputs} outputs (1 or 2 expected)"),
             ));
         }
+        if kind == InputKind::TinFetch && (joint != 1 || outputs != 1) {
+            return Err(corrupt(
+                12,
+                format!("a TinFetch model has joint size 1 and one output ({joint}, {outputs})"),
+            ));
+        }
         let expected_inputs = match kind {
             InputKind::Heimdall => 10 + usize::from(joint),
             InputKind::LinnOs => crate::features::LINNOS_FEATURES,
+            InputKind::TinFetch => crate::prefetch::tinfetch::HISTORY,
         };
         if dims[0] != expected_inputs {
             return Err(corrupt(

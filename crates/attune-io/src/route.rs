@@ -239,6 +239,8 @@ pub fn simulate(
                             out.inferences += 1;
                             m.predicts_slow(&dev.tracker.heimdall(r.size, q))
                         }
+                        // A prefetch model is no admission model: admit.
+                        InputKind::TinFetch => false,
                         InputKind::LinnOs => {
                             let x = linnos_inputs(&dev.tracker, q);
                             let pages = u64::from(r.size.max(1)).div_ceil(4096);

@@ -32,9 +32,9 @@ pub fn io_error(e: IoError) -> PyErr {
     Python::with_gil(|py| raise(py, class, msg, None, offset))
 }
 
-type Columns = (Vec<u64>, Vec<u64>, Vec<u32>, Vec<bool>);
+pub(crate) type Columns = (Vec<u64>, Vec<u64>, Vec<u32>, Vec<bool>);
 
-fn to_records(py: Python<'_>, c: Columns) -> PyResult<Vec<BlockRecord>> {
+pub(crate) fn to_records(py: Python<'_>, c: Columns) -> PyResult<Vec<BlockRecord>> {
     let (ts, off, size, read) = c;
     if off.len() != ts.len() || size.len() != ts.len() || read.len() != ts.len() {
         return Err(crate::errors::attune_error(
@@ -222,6 +222,7 @@ fn io_model_info<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDic
         match f.kind {
             InputKind::Heimdall => "heimdall",
             InputKind::LinnOs => "linnos",
+            InputKind::TinFetch => "tinfetch",
         },
     )?;
     d.set_item("joint", f.joint)?;

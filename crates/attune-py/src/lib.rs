@@ -10,6 +10,7 @@ mod io;
 mod kv;
 mod pipes;
 mod plush;
+mod prefetch;
 mod stats;
 mod workload;
 
@@ -24,6 +25,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     workload::register(m)?;
     pipes::register(m)?;
     plush::register(m)?;
+    prefetch::register(m)?;
     embed::register(m)?;
     Ok(())
 }

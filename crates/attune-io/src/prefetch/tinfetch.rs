@@ -1,0 +1,641 @@
+//! TinFetch: prefix/suffix stream separation, readahead for contiguous accesses, and a tiny
+//! pretrained network (10→128→16→1, integer inference) predicting the next suffix otherwise.
+//!
+//! **Separation** (§4.3.3): an access's byte offset splits into a prefix (`offset >> 23`, 8 MiB)
+//! and a suffix (the offset inside the prefix in 1 KiB units, 0..8192). The 32 most recently used
+//! prefixes keep their last [`HISTORY`] suffixes in arrival order (a 32-entry table scanned
+//! linearly: cheaper than hashing at this size; least recently used prefix evicted).
+//!
+//! **Hybrid decision** (§4.3.5): when the access starts where the previous access of its stream
+//! ended (the previous 8 MiB prefix counts, for streams crossing a boundary), readahead: prefetch
+//! the next 128 KB after it. Otherwise, when the stream holds more than 3 suffixes (this one
+//! included), the network predicts the next suffix from the last 10 and TinFetch prefetches 128 KB
+//! starting there (clipped to the prefix: the prefetch stays within 8 MiB of the current head
+//! position, the chapter's HDD argument). Fewer suffixes: no prefetch.
+//!
+//! **Features** (the chapter leaves them open): the stream's last 10 suffixes, oldest first
+//! ([`inputs_of`]): the 9 older ones relative to the newest (±1024 units) and the newest one
+//! absolute (0..8192). A stream with 4–9 suffixes is left-padded by repeating its oldest suffix
+//! ([`Padding::RepeatOldest`]: a short history looks like a stream that stood still, not one that
+//! jumped from 0); [`Padding::Zero`] is the ablation. The output is the step to the next suffix ÷
+//! 1024; the prediction is the newest suffix plus the step.
+//!
+//! **Adaptive aggressiveness** (§4.3.2): every [`EPOCH`] accesses TinFetch looks at its own
+//! feedback: the epoch's hit rate and its *yield*, demand blocks hit ÷ blocks its prefetches
+//! fetched. A yield below 5 % pauses the network for 4 epochs, doubling while it stays low (up to 64;
+//! readahead continues: "very few hits, pause for a while"); a hit rate of at least 50 % with a yield of at least 50 % doubles
+//! the prefetch size (up to 4 × 128 KB: "high hit rate, larger prefetches", guarded by the yield
+//! so that hits from reused blocks do not widen useless prefetches); a hit rate below 20 % or a
+//! yield below 25 % returns it to 128 KB. Every part can be switched off
+//! ([`TinFetchConfig`]).
+//!
+//! Thread-safety: single-owner value; the model is immutable.
+
+use crate::model::{InputKind, QuantizedMlp, QUANT};
+
+use crate::{IoError, Result};
+
+use super::{Access, PrefetchRange, Prefetcher, BLOCK_BYTES, PREFETCH_BYTES};
+
+/// Suffixes kept per stream, and the network's inputs.
+pub const HISTORY: usize = 10;
+/// Prefix granularity: 8 MiB.
+pub const PREFIX_SHIFT: u32 = 23;
+/// Suffix unit: 1 KiB.
+pub const SUFFIX_SHIFT: u32 = 10;
+/// Suffixes per prefix (8 MiB / 1 KiB = 8192).
+pub const SUFFIXES: u32 = 1 << (PREFIX_SHIFT - SUFFIX_SHIFT);
+/// Accesses per adaptive epoch.
+pub const EPOCH: u64 = 128;
+const PAUSE_EPOCHS: u64 = 4;
+const PAUSE_EPOCHS_MAX: u64 = 64;
+const PAUSE_YIELD: f64 = 0.05;
+const GROW_LATE: f64 = 0.25;
+const GROW_YIELD: f64 = 0.5;
+const SHRINK_LATE: f64 = 0.05;
+const SHRINK_YIELD: f64 = 0.25;
+const DEGREE_MAX: u64 = 4;
+
+/// How a stream with fewer than 10 suffixes fills the missing inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Padding {
+    /// Repeat the oldest suffix (default).
+    RepeatOldest,
+    /// Zeros (the ablation).
+    Zero,
+}
+
+/// Where the prefetched 128 KB sits around the predicted suffix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Starting at the prediction (default: a stream moves forward).
+    Start,
+    /// Centred on it (the ablation).
+    Centered,
+}
+
+/// TinFetch's switches and sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TinFetchConfig {
+    /// Prefix streams kept (default 32, the chapter's).
+    pub streams: usize,
+    /// Smallest stream history that triggers the network (default 4: "more than three").
+    pub min_suffixes: usize,
+    /// Readahead on contiguous accesses (default on).
+    pub readahead: bool,
+    /// The network on non-contiguous ones (default on).
+    pub network: bool,
+    /// Adaptive aggressiveness (default on; off = always 128 KB, never paused).
+    pub adaptive: bool,
+    /// Padding of short histories.
+    pub padding: Padding,
+    /// Placement of the prefetch around a prediction.
+    pub placement: Placement,
+    /// Separate streams by prefix (default on; off = one stream for the whole device, the
+    /// ablation of the disentanglement).
+    pub separate: bool,
+}
+
+impl Default for TinFetchConfig {
+    fn default() -> Self {
+        Self {
+            streams: 32,
+            min_suffixes: 4,
+            readahead: true,
+            network: true,
+            adaptive: true,
+            padding: Padding::RepeatOldest,
+            placement: Placement::Start,
+            separate: true,
+        }
+    }
+}
+
+impl TinFetchConfig {
+    /// Checks the sizes.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=1024).contains(&self.streams) {
+            return Err(crate::error::invalid(
+                "streams",
+                self.streams,
+                "must be in 1..=1024",
+            ));
+        }
+        if !(1..=HISTORY).contains(&self.min_suffixes) {
+            return Err(crate::error::invalid(
+                "min_suffixes",
+                self.min_suffixes,
+                "must be in 1..=10",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One prefix stream: its last suffixes (ring), where its last access ended, its last use.
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    prefix: u64,
+    suffixes: [u16; HISTORY],
+    len: usize,
+    head: usize,
+    last_end: u64,
+    used: u64,
+}
+
+impl Stream {
+    fn push(&mut self, s: u16) {
+        self.suffixes[self.head] = s;
+        self.head = (self.head + 1) % HISTORY;
+        self.len = (self.len + 1).min(HISTORY);
+    }
+
+    /// The history oldest first, padded to 10 (raw suffixes).
+    fn history(&self, padding: Padding, out: &mut [f32; HISTORY]) {
+        let missing = HISTORY - self.len;
+        let oldest = (self.head + HISTORY - self.len) % HISTORY;
+        let pad = match padding {
+            Padding::RepeatOldest if self.len > 0 => f32::from(self.suffixes[oldest]),
+            _ => 0.0,
+        };
+        for (i, x) in out.iter_mut().enumerate() {
+            *x = if i < missing {
+                pad
+            } else {
+                f32::from(self.suffixes[(oldest + i - missing) % HISTORY])
+            };
+        }
+    }
+}
+
+/// The prefix-stream table (shared by the prefetcher and the training-sample extractor).
+#[derive(Clone, Debug)]
+pub struct Streams {
+    v: Vec<Stream>,
+    cap: usize,
+    separate: bool,
+    tick: u64,
+}
+
+/// What the table says about one access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// Index of the access's stream in the table.
+    pub slot: usize,
+    /// The access continues its stream (starts where the last one ended).
+    pub contiguous: bool,
+    /// Suffixes in the stream after this access.
+    pub len: usize,
+    /// The prefix.
+    pub prefix: u64,
+}
+
+impl Streams {
+    /// A table of `cap` streams; `separate = false` keeps one stream for everything.
+    pub fn new(cap: usize, separate: bool) -> Self {
+        Self {
+            v: Vec::with_capacity(cap),
+            cap: cap.max(1),
+            separate,
+            tick: 0,
+        }
+    }
+
+    /// Records an access and reports on its stream.
+    pub fn observe(&mut self, offset: u64, end: u64) -> Observed {
+        self.tick += 1;
+        let prefix = if self.separate {
+            offset >> PREFIX_SHIFT
+        } else {
+            0
+        };
+        let suffix = ((offset >> SUFFIX_SHIFT) & u64::from(SUFFIXES - 1)) as u16;
+        let mut contiguous = false;
+        if self.separate && prefix > 0 {
+            if let Some(prev) = self.v.iter().find(|s| s.prefix == prefix - 1) {
+                contiguous = prev.last_end == offset;
+            }
+        }
+        let slot = match self.v.iter().position(|s| s.prefix == prefix) {
+            Some(i) => i,
+            None => {
+                let fresh = Stream {
+                    prefix,
+                    suffixes: [0; HISTORY],
+                    len: 0,
+                    head: 0,
+                    last_end: u64::MAX,
+                    used: 0,
+                };
+                if self.v.len() < self.cap {
+                    self.v.push(fresh);
+                    self.v.len() - 1
+                } else {
+                    let lru = (0..self.v.len())
+                        .min_by_key(|&i| self.v[i].used)
+                        .unwrap_or(0);
+                    self.v[lru] = fresh;
+                    lru
+                }
+            }
+        };
+        let s = &mut self.v[slot];
+        contiguous |= s.last_end == offset;
+        s.push(suffix);
+        s.last_end = end;
+        s.used = self.tick;
+        Observed {
+            slot,
+            contiguous,
+            len: s.len,
+            prefix,
+        }
+    }
+
+    /// The stream's last 10 suffixes, oldest first, padded ([`Streams::features`] turns them
+    /// into the network's inputs).
+    pub fn history(&self, slot: usize, padding: Padding, out: &mut [f32; HISTORY]) {
+        if let Some(s) = self.v.get(slot) {
+            s.history(padding, out);
+        }
+    }
+
+    /// The network inputs of the stream in `slot` (see [`inputs_of`]).
+    pub fn features(&self, slot: usize, padding: Padding, out: &mut [f32; HISTORY]) {
+        let mut h = [0f32; HISTORY];
+        self.history(slot, padding, &mut h);
+        inputs_of(&h, out);
+    }
+
+    /// The prefix of the stream in `slot`.
+    pub fn prefix(&self, slot: usize) -> Option<u64> {
+        self.v.get(slot).map(|s| s.prefix)
+    }
+}
+
+/// Reach of the relative inputs and of the predicted step, in suffix units (±1 MiB).
+pub const DELTA_RANGE: f32 = 1024.0;
+
+/// The network inputs of a padded history `h` (oldest first): the 9 older suffixes relative to
+/// the newest (`h[i] - h[9]`, scaled by the weight file over ±[`DELTA_RANGE`]) and the newest
+/// suffix itself (0..8192). Relative inputs make a pattern look the same wherever it sits in
+/// its 8 MiB prefix; the absolute one tells the network where the prefix's edges are.
+pub fn inputs_of(h: &[f32; HISTORY], out: &mut [f32; HISTORY]) {
+    let last = h[HISTORY - 1];
+    for i in 0..HISTORY - 1 {
+        out[i] = h[i] - last;
+    }
+    out[HISTORY - 1] = last;
+}
+
+/// Training samples: for every access the network would handle (not contiguous, history of at
+/// least `min_suffixes`), its 10 inputs and the next suffix its stream receives (samples whose
+/// stream is evicted before its next access are dropped). Returns `(inputs, targets)`, inputs
+/// row-major `n × 10` ([`inputs_of`]), targets the next suffix minus the newest (1 KiB units).
+pub fn training_samples(
+    offsets_sizes: &[(u64, u64)],
+    cfg: &TinFetchConfig,
+) -> (Vec<f32>, Vec<f32>) {
+    let mut t = Streams::new(cfg.streams, cfg.separate);
+    // Per slot: the pending sample's inputs and the prefix it belongs to.
+    let mut pending: Vec<Option<(u64, [f32; HISTORY])>> = vec![None; cfg.streams.max(1)];
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for &(off, size) in offsets_sizes {
+        let o = t.observe(off, off.saturating_add(size.max(1)));
+        if let Some(slot) = pending.get_mut(o.slot) {
+            if let Some((p, x)) = slot.take() {
+                if p == o.prefix {
+                    let next = ((off >> SUFFIX_SHIFT) & u64::from(SUFFIXES - 1)) as f32;
+                    ys.push(next - x[HISTORY - 1]);
+                    xs.extend_from_slice(&x);
+                }
+            }
+            if !o.contiguous && o.len >= cfg.min_suffixes {
+                let mut x = [0f32; HISTORY];
+                t.features(o.slot, cfg.padding, &mut x);
+                *slot = Some((o.prefix, x));
+            }
+        }
+    }
+    (xs, ys)
+}
+
+/// The TinFetch prefetcher.
+#[derive(Clone, Debug)]
+pub struct TinFetch {
+    cfg: TinFetchConfig,
+    model: Option<QuantizedMlp>,
+    streams: Streams,
+    degree: u64,
+    paused_until: u64,
+    pause_epochs: u64,
+    n: u64,
+    epoch_requested: u64,
+    epoch_hits: u64,
+    epoch_blocks: u64,
+    epoch_late: u64,
+    /// Network inferences run.
+    pub inferences: u64,
+    name: String,
+}
+
+impl TinFetch {
+    /// A prefetcher with `model` (a TinFetch weight file, kind 3); `None` only when the network
+    /// is switched off.
+    pub fn new(cfg: TinFetchConfig, model: Option<QuantizedMlp>) -> Result<Self> {
+        cfg.validate()?;
+        match &model {
+            Some(m) if m.kind() != InputKind::TinFetch => {
+                return Err(IoError::InvalidParameter {
+                    name: "model",
+                    value: format!("{:?}", m.kind()),
+                    reason: "not a TinFetch model (input kind 3)".into(),
+                })
+            }
+            None if cfg.network => {
+                return Err(crate::error::invalid(
+                    "model",
+                    "none",
+                    "the network is on but no model was given",
+                ))
+            }
+            _ => {}
+        }
+        Ok(Self {
+            streams: Streams::new(cfg.streams, cfg.separate),
+            cfg,
+            model,
+            degree: 1,
+            paused_until: 0,
+            pause_epochs: 0,
+            n: 0,
+            epoch_requested: 0,
+            epoch_hits: 0,
+            epoch_blocks: 0,
+            epoch_late: 0,
+            inferences: 0,
+            name: "tinfetch".into(),
+        })
+    }
+
+    /// The predicted next suffix (1 KiB units, 0..8192) for a stream's inputs
+    /// ([`inputs_of`]): the newest suffix plus the network's step (output × [`DELTA_RANGE`]).
+    pub fn predict(model: &QuantizedMlp, x: &[f32; HISTORY]) -> u32 {
+        let q = model.logit_q(x);
+        let step = q.saturating_mul(DELTA_RANGE as i64) / QUANT;
+        let last = x[HISTORY - 1].clamp(0.0, (SUFFIXES - 1) as f32) as i64;
+        last.saturating_add(step).clamp(0, i64::from(SUFFIXES - 1)) as u32
+    }
+
+    /// Renames the prefetcher (ablation variants report their own name).
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.to_string();
+        self
+    }
+
+    fn adapt(&mut self, a: &Access) {
+        self.epoch_requested += a.fetched_prev_blocks;
+        self.epoch_hits += a.hit_blocks;
+        self.epoch_blocks += a.blocks;
+        self.epoch_late += a.late_blocks;
+        if !self.n.is_multiple_of(EPOCH) {
+            return;
+        }
+        // Hits per fetched block: what the prefetches bought (a reused block counts every time
+        // it is hit, as the hit rate does). Halved every epoch, so the last few epochs count:
+        // feedback lags by the pending delay, which can exceed one epoch.
+        let yield_ = self.epoch_hits as f64 / self.epoch_requested.max(1) as f64;
+        if self.n >= self.paused_until && self.epoch_requested >= 32 && yield_ < PAUSE_YIELD {
+            self.pause_epochs = (self.pause_epochs * 2).clamp(PAUSE_EPOCHS, PAUSE_EPOCHS_MAX);
+            self.paused_until = self.n + self.pause_epochs * EPOCH;
+        } else if self.n >= self.paused_until && yield_ >= PAUSE_YIELD {
+            self.pause_epochs = 0;
+        }
+        let late = self.epoch_late as f64 / (self.epoch_late + self.epoch_hits).max(1) as f64;
+        if late >= GROW_LATE && yield_ >= GROW_YIELD {
+            self.degree = (self.degree * 2).min(DEGREE_MAX);
+        } else if late < SHRINK_LATE || yield_ < SHRINK_YIELD {
+            self.degree = 1;
+        }
+        self.epoch_late /= 2;
+        self.epoch_requested /= 2;
+        self.epoch_hits /= 2;
+        self.epoch_blocks /= 2;
+    }
+}
+
+impl Prefetcher for TinFetch {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn access(&mut self, a: &Access, out: &mut Vec<PrefetchRange>) {
+        self.n += 1;
+        if self.cfg.adaptive {
+            self.adapt(a);
+        }
+        let o = self.streams.observe(a.offset, a.end());
+        let len = PREFETCH_BYTES;
+        if o.contiguous {
+            if self.cfg.readahead {
+                out.push(PrefetchRange {
+                    offset: a.end(),
+                    len: len * self.degree,
+                });
+            }
+        } else if self.cfg.network
+            && o.len >= self.cfg.min_suffixes
+            && !(self.cfg.adaptive && self.n < self.paused_until)
+        {
+            if let Some(m) = &self.model {
+                let mut x = [0f32; HISTORY];
+                self.streams.features(o.slot, self.cfg.padding, &mut x);
+                self.inferences += 1;
+                let s = u64::from(Self::predict(m, &x));
+                let base = o.prefix << PREFIX_SHIFT;
+                let region_end = base + (1 << PREFIX_SHIFT);
+                let mut from = base + (s << SUFFIX_SHIFT);
+                if self.cfg.placement == Placement::Centered {
+                    from = from.saturating_sub(len / 2).max(base);
+                }
+                from -= from % BLOCK_BYTES;
+                let to = from.saturating_add(len).min(region_end);
+                if to > from {
+                    out.push(PrefetchRange {
+                        offset: from,
+                        len: to - from,
+                    });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaved_streams_are_separated_by_prefix() {
+        let mut t = Streams::new(32, true);
+        let a = 100u64 << PREFIX_SHIFT;
+        let b = 7u64 << PREFIX_SHIFT;
+        let mut last = None;
+        for i in 0..6u64 {
+            last = Some(t.observe(a + i * 8192, a + i * 8192 + 4096));
+            t.observe(b + i * 4096, b + i * 4096 + 4096);
+        }
+        let o = last.expect("test setup");
+        assert_eq!(o.prefix, 100);
+        assert_eq!(o.len, 6);
+        // Stream b is contiguous inside its own prefix despite the interleaving.
+        let ob = t.observe(b + 6 * 4096, b + 7 * 4096);
+        assert!(ob.contiguous);
+        let mut x = [0f32; HISTORY];
+        t.history(o.slot, Padding::RepeatOldest, &mut x);
+        assert_eq!(x[..4], [0.0; 4]);
+        assert_eq!(x[4..], [0.0, 8.0, 16.0, 24.0, 32.0, 40.0]);
+        t.features(o.slot, Padding::RepeatOldest, &mut x);
+        assert_eq!(x[4..], [-40.0, -32.0, -24.0, -16.0, -8.0, 40.0]);
+    }
+
+    #[test]
+    fn short_histories_repeat_the_oldest_suffix_or_zero() {
+        let mut t = Streams::new(4, true);
+        for s in [5u64, 9, 13, 17] {
+            t.observe(s << SUFFIX_SHIFT, (s << SUFFIX_SHIFT) + 1);
+        }
+        let mut x = [0f32; HISTORY];
+        t.history(0, Padding::RepeatOldest, &mut x);
+        assert_eq!(x, [5., 5., 5., 5., 5., 5., 5., 9., 13., 17.]);
+        t.history(0, Padding::Zero, &mut x);
+        assert_eq!(x, [0., 0., 0., 0., 0., 0., 5., 9., 13., 17.]);
+    }
+
+    #[test]
+    fn the_least_recently_used_prefix_is_evicted() {
+        let mut t = Streams::new(2, true);
+        t.observe(0, 1);
+        t.observe(1 << PREFIX_SHIFT, (1 << PREFIX_SHIFT) + 1);
+        t.observe(2, 3); // prefix 0 used again
+        let o = t.observe(2 << PREFIX_SHIFT, (2 << PREFIX_SHIFT) + 1);
+        assert_eq!(t.prefix(o.slot), Some(2));
+        assert_eq!(t.prefix(1 - o.slot), Some(0));
+    }
+
+    #[test]
+    fn samples_pair_inputs_with_the_streams_next_suffix() {
+        let acc: Vec<(u64, u64)> = (0..8u64).map(|i| ((i * 3) << SUFFIX_SHIFT, 1024)).collect();
+        let (x, y) = training_samples(&acc, &TinFetchConfig::default());
+        // The 4th to 7th accesses (history ≥ 4) make samples; the 8th has no successor.
+        assert_eq!(y, vec![3.0; 4]);
+        assert_eq!(x.len(), 4 * HISTORY);
+        assert_eq!(x[HISTORY - 1], 9.0);
+        assert_eq!(x[HISTORY - 2], -3.0);
+    }
+
+    fn model_file() -> crate::model::MlpFile {
+        let dims = [10u32, 128, 16, 1];
+        let mut rng = attune_workload::rng::Xoshiro256::new(5, 1);
+        let layers = dims
+            .windows(2)
+            .map(|w| {
+                let n = (w[0] * w[1]) as usize;
+                let ws = (0..n)
+                    .map(|_| (rng.next_f64() - 0.5) as f32 * 0.2)
+                    .collect();
+                (ws, vec![0.01; w[1] as usize])
+            })
+            .collect();
+        let mut lo = vec![-DELTA_RANGE; 10];
+        let mut hi = vec![DELTA_RANGE; 10];
+        lo[9] = 0.0;
+        hi[9] = SUFFIXES as f32;
+        crate::model::MlpFile {
+            kind: InputKind::TinFetch,
+            joint: 1,
+            dims: dims.to_vec(),
+            scale_min: lo,
+            scale_max: hi,
+            layers,
+            threshold: 0.5,
+        }
+    }
+
+    #[test]
+    fn a_weight_file_round_trips_and_predicts_inside_the_prefix() {
+        let f = model_file();
+        let b = f.encode();
+        assert_eq!(crate::model::MlpFile::decode(&b).expect("test setup"), f);
+        let m = QuantizedMlp::from_bytes(&b).expect("test setup");
+        for last in [0.0, 4000.0, 8191.0] {
+            let mut x = [0f32; HISTORY];
+            x[HISTORY - 1] = last;
+            assert!(TinFetch::predict(&m, &x) < SUFFIXES);
+        }
+    }
+
+    #[test]
+    fn every_flipped_byte_or_truncation_of_a_weight_file_is_an_error() {
+        let b = model_file().encode();
+        for i in 0..b.len() {
+            let mut d = b.clone();
+            d[i] ^= 0x5a;
+            assert!(QuantizedMlp::from_bytes(&d).is_err(), "flip at {i}");
+        }
+        for n in 0..b.len() {
+            assert!(
+                QuantizedMlp::from_bytes(&b[..n]).is_err(),
+                "truncated to {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_heimdall_model_is_refused_as_a_prefetch_model() {
+        let mut f = model_file();
+        f.kind = InputKind::Heimdall;
+        f.dims[0] = 11;
+        f.scale_min.push(0.0);
+        f.scale_max.push(1.0);
+        f.layers[0].0.extend(std::iter::repeat_n(0.0, 128));
+        let m = QuantizedMlp::new(&f).expect("test setup");
+        assert!(TinFetch::new(TinFetchConfig::default(), Some(m)).is_err());
+    }
+
+    #[test]
+    fn without_a_model_the_network_must_be_off() {
+        assert!(TinFetch::new(TinFetchConfig::default(), None).is_err());
+        let cfg = TinFetchConfig {
+            network: false,
+            ..TinFetchConfig::default()
+        };
+        let mut t = TinFetch::new(cfg, None).expect("test setup");
+        let mut out = Vec::new();
+        t.access(
+            &Access {
+                offset: 0,
+                size: 4096,
+                blocks: 1,
+                ..Access::default()
+            },
+            &mut out,
+        );
+        t.access(
+            &Access {
+                offset: 4096,
+                size: 4096,
+                blocks: 1,
+                ..Access::default()
+            },
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![PrefetchRange {
+                offset: 8192,
+                len: PREFETCH_BYTES
+            }]
+        );
+    }
+}
