@@ -7,9 +7,10 @@
 //! - `--sync` off (the default): every acknowledged write survives a *process* crash. Plush:
 //!   stores to shared mappings (page cache); RocksDB and Attune: WAL written, not synced; LMDB:
 //!   `MDB_NOSYNC`.
-//! - `--sync` on: every acknowledged write survives a power loss. Plush: an msync (or
-//!   clwb + sfence with `--backend clwb`) per log entry; RocksDB and Attune: WAL fsync per write;
-//!   LMDB: a synced commit per write.
+//! - `--sync` on: every acknowledged write survives a power loss. Plush: a `pwrite` +
+//!   `fdatasync` per log entry, concurrent threads' entries sharing one (group commit; or an
+//!   msync, or clwb + sfence, with `--backend msync|clwb`); RocksDB and Attune: WAL fsync per
+//!   write (their writers group too); LMDB: a synced commit per write.
 //!
 //! Plush's rows add its write amplification against the chapter's model 3·log_f(N)+1 and its
 //! DRAM use (anonymous resident memory of the process, sampled during the preload).
@@ -67,8 +68,8 @@ struct Args {
     /// Plush: persistent levels with a DRAM copy of their filters.
     #[arg(long, default_value_t = 2)]
     dram_filter_levels: usize,
-    /// Plush: msync or clwb.
-    #[arg(long, default_value = "msync")]
+    /// Plush: write (pwrite + group-committed fdatasync), msync or clwb.
+    #[arg(long, default_value = "write")]
     backend: String,
     /// LSM peers' block cache.
     #[arg(long, default_value = "64MiB")]
@@ -112,6 +113,8 @@ struct PlushRow {
     rss_anon_bytes: u64,
     dram_entries_log2: u32,
     migrations: Vec<u64>,
+    fences: u64,
+    log_syncs: u64,
 }
 
 /// A key of item `i`: a bijection of u64 (murmur3's finaliser), so hot items spread.
@@ -342,6 +345,8 @@ impl Ctx<'_> {
             rss_anon_bytes: rss_anon_bytes(),
             dram_entries_log2: s.dram_entries_log2,
             migrations: s.migrations,
+            fences: s.fences,
+            log_syncs: s.log_syncs,
         })
     }
 

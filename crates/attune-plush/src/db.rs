@@ -9,11 +9,11 @@ use crate::level::{
     collect_newest, level_file_bytes, level_file_name, search, DramLevel, Level, FORMAT_VERSION,
 };
 use crate::log::Partition;
-use crate::persist::{Backend, FileStorage, Region, Storage};
+use crate::persist::{Backend, FileStorage, Region, RegionKind, Storage};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 const MANIFEST: &str = "manifest.plush";
 const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"PLUSHDB\0");
@@ -48,7 +48,8 @@ pub struct Options {
     /// entry and per migration step). False: it survives a process crash (stores reach the
     /// page cache at once), not a power loss. Default true.
     pub sync: bool,
-    /// How barriers reach the file (`Msync` or `Clwb`). Default `Msync`.
+    /// How barriers reach the files (`Write`, `Msync` or `Clwb`). Default `Write`: log appends
+    /// are `pwrite` + group-committed `fdatasync` (see [`crate::persist`]).
     pub backend: Backend,
 }
 
@@ -64,7 +65,7 @@ impl Default for Options {
             dram_filter_levels: 2,
             levels_max: 8,
             sync: true,
-            backend: Backend::Msync,
+            backend: Backend::Write,
         }
     }
 }
@@ -145,6 +146,9 @@ pub struct Stats {
     pub level_blocks_flushed: Vec<u64>,
     pub log_lines_flushed: u64,
     pub fences: u64,
+    /// Barriers of the log that reached the device (`Write`/`Msync`): fewer than the log's
+    /// fences when concurrent upserts shared one (group commit).
+    pub log_syncs: u64,
     /// Media bytes written (flushed lines × 64) per byte of user records (16 per upsert).
     pub write_amplification: f64,
     /// The chapter's model for it: 3 · log_f(N / dram capacity… ) + 1 (see docs/plush.md).
@@ -176,6 +180,7 @@ pub struct Plush {
     levels: Box<[OnceLock<Level>]>,
     level_create: Mutex<()>,
     logs: Box<[Mutex<Partition>]>,
+    log_region: Option<Arc<Region>>,
     puts: AtomicU64,
     deletes: AtomicU64,
     gets: AtomicU64,
@@ -213,9 +218,8 @@ fn lock_dir(dir: &Path) -> Result<DirLock> {
     Ok(DirLock(f))
 }
 
-fn log_file_name(p: usize) -> String {
-    format!("log-{p:02}.plush")
-}
+/// The recovery log's file (every partition).
+pub const LOG_FILE: &str = "log.plush";
 
 impl Plush {
     /// Opens (or creates) the database in directory `path`, with files mapped by
@@ -261,7 +265,9 @@ impl Plush {
             (0..opts.levels_max).map(|_| OnceLock::new()).collect();
         for num in 1..=opts.levels_max {
             let name = level_file_name(num);
-            let Some(r) = storage.open_region(&name, level_file_bytes(geo, num), false)? else {
+            let Some(r) =
+                storage.open_region(&name, level_file_bytes(geo, num), false, RegionKind::Level)?
+            else {
                 break;
             };
             let level = Level::open(
@@ -279,6 +285,7 @@ impl Plush {
             levels,
             level_create: Mutex::new(()),
             logs: Box::new([]),
+            log_region: None,
             puts: AtomicU64::new(0),
             deletes: AtomicU64::new(0),
             gets: AtomicU64::new(0),
@@ -296,16 +303,14 @@ impl Plush {
     /// headers, so a recovery that crashes can simply run again.
     fn recover(&mut self) -> Result<()> {
         let parts = self.opts.log_partitions;
-        let bytes = self.opts.log_chunk_bytes * self.opts.log_chunks;
-        let mut regions = Vec::with_capacity(parts);
-        for p in 0..parts {
-            let name = log_file_name(p);
-            let r = self
-                .storage
-                .open_region(&name, bytes, true)?
-                .ok_or_else(|| Error::io("open", &name, std::io::ErrorKind::NotFound.into()))?;
-            regions.push(Region::new(&name, r));
-        }
+        let bytes = self.opts.log_chunk_bytes * self.opts.log_chunks * parts;
+        let r = self
+            .storage
+            .open_region(LOG_FILE, bytes, true, RegionKind::Log)?
+            .ok_or_else(|| Error::io("open", LOG_FILE, std::io::ErrorKind::NotFound.into()))?;
+        let log = Arc::new(Region::new(LOG_FILE, r));
+        self.log_region = Some(log.clone());
+        let regions: Vec<usize> = (0..parts).collect();
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(parts);
@@ -320,18 +325,16 @@ impl Plush {
         std::thread::scope(|s| {
             let mut handles = Vec::new();
             let mut rest = regions;
-            let mut first = 0;
             while !rest.is_empty() {
                 let take = per.min(rest.len());
-                let group: Vec<Region> = rest.drain(..take).collect();
-                let start = first;
-                first += take;
+                let group: Vec<usize> = rest.drain(..take).collect();
+                let log = log.clone();
                 handles.push(s.spawn(move || -> Result<Vec<(usize, Partition, u64)>> {
                     let mut out = Vec::new();
-                    for (i, region) in group.into_iter().enumerate() {
-                        let rec = Partition::recover(region, chunk_bytes, chunks, sync)?;
-                        let n = this.replay(&rec.entries, rec.partition.region.name())?;
-                        out.push((start + i, rec.partition, n));
+                    for p in group {
+                        let rec = Partition::recover(log.clone(), p, chunk_bytes, chunks, sync)?;
+                        let n = this.replay(&rec.entries, LOG_FILE)?;
+                        out.push((p, rec.partition, n));
                     }
                     Ok(out)
                 }));
@@ -503,7 +506,12 @@ impl Plush {
         let name = level_file_name(num);
         let r = self
             .storage
-            .open_region(&name, level_file_bytes(self.geo, num), true)?
+            .open_region(
+                &name,
+                level_file_bytes(self.geo, num),
+                true,
+                RegionKind::Level,
+            )?
             .ok_or_else(|| Error::io("create", &name, std::io::ErrorKind::NotFound.into()))?;
         let level = Level::open(
             Region::new(&name, r),
@@ -660,8 +668,11 @@ impl Plush {
             s.log_compactions_read += p.counters.compactions_read;
             s.log_compactions_skipped_read += p.counters.compactions_skipped_read;
             s.log_entries_copied += p.counters.entries_copied;
-            s.log_lines_flushed += p.region.lines_flushed.load(Ordering::Relaxed);
-            s.fences += p.region.fences.load(Ordering::Relaxed);
+        }
+        if let Some(r) = &self.log_region {
+            s.log_lines_flushed += r.lines_flushed.load(Ordering::Relaxed);
+            s.fences += r.fences.load(Ordering::Relaxed);
+            s.log_syncs = r.syncs();
         }
         let upserts = s.puts + s.deletes;
         if upserts > 0 {
@@ -758,13 +769,15 @@ pub fn write_amplification_model(geo: Geometry, records: u64) -> f64 {
 }
 
 fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<()> {
-    let existing = storage.open_region(MANIFEST, 4096, false)?;
+    let existing = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)?;
     let region = match existing {
         Some(r) => Region::new(MANIFEST, r),
         None if opts.create_if_missing => {
-            let r = storage.open_region(MANIFEST, 4096, true)?.ok_or_else(|| {
-                Error::io("create", MANIFEST, std::io::ErrorKind::NotFound.into())
-            })?;
+            let r = storage
+                .open_region(MANIFEST, 4096, true, RegionKind::Level)?
+                .ok_or_else(|| {
+                    Error::io("create", MANIFEST, std::io::ErrorKind::NotFound.into())
+                })?;
             Region::new(MANIFEST, r)
         }
         None => {

@@ -5,7 +5,7 @@
 //! a failure prints the seed that replays it.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_plush::{Options, Plush, SimStorage};
+use attune_plush::{Image, Options, Plush, SimModel, SimStorage};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -92,7 +92,18 @@ fn settle(
 }
 
 #[test]
-fn random_crashes_lose_and_resurrect_nothing() {
+fn random_crashes_lose_and_resurrect_nothing_mapped() {
+    random_crashes(SimModel::Mapped);
+}
+
+#[test]
+fn random_crashes_lose_and_resurrect_nothing_write_backend() {
+    random_crashes(SimModel::Write);
+}
+
+fn random_crashes(model: SimModel) {
+    let sim_from =
+        |image: Image, crash: u64, seed: u64| SimStorage::with_model(image, crash, seed, model);
     let cases = 1000u64;
     let (mut crashed, mut in_migration) = (0u64, 0u64);
     let (mut in_recovery, mut after_recovery) = (0u64, 0u64);
@@ -105,7 +116,7 @@ fn random_crashes_lose_and_resurrect_nothing() {
         for round in 0..2u64 {
             let ops = rng.gen_range(200..1200);
             let tag = seed * 8 + round * 4;
-            let sim = SimStorage::from_image(image, rng.gen_range(1..ops as u64), tag);
+            let sim = sim_from(image, rng.gen_range(1..ops as u64), tag);
             let (in_flight, migrated) =
                 match Plush::open_with(Box::new(sim.clone()), small_options()) {
                     Ok(db) => run_ops(&db, &sim, &mut rng, ops, &mut oracle),
@@ -125,7 +136,7 @@ fn random_crashes_lose_and_resurrect_nothing() {
             // operations on the recovered state, which test the rebuilt DRAM epochs).
             let mut in_flight = in_flight;
             if rng.gen_bool(0.5) {
-                let sim2 = SimStorage::from_image(image.clone(), rng.gen_range(1..40), tag + 1);
+                let sim2 = sim_from(image.clone(), rng.gen_range(1..40), tag + 1);
                 if let Ok(db2) = Plush::open_with(Box::new(sim2.clone()), small_options()) {
                     if sim2.crashed() {
                         in_recovery += 1;
@@ -138,7 +149,7 @@ fn random_crashes_lose_and_resurrect_nothing() {
                 }
                 image = sim2.crash_image().unwrap_or_else(|| sim2.image_now());
             }
-            let sim3 = SimStorage::from_image(image, 0, tag + 2);
+            let sim3 = sim_from(image, 0, tag + 2);
             let db = Plush::open_with(Box::new(sim3.clone()), small_options())
                 .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
             check(&db, &oracle, in_flight, seed);
@@ -148,7 +159,7 @@ fn random_crashes_lose_and_resurrect_nothing() {
         }
     }
     eprintln!(
-        "{cases} cases × 2 rounds: {crashed} crashed mid-run, {in_migration} inside a \
+        "{model:?}: {cases} cases × 2 rounds: {crashed} crashed mid-run, {in_migration} inside a \
          migration, {in_recovery} inside a recovery, {after_recovery} in the operations \
          right after one"
     );
@@ -195,7 +206,16 @@ fn many_records_spill_through_levels_and_survive_reopen() {
 /// every k, so that every step of every migration (data, meta, clear, at every depth), every log
 /// compaction and every chunk initialisation is a crash point once.
 #[test]
-fn a_crash_at_every_barrier_of_a_run_loses_nothing() {
+fn a_crash_at_every_barrier_of_a_run_loses_nothing_mapped() {
+    crash_at_every_barrier(SimModel::Mapped);
+}
+
+#[test]
+fn a_crash_at_every_barrier_of_a_run_loses_nothing_write_backend() {
+    crash_at_every_barrier(SimModel::Write);
+}
+
+fn crash_at_every_barrier(model: SimModel) {
     let ops = 1200;
     let total = {
         let sim = SimStorage::new(0, 0);
@@ -206,7 +226,7 @@ fn a_crash_at_every_barrier_of_a_run_loses_nothing() {
         sim.fences()
     };
     for k in 1..=total {
-        let sim = SimStorage::new(k, k);
+        let sim = SimStorage::with_model(Image::new(), k, k, model);
         let mut oracle = BTreeMap::new();
         let mut rng = ChaCha8Rng::seed_from_u64(99);
         let in_flight = match Plush::open_with(Box::new(sim.clone()), small_options()) {
@@ -216,11 +236,11 @@ fn a_crash_at_every_barrier_of_a_run_loses_nothing() {
         assert!(sim.crashed(), "barrier {k} of {total} was not reached");
         let image = sim.crash_image().unwrap();
         let db = Plush::open_with(
-            Box::new(SimStorage::from_image(image, 0, 0)),
+            Box::new(SimStorage::with_model(image, 0, 0, model)),
             small_options(),
         )
         .unwrap_or_else(|e| panic!("barrier {k}: recovery failed: {e}"));
         check(&db, &oracle, in_flight, k);
     }
-    eprintln!("{total} barriers, each a crash point once");
+    eprintln!("{model:?}: {total} barriers, each a crash point once");
 }
