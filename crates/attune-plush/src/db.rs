@@ -2,6 +2,10 @@
 //!
 //! Thread safety: `Plush` is `Send + Sync`; any number of threads may call any method. Upserts
 //! lock their DRAM entry (and, for the log append, their log partition); lookups take no lock.
+//! With background migration ([`Migration::Background`]) one migration thread empties DRAM
+//! entries that filled past three quarters, under the same entry lock an inline migration takes
+//! (the DRAM entry's lock covers its whole subtree in the persistent levels), so an upsert only
+//! migrates itself when it finds its entry entirely full.
 
 use crate::error::{Error, Result};
 use crate::layout::{filter_mask, hash_key, Geometry, EPOCH_MAX, SLOTS_PER_BUCKET, TOMBSTONE};
@@ -48,6 +52,10 @@ pub struct Options {
     /// entry and per migration step). False: it survives a process crash (stores reach the
     /// page cache at once), not a power loss. Default true.
     pub sync: bool,
+    /// Who migrates a full DRAM entry. Default `Background`: a migration thread, so that
+    /// upserts do not pay for migrations (the chapter's tail-latency weakness); `Inline`: the
+    /// upsert that finds its entry full (the chapter's design).
+    pub migration: Migration,
     /// How barriers reach the files (`Write`, `Msync` or `Clwb`). Default `Write`: log appends
     /// are `pwrite` + group-committed `fdatasync` (see [`crate::persist`]).
     pub backend: Backend,
@@ -66,9 +74,41 @@ impl Default for Options {
             levels_max: 8,
             sync: true,
             backend: Backend::Write,
+            migration: Migration::Background,
         }
     }
 }
+
+/// Who migrates DRAM entries (see [`Options::migration`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Migration {
+    /// The upsert that finds its DRAM entry full, before it appends.
+    Inline,
+    /// A migration thread, for entries filled past [`BACKGROUND_FILL`] of their capacity; an
+    /// upsert still migrates inline when its entry is full (the thread fell behind).
+    Background,
+    /// As `Background`, but queued entries are migrated only when the caller runs
+    /// [`Plush::migrate_queued`] (deterministic, for the crash simulator).
+    Manual,
+}
+
+impl Migration {
+    /// Parses `inline` or `background`.
+    pub fn parse(s: &str) -> Result<Migration> {
+        match s {
+            "inline" => Ok(Migration::Inline),
+            "background" => Ok(Migration::Background),
+            _ => Err(Error::InvalidArgument(format!(
+                "migration {s:?}: expected inline or background"
+            ))),
+        }
+    }
+}
+
+/// Fill (numerator over 4 of an entry's capacity) at which an entry is queued for the
+/// migration thread: three quarters leaves a quarter of the entry to absorb upserts while the
+/// thread catches up.
+pub const BACKGROUND_FILL: usize = 3;
 
 impl Options {
     fn geometry(&self) -> Geometry {
@@ -128,6 +168,9 @@ impl Options {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stats {
     pub puts: u64,
+    /// DRAM migrations done by the migration thread (or `migrate_queued`), and by upserts.
+    pub migrations_background: u64,
+    pub migrations_inline: u64,
     pub deletes: u64,
     pub gets: u64,
     /// Migrations out of each level (index 0: DRAM).
@@ -171,8 +214,27 @@ pub struct VerifyReport {
     pub log_entries: u64,
 }
 
-/// A Plush hash table.
+/// A Plush hash table: the engine plus, with background migration, its migration thread.
 pub struct Plush {
+    core: Arc<Core>,
+    migrator: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Entries queued for the migration thread (each at most once: bounded by the DRAM entries).
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    wake: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    entries: std::collections::VecDeque<usize>,
+    stop: bool,
+}
+
+/// The engine state shared with the migration thread.
+struct Core {
     storage: Box<dyn Storage>,
     opts: Options,
     geo: Geometry,
@@ -185,6 +247,11 @@ pub struct Plush {
     deletes: AtomicU64,
     gets: AtomicU64,
     migrations: Box<[AtomicU64]>,
+    migrations_background: AtomicU64,
+    migrations_inline: AtomicU64,
+    /// Per DRAM entry: queued for background migration and not yet taken.
+    queued: Box<[std::sync::atomic::AtomicBool]>,
+    queue: Queue,
     recovered: u64,
     _lock: Option<DirLock>,
 }
@@ -225,6 +292,148 @@ impl Plush {
     /// Opens (or creates) the database in directory `path`, with files mapped by
     /// `opts.backend`.
     pub fn open(path: &Path, opts: Options) -> Result<Plush> {
+        Ok(Plush::start(Core::open(path, opts)?))
+    }
+
+    /// Opens (or creates) the database on `storage` (the file back ends, or the crash
+    /// simulator).
+    pub fn open_with(storage: Box<dyn Storage>, opts: Options) -> Result<Plush> {
+        Ok(Plush::start(Core::open_with(storage, opts)?))
+    }
+
+    fn start(core: Core) -> Plush {
+        let core = Arc::new(core);
+        let migrator = (core.opts.migration == Migration::Background).then(|| {
+            let c = core.clone();
+            std::thread::Builder::new()
+                .name("plush-migrate".into())
+                .spawn(move || c.migration_thread())
+        });
+        // A thread that cannot be spawned leaves migration inline (upserts migrate full
+        // entries themselves).
+        let migrator = migrator.and_then(|r| r.ok());
+        Plush { core, migrator }
+    }
+
+    /// Inserts or overwrites `key`. `value` must not be `TOMBSTONE` (u64::MAX).
+    pub fn put(&self, key: u64, value: u64) -> Result<()> {
+        self.core.put(key, value)
+    }
+
+    /// Deletes `key` (writes a tombstone).
+    pub fn delete(&self, key: u64) -> Result<()> {
+        self.core.delete(key)
+    }
+
+    /// The value of `key`, or `None` when it is absent or deleted.
+    pub fn get(&self, key: u64) -> Option<u64> {
+        self.core.get(key)
+    }
+
+    /// Migrates every non-empty DRAM entry into level 1 (a checkpoint: the recovery log then
+    /// holds nothing live).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.core.checkpoint()
+    }
+
+    /// Migrates the entries queued for background migration, in this thread (with
+    /// [`Migration::Manual`]; with `Background` the thread does it). Returns how many.
+    pub fn migrate_queued(&self) -> Result<usize> {
+        let mut n = 0;
+        while let Some(d) = self.core.next_queued(false) {
+            n += self.core.migrate_queued_entry(d)? as usize;
+        }
+        Ok(n)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.core.stats()
+    }
+
+    /// Checks every level entry (size within capacity, every key placed where its hash says,
+    /// every key in its bucket's filter) and every log chunk; the first problem is an error.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.core.verify()
+    }
+
+    /// Where the database lives.
+    pub fn location(&self) -> PathBuf {
+        self.core.storage.location()
+    }
+
+    /// The effective options (geometry from the manifest).
+    pub fn options(&self) -> &Options {
+        &self.core.opts
+    }
+}
+
+impl Drop for Plush {
+    fn drop(&mut self) {
+        if let Some(h) = self.migrator.take() {
+            self.core.queue.state.lock().stop = true;
+            self.core.queue.wake.notify_all();
+            let _ = h.join();
+        }
+    }
+}
+
+impl Core {
+    /// The migration thread: takes queued DRAM entries until told to stop. Queued entries left
+    /// at the stop stay in the DRAM level (their records are in the recovery log).
+    fn migration_thread(&self) {
+        while let Some(d) = self.next_queued(true) {
+            // An error leaves the entry to its next upsert, which migrates inline and reports
+            // the error to its caller.
+            let _ = self.migrate_queued_entry(d);
+        }
+    }
+
+    /// The next queued entry; waits for one when `wait` (returns `None` at the stop).
+    fn next_queued(&self, wait: bool) -> Option<usize> {
+        let mut st = self.queue.state.lock();
+        loop {
+            if st.stop {
+                return None;
+            }
+            if let Some(d) = st.entries.pop_front() {
+                self.queued[d].store(false, Ordering::Release);
+                return Some(d);
+            }
+            if !wait {
+                return None;
+            }
+            self.queue.wake.wait(&mut st);
+        }
+    }
+
+    /// Migrates queued entry `d` if it is still filled past the mark (an inline migration may
+    /// have emptied it meanwhile). Returns whether it migrated.
+    fn migrate_queued_entry(&self, d: usize) -> Result<bool> {
+        let _guard = self.dram.locks[d].lock();
+        if self.dram.meta_of(d).1 < self.background_mark() {
+            return Ok(false);
+        }
+        self.migrate_dram(d)?;
+        self.migrations_background.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    fn background_mark(&self) -> usize {
+        (self.geo.entry_capacity() * BACKGROUND_FILL / 4).max(1)
+    }
+
+    /// Queues `d` for the migration thread unless it is queued already.
+    fn enqueue(&self, d: usize) {
+        if self.queued[d].swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.queue.state.lock().entries.push_back(d);
+        self.queue.wake.notify_one();
+    }
+
+    /// Opens (or creates) the database in directory `path`.
+    fn open(path: &Path, opts: Options) -> Result<Core> {
         opts.validate()?;
         if !path.exists() {
             if !opts.create_if_missing {
@@ -248,14 +457,12 @@ impl Plush {
         }
         let lock = lock_dir(path)?;
         let storage = FileStorage::new(path, opts.backend, opts.sync)?;
-        let mut db = Plush::open_with(Box::new(storage), opts)?;
+        let mut db = Core::open_with(Box::new(storage), opts)?;
         db._lock = Some(lock);
         Ok(db)
     }
 
-    /// Opens (or creates) the database on `storage` (the file back ends, or the crash
-    /// simulator).
-    pub fn open_with(storage: Box<dyn Storage>, mut opts: Options) -> Result<Plush> {
+    fn open_with(storage: Box<dyn Storage>, mut opts: Options) -> Result<Core> {
         opts.validate()?;
         read_or_write_manifest(storage.as_ref(), &mut opts)?;
         opts.validate()?;
@@ -278,7 +485,7 @@ impl Plush {
             )?;
             let _ = levels[num - 1].set(level);
         }
-        let mut db = Plush {
+        let mut db = Core {
             storage,
             geo,
             dram,
@@ -290,6 +497,12 @@ impl Plush {
             deletes: AtomicU64::new(0),
             gets: AtomicU64::new(0),
             migrations: (0..=opts.levels_max).map(|_| AtomicU64::new(0)).collect(),
+            migrations_background: AtomicU64::new(0),
+            migrations_inline: AtomicU64::new(0),
+            queued: (0..geo.entries(0))
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
+            queue: Queue::default(),
             recovered: 0,
             _lock: None,
             opts,
@@ -404,8 +617,7 @@ impl Plush {
         Ok(n)
     }
 
-    /// Inserts or overwrites `key`. `value` must not be `TOMBSTONE` (u64::MAX).
-    pub fn put(&self, key: u64, value: u64) -> Result<()> {
+    fn put(&self, key: u64, value: u64) -> Result<()> {
         if value == TOMBSTONE {
             return Err(Error::InvalidArgument(
                 "the value 0xffffffffffffffff is the tombstone marker; it cannot be stored".into(),
@@ -415,8 +627,7 @@ impl Plush {
         self.upsert(key, value)
     }
 
-    /// Deletes `key` (writes a tombstone).
-    pub fn delete(&self, key: u64) -> Result<()> {
+    fn delete(&self, key: u64) -> Result<()> {
         self.deletes.fetch_add(1, Ordering::Relaxed);
         self.upsert(key, TOMBSTONE)
     }
@@ -428,6 +639,7 @@ impl Plush {
         let (mut epoch, size) = self.dram.meta_of(d);
         if size >= self.geo.entry_capacity() {
             self.migrate_dram(d)?;
+            self.migrations_inline.fetch_add(1, Ordering::Relaxed);
             epoch += 1;
         }
         if epoch > EPOCH_MAX {
@@ -442,6 +654,10 @@ impl Plush {
             &|| self.partition_epoch_min(p),
         )?;
         self.dram.append(d, key, value, filter_mask(h), epoch);
+        if self.opts.migration != Migration::Inline && self.dram.meta_of(d).1 >= self.background_mark()
+        {
+            self.enqueue(d);
+        }
         Ok(())
     }
 
@@ -454,8 +670,7 @@ impl Plush {
             .unwrap_or(0)
     }
 
-    /// The value of `key`, or `None` when it is absent or deleted.
-    pub fn get(&self, key: u64) -> Option<u64> {
+    fn get(&self, key: u64) -> Option<u64> {
         self.gets.fetch_add(1, Ordering::Relaxed);
         let h = hash_key(key);
         let mask = filter_mask(h);
@@ -623,9 +838,7 @@ impl Plush {
         Ok(())
     }
 
-    /// Migrates every non-empty DRAM entry into level 1 (a checkpoint: the recovery log then
-    /// holds nothing live).
-    pub fn checkpoint(&self) -> Result<()> {
+    fn checkpoint(&self) -> Result<()> {
         for d in 0..self.geo.entries(0) {
             let _g = self.dram.locks[d].lock();
             if self.dram.meta_of(d).1 > 0 {
@@ -635,10 +848,11 @@ impl Plush {
         Ok(())
     }
 
-    /// A snapshot of the counters.
-    pub fn stats(&self) -> Stats {
+    fn stats(&self) -> Stats {
         let mut s = Stats {
             puts: self.puts.load(Ordering::Relaxed),
+            migrations_background: self.migrations_background.load(Ordering::Relaxed),
+            migrations_inline: self.migrations_inline.load(Ordering::Relaxed),
             deletes: self.deletes.load(Ordering::Relaxed),
             gets: self.gets.load(Ordering::Relaxed),
             migrations: self
@@ -686,9 +900,7 @@ impl Plush {
         s
     }
 
-    /// Checks every level entry (size within capacity, every key placed where its hash says,
-    /// every key in its bucket's filter) and every log chunk; the first problem is an error.
-    pub fn verify(&self) -> Result<VerifyReport> {
+    fn verify(&self) -> Result<VerifyReport> {
         let mut rep = VerifyReport::default();
         let cap = self.geo.entry_capacity();
         for level in self.levels.iter().filter_map(|l| l.get()) {
@@ -742,16 +954,6 @@ impl Plush {
             rep.log_entries += n as u64;
         }
         Ok(rep)
-    }
-
-    /// Where the database lives.
-    pub fn location(&self) -> PathBuf {
-        self.storage.location()
-    }
-
-    /// The effective options (geometry from the manifest).
-    pub fn options(&self) -> &Options {
-        &self.opts
     }
 }
 

@@ -2,16 +2,20 @@
 //! cut at a random persistence barrier (inside an insert, a log compaction, a migration at any
 //! depth, or a recovery), the unfenced words torn at random, then recovered and checked key by
 //! key: no acknowledged record lost, no deleted or overwritten one back. Every case is seeded;
-//! a failure prints the seed that replays it.
+//! a failure prints the seed that replays it. Each scenario runs with inline migration on the
+//! mapped model and with queued (background) migration on the `Write` back end's model; the
+//! queue is drained by the test thread at random points (`Migration::Manual`), so a crash can
+//! cut a background migration at any barrier and the run still replays from its seed.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_plush::{Image, Options, Plush, SimModel, SimStorage};
+use attune_plush::{Image, Migration, Options, Plush, SimModel, SimStorage};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 
 fn small_options() -> Options {
     Options {
+        migration: Migration::Inline,
         dram_entries_log2: 2,
         fanout_log2: 2,
         log_partitions: 2,
@@ -34,9 +38,17 @@ fn run_ops(
     ops: usize,
     oracle: &mut BTreeMap<u64, Option<u64>>,
 ) -> (Option<(u64, Option<u64>)>, bool) {
+    let manual = db.options().migration == Migration::Manual;
     for _ in 0..ops {
         if sim.crashed() {
             return (None, false);
+        }
+        if manual && rng.gen_bool(0.1) {
+            let r = db.migrate_queued();
+            if sim.crashed() {
+                return (None, true);
+            }
+            r.unwrap_or_else(|e| panic!("background migration failed without a crash: {e}"));
         }
         let key = rng.gen_range(0..KEYS);
         let new = if rng.gen_bool(0.15) {
@@ -92,16 +104,20 @@ fn settle(
 }
 
 #[test]
-fn random_crashes_lose_and_resurrect_nothing_mapped() {
-    random_crashes(SimModel::Mapped);
+fn random_crashes_lose_and_resurrect_nothing_mapped_inline() {
+    random_crashes(SimModel::Mapped, Migration::Inline);
 }
 
 #[test]
-fn random_crashes_lose_and_resurrect_nothing_write_backend() {
-    random_crashes(SimModel::Write);
+fn random_crashes_lose_and_resurrect_nothing_write_backend_background() {
+    random_crashes(SimModel::Write, Migration::Manual);
 }
 
-fn random_crashes(model: SimModel) {
+fn random_crashes(model: SimModel, migration: Migration) {
+    let small_options = || Options {
+        migration,
+        ..small_options()
+    };
     let sim_from =
         |image: Image, crash: u64, seed: u64| SimStorage::with_model(image, crash, seed, model);
     let cases = 1000u64;
@@ -159,7 +175,7 @@ fn random_crashes(model: SimModel) {
         }
     }
     eprintln!(
-        "{model:?}: {cases} cases × 2 rounds: {crashed} crashed mid-run, {in_migration} inside a \
+        "{model:?}, {migration:?}: {cases} cases × 2 rounds: {crashed} crashed mid-run, {in_migration} inside a \
          migration, {in_recovery} inside a recovery, {after_recovery} in the operations \
          right after one"
     );
@@ -206,16 +222,20 @@ fn many_records_spill_through_levels_and_survive_reopen() {
 /// every k, so that every step of every migration (data, meta, clear, at every depth), every log
 /// compaction and every chunk initialisation is a crash point once.
 #[test]
-fn a_crash_at_every_barrier_of_a_run_loses_nothing_mapped() {
-    crash_at_every_barrier(SimModel::Mapped);
+fn a_crash_at_every_barrier_of_a_run_loses_nothing_mapped_inline() {
+    crash_at_every_barrier(SimModel::Mapped, Migration::Inline);
 }
 
 #[test]
-fn a_crash_at_every_barrier_of_a_run_loses_nothing_write_backend() {
-    crash_at_every_barrier(SimModel::Write);
+fn a_crash_at_every_barrier_of_a_run_loses_nothing_write_backend_background() {
+    crash_at_every_barrier(SimModel::Write, Migration::Manual);
 }
 
-fn crash_at_every_barrier(model: SimModel) {
+fn crash_at_every_barrier(model: SimModel, migration: Migration) {
+    let small_options = || Options {
+        migration,
+        ..small_options()
+    };
     let ops = 1200;
     let total = {
         let sim = SimStorage::new(0, 0);
@@ -223,6 +243,13 @@ fn crash_at_every_barrier(model: SimModel) {
         let mut rng = ChaCha8Rng::seed_from_u64(99);
         run_ops(&db, &sim, &mut rng, ops, &mut BTreeMap::new());
         assert!(db.stats().levels >= 2, "the run must reach level 2");
+        if migration == Migration::Manual {
+            let s = db.stats();
+            assert!(
+                s.migrations_background > 0 && s.migrations_background > s.migrations_inline,
+                "most migrations must come from the queue: {s:?}"
+            );
+        }
         sim.fences()
     };
     for k in 1..=total {
@@ -242,5 +269,5 @@ fn crash_at_every_barrier(model: SimModel) {
         .unwrap_or_else(|e| panic!("barrier {k}: recovery failed: {e}"));
         check(&db, &oracle, in_flight, k);
     }
-    eprintln!("{model:?}: {total} barriers, each a crash point once");
+    eprintln!("{model:?}, {migration:?}: {total} barriers, each a crash point once");
 }

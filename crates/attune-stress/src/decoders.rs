@@ -428,6 +428,7 @@ fn plush_options() -> attune_plush::Options {
         log_chunks: 4,
         dram_filter_levels: 1,
         levels_max: 4,
+        migration: attune_plush::Migration::Inline,
         ..attune_plush::Options::default()
     }
 }
