@@ -40,6 +40,24 @@ def test_put_get_delete_survive_close_and_reopen(tmp_path):
         assert r["records"] > 0 and r["levels"] >= 1
 
 
+@pytest.mark.parametrize("migration", ["inline", "background"])
+def test_durable_writes_through_the_write_backend_and_either_migration(tmp_path, migration):
+    p = tmp_path / "h"
+    opts = {**SMALL, "sync": True, "backend": "write", "migration": migration}
+    with attune.HashDB(p, **opts) as db:
+        for k in range(6_000):
+            db.put(k, k + 1)
+        s = db.stats()
+        assert s["migrations_background"] + s["migrations_inline"] > 0
+        if migration == "inline":
+            assert s["migrations_background"] == 0
+        assert s["log_syncs"] <= s["fences"]
+    with attune.HashDB(p, **opts) as db:
+        assert all(db.get_int(k) == k + 1 for k in range(0, 6_000, 7))
+    with pytest.raises(attune.InvalidArgumentError, match="migration"):
+        attune.HashDB(tmp_path / "z", migration="sometimes")
+
+
 def test_close_is_idempotent_and_later_calls_raise_closed_error(tmp_path):
     db = _open(tmp_path / "h")
     db.close()
