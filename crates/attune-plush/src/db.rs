@@ -654,7 +654,8 @@ impl Core {
             &|| self.partition_epoch_min(p),
         )?;
         self.dram.append(d, key, value, filter_mask(h), epoch);
-        if self.opts.migration != Migration::Inline && self.dram.meta_of(d).1 >= self.background_mark()
+        if self.opts.migration != Migration::Inline
+            && self.dram.meta_of(d).1 >= self.background_mark()
         {
             self.enqueue(d);
         }
