@@ -325,13 +325,16 @@ impl Partition {
         Ok(())
     }
 
-    fn write_entry(&mut self, e: &LogEntry) {
+    /// Stores `e` at the tail; flushes it when `flush` (compaction flushes its copies at once).
+    fn write_entry(&mut self, e: &LogEntry, flush: bool) {
         let gen = self.chunks[self.current].gen;
         let base = self.entry_word(self.current, self.tail);
         for (i, w) in encode_entry(e, gen).iter().enumerate() {
             self.region.word(base + i).store(*w, Ordering::Release);
         }
-        self.region.flush_words(base, ENTRY_WORDS);
+        if flush {
+            self.region.flush_words(base, ENTRY_WORDS);
+        }
         let c = &mut self.chunks[self.current];
         c.epoch_max = c.epoch_max.max(e.epoch);
         self.tail += 1;
@@ -361,7 +364,7 @@ impl Partition {
             seq: self.next_seq,
         };
         self.next_seq += 1;
-        self.write_entry(&e);
+        self.write_entry(&e, true);
         if self.sync {
             self.region.fence()?;
         }
@@ -411,9 +414,11 @@ impl Partition {
             self.init_chunk(spare)?;
             self.current = spare;
             self.tail = 0;
+            let first = self.entry_word(self.current, 0);
             for e in &live {
-                self.write_entry(e);
+                self.write_entry(e, false);
             }
+            self.region.flush_words(first, live.len() * ENTRY_WORDS);
             self.counters.entries_copied += live.len() as u64;
             if !live.is_empty() {
                 self.region.fence()?;

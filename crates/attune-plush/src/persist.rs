@@ -6,11 +6,10 @@
 //! every line flushed before it is durable). The back ends implement [`Persist`]:
 //!
 //! - [`Backend::Write`] (the default): the recovery log is a `MAP_PRIVATE` mapping of its file,
-//!   so stores stay in process memory; `flush` records the byte range, and `fence` writes the
-//!   ranges into the file with `pwrite` and makes them durable with one `fdatasync`. Fences
-//!   from concurrent threads form a group: one thread (the leader) writes everyone's ranges and
-//!   issues the `fdatasync` for the whole group, the others wait for it (group commit, like a
-//!   WAL's). No page faults on the append path, no write-protect faults after a write-back. The
+//!   so stores stay in process memory; `flush` writes the byte range into the file with
+//!   `pwrite` (each thread its own, in parallel), and `fence` makes it durable with an
+//!   `fdatasync`. Fences from concurrent threads form a group: one thread (the leader) issues
+//!   the `fdatasync` for the whole group, the others wait for it (group commit, like a WAL's). No page faults on the append path, no write-protect faults after a write-back. The
 //!   level files are mapped shared and synced like `Msync` (a barrier there is per migration,
 //!   not per upsert).
 //! - [`Backend::Msync`]: a `MAP_SHARED` mapping of an ordinary file. `flush` records the dirty
@@ -417,8 +416,7 @@ struct FileRegion {
 impl FileRegion {
     /// The leader's work for the msync and pwrite back ends.
     fn sync_ranges(&self, ranges: &[(usize, usize)]) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        if ranges.is_empty() {
+        if ranges.is_empty() && self.how != How::Pwrite {
             return Ok(());
         }
         match self.how {
@@ -435,18 +433,8 @@ impl FileRegion {
                 }
                 Ok(())
             }
-            How::Pwrite => {
-                for &(lo, hi) in ranges {
-                    let hi = hi.min(self.map.len);
-                    // SAFETY: [lo, hi) lies inside the mapping; the bytes were stored (as
-                    // atomic words) and flushed before the fence that queued them, and no
-                    // thread stores to a flushed range before its fence returns.
-                    let bytes =
-                        unsafe { std::slice::from_raw_parts(self.map.ptr.add(lo), hi - lo) };
-                    self.file.write_all_at(bytes, lo as u64)?;
-                }
-                self.file.sync_data()
-            }
+            // The ranges were written by `flush`; one fdatasync covers the whole group's.
+            How::Pwrite => self.file.sync_data(),
             How::Clwb => Ok(()),
         }
     }
@@ -462,7 +450,18 @@ impl Persist for FileRegion {
             return;
         }
         match self.how {
-            How::Msync | How::Pwrite => self.group.flush(off, len),
+            How::Msync => self.group.flush(off, len),
+            How::Pwrite => {
+                use std::os::unix::fs::FileExt;
+                let hi = (off + len).min(self.map.len);
+                // SAFETY: [off, hi) lies inside the mapping; the caller stored these words
+                // (atomically) before the flush and stores no more to them before its fence.
+                let bytes = unsafe { std::slice::from_raw_parts(self.map.ptr.add(off), hi - off) };
+                if let Err(e) = self.file.write_all_at(bytes, off as u64) {
+                    // The next fence reports it (and every later one: the region is poisoned).
+                    self.group.state.lock().failed = Some(format!("pwrite: {e}"));
+                }
+            }
             How::Clwb => {
                 let end = (off + len).min(self.map.len);
                 let mut line = off / LINE_BYTES * LINE_BYTES;
