@@ -39,7 +39,7 @@ def _options(pairs: list[str] | None) -> dict[str, object]:
             raise attune.InvalidArgumentError(f"unknown option {k!r}; known: {known}")
         if v.lower() in ("true", "false"):
             out[k] = v.lower() == "true"
-        elif k == "backend":
+        elif k in ("backend", "migration"):
             out[k] = v
         else:
             out[k] = _word(v)

@@ -7,9 +7,10 @@
 //! - `--sync` off (the default): every acknowledged write survives a *process* crash. Plush:
 //!   stores to shared mappings (page cache); RocksDB and Attune: WAL written, not synced; LMDB:
 //!   `MDB_NOSYNC`.
-//! - `--sync` on: every acknowledged write survives a power loss. Plush: an msync (or
-//!   clwb + sfence with `--backend clwb`) per log entry; RocksDB and Attune: WAL fsync per write;
-//!   LMDB: a synced commit per write.
+//! - `--sync` on: every acknowledged write survives a power loss. Plush: a `pwrite` +
+//!   `fdatasync` per log entry, concurrent threads' entries sharing one (group commit; or an
+//!   msync, or clwb + sfence, with `--backend msync|clwb`); RocksDB and Attune: WAL fsync per
+//!   write (their writers group too); LMDB: a synced commit per write.
 //!
 //! Plush's rows add its write amplification against the chapter's model 3·log_f(N)+1 and its
 //! DRAM use (anonymous resident memory of the process, sampled during the preload).
@@ -20,7 +21,7 @@
 use crate::engine::{find, Engine, Session};
 use crate::options::{parse_count, parse_size, Settings};
 use crate::output::{Fail, Sink};
-use attune_plush::{Backend, Options, Plush};
+use attune_plush::{Backend, Migration, Options, Plush};
 use attune_workload::{RequestDist, Sampler};
 use clap::Parser;
 use serde::Serialize;
@@ -36,8 +37,8 @@ use std::time::Instant;
 )]
 struct Args {
     /// Engines in order: plush, attune, rocksdb, lmdb (a missing peer library is skipped);
-    /// `plush:dram_filter_levels=0` (also `dram_entries_log2`, `log_partitions`, `backend`)
-    /// runs a Plush variant under that name.
+    /// `plush:dram_filter_levels=0` (also `dram_entries_log2`, `log_partitions`, `backend`,
+    /// `migration=inline|background`) runs a Plush variant under that name.
     #[arg(long, default_value = "plush,attune,rocksdb,lmdb")]
     engines: String,
     /// Records loaded before the phases (e.g. 2M).
@@ -67,8 +68,8 @@ struct Args {
     /// Plush: persistent levels with a DRAM copy of their filters.
     #[arg(long, default_value_t = 2)]
     dram_filter_levels: usize,
-    /// Plush: msync or clwb.
-    #[arg(long, default_value = "msync")]
+    /// Plush: write (pwrite + group-committed fdatasync), msync or clwb.
+    #[arg(long, default_value = "write")]
     backend: String,
     /// LSM peers' block cache.
     #[arg(long, default_value = "64MiB")]
@@ -81,6 +82,12 @@ struct Args {
     dir: Option<PathBuf>,
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Run the timed phases this many times, engines interleaved (reports use the median).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Time every insert and report latency percentiles (p50, p99, p99.9, max) per phase.
+    #[arg(long)]
+    latency: bool,
 }
 
 #[derive(Serialize)]
@@ -100,18 +107,49 @@ struct Row<'a> {
     durability: &'static str,
     found: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
+    latency_us: Option<Latency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     plush: Option<PlushRow>,
+}
+
+/// Insert latency percentiles of one phase, merged over its threads, in microseconds.
+#[derive(Serialize, Clone, Copy)]
+struct Latency {
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    max: f64,
+}
+
+impl Latency {
+    fn of(mut ns: Vec<u64>) -> Option<Latency> {
+        if ns.is_empty() {
+            return None;
+        }
+        ns.sort_unstable();
+        let at = |q: f64| ns[((ns.len() as f64 * q) as usize).min(ns.len() - 1)] as f64 / 1e3;
+        Some(Latency {
+            p50: at(0.5),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: at(1.0),
+        })
+    }
 }
 
 #[derive(Serialize, Clone)]
 struct PlushRow {
     levels: usize,
+    migrations_background: u64,
+    migrations_inline: u64,
     write_amplification: f64,
     write_amplification_model: f64,
     dram_bytes_reserved: u64,
     rss_anon_bytes: u64,
     dram_entries_log2: u32,
     migrations: Vec<u64>,
+    fences: u64,
+    log_syncs: u64,
 }
 
 /// A key of item `i`: a bijection of u64 (murmur3's finaliser), so hot items spread.
@@ -180,7 +218,7 @@ fn rss_anon_bytes() -> u64 {
 }
 
 /// Applies `plush:key=value;key=value` (keys `dram_filter_levels`, `dram_entries_log2`,
-/// `log_partitions`, `backend`) to `opts`: ablations run as their own engine entries.
+/// `log_partitions`, `backend`, `migration`) to `opts`: ablations run as their own engine entries.
 fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
     let Some((_, pairs)) = entry.split_once(':') else {
         return Ok(());
@@ -198,10 +236,11 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
             "dram_entries_log2" => opts.dram_entries_log2 = num()? as u32,
             "log_partitions" => opts.log_partitions = num()?,
             "backend" => opts.backend = Backend::parse(v).map_err(|e| e.to_string())?,
+            "migration" => opts.migration = Migration::parse(v).map_err(|e| e.to_string())?,
             _ => {
                 return Err(format!(
                     "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
-                     log_partitions, backend)"
+                     log_partitions, backend, migration)"
                 ))
             }
         }
@@ -261,6 +300,9 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     } else {
         "process-crash"
     };
+    // Every engine is opened and preloaded first; the timed phases then run engine after
+    // engine, `--repeat` times, so that a disturbance of the machine hits all of them alike.
+    let mut targets: Vec<(&str, Target, PathBuf)> = Vec::new();
     for engine in args.engines.split(',').map(str::trim) {
         let dir = base.join(engine.replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
         let _ = std::fs::remove_dir_all(&dir);
@@ -289,24 +331,37 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                 Target::Peer((kind.open)(&dir, &settings).map_err(|e| e.to_string())?)
             }
         };
-        let ctx = Ctx {
-            engine,
-            durability,
-            sink,
-            target: &target,
-        };
-        let mut n = ctx.preload(preload)?;
+        targets.push((engine, target, dir));
+    }
+    let ctx = |i: usize| Ctx {
+        engine: targets[i].0,
+        durability,
+        sink,
+        target: &targets[i].1,
+        latency: args.latency,
+    };
+    let mut records = Vec::with_capacity(targets.len());
+    for i in 0..targets.len() {
+        records.push(ctx(i).preload(preload)?);
+    }
+    for _ in 0..args.repeat.max(1) {
         for &t in &threads {
             if workloads.contains(&"insert") {
-                ctx.phase("insert", "-", t, n, ops, None)?;
-                n += ops * t as u64;
+                for (i, n) in records.iter_mut().enumerate() {
+                    ctx(i).phase("insert", "-", t, *n, ops, None)?;
+                    *n += ops * t as u64;
+                }
             }
             for (dname, dist) in &dists {
                 for w in workloads.iter().filter(|w| **w != "insert") {
-                    ctx.phase(w, dname, t, n, ops, Some((dist, args.seed)))?;
+                    for (i, n) in records.iter().enumerate() {
+                        ctx(i).phase(w, dname, t, *n, ops, Some((dist, args.seed)))?;
+                    }
                 }
             }
         }
+    }
+    for (_, target, dir) in targets {
         match target {
             Target::Plush(p) => drop(p),
             Target::Peer(e) => e.close().map_err(|e| e.to_string())?,
@@ -326,6 +381,7 @@ struct Ctx<'a> {
     durability: &'static str,
     sink: &'a Sink,
     target: &'a Target,
+    latency: bool,
 }
 
 impl Ctx<'_> {
@@ -336,12 +392,16 @@ impl Ctx<'_> {
         let s = p.stats();
         Some(PlushRow {
             levels: s.levels,
+            migrations_background: s.migrations_background,
+            migrations_inline: s.migrations_inline,
             write_amplification: s.write_amplification,
             write_amplification_model: s.write_amplification_model,
             dram_bytes_reserved: s.dram_bytes,
             rss_anon_bytes: rss_anon_bytes(),
             dram_entries_log2: s.dram_entries_log2,
             migrations: s.migrations,
+            fences: s.fences,
+            log_syncs: s.log_syncs,
         })
     }
 
@@ -356,18 +416,23 @@ impl Ctx<'_> {
         seconds: f64,
         cpu: f64,
         found: u64,
+        latency_us: Option<Latency>,
     ) -> Result<(), Fail> {
         let ops_per_sec = operations as f64 / seconds;
         if self.sink.human() {
+            let tail = latency_us.map_or(String::new(), |l| {
+                format!(" p99.9 {:.0} us max {:.0} us", l.p999, l.max)
+            });
             println!(
-                "{:8} {:8} {:14} threads={} records={:<9} {:>10.0} ops/s ({:.0} per thread)",
+                "{:8} {:8} {:14} threads={} records={:<9} {:>10.0} ops/s ({:.0} per thread){}",
                 self.engine,
                 workload,
                 dist,
                 threads,
                 records,
                 ops_per_sec,
-                ops_per_sec / threads as f64
+                ops_per_sec / threads as f64,
+                tail
             );
         }
         self.sink.row(&Row {
@@ -385,6 +450,7 @@ impl Ctx<'_> {
             ops_per_cpu_sec: operations as f64 / cpu.max(1e-9),
             durability: self.durability,
             found,
+            latency_us,
             plush: self.plush_row(),
         })?;
         Ok(())
@@ -398,7 +464,7 @@ impl Ctx<'_> {
         for i in 0..n {
             h.put(key_of(i), i)?;
             if matches!(self.target, Target::Plush(_)) && (i + 1) % step == 0 {
-                self.emit("dram", "-", 1, i + 1, 0, 1.0, 1.0, 0)?;
+                self.emit("dram", "-", 1, i + 1, 0, 1.0, 1.0, 0, None)?;
             }
         }
         self.emit(
@@ -410,6 +476,7 @@ impl Ctx<'_> {
             t0.elapsed().as_secs_f64(),
             cpu_seconds() - c0,
             0,
+            None,
         )?;
         Ok(n)
     }
@@ -425,13 +492,24 @@ impl Ctx<'_> {
         dist: Option<(&RequestDist, u64)>,
     ) -> Result<(), Fail> {
         let (t0, c0) = (Instant::now(), cpu_seconds());
-        let results: Vec<Result<u64, String>> = std::thread::scope(|s| {
+        let timed = self.latency && dist.is_none();
+        let results: Vec<Result<(u64, Vec<u64>), String>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..threads)
                 .map(|t| {
-                    s.spawn(move || -> Result<u64, String> {
+                    s.spawn(move || -> Result<(u64, Vec<u64>), String> {
                         let mut h = self.target.handle()?;
                         let mut found = 0;
+                        let mut lat = Vec::new();
                         match dist {
+                            None if timed => {
+                                lat.reserve(ops as usize);
+                                let first = records + t as u64 * ops;
+                                for i in first..first + ops {
+                                    let t0 = Instant::now();
+                                    h.put(key_of(i), i)?;
+                                    lat.push(t0.elapsed().as_nanos() as u64);
+                                }
+                            }
                             None => {
                                 let first = records + t as u64 * ops;
                                 for i in first..first + ops {
@@ -456,7 +534,7 @@ impl Ctx<'_> {
                                 }
                             }
                         }
-                        Ok(found)
+                        Ok((found, lat))
                     })
                 })
                 .collect();
@@ -469,8 +547,11 @@ impl Ctx<'_> {
         });
         let seconds = t0.elapsed().as_secs_f64();
         let mut found = 0;
+        let mut lat = Vec::new();
         for r in results {
-            found += r?;
+            let (f, l) = r?;
+            found += f;
+            lat.extend(l);
         }
         self.emit(
             workload,
@@ -481,6 +562,7 @@ impl Ctx<'_> {
             seconds,
             cpu_seconds() - c0,
             found,
+            Latency::of(lat),
         )
     }
 }

@@ -2,6 +2,10 @@
 //!
 //! Thread safety: `Plush` is `Send + Sync`; any number of threads may call any method. Upserts
 //! lock their DRAM entry (and, for the log append, their log partition); lookups take no lock.
+//! With background migration ([`Migration::Background`]) one migration thread empties DRAM
+//! entries that filled past three quarters, under the same entry lock an inline migration takes
+//! (the DRAM entry's lock covers its whole subtree in the persistent levels), so an upsert only
+//! migrates itself when it finds its entry entirely full.
 
 use crate::error::{Error, Result};
 use crate::layout::{filter_mask, hash_key, Geometry, EPOCH_MAX, SLOTS_PER_BUCKET, TOMBSTONE};
@@ -9,11 +13,11 @@ use crate::level::{
     collect_newest, level_file_bytes, level_file_name, search, DramLevel, Level, FORMAT_VERSION,
 };
 use crate::log::Partition;
-use crate::persist::{Backend, FileStorage, Region, Storage};
+use crate::persist::{Backend, FileStorage, Region, RegionKind, Storage};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 const MANIFEST: &str = "manifest.plush";
 const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"PLUSHDB\0");
@@ -48,7 +52,12 @@ pub struct Options {
     /// entry and per migration step). False: it survives a process crash (stores reach the
     /// page cache at once), not a power loss. Default true.
     pub sync: bool,
-    /// How barriers reach the file (`Msync` or `Clwb`). Default `Msync`.
+    /// Who migrates a full DRAM entry. Default `Background`: a migration thread, so that
+    /// upserts do not pay for migrations (the chapter's tail-latency weakness); `Inline`: the
+    /// upsert that finds its entry full (the chapter's design).
+    pub migration: Migration,
+    /// How barriers reach the files (`Write`, `Msync` or `Clwb`). Default `Write`: log appends
+    /// are `pwrite` + group-committed `fdatasync` (see [`crate::persist`]).
     pub backend: Backend,
 }
 
@@ -64,10 +73,42 @@ impl Default for Options {
             dram_filter_levels: 2,
             levels_max: 8,
             sync: true,
-            backend: Backend::Msync,
+            backend: Backend::Write,
+            migration: Migration::Background,
         }
     }
 }
+
+/// Who migrates DRAM entries (see [`Options::migration`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Migration {
+    /// The upsert that finds its DRAM entry full, before it appends.
+    Inline,
+    /// A migration thread, for entries filled past [`BACKGROUND_FILL`] of their capacity; an
+    /// upsert still migrates inline when its entry is full (the thread fell behind).
+    Background,
+    /// As `Background`, but queued entries are migrated only when the caller runs
+    /// [`Plush::migrate_queued`] (deterministic, for the crash simulator).
+    Manual,
+}
+
+impl Migration {
+    /// Parses `inline` or `background`.
+    pub fn parse(s: &str) -> Result<Migration> {
+        match s {
+            "inline" => Ok(Migration::Inline),
+            "background" => Ok(Migration::Background),
+            _ => Err(Error::InvalidArgument(format!(
+                "migration {s:?}: expected inline or background"
+            ))),
+        }
+    }
+}
+
+/// Fill (numerator over 4 of an entry's capacity) at which an entry is queued for the
+/// migration thread: three quarters leaves a quarter of the entry to absorb upserts while the
+/// thread catches up.
+pub const BACKGROUND_FILL: usize = 3;
 
 impl Options {
     fn geometry(&self) -> Geometry {
@@ -127,6 +168,9 @@ impl Options {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stats {
     pub puts: u64,
+    /// DRAM migrations done by the migration thread (or `migrate_queued`), and by upserts.
+    pub migrations_background: u64,
+    pub migrations_inline: u64,
     pub deletes: u64,
     pub gets: u64,
     /// Migrations out of each level (index 0: DRAM).
@@ -145,6 +189,9 @@ pub struct Stats {
     pub level_blocks_flushed: Vec<u64>,
     pub log_lines_flushed: u64,
     pub fences: u64,
+    /// Barriers of the log that reached the device (`Write`/`Msync`): fewer than the log's
+    /// fences when concurrent upserts shared one (group commit).
+    pub log_syncs: u64,
     /// Media bytes written (flushed lines × 64) per byte of user records (16 per upsert).
     pub write_amplification: f64,
     /// The chapter's model for it: 3 · log_f(N / dram capacity… ) + 1 (see docs/plush.md).
@@ -167,8 +214,27 @@ pub struct VerifyReport {
     pub log_entries: u64,
 }
 
-/// A Plush hash table.
+/// A Plush hash table: the engine plus, with background migration, its migration thread.
 pub struct Plush {
+    core: Arc<Core>,
+    migrator: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Entries queued for the migration thread (each at most once: bounded by the DRAM entries).
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    wake: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    entries: std::collections::VecDeque<usize>,
+    stop: bool,
+}
+
+/// The engine state shared with the migration thread.
+struct Core {
     storage: Box<dyn Storage>,
     opts: Options,
     geo: Geometry,
@@ -176,10 +242,16 @@ pub struct Plush {
     levels: Box<[OnceLock<Level>]>,
     level_create: Mutex<()>,
     logs: Box<[Mutex<Partition>]>,
+    log_region: Option<Arc<Region>>,
     puts: AtomicU64,
     deletes: AtomicU64,
     gets: AtomicU64,
     migrations: Box<[AtomicU64]>,
+    migrations_background: AtomicU64,
+    migrations_inline: AtomicU64,
+    /// Per DRAM entry: queued for background migration and not yet taken.
+    queued: Box<[std::sync::atomic::AtomicBool]>,
+    queue: Queue,
     recovered: u64,
     _lock: Option<DirLock>,
 }
@@ -213,14 +285,155 @@ fn lock_dir(dir: &Path) -> Result<DirLock> {
     Ok(DirLock(f))
 }
 
-fn log_file_name(p: usize) -> String {
-    format!("log-{p:02}.plush")
-}
+/// The recovery log's file (every partition).
+pub const LOG_FILE: &str = "log.plush";
 
 impl Plush {
     /// Opens (or creates) the database in directory `path`, with files mapped by
     /// `opts.backend`.
     pub fn open(path: &Path, opts: Options) -> Result<Plush> {
+        Ok(Plush::start(Core::open(path, opts)?))
+    }
+
+    /// Opens (or creates) the database on `storage` (the file back ends, or the crash
+    /// simulator).
+    pub fn open_with(storage: Box<dyn Storage>, opts: Options) -> Result<Plush> {
+        Ok(Plush::start(Core::open_with(storage, opts)?))
+    }
+
+    fn start(core: Core) -> Plush {
+        let core = Arc::new(core);
+        let migrator = (core.opts.migration == Migration::Background).then(|| {
+            let c = core.clone();
+            std::thread::Builder::new()
+                .name("plush-migrate".into())
+                .spawn(move || c.migration_thread())
+        });
+        // A thread that cannot be spawned leaves migration inline (upserts migrate full
+        // entries themselves).
+        let migrator = migrator.and_then(|r| r.ok());
+        Plush { core, migrator }
+    }
+
+    /// Inserts or overwrites `key`. `value` must not be `TOMBSTONE` (u64::MAX).
+    pub fn put(&self, key: u64, value: u64) -> Result<()> {
+        self.core.put(key, value)
+    }
+
+    /// Deletes `key` (writes a tombstone).
+    pub fn delete(&self, key: u64) -> Result<()> {
+        self.core.delete(key)
+    }
+
+    /// The value of `key`, or `None` when it is absent or deleted.
+    pub fn get(&self, key: u64) -> Option<u64> {
+        self.core.get(key)
+    }
+
+    /// Migrates every non-empty DRAM entry into level 1 (a checkpoint: the recovery log then
+    /// holds nothing live).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.core.checkpoint()
+    }
+
+    /// Migrates the entries queued for background migration, in this thread (with
+    /// [`Migration::Manual`]; with `Background` the thread does it). Returns how many.
+    pub fn migrate_queued(&self) -> Result<usize> {
+        let mut n = 0;
+        while let Some(d) = self.core.next_queued(false) {
+            n += self.core.migrate_queued_entry(d)? as usize;
+        }
+        Ok(n)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.core.stats()
+    }
+
+    /// Checks every level entry (size within capacity, every key placed where its hash says,
+    /// every key in its bucket's filter) and every log chunk; the first problem is an error.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.core.verify()
+    }
+
+    /// Where the database lives.
+    pub fn location(&self) -> PathBuf {
+        self.core.storage.location()
+    }
+
+    /// The effective options (geometry from the manifest).
+    pub fn options(&self) -> &Options {
+        &self.core.opts
+    }
+}
+
+impl Drop for Plush {
+    fn drop(&mut self) {
+        if let Some(h) = self.migrator.take() {
+            self.core.queue.state.lock().stop = true;
+            self.core.queue.wake.notify_all();
+            let _ = h.join();
+        }
+    }
+}
+
+impl Core {
+    /// The migration thread: takes queued DRAM entries until told to stop. Queued entries left
+    /// at the stop stay in the DRAM level (their records are in the recovery log).
+    fn migration_thread(&self) {
+        while let Some(d) = self.next_queued(true) {
+            // An error leaves the entry to its next upsert, which migrates inline and reports
+            // the error to its caller.
+            let _ = self.migrate_queued_entry(d);
+        }
+    }
+
+    /// The next queued entry; waits for one when `wait` (returns `None` at the stop).
+    fn next_queued(&self, wait: bool) -> Option<usize> {
+        let mut st = self.queue.state.lock();
+        loop {
+            if st.stop {
+                return None;
+            }
+            if let Some(d) = st.entries.pop_front() {
+                self.queued[d].store(false, Ordering::Release);
+                return Some(d);
+            }
+            if !wait {
+                return None;
+            }
+            self.queue.wake.wait(&mut st);
+        }
+    }
+
+    /// Migrates queued entry `d` if it is still filled past the mark (an inline migration may
+    /// have emptied it meanwhile). Returns whether it migrated.
+    fn migrate_queued_entry(&self, d: usize) -> Result<bool> {
+        let _guard = self.dram.locks[d].lock();
+        if self.dram.meta_of(d).1 < self.background_mark() {
+            return Ok(false);
+        }
+        self.migrate_dram(d)?;
+        self.migrations_background.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    fn background_mark(&self) -> usize {
+        (self.geo.entry_capacity() * BACKGROUND_FILL / 4).max(1)
+    }
+
+    /// Queues `d` for the migration thread unless it is queued already.
+    fn enqueue(&self, d: usize) {
+        if self.queued[d].swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.queue.state.lock().entries.push_back(d);
+        self.queue.wake.notify_one();
+    }
+
+    /// Opens (or creates) the database in directory `path`.
+    fn open(path: &Path, opts: Options) -> Result<Core> {
         opts.validate()?;
         if !path.exists() {
             if !opts.create_if_missing {
@@ -244,14 +457,12 @@ impl Plush {
         }
         let lock = lock_dir(path)?;
         let storage = FileStorage::new(path, opts.backend, opts.sync)?;
-        let mut db = Plush::open_with(Box::new(storage), opts)?;
+        let mut db = Core::open_with(Box::new(storage), opts)?;
         db._lock = Some(lock);
         Ok(db)
     }
 
-    /// Opens (or creates) the database on `storage` (the file back ends, or the crash
-    /// simulator).
-    pub fn open_with(storage: Box<dyn Storage>, mut opts: Options) -> Result<Plush> {
+    fn open_with(storage: Box<dyn Storage>, mut opts: Options) -> Result<Core> {
         opts.validate()?;
         read_or_write_manifest(storage.as_ref(), &mut opts)?;
         opts.validate()?;
@@ -261,7 +472,9 @@ impl Plush {
             (0..opts.levels_max).map(|_| OnceLock::new()).collect();
         for num in 1..=opts.levels_max {
             let name = level_file_name(num);
-            let Some(r) = storage.open_region(&name, level_file_bytes(geo, num), false)? else {
+            let Some(r) =
+                storage.open_region(&name, level_file_bytes(geo, num), false, RegionKind::Level)?
+            else {
                 break;
             };
             let level = Level::open(
@@ -272,17 +485,24 @@ impl Plush {
             )?;
             let _ = levels[num - 1].set(level);
         }
-        let mut db = Plush {
+        let mut db = Core {
             storage,
             geo,
             dram,
             levels,
             level_create: Mutex::new(()),
             logs: Box::new([]),
+            log_region: None,
             puts: AtomicU64::new(0),
             deletes: AtomicU64::new(0),
             gets: AtomicU64::new(0),
             migrations: (0..=opts.levels_max).map(|_| AtomicU64::new(0)).collect(),
+            migrations_background: AtomicU64::new(0),
+            migrations_inline: AtomicU64::new(0),
+            queued: (0..geo.entries(0))
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
+            queue: Queue::default(),
             recovered: 0,
             _lock: None,
             opts,
@@ -296,16 +516,14 @@ impl Plush {
     /// headers, so a recovery that crashes can simply run again.
     fn recover(&mut self) -> Result<()> {
         let parts = self.opts.log_partitions;
-        let bytes = self.opts.log_chunk_bytes * self.opts.log_chunks;
-        let mut regions = Vec::with_capacity(parts);
-        for p in 0..parts {
-            let name = log_file_name(p);
-            let r = self
-                .storage
-                .open_region(&name, bytes, true)?
-                .ok_or_else(|| Error::io("open", &name, std::io::ErrorKind::NotFound.into()))?;
-            regions.push(Region::new(&name, r));
-        }
+        let bytes = self.opts.log_chunk_bytes * self.opts.log_chunks * parts;
+        let r = self
+            .storage
+            .open_region(LOG_FILE, bytes, true, RegionKind::Log)?
+            .ok_or_else(|| Error::io("open", LOG_FILE, std::io::ErrorKind::NotFound.into()))?;
+        let log = Arc::new(Region::new(LOG_FILE, r));
+        self.log_region = Some(log.clone());
+        let regions: Vec<usize> = (0..parts).collect();
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(parts);
@@ -320,18 +538,16 @@ impl Plush {
         std::thread::scope(|s| {
             let mut handles = Vec::new();
             let mut rest = regions;
-            let mut first = 0;
             while !rest.is_empty() {
                 let take = per.min(rest.len());
-                let group: Vec<Region> = rest.drain(..take).collect();
-                let start = first;
-                first += take;
+                let group: Vec<usize> = rest.drain(..take).collect();
+                let log = log.clone();
                 handles.push(s.spawn(move || -> Result<Vec<(usize, Partition, u64)>> {
                     let mut out = Vec::new();
-                    for (i, region) in group.into_iter().enumerate() {
-                        let rec = Partition::recover(region, chunk_bytes, chunks, sync)?;
-                        let n = this.replay(&rec.entries, rec.partition.region.name())?;
-                        out.push((start + i, rec.partition, n));
+                    for p in group {
+                        let rec = Partition::recover(log.clone(), p, chunk_bytes, chunks, sync)?;
+                        let n = this.replay(&rec.entries, LOG_FILE)?;
+                        out.push((p, rec.partition, n));
                     }
                     Ok(out)
                 }));
@@ -401,8 +617,7 @@ impl Plush {
         Ok(n)
     }
 
-    /// Inserts or overwrites `key`. `value` must not be `TOMBSTONE` (u64::MAX).
-    pub fn put(&self, key: u64, value: u64) -> Result<()> {
+    fn put(&self, key: u64, value: u64) -> Result<()> {
         if value == TOMBSTONE {
             return Err(Error::InvalidArgument(
                 "the value 0xffffffffffffffff is the tombstone marker; it cannot be stored".into(),
@@ -412,8 +627,7 @@ impl Plush {
         self.upsert(key, value)
     }
 
-    /// Deletes `key` (writes a tombstone).
-    pub fn delete(&self, key: u64) -> Result<()> {
+    fn delete(&self, key: u64) -> Result<()> {
         self.deletes.fetch_add(1, Ordering::Relaxed);
         self.upsert(key, TOMBSTONE)
     }
@@ -425,6 +639,7 @@ impl Plush {
         let (mut epoch, size) = self.dram.meta_of(d);
         if size >= self.geo.entry_capacity() {
             self.migrate_dram(d)?;
+            self.migrations_inline.fetch_add(1, Ordering::Relaxed);
             epoch += 1;
         }
         if epoch > EPOCH_MAX {
@@ -439,6 +654,11 @@ impl Plush {
             &|| self.partition_epoch_min(p),
         )?;
         self.dram.append(d, key, value, filter_mask(h), epoch);
+        if self.opts.migration != Migration::Inline
+            && self.dram.meta_of(d).1 >= self.background_mark()
+        {
+            self.enqueue(d);
+        }
         Ok(())
     }
 
@@ -451,8 +671,7 @@ impl Plush {
             .unwrap_or(0)
     }
 
-    /// The value of `key`, or `None` when it is absent or deleted.
-    pub fn get(&self, key: u64) -> Option<u64> {
+    fn get(&self, key: u64) -> Option<u64> {
         self.gets.fetch_add(1, Ordering::Relaxed);
         let h = hash_key(key);
         let mask = filter_mask(h);
@@ -503,7 +722,12 @@ impl Plush {
         let name = level_file_name(num);
         let r = self
             .storage
-            .open_region(&name, level_file_bytes(self.geo, num), true)?
+            .open_region(
+                &name,
+                level_file_bytes(self.geo, num),
+                true,
+                RegionKind::Level,
+            )?
             .ok_or_else(|| Error::io("create", &name, std::io::ErrorKind::NotFound.into()))?;
         let level = Level::open(
             Region::new(&name, r),
@@ -615,9 +839,7 @@ impl Plush {
         Ok(())
     }
 
-    /// Migrates every non-empty DRAM entry into level 1 (a checkpoint: the recovery log then
-    /// holds nothing live).
-    pub fn checkpoint(&self) -> Result<()> {
+    fn checkpoint(&self) -> Result<()> {
         for d in 0..self.geo.entries(0) {
             let _g = self.dram.locks[d].lock();
             if self.dram.meta_of(d).1 > 0 {
@@ -627,10 +849,11 @@ impl Plush {
         Ok(())
     }
 
-    /// A snapshot of the counters.
-    pub fn stats(&self) -> Stats {
+    fn stats(&self) -> Stats {
         let mut s = Stats {
             puts: self.puts.load(Ordering::Relaxed),
+            migrations_background: self.migrations_background.load(Ordering::Relaxed),
+            migrations_inline: self.migrations_inline.load(Ordering::Relaxed),
             deletes: self.deletes.load(Ordering::Relaxed),
             gets: self.gets.load(Ordering::Relaxed),
             migrations: self
@@ -660,8 +883,11 @@ impl Plush {
             s.log_compactions_read += p.counters.compactions_read;
             s.log_compactions_skipped_read += p.counters.compactions_skipped_read;
             s.log_entries_copied += p.counters.entries_copied;
-            s.log_lines_flushed += p.region.lines_flushed.load(Ordering::Relaxed);
-            s.fences += p.region.fences.load(Ordering::Relaxed);
+        }
+        if let Some(r) = &self.log_region {
+            s.log_lines_flushed += r.lines_flushed.load(Ordering::Relaxed);
+            s.fences += r.fences.load(Ordering::Relaxed);
+            s.log_syncs = r.syncs();
         }
         let upserts = s.puts + s.deletes;
         if upserts > 0 {
@@ -675,9 +901,7 @@ impl Plush {
         s
     }
 
-    /// Checks every level entry (size within capacity, every key placed where its hash says,
-    /// every key in its bucket's filter) and every log chunk; the first problem is an error.
-    pub fn verify(&self) -> Result<VerifyReport> {
+    fn verify(&self) -> Result<VerifyReport> {
         let mut rep = VerifyReport::default();
         let cap = self.geo.entry_capacity();
         for level in self.levels.iter().filter_map(|l| l.get()) {
@@ -732,16 +956,6 @@ impl Plush {
         }
         Ok(rep)
     }
-
-    /// Where the database lives.
-    pub fn location(&self) -> PathBuf {
-        self.storage.location()
-    }
-
-    /// The effective options (geometry from the manifest).
-    pub fn options(&self) -> &Options {
-        &self.opts
-    }
 }
 
 /// The chapter's write-amplification model, 3 · log_f(N) + 1, with N counted in units of the
@@ -758,13 +972,15 @@ pub fn write_amplification_model(geo: Geometry, records: u64) -> f64 {
 }
 
 fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<()> {
-    let existing = storage.open_region(MANIFEST, 4096, false)?;
+    let existing = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)?;
     let region = match existing {
         Some(r) => Region::new(MANIFEST, r),
         None if opts.create_if_missing => {
-            let r = storage.open_region(MANIFEST, 4096, true)?.ok_or_else(|| {
-                Error::io("create", MANIFEST, std::io::ErrorKind::NotFound.into())
-            })?;
+            let r = storage
+                .open_region(MANIFEST, 4096, true, RegionKind::Level)?
+                .ok_or_else(|| {
+                    Error::io("create", MANIFEST, std::io::ErrorKind::NotFound.into())
+                })?;
             Region::new(MANIFEST, r)
         }
         None => {

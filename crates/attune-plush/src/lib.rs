@@ -32,7 +32,7 @@ pub mod level;
 pub mod log;
 pub mod persist;
 
-pub use db::{write_amplification_model, Options, Plush, Stats, VerifyReport};
+pub use db::{write_amplification_model, Migration, Options, Plush, Stats, VerifyReport};
 pub use error::{Error, Result};
 pub use layout::TOMBSTONE;
-pub use persist::{Backend, Image, SimStorage, Storage};
+pub use persist::{Backend, Image, RegionKind, SimModel, SimStorage, Storage};

@@ -1,5 +1,7 @@
-//! The recovery log: per partition (keys hash to one of `log_partitions`), a file of fixed-size
-//! chunks, each a 64-byte header and then 32-byte RAWL entries. Format: `docs/formats/plush.md`.
+//! The recovery log: one file, `log_partitions` partitions side by side (keys hash to one),
+//! each a run of fixed-size chunks, each a 64-byte header and then 32-byte RAWL entries.
+//! Format: `docs/formats/plush.md`. One file, so that the barriers of concurrent appends to
+//! different partitions can share one `fdatasync` (group commit, see [`crate::persist`]).
 //!
 //! Every upsert appends one entry (key, value, the DRAM entry's epoch, a per-partition sequence
 //! number) before it touches the DRAM level, and acknowledges after one persistence barrier. An
@@ -23,6 +25,7 @@
 use crate::error::{Error, Result};
 use crate::persist::Region;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Bytes of a chunk header.
 pub const CHUNK_HEADER_BYTES: usize = 64;
@@ -171,9 +174,12 @@ pub struct LogCounters {
     pub entries_copied: u64,
 }
 
-/// One recovery-log partition (one file).
+/// One recovery-log partition (a slice of the log file).
 pub struct Partition {
-    pub(crate) region: Region,
+    pub(crate) region: Arc<Region>,
+    /// Partition number and its first word in the file.
+    index: usize,
+    base: usize,
     chunk_words: usize,
     chunks: Vec<Chunk>,
     current: usize,
@@ -197,11 +203,11 @@ impl Partition {
     }
 
     fn entry_word(&self, chunk: usize, slot: usize) -> usize {
-        chunk * self.chunk_words + CHUNK_HEADER_BYTES / 8 + slot * ENTRY_WORDS
+        self.base + chunk * self.chunk_words + CHUNK_HEADER_BYTES / 8 + slot * ENTRY_WORDS
     }
 
-    fn read_header(region: &Region, chunk: usize, chunk_words: usize) -> Option<u64> {
-        let base = chunk * chunk_words;
+    fn read_header(&self, chunk: usize) -> Option<u64> {
+        let (region, base) = (&self.region, self.base + chunk * self.chunk_words);
         let mut w = [0u64; 8];
         for (i, x) in w.iter_mut().enumerate() {
             *x = region.word(base + i).load(Ordering::Acquire);
@@ -218,10 +224,11 @@ impl Partition {
         decode_entry(w, gen)
     }
 
-    /// Opens a partition: reads every chunk, returns the valid entries. A partition with no
-    /// chunk in use gets its first chunk initialised.
+    /// Opens partition `index` of the log file `region`: reads every chunk, returns the valid
+    /// entries. A partition with no chunk in use gets its first chunk initialised.
     pub fn recover(
-        region: Region,
+        region: Arc<Region>,
+        index: usize,
         chunk_bytes: usize,
         chunks: usize,
         sync: bool,
@@ -229,6 +236,8 @@ impl Partition {
         let chunk_words = chunk_bytes / 8;
         let mut p = Partition {
             region,
+            index,
+            base: index * chunks * chunk_words,
             chunk_words,
             chunks: vec![
                 Chunk {
@@ -248,7 +257,7 @@ impl Partition {
         let mut entries = Vec::new();
         let mut newest: Option<(u64, usize, usize)> = None; // (gen, chunk, valid entries)
         for c in 0..chunks {
-            let Some(gen) = Self::read_header(&p.region, c, chunk_words) else {
+            let Some(gen) = p.read_header(c) else {
                 continue;
             };
             let mut n = 0;
@@ -290,7 +299,7 @@ impl Partition {
     fn init_chunk(&mut self, c: usize) -> Result<()> {
         let gen = self.next_gen;
         self.next_gen += 1;
-        let base = c * self.chunk_words;
+        let base = self.base + c * self.chunk_words;
         let words = [CHUNK_MAGIC, gen, header_check(gen), 0, 0, 0, 0, 0];
         for (i, w) in words.iter().enumerate() {
             self.region.word(base + i).store(*w, Ordering::Release);
@@ -302,12 +311,13 @@ impl Partition {
     }
 
     fn clear_chunk(&mut self, c: usize) -> Result<()> {
-        let base = c * self.chunk_words;
+        let base = self.base + c * self.chunk_words;
         for i in 0..8 {
             self.region.word(base + i).store(0, Ordering::Release);
         }
         self.region.flush_words(base, 8);
         self.region.fence()?;
+        self.region.discard_words(base, self.chunk_words);
         self.chunks[c] = Chunk {
             gen: 0,
             epoch_max: 0,
@@ -315,13 +325,16 @@ impl Partition {
         Ok(())
     }
 
-    fn write_entry(&mut self, e: &LogEntry) {
+    /// Stores `e` at the tail; flushes it when `flush` (compaction flushes its copies at once).
+    fn write_entry(&mut self, e: &LogEntry, flush: bool) {
         let gen = self.chunks[self.current].gen;
         let base = self.entry_word(self.current, self.tail);
         for (i, w) in encode_entry(e, gen).iter().enumerate() {
             self.region.word(base + i).store(*w, Ordering::Release);
         }
-        self.region.flush_words(base, ENTRY_WORDS);
+        if flush {
+            self.region.flush_words(base, ENTRY_WORDS);
+        }
         let c = &mut self.chunks[self.current];
         c.epoch_max = c.epoch_max.max(e.epoch);
         self.tail += 1;
@@ -339,6 +352,9 @@ impl Partition {
         partition_epoch_min: &dyn Fn() -> u64,
     ) -> Result<()> {
         if self.tail == self.entries_per_chunk() {
+            // The full chunk is durable (its last append fenced) and only read from now on.
+            let full = self.base + self.current * self.chunk_words;
+            self.region.discard_words(full, self.chunk_words);
             self.advance(dram_epoch, partition_epoch_min)?;
         }
         let e = LogEntry {
@@ -348,7 +364,7 @@ impl Partition {
             seq: self.next_seq,
         };
         self.next_seq += 1;
-        self.write_entry(&e);
+        self.write_entry(&e, true);
         if self.sync {
             self.region.fence()?;
         }
@@ -398,9 +414,11 @@ impl Partition {
             self.init_chunk(spare)?;
             self.current = spare;
             self.tail = 0;
+            let first = self.entry_word(self.current, 0);
             for e in &live {
-                self.write_entry(e);
+                self.write_entry(e, false);
             }
+            self.region.flush_words(first, live.len() * ENTRY_WORDS);
             self.counters.entries_copied += live.len() as u64;
             if !live.is_empty() {
                 self.region.fence()?;
@@ -411,9 +429,10 @@ impl Partition {
             }
         }
         Err(Error::Full(format!(
-            "recovery log {} has no room: every chunk holds records the DRAM level has not \
-             migrated (raise log_chunks or log_chunk_bytes)",
-            self.region.name()
+            "recovery log {} partition {} has no room: every chunk holds records the DRAM \
+             level has not migrated (raise log_chunks or log_chunk_bytes)",
+            self.region.name(),
+            self.index
         )))
     }
 

@@ -3,12 +3,19 @@
 //! Plush addresses each persistent file (one per level, one per recovery-log partition) as a
 //! region of 8-byte atomic words. It stores with ordinary atomic stores, then asks the back end
 //! to `flush` the cache lines it wrote and to `fence` (a persistence barrier: after it returns,
-//! every line flushed before it is durable). Three back ends implement [`Persist`]:
+//! every line flushed before it is durable). The back ends implement [`Persist`]:
 //!
+//! - [`Backend::Write`] (the default): the recovery log is a `MAP_PRIVATE` mapping of its file,
+//!   so stores stay in process memory; `flush` writes the byte range into the file with
+//!   `pwrite` (each thread its own, in parallel), and `fence` makes it durable with an
+//!   `fdatasync`. Fences from concurrent threads form a group: one thread (the leader) issues
+//!   the `fdatasync` for the whole group, the others wait for it (group commit, like a WAL's). No page faults on the append path, no write-protect faults after a write-back. The
+//!   level files are mapped shared and synced like `Msync` (a barrier there is per migration,
+//!   not per upsert).
 //! - [`Backend::Msync`]: a `MAP_SHARED` mapping of an ordinary file. `flush` records the dirty
 //!   page range; `fence` makes it durable with one `msync(MS_SYNC)` over the union of the pages
 //!   flushed since the last fence (grouped: a migration that flushes hundreds of lines pays one
-//!   sync). Cost: one page write-back per barrier, i.e. one device flush per acknowledged
+//!   sync; concurrent fences on one file share one sync as in `Write`). Cost: one page write-back per barrier, i.e. one device flush per acknowledged
 //!   upsert on a disk (the same price as RocksDB's `sync=true`); on tmpfs an msync is a no-op.
 //! - [`Backend::Clwb`]: the same mapping, with `clwb` per flushed line and `sfence` per fence,
 //!   the persistence barrier of the chapter. Durable across power loss only on a DAX mapping of
@@ -18,16 +25,21 @@
 //!   image that receives only lines flushed before a fence. At a chosen fence it captures the
 //!   crash image: the shadow, with every word that differs from the view (stored but not yet
 //!   fenced) independently either reaching the media or not, which tears unflushed data at
-//!   8-byte granularity, exactly what a power failure may do on PMem.
+//!   8-byte granularity, exactly what a power failure may do on PMem. With
+//!   [`SimModel::Write`] it models the `Write` back end instead: a store to the log that was
+//!   never flushed sits in private memory and never reaches the media; a flushed, unfenced one
+//!   was handed to `pwrite` and may or may not have been written back, word by word (devices
+//!   promise no more than sector atomicity, and not all of them that).
 //!
-//! With durability off ([`crate::Options::sync`] false) the file back ends skip both calls:
-//! stores to a shared mapping reach the page cache at once and survive a process crash, not a
-//! power loss.
+//! With durability off ([`crate::Options::sync`] false) the file back ends skip both calls
+//! (`Write` then maps the log shared, like `Msync`): stores to a shared mapping reach the page
+//! cache at once and survive a process crash, not a power loss.
 //!
 //! Thread safety: regions are shared by all threads; word access is atomic, `flush`/`fence`
 //! may be called concurrently.
 
 use crate::error::{Error, Result};
+use parking_lot::Condvar;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -49,6 +61,22 @@ pub trait Persist: Send + Sync {
     fn flush(&self, off: usize, len: usize);
     /// Persistence barrier: every line flushed before this call is durable when it returns.
     fn fence(&self) -> Result<()>;
+    /// Hint: `[off, off + len)` was made durable and will not be stored to for a while, so a
+    /// private copy of it may be dropped (the `Write` back end's log). Default: nothing.
+    fn discard(&self, _off: usize, _len: usize) {}
+    /// Sync system-call sequences issued so far (a group commit issues one per group).
+    fn syncs(&self) -> u64 {
+        0
+    }
+}
+
+/// What a region holds (back ends treat the recovery log differently).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionKind {
+    /// The manifest or a level file: read in place by lookups.
+    Level,
+    /// The recovery log: read only by recovery and compaction.
+    Log,
 }
 
 /// Opens the regions of one database.
@@ -60,14 +88,17 @@ pub trait Storage: Send + Sync {
         name: &str,
         len_bytes: usize,
         create: bool,
+        kind: RegionKind,
     ) -> Result<Option<Box<dyn Persist>>>;
     /// Where the regions live (for error messages).
     fn location(&self) -> PathBuf;
 }
 
-/// Which instruction sequence makes a file mapping durable.
+/// Which system calls or instructions make the files durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
+    /// The log written with `pwrite` + group-committed `fdatasync`; levels as `Msync`.
+    Write,
     /// `msync(MS_SYNC)` over the pages flushed since the last fence.
     Msync,
     /// `clwb` per line and `sfence` per fence (needs the `clwb` instruction).
@@ -75,13 +106,14 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// Parses `msync` or `clwb`.
+    /// Parses `write`, `msync` or `clwb`.
     pub fn parse(s: &str) -> Result<Backend> {
         match s {
+            "write" => Ok(Backend::Write),
             "msync" => Ok(Backend::Msync),
             "clwb" => Ok(Backend::Clwb),
             _ => Err(Error::InvalidArgument(format!(
-                "persistence back end {s:?}: expected msync or clwb"
+                "persistence back end {s:?}: expected write, msync or clwb"
             ))),
         }
     }
@@ -89,6 +121,7 @@ impl Backend {
     /// The name `parse` accepts.
     pub fn name(self) -> &'static str {
         match self {
+            Backend::Write => "write",
             Backend::Msync => "msync",
             Backend::Clwb => "clwb",
         }
@@ -142,6 +175,7 @@ impl Storage for FileStorage {
         name: &str,
         len_bytes: usize,
         create: bool,
+        kind: RegionKind,
     ) -> Result<Option<Box<dyn Persist>>> {
         assert!(len_bytes > 0 && len_bytes.is_multiple_of(PAGE_BYTES));
         let path = self.dir.join(name);
@@ -174,13 +208,21 @@ impl Storage for FileStorage {
                 format!("file is {have} bytes, its geometry says {len_bytes}"),
             ));
         }
-        let map = Mapping::new(&file, len_bytes).map_err(|e| Error::io("mmap", &path, e))?;
+        let written = self.sync && self.backend == Backend::Write && kind == RegionKind::Log;
+        let map =
+            Mapping::new(&file, len_bytes, written).map_err(|e| Error::io("mmap", &path, e))?;
+        let how = match self.backend {
+            _ if written => How::Pwrite,
+            Backend::Clwb => How::Clwb,
+            Backend::Write | Backend::Msync => How::Msync,
+        };
         Ok(Some(Box::new(FileRegion {
             path,
             map,
-            backend: self.backend,
+            file,
+            how,
             sync: self.sync,
-            dirty: Mutex::new((usize::MAX, 0)),
+            group: Group::default(),
         })))
     }
 
@@ -204,15 +246,21 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn new(file: &std::fs::File, len: usize) -> std::io::Result<Mapping> {
+    /// A shared mapping, or a private one (stores stay in process memory) when `private`.
+    fn new(file: &std::fs::File, len: usize, private: bool) -> std::io::Result<Mapping> {
         use std::os::unix::io::AsRawFd;
-        // SAFETY: a fresh shared mapping of `len` bytes of an open file; checked for failure.
+        let flags = if private {
+            libc::MAP_PRIVATE
+        } else {
+            libc::MAP_SHARED
+        };
+        // SAFETY: a fresh mapping of `len` bytes of an open file; checked for failure.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                flags,
                 file.as_raw_fd(),
                 0,
             )
@@ -242,13 +290,154 @@ impl Drop for Mapping {
     }
 }
 
+/// How a file region's barrier works.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum How {
+    Msync,
+    Clwb,
+    Pwrite,
+}
+
+/// Group commit of one region's barriers. `flush` queues byte ranges; a fence takes a ticket;
+/// the first fencing thread becomes the leader, takes every queued range and syncs them (one
+/// system call sequence for the whole group), then publishes the highest ticket it covered.
+/// A fence returns once a sync that started after its ticket was drawn has completed, so a
+/// range flushed by one thread is never declared durable while another thread still writes
+/// it back. A failed sync poisons the region: every later fence fails (the page cache may have
+/// dropped the dirty state, so a retry could report success for lost data).
+/// The leader's sync of the byte ranges it took.
+type SyncRanges<'a> = dyn Fn(&[(usize, usize)]) -> std::io::Result<()> + 'a;
+
+#[derive(Default)]
+struct Group {
+    state: Mutex<GroupState>,
+    done: Condvar,
+    /// Copies of `synced` and `busy`, for followers that poll before they sleep.
+    synced_hint: AtomicU64,
+    busy_hint: AtomicBool,
+}
+
+/// Polls a follower makes (spinning, then yielding the CPU) before it sleeps on the condition
+/// variable: a sync on tmpfs or a fast device takes microseconds, less than a sleep and wake-up.
+const FOLLOWER_POLLS_MAX: u32 = 256;
+const FOLLOWER_SPINS: u32 = 32;
+
+#[derive(Default)]
+struct GroupState {
+    /// Byte ranges flushed and not yet taken by a leader (adjacent ones merged).
+    pending: Vec<(usize, usize)>,
+    /// Tickets drawn so far / covered by a completed sync.
+    drawn: u64,
+    synced: u64,
+    busy: bool,
+    failed: Option<String>,
+    /// Syncs issued (one per group).
+    syncs: u64,
+}
+
+impl Group {
+    fn flush(&self, off: usize, len: usize) {
+        let mut st = self.state.lock();
+        let end = off + len;
+        if let Some(last) = st.pending.last_mut() {
+            if off <= last.1 && end >= last.0 {
+                *last = (last.0.min(off), last.1.max(end));
+                return;
+            }
+        }
+        st.pending.push((off, end));
+    }
+
+    /// Waits until everything flushed before the call is synced by `sync` (run by a leader).
+    fn fence(&self, sync: &SyncRanges<'_>) -> std::io::Result<()> {
+        let mut st = self.state.lock();
+        st.drawn += 1;
+        let mine = st.drawn;
+        loop {
+            if let Some(e) = &st.failed {
+                return Err(std::io::Error::other(format!(
+                    "an earlier persistence barrier failed ({e}); reopen the database"
+                )));
+            }
+            if st.synced >= mine {
+                return Ok(());
+            }
+            if st.busy {
+                drop(st);
+                for i in 0..FOLLOWER_POLLS_MAX {
+                    if self.synced_hint.load(Ordering::Acquire) >= mine
+                        || !self.busy_hint.load(Ordering::Acquire)
+                    {
+                        break;
+                    }
+                    if i < FOLLOWER_SPINS {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+                st = self.state.lock();
+                if st.busy && st.synced < mine {
+                    // Checked under the lock the leader takes to publish: no lost wake-up.
+                    self.done.wait(&mut st);
+                }
+                continue;
+            }
+            st.busy = true;
+            self.busy_hint.store(true, Ordering::Release);
+            st.syncs += 1;
+            let target = st.drawn;
+            let mut ranges = std::mem::take(&mut st.pending);
+            drop(st);
+            ranges.sort_unstable();
+            let r = sync(&ranges);
+            st = self.state.lock();
+            st.busy = false;
+            match r {
+                Ok(()) => st.synced = st.synced.max(target),
+                Err(e) => st.failed = Some(e.to_string()),
+            }
+            self.synced_hint.store(st.synced, Ordering::Release);
+            self.busy_hint.store(false, Ordering::Release);
+            self.done.notify_all();
+        }
+    }
+}
+
 struct FileRegion {
     path: PathBuf,
     map: Mapping,
-    backend: Backend,
+    file: std::fs::File,
+    how: How,
     sync: bool,
-    /// Byte range [lo, hi) flushed since the last fence (msync back end).
-    dirty: Mutex<(usize, usize)>,
+    group: Group,
+}
+
+impl FileRegion {
+    /// The leader's work for the msync and pwrite back ends.
+    fn sync_ranges(&self, ranges: &[(usize, usize)]) -> std::io::Result<()> {
+        if ranges.is_empty() && self.how != How::Pwrite {
+            return Ok(());
+        }
+        match self.how {
+            How::Msync => {
+                for &(lo, hi) in ranges {
+                    let lo = lo / PAGE_BYTES * PAGE_BYTES;
+                    let hi = hi.min(self.map.len);
+                    // SAFETY: [lo, hi) lies inside the mapping and lo is page-aligned.
+                    let rc =
+                        unsafe { libc::msync(self.map.ptr.add(lo).cast(), hi - lo, libc::MS_SYNC) };
+                    if rc != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            }
+            // The ranges were written by `flush`; one fdatasync covers the whole group's.
+            How::Pwrite => self.file.sync_data(),
+            How::Clwb => Ok(()),
+        }
+    }
 }
 
 impl Persist for FileRegion {
@@ -260,13 +449,20 @@ impl Persist for FileRegion {
         if !self.sync || len == 0 {
             return;
         }
-        match self.backend {
-            Backend::Msync => {
-                let mut d = self.dirty.lock();
-                d.0 = d.0.min(off);
-                d.1 = d.1.max(off + len);
+        match self.how {
+            How::Msync => self.group.flush(off, len),
+            How::Pwrite => {
+                use std::os::unix::fs::FileExt;
+                let hi = (off + len).min(self.map.len);
+                // SAFETY: [off, hi) lies inside the mapping; the caller stored these words
+                // (atomically) before the flush and stores no more to them before its fence.
+                let bytes = unsafe { std::slice::from_raw_parts(self.map.ptr.add(off), hi - off) };
+                if let Err(e) = self.file.write_all_at(bytes, off as u64) {
+                    // The next fence reports it (and every later one: the region is poisoned).
+                    self.group.state.lock().failed = Some(format!("pwrite: {e}"));
+                }
             }
-            Backend::Clwb => {
+            How::Clwb => {
                 let end = (off + len).min(self.map.len);
                 let mut line = off / LINE_BYTES * LINE_BYTES;
                 while line < end {
@@ -282,30 +478,38 @@ impl Persist for FileRegion {
         if !self.sync {
             return Ok(());
         }
-        match self.backend {
-            Backend::Msync => {
-                let (lo, hi) = std::mem::replace(&mut *self.dirty.lock(), (usize::MAX, 0));
-                if lo >= hi {
-                    return Ok(());
-                }
-                let lo = lo / PAGE_BYTES * PAGE_BYTES;
-                let hi = hi.min(self.map.len);
-                // SAFETY: [lo, hi) lies inside the mapping and lo is page-aligned.
-                let rc =
-                    unsafe { libc::msync(self.map.ptr.add(lo).cast(), hi - lo, libc::MS_SYNC) };
-                if rc != 0 {
-                    return Err(Error::io(
-                        "msync",
-                        &self.path,
-                        std::io::Error::last_os_error(),
-                    ));
-                }
-                Ok(())
+        match self.how {
+            How::Msync | How::Pwrite => {
+                let what = if self.how == How::Msync {
+                    "msync"
+                } else {
+                    "pwrite+fdatasync"
+                };
+                self.group
+                    .fence(&|r| self.sync_ranges(r))
+                    .map_err(|e| Error::io(what, &self.path, e))
             }
-            Backend::Clwb => {
+            How::Clwb => {
                 sfence();
                 Ok(())
             }
+        }
+    }
+
+    fn syncs(&self) -> u64 {
+        self.group.state.lock().syncs
+    }
+
+    fn discard(&self, off: usize, len: usize) {
+        if self.how != How::Pwrite {
+            return;
+        }
+        let lo = off.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        let hi = ((off + len) / PAGE_BYTES * PAGE_BYTES).min(self.map.len);
+        if lo < hi {
+            // SAFETY: [lo, hi) is page-aligned and inside the private mapping; its contents
+            // were written to the file, so dropping the private copy re-reads the same bytes.
+            unsafe { libc::madvise(self.map.ptr.add(lo).cast(), hi - lo, libc::MADV_DONTNEED) };
         }
     }
 }
@@ -332,6 +536,17 @@ fn sfence() {
 /// The media image of every region at a simulated crash, by region name.
 pub type Image = BTreeMap<String, Vec<u64>>;
 
+/// Which back end the crash simulator models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimModel {
+    /// `clwb`/`msync`: any stored, unfenced word may reach the media (cache eviction, page
+    /// write-back) or not.
+    Mapped,
+    /// `Write`: in the log, a stored word reaches the media only once flushed (handed to
+    /// `pwrite`); until its fence completes it may or may not. Levels as `Mapped`.
+    Write,
+}
+
 /// The crash-simulation back end (see the module doc). Deterministic for a given seed and a
 /// single-threaded caller.
 #[derive(Clone)]
@@ -340,6 +555,7 @@ pub struct SimStorage {
 }
 
 struct SimShared {
+    model: SimModel,
     regions: Mutex<BTreeMap<String, Arc<SimRegion>>>,
     fences: AtomicU64,
     crash_at_fence: u64,
@@ -352,6 +568,8 @@ struct SimRegion {
     view: Box<[AtomicU64]>,
     shadow: Mutex<Vec<u64>>,
     pending_lines: Mutex<Vec<usize>>,
+    /// Opened as the recovery log (the `Write` model treats it differently).
+    log: AtomicBool,
 }
 
 impl SimStorage {
@@ -363,6 +581,11 @@ impl SimStorage {
 
     /// Media holding `image` (a previous crash's), as after a restart.
     pub fn from_image(image: Image, crash_at_fence: u64, seed: u64) -> SimStorage {
+        SimStorage::with_model(image, crash_at_fence, seed, SimModel::Mapped)
+    }
+
+    /// As `from_image`, modelling the back end `model`.
+    pub fn with_model(image: Image, crash_at_fence: u64, seed: u64, model: SimModel) -> SimStorage {
         let regions = image
             .into_iter()
             .map(|(name, words)| {
@@ -371,12 +594,14 @@ impl SimStorage {
                     view,
                     shadow: Mutex::new(words),
                     pending_lines: Mutex::new(Vec::new()),
+                    log: AtomicBool::new(false),
                 };
                 (name, Arc::new(region))
             })
             .collect();
         SimStorage {
             shared: Arc::new(SimShared {
+                model,
                 regions: Mutex::new(regions),
                 fences: AtomicU64::new(0),
                 crash_at_fence,
@@ -425,9 +650,24 @@ impl SimShared {
         let mut image = Image::new();
         for (name, r) in regions.iter() {
             let mut img = r.shadow.lock().clone();
+            // Under the Write model only flushed log lines were handed to the file.
+            let handed =
+                (self.model == SimModel::Write && r.log.load(Ordering::Acquire)).then(|| {
+                    let mut lines = r.pending_lines.lock().clone();
+                    lines.sort_unstable();
+                    lines
+                });
             for (i, w) in img.iter_mut().enumerate() {
                 let v = r.view[i].load(Ordering::Acquire);
-                if v != *w && self.next_bit() {
+                if v == *w {
+                    continue;
+                }
+                if let Some(lines) = &handed {
+                    if lines.binary_search(&(i * 8 / LINE_BYTES)).is_err() {
+                        continue;
+                    }
+                }
+                if self.next_bit() {
                     *w = v;
                 }
             }
@@ -457,6 +697,7 @@ impl Storage for SimStorage {
         name: &str,
         len_bytes: usize,
         create: bool,
+        kind: RegionKind,
     ) -> Result<Option<Box<dyn Persist>>> {
         assert!(len_bytes > 0 && len_bytes.is_multiple_of(PAGE_BYTES));
         let mut regions = self.shared.regions.lock();
@@ -478,11 +719,13 @@ impl Storage for SimStorage {
                     view: (0..words).map(|_| AtomicU64::new(0)).collect(),
                     shadow: Mutex::new(vec![0; words]),
                     pending_lines: Mutex::new(Vec::new()),
+                    log: AtomicBool::new(false),
                 });
                 regions.insert(name.to_string(), r.clone());
                 r
             }
         };
+        region.log.store(kind == RegionKind::Log, Ordering::Release);
         Ok(Some(Box::new(SimHandle {
             shared: self.shared.clone(),
             region,
@@ -577,5 +820,15 @@ impl Region {
     pub(crate) fn fence(&self) -> Result<()> {
         self.fences.fetch_add(1, Ordering::Relaxed);
         self.inner.fence()
+    }
+
+    /// See [`Persist::syncs`].
+    pub(crate) fn syncs(&self) -> u64 {
+        self.inner.syncs()
+    }
+
+    /// See [`Persist::discard`] (words, not bytes).
+    pub(crate) fn discard_words(&self, first: usize, words: usize) {
+        self.inner.discard(first * 8, words * 8);
     }
 }

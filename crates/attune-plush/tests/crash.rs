@@ -2,16 +2,20 @@
 //! cut at a random persistence barrier (inside an insert, a log compaction, a migration at any
 //! depth, or a recovery), the unfenced words torn at random, then recovered and checked key by
 //! key: no acknowledged record lost, no deleted or overwritten one back. Every case is seeded;
-//! a failure prints the seed that replays it.
+//! a failure prints the seed that replays it. Each scenario runs with inline migration on the
+//! mapped model and with queued (background) migration on the `Write` back end's model; the
+//! queue is drained by the test thread at random points (`Migration::Manual`), so a crash can
+//! cut a background migration at any barrier and the run still replays from its seed.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_plush::{Options, Plush, SimStorage};
+use attune_plush::{Image, Migration, Options, Plush, SimModel, SimStorage};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 
 fn small_options() -> Options {
     Options {
+        migration: Migration::Inline,
         dram_entries_log2: 2,
         fanout_log2: 2,
         log_partitions: 2,
@@ -34,9 +38,17 @@ fn run_ops(
     ops: usize,
     oracle: &mut BTreeMap<u64, Option<u64>>,
 ) -> (Option<(u64, Option<u64>)>, bool) {
+    let manual = db.options().migration == Migration::Manual;
     for _ in 0..ops {
         if sim.crashed() {
             return (None, false);
+        }
+        if manual && rng.gen_bool(0.1) {
+            let r = db.migrate_queued();
+            if sim.crashed() {
+                return (None, true);
+            }
+            r.unwrap_or_else(|e| panic!("background migration failed without a crash: {e}"));
         }
         let key = rng.gen_range(0..KEYS);
         let new = if rng.gen_bool(0.15) {
@@ -92,7 +104,22 @@ fn settle(
 }
 
 #[test]
-fn random_crashes_lose_and_resurrect_nothing() {
+fn random_crashes_lose_and_resurrect_nothing_mapped_inline() {
+    random_crashes(SimModel::Mapped, Migration::Inline);
+}
+
+#[test]
+fn random_crashes_lose_and_resurrect_nothing_write_backend_background() {
+    random_crashes(SimModel::Write, Migration::Manual);
+}
+
+fn random_crashes(model: SimModel, migration: Migration) {
+    let small_options = || Options {
+        migration,
+        ..small_options()
+    };
+    let sim_from =
+        |image: Image, crash: u64, seed: u64| SimStorage::with_model(image, crash, seed, model);
     let cases = 1000u64;
     let (mut crashed, mut in_migration) = (0u64, 0u64);
     let (mut in_recovery, mut after_recovery) = (0u64, 0u64);
@@ -105,7 +132,7 @@ fn random_crashes_lose_and_resurrect_nothing() {
         for round in 0..2u64 {
             let ops = rng.gen_range(200..1200);
             let tag = seed * 8 + round * 4;
-            let sim = SimStorage::from_image(image, rng.gen_range(1..ops as u64), tag);
+            let sim = sim_from(image, rng.gen_range(1..ops as u64), tag);
             let (in_flight, migrated) =
                 match Plush::open_with(Box::new(sim.clone()), small_options()) {
                     Ok(db) => run_ops(&db, &sim, &mut rng, ops, &mut oracle),
@@ -125,7 +152,7 @@ fn random_crashes_lose_and_resurrect_nothing() {
             // operations on the recovered state, which test the rebuilt DRAM epochs).
             let mut in_flight = in_flight;
             if rng.gen_bool(0.5) {
-                let sim2 = SimStorage::from_image(image.clone(), rng.gen_range(1..40), tag + 1);
+                let sim2 = sim_from(image.clone(), rng.gen_range(1..40), tag + 1);
                 if let Ok(db2) = Plush::open_with(Box::new(sim2.clone()), small_options()) {
                     if sim2.crashed() {
                         in_recovery += 1;
@@ -138,7 +165,7 @@ fn random_crashes_lose_and_resurrect_nothing() {
                 }
                 image = sim2.crash_image().unwrap_or_else(|| sim2.image_now());
             }
-            let sim3 = SimStorage::from_image(image, 0, tag + 2);
+            let sim3 = sim_from(image, 0, tag + 2);
             let db = Plush::open_with(Box::new(sim3.clone()), small_options())
                 .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
             check(&db, &oracle, in_flight, seed);
@@ -148,7 +175,7 @@ fn random_crashes_lose_and_resurrect_nothing() {
         }
     }
     eprintln!(
-        "{cases} cases × 2 rounds: {crashed} crashed mid-run, {in_migration} inside a \
+        "{model:?}, {migration:?}: {cases} cases × 2 rounds: {crashed} crashed mid-run, {in_migration} inside a \
          migration, {in_recovery} inside a recovery, {after_recovery} in the operations \
          right after one"
     );
@@ -195,7 +222,20 @@ fn many_records_spill_through_levels_and_survive_reopen() {
 /// every k, so that every step of every migration (data, meta, clear, at every depth), every log
 /// compaction and every chunk initialisation is a crash point once.
 #[test]
-fn a_crash_at_every_barrier_of_a_run_loses_nothing() {
+fn a_crash_at_every_barrier_of_a_run_loses_nothing_mapped_inline() {
+    crash_at_every_barrier(SimModel::Mapped, Migration::Inline);
+}
+
+#[test]
+fn a_crash_at_every_barrier_of_a_run_loses_nothing_write_backend_background() {
+    crash_at_every_barrier(SimModel::Write, Migration::Manual);
+}
+
+fn crash_at_every_barrier(model: SimModel, migration: Migration) {
+    let small_options = || Options {
+        migration,
+        ..small_options()
+    };
     let ops = 1200;
     let total = {
         let sim = SimStorage::new(0, 0);
@@ -203,10 +243,17 @@ fn a_crash_at_every_barrier_of_a_run_loses_nothing() {
         let mut rng = ChaCha8Rng::seed_from_u64(99);
         run_ops(&db, &sim, &mut rng, ops, &mut BTreeMap::new());
         assert!(db.stats().levels >= 2, "the run must reach level 2");
+        if migration == Migration::Manual {
+            let s = db.stats();
+            assert!(
+                s.migrations_background > 0 && s.migrations_background > s.migrations_inline,
+                "most migrations must come from the queue: {s:?}"
+            );
+        }
         sim.fences()
     };
     for k in 1..=total {
-        let sim = SimStorage::new(k, k);
+        let sim = SimStorage::with_model(Image::new(), k, k, model);
         let mut oracle = BTreeMap::new();
         let mut rng = ChaCha8Rng::seed_from_u64(99);
         let in_flight = match Plush::open_with(Box::new(sim.clone()), small_options()) {
@@ -216,11 +263,11 @@ fn a_crash_at_every_barrier_of_a_run_loses_nothing() {
         assert!(sim.crashed(), "barrier {k} of {total} was not reached");
         let image = sim.crash_image().unwrap();
         let db = Plush::open_with(
-            Box::new(SimStorage::from_image(image, 0, 0)),
+            Box::new(SimStorage::with_model(image, 0, 0, model)),
             small_options(),
         )
         .unwrap_or_else(|e| panic!("barrier {k}: recovery failed: {e}"));
         check(&db, &oracle, in_flight, k);
     }
-    eprintln!("{total} barriers, each a crash point once");
+    eprintln!("{model:?}, {migration:?}: {total} barriers, each a crash point once");
 }

@@ -7,7 +7,7 @@
 
 use crate::errors::{attune_error, plush_error as to_py};
 use attune_kv::env::fork;
-use attune_plush::{Backend, Options, Plush};
+use attune_plush::{Backend, Migration, Options, Plush};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt};
 use std::sync::Arc;
@@ -78,6 +78,9 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "backend" => {
                 o.backend = Backend::parse(&v.extract::<String>()?).map_err(to_py)?;
             }
+            "migration" => {
+                o.migration = Migration::parse(&v.extract::<String>()?).map_err(to_py)?;
+            }
             _ => {
                 return Err(bad(format!(
                     "unknown HashDB option {key:?}; known: {}",
@@ -90,7 +93,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 10] = [
+const OPTION_NAMES: [&str; 11] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -101,6 +104,7 @@ const OPTION_NAMES: [&str; 10] = [
     "dram_filter_levels",
     "levels_max",
     "backend",
+    "migration",
 ];
 
 /// A Plush hash database of 8-byte keys and values. `HashDB(path, **options)`.

@@ -428,6 +428,7 @@ fn plush_options() -> attune_plush::Options {
         log_chunks: 4,
         dram_filter_levels: 1,
         levels_max: 4,
+        migration: attune_plush::Migration::Inline,
         ..attune_plush::Options::default()
     }
 }
@@ -449,7 +450,7 @@ pub fn plush_recovery(data: &[u8]) {
     drop(db);
     let mut image = base.image_now();
     let name = if which % 2 == 0 {
-        "log-00.plush"
+        attune_plush::db::LOG_FILE
     } else {
         "level-01.plush"
     };
@@ -523,7 +524,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                     .unwrap_or_default()
             };
             let mut log = vec![0u8];
-            log.extend(bytes("log-00.plush"));
+            log.extend(bytes(attune_plush::db::LOG_FILE));
             let mut level = vec![1u8];
             level.extend(bytes("level-01.plush"));
             vec![log, level]
