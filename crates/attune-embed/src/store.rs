@@ -100,8 +100,13 @@ impl Tier {
 
     fn row(&self, key: u64) -> Option<&[u8]> {
         let &s = self.slots.get(&key)?;
+        Some(self.slot_row(s))
+    }
+
+    #[inline]
+    fn slot_row(&self, s: u32) -> &[u8] {
         let at = s as usize * self.row_bytes;
-        Some(&self.data[at..at + self.row_bytes])
+        &self.data[at..at + self.row_bytes]
     }
 
     fn release(&mut self, key: u64) {
@@ -138,9 +143,9 @@ pub struct EmbedStore {
     policy: PolicyKind,
     stats: EmbedStats,
     // Scratch, kept to avoid per-request allocation.
-    hits: Vec<u8>,
-    evicted: Vec<u64>,
-    evicted2: Vec<u64>,
+    hits: Vec<(u8, u32)>,
+    evicted: Vec<(u64, u32)>,
+    evicted2: Vec<(u64, u32)>,
     row: Vec<f32>,
     io: Vec<u8>,
 }
@@ -234,7 +239,7 @@ impl EmbedStore {
             l2,
             policy,
             stats: EmbedStats::default(),
-            hits: vec![MISS; names.len()],
+            hits: vec![(MISS, 0); names.len()],
             evicted: Vec::new(),
             evicted2: Vec::new(),
             row: vec![0.0; dim],
@@ -325,17 +330,19 @@ impl EmbedStore {
         let dim = self.dim;
         let mut agg = 0u32;
         let mut in_l1 = 0usize;
+        // One probe per key: a tier's slot map holds exactly its policy's resident keys, so the
+        // slot found here both decides the hit and locates the row.
         for (t, &k) in keys.iter().enumerate() {
             let key = tag(t, k);
-            self.hits[t] = if self.l1.policy.contains(key) {
+            self.hits[t] = if let Some(&s) = self.l1.slots.get(&key) {
                 in_l1 += 1;
-                IN_L1
-            } else if self.l2.as_ref().is_some_and(|l2| l2.policy.contains(key)) {
-                IN_L2
+                (IN_L1, s)
+            } else if let Some(&s) = self.l2.as_ref().and_then(|l2| l2.slots.get(&key)) {
+                (IN_L2, s)
             } else {
-                MISS
+                (MISS, 0)
             };
-            agg += u32::from(self.hits[t] != MISS);
+            agg += u32::from(self.hits[t].0 != MISS);
         }
         let st = &mut self.stats;
         st.requests += 1;
@@ -346,46 +353,44 @@ impl EmbedStore {
         st.perfect_l1 += u64::from(in_l1 == keys.len());
         st.perfect += u64::from(agg as usize == keys.len());
 
-        // Hits: decode, then update.
+        // Hits: decode, then update. No insertion has happened yet in this request, so the
+        // slots found above are current.
         for (t, &k) in keys.iter().enumerate() {
-            let key = tag(t, k);
-            let o = &mut out[t * dim..(t + 1) * dim];
-            match self.hits[t] {
-                IN_L1 => {
-                    if let Some(r) = self.l1.row(key) {
-                        self.l1.precision.decode(r, o);
-                    }
-                    self.l1.policy.on_hit(key, agg);
-                }
-                IN_L2 => {
-                    if let Some(l2) = self.l2.as_mut() {
-                        if let Some(r) = l2.row(key) {
-                            l2.precision.decode(r, o);
-                        }
-                        l2.policy.remove(key);
-                        l2.release(key);
-                    }
-                    self.stats.promotions += 1;
-                    // Promotion is an insertion into L1 (below, with the misses).
-                }
-                _ => {}
-            }
-        }
-        // Misses (and promotions): read, insert into L1, demote L1's evictions.
-        for (t, &k) in keys.iter().enumerate() {
-            if self.hits[t] == IN_L1 {
+            let (w, slot) = self.hits[t];
+            if w == MISS {
                 continue;
             }
             let key = tag(t, k);
             let o = &mut out[t * dim..(t + 1) * dim];
-            if self.hits[t] == MISS {
+            if w == IN_L1 {
+                self.l1.precision.decode(self.l1.slot_row(slot), o);
+                self.l1.policy.on_hit(key, agg);
+            } else if let Some(l2) = self.l2.as_mut() {
+                l2.precision.decode(l2.slot_row(slot), o);
+                l2.policy.remove(key);
+                l2.release(key);
+                self.stats.promotions += 1;
+                // Promotion is an insertion into L1 (below, with the misses).
+            }
+        }
+        if in_l1 == keys.len() {
+            return Ok(());
+        }
+        // Misses (and promotions): read, insert into L1, demote L1's evictions.
+        for (t, &k) in keys.iter().enumerate() {
+            if self.hits[t].0 == IN_L1 {
+                continue;
+            }
+            let key = tag(t, k);
+            let o = &mut out[t * dim..(t + 1) * dim];
+            if self.hits[t].0 == MISS {
                 self.tables[t].read_row(k, o, &mut self.io)?;
             }
             self.evicted.clear();
             self.l1.policy.on_miss(key, agg, &mut self.evicted);
             for i in 0..self.evicted.len() {
-                let v = self.evicted[i];
-                self.demote(v);
+                let (v, score) = self.evicted[i];
+                self.demote(v, score);
             }
             if self.l1.policy.contains(key) {
                 self.stats.clipped += u64::from(self.l1.store(key, o));
@@ -393,7 +398,7 @@ impl EmbedStore {
                 // L1 holds nothing (capacity 0): the row goes straight to L2.
                 self.evicted2.clear();
                 l2.policy.on_miss(key, agg, &mut self.evicted2);
-                for &v in &self.evicted2 {
+                for &(v, _) in &self.evicted2 {
                     l2.release(v);
                 }
                 if l2.policy.contains(key) {
@@ -404,9 +409,9 @@ impl EmbedStore {
         Ok(())
     }
 
-    /// Moves L1's evicted `key` into L2 (or drops it without an L2).
-    fn demote(&mut self, key: u64) {
-        let score = self.l1.policy.score(key);
+    /// Moves L1's evicted `key` (group score `score` when it left) into L2, or drops it
+    /// without an L2.
+    fn demote(&mut self, key: u64, score: u32) {
         let Some(l2) = self.l2.as_mut() else {
             self.l1.release(key);
             return;
@@ -417,7 +422,7 @@ impl EmbedStore {
         self.l1.release(key);
         self.evicted2.clear();
         l2.policy.on_miss(key, score, &mut self.evicted2);
-        for &v in &self.evicted2 {
+        for &(v, _) in &self.evicted2 {
             l2.release(v);
         }
         if l2.policy.contains(key) {
