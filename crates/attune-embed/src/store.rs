@@ -294,15 +294,16 @@ impl EmbedStore {
                 keys.len()
             )));
         }
-        for (i, &k) in keys.iter().enumerate() {
-            let t = &self.tables[i % n];
-            if k >= t.rows() {
-                return Err(EmbedError::KeyOutOfRange {
-                    table: self.names[i % n].clone(),
-                    key: k,
-                    rows: t.rows(),
-                    request: i / n,
-                });
+        for (r, req) in keys.chunks_exact(n).enumerate() {
+            for (t, (table, &k)) in self.tables.iter().zip(req).enumerate() {
+                if k >= table.rows() {
+                    return Err(EmbedError::KeyOutOfRange {
+                        table: self.names[t].clone(),
+                        key: k,
+                        rows: table.rows(),
+                        request: r,
+                    });
+                }
             }
         }
         Ok(())
