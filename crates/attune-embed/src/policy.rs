@@ -22,7 +22,7 @@ use crate::lists::Lists;
 mod baseline;
 mod ev;
 
-pub use baseline::{Car, Lirs};
+pub use baseline::{Car, LeCar, Lirs};
 pub use ev::{EvArc, EvCar};
 
 type Map<V> = HashMap<u64, V, foldhash::fast::FixedState>;
@@ -122,6 +122,8 @@ pub enum PolicyKind {
     Car,
     /// LIRS (Jiang & Zhang, SIGMETRICS '02).
     Lirs,
+    /// LeCaR (Vietri et al., HotStorage '18): LRU and LFU experts weighted by regret.
+    LeCar,
     /// EV-LFU: group scores in place of frequencies.
     EvLfu(EvConfig),
     /// EV-ARC: ARC whose frequency list is EV-LFU's score sets.
@@ -200,11 +202,11 @@ impl EvConfig {
 }
 
 /// The baselines: the policies without group scores.
-pub const BASELINES: &[&str] = &["lru", "lfu", "clock", "arc", "car", "lirs"];
+pub const BASELINES: &[&str] = &["lru", "lfu", "clock", "arc", "car", "lirs", "lecar"];
 
 /// Every policy name [`PolicyKind::parse`] accepts (EV-LFU and EV-ARC also take the suffixes
 /// `-inserted`, `-noflush`, `-prose` in any order).
-pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, ev-lfu, ev-lfu-inserted, \
+pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, ev-lfu, ev-lfu-inserted, \
 ev-lfu-noflush, ev-lfu-prose, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car";
 
 impl PolicyKind {
@@ -228,6 +230,7 @@ impl PolicyKind {
             "arc" => PolicyKind::Arc,
             "car" => PolicyKind::Car,
             "lirs" => PolicyKind::Lirs,
+            "lecar" => PolicyKind::LeCar,
             "ev-car" | "evcar" => PolicyKind::EvCar(n),
             "evlfu" => PolicyKind::EvLfu(EvConfig::new(n)),
             "evarc" => PolicyKind::EvArc(EvConfig::arc(n)),
@@ -252,6 +255,7 @@ impl PolicyKind {
             PolicyKind::Arc => Box::new(Arc::new(capacity)),
             PolicyKind::Car => Box::new(Car::new(capacity)),
             PolicyKind::Lirs => Box::new(Lirs::new(capacity)),
+            PolicyKind::LeCar => Box::new(LeCar::new(capacity)),
             PolicyKind::EvLfu(c) => Box::new(EvLfu::new(capacity, *c)),
             PolicyKind::EvArc(c) => Box::new(EvArc::new(capacity, *c)),
             PolicyKind::EvCar(n) => Box::new(EvCar::new(capacity, *n)),
@@ -276,6 +280,7 @@ impl fmt::Display for PolicyKind {
             PolicyKind::Arc => f.write_str("arc"),
             PolicyKind::Car => f.write_str("car"),
             PolicyKind::Lirs => f.write_str("lirs"),
+            PolicyKind::LeCar => f.write_str("lecar"),
             PolicyKind::EvCar(_) => f.write_str("ev-car"),
             PolicyKind::EvLfu(c) => {
                 f.write_str("ev-lfu")?;

@@ -348,3 +348,258 @@ impl Policy for Lirs {
         self.cap
     }
 }
+
+// LeCaR's lists: residents in recency order, then the two histories (front = oldest).
+const RES: usize = 0;
+const H_LRU: usize = 1;
+const H_LFU: usize = 2;
+
+/// LeCaR (Vietri et al., HotStorage '18): LRU and LFU experts over one set of resident keys,
+/// each eviction drawn from one expert with probability its weight; a miss on a key in an
+/// expert's history (keys it evicted, at most `cap` each) is that expert's regret and shifts
+/// weight to the other: `w_other *= exp(λ · d^age)`, λ = 0.45, d = 0.005^(1/cap), age in
+/// requests since the eviction. The draw uses a fixed-seed generator, so runs repeat exactly.
+/// LFU ties go to the least recently used.
+pub struct LeCar {
+    cap: usize,
+    lists: Lists,
+    ids: Map<u32>,
+    /// Resident keys by (frequency, last use): the LFU expert's order.
+    freq: std::collections::BTreeSet<(u32, u64, u64)>,
+    /// Per resident key: (frequency, last use); per history key: eviction time.
+    meta: Map<(u32, u64)>,
+    w_lru: f64,
+    discount: f64,
+    time: u64,
+    rng: u64,
+}
+
+/// LeCaR's learning rate (the paper's default).
+const LECAR_LEARNING_RATE: f64 = 0.45;
+
+impl LeCar {
+    /// An empty LeCaR of `cap` items.
+    pub fn new(cap: usize) -> Self {
+        LeCar {
+            cap,
+            lists: Lists::new(3),
+            ids: map(),
+            freq: std::collections::BTreeSet::new(),
+            meta: map(),
+            w_lru: 0.5,
+            discount: 0.005f64.powf(1.0 / cap.max(1) as f64),
+            time: 0,
+            rng: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    /// The weight of the LRU expert (LFU's is 1 − it).
+    pub fn lru_weight(&self) -> f64 {
+        self.w_lru
+    }
+
+    fn uniform(&mut self) -> f64 {
+        // xorshift64*: deterministic, good enough for a coin.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn forget(&mut self, key: u64) {
+        if let Some(id) = self.ids.remove(&key) {
+            self.lists.remove(id);
+            self.meta.remove(&key);
+        }
+    }
+
+    fn learn(&mut self, key: u64, history: usize) {
+        let evicted_at = self.meta.get(&key).map_or(self.time, |m| m.1);
+        let reward = self.discount.powf((self.time - evicted_at) as f64);
+        let (mut lru, mut lfu) = (self.w_lru, 1.0 - self.w_lru);
+        if history == H_LRU {
+            lfu *= (LECAR_LEARNING_RATE * reward).exp();
+        } else {
+            lru *= (LECAR_LEARNING_RATE * reward).exp();
+        }
+        self.w_lru = lru / (lru + lfu);
+        self.forget(key);
+    }
+
+    fn evict(&mut self, evicted: &mut Vec<(u64, u32)>) {
+        let lru_victim = self.lists.front(RES).map(|id| self.lists.key(id));
+        let lfu_victim = self.freq.first().map(|e| e.2);
+        let (Some(a), Some(b)) = (lru_victim, lfu_victim) else {
+            return;
+        };
+        let use_lru = self.uniform() < self.w_lru;
+        let victim = if use_lru { a } else { b };
+        let Some(&(f, last)) = self.meta.get(&victim) else {
+            return;
+        };
+        self.freq.remove(&(f, last, victim));
+        evicted.push((victim, 0));
+        let Some(&id) = self.ids.get(&victim) else {
+            return;
+        };
+        if a == b {
+            // Both experts agree: no one to blame later.
+            self.lists.remove(id);
+            self.ids.remove(&victim);
+            self.meta.remove(&victim);
+            return;
+        }
+        let h = if use_lru { H_LRU } else { H_LFU };
+        self.lists.move_back(id, h);
+        self.meta.insert(victim, (0, self.time));
+        if self.lists.len(h) > self.cap {
+            if let Some(old) = self.lists.front(h).map(|id| self.lists.key(id)) {
+                self.forget(old);
+            }
+        }
+    }
+}
+
+impl Policy for LeCar {
+    fn contains(&self, key: u64) -> bool {
+        self.ids
+            .get(&key)
+            .is_some_and(|&id| self.lists.list_of(id) == RES)
+    }
+    fn on_hit(&mut self, key: u64, _agg: u32) {
+        self.time += 1;
+        let Some(&id) = self.ids.get(&key) else {
+            return;
+        };
+        if self.lists.list_of(id) != RES {
+            return;
+        }
+        self.lists.move_back(id, RES);
+        if let Some(m) = self.meta.get_mut(&key) {
+            self.freq.remove(&(m.0, m.1, key));
+            *m = (m.0.saturating_add(1), self.time);
+            self.freq.insert((m.0, m.1, key));
+        }
+    }
+    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<(u64, u32)>) {
+        self.time += 1;
+        if self.cap == 0 || self.contains(key) {
+            return;
+        }
+        if let Some(&id) = self.ids.get(&key) {
+            let h = self.lists.list_of(id);
+            self.learn(key, h);
+        }
+        if self.freq.len() >= self.cap {
+            self.evict(evicted);
+        }
+        let id = self.lists.push_back(RES, key);
+        self.ids.insert(key, id);
+        self.meta.insert(key, (1, self.time));
+        self.freq.insert((1, self.time, key));
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        if !self.contains(key) {
+            return false;
+        }
+        if let Some(&(f, last)) = self.meta.get(&key) {
+            self.freq.remove(&(f, last, key));
+        }
+        self.forget(key);
+        true
+    }
+    fn len(&self) -> usize {
+        self.freq.len()
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hits(p: &mut dyn Policy, keys: impl IntoIterator<Item = u64>) -> usize {
+        let mut ev = Vec::new();
+        keys.into_iter().filter(|&k| p.access(k, &mut ev)).count()
+    }
+
+    #[test]
+    fn car_keeps_frequent_keys_through_a_scan() {
+        let mut p = Car::new(4);
+        let mut ev = Vec::new();
+        for k in [1, 2, 1, 2] {
+            p.access(k, &mut ev);
+        }
+        hits(&mut p, 100..120);
+        assert!(
+            p.contains(1) && p.contains(2),
+            "T2 pages survive a one-time scan"
+        );
+        assert!(p.len() <= 4);
+    }
+
+    #[test]
+    fn car_ghost_hit_adapts_p() {
+        let mut p = Car::new(2);
+        let mut ev = Vec::new();
+        for k in [1, 1, 2, 3] {
+            p.access(k, &mut ev);
+        }
+        // 3's insertion: the hand finds 1 referenced (to T2), then evicts 2 into B1.
+        assert_eq!(ev, vec![(2, 0)]);
+        assert_eq!(p.p, 0);
+        p.access(2, &mut ev); // a B1 ghost: replace first, then p grows and 2 enters T2
+        assert_eq!(p.p, 1);
+        assert!(p.contains(2) && p.lists.list_of(p.ids[&2]) == T2);
+        assert!(p.len() <= 2);
+    }
+
+    #[test]
+    fn lirs_survives_a_loop_larger_than_the_cache() {
+        // A loop over cap + 1 keys: LRU never hits; LIRS keeps its LIR set and hits on it.
+        let cap = 100;
+        let stream = || (0..20).flat_map(|_| 0..(cap as u64 + 1));
+        let lru = hits(&mut crate::policy::Lru::new(cap), stream());
+        let lirs = hits(&mut Lirs::new(cap), stream());
+        assert_eq!(lru, 0);
+        assert!(lirs > 19 * (cap - 2), "lirs hits {lirs}");
+    }
+
+    #[test]
+    fn lirs_bottom_of_the_stack_is_always_lir() {
+        let mut p = Lirs::new(20);
+        let mut ev = Vec::new();
+        let mut x = 7u64;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let k = (x >> 33) % 60;
+            p.access(k, &mut ev);
+            assert!(p.len() <= 20);
+            assert!(p.lir <= p.lir_cap);
+            if let Some(id) = p.lists.front(S) {
+                assert_eq!(p.meta[&p.lists.key(id)].state, State::Lir);
+            }
+            assert_eq!(p.lists.len(Q) + p.lir, p.len());
+        }
+    }
+
+    #[test]
+    fn lecar_shifts_weight_to_the_expert_that_was_right() {
+        // Two hot keys then a stream of one-time keys: LRU's evictions of the hot keys are
+        // regretted, so the weight moves to LFU and the hot keys stay.
+        let mut p = LeCar::new(4);
+        let mut ev = Vec::new();
+        for round in 0..200u64 {
+            for k in [1, 1, 2, 2] {
+                p.access(k, &mut ev);
+            }
+            for j in 0..5 {
+                p.access(1000 + round * 5 + j, &mut ev);
+            }
+        }
+        assert!(p.lru_weight() < 0.5, "w_lru {}", p.lru_weight());
+        assert!(p.len() <= 4);
+    }
+}
