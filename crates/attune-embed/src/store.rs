@@ -482,7 +482,9 @@ mod tests {
     fn lookups_return_the_rows_at_every_policy_and_precision() {
         let d = tempfile::tempdir().unwrap();
         let names = make(d.path(), 3, 50, 4);
-        for policy in ["lru", "lfu", "clock", "arc", "ev-lfu"] {
+        for policy in [
+            "lru", "lfu", "clock", "arc", "car", "lirs", "lecar", "ev-lfu", "ev-arc", "ev-car",
+        ] {
             for (precs, tol) in [
                 (vec![32], 0.0),
                 (vec![16], 1e-4),
@@ -512,6 +514,35 @@ mod tests {
                     assert!(st.demotions > 0 && st.l2_hits > 0, "{policy} {st:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn store_hits_equal_the_simulator_for_every_policy() {
+        let d = tempfile::tempdir().unwrap();
+        let names = make(d.path(), 3, 60, 2);
+        for name in crate::policy::POLICY_NAMES.split(", ") {
+            let kind = PolicyKind::parse(name, 3).unwrap();
+            let mut s = EmbedStore::open(d.path(), &names, &opts(25 * 8, name, vec![32])).unwrap();
+            let mut sim = crate::GroupSim::new(&kind, 25);
+            let mut out = vec![0f32; 6];
+            let mut x = 99u64;
+            for _ in 0..3000 {
+                let mut keys = [0u64; 3];
+                for k in keys.iter_mut() {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Skewed: squares of uniform draws favour small keys.
+                    let u = (x >> 40) as f64 / (1u64 << 24) as f64;
+                    *k = ((u * u) * 60.0) as u64;
+                }
+                s.lookup(&keys, &mut out).unwrap();
+                sim.request(&keys);
+            }
+            let st = s.stats();
+            assert_eq!(st.l1_hits, sim.stats.hits, "{name}");
+            assert_eq!(st.perfect, sim.stats.perfect, "{name}");
         }
     }
 
