@@ -171,8 +171,8 @@ def register(subparsers) -> None:
     sm = sub.add_parser("simulate", help="hit rates of cache policies on the Criteo-like stream")
     sm.add_argument(
         "--policy",
-        default="lru,lfu,clock,arc,ev-lfu",
-        help=f"comma-separated policies (default lru,lfu,clock,arc,ev-lfu); valid: "
+        default="lru,lfu,clock,arc,car,lirs,ev-lfu,ev-arc,ev-car",
+        help="comma-separated policies (default %(default)s); valid: "
         f"{', '.join(embed.POLICIES)}",
     )
     sm.add_argument(

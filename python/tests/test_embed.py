@@ -50,6 +50,11 @@ def test_criteo_generator_shapes_and_determinism():
         ("clock", [8], 4e-3),
         ("ev-lfu", [8, 4], 0.26),
         ("lfu", [32, 8], 4e-3),
+        ("ev-arc", [32], 0.0),
+        ("ev-car", [8, 4], 0.26),
+        ("car", [32], 0.0),
+        ("lirs", [16], 1e-4),
+        ("lecar", [32], 0.0),
     ],
 )
 def test_lookup_returns_rows(tmp_path, policy, precisions, tol):
@@ -206,8 +211,11 @@ def test_simulate_ev_lfu_beats_lru_on_perfect_hits():
 lcs = pytest.importorskip("libcachesim")
 
 
+_LCS = {"lru": "LRU", "lfu": "LFU", "clock": "Clock", "arc": "ARC", "lirs": "LIRS", "lecar": "LeCaR"}
+
+
 def _lcs_hits(kind: str, capacity: int, stream: np.ndarray) -> int:
-    cache = (lcs.LRU if kind == "lru" else lcs.LFU)(cache_size=capacity)
+    cache = getattr(lcs, _LCS[kind])(cache_size=capacity)
     req = lcs.Request()
     hits = 0
     for k in stream.tolist():
@@ -217,7 +225,13 @@ def _lcs_hits(kind: str, capacity: int, stream: np.ndarray) -> int:
     return hits
 
 
-@pytest.mark.parametrize("kind", ["lru", "lfu"])
+# LRU, LFU, CLOCK and ARC agree exactly. LIRS agrees within 0.3 % of the keys (the size of the
+# resident-HIR set at small capacities differs by rounding); LeCaR draws its evictions at random,
+# so only the rates can agree (within 0.5 %). libCacheSim has no CAR.
+_TOLERANCE = {"lirs": 0.003, "lecar": 0.005}
+
+
+@pytest.mark.parametrize("kind", ["lru", "lfu", "clock", "arc", "lirs", "lecar"])
 def test_individual_hits_agree_with_libcachesim(kind):
     gen = workload.criteo(4000, tables=26, scale=0.0005, seed=11)
     # Tag keys by table (as the store does) and flatten: each key accessed alone.
@@ -227,7 +241,7 @@ def test_individual_hits_agree_with_libcachesim(kind):
         ours = embed.access_stream(stream, policy=kind, capacity=cap)
         theirs = _lcs_hits(kind, cap, stream)
         print(f"{kind} {cap}: attune {ours} libcachesim {theirs}")
-        assert ours == theirs
+        assert abs(ours - theirs) <= _TOLERANCE.get(kind, 0.0) * len(stream)
 
 
 def test_cli_load_simulate_stats(tmp_path, capsys):

@@ -1,6 +1,6 @@
 //! A slab of doubly linked lists: O(1) push, remove, move and pop over node ids. Every node
 //! belongs to exactly one list; the policies use one list per queue (LRU, ARC's four) or per
-//! group score (EV-LFU).
+//! group score (EV-LFU, EV-ARC's F-list). Each node carries one `aux` word for the policy.
 
 const NIL: u32 = u32::MAX;
 
@@ -10,6 +10,8 @@ struct Node {
     prev: u32,
     next: u32,
     list: u32,
+    /// Free per-node value for the policy (a group score, a reference bit, a frequency).
+    aux: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +64,18 @@ impl Lists {
         self.nodes[id as usize].key
     }
 
+    /// The policy's value of node `id` (0 when pushed).
+    #[inline]
+    pub fn aux(&self, id: u32) -> u32 {
+        self.nodes[id as usize].aux
+    }
+
+    /// Sets the policy's value of node `id`.
+    #[inline]
+    pub fn set_aux(&mut self, id: u32, v: u32) {
+        self.nodes[id as usize].aux = v;
+    }
+
     /// The oldest node of list `l`.
     #[inline]
     pub fn front(&self, l: usize) -> Option<u32> {
@@ -76,6 +90,7 @@ impl Lists {
             prev: NIL,
             next: NIL,
             list: l as u32,
+            aux: 0,
         };
         let id = if let Some(id) = self.free.pop() {
             self.nodes[id as usize] = node;

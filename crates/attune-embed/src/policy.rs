@@ -19,6 +19,12 @@ use std::str::FromStr;
 use crate::error::{EmbedError, Result};
 use crate::lists::Lists;
 
+mod baseline;
+mod ev;
+
+pub use baseline::{Car, LeCar, Lirs};
+pub use ev::{EvArc, EvCar};
+
 type Map<V> = HashMap<u64, V, foldhash::fast::FixedState>;
 
 fn map<V>() -> Map<V> {
@@ -42,7 +48,7 @@ pub trait Policy: Send {
     fn on_hit(&mut self, key: u64, agg: u32);
     /// Inserts a key that is not cached, evicting as needed; evicted keys are appended to
     /// `evicted`. With capacity 0 nothing is inserted.
-    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<u64>);
+    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<(u64, u32)>);
     /// Removes `key` if cached (moving it to another tier); returns whether it was.
     fn remove(&mut self, key: u64) -> bool;
     /// Items cached.
@@ -58,7 +64,7 @@ pub trait Policy: Send {
         0
     }
     /// Single-key access: a hit updates, a miss inserts. Returns whether it hit.
-    fn access(&mut self, key: u64, evicted: &mut Vec<u64>) -> bool {
+    fn access(&mut self, key: u64, evicted: &mut Vec<(u64, u32)>) -> bool {
         if self.contains(key) {
             self.on_hit(key, 0);
             true
@@ -70,7 +76,12 @@ pub trait Policy: Send {
 }
 
 /// Runs one grouped request; `hits[i]` says whether `keys[i]` hit. Returns `aggHit`.
-pub fn request(p: &mut dyn Policy, keys: &[u64], hits: &mut [bool], evicted: &mut Vec<u64>) -> u32 {
+pub fn request(
+    p: &mut dyn Policy,
+    keys: &[u64],
+    hits: &mut [bool],
+    evicted: &mut Vec<(u64, u32)>,
+) -> u32 {
     let mut agg = 0u32;
     for (k, h) in keys.iter().zip(hits.iter_mut()) {
         *h = p.contains(*k);
@@ -85,13 +96,14 @@ pub fn request(p: &mut dyn Policy, keys: &[u64], hits: &mut [bool], evicted: &mu
     agg
 }
 
-/// EV-LFU's tie-break among keys of equal group score.
+/// The tie-break among keys of equal group score (EV-LFU, EV-ARC's F-list).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TieBreak {
     /// Evict the least recently *inserted* into its score (a hit that does not raise the score
-    /// leaves the key in place). The EV-LFU prose's rule; the default.
+    /// leaves the key in place). The EV-LFU prose's rule (l. 582); `-inserted` variants.
     Inserted,
-    /// Evict the least recently *used* (every hit moves the key to the back of its score).
+    /// Evict the least recently *used* (every hit moves the key to the back of its score). The
+    /// listing's `funcEvict` and EV-ARC's F-list (l. 651, 727); the default: it measures better.
     Used,
 }
 
@@ -106,17 +118,28 @@ pub enum PolicyKind {
     Clock,
     /// ARC (Megiddo & Modha, FAST '03).
     Arc,
+    /// CAR: CLOCK with adaptive replacement (Bansal & Modha, FAST '04).
+    Car,
+    /// LIRS (Jiang & Zhang, SIGMETRICS '02).
+    Lirs,
+    /// LeCaR (Vietri et al., HotStorage '18): LRU and LFU experts weighted by regret.
+    LeCar,
     /// EV-LFU: group scores in place of frequencies.
-    EvLfu(EvLfuConfig),
+    EvLfu(EvConfig),
+    /// EV-ARC: ARC whose frequency list is EV-LFU's score sets.
+    EvArc(EvConfig),
+    /// EV-CAR: CAR whose frequency clock holds group scores (scores capped at the value).
+    EvCar(u32),
 }
 
-/// EV-LFU parameters.
+/// EVCache parameters (EV-LFU, EV-ARC).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct EvLfuConfig {
+pub struct EvConfig {
     /// Highest score (the number of tables, N).
     pub max_score: u32,
     /// Flush when perfect pages (score == max) reach this fraction of the capacity. Default 0.9
-    /// (the listing); the prose's 0.2 is an option. `None` turns flushing off.
+    /// for EV-LFU and 0.95 for EV-ARC (the listings); the prose's 0.2 is an option. `None` turns
+    /// flushing off.
     pub flush_threshold: Option<f64>,
     /// Fraction of the perfect pages evicted by one flush. Default 0.1.
     pub flush_rate: f64,
@@ -124,48 +147,101 @@ pub struct EvLfuConfig {
     pub tie_break: TieBreak,
 }
 
-impl EvLfuConfig {
-    /// The defaults for `max_score` tables.
+impl EvConfig {
+    /// EV-LFU's defaults for `max_score` tables.
     pub fn new(max_score: u32) -> Self {
-        EvLfuConfig {
+        EvConfig {
             max_score,
             flush_threshold: Some(0.9),
             flush_rate: 0.1,
-            tie_break: TieBreak::Inserted,
+            tie_break: TieBreak::Used,
+        }
+    }
+
+    /// EV-ARC's defaults (perfect-page capacity 0.95).
+    pub fn arc(max_score: u32) -> Self {
+        EvConfig {
+            flush_threshold: Some(0.95),
+            ..EvConfig::new(max_score)
+        }
+    }
+
+    /// Applies a name suffix (`inserted`, `noflush`, `prose`).
+    fn with(self, opt: &str) -> Option<Self> {
+        Some(match opt {
+            "inserted" => EvConfig {
+                tie_break: TieBreak::Inserted,
+                ..self
+            },
+            "used" => EvConfig {
+                tie_break: TieBreak::Used,
+                ..self
+            },
+            "noflush" => EvConfig {
+                flush_threshold: None,
+                ..self
+            },
+            "prose" => EvConfig {
+                flush_threshold: Some(0.2),
+                ..self
+            },
+            _ => return None,
+        })
+    }
+
+    fn suffix(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.tie_break == TieBreak::Inserted {
+            f.write_str("-inserted")?;
+        }
+        match self.flush_threshold {
+            None => f.write_str("-noflush"),
+            Some(t) if (t - 0.2).abs() < 1e-12 => f.write_str("-prose"),
+            _ => Ok(()),
         }
     }
 }
 
-/// Every policy name [`PolicyKind::parse`] accepts.
-pub const POLICY_NAMES: &str =
-    "lru, lfu, clock, arc, ev-lfu, ev-lfu-used, ev-lfu-noflush, ev-lfu-prose";
+/// The baselines: the policies without group scores.
+pub const BASELINES: &[&str] = &["lru", "lfu", "clock", "arc", "car", "lirs", "lecar"];
+
+/// Every policy name [`PolicyKind::parse`] accepts (EV-LFU and EV-ARC also take the suffixes
+/// `-inserted`, `-noflush`, `-prose` in any order).
+pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, ev-lfu, ev-lfu-inserted, \
+ev-lfu-noflush, ev-lfu-prose, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car";
 
 impl PolicyKind {
     /// Parses a policy name for a cache over `tables` tables (EV policies cap scores at it).
     pub fn parse(name: &str, tables: usize) -> Result<Self> {
-        let ev = EvLfuConfig::new(tables as u32);
-        Ok(match name.to_ascii_lowercase().as_str() {
+        let n = tables.min(u32::MAX as usize) as u32;
+        let lower = name.to_ascii_lowercase();
+        let unknown = || {
+            EmbedError::InvalidArgument(format!("unknown policy `{name}`; valid: {POLICY_NAMES}"))
+        };
+        let ev = |base: EvConfig, rest: &str| -> Result<EvConfig> {
+            rest.split('-')
+                .filter(|s| !s.is_empty())
+                .try_fold(base, |c, o| c.with(o))
+                .ok_or_else(unknown)
+        };
+        Ok(match lower.as_str() {
             "lru" => PolicyKind::Lru,
             "lfu" => PolicyKind::Lfu,
             "clock" => PolicyKind::Clock,
             "arc" => PolicyKind::Arc,
-            "ev-lfu" | "evlfu" => PolicyKind::EvLfu(ev),
-            "ev-lfu-used" => PolicyKind::EvLfu(EvLfuConfig {
-                tie_break: TieBreak::Used,
-                ..ev
-            }),
-            "ev-lfu-noflush" => PolicyKind::EvLfu(EvLfuConfig {
-                flush_threshold: None,
-                ..ev
-            }),
-            "ev-lfu-prose" => PolicyKind::EvLfu(EvLfuConfig {
-                flush_threshold: Some(0.2),
-                ..ev
-            }),
-            _ => {
-                return Err(EmbedError::InvalidArgument(format!(
-                    "unknown policy `{name}`; valid: {POLICY_NAMES}"
-                )))
+            "car" => PolicyKind::Car,
+            "lirs" => PolicyKind::Lirs,
+            "lecar" => PolicyKind::LeCar,
+            "ev-car" | "evcar" => PolicyKind::EvCar(n),
+            "evlfu" => PolicyKind::EvLfu(EvConfig::new(n)),
+            "evarc" => PolicyKind::EvArc(EvConfig::arc(n)),
+            s => {
+                if let Some(rest) = s.strip_prefix("ev-lfu") {
+                    PolicyKind::EvLfu(ev(EvConfig::new(n), rest)?)
+                } else if let Some(rest) = s.strip_prefix("ev-arc") {
+                    PolicyKind::EvArc(ev(EvConfig::arc(n), rest)?)
+                } else {
+                    return Err(unknown());
+                }
             }
         })
     }
@@ -177,8 +253,21 @@ impl PolicyKind {
             PolicyKind::Lfu => Box::new(Lfu::new(capacity)),
             PolicyKind::Clock => Box::new(Clock::new(capacity)),
             PolicyKind::Arc => Box::new(Arc::new(capacity)),
+            PolicyKind::Car => Box::new(Car::new(capacity)),
+            PolicyKind::Lirs => Box::new(Lirs::new(capacity)),
+            PolicyKind::LeCar => Box::new(LeCar::new(capacity)),
             PolicyKind::EvLfu(c) => Box::new(EvLfu::new(capacity, *c)),
+            PolicyKind::EvArc(c) => Box::new(EvArc::new(capacity, *c)),
+            PolicyKind::EvCar(n) => Box::new(EvCar::new(capacity, *n)),
         }
+    }
+
+    /// Whether this is a baseline (no group scores).
+    pub fn is_baseline(&self) -> bool {
+        !matches!(
+            self,
+            PolicyKind::EvLfu(_) | PolicyKind::EvArc(_) | PolicyKind::EvCar(_)
+        )
     }
 }
 
@@ -189,16 +278,27 @@ impl fmt::Display for PolicyKind {
             PolicyKind::Lfu => f.write_str("lfu"),
             PolicyKind::Clock => f.write_str("clock"),
             PolicyKind::Arc => f.write_str("arc"),
+            PolicyKind::Car => f.write_str("car"),
+            PolicyKind::Lirs => f.write_str("lirs"),
+            PolicyKind::LeCar => f.write_str("lecar"),
+            PolicyKind::EvCar(_) => f.write_str("ev-car"),
             PolicyKind::EvLfu(c) => {
                 f.write_str("ev-lfu")?;
-                if c.tie_break == TieBreak::Used {
-                    f.write_str("-used")?;
-                }
-                match c.flush_threshold {
-                    None => f.write_str("-noflush"),
-                    Some(t) if (t - 0.2).abs() < 1e-12 => f.write_str("-prose"),
-                    _ => Ok(()),
-                }
+                c.suffix(f)
+            }
+            PolicyKind::EvArc(c) => {
+                f.write_str("ev-arc")?;
+                let d = EvConfig::arc(c.max_score);
+                // EV-ARC's default threshold is not a suffix.
+                let c = if c.flush_threshold == d.flush_threshold {
+                    EvConfig {
+                        flush_threshold: Some(0.9),
+                        ..*c
+                    }
+                } else {
+                    *c
+                };
+                c.suffix(f)
             }
         }
     }
@@ -244,14 +344,14 @@ impl Policy for Lru {
             self.lists.move_back(id, 0);
         }
     }
-    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<u64>) {
+    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<(u64, u32)>) {
         if self.cap == 0 {
             return;
         }
         if self.ids.len() >= self.cap {
             if let Some(v) = self.lists.pop_front(0) {
                 self.ids.remove(&v);
-                evicted.push(v);
+                evicted.push((v, 0));
             }
         }
         let id = self.lists.push_back(0, key);
@@ -306,7 +406,7 @@ impl Policy for Lfu {
             self.order.insert((m.0, m.1, key));
         }
     }
-    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<u64>) {
+    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<(u64, u32)>) {
         if self.cap == 0 {
             return;
         }
@@ -314,7 +414,7 @@ impl Policy for Lfu {
         if self.meta.len() >= self.cap {
             if let Some((_, _, v)) = self.order.pop_first() {
                 self.meta.remove(&v);
-                evicted.push(v);
+                evicted.push((v, 0));
             }
         }
         self.meta.insert(key, (1, self.clock));
@@ -372,7 +472,7 @@ impl Policy for Clock {
             self.refbit[s] = true;
         }
     }
-    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<u64>) {
+    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<(u64, u32)>) {
         if self.cap == 0 {
             return;
         }
@@ -396,7 +496,7 @@ impl Policy for Clock {
             } else {
                 let v = self.keys[h];
                 self.slot.remove(&v);
-                evicted.push(v);
+                evicted.push((v, 0));
                 self.keys[h] = key;
                 self.slot.insert(key, h);
                 return;
@@ -451,7 +551,7 @@ impl Arc {
         }
     }
 
-    fn replace(&mut self, in_b2: bool, evicted: &mut Vec<u64>) {
+    fn replace(&mut self, in_b2: bool, evicted: &mut Vec<(u64, u32)>) {
         let t1 = self.lists.len(T1);
         let from_t1 = t1 >= 1 && ((t1 as f64) > self.p || (in_b2 && (t1 as f64) == self.p.floor()));
         let (from, to) = if from_t1 || self.lists.len(T2) == 0 {
@@ -460,7 +560,7 @@ impl Arc {
             (T2, B2)
         };
         if let Some(id) = self.lists.front(from) {
-            evicted.push(self.lists.key(id));
+            evicted.push((self.lists.key(id), 0));
             self.lists.move_back(id, to);
         }
     }
@@ -483,7 +583,7 @@ impl Policy for Arc {
             }
         }
     }
-    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<u64>) {
+    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<(u64, u32)>) {
         let c = self.cap;
         if c == 0 {
             return;
@@ -510,7 +610,7 @@ impl Policy for Arc {
                 self.replace(false, evicted);
             } else if let Some(v) = self.lists.pop_front(T1) {
                 self.ids.remove(&v);
-                evicted.push(v);
+                evicted.push((v, 0));
             }
         } else if total >= c {
             if total >= 2 * c {
@@ -552,7 +652,7 @@ impl Policy for Arc {
 /// * the tie-break is configurable ([`TieBreak`]), least recently inserted by default.
 pub struct EvLfu {
     cap: usize,
-    cfg: EvLfuConfig,
+    cfg: EvConfig,
     lists: Lists,
     ids: Map<u32>,
     flushes: u64,
@@ -560,8 +660,8 @@ pub struct EvLfu {
 
 impl EvLfu {
     /// An empty EV-LFU of `cap` items.
-    pub fn new(cap: usize, cfg: EvLfuConfig) -> Self {
-        let cfg = EvLfuConfig {
+    pub fn new(cap: usize, cfg: EvConfig) -> Self {
+        let cfg = EvConfig {
             max_score: cfg.max_score.max(1),
             ..cfg
         };
@@ -584,7 +684,7 @@ impl EvLfu {
         self.flushes
     }
 
-    fn make_room(&mut self, evicted: &mut Vec<u64>) {
+    fn make_room(&mut self, evicted: &mut Vec<(u64, u32)>) {
         let max = self.cfg.max_score as usize;
         let perfect = self.lists.len(max);
         if let Some(t) = self.cfg.flush_threshold {
@@ -593,7 +693,7 @@ impl EvLfu {
                 for _ in 0..n {
                     if let Some(v) = self.lists.pop_front(max) {
                         self.ids.remove(&v);
-                        evicted.push(v);
+                        evicted.push((v, 0)); // a flushed page leaves with score 0
                     }
                 }
                 self.flushes += 1;
@@ -603,7 +703,7 @@ impl EvLfu {
         for s in 0..=max {
             if let Some(v) = self.lists.pop_front(s) {
                 self.ids.remove(&v);
-                evicted.push(v);
+                evicted.push((v, s as u32));
                 return;
             }
         }
@@ -625,7 +725,7 @@ impl Policy for EvLfu {
             }
         }
     }
-    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<u64>) {
+    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<(u64, u32)>) {
         if self.cap == 0 {
             return;
         }
@@ -661,6 +761,10 @@ impl Policy for EvLfu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ks(ev: &[(u64, u32)]) -> Vec<u64> {
+        ev.iter().map(|e| e.0).collect()
+    }
 
     fn run(p: &mut dyn Policy, keys: &[u64]) -> Vec<bool> {
         let mut ev = Vec::new();
@@ -736,7 +840,7 @@ mod tests {
 
     #[test]
     fn ev_lfu_scores_are_max_of_agg_and_capped() {
-        let mut p = EvLfu::new(10, EvLfuConfig::new(3));
+        let mut p = EvLfu::new(10, EvConfig::new(3));
         let mut ev = Vec::new();
         let mut hits = [false; 3];
         request(&mut p, &[1, 2, 3], &mut hits, &mut ev);
@@ -757,9 +861,9 @@ mod tests {
     fn ev_lfu_evicts_lowest_score_oldest_inserted() {
         let mut p = EvLfu::new(
             3,
-            EvLfuConfig {
+            EvConfig {
                 flush_threshold: None,
-                ..EvLfuConfig::new(2)
+                ..EvConfig::new(2)
             },
         );
         let mut ev = Vec::new();
@@ -768,17 +872,17 @@ mod tests {
         request(&mut p, &[1, 3], &mut hits, &mut ev); // 1 -> 1, 3 inserted at 1
         assert_eq!((p.score(1), p.score(2), p.score(3)), (1, 0, 1));
         request(&mut p, &[4, 5], &mut hits, &mut ev); // evicts 2 (score 0), then 4 (score 0)
-        assert_eq!(ev, vec![2, 4]);
+        assert_eq!(ks(&ev), vec![2, 4]);
         assert!(p.contains(1) && p.contains(3) && p.contains(5));
     }
 
     #[test]
     fn ev_lfu_tie_break_inserted_vs_used() {
         for (tb, victim) in [(TieBreak::Inserted, 1), (TieBreak::Used, 2)] {
-            let cfg = EvLfuConfig {
+            let cfg = EvConfig {
                 flush_threshold: None,
                 tie_break: tb,
-                ..EvLfuConfig::new(1)
+                ..EvConfig::new(1)
             };
             let mut p = EvLfu::new(2, cfg);
             let mut ev = Vec::new();
@@ -787,13 +891,13 @@ mod tests {
             request(&mut p, &[2], &mut hits, &mut ev); // 2 at score 0
             p.on_hit(1, 0); // used again without a higher score
             request(&mut p, &[3], &mut hits, &mut ev);
-            assert_eq!(ev, vec![victim], "{tb:?}");
+            assert_eq!(ks(&ev), vec![victim], "{tb:?}");
         }
     }
 
     #[test]
     fn ev_lfu_flush_replaces_eviction_and_count_is_exact() {
-        let mut p = EvLfu::new(10, EvLfuConfig::new(1));
+        let mut p = EvLfu::new(10, EvConfig::new(1));
         let mut ev = Vec::new();
         let mut hits = [false; 1];
         // Ten keys, each hit once alone: aggHit 1 == max, all perfect.
@@ -804,17 +908,17 @@ mod tests {
         assert_eq!(p.perfect_pages(), 10);
         request(&mut p, &[99], &mut hits, &mut ev);
         // 10 >= 0.9 * 10: flush max(1, 0.1 * 10) = 1 oldest perfect page, key 0.
-        assert_eq!(ev, vec![0]);
+        assert_eq!(ks(&ev), vec![0]);
         assert_eq!(p.flushes(), 1);
         assert_eq!(p.perfect_pages(), 9);
         assert_eq!(p.len(), 10);
         // 9 perfect pages still reach 0.9 * 10: the next insertion flushes again (key 1).
         request(&mut p, &[100], &mut hits, &mut ev);
-        assert_eq!(ev, vec![0, 1]);
+        assert_eq!(ks(&ev), vec![0, 1]);
         assert_eq!((p.flushes(), p.perfect_pages()), (2, 8));
         // Below the threshold a plain eviction takes the lowest score, oldest first (99).
         request(&mut p, &[101], &mut hits, &mut ev);
-        assert_eq!(ev, vec![0, 1, 99]);
+        assert_eq!(ks(&ev), vec![0, 1, 99]);
         assert_eq!(p.flushes(), 2);
     }
 }

@@ -32,7 +32,7 @@ pub struct GroupSim {
     policy: Box<dyn Policy>,
     hits: Vec<bool>,
     tagged: Vec<u64>,
-    evicted: Vec<u64>,
+    evicted: Vec<(u64, u32)>,
     /// Counters; reset with [`GroupSim::reset_stats`] after a warm-up.
     pub stats: SimStats,
 }

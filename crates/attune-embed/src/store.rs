@@ -100,8 +100,13 @@ impl Tier {
 
     fn row(&self, key: u64) -> Option<&[u8]> {
         let &s = self.slots.get(&key)?;
+        Some(self.slot_row(s))
+    }
+
+    #[inline]
+    fn slot_row(&self, s: u32) -> &[u8] {
         let at = s as usize * self.row_bytes;
-        Some(&self.data[at..at + self.row_bytes])
+        &self.data[at..at + self.row_bytes]
     }
 
     fn release(&mut self, key: u64) {
@@ -138,9 +143,9 @@ pub struct EmbedStore {
     policy: PolicyKind,
     stats: EmbedStats,
     // Scratch, kept to avoid per-request allocation.
-    hits: Vec<u8>,
-    evicted: Vec<u64>,
-    evicted2: Vec<u64>,
+    hits: Vec<(u8, u32)>,
+    evicted: Vec<(u64, u32)>,
+    evicted2: Vec<(u64, u32)>,
     row: Vec<f32>,
     io: Vec<u8>,
 }
@@ -234,7 +239,7 @@ impl EmbedStore {
             l2,
             policy,
             stats: EmbedStats::default(),
-            hits: vec![MISS; names.len()],
+            hits: vec![(MISS, 0); names.len()],
             evicted: Vec::new(),
             evicted2: Vec::new(),
             row: vec![0.0; dim],
@@ -289,15 +294,16 @@ impl EmbedStore {
                 keys.len()
             )));
         }
-        for (i, &k) in keys.iter().enumerate() {
-            let t = &self.tables[i % n];
-            if k >= t.rows() {
-                return Err(EmbedError::KeyOutOfRange {
-                    table: self.names[i % n].clone(),
-                    key: k,
-                    rows: t.rows(),
-                    request: i / n,
-                });
+        for (r, req) in keys.chunks_exact(n).enumerate() {
+            for (t, (table, &k)) in self.tables.iter().zip(req).enumerate() {
+                if k >= table.rows() {
+                    return Err(EmbedError::KeyOutOfRange {
+                        table: self.names[t].clone(),
+                        key: k,
+                        rows: table.rows(),
+                        request: r,
+                    });
+                }
             }
         }
         Ok(())
@@ -325,17 +331,19 @@ impl EmbedStore {
         let dim = self.dim;
         let mut agg = 0u32;
         let mut in_l1 = 0usize;
+        // One probe per key: a tier's slot map holds exactly its policy's resident keys, so the
+        // slot found here both decides the hit and locates the row.
         for (t, &k) in keys.iter().enumerate() {
             let key = tag(t, k);
-            self.hits[t] = if self.l1.policy.contains(key) {
+            self.hits[t] = if let Some(&s) = self.l1.slots.get(&key) {
                 in_l1 += 1;
-                IN_L1
-            } else if self.l2.as_ref().is_some_and(|l2| l2.policy.contains(key)) {
-                IN_L2
+                (IN_L1, s)
+            } else if let Some(&s) = self.l2.as_ref().and_then(|l2| l2.slots.get(&key)) {
+                (IN_L2, s)
             } else {
-                MISS
+                (MISS, 0)
             };
-            agg += u32::from(self.hits[t] != MISS);
+            agg += u32::from(self.hits[t].0 != MISS);
         }
         let st = &mut self.stats;
         st.requests += 1;
@@ -346,46 +354,44 @@ impl EmbedStore {
         st.perfect_l1 += u64::from(in_l1 == keys.len());
         st.perfect += u64::from(agg as usize == keys.len());
 
-        // Hits: decode, then update.
+        // Hits: decode, then update. No insertion has happened yet in this request, so the
+        // slots found above are current.
         for (t, &k) in keys.iter().enumerate() {
-            let key = tag(t, k);
-            let o = &mut out[t * dim..(t + 1) * dim];
-            match self.hits[t] {
-                IN_L1 => {
-                    if let Some(r) = self.l1.row(key) {
-                        self.l1.precision.decode(r, o);
-                    }
-                    self.l1.policy.on_hit(key, agg);
-                }
-                IN_L2 => {
-                    if let Some(l2) = self.l2.as_mut() {
-                        if let Some(r) = l2.row(key) {
-                            l2.precision.decode(r, o);
-                        }
-                        l2.policy.remove(key);
-                        l2.release(key);
-                    }
-                    self.stats.promotions += 1;
-                    // Promotion is an insertion into L1 (below, with the misses).
-                }
-                _ => {}
-            }
-        }
-        // Misses (and promotions): read, insert into L1, demote L1's evictions.
-        for (t, &k) in keys.iter().enumerate() {
-            if self.hits[t] == IN_L1 {
+            let (w, slot) = self.hits[t];
+            if w == MISS {
                 continue;
             }
             let key = tag(t, k);
             let o = &mut out[t * dim..(t + 1) * dim];
-            if self.hits[t] == MISS {
+            if w == IN_L1 {
+                self.l1.precision.decode(self.l1.slot_row(slot), o);
+                self.l1.policy.on_hit(key, agg);
+            } else if let Some(l2) = self.l2.as_mut() {
+                l2.precision.decode(l2.slot_row(slot), o);
+                l2.policy.remove(key);
+                l2.release(key);
+                self.stats.promotions += 1;
+                // Promotion is an insertion into L1 (below, with the misses).
+            }
+        }
+        if in_l1 == keys.len() {
+            return Ok(());
+        }
+        // Misses (and promotions): read, insert into L1, demote L1's evictions.
+        for (t, &k) in keys.iter().enumerate() {
+            if self.hits[t].0 == IN_L1 {
+                continue;
+            }
+            let key = tag(t, k);
+            let o = &mut out[t * dim..(t + 1) * dim];
+            if self.hits[t].0 == MISS {
                 self.tables[t].read_row(k, o, &mut self.io)?;
             }
             self.evicted.clear();
             self.l1.policy.on_miss(key, agg, &mut self.evicted);
             for i in 0..self.evicted.len() {
-                let v = self.evicted[i];
-                self.demote(v);
+                let (v, score) = self.evicted[i];
+                self.demote(v, score);
             }
             if self.l1.policy.contains(key) {
                 self.stats.clipped += u64::from(self.l1.store(key, o));
@@ -393,7 +399,7 @@ impl EmbedStore {
                 // L1 holds nothing (capacity 0): the row goes straight to L2.
                 self.evicted2.clear();
                 l2.policy.on_miss(key, agg, &mut self.evicted2);
-                for &v in &self.evicted2 {
+                for &(v, _) in &self.evicted2 {
                     l2.release(v);
                 }
                 if l2.policy.contains(key) {
@@ -404,9 +410,9 @@ impl EmbedStore {
         Ok(())
     }
 
-    /// Moves L1's evicted `key` into L2 (or drops it without an L2).
-    fn demote(&mut self, key: u64) {
-        let score = self.l1.policy.score(key);
+    /// Moves L1's evicted `key` (group score `score` when it left) into L2, or drops it
+    /// without an L2.
+    fn demote(&mut self, key: u64, score: u32) {
         let Some(l2) = self.l2.as_mut() else {
             self.l1.release(key);
             return;
@@ -417,7 +423,7 @@ impl EmbedStore {
         self.l1.release(key);
         self.evicted2.clear();
         l2.policy.on_miss(key, score, &mut self.evicted2);
-        for &v in &self.evicted2 {
+        for &(v, _) in &self.evicted2 {
             l2.release(v);
         }
         if l2.policy.contains(key) {
@@ -476,7 +482,9 @@ mod tests {
     fn lookups_return_the_rows_at_every_policy_and_precision() {
         let d = tempfile::tempdir().unwrap();
         let names = make(d.path(), 3, 50, 4);
-        for policy in ["lru", "lfu", "clock", "arc", "ev-lfu"] {
+        for policy in [
+            "lru", "lfu", "clock", "arc", "car", "lirs", "lecar", "ev-lfu", "ev-arc", "ev-car",
+        ] {
             for (precs, tol) in [
                 (vec![32], 0.0),
                 (vec![16], 1e-4),
@@ -506,6 +514,35 @@ mod tests {
                     assert!(st.demotions > 0 && st.l2_hits > 0, "{policy} {st:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn store_hits_equal_the_simulator_for_every_policy() {
+        let d = tempfile::tempdir().unwrap();
+        let names = make(d.path(), 3, 60, 2);
+        for name in crate::policy::POLICY_NAMES.split(", ") {
+            let kind = PolicyKind::parse(name, 3).unwrap();
+            let mut s = EmbedStore::open(d.path(), &names, &opts(25 * 8, name, vec![32])).unwrap();
+            let mut sim = crate::GroupSim::new(&kind, 25);
+            let mut out = vec![0f32; 6];
+            let mut x = 99u64;
+            for _ in 0..3000 {
+                let mut keys = [0u64; 3];
+                for k in keys.iter_mut() {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Skewed: squares of uniform draws favour small keys.
+                    let u = (x >> 40) as f64 / (1u64 << 24) as f64;
+                    *k = ((u * u) * 60.0) as u64;
+                }
+                s.lookup(&keys, &mut out).unwrap();
+                sim.request(&keys);
+            }
+            let st = s.stats();
+            assert_eq!(st.l1_hits, sim.stats.hits, "{name}");
+            assert_eq!(st.perfect, sim.stats.perfect, "{name}");
         }
     }
 

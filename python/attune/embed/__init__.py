@@ -34,7 +34,23 @@ from attune import _native
 from attune.errors import InvalidArgumentError
 
 #: Policy names accepted by :class:`EmbeddingStore` and :func:`simulate`.
-POLICIES = ("lru", "lfu", "clock", "arc", "ev-lfu", "ev-lfu-used", "ev-lfu-noflush", "ev-lfu-prose")
+POLICIES = (
+    "lru",
+    "lfu",
+    "clock",
+    "arc",
+    "car",
+    "lirs",
+    "lecar",
+    "ev-lfu",
+    "ev-lfu-inserted",
+    "ev-lfu-noflush",
+    "ev-lfu-prose",
+    "ev-arc",
+    "ev-arc-inserted",
+    "ev-arc-noflush",
+    "ev-car",
+)
 
 
 def _np():
