@@ -172,8 +172,7 @@ def register(subparsers) -> None:
     sm.add_argument(
         "--policy",
         default="lru,lfu,clock,arc,car,lirs,ev-lfu,ev-arc,ev-car",
-        help="comma-separated policies (default %(default)s); valid: "
-        f"{', '.join(embed.POLICIES)}",
+        help=f"comma-separated policies (default %(default)s); valid: {', '.join(embed.POLICIES)}",
     )
     sm.add_argument(
         "--cache-fraction",

@@ -211,7 +211,14 @@ def test_simulate_ev_lfu_beats_lru_on_perfect_hits():
 lcs = pytest.importorskip("libcachesim")
 
 
-_LCS = {"lru": "LRU", "lfu": "LFU", "clock": "Clock", "arc": "ARC", "lirs": "LIRS", "lecar": "LeCaR"}
+_LCS = {
+    "lru": "LRU",
+    "lfu": "LFU",
+    "clock": "Clock",
+    "arc": "ARC",
+    "lirs": "LIRS",
+    "lecar": "LeCaR",
+}
 
 
 def _lcs_hits(kind: str, capacity: int, stream: np.ndarray) -> int:

@@ -184,7 +184,7 @@ impl Lirs {
     }
 
     /// Puts `key` on top of S.
-    fn move_to_stack_top(&mut self, key: u64) {
+    fn push_stack_top(&mut self, key: u64) {
         let s = self.entry(key).s;
         if s == NONE {
             let id = self.lists.push_back(S, key);
@@ -195,7 +195,7 @@ impl Lirs {
     }
 
     /// Puts resident HIR `key` at the end of Q.
-    fn move_to_queue_end(&mut self, key: u64) {
+    fn push_queue_end(&mut self, key: u64) {
         let q = self.entry(key).q;
         if q == NONE {
             let id = self.lists.push_back(Q, key);
@@ -244,7 +244,7 @@ impl Lirs {
         e.s = NONE;
         e.state = State::HirResident;
         self.lir -= 1;
-        self.move_to_queue_end(key);
+        self.push_queue_end(key);
         self.prune();
     }
 
@@ -265,21 +265,21 @@ impl Policy for Lirs {
         };
         match e.state {
             State::Lir => {
-                self.move_to_stack_top(key);
+                self.push_stack_top(key);
                 self.prune();
             }
             State::HirResident if e.s != NONE => {
                 self.leave_queue(key);
                 self.entry(key).state = State::Lir;
                 self.lir += 1;
-                self.move_to_stack_top(key);
+                self.push_stack_top(key);
                 if self.lir > self.lir_cap {
                     self.demote_bottom();
                 }
             }
             State::HirResident => {
-                self.move_to_stack_top(key);
-                self.move_to_queue_end(key);
+                self.push_stack_top(key);
+                self.push_queue_end(key);
             }
             State::HirGhost => {}
         }
@@ -292,7 +292,7 @@ impl Policy for Lirs {
             // Filling: new keys are LIR until the LIR set is full.
             self.entry(key).state = State::Lir;
             self.lir += 1;
-            self.move_to_stack_top(key);
+            self.push_stack_top(key);
             return;
         }
         if self.resident() >= self.cap {
@@ -311,14 +311,14 @@ impl Policy for Lirs {
         if in_stack {
             self.entry(key).state = State::Lir;
             self.lir += 1;
-            self.move_to_stack_top(key);
+            self.push_stack_top(key);
             if self.lir > self.lir_cap {
                 self.demote_bottom();
             }
         } else {
             self.entry(key).state = State::HirResident;
-            self.move_to_stack_top(key);
-            self.move_to_queue_end(key);
+            self.push_stack_top(key);
+            self.push_queue_end(key);
         }
     }
     fn remove(&mut self, key: u64) -> bool {
