@@ -33,7 +33,7 @@ impl DbInner {
         // everything the clone holds; offering at that later sequence would let a value that
         // misses a write made between the clone and the load outlive that write's
         // invalidation.
-        let published = self.last_sequence.load(Ordering::Acquire);
+        let published = hot.map(|_| self.last_sequence.load(Ordering::Acquire));
         let sv = self.sv.read().clone();
         #[cfg(test)]
         tests::between_clone_and_sequence();
@@ -50,7 +50,7 @@ impl DbInner {
             }
         };
         self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
-        if let Some(h) = hot {
+        if let (Some(h), Some(published)) = (hot, published) {
             h.offer(key, &v, published);
         }
         steps::mark(Step::Value);
