@@ -30,11 +30,21 @@ impl Default for WriteBatch {
     }
 }
 
-fn check_key(key: &[u8]) -> Result<()> {
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > MAX_KEY_BYTES {
         return Err(Error::InvalidArgument(format!(
             "key of {} bytes exceeds the limit of {MAX_KEY_BYTES} bytes",
             key.len()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() as u64 > MAX_VALUE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "value of {} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes",
+            value.len()
         )));
     }
     Ok(())
@@ -51,12 +61,7 @@ impl WriteBatch {
     /// Adds a put. Fails for a key over 64 KiB or a value of 4 GiB or more.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
-        if value.len() as u64 > MAX_VALUE_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "value of {} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes",
-                value.len()
-            )));
-        }
+        check_value(value)?;
         self.rep.push(ValueKind::Value as u8);
         put_length_prefixed(&mut self.rep, key);
         put_length_prefixed(&mut self.rep, value);

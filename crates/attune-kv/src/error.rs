@@ -67,6 +67,10 @@ pub enum Error {
     /// A write (or other change) to a database opened with `read_only`.
     #[error("database at {path} is open read-only: {op} needs a writable open (read_only=false)")]
     ReadOnly { path: PathBuf, op: &'static str },
+    /// A transaction or conditional write found a key changed since it was read (or not
+    /// holding the value the caller expected); nothing was written. Retry from a fresh read.
+    #[error("conflict: {0}; nothing was written (retry with fresh reads)")]
+    Conflict(String),
 }
 
 impl Error {
@@ -141,6 +145,7 @@ impl Error {
                 path: path.clone(),
                 op,
             },
+            Error::Conflict(s) => Error::Conflict(s.clone()),
         }
     }
 }

@@ -56,6 +56,7 @@ impl DbInner {
             batch: None,
             sync: false,
             gc: None,
+            check: None,
         });
         while st.writers.front().map(|w| w.id) != Some(id) {
             self.write_cv.wait(&mut st);

@@ -122,7 +122,12 @@ impl DbInner {
             moved_bytes += u64::from(p.len);
             chunk.push((k, v.to_vec(), p));
             if chunk_bytes >= GC_CHUNK_BYTES || i + 1 == last {
-                self.write_inner(WriteBatch::new(), false, Some(std::mem::take(&mut chunk)))?;
+                self.write_inner(
+                    WriteBatch::new(),
+                    false,
+                    Some(std::mem::take(&mut chunk)),
+                    None,
+                )?;
                 chunk_bytes = 0;
             }
         }

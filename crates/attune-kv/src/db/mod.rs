@@ -32,12 +32,15 @@ mod iter;
 mod open;
 mod read;
 mod stats;
+mod txn;
 mod write;
 
 pub use gc::GcReport;
 use gc::GcStats;
 pub use iter::DbIterator;
 pub use stats::{BlobFileStats, LevelCompactionStats, Stats, VerifyReport};
+use txn::Precondition;
+pub use txn::Transaction;
 
 use crate::batch::WriteBatch;
 use crate::cache::hotkeys::HotKeyCache;
@@ -79,6 +82,9 @@ struct PendingWrite {
     /// Set for a garbage-collection move: rewritten only where the key still points at the old
     /// record when this write leads its group.
     gc: Option<Vec<GcEntry>>,
+    /// Set for a conditional write (a transaction's commit, a compare-and-set): checked by the
+    /// leader with no other write in flight, and the batch is written only if it holds.
+    check: Option<Precondition>,
 }
 
 struct State {

@@ -109,6 +109,16 @@ impl DbInner {
         seq: u64,
         fill: bool,
     ) -> (DbIter, Option<Error>) {
+        let (merged, error) = self.merged_iter(sv, fill);
+        (DbIter::new(Box::new(merged), seq), error)
+    }
+
+    /// Every entry of one super version, all sequences, merged in internal-key order.
+    pub(super) fn merged_iter(
+        &self,
+        sv: &SuperVersion,
+        fill: bool,
+    ) -> (MergingIterator, Option<Error>) {
         let mut children: Vec<Box<dyn InternalIterator>> =
             vec![Box::new(MemTableIter::new(sv.mem.clone()))];
         if let Some(imm) = &sv.imm {
@@ -130,10 +140,7 @@ impl DbInner {
                 )));
             }
         }
-        (
-            DbIter::new(Box::new(MergingIterator::new(children)), seq),
-            error,
-        )
+        (MergingIterator::new(children), error)
     }
 }
 

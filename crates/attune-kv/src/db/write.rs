@@ -6,7 +6,7 @@
 //! before it is acknowledged and never joins a group led by a non-sync write; a failed WAL write
 //! makes every later write fail until the database is reopened.
 
-use super::{DbInner, GcEntry, PendingWrite, State};
+use super::{DbInner, GcEntry, PendingWrite, Precondition, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
@@ -29,14 +29,18 @@ pub(super) const GROUP_SMALL_LEAD_EXTRA: usize = 128 << 10;
 impl DbInner {
     pub(super) fn write(&self, batch: WriteBatch, wo: WriteOptions) -> Result<()> {
         self.writable("a write")?;
-        self.write_inner(batch, wo.sync, None)
+        self.write_inner(batch, wo.sync, None, None)
     }
 
+    /// Queues `batch` and writes it in a group. A garbage-collection move (`gc`) or a
+    /// conditional write (`check`) leads a group of its own: what it checks must not change
+    /// between the check and its write, and no write is in flight while the leader works.
     pub(super) fn write_inner(
         &self,
         batch: WriteBatch,
         sync: bool,
         gc: Option<Vec<GcEntry>>,
+        check: Option<Precondition>,
     ) -> Result<()> {
         if self.shutting_down.load(Ordering::Acquire) {
             return Err(Error::Closed("database is closed".into()));
@@ -49,6 +53,7 @@ impl DbInner {
             batch: Some(batch),
             sync,
             gc,
+            check,
         });
         loop {
             if let Some(r) = st.finished.remove(&id) {
@@ -67,8 +72,9 @@ impl DbInner {
             return Err(e);
         }
         let gc = st.writers.front_mut().and_then(|w| w.gc.take());
+        let check = st.writers.front_mut().and_then(|w| w.check.take());
         let started = self.env.now_micros();
-        let (group, mut batch, sync) = if gc.is_some() {
+        let (group, mut batch, sync) = if gc.is_some() || check.is_some() {
             let lead = st
                 .writers
                 .front_mut()
@@ -78,14 +84,22 @@ impl DbInner {
         } else {
             build_group(&mut st.writers)
         };
-        let mut gc_failed = None;
+        let mut refused = None;
         if let Some(entries) = &gc {
             // Nothing else writes now: whatever still points at the old records is exactly
             // what must move.
             let sv = self.sv.read().clone();
             match MutexGuard::unlocked(&mut st, || self.gc_batch(&sv, entries)) {
                 Ok(b) => batch = b,
-                Err(e) => gc_failed = Some(e),
+                Err(e) => refused = Some(e),
+            }
+        }
+        if let Some(c) = &check {
+            // As for a move: this thread leads and no other write is in flight, so what the
+            // check reads stays true until the batch is in the memtable.
+            let sv = self.sv.read().clone();
+            if let Err(e) = MutexGuard::unlocked(&mut st, || self.check_precondition(&sv, c)) {
+                refused = Some(e);
             }
         }
         let min_blob = self.opts.min_blob_size as usize;
@@ -94,7 +108,7 @@ impl DbInner {
                 .iter()
                 .any(|i| matches!(i, Some((ValueKind::Value, _, v)) if v.len() >= min_blob));
         let mut fatal = false;
-        let mut result = match gc_failed {
+        let mut result = match refused {
             Some(e) => Err(e),
             None if separate => {
                 // A failed segment switch (file, directory or manifest I/O) is fatal like any
@@ -375,9 +389,9 @@ pub(super) fn build_group(writers: &mut VecDeque<PendingWrite>) -> (Vec<u64>, Wr
         GROUP_BYTES_MAX
     };
     ids.push(lead.id);
-    let joinable = writers
-        .get(1)
-        .is_some_and(|w| w.batch.is_some() && w.gc.is_none() && (sync || !w.sync));
+    let joinable = writers.get(1).is_some_and(|w| {
+        w.batch.is_some() && w.gc.is_none() && w.check.is_none() && (sync || !w.sync)
+    });
     if !joinable {
         // Alone: write the leader's batch as it is, without a copy.
         return (ids, lead_batch, sync);
@@ -385,7 +399,7 @@ pub(super) fn build_group(writers: &mut VecDeque<PendingWrite>) -> (Vec<u64>, Wr
     merged.append(&lead_batch);
     let mut size = first;
     for w in writers.iter_mut().skip(1) {
-        if (w.sync && !sync) || w.gc.is_some() {
+        if (w.sync && !sync) || w.gc.is_some() || w.check.is_some() {
             break;
         }
         let Some(b) = w.batch.as_ref() else { break };
