@@ -6,11 +6,13 @@ Quick start::
     with attune.DB("/tmp/mydb", compression="zstd", memory_budget="256MiB") as db:
         db.put(b"key", b"value")
         assert db.get(b"key") == b"value"
+        for key, value in db.items(start=b"a", end=b"z"):
+            ...
+        with db.transaction() as txn:          # commits at the end; ConflictError if raced
+            txn[b"n"] = b"1"
     with attune.HashDB("/tmp/myhash") as h:   # Plush: 8-byte keys and values, point lookups
         h.put(42, 7)
         assert h.get_int(42) == 7
-        for key, value in db.items(start=b"a", end=b"z"):
-            ...
 
 Every error is a subclass of :class:`attune.Error` (defined in :mod:`attune.errors`, so they
 pickle); damaged files raise :class:`attune.CorruptionError` naming the file and offset.
@@ -23,12 +25,14 @@ from attune._native import (
     OPTION_NAMES,
     HashDB,
     Snapshot,
+    Transaction,
     WriteBatch,
     __version__,
 )
 from attune.errors import (
     AlreadyExistsError,
     ClosedError,
+    ConflictError,
     CorruptionError,
     Error,
     ForkedError,
@@ -50,6 +54,7 @@ __all__ = [
     "OPTION_NAMES",
     "AlreadyExistsError",
     "ClosedError",
+    "ConflictError",
     "CorruptionError",
     "Error",
     "ForkedError",
@@ -60,6 +65,7 @@ __all__ = [
     "ReadOnlyError",
     "Snapshot",
     "StorageIOError",
+    "Transaction",
     "UnsupportedVersionError",
     "WriteBatch",
     "__version__",

@@ -69,6 +69,11 @@ class ReadOnlyError(Error):
     """A write (or compaction, garbage collection, learning) on a database opened read-only."""
 
 
+class ConflictError(Error):
+    """A transaction's key (or a conditional write's expected value) changed before it was
+    written; nothing was written. Retry with fresh reads."""
+
+
 class HashError(Error, ValueError):
     """Bad input to a VIP hash table or hash join (out-of-range key, bad configuration, ...)."""
 
@@ -84,6 +89,7 @@ class WorkloadError(Error, ValueError):
 __all__ = [
     "AlreadyExistsError",
     "ClosedError",
+    "ConflictError",
     "CorruptionError",
     "Error",
     "ForkedError",

@@ -249,3 +249,99 @@ def test_a_snapshot_has_the_same_read_face(db):
             s[b"y"]
     with pytest.raises(attune.ClosedError):
         s[b"x"]
+
+
+def test_a_transaction_commits_at_the_end_of_its_block(db):
+    db[b"n"] = b"1"
+    with db.transaction() as txn:
+        n = int(txn[b"n"])
+        txn[b"n"] = str(n + 1)
+        txn.put("name", "ada")  # str keys and values are UTF-8
+        assert txn.get(b"n") == b"2"  # reads see the transaction's own writes
+        assert db[b"n"] == b"1"  # others do not, until the commit
+        assert len(txn) == 2
+    assert db[b"n"] == b"2"
+    assert db[b"name"] == b"ada"
+
+
+def test_a_block_that_raises_rolls_the_transaction_back(db):
+    with pytest.raises(RuntimeError), db.transaction() as txn:
+        txn[b"k"] = b"v"
+        raise RuntimeError("stop")
+    assert b"k" not in db
+
+
+def test_a_write_after_the_snapshot_makes_the_commit_raise_conflict(db):
+    db[b"n"] = b"1"
+    with pytest.raises(attune.ConflictError, match='"n"'), db.transaction() as txn:
+        n = int(txn[b"n"])
+        db[b"n"] = b"5"  # someone else writes the key first
+        txn[b"n"] = str(n + 1)
+        txn[b"other"] = b"x"
+    assert db[b"n"] == b"5"
+    assert b"other" not in db
+    assert isinstance(attune.ConflictError("x"), attune.Error)
+
+
+def test_get_for_update_guards_a_key_the_transaction_only_reads(db):
+    db[b"limit"] = b"10"
+    txn = db.transaction()
+    assert txn.get_for_update(b"limit") == b"10"
+    db[b"limit"] = b"0"
+    txn[b"spent"] = b"10"
+    with pytest.raises(attune.ConflictError):
+        txn.commit()
+    with pytest.raises(attune.ClosedError, match="ended"):
+        txn.put(b"a", b"b")
+    assert b"spent" not in db
+
+
+def test_concurrent_increments_lose_no_update(db):
+    db[b"n"] = b"0"
+
+    def work():
+        for _ in range(100):
+            while True:
+                try:
+                    with db.transaction() as txn:
+                        txn[b"n"] = str(int(txn[b"n"]) + 1)
+                    break
+                except attune.ConflictError:
+                    continue
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert db[b"n"] == b"300"
+
+
+def test_compare_and_set_and_conditional_batches(db):
+    assert db.compare_and_set(b"k", None, b"1")  # absent: set
+    assert not db.compare_and_set(b"k", None, b"2")  # not absent any more
+    assert db.compare_and_set(b"k", b"1", b"2")
+    assert db[b"k"] == b"2"
+    assert db.compare_and_set(b"k", b"2", None)  # None deletes
+    assert b"k" not in db
+    b = attune.WriteBatch()
+    b.put(b"a", b"1")
+    b.put(b"b", b"1")
+    b.expect(b"a", None)
+    db.write(b)
+    assert db[b"b"] == b"1"
+    with pytest.raises(attune.ConflictError):
+        db.write(b)  # a exists now: nothing written
+    with pytest.raises(TypeError, match="expected"):
+        db.compare_and_set(b"k", 5, b"1")
+
+
+def test_a_transaction_fails_cleanly_after_close(tmp_path):
+    db = attune.DB(str(tmp_path / "db"))
+    txn = db.transaction()
+    txn[b"k"] = b"v"
+    db.close()
+    with pytest.raises(attune.ClosedError):
+        txn.commit()
+    with pytest.raises(attune.ClosedError):
+        db.transaction()

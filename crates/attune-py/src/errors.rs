@@ -106,6 +106,7 @@ pub fn to_py(e: kv::Error) -> PyErr {
         kv::Error::Closed(_) => ("ClosedError", None, None),
         kv::Error::Forked { path: p, .. } => ("ForkedError", path(p), None),
         kv::Error::ReadOnly { path: p, .. } => ("ReadOnlyError", path(p), None),
+        kv::Error::Conflict(_) => ("ConflictError", None, None),
         _ => ("Error", None, None),
     };
     Python::with_gil(|py| raise(py, class, msg, file, offset))

@@ -1,4 +1,5 @@
-//! Bindings for the key-value engine: `DB`, `WriteBatch`, `Snapshot` and the items iterator.
+//! Bindings for the key-value engine: `DB`, `WriteBatch`, `Snapshot`, `Transaction` and the
+//! items iterator.
 //! Engine calls release the GIL; iteration fetches items in chunks so a Python loop costs one GIL
 //! round-trip per chunk, not per item.
 //!
@@ -224,10 +225,12 @@ pub fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Optio
     Ok(o)
 }
 
-/// An atomic group of puts and deletes.
+/// An atomic group of puts and deletes, optionally conditional: `expect(key, value)` makes
+/// `DB.write` apply the batch only if `key` then holds `value` (None: absent).
 #[pyclass(module = "attune._native")]
 pub struct WriteBatch {
     inner: Mutex<kv::WriteBatch>,
+    expected: Mutex<Vec<(Vec<u8>, Option<Vec<u8>>)>>,
 }
 
 #[pymethods]
@@ -236,6 +239,7 @@ impl WriteBatch {
     fn new() -> Self {
         WriteBatch {
             inner: Mutex::new(kv::WriteBatch::new()),
+            expected: Mutex::new(Vec::new()),
         }
     }
     fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -246,11 +250,182 @@ impl WriteBatch {
         let k = as_bytes(key, "key")?;
         self.inner.lock().delete(&k).map_err(to_py)
     }
+    /// Makes the batch conditional: it is written only if `key` holds `value` (None: absent)
+    /// when its turn comes; otherwise `DB.write` raises `ConflictError` and writes nothing.
+    #[pyo3(signature = (key, value))]
+    fn expect(&self, key: &Bound<'_, PyAny>, value: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let k = as_bytes(key, "key")?.into_owned();
+        let v = opt_bytes(value, "value")?;
+        self.expected.lock().push((k, v));
+        Ok(())
+    }
     fn clear(&self) {
-        self.inner.lock().clear()
+        self.inner.lock().clear();
+        self.expected.lock().clear();
     }
     fn __len__(&self) -> usize {
         self.inner.lock().len()
+    }
+}
+
+/// An optimistic transaction from `DB.transaction()`: reads at a snapshot plus its own writes,
+/// buffered writes, and a commit that raises `ConflictError` (writing nothing) if another write
+/// reached a key it wrote or read with `get_for_update`. As a context manager it commits when
+/// the block ends normally and rolls back when it raises.
+#[pyclass(module = "attune._native")]
+pub struct Transaction {
+    txn: Mutex<Option<kv::Transaction>>,
+    db: Weak<kv::DB>,
+    sync: bool,
+}
+
+impl Transaction {
+    fn with<R>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut kv::Transaction) -> kv::Result<R>,
+    ) -> PyResult<R> {
+        let Some(db) = self.db.upgrade() else {
+            return Err(attune_error(py, "ClosedError", "the database was closed"));
+        };
+        db.check_usable().map_err(to_py)?;
+        let mut g = self.txn.lock();
+        let t = g.as_mut().ok_or_else(|| {
+            attune_error(
+                py,
+                "ClosedError",
+                "the transaction has ended (committed or rolled back); begin a new one with \
+                 db.transaction()",
+            )
+        })?;
+        f(t).map_err(to_py)
+    }
+
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        for_update: bool,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let k = as_bytes(key, "key")?;
+        let v = self.with(py, |t| {
+            if for_update {
+                t.get_for_update(&k)
+            } else {
+                t.get(&k)
+            }
+        })?;
+        Ok(v.map(|v| PyBytes::new(py, &v)))
+    }
+}
+
+#[pymethods]
+impl Transaction {
+    /// The sequence of the snapshot the transaction reads.
+    #[getter]
+    fn sequence(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |t| Ok(t.snapshot_sequence()))
+    }
+    #[pyo3(signature = (key, default=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
+        let v = self.read(py, key, false)?;
+        Ok(or_default(py, v, default))
+    }
+    /// Like `get`, and the commit fails if another write reaches `key` first.
+    #[pyo3(signature = (key, default=None))]
+    fn get_for_update<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
+        let v = self.read(py, key, true)?;
+        Ok(or_default(py, v, default))
+    }
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.read(py, key, false)?.ok_or_else(|| key_error(key))
+    }
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.read(py, key, false)?.is_some())
+    }
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (k, v) = (as_bytes(key, "key")?, as_bytes(value, "value")?);
+        self.with(py, |t| t.put(&k, &v))
+    }
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.put(py, key, value)
+    }
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let k = as_bytes(key, "key")?;
+        self.with(py, |t| t.delete(&k))
+    }
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.delete(py, key)
+    }
+    /// Number of buffered writes.
+    fn __len__(&self) -> usize {
+        self.txn.lock().as_ref().map_or(0, kv::Transaction::len)
+    }
+    /// Writes the buffered changes atomically; raises `ConflictError` (writing nothing) if a
+    /// key was written by someone else after the snapshot. The transaction ends either way.
+    fn commit(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(db) = self.db.upgrade() else {
+            return Err(attune_error(py, "ClosedError", "the database was closed"));
+        };
+        db.check_usable().map_err(to_py)?;
+        let t = self.txn.lock().take().ok_or_else(|| {
+            attune_error(
+                py,
+                "ClosedError",
+                "the transaction has ended (committed or rolled back)",
+            )
+        })?;
+        let sync = self.sync;
+        py.allow_threads(move || t.commit(WriteOptions { sync }))
+            .map_err(to_py)
+    }
+    /// Discards the buffered writes; the transaction ends. A no-op once it has ended.
+    fn rollback(&self) {
+        self.txn.lock().take();
+    }
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+    /// Commits if the block ended normally (a conflict raises here), rolls back if it raised.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: &Bound<'_, PyAny>,
+        _b: PyObject,
+        _c: PyObject,
+    ) -> PyResult<bool> {
+        if !exc_type.is_none() {
+            self.rollback();
+            return Ok(false);
+        }
+        if self.txn.lock().is_some() {
+            self.commit(py)?;
+        }
+        Ok(false)
     }
 }
 
@@ -676,7 +851,52 @@ impl DB {
     #[pyo3(signature = (batch, sync=false))]
     fn write(&self, py: Python<'_>, batch: &WriteBatch, sync: bool) -> PyResult<()> {
         let b = batch.inner.lock().clone();
-        self.write_batch(py, b, sync)
+        let expected = batch.expected.lock().clone();
+        if expected.is_empty() {
+            return self.write_batch(py, b, sync);
+        }
+        let db = self.handle(py)?;
+        py.allow_threads(move || db.write_if(b, expected, WriteOptions { sync }))
+            .map_err(to_py)
+    }
+
+    /// Sets `key` to `value` (None: deletes it) only if it holds `expected` (None: absent);
+    /// True if it did, False if the key held something else (nothing written).
+    #[pyo3(signature = (key, expected, value, sync=false))]
+    fn compare_and_set(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        expected: Option<&Bound<'_, PyAny>>,
+        value: Option<&Bound<'_, PyAny>>,
+        sync: bool,
+    ) -> PyResult<bool> {
+        let k = as_bytes(key, "key")?.into_owned();
+        let want = opt_bytes(expected, "expected")?;
+        let mut b = kv::WriteBatch::new();
+        match opt_bytes(value, "value")? {
+            Some(v) => b.put(&k, &v),
+            None => b.delete(&k),
+        }
+        .map_err(to_py)?;
+        let db = self.handle(py)?;
+        match py.allow_threads(move || db.write_if(b, vec![(k, want)], WriteOptions { sync })) {
+            Ok(()) => Ok(true),
+            Err(kv::Error::Conflict(_)) => Ok(false),
+            Err(e) => Err(to_py(e)),
+        }
+    }
+
+    /// Begins an optimistic transaction (see `Transaction`); `sync` applies to its commit.
+    #[pyo3(signature = (sync=false))]
+    fn transaction(&self, py: Python<'_>, sync: bool) -> PyResult<Transaction> {
+        let db = self.handle(py)?;
+        let t = db.transaction().map_err(to_py)?;
+        Ok(Transaction {
+            txn: Mutex::new(Some(t)),
+            db: Arc::downgrade(&db),
+            sync,
+        })
     }
 
     #[pyo3(signature = (start=None, end=None, reverse=false, prefix=None))]
@@ -844,6 +1064,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DB>()?;
     m.add_class::<WriteBatch>()?;
     m.add_class::<Snapshot>()?;
+    m.add_class::<Transaction>()?;
     m.add_class::<Items>()?;
     m.add("OPTION_NAMES", kv::OPTION_NAMES.to_vec())?;
     Ok(())
