@@ -94,6 +94,9 @@ pub struct Report {
     pub compactions: u64,
     /// Value-log segments collected by on-demand GC ops.
     pub gc_segments: u64,
+    /// Transactions committed, and those that failed with the conflict planted for them.
+    pub txn_commits: u64,
+    pub txn_conflicts: u64,
     pub fault_cycles: u64,
     pub faults_injected: u64,
     pub torn_files: u64,
@@ -125,12 +128,15 @@ enum Op {
     Gc,
     /// `learn_all` (file models and, with `learned_level`, level models) when models are on.
     Learn,
+    /// An optimistic transaction: reads checked against the oracle, then a commit; a quarter
+    /// of them meet a write planted after their snapshot and must fail with a conflict.
+    Txn,
 }
 
 /// Weights of the operations (per 1,000). Writes dominate so crashes land in busy logs; flushes
 /// and compactions are frequent enough that crashes also land in table and manifest writes.
-const MIX: [(Op, u32); 10] = [
-    (Op::Put, 420),
+const MIX: [(Op, u32); 11] = [
+    (Op::Put, 400),
     (Op::Delete, 120),
     (Op::Batch, 120),
     (Op::Get, 200),
@@ -140,6 +146,7 @@ const MIX: [(Op, u32); 10] = [
     (Op::Compact, 10),
     (Op::Gc, 8),
     (Op::Learn, 5),
+    (Op::Txn, 40),
 ];
 
 fn pick_op(rng: &mut ChaCha8Rng) -> Op {
@@ -266,6 +273,8 @@ struct Counters {
     flushes: AtomicU64,
     compactions: AtomicU64,
     gc_segments: AtomicU64,
+    txn_commits: AtomicU64,
+    txn_conflicts: AtomicU64,
 }
 
 /// What workers share in one cycle.
@@ -400,6 +409,7 @@ impl Worker<'_> {
                     sh.error("learn_all", &e);
                 }
             }
+            Op::Txn => self.transaction(),
             Op::Gc if std::env::var("NOGC").is_ok() => {}
             Op::Gc => {
                 let ratio = [0.0, 0.3][self.rng.gen_range(0..2)];
@@ -451,6 +461,101 @@ impl Worker<'_> {
             sh.counters.failed.fetch_add(1, Ordering::Relaxed);
         } else {
             sh.counters.acked.fetch_add(1, Ordering::Relaxed);
+        }
+        sh.oracle.finish(&mut guards, op, ok, sync);
+        sh.sink.finish(op, ok);
+    }
+
+    /// A transaction over 1–4 keys, locked in the oracle so no other worker writes them: its
+    /// reads must be what the oracle allows, and its commit must succeed, unless this worker
+    /// planted a write to its first key after the snapshot, when it must fail with a conflict
+    /// and leave that write in place. (A conflict without a planted write is allowed: a
+    /// garbage-collection move rewrites a key's pointer at a new sequence.)
+    fn transaction(&mut self) {
+        let sh = self.sh;
+        let n = self.rng.gen_range(1..=4);
+        let mut keys: Vec<u32> = (0..n).map(|_| self.key()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut guards = sh.oracle.lock(&keys);
+        let mut txn = match sh.db.transaction() {
+            Ok(t) => t,
+            Err(e) => return sh.error("begin a transaction", &e),
+        };
+        for (g, &k) in guards.iter().zip(&keys) {
+            match txn.get(&key_bytes(k)) {
+                Ok(v) => {
+                    if let Err(e) = check_read(k, v.as_deref(), &Oracle::allowed_live(g)) {
+                        return sh.fail(format!("transaction read: {e}"));
+                    }
+                }
+                Err(e) => return sh.error("transaction read", &e),
+            }
+        }
+        let planted = if self.rng.gen_bool(0.25) {
+            let k = keys[0];
+            let op = sh.next_op.fetch_add(1, Ordering::SeqCst);
+            sh.oracle.issue(&mut guards[..1], op, &[(k, true)]);
+            sh.sink.issue(op, false, &[(k, true)]);
+            let r = sh.db.put(&key_bytes(k), &value_bytes(k, op));
+            if let Err(e) = &r {
+                sh.error("write planted in a transaction", e);
+            }
+            sh.oracle.finish(&mut guards[..1], op, r.is_ok(), false);
+            sh.sink.finish(op, r.is_ok());
+            if r.is_err() {
+                return;
+            }
+            Some((k, op))
+        } else {
+            None
+        };
+        let items: Vec<(u32, bool)> = keys.iter().map(|&k| (k, self.rng.gen_bool(0.8))).collect();
+        let sync = self.rng.gen_bool(0.1);
+        let op = sh.next_op.fetch_add(1, Ordering::SeqCst);
+        for &(k, put) in &items {
+            let r = if put {
+                txn.put(&key_bytes(k), &value_bytes(k, op))
+            } else {
+                txn.delete(&key_bytes(k))
+            };
+            if let Err(e) = r {
+                return sh.fail(format!("transaction buffer of key {k}: {e}"));
+            }
+        }
+        sh.oracle.issue(&mut guards, op, &items);
+        sh.sink.issue(op, sync, &items);
+        let r = txn.commit(WriteOptions { sync });
+        let ok = r.is_ok();
+        match (&r, planted) {
+            (Ok(()), Some((k, p))) => sh.fail(format!(
+                "transaction {op} committed although key {k} was written (op {p}) after its \
+                 snapshot"
+            )),
+            (Ok(()), None) => {
+                sh.counters.txn_commits.fetch_add(1, Ordering::Relaxed);
+                sh.counters.acked.fetch_add(1, Ordering::Relaxed);
+            }
+            (Err(attune_kv::Error::Conflict(_)), planted) => {
+                if planted.is_some() {
+                    sh.counters.txn_conflicts.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            (Err(e), _) => {
+                sh.error("transaction commit", e);
+                sh.counters.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // A failed commit wrote nothing: the planted write is what a read finds.
+        if let (Err(attune_kv::Error::Conflict(_)), Some((k, p))) = (&r, planted) {
+            match sh.db.get(&key_bytes(k)) {
+                Ok(v) => {
+                    if let Err(e) = check_read(k, v.as_deref(), &[(p, true)]) {
+                        sh.fail(format!("after a conflicting commit: {e}"));
+                    }
+                }
+                Err(e) => sh.error("read after a conflict", &e),
+            }
         }
         sh.oracle.finish(&mut guards, op, ok, sync);
         sh.sink.finish(op, ok);
@@ -682,6 +787,8 @@ fn add_counters(report: &mut Report, c: &Counters) {
     report.flushes += c.flushes.load(Ordering::Relaxed);
     report.compactions += c.compactions.load(Ordering::Relaxed);
     report.gc_segments += c.gc_segments.load(Ordering::Relaxed);
+    report.txn_commits += c.txn_commits.load(Ordering::Relaxed);
+    report.txn_conflicts += c.txn_conflicts.load(Ordering::Relaxed);
 }
 
 fn add_verify(report: &mut Report, s: &VerifyStats) {

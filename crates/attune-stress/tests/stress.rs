@@ -48,6 +48,7 @@ fn machine_crashes_torn_writes_and_faults_lose_nothing_acknowledged() {
             assert!(r.cycles >= 10, "only {} cycles ran", r.cycles);
             assert!(r.machine_crashes > 0 && r.torn_crashes > 0, "{r:?}");
             assert!(r.keys_verified >= r.cycles * u64::from(cfg.keys));
+            assert!(r.txn_commits > 0 && r.txn_conflicts > 0, "{r:?}");
         }
         Err(v) => panic!("{v}"),
     }
