@@ -58,8 +58,8 @@ pub use cache::sizing::{
 };
 pub use cache::CacheStats;
 pub use db::{
-    BlobFileStats, DbIterator, GcReport, LevelCompactionStats, Snapshot, Stats, Transaction,
-    VerifyReport, DB,
+    BlobFileStats, CheckpointReport, DbIterator, GcReport, LevelCompactionStats, Snapshot, Stats,
+    Transaction, VerifyReport, DB,
 };
 pub use error::{Error, Result};
 pub use index::learned::LearnStats;

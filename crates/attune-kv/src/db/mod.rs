@@ -27,6 +27,7 @@
 
 mod background;
 mod blobs;
+mod checkpoint;
 mod gc;
 mod iter;
 mod open;
@@ -35,6 +36,7 @@ mod stats;
 mod txn;
 mod write;
 
+pub use checkpoint::CheckpointReport;
 pub use gc::GcReport;
 use gc::GcStats;
 pub use iter::DbIterator;

@@ -114,6 +114,11 @@ pub trait Env: Send + Sync + 'static {
     fn remove_file(&self, path: &Path) -> Result<()>;
     /// Atomically replaces `to` with `from`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Makes `to` a hard link of `from`. `Ok(false)` when links are not possible here (another
+    /// file system, or an Env without them): the caller copies instead.
+    fn link_file(&self, _from: &Path, _to: &Path) -> Result<bool> {
+        Ok(false)
+    }
     /// Makes directory entries of `dir` durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
     /// Takes an exclusive lock on `path` (created if needed); fails with `Error::Locked`.

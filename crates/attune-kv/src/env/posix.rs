@@ -735,6 +735,21 @@ impl Env for PosixEnv {
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
     }
+    fn link_file(&self, from: &Path, to: &Path) -> Result<bool> {
+        match std::fs::hard_link(from, to) {
+            Ok(()) => Ok(true),
+            // Another file system, or one without hard links: copy.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EXDEV | libc::EPERM | libc::EOPNOTSUPP | libc::EMLINK)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(Error::io("link", to, e)),
+        }
+    }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         let d = File::open(dir).map_err(|e| Error::io("open dir", dir, e))?;
         d.sync_all().map_err(|e| Error::io("fsync dir", dir, e))

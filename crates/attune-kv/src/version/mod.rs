@@ -856,11 +856,9 @@ impl VersionSet {
         self.current = v;
     }
 
-    /// Starts a new manifest holding a snapshot of the current state and points CURRENT at it.
-    fn write_new_manifest(&mut self) -> Result<()> {
-        let number = self.new_file_number();
-        let path = self.dir.join(manifest_name(number));
-        let mut w = LogWriter::new(self.env.new_writable(&path)?);
+    /// One edit that describes the whole current state: the first record of a new manifest
+    /// (and of a checkpoint's).
+    pub fn snapshot_edit(&self) -> VersionEdit {
         let mut snap = VersionEdit {
             format_version: Some(DB_FORMAT_VERSION),
             log_number: Some(self.log_number),
@@ -887,6 +885,15 @@ impl VersionSet {
                 snap.blob_garbage.push((*n, m.garbage));
             }
         }
+        snap
+    }
+
+    /// Starts a new manifest holding a snapshot of the current state and points CURRENT at it.
+    fn write_new_manifest(&mut self) -> Result<()> {
+        let number = self.new_file_number();
+        let path = self.dir.join(manifest_name(number));
+        let mut w = LogWriter::new(self.env.new_writable(&path)?);
+        let snap = self.snapshot_edit();
         w.add_record(&snap.encode())?;
         w.sync()?;
         let recorded = self.next_file_number;
