@@ -319,3 +319,17 @@ def test_stats_without_json_is_an_aligned_table(tmp_path):
     assert lines and all("{" not in x and "[" not in x for x in lines), lines
     cols = {len(x) - len(x[len(x.split()[0]) :].lstrip()) for x in lines if len(x.split()) > 1}
     assert len(cols) == 1, "values start in one column"
+
+
+def test_checkpoint_verb_writes_a_copy_that_opens(tmp_path):
+    import attune
+
+    with attune.DB(tmp_path / "db") as db:
+        db[b"k"] = b"v"
+    r = run("kv", "checkpoint", str(tmp_path / "db"), str(tmp_path / "cp"), "--json")
+    assert json.loads(r.stdout)["dest"] == str(tmp_path / "cp")
+    with attune.DB(tmp_path / "cp") as cp:
+        assert cp[b"k"] == b"v"
+    again = run("kv", "checkpoint", str(tmp_path / "db"), str(tmp_path / "cp"), check=False)
+    assert again.returncode != 0 and "not empty" in again.stderr
+    assert "Traceback" not in again.stderr

@@ -345,3 +345,18 @@ def test_a_transaction_fails_cleanly_after_close(tmp_path):
         txn.commit()
     with pytest.raises(attune.ClosedError):
         db.transaction()
+
+
+def test_checkpoint_is_an_openable_copy_at_the_call(tmp_path):
+    with attune.DB(tmp_path / "db", min_blob_size=64) as db:
+        for i in range(500):
+            db[f"k{i:04}"] = str(i) * (40 if i % 2 else 2)
+        r = db.checkpoint(tmp_path / "cp")
+        assert r["sequence"] >= 500 and r["files_linked"] + r["files_copied"] > 0
+        db[b"after"] = b"1"
+        with pytest.raises(attune.InvalidArgumentError, match="not empty"):
+            db.checkpoint(tmp_path / "cp")
+    with attune.DB(tmp_path / "cp") as cp:
+        assert cp[b"k0007"] == b"7" * 40
+        assert b"after" not in cp
+        assert sum(1 for _ in cp) == 500

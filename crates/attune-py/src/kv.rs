@@ -976,6 +976,22 @@ impl DB {
         crate::stats::verify_report(py, &r)
     }
 
+    /// Writes a consistent copy of the database into `path` (new, or an empty directory),
+    /// hard-linking files where it can, while the database stays open; `attune.DB(path)` opens
+    /// it. Returns {"files_linked", "files_copied", "bytes_copied", "sequence"}.
+    fn checkpoint<'py>(
+        &self,
+        py: Python<'py>,
+        path: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let dest = path_arg(path)?;
+        let db = self.handle(py)?;
+        let r = py
+            .allow_threads(move || db.checkpoint(&dest))
+            .map_err(to_py)?;
+        crate::stats::to_dict(py, &r)
+    }
+
     /// Garbage-collects the value log: rewrites the live values of every sealed segment with at
     /// least `ratio` (default: the `blob_gc_garbage_ratio` option) of dead bytes and deletes it.
     /// Returns {"segments_collected", "records_rewritten", "bytes_rewritten", "bytes_reclaimed"}.

@@ -29,6 +29,7 @@ const COPY_CHUNK: usize = 1 << 20;
 
 /// What a checkpoint holds and how it was made.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CheckpointReport {
     /// Tables and sealed value-log segments hard-linked.
     pub files_linked: u64,
