@@ -202,5 +202,9 @@ fn a_checkpoint_cut_short_before_its_current_file_does_not_open_as_a_database() 
     // CURRENT is written last: without it the directory is what a crash mid-checkpoint leaves.
     std::fs::remove_file(dest.join("CURRENT")).unwrap();
     let r = DB::open(&dest, options());
-    assert!(matches!(r, Err(Error::NotADatabase { .. })), "{:?}", r.err());
+    assert!(
+        matches!(r, Err(Error::NotADatabase { .. })),
+        "{:?}",
+        r.err()
+    );
 }

@@ -324,6 +324,8 @@ fn verify_reports_value_pointers_past_the_end_of_a_cut_segment() {
     let dir = tmp.path().join("db");
     let opts = Options {
         min_blob_size: 1024,
+        // Below half of it, the flush does not roll the segment over: it stays active.
+        write_buffer_size: 4 << 20,
         ..options()
     };
     let db = DB::open(&dir, opts.clone()).unwrap();

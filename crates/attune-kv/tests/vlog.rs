@@ -168,6 +168,8 @@ fn gc_reclaims_garbage_in_the_active_segment_without_waiting_for_it_to_fill() {
     let env = MemEnv::new();
     let opts = Options {
         blob_file_size: 64 << 20,
+        // No memtable switch before the explicit flush, so nothing rolls the segment over.
+        write_buffer_size: 64 << 20,
         ..options()
     };
     let db = mem_db(&env, opts.clone());
@@ -523,11 +525,14 @@ fn segments_a_crash_left_without_records_leave_the_manifest_at_open() {
     let env = MemEnv::new();
     let opts = Options {
         blob_file_size: 64 << 10,
+        // The memtable holds all 200 values: the explicit flush is the only switch.
+        write_buffer_size: 1 << 20,
         ..options()
     };
     let db = mem_db(&env, opts.clone());
     let mut model = BTreeMap::new();
-    // Past three quarters of the first segment: the flush thread makes a spare ahead.
+    // Past three quarters of the first segment: the flush thread makes a spare ahead (and the
+    // flush, past half a segment, rolls over to it, leaving it empty).
     for i in 0..200 {
         db.put(&key(i), &value(i, 0)).unwrap();
         model.insert(key(i), value(i, 0));

@@ -14,6 +14,11 @@ use std::sync::Arc;
 impl DbInner {
     /// Makes sure an active value-log segment with room exists, sealing a full
     /// one and recording the switch in the manifest. Called by the group leader.
+    /// Seals the active segment and starts the next one; the memtable switch calls this.
+    pub(super) fn switch_vlog_at_flush(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        self.switch_vlog(st, true)
+    }
+
     pub(super) fn ensure_vlog(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         self.switch_vlog(st, false)
     }

@@ -270,6 +270,7 @@ impl DbInner {
             .fetch_add(user_bytes, Ordering::Relaxed);
         c.blob_bytes_written
             .fetch_add(blob_bytes, Ordering::Relaxed);
+        mem.add_blob_bytes(blob_bytes as usize);
         c.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
         c.write_groups.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -301,7 +302,12 @@ impl DbInner {
                 allow_delay = false;
                 continue;
             }
-            if !force && (st.mem.approximate_memory_usage() as u64) < self.opts.write_buffer_size {
+            // Values sent to the value log count too, as they would in a memtable that kept
+            // them (RocksDB's integrated BlobDB): a flush is what tells the value log which of
+            // its records are dead, so flushing only on the pointers' memory would let an
+            // overwrite-heavy workload grow the log for hundreds of MiB before any garbage is
+            // known.
+            if !force && (st.mem.written_bytes() as u64) < self.opts.write_buffer_size {
                 return Ok(());
             }
             if st.imm.is_some() || l0 >= self.opts.l0_stop_writes_trigger {
@@ -315,6 +321,16 @@ impl DbInner {
             }
             if st.mem.is_empty() && force {
                 return Ok(());
+            }
+            // Start a new value-log segment with the new memtable once the active one holds
+            // half a memtable's worth (RocksDB writes blob files per flush): a sealed segment's
+            // garbage is collectable, the active segment's is not.
+            if self.opts.enable_blob_files {
+                let roll = self.opts.blob_file_size.min(self.opts.write_buffer_size) / 2;
+                let active = self.vlog.lock().as_ref().map_or(0, |w| w.len());
+                if active >= roll.max(1) {
+                    self.switch_vlog_at_flush(st)?;
+                }
             }
             // Switch to a new memtable and WAL. Its number was reserved before the manifest's
             // last record (the flush of the previous memtable), which accounts for it; should

@@ -27,6 +27,9 @@ pub enum Lookup {
 pub struct MemTable {
     list: SkipList,
     entries: AtomicUsize,
+    /// Value-log bytes written for this memtable's entries: what it would hold if its values
+    /// were not separated (it is flushed by both, see `DbInner::make_room_for_write`).
+    blob_bytes: AtomicUsize,
     /// Number of the WAL file whose records this memtable holds.
     pub log_number: u64,
 }
@@ -51,6 +54,7 @@ impl MemTable {
         MemTable {
             list: SkipList::new(),
             entries: AtomicUsize::new(0),
+            blob_bytes: AtomicUsize::new(0),
             log_number,
         }
     }
@@ -89,6 +93,17 @@ impl MemTable {
 
     pub fn approximate_memory_usage(&self) -> usize {
         self.list.memory_bytes()
+    }
+
+    /// Counts `n` value-log bytes written for entries of this memtable.
+    pub fn add_blob_bytes(&self, n: usize) {
+        self.blob_bytes.fetch_add(n, AtomicOrdering::Relaxed);
+    }
+
+    /// The memtable's memory plus the value-log bytes its entries point at: the bytes of
+    /// writes it holds, separated or not.
+    pub fn written_bytes(&self) -> usize {
+        self.approximate_memory_usage() + self.blob_bytes.load(AtomicOrdering::Relaxed)
     }
 
     pub fn len(&self) -> usize {
