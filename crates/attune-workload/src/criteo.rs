@@ -16,7 +16,7 @@
 //! * `kaggle` (calibrated, [`CriteoConfig::kaggle`]): Criteo-Kaggle's cardinalities are the
 //!   numbers of distinct values seen in its [`KAGGLE_SAMPLES`] training samples, so in the real
 //!   data every row of a table is touched within one pass. A zipfian over `n` rows touches far
-//!   fewer (at θ 1.05, about a third of C3's 10.1 M rows in 45.8 M draws), which made the old
+//!   fewer (at θ 1.05, 40 % of C3’s 10.1 M rows in 45.8 M draws), which made the old
 //!   generator much more cacheable than the data (97 % individual hits at a 5 % cache). The
 //!   calibrated profile therefore draws a table's key, with probability
 //!   `tail_t = min(1, −ln(1 − coverage) · n_t / (KAGGLE_SAMPLES · scale))`, uniformly over the
