@@ -1004,9 +1004,19 @@ mod tests {
         p.on_hit(3, 2);
         assert_eq!(p.score(1), 2);
         p.on_miss(5, 3, &mut ev);
-        assert_eq!(ks(&ev), [100], "the stale key goes (a tie goes to the score set longest ago)");
+        assert_eq!(
+            ks(&ev),
+            [100],
+            "the stale key goes (a tie goes to the score set longest ago)"
+        );
         // Without decay the stale key would stay and 1 (lowest score, least recently used) go.
-        let mut q = EvLfu::new(4, EvConfig { decay: false, ..cfg });
+        let mut q = EvLfu::new(
+            4,
+            EvConfig {
+                decay: false,
+                ..cfg
+            },
+        );
         let mut ev = Vec::new();
         for (k, a) in [(100, 4), (1, 2), (2, 2), (3, 2)] {
             q.on_miss(k, a, &mut ev);

@@ -745,7 +745,9 @@ mod tests {
         let mut s = EmbedStore::open(d.path(), &names, &o).unwrap();
         assert_eq!(s.capacities(), (8, 0));
         assert_eq!(s.l3_capacity(), 2);
-        let map: Vec<u64> = (0..20).map(|k| if k == 5 { NO_SURROGATE } else { 5 }).collect();
+        let map: Vec<u64> = (0..20)
+            .map(|k| if k == 5 { NO_SURROGATE } else { 5 })
+            .collect();
         s.set_surrogates(0, map).unwrap();
         let mut out = [0f32; 2];
         for k in 0..=8 {
@@ -754,9 +756,16 @@ mod tests {
         assert_eq!(s.stats().l3_inserts, 1);
         let misses = s.stats().misses;
         s.lookup(&[0], &mut out).unwrap();
-        assert_eq!(out, [value(0, 5, 0), value(0, 5, 1)], "row 5 served for key 0");
+        assert_eq!(
+            out,
+            [value(0, 5, 0), value(0, 5, 1)],
+            "row 5 served for key 0"
+        );
         let st = s.stats();
-        assert_eq!((st.l3_hits, st.misses, st.perfect, st.perfect_approx), (1, misses, 0, 1));
+        assert_eq!(
+            (st.l3_hits, st.misses, st.perfect, st.perfect_approx),
+            (1, misses, 0, 1)
+        );
         // Push 5 out of memory: the mapping is useless now, key 0 is read from disk.
         for k in 10..=17 {
             s.lookup(&[k], &mut out).unwrap();
@@ -781,7 +790,10 @@ mod tests {
         }
         assert_eq!(s.stats().l3_hits + s.stats().l3_inserts, 0);
         let e = s.set_surrogates(0, vec![1; 9]).unwrap_err();
-        assert!(e.to_string().contains("one entry per row (10), got 9"), "{e}");
+        assert!(
+            e.to_string().contains("one entry per row (10), got 9"),
+            "{e}"
+        );
         let e = s.set_surrogates(1, vec![10; 10]).unwrap_err();
         assert!(e.to_string().contains("key 10 out of range"), "{e}");
         let e = s.set_surrogates(2, vec![]).unwrap_err();
