@@ -8,6 +8,8 @@ Every benchmark starts here or from the ``attune-bench`` binary itself:
 * ``attune bench hash ...`` runs ``attune-bench hash`` (:mod:`attune._cli_hash`).
 * ``attune bench heimdall ...`` runs Heimdall's evaluation (:mod:`attune.bench.heimdall`).
 * ``attune bench tinfetch ...`` runs the prefetchers' evaluation (:mod:`attune.bench.tinfetch`).
+* ``attune bench evstore ...`` runs EVStore's accuracy and EVProx studies
+  (:mod:`attune.bench.evstore`).
 * ``attune bench cache-sim|cache-kv|embed|io|device|learn|workload|lookup-steps ...`` run the
   ``attune-bench``
   subcommand of that name with the same arguments.
@@ -251,6 +253,9 @@ def register(sub) -> None:
     from attune.bench import tinfetch as _bench_tinfetch
 
     _bench_tinfetch.add_parser(verbs)
+    from attune.bench import evstore as _bench_evstore
+
+    _bench_evstore.add_parser(verbs)
     q = verbs.add_parser(
         "splitdf",
         help="SplitDF: split vs unsplit sizes, memory and a notebook (benches/splitdf/)",

@@ -77,6 +77,7 @@ def _simulate(args) -> int:
         scale=args.scale,
         seed=args.seed,
         correlation=args.correlation,
+        profile=args.generator,
     )
     keys = gen["keys"]
     total_rows = int(gen["cardinalities"].sum())
@@ -186,6 +187,12 @@ def register(subparsers) -> None:
     sm.add_argument("--warmup", type=float, default=0.0, help="fraction not counted (default 0)")
     sm.add_argument(
         "--correlation", type=float, default=0.8, help="cross-table correlation (default 0.8)"
+    )
+    sm.add_argument(
+        "--generator",
+        choices=("kaggle", "zipf"),
+        default="kaggle",
+        help="Criteo-like profile: kaggle (calibrated long tails) or zipf (default kaggle)",
     )
     sm.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     sm.add_argument("--store", metavar="DIR", help="serve the requests from the tables in DIR")

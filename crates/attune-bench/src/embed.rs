@@ -34,6 +34,8 @@ usage: attune-bench embed [options]
   --scale F            cardinality scale of the generator (default 0.01)
   --requests N         requests (default 1000000; latency: timed requests, default 200000)
   --warmup F           fraction of requests not counted (default 0.2)
+  --generator NAME     kaggle (calibrated: Criteo-Kaggle's long tails) | zipf (the first
+                       figures' generator, no tail) (default kaggle)
   --correlation F      cross-table correlation of the generator (default 0.8)
   --precisions LIST    latency: bits per value of L1 (default 32,16,8,4)
   --dim D              latency: values per row (default 36)
@@ -50,6 +52,7 @@ struct Args {
     scale: f64,
     requests: Option<u64>,
     warmup: f64,
+    generator: String,
     correlation: f64,
     precisions: Vec<u32>,
     dim: usize,
@@ -86,6 +89,7 @@ fn parse(argv: &[String]) -> Result<Option<Args>, Fail> {
         scale: 0.01,
         requests: None,
         warmup: 0.2,
+        generator: "kaggle".into(),
         correlation: 0.8,
         precisions: vec![32, 16, 8, 4],
         dim: 36,
@@ -101,6 +105,7 @@ fn parse(argv: &[String]) -> Result<Option<Args>, Fail> {
             "--scale" => a.scale = one(it.next(), f)?,
             "--requests" => a.requests = Some(one(it.next(), f)?),
             "--warmup" => a.warmup = one(it.next(), f)?,
+            "--generator" => a.generator = one(it.next(), f)?,
             "--correlation" => a.correlation = one(it.next(), f)?,
             "--precisions" => a.precisions = list(it.next(), f)?,
             "--dim" => a.dim = one(it.next(), f)?,
@@ -124,6 +129,8 @@ fn parse(argv: &[String]) -> Result<Option<Args>, Fail> {
     for p in &a.policies {
         PolicyKind::parse(p, a.tables).map_err(|e| usage(e.to_string()))?;
     }
+    CriteoConfig::profile(&a.generator, a.tables, a.scale, a.seed)
+        .map_err(|e| usage(e.to_string()))?;
     Ok(Some(a))
 }
 
@@ -137,6 +144,7 @@ struct HitRow<'a> {
     total_rows: u64,
     tables: usize,
     scale: f64,
+    generator: &'a str,
     correlation: f64,
     requests: u64,
     warmup_requests: u64,
@@ -151,7 +159,8 @@ struct HitRow<'a> {
 }
 
 fn hit_rates(a: &Args, sink: &Sink) -> Result<(), Fail> {
-    let mut cfg = CriteoConfig::new(a.tables, a.scale, a.seed);
+    let mut cfg = CriteoConfig::profile(&a.generator, a.tables, a.scale, a.seed)
+        .map_err(|e| usage(e.to_string()))?;
     cfg.correlation = a.correlation;
     let mut stream = cfg.stream().map_err(|e| usage(e.to_string()))?;
     let total: u64 = stream.cardinalities().iter().sum();
@@ -204,6 +213,7 @@ fn hit_rates(a: &Args, sink: &Sink) -> Result<(), Fail> {
             total_rows: total,
             tables: a.tables,
             scale: a.scale,
+            generator: &a.generator,
             correlation: a.correlation,
             requests,
             warmup_requests: warm,
@@ -277,6 +287,7 @@ fn latency(a: &Args, sink: &Sink) -> Result<(), Fail> {
                     policy: p.clone(),
                     precisions: vec![bits],
                     l1_share: 1.0,
+                    l3_share: 0.0,
                 };
                 let mut store =
                     EmbedStore::open(&dir, &names, &opts).map_err(|e| Fail::Run(e.to_string()))?;

@@ -11,6 +11,7 @@
 //!   eviction by per-score lists, perfect-page flush).
 //! * [`codec`] — EVMix precisions: 32, 16, 8 and 4 bits per value, clipping to [−1, 1].
 //! * [`store`] — [`EmbedStore`]: the tables behind one or two exclusive cache tiers.
+//! * [`prox`] — EVProx's L3: a bounded key → surrogate map with CLOCK second chance.
 //! * [`sim`] — hit-rate simulation of a policy on key streams, without values.
 //!
 //! Design, decisions and measurements: `docs/evstore.md`. Thread-safety: every type is `Send`
@@ -23,6 +24,7 @@ pub mod codec;
 pub mod error;
 mod lists;
 pub mod policy;
+pub mod prox;
 pub mod sim;
 pub mod store;
 pub mod table;
@@ -31,5 +33,5 @@ pub use codec::Precision;
 pub use error::{EmbedError, Result};
 pub use policy::{Policy, PolicyKind};
 pub use sim::{GroupSim, SimStats};
-pub use store::{EmbedStats, EmbedStore, StoreOptions};
+pub use store::{EmbedStats, EmbedStore, StoreOptions, NO_SURROGATE};
 pub use table::TableFile;

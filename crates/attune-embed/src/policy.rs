@@ -145,6 +145,11 @@ pub struct EvConfig {
     pub flush_rate: f64,
     /// Tie-break within a score.
     pub tie_break: TieBreak,
+    /// EV-LFU only: score decay. Every `capacity` insertions an epoch passes and a key's score
+    /// counts halved per epoch since it was last set (`score >> age`), so keys inserted with a
+    /// high aggHit and never hit again stop outranking live ones. Off by default (the source
+    /// has no decay); the suffix `-decay` turns it on.
+    pub decay: bool,
 }
 
 impl EvConfig {
@@ -155,6 +160,7 @@ impl EvConfig {
             flush_threshold: Some(0.9),
             flush_rate: 0.1,
             tie_break: TieBreak::Used,
+            decay: false,
         }
     }
 
@@ -185,6 +191,10 @@ impl EvConfig {
                 flush_threshold: Some(0.2),
                 ..self
             },
+            "decay" => EvConfig {
+                decay: true,
+                ..self
+            },
             _ => return None,
         })
     }
@@ -194,10 +204,14 @@ impl EvConfig {
             f.write_str("-inserted")?;
         }
         match self.flush_threshold {
-            None => f.write_str("-noflush"),
-            Some(t) if (t - 0.2).abs() < 1e-12 => f.write_str("-prose"),
-            _ => Ok(()),
+            None => f.write_str("-noflush")?,
+            Some(t) if (t - 0.2).abs() < 1e-12 => f.write_str("-prose")?,
+            _ => {}
         }
+        if self.decay {
+            f.write_str("-decay")?;
+        }
+        Ok(())
     }
 }
 
@@ -205,9 +219,9 @@ impl EvConfig {
 pub const BASELINES: &[&str] = &["lru", "lfu", "clock", "arc", "car", "lirs", "lecar"];
 
 /// Every policy name [`PolicyKind::parse`] accepts (EV-LFU and EV-ARC also take the suffixes
-/// `-inserted`, `-noflush`, `-prose` in any order).
+/// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`).
 pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, ev-lfu, ev-lfu-inserted, \
-ev-lfu-noflush, ev-lfu-prose, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car";
+ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car";
 
 impl PolicyKind {
     /// Parses a policy name for a cache over `tables` tables (EV policies cap scores at it).
@@ -656,6 +670,10 @@ pub struct EvLfu {
     lists: Lists,
     ids: Map<u32>,
     flushes: u64,
+    /// Decay: insertions so far and the current epoch (one per `cap` insertions). A key's
+    /// `aux` word holds the epoch its score was last set in; lists stay ordered by it.
+    insertions: u64,
+    epoch: u32,
 }
 
 impl EvLfu {
@@ -671,7 +689,19 @@ impl EvLfu {
             lists: Lists::new(cfg.max_score as usize + 1),
             ids: map(),
             flushes: 0,
+            insertions: 0,
+            epoch: 0,
         }
+    }
+
+    /// The score of `id` in list `s` now: `s`, halved per epoch since it was set with decay.
+    #[inline]
+    fn effective(&self, id: u32, s: usize) -> usize {
+        if !self.cfg.decay {
+            return s;
+        }
+        let age = self.epoch.wrapping_sub(self.lists.aux(id)).min(31);
+        s >> age
     }
 
     /// Cached items at the maximum score.
@@ -700,6 +730,28 @@ impl EvLfu {
                 return;
             }
         }
+        if self.cfg.decay {
+            // Each list is ordered by the epoch its scores were set in, so its front holds its
+            // lowest effective score: the victim is the lowest of the N + 1 fronts (ties to
+            // the one whose score was set longest ago, then to the lower stored score).
+            let mut best: Option<(usize, u32, usize)> = None;
+            for s in 0..=max {
+                if let Some(id) = self.lists.front(s) {
+                    let e = self.effective(id, s);
+                    let age = self.epoch.wrapping_sub(self.lists.aux(id));
+                    if best.is_none_or(|(be, bage, _)| e < be || (e == be && age > bage)) {
+                        best = Some((e, age, s));
+                    }
+                }
+            }
+            if let Some((e, _, s)) = best {
+                if let Some(v) = self.lists.pop_front(s) {
+                    self.ids.remove(&v);
+                    evicted.push((v, e as u32));
+                }
+            }
+            return;
+        }
         for s in 0..=max {
             if let Some(v) = self.lists.pop_front(s) {
                 self.ids.remove(&v);
@@ -717,11 +769,14 @@ impl Policy for EvLfu {
     fn on_hit(&mut self, key: u64, agg: u32) {
         if let Some(&id) = self.ids.get(&key) {
             let s = agg.min(self.cfg.max_score) as usize;
-            let cur = self.lists.list_of(id);
-            if s > cur {
-                self.lists.move_back(id, s);
+            let list = self.lists.list_of(id);
+            let cur = self.effective(id, list);
+            if s > cur || (self.cfg.decay && cur < list) {
+                self.lists.move_back(id, s.max(cur));
+                self.lists.set_aux(id, self.epoch);
             } else if self.cfg.tie_break == TieBreak::Used {
                 self.lists.move_back(id, cur);
+                self.lists.set_aux(id, self.epoch);
             }
         }
     }
@@ -734,7 +789,12 @@ impl Policy for EvLfu {
         }
         let s = agg.min(self.cfg.max_score) as usize;
         let id = self.lists.push_back(s, key);
+        self.lists.set_aux(id, self.epoch);
         self.ids.insert(key, id);
+        self.insertions += 1;
+        if self.cfg.decay && self.insertions.is_multiple_of(self.cap as u64) {
+            self.epoch = self.epoch.wrapping_add(1);
+        }
     }
     fn remove(&mut self, key: u64) -> bool {
         match self.ids.remove(&key) {
@@ -754,7 +814,7 @@ impl Policy for EvLfu {
     fn score(&self, key: u64) -> u32 {
         self.ids
             .get(&key)
-            .map_or(0, |&id| self.lists.list_of(id) as u32)
+            .map_or(0, |&id| self.effective(id, self.lists.list_of(id)) as u32)
     }
 }
 
@@ -920,5 +980,52 @@ mod tests {
         request(&mut p, &[101], &mut hits, &mut ev);
         assert_eq!(ks(&ev), vec![0, 1, 99]);
         assert_eq!(p.flushes(), 2);
+    }
+
+    /// With decay, a key inserted with a high score and never hit again loses to a key that
+    /// keeps being hit at a lower score once an epoch (one capacity of insertions) has passed.
+    #[test]
+    fn ev_lfu_decay_lets_stale_high_scores_go() {
+        let cfg = EvConfig {
+            decay: true,
+            flush_threshold: None,
+            ..EvConfig::new(4)
+        };
+        let mut p = EvLfu::new(4, cfg);
+        let mut ev = Vec::new();
+        p.on_miss(100, 4, &mut ev); // stale: score 4, never hit again
+        p.on_miss(1, 2, &mut ev);
+        p.on_miss(2, 2, &mut ev);
+        p.on_miss(3, 2, &mut ev); // 4 insertions: epoch 1, 100 now counts 2, 1-3 count 1
+        assert_eq!(p.score(100), 2);
+        assert_eq!(p.score(1), 1);
+        p.on_hit(1, 2); // refreshed to 2 in epoch 1
+        p.on_hit(2, 2);
+        p.on_hit(3, 2);
+        assert_eq!(p.score(1), 2);
+        p.on_miss(5, 3, &mut ev);
+        assert_eq!(
+            ks(&ev),
+            [100],
+            "the stale key goes (a tie goes to the score set longest ago)"
+        );
+        // Without decay the stale key would stay and 1 (lowest score, least recently used) go.
+        let mut q = EvLfu::new(
+            4,
+            EvConfig {
+                decay: false,
+                ..cfg
+            },
+        );
+        let mut ev = Vec::new();
+        for (k, a) in [(100, 4), (1, 2), (2, 2), (3, 2)] {
+            q.on_miss(k, a, &mut ev);
+        }
+        q.on_miss(5, 3, &mut ev);
+        assert_eq!(ks(&ev), [1]);
+        assert_eq!(
+            PolicyKind::parse("ev-lfu-decay", 4).unwrap().to_string(),
+            "ev-lfu-decay"
+        );
     }
 }

@@ -10,6 +10,13 @@
 //! (promotion), and L2 evictions leave memory. So L1 holds the keys that are hit or inserted
 //! with high group scores, L2 the ones L1 let go, at lower precision.
 //!
+//! EVProx (L3, optional, [`crate::prox`]): with `l3_share > 0` and a table's surrogate mapping
+//! set ([`EmbedStore::set_surrogates`]), a key missing from L1 and L2 whose mapping is in L3 and
+//! whose surrogate is resident is served with the surrogate's row (an *approximate* hit: no disk
+//! read, no insertion, no policy update). Keys that leave memory queue their mapping into L3,
+//! applied after each lookup call. aggHit counts L1 and L2 only, so group scores and the policy
+//! see the same requests with L3 on or off.
+//!
 //! The whole batch is validated (table count, key ranges) before any state changes, so an error
 //! leaves the cache and the statistics untouched. Thread-safety: `&mut self` for lookups (the
 //! Python binding holds it under a mutex with the GIL released).
@@ -19,6 +26,7 @@ use std::path::{Path, PathBuf};
 use crate::codec::Precision;
 use crate::error::{EmbedError, Result};
 use crate::policy::{tag, Policy, PolicyKind, MAX_ROW};
+use crate::prox::{ProxCache, ENTRY_BYTES};
 use crate::table::TableFile;
 use std::collections::HashMap;
 
@@ -36,6 +44,9 @@ pub struct StoreOptions {
     /// Share of `cache_bytes` given to L1 when there are two tiers. Default 0.5 (the source's
     /// best mix, 50/50).
     pub l1_share: f64,
+    /// Share of `cache_bytes` given to EVProx's L3 key → surrogate map, in [0, 0.5]. Default 0
+    /// (off); the source's best is 0.04 and bounds it by 0.05.
+    pub l3_share: f64,
 }
 
 impl Default for StoreOptions {
@@ -45,6 +56,7 @@ impl Default for StoreOptions {
             policy: "ev-lfu".into(),
             precisions: vec![32],
             l1_share: 0.5,
+            l3_share: 0.0,
         }
     }
 }
@@ -60,7 +72,7 @@ pub struct EmbedStats {
     pub l1_hits: u64,
     /// Keys found in L2.
     pub l2_hits: u64,
-    /// Keys read from the table files.
+    /// Keys read from the table files (not found in L1 or L2 nor served by a surrogate).
     pub misses: u64,
     /// Requests whose every key was in L1.
     pub perfect_l1: u64,
@@ -72,6 +84,12 @@ pub struct EmbedStats {
     pub demotions: u64,
     /// Rows promoted from L2 to L1.
     pub promotions: u64,
+    /// Keys served with a resident surrogate's row (EVProx).
+    pub l3_hits: u64,
+    /// Requests whose every key was served from memory, surrogates included.
+    pub perfect_approx: u64,
+    /// Mappings inserted into L3.
+    pub l3_inserts: u64,
 }
 
 /// One cache tier: a policy plus encoded rows in fixed slots.
@@ -142,6 +160,9 @@ pub struct EmbedStore {
     l2: Option<Tier>,
     policy: PolicyKind,
     stats: EmbedStats,
+    l3: ProxCache,
+    /// Per table: the offline surrogate of each row ([`NO_SURROGATE`] for none), if set.
+    surrogates: Vec<Option<Vec<u64>>>,
     // Scratch, kept to avoid per-request allocation.
     hits: Vec<(u8, u32)>,
     evicted: Vec<(u64, u32)>,
@@ -153,6 +174,11 @@ pub struct EmbedStore {
 const MISS: u8 = 0;
 const IN_L1: u8 = 1;
 const IN_L2: u8 = 2;
+const PROX_L1: u8 = 3;
+const PROX_L2: u8 = 4;
+
+/// A row without a surrogate in [`EmbedStore::set_surrogates`]'s mapping.
+pub const NO_SURROGATE: u64 = u64::MAX;
 
 impl EmbedStore {
     /// Opens tables `names` (in lookup order) in `dir`. Every table must exist and share one
@@ -222,11 +248,19 @@ impl EmbedStore {
                 opts.l1_share
             )));
         }
+        if !(opts.l3_share.is_finite() && (0.0..=0.5).contains(&opts.l3_share)) {
+            return Err(EmbedError::InvalidArgument(format!(
+                "l3_share {} must be in [0, 0.5]",
+                opts.l3_share
+            )));
+        }
+        let l3_bytes = (opts.cache_bytes as f64 * opts.l3_share) as u64;
+        let rows_bytes = opts.cache_bytes - l3_bytes;
         let (l1_bytes, l2_bytes) = if precs.len() == 2 {
-            let l1 = (opts.cache_bytes as f64 * opts.l1_share) as u64;
-            (l1, opts.cache_bytes - l1)
+            let l1 = (rows_bytes as f64 * opts.l1_share) as u64;
+            (l1, rows_bytes - l1)
         } else {
-            (opts.cache_bytes, 0)
+            (rows_bytes, 0)
         };
         let l1 = Tier::new(&policy, precs[0], l1_bytes, dim);
         let l2 = precs.get(1).map(|&p| Tier::new(&policy, p, l2_bytes, dim));
@@ -239,6 +273,8 @@ impl EmbedStore {
             l2,
             policy,
             stats: EmbedStats::default(),
+            l3: ProxCache::new((l3_bytes / ENTRY_BYTES) as usize),
+            surrogates: vec![None; names.len()],
             hits: vec![(MISS, 0); names.len()],
             evicted: Vec::new(),
             evicted2: Vec::new(),
@@ -282,7 +318,63 @@ impl EmbedStore {
 
     /// Counters since open.
     pub fn stats(&self) -> EmbedStats {
-        self.stats.clone()
+        let mut st = self.stats.clone();
+        st.l3_inserts = self.l3.inserts;
+        st
+    }
+
+    /// Capacity of EVProx's L3 in mappings (0: off).
+    pub fn l3_capacity(&self) -> usize {
+        self.l3.capacity()
+    }
+
+    /// Sets table `table`'s offline surrogate mapping: `map[k]` is the surrogate row of row `k`
+    /// (same table), or [`NO_SURROGATE`]. Replaces the previous mapping (a remap); mappings
+    /// already cached in L3 stay until evicted.
+    pub fn set_surrogates(&mut self, table: usize, map: Vec<u64>) -> Result<()> {
+        let Some(t) = self.tables.get(table) else {
+            return Err(EmbedError::InvalidArgument(format!(
+                "table index {table} out of range (the store has {} tables)",
+                self.tables.len()
+            )));
+        };
+        let rows = t.rows();
+        if map.len() as u64 != rows {
+            return Err(EmbedError::InvalidArgument(format!(
+                "surrogates of table `{}` must hold one entry per row ({rows}), got {}",
+                self.names[table],
+                map.len()
+            )));
+        }
+        if let Some((k, &s)) = map
+            .iter()
+            .enumerate()
+            .find(|(_, &s)| s != NO_SURROGATE && s >= rows)
+        {
+            return Err(EmbedError::KeyOutOfRange {
+                table: self.names[table].clone(),
+                key: s,
+                rows,
+                request: k,
+            });
+        }
+        self.surrogates[table] = Some(map);
+        Ok(())
+    }
+
+    /// Queues the mapping of `key` (tagged), which just left memory, into L3.
+    fn left_memory(&mut self, key: u64) {
+        if self.l3.capacity() == 0 {
+            return;
+        }
+        let (t, k) = ((key >> 40) as usize, key & MAX_ROW);
+        if let Some(Some(map)) = self.surrogates.get(t) {
+            if let Some(&s) = map.get(k as usize) {
+                if s != NO_SURROGATE {
+                    self.l3.queue(key, tag(t, s));
+                }
+            }
+        }
     }
 
     /// Checks a batch of `keys` (`batch × N`, row-major) without changing anything.
@@ -324,6 +416,8 @@ impl EmbedStore {
         for (req, o) in keys.chunks_exact(n).zip(out.chunks_exact_mut(n * self.dim)) {
             self.request(req, o)?;
         }
+        // EVProx's insertions, batched after the lookups that caused them.
+        self.l3.apply_pending();
         Ok(())
     }
 
@@ -345,14 +439,35 @@ impl EmbedStore {
             };
             agg += u32::from(self.hits[t].0 != MISS);
         }
+        let mut approx = 0usize;
+        if self.l3.capacity() > 0 && (agg as usize) < keys.len() {
+            for (t, &k) in keys.iter().enumerate() {
+                if self.hits[t].0 != MISS {
+                    continue;
+                }
+                let Some(sur) = self.l3.get(tag(t, k)) else {
+                    continue;
+                };
+                if let Some(&s) = self.l1.slots.get(&sur) {
+                    self.hits[t] = (PROX_L1, s);
+                } else if let Some(&s) = self.l2.as_ref().and_then(|l2| l2.slots.get(&sur)) {
+                    self.hits[t] = (PROX_L2, s);
+                } else {
+                    continue;
+                }
+                approx += 1;
+            }
+        }
         let st = &mut self.stats;
         st.requests += 1;
         st.keys += keys.len() as u64;
         st.l1_hits += in_l1 as u64;
         st.l2_hits += (agg as usize - in_l1) as u64;
-        st.misses += (keys.len() - agg as usize) as u64;
+        st.misses += (keys.len() - agg as usize - approx) as u64;
         st.perfect_l1 += u64::from(in_l1 == keys.len());
         st.perfect += u64::from(agg as usize == keys.len());
+        st.l3_hits += approx as u64;
+        st.perfect_approx += u64::from(agg as usize + approx == keys.len());
 
         // Hits: decode, then update. No insertion has happened yet in this request, so the
         // slots found above are current.
@@ -363,7 +478,13 @@ impl EmbedStore {
             }
             let key = tag(t, k);
             let o = &mut out[t * dim..(t + 1) * dim];
-            if w == IN_L1 {
+            if w == PROX_L1 {
+                self.l1.precision.decode(self.l1.slot_row(slot), o);
+            } else if w == PROX_L2 {
+                if let Some(l2) = self.l2.as_ref() {
+                    l2.precision.decode(l2.slot_row(slot), o);
+                }
+            } else if w == IN_L1 {
                 self.l1.precision.decode(self.l1.slot_row(slot), o);
                 self.l1.policy.on_hit(key, agg);
             } else if let Some(l2) = self.l2.as_mut() {
@@ -374,12 +495,12 @@ impl EmbedStore {
                 // Promotion is an insertion into L1 (below, with the misses).
             }
         }
-        if in_l1 == keys.len() {
+        if in_l1 + approx == keys.len() {
             return Ok(());
         }
         // Misses (and promotions): read, insert into L1, demote L1's evictions.
         for (t, &k) in keys.iter().enumerate() {
-            if self.hits[t].0 == IN_L1 {
+            if matches!(self.hits[t].0, IN_L1 | PROX_L1 | PROX_L2) {
                 continue;
             }
             let key = tag(t, k);
@@ -405,6 +526,9 @@ impl EmbedStore {
                 if l2.policy.contains(key) {
                     self.stats.clipped += u64::from(l2.store(key, o));
                 }
+                for i in 0..self.evicted2.len() {
+                    self.left_memory(self.evicted2[i].0);
+                }
             }
         }
         Ok(())
@@ -415,6 +539,7 @@ impl EmbedStore {
     fn demote(&mut self, key: u64, score: u32) {
         let Some(l2) = self.l2.as_mut() else {
             self.l1.release(key);
+            self.left_memory(key);
             return;
         };
         if let Some(r) = self.l1.row(key) {
@@ -429,6 +554,11 @@ impl EmbedStore {
         if l2.policy.contains(key) {
             self.stats.clipped += u64::from(l2.store(key, &self.row));
             self.stats.demotions += 1;
+        } else {
+            self.left_memory(key);
+        }
+        for i in 0..self.evicted2.len() {
+            self.left_memory(self.evicted2[i].0);
         }
     }
 }
@@ -475,6 +605,7 @@ mod tests {
             policy: policy.into(),
             precisions,
             l1_share: 0.5,
+            l3_share: 0.0,
         }
     }
 
@@ -602,5 +733,73 @@ mod tests {
             let e = EmbedStore::open(d.path(), &names, &o).err().unwrap();
             assert!(e.to_string().contains(msg), "{e}");
         }
+    }
+
+    #[test]
+    fn evprox_serves_a_resident_surrogate_and_falls_back_to_disk() {
+        let d = tempfile::tempdir().unwrap();
+        let names = make(d.path(), 1, 20, 2);
+        // 128 bytes: half to L3 (2 mappings of 32 B), 64 B of rows = 8 fp32 rows of dim 2.
+        let mut o = opts(128, "lru", vec![32]);
+        o.l3_share = 0.5;
+        let mut s = EmbedStore::open(d.path(), &names, &o).unwrap();
+        assert_eq!(s.capacities(), (8, 0));
+        assert_eq!(s.l3_capacity(), 2);
+        let map: Vec<u64> = (0..20)
+            .map(|k| if k == 5 { NO_SURROGATE } else { 5 })
+            .collect();
+        s.set_surrogates(0, map).unwrap();
+        let mut out = [0f32; 2];
+        for k in 0..=8 {
+            s.lookup(&[k], &mut out).unwrap(); // 8 evicts 0 (LRU): 0 → 5 enters L3
+        }
+        assert_eq!(s.stats().l3_inserts, 1);
+        let misses = s.stats().misses;
+        s.lookup(&[0], &mut out).unwrap();
+        assert_eq!(
+            out,
+            [value(0, 5, 0), value(0, 5, 1)],
+            "row 5 served for key 0"
+        );
+        let st = s.stats();
+        assert_eq!(
+            (st.l3_hits, st.misses, st.perfect, st.perfect_approx),
+            (1, misses, 0, 1)
+        );
+        // Push 5 out of memory: the mapping is useless now, key 0 is read from disk.
+        for k in 10..=17 {
+            s.lookup(&[k], &mut out).unwrap();
+        }
+        let misses = s.stats().misses;
+        s.lookup(&[0], &mut out).unwrap();
+        assert_eq!(out, [value(0, 0, 0), value(0, 0, 1)]);
+        assert_eq!(s.stats().misses, misses + 1);
+        assert_eq!(s.stats().l3_hits, 1);
+    }
+
+    #[test]
+    fn evprox_off_changes_nothing_and_bad_mappings_are_rejected() {
+        let d = tempfile::tempdir().unwrap();
+        let names = make(d.path(), 2, 10, 2);
+        let mut s = EmbedStore::open(d.path(), &names, &opts(64, "ev-lfu", vec![32])).unwrap();
+        assert_eq!(s.l3_capacity(), 0);
+        s.set_surrogates(0, vec![1; 10]).unwrap();
+        let mut out = [0f32; 4];
+        for i in 0..50u64 {
+            s.lookup(&[i % 10, (i * 3) % 10], &mut out).unwrap();
+        }
+        assert_eq!(s.stats().l3_hits + s.stats().l3_inserts, 0);
+        let e = s.set_surrogates(0, vec![1; 9]).unwrap_err();
+        assert!(
+            e.to_string().contains("one entry per row (10), got 9"),
+            "{e}"
+        );
+        let e = s.set_surrogates(1, vec![10; 10]).unwrap_err();
+        assert!(e.to_string().contains("key 10 out of range"), "{e}");
+        let e = s.set_surrogates(2, vec![]).unwrap_err();
+        assert!(e.to_string().contains("table index 2"), "{e}");
+        let mut o = opts(64, "lru", vec![32]);
+        o.l3_share = 0.6;
+        assert!(EmbedStore::open(d.path(), &names, &o).is_err());
     }
 }

@@ -56,7 +56,9 @@ impl EmbedStoreNative {
 #[pymethods]
 impl EmbedStoreNative {
     #[new]
-    #[pyo3(signature = (path, tables, cache_bytes=0, policy="ev-lfu", precisions=vec![32], l1_share=0.5))]
+    #[pyo3(signature = (path, tables, cache_bytes=0, policy="ev-lfu", precisions=vec![32], l1_share=0.5,
+                        l3_share=0.0))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -65,12 +67,14 @@ impl EmbedStoreNative {
         policy: &str,
         precisions: Vec<u32>,
         l1_share: f64,
+        l3_share: f64,
     ) -> PyResult<Self> {
         let opts = StoreOptions {
             cache_bytes,
             policy: policy.to_string(),
             precisions,
             l1_share,
+            l3_share,
         };
         let store = py
             .allow_threads(|| EmbedStore::open(&path, &tables, &opts))
@@ -95,6 +99,18 @@ impl EmbedStoreNative {
         Ok(PyByteArray::new(py, &bytes))
     }
 
+    /// Sets table index `table`'s surrogate mapping (little-endian u64 per row, u64::MAX for
+    /// none).
+    fn set_surrogates(&self, py: Python<'_>, table: usize, map: &[u8]) -> PyResult<()> {
+        let map = u64s(map, "surrogates")?;
+        py.allow_threads(|| self.with(|s| s.set_surrogates(table, map).map_err(embed_error)))
+    }
+
+    /// Capacity of EVProx's L3 in mappings (0: off).
+    fn l3_capacity(&self) -> PyResult<usize> {
+        self.with(|s| Ok(s.l3_capacity()))
+    }
+
     /// Counters since open, as a dict.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let st = self.with(|s| Ok(s.stats()))?;
@@ -109,6 +125,9 @@ impl EmbedStoreNative {
         d.set_item("clipped", st.clipped)?;
         d.set_item("demotions", st.demotions)?;
         d.set_item("promotions", st.promotions)?;
+        d.set_item("l3_hits", st.l3_hits)?;
+        d.set_item("perfect_approx", st.perfect_approx)?;
+        d.set_item("l3_inserts", st.l3_inserts)?;
         Ok(d)
     }
 

@@ -446,7 +446,7 @@ impl TraceReader {
 /// cardinalities)`. Generated with the GIL released.
 #[pyfunction]
 #[pyo3(signature = (tables, scale, count, seed=0, theta=1.05, clusters=10_000, cluster_theta=0.9,
-                    correlation=0.8, pool=4))]
+                    correlation=0.8, pool=4, profile="zipf", coverage=None, click_logit=None))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::type_complexity)]
 fn workload_criteo<'py>(
@@ -460,6 +460,9 @@ fn workload_criteo<'py>(
     cluster_theta: f64,
     correlation: f64,
     pool: u64,
+    profile: &str,
+    coverage: Option<f64>,
+    click_logit: Option<f64>,
 ) -> PyResult<(
     Bound<'py, PyBytes>,
     Bound<'py, PyBytes>,
@@ -467,6 +470,7 @@ fn workload_criteo<'py>(
     Vec<u64>,
 )> {
     check_chunk(count)?;
+    let base = CriteoConfig::profile(profile, tables, scale, seed).map_err(to_py)?;
     let cfg = CriteoConfig {
         tables,
         scale,
@@ -475,6 +479,8 @@ fn workload_criteo<'py>(
         cluster_theta,
         correlation,
         pool,
+        coverage: coverage.unwrap_or(base.coverage),
+        click_logit: click_logit.unwrap_or(base.click_logit),
         seed,
     };
     let stream = cfg.stream().map_err(to_py)?;

@@ -27,7 +27,7 @@ serialised by the store's lock.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from attune import _native
@@ -46,6 +46,7 @@ POLICIES = (
     "ev-lfu-inserted",
     "ev-lfu-noflush",
     "ev-lfu-prose",
+    "ev-lfu-decay",
     "ev-arc",
     "ev-arc-inserted",
     "ev-arc-noflush",
@@ -129,7 +130,13 @@ class EmbeddingStore:
     int ``n`` means ``C1 .. Cn``. ``cache_bytes``: memory for cached rows over all tiers
     (encoded sizes), 0 for none. ``policy``: one of :data:`POLICIES`. ``precisions``: bits of L1
     and optionally L2 (``[32]``, ``[16]``, ``[8, 4]``...). ``l1_share``: L1's share of
-    ``cache_bytes`` with two tiers (default 0.5)."""
+    ``cache_bytes`` with two tiers (default 0.5).
+
+    EVProx: ``surrogates`` maps a table (name or index) to its offline surrogate array (one
+    surrogate row per row, ``-1`` for none; see :func:`surrogates`). ``l3_share`` is the share
+    of ``cache_bytes`` given to the key → surrogate cache (default 0.04 when ``surrogates`` is
+    given, else 0; at most 0.5). A key missing from L1/L2 whose mapping is cached and whose
+    surrogate is resident is served with the surrogate's row."""
 
     def __init__(
         self,
@@ -139,6 +146,8 @@ class EmbeddingStore:
         policy: str = "ev-lfu",
         precisions: Sequence[int] = (32,),
         l1_share: float = 0.5,
+        surrogates: Mapping[str | int, Any] | None = None,
+        l3_share: float | None = None,
     ) -> None:
         if isinstance(tables, int):
             tables = [f"C{i + 1}" for i in range(tables)]
@@ -146,9 +155,17 @@ class EmbeddingStore:
             raise InvalidArgumentError("tables must be a list of names, not one string")
         if cache_bytes < 0:
             raise InvalidArgumentError(f"cache_bytes must be >= 0, got {cache_bytes}")
+        if l3_share is None:
+            l3_share = 0.04 if surrogates else 0.0
         try:
             self._s = _native.EmbedStore(
-                os.fspath(path), list(tables), int(cache_bytes), policy, list(precisions), l1_share
+                os.fspath(path),
+                list(tables),
+                int(cache_bytes),
+                policy,
+                list(precisions),
+                l1_share,
+                float(l3_share),
             )
         except (OverflowError, TypeError) as e:
             raise InvalidArgumentError(f"bad EmbeddingStore argument: {e}") from None
@@ -164,6 +181,33 @@ class EmbeddingStore:
         self.policy: str = pol
         #: Rows L1 and L2 hold.
         self.capacity: tuple[int, int] = (c1, c2)
+        #: Mappings EVProx's L3 holds (0: off).
+        self.l3_capacity: int = self._s.l3_capacity()
+        for table, mapping in (surrogates or {}).items():
+            self.set_surrogates(table, mapping)
+
+    def set_surrogates(self, table: str | int, mapping: Any) -> None:
+        """Sets (or replaces: a remap) the surrogate array of ``table`` (name or index): one
+        surrogate row of the same table per row, ``-1`` for none."""
+        np = _np()
+        if isinstance(table, str):
+            if table not in self.tables:
+                raise InvalidArgumentError(
+                    f"unknown table `{table}`; the store holds: {', '.join(self.tables)}"
+                )
+            index = self.tables.index(table)
+        else:
+            index = int(table)
+        a = np.asarray(mapping)
+        if a.ndim != 1 or a.dtype.kind not in "iu":
+            raise InvalidArgumentError(
+                f"surrogates of table `{table}` must be a 1-D integer array, got "
+                f"{a.dtype} {list(a.shape)}"
+            )
+        if a.dtype.kind == "i" and a.size and int(a.min()) < -1:
+            raise InvalidArgumentError(f"surrogates of table `{table}`: {int(a.min())} < -1")
+        data = np.where(a < 0, np.uint64(2**64 - 1), a.astype(np.uint64)) if a.size else a
+        self._s.set_surrogates(index, np.ascontiguousarray(data, dtype="<u8").tobytes())
 
     def lookup(self, batch: Any) -> Any:
         """Looks up ``batch`` (integer array ``[batch, N]``, one key per table) and returns
@@ -177,12 +221,15 @@ class EmbeddingStore:
     def stats(self) -> dict[str, Any]:
         """Counters since open: ``requests``, ``keys``, ``l1_hits``, ``l2_hits``, ``misses``,
         ``perfect_l1`` and ``perfect`` (requests with every key in L1 / in memory),
-        ``clipped``, ``demotions``, ``promotions``, and the derived rates ``hit_rate``,
-        ``l1_hit_rate``, ``perfect_rate``."""
+        ``clipped``, ``demotions``, ``promotions``, EVProx's ``l3_hits`` (keys served by a
+        surrogate), ``perfect_approx`` (requests served from memory, surrogates included) and
+        ``l3_inserts``, and the derived rates ``hit_rate``, ``l1_hit_rate``, ``perfect_rate``,
+        ``perfect_approx_rate``."""
         s = dict(self._s.stats())
         s["hit_rate"] = (s["l1_hits"] + s["l2_hits"]) / max(1, s["keys"])
         s["l1_hit_rate"] = s["l1_hits"] / max(1, s["keys"])
         s["perfect_rate"] = s["perfect"] / max(1, s["requests"])
+        s["perfect_approx_rate"] = s["perfect_approx"] / max(1, s["requests"])
         s["policy"] = self.policy
         s["capacity_rows"] = list(self.capacity)
         return s
@@ -226,6 +273,58 @@ def simulate(
     }
 
 
+def surrogates(
+    values: Any,
+    counts: Any,
+    *,
+    k: int = 10,
+    metric: str = "euclidean",
+    chunk: int = 1024,
+) -> Any:
+    """EVProx's offline step: for each row of ``values`` (``[rows, dim]``) its ``k`` nearest
+    other rows (``"euclidean"`` or ``"cosine"`` distance, exact, computed in blocks of
+    ``chunk`` rows with numpy), and of those the one with the most accesses in ``counts``
+    (``[rows]``, e.g. a history's access counts; ties to the nearer). Returns int64 ``[rows]``
+    (``-1`` when the table has a single row). Exact search costs ``rows² · dim``: meant for
+    tables up to some 10⁵ rows."""
+    np = _np()
+    x = np.asarray(values, dtype=np.float32)
+    c = np.asarray(counts)
+    if x.ndim != 2:
+        raise InvalidArgumentError(f"values must be 2-D [rows, dim], got {list(x.shape)}")
+    if c.shape != (x.shape[0],):
+        raise InvalidArgumentError(
+            f"counts must have one entry per row ({x.shape[0]}), got {list(c.shape)}"
+        )
+    if metric not in ("euclidean", "cosine"):
+        raise InvalidArgumentError(f"metric must be euclidean or cosine, got `{metric}`")
+    if k < 1 or chunk < 1:
+        raise InvalidArgumentError(f"k and chunk must be >= 1, got {k} and {chunk}")
+    if not np.all(np.isfinite(x)):
+        raise InvalidArgumentError("values must be finite")
+    rows = x.shape[0]
+    out = np.full(rows, -1, dtype=np.int64)
+    if rows < 2:
+        return out
+    k = min(k, rows - 1)
+    if metric == "cosine":
+        norm = np.linalg.norm(x, axis=1, keepdims=True)
+        x = x / np.where(norm > 0, norm, 1.0)
+    sq = np.einsum("ij,ij->i", x, x)
+    c = c.astype(np.float64)
+    for lo in range(0, rows, chunk):
+        hi = min(rows, lo + chunk)
+        # Squared euclidean (cosine: on unit vectors, the same order as cosine distance).
+        d = sq[lo:hi, None] - 2.0 * (x[lo:hi] @ x.T) + sq[None, :]
+        d[np.arange(hi - lo), np.arange(lo, hi)] = np.inf  # never itself
+        nn = np.argpartition(d, k - 1, axis=1)[:, :k]
+        nd = np.take_along_axis(d, nn, axis=1)
+        cn = c[nn]
+        order = np.lexsort((nd, -cn), axis=1)  # most accessed first, then nearest
+        out[lo:hi] = np.take_along_axis(nn, order[:, :1], axis=1)[:, 0]
+    return out
+
+
 def access_stream(keys: Any, *, policy: str, capacity: int) -> int:
     """Hits of a single-key ``policy`` of ``capacity`` items over the flat key stream ``keys``
     (each key accessed alone; for cross-checks against other simulators)."""
@@ -240,5 +339,6 @@ __all__ = [
     "list_tables",
     "load_table",
     "simulate",
+    "surrogates",
     "verify_table",
 ]

@@ -1,0 +1,292 @@
+"""`attune bench evstore`: EVStore's accuracy and EVProx studies on the calibrated Criteo-like
+workload (docs/evstore.md).
+
+One seeded stream of attune-workload's Criteo-like generator (profile ``kaggle`` by default) is
+split in order: the first ``--train`` requests train a small DLRM (:mod:`attune.embed.dlrm`), the
+trained tables are written to an embedding store, the last ``--warm`` training requests warm its
+cache, and the following ``--test`` requests are served by the store and scored.
+
+Modes:
+
+* ``accuracy``: PR-AUC of the model fed by the store, one row per configuration (cache fraction
+  of all rows, precisions, EVProx on/off), against exact fp32 embeddings (``pr_auc_exact``);
+  ``pr_auc_loss_rel`` is the relative loss. Also the store's perfect-hit rates.
+* ``latency``: per-request lookup latency (one request per call, wall clock, p50/p95/p99 and
+  mean) with the page cache of the table files dropped before every request
+  (``posix_fadvise(DONTNEED)``, outside the timed call), so misses are real reads, with and
+  without EVProx at each cache fraction.
+
+EVProx's surrogates are computed from the trained embeddings (top-10 nearest neighbours,
+euclidean, exact) and the training stream's access counts; L3 gets ``--l3-share`` of the cache.
+
+Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: Default configurations of ``accuracy``: (label, cache fraction, precisions, EVProx).
+ACCURACY_CONFIGS = (
+    ("fp32-all", 1.0, (32,), False),
+    ("fp16-all", 1.0, (16,), False),
+    ("int8-all", 1.0, (8,), False),
+    ("int4-all", 1.0, (4,), False),
+    ("fp32-5%", 0.05, (32,), False),
+    ("int8+int4-5%", 0.05, (8, 4), False),
+    ("fp32+int4-5%", 0.05, (32, 4), False),
+    ("fp32-5%+prox", 0.05, (32,), True),
+    ("int8+int4-5%+prox", 0.05, (8, 4), True),
+    ("fp32-20%", 0.2, (32,), False),
+    ("fp32-20%+prox", 0.2, (32,), True),
+)
+
+
+def add_parser(verbs) -> None:
+    from attune.cli import add_output_flags
+
+    p = verbs.add_parser(
+        "evstore",
+        help="EVStore: PR-AUC of exact, quantised and approximate embeddings; EVProx latency",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--mode", choices=("accuracy", "latency"), default="accuracy")
+    p.add_argument("--generator", choices=("kaggle", "zipf"), default="kaggle")
+    p.add_argument("--scale", type=float, default=0.001, help="cardinality scale (0.001)")
+    p.add_argument("--train", type=int, default=300_000, help="training requests (300000)")
+    p.add_argument("--warm", type=int, default=50_000, help="cache warm-up requests (50000)")
+    p.add_argument("--test", type=int, default=50_000, help="scored requests (50000)")
+    p.add_argument("--epochs", type=int, default=1, help="training epochs (1)")
+    p.add_argument("--policy", default="ev-lfu", help="cache policy (ev-lfu)")
+    p.add_argument("--l3-share", type=float, default=0.04, help="EVProx's share (0.04)")
+    p.add_argument(
+        "--fractions",
+        default="0.05,0.2",
+        help="latency: cache fractions of all rows (0.05,0.2)",
+    )
+    p.add_argument("--precisions", default="32", help="latency: tier bits, e.g. 8,4 (32)")
+    p.add_argument("--seed", type=int, default=1, help="generator and model seed (1)")
+    add_output_flags(p, out="append the JSON rows to PATH")
+    p.set_defaults(func=run)
+
+
+def _setup(args, d: str):
+    """Generates the stream, trains the model, writes its tables; returns what the modes need."""
+    from attune import workload
+    from attune.embed import load_table, surrogates
+    from attune.embed.dlrm import DLRM
+
+    n = args.train + args.test
+    gen = workload.criteo(n, scale=args.scale, seed=args.seed, profile=args.generator)
+    keys, dense, clicks = gen["keys"], gen["dense"], gen["clicks"]
+    cards = [int(c) for c in gen["cardinalities"]]
+    model = DLRM(cards, dim=36, seed=args.seed)
+    t0 = time.perf_counter()
+    losses = model.train(
+        keys[: args.train], dense[: args.train], clicks[: args.train], epochs=args.epochs
+    )
+    train_s = time.perf_counter() - t0
+    names = [f"C{t + 1}" for t in range(len(cards))]
+    for t, name in enumerate(names):
+        load_table(d, name, model.embeddings[t])
+    t0 = time.perf_counter()
+    sur = {}
+    for t, name in enumerate(names):
+        counts = np.bincount(keys[: args.train, t].astype(np.int64), minlength=cards[t])
+        sur[name] = surrogates(model.embeddings[t], counts, k=10)
+    knn_s = time.perf_counter() - t0
+    return {
+        "keys": keys,
+        "dense": dense,
+        "clicks": clicks,
+        "cards": cards,
+        "model": model,
+        "names": names,
+        "surrogates": sur,
+        "losses": losses,
+        "train_seconds": train_s,
+        "knn_seconds": knn_s,
+    }
+
+
+def _store(args, d, s, fraction, precisions, prox):
+    from attune.embed import EmbeddingStore
+
+    total = sum(s["cards"])
+    cache_bytes = int(total * fraction * 36 * 4)
+    return EmbeddingStore(
+        d,
+        tables=s["names"],
+        cache_bytes=cache_bytes,
+        policy=args.policy,
+        precisions=list(precisions),
+        surrogates=s["surrogates"] if prox else None,
+        l3_share=args.l3_share if prox else 0.0,
+    )
+
+
+def _accuracy(args, d, s, base) -> list[dict]:
+    from attune.embed.dlrm import pr_auc
+
+    lo, hi = args.train, args.train + args.test
+    test_keys, test_dense, test_y = s["keys"][lo:hi], s["dense"][lo:hi], s["clicks"][lo:hi]
+    exact = pr_auc(test_y, s["model"].predict(test_dense, s["model"].lookup(test_keys)))
+    rows = [{**base, "kind": "exact", "config": "exact", "pr_auc": exact}]
+    warm = s["keys"][max(0, args.train - args.warm) : args.train]
+    for label, fraction, precs, prox in ACCURACY_CONFIGS:
+        st = _store(args, d, s, fraction, precs, prox)
+        for i in range(0, len(warm), 8192):
+            st.lookup(warm[i : i + 8192])
+        before = st.stats()
+        emb = np.concatenate(
+            [st.lookup(test_keys[i : i + 8192]) for i in range(0, len(test_keys), 8192)]
+        )
+        after = st.stats()
+        st.close()
+        auc = pr_auc(test_y, s["model"].predict(test_dense, emb))
+        req = max(1, after["requests"] - before["requests"])
+        keys_n = max(1, after["keys"] - before["keys"])
+        rows.append(
+            {
+                **base,
+                "kind": "config",
+                "config": label,
+                "cache_fraction": fraction,
+                "precisions": list(precs),
+                "evprox": prox,
+                "l3_share": args.l3_share if prox else 0.0,
+                "pr_auc": auc,
+                "pr_auc_exact": exact,
+                "pr_auc_loss_rel": (exact - auc) / exact,
+                "pr_auc_loss_pct": 100.0 * (exact - auc) / exact,
+                "perfect_rate": (after["perfect"] - before["perfect"]) / req,
+                "perfect_approx_rate": (after["perfect_approx"] - before["perfect_approx"]) / req,
+                "l3_hit_rate": (after["l3_hits"] - before["l3_hits"]) / keys_n,
+                "clipped": after["clipped"],
+            }
+        )
+    return rows
+
+
+def _latency(args, d, s, base) -> list[dict]:
+    fractions = [float(x) for x in args.fractions.split(",")]
+    precs = [int(x) for x in args.precisions.split(",")]
+    lo, hi = args.train, args.train + args.test
+    test_keys = s["keys"][lo:hi]
+    warm = s["keys"][max(0, args.train - args.warm) : args.train]
+    fds = [os.open(os.path.join(d, f"{n}.emb"), os.O_RDONLY) for n in s["names"]]
+    rows = []
+    try:
+        for fraction in fractions:
+            for prox in (False, True):
+                st = _store(args, d, s, fraction, precs, prox)
+                for i in range(0, len(warm), 8192):
+                    st.lookup(warm[i : i + 8192])
+                before = st.stats()
+                lat = np.empty(len(test_keys), dtype=np.float64)
+                for i in range(len(test_keys)):
+                    for fd in fds:
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    t0 = time.perf_counter_ns()
+                    st.lookup(test_keys[i : i + 1])
+                    lat[i] = time.perf_counter_ns() - t0
+                after = st.stats()
+                st.close()
+                req = max(1, after["requests"] - before["requests"])
+                rows.append(
+                    {
+                        **base,
+                        "kind": "latency",
+                        "config": f"{'+'.join(map(str, precs))}-{fraction:g}"
+                        + ("+prox" if prox else ""),
+                        "cache_fraction": fraction,
+                        "precisions": precs,
+                        "evprox": prox,
+                        "l3_share": args.l3_share if prox else 0.0,
+                        "mean_us": float(lat.mean() / 1e3),
+                        "p50_us": float(np.percentile(lat, 50) / 1e3),
+                        "p95_us": float(np.percentile(lat, 95) / 1e3),
+                        "p99_us": float(np.percentile(lat, 99) / 1e3),
+                        "perfect_rate": (after["perfect"] - before["perfect"]) / req,
+                        "perfect_approx_rate": (after["perfect_approx"] - before["perfect_approx"])
+                        / req,
+                        "misses_per_request": (after["misses"] - before["misses"]) / req,
+                        "load_avg_1m": os.getloadavg()[0],
+                    }
+                )
+    finally:
+        for fd in fds:
+            os.close(fd)
+    # Ratios with EVProx over without, per fraction.
+    by = {(r["cache_fraction"], r["evprox"]): r for r in rows}
+    for r in rows:
+        off = by.get((r["cache_fraction"], False))
+        if r["evprox"] and off:
+            for q in ("mean_us", "p95_us", "p99_us"):
+                r[f"{q}_over_without"] = r[q] / off[q] if off[q] else None
+    return rows
+
+
+def run(args) -> int:
+    from attune.bench import machine
+    from attune.errors import InvalidArgumentError
+
+    if min(args.train, args.test) < 1 or args.warm < 0 or args.scale <= 0 or args.scale > 1:
+        raise InvalidArgumentError("--train/--test must be >= 1, --warm >= 0, --scale in (0, 1]")
+    if not 0 <= args.l3_share <= 0.5:
+        raise InvalidArgumentError(f"--l3-share must be in [0, 0.5], got {args.l3_share}")
+    command = "attune bench evstore " + shlex.join(sys.argv[3:])
+    base = {
+        "bench": "evstore",
+        "mode": args.mode,
+        "generator": args.generator,
+        "scale": args.scale,
+        "train": args.train,
+        "warm": args.warm,
+        "test": args.test,
+        "policy": args.policy,
+        "seed": args.seed,
+    }
+    with tempfile.TemporaryDirectory(prefix="attune-evstore-") as d:
+        s = _setup(args, d)
+        base["train_seconds"] = s["train_seconds"]
+        base["knn_seconds"] = s["knn_seconds"]
+        base["train_loss"] = s["losses"][-1]
+        rows = (
+            _accuracy(args, d, s, base) if args.mode == "accuracy" else _latency(args, d, s, base)
+        )
+    mach = machine()
+    for r in rows:
+        r["command"] = command
+        r["machine"] = mach
+    lines = [json.dumps(r) for r in rows]
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as f:
+            f.write("\n".join(lines) + "\n")
+    if args.json:
+        print("\n".join(lines))
+        return 0
+    for r in rows:
+        keys = (
+            "pr_auc",
+            "pr_auc_loss_rel",
+            "perfect_rate",
+            "perfect_approx_rate",
+            "mean_us",
+            "p95_us",
+            "p99_us",
+        )
+        print(f"{r['config']:22} " + "  ".join(f"{k} {r[k]:.4f}" for k in keys if k in r))
+    return 0
