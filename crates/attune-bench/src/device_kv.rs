@@ -55,8 +55,11 @@ struct FillRow<'a> {
     write_bytes: u64,
     keys: u64,
     value_bytes: usize,
+    reps: u32,
     device_seconds: f64,
     ops_per_sec: f64,
+    ops_per_sec_min: f64,
+    ops_per_sec_max: f64,
     flash_pages: u64,
     min_flash_pages: u64,
     write_amplification: f64,
@@ -162,6 +165,33 @@ fn fill_opts() -> Options {
     }
 }
 
+/// Repetitions of each fillrandom configuration.
+const REPS: u32 = 3;
+
+/// One fillrandom of `keys` puts on a fresh simulated device.
+fn fill_once(
+    p: &SsdParams,
+    layout: DeviceLayout,
+    keys: u64,
+    value_bytes: usize,
+    rep: u32,
+) -> Result<(DeviceStats, attune_io::ssd::SsdStats), Fail> {
+    let env = Arc::new(DeviceEnv::new(Arc::new(MemEnv::new()), p.clone(), 11, layout).map_err(kv)?);
+    let db = DB::open_with_env(env.clone(), Path::new("/db"), fill_opts()).map_err(kv)?;
+    let mut rng = Xoshiro256::new(42, u64::from(rep) + 1);
+    let mut value = vec![0u8; value_bytes];
+    for i in 0..keys {
+        let k = rng.below(keys.saturating_mul(4));
+        value[..8].copy_from_slice(&i.to_le_bytes());
+        db.put(format!("key{k:012}").as_bytes(), &value)
+            .map_err(kv)?;
+    }
+    db.flush().map_err(kv)?;
+    db.close().map_err(kv)?;
+    drop(db);
+    Ok((env.stats(), env.ssd_stats()))
+}
+
 fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
     const VALUE: usize = 400;
     for (name, chunk, page, sc) in CONFIGS {
@@ -171,27 +201,21 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
             .learned;
         let tuned = DeviceLayout::from_learned(&learned);
         for (label, layout) in [("untuned", DeviceLayout::default()), ("tuned", tuned)] {
-            let env = Arc::new(
-                DeviceEnv::new(Arc::new(MemEnv::new()), p.clone(), 11, layout).map_err(kv)?,
-            );
-            let db = DB::open_with_env(env.clone(), Path::new("/db"), fill_opts()).map_err(kv)?;
-            let mut rng = Xoshiro256::new(42, 1);
-            let mut value = vec![0u8; VALUE];
-            for i in 0..keys {
-                let k = rng.below(keys.saturating_mul(4));
-                value[..8].copy_from_slice(&i.to_le_bytes());
-                db.put(format!("key{k:012}").as_bytes(), &value)
-                    .map_err(kv)?;
+            // Background flushes and compactions interleave their I/O with the writer's in
+            // scheduling order, so a run varies a little: the row is the median of `REPS`
+            // runs (each with its own keys), with the slowest and fastest beside it.
+            let mut runs: Vec<(DeviceStats, attune_io::ssd::SsdStats)> = Vec::new();
+            for rep in 0..REPS {
+                runs.push(fill_once(&p, layout, keys, VALUE, rep)?);
             }
-            db.flush().map_err(kv)?;
-            db.close().map_err(kv)?;
-            drop(db);
-            let s: DeviceStats = env.stats();
-            let ssd = env.ssd_stats();
+            let ops = |s: &DeviceStats| keys as f64 / (s.clock_ns as f64 / 1e9);
+            runs.sort_by(|a, b| ops(&a.0).total_cmp(&ops(&b.0)));
+            let (lo, hi) = (ops(&runs[0].0), ops(&runs[runs.len() - 1].0));
+            let (s, ssd) = runs[runs.len() / 2];
             let secs = s.clock_ns as f64 / 1e9;
             if sink.human() {
                 println!(
-                    "fillrandom {name:<14} {label:<8} {:>8.0} ops/s  pages {:>8} (min {:>8}, WA {:.3})  {:.2} s",
+                    "fillrandom {name:<14} {label:<8} {:>8.0} ops/s ({lo:.0}..{hi:.0})  pages {:>8} (min {:>8}, WA {:.3})  {:.2} s",
                     keys as f64 / secs,
                     s.flash_pages,
                     s.min_flash_pages,
@@ -210,8 +234,11 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
                 write_bytes: layout.write_bytes,
                 keys,
                 value_bytes: VALUE,
+                reps: REPS,
                 device_seconds: secs,
                 ops_per_sec: keys as f64 / secs,
+                ops_per_sec_min: lo,
+                ops_per_sec_max: hi,
                 flash_pages: s.flash_pages,
                 min_flash_pages: s.min_flash_pages,
                 write_amplification: s.write_amplification(),
