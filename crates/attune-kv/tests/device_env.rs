@@ -2,6 +2,8 @@
 //! a reopen and scans; the device sees the writes; the tuned layout programs fewer flash pages
 //! than the file-system default for the same work; scans served by prefetches count as hits.
 
+#![allow(clippy::unwrap_used)]
+
 use attune_io::ssd::SsdParams;
 use attune_kv::env::{DeviceEnv, DeviceLayout, Env, MemEnv};
 use attune_kv::{Options, ReadOptions, DB};
