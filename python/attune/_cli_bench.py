@@ -239,6 +239,10 @@ def register(sub) -> None:
         ("workload", "speed of every attune-workload generator (--help)"),
         ("io", "Heimdall's quantised inference speed and the simulated SSD's (--help)"),
         ("device", "SSD profiler on planted simulated devices and the I/O rule checker (--help)"),
+        (
+            "device-kv",
+            "Attune on the simulated SSD: fillrandom tuned by the profile, YCSB E prefetchers (--help)",
+        ),
         ("lookup-steps", "point-lookup latency per step (a step-timing build; --help)"),
     ):
         q = verbs.add_parser(name, help=text, add_help=False, prefix_chars="+")

@@ -31,6 +31,7 @@ pub mod cgroup;
 pub mod child;
 pub mod dbbench;
 pub mod device;
+pub mod device_kv;
 pub mod driver;
 pub mod embed;
 pub mod engine;

@@ -23,7 +23,7 @@ use attune_bench::output::{command_line, Fail, OutputArgs, Sink};
 use attune_bench::runner::{self, Plan, ProgressMode, Suite};
 use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
 use attune_bench::{
-    cache_kv, cache_sim, child, dbbench, device, embed, hash, io, learn, lookup_probe,
+    cache_kv, cache_sim, child, dbbench, device, device_kv, embed, hash, io, learn, lookup_probe,
 };
 use attune_bench::{lookup_steps, pipes, plush, workload};
 use attune_workload::LoadOrder;
@@ -81,6 +81,9 @@ enum Cmd {
     /// The SSD profiler on planted simulated devices and the I/O rule checker (`--help`).
     #[command(disable_help_flag = true)]
     Device(Raw),
+    /// Attune on the simulated SSD: fillrandom tuned by the profile, YCSB E with prefetchers (`--help`).
+    #[command(disable_help_flag = true)]
+    DeviceKv(Raw),
     /// Point-lookup latency per step, learned indexes off and on (`step-timing` builds only).
     #[command(disable_help_flag = true)]
     LookupSteps(Raw),
@@ -483,6 +486,7 @@ fn main() -> ExitCode {
         Cmd::Plush(a) => return raw("plush", a, plush::run),
         Cmd::Io(a) => return raw("io", a, io::run),
         Cmd::Device(a) => return raw("device", a, device::run),
+        Cmd::DeviceKv(a) => return raw("device-kv", a, device_kv::run),
         Cmd::LookupSteps(a) => return raw("lookup-steps", a, lookup_steps::run),
         Cmd::LookupProbe(a) => return raw("lookup-probe", a, lookup_probe::run),
         Cmd::Machine { json } => return machine(*json),
@@ -556,6 +560,7 @@ mod tests {
             "workload",
             "io",
             "device",
+            "device-kv",
             "lookup-steps",
             "plush",
         ] {
@@ -569,6 +574,7 @@ mod tests {
                 | Cmd::Workload(r)
                 | Cmd::Io(r)
                 | Cmd::Device(r)
+                | Cmd::DeviceKv(r)
                 | Cmd::LookupSteps(r)
                 | Cmd::Plush(r) => r,
                 _ => unreachable!(),

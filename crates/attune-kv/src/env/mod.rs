@@ -11,12 +11,14 @@
 //! crash only after `sync_dir` on its directory; the same holds for a removed file and for a
 //! directory made by `create_dir_all` (its entry lives in its parent directory).
 
+mod device;
 mod direct;
 pub mod fork;
 mod mem;
 mod posix;
 mod readonly;
 
+pub use device::{DeviceEnv, DeviceLayout, DevicePrefetcher, DeviceStats, OS_PAGE_BYTES};
 pub use mem::{
     CrashReport, FaultError, FaultKind, FaultOp, FaultPlan, FaultRule, MemEnv, Trigger,
     SECTOR_BYTES,

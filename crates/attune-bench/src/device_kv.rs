@@ -1,0 +1,368 @@
+//! `attune-bench device-kv`: Attune on the simulated SSD (`attune_kv::env::DeviceEnv`).
+//!
+//! Run: `attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--model FILE]
+//! [--out FILE] [--json]`. Rows:
+//! * `fillrandom/<config>/<untuned|tuned>` for planted SSD configurations: the device is first
+//!   profiled (`attune_io::profile`), the learned parameters are mapped to a layout
+//!   (`DeviceLayout::from_learned`), then the same fillrandom runs with the file-system default
+//!   layout and with the tuned one: simulated device seconds, ops per simulated second, flash
+//!   pages written, the minimum, write amplification, device writes.
+//! * `ycsb-e/<load order>/<prefetcher>`: YCSB workload E (95 % scans of 1–100 records, 5 %
+//!   inserts, zipfian) over 4 KiB values in the value log, with prefetching off, `fixed` (the
+//!   engine's read-ahead of the next `blob_prefetch_depth` values of a scan), `readahead` (Linux's
+//!   ramp-up at the block layer), `tinfetch-no-network` and, with `--model`, `tinfetch` (TinFetch
+//!   at the block layer, its network off and on): operations per simulated second, device
+//!   reads, prefetch hits and bytes. Prefetched blocks live in a 4 MiB buffer (at most a tenth of
+//!   the values), beside a 4 MiB block cache.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use attune_io::model::QuantizedMlp;
+use attune_io::prefetch;
+use attune_io::profile::{self, ProfileConfig};
+use attune_io::ssd::SsdParams;
+use attune_kv::env::{DeviceEnv, DeviceLayout, DeviceStats, MemEnv};
+use attune_kv::{Options, ReadOptions, DB};
+use attune_workload::op::Op;
+use attune_workload::rng::Xoshiro256;
+use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
+
+use crate::output::{Fail, Sink};
+
+const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] \
+                     [--model TINFETCH_MODEL] [--out FILE] [--json]";
+
+/// Planted devices of the fillrandom comparison: (name, chunk, page, stripe chips).
+const CONFIGS: [(&str, u32, u32, u32); 5] = [
+    ("c64k-p16k-s4", 64 << 10, 16 << 10, 4),
+    ("c16k-p4k-s4", 16 << 10, 4 << 10, 4),
+    ("c32k-p8k-s8", 32 << 10, 8 << 10, 8),
+    ("c128k-p16k-s2", 128 << 10, 16 << 10, 2),
+    ("c64k-p32k-s4", 64 << 10, 32 << 10, 4),
+];
+
+#[derive(Serialize)]
+struct FillRow<'a> {
+    bench: &'static str,
+    kind: &'static str,
+    case: String,
+    config: &'a str,
+    layout: &'static str,
+    align_bytes: u64,
+    extent_bytes: u64,
+    write_bytes: u64,
+    keys: u64,
+    value_bytes: usize,
+    reps: u32,
+    device_seconds: f64,
+    ops_per_sec: f64,
+    ops_per_sec_min: f64,
+    ops_per_sec_max: f64,
+    flash_pages: u64,
+    min_flash_pages: u64,
+    write_amplification: f64,
+    device_writes: u64,
+    device_write_mib: f64,
+    device_reads: u64,
+    ssd_flushes: u64,
+    ssd_stalled_writes: u64,
+}
+
+#[derive(Serialize)]
+struct ScanRow {
+    bench: &'static str,
+    kind: &'static str,
+    case: String,
+    load_order: &'static str,
+    prefetcher: String,
+    records: u64,
+    ops: u64,
+    scans: u64,
+    records_scanned: u64,
+    device_seconds: f64,
+    ops_per_sec: f64,
+    device_reads: u64,
+    prefetch_reads: u64,
+    prefetch_mib: f64,
+    prefetch_hits: u64,
+    prefetch_late: u64,
+}
+
+fn num(it: &mut std::slice::Iter<'_, String>, flag: &str) -> Result<u64, Fail> {
+    it.next()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n: &u64| n > 0)
+        .ok_or_else(|| Fail::Usage(format!("{flag} needs a positive integer")))
+}
+
+fn kv(e: impl std::fmt::Display) -> Fail {
+    Fail::Run(e.to_string())
+}
+
+/// Runs `attune-bench device-kv ARGS`.
+pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
+    let mut what = "all".to_string();
+    let mut keys = 200_000u64;
+    let mut ops = 2_000u64;
+    let mut model: Option<String> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "fillrandom" | "ycsb-e" | "all" => what = a.clone(),
+            "--keys" => keys = num(&mut it, a)?,
+            "--ops" => ops = num(&mut it, a)?,
+            "--model" => {
+                model = Some(
+                    it.next()
+                        .cloned()
+                        .ok_or_else(|| Fail::Usage("--model needs a file".into()))?,
+                )
+            }
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            other => return Err(Fail::Usage(format!("unknown argument {other}; {USAGE}"))),
+        }
+    }
+    let model = match model {
+        Some(p) => {
+            let b = std::fs::read(&p).map_err(|e| Fail::Usage(format!("{p}: {e}")))?;
+            Some(QuantizedMlp::from_bytes(&b).map_err(|e| Fail::Usage(format!("{p}: {e}")))?)
+        }
+        None => None,
+    };
+    if what != "ycsb-e" {
+        fillrandom(keys, sink)?;
+    }
+    if what != "fillrandom" {
+        ycsb_e(keys / 10, ops, model.as_ref(), sink)?;
+    }
+    Ok(())
+}
+
+fn planted(chunk: u32, page: u32, sc: u32) -> SsdParams {
+    SsdParams {
+        chunk_bytes: chunk,
+        page_bytes: page,
+        mapping_bytes: 4096.min(page),
+        stripe_chips: sc,
+        map_fetch_us: 10.0,
+        ..SsdParams::default()
+    }
+}
+
+fn fill_opts() -> Options {
+    Options {
+        write_buffer_size: 4 << 20,
+        target_file_size: 4 << 20,
+        max_bytes_for_level_base: 16 << 20,
+        wal_sync_interval_ms: 0,
+        block_cache_size: 8 << 20,
+        ..Options::default()
+    }
+}
+
+/// Repetitions of each fillrandom configuration.
+const REPS: u32 = 3;
+
+/// One fillrandom of `keys` puts on a fresh simulated device.
+fn fill_once(
+    p: &SsdParams,
+    layout: DeviceLayout,
+    keys: u64,
+    value_bytes: usize,
+    rep: u32,
+) -> Result<(DeviceStats, attune_io::ssd::SsdStats), Fail> {
+    let env = Arc::new(DeviceEnv::new(Arc::new(MemEnv::new()), p.clone(), 11, layout).map_err(kv)?);
+    let db = DB::open_with_env(env.clone(), Path::new("/db"), fill_opts()).map_err(kv)?;
+    let mut rng = Xoshiro256::new(42, u64::from(rep) + 1);
+    let mut value = vec![0u8; value_bytes];
+    for i in 0..keys {
+        let k = rng.below(keys.saturating_mul(4));
+        value[..8].copy_from_slice(&i.to_le_bytes());
+        db.put(format!("key{k:012}").as_bytes(), &value)
+            .map_err(kv)?;
+    }
+    db.flush().map_err(kv)?;
+    db.close().map_err(kv)?;
+    drop(db);
+    Ok((env.stats(), env.ssd_stats()))
+}
+
+fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
+    const VALUE: usize = 400;
+    for (name, chunk, page, sc) in CONFIGS {
+        let p = planted(chunk, page, sc);
+        let learned = profile::profile_simulated(&p, &ProfileConfig::default(), 7, &mut |_, _| {})
+            .map_err(kv)?
+            .learned;
+        let tuned = DeviceLayout::from_learned(&learned);
+        for (label, layout) in [("untuned", DeviceLayout::default()), ("tuned", tuned)] {
+            // Background flushes and compactions interleave their I/O with the writer's in
+            // scheduling order, so a run varies a little: the row is the median of `REPS`
+            // runs (each with its own keys), with the slowest and fastest beside it.
+            let mut runs: Vec<(DeviceStats, attune_io::ssd::SsdStats)> = Vec::new();
+            for rep in 0..REPS {
+                runs.push(fill_once(&p, layout, keys, VALUE, rep)?);
+            }
+            let ops = |s: &DeviceStats| keys as f64 / (s.clock_ns as f64 / 1e9);
+            runs.sort_by(|a, b| ops(&a.0).total_cmp(&ops(&b.0)));
+            let (lo, hi) = (ops(&runs[0].0), ops(&runs[runs.len() - 1].0));
+            let (s, ssd) = runs[runs.len() / 2];
+            let secs = s.clock_ns as f64 / 1e9;
+            if sink.human() {
+                println!(
+                    "fillrandom {name:<14} {label:<8} {:>8.0} ops/s ({lo:.0}..{hi:.0})  pages {:>8} (min {:>8}, WA {:.3})  {:.2} s",
+                    keys as f64 / secs,
+                    s.flash_pages,
+                    s.min_flash_pages,
+                    s.write_amplification(),
+                    secs
+                );
+            }
+            sink.row(&FillRow {
+                bench: "device-kv",
+                kind: "fillrandom",
+                case: format!("fillrandom/{name}/{label}"),
+                config: name,
+                layout: label,
+                align_bytes: layout.align_bytes,
+                extent_bytes: layout.extent_bytes,
+                write_bytes: layout.write_bytes,
+                keys,
+                value_bytes: VALUE,
+                reps: REPS,
+                device_seconds: secs,
+                ops_per_sec: keys as f64 / secs,
+                ops_per_sec_min: lo,
+                ops_per_sec_max: hi,
+                flash_pages: s.flash_pages,
+                min_flash_pages: s.min_flash_pages,
+                write_amplification: s.write_amplification(),
+                device_writes: s.writes,
+                device_write_mib: s.write_bytes as f64 / (1u64 << 20) as f64,
+                device_reads: s.reads,
+                ssd_flushes: ssd.flushes,
+                ssd_stalled_writes: ssd.stalled_writes,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The prefetch buffer of the YCSB E runs.
+const PREFETCH_BUFFER_BYTES: u64 = 4 << 20;
+
+fn scan_opts(prefetch_depth: usize) -> Options {
+    Options {
+        write_buffer_size: 8 << 20,
+        wal_sync_interval_ms: 0,
+        block_cache_size: 4 << 20,
+        min_blob_size: 1024,
+        blob_prefetch_depth: prefetch_depth,
+        ..Options::default()
+    }
+}
+
+fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> Result<(), Fail> {
+    let mut methods = vec!["off", "fixed", "readahead", "tinfetch-no-network"];
+    if model.is_some() {
+        methods.push("tinfetch");
+    }
+    let p = planted(64 << 10, 16 << 10, 4);
+    for (order, io) in [
+        ("ordered", InsertOrder::Ordered),
+        ("hashed", InsertOrder::Hashed),
+    ] {
+        for &method in &methods {
+            let mut cfg = YcsbConfig::core(CoreWorkload::E, records, ops, 5);
+            cfg.field_count = 1;
+            cfg.field_length = 4096;
+            cfg.insert_order = io;
+            let depth = if method == "fixed" { 16 } else { 0 };
+            let env = Arc::new(
+                DeviceEnv::new(
+                    Arc::new(MemEnv::new()),
+                    p.clone(),
+                    11,
+                    DeviceLayout::default(),
+                )
+                .map_err(kv)?,
+            );
+            let db =
+                DB::open_with_env(env.clone(), Path::new("/db"), scan_opts(depth)).map_err(kv)?;
+            let mut value = vec![7u8; 4096];
+            for op in cfg.load().map_err(kv)? {
+                if let Op::Insert { key, .. } = op {
+                    value[..8].copy_from_slice(&key.to_le_bytes());
+                    db.put(&key.to_be_bytes(), &value).map_err(kv)?;
+                }
+            }
+            db.flush().map_err(kv)?;
+            db.compact_range(None, None).map_err(kv)?;
+            // Prefetched blocks are kept in a buffer far smaller than the 4 KiB values (a
+            // tenth of them at most), so a run cannot turn into reads from a cached data set.
+            env.set_prefetch_buffer_bytes(PREFETCH_BUFFER_BYTES.min(records * 4096 / 10));
+            if method == "readahead" || method.starts_with("tinfetch") {
+                env.set_prefetcher(Some(prefetch::build(method, model).map_err(kv)?));
+            }
+            let before = env.stats();
+            let (mut scans, mut scanned) = (0u64, 0u64);
+            for op in cfg.run().map_err(kv)? {
+                match op {
+                    Op::Scan { start: key, len } => {
+                        scans += 1;
+                        let mut it = db.iter(&ReadOptions::default()).map_err(kv)?;
+                        it.seek(&key.to_be_bytes());
+                        let mut n = 0;
+                        while it.valid() && n < len {
+                            scanned += 1;
+                            n += 1;
+                            it.next();
+                        }
+                    }
+                    Op::Insert { key, .. } => {
+                        db.put(&key.to_be_bytes(), &value).map_err(kv)?;
+                    }
+                    _ => {}
+                }
+            }
+            let s = env.stats();
+            db.close().map_err(kv)?;
+            let secs = (s.clock_ns - before.clock_ns) as f64 / 1e9;
+            if sink.human() {
+                println!(
+                    "ycsb-e {order:<8} {method:<20} {:>8.0} ops/s  reads {:>7}  prefetch {:>6} ({:.0} MiB, hits {})",
+                    ops as f64 / secs,
+                    s.reads - before.reads,
+                    s.prefetches - before.prefetches,
+                    (s.prefetch_bytes - before.prefetch_bytes) as f64 / 1048576.0,
+                    s.prefetch_hits - before.prefetch_hits
+                );
+            }
+            sink.row(&ScanRow {
+                bench: "device-kv",
+                kind: "ycsb-e",
+                case: format!("ycsb-e/{order}/{method}"),
+                load_order: order,
+                prefetcher: method.to_string(),
+                records,
+                ops,
+                scans,
+                records_scanned: scanned,
+                device_seconds: secs,
+                ops_per_sec: ops as f64 / secs,
+                device_reads: s.reads - before.reads,
+                prefetch_reads: s.prefetches - before.prefetches,
+                prefetch_mib: (s.prefetch_bytes - before.prefetch_bytes) as f64 / 1048576.0,
+                prefetch_hits: s.prefetch_hits - before.prefetch_hits,
+                prefetch_late: s.prefetch_late - before.prefetch_late,
+            })?;
+        }
+    }
+    Ok(())
+}
