@@ -244,6 +244,7 @@ impl DbInner {
                 &self.dir,
                 &self.opts,
                 &self.tables,
+                &self.bulk,
                 smallest_snapshot,
                 &mut new_file,
                 &shutting,

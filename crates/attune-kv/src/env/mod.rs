@@ -11,6 +11,7 @@
 //! crash only after `sync_dir` on its directory; the same holds for a removed file and for a
 //! directory made by `create_dir_all` (its entry lives in its parent directory).
 
+pub mod bulk;
 mod direct;
 pub mod fork;
 mod mem;
@@ -22,6 +23,7 @@ pub use mem::{
     SECTOR_BYTES,
 };
 pub use posix::{cgroup_memory_limit_bytes, memory_limit_bytes, PosixEnv};
+pub use bulk::BulkIo;
 pub use readonly::ReadOnlyEnv;
 
 use crate::error::Result;
