@@ -22,7 +22,7 @@ fn options(pipes: bool) -> Options {
 }
 
 fn value(i: u64, gen: u64) -> Vec<u8> {
-    let n = if i % 5 == 0 { 3000 } else { 60 };
+    let n = if i.is_multiple_of(5) { 3000 } else { 60 };
     (0..n).map(|j| (i * 7 + j * 13 + gen * 101) as u8).collect()
 }
 
@@ -47,7 +47,7 @@ fn compaction_and_collection_through_pipes_keep_every_value() {
         assert_ne!(db.bulk_io(), "env", "pipes should serve a POSIX directory");
         for gen in 0..3u64 {
             for i in 0..3000u64 {
-                if gen > 0 && i % 3 != 0 {
+                if gen > 0 && !i.is_multiple_of(3) {
                     continue;
                 }
                 let k = format!("key{:08}", i * 7919 % 3001).into_bytes();

@@ -27,6 +27,9 @@ use std::sync::Arc;
 
 /// Bytes of one read-ahead window of a compaction input (two per input table).
 pub const READ_WINDOW_BYTES: u64 = 512 << 10;
+/// Bytes of one read window of a collected segment (read whole, so larger windows keep more
+/// requests in flight).
+pub const SEGMENT_WINDOW_BYTES: u64 = 4 << 20;
 /// Bytes of one write buffer of a compaction output (two per output table).
 pub const WRITE_BUFFER_BYTES: u64 = 1 << 20;
 
@@ -72,7 +75,7 @@ impl BulkIo {
     pub fn open_sequential(&self, path: &Path) -> Result<Option<Arc<dyn RandomAccessFile>>> {
         match self {
             BulkIo::Env => Ok(None),
-            BulkIo::Pipes(p) => Ok(Some(Arc::new(p.open_sequential(path)?))),
+            BulkIo::Pipes(p) => Ok(Some(Arc::new(p.open_sequential(path, READ_WINDOW_BYTES)?))),
         }
     }
 
@@ -123,13 +126,13 @@ impl PipesIo {
         Ok(PipesIo { rt })
     }
 
-    fn open_sequential(&self, path: &Path) -> Result<PipeSeqFile> {
+    fn open_sequential(&self, path: &Path, window: u64) -> Result<PipeSeqFile> {
         let e = |e| pipe_error("open for pipes", path, e);
         let file = pipes::Locator::file(path, pipes::FileOptions::default()).map_err(e)?;
         let size = file.len().map_err(e)?;
         let mut windows = Vec::with_capacity(2);
         for _ in 0..2 {
-            let mem = pipes::Locator::dram(READ_WINDOW_BYTES).map_err(e)?;
+            let mem = pipes::Locator::dram(window).map_err(e)?;
             let pipe = self
                 .rt
                 .pipe(&file, &mem, pipes::PipeOptions::default())
@@ -147,6 +150,7 @@ impl PipesIo {
             path: path.to_path_buf(),
             plain,
             size,
+            window,
             state: Mutex::new(SeqState {
                 windows,
                 next: 0,
@@ -192,7 +196,7 @@ impl PipesIo {
     }
 
     fn read_prefix(&self, path: &Path, size: u64) -> Result<Vec<u8>> {
-        let f = self.open_sequential(path)?;
+        let f = self.open_sequential(path, SEGMENT_WINDOW_BYTES)?;
         if f.size < size {
             return Err(Error::corruption(
                 path,
@@ -208,7 +212,7 @@ impl PipesIo {
         let mut out = vec![0u8; len];
         let mut off = 0usize;
         while off < len {
-            let n = (len - off).min(READ_WINDOW_BYTES as usize);
+            let n = (len - off).min(f.window as usize);
             f.read_exact_at(&mut out[off..off + n], off as u64)?;
             off += n;
         }
@@ -240,6 +244,8 @@ struct PipeSeqFile {
     path: PathBuf,
     plain: std::fs::File,
     size: u64,
+    /// Bytes of each of the two windows.
+    window: u64,
     state: Mutex<SeqState>,
 }
 
@@ -258,7 +264,7 @@ impl Window {
     fn start_load(&mut self, start: u64, file_size: u64, path: &Path) -> Result<()> {
         self.settle(path)?;
         self.start = start;
-        self.len = READ_WINDOW_BYTES.min(file_size - start);
+        self.len = self.mem.len().unwrap_or(0).min(file_size - start);
         self.pending = Some(
             self.pipe
                 .transfer(start, 0, self.len)
@@ -327,7 +333,7 @@ impl RandomAccessFile for PipeSeqFile {
             return Ok(());
         }
         let sequential = offset == 0 || offset == st.stream_end;
-        if !sequential || len > READ_WINDOW_BYTES / 2 {
+        if !sequential || len > self.window / 2 {
             // Metadata, or a block too large for a window: read just these bytes.
             drop(st);
             return self.read_direct(buf, offset);
@@ -494,7 +500,7 @@ mod tests {
         assert_eq!(w.len(), data.len() as u64);
         drop(w);
 
-        let f = io.open_sequential(&path).unwrap();
+        let f = io.open_sequential(&path, READ_WINDOW_BYTES).unwrap();
         // The table-open pattern (the end first), then a front-to-back stream, then a jump.
         let mut tail = vec![0u8; 48];
         f.read_exact_at(&mut tail, data.len() as u64 - 48).unwrap();
@@ -532,15 +538,24 @@ mod tests {
     fn a_memory_env_keeps_the_env_path_and_a_posix_one_gets_pipes() {
         let mem = crate::env::MemEnv::new();
         assert_eq!(BulkIo::new(true, &mem).unwrap().mechanism(), "env");
-        assert_eq!(BulkIo::new(false, &PosixEnv::new()).unwrap().mechanism(), "env");
-        assert_ne!(BulkIo::new(true, &PosixEnv::new()).unwrap().mechanism(), "env");
+        assert_eq!(
+            BulkIo::new(false, &PosixEnv::new()).unwrap().mechanism(),
+            "env"
+        );
+        assert_ne!(
+            BulkIo::new(true, &PosixEnv::new()).unwrap().mechanism(),
+            "env"
+        );
     }
 
     #[test]
     fn a_missing_file_is_an_error_naming_it() {
         let io = pipes_io();
         let e = io
-            .open_sequential(Path::new("/nonexistent/attune/table.sst"))
+            .open_sequential(
+                Path::new("/nonexistent/attune/table.sst"),
+                READ_WINDOW_BYTES,
+            )
             .err()
             .unwrap();
         assert!(e.to_string().contains("table.sst"), "{e}");

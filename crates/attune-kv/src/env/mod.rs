@@ -18,12 +18,12 @@ mod mem;
 mod posix;
 mod readonly;
 
+pub use bulk::BulkIo;
 pub use mem::{
     CrashReport, FaultError, FaultKind, FaultOp, FaultPlan, FaultRule, MemEnv, Trigger,
     SECTOR_BYTES,
 };
 pub use posix::{cgroup_memory_limit_bytes, memory_limit_bytes, PosixEnv};
-pub use bulk::BulkIo;
 pub use readonly::ReadOnlyEnv;
 
 use crate::error::Result;

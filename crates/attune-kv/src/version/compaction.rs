@@ -160,7 +160,11 @@ pub fn run(
     let opener: Option<TableOpener> = match bulk {
         BulkIo::Env => None,
         BulkIo::Pipes(_) => {
-            let (bulk, dir, cache) = (bulk.clone(), dir.to_path_buf(), tables.block_cache().clone());
+            let (bulk, dir, cache) = (
+                bulk.clone(),
+                dir.to_path_buf(),
+                tables.block_cache().clone(),
+            );
             Some(Arc::new(move |f: &FileMeta| {
                 let path = filename::table_path(&dir, f.number);
                 let file = bulk
