@@ -49,6 +49,7 @@ pub mod micro;
 pub mod options;
 pub mod output;
 pub mod pipes;
+pub mod pipes_compact;
 pub mod plush;
 pub mod runner;
 pub mod workload;

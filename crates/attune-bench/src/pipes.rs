@@ -36,15 +36,19 @@ use crate::output::{Fail, Sink};
 
 const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZE] \
 [--mechanisms io_uring,threads,mmap] [--block-sizes 4KiB,64KiB,1MiB] [--queue-depths 1,4,16,64] \
-[--pattern randread|read] [--direct on|off] [--seconds S] [--no-fio] [--out FILE] [--json]\n\
+[--pattern randread|read] [--direct on|off] [--seconds S] [--repeat N] [--no-fio] [--out FILE] \
+[--json]\n\
        attune-bench pipes sort [--records N] [--memory SIZE] [--engines pipes,plain,gnu-sort,duckdb] \
-[--dir DIR] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]";
+[--dir DIR] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
+       attune-bench pipes compact [--records N] [--value-bytes SIZE] [--blob-bytes SIZE] \
+[--blob-every K] [--repeat N] [--dir DIR] [--out FILE] [--json]";
 
 /// Runs `attune-bench pipes ARGS`.
 pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     match args.first().map(String::as_str) {
         Some("io") => io(&args[1..], sink),
         Some("sort") => sort(&args[1..], sink),
+        Some("compact") => crate::pipes_compact::run(&args[1..], sink),
         Some("--help") | Some("-h") | None => {
             println!("{USAGE}");
             Ok(())
@@ -74,12 +78,35 @@ struct IoRow {
     block_bytes: u64,
     queue_depth: u32,
     file_bytes: u64,
+    /// Which of the `--repeat` runs of this point (tools alternate within each).
+    repeat: u32,
     bytes: u64,
     seconds: f64,
     mib_per_s: f64,
     iops: f64,
     registered_buffer: bool,
     fixed_file: bool,
+    /// Requests the block device completed during the measurement (/sys/dev/block/*/stat;
+    /// absent where unreadable): with `device_ms_per_request` it tells a tool that keeps the
+    /// device's queue full from one that leaves it idle between requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device_requests: Option<u64>,
+    /// Milliseconds the device spent per read request on average (its read ticks over reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device_ms_per_request: Option<f64>,
+}
+
+/// The read counters of the block device holding `path`: (reads completed, read ticks in ms).
+fn device_reads(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let text = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
+    let f: Vec<u64> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    Some((*f.first()?, *f.get(3)?))
 }
 
 fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
@@ -92,6 +119,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut direct = true;
     let mut seconds = 2.0f64;
     let mut fio = true;
+    let mut repeat = 1u32;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -109,6 +137,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
             "--direct" => direct = matches!(val()?.as_str(), "on" | "true" | "1"),
             "--seconds" => seconds = val()?.parse().map_err(usage)?,
             "--no-fio" => fio = false,
+            "--repeat" => repeat = val()?.parse::<u32>().map_err(usage)?.max(1),
             "--help" | "-h" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -168,32 +197,44 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
                 if sink.progress() {
                     eprintln!("pipes io: {m} {pattern} bs={bs} qd={qd} direct={dir}");
                 }
-                // Alternate which tool goes first, so neither always follows the other.
-                let tools: [&str; 2] = if point.is_multiple_of(2) {
-                    ["pipes", "fio"]
-                } else {
-                    ["fio", "pipes"]
-                };
-                point += 1;
-                for tool in tools {
-                    let row = if tool == "pipes" {
-                        measure_pipes(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
-                    } else if fio_ok {
-                        measure_fio(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
+                for r in 0..repeat {
+                    // Alternate which tool goes first, so neither always follows the other.
+                    let tools: [&str; 2] = if point.is_multiple_of(2) {
+                        ["pipes", "fio"]
                     } else {
-                        continue;
+                        ["fio", "pipes"]
                     };
-                    sink.row(&row)?;
-                    if sink.human() {
-                        println!(
-                            "{:8} {:8} bs={:>8} qd={:>2} {:>9.1} MiB/s {:>9.0} IOPS",
-                            tool,
-                            m.name(),
-                            bs,
-                            qd,
-                            row.mib_per_s,
-                            row.iops
-                        );
+                    point += 1;
+                    for tool in tools {
+                        let before = device_reads(&path);
+                        let mut row = if tool == "pipes" {
+                            measure_pipes(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
+                        } else if fio_ok {
+                            measure_fio(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
+                        } else {
+                            continue;
+                        };
+                        row.repeat = r;
+                        if let (Some(a), Some(b)) = (before, device_reads(&path)) {
+                            let n = b.0.saturating_sub(a.0);
+                            row.device_requests = Some(n);
+                            if n > 0 {
+                                row.device_ms_per_request =
+                                    Some(b.1.saturating_sub(a.1) as f64 / n as f64);
+                            }
+                        }
+                        sink.row(&row)?;
+                        if sink.human() {
+                            println!(
+                                "{:8} {:8} bs={:>8} qd={:>2} {:>9.1} MiB/s {:>9.0} IOPS",
+                                tool,
+                                m.name(),
+                                bs,
+                                qd,
+                                row.mib_per_s,
+                                row.iops
+                            );
+                        }
                     }
                 }
                 if m == Mechanism::Mmap {
@@ -314,7 +355,12 @@ fn measure_pipes(
     let blocks_in_file = size / bs;
     let mut rng = SplitMix64::new(42);
     let mut next_seq = 0u64;
-    let batch = 1024u64.min(blocks_in_file.max(1));
+    // Segments per transfer: about 64 MiB (at least two per queue slot, at most 1024), so that
+    // a transfer ends well within the measured time and the tail after the deadline is short.
+    let batch = ((64u64 << 20) / bs)
+        .max(2 * u64::from(qd.max(1)))
+        .min(1024)
+        .min(blocks_in_file.max(1));
     let mut make = |rng: &mut SplitMix64| -> Vec<(u64, u64, u64)> {
         (0..batch)
             .map(|i| {
@@ -353,12 +399,15 @@ fn measure_pipes(
         block_bytes: bs,
         queue_depth: qd,
         file_bytes: size,
+        repeat: 0,
         bytes,
         seconds: secs,
         mib_per_s: bytes as f64 / secs / (1 << 20) as f64,
         iops: (bytes / bs) as f64 / secs,
         registered_buffer: st.registered_buffer,
         fixed_file: st.fixed_file,
+        device_requests: None,
+        device_ms_per_request: None,
     })
 }
 
@@ -426,12 +475,15 @@ fn measure_fio(
         block_bytes: bs,
         queue_depth: qd,
         file_bytes: size,
+        repeat: 0,
         bytes: job["io_bytes"].as_u64().unwrap_or(0),
         seconds: secs,
         mib_per_s: bw / (1 << 20) as f64,
         iops,
         registered_buffer: m == Mechanism::IoUring,
         fixed_file: m == Mechanism::IoUring,
+        device_requests: None,
+        device_ms_per_request: None,
     })
 }
 

@@ -337,6 +337,11 @@ pub struct Options {
     /// How many value-log reads a forward scan starts ahead of the record it returns; 0 turns
     /// prefetching off. Default 16.
     pub blob_prefetch_depth: usize,
+    /// Compaction's table reads and writes and value-log collection's reads go through Data
+    /// Pipes (attune-pipes: io_uring or pread/pwrite threads, double-buffered) instead of the
+    /// environment's files (docs/data-pipes.md). Only with files of the operating system; an
+    /// in-memory environment keeps its own path. Default false.
+    pub pipes_bulk_io: bool,
     /// Accepted for compatibility; tables stay open while live files list them (RocksDB's
     /// default, max_open_files = -1). At least [`MAX_OPEN_FILES_MIN`]. Default 1000.
     pub max_open_files: usize,
@@ -413,6 +418,7 @@ impl Default for Options {
             blob_file_size: 256 << 20,
             blob_gc_space_amp: 1.5,
             blob_gc_garbage_ratio: 0.25,
+            pipes_bulk_io: false,
             blob_prefetch_depth: 16,
             learned_index: LearnedIndex::Analyzer,
             learned_delta: 8,
@@ -520,6 +526,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "blob_gc_space_amp",
     "blob_gc_garbage_ratio",
     "blob_prefetch_depth",
+    "pipes_bulk_io",
     "learned_index",
     "learned_delta",
     "learned_wait_ms",
@@ -599,6 +606,7 @@ impl Options {
             "blob_gc_space_amp" => self.blob_gc_space_amp = parse_num(key, value)?,
             "blob_gc_garbage_ratio" => self.blob_gc_garbage_ratio = parse_num(key, value)?,
             "blob_prefetch_depth" => self.blob_prefetch_depth = parse_num(key, value)?,
+            "pipes_bulk_io" => self.pipes_bulk_io = parse_bool(key, value)?,
             "learned_index" => self.learned_index = LearnedIndex::parse(value)?,
             "learned_delta" => self.learned_delta = parse_num(key, value)?,
             "learned_wait_ms" => self.learned_wait_ms = parse_num(key, value)?,
@@ -869,6 +877,7 @@ impl Options {
                 self.blob_gc_garbage_ratio.to_string(),
             ),
             ("blob_prefetch_depth", self.blob_prefetch_depth.to_string()),
+            ("pipes_bulk_io", self.pipes_bulk_io.to_string()),
             ("learned_index", self.learned_index.name().to_string()),
             ("learned_delta", self.learned_delta.to_string()),
             ("learned_wait_ms", self.learned_wait_ms.to_string()),

@@ -5,6 +5,9 @@
 //! running when the kill lands; a third of the values go to the value log, whose small segments
 //! switch often and are garbage-collected in the background and on demand while the kills land.
 //!
+//! The same test runs a second time with compaction's and collection's I/O through Data Pipes
+//! (`pipes_bulk_io`).
+//!
 //! `ATTUNE_CRASH_CYCLES=N` runs more cycles; `ATTUNE_SEED=S` replays one history.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
@@ -19,6 +22,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const CHILD_ENV: &str = "ATTUNE_CRASH_CHILD_DIR";
+/// Set (to "1") for a child that runs with `pipes_bulk_io` on.
+const PIPES_ENV: &str = "ATTUNE_CRASH_PIPES";
 
 enum Op {
     Put(Vec<u8>, Vec<u8>),
@@ -75,8 +80,9 @@ fn apply(m: &mut BTreeMap<Vec<u8>, Vec<u8>>, o: &Op) {
     }
 }
 
-fn options() -> Options {
+fn options(pipes: bool) -> Options {
     Options {
+        pipes_bulk_io: pipes,
         write_buffer_size: 64 << 10,
         target_file_size: 64 << 10,
         max_bytes_for_level_base: 256 << 10,
@@ -92,8 +98,8 @@ fn options() -> Options {
 }
 
 /// Runs in the child: write ops from `start` until killed.
-fn child_main(dir: &Path, seed: u64, start: u64) {
-    let db = DB::open(dir, options()).expect("child open");
+fn child_main(dir: &Path, seed: u64, start: u64, pipes: bool) {
+    let db = DB::open(dir, options(pipes)).expect("child open");
     let mut acks = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -134,12 +140,13 @@ fn child_process_entry_point() {
             .unwrap()
             .parse()
             .unwrap();
-        child_main(Path::new(&dir), seed, start);
+        let pipes = std::env::var(PIPES_ENV).is_ok_and(|v| v == "1");
+        child_main(Path::new(&dir), seed, start, pipes);
     }
 }
 
-fn read_db(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let db = DB::open(dir, options()).unwrap_or_else(|e| panic!("reopen after kill: {e}"));
+fn read_db(dir: &Path, pipes: bool) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let db = DB::open(dir, options(pipes)).unwrap_or_else(|e| panic!("reopen after kill: {e}"));
     let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
     it.seek_to_first();
     let mut m = BTreeMap::new();
@@ -165,6 +172,15 @@ fn last_ack(dir: &Path) -> Option<u64> {
 
 #[test]
 fn sigkill_at_random_points_keeps_a_prefix_with_every_acknowledged_write() {
+    crash_cycles(false, 12);
+}
+
+#[test]
+fn sigkill_with_compaction_and_collection_through_pipes_keeps_a_prefix() {
+    crash_cycles(true, 8);
+}
+
+fn crash_cycles(pipes: bool, default_cycles: u32) {
     let seed: u64 = std::env::var("ATTUNE_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -172,7 +188,7 @@ fn sigkill_at_random_points_keeps_a_prefix_with_every_acknowledged_write() {
     let cycles: u32 = std::env::var("ATTUNE_CRASH_CYCLES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
+        .unwrap_or(default_cycles);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let mut rng = StdRng::seed_from_u64(seed);
@@ -188,6 +204,7 @@ fn sigkill_at_random_points_keeps_a_prefix_with_every_acknowledged_write() {
                 "--test-threads=1",
             ])
             .env(CHILD_ENV, &dir)
+            .env(PIPES_ENV, if pipes { "1" } else { "0" })
             .env("ATTUNE_CRASH_SEED", seed.to_string())
             .env("ATTUNE_CRASH_START", applied.to_string())
             .stdout(Stdio::null())
@@ -204,7 +221,7 @@ fn sigkill_at_random_points_keeps_a_prefix_with_every_acknowledged_write() {
             apply(&mut model, &op(seed, applied).0);
             applied += 1;
         }
-        let got = read_db(&dir);
+        let got = read_db(&dir, pipes);
         if got != model {
             // The one op in flight at the kill may have landed too (atomically).
             let mut next = model.clone();
@@ -225,7 +242,7 @@ fn sigkill_at_random_points_keeps_a_prefix_with_every_acknowledged_write() {
         "seed {seed}: the child never acknowledged a write"
     );
     eprintln!(
-        "crash test (seed {seed}): {cycles} SIGKILL cycles, {applied} operations verified as a \
+        "crash test (seed {seed}, pipes {pipes}): {cycles} SIGKILL cycles, {applied} operations verified as a \
          prefix with every acknowledged write"
     );
 }

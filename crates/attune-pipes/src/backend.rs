@@ -5,8 +5,6 @@
 //! transfer, hence the pipe, hence the locators, until the request's completion is reaped).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -81,7 +79,14 @@ pub(crate) struct UringBackend {
 
 impl UringBackend {
     pub(crate) fn new(entries: u32) -> Result<UringBackend, String> {
-        let ring = IoUring::new(entries.next_power_of_two().max(8)).map_err(|e| e.to_string())?;
+        let entries = entries.next_power_of_two().max(8);
+        // Completions are reaped only by the scheduler when it waits, so the kernel need not
+        // interrupt it to run completion work (COOP_TASKRUN, Linux 5.19); older kernels refuse
+        // the flag and get a plain ring.
+        let ring = match IoUring::builder().setup_coop_taskrun().build(entries) {
+            Ok(r) => r,
+            Err(_) => IoUring::new(entries).map_err(|e| e.to_string())?,
+        };
         let buffers_sparse = ring
             .submitter()
             .register_buffers_sparse(REGISTER_SLOTS)
@@ -158,76 +163,94 @@ impl UringBackend {
     }
 }
 
-struct Shared {
-    queue: Mutex<(VecDeque<(u64, Req)>, bool)>,
-    cv: Condvar,
-    stop: AtomicBool,
+/// Requests the thread pool keeps queued beyond the `threads` running ones, so that a thread
+/// that finishes takes the next request at once instead of waiting for the scheduler.
+pub(crate) fn thread_slack(threads: u32) -> u32 {
+    threads.max(8)
 }
 
+struct Pool {
+    queue: VecDeque<(u64, Req)>,
+    done: Vec<Done>,
+    closed: bool,
+    /// The scheduler sleeps in `wait` for completions.
+    waiting: bool,
+    /// Wake the sleeping scheduler once this few requests (or fewer) are queued.
+    low_water: usize,
+}
+
+struct Shared {
+    pool: Mutex<Pool>,
+    /// Signals queued work (or shutdown) to the I/O threads.
+    work: Condvar,
+    /// Signals completions to the scheduler.
+    done: Condvar,
+}
+
+/// pread/pwrite threads. Completions are batched: the scheduler sleeps until the queue runs low
+/// (or empties), so one wake-up of the scheduler serves several requests, and a thread never
+/// waits for the scheduler between two requests while the queue holds work.
 pub(crate) struct ThreadBackend {
     shared: Arc<Shared>,
-    done_rx: Receiver<Done>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl ThreadBackend {
     pub(crate) fn new(threads: u32) -> Result<ThreadBackend, String> {
         let shared = Arc::new(Shared {
-            queue: Mutex::new((VecDeque::new(), false)),
-            cv: Condvar::new(),
-            stop: AtomicBool::new(false),
+            pool: Mutex::new(Pool {
+                queue: VecDeque::new(),
+                done: Vec::new(),
+                closed: false,
+                waiting: false,
+                low_water: (thread_slack(threads.max(1)) / 2) as usize,
+            }),
+            work: Condvar::new(),
+            done: Condvar::new(),
         });
-        let (tx, done_rx) = channel::<Done>();
-        let mut handles = Vec::new();
+        let mut b = ThreadBackend {
+            shared,
+            threads: Vec::new(),
+        };
         for i in 0..threads.max(1) {
-            let sh = Arc::clone(&shared);
-            let tx: Sender<Done> = tx.clone();
+            let sh = Arc::clone(&b.shared);
             let h = std::thread::Builder::new()
                 .name(format!("attune-pipes-io-{i}"))
-                .spawn(move || io_thread(&sh, &tx))
+                .spawn(move || io_thread(&sh))
                 .map_err(|e| e.to_string());
             match h {
-                Ok(h) => handles.push(h),
+                Ok(h) => b.threads.push(h),
                 Err(e) => {
-                    let mut b = ThreadBackend {
-                        shared,
-                        done_rx,
-                        threads: handles,
-                    };
                     b.stop();
                     return Err(e);
                 }
             }
         }
-        Ok(ThreadBackend {
-            shared,
-            done_rx,
-            threads: handles,
-        })
+        Ok(b)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.shared.pool.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn push(&mut self, token: u64, req: Req) {
-        let mut q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
-        q.0.push_back((token, req));
-        self.shared.cv.notify_one();
+        self.lock().queue.push_back((token, req));
+        self.shared.work.notify_one();
     }
 
     fn wait(&mut self, out: &mut Vec<Done>) {
-        if let Ok(d) = self.done_rx.recv() {
-            out.push(d);
+        let mut p = self.lock();
+        while p.done.is_empty() {
+            p.waiting = true;
+            p = self.shared.done.wait(p).unwrap_or_else(|e| e.into_inner());
         }
-        while let Ok(d) = self.done_rx.try_recv() {
-            out.push(d);
-        }
+        p.waiting = false;
+        out.append(&mut p.done);
     }
 
     fn stop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        {
-            let mut q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
-            q.1 = true;
-        }
-        self.shared.cv.notify_all();
+        self.lock().closed = true;
+        self.shared.work.notify_all();
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -240,18 +263,26 @@ impl Drop for ThreadBackend {
     }
 }
 
-fn io_thread(shared: &Shared, tx: &Sender<Done>) {
+fn io_thread(shared: &Shared) {
+    let mut finished: Option<Done> = None;
     loop {
         let item = {
-            let mut q = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let mut p = shared.pool.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(d) = finished.take() {
+                p.done.push(d);
+                if p.waiting && p.queue.len() <= p.low_water {
+                    p.waiting = false;
+                    shared.done.notify_one();
+                }
+            }
             loop {
-                if let Some(item) = q.0.pop_front() {
+                if let Some(item) = p.queue.pop_front() {
                     break Some(item);
                 }
-                if q.1 {
+                if p.closed {
                     break None;
                 }
-                q = shared.cv.wait(q).unwrap_or_else(|p| p.into_inner());
+                p = shared.work.wait(p).unwrap_or_else(|e| e.into_inner());
             }
         };
         let Some((token, r)) = item else { return };
@@ -274,8 +305,6 @@ fn io_thread(shared: &Shared, tx: &Sender<Done>) {
             }
             break n as i64;
         };
-        if tx.send((token, res)).is_err() {
-            return;
-        }
+        finished = Some((token, res));
     }
 }

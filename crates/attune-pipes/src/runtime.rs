@@ -19,7 +19,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::backend::{Backend, Dir, Done, Req, ThreadBackend, UringBackend, REGISTER_SLOTS};
+use crate::backend::{
+    thread_slack, Backend, Dir, Done, Req, ThreadBackend, UringBackend, REGISTER_SLOTS,
+};
 use crate::error::{Error, Result};
 use crate::locator::{FileMap, FileRes, Locator, DIRECT_ALIGN_BYTES};
 use crate::mechanism::{choose, registrable, Mechanism, MechanismChoice, Probe};
@@ -1002,17 +1004,15 @@ impl Scheduler {
     /// Issues requests while the depth allows: transfers in submission order.
     fn issue(&mut self) {
         let ids: Vec<u64> = self.order.iter().copied().collect();
-        // The thread pool runs `queue_depth` requests at once; as many again wait queued, so a
-        // thread that finishes takes the next at once instead of waiting for this thread to
-        // reap its completion and issue (the ring needs no such slack: the kernel queues).
-        let ahead: u32 = if matches!(self.backend, Some(Backend::Threads(_))) {
-            2
-        } else {
-            1
-        };
+        // The thread pool runs `queue_depth` requests at once; more wait queued (see
+        // `thread_slack`), so a thread that finishes takes the next at once instead of waiting
+        // for this thread to reap its completion and issue (the ring needs no such slack: the
+        // kernel queues).
+        let threads = matches!(self.backend, Some(Backend::Threads(_)));
+        let limit = |qd: u32| if threads { qd + thread_slack(qd) } else { qd };
         for id in ids {
             loop {
-                if self.in_flight >= self.queue_depth * ahead {
+                if self.in_flight >= limit(self.queue_depth) {
                     if let Some(b) = self.backend.as_mut() {
                         b.flush();
                     }
@@ -1025,7 +1025,7 @@ impl Scheduler {
                     break;
                 }
                 if a.pipe.stats.requests_in_flight.load(Ordering::Relaxed)
-                    >= u64::from(a.pipe.queue_depth * ahead)
+                    >= u64::from(limit(a.pipe.queue_depth))
                 {
                     break;
                 }

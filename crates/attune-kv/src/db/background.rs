@@ -245,6 +245,7 @@ impl DbInner {
                 &self.dir,
                 &self.opts,
                 &self.tables,
+                &self.bulk,
                 smallest_snapshot,
                 &mut new_file,
                 &shutting,

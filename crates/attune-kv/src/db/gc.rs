@@ -80,7 +80,10 @@ impl DbInner {
         if meta.size < header {
             return Ok(None);
         }
-        let data = file.read_sealed(meta.size)?;
+        let data = match self.bulk.read_prefix(file.path(), meta.size)? {
+            Some(d) => d,
+            None => file.read_sealed(meta.size)?,
+        };
         let mut scan = SegmentScanner::new(file.path(), &data)?;
         let sv = self.sv.read().clone();
         let mut live: Vec<GcEntry> = Vec::new();

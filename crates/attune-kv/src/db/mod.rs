@@ -134,6 +134,8 @@ struct Counters {
 
 pub(crate) struct DbInner {
     env: Arc<dyn Env>,
+    /// Compaction's and value-log collection's I/O (the env, or pipes: `pipes_bulk_io`).
+    bulk: crate::env::BulkIo,
     dir: PathBuf,
     opts: Options,
     state: Mutex<State>,
@@ -338,6 +340,12 @@ impl DB {
     /// The effective options.
     pub fn options(&self) -> &Options {
         &self.inner.opts
+    }
+
+    /// What moves compaction's and value-log collection's bytes: "env", or the Data Pipes
+    /// mechanism (`pipes_bulk_io`: "io_uring", "threads").
+    pub fn bulk_io(&self) -> &'static str {
+        self.inner.bulk.mechanism()
     }
 
     pub fn path(&self) -> &Path {

@@ -211,8 +211,10 @@ impl DB {
             blobs: blobs.clone(),
         });
         let hot = HotKeyCache::new(opts.hot_key_cache_bytes);
+        let bulk = crate::env::BulkIo::new(opts.pipes_bulk_io && !opts.read_only, env.as_ref())?;
         let inner = Arc::new(DbInner {
             env,
+            bulk,
             dir,
             opts,
             state: Mutex::new(State {

@@ -11,6 +11,7 @@
 //! crash only after `sync_dir` on its directory; the same holds for a removed file and for a
 //! directory made by `create_dir_all` (its entry lives in its parent directory).
 
+pub mod bulk;
 mod device;
 mod direct;
 pub mod fork;
@@ -18,6 +19,7 @@ mod mem;
 mod posix;
 mod readonly;
 
+pub use bulk::BulkIo;
 pub use device::{DeviceEnv, DeviceLayout, DevicePrefetcher, DeviceStats, OS_PAGE_BYTES};
 pub use mem::{
     CrashReport, FaultError, FaultKind, FaultOp, FaultPlan, FaultRule, MemEnv, Trigger,

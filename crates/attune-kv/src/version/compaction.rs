@@ -10,14 +10,14 @@
 //! tombstone when additionally no deeper level can hold the key. Outputs are cut at
 //! `target_file_size`, never between two versions of one user key.
 
-use crate::env::Env;
+use crate::env::{BulkIo, Env};
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::options::Options;
-use crate::table::{TableBuilder, TableBuilderOptions, TableIter};
+use crate::table::{Table, TableBuilder, TableBuilderOptions, TableIter};
 use crate::util::filename;
-use crate::version::{FileMeta, LevelIter, TableCache, Version, NUM_LEVELS};
+use crate::version::{FileMeta, LevelIter, TableCache, TableOpener, Version, NUM_LEVELS};
 use crate::vlog::BlobPointer;
 use std::path::Path;
 use std::sync::Arc;
@@ -150,27 +150,46 @@ pub fn run(
     dir: &Path,
     opts: &Options,
     tables: &Arc<TableCache>,
+    bulk: &BulkIo,
     smallest_snapshot: u64,
     new_file: &mut dyn FnMut() -> u64,
     shutting_down: &dyn Fn() -> bool,
 ) -> Result<CompactionOutput> {
+    // Inputs come from the shared table cache, or (bulk I/O through pipes) from tables opened
+    // for this merge on read-ahead files.
+    let opener: Option<TableOpener> = match bulk {
+        BulkIo::Env => None,
+        BulkIo::Pipes(_) => {
+            let (bulk, dir, cache) = (
+                bulk.clone(),
+                dir.to_path_buf(),
+                tables.block_cache().clone(),
+            );
+            Some(Arc::new(move |f: &FileMeta| {
+                let path = filename::table_path(&dir, f.number);
+                let file = bulk
+                    .open_sequential(&path)?
+                    .ok_or_else(|| crate::error::Error::InvalidArgument("no pipes".into()))?;
+                Ok(Arc::new(Table::open(file, path, f.number, cache.clone())?))
+            }))
+        }
+    };
+    let level_iter = |files: &Vec<Arc<FileMeta>>| {
+        LevelIter::new(files.clone(), tables.clone(), false).with_opener(opener.clone())
+    };
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if c.level == 0 {
         for f in &c.inputs[0] {
-            children.push(Box::new(TableIter::new(tables.get(f.number)?, false)));
+            let t = match &opener {
+                Some(open) => open(f)?,
+                None => tables.get(f.number)?,
+            };
+            children.push(Box::new(TableIter::new(t, false)));
         }
     } else {
-        children.push(Box::new(LevelIter::new(
-            c.inputs[0].clone(),
-            tables.clone(),
-            false,
-        )));
+        children.push(Box::new(level_iter(&c.inputs[0])));
     }
-    children.push(Box::new(LevelIter::new(
-        c.inputs[1].clone(),
-        tables.clone(),
-        false,
-    )));
+    children.push(Box::new(level_iter(&c.inputs[1])));
     let mut it = MergingIterator::new(children);
     it.seek_to_first();
 
@@ -235,7 +254,7 @@ pub fn run(
         } else {
             if builder.is_none() {
                 let n = new_file();
-                let f = env.new_writable(&filename::table_path(dir, n))?;
+                let f = bulk.new_writable(env, &filename::table_path(dir, n))?;
                 builder = Some((n, TableBuilder::new(f, bopts.clone())));
             }
             if let Some((_, b)) = builder.as_mut() {

@@ -553,12 +553,16 @@ impl Version {
     }
 }
 
+/// Opens a table for one reader instead of the shared cache (compaction through pipes).
+pub type TableOpener = Arc<dyn Fn(&FileMeta) -> Result<Arc<Table>> + Send + Sync>;
+
 /// Iterates over the files of one sorted level, opening tables lazily.
 pub struct LevelIter {
     files: Vec<Arc<FileMeta>>,
     idx: usize,
     cur: Option<TableIter>,
     tables: Arc<TableCache>,
+    opener: Option<TableOpener>,
     error: Option<Error>,
     fill_cache: bool,
 }
@@ -571,16 +575,27 @@ impl LevelIter {
             idx,
             cur: None,
             tables,
+            opener: None,
             error: None,
             fill_cache,
         }
+    }
+
+    /// Opens the level's tables with `opener` (when given) instead of the table cache.
+    pub fn with_opener(mut self, opener: Option<TableOpener>) -> Self {
+        self.opener = opener;
+        self
     }
 
     fn open(&mut self, idx: usize) {
         self.idx = idx;
         self.cur = None;
         if let Some(f) = self.files.get(idx) {
-            match self.tables.get(f.number) {
+            let t = match &self.opener {
+                Some(open) => open(f),
+                None => self.tables.get(f.number),
+            };
+            match t {
                 Ok(t) => self.cur = Some(TableIter::new(t, self.fill_cache)),
                 Err(e) => self.error = Some(e),
             }
