@@ -36,6 +36,7 @@ from attune.placement.model import (
     Workload,
     column_time,
     cost,
+    scan_time,
     throughput,
     total_time,
     used_bytes,
@@ -196,10 +197,11 @@ def lopt(
     sample: float = 1.0,
     seed: int = 0,
     time_limit_s: float = 5.0,
-    mip_gap: float = 0.0,
-    secondary: bool = True,
+    mip_gap: float = 1e-4,
+    secondary: bool | str = True,
     threads: int = 1,
     cuts: bool = True,
+    warm_start: bool = True,
 ) -> Result:
     """The optimal placement under the model (see the module docstring)."""
     import highspy
@@ -244,7 +246,7 @@ def lopt(
         return c * nd + d
 
     nx = len(cols) * nd
-    len(scan_list)
+    dnames = [d.name for d in devices]
     costs = [[workload.columns[k].size_on(d) * d.cost_per_byte() for d in devices] for k in cols]
     # time scale for eps: the fastest-possible time is not known; use the slowest total instead
     tmax = (
@@ -258,7 +260,7 @@ def lopt(
         or 1.0
     )
     cmax = sum(max(r) for r in costs) or 1.0
-    eps = 1e-7 * tmax / cmax if secondary else 0.0
+    eps = 1e-7 * tmax / cmax if secondary == "objective" else 0.0
     for i in range(len(cols)):
         for d in range(nd):
             h.addVar(0.0, 1.0)
@@ -292,7 +294,7 @@ def lopt(
         val = [costs[i][d] for i in range(len(cols)) for d in range(nd)]
         h.addRow(-inf, float(budget_ct), len(idx), idx, val)
     if no_regression is not None:
-        from attune.placement.model import check_placement, scan_time
+        from attune.placement.model import check_placement
 
         check_placement(workload, devices, no_regression)
         by = {d.name: d for d in devices}
@@ -310,6 +312,20 @@ def lopt(
                     list(counts),
                     list(counts.values()),
                 )
+
+    start = None
+    if warm_start:
+        start = _start_placement(workload, devices, mode, budget_ct)
+        if start is not None:
+            sol = highspy.HighsSolution()
+            vals = [0.0] * (nx + len(scan_list))
+            for i, k in enumerate(cols):
+                vals[xv(i, dnames.index(start[k]))] = 1.0
+            by = {d.name: d for d in devices}
+            for s in scan_list:
+                vals[nx + si[s]] = scan_time(s, workload, by, start)
+            sol.col_value = vals
+            h.setSolution(sol)
 
     t0 = time.perf_counter()
     with _quiet_stdout():
@@ -334,7 +350,9 @@ def lopt(
     for i, k in enumerate(cols):
         d = max(range(nd), key=lambda d: sol[xv(i, d)])
         placement[k] = devices[d].name
-    gap = float(info.mip_gap) if status != highspy.HighsModelStatus.kOptimal else 0.0
+    gap = max(0.0, float(info.mip_gap))
+    if secondary is True:
+        placement = cheapen(workload, devices, placement, mode=mode)
     return _result(
         "lopt",
         mode,
@@ -346,8 +364,68 @@ def lopt(
         gap=gap,
         distinct_scans=len(scans),
         sampled_scans=len(scan_list),
-        extra={"budget_ct": budget_ct} if mode == "budget" else {},
+        extra={
+            "bound_s": float(info.mip_dual_bound),
+            "nodes": int(info.mip_node_count),
+            "warm_start": start is not None,
+            **({"budget_ct": budget_ct} if mode == "budget" else {}),
+        },
     )
+
+
+def _start_placement(workload, devices, mode, budget_ct) -> Placement | None:
+    """A feasible placement to start the solver from: HOT-column in capacity mode (None when it
+    cannot pack), every column on its cheapest device in budget mode."""
+    if mode == "capacity":
+        try:
+            return hot_column(workload, devices).placement
+        except InvalidArgumentError:
+            return None
+    return {
+        k: min(devices, key=lambda d: c.size_on(d) * d.cost_per_byte()).name
+        for k, c in workload.columns.items()
+    }
+
+
+def cheapen(
+    workload: Workload, devices: list[Device], placement: Placement, *, mode: str = "capacity"
+) -> Placement:
+    """The secondary objective: moves each column to the cheapest device where it fits and no
+    scan that reads it gets slower (columns no scan reads go to the cheapest device with room).
+    The predicted time never grows; the cost never grows."""
+    by = {d.name: d for d in devices}
+    out = dict(placement)
+    free = {
+        d.name: (float(d.capacity) if mode == "capacity" and d.capacity is not None else None)
+        for d in devices
+    }
+    for k, dn in out.items():
+        if free[dn] is not None:
+            free[dn] -= workload.columns[k].size_on(by[dn])
+    reads: dict[str, list[Scan]] = {}
+    for s in workload.distinct_scans():
+        for k in s.column_keys():
+            reads.setdefault(k, []).append(s)
+    cheap_first = sorted(devices, key=lambda d: (d.cost_ct_per_gb, -throughput(d), d.name))
+    for k in sorted(out, key=lambda k: -workload.columns[k].raw_bytes):
+        col = workload.columns[k]
+        cur = by[out[k]]
+        cur_cost = col.size_on(cur) * cur.cost_per_byte()
+        for d in cheap_first:
+            if d.name == cur.name or col.size_on(d) * d.cost_per_byte() >= cur_cost:
+                continue
+            if free[d.name] is not None and col.size_on(d) > free[d.name] + 1e-9:
+                continue
+            before = [scan_time(s, workload, by, out) for s in reads.get(k, [])]
+            out[k] = d.name
+            after = [scan_time(s, workload, by, out) for s in reads.get(k, [])]
+            if all(a <= b * (1 + 1e-12) + 1e-15 for a, b in zip(after, before)):
+                if free[d.name] is not None:
+                    free[d.name] -= col.size_on(d)
+                    free[cur.name] += col.size_on(cur)
+                break
+            out[k] = cur.name
+    return out
 
 
 def solve(workload: Workload, devices: list[Device], strategy: str, **kw) -> Result:
