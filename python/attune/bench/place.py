@@ -33,8 +33,24 @@ def main(argv: list[str]) -> int:
     from attune.placement.model import Workload
 
     p = argparse.ArgumentParser(prog="attune bench place")
-    p.add_argument("mode", choices=("mixes", "pareto"))
-    p.add_argument("--store", required=True, help="column store (sizes from its files)")
+    p.add_argument("mode", choices=("mixes", "pareto", "measure"))
+    p.add_argument("--store", help="column store (sizes from its files); mixes and pareto")
+    p.add_argument("--data", help="measure: directory of TPC-H Parquet tables (tpchgen-cli)")
+    p.add_argument("--workdir", default="/tmp/attune-place-emu", help="measure: scratch dir")
+    p.add_argument(
+        "--emulation",
+        choices=("auto", "kernel", "inprocess"),
+        default="auto",
+        help="measure: loop devices throttled by blkio (kernel), or an in-process throttle",
+    )
+    p.add_argument("--speed", type=float, default=0.05, help="measure: device speed factor")
+    p.add_argument(
+        "--budgets",
+        default="0.1,0.3,0.6",
+        help="measure: LOPT budgets as fractions from the cheapest to the all-fastest cost",
+    )
+    p.add_argument("--repeats", type=int, default=1, help="measure: runs per query (mean)")
+    p.add_argument("--catalogue", help="measure: write the calibrated device file here")
     p.add_argument("--devices", help="device file (default: Table 2.1)")
     p.add_argument("--time-limit", type=float, default=5.0)
     p.add_argument("--slack", type=float, default=0.02, help="capacity slack per device in mixes")
@@ -42,6 +58,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--limit", type=int, default=None, help="first N mixes only")
     p.add_argument("--out", required=True, help="append rows to this JSON-lines file")
     a = p.parse_args(argv)
+    if a.mode == "measure":
+        return _measure(a, argv)
+    if not a.store:
+        raise InvalidArgumentError(f"{a.mode} needs --store")
     s = st.open_store(a.store)
     devs = load_devices(a.devices)
     w = Workload(s.model_columns(), tr.extract_workload(tr.tpch_queries(), tr.TPCH_SCHEMA))
@@ -80,4 +100,89 @@ def main(argv: list[str]) -> int:
         for row in rows:
             row.update(command=cmd, machine=mach, total_bytes=total)
             f.write(json.dumps(row) + "\n")
+    return 0
+
+
+def _measure(a, argv) -> int:
+    """Calibrates emulated devices, loads the tables onto them, and for each budget places the
+    columns with budget-mode LOPT (calibrated catalogue), migrates, and measures every query."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from attune.bench import machine
+    from attune.placement import emulate as em
+    from attune.placement import measure as me
+    from attune.placement import store as st
+    from attune.placement import strategies as sg
+    from attune.placement import trace as tr
+    from attune.placement.devices import devices_to_toml, load_devices
+    from attune.placement.model import Workload
+
+    if not a.data:
+        raise InvalidArgumentError("measure needs --data (a directory of TPC-H Parquet files)")
+    tables = {p.stem: str(p) for p in sorted(Path(a.data).glob("*.parquet"))}
+    if set(tables) != set(tr.TPCH_SCHEMA):
+        raise InvalidArgumentError(
+            f"{a.data}: expected the 8 TPC-H tables as NAME.parquet, found {sorted(tables)}"
+        )
+    fracs = [float(x) for x in a.budgets.split(",") if x.strip()]
+    devs = load_devices(a.devices)
+    raw = sum(Path(p).stat().st_size for p in tables.values())
+    mach = machine()
+    cmd = "attune bench place " + " ".join(argv)
+    sql = tr.tpch_queries()
+    rows = []
+    work = Path(a.workdir)
+    with em.Emulator(
+        devs, work, mode=a.emulation, speed=a.speed, image_bytes=2 * raw + (256 << 20)
+    ) as emu:
+        print(
+            f"emulation: {emu.mode}" + (f" ({emu.reason})" if emu.reason else ""), file=sys.stderr
+        )
+        cal = em.calibrate(emu)
+        mounted = {d.name: d.mount for d in emu.mounted_devices()}
+        cal = [replace(d, mount=mounted[d.name]) for d in cal]
+        if a.catalogue:
+            Path(a.catalogue).write_text(devices_to_toml(cal), encoding="utf-8")
+        for d in cal:
+            rows.append(
+                {
+                    "bench": "place-calibration",
+                    "device": d.name,
+                    "mode": emu.mode,
+                    "emulated_bps": d.throughput * a.speed,
+                    "measured_bps": d.measured[d.codec],
+                    "seek_s": d.seek_s,
+                }
+            )
+        store = st.create_store(work / "store", tables, cal)
+        w = Workload(store.model_columns(), tr.extract_workload(sql, tr.TPCH_SCHEMA))
+        lo = sg.min_cost(w, cal)
+        hi = max(sum(c.size_on(d) * d.cost_per_byte() for c in w.columns.values()) for d in cal)
+        for f in fracs:
+            budget = lo + (hi - lo) * f
+            r = sg.lopt(w, cal, mode="budget", budget_ct=budget, time_limit_s=a.time_limit)
+            st.migrate(store, r.placement, cal)
+            w = Workload(store.model_columns(), w.queries)
+            for q in me.run_queries(emu, store, w, sql, cal, repeats=a.repeats):
+                rows.append(
+                    {
+                        "bench": "place-measure",
+                        "mode": emu.mode,
+                        "budget_frac": f,
+                        "budget_ct": budget,
+                        "cost_ct": r.cost_ct,
+                        "speed": a.speed,
+                        **q,
+                    }
+                )
+                print(
+                    f"budget {f:.2f} {q['query']} predicted {q['predicted_s']:.3f} s "
+                    f"measured {q['measured_s']:.3f} s",
+                    file=sys.stderr,
+                )
+    with open(a.out, "a", encoding="utf-8") as fh:
+        for row in rows:
+            row.update(command=cmd, machine=mach)
+            fh.write(json.dumps(row) + "\n")
     return 0

@@ -35,32 +35,35 @@ def run_queries(
     placement = store.placement()
     con = connect(store)
     rows = []
-    for q, scans in workload.queries.items():
-        predicted = sum(scan_time(s, workload, by, placement) for s in scans)
-        ios, engines = [], []
-        for _ in range(repeats):
-            io = 0.0
-            for s in scans:
-                files = [store.column_path(k) for k in s.column_keys()]
-                io += emu.read_files(files)["seconds"]
-            t0 = time.perf_counter()
-            con.execute(sql[q]).fetchall()
-            engines.append(time.perf_counter() - t0)
-            ios.append(io)
-        io_s, engine_s = statistics.fmean(ios), statistics.fmean(engines)
-        measured = io_s + engine_s
-        rows.append(
-            {
-                "query": q,
-                "predicted_s": predicted,
-                "measured_s": measured,
-                "io_s": io_s,
-                "engine_s": engine_s,
-                "error": (predicted - measured) / measured if measured > 0 else 0.0,
-                "scans": len(scans),
-            }
-        )
-        if progress is not None:
-            progress(q)
+    with emu.throttled():
+        for q, scans in workload.queries.items():
+            rows.append(_one(emu, store, workload, sql, con, by, placement, q, scans, repeats))
+            if progress is not None:
+                progress(q)
     con.close()
     return rows
+
+
+def _one(emu, store, workload, sql, con, by, placement, q, scans, repeats) -> dict:
+    predicted = sum(scan_time(s, workload, by, placement) for s in scans)
+    ios, engines = [], []
+    for _ in range(repeats):
+        io = 0.0
+        for s in scans:
+            files = [store.column_path(k) for k in s.column_keys()]
+            io += emu.read_files(files)["seconds"]
+        t0 = time.perf_counter()
+        con.execute(sql[q]).fetchall()
+        engines.append(time.perf_counter() - t0)
+        ios.append(io)
+    io_s, engine_s = statistics.fmean(ios), statistics.fmean(engines)
+    measured = io_s + engine_s
+    return {
+        "query": q,
+        "predicted_s": predicted,
+        "measured_s": measured,
+        "io_s": io_s,
+        "engine_s": engine_s,
+        "error": (predicted - measured) / measured if measured > 0 else 0.0,
+        "scans": len(scans),
+    }
