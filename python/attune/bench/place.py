@@ -24,6 +24,122 @@ def mixes(step: int = 20, n: int = 4):
             yield (*parts, last)
 
 
+def machine_():
+    from attune.bench import machine
+
+    return machine()
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Sums of the mixes rows: per strategy the predicted run summed over the mixes every
+    strategy could place, the count of mixes each could place, LOPT's optimality; and of the
+    measure rows: the median absolute error per budget."""
+    import statistics
+
+    out = []
+    mixes_rows = [r for r in rows if r.get("bench") == "place-mixes"]
+    if mixes_rows:
+        by: dict[tuple, dict] = {}
+        for r in mixes_rows:
+            by.setdefault(tuple(sorted(r["mix"].items())), {})[r["strategy"]] = r
+        full = [m for m, v in by.items() if all("predicted_s" in x for x in v.values())]
+        lopt = [v["lopt"] for v in by.values() if "predicted_s" in v.get("lopt", {})]
+        row = {"bench": "place-mixes-summary", "mixes": len(by), "mixes_all_placed": len(full)}
+        for sname in ("lopt", "hot-column", "hot-table"):
+            key = sname.replace("-", "_")
+            row[f"{key}_sum_s"] = sum(by[m][sname]["predicted_s"] for m in full)
+            row[f"{key}_placed"] = sum(1 for v in by.values() if "predicted_s" in v.get(sname, {}))
+        row["hot_column_over_lopt"] = row["hot_column_sum_s"] / row["lopt_sum_s"]
+        row["hot_table_over_lopt"] = row["hot_table_sum_s"] / row["lopt_sum_s"]
+        row["lopt_optimal"] = sum(1 for r in lopt if r["status"] == "optimal")
+        row["lopt_max_solve_s"] = max(r["solve_s"] for r in lopt)
+        row["lopt_median_solve_s"] = statistics.median(r["solve_s"] for r in lopt)
+        row["lopt_max_gap"] = max(r["gap"] for r in lopt)
+        out.append(row)
+    meas = [r for r in rows if r.get("bench") == "place-measure"]
+    for f in sorted({r["budget_frac"] for r in meas}):
+        rs = [r for r in meas if r["budget_frac"] == f]
+        out.append(
+            {
+                "bench": "place-measure-summary",
+                "budget_frac": f,
+                "mode": rs[0]["mode"],
+                "queries": len(rs),
+                "median_abs_error": statistics.median(abs(r["error"]) for r in rs),
+                "median_abs_io_error": statistics.median(
+                    abs(r["predicted_s"] - r["io_s"]) / r["io_s"] for r in rs
+                ),
+                "run_error": sum(r["predicted_s"] for r in rs) / sum(r["measured_s"] for r in rs)
+                - 1,
+                "engine_share": sum(r["engine_s"] for r in rs) / sum(r["measured_s"] for r in rs),
+            }
+        )
+    return out
+
+
+def _plot(rows: list[dict], out: str) -> int:
+    """Writes the Pareto curve (budget vs predicted time) and per-query bars (measured vs
+    predicted) as PNGs with the prefix ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    par = sorted((r for r in rows if r.get("bench") == "place-pareto"), key=lambda r: r["cost_ct"])
+    mixes_rows = [r for r in rows if r.get("bench") == "place-mixes" and "predicted_s" in r]
+    if par:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(
+            [r["cost_ct"] for r in par],
+            [r["predicted_s"] for r in par],
+            "o-",
+            label="LOPT, budget mode",
+        )
+        lo = [r for r in mixes_rows if r["strategy"] == "lopt"]
+        ax.scatter(
+            [r["cost_ct"] for r in lo],
+            [r["predicted_s"] for r in lo],
+            marker="^",
+            alpha=0.5,
+            label="LOPT, capacity mode (56 mixes)",
+        )
+        ht = [r for r in mixes_rows if r["strategy"] == "hot-table"]
+        ax.scatter(
+            [r["cost_ct"] for r in ht],
+            [r["predicted_s"] for r in ht],
+            marker="x",
+            alpha=0.5,
+            label="HOT-table (mixes)",
+        )
+        ax.set_xlabel("cost (ct)")
+        ax.set_ylabel("predicted TPC-H run (s)")
+        ax.set_title("Budget vs predicted time (TPC-H SF1, Table 2.1 devices)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(f"{out}-pareto.png", dpi=100)
+    meas = [r for r in rows if r.get("bench") == "place-measure"]
+    for f in sorted({r["budget_frac"] for r in meas}):
+        rs = [r for r in meas if r["budget_frac"] == f]
+        fig, ax = plt.subplots(figsize=(9, 3.5))
+        xs = range(len(rs))
+        ax.bar([x - 0.2 for x in xs], [r["predicted_s"] for r in rs], 0.4, label="predicted")
+        ax.bar([x + 0.2 for x in xs], [r["io_s"] for r in rs], 0.4, label="measured: retrieval")
+        ax.bar(
+            [x + 0.2 for x in xs],
+            [r["engine_s"] for r in rs],
+            0.4,
+            bottom=[r["io_s"] for r in rs],
+            label="measured: engine",
+        )
+        ax.set_xticks(list(xs), [r["query"] for r in rs], rotation=90)
+        ax.set_ylabel("s")
+        ax.set_title(f"Measured vs predicted per query ({rs[0]['mode']} emulation, budget {f})")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(f"{out}-queries-{f}.png", dpi=100)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     from attune.bench import machine
     from attune.placement import store as st
@@ -33,7 +149,8 @@ def main(argv: list[str]) -> int:
     from attune.placement.model import Workload
 
     p = argparse.ArgumentParser(prog="attune bench place")
-    p.add_argument("mode", choices=("mixes", "pareto", "measure"))
+    p.add_argument("mode", choices=("mixes", "pareto", "measure", "summary", "plot"))
+    p.add_argument("--from", dest="src", help="summary/plot: results file(s), comma-separated")
     p.add_argument("--store", help="column store (sizes from its files); mixes and pareto")
     p.add_argument("--data", help="measure: directory of TPC-H Parquet tables (tpchgen-cli)")
     p.add_argument("--workdir", default="/tmp/attune-place-emu", help="measure: scratch dir")
@@ -60,6 +177,26 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     if a.mode == "measure":
         return _measure(a, argv)
+    if a.mode in ("summary", "plot"):
+        if not a.src:
+            raise InvalidArgumentError(f"{a.mode} needs --from")
+        from pathlib import Path
+
+        rows = [
+            json.loads(x)
+            for f in a.src.split(",")
+            for x in Path(f).read_text(encoding="utf-8").splitlines()
+            if x.strip()
+        ]
+        if a.mode == "plot":
+            return _plot(rows, a.out)
+        out = summarize(rows)
+        cmd = "attune bench place " + " ".join(argv)
+        with open(a.out, "a", encoding="utf-8") as fh:
+            for row in out:
+                row.update(command=cmd, machine=machine_())
+                fh.write(json.dumps(row) + "\n")
+        return 0
     if not a.store:
         raise InvalidArgumentError(f"{a.mode} needs --store")
     s = st.open_store(a.store)
