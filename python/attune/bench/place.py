@@ -168,6 +168,12 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--repeats", type=int, default=1, help="measure: runs per query (mean)")
     p.add_argument("--catalogue", help="measure: write the calibrated device file here")
+    p.add_argument(
+        "--engine",
+        choices=("arrow", "views"),
+        default="arrow",
+        help="measure: DuckDB over Arrow tables from the retriever, or over the store's views",
+    )
     p.add_argument("--devices", help="device file (default: Table 2.1)")
     p.add_argument("--time-limit", type=float, default=5.0)
     p.add_argument("--slack", type=float, default=0.02, help="capacity slack per device in mixes")
@@ -301,7 +307,7 @@ def _measure(a, argv) -> int:
             r = sg.lopt(w, cal, mode="budget", budget_ct=budget, time_limit_s=a.time_limit)
             st.migrate(store, r.placement, cal)
             w = Workload(store.model_columns(), w.queries)
-            for q in me.run_queries(emu, store, w, sql, cal, repeats=a.repeats):
+            for q in me.run_queries(emu, store, w, sql, cal, repeats=a.repeats, engine=a.engine):
                 rows.append(
                     {
                         "bench": "place-measure",

@@ -168,17 +168,56 @@ def _place_on_fastest(w, devices, free, placement, k) -> None:
     raise _capacity_error(f"column {k}", col.size_on(devices[0]), free)
 
 
-def hot_column(workload: Workload, devices: list[Device]) -> Result:
+def _packs(workload, devices, free: dict[str, float], keys) -> bool:
+    """Whether ``keys`` fit in ``free`` by first-fit decreasing (a sufficient test)."""
+    room = dict(free)
+    for k in sorted(keys, key=lambda k: -workload.columns[k].raw_bytes):
+        for d in devices:
+            sz = workload.columns[k].size_on(d)
+            if sz <= room[d.name]:
+                room[d.name] -= sz
+                break
+        else:
+            return False
+    return True
+
+
+def hot_column(workload: Workload, devices: list[Device], *, repair: bool = True) -> Result:
     """Columns by accesses (descending; ties: larger first, which packs better) onto the fastest
-    device with room."""
+    device with room.
+
+    Whole columns on devices sized to the data leave the greedy stuck when a late (cold, large)
+    column fits in no device's remainder. With ``repair`` the strategy then starts over and
+    takes, for each column, the fastest device with room that still lets the remaining columns
+    pack (first-fit decreasing); the source does not say what its HOT does then."""
     _need_capacities(devices, "hot-column")
-    free = {d.name: float(d.capacity or 0.0) for d in devices}
     acc = workload.access_counts()
-    placement: Placement = {}
     order = sorted(workload.columns, key=lambda k: (-acc[k], -workload.columns[k].raw_bytes, k))
-    for k in order:
-        _place_on_fastest(workload, devices, free, placement, k)
-    return _result("hot-column", "capacity", workload, devices, placement)
+    try:
+        free = {d.name: float(d.capacity or 0.0) for d in devices}
+        placement: Placement = {}
+        for k in order:
+            _place_on_fastest(workload, devices, free, placement, k)
+        return _result("hot-column", "capacity", workload, devices, placement)
+    except InvalidArgumentError:
+        if not repair:
+            raise
+    free = {d.name: float(d.capacity or 0.0) for d in devices}
+    placement = {}
+    for i, k in enumerate(order):
+        rest = order[i + 1 :]
+        col = workload.columns[k]
+        for d in _fastest_first(devices):
+            sz = col.size_on(d)
+            if sz <= free[d.name]:
+                free[d.name] -= sz
+                if _packs(workload, devices, free, rest):
+                    placement[k] = d.name
+                    break
+                free[d.name] += sz
+        else:
+            raise _capacity_error(f"column {k}", col.size_on(devices[0]), free)
+    return _result("hot-column", "capacity", workload, devices, placement, extra={"repaired": True})
 
 
 def min_cost(workload: Workload, devices: list[Device]) -> float:
@@ -243,6 +282,7 @@ def lopt(
     counts = {s: float(scans[s]) for s in scan_list}
     deadline = time.perf_counter() + float(time_limit_s)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     opts = {"mip_gap": mip_gap, "threads": threads, "cuts": cuts, "secondary": secondary}
 
     # 1. each table alone: a lower bound per table, and often the optimum
@@ -294,7 +334,12 @@ def lopt(
                 sum(lb for _, lb in table_bounds),
                 scans,
                 scan_list,
-                {"decomposed": True, "nodes": 0, "warm_start": False},
+                {
+                    "decomposed": True,
+                    "nodes": 0,
+                    "warm_start": False,
+                    "solve_cpu_s": time.process_time() - c0,
+                },
             )
 
     # 2. the full MIP, with the tables' bounds and a start
@@ -347,7 +392,12 @@ def lopt(
         r["bound"],
         scans,
         scan_list,
-        {"decomposed": False, "nodes": r["nodes"], "warm_start": start is not None},
+        {
+            "decomposed": False,
+            "nodes": r["nodes"],
+            "warm_start": start is not None,
+            "solve_cpu_s": time.process_time() - c0,
+        },
     )
 
 
