@@ -298,6 +298,10 @@ def _measure(a, argv) -> int:
                     "seek_s": d.seek_s,
                 }
             )
+        import shutil
+
+        # the store's files live on the emulated devices, gone after the run: a fresh manifest
+        shutil.rmtree(work / "store", ignore_errors=True)
         store = st.create_store(work / "store", tables, cal)
         w = Workload(store.model_columns(), tr.extract_workload(sql, tr.TPCH_SCHEMA))
         lo = sg.min_cost(w, cal)
