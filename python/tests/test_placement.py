@@ -206,3 +206,15 @@ def test_cheapen_never_slows_and_moves_cold_columns():
     assert q["t.cold"] == "slow"
     assert m.total_time(w, devs, q) <= m.total_time(w, devs, p)
     assert m.cost(w, devs, q) < m.cost(w, devs, p)
+
+
+def test_hot_column_repairs_a_stuck_greedy():
+    sizes = {"c0": 20.0, "c1": 10.0, "c2": 40.0, "c3": 10.0}
+    cols = {f"t.{c}": m.Column("t", c, s * 3, {"zstd": s}) for c, s in sizes.items()}
+    w = m.Workload(cols, {"q1": [m.Scan("t", ("c0",))], "q2": [m.Scan("t", ("c0", "c1"))]})
+    devs = [FAST.with_capacity(50.0), SLOW.with_capacity(32.0)]
+    with pytest.raises(InvalidArgumentError, match="fits on no device"):
+        sg.hot_column(w, devs, repair=False)
+    r = sg.hot_column(w, devs)
+    assert r.extra["repaired"] and set(r.placement) == set(cols)
+    assert all(r.used_bytes[d.name] <= d.capacity for d in devs)
