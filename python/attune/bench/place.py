@@ -30,6 +30,43 @@ def machine_():
     return machine()
 
 
+def table_granular(w, devs) -> list[dict]:
+    """Every table-granular placement of the four largest tables on HDD, SATA SSD and NVMe, the
+    other tables on NVMe (source §2.5.2, Figure 2.6): one row each, cost (Eq. 2.5) and predicted
+    run (model)."""
+    from attune.placement.model import cost, total_time
+
+    tables = w.tables()
+    size = {t: sum(w.columns[k].size_on(devs[0]) for k in keys) for t, keys in tables.items()}
+    big = sorted(tables, key=lambda t: -size[t])[:4]
+    names = {d.name for d in devs}
+    choice = [n for n in ("hdd", "sata", "nvme") if n in names] or [d.name for d in devs]
+    fast = "nvme" if "nvme" in names else devs[0].name
+    rows = []
+    for combo in itertools.product(choice, repeat=len(big)):
+        where = dict(zip(big, combo))
+        placement = {k: where.get(t, fast) for t, keys in tables.items() for k in keys}
+        rows.append(
+            {
+                "bench": "place-tables",
+                "tables": where,
+                "cost_ct": cost(w, devs, placement),
+                "predicted_s": total_time(w, devs, placement),
+            }
+        )
+    return rows
+
+
+def _front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Pareto-optimal (cost, time) points: no other point is cheaper and faster."""
+    out, best = [], float("inf")
+    for c, t in sorted(points):
+        if t < best:
+            out.append((c, t))
+            best = t
+    return out
+
+
 def summarize(rows: list[dict]) -> list[dict]:
     """Sums of the mixes rows: per strategy the predicted run summed over the mixes every
     strategy could place, the count of mixes each could place, LOPT's optimality; and of the
@@ -56,6 +93,25 @@ def summarize(rows: list[dict]) -> list[dict]:
         row["lopt_median_solve_s"] = statistics.median(r["solve_s"] for r in lopt)
         row["lopt_max_gap"] = max(r["gap"] for r in lopt)
         out.append(row)
+    tab = [r for r in rows if r.get("bench") == "place-tables"]
+    par = [r for r in rows if r.get("bench") == "place-pareto"]
+    if tab and par:
+        tfront = _front([(r["cost_ct"], r["predicted_s"]) for r in tab])
+        lfront = _front([(r["cost_ct"], r["predicted_s"]) for r in par])
+        ratios = []
+        for c, t in tfront:
+            need = [lc for lc, lt in lfront if lt <= t * (1 + 1e-9)]
+            if need:
+                ratios.append(min(need) / c)
+        out.append(
+            {
+                "bench": "place-tables-summary",
+                "table_front_points": len(tfront),
+                "lopt_cost_over_table_cost_min": min(ratios) if ratios else None,
+                "lopt_cost_over_table_cost_median": statistics.median(ratios) if ratios else None,
+                "pareto_points": len(par),
+            }
+        )
     meas = [r for r in rows if r.get("bench") == "place-measure"]
     for f in sorted({r["budget_frac"] for r in meas}):
         rs = [r for r in meas if r["budget_frac"] == f]
@@ -103,6 +159,15 @@ def _plot(rows: list[dict], out: str) -> int:
             alpha=0.5,
             label="LOPT, capacity mode (56 mixes)",
         )
+        tab = [r for r in rows if r.get("bench") == "place-tables"]
+        ax.scatter(
+            [r["cost_ct"] for r in tab],
+            [r["predicted_s"] for r in tab],
+            marker="s",
+            s=12,
+            alpha=0.5,
+            label="table-granular (4 largest tables)",
+        )
         ht = [r for r in mixes_rows if r["strategy"] == "hot-table"]
         ax.scatter(
             [r["cost_ct"] for r in ht],
@@ -149,7 +214,7 @@ def main(argv: list[str]) -> int:
     from attune.placement.model import Workload
 
     p = argparse.ArgumentParser(prog="attune bench place")
-    p.add_argument("mode", choices=("mixes", "pareto", "measure", "summary", "plot"))
+    p.add_argument("mode", choices=("mixes", "pareto", "tables", "measure", "summary", "plot"))
     p.add_argument("--from", dest="src", help="summary/plot: results file(s), comma-separated")
     p.add_argument("--store", help="column store (sizes from its files); mixes and pareto")
     p.add_argument("--data", help="measure: directory of TPC-H Parquet tables (tpchgen-cli)")
@@ -233,6 +298,8 @@ def main(argv: list[str]) -> int:
                     f"{row.get('status', row.get('error'))}",
                     file=sys.stderr,
                 )
+    elif a.mode == "tables":
+        rows.extend(table_granular(w, devs))
     else:
         for r in sg.pareto(w, devs, points=a.points, time_limit_s=a.time_limit):
             row = r.to_dict()
