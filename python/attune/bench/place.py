@@ -87,6 +87,15 @@ def summarize(rows: list[dict]) -> list[dict]:
             row[f"{key}_sum_s"] = sum(by[m][sname]["predicted_s"] for m in full)
             row[f"{key}_placed"] = sum(1 for v in by.values() if "predicted_s" in v.get(sname, {}))
         row["hot_column_over_lopt"] = row["hot_column_sum_s"] / row["lopt_sum_s"]
+        both = [
+            m
+            for m, v in by.items()
+            if all("predicted_s" in v.get(x, {}) for x in ("lopt", "hot-column"))
+        ]
+        row["mixes_lopt_and_hot_column"] = len(both)
+        row["hot_column_over_lopt_all"] = sum(
+            by[m]["hot-column"]["predicted_s"] for m in both
+        ) / sum(by[m]["lopt"]["predicted_s"] for m in both)
         row["hot_table_over_lopt"] = row["hot_table_sum_s"] / row["lopt_sum_s"]
         row["lopt_optimal"] = sum(1 for r in lopt if r["status"] == "optimal")
         row["lopt_max_solve_s"] = max(r["solve_s"] for r in lopt)
@@ -244,6 +253,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--slack", type=float, default=0.02, help="capacity slack per device in mixes")
     p.add_argument("--points", type=int, default=12)
     p.add_argument("--limit", type=int, default=None, help="first N mixes only")
+    p.add_argument(
+        "--strategies",
+        default=",".join(("lopt", "hot-column", "hot-table")),
+        help="mixes: comma-separated strategies",
+    )
     p.add_argument("--out", required=True, help="append rows to this JSON-lines file")
     a = p.parse_args(argv)
     if a.mode == "measure":
@@ -283,7 +297,7 @@ def main(argv: list[str]) -> int:
                 break
             caps = [total * f / 100 * (1 + a.slack) if f else 0.0 for f in mix]
             dd = [d.with_capacity(c) for d, c in zip(devs, caps)]
-            for strat in sg.STRATEGIES:
+            for strat in a.strategies.split(","):
                 try:
                     kw = {"time_limit_s": a.time_limit} if strat == "lopt" else {}
                     r = sg.solve(w, dd, strat, **kw)
