@@ -255,7 +255,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--limit", type=int, default=None, help="first N mixes only")
     p.add_argument(
         "--strategies",
-        default=",".join(("lopt", "hot-column", "hot-table")),
+        default="lopt,hot-column,hot-table",
         help="mixes: comma-separated strategies",
     )
     p.add_argument("--out", required=True, help="append rows to this JSON-lines file")
