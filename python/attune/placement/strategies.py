@@ -243,6 +243,7 @@ def lopt(
     cuts: bool = True,
     warm_start: bool = True,
     decompose: bool = True,
+    start: Placement | None = None,
 ) -> Result:
     """The optimal placement under the model (see the module docstring).
 
@@ -343,9 +344,15 @@ def lopt(
             )
 
     # 2. the full MIP, with the tables' bounds and a start
-    start = None
+    given, start = start, None
     if warm_start:
         start = _start_placement(workload, devices, mode, budget_ct)
+        if given is not None and _fits(workload, devices, given, mode, budget_ct):
+            by = {d.name: d for d in devices}
+            if start is None or sum(
+                n * scan_time(s, workload, by, given) for s, n in counts.items()
+            ) < sum(n * scan_time(s, workload, by, start) for s, n in counts.items()):
+                start = given
         if (
             parts
             and len(parts) == len(workload.columns)
@@ -655,10 +662,12 @@ def pareto(workload: Workload, devices: list[Device], *, points: int = 12, **kw)
         sum(c.size_on(d) * d.cost_per_byte() for c in workload.columns.values()) for d in devices
     )
     hi = max(hi, lo * 1.0001)
-    out = []
+    out: list[Result] = []
     for i in range(points):
         b = lo + (hi - lo) * i / max(1, points - 1)
-        out.append(lopt(workload, devices, mode="budget", budget_ct=b, **kw))
+        # the previous point's placement fits this larger budget: a start for the solver
+        prev = out[-1].placement if out else None
+        out.append(lopt(workload, devices, mode="budget", budget_ct=b, start=prev, **kw))
     return out
 
 
