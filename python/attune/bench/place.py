@@ -122,11 +122,12 @@ def summarize(rows: list[dict]) -> list[dict]:
             }
         )
     meas = [r for r in rows if r.get("bench") == "place-measure"]
-    for f in sorted({r["budget_frac"] for r in meas}):
-        rs = [r for r in meas if r["budget_frac"] == f]
+    for sp, f in sorted({(r["speed"], r["budget_frac"]) for r in meas}):
+        rs = [r for r in meas if r["budget_frac"] == f and r["speed"] == sp]
         out.append(
             {
                 "bench": "place-measure-summary",
+                "speed": sp,
                 "budget_frac": f,
                 "mode": rs[0]["mode"],
                 "queries": len(rs),
@@ -192,8 +193,8 @@ def _plot(rows: list[dict], out: str) -> int:
         fig.tight_layout()
         fig.savefig(f"{out}-pareto.png", dpi=100)
     meas = [r for r in rows if r.get("bench") == "place-measure"]
-    for f in sorted({r["budget_frac"] for r in meas}):
-        rs = [r for r in meas if r["budget_frac"] == f]
+    for sp, f in sorted({(r["speed"], r["budget_frac"]) for r in meas}):
+        rs = [r for r in meas if r["budget_frac"] == f and r["speed"] == sp]
         fig, ax = plt.subplots(figsize=(9, 3.5))
         xs = range(len(rs))
         ax.bar([x - 0.2 for x in xs], [r["predicted_s"] for r in rs], 0.4, label="predicted")
@@ -207,10 +208,12 @@ def _plot(rows: list[dict], out: str) -> int:
         )
         ax.set_xticks(list(xs), [r["query"] for r in rs], rotation=90)
         ax.set_ylabel("s")
-        ax.set_title(f"Measured vs predicted per query ({rs[0]['mode']} emulation, budget {f})")
+        ax.set_title(
+            f"Measured vs predicted per query ({rs[0]['mode']} emulation, speed {sp}, budget {f})"
+        )
         ax.legend()
         fig.tight_layout()
-        fig.savefig(f"{out}-queries-{f}.png", dpi=100)
+        fig.savefig(f"{out}-queries-{sp}-{f}.png", dpi=100)
     return 0
 
 

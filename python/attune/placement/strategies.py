@@ -297,7 +297,8 @@ def lopt(
         for t, keys in sorted(tables.items()):
             tscans = {s: n for s, n in counts.items() if s.table == t}
             b = None if budget_ct is None else budget_ct - (total_min - mins[t])
-            left = deadline - time.perf_counter()
+            # at most 40 % of the time limit on the tables alone; the rest is the full MIP's
+            left = t0 + 0.4 * float(time_limit_s) - time.perf_counter()
             if left <= 0:
                 parts_optimal = False
                 break
