@@ -74,7 +74,34 @@ def summarize(rows: list[dict]) -> list[dict]:
     import statistics
 
     out = []
-    mixes_rows = [r for r in rows if r.get("bench") == "place-mixes"]
+    for r in rows:
+        if r.get("bench") == "place-mixes" and "time_limit_s" not in r:
+            # rows written before the field existed: the limit is in their command line
+            words = str(r.get("command", "")).split()
+            r["time_limit_s"] = (
+                float(words[words.index("--time-limit") + 1]) if "--time-limit" in words else 5.0
+            )
+    solver = [r for r in rows if r.get("bench") == "place-mixes" and r["strategy"] == "lopt"]
+    for limit in sorted({r["time_limit_s"] for r in solver}):
+        rs = [r for r in solver if r["time_limit_s"] == limit and "solve_s" in r]
+        out.append(
+            {
+                "bench": "place-solver-summary",
+                "time_limit_s": limit,
+                "mixes": len(rs),
+                "optimal": sum(1 for r in rs if r["status"] == "optimal"),
+                "optimal_within_5s": sum(
+                    1 for r in rs if r["status"] == "optimal" and r["solve_s"] <= 5.0
+                ),
+                "optimal_within_5s_cpu": sum(
+                    1 for r in rs if r["status"] == "optimal" and r["solve_cpu_s"] <= 5.0
+                ),
+                "median_solve_s": statistics.median(r["solve_s"] for r in rs),
+                "median_solve_cpu_s": statistics.median(r["solve_cpu_s"] for r in rs),
+                "max_gap": max(r["gap"] for r in rs),
+            }
+        )
+    mixes_rows = [r for r in rows if r.get("bench") == "place-mixes" and r["time_limit_s"] == 5.0]
     if mixes_rows:
         by: dict[tuple, dict] = {}
         for r in mixes_rows:
@@ -308,7 +335,11 @@ def main(argv: list[str]) -> int:
                     row.pop("placement")
                 except InvalidArgumentError as e:
                     row = {"strategy": strat, "error": str(e)}
-                row.update(mix={d.name: f for d, f in zip(devs, mix)}, bench="place-mixes")
+                row.update(
+                    mix={d.name: f for d, f in zip(devs, mix)},
+                    bench="place-mixes",
+                    time_limit_s=a.time_limit,
+                )
                 rows.append(row)
                 print(
                     f"{mix} {strat:10} {row.get('predicted_s', float('nan')):.3f} s "
