@@ -183,3 +183,38 @@ def test_corrupt_manifest(tmp_path):
     p.write_text(p.read_text().replace('"rows": 1000', '"rows": 1001'))
     with pytest.raises(CorruptionError, match="checksum"):
         st.open_store(s.root)
+
+
+def test_lopt_decomposition_matches_the_full_mip():
+    w = small_workload()
+    cols = dict(w.columns)
+    cols["u.k"] = m.Column("u", "k", 600.0, {"zstd": 200.0})
+    w2 = m.Workload(cols, {**w.queries, "q3": [m.Scan("u", ("k",))]})
+    devs = [FAST.with_capacity(250.0), SLOW.with_capacity(1000.0)]
+    a = sg.lopt(w2, devs, decompose=True)
+    b = sg.lopt(w2, devs, decompose=False, warm_start=False)
+    assert a.status == b.status == "optimal"
+    assert a.predicted_s == pytest.approx(b.predicted_s, rel=1e-4)
+    assert a.extra["bound_s"] <= a.predicted_s * (1 + 1e-9)
+
+
+def test_cheapen_never_slows_and_moves_cold_columns():
+    w = small_workload()
+    devs = [FAST, SLOW]
+    p = {"t.a": "fast", "t.b": "fast", "t.cold": "fast"}
+    q = sg.cheapen(w, devs, p, mode="budget")
+    assert q["t.cold"] == "slow"
+    assert m.total_time(w, devs, q) <= m.total_time(w, devs, p)
+    assert m.cost(w, devs, q) < m.cost(w, devs, p)
+
+
+def test_hot_column_repairs_a_stuck_greedy():
+    sizes = {"c0": 20.0, "c1": 10.0, "c2": 40.0, "c3": 10.0}
+    cols = {f"t.{c}": m.Column("t", c, s * 3, {"zstd": s}) for c, s in sizes.items()}
+    w = m.Workload(cols, {"q1": [m.Scan("t", ("c0",))], "q2": [m.Scan("t", ("c0", "c1"))]})
+    devs = [FAST.with_capacity(50.0), SLOW.with_capacity(32.0)]
+    with pytest.raises(InvalidArgumentError, match="fits on no device"):
+        sg.hot_column(w, devs, repair=False)
+    r = sg.hot_column(w, devs)
+    assert r.extra["repaired"] and set(r.placement) == set(cols)
+    assert all(r.used_bytes[d.name] <= d.capacity for d in devs)
