@@ -28,13 +28,33 @@ DESCRIPTION = __doc__
 
 
 def _params(args) -> dict:
+    from attune.io import device_params
+
     out = {}
     for item in args.set or []:
         name, sep, value = item.partition("=")
         if not sep:
             raise InvalidArgumentError(f"--set takes NAME=VALUE, got {item!r}")
         out[name.strip()] = value.strip()
-    return out
+    return device_params(getattr(args, "device", None) or "default", out)
+
+
+def add_device_flags(p: argparse.ArgumentParser) -> None:
+    """``--device PRESET`` and ``--set NAME=VALUE`` (the simulated SSD's parameters)."""
+    from attune.io import DEVICE_PRESETS
+
+    p.add_argument(
+        "--device",
+        choices=tuple(DEVICE_PRESETS),
+        default="default",
+        help="simulated device preset (default); --set overrides its parameters",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="an SSD parameter (repeatable); see `attune io simulate --list-params`",
+    )
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -43,12 +63,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         choices=("msr", "cloudphysics", "attune-csv", "attune"),
         help="trace format (sniffed when omitted)",
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        metavar="NAME=VALUE",
-        help="an SSD parameter (repeatable); see `attune io simulate --list-params`",
-    )
+    add_device_flags(p)
     p.add_argument("--seed", type=int, default=0, help="simulation seed (0)")
     p.add_argument("--rerate", type=float, default=1.0, help="arrival-rate factor (1.0)")
     p.add_argument("--resize", type=float, default=1.0, help="I/O size factor (1.0)")

@@ -19,6 +19,7 @@ generated ones instead.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import shlex
@@ -34,6 +35,7 @@ _SHARED = Path(__file__).resolve().parents[4] / "shared" / "data" / "traces"
 
 
 def add_parser(verbs) -> None:
+    from attune._cli_io import add_device_flags
     from attune.cli import add_output_flags
 
     p = verbs.add_parser(
@@ -51,8 +53,24 @@ def add_parser(verbs) -> None:
     p.add_argument("--joints", default="", help="joint sizes to measure, e.g. 1,3,9")
     p.add_argument("--no-augment", action="store_true", help="no re-rating or resizing")
     p.add_argument("--epochs", type=int, default=20, help="training epochs (20)")
+    p.add_argument(
+        "--min-busy",
+        type=float,
+        default=0.0,
+        help="only windows whose halves, served alone, have this share of reads in busy periods",
+    )
+    p.add_argument(
+        "--rule-search",
+        action="store_true",
+        help="choose each window's labelling rule on its training half (grid search)",
+    )
+    p.add_argument(
+        "--device-model",
+        action="store_true",
+        help="one model per kind of device, trained on every window's training half",
+    )
     p.add_argument("--seed", type=int, default=1, help="window and simulation seed (1)")
-    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="an SSD parameter")
+    add_device_flags(p)
     add_output_flags(p, out="append the JSON rows to PATH")
     p.set_defaults(func=run)
 
@@ -91,8 +109,34 @@ def run(args) -> int:
         args.seed,
         replicas=args.replicas,
         augmentations=not args.no_augment,
+        min_busy=args.min_busy,
+        params=_params(args),
     )
     params = _params(args)
+    pipeline = hd.Pipeline(epochs=args.epochs, seed=args.seed)
+    rules: list = [None] * len(groups)
+    model = None
+    if args.rule_search or args.device_model:
+        rows_all, rules_all = [], []
+        with progress(args, total=len(groups), desc="training halves", unit="window") as bar:
+            for i, g in enumerate(groups):
+                tr = ev.train_rows(g, params, args.seed + i)
+                rs = [
+                    hd.choose_rule(r, seed=args.seed)[0] if args.rule_search else pipeline.rule
+                    for r in tr
+                ]
+                rules[i] = rs
+                rows_all += tr
+                rules_all += rs
+                bar.update(1)
+        if args.device_model:
+            model = ev.device_model(rows_all, rules_all, pipeline)
+    config = {
+        "device": args.device,
+        "min_busy": args.min_busy,
+        "rule_search": args.rule_search,
+        "device_model": args.device_model,
+    }
     command = (
         "attune bench heimdall " + shlex.join(sys.argv[3:])
         if len(sys.argv) > 3
@@ -107,9 +151,11 @@ def run(args) -> int:
                 g,
                 params=params,
                 seed=args.seed + i,
-                pipeline=hd.Pipeline(epochs=args.epochs, seed=args.seed),
+                pipeline=pipeline,
                 ladder=args.ladder,
                 joints=joints,
+                model=model,
+                rules=rules[i],
             )
             results.append(r)
             base = {
@@ -118,6 +164,7 @@ def run(args) -> int:
                 "replicas": args.replicas,
                 "traces": [w.trace for w in r.windows],
                 "augmentations": [w.augmentation for w in r.windows],
+                **config,
             }
             h = r.latency_us["heimdall"]
             for pol, s in r.latency_us.items():
@@ -141,6 +188,7 @@ def run(args) -> int:
                     "auc_linnos_period": r.auc_linnos_period,
                     "busy_fraction": r.busy_fraction,
                     "slow_fraction": r.slow_fraction,
+                    "rule": list(dataclasses.astuple(rules[i][0])) if rules[i] else None,
                 }
             )
             for stage, auc in r.ladder_auc.items():

@@ -16,9 +16,11 @@ from attune import _native
 from attune.io.trace import FORMATS, Trace, load_trace, parse_trace, synthetic_trace
 
 __all__ = [
+    "DEVICE_PRESETS",
     "FORMATS",
     "POLICIES",
     "Trace",
+    "device_params",
     "load_trace",
     "parse_trace",
     "replay",
@@ -26,6 +28,29 @@ __all__ = [
     "ssd_params",
     "synthetic_trace",
 ]
+
+#: Named simulated devices: SSD parameter overrides on top of the defaults (design note
+#: ``docs/ssd-sim.md``). ``default`` is the mid-range NVMe model whose busy periods occupy half of
+#: the chips (a read is slow only if it lands on one of them); ``device-gc`` is the same drive
+#: whose garbage collection stalls every chip at once (busy periods are device-wide, the premise
+#: of Heimdall's period labels).
+DEVICE_PRESETS: dict[str, dict[str, str]] = {
+    "default": {},
+    "device-gc": {"gc_chip_fraction": "1.0"},
+}
+
+
+def device_params(device: str = "default", overrides: dict | None = None) -> dict[str, str]:
+    """A preset's SSD parameter overrides with ``overrides`` on top (unknown preset:
+    :class:`attune.InvalidArgumentError`)."""
+    if device not in DEVICE_PRESETS:
+        from attune.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            f"unknown device preset {device!r}; valid: {', '.join(DEVICE_PRESETS)}"
+        )
+    return {**DEVICE_PRESETS[device], **(overrides or {})}
+
 
 #: Routing policies of :func:`route` (``model`` takes one weight file per replica).
 POLICIES = ("baseline", "random", "hedging", "c3", "model")

@@ -85,8 +85,16 @@ def random_windows(
     *,
     replicas: int = 2,
     augmentations: bool = True,
+    min_busy: float = 0.0,
+    params: dict | None = None,
 ) -> list[list[tuple]]:
-    """``pairs`` lists of ``replicas`` (trace, window, augmentation) drawn from ``pool``."""
+    """``pairs`` lists of ``replicas`` (trace, window, augmentation) drawn from ``pool``.
+
+    With ``min_busy`` > 0 a window qualifies only when, served alone by a simulated SSD
+    (``params``), at least that share of the reads of each half meet a garbage-collection busy
+    period: the windows have something to predict (the chapter's windows are chosen long enough
+    to show tail latencies). The check uses the simulator's ground truth, never a label or a
+    model; candidates that fail are redrawn (at most 200 draws per window)."""
     if not pool:
         raise InvalidArgumentError("no traces to draw windows from")
     if window_ios < 100:
@@ -97,23 +105,61 @@ def random_windows(
         group = []
         for _r in range(replicas):
             # Redraw (bounded) until both halves hold enough reads to train and to measure.
-            for _try in range(100):
+            for _try in range(200 if min_busy > 0 else 100):
                 t = pool[int(rng.integers(len(pool)))]
                 n = min(window_ios, len(t))
                 start = int(rng.integers(0, len(t) - n + 1))
                 reads = t.is_read[start : start + n]
-                if min(reads[: n // 2].sum(), reads[n // 2 :].sum()) >= MIN_READS:
+                aug = (
+                    AUGMENTATIONS[int(rng.integers(len(AUGMENTATIONS)))][0]
+                    if augmentations
+                    else "none"
+                )
+                if min(reads[: n // 2].sum(), reads[n // 2 :].sum()) < MIN_READS:
+                    continue
+                w = augment(t.slice(start, start + n), aug)
+                if min_busy <= 0 or busy_share(w, params) >= min_busy:
                     break
             else:
                 raise InvalidArgumentError(
                     f"no window of {window_ios} I/Os with {MIN_READS} reads in each half"
+                    + (f" and {min_busy:.0%} busy reads" if min_busy > 0 else "")
                 )
-            aug = (
-                AUGMENTATIONS[int(rng.integers(len(AUGMENTATIONS)))][0] if augmentations else "none"
-            )
-            group.append((augment(t.slice(start, start + n), aug), Window(t.name, start, aug)))
+            group.append((w, Window(t.name, start, aug)))
         out.append(group)
     return out
+
+
+def busy_share(w: Trace, params: dict | None = None) -> float:
+    """The smaller, over the two halves of ``w``, of the share of reads that meet a busy period
+    when the half is served alone (the halves are replayed as :func:`evaluate_pair` does)."""
+    h = len(w) // 2
+    shares = []
+    for i, part in enumerate((w.slice(0, h), w.slice(h, len(w)))):
+        r = replay(part, params, i)
+        busy = np.asarray(r["gc_pages"])[np.asarray(part.is_read, dtype=bool)] > 0
+        shares.append(float(busy.mean()) if len(busy) else 0.0)
+    return min(shares)
+
+
+def train_rows(group: list[tuple[Trace, Window]], params: dict | None, seed: int) -> list[dict]:
+    """Each replica's training half (the first half of its window) served alone: its read rows."""
+    out = []
+    for i, (t, _) in enumerate(group):
+        half = t.slice(0, len(t) // 2)
+        out.append(hd.read_rows(replay(half, params, seed + i), half))
+    return out
+
+
+def device_model(
+    rows: list[dict], rules: list[hd.LabelRule], pipeline: hd.Pipeline = hd.DEFAULT_PIPELINE
+) -> bytes:
+    """One model for a kind of device, trained on the training halves of many windows served by
+    it (each labelled by its own rule against its own medians), never on a held-out half."""
+    labels = np.concatenate(
+        [hd.label_periods(r["size"], r["latency_ns"], rule) for r, rule in zip(rows, rules)]
+    )
+    return hd.train(hd.concat_rows(rows), pipeline, labels=labels).to_bytes()
 
 
 def _latency_summary(lat_ns: np.ndarray) -> dict[str, float]:
@@ -137,9 +183,12 @@ def evaluate_pair(
     joints: tuple[int, ...] = (),
     policies: tuple[str, ...] = POLICIES,
     model: bytes | None = None,
+    rules: list[hd.LabelRule] | None = None,
 ) -> PairResult:
     """Trains per-device models on the first halves and compares the policies on the second.
-    ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead."""
+    ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead.
+    ``rules`` (one per replica, e.g. from :func:`attune.io.heimdall.choose_rule` on the training
+    half) replace ``pipeline.rule`` for labelling and training."""
     res = PairResult([w for _, w in group])
     train_halves, test_halves = [], []
     for t, _ in group:
@@ -155,7 +204,19 @@ def evaluate_pair(
                 f"window {i} has {len(rows['size'])} reads in its training half; need 20"
             )
         train_lat.append(rows["latency_ns"])
-        heimdall_models.append(model if model is not None else hd.train(rows, pipeline).to_bytes())
+        rule = rules[i] if rules else pipeline.rule
+        p_i = hd.Pipeline(
+            labelling=pipeline.labelling,
+            features=pipeline.features,
+            noise_filter=pipeline.noise_filter,
+            joint=pipeline.joint,
+            rule=rule,
+            epochs=pipeline.epochs,
+            seed=pipeline.seed,
+        )
+        if i == 0:
+            pipeline = p_i
+        heimdall_models.append(model if model is not None else hd.train(rows, p_i).to_bytes())
         if "linnos" in policies:
             linnos_models.append(hd.train_linnos(rows, seed=pipeline.seed).to_bytes())
         if i == 0:
