@@ -428,6 +428,14 @@ def io_ssd_params(params: dict[str, Any] | None = None) -> list[tuple[str, str]]
 def io_replay(
     columns: _TraceColumns, params: dict[str, Any] | None = None, seed: int = 0
 ) -> dict[str, Any]: ...
+def io_replay_direct(
+    columns: _TraceColumns,
+    path: str | PathLike[str],
+    file_bytes: int,
+    pace: bool = False,
+    speed: float = 1.0,
+    direct: bool = True,
+) -> dict[str, list[int]]: ...
 def io_route(
     traces: list[_TraceColumns],
     policy: str,

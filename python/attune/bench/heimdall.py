@@ -70,6 +70,18 @@ def add_parser(verbs) -> None:
         help="one model per kind of device, trained on every window's training half",
     )
     p.add_argument("--seed", type=int, default=1, help="window and simulation seed (1)")
+    p.add_argument(
+        "--drift",
+        action="store_true",
+        help="instead of windows: each whole trace cut into intervals, the model trained once "
+        "against retrained when its ROC-AUC falls below --drift-threshold (kind = drift rows)",
+    )
+    p.add_argument("--drift-interval", type=float, default=60.0, help="seconds (60)")
+    p.add_argument("--drift-threshold", type=float, default=0.8, help="ROC-AUC (0.8)")
+    p.add_argument("--drift-rerate", type=float, default=1.0, help="re-rate the whole traces (1.0)")
+    p.add_argument(
+        "--drift-resize", type=float, default=1.0, help="resize the whole traces' I/Os (1.0)"
+    )
     add_device_flags(p)
     add_output_flags(p, out="append the JSON rows to PATH")
     p.set_defaults(func=run)
@@ -101,6 +113,8 @@ def run(args) -> int:
     from attune.io import heimdall as hd
 
     pool = _pool(args)
+    if args.drift:
+        return _drift(args, pool)
     joints = tuple(int(j) for j in args.joints.split(",") if j.strip())
     groups = ev.random_windows(
         pool,
@@ -221,6 +235,83 @@ def run(args) -> int:
         f"  ROC-AUC period {s['auc_period_median']:.3f}, busy {s['auc_busy_median']:.3f}, "
         f"LinnOS {s['auc_linnos_period_median']:.3f}"
     )
+    return 0
+
+
+def _drift(args, pool) -> int:
+    import numpy as np
+
+    from attune._cli_io import _params
+    from attune.bench import machine
+    from attune.cli import progress
+    from attune.errors import InvalidArgumentError
+    from attune.io import evaluate as ev
+    from attune.io import heimdall as hd
+
+    command = "attune bench heimdall " + shlex.join(sys.argv[3:])
+    mach = machine()
+    rows = []
+    with progress(args, total=len(pool), desc="traces", unit="trace") as bar:
+        for t in pool:
+            t = t.rerate(args.drift_rerate).resize(args.drift_resize)
+            try:
+                r = ev.drift_run(
+                    t,
+                    params=_params(args),
+                    seed=args.seed,
+                    interval_s=args.drift_interval,
+                    threshold=args.drift_threshold,
+                    pipeline=hd.Pipeline(epochs=args.epochs, seed=args.seed),
+                )
+            except InvalidArgumentError as e:
+                print(f"skipped {t.name}: {e}", file=sys.stderr)
+                bar.update(1)
+                continue
+            for mode, aucs, retrains in (
+                ("off", r.auc_static, 0),
+                ("on", r.auc_retrain, len(r.retrained_at)),
+            ):
+                a = np.asarray(aucs, dtype=np.float64)
+                ok = a[~np.isnan(a)]
+                rows.append(
+                    {
+                        "bench": "heimdall",
+                        "kind": "drift",
+                        "trace": t.name,
+                        "device": args.device,
+                        "retraining": mode,
+                        "interval_s": args.drift_interval,
+                        "rerate": args.drift_rerate,
+                        "resize": args.drift_resize,
+                        "threshold": args.drift_threshold,
+                        "intervals": len(a),
+                        "scored": len(ok),
+                        "auc_mean": float(ok.mean()) if len(ok) else None,
+                        "auc_median": float(np.median(ok)) if len(ok) else None,
+                        "below_threshold": int((ok < args.drift_threshold).sum()),
+                        "retrains": retrains,
+                        "auc_per_interval": [None if np.isnan(x) else round(x, 4) for x in a],
+                    }
+                )
+            bar.update(1)
+    for row in rows:
+        row["command"] = command
+        row["machine"] = mach
+    lines = [json.dumps(_clean(r)) for r in rows]
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as f:
+            f.write("\n".join(lines) + "\n")
+    if args.json:
+        print("\n".join(lines))
+        return 0
+    for r in rows:
+        print(
+            f"  {r['trace'][:28]:28} retraining {r['retraining']:3}  mean AUC "
+            f"{r['auc_mean'] or float('nan'):.3f} over {r['scored']} intervals, "
+            f"{r['below_threshold']} below {r['threshold']}, {r['retrains']} retrains"
+        )
     return 0
 
 

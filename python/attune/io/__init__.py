@@ -24,6 +24,7 @@ __all__ = [
     "load_trace",
     "parse_trace",
     "replay",
+    "replay_direct",
     "route",
     "ssd_params",
     "synthetic_trace",
@@ -66,6 +67,22 @@ def replay(trace: Trace, params: dict | None = None, seed: int = 0) -> dict:
     """Serves ``trace`` on one simulated SSD. Returns ``latency_ns``, ``queue_len``, ``gc_pages``
     (per I/O), ``features`` (little-endian f32 bytes, 11 per I/O) and ``stats``."""
     return _native.io_replay(trace.columns(), params, seed)
+
+
+def replay_direct(
+    trace: Trace,
+    path: str,
+    file_bytes: int = 256 << 20,
+    *,
+    pace: bool = False,
+    speed: float = 1.0,
+    direct: bool = True,
+) -> dict:
+    """Replays ``trace`` against the real file ``path`` (created and filled when its size
+    differs) with ``O_DIRECT``, one I/O at a time. Returns ``issue_ns``, ``latency_ns`` and
+    ``bytes`` per I/O (``attune-io``'s ``direct`` module). A file system without ``O_DIRECT``
+    raises :class:`attune.StorageIOError`; ``direct=False`` goes through the page cache."""
+    return _native.io_replay_direct(trace.columns(), path, file_bytes, pace, speed, direct)
 
 
 def route(
