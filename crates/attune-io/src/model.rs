@@ -684,7 +684,7 @@ mod sse2 {
     }
 }
 
-/// The fixed-shape AVX2 kernel for Heimdall's network (`n ≤ 16 → 128 → 16 → 1`), chosen at load
+/// The fixed-shape AVX2 kernel for Heimdall's network (`n ≤ 20 → 128 → 16 → 1`), chosen at load
 /// when the CPU has AVX2 (`is_x86_feature_detected!`) and the weights take the 16-bit path. No
 /// heap, no zeroing of wide buffers: layer 1 is 16 × 256-bit accumulators fed by broadcast input
 /// pairs (`vpmaddwd`), layer 2 reads the 128 hidden activations as 64 pairs into 2 accumulators,
@@ -698,8 +698,8 @@ mod avx2 {
         _mm256_srai_epi32, _mm256_storeu_si256,
     };
 
-    /// Inputs the kernel takes (padded to 8 pairs).
-    pub const INPUTS_MAX: usize = 16;
+    /// Inputs the kernel takes (padded to 10 pairs): Heimdall's `10 + P` for every P ≤ 9.
+    pub const INPUTS_MAX: usize = 20;
     const H1: usize = 128;
     const H2: usize = 16;
 
@@ -725,7 +725,7 @@ mod avx2 {
     }
 
     impl Fixed {
-        /// The kernel for `dims` = `[n, 128, 16, 1]` (`n ≤ 16`) on a CPU with AVX2, else `None`.
+        /// The kernel for `dims` = `[n, 128, 16, 1]` (`n ≤ 20`) on a CPU with AVX2, else `None`.
         pub fn new(dims: &[usize], w16: &[Vec<i16>], biases: &[Vec<i64>]) -> Option<Self> {
             if dims.len() != 4
                 || dims[0] > INPUTS_MAX
@@ -774,7 +774,7 @@ mod avx2 {
             })
         }
 
-        /// The logit at scale 1024 for inputs already scaled (`x`, zero-padded to 16).
+        /// The logit at scale 1024 for inputs already scaled (`x`, zero-padded to 20).
         pub fn forward(&self, x: &[i16; INPUTS_MAX]) -> i64 {
             // SAFETY: `new` returns a kernel only when the CPU reports AVX2.
             unsafe { self.forward_avx2(x) }
@@ -1016,7 +1016,7 @@ pub(crate) mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_avx2_kernel_matches_the_scalar_16_bit_path() {
-        for (n, hot) in [(11, false), (11, true), (12, false), (16, true)] {
+        for (n, hot) in [(11, false), (11, true), (12, false), (16, true), (19, true)] {
             let f = heimdall_shaped(n, hot);
             let q = QuantizedMlp::new(&f).unwrap();
             let w16 = q.narrow.clone().expect("16-bit path");

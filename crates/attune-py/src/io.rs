@@ -218,14 +218,18 @@ fn io_route<'py>(
         "random" => Policy::Random,
         "hedging" => Policy::Hedging { timeout_ns },
         "c3" => Policy::C3,
-        "model" => Policy::Model {
+        "model" | "model-home" => Policy::Model {
             models: models_from(&models.unwrap_or_default())?,
+            home_when_all_decline: policy == "model-home",
         },
         other => {
             return Err(crate::errors::attune_error(
                 py,
                 "InvalidArgumentError",
-                format!("unknown policy {other:?}; valid: baseline, random, hedging, c3, model"),
+                format!(
+                    "unknown policy {other:?}; valid: baseline, random, hedging, c3, model, \
+                     model-home"
+                ),
             ))
         }
     };

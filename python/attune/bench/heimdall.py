@@ -50,6 +50,11 @@ def add_parser(verbs) -> None:
     p.add_argument("--window-ios", type=int, default=4000, help="I/Os per window (4000)")
     p.add_argument("--replicas", type=int, choices=(2, 3), default=2)
     p.add_argument("--ladder", action="store_true", help="also the accuracy ladder")
+    p.add_argument(
+        "--policies",
+        default="",
+        help="routing policies to run, comma-separated (default: all; heimdall always runs)",
+    )
     p.add_argument("--joints", default="", help="joint sizes to measure, e.g. 1,3,9")
     p.add_argument("--no-augment", action="store_true", help="no re-rating or resizing")
     p.add_argument("--epochs", type=int, default=20, help="training epochs (20)")
@@ -113,6 +118,17 @@ def run(args) -> int:
     from attune.io import heimdall as hd
 
     pool = _pool(args)
+    policies = tuple(ev.POLICIES)
+    if args.policies:
+        asked = [x.strip() for x in args.policies.split(",") if x.strip()]
+        bad = [x for x in asked if x not in ev.POLICIES]
+        if bad:
+            from attune.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"unknown policies {', '.join(bad)}; valid: {', '.join(ev.POLICIES)}"
+            )
+        policies = tuple(p for p in ev.POLICIES if p in asked or p == "heimdall")
     if args.drift:
         return _drift(args, pool)
     joints = tuple(int(j) for j in args.joints.split(",") if j.strip())
@@ -170,6 +186,7 @@ def run(args) -> int:
                 joints=joints,
                 model=model,
                 rules=rules[i],
+                policies=policies,
             )
             results.append(r)
             base = {
@@ -200,6 +217,7 @@ def run(args) -> int:
                     "auc_period": r.auc_period,
                     "auc_busy": r.auc_busy,
                     "auc_linnos_period": r.auc_linnos_period,
+                    "auc_truth_vs_labels": r.auc_truth_vs_labels,
                     "busy_fraction": r.busy_fraction,
                     "slow_fraction": r.slow_fraction,
                     "rule": list(dataclasses.astuple(rules[i][0])) if rules[i] else None,
@@ -228,7 +246,7 @@ def run(args) -> int:
         print(f"  {pol:10} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs")
     print(
         f"  heimdall vs best baseline (mean): "
-        f"{s['heimdall_mean_reduction_vs_best_baseline_median']:+.1%} reduction; "
+        f"{s.get('heimdall_mean_reduction_vs_best_baseline_median', float('nan')):+.1%} reduction; "
         f"p99 / hedging p99: {s.get('heimdall_p99_over_hedging_median', float('nan')):.2f}"
     )
     print(

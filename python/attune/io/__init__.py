@@ -53,8 +53,9 @@ def device_params(device: str = "default", overrides: dict | None = None) -> dic
     return {**DEVICE_PRESETS[device], **(overrides or {})}
 
 
-#: Routing policies of :func:`route` (``model`` takes one weight file per replica).
-POLICIES = ("baseline", "random", "hedging", "c3", "model")
+#: Routing policies of :func:`route` (``model`` and ``model-home`` take one weight file per
+#: replica; ``model-home`` keeps a read every replica declines on its own device).
+POLICIES = ("baseline", "random", "hedging", "c3", "model", "model-home")
 
 
 def ssd_params(params: dict | None = None) -> dict[str, str]:

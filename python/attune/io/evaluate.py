@@ -33,7 +33,10 @@ AUGMENTATIONS = (
 #: Reads each half of a window must hold.
 MIN_READS = 50
 #: Policies compared by :func:`evaluate_pair`.
-POLICIES = ("baseline", "random", "hedging", "c3", "linnos", "heimdall")
+POLICIES = ("baseline", "random", "hedging", "c3", "linnos", "heimdall", "heimdall-home")
+#: Heimdall's policies (the chapter's, and the variant where a read every replica declines stays
+#: home); the others are the baselines.
+HEIMDALL_POLICIES = ("heimdall", "heimdall-home")
 #: The accuracy ladder: (stage, labelling, features, noise filter).
 LADDER = (
     ("cutoff labels + min-max (LB+FC)", "cutoff", "basic", False),
@@ -58,6 +61,9 @@ class PairResult:
     auc_period: float = float("nan")
     auc_busy: float = float("nan")
     auc_linnos_period: float = float("nan")
+    #: The simulator's ground truth (read met a busy chip) as the score against the period labels:
+    #: how much of the labels a perfect busy-period detector would explain.
+    auc_truth_vs_labels: float = float("nan")
     ladder_auc: dict[str, float] = field(default_factory=dict)
     joint_auc: dict[int, float] = field(default_factory=dict)
     busy_fraction: float = 0.0
@@ -230,6 +236,7 @@ def evaluate_pair(
     period = hd.label_periods(rows["size"], rows["latency_ns"], pipeline.rule, reference=ref)
     res.slow_fraction = float(period.mean()) if len(period) else 0.0
     res.busy_fraction = float(rows["busy"].mean()) if len(period) else 0.0
+    res.auc_truth_vs_labels = hd.roc_auc(period, rows["busy"].astype(np.float64))
     x1 = rows["features"]
     if pipeline.joint == 1:
         s = hd.quantised_scores(heimdall_models[0], x1)
@@ -263,6 +270,8 @@ def evaluate_pair(
     for pol in policies:
         if pol == "heimdall":
             r = route(test_halves, "model", params, seed, models=heimdall_models)
+        elif pol == "heimdall-home":
+            r = route(test_halves, "model-home", params, seed, models=heimdall_models)
         elif pol == "linnos":
             r = route(test_halves, "model", params, seed, models=linnos_models)
         elif pol == "hedging":
@@ -287,8 +296,8 @@ def summarize(results: list[PairResult]) -> dict:
             k: float(np.median([r.latency_us[p][k] for r in results if r.latency_us.get(p)]))
             for k in ("mean", "p50", "p90", "p99", "p999")
         }
-    if "heimdall" in pols:
-        base = [p for p in pols if p != "heimdall"]
+    base = [p for p in pols if p not in HEIMDALL_POLICIES]
+    if "heimdall" in pols and base:
         red = []
         p99_vs_hedging = []
         for r in results:
@@ -301,7 +310,14 @@ def summarize(results: list[PairResult]) -> dict:
         out["heimdall_mean_reduction_vs_best_baseline_median"] = float(np.median(red))
         if p99_vs_hedging:
             out["heimdall_p99_over_hedging_median"] = float(np.median(p99_vs_hedging))
-    for k in ("auc_period", "auc_busy", "auc_linnos_period", "busy_fraction", "slow_fraction"):
+    for k in (
+        "auc_period",
+        "auc_busy",
+        "auc_linnos_period",
+        "auc_truth_vs_labels",
+        "busy_fraction",
+        "slow_fraction",
+    ):
         vals = [getattr(r, k) for r in results if not np.isnan(getattr(r, k))]
         out[k + "_median"] = float(np.median(vals)) if vals else float("nan")
     if results[0].ladder_auc:
