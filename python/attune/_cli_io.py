@@ -345,7 +345,13 @@ def register(sub) -> None:
         "on this machine's disk instead (O_DIRECT, one I/O at a time, offsets wrapped to the "
         "file and aligned to 4 KiB) and the latency is the measured one.",
     )
-    r.add_argument("trace", metavar="TRACE")
+    r.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (.gz ok)")
+    r.add_argument(
+        "--synthetic",
+        type=int,
+        default=10_000,
+        help="I/Os of the synthetic trace used without TRACE (10000)",
+    )
     _add_common(r)
     r.add_argument("--direct", metavar="FILE", help="replay against FILE with O_DIRECT")
     r.add_argument(
