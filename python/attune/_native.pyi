@@ -47,6 +47,7 @@ __all__ = [
     "io_prefetch_synth",
     "io_read_trace",
     "io_replay",
+    "io_replay_direct",
     "io_route",
     "io_ssd_params",
     "pipes_gen_records",
