@@ -141,7 +141,9 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let inputs: Vec<Vec<f32>> = (0..1024)
         .map(|_| (0..31).map(|_| (rng.next_f64() * 1000.0) as f32).collect())
         .collect();
-    let mut rows: Vec<(String, u32, (f64, f64), &str, &str)> = Vec::new();
+    // (case, joint size, (wall ns, cpu ns), weights, kernel)
+    type Measured<'a> = (String, u32, (f64, f64), &'a str, &'a str);
+    let mut rows: Vec<Measured> = Vec::new();
     for p in 1..=9u16 {
         let (m, w) = match &loaded {
             Some(m) if m.joint() == usize::from(p) => (m.clone(), "file"),

@@ -99,7 +99,7 @@ pub fn place(offset: u64, size: u32, file_bytes: u64) -> (u64, u64) {
 
 /// Replays `trace` on the file (see the module documentation).
 pub fn replay_direct(trace: &[BlockRecord], o: &DirectOptions) -> Result<Vec<DirectRow>> {
-    if o.file_bytes < (1 << 20) || o.file_bytes % ALIGN != 0 {
+    if o.file_bytes < (1 << 20) || !o.file_bytes.is_multiple_of(ALIGN) {
         return Err(invalid(
             "file_bytes",
             o.file_bytes,

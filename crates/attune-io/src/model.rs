@@ -838,9 +838,9 @@ mod avx2 {
             }
             // Output: 16-term dot product (the same i32 sum as the scalar path).
             let mut sum = 0i32;
-            for o in 0..H2 {
-                let h = (h2[o] + self.b2[o]).clamp(0, i32::from(i16::MAX));
-                sum = sum.wrapping_add(h * self.w3[o]);
+            for ((&a, &b), &w) in h2.iter().zip(&self.b2).zip(&self.w3) {
+                let h = (a + b).clamp(0, i32::from(i16::MAX));
+                sum = sum.wrapping_add(h * w);
             }
             i64::from(sum >> 10) + i64::from(self.b3)
         }

@@ -73,7 +73,10 @@ impl Policy {
             Policy::Model {
                 models,
                 home_when_all_decline,
-            } => match (models.first().map(QuantizedMlp::kind), home_when_all_decline) {
+            } => match (
+                models.first().map(QuantizedMlp::kind),
+                home_when_all_decline,
+            ) {
                 (Some(InputKind::LinnOs), _) => "linnos",
                 (_, true) => "heimdall-home",
                 _ => "heimdall",
