@@ -28,13 +28,33 @@ DESCRIPTION = __doc__
 
 
 def _params(args) -> dict:
+    from attune.io import device_params
+
     out = {}
     for item in args.set or []:
         name, sep, value = item.partition("=")
         if not sep:
             raise InvalidArgumentError(f"--set takes NAME=VALUE, got {item!r}")
         out[name.strip()] = value.strip()
-    return out
+    return device_params(getattr(args, "device", None) or "default", out)
+
+
+def add_device_flags(p: argparse.ArgumentParser) -> None:
+    """``--device PRESET`` and ``--set NAME=VALUE`` (the simulated SSD's parameters)."""
+    from attune.io import DEVICE_PRESETS
+
+    p.add_argument(
+        "--device",
+        choices=tuple(DEVICE_PRESETS),
+        default="default",
+        help="simulated device preset (default); --set overrides its parameters",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="an SSD parameter (repeatable); see `attune io simulate --list-params`",
+    )
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -43,12 +63,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         choices=("msr", "cloudphysics", "attune-csv", "attune"),
         help="trace format (sniffed when omitted)",
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        metavar="NAME=VALUE",
-        help="an SSD parameter (repeatable); see `attune io simulate --list-params`",
-    )
+    add_device_flags(p)
     p.add_argument("--seed", type=int, default=0, help="simulation seed (0)")
     p.add_argument("--rerate", type=float, default=1.0, help="arrival-rate factor (1.0)")
     p.add_argument("--resize", type=float, default=1.0, help="I/O size factor (1.0)")
@@ -133,7 +148,16 @@ def _replay(args) -> int:
     from attune.io import replay
 
     t = _trace(args, args.trace)
-    r = replay(t, _params(args), args.seed)
+    if args.direct:
+        from attune.io import replay_direct
+
+        if args.file_mb < 1:
+            raise InvalidArgumentError(f"--file-mb must be at least 1, got {args.file_mb}")
+        r = replay_direct(
+            t, args.direct, args.file_mb << 20, pace=args.pace, direct=not args.buffered
+        )
+    else:
+        r = replay(t, _params(args), args.seed)
     lat = r["latency_ns"]
     try:
         with open(args.out, "w") as f:
@@ -145,10 +169,29 @@ def _replay(args) -> int:
         from attune.errors import StorageIOError
 
         raise StorageIOError(f"cannot write {args.out}: {e.strerror or e}", args.out) from e
+    arr = np.asarray(lat, dtype=np.float64)
+    summary = {
+        "trace": t.name,
+        "ios": len(t),
+        "out": args.out,
+        "device": ("buffered " if args.buffered else "O_DIRECT ") + args.direct
+        if args.direct
+        else "simulated",
+        "reads": _summary(arr[t.is_read]),
+        "writes": _summary(arr[~t.is_read]),
+    }
     if args.json:
-        print(json.dumps({"trace": t.name, "ios": len(t), "out": args.out}))
+        print(json.dumps(summary))
     else:
-        print(f"{len(t)} I/Os with simulated latencies written to {args.out}")
+        kind = "measured" if args.direct else "simulated"
+        print(f"{len(t)} I/Os with {kind} latencies written to {args.out}")
+        for k in ("reads", "writes"):
+            v = summary[k]
+            if v:
+                print(
+                    f"  {k:6} {v['count']:7d}  mean {v['mean_us']:8.1f} µs  p50 "
+                    f"{v['p50_us']:8.1f}  p99 {v['p99_us']:9.1f}  max {v['max_us']:9.1f}"
+                )
     return 0
 
 
@@ -296,12 +339,28 @@ def register(sub) -> None:
 
     r = vs.add_parser(
         "replay",
-        help="write every I/O of TRACE with its simulated latency",
+        help="write every I/O of TRACE with its simulated (or, with --direct, real) latency",
         description="Serve TRACE on one simulated SSD and write each I/O with its "
-        "latency as an Attune block-trace CSV.",
+        "latency as an Attune block-trace CSV. With --direct FILE the trace runs against FILE "
+        "on this machine's disk instead (O_DIRECT, one I/O at a time, offsets wrapped to the "
+        "file and aligned to 4 KiB) and the latency is the measured one.",
     )
-    r.add_argument("trace", metavar="TRACE")
+    r.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (.gz ok)")
+    r.add_argument(
+        "--synthetic",
+        type=int,
+        default=10_000,
+        help="I/Os of the synthetic trace used without TRACE (10000)",
+    )
     _add_common(r)
+    r.add_argument("--direct", metavar="FILE", help="replay against FILE with O_DIRECT")
+    r.add_argument(
+        "--file-mb", type=int, default=256, help="size of FILE in MiB (256; filled first)"
+    )
+    r.add_argument("--pace", action="store_true", help="honour the trace's timestamps")
+    r.add_argument(
+        "--buffered", action="store_true", help="through the page cache instead of O_DIRECT"
+    )
     add_output_flags(r, out="CSV file to write", out_required=True)
     r.set_defaults(func=_replay)
 

@@ -48,6 +48,7 @@ __all__ = [
     "io_prefetch_synth",
     "io_read_trace",
     "io_replay",
+    "io_replay_direct",
     "io_route",
     "io_ssd_params",
     "pipes_gen_records",
@@ -460,6 +461,14 @@ def io_ssd_params(params: dict[str, Any] | None = None) -> list[tuple[str, str]]
 def io_replay(
     columns: _TraceColumns, params: dict[str, Any] | None = None, seed: int = 0
 ) -> dict[str, Any]: ...
+def io_replay_direct(
+    columns: _TraceColumns,
+    path: str | PathLike[str],
+    file_bytes: int,
+    pace: bool = False,
+    speed: float = 1.0,
+    direct: bool = True,
+) -> dict[str, list[int]]: ...
 def io_route(
     traces: list[_TraceColumns],
     policy: str,

@@ -121,6 +121,97 @@ def test_routing_policies_and_a_small_evaluation():
     assert "heimdall_mean_reduction_vs_best_baseline_median" in s
 
 
+def test_device_presets_and_busy_window_selection():
+    from attune.io import DEVICE_PRESETS, device_params
+
+    assert device_params("device-gc", {"channels": "4"}) == {
+        "gc_chip_fraction": "1.0",
+        "channels": "4",
+    }
+    assert set(DEVICE_PRESETS) >= {"default", "device-gc"}
+    with pytest.raises(attune.InvalidArgumentError, match="unknown device preset"):
+        device_params("floppy")
+    a = synthetic_trace(3000, write_fraction=0.7, iops=40_000, seed=1)
+    params = device_params("device-gc", PARAMS)
+    groups = ev.random_windows([a], 2, 1200, 5, replicas=2, min_busy=0.02, params=params)
+    for g in groups:
+        for w, _ in g:
+            assert ev.busy_share(w, params) >= 0.02
+    with pytest.raises(attune.InvalidArgumentError, match="busy reads"):
+        quiet = synthetic_trace(2000, write_fraction=0.1, iops=500, seed=3)
+        ev.random_windows([quiet], 1, 1000, 1, min_busy=0.5, params=params)
+
+
+def test_rule_search_and_device_model_use_training_rows_only():
+    a = synthetic_trace(3000, write_fraction=0.7, iops=40_000, seed=1)
+    params = {"gc_chip_fraction": "1.0", **PARAMS}
+    groups = ev.random_windows([a], 2, 1200, 5, replicas=2)
+    rows = ev.train_rows(groups[0], params, 0)
+    rule, auc = hd.choose_rule(rows[0], hd.RULE_GRID[:3], epochs=2)
+    assert rule in hd.RULE_GRID[:3] or rule == hd.LabelRule()
+    assert np.isnan(auc) or 0.0 <= auc <= 1.0
+    model = ev.device_model(rows, [rule, rule], hd.Pipeline(epochs=2))
+    res = ev.evaluate_pair(
+        groups[0],
+        params=params,
+        pipeline=hd.Pipeline(epochs=2),
+        model=model,
+        rules=[rule, rule],
+        policies=("baseline", "heimdall", "heimdall-home"),
+    )
+    assert set(res.latency_us) == {"baseline", "heimdall", "heimdall-home"}
+
+
+def test_drift_retrains_below_the_threshold():
+    a = synthetic_trace(6000, write_fraction=0.7, iops=40_000, seed=4)
+    params = {"gc_chip_fraction": "1.0", **PARAMS}
+    p = hd.Pipeline(epochs=2)
+    off = ev.drift_run(a, params=params, interval_s=0.02, threshold=0.01, pipeline=p)
+    assert off.retrained_at == [] and len(off.auc_static) >= 2
+    np.testing.assert_array_equal(off.auc_static, off.auc_retrain)
+    on = ev.drift_run(a, params=params, interval_s=0.02, threshold=0.99, min_slow=1, pipeline=p)
+    np.testing.assert_array_equal(on.auc_static, off.auc_static)
+    scored = [x for x in on.auc_retrain[:-1] if not np.isnan(x)]
+    assert len(on.retrained_at) >= 1 or not scored
+    with pytest.raises(attune.InvalidArgumentError, match="interval"):
+        ev.drift_run(a, params=params, interval_s=1e6)
+
+
+def test_direct_replay_against_a_real_file(tmp_path, capsys):
+    from attune import cli
+    from attune.io import replay_direct
+
+    t = synthetic_trace(200, write_fraction=0.3, iops=50_000, seed=2)
+    r = replay_direct(t, str(tmp_path / "dev"), 2 << 20, direct=False)
+    assert len(r["latency_ns"]) == 200 and all(b % 4096 == 0 for b in r["bytes"])
+    assert (tmp_path / "dev").stat().st_size == 2 << 20
+    with pytest.raises(attune.StorageIOError, match="no-such-dir"):
+        replay_direct(t, str(tmp_path / "no-such-dir" / "dev"), 2 << 20, direct=False)
+    with pytest.raises(attune.InvalidArgumentError, match="file_bytes"):
+        replay_direct(t, str(tmp_path / "dev"), 1000, direct=False)
+    trace = tmp_path / "t.trace"
+    trace.write_text("".join(f"{i}.0 0 {i * 8192} 4096 {i % 2}\n" for i in range(50)))
+    out = tmp_path / "lat.csv"
+    rc = cli.main(
+        [
+            "io",
+            "replay",
+            str(trace),
+            "--direct",
+            str(tmp_path / "dev2"),
+            "--file-mb",
+            "2",
+            "--buffered",
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
+    assert rc == 0
+    assert len(out.read_text().splitlines()) == 51
+    assert '"reads"' in capsys.readouterr().out
+
+
 @pytest.mark.skipif(not SAMPLES.exists(), reason="real trace samples not present")
 def test_real_samples_load():
     t = load_trace(SAMPLES / "msr-rw_20_80-105.trace")

@@ -88,6 +88,8 @@ struct Row<'a> {
     ns_per_item_wall: f64,
     decisions_per_sec: f64,
     weights: &'a str,
+    /// The inference path that ran (`avx2-fixed`, `sse2`, `i16`, `i64`; `-` for the simulator).
+    kernel: &'a str,
 }
 
 fn round2(x: f64) -> f64 {
@@ -139,7 +141,9 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let inputs: Vec<Vec<f32>> = (0..1024)
         .map(|_| (0..31).map(|_| (rng.next_f64() * 1000.0) as f32).collect())
         .collect();
-    let mut rows: Vec<(String, u32, (f64, f64), &str)> = Vec::new();
+    // (case, joint size, (wall ns, cpu ns), weights, kernel)
+    type Measured<'a> = (String, u32, (f64, f64), &'a str, &'a str);
+    let mut rows: Vec<Measured> = Vec::new();
     for p in 1..=9u16 {
         let (m, w) = match &loaded {
             Some(m) if m.joint() == usize::from(p) => (m.clone(), "file"),
@@ -156,7 +160,13 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             }
             slow
         });
-        rows.push((format!("inference/heimdall-p{p}"), u32::from(p), ns, w));
+        rows.push((
+            format!("inference/heimdall-p{p}"),
+            u32::from(p),
+            ns,
+            w,
+            m.kernel(),
+        ));
     }
     let f = random_model(InputKind::LinnOs, &[31, 256, 2], 1, 2);
     let m = QuantizedMlp::new(&f).map_err(|e| Fail::Usage(e.to_string()))?;
@@ -168,7 +178,13 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         }
         slow
     });
-    rows.push(("inference/linnos-per-page".into(), 1, ns, "random"));
+    rows.push((
+        "inference/linnos-per-page".into(),
+        1,
+        ns,
+        "random",
+        m.kernel(),
+    ));
     // TinFetch: a 10→128→16→1 suffix network; one decision = inputs from a stream history plus
     // the integer forward pass.
     let f = random_model(InputKind::TinFetch, &[10, 128, 16, 1], 1, 3);
@@ -186,7 +202,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         }
         acc
     });
-    rows.push(("inference/tinfetch".into(), 1, ns, "random"));
+    rows.push(("inference/tinfetch".into(), 1, ns, "random", m.kernel()));
     let sim_items = (items / 4).max(1);
     let ns = measure(sim_items, || {
         let p = SsdParams::default();
@@ -205,9 +221,9 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         }
         acc
     });
-    rows.push(("simulate/ssd-per-io".into(), 0, ns, "-"));
+    rows.push(("simulate/ssd-per-io".into(), 0, ns, "-", "-"));
 
-    for (case, joint, (wall, cpu), weights) in &rows {
+    for (case, joint, (wall, cpu), weights, kernel) in &rows {
         let per_sec = if *joint > 0 && *cpu > 0.0 {
             f64::from(*joint) * 1e9 / cpu
         } else {
@@ -228,6 +244,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             ns_per_item_wall: round2(*wall),
             decisions_per_sec: per_sec.round(),
             weights,
+            kernel,
         })?;
     }
     Ok(())

@@ -6,7 +6,8 @@
 //!   the ground truth for trace experiments and, later, for the device profiler.
 //! * [`trace`]: readers for the MSR-Cambridge cut format, the CloudPhysics CSV and Attune's own
 //!   block-trace formats, with re-rating and resizing.
-//! * [`replay`]: one trace on one simulated device, with Heimdall's features per I/O.
+//! * [`replay`]: one trace on one simulated device, with Heimdall's features per I/O;
+//!   [`direct`]: the same trace against a real file with `O_DIRECT` (per-I/O latency).
 //! * [`features`], [`model`]: the history an admission model sees, and checksummed weight files
 //!   with integer-quantised (×1024) inference, joint inference for P = 1..9.
 //! * [`profile`], [`stats`]: learning an SSD's stripe, chunk, flash page and hot locations from
@@ -32,6 +33,7 @@
 //! Thread-safety: every type is a single-owner value or immutable after construction.
 
 pub mod check;
+pub mod direct;
 pub mod error;
 pub mod features;
 pub mod model;

@@ -294,6 +294,9 @@ pub struct QuantizedMlp {
     /// The 16-bit weights in the SSE2 layout (x86-64 only), when `narrow` is set.
     #[cfg(target_arch = "x86_64")]
     packed: Option<sse2::Packed>,
+    /// The fixed-shape AVX2 kernel (x86-64 with AVX2, Heimdall's `n → 128 → 16 → 1` only).
+    #[cfg(target_arch = "x86_64")]
+    fixed: Option<avx2::Fixed>,
 }
 
 /// Largest activation of the 16-bit path (scale 1024: real values up to 32).
@@ -362,6 +365,10 @@ impl QuantizedMlp {
         let narrow = narrow_weights(&dims, &weights);
         Ok(Self {
             #[cfg(target_arch = "x86_64")]
+            fixed: narrow
+                .as_ref()
+                .and_then(|w| avx2::Fixed::new(&dims, w, &biases)),
+            #[cfg(target_arch = "x86_64")]
             packed: narrow
                 .as_ref()
                 .and_then(|w| sse2::Packed::new(&dims, w, &biases)),
@@ -402,6 +409,12 @@ impl QuantizedMlp {
     /// [`QuantizedMlp::inputs`]; extra values are ignored, missing ones read as 0).
     pub fn logit_q(&self, raw: &[f32]) -> i64 {
         const STACK: usize = 256;
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = &self.fixed {
+            let mut x = [0i16; avx2::INPUTS_MAX];
+            self.scale_inputs16(raw, &mut x);
+            return k.forward(&x);
+        }
         #[cfg(target_arch = "x86_64")]
         if let Some(p) = &self.packed {
             let mut x = [0i16; sse2::WIDTH_MAX];
@@ -499,6 +512,25 @@ impl QuantizedMlp {
             out[1] - out[0]
         } else {
             out[0]
+        }
+    }
+
+    /// Which inference path runs: `"avx2-fixed"` (AVX2, Heimdall's shape), `"sse2"`, `"i16"`
+    /// (portable 16-bit) or `"i64"` (weights too large for the 16-bit bound).
+    pub fn kernel(&self) -> &'static str {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if self.fixed.is_some() {
+                return "avx2-fixed";
+            }
+            if self.packed.is_some() {
+                return "sse2";
+            }
+        }
+        if self.narrow.is_some() {
+            "i16"
+        } else {
+            "i64"
         }
     }
 
@@ -652,6 +684,169 @@ mod sse2 {
     }
 }
 
+/// The fixed-shape AVX2 kernel for Heimdall's network (`n ≤ 20 → 128 → 16 → 1`), chosen at load
+/// when the CPU has AVX2 (`is_x86_feature_detected!`) and the weights take the 16-bit path. No
+/// heap, no zeroing of wide buffers: layer 1 is 16 × 256-bit accumulators fed by broadcast input
+/// pairs (`vpmaddwd`), layer 2 reads the 128 hidden activations as 64 pairs into 2 accumulators,
+/// the output is a 16-term scalar dot product. Same arithmetic as `forward16` (proven `i32` sums,
+/// arithmetic shift by 10, bias, saturation to `[0, 32767]`), so the decisions are identical.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::{
+        _mm256_add_epi32, _mm256_loadu_si256, _mm256_madd_epi16, _mm256_max_epi16,
+        _mm256_packs_epi32, _mm256_permute4x64_epi64, _mm256_set1_epi32, _mm256_setzero_si256,
+        _mm256_srai_epi32, _mm256_storeu_si256,
+    };
+
+    /// Inputs the kernel takes (padded to 10 pairs): Heimdall's `10 + P` for every P ≤ 9.
+    pub const INPUTS_MAX: usize = 20;
+    const H1: usize = 128;
+    const H2: usize = 16;
+
+    /// Weights in the kernel's layout.
+    #[derive(Clone, Debug)]
+    pub struct Fixed {
+        /// Input pairs used (`ceil(n / 2)`).
+        pairs: usize,
+        /// Layer 1: per input pair `k`, 16 blocks of 8 outputs, each lane `[w(o,2k), w(o,2k+1)]`.
+        w1: Box<[[i32; H1]; INPUTS_MAX / 2]>,
+        b1: [i32; H1],
+        /// Layer 2: per hidden pair `k` (64), 16 outputs' lanes `[w(o,2k), w(o,2k+1)]`.
+        w2: Box<[[i32; H2]; H1 / 2]>,
+        b2: [i32; H2],
+        w3: [i32; H2],
+        b3: i32,
+    }
+
+    fn lane(w: &[i16], n_i: usize, o: usize, i: usize) -> i32 {
+        let lo = if i < n_i { w[o * n_i + i] } else { 0 };
+        let hi = if i + 1 < n_i { w[o * n_i + i + 1] } else { 0 };
+        i32::from(lo as u16) | (i32::from(hi as u16) << 16)
+    }
+
+    impl Fixed {
+        /// The kernel for `dims` = `[n, 128, 16, 1]` (`n ≤ 20`) on a CPU with AVX2, else `None`.
+        pub fn new(dims: &[usize], w16: &[Vec<i16>], biases: &[Vec<i64>]) -> Option<Self> {
+            if dims.len() != 4
+                || dims[0] > INPUTS_MAX
+                || dims[1] != H1
+                || dims[2] != H2
+                || dims[3] != 1
+                || !std::arch::is_x86_feature_detected!("avx2")
+            {
+                return None;
+            }
+            let n = dims[0];
+            let mut w1 = Box::new([[0i32; H1]; INPUTS_MAX / 2]);
+            for (k, row) in w1.iter_mut().enumerate() {
+                for (o, v) in row.iter_mut().enumerate() {
+                    // Block order: the packs in layer 1 interleave 128-bit halves; the kernel
+                    // undoes that with a permute, so outputs keep their natural order.
+                    *v = lane(&w16[0], n, o, 2 * k);
+                }
+            }
+            let mut w2 = Box::new([[0i32; H2]; H1 / 2]);
+            for (k, row) in w2.iter_mut().enumerate() {
+                for (o, v) in row.iter_mut().enumerate() {
+                    *v = lane(&w16[1], H1, o, 2 * k);
+                }
+            }
+            let mut w3 = [0i32; H2];
+            for (o, v) in w3.iter_mut().enumerate() {
+                *v = i32::from(w16[2][o]);
+            }
+            let narrow = |b: &[i64]| -> Option<Vec<i32>> {
+                b.iter().map(|&x| i32::try_from(x).ok()).collect()
+            };
+            let mut b1 = [0i32; H1];
+            b1.copy_from_slice(&narrow(&biases[0])?);
+            let mut b2 = [0i32; H2];
+            b2.copy_from_slice(&narrow(&biases[1])?);
+            let b3 = i32::try_from(biases[2][0]).ok()?;
+            Some(Self {
+                pairs: n.div_ceil(2),
+                w1,
+                b1,
+                w2,
+                b2,
+                w3,
+                b3,
+            })
+        }
+
+        /// The logit at scale 1024 for inputs already scaled (`x`, zero-padded to 20).
+        pub fn forward(&self, x: &[i16; INPUTS_MAX]) -> i64 {
+            // SAFETY: `new` returns a kernel only when the CPU reports AVX2.
+            unsafe { self.forward_avx2(x) }
+        }
+
+        #[target_feature(enable = "avx2")]
+        unsafe fn forward_avx2(&self, x: &[i16; INPUTS_MAX]) -> i64 {
+            // Layer 1: 16 accumulators of 8 outputs.
+            let mut acc = [_mm256_setzero_si256(); H1 / 8];
+            for k in 0..self.pairs {
+                let pair = (x[2 * k] as u16 as u32) | ((x[2 * k + 1] as u16 as u32) << 16);
+                let vx = _mm256_set1_epi32(pair as i32);
+                let row = &self.w1[k];
+                for (blk, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: `row` has 128 i32 = 16 × 32 bytes; block `blk` < 16 is in bounds.
+                    let w = unsafe { _mm256_loadu_si256(row.as_ptr().add(blk * 8).cast()) };
+                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(w, vx));
+                }
+            }
+            // Shift, bias, saturate to i16 and clamp at 0; pairs of blocks pack into 16 i16.
+            let mut hidden = [0i32; H1 / 2];
+            let zero = _mm256_setzero_si256();
+            for j in 0..H1 / 16 {
+                // SAFETY: b1 has 128 lanes; blocks 2j and 2j+1 (< 16) are in bounds.
+                let (b_lo, b_hi) = unsafe {
+                    (
+                        _mm256_loadu_si256(self.b1.as_ptr().add(16 * j).cast()),
+                        _mm256_loadu_si256(self.b1.as_ptr().add(16 * j + 8).cast()),
+                    )
+                };
+                let lo = _mm256_add_epi32(_mm256_srai_epi32::<10>(acc[2 * j]), b_lo);
+                let hi = _mm256_add_epi32(_mm256_srai_epi32::<10>(acc[2 * j + 1]), b_hi);
+                // packs saturates to [-32768, 32767] per 128-bit half: [lo0-3 hi0-3 lo4-7 hi4-7];
+                // the permute restores [lo0-7 hi0-7].
+                let packed = _mm256_permute4x64_epi64::<0xD8>(_mm256_packs_epi32(lo, hi));
+                let relu = _mm256_max_epi16(packed, zero);
+                // SAFETY: `hidden` has 64 i32 = 8 × 32 bytes; j < 8.
+                unsafe { _mm256_storeu_si256(hidden.as_mut_ptr().add(8 * j).cast(), relu) };
+            }
+            // Layer 2: 64 hidden pairs into 2 accumulators of 8 outputs.
+            let mut a0 = _mm256_setzero_si256();
+            let mut a1 = _mm256_setzero_si256();
+            for (k, &pair) in hidden.iter().enumerate() {
+                let vx = _mm256_set1_epi32(pair);
+                let row = &self.w2[k];
+                // SAFETY: `row` has 16 i32 = 2 × 32 bytes.
+                let (w0, w1) = unsafe {
+                    (
+                        _mm256_loadu_si256(row.as_ptr().cast()),
+                        _mm256_loadu_si256(row.as_ptr().add(8).cast()),
+                    )
+                };
+                a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(w0, vx));
+                a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(w1, vx));
+            }
+            let mut h2 = [0i32; H2];
+            // SAFETY: `h2` has 16 i32 = 2 × 32 bytes.
+            unsafe {
+                _mm256_storeu_si256(h2.as_mut_ptr().cast(), _mm256_srai_epi32::<10>(a0));
+                _mm256_storeu_si256(h2.as_mut_ptr().add(8).cast(), _mm256_srai_epi32::<10>(a1));
+            }
+            // Output: 16-term dot product (the same i32 sum as the scalar path).
+            let mut sum = 0i32;
+            for ((&a, &b), &w) in h2.iter().zip(&self.b2).zip(&self.w3) {
+                let h = (a + b).clamp(0, i32::from(i16::MAX));
+                sum = sum.wrapping_add(h * w);
+            }
+            i64::from(sum >> 10) + i64::from(self.b3)
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
@@ -779,6 +974,73 @@ pub(crate) mod tests {
                 assert_eq!(q.logit_q(&raw), scalar, "model {:?} input {s}", f.dims);
             }
         }
+    }
+
+    /// A Heimdall-shaped `n → 128 → 16 → 1` model with deterministic weights; `hot` biases push
+    /// some hidden activations past the 16-bit saturation point.
+    fn heimdall_shaped(n: u32, hot: bool) -> MlpFile {
+        let dims = vec![n, 128, 16, 1];
+        let mut k = 7u32;
+        let mut next = move || {
+            k = k.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            ((k >> 16) % 2000) as f32 / 2500.0 - 0.4
+        };
+        let layers = dims
+            .windows(2)
+            .enumerate()
+            .map(|(l, w)| {
+                let weights = (0..w[0] * w[1]).map(|_| next()).collect();
+                let bias = (0..w[1])
+                    .map(|o| {
+                        if hot && l == 0 && o % 5 == 0 {
+                            40.0
+                        } else {
+                            next()
+                        }
+                    })
+                    .collect();
+                (weights, bias)
+            })
+            .collect();
+        MlpFile {
+            kind: InputKind::Heimdall,
+            joint: (n - 10) as u16,
+            dims,
+            scale_min: vec![0.0; n as usize],
+            scale_max: vec![100.0; n as usize],
+            layers,
+            threshold: 0.3,
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx2_kernel_matches_the_scalar_16_bit_path() {
+        for (n, hot) in [(11, false), (11, true), (12, false), (16, true), (19, true)] {
+            let f = heimdall_shaped(n, hot);
+            let q = QuantizedMlp::new(&f).unwrap();
+            let w16 = q.narrow.clone().expect("16-bit path");
+            if std::arch::is_x86_feature_detected!("avx2") {
+                assert_eq!(q.kernel(), "avx2-fixed");
+            } else {
+                assert_eq!(q.kernel(), "sse2");
+            }
+            let mut x = [0i16; sse2::WIDTH_MAX];
+            for s in 0..500u32 {
+                let raw: Vec<f32> = (0..n)
+                    .map(|i| ((s * 37 + i * 11) % 130) as f32 - 10.0)
+                    .collect();
+                let mut c = [0i16; 128];
+                let mut d = [0i16; 128];
+                let scalar = q.forward16(&w16, &raw, &mut c, &mut d);
+                assert_eq!(q.logit_q(&raw), scalar, "n {n} hot {hot} input {s}");
+                q.scale_inputs16(&raw, &mut x);
+                let sse = q.packed.as_ref().unwrap().forward(&x);
+                assert_eq!(sse, scalar, "sse2, n {n} input {s}");
+            }
+        }
+        // Other shapes never take the fixed kernel.
+        assert_ne!(QuantizedMlp::new(&tiny(1)).unwrap().kernel(), "avx2-fixed");
     }
 
     #[test]

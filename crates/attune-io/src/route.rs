@@ -12,7 +12,9 @@
 //!   length + 1) and `os` the reads outstanding from this client; the lowest score wins.
 //! * `Model`: one admission model per device (Heimdall or LinnOS). The own device's model decides;
 //!   a declined read goes to the next replica, whose model decides in turn; the last replica
-//!   always admits. LinnOS models decide per 4 KiB page (a read is declined if any page is
+//!   always admits (the chapter's rule). With `home_when_all_decline` the last replica's model
+//!   is asked too, and a read every replica declines stays on its own device: a busy replica is
+//!   not handed the reads of another busy one (a variant, off by default). LinnOS models decide per 4 KiB page (a read is declined if any page is
 //!   predicted slow), as LinnOS does.
 //!
 //! Models see only what a deployed one could: completions before the decision
@@ -55,6 +57,8 @@ pub enum Policy {
     Model {
         /// Models in device order (`models.len()` = replicas).
         models: Vec<QuantizedMlp>,
+        /// Ask every replica's model; a read all of them decline stays home (see above).
+        home_when_all_decline: bool,
     },
 }
 
@@ -66,8 +70,15 @@ impl Policy {
             Policy::Random => "random",
             Policy::Hedging { .. } => "hedging",
             Policy::C3 => "c3",
-            Policy::Model { models } => match models.first().map(QuantizedMlp::kind) {
-                Some(InputKind::LinnOs) => "linnos",
+            Policy::Model {
+                models,
+                home_when_all_decline,
+            } => match (
+                models.first().map(QuantizedMlp::kind),
+                home_when_all_decline,
+            ) {
+                (Some(InputKind::LinnOs), _) => "linnos",
+                (_, true) => "heimdall-home",
                 _ => "heimdall",
             },
         }
@@ -135,7 +146,7 @@ pub fn simulate(
     if !(2..=REPLICAS_MAX).contains(&n) {
         return Err(invalid("replicas", n, "must be 2 or 3"));
     }
-    if let Policy::Model { models } = policy {
+    if let Policy::Model { models, .. } = policy {
         if models.len() != n {
             return Err(invalid(
                 "models",
@@ -226,9 +237,17 @@ pub fn simulate(
                 }
                 best.1
             }
-            Policy::Model { models } => {
-                let mut chosen = (h + n - 1) % n;
-                for k in 0..n - 1 {
+            Policy::Model {
+                models,
+                home_when_all_decline,
+            } => {
+                let mut chosen = if *home_when_all_decline {
+                    h
+                } else {
+                    (h + n - 1) % n
+                };
+                let asked = if *home_when_all_decline { n } else { n - 1 };
+                for k in 0..asked {
                     let d = (h + k) % n;
                     let dev = &mut devs[d];
                     dev.tracker.observe(t.max(dev.ssd.now_ns()));
@@ -332,7 +351,12 @@ mod tests {
             },
             Policy::C3,
             Policy::Model {
+                models: vec![q.clone(), q.clone()],
+                home_when_all_decline: false,
+            },
+            Policy::Model {
                 models: vec![q.clone(), q],
+                home_when_all_decline: true,
             },
         ];
         for p in &policies {
@@ -375,11 +399,16 @@ mod tests {
         assert!(e.to_string().contains("`replicas`"));
         let two = vec![trace(false, 1), trace(false, 2)];
         let q = QuantizedMlp::new(&tiny(1)).unwrap();
-        let e = simulate(&two, &params(), &Policy::Model { models: vec![q] }, 1).unwrap_err();
+        let one_model = Policy::Model {
+            models: vec![q],
+            home_when_all_decline: false,
+        };
+        let e = simulate(&two, &params(), &one_model, 1).unwrap_err();
         assert!(e.to_string().contains("`models`"));
         let q3 = QuantizedMlp::new(&tiny(3)).unwrap();
         let p = Policy::Model {
             models: vec![q3.clone(), q3],
+            home_when_all_decline: false,
         };
         assert!(simulate(&two, &params(), &p, 1).is_err());
     }

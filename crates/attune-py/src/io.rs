@@ -133,6 +133,43 @@ fn io_replay<'py>(
     Ok(d)
 }
 
+/// Replays a trace against a real file (O_DIRECT unless `direct` is false); per-I/O issue time,
+/// latency and bytes.
+#[pyfunction]
+#[pyo3(signature = (columns, path, file_bytes, pace=false, speed=1.0, direct=true))]
+fn io_replay_direct<'py>(
+    py: Python<'py>,
+    columns: Columns,
+    path: std::path::PathBuf,
+    file_bytes: u64,
+    pace: bool,
+    speed: f64,
+    direct: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let recs = to_records(py, columns)?;
+    let o = attune_io::direct::DirectOptions {
+        path,
+        file_bytes,
+        pace,
+        speed,
+        direct,
+    };
+    let rows = py
+        .allow_threads(|| attune_io::direct::replay_direct(&recs, &o))
+        .map_err(io_error)?;
+    let d = PyDict::new(py);
+    d.set_item(
+        "issue_ns",
+        rows.iter().map(|r| r.issue_ns).collect::<Vec<_>>(),
+    )?;
+    d.set_item(
+        "latency_ns",
+        rows.iter().map(|r| r.latency_ns).collect::<Vec<_>>(),
+    )?;
+    d.set_item("bytes", rows.iter().map(|r| r.bytes).collect::<Vec<_>>())?;
+    Ok(d)
+}
+
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -181,14 +218,18 @@ fn io_route<'py>(
         "random" => Policy::Random,
         "hedging" => Policy::Hedging { timeout_ns },
         "c3" => Policy::C3,
-        "model" => Policy::Model {
+        "model" | "model-home" => Policy::Model {
             models: models_from(&models.unwrap_or_default())?,
+            home_when_all_decline: policy == "model-home",
         },
         other => {
             return Err(crate::errors::attune_error(
                 py,
                 "InvalidArgumentError",
-                format!("unknown policy {other:?}; valid: baseline, random, hedging, c3, model"),
+                format!(
+                    "unknown policy {other:?}; valid: baseline, random, hedging, c3, model, \
+                     model-home"
+                ),
             ))
         }
     };
@@ -259,6 +300,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io_read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(io_ssd_params, m)?)?;
     m.add_function(wrap_pyfunction!(io_replay, m)?)?;
+    m.add_function(wrap_pyfunction!(io_replay_direct, m)?)?;
     m.add_function(wrap_pyfunction!(io_route, m)?)?;
     m.add_function(wrap_pyfunction!(io_model_info, m)?)?;
     m.add_function(wrap_pyfunction!(io_model_scores, m)?)?;

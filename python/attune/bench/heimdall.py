@@ -19,6 +19,7 @@ generated ones instead.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import shlex
@@ -34,6 +35,7 @@ _SHARED = Path(__file__).resolve().parents[4] / "shared" / "data" / "traces"
 
 
 def add_parser(verbs) -> None:
+    from attune._cli_io import add_device_flags
     from attune.cli import add_output_flags
 
     p = verbs.add_parser(
@@ -48,11 +50,44 @@ def add_parser(verbs) -> None:
     p.add_argument("--window-ios", type=int, default=4000, help="I/Os per window (4000)")
     p.add_argument("--replicas", type=int, choices=(2, 3), default=2)
     p.add_argument("--ladder", action="store_true", help="also the accuracy ladder")
+    p.add_argument(
+        "--policies",
+        default="",
+        help="routing policies to run, comma-separated (default: all; heimdall always runs)",
+    )
     p.add_argument("--joints", default="", help="joint sizes to measure, e.g. 1,3,9")
     p.add_argument("--no-augment", action="store_true", help="no re-rating or resizing")
     p.add_argument("--epochs", type=int, default=20, help="training epochs (20)")
+    p.add_argument(
+        "--min-busy",
+        type=float,
+        default=0.0,
+        help="only windows whose halves, served alone, have this share of reads in busy periods",
+    )
+    p.add_argument(
+        "--rule-search",
+        action="store_true",
+        help="choose each window's labelling rule on its training half (grid search)",
+    )
+    p.add_argument(
+        "--device-model",
+        action="store_true",
+        help="one model per kind of device, trained on every window's training half",
+    )
     p.add_argument("--seed", type=int, default=1, help="window and simulation seed (1)")
-    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="an SSD parameter")
+    p.add_argument(
+        "--drift",
+        action="store_true",
+        help="instead of windows: each whole trace cut into intervals, the model trained once "
+        "against retrained when its ROC-AUC falls below --drift-threshold (kind = drift rows)",
+    )
+    p.add_argument("--drift-interval", type=float, default=60.0, help="seconds (60)")
+    p.add_argument("--drift-threshold", type=float, default=0.8, help="ROC-AUC (0.8)")
+    p.add_argument("--drift-rerate", type=float, default=1.0, help="re-rate the whole traces (1.0)")
+    p.add_argument(
+        "--drift-resize", type=float, default=1.0, help="resize the whole traces' I/Os (1.0)"
+    )
+    add_device_flags(p)
     add_output_flags(p, out="append the JSON rows to PATH")
     p.set_defaults(func=run)
 
@@ -83,6 +118,19 @@ def run(args) -> int:
     from attune.io import heimdall as hd
 
     pool = _pool(args)
+    policies = tuple(ev.POLICIES)
+    if args.policies:
+        asked = [x.strip() for x in args.policies.split(",") if x.strip()]
+        bad = [x for x in asked if x not in ev.POLICIES]
+        if bad:
+            from attune.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"unknown policies {', '.join(bad)}; valid: {', '.join(ev.POLICIES)}"
+            )
+        policies = tuple(p for p in ev.POLICIES if p in asked or p == "heimdall")
+    if args.drift:
+        return _drift(args, pool)
     joints = tuple(int(j) for j in args.joints.split(",") if j.strip())
     groups = ev.random_windows(
         pool,
@@ -91,8 +139,34 @@ def run(args) -> int:
         args.seed,
         replicas=args.replicas,
         augmentations=not args.no_augment,
+        min_busy=args.min_busy,
+        params=_params(args),
     )
     params = _params(args)
+    pipeline = hd.Pipeline(epochs=args.epochs, seed=args.seed)
+    rules: list = [None] * len(groups)
+    model = None
+    if args.rule_search or args.device_model:
+        rows_all, rules_all = [], []
+        with progress(args, total=len(groups), desc="training halves", unit="window") as bar:
+            for i, g in enumerate(groups):
+                tr = ev.train_rows(g, params, args.seed + i)
+                rs = [
+                    hd.choose_rule(r, seed=args.seed)[0] if args.rule_search else pipeline.rule
+                    for r in tr
+                ]
+                rules[i] = rs
+                rows_all += tr
+                rules_all += rs
+                bar.update(1)
+        if args.device_model:
+            model = ev.device_model(rows_all, rules_all, pipeline)
+    config = {
+        "device": args.device,
+        "min_busy": args.min_busy,
+        "rule_search": args.rule_search,
+        "device_model": args.device_model,
+    }
     command = (
         "attune bench heimdall " + shlex.join(sys.argv[3:])
         if len(sys.argv) > 3
@@ -107,9 +181,12 @@ def run(args) -> int:
                 g,
                 params=params,
                 seed=args.seed + i,
-                pipeline=hd.Pipeline(epochs=args.epochs, seed=args.seed),
+                pipeline=pipeline,
                 ladder=args.ladder,
                 joints=joints,
+                model=model,
+                rules=rules[i],
+                policies=policies,
             )
             results.append(r)
             base = {
@@ -118,6 +195,7 @@ def run(args) -> int:
                 "replicas": args.replicas,
                 "traces": [w.trace for w in r.windows],
                 "augmentations": [w.augmentation for w in r.windows],
+                **config,
             }
             h = r.latency_us["heimdall"]
             for pol, s in r.latency_us.items():
@@ -139,8 +217,10 @@ def run(args) -> int:
                     "auc_period": r.auc_period,
                     "auc_busy": r.auc_busy,
                     "auc_linnos_period": r.auc_linnos_period,
+                    "auc_truth_vs_labels": r.auc_truth_vs_labels,
                     "busy_fraction": r.busy_fraction,
                     "slow_fraction": r.slow_fraction,
+                    "rule": list(dataclasses.astuple(rules[i][0])) if rules[i] else None,
                 }
             )
             for stage, auc in r.ladder_auc.items():
@@ -166,13 +246,90 @@ def run(args) -> int:
         print(f"  {pol:10} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs")
     print(
         f"  heimdall vs best baseline (mean): "
-        f"{s['heimdall_mean_reduction_vs_best_baseline_median']:+.1%} reduction; "
+        f"{s.get('heimdall_mean_reduction_vs_best_baseline_median', float('nan')):+.1%} reduction; "
         f"p99 / hedging p99: {s.get('heimdall_p99_over_hedging_median', float('nan')):.2f}"
     )
     print(
         f"  ROC-AUC period {s['auc_period_median']:.3f}, busy {s['auc_busy_median']:.3f}, "
         f"LinnOS {s['auc_linnos_period_median']:.3f}"
     )
+    return 0
+
+
+def _drift(args, pool) -> int:
+    import numpy as np
+
+    from attune._cli_io import _params
+    from attune.bench import machine
+    from attune.cli import progress
+    from attune.errors import InvalidArgumentError
+    from attune.io import evaluate as ev
+    from attune.io import heimdall as hd
+
+    command = "attune bench heimdall " + shlex.join(sys.argv[3:])
+    mach = machine()
+    rows = []
+    with progress(args, total=len(pool), desc="traces", unit="trace") as bar:
+        for t in pool:
+            t = t.rerate(args.drift_rerate).resize(args.drift_resize)
+            try:
+                r = ev.drift_run(
+                    t,
+                    params=_params(args),
+                    seed=args.seed,
+                    interval_s=args.drift_interval,
+                    threshold=args.drift_threshold,
+                    pipeline=hd.Pipeline(epochs=args.epochs, seed=args.seed),
+                )
+            except InvalidArgumentError as e:
+                print(f"skipped {t.name}: {e}", file=sys.stderr)
+                bar.update(1)
+                continue
+            for mode, aucs, retrains in (
+                ("off", r.auc_static, 0),
+                ("on", r.auc_retrain, len(r.retrained_at)),
+            ):
+                a = np.asarray(aucs, dtype=np.float64)
+                ok = a[~np.isnan(a)]
+                rows.append(
+                    {
+                        "bench": "heimdall",
+                        "kind": "drift",
+                        "trace": t.name,
+                        "device": args.device,
+                        "retraining": mode,
+                        "interval_s": args.drift_interval,
+                        "rerate": args.drift_rerate,
+                        "resize": args.drift_resize,
+                        "threshold": args.drift_threshold,
+                        "intervals": len(a),
+                        "scored": len(ok),
+                        "auc_mean": float(ok.mean()) if len(ok) else None,
+                        "auc_median": float(np.median(ok)) if len(ok) else None,
+                        "below_threshold": int((ok < args.drift_threshold).sum()),
+                        "retrains": retrains,
+                        "auc_per_interval": [None if np.isnan(x) else round(x, 4) for x in a],
+                    }
+                )
+            bar.update(1)
+    for row in rows:
+        row["command"] = command
+        row["machine"] = mach
+    lines = [json.dumps(_clean(r)) for r in rows]
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as f:
+            f.write("\n".join(lines) + "\n")
+    if args.json:
+        print("\n".join(lines))
+        return 0
+    for r in rows:
+        print(
+            f"  {r['trace'][:28]:28} retraining {r['retraining']:3}  mean AUC "
+            f"{r['auc_mean'] or float('nan'):.3f} over {r['scored']} intervals, "
+            f"{r['below_threshold']} below {r['threshold']}, {r['retrains']} retrains"
+        )
     return 0
 
 

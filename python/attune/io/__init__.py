@@ -16,19 +16,46 @@ from attune import _native
 from attune.io.trace import FORMATS, Trace, load_trace, parse_trace, synthetic_trace
 
 __all__ = [
+    "DEVICE_PRESETS",
     "FORMATS",
     "POLICIES",
     "Trace",
+    "device_params",
     "load_trace",
     "parse_trace",
     "replay",
+    "replay_direct",
     "route",
     "ssd_params",
     "synthetic_trace",
 ]
 
-#: Routing policies of :func:`route` (``model`` takes one weight file per replica).
-POLICIES = ("baseline", "random", "hedging", "c3", "model")
+#: Named simulated devices: SSD parameter overrides on top of the defaults (design note
+#: ``docs/ssd-sim.md``). ``default`` is the mid-range NVMe model whose busy periods occupy half of
+#: the chips (a read is slow only if it lands on one of them); ``device-gc`` is the same drive
+#: whose garbage collection stalls every chip at once (busy periods are device-wide, the premise
+#: of Heimdall's period labels).
+DEVICE_PRESETS: dict[str, dict[str, str]] = {
+    "default": {},
+    "device-gc": {"gc_chip_fraction": "1.0"},
+}
+
+
+def device_params(device: str = "default", overrides: dict | None = None) -> dict[str, str]:
+    """A preset's SSD parameter overrides with ``overrides`` on top (unknown preset:
+    :class:`attune.InvalidArgumentError`)."""
+    if device not in DEVICE_PRESETS:
+        from attune.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            f"unknown device preset {device!r}; valid: {', '.join(DEVICE_PRESETS)}"
+        )
+    return {**DEVICE_PRESETS[device], **(overrides or {})}
+
+
+#: Routing policies of :func:`route` (``model`` and ``model-home`` take one weight file per
+#: replica; ``model-home`` keeps a read every replica declines on its own device).
+POLICIES = ("baseline", "random", "hedging", "c3", "model", "model-home")
 
 
 def ssd_params(params: dict | None = None) -> dict[str, str]:
@@ -41,6 +68,22 @@ def replay(trace: Trace, params: dict | None = None, seed: int = 0) -> dict:
     """Serves ``trace`` on one simulated SSD. Returns ``latency_ns``, ``queue_len``, ``gc_pages``
     (per I/O), ``features`` (little-endian f32 bytes, 11 per I/O) and ``stats``."""
     return _native.io_replay(trace.columns(), params, seed)
+
+
+def replay_direct(
+    trace: Trace,
+    path: str,
+    file_bytes: int = 256 << 20,
+    *,
+    pace: bool = False,
+    speed: float = 1.0,
+    direct: bool = True,
+) -> dict:
+    """Replays ``trace`` against the real file ``path`` (created and filled when its size
+    differs) with ``O_DIRECT``, one I/O at a time. Returns ``issue_ns``, ``latency_ns`` and
+    ``bytes`` per I/O (``attune-io``'s ``direct`` module). A file system without ``O_DIRECT``
+    raises :class:`attune.StorageIOError`; ``direct=False`` goes through the page cache."""
+    return _native.io_replay_direct(trace.columns(), path, file_bytes, pace, speed, direct)
 
 
 def route(

@@ -33,7 +33,10 @@ AUGMENTATIONS = (
 #: Reads each half of a window must hold.
 MIN_READS = 50
 #: Policies compared by :func:`evaluate_pair`.
-POLICIES = ("baseline", "random", "hedging", "c3", "linnos", "heimdall")
+POLICIES = ("baseline", "random", "hedging", "c3", "linnos", "heimdall", "heimdall-home")
+#: Heimdall's policies (the chapter's, and the variant where a read every replica declines stays
+#: home); the others are the baselines.
+HEIMDALL_POLICIES = ("heimdall", "heimdall-home")
 #: The accuracy ladder: (stage, labelling, features, noise filter).
 LADDER = (
     ("cutoff labels + min-max (LB+FC)", "cutoff", "basic", False),
@@ -58,6 +61,9 @@ class PairResult:
     auc_period: float = float("nan")
     auc_busy: float = float("nan")
     auc_linnos_period: float = float("nan")
+    #: The simulator's ground truth (read met a busy chip) as the score against the period labels:
+    #: how much of the labels a perfect busy-period detector would explain.
+    auc_truth_vs_labels: float = float("nan")
     ladder_auc: dict[str, float] = field(default_factory=dict)
     joint_auc: dict[int, float] = field(default_factory=dict)
     busy_fraction: float = 0.0
@@ -85,8 +91,16 @@ def random_windows(
     *,
     replicas: int = 2,
     augmentations: bool = True,
+    min_busy: float = 0.0,
+    params: dict | None = None,
 ) -> list[list[tuple]]:
-    """``pairs`` lists of ``replicas`` (trace, window, augmentation) drawn from ``pool``."""
+    """``pairs`` lists of ``replicas`` (trace, window, augmentation) drawn from ``pool``.
+
+    With ``min_busy`` > 0 a window qualifies only when, served alone by a simulated SSD
+    (``params``), at least that share of the reads of each half meet a garbage-collection busy
+    period: the windows have something to predict (the chapter's windows are chosen long enough
+    to show tail latencies). The check uses the simulator's ground truth, never a label or a
+    model; candidates that fail are redrawn (at most 200 draws per window)."""
     if not pool:
         raise InvalidArgumentError("no traces to draw windows from")
     if window_ios < 100:
@@ -97,23 +111,61 @@ def random_windows(
         group = []
         for _r in range(replicas):
             # Redraw (bounded) until both halves hold enough reads to train and to measure.
-            for _try in range(100):
+            for _try in range(200 if min_busy > 0 else 100):
                 t = pool[int(rng.integers(len(pool)))]
                 n = min(window_ios, len(t))
                 start = int(rng.integers(0, len(t) - n + 1))
                 reads = t.is_read[start : start + n]
-                if min(reads[: n // 2].sum(), reads[n // 2 :].sum()) >= MIN_READS:
+                aug = (
+                    AUGMENTATIONS[int(rng.integers(len(AUGMENTATIONS)))][0]
+                    if augmentations
+                    else "none"
+                )
+                if min(reads[: n // 2].sum(), reads[n // 2 :].sum()) < MIN_READS:
+                    continue
+                w = augment(t.slice(start, start + n), aug)
+                if min_busy <= 0 or busy_share(w, params) >= min_busy:
                     break
             else:
                 raise InvalidArgumentError(
                     f"no window of {window_ios} I/Os with {MIN_READS} reads in each half"
+                    + (f" and {min_busy:.0%} busy reads" if min_busy > 0 else "")
                 )
-            aug = (
-                AUGMENTATIONS[int(rng.integers(len(AUGMENTATIONS)))][0] if augmentations else "none"
-            )
-            group.append((augment(t.slice(start, start + n), aug), Window(t.name, start, aug)))
+            group.append((w, Window(t.name, start, aug)))
         out.append(group)
     return out
+
+
+def busy_share(w: Trace, params: dict | None = None) -> float:
+    """The smaller, over the two halves of ``w``, of the share of reads that meet a busy period
+    when the half is served alone (the halves are replayed as :func:`evaluate_pair` does)."""
+    h = len(w) // 2
+    shares = []
+    for i, part in enumerate((w.slice(0, h), w.slice(h, len(w)))):
+        r = replay(part, params, i)
+        busy = np.asarray(r["gc_pages"])[np.asarray(part.is_read, dtype=bool)] > 0
+        shares.append(float(busy.mean()) if len(busy) else 0.0)
+    return min(shares)
+
+
+def train_rows(group: list[tuple[Trace, Window]], params: dict | None, seed: int) -> list[dict]:
+    """Each replica's training half (the first half of its window) served alone: its read rows."""
+    out = []
+    for i, (t, _) in enumerate(group):
+        half = t.slice(0, len(t) // 2)
+        out.append(hd.read_rows(replay(half, params, seed + i), half))
+    return out
+
+
+def device_model(
+    rows: list[dict], rules: list[hd.LabelRule], pipeline: hd.Pipeline = hd.DEFAULT_PIPELINE
+) -> bytes:
+    """One model for a kind of device, trained on the training halves of many windows served by
+    it (each labelled by its own rule against its own medians), never on a held-out half."""
+    labels = np.concatenate(
+        [hd.label_periods(r["size"], r["latency_ns"], rule) for r, rule in zip(rows, rules)]
+    )
+    return hd.train(hd.concat_rows(rows), pipeline, labels=labels).to_bytes()
 
 
 def _latency_summary(lat_ns: np.ndarray) -> dict[str, float]:
@@ -137,9 +189,12 @@ def evaluate_pair(
     joints: tuple[int, ...] = (),
     policies: tuple[str, ...] = POLICIES,
     model: bytes | None = None,
+    rules: list[hd.LabelRule] | None = None,
 ) -> PairResult:
     """Trains per-device models on the first halves and compares the policies on the second.
-    ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead."""
+    ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead.
+    ``rules`` (one per replica, e.g. from :func:`attune.io.heimdall.choose_rule` on the training
+    half) replace ``pipeline.rule`` for labelling and training."""
     res = PairResult([w for _, w in group])
     train_halves, test_halves = [], []
     for t, _ in group:
@@ -155,7 +210,19 @@ def evaluate_pair(
                 f"window {i} has {len(rows['size'])} reads in its training half; need 20"
             )
         train_lat.append(rows["latency_ns"])
-        heimdall_models.append(model if model is not None else hd.train(rows, pipeline).to_bytes())
+        rule = rules[i] if rules else pipeline.rule
+        p_i = hd.Pipeline(
+            labelling=pipeline.labelling,
+            features=pipeline.features,
+            noise_filter=pipeline.noise_filter,
+            joint=pipeline.joint,
+            rule=rule,
+            epochs=pipeline.epochs,
+            seed=pipeline.seed,
+        )
+        if i == 0:
+            pipeline = p_i
+        heimdall_models.append(model if model is not None else hd.train(rows, p_i).to_bytes())
         if "linnos" in policies:
             linnos_models.append(hd.train_linnos(rows, seed=pipeline.seed).to_bytes())
         if i == 0:
@@ -169,6 +236,7 @@ def evaluate_pair(
     period = hd.label_periods(rows["size"], rows["latency_ns"], pipeline.rule, reference=ref)
     res.slow_fraction = float(period.mean()) if len(period) else 0.0
     res.busy_fraction = float(rows["busy"].mean()) if len(period) else 0.0
+    res.auc_truth_vs_labels = hd.roc_auc(period, rows["busy"].astype(np.float64))
     x1 = rows["features"]
     if pipeline.joint == 1:
         s = hd.quantised_scores(heimdall_models[0], x1)
@@ -202,6 +270,8 @@ def evaluate_pair(
     for pol in policies:
         if pol == "heimdall":
             r = route(test_halves, "model", params, seed, models=heimdall_models)
+        elif pol == "heimdall-home":
+            r = route(test_halves, "model-home", params, seed, models=heimdall_models)
         elif pol == "linnos":
             r = route(test_halves, "model", params, seed, models=linnos_models)
         elif pol == "hedging":
@@ -226,8 +296,8 @@ def summarize(results: list[PairResult]) -> dict:
             k: float(np.median([r.latency_us[p][k] for r in results if r.latency_us.get(p)]))
             for k in ("mean", "p50", "p90", "p99", "p999")
         }
-    if "heimdall" in pols:
-        base = [p for p in pols if p != "heimdall"]
+    base = [p for p in pols if p not in HEIMDALL_POLICIES]
+    if "heimdall" in pols and base:
         red = []
         p99_vs_hedging = []
         for r in results:
@@ -240,7 +310,14 @@ def summarize(results: list[PairResult]) -> dict:
         out["heimdall_mean_reduction_vs_best_baseline_median"] = float(np.median(red))
         if p99_vs_hedging:
             out["heimdall_p99_over_hedging_median"] = float(np.median(p99_vs_hedging))
-    for k in ("auc_period", "auc_busy", "auc_linnos_period", "busy_fraction", "slow_fraction"):
+    for k in (
+        "auc_period",
+        "auc_busy",
+        "auc_linnos_period",
+        "auc_truth_vs_labels",
+        "busy_fraction",
+        "slow_fraction",
+    ):
         vals = [getattr(r, k) for r in results if not np.isnan(getattr(r, k))]
         out[k + "_median"] = float(np.median(vals)) if vals else float("nan")
     if results[0].ladder_auc:
@@ -253,3 +330,84 @@ def summarize(results: list[PairResult]) -> dict:
             j: float(np.nanmedian([r.joint_auc[j] for r in results])) for j in results[0].joint_auc
         }
     return out
+
+
+# ---------------------------------------------------------------- drift
+@dataclass
+class DriftResult:
+    """One long trace served by one device, cut into intervals: the model's ROC-AUC per interval
+    with and without retraining, and the intervals where retraining fired."""
+
+    trace: str
+    interval_s: float
+    auc_static: list[float] = field(default_factory=list)
+    auc_retrain: list[float] = field(default_factory=list)
+    retrained_at: list[int] = field(default_factory=list)
+    reads: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def drift_run(
+    trace: Trace,
+    *,
+    params: dict | None = None,
+    seed: int = 0,
+    interval_s: float = 60.0,
+    threshold: float = 0.8,
+    min_reads: int = 50,
+    min_slow: int = 10,
+    pipeline: hd.Pipeline = hd.DEFAULT_PIPELINE,
+) -> DriftResult:
+    """The chapter's retraining policy (§3.7) on one trace served alone by one simulated SSD.
+
+    The trace is cut into intervals of ``interval_s`` of trace time (intervals with fewer than
+    ``min_reads`` reads merge into the next). The first interval trains the model. Every later
+    interval is labelled on its own (period labels against its own medians) and scored twice: by
+    the model trained once (``auc_static``) and by the retrained model (``auc_retrain``); when the
+    retrained model's ROC-AUC falls below ``threshold`` it is retrained on that interval (the last
+    one before the trigger) and the next interval is scored by the new model; an interval with
+    fewer than ``min_slow`` slow reads is too thin to retrain on and keeps the model. Accuracy is
+    ROC-AUC,
+    the metric of the rest of the pipeline (the chapter says "accuracy"; with 5-20 % slow reads
+    plain accuracy would reward admitting everything). Intervals without both classes score NaN
+    and never trigger. Deterministic.
+    """
+    if not interval_s > 0:
+        raise InvalidArgumentError(f"interval_s must be positive, got {interval_s}")
+    if not 0 < threshold < 1:
+        raise InvalidArgumentError(f"threshold must be in (0, 1), got {threshold}")
+    rows = hd.read_rows(replay(trace, params, seed), trace)
+    ts = np.asarray(trace.timestamp_ns, dtype=np.float64)[np.asarray(trace.is_read, dtype=bool)]
+    bucket = (ts // (interval_s * 1e9)).astype(np.int64)
+    cuts, start, count = [], 0, 0
+    for i in range(1, len(bucket) + 1):
+        count += 1
+        if (i == len(bucket) or bucket[i] != bucket[i - 1]) and count >= min_reads:
+            cuts.append((start, i))
+            start, count = i, 0
+    if len(cuts) < 2:
+        raise InvalidArgumentError(
+            f"trace {trace.name!r} has {len(cuts)} interval(s) of {interval_s} s with "
+            f"{min_reads} reads; drift needs at least 2"
+        )
+    res = DriftResult(trace.name, interval_s)
+
+    def part(a: int, b: int) -> dict:
+        return {k: v[a:b] for k, v in rows.items()}
+
+    first = part(*cuts[0])
+    static = hd.train(first, pipeline)
+    current = static
+    for k, (a, b) in enumerate(cuts[1:], start=1):
+        seg = part(a, b)
+        y = hd.label_periods(seg["size"], seg["latency_ns"], pipeline.rule)
+        res.reads.append(b - a)
+        res.auc_static.append(hd.roc_auc(y, static.predict_proba(seg["features"])))
+        auc = hd.roc_auc(y, current.predict_proba(seg["features"]))
+        res.auc_retrain.append(auc)
+        if not np.isnan(auc) and auc < threshold and int(y.sum()) >= min_slow:
+            current = hd.train(seg, pipeline)
+            res.retrained_at.append(k)
+    return res
