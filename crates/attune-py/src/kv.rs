@@ -225,12 +225,15 @@ pub fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Optio
     Ok(o)
 }
 
+/// Keys a conditional batch expects, each with its value (None: absent).
+type Expected = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
 /// An atomic group of puts and deletes, optionally conditional: `expect(key, value)` makes
 /// `DB.write` apply the batch only if `key` then holds `value` (None: absent).
 #[pyclass(module = "attune._native")]
 pub struct WriteBatch {
     inner: Mutex<kv::WriteBatch>,
-    expected: Mutex<Vec<(Vec<u8>, Option<Vec<u8>>)>>,
+    expected: Mutex<Expected>,
 }
 
 #[pymethods]
