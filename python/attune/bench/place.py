@@ -182,7 +182,13 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def _plot(rows: list[dict], out: str) -> int:
     """Writes the Pareto curve (budget vs predicted time) and per-query bars (measured vs
-    predicted) as PNGs with the prefix ``out``."""
+    predicted) as PNGs with the prefix ``out`` (an existing directory or a path ending in ``/``
+    means the prefix ``mosaic`` in it)."""
+    import os
+
+    if out.endswith("/") or os.path.isdir(out):
+        os.makedirs(out, exist_ok=True)
+        out = os.path.join(out, "mosaic")
     import matplotlib
 
     matplotlib.use("Agg")
