@@ -208,3 +208,30 @@ fn a_checkpoint_cut_short_before_its_current_file_does_not_open_as_a_database() 
         r.err()
     );
 }
+
+#[test]
+fn a_checkpoint_refuses_an_empty_path_and_a_place_inside_the_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("db");
+    let db = DB::open(&src, options()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    for bad in [Path::new(""), &src.join("sub"), &src.join("a/b")] {
+        let e = db.checkpoint(bad).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e}");
+    }
+    assert!(!src.join("sub").exists());
+}
+
+#[test]
+fn the_active_segment_is_copied_up_to_what_was_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = DB::open(tmp.path().join("db"), options()).unwrap();
+    for i in 0..200u32 {
+        db.put(&key(i), &[7u8; 1500]).unwrap();
+    }
+    let r = db.checkpoint(tmp.path().join("cp")).unwrap();
+    // 200 records of about 1.5 KB: well under the space a mapped segment reserves ahead.
+    assert!(r.bytes_copied < 400_000, "{r:?}");
+    let cp = DB::open(tmp.path().join("cp"), options()).unwrap();
+    assert_eq!(cp.get(&key(199)).unwrap(), Some(vec![7u8; 1500]));
+}

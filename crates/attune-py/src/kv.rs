@@ -392,14 +392,19 @@ impl Transaction {
     /// key was written by someone else after the snapshot. The transaction ends either way.
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
         let Some(db) = self.db.upgrade() else {
-            return Err(attune_error(py, "ClosedError", "the database was closed"));
+            return Err(attune_error(
+                py,
+                "ClosedError",
+                "the database of this transaction was closed; nothing was written",
+            ));
         };
         db.check_usable().map_err(to_py)?;
         let t = self.txn.lock().take().ok_or_else(|| {
             attune_error(
                 py,
                 "ClosedError",
-                "the transaction has ended (committed or rolled back)",
+                "the transaction has ended (committed or rolled back); begin a new one with \
+                 db.transaction()",
             )
         })?;
         let sync = self.sync;

@@ -6,7 +6,8 @@
 //! with the version and the value-log segments it names; holding them keeps their files from
 //! being deleted by a compaction or a collection that finishes meanwhile. Tables and sealed
 //! segments never change once written: they are hard-linked (copied when the destination is on
-//! another file system). A segment still being appended to is copied up to its current length:
+//! another file system). A segment still being appended to is copied up to the length written so
+//! far (not the space a mapped segment reserves past it):
 //! the copy's tail may end inside a record that was being written, which the checkpoint's first
 //! open seals at the last whole record, as after a crash; every record the checkpoint's tables
 //! point at was written before the tables were. The manifest and `CURRENT` are written last, so
@@ -52,6 +53,11 @@ impl DB {
 impl DbInner {
     fn checkpoint(&self, dest: &Path) -> Result<CheckpointReport> {
         let env = self.env.as_ref();
+        if dest.as_os_str().is_empty() {
+            return Err(Error::InvalidArgument(
+                "checkpoint destination is empty; give the path of a new directory".into(),
+            ));
+        }
         if env.exists(dest) {
             let names = env.list_dir(dest).map_err(|_| {
                 Error::InvalidArgument(format!(
@@ -67,14 +73,22 @@ impl DbInner {
                 )));
             }
         }
-        let same = std::fs::canonicalize(dest)
-            .ok()
+        // The destination, or the nearest parent that exists, resolved: inside the database
+        // directory (or the directory itself) is refused.
+        let resolved = dest
+            .ancestors()
+            .find_map(|a| std::fs::canonicalize(a).ok().map(|c| (a, c)))
+            .map(|(a, c)| c.join(dest.strip_prefix(a).unwrap_or(Path::new(""))));
+        let inside = |d: &Path| d.starts_with(&self.dir);
+        let inside_resolved = resolved
             .zip(std::fs::canonicalize(&self.dir).ok())
-            .is_some_and(|(a, b)| a == b);
-        if same || dest == self.dir {
+            .is_some_and(|(d, db)| d.starts_with(db));
+        if inside(dest) || inside_resolved {
             return Err(Error::InvalidArgument(format!(
-                "checkpoint destination {} is the database itself",
-                dest.display()
+                "checkpoint destination {} is the database directory or inside it; give a \
+                 directory outside {}",
+                dest.display(),
+                self.dir.display()
             )));
         }
         create_dir_all_durable(env, dest)?;
@@ -89,6 +103,19 @@ impl DbInner {
                 st.blobs.clone(),
             )
         };
+        // How far each segment still open for appends is written (a mapped segment's file is
+        // longer: space reserved ahead, zeros). Read after the edit, so every record the
+        // checkpoint's tables point at is within it.
+        let mut written: std::collections::HashMap<u64, u64> = Default::default();
+        for w in self.vlog.lock().iter() {
+            written.insert(w.number, w.len());
+        }
+        for w in self.vlog_sealing.lock().iter() {
+            written.insert(w.number, w.len());
+        }
+        for w in self.vlog_spare.lock().iter() {
+            written.insert(w.number, w.len());
+        }
         let mut report = CheckpointReport {
             sequence: edit.last_sequence.unwrap_or(0),
             ..Default::default()
@@ -108,7 +135,7 @@ impl DbInner {
             if edit.blob_files_sealed.iter().any(|(s, _)| s == n) {
                 self.link_or_copy(&from, &to, &mut report)?;
             } else {
-                self.copy_file(&from, &to, &mut report)?;
+                self.copy_file(&from, &to, written.get(n).copied(), &mut report)?;
             }
         }
         // The manifest takes the next file number, so nothing in the checkpoint shares it.
@@ -132,13 +159,20 @@ impl DbInner {
             report.files_linked += 1;
             Ok(())
         } else {
-            self.copy_file(from, to, report)
+            self.copy_file(from, to, None, report)
         }
     }
 
-    fn copy_file(&self, from: &Path, to: &Path, report: &mut CheckpointReport) -> Result<()> {
+    /// Copies `from` to `to`, at most `limit` bytes of it when given.
+    fn copy_file(
+        &self,
+        from: &Path,
+        to: &Path,
+        limit: Option<u64>,
+        report: &mut CheckpointReport,
+    ) -> Result<()> {
         let src = self.env.open_random(from)?;
-        let size = src.size();
+        let size = limit.map_or(src.size(), |l| l.min(src.size()));
         let mut out = self.env.new_writable(to)?;
         let mut buf = vec![0u8; COPY_CHUNK.min(size as usize).max(1)];
         let mut at = 0u64;

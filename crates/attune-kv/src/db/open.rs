@@ -407,7 +407,8 @@ pub(super) fn check_creatable(env: &dyn Env, dir: &Path, opts: &Options) -> Resu
             path: dir.to_path_buf(),
             detail: format!(
                 "directory is not empty and has no CURRENT file (found {}); \
-                 open an empty or new directory",
+                 open an empty or new directory (a checkpoint cut short leaves such a \
+                 directory: delete it and take the checkpoint again)",
                 shown.join(", ")
             ),
         });
