@@ -283,24 +283,36 @@ pub struct Transaction {
 }
 
 impl Transaction {
+    /// The engine, while the transaction's database is open and usable.
+    fn live_db(&self, py: Python<'_>) -> PyResult<Arc<kv::DB>> {
+        let Some(db) = self.db.upgrade() else {
+            return Err(attune_error(
+                py,
+                "ClosedError",
+                "the database of this transaction was closed; nothing was written",
+            ));
+        };
+        db.check_usable().map_err(to_py)?;
+        Ok(db)
+    }
+
+    fn ended(py: Python<'_>) -> PyErr {
+        attune_error(
+            py,
+            "ClosedError",
+            "the transaction has ended (committed or rolled back); begin a new one with \
+             db.transaction()",
+        )
+    }
+
     fn with<R>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut kv::Transaction) -> kv::Result<R>,
     ) -> PyResult<R> {
-        let Some(db) = self.db.upgrade() else {
-            return Err(attune_error(py, "ClosedError", "the database was closed"));
-        };
-        db.check_usable().map_err(to_py)?;
+        self.live_db(py)?;
         let mut g = self.txn.lock();
-        let t = g.as_mut().ok_or_else(|| {
-            attune_error(
-                py,
-                "ClosedError",
-                "the transaction has ended (committed or rolled back); begin a new one with \
-                 db.transaction()",
-            )
-        })?;
+        let t = g.as_mut().ok_or_else(|| Self::ended(py))?;
         f(t).map_err(to_py)
     }
 
@@ -391,22 +403,8 @@ impl Transaction {
     /// Writes the buffered changes atomically; raises `ConflictError` (writing nothing) if a
     /// key was written by someone else after the snapshot. The transaction ends either way.
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
-        let Some(db) = self.db.upgrade() else {
-            return Err(attune_error(
-                py,
-                "ClosedError",
-                "the database of this transaction was closed; nothing was written",
-            ));
-        };
-        db.check_usable().map_err(to_py)?;
-        let t = self.txn.lock().take().ok_or_else(|| {
-            attune_error(
-                py,
-                "ClosedError",
-                "the transaction has ended (committed or rolled back); begin a new one with \
-                 db.transaction()",
-            )
-        })?;
+        self.live_db(py)?;
+        let t = self.txn.lock().take().ok_or_else(|| Self::ended(py))?;
         let sync = self.sync;
         py.allow_threads(move || t.commit(WriteOptions { sync }))
             .map_err(to_py)
