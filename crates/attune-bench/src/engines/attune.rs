@@ -249,7 +249,7 @@ impl Engine for AttuneEngine {
         } else {
             0.0
         };
-        json!({
+        let mut out = json!({
             "learned_mode": l.mode,
             "learned_delta": l.delta,
             "total_lookups": l.total_lookups,
@@ -296,7 +296,17 @@ impl Engine for AttuneEngine {
             "gets": st.gets,
             "block_cache_hits": st.block_cache.hits,
             "block_cache_misses": st.block_cache.misses,
-        })
+        });
+        out["value_log"] = json!({
+            "bytes": st.blob_bytes,
+            "garbage_bytes": st.blob_garbage_bytes,
+            "segments": st.blob_files.len(),
+            "gc_runs": st.gc_runs,
+            "gc_segments_collected": st.gc_segments_collected,
+            "gc_bytes_rewritten": st.gc_bytes_rewritten,
+            "gc_bytes_reclaimed": st.gc_bytes_reclaimed,
+        });
+        out
     }
 
     fn close(self: Box<Self>) -> Result<()> {

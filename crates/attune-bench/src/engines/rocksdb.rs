@@ -36,7 +36,16 @@ const BLOCK_BYTES_DEFAULT: u64 = 4096;
 pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "RocksDB via its C API (librocksdb), LRU block cache, leveled compaction",
-    keys: &["block_size", "bloom_bits"],
+    keys: &[
+        "block_size",
+        "bloom_bits",
+        "enable_blob_files",
+        "min_blob_size",
+        "blob_file_size",
+        "enable_blob_gc",
+        "blob_gc_age_cutoff",
+        "blob_gc_force_threshold",
+    ],
     compressions: Compression::ALL,
     probe,
     open,
@@ -54,6 +63,12 @@ c_api! {
         rocksdb_options_set_compression: fn(*mut Opaque, c_int);
         rocksdb_options_set_write_buffer_size: fn(*mut Opaque, usize);
         rocksdb_options_set_max_background_jobs: fn(*mut Opaque, c_int);
+        rocksdb_options_set_enable_blob_files: fn(*mut Opaque, c_uchar);
+        rocksdb_options_set_min_blob_size: fn(*mut Opaque, u64);
+        rocksdb_options_set_blob_file_size: fn(*mut Opaque, u64);
+        rocksdb_options_set_enable_blob_gc: fn(*mut Opaque, c_uchar);
+        rocksdb_options_set_blob_gc_age_cutoff: fn(*mut Opaque, f64);
+        rocksdb_options_set_blob_gc_force_threshold: fn(*mut Opaque, f64);
         rocksdb_options_set_block_based_table_factory: fn(*mut Opaque, *mut Opaque);
         rocksdb_block_based_options_create: fn() -> *mut Opaque;
         rocksdb_block_based_options_destroy: fn(*mut Opaque);
@@ -152,6 +167,59 @@ fn compression_code(c: Compression) -> c_int {
     }
 }
 
+/// RocksDB's integrated BlobDB, when `enable_blob_files` is set: values of `min_blob_size`
+/// bytes or more go to blob files, and (with `enable_blob_gc`) compaction relocates the live
+/// blobs of the oldest `blob_gc_age_cutoff` share of files. Defaults are RocksDB's own, except
+/// `min_blob_size`, which defaults to Attune's 1 KiB so both separate the same values.
+struct BlobSettings {
+    min_size: u64,
+    file_size: u64,
+    gc: bool,
+    age_cutoff: f64,
+    force_threshold: f64,
+}
+
+impl BlobSettings {
+    fn parse(s: &Settings) -> Result<Option<BlobSettings>> {
+        let flag = |key: &str, default: bool| -> Result<bool> {
+            match s.extra.get(key).map(String::as_str) {
+                None => Ok(default),
+                Some("1" | "true") => Ok(true),
+                Some("0" | "false") => Ok(false),
+                Some(v) => Err(BenchError::invalid(
+                    format!("rocksdb {key}"),
+                    format!("`{v}` is not 0, 1, true or false"),
+                )),
+            }
+        };
+        let share = |key: &str, default: f64| -> Result<f64> {
+            match s.extra.get(key) {
+                None => Ok(default),
+                Some(v) => match v.parse::<f64>() {
+                    Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+                    _ => Err(BenchError::invalid(
+                        format!("rocksdb {key}"),
+                        format!("`{v}` is not a number from 0 to 1"),
+                    )),
+                },
+            }
+        };
+        if !flag("enable_blob_files", false)? {
+            return Ok(None);
+        }
+        let size = |key: &str, default: u64| -> Result<u64> {
+            s.extra.get(key).map_or(Ok(default), |v| parse_size(v))
+        };
+        Ok(Some(BlobSettings {
+            min_size: size("min_blob_size", 1024)?,
+            file_size: size("blob_file_size", 256 << 20)?,
+            gc: flag("enable_blob_gc", false)?,
+            age_cutoff: share("blob_gc_age_cutoff", 0.25)?,
+            force_threshold: share("blob_gc_force_threshold", 1.0)?,
+        }))
+    }
+}
+
 fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
     let api = api()?;
     let block_bytes = match s.extra.get("block_size") {
@@ -164,6 +232,7 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
         })?,
         None => f64::from(super::BLOOM_BITS_DEFAULT),
     };
+    let blob = BlobSettings::parse(s)?;
     let path = c_path(NAME, dir)?;
     // SAFETY: plain calls into the C API with objects created here; on failure every object is
     // destroyed before returning.
@@ -173,6 +242,14 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
         (api.rocksdb_options_set_compression)(options, compression_code(s.compression));
         (api.rocksdb_options_set_write_buffer_size)(options, s.write_buffer_bytes as usize);
         (api.rocksdb_options_set_max_background_jobs)(options, s.background_threads as c_int);
+        if let Some(b) = &blob {
+            (api.rocksdb_options_set_enable_blob_files)(options, 1);
+            (api.rocksdb_options_set_min_blob_size)(options, b.min_size);
+            (api.rocksdb_options_set_blob_file_size)(options, b.file_size);
+            (api.rocksdb_options_set_enable_blob_gc)(options, u8::from(b.gc));
+            (api.rocksdb_options_set_blob_gc_age_cutoff)(options, b.age_cutoff);
+            (api.rocksdb_options_set_blob_gc_force_threshold)(options, b.force_threshold);
+        }
         let table = (api.rocksdb_block_based_options_create)();
         let cache = (api.rocksdb_cache_create_lru)(s.cache_bytes as usize);
         (api.rocksdb_block_based_options_set_block_cache)(table, cache);
@@ -190,7 +267,7 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
             (api.rocksdb_cache_destroy)(cache);
             return Err(e);
         }
-        let settings = json!({
+        let mut settings = json!({
             "library": "librocksdb (C API, dlopen)",
             "block_cache": "LRU",
             "block_cache_bytes": s.cache_bytes,
@@ -204,6 +281,15 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
             "sync": s.sync,
             "compaction_style": "level",
         });
+        if let Some(b) = &blob {
+            settings["blob_files"] = json!({
+                "min_blob_size": b.min_size,
+                "blob_file_size": b.file_size,
+                "enable_blob_gc": b.gc,
+                "blob_gc_age_cutoff": b.age_cutoff,
+                "blob_gc_force_threshold": b.force_threshold,
+            });
+        }
         Ok(Box::new(RocksDb {
             api,
             db,

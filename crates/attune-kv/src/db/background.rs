@@ -116,7 +116,15 @@ impl DbInner {
             st.pending_outputs.insert(number);
             let smallest_snapshot = self.smallest_snapshot(&st);
             let mut garbage = BTreeMap::new();
+            let mut shadowed = BTreeMap::new();
+            // The tables before this flush, to find what the flushed entries shadow; only
+            // when collection is on and some segment exists to hold garbage.
+            let base = (self.opts.blob_gc_space_amp > 0.0 && !st.versions.blob_files.is_empty())
+                .then(|| st.versions.current());
             let r = MutexGuard::unlocked(&mut st, || {
+                if let Some(base) = &base {
+                    shadowed = self.shadowed_by_flush(base, &imm)?;
+                }
                 self.sync_imm_wal()?;
                 // The table makes pointers durable: the values they name must be durable first.
                 self.sync_vlog()?;
@@ -147,6 +155,15 @@ impl DbInner {
                 st.versions.log_and_apply(edit)?;
                 st.flush_count += 1;
                 st.flush_bytes += bytes;
+                if base.is_some() {
+                    let found: u64 = shadowed.values().sum();
+                    st.shadow_share = (found as f64 / imm.blob_bytes().max(1) as f64).min(1.0);
+                }
+                for (n, b) in shadowed {
+                    if st.versions.blob_files.contains_key(&n) {
+                        *st.blob_shadowed.entry(n).or_default() += b;
+                    }
+                }
                 Ok(())
             });
             if r.is_ok() {

@@ -35,7 +35,9 @@ impl DbInner {
         let Some((n, len)) = self.vlog.lock().as_ref().map(|w| (w.number, w.len())) else {
             return Ok(false);
         };
-        let garbage = st.versions.blob_files.get(&n).map_or(0, |m| m.garbage);
+        let garbage = st.versions.blob_files.get(&n).map_or(0, |m| {
+            super::gc::garbage_estimate(st, n, m.garbage, len.max(m.size))
+        });
         if garbage == 0 || (garbage as f64) < min_ratio * len as f64 {
             return Ok(false);
         }

@@ -9,10 +9,13 @@
 use super::{DbInner, GcEntry, State, SuperVersion};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::version::VersionEdit;
+use crate::iter::InternalIterator;
+use crate::key::{self, ValueKind};
+use crate::memtable::{with_lookup_key, Lookup, MemTable, MemTableIter};
+use crate::version::{Version, VersionEdit};
 use crate::vlog::{BlobPointer, SegmentScanner};
 use parking_lot::MutexGuard;
-use std::collections::HashSet;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +44,56 @@ pub(super) struct GcStats {
     pub(super) max_pause_micros: u64,
 }
 
+/// A segment the background collector scanned and left: retried once its estimated garbage
+/// has grown by this share of its size since.
+const GC_RETRY_GROWTH: f64 = 0.1;
+/// Background collection starts this share of the way from no garbage to `blob_gc_space_amp`.
+const GC_START_SHARE: f64 = 0.75;
+
+/// The garbage estimate of segment `n`: what flushes and compactions recorded in the manifest,
+/// or what flushes found shadowed since the open, whichever is larger (each is a lower bound
+/// of the truth; collection verifies every record before it moves or drops it).
+pub(super) fn garbage_estimate(st: &State, n: u64, recorded: u64, size: u64) -> u64 {
+    let shadowed = st.blob_shadowed.get(&n).copied().unwrap_or(0);
+    recorded.max(shadowed).min(size)
+}
+
 impl DbInner {
+    /// Value-log bytes that flushing `imm` turns into garbage: for each key whose newest entry
+    /// in `imm` is a separated value or a deletion, the record its newest version in `base`
+    /// (the tables before this flush) points at. Compaction would find the same garbage only
+    /// when it merges the two versions, which under steady overwrites is several flushes late;
+    /// this costs one table lookup per such key, in the flush thread.
+    pub(super) fn shadowed_by_flush(
+        &self,
+        base: &Version,
+        imm: &std::sync::Arc<MemTable>,
+    ) -> Result<BTreeMap<u64, u64>> {
+        let mut out = BTreeMap::new();
+        let mut it = MemTableIter::new(imm.clone());
+        it.seek_to_first();
+        let mut last: Option<Vec<u8>> = None;
+        while it.valid() {
+            let ikey = it.key();
+            let user = key::user_key(ikey);
+            if last.as_deref() != Some(user) {
+                last = Some(user.to_vec());
+                if matches!(
+                    key::kind(ikey),
+                    Some(ValueKind::BlobIndex | ValueKind::Deletion)
+                ) {
+                    let found =
+                        with_lookup_key(user, key::MAX_SEQUENCE, |k| base.get(k, &self.tables))?;
+                    if let Lookup::Blob(p) = found {
+                        *out.entry(p.file).or_default() += u64::from(p.len);
+                    }
+                }
+            }
+            it.next();
+        }
+        Ok(out)
+    }
+
     /// The moves of a collection that are still needed: entries whose key still points at the
     /// record being moved.
     pub(super) fn gc_batch(&self, sv: &SuperVersion, entries: &[GcEntry]) -> Result<WriteBatch> {
@@ -167,6 +219,8 @@ impl DbInner {
             if let Some(f) = blobs.remove(n) {
                 f.mark_obsolete();
             }
+            st.blob_shadowed.remove(n);
+            st.gc_skip.remove(n);
         }
         st.blobs = Arc::new(blobs);
         st.blob_pending_deletion = wait;
@@ -174,40 +228,77 @@ impl DbInner {
         Ok(())
     }
 
-    /// The sealed segment most worth collecting when the value log's space amplification is
-    /// above `blob_gc_space_amp`.
-    pub(super) fn pick_gc_segment(&self, st: &State, skip: &HashSet<u64>) -> Option<u64> {
-        let threshold = self.opts.blob_gc_space_amp;
-        if threshold == 0.0 {
-            return None;
-        }
-        let (total, garbage) = st
+    /// The value log's estimated space amplification: its bytes over its bytes less the
+    /// estimated garbage (1.0 when it is empty). Segments still being written count at their
+    /// current length; the records that the memtables not yet flushed shadow count as garbage
+    /// at the share the last flush found (no flush has found them yet, but they are there).
+    pub(super) fn vlog_space_amp(&self, st: &State) -> f64 {
+        let (mut total, mut garbage) = st
             .versions
             .blob_files
-            .values()
-            .fold((0u64, 0u64), |(t, g), m| {
-                (t + m.size, g + m.garbage.min(m.size))
+            .iter()
+            .fold((0u64, 0u64), |(t, g), (n, m)| {
+                (t + m.size, g + garbage_estimate(st, *n, m.garbage, m.size))
             });
-        if total == 0 || (total as f64) <= threshold * (total - garbage).max(1) as f64 {
+        // Without waiting: a group leader holds `vlog` through its append (and fsync); the
+        // estimate may then leave the active segment out for once.
+        if let Some(vlog) = self.vlog.try_lock() {
+            total += vlog.as_ref().map_or(0, |w| w.len());
+        }
+        if let Some(sealing) = self.vlog_sealing.try_lock() {
+            total += sealing.iter().map(|w| w.len()).sum::<u64>();
+        }
+        let unflushed = st.mem.blob_bytes() + st.imm.as_ref().map_or(0, |m| m.blob_bytes());
+        garbage += (unflushed as f64 * st.shadow_share) as u64;
+        if total == 0 {
+            return 1.0;
+        }
+        total as f64 / total.saturating_sub(garbage).max(1) as f64
+    }
+
+    /// The sealed segment most worth collecting. Collection starts when the value log's space
+    /// amplification passes `GC_START_SHARE` of the way from 1 to `blob_gc_space_amp`, so that
+    /// it is under way before writers are slowed at the limit itself (see `gc_debt`). Segments
+    /// in `st.gc_skip` were scanned and left, with their estimate at the time: each is
+    /// considered again once its estimate has grown by `GC_RETRY_GROWTH` of its size.
+    pub(super) fn pick_gc_segment(&self, st: &State) -> Option<u64> {
+        let threshold = self.opts.blob_gc_space_amp;
+        if threshold == 0.0 || self.vlog_space_amp(st) <= 1.0 + GC_START_SHARE * (threshold - 1.0) {
             return None;
         }
+        let est =
+            |n: u64, m: &crate::version::BlobFileMeta| garbage_estimate(st, n, m.garbage, m.size);
         st.versions
             .blob_files
             .iter()
             .filter(|(n, m)| {
+                let g = est(**n, m);
                 m.sealed
                     && m.size > 0
-                    && !skip.contains(n)
+                    && st
+                        .gc_skip
+                        .get(n)
+                        .is_none_or(|&at| g as f64 >= at as f64 + GC_RETRY_GROWTH * m.size as f64)
                     && !st.blob_pending_deletion.iter().any(|(p, _)| p == *n)
-                    && m.garbage.min(m.size) as f64
-                        >= self.opts.blob_gc_garbage_ratio * m.size as f64
+                    && g as f64 >= self.opts.blob_gc_garbage_ratio * m.size as f64
             })
             .max_by(|a, b| {
-                let ra = a.1.garbage.min(a.1.size) as f64 / a.1.size as f64;
-                let rb = b.1.garbage.min(b.1.size) as f64 / b.1.size as f64;
+                let ra = est(*a.0, a.1) as f64 / a.1.size as f64;
+                let rb = est(*b.0, b.1) as f64 / b.1.size as f64;
                 ra.total_cmp(&rb)
             })
             .map(|(n, _)| *n)
+    }
+
+    /// Whether writers should be slowed for collection to catch up: the value log is past
+    /// `blob_gc_space_amp` and some segment is worth collecting (slowing writers helps only
+    /// then). The group leader checks this like level-0's slowdown trigger.
+    pub(super) fn gc_debt(&self, st: &State) -> bool {
+        let threshold = self.opts.blob_gc_space_amp;
+        threshold > 0.0
+            && st.bg_error.is_none()
+            && self.vlog_space_amp(st) > threshold
+            && self.pick_gc_segment(st).is_some()
     }
 
     pub(super) fn record_gc(&self, st: &mut State, r: &(u64, u64, u64)) {
@@ -219,14 +310,13 @@ impl DbInner {
 
     /// Background collection: runs when flushes and compactions report new garbage.
     pub(super) fn gc_loop(&self) {
-        let mut skip: HashSet<u64> = HashSet::new();
         let mut st = self.state.lock();
         loop {
             if self.shutting_down.load(Ordering::Acquire) {
                 return;
             }
             let pick = if st.bg_error.is_none() && !st.gc_running {
-                self.pick_gc_segment(&st, &skip)
+                self.pick_gc_segment(&st)
             } else {
                 None
             };
@@ -244,7 +334,12 @@ impl DbInner {
                 // Skipped, damaged or out of space: leave the segment as it is (nothing is
                 // lost) and do not retry it in this session; `verify` and `gc` report it.
                 Ok(None) | Err(_) => {
-                    skip.insert(n);
+                    let at = st
+                        .versions
+                        .blob_files
+                        .get(&n)
+                        .map_or(0, |m| garbage_estimate(&st, n, m.garbage, m.size));
+                    st.gc_skip.insert(n, at);
                 }
             }
             self.done_cv.notify_all();
@@ -282,7 +377,10 @@ impl DbInner {
             .blob_files
             .iter()
             .filter(|(_, m)| m.sealed)
-            .map(|(n, m)| (*n, m.garbage as f64 / m.size.max(1) as f64))
+            .map(|(n, m)| {
+                let g = garbage_estimate(&st, *n, m.garbage, m.size);
+                (*n, g as f64 / m.size.max(1) as f64)
+            })
             .collect();
         order.sort_by(|a, b| b.1.total_cmp(&a.1));
         let r = MutexGuard::unlocked(&mut st, || {

@@ -112,6 +112,15 @@ struct State {
     /// Segments emptied by garbage collection, with the sequence after which no reader needs
     /// them; dropped from the manifest once no snapshot is older.
     blob_pending_deletion: Vec<(u64, u64)>,
+    /// Value-log bytes per segment that flushes found shadowed by a newer version (kept in
+    /// memory only: an estimate that lets collection start before compaction confirms it).
+    blob_shadowed: HashMap<u64, u64>,
+    /// The share of the last flushed memtable's value-log bytes that its flush found shadowing
+    /// older records: applied to the memtables not yet flushed, whose garbage no flush has
+    /// found yet, to estimate the value log's space amplification before the flush.
+    shadow_share: f64,
+    /// Segments the background collector scanned and left, with their garbage estimate then.
+    gc_skip: HashMap<u64, u64>,
     gc_running: bool,
     gc: GcStats,
 }

@@ -77,7 +77,8 @@ pub struct Stats {
     pub blob_files: Vec<BlobFileStats>,
     /// Bytes of all value-log segments.
     pub blob_bytes: u64,
-    /// Bytes known to be garbage (found by flush and compaction) and not yet collected.
+    /// Bytes known to be garbage and not yet collected: found by compaction, or by a flush
+    /// whose newer versions shadow them.
     pub blob_garbage_bytes: u64,
     /// `blob_bytes - blob_garbage_bytes`.
     pub blob_live_bytes: u64,
@@ -169,11 +170,14 @@ impl DbInner {
             .versions
             .blob_files
             .iter()
-            .map(|(n, m)| BlobFileStats {
-                number: *n,
-                size: open_lens.get(n).copied().unwrap_or(m.size),
-                garbage: m.garbage,
-                sealed: m.sealed,
+            .map(|(n, m)| {
+                let size = open_lens.get(n).copied().unwrap_or(m.size);
+                BlobFileStats {
+                    number: *n,
+                    size,
+                    garbage: super::gc::garbage_estimate(&st, *n, m.garbage, size),
+                    sealed: m.sealed,
+                }
             })
             .collect();
         let blob_bytes: u64 = blob_files.iter().map(|b| b.size).sum();

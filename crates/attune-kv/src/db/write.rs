@@ -291,8 +291,13 @@ impl DbInner {
                 return Err(Error::Closed("database is closed".into()));
             }
             let l0 = st.versions.current().files[0].len();
-            if allow_delay && l0 >= self.opts.l0_slowdown_writes_trigger {
-                // Spread the pain: delay each write by 1 ms rather than stopping for seconds.
+            let gc_debt = allow_delay && self.opts.enable_blob_files && self.gc_debt(st);
+            if gc_debt {
+                self.work_cv.notify_all(); // the collector may be waiting for its next poll
+            }
+            if allow_delay && (l0 >= self.opts.l0_slowdown_writes_trigger || gc_debt) {
+                // Spread the pain: delay each write by 1 ms rather than stopping for seconds
+                // (for too many level-0 files, or for a value log past its space limit).
                 let t = self.env.now_micros();
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 self.counters.slowdowns.fetch_add(1, Ordering::Relaxed);

@@ -100,6 +100,11 @@ impl MemTable {
         self.blob_bytes.fetch_add(n, AtomicOrdering::Relaxed);
     }
 
+    /// Value-log bytes written for entries of this memtable.
+    pub fn blob_bytes(&self) -> usize {
+        self.blob_bytes.load(AtomicOrdering::Relaxed)
+    }
+
     /// The memtable's memory plus the value-log bytes its entries point at: the bytes of
     /// writes it holds, separated or not.
     pub fn written_bytes(&self) -> usize {
