@@ -336,6 +336,16 @@ def test_compare_and_set_and_conditional_batches(db):
         db.compare_and_set(b"k", 5, b"1")
 
 
+def test_a_key_no_write_accepts_is_refused_where_it_is_named(db):
+    big = b"k" * (64 * 1024 + 1)
+    with pytest.raises(attune.InvalidArgumentError, match="key"):
+        attune.WriteBatch().expect(big, None)
+    with pytest.raises(attune.InvalidArgumentError, match="key"):
+        db.get(big)
+    with pytest.raises(attune.InvalidArgumentError, match="key"):
+        _ = big in db
+
+
 def test_a_transaction_fails_cleanly_after_close(tmp_path):
     db = attune.DB(str(tmp_path / "db"))
     txn = db.transaction()

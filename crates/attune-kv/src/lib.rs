@@ -50,7 +50,7 @@ mod version;
 mod vlog;
 mod wal;
 
-pub use batch::WriteBatch;
+pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use cache::compressed::CompressedCacheStats;
 pub use cache::hotkeys::HotKeyStats;
 pub use cache::sizing::{

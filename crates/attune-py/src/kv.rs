@@ -258,6 +258,13 @@ impl WriteBatch {
     #[pyo3(signature = (key, value))]
     fn expect(&self, key: &Bound<'_, PyAny>, value: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let k = as_bytes(key, "key")?.into_owned();
+        if k.len() > attune_kv::MAX_KEY_BYTES {
+            return Err(to_py(attune_kv::Error::InvalidArgument(format!(
+                "key: {} bytes exceeds the limit of {} bytes",
+                k.len(),
+                attune_kv::MAX_KEY_BYTES
+            ))));
+        }
         let v = opt_bytes(value, "value")?;
         self.expected.lock().push((k, v));
         Ok(())

@@ -269,8 +269,11 @@ impl DB {
         self.get_opt(key, &ReadOptions::default())
     }
 
+    /// Reads `key` as of `ro.snapshot` (the latest state when None). A key over
+    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES), which no write accepts, is an invalid argument.
     pub fn get_opt(&self, key: &[u8], ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
         self.inner.usable()?;
+        crate::batch::check_key(key)?;
         self.inner.get(key, ro)
     }
 
@@ -307,11 +310,11 @@ impl DB {
         self.inner.compact_range(begin, end)
     }
 
-    /// Garbage-collects the value log: every sealed segment with at least
-    /// `blob_gc_garbage_ratio` of dead records is rewritten and removed.
+    /// Garbage-collects the value log: flushes the memtable (so that the garbage its
+    /// overwrites and deletes make is known), then rewrites and removes every sealed segment
+    /// with at least `blob_gc_garbage_ratio` of dead records.
     pub fn gc(&self) -> Result<GcReport> {
-        self.inner.writable("garbage collection")?;
-        self.inner.gc(self.inner.opts.blob_gc_garbage_ratio)
+        self.gc_with_ratio(self.inner.opts.blob_gc_garbage_ratio)
     }
 
     /// Like [`DB::gc`] with an explicit dead share a segment needs (0..=1; 0 collects every
@@ -323,6 +326,9 @@ impl DB {
             )));
         }
         self.inner.writable("garbage collection")?;
+        if self.inner.opts.enable_blob_files {
+            self.inner.flush()?;
+        }
         self.inner.gc(min_garbage_ratio)
     }
 
