@@ -328,8 +328,10 @@ pub struct Options {
     /// A value-log segment is sealed and a new one started at this size. Default 256 MiB
     /// (RocksDB's `blob_file_size`).
     pub blob_file_size: u64,
-    /// Background garbage collection starts when value-log bytes exceed live bytes by this
-    /// factor; 0 turns automatic collection off (`DB::gc` still works). Default 1.5.
+    /// The value log's space limit (its bytes over its live bytes): background garbage
+    /// collection starts at three quarters of the way to it, and writes slow down past it
+    /// while a segment is worth collecting. 0 turns automatic collection off (`DB::gc` still
+    /// works). Default 1.5.
     pub blob_gc_space_amp: f64,
     /// Segments with at least this share of garbage are candidates for automatic collection.
     /// Default 0.25.
