@@ -23,6 +23,7 @@ says why and the DAG runs with pyarrow's default pool (the copy path).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import importlib.util
@@ -37,7 +38,16 @@ import pyarrow as pa
 from attune.errors import Error
 from attune.pipelines import sipc
 
-__all__ = ["available", "build", "freeze", "install", "release", "segments", "trim"]
+__all__ = [
+    "DetachedPool",
+    "available",
+    "build",
+    "freeze",
+    "install",
+    "release",
+    "segments",
+    "trim",
+]
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shmpool.cpp")
 #: Default segment size: large enough that a node's allocations live in few files, small enough
@@ -208,6 +218,63 @@ def release(used: dict[str, list[tuple[int, int]]], recycle: bool = True) -> tup
         except FileNotFoundError:
             pass  # the driver already removed it (a table nothing needs any more)
     return freed, retained
+
+
+class DetachedPool:
+    """A pool of its own over segment files ``DIRECTORY/PREFIX.N``, used only by code it is
+    passed to (``memory_pool=``), never the process's default pool: DeCache decodes a Parquet
+    file with it straight into the cache entry's files, so a miss writes the decoded table once.
+
+    Lifecycle: allocate (decode) -> :meth:`freeze` -> share (``sipc.write_table(...,
+    reshare_from=pool.segments())``) -> drop the decoded table -> :meth:`trim` (pages and
+    segments the table does not use) -> :meth:`close` (unmaps; the files stay). ``close`` is
+    safe at any point (also after a failure; the caller removes the files)."""
+
+    def __init__(self, directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES) -> None:
+        mod = _load()
+        if mod is None:
+            raise Error(f"the shared memory pool is unavailable: {_error}")
+        self._mod = mod
+        self._handle, self.pool = mod.create_detached(
+            os.path.abspath(directory), prefix, segment_bytes, True
+        )
+        self._closed = False
+
+    def segments(self) -> list[tuple[int, int, str]]:
+        """(address, length, path) of every segment still mapped."""
+        return [] if self._closed else self._mod.detached_segments(self._handle)
+
+    def freeze(self) -> None:
+        """Nothing is punched or reused from here on (before the table is shared)."""
+        self._mod.detached_freeze(self._handle)
+
+    def trim(self, used: dict[str, list[tuple[int, int]]]) -> int:
+        """Returns every whole page no shared buffer uses (``used`` as for :func:`trim`) and
+        removes segment files nothing refers to. Call only when no other buffer of this pool is
+        alive (``pool.bytes_allocated() == 0``). Returns the bytes released."""
+        freed = 0
+        for _addr, length, path in self.segments():
+            ranges = sorted(used.get(path, []))
+            if not ranges:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                self._mod.detached_punch(self._handle, path, 0, length)
+                freed += length
+                continue
+            pos = 0
+            for off, n in [*ranges, (length, 0)]:
+                if off > pos:
+                    self._mod.detached_punch(self._handle, path, pos, off - pos)
+                    freed += off - pos
+                pos = max(pos, off + n)
+        return freed
+
+    def close(self) -> int:
+        """Unmaps every segment no buffer is alive in; returns the bytes still mapped."""
+        if self._closed:
+            return 0
+        self._closed = True
+        return int(self._mod.detached_close(self._handle))
 
 
 if __name__ == "__main__":  # `python -m attune.pipelines.shmpool` builds it (make build)
