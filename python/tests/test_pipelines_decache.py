@@ -144,12 +144,12 @@ def test_a_miss_decodes_straight_into_the_entrys_files(tmp_path):
         names = os.listdir(entry)
         # The table refers to the decode's segments (nothing copied into column files).
         files = table_files(os.path.join(entry, "table.sipc"))
-        assert files and all(os.path.basename(f).startswith("seg.") for f in files)
+        assert files and all(os.path.basename(f).startswith("seg-") for f in files)
         assert {os.path.dirname(f) for f in files} == {entry}
-        assert sorted(n for n in names if n.startswith("seg.")) == sorted(
+        assert sorted(n for n in names if n.startswith("seg-")) == sorted(
             os.path.basename(f) for f in files
         )
-        assert not any(".c" in n or n.endswith(".dict") for n in names)
+        assert not any(n.startswith("t-") for n in names)  # no column or dictionary files
         # Pages the table does not use were returned: the entry is about the table's size.
         occupied = sum(os.stat(os.path.join(entry, n)).st_blocks * 512 for n in names)
         assert occupied < 2 * want.nbytes + (1 << 20)
@@ -165,7 +165,23 @@ def test_direct_off_copies_the_decoded_table_in(tmp_path, parquet):
     got = cache.load(parquet, ["s"], stats=st)
     assert st["decache_fill"] == "copy"
     assert got.equals(pq.read_table(parquet, read_dictionary=["s"]))
-    assert not any(n.startswith("seg.") for n in os.listdir(_entry_dir(cache)))
+    assert not any(n.startswith("seg-") for n in os.listdir(_entry_dir(cache)))
+
+
+def test_an_entry_filled_again_is_not_confused_with_the_old_ones_files(tmp_path, parquet):
+    # A table of the first fill stays mapped while the entry is cleared and filled from
+    # another file version: the new table must be read from the new files.
+    cache = DeCache(tmp_path / "cache")
+    old = cache.load(parquet)
+    cache.clear()
+    cache.root = str(tmp_path / "cache")
+    assert cache.load(parquet).equals(old)  # same key, new files
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"k": np.arange(10_000) * 3, "s": ["x"] * 10_000}), other)
+    os.replace(other, parquet)
+    os.utime(parquet, ns=(5, 5))
+    new = cache.load(parquet)
+    assert new.equals(pq.read_table(parquet)) and old["k"][1].as_py() == 1
 
 
 def test_a_failed_decode_leaves_no_entry(tmp_path):

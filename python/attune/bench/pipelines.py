@@ -29,6 +29,7 @@ import functools
 import json
 import multiprocessing as mp
 import os
+import resource
 import shlex
 import statistics
 import sys
@@ -466,8 +467,8 @@ def _decache_dag(path: str, cache: DeCache) -> DAG:
     return dag
 
 
-def _run_one(path: str, root: str, enabled: bool, reuse: bool, conn) -> None:
-    cache = DeCache(os.path.join(root, "attune-decache-bench"), enabled=enabled)
+def _run_one(path: str, root: str, enabled: bool, reuse: bool, conn, direct: bool = True) -> None:
+    cache = DeCache(os.path.join(root, "attune-decache-bench"), enabled=enabled, direct=direct)
     res = _decache_dag(path, cache).run(root=root, reuse_processes=reuse, measure_memory=False)
     conn.send((res.seconds, res.nodes["load"].get("pss_bytes", 0)))
     conn.close()
@@ -484,14 +485,22 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
         for n in args.dags:
             per: dict[str, list[dict[str, Any]]] = {}
             for rep in range(args.repeat):
-                for enabled in (False, True):
+                # decache:copy: a miss decodes into ordinary memory and copies the table into
+                # the entry (the decode-then-copy way); decache decodes into the entry's files.
+                for label, enabled, direct in (
+                    ("no-cache", False, True),
+                    ("decache:copy", True, False),
+                    ("decache", True, True),
+                ):
                     DeCache(cache_root).clear()
+                    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     t0 = time.perf_counter()
                     procs = []
                     for _ in range(n):
                         a, b = ctx.Pipe(duplex=False)
                         p = ctx.Process(
-                            target=_run_one, args=(path, root, enabled, not args.fork_per_node, b)
+                            target=_run_one,
+                            args=(path, root, enabled, not args.fork_per_node, b, direct),
                         )
                         p.start()
                         b.close()
@@ -500,7 +509,7 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                         a.recv()
                         p.join()
                     seconds = time.perf_counter() - t0
-                    label = "decache" if enabled else "no-cache"
+                    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     row = {
                         "kind": "decache",
                         "engine": label,
@@ -508,13 +517,31 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                         "repeat": rep,
                         "reuse_processes": not args.fork_per_node,
                         "seconds": seconds,
+                        # CPU of every process of the N DAGs (drivers and their node
+                        # processes, all waited for): unlike wall time, not shifted by
+                        # other work on the machine taking a share of the cores.
+                        "cpu_seconds": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
                     }
                     per.setdefault(label, []).append(row)
                     out.row(row)
             on = statistics.median_low([r["seconds"] for r in per["decache"]])
+            copy = statistics.median_low([r["seconds"] for r in per["decache:copy"]])
             off = statistics.median_low([r["seconds"] for r in per["no-cache"]])
+
+            def cpu(label: str, per: dict[str, list[dict[str, Any]]] = per) -> float:
+                return statistics.median_low([r["cpu_seconds"] for r in per[label]])
+
             out.row(
-                {"kind": "summary", "case": "decache", "dags": n, "speedup_vs_no_cache": off / on}
+                {
+                    "kind": "summary",
+                    "case": "decache",
+                    "dags": n,
+                    "speedup_vs_no_cache": off / on,
+                    "copy_speedup_vs_no_cache": off / copy,
+                    "speedup_vs_decache_copy": copy / on,
+                    "cpu_ratio_vs_no_cache": cpu("no-cache") / cpu("decache"),
+                    "cpu_ratio_vs_decache_copy": cpu("decache:copy") / cpu("decache"),
+                }
             )
     finally:
         DeCache(cache_root).clear()

@@ -346,7 +346,7 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
                 return
             if job is None:
                 return
-            index, input_paths, memory_pool, measure_memory, out_name = job
+            index, input_paths, memory_pool, measure_memory, out_name, defer = job
             msg = _node_body(
                 nodes[index],
                 input_paths,
@@ -357,8 +357,14 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
                 measure_memory,
                 reuse=True,
                 out_name=out_name,
+                defer_release=defer,
             )
             conn.send(msg)
+            if defer:
+                # The node's temporaries go back to the kernel while the driver schedules.
+                from attune.pipelines import shmpool
+
+                shmpool.finish_release()
     finally:
         conn.close()
 
@@ -373,10 +379,15 @@ def _node_body(
     measure_memory: bool = True,
     reuse: bool = False,
     out_name: str | None = None,
+    defer_release: bool = False,
 ) -> tuple:
     """Read, call, check, share, measure: returns the one message for the parent. Without
     ``measure_memory`` the node skips ``/proc/self/smaps_rollup`` (a walk of every mapped page,
-    milliseconds per read once a node maps its tables) and reports no Pss fields."""
+    milliseconds per read once a node maps its tables) and reports no Pss fields. With
+    ``defer_release`` (a reused worker, memory not measured, no budget) the pool's pages the
+    output does not use are returned after the node is reported (the caller calls
+    :func:`attune.pipelines.shmpool.finish_release`), and ``output_file_bytes`` is what the
+    output's files hold once that is done."""
     rollup = smaps_rollup if measure_memory else dict
     io0 = proc_io()
     anon0 = rollup().get("Pss_Anon", 0)
@@ -432,15 +443,24 @@ def _node_body(
             if shm and pa.default_memory_pool().bytes_allocated() > 0:
                 gc.collect()
             if shm:
-                released, retained = shmpool.release(ranges, recycle=memory_pool == "shm")
+                released, retained = shmpool.release(
+                    ranges, recycle=memory_pool == "shm", defer=defer_release
+                )
                 wstats["pool_bytes_trimmed"] = released
                 wstats["pool_bytes_retained"] = retained
         elif shm:
             wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
         own_files = wstats.pop("_own_files", None)
         if own_files is not None:
-            # Measured after the pool gave back what the output does not use.
-            wstats["output_file_bytes"] = sum(sipc.file_bytes(f) for f in own_files)
+            # Measured after the pool gave back what the output does not use (or, deferred,
+            # what the files will hold then).
+            if shm and defer_release and reuse:
+                wstats["output_file_bytes"] = sum(
+                    shmpool.resident_bytes(f, ranges[f]) if f in ranges else sipc.file_bytes(f)
+                    for f in own_files
+                )
+            else:
+                wstats["output_file_bytes"] = sum(sipc.file_bytes(f) for f in own_files)
         io3 = proc_io()
         t3 = time.perf_counter()
         rollup_after = rollup()
@@ -801,7 +821,12 @@ class DAG:
                 # A node with a memory limit gets its own process (an address-space cap cannot
                 # be lifted again for the next node).
                 p, conn = idle.pop() if idle else start_worker()
-                conn.send((index[id(n)], input_paths, memory_pool, measure_memory, out_name))
+                # Without memory measurement or a budget, the worker returns the node's unused
+                # pool pages after reporting it (off the critical path).
+                defer = not measure_memory and rm is None
+                conn.send(
+                    (index[id(n)], input_paths, memory_pool, measure_memory, out_name, defer)
+                )
                 running[conn] = running[p.sentinel] = (n, p, conn, True)
                 return
             parent_conn, child_conn = ctx.Pipe(duplex=False)

@@ -303,8 +303,11 @@ class DeCache:
         ``"direct"`` when the decode wrote into the entry's own files (a detached shared pool:
         the table refers to its segments, nothing is copied) or ``"copy"`` when the decoded
         table was copied in (``direct=False``, or no shared pool here)."""
+        # Data files are named per fill: a process may still map the files of an earlier entry
+        # of the same key (cleared, then filled again), and a name never names two files.
+        token = f"{os.getpid()}-{time.time_ns()}"
         if self.direct and shmpool.available()[0]:
-            pool = shmpool.DetachedPool(entry, "seg")
+            pool = shmpool.DetachedPool(entry, f"seg-{token}")
             try:
                 try:
                     decoded = read_parquet(path, dictionary_columns, self.threads, pool.pool)
@@ -313,21 +316,23 @@ class DeCache:
                 if decoded is not None:
                     pool.freeze()
                     written = sipc.write_table(
-                        decoded, entry, "table", reshare_from=pool.segments()
+                        decoded, entry, f"t-{token}", reshare_from=pool.segments()
                     )
                     del decoded
                     if pool.pool.bytes_allocated() == 0:  # nothing else of the decode alive
                         pool.trim(written.ranges)
+                    os.rename(written.path, os.path.join(entry, "table.sipc"))
                     return "direct"
             finally:
                 pool.close()
             for name in os.listdir(entry):  # segments of a decode that could not use the pool
-                if name.startswith("seg."):
+                if name.startswith("seg-"):
                     os.unlink(os.path.join(entry, name))
         decoded = read_parquet(path, dictionary_columns, self.threads)
         # Copied into the entry's own files: the decoded buffers may live in the loading
         # node's memory pool, whose files go away with its run.
-        sipc.write_table(decoded, entry, "table", reshare=False)
+        written = sipc.write_table(decoded, entry, f"t-{token}", reshare=False)
+        os.rename(written.path, os.path.join(entry, "table.sipc"))
         return "copy"
 
     # -- inspection and eviction ---------------------------------------------------------------

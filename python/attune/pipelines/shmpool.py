@@ -42,6 +42,7 @@ __all__ = [
     "DetachedPool",
     "available",
     "build",
+    "finish_release",
     "freeze",
     "install",
     "release",
@@ -186,7 +187,9 @@ def trim(used: dict[str, list[tuple[int, int]]]) -> int:
     return freed
 
 
-def release(used: dict[str, list[tuple[int, int]]], recycle: bool = True) -> tuple[int, int]:
+def release(
+    used: dict[str, list[tuple[int, int]]], recycle: bool = True, defer: bool = False
+) -> tuple[int, int]:
     """After a node of a reused process shared its output and dropped every reference to its
     tables: unmaps the node's segments that hold no live allocation, returns their pages that
     the output does not use (``used`` as for :func:`trim`; a segment the output does not use is
@@ -194,30 +197,68 @@ def release(used: dict[str, list[tuple[int, int]]], recycle: bool = True) -> tup
     Segments still holding allocations (a buffer the node's code kept, e.g. in a global) stay
     mapped, retired. With ``recycle``, up to two standard segments the output does not use stay
     mapped as spares with their pages, and the next node's first segments are those (renamed):
-    its allocations then touch no fresh pages. Returns (bytes released, bytes retained)."""
+    its allocations then touch no fresh pages. Returns (bytes released, bytes retained).
+
+    ``defer``: the segments are unmapped and forgotten now, but returning their pages to the
+    kernel (hole punching: milliseconds per hundred MB) waits for :func:`finish_release`, which
+    a worker calls after it reported the node, off the node's critical path. Until then the
+    run's files still hold the node's temporaries."""
+    global _pending
     if _module is None or _pool is None:
         return 0, 0
+    finish_release()
     unused = [path for _a, _n, path in segments() if not used.get(path)]
     released, recycled, retained = _module.restart(unused if recycle else [])
     sipc.forget_ranges(released)
     sipc.forget_ranges(recycled)  # kept mapped as spares; renamed when a node takes one
+    work: list[tuple[str, list[tuple[int, int]]]] = []
     freed = 0
     for _addr, length, path in released:
         ranges = sorted(used.get(path, []))
+        if not ranges:
+            work.append((path, []))
+            freed += length
+            continue
+        holes = []
+        pos = 0
+        for off, n in [*ranges, (length, 0)]:
+            if off > pos:
+                holes.append((pos, off - pos))
+                freed += off - pos
+            pos = max(pos, off + n)
+        work.append((path, holes))
+    _pending = work
+    if not defer:
+        finish_release()
+    return freed, retained
+
+
+#: Released segments whose pages are still to be returned: (path, holes); [] = unlink it.
+_pending: list[tuple[str, list[tuple[int, int]]]] = []
+
+
+def finish_release() -> None:
+    """Returns the pages a deferred :func:`release` left (idempotent)."""
+    global _pending
+    work, _pending = _pending, []
+    for path, holes in work:
         try:
-            if not ranges:
+            if not holes:
                 os.unlink(path)
-                freed += length
                 continue
-            pos = 0
-            for off, n in [*ranges, (length, 0)]:
-                if off > pos:
-                    _module.punch_file(path, pos, off - pos)
-                    freed += off - pos
-                pos = max(pos, off + n)
+            for off, n in holes:
+                _module.punch_file(path, off, n)
         except FileNotFoundError:
             pass  # the driver already removed it (a table nothing needs any more)
-    return freed, retained
+
+
+def resident_bytes(path: str, used: list[tuple[int, int]]) -> int:
+    """The tmpfs bytes ``path`` will hold once only the pages of ``used`` ranges are left (what
+    a released segment occupies after :func:`finish_release`)."""
+    pages: set[int] = set()
+    for off, n in used:
+        pages.update(range(off // 4096, (off + n + 4095) // 4096))
+    return min(len(pages) * 4096, sipc.file_bytes(path))
 
 
 class DetachedPool:

@@ -474,7 +474,8 @@ def _map_file(path: str, need: int) -> pa.Buffer:
     except FileNotFoundError:
         raise CorruptionError(f"SIPC data file {path} does not exist", path=path) from None
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        size = st.st_size
         if size < need:
             raise CorruptionError(
                 f"SIPC data file {path} is {size} bytes; the table refers to {need}",
@@ -489,22 +490,28 @@ def _map_file(path: str, need: int) -> pa.Buffer:
     buf = pa.py_buffer(mm)
     register_range(mm, buf, path)
     with _MAPS_LOCK:
-        _MAPS[path] = weakref.ref(mm)
+        _MAPS[path] = (weakref.ref(mm), (st.st_dev, st.st_ino))
     return buf
 
 
-#: path -> weak reference to the live map of that file, so that a file read by several tables in
-#: this process is mapped once (and resharing finds one range per file).
-_MAPS: dict[str, weakref.ref] = {}
+#: path -> (weak reference to the live map of that file, its (device, inode)), so that a file
+#: read by several tables in this process is mapped once (and resharing finds one range per
+#: file). The inode tells a file from a later one at the same path (an entry re-created).
+_MAPS: dict[str, tuple[weakref.ref, tuple[int, int]]] = {}
 _MAPS_LOCK = threading.Lock()
 
 
 def _map(path: str, need: int) -> pa.Buffer:
     with _MAPS_LOCK:
-        ref = _MAPS.get(path)
-        mm = ref() if ref is not None else None
+        known = _MAPS.get(path)
+    mm = known[0]() if known is not None else None
     if mm is not None and not mm.closed and len(mm) >= need:
-        return pa.py_buffer(mm)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise CorruptionError(f"SIPC data file {path} does not exist", path=path) from None
+        if (st.st_dev, st.st_ino) == known[1]:
+            return pa.py_buffer(mm)
     return _map_file(path, need)
 
 
