@@ -824,9 +824,7 @@ class DAG:
                 # Without memory measurement or a budget, the worker returns the node's unused
                 # pool pages after reporting it (off the critical path).
                 defer = not measure_memory and rm is None
-                conn.send(
-                    (index[id(n)], input_paths, memory_pool, measure_memory, out_name, defer)
-                )
+                conn.send((index[id(n)], input_paths, memory_pool, measure_memory, out_name, defer))
                 running[conn] = running[p.sentinel] = (n, p, conn, True)
                 return
             parent_conn, child_conn = ctx.Pipe(duplex=False)
