@@ -211,6 +211,31 @@ def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path):
             assert "tmp.pool.0" in left and len(left) <= 3
 
 
+def test_deferred_release_reports_what_the_output_keeps(tmp_path):
+    # Without memory measurement a reused worker returns a node's temporaries after reporting
+    # it; the tables and the reported file bytes are the same as when it does so before.
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+
+    def temporaries(t):
+        for _ in range(3):
+            pc.multiply(t["a"], 7)
+        return t.append_column("a2", pc.multiply(t["a"], 2))
+
+    dag = DAG()
+    mid = dag.node(temporaries, dag.node(load), name="tmp")
+    dag.node(lambda t: t.select(["a2"]), mid, name="last")
+    got = {}
+    for measure in (True, False):
+        res = dag.run(root=str(tmp_path), reuse_processes=True, parallel=1, measure_memory=measure)
+        assert res["last"].equals(dag.run_inline()["last"])
+        got[measure] = res.nodes["tmp"]["output_file_bytes"]
+    assert got[False] == got[True]
+    assert no_run_directories(tmp_path)
+
+
 _KEPT: list = []
 
 
