@@ -255,10 +255,14 @@ def finish_release() -> None:
 def resident_bytes(path: str, used: list[tuple[int, int]]) -> int:
     """The tmpfs bytes ``path`` will hold once only the pages of ``used`` ranges are left (what
     a released segment occupies after :func:`finish_release`)."""
-    pages: set[int] = set()
-    for off, n in used:
-        pages.update(range(off // 4096, (off + n + 4095) // 4096))
-    return min(len(pages) * 4096, sipc.file_bytes(path))
+    pages = 0
+    end = 0  # first page not yet counted
+    for off, n in sorted(used):
+        first, last = max(off // 4096, end), (off + n + 4095) // 4096
+        if last > first:
+            pages += last - first
+            end = last
+    return min(pages * 4096, sipc.file_bytes(path))
 
 
 class DetachedPool:
