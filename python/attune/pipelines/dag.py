@@ -266,6 +266,13 @@ def _write_output(
     }
 
 
+def _output_path(transport: str, directory: str, name: str) -> str:
+    """Where :func:`_write_output` puts the output ``name`` (known before the node runs)."""
+    if transport == "sipc":
+        return os.path.join(os.path.abspath(directory), name) + sipc.TABLE_SUFFIX
+    return os.path.join(directory, name + ".arrow")
+
+
 def _read_input(transport: str, path: str) -> pa.Table:
     if transport == "sipc":
         return sipc.read_table(path)
@@ -338,6 +345,7 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
     index, its input paths and its memory pool cross the pipe. After each node every reference
     to its tables is dropped and, with the shared pool, the node's segments are unmapped
     (:func:`attune.pipelines.shmpool.release`), so a worker holds nothing of a finished node."""
+    kept_memory = False
     try:
         while True:
             try:
@@ -347,6 +355,10 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
             if job is None:
                 return
             index, input_paths, memory_pool, measure_memory, out_name, defer = job
+            if kept_memory:
+                # A node before this one kept pool memory alive: this worker runs nothing more
+                # (the driver, told so by that node's report, runs the job elsewhere).
+                continue
             msg = _node_body(
                 nodes[index],
                 input_paths,
@@ -360,6 +372,7 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
                 defer_release=defer,
             )
             conn.send(msg)
+            kept_memory = msg[0] == "ok" and msg[2].get("pool_bytes_retained", 0) > 0
             if defer:
                 # The node's temporaries go back to the kernel while the driver schedules.
                 from attune.pipelines import shmpool
@@ -813,6 +826,38 @@ class DAG:
             for i in n.inputs:
                 consumers_of[id(i)].append(n)
 
+        # Reused workers without a budget get their next node before they finish the current
+        # one (a consumer whose other inputs are done): it starts the moment the worker is free,
+        # without waiting for the driver to hear of its input and answer (each hand-off costs
+        # a wake-up, milliseconds on a busy machine). conn -> nodes sent after the running one.
+        queued: dict[Any, list[Node]] = {}
+        ahead = reuse_processes and rm is None
+
+        def job(n: Node, input_paths: list[str], out_name: str) -> tuple:
+            # Without memory measurement or a budget, the worker returns the node's unused
+            # pool pages after reporting it (off the critical path).
+            defer = not measure_memory and rm is None
+            return (index[id(n)], input_paths, memory_pool, measure_memory, out_name, defer)
+
+        def send_ahead(n: Node, conn) -> None:
+            """Queues one consumer of ``n`` on the worker running ``n`` (see ``queued``)."""
+            if not ahead or queued.get(conn):
+                return
+            for m in consumers_of[id(n)]:
+                if (
+                    m.memory_limit_bytes is None
+                    and any(m is w for w in waiting)
+                    and all(id(i) in done for i in m.inputs if i is not n)
+                ):
+                    waiting.remove(m)
+                    ins = [
+                        _output_path(transport, directory, n.name) if i is n else paths[i.name]
+                        for i in m.inputs
+                    ]
+                    conn.send(job(m, ins, m.name))
+                    queued.setdefault(conn, []).append(m)
+                    return
+
         def start(n: Node) -> None:
             input_paths = [paths[i.name] for i in n.inputs]
             k = attempts.get(id(n), 0)
@@ -821,11 +866,9 @@ class DAG:
                 # A node with a memory limit gets its own process (an address-space cap cannot
                 # be lifted again for the next node).
                 p, conn = idle.pop() if idle else start_worker()
-                # Without memory measurement or a budget, the worker returns the node's unused
-                # pool pages after reporting it (off the critical path).
-                defer = not measure_memory and rm is None
-                conn.send((index[id(n)], input_paths, memory_pool, measure_memory, out_name, defer))
+                conn.send(job(n, input_paths, out_name))
                 running[conn] = running[p.sentinel] = (n, p, conn, True)
+                send_ahead(n, conn)
                 return
             parent_conn, child_conn = ctx.Pipe(duplex=False)
             args = (
@@ -923,10 +966,16 @@ class DAG:
                             conn.close()
                             workers.remove((p, conn))
                         self._check(n, p, msg, pooled=True)
+                        nxt = queued.get(conn)
                         if msg[2].get("pool_bytes_retained", 0) > 0:
                             # The node's code kept pool memory alive (e.g. in a global): a
-                            # fresh worker takes the next node, so nothing of it lingers.
+                            # fresh worker takes the next node, so nothing of it lingers (the
+                            # worker skips what was sent ahead; it goes back to the queue).
+                            waiting.extend(queued.pop(conn, []))
                             retire_worker(p, conn)
+                        elif nxt:
+                            m = nxt.pop(0)
+                            running[conn] = running[p.sentinel] = (m, p, conn, True)
                         else:
                             idle.append((p, conn))
                     else:
@@ -948,6 +997,8 @@ class DAG:
                     done.add(id(n))
                     live_tables[id(n)] = path
                     result.nodes[n.name] = stats
+                    if pooled and conn in running:  # the worker went on to a node sent ahead
+                        send_ahead(running[conn][0], conn)
                     if on_node_done is not None:
                         on_node_done(n.name, stats)
                     stats["shared_bytes_after"] = _directory_bytes(directory)
