@@ -679,6 +679,8 @@ class DAG:
         ``reuse_processes``: nodes run in up to ``parallel`` worker processes reused from node
         to node (no process start per node; a worker drops everything of a node before the next,
         see :func:`_worker_main`); a node with ``memory_limit_bytes`` still gets its own process.
+        Without a memory budget a worker is sent its next node (a consumer of the one it runs)
+        ahead, so it starts without a round trip through the driver.
 
         ``mode``: ``process`` (the above) or ``ray``: the same nodes run as Ray tasks, tables
         passing through Ray's object store (the ``ray`` extra; for a DAG that outgrows one

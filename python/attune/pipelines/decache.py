@@ -5,6 +5,8 @@ memory of its own. A :class:`DeCache` keeps one decoded copy as a SIPC table in 
 directory: the first loader decodes and writes it (under an exclusive lock, so twenty DAGs
 starting together decode once), every later loader — in any process — maps it read-only, and a
 loader node's output refers to the cached files (resharing), so downstream nodes never copy it.
+A miss decodes straight into the entry's files (a :class:`~attune.pipelines.shmpool.DetachedPool`
+given to pyarrow's Parquet reader), so the decoded table is written once.
 
 Key: the source file's real path, size and modification time (a rewritten file is a new key)
 and the sorted dictionary-encoded columns (the same file read with other columns
@@ -16,8 +18,9 @@ an entry forever. :meth:`DeCache.evict` removes entries without live leases, lea
 first; a resource manager calls it before it evicts anything else ("evicted first"), since a
 cached load can always be decoded again.
 
-Layout under ``root``: ``<key>/`` (the SIPC table ``table.sipc`` and its data files, plus
-``source.json``), ``<key>.lock`` (flock), ``<key>.refs/``. Thread-safety: methods may be called
+Layout under ``root``: ``<key>/`` (the SIPC table ``table.sipc``, its data files — the
+decode's pool segments ``seg-<pid>-<ns>.N``, or with ``direct=False`` column files
+``t-<pid>-<ns>.cK`` — and ``source.json``), ``<key>.lock`` (flock), ``<key>.refs/``. Thread-safety: methods may be called
 from any thread and process; cross-process exclusion is ``flock`` on the key's lock file.
 """
 
