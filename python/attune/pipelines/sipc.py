@@ -241,9 +241,11 @@ class _Writer:
         checksums: bool,
         reshare: bool = True,
         registry: _Registry | None = None,
+        copy_from: list[tuple[int, int]] | None = None,
     ) -> None:
         self.reshare = reshare
         self.registry = registry if registry is not None else _REGISTRY
+        self.copy_from = copy_from or []
         self.base = os.path.join(os.path.abspath(directory), name)
         self.checksums = checksums
         self.files: list[str] = []
@@ -268,6 +270,10 @@ class _Writer:
         if buf.size == 0:
             return [-1, 0, 0]
         found = self.registry.find(buf.address, buf.size) if self.reshare else None
+        if found is not None and self.copy_from:
+            a = buf.address
+            if any(start <= a < start + n for start, n in self.copy_from):
+                found = None
         if found is not None:
             path, offset = found
             self.stats.bytes_reshared += buf.size
@@ -344,6 +350,7 @@ def write_table(
     checksums: bool = False,
     reshare: bool = True,
     reshare_from: list[tuple[int, int, str]] | None = None,
+    copy_from: list[tuple[int, int]] | None = None,
 ) -> WriteStats:
     """Writes ``table`` as ``DIRECTORY/NAME.sipc`` plus its data files and returns what was
     copied and what was reshared. The table file appears last (written under a temporary name
@@ -352,7 +359,9 @@ def write_table(
     buffer into the table's own files: for a table that must outlive the files its buffers come
     from (a cache entry written from a node's memory). ``reshare_from`` [(address, length,
     path)]: reshare only buffers inside these ranges (and copy the rest), e.g. a cache entry
-    whose buffers were decoded into the entry's own files by a detached pool."""
+    whose buffers were decoded into the entry's own files by a detached pool. ``copy_from``
+    [(address, length)]: buffers starting inside these ranges are copied even when they could
+    be reshared (a node's few small results in a pool segment the worker wants to reuse whole)."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     if not isinstance(table, pa.Table):
@@ -366,7 +375,7 @@ def write_table(
             registry.add(None, address, length, path)
     else:
         _sync_sources()
-    w = _Writer(os.fspath(directory), name, checksums, reshare, registry)
+    w = _Writer(os.fspath(directory), name, checksums, reshare, registry, copy_from)
     dict_sink = _DataFile(w.base + ".dict")
     sinks: list[_DataFile] = []
     try:
