@@ -122,3 +122,16 @@ def test_bench_dag_writes_rows_with_the_command(tmp_path):
     assert rows[0]["command"].startswith("attune bench dag chain --column-mib 1")
     (summary,) = [r for r in rows if r["kind"] == "summary" and r["case"] == "chain"]
     assert summary["speedup_vs_ipc_mmap"] > 0
+
+
+def test_bench_dag_eviction_evicts_under_a_small_budget(tmp_path):
+    out = tmp_path / "rows.jsonl"
+    argv = ["bench", "dag", "eviction", "--trees", "2", "--depth", "3", "--column-mib", "1"]
+    argv += ["--work", "1", "--budget-fraction", "0.1", "--policies", "off,limit-drop"]
+    argv += ["--root", str(tmp_path), "--spill-dir", str(tmp_path), "--out", str(out)]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    by = {r["engine"]: r for r in rows if r["kind"] == "eviction"}
+    assert by["off"]["limit_drops"] == 0 and by["limit-drop"]["limit_drops"] > 0
+    (summary,) = [r for r in rows if r["kind"] == "summary"]
+    assert summary["off_seconds"] > 0 and summary["limit_drop_seconds"] > 0

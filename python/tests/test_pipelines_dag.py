@@ -158,8 +158,17 @@ def test_pool_segments_nothing_refers_to_are_removed(tmp_path):
 # -- reused node processes ------------------------------------------------------------------
 
 
+@pytest.fixture
+def no_small_output_copy(monkeypatch):
+    # Reused workers copy small pool-made outputs out of the pool (see the test below); these
+    # tests check sharing by reference, so they switch that off.
+    from attune.pipelines import dag as dag_module
+
+    monkeypatch.setattr(dag_module, "SMALL_OUTPUT_BYTES", 0)
+
+
 @pytest.mark.parametrize("pool", ["shm", "default"])
-def test_reused_processes_give_the_same_tables(tmp_path, pool):
+def test_reused_processes_give_the_same_tables(tmp_path, pool, no_small_output_copy):
     from attune.pipelines import shmpool
 
     if pool == "shm" and not shmpool.available()[0]:
@@ -177,7 +186,7 @@ def test_reused_processes_give_the_same_tables(tmp_path, pool):
     assert no_run_directories(tmp_path)
 
 
-def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path):
+def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path, no_small_output_copy):
     from attune.pipelines import shmpool
 
     if not shmpool.available()[0]:
@@ -209,6 +218,51 @@ def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path):
             # Besides it, at most two spare segments the worker kept for a next node (renamed
             # for the node that would take them; removed with the run).
             assert "tmp.pool.0" in left and len(left) <= 3
+
+
+def test_deferred_release_reports_what_the_output_keeps(tmp_path):
+    # Without memory measurement a reused worker returns a node's temporaries after reporting
+    # it; the tables and the reported file bytes are the same as when it does so before.
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+
+    def temporaries(t):
+        for _ in range(3):
+            pc.multiply(t["a"], 7)
+        return t.append_column("a2", pc.multiply(t["a"], 2))
+
+    dag = DAG()
+    mid = dag.node(temporaries, dag.node(load), name="tmp")
+    dag.node(lambda t: t.select(["a2"]), mid, name="last")
+    got = {}
+    for measure in (True, False):
+        res = dag.run(root=str(tmp_path), reuse_processes=True, parallel=1, measure_memory=measure)
+        assert res["last"].equals(dag.run_inline()["last"])
+        got[measure] = res.nodes["tmp"]["output_file_bytes"]
+    assert got[False] == got[True]
+    assert no_run_directories(tmp_path)
+
+
+def test_a_small_output_leaves_the_pool_whole_for_the_next_node(tmp_path):
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+
+    def total(t):  # 64 MiB of temporaries, a one-row result
+        return pa.table({"s": [pc.sum(pc.multiply(pa.array(np.arange(8 << 20)), 3)).as_py()]})
+
+    dag = DAG()
+    dag.node(total, dag.node(load), name="total")
+    res = dag.run(root=str(tmp_path), reuse_processes=True, parallel=1, keep_directory=True)
+    assert res["total"].equals(dag.run_inline()["total"])
+    st = res.nodes["total"]
+    assert 0 < st["bytes_copied"] < 4096  # the one row, copied out of the pool
+    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
+    # Nothing of the output is in the node's segments: none is left but spares (at most two).
+    assert len([f for f in os.listdir(tmp_path / run) if f.startswith("total.pool.")]) <= 2
 
 
 _KEPT: list = []

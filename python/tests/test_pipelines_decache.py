@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from attune.errors import InvalidArgumentError
+from attune.errors import CorruptionError, InvalidArgumentError
 from attune.pipelines import DAG, DeCache, table_files
 
 
@@ -110,3 +110,84 @@ def test_column_parallel_decode_equals_pyarrows(tmp_path):
         for threads in (1, 3):
             got = read_parquet(path, cols, threads)
             assert got.equals(want) and got.schema.equals(want.schema, check_metadata=True)
+
+
+def _entry_dir(cache: DeCache) -> str:
+    (entry,) = cache.entries()
+    return os.path.join(cache.root, entry["key"])
+
+
+def test_a_miss_decodes_straight_into_the_entrys_files(tmp_path):
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip(f"no shared memory pool here: {shmpool.available()[1]}")
+    path = tmp_path / "wide.parquet"
+    n = 20_000
+    t = pa.table(
+        {
+            "k": np.arange(n),
+            "s": [f"v{i % 7}" for i in range(n)],
+            "l": [[i, i + 1] for i in range(n)],
+            "st": [{"a": i, "b": str(i)} for i in range(n)],
+        }
+    )
+    pq.write_table(t, path, row_group_size=3_000)
+    for threads in (1, 3):
+        cache = DeCache(tmp_path / f"cache{threads}", threads=threads)
+        st: dict = {}
+        got = cache.load(path, ["s"], stats=st)
+        assert st == {"decache": "load", "decache_fill": "direct"}
+        want = pq.read_table(path, read_dictionary=["s"])
+        assert got.equals(want) and got.schema.equals(want.schema, check_metadata=True)
+        entry = _entry_dir(cache)
+        names = os.listdir(entry)
+        # The table refers to the decode's segments (nothing copied into column files).
+        files = table_files(os.path.join(entry, "table.sipc"))
+        assert files and all(os.path.basename(f).startswith("seg-") for f in files)
+        assert {os.path.dirname(f) for f in files} == {entry}
+        assert sorted(n for n in names if n.startswith("seg-")) == sorted(
+            os.path.basename(f) for f in files
+        )
+        assert not any(n.startswith("t-") for n in names)  # no column or dictionary files
+        # Pages the table does not use were returned: the entry is about the table's size.
+        occupied = sum(os.stat(os.path.join(entry, n)).st_blocks * 512 for n in names)
+        assert occupied < 2 * want.nbytes + (1 << 20)
+        # A later loader maps the same files and gets the same table.
+        st2: dict = {}
+        again = DeCache(cache.root).load(path, ["s"], stats=st2)
+        assert st2["decache"] == "hit" and again.equals(want)
+
+
+def test_direct_off_copies_the_decoded_table_in(tmp_path, parquet):
+    cache = DeCache(tmp_path / "cache", direct=False)
+    st: dict = {}
+    got = cache.load(parquet, ["s"], stats=st)
+    assert st["decache_fill"] == "copy"
+    assert got.equals(pq.read_table(parquet, read_dictionary=["s"]))
+    assert not any(n.startswith("seg-") for n in os.listdir(_entry_dir(cache)))
+
+
+def test_an_entry_filled_again_is_not_confused_with_the_old_ones_files(tmp_path, parquet):
+    # A table of the first fill stays mapped while the entry is cleared and filled from
+    # another file version: the new table must be read from the new files.
+    cache = DeCache(tmp_path / "cache")
+    old = cache.load(parquet)
+    cache.clear()
+    cache.root = str(tmp_path / "cache")
+    assert cache.load(parquet).equals(old)  # same key, new files
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"k": np.arange(10_000) * 3, "s": ["x"] * 10_000}), other)
+    os.replace(other, parquet)
+    os.utime(parquet, ns=(5, 5))
+    new = cache.load(parquet)
+    assert new.equals(pq.read_table(parquet)) and old["k"][1].as_py() == 1
+
+
+def test_a_failed_decode_leaves_no_entry(tmp_path):
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1" + b"\0" * 100 + b"PAR1")
+    cache = DeCache(tmp_path / "cache")
+    with pytest.raises(CorruptionError, match="bad.parquet"):
+        cache.load(bad)
+    assert cache.entries() == []

@@ -179,3 +179,14 @@ def test_bad_arguments(tmp_path):
             pa.table({"m": pa.array([[(1, 2)]], pa.map_(pa.int8(), pa.int8()))}), tmp_path, "m"
         )
     assert os.listdir(tmp_path) == []
+
+
+def test_a_file_replaced_at_the_same_path_is_mapped_anew(tmp_path):
+    # The first table stays mapped (and its files unlinked) while another table is written
+    # under the same names: reading must map the new files, not reuse the old maps.
+    old = sipc.read_table(sipc.write_table(pa.table({"a": [1, 2, 3]}), tmp_path, "t").path)
+    for name in os.listdir(tmp_path):
+        os.unlink(tmp_path / name)
+    new_path = sipc.write_table(pa.table({"a": [7, 8, 9]}), tmp_path, "t").path
+    assert sipc.read_table(new_path)["a"].to_pylist() == [7, 8, 9]
+    assert old["a"].to_pylist() == [1, 2, 3]

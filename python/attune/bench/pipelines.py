@@ -29,6 +29,7 @@ import functools
 import json
 import multiprocessing as mp
 import os
+import resource
 import shlex
 import statistics
 import sys
@@ -185,6 +186,37 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
         _summary(out, {"kind": "summary", "case": "resharing", "op": op}, per, "node_seconds")
 
 
+def _tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process, its waited-for descendants and
+    its live ones (Ray's daemons and workers are children of the process that started Ray):
+    the cost of a run on a machine whose other work takes a varying share of the cores, which
+    wall time does not isolate."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, float]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        procs[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    total = 0.0
+    todo = [p for p in kids.get(os.getpid(), [])]
+    while todo:
+        pid = todo.pop()
+        total += procs[pid][1]
+        todo.extend(kids.get(pid, []))
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return total + me.ru_utime + me.ru_stime + waited.ru_utime + waited.ru_stime
+
+
 def _summary(
     out: _Out,
     head: dict[str, Any],
@@ -209,6 +241,10 @@ def _summary(
             continue
         tag = peer.replace("-", "_").replace(":", "_")
         row[f"speedup_vs_{tag}"] = med(peer, time_key) / max(med(base, time_key), 1e-9)
+        if "cpu_seconds" in per[peer][0] and "cpu_seconds" in per[base][0]:
+            row[f"cpu_ratio_vs_{tag}"] = med(peer, "cpu_seconds") / max(
+                med(base, "cpu_seconds"), 1e-9
+            )
         if "bytes_copied" not in per[peer][0]:
             continue
         pc_ = med(peer, "bytes_copied")
@@ -393,6 +429,7 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
             dag = _chain_dag(rows, args.length, producer)
             # Timed runs do not read smaps_rollup in every node (milliseconds each, which the
             # Ray peer does not pay); memory is measured in a separate run below.
+            cpu0 = _tree_cpu_seconds()
             if transport == "ray":
                 res = dag.run(mode="ray")
             else:
@@ -411,6 +448,7 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
                 "repeat": rep,
                 "seconds": res.seconds,
                 "runs_per_sec": 1.0 / res.seconds,
+                "cpu_seconds": _tree_cpu_seconds() - cpu0,
             }
             if transport != "ray":
                 row.update(
@@ -466,8 +504,8 @@ def _decache_dag(path: str, cache: DeCache) -> DAG:
     return dag
 
 
-def _run_one(path: str, root: str, enabled: bool, reuse: bool, conn) -> None:
-    cache = DeCache(os.path.join(root, "attune-decache-bench"), enabled=enabled)
+def _run_one(path: str, root: str, enabled: bool, reuse: bool, conn, direct: bool = True) -> None:
+    cache = DeCache(os.path.join(root, "attune-decache-bench"), enabled=enabled, direct=direct)
     res = _decache_dag(path, cache).run(root=root, reuse_processes=reuse, measure_memory=False)
     conn.send((res.seconds, res.nodes["load"].get("pss_bytes", 0)))
     conn.close()
@@ -484,14 +522,22 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
         for n in args.dags:
             per: dict[str, list[dict[str, Any]]] = {}
             for rep in range(args.repeat):
-                for enabled in (False, True):
+                # decache:copy: a miss decodes into ordinary memory and copies the table into
+                # the entry (the decode-then-copy way); decache decodes into the entry's files.
+                for label, enabled, direct in (
+                    ("no-cache", False, True),
+                    ("decache:copy", True, False),
+                    ("decache", True, True),
+                ):
                     DeCache(cache_root).clear()
+                    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     t0 = time.perf_counter()
                     procs = []
                     for _ in range(n):
                         a, b = ctx.Pipe(duplex=False)
                         p = ctx.Process(
-                            target=_run_one, args=(path, root, enabled, not args.fork_per_node, b)
+                            target=_run_one,
+                            args=(path, root, enabled, not args.fork_per_node, b, direct),
                         )
                         p.start()
                         b.close()
@@ -500,7 +546,7 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                         a.recv()
                         p.join()
                     seconds = time.perf_counter() - t0
-                    label = "decache" if enabled else "no-cache"
+                    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     row = {
                         "kind": "decache",
                         "engine": label,
@@ -508,19 +554,142 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                         "repeat": rep,
                         "reuse_processes": not args.fork_per_node,
                         "seconds": seconds,
+                        # CPU of every process of the N DAGs (drivers and their node
+                        # processes, all waited for): unlike wall time, not shifted by
+                        # other work on the machine taking a share of the cores.
+                        "cpu_seconds": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
                     }
                     per.setdefault(label, []).append(row)
                     out.row(row)
             on = statistics.median_low([r["seconds"] for r in per["decache"]])
+            copy = statistics.median_low([r["seconds"] for r in per["decache:copy"]])
             off = statistics.median_low([r["seconds"] for r in per["no-cache"]])
+
+            def cpu(label: str, per: dict[str, list[dict[str, Any]]] = per) -> float:
+                return statistics.median_low([r["cpu_seconds"] for r in per[label]])
+
             out.row(
-                {"kind": "summary", "case": "decache", "dags": n, "speedup_vs_no_cache": off / on}
+                {
+                    "kind": "summary",
+                    "case": "decache",
+                    "dags": n,
+                    "speedup_vs_no_cache": off / on,
+                    "copy_speedup_vs_no_cache": off / copy,
+                    "speedup_vs_decache_copy": copy / on,
+                    "cpu_ratio_vs_no_cache": cpu("no-cache") / cpu("decache"),
+                    "cpu_ratio_vs_decache_copy": cpu("decache:copy") / cpu("decache"),
+                }
             )
     finally:
         DeCache(cache_root).clear()
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# eviction: cumulative branching DAGs under a memory budget.
+
+
+def _grow(work: int) -> Callable[[pa.Table], pa.Table]:
+    """A cumulative node: appends one column computed from the last one with ``work`` passes of
+    an addition over the whole column (the source's unit of computation)."""
+
+    def run(t: pa.Table) -> pa.Table:
+        col = t.column(t.num_columns - 1)
+        for k in range(work):
+            col = pc.add(col, k + 1)
+        return t.append_column(f"c{t.num_columns}", col)
+
+    return run
+
+
+def _summary_of(t: pa.Table) -> pa.Table:
+    return pa.table({"rows": [t.num_rows], "sum": [pc.sum(t.column(t.num_columns - 1)).as_py()]})
+
+
+def _eviction_dag(trees: int, depth: int, rows: int, work: int) -> DAG:
+    """``trees`` cumulative binary trees in one DAG: a load of two int64 columns, then every
+    node has two successors that each append a column to its output (so intermediate data grows
+    with depth and an output stays needed until its second successor ran), ``depth`` levels;
+    the leaves reduce to one row (nothing large is kept)."""
+    dag = DAG("eviction")
+    for t in range(trees):
+        level = [dag.node(functools.partial(_ints, 2, rows), name=f"t{t}.load")]
+        for d in range(1, depth):
+            nxt = []
+            for i, parent in enumerate(level):
+                for j in range(2):
+                    nxt.append(dag.node(_grow(work), parent, name=f"t{t}.n{d}.{2 * i + j}"))
+            level = nxt
+        for i, leaf in enumerate(level):
+            dag.node(_summary_of, leaf, name=f"t{t}.sum{i}")
+    return dag
+
+
+def _eviction(args: argparse.Namespace, out: _Out) -> None:
+    import shutil
+
+    rows = args.column_mib * (1 << 20) // 8
+    col = rows * 8
+    # Distinct data of one tree: the load's two columns and one column per inner node.
+    inner = 2 ** (args.depth) - 2
+    distinct = args.trees * (2 + inner) * col
+    budget = int(distinct * args.budget_fraction)
+    from attune.pipelines.resources import default_spill_root
+
+    spill = tempfile.mkdtemp(prefix="attune-dag-spill-", dir=args.spill_dir or default_spill_root())
+    _grow(1)(_ints(2, 1000))  # warm up pyarrow's kernels in the forked parent
+    try:
+        for work in args.work:
+            per: dict[str, list[dict[str, Any]]] = {}
+            for rep in range(args.repeat):
+                for policy in args.policies:
+                    dag = _eviction_dag(args.trees, args.depth, rows, work)
+                    res = dag.run(
+                        root=args.root,
+                        memory_pool="shm",
+                        reuse_processes=True,
+                        measure_memory=False,
+                        parallel=2,
+                        memory_budget_bytes=budget,
+                        eviction=policy,
+                        spill_dir=spill,
+                    )
+                    evictions = [e for e in res.events if e[0] == "evict"]
+                    reruns = sum(st.get("runs", 1) - 1 for st in res.nodes.values())
+                    row = {
+                        "kind": "eviction",
+                        "engine": policy,
+                        "work": work,
+                        "repeat": rep,
+                        "seconds": res.seconds,
+                        "trees": args.trees,
+                        "depth": args.depth,
+                        "budget_bytes": budget,
+                        "distinct_bytes": distinct,
+                        "shared_bytes_peak": res.shared_bytes_peak,
+                        "peak_over_budget": res.shared_bytes_peak / budget,
+                        "rollbacks": sum(1 for e in evictions if e[2] == "rollback"),
+                        "limit_drops": sum(1 for e in evictions if e[2] != "rollback"),
+                        "evicted_bytes": sum(e[3] for e in evictions),
+                        "node_reruns": reruns,
+                    }
+                    per.setdefault(policy, []).append(row)
+                    out.row(row)
+                    del res
+            med = {k: statistics.median_low([r["seconds"] for r in v]) for k, v in per.items()}
+            summary: dict[str, Any] = {"kind": "summary", "case": "eviction", "work": work}
+            for k, v in med.items():
+                summary[f"{k.replace('-', '_')}_seconds"] = v
+            if "rollback" in med and "limit-drop" in med:
+                summary["rollback_over_limit_drop"] = med["limit-drop"] / med["rollback"]
+            if "adaptive" in med:
+                best = min(med.get("rollback", np.inf), med.get("limit-drop", np.inf))
+                summary["adaptive_over_best"] = best / med["adaptive"]
+            out.row(summary)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -559,6 +728,7 @@ def _dabstep(args: argparse.Namespace, out: _Out) -> None:
                         dag = dabstep.build_all(paths, cache)
                     else:
                         dag = dabstep.build(int(workload), paths, cache)
+                    cpu0 = _tree_cpu_seconds()
                     if transport == "ray":
                         res = dag.run(mode="ray")
                     else:
@@ -576,6 +746,7 @@ def _dabstep(args: argparse.Namespace, out: _Out) -> None:
                         "nodes": len(dag.nodes),
                         "repeat": rep,
                         "seconds": res.seconds,
+                        "cpu_seconds": _tree_cpu_seconds() - cpu0,
                     }
                     if transport != "ray":
                         tot = res.totals()
@@ -600,7 +771,7 @@ def _dabstep(args: argparse.Namespace, out: _Out) -> None:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="attune bench dag", description=__doc__.split("\n")[0])
-    p.add_argument("case", choices=("resharing", "chain", "decache", "dabstep"))
+    p.add_argument("case", choices=("resharing", "chain", "decache", "dabstep", "eviction"))
     p.add_argument(
         "--ops", default=",".join(INT_OPS + STR_OPS), help="resharing: operations (default: all)"
     )
@@ -644,6 +815,29 @@ def main(argv: list[str]) -> int:
         help="decache: a process per node in every DAG (default: each DAG's nodes share one "
         "reused worker, with the cache on and off alike)",
     )
+    p.add_argument("--trees", type=int, default=4, help="eviction: DAGs (trees) in the workload")
+    p.add_argument("--depth", type=int, default=4, help="eviction: levels per tree (default 4)")
+    p.add_argument(
+        "--work",
+        default="1,8,32",
+        help="eviction: additions over a whole column per node (default 1,8,32)",
+    )
+    p.add_argument(
+        "--budget-fraction",
+        type=float,
+        default=0.5,
+        help="eviction: memory budget over the workload's distinct data (default 0.5)",
+    )
+    p.add_argument(
+        "--policies",
+        default="off,rollback,limit-drop,adaptive",
+        help="eviction: policies (default off,rollback,limit-drop,adaptive)",
+    )
+    p.add_argument(
+        "--spill-dir",
+        default=None,
+        help="eviction: disk directory for limit-drop (default /var/tmp)",
+    )
     p.add_argument(
         "--transports", default=",".join(TRANSPORTS), help=f"peers (default {','.join(TRANSPORTS)})"
     )
@@ -669,6 +863,12 @@ def main(argv: list[str]) -> int:
     if [x for x in args.peers if x != "ray"]:
         p.error("--peers takes: ray")
     args.dags = [int(x) for x in args.dags.split(",") if x]
+    args.work = [int(x) for x in args.work.split(",") if x]
+    args.policies = [x for x in args.policies.split(",") if x]
+    if [x for x in args.policies if x not in ("off", "rollback", "limit-drop", "adaptive")]:
+        p.error("--policies takes off, rollback, limit-drop, adaptive")
+    if args.trees < 1 or args.depth < 2 or not 0 < args.budget_fraction:
+        p.error("--trees must be at least 1, --depth at least 2, --budget-fraction positive")
     args.workloads = [x for x in args.workloads.split(",") if x]
     if [x for x in args.workloads if x not in ("1", "2", "3", "4", "5", "all")]:
         p.error("--workloads takes 1, 2, 3, 4, 5 and all")
@@ -678,6 +878,7 @@ def main(argv: list[str]) -> int:
     try:
         cases = {"resharing": _resharing, "chain": _chain, "decache": _decache}
         cases["dabstep"] = _dabstep
+        cases["eviction"] = _eviction
         cases[args.case](args, o)
     finally:
         o.close()

@@ -143,6 +143,7 @@ class ShmPool : public arrow::MemoryPool {
     int64_t start = 0;
     if (seg != nullptr) start = (seg->used + alignment - 1) / alignment * alignment;
     if (seg == nullptr || start + size > seg->length) {
+      if (closed_) return arrow::Status::OutOfMemory("shared memory pool is closed");
       int64_t want = size > segment_bytes_ / 2 ? size : segment_bytes_;
       want = (want + kPageBytes - 1) / kPageBytes * kPageBytes;
       ARROW_RETURN_NOT_OK(NewSegment(want, &seg));
@@ -299,6 +300,32 @@ class ShmPool : public arrow::MemoryPool {
     return released;
   }
 
+  // A detached pool (a DeCache entry's decode) is done: segments holding no live allocation
+  // are unmapped and closed (their files stay: the entry's data files); later allocations
+  // fail. Returns the bytes of segments still mapped because something holds a buffer.
+  int64_t Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t retained = 0;
+    std::deque<Segment> kept;
+    for (Segment& s : segments_) {
+      if (s.live > 0) {
+        s.retired = true;
+        retained += s.length;
+        kept.push_back(s);
+        continue;
+      }
+      ::munmap(s.base, static_cast<size_t>(s.length));
+      ::close(s.fd);
+    }
+    segments_.swap(kept);
+    free_.clear();
+    free_bytes_ = 0;
+    current_ = nullptr;
+    frozen_ = true;
+    closed_ = true;
+    return retained;
+  }
+
   // Names the segments of the next node PREFIX.0, PREFIX.1, ...
   void SetPrefix(const std::string& prefix) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -375,6 +402,7 @@ class ShmPool : public arrow::MemoryPool {
   std::vector<Segment> spares_;   // kept by Restart for the next node
   Segment* current_ = nullptr;
   bool frozen_ = false;
+  bool closed_ = false;  // a detached pool after Close(): allocates nothing more
   bool reuse_freed_ = true;
   std::unordered_map<int64_t, std::vector<uint8_t*>> free_;  // size class -> freed blocks
   int64_t free_bytes_ = 0;
@@ -490,7 +518,87 @@ PyObject* punch(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// Detached pools: a pool of its own over files in another directory (a DeCache entry), used
+// only where a caller passes it explicitly, so a decode writes straight into the entry's files.
+// The C++ object is never deleted (a pyarrow buffer may still name it as its pool); Close()
+// unmaps its segments, so what stays behind per pool is a few hundred bytes.
+constexpr const char* kCapsuleName = "attune.shmpool.detached";
+
+ShmPool* Detached(PyObject* handle) {
+  return static_cast<ShmPool*>(PyCapsule_GetPointer(handle, kCapsuleName));
+}
+
+PyObject* create_detached(PyObject*, PyObject* args) {
+  const char* dir;
+  const char* prefix;
+  long long segment_bytes;
+  int reuse_freed = 1;
+  if (!PyArg_ParseTuple(args, "ssL|p", &dir, &prefix, &segment_bytes, &reuse_freed)) {
+    return nullptr;
+  }
+  if (segment_bytes < kPageBytes) {
+    PyErr_SetString(PyExc_ValueError, "segment_bytes must be at least one page");
+    return nullptr;
+  }
+  ShmPool* pool = new ShmPool(dir, prefix, segment_bytes, reuse_freed != 0);
+  PyObject* handle = PyCapsule_New(pool, kCapsuleName, nullptr);
+  if (handle == nullptr) return nullptr;
+  PyObject* boxed = box_memory_pool(pool);
+  if (boxed == nullptr) {
+    Py_DECREF(handle);
+    return nullptr;
+  }
+  return Py_BuildValue("(NN)", handle, boxed);
+}
+
+PyObject* detached_segments(PyObject*, PyObject* args) {
+  PyObject* handle;
+  if (!PyArg_ParseTuple(args, "O", &handle)) return nullptr;
+  ShmPool* pool = Detached(handle);
+  return pool == nullptr ? nullptr : pool->Segments();
+}
+
+PyObject* detached_freeze(PyObject*, PyObject* args) {
+  PyObject* handle;
+  if (!PyArg_ParseTuple(args, "O", &handle)) return nullptr;
+  ShmPool* pool = Detached(handle);
+  if (pool == nullptr) return nullptr;
+  pool->Freeze();
+  Py_RETURN_NONE;
+}
+
+PyObject* detached_punch(PyObject*, PyObject* args) {
+  PyObject* handle;
+  const char* path;
+  long long offset;
+  long long length;
+  if (!PyArg_ParseTuple(args, "OsLL", &handle, &path, &offset, &length)) return nullptr;
+  ShmPool* pool = Detached(handle);
+  if (pool == nullptr) return nullptr;
+  if (!pool->PunchPath(path, offset, length)) {
+    PyErr_SetString(PyExc_ValueError, "no such segment range");
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* detached_close(PyObject*, PyObject* args) {
+  PyObject* handle;
+  if (!PyArg_ParseTuple(args, "O", &handle)) return nullptr;
+  ShmPool* pool = Detached(handle);
+  if (pool == nullptr) return nullptr;
+  return PyLong_FromLongLong(static_cast<long long>(pool->Close()));
+}
+
 PyMethodDef kMethods[] = {
+    {"create_detached", create_detached, METH_VARARGS,
+     "create_detached(dir, prefix, segment_bytes, reuse_freed=True) -> (handle, MemoryPool)"},
+    {"detached_segments", detached_segments, METH_VARARGS, "detached_segments(handle)"},
+    {"detached_freeze", detached_freeze, METH_VARARGS, "detached_freeze(handle)"},
+    {"detached_punch", detached_punch, METH_VARARGS,
+     "detached_punch(handle, path, offset, length)"},
+    {"detached_close", detached_close, METH_VARARGS,
+     "detached_close(handle) -> bytes still mapped (live buffers)"},
     {"punch", punch, METH_VARARGS, "punch(path, offset, length): free whole pages of a range"},
     {"create", create, METH_VARARGS,
      "create(dir, prefix, segment_bytes, reuse_freed=True) -> pyarrow.MemoryPool"},

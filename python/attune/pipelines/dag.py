@@ -237,14 +237,51 @@ class RunResult:
 # Transports: how a child reads its inputs and writes its output.
 
 
+#: A reused worker's output with at most this many bytes in its pool's segments is copied out
+#: of them (into the output's own files), so the worker keeps the whole segments warm for its
+#: next node instead of faulting fresh pages for it (an aggregate's few KB against 64 MiB).
+SMALL_OUTPUT_BYTES = 4 << 20
+
+
+def _buffers(arr: pa.Array) -> list[pa.Buffer]:
+    out = [b for b in arr.buffers() if b is not None]
+    if pa.types.is_dictionary(arr.type):
+        out += _buffers(arr.dictionary)
+    return out
+
+
+def _small_pool_output(table: pa.Table) -> list[tuple[int, int]] | None:
+    """The pool's segments as [(address, length)] when ``table`` has at most
+    :data:`SMALL_OUTPUT_BYTES` in them (and something), else None."""
+    from attune.pipelines import shmpool
+
+    segs = [(a, n) for a, n, _p in shmpool.segments()]
+    if not segs:
+        return None
+    inside = 0
+    for col in table.columns:
+        for chunk in col.chunks:
+            for b in _buffers(chunk):
+                if any(a <= b.address < a + n for a, n in segs):
+                    inside += b.size
+                    if inside > SMALL_OUTPUT_BYTES:
+                        return None
+    return segs if inside else None
+
+
 def _write_output(
-    transport: str, table: pa.Table, directory: str, name: str, checksums: bool
+    transport: str,
+    table: pa.Table,
+    directory: str,
+    name: str,
+    checksums: bool,
+    copy_from: list[tuple[int, int]] | None = None,
 ) -> tuple[str, dict[str, int]]:
     """Shares a node's output; returns its path and what it cost: bytes copied and reshared
     (by the writer's own count) and ``output_file_bytes``, the tmpfs bytes of the files this
     node created (its arena's files included)."""
     if transport == "sipc":
-        st = sipc.write_table(table, directory, name, checksums=checksums)
+        st = sipc.write_table(table, directory, name, checksums=checksums, copy_from=copy_from)
         own = [
             f
             for f in st.files
@@ -264,6 +301,13 @@ def _write_output(
         "bytes_reshared": 0,
         "output_file_bytes": sipc.file_bytes(path),
     }
+
+
+def _output_path(transport: str, directory: str, name: str) -> str:
+    """Where :func:`_write_output` puts the output ``name`` (known before the node runs)."""
+    if transport == "sipc":
+        return os.path.join(os.path.abspath(directory), name) + sipc.TABLE_SUFFIX
+    return os.path.join(directory, name + ".arrow")
 
 
 def _read_input(transport: str, path: str) -> pa.Table:
@@ -338,6 +382,7 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
     index, its input paths and its memory pool cross the pipe. After each node every reference
     to its tables is dropped and, with the shared pool, the node's segments are unmapped
     (:func:`attune.pipelines.shmpool.release`), so a worker holds nothing of a finished node."""
+    kept_memory = False
     try:
         while True:
             try:
@@ -346,7 +391,11 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
                 return
             if job is None:
                 return
-            index, input_paths, memory_pool, measure_memory, out_name = job
+            index, input_paths, memory_pool, measure_memory, out_name, defer = job
+            if kept_memory:
+                # A node before this one kept pool memory alive: this worker runs nothing more
+                # (the driver, told so by that node's report, runs the job elsewhere).
+                continue
             msg = _node_body(
                 nodes[index],
                 input_paths,
@@ -357,8 +406,15 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
                 measure_memory,
                 reuse=True,
                 out_name=out_name,
+                defer_release=defer,
             )
             conn.send(msg)
+            kept_memory = msg[0] == "ok" and msg[2].get("pool_bytes_retained", 0) > 0
+            if defer:
+                # The node's temporaries go back to the kernel while the driver schedules.
+                from attune.pipelines import shmpool
+
+                shmpool.finish_release()
     finally:
         conn.close()
 
@@ -373,10 +429,15 @@ def _node_body(
     measure_memory: bool = True,
     reuse: bool = False,
     out_name: str | None = None,
+    defer_release: bool = False,
 ) -> tuple:
     """Read, call, check, share, measure: returns the one message for the parent. Without
     ``measure_memory`` the node skips ``/proc/self/smaps_rollup`` (a walk of every mapped page,
-    milliseconds per read once a node maps its tables) and reports no Pss fields."""
+    milliseconds per read once a node maps its tables) and reports no Pss fields. With
+    ``defer_release`` (a reused worker, memory not measured, no budget) the pool's pages the
+    output does not use are returned after the node is reported (the caller calls
+    :func:`attune.pipelines.shmpool.finish_release`), and ``output_file_bytes`` is what the
+    output's files hold once that is done."""
     rollup = smaps_rollup if measure_memory else dict
     io0 = proc_io()
     anon0 = rollup().get("Pss_Anon", 0)
@@ -412,7 +473,12 @@ def _node_body(
         io2 = proc_io()
         # A node run again after a rollback writes under a new name: files of its first output
         # may still be referred to by live tables.
-        path, wstats = _write_output(transport, out, directory, out_name or node.name, checksums)
+        # In a reused worker with the pool's reuse on, a small output leaves the pool's segments
+        # entirely (copied), so they stay whole and warm for the next node.
+        small = _small_pool_output(out) if reuse and memory_pool == "shm" else None
+        path, wstats = _write_output(
+            transport, out, directory, out_name or node.name, checksums, small
+        )
         ranges = wstats.pop("_ranges", {})
         stats: dict[str, Any] = {
             "rows": out.num_rows,
@@ -432,15 +498,24 @@ def _node_body(
             if shm and pa.default_memory_pool().bytes_allocated() > 0:
                 gc.collect()
             if shm:
-                released, retained = shmpool.release(ranges, recycle=memory_pool == "shm")
+                released, retained = shmpool.release(
+                    ranges, recycle=memory_pool == "shm", defer=defer_release
+                )
                 wstats["pool_bytes_trimmed"] = released
                 wstats["pool_bytes_retained"] = retained
         elif shm:
             wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
         own_files = wstats.pop("_own_files", None)
         if own_files is not None:
-            # Measured after the pool gave back what the output does not use.
-            wstats["output_file_bytes"] = sum(sipc.file_bytes(f) for f in own_files)
+            # Measured after the pool gave back what the output does not use (or, deferred,
+            # what the files will hold then).
+            if shm and defer_release and reuse:
+                wstats["output_file_bytes"] = sum(
+                    shmpool.resident_bytes(f, ranges[f]) if f in ranges else sipc.file_bytes(f)
+                    for f in own_files
+                )
+            else:
+                wstats["output_file_bytes"] = sum(sipc.file_bytes(f) for f in own_files)
         io3 = proc_io()
         t3 = time.perf_counter()
         rollup_after = rollup()
@@ -646,6 +721,8 @@ class DAG:
         ``reuse_processes``: nodes run in up to ``parallel`` worker processes reused from node
         to node (no process start per node; a worker drops everything of a node before the next,
         see :func:`_worker_main`); a node with ``memory_limit_bytes`` still gets its own process.
+        Without a memory budget a worker is sent its next node (a consumer of the one it runs)
+        ahead, so it starts without a round trip through the driver.
 
         ``mode``: ``process`` (the above) or ``ray``: the same nodes run as Ray tasks, tables
         passing through Ray's object store (the ``ray`` extra; for a DAG that outgrows one
@@ -793,6 +870,38 @@ class DAG:
             for i in n.inputs:
                 consumers_of[id(i)].append(n)
 
+        # Reused workers without a budget get their next node before they finish the current
+        # one (a consumer whose other inputs are done): it starts the moment the worker is free,
+        # without waiting for the driver to hear of its input and answer (each hand-off costs
+        # a wake-up, milliseconds on a busy machine). conn -> nodes sent after the running one.
+        queued: dict[Any, list[Node]] = {}
+        ahead = reuse_processes and rm is None
+
+        def job(n: Node, input_paths: list[str], out_name: str) -> tuple:
+            # Without memory measurement or a budget, the worker returns the node's unused
+            # pool pages after reporting it (off the critical path).
+            defer = not measure_memory and rm is None
+            return (index[id(n)], input_paths, memory_pool, measure_memory, out_name, defer)
+
+        def send_ahead(n: Node, conn) -> None:
+            """Queues one consumer of ``n`` on the worker running ``n`` (see ``queued``)."""
+            if not ahead or queued.get(conn):
+                return
+            for m in consumers_of[id(n)]:
+                if (
+                    m.memory_limit_bytes is None
+                    and any(m is w for w in waiting)
+                    and all(id(i) in done for i in m.inputs if i is not n)
+                ):
+                    waiting.remove(m)
+                    ins = [
+                        _output_path(transport, directory, n.name) if i is n else paths[i.name]
+                        for i in m.inputs
+                    ]
+                    conn.send(job(m, ins, m.name))
+                    queued.setdefault(conn, []).append(m)
+                    return
+
         def start(n: Node) -> None:
             input_paths = [paths[i.name] for i in n.inputs]
             k = attempts.get(id(n), 0)
@@ -801,8 +910,9 @@ class DAG:
                 # A node with a memory limit gets its own process (an address-space cap cannot
                 # be lifted again for the next node).
                 p, conn = idle.pop() if idle else start_worker()
-                conn.send((index[id(n)], input_paths, memory_pool, measure_memory, out_name))
+                conn.send(job(n, input_paths, out_name))
                 running[conn] = running[p.sentinel] = (n, p, conn, True)
+                send_ahead(n, conn)
                 return
             parent_conn, child_conn = ctx.Pipe(duplex=False)
             args = (
@@ -900,10 +1010,16 @@ class DAG:
                             conn.close()
                             workers.remove((p, conn))
                         self._check(n, p, msg, pooled=True)
+                        nxt = queued.get(conn)
                         if msg[2].get("pool_bytes_retained", 0) > 0:
                             # The node's code kept pool memory alive (e.g. in a global): a
-                            # fresh worker takes the next node, so nothing of it lingers.
+                            # fresh worker takes the next node, so nothing of it lingers (the
+                            # worker skips what was sent ahead; it goes back to the queue).
+                            waiting.extend(queued.pop(conn, []))
                             retire_worker(p, conn)
+                        elif nxt:
+                            m = nxt.pop(0)
+                            running[conn] = running[p.sentinel] = (m, p, conn, True)
                         else:
                             idle.append((p, conn))
                     else:
@@ -925,6 +1041,8 @@ class DAG:
                     done.add(id(n))
                     live_tables[id(n)] = path
                     result.nodes[n.name] = stats
+                    if pooled and conn in running:  # the worker went on to a node sent ahead
+                        send_ahead(running[conn][0], conn)
                     if on_node_done is not None:
                         on_node_done(n.name, stats)
                     stats["shared_bytes_after"] = _directory_bytes(directory)

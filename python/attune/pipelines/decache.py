@@ -5,6 +5,8 @@ memory of its own. A :class:`DeCache` keeps one decoded copy as a SIPC table in 
 directory: the first loader decodes and writes it (under an exclusive lock, so twenty DAGs
 starting together decode once), every later loader — in any process — maps it read-only, and a
 loader node's output refers to the cached files (resharing), so downstream nodes never copy it.
+A miss decodes straight into the entry's files (a :class:`~attune.pipelines.shmpool.DetachedPool`
+given to pyarrow's Parquet reader), so the decoded table is written once.
 
 Key: the source file's real path, size and modification time (a rewritten file is a new key)
 and the sorted dictionary-encoded columns (the same file read with other columns
@@ -16,8 +18,9 @@ an entry forever. :meth:`DeCache.evict` removes entries without live leases, lea
 first; a resource manager calls it before it evicts anything else ("evicted first"), since a
 cached load can always be decoded again.
 
-Layout under ``root``: ``<key>/`` (the SIPC table ``table.sipc`` and its data files, plus
-``source.json``), ``<key>.lock`` (flock), ``<key>.refs/``. Thread-safety: methods may be called
+Layout under ``root``: ``<key>/`` (the SIPC table ``table.sipc``, its data files — the
+decode's pool segments ``seg-<pid>-<ns>.N``, or with ``direct=False`` column files
+``t-<pid>-<ns>.cK`` — and ``source.json``), ``<key>.lock`` (flock), ``<key>.refs/``. Thread-safety: methods may be called
 from any thread and process; cross-process exclusion is ``flock`` on the key's lock file.
 """
 
@@ -38,8 +41,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attune.errors import InvalidArgumentError
-from attune.pipelines import sipc
+from attune.errors import CorruptionError, InvalidArgumentError
+from attune.pipelines import shmpool, sipc
 
 __all__ = ["DeCache", "Lease", "read_parquet"]
 
@@ -47,18 +50,39 @@ _LEASES = itertools.count()
 
 
 def read_parquet(
-    path: str | os.PathLike, dictionary_columns: Sequence[str] = (), threads: int | None = None
+    path: str | os.PathLike,
+    dictionary_columns: Sequence[str] = (),
+    threads: int | None = None,
+    memory_pool: pa.MemoryPool | None = None,
 ) -> pa.Table:
     """Decodes a Parquet file like ``pq.read_table(path, read_dictionary=...)``, one top-level
-    column per thread (``threads``: default one per CPU; 1 is ``pq.read_table`` itself).
+    column per thread (``threads``: default one per CPU; 1 is one reader for all columns).
+    ``memory_pool``: where every buffer of the decode is allocated (default: pyarrow's default
+    pool).
 
     pyarrow parallelises a read across row groups; a file with one row group (a small or
     freshly written file) then decodes on one core. While twenty DAGs wait on one shared
     decode, that decode is the critical path, so DeCache decodes columns side by side (each
-    thread opens the file itself; pyarrow releases the GIL while decoding)."""
+    thread opens the file itself; pyarrow releases the GIL while decoding).
+
+    A file that is not valid Parquet raises :class:`~attune.errors.CorruptionError` naming it."""
     path = os.fspath(path)
+    try:
+        return _read_parquet(path, dictionary_columns, threads, memory_pool)
+    except (pa.ArrowInvalid, pa.ArrowIOError) as e:
+        raise CorruptionError(f"cannot decode Parquet file {path}: {e}", path=path) from None
+
+
+def _read_parquet(
+    path: str,
+    dictionary_columns: Sequence[str],
+    threads: int | None,
+    memory_pool: pa.MemoryPool | None,
+) -> pa.Table:
     read_dictionary = list(dictionary_columns) or None
     threads = threads or os.cpu_count() or 1
+    if memory_pool is not None:
+        return _read_with_pool(path, read_dictionary, threads, memory_pool)
     if threads <= 1:
         return pq.read_table(path, read_dictionary=read_dictionary)
     schema = pq.read_schema(path)
@@ -74,10 +98,57 @@ def read_parquet(
 
     with ThreadPoolExecutor(max_workers=min(threads, len(names))) as ex:
         parts = list(ex.map(one, names))
+    return _join(parts)
+
+
+def _join(parts: list[pa.Table]) -> pa.Table:
     fields = [t.schema.field(0) for t in parts]
     return pa.Table.from_arrays(
         [t.column(0) for t in parts], schema=pa.schema(fields, metadata=parts[0].schema.metadata)
     )
+
+
+def _read_with_pool(
+    path: str, read_dictionary: list[str] | None, threads: int, pool: pa.MemoryPool
+) -> pa.Table:
+    """The decode with every buffer from ``pool``: ``pq.ParquetFile`` takes no pool, so this
+    opens pyarrow's Parquet reader (``pyarrow._parquet.ParquetReader``, what ``ParquetFile``
+    wraps) with one. Raises :class:`_NoPoolReader` when this pyarrow's reader does not take
+    one (the caller decodes the ordinary way)."""
+    try:
+        from pyarrow._parquet import ParquetReader
+    except ImportError as e:  # pragma: no cover - every supported pyarrow has it
+        raise _NoPoolReader(str(e)) from None
+
+    def reader() -> Any:
+        try:
+            r = ParquetReader(memory_pool=pool)
+            r.open(path, read_dictionary=read_dictionary)
+        except TypeError as e:  # pragma: no cover - a pyarrow whose reader changed
+            raise _NoPoolReader(str(e)) from None
+        return r
+
+    first = reader()
+    # Leaf column indices of each top-level column (a nested column has several leaves).
+    leaves: dict[str, list[int]] = {}
+    for i, p in enumerate(first.column_paths):
+        leaves.setdefault(p[0], []).append(i)
+    names = first.schema_arrow.names
+    if threads <= 1 or len(names) <= 1 or len(set(names)) != len(names):
+        return first.read_all(use_threads=threads > 1)
+
+    def one(name: str) -> pa.Table:
+        return reader().read_all(column_indices=leaves[name], use_threads=False)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(names))) as ex:
+        parts = list(ex.map(one, names))
+    return _join(parts)
+
+
+class _NoPoolReader(Exception):
+    """pyarrow's Parquet reader here takes no memory pool."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -119,10 +190,12 @@ class DeCache:
         *,
         enabled: bool = True,
         threads: int | None = None,
+        direct: bool = True,
     ) -> None:
         """``enabled=False`` decodes on every load (the baseline); ``threads`` is the decode's
         column parallelism (:func:`read_parquet`; default one per CPU, 1 = ``pq.read_table``),
-        the same with the cache on or off."""
+        the same with the cache on or off; ``direct=False`` decodes a miss into ordinary memory
+        and copies the table into the entry's files (the decode-then-copy baseline)."""
         if root is None:
             from attune.pipelines.dag import default_root
 
@@ -130,6 +203,7 @@ class DeCache:
         self.root = os.path.abspath(os.fspath(root))
         self.enabled = enabled  # the directory is made by the first lease or load
         self.threads = threads
+        self.direct = direct
 
     # -- keys and leases -----------------------------------------------------------------------
 
@@ -204,7 +278,6 @@ class DeCache:
                 if stats is not None:
                     stats["decache"] = "hit"
                 return sipc.read_table(table_path)
-            decoded = read_parquet(path, dictionary_columns, self.threads)
             # A loader that died mid-write left data files but no table file (it appears last,
             # by rename): start over.
             shutil.rmtree(entry, ignore_errors=True)
@@ -219,16 +292,51 @@ class DeCache:
                         },
                         f,
                     )
-                # Copied into the entry's own files: the decoded buffers may live in the loading
-                # node's memory pool, whose files go away with its run.
-                sipc.write_table(decoded, entry, "table", reshare=False)
+                how = self._fill(entry, path, dictionary_columns)
             except BaseException:
                 shutil.rmtree(entry, ignore_errors=True)
                 raise
-            del decoded  # the decoded copy is anonymous memory: map the shared one instead
             if stats is not None:
                 stats["decache"] = "load"
+                stats["decache_fill"] = how
             return sipc.read_table(table_path)
+
+    def _fill(self, entry: str, path: str | os.PathLike, dictionary_columns: list[str]) -> str:
+        """Decodes ``path`` into the entry directory as the SIPC table ``table.sipc``. Returns
+        ``"direct"`` when the decode wrote into the entry's own files (a detached shared pool:
+        the table refers to its segments, nothing is copied) or ``"copy"`` when the decoded
+        table was copied in (``direct=False``, or no shared pool here)."""
+        # Data files are named per fill: a process may still map the files of an earlier entry
+        # of the same key (cleared, then filled again), and a name never names two files.
+        token = f"{os.getpid()}-{time.time_ns()}"
+        if self.direct and shmpool.available()[0]:
+            pool = shmpool.DetachedPool(entry, f"seg-{token}")
+            try:
+                try:
+                    decoded = read_parquet(path, dictionary_columns, self.threads, pool.pool)
+                except _NoPoolReader:
+                    decoded = None
+                if decoded is not None:
+                    pool.freeze()
+                    written = sipc.write_table(
+                        decoded, entry, f"t-{token}", reshare_from=pool.segments()
+                    )
+                    del decoded
+                    if pool.pool.bytes_allocated() == 0:  # nothing else of the decode alive
+                        pool.trim(written.ranges)
+                    os.rename(written.path, os.path.join(entry, "table.sipc"))
+                    return "direct"
+            finally:
+                pool.close()
+            for name in os.listdir(entry):  # segments of a decode that could not use the pool
+                if name.startswith("seg-"):
+                    os.unlink(os.path.join(entry, name))
+        decoded = read_parquet(path, dictionary_columns, self.threads)
+        # Copied into the entry's own files: the decoded buffers may live in the loading
+        # node's memory pool, whose files go away with its run.
+        written = sipc.write_table(decoded, entry, f"t-{token}", reshare=False)
+        os.rename(written.path, os.path.join(entry, "table.sipc"))
+        return "copy"
 
     # -- inspection and eviction ---------------------------------------------------------------
 

@@ -23,6 +23,7 @@ says why and the DAG runs with pyarrow's default pool (the copy path).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import importlib.util
@@ -37,7 +38,17 @@ import pyarrow as pa
 from attune.errors import Error
 from attune.pipelines import sipc
 
-__all__ = ["available", "build", "freeze", "install", "release", "segments", "trim"]
+__all__ = [
+    "DetachedPool",
+    "available",
+    "build",
+    "finish_release",
+    "freeze",
+    "install",
+    "release",
+    "segments",
+    "trim",
+]
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shmpool.cpp")
 #: Default segment size: large enough that a node's allocations live in few files, small enough
@@ -176,7 +187,9 @@ def trim(used: dict[str, list[tuple[int, int]]]) -> int:
     return freed
 
 
-def release(used: dict[str, list[tuple[int, int]]], recycle: bool = True) -> tuple[int, int]:
+def release(
+    used: dict[str, list[tuple[int, int]]], recycle: bool = True, defer: bool = False
+) -> tuple[int, int]:
     """After a node of a reused process shared its output and dropped every reference to its
     tables: unmaps the node's segments that hold no live allocation, returns their pages that
     the output does not use (``used`` as for :func:`trim`; a segment the output does not use is
@@ -184,30 +197,129 @@ def release(used: dict[str, list[tuple[int, int]]], recycle: bool = True) -> tup
     Segments still holding allocations (a buffer the node's code kept, e.g. in a global) stay
     mapped, retired. With ``recycle``, up to two standard segments the output does not use stay
     mapped as spares with their pages, and the next node's first segments are those (renamed):
-    its allocations then touch no fresh pages. Returns (bytes released, bytes retained)."""
+    its allocations then touch no fresh pages. Returns (bytes released, bytes retained).
+
+    ``defer``: the segments are unmapped and forgotten now, but returning their pages to the
+    kernel (hole punching: milliseconds per hundred MB) waits for :func:`finish_release`, which
+    a worker calls after it reported the node, off the node's critical path. Until then the
+    run's files still hold the node's temporaries."""
+    global _pending
     if _module is None or _pool is None:
         return 0, 0
+    finish_release()
     unused = [path for _a, _n, path in segments() if not used.get(path)]
     released, recycled, retained = _module.restart(unused if recycle else [])
     sipc.forget_ranges(released)
     sipc.forget_ranges(recycled)  # kept mapped as spares; renamed when a node takes one
+    work: list[tuple[str, list[tuple[int, int]]]] = []
     freed = 0
     for _addr, length, path in released:
         ranges = sorted(used.get(path, []))
+        if not ranges:
+            work.append((path, []))
+            freed += length
+            continue
+        holes = []
+        pos = 0
+        for off, n in [*ranges, (length, 0)]:
+            if off > pos:
+                holes.append((pos, off - pos))
+                freed += off - pos
+            pos = max(pos, off + n)
+        work.append((path, holes))
+    _pending = work
+    if not defer:
+        finish_release()
+    return freed, retained
+
+
+#: Released segments whose pages are still to be returned: (path, holes); [] = unlink it.
+_pending: list[tuple[str, list[tuple[int, int]]]] = []
+
+
+def finish_release() -> None:
+    """Returns the pages a deferred :func:`release` left (idempotent)."""
+    global _pending
+    work, _pending = _pending, []
+    for path, holes in work:
         try:
-            if not ranges:
+            if not holes:
                 os.unlink(path)
+                continue
+            for off, n in holes:
+                _module.punch_file(path, off, n)
+        except FileNotFoundError:
+            pass  # the driver already removed it (a table nothing needs any more)
+
+
+def resident_bytes(path: str, used: list[tuple[int, int]]) -> int:
+    """The tmpfs bytes ``path`` will hold once only the pages of ``used`` ranges are left (what
+    a released segment occupies after :func:`finish_release`)."""
+    pages = 0
+    end = 0  # first page not yet counted
+    for off, n in sorted(used):
+        first, last = max(off // 4096, end), (off + n + 4095) // 4096
+        if last > first:
+            pages += last - first
+            end = last
+    return min(pages * 4096, sipc.file_bytes(path))
+
+
+class DetachedPool:
+    """A pool of its own over segment files ``DIRECTORY/PREFIX.N``, used only by code it is
+    passed to (``memory_pool=``), never the process's default pool: DeCache decodes a Parquet
+    file with it straight into the cache entry's files, so a miss writes the decoded table once.
+
+    Lifecycle: allocate (decode) -> :meth:`freeze` -> share (``sipc.write_table(...,
+    reshare_from=pool.segments())``) -> drop the decoded table -> :meth:`trim` (pages and
+    segments the table does not use) -> :meth:`close` (unmaps; the files stay). ``close`` is
+    safe at any point (also after a failure; the caller removes the files)."""
+
+    def __init__(self, directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES) -> None:
+        mod = _load()
+        if mod is None:
+            raise Error(f"the shared memory pool is unavailable: {_error}")
+        self._mod = mod
+        self._handle, self.pool = mod.create_detached(
+            os.path.abspath(directory), prefix, segment_bytes, True
+        )
+        self._closed = False
+
+    def segments(self) -> list[tuple[int, int, str]]:
+        """(address, length, path) of every segment still mapped."""
+        return [] if self._closed else self._mod.detached_segments(self._handle)
+
+    def freeze(self) -> None:
+        """Nothing is punched or reused from here on (before the table is shared)."""
+        self._mod.detached_freeze(self._handle)
+
+    def trim(self, used: dict[str, list[tuple[int, int]]]) -> int:
+        """Returns every whole page no shared buffer uses (``used`` as for :func:`trim`) and
+        removes segment files nothing refers to. Call only when no other buffer of this pool is
+        alive (``pool.bytes_allocated() == 0``). Returns the bytes released."""
+        freed = 0
+        for _addr, length, path in self.segments():
+            ranges = sorted(used.get(path, []))
+            if not ranges:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                self._mod.detached_punch(self._handle, path, 0, length)
                 freed += length
                 continue
             pos = 0
             for off, n in [*ranges, (length, 0)]:
                 if off > pos:
-                    _module.punch_file(path, pos, off - pos)
+                    self._mod.detached_punch(self._handle, path, pos, off - pos)
                     freed += off - pos
                 pos = max(pos, off + n)
-        except FileNotFoundError:
-            pass  # the driver already removed it (a table nothing needs any more)
-    return freed, retained
+        return freed
+
+    def close(self) -> int:
+        """Unmaps every segment no buffer is alive in; returns the bytes still mapped."""
+        if self._closed:
+            return 0
+        self._closed = True
+        return int(self._mod.detached_close(self._handle))
 
 
 if __name__ == "__main__":  # `python -m attune.pipelines.shmpool` builds it (make build)

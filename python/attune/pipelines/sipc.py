@@ -94,7 +94,8 @@ class _Registry:
             i = bisect.bisect_left(self._starts, start)
             self._starts.insert(i, start)
             self._entries.insert(i, entry)
-        weakref.finalize(owner, self._remove, entry)
+        if owner is not None:  # None: the registry itself is short-lived (write_table)
+            weakref.finalize(owner, self._remove, entry)
 
     def _remove(self, entry: tuple[int, int, str, int]) -> None:
         with self._lock:
@@ -233,8 +234,18 @@ def _write_all(fd: int, data: Any) -> None:
 
 
 class _Writer:
-    def __init__(self, directory: str, name: str, checksums: bool, reshare: bool = True) -> None:
+    def __init__(
+        self,
+        directory: str,
+        name: str,
+        checksums: bool,
+        reshare: bool = True,
+        registry: _Registry | None = None,
+        copy_from: list[tuple[int, int]] | None = None,
+    ) -> None:
         self.reshare = reshare
+        self.registry = registry if registry is not None else _REGISTRY
+        self.copy_from = copy_from or []
         self.base = os.path.join(os.path.abspath(directory), name)
         self.checksums = checksums
         self.files: list[str] = []
@@ -258,7 +269,11 @@ class _Writer:
             return None
         if buf.size == 0:
             return [-1, 0, 0]
-        found = _REGISTRY.find(buf.address, buf.size) if self.reshare else None
+        found = self.registry.find(buf.address, buf.size) if self.reshare else None
+        if found is not None and self.copy_from:
+            a = buf.address
+            if any(start <= a < start + n for start, n in self.copy_from):
+                found = None
         if found is not None:
             path, offset = found
             self.stats.bytes_reshared += buf.size
@@ -334,21 +349,33 @@ def write_table(
     *,
     checksums: bool = False,
     reshare: bool = True,
+    reshare_from: list[tuple[int, int, str]] | None = None,
+    copy_from: list[tuple[int, int]] | None = None,
 ) -> WriteStats:
     """Writes ``table`` as ``DIRECTORY/NAME.sipc`` plus its data files and returns what was
     copied and what was reshared. The table file appears last (written under a temporary name
     and renamed), so a reader never sees a table whose data files are incomplete. ``name`` must
     be new in the directory (data files are created exclusively). ``reshare=False`` copies every
     buffer into the table's own files: for a table that must outlive the files its buffers come
-    from (a cache entry written from a node's memory)."""
+    from (a cache entry written from a node's memory). ``reshare_from`` [(address, length,
+    path)]: reshare only buffers inside these ranges (and copy the rest), e.g. a cache entry
+    whose buffers were decoded into the entry's own files by a detached pool. ``copy_from``
+    [(address, length)]: buffers starting inside these ranges are copied even when they could
+    be reshared (a node's few small results in a pool segment the worker wants to reuse whole)."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     if not isinstance(table, pa.Table):
         raise InvalidArgumentError(f"write_table needs a pyarrow Table, got {type(table).__name__}")
     if not name or "/" in name or name.startswith("."):
         raise InvalidArgumentError(f"bad SIPC table name {name!r}")
-    _sync_sources()
-    w = _Writer(os.fspath(directory), name, checksums, reshare)
+    registry = None
+    if reshare_from is not None:
+        registry = _Registry()
+        for address, length, path in reshare_from:
+            registry.add(None, address, length, path)
+    else:
+        _sync_sources()
+    w = _Writer(os.fspath(directory), name, checksums, reshare, registry, copy_from)
     dict_sink = _DataFile(w.base + ".dict")
     sinks: list[_DataFile] = []
     try:
@@ -456,7 +483,8 @@ def _map_file(path: str, need: int) -> pa.Buffer:
     except FileNotFoundError:
         raise CorruptionError(f"SIPC data file {path} does not exist", path=path) from None
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        size = st.st_size
         if size < need:
             raise CorruptionError(
                 f"SIPC data file {path} is {size} bytes; the table refers to {need}",
@@ -471,22 +499,28 @@ def _map_file(path: str, need: int) -> pa.Buffer:
     buf = pa.py_buffer(mm)
     register_range(mm, buf, path)
     with _MAPS_LOCK:
-        _MAPS[path] = weakref.ref(mm)
+        _MAPS[path] = (weakref.ref(mm), (st.st_dev, st.st_ino))
     return buf
 
 
-#: path -> weak reference to the live map of that file, so that a file read by several tables in
-#: this process is mapped once (and resharing finds one range per file).
-_MAPS: dict[str, weakref.ref] = {}
+#: path -> (weak reference to the live map of that file, its (device, inode)), so that a file
+#: read by several tables in this process is mapped once (and resharing finds one range per
+#: file). The inode tells a file from a later one at the same path (an entry re-created).
+_MAPS: dict[str, tuple[weakref.ref, tuple[int, int]]] = {}
 _MAPS_LOCK = threading.Lock()
 
 
 def _map(path: str, need: int) -> pa.Buffer:
     with _MAPS_LOCK:
-        ref = _MAPS.get(path)
-        mm = ref() if ref is not None else None
+        known = _MAPS.get(path)
+    mm = known[0]() if known is not None else None
     if mm is not None and not mm.closed and len(mm) >= need:
-        return pa.py_buffer(mm)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise CorruptionError(f"SIPC data file {path} does not exist", path=path) from None
+        if (st.st_dev, st.st_ino) == known[1]:
+            return pa.py_buffer(mm)
     return _map_file(path, need)
 
 
