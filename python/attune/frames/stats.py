@@ -38,8 +38,8 @@ from attune.frames.splitgen import (
 # a few thousand candidate pairs of a wide table take milliseconds.
 FD_SAMPLE_ROWS = 20_000
 FD_SAMPLE_SEED = 42
-# Exact checks per aggregate query: each COUNT(DISTINCT) keeps its own hash table.
-FD_CHECKS_PER_QUERY = 32
+# Dependents checked per GROUP BY query (three aggregates each).
+FD_CHECKS_PER_QUERY = 64
 
 _FIXED_WIDTH = {
     "BOOLEAN": 1,
@@ -159,8 +159,13 @@ def compute_stats(
     )
 
 
-def _pair_sql(kx: str, ky: str) -> str:
-    return f"count(DISTINCT struct_pack(x := {kx}, y := {ky}))"
+def _fd_key_sql(col: str, type_name: str) -> str:
+    """Expression whose equality is value identity and which min/max can order: floats and
+    nested types by their text (``distinct_key_sql``), other types as they are."""
+    t = type_name.upper()
+    if t in FLOAT_TYPES or any(k in t for k in ("[", "STRUCT", "MAP", "UNION")):
+        return f"CAST({quote(col)} AS VARCHAR)"
+    return distinct_key_sql(col, type_name)
 
 
 def detect_dependencies(
@@ -176,11 +181,11 @@ def detect_dependencies(
     useful, a key cannot make a smaller dimension), ``1 < distinct(Y) <= distinct(X)`` (necessary;
     constant columns depend on everything and are added to every determinant without a check),
     and only determinants for which grouping with every candidate could save bytes. Then the
-    sample pre-filter (``FD_SAMPLE_ROWS``) and one exact count per surviving pair.
+    sample pre-filter (``FD_SAMPLE_ROWS``) and the exact check of the survivors.
 
-    The exact check counts ``distinct(X)`` itself in the same query, so a dependency found holds
-    on every row in either variant; in the approximate variant (HyperLogLog counts) only the
-    choice of candidates is approximate.
+    The check (``_holding``) groups the rows by ``X`` and compares min and max of each candidate
+    ``Y`` per group, so a dependency found holds on every row in either variant; in the
+    approximate variant (HyperLogLog counts) only the choice of candidates is approximate.
     """
     n = stats.nrows
     if n == 0:
@@ -189,59 +194,52 @@ def detect_dependencies(
     cols = list(stats.columns)
     distinct = {c.name: c.distinct for c in cols}
     by_name = {c.name: c for c in cols}
+
+    def size(c: ColumnStats) -> float:  # as splitgen.fd_groups sizes a column
+        return c.max_size if stats.variant == EXACT else c.avg_size(n)
+
     constants = sorted(c.name for c in cols if distinct[c.name] == 1)
     candidates: list[tuple[str, str]] = []
     for x in sorted(by_name):
         dx = distinct[x]
         if not 1 < dx < n:
             continue
-        ys = [y for y in sorted(by_name) if y != x and 1 < distinct[y] <= dx]
+        # Only dependents the grouping could use: with X's group at dx rows, Y adds
+        # total_size(Y) to ACT and dx * size(Y) to EST (splitgen.fd_groups takes Y only if the
+        # first is larger), so a pair that fails this is never checked.
+        ys = [
+            y
+            for y in sorted(by_name)
+            if y != x and 1 < distinct[y] <= dx and by_name[y].total_size > dx * size(by_name[y])
+        ]
         if not ys:
             continue
         # Could X with all of its candidate dependents save anything? ACT of the whole lot
-        # against the smallest EST any subset containing X can have (1-byte keys or 8).
+        # against the smallest EST any subset containing X can have.
         key = fit_key_bytes(dx) if stats.narrow_keys else KEY_BYTES
-        act_max = by_name[x].total_size + sum(by_name[y].total_size for y in ys)
-        est_min = dx * (by_name[x].max_size + key) + n * key
-        if stats.variant == EXACT and act_max <= est_min:
+        act_max = by_name[x].total_size + sum(
+            by_name[y].total_size - dx * size(by_name[y]) for y in ys
+        )
+        est_min = dx * (size(by_name[x]) + key) + n * key
+        if act_max <= est_min:
             continue
         candidates.extend((x, y) for y in ys)
-    keys = {c: distinct_key_sql(c, types[c]) for c in by_name}
+    keys = {c: _fd_key_sql(c, types[c]) for c in by_name}
     if candidates and n > sample_rows:
         sample = "__attune_fd_sample"
-        sel = ", ".join(f"{keys[c]} AS {quote('k' + str(i))}" for i, c in enumerate(by_name))
         alias = {c: quote("k" + str(i)) for i, c in enumerate(by_name)}
+        sel = ", ".join(f"{keys[c]} AS {alias[c]}" for c in by_name)
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE {sample} AS SELECT {sel} FROM {quote(table)} "
             f"USING SAMPLE reservoir({int(sample_rows)} ROWS) REPEATABLE ({FD_SAMPLE_SEED})"
         )
         try:
-            xs = sorted({x for x, _ in candidates})
-            ds = _counts(
-                con,
-                sample,
-                [f"count(DISTINCT struct_pack(x := {alias[x]}))" for x in xs],
-            )
-            dsample = dict(zip(xs, ds))
-            pairs = _counts(con, sample, [_pair_sql(alias[x], alias[y]) for x, y in candidates])
+            candidates = _holding(con, sample, alias, candidates)
         finally:
             con.execute(f"DROP TABLE IF EXISTS {sample}")
-        candidates = [xy for xy, c in zip(candidates, pairs) if c == dsample[xy[0]]]
     found: dict[str, list[str]] = {}
-    if candidates:
-        xs = sorted({x for x, _ in candidates})
-        dx = dict(
-            zip(
-                xs,
-                _counts(
-                    con, quote(table), [f"count(DISTINCT struct_pack(x := {keys[x]}))" for x in xs]
-                ),
-            )
-        )
-        counts = _counts(con, quote(table), [_pair_sql(keys[x], keys[y]) for x, y in candidates])
-        for (x, y), c in zip(candidates, counts):
-            if c == dx[x]:
-                found.setdefault(x, []).append(y)
+    for x, y in _holding(con, quote(table), keys, candidates):
+        found.setdefault(x, []).append(y)
     out = []
     for x in sorted(by_name):
         if not 1 < distinct[x] < n:
@@ -252,11 +250,40 @@ def detect_dependencies(
     return tuple(out)
 
 
-def _counts(con: duckdb.DuckDBPyConnection, source: str, exprs: list[str]) -> list[int]:
-    out: list[int] = []
-    for i in range(0, len(exprs), FD_CHECKS_PER_QUERY):
-        chunk = exprs[i : i + FD_CHECKS_PER_QUERY]
-        row = con.execute(f"SELECT {', '.join(chunk)} FROM {source}").fetchone()
-        assert row is not None
-        out.extend(int(v) for v in row)
+def _holding(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    key: dict[str, str],
+    candidates: list[tuple[str, str]],
+) -> list[tuple[str, str]]:
+    """The candidates ``(X, Y)`` for which ``X -> Y`` holds on every row of ``source``.
+
+    One GROUP BY per determinant: ``X -> Y`` iff within every group of equal ``X`` (NULL one
+    group) ``min(Y) = max(Y)`` and ``Y`` is NULL in none or all rows; the same as
+    ``|distinct(X)| = |distinct(X, Y)|`` with NULL as a value, for the price of min, max and
+    count per candidate instead of a distinct count (a hash table) per pair.
+    """
+    by_x: dict[str, list[str]] = {}
+    for x, y in candidates:
+        by_x.setdefault(x, []).append(y)
+    out: list[tuple[str, str]] = []
+    for x, ys in by_x.items():
+        for i in range(0, len(ys), FD_CHECKS_PER_QUERY):
+            chunk = ys[i : i + FD_CHECKS_PER_QUERY]
+            inner = ["count(*) AS n"]
+            outer = []
+            for j, y in enumerate(chunk):
+                inner.append(
+                    f"min({key[y]}) AS mn{j}, max({key[y]}) AS mx{j}, count({key[y]}) AS c{j}"
+                )
+                outer.append(
+                    f"coalesce(bool_and(mn{j} IS NOT DISTINCT FROM mx{j} "
+                    f"AND (c{j} = 0 OR c{j} = n)), true)"
+                )
+            row = con.execute(
+                f"SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)} FROM {source} "
+                f"GROUP BY {key[x]})"
+            ).fetchone()
+            assert row is not None
+            out.extend((x, y) for y, ok in zip(chunk, row) if ok)
     return out
