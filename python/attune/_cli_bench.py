@@ -14,7 +14,7 @@ Every benchmark starts here or from the ``attune-bench`` binary itself:
   ``attune-bench``
   subcommand of that name with the same arguments.
 * ``attune bench splitdf [run|column-sizes|explain|fact-layout|key-order|memory-probe|
-  join-elimination|report] ...`` runs the SplitDF scripts of ``benches/splitdf/`` (SplitDF is a
+  join-elimination|real-tables|report] ...`` runs the SplitDF scripts of ``benches/splitdf/`` (SplitDF is a
   Python component; the scripts need a source checkout).
 * ``attune bench dag resharing|chain|decache|dabstep ...`` runs the pipelines benchmarks
   (:mod:`attune.bench.pipelines`): SIPC against Arrow IPC files and IPC over memory maps.

@@ -66,6 +66,8 @@ def delays(n=N):
 
 
 def split(t, path, **kw):
+    # Algorithm 6's groups (the dependency strategy would put carrier, sched and delay in one).
+    kw.setdefault("strategy", "paper")
     kw.setdefault("narrow_keys", True)
     return split_arrow(t, path, **kw)
 

@@ -27,6 +27,7 @@ SCRIPTS = {
     "key-order": "key_order",
     "memory-probe": "memory_probe",
     "join-elimination": "join_elimination",
+    "real-tables": "real_tables",
     "report": "report",
 }
 

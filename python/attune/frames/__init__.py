@@ -1,7 +1,8 @@
 """attune.frames: split dataframes (source chapter 4).
 
 - ``split_file`` / ``split_arrow``: choose attribute groups with SplitGen (``splitgen``) from column
-  statistics (``stats``) and write a fact table, dimension tables and ``schema.json`` (``split``).
+  statistics and exact functional dependencies (``stats``; ``strategy="paper"`` for Algorithm 6
+  as printed) and write a fact table, dimension tables and ``schema.json`` (``split``).
 - ``connect``: open a split directory through Ibis (DuckDB or PySpark) as one table, joining only
   the dimensions each query needs (``splitdf``).
 - ``read_split``: the reconstructed table as a pyarrow.Table.
@@ -16,7 +17,11 @@ from attune.frames.splitdf import SplitFrame, connect, read_schema, read_split
 from attune.frames.splitgen import (
     APPROX,
     EXACT,
+    FD,
+    PAPER,
+    STRATEGIES,
     ColumnStats,
+    Dependency,
     Plan,
     TableStats,
     gen_attribute_groups,
@@ -25,7 +30,11 @@ from attune.frames.splitgen import (
 __all__ = [
     "APPROX",
     "EXACT",
+    "FD",
+    "PAPER",
+    "STRATEGIES",
     "ColumnStats",
+    "Dependency",
     "Plan",
     "SplitError",
     "SplitFrame",

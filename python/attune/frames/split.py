@@ -32,6 +32,7 @@ output directories.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -43,10 +44,19 @@ from pathlib import Path
 import duckdb
 
 from attune.frames.errors import SplitError
-from attune.frames.splitgen import EXACT, VARIANTS, Plan, TableStats, gen_attribute_groups
+from attune.frames.splitgen import (
+    EXACT,
+    FD,
+    STRATEGIES,
+    VARIANTS,
+    Plan,
+    TableStats,
+    gen_attribute_groups,
+)
 from attune.frames.stats import (
     FLOAT_TYPES,
     compute_stats,
+    detect_dependencies,
     quote,
     size_sql,
     table_columns,
@@ -108,6 +118,8 @@ class SplitResult:
         return {
             "out": self.out_dir,
             "variant": self.plan.variant,
+            "strategy": self.plan.strategy,
+            "fd_groups": {d: list(g) for d, g in self.plan.fd_groups.items()},
             "narrow_keys": self.stats.narrow_keys,
             "max_dims": self.stats.max_dims,
             "nrows": self.stats.nrows,
@@ -299,10 +311,15 @@ def split_file(
     progress: Callable[[str], None] | None = None,
     memory_limit: str = MEMORY_LIMIT_DEFAULT,
     on_plan: Callable[[Plan, TableStats], None] | None = None,
-    narrow_keys: bool = False,
+    narrow_keys: bool | None = None,
     max_dims: int | None = None,
+    strategy: str = FD,
 ) -> SplitResult:
     """Split a CSV or Parquet file into ``out_dir``; see the module doc.
+
+    ``strategy``: ``"fd"`` (default: dependency groups, then Algorithm 6) or ``"paper"``
+    (Algorithm 6 as printed). ``narrow_keys=None`` means the strategy's default: narrow keys
+    for ``fd`` (the writer stores them anyway), 8-byte keys for ``paper`` (as printed).
 
     ``progress(step)`` is called before each step (load, stats, keys, dimensions, write);
     ``on_plan(plan, stats)`` right after SplitGen, also when the split is then refused.
@@ -318,7 +335,17 @@ def split_file(
         load_input(con, input_path, encoding)
         table_name = name or Path(input_path).stem.split(".")[0] or "data"
         res = _split_loaded(
-            con, "src", out_dir, variant, storage, table_name, note, on_plan, narrow_keys, max_dims
+            con,
+            "src",
+            out_dir,
+            variant,
+            storage,
+            table_name,
+            note,
+            on_plan,
+            narrow_keys,
+            max_dims,
+            strategy,
         )
         res.input_bytes = Path(input_path).stat().st_size
         return res
@@ -334,10 +361,12 @@ def split_arrow(
     storage: str = "parquet",
     name: str = "data",
     memory_limit: str = MEMORY_LIMIT_DEFAULT,
-    narrow_keys: bool = False,
+    narrow_keys: bool | None = None,
     max_dims: int | None = None,
+    strategy: str = FD,
 ) -> SplitResult:
-    """Split an in-memory pyarrow.Table (or anything DuckDB can scan) into ``out_dir``."""
+    """Split an in-memory pyarrow.Table (or anything DuckDB can scan) into ``out_dir``;
+    options as for :func:`split_file`."""
     spill = tempfile.mkdtemp(prefix="attune-split-spill-")
     con = open_connection(memory_limit, spill)
     try:
@@ -357,20 +386,34 @@ def split_arrow(
             None,
             narrow_keys,
             max_dims,
+            strategy,
         )
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)
 
 
+def resolve_narrow_keys(strategy: str, narrow_keys: bool | None) -> bool:
+    """``narrow_keys`` or, when None, the strategy's default (on for ``fd``, off for ``paper``)."""
+    return strategy == FD if narrow_keys is None else narrow_keys
+
+
 def plan_for(
     con: duckdb.DuckDBPyConnection,
     table: str,
     variant: str,
-    narrow_keys: bool = False,
+    narrow_keys: bool | None = None,
     max_dims: int | None = None,
+    strategy: str = FD,
 ) -> tuple[Plan, TableStats]:
-    stats = compute_stats(con, table, variant, narrow_keys, max_dims)
+    """Statistics (and, for ``fd``, dependencies) of ``table`` and SplitGen's plan."""
+    if strategy not in STRATEGIES:
+        raise SplitError(f"unknown strategy {strategy!r}; expected one of {STRATEGIES}")
+    narrow = resolve_narrow_keys(strategy, narrow_keys)
+    stats = compute_stats(con, table, variant, narrow, max_dims)
+    stats = dataclasses.replace(stats, strategy=strategy)
+    if strategy == FD:
+        stats = dataclasses.replace(stats, dependencies=detect_dependencies(con, table, stats))
     return gen_attribute_groups(stats), stats
 
 
@@ -383,8 +426,9 @@ def _split_loaded(
     table_name: str,
     note: Callable[[str], None],
     on_plan: Callable[[Plan, TableStats], None] | None = None,
-    narrow_keys: bool = False,
+    narrow_keys: bool | None = None,
     max_dims: int | None = None,
+    strategy: str = FD,
 ) -> SplitResult:
     if variant not in VARIANTS:
         raise SplitError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
@@ -397,7 +441,7 @@ def _split_loaded(
     note("stats")
     if max_dims is not None and max_dims < 1:
         raise SplitError(f"max_dims must be at least 1, got {max_dims}")
-    plan, stats = plan_for(con, src, variant, narrow_keys, max_dims)
+    plan, stats = plan_for(con, src, variant, narrow_keys, max_dims, strategy)
     if on_plan is not None:
         on_plan(plan, stats)
     if stats.nrows == 0:
@@ -520,7 +564,8 @@ def _split_loaded(
             "storage": storage,
             "nrows": stats.nrows,
             "variant": variant,
-            "narrow_keys": narrow_keys,
+            "strategy": plan.strategy,
+            "narrow_keys": stats.narrow_keys,
             "max_dims": max_dims,
             "columns": [
                 {"name": c, "type": types[c], "table": table_of.get(c, "fact")} for c in names
