@@ -92,6 +92,11 @@ pub trait Storage: Send + Sync {
     ) -> Result<Option<Box<dyn Persist>>>;
     /// Where the regions live (for error messages).
     fn location(&self) -> PathBuf;
+    /// Names of the regions that exist.
+    fn list_regions(&self) -> Result<Vec<String>>;
+    /// Removes region `name` (durably: a file back end syncs the directory). Handles opened
+    /// before stay usable until dropped.
+    fn remove_region(&self, name: &str) -> Result<()>;
 }
 
 /// Which system calls or instructions make the files durable.
@@ -228,6 +233,31 @@ impl Storage for FileStorage {
 
     fn location(&self) -> PathBuf {
         self.dir.clone()
+    }
+
+    fn list_regions(&self) -> Result<Vec<String>> {
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| Error::io("read_dir", &self.dir, e))?;
+        let mut out = Vec::new();
+        for e in rd {
+            let e = e.map_err(|e| Error::io("read_dir", &self.dir, e))?;
+            if let Some(n) = e.file_name().to_str() {
+                out.push(n.to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    fn remove_region(&self, name: &str) -> Result<()> {
+        let path = self.dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("remove", &path, e)),
+        }
+        if self.sync {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 }
 
@@ -734,6 +764,17 @@ impl Storage for SimStorage {
 
     fn location(&self) -> PathBuf {
         PathBuf::from("<simulated media>")
+    }
+
+    fn list_regions(&self) -> Result<Vec<String>> {
+        Ok(self.shared.regions.lock().keys().cloned().collect())
+    }
+
+    /// Removal is a metadata operation: it reaches the media at once (the crash image taken
+    /// at a later barrier lacks the region).
+    fn remove_region(&self, name: &str) -> Result<()> {
+        self.shared.regions.lock().remove(name);
+        Ok(())
     }
 }
 
