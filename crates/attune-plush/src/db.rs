@@ -213,6 +213,10 @@ pub struct Stats {
     /// Barriers of the log that reached the device (`Write`/`Msync`): fewer than the log's
     /// fences when concurrent upserts shared one (group commit).
     pub log_syncs: u64,
+    /// Log barriers those syncs covered (writers per sync = this / `log_syncs`), and the
+    /// microseconds the syncs took.
+    pub log_sync_barriers: u64,
+    pub log_sync_us: u64,
     /// Media bytes written (flushed lines × 64) per byte of user records (16 per upsert).
     pub write_amplification: f64,
     /// The chapter's model for it: 3 · log_f(N / dram capacity… ) + 1 (see docs/plush.md).
@@ -597,11 +601,7 @@ impl Core {
             .map_or(1, |n| n.get())
             .min(parts);
         let per = parts.div_ceil(threads);
-        let (chunk_bytes, chunks, sync) = (
-            self.opts.log_chunk_bytes,
-            self.opts.log_chunks,
-            self.opts.sync,
-        );
+        let (chunk_bytes, chunks) = (self.opts.log_chunk_bytes, self.opts.log_chunks);
         let this = &*self;
         let mut results: Vec<Result<Vec<(usize, Partition, u64)>>> = Vec::new();
         std::thread::scope(|s| {
@@ -614,7 +614,7 @@ impl Core {
                 handles.push(s.spawn(move || -> Result<Vec<(usize, Partition, u64)>> {
                     let mut out = Vec::new();
                     for p in group {
-                        let rec = Partition::recover(log.clone(), p, chunk_bytes, chunks, sync)?;
+                        let rec = Partition::recover(log.clone(), p, chunk_bytes, chunks)?;
                         let n = this.replay(&rec.entries, LOG_FILE)?;
                         out.push((p, rec.partition, n));
                     }
@@ -842,6 +842,13 @@ impl Core {
             &|k| self.dram.meta_of(self.geo.entry_of(hash_key(k), 0)).0,
             &|| self.partition_epoch_min(p),
         )?;
+        // The barrier outside the partition's lock (still under the DRAM entry's, which orders
+        // the key's versions): writers of one partition share it like those of different ones.
+        if self.opts.sync {
+            if let Some(log) = &self.log_region {
+                log.fence()?;
+            }
+        }
         self.dram.append(d, key, value, filter_mask(h), epoch);
         if self.opts.migration != Migration::Inline
             && self.dram.meta_of(d).1 >= self.background_mark()
@@ -1145,6 +1152,9 @@ impl Core {
             s.log_lines_flushed += r.lines_flushed.load(Ordering::Relaxed);
             s.fences += r.fences.load(Ordering::Relaxed);
             s.log_syncs = r.syncs();
+            let (covered, ns) = r.sync_profile();
+            s.log_sync_barriers = covered;
+            s.log_sync_us = ns / 1000;
         }
         let upserts = s.puts + s.deletes;
         if upserts > 0 {

@@ -68,6 +68,10 @@ pub trait Persist: Send + Sync {
     fn syncs(&self) -> u64 {
         0
     }
+    /// (barriers the syncs covered, nanoseconds spent in syncs) so far.
+    fn sync_profile(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 /// What a region holds (back ends treat the recovery log differently).
@@ -361,8 +365,10 @@ struct GroupState {
     synced: u64,
     busy: bool,
     failed: Option<String>,
-    /// Syncs issued (one per group).
+    /// Syncs issued (one per group), the tickets they covered, and their time.
     syncs: u64,
+    covered: u64,
+    sync_ns: u64,
 }
 
 impl Group {
@@ -417,12 +423,17 @@ impl Group {
             self.busy_hint.store(true, Ordering::Release);
             st.syncs += 1;
             let target = st.drawn;
+            let first = st.synced;
             let mut ranges = std::mem::take(&mut st.pending);
             drop(st);
             ranges.sort_unstable();
+            let t0 = std::time::Instant::now();
             let r = sync(&ranges);
+            let ns = t0.elapsed().as_nanos() as u64;
             st = self.state.lock();
             st.busy = false;
+            st.sync_ns += ns;
+            st.covered += target - first.min(target);
             match r {
                 Ok(()) => st.synced = st.synced.max(target),
                 Err(e) => st.failed = Some(e.to_string()),
@@ -528,6 +539,11 @@ impl Persist for FileRegion {
 
     fn syncs(&self) -> u64 {
         self.group.state.lock().syncs
+    }
+
+    fn sync_profile(&self) -> (u64, u64) {
+        let st = self.group.state.lock();
+        (st.covered, st.sync_ns)
     }
 
     fn discard(&self, off: usize, len: usize) {
@@ -866,6 +882,11 @@ impl Region {
     /// See [`Persist::syncs`].
     pub(crate) fn syncs(&self) -> u64 {
         self.inner.syncs()
+    }
+
+    /// See [`Persist::sync_profile`].
+    pub(crate) fn sync_profile(&self) -> (u64, u64) {
+        self.inner.sync_profile()
     }
 
     /// See [`Persist::discard`] (words, not bytes).
