@@ -297,10 +297,11 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
             "log_partitions" => opts.log_partitions = num()?,
             "backend" => opts.backend = Backend::parse(v).map_err(|e| e.to_string())?,
             "migration" => opts.migration = Migration::parse(v).map_err(|e| e.to_string())?,
+            "group_commit_window" => opts.group_commit_window = v == "on" || v == "true",
             _ => {
                 return Err(format!(
                     "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
-                     log_partitions, backend, migration)"
+                     log_partitions, backend, migration, group_commit_window)"
                 ))
             }
         }

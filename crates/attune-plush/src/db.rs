@@ -71,6 +71,10 @@ pub struct Options {
     /// at least half garbage (by the shadowed records migrations met) is collected. Default
     /// true; false leaves collection to [`Plush::collect_garbage`].
     pub payload_gc: bool,
+    /// Group commit waits for writers already on their way to the barrier before it syncs
+    /// (at most 200 µs and half the last sync's time; see `persist::COMMIT_WINDOW_NS_MAX`).
+    /// Default true; false syncs at once.
+    pub group_commit_window: bool,
 }
 
 impl Default for Options {
@@ -89,6 +93,7 @@ impl Default for Options {
             migration: Migration::Background,
             payload_segment_bytes: 64 << 20,
             payload_gc: true,
+            group_commit_window: true,
         }
     }
 }
@@ -527,7 +532,8 @@ impl Core {
             });
         }
         let lock = lock_dir(path)?;
-        let storage = FileStorage::new(path, opts.backend, opts.sync)?;
+        let storage =
+            FileStorage::with_window(path, opts.backend, opts.sync, opts.group_commit_window)?;
         let mut db = Core::open_with(Box::new(storage), opts)?;
         db._lock = Some(lock);
         Ok(db)
@@ -835,19 +841,28 @@ impl Core {
             return Err(Error::Full(format!("DRAM entry {d} ran out of epochs")));
         }
         let p = d & (self.opts.log_partitions - 1);
-        self.logs[p].lock().append(
+        let log = self
+            .log_region
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument("the recovery log is not open".into()))?;
+        log.announce();
+        let appended = self.logs[p].lock().append(
             key,
             value,
             epoch,
             &|k| self.dram.meta_of(self.geo.entry_of(hash_key(k), 0)).0,
             &|| self.partition_epoch_min(p),
-        )?;
+        );
         // The barrier outside the partition's lock (still under the DRAM entry's, which orders
         // the key's versions): writers of one partition share it like those of different ones.
+        if let Err(e) = appended {
+            log.withdraw();
+            return Err(e);
+        }
         if self.opts.sync {
-            if let Some(log) = &self.log_region {
-                log.fence()?;
-            }
+            log.fence_announced()?;
+        } else {
+            log.withdraw();
         }
         self.dram.append(d, key, value, filter_mask(h), epoch);
         if self.opts.migration != Migration::Inline

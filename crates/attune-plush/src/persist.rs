@@ -72,6 +72,16 @@ pub trait Persist: Send + Sync {
     fn sync_profile(&self) -> (u64, u64) {
         (0, 0)
     }
+    /// A writer announces that it is about to flush and fence (a group-commit leader may wait
+    /// for it); `withdraw` retracts the announcement (at its fence, or on an error).
+    fn announce(&self) {}
+    fn withdraw(&self) {}
+    /// The barrier of a writer that announced it: the announcement is retracted once its
+    /// ticket is drawn (so a waiting leader counts it in).
+    fn fence_announced(&self) -> Result<()> {
+        self.withdraw();
+        self.fence()
+    }
 }
 
 /// What a region holds (back ends treat the recovery log differently).
@@ -160,11 +170,22 @@ pub struct FileStorage {
     dir: PathBuf,
     backend: Backend,
     sync: bool,
+    window: bool,
 }
 
 impl FileStorage {
     /// Files in `dir`, made durable by `backend` when `sync` is set.
     pub fn new(dir: &Path, backend: Backend, sync: bool) -> Result<FileStorage> {
+        FileStorage::with_window(dir, backend, sync, true)
+    }
+
+    /// As `new`; `window` switches the group-commit window ([`COMMIT_WINDOW_NS_MAX`]).
+    pub fn with_window(
+        dir: &Path,
+        backend: Backend,
+        sync: bool,
+        window: bool,
+    ) -> Result<FileStorage> {
         if backend == Backend::Clwb && !clwb_available() {
             return Err(Error::InvalidArgument(
                 "the clwb back end needs a CPU with the clwb instruction; use msync".into(),
@@ -174,6 +195,7 @@ impl FileStorage {
             dir: dir.to_path_buf(),
             backend,
             sync,
+            window,
         })
     }
 }
@@ -231,7 +253,10 @@ impl Storage for FileStorage {
             file,
             how,
             sync: self.sync,
-            group: Group::default(),
+            group: Group {
+                window: self.window,
+                ..Group::default()
+            },
         })))
     }
 
@@ -346,6 +371,12 @@ type SyncRanges<'a> = dyn Fn(&[(usize, usize)]) -> std::io::Result<()> + 'a;
 struct Group {
     state: Mutex<GroupState>,
     done: Condvar,
+    /// Writers that announced a barrier and have not drawn their ticket yet.
+    arriving: AtomicU64,
+    /// The commit window is on (see [`COMMIT_WINDOW_NS_MAX`]).
+    window: bool,
+    /// Duration of the last sync, which bounds the window.
+    last_sync_ns: AtomicU64,
     /// Copies of `synced` and `busy`, for followers that poll before they sleep.
     synced_hint: AtomicU64,
     busy_hint: AtomicBool,
@@ -354,6 +385,12 @@ struct Group {
 /// Polls a follower makes (spinning, then yielding the CPU) before it sleeps on the condition
 /// variable: a sync on tmpfs or a fast device takes microseconds, less than a sleep and wake-up.
 const FOLLOWER_POLLS_MAX: u32 = 256;
+/// Commit window: before it syncs, a leader waits for writers that announced a barrier (they
+/// hold their locks and are between their store and their fence, microseconds away) to draw
+/// their tickets, so that they join this sync instead of each starting the next one alone. At
+/// most this long, and at most half the last sync's duration (waiting longer than a sync
+/// takes cannot pay).
+pub const COMMIT_WINDOW_NS_MAX: u64 = 200_000;
 const FOLLOWER_SPINS: u32 = 32;
 
 #[derive(Default)]
@@ -385,10 +422,13 @@ impl Group {
     }
 
     /// Waits until everything flushed before the call is synced by `sync` (run by a leader).
-    fn fence(&self, sync: &SyncRanges<'_>) -> std::io::Result<()> {
+    fn fence(&self, sync: &SyncRanges<'_>, announced: bool) -> std::io::Result<()> {
         let mut st = self.state.lock();
         st.drawn += 1;
         let mine = st.drawn;
+        if announced {
+            self.arriving.fetch_sub(1, Ordering::AcqRel);
+        }
         loop {
             if let Some(e) = &st.failed {
                 return Err(std::io::Error::other(format!(
@@ -421,6 +461,23 @@ impl Group {
             }
             st.busy = true;
             self.busy_hint.store(true, Ordering::Release);
+            if self.window && self.arriving.load(Ordering::Acquire) > 0 {
+                drop(st);
+                let bound = COMMIT_WINDOW_NS_MAX.min(self.last_sync_ns.load(Ordering::Relaxed) / 2);
+                let t0 = std::time::Instant::now();
+                let mut i = 0u32;
+                while self.arriving.load(Ordering::Acquire) > 0
+                    && (t0.elapsed().as_nanos() as u64) < bound
+                {
+                    if i < FOLLOWER_SPINS {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                    i += 1;
+                }
+                st = self.state.lock();
+            }
             st.syncs += 1;
             let target = st.drawn;
             let first = st.synced;
@@ -430,6 +487,7 @@ impl Group {
             let t0 = std::time::Instant::now();
             let r = sync(&ranges);
             let ns = t0.elapsed().as_nanos() as u64;
+            self.last_sync_ns.store(ns, Ordering::Relaxed);
             st = self.state.lock();
             st.busy = false;
             st.sync_ns += ns;
@@ -481,6 +539,30 @@ impl FileRegion {
     }
 }
 
+impl FileRegion {
+    fn fence_as(&self, announced: bool) -> Result<()> {
+        if !self.sync {
+            return Ok(());
+        }
+        match self.how {
+            How::Msync | How::Pwrite => {
+                let what = if self.how == How::Msync {
+                    "msync"
+                } else {
+                    "pwrite+fdatasync"
+                };
+                self.group
+                    .fence(&|r| self.sync_ranges(r), announced)
+                    .map_err(|e| Error::io(what, &self.path, e))
+            }
+            How::Clwb => {
+                sfence();
+                Ok(())
+            }
+        }
+    }
+}
+
 impl Persist for FileRegion {
     fn words(&self) -> &[AtomicU64] {
         self.map.words()
@@ -516,25 +598,11 @@ impl Persist for FileRegion {
     }
 
     fn fence(&self) -> Result<()> {
-        if !self.sync {
-            return Ok(());
-        }
-        match self.how {
-            How::Msync | How::Pwrite => {
-                let what = if self.how == How::Msync {
-                    "msync"
-                } else {
-                    "pwrite+fdatasync"
-                };
-                self.group
-                    .fence(&|r| self.sync_ranges(r))
-                    .map_err(|e| Error::io(what, &self.path, e))
-            }
-            How::Clwb => {
-                sfence();
-                Ok(())
-            }
-        }
+        self.fence_as(false)
+    }
+
+    fn fence_announced(&self) -> Result<()> {
+        self.fence_as(true)
     }
 
     fn syncs(&self) -> u64 {
@@ -544,6 +612,18 @@ impl Persist for FileRegion {
     fn sync_profile(&self) -> (u64, u64) {
         let st = self.group.state.lock();
         (st.covered, st.sync_ns)
+    }
+
+    fn announce(&self) {
+        if self.sync && self.how != How::Clwb {
+            self.group.arriving.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    fn withdraw(&self) {
+        if self.sync && self.how != How::Clwb {
+            self.group.arriving.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     fn discard(&self, off: usize, len: usize) {
@@ -882,6 +962,22 @@ impl Region {
     /// See [`Persist::syncs`].
     pub(crate) fn syncs(&self) -> u64 {
         self.inner.syncs()
+    }
+
+    /// See [`Persist::announce`].
+    pub(crate) fn announce(&self) {
+        self.inner.announce();
+    }
+
+    /// See [`Persist::fence_announced`].
+    pub(crate) fn fence_announced(&self) -> Result<()> {
+        self.fences.fetch_add(1, Ordering::Relaxed);
+        self.inner.fence_announced()
+    }
+
+    /// See [`Persist::withdraw`].
+    pub(crate) fn withdraw(&self) {
+        self.inner.withdraw();
     }
 
     /// See [`Persist::sync_profile`].

@@ -208,8 +208,7 @@ impl HashDB {
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let k = bytes_arg(key, "key")?;
         let db = self.handle(py)?;
-        py.allow_threads(move || db.delete_bytes(&k))
-            .map_err(to_py)
+        py.allow_threads(move || db.delete_bytes(&k)).map_err(to_py)
     }
 
     /// Collects payload-log garbage now (sealed segments at least half garbage, or every
