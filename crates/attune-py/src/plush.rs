@@ -76,6 +76,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             }
             "payload_segment_bytes" => o.payload_segment_bytes = uint(&v)?,
             "payload_gc" => o.payload_gc = v.extract()?,
+            "group_commit_window" => o.group_commit_window = v.extract()?,
             _ => {
                 return Err(bad(format!(
                     "unknown HashDB option {key:?}; known: {}",
@@ -88,7 +89,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 13] = [
+const OPTION_NAMES: [&str; 14] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -102,6 +103,7 @@ const OPTION_NAMES: [&str; 13] = [
     "migration",
     "payload_segment_bytes",
     "payload_gc",
+    "group_commit_window",
 ];
 
 /// A Plush hash database of byte keys and values. `HashDB(path, **options)`.
