@@ -1,6 +1,7 @@
 """CLI verbs of the Plush hash table: ``attune hash-db {open,put,get,delete,stats,verify}``.
 
-Keys and values are 8-byte words, given as integers (decimal or ``0x`` hex) in [0, 2**64).
+Keys and values are 8-byte words, given as integers (decimal or ``0x`` hex) in [0, 2**64), or
+with ``--text`` UTF-8 strings of any length (up to 4 KiB keys and 1 MiB values).
 ``open`` creates a database (``-o key=value`` sets creation options such as
 ``dram_entries_log2=12``); the other verbs refuse a directory that holds none. Every verb takes
 ``--json``.
@@ -71,19 +72,31 @@ def _cmd_open(args) -> int:
     )
 
 
+def _arg(args, text: str) -> int | bytes:
+    return text.encode() if args.text else _word(text)
+
+
+def _shown(args, x: int | bytes) -> int | str:
+    return x.decode() if isinstance(x, bytes) else x
+
+
 def _cmd_put(args) -> int:
-    key, value = _word(args.key), _word(args.value)
+    key, value = _arg(args, args.key), _arg(args, args.value)
     with _open(args) as db:
         db.put(key, value)
-    return _emit(args, {"key": key, "value": value}, "ok")
+    return _emit(args, {"key": _shown(args, key), "value": _shown(args, value)}, "ok")
 
 
 def _cmd_get(args) -> int:
-    key = _word(args.key)
+    key = _arg(args, args.key)
     with _open(args) as db:
-        v = db.get_int(key)
+        if args.text:
+            raw = db.get(key)
+            v = None if raw is None else raw.decode(errors="replace")
+        else:
+            v = db.get_int(key)
     if args.json:
-        print(json.dumps({"key": key, "found": v is not None, "value": v}))
+        print(json.dumps({"key": _shown(args, key), "found": v is not None, "value": v}))
     elif v is None:
         print("(not found)", file=sys.stderr)
     else:
@@ -92,10 +105,10 @@ def _cmd_get(args) -> int:
 
 
 def _cmd_delete(args) -> int:
-    key = _word(args.key)
+    key = _arg(args, args.key)
     with _open(args) as db:
         db.delete(key)
-    return _emit(args, {"key": key, "deleted": True}, "ok")
+    return _emit(args, {"key": _shown(args, key), "deleted": True}, "ok")
 
 
 def _cmd_stats(args) -> int:
@@ -129,7 +142,7 @@ def register(subparsers) -> None:
     """Adds ``hash-db`` and its sub-verbs."""
     p = subparsers.add_parser(
         "hash-db",
-        help="the Plush hash table (8-byte keys and values): open, put, get, delete, stats, verify",
+        help="the Plush hash table (byte keys and values): open, put, get, delete, stats, verify",
         description="Plush, a crash-consistent log-structured hash table for point workloads.",
     )
     sub = p.add_subparsers(dest="hash_db_verb", required=True)
@@ -139,6 +152,12 @@ def register(subparsers) -> None:
         q.add_argument("path", help="database directory")
         for a, h in args:
             q.add_argument(a, help=h)
+        if args:
+            q.add_argument(
+                "--text",
+                action="store_true",
+                help="keys and values are UTF-8 text of any length (default: integers)",
+            )
         q.add_argument(
             "-o",
             "--option",

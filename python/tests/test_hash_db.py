@@ -86,14 +86,16 @@ def test_close_is_idempotent_and_later_calls_raise_closed_error(tmp_path):
 
 def test_bad_arguments_raise_invalid_argument(tmp_path):
     with _open(tmp_path / "h") as db:
-        with pytest.raises(attune.InvalidArgumentError, match="8 bytes"):
-            db.put(b"short", 1)
+        with pytest.raises(attune.InvalidArgumentError, match="key is 4097 bytes"):
+            db.put(b"k" * 4097, 1)
+        with pytest.raises(attune.InvalidArgumentError, match="value is"):
+            db.put(b"k", b"v" * (1 << 20 + 1))
         with pytest.raises(attune.InvalidArgumentError, match="2\\*\\*64"):
             db.put(-1, 1)
-        with pytest.raises(attune.InvalidArgumentError, match="tombstone"):
-            db.put(1, 2**64 - 1)
-        with pytest.raises(attune.InvalidArgumentError):
+        with pytest.raises(attune.InvalidArgumentError, match="key must be bytes"):
             db.get("a string")
+        with pytest.raises(attune.InvalidArgumentError, match="value must be bytes"):
+            db.put(1, 2.5)
     with pytest.raises(attune.InvalidArgumentError, match="unknown HashDB option"):
         attune.HashDB(tmp_path / "x", not_an_option=1)
     with pytest.raises(attune.InvalidArgumentError, match="log_partitions"):
@@ -173,3 +175,47 @@ def test_cli_verbs(tmp_path, capsys):
     assert main(["hash-db", "verify", p, "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["ok"] is True
     assert main(["hash-db", "get", str(tmp_path / "none"), "1"]) != 0
+
+
+def test_keys_and_values_of_any_size_survive_reopen_and_collection(tmp_path):
+    p = tmp_path / "v"
+    opts = {"payload_segment_bytes": 64 << 10}
+    want = {}
+    with _open(p, **opts) as db:
+        for i in range(3000):
+            k = b"user:%d" % (i % 300)
+            v = bytes([i % 251]) * (i % 200)
+            db.put(k, v)
+            want[k] = v
+        db.put(7, 2**64 - 1)  # the tombstone's bit pattern, stored out of place
+        db.put(b"", b"empty key")
+        want[b""] = b"empty key"
+        db.delete(b"user:5")
+        want.pop(b"user:5")
+        s = db.stats()
+        assert s["payload_appends"] > 2900 and s["payload_segments"] >= 1
+    with _open(p, **opts) as db:
+        assert db.get_int(7) == 2**64 - 1
+        assert db.get(b"user:5") is None
+        for k, v in want.items():
+            assert db.get(k) == v
+        db.checkpoint()
+        assert db.collect_garbage(all=True) >= 1
+        assert db.stats()["payload_gc_bytes_freed"] > 0
+        for k, v in want.items():
+            assert db.get(k) == v
+        with pytest.raises(attune.InvalidArgumentError, match="not 8"):
+            db.get_int(b"user:1")
+        assert db.verify()["payload_records"] >= 0
+
+
+def test_cli_text_keys_and_values(tmp_path, capsys):
+    from attune import cli
+
+    p = str(tmp_path / "t")
+    assert cli.main(["hash-db", "open", p, "--json"]) == 0
+    assert cli.main(["hash-db", "put", p, "--text", "a long key", "a longer value", "--json"]) == 0
+    capsys.readouterr()
+    assert cli.main(["hash-db", "get", p, "--text", "a long key", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"value": "a longer value"' in out and '"key": "a long key"' in out

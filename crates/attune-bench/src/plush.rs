@@ -17,6 +17,8 @@
 //!
 //! Keys: attune-workload samplers draw item numbers; an item's key is a bijective mix of its
 //! number (8 bytes, big-endian for the byte-keyed engines), so that hot items spread.
+//! `--key-bytes` / `--value-bytes` other than 8 widen them (the mixed number, then filler
+//! derived from it); Plush then stores the records out of place in its payload log.
 
 use crate::engine::{find, Engine, Session};
 use crate::options::{parse_count, parse_size, Settings};
@@ -32,7 +34,7 @@ use std::time::Instant;
 #[command(
     name = "attune-bench plush",
     no_binary_name = true,
-    about = "Plush against Attune's LSM, RocksDB and LMDB: 8 B keys and values, inserts after a \
+    about = "Plush against Attune's LSM, RocksDB, LevelDB and LMDB: 8 B (or --key-bytes/--value-bytes) records, inserts after a \
              preload, lookups and 50 % mixed, uniform and zipfian, 1 and 2 threads"
 )]
 struct Args {
@@ -88,6 +90,12 @@ struct Args {
     /// Time every insert and report latency percentiles (p50, p99, p99.9, max) per phase.
     #[arg(long)]
     latency: bool,
+    /// Bytes per key (at least 8).
+    #[arg(long, default_value_t = 8)]
+    key_bytes: usize,
+    /// Bytes per value (at least 8).
+    #[arg(long, default_value_t = 8)]
+    value_bytes: usize,
 }
 
 #[derive(Serialize)]
@@ -106,6 +114,8 @@ struct Row<'a> {
     ops_per_cpu_sec: f64,
     durability: &'static str,
     found: u64,
+    key_bytes: usize,
+    value_bytes: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     latency_us: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,6 +160,11 @@ struct PlushRow {
     migrations: Vec<u64>,
     fences: u64,
     log_syncs: u64,
+    log_sync_barriers: u64,
+    log_sync_us: u64,
+    payload_appends: u64,
+    payload_bytes: u64,
+    payload_gc_runs: u64,
 }
 
 /// A key of item `i`: a bijection of u64 (murmur3's finaliser), so hot items spread.
@@ -166,35 +181,80 @@ enum Target {
     Peer(Box<dyn Engine>),
 }
 
-/// A per-thread handle.
-enum Handle<'a> {
+/// A per-thread handle, with the record sizes and buffers to build keys and values in.
+struct Handle<'a> {
+    inner: Inner<'a>,
+    sizes: (usize, usize),
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+enum Inner<'a> {
     Plush(&'a Plush),
     Peer(Box<dyn Session + 'a>, Vec<u8>),
 }
 
+/// Fills `out` with `len` bytes: `x` big-endian, then filler derived from it.
+fn widen(out: &mut Vec<u8>, x: u64, len: usize) {
+    out.clear();
+    out.extend_from_slice(&x.to_be_bytes());
+    let mut f = x ^ 0xA5A5_A5A5_A5A5_A5A5;
+    while out.len() < len {
+        f = f.rotate_left(9).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        out.extend_from_slice(&f.to_le_bytes());
+    }
+    out.truncate(len);
+}
+
 impl Handle<'_> {
+    fn words(&self) -> bool {
+        self.sizes == (8, 8)
+    }
+
     fn put(&mut self, k: u64, v: u64) -> Result<(), String> {
-        match self {
-            Handle::Plush(p) => p.put(k, v).map_err(|e| e.to_string()),
-            Handle::Peer(s, _) => s
-                .put(&k.to_be_bytes(), &v.to_le_bytes())
-                .map_err(|e| e.to_string()),
+        if self.words() {
+            return match &mut self.inner {
+                Inner::Plush(p) => p.put(k, v).map_err(|e| e.to_string()),
+                Inner::Peer(s, _) => s
+                    .put(&k.to_be_bytes(), &v.to_le_bytes())
+                    .map_err(|e| e.to_string()),
+            };
         }
+        widen(&mut self.key, k, self.sizes.0);
+        widen(&mut self.value, v, self.sizes.1);
+        match &mut self.inner {
+            Inner::Plush(p) => p.put_bytes(&self.key, &self.value),
+            Inner::Peer(s, _) => return s.put(&self.key, &self.value).map_err(|e| e.to_string()),
+        }
+        .map_err(|e| e.to_string())
     }
 
     fn get(&mut self, k: u64) -> Result<bool, String> {
-        match self {
-            Handle::Plush(p) => Ok(p.get(k).is_some()),
-            Handle::Peer(s, buf) => s.get(&k.to_be_bytes(), buf).map_err(|e| e.to_string()),
+        if self.words() {
+            return match &mut self.inner {
+                Inner::Plush(p) => Ok(p.get(k).map_err(|e| e.to_string())?.is_some()),
+                Inner::Peer(s, buf) => s.get(&k.to_be_bytes(), buf).map_err(|e| e.to_string()),
+            };
+        }
+        widen(&mut self.key, k, self.sizes.0);
+        match &mut self.inner {
+            Inner::Plush(p) => Ok(p.get_bytes(&self.key).map_err(|e| e.to_string())?.is_some()),
+            Inner::Peer(s, buf) => s.get(&self.key, buf).map_err(|e| e.to_string()),
         }
     }
 }
 
 impl Target {
-    fn handle(&self) -> Result<Handle<'_>, String> {
-        Ok(match self {
-            Target::Plush(p) => Handle::Plush(p),
-            Target::Peer(e) => Handle::Peer(e.session().map_err(|e| e.to_string())?, Vec::new()),
+    fn handle(&self, sizes: (usize, usize)) -> Result<Handle<'_>, String> {
+        let inner = match self {
+            Target::Plush(p) => Inner::Plush(p),
+            Target::Peer(e) => Inner::Peer(e.session().map_err(|e| e.to_string())?, Vec::new()),
+        };
+        Ok(Handle {
+            inner,
+            sizes,
+            key: Vec::new(),
+            value: Vec::new(),
         })
     }
 }
@@ -237,10 +297,11 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
             "log_partitions" => opts.log_partitions = num()?,
             "backend" => opts.backend = Backend::parse(v).map_err(|e| e.to_string())?,
             "migration" => opts.migration = Migration::parse(v).map_err(|e| e.to_string())?,
+            "group_commit_window" => opts.group_commit_window = v == "on" || v == "true",
             _ => {
                 return Err(format!(
                     "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
-                     log_partitions, backend, migration)"
+                     log_partitions, backend, migration, group_commit_window)"
                 ))
             }
         }
@@ -283,6 +344,13 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         )));
     }
     let backend = Backend::parse(&args.backend).map_err(|e| usage(e.to_string()))?;
+    if args.key_bytes < 8 || args.value_bytes < 8 {
+        return Err(usage(format!(
+            "--key-bytes {} / --value-bytes {}: at least 8 each",
+            args.key_bytes, args.value_bytes
+        )));
+    }
+    let sizes = (args.key_bytes, args.value_bytes);
     let base = match &args.dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("attune-bench-plush-{}", std::process::id())),
@@ -339,6 +407,7 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         sink,
         target: &targets[i].1,
         latency: args.latency,
+        sizes,
     };
     let mut records = Vec::with_capacity(targets.len());
     for i in 0..targets.len() {
@@ -382,6 +451,7 @@ struct Ctx<'a> {
     sink: &'a Sink,
     target: &'a Target,
     latency: bool,
+    sizes: (usize, usize),
 }
 
 impl Ctx<'_> {
@@ -402,6 +472,11 @@ impl Ctx<'_> {
             migrations: s.migrations,
             fences: s.fences,
             log_syncs: s.log_syncs,
+            log_sync_barriers: s.log_sync_barriers,
+            log_sync_us: s.log_sync_us,
+            payload_appends: s.payload_appends,
+            payload_bytes: s.payload_bytes,
+            payload_gc_runs: s.payload_gc_runs,
         })
     }
 
@@ -450,6 +525,8 @@ impl Ctx<'_> {
             ops_per_cpu_sec: operations as f64 / cpu.max(1e-9),
             durability: self.durability,
             found,
+            key_bytes: self.sizes.0,
+            value_bytes: self.sizes.1,
             latency_us,
             plush: self.plush_row(),
         })?;
@@ -458,7 +535,7 @@ impl Ctx<'_> {
 
     /// Loads items 0..n in one thread, sampling Plush's DRAM use ten times on the way.
     fn preload(&self, n: u64) -> Result<u64, Fail> {
-        let mut h = self.target.handle()?;
+        let mut h = self.target.handle(self.sizes)?;
         let (t0, c0) = (Instant::now(), cpu_seconds());
         let step = (n / 10).max(1);
         for i in 0..n {
@@ -497,7 +574,7 @@ impl Ctx<'_> {
             let hs: Vec<_> = (0..threads)
                 .map(|t| {
                     s.spawn(move || -> Result<(u64, Vec<u64>), String> {
-                        let mut h = self.target.handle()?;
+                        let mut h = self.target.handle(self.sizes)?;
                         let mut found = 0;
                         let mut lat = Vec::new();
                         match dist {

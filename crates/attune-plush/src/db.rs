@@ -13,6 +13,10 @@ use crate::level::{
     collect_newest, level_file_bytes, level_file_name, search, DramLevel, Level, FORMAT_VERSION,
 };
 use crate::log::Partition;
+use crate::payload::{
+    bucket_key, fits_inline, is_pointer, PayloadLog, KEY_BYTES_MAX, SEGMENT_BYTES_MAX,
+    SEGMENT_HEADER_BYTES, VALUE_BYTES_MAX,
+};
 use crate::persist::{Backend, FileStorage, Region, RegionKind, Storage};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
@@ -59,6 +63,18 @@ pub struct Options {
     /// How barriers reach the files (`Write`, `Msync` or `Clwb`). Default `Write`: log appends
     /// are `pwrite` + group-committed `fdatasync` (see [`crate::persist`]).
     pub backend: Backend,
+    /// Bytes of one payload-log segment file (multiple of 4096, at most 2 GiB; fixed at
+    /// creation). Default 64 MiB: large enough that creating one (two barriers) is rare, small
+    /// enough that collecting one copies little.
+    pub payload_segment_bytes: usize,
+    /// Collect payload-log garbage automatically: when a segment fills, every sealed segment
+    /// at least half garbage (by the shadowed records migrations met) is collected. Default
+    /// true; false leaves collection to [`Plush::collect_garbage`].
+    pub payload_gc: bool,
+    /// Group commit waits for writers already on their way to the barrier before it syncs
+    /// (at most 200 µs and half the last sync's time; see `persist::COMMIT_WINDOW_NS_MAX`).
+    /// Default true; false syncs at once.
+    pub group_commit_window: bool,
 }
 
 impl Default for Options {
@@ -75,6 +91,9 @@ impl Default for Options {
             sync: true,
             backend: Backend::Write,
             migration: Migration::Background,
+            payload_segment_bytes: 64 << 20,
+            payload_gc: true,
+            group_commit_window: true,
         }
     }
 }
@@ -151,6 +170,13 @@ impl Options {
                 self.log_chunks, per_chunk
             ));
         }
+        let seg = self.payload_segment_bytes;
+        if !seg.is_multiple_of(4096) || !(8192..=SEGMENT_BYTES_MAX).contains(&seg) {
+            return bad(format!(
+                "payload_segment_bytes {seg} must be a multiple of 4096 in \
+                 8192..={SEGMENT_BYTES_MAX}"
+            ));
+        }
         let deepest = (64 - self.dram_entries_log2) / self.fanout_log2 + 1;
         if self.levels_max == 0 || self.levels_max > (deepest as usize).min(LEVELS_LIMIT) {
             return bad(format!(
@@ -192,6 +218,10 @@ pub struct Stats {
     /// Barriers of the log that reached the device (`Write`/`Msync`): fewer than the log's
     /// fences when concurrent upserts shared one (group commit).
     pub log_syncs: u64,
+    /// Log barriers those syncs covered (writers per sync = this / `log_syncs`), and the
+    /// microseconds the syncs took.
+    pub log_sync_barriers: u64,
+    pub log_sync_us: u64,
     /// Media bytes written (flushed lines × 64) per byte of user records (16 per upsert).
     pub write_amplification: f64,
     /// The chapter's model for it: 3 · log_f(N / dram capacity… ) + 1 (see docs/plush.md).
@@ -201,6 +231,18 @@ pub struct Stats {
     pub dram_entries_log2: u32,
     pub fanout_log2: u32,
     pub log_partitions: usize,
+    /// Payload log: records appended, their bytes, segments and bytes held, bytes known to be
+    /// garbage (shadowed versions migrations met), collections run, records they moved, bytes
+    /// they freed, dangling pointers migrations dropped.
+    pub payload_appends: u64,
+    pub payload_bytes_appended: u64,
+    pub payload_segments: u64,
+    pub payload_bytes: u64,
+    pub payload_garbage_bytes: u64,
+    pub payload_gc_runs: u64,
+    pub payload_gc_records_moved: u64,
+    pub payload_gc_bytes_freed: u64,
+    pub payload_dangling_dropped: u64,
 }
 
 /// What `verify` checked.
@@ -212,6 +254,10 @@ pub struct VerifyReport {
     pub records: u64,
     pub log_chunks_in_use: u64,
     pub log_entries: u64,
+    /// Level records pointing into the payload log whose record was read and checked, and
+    /// those whose segment is gone (shadowed versions a migration has not dropped yet).
+    pub payload_records: u64,
+    pub payload_dangling: u64,
 }
 
 /// A Plush hash table: the engine plus, with background migration, its migration thread.
@@ -243,6 +289,7 @@ struct Core {
     level_create: Mutex<()>,
     logs: Box<[Mutex<Partition>]>,
     log_region: Option<Arc<Region>>,
+    payload: PayloadLog,
     puts: AtomicU64,
     deletes: AtomicU64,
     gets: AtomicU64,
@@ -315,7 +362,9 @@ impl Plush {
         Plush { core, migrator }
     }
 
-    /// Inserts or overwrites `key`. `value` must not be `TOMBSTONE` (u64::MAX).
+    /// Inserts or overwrites `key` (the same key as the 8 bytes `key.to_le_bytes()` in
+    /// [`Plush::put_bytes`]). A value whose top 16 bits are all ones (the tombstone and
+    /// pointer space) is stored out of place in the payload log.
     pub fn put(&self, key: u64, value: u64) -> Result<()> {
         self.core.put(key, value)
     }
@@ -325,9 +374,36 @@ impl Plush {
         self.core.delete(key)
     }
 
-    /// The value of `key`, or `None` when it is absent or deleted.
-    pub fn get(&self, key: u64) -> Option<u64> {
+    /// The value of `key`, or `None` when it is absent or deleted. A key written with
+    /// [`Plush::put_bytes`] and a value that is not 8 bytes is an `InvalidArgument` error.
+    pub fn get(&self, key: u64) -> Result<Option<u64>> {
         self.core.get(key)
+    }
+
+    /// Inserts or overwrites a key of up to [`KEY_BYTES_MAX`] bytes with a value of up to
+    /// [`VALUE_BYTES_MAX`] bytes. An 8-byte key with an 8-byte value is stored in its bucket;
+    /// anything else is appended to the payload log, and the bucket holds the key's bucket key
+    /// and a pointer to the record.
+    pub fn put_bytes(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.core.put_bytes(key, value)
+    }
+
+    /// The value of a key of any length, or `None`.
+    pub fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.core.get_bytes(key)
+    }
+
+    /// Deletes a key of any length (writes a tombstone under its bucket key).
+    pub fn delete_bytes(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        self.core.delete(bucket_key(key))
+    }
+
+    /// Collects payload-log garbage now: every sealed segment at least half garbage, or with
+    /// `all`, every sealed segment (its live records are copied forward, then it is removed).
+    /// Returns the segments removed.
+    pub fn collect_garbage(&self, all: bool) -> Result<usize> {
+        self.core.collect_garbage(all)
     }
 
     /// Migrates every non-empty DRAM entry into level 1 (a checkpoint: the recovery log then
@@ -456,7 +532,8 @@ impl Core {
             });
         }
         let lock = lock_dir(path)?;
-        let storage = FileStorage::new(path, opts.backend, opts.sync)?;
+        let storage =
+            FileStorage::with_window(path, opts.backend, opts.sync, opts.group_commit_window)?;
         let mut db = Core::open_with(Box::new(storage), opts)?;
         db._lock = Some(lock);
         Ok(db)
@@ -485,7 +562,9 @@ impl Core {
             )?;
             let _ = levels[num - 1].set(level);
         }
+        let payload = PayloadLog::open(storage.as_ref(), opts.payload_segment_bytes)?;
         let mut db = Core {
+            payload,
             storage,
             geo,
             dram,
@@ -528,11 +607,7 @@ impl Core {
             .map_or(1, |n| n.get())
             .min(parts);
         let per = parts.div_ceil(threads);
-        let (chunk_bytes, chunks, sync) = (
-            self.opts.log_chunk_bytes,
-            self.opts.log_chunks,
-            self.opts.sync,
-        );
+        let (chunk_bytes, chunks) = (self.opts.log_chunk_bytes, self.opts.log_chunks);
         let this = &*self;
         let mut results: Vec<Result<Vec<(usize, Partition, u64)>>> = Vec::new();
         std::thread::scope(|s| {
@@ -545,7 +620,7 @@ impl Core {
                 handles.push(s.spawn(move || -> Result<Vec<(usize, Partition, u64)>> {
                     let mut out = Vec::new();
                     for p in group {
-                        let rec = Partition::recover(log.clone(), p, chunk_bytes, chunks, sync)?;
+                        let rec = Partition::recover(log.clone(), p, chunk_bytes, chunks)?;
                         let n = this.replay(&rec.entries, LOG_FILE)?;
                         out.push((p, rec.partition, n));
                     }
@@ -618,13 +693,128 @@ impl Core {
     }
 
     fn put(&self, key: u64, value: u64) -> Result<()> {
-        if value == TOMBSTONE {
-            return Err(Error::InvalidArgument(
-                "the value 0xffffffffffffffff is the tombstone marker; it cannot be stored".into(),
-            ));
+        if !fits_inline(value) {
+            return self.put_bytes(&key.to_le_bytes(), &value.to_le_bytes());
         }
         self.puts.fetch_add(1, Ordering::Relaxed);
         self.upsert(key, value)
+    }
+
+    fn put_bytes(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_key(key)?;
+        let room = self.opts.payload_segment_bytes - SEGMENT_HEADER_BYTES;
+        if value.len() > VALUE_BYTES_MAX
+            || crate::payload::record_bytes(key.len(), value.len()) > room
+        {
+            return Err(Error::InvalidArgument(format!(
+                "value is {} bytes; the largest value is {} bytes (and a {}-byte key with its \
+                 value must fit a payload segment of {} bytes)",
+                value.len(),
+                VALUE_BYTES_MAX,
+                key.len(),
+                self.opts.payload_segment_bytes
+            )));
+        }
+        if let (Ok(k), Ok(v)) = (<[u8; 8]>::try_from(key), <[u8; 8]>::try_from(value)) {
+            let v = u64::from_le_bytes(v);
+            if fits_inline(v) {
+                self.puts.fetch_add(1, Ordering::Relaxed);
+                return self.upsert(u64::from_le_bytes(k), v);
+            }
+        }
+        self.puts.fetch_add(1, Ordering::Relaxed);
+        // Payload first, then its barrier (outside every lock, so concurrent appenders share
+        // it), and only then the pointer in the recovery log and the DRAM level.
+        let (ptr, seg, sealed) = self.payload.append(self.storage.as_ref(), key, value)?;
+        if self.opts.sync {
+            seg.region.fence()?;
+        }
+        self.upsert(bucket_key(key), ptr)?;
+        if sealed && self.opts.payload_gc {
+            self.collect_garbage(false)?;
+        }
+        Ok(())
+    }
+
+    fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.resolve(bucket_key(key), key)
+    }
+
+    /// The value stored under bucket key `bk` for the full key `key`: follows a pointer and
+    /// checks the record's key (a different key with the same bucket key reads as absent).
+    fn resolve(&self, bk: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        for locked in [false, true] {
+            let h = hash_key(bk);
+            let v = if locked {
+                let _g = self.dram.locks[self.geo.entry_of(h, 0)].lock();
+                self.lookup(bk, h, filter_mask(h)).flatten()
+            } else {
+                self.get_raw(bk)
+            };
+            let Some(v) = v else {
+                return Ok(None);
+            };
+            if !is_pointer(v) {
+                return Ok((key.len() == 8).then(|| v.to_le_bytes().to_vec()));
+            }
+            match self.payload.read(v)? {
+                Some((k, value)) => return Ok((k == key).then_some(value)),
+                // Collected between the lookup and the read: the lookup under the lock sees
+                // the pointer the collection wrote.
+                None if !locked => continue,
+                None => {
+                    let (seg, off) = crate::payload::decode_pointer(v);
+                    return Err(Error::corruption(
+                        self.storage.location(),
+                        off as u64,
+                        format!("the newest version of a key points into payload segment {seg}, which does not exist"),
+                    ));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Collects sealed payload segments (see [`Plush::collect_garbage`]).
+    fn collect_garbage(&self, all: bool) -> Result<usize> {
+        let Some(_gc) = self.payload.gc_lock.try_lock() else {
+            return Ok(0);
+        };
+        let segs = if all {
+            self.payload.sealed_segments()
+        } else {
+            self.payload.gc_candidates(0.5)
+        };
+        let mut n = 0;
+        for num in segs {
+            for (off, key, value, _) in self.payload.scan(num) {
+                let ptr = crate::payload::encode_pointer(num, off);
+                let bk = bucket_key(&key);
+                let h = hash_key(bk);
+                let d = self.geo.entry_of(h, 0);
+                let _g = self.dram.locks[d].lock();
+                if self.lookup(bk, h, filter_mask(h)).flatten() != Some(ptr) {
+                    continue;
+                }
+                let (new, seg, _) = self.payload.append(self.storage.as_ref(), &key, &value)?;
+                if self.opts.sync {
+                    seg.region.fence()?;
+                }
+                self.upsert_locked(d, h, bk, new)?;
+                self.payload
+                    .gc_records_moved
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            // Every live record has a durable newer pointer: the segment holds nothing live.
+            let freed = self.payload.remove(self.storage.as_ref(), num)?;
+            self.payload
+                .gc_bytes_freed
+                .fetch_add(freed, Ordering::Relaxed);
+            self.payload.gc_runs.fetch_add(1, Ordering::Relaxed);
+            n += 1;
+        }
+        Ok(n)
     }
 
     fn delete(&self, key: u64) -> Result<()> {
@@ -636,6 +826,11 @@ impl Core {
         let h = hash_key(key);
         let d = self.geo.entry_of(h, 0);
         let _guard = self.dram.locks[d].lock();
+        self.upsert_locked(d, h, key, value)
+    }
+
+    /// The upsert of `key` (hash `h`, DRAM entry `d`, whose lock the caller holds).
+    fn upsert_locked(&self, d: usize, h: u64, key: u64, value: u64) -> Result<()> {
         let (mut epoch, size) = self.dram.meta_of(d);
         if size >= self.geo.entry_capacity() {
             self.migrate_dram(d)?;
@@ -646,13 +841,29 @@ impl Core {
             return Err(Error::Full(format!("DRAM entry {d} ran out of epochs")));
         }
         let p = d & (self.opts.log_partitions - 1);
-        self.logs[p].lock().append(
+        let log = self
+            .log_region
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument("the recovery log is not open".into()))?;
+        log.announce();
+        let appended = self.logs[p].lock().append(
             key,
             value,
             epoch,
             &|k| self.dram.meta_of(self.geo.entry_of(hash_key(k), 0)).0,
             &|| self.partition_epoch_min(p),
-        )?;
+        );
+        // The barrier outside the partition's lock (still under the DRAM entry's, which orders
+        // the key's versions): writers of one partition share it like those of different ones.
+        if let Err(e) = appended {
+            log.withdraw();
+            return Err(e);
+        }
+        if self.opts.sync {
+            log.fence_announced()?;
+        } else {
+            log.withdraw();
+        }
         self.dram.append(d, key, value, filter_mask(h), epoch);
         if self.opts.migration != Migration::Inline
             && self.dram.meta_of(d).1 >= self.background_mark()
@@ -671,7 +882,27 @@ impl Core {
             .unwrap_or(0)
     }
 
-    fn get(&self, key: u64) -> Option<u64> {
+    fn get(&self, key: u64) -> Result<Option<u64>> {
+        let kb = key.to_le_bytes();
+        let v = match self.get_raw(key) {
+            Some(v) if is_pointer(v) => self.resolve(key, &kb)?,
+            other => return Ok(other),
+        };
+        match v {
+            None => Ok(None),
+            Some(v) => <[u8; 8]>::try_from(v.as_slice())
+                .map(|b| Some(u64::from_le_bytes(b)))
+                .map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "key {key:#x} holds a {}-byte value; read it with get_bytes",
+                        v.len()
+                    ))
+                }),
+        }
+    }
+
+    /// The newest bucket value of `key` (a value or a pointer), `None` if absent or deleted.
+    fn get_raw(&self, key: u64) -> Option<u64> {
         self.gets.fetch_add(1, Ordering::Relaxed);
         let h = hash_key(key);
         let mask = filter_mask(h);
@@ -748,6 +979,7 @@ impl Core {
         let (epoch, _) = self.dram.meta_of(d);
         let mut recs = Vec::with_capacity(self.geo.entry_capacity());
         collect_newest(&self.dram.entry(d), self.geo.entry_capacity(), &mut recs);
+        self.account_shadowed(&self.dram.entry(d), &mut recs);
         self.migrate_records(&recs, epoch, 0, d)?;
         self.dram.reset(d, epoch + 1, 0);
         self.migrations[0].fetch_add(1, Ordering::Relaxed);
@@ -760,11 +992,48 @@ impl Core {
         let (epoch, _) = level.meta_of(i);
         let mut recs = Vec::with_capacity(self.geo.entry_capacity());
         collect_newest(&level.entry(i), self.geo.entry_capacity(), &mut recs);
+        self.account_shadowed(&level.entry(i), &mut recs);
         self.migrate_records(&recs, epoch, num, i)?;
         level.clear(i);
         level.region.fence()?;
         self.migrations[num].fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Payload bookkeeping of a migration: pointers among the entry's records that
+    /// `collect_newest` dropped (shadowed versions) count as garbage of their segments, and
+    /// kept pointers into removed segments (dangling: always shadowed by the newer pointer the
+    /// collection wrote, in a lower level) are dropped.
+    fn account_shadowed<E: crate::level::EntryView>(&self, e: &E, recs: &mut Vec<(u64, u64)>) {
+        if self.payload.is_empty() {
+            return;
+        }
+        let kept: std::collections::HashSet<u64> = recs
+            .iter()
+            .map(|r| r.1)
+            .filter(|v| is_pointer(*v))
+            .collect();
+        let size = crate::layout::unpack_meta(e.meta().load(Ordering::Acquire))
+            .1
+            .min(self.geo.entry_capacity());
+        for idx in 0..size {
+            let v = e
+                .value(idx / SLOTS_PER_BUCKET, idx % SLOTS_PER_BUCKET)
+                .load(Ordering::Relaxed);
+            if is_pointer(v) && !kept.contains(&v) {
+                self.payload.add_garbage(v);
+            }
+        }
+        let before = recs.len();
+        recs.retain(|(_, v)| {
+            !is_pointer(*v)
+                || self
+                    .payload
+                    .has_segment(crate::payload::decode_pointer(*v).0)
+        });
+        self.payload
+            .dangling_dropped
+            .fetch_add((before - recs.len()) as u64, Ordering::Relaxed);
     }
 
     /// Moves `recs` (newest version of each key, newest first) of entry `parent` on level
@@ -868,6 +1137,16 @@ impl Core {
             log_partitions: self.opts.log_partitions,
             ..Stats::default()
         };
+        let pc = self.payload.counters();
+        s.payload_appends = pc.appends;
+        s.payload_bytes_appended = pc.bytes_appended;
+        s.payload_segments = pc.segments;
+        s.payload_bytes = pc.bytes;
+        s.payload_garbage_bytes = pc.garbage_bytes;
+        s.payload_gc_runs = pc.gc_runs;
+        s.payload_gc_records_moved = pc.gc_records_moved;
+        s.payload_gc_bytes_freed = pc.gc_bytes_freed;
+        s.payload_dangling_dropped = pc.dangling_dropped;
         for l in self.levels.iter().filter_map(|l| l.get()) {
             s.levels += 1;
             s.level_lines_flushed
@@ -888,6 +1167,9 @@ impl Core {
             s.log_lines_flushed += r.lines_flushed.load(Ordering::Relaxed);
             s.fences += r.fences.load(Ordering::Relaxed);
             s.log_syncs = r.syncs();
+            let (covered, ns) = r.sync_profile();
+            s.log_sync_barriers = covered;
+            s.log_sync_us = ns / 1000;
         }
         let upserts = s.puts + s.deletes;
         if upserts > 0 {
@@ -946,6 +1228,23 @@ impl Core {
                         ));
                     }
                     rep.records += 1;
+                    let v = e.value(b, j).load(Ordering::Relaxed);
+                    if is_pointer(v) {
+                        match self.payload.read(v)? {
+                            None => rep.payload_dangling += 1,
+                            Some((key, _)) if bucket_key(&key) == k => rep.payload_records += 1,
+                            Some(_) => {
+                                return Err(Error::corruption(
+                                    level.region.name(),
+                                    0,
+                                    format!(
+                                        "entry {i} slot {idx}: key {k:#x} points at a payload \
+                                         record of another key"
+                                    ),
+                                ))
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -998,6 +1297,7 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
             o.log_partitions as u64,
             o.log_chunk_bytes as u64,
             o.log_chunks as u64,
+            o.payload_segment_bytes as u64,
         ]
     };
     let check = |f: &[u64]| {
@@ -1014,8 +1314,8 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
         for (i, x) in f.iter().enumerate() {
             region.word(1 + i).store(*x, Ordering::Release);
         }
-        region.word(7).store(check(&f), Ordering::Release);
-        region.flush_words(1, 7);
+        region.word(8).store(check(&f), Ordering::Release);
+        region.flush_words(1, 8);
         region.fence()?;
         region.word(0).store(MANIFEST_MAGIC, Ordering::Release);
         region.flush_words(0, 1);
@@ -1028,13 +1328,21 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
             detail: format!("{MANIFEST} has magic {magic:#x}"),
         });
     }
-    let f: Vec<u64> = (1..7)
+    let version = region.word(1).load(Ordering::Acquire);
+    if version != FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion {
+            path: storage.location(),
+            found: version as u32,
+            supported: FORMAT_VERSION as u32,
+        });
+    }
+    let f: Vec<u64> = (1..8)
         .map(|i| region.word(i).load(Ordering::Acquire))
         .collect();
-    if region.word(7).load(Ordering::Acquire) != check(&f) {
+    if region.word(8).load(Ordering::Acquire) != check(&f) {
         return Err(Error::corruption(
             storage.location().join(MANIFEST),
-            56,
+            64,
             "manifest checksum mismatch",
         ));
     }
@@ -1050,5 +1358,17 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
     opts.log_partitions = f[3] as usize;
     opts.log_chunk_bytes = f[4] as usize;
     opts.log_chunks = f[5] as usize;
+    opts.payload_segment_bytes = f[6] as usize;
+    Ok(())
+}
+
+/// Refuses a key longer than [`KEY_BYTES_MAX`].
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > KEY_BYTES_MAX {
+        return Err(Error::InvalidArgument(format!(
+            "key is {} bytes; the longest key is {KEY_BYTES_MAX} bytes",
+            key.len()
+        )));
+    }
     Ok(())
 }

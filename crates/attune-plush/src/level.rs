@@ -24,7 +24,7 @@ pub const RETRIES_MAX: usize = 64;
 pub const LEVEL_HEADER_BYTES: usize = 4096;
 const LEVEL_MAGIC: u64 = u64::from_le_bytes(*b"PLSHLEVL");
 /// Version of the level and log formats.
-pub const FORMAT_VERSION: u64 = 2;
+pub const FORMAT_VERSION: u64 = 3;
 
 /// One directory entry, as the shared search code sees it.
 pub trait EntryView {

@@ -15,10 +15,10 @@
 //! let db = Plush::open(dir.path(), opts.clone()).unwrap();
 //! db.put(42, 7).unwrap();
 //! db.delete(43).unwrap();
-//! assert_eq!(db.get(42), Some(7));
+//! assert_eq!(db.get(42).unwrap(), Some(7));
 //! drop(db);
 //! let db = Plush::open(dir.path(), opts).unwrap(); // recovers from the log
-//! assert_eq!(db.get(42), Some(7));
+//! assert_eq!(db.get(42).unwrap(), Some(7));
 //! ```
 //!
 //! - Design note: `docs/plush.md`; byte layouts: `docs/formats/plush.md`.
@@ -30,6 +30,7 @@ pub mod error;
 pub mod layout;
 pub mod level;
 pub mod log;
+pub mod payload;
 pub mod persist;
 
 pub use db::{write_amplification_model, Migration, Options, Plush, Stats, VerifyReport};

@@ -186,7 +186,6 @@ pub struct Partition {
     tail: usize,
     next_seq: u64,
     next_gen: u64,
-    sync: bool,
     pub(crate) counters: LogCounters,
 }
 
@@ -231,7 +230,6 @@ impl Partition {
         index: usize,
         chunk_bytes: usize,
         chunks: usize,
-        sync: bool,
     ) -> Result<Recovered> {
         let chunk_words = chunk_bytes / 8;
         let mut p = Partition {
@@ -250,7 +248,6 @@ impl Partition {
             tail: 0,
             next_seq: 1,
             next_gen: 1,
-            sync,
             counters: LogCounters::default(),
         };
         let per_chunk = p.entries_per_chunk();
@@ -340,7 +337,9 @@ impl Partition {
         self.tail += 1;
     }
 
-    /// Appends (key, value, epoch) and makes it durable. `dram_epoch(key)` is the current DRAM
+    /// Appends (key, value, epoch) and hands it to the back end (`flush`); the caller makes it
+    /// durable with a barrier on the log region after releasing the partition (so that appends
+    /// to one partition from several threads can share one barrier). `dram_epoch(key)` is the current DRAM
     /// epoch of the key's entry, and `partition_epoch_min()` the smallest DRAM epoch of the
     /// partition's entries (to skip reading dead chunks during compaction).
     pub fn append(
@@ -352,7 +351,8 @@ impl Partition {
         partition_epoch_min: &dyn Fn() -> u64,
     ) -> Result<()> {
         if self.tail == self.entries_per_chunk() {
-            // The full chunk is durable (its last append fenced) and only read from now on.
+            // The full chunk was handed to the file (its last append flushed; the barrier may
+            // still be in flight, which needs no private copy) and is only read from now on.
             let full = self.base + self.current * self.chunk_words;
             self.region.discard_words(full, self.chunk_words);
             self.advance(dram_epoch, partition_epoch_min)?;
@@ -365,9 +365,6 @@ impl Partition {
         };
         self.next_seq += 1;
         self.write_entry(&e, true);
-        if self.sync {
-            self.region.fence()?;
-        }
         self.counters.appends += 1;
         Ok(())
     }

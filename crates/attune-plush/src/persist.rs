@@ -68,6 +68,20 @@ pub trait Persist: Send + Sync {
     fn syncs(&self) -> u64 {
         0
     }
+    /// (barriers the syncs covered, nanoseconds spent in syncs) so far.
+    fn sync_profile(&self) -> (u64, u64) {
+        (0, 0)
+    }
+    /// A writer announces that it is about to flush and fence (a group-commit leader may wait
+    /// for it); `withdraw` retracts the announcement (at its fence, or on an error).
+    fn announce(&self) {}
+    fn withdraw(&self) {}
+    /// The barrier of a writer that announced it: the announcement is retracted once its
+    /// ticket is drawn (so a waiting leader counts it in).
+    fn fence_announced(&self) -> Result<()> {
+        self.withdraw();
+        self.fence()
+    }
 }
 
 /// What a region holds (back ends treat the recovery log differently).
@@ -92,6 +106,11 @@ pub trait Storage: Send + Sync {
     ) -> Result<Option<Box<dyn Persist>>>;
     /// Where the regions live (for error messages).
     fn location(&self) -> PathBuf;
+    /// Names of the regions that exist.
+    fn list_regions(&self) -> Result<Vec<String>>;
+    /// Removes region `name` (durably: a file back end syncs the directory). Handles opened
+    /// before stay usable until dropped.
+    fn remove_region(&self, name: &str) -> Result<()>;
 }
 
 /// Which system calls or instructions make the files durable.
@@ -151,11 +170,22 @@ pub struct FileStorage {
     dir: PathBuf,
     backend: Backend,
     sync: bool,
+    window: bool,
 }
 
 impl FileStorage {
     /// Files in `dir`, made durable by `backend` when `sync` is set.
     pub fn new(dir: &Path, backend: Backend, sync: bool) -> Result<FileStorage> {
+        FileStorage::with_window(dir, backend, sync, true)
+    }
+
+    /// As `new`; `window` switches the group-commit window ([`COMMIT_WINDOW_NS_MAX`]).
+    pub fn with_window(
+        dir: &Path,
+        backend: Backend,
+        sync: bool,
+        window: bool,
+    ) -> Result<FileStorage> {
         if backend == Backend::Clwb && !clwb_available() {
             return Err(Error::InvalidArgument(
                 "the clwb back end needs a CPU with the clwb instruction; use msync".into(),
@@ -165,6 +195,7 @@ impl FileStorage {
             dir: dir.to_path_buf(),
             backend,
             sync,
+            window,
         })
     }
 }
@@ -222,12 +253,40 @@ impl Storage for FileStorage {
             file,
             how,
             sync: self.sync,
-            group: Group::default(),
+            group: Group {
+                window: self.window,
+                ..Group::default()
+            },
         })))
     }
 
     fn location(&self) -> PathBuf {
         self.dir.clone()
+    }
+
+    fn list_regions(&self) -> Result<Vec<String>> {
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| Error::io("read_dir", &self.dir, e))?;
+        let mut out = Vec::new();
+        for e in rd {
+            let e = e.map_err(|e| Error::io("read_dir", &self.dir, e))?;
+            if let Some(n) = e.file_name().to_str() {
+                out.push(n.to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    fn remove_region(&self, name: &str) -> Result<()> {
+        let path = self.dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("remove", &path, e)),
+        }
+        if self.sync {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 }
 
@@ -312,6 +371,12 @@ type SyncRanges<'a> = dyn Fn(&[(usize, usize)]) -> std::io::Result<()> + 'a;
 struct Group {
     state: Mutex<GroupState>,
     done: Condvar,
+    /// Writers that announced a barrier and have not drawn their ticket yet.
+    arriving: AtomicU64,
+    /// The commit window is on (see [`COMMIT_WINDOW_NS_MAX`]).
+    window: bool,
+    /// Duration of the last sync, which bounds the window.
+    last_sync_ns: AtomicU64,
     /// Copies of `synced` and `busy`, for followers that poll before they sleep.
     synced_hint: AtomicU64,
     busy_hint: AtomicBool,
@@ -320,6 +385,12 @@ struct Group {
 /// Polls a follower makes (spinning, then yielding the CPU) before it sleeps on the condition
 /// variable: a sync on tmpfs or a fast device takes microseconds, less than a sleep and wake-up.
 const FOLLOWER_POLLS_MAX: u32 = 256;
+/// Commit window: before it syncs, a leader waits for writers that announced a barrier (they
+/// hold their locks and are between their store and their fence, microseconds away) to draw
+/// their tickets, so that they join this sync instead of each starting the next one alone. At
+/// most this long, and at most half the last sync's duration (waiting longer than a sync
+/// takes cannot pay).
+pub const COMMIT_WINDOW_NS_MAX: u64 = 200_000;
 const FOLLOWER_SPINS: u32 = 32;
 
 #[derive(Default)]
@@ -331,8 +402,10 @@ struct GroupState {
     synced: u64,
     busy: bool,
     failed: Option<String>,
-    /// Syncs issued (one per group).
+    /// Syncs issued (one per group), the tickets they covered, and their time.
     syncs: u64,
+    covered: u64,
+    sync_ns: u64,
 }
 
 impl Group {
@@ -349,10 +422,13 @@ impl Group {
     }
 
     /// Waits until everything flushed before the call is synced by `sync` (run by a leader).
-    fn fence(&self, sync: &SyncRanges<'_>) -> std::io::Result<()> {
+    fn fence(&self, sync: &SyncRanges<'_>, announced: bool) -> std::io::Result<()> {
         let mut st = self.state.lock();
         st.drawn += 1;
         let mine = st.drawn;
+        if announced {
+            self.arriving.fetch_sub(1, Ordering::AcqRel);
+        }
         loop {
             if let Some(e) = &st.failed {
                 return Err(std::io::Error::other(format!(
@@ -385,14 +461,37 @@ impl Group {
             }
             st.busy = true;
             self.busy_hint.store(true, Ordering::Release);
+            if self.window && self.arriving.load(Ordering::Acquire) > 0 {
+                drop(st);
+                let bound = COMMIT_WINDOW_NS_MAX.min(self.last_sync_ns.load(Ordering::Relaxed) / 2);
+                let t0 = std::time::Instant::now();
+                let mut i = 0u32;
+                while self.arriving.load(Ordering::Acquire) > 0
+                    && (t0.elapsed().as_nanos() as u64) < bound
+                {
+                    if i < FOLLOWER_SPINS {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                    i += 1;
+                }
+                st = self.state.lock();
+            }
             st.syncs += 1;
             let target = st.drawn;
+            let first = st.synced;
             let mut ranges = std::mem::take(&mut st.pending);
             drop(st);
             ranges.sort_unstable();
+            let t0 = std::time::Instant::now();
             let r = sync(&ranges);
+            let ns = t0.elapsed().as_nanos() as u64;
+            self.last_sync_ns.store(ns, Ordering::Relaxed);
             st = self.state.lock();
             st.busy = false;
+            st.sync_ns += ns;
+            st.covered += target - first.min(target);
             match r {
                 Ok(()) => st.synced = st.synced.max(target),
                 Err(e) => st.failed = Some(e.to_string()),
@@ -440,6 +539,30 @@ impl FileRegion {
     }
 }
 
+impl FileRegion {
+    fn fence_as(&self, announced: bool) -> Result<()> {
+        if !self.sync {
+            return Ok(());
+        }
+        match self.how {
+            How::Msync | How::Pwrite => {
+                let what = if self.how == How::Msync {
+                    "msync"
+                } else {
+                    "pwrite+fdatasync"
+                };
+                self.group
+                    .fence(&|r| self.sync_ranges(r), announced)
+                    .map_err(|e| Error::io(what, &self.path, e))
+            }
+            How::Clwb => {
+                sfence();
+                Ok(())
+            }
+        }
+    }
+}
+
 impl Persist for FileRegion {
     fn words(&self) -> &[AtomicU64] {
         self.map.words()
@@ -475,29 +598,32 @@ impl Persist for FileRegion {
     }
 
     fn fence(&self) -> Result<()> {
-        if !self.sync {
-            return Ok(());
-        }
-        match self.how {
-            How::Msync | How::Pwrite => {
-                let what = if self.how == How::Msync {
-                    "msync"
-                } else {
-                    "pwrite+fdatasync"
-                };
-                self.group
-                    .fence(&|r| self.sync_ranges(r))
-                    .map_err(|e| Error::io(what, &self.path, e))
-            }
-            How::Clwb => {
-                sfence();
-                Ok(())
-            }
-        }
+        self.fence_as(false)
+    }
+
+    fn fence_announced(&self) -> Result<()> {
+        self.fence_as(true)
     }
 
     fn syncs(&self) -> u64 {
         self.group.state.lock().syncs
+    }
+
+    fn sync_profile(&self) -> (u64, u64) {
+        let st = self.group.state.lock();
+        (st.covered, st.sync_ns)
+    }
+
+    fn announce(&self) {
+        if self.sync && self.how != How::Clwb {
+            self.group.arriving.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    fn withdraw(&self) {
+        if self.sync && self.how != How::Clwb {
+            self.group.arriving.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     fn discard(&self, off: usize, len: usize) {
@@ -735,6 +861,17 @@ impl Storage for SimStorage {
     fn location(&self) -> PathBuf {
         PathBuf::from("<simulated media>")
     }
+
+    fn list_regions(&self) -> Result<Vec<String>> {
+        Ok(self.shared.regions.lock().keys().cloned().collect())
+    }
+
+    /// Removal is a metadata operation: it reaches the media at once (the crash image taken
+    /// at a later barrier lacks the region).
+    fn remove_region(&self, name: &str) -> Result<()> {
+        self.shared.regions.lock().remove(name);
+        Ok(())
+    }
 }
 
 impl Persist for SimHandle {
@@ -825,6 +962,27 @@ impl Region {
     /// See [`Persist::syncs`].
     pub(crate) fn syncs(&self) -> u64 {
         self.inner.syncs()
+    }
+
+    /// See [`Persist::announce`].
+    pub(crate) fn announce(&self) {
+        self.inner.announce();
+    }
+
+    /// See [`Persist::fence_announced`].
+    pub(crate) fn fence_announced(&self) -> Result<()> {
+        self.fences.fetch_add(1, Ordering::Relaxed);
+        self.inner.fence_announced()
+    }
+
+    /// See [`Persist::withdraw`].
+    pub(crate) fn withdraw(&self) {
+        self.inner.withdraw();
+    }
+
+    /// See [`Persist::sync_profile`].
+    pub(crate) fn sync_profile(&self) -> (u64, u64) {
+        self.inner.sync_profile()
     }
 
     /// See [`Persist::discard`] (words, not bytes).

@@ -79,7 +79,7 @@ fn check(
 ) {
     for key in 0..KEYS {
         let want = oracle.get(&key).copied().flatten();
-        let got = db.get(key);
+        let got = db.get(key).unwrap();
         if let Some((k, new)) = in_flight {
             if k == key && (got == want || got == new) {
                 continue;
@@ -99,7 +99,7 @@ fn settle(
     in_flight: Option<(u64, Option<u64>)>,
 ) {
     if let Some((k, _)) = in_flight {
-        oracle.insert(k, db.get(k));
+        oracle.insert(k, db.get(k).unwrap());
     }
 }
 

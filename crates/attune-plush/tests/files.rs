@@ -42,7 +42,7 @@ fn round_trip(backend: Backend) {
     let db = Plush::open(dir.path(), options(backend)).unwrap();
     for k in 0..30_000u64 {
         let want = (k % 7 != 0).then_some(k * 3);
-        assert_eq!(db.get(k), want, "key {k}");
+        assert_eq!(db.get(k).unwrap(), want, "key {k}");
     }
     db.verify().unwrap();
 }
@@ -74,7 +74,11 @@ fn concurrent_synced_writers_share_barriers_and_keep_every_record() {
     let db = Plush::open(dir.path(), options(Backend::Write)).unwrap();
     for t in 0..4u64 {
         for i in 0..3_000u64 {
-            assert_eq!(db.get(i * 4 + t), Some(i ^ t), "thread {t} item {i}");
+            assert_eq!(
+                db.get(i * 4 + t).unwrap(),
+                Some(i ^ t),
+                "thread {t} item {i}"
+            );
         }
     }
     db.verify().unwrap();
@@ -116,11 +120,23 @@ fn a_missing_database_without_create_is_not_a_database() {
 }
 
 #[test]
-fn the_tombstone_value_is_refused() {
+fn values_in_the_pointer_space_are_stored_out_of_place() {
     let dir = scratch();
-    let db = Plush::open(dir.path(), options(Backend::Msync)).unwrap();
-    let err = db.put(1, attune_plush::TOMBSTONE).err().unwrap();
-    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    let db = Plush::open(dir.path(), options(Backend::Write)).unwrap();
+    let odd = [
+        attune_plush::TOMBSTONE,
+        0xFFFF_0000_0000_0001,
+        0xFFFF_FFFF_FFFF_FFFE,
+    ];
+    for (k, v) in odd.iter().enumerate() {
+        db.put(k as u64, *v).unwrap();
+    }
+    assert_eq!(db.stats().payload_appends, 3);
+    drop(db);
+    let db = Plush::open(dir.path(), options(Backend::Write)).unwrap();
+    for (k, v) in odd.iter().enumerate() {
+        assert_eq!(db.get(k as u64).unwrap(), Some(*v));
+    }
 }
 
 #[test]
@@ -157,11 +173,15 @@ fn two_writers_and_a_reader_agree_with_their_oracles() {
                     mine.insert(k, i);
                     if i % 97 == 0 {
                         let probe = (i * 31 % 5000) * 2 + t;
-                        assert_eq!(db.get(probe), mine.get(&probe).copied(), "thread {t}");
+                        assert_eq!(
+                            db.get(probe).unwrap(),
+                            mine.get(&probe).copied(),
+                            "thread {t}"
+                        );
                     }
                 }
                 for (k, v) in mine {
-                    assert_eq!(db.get(k), Some(v), "thread {t} key {k}");
+                    assert_eq!(db.get(k).unwrap(), Some(v), "thread {t} key {k}");
                 }
             });
         }

@@ -97,7 +97,7 @@ fn sigkill_cycles_lose_and_resurrect_nothing() {
         let db = Plush::open(dir.path(), options()).unwrap();
         let (fk, fv) = op(c, acked);
         for k in 0..KEYS {
-            let got = db.get(k);
+            let got = db.get(k).unwrap();
             let want = state.get(&k).copied().flatten();
             if k == fk && got == fv {
                 continue;
@@ -107,7 +107,7 @@ fn sigkill_cycles_lose_and_resurrect_nothing() {
                 "cycle {c}: key {k} after {acked} acknowledged operations"
             );
         }
-        state.insert(fk, db.get(fk));
+        state.insert(fk, db.get(fk).unwrap());
         db.verify().unwrap();
     }
 }

@@ -3,7 +3,9 @@
 //! only marks the handle closed: the mapping and the directory lock are the parent's). Engine
 //! calls release the GIL.
 //!
-//! Keys and values are 8 bytes: an `int` in [0, 2**64) or exactly 8 bytes (little-endian).
+//! Keys and values are bytes (keys up to 4 KiB, values up to 1 MiB) or ints in [0, 2**64)
+//! (their 8 little-endian bytes): 8-byte keys with 8-byte values live in the buckets, the rest
+//! in the payload log.
 
 use crate::errors::{attune_error, plush_error as to_py};
 use attune_kv::env::fork;
@@ -12,38 +14,29 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt};
 use std::sync::Arc;
 
-/// An 8-byte key or value: an int in [0, 2**64) or 8 bytes (little-endian).
-fn word(v: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+/// A key or value: an int in [0, 2**64) (its 8 little-endian bytes) or bytes of any length
+/// up to the engine's limits (checked by the engine, which names the argument).
+fn bytes_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
     if v.is_instance_of::<PyInt>() {
-        return v.extract::<u64>().map_err(|_| {
-            attune_error(
-                v.py(),
-                "InvalidArgumentError",
-                format!("{what} {v} is not in [0, 2**64)"),
-            )
-        });
-    }
-    if let Ok(b) = v.downcast::<PyBytes>() {
-        let bytes = b.as_bytes();
-        return <[u8; 8]>::try_from(bytes)
-            .map(u64::from_le_bytes)
+        return v
+            .extract::<u64>()
+            .map(|x| x.to_le_bytes().to_vec())
             .map_err(|_| {
                 attune_error(
                     v.py(),
                     "InvalidArgumentError",
-                    format!(
-                        "{what} is {} bytes; HashDB stores 8-byte keys and values (an int, or \
-                         exactly 8 bytes)",
-                        bytes.len()
-                    ),
+                    format!("{what} {v} is not in [0, 2**64)"),
                 )
             });
+    }
+    if let Ok(b) = v.downcast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
     }
     Err(attune_error(
         v.py(),
         "InvalidArgumentError",
         format!(
-            "{what} must be an int in [0, 2**64) or 8 bytes, not {}",
+            "{what} must be bytes or an int in [0, 2**64), not {}",
             v.get_type().name()?
         ),
     ))
@@ -81,6 +74,9 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "migration" => {
                 o.migration = Migration::parse(&v.extract::<String>()?).map_err(to_py)?;
             }
+            "payload_segment_bytes" => o.payload_segment_bytes = uint(&v)?,
+            "payload_gc" => o.payload_gc = v.extract()?,
+            "group_commit_window" => o.group_commit_window = v.extract()?,
             _ => {
                 return Err(bad(format!(
                     "unknown HashDB option {key:?}; known: {}",
@@ -93,7 +89,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 11] = [
+const OPTION_NAMES: [&str; 14] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -105,9 +101,12 @@ const OPTION_NAMES: [&str; 11] = [
     "levels_max",
     "backend",
     "migration",
+    "payload_segment_bytes",
+    "payload_gc",
+    "group_commit_window",
 ];
 
-/// A Plush hash database of 8-byte keys and values. `HashDB(path, **options)`.
+/// A Plush hash database of byte keys and values. `HashDB(path, **options)`.
 #[pyclass(module = "attune._native")]
 pub struct HashDB {
     db: parking_lot::RwLock<Option<Arc<Plush>>>,
@@ -171,32 +170,56 @@ impl HashDB {
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (k, v) = (word(key, "key")?, word(value, "value")?);
+        let (k, v) = (bytes_arg(key, "key")?, bytes_arg(value, "value")?);
         let db = self.handle(py)?;
-        py.allow_threads(move || db.put(k, v)).map_err(to_py)
+        py.allow_threads(move || db.put_bytes(&k, &v))
+            .map_err(to_py)
     }
 
-    /// The value as 8 bytes (little-endian), or None.
+    /// The value as bytes, or None.
     fn get<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let k = word(key, "key")?;
-        let v = self.handle(py)?.get(k);
-        Ok(v.map(|v| PyBytes::new(py, &v.to_le_bytes())))
+        let k = bytes_arg(key, "key")?;
+        let db = self.handle(py)?;
+        let v = py.allow_threads(move || db.get_bytes(&k)).map_err(to_py)?;
+        Ok(v.map(|v| PyBytes::new(py, &v)))
     }
 
-    /// The value as an int, or None.
+    /// The value as an int (it must be 8 bytes), or None.
     fn get_int(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let k = word(key, "key")?;
-        Ok(self.handle(py)?.get(k))
+        let k = bytes_arg(key, "key")?;
+        let db = self.handle(py)?;
+        let v = py.allow_threads(move || db.get_bytes(&k)).map_err(to_py)?;
+        v.map(|v| {
+            <[u8; 8]>::try_from(v.as_slice())
+                .map(u64::from_le_bytes)
+                .map_err(|_| {
+                    attune_error(
+                        py,
+                        "InvalidArgumentError",
+                        format!("the value is {} bytes, not 8; read it with get()", v.len()),
+                    )
+                })
+        })
+        .transpose()
     }
 
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let k = word(key, "key")?;
+        let k = bytes_arg(key, "key")?;
         let db = self.handle(py)?;
-        py.allow_threads(move || db.delete(k)).map_err(to_py)
+        py.allow_threads(move || db.delete_bytes(&k)).map_err(to_py)
+    }
+
+    /// Collects payload-log garbage now (sealed segments at least half garbage, or every
+    /// sealed segment with `all=True`); returns the segments removed.
+    #[pyo3(signature = (all = false))]
+    fn collect_garbage(&self, py: Python<'_>, all: bool) -> PyResult<usize> {
+        let db = self.handle(py)?;
+        py.allow_threads(move || db.collect_garbage(all))
+            .map_err(to_py)
     }
 
     /// Migrates the DRAM level into the first persistent level (the recovery log then holds

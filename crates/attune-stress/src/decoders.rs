@@ -28,7 +28,7 @@ use std::sync::Arc;
 const STEPS_MAX: usize = 100_000;
 
 /// The decoders, by fuzz-target name.
-pub const TARGETS: [&str; 12] = [
+pub const TARGETS: [&str; 13] = [
     "log_fragments",
     "wal_batch",
     "sstable_footer",
@@ -41,6 +41,7 @@ pub const TARGETS: [&str; 12] = [
     "level_model",
     "plush_log_entry",
     "plush_recovery",
+    "plush_payload_record",
 ];
 
 /// Runs the harness of `target` on `data`; false for an unknown target name.
@@ -58,6 +59,7 @@ pub fn run(target: &str, data: &[u8]) -> bool {
         "level_model" => level_model(data),
         "plush_log_entry" => plush_log_entry(data),
         "plush_recovery" => plush_recovery(data),
+        "plush_payload_record" => plush_payload_record(data),
         _ => return false,
     }
     true
@@ -417,6 +419,25 @@ pub fn plush_log_entry(data: &[u8]) {
     let _ = decode_chunk_header(std::array::from_fn(word));
 }
 
+/// A Plush payload-log record (attune-plush `payload`): the first 4 bytes are the segment
+/// number, the rest the segment's bytes from a record's offset (64). A decoded record
+/// re-encodes to the same bytes.
+pub fn plush_payload_record(data: &[u8]) {
+    use attune_plush::payload::{decode_record, encode_record};
+    let Some((seg, body)) = data.split_first_chunk::<4>() else {
+        return;
+    };
+    let seg = u32::from_le_bytes(*seg);
+    if let Ok((k, v, _)) = decode_record(seg, 64, body) {
+        let n = 16 + k.len() + v.len();
+        assert_eq!(
+            encode_record(seg, 64, &k, &v)[..n],
+            body[..n],
+            "a decoded record re-encodes to its bytes"
+        );
+    }
+}
+
 /// The geometry of the `plush_recovery` harness: 4 DRAM entries, fanout 4, one log partition
 /// of four 8 KiB chunks.
 fn plush_options() -> attune_plush::Options {
@@ -506,6 +527,16 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             for w in attune_plush::log::encode_entry(&e, 5) {
                 b.extend_from_slice(&w.to_le_bytes());
             }
+            vec![b]
+        }
+        "plush_payload_record" => {
+            let mut b = 1u32.to_le_bytes().to_vec();
+            b.extend(attune_plush::payload::encode_record(
+                1,
+                64,
+                b"a key",
+                b"a longer value",
+            ));
             vec![b]
         }
         "plush_recovery" => {

@@ -1,0 +1,597 @@
+//! The payload log: keys and values that do not fit a bucket's two 8-byte words live out of
+//! place, in append-only segment files `payload-NNNNNN.plush`; the bucket holds the key's
+//! 8-byte bucket key (the key itself when it is 8 bytes, else a 64-bit hash of it) and a
+//! pointer to the record (chapter 3, §3.4.3). Format: `docs/formats/plush.md`.
+//!
+//! An upsert of such a record appends it here, fences the segment (a persistence barrier),
+//! and only then appends the pointer to the recovery log and the DRAM level, so a pointer that
+//! recovery can find always points at a durable record. Records carry a checksum anyway, so a
+//! damaged one is reported as corruption rather than returned.
+//!
+//! One segment is active at a time; an appender stores and flushes its record under the
+//! active segment's mutex and fences after releasing it (concurrent appenders share a barrier).
+//! Because the stores and flushes are ordered by the mutex, a segment's durable records always
+//! form a prefix of it: a scan from the start that stops at the first invalid record never
+//! skips an acknowledged one. After a restart appends go to a new segment (the old active
+//! segment's torn tail is never overwritten).
+//!
+//! Segment numbers are never reused, so a pointer names its segment's "epoch": a pointer whose
+//! segment was garbage collected is dangling, and is dropped by the migration that meets it
+//! (it is always shadowed by the newer pointer the collection wrote).
+//!
+//! Thread safety: `PayloadLog` is shared by all threads; appends serialise on the active
+//! segment's mutex, reads take a read lock on the segment table only to clone an `Arc`.
+
+use crate::error::{Error, Result};
+use crate::persist::{Region, RegionKind, Storage};
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Bytes of a segment header.
+pub const SEGMENT_HEADER_BYTES: usize = 64;
+/// Bytes of a record header (key length, value length, checksum, magic).
+pub const RECORD_HEADER_BYTES: usize = 16;
+/// Longest key `put_bytes` accepts.
+pub const KEY_BYTES_MAX: usize = 4096;
+/// Longest value `put_bytes` accepts.
+pub const VALUE_BYTES_MAX: usize = 1 << 20;
+/// Largest segment number (20 bits in a pointer; the all-ones one would spell the tombstone).
+pub const SEGMENT_MAX: u32 = (1 << 20) - 2;
+/// Largest segment (28 bits of 8-byte units in a pointer).
+pub const SEGMENT_BYTES_MAX: usize = 1 << 31;
+const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"PLSHPAYL");
+const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"PLRC");
+const SEGMENT_VERSION: u64 = 1;
+/// Values whose top 16 bits are all ones are pointers (or the tombstone, all ones).
+const POINTER_TAG: u64 = 0xFFFF << 48;
+const OFFSET_BITS: u32 = 28;
+
+/// True when `v` (a bucket value) is a pointer into the payload log.
+#[inline]
+pub fn is_pointer(v: u64) -> bool {
+    v & POINTER_TAG == POINTER_TAG && v != crate::layout::TOMBSTONE
+}
+
+/// True when an 8-byte value can be stored in the bucket itself (it does not look like a
+/// pointer or the tombstone).
+#[inline]
+pub fn fits_inline(v: u64) -> bool {
+    v & POINTER_TAG != POINTER_TAG
+}
+
+/// The pointer to the record at byte `offset` of segment `segment`.
+pub fn encode_pointer(segment: u32, offset: usize) -> u64 {
+    debug_assert!(segment <= SEGMENT_MAX && offset.is_multiple_of(8) && offset < SEGMENT_BYTES_MAX);
+    POINTER_TAG | (segment as u64) << OFFSET_BITS | (offset / 8) as u64
+}
+
+/// (segment, byte offset) of a pointer.
+pub fn decode_pointer(p: u64) -> (u32, usize) {
+    let seg = ((p & !POINTER_TAG) >> OFFSET_BITS) as u32;
+    let off = (p & ((1 << OFFSET_BITS) - 1)) as usize * 8;
+    (seg, off)
+}
+
+/// The 8-byte bucket key of a key: the key itself (little-endian) when it is 8 bytes long,
+/// else a 64-bit xxh3 hash of it (seeded with its length, so that no two lengths agree by
+/// construction).
+pub fn bucket_key(key: &[u8]) -> u64 {
+    match <[u8; 8]>::try_from(key) {
+        Ok(k) => u64::from_le_bytes(k),
+        Err(_) => xxhash_rust::xxh3::xxh3_64_with_seed(key, 0x504C_5553_4800 | key.len() as u64),
+    }
+}
+
+/// File name of segment `n`.
+pub fn segment_file_name(n: u32) -> String {
+    format!("payload-{n:06}.plush")
+}
+
+fn parse_segment_file_name(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix("payload-")?.strip_suffix(".plush")?;
+    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Bytes a record of this key and value occupies (8-byte aligned).
+pub fn record_bytes(key_len: usize, value_len: usize) -> usize {
+    (RECORD_HEADER_BYTES + key_len + value_len).div_ceil(8) * 8
+}
+
+fn record_check(segment: u32, offset: usize, key: &[u8], value: &[u8]) -> u32 {
+    let mut c = crc32c::crc32c(&segment.to_le_bytes());
+    c = crc32c::crc32c_append(c, &(offset as u64).to_le_bytes());
+    c = crc32c::crc32c_append(c, &(key.len() as u32).to_le_bytes());
+    c = crc32c::crc32c_append(c, &(value.len() as u32).to_le_bytes());
+    c = crc32c::crc32c_append(c, key);
+    crc32c::crc32c_append(c, value)
+}
+
+/// Encodes a record for byte `offset` of segment `segment` (padded to 8 bytes).
+pub fn encode_record(segment: u32, offset: usize, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(record_bytes(key.len(), value.len()));
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(&record_check(segment, offset, key, value).to_le_bytes());
+    out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out.resize(record_bytes(key.len(), value.len()), 0);
+    out
+}
+
+/// Why a record could not be decoded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RecordError {
+    /// No record starts here (zero or foreign header): the end of a segment's records.
+    NoRecord,
+    /// The lengths run past the segment or the limits.
+    BadLength,
+    /// The checksum does not match (a torn or damaged record).
+    BadChecksum,
+}
+
+/// Decodes the record at byte `offset` of segment `segment` from `bytes` (the segment from
+/// that offset on): (key, value, bytes occupied).
+pub fn decode_record(
+    segment: u32,
+    offset: usize,
+    bytes: &[u8],
+) -> std::result::Result<(Vec<u8>, Vec<u8>, usize), RecordError> {
+    let word = |i: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?))
+    };
+    let (Some(klen), Some(vlen), Some(check), Some(magic)) = (word(0), word(4), word(8), word(12))
+    else {
+        return Err(RecordError::NoRecord);
+    };
+    if magic != RECORD_MAGIC {
+        return Err(RecordError::NoRecord);
+    }
+    let (klen, vlen) = (klen as usize, vlen as usize);
+    if klen > KEY_BYTES_MAX || vlen > VALUE_BYTES_MAX {
+        return Err(RecordError::BadLength);
+    }
+    let body = RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + klen + vlen;
+    let Some(b) = bytes.get(body) else {
+        return Err(RecordError::BadLength);
+    };
+    let (key, value) = b.split_at(klen);
+    if record_check(segment, offset, key, value) != check {
+        return Err(RecordError::BadChecksum);
+    }
+    Ok((key.to_vec(), value.to_vec(), record_bytes(klen, vlen)))
+}
+
+/// One segment file.
+pub struct Segment {
+    pub num: u32,
+    pub(crate) region: Region,
+    bytes: usize,
+    /// Bytes appended (the capacity for a segment from before the last open, whose length is
+    /// unknown until a collection scans it).
+    written: AtomicU64,
+    /// Bytes of records known to be unreachable (shadowed versions met by migrations).
+    garbage: AtomicU64,
+    sealed: AtomicBool,
+}
+
+impl Segment {
+    /// Copies `len` bytes from byte `off` (8-byte aligned) out of the mapping.
+    fn read(&self, off: usize, len: usize) -> Vec<u8> {
+        let end = (off + len).min(self.bytes);
+        let mut out = Vec::with_capacity(end.saturating_sub(off) + 8);
+        let mut w = off / 8;
+        while w * 8 < end {
+            out.extend_from_slice(&self.region.word(w).load(Ordering::Acquire).to_le_bytes());
+            w += 1;
+        }
+        out.truncate(end.saturating_sub(off));
+        out
+    }
+
+    /// The record at `off`: (key, value, bytes occupied).
+    pub fn record_at(
+        &self,
+        off: usize,
+    ) -> std::result::Result<(Vec<u8>, Vec<u8>, usize), RecordError> {
+        if off < SEGMENT_HEADER_BYTES || off + RECORD_HEADER_BYTES > self.bytes {
+            return Err(RecordError::BadLength);
+        }
+        let head = self.read(off, RECORD_HEADER_BYTES);
+        let klen = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let vlen = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        let len = RECORD_HEADER_BYTES + klen.min(KEY_BYTES_MAX + 1) + vlen.min(VALUE_BYTES_MAX + 1);
+        decode_record(self.num, off, &self.read(off, len))
+    }
+
+    fn store(&self, off: usize, bytes: &[u8]) {
+        for (i, chunk) in bytes.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.region
+                .word(off / 8 + i)
+                .store(u64::from_le_bytes(w), Ordering::Release);
+        }
+    }
+}
+
+/// Counters of the payload log.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PayloadCounters {
+    pub appends: u64,
+    pub bytes_appended: u64,
+    pub segments: u64,
+    pub bytes: u64,
+    pub garbage_bytes: u64,
+    pub gc_runs: u64,
+    pub gc_records_moved: u64,
+    pub gc_bytes_freed: u64,
+    pub dangling_dropped: u64,
+}
+
+struct Active {
+    seg: Option<Arc<Segment>>,
+    tail: usize,
+    next: u32,
+}
+
+/// The payload log of one database.
+pub struct PayloadLog {
+    segment_bytes: usize,
+    segments: RwLock<BTreeMap<u32, Arc<Segment>>>,
+    active: Mutex<Active>,
+    /// One collection at a time.
+    pub(crate) gc_lock: Mutex<()>,
+    appends: AtomicU64,
+    bytes_appended: AtomicU64,
+    pub(crate) gc_runs: AtomicU64,
+    pub(crate) gc_records_moved: AtomicU64,
+    pub(crate) gc_bytes_freed: AtomicU64,
+    pub(crate) dangling_dropped: AtomicU64,
+}
+
+impl PayloadLog {
+    /// Opens the segments `storage` holds. A segment whose header was never armed (its
+    /// creation was cut short, so nothing points into it) is removed.
+    pub fn open(storage: &dyn Storage, segment_bytes: usize) -> Result<PayloadLog> {
+        let mut segments = BTreeMap::new();
+        let mut next = 1;
+        let mut names: Vec<(u32, String)> = storage
+            .list_regions()?
+            .into_iter()
+            .filter_map(|n| parse_segment_file_name(&n).map(|s| (s, n)))
+            .collect();
+        names.sort();
+        for (num, name) in names {
+            next = next.max(num.saturating_add(1));
+            let Some(r) = storage.open_region(&name, segment_bytes, false, RegionKind::Log)? else {
+                continue;
+            };
+            let region = Region::new(&name, r);
+            let w = |i| region.word(i).load(Ordering::Acquire);
+            if w(0) == 0 {
+                drop(region);
+                storage.remove_region(&name)?;
+                continue;
+            }
+            let check = header_check(w(1), w(2), w(3));
+            if w(0) != SEGMENT_MAGIC
+                || w(1) != SEGMENT_VERSION
+                || w(2) != num as u64
+                || w(3) != segment_bytes as u64
+                || w(4) != check
+            {
+                return Err(Error::corruption(
+                    storage.location().join(&name),
+                    0,
+                    format!(
+                        "payload segment header does not check (magic {:#x}, version {}, \
+                         number {}, bytes {})",
+                        w(0),
+                        w(1),
+                        w(2),
+                        w(3)
+                    ),
+                ));
+            }
+            segments.insert(
+                num,
+                Arc::new(Segment {
+                    num,
+                    region,
+                    bytes: segment_bytes,
+                    written: AtomicU64::new(segment_bytes as u64),
+                    garbage: AtomicU64::new(0),
+                    sealed: AtomicBool::new(true),
+                }),
+            );
+        }
+        Ok(PayloadLog {
+            segment_bytes,
+            segments: RwLock::new(segments),
+            active: Mutex::new(Active {
+                seg: None,
+                tail: 0,
+                next,
+            }),
+            gc_lock: Mutex::new(()),
+            appends: AtomicU64::new(0),
+            bytes_appended: AtomicU64::new(0),
+            gc_runs: AtomicU64::new(0),
+            gc_records_moved: AtomicU64::new(0),
+            gc_bytes_freed: AtomicU64::new(0),
+            dangling_dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// Creates segment `num` (header armed last: fields, barrier, magic, barrier).
+    fn create(&self, storage: &dyn Storage, num: u32) -> Result<Arc<Segment>> {
+        let name = segment_file_name(num);
+        let r = storage
+            .open_region(&name, self.segment_bytes, true, RegionKind::Log)?
+            .ok_or_else(|| Error::io("create", &name, std::io::ErrorKind::NotFound.into()))?;
+        let region = Region::new(&name, r);
+        let fields = [SEGMENT_VERSION, num as u64, self.segment_bytes as u64];
+        for (i, f) in fields.iter().enumerate() {
+            region.word(1 + i).store(*f, Ordering::Release);
+        }
+        region.word(4).store(
+            header_check(fields[0], fields[1], fields[2]),
+            Ordering::Release,
+        );
+        region.flush_words(1, 4);
+        region.fence()?;
+        region.word(0).store(SEGMENT_MAGIC, Ordering::Release);
+        region.flush_words(0, 1);
+        region.fence()?;
+        Ok(Arc::new(Segment {
+            num,
+            region,
+            bytes: self.segment_bytes,
+            written: AtomicU64::new(SEGMENT_HEADER_BYTES as u64),
+            garbage: AtomicU64::new(0),
+            sealed: AtomicBool::new(false),
+        }))
+    }
+
+    /// Appends a record and returns its pointer and segment; the caller fences the segment
+    /// (`seg.region.fence()`) before it publishes the pointer. The second value is true when
+    /// this append sealed a segment (a collection may be due).
+    pub fn append(
+        &self,
+        storage: &dyn Storage,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(u64, Arc<Segment>, bool)> {
+        let len = record_bytes(key.len(), value.len());
+        let mut a = self.active.lock();
+        let mut sealed = false;
+        let fits = a.seg.is_some() && a.tail + len <= self.segment_bytes;
+        if !fits {
+            if a.next > SEGMENT_MAX {
+                return Err(Error::Full(format!(
+                    "the payload log used its {SEGMENT_MAX} segment numbers"
+                )));
+            }
+            let seg = self.create(storage, a.next)?;
+            if let Some(old) = a.seg.take() {
+                old.sealed.store(true, Ordering::Release);
+                // Its records were all handed to the file under this mutex: the private copy
+                // (the `Write` back end's) may go.
+                old.region.discard_words(0, self.segment_bytes / 8);
+                sealed = true;
+            }
+            self.segments.write().insert(a.next, seg.clone());
+            a.next += 1;
+            a.seg = Some(seg);
+            a.tail = SEGMENT_HEADER_BYTES;
+        }
+        let (seg, off) = match &a.seg {
+            Some(s) => (s.clone(), a.tail),
+            None => return Err(Error::InvalidArgument("no active payload segment".into())),
+        };
+        seg.store(off, &encode_record(seg.num, off, key, value));
+        seg.region.flush_words(off / 8, len / 8);
+        a.tail += len;
+        seg.written.store(a.tail as u64, Ordering::Release);
+        drop(a);
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        self.bytes_appended.fetch_add(len as u64, Ordering::Relaxed);
+        Ok((encode_pointer(seg.num, off), seg, sealed))
+    }
+
+    /// The segment `num`, if it exists.
+    pub fn segment(&self, num: u32) -> Option<Arc<Segment>> {
+        self.segments.read().get(&num).cloned()
+    }
+
+    /// True when segment `num` exists (a pointer into a removed one dangles).
+    pub fn has_segment(&self, num: u32) -> bool {
+        self.segments.read().contains_key(&num)
+    }
+
+    /// True when no segment exists (no bucket value can be a live pointer).
+    pub fn is_empty(&self) -> bool {
+        self.segments.read().is_empty()
+    }
+
+    /// Reads the record a pointer points at: `Ok(None)` when its segment no longer exists.
+    pub fn read(&self, ptr: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let (num, off) = decode_pointer(ptr);
+        let Some(seg) = self.segment(num) else {
+            return Ok(None);
+        };
+        match seg.record_at(off) {
+            Ok((k, v, _)) => Ok(Some((k, v))),
+            Err(e) => Err(Error::corruption(
+                seg.region.name(),
+                off as u64,
+                format!("payload record unreadable ({e:?}) though a pointer names it"),
+            )),
+        }
+    }
+
+    /// Counts the record at `ptr` as garbage (a migration dropped a shadowed pointer to it).
+    pub fn add_garbage(&self, ptr: u64) {
+        let (num, off) = decode_pointer(ptr);
+        if let Some(seg) = self.segment(num) {
+            if let Ok((_, _, len)) = seg.record_at(off) {
+                seg.garbage.fetch_add(len as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Sealed segments in which at least `ratio` of the written bytes are known garbage,
+    /// most garbage first.
+    pub fn gc_candidates(&self, ratio: f64) -> Vec<u32> {
+        let mut c: Vec<(u64, u32)> = self
+            .segments
+            .read()
+            .values()
+            .filter(|s| s.sealed.load(Ordering::Acquire))
+            .filter_map(|s| {
+                let g = s.garbage.load(Ordering::Relaxed);
+                let w = s.written.load(Ordering::Relaxed).max(1);
+                (g as f64 >= ratio * w as f64).then_some((g, s.num))
+            })
+            .collect();
+        c.sort_unstable_by(|a, b| b.cmp(a));
+        c.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// Every sealed segment, oldest first.
+    pub fn sealed_segments(&self) -> Vec<u32> {
+        self.segments
+            .read()
+            .values()
+            .filter(|s| s.sealed.load(Ordering::Acquire))
+            .map(|s| s.num)
+            .collect()
+    }
+
+    /// The records of a segment, in order, up to the first invalid one (the end of its
+    /// durable prefix): (offset, key, value, bytes).
+    pub fn scan(&self, num: u32) -> Vec<(usize, Vec<u8>, Vec<u8>, usize)> {
+        let Some(seg) = self.segment(num) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut off = SEGMENT_HEADER_BYTES;
+        while let Ok((k, v, len)) = seg.record_at(off) {
+            out.push((off, k, v, len));
+            off += len;
+        }
+        seg.written.store(off as u64, Ordering::Relaxed);
+        out
+    }
+
+    /// Removes segment `num` (after a collection moved its live records).
+    pub fn remove(&self, storage: &dyn Storage, num: u32) -> Result<u64> {
+        let seg = self.segments.write().remove(&num);
+        let freed = seg.map_or(0, |s| s.written.load(Ordering::Relaxed));
+        storage.remove_region(&segment_file_name(num))?;
+        Ok(freed)
+    }
+
+    /// A snapshot of the counters.
+    pub fn counters(&self) -> PayloadCounters {
+        let segs = self.segments.read();
+        PayloadCounters {
+            appends: self.appends.load(Ordering::Relaxed),
+            bytes_appended: self.bytes_appended.load(Ordering::Relaxed),
+            segments: segs.len() as u64,
+            bytes: segs
+                .values()
+                .map(|s| s.written.load(Ordering::Relaxed))
+                .sum(),
+            garbage_bytes: segs
+                .values()
+                .map(|s| s.garbage.load(Ordering::Relaxed))
+                .sum(),
+            gc_runs: self.gc_runs.load(Ordering::Relaxed),
+            gc_records_moved: self.gc_records_moved.load(Ordering::Relaxed),
+            gc_bytes_freed: self.gc_bytes_freed.load(Ordering::Relaxed),
+            dangling_dropped: self.dangling_dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn header_check(version: u64, num: u64, bytes: u64) -> u64 {
+    let mut buf = [0u8; 24];
+    buf[..8].copy_from_slice(&version.to_le_bytes());
+    buf[8..16].copy_from_slice(&num.to_le_bytes());
+    buf[16..].copy_from_slice(&bytes.to_le_bytes());
+    crc32c::crc32c(&buf) as u64
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_round_trip_and_never_spell_the_tombstone() {
+        for (s, o) in [
+            (1u32, 64usize),
+            (SEGMENT_MAX, SEGMENT_BYTES_MAX - 8),
+            (77, 4096),
+        ] {
+            let p = encode_pointer(s, o);
+            assert!(is_pointer(p) && !fits_inline(p));
+            assert_eq!(decode_pointer(p), (s, o));
+            assert_ne!(p, crate::layout::TOMBSTONE);
+        }
+        assert!(fits_inline(0xFFFE_FFFF_FFFF_FFFF));
+        assert!(!is_pointer(crate::layout::TOMBSTONE));
+    }
+
+    #[test]
+    fn a_record_round_trips_and_rejects_damage_and_the_wrong_place() {
+        let r = encode_record(3, 64, b"key", b"a value");
+        assert_eq!(r.len() % 8, 0);
+        let (k, v, n) = decode_record(3, 64, &r).unwrap();
+        assert_eq!(
+            (k.as_slice(), v.as_slice(), n),
+            (&b"key"[..], &b"a value"[..], r.len())
+        );
+        assert_eq!(decode_record(3, 72, &r), Err(RecordError::BadChecksum));
+        assert_eq!(decode_record(4, 64, &r), Err(RecordError::BadChecksum));
+        for i in 0..RECORD_HEADER_BYTES + 3 + 7 {
+            let mut x = r.clone();
+            x[i] ^= 0x10;
+            assert!(decode_record(3, 64, &x).is_err(), "byte {i}");
+        }
+        assert_eq!(decode_record(3, 64, &[0u8; 32]), Err(RecordError::NoRecord));
+        assert_eq!(decode_record(3, 64, &r[..20]), Err(RecordError::BadLength));
+    }
+
+    #[test]
+    fn the_format_doc_example_encodes_as_drawn() {
+        let r = encode_record(1, 64, b"k", b"vv");
+        assert_eq!(
+            r,
+            [
+                1, 0, 0, 0, 2, 0, 0, 0, 0xe9, 0x32, 0x01, 0xc0, b'P', b'L', b'R', b'C', b'k', b'v',
+                b'v', 0, 0, 0, 0, 0
+            ]
+        );
+    }
+
+    #[test]
+    fn eight_byte_keys_are_their_own_bucket_key() {
+        assert_eq!(bucket_key(&7u64.to_le_bytes()), 7);
+        assert_ne!(bucket_key(b"abc"), bucket_key(b"abcd"));
+        assert_ne!(bucket_key(b""), 0);
+        assert_eq!(parse_segment_file_name("payload-000012.plush"), Some(12));
+        assert_eq!(parse_segment_file_name("payload-12.plush"), None);
+        assert_eq!(
+            parse_segment_file_name(&segment_file_name(SEGMENT_MAX)),
+            Some(SEGMENT_MAX)
+        );
+    }
+}

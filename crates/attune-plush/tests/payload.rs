@@ -1,0 +1,392 @@
+//! The payload log end to end: keys and values of any size up to the limits, out of place;
+//! updates, deletes and garbage collection against an oracle; reopen; crashes at random
+//! barriers of the crash simulator (inside payload appends, segment creation, collections and
+//! migrations), with no acknowledged record lost and no overwritten or deleted one back.
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
+use attune_plush::payload::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
+use attune_plush::{Backend, Error, Image, Migration, Options, Plush, SimModel, SimStorage};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+
+fn scratch() -> tempfile::TempDir {
+    match std::path::Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    }
+}
+
+fn options() -> Options {
+    Options {
+        dram_entries_log2: 4,
+        fanout_log2: 2,
+        log_partitions: 2,
+        log_chunk_bytes: 16 << 10,
+        log_chunks: 4,
+        payload_segment_bytes: 16 << 10,
+        ..Options::default()
+    }
+}
+
+/// Key `i`: lengths 0..40 (8-byte ones included, so inline and out-of-place records mix).
+fn key(i: u64) -> Vec<u8> {
+    let len = (i % 41) as usize;
+    let mut k: Vec<u8> = i.to_le_bytes().iter().cycle().take(len).copied().collect();
+    if len >= 4 {
+        k[..4].copy_from_slice(&(i as u32).to_be_bytes());
+    }
+    k
+}
+
+fn value(rng: &mut ChaCha8Rng) -> Vec<u8> {
+    let len = match rng.gen_range(0..4) {
+        0 => 8,
+        1 => rng.gen_range(0..8),
+        _ => rng.gen_range(9..300),
+    };
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+fn check(db: &Plush, oracle: &BTreeMap<Vec<u8>, Option<Vec<u8>>>, ctx: &str) {
+    for (k, want) in oracle {
+        assert_eq!(&db.get_bytes(k).unwrap(), want, "{ctx}: key {k:?}");
+    }
+    db.verify().unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
+}
+
+#[test]
+fn variable_size_records_survive_updates_collection_and_reopen() {
+    for backend in [Backend::Write, Backend::Msync] {
+        let dir = scratch();
+        let opts = Options {
+            backend,
+            ..options()
+        };
+        let db = Plush::open(dir.path(), opts.clone()).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut oracle = BTreeMap::new();
+        for i in 0..6000u64 {
+            let k = key(rng.gen_range(0..400));
+            if i % 9 == 4 {
+                db.delete_bytes(&k).unwrap();
+                oracle.insert(k, None);
+            } else {
+                let v = value(&mut rng);
+                db.put_bytes(&k, &v).unwrap();
+                oracle.insert(k, Some(v));
+            }
+        }
+        check(&db, &oracle, "before reopen");
+        let s = db.stats();
+        assert!(s.payload_appends > 3000 && s.levels >= 2, "{s:?}");
+        assert!(
+            s.payload_gc_runs > 0,
+            "automatic collection never ran: {s:?}"
+        );
+        drop(db);
+        let db = Plush::open(dir.path(), opts).unwrap();
+        check(&db, &oracle, "after reopen");
+        // Collect everything: only live records survive, and the table still answers.
+        db.checkpoint().unwrap();
+        let before = db.stats();
+        db.collect_garbage(true).unwrap();
+        let after = db.stats();
+        assert!(after.payload_gc_bytes_freed > 0, "{after:?}");
+        assert!(
+            after.payload_segments <= before.payload_segments,
+            "{after:?}"
+        );
+        check(&db, &oracle, "after a full collection");
+        let live: usize = oracle
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| k.len() + v.len() + 16))
+            .sum();
+        assert!(
+            (after.payload_bytes as usize) < 4 * live + 4 * (16 << 10),
+            "payload bytes {} for {live} live bytes",
+            after.payload_bytes
+        );
+    }
+}
+
+#[test]
+fn collection_off_keeps_every_segment() {
+    let dir = scratch();
+    let opts = Options {
+        payload_gc: false,
+        ..options()
+    };
+    let db = Plush::open(dir.path(), opts).unwrap();
+    for i in 0..3000u64 {
+        db.put_bytes(&key(i % 50), &[i as u8; 100]).unwrap();
+    }
+    let s = db.stats();
+    assert_eq!(s.payload_gc_runs, 0);
+    assert!(s.payload_segments > 10, "{s:?}");
+}
+
+#[test]
+fn bad_sizes_are_refused_naming_the_argument() {
+    let dir = scratch();
+    let db = Plush::open(
+        dir.path(),
+        Options {
+            payload_segment_bytes: 2 << 20,
+            ..options()
+        },
+    )
+    .unwrap();
+    let long_key = vec![1u8; KEY_BYTES_MAX + 1];
+    let err = db.put_bytes(&long_key, b"v").unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.starts_with("key is")),
+        "{err}"
+    );
+    assert!(matches!(
+        db.get_bytes(&long_key),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        db.delete_bytes(&long_key),
+        Err(Error::InvalidArgument(_))
+    ));
+    let err = db
+        .put_bytes(b"k", &vec![0u8; VALUE_BYTES_MAX + 1])
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.starts_with("value is")),
+        "{err}"
+    );
+    db.put_bytes(&vec![2u8; KEY_BYTES_MAX], &vec![3u8; VALUE_BYTES_MAX])
+        .unwrap();
+    assert_eq!(
+        db.get_bytes(&vec![2u8; KEY_BYTES_MAX])
+            .unwrap()
+            .unwrap()
+            .len(),
+        VALUE_BYTES_MAX
+    );
+    // A value that does not fit this database's segments.
+    let small = scratch();
+    let db = Plush::open(small.path(), options()).unwrap();
+    let err = db.put_bytes(b"k", &[0u8; 20_000]).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.starts_with("value is")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_word_api_and_the_bytes_api_share_eight_byte_keys() {
+    let dir = scratch();
+    let db = Plush::open(dir.path(), options()).unwrap();
+    db.put(5, 99).unwrap();
+    assert_eq!(
+        db.get_bytes(&5u64.to_le_bytes()).unwrap(),
+        Some(99u64.to_le_bytes().to_vec())
+    );
+    db.put_bytes(&6u64.to_le_bytes(), b"a longer value")
+        .unwrap();
+    let err = db.get(6).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("14-byte value")),
+        "{err}"
+    );
+    db.put_bytes(&6u64.to_le_bytes(), &7u64.to_le_bytes())
+        .unwrap();
+    assert_eq!(db.get(6).unwrap(), Some(7));
+    db.put_bytes(b"", b"empty key").unwrap();
+    db.put_bytes(b"empty value", b"").unwrap();
+    assert_eq!(
+        db.get_bytes(b"").unwrap().as_deref(),
+        Some(&b"empty key"[..])
+    );
+    assert_eq!(
+        db.get_bytes(b"empty value").unwrap().as_deref(),
+        Some(&b""[..])
+    );
+    assert_eq!(db.get_bytes(b"absent").unwrap(), None);
+}
+
+#[test]
+fn a_damaged_payload_record_is_corruption_not_data() {
+    let dir = scratch();
+    let opts = Options {
+        backend: Backend::Msync,
+        ..options()
+    };
+    let db = Plush::open(dir.path(), opts.clone()).unwrap();
+    db.put_bytes(b"some key", b"some value that is long")
+        .unwrap();
+    drop(db);
+    let path = dir.path().join("payload-000001.plush");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[64 + 16 + 10] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let db = Plush::open(dir.path(), opts).unwrap();
+    let err = db.get_bytes(b"some key").unwrap_err();
+    assert!(matches!(&err, Error::Corruption { .. }), "{err}");
+    assert!(err.to_string().contains("payload-000001.plush"), "{err}");
+}
+
+const KEYS: u64 = 120;
+
+fn sim_options(migration: Migration) -> Options {
+    Options {
+        migration,
+        dram_entries_log2: 2,
+        fanout_log2: 2,
+        log_partitions: 2,
+        log_chunk_bytes: 8192,
+        log_chunks: 4,
+        dram_filter_levels: 1,
+        payload_segment_bytes: 8192,
+        ..Options::default()
+    }
+}
+
+type Oracle = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+type InFlight = Option<(Vec<u8>, Option<Vec<u8>>)>;
+
+fn run_ops(
+    db: &Plush,
+    sim: &SimStorage,
+    rng: &mut ChaCha8Rng,
+    ops: usize,
+    o: &mut Oracle,
+) -> InFlight {
+    let manual = db.options().migration == Migration::Manual;
+    for _ in 0..ops {
+        if sim.crashed() {
+            return None;
+        }
+        if manual && rng.gen_bool(0.1) {
+            let r = db.migrate_queued();
+            if sim.crashed() {
+                return None;
+            }
+            r.unwrap();
+        }
+        if rng.gen_bool(0.01) {
+            let r = db.collect_garbage(true);
+            if sim.crashed() {
+                return None;
+            }
+            r.unwrap();
+        }
+        let k = key(rng.gen_range(0..KEYS));
+        let new = (!rng.gen_bool(0.15)).then(|| value(rng));
+        let r = match &new {
+            Some(v) => db.put_bytes(&k, v),
+            None => db.delete_bytes(&k),
+        };
+        if sim.crashed() {
+            return Some((k, new));
+        }
+        r.unwrap_or_else(|e| panic!("op failed without a crash: {e}"));
+        o.insert(k, new);
+    }
+    None
+}
+
+fn check_sim(db: &Plush, o: &mut Oracle, in_flight: InFlight, seed: u64) {
+    for i in 0..KEYS {
+        let k = key(i);
+        let want = o.get(&k).cloned().flatten();
+        let got = db
+            .get_bytes(&k)
+            .unwrap_or_else(|e| panic!("seed {seed}: key {k:?}: {e}"));
+        if let Some((fk, new)) = &in_flight {
+            if *fk == k && (got == want || got == *new) {
+                o.insert(k, got);
+                continue;
+            }
+        }
+        assert_eq!(got, want, "seed {seed}: key {k:?}");
+    }
+    db.verify()
+        .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
+}
+
+#[test]
+fn random_crashes_keep_variable_size_records() {
+    let cases = 300u64;
+    let mut gc_runs = 0;
+    for (model, migration) in [
+        (SimModel::Mapped, Migration::Inline),
+        (SimModel::Write, Migration::Manual),
+    ] {
+        for seed in 0..cases {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut oracle = Oracle::new();
+            let mut image = Image::new();
+            for round in 0..2u64 {
+                let ops = rng.gen_range(200..900);
+                let crash = rng.gen_range(1..ops as u64 * 2);
+                let sim = SimStorage::with_model(image, crash, seed * 4 + round, model);
+                let in_flight =
+                    match Plush::open_with(Box::new(sim.clone()), sim_options(migration)) {
+                        Ok(db) => {
+                            let f = run_ops(&db, &sim, &mut rng, ops, &mut oracle);
+                            gc_runs += db.stats().payload_gc_runs;
+                            f
+                        }
+                        Err(e) => {
+                            assert!(sim.crashed(), "seed {seed}: open failed: {e}");
+                            None
+                        }
+                    };
+                image = sim.crash_image().unwrap_or_else(|| sim.image_now());
+                let sim2 = SimStorage::with_model(image, 0, seed * 4 + round + 2, model);
+                let db = Plush::open_with(Box::new(sim2.clone()), sim_options(migration))
+                    .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
+                check_sim(&db, &mut oracle, in_flight, seed);
+                drop(db);
+                image = sim2.image_now();
+            }
+        }
+    }
+    assert!(gc_runs > 100, "too few collections: {gc_runs}");
+}
+
+/// Every barrier of one run with payload records, each a crash point once.
+#[test]
+fn a_crash_at_every_barrier_keeps_variable_size_records() {
+    let ops = 500;
+    for (model, migration) in [
+        (SimModel::Mapped, Migration::Inline),
+        (SimModel::Write, Migration::Manual),
+    ] {
+        let total = {
+            let sim = SimStorage::new(0, 0);
+            let db = Plush::open_with(Box::new(sim.clone()), sim_options(migration)).unwrap();
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            run_ops(&db, &sim, &mut rng, ops, &mut Oracle::new());
+            let s = db.stats();
+            assert!(s.payload_gc_runs > 0 && s.levels >= 2, "{s:?}");
+            sim.fences()
+        };
+        for k in 1..=total {
+            let sim = SimStorage::with_model(Image::new(), k, k, model);
+            let mut oracle = Oracle::new();
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            let in_flight = match Plush::open_with(Box::new(sim.clone()), sim_options(migration)) {
+                Ok(db) => run_ops(&db, &sim, &mut rng, ops, &mut oracle),
+                Err(_) => None,
+            };
+            assert!(sim.crashed(), "barrier {k} of {total} was not reached");
+            let db = Plush::open_with(
+                Box::new(SimStorage::with_model(
+                    sim.crash_image().unwrap(),
+                    0,
+                    0,
+                    model,
+                )),
+                sim_options(migration),
+            )
+            .unwrap_or_else(|e| panic!("barrier {k}: recovery failed: {e}"));
+            check_sim(&db, &mut oracle, in_flight, k);
+        }
+    }
+}
