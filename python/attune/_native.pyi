@@ -362,6 +362,7 @@ class PipeRuntime:
         block_bytes: int = 131072,
         register_buffers: bool = True,
         fixed_files: bool = True,
+        register_per_block: bool = True,
     ) -> Self: ...
     def report(self) -> dict[str, Any]: ...
     def pipe(

@@ -10,8 +10,13 @@ use std::thread::JoinHandle;
 
 use io_uring::{opcode, types, IoUring};
 
-/// Slots of registered buffers and of fixed files in a ring (sparse tables, filled on attach).
+/// Slots of fixed files in a ring (a sparse table, filled on attach).
 pub(crate) const REGISTER_SLOTS: u32 = 64;
+
+/// Slots of registered buffers in a ring (a sparse table, filled on attach). A memory registered
+/// block by block takes one slot per block, so the table is larger than the file table; the
+/// kernel allows 16384 and an empty slot costs a pointer.
+pub(crate) const BUFFER_SLOTS: u32 = 1024;
 
 /// Direction of a file request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +94,7 @@ impl UringBackend {
         };
         let buffers_sparse = ring
             .submitter()
-            .register_buffers_sparse(REGISTER_SLOTS)
+            .register_buffers_sparse(BUFFER_SLOTS)
             .map_err(|e| format!("registering buffers: {e}"));
         let files_sparse = ring
             .submitter()

@@ -34,7 +34,7 @@ pub struct PyRuntime {
 #[pymethods]
 impl PyRuntime {
     #[new]
-    #[pyo3(signature = (mechanism="auto", queue_depth=32, block_bytes=131072, register_buffers=true, fixed_files=true))]
+    #[pyo3(signature = (mechanism="auto", queue_depth=32, block_bytes=131072, register_buffers=true, fixed_files=true, register_per_block=true))]
     fn new(
         py: Python<'_>,
         mechanism: &str,
@@ -42,6 +42,7 @@ impl PyRuntime {
         block_bytes: u64,
         register_buffers: bool,
         fixed_files: bool,
+        register_per_block: bool,
     ) -> PyResult<Self> {
         let opts = RuntimeOptions {
             mechanism: self::mechanism(mechanism)?,
@@ -49,6 +50,7 @@ impl PyRuntime {
             block_bytes,
             register_buffers,
             fixed_files,
+            register_per_block,
         };
         let rt = py
             .allow_threads(|| Runtime::new(opts))
