@@ -36,7 +36,8 @@ use crate::output::{Fail, Sink};
 
 const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZE] \
 [--mechanisms io_uring,threads,mmap] [--block-sizes 4KiB,64KiB,1MiB] [--queue-depths 1,4,16,64] \
-[--pattern randread|read] [--direct on|off] [--registration per-block|whole|off] [--seed S] \
+[--pattern randread|read] [--direct on|off] [--registration per-block|whole|off] \
+[--sqpoll-idle-ms MS] [--seed S] \
 [--seconds S] [--repeat N] [--no-fio] [--out FILE] [--json]\n\
        attune-bench pipes sort [--records N] [--memory SIZE] [--engines pipes,plain,gnu-sort,duckdb] \
 [--dir DIR] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
@@ -89,6 +90,9 @@ struct IoRow {
     /// How the memory was registered: `per-block` (one buffer per queue slot, as fio does),
     /// `whole` (one buffer) or `off` (fio: `fixedbufs=0`, `registerfiles=0`).
     registration: String,
+    /// io_uring's submission-queue polling thread (ours: `sqpoll_idle_ms`; fio:
+    /// `sqthread_poll=1`): on or off.
+    sqpoll: bool,
     /// Seed of the random offsets (ours: SplitMix64; fio: `randrepeat=1`, `randseed`): both
     /// tools draw uniform block-aligned offsets, a fresh sequence per repeat.
     seed: u64,
@@ -128,6 +132,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut repeat = 1u32;
     let mut registration = "per-block".to_string();
     let mut seed = 42u64;
+    let mut sqpoll_idle_ms: Option<u32> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -148,6 +153,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
             "--repeat" => repeat = val()?.parse::<u32>().map_err(usage)?.max(1),
             "--registration" => registration = val()?,
             "--seed" => seed = val()?.parse().map_err(usage)?,
+            "--sqpoll-idle-ms" => sqpoll_idle_ms = Some(val()?.parse().map_err(usage)?),
             "--help" | "-h" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -229,6 +235,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
                         seconds,
                         registration: &registration,
                         seed: seed + u64::from(r),
+                        sqpoll_idle_ms,
                     };
                     for tool in tools {
                         let before = device_reads(&path);
@@ -246,6 +253,9 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
                             "n/a".into()
                         };
                         row.seed = how.seed;
+                        if tool == "fio" {
+                            row.sqpoll = m == Mechanism::IoUring && sqpoll_idle_ms.is_some();
+                        }
                         if let (Some(a), Some(b)) = (before, device_reads(&path)) {
                             let n = b.0.saturating_sub(a.0);
                             row.device_requests = Some(n);
@@ -364,6 +374,7 @@ struct Setting<'a> {
     seconds: f64,
     registration: &'a str,
     seed: u64,
+    sqpoll_idle_ms: Option<u32>,
 }
 
 fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
@@ -384,6 +395,7 @@ fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
         register_buffers: how.registration != "off",
         fixed_files: how.registration != "off",
         register_per_block: how.registration == "per-block",
+        sqpoll_idle_ms: how.sqpoll_idle_ms,
     })
     .map_err(e)?;
     let src = Locator::file(
@@ -451,6 +463,7 @@ fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
         registered_buffer: st.registered_buffer,
         fixed_file: st.fixed_file,
         registration: String::new(),
+        sqpoll: rt.report().sqpoll,
         seed: 0,
         device_requests: None,
         device_ms_per_request: None,
@@ -487,6 +500,9 @@ fn measure_fio(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
             let reg = u8::from(how.registration != "off");
             cmd.arg(format!("--fixedbufs={reg}"))
                 .arg(format!("--registerfiles={reg}"));
+            if how.sqpoll_idle_ms.is_some() {
+                cmd.arg("--sqthread_poll=1");
+            }
         }
         Mechanism::Threads => {
             cmd.arg("--ioengine=psync")
@@ -531,6 +547,7 @@ fn measure_fio(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
         registered_buffer: m == Mechanism::IoUring && how.registration != "off",
         fixed_file: m == Mechanism::IoUring && how.registration != "off",
         registration: String::new(),
+        sqpoll: false,
         seed: 0,
         device_requests: None,
         device_ms_per_request: None,
@@ -593,7 +610,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     for e in &engines {
         let base = e.split(':').next().unwrap_or("");
         if !["pipes", "plain", "gnu-sort", "duckdb"].contains(&base) {
-            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, plain, gnu-sort, duckdb")));
+            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:merge_fan_in=K, plain, gnu-sort, duckdb")));
         }
     }
     let tmp = TempDir::new("pipes-sort")?;
@@ -631,6 +648,10 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                             match item {
                                 "double_buffering=off" => o.double_buffering = false,
                                 "early_spill=off" => o.early_spill = false,
+                                kv if kv.starts_with("merge_fan_in=") => {
+                                    let k = kv["merge_fan_in=".len()..].parse().map_err(usage)?;
+                                    o.merge_fan_in = Some(k);
+                                }
                                 other => {
                                     return Err(Fail::Usage(format!("unknown pipes key `{other}`")))
                                 }

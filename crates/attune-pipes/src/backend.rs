@@ -78,19 +78,39 @@ impl Backend {
 
 pub(crate) struct UringBackend {
     pub(crate) ring: IoUring,
+    /// Whether a kernel thread polls the submission queue (SQPOLL), and if it was asked for and
+    /// refused, why.
+    pub(crate) sqpoll: Result<bool, String>,
     pub(crate) buffers_sparse: Result<(), String>,
     pub(crate) files_sparse: Result<(), String>,
 }
 
 impl UringBackend {
-    pub(crate) fn new(entries: u32) -> Result<UringBackend, String> {
+    /// A ring of `entries` (rounded up to a power of two); with `sqpoll_idle_ms`, a kernel thread
+    /// polls its submission queue and sleeps after that many idle milliseconds (the kernel may
+    /// refuse: the ring is then a plain one and `sqpoll` says why).
+    pub(crate) fn new(entries: u32, sqpoll_idle_ms: Option<u32>) -> Result<UringBackend, String> {
         let entries = entries.next_power_of_two().max(8);
+        let mut sqpoll = Ok(false);
+        let mut ring = None;
+        if let Some(idle) = sqpoll_idle_ms {
+            match IoUring::builder().setup_sqpoll(idle).build(entries) {
+                Ok(r) => {
+                    ring = Some(r);
+                    sqpoll = Ok(true);
+                }
+                Err(e) => sqpoll = Err(format!("SQPOLL refused: {e}")),
+            }
+        }
         // Completions are reaped only by the scheduler when it waits, so the kernel need not
         // interrupt it to run completion work (COOP_TASKRUN, Linux 5.19); older kernels refuse
         // the flag and get a plain ring.
-        let ring = match IoUring::builder().setup_coop_taskrun().build(entries) {
-            Ok(r) => r,
-            Err(_) => IoUring::new(entries).map_err(|e| e.to_string())?,
+        let ring = match ring {
+            Some(r) => r,
+            None => match IoUring::builder().setup_coop_taskrun().build(entries) {
+                Ok(r) => r,
+                Err(_) => IoUring::new(entries).map_err(|e| e.to_string())?,
+            },
         };
         let buffers_sparse = ring
             .submitter()
@@ -102,6 +122,7 @@ impl UringBackend {
             .map_err(|e| format!("registering files: {e}"));
         Ok(UringBackend {
             ring,
+            sqpoll,
             buffers_sparse,
             files_sparse,
         })

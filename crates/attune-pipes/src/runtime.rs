@@ -56,6 +56,11 @@ pub struct RuntimeOptions {
     /// consecutive slots are free; otherwise the whole memory is one buffer. A request that
     /// straddles two pieces goes unregistered.
     pub register_per_block: bool,
+    /// A kernel thread polls the ring's submission queue (io_uring SQPOLL), so issuing a request
+    /// needs no system call while the thread is awake; it sleeps after this many idle
+    /// milliseconds. Default None (off): the thread spins a core, which pays on a machine with
+    /// cores to spare and costs on a shared one. Refused by the kernel: a plain ring, reported.
+    pub sqpoll_idle_ms: Option<u32>,
 }
 
 /// Most registered pieces one memory takes (the rest of the slot table stays for other pipes).
@@ -70,6 +75,7 @@ impl Default for RuntimeOptions {
             register_buffers: true,
             fixed_files: true,
             register_per_block: true,
+            sqpoll_idle_ms: None,
         }
     }
 }
@@ -87,6 +93,10 @@ pub struct RuntimeReport {
     /// Why registered buffers / fixed files are unavailable on this ring (None: available).
     pub registered_buffers_refused: Option<String>,
     pub fixed_files_refused: Option<String>,
+    /// Whether a kernel thread polls the submission queue (SQPOLL).
+    pub sqpoll: bool,
+    /// Why SQPOLL, asked for, is off (None: not asked for, or on).
+    pub sqpoll_refused: Option<String>,
 }
 
 /// A pipe's visible state.
@@ -385,7 +395,7 @@ impl Runtime {
             threads: Err("not tried".into()),
         };
         if wants(Mechanism::IoUring) {
-            match UringBackend::new(opts.queue_depth) {
+            match UringBackend::new(opts.queue_depth, opts.sqpoll_idle_ms) {
                 Ok(u) => {
                     probe.io_uring = Ok(());
                     uring = Some(u);
@@ -411,6 +421,8 @@ impl Runtime {
             block_bytes: opts.block_bytes,
             registered_buffers_refused: None,
             fixed_files_refused: None,
+            sqpoll: false,
+            sqpoll_refused: None,
         };
         let backend = match mechanism {
             Mechanism::IoUring => {
@@ -420,6 +432,10 @@ impl Runtime {
                 } else {
                     u.buffers_sparse.clone().err()
                 };
+                match &u.sqpoll {
+                    Ok(on) => report.sqpoll = *on,
+                    Err(e) => report.sqpoll_refused = Some(e.clone()),
+                }
                 report.fixed_files_refused = if !opts.fixed_files {
                     Some("switched off".into())
                 } else {
