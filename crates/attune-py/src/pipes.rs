@@ -35,6 +35,7 @@ pub struct PyRuntime {
 impl PyRuntime {
     #[new]
     #[pyo3(signature = (mechanism="auto", queue_depth=32, block_bytes=131072, register_buffers=true, fixed_files=true, register_per_block=true, sqpoll_idle_ms=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         mechanism: &str,
