@@ -363,6 +363,8 @@ class PipeRuntime:
         block_bytes: int = 131072,
         register_buffers: bool = True,
         fixed_files: bool = True,
+        register_per_block: bool = True,
+        sqpoll_idle_ms: int | None = None,
     ) -> Self: ...
     def report(self) -> dict[str, Any]: ...
     def pipe(
@@ -417,6 +419,7 @@ def pipes_sort(
     memory_bytes: int = 268435456,
     run_bytes: int | None = None,
     fan_in: int = 4,
+    merge_fan_in: int | None = None,
     block_bytes: int | None = None,
     staging_dir: str | PathLike[str] | None = None,
     threads: int | None = None,

@@ -36,8 +36,9 @@ use crate::output::{Fail, Sink};
 
 const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZE] \
 [--mechanisms io_uring,threads,mmap] [--block-sizes 4KiB,64KiB,1MiB] [--queue-depths 1,4,16,64] \
-[--pattern randread|read] [--direct on|off] [--seconds S] [--repeat N] [--no-fio] [--out FILE] \
-[--json]\n\
+[--pattern randread|read] [--direct on|off] [--registration per-block|whole|off] \
+[--sqpoll-idle-ms MS] [--seed S] \
+[--seconds S] [--repeat N] [--no-fio] [--out FILE] [--json]\n\
        attune-bench pipes sort [--records N] [--memory SIZE] [--engines pipes,plain,gnu-sort,duckdb] \
 [--dir DIR] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
        attune-bench pipes compact [--records N] [--value-bytes SIZE] [--blob-bytes SIZE] \
@@ -86,6 +87,15 @@ struct IoRow {
     iops: f64,
     registered_buffer: bool,
     fixed_file: bool,
+    /// How the memory was registered: `per-block` (one buffer per queue slot, as fio does),
+    /// `whole` (one buffer) or `off` (fio: `fixedbufs=0`, `registerfiles=0`).
+    registration: String,
+    /// io_uring's submission-queue polling thread (ours: `sqpoll_idle_ms`; fio:
+    /// `sqthread_poll=1`): on or off.
+    sqpoll: bool,
+    /// Seed of the random offsets (ours: SplitMix64; fio: `randrepeat=1`, `randseed`): both
+    /// tools draw uniform block-aligned offsets, a fresh sequence per repeat.
+    seed: u64,
     /// Requests the block device completed during the measurement (/sys/dev/block/*/stat;
     /// absent where unreadable): with `device_ms_per_request` it tells a tool that keeps the
     /// device's queue full from one that leaves it idle between requests.
@@ -120,6 +130,9 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut seconds = 2.0f64;
     let mut fio = true;
     let mut repeat = 1u32;
+    let mut registration = "per-block".to_string();
+    let mut seed = 42u64;
+    let mut sqpoll_idle_ms: Option<u32> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -138,12 +151,20 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
             "--seconds" => seconds = val()?.parse().map_err(usage)?,
             "--no-fio" => fio = false,
             "--repeat" => repeat = val()?.parse::<u32>().map_err(usage)?.max(1),
+            "--registration" => registration = val()?,
+            "--seed" => seed = val()?.parse().map_err(usage)?,
+            "--sqpoll-idle-ms" => sqpoll_idle_ms = Some(val()?.parse().map_err(usage)?),
             "--help" | "-h" => {
                 println!("{USAGE}");
                 return Ok(());
             }
             other => return Err(Fail::Usage(format!("unknown option {other}\n{USAGE}"))),
         }
+    }
+    if !matches!(registration.as_str(), "per-block" | "whole" | "off") {
+        return Err(Fail::Usage(format!(
+            "--registration {registration}: per-block, whole or off"
+        )));
     }
     if pattern != "randread" && pattern != "read" {
         return Err(Fail::Usage(format!(
@@ -205,16 +226,36 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
                         ["fio", "pipes"]
                     };
                     point += 1;
+                    let how = Setting {
+                        m,
+                        pattern: &pattern,
+                        direct: dir,
+                        bs,
+                        qd,
+                        seconds,
+                        registration: &registration,
+                        seed: seed + u64::from(r),
+                        sqpoll_idle_ms,
+                    };
                     for tool in tools {
                         let before = device_reads(&path);
                         let mut row = if tool == "pipes" {
-                            measure_pipes(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
+                            measure_pipes(&path, file_size, &how)?
                         } else if fio_ok {
-                            measure_fio(&path, file_size, m, &pattern, dir, bs, qd, seconds)?
+                            measure_fio(&path, file_size, &how)?
                         } else {
                             continue;
                         };
                         row.repeat = r;
+                        row.registration = if m == Mechanism::IoUring {
+                            registration.clone()
+                        } else {
+                            "n/a".into()
+                        };
+                        row.seed = how.seed;
+                        if tool == "fio" {
+                            row.sqpoll = m == Mechanism::IoUring && sqpoll_idle_ms.is_some();
+                        }
                         if let (Some(a), Some(b)) = (before, device_reads(&path)) {
                             let n = b.0.saturating_sub(a.0);
                             row.device_requests = Some(n);
@@ -323,23 +364,38 @@ fn drop_cache(path: &Path) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn measure_pipes(
-    path: &Path,
-    size: u64,
+/// One point of the grid, as both tools run it.
+struct Setting<'a> {
     m: Mechanism,
-    pattern: &str,
+    pattern: &'a str,
     direct: bool,
     bs: u64,
     qd: u32,
     seconds: f64,
-) -> Result<IoRow, Fail> {
+    registration: &'a str,
+    seed: u64,
+    sqpoll_idle_ms: Option<u32>,
+}
+
+fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
+    let Setting {
+        m,
+        pattern,
+        direct,
+        bs,
+        qd,
+        seconds,
+        ..
+    } = *how;
     let e = |e: attune_pipes::Error| Fail::Run(e.to_string());
     let rt = Runtime::new(RuntimeOptions {
         mechanism: MechanismChoice::Only(m),
         queue_depth: qd.max(1),
         block_bytes: bs,
-        ..Default::default()
+        register_buffers: how.registration != "off",
+        fixed_files: how.registration != "off",
+        register_per_block: how.registration == "per-block",
+        sqpoll_idle_ms: how.sqpoll_idle_ms,
     })
     .map_err(e)?;
     let src = Locator::file(
@@ -353,7 +409,7 @@ fn measure_pipes(
     let mem = Locator::dram(bs * u64::from(qd.max(1))).map_err(e)?;
     let pipe = rt.pipe(&src, &mem, PipeOptions::default()).map_err(e)?;
     let blocks_in_file = size / bs;
-    let mut rng = SplitMix64::new(42);
+    let mut rng = SplitMix64::new(how.seed);
     let mut next_seq = 0u64;
     // Segments per transfer: about 64 MiB (at least two per queue slot, at most 1024), so that
     // a transfer ends well within the measured time and the tail after the deadline is short.
@@ -406,22 +462,24 @@ fn measure_pipes(
         iops: (bytes / bs) as f64 / secs,
         registered_buffer: st.registered_buffer,
         fixed_file: st.fixed_file,
+        registration: String::new(),
+        sqpoll: rt.report().sqpoll,
+        seed: 0,
         device_requests: None,
         device_ms_per_request: None,
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn measure_fio(
-    path: &Path,
-    size: u64,
-    m: Mechanism,
-    pattern: &str,
-    direct: bool,
-    bs: u64,
-    qd: u32,
-    seconds: f64,
-) -> Result<IoRow, Fail> {
+fn measure_fio(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
+    let Setting {
+        m,
+        pattern,
+        direct,
+        bs,
+        qd,
+        seconds,
+        ..
+    } = *how;
     let mut cmd = Command::new("fio");
     cmd.arg("--name=pipes")
         .arg(format!("--filename={}", path.display()));
@@ -432,13 +490,19 @@ fn measure_fio(
         .arg("--time_based");
     cmd.arg(format!("--runtime={}ms", (seconds * 1000.0) as u64));
     cmd.arg("--output-format=json")
-        .arg("--randrepeat=0")
+        .arg("--randrepeat=1")
+        .arg(format!("--randseed={}", how.seed))
         .arg("--norandommap");
     match m {
         Mechanism::IoUring => {
             cmd.arg("--ioengine=io_uring")
                 .arg(format!("--iodepth={qd}"));
-            cmd.arg("--fixedbufs=1").arg("--registerfiles=1");
+            let reg = u8::from(how.registration != "off");
+            cmd.arg(format!("--fixedbufs={reg}"))
+                .arg(format!("--registerfiles={reg}"));
+            if how.sqpoll_idle_ms.is_some() {
+                cmd.arg("--sqthread_poll=1");
+            }
         }
         Mechanism::Threads => {
             cmd.arg("--ioengine=psync")
@@ -480,8 +544,11 @@ fn measure_fio(
         seconds: secs,
         mib_per_s: bw / (1 << 20) as f64,
         iops,
-        registered_buffer: m == Mechanism::IoUring,
-        fixed_file: m == Mechanism::IoUring,
+        registered_buffer: m == Mechanism::IoUring && how.registration != "off",
+        fixed_file: m == Mechanism::IoUring && how.registration != "off",
+        registration: String::new(),
+        sqpoll: false,
+        seed: 0,
         device_requests: None,
         device_ms_per_request: None,
     })
@@ -543,7 +610,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     for e in &engines {
         let base = e.split(':').next().unwrap_or("");
         if !["pipes", "plain", "gnu-sort", "duckdb"].contains(&base) {
-            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, plain, gnu-sort, duckdb")));
+            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:merge_fan_in=K, plain, gnu-sort, duckdb")));
         }
     }
     let tmp = TempDir::new("pipes-sort")?;
@@ -581,6 +648,10 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                             match item {
                                 "double_buffering=off" => o.double_buffering = false,
                                 "early_spill=off" => o.early_spill = false,
+                                kv if kv.starts_with("merge_fan_in=") => {
+                                    let k = kv["merge_fan_in=".len()..].parse().map_err(usage)?;
+                                    o.merge_fan_in = Some(k);
+                                }
                                 other => {
                                     return Err(Fail::Usage(format!("unknown pipes key `{other}`")))
                                 }

@@ -10,8 +10,13 @@ use std::thread::JoinHandle;
 
 use io_uring::{opcode, types, IoUring};
 
-/// Slots of registered buffers and of fixed files in a ring (sparse tables, filled on attach).
+/// Slots of fixed files in a ring (a sparse table, filled on attach).
 pub(crate) const REGISTER_SLOTS: u32 = 64;
+
+/// Slots of registered buffers in a ring (a sparse table, filled on attach). A memory registered
+/// block by block takes one slot per block, so the table is larger than the file table; the
+/// kernel allows 16384 and an empty slot costs a pointer.
+pub(crate) const BUFFER_SLOTS: u32 = 1024;
 
 /// Direction of a file request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,23 +78,43 @@ impl Backend {
 
 pub(crate) struct UringBackend {
     pub(crate) ring: IoUring,
+    /// Whether a kernel thread polls the submission queue (SQPOLL), and if it was asked for and
+    /// refused, why.
+    pub(crate) sqpoll: Result<bool, String>,
     pub(crate) buffers_sparse: Result<(), String>,
     pub(crate) files_sparse: Result<(), String>,
 }
 
 impl UringBackend {
-    pub(crate) fn new(entries: u32) -> Result<UringBackend, String> {
+    /// A ring of `entries` (rounded up to a power of two); with `sqpoll_idle_ms`, a kernel thread
+    /// polls its submission queue and sleeps after that many idle milliseconds (the kernel may
+    /// refuse: the ring is then a plain one and `sqpoll` says why).
+    pub(crate) fn new(entries: u32, sqpoll_idle_ms: Option<u32>) -> Result<UringBackend, String> {
         let entries = entries.next_power_of_two().max(8);
+        let mut sqpoll = Ok(false);
+        let mut ring = None;
+        if let Some(idle) = sqpoll_idle_ms {
+            match IoUring::builder().setup_sqpoll(idle).build(entries) {
+                Ok(r) => {
+                    ring = Some(r);
+                    sqpoll = Ok(true);
+                }
+                Err(e) => sqpoll = Err(format!("SQPOLL refused: {e}")),
+            }
+        }
         // Completions are reaped only by the scheduler when it waits, so the kernel need not
         // interrupt it to run completion work (COOP_TASKRUN, Linux 5.19); older kernels refuse
         // the flag and get a plain ring.
-        let ring = match IoUring::builder().setup_coop_taskrun().build(entries) {
-            Ok(r) => r,
-            Err(_) => IoUring::new(entries).map_err(|e| e.to_string())?,
+        let ring = match ring {
+            Some(r) => r,
+            None => match IoUring::builder().setup_coop_taskrun().build(entries) {
+                Ok(r) => r,
+                Err(_) => IoUring::new(entries).map_err(|e| e.to_string())?,
+            },
         };
         let buffers_sparse = ring
             .submitter()
-            .register_buffers_sparse(REGISTER_SLOTS)
+            .register_buffers_sparse(BUFFER_SLOTS)
             .map_err(|e| format!("registering buffers: {e}"));
         let files_sparse = ring
             .submitter()
@@ -97,6 +122,7 @@ impl UringBackend {
             .map_err(|e| format!("registering files: {e}"));
         Ok(UringBackend {
             ring,
+            sqpoll,
             buffers_sparse,
             files_sparse,
         })

@@ -20,7 +20,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::backend::{
-    thread_slack, Backend, Dir, Done, Req, ThreadBackend, UringBackend, REGISTER_SLOTS,
+    thread_slack, Backend, Dir, Done, Req, ThreadBackend, UringBackend, BUFFER_SLOTS,
+    REGISTER_SLOTS,
 };
 use crate::error::{Error, Result};
 use crate::locator::{FileMap, FileRes, Locator, DIRECT_ALIGN_BYTES};
@@ -49,7 +50,21 @@ pub struct RuntimeOptions {
     pub register_buffers: bool,
     /// Register pipes' files with io_uring (fixed files). Default on.
     pub fixed_files: bool,
+    /// Register a pipe's memory block by block, one registered buffer per `block_bytes` piece
+    /// (as fio registers one buffer per queue slot), instead of the whole memory as one buffer.
+    /// Default on. Used when the memory holds 2 to [`PIECES_MAX`] whole blocks and that many
+    /// consecutive slots are free; otherwise the whole memory is one buffer. A request that
+    /// straddles two pieces goes unregistered.
+    pub register_per_block: bool,
+    /// A kernel thread polls the ring's submission queue (io_uring SQPOLL), so issuing a request
+    /// needs no system call while the thread is awake; it sleeps after this many idle
+    /// milliseconds. Default None (off): the thread spins a core, which pays on a machine with
+    /// cores to spare and costs on a shared one. Refused by the kernel: a plain ring, reported.
+    pub sqpoll_idle_ms: Option<u32>,
 }
+
+/// Most registered pieces one memory takes (the rest of the slot table stays for other pipes).
+pub const PIECES_MAX: u64 = 256;
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
@@ -59,6 +74,8 @@ impl Default for RuntimeOptions {
             block_bytes: 128 * 1024,
             register_buffers: true,
             fixed_files: true,
+            register_per_block: true,
+            sqpoll_idle_ms: None,
         }
     }
 }
@@ -76,6 +93,10 @@ pub struct RuntimeReport {
     /// Why registered buffers / fixed files are unavailable on this ring (None: available).
     pub registered_buffers_refused: Option<String>,
     pub fixed_files_refused: Option<String>,
+    /// Whether a kernel thread polls the submission queue (SQPOLL).
+    pub sqpoll: bool,
+    /// Why SQPOLL, asked for, is off (None: not asked for, or on).
+    pub sqpoll_refused: Option<String>,
 }
 
 /// A pipe's visible state.
@@ -90,6 +111,9 @@ pub struct PipeState {
     /// Whether the memory side is a registered io_uring buffer, and if not why.
     pub registered_buffer: bool,
     pub registered_buffer_refused: Option<String>,
+    /// Registered buffers the memory side spans: 1 when registered whole, one per block when
+    /// registered block by block, 0 when not registered.
+    pub registered_pieces: u32,
     /// Whether the file side is an io_uring fixed file.
     pub fixed_file: bool,
     pub bytes_moved: u64,
@@ -120,7 +144,11 @@ enum Kind {
 }
 
 struct Registration {
+    /// The first slot of the memory's registered buffers.
     buf_index: Option<u16>,
+    /// Slots from `buf_index` on, and the bytes each covers (0: one buffer, the whole memory).
+    buf_count: u16,
+    buf_piece_bytes: u64,
     buf_refused: Option<String>,
     fixed_file: Option<u32>,
 }
@@ -367,7 +395,7 @@ impl Runtime {
             threads: Err("not tried".into()),
         };
         if wants(Mechanism::IoUring) {
-            match UringBackend::new(opts.queue_depth) {
+            match UringBackend::new(opts.queue_depth, opts.sqpoll_idle_ms) {
                 Ok(u) => {
                     probe.io_uring = Ok(());
                     uring = Some(u);
@@ -393,6 +421,8 @@ impl Runtime {
             block_bytes: opts.block_bytes,
             registered_buffers_refused: None,
             fixed_files_refused: None,
+            sqpoll: false,
+            sqpoll_refused: None,
         };
         let backend = match mechanism {
             Mechanism::IoUring => {
@@ -402,6 +432,10 @@ impl Runtime {
                 } else {
                     u.buffers_sparse.clone().err()
                 };
+                match &u.sqpoll {
+                    Ok(on) => report.sqpoll = *on,
+                    Err(e) => report.sqpoll_refused = Some(e.clone()),
+                }
                 report.fixed_files_refused = if !opts.fixed_files {
                     Some("switched off".into())
                 } else {
@@ -418,6 +452,7 @@ impl Runtime {
             queue_depth: opts.queue_depth,
             reg_buffers: report.registered_buffers_refused.is_none(),
             reg_files: report.fixed_files_refused.is_none(),
+            reg_per_block: opts.register_per_block,
             buffer_slots: HashMap::new(),
             file_slots: HashMap::new(),
             actives: HashMap::new(),
@@ -514,6 +549,8 @@ impl Runtime {
             queue_depth,
             reg: Registration {
                 buf_index: None,
+                buf_count: 0,
+                buf_piece_bytes: 0,
                 buf_refused: None,
                 fixed_file: None,
             },
@@ -726,6 +763,7 @@ impl Pipe {
             queue_depth: p.queue_depth,
             registered_buffer: p.reg.buf_index.is_some(),
             registered_buffer_refused: p.reg.buf_refused.clone(),
+            registered_pieces: u32::from(p.reg.buf_count),
             fixed_file: p.reg.fixed_file.is_some(),
             bytes_moved: s.bytes_moved.load(Ordering::Relaxed),
             requests_done: s.requests_done.load(Ordering::Relaxed),
@@ -774,13 +812,26 @@ struct OpSlot {
     chunk: Chunk,
 }
 
+/// A memory registered with the ring: `count` slots from `first`, `piece_bytes` each (0: one
+/// slot, the whole memory).
+struct BufferReg {
+    first: u16,
+    count: u16,
+    piece_bytes: u64,
+    /// Kept alive while registered.
+    _loc: Locator,
+    /// Pipes using the registration.
+    users: u32,
+}
+
 struct Scheduler {
     backend: Option<Backend>,
     queue_depth: u32,
     reg_buffers: bool,
     reg_files: bool,
-    /// memory id -> (slot, the locator kept alive while registered, pipes using it)
-    buffer_slots: HashMap<u64, (u16, Locator, u32)>,
+    reg_per_block: bool,
+    /// memory id -> its registered buffers
+    buffer_slots: HashMap<u64, BufferReg>,
     file_slots: HashMap<u64, (u32, Locator, u32)>,
     actives: HashMap<u64, Active>,
     order: VecDeque<u64>,
@@ -896,6 +947,8 @@ impl Scheduler {
     fn attach(&mut self, pipe: &PipeInner) -> Registration {
         let mut reg = Registration {
             buf_index: None,
+            buf_count: 0,
+            buf_piece_bytes: 0,
             buf_refused: None,
             fixed_file: None,
         };
@@ -907,32 +960,78 @@ impl Scheduler {
             if !self.reg_buffers {
                 reg.buf_refused = Some("registered buffers unavailable on this ring".into());
             } else if let Some(e) = self.buffer_slots.get_mut(&m.id) {
-                e.2 += 1;
-                reg.buf_index = Some(e.0);
+                e.users += 1;
+                reg.buf_index = Some(e.first);
+                reg.buf_count = e.count;
+                reg.buf_piece_bytes = e.piece_bytes;
             } else {
-                let used: Vec<u16> = self.buffer_slots.values().map(|e| e.0).collect();
-                let free = (0..REGISTER_SLOTS as u16).find(|s| !used.contains(s));
-                match registrable(m.len() as u64, free.map_or(0, |_| 1)) {
-                    Err(e) => reg.buf_refused = Some(e),
-                    Ok(()) => {
-                        let slot = free.unwrap_or(0);
-                        let iov = libc::iovec {
-                            iov_base: m.ptr().cast(),
-                            iov_len: m.len(),
+                let mut used = vec![false; BUFFER_SLOTS as usize];
+                for e in self.buffer_slots.values() {
+                    for s in e.first..e.first + e.count {
+                        used[usize::from(s)] = true;
+                    }
+                }
+                let len = m.len() as u64;
+                let block = pipe.block_bytes;
+                let pieces = len / block;
+                let per_block = self.reg_per_block && (2..=PIECES_MAX).contains(&pieces);
+                let (count, piece_bytes) = if per_block {
+                    (pieces as usize, block)
+                } else {
+                    (1, 0)
+                };
+                let run = free_run(&used, count)
+                    .map(|s| (s, count, piece_bytes))
+                    .or_else(|| free_run(&used, 1).map(|s| (s, 1, 0)));
+                let slots_free = usize::from(run.is_some());
+                let big = if run.is_some_and(|r| r.1 > 1) {
+                    block
+                } else {
+                    len
+                };
+                match (registrable(big, slots_free), run) {
+                    (Err(e), _) => reg.buf_refused = Some(e),
+                    (Ok(()), None) => {
+                        reg.buf_refused = Some("every registered-buffer slot is in use".into())
+                    }
+                    (Ok(()), Some((first, count, piece_bytes))) => {
+                        let iovs: Vec<libc::iovec> = if count == 1 {
+                            vec![libc::iovec {
+                                iov_base: m.ptr().cast(),
+                                iov_len: m.len(),
+                            }]
+                        } else {
+                            (0..count)
+                                .map(|k| libc::iovec {
+                                    iov_base: m.ptr().wrapping_add(k * piece_bytes as usize).cast(),
+                                    iov_len: piece_bytes as usize,
+                                })
+                                .collect()
                         };
                         // SAFETY: the memory stays alive while registered: the slot table
-                        // holds its locator until the slot is cleared or the ring dropped.
+                        // holds its locator until the slots are cleared or the ring dropped;
+                        // every piece lies inside the memory (count × piece ≤ its length).
                         let r = unsafe {
-                            u.ring.submitter().register_buffers_update(
-                                u32::from(slot),
-                                &[iov],
-                                None,
-                            )
+                            u.ring
+                                .submitter()
+                                .register_buffers_update(first as u32, &iovs, None)
                         };
                         match r {
                             Ok(()) => {
-                                self.buffer_slots.insert(m.id, (slot, mem_loc.clone(), 1));
-                                reg.buf_index = Some(slot);
+                                let (first, count) = (first as u16, count as u16);
+                                self.buffer_slots.insert(
+                                    m.id,
+                                    BufferReg {
+                                        first,
+                                        count,
+                                        piece_bytes,
+                                        _loc: mem_loc.clone(),
+                                        users: 1,
+                                    },
+                                );
+                                reg.buf_index = Some(first);
+                                reg.buf_count = count;
+                                reg.buf_piece_bytes = piece_bytes;
                             }
                             Err(e) => reg.buf_refused = Some(format!("the kernel refused: {e}")),
                         }
@@ -972,18 +1071,21 @@ impl Scheduler {
         match r {
             Release::Buffer(id) => {
                 if let Some(e) = self.buffer_slots.get_mut(&id) {
-                    e.2 -= 1;
-                    if e.2 == 0 {
-                        let iov = libc::iovec {
+                    e.users -= 1;
+                    if e.users == 0 {
+                        let none = libc::iovec {
                             iov_base: std::ptr::null_mut(),
                             iov_len: 0,
                         };
-                        // SAFETY: clearing a slot; requests in flight hold the kernel's own
-                        // reference to the old buffer, and our locator lives until they end.
+                        let iovs = vec![none; usize::from(e.count)];
+                        // SAFETY: clearing slots; requests in flight hold the kernel's own
+                        // reference to the old buffers, and our locator lives until they end.
                         let _ = unsafe {
-                            u.ring
-                                .submitter()
-                                .register_buffers_update(u32::from(e.0), &[iov], None)
+                            u.ring.submitter().register_buffers_update(
+                                u32::from(e.first),
+                                &iovs,
+                                None,
+                            )
                         };
                         self.buffer_slots.remove(&id);
                     }
@@ -1210,12 +1312,36 @@ fn make_req(p: &PipeInner, c: Chunk) -> Req {
         dir,
         fd,
         fixed_file: p.reg.fixed_file,
-        buf_index: p.reg.buf_index,
+        buf_index: buffer_of(&p.reg, mem_off, c.len),
         off: file_off,
         // SAFETY (of the later use): mem_off + len is within the memory (checked at submit).
         ptr: base.wrapping_add(mem_off as usize),
         len: c.len as u32,
     }
+}
+
+/// The registered buffer holding memory bytes `off..off + len`: the whole-memory buffer, or the
+/// piece holding them all (None when they straddle two pieces: the request goes unregistered).
+fn buffer_of(reg: &Registration, off: u64, len: u64) -> Option<u16> {
+    let first = reg.buf_index?;
+    if reg.buf_piece_bytes == 0 {
+        return Some(first);
+    }
+    let k = off / reg.buf_piece_bytes;
+    let fits = off + len <= (k + 1) * reg.buf_piece_bytes && k < u64::from(reg.buf_count);
+    fits.then(|| first + k as u16)
+}
+
+/// The first of `count` consecutive free slots.
+fn free_run(used: &[bool], count: usize) -> Option<usize> {
+    let mut run = 0;
+    for (i, &u) in used.iter().enumerate() {
+        run = if u { 0 } else { run + 1 };
+        if run == count {
+            return Some(i + 1 - count);
+        }
+    }
+    None
 }
 
 /// memcpy between memories, or between memory and a file's shared mapping. Returns bytes or

@@ -104,6 +104,80 @@ fn io_uring_pipes_use_registered_buffers_and_fixed_files_unless_switched_off() {
 }
 
 #[test]
+fn memory_registered_block_by_block_moves_straddling_and_whole_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let data = pattern(1 << 18, 3);
+    std::fs::write(&path, &data).unwrap();
+    for per_block in [true, false] {
+        let rt = Runtime::new(RuntimeOptions {
+            mechanism: MechanismChoice::Only(Mechanism::IoUring),
+            queue_depth: 4,
+            block_bytes: 16 * 1024,
+            register_per_block: per_block,
+            ..Default::default()
+        })
+        .unwrap();
+        if rt.report().registered_buffers_refused.is_some() {
+            return; // no registered buffers on this kernel: nothing to check
+        }
+        let f = Locator::file(&path, FileOptions::default()).unwrap();
+        // 4 whole blocks and a tail that no piece covers.
+        let m = Locator::dram(4 * 16 * 1024 + 4096).unwrap();
+        let p = rt.pipe(&f, &m, PipeOptions::default()).unwrap();
+        let st = p.state();
+        assert!(st.registered_buffer, "{st:?}");
+        assert_eq!(st.registered_pieces, if per_block { 4 } else { 1 });
+        // Aligned blocks (one piece each), then requests that straddle pieces and the tail.
+        p.transfer_blocking(0, 0, 64 * 1024).unwrap();
+        assert_eq!(&m.bytes().unwrap()[..64 * 1024], &data[..64 * 1024]);
+        p.transfer_blocking(100_000, 1000, 64 * 1024 + 3096)
+            .unwrap();
+        assert_eq!(
+            &m.bytes().unwrap()[1000..1000 + 64 * 1024 + 3096],
+            &data[100_000..100_000 + 64 * 1024 + 3096]
+        );
+        // A second pipe on the same memory shares the registration; dropping both frees it.
+        let p2 = rt.pipe(&f, &m, PipeOptions::default()).unwrap();
+        assert_eq!(p2.state().registered_pieces, st.registered_pieces);
+        drop((p, p2));
+        let m2 = Locator::dram(4 * 16 * 1024).unwrap();
+        let p3 = rt.pipe(&f, &m2, PipeOptions::default()).unwrap();
+        p3.transfer_blocking(0, 0, 4 * 16 * 1024).unwrap();
+        assert_eq!(&m2.bytes().unwrap()[..], &data[..4 * 16 * 1024]);
+    }
+}
+
+#[test]
+fn a_polled_submission_queue_moves_the_same_bytes_or_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let data = pattern(1 << 18, 5);
+    std::fs::write(&path, &data).unwrap();
+    let rt = Runtime::new(RuntimeOptions {
+        mechanism: MechanismChoice::Only(Mechanism::IoUring),
+        queue_depth: 4,
+        block_bytes: 16 * 1024,
+        sqpoll_idle_ms: Some(10),
+        ..Default::default()
+    })
+    .unwrap();
+    let rep = rt.report();
+    assert!(rep.sqpoll != rep.sqpoll_refused.is_some(), "{rep:?}");
+    let f = Locator::file(&path, FileOptions::default()).unwrap();
+    let m = Locator::dram(1 << 18).unwrap();
+    let p = rt.pipe(&f, &m, PipeOptions::default()).unwrap();
+    for _ in 0..3 {
+        p.transfer_blocking(0, 0, 1 << 18).unwrap();
+        assert_eq!(&m.bytes().unwrap()[..], &data[..]);
+        m.bytes().unwrap().fill(0);
+    }
+    let off = runtime(MechanismChoice::Only(Mechanism::IoUring));
+    assert!(!off.report().sqpoll);
+    assert!(off.report().sqpoll_refused.is_none());
+}
+
+#[test]
 fn direct_files_move_aligned_blocks_and_refuse_misaligned_ones() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("direct");

@@ -53,6 +53,35 @@ fn leftovers(dir: &Path) -> Vec<String> {
 }
 
 #[test]
+fn spilled_runs_merge_in_one_pass_when_the_memory_holds_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let data = make_input(&input, 80_000, 12);
+    let out = dir.path().join("out");
+    let wide = SortOptions {
+        memory_bytes_max: 4 << 20,
+        block_bytes: 102_400,
+        run_bytes: Some(10_000),
+        threads: 2,
+        ..Default::default()
+    };
+    let rep = sort_file(&input, &out, &wide, None).unwrap();
+    check_sorted(&data, &std::fs::read(&out).unwrap());
+    assert!(rep.spilled_runs > 4, "{rep:?}");
+    assert_eq!(rep.merge_passes, 1, "{rep:?}");
+    assert_eq!(rep.merge_fan_in as u64, rep.spilled_runs, "{rep:?}");
+    // The chapter's 4-way rule on disk: more passes, the same bytes.
+    let four = SortOptions {
+        merge_fan_in: Some(4),
+        ..wide
+    };
+    let out4 = dir.path().join("out4");
+    let rep4 = sort_file(&input, &out4, &four, None).unwrap();
+    assert!(rep4.merge_passes >= 2, "{rep4:?}");
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&out4).unwrap());
+}
+
+#[test]
 fn sorts_with_several_merge_passes_in_every_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in");
@@ -81,6 +110,7 @@ fn sorts_with_several_merge_passes_in_every_configuration() {
             "fan-in 2",
             SortOptions {
                 fan_in: 2,
+                merge_fan_in: Some(2),
                 ..small(None)
             },
         ),

@@ -34,7 +34,8 @@ pub struct PyRuntime {
 #[pymethods]
 impl PyRuntime {
     #[new]
-    #[pyo3(signature = (mechanism="auto", queue_depth=32, block_bytes=131072, register_buffers=true, fixed_files=true))]
+    #[pyo3(signature = (mechanism="auto", queue_depth=32, block_bytes=131072, register_buffers=true, fixed_files=true, register_per_block=true, sqpoll_idle_ms=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         mechanism: &str,
@@ -42,6 +43,8 @@ impl PyRuntime {
         block_bytes: u64,
         register_buffers: bool,
         fixed_files: bool,
+        register_per_block: bool,
+        sqpoll_idle_ms: Option<u32>,
     ) -> PyResult<Self> {
         let opts = RuntimeOptions {
             mechanism: self::mechanism(mechanism)?,
@@ -49,6 +52,8 @@ impl PyRuntime {
             block_bytes,
             register_buffers,
             fixed_files,
+            register_per_block,
+            sqpoll_idle_ms,
         };
         let rt = py
             .allow_threads(|| Runtime::new(opts))
@@ -267,7 +272,7 @@ impl PyTransfer {
 
 /// The external sort (see `attune.pipes.sort`).
 #[pyfunction]
-#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, mechanism="auto", progress=None))]
+#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, merge_fan_in=None, block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, mechanism="auto", progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn pipes_sort<'py>(
     py: Python<'py>,
@@ -276,6 +281,7 @@ fn pipes_sort<'py>(
     memory_bytes: u64,
     run_bytes: Option<u64>,
     fan_in: usize,
+    merge_fan_in: Option<usize>,
     block_bytes: Option<u64>,
     staging_dir: Option<PathBuf>,
     threads: Option<usize>,
@@ -290,6 +296,7 @@ fn pipes_sort<'py>(
         memory_bytes_max: memory_bytes,
         run_bytes,
         fan_in,
+        merge_fan_in,
         block_bytes: block_bytes.unwrap_or(d.block_bytes),
         staging_dir,
         threads: threads.unwrap_or(d.threads),
