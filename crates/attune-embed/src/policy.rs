@@ -20,6 +20,7 @@ use crate::error::{EmbedError, Result};
 use crate::lists::Lists;
 
 mod baseline;
+mod clockpro;
 mod ev;
 mod evsum;
 mod sketch;
@@ -27,6 +28,7 @@ mod sketch;
 pub use sketch::FreqSketch;
 
 pub use baseline::{Car, LeCar, Lirs};
+pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
 pub use evsum::EvLfuSum;
 
@@ -140,6 +142,8 @@ pub enum PolicyKind {
     Lirs,
     /// LeCaR (Vietri et al., HotStorage '18): LRU and LFU experts weighted by regret.
     LeCar,
+    /// CLOCK-Pro (Jiang, Chen & Zhang, USENIX ATC '05).
+    ClockPro,
     /// EV-LFU: group scores in place of frequencies.
     EvLfu(EvConfig),
     /// EV-ARC: ARC whose frequency list is EV-LFU's score sets.
@@ -271,12 +275,14 @@ impl EvConfig {
 }
 
 /// The baselines: the policies without group scores.
-pub const BASELINES: &[&str] = &["lru", "lfu", "clock", "arc", "car", "lirs", "lecar"];
+pub const BASELINES: &[&str] = &[
+    "lru", "lfu", "clock", "arc", "car", "lirs", "lecar", "clockpro",
+];
 
 /// Every policy name [`PolicyKind::parse`] accepts (EV-LFU and EV-ARC also take the suffixes
 /// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`, `-miss0`, `-misshalf`
 /// `-tinylfu` and `-sum`).
-pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, ev-lfu, ev-lfu-inserted, \
+pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro, ev-lfu, ev-lfu-inserted, \
 ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-lfu-miss0, ev-lfu-misshalf, ev-lfu-tinylfu, \
 ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car";
 
@@ -302,6 +308,7 @@ impl PolicyKind {
             "car" => PolicyKind::Car,
             "lirs" => PolicyKind::Lirs,
             "lecar" => PolicyKind::LeCar,
+            "clockpro" | "clock-pro" => PolicyKind::ClockPro,
             "ev-car" | "evcar" => PolicyKind::EvCar(n),
             "evlfu" => PolicyKind::EvLfu(EvConfig::new(n)),
             "evarc" => PolicyKind::EvArc(EvConfig::arc(n)),
@@ -335,6 +342,7 @@ impl PolicyKind {
             PolicyKind::Car => Box::new(Car::new(capacity)),
             PolicyKind::Lirs => Box::new(Lirs::new(capacity)),
             PolicyKind::LeCar => Box::new(LeCar::new(capacity)),
+            PolicyKind::ClockPro => Box::new(ClockPro::new(capacity)),
             PolicyKind::EvLfu(c) if c.accumulate => Box::new(EvLfuSum::new(capacity, *c)),
             PolicyKind::EvLfu(c) => Box::new(EvLfu::new(capacity, *c)),
             PolicyKind::EvArc(c) => Box::new(EvArc::new(capacity, *c)),
@@ -361,6 +369,7 @@ impl fmt::Display for PolicyKind {
             PolicyKind::Car => f.write_str("car"),
             PolicyKind::Lirs => f.write_str("lirs"),
             PolicyKind::LeCar => f.write_str("lecar"),
+            PolicyKind::ClockPro => f.write_str("clockpro"),
             PolicyKind::EvCar(_) => f.write_str("ev-car"),
             PolicyKind::EvLfu(c) => {
                 f.write_str("ev-lfu")?;
