@@ -55,6 +55,8 @@ def test_criteo_generator_shapes_and_determinism():
         ("car", [32], 0.0),
         ("lirs", [16], 1e-4),
         ("lecar", [32], 0.0),
+        ("clockpro", [32], 0.0),
+        ("ev-lfu-misshalf", [8, 4], 0.26),
     ],
 )
 def test_lookup_returns_rows(tmp_path, policy, precisions, tol):

@@ -146,3 +146,27 @@ def test_bench_evstore_accuracy_runs_small(tmp_path):
     by = {x["config"]: x for x in rows}
     assert by["fp32-all"]["pr_auc"] == pytest.approx(by["exact"]["pr_auc"])
     assert "int8+int4-5%+prox" in by and by["int4-all"]["clipped"] >= 0
+
+
+def test_bench_evstore_sla_runs_small(tmp_path, capsys):
+    out = tmp_path / "sla.jsonl"
+    args = ["bench", "evstore", "--mode", "sla", "--scale", "0.0001", "--warm", "500"]
+    args += [
+        "--test",
+        "20",
+        "--fractions",
+        "0.05,0.5",
+        "--configs",
+        "none,pagecache,lru,ev-lfu@8+4",
+    ]
+    assert main([*args, "--out", str(out), "--json"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    configs = ["none", "pagecache", "lru", "lru", "ev-lfu@8+4", "ev-lfu@8+4"]
+    assert [r["config"] for r in rows] == configs
+    by = {(r["config"], r["cache_fraction"]): r for r in rows}
+    assert by[("none", 0.0)]["misses_per_request"] == 26
+    assert by[("pagecache", 1.0)]["precisions"] == [32]
+    assert by[("ev-lfu@8+4", 0.5)]["precisions"] == [8, 4]
+    assert all(r["p50_us"] <= r["p99_us"] and "meets_sla" in r for r in rows)
+    assert main(["bench", "evstore", "--mode", "sla", "--configs", "lru@x"]) != 0
+    assert "--configs: cannot parse `lru@x`" in capsys.readouterr().err

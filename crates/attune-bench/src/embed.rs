@@ -25,8 +25,9 @@ use attune_workload::criteo::CriteoConfig;
 const USAGE: &str = "\
 usage: attune-bench embed [options]
   --mode MODE          hit-rates | latency (default hit-rates)
-  --policies LIST      baselines lru,lfu,clock,arc,car,lirs; EVCache ev-lfu, ev-arc (suffixes
-                       -inserted, -noflush, -prose), ev-car
+  --policies LIST      baselines lru,lfu,clock,arc,car,lirs,lecar; EVCache ev-lfu, ev-arc
+                       (suffixes -inserted, -noflush, -prose; ev-lfu also -decay, -miss0,
+                       -misshalf, -tinylfu, -sum), ev-car
                        (default lru,lfu,clock,arc,car,lirs,ev-lfu,ev-arc,ev-car)
   --fractions LIST     cache sizes as fractions of all rows
                        (default 0.0005,0.001,0.005,0.01,0.02,0.05,0.1,0.2,0.5,0.9)

@@ -20,10 +20,17 @@ use crate::error::{EmbedError, Result};
 use crate::lists::Lists;
 
 mod baseline;
+mod clockpro;
 mod ev;
+mod evsum;
+mod sketch;
+
+pub use sketch::FreqSketch;
 
 pub use baseline::{Car, LeCar, Lirs};
+pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
+pub use evsum::EvLfuSum;
 
 type Map<V> = HashMap<u64, V, foldhash::fast::FixedState>;
 
@@ -107,6 +114,17 @@ pub enum TieBreak {
     Used,
 }
 
+/// The score a missed key enters EV-LFU with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MissScore {
+    /// Its request's aggHit (the source, l. 520).
+    Agg,
+    /// Half its request's aggHit, rounded down (`-misshalf`).
+    Half,
+    /// Zero: only hits raise a score, so a key seen once sits with the least valued (`-miss0`).
+    Zero,
+}
+
 /// Which policy, with its parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PolicyKind {
@@ -124,6 +142,8 @@ pub enum PolicyKind {
     Lirs,
     /// LeCaR (Vietri et al., HotStorage '18): LRU and LFU experts weighted by regret.
     LeCar,
+    /// CLOCK-Pro (Jiang, Chen & Zhang, USENIX ATC '05).
+    ClockPro,
     /// EV-LFU: group scores in place of frequencies.
     EvLfu(EvConfig),
     /// EV-ARC: ARC whose frequency list is EV-LFU's score sets.
@@ -150,6 +170,15 @@ pub struct EvConfig {
     /// high aggHit and never hit again stop outranking live ones. Off by default (the source
     /// has no decay); the suffix `-decay` turns it on.
     pub decay: bool,
+    /// EV-LFU only: the score a missed key is inserted with. The source's aggHit by default.
+    pub miss_score: MissScore,
+    /// EV-LFU only: TinyLFU admission. A missed key enters a full cache only if a frequency
+    /// sketch ([`FreqSketch`]) has seen it more often than the key it would evict; otherwise it
+    /// is served but not cached. Off by default (the source admits every miss); `-tinylfu`.
+    pub admission: bool,
+    /// EV-LFU only: accumulate `aggHit + 1` per hit instead of keeping the maximum
+    /// ([`EvLfuSum`]; `-sum`). Off by default (the source's scores are max-based).
+    pub accumulate: bool,
 }
 
 impl EvConfig {
@@ -161,6 +190,9 @@ impl EvConfig {
             flush_rate: 0.1,
             tie_break: TieBreak::Used,
             decay: false,
+            miss_score: MissScore::Agg,
+            admission: false,
+            accumulate: false,
         }
     }
 
@@ -195,6 +227,22 @@ impl EvConfig {
                 decay: true,
                 ..self
             },
+            "miss0" => EvConfig {
+                miss_score: MissScore::Zero,
+                ..self
+            },
+            "misshalf" => EvConfig {
+                miss_score: MissScore::Half,
+                ..self
+            },
+            "tinylfu" => EvConfig {
+                admission: true,
+                ..self
+            },
+            "sum" => EvConfig {
+                accumulate: true,
+                ..self
+            },
             _ => return None,
         })
     }
@@ -211,17 +259,32 @@ impl EvConfig {
         if self.decay {
             f.write_str("-decay")?;
         }
+        match self.miss_score {
+            MissScore::Agg => {}
+            MissScore::Half => f.write_str("-misshalf")?,
+            MissScore::Zero => f.write_str("-miss0")?,
+        }
+        if self.admission {
+            f.write_str("-tinylfu")?;
+        }
+        if self.accumulate {
+            f.write_str("-sum")?;
+        }
         Ok(())
     }
 }
 
 /// The baselines: the policies without group scores.
-pub const BASELINES: &[&str] = &["lru", "lfu", "clock", "arc", "car", "lirs", "lecar"];
+pub const BASELINES: &[&str] = &[
+    "lru", "lfu", "clock", "arc", "car", "lirs", "lecar", "clockpro",
+];
 
 /// Every policy name [`PolicyKind::parse`] accepts (EV-LFU and EV-ARC also take the suffixes
-/// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`).
-pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, ev-lfu, ev-lfu-inserted, \
-ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car";
+/// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`, `-miss0`, `-misshalf`
+/// `-tinylfu` and `-sum`).
+pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro, ev-lfu, ev-lfu-inserted, \
+ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-lfu-miss0, ev-lfu-misshalf, ev-lfu-tinylfu, \
+ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car";
 
 impl PolicyKind {
     /// Parses a policy name for a cache over `tables` tables (EV policies cap scores at it).
@@ -245,14 +308,23 @@ impl PolicyKind {
             "car" => PolicyKind::Car,
             "lirs" => PolicyKind::Lirs,
             "lecar" => PolicyKind::LeCar,
+            "clockpro" | "clock-pro" => PolicyKind::ClockPro,
             "ev-car" | "evcar" => PolicyKind::EvCar(n),
             "evlfu" => PolicyKind::EvLfu(EvConfig::new(n)),
             "evarc" => PolicyKind::EvArc(EvConfig::arc(n)),
             s => {
                 if let Some(rest) = s.strip_prefix("ev-lfu") {
-                    PolicyKind::EvLfu(ev(EvConfig::new(n), rest)?)
+                    let c = ev(EvConfig::new(n), rest)?;
+                    if c.accumulate && (c.decay || c.admission) {
+                        return Err(unknown()); // `-sum` has its own ordering
+                    }
+                    PolicyKind::EvLfu(c)
                 } else if let Some(rest) = s.strip_prefix("ev-arc") {
-                    PolicyKind::EvArc(ev(EvConfig::arc(n), rest)?)
+                    let c = ev(EvConfig::arc(n), rest)?;
+                    if c.decay || c.admission || c.accumulate || c.miss_score != MissScore::Agg {
+                        return Err(unknown()); // EV-LFU-only options
+                    }
+                    PolicyKind::EvArc(c)
                 } else {
                     return Err(unknown());
                 }
@@ -270,6 +342,8 @@ impl PolicyKind {
             PolicyKind::Car => Box::new(Car::new(capacity)),
             PolicyKind::Lirs => Box::new(Lirs::new(capacity)),
             PolicyKind::LeCar => Box::new(LeCar::new(capacity)),
+            PolicyKind::ClockPro => Box::new(ClockPro::new(capacity)),
+            PolicyKind::EvLfu(c) if c.accumulate => Box::new(EvLfuSum::new(capacity, *c)),
             PolicyKind::EvLfu(c) => Box::new(EvLfu::new(capacity, *c)),
             PolicyKind::EvArc(c) => Box::new(EvArc::new(capacity, *c)),
             PolicyKind::EvCar(n) => Box::new(EvCar::new(capacity, *n)),
@@ -295,6 +369,7 @@ impl fmt::Display for PolicyKind {
             PolicyKind::Car => f.write_str("car"),
             PolicyKind::Lirs => f.write_str("lirs"),
             PolicyKind::LeCar => f.write_str("lecar"),
+            PolicyKind::ClockPro => f.write_str("clockpro"),
             PolicyKind::EvCar(_) => f.write_str("ev-car"),
             PolicyKind::EvLfu(c) => {
                 f.write_str("ev-lfu")?;
@@ -674,6 +749,9 @@ pub struct EvLfu {
     /// `aux` word holds the epoch its score was last set in; lists stay ordered by it.
     insertions: u64,
     epoch: u32,
+    /// TinyLFU admission: the frequency sketch, and the misses it kept out.
+    sketch: Option<FreqSketch>,
+    rejected: u64,
 }
 
 impl EvLfu {
@@ -691,6 +769,8 @@ impl EvLfu {
             flushes: 0,
             insertions: 0,
             epoch: 0,
+            sketch: cfg.admission.then(|| FreqSketch::new(cap)),
+            rejected: 0,
         }
     }
 
@@ -714,22 +794,22 @@ impl EvLfu {
         self.flushes
     }
 
-    fn make_room(&mut self, evicted: &mut Vec<(u64, u32)>) {
+    /// Admissions refused by the TinyLFU sketch so far.
+    pub fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
+    /// Whether the next eviction is a flush.
+    fn flush_due(&self) -> bool {
+        let perfect = self.lists.len(self.cfg.max_score as usize);
+        self.cfg
+            .flush_threshold
+            .is_some_and(|t| perfect > 0 && perfect as f64 >= t * self.cap as f64)
+    }
+
+    /// The ordinary victim: the list holding it and its effective score.
+    fn victim(&self) -> Option<(usize, usize)> {
         let max = self.cfg.max_score as usize;
-        let perfect = self.lists.len(max);
-        if let Some(t) = self.cfg.flush_threshold {
-            if perfect > 0 && perfect as f64 >= t * self.cap as f64 {
-                let n = ((self.cfg.flush_rate * perfect as f64) as usize).max(1);
-                for _ in 0..n {
-                    if let Some(v) = self.lists.pop_front(max) {
-                        self.ids.remove(&v);
-                        evicted.push((v, 0)); // a flushed page leaves with score 0
-                    }
-                }
-                self.flushes += 1;
-                return;
-            }
-        }
         if self.cfg.decay {
             // Each list is ordered by the epoch its scores were set in, so its front holds its
             // lowest effective score: the victim is the lowest of the N + 1 fronts (ties to
@@ -744,19 +824,29 @@ impl EvLfu {
                     }
                 }
             }
-            if let Some((e, _, s)) = best {
-                if let Some(v) = self.lists.pop_front(s) {
+            return best.map(|(e, _, s)| (s, e));
+        }
+        (0..=max).find(|&s| self.lists.len(s) > 0).map(|s| (s, s))
+    }
+
+    fn make_room(&mut self, evicted: &mut Vec<(u64, u32)>) {
+        let max = self.cfg.max_score as usize;
+        if self.flush_due() {
+            let perfect = self.lists.len(max);
+            let n = ((self.cfg.flush_rate * perfect as f64) as usize).max(1);
+            for _ in 0..n {
+                if let Some(v) = self.lists.pop_front(max) {
                     self.ids.remove(&v);
-                    evicted.push((v, e as u32));
+                    evicted.push((v, 0)); // a flushed page leaves with score 0
                 }
             }
+            self.flushes += 1;
             return;
         }
-        for s in 0..=max {
+        if let Some((s, e)) = self.victim() {
             if let Some(v) = self.lists.pop_front(s) {
                 self.ids.remove(&v);
-                evicted.push((v, s as u32));
-                return;
+                evicted.push((v, e as u32));
             }
         }
     }
@@ -767,6 +857,9 @@ impl Policy for EvLfu {
         self.ids.contains_key(&key)
     }
     fn on_hit(&mut self, key: u64, agg: u32) {
+        if let Some(sk) = &mut self.sketch {
+            sk.increment(key);
+        }
         if let Some(&id) = self.ids.get(&key) {
             let s = agg.min(self.cfg.max_score) as usize;
             let list = self.lists.list_of(id);
@@ -784,10 +877,29 @@ impl Policy for EvLfu {
         if self.cap == 0 {
             return;
         }
+        if let Some(sk) = &mut self.sketch {
+            sk.increment(key);
+        }
         if self.ids.len() >= self.cap {
+            if let (Some(sk), false) = (&self.sketch, self.flush_due()) {
+                // TinyLFU: the candidate must have been seen more often than the victim.
+                let victim = self
+                    .victim()
+                    .and_then(|(s, _)| self.lists.front(s))
+                    .map(|id| self.lists.key(id));
+                if victim.is_some_and(|v| sk.estimate(key) <= sk.estimate(v)) {
+                    self.rejected += 1;
+                    return;
+                }
+            }
             self.make_room(evicted);
         }
-        let s = agg.min(self.cfg.max_score) as usize;
+        let agg = agg.min(self.cfg.max_score);
+        let s = match self.cfg.miss_score {
+            MissScore::Agg => agg,
+            MissScore::Half => agg / 2,
+            MissScore::Zero => 0,
+        } as usize;
         let id = self.lists.push_back(s, key);
         self.lists.set_aux(id, self.epoch);
         self.ids.insert(key, id);
@@ -980,6 +1092,45 @@ mod tests {
         request(&mut p, &[101], &mut hits, &mut ev);
         assert_eq!(ks(&ev), vec![0, 1, 99]);
         assert_eq!(p.flushes(), 2);
+    }
+
+    #[test]
+    fn ev_lfu_missed_keys_can_enter_below_agg() {
+        for (opt, want) in [("", 2), ("-misshalf", 1), ("-miss0", 0)] {
+            let kind = PolicyKind::parse(&format!("ev-lfu{opt}"), 3).unwrap();
+            assert_eq!(kind.to_string(), format!("ev-lfu{opt}"));
+            let mut p = kind.build(10);
+            let mut ev = Vec::new();
+            let mut hits = [false; 3];
+            request(p.as_mut(), &[1, 2, 3], &mut hits, &mut ev);
+            request(p.as_mut(), &[1, 2, 4], &mut hits, &mut ev);
+            assert_eq!((p.score(1), p.score(4)), (2, want), "{opt}");
+        }
+        assert!(PolicyKind::parse("ev-arc-miss0", 3).is_err());
+        assert!(PolicyKind::parse("ev-lfu-sum-tinylfu", 3).is_err());
+    }
+
+    #[test]
+    fn ev_lfu_tinylfu_admits_only_keys_seen_more_than_the_victim() {
+        let mut p = EvLfu::new(
+            2,
+            EvConfig {
+                admission: true,
+                ..EvConfig::new(1)
+            },
+        );
+        let mut ev = Vec::new();
+        p.on_miss(1, 0, &mut ev); // room: admitted without a check
+        p.on_miss(2, 0, &mut ev);
+        for _ in 0..3 {
+            p.on_hit(2, 0); // 2 is the most recently used; 1 is the victim (seen once)
+        }
+        p.on_miss(3, 0, &mut ev); // seen once, no more than the victim: refused
+        assert!(!p.contains(3) && ev.is_empty());
+        assert_eq!(p.rejected(), 1);
+        p.on_miss(3, 0, &mut ev); // seen twice now: admitted, evicting 1
+        assert!(p.contains(3));
+        assert_eq!(ks(&ev), [1]);
     }
 
     /// With decay, a key inserted with a high score and never hit again loses to a key that

@@ -15,6 +15,14 @@ Modes:
   mean) with the page cache of the table files dropped before every request
   (``posix_fadvise(DONTNEED)``, outside the timed call), so misses are real reads, with and
   without EVProx at each cache fraction.
+* ``sla``: the same per-request measurement for every cache configuration in ``--configs`` at
+  every cache fraction in ``--fractions``, against a 2 ms average-latency SLA (``--sla-ms``):
+  ``none`` (no cache, page cache dropped before every request), ``pagecache`` (no cache, the OS
+  page cache keeps the table files: every table in memory), and ``POLICY[@BITS+BITS]`` (the
+  store's cache with that policy and precisions). No model is trained: the tables are seeded
+  random rows in [-1, 1] (latency does not depend on the values); ``--warm`` requests warm the
+  cache and ``--test`` are timed. Each row says whether its mean meets the SLA; the smallest
+  fraction that does per configuration is the study's answer.
 
 EVProx's surrogates are computed from the trained embeddings (top-10 nearest neighbours,
 euclidean, exact) and the training stream's access counts; L3 gets ``--l3-share`` of the cache.
@@ -51,6 +59,10 @@ ACCURACY_CONFIGS = (
 )
 
 
+#: Default configurations of ``sla``.
+SLA_CONFIGS = "none,pagecache,lru,car,clockpro,ev-lfu,ev-arc,lru@8+4,ev-lfu@8+4,ev-arc@8+4"
+
+
 def add_parser(verbs) -> None:
     from attune.cli import add_output_flags
 
@@ -60,7 +72,7 @@ def add_parser(verbs) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--mode", choices=("accuracy", "latency"), default="accuracy")
+    p.add_argument("--mode", choices=("accuracy", "latency", "sla"), default="accuracy")
     p.add_argument("--generator", choices=("kaggle", "zipf"), default="kaggle")
     p.add_argument("--scale", type=float, default=0.001, help="cardinality scale (0.001)")
     p.add_argument("--train", type=int, default=300_000, help="training requests (300000)")
@@ -75,6 +87,12 @@ def add_parser(verbs) -> None:
         help="latency: cache fractions of all rows (0.05,0.2)",
     )
     p.add_argument("--precisions", default="32", help="latency: tier bits, e.g. 8,4 (32)")
+    p.add_argument(
+        "--configs",
+        default=SLA_CONFIGS,
+        help=f"sla: cache configurations ({SLA_CONFIGS})",
+    )
+    p.add_argument("--sla-ms", type=float, default=2.0, help="sla: mean latency target (2.0)")
     p.add_argument("--seed", type=int, default=1, help="generator and model seed (1)")
     add_output_flags(p, out="append the JSON rows to PATH")
     p.set_defaults(func=run)
@@ -237,8 +255,109 @@ def _latency(args, d, s, base) -> list[dict]:
     return rows
 
 
+def _setup_random(args, d: str):
+    """The stream and seeded random tables (for ``sla``: no model)."""
+    from attune import workload
+    from attune.embed import load_table
+
+    n = args.warm + args.test
+    gen = workload.criteo(n, scale=args.scale, seed=args.seed, profile=args.generator)
+    cards = [int(c) for c in gen["cardinalities"]]
+    names = [f"C{t + 1}" for t in range(len(cards))]
+    rng = np.random.default_rng(args.seed)
+    for name, c in zip(names, cards):
+        load_table(d, name, rng.uniform(-1, 1, size=(c, 36)).astype(np.float32))
+    return {"keys": gen["keys"], "cards": cards, "names": names}
+
+
+def _parse_config(c: str):
+    """``none`` | ``pagecache`` | ``POLICY[@BITS+BITS]`` -> (policy or None, precisions, drop)."""
+    from attune.errors import InvalidArgumentError
+
+    if c == "none":
+        return None, [32], True
+    if c == "pagecache":
+        return None, [32], False
+    policy, _, bits = c.partition("@")
+    try:
+        precs = [int(b) for b in bits.split("+")] if bits else [32]
+    except ValueError:
+        raise InvalidArgumentError(f"--configs: cannot parse `{c}` (POLICY[@BITS+BITS])") from None
+    return policy, precs, True
+
+
+def _sla(args, d, s, base) -> list[dict]:
+    from attune.embed import EmbeddingStore
+
+    fractions = [float(x) for x in args.fractions.split(",")]
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    parsed = {c: _parse_config(c) for c in configs}
+    warm, test_keys = s["keys"][: args.warm], s["keys"][args.warm :]
+    total = sum(s["cards"])
+    fds = [os.open(os.path.join(d, f"{n}.emb"), os.O_RDONLY) for n in s["names"]]
+    rows = []
+    try:
+        for c in configs:
+            policy, precs, drop = parsed[c]
+            for fraction in [0.0] if policy is None else fractions:
+                cache_bytes = int(total * fraction * 36 * 4)
+                st = EmbeddingStore(
+                    d,
+                    tables=s["names"],
+                    cache_bytes=cache_bytes,
+                    policy=policy or "lru",
+                    precisions=precs,
+                )
+                for i in range(0, len(warm), 8192):
+                    st.lookup(warm[i : i + 8192])
+                if not drop:
+                    st.lookup(test_keys)  # the OS page cache holds every row read
+                before = st.stats()
+                lat = np.empty(len(test_keys), dtype=np.float64)
+                for i in range(len(test_keys)):
+                    if drop:
+                        for fd in fds:
+                            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    t0 = time.perf_counter_ns()
+                    st.lookup(test_keys[i : i + 1])
+                    lat[i] = time.perf_counter_ns() - t0
+                after = st.stats()
+                st.close()
+                req = max(1, after["requests"] - before["requests"])
+                mean_ms = float(lat.mean() / 1e6)
+                rows.append(
+                    {
+                        **base,
+                        "kind": "sla",
+                        "config": c,
+                        "policy": policy or c,
+                        "precisions": precs,
+                        # Memory for the tables: the cache, or every row in the page cache.
+                        "cache_fraction": fraction if drop else 1.0,
+                        "mean_us": mean_ms * 1e3,
+                        "p50_us": float(np.percentile(lat, 50) / 1e3),
+                        "p95_us": float(np.percentile(lat, 95) / 1e3),
+                        "p99_us": float(np.percentile(lat, 99) / 1e3),
+                        "sla_ms": args.sla_ms,
+                        "meets_sla": mean_ms <= args.sla_ms,
+                        "perfect_rate": (after["perfect"] - before["perfect"]) / req,
+                        "misses_per_request": (after["misses"] - before["misses"]) / req,
+                        "load_avg_1m": os.getloadavg()[0],
+                    }
+                )
+    finally:
+        for fd in fds:
+            os.close(fd)
+    # The smallest fraction meeting the SLA, per configuration.
+    for c in configs:
+        ok = [r["cache_fraction"] for r in rows if r["config"] == c and r["meets_sla"]]
+        for r in rows:
+            if r["config"] == c:
+                r["min_fraction_meeting_sla"] = min(ok) if ok else None
+    return rows
+
+
 def run(args) -> int:
-    from attune.bench import machine
     from attune.errors import InvalidArgumentError
 
     if min(args.train, args.test) < 1 or args.warm < 0 or args.scale <= 0 or args.scale > 1:
@@ -257,6 +376,12 @@ def run(args) -> int:
         "policy": args.policy,
         "seed": args.seed,
     }
+    if args.mode == "sla":
+        for c in args.configs.split(","):
+            _parse_config(c.strip())
+        with tempfile.TemporaryDirectory(prefix="attune-evstore-") as d:
+            rows = _sla(args, d, _setup_random(args, d), base)
+        return _emit(args, rows, command)
     with tempfile.TemporaryDirectory(prefix="attune-evstore-") as d:
         s = _setup(args, d)
         base["train_seconds"] = s["train_seconds"]
@@ -265,6 +390,12 @@ def run(args) -> int:
         rows = (
             _accuracy(args, d, s, base) if args.mode == "accuracy" else _latency(args, d, s, base)
         )
+    return _emit(args, rows, command)
+
+
+def _emit(args, rows, command) -> int:
+    from attune.bench import machine
+
     mach = machine()
     for r in rows:
         r["command"] = command
@@ -288,5 +419,8 @@ def run(args) -> int:
             "p95_us",
             "p99_us",
         )
-        print(f"{r['config']:22} " + "  ".join(f"{k} {r[k]:.4f}" for k in keys if k in r))
+        label = r["config"]
+        if r.get("kind") == "sla":
+            label = f"{label} {r['cache_fraction']:g}"
+        print(f"{label:22} " + "  ".join(f"{k} {r[k]:.4f}" for k in keys if k in r))
     return 0
