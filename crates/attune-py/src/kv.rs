@@ -89,17 +89,9 @@ fn multi_get_impl<'py>(
         snapshot: seq,
         ..Default::default()
     };
-    // One GIL release for the whole batch, in key order (neighbouring keys share blocks), the
-    // answers put back in the caller's order.
-    let values = py.allow_threads(|| -> kv::Result<Vec<Option<Vec<u8>>>> {
-        let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-        let mut out = vec![None; keys.len()];
-        for i in order {
-            out[i] = db.get_opt(&keys[i], &ro)?;
-        }
-        Ok(out)
-    });
+    // One GIL release for the whole batch; the engine reads every key at one state, in key
+    // order, and answers in the caller's order.
+    let values = py.allow_threads(|| db.multi_get(&keys, &ro));
     let values = values.map_err(to_py)?;
     let items: Vec<PyObject> = values
         .into_iter()

@@ -277,6 +277,24 @@ impl DB {
         self.inner.get(key, ro)
     }
 
+    /// Reads many keys at one state: all of them as of `ro.snapshot`, or as of one moment
+    /// when None (unlike a loop of `get`s, which a concurrent writer can split). Keys are
+    /// looked up in sorted order, so neighbouring keys share the blocks they read, and
+    /// separated values are read in value-log order; the answers come back in the order asked
+    /// (a key asked twice is answered twice). Any key over
+    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) is an invalid argument and nothing is read.
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        ro: &ReadOptions,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.usable()?;
+        for k in keys {
+            crate::batch::check_key(k.as_ref())?;
+        }
+        self.inner.multi_get(keys, ro)
+    }
+
     /// A snapshot of the current state.
     pub fn snapshot(&self) -> Result<Snapshot> {
         self.inner.usable()?;

@@ -57,6 +57,48 @@ impl DbInner {
         Ok(Some(v))
     }
 
+    /// `DB::multi_get`: one super version and one sequence for every key; the hot-key cache,
+    /// which answers the latest state key by key, is not consulted.
+    pub(super) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        ro: &ReadOptions,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let sv = self.sv.read().clone();
+        let seq = ro
+            .snapshot
+            .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by(|&a, &b| keys[a].as_ref().cmp(keys[b].as_ref()));
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let mut blobs: Vec<(BlobPointer, usize)> = Vec::new();
+        let mut prev: Option<(usize, Lookup)> = None;
+        for i in order {
+            let key = keys[i].as_ref();
+            // A key asked again right after itself (sorted order) reuses the first lookup.
+            let r = match &prev {
+                Some((j, r)) if keys[*j].as_ref() == key => r.clone(),
+                _ => self.lookup(&sv, key, seq)?,
+            };
+            match &r {
+                Lookup::Found(v) => out[i] = Some(v.clone()),
+                Lookup::Blob(p) => blobs.push((*p, i)),
+                _ => {}
+            }
+            prev = Some((i, r));
+        }
+        blobs.sort_by_key(|(p, _)| (p.file, p.offset));
+        for (p, i) in blobs {
+            out[i] = Some(self.read_blob(&sv.blobs, keys[i].as_ref(), &p)?);
+        }
+        let found = out.iter().filter(|v| v.is_some()).count() as u64;
+        self.counters
+            .gets
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        self.counters.gets_found.fetch_add(found, Ordering::Relaxed);
+        Ok(out)
+    }
+
     pub(super) fn read_blob(
         &self,
         blobs: &BlobSet,

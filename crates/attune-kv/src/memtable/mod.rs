@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// Result of a point lookup in a memtable or table.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lookup {
     Found(Vec<u8>),
     /// The value is in the value log.
