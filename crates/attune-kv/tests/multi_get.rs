@@ -1,6 +1,8 @@
 //! `DB::multi_get`: every key answered at one state, in the order asked, from every place a
 //! key can live (memtable, level 0, deeper levels, the value log).
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
 use attune_kv::env::{Env, MemEnv};
 use attune_kv::{Error, Options, ReadOptions, DB};
 use std::path::Path;
@@ -27,7 +29,7 @@ fn key(i: u32) -> Vec<u8> {
 /// Values over 200 bytes (separated) for multiples of 3, short ones otherwise.
 fn value(i: u32, round: u32) -> Vec<u8> {
     let mut v = format!("v{round}-{i}-").into_bytes();
-    v.resize(if i % 3 == 0 { 300 } else { 20 }, b'x');
+    v.resize(if i.is_multiple_of(3) { 300 } else { 20 }, b'x');
     v
 }
 
