@@ -461,6 +461,37 @@ fn sustained_overwrites_settle_under_the_space_limit() {
     check_all(&db, &model);
 }
 
+#[test]
+fn a_read_only_open_counts_the_unsealed_segment_at_its_length() {
+    let env = MemEnv::new();
+    let db = mem_db(&env, options());
+    for i in 0..200 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+    }
+    let written = db.stats().blob_bytes;
+    db.close().unwrap();
+    let ro = mem_db(
+        &env,
+        Options {
+            read_only: true,
+            ..options()
+        },
+    );
+    let s = ro.stats();
+    assert!(written > 0);
+    // Every segment, sealed or not, counts at what it holds: no segment reads as empty.
+    assert!(
+        s.blob_files.iter().all(|b| b.size > 0),
+        "{:?}",
+        s.blob_files
+    );
+    assert!(
+        s.blob_bytes >= written,
+        "read-only {} < written {written}",
+        s.blob_bytes
+    );
+}
+
 /// An environment whose value-log reads are slow (as from a device), so that scans prefetch.
 struct SlowVlogEnv(MemEnv);
 

@@ -161,6 +161,9 @@ impl DbInner {
         if let Some(w) = self.vlog.lock().as_ref() {
             open_lens.insert(w.number, w.len());
         }
+        if let Some(w) = self.vlog_spare.lock().as_ref() {
+            open_lens.insert(w.number, w.len()); // its file is reserved space, not records
+        }
         let st = self.state.lock();
         let c = &self.counters;
         let user = c.user_bytes_written.load(Ordering::Relaxed);
@@ -171,7 +174,17 @@ impl DbInner {
             .blob_files
             .iter()
             .map(|(n, m)| {
-                let size = open_lens.get(n).copied().unwrap_or(m.size);
+                // An unsealed segment no writer holds (a read-only open, or one a crash left
+                // for the next writable open to seal) counts at its file's length.
+                let size = open_lens.get(n).copied().unwrap_or_else(|| {
+                    if m.sealed {
+                        m.size
+                    } else {
+                        self.env
+                            .file_size(&crate::util::filename::blob_path(&self.dir, *n))
+                            .unwrap_or(m.size)
+                    }
+                });
                 BlobFileStats {
                     number: *n,
                     size,
