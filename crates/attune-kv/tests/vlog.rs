@@ -492,6 +492,46 @@ fn a_read_only_open_counts_the_unsealed_segment_at_its_length() {
     );
 }
 
+/// Overwrites of a data set smaller than the write buffer: (flushes, final value-log bytes).
+fn overwrite_small_set(space_amp: f64) -> (u64, u64) {
+    let env = MemEnv::new();
+    let db = mem_db(
+        &env,
+        Options {
+            write_buffer_size: 8 << 20,
+            blob_file_size: 64 << 20,
+            blob_gc_space_amp: space_amp,
+            ..options()
+        },
+    );
+    let big = |i: u32, round: u32| {
+        let mut v = format!("r{round}-i{i}-").into_bytes();
+        v.resize(4096, b'v');
+        v
+    };
+    for round in 0..10 {
+        for i in 0..1000 {
+            db.put(&key(i), &big(i, round)).unwrap();
+        }
+    }
+    for i in 0..1000 {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(big(i, 9)));
+    }
+    let s = db.stats();
+    (s.flushes, s.blob_bytes)
+}
+
+#[test]
+fn a_memtable_hiding_overwritten_values_flushes_before_it_is_full() {
+    // 4 MB live, 40 MB written, an 8 MiB write buffer: filling it would flush 4 times.
+    let (flushes_off, _) = overwrite_small_set(0.0);
+    assert!(flushes_off <= 5, "{flushes_off}");
+    // With collection on, once a flush has seen overwrites, the memtable is flushed whenever the
+    // garbage it hides would take the log past half the room the limit leaves.
+    let (flushes_on, _) = overwrite_small_set(1.5);
+    assert!(flushes_on >= 8, "{flushes_on} flushes (off: {flushes_off})");
+}
+
 /// An environment whose value-log reads are slow (as from a device), so that scans prefetch.
 struct SlowVlogEnv(MemEnv);
 

@@ -142,6 +142,7 @@ impl DbInner {
             });
             let r = r.and_then(|f| {
                 let mut edit = VersionEdit::default();
+                let within: u64 = garbage.values().sum();
                 edit.blob_garbage.extend(garbage);
                 let bytes = f.as_ref().map_or(0, |f| f.size);
                 if let Some(f) = f {
@@ -156,7 +157,8 @@ impl DbInner {
                 st.flush_count += 1;
                 st.flush_bytes += bytes;
                 if base.is_some() {
-                    let found: u64 = shadowed.values().sum();
+                    // Older versions in the tables, and within the memtable itself.
+                    let found: u64 = shadowed.values().sum::<u64>() + within;
                     st.shadow_share = (found as f64 / imm.blob_bytes().max(1) as f64).min(1.0);
                 }
                 for (n, b) in shadowed {

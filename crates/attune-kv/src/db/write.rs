@@ -312,7 +312,15 @@ impl DbInner {
             // its records are dead, so flushing only on the pointers' memory would let an
             // overwrite-heavy workload grow the log for hundreds of MiB before any garbage is
             // known.
-            if !force && (st.mem.written_bytes() as u64) < self.opts.write_buffer_size {
+            let full = st.mem.written_bytes() as u64 >= self.opts.write_buffer_size;
+            // An early flush for the value log's sake never makes a writer wait.
+            let early = !force
+                && !full
+                && self.opts.enable_blob_files
+                && st.imm.is_none()
+                && l0 < self.opts.l0_slowdown_writes_trigger
+                && self.garbage_flush_due(st);
+            if !force && !full && !early {
                 return Ok(());
             }
             if st.imm.is_some() || l0 >= self.opts.l0_stop_writes_trigger {
@@ -333,7 +341,9 @@ impl DbInner {
             if self.opts.enable_blob_files {
                 let roll = self.opts.blob_file_size.min(self.opts.write_buffer_size) / 2;
                 let active = self.vlog.lock().as_ref().map_or(0, |w| w.len());
-                if active >= roll.max(1) {
+                // An early flush seals its values' segment too, so that their garbage, once
+                // found, is collectable.
+                if active >= roll.max(1) || (early && active > 0) {
                     self.switch_vlog_at_flush(st)?;
                 }
             }
