@@ -93,16 +93,34 @@ impl DbInner {
         }
         create_dir_all_durable(env, dest)?;
 
-        self.flush()?;
-        // The state to copy, with what keeps its files alive until the copy is done.
-        let (mut edit, _version, _blobs) = {
+        // Value-log collection is held off from the flush to the edit: a collection that
+        // finished in between would leave its moves in the memtable, which a checkpoint does
+        // not copy, and drop their old segment from the edit while the flushed tables still
+        // point into it. One already running is waited for; its moves are then flushed.
+        {
+            let mut st = self.state.lock();
+            while st.gc_running {
+                self.done_cv
+                    .wait_for(&mut st, std::time::Duration::from_millis(50));
+            }
+            st.gc_running = true;
+        }
+        let taken = self.flush().map(|()| {
+            // The state to copy, with what keeps its files alive until the copy is done.
             let st = self.state.lock();
             (
                 st.versions.snapshot_edit(),
                 st.versions.current(),
                 st.blobs.clone(),
             )
-        };
+        });
+        {
+            let mut st = self.state.lock();
+            st.gc_running = false;
+            self.done_cv.notify_all();
+            self.work_cv.notify_all();
+        }
+        let (mut edit, _version, _blobs) = taken?;
         // How far each segment still open for appends is written (a mapped segment's file is
         // longer: space reserved ahead, zeros). Read after the edit, so every record the
         // checkpoint's tables point at is within it.
