@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! sequence: fixed64 | count: fixed32 | count × ( kind: u8 | key: varint len + bytes
-//!                                                 | value: varint len + bytes (Value kind only) )
+//!                                                 | value: varint len + bytes (not for Deletion) )
 //! ```
+//!
+//! The value of an expiring kind starts with its expiry (fixed64, Unix milliseconds).
 
 use crate::error::{Error, Result};
-use crate::key::ValueKind;
-use crate::util::coding::{put_fixed32, put_fixed64, put_length_prefixed, Reader};
+use crate::key::{ValueKind, EXPIRY_BYTES};
+use crate::util::coding::{put_fixed32, put_fixed64, put_length_prefixed, put_varint64, Reader};
 
 /// Bytes of the batch header (sequence + count).
 pub const HEADER_BYTES: usize = 12;
@@ -69,6 +71,27 @@ impl WriteBatch {
         Ok(())
     }
 
+    /// Adds a put that reads as absent from `expires_at_ms` (Unix time in milliseconds) on.
+    /// Fails for a key over 64 KiB or a value of 4 GiB - 8 bytes or more.
+    pub fn put_with_expiry(&mut self, key: &[u8], value: &[u8], expires_at_ms: u64) -> Result<()> {
+        check_key(key)?;
+        check_value(value)?;
+        if value.len() as u64 > MAX_VALUE_BYTES - EXPIRY_BYTES as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "value of {} bytes with an expiry exceeds the limit of {} bytes",
+                value.len(),
+                MAX_VALUE_BYTES - EXPIRY_BYTES as u64
+            )));
+        }
+        self.rep.push(ValueKind::ExpiringValue as u8);
+        put_length_prefixed(&mut self.rep, key);
+        put_varint64(&mut self.rep, (EXPIRY_BYTES + value.len()) as u64);
+        self.rep.extend_from_slice(&expires_at_ms.to_le_bytes());
+        self.rep.extend_from_slice(value);
+        self.count += 1;
+        Ok(())
+    }
+
     /// Adds a delete.
     pub fn delete(&mut self, key: &[u8]) -> Result<()> {
         check_key(key)?;
@@ -84,6 +107,21 @@ impl WriteBatch {
         self.rep.push(ValueKind::BlobIndex as u8);
         put_length_prefixed(&mut self.rep, key);
         put_length_prefixed(&mut self.rep, pointer);
+        self.count += 1;
+    }
+
+    /// [`WriteBatch::put_blob_index`] for a value with an expiry.
+    pub(crate) fn put_blob_index_expiring(
+        &mut self,
+        key: &[u8],
+        pointer: &[u8],
+        expires_at_ms: u64,
+    ) {
+        self.rep.push(ValueKind::ExpiringBlobIndex as u8);
+        put_length_prefixed(&mut self.rep, key);
+        put_varint64(&mut self.rep, (EXPIRY_BYTES + pointer.len()) as u64);
+        self.rep.extend_from_slice(&expires_at_ms.to_le_bytes());
+        self.rep.extend_from_slice(pointer);
         self.count += 1;
     }
 
@@ -169,8 +207,15 @@ impl<'a> Iterator for BatchIter<'a> {
             let kind = ValueKind::from_u8(self.r.u8()?)?;
             let key = self.r.length_prefixed()?;
             let value = match kind {
-                ValueKind::Value | ValueKind::BlobIndex => self.r.length_prefixed()?,
                 ValueKind::Deletion => &[][..],
+                k => {
+                    let v = self.r.length_prefixed()?;
+                    // An expiring entry carries its expiry: a shorter one is malformed.
+                    if k.expires() && v.len() < EXPIRY_BYTES {
+                        return None;
+                    }
+                    v
+                }
             };
             Some((kind, key, value))
         })();
@@ -185,6 +230,28 @@ impl<'a> Iterator for BatchIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expiring_record_shorter_than_its_expiry_does_not_decode() {
+        let mut b = WriteBatch::new();
+        b.put_with_expiry(b"k", b"v", 77).unwrap();
+        b.set_sequence(1);
+        let (_, d) = WriteBatch::decode(b.encoded()).unwrap();
+        let items: Vec<_> = d.iter().map(|x| x.unwrap()).collect();
+        let mut want = 77u64.to_le_bytes().to_vec();
+        want.push(b'v');
+        assert_eq!(
+            items,
+            vec![(ValueKind::ExpiringValue, &b"k"[..], &want[..])]
+        );
+        // Value length 9 -> 7: the record ends inside the expiry.
+        let mut enc = b.encoded().to_vec();
+        let n = enc.len();
+        assert_eq!(enc[n - 10], 9);
+        enc[n - 10] = 7;
+        enc.truncate(n - 2);
+        assert!(WriteBatch::decode(&enc).is_none());
+    }
 
     #[test]
     fn batch_round_trips_through_its_encoding() {

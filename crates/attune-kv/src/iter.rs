@@ -5,7 +5,9 @@
 //! Thread safety: an iterator belongs to one thread at a time (`Send`, not `Sync`).
 
 use crate::error::{Error, Result};
-use crate::key::{self, compare_internal, make_internal_key, ValueKind, KIND_FOR_SEEK};
+use crate::key::{
+    self, compare_internal, make_internal_key, ValueKind, EXPIRY_BYTES, KIND_FOR_SEEK,
+};
 use std::cmp::Ordering;
 
 /// A cursor over internal keys in internal-key order.
@@ -211,6 +213,7 @@ impl InternalIterator for MergingIterator {
 pub struct DbIter {
     iter: Box<dyn InternalIterator>,
     seq: u64,
+    now_ms: u64,
     direction: Direction,
     valid: bool,
     saved_key: Vec<u8>,
@@ -220,10 +223,13 @@ pub struct DbIter {
 }
 
 impl DbIter {
-    pub fn new(iter: Box<dyn InternalIterator>, seq: u64) -> Self {
+    /// The user view of `iter` at sequence `seq`; entries expiring at or before `now_ms` (Unix
+    /// milliseconds) read as deletions.
+    pub fn new(iter: Box<dyn InternalIterator>, seq: u64, now_ms: u64) -> Self {
         DbIter {
             iter,
             seq,
+            now_ms,
             direction: Direction::Forward,
             valid: false,
             saved_key: Vec::new(),
@@ -239,7 +245,7 @@ impl DbIter {
             Direction::Forward => key::kind(self.iter.key()),
             Direction::Reverse => Some(self.saved_kind),
         };
-        kind == Some(ValueKind::BlobIndex)
+        kind.is_some_and(ValueKind::is_blob)
     }
 
     pub fn valid(&self) -> bool {
@@ -256,8 +262,35 @@ impl DbIter {
 
     pub fn value(&self) -> &[u8] {
         match self.direction {
-            Direction::Forward => self.iter.value(),
+            Direction::Forward => {
+                let v = self.iter.value();
+                // The expiry prefix was checked when the entry was chosen.
+                match key::kind(self.iter.key()) {
+                    Some(k) if k.expires() && v.len() >= EXPIRY_BYTES => &v[EXPIRY_BYTES..],
+                    _ => v,
+                }
+            }
             Direction::Reverse => &self.saved_value,
+        }
+    }
+
+    /// The kind the current entry counts as: an expiring entry is a deletion once expired. An
+    /// expiring entry too short for its expiry stops the iterator with a corruption error.
+    fn effective_kind(&mut self, kind: ValueKind) -> Option<ValueKind> {
+        if !kind.expires() {
+            return Some(kind);
+        }
+        match key::split_expiry(kind, self.iter.value()) {
+            Some((Some(at), _)) if at <= self.now_ms => Some(ValueKind::Deletion),
+            Some(_) => Some(kind),
+            None => {
+                self.error = Some(Error::corruption(
+                    "<iterator>",
+                    0,
+                    "expiring entry shorter than its expiry met during iteration",
+                ));
+                None
+            }
         }
     }
 
@@ -289,20 +322,18 @@ impl DbIter {
                 break;
             };
             if seq <= self.seq {
+                let Some(kind) = self.effective_kind(kind) else {
+                    break;
+                };
                 let uk = key::user_key(self.iter.key());
-                match kind {
-                    ValueKind::Deletion => {
-                        self.saved_key.clear();
-                        self.saved_key.extend_from_slice(uk);
-                        skipping = true;
-                    }
-                    ValueKind::Value | ValueKind::BlobIndex => {
-                        if !(skipping && uk <= &self.saved_key[..]) {
-                            self.valid = true;
-                            self.saved_key.clear();
-                            return;
-                        }
-                    }
+                if kind == ValueKind::Deletion {
+                    self.saved_key.clear();
+                    self.saved_key.extend_from_slice(uk);
+                    skipping = true;
+                } else if !(skipping && uk <= &self.saved_key[..]) {
+                    self.valid = true;
+                    self.saved_key.clear();
+                    return;
                 }
             }
             self.iter.next();
@@ -322,8 +353,12 @@ impl DbIter {
                 if value_kind != ValueKind::Deletion && uk < &self.saved_key[..] {
                     break; // a live value of a later key is already saved
                 }
+                let Some(kind) = self.effective_kind(kind) else {
+                    break;
+                };
                 value_kind = kind;
                 self.saved_kind = kind;
+                let uk = key::user_key(self.iter.key());
                 if kind == ValueKind::Deletion {
                     self.saved_key.clear();
                     self.saved_value.clear();
@@ -331,7 +366,13 @@ impl DbIter {
                     self.saved_key.clear();
                     self.saved_key.extend_from_slice(uk);
                     self.saved_value.clear();
-                    self.saved_value.extend_from_slice(self.iter.value());
+                    let v = self.iter.value();
+                    let v = if kind.expires() {
+                        &v[EXPIRY_BYTES..]
+                    } else {
+                        v
+                    };
+                    self.saved_value.extend_from_slice(v);
                 }
             }
             self.iter.prev();

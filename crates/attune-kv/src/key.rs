@@ -18,6 +18,12 @@ pub enum ValueKind {
     Value = 1,
     /// The value lives in the value log; the entry holds a [`crate::vlog::BlobPointer`].
     BlobIndex = 2,
+    /// A value with an expiry: the entry holds `expires_at: fixed64 ‖ value`, where
+    /// `expires_at` is Unix time in milliseconds. From that instant on the entry reads as a
+    /// deletion.
+    ExpiringValue = 3,
+    /// A separated value with an expiry: `expires_at: fixed64 ‖ encoded BlobPointer`.
+    ExpiringBlobIndex = 4,
 }
 
 impl ValueKind {
@@ -26,14 +32,71 @@ impl ValueKind {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::BlobIndex),
+            3 => Some(ValueKind::ExpiringValue),
+            4 => Some(ValueKind::ExpiringBlobIndex),
             _ => None,
+        }
+    }
+
+    /// True for the kinds whose entry points into the value log.
+    #[inline]
+    pub fn is_blob(self) -> bool {
+        matches!(self, ValueKind::BlobIndex | ValueKind::ExpiringBlobIndex)
+    }
+
+    /// True for the kinds whose entry carries an expiry prefix.
+    #[inline]
+    pub fn expires(self) -> bool {
+        matches!(
+            self,
+            ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex
+        )
+    }
+
+    /// The kind without its expiry (`Value` or `BlobIndex` for the expiring kinds).
+    #[inline]
+    pub fn without_expiry(self) -> ValueKind {
+        match self {
+            ValueKind::ExpiringValue => ValueKind::Value,
+            ValueKind::ExpiringBlobIndex => ValueKind::BlobIndex,
+            k => k,
         }
     }
 }
 
+/// Bytes of the expiry that prefixes the payload of the expiring kinds.
+pub const EXPIRY_BYTES: usize = 8;
+
+/// Splits an entry's stored value into (expiry in Unix milliseconds, payload). Kinds without an
+/// expiry return `(None, value)`; an expiring entry shorter than its prefix returns `None`
+/// (corruption: every writer prefixes it).
+#[inline]
+pub fn split_expiry(kind: ValueKind, value: &[u8]) -> Option<(Option<u64>, &[u8])> {
+    if !kind.expires() {
+        return Some((None, value));
+    }
+    if value.len() < EXPIRY_BYTES {
+        return None;
+    }
+    let mut b = [0u8; EXPIRY_BYTES];
+    b.copy_from_slice(&value[..EXPIRY_BYTES]);
+    Some((Some(u64::from_le_bytes(b)), &value[EXPIRY_BYTES..]))
+}
+
+/// The encoded value pointer of a value-log entry (its expiry stripped), or None for other kinds.
+/// An expiring pointer too short to hold its prefix gives an empty slice, which no pointer
+/// decodes from: callers report it as corruption.
+#[inline]
+pub fn blob_payload(kind: ValueKind, value: &[u8]) -> Option<&[u8]> {
+    if !kind.is_blob() {
+        return None;
+    }
+    Some(split_expiry(kind, value).map_or(&[][..], |(_, p)| p))
+}
+
 /// The kind used when seeking: the highest, so that a lookup key sorts before every entry of the
 /// same user key and sequence.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::BlobIndex;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::ExpiringBlobIndex;
 
 #[inline]
 pub fn pack_tag(seq: u64, kind: ValueKind) -> u64 {

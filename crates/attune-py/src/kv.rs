@@ -237,9 +237,23 @@ impl WriteBatch {
             expected: Mutex::new(Vec::new()),
         }
     }
-    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// `ttl`: seconds this entry lives, counted from this call (by the system clock).
+    #[pyo3(signature = (key, value, ttl=None))]
+    fn put(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let (k, v) = (as_bytes(key, "key")?, as_bytes(value, "value")?);
-        self.inner.lock().put(&k, &v).map_err(to_py)
+        match ttl {
+            None => self.inner.lock().put(&k, &v),
+            Some(t) => {
+                let at = attune_kv::env::system_unix_millis().saturating_add(ttl_millis(t)?);
+                self.inner.lock().put_with_expiry(&k, &v, at)
+            }
+        }
+        .map_err(to_py)
     }
     fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let k = as_bytes(key, "key")?;
@@ -759,6 +773,32 @@ impl DB {
     }
 }
 
+/// A time to live in seconds as whole milliseconds (at least one); anything but a positive
+/// finite number is an `InvalidArgumentError` naming `ttl`.
+fn ttl_millis(ttl: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let bad = |what: String| {
+        to_py(attune_kv::Error::InvalidArgument(format!(
+            "ttl: must be a positive, finite number of seconds, got {what}"
+        )))
+    };
+    if ttl.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(bad(format!("{ttl}")));
+    }
+    let ttl: f64 = ttl.extract().map_err(|_| {
+        bad(format!(
+            "a {}",
+            ttl.get_type().name().map_or("?".into(), |n| n.to_string())
+        ))
+    })?;
+    if !ttl.is_finite() || ttl <= 0.0 {
+        return Err(to_py(attune_kv::Error::InvalidArgument(format!(
+            "ttl: must be a positive, finite number of seconds, got {ttl}"
+        ))));
+    }
+    // Rounded up, so that a small positive ttl never means "already expired".
+    Ok(((ttl * 1000.0).ceil() as u64).max(1))
+}
+
 #[pymethods]
 impl DB {
     #[new]
@@ -780,17 +820,26 @@ impl DB {
         })
     }
 
-    #[pyo3(signature = (key, value, sync=false))]
+    #[pyo3(signature = (key, value, sync=false, ttl=None))]
     fn put(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
         sync: bool,
+        ttl: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let (k, v) = (as_bytes(key, "key")?, as_bytes(value, "value")?);
         let mut b = kv::WriteBatch::new();
-        b.put(&as_bytes(key, "key")?, &as_bytes(value, "value")?)
-            .map_err(to_py)?;
+        match ttl {
+            None => b.put(&k, &v),
+            Some(t) => {
+                let ms = ttl_millis(t)?;
+                let now = self.handle(py)?.now_unix_millis();
+                b.put_with_expiry(&k, &v, now.saturating_add(ms))
+            }
+        }
+        .map_err(to_py)?;
         self.write_batch(py, b, sync)
     }
 
@@ -829,7 +878,7 @@ impl DB {
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.put(py, key, value, false)
+        self.put(py, key, value, false, None)
     }
 
     /// `del db[key]` deletes without reading first, so a missing key is not an error (as in

@@ -17,6 +17,8 @@
 //! interleaving and background work are the scheduler's, so a failing seed is replayed by
 //! running the same command (with `--threads 1` the workload itself is fully determined).
 //!
+//! A quarter of the puts carry a time to live of a day (never reached in a run).
+//!
 //! Values name their writer: `"<key>:<op>:"` then filler derived from the op, so a recovered
 //! value identifies exactly which write produced it and any foreign byte is caught.
 //!
@@ -46,6 +48,8 @@ const SCAN_KEYS_MAX: u32 = 24;
 const BATCH_KEYS_MAX: usize = 8;
 /// Snapshots a worker holds at once: 2.
 const SNAPSHOTS_MAX: usize = 2;
+/// The time to live of the stress run's expiring puts: a day, far beyond any run.
+const TTL_FAR: Duration = Duration::from_secs(86_400);
 
 /// Crash mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -434,22 +438,29 @@ impl Worker<'_> {
         sh.oracle.issue(&mut guards, op, &items);
         sh.sink.issue(op, sync, &items);
         let wo = WriteOptions { sync };
+        // A quarter of the puts carry a time to live far beyond the run: the oracle treats them
+        // as plain puts, and the run checks that expiring entries survive every crash,
+        // recovery, flush, compaction and collection like any other.
+        let ttl = self.rng.gen_bool(0.25).then_some(TTL_FAR);
         let r = if items.len() == 1 && self.rng.gen_bool(0.5) {
             let (k, put) = items[0];
-            if put {
-                sh.db.put_opt(&key_bytes(k), &value_bytes(k, op), wo)
-            } else {
-                sh.db.delete_opt(&key_bytes(k), wo)
+            match (put, ttl) {
+                (true, None) => sh.db.put_opt(&key_bytes(k), &value_bytes(k, op), wo),
+                (true, Some(t)) => sh.db.put_ttl(&key_bytes(k), &value_bytes(k, op), t, wo),
+                (false, _) => sh.db.delete_opt(&key_bytes(k), wo),
             }
         } else {
             let mut b = WriteBatch::new();
             let mut r = Ok(());
+            let expires = sh.db.now_unix_millis() + TTL_FAR.as_millis() as u64;
             for &(k, put) in &items {
                 if r.is_ok() {
-                    r = if put {
-                        b.put(&key_bytes(k), &value_bytes(k, op))
-                    } else {
-                        b.delete(&key_bytes(k))
+                    r = match (put, ttl) {
+                        (true, None) => b.put(&key_bytes(k), &value_bytes(k, op)),
+                        (true, Some(_)) => {
+                            b.put_with_expiry(&key_bytes(k), &value_bytes(k, op), expires)
+                        }
+                        (false, _) => b.delete(&key_bytes(k)),
                     };
                 }
             }

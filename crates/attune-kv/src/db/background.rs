@@ -281,12 +281,12 @@ impl DbInner {
                 }
             }
             for f in &out.files {
-                edit.add_file(level + 1, f.clone());
+                edit.add_file(c.output_level(), f.clone());
             }
             edit.blob_garbage
                 .extend(out.blob_garbage.iter().map(|(n, b)| (*n, *b)));
             st.versions.log_and_apply(edit)?;
-            let s = &mut st.level_stats[level + 1];
+            let s = &mut st.level_stats[c.output_level()];
             s.compactions += 1;
             s.bytes_read += out.bytes_read;
             s.bytes_written += out.bytes_written;
@@ -342,7 +342,47 @@ impl DbInner {
             self.done_cv.notify_all();
             r?;
         }
-        Ok(())
+        // Files of the deepest level holding entries already expired are rewritten where they
+        // are: nothing below them would ever merge those entries away.
+        while st.compaction_running {
+            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        if let Some(e) = &st.bg_error {
+            return Err(e.duplicate());
+        }
+        let v = st.versions.current();
+        let now = self.env.now_unix_millis();
+        let deepest = (1..NUM_LEVELS)
+            .rev()
+            .find(|&l| !v.overlapping(l, begin, end).is_empty());
+        let Some(level) = deepest else {
+            return Ok(());
+        };
+        // Held while the tables are opened unlocked: no other compaction changes `v`'s files.
+        st.compaction_running = true;
+        let files = v.overlapping(level, begin, end);
+        let expired = MutexGuard::unlocked(&mut st, || -> Result<Vec<_>> {
+            let mut out = Vec::new();
+            for f in files {
+                let e = self.tables.get(f.number)?.properties().earliest_expiry;
+                if e != 0 && e <= now {
+                    out.push(f);
+                }
+            }
+            Ok(out)
+        });
+        let r = match expired {
+            Ok(expired) if !expired.is_empty() => {
+                let c = compaction::in_place(&v, level, expired);
+                drop(v);
+                self.run_compaction(&mut st, c)
+            }
+            other => other.map(|_| ()),
+        };
+        st.compaction_running = false;
+        self.work_cv.notify_all();
+        self.done_cv.notify_all();
+        r
     }
 
     pub(super) fn wal_sync_loop(&self) {

@@ -82,13 +82,10 @@ impl DbInner {
             let user = key::user_key(ikey);
             if last.as_deref() != Some(user) {
                 last = Some(user.to_vec());
-                if matches!(
-                    key::kind(ikey),
-                    Some(ValueKind::BlobIndex | ValueKind::Deletion)
-                ) {
+                if key::kind(ikey).is_some_and(|k| k.is_blob() || k == ValueKind::Deletion) {
                     let found =
                         with_lookup_key(user, key::MAX_SEQUENCE, |k| base.get(k, &self.tables))?;
-                    if let Lookup::Blob(p) = found {
+                    if let Lookup::Blob(p) | Lookup::BlobUntil(p, _) = found {
                         *out.entry(p.file).or_default() += u64::from(p.len);
                     }
                 }
@@ -103,8 +100,10 @@ impl DbInner {
     pub(super) fn gc_batch(&self, sv: &SuperVersion, entries: &[GcEntry]) -> Result<WriteBatch> {
         let mut b = WriteBatch::new();
         for (k, v, p) in entries {
-            if self.current_pointer(sv, k)? == Some(*p) {
-                b.put(k, v)?;
+            match self.current_pointer(sv, k)? {
+                Some((q, None)) if q == *p => b.put(k, v)?,
+                Some((q, Some(at))) if q == *p => b.put_with_expiry(k, v, at)?,
+                _ => {}
             }
         }
         Ok(b)
@@ -150,7 +149,7 @@ impl DbInner {
                 offset: off,
                 len,
             };
-            if self.current_pointer(&sv, k)? == Some(p) {
+            if self.current_pointer(&sv, k)?.map(|(q, _)| q) == Some(p) {
                 live.push((k.to_vec(), Vec::new(), p));
                 live_bytes += u64::from(len);
             }

@@ -49,7 +49,6 @@ use crate::cache::hotkeys::HotKeyCache;
 use crate::cache::BlockCache;
 use crate::env::{Env, FileLock};
 use crate::error::{Error, Result};
-use crate::key::ValueKind;
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::util::filename::{self};
@@ -250,6 +249,33 @@ impl DB {
         self.write(b, wo)
     }
 
+    /// Puts `key` with a time to live: from `ttl` after now on (by this database's wall
+    /// clock, [`DB::now_unix_millis`]), reads, iterators and snapshots see it as deleted, and
+    /// compaction drops it. A zero `ttl` is refused.
+    pub fn put_ttl(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        ttl: std::time::Duration,
+        wo: WriteOptions,
+    ) -> Result<()> {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        if ms == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "ttl must be at least one millisecond, got {ttl:?}"
+            )));
+        }
+        let mut b = WriteBatch::new();
+        b.put_with_expiry(key, value, self.now_unix_millis().saturating_add(ms))?;
+        self.write(b, wo)
+    }
+
+    /// The wall clock expiries are stamped and read against, in Unix milliseconds (the
+    /// environment's; the system clock on a real file system).
+    pub fn now_unix_millis(&self) -> u64 {
+        self.inner.env.now_unix_millis()
+    }
+
     pub fn delete(&self, key: &[u8]) -> Result<()> {
         self.delete_opt(key, WriteOptions::default())
     }
@@ -423,9 +449,10 @@ impl DB {
             let t = self.inner.tables.get(f.number)?;
             let table_path = filename::table_path(&self.inner.dir, f.number);
             r.table_entries += t.verify_entries(&mut |ikey, value, block_offset| {
-                if crate::key::kind(ikey) != Some(ValueKind::BlobIndex) {
+                let kind = crate::key::kind(ikey);
+                let Some(value) = kind.and_then(|k| crate::key::blob_payload(k, value)) else {
                     return Ok(());
-                }
+                };
                 let p = BlobPointer::decode(value).ok_or_else(|| {
                     Error::corruption(&table_path, block_offset, "malformed value pointer")
                 })?;

@@ -12,7 +12,6 @@ use crate::env::{Env, PosixEnv, ReadOnlyEnv};
 use crate::error::{Error, Result};
 use crate::index::learned::Learning;
 use crate::iter::InternalIterator;
-use crate::key::ValueKind;
 use crate::memtable::{MemTable, MemTableIter};
 use crate::options::{LearnedIndex as LearnedMode, Options};
 use crate::table::{TableBuilder, TableBuilderOptions};
@@ -608,7 +607,7 @@ pub(super) fn replay_logs(
             for item in batch.iter() {
                 let (kind, k, v) =
                     item.ok_or_else(|| Error::corruption(&path, off, "malformed batch entry"))?;
-                if kind == ValueKind::BlobIndex {
+                if let Some(v) = crate::key::blob_payload(kind, v) {
                     let p = BlobPointer::decode(v).ok_or_else(|| {
                         Error::corruption(&path, off, "malformed value pointer in WAL")
                     })?;
@@ -803,8 +802,9 @@ fn table_referenced_end(
         let mut it = crate::table::TableIter::new(tables.get(f.number)?, false);
         it.seek_to_first();
         while it.valid() {
-            if crate::key::kind(it.key()) == Some(ValueKind::BlobIndex) {
-                let p = BlobPointer::decode(it.value())
+            let kind = crate::key::kind(it.key());
+            if let Some(v) = kind.and_then(|k| crate::key::blob_payload(k, it.value())) {
+                let p = BlobPointer::decode(v)
                     .ok_or_else(|| Error::corruption(&table_path, 0, "malformed value pointer"))?;
                 if p.file == n {
                     end = end.max(p.end());
@@ -877,8 +877,10 @@ pub(super) fn build_level0(
         }
         if last_seq_for_key > smallest_snapshot {
             b.add(ikey, it.value())?;
-        } else if crate::key::kind(ikey) == Some(ValueKind::BlobIndex) {
-            if let Some(p) = BlobPointer::decode(it.value()) {
+        } else if let Some(v) =
+            crate::key::kind(ikey).and_then(|k| crate::key::blob_payload(k, it.value()))
+        {
+            if let Some(p) = BlobPointer::decode(v) {
                 *blob_garbage.entry(p.file).or_default() += u64::from(p.len);
             }
         }

@@ -41,7 +41,10 @@ impl DbInner {
             .snapshot
             .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
-        let v = match self.lookup(&sv, key, seq)? {
+        let r = self.lookup_raw(&sv, key, seq)?;
+        // A value with an expiry is never cached: the cache has no clock.
+        let cacheable = !r.expires();
+        let v = match r.at(self.env.now_unix_millis()) {
             Lookup::Found(v) => v,
             Lookup::Blob(p) => self.read_blob(&sv.blobs, key, &p)?,
             _ => {
@@ -50,7 +53,7 @@ impl DbInner {
             }
         };
         self.counters.gets_found.fetch_add(1, Ordering::Relaxed);
-        if let (Some(h), Some(published)) = (hot, published) {
+        if let (Some(h), Some(published), true) = (hot, published, cacheable) {
             h.offer(key, &v, published);
         }
         steps::mark(Step::Value);
@@ -116,8 +119,17 @@ impl DbInner {
         }
     }
 
-    /// The newest entry of `key` at or below `seq`: memtable, immutable memtable, then levels.
+    /// The newest entry of `key` at or below `seq`, an expiring one answered at the current
+    /// time (a value or a deletion).
     pub(super) fn lookup(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Lookup> {
+        Ok(self
+            .lookup_raw(sv, key, seq)?
+            .at(self.env.now_unix_millis()))
+    }
+
+    /// The newest entry of `key` at or below `seq`: memtable, immutable memtable, then levels.
+    /// Expiring entries come back with their expiry.
+    pub(super) fn lookup_raw(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Lookup> {
         let mut r = sv.mem.get(key, seq);
         if r == Lookup::NotFound {
             if let Some(imm) = &sv.imm {
@@ -131,14 +143,17 @@ impl DbInner {
         Ok(r)
     }
 
-    /// The value-log record `key`'s newest version points at, if it has one.
+    /// The value-log record `key`'s newest version points at, if it has one, with that
+    /// version's expiry. An expired version still holds its record: the record becomes garbage
+    /// when compaction drops the entry, so a clock set back never finds it gone.
     pub(super) fn current_pointer(
         &self,
         sv: &SuperVersion,
         key: &[u8],
-    ) -> Result<Option<BlobPointer>> {
-        Ok(match self.lookup(sv, key, crate::key::MAX_SEQUENCE)? {
-            Lookup::Blob(p) => Some(p),
+    ) -> Result<Option<(BlobPointer, Option<u64>)>> {
+        Ok(match self.lookup_raw(sv, key, crate::key::MAX_SEQUENCE)? {
+            Lookup::Blob(p) => Some((p, None)),
+            Lookup::BlobUntil(p, at) => Some((p, Some(at))),
             _ => None,
         })
     }
@@ -152,7 +167,10 @@ impl DbInner {
         fill: bool,
     ) -> (DbIter, Option<Error>) {
         let (merged, error) = self.merged_iter(sv, fill);
-        (DbIter::new(Box::new(merged), seq), error)
+        (
+            DbIter::new(Box::new(merged), seq, self.env.now_unix_millis()),
+            error,
+        )
     }
 
     /// Every entry of one super version, all sequences, merged in internal-key order.

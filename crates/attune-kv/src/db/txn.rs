@@ -72,7 +72,8 @@ impl DbInner {
                     let have = match self.lookup(sv, k, MAX_SEQUENCE)? {
                         Lookup::Found(v) => Some(v),
                         Lookup::Blob(p) => Some(self.read_blob(&sv.blobs, k, &p)?),
-                        Lookup::Deleted | Lookup::NotFound => None,
+                        // `lookup` answers expiring entries as values or deletions.
+                        _ => None,
                     };
                     if have != *want {
                         return Err(Error::Conflict(format!(

@@ -9,7 +9,7 @@
 use super::{DbInner, GcEntry, PendingWrite, Precondition, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::key::ValueKind;
+use crate::key::{split_expiry, ValueKind, EXPIRY_BYTES};
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::util::filename::{self};
@@ -104,9 +104,11 @@ impl DbInner {
         }
         let min_blob = self.opts.min_blob_size as usize;
         let separate = self.opts.enable_blob_files
-            && batch
-                .iter()
-                .any(|i| matches!(i, Some((ValueKind::Value, _, v)) if v.len() >= min_blob));
+            && batch.iter().any(|i| {
+                matches!(i, Some((ValueKind::Value, _, v)) if v.len() >= min_blob)
+                    || matches!(i, Some((ValueKind::ExpiringValue, _, v))
+                        if v.len() >= min_blob + EXPIRY_BYTES)
+            });
         let mut fatal = false;
         let mut result = match refused {
             Some(e) => Err(e),
@@ -221,6 +223,21 @@ impl DbInner {
                     ValueKind::Value => out.put(k, v).map_err(|e| (e, false))?,
                     ValueKind::Deletion => out.delete(k).map_err(|e| (e, false))?,
                     ValueKind::BlobIndex => out.put_blob_index(k, v),
+                    ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
+                        // The batch iterator checked the prefix.
+                        let (at, payload) = split_expiry(kind, v).unwrap_or((Some(0), v));
+                        let at = at.unwrap_or(0);
+                        if kind == ValueKind::ExpiringValue && payload.len() >= min_blob {
+                            let p = w.add(k, payload);
+                            blob_bytes += u64::from(p.len);
+                            out.put_blob_index_expiring(k, &p.encode(), at);
+                        } else if kind == ValueKind::ExpiringValue {
+                            out.put_with_expiry(k, payload, at)
+                                .map_err(|e| (e, false))?;
+                        } else {
+                            out.put_blob_index_expiring(k, payload, at);
+                        }
+                    }
                 }
             }
             // A failed append leaves the segment's tail unknown: fatal, like a failed WAL append

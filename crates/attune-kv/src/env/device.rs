@@ -655,6 +655,9 @@ impl Env for DeviceEnv {
     fn now_micros(&self) -> u64 {
         self.dev.lock().clock / 1000
     }
+    fn now_unix_millis(&self) -> u64 {
+        self.inner.now_unix_millis()
+    }
 }
 
 #[cfg(test)]

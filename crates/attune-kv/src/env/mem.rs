@@ -362,6 +362,8 @@ impl State {
 pub struct MemEnv {
     state: Arc<Mutex<State>>,
     start: Instant,
+    /// A wall clock set by tests (Unix milliseconds); 0 reads the system's.
+    wall_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Default for MemEnv {
@@ -375,7 +377,14 @@ impl MemEnv {
         MemEnv {
             state: Arc::new(Mutex::new(State::default())),
             start: Instant::now(),
+            wall_ms: Default::default(),
         }
+    }
+
+    /// Sets the wall clock every clone reads (Unix milliseconds); 0 returns to the system's.
+    /// Tests move time with it instead of sleeping.
+    pub fn set_unix_millis(&self, ms: u64) {
+        self.wall_ms.store(ms, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Stops the machine: from now on every mutating operation fails, so threads of a database
@@ -862,6 +871,12 @@ impl Env for MemEnv {
     }
     fn now_micros(&self) -> u64 {
         self.start.elapsed().as_micros() as u64
+    }
+    fn now_unix_millis(&self) -> u64 {
+        match self.wall_ms.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => super::system_unix_millis(),
+            ms => ms,
+        }
     }
 }
 

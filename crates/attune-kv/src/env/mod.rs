@@ -134,6 +134,17 @@ pub trait Env: Send + Sync + 'static {
     }
     /// Microseconds on a monotonic clock.
     fn now_micros(&self) -> u64;
+    /// Wall-clock time, Unix milliseconds: what write expiries are stamped and read against.
+    fn now_unix_millis(&self) -> u64 {
+        system_unix_millis()
+    }
+}
+
+/// The system's wall clock in Unix milliseconds (0 for a clock before 1970).
+pub fn system_unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Writes `data` to `path` durably and atomically: temp file, sync, rename, sync directory.

@@ -83,4 +83,7 @@ impl Env for ReadOnlyEnv {
     fn now_micros(&self) -> u64 {
         self.inner.now_micros()
     }
+    fn now_unix_millis(&self) -> u64 {
+        self.inner.now_unix_millis()
+    }
 }

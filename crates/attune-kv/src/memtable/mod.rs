@@ -19,8 +19,30 @@ pub enum Lookup {
     Found(Vec<u8>),
     /// The value is in the value log.
     Blob(BlobPointer),
+    /// A value that reads as absent from the given Unix millisecond on.
+    FoundUntil(Vec<u8>, u64),
+    /// A separated value that reads as absent from the given Unix millisecond on.
+    BlobUntil(BlobPointer, u64),
     Deleted,
     NotFound,
+}
+
+impl Lookup {
+    /// The answer at Unix time `now_ms`: an expired entry reads as a deletion (it hides every
+    /// older version), a live one as a plain value.
+    pub fn at(self, now_ms: u64) -> Lookup {
+        match self {
+            Lookup::FoundUntil(_, at) | Lookup::BlobUntil(_, at) if at <= now_ms => Lookup::Deleted,
+            Lookup::FoundUntil(v, _) => Lookup::Found(v),
+            Lookup::BlobUntil(p, _) => Lookup::Blob(p),
+            r => r,
+        }
+    }
+
+    /// True when the entry carries an expiry.
+    pub fn expires(&self) -> bool {
+        matches!(self, Lookup::FoundUntil(..) | Lookup::BlobUntil(..))
+    }
 }
 
 /// An in-memory sorted buffer of recent writes.
@@ -76,16 +98,26 @@ impl MemTable {
         if key::user_key(k) != user_key {
             return Lookup::NotFound;
         }
+        // Pointers and expiries are validated before they enter a memtable; a bad pointer reads
+        // as a pointer to a segment that cannot exist, which the value read reports as
+        // corruption.
+        let bad = BlobPointer {
+            file: u64::MAX,
+            offset: 0,
+            len: 0,
+        };
+        let v = node_value(n);
         match key::kind(k) {
-            Some(ValueKind::Value) => Lookup::Found(node_value(n).to_vec()),
-            // Pointers are validated before they enter a memtable; a bad one reads as a pointer
-            // to a segment that cannot exist, which the value read reports as corruption.
-            Some(ValueKind::BlobIndex) => {
-                Lookup::Blob(BlobPointer::decode(node_value(n)).unwrap_or(BlobPointer {
-                    file: u64::MAX,
-                    offset: 0,
-                    len: 0,
-                }))
+            Some(ValueKind::Value) => Lookup::Found(v.to_vec()),
+            Some(ValueKind::BlobIndex) => Lookup::Blob(BlobPointer::decode(v).unwrap_or(bad)),
+            Some(kind @ (ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex)) => {
+                let (at, payload) = key::split_expiry(kind, v).unwrap_or((Some(0), &[]));
+                let at = at.unwrap_or(0);
+                if kind == ValueKind::ExpiringValue {
+                    Lookup::FoundUntil(payload.to_vec(), at)
+                } else {
+                    Lookup::BlobUntil(BlobPointer::decode(payload).unwrap_or(bad), at)
+                }
             }
             _ => Lookup::Deleted,
         }

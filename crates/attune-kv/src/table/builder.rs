@@ -105,8 +105,15 @@ impl TableBuilder {
         self.props.largest_seq = self.props.largest_seq.max(seq);
         match key::kind(ikey) {
             Some(key::ValueKind::Deletion) => self.props.num_deletions += 1,
-            Some(key::ValueKind::BlobIndex) => self.props.num_blob_entries += 1,
+            Some(key::ValueKind::BlobIndex | key::ValueKind::ExpiringBlobIndex) => {
+                self.props.num_blob_entries += 1
+            }
             _ => {}
+        }
+        if let Some((Some(at), _)) = key::kind(ikey).and_then(|k| key::split_expiry(k, value)) {
+            if self.props.earliest_expiry == 0 || at < self.props.earliest_expiry {
+                self.props.earliest_expiry = at.max(1);
+            }
         }
         if key::kind(ikey) != Some(key::ValueKind::BlobIndex) {
             self.block_all_blob = false;

@@ -42,15 +42,25 @@ pub struct TableProperties {
     pub num_blob_entries: u64,
     /// Data blocks stored compressed.
     pub compressed_data_blocks: u64,
+    /// The earliest expiry (Unix milliseconds) of the file's expiring entries; 0 when it has
+    /// none.
+    pub earliest_expiry: u64,
 }
 
-const PROPERTIES_VERSION: u64 = 2;
+/// The newest properties version; a file without expiring entries is written as version 2,
+/// which readers that predate expiries also read.
+const PROPERTIES_VERSION: u64 = 3;
 
 impl TableProperties {
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::new();
+        let version = if self.earliest_expiry == 0 {
+            2
+        } else {
+            PROPERTIES_VERSION
+        };
         for x in [
-            PROPERTIES_VERSION,
+            version,
             self.num_entries,
             self.num_data_blocks,
             self.num_deletions,
@@ -64,6 +74,9 @@ impl TableProperties {
             self.compressed_data_blocks,
         ] {
             put_varint64(&mut v, x);
+        }
+        if version >= 3 {
+            put_varint64(&mut v, self.earliest_expiry);
         }
         v
     }
@@ -88,6 +101,9 @@ impl TableProperties {
             p.fixed_value_len_plus1 = r.varint64()?;
             p.num_blob_entries = r.varint64()?;
             p.compressed_data_blocks = r.varint64()?;
+        }
+        if version >= 3 {
+            p.earliest_expiry = r.varint64()?;
         }
         Some(p)
     }
@@ -387,7 +403,7 @@ impl Table {
             None => self.get_by_index(lookup, uk),
         };
         if let (Some(t0), Some(fs)) = (t0, self.file_stats.get()) {
-            let found = matches!(r, Ok(Lookup::Found(_) | Lookup::Deleted | Lookup::Blob(_)));
+            let found = matches!(&r, Ok(l) if *l != Lookup::NotFound);
             let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
             Learning::record_timed(fs, found, sample, model.is_some(), ns);
         }
@@ -754,6 +770,19 @@ impl Table {
                             "malformed value pointer",
                         )
                     })
+                }
+                Some(kind @ (ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex)) => {
+                    let bad = |why: &str| Error::corruption(self.path.as_path(), block_offset, why);
+                    let (at, payload) = key::split_expiry(kind, v)
+                        .ok_or_else(|| bad("entry shorter than its expiry"))?;
+                    let at = at.unwrap_or(0);
+                    if kind == ValueKind::ExpiringValue {
+                        Ok(Lookup::FoundUntil(payload.to_vec(), at))
+                    } else {
+                        BlobPointer::decode(payload)
+                            .map(|p| Lookup::BlobUntil(p, at))
+                            .ok_or_else(|| bad("malformed value pointer"))
+                    }
                 }
                 None => Err(Error::corruption(
                     self.path.as_path(),

@@ -30,11 +30,18 @@ pub struct Compaction {
     pub inputs: [Vec<Arc<FileMeta>>; 2],
     pub version: Arc<Version>,
     pub trivial_move: bool,
+    /// Rewrites `inputs[0]` into `level` itself (to drop expired entries from the deepest
+    /// level); `inputs[1]` is empty.
+    pub in_place: bool,
 }
 
 impl Compaction {
     pub fn output_level(&self) -> usize {
-        self.level + 1
+        if self.in_place {
+            self.level
+        } else {
+            self.level + 1
+        }
     }
     pub fn input_bytes(&self) -> u64 {
         self.inputs.iter().flatten().map(|f| f.size).sum()
@@ -117,6 +124,22 @@ pub fn with_overlap(v: &Arc<Version>, level: usize, first: Vec<Arc<FileMeta>>) -
         inputs: [first, below],
         version: v.clone(),
         trivial_move,
+        in_place: false,
+    }
+}
+
+/// Builds a rewrite of `files` (of `level` >= 1) into `level` itself.
+pub fn in_place(v: &Arc<Version>, level: usize, files: Vec<Arc<FileMeta>>) -> Compaction {
+    debug_assert!(
+        level >= 1,
+        "level-0 files overlap: they are merged down, never in place"
+    );
+    Compaction {
+        level,
+        inputs: [files, Vec::new()],
+        version: v.clone(),
+        trivial_move: false,
+        in_place: true,
     }
 }
 
@@ -177,6 +200,7 @@ pub fn run(
     let level_iter = |files: &Vec<Arc<FileMeta>>| {
         LevelIter::new(files.clone(), tables.clone(), false).with_opener(opener.clone())
     };
+    let now_ms = env.now_unix_millis();
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if c.level == 0 {
         for f in &c.inputs[0] {
@@ -236,21 +260,35 @@ pub fn run(
             current_user_key = Some(parsed.user_key.to_vec());
             last_seq_for_key = u64::MAX;
         }
+        // An entry past its expiry reads as a deletion in every view, so it becomes one: a
+        // tombstone, or nothing where a deletion would be dropped.
+        let expired = match key::split_expiry(parsed.kind, it.value()) {
+            Some((at, _)) => at.is_some_and(|at| at <= now_ms),
+            None => {
+                return Err(crate::error::Error::corruption(
+                    dir,
+                    0,
+                    "expiring entry shorter than its expiry in compaction input",
+                ))
+            }
+        };
         let drop = if last_seq_for_key <= smallest_snapshot {
             true // a newer version is visible to every snapshot
         } else {
-            parsed.kind == ValueKind::Deletion
+            (parsed.kind == ValueKind::Deletion || expired)
                 && parsed.sequence <= smallest_snapshot
                 && is_base_level_for_key(&c.version, out_level, parsed.user_key)
         };
         last_seq_for_key = parsed.sequence;
+        if drop || expired {
+            if let Some(p) =
+                key::blob_payload(parsed.kind, it.value()).and_then(BlobPointer::decode)
+            {
+                *out.blob_garbage.entry(p.file).or_default() += u64::from(p.len);
+            }
+        }
         if drop {
             out.entries_dropped += 1;
-            if parsed.kind == ValueKind::BlobIndex {
-                if let Some(p) = BlobPointer::decode(it.value()) {
-                    *out.blob_garbage.entry(p.file).or_default() += u64::from(p.len);
-                }
-            }
         } else {
             if builder.is_none() {
                 let n = new_file();
@@ -258,7 +296,16 @@ pub fn run(
                 builder = Some((n, TableBuilder::new(f, bopts.clone())));
             }
             if let Some((_, b)) = builder.as_mut() {
-                b.add(ikey, it.value())?;
+                if expired {
+                    let tombstone = key::make_internal_key(
+                        parsed.user_key,
+                        parsed.sequence,
+                        ValueKind::Deletion,
+                    );
+                    b.add(&tombstone, &[])?;
+                } else {
+                    b.add(ikey, it.value())?;
+                }
             }
         }
         it.next();
