@@ -159,8 +159,14 @@ def summarize(rows: list[dict]) -> list[dict]:
             }
         )
     meas = [r for r in rows if r.get("bench") == "place-measure"]
-    for sp, f in sorted({(r["speed"], r["budget_frac"]) for r in meas}):
-        rs = [r for r in meas if r["budget_frac"] == f and r["speed"] == sp]
+    for sp, f, pl in sorted(
+        {(r["speed"], r["budget_frac"], r.get("pipeline", False)) for r in meas}
+    ):
+        rs = [
+            r
+            for r in meas
+            if r["budget_frac"] == f and r["speed"] == sp and r.get("pipeline", False) == pl
+        ]
         out.append(
             {
                 "bench": "place-measure-summary",
@@ -170,8 +176,16 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "queries": len(rs),
                 "median_abs_error": statistics.median(abs(r["error"]) for r in rs),
                 "median_abs_io_error": statistics.median(
-                    abs(r["predicted_s"] - r["io_s"]) / r["io_s"] for r in rs
+                    abs(r.get("predicted_io_s", r["predicted_s"]) - r["io_s"]) / r["io_s"]
+                    for r in rs
                 ),
+                "median_abs_model_only_error": statistics.median(
+                    abs(r.get("predicted_io_s", r["predicted_s"]) - r["measured_s"])
+                    / r["measured_s"]
+                    for r in rs
+                ),
+                "retriever": "pipelined" if rs[0].get("pipeline") else "sequential",
+                "engine_term": "exec_term_s" in rs[0],
                 "run_error": sum(r["predicted_s"] for r in rs) / sum(r["measured_s"] for r in rs)
                 - 1,
                 "engine_share": sum(r["engine_s"] for r in rs) / sum(r["measured_s"] for r in rs),
@@ -236,8 +250,14 @@ def _plot(rows: list[dict], out: str) -> int:
         fig.tight_layout()
         fig.savefig(f"{out}-pareto.png", dpi=100)
     meas = [r for r in rows if r.get("bench") == "place-measure"]
-    for sp, f in sorted({(r["speed"], r["budget_frac"]) for r in meas}):
-        rs = [r for r in meas if r["budget_frac"] == f and r["speed"] == sp]
+    for sp, f, pl in sorted(
+        {(r["speed"], r["budget_frac"], r.get("pipeline", False)) for r in meas}
+    ):
+        rs = [
+            r
+            for r in meas
+            if r["budget_frac"] == f and r["speed"] == sp and r.get("pipeline", False) == pl
+        ]
         fig, ax = plt.subplots(figsize=(9, 3.5))
         xs = range(len(rs))
         ax.bar([x - 0.2 for x in xs], [r["predicted_s"] for r in rs], 0.4, label="predicted")
@@ -252,11 +272,13 @@ def _plot(rows: list[dict], out: str) -> int:
         ax.set_xticks(list(xs), [r["query"] for r in rs], rotation=90)
         ax.set_ylabel("s")
         ax.set_title(
-            f"Measured vs predicted per query ({rs[0]['mode']} emulation, speed {sp}, budget {f})"
+            f"Measured vs predicted per query ({rs[0]['mode']}, "
+            f"{'pipelined' if pl else 'sequential'}, speed {sp}, budget {f})"
         )
         ax.legend()
         fig.tight_layout()
-        fig.savefig(f"{out}-queries-{sp}-{f}.png", dpi=100)
+        kind = "pipelined" if pl else "sequential"
+        fig.savefig(f"{out}-queries-{kind}-{sp}-{f}.png", dpi=100)
     return 0
 
 
@@ -294,8 +316,27 @@ def main(argv: list[str]) -> int:
         default="arrow",
         help="measure: DuckDB over Arrow tables from the retriever, or over the store's views",
     )
+    p.add_argument(
+        "--retriever",
+        choices=("pipelined", "sequential"),
+        default="pipelined",
+        help="measure: decode each column while the others are read, or after all reads",
+    )
+    p.add_argument(
+        "--engine-term",
+        choices=("calibrated", "none"),
+        default="calibrated",
+        help="measure: add each query's engine time, measured once on the loaded placement "
+        "(every column on the cheapest device, never scored), to the model's prediction",
+    )
     p.add_argument("--devices", help="device file (default: Table 2.1)")
     p.add_argument("--time-limit", type=float, default=5.0)
+    p.add_argument(
+        "--lagrange-iterations",
+        type=int,
+        default=1,
+        help="mixes/pareto: LOPT's Lagrangian iterations (1: the tables' own bounds only)",
+    )
     p.add_argument("--slack", type=float, default=0.02, help="capacity slack per device in mixes")
     p.add_argument("--points", type=int, default=12)
     p.add_argument("--limit", type=int, default=None, help="first N mixes only")
@@ -345,7 +386,14 @@ def main(argv: list[str]) -> int:
             dd = [d.with_capacity(c) for d, c in zip(devs, caps)]
             for strat in a.strategies.split(","):
                 try:
-                    kw = {"time_limit_s": a.time_limit} if strat == "lopt" else {}
+                    kw = (
+                        {
+                            "time_limit_s": a.time_limit,
+                            "lagrange_iterations": a.lagrange_iterations,
+                        }
+                        if strat == "lopt"
+                        else {}
+                    )
                     r = sg.solve(w, dd, strat, **kw)
                     row = r.to_dict()
                     row.pop("placement")
@@ -365,7 +413,13 @@ def main(argv: list[str]) -> int:
     elif a.mode == "tables":
         rows.extend(table_granular(w, devs))
     else:
-        for r in sg.pareto(w, devs, points=a.points, time_limit_s=a.time_limit):
+        for r in sg.pareto(
+            w,
+            devs,
+            points=a.points,
+            time_limit_s=a.time_limit,
+            lagrange_iterations=a.lagrange_iterations,
+        ):
             row = r.to_dict()
             row.pop("placement")
             row["bench"] = "place-pareto"
@@ -435,6 +489,20 @@ def _measure(a, argv) -> int:
         shutil.rmtree(work / "store", ignore_errors=True)
         store = st.create_store(work / "store", tables, cal)
         w = Workload(store.model_columns(), tr.extract_workload(sql, tr.TPCH_SCHEMA))
+        terms = None
+        if a.engine_term == "calibrated":
+            # on the loaded placement (every column on the cheapest device), which no budget
+            # below places: the term is never fitted on a placement it is scored on
+            terms = me.engine_terms(store, w, sql)
+            for q, t in terms.items():
+                rows.append(
+                    {
+                        "bench": "place-engine-calibration",
+                        "query": q,
+                        **t,
+                        "placement": "loaded (cheapest device)",
+                    }
+                )
         lo = sg.min_cost(w, cal)
         hi = max(sum(c.size_on(d) * d.cost_per_byte() for c in w.columns.values()) for d in cal)
         for f in fracs:
@@ -442,7 +510,18 @@ def _measure(a, argv) -> int:
             r = sg.lopt(w, cal, mode="budget", budget_ct=budget, time_limit_s=a.time_limit)
             st.migrate(store, r.placement, cal)
             w = Workload(store.model_columns(), w.queries)
-            for q in me.run_queries(emu, store, w, sql, cal, repeats=a.repeats, engine=a.engine):
+            runs = me.run_queries(
+                emu,
+                store,
+                w,
+                sql,
+                cal,
+                repeats=a.repeats,
+                engine=a.engine,
+                pipeline=a.retriever == "pipelined",
+                terms=terms,
+            )
+            for q in runs:
                 rows.append(
                     {
                         "bench": "place-measure",
