@@ -81,13 +81,33 @@ def summarize(rows: list[dict]) -> list[dict]:
             r["time_limit_s"] = (
                 float(words[words.index("--time-limit") + 1]) if "--time-limit" in words else 5.0
             )
+        if r.get("bench") == "place-mixes" and "lagrange_max" not in r:
+            words = str(r.get("command", "")).split()
+            r["lagrange_max"] = (
+                int(words[words.index("--lagrange-iterations") + 1])
+                if "--lagrange-iterations" in words
+                else 1
+            )
     solver = [r for r in rows if r.get("bench") == "place-mixes" and r["strategy"] == "lopt"]
-    for limit in sorted({r["time_limit_s"] for r in solver}):
-        rs = [r for r in solver if r["time_limit_s"] == limit and "solve_s" in r]
+    keys = {(r["time_limit_s"], r["lagrange_max"], r.get("scale", 1.0)) for r in solver}
+    for limit, lag, sc in sorted(keys):
+        rs = [
+            r
+            for r in solver
+            if r["time_limit_s"] == limit
+            and r["lagrange_max"] == lag
+            and r.get("scale", 1.0) == sc
+            and "solve_s" in r
+        ]
         out.append(
             {
                 "bench": "place-solver-summary",
                 "time_limit_s": limit,
+                "lagrange_iterations": lag,
+                "scale": sc,
+                "median_bound_over_time": statistics.median(
+                    r["bound_s"] / r["predicted_s"] for r in rs if r["predicted_s"] > 0
+                ),
                 "mixes": len(rs),
                 "optimal": sum(1 for r in rs if r["status"] == "optimal"),
                 "optimal_within_5s": sum(
@@ -101,14 +121,37 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "max_gap": max(r["gap"] for r in rs),
             }
         )
-    mixes_rows = [r for r in rows if r.get("bench") == "place-mixes" and r["time_limit_s"] == 5.0]
+    for sc in sorted({r.get("scale", 1.0) for r in rows if r.get("bench") == "place-mixes"}):
+        out.extend(_mixes_summary(rows, solver, sc))
+    return _tables_and_measure_summary(rows, out)
+
+
+def _mixes_summary(rows, solver, sc) -> list[dict]:
+    """LOPT vs HOT-column vs HOT-table over the 5 s runs at one size scale."""
+    import statistics
+
+    out = []
+    solver = [r for r in solver if r.get("scale", 1.0) == sc]
+    mixes_rows = [
+        r
+        for r in rows
+        if r.get("bench") == "place-mixes"
+        and r["time_limit_s"] == 5.0
+        and r["lagrange_max"] == 1
+        and r.get("scale", 1.0) == sc
+    ]
     if mixes_rows:
         by: dict[tuple, dict] = {}
         for r in mixes_rows:
             by.setdefault(tuple(sorted(r["mix"].items())), {})[r["strategy"]] = r
         full = [m for m, v in by.items() if all("predicted_s" in x for x in v.values())]
         lopt = [v["lopt"] for v in by.values() if "predicted_s" in v.get("lopt", {})]
-        row = {"bench": "place-mixes-summary", "mixes": len(by), "mixes_all_placed": len(full)}
+        row = {
+            "bench": "place-mixes-summary",
+            "scale": sc,
+            "mixes": len(by),
+            "mixes_all_placed": len(full),
+        }
         for sname in ("lopt", "hot-column", "hot-table"):
             key = sname.replace("-", "_")
             row[f"{key}_sum_s"] = sum(by[m][sname]["predicted_s"] for m in full)
@@ -139,6 +182,13 @@ def summarize(rows: list[dict]) -> list[dict]:
         row["lopt_median_solve_s"] = statistics.median(r["solve_s"] for r in lopt)
         row["lopt_max_gap"] = max(r["gap"] for r in lopt)
         out.append(row)
+    return out
+
+
+def _tables_and_measure_summary(rows: list[dict], out: list[dict]) -> list[dict]:
+    """Appends the table-granular and the measured summaries to ``out``."""
+    import statistics
+
     tab = [r for r in rows if r.get("bench") == "place-tables"]
     par = [r for r in rows if r.get("bench") == "place-pareto"]
     if tab and par:
@@ -338,6 +388,12 @@ def main(argv: list[str]) -> int:
         help="mixes/pareto: LOPT's Lagrangian iterations (1: the tables' own bounds only)",
     )
     p.add_argument("--slack", type=float, default=0.02, help="capacity slack per device in mixes")
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="mixes/pareto/tables: multiply every column's size (models a larger scale factor)",
+    )
     p.add_argument("--points", type=int, default=12)
     p.add_argument("--limit", type=int, default=None, help="first N mixes only")
     p.add_argument(
@@ -373,7 +429,19 @@ def main(argv: list[str]) -> int:
         raise InvalidArgumentError(f"{a.mode} needs --store")
     s = st.open_store(a.store)
     devs = load_devices(a.devices)
-    w = Workload(s.model_columns(), tr.extract_workload(tr.tpch_queries(), tr.TPCH_SCHEMA))
+    cols = s.model_columns()
+    if a.scale != 1.0:
+        from attune.placement.model import Column
+
+        if a.scale <= 0:
+            raise InvalidArgumentError(f"--scale must be positive, got {a.scale}")
+        cols = {
+            k: Column(
+                c.table, c.name, c.raw_bytes * a.scale, {x: v * a.scale for x, v in c.sizes.items()}
+            )
+            for k, c in cols.items()
+        }
+    w = Workload(cols, tr.extract_workload(tr.tpch_queries(), tr.TPCH_SCHEMA))
     total = w.total_bytes()
     mach = machine()
     cmd = "attune bench place " + " ".join(argv)
@@ -403,6 +471,8 @@ def main(argv: list[str]) -> int:
                     mix={d.name: f for d, f in zip(devs, mix)},
                     bench="place-mixes",
                     time_limit_s=a.time_limit,
+                    lagrange_max=a.lagrange_iterations,
+                    scale=a.scale,
                 )
                 rows.append(row)
                 print(
