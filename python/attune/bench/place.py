@@ -152,7 +152,10 @@ def _mixes_summary(rows, solver, sc) -> list[dict]:
             "mixes": len(by),
             "mixes_all_placed": len(full),
         }
+        ran = {x for v in by.values() for x in v}
         for sname in ("lopt", "hot-column", "hot-table"):
+            if sname not in ran:
+                continue
             key = sname.replace("-", "_")
             row[f"{key}_sum_s"] = sum(by[m][sname]["predicted_s"] for m in full)
             row[f"{key}_placed"] = sum(1 for v in by.values() if "predicted_s" in v.get(sname, {}))
@@ -166,7 +169,8 @@ def _mixes_summary(rows, solver, sc) -> list[dict]:
         row["hot_column_over_lopt_all"] = sum(
             by[m]["hot-column"]["predicted_s"] for m in both
         ) / sum(by[m]["lopt"]["predicted_s"] for m in both)
-        row["hot_table_over_lopt"] = row["hot_table_sum_s"] / row["lopt_sum_s"]
+        if "hot_table_sum_s" in row:
+            row["hot_table_over_lopt"] = row["hot_table_sum_s"] / row["lopt_sum_s"]
         # LOPT's best placement per mix over every time limit run (longer limits close gaps)
         best: dict[tuple, float] = {}
         for r in solver:
