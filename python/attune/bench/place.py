@@ -315,13 +315,23 @@ def _plot(rows: list[dict], out: str) -> int:
         fig, ax = plt.subplots(figsize=(9, 3.5))
         xs = range(len(rs))
         ax.bar([x - 0.2 for x in xs], [r["predicted_s"] for r in rs], 0.4, label="predicted")
+        if any("exec_term_s" in r for r in rs):
+            ax.scatter(
+                [x - 0.2 for x in xs],
+                [r.get("predicted_io_s", r["predicted_s"]) for r in rs],
+                marker="_",
+                s=120,
+                color="black",
+                label="predicted: model I/O alone",
+                zorder=3,
+            )
         ax.bar([x + 0.2 for x in xs], [r["io_s"] for r in rs], 0.4, label="measured: retrieval")
         ax.bar(
             [x + 0.2 for x in xs],
             [r["engine_s"] for r in rs],
             0.4,
             bottom=[r["io_s"] for r in rs],
-            label="measured: engine",
+            label="measured: engine (after the last read)",
         )
         ax.set_xticks(list(xs), [r["query"] for r in rs], rotation=90)
         ax.set_ylabel("s")
