@@ -123,8 +123,12 @@ def test_budget_mode_and_errors():
         sg.lopt(w, [FAST, SLOW], mode="budget", budget_ct=floor / 2)
     with pytest.raises(InvalidArgumentError, match="capacity mode only"):
         sg.solve(w, [FAST, SLOW], "hot-column", mode="budget", budget_ct=1.0)
-    with pytest.raises(InvalidArgumentError, match="infeasible"):
+    with pytest.raises(InvalidArgumentError, match=r"column t\.a .* fits on no device"):
         sg.lopt(w, [FAST.with_capacity(10.0), SLOW.with_capacity(10.0)])
+    with pytest.raises(InvalidArgumentError, match="need at least 0.0 MB"):
+        sg.lopt(w, [FAST.with_capacity(150.0), SLOW.with_capacity(140.0)])
+    with pytest.raises(InvalidArgumentError, match="infeasible"):  # the total fits, not whole
+        sg.lopt(w, [FAST.with_capacity(150.0), SLOW.with_capacity(150.0)])
     curve = sg.pareto(w, [FAST, SLOW], points=4)
     assert curve[0].predicted_s >= curve[-1].predicted_s
     adv = sg.advise(curve)

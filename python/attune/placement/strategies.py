@@ -125,6 +125,25 @@ def _capacity_error(what: str, size: float, free: dict[str, float]) -> InvalidAr
     )
 
 
+def _check_room(workload: Workload, devices: list[Device]) -> None:
+    """Clear errors for capacities nothing can fit: a column larger than every device, or
+    columns that together need more than all devices hold."""
+    cap = {d.name: float(d.capacity or 0.0) for d in devices}
+    need = 0.0
+    for k, c in sorted(workload.columns.items()):
+        if all(c.size_on(d) > cap[d.name] for d in devices):
+            raise InvalidArgumentError(
+                f"infeasible capacities: column {k} ({c.size_on(devices[0]) / 1e6:.1f} MB) "
+                "fits on no device"
+            )
+        need += min(c.size_on(d) for d in devices)
+    if need > sum(cap.values()) * (1 + 1e-9):
+        raise InvalidArgumentError(
+            f"infeasible capacities: the columns need at least {need / 1e6:.1f} MB, the devices "
+            f"hold {sum(cap.values()) / 1e6:.1f} MB"
+        )
+
+
 def hot_table(workload: Workload, devices: list[Device], *, repair: bool = True) -> Result:
     """Tables by accesses (descending) onto the fastest device with room for the whole table.
 
@@ -332,6 +351,7 @@ def lopt(
         raise InvalidArgumentError(f"mode must be 'capacity' or 'budget', got {mode!r}")
     if mode == "capacity":
         _need_capacities(devices, "lopt")
+        _check_room(workload, devices)
     else:
         if budget_ct is None:
             raise InvalidArgumentError("budget mode needs a budget (cents)")
