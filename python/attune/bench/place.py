@@ -243,6 +243,8 @@ def _tables_and_measure_summary(rows: list[dict], out: list[dict]) -> list[dict]
                 "run_error": sum(r["predicted_s"] for r in rs) / sum(r["measured_s"] for r in rs)
                 - 1,
                 "engine_share": sum(r["engine_s"] for r in rs) / sum(r["measured_s"] for r in rs),
+                "measured_sum_s": sum(r["measured_s"] for r in rs),
+                "predicted_io_sum_s": sum(r.get("predicted_io_s", r["predicted_s"]) for r in rs),
             }
         )
     return out
