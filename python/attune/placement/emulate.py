@@ -17,8 +17,9 @@ The page cache is dropped per file (``posix_fadvise(DONTNEED)``) before a scan r
 machine-wide.
 
 The retriever follows the source (§2.3.3): a table scan's columns are read in parallel, one pool
-of ``readers`` threads per device, each reader pulling its column file into the page cache
-sequentially in 1 MiB chunks; the engine (DuckDB) then runs the query over the cached files.
+of ``readers`` threads per device, each reader reading its column file sequentially in 1 MiB
+chunks; with ``on_file`` each file's bytes are handed over as soon as it is read, so that the
+caller (:mod:`attune.placement.measure`) decodes it while the other files are still read.
 
 Everything :class:`Emulator` sets up (loop devices, mounts, the cgroup, images) is removed on
 leaving the ``with`` block, on an exception, on Ctrl-C and on SIGTERM.
