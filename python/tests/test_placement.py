@@ -123,8 +123,12 @@ def test_budget_mode_and_errors():
         sg.lopt(w, [FAST, SLOW], mode="budget", budget_ct=floor / 2)
     with pytest.raises(InvalidArgumentError, match="capacity mode only"):
         sg.solve(w, [FAST, SLOW], "hot-column", mode="budget", budget_ct=1.0)
-    with pytest.raises(InvalidArgumentError, match="infeasible"):
+    with pytest.raises(InvalidArgumentError, match=r"column t\.a .* fits on no device"):
         sg.lopt(w, [FAST.with_capacity(10.0), SLOW.with_capacity(10.0)])
+    with pytest.raises(InvalidArgumentError, match="need at least 0.0 MB"):
+        sg.lopt(w, [FAST.with_capacity(150.0), SLOW.with_capacity(140.0)])
+    with pytest.raises(InvalidArgumentError, match="infeasible"):  # the total fits, not whole
+        sg.lopt(w, [FAST.with_capacity(150.0), SLOW.with_capacity(150.0)])
     curve = sg.pareto(w, [FAST, SLOW], points=4)
     assert curve[0].predicted_s >= curve[-1].predicted_s
     adv = sg.advise(curve)
@@ -177,6 +181,68 @@ def test_interrupted_migration_leaves_old_placement_readable(tmp_path):
     assert st.open_store(s.root).placement() == {"t.a": "fast", "t.b": "fast"}
 
 
+def _readable(root) -> dict[str, str]:
+    """Every column readable where the manifest says: checksums and a query over all."""
+    s = st.open_store(root)
+    assert st.verify(s) == []
+    assert st.connect(s).execute("SELECT sum(a), sum(b) FROM t").fetchone() == (499500, 999000)
+    return s.placement()
+
+
+def test_failed_migration_leaves_every_column_readable(tmp_path, monkeypatch):
+    """Injected I/O failures at each step of a migration: while writing the new files (the
+    disk fills after one), at the manifest switch, and while deleting the old files. Every
+    column stays readable in its old place (before the switch) or its new one (after)."""
+    import errno
+    import os
+
+    s, devs = _store(tmp_path)
+    target = {"t.a": "fast", "t.b": "fast"}
+    real_write, calls = st._write_column, []
+
+    def full_after_one(*a, **k):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(*a, **k)
+
+    monkeypatch.setattr(st, "_write_column", full_after_one)
+    with pytest.raises(st.StorageIOError, match="migrating t.b to fast"):
+        st.migrate(s, target, devs)
+    monkeypatch.setattr(st, "_write_column", real_write)
+    assert _readable(s.root) == {"t.a": "slow", "t.b": "slow"}
+    assert len(st.gc(st.open_store(s.root))) == 1
+
+    real_replace = os.replace
+
+    def no_rename(src, dst):
+        if str(dst).endswith(st.MANIFEST):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(st.os, "replace", no_rename)
+    with pytest.raises(st.StorageIOError, match="old placement stands"):
+        st.migrate(st.open_store(s.root), target, devs)
+    monkeypatch.setattr(st.os, "replace", real_replace)
+    assert _readable(s.root) == {"t.a": "slow", "t.b": "slow"}
+    assert len(st.gc(st.open_store(s.root))) == 2
+
+    real_unlink = st.Path.unlink
+
+    def no_unlink(self, *a, **k):
+        if self.name.endswith(".g1.parquet"):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_unlink(self, *a, **k)
+
+    monkeypatch.setattr(st.Path, "unlink", no_unlink)
+    out = st.migrate(st.open_store(s.root), target, devs)
+    monkeypatch.setattr(st.Path, "unlink", real_unlink)
+    assert len(out["old_files_left"]) == 2
+    assert _readable(s.root) == target
+    assert len(st.gc(st.open_store(s.root))) == 2
+    assert _readable(s.root) == target
+
+
 def test_corrupt_manifest(tmp_path):
     s, _ = _store(tmp_path)
     p = s.root / st.MANIFEST
@@ -218,3 +284,53 @@ def test_hot_column_repairs_a_stuck_greedy():
     r = sg.hot_column(w, devs)
     assert r.extra["repaired"] and set(r.placement) == set(cols)
     assert all(r.used_bytes[d.name] <= d.capacity for d in devs)
+
+
+def test_hot_table_repairs_a_stuck_greedy():
+    sizes = {"t0": 20.0, "t1": 10.0, "t2": 40.0, "t3": 10.0}
+    cols = {f"{t}.c": m.Column(t, "c", s * 3, {"zstd": s}) for t, s in sizes.items()}
+    scans = {"q1": [m.Scan("t0", ("c",))], "q2": [m.Scan("t0", ("c",)), m.Scan("t1", ("c",))]}
+    w = m.Workload(cols, scans)
+    devs = [FAST.with_capacity(50.0), SLOW.with_capacity(32.0)]
+    with pytest.raises(InvalidArgumentError, match="fits on no device"):
+        sg.hot_table(w, devs, repair=False)
+    r = sg.hot_table(w, devs)
+    assert r.extra["repaired"] and set(r.placement) == set(cols)
+    assert all(r.used_bytes[d.name] <= d.capacity for d in devs)
+
+
+def _coupled_workload() -> m.Workload:
+    """Two tables competing for the fast device."""
+    cols, scans = {}, {}
+    for t, n in (("t", 3), ("u", 3)):
+        for i in range(n):
+            cols[f"{t}.c{i}"] = m.Column(t, f"c{i}", 300.0 + 50 * i, {"zstd": 100.0 + 20 * i})
+        scans[f"q{t}1"] = [m.Scan(t, ("c0", "c1"))]
+        scans[f"q{t}2"] = [m.Scan(t, ("c1", "c2"))]
+    cols["u.cold"] = m.Column("u", "cold", 600.0, {"zstd": 200.0})
+    return m.Workload(cols, scans)
+
+
+def test_lagrangian_bound_is_valid_and_the_optimum_unchanged():
+    w = _coupled_workload()
+    devs = [FAST.with_capacity(300.0), SLOW.with_capacity(1000.0)]
+    full = sg.lopt(w, devs, decompose=False, warm_start=False)
+    lag = sg.lopt(w, devs, lagrange_iterations=10)
+    plain = sg.lopt(w, devs, lagrange_iterations=1)
+    assert full.status == lag.status == plain.status == "optimal"
+    assert lag.predicted_s == pytest.approx(full.predicted_s, rel=1e-4)
+    assert plain.predicted_s == pytest.approx(full.predicted_s, rel=1e-4)
+    # every Lagrangian bound is a lower bound, and pricing the capacity only raises it
+    assert plain.extra["lagrange_bound_s"] <= lag.extra["lagrange_bound_s"] + 1e-12
+    assert lag.extra["lagrange_bound_s"] <= full.predicted_s * (1 + 1e-9)
+
+
+def test_budget_mode_relaxing_unread_columns_is_exact():
+    w = _coupled_workload()
+    devs = [FAST, SLOW]
+    budget = sg.min_cost(w, devs) * 1.4
+    a = sg.lopt(w, devs, mode="budget", budget_ct=budget, relax_untouched=True)
+    b = sg.lopt(w, devs, mode="budget", budget_ct=budget, relax_untouched=False)
+    assert a.status == b.status == "optimal"
+    assert a.predicted_s == pytest.approx(b.predicted_s, rel=1e-4)
+    assert a.cost_ct <= budget * (1 + 1e-9) and a.placement["u.cold"] == "slow"

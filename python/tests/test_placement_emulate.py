@@ -100,8 +100,27 @@ def test_measured_run_on_emulated_devices(tmp_path):
         w = Workload(store.model_columns(), tr.extract_workload(sql, tr.TPCH_SCHEMA))
         lo = sg.min_cost(w, mounted)
         r = sg.lopt(w, mounted, mode="budget", budget_ct=lo * 1.5)
+        few = Workload(w.columns, {q: w.queries[q] for q in ("q01", "q06", "q14")})
+        terms = me.engine_terms(store, few, sql, repeats=1)  # on the loaded placement
         st.migrate(store, r.placement, mounted)
         rows = me.run_queries(e, store, w, sql, mounted)
+        few = Workload(store.model_columns(), few.queries)
+        seq = me.run_queries(e, store, few, sql, mounted, pipeline=False, terms=terms)
     assert [x["query"] for x in rows] == sorted(sql)
     assert all(x["predicted_s"] > 0 and x["io_s"] > 0 and x["engine_s"] > 0 for x in rows)
+    assert all(x["pipeline"] for x in rows) and not any(x["pipeline"] for x in seq)
     assert sum(x["predicted_s"] for x in rows) == pytest.approx(r.predicted_s, rel=1e-9)
+    assert [x["query"] for x in seq] == ["q01", "q06", "q14"]
+    for x in seq:
+        assert x["predicted_s"] == pytest.approx(
+            x["predicted_io_s"] + x["decode_term_s"] + x["exec_term_s"], rel=1e-12
+        )
+
+
+def test_engine_prediction():
+    from attune.placement import measure as me
+
+    term = {"decode_s": 2.0, "exec_s": 0.5}
+    assert me.engine_prediction(3.0, term, True) == 3.5  # decoding hidden behind reading
+    assert me.engine_prediction(1.0, term, True) == 2.5  # reading hidden behind decoding
+    assert me.engine_prediction(1.0, term, False) == 3.5  # sequential: everything adds up

@@ -81,13 +81,33 @@ def summarize(rows: list[dict]) -> list[dict]:
             r["time_limit_s"] = (
                 float(words[words.index("--time-limit") + 1]) if "--time-limit" in words else 5.0
             )
+        if r.get("bench") == "place-mixes" and "lagrange_max" not in r:
+            words = str(r.get("command", "")).split()
+            r["lagrange_max"] = (
+                int(words[words.index("--lagrange-iterations") + 1])
+                if "--lagrange-iterations" in words
+                else 1
+            )
     solver = [r for r in rows if r.get("bench") == "place-mixes" and r["strategy"] == "lopt"]
-    for limit in sorted({r["time_limit_s"] for r in solver}):
-        rs = [r for r in solver if r["time_limit_s"] == limit and "solve_s" in r]
+    keys = {(r["time_limit_s"], r["lagrange_max"], r.get("scale", 1.0)) for r in solver}
+    for limit, lag, sc in sorted(keys):
+        rs = [
+            r
+            for r in solver
+            if r["time_limit_s"] == limit
+            and r["lagrange_max"] == lag
+            and r.get("scale", 1.0) == sc
+            and "solve_s" in r
+        ]
         out.append(
             {
                 "bench": "place-solver-summary",
                 "time_limit_s": limit,
+                "lagrange_iterations": lag,
+                "scale": sc,
+                "median_bound_over_time": statistics.median(
+                    r["bound_s"] / r["predicted_s"] for r in rs if r["predicted_s"] > 0
+                ),
                 "mixes": len(rs),
                 "optimal": sum(1 for r in rs if r["status"] == "optimal"),
                 "optimal_within_5s": sum(
@@ -101,15 +121,41 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "max_gap": max(r["gap"] for r in rs),
             }
         )
-    mixes_rows = [r for r in rows if r.get("bench") == "place-mixes" and r["time_limit_s"] == 5.0]
+    for sc in sorted({r.get("scale", 1.0) for r in rows if r.get("bench") == "place-mixes"}):
+        out.extend(_mixes_summary(rows, solver, sc))
+    return _tables_and_measure_summary(rows, out)
+
+
+def _mixes_summary(rows, solver, sc) -> list[dict]:
+    """LOPT vs HOT-column vs HOT-table over the 5 s runs at one size scale."""
+    import statistics
+
+    out = []
+    solver = [r for r in solver if r.get("scale", 1.0) == sc]
+    mixes_rows = [
+        r
+        for r in rows
+        if r.get("bench") == "place-mixes"
+        and r["time_limit_s"] == 5.0
+        and r["lagrange_max"] == 1
+        and r.get("scale", 1.0) == sc
+    ]
     if mixes_rows:
         by: dict[tuple, dict] = {}
         for r in mixes_rows:
             by.setdefault(tuple(sorted(r["mix"].items())), {})[r["strategy"]] = r
         full = [m for m, v in by.items() if all("predicted_s" in x for x in v.values())]
         lopt = [v["lopt"] for v in by.values() if "predicted_s" in v.get("lopt", {})]
-        row = {"bench": "place-mixes-summary", "mixes": len(by), "mixes_all_placed": len(full)}
+        row = {
+            "bench": "place-mixes-summary",
+            "scale": sc,
+            "mixes": len(by),
+            "mixes_all_placed": len(full),
+        }
+        ran = {x for v in by.values() for x in v}
         for sname in ("lopt", "hot-column", "hot-table"):
+            if sname not in ran:
+                continue
             key = sname.replace("-", "_")
             row[f"{key}_sum_s"] = sum(by[m][sname]["predicted_s"] for m in full)
             row[f"{key}_placed"] = sum(1 for v in by.values() if "predicted_s" in v.get(sname, {}))
@@ -123,7 +169,8 @@ def summarize(rows: list[dict]) -> list[dict]:
         row["hot_column_over_lopt_all"] = sum(
             by[m]["hot-column"]["predicted_s"] for m in both
         ) / sum(by[m]["lopt"]["predicted_s"] for m in both)
-        row["hot_table_over_lopt"] = row["hot_table_sum_s"] / row["lopt_sum_s"]
+        if "hot_table_sum_s" in row:
+            row["hot_table_over_lopt"] = row["hot_table_sum_s"] / row["lopt_sum_s"]
         # LOPT's best placement per mix over every time limit run (longer limits close gaps)
         best: dict[tuple, float] = {}
         for r in solver:
@@ -139,6 +186,13 @@ def summarize(rows: list[dict]) -> list[dict]:
         row["lopt_median_solve_s"] = statistics.median(r["solve_s"] for r in lopt)
         row["lopt_max_gap"] = max(r["gap"] for r in lopt)
         out.append(row)
+    return out
+
+
+def _tables_and_measure_summary(rows: list[dict], out: list[dict]) -> list[dict]:
+    """Appends the table-granular and the measured summaries to ``out``."""
+    import statistics
+
     tab = [r for r in rows if r.get("bench") == "place-tables"]
     par = [r for r in rows if r.get("bench") == "place-pareto"]
     if tab and par:
@@ -159,8 +213,14 @@ def summarize(rows: list[dict]) -> list[dict]:
             }
         )
     meas = [r for r in rows if r.get("bench") == "place-measure"]
-    for sp, f in sorted({(r["speed"], r["budget_frac"]) for r in meas}):
-        rs = [r for r in meas if r["budget_frac"] == f and r["speed"] == sp]
+    for sp, f, pl in sorted(
+        {(r["speed"], r["budget_frac"], r.get("pipeline", False)) for r in meas}
+    ):
+        rs = [
+            r
+            for r in meas
+            if r["budget_frac"] == f and r["speed"] == sp and r.get("pipeline", False) == pl
+        ]
         out.append(
             {
                 "bench": "place-measure-summary",
@@ -170,11 +230,21 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "queries": len(rs),
                 "median_abs_error": statistics.median(abs(r["error"]) for r in rs),
                 "median_abs_io_error": statistics.median(
-                    abs(r["predicted_s"] - r["io_s"]) / r["io_s"] for r in rs
+                    abs(r.get("predicted_io_s", r["predicted_s"]) - r["io_s"]) / r["io_s"]
+                    for r in rs
                 ),
+                "median_abs_model_only_error": statistics.median(
+                    abs(r.get("predicted_io_s", r["predicted_s"]) - r["measured_s"])
+                    / r["measured_s"]
+                    for r in rs
+                ),
+                "retriever": "pipelined" if rs[0].get("pipeline") else "sequential",
+                "engine_term": "exec_term_s" in rs[0],
                 "run_error": sum(r["predicted_s"] for r in rs) / sum(r["measured_s"] for r in rs)
                 - 1,
                 "engine_share": sum(r["engine_s"] for r in rs) / sum(r["measured_s"] for r in rs),
+                "measured_sum_s": sum(r["measured_s"] for r in rs),
+                "predicted_io_sum_s": sum(r.get("predicted_io_s", r["predicted_s"]) for r in rs),
             }
         )
     return out
@@ -236,27 +306,45 @@ def _plot(rows: list[dict], out: str) -> int:
         fig.tight_layout()
         fig.savefig(f"{out}-pareto.png", dpi=100)
     meas = [r for r in rows if r.get("bench") == "place-measure"]
-    for sp, f in sorted({(r["speed"], r["budget_frac"]) for r in meas}):
-        rs = [r for r in meas if r["budget_frac"] == f and r["speed"] == sp]
+    for sp, f, pl in sorted(
+        {(r["speed"], r["budget_frac"], r.get("pipeline", False)) for r in meas}
+    ):
+        rs = [
+            r
+            for r in meas
+            if r["budget_frac"] == f and r["speed"] == sp and r.get("pipeline", False) == pl
+        ]
         fig, ax = plt.subplots(figsize=(9, 3.5))
         xs = range(len(rs))
         ax.bar([x - 0.2 for x in xs], [r["predicted_s"] for r in rs], 0.4, label="predicted")
+        if any("exec_term_s" in r for r in rs):
+            ax.scatter(
+                [x - 0.2 for x in xs],
+                [r.get("predicted_io_s", r["predicted_s"]) for r in rs],
+                marker="_",
+                s=120,
+                color="black",
+                label="predicted: model I/O alone",
+                zorder=3,
+            )
         ax.bar([x + 0.2 for x in xs], [r["io_s"] for r in rs], 0.4, label="measured: retrieval")
         ax.bar(
             [x + 0.2 for x in xs],
             [r["engine_s"] for r in rs],
             0.4,
             bottom=[r["io_s"] for r in rs],
-            label="measured: engine",
+            label="measured: engine (after the last read)",
         )
         ax.set_xticks(list(xs), [r["query"] for r in rs], rotation=90)
         ax.set_ylabel("s")
         ax.set_title(
-            f"Measured vs predicted per query ({rs[0]['mode']} emulation, speed {sp}, budget {f})"
+            f"Measured vs predicted per query ({rs[0]['mode']}, "
+            f"{'pipelined' if pl else 'sequential'}, speed {sp}, budget {f})"
         )
         ax.legend()
         fig.tight_layout()
-        fig.savefig(f"{out}-queries-{sp}-{f}.png", dpi=100)
+        kind = "pipelined" if pl else "sequential"
+        fig.savefig(f"{out}-queries-{kind}-{sp}-{f}.png", dpi=100)
     return 0
 
 
@@ -294,9 +382,34 @@ def main(argv: list[str]) -> int:
         default="arrow",
         help="measure: DuckDB over Arrow tables from the retriever, or over the store's views",
     )
+    p.add_argument(
+        "--retriever",
+        choices=("pipelined", "sequential"),
+        default="pipelined",
+        help="measure: decode each column while the others are read, or after all reads",
+    )
+    p.add_argument(
+        "--engine-term",
+        choices=("calibrated", "none"),
+        default="calibrated",
+        help="measure: add each query's engine time, measured once on the loaded placement "
+        "(every column on the cheapest device, never scored), to the model's prediction",
+    )
     p.add_argument("--devices", help="device file (default: Table 2.1)")
     p.add_argument("--time-limit", type=float, default=5.0)
+    p.add_argument(
+        "--lagrange-iterations",
+        type=int,
+        default=1,
+        help="mixes/pareto: LOPT's Lagrangian iterations (1: the tables' own bounds only)",
+    )
     p.add_argument("--slack", type=float, default=0.02, help="capacity slack per device in mixes")
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="mixes/pareto/tables: multiply every column's size (models a larger scale factor)",
+    )
     p.add_argument("--points", type=int, default=12)
     p.add_argument("--limit", type=int, default=None, help="first N mixes only")
     p.add_argument(
@@ -332,7 +445,19 @@ def main(argv: list[str]) -> int:
         raise InvalidArgumentError(f"{a.mode} needs --store")
     s = st.open_store(a.store)
     devs = load_devices(a.devices)
-    w = Workload(s.model_columns(), tr.extract_workload(tr.tpch_queries(), tr.TPCH_SCHEMA))
+    cols = s.model_columns()
+    if a.scale != 1.0:
+        from attune.placement.model import Column
+
+        if a.scale <= 0:
+            raise InvalidArgumentError(f"--scale must be positive, got {a.scale}")
+        cols = {
+            k: Column(
+                c.table, c.name, c.raw_bytes * a.scale, {x: v * a.scale for x, v in c.sizes.items()}
+            )
+            for k, c in cols.items()
+        }
+    w = Workload(cols, tr.extract_workload(tr.tpch_queries(), tr.TPCH_SCHEMA))
     total = w.total_bytes()
     mach = machine()
     cmd = "attune bench place " + " ".join(argv)
@@ -345,7 +470,14 @@ def main(argv: list[str]) -> int:
             dd = [d.with_capacity(c) for d, c in zip(devs, caps)]
             for strat in a.strategies.split(","):
                 try:
-                    kw = {"time_limit_s": a.time_limit} if strat == "lopt" else {}
+                    kw = (
+                        {
+                            "time_limit_s": a.time_limit,
+                            "lagrange_iterations": a.lagrange_iterations,
+                        }
+                        if strat == "lopt"
+                        else {}
+                    )
                     r = sg.solve(w, dd, strat, **kw)
                     row = r.to_dict()
                     row.pop("placement")
@@ -355,6 +487,8 @@ def main(argv: list[str]) -> int:
                     mix={d.name: f for d, f in zip(devs, mix)},
                     bench="place-mixes",
                     time_limit_s=a.time_limit,
+                    lagrange_max=a.lagrange_iterations,
+                    scale=a.scale,
                 )
                 rows.append(row)
                 print(
@@ -365,7 +499,13 @@ def main(argv: list[str]) -> int:
     elif a.mode == "tables":
         rows.extend(table_granular(w, devs))
     else:
-        for r in sg.pareto(w, devs, points=a.points, time_limit_s=a.time_limit):
+        for r in sg.pareto(
+            w,
+            devs,
+            points=a.points,
+            time_limit_s=a.time_limit,
+            lagrange_iterations=a.lagrange_iterations,
+        ):
             row = r.to_dict()
             row.pop("placement")
             row["bench"] = "place-pareto"
@@ -435,6 +575,20 @@ def _measure(a, argv) -> int:
         shutil.rmtree(work / "store", ignore_errors=True)
         store = st.create_store(work / "store", tables, cal)
         w = Workload(store.model_columns(), tr.extract_workload(sql, tr.TPCH_SCHEMA))
+        terms = None
+        if a.engine_term == "calibrated":
+            # on the loaded placement (every column on the cheapest device), which no budget
+            # below places: the term is never fitted on a placement it is scored on
+            terms = me.engine_terms(store, w, sql)
+            for q, t in terms.items():
+                rows.append(
+                    {
+                        "bench": "place-engine-calibration",
+                        "query": q,
+                        **t,
+                        "placement": "loaded (cheapest device)",
+                    }
+                )
         lo = sg.min_cost(w, cal)
         hi = max(sum(c.size_on(d) * d.cost_per_byte() for c in w.columns.values()) for d in cal)
         for f in fracs:
@@ -442,7 +596,18 @@ def _measure(a, argv) -> int:
             r = sg.lopt(w, cal, mode="budget", budget_ct=budget, time_limit_s=a.time_limit)
             st.migrate(store, r.placement, cal)
             w = Workload(store.model_columns(), w.queries)
-            for q in me.run_queries(emu, store, w, sql, cal, repeats=a.repeats, engine=a.engine):
+            runs = me.run_queries(
+                emu,
+                store,
+                w,
+                sql,
+                cal,
+                repeats=a.repeats,
+                engine=a.engine,
+                pipeline=a.retriever == "pipelined",
+                terms=terms,
+            )
+            for q in runs:
                 rows.append(
                     {
                         "bench": "place-measure",

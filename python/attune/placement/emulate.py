@@ -17,8 +17,9 @@ The page cache is dropped per file (``posix_fadvise(DONTNEED)``) before a scan r
 machine-wide.
 
 The retriever follows the source (§2.3.3): a table scan's columns are read in parallel, one pool
-of ``readers`` threads per device, each reader pulling its column file into the page cache
-sequentially in 1 MiB chunks; the engine (DuckDB) then runs the query over the cached files.
+of ``readers`` threads per device, each reader reading its column file sequentially in 1 MiB
+chunks; with ``on_file`` each file's bytes are handed over as soon as it is read, so that the
+caller (:mod:`attune.placement.measure`) decodes it while the other files are still read.
 
 Everything :class:`Emulator` sets up (loop devices, mounts, the cgroup, images) is removed on
 leaving the ``with`` block, on an exception, on Ctrl-C and on SIGTERM.
@@ -279,9 +280,13 @@ class Emulator:
                 return n
         raise InvalidArgumentError(f"{path} is on no emulated device")
 
-    def read_files(self, files: list[Path], *, drop: bool = True) -> dict:
+    def read_files(self, files: list[Path], *, drop: bool = True, on_file=None) -> dict:
         """Reads ``files`` as one scan: per device a pool of its ``readers`` threads, all
-        devices in parallel. Returns wall seconds and bytes per device."""
+        devices in parallel. Returns wall seconds and bytes per device.
+
+        With ``on_file``, each file's bytes are kept and ``on_file(path, data)`` is called (in
+        the reader thread) as soon as that file is read, so the caller can decode it while the
+        other files are still being read (the pipelined retriever)."""
         by: dict[str, list[Path]] = {}
         for f in files:
             by.setdefault(self.device_of(f), []).append(Path(f))
@@ -293,18 +298,32 @@ class Emulator:
 
         def read_one(name: str, path: Path) -> None:
             ed = self._devs[name]
-            buf = bytearray(CHUNK)
             n = 0
             with open(path, "rb", buffering=0) as fh:
-                while True:
-                    k = fh.readinto(buf)
-                    if not k:
-                        break
-                    if ed.bucket is not None:
-                        ed.bucket.take(k)
-                    n += k
+                if on_file is not None:
+                    data = bytearray(os.fstat(fh.fileno()).st_size)
+                    view = memoryview(data)
+                    while n < len(data):
+                        k = fh.readinto(view[n : n + CHUNK])
+                        if not k:
+                            break
+                        if ed.bucket is not None:
+                            ed.bucket.take(k)
+                        n += k
+                    del view
+                else:
+                    buf = bytearray(CHUNK)
+                    while True:
+                        k = fh.readinto(buf)
+                        if not k:
+                            break
+                        if ed.bucket is not None:
+                            ed.bucket.take(k)
+                        n += k
             with lock:
                 got[name] += n
+            if on_file is not None:
+                on_file(path, data if n == len(data) else data[:n])
 
         t0 = time.perf_counter()
         with self.throttled():

@@ -276,14 +276,29 @@ def migrate(
     body = json.loads(json.dumps(store.manifest))
     body["columns"].update(new_entries)
     body["generation"] = gen
-    _write_manifest(store.root, body)
+    try:
+        _write_manifest(store.root, body)
+    except OSError as e:
+        # the old manifest (and every old file) is still in place: the old placement stands
+        raise StorageIOError(
+            f"migration: writing the new manifest in {store.root}: {e}; the old placement "
+            "stands (run gc to remove the new files)"
+        ) from None
     store.manifest = body
+    left = []
     for p in old_paths:
         try:
             p.unlink()
         except FileNotFoundError:
             pass
-    return {"moved_columns": len(new_entries), "moved_bytes": moved_bytes, "generation": gen}
+        except OSError:
+            left.append(str(p))  # the new placement stands; gc removes it later
+    return {
+        "moved_columns": len(new_entries),
+        "moved_bytes": moved_bytes,
+        "generation": gen,
+        "old_files_left": left,
+    }
 
 
 def gc(store: Store) -> list[str]:

@@ -125,13 +125,46 @@ def _capacity_error(what: str, size: float, free: dict[str, float]) -> InvalidAr
     )
 
 
-def hot_table(workload: Workload, devices: list[Device]) -> Result:
+def _check_room(workload: Workload, devices: list[Device]) -> None:
+    """Clear errors for capacities nothing can fit: a column larger than every device, or
+    columns that together need more than all devices hold."""
+    cap = {d.name: float(d.capacity or 0.0) for d in devices}
+    need = 0.0
+    for k, c in sorted(workload.columns.items()):
+        if all(c.size_on(d) > cap[d.name] for d in devices):
+            raise InvalidArgumentError(
+                f"infeasible capacities: column {k} ({c.size_on(devices[0]) / 1e6:.1f} MB) "
+                "fits on no device"
+            )
+        need += min(c.size_on(d) for d in devices)
+    if need > sum(cap.values()) * (1 + 1e-9):
+        raise InvalidArgumentError(
+            f"infeasible capacities: the columns need at least {need / 1e6:.1f} MB, the devices "
+            f"hold {sum(cap.values()) / 1e6:.1f} MB"
+        )
+
+
+def hot_table(workload: Workload, devices: list[Device], *, repair: bool = True) -> Result:
     """Tables by accesses (descending) onto the fastest device with room for the whole table.
 
     A table that fits on no device whole is placed column by column, largest column first, on
-    the fastest device with room (the source does not say what its HOT-table does then)."""
+    the fastest device with room (the source does not say what its HOT-table does then).
+
+    With ``repair``, when that greedy gets stuck (a late column fits nowhere), the strategy
+    starts over and gives each table, in the same order, the fastest device with room for it
+    whole that still lets every later column pack (first-fit decreasing), and splits a table
+    only when no device can take it whole that way, each of its columns then taking the
+    fastest device that keeps the rest packable (as HOT-column's repair does)."""
     _need_capacities(devices, "hot-table")
-    free = {d.name: float(d.capacity or 0.0) for d in devices}
+    try:
+        return _hot_table_greedy(workload, devices)
+    except InvalidArgumentError:
+        if not repair:
+            raise
+    return _hot_table_repaired(workload, devices)
+
+
+def _table_order(workload: Workload, devices: list[Device]):
     acc: dict[str, int] = {t: 0 for t in workload.tables()}
     for s, n in workload.distinct_scans().items():
         acc[s.table] += n
@@ -140,9 +173,58 @@ def hot_table(workload: Workload, devices: list[Device]) -> Result:
         t: {d.name: sum(workload.columns[k].size_on(d) for k in keys) for d in devices}
         for t, keys in tables.items()
     }
+    order = sorted(tables, key=lambda t: (-acc[t], -size_t[t][devices[0].name], t))
+    return tables, size_t, order
+
+
+def _hot_table_repaired(workload: Workload, devices: list[Device]) -> Result:
+    tables, size_t, order = _table_order(workload, devices)
+    free = {d.name: float(d.capacity or 0.0) for d in devices}
     placement: Placement = {}
     split = []
-    for t in sorted(tables, key=lambda t: (-acc[t], -size_t[t][devices[0].name], t)):
+    for i, t in enumerate(order):
+        rest = [k for u in order[i + 1 :] for k in tables[u]]
+        for d in _fastest_first(devices):
+            if size_t[t][d.name] <= free[d.name]:
+                free[d.name] -= size_t[t][d.name]
+                if _packs(workload, devices, free, rest):
+                    for k in tables[t]:
+                        placement[k] = d.name
+                    break
+                free[d.name] += size_t[t][d.name]
+        else:
+            split.append(t)
+            cols = sorted(tables[t], key=lambda k: -workload.columns[k].raw_bytes)
+            for j, k in enumerate(cols):
+                later = cols[j + 1 :] + rest
+                col = workload.columns[k]
+                for d in _fastest_first(devices):
+                    sz = col.size_on(d)
+                    if sz <= free[d.name]:
+                        free[d.name] -= sz
+                        if _packs(workload, devices, free, later):
+                            placement[k] = d.name
+                            break
+                        free[d.name] += sz
+                else:
+                    raise _capacity_error(f"column {k}", col.size_on(devices[0]), free)
+    return _result(
+        "hot-table",
+        "capacity",
+        workload,
+        devices,
+        placement,
+        extra={"split_tables": split, "repaired": True},
+    )
+
+
+def _hot_table_greedy(workload: Workload, devices: list[Device]) -> Result:
+    _need_capacities(devices, "hot-table")
+    free = {d.name: float(d.capacity or 0.0) for d in devices}
+    tables, size_t, order = _table_order(workload, devices)
+    placement: Placement = {}
+    split = []
+    for t in order:
         for d in _fastest_first(devices):
             if size_t[t][d.name] <= free[d.name]:
                 free[d.name] -= size_t[t][d.name]
@@ -244,13 +326,24 @@ def lopt(
     warm_start: bool = True,
     decompose: bool = True,
     start: Placement | None = None,
+    lagrange_iterations: int = 1,
+    lagrange_share: float = 0.5,
+    highs_options: dict | None = None,
+    relax_untouched: bool | None = None,
 ) -> Result:
     """The optimal placement under the model (see the module docstring).
 
     ``decompose``: first solve each table alone (the scans of one table only involve its
     columns; tables share only the capacities or the budget). Each table's optimum is a lower
     bound on its share of the objective, added as a constraint; when the tables' placements
-    together fit, they are the optimum and the full MIP is skipped. ``warm_start`` starts the
+    together fit, they are the optimum and the full MIP is skipped. ``lagrange_iterations`` >
+    1 goes on to price the shared capacities (or budget) by subgradient ascent
+    (:func:`_lagrange`, at most ``lagrange_share`` of the time limit): a stronger bound, each
+    iteration one small MIP per table. ``relax_untouched`` (default: in budget mode) makes the
+    columns no scan reads continuous in the MIP and places them whole afterwards, exactly
+    (budget mode: each on its cheapest device) or, in capacity mode, when they pack into the
+    room left (otherwise the MIP is solved again with them whole). ``highs_options`` are set
+    on every HiGHS model. ``warm_start`` starts the
     full MIP from HOT-column (capacity mode) or the cheapest placement (budget mode).
     ``secondary`` True: the cost post-pass :func:`cheapen`; ``"objective"``: an ``eps * cost``
     term in the objective (slower to prove optimal); False: neither."""
@@ -258,6 +351,7 @@ def lopt(
         raise InvalidArgumentError(f"mode must be 'capacity' or 'budget', got {mode!r}")
     if mode == "capacity":
         _need_capacities(devices, "lopt")
+        _check_room(workload, devices)
     else:
         if budget_ct is None:
             raise InvalidArgumentError("budget mode needs a budget (cents)")
@@ -284,82 +378,100 @@ def lopt(
     deadline = time.perf_counter() + float(time_limit_s)
     t0 = time.perf_counter()
     c0 = time.process_time()
-    opts = {"mip_gap": mip_gap, "threads": threads, "cuts": cuts, "secondary": secondary}
+    opts = {
+        "mip_gap": mip_gap,
+        "threads": threads,
+        "cuts": cuts,
+        "secondary": secondary,
+        "highs_options": highs_options,
+    }
+    if relax_untouched is None:
+        relax_untouched = mode == "budget"
+    full_opts = {**opts, "relax_untouched": relax_untouched}
 
-    # 1. each table alone: a lower bound per table, and often the optimum
-    tables = workload.tables()
-    table_bounds: list[tuple[list[Scan], float]] = []
-    parts: Placement = {}
-    parts_optimal = decompose and len(tables) > 1
-    if decompose and len(tables) > 1:
-        mins = {t: min_cost(_sub(workload, keys), devices) for t, keys in tables.items()}
-        total_min = sum(mins.values())
-        for t, keys in sorted(tables.items()):
-            tscans = {s: n for s, n in counts.items() if s.table == t}
-            b = None if budget_ct is None else budget_ct - (total_min - mins[t])
-            # at most 40 % of the time limit on the tables alone; the rest is the full MIP's
-            left = t0 + 0.4 * float(time_limit_s) - time.perf_counter()
-            if left <= 0:
-                parts_optimal = False
-                break
-            r = _mip(
-                workload,
-                devices,
-                sorted(keys),
-                tscans,
-                mode=mode,
-                budget=b,
-                time_limit=left,
-                **opts,
-            )
-            if r["placement"] is None:
-                parts_optimal = False
-                continue
-            parts.update(r["placement"])
-            parts_optimal &= r["optimal"]
-            if tscans:
-                table_bounds.append((list(tscans), r["bound"]))
-        if (
-            parts_optimal
-            and no_regression is None
-            and _fits(workload, devices, parts, mode, budget_ct)
-        ):
-            return _lopt_result(
-                workload,
-                devices,
-                parts,
-                mode,
-                budget_ct,
-                secondary,
-                time.perf_counter() - t0,
-                "optimal",
-                sum(lb for _, lb in table_bounds),
-                scans,
-                scan_list,
-                {
-                    "decomposed": True,
-                    "nodes": 0,
-                    "warm_start": False,
-                    "solve_cpu_s": time.process_time() - c0,
-                },
-            )
-
-    # 2. the full MIP, with the tables' bounds and a start
+    # 1. the tables alone, then with the shared capacities (or budget) priced: lower bounds
+    #    per table, and often the optimum
+    by = {d.name: d for d in devices}
     given, start = start, None
     if warm_start:
         start = _start_placement(workload, devices, mode, budget_ct)
-        if given is not None and _fits(workload, devices, given, mode, budget_ct):
-            by = {d.name: d for d in devices}
-            if start is None or sum(
-                n * scan_time(s, workload, by, given) for s, n in counts.items()
-            ) < sum(n * scan_time(s, workload, by, start) for s, n in counts.items()):
-                start = given
         if (
-            parts
-            and len(parts) == len(workload.columns)
-            and _fits(workload, devices, parts, mode, budget_ct)
+            given is not None
+            and _fits(workload, devices, given, mode, budget_ct)
+            and (
+                start is None
+                or sum(n * scan_time(s, workload, by, given) for s, n in counts.items())
+                < sum(n * scan_time(s, workload, by, start) for s, n in counts.items())
+            )
         ):
-            start = parts
+            start = given
+    tables = workload.tables()
+    priced: list[tuple[list[Scan], list[float], float]] = []
+    lag_info: dict = {}
+    if decompose and len(tables) > 1:
+        upper = (
+            sum(n * scan_time(s, workload, by, start) for s, n in counts.items())
+            if start is not None
+            else float("inf")
+        )
+        if not math.isfinite(upper):
+            # no feasible start: the slowest single-device time as the step's target
+            upper = sum(
+                n
+                * max(
+                    sum(column_time(workload.columns[k], d) for k in s.column_keys())
+                    for d in devices
+                )
+                for s, n in counts.items()
+            )
+        lag = _lagrange(
+            workload,
+            devices,
+            counts,
+            mode=mode,
+            budget_ct=budget_ct,
+            upper=upper,
+            deadline=t0 + lagrange_share * float(time_limit_s),
+            iterations=lagrange_iterations,
+            opts=full_opts,
+        )
+        lag_info = {
+            "lagrange_bound_s": lag["bound"],
+            "lagrange_iterations": lag["iterations"],
+        }
+        priced = lag["cuts"] + (lag["cuts0"] if lag["lam"] != [0.0] * len(lag["lam"]) else [])
+        if lag["placement"] is not None:
+            if start is None or lag["time"] < upper:
+                start = lag["placement"]
+            if (
+                no_regression is None
+                and lag["time"] - lag["bound"] <= mip_gap * lag["time"]
+                and len(scan_list) == len(scans)
+            ):
+                return _lopt_result(
+                    workload,
+                    devices,
+                    lag["placement"],
+                    mode,
+                    budget_ct,
+                    secondary,
+                    time.perf_counter() - t0,
+                    "optimal",
+                    lag["bound"],
+                    scans,
+                    scan_list,
+                    {
+                        "decomposed": True,
+                        "nodes": 0,
+                        "warm_start": False,
+                        "solve_cpu_s": time.process_time() - c0,
+                        **lag_info,
+                    },
+                )
+    if not warm_start:
+        start = None
+
+    # 2. the full MIP, with the Lagrangian cuts and a start
     nr_rows = None
     if no_regression is not None:
         by = {d.name: d for d in devices}
@@ -376,10 +488,25 @@ def lopt(
         budget=budget_ct,
         time_limit=max(0.05, deadline - time.perf_counter()),
         start=start,
-        table_bounds=table_bounds,
         nr_rows=nr_rows,
-        **opts,
+        priced_bounds=priced,
+        **full_opts,
     )
+    if relax_untouched and r["placement"] is None and not r["infeasible"]:
+        # the unread columns did not pack into the room left: solve with them whole
+        r = _mip(
+            workload,
+            devices,
+            sorted(workload.columns),
+            counts,
+            mode=mode,
+            budget=budget_ct,
+            time_limit=max(0.05, deadline - time.perf_counter()),
+            start=start,
+            nr_rows=nr_rows,
+            priced_bounds=priced,
+            **opts,
+        )
     if r["infeasible"]:
         what = "capacities" if mode == "capacity" else f"budget {budget_ct:.2f} ct"
         extra = " with the no-regression constraint" if no_regression is not None else ""
@@ -405,6 +532,7 @@ def lopt(
             "nodes": r["nodes"],
             "warm_start": start is not None,
             "solve_cpu_s": time.process_time() - c0,
+            **lag_info,
         },
     )
 
@@ -469,8 +597,17 @@ def _mip(
     start: Placement | None = None,
     table_bounds: list[tuple[list[Scan], float]] | None = None,
     nr_rows: list[tuple[list[Scan], float]] | None = None,
+    prices: list[float] | None = None,
+    priced_bounds: list[tuple[list[Scan], list[float], float]] | None = None,
+    highs_options: dict | None = None,
+    relax_untouched: bool = False,
 ) -> dict:
-    """Builds and solves LOPT over ``cols`` and the scans in ``counts``; see the module doc."""
+    """Builds and solves LOPT over ``cols`` and the scans in ``counts``; see the module doc.
+
+    ``prices``: Lagrangian multipliers added to the objective, per device (capacity mode: per
+    byte stored there) or one (budget mode: per cent spent). ``priced_bounds``: rows
+    ``sum n_T z_T + sum prices . use(x) >= bound`` over a table's scans and columns (the
+    Lagrangian cuts of :func:`_lagrange`)."""
     import highspy
 
     ci = {k: i for i, k in enumerate(cols)}
@@ -483,6 +620,8 @@ def _mip(
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("mip_rel_gap", float(mip_gap))
     h.setOptionValue("threads", int(threads))
+    for name, value in (highs_options or {}).items():
+        h.setOptionValue(name, value)
     inf = highspy.kHighsInf
 
     def xv(c: int, d: int) -> int:
@@ -504,15 +643,21 @@ def _mip(
             or 1.0
         )
         eps = 1e-7 * tmax / (sum(max(r) for r in costs) or 1.0)
+    use = _usage(workload, devices, cols, mode)
     for i in range(len(cols)):
         for d in range(nd):
             h.addVar(0.0, 1.0)
-            h.changeColCost(xv(i, d), eps * costs[i][d])
+            price = sum(p * u for p, u in zip(prices, use[i][d])) if prices else 0.0
+            h.changeColCost(xv(i, d), eps * costs[i][d] + price)
     for s in scan_list:
         h.addVar(0.0, inf)
         h.changeColCost(nx + si[s], counts[s])
-    if nx:
-        h.changeColsIntegrality(nx, list(range(nx)), [highspy.HighsVarType.kInteger] * nx)
+    read = {k for s in scan_list for k in s.column_keys()}
+    ints = [
+        xv(i, d) for i, k in enumerate(cols) if not relax_untouched or k in read for d in range(nd)
+    ]
+    if ints:
+        h.changeColsIntegrality(len(ints), ints, [highspy.HighsVarType.kInteger] * len(ints))
     for i in range(len(cols)):
         h.addRow(1.0, 1.0, nd, [xv(i, d) for d in range(nd)], [1.0] * nd)
     for s in scan_list:
@@ -539,6 +684,18 @@ def _mip(
     for tscans, lb in table_bounds or []:
         idx = [nx + si[s] for s in tscans]
         h.addRow(lb * (1 - 1e-9), inf, len(idx), idx, [counts[s] for s in tscans])
+    for tscans, lam, lb in priced_bounds or []:
+        idx = [nx + si[s] for s in tscans]
+        val = [counts[s] for s in tscans]
+        tcols = {s.table for s in tscans}
+        for i, k in enumerate(cols):
+            if workload.columns[k].table in tcols:
+                for d in range(nd):
+                    v = sum(p * u for p, u in zip(lam, use[i][d]))
+                    if v:
+                        idx.append(xv(i, d))
+                        val.append(v)
+        h.addRow(lb - 1e-9 * abs(lb), inf, len(idx), idx, val)
     for qscans, bound in nr_rows or []:
         per: dict[int, float] = {}
         for s in qscans:
@@ -580,9 +737,160 @@ def _mip(
         out["placement"] = {
             k: devices[max(range(nd), key=lambda d: x[xv(i, d)])].name for i, k in enumerate(cols)
         }
+        if relax_untouched and len(read) < len(cols):
+            # columns no scan reads only take room: they were fractional; pack them whole
+            out["placement"] = _repack(
+                workload, devices, out["placement"], [k for k in cols if k not in read], mode
+            )
+            if out["placement"] is None:
+                out["optimal"] = False
+                out["status"] = "untouched columns do not pack"
     if not math.isfinite(out["bound"]):
         out["bound"] = 0.0
     return out
+
+
+def _repack(workload, devices, placement, untouched, mode) -> Placement | None:
+    """Places the columns no scan reads whole: in budget mode each on its cheapest device
+    (never dearer than any fractional placement); in capacity mode first-fit decreasing into
+    the room the other columns leave, cheapest device first. None when they do not fit."""
+    out = {k: v for k, v in placement.items() if k not in set(untouched)}
+    if mode != "capacity":
+        for k in untouched:
+            c = workload.columns[k]
+            out[k] = min(devices, key=lambda d: (c.size_on(d) * d.cost_per_byte(), d.name)).name
+        return out
+    by = {d.name: d for d in devices}
+    free = {d.name: float(d.capacity or 0.0) for d in devices}
+    for k, dn in out.items():
+        free[dn] -= workload.columns[k].size_on(by[dn])
+    cheap_first = sorted(devices, key=lambda d: (d.cost_ct_per_gb, -throughput(d), d.name))
+    for k in sorted(untouched, key=lambda k: -workload.columns[k].raw_bytes):
+        for d in cheap_first:
+            sz = workload.columns[k].size_on(d)
+            if sz <= free[d.name] + 1e-9:
+                free[d.name] -= sz
+                out[k] = d.name
+                break
+        else:
+            return None
+    return out
+
+
+def _usage(workload, devices, cols, mode) -> list[list[list[float]]]:
+    """Per column and device, what placing it there uses of each coupled resource: in capacity
+    mode the bytes on each device (a vector over devices), in budget mode the cents (one)."""
+    nd = len(devices)
+    out = []
+    for k in cols:
+        col = workload.columns[k]
+        row = []
+        for d, dev in enumerate(devices):
+            if mode == "capacity":
+                v = [0.0] * nd
+                v[d] = col.size_on(dev)
+            else:
+                v = [col.size_on(dev) * dev.cost_per_byte()]
+            row.append(v)
+        out.append(row)
+    return out
+
+
+def _lagrange(
+    workload: Workload,
+    devices: list[Device],
+    counts: dict[Scan, float],
+    *,
+    mode: str,
+    budget_ct: float | None,
+    upper: float,
+    deadline: float,
+    iterations: int,
+    opts: dict,
+) -> dict:
+    """Lagrangian relaxation of the capacities (or the budget), the only constraints tables
+    share: for multipliers lam >= 0, L(lam) = sum_t min_x [time_t(x) + lam . use_t(x)] - lam . rhs
+    is a lower bound on the optimum (each table's minimum from its own small MIP, each still
+    under the full capacities or its share of the budget). Subgradient ascent (Polyak steps
+    towards ``upper``) over ``iterations``. Returns the best bound, the cuts that give it to the
+    full MIP (per table: time + lam . use >= that table's minimum), and the best placement the
+    tables' solutions made when they fitted together."""
+    tables = workload.tables()
+    mins = {t: min_cost(_sub(workload, keys), devices) for t, keys in tables.items()}
+    total_min = sum(mins.values())
+    if mode == "capacity":
+        rhs = [float(d.capacity or 0.0) for d in devices]
+    else:
+        rhs = [float(budget_ct)]
+    lam = [0.0] * len(rhs)
+    best = {"bound": 0.0, "cuts": [], "lam": list(lam), "placement": None, "time": upper}
+    best["iterations"] = 0
+    theta, stall = 1.0, 0
+    by = {d.name: d for d in devices}
+    for it in range(iterations):
+        total, used = 0.0, [0.0] * len(rhs)
+        cuts, placement, complete = [], {}, True
+        for t, keys in sorted(tables.items()):
+            tscans = {s: n for s, n in counts.items() if s.table == t}
+            keys = sorted(keys)
+            b = None if budget_ct is None else budget_ct - (total_min - mins[t])
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return best
+            r = _mip(
+                workload,
+                devices,
+                keys,
+                tscans,
+                mode=mode,
+                budget=b,
+                time_limit=left,
+                prices=lam,
+                **opts,
+            )
+            if r["placement"] is None:
+                complete = False
+                total += r["bound"] if r["bound"] > 0 else 0.0
+                continue
+            total += r["bound"]
+            placement.update(r["placement"])
+            uses = _usage(workload, devices, keys, mode)
+            dn = [d.name for d in devices]
+            for i, k in enumerate(keys):
+                for j, u in enumerate(uses[i][dn.index(r["placement"][k])]):
+                    used[j] += u
+            if tscans:
+                cuts.append((list(tscans), list(lam), r["bound"]))
+        bound = total - sum(p * v for p, v in zip(lam, rhs))
+        best["iterations"] = it + 1
+        if it == 0:
+            best["cuts0"] = cuts  # the tables alone (lam = 0): kept as cuts whatever follows
+        if bound > best["bound"]:
+            best.update(bound=bound, cuts=cuts, lam=list(lam))
+            best.setdefault("cuts0", cuts)
+            stall = 0
+        else:
+            stall += 1
+            if stall >= 2:
+                theta, stall = theta / 2, 0
+        if (
+            complete
+            and len(placement) == len(workload.columns)
+            and _fits(workload, devices, placement, mode, budget_ct)
+        ):
+            tt = sum(n * scan_time(s, workload, by, placement) for s, n in counts.items())
+            if tt < best["time"]:
+                best.update(time=tt, placement=placement)
+        up = best["time"]
+        if up - best["bound"] <= opts["mip_gap"] * up:
+            break
+        g = [u - r for u, r in zip(used, rhs)]
+        norm = sum(x * x for x in g)
+        if norm == 0:
+            break
+        step = theta * (up - bound) / norm
+        lam = [max(0.0, p + step * x) for p, x in zip(lam, g)]
+    return best
 
 
 def _start_placement(workload, devices, mode, budget_ct) -> Placement | None:
