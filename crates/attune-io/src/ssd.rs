@@ -432,8 +432,9 @@ enum Event {
     GcEnd,
 }
 
-/// One simulated SSD (see the module documentation).
-#[derive(Debug)]
+/// One simulated SSD (see the module documentation). `Clone` copies the whole state (the routing
+/// oracle serves a read on a copy to learn what it would cost).
+#[derive(Clone, Debug)]
 pub struct Ssd {
     p: SsdParams,
     rng: Xoshiro256,

@@ -4,8 +4,11 @@ random windows of block traces served by simulated SSDs (:mod:`attune.io.evaluat
 Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``):
 
 * ``kind = "policy"``: one per window and policy: read latency ``mean_us``, ``p50_us``,
-  ``p99_us``, ``p999_us``, ``redirected`` reads, and ``mean_over_heimdall`` / ``p99_over_heimdall``
-  (the policy's latency over Heimdall's in the same window: above 1, Heimdall is faster);
+  ``p99_us``, ``p999_us``, ``redirected`` reads, ``mean_over_heimdall`` / ``p99_over_heimdall``
+  (the policy's latency over Heimdall's in the same window: above 1, Heimdall is faster),
+  ``mean_over_best_baseline`` (over the best baseline's mean in the window: 0.85 or less meets the
+  target), ``p99_over_hedging``, ``gc_share`` (reads that met a busy period, ground truth) and
+  ``served_share`` (share of the reads each replica served);
 * ``kind = "accuracy"``: one per window: ROC-AUC of the quantised model against the period labels
   (``auc_period``) and the simulator's busy truth (``auc_busy``), LinnOS's (``auc_linnos_period``),
   the fraction of busy and slow reads;
@@ -73,6 +76,19 @@ def add_parser(verbs) -> None:
         "--device-model",
         action="store_true",
         help="one model per kind of device, trained on every window's training half",
+    )
+    p.add_argument(
+        "--rank-tie",
+        type=float,
+        default=2.0,
+        help="heimdall-rank: logit margin within which replicas count as tied (2; 0: only "
+        "replicas predicted fast)",
+    )
+    p.add_argument(
+        "--slow-factor",
+        type=float,
+        default=10.0,
+        help="heimdall-cost: a replica predicted slow counts as a queue this many times longer (10)",
     )
     p.add_argument("--seed", type=int, default=1, help="window and simulation seed (1)")
     p.add_argument(
@@ -166,6 +182,8 @@ def run(args) -> int:
         "min_busy": args.min_busy,
         "rule_search": args.rule_search,
         "device_model": args.device_model,
+        "rank_tie": args.rank_tie,
+        "slow_factor": args.slow_factor,
     }
     command = (
         "attune bench heimdall " + shlex.join(sys.argv[3:])
@@ -187,8 +205,11 @@ def run(args) -> int:
                 model=model,
                 rules=rules[i],
                 policies=policies,
+                rank_tie=args.rank_tie,
+                slow_factor=args.slow_factor,
             )
             results.append(r)
+            best = ev.best_baseline(r)
             base = {
                 "bench": "heimdall",
                 "window": i,
@@ -208,6 +229,15 @@ def run(args) -> int:
                         "redirected": r.redirected[pol],
                         "mean_over_heimdall": s["mean"] / h["mean"],
                         "p99_over_heimdall": s["p99"] / h["p99"],
+                        "best_baseline": best[0],
+                        "mean_over_best_baseline": s["mean"] / best[1],
+                        "p99_over_hedging": (
+                            s["p99"] / r.latency_us["hedging"]["p99"]
+                            if "hedging" in r.latency_us
+                            else None
+                        ),
+                        "gc_share": r.gc_share[pol],
+                        "served_share": r.served_share[pol],
                     }
                 )
             rows.append(
@@ -243,12 +273,17 @@ def run(args) -> int:
     s = ev.summarize(results)
     print(f"{s['windows']} windows, {args.replicas} replicas (medians over windows)")
     for pol, v in s["policies"].items():
-        print(f"  {pol:10} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs")
-    print(
-        f"  heimdall vs best baseline (mean): "
-        f"{s.get('heimdall_mean_reduction_vs_best_baseline_median', float('nan')):+.1%} reduction; "
-        f"p99 / hedging p99: {s.get('heimdall_p99_over_hedging_median', float('nan')):.2f}"
-    )
+        print(
+            f"  {pol:14} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs  "
+            f"busy reads {s['gc_share_median'][pol]:.1%}"
+        )
+    for pol in (*ev.HEIMDALL_POLICIES, *ev.BOUND_POLICIES):
+        if f"{pol}_mean_reduction_vs_best_baseline_median" in s:
+            print(
+                f"  {pol} vs best baseline (mean): "
+                f"{s[f'{pol}_mean_reduction_vs_best_baseline_median']:+.1%} reduction; "
+                f"p99 / hedging p99: {s.get(f'{pol}_p99_over_hedging_median', float('nan')):.2f}"
+            )
     print(
         f"  ROC-AUC period {s['auc_period_median']:.3f}, busy {s['auc_busy_median']:.3f}, "
         f"LinnOS {s['auc_linnos_period_median']:.3f}"
