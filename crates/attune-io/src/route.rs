@@ -149,6 +149,8 @@ pub struct ProbeRow {
     pub would_ns: u64,
     /// Whether it would have met a garbage-collection busy period (ground truth).
     pub would_meet_gc: bool,
+    /// How long the replica's busy period had been under way at the decision (0: none).
+    pub busy_for_ns: u64,
     /// Whether the policy chose this replica.
     pub chosen: bool,
 }
@@ -366,6 +368,7 @@ fn run(
                     history_age_ns: t.saturating_sub(dev.tracker.last_read_done_ns()),
                     would_ns: c.latency_ns(),
                     would_meet_gc: c.gc_pages > 0,
+                    busy_for_ns: copy.busy_since(t).map_or(0, |s| t.saturating_sub(s)),
                     chosen: false,
                 });
             }

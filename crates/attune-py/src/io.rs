@@ -197,10 +197,12 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// slow_factor=10.0, probe_models=None)`: 2 or 3 replicas, trace `i` issued at device `i`, reads
 /// routed by `policy` (`baseline`, `random`, `hedging`, `c3`, `model`, `model-home`, `model-rank`
 /// with `tie` the logit margin within which replicas count as tied, `model-cost` with
-/// `slow_factor` the cost multiplier of a replica predicted slow, `oracle`). With `probe_models` (one weight file per replica) the dict
-/// also has `probe`: columns of one row per read and replica (`read`, `replica`, `margin` in
-/// logits, `c3`, `queue_len`, `history_age_us`, `would_us`, `would_meet_gc`, `chosen`). Returns a dict with `read_latency_ns`, `home`, `redirected`, `hedged`, `inferences`,
-/// `device_stats`.
+/// `slow_factor` the cost multiplier of a replica predicted slow, `oracle`). Returns a dict with
+/// `read_latency_ns`, `home`, `redirected`, `hedged`, `inferences`, `device_stats`. With
+/// `probe_models` (one weight file per replica) it also has `probe`: columns of one row per read
+/// and replica (`read`, `replica`, `margin` in logits, `c3`, `queue_len`, `history_age_us`,
+/// `would_us`, `would_meet_gc`, `chosen`, and `busy_for_us`: how long the replica's busy period
+/// had been under way).
 #[pyfunction]
 #[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None))]
 #[allow(clippy::too_many_arguments)]
@@ -300,6 +302,12 @@ fn io_route<'py>(
             rows.iter().map(|r| r.would_meet_gc).collect::<Vec<_>>(),
         )?;
         c.set_item("chosen", rows.iter().map(|r| r.chosen).collect::<Vec<_>>())?;
+        c.set_item(
+            "busy_for_us",
+            rows.iter()
+                .map(|r| r.busy_for_ns as f64 / 1e3)
+                .collect::<Vec<_>>(),
+        )?;
         d.set_item("probe", c)?;
     }
     d.set_item("read_latency_ns", r.read_latency_ns)?;

@@ -8,7 +8,8 @@ Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``):
   (the policy's latency over Heimdall's in the same window: above 1, Heimdall is faster),
   ``mean_over_best_baseline`` (over the best baseline's mean in the window: 0.85 or less meets the
   target), ``p99_over_hedging``, ``gc_share`` (reads that met a busy period, ground truth) and
-  ``served_share`` (share of the reads each replica served);
+  ``served_share`` (share of the reads each replica served) and ``quantiles_us`` (read latency
+  at ``evaluate.CDF_PERCENTILES``, for CDF plots);
 * ``kind = "accuracy"``: one per window: ROC-AUC of the quantised model against the period labels
   (``auc_period``) and the simulator's busy truth (``auc_busy``), LinnOS's (``auc_linnos_period``),
   the fraction of busy and slow reads;
@@ -102,6 +103,17 @@ def add_parser(verbs) -> None:
     p.add_argument("--drift-rerate", type=float, default=1.0, help="re-rate the whole traces (1.0)")
     p.add_argument(
         "--drift-resize", type=float, default=1.0, help="resize the whole traces' I/Os (1.0)"
+    )
+    p.add_argument(
+        "--drift-concat",
+        action="store_true",
+        help="join the traces end to end into one (the workload's regime changes at each join)",
+    )
+    p.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="also write PNGs to DIR: latency CDFs per policy (median window), mean latency over "
+        "the best baseline per window, the accuracy ladder (with --ladder)",
     )
     add_device_flags(p)
     add_output_flags(p, out="append the JSON rows to PATH")
@@ -238,6 +250,7 @@ def run(args) -> int:
                         ),
                         "gc_share": r.gc_share[pol],
                         "served_share": r.served_share[pol],
+                        "quantiles_us": r.quantiles_us[pol],
                     }
                 )
             rows.append(
@@ -267,6 +280,10 @@ def run(args) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("a") as f:
             f.write("\n".join(lines) + "\n")
+    if args.plots:
+        stem = f"heimdall-{args.replicas}r-{args.device}"
+        for p in plot(rows, Path(args.plots), stem):
+            print(f"wrote {p}", file=sys.stderr)
     if args.json:
         print("\n".join(lines))
         return 0
@@ -300,10 +317,13 @@ def _drift(args, pool) -> int:
     from attune.errors import InvalidArgumentError
     from attune.io import evaluate as ev
     from attune.io import heimdall as hd
+    from attune.io.trace import concat_traces
 
     command = "attune bench heimdall " + shlex.join(sys.argv[3:])
     mach = machine()
     rows = []
+    if args.drift_concat:
+        pool = [concat_traces(pool)]
     with progress(args, total=len(pool), desc="traces", unit="trace") as bar:
         for t in pool:
             t = t.rerate(args.drift_rerate).resize(args.drift_resize)
@@ -336,6 +356,7 @@ def _drift(args, pool) -> int:
                         "interval_s": args.drift_interval,
                         "rerate": args.drift_rerate,
                         "resize": args.drift_resize,
+                        "concat": args.drift_concat,
                         "threshold": args.drift_threshold,
                         "intervals": len(a),
                         "scored": len(ok),
@@ -366,6 +387,105 @@ def _drift(args, pool) -> int:
             f"{r['below_threshold']} below {r['threshold']}, {r['retrains']} retrains"
         )
     return 0
+
+
+#: Line styles of the CDF plot: the baselines dashed, Heimdall's policies solid, the bound dotted.
+def _style(policy: str) -> str:
+    from attune.io import evaluate as ev
+
+    if policy in ev.BOUND_POLICIES:
+        return ":"
+    return "-" if policy in ev.HEIMDALL_POLICIES else "--"
+
+
+def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
+    """PNGs from one run's rows: ``<stem>-cdf.png`` (read latency CDF of every policy on the
+    median window, the window whose best Heimdall policy's mean over the best baseline is the
+    median), ``<stem>-vs-best.png`` (each policy's mean over the best baseline's, per window)
+    and, when the rows hold ladder rows, ``<stem>-ladder.png`` (median ROC-AUC per stage)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from attune.io import evaluate as ev
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    made: list[Path] = []
+    pol_rows = [r for r in rows if r.get("kind") == "policy" and r.get("quantiles_us")]
+    if pol_rows:
+        windows = sorted({r["window"] for r in pol_rows})
+        by = {(r["window"], r["policy"]): r for r in pol_rows}
+        policies = list(dict.fromkeys(r["policy"] for r in pol_rows))
+        heim = [p for p in policies if p in ev.HEIMDALL_POLICIES]
+
+        def best_heimdall(w: int) -> float:
+            return min(by[(w, p)]["mean_over_best_baseline"] for p in heim if (w, p) in by)
+
+        order = sorted(windows, key=best_heimdall)
+        w = order[len(order) // 2]
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        pct = np.asarray(ev.CDF_PERCENTILES) / 100
+        for p in policies:
+            q = by.get((w, p), {}).get("quantiles_us")
+            if q:
+                ax.plot(q, pct, _style(p), label=p, linewidth=1.4)
+        ax.set_xscale("log")
+        ax.set_xlabel("read latency (µs, log)")
+        ax.set_ylabel("fraction of reads")
+        ax.set_ylim(0, 1.0)
+        traces = ", ".join(by[(w, policies[0])].get("traces", []))
+        ax.set_title(f"Read latency CDF, median window {w} ({traces})", fontsize="small")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="lower right")
+        fig.tight_layout()
+        path = out_dir / f"{stem}-cdf.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        data = [[by[(x, p)]["mean_over_best_baseline"] for x in windows] for p in policies]
+        ax.boxplot(data, showfliers=True)
+        ax.set_xticks(range(1, len(policies) + 1))
+        ax.set_xticklabels(policies, rotation=25, fontsize="small")
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.axhline(0.85, color="green", linewidth=0.8, linestyle="--", label="target (0.85)")
+        ax.set_yscale("log")
+        ax.set_ylabel("mean latency / best baseline's (per window, log)")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        path = out_dir / f"{stem}-vs-best.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+    ladder = [r for r in rows if r.get("kind") == "ladder" and r.get("auc") is not None]
+    acc = [r for r in rows if r.get("kind") == "accuracy" and r.get("auc_period") is not None]
+    if ladder:
+        stages = list(dict.fromkeys(r["stage"] for r in ladder))
+        vals = [float(np.median([r["auc"] for r in ladder if r["stage"] == s])) for s in stages]
+        labels = list(stages)
+        if acc:
+            labels.append("device model, quantised")
+            vals.append(float(np.median([r["auc_period"] for r in acc])))
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        ax.barh(range(len(vals)), vals, color="tab:blue")
+        ax.set_yticks(range(len(vals)))
+        ax.set_yticklabels(labels, fontsize="small")
+        ax.invert_yaxis()
+        ax.set_xlim(0.5, 1.0)
+        ax.axvline(0.9, color="green", linewidth=0.8, linestyle="--")
+        for i, v in enumerate(vals):
+            ax.text(v + 0.005, i, f"{v:.3f}", va="center", fontsize="small")
+        ax.set_xlabel("held-out ROC-AUC (median over windows)")
+        ax.set_title("Accuracy ladder", fontsize="small")
+        fig.tight_layout()
+        path = out_dir / f"{stem}-ladder.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+    return made
 
 
 def _clean(row: dict) -> dict:

@@ -82,6 +82,8 @@ class PairResult:
     gc_share: dict[str, float] = field(default_factory=dict)
     #: Per policy: the share of all reads each replica served (queue balance).
     served_share: dict[str, list[float]] = field(default_factory=dict)
+    #: Per policy: read latency (µs) at :data:`CDF_PERCENTILES`.
+    quantiles_us: dict[str, list[float]] = field(default_factory=dict)
     auc_period: float = float("nan")
     auc_busy: float = float("nan")
     auc_linnos_period: float = float("nan")
@@ -190,6 +192,24 @@ def device_model(
         [hd.label_periods(r["size"], r["latency_ns"], rule) for r, rule in zip(rows, rules)]
     )
     return hd.train(hd.concat_rows(rows), pipeline, labels=labels).to_bytes()
+
+
+#: Quantiles (percent) kept per policy and window: enough to draw a latency CDF from the results
+#: file, dense in the tail.
+CDF_PERCENTILES = (
+    *range(0, 90, 5),
+    *range(90, 99),
+    *(99 + i / 10 for i in range(10)),
+    99.95,
+    100,
+)
+
+
+def latency_quantiles(lat_ns: np.ndarray) -> list[float]:
+    """Read latency (µs) at :data:`CDF_PERCENTILES`."""
+    if not len(lat_ns):
+        return []
+    return [float(v) for v in np.percentile(lat_ns / 1e3, CDF_PERCENTILES)]
 
 
 def _latency_summary(lat_ns: np.ndarray) -> dict[str, float]:
@@ -320,6 +340,7 @@ def evaluate_pair(
         lat = np.asarray(r["read_latency_ns"], dtype=np.float64)
         res.latency_us[pol] = _latency_summary(lat) if len(lat) else {}
         res.redirected[pol] = int(r["redirected"])
+        res.quantiles_us[pol] = latency_quantiles(lat)
         stats = r["device_stats"]
         reads = sum(int(d["reads"]) for d in stats)
         res.gc_share[pol] = sum(int(d["gc_reads"]) for d in stats) / max(reads, 1)
