@@ -338,3 +338,52 @@ def test_cli_errors_name_the_problem(tmp_path, capsys):
     assert "line 2" in capsys.readouterr().err
     assert main(["io", "heimdall", "eval", str(bad), "--min-busy", "1.5"]) != 0
     assert "--min-busy" in capsys.readouterr().err
+
+
+def test_bench_plots_from_rows(tmp_path, capsys):
+    import json
+
+    from attune.bench import heimdall as bh
+    from attune.cli import main
+
+    rows = []
+    for w in range(3):
+        for i, pol in enumerate(("c3", "heimdall", "heimdall-cost", "oracle")):
+            q = [100.0 * (1 + i) * (1 + p / 10) for p in ev.CDF_PERCENTILES]
+            rows.append(
+                {
+                    "bench": "heimdall",
+                    "kind": "policy",
+                    "window": w,
+                    "policy": pol,
+                    "replicas": 2,
+                    "device": "device-gc",
+                    "traces": ["a", "b"],
+                    "mean_over_best_baseline": 1.0 + i / 10,
+                    "quantiles_us": q,
+                }
+            )
+        rows.append({"bench": "heimdall", "kind": "ladder", "window": w, "stage": "s", "auc": 0.8})
+    made = bh.plot(rows, tmp_path / "plots", "x")
+    assert [p.name for p in made] == ["x-cdf.png", "x-vs-best.png", "x-ladder.png"]
+    assert all(p.stat().st_size > 1000 for p in made)
+    src = tmp_path / "r.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "again"
+    assert main(["bench", "heimdall", "--plot-from", str(src), "--plots", str(out)]) == 0
+    assert (out / "heimdall-2r-device-gc-cdf.png").exists()
+    src.write_text("not json\n")
+    assert main(["bench", "heimdall", "--plot-from", str(src), "--plots", str(out)]) != 0
+    assert "line 1" in capsys.readouterr().err
+
+
+def test_concatenated_traces_change_regime():
+    from attune.io.trace import concat_traces
+
+    a = synthetic_trace(100, iops=1000, seed=1)
+    b = synthetic_trace(50, iops=10, seed=2)
+    c = concat_traces([a, b], gap_ns=5)
+    assert len(c) == 150 and np.all(np.diff(c.timestamp_ns.astype(np.int64)) >= 0)
+    assert int(c.timestamp_ns[100]) == int(a.timestamp_ns[-1] - a.timestamp_ns[0]) + 5
+    with pytest.raises(attune.InvalidArgumentError):
+        concat_traces([])

@@ -115,6 +115,11 @@ def add_parser(verbs) -> None:
         help="also write PNGs to DIR: latency CDFs per policy (median window), mean latency over "
         "the best baseline per window, the accuracy ladder (with --ladder)",
     )
+    p.add_argument(
+        "--plot-from",
+        metavar="RESULTS",
+        help="no run: draw the --plots PNGs from the rows of a results file instead",
+    )
     add_device_flags(p)
     add_output_flags(p, out="append the JSON rows to PATH")
     p.set_defaults(func=run)
@@ -145,6 +150,8 @@ def run(args) -> int:
     from attune.io import evaluate as ev
     from attune.io import heimdall as hd
 
+    if args.plot_from:
+        return _plot_from(args)
     pool = _pool(args)
     policies = tuple(ev.POLICIES)
     if args.policies:
@@ -386,6 +393,31 @@ def _drift(args, pool) -> int:
             f"{r['auc_mean'] or float('nan'):.3f} over {r['scored']} intervals, "
             f"{r['below_threshold']} below {r['threshold']}, {r['retrains']} retrains"
         )
+    return 0
+
+
+def _plot_from(args) -> int:
+    from attune.errors import InvalidArgumentError
+
+    if not args.plots:
+        raise InvalidArgumentError("--plot-from needs --plots DIR")
+    src = Path(args.plot_from)
+    if not src.exists():
+        raise InvalidArgumentError(f"results file not found: {src}")
+    rows = []
+    for n, line in enumerate(src.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise InvalidArgumentError(f"{src}: line {n} is not JSON ({e.msg})") from None
+    rows = [r for r in rows if r.get("bench") == "heimdall"]
+    if not rows:
+        raise InvalidArgumentError(f"{src} holds no heimdall rows")
+    first = next((r for r in rows if r.get("kind") == "policy"), rows[0])
+    stem = f"heimdall-{first.get('replicas', 2)}r-{first.get('device', 'default')}"
+    for p in plot(rows, Path(args.plots), stem):
+        print(f"wrote {p}", file=sys.stderr)
     return 0
 
 
