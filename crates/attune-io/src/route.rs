@@ -566,8 +566,12 @@ mod tests {
                 home_when_all_decline: true,
             },
             Policy::ModelRank {
-                models: vec![q.clone(), q],
+                models: vec![q.clone(), q.clone()],
                 tie_q: 0,
+            },
+            Policy::ModelCost {
+                models: vec![q.clone(), q],
+                slow_factor: 10.0,
             },
             Policy::Oracle,
         ];
@@ -683,6 +687,13 @@ mod tests {
         };
         let e = simulate(&two, &params(), &rank, 1).unwrap_err();
         assert!(e.to_string().contains("`models`"));
+        let q = QuantizedMlp::new(&tiny(1)).unwrap();
+        let cost = Policy::ModelCost {
+            models: vec![q.clone(), q],
+            slow_factor: 0.5,
+        };
+        let e = simulate(&two, &params(), &cost, 1).unwrap_err();
+        assert!(e.to_string().contains("`slow_factor`"));
     }
 
     #[test]
