@@ -257,8 +257,17 @@ def _eval(args) -> int:
     from attune.io import heimdall as hd
     from attune.io import load_trace
 
+    if args.min_busy < 0 or args.min_busy >= 1:
+        raise InvalidArgumentError(f"--min-busy must be in [0, 1), got {args.min_busy}")
+    if args.rank_tie < 0:
+        raise InvalidArgumentError(f"--rank-tie must be >= 0, got {args.rank_tie}")
+    if not args.slow_factor >= 1:
+        raise InvalidArgumentError(f"--slow-factor must be >= 1, got {args.slow_factor}")
+    if args.device_model and args.model:
+        raise InvalidArgumentError("--device-model trains the model: give it or --model, not both")
     pool = [load_trace(p, args.format) for p in args.trace]
     model = hd.load_model(args.model).to_bytes() if args.model else None
+    params = _params(args)
     groups = ev.random_windows(
         pool,
         args.windows,
@@ -266,8 +275,15 @@ def _eval(args) -> int:
         args.seed,
         replicas=args.replicas,
         augmentations=not args.no_augment,
+        min_busy=args.min_busy,
+        params=params,
     )
-    params = _params(args)
+    pipeline = _pipeline(args)
+    if args.device_model:
+        rows = []
+        for i, g in enumerate(groups):
+            rows += ev.train_rows(g, params, args.seed + i)
+        model = ev.device_model(rows, [pipeline.rule] * len(rows), pipeline)
     results = []
     with _progress(args, len(groups), "windows") as bar:
         for i, g in enumerate(groups):
@@ -276,9 +292,11 @@ def _eval(args) -> int:
                     g,
                     params=params,
                     seed=args.seed + i,
-                    pipeline=_pipeline(args),
+                    pipeline=pipeline,
                     ladder=args.ladder,
                     model=model,
+                    rank_tie=args.rank_tie,
+                    slow_factor=args.slow_factor,
                 )
             )
             bar.update(1)
@@ -290,16 +308,16 @@ def _eval(args) -> int:
         f"{summary['windows']} windows of {args.window_ios} I/Os, {args.replicas} replicas "
         "(medians over windows)"
     )
-    print(f"  {'policy':10} {'mean µs':>10} {'p50':>9} {'p90':>9} {'p99':>10} {'p99.9':>10}")
+    print(f"  {'policy':14} {'mean µs':>10} {'p50':>9} {'p90':>9} {'p99':>10} {'p99.9':>10}")
     for pol, s in summary["policies"].items():
         print(
-            f"  {pol:10} {s['mean']:10.1f} {s['p50']:9.1f} {s['p90']:9.1f} {s['p99']:10.1f}"
+            f"  {pol:14} {s['mean']:10.1f} {s['p50']:9.1f} {s['p90']:9.1f} {s['p99']:10.1f}"
             f" {s['p999']:10.1f}"
         )
-    print(
-        f"  heimdall mean latency vs best baseline: "
-        f"{-summary['heimdall_mean_reduction_vs_best_baseline_median']:+.1%}"
-    )
+    for pol in (*ev.HEIMDALL_POLICIES, *ev.BOUND_POLICIES):
+        key = f"{pol}_mean_reduction_vs_best_baseline_median"
+        if key in summary:
+            print(f"  {pol} mean latency vs best baseline: {-summary[key]:+.1%}")
     print(
         f"  ROC-AUC (period labels) {summary['auc_period_median']:.3f}, (busy truth) "
         f"{summary['auc_busy_median']:.3f}, LinnOS {summary['auc_linnos_period_median']:.3f}"
@@ -400,6 +418,30 @@ def register(sub) -> None:
             q.add_argument("--replicas", type=int, choices=(2, 3), default=2)
             q.add_argument("--no-augment", action="store_true", help="no re-rating/resizing")
             q.add_argument("--ladder", action="store_true", help="also the accuracy ladder")
+            q.add_argument(
+                "--min-busy",
+                type=float,
+                default=0.0,
+                help="only windows whose halves, served alone, have this share of reads in "
+                "busy periods (0: any window)",
+            )
+            q.add_argument(
+                "--device-model",
+                action="store_true",
+                help="one model for the device, trained on every window's training half",
+            )
+            q.add_argument(
+                "--rank-tie",
+                type=float,
+                default=2.0,
+                help="heimdall-rank: logit margin within which replicas count as tied (2)",
+            )
+            q.add_argument(
+                "--slow-factor",
+                type=float,
+                default=10.0,
+                help="heimdall-cost: a replica predicted slow counts this many times (10)",
+            )
             add_output_flags(q)
             q.set_defaults(func=_eval)
 

@@ -482,6 +482,9 @@ def io_route(
     seed: int = 0,
     timeout_ns: int = 0,
     models: list[bytes] | None = None,
+    tie: float = 0.0,
+    slow_factor: float = 10.0,
+    probe_models: list[bytes] | None = None,
 ) -> dict[str, Any]: ...
 def io_model_info(data: bytes) -> dict[str, Any]: ...
 def io_model_scores(data: bytes, features: bytes, n: int) -> list[float]: ...

@@ -119,6 +119,41 @@ def test_routing_policies_and_a_small_evaluation():
     assert res.redirected["baseline"] == 0
     s = ev.summarize([res])
     assert "heimdall_mean_reduction_vs_best_baseline_median" in s
+    assert "heimdall-cost_mean_reduction_vs_best_baseline_median" in s
+    assert ev.best_baseline(res)[0] not in (*ev.HEIMDALL_POLICIES, *ev.BOUND_POLICIES)
+    assert sum(res.served_share["c3"]) == pytest.approx(1.0)
+
+
+def test_cross_replica_policies_and_the_probe():
+    a = synthetic_trace(1500, write_fraction=0.7, iops=40_000, seed=1)
+    b = synthetic_trace(1500, write_fraction=0.2, iops=5_000, seed=2)
+    rows = hd.read_rows(replay(a, PARAMS, 0), a)
+    m = hd.train(rows, hd.Pipeline(epochs=2)).to_bytes()
+    reads = int(a.is_read.sum() + b.is_read.sum())
+    c3 = route([a, b], "c3", PARAMS, 1)
+    # Every replica tied: the ranking policy is C3; one inference per replica and read.
+    tied = route([a, b], "model-rank", PARAMS, 1, models=[m, m], tie=1e6)
+    assert tied["read_latency_ns"] == c3["read_latency_ns"]
+    assert tied["inferences"] == 2 * reads
+    cost = route([a, b], "model-cost", PARAMS, 1, models=[m, m], slow_factor=4.0)
+    assert len(cost["read_latency_ns"]) == reads
+    oracle = route([a, b], "oracle", PARAMS, 1)
+    assert np.mean(oracle["read_latency_ns"]) <= np.mean(
+        route([a, b], "baseline", PARAMS, 1)["read_latency_ns"]
+    )
+    # The probe records every replica at every decision and changes nothing.
+    p = route([a, b], "c3", PARAMS, 1, probe_models=[m, m])
+    assert p["read_latency_ns"] == c3["read_latency_ns"]
+    cols = p["probe"]
+    assert len(cols["margin"]) == 2 * reads and sum(cols["chosen"]) == reads
+    chosen = np.asarray(cols["would_us"])[np.asarray(cols["chosen"], dtype=bool)]
+    assert np.allclose(chosen, np.asarray(c3["read_latency_ns"]) / 1e3)
+    with pytest.raises(attune.InvalidArgumentError, match="slow_factor"):
+        route([a, b], "model-cost", PARAMS, 1, models=[m, m], slow_factor=0.5)
+    with pytest.raises(attune.InvalidArgumentError, match="tie"):
+        route([a, b], "model-rank", PARAMS, 1, models=[m, m], tie=-1.0)
+    with pytest.raises(attune.InvalidArgumentError, match="models"):
+        route([a, b], "model-rank", PARAMS, 1, models=[m])
 
 
 def test_device_presets_and_busy_window_selection():
@@ -261,6 +296,32 @@ def test_cli_simulate_train_and_eval(tmp_path, capsys):
     )
     res = json.loads(capsys.readouterr().out)
     assert set(res["summary"]["policies"]) >= {"baseline", "heimdall", "c3", "hedging"}
+    # Busy windows and a device model, as the benchmark's flags.
+    assert (
+        main(
+            [
+                "io",
+                "heimdall",
+                "eval",
+                str(trace),
+                "--device",
+                "device-gc",
+                "--min-busy",
+                "0.01",
+                "--device-model",
+                "--epochs",
+                "2",
+                "--windows",
+                "1",
+                "--window-ios",
+                "1500",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    res = json.loads(capsys.readouterr().out)
+    assert "heimdall-rank" in res["summary"]["policies"]
     csv = tmp_path / "out.csv"
     assert main(["io", "replay", str(trace), "--out", str(csv)]) == 0
     assert len(csv.read_text().splitlines()) == 3001
@@ -275,3 +336,54 @@ def test_cli_errors_name_the_problem(tmp_path, capsys):
     bad.write_text("0 0 0 4096 1\n1 0 0 4096 9\n")
     assert main(["io", "simulate", str(bad)]) != 0
     assert "line 2" in capsys.readouterr().err
+    assert main(["io", "heimdall", "eval", str(bad), "--min-busy", "1.5"]) != 0
+    assert "--min-busy" in capsys.readouterr().err
+
+
+def test_bench_plots_from_rows(tmp_path, capsys):
+    import json
+
+    from attune.bench import heimdall as bh
+    from attune.cli import main
+
+    rows = []
+    for w in range(3):
+        for i, pol in enumerate(("c3", "heimdall", "heimdall-cost", "oracle")):
+            q = [100.0 * (1 + i) * (1 + p / 10) for p in ev.CDF_PERCENTILES]
+            rows.append(
+                {
+                    "bench": "heimdall",
+                    "kind": "policy",
+                    "window": w,
+                    "policy": pol,
+                    "replicas": 2,
+                    "device": "device-gc",
+                    "traces": ["a", "b"],
+                    "mean_over_best_baseline": 1.0 + i / 10,
+                    "quantiles_us": q,
+                }
+            )
+        rows.append({"bench": "heimdall", "kind": "ladder", "window": w, "stage": "s", "auc": 0.8})
+    made = bh.plot(rows, tmp_path / "plots", "x")
+    assert [p.name for p in made] == ["x-cdf.png", "x-vs-best.png", "x-ladder.png"]
+    assert all(p.stat().st_size > 1000 for p in made)
+    src = tmp_path / "r.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "again"
+    assert main(["bench", "heimdall", "--plot-from", str(src), "--plots", str(out)]) == 0
+    assert (out / "heimdall-2r-device-gc-cdf.png").exists()
+    src.write_text("not json\n")
+    assert main(["bench", "heimdall", "--plot-from", str(src), "--plots", str(out)]) != 0
+    assert "line 1" in capsys.readouterr().err
+
+
+def test_concatenated_traces_change_regime():
+    from attune.io.trace import concat_traces
+
+    a = synthetic_trace(100, iops=1000, seed=1)
+    b = synthetic_trace(50, iops=10, seed=2)
+    c = concat_traces([a, b], gap_ns=5)
+    assert len(c) == 150 and np.all(np.diff(c.timestamp_ns.astype(np.int64)) >= 0)
+    assert int(c.timestamp_ns[100]) == int(a.timestamp_ns[-1] - a.timestamp_ns[0]) + 5
+    with pytest.raises(attune.InvalidArgumentError):
+        concat_traces([])

@@ -43,13 +43,14 @@ pub struct Done {
 type Pending = (u64, u64, u32, u64, u32, bool);
 
 /// The history of one device (see the module documentation).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct FeatureTracker {
     pending: BinaryHeap<Reverse<Pending>>,
     seq: u64,
     history: [Done; HISTORY],
     ewma_latency_us: f32,
     ewma_queue_len: f32,
+    last_read_done_ns: u64,
 }
 
 /// Weight of a new completion in the running averages (C3's EWMA). 0.1: about the last ten
@@ -88,6 +89,7 @@ impl FeatureTracker {
             if !read {
                 continue;
             }
+            self.last_read_done_ns = finish;
             let latency_us = (lat as f32 / 1e3).max(1e-3);
             if self.ewma_latency_us == 0.0 {
                 self.ewma_latency_us = latency_us;
@@ -118,6 +120,12 @@ impl FeatureTracker {
     /// Running average of the queue lengths completed I/Os saw.
     pub fn ewma_queue_len(&self) -> f32 {
         self.ewma_queue_len
+    }
+
+    /// When the newest read in the history completed (0 before the first): how old the history
+    /// is.
+    pub fn last_read_done_ns(&self) -> u64 {
+        self.last_read_done_ns
     }
 
     /// I/Os submitted but not yet seen to complete.

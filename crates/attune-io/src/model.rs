@@ -539,6 +539,13 @@ impl QuantizedMlp {
         self.logit_q(raw) > self.logit_threshold
     }
 
+    /// How far the quantised logit is above the decision threshold (scale 1024): positive means
+    /// [`QuantizedMlp::predicts_slow`]. Comparable across models with different thresholds, so
+    /// routing can rank replicas by it.
+    pub fn margin_q(&self, raw: &[f32]) -> i64 {
+        self.logit_q(raw) - self.logit_threshold
+    }
+
     /// The slow probability implied by the quantised logit (for ROC curves).
     pub fn score(&self, raw: &[f32]) -> f64 {
         let z = self.logit_q(raw) as f64 / QUANT as f64;

@@ -16,6 +16,14 @@
 //!   is asked too, and a read every replica declines stays on its own device: a busy replica is
 //!   not handed the reads of another busy one (a variant, off by default). LinnOS models decide per 4 KiB page (a read is declined if any page is
 //!   predicted slow), as LinnOS does.
+//! * `ModelRank { tie_q }`: every replica's model scores the read (one inference per replica, the
+//!   joint inference's P = replicas), each score taken as the margin of the quantised logit over
+//!   the model's threshold. The candidates are the replicas whose margin is at most
+//!   `max(0, best margin) + tie_q`: with `tie_q = 0`, every replica predicted fast, or the least
+//!   predicted slow one when all are; among the candidates C3's score picks. The model decides
+//!   *which* replicas may serve, C3 which of those is least loaded (`tie_q` → ∞ is C3 itself).
+//! * `Oracle`: the read is served on a copy of every replica and goes to the one that answers
+//!   first. It sees the future no router can; a lower bound of what per-read routing can reach.
 //!
 //! Models see only what a deployed one could: completions before the decision
 //! ([`crate::features`]). The simulation is deterministic for a given seed.
@@ -60,6 +68,22 @@ pub enum Policy {
         /// Ask every replica's model; a read all of them decline stays home (see above).
         home_when_all_decline: bool,
     },
+    /// Every replica's model scores the read; C3 picks among the least predicted slow.
+    ModelRank {
+        /// Models in device order (`models.len()` = replicas).
+        models: Vec<QuantizedMlp>,
+        /// Logit margin (scale 1024) within which replicas count as tied (0: predicted fast).
+        tie_q: i64,
+    },
+    /// Every replica's model scores the read; the lowest expected cost wins (see above).
+    ModelCost {
+        /// Models in device order (`models.len()` = replicas).
+        models: Vec<QuantizedMlp>,
+        /// How many times slower a read is on a replica predicted slow (> 1).
+        slow_factor: f64,
+    },
+    /// The replica that would answer first (served on copies; a bound, not a router).
+    Oracle,
 }
 
 impl Policy {
@@ -81,6 +105,9 @@ impl Policy {
                 (_, true) => "heimdall-home",
                 _ => "heimdall",
             },
+            Policy::ModelRank { .. } => "heimdall-rank",
+            Policy::ModelCost { .. } => "heimdall-cost",
+            Policy::Oracle => "oracle",
         }
     }
 }
@@ -100,6 +127,32 @@ pub struct RouteResult {
     pub inferences: u64,
     /// Each device's counters.
     pub device_stats: Vec<SsdStats>,
+}
+
+/// What every replica looked like when one read was routed ([`probe`]): one row per read and
+/// replica.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProbeRow {
+    /// The read's index in [`RouteResult::read_latency_ns`].
+    pub read: u32,
+    /// The replica.
+    pub replica: u8,
+    /// The probe model's margin on this replica (logit over threshold, scale 1024).
+    pub margin_q: i64,
+    /// C3's score of this replica.
+    pub c3: f64,
+    /// Outstanding I/Os on the device.
+    pub queue_len: u32,
+    /// Nanoseconds since the newest read in this replica's history completed.
+    pub history_age_ns: u64,
+    /// The latency this replica would have served the read with (served on a copy).
+    pub would_ns: u64,
+    /// Whether it would have met a garbage-collection busy period (ground truth).
+    pub would_meet_gc: bool,
+    /// How long the replica's busy period had been under way at the decision (0: none).
+    pub busy_for_ns: u64,
+    /// Whether the policy chose this replica.
+    pub chosen: bool,
 }
 
 struct Dev {
@@ -135,6 +188,25 @@ fn c3_score(d: &mut Dev, t: u64) -> f64 {
     r - service + (1.0 + os + q).powi(3) * service
 }
 
+/// The read's slow margin on `d` (logit over threshold, scale 1024; > 0: predicted slow).
+fn margin(d: &mut Dev, m: &QuantizedMlp, size: u32, t: u64, inferences: &mut u64) -> i64 {
+    d.tracker.observe(t.max(d.ssd.now_ns()));
+    let q = d.ssd.queue_len_at(t);
+    match m.kind() {
+        InputKind::Heimdall => {
+            *inferences += 1;
+            m.margin_q(&d.tracker.heimdall(size, q))
+        }
+        // A prefetch model is no admission model: admit.
+        InputKind::TinFetch => i64::MIN / 2,
+        InputKind::LinnOs => {
+            // Every page of a read sees the same inputs: one inference decides all of them.
+            *inferences += u64::from(size.max(1)).div_ceil(4096);
+            m.margin_q(&linnos_inputs(&d.tracker, q))
+        }
+    }
+}
+
 /// Simulates `traces.len()` replicas (2 or 3), trace `i` issued by device `i`'s clients.
 pub fn simulate(
     traces: &[Vec<BlockRecord>],
@@ -142,11 +214,53 @@ pub fn simulate(
     policy: &Policy,
     seed: u64,
 ) -> Result<RouteResult> {
+    run(traces, params, policy, seed, None).map(|(r, _)| r)
+}
+
+/// [`simulate`], recording for every read what every replica looked like at the decision (one
+/// [`ProbeRow`] per read and replica): `probe_models[d]` scores replica `d`, and a copy of each
+/// replica serves the read to learn what it would have cost. Probing does not change the
+/// simulation (the latencies equal [`simulate`]'s). For studying where the time goes.
+pub fn probe(
+    traces: &[Vec<BlockRecord>],
+    params: &SsdParams,
+    policy: &Policy,
+    probe_models: &[QuantizedMlp],
+    seed: u64,
+) -> Result<(RouteResult, Vec<ProbeRow>)> {
+    if probe_models.len() != traces.len() {
+        return Err(invalid(
+            "probe_models",
+            probe_models.len(),
+            format!("one model per replica is needed ({})", traces.len()),
+        ));
+    }
+    if let Some(m) = probe_models.iter().find(|m| m.joint() != 1) {
+        return Err(invalid(
+            "probe_models",
+            m.joint(),
+            "routing decides per read: models must have joint size 1",
+        ));
+    }
+    run(traces, params, policy, seed, Some(probe_models))
+}
+
+fn run(
+    traces: &[Vec<BlockRecord>],
+    params: &SsdParams,
+    policy: &Policy,
+    seed: u64,
+    probe_models: Option<&[QuantizedMlp]>,
+) -> Result<(RouteResult, Vec<ProbeRow>)> {
+    let mut rows = Vec::new();
     let n = traces.len();
     if !(2..=REPLICAS_MAX).contains(&n) {
         return Err(invalid("replicas", n, "must be 2 or 3"));
     }
-    if let Policy::Model { models, .. } = policy {
+    if let Policy::Model { models, .. }
+    | Policy::ModelRank { models, .. }
+    | Policy::ModelCost { models, .. } = policy
+    {
         if models.len() != n {
             return Err(invalid(
                 "models",
@@ -159,6 +273,15 @@ pub fn simulate(
                 "models",
                 m.joint(),
                 "routing decides per read: models must have joint size 1",
+            ));
+        }
+    }
+    if let Policy::ModelCost { slow_factor, .. } = policy {
+        if !(*slow_factor >= 1.0 && slow_factor.is_finite()) {
+            return Err(invalid(
+                "slow_factor",
+                slow_factor,
+                "must be finite and at least 1",
             ));
         }
     }
@@ -223,6 +346,33 @@ pub fn simulate(
             devs[h].submit(t, r, IoKind::Write);
             continue;
         }
+        let first_row = rows.len();
+        if let Some(pm) = probe_models {
+            let mut scratch = 0u64;
+            for (d, dev) in devs.iter_mut().enumerate() {
+                let margin_q = margin(dev, &pm[d], r.size, t, &mut scratch);
+                let c3 = c3_score(dev, t);
+                let mut copy = dev.ssd.clone();
+                let c = copy.submit(IoRequest {
+                    time_ns: t,
+                    offset: r.offset,
+                    size: r.size,
+                    kind: IoKind::Read,
+                });
+                rows.push(ProbeRow {
+                    read: out.read_latency_ns.len() as u32,
+                    replica: d as u8,
+                    margin_q,
+                    c3,
+                    queue_len: dev.ssd.queue_len_at(t),
+                    history_age_ns: t.saturating_sub(dev.tracker.last_read_done_ns()),
+                    would_ns: c.latency_ns(),
+                    would_meet_gc: c.gc_pages > 0,
+                    busy_for_ns: copy.busy_since(t).map_or(0, |s| t.saturating_sub(s)),
+                    chosen: false,
+                });
+            }
+        }
         let target = match policy {
             Policy::AlwaysAdmit | Policy::Hedging { .. } => h,
             Policy::Random => rng.below(n as u64) as usize,
@@ -274,9 +424,66 @@ pub fn simulate(
                 }
                 chosen
             }
+            Policy::ModelRank { models, tie_q } => {
+                let mut m = [0i64; REPLICAS_MAX];
+                for k in 0..n {
+                    let d = (h + k) % n;
+                    m[d] = margin(&mut devs[d], &models[d], r.size, t, &mut out.inferences);
+                }
+                let best = m[..n].iter().copied().min().unwrap_or(0);
+                let limit = best.max(0).saturating_add((*tie_q).max(0));
+                let mut chosen = (f64::INFINITY, h);
+                for k in 0..n {
+                    let d = (h + k) % n;
+                    if m[d] <= limit {
+                        let s = c3_score(&mut devs[d], t);
+                        if s < chosen.0 {
+                            chosen = (s, d);
+                        }
+                    }
+                }
+                chosen.1
+            }
+            Policy::ModelCost {
+                models,
+                slow_factor,
+            } => {
+                let mut chosen = (f64::INFINITY, f64::INFINITY, h);
+                for k in 0..n {
+                    let d = (h + k) % n;
+                    let m = margin(&mut devs[d], &models[d], r.size, t, &mut out.inferences);
+                    let q = f64::from(devs[d].ssd.queue_len_at(t));
+                    let cost = (1.0 + q) * if m > 0 { *slow_factor } else { 1.0 };
+                    let s = c3_score(&mut devs[d], t);
+                    if (cost, s) < (chosen.0, chosen.1) {
+                        chosen = (cost, s, d);
+                    }
+                }
+                chosen.2
+            }
+            Policy::Oracle => {
+                let mut best = (u64::MAX, h);
+                for k in 0..n {
+                    let d = (h + k) % n;
+                    let mut copy = devs[d].ssd.clone();
+                    let c = copy.submit(IoRequest {
+                        time_ns: t,
+                        offset: r.offset,
+                        size: r.size,
+                        kind: IoKind::Read,
+                    });
+                    if c.latency_ns() < best.0 {
+                        best = (c.latency_ns(), d);
+                    }
+                }
+                best.1
+            }
         };
         if target != h {
             out.redirected += 1;
+        }
+        if let Some(row) = rows[first_row..].get_mut(target) {
+            row.chosen = true;
         }
         let lat = devs[target].submit(t, r, IoKind::Read);
         let idx = out.read_latency_ns.len();
@@ -298,7 +505,7 @@ pub fn simulate(
         );
     }
     out.device_stats = devs.iter().map(|d| d.ssd.stats()).collect();
-    Ok(out)
+    Ok((out, rows))
 }
 
 #[cfg(test)]
@@ -355,9 +562,18 @@ mod tests {
                 home_when_all_decline: false,
             },
             Policy::Model {
-                models: vec![q.clone(), q],
+                models: vec![q.clone(), q.clone()],
                 home_when_all_decline: true,
             },
+            Policy::ModelRank {
+                models: vec![q.clone(), q.clone()],
+                tie_q: 0,
+            },
+            Policy::ModelCost {
+                models: vec![q.clone(), q],
+                slow_factor: 10.0,
+            },
+            Policy::Oracle,
         ];
         for p in &policies {
             let a = simulate(&traces, &params(), p, 9).unwrap();
@@ -393,6 +609,59 @@ mod tests {
     }
 
     #[test]
+    fn rank_with_every_replica_tied_is_c3_and_scores_every_replica() {
+        let traces = vec![trace(true, 1), trace(false, 2)];
+        let q = QuantizedMlp::new(&tiny(1)).unwrap();
+        let c3 = simulate(&traces, &params(), &Policy::C3, 4).unwrap();
+        let all_tied = Policy::ModelRank {
+            models: vec![q.clone(), q.clone()],
+            tie_q: i64::MAX,
+        };
+        let r = simulate(&traces, &params(), &all_tied, 4).unwrap();
+        assert_eq!(r.read_latency_ns, c3.read_latency_ns);
+        // P = replicas: one inference per replica and read.
+        assert_eq!(r.inferences, 2 * r.read_latency_ns.len() as u64);
+        let strict = Policy::ModelRank {
+            models: vec![q.clone(), q],
+            tie_q: 0,
+        };
+        let s = simulate(&traces, &params(), &strict, 4).unwrap();
+        assert_eq!(s.read_latency_ns.len(), c3.read_latency_ns.len());
+    }
+
+    #[test]
+    fn the_oracle_sends_each_read_where_it_finishes_first() {
+        let traces = vec![trace(true, 1), trace(false, 2)];
+        let o = simulate(&traces, &params(), &Policy::Oracle, 5).unwrap();
+        let base = simulate(&traces, &params(), &Policy::AlwaysAdmit, 5).unwrap();
+        let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
+        assert!(o.redirected > 0);
+        assert!(mean(&o.read_latency_ns) < mean(&base.read_latency_ns));
+        assert_eq!(o.inferences, 0);
+    }
+
+    #[test]
+    fn probing_changes_nothing_and_records_every_replica() {
+        let traces = vec![trace(true, 1), trace(false, 2)];
+        let q = QuantizedMlp::new(&tiny(1)).unwrap();
+        let pol = Policy::ModelRank {
+            models: vec![q.clone(), q.clone()],
+            tie_q: 0,
+        };
+        let plain = simulate(&traces, &params(), &pol, 6).unwrap();
+        let (r, rows) = probe(&traces, &params(), &pol, &[q.clone(), q.clone()], 6).unwrap();
+        assert_eq!(r.read_latency_ns, plain.read_latency_ns);
+        assert_eq!(rows.len(), 2 * r.read_latency_ns.len());
+        for (i, pair) in rows.chunks(2).enumerate() {
+            assert_eq!(pair.iter().filter(|p| p.chosen).count(), 1);
+            let chosen = pair.iter().find(|p| p.chosen).unwrap();
+            // The copy served the read exactly as the replica then did.
+            assert_eq!(chosen.would_ns, r.read_latency_ns[i]);
+        }
+        assert!(probe(&traces, &params(), &pol, &[q], 6).is_err());
+    }
+
+    #[test]
     fn bad_setups_are_named() {
         let one = vec![trace(false, 1)];
         let e = simulate(&one, &params(), &Policy::AlwaysAdmit, 1).unwrap_err();
@@ -411,6 +680,20 @@ mod tests {
             home_when_all_decline: false,
         };
         assert!(simulate(&two, &params(), &p, 1).is_err());
+        let q = QuantizedMlp::new(&tiny(1)).unwrap();
+        let rank = Policy::ModelRank {
+            models: vec![q],
+            tie_q: 0,
+        };
+        let e = simulate(&two, &params(), &rank, 1).unwrap_err();
+        assert!(e.to_string().contains("`models`"));
+        let q = QuantizedMlp::new(&tiny(1)).unwrap();
+        let cost = Policy::ModelCost {
+            models: vec![q.clone(), q],
+            slow_factor: 0.5,
+        };
+        let e = simulate(&two, &params(), &cost, 1).unwrap_err();
+        assert!(e.to_string().contains("`slow_factor`"));
     }
 
     #[test]

@@ -432,8 +432,9 @@ enum Event {
     GcEnd,
 }
 
-/// One simulated SSD (see the module documentation).
-#[derive(Debug)]
+/// One simulated SSD (see the module documentation). `Clone` copies the whole state (the routing
+/// oracle serves a read on a copy to learn what it would cost).
+#[derive(Clone, Debug)]
 pub struct Ssd {
     p: SsdParams,
     rng: Xoshiro256,
@@ -508,6 +509,18 @@ impl Ssd {
     /// and the profiler's validation).
     pub fn chip_busy_at(&self, chip: usize, time_ns: u64) -> bool {
         self.gc_until.get(chip).is_some_and(|&u| u > time_ns as f64)
+    }
+
+    /// When the busy period under way at `time_ns` on any chip began (ground truth; `None` when no
+    /// chip is busy). Busy periods that internal events due by `time_ns` would start count only
+    /// once the device has been advanced past them (by a submission).
+    pub fn busy_since(&self, time_ns: u64) -> Option<u64> {
+        let t = time_ns as f64;
+        self.gc_until
+            .iter()
+            .filter(|&&u| u > t)
+            .map(|&u| (u - self.p.gc_duration_us * 1e3).max(0.0) as u64)
+            .min()
     }
 
     fn chip_of(&self, byte: u64) -> usize {
@@ -792,6 +805,32 @@ mod tests {
         assert!(e.contains("`channels`"), "{e}");
         p.set("page_bytes", "3000").unwrap();
         assert!(p.validate().unwrap_err().to_string().contains("page_bytes"));
+    }
+
+    #[test]
+    fn every_parameter_has_a_bad_value_whose_error_names_it() {
+        let bad = [
+            "0",
+            "3",
+            "-1",
+            "nan",
+            "inf",
+            "1e300",
+            "99999999999999999999",
+            "x",
+        ];
+        for name in PARAM_NAMES {
+            let mut rejected = 0;
+            for v in bad {
+                let mut p = SsdParams::default();
+                if let Err(e) = p.set(name, v).and_then(|()| p.validate()) {
+                    let e = e.to_string();
+                    assert!(e.contains(&format!("`{name}`")), "{name}={v}: {e}");
+                    rejected += 1;
+                }
+            }
+            assert!(rejected >= 2, "{name}: only {rejected} bad values rejected");
+        }
     }
 
     #[test]

@@ -193,12 +193,19 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
         .collect()
 }
 
-/// `io_route(traces, policy, params=None, seed=0, timeout_ns=0, models=None)`: 2 or 3 replicas,
-/// trace `i` issued at device `i`, reads routed by `policy` (`baseline`, `random`, `hedging`, `c3`,
-/// `model`). Returns a dict with `read_latency_ns`, `home`, `redirected`, `hedged`, `inferences`,
-/// `device_stats`.
+/// `io_route(traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0,
+/// slow_factor=10.0, probe_models=None)`: 2 or 3 replicas, trace `i` issued at device `i`, reads
+/// routed by `policy` (`baseline`, `random`, `hedging`, `c3`, `model`, `model-home`, `model-rank`
+/// with `tie` the logit margin within which replicas count as tied, `model-cost` with
+/// `slow_factor` the cost multiplier of a replica predicted slow, `oracle`). Returns a dict with
+/// `read_latency_ns`, `home`, `redirected`, `hedged`, `inferences`, `device_stats`. With
+/// `probe_models` (one weight file per replica) it also has `probe`: columns of one row per read
+/// and replica (`read`, `replica`, `margin` in logits, `c3`, `queue_len`, `history_age_us`,
+/// `would_us`, `would_meet_gc`, `chosen`, and `busy_for_us`: how long the replica's busy period
+/// had been under way).
 #[pyfunction]
-#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None))]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None))]
+#[allow(clippy::too_many_arguments)]
 fn io_route<'py>(
     py: Python<'py>,
     traces: Vec<Columns>,
@@ -207,7 +214,17 @@ fn io_route<'py>(
     seed: u64,
     timeout_ns: u64,
     models: Option<Vec<Vec<u8>>>,
+    tie: f64,
+    slow_factor: f64,
+    probe_models: Option<Vec<Vec<u8>>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    if !(tie >= 0.0 && tie.is_finite()) {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            format!("tie must be a finite logit margin >= 0, got {tie}"),
+        ));
+    }
     let recs = traces
         .into_iter()
         .map(|c| to_records(py, c))
@@ -222,21 +239,77 @@ fn io_route<'py>(
             models: models_from(&models.unwrap_or_default())?,
             home_when_all_decline: policy == "model-home",
         },
+        "model-rank" => Policy::ModelRank {
+            models: models_from(&models.unwrap_or_default())?,
+            tie_q: (tie * 1024.0).round() as i64,
+        },
+        "model-cost" => Policy::ModelCost {
+            models: models_from(&models.unwrap_or_default())?,
+            slow_factor,
+        },
+        "oracle" => Policy::Oracle,
         other => {
             return Err(crate::errors::attune_error(
                 py,
                 "InvalidArgumentError",
                 format!(
                     "unknown policy {other:?}; valid: baseline, random, hedging, c3, model, \
-                     model-home"
+                     model-home, model-rank, model-cost, oracle"
                 ),
             ))
         }
     };
-    let r = py
-        .allow_threads(|| route::simulate(&recs, &p, &pol, seed))
+    let probes = probe_models.map(|m| models_from(&m)).transpose()?;
+    let (r, rows) = py
+        .allow_threads(|| match &probes {
+            Some(pm) => route::probe(&recs, &p, &pol, pm, seed),
+            None => route::simulate(&recs, &p, &pol, seed).map(|r| (r, Vec::new())),
+        })
         .map_err(io_error)?;
     let d = PyDict::new(py);
+    if probes.is_some() {
+        let c = PyDict::new(py);
+        c.set_item("read", rows.iter().map(|r| r.read).collect::<Vec<_>>())?;
+        c.set_item(
+            "replica",
+            rows.iter().map(|r| r.replica).collect::<Vec<_>>(),
+        )?;
+        c.set_item(
+            "margin",
+            rows.iter()
+                .map(|r| r.margin_q as f64 / 1024.0)
+                .collect::<Vec<_>>(),
+        )?;
+        c.set_item("c3", rows.iter().map(|r| r.c3).collect::<Vec<_>>())?;
+        c.set_item(
+            "queue_len",
+            rows.iter().map(|r| r.queue_len).collect::<Vec<_>>(),
+        )?;
+        c.set_item(
+            "history_age_us",
+            rows.iter()
+                .map(|r| r.history_age_ns as f64 / 1e3)
+                .collect::<Vec<_>>(),
+        )?;
+        c.set_item(
+            "would_us",
+            rows.iter()
+                .map(|r| r.would_ns as f64 / 1e3)
+                .collect::<Vec<_>>(),
+        )?;
+        c.set_item(
+            "would_meet_gc",
+            rows.iter().map(|r| r.would_meet_gc).collect::<Vec<_>>(),
+        )?;
+        c.set_item("chosen", rows.iter().map(|r| r.chosen).collect::<Vec<_>>())?;
+        c.set_item(
+            "busy_for_us",
+            rows.iter()
+                .map(|r| r.busy_for_ns as f64 / 1e3)
+                .collect::<Vec<_>>(),
+        )?;
+        d.set_item("probe", c)?;
+    }
     d.set_item("read_latency_ns", r.read_latency_ns)?;
     d.set_item("home", r.home)?;
     d.set_item("redirected", r.redirected)?;

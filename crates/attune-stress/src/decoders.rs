@@ -28,7 +28,7 @@ use std::sync::Arc;
 const STEPS_MAX: usize = 100_000;
 
 /// The decoders, by fuzz-target name.
-pub const TARGETS: [&str; 13] = [
+pub const TARGETS: [&str; 15] = [
     "log_fragments",
     "wal_batch",
     "sstable_footer",
@@ -42,6 +42,8 @@ pub const TARGETS: [&str; 13] = [
     "plush_log_entry",
     "plush_recovery",
     "plush_payload_record",
+    "io_model",
+    "io_trace",
 ];
 
 /// Runs the harness of `target` on `data`; false for an unknown target name.
@@ -60,6 +62,8 @@ pub fn run(target: &str, data: &[u8]) -> bool {
         "plush_log_entry" => plush_log_entry(data),
         "plush_recovery" => plush_recovery(data),
         "plush_payload_record" => plush_payload_record(data),
+        "io_model" => io_model(data),
+        "io_trace" => io_trace(data),
         _ => return false,
     }
     true
@@ -396,6 +400,58 @@ pub fn learned_model(data: &[u8]) {
     }
 }
 
+/// An I/O admission model weight file (attune-io's `ATIOMLP1` format): decoded raw, and again
+/// with a valid CRC32C trailer so that the structural checks behind it are reached; a file that
+/// decodes must round-trip, and a model that loads must answer a few inputs.
+pub fn io_model(data: &[u8]) {
+    use attune_io::model::{MlpFile, QuantizedMlp};
+    let check = |f: &MlpFile| {
+        let again = MlpFile::decode(&f.encode());
+        assert!(again.is_ok(), "a decoded model file does not round-trip");
+        if let Ok(q) = QuantizedMlp::new(f) {
+            let n = q.inputs();
+            for v in [0.0f32, 1.0, -3.5, 1e30, f32::NAN] {
+                let x = vec![v; n];
+                let _ = q.logit_q(&x);
+                let _ = q.margin_q(&x);
+                assert!(!q.score(&x).is_nan() || v.is_nan(), "score is NaN");
+            }
+        }
+    };
+    if let Ok(f) = MlpFile::decode(data) {
+        check(&f);
+    }
+    if data.len() >= 4 {
+        let mut sealed = data.to_vec();
+        let n = sealed.len() - 4;
+        let crc = crc32c::crc32c(&sealed[..n]);
+        sealed[n..].copy_from_slice(&crc.to_le_bytes());
+        if let Ok(f) = MlpFile::decode(&sealed) {
+            check(&f);
+        }
+    }
+}
+
+/// A block trace in every format attune-io reads (MSR, CloudPhysics, Attune CSV and binary, and
+/// the sniffed one): records or an error, never a panic; records come rebased to time 0.
+pub fn io_trace(data: &[u8]) {
+    use attune_io::trace::{read_trace, TraceFormat};
+    for f in [
+        TraceFormat::Msr,
+        TraceFormat::CloudPhysics,
+        TraceFormat::AttuneCsv,
+        TraceFormat::Attune,
+        TraceFormat::sniff(data),
+    ] {
+        if let Ok(v) = read_trace(data, f) {
+            assert!(
+                v.is_empty() || v.iter().any(|r| r.timestamp_ns == 0),
+                "records not rebased"
+            );
+        }
+    }
+}
+
 /// A Plush recovery-log entry and chunk header (attune-plush `log`): the first 8 bytes are the
 /// chunk generation, the next 32 the entry's four words, the first 64 also a chunk header.
 pub fn plush_log_entry(data: &[u8]) {
@@ -516,6 +572,37 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         b.finish()
     };
     match target {
+        "io_model" => {
+            use attune_io::model::{InputKind, MlpFile};
+            let dims = vec![11u32, 8, 4, 1];
+            let mut k = 7u32;
+            let layers = dims
+                .windows(2)
+                .map(|w| {
+                    let weights = (0..w[0] * w[1])
+                        .map(|_| {
+                            k = k.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                            ((k >> 16) % 2000) as f32 / 1000.0 - 1.0
+                        })
+                        .collect();
+                    (weights, vec![0.01; w[1] as usize])
+                })
+                .collect();
+            let f = MlpFile {
+                kind: InputKind::Heimdall,
+                joint: 1,
+                dims,
+                scale_min: vec![0.0; 11],
+                scale_max: vec![100.0; 11],
+                layers,
+                threshold: 0.4,
+            };
+            vec![f.encode()]
+        }
+        "io_trace" => vec![
+            b"0.000 0 200626176 4096 0\n223.412 0 3159347200 36864 1\n".to_vec(),
+            b"version,time,op,size,lbn\n1,10,2a,512,8\n1,10,28,4096,9\n".to_vec(),
+        ],
         "plush_log_entry" => {
             let e = attune_plush::log::LogEntry {
                 key: 42,

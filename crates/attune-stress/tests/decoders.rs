@@ -73,7 +73,9 @@ decoder_props!(
     learned_model,
     level_model,
     plush_log_entry,
-    plush_recovery
+    plush_recovery,
+    io_model,
+    io_trace
 );
 
 #[test]
@@ -101,6 +103,11 @@ fn seeds_are_valid_encodings() {
         n += 1;
     }
     assert_eq!(n, 4);
+    assert!(attune_io::model::MlpFile::decode(&seeds("io_model")[0]).is_ok());
+    for t in seeds("io_trace") {
+        let f = attune_io::trace::TraceFormat::sniff(&t);
+        assert_eq!(attune_io::trace::read_trace(&t, f).unwrap().len(), 2);
+    }
 }
 
 /// Regression (found by the `index_block` fuzz target): an index whose first block claims to start

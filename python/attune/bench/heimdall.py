@@ -4,8 +4,12 @@ random windows of block traces served by simulated SSDs (:mod:`attune.io.evaluat
 Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``):
 
 * ``kind = "policy"``: one per window and policy: read latency ``mean_us``, ``p50_us``,
-  ``p99_us``, ``p999_us``, ``redirected`` reads, and ``mean_over_heimdall`` / ``p99_over_heimdall``
-  (the policy's latency over Heimdall's in the same window: above 1, Heimdall is faster);
+  ``p99_us``, ``p999_us``, ``redirected`` reads, ``mean_over_heimdall`` / ``p99_over_heimdall``
+  (the policy's latency over Heimdall's in the same window: above 1, Heimdall is faster),
+  ``mean_over_best_baseline`` (over the best baseline's mean in the window: 0.85 or less meets the
+  target), ``p99_over_hedging``, ``gc_share`` (reads that met a busy period, ground truth) and
+  ``served_share`` (share of the reads each replica served) and ``quantiles_us`` (read latency
+  at ``evaluate.CDF_PERCENTILES``, for CDF plots);
 * ``kind = "accuracy"``: one per window: ROC-AUC of the quantised model against the period labels
   (``auc_period``) and the simulator's busy truth (``auc_busy``), LinnOS's (``auc_linnos_period``),
   the fraction of busy and slow reads;
@@ -74,6 +78,19 @@ def add_parser(verbs) -> None:
         action="store_true",
         help="one model per kind of device, trained on every window's training half",
     )
+    p.add_argument(
+        "--rank-tie",
+        type=float,
+        default=2.0,
+        help="heimdall-rank: logit margin within which replicas count as tied (2; 0: only "
+        "replicas predicted fast)",
+    )
+    p.add_argument(
+        "--slow-factor",
+        type=float,
+        default=10.0,
+        help="heimdall-cost: a replica predicted slow counts as a queue this many times longer (10)",
+    )
     p.add_argument("--seed", type=int, default=1, help="window and simulation seed (1)")
     p.add_argument(
         "--drift",
@@ -86,6 +103,22 @@ def add_parser(verbs) -> None:
     p.add_argument("--drift-rerate", type=float, default=1.0, help="re-rate the whole traces (1.0)")
     p.add_argument(
         "--drift-resize", type=float, default=1.0, help="resize the whole traces' I/Os (1.0)"
+    )
+    p.add_argument(
+        "--drift-concat",
+        action="store_true",
+        help="join the traces end to end into one (the workload's regime changes at each join)",
+    )
+    p.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="also write PNGs to DIR: latency CDFs per policy (median window), mean latency over "
+        "the best baseline per window, the accuracy ladder (with --ladder)",
+    )
+    p.add_argument(
+        "--plot-from",
+        metavar="RESULTS",
+        help="no run: draw the --plots PNGs from the rows of a results file instead",
     )
     add_device_flags(p)
     add_output_flags(p, out="append the JSON rows to PATH")
@@ -117,6 +150,8 @@ def run(args) -> int:
     from attune.io import evaluate as ev
     from attune.io import heimdall as hd
 
+    if args.plot_from:
+        return _plot_from(args)
     pool = _pool(args)
     policies = tuple(ev.POLICIES)
     if args.policies:
@@ -166,6 +201,8 @@ def run(args) -> int:
         "min_busy": args.min_busy,
         "rule_search": args.rule_search,
         "device_model": args.device_model,
+        "rank_tie": args.rank_tie,
+        "slow_factor": args.slow_factor,
     }
     command = (
         "attune bench heimdall " + shlex.join(sys.argv[3:])
@@ -187,8 +224,11 @@ def run(args) -> int:
                 model=model,
                 rules=rules[i],
                 policies=policies,
+                rank_tie=args.rank_tie,
+                slow_factor=args.slow_factor,
             )
             results.append(r)
+            best = ev.best_baseline(r)
             base = {
                 "bench": "heimdall",
                 "window": i,
@@ -208,6 +248,16 @@ def run(args) -> int:
                         "redirected": r.redirected[pol],
                         "mean_over_heimdall": s["mean"] / h["mean"],
                         "p99_over_heimdall": s["p99"] / h["p99"],
+                        "best_baseline": best[0],
+                        "mean_over_best_baseline": s["mean"] / best[1],
+                        "p99_over_hedging": (
+                            s["p99"] / r.latency_us["hedging"]["p99"]
+                            if "hedging" in r.latency_us
+                            else None
+                        ),
+                        "gc_share": r.gc_share[pol],
+                        "served_share": r.served_share[pol],
+                        "quantiles_us": r.quantiles_us[pol],
                     }
                 )
             rows.append(
@@ -237,18 +287,27 @@ def run(args) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("a") as f:
             f.write("\n".join(lines) + "\n")
+    if args.plots:
+        stem = f"heimdall-{args.replicas}r-{args.device}"
+        for p in plot(rows, Path(args.plots), stem):
+            print(f"wrote {p}", file=sys.stderr)
     if args.json:
         print("\n".join(lines))
         return 0
     s = ev.summarize(results)
     print(f"{s['windows']} windows, {args.replicas} replicas (medians over windows)")
     for pol, v in s["policies"].items():
-        print(f"  {pol:10} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs")
-    print(
-        f"  heimdall vs best baseline (mean): "
-        f"{s.get('heimdall_mean_reduction_vs_best_baseline_median', float('nan')):+.1%} reduction; "
-        f"p99 / hedging p99: {s.get('heimdall_p99_over_hedging_median', float('nan')):.2f}"
-    )
+        print(
+            f"  {pol:14} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs  "
+            f"busy reads {s['gc_share_median'][pol]:.1%}"
+        )
+    for pol in (*ev.HEIMDALL_POLICIES, *ev.BOUND_POLICIES):
+        if f"{pol}_mean_reduction_vs_best_baseline_median" in s:
+            print(
+                f"  {pol} vs best baseline (mean): "
+                f"{s[f'{pol}_mean_reduction_vs_best_baseline_median']:+.1%} reduction; "
+                f"p99 / hedging p99: {s.get(f'{pol}_p99_over_hedging_median', float('nan')):.2f}"
+            )
     print(
         f"  ROC-AUC period {s['auc_period_median']:.3f}, busy {s['auc_busy_median']:.3f}, "
         f"LinnOS {s['auc_linnos_period_median']:.3f}"
@@ -265,10 +324,13 @@ def _drift(args, pool) -> int:
     from attune.errors import InvalidArgumentError
     from attune.io import evaluate as ev
     from attune.io import heimdall as hd
+    from attune.io.trace import concat_traces
 
     command = "attune bench heimdall " + shlex.join(sys.argv[3:])
     mach = machine()
     rows = []
+    if args.drift_concat:
+        pool = [concat_traces(pool)]
     with progress(args, total=len(pool), desc="traces", unit="trace") as bar:
         for t in pool:
             t = t.rerate(args.drift_rerate).resize(args.drift_resize)
@@ -301,6 +363,7 @@ def _drift(args, pool) -> int:
                         "interval_s": args.drift_interval,
                         "rerate": args.drift_rerate,
                         "resize": args.drift_resize,
+                        "concat": args.drift_concat,
                         "threshold": args.drift_threshold,
                         "intervals": len(a),
                         "scored": len(ok),
@@ -331,6 +394,130 @@ def _drift(args, pool) -> int:
             f"{r['below_threshold']} below {r['threshold']}, {r['retrains']} retrains"
         )
     return 0
+
+
+def _plot_from(args) -> int:
+    from attune.errors import InvalidArgumentError
+
+    if not args.plots:
+        raise InvalidArgumentError("--plot-from needs --plots DIR")
+    src = Path(args.plot_from)
+    if not src.exists():
+        raise InvalidArgumentError(f"results file not found: {src}")
+    rows = []
+    for n, line in enumerate(src.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise InvalidArgumentError(f"{src}: line {n} is not JSON ({e.msg})") from None
+    rows = [r for r in rows if r.get("bench") == "heimdall"]
+    if not rows:
+        raise InvalidArgumentError(f"{src} holds no heimdall rows")
+    first = next((r for r in rows if r.get("kind") == "policy"), rows[0])
+    stem = f"heimdall-{first.get('replicas', 2)}r-{first.get('device', 'default')}"
+    for p in plot(rows, Path(args.plots), stem):
+        print(f"wrote {p}", file=sys.stderr)
+    return 0
+
+
+#: Line styles of the CDF plot: the baselines dashed, Heimdall's policies solid, the bound dotted.
+def _style(policy: str) -> str:
+    from attune.io import evaluate as ev
+
+    if policy in ev.BOUND_POLICIES:
+        return ":"
+    return "-" if policy in ev.HEIMDALL_POLICIES else "--"
+
+
+def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
+    """PNGs from one run's rows: ``<stem>-cdf.png`` (read latency CDF of every policy on the
+    median window, the window whose best Heimdall policy's mean over the best baseline is the
+    median), ``<stem>-vs-best.png`` (each policy's mean over the best baseline's, per window)
+    and, when the rows hold ladder rows, ``<stem>-ladder.png`` (median ROC-AUC per stage)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from attune.io import evaluate as ev
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    made: list[Path] = []
+    pol_rows = [r for r in rows if r.get("kind") == "policy" and r.get("quantiles_us")]
+    if pol_rows:
+        windows = sorted({r["window"] for r in pol_rows})
+        by = {(r["window"], r["policy"]): r for r in pol_rows}
+        policies = list(dict.fromkeys(r["policy"] for r in pol_rows))
+        heim = [p for p in policies if p in ev.HEIMDALL_POLICIES]
+
+        def best_heimdall(w: int) -> float:
+            return min(by[(w, p)]["mean_over_best_baseline"] for p in heim if (w, p) in by)
+
+        order = sorted(windows, key=best_heimdall)
+        w = order[len(order) // 2]
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        pct = np.asarray(ev.CDF_PERCENTILES) / 100
+        for p in policies:
+            q = by.get((w, p), {}).get("quantiles_us")
+            if q:
+                ax.plot(q, pct, _style(p), label=p, linewidth=1.4)
+        ax.set_xscale("log")
+        ax.set_xlabel("read latency (µs, log)")
+        ax.set_ylabel("fraction of reads")
+        ax.set_ylim(0, 1.0)
+        traces = ", ".join(by[(w, policies[0])].get("traces", []))
+        ax.set_title(f"Read latency CDF, median window {w} ({traces})", fontsize="small")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="lower right")
+        fig.tight_layout()
+        path = out_dir / f"{stem}-cdf.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        data = [[by[(x, p)]["mean_over_best_baseline"] for x in windows] for p in policies]
+        ax.boxplot(data, showfliers=True)
+        ax.set_xticks(range(1, len(policies) + 1))
+        ax.set_xticklabels(policies, rotation=25, fontsize="small")
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.axhline(0.85, color="green", linewidth=0.8, linestyle="--", label="target (0.85)")
+        ax.set_yscale("log")
+        ax.set_ylabel("mean latency / best baseline's (per window, log)")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        path = out_dir / f"{stem}-vs-best.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+    ladder = [r for r in rows if r.get("kind") == "ladder" and r.get("auc") is not None]
+    acc = [r for r in rows if r.get("kind") == "accuracy" and r.get("auc_period") is not None]
+    if ladder:
+        stages = list(dict.fromkeys(r["stage"] for r in ladder))
+        vals = [float(np.median([r["auc"] for r in ladder if r["stage"] == s])) for s in stages]
+        labels = list(stages)
+        if acc:
+            labels.append("device model, quantised")
+            vals.append(float(np.median([r["auc_period"] for r in acc])))
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        ax.barh(range(len(vals)), vals, color="tab:blue")
+        ax.set_yticks(range(len(vals)))
+        ax.set_yticklabels(labels, fontsize="small")
+        ax.invert_yaxis()
+        ax.set_xlim(0.5, 1.0)
+        ax.axvline(0.9, color="green", linewidth=0.8, linestyle="--")
+        for i, v in enumerate(vals):
+            ax.text(v + 0.005, i, f"{v:.3f}", va="center", fontsize="small")
+        ax.set_xlabel("held-out ROC-AUC (median over windows)")
+        ax.set_title("Accuracy ladder", fontsize="small")
+        fig.tight_layout()
+        path = out_dir / f"{stem}-ladder.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+    return made
 
 
 def _clean(row: dict) -> dict:

@@ -53,9 +53,22 @@ def device_params(device: str = "default", overrides: dict | None = None) -> dic
     return {**DEVICE_PRESETS[device], **(overrides or {})}
 
 
-#: Routing policies of :func:`route` (``model`` and ``model-home`` take one weight file per
-#: replica; ``model-home`` keeps a read every replica declines on its own device).
-POLICIES = ("baseline", "random", "hedging", "c3", "model", "model-home")
+#: Routing policies of :func:`route` (``model``, ``model-home`` and ``model-rank`` take one weight
+#: file per replica; ``model-home`` keeps a read every replica declines on its own device;
+#: ``model-rank`` scores every replica and lets C3 pick among the least predicted slow;
+#: ``model-cost`` weighs each replica's queue by the model's prediction; ``oracle``
+#: is a bound that serves each read on copies of every replica).
+POLICIES = (
+    "baseline",
+    "random",
+    "hedging",
+    "c3",
+    "model",
+    "model-home",
+    "model-rank",
+    "model-cost",
+    "oracle",
+)
 
 
 def ssd_params(params: dict | None = None) -> dict[str, str]:
@@ -94,8 +107,26 @@ def route(
     *,
     timeout_ns: int = 0,
     models: list[bytes] | None = None,
+    tie: float = 0.0,
+    slow_factor: float = 10.0,
+    probe_models: list[bytes] | None = None,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
-    ``policy``. Returns ``read_latency_ns``, ``home``, ``redirected``, ``hedged``,
-    ``inferences``, ``device_stats``."""
-    return _native.io_route([t.columns() for t in traces], policy, params, seed, timeout_ns, models)
+    ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
+    ``model-rank``, ``model-cost``, ``oracle``; ``tie`` is ``model-rank``'s logit margin within
+    which replicas count as tied, ``slow_factor`` ``model-cost``'s multiplier of a replica
+    predicted slow). Returns ``read_latency_ns``, ``home``, ``redirected``, ``hedged``,
+    ``inferences``, ``device_stats``; with ``probe_models`` (one weight file per replica) also
+    ``probe``: per read and replica, the model's margin, C3's score, the queue, the history's age
+    and what the replica would have served the read in (see ``route::probe``)."""
+    return _native.io_route(
+        [t.columns() for t in traces],
+        policy,
+        params,
+        seed,
+        timeout_ns,
+        models,
+        tie,
+        slow_factor,
+        probe_models,
+    )

@@ -70,6 +70,25 @@ class Trace:
         return Trace(self.timestamp_ns, self.offset, size, self.is_read, self.name)
 
 
+def concat_traces(traces: list[Trace], gap_ns: int = 1_000_000) -> Trace:
+    """``traces`` one after another (each shifted to start ``gap_ns`` after the previous one
+    ends), named after all of them: a workload whose regime changes at every join."""
+    if not traces:
+        raise InvalidArgumentError("no traces to concatenate")
+    parts, t0 = [], 0
+    for t in traces:
+        ts = t.timestamp_ns.astype(np.uint64) - (t.timestamp_ns[0] if len(t) else 0)
+        parts.append(ts + np.uint64(t0))
+        t0 += (int(ts[-1]) if len(t) else 0) + gap_ns
+    return Trace(
+        np.concatenate(parts).astype(np.uint64),
+        np.concatenate([t.offset for t in traces]),
+        np.concatenate([t.size for t in traces]),
+        np.concatenate([t.is_read for t in traces]),
+        "+".join(t.name for t in traces),
+    )
+
+
 def parse_trace(data: bytes, fmt: str | None = None, name: str = "") -> Trace:
     """A trace from (decompressed) bytes; ``fmt`` one of :data:`FORMATS` or ``None`` to sniff."""
     if fmt is not None and fmt not in FORMATS:
