@@ -1,12 +1,15 @@
 //! `attune-bench device-kv`: Attune on the simulated SSD (`attune_kv::env::DeviceEnv`).
 //!
-//! Run: `attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--model FILE]
-//! [--out FILE] [--json]`. Rows:
-//! * `fillrandom/<config>/<untuned|tuned>` for planted SSD configurations: the device is first
-//!   profiled (`attune_io::profile`), the learned parameters are mapped to a layout
-//!   (`DeviceLayout::from_learned`), then the same fillrandom runs with the file-system default
-//!   layout and with the tuned one: simulated device seconds, ops per simulated second, flash
-//!   pages written, the minimum, write amplification, device writes.
+//! Run: `attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc]
+//! [--model FILE] [--out FILE] [--json]`. Rows:
+//! * `fillrandom/<config>/<untuned|layout|tuned>` for planted SSD configurations: the device is
+//!   first profiled (`attune_io::profile`), the learned parameters are mapped to a layout
+//!   (`DeviceLayout::from_learned`) and to options (`DeviceLayout::tune_options`), then the same
+//!   fillrandom runs with the file-system default, with the layout alone and with layout and
+//!   options, in a deterministic schedule (`fill_once`): ops per simulated second and its paired
+//!   ratio to untuned, flash pages (per kind of file too), the minimum, write amplification.
+//!   `--no-gc` turns the device's garbage-collection periods off in the runs (rows
+//!   `fillrandom-nogc/...`).
 //! * `ycsb-e/<load order>/<prefetcher>`: YCSB workload E (95 % scans of 1–100 records, 5 %
 //!   inserts, zipfian) over 4 KiB values in the value log, with prefetching off, `fixed` (the
 //!   engine's read-ahead of the next `blob_prefetch_depth` values of a scan), `readahead` (Linux's
@@ -32,7 +35,7 @@ use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
 
 use crate::output::{Fail, Sink};
 
-const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] \
+const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc] \
                      [--model TINFETCH_MODEL] [--out FILE] [--json]";
 
 /// Planted devices of the fillrandom comparison: (name, chunk, page, stripe chips).
@@ -81,6 +84,9 @@ struct FillRow<'a> {
     /// Flash pages programmed and their minimum, per kind of file (wal, table, vlog,
     /// manifest, other).
     pages_by_kind: std::collections::BTreeMap<&'static str, [u64; 2]>,
+    /// The WAL's and the tables' flash pages over their minimum.
+    wal_extra_pages: u64,
+    table_extra_pages: u64,
 }
 
 #[derive(Serialize)]
@@ -118,6 +124,7 @@ fn kv(e: impl std::fmt::Display) -> Fail {
 pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let mut what = "all".to_string();
     let mut keys = 200_000u64;
+    let mut gc = true;
     let mut ops = 2_000u64;
     let mut model: Option<String> = None;
     let mut it = args.iter();
@@ -125,6 +132,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         match a.as_str() {
             "fillrandom" | "ycsb-e" | "all" => what = a.clone(),
             "--keys" => keys = num(&mut it, a)?,
+            "--no-gc" => gc = false,
             "--ops" => ops = num(&mut it, a)?,
             "--model" => {
                 model = Some(
@@ -148,7 +156,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         None => None,
     };
     if what != "ycsb-e" {
-        fillrandom(keys, sink)?;
+        fillrandom(keys, gc, sink)?;
     }
     if what != "fillrandom" {
         ycsb_e(keys / 10, ops, model.as_ref(), sink)?;
@@ -264,7 +272,9 @@ fn fill_once(
     Ok((env.stats(), env.ssd_stats()))
 }
 
-fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
+/// `gc` false turns the device's garbage-collection periods off (zero length) in the runs (not
+/// in the profile), so that the comparison shows the layout alone.
+fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
     const VALUE: usize = 400;
     for (name, chunk, page, sc) in CONFIGS {
         let p = planted(chunk, page, sc);
@@ -272,6 +282,11 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
             .map_err(kv)?
             .learned;
         let tuned = DeviceLayout::from_learned(&learned);
+        let p = SsdParams {
+            gc_duration_us: if gc { p.gc_duration_us } else { 0.0 },
+            ..p
+        };
+        let kind = if gc { "fillrandom" } else { "fillrandom-nogc" };
         let mut tuned_opts = fill_opts();
         tuned.tune_options(&learned, &mut tuned_opts);
         let cases = [
@@ -318,7 +333,7 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
             let (ops_ratio, pages_ratio) = (median(ratios), median(page_ratios));
             if sink.human() {
                 println!(
-                    "fillrandom {name:<14} {label:<8} {:>8.0} ops/s ({lo:.0}..{hi:.0})  x{ops_ratio:.3} ({rlo:.3}..{rhi:.3})  pages {:>8} (min {:>8}, WA {:.3}, x{pages_ratio:.3})  {:?}",
+                    "{kind} {name:<14} {label:<8} {:>8.0} ops/s ({lo:.0}..{hi:.0})  x{ops_ratio:.3} ({rlo:.3}..{rhi:.3})  pages {:>8} (min {:>8}, WA {:.3}, x{pages_ratio:.3})  {:?}",
                     keys as f64 / secs,
                     s.flash_pages,
                     s.min_flash_pages,
@@ -328,8 +343,8 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
             }
             sink.row(&FillRow {
                 bench: "device-kv",
-                kind: "fillrandom",
-                case: format!("fillrandom/{name}/{label}"),
+                kind,
+                case: format!("{kind}/{name}/{label}"),
                 config: name,
                 layout: label,
                 align_bytes: layout.align_bytes,
@@ -357,6 +372,8 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
                 block_size: opts.block_size,
                 target_file_size: opts.target_file_size,
                 pages_by_kind,
+                wal_extra_pages: s.by_kind[0].flash_pages - s.by_kind[0].min_flash_pages,
+                table_extra_pages: s.by_kind[1].flash_pages - s.by_kind[1].min_flash_pages,
             })?;
         }
     }

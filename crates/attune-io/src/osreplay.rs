@@ -129,8 +129,8 @@ impl State {
             let end = dev + n * OS_PAGE_BYTES;
             while dev < end {
                 let mut stop = end.min(dev + lay.write_bytes);
-                if lay.split_bytes > 0 {
-                    stop = stop.min((dev / lay.split_bytes + 1) * lay.split_bytes);
+                if let Some(k) = dev.checked_div(lay.split_bytes) {
+                    stop = stop.min((k + 1) * lay.split_bytes);
                 }
                 let len = stop - dev;
                 let touched = pages_touched(dev, len, self.page);
@@ -154,7 +154,7 @@ impl State {
 /// Replays `ops` on a fresh `Ssd::new(params, seed)` (see the module documentation). Fails,
 /// naming the op, when a file number has no base or an offset does not fit the device.
 pub fn replay_os(ops: &[OsOp], params: &SsdParams, seed: u64, lay: &OsLayout) -> Result<OsReplay> {
-    if lay.write_bytes == 0 || lay.write_bytes % OS_PAGE_BYTES != 0 {
+    if lay.write_bytes == 0 || !lay.write_bytes.is_multiple_of(OS_PAGE_BYTES) {
         return Err(invalid(
             "write_bytes",
             lay.write_bytes,
