@@ -35,7 +35,8 @@ use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
 
 use crate::output::{Fail, Sink};
 
-const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc] \
+const USAGE: &str =
+    "usage: attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc] \
                      [--model TINFETCH_MODEL] [--out FILE] [--json]";
 
 /// Planted devices of the fillrandom comparison: (name, chunk, page, stripe chips).
