@@ -10,6 +10,8 @@ Every benchmark starts here or from the ``attune-bench`` binary itself:
 * ``attune bench tinfetch ...`` runs the prefetchers' evaluation (:mod:`attune.bench.tinfetch`).
 * ``attune bench evstore ...`` runs EVStore's accuracy and EVProx studies
   (:mod:`attune.bench.evstore`).
+* ``attune bench device-sqlite ...`` runs the SQLite study of the SSD profiler on the simulated
+  SSD (:mod:`attune.bench.device_sqlite`).
 * ``attune bench cache-sim|cache-kv|embed|io|device|learn|workload|lookup-steps ...`` run the
   ``attune-bench``
   subcommand of that name with the same arguments.
@@ -260,6 +262,9 @@ def register(sub) -> None:
     from attune.bench import evstore as _bench_evstore
 
     _bench_evstore.add_parser(verbs)
+    from attune.bench import device_sqlite as _bench_device_sqlite
+
+    _bench_device_sqlite.add_parser(verbs)
     q = verbs.add_parser(
         "splitdf",
         help="SplitDF: split vs unsplit sizes, memory and a notebook (benches/splitdf/)",

@@ -34,6 +34,7 @@ __all__ = [
     "device_check",
     "device_profile_config",
     "device_profile_simulated",
+    "device_replay_os",
     "embed_access_stream",
     "embed_list_tables",
     "embed_load_table",
@@ -511,6 +512,17 @@ def device_check(
     size: list[int],
     write: list[bool],
     params: dict[str, Any],
+) -> dict[str, Any]: ...
+def device_replay_os(
+    kind: list[int],
+    file: list[int],
+    offset: list[int],
+    size: list[int],
+    bases: list[int],
+    params: dict[str, Any] | None = None,
+    seed: int = 0,
+    write_bytes: int = 131072,
+    split_bytes: int = 0,
 ) -> dict[str, Any]: ...
 def io_prefetch_eval(
     columns: _TraceColumns,

@@ -1,12 +1,15 @@
 //! `attune-bench device-kv`: Attune on the simulated SSD (`attune_kv::env::DeviceEnv`).
 //!
-//! Run: `attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--model FILE]
-//! [--out FILE] [--json]`. Rows:
-//! * `fillrandom/<config>/<untuned|tuned>` for planted SSD configurations: the device is first
-//!   profiled (`attune_io::profile`), the learned parameters are mapped to a layout
-//!   (`DeviceLayout::from_learned`), then the same fillrandom runs with the file-system default
-//!   layout and with the tuned one: simulated device seconds, ops per simulated second, flash
-//!   pages written, the minimum, write amplification, device writes.
+//! Run: `attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc]
+//! [--model FILE] [--out FILE] [--json]`. Rows:
+//! * `fillrandom/<config>/<untuned|layout|tuned>` for planted SSD configurations: the device is
+//!   first profiled (`attune_io::profile`), the learned parameters are mapped to a layout
+//!   (`DeviceLayout::from_learned`) and to options (`DeviceLayout::tune_options`), then the same
+//!   fillrandom runs with the file-system default, with the layout alone and with layout and
+//!   options, in a deterministic schedule (`fill_once`): ops per simulated second and its paired
+//!   ratio to untuned, flash pages (per kind of file too), the minimum, write amplification.
+//!   `--no-gc` turns the device's garbage-collection periods off in the runs (rows
+//!   `fillrandom-nogc/...`).
 //! * `ycsb-e/<load order>/<prefetcher>`: YCSB workload E (95 % scans of 1–100 records, 5 %
 //!   inserts, zipfian) over 4 KiB values in the value log, with prefetching off, `fixed` (the
 //!   engine's read-ahead of the next `blob_prefetch_depth` values of a scan), `readahead` (Linux's
@@ -24,15 +27,16 @@ use attune_io::model::QuantizedMlp;
 use attune_io::prefetch;
 use attune_io::profile::{self, ProfileConfig};
 use attune_io::ssd::SsdParams;
-use attune_kv::env::{DeviceEnv, DeviceLayout, DeviceStats, MemEnv};
-use attune_kv::{Options, ReadOptions, DB};
+use attune_kv::env::{DeviceEnv, DeviceLayout, DeviceStats, MemEnv, FILE_KINDS};
+use attune_kv::{LearnedIndex, Options, ReadOptions, DB};
 use attune_workload::op::Op;
 use attune_workload::rng::Xoshiro256;
 use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
 
 use crate::output::{Fail, Sink};
 
-const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] \
+const USAGE: &str =
+    "usage: attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc] \
                      [--model TINFETCH_MODEL] [--out FILE] [--json]";
 
 /// Planted devices of the fillrandom comparison: (name, chunk, page, stripe chips).
@@ -61,6 +65,13 @@ struct FillRow<'a> {
     ops_per_sec: f64,
     ops_per_sec_min: f64,
     ops_per_sec_max: f64,
+    /// Median over the repetitions of ops/s ÷ the untuned run's with the same keys and device
+    /// seed, and the smallest and largest of those ratios.
+    ops_ratio: f64,
+    ops_ratio_min: f64,
+    ops_ratio_max: f64,
+    /// Median of flash pages ÷ the untuned run's, paired the same way.
+    pages_ratio: f64,
     flash_pages: u64,
     min_flash_pages: u64,
     write_amplification: f64,
@@ -69,6 +80,14 @@ struct FillRow<'a> {
     device_reads: u64,
     ssd_flushes: u64,
     ssd_stalled_writes: u64,
+    block_size: usize,
+    target_file_size: u64,
+    /// Flash pages programmed and their minimum, per kind of file (wal, table, vlog,
+    /// manifest, other).
+    pages_by_kind: std::collections::BTreeMap<&'static str, [u64; 2]>,
+    /// The WAL's and the tables' flash pages over their minimum.
+    wal_extra_pages: u64,
+    table_extra_pages: u64,
 }
 
 #[derive(Serialize)]
@@ -106,6 +125,7 @@ fn kv(e: impl std::fmt::Display) -> Fail {
 pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let mut what = "all".to_string();
     let mut keys = 200_000u64;
+    let mut gc = true;
     let mut ops = 2_000u64;
     let mut model: Option<String> = None;
     let mut it = args.iter();
@@ -113,6 +133,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         match a.as_str() {
             "fillrandom" | "ycsb-e" | "all" => what = a.clone(),
             "--keys" => keys = num(&mut it, a)?,
+            "--no-gc" => gc = false,
             "--ops" => ops = num(&mut it, a)?,
             "--model" => {
                 model = Some(
@@ -136,7 +157,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         None => None,
     };
     if what != "ycsb-e" {
-        fillrandom(keys, sink)?;
+        fillrandom(keys, gc, sink)?;
     }
     if what != "fillrandom" {
         ycsb_e(keys / 10, ops, model.as_ref(), sink)?;
@@ -155,45 +176,106 @@ fn planted(chunk: u32, page: u32, sc: u32) -> SsdParams {
     }
 }
 
+/// User bytes (keys and values) between two memtable flushes of the fillrandom runs.
+const FLUSH_USER_BYTES: u64 = 4 << 20;
+
 fn fill_opts() -> Options {
     Options {
-        write_buffer_size: 4 << 20,
+        // Larger than the flush interval: the memtable never switches by itself (see
+        // `fill_once`).
+        write_buffer_size: 64 << 20,
         target_file_size: 4 << 20,
         max_bytes_for_level_base: 16 << 20,
         wal_sync_interval_ms: 0,
         block_cache_size: 8 << 20,
+        // No background reads of tables that are not part of the workload.
+        learned_index: LearnedIndex::Off,
         ..Options::default()
     }
 }
 
-/// Repetitions of each fillrandom configuration.
-const REPS: u32 = 3;
+/// Repetitions of each fillrandom configuration (each with its own keys and device seed).
+const REPS: u32 = 7;
+
+/// Whether no level needs compacting (the engine's own score rule: L0 files against the
+/// trigger, every other level's bytes against its target; the last level never).
+fn settled(db: &DB, o: &Options) -> bool {
+    let s = db.stats();
+    if s.level_files.first().copied().unwrap_or(0) >= o.l0_compaction_trigger {
+        return false;
+    }
+    let mut target = o.max_bytes_for_level_base;
+    let n = s.level_bytes.len();
+    for &b in s.level_bytes.iter().take(n.saturating_sub(1)).skip(1) {
+        if b > target {
+            return false;
+        }
+        target = target.saturating_mul(o.level_size_multiplier);
+    }
+    true
+}
 
 /// One fillrandom of `keys` puts on a fresh simulated device.
+///
+/// The schedule is deterministic: the writer flushes the memtable itself every
+/// `FLUSH_USER_BYTES` and then waits until compaction has nothing left to do, so background
+/// work never races the writer for the simulated clock and two runs with the same keys submit
+/// the same I/O in the same order (the CPU is free in this model: background work keeps up).
 fn fill_once(
     p: &SsdParams,
     layout: DeviceLayout,
+    opts: &Options,
     keys: u64,
     value_bytes: usize,
     rep: u32,
 ) -> Result<(DeviceStats, attune_io::ssd::SsdStats), Fail> {
-    let env = Arc::new(DeviceEnv::new(Arc::new(MemEnv::new()), p.clone(), 11, layout).map_err(kv)?);
-    let db = DB::open_with_env(env.clone(), Path::new("/db"), fill_opts()).map_err(kv)?;
+    // The device's seed (its garbage-collection periods) changes with the repetition too, so
+    // the median is not one draw of where those periods fall.
+    let seed = 11 + u64::from(rep);
+    let env =
+        Arc::new(DeviceEnv::new(Arc::new(MemEnv::new()), p.clone(), seed, layout).map_err(kv)?);
+    let db = DB::open_with_env(env.clone(), Path::new("/db"), opts.clone()).map_err(kv)?;
     let mut rng = Xoshiro256::new(42, u64::from(rep) + 1);
     let mut value = vec![0u8; value_bytes];
+    let mut pending = 0u64;
+    let settle = |db: &DB| -> Result<(), Fail> {
+        db.flush().map_err(kv)?;
+        // Bounded: a compaction of a few MiB finishes in well under a minute of host time.
+        for _ in 0..600_000 {
+            if settled(db, opts) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        Err(Fail::Run(
+            "compaction did not settle within a minute".into(),
+        ))
+    };
     for i in 0..keys {
         let k = rng.below(keys.saturating_mul(4));
+        // Half random, half zeros: compressible to about half, as db_bench's values are.
         value[..8].copy_from_slice(&i.to_le_bytes());
-        db.put(format!("key{k:012}").as_bytes(), &value)
-            .map_err(kv)?;
+        for c in value[8..value_bytes / 2].chunks_mut(8) {
+            let r = rng.next_u64().to_le_bytes();
+            c.copy_from_slice(&r[..c.len()]);
+        }
+        let key = format!("key{k:012}");
+        db.put(key.as_bytes(), &value).map_err(kv)?;
+        pending += (key.len() + value.len()) as u64;
+        if pending >= FLUSH_USER_BYTES {
+            settle(&db)?;
+            pending = 0;
+        }
     }
-    db.flush().map_err(kv)?;
+    settle(&db)?;
     db.close().map_err(kv)?;
     drop(db);
     Ok((env.stats(), env.ssd_stats()))
 }
 
-fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
+/// `gc` false turns the device's garbage-collection periods off (zero length) in the runs (not
+/// in the profile), so that the comparison shows the layout alone.
+fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
     const VALUE: usize = 400;
     for (name, chunk, page, sc) in CONFIGS {
         let p = planted(chunk, page, sc);
@@ -201,33 +283,69 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
             .map_err(kv)?
             .learned;
         let tuned = DeviceLayout::from_learned(&learned);
-        for (label, layout) in [("untuned", DeviceLayout::default()), ("tuned", tuned)] {
-            // Background flushes and compactions interleave their I/O with the writer's in
-            // scheduling order, so a run varies a little: the row is the median of `REPS`
-            // runs (each with its own keys), with the slowest and fastest beside it.
-            let mut runs: Vec<(DeviceStats, attune_io::ssd::SsdStats)> = Vec::new();
+        let p = SsdParams {
+            gc_duration_us: if gc { p.gc_duration_us } else { 0.0 },
+            ..p
+        };
+        let kind = if gc { "fillrandom" } else { "fillrandom-nogc" };
+        let mut tuned_opts = fill_opts();
+        tuned.tune_options(&learned, &mut tuned_opts);
+        let cases = [
+            ("untuned", DeviceLayout::default(), fill_opts()),
+            ("layout", tuned, fill_opts()),
+            ("tuned", tuned, tuned_opts),
+        ];
+        // runs[case][rep]: every case runs with the same keys and device seed in a repetition,
+        // so the ratios to `untuned` are paired.
+        let mut runs: Vec<Vec<(DeviceStats, attune_io::ssd::SsdStats)>> = Vec::new();
+        for (_, layout, opts) in &cases {
+            let mut v = Vec::new();
             for rep in 0..REPS {
-                runs.push(fill_once(&p, layout, keys, VALUE, rep)?);
+                v.push(fill_once(&p, *layout, opts, keys, VALUE, rep)?);
             }
-            let ops = |s: &DeviceStats| keys as f64 / (s.clock_ns as f64 / 1e9);
-            runs.sort_by(|a, b| ops(&a.0).total_cmp(&ops(&b.0)));
-            let (lo, hi) = (ops(&runs[0].0), ops(&runs[runs.len() - 1].0));
-            let (s, ssd) = runs[runs.len() / 2];
+            runs.push(v);
+        }
+        let ops = |s: &DeviceStats| keys as f64 / (s.clock_ns as f64 / 1e9);
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        for (ci, (label, layout, opts)) in cases.iter().enumerate() {
+            let ratios: Vec<f64> = (0..REPS as usize)
+                .map(|r| ops(&runs[ci][r].0) / ops(&runs[0][r].0))
+                .collect();
+            let page_ratios: Vec<f64> = (0..REPS as usize)
+                .map(|r| runs[ci][r].0.flash_pages as f64 / runs[0][r].0.flash_pages as f64)
+                .collect();
+            let (rlo, rhi) = ratios
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+            let mut by_ops = runs[ci].clone();
+            by_ops.sort_by(|a, b| ops(&a.0).total_cmp(&ops(&b.0)));
+            let (lo, hi) = (ops(&by_ops[0].0), ops(&by_ops[by_ops.len() - 1].0));
+            let (s, ssd) = by_ops[by_ops.len() / 2];
             let secs = s.clock_ns as f64 / 1e9;
+            let pages_by_kind = FILE_KINDS
+                .iter()
+                .zip(s.by_kind.iter())
+                .filter(|(_, k)| k.writes > 0)
+                .map(|(&n, k)| (n, [k.flash_pages, k.min_flash_pages]))
+                .collect();
+            let (ops_ratio, pages_ratio) = (median(ratios), median(page_ratios));
             if sink.human() {
                 println!(
-                    "fillrandom {name:<14} {label:<8} {:>8.0} ops/s ({lo:.0}..{hi:.0})  pages {:>8} (min {:>8}, WA {:.3})  {:.2} s",
+                    "{kind} {name:<14} {label:<8} {:>8.0} ops/s ({lo:.0}..{hi:.0})  x{ops_ratio:.3} ({rlo:.3}..{rhi:.3})  pages {:>8} (min {:>8}, WA {:.3}, x{pages_ratio:.3})  {:?}",
                     keys as f64 / secs,
                     s.flash_pages,
                     s.min_flash_pages,
                     s.write_amplification(),
-                    secs
+                    pages_by_kind,
                 );
             }
             sink.row(&FillRow {
                 bench: "device-kv",
-                kind: "fillrandom",
-                case: format!("fillrandom/{name}/{label}"),
+                kind,
+                case: format!("{kind}/{name}/{label}"),
                 config: name,
                 layout: label,
                 align_bytes: layout.align_bytes,
@@ -240,6 +358,10 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
                 ops_per_sec: keys as f64 / secs,
                 ops_per_sec_min: lo,
                 ops_per_sec_max: hi,
+                ops_ratio,
+                ops_ratio_min: rlo,
+                ops_ratio_max: rhi,
+                pages_ratio,
                 flash_pages: s.flash_pages,
                 min_flash_pages: s.min_flash_pages,
                 write_amplification: s.write_amplification(),
@@ -248,6 +370,11 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
                 device_reads: s.reads,
                 ssd_flushes: ssd.flushes,
                 ssd_stalled_writes: ssd.stalled_writes,
+                block_size: opts.block_size,
+                target_file_size: opts.target_file_size,
+                pages_by_kind,
+                wal_extra_pages: s.by_kind[0].flash_pages - s.by_kind[0].min_flash_pages,
+                table_extra_pages: s.by_kind[1].flash_pages - s.by_kind[1].min_flash_pages,
             })?;
         }
     }

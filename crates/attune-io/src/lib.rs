@@ -13,6 +13,8 @@
 //! * [`profile`], [`stats`]: learning an SSD's stripe, chunk, flash page and hot locations from
 //!   two latency experiments (`docs/ssd-profile.md`).
 //! * [`check`]: the five rules over an I/O trace, with extra flash pages and write amplification.
+//! * [`osreplay`]: a program's system calls (an strace log) replayed on the simulated SSD
+//!   through a page-cache model (the SQLite study).
 //! * [`prefetch`]: TinFetch (prefix/suffix stream separation, readahead and a tiny integer
 //!   network), heuristic baselines and the prefetching evaluator (unlimited cache, 20 ms pending).
 //! * [`route`]: two or three replicas serving their traces, reads routed by always-admit,
@@ -37,6 +39,7 @@ pub mod direct;
 pub mod error;
 pub mod features;
 pub mod model;
+pub mod osreplay;
 pub mod prefetch;
 pub mod profile;
 pub mod replay;

@@ -250,7 +250,94 @@ fn device_check<'py>(
 }
 
 /// Adds the device functions to the module.
+/// `device_replay_os(kind, file, offset, size, bases, params=None, seed=0, write_bytes=131072,
+/// split_bytes=0)`: a program's calls (kind 0 read, 1 write, 2 fsync, 3 phase mark) replayed on
+/// the simulated SSD through the page-cache model of `attune_io::osreplay`. Returns `phases`
+/// (one dict of counters per phase) and `file_pages` ((flash pages, minimum) per file).
+#[pyfunction]
+#[pyo3(signature = (kind, file, offset, size, bases, params=None, seed=0, write_bytes=131072,
+                    split_bytes=0))]
+#[allow(clippy::too_many_arguments)]
+fn device_replay_os<'py>(
+    py: Python<'py>,
+    kind: Vec<u8>,
+    file: Vec<u32>,
+    offset: Vec<u64>,
+    size: Vec<u64>,
+    bases: Vec<u64>,
+    params: Option<&Bound<'py, PyDict>>,
+    seed: u64,
+    write_bytes: u64,
+    split_bytes: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    use attune_io::osreplay::{replay_os, OsLayout, OsOp, OsOpKind};
+    let n = kind.len();
+    if file.len() != n || offset.len() != n || size.len() != n {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            format!(
+                "replay columns differ in length: kind {n}, file {}, offset {}, size {}",
+                file.len(),
+                offset.len(),
+                size.len()
+            ),
+        ));
+    }
+    let mut ops = Vec::with_capacity(n);
+    for i in 0..n {
+        let k = match kind[i] {
+            0 => OsOpKind::Read,
+            1 => OsOpKind::Write,
+            2 => OsOpKind::Sync,
+            3 => OsOpKind::Mark,
+            other => {
+                return Err(crate::errors::attune_error(
+                    py,
+                    "InvalidArgumentError",
+                    format!("replay op {i}: kind {other} (0 read, 1 write, 2 fsync, 3 mark)"),
+                ))
+            }
+        };
+        ops.push(OsOp {
+            kind: k,
+            file: file[i],
+            offset: offset[i],
+            size: size[i],
+        });
+    }
+    let p = params_from(params)?;
+    let lay = OsLayout {
+        bases,
+        write_bytes,
+        split_bytes,
+    };
+    let r = py
+        .allow_threads(|| replay_os(&ops, &p, seed, &lay))
+        .map_err(io_error)?;
+    let phases = pyo3::types::PyList::empty(py);
+    for c in &r.phases {
+        let d = PyDict::new(py);
+        d.set_item("device_ns", c.device_ns)?;
+        d.set_item("reads", c.reads)?;
+        d.set_item("read_bytes", c.read_bytes)?;
+        d.set_item("writes", c.writes)?;
+        d.set_item("write_bytes", c.write_bytes)?;
+        d.set_item("flash_pages", c.flash_pages)?;
+        d.set_item("min_flash_pages", c.min_flash_pages)?;
+        d.set_item("calls_read", c.calls_read)?;
+        d.set_item("calls_write", c.calls_write)?;
+        d.set_item("calls_sync", c.calls_sync)?;
+        phases.append(d)?;
+    }
+    let d = PyDict::new(py);
+    d.set_item("phases", phases)?;
+    d.set_item("file_pages", r.file_pages)?;
+    Ok(d)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(device_replay_os, m)?)?;
     m.add_function(wrap_pyfunction!(device_profile_config, m)?)?;
     m.add_function(wrap_pyfunction!(device_profile_simulated, m)?)?;
     m.add_function(wrap_pyfunction!(device_analyze, m)?)?;

@@ -136,6 +136,130 @@ def parse_strace(text: str, name: str = "strace", only: str | None = None) -> Tr
     return out
 
 
+#: A process marks a phase of its run by trying to open ``MARK_PREFIX + name`` (which fails):
+#: :func:`parse_strace_calls` turns that into a phase mark.
+MARK_PREFIX = "/attune-mark/"
+
+#: Kinds of :class:`CallColumns` rows.
+READ, WRITE, SYNC, MARK = 0, 1, 2, 3
+
+
+@dataclass
+class CallColumns:
+    """A program's file calls in order, as columns: kind (``READ``, ``WRITE``, ``SYNC``,
+    ``MARK``), file number (into ``files``), offset, size; ``marks`` names each ``MARK`` row."""
+
+    kind: list[int] = field(default_factory=list)
+    file: list[int] = field(default_factory=list)
+    offset: list[int] = field(default_factory=list)
+    size: list[int] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    marks: list[str] = field(default_factory=list)
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def add(self, kind: int, file: int, offset: int, size: int) -> None:
+        self.kind.append(kind)
+        self.file.append(file)
+        self.offset.append(offset)
+        self.size.append(size)
+
+    def io(self) -> TraceColumns:
+        """The reads and writes alone, for the rule checker."""
+        out = TraceColumns(format="strace", files=list(self.files), skipped=self.skipped)
+        for k, f, o, n in zip(self.kind, self.file, self.offset, self.size, strict=True):
+            if k in (READ, WRITE) and n > 0:
+                out.add(f, o, n, k == WRITE)
+        return out
+
+
+def parse_strace_calls(text: str, name: str = "strace", under: str | None = None) -> CallColumns:
+    """Reads, writes, ``fsync``/``fdatasync`` and phase marks of an strace log, in order, for
+    files whose path starts with ``under`` (every file when None; a given ``under`` may be
+    under ``/dev/shm``). Trace with ``-e trace=openat,close,lseek,read,write,pread64,pwrite64,
+    fsync,fdatasync``. Raises :class:`attune.CorruptionError` naming the line of a call it
+    cannot read."""
+    out = CallColumns()
+    fds: dict[int, tuple[int, int]] = {}
+    numbers: dict[str, int] = {}
+
+    def file_no(path: str) -> int | None:
+        if under is not None:
+            if not path.startswith(under):
+                return None
+        elif path.startswith(_SKIP_PREFIXES):
+            return None
+        if path not in numbers:
+            numbers[path] = len(out.files)
+            out.files.append(path)
+        return numbers[path]
+
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or "<unfinished" in line or "resumed>" in line:
+            out.skipped += "<unfinished" in line
+            continue
+        m = _CALL.match(line)
+        if not m:
+            continue
+        call, args, ret = m.group(1), m.group(2), int(m.group(3), 0)
+        if call in ("open", "openat", "creat"):
+            s = _STRING.search(args)
+            path = s.group(0).rstrip(".")[1:-1] if s else ""
+            if path.startswith(MARK_PREFIX):
+                out.add(MARK, 0, 0, 0)
+                out.marks.append(path[len(MARK_PREFIX) :])
+                continue
+            if ret >= 0:
+                n = file_no(path) if path else None
+                if n is None:
+                    fds.pop(ret, None)
+                else:
+                    fds[ret] = (n, 0)
+            continue
+        fdm = _FD.match(args)
+        if not fdm:
+            continue
+        fd = int(fdm.group(1))
+        if call == "close":
+            fds.pop(fd, None)
+            continue
+        if fd not in fds:
+            continue
+        if call == "lseek":
+            if ret >= 0:
+                fds[fd] = (fds[fd][0], ret)
+            continue
+        if call in ("fsync", "fdatasync"):
+            if ret == 0:
+                out.add(SYNC, fds[fd][0], 0, 0)
+            continue
+        if call not in _SYSCALLS:
+            continue
+        if ret < 0:
+            out.skipped += 1
+            continue
+        rest = _IOV.sub("", _STRING.sub("", args[fdm.end() :]))
+        nums = [p.strip() for p in rest.split(",") if p.strip()]
+        n, pos = fds[fd]
+        try:
+            if call.startswith("p"):
+                offset = int(nums[-2] if call.endswith("v2") else nums[-1], 0)
+            else:
+                offset = pos
+                fds[fd] = (n, pos + ret)
+        except (IndexError, ValueError) as e:
+            raise CorruptionError(
+                f"malformed strace trace at line {lineno}: cannot read the offset of {call}",
+                name,
+                lineno,
+            ) from e
+        out.add(WRITE if call.startswith(("write", "pwrite")) else READ, n, offset, ret)
+    return out
+
+
 def load_io_trace(
     path: str | Path, fmt: str | None = None, only: str | None = None
 ) -> TraceColumns:

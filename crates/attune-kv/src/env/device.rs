@@ -106,6 +106,37 @@ impl DeviceLayout {
         }
     }
 
+    /// Sets the engine options a device profile asks for, beyond where files go: the table
+    /// block size becomes the flash page (when one was found between 4 KiB and 64 KiB: a block
+    /// then spans at most two pages, and larger blocks compress better and index fewer
+    /// entries), and table files are cut at a multiple of this layout's alignment (so a
+    /// compaction's output fills whole stripes). Options the profile says nothing about are
+    /// left as they are. Returns what it changed, for reports.
+    pub fn tune_options(
+        &self,
+        l: &attune_io::profile::Learned,
+        opts: &mut crate::options::Options,
+    ) -> Vec<String> {
+        let mut changed = Vec::new();
+        if let Some(page) = l
+            .page
+            .value
+            .map(|p| p as usize)
+            .filter(|&p| (4096..=65536).contains(&p))
+        {
+            if opts.block_size != page {
+                changed.push(format!("block_size {} -> {page}", opts.block_size));
+                opts.block_size = page;
+            }
+        }
+        let t = opts.target_file_size.div_ceil(self.align_bytes) * self.align_bytes;
+        if t != opts.target_file_size {
+            changed.push(format!("target_file_size {} -> {t}", opts.target_file_size));
+            opts.target_file_size = t;
+        }
+        changed
+    }
+
     /// Checks the three sizes; the error names the one that is wrong.
     pub fn validate(&self) -> Result<()> {
         for (name, v) in [
@@ -121,6 +152,37 @@ impl DeviceLayout {
         }
         Ok(())
     }
+}
+
+/// The kinds of engine file whose device writes are counted apart (by file name:
+/// `NNNNNN.log`, `NNNNNN.sst`, `NNNNNN.vlog`, `MANIFEST-NNNNNN`, anything else).
+pub const FILE_KINDS: [&str; 5] = ["wal", "table", "vlog", "manifest", "other"];
+
+/// The index into [`FILE_KINDS`] of a file's name.
+pub fn file_kind(path: &Path) -> usize {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name.ends_with(".log") {
+        0
+    } else if name.ends_with(".sst") {
+        1
+    } else if name.ends_with(".vlog") {
+        2
+    } else if name.starts_with("MANIFEST-") {
+        3
+    } else {
+        4
+    }
+}
+
+/// Device writes of one kind of file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KindWrites {
+    /// Device write requests and the bytes they carried.
+    pub writes: u64,
+    pub write_bytes: u64,
+    /// Flash pages the writes programmed, and the least those bytes need.
+    pub flash_pages: u64,
+    pub min_flash_pages: u64,
 }
 
 /// Counters of a [`DeviceEnv`] run.
@@ -144,6 +206,8 @@ pub struct DeviceStats {
     /// Demand reads served wholly from prefetched blocks, and how many of those still waited.
     pub prefetch_hits: u64,
     pub prefetch_late: u64,
+    /// The writes split by kind of file, in the order of [`FILE_KINDS`].
+    pub by_kind: [KindWrites; 5],
 }
 
 impl DeviceStats {
@@ -259,6 +323,11 @@ impl Device {
         self.stats.write_bytes += len;
         self.stats.flash_pages += pages;
         self.stats.min_flash_pages += len.div_ceil(self.page);
+        let k = &mut self.stats.by_kind[file_kind(path)];
+        k.writes += 1;
+        k.write_bytes += len;
+        k.flash_pages += pages;
+        k.min_flash_pages += len.div_ceil(self.page);
         // Rewritten blocks are no longer what was prefetched.
         for blk in dev / BLOCK..(dev + len).div_ceil(BLOCK) {
             self.buffer.remove(&blk);
@@ -763,6 +832,68 @@ mod tests {
         let s = e.stats();
         assert_eq!((s.reads, s.prefetch_hits), (1, 1));
         assert_eq!(buf, vec![3u8; 4096]);
+    }
+
+    #[test]
+    fn writes_are_counted_per_kind_of_file() {
+        let e = env(DeviceLayout::default());
+        e.create_dir_all(Path::new("/d")).unwrap();
+        for (name, bytes) in [
+            ("000001.log", 10_000usize),
+            ("000002.sst", 200_000),
+            ("MANIFEST-000003", 100),
+        ] {
+            let mut f = e.new_writable(&Path::new("/d").join(name)).unwrap();
+            f.append(&vec![1u8; bytes]).unwrap();
+            f.sync().unwrap();
+        }
+        let s = e.stats();
+        let k = s.by_kind;
+        assert_eq!(FILE_KINDS[file_kind(Path::new("/d/000009.vlog"))], "vlog");
+        assert_eq!((k[0].write_bytes, k[1].write_bytes), (12 << 10, 196 << 10));
+        assert_eq!((k[2].writes, k[3].writes, k[4].writes), (0, 1, 0));
+        let sum = |f: fn(&KindWrites) -> u64| k.iter().map(f).sum::<u64>();
+        assert_eq!(sum(|k| k.writes), s.writes);
+        assert_eq!(sum(|k| k.flash_pages), s.flash_pages);
+        assert_eq!(sum(|k| k.min_flash_pages), s.min_flash_pages);
+    }
+
+    #[test]
+    fn options_from_profile_set_block_and_file_sizes() {
+        use attune_io::profile::{Finding, Learned};
+        let f = |v: Option<u32>| Finding {
+            value: v,
+            confidence: 1.0,
+            reason: String::new(),
+        };
+        let l = Learned {
+            desirable_write: f(Some(256 << 10)),
+            stripe: f(Some(256 << 10)),
+            chunk: f(Some(64 << 10)),
+            page: f(Some(16 << 10)),
+            hot_offset: f(Some(32 << 10)),
+        };
+        let mut o = crate::options::Options {
+            target_file_size: 3 << 20 | 4096,
+            ..Default::default()
+        };
+        let changed = tuned().tune_options(&l, &mut o);
+        assert_eq!(o.block_size, 16 << 10);
+        assert_eq!(o.target_file_size, (3 << 20) + (256 << 10));
+        assert_eq!(changed.len(), 2, "{changed:?}");
+        // Nothing learned: nothing changes.
+        let none = Learned {
+            desirable_write: f(None),
+            stripe: f(None),
+            chunk: f(None),
+            page: f(None),
+            hot_offset: f(None),
+        };
+        let mut o2 = crate::options::Options::default();
+        assert!(DeviceLayout::default()
+            .tune_options(&none, &mut o2)
+            .is_empty());
+        assert_eq!(o2.block_size, 4096);
     }
 
     #[test]

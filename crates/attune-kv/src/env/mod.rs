@@ -20,7 +20,10 @@ mod posix;
 mod readonly;
 
 pub use bulk::BulkIo;
-pub use device::{DeviceEnv, DeviceLayout, DevicePrefetcher, DeviceStats, OS_PAGE_BYTES};
+pub use device::{
+    file_kind, DeviceEnv, DeviceLayout, DevicePrefetcher, DeviceStats, KindWrites, FILE_KINDS,
+    OS_PAGE_BYTES,
+};
 pub use mem::{
     CrashReport, FaultError, FaultKind, FaultOp, FaultPlan, FaultRule, MemEnv, Trigger,
     SECTOR_BYTES,
