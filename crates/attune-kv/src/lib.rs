@@ -64,8 +64,8 @@ pub use db::{
 pub use error::{Error, Result};
 pub use index::learned::LearnStats;
 pub use options::{
-    BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, Compression, LearnedBenefit,
-    LearnedIndex, Options, ReadOptions, WriteOptions, OPTION_NAMES,
+    BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, CompactionFilter, Compression,
+    FilterDecision, LearnedBenefit, LearnedIndex, Options, ReadOptions, WriteOptions, OPTION_NAMES,
 };
 
 /// What the fuzz targets (through `attune-stress`), the stress tool, the decoder tests and the

@@ -4,6 +4,7 @@
 //! like with like.
 
 use crate::error::{Error, Result};
+use std::sync::Arc;
 
 /// Block compression.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,6 +243,41 @@ impl LearnedIndex {
     }
 }
 
+/// What a [`CompactionFilter`] decides for an entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FilterDecision {
+    /// Keep the entry as it is.
+    Keep,
+    /// The key reads as deleted from now on (older versions stay hidden).
+    Remove,
+    /// Store this value instead, inline in the table (never moved to the value log), with the
+    /// entry's sequence and expiry.
+    Change(Vec<u8>),
+}
+
+/// A user hook into compaction, as RocksDB's `CompactionFilter`: drop or rewrite entries while
+/// they are merged anyway (expired sessions, stale cache entries, values to shrink).
+///
+/// Compaction calls it on the newest version of a key among its inputs when no snapshot can see
+/// that entry (it was written after every snapshot that existed when the compaction began), for
+/// values of every kind (a separated value is read from
+/// the value log for it). It is never called for deletions, nor for expired entries (compaction
+/// drops those on its own), and it runs on the compaction thread: it must be fast and must not
+/// call back into the database. An entry is filtered when a compaction reaches it, so a
+/// decision is not immediate: reads see the entry until then.
+pub trait CompactionFilter: Send + Sync {
+    /// A name for logs and errors.
+    fn name(&self) -> &str;
+    /// Decides for one entry; `level` is the level the compaction writes to.
+    fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> FilterDecision;
+}
+
+impl std::fmt::Debug for dyn CompactionFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CompactionFilter({})", self.name())
+    }
+}
+
 /// Options given at open.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -379,6 +415,9 @@ pub struct Options {
     /// front of the read path, `cache/hotkeys.rs`); 0 turns it off. Default 0 (off) until a
     /// benchmark shows a win for a workload (docs/vip-hashing.md).
     pub hot_key_cache_bytes: u64,
+    /// Called by compaction on the newest version of each key no snapshot needs as it was
+    /// (see [`CompactionFilter`]); None (the default) keeps everything. Not settable by name.
+    pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
     /// Option names given to [`Options::set`] (an alias under the spelling used), so that two
     /// spellings of one option with different values, and options that the others make do
     /// nothing, are refused. Not an option. Default empty.
@@ -430,6 +469,7 @@ impl Default for Options {
             learned_control_sample: 16,
             learned_level: false,
             hot_key_cache_bytes: 0,
+            compaction_filter: None,
             names_set: Vec::new(),
         }
     }

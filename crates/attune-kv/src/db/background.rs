@@ -248,6 +248,11 @@ impl DbInner {
             return Ok(());
         }
         let smallest_snapshot = self.smallest_snapshot(st);
+        // The segments the inputs can point at: every live one (collection never deletes a
+        // segment a table still names).
+        let blobs = st.blobs.clone();
+        // Entries above every snapshot may be filtered (a snapshot keeps its view).
+        let filter_above = st.snapshots.keys().next_back().copied().unwrap_or(0);
         let mut allocated: Vec<u64> = Vec::new();
         let out = MutexGuard::unlocked(st, || {
             let mut new_file = || {
@@ -258,6 +263,8 @@ impl DbInner {
                 n
             };
             let shutting = || self.shutting_down.load(Ordering::Acquire);
+            let read_blob =
+                |p: &crate::vlog::BlobPointer, key: &[u8]| self.read_blob(&blobs, key, p);
             let r = compaction::run(
                 &c,
                 self.env.as_ref(),
@@ -268,6 +275,8 @@ impl DbInner {
                 smallest_snapshot,
                 &mut new_file,
                 &shutting,
+                &read_blob,
+                filter_above,
             );
             if r.is_ok() {
                 self.env.sync_dir(&self.dir)?;
