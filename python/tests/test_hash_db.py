@@ -44,7 +44,10 @@ def test_put_get_delete_survive_close_and_reopen(tmp_path):
 
 
 @pytest.mark.parametrize("migration", ["inline", "background"])
-def test_durable_writes_through_the_write_backend_and_either_migration(tmp_path, migration):
+@pytest.mark.parametrize("syncs_in_flight", [1, 4])
+def test_durable_writes_through_the_write_backend_and_either_migration(
+    tmp_path, migration, syncs_in_flight
+):
     # tmpfs where there is one: a synced write on a disk is a device flush (the benchmark's
     # business); this test checks behaviour. 4 DRAM entries of 256 records: migrations happen.
     shm = Path("/dev/shm")
@@ -52,6 +55,7 @@ def test_durable_writes_through_the_write_backend_and_either_migration(tmp_path,
     p = base / "h"
     opts = {**SMALL, "dram_entries_log2": 2, "sync": True, "backend": "write"}
     opts["migration"] = migration
+    opts["log_syncs_in_flight_max"] = syncs_in_flight
     try:
         _durable_round_trip(p, opts)
     finally:
@@ -100,6 +104,8 @@ def test_bad_arguments_raise_invalid_argument(tmp_path):
         attune.HashDB(tmp_path / "x", not_an_option=1)
     with pytest.raises(attune.InvalidArgumentError, match="log_partitions"):
         attune.HashDB(tmp_path / "y", log_partitions=3)
+    with pytest.raises(attune.InvalidArgumentError, match="log_syncs_in_flight_max 0"):
+        attune.HashDB(tmp_path / "w", log_syncs_in_flight_max=0)
 
 
 def test_one_opener_per_directory_and_no_database_without_create(tmp_path):

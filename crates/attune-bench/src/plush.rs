@@ -162,6 +162,11 @@ struct PlushRow {
     log_syncs: u64,
     log_sync_barriers: u64,
     log_sync_us: u64,
+    /// Log syncs and the barriers they covered during this phase alone, and their ratio
+    /// (writers per sync: the group size).
+    phase_log_syncs: u64,
+    phase_log_sync_barriers: u64,
+    phase_writers_per_sync: f64,
     payload_appends: u64,
     payload_bytes: u64,
     payload_gc_runs: u64,
@@ -278,7 +283,8 @@ fn rss_anon_bytes() -> u64 {
 }
 
 /// Applies `plush:key=value;key=value` (keys `dram_filter_levels`, `dram_entries_log2`,
-/// `log_partitions`, `backend`, `migration`) to `opts`: ablations run as their own engine entries.
+/// `log_partitions`, `backend`, `migration`, `group_commit_window`, `log_syncs_in_flight_max`)
+/// to `opts`: ablations run as their own engine entries.
 fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
     let Some((_, pairs)) = entry.split_once(':') else {
         return Ok(());
@@ -298,10 +304,12 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
             "backend" => opts.backend = Backend::parse(v).map_err(|e| e.to_string())?,
             "migration" => opts.migration = Migration::parse(v).map_err(|e| e.to_string())?,
             "group_commit_window" => opts.group_commit_window = v == "on" || v == "true",
+            "log_syncs_in_flight_max" => opts.log_syncs_in_flight_max = num()?,
             _ => {
                 return Err(format!(
                     "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
-                     log_partitions, backend, migration, group_commit_window)"
+                     log_partitions, backend, migration, group_commit_window, \
+                     log_syncs_in_flight_max)"
                 ))
             }
         }
@@ -408,6 +416,7 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         target: &targets[i].1,
         latency: args.latency,
         sizes,
+        mark: std::sync::Mutex::new((0, 0)),
     };
     let mut records = Vec::with_capacity(targets.len());
     for i in 0..targets.len() {
@@ -452,14 +461,27 @@ struct Ctx<'a> {
     target: &'a Target,
     latency: bool,
     sizes: (usize, usize),
+    /// Plush's (log syncs, barriers covered) when the phase started.
+    mark: std::sync::Mutex<(u64, u64)>,
 }
 
 impl Ctx<'_> {
+    /// Remembers Plush's sync counters at the start of a phase.
+    fn start_phase(&self) {
+        if let Target::Plush(p) = self.target {
+            let s = p.stats();
+            *self.mark.lock().unwrap_or_else(|e| e.into_inner()) =
+                (s.log_syncs, s.log_sync_barriers);
+        }
+    }
+
     fn plush_row(&self) -> Option<PlushRow> {
         let Target::Plush(p) = self.target else {
             return None;
         };
         let s = p.stats();
+        let (syncs0, barriers0) = *self.mark.lock().unwrap_or_else(|e| e.into_inner());
+        let (syncs, barriers) = (s.log_syncs - syncs0, s.log_sync_barriers - barriers0);
         Some(PlushRow {
             levels: s.levels,
             migrations_background: s.migrations_background,
@@ -474,6 +496,9 @@ impl Ctx<'_> {
             log_syncs: s.log_syncs,
             log_sync_barriers: s.log_sync_barriers,
             log_sync_us: s.log_sync_us,
+            phase_log_syncs: syncs,
+            phase_log_sync_barriers: barriers,
+            phase_writers_per_sync: barriers as f64 / syncs.max(1) as f64,
             payload_appends: s.payload_appends,
             payload_bytes: s.payload_bytes,
             payload_gc_runs: s.payload_gc_runs,
@@ -536,6 +561,7 @@ impl Ctx<'_> {
     /// Loads items 0..n in one thread, sampling Plush's DRAM use ten times on the way.
     fn preload(&self, n: u64) -> Result<u64, Fail> {
         let mut h = self.target.handle(self.sizes)?;
+        self.start_phase();
         let (t0, c0) = (Instant::now(), cpu_seconds());
         let step = (n / 10).max(1);
         for i in 0..n {
@@ -568,6 +594,7 @@ impl Ctx<'_> {
         ops: u64,
         dist: Option<(&RequestDist, u64)>,
     ) -> Result<(), Fail> {
+        self.start_phase();
         let (t0, c0) = (Instant::now(), cpu_seconds());
         let timed = self.latency && dist.is_none();
         let results: Vec<Result<(u64, Vec<u64>), String>> = std::thread::scope(|s| {

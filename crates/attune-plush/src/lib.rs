@@ -36,4 +36,4 @@ pub mod persist;
 pub use db::{write_amplification_model, Migration, Options, Plush, Stats, VerifyReport};
 pub use error::{Error, Result};
 pub use layout::TOMBSTONE;
-pub use persist::{Backend, Image, RegionKind, SimModel, SimStorage, Storage};
+pub use persist::{Backend, GroupCommit, Image, RegionKind, SimModel, SimStorage, Storage};

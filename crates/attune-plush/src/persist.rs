@@ -6,29 +6,32 @@
 //! every line flushed before it is durable). The back ends implement [`Persist`]:
 //!
 //! - [`Backend::Write`] (the default): the recovery log is a `MAP_PRIVATE` mapping of its file,
-//!   so stores stay in process memory; `flush` writes the byte range into the file with
-//!   `pwrite` (each thread its own, in parallel), and `fence` makes it durable with an
-//!   `fdatasync`. Fences from concurrent threads form a group: one thread (the leader) issues
-//!   the `fdatasync` for the whole group, the others wait for it (group commit, like a WAL's). No page faults on the append path, no write-protect faults after a write-back. The
-//!   level files are mapped shared and synced like `Msync` (a barrier there is per migration,
-//!   not per upsert).
+//!   so stores stay in process memory; `flush` queues the byte range, and `fence` is a
+//!   leader-written group commit (the `Group` below): one fencing thread, the leader, takes every
+//!   range queued by concurrent writers, `pwrite`s them into the file and makes them durable
+//!   with one `fdatasync`, while the others wait for it. No page faults on the append path, no
+//!   write-protect faults after a write-back. The level files are mapped shared and synced like
+//!   `Msync` (a barrier there is per migration, not per upsert).
 //! - [`Backend::Msync`]: a `MAP_SHARED` mapping of an ordinary file. `flush` records the dirty
 //!   page range; `fence` makes it durable with one `msync(MS_SYNC)` over the union of the pages
 //!   flushed since the last fence (grouped: a migration that flushes hundreds of lines pays one
-//!   sync; concurrent fences on one file share one sync as in `Write`). Cost: one page write-back per barrier, i.e. one device flush per acknowledged
-//!   upsert on a disk (the same price as RocksDB's `sync=true`); on tmpfs an msync is a no-op.
+//!   sync; concurrent fences on one file share one sync as in `Write`). Cost: one page
+//!   write-back per barrier, i.e. one device flush per acknowledged upsert on a disk (the same
+//!   price as RocksDB's `sync=true`); on tmpfs an msync is a no-op.
 //! - [`Backend::Clwb`]: the same mapping, with `clwb` per flushed line and `sfence` per fence,
 //!   the persistence barrier of the chapter. Durable across power loss only on a DAX mapping of
 //!   persistent memory; on tmpfs or the page cache it measures the instruction cost only.
 //!   Available where the CPU has `clwb` (checked with `cpuid`).
-//! - [`SimStorage`]: a crash simulator. Each region is a DRAM "cache" view plus a shadow media
+//! - [`SimStorage`]: a crash simulator whose barriers run through the same group commit. Each
+//!   region is a DRAM "cache" view plus a shadow media
 //!   image that receives only lines flushed before a fence. At a chosen fence it captures the
 //!   crash image: the shadow, with every word that differs from the view (stored but not yet
 //!   fenced) independently either reaching the media or not, which tears unflushed data at
 //!   8-byte granularity, exactly what a power failure may do on PMem. With
 //!   [`SimModel::Write`] it models the `Write` back end instead: a store to the log that was
 //!   never flushed sits in private memory and never reaches the media; a flushed, unfenced one
-//!   was handed to `pwrite` and may or may not have been written back, word by word (devices
+//!   may have been handed to `pwrite` by a leader and may or may not have been written back,
+//!   word by word (devices
 //!   promise no more than sector atomicity, and not all of them that).
 //!
 //! With durability off ([`crate::Options::sync`] false) the file back ends skip both calls
@@ -41,6 +44,7 @@
 use crate::error::{Error, Result};
 use parking_lot::Condvar;
 use parking_lot::Mutex;
+use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -170,21 +174,21 @@ pub struct FileStorage {
     dir: PathBuf,
     backend: Backend,
     sync: bool,
-    window: bool,
+    group: GroupCommit,
 }
 
 impl FileStorage {
     /// Files in `dir`, made durable by `backend` when `sync` is set.
     pub fn new(dir: &Path, backend: Backend, sync: bool) -> Result<FileStorage> {
-        FileStorage::with_window(dir, backend, sync, true)
+        FileStorage::with_group(dir, backend, sync, GroupCommit::default())
     }
 
-    /// As `new`; `window` switches the group-commit window ([`COMMIT_WINDOW_NS_MAX`]).
-    pub fn with_window(
+    /// As `new`, with the group-commit settings `group`.
+    pub fn with_group(
         dir: &Path,
         backend: Backend,
         sync: bool,
-        window: bool,
+        group: GroupCommit,
     ) -> Result<FileStorage> {
         if backend == Backend::Clwb && !clwb_available() {
             return Err(Error::InvalidArgument(
@@ -195,7 +199,7 @@ impl FileStorage {
             dir: dir.to_path_buf(),
             backend,
             sync,
-            window,
+            group,
         })
     }
 }
@@ -253,10 +257,7 @@ impl Storage for FileStorage {
             file,
             how,
             sync: self.sync,
-            group: Group {
-                window: self.window,
-                ..Group::default()
-            },
+            group: Group::new(self.group),
         })))
     }
 
@@ -357,30 +358,57 @@ enum How {
     Pwrite,
 }
 
-/// Group commit of one region's barriers. `flush` queues byte ranges; a fence takes a ticket;
-/// the first fencing thread becomes the leader, takes every queued range and syncs them (one
-/// system call sequence for the whole group), then publishes the highest ticket it covered.
-/// A fence returns once a sync that started after its ticket was drawn has completed, so a
-/// range flushed by one thread is never declared durable while another thread still writes
-/// it back. A failed sync poisons the region: every later fence fails (the page cache may have
-/// dropped the dirty state, so a retry could report success for lost data).
-/// The leader's sync of the byte ranges it took.
-type SyncRanges<'a> = dyn Fn(&[(usize, usize)]) -> std::io::Result<()> + 'a;
+/// How concurrent barriers of one region share their syncs (see [`Group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupCommit {
+    /// A leader waits for writers already on their way to the barrier before it syncs (see
+    /// [`COMMIT_WINDOW_NS_MAX`]).
+    pub window: bool,
+    /// Syncs of one region that may be in flight at once (at least 1). 1 is the classic group
+    /// commit: writers that arrive during a sync wait for it to end and form the next group.
+    /// More lets such writers start the next group's sync at once, while the earlier one is
+    /// still in the device (a device that serves several cache flushes together, as most
+    /// SSDs and virtual disks do, then completes more writes per second).
+    pub syncs_in_flight_max: usize,
+}
 
-#[derive(Default)]
+impl Default for GroupCommit {
+    fn default() -> Self {
+        GroupCommit {
+            window: false,
+            syncs_in_flight_max: 1,
+        }
+    }
+}
+
+/// Group commit of one region's barriers, leader-written. A writer stores its words and calls
+/// `flush`, which only queues the byte range; its fence draws a ticket. A fencing writer whose
+/// ticket no sync has taken yet becomes a leader (when fewer than `syncs_in_flight_max` syncs
+/// are in flight): under the group's lock it takes every queued range and hands them to the
+/// device in one pass (`write`: the `pwrite`s of the whole group), then, with the lock
+/// released, issues one barrier for them (`sync`: one `fdatasync` or `msync` sequence), and
+/// wakes the writers of its group. Everyone else waits. Syncs complete in the order they
+/// started: a ticket counts as durable only when the sync that took it and every earlier one
+/// have returned, so a fence never returns before its own bytes and every byte flushed before
+/// them are durable. A failed write or sync poisons the region: every later fence fails (the
+/// page cache may have dropped the dirty state, so a retry could report success for lost data).
 struct Group {
     state: Mutex<GroupState>,
     done: Condvar,
+    cfg: GroupCommit,
     /// Writers that announced a barrier and have not drawn their ticket yet.
     arriving: AtomicU64,
-    /// The commit window is on (see [`COMMIT_WINDOW_NS_MAX`]).
-    window: bool,
     /// Duration of the last sync, which bounds the window.
     last_sync_ns: AtomicU64,
-    /// Copies of `synced` and `busy`, for followers that poll before they sleep.
+    /// Copies of `synced` and of "a leader could start", for followers that poll before
+    /// they sleep.
     synced_hint: AtomicU64,
-    busy_hint: AtomicBool,
+    slot_hint: AtomicBool,
 }
+
+/// The leader's hand-off of the ranges it took (under the group's lock) and its barrier over
+/// them (lock released).
+type Ranges<'a> = dyn Fn(&[(usize, usize)]) -> std::io::Result<()> + 'a;
 
 /// Polls a follower makes (spinning, then yielding the CPU) before it sleeps on the condition
 /// variable: a sync on tmpfs or a fast device takes microseconds, less than a sleep and wake-up.
@@ -392,15 +420,27 @@ const FOLLOWER_POLLS_MAX: u32 = 256;
 /// takes cannot pay).
 pub const COMMIT_WINDOW_NS_MAX: u64 = 200_000;
 const FOLLOWER_SPINS: u32 = 32;
+/// A follower stops polling and sleeps after a yield that took longer than this (another task
+/// ran) or after polling this long in all (RocksDB's write thread uses 3 µs and 100 µs).
+const FOLLOWER_SLOW_YIELD_NS: u64 = 3_000;
+const FOLLOWER_YIELD_NS_MAX: u64 = 100_000;
+/// Bound on `syncs_in_flight_max` (every waiting writer could lead one; more gains nothing).
+pub const SYNCS_IN_FLIGHT_LIMIT: usize = 64;
 
 #[derive(Default)]
 struct GroupState {
     /// Byte ranges flushed and not yet taken by a leader (adjacent ones merged).
     pending: Vec<(usize, usize)>,
-    /// Tickets drawn so far / covered by a completed sync.
+    /// Tickets drawn so far / taken by a leader / known durable.
     drawn: u64,
+    taken: u64,
     synced: u64,
-    busy: bool,
+    /// Syncs in flight; syncs started and completed (in start order); finished syncs that
+    /// wait for an earlier one, by start number, with the ticket each covers.
+    in_flight: usize,
+    started: u64,
+    completed: u64,
+    finished: BTreeMap<u64, u64>,
     failed: Option<String>,
     /// Syncs issued (one per group), the tickets they covered, and their time.
     syncs: u64,
@@ -409,6 +449,21 @@ struct GroupState {
 }
 
 impl Group {
+    fn new(cfg: GroupCommit) -> Group {
+        Group {
+            state: Mutex::new(GroupState::default()),
+            done: Condvar::new(),
+            cfg: GroupCommit {
+                window: cfg.window,
+                syncs_in_flight_max: cfg.syncs_in_flight_max.clamp(1, SYNCS_IN_FLIGHT_LIMIT),
+            },
+            arriving: AtomicU64::new(0),
+            last_sync_ns: AtomicU64::new(0),
+            synced_hint: AtomicU64::new(0),
+            slot_hint: AtomicBool::new(true),
+        }
+    }
+
     fn flush(&self, off: usize, len: usize) {
         let mut st = self.state.lock();
         let end = off + len;
@@ -421,8 +476,17 @@ impl Group {
         st.pending.push((off, end));
     }
 
-    /// Waits until everything flushed before the call is synced by `sync` (run by a leader).
-    fn fence(&self, sync: &SyncRanges<'_>, announced: bool) -> std::io::Result<()> {
+    fn publish(&self, st: &GroupState) {
+        self.synced_hint.store(st.synced, Ordering::Release);
+        self.slot_hint.store(
+            st.in_flight < self.cfg.syncs_in_flight_max,
+            Ordering::Release,
+        );
+    }
+
+    /// Waits until everything flushed before the call is durable: leads a sync (`write` under
+    /// the lock, then `sync`) or waits for one.
+    fn fence(&self, write: &Ranges<'_>, sync: &Ranges<'_>, announced: bool) -> std::io::Result<()> {
         let mut st = self.state.lock();
         st.drawn += 1;
         let mine = st.drawn;
@@ -438,67 +502,103 @@ impl Group {
             if st.synced >= mine {
                 return Ok(());
             }
-            if st.busy {
+            let can_lead = st.taken < mine && st.in_flight < self.cfg.syncs_in_flight_max;
+            if !can_lead {
+                let taken = st.taken >= mine;
                 drop(st);
+                let t0 = std::time::Instant::now();
                 for i in 0..FOLLOWER_POLLS_MAX {
                     if self.synced_hint.load(Ordering::Acquire) >= mine
-                        || !self.busy_hint.load(Ordering::Acquire)
+                        || (!taken && self.slot_hint.load(Ordering::Acquire))
                     {
                         break;
                     }
                     if i < FOLLOWER_SPINS {
                         std::hint::spin_loop();
-                    } else {
-                        std::thread::yield_now();
+                        continue;
+                    }
+                    let y0 = std::time::Instant::now();
+                    std::thread::yield_now();
+                    // A slow yield means other tasks wanted the CPU (an oversubscribed
+                    // machine): polling only delays them and the leader, so sleep instead.
+                    if y0.elapsed().as_nanos() as u64 > FOLLOWER_SLOW_YIELD_NS
+                        || t0.elapsed().as_nanos() as u64 > FOLLOWER_YIELD_NS_MAX
+                    {
+                        break;
                     }
                 }
                 st = self.state.lock();
-                if st.busy && st.synced < mine {
-                    // Checked under the lock the leader takes to publish: no lost wake-up.
+                let still = st.failed.is_none()
+                    && st.synced < mine
+                    && (st.taken >= mine || st.in_flight >= self.cfg.syncs_in_flight_max);
+                if still {
+                    // Checked under the lock a leader takes to publish: no lost wake-up.
                     self.done.wait(&mut st);
                 }
                 continue;
             }
-            st.busy = true;
-            self.busy_hint.store(true, Ordering::Release);
-            if self.window && self.arriving.load(Ordering::Acquire) > 0 {
+            st.in_flight += 1;
+            self.publish(&st);
+            if self.cfg.window && self.arriving.load(Ordering::Acquire) > 0 {
                 drop(st);
-                let bound = COMMIT_WINDOW_NS_MAX.min(self.last_sync_ns.load(Ordering::Relaxed) / 2);
-                let t0 = std::time::Instant::now();
-                let mut i = 0u32;
-                while self.arriving.load(Ordering::Acquire) > 0
-                    && (t0.elapsed().as_nanos() as u64) < bound
-                {
-                    if i < FOLLOWER_SPINS {
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::yield_now();
-                    }
-                    i += 1;
-                }
+                self.wait_for_arrivals();
                 st = self.state.lock();
             }
-            st.syncs += 1;
             let target = st.drawn;
-            let first = st.synced;
+            st.covered += target - st.taken;
+            st.taken = target;
+            st.syncs += 1;
+            let n = st.started;
+            st.started += 1;
             let mut ranges = std::mem::take(&mut st.pending);
-            drop(st);
             ranges.sort_unstable();
-            let t0 = std::time::Instant::now();
-            let r = sync(&ranges);
-            let ns = t0.elapsed().as_nanos() as u64;
-            self.last_sync_ns.store(ns, Ordering::Relaxed);
-            st = self.state.lock();
-            st.busy = false;
-            st.sync_ns += ns;
-            st.covered += target - first.min(target);
+            // Handed to the device under the lock: a later leader's barrier then covers them
+            // too, and `discard` never drops a page a leader is still copying.
+            let r = match write(&ranges) {
+                Err(e) => Err(e),
+                Ok(()) => {
+                    drop(st);
+                    let t0 = std::time::Instant::now();
+                    let r = sync(&ranges);
+                    let ns = t0.elapsed().as_nanos() as u64;
+                    self.last_sync_ns.store(ns, Ordering::Relaxed);
+                    st = self.state.lock();
+                    st.sync_ns += ns;
+                    r
+                }
+            };
+            st.in_flight -= 1;
             match r {
-                Ok(()) => st.synced = st.synced.max(target),
+                Ok(()) => {
+                    st.finished.insert(n, target);
+                    loop {
+                        let next = st.completed;
+                        let Some(t) = st.finished.remove(&next) else {
+                            break;
+                        };
+                        st.synced = st.synced.max(t);
+                        st.completed += 1;
+                    }
+                }
                 Err(e) => st.failed = Some(e.to_string()),
             }
-            self.synced_hint.store(st.synced, Ordering::Release);
-            self.busy_hint.store(false, Ordering::Release);
+            self.publish(&st);
             self.done.notify_all();
+        }
+    }
+
+    fn wait_for_arrivals(&self) {
+        let bound = COMMIT_WINDOW_NS_MAX.min(self.last_sync_ns.load(Ordering::Relaxed) / 2);
+        let t0 = std::time::Instant::now();
+        let mut i = 0u32;
+        while self.arriving.load(Ordering::Acquire) > 0 && (t0.elapsed().as_nanos() as u64) < bound
+        {
+            if i < FOLLOWER_SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+            i += 1;
         }
     }
 }
@@ -513,11 +613,31 @@ struct FileRegion {
 }
 
 impl FileRegion {
-    /// The leader's work for the msync and pwrite back ends.
-    fn sync_ranges(&self, ranges: &[(usize, usize)]) -> std::io::Result<()> {
-        if ranges.is_empty() && self.how != How::Pwrite {
+    /// The leader's hand-off, under the group's lock: the pwrite back end writes each range of
+    /// the group from the private mapping into the file (one `pwrite` per run of adjacent
+    /// entries); the msync back end has nothing to hand off (the mapping is the page cache).
+    fn write_ranges(&self, ranges: &[(usize, usize)]) -> std::io::Result<()> {
+        if self.how != How::Pwrite {
             return Ok(());
         }
+        use std::os::unix::fs::FileExt;
+        for &(lo, hi) in ranges {
+            let hi = hi.min(self.map.len);
+            if lo >= hi {
+                continue;
+            }
+            // SAFETY: [lo, hi) lies inside the mapping; the writers stored these words
+            // (atomically) before their flush and store no more to them before their fence.
+            let bytes = unsafe { std::slice::from_raw_parts(self.map.ptr.add(lo), hi - lo) };
+            self.file
+                .write_all_at(bytes, lo as u64)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("pwrite: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The leader's barrier, lock released.
+    fn sync_ranges(&self, ranges: &[(usize, usize)]) -> std::io::Result<()> {
         match self.how {
             How::Msync => {
                 for &(lo, hi) in ranges {
@@ -532,14 +652,13 @@ impl FileRegion {
                 }
                 Ok(())
             }
-            // The ranges were written by `flush`; one fdatasync covers the whole group's.
+            // Everything written to the file before this call, the group's ranges and every
+            // earlier leader's, becomes durable with one fdatasync.
             How::Pwrite => self.file.sync_data(),
             How::Clwb => Ok(()),
         }
     }
-}
 
-impl FileRegion {
     fn fence_as(&self, announced: bool) -> Result<()> {
         if !self.sync {
             return Ok(());
@@ -552,7 +671,11 @@ impl FileRegion {
                     "pwrite+fdatasync"
                 };
                 self.group
-                    .fence(&|r| self.sync_ranges(r), announced)
+                    .fence(
+                        &|r| self.write_ranges(r),
+                        &|r| self.sync_ranges(r),
+                        announced,
+                    )
                     .map_err(|e| Error::io(what, &self.path, e))
             }
             How::Clwb => {
@@ -573,18 +696,7 @@ impl Persist for FileRegion {
             return;
         }
         match self.how {
-            How::Msync => self.group.flush(off, len),
-            How::Pwrite => {
-                use std::os::unix::fs::FileExt;
-                let hi = (off + len).min(self.map.len);
-                // SAFETY: [off, hi) lies inside the mapping; the caller stored these words
-                // (atomically) before the flush and stores no more to them before its fence.
-                let bytes = unsafe { std::slice::from_raw_parts(self.map.ptr.add(off), hi - off) };
-                if let Err(e) = self.file.write_all_at(bytes, off as u64) {
-                    // The next fence reports it (and every later one: the region is poisoned).
-                    self.group.state.lock().failed = Some(format!("pwrite: {e}"));
-                }
-            }
+            How::Msync | How::Pwrite => self.group.flush(off, len),
             How::Clwb => {
                 let end = (off + len).min(self.map.len);
                 let mut line = off / LINE_BYTES * LINE_BYTES;
@@ -632,11 +744,26 @@ impl Persist for FileRegion {
         }
         let lo = off.div_ceil(PAGE_BYTES) * PAGE_BYTES;
         let hi = ((off + len) / PAGE_BYTES * PAGE_BYTES).min(self.map.len);
-        if lo < hi {
-            // SAFETY: [lo, hi) is page-aligned and inside the private mapping; its contents
-            // were written to the file, so dropping the private copy re-reads the same bytes.
-            unsafe { libc::madvise(self.map.ptr.add(lo).cast(), hi - lo, libc::MADV_DONTNEED) };
+        if lo >= hi {
+            return;
         }
+        // Ranges in [lo, hi) that no leader has written yet are written now (the next
+        // leader's fdatasync covers them); under the group's lock, so no leader is copying
+        // from these pages while they are dropped.
+        let mut st = self.group.state.lock();
+        let (mine, rest): (Vec<_>, Vec<_>) =
+            st.pending.iter().partition(|&&(a, b)| a < hi && b > lo);
+        if !mine.is_empty() {
+            if let Err(e) = self.write_ranges(&mine) {
+                // Every later fence reports it (the region is poisoned).
+                st.failed = Some(e.to_string());
+                return;
+            }
+            st.pending = rest;
+        }
+        // SAFETY: [lo, hi) is page-aligned and inside the private mapping; its contents
+        // were written to the file, so dropping the private copy re-reads the same bytes.
+        unsafe { libc::madvise(self.map.ptr.add(lo).cast(), hi - lo, libc::MADV_DONTNEED) };
     }
 }
 
@@ -658,6 +785,8 @@ fn sfence() {
     #[cfg(not(target_arch = "x86_64"))]
     std::sync::atomic::fence(Ordering::SeqCst);
 }
+
+const SIM_LOCATION: &str = "<simulated media>";
 
 /// The media image of every region at a simulated crash, by region name.
 pub type Image = BTreeMap<String, Vec<u64>>;
@@ -682,9 +811,17 @@ pub struct SimStorage {
 
 struct SimShared {
     model: SimModel,
+    group: GroupCommit,
+    /// Barriers completing (read) against the crash image being taken (write).
+    media: RwLock<()>,
     regions: Mutex<BTreeMap<String, Arc<SimRegion>>>,
     fences: AtomicU64,
-    crash_at_fence: u64,
+    crash_at_fence: AtomicU64,
+    /// (fence, writers): that fence's barrier does not complete before `writers` more
+    /// barriers of its region are waiting (see [`SimStorage::hold_barrier`]).
+    hold: Mutex<Option<(u64, u64)>>,
+    /// Times a barrier gives up the CPU before it completes (see [`SimStorage::sync_yields`]).
+    yields: AtomicU64,
     rng: Mutex<u64>,
     crashed: AtomicBool,
     image: Mutex<Option<Image>>,
@@ -694,6 +831,9 @@ struct SimRegion {
     view: Box<[AtomicU64]>,
     shadow: Mutex<Vec<u64>>,
     pending_lines: Mutex<Vec<usize>>,
+    /// Barriers go through the file back ends' group commit, so that concurrent writers in
+    /// the simulator share syncs exactly as on files (one simulated fence per group).
+    group: Group,
     /// Opened as the recovery log (the `Write` model treats it differently).
     log: AtomicBool,
 }
@@ -712,6 +852,17 @@ impl SimStorage {
 
     /// As `from_image`, modelling the back end `model`.
     pub fn with_model(image: Image, crash_at_fence: u64, seed: u64, model: SimModel) -> SimStorage {
+        SimStorage::with_group(image, crash_at_fence, seed, model, GroupCommit::default())
+    }
+
+    /// As `with_model`, with the group-commit settings `group` for every region.
+    pub fn with_group(
+        image: Image,
+        crash_at_fence: u64,
+        seed: u64,
+        model: SimModel,
+        group: GroupCommit,
+    ) -> SimStorage {
         let regions = image
             .into_iter()
             .map(|(name, words)| {
@@ -720,6 +871,7 @@ impl SimStorage {
                     view,
                     shadow: Mutex::new(words),
                     pending_lines: Mutex::new(Vec::new()),
+                    group: Group::new(group),
                     log: AtomicBool::new(false),
                 };
                 (name, Arc::new(region))
@@ -728,14 +880,37 @@ impl SimStorage {
         SimStorage {
             shared: Arc::new(SimShared {
                 model,
+                group,
+                media: RwLock::new(()),
                 regions: Mutex::new(regions),
                 fences: AtomicU64::new(0),
-                crash_at_fence,
+                crash_at_fence: AtomicU64::new(crash_at_fence),
+                hold: Mutex::new(None),
+                yields: AtomicU64::new(0),
                 rng: Mutex::new(seed ^ 0x9E37_79B9_7F4A_7C15),
                 crashed: AtomicBool::new(false),
                 image: Mutex::new(None),
             }),
         }
+    }
+
+    /// Moves the crash to fence number `n` (1-based, counted from the start; 0 never).
+    pub fn crash_at(&self, n: u64) {
+        self.shared.crash_at_fence.store(n, Ordering::Release);
+    }
+
+    /// Holds fence number `n` in flight until `writers` more writers wait for a barrier of the
+    /// same region: they then form one group, the next barrier. Deterministic group commit
+    /// for tests (with one sync in flight at a time; the writers must not wait for a lock the
+    /// held fence's caller holds).
+    pub fn hold_barrier(&self, n: u64, writers: u64) {
+        *self.shared.hold.lock() = Some((n, writers));
+    }
+
+    /// Every barrier gives up the CPU `n` times before it completes, as a device flush
+    /// would, so that concurrent writers reach the barrier meanwhile and form groups.
+    pub fn sync_yields(&self, n: u64) {
+        self.shared.yields.store(n, Ordering::Release);
     }
 
     /// True once the crash fence has been reached.
@@ -802,13 +977,20 @@ impl SimShared {
         image
     }
 
-    fn on_fence(&self) {
+    /// Counts a fence and crashes if it is the chosen one; returns its number.
+    fn on_fence(&self) -> u64 {
         let n = self.fences.fetch_add(1, Ordering::AcqRel) + 1;
-        if n == self.crash_at_fence && !self.crashed.load(Ordering::Acquire) {
+        if n == self.crash_at_fence.load(Ordering::Acquire) && !self.crashed.load(Ordering::Acquire)
+        {
+            // One instant for every region: no barrier completes while the image is taken,
+            // and a writer whose barrier completes after it sees `crashed` already set (it
+            // cannot count a write the image lacks as acknowledged).
+            let _media = self.media.write();
+            self.crashed.store(true, Ordering::Release);
             let image = self.capture();
             *self.image.lock() = Some(image);
-            self.crashed.store(true, Ordering::Release);
         }
+        n
     }
 }
 
@@ -845,6 +1027,7 @@ impl Storage for SimStorage {
                     view: (0..words).map(|_| AtomicU64::new(0)).collect(),
                     shadow: Mutex::new(vec![0; words]),
                     pending_lines: Mutex::new(Vec::new()),
+                    group: Group::new(self.shared.group),
                     log: AtomicBool::new(false),
                 });
                 regions.insert(name.to_string(), r.clone());
@@ -859,7 +1042,7 @@ impl Storage for SimStorage {
     }
 
     fn location(&self) -> PathBuf {
-        PathBuf::from("<simulated media>")
+        PathBuf::from(SIM_LOCATION)
     }
 
     fn list_regions(&self) -> Result<Vec<String>> {
@@ -890,21 +1073,63 @@ impl Persist for SimHandle {
             pending.push(line);
             line += 1;
         }
+        drop(pending);
+        self.region.group.flush(off, len);
     }
 
     fn fence(&self) -> Result<()> {
-        // The crash, if it is this fence, happens before the barrier completes: the lines
-        // flushed since the last fence may or may not have reached the media.
-        self.shared.on_fence();
-        let lines = std::mem::take(&mut *self.region.pending_lines.lock());
-        let mut shadow = self.region.shadow.lock();
-        for line in lines {
-            let first = line * LINE_BYTES / 8;
-            for i in first..(first + LINE_BYTES / 8).min(shadow.len()) {
-                shadow[i] = self.region.view[i].load(Ordering::Acquire);
+        // The leader's barrier is the simulated fence. The crash, if it is this fence, happens
+        // before the barrier completes: every line flushed and not yet made durable (this
+        // group's and any later writer's) may or may not have reached the media.
+        let sync = |ranges: &[(usize, usize)]| -> std::io::Result<()> {
+            let n = self.shared.on_fence();
+            for _ in 0..self.shared.yields.load(Ordering::Acquire) {
+                std::thread::yield_now();
             }
-        }
-        Ok(())
+            let hold = *self.shared.hold.lock();
+            if let Some((_, writers)) = hold.filter(|h| h.0 == n) {
+                let group = &self.region.group;
+                while {
+                    let st = group.state.lock();
+                    st.drawn - st.taken < writers
+                } {
+                    std::thread::yield_now();
+                }
+            }
+            let mut lines = Vec::new();
+            for &(lo, hi) in ranges {
+                let hi = hi.min(self.region.view.len() * 8);
+                lines.extend(lo / LINE_BYTES..hi.div_ceil(LINE_BYTES));
+            }
+            let _media = self.shared.media.read();
+            let mut shadow = self.region.shadow.lock();
+            for &line in &lines {
+                let first = line * LINE_BYTES / 8;
+                for i in first..(first + LINE_BYTES / 8).min(shadow.len()) {
+                    shadow[i] = self.region.view[i].load(Ordering::Acquire);
+                }
+            }
+            drop(shadow);
+            lines.sort_unstable();
+            self.region
+                .pending_lines
+                .lock()
+                .retain(|l| lines.binary_search(l).is_err());
+            Ok(())
+        };
+        self.region
+            .group
+            .fence(&|_| Ok(()), &sync, false)
+            .map_err(|e| Error::io("simulated fence", Path::new(SIM_LOCATION), e))
+    }
+
+    fn syncs(&self) -> u64 {
+        self.region.group.state.lock().syncs
+    }
+
+    fn sync_profile(&self) -> (u64, u64) {
+        let st = self.region.group.state.lock();
+        (st.covered, st.sync_ns)
     }
 }
 
@@ -988,5 +1213,142 @@ impl Region {
     /// See [`Persist::discard`] (words, not bytes).
     pub(crate) fn discard_words(&self, first: usize, words: usize) {
         self.inner.discard(first * 8, words * 8);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    type Log = Arc<Mutex<Vec<Vec<(usize, usize)>>>>;
+
+    /// Waits (yielding) until `cond` holds on the group's state: the threads under test move
+    /// on their own; the test only observes where they are.
+    fn until(g: &Group, cond: impl Fn(&GroupState) -> bool) {
+        while !cond(&g.state.lock()) {
+            std::thread::yield_now();
+        }
+    }
+
+    fn writer(g: &Arc<Group>, log: &Log, off: usize) -> std::thread::JoinHandle<()> {
+        let (g, log) = (g.clone(), log.clone());
+        std::thread::spawn(move || {
+            g.flush(off, 32);
+            let sync = |r: &[(usize, usize)]| {
+                log.lock().push(r.to_vec());
+                Ok(())
+            };
+            g.fence(&|_| Ok(()), &sync, false).unwrap();
+        })
+    }
+
+    #[test]
+    fn writers_arriving_during_a_sync_form_the_next_group() {
+        let g = Arc::new(Group::new(GroupCommit::default()));
+        let log: Log = Arc::default();
+        let (in_sync, wait_in_sync) = mpsc::channel();
+        let (release, wait_release) = mpsc::channel::<()>();
+        let leader = {
+            let (g, log) = (g.clone(), log.clone());
+            std::thread::spawn(move || {
+                g.flush(0, 32);
+                let sync = |r: &[(usize, usize)]| {
+                    log.lock().push(r.to_vec());
+                    in_sync.send(()).unwrap();
+                    wait_release.recv().unwrap();
+                    Ok(())
+                };
+                g.fence(&|_| Ok(()), &sync, false).unwrap();
+            })
+        };
+        wait_in_sync.recv().unwrap();
+        let followers = [writer(&g, &log, 4096), writer(&g, &log, 4128)];
+        until(&g, |st| st.drawn == 3);
+        // Both drew their tickets while the first sync was in flight: neither may start one.
+        assert_eq!(g.state.lock().syncs, 1);
+        release.send(()).unwrap();
+        leader.join().unwrap();
+        for f in followers {
+            f.join().unwrap();
+        }
+        let st = g.state.lock();
+        assert_eq!((st.syncs, st.covered, st.synced), (2, 3, 3));
+        // The second leader took both followers' ranges (adjacent ones merged) in one pass.
+        assert_eq!(*log.lock(), vec![vec![(0, 32)], vec![(4096, 4160)]]);
+    }
+
+    #[test]
+    fn a_later_sync_that_returns_first_releases_nobody_before_the_earlier_one() {
+        let g = Arc::new(Group::new(GroupCommit {
+            window: false,
+            syncs_in_flight_max: 2,
+        }));
+        let log: Log = Arc::default();
+        let (in_sync, wait_in_sync) = mpsc::channel();
+        let (release, wait_release) = mpsc::channel::<()>();
+        let first = {
+            let (g, log) = (g.clone(), log.clone());
+            std::thread::spawn(move || {
+                g.flush(0, 32);
+                let sync = |r: &[(usize, usize)]| {
+                    log.lock().push(r.to_vec());
+                    in_sync.send(()).unwrap();
+                    wait_release.recv().unwrap();
+                    Ok(())
+                };
+                g.fence(&|_| Ok(()), &sync, false).unwrap();
+            })
+        };
+        wait_in_sync.recv().unwrap();
+        // A second leader starts its own sync while the first is in flight, and it returns.
+        let second = writer(&g, &log, 8192);
+        until(&g, |st| st.finished.len() == 1);
+        {
+            let st = g.state.lock();
+            assert_eq!((st.syncs, st.synced, st.completed), (2, 0, 0));
+        }
+        release.send(()).unwrap();
+        first.join().unwrap();
+        second.join().unwrap();
+        let st = g.state.lock();
+        assert_eq!((st.synced, st.completed, st.in_flight), (2, 2, 0));
+        assert!(st.finished.is_empty());
+    }
+
+    #[test]
+    fn a_failed_sync_fails_every_later_barrier() {
+        let g = Group::new(GroupCommit::default());
+        g.flush(0, 8);
+        let bad = |_: &[(usize, usize)]| Err(std::io::Error::other("device gone"));
+        assert!(g.fence(&|_| Ok(()), &bad, false).is_err());
+        g.flush(8, 8);
+        let e = g.fence(&|_| Ok(()), &|_| Ok(()), false).unwrap_err();
+        assert!(e.to_string().contains("device gone"), "{e}");
+    }
+
+    #[test]
+    fn discarding_log_pages_first_writes_what_no_leader_wrote_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = FileStorage::new(dir.path(), Backend::Write, true).unwrap();
+        let r = storage
+            .open_region("log", 3 * PAGE_BYTES, true, RegionKind::Log)
+            .unwrap()
+            .unwrap();
+        for i in 0..PAGE_BYTES / 8 {
+            r.words()[PAGE_BYTES / 8 + i].store(i as u64 + 1, Ordering::Release);
+        }
+        // Queued, not written: only a leader (or the discard) writes the group's ranges.
+        r.flush(PAGE_BYTES, PAGE_BYTES);
+        r.discard(PAGE_BYTES, PAGE_BYTES);
+        for i in 0..PAGE_BYTES / 8 {
+            assert_eq!(
+                r.words()[PAGE_BYTES / 8 + i].load(Ordering::Acquire),
+                i as u64 + 1
+            );
+        }
+        r.fence().unwrap();
+        assert_eq!(r.syncs(), 1);
     }
 }

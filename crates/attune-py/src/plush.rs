@@ -77,6 +77,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "payload_segment_bytes" => o.payload_segment_bytes = uint(&v)?,
             "payload_gc" => o.payload_gc = v.extract()?,
             "group_commit_window" => o.group_commit_window = v.extract()?,
+            "log_syncs_in_flight_max" => o.log_syncs_in_flight_max = uint(&v)?,
             _ => {
                 return Err(bad(format!(
                     "unknown HashDB option {key:?}; known: {}",
@@ -89,7 +90,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 14] = [
+const OPTION_NAMES: [&str; 15] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -104,6 +105,7 @@ const OPTION_NAMES: [&str; 14] = [
     "payload_segment_bytes",
     "payload_gc",
     "group_commit_window",
+    "log_syncs_in_flight_max",
 ];
 
 /// A Plush hash database of byte keys and values. `HashDB(path, **options)`.
