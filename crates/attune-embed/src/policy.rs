@@ -12,7 +12,7 @@
 //! Keys are `u64`; the store tags them with the table index ([`tag`]). Capacity is in items;
 //! capacity 0 caches nothing. Thread-safety: a policy is owned by one thread (`Send`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -23,8 +23,10 @@ mod baseline;
 mod clockpro;
 mod ev;
 mod evsum;
+mod freq;
 mod sketch;
 
+pub use freq::FreqOrder;
 pub use sketch::FreqSketch;
 
 pub use baseline::{Car, LeCar, Lirs};
@@ -467,8 +469,7 @@ impl Policy for Lru {
 pub struct Lfu {
     cap: usize,
     clock: u64,
-    order: BTreeSet<(u64, u64, u64)>,
-    meta: Map<(u64, u64)>,
+    freq: FreqOrder,
 }
 
 impl Lfu {
@@ -477,49 +478,36 @@ impl Lfu {
         Lfu {
             cap,
             clock: 0,
-            order: BTreeSet::new(),
-            meta: map(),
+            freq: FreqOrder::default(),
         }
     }
 }
 
 impl Policy for Lfu {
     fn contains(&self, key: u64) -> bool {
-        self.meta.contains_key(&key)
+        self.freq.contains(key)
     }
     fn on_hit(&mut self, key: u64, _agg: u32) {
         self.clock += 1;
-        if let Some(m) = self.meta.get_mut(&key) {
-            self.order.remove(&(m.0, m.1, key));
-            *m = (m.0 + 1, self.clock);
-            self.order.insert((m.0, m.1, key));
-        }
+        self.freq.add(key, 1, self.clock);
     }
     fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<(u64, u32)>) {
         if self.cap == 0 {
             return;
         }
         self.clock += 1;
-        if self.meta.len() >= self.cap {
-            if let Some((_, _, v)) = self.order.pop_first() {
-                self.meta.remove(&v);
+        if self.freq.len() >= self.cap {
+            if let Some((v, _)) = self.freq.pop_first() {
                 evicted.push((v, 0));
             }
         }
-        self.meta.insert(key, (1, self.clock));
-        self.order.insert((1, self.clock, key));
+        self.freq.set(key, 1, self.clock);
     }
     fn remove(&mut self, key: u64) -> bool {
-        match self.meta.remove(&key) {
-            Some(m) => {
-                self.order.remove(&(m.0, m.1, key));
-                true
-            }
-            None => false,
-        }
+        self.freq.remove(key).is_some()
     }
     fn len(&self) -> usize {
-        self.meta.len()
+        self.freq.len()
     }
     fn capacity(&self) -> usize {
         self.cap
@@ -1178,5 +1166,63 @@ mod tests {
             PolicyKind::parse("ev-lfu-decay", 4).unwrap().to_string(),
             "ev-lfu-decay"
         );
+    }
+
+    /// 6 tables; a request picks a latent cluster (skewed), each table's key is the cluster's
+    /// key with probability 3/4, otherwise a skewed draw from the table's own keys.
+    fn pinned_stream(requests: usize) -> Vec<[u64; 6]> {
+        let mut x = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = move || {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        };
+        (0..requests)
+            .map(|_| {
+                let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+                let cluster = (u * u * u * 400.0) as u64;
+                let mut r = [0u64; 6];
+                for (t, k) in r.iter_mut().enumerate() {
+                    let v = next();
+                    *k = if v % 4 != 0 {
+                        (cluster * (t as u64 + 3)) % (50 + 40 * t as u64)
+                    } else {
+                        let w = ((v >> 11) as f64 / (1u64 << 53) as f64).powi(2);
+                        (w * (50.0 + 40.0 * t as f64) * 3.0) as u64
+                    };
+                }
+                r
+            })
+            .collect()
+    }
+
+    /// Pins every policy's individual and perfect hits on one seeded, correlated grouped
+    /// stream, so that sharing code between policies cannot change a result unnoticed.
+    /// `PIN_PRINT=1` prints the current counts (to update `policy/pinned_hits.txt` after an
+    /// intended change).
+    #[test]
+    fn every_policy_hits_as_pinned() {
+        let reqs = pinned_stream(20_000);
+        let mut got = Vec::new();
+        for name in POLICY_NAMES.split(", ") {
+            for cap in [40, 200] {
+                let kind = PolicyKind::parse(name, 6).unwrap();
+                let mut sim = crate::sim::GroupSim::new(&kind, cap);
+                for r in &reqs {
+                    sim.request(r);
+                }
+                got.push(format!("{name} {cap} {} {}", sim.stats.hits, sim.stats.perfect));
+            }
+        }
+        let got = got.join("\n");
+        if std::env::var_os("PIN_PRINT").is_some() {
+            println!("{got}");
+        }
+        let want = include_str!("policy/pinned_hits.txt").trim();
+        for (g, w) in got.lines().zip(want.lines()) {
+            assert_eq!(g, w, "hit counts changed");
+        }
+        assert_eq!(got.lines().count(), want.lines().count());
     }
 }
