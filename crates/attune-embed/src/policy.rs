@@ -20,8 +20,10 @@ use crate::error::{EmbedError, Result};
 use crate::lists::Lists;
 
 mod baseline;
+mod cacheus;
 mod clockpro;
 mod ev;
+mod evloss;
 mod evsum;
 mod freq;
 mod sketch;
@@ -30,8 +32,10 @@ pub use freq::FreqOrder;
 pub use sketch::FreqSketch;
 
 pub use baseline::{Car, LeCar, Lirs};
+pub use cacheus::Cacheus;
 pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
+pub use evloss::EvLoss;
 pub use evsum::EvLfuSum;
 
 type Map<V> = HashMap<u64, V, foldhash::fast::FixedState>;
@@ -146,12 +150,21 @@ pub enum PolicyKind {
     LeCar,
     /// CLOCK-Pro (Jiang, Chen & Zhang, USENIX ATC '05).
     ClockPro,
+    /// ClockLIRS: LIRS on a clock, CLOCK-Pro's ring with LIRS's fixed allocation.
+    ClockLirs,
+    /// Cacheus (Rodriguez et al., FAST '21): SR-LRU and CR-LFU experts, adaptive learning rate.
+    Cacheus,
     /// EV-LFU: group scores in place of frequencies.
     EvLfu(EvConfig),
     /// EV-ARC: ARC whose frequency list is EV-LFU's score sets.
     EvArc(EvConfig),
     /// EV-CAR: CAR whose frequency clock holds group scores (scores capped at the value).
     EvCar(u32),
+    /// EV-Loss: evicts the key whose loss costs the fewest expected perfect requests (N, aging).
+    EvLoss(u32, bool),
+    /// EV-CLOCK-Pro: CLOCK-Pro counting reuses only from requests with at most T other keys
+    /// missing (N, T).
+    EvClockPro(u32, u32),
 }
 
 /// EVCache parameters (EV-LFU, EV-ARC).
@@ -278,15 +291,25 @@ impl EvConfig {
 
 /// The baselines: the policies without group scores.
 pub const BASELINES: &[&str] = &[
-    "lru", "lfu", "clock", "arc", "car", "lirs", "lecar", "clockpro",
+    "lru",
+    "lfu",
+    "clock",
+    "arc",
+    "car",
+    "lirs",
+    "lecar",
+    "clockpro",
+    "clocklirs",
+    "cacheus",
 ];
 
 /// Every policy name [`PolicyKind::parse`] accepts (EV-LFU and EV-ARC also take the suffixes
 /// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`, `-miss0`, `-misshalf`
 /// `-tinylfu` and `-sum`).
-pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro, ev-lfu, ev-lfu-inserted, \
+pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro, clocklirs, cacheus, ev-lfu, ev-lfu-inserted, \
 ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-lfu-miss0, ev-lfu-misshalf, ev-lfu-tinylfu, \
-ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car";
+ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car, \
+ev-loss, ev-loss-noaging, ev-clockpro, ev-clockpro-t1, ev-clockpro-t4";
 
 impl PolicyKind {
     /// Parses a policy name for a cache over `tables` tables (EV policies cap scores at it).
@@ -311,7 +334,12 @@ impl PolicyKind {
             "lirs" => PolicyKind::Lirs,
             "lecar" => PolicyKind::LeCar,
             "clockpro" | "clock-pro" => PolicyKind::ClockPro,
+            "clocklirs" | "clock-lirs" => PolicyKind::ClockLirs,
+            "cacheus" => PolicyKind::Cacheus,
             "ev-car" | "evcar" => PolicyKind::EvCar(n),
+            "ev-loss" => PolicyKind::EvLoss(n, true),
+            "ev-loss-noaging" => PolicyKind::EvLoss(n, false),
+            "ev-clockpro" => PolicyKind::EvClockPro(n, 2),
             "evlfu" => PolicyKind::EvLfu(EvConfig::new(n)),
             "evarc" => PolicyKind::EvArc(EvConfig::arc(n)),
             s => {
@@ -321,6 +349,11 @@ impl PolicyKind {
                         return Err(unknown()); // `-sum` has its own ordering
                     }
                     PolicyKind::EvLfu(c)
+                } else if let Some(t) = s
+                    .strip_prefix("ev-clockpro-t")
+                    .and_then(|t| t.parse::<u32>().ok())
+                {
+                    PolicyKind::EvClockPro(n, t)
                 } else if let Some(rest) = s.strip_prefix("ev-arc") {
                     let c = ev(EvConfig::arc(n), rest)?;
                     if c.decay || c.admission || c.accumulate || c.miss_score != MissScore::Agg {
@@ -345,10 +378,14 @@ impl PolicyKind {
             PolicyKind::Lirs => Box::new(Lirs::new(capacity)),
             PolicyKind::LeCar => Box::new(LeCar::new(capacity)),
             PolicyKind::ClockPro => Box::new(ClockPro::new(capacity)),
+            PolicyKind::ClockLirs => Box::new(ClockPro::lirs(capacity)),
+            PolicyKind::Cacheus => Box::new(Cacheus::new(capacity)),
             PolicyKind::EvLfu(c) if c.accumulate => Box::new(EvLfuSum::new(capacity, *c)),
             PolicyKind::EvLfu(c) => Box::new(EvLfu::new(capacity, *c)),
             PolicyKind::EvArc(c) => Box::new(EvArc::new(capacity, *c)),
             PolicyKind::EvCar(n) => Box::new(EvCar::new(capacity, *n)),
+            PolicyKind::EvLoss(n, aging) => Box::new(EvLoss::new(capacity, *n, *aging)),
+            PolicyKind::EvClockPro(n, t) => Box::new(ClockPro::grouped(capacity, *n, *t)),
         }
     }
 
@@ -356,7 +393,11 @@ impl PolicyKind {
     pub fn is_baseline(&self) -> bool {
         !matches!(
             self,
-            PolicyKind::EvLfu(_) | PolicyKind::EvArc(_) | PolicyKind::EvCar(_)
+            PolicyKind::EvLfu(_)
+                | PolicyKind::EvArc(_)
+                | PolicyKind::EvCar(_)
+                | PolicyKind::EvLoss(..)
+                | PolicyKind::EvClockPro(..)
         )
     }
 }
@@ -372,7 +413,13 @@ impl fmt::Display for PolicyKind {
             PolicyKind::Lirs => f.write_str("lirs"),
             PolicyKind::LeCar => f.write_str("lecar"),
             PolicyKind::ClockPro => f.write_str("clockpro"),
+            PolicyKind::ClockLirs => f.write_str("clocklirs"),
+            PolicyKind::Cacheus => f.write_str("cacheus"),
             PolicyKind::EvCar(_) => f.write_str("ev-car"),
+            PolicyKind::EvLoss(_, true) => f.write_str("ev-loss"),
+            PolicyKind::EvLoss(_, false) => f.write_str("ev-loss-noaging"),
+            PolicyKind::EvClockPro(_, 2) => f.write_str("ev-clockpro"),
+            PolicyKind::EvClockPro(_, t) => write!(f, "ev-clockpro-t{t}"),
             PolicyKind::EvLfu(c) => {
                 f.write_str("ev-lfu")?;
                 c.suffix(f)

@@ -65,6 +65,9 @@ pub struct ClockPro {
     adaptive: bool,
     /// ClockLIRS's test periods for resident cold pages and stack pruning.
     lirs: bool,
+    /// EV-CLOCK-Pro: `(N, T)`: an access counts as a reuse only from a request with at most
+    /// `T` of its other N − 1 keys missing.
+    group: Option<(u32, u32)>,
 }
 
 impl ClockPro {
@@ -83,7 +86,28 @@ impl ClockPro {
             cold_target: (cap / 100).max(1).min(cap.max(1)),
             adaptive: true,
             lirs: false,
+            group: None,
         }
+    }
+
+    /// An empty EV-CLOCK-Pro of `cap` items over requests of `n` keys: CLOCK-Pro whose
+    /// reference bits and test-period promotions count only accesses from requests with at
+    /// most `t` other keys missing.
+    pub fn grouped(cap: usize, n: u32, t: u32) -> Self {
+        ClockPro {
+            group: Some((n, t)),
+            ..ClockPro::new(cap)
+        }
+    }
+
+    /// Whether an access from a request with `agg` hits counts, `hit` telling whether the
+    /// accessed key itself is one of them.
+    #[inline]
+    fn counts(&self, agg: u32, hit: bool) -> bool {
+        self.group.is_none_or(|(n, t)| {
+            let others_missing = n.saturating_sub(agg).saturating_sub(u32::from(!hit));
+            others_missing <= t
+        })
     }
 
     /// An empty ClockLIRS of `cap` items.
@@ -301,20 +325,30 @@ impl Policy for ClockPro {
             .get(&key)
             .is_some_and(|&id| self.st(id) != St::Test)
     }
-    fn on_hit(&mut self, key: u64, _agg: u32) {
+    fn on_hit(&mut self, key: u64, agg: u32) {
+        if !self.counts(agg, true) {
+            return;
+        }
         if let Some(&id) = self.ids.get(&key) {
             if self.st(id) != St::Test {
                 self.set_flag(id, REFERENCED, true);
             }
         }
     }
-    fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<(u64, u32)>) {
+    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<(u64, u32)>) {
         if self.cap == 0 {
             return;
         }
-        let found = self.ids.get(&key).copied();
+        let mut found = self.ids.get(&key).copied();
         if found.is_some_and(|id| self.st(id) != St::Test) {
             return; // resident: not a miss
+        }
+        if let Some(id) = found.filter(|_| !self.counts(agg, false)) {
+            // EV-CLOCK-Pro: a reuse from a request far from perfect is not one; the test
+            // period ends and the key enters as new.
+            self.release(id);
+            self.test -= 1;
+            found = None;
         }
         let mut guard = self.guard();
         while self.resident() >= self.cap && guard > 0 {
