@@ -1259,7 +1259,10 @@ mod tests {
                 for r in &reqs {
                     sim.request(r);
                 }
-                got.push(format!("{name} {cap} {} {}", sim.stats.hits, sim.stats.perfect));
+                got.push(format!(
+                    "{name} {cap} {} {}",
+                    sim.stats.hits, sim.stats.perfect
+                ));
             }
         }
         let got = got.join("\n");

@@ -136,7 +136,7 @@ impl Cacheus {
     }
 
     /// Moves resident `id` into H (its key leaves the cache), recording its CR-LFU frequency.
-    fn to_history(&mut self, id: u32) {
+    fn send_to_history(&mut self, id: u32) {
         let key = self.lists.key(id);
         let mut flags = self.lists.aux(id) & NEW;
         if flags & NEW != 0 {
@@ -145,7 +145,11 @@ impl Cacheus {
         if self.lists.aux(id) & DEMOTED != 0 {
             self.c_demoted -= 1;
         }
-        let f = self.freq.remove(key).unwrap_or(1).min(u64::from(u32::MAX >> FREQ_SHIFT));
+        let f = self
+            .freq
+            .remove(key)
+            .unwrap_or(1)
+            .min(u64::from(u32::MAX >> FREQ_SHIFT));
         flags |= (f as u32) << FREQ_SHIFT;
         self.lists.move_back(id, H);
         self.lists.set_aux(id, flags);
@@ -189,7 +193,7 @@ impl Cacheus {
         let Some(&id) = self.node.get(&victim) else {
             return;
         };
-        self.to_history(id);
+        self.send_to_history(id);
         evicted.push((victim, 0));
         if lru_key != lfu_key {
             self.remember(if use_lru { G_LRU } else { G_LFU }, victim);
@@ -306,7 +310,7 @@ impl Policy for Cacheus {
                 break;
             };
             let k = self.lists.key(id);
-            self.to_history(id);
+            self.send_to_history(id);
             evicted.push((k, 0));
         }
     }
@@ -348,7 +352,11 @@ mod tests {
         }
         hits(&mut p, 1000..1100);
         assert!(p.len() <= 20);
-        assert_eq!(hits(&mut p, 0..5), 5, "R keeps the reused keys through a scan");
+        assert_eq!(
+            hits(&mut p, 0..5),
+            5,
+            "R keeps the reused keys through a scan"
+        );
     }
 
     #[test]
@@ -373,7 +381,11 @@ mod tests {
         let mut x = 7u64;
         for i in 0..20_000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            let k = if i % 3 == 0 { (x >> 33) % 40 } else { 100 + (x >> 33) % 400 };
+            let k = if i % 3 == 0 {
+                (x >> 33) % 40
+            } else {
+                100 + (x >> 33) % 400
+            };
             p.access(k, &mut ev);
             assert!(p.len() <= 50);
             assert!((1..50).contains(&p.sr_capacity()));

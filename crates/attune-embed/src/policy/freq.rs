@@ -41,6 +41,12 @@ impl FreqOrder {
         self.meta.len()
     }
 
+    /// Whether nothing is ordered.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.meta.is_empty()
+    }
+
     /// Inserts `key` (or replaces its entry) at `(value, stamp)`.
     pub fn set(&mut self, key: u64, value: u64, stamp: u64) {
         if let Some(old) = self.meta.insert(key, (value, stamp)) {
