@@ -220,6 +220,7 @@ _LCS = {
     "arc": "ARC",
     "lirs": "LIRS",
     "lecar": "LeCaR",
+    "cacheus": "Cacheus",
 }
 
 
@@ -236,11 +237,13 @@ def _lcs_hits(kind: str, capacity: int, stream: np.ndarray) -> int:
 
 # LRU, LFU, CLOCK and ARC agree exactly. LIRS agrees within 0.3 % of the keys (the size of the
 # resident-HIR set at small capacities differs by rounding); LeCaR draws its evictions at random,
-# so only the rates can agree (within 0.5 %). libCacheSim has no CAR.
-_TOLERANCE = {"lirs": 0.003, "lecar": 0.005}
+# so only the rates can agree (within 0.5 %). Cacheus draws too, and adapts its SR share and
+# learning rate where libCacheSim's keep their first values (docs/evstore.md): within 1 %.
+# libCacheSim has no CAR or ClockLIRS, and its ClockPro admits nothing once full.
+_TOLERANCE = {"lirs": 0.003, "lecar": 0.005, "cacheus": 0.01}
 
 
-@pytest.mark.parametrize("kind", ["lru", "lfu", "clock", "arc", "lirs", "lecar"])
+@pytest.mark.parametrize("kind", ["lru", "lfu", "clock", "arc", "lirs", "lecar", "cacheus"])
 def test_individual_hits_agree_with_libcachesim(kind):
     gen = workload.criteo(4000, tables=26, scale=0.0005, seed=11)
     # Tag keys by table (as the store does) and flatten: each key accessed alone.

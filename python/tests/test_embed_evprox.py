@@ -170,3 +170,17 @@ def test_bench_evstore_sla_runs_small(tmp_path, capsys):
     assert all(r["p50_us"] <= r["p99_us"] and "meets_sla" in r for r in rows)
     assert main(["bench", "evstore", "--mode", "sla", "--configs", "lru@x"]) != 0
     assert "--configs: cannot parse `lru@x`" in capsys.readouterr().err
+
+
+def test_bench_evstore_ceiling_bounds_the_online_policy(tmp_path):
+    out = tmp_path / "ceiling.jsonl"
+    args = ["bench", "evstore", "--mode", "ceiling", "--scale", "0.0005", "--warm", "500"]
+    args += ["--test", "2000", "--fractions", "0.05,0.2", "--policy", "clockpro"]
+    assert main(args + ["--configs", "lru", "--no-progress", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["cache_fraction"] for r in rows] == [0.05, 0.2]
+    for r in rows:
+        limit = 1 - r["first_reference_rate"] + 1e-9
+        assert r["oracle_top_perfect"] <= limit and r["oracle_group_perfect"] <= limit
+        assert r["clockpro_perfect"] <= limit
+        assert "clockpro_perfect" in r and "lru_perfect" in r

@@ -144,6 +144,47 @@ impl Lists {
         self.link_back(l, id);
     }
 
+    /// The node after `id` in its list read as a ring (the back's successor is the front).
+    /// CLOCK-Pro's hands walk a list this way.
+    #[inline]
+    pub fn ring_next(&self, id: u32) -> u32 {
+        let n = self.nodes[id as usize].next;
+        if n == NIL {
+            self.ends[self.nodes[id as usize].list as usize].head
+        } else {
+            n
+        }
+    }
+
+    /// Inserts `key` just before node `at`, in `at`'s list; returns its node id.
+    pub fn insert_before(&mut self, at: u32, key: u64) -> u32 {
+        let l = self.list_of(at);
+        let id = self.push_back(l, key);
+        self.move_before(id, at);
+        id
+    }
+
+    /// Moves node `id` just before node `at` (`id != at`), into `at`'s list.
+    pub fn move_before(&mut self, id: u32, at: u32) {
+        debug_assert_ne!(id, at);
+        self.unlink(id);
+        let l = self.nodes[at as usize].list;
+        let prev = self.nodes[at as usize].prev;
+        {
+            let n = &mut self.nodes[id as usize];
+            n.prev = prev;
+            n.next = at;
+            n.list = l;
+        }
+        if prev == NIL {
+            self.ends[l as usize].head = id;
+        } else {
+            self.nodes[prev as usize].next = id;
+        }
+        self.nodes[at as usize].prev = id;
+        self.ends[l as usize].len += 1;
+    }
+
     /// Removes node `id`; returns its key. The id may be reused.
     pub fn remove(&mut self, id: u32) -> u64 {
         self.unlink(id);
@@ -178,5 +219,14 @@ mod tests {
         assert_eq!(l.pop_front(1), Some(3));
         l.push_back(1, 9);
         assert_eq!(l.pop_front(1), Some(9));
+        // Ring walk and insertion before a node.
+        let a = l.push_back(0, 1);
+        let b = l.push_back(0, 2);
+        let c = l.insert_before(b, 3);
+        assert_eq!((l.ring_next(a), l.ring_next(c), l.ring_next(b)), (c, b, a));
+        l.move_before(b, a);
+        assert_eq!(l.front(0), Some(b));
+        assert_eq!((l.ring_next(b), l.ring_next(c)), (a, b));
+        assert_eq!(l.len(0), 3);
     }
 }

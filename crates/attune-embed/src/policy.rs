@@ -12,7 +12,7 @@
 //! Keys are `u64`; the store tags them with the table index ([`tag`]). Capacity is in items;
 //! capacity 0 caches nothing. Thread-safety: a policy is owned by one thread (`Send`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -20,16 +20,22 @@ use crate::error::{EmbedError, Result};
 use crate::lists::Lists;
 
 mod baseline;
+mod cacheus;
 mod clockpro;
 mod ev;
+mod evloss;
 mod evsum;
+mod freq;
 mod sketch;
 
+pub use freq::FreqOrder;
 pub use sketch::FreqSketch;
 
 pub use baseline::{Car, LeCar, Lirs};
+pub use cacheus::Cacheus;
 pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
+pub use evloss::EvLoss;
 pub use evsum::EvLfuSum;
 
 type Map<V> = HashMap<u64, V, foldhash::fast::FixedState>;
@@ -144,12 +150,21 @@ pub enum PolicyKind {
     LeCar,
     /// CLOCK-Pro (Jiang, Chen & Zhang, USENIX ATC '05).
     ClockPro,
+    /// ClockLIRS: LIRS on a clock, CLOCK-Pro's ring with LIRS's fixed allocation.
+    ClockLirs,
+    /// Cacheus (Rodriguez et al., FAST '21): SR-LRU and CR-LFU experts, adaptive learning rate.
+    Cacheus,
     /// EV-LFU: group scores in place of frequencies.
     EvLfu(EvConfig),
     /// EV-ARC: ARC whose frequency list is EV-LFU's score sets.
     EvArc(EvConfig),
     /// EV-CAR: CAR whose frequency clock holds group scores (scores capped at the value).
     EvCar(u32),
+    /// EV-Loss: evicts the key whose loss costs the fewest expected perfect requests (N, aging).
+    EvLoss(u32, bool),
+    /// EV-CLOCK-Pro: CLOCK-Pro counting reuses only from requests with at most T other keys
+    /// missing (N, T).
+    EvClockPro(u32, u32),
 }
 
 /// EVCache parameters (EV-LFU, EV-ARC).
@@ -276,15 +291,25 @@ impl EvConfig {
 
 /// The baselines: the policies without group scores.
 pub const BASELINES: &[&str] = &[
-    "lru", "lfu", "clock", "arc", "car", "lirs", "lecar", "clockpro",
+    "lru",
+    "lfu",
+    "clock",
+    "arc",
+    "car",
+    "lirs",
+    "lecar",
+    "clockpro",
+    "clocklirs",
+    "cacheus",
 ];
 
 /// Every policy name [`PolicyKind::parse`] accepts (EV-LFU and EV-ARC also take the suffixes
 /// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`, `-miss0`, `-misshalf`
 /// `-tinylfu` and `-sum`).
-pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro, ev-lfu, ev-lfu-inserted, \
+pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro, clocklirs, cacheus, ev-lfu, ev-lfu-inserted, \
 ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-lfu-miss0, ev-lfu-misshalf, ev-lfu-tinylfu, \
-ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car";
+ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car, \
+ev-loss, ev-loss-noaging, ev-clockpro, ev-clockpro-t1, ev-clockpro-t4";
 
 impl PolicyKind {
     /// Parses a policy name for a cache over `tables` tables (EV policies cap scores at it).
@@ -309,7 +334,12 @@ impl PolicyKind {
             "lirs" => PolicyKind::Lirs,
             "lecar" => PolicyKind::LeCar,
             "clockpro" | "clock-pro" => PolicyKind::ClockPro,
+            "clocklirs" | "clock-lirs" => PolicyKind::ClockLirs,
+            "cacheus" => PolicyKind::Cacheus,
             "ev-car" | "evcar" => PolicyKind::EvCar(n),
+            "ev-loss" => PolicyKind::EvLoss(n, true),
+            "ev-loss-noaging" => PolicyKind::EvLoss(n, false),
+            "ev-clockpro" => PolicyKind::EvClockPro(n, 2),
             "evlfu" => PolicyKind::EvLfu(EvConfig::new(n)),
             "evarc" => PolicyKind::EvArc(EvConfig::arc(n)),
             s => {
@@ -319,6 +349,11 @@ impl PolicyKind {
                         return Err(unknown()); // `-sum` has its own ordering
                     }
                     PolicyKind::EvLfu(c)
+                } else if let Some(t) = s
+                    .strip_prefix("ev-clockpro-t")
+                    .and_then(|t| t.parse::<u32>().ok())
+                {
+                    PolicyKind::EvClockPro(n, t)
                 } else if let Some(rest) = s.strip_prefix("ev-arc") {
                     let c = ev(EvConfig::arc(n), rest)?;
                     if c.decay || c.admission || c.accumulate || c.miss_score != MissScore::Agg {
@@ -343,10 +378,14 @@ impl PolicyKind {
             PolicyKind::Lirs => Box::new(Lirs::new(capacity)),
             PolicyKind::LeCar => Box::new(LeCar::new(capacity)),
             PolicyKind::ClockPro => Box::new(ClockPro::new(capacity)),
+            PolicyKind::ClockLirs => Box::new(ClockPro::lirs(capacity)),
+            PolicyKind::Cacheus => Box::new(Cacheus::new(capacity)),
             PolicyKind::EvLfu(c) if c.accumulate => Box::new(EvLfuSum::new(capacity, *c)),
             PolicyKind::EvLfu(c) => Box::new(EvLfu::new(capacity, *c)),
             PolicyKind::EvArc(c) => Box::new(EvArc::new(capacity, *c)),
             PolicyKind::EvCar(n) => Box::new(EvCar::new(capacity, *n)),
+            PolicyKind::EvLoss(n, aging) => Box::new(EvLoss::new(capacity, *n, *aging)),
+            PolicyKind::EvClockPro(n, t) => Box::new(ClockPro::grouped(capacity, *n, *t)),
         }
     }
 
@@ -354,7 +393,11 @@ impl PolicyKind {
     pub fn is_baseline(&self) -> bool {
         !matches!(
             self,
-            PolicyKind::EvLfu(_) | PolicyKind::EvArc(_) | PolicyKind::EvCar(_)
+            PolicyKind::EvLfu(_)
+                | PolicyKind::EvArc(_)
+                | PolicyKind::EvCar(_)
+                | PolicyKind::EvLoss(..)
+                | PolicyKind::EvClockPro(..)
         )
     }
 }
@@ -370,7 +413,13 @@ impl fmt::Display for PolicyKind {
             PolicyKind::Lirs => f.write_str("lirs"),
             PolicyKind::LeCar => f.write_str("lecar"),
             PolicyKind::ClockPro => f.write_str("clockpro"),
+            PolicyKind::ClockLirs => f.write_str("clocklirs"),
+            PolicyKind::Cacheus => f.write_str("cacheus"),
             PolicyKind::EvCar(_) => f.write_str("ev-car"),
+            PolicyKind::EvLoss(_, true) => f.write_str("ev-loss"),
+            PolicyKind::EvLoss(_, false) => f.write_str("ev-loss-noaging"),
+            PolicyKind::EvClockPro(_, 2) => f.write_str("ev-clockpro"),
+            PolicyKind::EvClockPro(_, t) => write!(f, "ev-clockpro-t{t}"),
             PolicyKind::EvLfu(c) => {
                 f.write_str("ev-lfu")?;
                 c.suffix(f)
@@ -467,8 +516,7 @@ impl Policy for Lru {
 pub struct Lfu {
     cap: usize,
     clock: u64,
-    order: BTreeSet<(u64, u64, u64)>,
-    meta: Map<(u64, u64)>,
+    freq: FreqOrder,
 }
 
 impl Lfu {
@@ -477,49 +525,36 @@ impl Lfu {
         Lfu {
             cap,
             clock: 0,
-            order: BTreeSet::new(),
-            meta: map(),
+            freq: FreqOrder::default(),
         }
     }
 }
 
 impl Policy for Lfu {
     fn contains(&self, key: u64) -> bool {
-        self.meta.contains_key(&key)
+        self.freq.contains(key)
     }
     fn on_hit(&mut self, key: u64, _agg: u32) {
         self.clock += 1;
-        if let Some(m) = self.meta.get_mut(&key) {
-            self.order.remove(&(m.0, m.1, key));
-            *m = (m.0 + 1, self.clock);
-            self.order.insert((m.0, m.1, key));
-        }
+        self.freq.add(key, 1, self.clock);
     }
     fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<(u64, u32)>) {
         if self.cap == 0 {
             return;
         }
         self.clock += 1;
-        if self.meta.len() >= self.cap {
-            if let Some((_, _, v)) = self.order.pop_first() {
-                self.meta.remove(&v);
+        if self.freq.len() >= self.cap {
+            if let Some((v, _)) = self.freq.pop_first() {
                 evicted.push((v, 0));
             }
         }
-        self.meta.insert(key, (1, self.clock));
-        self.order.insert((1, self.clock, key));
+        self.freq.set(key, 1, self.clock);
     }
     fn remove(&mut self, key: u64) -> bool {
-        match self.meta.remove(&key) {
-            Some(m) => {
-                self.order.remove(&(m.0, m.1, key));
-                true
-            }
-            None => false,
-        }
+        self.freq.remove(key).is_some()
     }
     fn len(&self) -> usize {
-        self.meta.len()
+        self.freq.len()
     }
     fn capacity(&self) -> usize {
         self.cap
@@ -1178,5 +1213,66 @@ mod tests {
             PolicyKind::parse("ev-lfu-decay", 4).unwrap().to_string(),
             "ev-lfu-decay"
         );
+    }
+
+    /// 6 tables; a request picks a latent cluster (skewed), each table's key is the cluster's
+    /// key with probability 3/4, otherwise a skewed draw from the table's own keys.
+    fn pinned_stream(requests: usize) -> Vec<[u64; 6]> {
+        let mut x = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = move || {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        };
+        (0..requests)
+            .map(|_| {
+                let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+                let cluster = (u * u * u * 400.0) as u64;
+                let mut r = [0u64; 6];
+                for (t, k) in r.iter_mut().enumerate() {
+                    let v = next();
+                    *k = if v % 4 != 0 {
+                        (cluster * (t as u64 + 3)) % (50 + 40 * t as u64)
+                    } else {
+                        let w = ((v >> 11) as f64 / (1u64 << 53) as f64).powi(2);
+                        (w * (50.0 + 40.0 * t as f64) * 3.0) as u64
+                    };
+                }
+                r
+            })
+            .collect()
+    }
+
+    /// Pins every policy's individual and perfect hits on one seeded, correlated grouped
+    /// stream, so that sharing code between policies cannot change a result unnoticed.
+    /// `PIN_PRINT=1` prints the current counts (to update `policy/pinned_hits.txt` after an
+    /// intended change).
+    #[test]
+    fn every_policy_hits_as_pinned() {
+        let reqs = pinned_stream(20_000);
+        let mut got = Vec::new();
+        for name in POLICY_NAMES.split(", ") {
+            for cap in [40, 200] {
+                let kind = PolicyKind::parse(name, 6).unwrap();
+                let mut sim = crate::sim::GroupSim::new(&kind, cap);
+                for r in &reqs {
+                    sim.request(r);
+                }
+                got.push(format!(
+                    "{name} {cap} {} {}",
+                    sim.stats.hits, sim.stats.perfect
+                ));
+            }
+        }
+        let got = got.join("\n");
+        if std::env::var_os("PIN_PRINT").is_some() {
+            println!("{got}");
+        }
+        let want = include_str!("policy/pinned_hits.txt").trim();
+        for (g, w) in got.lines().zip(want.lines()) {
+            assert_eq!(g, w, "hit counts changed");
+        }
+        assert_eq!(got.lines().count(), want.lines().count());
     }
 }

@@ -72,7 +72,7 @@ def add_parser(verbs) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--mode", choices=("accuracy", "latency", "sla"), default="accuracy")
+    p.add_argument("--mode", choices=("accuracy", "latency", "sla", "ceiling"), default="accuracy")
     p.add_argument("--generator", choices=("kaggle", "zipf"), default="kaggle")
     p.add_argument("--scale", type=float, default=0.001, help="cardinality scale (0.001)")
     p.add_argument("--train", type=int, default=300_000, help="training requests (300000)")
@@ -357,6 +357,65 @@ def _sla(args, d, s, base) -> list[dict]:
     return rows
 
 
+def _ceiling(args, base) -> list[dict]:
+    """Perfect-hit limits on one stream (``--warm`` + ``--test`` requests, counted over the
+    ``--test`` ones): the share of requests holding a key's first reference in the stream
+    (never perfect, whatever the cache), and two static oracles per ``--fractions`` size that
+    know the window's key counts: the most used keys, and whole requests in order of their
+    rarest key's count (group-aware); an oracle's request counts only if it holds no first
+    reference. ``--policy`` (and each policy named in ``--configs``) runs online on the same
+    stream for the ratio."""
+    import numpy as np
+
+    from attune import embed, workload
+
+    n = args.warm + args.test
+    g = workload.criteo(n, tables=26, scale=args.scale, seed=args.seed, profile=args.generator)
+    keys = g["keys"]
+    total = int(g["cardinalities"].sum())
+    tagged = keys.astype(np.int64) + (np.arange(keys.shape[1], dtype=np.int64)[None, :] << 40)
+    meas = tagged[args.warm :]
+    _, inv, cnt = np.unique(meas.ravel(), return_inverse=True, return_counts=True)
+    inv = inv.reshape(meas.shape)
+    _, first = np.unique(tagged.ravel(), return_index=True)
+    is_first = np.zeros(tagged.size, bool)
+    is_first[first] = True
+    fresh = is_first.reshape(tagged.shape)[args.warm :].any(axis=1)
+    once = float(fresh.mean())
+    by_count = np.argsort(-cnt, kind="stable")
+    by_rarest = [r for r in np.argsort(-cnt[inv].min(axis=1), kind="stable") if not fresh[r]]
+    policies = [args.policy] + [
+        c for c in args.configs.split(",") if c in embed.POLICIES and c != args.policy
+    ]
+    rows = []
+    for f in (float(x) for x in args.fractions.split(",")):
+        cap = int(total * f)
+        row = dict(base, kind="ceiling", cache_fraction=f, capacity_rows=cap)
+        row["first_reference_rate"] = once
+        top = np.zeros(len(cnt), bool)
+        top[by_count[:cap]] = True
+        row["oracle_top_perfect"] = float((top[inv].all(axis=1) & ~fresh).mean())
+        grp = np.zeros(len(cnt), bool)
+        used = 0
+        for r in by_rarest:
+            new = np.unique(inv[r][~grp[inv[r]]])
+            if used + len(new) <= cap:
+                grp[new] = True
+                used += len(new)
+            elif used >= cap - 1:
+                break
+        row["oracle_group_perfect"] = float((grp[inv].all(axis=1) & ~fresh).mean())
+        for pol in policies:
+            sim = embed.simulate(keys, policy=pol, capacity=cap, warmup=args.warm)
+            row[f"{pol}_perfect"] = sim["perfect_rate"]
+        ref = row[f"{args.policy}_perfect"]
+        row["oracle_top_vs_policy"] = row["oracle_top_perfect"] / ref if ref else None
+        row["oracle_group_vs_policy"] = row["oracle_group_perfect"] / ref if ref else None
+        row["config"] = f"ceiling {args.policy}"
+        rows.append(row)
+    return rows
+
+
 def run(args) -> int:
     from attune.errors import InvalidArgumentError
 
@@ -376,6 +435,8 @@ def run(args) -> int:
         "policy": args.policy,
         "seed": args.seed,
     }
+    if args.mode == "ceiling":
+        return _emit(args, _ceiling(args, base), command)
     if args.mode == "sla":
         for c in args.configs.split(","):
             _parse_config(c.strip())
@@ -411,6 +472,9 @@ def _emit(args, rows, command) -> int:
         return 0
     for r in rows:
         keys = (
+            "oracle_top_perfect",
+            "oracle_group_perfect",
+            "oracle_group_vs_policy",
             "pr_auc",
             "pr_auc_loss_rel",
             "perfect_rate",
@@ -420,7 +484,7 @@ def _emit(args, rows, command) -> int:
             "p99_us",
         )
         label = r["config"]
-        if r.get("kind") == "sla":
+        if r.get("kind") in ("sla", "ceiling"):
             label = f"{label} {r['cache_fraction']:g}"
         print(f"{label:22} " + "  ".join(f"{k} {r[k]:.4f}" for k in keys if k in r))
     return 0

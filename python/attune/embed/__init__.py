@@ -43,6 +43,8 @@ POLICIES = (
     "lirs",
     "lecar",
     "clockpro",
+    "clocklirs",
+    "cacheus",
     "ev-lfu",
     "ev-lfu-inserted",
     "ev-lfu-noflush",
@@ -58,6 +60,11 @@ POLICIES = (
     "ev-arc-inserted",
     "ev-arc-noflush",
     "ev-car",
+    "ev-loss",
+    "ev-loss-noaging",
+    "ev-clockpro",
+    "ev-clockpro-t1",
+    "ev-clockpro-t4",
 )
 
 

@@ -1,7 +1,7 @@
 //! More baselines from the source's comparison (§2.8.2): CAR and LIRS. Both ignore group
 //! scores. Thread-safety: owned by one thread (`Send`).
 
-use super::{map, Map, Policy};
+use super::{map, FreqOrder, Map, Policy};
 use crate::lists::Lists;
 
 const T1: usize = 0;
@@ -365,9 +365,9 @@ pub struct LeCar {
     lists: Lists,
     ids: Map<u32>,
     /// Resident keys by (frequency, last use): the LFU expert's order.
-    freq: std::collections::BTreeSet<(u32, u64, u64)>,
-    /// Per resident key: (frequency, last use); per history key: eviction time.
-    meta: Map<(u32, u64)>,
+    freq: FreqOrder,
+    /// Per history key: when it was evicted.
+    evicted_at: Map<u64>,
     w_lru: f64,
     discount: f64,
     time: u64,
@@ -384,8 +384,8 @@ impl LeCar {
             cap,
             lists: Lists::new(3),
             ids: map(),
-            freq: std::collections::BTreeSet::new(),
-            meta: map(),
+            freq: FreqOrder::default(),
+            evicted_at: map(),
             w_lru: 0.5,
             discount: 0.005f64.powf(1.0 / cap.max(1) as f64),
             time: 0,
@@ -409,12 +409,12 @@ impl LeCar {
     fn forget(&mut self, key: u64) {
         if let Some(id) = self.ids.remove(&key) {
             self.lists.remove(id);
-            self.meta.remove(&key);
+            self.evicted_at.remove(&key);
         }
     }
 
     fn learn(&mut self, key: u64, history: usize) {
-        let evicted_at = self.meta.get(&key).map_or(self.time, |m| m.1);
+        let evicted_at = self.evicted_at.get(&key).copied().unwrap_or(self.time);
         let reward = self.discount.powf((self.time - evicted_at) as f64);
         let (mut lru, mut lfu) = (self.w_lru, 1.0 - self.w_lru);
         if history == H_LRU {
@@ -428,16 +428,15 @@ impl LeCar {
 
     fn evict(&mut self, evicted: &mut Vec<(u64, u32)>) {
         let lru_victim = self.lists.front(RES).map(|id| self.lists.key(id));
-        let lfu_victim = self.freq.first().map(|e| e.2);
+        let lfu_victim = self.freq.first();
         let (Some(a), Some(b)) = (lru_victim, lfu_victim) else {
             return;
         };
         let use_lru = self.uniform() < self.w_lru;
         let victim = if use_lru { a } else { b };
-        let Some(&(f, last)) = self.meta.get(&victim) else {
+        if self.freq.remove(victim).is_none() {
             return;
-        };
-        self.freq.remove(&(f, last, victim));
+        }
         evicted.push((victim, 0));
         let Some(&id) = self.ids.get(&victim) else {
             return;
@@ -446,12 +445,11 @@ impl LeCar {
             // Both experts agree: no one to blame later.
             self.lists.remove(id);
             self.ids.remove(&victim);
-            self.meta.remove(&victim);
             return;
         }
         let h = if use_lru { H_LRU } else { H_LFU };
         self.lists.move_back(id, h);
-        self.meta.insert(victim, (0, self.time));
+        self.evicted_at.insert(victim, self.time);
         if self.lists.len(h) > self.cap {
             if let Some(old) = self.lists.front(h).map(|id| self.lists.key(id)) {
                 self.forget(old);
@@ -475,11 +473,7 @@ impl Policy for LeCar {
             return;
         }
         self.lists.move_back(id, RES);
-        if let Some(m) = self.meta.get_mut(&key) {
-            self.freq.remove(&(m.0, m.1, key));
-            *m = (m.0.saturating_add(1), self.time);
-            self.freq.insert((m.0, m.1, key));
-        }
+        self.freq.add(key, 1, self.time);
     }
     fn on_miss(&mut self, key: u64, _agg: u32, evicted: &mut Vec<(u64, u32)>) {
         self.time += 1;
@@ -495,16 +489,13 @@ impl Policy for LeCar {
         }
         let id = self.lists.push_back(RES, key);
         self.ids.insert(key, id);
-        self.meta.insert(key, (1, self.time));
-        self.freq.insert((1, self.time, key));
+        self.freq.set(key, 1, self.time);
     }
     fn remove(&mut self, key: u64) -> bool {
         if !self.contains(key) {
             return false;
         }
-        if let Some(&(f, last)) = self.meta.get(&key) {
-            self.freq.remove(&(f, last, key));
-        }
+        self.freq.remove(key);
         self.forget(key);
         true
     }

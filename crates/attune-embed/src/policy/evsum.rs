@@ -5,17 +5,14 @@
 //! recently used. O(log n) per update (an ordered set), not EV-LFU's O(1) score lists.
 //! Thread-safety: owned by one thread (`Send`).
 
-use std::collections::BTreeSet;
-
-use super::{map, EvConfig, Map, MissScore, Policy};
+use super::{EvConfig, FreqOrder, MissScore, Policy};
 
 /// EV-LFU-sum. See the module doc.
 pub struct EvLfuSum {
     cap: usize,
     cfg: EvConfig,
     clock: u64,
-    order: BTreeSet<(u64, u64, u64)>,
-    meta: Map<(u64, u64)>,
+    freq: FreqOrder,
 }
 
 impl EvLfuSum {
@@ -25,38 +22,36 @@ impl EvLfuSum {
             cap,
             cfg,
             clock: 0,
-            order: BTreeSet::new(),
-            meta: map(),
+            freq: FreqOrder::default(),
         }
     }
 
     fn weight(&self, agg: u32) -> u64 {
         u64::from(agg.min(self.cfg.max_score)) + 1
     }
+
+    fn capped(&self, v: u64) -> u32 {
+        v.min(u64::from(self.cfg.max_score)) as u32
+    }
 }
 
 impl Policy for EvLfuSum {
     fn contains(&self, key: u64) -> bool {
-        self.meta.contains_key(&key)
+        self.freq.contains(key)
     }
     fn on_hit(&mut self, key: u64, agg: u32) {
         self.clock += 1;
         let w = self.weight(agg);
-        if let Some(m) = self.meta.get_mut(&key) {
-            self.order.remove(&(m.0, m.1, key));
-            *m = (m.0 + w, self.clock);
-            self.order.insert((m.0, m.1, key));
-        }
+        self.freq.add(key, w, self.clock);
     }
     fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<(u64, u32)>) {
         if self.cap == 0 {
             return;
         }
         self.clock += 1;
-        if self.meta.len() >= self.cap {
-            if let Some((v, _, k)) = self.order.pop_first() {
-                self.meta.remove(&k);
-                evicted.push((k, v.min(u64::from(self.cfg.max_score)) as u32));
+        if self.freq.len() >= self.cap {
+            if let Some((k, v)) = self.freq.pop_first() {
+                evicted.push((k, self.capped(v)));
             }
         }
         let agg = agg.min(self.cfg.max_score);
@@ -65,28 +60,19 @@ impl Policy for EvLfuSum {
             MissScore::Half => self.weight(agg / 2),
             MissScore::Zero => 1,
         };
-        self.meta.insert(key, (w, self.clock));
-        self.order.insert((w, self.clock, key));
+        self.freq.set(key, w, self.clock);
     }
     fn remove(&mut self, key: u64) -> bool {
-        match self.meta.remove(&key) {
-            Some(m) => {
-                self.order.remove(&(m.0, m.1, key));
-                true
-            }
-            None => false,
-        }
+        self.freq.remove(key).is_some()
     }
     fn len(&self) -> usize {
-        self.meta.len()
+        self.freq.len()
     }
     fn capacity(&self) -> usize {
         self.cap
     }
     fn score(&self, key: u64) -> u32 {
-        self.meta
-            .get(&key)
-            .map_or(0, |m| m.0.min(u64::from(self.cfg.max_score)) as u32)
+        self.freq.value(key).map_or(0, |v| self.capped(v))
     }
 }
 
