@@ -442,8 +442,14 @@ def _backup(args) -> int:
             )
         elif verb == "list":
             backups = engine.list()
+            damaged = engine.damaged()
+            for _, why in damaged:
+                print(f"warning: {why}", file=sys.stderr)
             out = {
-                "backups": [{k: v for k, v in b.to_dict().items() if k != "files"} for b in backups]
+                "backups": [
+                    {k: v for k, v in b.to_dict().items() if k != "files"} for b in backups
+                ],
+                "damaged": [path for path, _ in damaged],
             }
             text = (
                 "\n".join(

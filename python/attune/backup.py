@@ -9,16 +9,24 @@ A backup directory holds any number of backups of one or more databases::
       meta/<id>.json              one backup: its files, their sizes and CRC-32s, its sequence
       tmp-<id>/                   a backup being made (removed when it ends or by the next one)
 
-A backup is made from a checkpoint (``DB.checkpoint``: consistent while the database keeps
-working; hard links, so the checkpoint itself costs no copy). Each file of the checkpoint is
+A backup is made from a checkpoint (``DB.checkpoint(..., seal_value_log=True)``: consistent
+while the database keeps working; hard links, so the checkpoint itself costs no copy; the
+value-log segment being appended to is sealed first, so every segment a backup holds is final and
+the next backup shares it). Each file of the checkpoint is
 read once to compute its CRC-32; a file already in ``shared/`` under the same name, size and CRC
 is not copied again. Copies are written to a temporary name, fsynced and renamed; the backup's
 ``meta`` file is written last (temporary name, fsync, rename, directory fsync), so a backup cut
 short by a crash does not exist, and what it copied is reclaimed by the next :meth:`purge`.
 
-Restoring copies a backup's files into a new directory, checking each file's size and CRC as it
-goes; a mismatch raises :class:`attune.CorruptionError` naming the file, and the destination is
-removed, so a restore either gives a database that opens or nothing.
+Restoring copies a backup's files into a temporary directory beside the destination, checking
+each file's size and CRC as it goes, and renames it into place at the end: a mismatch raises
+:class:`attune.CorruptionError` naming the file, and a restore either gives a database that opens
+or leaves the destination as it was (a crash leaves only the temporary ``.restoring-*``
+directory).
+
+One engine per directory (a lock); its methods may be called from several threads (they run one
+at a time). A damaged backup record does not hide the others: :meth:`BackupEngine.list` skips it
+and :meth:`BackupEngine.damaged` names it.
 
 Copies are real copies (never links into the live database), so a backup survives the loss or
 corruption of the database's own files.
@@ -29,7 +37,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -49,6 +59,8 @@ from attune.errors import (
 CHUNK = 1 << 20
 #: Format of ``meta/<id>.json``.
 META_VERSION = 1
+#: What a file name in a backup record may be: a plain name inside the database directory.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,254}")
 
 
 @dataclass(frozen=True)
@@ -152,33 +164,53 @@ class BackupEngine:
     """
 
     def __init__(self, directory: str | os.PathLike[str]):
+        if not str(directory):
+            raise InvalidArgumentError("backup directory is an empty path; give a directory")
         self.dir = Path(directory)
-        if self.dir.exists() and not self.dir.is_dir():
-            raise InvalidArgumentError(
-                f"backup directory {self.dir} is a file; give a directory", str(self.dir)
-            )
+        self._mutex = threading.RLock()
+        self._lock = None
+        self._closed = False
+        if self.dir.exists():
+            if not self.dir.is_dir():
+                raise InvalidArgumentError(
+                    f"backup directory {self.dir} is a file; give a directory", str(self.dir)
+                )
+            if (self.dir / "CURRENT").exists() or any(self.dir.glob("MANIFEST-*")):
+                raise InvalidArgumentError(
+                    f"{self.dir} is a database directory, not a backup directory; give another",
+                    str(self.dir),
+                )
+            self._take_lock()
+
+    def _take_lock(self) -> None:
+        """Creates the layout and takes the directory's lock (once)."""
+        if self._lock is not None:
+            return
         try:
             (self.dir / "shared").mkdir(parents=True, exist_ok=True)
             (self.dir / "meta").mkdir(exist_ok=True)
-            self._lock = open(self.dir / "LOCK", "a+b")  # noqa: SIM115 (held until close)
+            lock = open(self.dir / "LOCK", "a+b")  # noqa: SIM115 (held until close)
         except OSError as e:
             raise StorageIOError(
                 f"cannot use {self.dir} as a backup directory: {e.strerror}", str(self.dir)
             ) from e
         try:
-            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self._lock.close()
+            lock.close()
             raise LockedError(
                 f"another BackupEngine holds {self.dir}; close it first", str(self.dir)
             ) from None
+        self._lock = lock
         for stale in self.dir.glob("tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
 
     def close(self) -> None:
         """Releases the directory's lock (idempotent)."""
-        if not self._lock.closed:
-            self._lock.close()
+        with self._mutex:
+            self._closed = True
+            if self._lock is not None:
+                self._lock.close()
 
     def __enter__(self) -> Self:
         return self
@@ -186,9 +218,15 @@ class BackupEngine:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _check_open(self) -> None:
-        if self._lock.closed:
+    def _check_open(self, *, existing: bool = True) -> None:
+        """Closed engines refuse everything; reading needs the directory to exist."""
+        if self._closed:
             raise ClosedError(f"the BackupEngine on {self.dir} is closed", str(self.dir))
+        if existing and self._lock is None:
+            raise InvalidArgumentError(
+                f"no backup directory at {self.dir}; check the path (create() makes one)",
+                str(self.dir),
+            )
 
     # -- reading backups ---------------------------------------------------------------------
 
@@ -198,6 +236,8 @@ class BackupEngine:
     def _read_meta(self, path: Path) -> BackupInfo:
         try:
             d = json.loads(path.read_text())
+            if not isinstance(d, dict):
+                raise TypeError(f"a JSON {type(d).__name__}, not an object")
             if d.get("version") != META_VERSION:
                 raise CorruptionError(
                     f"backup record {path} has version {d.get('version')!r}; this build reads "
@@ -208,22 +248,53 @@ class BackupEngine:
             files = tuple(
                 BackupFile(str(f["name"]), int(f["size"]), int(f["crc32"])) for f in d["files"]
             )
-            return BackupInfo(int(d["id"]), float(d["created"]), int(d["sequence"]), files)
-        except (ValueError, KeyError, TypeError) as e:
+            for f in files:
+                if not _PLAIN_NAME.fullmatch(f.name) or f.size < 0:
+                    raise ValueError(f"file entry {f.name!r} is not a plain file name")
+            return BackupInfo(
+                int(d["id"]),
+                float(d["created"]),
+                int(d["sequence"]),
+                files,
+                int(d.get("bytes_new", 0)),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as e:
             raise CorruptionError(
                 f"backup record {path} is damaged ({e}); delete it to go on", str(path), 0
             ) from e
 
-    def list(self) -> list[BackupInfo]:
-        """Every backup, oldest first."""
-        self._check_open()
-        out = []
+    def _scan(self) -> tuple[list[BackupInfo], list[tuple[str, str]]]:
+        good, bad = [], []
         for p in (self.dir / "meta").glob("*.json"):
-            if p.stem.isdigit():
-                out.append(self._read_meta(p))
-        return sorted(out, key=lambda b: b.id)
+            if not p.stem.isdigit():
+                continue
+            try:
+                good.append(self._read_meta(p))
+            except CorruptionError as e:
+                bad.append((str(p), str(e)))
+        return sorted(good, key=lambda b: b.id), sorted(bad)
+
+    def list(self) -> list[BackupInfo]:
+        """Every readable backup, oldest first (a damaged record is skipped: see
+        :meth:`damaged`)."""
+        with self._mutex:
+            self._check_open()
+            return self._scan()[0]
+
+    def damaged(self) -> list[tuple[str, str]]:
+        """(path, reason) of every backup record that cannot be read."""
+        with self._mutex:
+            self._check_open()
+            return self._scan()[1]
 
     def _get(self, backup_id: int | None) -> BackupInfo:
+        if backup_id is not None and (
+            isinstance(backup_id, bool) or not isinstance(backup_id, int)
+        ):
+            raise InvalidArgumentError(
+                f"backup id: an int (or None for the newest), got {type(backup_id).__name__} "
+                f"{backup_id!r}"
+            )
         backups = self.list()
         if not backups:
             raise InvalidArgumentError(f"{self.dir} holds no backup", str(self.dir))
@@ -242,13 +313,33 @@ class BackupEngine:
     def create(self, db, progress: Progress | None = None) -> BackupInfo:
         """Backs up ``db`` (an open, writable :class:`attune.DB`) as it is now: every write
         acknowledged before the call is in the backup. Returns the new backup."""
-        self._check_open()
-        existing = self.list()
-        backup_id = existing[-1].id + 1 if existing else 1
+        from attune._native import DB
+
+        if not isinstance(db, DB):
+            raise InvalidArgumentError(
+                f"create() backs up an open attune.DB, got {type(db).__name__}"
+            )
+        with self._mutex:
+            self._check_open(existing=False)
+            db_dir = Path(db.path).resolve()
+            here = self.dir.resolve()
+            if here == db_dir or db_dir in here.parents:
+                raise InvalidArgumentError(
+                    f"backup directory {self.dir} is inside the database {db.path}; give one "
+                    "outside it",
+                    str(self.dir),
+                )
+            self._take_lock()
+            return self._create(db, progress)
+
+    def _create(self, db, progress: Progress | None) -> BackupInfo:
+        good, bad = self._scan()
+        taken = [b.id for b in good] + [int(Path(p).stem) for p, _ in bad]
+        backup_id = max(taken, default=0) + 1
         tmp = self.dir / f"tmp-{backup_id}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            report = db.checkpoint(tmp)
+            report = db.checkpoint(tmp, seal_value_log=True)
             files: list[BackupFile] = []
             bytes_new = 0
             for src in sorted(tmp.iterdir()):
@@ -264,7 +355,9 @@ class BackupEngine:
                     progress(size)
                 files.append(f)
             _fsync_dir(self.dir / "shared")
-            info = BackupInfo(backup_id, time.time(), int(report["sequence"]), tuple(files))
+            info = BackupInfo(
+                backup_id, time.time(), int(report["sequence"]), tuple(files), bytes_new
+            )
             record = {"version": META_VERSION, **info.to_dict()}
             meta = self._meta_path(backup_id)
             part = meta.with_suffix(".tmp")
@@ -276,13 +369,17 @@ class BackupEngine:
             _fsync_dir(meta.parent)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return BackupInfo(info.id, info.created, info.sequence, info.files, bytes_new)
+        return info
 
     # -- checking, restoring, deleting ---------------------------------------------------------
 
     def verify(self, backup_id: int | None = None, progress: Progress | None = None) -> BackupInfo:
         """Reads every file of a backup (the newest by default) and checks its size and CRC-32;
         raises :class:`attune.CorruptionError` naming the first bad or missing file."""
+        with self._mutex:
+            return self._verify(backup_id, progress)
+
+    def _verify(self, backup_id: int | None, progress: Progress | None) -> BackupInfo:
         b = self._get(backup_id)
         for f in b.files:
             path = self.dir / "shared" / f.shared_name
@@ -305,55 +402,73 @@ class BackupEngine:
         progress: Progress | None = None,
     ) -> BackupInfo:
         """Copies a backup (the newest by default) into ``dest``, a new or empty directory, which
-        then opens as ``attune.DB(dest)``. Every file is checked as it is copied; on any error
-        ``dest`` is left as it was found."""
-        b = self._get(backup_id)
-        dest = Path(dest)
-        if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-            raise InvalidArgumentError(
-                f"restore destination {dest} is not an empty directory; give a new path",
-                str(dest),
-            )
-        created = not dest.exists()
-        dest.mkdir(parents=True, exist_ok=True)
-        try:
-            for f in b.files:
-                src = self.dir / "shared" / f.shared_name
-                if not src.exists():
-                    raise CorruptionError(f"backup {b.id} is missing {src}", str(src), 0)
-                _copy_checked(src, dest / f.name, f, progress)
-            _fsync_dir(dest)
-        except BaseException:
-            for p in dest.iterdir():
-                if p.is_dir():
-                    shutil.rmtree(p, ignore_errors=True)
-                else:
-                    p.unlink(missing_ok=True)
-            if created:
-                dest.rmdir()
-            raise
-        return b
+        then opens as ``attune.DB(dest)``. Every file is checked as it is copied, into a temporary
+        directory beside ``dest`` that is renamed into place at the end: on any error (or a
+        crash) ``dest`` is left as it was found."""
+        with self._mutex:
+            b = self._get(backup_id)
+            if not str(dest):
+                raise InvalidArgumentError("restore destination is an empty path")
+            dest = Path(dest)
+            if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+                raise InvalidArgumentError(
+                    f"restore destination {dest} is not an empty directory; give a new path",
+                    str(dest),
+                )
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            work = dest.parent / f".{dest.name}.restoring-{os.getpid()}"
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir()
+            try:
+                for f in b.files:
+                    src = self.dir / "shared" / f.shared_name
+                    if not src.exists():
+                        raise CorruptionError(f"backup {b.id} is missing {src}", str(src), 0)
+                    _copy_checked(src, work / f.name, f, progress)
+                _fsync_dir(work)
+                os.replace(work, dest)  # an empty dest directory is replaced
+                _fsync_dir(dest.parent)
+            except BaseException:
+                shutil.rmtree(work, ignore_errors=True)
+                raise
+            return b
 
     def delete(self, backup_id: int) -> None:
         """Deletes one backup's record; files no other backup uses go at the next
         :meth:`purge`."""
-        b = self._get(backup_id)
-        self._meta_path(b.id).unlink()
-        _fsync_dir(self.dir / "meta")
+        with self._mutex:
+            if isinstance(backup_id, bool) or not isinstance(backup_id, int):
+                raise InvalidArgumentError(
+                    f"backup id: an int, got {type(backup_id).__name__} {backup_id!r}"
+                )
+            b = self._get(backup_id)
+            self._meta_path(b.id).unlink()
+            _fsync_dir(self.dir / "meta")
 
     def purge(self, keep: int | None = None) -> int:
         """Keeps the newest ``keep`` backups (all when None), deletes the others, and removes
         every shared file no kept backup uses (including those of backups cut short). Returns the
         bytes freed."""
+        with self._mutex:
+            return self._purge(keep)
+
+    def _purge(self, keep: int | None) -> int:
         self._check_open()
         if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
             raise InvalidArgumentError(f"keep: a count of backups >= 0, got {keep!r}")
-        backups = self.list()
+        backups, damaged = self._scan()
         if keep is not None:
             for b in backups[: max(0, len(backups) - keep)]:
                 self._meta_path(b.id).unlink()
             _fsync_dir(self.dir / "meta")
             backups = backups[max(0, len(backups) - keep) :]
+        if damaged:
+            raise CorruptionError(
+                f"{len(damaged)} backup record(s) cannot be read ({damaged[0][0]}); purging could "
+                "delete files they need: delete or repair them first",
+                damaged[0][0],
+                0,
+            )
         used = {f.shared_name for b in backups for f in b.files}
         freed = 0
         for p in (self.dir / "shared").iterdir():

@@ -63,7 +63,12 @@ def test_a_damaged_backup_file_is_found_and_never_restored(tmp_path):
         assert e.value.path == str(path)
         with pytest.raises(attune.CorruptionError):
             engine.restore(tmp_path / "restored")
+        (tmp_path / "empty").mkdir()
+        with pytest.raises(attune.CorruptionError):
+            engine.restore(tmp_path / "empty")
     assert not (tmp_path / "restored").exists(), "a failed restore leaves nothing behind"
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())
+    assert [p.name for p in tmp_path.iterdir() if "restoring" in p.name] == []
 
 
 def test_a_backup_cut_short_does_not_exist_and_purge_reclaims_it(tmp_path, monkeypatch):
@@ -111,8 +116,9 @@ def test_bad_arguments_are_clear_errors(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(attune.InvalidArgumentError, match="is a file"):
         BackupEngine(tmp_path / "file")
+    (tmp_path / "bk").mkdir()
     with BackupEngine(tmp_path / "bk") as engine:
-        with pytest.raises(attune.InvalidArgumentError, match="no backup"):
+        with pytest.raises(attune.InvalidArgumentError, match="holds no backup"):
             engine.restore(tmp_path / "r")
         with pytest.raises(attune.LockedError):
             BackupEngine(tmp_path / "bk")
@@ -127,12 +133,92 @@ def test_bad_arguments_are_clear_errors(tmp_path):
             engine.restore(tmp_path / "full")
         with pytest.raises(attune.InvalidArgumentError, match="keep"):
             engine.purge(keep=-1)
-    (tmp_path / "bk" / "meta" / "1.json").write_text("{not json")
-    with BackupEngine(tmp_path / "bk") as engine, pytest.raises(attune.CorruptionError):
-        engine.list()
+    engine = BackupEngine(tmp_path / "bk")
+    with pytest.raises(attune.InvalidArgumentError, match="backup id"):
+        engine.delete(None)
+    with pytest.raises(attune.InvalidArgumentError, match="open attune.DB"):
+        engine.create(str(tmp_path / "db"))
     engine.close()
     with pytest.raises(attune.ClosedError):
         engine.list()
+
+
+def test_a_missing_or_database_directory_is_refused_and_never_created(tmp_path):
+    missing = tmp_path / "typo"
+    with BackupEngine(missing) as engine:
+        for call in (engine.list, engine.verify, engine.purge):
+            with pytest.raises(attune.InvalidArgumentError, match="no backup directory"):
+                call()
+    assert not missing.exists()
+    with _db(tmp_path / "db") as db:
+        db.put(b"a", b"1")
+    with pytest.raises(attune.InvalidArgumentError, match="database directory"):
+        BackupEngine(tmp_path / "db")
+    with (
+        _db(tmp_path / "db") as db,
+        BackupEngine(tmp_path / "db" / "inside") as engine,
+        pytest.raises(attune.InvalidArgumentError, match="inside the database"),
+    ):
+        engine.create(db)
+    assert not (tmp_path / "db" / "inside").exists()
+
+
+def test_damaged_records_are_skipped_named_and_never_followed_outside(tmp_path):
+    with _db(tmp_path / "db") as db, BackupEngine(tmp_path / "bk") as engine:
+        db.put(b"a", b"1")
+        good = engine.create(db)
+    meta = tmp_path / "bk" / "meta"
+    record = json.loads((meta / "1.json").read_text())
+    record["id"] = 2
+    record["files"][0]["name"] = "../../escaped"
+    (meta / "2.json").write_text(json.dumps(record))
+    (meta / "3.json").write_text("[1, 2]")
+    (meta / "4.json").write_text("{not json")
+    with BackupEngine(tmp_path / "bk") as engine:
+        assert [b.id for b in engine.list()] == [good.id]
+        assert sorted(Path(p).name for p, _ in engine.damaged()) == ["2.json", "3.json", "4.json"]
+        with pytest.raises(attune.InvalidArgumentError, match="no backup 2"):
+            engine.restore(tmp_path / "r", 2)
+        with pytest.raises(attune.CorruptionError, match="cannot be read"):
+            engine.purge()  # could delete what the damaged records need
+        engine.restore(tmp_path / "r")
+    assert not (tmp_path.parent / "escaped").exists()
+    assert _contents(tmp_path / "r") == {b"a": b"1"}
+
+
+def test_a_long_lived_handle_backs_up_incrementally(tmp_path):
+    with _db(tmp_path / "db") as db, BackupEngine(tmp_path / "bk") as engine:
+        sizes = []
+        for gen in range(4):
+            for i in range(200):
+                db.put(f"g{gen}-{i:04}".encode(), os.urandom(2000))  # separated values
+            sizes.append(engine.create(db).bytes_new)
+        assert [b.bytes_new for b in engine.list()] == sizes
+    # Each generation wrote about 400 KB; none copies the earlier ones' values again.
+    assert max(sizes[1:]) < 2 * 200 * 2000, sizes
+
+
+def test_threads_share_an_engine(tmp_path):
+    import threading
+
+    with _db(tmp_path / "db") as db, BackupEngine(tmp_path / "bk") as engine:
+        db.put(b"a", b"1")
+        errors = []
+
+        def work():
+            try:
+                engine.create(db)
+            except Exception as e:  # noqa: BLE001 (collected for the assertion)
+                errors.append(e)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert [b.id for b in engine.list()] == [1, 2, 3, 4]
+        engine.verify(4)
 
 
 def test_cli_backup_round_trip(tmp_path, capsys):

@@ -785,10 +785,12 @@ fn ttl_millis(ttl: &Bound<'_, PyAny>) -> PyResult<u64> {
         return Err(bad(format!("{ttl}")));
     }
     let ttl: f64 = ttl.extract().map_err(|_| {
-        bad(format!(
-            "a {}",
-            ttl.get_type().name().map_or("?".into(), |n| n.to_string())
-        ))
+        let kind = ttl.get_type().name().map_or("?".into(), |n| n.to_string());
+        if kind == "int" {
+            bad("an int too large for a float".to_string())
+        } else {
+            bad(format!("a value of type {kind}"))
+        }
     })?;
     if !ttl.is_finite() || ttl <= 0.0 {
         return Err(to_py(attune_kv::Error::InvalidArgument(format!(
@@ -1033,15 +1035,23 @@ impl DB {
     /// Writes a consistent copy of the database into `path` (new, or an empty directory),
     /// hard-linking files where it can, while the database stays open; `attune.DB(path)` opens
     /// it. Returns {"files_linked", "files_copied", "bytes_copied", "sequence"}.
+    #[pyo3(signature = (path, seal_value_log=false))]
     fn checkpoint<'py>(
         &self,
         py: Python<'py>,
         path: &Bound<'py, PyAny>,
+        seal_value_log: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let dest = path_arg(path)?;
         let db = self.handle(py)?;
         let r = py
-            .allow_threads(move || db.checkpoint(&dest))
+            .allow_threads(move || {
+                if seal_value_log {
+                    db.checkpoint_sealed(&dest)
+                } else {
+                    db.checkpoint(&dest)
+                }
+            })
             .map_err(to_py)?;
         crate::stats::to_dict(py, &r)
     }

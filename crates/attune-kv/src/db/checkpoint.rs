@@ -46,12 +46,20 @@ impl DB {
     /// empty directory; `DB::open(dest, ..)` opens it. Files are hard-linked where possible.
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<CheckpointReport> {
         self.inner.writable("checkpoint")?;
-        self.inner.checkpoint(dest.as_ref())
+        self.inner.checkpoint(dest.as_ref(), false)
+    }
+
+    /// [`DB::checkpoint`] that first seals the value-log segment being appended to (when it
+    /// holds records), so that every segment in the checkpoint is final: a later checkpoint
+    /// holds the same bytes for it, which incremental backups share instead of copying again.
+    pub fn checkpoint_sealed(&self, dest: impl AsRef<Path>) -> Result<CheckpointReport> {
+        self.inner.writable("checkpoint")?;
+        self.inner.checkpoint(dest.as_ref(), true)
     }
 }
 
 impl DbInner {
-    fn checkpoint(&self, dest: &Path) -> Result<CheckpointReport> {
+    fn checkpoint(&self, dest: &Path, seal: bool) -> Result<CheckpointReport> {
         let env = self.env.as_ref();
         if dest.as_os_str().is_empty() {
             return Err(Error::InvalidArgument(
@@ -92,6 +100,17 @@ impl DbInner {
             )));
         }
         create_dir_all_durable(env, dest)?;
+        if seal {
+            let mut st = self.state.lock();
+            let holds_records = self
+                .vlog
+                .lock()
+                .as_ref()
+                .is_some_and(|w| w.len() > crate::vlog::SEGMENT_HEADER_BYTES);
+            if holds_records {
+                self.switch_vlog_at_flush(&mut st)?;
+            }
+        }
 
         // Value-log collection is held off from the flush to the edit: a collection that
         // finished in between would leave its moves in the memtable, which a checkpoint does

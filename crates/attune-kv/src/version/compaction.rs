@@ -167,6 +167,10 @@ fn is_base_level_for_key(v: &Version, output_level: usize, uk: &[u8]) -> bool {
     true
 }
 
+/// Reads the separated value a pointer names, checking it belongs to the key (for the
+/// compaction filter).
+pub type BlobReader<'a> = dyn Fn(&BlobPointer, &[u8]) -> Result<Vec<u8>> + 'a;
+
 /// Merges the inputs into new files of the output level. `new_file` allocates file numbers.
 #[allow(clippy::too_many_arguments)] // each argument is a distinct dependency of the merge
 pub fn run(
@@ -179,7 +183,7 @@ pub fn run(
     smallest_snapshot: u64,
     new_file: &mut dyn FnMut() -> u64,
     shutting_down: &dyn Fn() -> bool,
-    read_blob: &dyn Fn(&BlobPointer, &[u8]) -> Result<Vec<u8>>,
+    read_blob: &BlobReader<'_>,
     filter_above: u64,
 ) -> Result<CompactionOutput> {
     // Inputs come from the shared table cache, or (bulk I/O through pipes) from tables opened
