@@ -25,7 +25,7 @@ use attune_io::prefetch;
 use attune_io::profile::{self, ProfileConfig};
 use attune_io::ssd::SsdParams;
 use attune_kv::env::{DeviceEnv, DeviceLayout, DeviceStats, MemEnv};
-use attune_kv::{Options, ReadOptions, DB};
+use attune_kv::{Options, Prefetcher, ReadOptions, DB};
 use attune_workload::op::Op;
 use attune_workload::rng::Xoshiro256;
 use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
@@ -89,6 +89,18 @@ struct ScanRow {
     prefetch_mib: f64,
     prefetch_hits: u64,
     prefetch_late: u64,
+    /// Prefetched MiB a demand read used, and the rest (wasted).
+    prefetch_used_mib: f64,
+    prefetch_wasted_mib: f64,
+    /// Operations per second over the `fixed` row of the same load order.
+    vs_fixed: Option<f64>,
+    /// `engine-*` rows (`prefetcher = tinfetch`): MiB the pointer hints read and used, MiB the
+    /// block prefetcher (readahead and network) read and used, network inferences.
+    hint_mib: f64,
+    hint_used_mib: f64,
+    block_mib: f64,
+    block_used_mib: f64,
+    inferences: u64,
 }
 
 fn num(it: &mut std::slice::Iter<'_, String>, flag: &str) -> Result<u64, Fail> {
@@ -131,7 +143,8 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let model = match model {
         Some(p) => {
             let b = std::fs::read(&p).map_err(|e| Fail::Usage(format!("{p}: {e}")))?;
-            Some(QuantizedMlp::from_bytes(&b).map_err(|e| Fail::Usage(format!("{p}: {e}")))?)
+            let m = QuantizedMlp::from_bytes(&b).map_err(|e| Fail::Usage(format!("{p}: {e}")))?;
+            Some((m, p))
         }
         None => None,
     };
@@ -139,7 +152,12 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         fillrandom(keys, sink)?;
     }
     if what != "fillrandom" {
-        ycsb_e(keys / 10, ops, model.as_ref(), sink)?;
+        ycsb_e(
+            keys / 10,
+            ops,
+            model.as_ref().map(|(m, p)| (m, p.as_str())),
+            sink,
+        )?;
     }
     Ok(())
 }
@@ -257,33 +275,72 @@ fn fillrandom(keys: u64, sink: &Sink) -> Result<(), Fail> {
 /// The prefetch buffer of the YCSB E runs.
 const PREFETCH_BUFFER_BYTES: u64 = 4 << 20;
 
-fn scan_opts(prefetch_depth: usize) -> Options {
-    Options {
+/// The engine options of a YCSB E row: `fixed` is the engine's default rule, `engine-*` rows
+/// are `prefetcher = tinfetch` (with the model unless `-no-network`, one part switched off by
+/// the suffix), every other row turns the engine's read-ahead off (the block layer's
+/// prefetcher, if any, runs alone).
+fn scan_opts(method: &str, model: Option<&str>) -> Options {
+    let mut o = Options {
         write_buffer_size: 8 << 20,
         wal_sync_interval_ms: 0,
         block_cache_size: 4 << 20,
         min_blob_size: 1024,
-        blob_prefetch_depth: prefetch_depth,
+        blob_prefetch_depth: 16,
+        prefetcher: Prefetcher::Off,
         ..Options::default()
+    };
+    if method == "fixed" {
+        o.prefetcher = Prefetcher::Fixed;
     }
+    if let Some(variant) = method.strip_prefix("engine-tinfetch") {
+        o.prefetcher = Prefetcher::TinFetch;
+        if variant != "-no-network" {
+            o.prefetch_model = model.unwrap_or_default().to_string();
+        }
+        let s = &mut o.prefetch_switches;
+        match variant {
+            "-no-history" => s.history = false,
+            "-no-merge" => s.merge = false,
+            "-no-throttle" => s.throttle = false,
+            "-hints-only" => s.block_streams = false,
+            _ => {}
+        }
+    }
+    o
 }
 
-fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> Result<(), Fail> {
-    let mut methods = vec!["off", "fixed", "readahead", "tinfetch-no-network"];
+/// Engine-level variants (`prefetcher = tinfetch` and its ablations).
+const ENGINE_VARIANTS: [&str; 5] = [
+    "engine-tinfetch-no-network",
+    "engine-tinfetch-no-history",
+    "engine-tinfetch-no-merge",
+    "engine-tinfetch-no-throttle",
+    "engine-tinfetch-hints-only",
+];
+
+fn ycsb_e(
+    records: u64,
+    ops: u64,
+    model: Option<(&QuantizedMlp, &str)>,
+    sink: &Sink,
+) -> Result<(), Fail> {
+    let mut methods = vec!["fixed", "off", "readahead", "tinfetch-no-network"];
     if model.is_some() {
-        methods.push("tinfetch");
+        methods.extend(["tinfetch", "engine-tinfetch"]);
     }
+    methods.extend(ENGINE_VARIANTS);
+    let (model, model_path) = (model.map(|m| m.0), model.map(|m| m.1));
     let p = planted(64 << 10, 16 << 10, 4);
     for (order, io) in [
         ("ordered", InsertOrder::Ordered),
         ("hashed", InsertOrder::Hashed),
     ] {
+        let mut fixed_ops: Option<f64> = None;
         for &method in &methods {
             let mut cfg = YcsbConfig::core(CoreWorkload::E, records, ops, 5);
             cfg.field_count = 1;
             cfg.field_length = 4096;
             cfg.insert_order = io;
-            let depth = if method == "fixed" { 16 } else { 0 };
             let env = Arc::new(
                 DeviceEnv::new(
                     Arc::new(MemEnv::new()),
@@ -294,7 +351,8 @@ fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> 
                 .map_err(kv)?,
             );
             let db =
-                DB::open_with_env(env.clone(), Path::new("/db"), scan_opts(depth)).map_err(kv)?;
+                DB::open_with_env(env.clone(), Path::new("/db"), scan_opts(method, model_path))
+                    .map_err(kv)?;
             let mut value = vec![7u8; 4096];
             for op in cfg.load().map_err(kv)? {
                 if let Op::Insert { key, .. } = op {
@@ -311,6 +369,7 @@ fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> 
                 env.set_prefetcher(Some(prefetch::build(method, model).map_err(kv)?));
             }
             let before = env.stats();
+            let pf_before = db.stats().prefetch;
             let (mut scans, mut scanned) = (0u64, 0u64);
             for op in cfg.run().map_err(kv)? {
                 match op {
@@ -332,15 +391,25 @@ fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> 
                 }
             }
             let s = env.stats();
+            let pf = db.stats().prefetch;
             db.close().map_err(kv)?;
             let secs = (s.clock_ns - before.clock_ns) as f64 / 1e9;
+            let mib = |b: u64| b as f64 / 1048576.0;
+            let ops_per_sec = ops as f64 / secs;
+            if method == "fixed" {
+                fixed_ops = Some(ops_per_sec);
+            }
+            let prefetched = s.prefetch_bytes - before.prefetch_bytes;
+            let used = s.prefetch_used_bytes - before.prefetch_used_bytes;
             if sink.human() {
                 println!(
-                    "ycsb-e {order:<8} {method:<20} {:>8.0} ops/s  reads {:>7}  prefetch {:>6} ({:.0} MiB, hits {})",
-                    ops as f64 / secs,
+                    "ycsb-e {order:<8} {method:<28} {:>8.0} ops/s ({:.2}x fixed)  reads {:>7}  prefetch {:>6} ({:.0} MiB, {:.0} MiB wasted, hits {})",
+                    ops_per_sec,
+                    fixed_ops.map_or(f64::NAN, |f| ops_per_sec / f),
                     s.reads - before.reads,
                     s.prefetches - before.prefetches,
-                    (s.prefetch_bytes - before.prefetch_bytes) as f64 / 1048576.0,
+                    mib(prefetched),
+                    mib(prefetched.saturating_sub(used)),
                     s.prefetch_hits - before.prefetch_hits
                 );
             }
@@ -355,12 +424,20 @@ fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> 
                 scans,
                 records_scanned: scanned,
                 device_seconds: secs,
-                ops_per_sec: ops as f64 / secs,
+                ops_per_sec,
                 device_reads: s.reads - before.reads,
                 prefetch_reads: s.prefetches - before.prefetches,
                 prefetch_mib: (s.prefetch_bytes - before.prefetch_bytes) as f64 / 1048576.0,
                 prefetch_hits: s.prefetch_hits - before.prefetch_hits,
                 prefetch_late: s.prefetch_late - before.prefetch_late,
+                prefetch_used_mib: mib(used),
+                prefetch_wasted_mib: mib(prefetched.saturating_sub(used)),
+                vs_fixed: fixed_ops.map(|f| ops_per_sec / f),
+                hint_mib: mib(pf.hint_bytes - pf_before.hint_bytes),
+                hint_used_mib: mib(pf.hint_used_bytes - pf_before.hint_used_bytes),
+                block_mib: mib(pf.block_bytes - pf_before.block_bytes),
+                block_used_mib: mib(pf.block_used_bytes - pf_before.block_used_bytes),
+                inferences: pf.inferences - pf_before.inferences,
             })?;
         }
     }

@@ -58,14 +58,14 @@ pub use cache::sizing::{
 };
 pub use cache::CacheStats;
 pub use db::{
-    BlobFileStats, CheckpointReport, DbIterator, GcReport, LevelCompactionStats, Snapshot, Stats,
-    Transaction, VerifyReport, DB,
+    BlobFileStats, CheckpointReport, DbIterator, GcReport, LevelCompactionStats, PrefetchStats,
+    Snapshot, Stats, Transaction, VerifyReport, DB,
 };
 pub use error::{Error, Result};
 pub use index::learned::LearnStats;
 pub use options::{
     BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, Compression, LearnedBenefit,
-    LearnedIndex, Options, ReadOptions, WriteOptions, OPTION_NAMES,
+    LearnedIndex, Options, PrefetchSwitches, Prefetcher, ReadOptions, WriteOptions, OPTION_NAMES,
 };
 
 /// What the fuzz targets (through `attune-stress`), the stress tool, the decoder tests and the
