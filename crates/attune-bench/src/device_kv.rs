@@ -11,9 +11,11 @@
 //!   inserts, zipfian) over 4 KiB values in the value log, with prefetching off, `fixed` (the
 //!   engine's read-ahead of the next `blob_prefetch_depth` values of a scan), `readahead` (Linux's
 //!   ramp-up at the block layer), `tinfetch-no-network` and, with `--model`, `tinfetch` (TinFetch
-//!   at the block layer, its network off and on): operations per simulated second, device
-//!   reads, prefetch hits and bytes. Prefetched blocks live in a 4 MiB buffer (at most a tenth of
-//!   the values), beside a 4 MiB block cache.
+//!   at the block layer, its network off and on), then the engine's `prefetcher = tinfetch`
+//!   (`engine-tinfetch`, with `--model`) and its ablations (`engine-tinfetch-*`): operations per
+//!   simulated second and their ratio to `fixed`, device reads, prefetch hits, bytes and bytes
+//!   wasted, and the engine prefetcher's own counters. Prefetched blocks live in a 4 MiB buffer
+//!   (at most a tenth of the values), beside a 4 MiB block cache.
 
 use std::path::Path;
 use std::sync::Arc;
