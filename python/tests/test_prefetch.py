@@ -125,8 +125,12 @@ def test_db_prefetcher_option_settings_return_the_same_data(tmp_path, model):
             db.put(k, k + bytes(4088))
     mfile = tmp_path / "tinfetch.bin"
     mfile.write_bytes(model)
-    for setting in ({"prefetcher": "off"}, {"prefetcher": "fixed"}, {"prefetcher": "tinfetch"},
-                    {"prefetcher": "tinfetch", "prefetch_model": str(mfile)}):
+    for setting in (
+        {"prefetcher": "off"},
+        {"prefetcher": "fixed"},
+        {"prefetcher": "tinfetch"},
+        {"prefetcher": "tinfetch", "prefetch_model": str(mfile)},
+    ):
         with attune.DB(path, **setting) as db:
             _scan_all(db, n)
             st = db.stats()

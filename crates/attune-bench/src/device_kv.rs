@@ -34,8 +34,9 @@ use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
 
 use crate::output::{Fail, Sink};
 
-const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] \
-                     [--model TINFETCH_MODEL] [--out FILE] [--json]";
+const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all|ycsb-e-disk] [--keys N] \
+                     [--ops N] [--model TINFETCH_MODEL] [--dir DIR (ycsb-e-disk)] [--out FILE] \
+                     [--json]";
 
 /// Planted devices of the fillrandom comparison: (name, chunk, page, stripe chips).
 const CONFIGS: [(&str, u32, u32, u32); 5] = [
@@ -122,10 +123,18 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let mut keys = 200_000u64;
     let mut ops = 2_000u64;
     let mut model: Option<String> = None;
+    let mut dir: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "fillrandom" | "ycsb-e" | "all" => what = a.clone(),
+            "fillrandom" | "ycsb-e" | "all" | "ycsb-e-disk" => what = a.clone(),
+            "--dir" => {
+                dir = Some(
+                    it.next()
+                        .cloned()
+                        .ok_or_else(|| Fail::Usage("--dir needs a directory".into()))?,
+                )
+            }
             "--keys" => keys = num(&mut it, a)?,
             "--ops" => ops = num(&mut it, a)?,
             "--model" => {
@@ -150,6 +159,11 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         }
         None => None,
     };
+    if what == "ycsb-e-disk" {
+        let dir = dir.ok_or_else(|| Fail::Usage(format!("ycsb-e-disk needs --dir; {USAGE}")))?;
+        let m = model.as_ref().map(|(_, p)| p.as_str());
+        return ycsb_e_disk(keys / 10, ops, Path::new(&dir), m, sink);
+    }
     if what != "ycsb-e" {
         fillrandom(keys, sink)?;
     }
@@ -443,5 +457,161 @@ fn ycsb_e(
             })?;
         }
     }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DiskRow {
+    bench: &'static str,
+    kind: &'static str,
+    case: String,
+    load_order: &'static str,
+    prefetcher: String,
+    records: u64,
+    ops: u64,
+    reps: u32,
+    seconds: f64,
+    ops_per_sec: f64,
+    ops_per_sec_min: f64,
+    ops_per_sec_max: f64,
+    vs_fixed: Option<f64>,
+    hint_mib: f64,
+    hint_used_mib: f64,
+    block_mib: f64,
+}
+
+/// Drops the clean pages of every file in `dir` from the page cache (`POSIX_FADV_DONTNEED`,
+/// no privileges needed), so a run starts with its data on the disk.
+fn drop_cached(dir: &Path) -> Result<(), Fail> {
+    use std::os::fd::AsRawFd;
+    for e in std::fs::read_dir(dir).map_err(kv)? {
+        let p = e.map_err(kv)?.path();
+        if !p.is_file() {
+            continue;
+        }
+        let f = std::fs::File::open(&p).map_err(kv)?;
+        f.sync_all().map_err(kv)?;
+        // SAFETY: fadvise on a descriptor we own; it only drops clean cached pages.
+        unsafe {
+            libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
+    }
+    Ok(())
+}
+
+/// YCSB E on the real file system in `dir`: the same load and operations as [`ycsb_e`], the
+/// engine's `prefetcher` off, fixed, and tinfetch with the fixed depth, with its pointer hints
+/// alone, and (given a model) whole.
+/// Every repetition starts with the database's files dropped from the page cache; within a run
+/// the page cache keeps what it read (the zipfian scans re-read hot values), so the numbers are
+/// those of a warming cache, on whatever disk holds `dir`. Wall time, median of 3 repetitions
+/// taken in turn over the settings.
+fn ycsb_e_disk(
+    records: u64,
+    ops: u64,
+    dir: &Path,
+    model: Option<&str>,
+    sink: &Sink,
+) -> Result<(), Fail> {
+    const DISK_REPS: u32 = 3;
+    let mut methods = vec![
+        "fixed",
+        "off",
+        "engine-tinfetch-no-history",
+        "engine-tinfetch-hints-only",
+    ];
+    if model.is_some() {
+        methods.push("engine-tinfetch");
+    }
+    let db_dir = dir.join(format!("attune-ycsb-e-disk-{}", std::process::id()));
+    for (order, io) in [
+        ("ordered", InsertOrder::Ordered),
+        ("hashed", InsertOrder::Hashed),
+    ] {
+        let mut cfg = YcsbConfig::core(CoreWorkload::E, records, ops, 5);
+        cfg.field_count = 1;
+        cfg.field_length = 4096;
+        cfg.insert_order = io;
+        let _ = std::fs::remove_dir_all(&db_dir);
+        let mut value = vec![7u8; 4096];
+        {
+            let db = DB::open(&db_dir, scan_opts("off", None)).map_err(kv)?;
+            for op in cfg.load().map_err(kv)? {
+                if let Op::Insert { key, .. } = op {
+                    value[..8].copy_from_slice(&key.to_le_bytes());
+                    db.put(&key.to_be_bytes(), &value).map_err(kv)?;
+                }
+            }
+            db.flush().map_err(kv)?;
+            db.compact_range(None, None).map_err(kv)?;
+            db.close().map_err(kv)?;
+        }
+        let run_ops: Vec<Op> = cfg.run().map_err(kv)?.collect();
+        let mut secs: Vec<Vec<f64>> = vec![Vec::new(); methods.len()];
+        let mut pf: Vec<attune_kv::PrefetchStats> = vec![Default::default(); methods.len()];
+        for _ in 0..DISK_REPS {
+            for (m, &method) in methods.iter().enumerate() {
+                drop_cached(&db_dir)?;
+                let db = DB::open(&db_dir, scan_opts(method, model)).map_err(kv)?;
+                let t0 = std::time::Instant::now();
+                for op in &run_ops {
+                    match op {
+                        Op::Scan { start: key, len } => {
+                            let mut it = db.iter(&ReadOptions::default()).map_err(kv)?;
+                            it.seek(&key.to_be_bytes());
+                            let mut n = 0;
+                            while it.valid() && n < *len {
+                                n += 1;
+                                it.next();
+                            }
+                        }
+                        Op::Insert { key, .. } => {
+                            db.put(&key.to_be_bytes(), &value).map_err(kv)?;
+                        }
+                        _ => {}
+                    }
+                }
+                secs[m].push(t0.elapsed().as_secs_f64());
+                pf[m] = db.stats().prefetch;
+                db.close().map_err(kv)?;
+            }
+        }
+        let mut fixed_ops: Option<f64> = None;
+        for (m, &method) in methods.iter().enumerate() {
+            let mut v = secs[m].clone();
+            v.sort_by(f64::total_cmp);
+            let med = v[v.len() / 2];
+            let ops_per_sec = ops as f64 / med;
+            if method == "fixed" {
+                fixed_ops = Some(ops_per_sec);
+            }
+            let mib = |b: u64| b as f64 / 1048576.0;
+            if sink.human() {
+                println!(
+                    "ycsb-e-disk {order:<8} {method:<28} {ops_per_sec:>8.0} ops/s ({:.2}x fixed)",
+                    fixed_ops.map_or(f64::NAN, |f| ops_per_sec / f)
+                );
+            }
+            sink.row(&DiskRow {
+                bench: "device-kv",
+                kind: "ycsb-e-disk",
+                case: format!("ycsb-e-disk/{order}/{method}"),
+                load_order: order,
+                prefetcher: method.to_string(),
+                records,
+                ops,
+                reps: DISK_REPS,
+                seconds: med,
+                ops_per_sec,
+                ops_per_sec_min: ops as f64 / v[v.len() - 1],
+                ops_per_sec_max: ops as f64 / v[0],
+                vs_fixed: fixed_ops.map(|f| ops_per_sec / f),
+                hint_mib: mib(pf[m].hint_bytes),
+                hint_used_mib: mib(pf[m].hint_used_bytes),
+                block_mib: mib(pf[m].block_bytes),
+            })?;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&db_dir);
     Ok(())
 }
