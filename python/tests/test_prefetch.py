@@ -106,3 +106,54 @@ def test_cli_reports_a_malformed_trace_cleanly(tmp_path):
     r = _cli("io", "prefetch", "eval", str(trace), "--no-lstm", "--synthetic-rows", "100")
     assert r.returncode != 0
     assert "line 2" in r.stderr and "Traceback" not in r.stderr
+
+
+def _scan_all(db: attune.DB, n: int) -> None:
+    for start in range(0, n - 40, 60):
+        lo, hi = start.to_bytes(8, "big"), (start + 30).to_bytes(8, "big")
+        rows = list(db.items(start=lo, end=hi))
+        assert [int.from_bytes(k, "big") for k, _ in rows] == list(range(start, start + 30))
+        assert all(v[:8] == k for k, v in rows)
+
+
+def test_db_prefetcher_option_settings_return_the_same_data(tmp_path, model):
+    n = 600
+    path = str(tmp_path / "db")
+    with attune.DB(path, prefetcher="off") as db:
+        for i in range(n):
+            k = i.to_bytes(8, "big")
+            db.put(k, k + bytes(4088))
+    mfile = tmp_path / "tinfetch.bin"
+    mfile.write_bytes(model)
+    for setting in (
+        {"prefetcher": "off"},
+        {"prefetcher": "fixed"},
+        {"prefetcher": "tinfetch"},
+        {"prefetcher": "tinfetch", "prefetch_model": str(mfile)},
+    ):
+        with attune.DB(path, **setting) as db:
+            _scan_all(db, n)
+            st = db.stats()
+            assert st["options"]["prefetcher"] == setting["prefetcher"]
+            p = st["prefetch"]
+            if setting["prefetcher"] != "tinfetch":
+                assert p["hint_values"] == 0
+            assert p["hint_used_bytes"] <= p["hint_bytes"]
+            assert p["block_used_bytes"] <= p["block_bytes"]
+
+
+def test_db_prefetcher_errors_name_what_is_wrong(tmp_path):
+    path = str(tmp_path / "db")
+    with pytest.raises(attune.InvalidArgumentError, match="off, fixed, tinfetch"):
+        attune.DB(path, prefetcher="sometimes")
+    missing = tmp_path / "missing.bin"
+    with pytest.raises(attune.InvalidArgumentError, match="missing.bin"):
+        attune.DB(path, prefetcher="tinfetch", prefetch_model=str(missing))
+    damaged = tmp_path / "damaged.bin"
+    damaged.write_bytes(b"ATIOMLP1" + bytes(60))
+    with pytest.raises(attune.CorruptionError, match="damaged.bin"):
+        attune.DB(path, prefetcher="tinfetch", prefetch_model=str(damaged))
+    with pytest.raises(attune.InvalidArgumentError, match="prefetcher=tinfetch"):
+        attune.DB(path, prefetch_model=str(damaged))
+    # Nothing was created by the failed opens.
+    assert not (tmp_path / "db").exists()

@@ -14,9 +14,11 @@
 //!   inserts, zipfian) over 4 KiB values in the value log, with prefetching off, `fixed` (the
 //!   engine's read-ahead of the next `blob_prefetch_depth` values of a scan), `readahead` (Linux's
 //!   ramp-up at the block layer), `tinfetch-no-network` and, with `--model`, `tinfetch` (TinFetch
-//!   at the block layer, its network off and on): operations per simulated second, device
-//!   reads, prefetch hits and bytes. Prefetched blocks live in a 4 MiB buffer (at most a tenth of
-//!   the values), beside a 4 MiB block cache.
+//!   at the block layer, its network off and on), then the engine's `prefetcher = tinfetch`
+//!   (`engine-tinfetch`, with `--model`) and its ablations (`engine-tinfetch-*`): operations per
+//!   simulated second and their ratio to `fixed`, device reads, prefetch hits, bytes and bytes
+//!   wasted, and the engine prefetcher's own counters. Prefetched blocks live in a 4 MiB buffer
+//!   (at most a tenth of the values), beside a 4 MiB block cache.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,16 +30,16 @@ use attune_io::prefetch;
 use attune_io::profile::{self, ProfileConfig};
 use attune_io::ssd::SsdParams;
 use attune_kv::env::{DeviceEnv, DeviceLayout, DeviceStats, MemEnv, FILE_KINDS};
-use attune_kv::{LearnedIndex, Options, ReadOptions, DB};
+use attune_kv::{LearnedIndex, Options, Prefetcher, ReadOptions, DB};
 use attune_workload::op::Op;
 use attune_workload::rng::Xoshiro256;
 use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
 
 use crate::output::{Fail, Sink};
 
-const USAGE: &str =
-    "usage: attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc] \
-                     [--model TINFETCH_MODEL] [--out FILE] [--json]";
+const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all|ycsb-e-disk] [--keys N] \
+                     [--ops N] [--no-gc] [--model TINFETCH_MODEL] [--dir DIR (ycsb-e-disk)] \
+                     [--out FILE] [--json]";
 
 /// Planted devices of the fillrandom comparison: (name, chunk, page, stripe chips).
 const CONFIGS: [(&str, u32, u32, u32); 5] = [
@@ -108,6 +110,18 @@ struct ScanRow {
     prefetch_mib: f64,
     prefetch_hits: u64,
     prefetch_late: u64,
+    /// Prefetched MiB a demand read used, and the rest (wasted).
+    prefetch_used_mib: f64,
+    prefetch_wasted_mib: f64,
+    /// Operations per second over the `fixed` row of the same load order.
+    vs_fixed: Option<f64>,
+    /// `engine-*` rows (`prefetcher = tinfetch`): MiB the pointer hints read and used, MiB the
+    /// block prefetcher (readahead and network) read and used, network inferences.
+    hint_mib: f64,
+    hint_used_mib: f64,
+    block_mib: f64,
+    block_used_mib: f64,
+    inferences: u64,
 }
 
 fn num(it: &mut std::slice::Iter<'_, String>, flag: &str) -> Result<u64, Fail> {
@@ -128,10 +142,18 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let mut gc = true;
     let mut ops = 2_000u64;
     let mut model: Option<String> = None;
+    let mut dir: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "fillrandom" | "ycsb-e" | "all" => what = a.clone(),
+            "fillrandom" | "ycsb-e" | "all" | "ycsb-e-disk" => what = a.clone(),
+            "--dir" => {
+                dir = Some(
+                    it.next()
+                        .cloned()
+                        .ok_or_else(|| Fail::Usage("--dir needs a directory".into()))?,
+                )
+            }
             "--keys" => keys = num(&mut it, a)?,
             "--no-gc" => gc = false,
             "--ops" => ops = num(&mut it, a)?,
@@ -152,15 +174,26 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let model = match model {
         Some(p) => {
             let b = std::fs::read(&p).map_err(|e| Fail::Usage(format!("{p}: {e}")))?;
-            Some(QuantizedMlp::from_bytes(&b).map_err(|e| Fail::Usage(format!("{p}: {e}")))?)
+            let m = QuantizedMlp::from_bytes(&b).map_err(|e| Fail::Usage(format!("{p}: {e}")))?;
+            Some((m, p))
         }
         None => None,
     };
+    if what == "ycsb-e-disk" {
+        let dir = dir.ok_or_else(|| Fail::Usage(format!("ycsb-e-disk needs --dir; {USAGE}")))?;
+        let m = model.as_ref().map(|(_, p)| p.as_str());
+        return ycsb_e_disk(keys / 10, ops, Path::new(&dir), m, sink);
+    }
     if what != "ycsb-e" {
         fillrandom(keys, gc, sink)?;
     }
     if what != "fillrandom" {
-        ycsb_e(keys / 10, ops, model.as_ref(), sink)?;
+        ycsb_e(
+            keys / 10,
+            ops,
+            model.as_ref().map(|(m, p)| (m, p.as_str())),
+            sink,
+        )?;
     }
     Ok(())
 }
@@ -384,33 +417,72 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
 /// The prefetch buffer of the YCSB E runs.
 const PREFETCH_BUFFER_BYTES: u64 = 4 << 20;
 
-fn scan_opts(prefetch_depth: usize) -> Options {
-    Options {
+/// The engine options of a YCSB E row: `fixed` is the engine's default rule, `engine-*` rows
+/// are `prefetcher = tinfetch` (with the model unless `-no-network`, one part switched off by
+/// the suffix), every other row turns the engine's read-ahead off (the block layer's
+/// prefetcher, if any, runs alone).
+fn scan_opts(method: &str, model: Option<&str>) -> Options {
+    let mut o = Options {
         write_buffer_size: 8 << 20,
         wal_sync_interval_ms: 0,
         block_cache_size: 4 << 20,
         min_blob_size: 1024,
-        blob_prefetch_depth: prefetch_depth,
+        blob_prefetch_depth: 16,
+        prefetcher: Prefetcher::Off,
         ..Options::default()
+    };
+    if method == "fixed" {
+        o.prefetcher = Prefetcher::Fixed;
     }
+    if let Some(variant) = method.strip_prefix("engine-tinfetch") {
+        o.prefetcher = Prefetcher::TinFetch;
+        if variant != "-no-network" {
+            o.prefetch_model = model.unwrap_or_default().to_string();
+        }
+        let s = &mut o.prefetch_switches;
+        match variant {
+            "-no-history" => s.history = false,
+            "-no-merge" => s.merge = false,
+            "-no-throttle" => s.throttle = false,
+            "-hints-only" => s.block_streams = false,
+            _ => {}
+        }
+    }
+    o
 }
 
-fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> Result<(), Fail> {
-    let mut methods = vec!["off", "fixed", "readahead", "tinfetch-no-network"];
+/// Engine-level variants (`prefetcher = tinfetch` and its ablations).
+const ENGINE_VARIANTS: [&str; 5] = [
+    "engine-tinfetch-no-network",
+    "engine-tinfetch-no-history",
+    "engine-tinfetch-no-merge",
+    "engine-tinfetch-no-throttle",
+    "engine-tinfetch-hints-only",
+];
+
+fn ycsb_e(
+    records: u64,
+    ops: u64,
+    model: Option<(&QuantizedMlp, &str)>,
+    sink: &Sink,
+) -> Result<(), Fail> {
+    let mut methods = vec!["fixed", "off", "readahead", "tinfetch-no-network"];
     if model.is_some() {
-        methods.push("tinfetch");
+        methods.extend(["tinfetch", "engine-tinfetch"]);
     }
+    methods.extend(ENGINE_VARIANTS);
+    let (model, model_path) = (model.map(|m| m.0), model.map(|m| m.1));
     let p = planted(64 << 10, 16 << 10, 4);
     for (order, io) in [
         ("ordered", InsertOrder::Ordered),
         ("hashed", InsertOrder::Hashed),
     ] {
+        let mut fixed_ops: Option<f64> = None;
         for &method in &methods {
             let mut cfg = YcsbConfig::core(CoreWorkload::E, records, ops, 5);
             cfg.field_count = 1;
             cfg.field_length = 4096;
             cfg.insert_order = io;
-            let depth = if method == "fixed" { 16 } else { 0 };
             let env = Arc::new(
                 DeviceEnv::new(
                     Arc::new(MemEnv::new()),
@@ -421,7 +493,8 @@ fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> 
                 .map_err(kv)?,
             );
             let db =
-                DB::open_with_env(env.clone(), Path::new("/db"), scan_opts(depth)).map_err(kv)?;
+                DB::open_with_env(env.clone(), Path::new("/db"), scan_opts(method, model_path))
+                    .map_err(kv)?;
             let mut value = vec![7u8; 4096];
             for op in cfg.load().map_err(kv)? {
                 if let Op::Insert { key, .. } = op {
@@ -438,6 +511,7 @@ fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> 
                 env.set_prefetcher(Some(prefetch::build(method, model).map_err(kv)?));
             }
             let before = env.stats();
+            let pf_before = db.stats().prefetch;
             let (mut scans, mut scanned) = (0u64, 0u64);
             for op in cfg.run().map_err(kv)? {
                 match op {
@@ -459,15 +533,25 @@ fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> 
                 }
             }
             let s = env.stats();
+            let pf = db.stats().prefetch;
             db.close().map_err(kv)?;
             let secs = (s.clock_ns - before.clock_ns) as f64 / 1e9;
+            let mib = |b: u64| b as f64 / 1048576.0;
+            let ops_per_sec = ops as f64 / secs;
+            if method == "fixed" {
+                fixed_ops = Some(ops_per_sec);
+            }
+            let prefetched = s.prefetch_bytes - before.prefetch_bytes;
+            let used = s.prefetch_used_bytes - before.prefetch_used_bytes;
             if sink.human() {
                 println!(
-                    "ycsb-e {order:<8} {method:<20} {:>8.0} ops/s  reads {:>7}  prefetch {:>6} ({:.0} MiB, hits {})",
-                    ops as f64 / secs,
+                    "ycsb-e {order:<8} {method:<28} {:>8.0} ops/s ({:.2}x fixed)  reads {:>7}  prefetch {:>6} ({:.0} MiB, {:.0} MiB wasted, hits {})",
+                    ops_per_sec,
+                    fixed_ops.map_or(f64::NAN, |f| ops_per_sec / f),
                     s.reads - before.reads,
                     s.prefetches - before.prefetches,
-                    (s.prefetch_bytes - before.prefetch_bytes) as f64 / 1048576.0,
+                    mib(prefetched),
+                    mib(prefetched.saturating_sub(used)),
                     s.prefetch_hits - before.prefetch_hits
                 );
             }
@@ -482,14 +566,178 @@ fn ycsb_e(records: u64, ops: u64, model: Option<&QuantizedMlp>, sink: &Sink) -> 
                 scans,
                 records_scanned: scanned,
                 device_seconds: secs,
-                ops_per_sec: ops as f64 / secs,
+                ops_per_sec,
                 device_reads: s.reads - before.reads,
                 prefetch_reads: s.prefetches - before.prefetches,
                 prefetch_mib: (s.prefetch_bytes - before.prefetch_bytes) as f64 / 1048576.0,
                 prefetch_hits: s.prefetch_hits - before.prefetch_hits,
                 prefetch_late: s.prefetch_late - before.prefetch_late,
+                prefetch_used_mib: mib(used),
+                prefetch_wasted_mib: mib(prefetched.saturating_sub(used)),
+                vs_fixed: fixed_ops.map(|f| ops_per_sec / f),
+                hint_mib: mib(pf.hint_bytes - pf_before.hint_bytes),
+                hint_used_mib: mib(pf.hint_used_bytes - pf_before.hint_used_bytes),
+                block_mib: mib(pf.block_bytes - pf_before.block_bytes),
+                block_used_mib: mib(pf.block_used_bytes - pf_before.block_used_bytes),
+                inferences: pf.inferences - pf_before.inferences,
             })?;
         }
     }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DiskRow {
+    bench: &'static str,
+    kind: &'static str,
+    case: String,
+    load_order: &'static str,
+    prefetcher: String,
+    records: u64,
+    ops: u64,
+    reps: u32,
+    seconds: f64,
+    ops_per_sec: f64,
+    ops_per_sec_min: f64,
+    ops_per_sec_max: f64,
+    vs_fixed: Option<f64>,
+    hint_mib: f64,
+    hint_used_mib: f64,
+    block_mib: f64,
+}
+
+/// Drops the clean pages of every file in `dir` from the page cache (`POSIX_FADV_DONTNEED`,
+/// no privileges needed), so a run starts with its data on the disk.
+fn drop_cached(dir: &Path) -> Result<(), Fail> {
+    use std::os::fd::AsRawFd;
+    for e in std::fs::read_dir(dir).map_err(kv)? {
+        let p = e.map_err(kv)?.path();
+        if !p.is_file() {
+            continue;
+        }
+        let f = std::fs::File::open(&p).map_err(kv)?;
+        f.sync_all().map_err(kv)?;
+        // SAFETY: fadvise on a descriptor we own; it only drops clean cached pages.
+        unsafe {
+            libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
+    }
+    Ok(())
+}
+
+/// YCSB E on the real file system in `dir`: the same load and operations as [`ycsb_e`], the
+/// engine's `prefetcher` off, fixed, and tinfetch with the fixed depth, with its pointer hints
+/// alone, and (given a model) whole.
+/// Every repetition starts with the database's files dropped from the page cache; within a run
+/// the page cache keeps what it read (the zipfian scans re-read hot values), so the numbers are
+/// those of a warming cache, on whatever disk holds `dir`. Wall time, median of 3 repetitions
+/// taken in turn over the settings.
+fn ycsb_e_disk(
+    records: u64,
+    ops: u64,
+    dir: &Path,
+    model: Option<&str>,
+    sink: &Sink,
+) -> Result<(), Fail> {
+    const DISK_REPS: u32 = 3;
+    let mut methods = vec![
+        "fixed",
+        "off",
+        "engine-tinfetch-no-history",
+        "engine-tinfetch-hints-only",
+    ];
+    if model.is_some() {
+        methods.push("engine-tinfetch");
+    }
+    let db_dir = dir.join(format!("attune-ycsb-e-disk-{}", std::process::id()));
+    for (order, io) in [
+        ("ordered", InsertOrder::Ordered),
+        ("hashed", InsertOrder::Hashed),
+    ] {
+        let mut cfg = YcsbConfig::core(CoreWorkload::E, records, ops, 5);
+        cfg.field_count = 1;
+        cfg.field_length = 4096;
+        cfg.insert_order = io;
+        let _ = std::fs::remove_dir_all(&db_dir);
+        let mut value = vec![7u8; 4096];
+        {
+            let db = DB::open(&db_dir, scan_opts("off", None)).map_err(kv)?;
+            for op in cfg.load().map_err(kv)? {
+                if let Op::Insert { key, .. } = op {
+                    value[..8].copy_from_slice(&key.to_le_bytes());
+                    db.put(&key.to_be_bytes(), &value).map_err(kv)?;
+                }
+            }
+            db.flush().map_err(kv)?;
+            db.compact_range(None, None).map_err(kv)?;
+            db.close().map_err(kv)?;
+        }
+        let run_ops: Vec<Op> = cfg.run().map_err(kv)?.collect();
+        let mut secs: Vec<Vec<f64>> = vec![Vec::new(); methods.len()];
+        let mut pf: Vec<attune_kv::PrefetchStats> = vec![Default::default(); methods.len()];
+        for _ in 0..DISK_REPS {
+            for (m, &method) in methods.iter().enumerate() {
+                drop_cached(&db_dir)?;
+                let db = DB::open(&db_dir, scan_opts(method, model)).map_err(kv)?;
+                let t0 = std::time::Instant::now();
+                for op in &run_ops {
+                    match op {
+                        Op::Scan { start: key, len } => {
+                            let mut it = db.iter(&ReadOptions::default()).map_err(kv)?;
+                            it.seek(&key.to_be_bytes());
+                            let mut n = 0;
+                            while it.valid() && n < *len {
+                                n += 1;
+                                it.next();
+                            }
+                        }
+                        Op::Insert { key, .. } => {
+                            db.put(&key.to_be_bytes(), &value).map_err(kv)?;
+                        }
+                        _ => {}
+                    }
+                }
+                secs[m].push(t0.elapsed().as_secs_f64());
+                pf[m] = db.stats().prefetch;
+                db.close().map_err(kv)?;
+            }
+        }
+        let mut fixed_ops: Option<f64> = None;
+        for (m, &method) in methods.iter().enumerate() {
+            let mut v = secs[m].clone();
+            v.sort_by(f64::total_cmp);
+            let med = v[v.len() / 2];
+            let ops_per_sec = ops as f64 / med;
+            if method == "fixed" {
+                fixed_ops = Some(ops_per_sec);
+            }
+            let mib = |b: u64| b as f64 / 1048576.0;
+            if sink.human() {
+                println!(
+                    "ycsb-e-disk {order:<8} {method:<28} {ops_per_sec:>8.0} ops/s ({:.2}x fixed)",
+                    fixed_ops.map_or(f64::NAN, |f| ops_per_sec / f)
+                );
+            }
+            sink.row(&DiskRow {
+                bench: "device-kv",
+                kind: "ycsb-e-disk",
+                case: format!("ycsb-e-disk/{order}/{method}"),
+                load_order: order,
+                prefetcher: method.to_string(),
+                records,
+                ops,
+                reps: DISK_REPS,
+                seconds: med,
+                ops_per_sec,
+                ops_per_sec_min: ops as f64 / v[v.len() - 1],
+                ops_per_sec_max: ops as f64 / v[0],
+                vs_fixed: fixed_ops.map(|f| ops_per_sec / f),
+                hint_mib: mib(pf[m].hint_bytes),
+                hint_used_mib: mib(pf[m].hint_used_bytes),
+                block_mib: mib(pf[m].block_bytes),
+            })?;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&db_dir);
     Ok(())
 }

@@ -58,14 +58,15 @@ pub use cache::sizing::{
 };
 pub use cache::CacheStats;
 pub use db::{
-    BlobFileStats, CheckpointReport, DbIterator, GcReport, LevelCompactionStats, Snapshot, Stats,
-    Transaction, VerifyReport, DB,
+    BlobFileStats, CheckpointReport, DbIterator, GcReport, LevelCompactionStats, PrefetchStats,
+    Snapshot, Stats, Transaction, VerifyReport, DB,
 };
 pub use error::{Error, Result};
 pub use index::learned::LearnStats;
 pub use options::{
     BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, CompactionFilter, Compression,
-    FilterDecision, LearnedBenefit, LearnedIndex, Options, ReadOptions, WriteOptions, OPTION_NAMES,
+    FilterDecision, LearnedBenefit, LearnedIndex, Options, PrefetchSwitches, Prefetcher,
+    ReadOptions, WriteOptions, OPTION_NAMES,
 };
 
 /// What the fuzz targets (through `attune-stress`), the stress tool, the decoder tests and the

@@ -203,6 +203,69 @@ impl MmapLimit {
     }
 }
 
+/// The engine's read-ahead of separated values during scans (option `prefetcher`;
+/// docs/tinfetch.md "In the engine").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefetcher {
+    /// No read-ahead of values.
+    Off,
+    /// Once a forward scan's value reads go to the device, hint the next `blob_prefetch_depth`
+    /// values, one hint per value (the default; WiscKey's parallel range-query reads).
+    Fixed,
+    /// TinFetch in the engine: the values a scan will probably read (how far, from the lengths
+    /// of recent scans) are hinted from the first read on, near ones merged into one read; the
+    /// value reads no hint covered feed the TinFetch block prefetcher (readahead for runs, the
+    /// network of `prefetch_model` for other streams, paused while its prefetches go unused).
+    TinFetch,
+}
+
+impl Prefetcher {
+    pub fn name(self) -> &'static str {
+        match self {
+            Prefetcher::Off => "off",
+            Prefetcher::Fixed => "fixed",
+            Prefetcher::TinFetch => "tinfetch",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" | "none" => Ok(Prefetcher::Off),
+            "fixed" => Ok(Prefetcher::Fixed),
+            "tinfetch" => Ok(Prefetcher::TinFetch),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown prefetcher {s:?}; valid: off, fixed, tinfetch"
+            ))),
+        }
+    }
+}
+
+/// Switches of `prefetcher = tinfetch`'s parts (Rust only; every one on by default). The
+/// benchmark turns them off one at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefetchSwitches {
+    /// Hint as far as recent scan lengths say a scan probably reads (off: the fixed depth).
+    pub history: bool,
+    /// Merge hinted values that sit near each other in a segment into one read (off: one
+    /// hint per value).
+    pub merge: bool,
+    /// Feed the value reads no hint covered to the TinFetch block prefetcher (off: hints only).
+    pub block_streams: bool,
+    /// Pause the block prefetcher's network while its prefetches go unused (TinFetch's
+    /// adaptive aggressiveness; off: never paused).
+    pub throttle: bool,
+}
+
+impl Default for PrefetchSwitches {
+    fn default() -> Self {
+        Self {
+            history: true,
+            merge: true,
+            block_streams: true,
+            throttle: true,
+        }
+    }
+}
+
 /// How the cost-benefit analyzer estimates a model's benefit (option `learned_benefit`).
 pub use attune_learn::Benefit as LearnedBenefit;
 
@@ -375,6 +438,15 @@ pub struct Options {
     /// How many value-log reads a forward scan starts ahead of the record it returns; 0 turns
     /// prefetching off. Default 16.
     pub blob_prefetch_depth: usize,
+    /// The read-ahead of separated values during scans: off, fixed (the default: the next
+    /// `blob_prefetch_depth` values) or tinfetch ([`Prefetcher`]).
+    pub prefetcher: Prefetcher,
+    /// A TinFetch weight file (`attune io prefetch train`) for `prefetcher = tinfetch`'s
+    /// network; empty (the default): the network is off, hints and readahead still run. Read at
+    /// open: a missing or damaged file fails the open, naming it.
+    pub prefetch_model: String,
+    /// `prefetcher = tinfetch`'s parts, each switchable (Rust only).
+    pub prefetch_switches: PrefetchSwitches,
     /// Compaction's table reads and writes and value-log collection's reads go through Data
     /// Pipes (attune-pipes: io_uring or pread/pwrite threads, double-buffered) instead of the
     /// environment's files (docs/data-pipes.md). Only with files of the operating system; an
@@ -461,6 +533,9 @@ impl Default for Options {
             blob_gc_garbage_ratio: 0.25,
             pipes_bulk_io: false,
             blob_prefetch_depth: 16,
+            prefetcher: Prefetcher::Fixed,
+            prefetch_model: String::new(),
+            prefetch_switches: PrefetchSwitches::default(),
             learned_index: LearnedIndex::Analyzer,
             learned_delta: 8,
             learned_wait_ms: 50,
@@ -568,6 +643,8 @@ pub const OPTION_NAMES: &[&str] = &[
     "blob_gc_space_amp",
     "blob_gc_garbage_ratio",
     "blob_prefetch_depth",
+    "prefetcher",
+    "prefetch_model",
     "pipes_bulk_io",
     "learned_index",
     "learned_delta",
@@ -648,6 +725,8 @@ impl Options {
             "blob_gc_space_amp" => self.blob_gc_space_amp = parse_num(key, value)?,
             "blob_gc_garbage_ratio" => self.blob_gc_garbage_ratio = parse_num(key, value)?,
             "blob_prefetch_depth" => self.blob_prefetch_depth = parse_num(key, value)?,
+            "prefetcher" => self.prefetcher = Prefetcher::parse(value)?,
+            "prefetch_model" => self.prefetch_model = value.to_string(),
             "pipes_bulk_io" => self.pipes_bulk_io = parse_bool(key, value)?,
             "learned_index" => self.learned_index = LearnedIndex::parse(value)?,
             "learned_delta" => self.learned_delta = parse_num(key, value)?,
@@ -830,6 +909,13 @@ impl Options {
                 o.blob_prefetch_depth
             ));
         }
+        if !o.prefetch_model.is_empty() && o.prefetcher != Prefetcher::TinFetch {
+            return bad(format!(
+                "prefetch_model {:?} is set but prefetcher is {}; the model is for prefetcher=tinfetch",
+                o.prefetch_model,
+                o.prefetcher.name()
+            ));
+        }
         if !(1..=4096).contains(&o.learned_delta) {
             return bad(format!(
                 "learned_delta {} outside 1..=4096",
@@ -919,6 +1005,8 @@ impl Options {
                 self.blob_gc_garbage_ratio.to_string(),
             ),
             ("blob_prefetch_depth", self.blob_prefetch_depth.to_string()),
+            ("prefetcher", self.prefetcher.name().to_string()),
+            ("prefetch_model", self.prefetch_model.clone()),
             ("pipes_bulk_io", self.pipes_bulk_io.to_string()),
             ("learned_index", self.learned_index.name().to_string()),
             ("learned_delta", self.learned_delta.to_string()),

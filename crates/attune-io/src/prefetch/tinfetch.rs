@@ -22,7 +22,7 @@
 //!
 //! **Adaptive aggressiveness** (§4.3.2): every [`EPOCH`] accesses TinFetch looks at its own
 //! feedback: the epoch's hit rate and its *yield*, demand blocks hit ÷ blocks its prefetches
-//! fetched. A yield below 5 % pauses the network for 4 epochs, doubling while it stays low (up to 64;
+//! fetched. A yield below 5 % (`pause_yield_pct`) pauses the network for 4 epochs, doubling while it stays low (up to 64;
 //! readahead continues: "very few hits, pause for a while"); a hit rate of at least 50 % with a yield of at least 50 % doubles
 //! the prefetch size (up to 4 × 128 KB: "high hit rate, larger prefetches", guarded by the yield
 //! so that hits from reused blocks do not widen useless prefetches); a hit rate below 20 % or a
@@ -49,7 +49,6 @@ pub const SUFFIXES: u32 = 1 << (PREFIX_SHIFT - SUFFIX_SHIFT);
 pub const EPOCH: u64 = 128;
 const PAUSE_EPOCHS: u64 = 4;
 const PAUSE_EPOCHS_MAX: u64 = 64;
-const PAUSE_YIELD: f64 = 0.05;
 const GROW_LATE: f64 = 0.25;
 const GROW_YIELD: f64 = 0.5;
 const SHRINK_LATE: f64 = 0.05;
@@ -94,6 +93,10 @@ pub struct TinFetchConfig {
     /// Separate streams by prefix (default on; off = one stream for the whole device, the
     /// ablation of the disentanglement).
     pub separate: bool,
+    /// The adaptive pause stops the network while the yield (hits per fetched block) stays
+    /// below this many percent (default 5; the engine, whose pointer hints compete for the same
+    /// device, uses 25).
+    pub pause_yield_pct: u8,
 }
 
 impl Default for TinFetchConfig {
@@ -107,6 +110,7 @@ impl Default for TinFetchConfig {
             padding: Padding::RepeatOldest,
             placement: Placement::Start,
             separate: true,
+            pause_yield_pct: 5,
         }
     }
 }
@@ -119,6 +123,13 @@ impl TinFetchConfig {
                 "streams",
                 self.streams,
                 "must be in 1..=1024",
+            ));
+        }
+        if self.pause_yield_pct > 100 {
+            return Err(crate::error::invalid(
+                "pause_yield_pct",
+                self.pause_yield_pct,
+                "must be at most 100",
             ));
         }
         if !(1..=HISTORY).contains(&self.min_suffixes) {
@@ -405,10 +416,11 @@ impl TinFetch {
         // it is hit, as the hit rate does). Halved every epoch, so the last few epochs count:
         // feedback lags by the pending delay, which can exceed one epoch.
         let yield_ = self.epoch_hits as f64 / self.epoch_requested.max(1) as f64;
-        if self.n >= self.paused_until && self.epoch_requested >= 32 && yield_ < PAUSE_YIELD {
+        let pause_yield = f64::from(self.cfg.pause_yield_pct) / 100.0;
+        if self.n >= self.paused_until && self.epoch_requested >= 32 && yield_ < pause_yield {
             self.pause_epochs = (self.pause_epochs * 2).clamp(PAUSE_EPOCHS, PAUSE_EPOCHS_MAX);
             self.paused_until = self.n + self.pause_epochs * EPOCH;
-        } else if self.n >= self.paused_until && yield_ >= PAUSE_YIELD {
+        } else if self.n >= self.paused_until && yield_ >= pause_yield {
             self.pause_epochs = 0;
         }
         let late = self.epoch_late as f64 / (self.epoch_late + self.epoch_hits).max(1) as f64;

@@ -7,7 +7,7 @@
 use super::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::DbIter;
-use crate::options::ReadOptions;
+use crate::options::{Prefetcher, ReadOptions};
 use crate::vlog::BlobPointer;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -33,6 +33,7 @@ impl DbInner {
             ahead: None,
             nexts: 0,
             slow_reads: 0,
+            scan: None,
         }
     }
 }
@@ -60,6 +61,24 @@ pub struct DbIterator {
     /// Value reads slow enough to have gone to the device; read-ahead starts after the first
     /// (values already in the page cache gain nothing from it and pay its system calls).
     slow_reads: u32,
+    /// `prefetcher = tinfetch`: the forward scan in progress.
+    scan: Option<TinScan>,
+}
+
+/// A forward scan under `prefetcher = tinfetch` (see `db/prefetch.rs`).
+struct TinScan {
+    /// Recent scan lengths, sorted, taken at the seek (empty: the fixed rule).
+    lengths: Vec<u32>,
+    /// Recent value reads went to the device.
+    device: bool,
+    /// Position of the current entry (0: where the seek landed).
+    pos: u32,
+    /// Positions below this are hinted or read; the read-ahead iterator stands here.
+    hinted: u32,
+    /// Entries the scan has landed on so far.
+    values: u32,
+    /// The iterator's slow value reads before the scan began.
+    slow_before: u32,
 }
 
 /// A value-log read slower than this went to the device, not the page cache.
@@ -84,10 +103,20 @@ impl DbIterator {
     /// Reads the current value from the value log if it lives there.
     fn settle(&mut self) {
         self.on_blob = false;
+        if let Some(sc) = self.scan.as_mut() {
+            if self.error.is_none() && self.inner.valid() {
+                sc.values = sc.values.saturating_add(1);
+            }
+        }
         if !self.valid() || !self.inner.value_is_blob() {
             return;
         }
-        let timed = self.db.opts.blob_prefetch_depth > 0;
+        let timed = match self.db.opts.prefetcher {
+            Prefetcher::Off => false,
+            Prefetcher::Fixed => self.db.opts.blob_prefetch_depth > 0,
+            Prefetcher::TinFetch => true,
+        };
+
         let t0 = if timed { self.db.env.now_micros() } else { 0 };
         let r = match BlobPointer::decode(self.inner.value()) {
             Some(p) => self.db.read_blob(&self.sv.blobs, self.inner.key(), &p),
@@ -128,8 +157,93 @@ impl DbIterator {
 
     /// Any positioning other than `next` ends a scan.
     fn reset_scan(&mut self) {
+        self.finish_tin_scan();
         self.ahead = None;
         self.nexts = 0;
+    }
+
+    /// Records the scan in progress (`prefetcher = tinfetch`) in the database's history.
+    fn finish_tin_scan(&mut self) {
+        if let (Some(sc), Some(pf)) = (self.scan.take(), self.db.prefetch.as_ref()) {
+            if sc.values > 0 {
+                pf.record_scan(sc.values, self.slow_reads > sc.slow_before);
+            }
+        }
+    }
+
+    /// Starts a forward scan at the entry a seek landed on (`prefetcher = tinfetch`).
+    fn start_tin_scan(&mut self) {
+        if let Some(pf) = self.db.prefetch.as_ref() {
+            let (lengths, device) = pf.snapshot();
+            self.scan = Some(TinScan {
+                lengths,
+                device,
+                pos: 0,
+                hinted: 1,
+                values: 0,
+                slow_before: self.slow_reads,
+            });
+            self.advance_tin();
+        }
+    }
+
+    /// Keeps the hints of a `prefetcher = tinfetch` scan as far ahead as its history says,
+    /// refilled (merged) once half of the window is used.
+    fn advance_tin(&mut self) {
+        let Some(pf) = self.db.prefetch.as_ref() else {
+            return;
+        };
+        let Some(sc) = self.scan.as_ref() else {
+            return;
+        };
+        if self.sv.blobs.is_empty()
+            || !self.inner.valid()
+            || !(sc.device || self.slow_reads > sc.slow_before)
+        {
+            return;
+        }
+        let target = super::prefetch::hint_target(&sc.lengths, sc.pos, pf.cold_depth);
+        let (pos, hinted) = (sc.pos, sc.hinted.max(sc.pos + 1));
+        let window = target.saturating_sub(pos + 1);
+        let left = hinted - (pos + 1);
+        let due = target.saturating_sub(hinted);
+        if due == 0 || (due < super::prefetch::REFILL_MIN && left > window / 2) {
+            return;
+        }
+        let mut a = match self.ahead.take() {
+            Some(a) => a,
+            None => {
+                let (mut a, err) = self.db.internal_iter(&self.sv, self.seq, false);
+                if err.is_some() {
+                    return; // the main iterator reports it
+                }
+                a.seek(self.inner.key());
+                if a.valid() {
+                    a.next();
+                }
+                a
+            }
+        };
+        let mut ptrs = Vec::new();
+        let mut at = hinted;
+        while at < target && self.ahead_in_bounds(&a) {
+            if a.value_is_blob() {
+                if let Some(p) = BlobPointer::decode(a.value()) {
+                    ptrs.push(p);
+                }
+            }
+            a.next();
+            at += 1;
+        }
+        self.ahead = Some(a);
+        if let Some(sc) = self.scan.as_mut() {
+            sc.hinted = at;
+        }
+        self.db
+            .counters
+            .blob_prefetches
+            .fetch_add(ptrs.len() as u64, Ordering::Relaxed);
+        pf.hint(&self.sv.blobs, &ptrs);
     }
 
     fn prefetch_at(&self, it: &DbIter) {
@@ -153,6 +267,9 @@ impl DbIterator {
 
     /// Keeps the read-ahead iterator `blob_prefetch_depth` entries in front during a scan.
     fn advance_ahead(&mut self) {
+        if self.db.opts.prefetcher != Prefetcher::Fixed {
+            return;
+        }
         let depth = self.db.opts.blob_prefetch_depth;
         if depth == 0
             || self.slow_reads == 0
@@ -200,6 +317,7 @@ impl DbIterator {
             Some(l) => self.inner.seek(&l),
             None => self.inner.seek_to_first(),
         }
+        self.start_tin_scan();
         self.settle();
     }
 
@@ -234,6 +352,7 @@ impl DbIterator {
             }
             _ => self.inner.seek(key),
         }
+        self.start_tin_scan();
         self.settle();
     }
 
@@ -258,6 +377,10 @@ impl DbIterator {
         self.inner.next();
         self.nexts = self.nexts.saturating_add(1);
         self.advance_ahead();
+        if let Some(sc) = self.scan.as_mut() {
+            sc.pos = sc.pos.saturating_add(1);
+            self.advance_tin();
+        }
         self.settle();
     }
 
@@ -287,5 +410,11 @@ impl DbIterator {
             return Err(e.duplicate());
         }
         self.inner.status()
+    }
+}
+
+impl Drop for DbIterator {
+    fn drop(&mut self) {
+        self.finish_tin_scan();
     }
 }

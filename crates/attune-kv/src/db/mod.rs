@@ -31,6 +31,7 @@ mod checkpoint;
 mod gc;
 mod iter;
 mod open;
+mod prefetch;
 mod read;
 mod stats;
 mod txn;
@@ -40,6 +41,7 @@ pub use checkpoint::CheckpointReport;
 pub use gc::GcReport;
 use gc::GcStats;
 pub use iter::DbIterator;
+pub use prefetch::PrefetchStats;
 pub use stats::{BlobFileStats, LevelCompactionStats, Stats, VerifyReport};
 use txn::Precondition;
 pub use txn::Transaction;
@@ -179,6 +181,8 @@ pub(crate) struct DbInner {
     shutting_down: AtomicBool,
     /// Values of hot keys for latest-state gets (`hot_key_cache_bytes`; None when off).
     hot: Option<HotKeyCache>,
+    /// `prefetcher = tinfetch`'s shared state (None for the other settings).
+    prefetch: Option<prefetch::ScanPrefetch>,
     /// The directory lock, released by `close` even while iterators or snapshots still hold
     /// this state (they fail with `Error::Closed` from then on).
     lock: Mutex<Option<Box<dyn FileLock>>>,

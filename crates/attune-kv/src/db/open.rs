@@ -46,6 +46,22 @@ impl DB {
             ));
         }
         let opts = opts.sanitized()?;
+        // Before anything touches the file system: a missing or damaged model fails here.
+        let prefetch = match opts.prefetcher {
+            crate::options::Prefetcher::TinFetch => {
+                let model = if opts.prefetch_model.is_empty() {
+                    None
+                } else {
+                    Some(super::prefetch::load_model(&opts.prefetch_model)?)
+                };
+                Some(super::prefetch::ScanPrefetch::new(
+                    opts.prefetch_switches,
+                    opts.blob_prefetch_depth,
+                    model,
+                )?)
+            }
+            _ => None,
+        };
         let fork_generation = crate::env::fork::generation();
         let read_only = opts.read_only;
         // Read-only: every change the engine might still attempt fails instead of writing.
@@ -210,6 +226,7 @@ impl DB {
             blobs: blobs.clone(),
         });
         let hot = HotKeyCache::new(opts.hot_key_cache_bytes);
+
         let bulk = crate::env::BulkIo::new(opts.pipes_bulk_io && !opts.read_only, env.as_ref())?;
         let inner = Arc::new(DbInner {
             env,
@@ -255,6 +272,7 @@ impl DB {
             counters: Counters::default(),
             shutting_down: AtomicBool::new(false),
             hot,
+            prefetch,
             lock: Mutex::new(lock),
             fork_generation,
             opener_pid: std::process::id(),

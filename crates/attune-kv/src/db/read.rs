@@ -109,6 +109,9 @@ impl DbInner {
         p: &BlobPointer,
     ) -> Result<Vec<u8>> {
         self.counters.blob_reads.fetch_add(1, Ordering::Relaxed);
+        if let Some(pf) = &self.prefetch {
+            pf.on_read(blobs, p);
+        }
         match blobs.get(&p.file) {
             Some(f) => f.read(p, key),
             None => Err(Error::corruption(

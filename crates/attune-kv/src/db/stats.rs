@@ -88,6 +88,8 @@ pub struct Stats {
     pub blob_bytes_written: u64,
     pub blob_reads: u64,
     pub blob_prefetches: u64,
+    /// `prefetcher = tinfetch`'s hints and block prefetches (zero for the other settings).
+    pub prefetch: super::prefetch::PrefetchStats,
     pub gc_runs: u64,
     pub gc_segments_collected: u64,
     pub gc_records_rewritten: u64,
@@ -241,6 +243,11 @@ impl DbInner {
             blob_bytes_written: blob_written,
             blob_reads: c.blob_reads.load(Ordering::Relaxed),
             blob_prefetches: c.blob_prefetches.load(Ordering::Relaxed),
+            prefetch: self
+                .prefetch
+                .as_ref()
+                .map(|p| p.stats())
+                .unwrap_or_default(),
             gc_runs: st.gc.runs,
             gc_segments_collected: st.gc.segments,
             gc_records_rewritten: st.gc.records_rewritten,

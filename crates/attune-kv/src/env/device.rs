@@ -208,6 +208,9 @@ pub struct DeviceStats {
     pub prefetch_late: u64,
     /// The writes split by kind of file, in the order of [`FILE_KINDS`].
     pub by_kind: [KindWrites; 5],
+    /// Prefetched bytes a demand read used (each 4 KiB block counted once); the rest of
+    /// `prefetch_bytes` was wasted, or is still waiting in the buffer.
+    pub prefetch_used_bytes: u64,
 }
 
 impl DeviceStats {
@@ -256,8 +259,8 @@ struct Device {
     clock: u64,
     bump: u64,
     files: HashMap<PathBuf, FileMap>,
-    /// Prefetched device block -> arrival time; FIFO-bounded.
-    buffer: HashMap<u64, u64>,
+    /// Prefetched device block -> (arrival time, used by a demand read); FIFO-bounded.
+    buffer: HashMap<u64, (u64, bool)>,
     order: VecDeque<u64>,
     buffer_blocks: usize,
     prefetcher: Option<DevicePrefetcher>,
@@ -373,7 +376,7 @@ impl Device {
             let (b0, b1) = (dev / BLOCK, (dev + n).div_ceil(BLOCK));
             let blocks = b1 - b0;
             let ready = (b0..b1)
-                .map(|b| self.buffer.get(&b).copied())
+                .map(|b| self.buffer.get(&b).map(|e| e.0))
                 .try_fold(0u64, |m, r| r.map(|r| m.max(r)));
             let mut a = Access {
                 time_ns: start,
@@ -387,6 +390,14 @@ impl Device {
             match ready {
                 Some(r) => {
                     self.stats.prefetch_hits += 1;
+                    for b in b0..b1 {
+                        if let Some(e) = self.buffer.get_mut(&b) {
+                            if !e.1 {
+                                e.1 = true;
+                                self.stats.prefetch_used_bytes += BLOCK;
+                            }
+                        }
+                    }
                     a.hit_blocks = blocks;
                     a.useful_blocks = blocks;
                     if r > start {
@@ -436,7 +447,7 @@ impl Device {
             self.stats.prefetch_bytes += (e - b) * BLOCK;
             self.fetched_since += e - b;
             for blk in b..e {
-                self.buffer.insert(blk, finish);
+                self.buffer.insert(blk, (finish, false));
                 self.order.push_back(blk);
             }
             while self.order.len() > self.buffer_blocks {

@@ -100,6 +100,22 @@ impl BlobFile {
         }
     }
 
+    /// Hints the OS to start reading bytes `[offset, offset + len)` (clipped to the file).
+    pub fn prefetch_range(&self, offset: u64, len: u64) {
+        if let Some(len) = self.prefetchable(offset, len) {
+            if let Ok(r) = self.reader_covering(offset.saturating_add(len)) {
+                r.prefetch(offset, len);
+            }
+        }
+    }
+
+    /// How much of `[offset, offset + len)` lies inside the file (None: nothing).
+    pub fn prefetchable(&self, offset: u64, len: u64) -> Option<u64> {
+        let size = self.reader_covering(offset.saturating_add(1)).ok()?.size();
+        let len = len.min(size.saturating_sub(offset));
+        (len > 0).then_some(len)
+    }
+
     /// Reads the whole segment (garbage collection and recovery scans).
     pub fn read_all(&self) -> Result<Vec<u8>> {
         self.env.read_all(&self.path)
