@@ -4,7 +4,7 @@
 //! [--model FILE] [--out FILE] [--json]`. Rows:
 //! * `fillrandom/<config>/<untuned|layout|tuned>` for planted SSD configurations: the device is
 //!   first profiled (`attune_io::profile`), the learned parameters are mapped to a layout
-//!   (`DeviceLayout::from_learned`) and to options (`DeviceLayout::tune_options`), then the same
+//!   (`DeviceLayout::from_learned`) and to options (`DeviceLayout::tune_sizes`), then the same
 //!   fillrandom runs with the file-system default, with the layout alone and with layout and
 //!   options, in a deterministic schedule (`fill_once`): ops per simulated second and its paired
 //!   ratio to untuned, flash pages (per kind of file too), the minimum, write amplification.
@@ -322,7 +322,11 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
         };
         let kind = if gc { "fillrandom" } else { "fillrandom-nogc" };
         let mut tuned_opts = fill_opts();
-        tuned.tune_options(&learned, &mut tuned_opts);
+        tuned.tune_sizes(
+            &learned,
+            &mut tuned_opts.block_size,
+            &mut tuned_opts.target_file_size,
+        );
         let cases = [
             ("untuned", DeviceLayout::default(), fill_opts()),
             ("layout", tuned, fill_opts()),

@@ -106,16 +106,18 @@ impl DeviceLayout {
         }
     }
 
-    /// Sets the engine options a device profile asks for, beyond where files go: the table
-    /// block size becomes the flash page (when one was found between 4 KiB and 64 KiB: a block
+    /// Sets the engine sizes a device profile asks for, beyond where files go (the options
+    /// `block_size` and `target_file_size`, passed apart: the env layer sits below the options):
+    /// the table block size becomes the flash page (when one was found between 4 KiB and 64 KiB: a block
     /// then spans at most two pages, and larger blocks compress better and index fewer
     /// entries), and table files are cut at a multiple of this layout's alignment (so a
     /// compaction's output fills whole stripes). Options the profile says nothing about are
     /// left as they are. Returns what it changed, for reports.
-    pub fn tune_options(
+    pub fn tune_sizes(
         &self,
         l: &attune_io::profile::Learned,
-        opts: &mut crate::options::Options,
+        block_size: &mut usize,
+        target_file_size: &mut u64,
     ) -> Vec<String> {
         let mut changed = Vec::new();
         if let Some(page) = l
@@ -124,15 +126,15 @@ impl DeviceLayout {
             .map(|p| p as usize)
             .filter(|&p| (4096..=65536).contains(&p))
         {
-            if opts.block_size != page {
-                changed.push(format!("block_size {} -> {page}", opts.block_size));
-                opts.block_size = page;
+            if *block_size != page {
+                changed.push(format!("block_size {block_size} -> {page}"));
+                *block_size = page;
             }
         }
-        let t = opts.target_file_size.div_ceil(self.align_bytes) * self.align_bytes;
-        if t != opts.target_file_size {
-            changed.push(format!("target_file_size {} -> {t}", opts.target_file_size));
-            opts.target_file_size = t;
+        let t = target_file_size.div_ceil(self.align_bytes) * self.align_bytes;
+        if t != *target_file_size {
+            changed.push(format!("target_file_size {target_file_size} -> {t}"));
+            *target_file_size = t;
         }
         changed
     }
@@ -884,13 +886,10 @@ mod tests {
             page: f(Some(16 << 10)),
             hot_offset: f(Some(32 << 10)),
         };
-        let mut o = crate::options::Options {
-            target_file_size: 3 << 20 | 4096,
-            ..Default::default()
-        };
-        let changed = tuned().tune_options(&l, &mut o);
-        assert_eq!(o.block_size, 16 << 10);
-        assert_eq!(o.target_file_size, (3 << 20) + (256 << 10));
+        let (mut block, mut target) = (4096usize, 3u64 << 20 | 4096);
+        let changed = tuned().tune_sizes(&l, &mut block, &mut target);
+        assert_eq!(block, 16 << 10);
+        assert_eq!(target, (3 << 20) + (256 << 10));
         assert_eq!(changed.len(), 2, "{changed:?}");
         // Nothing learned: nothing changes.
         let none = Learned {
@@ -900,11 +899,11 @@ mod tests {
             page: f(None),
             hot_offset: f(None),
         };
-        let mut o2 = crate::options::Options::default();
+        let (mut block, mut target) = (4096usize, 64u64 << 20);
         assert!(DeviceLayout::default()
-            .tune_options(&none, &mut o2)
+            .tune_sizes(&none, &mut block, &mut target)
             .is_empty());
-        assert_eq!(o2.block_size, 4096);
+        assert_eq!((block, target), (4096, 64 << 20));
     }
 
     #[test]
