@@ -38,7 +38,7 @@ use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
 use crate::output::{Fail, Sink};
 
 const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all|ycsb-e-disk] [--keys N] \
-                     [--ops N] [--no-gc] [--model TINFETCH_MODEL] [--dir DIR (ycsb-e-disk)] \
+                     [--ops N] [--no-gc] [--model TINFETCH_MODEL] [--dir DIR] [--reps N (ycsb-e-disk)] \
                      [--out FILE] [--json]";
 
 /// Planted devices of the fillrandom comparison: (name, chunk, page, stripe chips).
@@ -143,6 +143,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let mut ops = 2_000u64;
     let mut model: Option<String> = None;
     let mut dir: Option<String> = None;
+    let mut reps = 3u32;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -155,6 +156,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                 )
             }
             "--keys" => keys = num(&mut it, a)?,
+            "--reps" => reps = u32::try_from(num(&mut it, a)?.clamp(1, 100)).unwrap_or(3),
             "--no-gc" => gc = false,
             "--ops" => ops = num(&mut it, a)?,
             "--model" => {
@@ -182,7 +184,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     if what == "ycsb-e-disk" {
         let dir = dir.ok_or_else(|| Fail::Usage(format!("ycsb-e-disk needs --dir; {USAGE}")))?;
         let m = model.as_ref().map(|(_, p)| p.as_str());
-        return ycsb_e_disk(keys / 10, ops, Path::new(&dir), m, sink);
+        return ycsb_e_disk(keys / 10, ops, reps, Path::new(&dir), m, sink);
     }
     if what != "ycsb-e" {
         fillrandom(keys, gc, sink)?;
@@ -449,6 +451,14 @@ fn scan_opts(method: &str, model: Option<&str>) -> Options {
             "-no-merge" => s.merge = false,
             "-no-throttle" => s.throttle = false,
             "-hints-only" => s.block_streams = false,
+            "-no-block-throttle" => s.block_throttle = false,
+            "-no-skip-resident" => s.skip_resident = false,
+            "-cap-hints" => s.cap_hints = true,
+            "-first-read-first" => s.first_read_first = true,
+            "-unguarded" => {
+                s.block_throttle = false;
+                s.skip_resident = false;
+            }
             _ => {}
         }
     }
@@ -456,12 +466,16 @@ fn scan_opts(method: &str, model: Option<&str>) -> Options {
 }
 
 /// Engine-level variants (`prefetcher = tinfetch` and its ablations).
-const ENGINE_VARIANTS: [&str; 5] = [
+const ENGINE_VARIANTS: [&str; 9] = [
     "engine-tinfetch-no-network",
     "engine-tinfetch-no-history",
     "engine-tinfetch-no-merge",
     "engine-tinfetch-no-throttle",
     "engine-tinfetch-hints-only",
+    "engine-tinfetch-no-block-throttle",
+    "engine-tinfetch-cap-hints",
+    "engine-tinfetch-first-read-first",
+    "engine-tinfetch-unguarded",
 ];
 
 fn ycsb_e(
@@ -549,7 +563,7 @@ fn ycsb_e(
             let used = s.prefetch_used_bytes - before.prefetch_used_bytes;
             if sink.human() {
                 println!(
-                    "ycsb-e {order:<8} {method:<28} {:>8.0} ops/s ({:.2}x fixed)  reads {:>7}  prefetch {:>6} ({:.0} MiB, {:.0} MiB wasted, hits {})",
+                    "ycsb-e {order:<8} {method:<34} {:>8.0} ops/s ({:.2}x fixed)  reads {:>7}  prefetch {:>6} ({:.0} MiB, {:.0} MiB wasted, hits {})",
                     ops_per_sec,
                     fixed_ops.map_or(f64::NAN, |f| ops_per_sec / f),
                     s.reads - before.reads,
@@ -608,6 +622,12 @@ struct DiskRow {
     hint_mib: f64,
     hint_used_mib: f64,
     block_mib: f64,
+    block_used_mib: f64,
+    hint_resident: u64,
+    block_resident: u64,
+    block_paused: u64,
+    block_stream_reads: u64,
+    block_stream_cached: u64,
 }
 
 /// Drops the clean pages of every file in `dir` from the page cache (`POSIX_FADV_DONTNEED`,
@@ -634,16 +654,16 @@ fn drop_cached(dir: &Path) -> Result<(), Fail> {
 /// alone, and (given a model) whole.
 /// Every repetition starts with the database's files dropped from the page cache; within a run
 /// the page cache keeps what it read (the zipfian scans re-read hot values), so the numbers are
-/// those of a warming cache, on whatever disk holds `dir`. Wall time, median of 3 repetitions
+/// those of a warming cache, on whatever disk holds `dir`. Wall time, median of `--reps` (default 3) repetitions
 /// taken in turn over the settings.
 fn ycsb_e_disk(
     records: u64,
     ops: u64,
+    reps: u32,
     dir: &Path,
     model: Option<&str>,
     sink: &Sink,
 ) -> Result<(), Fail> {
-    const DISK_REPS: u32 = 3;
     let mut methods = vec![
         "fixed",
         "off",
@@ -651,7 +671,14 @@ fn ycsb_e_disk(
         "engine-tinfetch-hints-only",
     ];
     if model.is_some() {
-        methods.push("engine-tinfetch");
+        methods.extend([
+            "engine-tinfetch",
+            "engine-tinfetch-no-block-throttle",
+            "engine-tinfetch-no-skip-resident",
+            "engine-tinfetch-cap-hints",
+            "engine-tinfetch-first-read-first",
+            "engine-tinfetch-unguarded",
+        ]);
     }
     let db_dir = dir.join(format!("attune-ycsb-e-disk-{}", std::process::id()));
     for (order, io) in [
@@ -679,7 +706,7 @@ fn ycsb_e_disk(
         let run_ops: Vec<Op> = cfg.run().map_err(kv)?.collect();
         let mut secs: Vec<Vec<f64>> = vec![Vec::new(); methods.len()];
         let mut pf: Vec<attune_kv::PrefetchStats> = vec![Default::default(); methods.len()];
-        for _ in 0..DISK_REPS {
+        for _ in 0..reps {
             for (m, &method) in methods.iter().enumerate() {
                 drop_cached(&db_dir)?;
                 let db = DB::open(&db_dir, scan_opts(method, model)).map_err(kv)?;
@@ -718,7 +745,7 @@ fn ycsb_e_disk(
             let mib = |b: u64| b as f64 / 1048576.0;
             if sink.human() {
                 println!(
-                    "ycsb-e-disk {order:<8} {method:<28} {ops_per_sec:>8.0} ops/s ({:.2}x fixed)",
+                    "ycsb-e-disk {order:<8} {method:<34} {ops_per_sec:>8.0} ops/s ({:.2}x fixed)",
                     fixed_ops.map_or(f64::NAN, |f| ops_per_sec / f)
                 );
             }
@@ -730,7 +757,7 @@ fn ycsb_e_disk(
                 prefetcher: method.to_string(),
                 records,
                 ops,
-                reps: DISK_REPS,
+                reps,
                 seconds: med,
                 ops_per_sec,
                 ops_per_sec_min: ops as f64 / v[v.len() - 1],
@@ -739,6 +766,12 @@ fn ycsb_e_disk(
                 hint_mib: mib(pf[m].hint_bytes),
                 hint_used_mib: mib(pf[m].hint_used_bytes),
                 block_mib: mib(pf[m].block_bytes),
+                block_used_mib: mib(pf[m].block_used_bytes),
+                hint_resident: pf[m].hint_resident,
+                block_resident: pf[m].block_resident,
+                block_paused: pf[m].block_paused,
+                block_stream_reads: pf[m].block_stream_reads,
+                block_stream_cached: pf[m].block_stream_cached,
             })?;
         }
     }

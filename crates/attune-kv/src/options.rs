@@ -253,6 +253,21 @@ pub struct PrefetchSwitches {
     /// Pause the block prefetcher's network while its prefetches go unused (TinFetch's
     /// adaptive aggressiveness; off: never paused).
     pub throttle: bool,
+    /// Pause all of the block prefetcher's reads (its readahead as well as its network) while
+    /// fewer than a quarter of the blocks it fetched are read, backing off up to 1024 reads
+    /// (off: readahead is never paused).
+    pub block_throttle: bool,
+    /// Skip the prefetch system call for ranges already in the page cache (asked with `mincore`
+    /// on mapped segments; files that cannot tell are always hinted). Off: every range is
+    /// hinted.
+    pub skip_resident: bool,
+    /// At most 32 values hinted ahead of a scan's position (off, the default: as far as the
+    /// history says, up to 128).
+    pub cap_hints: bool,
+    /// At a seek, read the value the seek landed on before the first hints go out, so that the
+    /// demand read does not queue behind them (off, the default: the hints go out first,
+    /// beside it).
+    pub first_read_first: bool,
 }
 
 impl Default for PrefetchSwitches {
@@ -262,6 +277,10 @@ impl Default for PrefetchSwitches {
             merge: true,
             block_streams: true,
             throttle: true,
+            block_throttle: true,
+            skip_resident: true,
+            cap_hints: false,
+            first_read_first: false,
         }
     }
 }

@@ -197,3 +197,40 @@ fn model_files_that_are_missing_damaged_or_misplaced_fail_the_open() {
     let e = o.set("prefetcher", "sometimes").err().unwrap();
     assert!(e.to_string().contains("off, fixed, tinfetch"), "{e}");
 }
+
+/// Pairs of gets that continue each other and then jump far: each pair starts the block
+/// prefetcher's readahead, and what it reads is never used.
+fn pairs_then_jumps(db: &DB) {
+    for round in 0..6u64 {
+        let mut i = round * 11;
+        while i + 1 < N {
+            assert_eq!(db.get(&key(i)).unwrap().unwrap(), value(i));
+            assert_eq!(db.get(&key(i + 1)).unwrap().unwrap(), value(i + 1));
+            i += 97;
+        }
+    }
+}
+
+#[test]
+fn block_throttle_pauses_readahead_that_goes_unused() {
+    let env = loaded();
+    let db = DB::open_with_env(env.clone(), Path::new("/db"), opts(Prefetcher::TinFetch)).unwrap();
+    pairs_then_jumps(&db);
+    let on = db.stats().prefetch;
+    drop(db);
+    let o = Options {
+        prefetch_switches: PrefetchSwitches {
+            block_throttle: false,
+            ..PrefetchSwitches::default()
+        },
+        ..opts(Prefetcher::TinFetch)
+    };
+    let db = DB::open_with_env(env.clone(), Path::new("/db"), o).unwrap();
+    pairs_then_jumps(&db);
+    let off = db.stats().prefetch;
+    assert!(on.block_paused > 0, "{on:?}");
+    assert_eq!(off.block_paused, 0, "{off:?}");
+    assert!(on.block_bytes * 3 < off.block_bytes * 2, "{on:?} {off:?}");
+    // Nothing that was worth reading is lost: readahead was (nearly) never used here.
+    assert!(off.block_used_bytes * 4 < off.block_bytes, "{off:?}");
+}

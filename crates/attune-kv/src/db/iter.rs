@@ -171,8 +171,29 @@ impl DbIterator {
         }
     }
 
-    /// Starts a forward scan at the entry a seek landed on (`prefetcher = tinfetch`).
-    fn start_tin_scan(&mut self) {
+    /// Reads the entry a seek landed on and starts a forward scan there (`prefetcher =
+    /// tinfetch`): the first hints go out beside that demand read, or with `first_read_first`
+    /// just after it, so that it does not queue behind them.
+    fn start_and_settle(&mut self) {
+        let after = self
+            .db
+            .prefetch
+            .as_ref()
+            .is_some_and(|pf| pf.switches.first_read_first);
+        if !after {
+            self.start_tin_scan(self.slow_reads, 0);
+            self.settle();
+            return;
+        }
+        let slow_before = self.slow_reads;
+        self.settle();
+        let landed = self.error.is_none() && self.inner.valid();
+        self.start_tin_scan(slow_before, u32::from(landed));
+    }
+
+    /// Starts a forward scan at the entry a seek landed on (`prefetcher = tinfetch`), `values`
+    /// of them read already.
+    fn start_tin_scan(&mut self, slow_before: u32, values: u32) {
         if let Some(pf) = self.db.prefetch.as_ref() {
             let (lengths, device) = pf.snapshot();
             self.scan = Some(TinScan {
@@ -180,8 +201,8 @@ impl DbIterator {
                 device,
                 pos: 0,
                 hinted: 1,
-                values: 0,
-                slow_before: self.slow_reads,
+                values,
+                slow_before,
             });
             self.advance_tin();
         }
@@ -202,7 +223,14 @@ impl DbIterator {
         {
             return;
         }
-        let target = super::prefetch::hint_target(&sc.lengths, sc.pos, pf.cold_depth);
+        let mut target = super::prefetch::hint_target(&sc.lengths, sc.pos, pf.cold_depth);
+        if pf.switches.cap_hints {
+            target = target.min(
+                sc.pos
+                    .saturating_add(1)
+                    .saturating_add(super::prefetch::HINTS_IN_FLIGHT),
+            );
+        }
         let (pos, hinted) = (sc.pos, sc.hinted.max(sc.pos + 1));
         let window = target.saturating_sub(pos + 1);
         let left = hinted - (pos + 1);
@@ -317,8 +345,7 @@ impl DbIterator {
             Some(l) => self.inner.seek(&l),
             None => self.inner.seek_to_first(),
         }
-        self.start_tin_scan();
-        self.settle();
+        self.start_and_settle();
     }
 
     pub fn seek_to_last(&mut self) {
@@ -352,8 +379,7 @@ impl DbIterator {
             }
             _ => self.inner.seek(key),
         }
-        self.start_tin_scan();
-        self.settle();
+        self.start_and_settle();
     }
 
     pub fn seek_for_prev(&mut self, key: &[u8]) {

@@ -57,6 +57,14 @@ const BLOCK: u64 = 4096;
 pub(crate) const PAUSE_YIELD_PCT: u8 = 25;
 /// A scan's hints are topped up once this many more values are due (or half the window is used).
 pub(crate) const REFILL_MIN: u32 = 8;
+/// With `cap_hints`, most values hinted ahead of a scan's position (hints in flight).
+pub(crate) const HINTS_IN_FLIGHT: u32 = 32;
+/// With `block_throttle`, the block prefetcher's yield is judged every this many fetched blocks.
+pub(crate) const BLOCK_WINDOW: u64 = 128;
+/// Block-stream reads the block prefetcher's output is dropped for after a poor window; doubled
+/// while windows stay poor, up to [`BLOCK_PAUSE_MAX`].
+pub(crate) const BLOCK_PAUSE_MIN: u32 = 16;
+pub(crate) const BLOCK_PAUSE_MAX: u32 = 1024;
 /// A segment's offsets sit at `file << FILE_SHIFT` in the block prefetcher's address space, so
 /// each segment is its own set of 8 MiB prefixes.
 const FILE_SHIFT: u32 = 40;
@@ -82,12 +90,23 @@ pub struct PrefetchStats {
     pub block_used_bytes: u64,
     /// Network inferences the block prefetcher ran.
     pub inferences: u64,
+    /// Hint ranges found already in the page cache, so not asked for (`skip_resident`).
+    pub hint_resident: u64,
+    /// Block-prefetcher ranges dropped: in the page cache already, or while its reads were
+    /// paused for going unused (`block_throttle`).
+    pub block_resident: u64,
+    /// Value reads no hint covered that the page cache served (`skip_resident`): not shown to
+    /// the block prefetcher.
+    pub block_stream_cached: u64,
+    pub block_paused: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Src {
     Hint,
     Block,
+    /// Covered by a hint, found in the page cache: nothing was read.
+    Cached,
 }
 
 struct State {
@@ -100,6 +119,12 @@ struct State {
     order: VecDeque<(u64, u64)>,
     /// Blocks the block prefetcher fetched since the last read it saw.
     fetched_since: u64,
+    /// `block_throttle`: blocks the block prefetcher fetched and blocks of it read, this window.
+    win_fetched: u64,
+    win_used: u64,
+    /// Block-stream reads whose prefetches are still to be dropped, and the current pause.
+    pause_left: u32,
+    pause_len: u32,
     stats: PrefetchStats,
 }
 
@@ -162,6 +187,10 @@ impl ScanPrefetch {
                 blocks: HashMap::new(),
                 order: VecDeque::new(),
                 fetched_since: 0,
+                win_fetched: 0,
+                win_used: 0,
+                pause_left: 0,
+                pause_len: 0,
                 stats: PrefetchStats::default(),
             }),
         })
@@ -266,6 +295,15 @@ impl ScanPrefetch {
             if fresh == 0 {
                 continue;
             }
+            if self.switches.skip_resident && f.cached(a, b - a) == Some(true) {
+                for blk in a / BLOCK..b.div_ceil(BLOCK) {
+                    if let Some(e) = st.blocks.get_mut(&(file, blk)) {
+                        e.0 = Src::Cached;
+                    }
+                }
+                st.stats.hint_resident += 1;
+                continue;
+            }
             f.prefetch_range(a, b - a);
             st.stats.hint_reads += 1;
             st.stats.hint_bytes += fresh * BLOCK;
@@ -293,12 +331,30 @@ impl ScanPrefetch {
                 Src::Block => {
                     block_hits += 1;
                     st.stats.block_used_bytes += fresh;
+                    if first {
+                        st.win_used += 1;
+                    }
                 }
+                Src::Cached => hinted += 1,
             }
         }
         let blocks = b1 - b0;
         if hinted == blocks {
             st.stats.hint_hits += 1;
+            return;
+        }
+        if st.tin.is_none() {
+            return;
+        }
+        // A read the page cache serves never reaches a block-layer prefetcher: with
+        // `skip_resident` it is not shown to this one either.
+        if self.switches.skip_resident
+            && blobs
+                .get(&p.file)
+                .and_then(|f| f.cached(p.offset, u64::from(p.len)))
+                == Some(true)
+        {
+            st.stats.block_stream_cached += 1;
             return;
         }
         let fetched_prev = std::mem::take(&mut st.fetched_since);
@@ -317,6 +373,11 @@ impl ScanPrefetch {
         let mut out: Vec<PrefetchRange> = Vec::new();
         tin.access(&a, &mut out);
         st.stats.block_stream_reads += 1;
+        if st.pause_left > 0 {
+            st.pause_left -= 1;
+            st.stats.block_paused += out.len() as u64;
+            out.clear();
+        }
         for r in out {
             let file = r.offset >> FILE_SHIFT;
             let off = r.offset & ((1u64 << FILE_SHIFT) - 1);
@@ -324,6 +385,10 @@ impl ScanPrefetch {
             let Some(len) = f.prefetchable(off, r.len) else {
                 continue;
             };
+            if self.switches.skip_resident && f.cached(off, len) == Some(true) {
+                st.stats.block_resident += 1;
+                continue;
+            }
             // Issue the runs of blocks not already prefetched.
             let (c0, c1) = (off / BLOCK, (off + len).div_ceil(BLOCK));
             let mut b = c0;
@@ -340,8 +405,20 @@ impl ScanPrefetch {
                 st.stats.block_reads += 1;
                 st.stats.block_bytes += (e - b) * BLOCK;
                 st.fetched_since += e - b;
+                st.win_fetched += e - b;
                 b = e;
             }
+        }
+        if self.switches.block_throttle && st.win_fetched >= BLOCK_WINDOW {
+            let poor = st.win_used * 100 < st.win_fetched * u64::from(PAUSE_YIELD_PCT);
+            st.pause_len = if poor {
+                (st.pause_len * 2).clamp(BLOCK_PAUSE_MIN, BLOCK_PAUSE_MAX)
+            } else {
+                0
+            };
+            st.pause_left = st.pause_len;
+            st.win_fetched = 0;
+            st.win_used = 0;
         }
     }
 }
@@ -407,6 +484,73 @@ mod tests {
         let err = load_model(bad.to_str().unwrap()).err().unwrap();
         assert!(matches!(err, Error::Corruption { .. }), "{err}");
         assert!(err.to_string().contains("bad.bin"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ranges_already_in_the_page_cache_are_not_asked_for() {
+        use crate::env::{Env, PosixEnv};
+        let dir = std::env::temp_dir().join(format!("attune-pf-cached-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = BlobFile::new(Arc::new(PosixEnv::new()) as Arc<dyn Env>, &dir, 7);
+        std::fs::write(f.path(), vec![3u8; 1 << 20]).unwrap();
+        // Read back: every page is in the page cache.
+        assert_eq!(std::fs::read(f.path()).unwrap().len(), 1 << 20);
+        let blobs: BTreeMap<u64, Arc<BlobFile>> = [(7, Arc::new(f))].into_iter().collect();
+        let ptrs = |base: u64| -> Vec<BlobPointer> {
+            (0..16)
+                .map(|i| BlobPointer {
+                    file: 7,
+                    offset: base + i * 8192,
+                    len: 4200,
+                })
+                .collect()
+        };
+        let on = ScanPrefetch::new(PrefetchSwitches::default(), 16, None).unwrap();
+        on.hint(&blobs, &ptrs(0));
+        let s = on.stats();
+        assert_eq!(
+            (s.hint_values, s.hint_resident, s.hint_reads),
+            (16, 1, 0),
+            "{s:?}"
+        );
+        let off = PrefetchSwitches {
+            skip_resident: false,
+            ..PrefetchSwitches::default()
+        };
+        let off = ScanPrefetch::new(off, 16, None).unwrap();
+        off.hint(&blobs, &ptrs(0));
+        let s = off.stats();
+        assert_eq!(
+            (s.hint_values, s.hint_resident, s.hint_reads),
+            (16, 0, 1),
+            "{s:?}"
+        );
+        // A read that covers hinted-but-cached blocks counts as covered by the hints.
+        on.on_read(&blobs, &ptrs(0)[3]);
+        assert_eq!(on.stats().hint_hits, 1);
+        assert_eq!(on.stats().block_stream_reads, 0);
+        // A read no hint covered, served by the page cache: not shown to the block prefetcher
+        // (with `skip_resident` off it is).
+        let far = BlobPointer {
+            file: 7,
+            offset: 900_000,
+            len: 4200,
+        };
+        on.on_read(&blobs, &far);
+        let s = on.stats();
+        assert_eq!(
+            (s.block_stream_cached, s.block_stream_reads),
+            (1, 0),
+            "{s:?}"
+        );
+        off.on_read(&blobs, &far);
+        let s = off.stats();
+        assert_eq!(
+            (s.block_stream_cached, s.block_stream_reads),
+            (0, 1),
+            "{s:?}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

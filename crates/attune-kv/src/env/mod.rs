@@ -67,6 +67,11 @@ pub trait RandomAccessFile: Send + Sync {
     /// Hints that `[offset, offset + len)` will be read soon, so the OS can start reading it in
     /// the background (several hints are served in parallel by the device). A no-op by default.
     fn prefetch(&self, _offset: u64, _len: u64) {}
+    /// Whether every page of `[offset, offset + len)` is already in the OS page cache, asked
+    /// without reading it (`mincore` on a mapped file); `None` when this file cannot tell.
+    fn cached(&self, _offset: u64, _len: u64) -> Option<bool> {
+        None
+    }
     /// The whole file as memory, when it is memory-mapped (read-only, valid while `self`
     /// lives): readers of immutable files may then use bytes in place instead of copying them.
     /// None by default.

@@ -184,7 +184,15 @@ impl MmapRandom {
         }
         let first = start / PAGE_BYTES * PAGE_BYTES;
         let pages = (end - first).div_ceil(PAGE_BYTES);
-        let mut vec = vec![0u8; pages];
+        // Small ranges (values, merged hints up to 256 KiB) probe without an allocation.
+        let mut small = [0u8; 64];
+        let mut big = Vec::new();
+        let vec: &mut [u8] = if pages <= small.len() {
+            &mut small[..pages]
+        } else {
+            big.resize(pages, 0);
+            &mut big
+        };
         // SAFETY: [first, first + pages pages) starts page-aligned inside the mapping (mincore
         // accepts a tail past `len` within the last page); `vec` has one byte per page.
         let rc = unsafe {
@@ -230,6 +238,9 @@ impl RandomAccessFile for MmapRandom {
         // SAFETY: the mapping is valid and read-only for `len` bytes until drop, and the files
         // mapped are immutable (tables), so the bytes do not change under the borrow.
         Some(unsafe { std::slice::from_raw_parts(self.ptr, self.len) })
+    }
+    fn cached(&self, offset: u64, len: u64) -> Option<bool> {
+        self.resident(offset, usize::try_from(len).ok()?)
     }
     fn read_exact_at_probed(&self, buf: &mut [u8], offset: u64) -> Result<Option<bool>> {
         let resident = self.resident(offset, buf.len());

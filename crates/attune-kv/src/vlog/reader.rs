@@ -109,6 +109,14 @@ impl BlobFile {
         }
     }
 
+    /// Whether `[offset, offset + len)` is already in the page cache (None: cannot tell, e.g.
+    /// a file read with `pread` or a simulated device).
+    pub fn cached(&self, offset: u64, len: u64) -> Option<bool> {
+        self.reader_covering(offset.saturating_add(len))
+            .ok()?
+            .cached(offset, len)
+    }
+
     /// How much of `[offset, offset + len)` lies inside the file (None: nothing).
     pub fn prefetchable(&self, offset: u64, len: u64) -> Option<u64> {
         let size = self.reader_covering(offset.saturating_add(1)).ok()?.size();
