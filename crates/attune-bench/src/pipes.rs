@@ -8,7 +8,9 @@
 //!
 //! `pipes sort`: one input of sort-benchmark records (attune-workload's `records`), sorted by
 //! each engine at the same memory limit: `pipes` (attune-pipes' external sort; `pipes:KEY=off`
-//! for its ablations `double_buffering`, `early_spill`), `plain` (a straightforward pread/pwrite
+//! for its ablations `double_buffering`, `early_spill`; `pipes:merge_fan_in=K`,
+//! `pipes:merge_select=heap|scan` for the merge's width and its selection of the next record),
+//! `plain` (a straightforward pread/pwrite
 //! sort: memory-sized runs sorted by one thread, one merge of every run through a binary heap),
 //! `gnu-sort` (`LC_ALL=C sort -S LIMIT`) and `duckdb` (ORDER BY to Parquet with
 //! `memory_limit`, through `--python`). Before each run the input is dropped from the page
@@ -24,6 +26,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use attune_pipes::sort::{sort_file, SortOptions};
+use attune_pipes::MergeSelect;
 use attune_pipes::{
     FileOptions, Locator, Mechanism, MechanismChoice, PipeOptions, Runtime, RuntimeOptions,
 };
@@ -610,7 +613,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     for e in &engines {
         let base = e.split(':').next().unwrap_or("");
         if !["pipes", "plain", "gnu-sort", "duckdb"].contains(&base) {
-            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:merge_fan_in=K, plain, gnu-sort, duckdb")));
+            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:merge_fan_in=K, pipes:merge_select=heap|scan, plain, gnu-sort, duckdb")));
         }
     }
     let tmp = TempDir::new("pipes-sort")?;
@@ -648,6 +651,14 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                             match item {
                                 "double_buffering=off" => o.double_buffering = false,
                                 "early_spill=off" => o.early_spill = false,
+                                kv if kv.starts_with("merge_select=") => {
+                                    let v = &kv["merge_select=".len()..];
+                                    o.merge_select = MergeSelect::parse(v).ok_or_else(|| {
+                                        Fail::Usage(format!(
+                                            "unknown merge_select `{v}`; valid: loser-tree, heap, scan"
+                                        ))
+                                    })?;
+                                }
                                 kv if kv.starts_with("merge_fan_in=") => {
                                     let k = kv["merge_fan_in=".len()..].parse().map_err(usage)?;
                                     o.merge_fan_in = Some(k);
