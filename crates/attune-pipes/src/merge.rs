@@ -9,8 +9,10 @@
 //! - **Loser tree** (default): the k heads are the leaves of a complete binary tree; each
 //!   internal node keeps the loser of the match played there and the overall winner sits above
 //!   the root. Replacing the winner's head replays only the matches on its leaf-to-root path:
-//!   ⌈log₂ k⌉ comparisons per record and no branches on which child to follow (the path is the
-//!   leaf's index halved), against about 2·log₂ k for a heap's sift-down and k for a scan.
+//!   ⌈log₂ k⌉ comparisons per record, no choice of which child to follow (the path is the
+//!   leaf's index halved) and each match's outcome taken by a select rather than a branch.
+//!   A heap's sift-down also costs about log₂ k comparisons with `std`'s hole technique; a scan
+//!   costs k. Measured: `attune-bench pipes merge` (docs/data-pipes.md).
 //! - **Heap**: `std`'s `BinaryHeap`, the winner replaced in place (one sift-down).
 //! - **Scan**: the minimum of the k heads, found by looking at all of them (the merge before the
 //!   loser tree).
@@ -132,11 +134,11 @@ impl Selector {
                 // Replay the matches from the leaf's parent to the root: the loser stays.
                 let mut n = (*k + src) >> 1;
                 while n > 0 {
+                    // Which of the two wins is data: a select, not a branch to mispredict.
                     let other = nodes[n];
-                    if other < cur {
-                        nodes[n] = cur;
-                        cur = other;
-                    }
+                    let swap = other < cur;
+                    nodes[n] = std::hint::select_unpredictable(swap, cur, other);
+                    cur = std::hint::select_unpredictable(swap, other, cur);
                     n >>= 1;
                 }
                 nodes[0] = cur;
