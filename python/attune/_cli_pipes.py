@@ -71,6 +71,8 @@ def _sort(args) -> int:
             memory_bytes=args.memory,
             run_bytes=args.run_bytes,
             fan_in=args.fan_in,
+            merge_fan_in=args.merge_fan_in,
+            merge_select=args.merge_select,
             block_bytes=args.block_bytes,
             staging_dir=args.staging_dir,
             threads=args.threads,
@@ -136,6 +138,17 @@ def register(subparsers) -> None:
     s.add_argument("output", metavar="OUT")
     s.add_argument("--memory", type=size_bytes, default=256 << 20, help="memory limit (256MiB)")
     s.add_argument("--fan-in", type=int_range(2, 64), default=4, help="runs per merge (4)")
+    s.add_argument(
+        "--merge-fan-in",
+        type=int_range(2, 64),
+        help="spilled runs per disk merge (default: all the memory holds, up to 64)",
+    )
+    s.add_argument(
+        "--merge-select",
+        choices=("loser-tree", "heap", "scan"),
+        default="loser-tree",
+        help="how merges pick the next record (loser-tree)",
+    )
     s.add_argument(
         "--run-bytes", type=size_bytes, help="cache-run size (default: half the LLC per core)"
     )

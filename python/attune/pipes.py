@@ -87,6 +87,7 @@ def sort(
     run_bytes: int | None = None,
     fan_in: int = 4,
     merge_fan_in: int | None = None,
+    merge_select: str = "loser-tree",
     block_bytes: int | None = None,
     staging_dir: str | os.PathLike | None = None,
     threads: int | None = None,
@@ -98,6 +99,8 @@ def sort(
     """Sorts a file of 100-byte records by their first 10 bytes (the sort benchmark's format)
     into ``output``, using at most ``memory_bytes`` of buffers. The output is written under a
     temporary name and renamed when complete: an error or Ctrl-C leaves no partial output.
+    ``merge_select`` picks how merges find the next record: ``"loser-tree"`` (default,
+    log2(k) comparisons per record), ``"heap"`` or ``"scan"`` (k comparisons).
     ``progress(phase, done_bytes, total_bytes)`` is called after each run and merge step.
     Returns the sort's report (records, runs spilled, merge passes, seconds per phase, ...)."""
     return pipes_sort(
@@ -107,6 +110,7 @@ def sort(
         run_bytes=run_bytes,
         fan_in=fan_in,
         merge_fan_in=merge_fan_in,
+        merge_select=merge_select,
         block_bytes=block_bytes,
         staging_dir=None if staging_dir is None else os.fspath(staging_dir),
         threads=threads,

@@ -102,6 +102,38 @@ def test_sort_orders_records_and_reports(tmp_path):
     assert phases[0] == "runs" and any(p.startswith("merge") for p in phases)
 
 
+def test_every_merge_select_writes_the_same_output(tmp_path):
+    src = tmp_path / "in"
+    pipes.generate_records(src, 20_000, seed=5)
+    outs = []
+    for select in ("loser-tree", "heap", "scan"):
+        out = tmp_path / f"out-{select}"
+        report = pipes.sort(src, out, memory_bytes=2 << 20, run_bytes=50_000, merge_select=select)
+        assert report["merge_select"] == select
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+    with pytest.raises(attune.InvalidArgumentError, match="merge_select"):
+        pipes.sort(src, tmp_path / "bad", merge_select="bubble")
+    assert (
+        main(
+            [
+                "pipes",
+                "sort",
+                str(src),
+                str(tmp_path / "cli"),
+                "--merge-select",
+                "heap",
+                "--merge-fan-in",
+                "3",
+                "--memory",
+                "2MiB",
+                "--json",
+            ]
+        )
+        == 0
+    )
+
+
 def test_an_interrupted_sort_leaves_no_output(tmp_path):
     src = tmp_path / "in"
     pipes.generate_records(src, 20_000)

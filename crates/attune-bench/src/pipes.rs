@@ -8,12 +8,18 @@
 //!
 //! `pipes sort`: one input of sort-benchmark records (attune-workload's `records`), sorted by
 //! each engine at the same memory limit: `pipes` (attune-pipes' external sort; `pipes:KEY=off`
-//! for its ablations `double_buffering`, `early_spill`), `plain` (a straightforward pread/pwrite
+//! for its ablations `double_buffering`, `early_spill`; `pipes:merge_fan_in=K`,
+//! `pipes:merge_select=heap|scan` for the merge's width and its selection of the next record),
+//! `plain` (a straightforward pread/pwrite
 //! sort: memory-sized runs sorted by one thread, one merge of every run through a binary heap),
 //! `gnu-sort` (`LC_ALL=C sort -S LIMIT`) and `duckdb` (ORDER BY to Parquet with
 //! `memory_limit`, through `--python`). Before each run the input is dropped from the page
 //! cache (`posix_fadvise(DONTNEED)`). Outputs of `pipes` and `plain` are checked (sorted, same
 //! size); one row per engine and repeat.
+//!
+//! `pipes merge`: the sort's k-way merge alone, in memory (no I/O): k sorted runs of records
+//! merged into one buffer by each way of picking the next record (`loser-tree`, `heap`, `scan`;
+//! see attune-pipes' `merge` module), interleaved; the output's order is checked.
 
 use std::collections::BinaryHeap;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -23,7 +29,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use attune_pipes::merge::{self, Selector};
 use attune_pipes::sort::{sort_file, SortOptions};
+use attune_pipes::MergeSelect;
 use attune_pipes::{
     FileOptions, Locator, Mechanism, MechanismChoice, PipeOptions, Runtime, RuntimeOptions,
 };
@@ -41,6 +49,8 @@ const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZ
 [--seconds S] [--repeat N] [--no-fio] [--out FILE] [--json]\n\
        attune-bench pipes sort [--records N] [--memory SIZE] [--engines pipes,plain,gnu-sort,duckdb] \
 [--dir DIR] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
+       attune-bench pipes merge [--records N] [--runs 2,4,8,16,50,64] [--selects loser-tree,heap,scan] \
+[--repeat N] [--seed S] [--out FILE] [--json]\n\
        attune-bench pipes compact [--records N] [--value-bytes SIZE] [--blob-bytes SIZE] \
 [--blob-every K] [--repeat N] [--dir DIR] [--out FILE] [--json]";
 
@@ -49,6 +59,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     match args.first().map(String::as_str) {
         Some("io") => io(&args[1..], sink),
         Some("sort") => sort(&args[1..], sink),
+        Some("merge") => merge_bench(&args[1..], sink),
         Some("compact") => crate::pipes_compact::run(&args[1..], sink),
         Some("--help") | Some("-h") | None => {
             println!("{USAGE}");
@@ -572,6 +583,146 @@ struct SortRow {
     report: Option<attune_pipes::sort::SortReport>,
 }
 
+#[derive(Serialize)]
+struct MergeRow {
+    bench: &'static str,
+    engine: String,
+    runs: usize,
+    records: u64,
+    repeat: u32,
+    seconds: f64,
+    mrecords_per_s: f64,
+}
+
+/// `pipes merge`: the sort's k-way merge in memory alone (no I/O): `--records` records (100 B,
+/// 10-byte keys) cut into k equal runs, each sorted, then merged into one buffer by each
+/// selection (`loser-tree`, `heap`, `scan`), interleaved; one row per (selection, k, repeat).
+fn merge_bench(args: &[String], sink: &Sink) -> Result<(), Fail> {
+    let mut n = 4_000_000u64;
+    let mut ks = "2,4,8,16,50,64".to_string();
+    let mut selects = "loser-tree,heap,scan".to_string();
+    let mut repeat = 3u32;
+    let mut seed = 1u64;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| Fail::Usage(format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "--records" => n = parse_count("--records", &val()?).map_err(usage)?,
+            "--runs" => ks = val()?,
+            "--selects" => selects = val()?,
+            "--repeat" => repeat = val()?.parse().map_err(usage)?,
+            "--seed" => seed = val()?.parse().map_err(usage)?,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            other => return Err(Fail::Usage(format!("unknown option {other}\n{USAGE}"))),
+        }
+    }
+    let ks: Vec<usize> = ks
+        .split(',')
+        .map(|s| s.parse::<usize>().map_err(usage))
+        .collect::<Result<_, _>>()?;
+    if ks.iter().any(|&k| k == 0 || k as u64 > n.max(1)) {
+        return Err(Fail::Usage("--runs: each k must be 1..=records".into()));
+    }
+    let selects: Vec<MergeSelect> = selects
+        .split(',')
+        .map(|s| {
+            MergeSelect::parse(s).ok_or_else(|| {
+                Fail::Usage(format!(
+                    "unknown selection `{s}`; valid: loser-tree, heap, scan"
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut data = vec![0u8; (n * 100) as usize];
+    records::fill(seed, 0, &mut data);
+    let key = |r: &[u8]| {
+        let mut k = [0u8; 16];
+        k[6..16].copy_from_slice(&r[..10]);
+        u128::from_be_bytes(k)
+    };
+    // Touched before the first timing, so no selection pays the output's page faults.
+    let mut out = vec![1u8; data.len()];
+    for &k in &ks {
+        // k runs, each sorted by key (record order inside equal keys kept).
+        let per = (n as usize).div_ceil(k) * 100;
+        let mut sorted = Vec::with_capacity(data.len());
+        for run in data.chunks(per) {
+            let mut recs: Vec<&[u8]> = run.chunks_exact(100).collect();
+            recs.sort_by(|a, b| a[..10].cmp(&b[..10]));
+            for r in recs {
+                sorted.extend_from_slice(r);
+            }
+        }
+        let runs: Vec<&[u8]> = sorted.chunks(per).collect();
+        for r in 0..repeat {
+            for &sel in &selects {
+                let t0 = Instant::now();
+                let heads: Vec<u128> = runs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| merge::head(key(p), i))
+                    .collect();
+                let mut pos = vec![0usize; runs.len()];
+                let mut s = Selector::new(sel, &heads);
+                let mut o = 0usize;
+                loop {
+                    let top = s.top();
+                    if top == merge::DONE {
+                        break;
+                    }
+                    let i = merge::source_of(top);
+                    let p = pos[i];
+                    out[o..o + 100].copy_from_slice(&runs[i][p..p + 100]);
+                    o += 100;
+                    pos[i] = p + 100;
+                    s.replace_top(if p + 100 < runs[i].len() {
+                        merge::head(key(&runs[i][p + 100..]), i)
+                    } else {
+                        merge::DONE
+                    });
+                }
+                let secs = t0.elapsed().as_secs_f64();
+                if o != out.len()
+                    || out
+                        .chunks_exact(100)
+                        .zip(out.chunks_exact(100).skip(1))
+                        .any(|(a, b)| a[..10] > b[..10])
+                {
+                    return Err(Fail::Run(format!(
+                        "{}: merge of {k} runs out of order",
+                        sel.name()
+                    )));
+                }
+                let row = MergeRow {
+                    bench: "pipes-merge",
+                    engine: sel.name().into(),
+                    runs: k,
+                    records: n,
+                    repeat: r,
+                    seconds: secs,
+                    mrecords_per_s: n as f64 / secs / 1e6,
+                };
+                sink.row(&row)?;
+                if sink.human() {
+                    println!(
+                        "{:12} k={k:3} {secs:8.3} s {:8.2} M records/s",
+                        sel.name(),
+                        row.mrecords_per_s
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut n = 10_000_000u64;
     let mut memory = 256u64 << 20;
@@ -610,7 +761,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     for e in &engines {
         let base = e.split(':').next().unwrap_or("");
         if !["pipes", "plain", "gnu-sort", "duckdb"].contains(&base) {
-            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:merge_fan_in=K, plain, gnu-sort, duckdb")));
+            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:merge_fan_in=K, pipes:merge_select=heap|scan, plain, gnu-sort, duckdb")));
         }
     }
     let tmp = TempDir::new("pipes-sort")?;
@@ -648,6 +799,14 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                             match item {
                                 "double_buffering=off" => o.double_buffering = false,
                                 "early_spill=off" => o.early_spill = false,
+                                kv if kv.starts_with("merge_select=") => {
+                                    let v = &kv["merge_select=".len()..];
+                                    o.merge_select = MergeSelect::parse(v).ok_or_else(|| {
+                                        Fail::Usage(format!(
+                                            "unknown merge_select `{v}`; valid: loser-tree, heap, scan"
+                                        ))
+                                    })?;
+                                }
                                 kv if kv.starts_with("merge_fan_in=") => {
                                     let k = kv["merge_fan_in=".len()..].parse().map_err(usage)?;
                                     o.merge_fan_in = Some(k);

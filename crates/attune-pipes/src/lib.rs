@@ -37,6 +37,7 @@ pub mod chain;
 pub mod error;
 pub mod locator;
 pub mod mechanism;
+pub mod merge;
 pub mod runtime;
 pub mod sort;
 
@@ -44,6 +45,7 @@ pub use chain::Chain;
 pub use error::{Errno, Error, Result};
 pub use locator::{BytesGuard, FileOptions, Locator, LocatorKind};
 pub use mechanism::{Mechanism, MechanismChoice};
+pub use merge::MergeSelect;
 pub use runtime::{
     requests_in_flight, Pipe, PipeOptions, PipeState, Runtime, RuntimeOptions, RuntimeReport,
     Transfer,

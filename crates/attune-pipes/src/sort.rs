@@ -32,6 +32,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::locator::{cache_bytes, llc_sharing_cpus, FileOptions, Locator};
+use crate::merge::{head, source_of, MergeSelect, Selector, DONE};
 use crate::runtime::{Pipe, PipeOptions, Runtime, RuntimeOptions, Transfer};
 
 /// Bytes per record.
@@ -57,6 +58,9 @@ pub struct SortOptions {
     /// about merges inside the cache; on disk every extra pass reads and writes everything
     /// again). `Some(k)`: k at a time (k = 4 is the chapter's rule applied to disk too).
     pub merge_fan_in: Option<usize>,
+    /// How every merge (in memory and on disk) picks its next record. Default the loser tree
+    /// (⌈log₂ k⌉ comparisons per record); `Heap` and `Scan` are the ablations.
+    pub merge_select: MergeSelect,
     /// Bytes per I/O block of the merges and of the spill. Default 1,024,000 (≈1 MiB, whole
     /// records and pages). Shrunk to fit the memory limit.
     pub block_bytes: u64,
@@ -81,6 +85,7 @@ impl Default for SortOptions {
             run_bytes: None,
             fan_in: 4,
             merge_fan_in: None,
+            merge_select: MergeSelect::LoserTree,
             block_bytes: 10 * UNIT_BYTES,
             staging_dir: None,
             threads: std::thread::available_parallelism()
@@ -107,6 +112,8 @@ pub struct SortReport {
     pub fan_in: usize,
     /// Spilled runs merged at a time on disk.
     pub merge_fan_in: usize,
+    /// How merges picked the next record: `loser-tree`, `heap` or `scan`.
+    pub merge_select: String,
     pub spilled_runs: u64,
     pub merge_passes: u64,
     pub bytes_read: u64,
@@ -245,6 +252,7 @@ pub fn sort_file(
         spill_run_bytes: s.min(total.max(RECORD_BYTES)),
         block_bytes: block,
         fan_in: opts.fan_in,
+        merge_select: opts.merge_select.name().into(),
         ..Default::default()
     };
     let cancelled = || {
@@ -309,7 +317,14 @@ pub fn sort_file(
         let (in_scratch, width) = sort_chunk(data, scr, run_bytes, opts);
         let runs_buf: &[u8] = if in_scratch { scr } else { data };
         let parts: Vec<&[u8]> = runs_buf.chunks(width).collect();
-        report.bytes_written += spill(&rt, parts, &out_blocks, &dst, opts.early_spill)?;
+        report.bytes_written += spill(
+            &rt,
+            parts,
+            &out_blocks,
+            &dst,
+            opts.early_spill,
+            opts.merge_select,
+        )?;
         drop(guard);
         if !opts.double_buffering {
             if let Some(&(noff, nlen)) = chunks.get(i + 1) {
@@ -378,7 +393,7 @@ pub fn sort_file(
                                     .map_err(|e| Error::io("rename", &out_path, &e))?;
                                 return Ok((out_path, len, 0, 0));
                             }
-                            let (r, w) = merge(rt, group, &out_path, block)?;
+                            let (r, w) = merge(rt, group, &out_path, block, opts.merge_select)?;
                             for (p, _) in group {
                                 let _ = std::fs::remove_file(p);
                             }
@@ -479,7 +494,7 @@ fn sort_chunk(
             for (s, d) in src.chunks(per).zip(dst.chunks_mut(per)) {
                 sc.spawn(move || {
                     for (s2, d2) in s.chunks(span).zip(d.chunks_mut(span)) {
-                        let mut c = MergeCursor::new(s2.chunks(width).collect());
+                        let mut c = MergeCursor::new(s2.chunks(width).collect(), opts.merge_select);
                         c.fill(d2);
                     }
                 });
@@ -495,17 +510,28 @@ fn sort_chunk(
 struct MergeCursor<'a> {
     parts: Vec<&'a [u8]>,
     pos: Vec<usize>,
-    heads: Vec<Option<u128>>,
+    select: Selector,
 }
 
 impl<'a> MergeCursor<'a> {
-    fn new(parts: Vec<&'a [u8]>) -> Self {
-        let heads = parts
+    fn new(parts: Vec<&'a [u8]>, kind: MergeSelect) -> Self {
+        let heads: Vec<u128> = parts
             .iter()
-            .map(|p| (!p.is_empty()).then(|| key80(p)))
+            .enumerate()
+            .map(|(i, p)| {
+                if p.is_empty() {
+                    DONE
+                } else {
+                    head(key80(p), i)
+                }
+            })
             .collect();
         let pos = vec![0; parts.len()];
-        MergeCursor { parts, pos, heads }
+        MergeCursor {
+            parts,
+            pos,
+            select: Selector::new(kind, &heads),
+        }
     }
 
     /// Fills `out` (whole records) with the next records; returns the bytes written.
@@ -513,25 +539,22 @@ impl<'a> MergeCursor<'a> {
         let rec = RECORD_BYTES as usize;
         let mut o = 0;
         while o + rec <= out.len() {
-            let mut best = usize::MAX;
-            let mut best_k = u128::MAX;
-            for (k, h) in self.heads.iter().enumerate() {
-                if let Some(h) = *h {
-                    if best == usize::MAX || h < best_k {
-                        best = k;
-                        best_k = h;
-                    }
-                }
-            }
-            let Some(part) = self.parts.get(best) else {
+            let top = self.select.top();
+            if top == DONE {
                 break;
-            };
+            }
+            let best = source_of(top);
+            let part = self.parts[best];
             let p = self.pos[best];
             out[o..o + rec].copy_from_slice(&part[p..p + rec]);
             o += rec;
             let np = p + rec;
             self.pos[best] = np;
-            self.heads[best] = (np < part.len()).then(|| key80(&part[np..np + KEY_BYTES]));
+            self.select.replace_top(if np < part.len() {
+                head(key80(&part[np..np + KEY_BYTES]), best)
+            } else {
+                DONE
+            });
         }
         o
     }
@@ -545,12 +568,13 @@ fn spill(
     blocks: &[Locator],
     dst: &Locator,
     early: bool,
+    select: MergeSelect,
 ) -> Result<u64> {
     let pipes: Vec<Pipe> = blocks
         .iter()
         .map(|b| rt.pipe(b, dst, PipeOptions::default()))
         .collect::<Result<_>>()?;
-    let mut cursor = MergeCursor::new(parts);
+    let mut cursor = MergeCursor::new(parts, select);
     let mut pending: [Option<Transfer>; 2] = [None, None];
     let mut written = 0u64;
     let mut file_off = 0u64;
@@ -618,7 +642,13 @@ impl Reader {
 }
 
 /// Merges the runs of `group` into `out`; returns (bytes read, bytes written).
-fn merge(rt: &Runtime, group: &[(PathBuf, u64)], out: &Path, block: u64) -> Result<(u64, u64)> {
+fn merge(
+    rt: &Runtime,
+    group: &[(PathBuf, u64)],
+    out: &Path,
+    block: u64,
+    select: MergeSelect,
+) -> Result<(u64, u64)> {
     let mut readers = Vec::new();
     let mut read = 0u64;
     for (p, len) in group {
@@ -680,26 +710,27 @@ fn merge(rt: &Runtime, group: &[(PathBuf, u64)], out: &Path, block: u64) -> Resu
                 .collect::<Result<_>>()?;
             let ends: Vec<usize> = readers.iter().map(|r| r.lens[r.cur] as usize).collect();
             let mut out = oblocks[ocur].bytes()?;
-            let mut heads: Vec<Option<u128>> = guards
+            // The selector is rebuilt after each block change (O(k) per block, not per record).
+            let heads: Vec<u128> = guards
                 .iter()
                 .zip(&pos)
-                .map(|(g, &p)| g.as_ref().map(|g| key80(&g[p..p + KEY_BYTES])))
+                .enumerate()
+                .map(|(i, (g, &p))| {
+                    g.as_ref()
+                        .map_or(DONE, |g| head(key80(&g[p..p + KEY_BYTES]), i))
+                })
                 .collect();
+            let mut sel = Selector::new(select, &heads);
             loop {
                 if opos == oblock {
                     break (None, true);
                 }
-                let mut best = usize::MAX;
-                let mut best_k = u128::MAX;
-                for (k, h) in heads.iter().enumerate() {
-                    if let Some(h) = *h {
-                        if best == usize::MAX || h < best_k {
-                            best = k;
-                            best_k = h;
-                        }
-                    }
+                let top = sel.top();
+                if top == DONE {
+                    break (None, false);
                 }
-                let Some(g) = guards.get(best).and_then(|g| g.as_ref()) else {
+                let best = source_of(top);
+                let Some(g) = guards[best].as_ref() else {
                     break (None, false);
                 };
                 let p = pos[best];
@@ -709,7 +740,7 @@ fn merge(rt: &Runtime, group: &[(PathBuf, u64)], out: &Path, block: u64) -> Resu
                 if pos[best] >= ends[best] {
                     break (Some(best), opos == oblock);
                 }
-                heads[best] = Some(key80(&g[p + 100..p + 100 + KEY_BYTES]));
+                sel.replace_top(head(key80(&g[p + 100..p + 100 + KEY_BYTES]), best));
             }
         };
         for (r, p) in readers.iter_mut().zip(pos) {

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use attune_pipes::sort::{sort_file, SortOptions};
-use attune_pipes::{Error, Mechanism, MechanismChoice, RuntimeOptions};
+use attune_pipes::{Error, Mechanism, MechanismChoice, MergeSelect, RuntimeOptions};
 use attune_workload::records;
 
 fn make_input(path: &Path, n: u64, seed: u64) -> Vec<u8> {
@@ -79,6 +79,47 @@ fn spilled_runs_merge_in_one_pass_when_the_memory_holds_them_all() {
     let rep4 = sort_file(&input, &out4, &four, None).unwrap();
     assert!(rep4.merge_passes >= 2, "{rep4:?}");
     assert!(std::fs::read(&out).unwrap() == std::fs::read(&out4).unwrap());
+}
+
+#[test]
+fn every_merge_selector_gives_a_stable_sort_with_many_equal_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    // 40,000 records whose keys take 37 values: long runs of ties inside and across runs. The
+    // payload keeps each record's input position, so a stable sort has one right answer.
+    let n = 40_000u64;
+    let mut data = vec![0u8; n as usize * 100];
+    records::fill(21, 0, &mut data);
+    for (i, r) in data.chunks_exact_mut(100).enumerate() {
+        let k = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) % 37;
+        r[..10].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, k as u8]);
+        r[10..18].copy_from_slice(&(i as u64).to_be_bytes());
+    }
+    std::fs::write(&input, &data).unwrap();
+    let mut want: Vec<&[u8]> = data.chunks_exact(100).collect();
+    want.sort_by(|a, b| a[..10].cmp(&b[..10])); // stable
+    let want: Vec<u8> = want.concat();
+    for select in [MergeSelect::LoserTree, MergeSelect::Heap, MergeSelect::Scan] {
+        for merge_fan_in in [Some(2), Some(3), Some(7), None] {
+            let opts = SortOptions {
+                memory_bytes_max: 4 << 20,
+                block_bytes: 102_400,
+                run_bytes: Some(7_000),
+                threads: 2,
+                merge_fan_in,
+                merge_select: select,
+                ..Default::default()
+            };
+            let out = dir.path().join("out");
+            let rep = sort_file(&input, &out, &opts, None).unwrap();
+            assert!(rep.spilled_runs > 3, "{rep:?}");
+            assert_eq!(rep.merge_select, select.name());
+            assert!(
+                std::fs::read(&out).unwrap() == want,
+                "{select:?} merge_fan_in={merge_fan_in:?}: not the stable sort"
+            );
+        }
+    }
 }
 
 #[test]

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use attune_pipes::sort::{sort_file, SortOptions};
 use attune_pipes::{
-    FileOptions, Locator, MechanismChoice, Pipe, PipeOptions, Runtime, RuntimeOptions, Transfer,
+    FileOptions, Locator, MechanismChoice, MergeSelect, Pipe, PipeOptions, Runtime, RuntimeOptions,
+    Transfer,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -272,7 +273,7 @@ impl PyTransfer {
 
 /// The external sort (see `attune.pipes.sort`).
 #[pyfunction]
-#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, merge_fan_in=None, block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, mechanism="auto", progress=None))]
+#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, merge_fan_in=None, merge_select="loser-tree", block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, mechanism="auto", progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn pipes_sort<'py>(
     py: Python<'py>,
@@ -282,6 +283,7 @@ fn pipes_sort<'py>(
     run_bytes: Option<u64>,
     fan_in: usize,
     merge_fan_in: Option<usize>,
+    merge_select: &str,
     block_bytes: Option<u64>,
     staging_dir: Option<PathBuf>,
     threads: Option<usize>,
@@ -297,6 +299,11 @@ fn pipes_sort<'py>(
         run_bytes,
         fan_in,
         merge_fan_in,
+        merge_select: MergeSelect::parse(merge_select).ok_or_else(|| {
+            pipes_error(attune_pipes::Error::InvalidArgument(format!(
+                "merge_select {merge_select:?} must be one of loser-tree, heap, scan"
+            )))
+        })?,
         block_bytes: block_bytes.unwrap_or(d.block_bytes),
         staging_dir,
         threads: threads.unwrap_or(d.threads),
