@@ -71,6 +71,8 @@ impl DbInner {
         let seq = ro
             .snapshot
             .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
+        // One clock read answers every expiring entry of the call.
+        let now = self.env.now_unix_millis();
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_by(|&a, &b| keys[a].as_ref().cmp(keys[b].as_ref()));
         let mut out: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
@@ -81,7 +83,7 @@ impl DbInner {
             // A key asked again right after itself (sorted order) reuses the first lookup.
             let r = match &prev {
                 Some((j, r)) if keys[*j].as_ref() == key => r.clone(),
-                _ => self.lookup(&sv, key, seq)?,
+                _ => self.lookup_raw(&sv, key, seq)?.at(now),
             };
             match &r {
                 Lookup::Found(v) => out[i] = Some(v.clone()),
