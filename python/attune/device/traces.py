@@ -12,6 +12,7 @@ halves are counted as skipped.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,81 +60,11 @@ def looks_like_strace(text: str) -> bool:
 def parse_strace(text: str, name: str = "strace", only: str | None = None) -> TraceColumns:
     """The file I/Os of an strace log; ``only`` keeps files whose path contains it. Raises
     :class:`attune.CorruptionError` (naming the line) when a read/write call cannot be parsed."""
-    out = TraceColumns(format="strace")
-    fds: dict[int, tuple[int, int]] = {}  # fd -> (file number, position)
-    numbers: dict[str, int] = {}
 
-    def file_no(path: str) -> int | None:
-        if path.startswith(_SKIP_PREFIXES) or (only and only not in path):
-            return None
-        if path not in numbers:
-            numbers[path] = len(out.files)
-            out.files.append(path)
-        return numbers[path]
+    def keep(path: str) -> bool:
+        return not path.startswith(_SKIP_PREFIXES) and (not only or only in path)
 
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or "<unfinished" in line or "resumed>" in line:
-            out.skipped += "<unfinished" in line
-            continue
-        m = _CALL.match(line)
-        if not m:
-            continue
-        call, args, ret_s = m.group(1), m.group(2), m.group(3)
-        ret = int(ret_s, 0)
-        if call in ("open", "openat", "creat"):
-            s = _STRING.search(args)
-            if ret >= 0 and s:
-                path = s.group(0).rstrip(".")[1:-1]
-                n = file_no(path)
-                if n is None:
-                    fds.pop(ret, None)
-                else:
-                    fds[ret] = (n, 0)
-            continue
-        fdm = _FD.match(args)
-        if not fdm:
-            continue
-        fd = int(fdm.group(1))
-        if fdm.group(2) is not None and fd not in fds and call in _SYSCALLS:
-            # strace -y names the file of descriptors opened before tracing started.
-            n = file_no(fdm.group(2))
-            if n is not None:
-                fds[fd] = (n, 0)
-        if call == "close":
-            fds.pop(fd, None)
-            continue
-        if call == "lseek":
-            if fd in fds and ret >= 0:
-                fds[fd] = (fds[fd][0], ret)
-            continue
-        if call not in _SYSCALLS:
-            continue
-        if fd not in fds:
-            continue
-        if ret < 0:
-            out.skipped += 1
-            continue
-        rest = _IOV.sub("", _STRING.sub("", args[fdm.end() :]))
-        nums = [p.strip() for p in rest.split(",") if p.strip()]
-        write = call.startswith(("write", "pwrite"))
-        n, pos = fds[fd]
-        try:
-            if call.startswith("p"):
-                # (fd, buf, count, offset); (fd, iov, iovcnt, offset[, flags]) for the v2 calls.
-                offset = int(nums[-2] if call.endswith("v2") else nums[-1], 0)
-            else:
-                offset = pos
-                fds[fd] = (n, pos + ret)
-        except (IndexError, ValueError) as e:
-            raise CorruptionError(
-                f"malformed strace trace at line {lineno}: cannot read the offset of {call}",
-                name,
-                lineno,
-            ) from e
-        if ret > 0:
-            out.add(n, offset, ret, write)
-    return out
+    return _parse_calls(text, name, keep).io()
 
 
 #: A process marks a phase of its run by trying to open ``MARK_PREFIX + name`` (which fails):
@@ -181,15 +112,24 @@ def parse_strace_calls(text: str, name: str = "strace", under: str | None = None
     under ``/dev/shm``). Trace with ``-e trace=openat,close,lseek,read,write,pread64,pwrite64,
     fsync,fdatasync``. Raises :class:`attune.CorruptionError` naming the line of a call it
     cannot read."""
+
+    def keep(path: str) -> bool:
+        if under is not None:
+            return path.startswith(under)
+        return not path.startswith(_SKIP_PREFIXES)
+
+    return _parse_calls(text, name, keep)
+
+
+def _parse_calls(text: str, name: str, keep: Callable[[str], bool]) -> CallColumns:
+    """The one strace reader behind :func:`parse_strace` and :func:`parse_strace_calls`: follows
+    descriptors and file positions for the files ``keep`` accepts."""
     out = CallColumns()
-    fds: dict[int, tuple[int, int]] = {}
+    fds: dict[int, tuple[int, int]] = {}  # fd -> (file number, position)
     numbers: dict[str, int] = {}
 
     def file_no(path: str) -> int | None:
-        if under is not None:
-            if not path.startswith(under):
-                return None
-        elif path.startswith(_SKIP_PREFIXES):
+        if not keep(path):
             return None
         if path not in numbers:
             numbers[path] = len(out.files)
@@ -223,6 +163,11 @@ def parse_strace_calls(text: str, name: str = "strace", under: str | None = None
         if not fdm:
             continue
         fd = int(fdm.group(1))
+        if fdm.group(2) is not None and fd not in fds and call in _SYSCALLS:
+            # strace -y names the file of descriptors opened before tracing started.
+            n = file_no(fdm.group(2))
+            if n is not None:
+                fds[fd] = (n, 0)
         if call == "close":
             fds.pop(fd, None)
             continue
@@ -246,6 +191,7 @@ def parse_strace_calls(text: str, name: str = "strace", under: str | None = None
         n, pos = fds[fd]
         try:
             if call.startswith("p"):
+                # (fd, buf, count, offset); (fd, iov, iovcnt, offset[, flags]) for the v2 calls.
                 offset = int(nums[-2] if call.endswith("v2") else nums[-1], 0)
             else:
                 offset = pos
