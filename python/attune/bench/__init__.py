@@ -122,6 +122,21 @@ def machine() -> dict:
         raise BenchError(f"`{binary} machine --json` failed: {exc}") from exc
 
 
+def write_rows(rows: list[dict], command: str, mach: dict, out: str | None) -> list[str]:
+    """Stamps each results row with the command and machine that produced it, appends the rows as
+    JSON lines to ``out`` (when given; the harness's files only grow) and returns the lines."""
+    for row in rows:
+        row["command"] = command
+        row["machine"] = mach
+    lines = [json.dumps(row) for row in rows]
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write("\n".join(lines) + "\n")
+    return lines
+
+
 @contextlib.contextmanager
 def _term_as_interrupt():
     """SIGTERM raises KeyboardInterrupt meanwhile (on the main thread), so that :func:`run` passes

@@ -22,10 +22,8 @@ Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``).
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 #: The planted device the study profiles (the write-fragment model on, so that Experiment 1 sees
@@ -79,7 +77,7 @@ def _gain(new: float | None, old: float | None) -> float | None:
 
 def run(args) -> int:
     from attune import device
-    from attune.bench import machine
+    from attune.bench import machine, write_rows
     from attune.cli import progress
     from attune.device import sqlite_study as st
 
@@ -226,15 +224,7 @@ def run(args) -> int:
                         first = row
                     rows.append(row)
             bar.update(1)
-    for row in rows:
-        row["command"] = command
-        row["machine"] = mach
-    lines = [json.dumps(r) for r in rows]
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a") as f:
-            f.write("\n".join(lines) + "\n")
+    lines = write_rows(rows, command, mach, args.out)
     if args.json:
         print("\n".join(lines))
         return 0

@@ -33,13 +33,11 @@ Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -455,18 +453,10 @@ def run(args) -> int:
 
 
 def _emit(args, rows, command) -> int:
-    from attune.bench import machine
+    from attune.bench import machine, write_rows
 
     mach = machine()
-    for r in rows:
-        r["command"] = command
-        r["machine"] = mach
-    lines = [json.dumps(r) for r in rows]
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a") as f:
-            f.write("\n".join(lines) + "\n")
+    lines = write_rows(rows, command, mach, args.out)
     if args.json:
         print("\n".join(lines))
         return 0

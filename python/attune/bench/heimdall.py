@@ -145,7 +145,7 @@ def _pool(args):
 
 def run(args) -> int:
     from attune._cli_io import _params
-    from attune.bench import machine
+    from attune.bench import machine, write_rows
     from attune.cli import progress
     from attune.io import evaluate as ev
     from attune.io import heimdall as hd
@@ -278,15 +278,7 @@ def run(args) -> int:
             for j, auc in r.joint_auc.items():
                 rows.append({**base, "kind": "joint", "joint": j, "auc": auc})
             bar.update(1)
-    for row in rows:
-        row["command"] = command
-        row["machine"] = mach
-    lines = [json.dumps(_clean(r)) for r in rows]
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a") as f:
-            f.write("\n".join(lines) + "\n")
+    lines = write_rows([_clean(r) for r in rows], command, mach, args.out)
     if args.plots:
         stem = f"heimdall-{args.replicas}r-{args.device}"
         for p in plot(rows, Path(args.plots), stem):
@@ -319,7 +311,7 @@ def _drift(args, pool) -> int:
     import numpy as np
 
     from attune._cli_io import _params
-    from attune.bench import machine
+    from attune.bench import machine, write_rows
     from attune.cli import progress
     from attune.errors import InvalidArgumentError
     from attune.io import evaluate as ev
@@ -375,15 +367,7 @@ def _drift(args, pool) -> int:
                     }
                 )
             bar.update(1)
-    for row in rows:
-        row["command"] = command
-        row["machine"] = mach
-    lines = [json.dumps(_clean(r)) for r in rows]
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a") as f:
-            f.write("\n".join(lines) + "\n")
+    lines = write_rows([_clean(r) for r in rows], command, mach, args.out)
     if args.json:
         print("\n".join(lines))
         return 0

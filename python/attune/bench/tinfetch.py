@@ -22,7 +22,6 @@ Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``):
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import sys
@@ -99,7 +98,7 @@ def pretrain(pool, *, epochs: int, synthetic_rows: int, seed: int):
 
 
 def run(args) -> int:
-    from attune.bench import machine
+    from attune.bench import machine, write_rows
     from attune.cli import progress
     from attune.errors import InvalidArgumentError
     from attune.io import load_trace
@@ -167,15 +166,7 @@ def run(args) -> int:
                 }
             )
             bar.update(1)
-    for row in rows:
-        row["command"] = command
-        row["machine"] = mach
-    lines = [json.dumps(r) for r in rows]
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a") as f:
-            f.write("\n".join(lines) + "\n")
+    lines = write_rows(rows, command, mach, args.out)
     if args.json:
         print("\n".join(lines))
         return 0
