@@ -196,18 +196,7 @@ def _hot_table_repaired(workload: Workload, devices: list[Device]) -> Result:
             split.append(t)
             cols = sorted(tables[t], key=lambda k: -workload.columns[k].raw_bytes)
             for j, k in enumerate(cols):
-                later = cols[j + 1 :] + rest
-                col = workload.columns[k]
-                for d in _fastest_first(devices):
-                    sz = col.size_on(d)
-                    if sz <= free[d.name]:
-                        free[d.name] -= sz
-                        if _packs(workload, devices, free, later):
-                            placement[k] = d.name
-                            break
-                        free[d.name] += sz
-                else:
-                    raise _capacity_error(f"column {k}", col.size_on(devices[0]), free)
+                _place_leaving_room(workload, devices, free, placement, k, cols[j + 1 :] + rest)
     return _result(
         "hot-table",
         "capacity",
@@ -250,6 +239,21 @@ def _place_on_fastest(w, devices, free, placement, k) -> None:
     raise _capacity_error(f"column {k}", col.size_on(devices[0]), free)
 
 
+def _place_leaving_room(w, devices, free, placement, k, later) -> None:
+    """Places column ``k`` on the fastest device that still leaves room for the columns
+    ``later`` (by :func:`_packs`)."""
+    col = w.columns[k]
+    for d in _fastest_first(devices):
+        sz = col.size_on(d)
+        if sz <= free[d.name]:
+            free[d.name] -= sz
+            if _packs(w, devices, free, later):
+                placement[k] = d.name
+                return
+            free[d.name] += sz
+    raise _capacity_error(f"column {k}", col.size_on(devices[0]), free)
+
+
 def _packs(workload, devices, free: dict[str, float], keys) -> bool:
     """Whether ``keys`` fit in ``free`` by first-fit decreasing (a sufficient test)."""
     room = dict(free)
@@ -287,18 +291,7 @@ def hot_column(workload: Workload, devices: list[Device], *, repair: bool = True
     free = {d.name: float(d.capacity or 0.0) for d in devices}
     placement = {}
     for i, k in enumerate(order):
-        rest = order[i + 1 :]
-        col = workload.columns[k]
-        for d in _fastest_first(devices):
-            sz = col.size_on(d)
-            if sz <= free[d.name]:
-                free[d.name] -= sz
-                if _packs(workload, devices, free, rest):
-                    placement[k] = d.name
-                    break
-                free[d.name] += sz
-        else:
-            raise _capacity_error(f"column {k}", col.size_on(devices[0]), free)
+        _place_leaving_room(workload, devices, free, placement, k, order[i + 1 :])
     return _result("hot-column", "capacity", workload, devices, placement, extra={"repaired": True})
 
 
