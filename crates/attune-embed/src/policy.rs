@@ -965,6 +965,13 @@ impl Policy for EvLfu {
     }
 }
 
+/// Test helper: how many of `keys`, accessed in order, hit.
+#[cfg(test)]
+pub(crate) fn test_hits(p: &mut dyn Policy, keys: impl IntoIterator<Item = u64>) -> usize {
+    let mut ev = Vec::new();
+    keys.into_iter().filter(|&k| p.access(k, &mut ev)).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

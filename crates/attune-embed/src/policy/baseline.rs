@@ -510,11 +510,7 @@ impl Policy for LeCar {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hits(p: &mut dyn Policy, keys: impl IntoIterator<Item = u64>) -> usize {
-        let mut ev = Vec::new();
-        keys.into_iter().filter(|&k| p.access(k, &mut ev)).count()
-    }
+    use crate::policy::test_hits as hits;
 
     #[test]
     fn car_keeps_frequent_keys_through_a_scan() {

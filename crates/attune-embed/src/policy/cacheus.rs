@@ -338,11 +338,7 @@ impl Policy for Cacheus {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hits(p: &mut dyn Policy, keys: impl IntoIterator<Item = u64>) -> usize {
-        let mut ev = Vec::new();
-        keys.into_iter().filter(|&k| p.access(k, &mut ev)).count()
-    }
+    use crate::policy::test_hits as hits;
 
     #[test]
     fn cacheus_reused_keys_survive_a_scan() {

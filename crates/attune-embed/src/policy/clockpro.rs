@@ -407,11 +407,7 @@ impl Policy for ClockPro {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hits(p: &mut dyn Policy, keys: impl IntoIterator<Item = u64>) -> usize {
-        let mut ev = Vec::new();
-        keys.into_iter().filter(|&k| p.access(k, &mut ev)).count()
-    }
+    use crate::policy::test_hits as hits;
 
     #[test]
     fn clockpro_keeps_a_reused_set_through_a_scan() {
