@@ -22,7 +22,7 @@
 //!
 //! Design: `docs/kv.md`. Byte formats: `docs/formats/{wal,sstable,manifest}.md`.
 //!
-//! Layout, bottom up (`tests/layering.rs` checks that imports only point down): `error`,
+//! Layout, bottom up (`tests/integration/layering.rs` checks that imports only point down): `error`,
 //! `options`, `util`, `env` (the file-system seam, public); `key`, `iter`, `wal/`, `vlog/`,
 //! `batch`; `block/` (block contents, framing, read and checksum), `memtable/`, `index/`
 //! (learned models); `cache/` (one sharded mechanism with LRU and S3-FIFO shards, the compressed

@@ -2,7 +2,8 @@
 //! request outlives its buffer (memory dropped with a transfer in flight aborts the process,
 //! see locator.rs), every transfer ends (done or cancelled, never hung), and when the last
 //! handle of a runtime is gone no request is in flight anywhere. Deterministic: one seeded
-//! stream of decisions per mechanism (the seed is printed on failure).
+//! stream of decisions per mechanism (the seed is printed on failure). Its own test binary:
+//! `requests_in_flight` counts the whole process, so no other test may run beside it.
 #![allow(clippy::unwrap_used)]
 
 use attune_pipes::{

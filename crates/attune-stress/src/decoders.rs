@@ -1,5 +1,5 @@
 //! One entry point per on-disk decoder of attune-kv, shared by the cargo-fuzz targets in `fuzz/`
-//! and the property tests in `tests/decoders.rs`: each takes arbitrary bytes, drives the decoder
+//! and the property tests in `tests/integration/decoders.rs`: each takes arbitrary bytes, drives the decoder
 //! (and the code that walks what it decoded) and must return, never panic, never loop without
 //! bound and never allocate from an unchecked length field.
 //!

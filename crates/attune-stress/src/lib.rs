@@ -7,7 +7,7 @@
 //!   sector granularity, under injected I/O faults) or by real SIGKILLs of a child process, each
 //!   followed by a recovery verified key by key and by a full scan.
 //! - [`decoders`]: one harness per on-disk decoder, run by the cargo-fuzz targets in `fuzz/` and
-//!   by the property tests in `tests/decoders.rs`.
+//!   by the property tests in `tests/integration/decoders.rs`.
 //!
 //! Command line: `attune-stress --duration 60s --threads 4 --seed 1 --mode mem|kill --json`.
 //! Design, guarantees and figures: `docs/RELIABILITY.md`.

@@ -6,7 +6,7 @@
 //! table with a model asks the model for a window of record positions (±δ), fetches the block that
 //! holds the window (never a second one unless the window crosses a block boundary) and searches
 //! only the window; without a model it searches the index block and then the block (the baseline
-//! path). Both paths return the same answer for every key (tests/learned.rs checks it).
+//! path). Both paths return the same answer for every key (tests/integration/learned.rs checks it).
 //!
 //! Models are persisted beside their table as `NNNNNN.atlm` (docs/formats/learned-model.md),
 //! written after learning, loaded when the table is opened, checked (checksum, structure, record

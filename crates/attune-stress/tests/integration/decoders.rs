@@ -144,6 +144,6 @@ fn index_whose_first_ordinal_is_past_the_position_is_corruption_not_a_panic() {
 /// never returns one.
 #[test]
 fn hostile_learned_model_never_predicts_an_inverted_window() {
-    let data = include_bytes!("regressions/learned_model_inverted_window.bin");
+    let data = include_bytes!("../regressions/learned_model_inverted_window.bin");
     decoders::learned_model(data);
 }

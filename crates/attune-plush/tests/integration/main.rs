@@ -1,0 +1,8 @@
+//! attune-plush's integration tests, one module per subject, linked into one test binary (each
+//! binary of its own would link the whole crate again). Run one subject with
+//! `cargo test --release -p attune-plush --test integration <module>::`.
+
+mod crash;
+mod files;
+mod group_crash;
+mod payload;
