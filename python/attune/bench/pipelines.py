@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from attune.pipelines import DAG, DeCache
+from attune.pipelines import DAG, DeCache, WorkerPool
 from attune.pipelines.dag import TRANSPORTS, default_root
 
 __all__ = ["main"]
@@ -333,8 +333,10 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
     runs as ``sipc`` (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's
     own pool: the output is copied once into the column files; the pool switched off) and, in
     the chain, ``sipc:arena`` (numpy computing into the node's arena) and ``sipc:reuse`` (the
-    pool, nodes in reused worker processes instead of a fork per node) and ``sipc:reuse:bump``
-    (the same without the pool's reuse of freed blocks and spare segments: the ablation)."""
+    pool, nodes in reused worker processes instead of a fork per node), ``sipc:reuse:bump``
+    (the same without the pool's reuse of freed blocks and spare segments: the ablation) and
+    ``sipc:persist`` (the pool, nodes in the workers of a :class:`WorkerPool` that outlive
+    runs: no process starts or exits per run)."""
     out = []
     for t in args.transports:
         if t != "sipc":
@@ -351,7 +353,23 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
                 out.append(("sipc:reuse", t, "pyarrow", "shm", True))
             elif v == "bump" and arena:
                 out.append(("sipc:reuse:bump", t, "pyarrow", "shm-bump", True))
+            elif v == "persist" and arena:
+                out.append(("sipc:persist", t, "pyarrow", "shm", "persist"))
     return out
+
+
+def _worker_pool(variants: list, args: argparse.Namespace) -> WorkerPool | None:
+    """The :class:`WorkerPool` of the ``sipc:persist`` contender (workers that outlive runs),
+    made once for the whole benchmark like Ray's session; None when it does not run."""
+    if not any(v[4] == "persist" for v in variants):
+        return None
+    return WorkerPool(root=args.root)
+
+
+def _run_kwargs(reuse: bool | str, wpool: WorkerPool | None) -> dict[str, Any]:
+    if reuse == "persist":
+        return {"pool": wpool}
+    return {"reuse_processes": bool(reuse)}
 
 
 def _chain_dag(rows: int, length: int, producer: str) -> DAG:
@@ -424,6 +442,17 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
         # imports and kernels warm in the forked parent.
         _chain_dag(rows, args.length, "pyarrow").run(mode="ray")
         variants.append(("ray", "ray", "pyarrow", "default", False))
+    wpool = _worker_pool(variants, args)
+    if wpool is not None:  # the same untimed first run as Ray's
+        _chain_dag(rows, args.length, "pyarrow").run(pool=wpool, measure_memory=False)
+    try:
+        _chain_timed(args, out, rows, distinct, variants, per, wpool)
+    finally:
+        if wpool is not None:
+            wpool.close()
+
+
+def _chain_timed(args, out, rows, distinct, variants, per, wpool) -> None:
     for rep in range(args.repeat):
         for label, transport, producer, pool, reuse in variants:
             dag = _chain_dag(rows, args.length, producer)
@@ -437,8 +466,8 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
                     transport=transport,
                     root=args.root,
                     memory_pool=pool,
-                    reuse_processes=reuse,
                     measure_memory=False,
+                    **_run_kwargs(reuse, wpool),
                 )
             tot = res.totals()
             row = {
@@ -471,11 +500,13 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
     _summary(out, head, per, "seconds")
     reuse_head = {"kind": "summary", "case": "chain-reuse", "length": args.length}
     _summary(out, reuse_head, per, "seconds", base="sipc:reuse")
+    persist_head = {"kind": "summary", "case": "chain-persist", "length": args.length}
+    _summary(out, persist_head, per, "seconds", base="sipc:persist")
     for label, transport, producer, pool, reuse in variants:
         if transport == "ray":
             continue
         res = _chain_dag(rows, args.length, producer).run(
-            transport=transport, root=args.root, memory_pool=pool, reuse_processes=reuse
+            transport=transport, root=args.root, memory_pool=pool, **_run_kwargs(reuse, wpool)
         )
         tot = res.totals()
         out.row(
@@ -704,6 +735,7 @@ def _dabstep(args: argparse.Namespace, out: _Out) -> None:
     work = tempfile.mkdtemp(prefix="attune-dag-bench-")
     root = args.root or default_root()
     cache_root = os.path.join(root, "attune-decache-dabstep")
+    wpool = None
     try:
         paths = dabstep.write_tables(work, args.payments_rows)
         engines: list[tuple[str, str, str, bool]] = []  # label, transport, pool, reuse
@@ -714,56 +746,70 @@ def _dabstep(args: argparse.Namespace, out: _Out) -> None:
         if _ray_or_none(args, out) is not None:
             engines.append(("ray", "ray", "default", False))
             dabstep.build(5, paths).run(mode="ray")  # start Ray's workers (untimed)
-        for workload in args.workloads:
-            per: dict[str, list[dict[str, Any]]] = {}
-            for rep in range(args.repeat):
-                for label, transport, pool, reuse in engines:
-                    # DeCache is Kelvin's: the SIPC engines load through it (emptied before
-                    # every run, so each run decodes each table once); the peers decode in
-                    # every load node.
-                    cache = DeCache(cache_root) if transport == "sipc" else None
-                    if cache is not None:
-                        cache.clear()
-                    if workload == "all":
-                        dag = dabstep.build_all(paths, cache)
-                    else:
-                        dag = dabstep.build(int(workload), paths, cache)
-                    cpu0 = _tree_cpu_seconds()
-                    if transport == "ray":
-                        res = dag.run(mode="ray")
-                    else:
-                        res = dag.run(
-                            transport=transport,
-                            root=args.root,
-                            memory_pool=pool,
-                            reuse_processes=reuse,
-                            measure_memory=False,
-                        )
-                    row: dict[str, Any] = {
-                        "kind": "dabstep",
-                        "workload": workload,
-                        "engine": label,
-                        "nodes": len(dag.nodes),
-                        "repeat": rep,
-                        "seconds": res.seconds,
-                        "cpu_seconds": _tree_cpu_seconds() - cpu0,
-                    }
-                    if transport != "ray":
-                        tot = res.totals()
-                        row["bytes_copied"] = tot["read_bytes_copied"] + tot["write_bytes_copied"]
-                        row["output_file_bytes"] = tot["output_file_bytes"]
-                        row["shared_bytes_peak"] = tot["shared_bytes_peak"]
-                    per.setdefault(label, []).append(row)
-                    out.row(row)
-                    del res
-            head = {"kind": "summary", "case": "dabstep", "workload": workload}
-            _summary(out, head, per, "seconds")
-            if "sipc:reuse" in per:
-                head = {"kind": "summary", "case": "dabstep-reuse", "workload": workload}
-                _summary(out, head, per, "seconds", base="sipc:reuse")
+        wpool = _worker_pool([(*e[:3], "", e[3]) for e in engines], args)
+        if wpool is not None:  # start its workers (untimed), as Ray's
+            dabstep.build(5, paths).run(pool=wpool, measure_memory=False)
+        _dabstep_timed(args, out, paths, engines, cache_root, wpool)
     finally:
+        if wpool is not None:
+            wpool.close()
         DeCache(cache_root).clear()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _dabstep_timed(args, out, paths, engines, cache_root, wpool) -> None:
+    from attune.bench import dabstep
+
+    for workload in args.workloads:
+        per: dict[str, list[dict[str, Any]]] = {}
+        for rep in range(args.repeat):
+            for label, transport, pool, reuse in engines:
+                # DeCache is Kelvin's: the SIPC engines load through it (emptied before
+                # every run, so each run decodes each table once); the peers decode in
+                # every load node.
+                cache = DeCache(cache_root) if transport == "sipc" else None
+                if cache is not None:
+                    cache.clear()
+                if workload == "all":
+                    dag = dabstep.build_all(paths, cache)
+                else:
+                    dag = dabstep.build(int(workload), paths, cache)
+                cpu0 = _tree_cpu_seconds()
+                if transport == "ray":
+                    res = dag.run(mode="ray")
+                else:
+                    res = dag.run(
+                        transport=transport,
+                        root=args.root,
+                        memory_pool=pool,
+                        measure_memory=False,
+                        **_run_kwargs(reuse, wpool),
+                    )
+                row: dict[str, Any] = {
+                    "kind": "dabstep",
+                    "workload": workload,
+                    "engine": label,
+                    "nodes": len(dag.nodes),
+                    "repeat": rep,
+                    "seconds": res.seconds,
+                    "cpu_seconds": _tree_cpu_seconds() - cpu0,
+                }
+                if transport != "ray":
+                    tot = res.totals()
+                    row["bytes_copied"] = tot["read_bytes_copied"] + tot["write_bytes_copied"]
+                    row["output_file_bytes"] = tot["output_file_bytes"]
+                    row["shared_bytes_peak"] = tot["shared_bytes_peak"]
+                per.setdefault(label, []).append(row)
+                out.row(row)
+                del res
+        head = {"kind": "summary", "case": "dabstep", "workload": workload}
+        _summary(out, head, per, "seconds")
+        if "sipc:reuse" in per:
+            head = {"kind": "summary", "case": "dabstep-reuse", "workload": workload}
+            _summary(out, head, per, "seconds", base="sipc:reuse")
+        if "sipc:persist" in per:
+            head = {"kind": "summary", "case": "dabstep-persist", "workload": workload}
+            _summary(out, head, per, "seconds", base="sipc:persist")
 
 
 # --------------------------------------------------------------------------------------------
@@ -791,11 +837,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
     p.add_argument(
         "--sipc-variants",
-        default="pool,copy,arena,reuse,bump",
+        default="pool,copy,arena,reuse,bump,persist",
         help="SIPC contenders: pool (pyarrow allocates from shared files), copy (pyarrow's own "
         "pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
         "worker processes; chain, dabstep), bump (reuse without the pool's reuse of freed "
-        "memory); default pool,copy,arena,reuse,bump",
+        "memory), persist (the pool in a WorkerPool's workers, which outlive runs; chain, "
+        "dabstep); default pool,copy,arena,reuse,bump,persist",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
     p.add_argument(
@@ -857,8 +904,9 @@ def main(argv: list[str]) -> int:
     if bad:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
     args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
-    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena", "reuse", "bump")]:
-        p.error("--sipc-variants takes pool, copy, arena, reuse, bump")
+    variants = ("pool", "copy", "arena", "reuse", "bump", "persist")
+    if [x for x in args.sipc_variants if x not in variants]:
+        p.error(f"--sipc-variants takes {', '.join(variants)}")
     args.peers = [x for x in args.peers.split(",") if x]
     if [x for x in args.peers if x != "ray"]:
         p.error("--peers takes: ray")
@@ -874,6 +922,9 @@ def main(argv: list[str]) -> int:
         p.error("--workloads takes 1, 2, 3, 4, 5 and all")
     if args.length < 2 or args.repeat < 1 or args.column_mib < 1:
         p.error("--length must be at least 2, --repeat and --column-mib at least 1")
+    from attune.pipelines.dag import exit_on_sigterm
+
+    exit_on_sigterm()  # a terminated benchmark still removes its runs' shared files
     o = _Out(args.out, args.json, argv)
     try:
         cases = {"resharing": _resharing, "chain": _chain, "decache": _decache}
