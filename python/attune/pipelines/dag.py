@@ -666,7 +666,11 @@ class WorkerPool:
     and replaced the same way; idle ones go back.
 
     Workers start with ``start_method`` (``fork``: from this process as it is when the pool is
-    made, with its imports; ``spawn``: fresh interpreters, functions must be importable).
+    made, with its imports; ``spawn``: fresh interpreters, functions must be importable), all
+    ``size`` of them when the pool is made (``prestart``, the default): a process whose runs
+    share the pool from several threads should not fork while other threads hold locks, so
+    make the pool before the threads and big enough for them (a run starts a worker only when
+    none is idle).
     Spare segments of the shared memory pool wait between runs in the pool's directory
     ``attune-dag.<pid>.pool.*`` under ``root`` (removed by :meth:`close`, or by
     :func:`remove_stale_runs` after this process died). A worker's shared memory pool keeps the
@@ -675,7 +679,12 @@ class WorkerPool:
     Thread-safety: runs on different threads may share a pool (each takes its own workers)."""
 
     def __init__(
-        self, size: int | None = None, *, start_method: str = "fork", root: str | None = None
+        self,
+        size: int | None = None,
+        *,
+        start_method: str = "fork",
+        root: str | None = None,
+        prestart: bool = True,
     ) -> None:
         if start_method not in START_METHODS:
             raise InvalidArgumentError(
@@ -697,6 +706,9 @@ class WorkerPool:
         self._finalizer = weakref.finalize(
             self, WorkerPool._shutdown, self._idle, self.directory, os.getpid()
         )
+        if prestart:
+            started = [self._acquire() for _ in range(self.size)]
+            self._idle.extend(started)
 
     def __enter__(self) -> WorkerPool:  # noqa: PYI034 - typing.Self needs 3.11
         return self
