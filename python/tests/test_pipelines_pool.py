@@ -251,3 +251,28 @@ def test_a_killed_drivers_files_are_removed_by_its_surviving_node_process(tmp_pa
     for fd in (gate_r, gate_w, told_r, told_w, alive_r):
         os.close(fd)
     assert os.listdir(tmp_path) == []
+
+
+def _terminated_driver(root: str, gate: int, told: int) -> None:
+    from attune.pipelines.dag import exit_on_sigterm
+
+    exit_on_sigterm()  # as `attune dag run` and `attune bench dag` do
+    _driver(root, gate, told, "reuse")
+
+
+def test_a_terminated_driver_cleans_up_before_it_exits(tmp_path):
+    import multiprocessing as mp
+
+    gate_r, gate_w = os.pipe()
+    told_r, told_w = os.pipe()
+    driver = mp.get_context("fork").Process(
+        target=_terminated_driver, args=(str(tmp_path), gate_r, told_w)
+    )
+    driver.start()
+    assert os.read(told_r, 1) == b"x"
+    os.kill(driver.pid, signal.SIGTERM)
+    driver.join()
+    assert driver.exitcode == 128 + signal.SIGTERM  # SystemExit, after the run's cleanup
+    for fd in (gate_r, gate_w, told_r, told_w):
+        os.close(fd)
+    assert os.listdir(tmp_path) == []
