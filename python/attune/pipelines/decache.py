@@ -241,8 +241,9 @@ class DeCache:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
-            _HELD.discard(fd)
-            os.close(fd)  # closing releases the lock
+            if fd in _HELD:  # (a forked child closed its copy already)
+                _HELD.discard(fd)
+                os.close(fd)  # closing releases the lock
 
     def lease(self, key: str) -> Lease:
         """Takes a reference on ``key`` (the entry need not exist yet)."""
