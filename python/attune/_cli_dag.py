@@ -107,6 +107,9 @@ def _load_dag(path: str):
 
 
 def _run(args) -> int:
+    from attune.pipelines.dag import exit_on_sigterm
+
+    exit_on_sigterm()  # a terminated run still removes its shared files
     dag = _load_dag(args.module)
     outputs = [o for o in args.outputs.split(",") if o] if args.outputs else None
     if args.inline:

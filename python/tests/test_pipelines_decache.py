@@ -191,3 +191,31 @@ def test_a_failed_decode_leaves_no_entry(tmp_path):
     with pytest.raises(CorruptionError, match="bad.parquet"):
         cache.load(bad)
     assert cache.entries() == []
+
+
+def test_a_child_forked_while_a_lock_is_held_does_not_keep_it(tmp_path):
+    # A DAG run on another thread may fork a node process while this thread holds an entry's
+    # lock; the child must not keep the lock alive after the holder lets go.
+    import fcntl
+
+    cache = DeCache(str(tmp_path / "cache"))
+    gate_r, gate_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    with cache._locked("k"):
+        pid = os.fork()
+        if pid == 0:  # the child: waits until the parent has checked, holding what it inherited
+            os.write(ready_w, b"r")  # os.fork() returned here: the at-fork hooks have run
+            os.read(gate_r, 1)
+            os._exit(0)
+    assert os.read(ready_r, 1) == b"r"
+    os.close(ready_r)
+    os.close(ready_w)
+    fd = os.open(str(tmp_path / "cache" / "k.lock"), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the child still held it
+    finally:
+        os.close(fd)
+        os.write(gate_w, b"x")
+        os.waitpid(pid, 0)
+        os.close(gate_r)
+        os.close(gate_w)

@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from attune.pipelines import DAG, DeCache
+from attune.pipelines import DAG, DeCache, WorkerPool
 from attune.pipelines.dag import TRANSPORTS, default_root
 
 __all__ = ["main"]
@@ -333,8 +333,10 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
     runs as ``sipc`` (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's
     own pool: the output is copied once into the column files; the pool switched off) and, in
     the chain, ``sipc:arena`` (numpy computing into the node's arena) and ``sipc:reuse`` (the
-    pool, nodes in reused worker processes instead of a fork per node) and ``sipc:reuse:bump``
-    (the same without the pool's reuse of freed blocks and spare segments: the ablation)."""
+    pool, nodes in reused worker processes instead of a fork per node), ``sipc:reuse:bump``
+    (the same without the pool's reuse of freed blocks and spare segments: the ablation) and
+    ``sipc:persist`` (the pool, nodes in the workers of a :class:`WorkerPool` that outlive
+    runs: no process starts or exits per run)."""
     out = []
     for t in args.transports:
         if t != "sipc":
@@ -351,7 +353,23 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
                 out.append(("sipc:reuse", t, "pyarrow", "shm", True))
             elif v == "bump" and arena:
                 out.append(("sipc:reuse:bump", t, "pyarrow", "shm-bump", True))
+            elif v == "persist" and arena:
+                out.append(("sipc:persist", t, "pyarrow", "shm", "persist"))
     return out
+
+
+def _worker_pool(variants: list, args: argparse.Namespace) -> WorkerPool | None:
+    """The :class:`WorkerPool` of the ``sipc:persist`` contender (workers that outlive runs),
+    made once for the whole benchmark like Ray's session; None when it does not run."""
+    if not any(v[4] == "persist" for v in variants):
+        return None
+    return WorkerPool(root=args.root)
+
+
+def _run_kwargs(reuse: bool | str, wpool: WorkerPool | None) -> dict[str, Any]:
+    if reuse == "persist":
+        return {"pool": wpool}
+    return {"reuse_processes": bool(reuse)}
 
 
 def _chain_dag(rows: int, length: int, producer: str) -> DAG:
@@ -424,6 +442,17 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
         # imports and kernels warm in the forked parent.
         _chain_dag(rows, args.length, "pyarrow").run(mode="ray")
         variants.append(("ray", "ray", "pyarrow", "default", False))
+    wpool = _worker_pool(variants, args)
+    if wpool is not None:  # the same untimed first run as Ray's
+        _chain_dag(rows, args.length, "pyarrow").run(pool=wpool, measure_memory=False)
+    try:
+        _chain_timed(args, out, rows, distinct, variants, per, wpool)
+    finally:
+        if wpool is not None:
+            wpool.close()
+
+
+def _chain_timed(args, out, rows, distinct, variants, per, wpool) -> None:
     for rep in range(args.repeat):
         for label, transport, producer, pool, reuse in variants:
             dag = _chain_dag(rows, args.length, producer)
@@ -437,8 +466,8 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
                     transport=transport,
                     root=args.root,
                     memory_pool=pool,
-                    reuse_processes=reuse,
                     measure_memory=False,
+                    **_run_kwargs(reuse, wpool),
                 )
             tot = res.totals()
             row = {
@@ -471,11 +500,13 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
     _summary(out, head, per, "seconds")
     reuse_head = {"kind": "summary", "case": "chain-reuse", "length": args.length}
     _summary(out, reuse_head, per, "seconds", base="sipc:reuse")
+    persist_head = {"kind": "summary", "case": "chain-persist", "length": args.length}
+    _summary(out, persist_head, per, "seconds", base="sipc:persist")
     for label, transport, producer, pool, reuse in variants:
         if transport == "ray":
             continue
         res = _chain_dag(rows, args.length, producer).run(
-            transport=transport, root=args.root, memory_pool=pool, reuse_processes=reuse
+            transport=transport, root=args.root, memory_pool=pool, **_run_kwargs(reuse, wpool)
         )
         tot = res.totals()
         out.row(
@@ -511,6 +542,31 @@ def _run_one(path: str, root: str, enabled: bool, reuse: bool, conn, direct: boo
     conn.close()
 
 
+def _run_on_threads(
+    path: str, root: str, enabled: bool, direct: bool, n: int, wpool: WorkerPool
+) -> None:
+    """N DAGs at once from this process, one thread each, their nodes in ``wpool``'s workers
+    (a service running many pipelines: no process starts per DAG)."""
+    import threading
+
+    cache = DeCache(os.path.join(root, "attune-decache-bench"), enabled=enabled, direct=direct)
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            _decache_dag(path, cache).run(root=root, pool=wpool, parallel=1, measure_memory=False)
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def _decache(args: argparse.Namespace, out: _Out) -> None:
     work = tempfile.mkdtemp(prefix="attune-dag-bench-")
     path = os.path.join(work, "in.parquet")
@@ -518,6 +574,11 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
     ctx = mp.get_context("fork")
     root = args.root or default_root()
     cache_root = os.path.join(root, "attune-decache-bench")
+    wpool = None
+    if args.drivers == "pool":
+        # Workers for the largest N, started and warmed (untimed) before any timed run.
+        wpool = WorkerPool(max(args.dags), root=args.root)
+        _run_on_threads(path, root, True, True, max(args.dags), wpool)
     try:
         for n in args.dags:
             per: dict[str, list[dict[str, Any]]] = {}
@@ -531,9 +592,12 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                 ):
                     DeCache(cache_root).clear()
                     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpu0 = _tree_cpu_seconds()
                     t0 = time.perf_counter()
                     procs = []
-                    for _ in range(n):
+                    if wpool is not None:
+                        _run_on_threads(path, root, enabled, direct, n, wpool)
+                    for _ in range(n if wpool is None else 0):
                         a, b = ctx.Pipe(duplex=False)
                         p = ctx.Process(
                             target=_run_one,
@@ -551,13 +615,19 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                         "kind": "decache",
                         "engine": label,
                         "dags": n,
+                        "drivers": args.drivers,
                         "repeat": rep,
                         "reuse_processes": not args.fork_per_node,
                         "seconds": seconds,
                         # CPU of every process of the N DAGs (drivers and their node
-                        # processes, all waited for): unlike wall time, not shifted by
-                        # other work on the machine taking a share of the cores.
-                        "cpu_seconds": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
+                        # processes, all waited for; with a worker pool this process and
+                        # its live workers): unlike wall time, not shifted by other work on
+                        # the machine taking a share of the cores.
+                        "cpu_seconds": (
+                            _tree_cpu_seconds() - cpu0
+                            if wpool is not None
+                            else (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+                        ),
                     }
                     per.setdefault(label, []).append(row)
                     out.row(row)
@@ -573,6 +643,7 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                     "kind": "summary",
                     "case": "decache",
                     "dags": n,
+                    "drivers": args.drivers,
                     "speedup_vs_no_cache": off / on,
                     "copy_speedup_vs_no_cache": off / copy,
                     "speedup_vs_decache_copy": copy / on,
@@ -581,10 +652,168 @@ def _decache(args: argparse.Namespace, out: _Out) -> None:
                 }
             )
     finally:
+        if wpool is not None:
+            wpool.close()
         DeCache(cache_root).clear()
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# ecosystem: chains whose nodes compute with numpy, scikit-learn, pyarrow and DuckDB.
+
+#: The libraries of the ecosystem chain, in the order its nodes cycle through them.
+ECOSYSTEM_KINDS = ("numpy", "pyarrow", "duckdb", "sklearn")
+
+
+def _eco_step(kind: str, k: int) -> Callable[[pa.Table], pa.Table]:
+    """A node computing one new column from the table's first two with ``kind``'s library and
+    appending it (every input column passes through). numpy, scikit-learn and DuckDB allocate
+    outside pyarrow's pool (their column takes SIPC's copy path); pyarrow's kernels allocate
+    from the shared pool."""
+
+    def step(t: pa.Table) -> pa.Table:
+        if kind == "numpy":
+            x = t.column(0).to_numpy()
+            new = pa.array(np.sqrt(np.abs(x)) * (k + 1))
+        elif kind == "pyarrow":
+            new = pc.add(pc.multiply(t.column(0), k + 1), t.column(1))
+        elif kind == "duckdb":
+            import duckdb
+
+            src = t.select([0, 1]).rename_columns(["a", "b"])  # noqa: F841 - read by the SQL
+            con = duckdb.connect()
+            try:
+                res = con.sql(f"SELECT a * {k + 1} + b AS x FROM src").arrow()
+                if isinstance(res, pa.RecordBatchReader):
+                    res = res.read_all()
+            finally:
+                con.close()
+            new = res.column("x").combine_chunks()
+        else:
+            from sklearn.preprocessing import StandardScaler
+
+            x = t.column(0).to_numpy().astype(np.float64).reshape(-1, 1)
+            new = pa.array(StandardScaler().fit_transform(x).ravel())
+        return t.append_column(f"{kind}{k}", new)
+
+    return step
+
+
+def _eco_kinds(args: argparse.Namespace) -> list[str]:
+    kinds = list(args.kinds)
+    if "sklearn" in kinds:
+        try:
+            import sklearn  # noqa: F401
+        except ImportError:
+            kinds.remove("sklearn")
+    return kinds
+
+
+def _eco_dag(rows: int, length: int, kinds: list[str]) -> DAG:
+    dag = DAG("ecosystem")
+    prev = dag.node(functools.partial(_ints, 2, rows), name="load")
+    for i in range(1, length):
+        kind = kinds[(i - 1) % len(kinds)]
+        prev = dag.node(_eco_step(kind, i), prev, name=f"{kind}{i}")
+    return dag
+
+
+def _ecosystem(args: argparse.Namespace, out: _Out) -> None:
+    rows = args.column_mib * (1 << 20) // 8
+    kinds = _eco_kinds(args)
+    if len(kinds) < len(args.kinds):
+        out.row({"kind": "skipped", "engine": "sklearn", "reason": "scikit-learn not installed"})
+    ray_on = _ray_or_none(args, out) is not None
+    _eco_dag(1000, 1 + len(kinds), kinds).run_inline()  # warm every library (see _resharing)
+    variants = [v for v in _variants(args, arena=True) if v[0] not in ("sipc:arena",)]
+    if ray_on:
+        _eco_dag(rows, 2, kinds).run(mode="ray")
+        variants.append(("ray", "ray", "pyarrow", "default", False))
+    wpool = _worker_pool(variants, args)
+    if wpool is not None:
+        _eco_dag(rows, 1 + len(kinds), kinds).run(pool=wpool, measure_memory=False)
+    try:
+        for length in args.lengths:
+            distinct = (2 + length - 1) * rows * 8
+            per: dict[str, list[dict[str, Any]]] = {}
+            for rep in range(args.repeat):
+                for label, transport, _producer, pool, reuse in variants:
+                    dag = _eco_dag(rows, length, kinds)
+                    cpu0 = _tree_cpu_seconds()
+                    if transport == "ray":
+                        res = dag.run(mode="ray")
+                    else:
+                        res = dag.run(
+                            transport=transport,
+                            root=args.root,
+                            memory_pool=pool,
+                            measure_memory=False,
+                            **_run_kwargs(reuse, wpool),
+                        )
+                    row: dict[str, Any] = {
+                        "kind": "ecosystem",
+                        "engine": label,
+                        "length": length,
+                        "repeat": rep,
+                        "seconds": res.seconds,
+                        "cpu_seconds": _tree_cpu_seconds() - cpu0,
+                    }
+                    if transport != "ray":
+                        tot = res.totals()
+                        row.update(
+                            {
+                                "bytes_copied": tot["read_bytes_copied"]
+                                + tot["write_bytes_copied"],
+                                "bytes_copied_after_load": sum(
+                                    n["read_bytes_copied"] + n["write_bytes_copied"]
+                                    for k, n in res.nodes.items()
+                                    if k != "load"
+                                ),
+                                "output_file_bytes": tot["output_file_bytes"],
+                                "distinct_bytes": distinct,
+                                "output_over_distinct": tot["output_file_bytes"] / distinct,
+                            }
+                        )
+                    per.setdefault(label, []).append(row)
+                    out.row(row)
+                    del res
+            head = {"kind": "summary", "case": "ecosystem", "length": length}
+            base = "sipc:persist" if "sipc:persist" in per else "sipc"
+            _summary(out, head, per, "seconds", base=base)
+            # Memory: one run per engine reading every node's smaps (PSS), as in the chain.
+            for label, transport, _producer, pool, reuse in variants:
+                if transport == "ray":
+                    continue
+                res = _eco_dag(rows, length, kinds).run(
+                    transport=transport,
+                    root=args.root,
+                    memory_pool=pool,
+                    **_run_kwargs(reuse, wpool),
+                )
+                tot = res.totals()
+                out.row(
+                    {
+                        "kind": "summary",
+                        "case": "ecosystem-memory",
+                        "engine": label,
+                        "length": length,
+                        "memory_peak_bytes": tot["memory_peak_bytes"],
+                        "distinct_bytes": distinct,
+                        "memory_over_distinct": tot["memory_peak_bytes"] / distinct,
+                        "output_over_distinct": tot["output_file_bytes"] / distinct,
+                        "bytes_copied_after_load": sum(
+                            n["read_bytes_copied"] + n["write_bytes_copied"]
+                            for k, n in res.nodes.items()
+                            if k != "load"
+                        ),
+                    }
+                )
+                del res
+    finally:
+        if wpool is not None:
+            wpool.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -704,6 +933,7 @@ def _dabstep(args: argparse.Namespace, out: _Out) -> None:
     work = tempfile.mkdtemp(prefix="attune-dag-bench-")
     root = args.root or default_root()
     cache_root = os.path.join(root, "attune-decache-dabstep")
+    wpool = None
     try:
         paths = dabstep.write_tables(work, args.payments_rows)
         engines: list[tuple[str, str, str, bool]] = []  # label, transport, pool, reuse
@@ -714,56 +944,70 @@ def _dabstep(args: argparse.Namespace, out: _Out) -> None:
         if _ray_or_none(args, out) is not None:
             engines.append(("ray", "ray", "default", False))
             dabstep.build(5, paths).run(mode="ray")  # start Ray's workers (untimed)
-        for workload in args.workloads:
-            per: dict[str, list[dict[str, Any]]] = {}
-            for rep in range(args.repeat):
-                for label, transport, pool, reuse in engines:
-                    # DeCache is Kelvin's: the SIPC engines load through it (emptied before
-                    # every run, so each run decodes each table once); the peers decode in
-                    # every load node.
-                    cache = DeCache(cache_root) if transport == "sipc" else None
-                    if cache is not None:
-                        cache.clear()
-                    if workload == "all":
-                        dag = dabstep.build_all(paths, cache)
-                    else:
-                        dag = dabstep.build(int(workload), paths, cache)
-                    cpu0 = _tree_cpu_seconds()
-                    if transport == "ray":
-                        res = dag.run(mode="ray")
-                    else:
-                        res = dag.run(
-                            transport=transport,
-                            root=args.root,
-                            memory_pool=pool,
-                            reuse_processes=reuse,
-                            measure_memory=False,
-                        )
-                    row: dict[str, Any] = {
-                        "kind": "dabstep",
-                        "workload": workload,
-                        "engine": label,
-                        "nodes": len(dag.nodes),
-                        "repeat": rep,
-                        "seconds": res.seconds,
-                        "cpu_seconds": _tree_cpu_seconds() - cpu0,
-                    }
-                    if transport != "ray":
-                        tot = res.totals()
-                        row["bytes_copied"] = tot["read_bytes_copied"] + tot["write_bytes_copied"]
-                        row["output_file_bytes"] = tot["output_file_bytes"]
-                        row["shared_bytes_peak"] = tot["shared_bytes_peak"]
-                    per.setdefault(label, []).append(row)
-                    out.row(row)
-                    del res
-            head = {"kind": "summary", "case": "dabstep", "workload": workload}
-            _summary(out, head, per, "seconds")
-            if "sipc:reuse" in per:
-                head = {"kind": "summary", "case": "dabstep-reuse", "workload": workload}
-                _summary(out, head, per, "seconds", base="sipc:reuse")
+        wpool = _worker_pool([(*e[:3], "", e[3]) for e in engines], args)
+        if wpool is not None:  # start its workers (untimed), as Ray's
+            dabstep.build(5, paths).run(pool=wpool, measure_memory=False)
+        _dabstep_timed(args, out, paths, engines, cache_root, wpool)
     finally:
+        if wpool is not None:
+            wpool.close()
         DeCache(cache_root).clear()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _dabstep_timed(args, out, paths, engines, cache_root, wpool) -> None:
+    from attune.bench import dabstep
+
+    for workload in args.workloads:
+        per: dict[str, list[dict[str, Any]]] = {}
+        for rep in range(args.repeat):
+            for label, transport, pool, reuse in engines:
+                # DeCache is Kelvin's: the SIPC engines load through it (emptied before
+                # every run, so each run decodes each table once); the peers decode in
+                # every load node.
+                cache = DeCache(cache_root) if transport == "sipc" else None
+                if cache is not None:
+                    cache.clear()
+                if workload == "all":
+                    dag = dabstep.build_all(paths, cache)
+                else:
+                    dag = dabstep.build(int(workload), paths, cache)
+                cpu0 = _tree_cpu_seconds()
+                if transport == "ray":
+                    res = dag.run(mode="ray")
+                else:
+                    res = dag.run(
+                        transport=transport,
+                        root=args.root,
+                        memory_pool=pool,
+                        measure_memory=False,
+                        **_run_kwargs(reuse, wpool),
+                    )
+                row: dict[str, Any] = {
+                    "kind": "dabstep",
+                    "workload": workload,
+                    "engine": label,
+                    "nodes": len(dag.nodes),
+                    "repeat": rep,
+                    "seconds": res.seconds,
+                    "cpu_seconds": _tree_cpu_seconds() - cpu0,
+                }
+                if transport != "ray":
+                    tot = res.totals()
+                    row["bytes_copied"] = tot["read_bytes_copied"] + tot["write_bytes_copied"]
+                    row["output_file_bytes"] = tot["output_file_bytes"]
+                    row["shared_bytes_peak"] = tot["shared_bytes_peak"]
+                per.setdefault(label, []).append(row)
+                out.row(row)
+                del res
+        head = {"kind": "summary", "case": "dabstep", "workload": workload}
+        _summary(out, head, per, "seconds")
+        if "sipc:reuse" in per:
+            head = {"kind": "summary", "case": "dabstep-reuse", "workload": workload}
+            _summary(out, head, per, "seconds", base="sipc:reuse")
+        if "sipc:persist" in per:
+            head = {"kind": "summary", "case": "dabstep-persist", "workload": workload}
+            _summary(out, head, per, "seconds", base="sipc:persist")
 
 
 # --------------------------------------------------------------------------------------------
@@ -771,7 +1015,9 @@ def _dabstep(args: argparse.Namespace, out: _Out) -> None:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="attune bench dag", description=__doc__.split("\n")[0])
-    p.add_argument("case", choices=("resharing", "chain", "decache", "dabstep", "eviction"))
+    p.add_argument(
+        "case", choices=("resharing", "chain", "decache", "dabstep", "eviction", "ecosystem")
+    )
     p.add_argument(
         "--ops", default=",".join(INT_OPS + STR_OPS), help="resharing: operations (default: all)"
     )
@@ -791,13 +1037,23 @@ def main(argv: list[str]) -> int:
     p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
     p.add_argument(
         "--sipc-variants",
-        default="pool,copy,arena,reuse,bump",
+        default="pool,copy,arena,reuse,bump,persist",
         help="SIPC contenders: pool (pyarrow allocates from shared files), copy (pyarrow's own "
         "pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
         "worker processes; chain, dabstep), bump (reuse without the pool's reuse of freed "
-        "memory); default pool,copy,arena,reuse,bump",
+        "memory), persist (the pool in a WorkerPool's workers, which outlive runs; chain, "
+        "dabstep); default pool,copy,arena,reuse,bump,persist",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
+    p.add_argument(
+        "--lengths", default="2,4,6,10", help="ecosystem: chain lengths incl. load (2-10)"
+    )
+    p.add_argument(
+        "--kinds",
+        default=",".join(ECOSYSTEM_KINDS),
+        help="ecosystem: libraries the nodes cycle through (numpy, pyarrow, duckdb, sklearn; "
+        "sklearn is left out when scikit-learn is not installed)",
+    )
     p.add_argument(
         "--payments-rows",
         type=int,
@@ -814,6 +1070,14 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="decache: a process per node in every DAG (default: each DAG's nodes share one "
         "reused worker, with the cache on and off alike)",
+    )
+    p.add_argument(
+        "--drivers",
+        choices=("processes", "pool"),
+        default="processes",
+        help="decache: `processes` (every DAG its own driver process and worker, started per "
+        "run) or `pool` (the N DAGs on N threads of this process, nodes in a WorkerPool's "
+        "workers, which outlive runs); default processes",
     )
     p.add_argument("--trees", type=int, default=4, help="eviction: DAGs (trees) in the workload")
     p.add_argument("--depth", type=int, default=4, help="eviction: levels per tree (default 4)")
@@ -857,12 +1121,19 @@ def main(argv: list[str]) -> int:
     if bad:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
     args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
-    if [x for x in args.sipc_variants if x not in ("pool", "copy", "arena", "reuse", "bump")]:
-        p.error("--sipc-variants takes pool, copy, arena, reuse, bump")
+    variants = ("pool", "copy", "arena", "reuse", "bump", "persist")
+    if [x for x in args.sipc_variants if x not in variants]:
+        p.error(f"--sipc-variants takes {', '.join(variants)}")
     args.peers = [x for x in args.peers.split(",") if x]
     if [x for x in args.peers if x != "ray"]:
         p.error("--peers takes: ray")
     args.dags = [int(x) for x in args.dags.split(",") if x]
+    args.lengths = [int(x) for x in args.lengths.split(",") if x]
+    if [x for x in args.lengths if not 2 <= x <= 100]:
+        p.error("--lengths takes chain lengths from 2 to 100")
+    args.kinds = [x for x in args.kinds.split(",") if x]
+    if not args.kinds or [x for x in args.kinds if x not in ECOSYSTEM_KINDS]:
+        p.error(f"--kinds takes {', '.join(ECOSYSTEM_KINDS)}")
     args.work = [int(x) for x in args.work.split(",") if x]
     args.policies = [x for x in args.policies.split(",") if x]
     if [x for x in args.policies if x not in ("off", "rollback", "limit-drop", "adaptive")]:
@@ -874,11 +1145,15 @@ def main(argv: list[str]) -> int:
         p.error("--workloads takes 1, 2, 3, 4, 5 and all")
     if args.length < 2 or args.repeat < 1 or args.column_mib < 1:
         p.error("--length must be at least 2, --repeat and --column-mib at least 1")
+    from attune.pipelines.dag import exit_on_sigterm
+
+    exit_on_sigterm()  # a terminated benchmark still removes its runs' shared files
     o = _Out(args.out, args.json, argv)
     try:
         cases = {"resharing": _resharing, "chain": _chain, "decache": _decache}
         cases["dabstep"] = _dabstep
         cases["eviction"] = _eviction
+        cases["ecosystem"] = _ecosystem
         cases[args.case](args, o)
     finally:
         o.close()

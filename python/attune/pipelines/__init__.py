@@ -16,7 +16,14 @@ Design: docs/kelvin.md; format: docs/formats/sipc.md.
 from __future__ import annotations
 
 from attune.pipelines.arena import Arena
-from attune.pipelines.dag import DAG, Node, NodeFailedError, PipelineError, RunResult
+from attune.pipelines.dag import (
+    DAG,
+    Node,
+    NodeFailedError,
+    PipelineError,
+    RunResult,
+    WorkerPool,
+)
 from attune.pipelines.decache import DeCache
 from attune.pipelines.sipc import WriteStats, read_table, table_files, write_table
 
@@ -28,6 +35,7 @@ __all__ = [
     "NodeFailedError",
     "PipelineError",
     "RunResult",
+    "WorkerPool",
     "WriteStats",
     "read_table",
     "table_files",

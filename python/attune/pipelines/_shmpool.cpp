@@ -277,6 +277,18 @@ class ShmPool : public arrow::MemoryPool {
       }
       bool spare = !s.retired && s.length == segment_bytes_ && recycle.count(s.path) > 0 &&
                    spares_.size() < kSpareSegmentsMax;
+      std::string parked_path;
+      if (spare && !spare_dir_.empty()) {
+        // A pool whose process outlives runs parks its spares in a directory of its own: the
+        // run's directory is removed when the run ends, and an unlinked file cannot be renamed
+        // into the next run's.
+        std::string parked = spare_dir_ + "/spare." + std::to_string(next_spare_++);
+        if (::rename(s.path.c_str(), parked.c_str()) == 0) {
+          parked_path = parked;
+        } else {
+          spare = false;
+        }
+      }
       PyObject* t = Py_BuildValue("(KLs)", reinterpret_cast<unsigned long long>(s.base),
                                   static_cast<long long>(s.length), s.path.c_str());
       if (t == nullptr || PyList_Append(spare ? recycled : released, t) != 0) {
@@ -286,6 +298,7 @@ class ShmPool : public arrow::MemoryPool {
       }
       Py_DECREF(t);
       if (spare) {
+        if (!parked_path.empty()) s.path = parked_path;
         spares_.push_back(s);
         continue;
       }
@@ -333,6 +346,14 @@ class ShmPool : public arrow::MemoryPool {
     next_index_ = 0;
   }
 
+  // A process that outlives runs: the next node's segments go to `dir` (the next run's
+  // directory); spares are parked in `spare_dir` between nodes ("" = kept where they are).
+  void SetDirs(const std::string& dir, const std::string& spare_dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dir_ = dir;
+    spare_dir_ = spare_dir;
+  }
+
   PyObject* Segments() {
     std::lock_guard<std::mutex> lock(mu_);
     PyObject* list = PyList_New(0);
@@ -356,8 +377,8 @@ class ShmPool : public arrow::MemoryPool {
     std::string path = dir_ + "/" + prefix_ + "." + std::to_string(next_index_++);
     if (length == segment_bytes_ && !spares_.empty()) {
       Segment s = spares_.back();
+      spares_.pop_back();
       if (::rename(s.path.c_str(), path.c_str()) == 0) {
-        spares_.pop_back();
         s.path = path;
         s.used = 0;
         s.live = 0;
@@ -366,6 +387,9 @@ class ShmPool : public arrow::MemoryPool {
         *out = &segments_.back();
         return arrow::Status::OK();
       }
+      // Its file is gone (its directory was removed) or on another file system: drop it.
+      ::munmap(s.base, static_cast<size_t>(s.length));
+      ::close(s.fd);
     }
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return arrow::Status::OutOfMemory("cannot create shared segment ", path);
@@ -397,6 +421,8 @@ class ShmPool : public arrow::MemoryPool {
   std::mutex mu_;
   std::string dir_;
   std::string prefix_;
+  std::string spare_dir_;
+  int64_t next_spare_ = 0;
   int64_t segment_bytes_;
   std::deque<Segment> segments_;  // deque: references stay valid as it grows
   std::vector<Segment> spares_;   // kept by Restart for the next node
@@ -483,6 +509,18 @@ PyObject* set_prefix(PyObject*, PyObject* args) {
     return nullptr;
   }
   g_pool->SetPrefix(prefix);
+  Py_RETURN_NONE;
+}
+
+PyObject* set_dirs(PyObject*, PyObject* args) {
+  const char* dir;
+  const char* spare_dir;
+  if (!PyArg_ParseTuple(args, "ss", &dir, &spare_dir)) return nullptr;
+  if (g_pool == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "no shared memory pool in this process");
+    return nullptr;
+  }
+  g_pool->SetDirs(dir, spare_dir);
   Py_RETURN_NONE;
 }
 
@@ -605,6 +643,8 @@ PyMethodDef kMethods[] = {
     {"restart", restart, METH_VARARGS,
      "restart(recycle_paths=()) -> (released, recycled, retained bytes): after a node"},
     {"set_prefix", set_prefix, METH_VARARGS, "set_prefix(prefix): names the next segments"},
+    {"set_dirs", set_dirs, METH_VARARGS,
+     "set_dirs(dir, spare_dir): where the next segments go and spares wait"},
     {"punch_file", punch_file, METH_VARARGS, "punch_file(path, offset, length): whole pages"},
     {"freeze", freeze, METH_NOARGS, "stop returning freed pages (before sharing)"},
     {"segments", segments, METH_NOARGS, "[(address, length, path)] of every segment"},

@@ -39,13 +39,16 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import re
 import resource
 import shutil
 import signal
 import tempfile
+import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
@@ -67,7 +70,9 @@ __all__ = [
     "NodeFailedError",
     "PipelineError",
     "RunResult",
+    "WorkerPool",
     "default_root",
+    "exit_on_sigterm",
     "proc_io",
     "remove_stale_runs",
     "run_directories",
@@ -341,6 +346,18 @@ def _set_memory_limit(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
+def _orphaned(driver: int, *directories: str | None) -> None:
+    """Called by a node process whose driver stopped answering: when the driver (the parent
+    that started this process) is dead, removes the run directory (and a pool's directory) it
+    left, so a killed driver leaves no shared files behind as long as one of its node processes
+    outlives it. A directory is removed only if its name says it belongs to that driver."""
+    if os.getppid() == driver and _pid_alive(driver):
+        return  # still there: it only closed the pipe (it is failing the run and cleans up)
+    for d in directories:
+        if d and os.path.basename(d).startswith(f"{RUN_PREFIX}{driver}."):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def _child_main(
     node: Node,
     input_paths: list[str],
@@ -360,44 +377,106 @@ def _child_main(
             except BaseException as e:  # noqa: BLE001 - reported to the parent
                 conn.send(("error", "exception", f"cannot set its memory limit: {e}", ""))
                 return
-        conn.send(
-            _node_body(
-                node,
-                input_paths,
-                directory,
-                transport,
-                checksums,
-                memory_pool,
-                measure_memory,
-                out_name=out_name,
-            )
+        driver = os.getppid()
+        msg = _node_body(
+            node,
+            input_paths,
+            directory,
+            transport,
+            checksums,
+            memory_pool,
+            measure_memory,
+            out_name=out_name,
         )
+        try:
+            conn.send(msg)
+        except OSError:
+            pass
+        if os.getppid() != driver:  # the driver died while this node ran
+            _orphaned(driver, directory)
     finally:
         conn.close()
 
 
-def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: bool, conn) -> None:
-    """A reused node process (``reuse_processes=True``): runs node after node until told to
-    stop. The nodes came with the fork (or, under spawn, once as arguments), so only a node's
-    index, its input paths and its memory pool cross the pipe. After each node every reference
-    to its tables is dropped and, with the shared pool, the node's segments are unmapped
-    (:func:`attune.pipelines.shmpool.release`), so a worker holds nothing of a finished node."""
+def _ship(n: Node) -> bytes:
+    """``n`` pickled for a :class:`WorkerPool` worker (without its inputs): by reference when
+    its function can be (a module-level function, a ``functools.partial`` of one), else by
+    value with cloudpickle (lambdas, closures)."""
+    light = Node(n.name, n.fn, (), n.memory_limit_bytes, n.wants_ctx, n.memory_bytes)
+    try:
+        return pickle.dumps(light, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as e:  # noqa: BLE001 - PicklingError, AttributeError, TypeError...
+        first = e
+    try:
+        import cloudpickle
+    except ImportError:
+        raise PipelineError(
+            f"node {n.name}: its function cannot be pickled by reference ({first}); a worker "
+            "pool needs module-level functions, or cloudpickle (pip install cloudpickle) for "
+            "lambdas and closures"
+        ) from None
+    try:
+        return cloudpickle.dumps(light, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as e:  # noqa: BLE001
+        raise PipelineError(
+            f"node {n.name}: its function cannot be shipped to a pool worker: "
+            f"{type(e).__name__}: {e}"
+        ) from None
+
+
+def _worker_main(
+    nodes: list[Node], conn, spare_dir: str | None = None, driver_end: Any = None
+) -> None:
+    """A reused node process: runs node after node until told to stop. A worker of one run
+    (``reuse_processes=True``) got the run's nodes with the fork (or, under spawn, once as
+    arguments), and a job names its node by index; a :class:`WorkerPool` worker outlives runs,
+    and a job carries its node pickled (:func:`_ship`). A job carries the run's directory and
+    transport. After each node every reference to its tables is dropped and, with the shared
+    pool, the node's segments are unmapped (:func:`attune.pipelines.shmpool.release`), so a
+    worker holds nothing of a finished node. ``spare_dir``: where a pool worker's spare
+    segments wait between nodes (they outlive the run's directory). ``driver_end``: the
+    driver's end of the pipe, which a forked worker inherited and closes, so that the driver's
+    death closes the pipe (the worker then removes what the driver left, see
+    :func:`_orphaned`)."""
+    if driver_end is not None:
+        driver_end.close()
     kept_memory = False
+    driver = os.getppid()
+    directory = None
     try:
         while True:
             try:
                 job = conn.recv()
-            except EOFError:
+            except (EOFError, OSError):
+                # The driver closed the pipe without a goodbye: it died (SIGKILL, the OOM
+                # killer). Whoever survives removes what it left.
+                _orphaned(driver, directory, spare_dir)
                 return
             if job is None:
                 return
-            index, input_paths, memory_pool, measure_memory, out_name, defer = job
+            (ref, input_paths, memory_pool, measure_memory, out_name, defer) = job[:6]
+            directory, transport, checksums = job[6:]
             if kept_memory:
                 # A node before this one kept pool memory alive: this worker runs nothing more
                 # (the driver, told so by that node's report, runs the job elsewhere).
                 continue
+            if isinstance(ref, int):
+                node = nodes[ref]
+            else:
+                try:
+                    node = pickle.loads(ref)
+                except BaseException as e:  # noqa: BLE001 - reported to the parent
+                    conn.send(
+                        (
+                            "error",
+                            "exception",
+                            f"cannot be loaded in its worker: {type(e).__name__}: {e}",
+                            traceback.format_exc(),
+                        )
+                    )
+                    continue
             msg = _node_body(
-                nodes[index],
+                node,
                 input_paths,
                 directory,
                 transport,
@@ -407,8 +486,13 @@ def _worker_main(nodes: list[Node], directory: str, transport: str, checksums: b
                 reuse=True,
                 out_name=out_name,
                 defer_release=defer,
+                spare_dir=spare_dir,
             )
-            conn.send(msg)
+            try:
+                conn.send(msg)
+            except OSError:  # the driver is gone
+                _orphaned(driver, directory, spare_dir)
+                return
             kept_memory = msg[0] == "ok" and msg[2].get("pool_bytes_retained", 0) > 0
             if defer:
                 # The node's temporaries go back to the kernel while the driver schedules.
@@ -430,6 +514,7 @@ def _node_body(
     reuse: bool = False,
     out_name: str | None = None,
     defer_release: bool = False,
+    spare_dir: str | None = None,
 ) -> tuple:
     """Read, call, check, share, measure: returns the one message for the parent. Without
     ``measure_memory`` the node skips ``/proc/self/smaps_rollup`` (a walk of every mapped page,
@@ -448,8 +533,15 @@ def _node_body(
             from attune.pipelines import shmpool
 
             shmpool.install(
-                directory, f"{out_name or node.name}.pool", reuse_freed=memory_pool != "shm-bump"
+                directory,
+                f"{out_name or node.name}.pool",
+                reuse_freed=memory_pool != "shm-bump",
+                spare_dir=spare_dir,
             )
+        elif reuse:
+            from attune.pipelines import shmpool
+
+            shmpool.uninstall()  # a pool worker whose earlier run used the shared pool
         inputs = [_read_input(transport, p) for p in input_paths]
         io1 = proc_io()
         t1 = time.perf_counter()
@@ -552,6 +644,150 @@ def _node_body(
         return ("error", "out-of-memory", "ran out of memory (MemoryError)", traceback.format_exc())
     except BaseException as e:  # noqa: BLE001 - reported to the parent, never lost
         return ("error", "exception", f"raised {type(e).__name__}: {e}", traceback.format_exc())
+
+
+# --------------------------------------------------------------------------------------------
+# Workers that outlive a run.
+
+
+class WorkerPool:
+    """Node worker processes that outlive a run: ``DAG.run(pool=pool)`` runs its nodes in them
+    (as ``reuse_processes=True`` does in workers of its own), so a run starts no process and
+    none exits when it ends. A node travels as a pickle (:func:`_ship`: module-level functions
+    by reference, lambdas and closures by value with cloudpickle); its inputs and output are
+    SIPC files of the run's directory as always.
+
+    ``size``: how many idle workers the pool keeps (default: one per CPU) and a run's default
+    ``parallel``. A run takes idle workers and starts new ones when none is idle; a worker goes
+    back when the run ends, beyond ``size`` idle ones it exits. A worker that dies (a crash, the
+    OOM killer) fails only the node it ran: that run raises :class:`NodeFailedError`, the pool
+    forgets the worker and starts a new one when one is next needed. When a run fails, its
+    workers still running nodes are killed (they would go on writing into a removed directory)
+    and replaced the same way; idle ones go back.
+
+    Workers start with ``start_method`` (``fork``: from this process as it is when the pool is
+    made, with its imports; ``spawn``: fresh interpreters, functions must be importable), all
+    ``size`` of them when the pool is made (``prestart``, the default): a process whose runs
+    share the pool from several threads should not fork while other threads hold locks, so
+    make the pool before the threads and big enough for them (a run starts a worker only when
+    none is idle).
+    Spare segments of the shared memory pool wait between runs in the pool's directory
+    ``attune-dag.<pid>.pool.*`` under ``root`` (removed by :meth:`close`, or by
+    :func:`remove_stale_runs` after this process died). A worker's shared memory pool keeps the
+    reuse setting of the first run that used it (``shm`` or ``shm-bump``).
+
+    Thread-safety: runs on different threads may share a pool (each takes its own workers)."""
+
+    def __init__(
+        self,
+        size: int | None = None,
+        *,
+        start_method: str = "fork",
+        root: str | None = None,
+        prestart: bool = True,
+    ) -> None:
+        if start_method not in START_METHODS:
+            raise InvalidArgumentError(
+                f"unknown start method {start_method!r} (one of: {', '.join(START_METHODS)})"
+            )
+        if size is not None and size < 1:
+            raise InvalidArgumentError(f"a worker pool needs size >= 1, got {size}")
+        self.size = size or os.cpu_count() or 1
+        self.start_method = start_method
+        self._ctx = mp.get_context(start_method)
+        self.directory = tempfile.mkdtemp(
+            prefix=f"{RUN_PREFIX}{os.getpid()}.pool.", dir=root or default_root()
+        )
+        self._idle: list[tuple[Any, Any]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        #: Workers started over the pool's life (a replaced one counts again).
+        self.started = 0
+        self._finalizer = weakref.finalize(
+            self, WorkerPool._shutdown, self._idle, self.directory, os.getpid()
+        )
+        if prestart:
+            started = [self._acquire() for _ in range(self.size)]
+            self._idle.extend(started)
+
+    def __enter__(self) -> WorkerPool:  # noqa: PYI034 - typing.Self needs 3.11
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def idle_pids(self) -> list[int]:
+        """Process ids of the idle workers."""
+        with self._lock:
+            return [p.pid for p, _c in self._idle]
+
+    def _acquire(self) -> tuple[Any, Any]:
+        """An idle live worker, else a new one."""
+        with self._lock:
+            if self._closed:
+                raise PipelineError("the worker pool is closed")
+            while self._idle:
+                p, conn = self._idle.pop()
+                if p.is_alive():
+                    return p, conn
+                p.join()  # died while idle: forget it
+                conn.close()
+            self.started += 1
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        forked = self.start_method == "fork"
+        p = self._ctx.Process(
+            target=_worker_main,
+            args=([], child_conn, self.directory, parent_conn if forked else None),
+            name="attune-dag:pool-worker",
+            daemon=True,
+        )
+        p.start()
+        child_conn.close()
+        return p, parent_conn
+
+    def _give_back(self, p, conn) -> None:
+        """A worker whose run ended with it idle."""
+        with self._lock:
+            if not self._closed and p.is_alive() and len(self._idle) < self.size:
+                self._idle.append((p, conn))
+                return
+        self._stop(p, conn)
+
+    @staticmethod
+    def _stop(p, conn) -> None:
+        try:
+            conn.send(None)
+        except OSError:
+            pass
+        p.join()
+        conn.close()
+
+    @staticmethod
+    def _kill(p, conn) -> None:
+        """A worker whose run failed while it ran a node (or one that kept pool memory)."""
+        if p.is_alive():
+            p.kill()
+        p.join()
+        conn.close()
+
+    def close(self) -> None:
+        """Stops the idle workers and removes the pool's directory (idempotent). Runs still
+        using workers of the pool stop them when they end."""
+        with self._lock:
+            self._closed = True
+        self._finalizer()
+
+    @staticmethod
+    def _shutdown(idle: list[tuple[Any, Any]], directory: str, owner: int) -> None:
+        if os.getpid() != owner:
+            return  # a forked child that inherited the pool: not its workers
+        while idle:
+            WorkerPool._stop(*idle.pop())
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -693,6 +929,7 @@ class DAG:
         memory_budget_bytes: int | None = None,
         eviction: str = "adaptive",
         spill_dir: str | None = None,
+        pool: WorkerPool | None = None,
     ) -> RunResult:
         """Runs the DAG, every node in its own process; returns the ``outputs`` (default: the
         sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
@@ -723,6 +960,10 @@ class DAG:
         see :func:`_worker_main`); a node with ``memory_limit_bytes`` still gets its own process.
         Without a memory budget a worker is sent its next node (a consumer of the one it runs)
         ahead, so it starts without a round trip through the driver.
+
+        ``pool``: a :class:`WorkerPool` whose workers run the nodes (they outlive this run: no
+        process starts or exits per run); implies ``reuse_processes``, ``parallel`` defaults to
+        the pool's size and ``start_method`` is the pool's. Functions travel pickled.
 
         ``mode``: ``process`` (the above) or ``ray``: the same nodes run as Ray tasks, tables
         passing through Ray's object store (the ``ray`` extra; for a DAG that outgrows one
@@ -760,7 +1001,14 @@ class DAG:
         else:
             memory_pool = "default"
         want = self._outputs(outputs)
-        parallel = max(1, parallel or os.cpu_count() or 1)
+        if pool is not None:
+            if not isinstance(pool, WorkerPool):
+                raise InvalidArgumentError(f"pool must be a WorkerPool, got {type(pool).__name__}")
+            if pool.closed:
+                raise PipelineError("the worker pool is closed")
+            reuse_processes = True
+            start_method = pool.start_method
+        parallel = max(1, parallel or (pool.size if pool is not None else 0) or os.cpu_count() or 1)
         ctx = mp.get_context(start_method)
         if memory_budget_bytes is not None:
             ResourceManager.check(memory_budget_bytes, eviction)
@@ -796,6 +1044,7 @@ class DAG:
                 reuse_processes,
                 measure_memory,
                 rm,
+                pool,
             )
             for n in want:
                 result.tables[n.name] = _read_input(transport, paths[n.name])
@@ -823,6 +1072,7 @@ class DAG:
         reuse_processes=False,
         measure_memory=True,
         rm: ResourceManager | None = None,
+        pool: WorkerPool | None = None,
     ) -> dict[str, str]:
         consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
         for n in self.nodes:
@@ -840,10 +1090,15 @@ class DAG:
         live_tables: dict[int, str] = {}
 
         def start_worker() -> tuple[Any, Any]:
+            if pool is not None:
+                p, parent_conn = pool._acquire()
+                workers.append((p, parent_conn))
+                return p, parent_conn
             parent_conn, child_conn = ctx.Pipe(duplex=True)
+            forked = ctx.get_start_method() == "fork"
             p = ctx.Process(
                 target=_worker_main,
-                args=(self.nodes, directory, transport, checksums, child_conn),
+                args=(self.nodes, child_conn, None, parent_conn if forked else None),
                 name="attune-dag:worker",
                 daemon=True,
             )
@@ -852,14 +1107,27 @@ class DAG:
             workers.append((p, parent_conn))
             return p, parent_conn
 
-        def retire_worker(p, conn) -> None:
-            try:
-                conn.send(None)
-            except OSError:
-                pass
-            p.join()
-            conn.close()
+        def retire_worker(p, conn, kept_memory: bool = False) -> None:
             workers.remove((p, conn))
+            if pool is not None:
+                if kept_memory:
+                    WorkerPool._stop(p, conn)  # it runs nothing more: the pool starts another
+                else:
+                    pool._give_back(p, conn)
+                return
+            WorkerPool._stop(p, conn)
+
+        shipped: dict[int, bytes] = {}
+        tainted: set[int] = set()  # id(process) of workers whose node failed
+
+        def ref(n: Node) -> int | bytes:
+            """How a job names its node: by index (a worker of this run has the nodes), or
+            pickled (a pool worker)."""
+            if pool is None:
+                return index[id(n)]
+            if id(n) not in shipped:
+                shipped[id(n)] = _ship(n)
+            return shipped[id(n)]
 
         attempts: dict[int, int] = {}
         needs: dict[int, int] = {}  # id(running node) -> its admitted need
@@ -881,7 +1149,17 @@ class DAG:
             # Without memory measurement or a budget, the worker returns the node's unused
             # pool pages after reporting it (off the critical path).
             defer = not measure_memory and rm is None
-            return (index[id(n)], input_paths, memory_pool, measure_memory, out_name, defer)
+            return (
+                ref(n),
+                input_paths,
+                memory_pool,
+                measure_memory,
+                out_name,
+                defer,
+                directory,
+                transport,
+                checksums,
+            )
 
         def send_ahead(n: Node, conn) -> None:
             """Queues one consumer of ``n`` on the worker running ``n`` (see ``queued``)."""
@@ -909,8 +1187,16 @@ class DAG:
             if reuse_processes and n.memory_limit_bytes is None:
                 # A node with a memory limit gets its own process (an address-space cap cannot
                 # be lifted again for the next node).
-                p, conn = idle.pop() if idle else start_worker()
-                conn.send(job(n, input_paths, out_name))
+                msg = job(n, input_paths, out_name)
+                while True:
+                    p, conn = idle.pop() if idle else start_worker()
+                    try:
+                        conn.send(msg)
+                        break
+                    except OSError:
+                        # A pool worker that died while idle (its pipe is broken): another.
+                        workers.remove((p, conn))
+                        WorkerPool._kill(p, conn)
                 running[conn] = running[p.sentinel] = (n, p, conn, True)
                 send_ahead(n, conn)
                 return
@@ -1009,6 +1295,8 @@ class DAG:
                             p.join()
                             conn.close()
                             workers.remove((p, conn))
+                        elif msg[0] != "ok":
+                            tainted.add(id(p))  # not given back to a pool: a fresh one instead
                         self._check(n, p, msg, pooled=True)
                         nxt = queued.get(conn)
                         if msg[2].get("pool_bytes_retained", 0) > 0:
@@ -1016,7 +1304,7 @@ class DAG:
                             # fresh worker takes the next node, so nothing of it lingers (the
                             # worker skips what was sent ahead; it goes back to the queue).
                             waiting.extend(queued.pop(conn, []))
-                            retire_worker(p, conn)
+                            retire_worker(p, conn, kept_memory=True)
                         elif nxt:
                             m = nxt.pop(0)
                             running[conn] = running[p.sentinel] = (m, p, conn, True)
@@ -1063,7 +1351,12 @@ class DAG:
                 p.join()
             for v in running.values():
                 v[2].close()
+            busy = {id(v[1]) for v in running.values()} | tainted
+            busy |= {id(p) for p, conn in workers if queued.get(conn)}
             for p, conn in workers:
+                if pool is not None and id(p) not in busy and p.is_alive():
+                    pool._give_back(p, conn)  # idle: nothing of this run in it
+                    continue
                 if p.is_alive():
                     p.kill()
                 p.join()
@@ -1256,6 +1549,22 @@ def run_directories(root: str | None = None) -> list[dict[str, Any]]:
         alive = _pid_alive(pid)
         out.append({"path": path, "pid": pid, "alive": alive, "bytes": _directory_bytes(path)})
     return out
+
+
+def exit_on_sigterm() -> None:
+    """Makes SIGTERM end this process like Ctrl-C does (``SystemExit`` raised in the main
+    thread), so a run's ``finally`` removes its directory and stops its workers; with the
+    default action the process would vanish and leave them. For command-line entry points
+    (``attune dag run``, ``attune bench dag``); a handler someone else installed is kept."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def stop(signum, frame) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def remove_stale_runs(root: str | None = None) -> list[str]:

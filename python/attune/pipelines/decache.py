@@ -48,6 +48,22 @@ __all__ = ["DeCache", "Lease", "read_parquet"]
 
 _LEASES = itertools.count()
 
+#: Lock files this process has open (held or being taken). A child forked meanwhile by another
+#: thread (a DAG run starting a node process) would hold the same lock for as long as it lives,
+#: since flock belongs to the open file and the child's copy of the descriptor shares it: the
+#: child closes its copies at once.
+_HELD: set[int] = set()
+
+
+def _close_held_in_child() -> None:
+    for fd in list(_HELD):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_close_held_in_child)
+
 
 def read_parquet(
     path: str | os.PathLike,
@@ -220,11 +236,14 @@ class DeCache:
     def _locked(self, key: str) -> Iterator[None]:
         os.makedirs(self.root, exist_ok=True)
         fd = os.open(os.path.join(self.root, key + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        _HELD.add(fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
-            os.close(fd)  # closing releases the lock
+            if fd in _HELD:  # (a forked child closed its copy already)
+                _HELD.discard(fd)
+                os.close(fd)  # closing releases the lock
 
     def lease(self, key: str) -> Lease:
         """Takes a reference on ``key`` (the entry need not exist yet)."""

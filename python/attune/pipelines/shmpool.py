@@ -45,9 +45,11 @@ __all__ = [
     "finish_release",
     "freeze",
     "install",
+    "installed",
     "release",
     "segments",
     "trim",
+    "uninstall",
 ]
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shmpool.cpp")
@@ -128,7 +130,11 @@ def available() -> tuple[bool, str]:
 
 
 def install(
-    directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES, reuse_freed: bool = True
+    directory: str,
+    prefix: str,
+    segment_bytes: int = SEGMENT_BYTES,
+    reuse_freed: bool = True,
+    spare_dir: str | None = None,
 ) -> pa.MemoryPool:
     """Makes a pool over segment files ``DIRECTORY/PREFIX.N`` this process's default pyarrow
     pool and tells SIPC about its segments. A process has one pool: in a reused node process
@@ -138,18 +144,48 @@ def install(
     ``reuse_freed``: a freed block serves the next request of its size class while the node
     runs (no page faults or zeroing for a kernel's temporaries the second time; freed blocks
     give their pages back at :func:`freeze`, at most 256 MiB of them are kept); off, every
-    allocation takes fresh pages and a freed block is punched at once."""
-    global _pool
+    allocation takes fresh pages and a freed block is punched at once.
+
+    ``spare_dir``: a process that outlives runs (a :class:`~attune.pipelines.dag.WorkerPool`
+    worker) names its own directory here, where spare segments wait between nodes; a later call
+    with another ``directory`` (the next run's) moves the next segments there. The first call's
+    ``segment_bytes`` and ``reuse_freed`` stay."""
+    global _pool, _dirs, _original
     mod = _load()
     if mod is None:
         raise Error(f"the shared memory pool is unavailable: {_error}")
+    dirs = (os.path.abspath(directory), os.path.abspath(spare_dir) if spare_dir else "")
     if _pool is not None:
+        if dirs != _dirs:
+            mod.set_dirs(*dirs)
+            _dirs = dirs
         mod.set_prefix(prefix)
+        pa.set_memory_pool(_pool)  # again, after an uninstall()
         return _pool
-    _pool = mod.create(os.path.abspath(directory), prefix, segment_bytes, reuse_freed)
+    _original = pa.default_memory_pool()
+    _pool = mod.create(dirs[0], prefix, segment_bytes, reuse_freed)
+    if dirs[1]:
+        mod.set_dirs(*dirs)
+    _dirs = dirs
     pa.set_memory_pool(_pool)
     sipc.add_range_source(segments)
     return _pool
+
+
+_dirs: tuple[str, str] = ("", "")
+_original: Any = None
+
+
+def installed() -> bool:
+    """Whether this process's default pyarrow pool is the shared pool."""
+    return _pool is not None and pa.default_memory_pool().backend_name == _pool.backend_name
+
+
+def uninstall() -> None:
+    """Gives this process its original pyarrow pool back (a reused process whose next node runs
+    without the shared pool). The shared pool's segments stay as they are."""
+    if _pool is not None and _original is not None:
+        pa.set_memory_pool(_original)
 
 
 def segments() -> list[tuple[int, int, str]]:
