@@ -9,6 +9,8 @@
 //!   fly (adaptive schedule), `chained` is the same table with learning off.
 //! * `join` — PK-FK hash join, `|S| = ratio · |R|`, zipf-distributed foreign keys; `vip` learns
 //!   during the first `min(|R|, |S|/61)` probes.
+//! * `q9` — TPC-H query 9 over tables in `--data DIR` (written by `attune bench hash-q9`), run
+//!   by DuckDB's plan with every hash join on the table under test (module `q9`).
 //!
 //! Streams come from attune-workload's Wiscer generator and are materialised before timing;
 //! only table operations are timed. Thread-safety: single-threaded.
@@ -21,6 +23,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::output::{Fail, Fields, Sink};
+
+mod q9;
 
 use attune_hash::{JoinMode, JoinTable, Schedule, VipConfig, VipMap};
 use attune_workload::wiscer::{KeyOrder, KeyPattern, WiscerConfig};
@@ -39,7 +43,9 @@ usage: attune-bench hash [options]
                          (adaptive mode) learns on every fetch, to measure learning's cost;
                          vip-oracle (adaptive mode) is the roofline's VIP build, never learning;
                          vip-no-gather (adaptive mode) skips gathering hot entries after learning
-  --mode MODE            roofline | adaptive | join (default roofline)
+  --mode MODE            roofline | adaptive | join | q9 (default roofline)
+  --data DIR             q9: the column files of one TPC-H data set (attune bench hash-q9
+                         writes them); --zipf and --seed then only label the rows
   --zipf LIST            zipf factors, comma separated (default 1.0)
   --keys N               keys in the table / |R| of the join (default 1000000)
   --operations M         timed operations / probes per repeat; join: ignored (default 10000000)
@@ -76,6 +82,7 @@ enum Mode {
     Roofline,
     Adaptive,
     Join,
+    Q9,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,6 +134,8 @@ struct Args {
     repeat: usize,
     /// `N_L / buckets` of the adaptive VIP table (`None`: the library default).
     learn_factor: Option<f64>,
+    /// q9: the directory of column files.
+    data: Option<String>,
 }
 
 fn usage(msg: impl Into<String>) -> BenchError {
@@ -157,6 +166,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
         seeds: vec![1],
         repeat: 1,
         learn_factor: None,
+        data: None,
     };
     let mut it = argv.iter();
     while let Some(flag) = it.next() {
@@ -188,6 +198,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
                     "roofline" => Mode::Roofline,
                     "adaptive" => Mode::Adaptive,
                     "join" => Mode::Join,
+                    "q9" => Mode::Q9,
                     other => return Err(usage(format!("--mode: unknown mode {other:?}"))),
                 }
             }
@@ -220,6 +231,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
             "--seed" => a.seeds = parse_list("--seed", val)?,
             "--repeat" => a.repeat = parse_num("--repeat", val)?,
             "--learn-factor" => a.learn_factor = Some(parse_num("--learn-factor", val)?),
+            "--data" => a.data = Some(val.clone()),
             other => return Err(usage(format!("unknown option {other:?}"))),
         }
     }
@@ -242,6 +254,22 @@ fn validate(a: &Args) -> Result<(), BenchError> {
             return Err(usage(format!(
                 "{} is a table of --mode adaptive only",
                 kind.name()
+            )));
+        }
+    }
+    if a.mode == Mode::Q9 {
+        if a.data.is_none() {
+            return Err(usage("--mode q9 needs --data DIR"));
+        }
+        if let Some(k) = a.tables.iter().find(|k| {
+            !matches!(
+                k,
+                TableKind::Vip | TableKind::Chained | TableKind::Hashbrown
+            )
+        }) {
+            return Err(usage(format!(
+                "{} is not a table of --mode q9 (vip, chained, hashbrown)",
+                k.name()
             )));
         }
     }
@@ -940,6 +968,7 @@ fn emit(
         Mode::Roofline => "roofline",
         Mode::Adaptive => "adaptive",
         Mode::Join => "join",
+        Mode::Q9 => "q9",
     };
     let cpus = cpus_allowed();
     for (kind, run) in results {
@@ -1014,6 +1043,9 @@ fn fixed_buckets(keys: usize, lf: Option<f64>) -> (usize, Option<usize>) {
 }
 
 fn run_args(args: &Args, sink: &Sink) -> Result<(), BenchError> {
+    if args.mode == Mode::Q9 {
+        return q9::run(args, sink);
+    }
     for (&seed, &zipf_theta) in args
         .seeds
         .iter()
@@ -1046,6 +1078,7 @@ fn run_args(args: &Args, sink: &Sink) -> Result<(), BenchError> {
                     emit(args, &setting, &results, sink)?;
                 }
             }
+            Mode::Q9 => unreachable!("handled above"),
             Mode::Join => {
                 for &ratio in &args.ratios {
                     // R: keys 1..=|R| (sequential pattern); S: zipf fetches over R's keys.

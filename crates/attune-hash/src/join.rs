@@ -36,8 +36,9 @@ pub struct JoinTable {
 
 impl JoinTable {
     /// Builds the table from the primary-key column of `R` (row `i` has key `r_keys[i]`).
+    /// The bucket array is sized for `|R|` up front (see [`JoinTable::with_capacity`]).
     pub fn build(r_keys: &[u64]) -> Result<JoinTable, HashError> {
-        let mut table = JoinTable::new()?;
+        let mut table = JoinTable::with_capacity(r_keys.len())?;
         table.build_rows(r_keys, 0)?;
         Ok(table)
     }
@@ -48,6 +49,23 @@ impl JoinTable {
             map: VipMap::new(VipConfig::chained())?,
             build_rows: 0,
         })
+    }
+
+    /// An empty build table sized for `rows` rows, as a planner that knows `|R|` sizes it: the
+    /// bucket count that growth would end at (the smallest power of two keeping the load factor
+    /// at most `load_factor_max`, 1.5), so the build never rehashes and the probe sees the same
+    /// chains as a table grown row by row.
+    pub fn with_capacity(rows: usize) -> Result<JoinTable, HashError> {
+        let config = VipConfig::chained();
+        let want = (rows as f64 / config.load_factor_max).ceil() as usize;
+        let buckets = want
+            .max(crate::map::MIN_BUCKETS)
+            .checked_next_power_of_two()
+            .unwrap_or(crate::map::MAX_BUCKETS)
+            .min(crate::map::MAX_BUCKETS);
+        let mut map = VipMap::with_buckets(buckets, config)?;
+        map.reserve(rows);
+        Ok(JoinTable { map, build_rows: 0 })
     }
 
     /// Inserts rows `first_row ..` of `R` (their primary keys are `r_keys`); lets a caller
@@ -192,6 +210,17 @@ mod tests {
         }
         assert_eq!(out, whole);
         assert_eq!(t.stats().learn_fetches, learn_budget(500, 30_000));
+    }
+
+    #[test]
+    fn a_presized_build_has_the_buckets_growth_ends_at() {
+        for n in [0usize, 1, 24, 25, 1000, 98_304, 98_305, 1_500_000] {
+            let keys: Vec<u64> = (1..=n as u64).collect();
+            let presized = JoinTable::build(&keys).unwrap();
+            let mut grown = JoinTable::new().unwrap();
+            grown.build_rows(&keys, 0).unwrap();
+            assert_eq!(presized.buckets(), grown.buckets(), "n = {n}");
+        }
     }
 
     #[test]
