@@ -88,7 +88,7 @@ def test_end_to_end_at_a_tiny_scale_every_table_matches_duckdb(tmp_path):
         text=True,
         check=False,
     )
-    if "unknown option" in out.stderr and "q9" in out.stderr:
+    if "q9" in out.stderr and ("unknown mode" in out.stderr or "unknown option" in out.stderr):
         pytest.skip("the attune-bench found predates --mode q9")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
