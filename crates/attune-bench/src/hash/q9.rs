@@ -531,9 +531,9 @@ mod tests {
         // nation 7, 1995. Row 4: (3,10) not in partsupp.
         let d = tiny();
         for run in [
-            q9::<JoinTable>(&d, true).unwrap(),
-            q9::<JoinTable>(&d, false).unwrap(),
-            q9::<StdMap<u32>>(&d, false).unwrap(),
+            q9::<JoinTable>(&d, true).expect("vip"),
+            q9::<JoinTable>(&d, false).expect("test setup"),
+            q9::<StdMap<u32>>(&d, false).expect("test setup"),
         ] {
             assert_eq!(run.profit_e4, 70000 + 180000 + 260000);
             assert_eq!(run.groups, 2);
