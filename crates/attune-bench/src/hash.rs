@@ -9,6 +9,8 @@
 //!   fly (adaptive schedule), `chained` is the same table with learning off.
 //! * `join` — PK-FK hash join, `|S| = ratio · |R|`, zipf-distributed foreign keys; `vip` learns
 //!   during the first `min(|R|, |S|/61)` probes.
+//! * `q9` — TPC-H query 9 over tables in `--data DIR` (written by `attune bench hash-q9`), run
+//!   by DuckDB's plan with every hash join on the table under test (module `q9`).
 //!
 //! Streams come from attune-workload's Wiscer generator and are materialised before timing;
 //! only table operations are timed. Thread-safety: single-threaded.
@@ -22,6 +24,8 @@ use serde::Serialize;
 
 use crate::output::{Fail, Fields, Sink};
 
+mod q9;
+
 use attune_hash::{JoinMode, JoinTable, Schedule, VipConfig, VipMap};
 use attune_workload::wiscer::{KeyOrder, KeyPattern, WiscerConfig};
 use attune_workload::Op as WOp;
@@ -31,11 +35,17 @@ type StdMap<V> = HashMap<u64, V, BuildHasherDefault<attune_hash::Fmix64Hasher>>;
 
 const USAGE: &str = "\
 usage: attune-bench hash [options]
-  --tables LIST          vip,chained,hashbrown (default: all three); vip-learn-always
+  --tables LIST          vip,chained,hashbrown (default: all three); counter (roofline,
+                         adaptive) is the chained table with a 1-byte request counter per
+                         entry bumped on every fetch, kept in the node's padding (24-byte
+                         nodes); counter-wide the same counter widening the node to 32 bytes
+                         (the source's Fig. 3.6, 16 -> 17-byte entries); vip-learn-always
                          (adaptive mode) learns on every fetch, to measure learning's cost;
                          vip-oracle (adaptive mode) is the roofline's VIP build, never learning;
                          vip-no-gather (adaptive mode) skips gathering hot entries after learning
-  --mode MODE            roofline | adaptive | join (default roofline)
+  --mode MODE            roofline | adaptive | join | q9 (default roofline)
+  --data DIR             q9: the column files of one TPC-H data set (attune bench hash-q9
+                         writes them); --zipf and --seed then only label the rows
   --zipf LIST            zipf factors, comma separated (default 1.0)
   --keys N               keys in the table / |R| of the join (default 1000000)
   --operations M         timed operations / probes per repeat; join: ignored (default 10000000)
@@ -72,6 +82,7 @@ enum Mode {
     Roofline,
     Adaptive,
     Join,
+    Q9,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,6 +96,11 @@ enum TableKind {
     /// never learns) driven by the adaptive stream, to compare learning with its ideal.
     Oracle,
     Chained,
+    /// The chained table with a 1-byte request counter per entry, bumped on every fetch, in
+    /// the node's padding (nodes stay 24 bytes): the cost of counting in the loop.
+    Counter,
+    /// The same counter in a value that widens the node to 32 bytes: counting plus memory.
+    CounterWide,
     Hashbrown,
 }
 
@@ -96,6 +112,8 @@ impl TableKind {
             TableKind::Oracle => "vip-oracle",
             TableKind::NoGather => "vip-no-gather",
             TableKind::Chained => "chained",
+            TableKind::Counter => "counter",
+            TableKind::CounterWide => "counter-wide",
             TableKind::Hashbrown => "hashbrown",
         }
     }
@@ -116,6 +134,8 @@ struct Args {
     repeat: usize,
     /// `N_L / buckets` of the adaptive VIP table (`None`: the library default).
     learn_factor: Option<f64>,
+    /// q9: the directory of column files.
+    data: Option<String>,
 }
 
 fn usage(msg: impl Into<String>) -> BenchError {
@@ -146,6 +166,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
         seeds: vec![1],
         repeat: 1,
         learn_factor: None,
+        data: None,
     };
     let mut it = argv.iter();
     while let Some(flag) = it.next() {
@@ -165,6 +186,8 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
                         "vip-oracle" => Ok(TableKind::Oracle),
                         "vip-no-gather" => Ok(TableKind::NoGather),
                         "chained" => Ok(TableKind::Chained),
+                        "counter" => Ok(TableKind::Counter),
+                        "counter-wide" => Ok(TableKind::CounterWide),
                         "hashbrown" => Ok(TableKind::Hashbrown),
                         other => Err(usage(format!("--tables: unknown table {other:?}"))),
                     })
@@ -175,6 +198,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
                     "roofline" => Mode::Roofline,
                     "adaptive" => Mode::Adaptive,
                     "join" => Mode::Join,
+                    "q9" => Mode::Q9,
                     other => return Err(usage(format!("--mode: unknown mode {other:?}"))),
                 }
             }
@@ -207,6 +231,7 @@ fn parse_args(argv: &[String]) -> Result<Args, BenchError> {
             "--seed" => a.seeds = parse_list("--seed", val)?,
             "--repeat" => a.repeat = parse_num("--repeat", val)?,
             "--learn-factor" => a.learn_factor = Some(parse_num("--learn-factor", val)?),
+            "--data" => a.data = Some(val.clone()),
             other => return Err(usage(format!("unknown option {other:?}"))),
         }
     }
@@ -228,6 +253,30 @@ fn validate(a: &Args) -> Result<(), BenchError> {
         if a.mode != Mode::Adaptive && a.tables.contains(&kind) {
             return Err(usage(format!(
                 "{} is a table of --mode adaptive only",
+                kind.name()
+            )));
+        }
+    }
+    if a.mode == Mode::Q9 {
+        if a.data.is_none() {
+            return Err(usage("--mode q9 needs --data DIR"));
+        }
+        if let Some(k) = a.tables.iter().find(|k| {
+            !matches!(
+                k,
+                TableKind::Vip | TableKind::Chained | TableKind::Hashbrown
+            )
+        }) {
+            return Err(usage(format!(
+                "{} is not a table of --mode q9 (vip, chained, hashbrown)",
+                k.name()
+            )));
+        }
+    }
+    for kind in [TableKind::Counter, TableKind::CounterWide] {
+        if a.mode == Mode::Join && a.tables.contains(&kind) {
+            return Err(usage(format!(
+                "{} is a table of --mode roofline or adaptive",
                 kind.name()
             )));
         }
@@ -398,6 +447,10 @@ struct Run {
     extra: Vec<(&'static str, f64)>,
     buckets: Option<usize>,
     load_factor: Option<f64>,
+    /// Heap bytes of the table after the timed part.
+    heap_bytes: Option<usize>,
+    /// Most heap bytes during the timed part (VIP: plus the count table of a learn phase).
+    peak_heap_bytes: Option<usize>,
     checksum: u64,
 }
 
@@ -418,6 +471,48 @@ impl Kv for VipMap<u64, u64> {
     }
     fn del(&mut self, k: &u64) -> Option<u64> {
         self.remove(k)
+    }
+}
+
+/// A value with a 1-byte request counter (9 bytes, alignment 1): a `u64 -> Counted` node
+/// (key 8 + next 4 + value 9) still fits in 24 bytes, so the counter lives in what was padding.
+#[derive(Clone, Copy)]
+#[repr(C, packed)]
+struct Counted {
+    value: u64,
+    count: u8,
+}
+
+/// The counter variant of Fig. 3.6: every fetch bumps the entry's 1-byte counter.
+impl Kv for VipMap<u64, Counted> {
+    #[inline(always)]
+    fn fetch(&mut self, k: &u64) -> Option<u64> {
+        let c = self.get_mut(k)?;
+        c.count = c.count.saturating_add(1);
+        Some(c.value)
+    }
+    fn put(&mut self, k: u64, v: u64) -> Option<u64> {
+        self.insert(k, Counted { value: v, count: 0 })
+            .map(|c| c.value)
+    }
+    fn del(&mut self, k: &u64) -> Option<u64> {
+        self.remove(k).map(|c| c.value)
+    }
+}
+
+/// The wide counter variant: `(u64, u8)` is 16 bytes, so the node grows from 24 to 32 bytes.
+impl Kv for VipMap<u64, (u64, u8)> {
+    #[inline(always)]
+    fn fetch(&mut self, k: &u64) -> Option<u64> {
+        let c = self.get_mut(k)?;
+        c.1 = c.1.saturating_add(1);
+        Some(c.0)
+    }
+    fn put(&mut self, k: u64, v: u64) -> Option<u64> {
+        self.insert(k, (v, 0)).map(|c| c.0)
+    }
+    fn del(&mut self, k: &u64) -> Option<u64> {
+        self.remove(k).map(|c| c.0)
     }
 }
 
@@ -457,39 +552,96 @@ fn apply_ops<T: Kv>(t: &mut T, ops: &[Op]) -> u64 {
 /// A table under test.
 enum Table {
     Vip(Box<VipMap<u64, u64>>),
+    Counter(Box<VipMap<u64, Counted>>),
+    CounterWide(Box<VipMap<u64, (u64, u8)>>),
     Std(StdMap<u64>),
+}
+
+/// Runs `$body` with `$m` bound to the table as a `&mut impl Kv`.
+macro_rules! each_table {
+    ($t:expr, $m:ident => $body:expr) => {
+        match $t {
+            Table::Vip(m) => {
+                let $m = &mut **m;
+                $body
+            }
+            Table::Counter(m) => {
+                let $m = &mut **m;
+                $body
+            }
+            Table::CounterWide(m) => {
+                let $m = &mut **m;
+                $body
+            }
+            Table::Std($m) => $body,
+        }
+    };
+}
+
+/// Heap bytes of a `HashMap<u64, u64>` from its capacity (hashbrown: a power-of-two bucket
+/// count at most 7/8 full, 16-byte slots plus one control byte each and one trailing group).
+fn std_heap_bytes(m: &StdMap<u64>) -> usize {
+    let cap = m.capacity();
+    if cap == 0 {
+        return 0;
+    }
+    let buckets = if cap < 8 {
+        (cap + 1).next_power_of_two()
+    } else {
+        (cap * 8 / 7).next_power_of_two()
+    };
+    buckets * (16 + 1) + 16
 }
 
 impl Table {
     fn gets(&mut self, keys: &[u64]) -> u64 {
-        match self {
-            Table::Vip(m) => apply_gets(&mut **m, keys),
-            Table::Std(m) => apply_gets(m, keys),
-        }
+        each_table!(self, m => apply_gets(m, keys))
     }
 
     fn ops(&mut self, ops: &[Op]) -> u64 {
-        match self {
-            Table::Vip(m) => apply_ops(&mut **m, ops),
-            Table::Std(m) => apply_ops(m, ops),
-        }
+        each_table!(self, m => apply_ops(m, ops))
     }
 
     /// Fills the table with `keys` in order, learning off; returns the build CPU seconds.
     fn fill(&mut self, keys: &[u64]) -> f64 {
         let t0 = Timer::start();
         for &k in keys {
-            match self {
-                Table::Vip(m) => m.insert(k, k),
-                Table::Std(m) => m.insert(k, k),
-            };
+            each_table!(self, m => m.put(k, k));
         }
         t0.stop().0
     }
 
+    /// Heap bytes now.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Table::Vip(m) => m.heap_bytes(),
+            Table::Counter(m) => m.heap_bytes(),
+            Table::CounterWide(m) => m.heap_bytes(),
+            Table::Std(m) => std_heap_bytes(m),
+        }
+    }
+
     fn describe(&self, run: &mut Run) {
+        let heap = self.heap_bytes();
+        run.heap_bytes = Some(heap);
+        run.peak_heap_bytes = Some(heap);
+        match self {
+            Table::Counter(m) => {
+                run.avg_displacement = Some(m.stats().avg_displacement());
+                run.buckets = Some(m.buckets());
+            }
+            Table::CounterWide(m) => {
+                run.avg_displacement = Some(m.stats().avg_displacement());
+                run.buckets = Some(m.buckets());
+            }
+            _ => {}
+        }
         if let Table::Vip(m) = self {
             let st = m.stats();
+            if st.learn_phases > 0 {
+                // A learn phase holds one u32 count per entry beside the table.
+                run.peak_heap_bytes = Some(heap + 4 * m.len());
+            }
             run.avg_displacement = Some(st.avg_displacement());
             run.buckets = Some(m.buckets());
             run.extra = vec![
@@ -525,6 +677,19 @@ fn build_table(
     let (n, mode) = (ks.keys.len(), args.mode);
     let mut table = match kind {
         TableKind::Hashbrown => Table::Std(StdMap::with_capacity_and_hasher(n, Default::default())),
+        TableKind::Counter | TableKind::CounterWide => {
+            let config = VipConfig::chained();
+            let b = buckets.unwrap_or(attune_hash::map::MIN_BUCKETS);
+            if kind == TableKind::Counter {
+                let mut m = VipMap::with_buckets(b, config)?;
+                m.reserve(n);
+                Table::Counter(Box::new(m))
+            } else {
+                let mut m = VipMap::with_buckets(b, config)?;
+                m.reserve(n);
+                Table::CounterWide(Box::new(m))
+            }
+        }
         _ => {
             let d = VipConfig::chained();
             let config = VipConfig {
@@ -552,10 +717,21 @@ fn build_table(
         build_seconds,
         ..Run::default()
     };
-    if let Table::Vip(m) = &mut table {
-        run.load_factor = Some(m.load_factor());
-        m.reset_stats();
-        m.set_schedule(timed_schedule(kind, mode));
+    match &mut table {
+        Table::Vip(m) => {
+            run.load_factor = Some(m.load_factor());
+            m.reset_stats();
+            m.set_schedule(timed_schedule(kind, mode));
+        }
+        Table::Counter(m) => {
+            run.load_factor = Some(m.load_factor());
+            m.reset_stats();
+        }
+        Table::CounterWide(m) => {
+            run.load_factor = Some(m.load_factor());
+            m.reset_stats();
+        }
+        Table::Std(_) => {}
     }
     Ok((table, run))
 }
@@ -744,6 +920,8 @@ struct Row<'a> {
     buckets: Option<usize>,
     load_factor: Option<f64>,
     load_factor_target: Option<f64>,
+    heap_bytes: Option<usize>,
+    peak_heap_bytes: Option<usize>,
     ratio: Option<usize>,
     churn: Option<String>,
     mix: String,
@@ -790,6 +968,7 @@ fn emit(
         Mode::Roofline => "roofline",
         Mode::Adaptive => "adaptive",
         Mode::Join => "join",
+        Mode::Q9 => "q9",
     };
     let cpus = cpus_allowed();
     for (kind, run) in results {
@@ -836,6 +1015,8 @@ fn emit(
             buckets: run.buckets,
             load_factor: run.load_factor,
             load_factor_target: setting.load_factor_target,
+            heap_bytes: run.heap_bytes,
+            peak_heap_bytes: run.peak_heap_bytes,
             ratio: setting.ratio,
             churn: args.churn.map(|(p, f)| format!("{p}:{f}")),
             mix: format!("{f}:{i}:{d}"),
@@ -862,6 +1043,9 @@ fn fixed_buckets(keys: usize, lf: Option<f64>) -> (usize, Option<usize>) {
 }
 
 fn run_args(args: &Args, sink: &Sink) -> Result<(), BenchError> {
+    if args.mode == Mode::Q9 {
+        return q9::run(args, sink);
+    }
     for (&seed, &zipf_theta) in args
         .seeds
         .iter()
@@ -894,6 +1078,7 @@ fn run_args(args: &Args, sink: &Sink) -> Result<(), BenchError> {
                     emit(args, &setting, &results, sink)?;
                 }
             }
+            Mode::Q9 => unreachable!("handled above"),
             Mode::Join => {
                 for &ratio in &args.ratios {
                     // R: keys 1..=|R| (sequential pattern); S: zipf fetches over R's keys.

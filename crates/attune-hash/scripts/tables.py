@@ -160,6 +160,85 @@ def main() -> None:
             ]
             probe_txt = f"; probe only {med(probe):+.1f}%" if probe else ""
             print(f"- 1:{ratio} zipf {z}: {med(changes):+.1f}%{probe_txt}")
+    extra_tables(d)
+
+
+def counter_table(rows) -> None:
+    """Fig. 3.6: each table's throughput over the plain chained table's, and its memory."""
+    if not rows:
+        return
+    seeds = sorted({r["seed"] for r in rows})
+    names = ("counter", "counter-wide", "vip", "hashbrown")
+    print(f"\n#### 1-byte counter per entry (Fig. 3.6; median over seeds {seeds})\n")
+    print("| zipf | chained M/s | " + " | ".join(f"{n}/chained" for n in names) + " |")
+    print("|" + "---|" * (len(names) + 2))
+    for z, per_seed in sorted(by_setting(rows, lambda r: r["zipf"]).items()):
+        cells = [
+            fmt(med(s[n]["ops_per_sec"] / s["chained"]["ops_per_sec"] for s in per_seed if n in s))
+            for n in names
+        ]
+        ch = med(s["chained"]["ops_per_sec"] / 1e6 for s in per_seed if "chained" in s)
+        print(f"| {z:g} | {fmt(ch)} | " + " | ".join(cells) + " |")
+    first = {r["table"]: r for r in rows if r["seed"] == seeds[0] and r["zipf"] == rows[0]["zipf"]}
+    print("\n| table | heap MB | peak heap MB | bytes per entry (peak) |")
+    print("|---|---|---|---|")
+    for n in ("chained",) + names:
+        if n in first:
+            r = first[n]
+            per = r["peak_heap_bytes"] / r["keys"]
+            print(
+                f"| {n} | {r['heap_bytes'] / 1e6:.1f} | {r['peak_heap_bytes'] / 1e6:.1f} "
+                f"| {per:.1f} |"
+            )
+
+
+def q9_table(rows) -> None:
+    """TPC-H Q9: CPU seconds per table and VIP's ratios, median over seeds."""
+    if not rows:
+        return
+    seeds = sorted({r["seed"] for r in rows})
+    print(f"\n#### TPC-H Q9, scale factor 1 (median over seeds {seeds})\n")
+    print(
+        "| zipf | chained s | VIP s | hashbrown s | DuckDB s | VIP vs chained | "
+        "VIP vs hashbrown | VIP vs DuckDB | lineitem-pipeline change | disp orders ch. -> VIP |"
+    )
+    print("|" + "---|" * 10)
+    for z, per_seed in sorted(by_setting(rows, lambda r: r["zipf"]).items()):
+
+        def sec(t, per_seed=per_seed):
+            return med(s[t]["cpu_seconds"] for s in per_seed if t in s)
+
+        def speed(t, per_seed=per_seed):
+            return med(
+                s[t]["cpu_seconds"] / s["vip"]["cpu_seconds"]
+                for s in per_seed
+                if t in s and "vip" in s
+            )
+
+        pipe = med(
+            (s["vip"]["probe_seconds"] / s["chained"]["probe_seconds"] - 1) * 100
+            for s in per_seed
+            if "vip" in s and "chained" in s
+        )
+        d_ch = med(s["chained"]["o_avg_displacement"] for s in per_seed if "chained" in s)
+        d_vip = med(s["vip"]["o_avg_displacement"] for s in per_seed if "vip" in s)
+        print(
+            f"| {z:g} | {fmt(sec('chained'), 3)} | {fmt(sec('vip'), 3)} "
+            f"| {fmt(sec('hashbrown'), 3)} | {fmt(sec('duckdb'), 3)} "
+            f"| {fmt(speed('chained'))} | {fmt(speed('hashbrown'))} | {fmt(speed('duckdb'))} "
+            f"| {pipe:+.1f}% | {fmt(d_ch, 3)} -> {fmt(d_vip, 3)} |"
+        )
+
+
+def extra_tables(d: Path) -> None:
+    counter_table(load(d / "hash-counter.jsonl"))
+    table(
+        load(d / "hash-read-mostly.jsonl"),
+        "Read-mostly and steady state, 996147 keys at load factor 0.95, 60M ops",
+        lambda r: (r["zipf"], r["mix"]),
+        ["zipf", "mix"],
+    )
+    q9_table(load(d / "hash-q9.jsonl"))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ use crate::{HashError, Schedule, VipConfig, VipMap, VipStats};
 /// Largest relation a join accepts: row ids in the output are `u32`.
 pub const MAX_ROWS: usize = u32::MAX as usize;
 
+/// Fewest probe rows per build row for which a VIP probe gathers the learned hot entries at the
+/// front of the arena when learning ends (default 2): gathering is a few passes over the build
+/// table, which a short probe side (a join whose input a filter thinned) does not repay.
+pub const GATHER_MIN_PROBE_RATIO: usize = 2;
+
 /// Whether the probe phase learns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JoinMode {
@@ -36,8 +41,9 @@ pub struct JoinTable {
 
 impl JoinTable {
     /// Builds the table from the primary-key column of `R` (row `i` has key `r_keys[i]`).
+    /// The bucket array is sized for `|R|` up front (see [`JoinTable::with_capacity`]).
     pub fn build(r_keys: &[u64]) -> Result<JoinTable, HashError> {
-        let mut table = JoinTable::new()?;
+        let mut table = JoinTable::with_capacity(r_keys.len())?;
         table.build_rows(r_keys, 0)?;
         Ok(table)
     }
@@ -48,6 +54,23 @@ impl JoinTable {
             map: VipMap::new(VipConfig::chained())?,
             build_rows: 0,
         })
+    }
+
+    /// An empty build table sized for `rows` rows, as a planner that knows `|R|` sizes it: the
+    /// bucket count that growth would end at (the smallest power of two keeping the load factor
+    /// at most `load_factor_max`, 1.5), so the build never rehashes and the probe sees the same
+    /// chains as a table grown row by row.
+    pub fn with_capacity(rows: usize) -> Result<JoinTable, HashError> {
+        let config = VipConfig::chained();
+        let want = (rows as f64 / config.load_factor_max).ceil() as usize;
+        let buckets = want
+            .max(crate::map::MIN_BUCKETS)
+            .checked_next_power_of_two()
+            .unwrap_or(crate::map::MAX_BUCKETS)
+            .min(crate::map::MAX_BUCKETS);
+        let mut map = VipMap::with_buckets(buckets, config)?;
+        map.reserve(rows);
+        Ok(JoinTable { map, build_rows: 0 })
     }
 
     /// Inserts rows `first_row ..` of `R` (their primary keys are `r_keys`); lets a caller
@@ -103,6 +126,10 @@ impl JoinTable {
             JoinMode::Default => Schedule::Off,
             JoinMode::Vip => Schedule::LearnOnce(learn_budget(self.build_rows, probe_rows)),
         };
+        // Gathering the hot entries costs passes over the whole arena; only a probe side of at
+        // least GATHER_MIN_PROBE_RATIO times the build side repays it.
+        self.map
+            .set_gather_hot(probe_rows >= GATHER_MIN_PROBE_RATIO.saturating_mul(self.build_rows));
         self.map.set_schedule(schedule);
         Ok(())
     }
@@ -192,6 +219,33 @@ mod tests {
         }
         assert_eq!(out, whole);
         assert_eq!(t.stats().learn_fetches, learn_budget(500, 30_000));
+    }
+
+    #[test]
+    fn a_presized_build_has_the_buckets_growth_ends_at() {
+        for n in [0usize, 1, 24, 25, 1000, 98_304, 98_305, 1_500_000] {
+            let keys: Vec<u64> = (1..=n as u64).collect();
+            let presized = JoinTable::build(&keys).expect("test setup");
+            let mut grown = JoinTable::new().expect("test setup");
+            grown.build_rows(&keys, 0).expect("test setup");
+            assert_eq!(presized.buckets(), grown.buckets(), "n = {n}");
+        }
+    }
+
+    #[test]
+    fn a_short_probe_side_does_not_gather() {
+        let r: Vec<u64> = (1..=70_000).collect();
+        let hot: Vec<u64> = (0..200_000u64).map(|i| 1 + i % 64).collect();
+        let mut short = JoinTable::build(&r).expect("test setup");
+        let mut out = Vec::new();
+        short
+            .probe(&hot[..100_000], JoinMode::Vip, &mut out)
+            .expect("test setup");
+        assert_eq!(short.stats().gathers, 0);
+        let mut long = JoinTable::build(&r).expect("test setup");
+        long.probe(&hot, JoinMode::Vip, &mut out)
+            .expect("test setup");
+        assert_eq!(long.stats().gathers, 1);
     }
 
     #[test]

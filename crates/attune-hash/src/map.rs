@@ -240,6 +240,12 @@ impl<K: Hash + Eq, V, S: BuildHasher> VipMap<K, V, S> {
         self.last_gamma
     }
 
+    /// Switches gathering hot entries at the end of a learn phase on or off
+    /// ([`VipConfig::gather_hot`]).
+    pub fn set_gather_hot(&mut self, on: bool) {
+        self.config.gather_hot = on;
+    }
+
     /// Replaces the schedule and starts it afresh (a new `Adaptive` schedule learns first).
     pub fn set_schedule(&mut self, schedule: Schedule) {
         self.config.schedule = schedule;
