@@ -5,7 +5,9 @@
 # the same key stream: Attune adaptive and its own static splits M_a = 1 MiB (minimum), 16 MiB
 # (M/2) and 32 MiB (M), RocksDB with a 32 MiB block cache (a third of the 96 MiB limit) and
 # LevelDB with its default 8 MiB block cache (Snappy: its C API has no Zstd or LZ4). Engines are
-# interleaved over REPEAT repeats; the report takes medians.
+# interleaved over REPEAT repeats; the report takes medians. ENGINES_OVERRIDE replaces the list
+# (the published run dropped LevelDB after the first two cells: at M/D_u 0.2 it read at
+# 0.7-1.7 K/s and took 1-2.5 minutes per cell), RATIOS and DISTS the cells.
 # memory_budget 64 MiB = two 16 MiB memtables + M = 32 MiB; records = 32 MiB / (M/D_u) / 1016 B.
 # YCSB C (point reads, 1 KB records), WARMUP operations unrecorded after the cold drop, then OPS.
 # Rows: benches/results/cache-kv-kernel-sweep.jsonl (ratio added; the controller's per-window
