@@ -6,9 +6,10 @@ second of Attune adaptive (wall time less the client thread's waits for a CPU, w
 processes on the shared machine cause: `ops_per_sec_unqueued`; the wall-clock ratio to the best
 static split is printed beside it), the split it ended at, its throughput over the best of its three static
 splits (M_a = 1 MiB, M/2, M), over RocksDB (32 MiB block cache) and over LevelDB (8 MiB), the
-p99 read latency of adaptive and of the best static, and the controller's prediction error at the
-split it adopted (predicted L_e of the last round's choice over the L_e modelled from the hit
-ratios measured after it, both with the live costs). Engines run one after another in one
+p99 read latency of adaptive and of the best static, and the last round's predicted H_k of the
+split kept beside the H_k measured since open. The median ratio of the round's predicted L_e to
+the last window's modelled L_e is printed after the table (the two use the costs of their time:
+the round's may be the start-up probe's, the window's the live medians). Engines run one after another in one
 process per engine and cell; with several runs of an engine in a cell (`--repeat`, or several
 files) each engine's median run is used and `n` says how many. A summary of the target
 (adaptive >= 0.97x the best static in every cell, >= 1.3x RocksDB) follows the table.
@@ -79,7 +80,7 @@ def main() -> None:
     print(
         "| M/D_u | pattern | n | adaptive K/s | M_a MiB | best static | adaptive / best static "
         "| (wall clock) | / RocksDB | / LevelDB | p99 µs adaptive / best static "
-        "| predicted / modelled L_e |"
+        "| H_k predicted / measured |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     over_best, over_rocks, over_level, errs = [], [], [], []
@@ -105,16 +106,18 @@ def main() -> None:
             else:
                 cols.append("–")
         pred, model = t.get("le_predicted_ns"), t.get("le_model_ns")
-        err = "–"
         if pred and model:
             errs.append(pred / model)
-            err = f"{pred / model:.2f} ({pred / 1000:.1f} / {model / 1000:.1f} µs)"
+        hk = "–"
+        for cand in t.get("last_round") or []:
+            if cand[0] == t.get("app_bytes") and t.get("h_k") is not None:
+                hk = f"{cand[2]:.2f} / {t['h_k']:.2f}"
         n = min(len(v) for v in cells[key].values())
         p99 = f"{ad['latency_us']['p99']:.1f} / {best['latency_us']['p99']:.1f}"
         print(
             f"| {key[0]} | {key[1]} | {n} | {tput(ad) / 1000:.0f} | "
             f"{(t.get('app_bytes') or 0) >> 20} | {best_k.split()[1]} | {ratio_best:.3f} | "
-            f"{wall_best:.3f} | {cols[0]} | {cols[1]} | {p99} | {err} |"
+            f"{wall_best:.3f} | {cols[0]} | {cols[1]} | {p99} | {hk} |"
         )
     if over_best:
         ok = sum(1 for x in over_best if x >= 0.97)

@@ -387,7 +387,7 @@ pub struct Options {
     /// Kernel layout under a cgroup memory limit: the page cache's room is measured (the limit
     /// less the process's anonymous memory outside the block cache, re-read every second) rather
     /// than assumed to be the limit less `memory_budget` (which counts the memtables as full).
-    /// Default false (the budget-based model, which every published kernel-layout figure used).
+    /// Default true; false is the budget-based model (which the kernel-layout sweep used).
     pub cache_room_measured: bool,
     /// Bytes a memtable may hold before it is switched and flushed. Default 64 MiB (RocksDB's).
     pub write_buffer_size: u64,
@@ -530,7 +530,7 @@ impl Default for Options {
             cache_sizing: None,
             cache_miss_costs: CacheMissCosts::Auto,
             cache_sample_inv: 64,
-            cache_room_measured: false,
+            cache_room_measured: true,
             write_buffer_size: 64 << 20,
             block_cache_size: 32 << 20,
             block_cache_policy: BlockCachePolicy::Lru,
