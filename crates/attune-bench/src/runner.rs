@@ -120,9 +120,10 @@ pub struct Row {
     /// for db_bench rows).
     #[serde(default)]
     pub client_runqueue_seconds: Option<f64>,
-    /// Throughput over the wall time less the client's mean wait for a CPU: what the phase would
-    /// have reached had other processes left the client a core (engine threads that competed
-    /// with it are still charged). Less sensitive to a shared machine's load than `ops_per_sec`.
+    /// Throughput over the wall time less the client's mean wait for a CPU: roughly what the
+    /// phase would have reached with a core free for the client. Every wait is subtracted,
+    /// whichever thread held the CPU (the engine's own threads included; their work stays in
+    /// `cpu_seconds`). Less sensitive to a shared machine's load than `ops_per_sec`.
     #[serde(default)]
     pub ops_per_sec_unqueued: Option<f64>,
     /// The engine's exact settings.
