@@ -105,6 +105,9 @@ pub struct Measured {
     /// CPU seconds of the client threads in the measured window (foreground work only).
     #[serde(default)]
     pub client_cpu_seconds: Option<f64>,
+    /// Seconds the client threads waited for a CPU in the measured window (summed).
+    #[serde(default)]
+    pub client_runqueue_seconds: Option<f64>,
     /// Peak RSS of the process.
     pub peak_rss_bytes: Option<u64>,
     /// Allocated bytes of the database directory after close.
@@ -208,6 +211,7 @@ pub fn run(job: &Job) -> Result<()> {
         bytes_written,
         cpu_seconds: cpu1 - cpu0,
         client_cpu_seconds: Some(phase.client_cpu_seconds),
+        client_runqueue_seconds: phase.client_runqueue_seconds,
         peak_rss_bytes: metrics::peak_rss_bytes(),
         disk_bytes: metrics::disk_bytes(&job.dir),
         settings,

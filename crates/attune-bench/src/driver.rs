@@ -34,6 +34,7 @@ pub struct ThreadStats<'p> {
     pending: u64,
     progress: &'p AtomicU64,
     cpu_seconds: f64,
+    runqueue_seconds: Option<f64>,
 }
 
 impl ThreadStats<'_> {
@@ -75,6 +76,9 @@ pub struct PhaseResult {
     /// CPU seconds the client threads spent in the measured body (the foreground work, without
     /// the engine's background threads).
     pub client_cpu_seconds: f64,
+    /// Seconds the client threads waited for a CPU in the measured body, summed over threads
+    /// (`None` without `/proc/thread-self/schedstat`).
+    pub client_runqueue_seconds: Option<f64>,
 }
 
 /// The body of a phase: thread index, its session, its stats.
@@ -110,6 +114,7 @@ pub fn run_phase(
                         pending: 0,
                         progress,
                         cpu_seconds: 0.0,
+                        runqueue_seconds: None,
                     };
                     let mut session = engine.session();
                     let warm = match (session.as_mut(), warmup) {
@@ -126,8 +131,12 @@ pub fn run_phase(
                     let mut session = session?;
                     let start = Instant::now();
                     let cpu0 = crate::metrics::thread_cpu_seconds();
+                    let wait0 = crate::metrics::thread_runqueue_seconds();
                     body(t, session.as_mut(), &mut stats)?;
                     stats.cpu_seconds = crate::metrics::thread_cpu_seconds() - cpu0;
+                    stats.runqueue_seconds = wait0
+                        .zip(crate::metrics::thread_runqueue_seconds())
+                        .map(|(a, b)| (b - a).max(0.0));
                     let end = Instant::now();
                     progress.fetch_add(stats.pending, Ordering::Relaxed);
                     drop(session);
@@ -163,6 +172,7 @@ pub fn run_phase(
                     found: stats.found,
                     user_bytes_written: stats.user_bytes_written,
                     client_cpu_seconds: stats.cpu_seconds,
+                    client_runqueue_seconds: stats.runqueue_seconds,
                 })
             }
             Some(t) => {
@@ -170,6 +180,10 @@ pub fn run_phase(
                 t.found += stats.found;
                 t.user_bytes_written += stats.user_bytes_written;
                 t.client_cpu_seconds += stats.cpu_seconds;
+                t.client_runqueue_seconds = t
+                    .client_runqueue_seconds
+                    .zip(stats.runqueue_seconds)
+                    .map(|(a, b)| a + b);
                 t.hist
                     .add(&stats.hist)
                     .map_err(|e| BenchError::invalid("histogram", e.to_string()))?;

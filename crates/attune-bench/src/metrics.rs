@@ -42,6 +42,15 @@ pub fn thread_cpu_seconds() -> f64 {
     attune_kv::env::thread_cpu_ns() as f64 / 1e9
 }
 
+/// Seconds the calling thread has spent runnable but waiting for a CPU (the second field of
+/// `/proc/thread-self/schedstat`), or `None` where the kernel does not keep the statistic. On a
+/// shared machine this is the part of a phase's wall time that other processes took.
+pub fn thread_runqueue_seconds() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
+
 /// User plus system CPU seconds of this process (all threads).
 pub fn cpu_seconds() -> f64 {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
@@ -127,6 +136,11 @@ mod tests {
         let spin: u64 = (0..2_000_000u64).fold(0, |a, b| a.wrapping_add(b * b));
         assert!(spin > 0);
         assert!(cpu_seconds() > 0.0);
+        // The run-queue wait of this thread never goes backwards (it may stay 0 on an idle
+        // machine); the kernel here keeps schedstat.
+        let a = thread_runqueue_seconds().expect("schedstat");
+        let b = thread_runqueue_seconds().expect("schedstat");
+        assert!(a >= 0.0 && b >= a, "{a} {b}");
     }
 
     #[test]

@@ -115,6 +115,17 @@ pub struct Row {
     /// the engine's background threads (flush, compaction, learning). Null for db_bench rows.
     #[serde(default)]
     pub client_cpu_seconds: Option<f64>,
+    /// Seconds the client threads spent runnable but waiting for a CPU in the measured window,
+    /// summed over threads (from `/proc/thread-self/schedstat`; null where it is not kept, and
+    /// for db_bench rows).
+    #[serde(default)]
+    pub client_runqueue_seconds: Option<f64>,
+    /// Throughput over the wall time less the client's mean wait for a CPU: roughly what the
+    /// phase would have reached with a core free for the client. Every wait is subtracted,
+    /// whichever thread held the CPU (the engine's own threads included; their work stays in
+    /// `cpu_seconds`). Less sensitive to a shared machine's load than `ops_per_sec`.
+    #[serde(default)]
+    pub ops_per_sec_unqueued: Option<f64>,
     /// The engine's exact settings.
     pub settings: serde_json::Value,
     /// The engine's counters after the phase (Attune: learned-index statistics), or null.
@@ -639,6 +650,12 @@ fn make_row(
         peak_rss_bytes: m.peak_rss_bytes,
         cpu_seconds: m.cpu_seconds,
         client_cpu_seconds: m.client_cpu_seconds,
+        client_runqueue_seconds: m.client_runqueue_seconds,
+        ops_per_sec_unqueued: m.client_runqueue_seconds.and_then(|w| {
+            let threads = params["threads"].as_u64().unwrap_or(1).max(1) as f64;
+            let busy = m.seconds - w / threads;
+            (busy > 0.0).then(|| m.ops as f64 / busy)
+        }),
         settings: m.settings,
         engine_stats: m.engine_stats,
         params,
@@ -749,6 +766,7 @@ fn run_db_bench(
         bytes_written: Some(run.usage.bytes_written),
         cpu_seconds: run.usage.cpu_seconds,
         client_cpu_seconds: None,
+        client_runqueue_seconds: None,
         peak_rss_bytes: Some(run.usage.peak_rss_bytes),
         disk_bytes: metrics::disk_bytes(dir),
         settings: json!({

@@ -1526,3 +1526,47 @@ fn all_of_m_without_room_for_the_footprint_is_not_adopted() {
     assert!(r.app_footprint_bytes.is_some());
     assert!(r.app_fit_excluded.is_empty());
 }
+
+/// A measured page-cache room (`Symbiosis::set_second_extra_bytes`) reaches the next round, never
+/// the running one: the running round's ghosts were sized for the room it started with, and its
+/// adoption rules must use that same room. Without a round it applies at once.
+#[test]
+fn measured_second_tier_room_applies_from_the_next_round() {
+    let seed = 73;
+    println!("seed {seed}");
+    let m = 32 * MIB;
+    let blocks = (1.25 * m as f64 / 4096.0) as u64;
+    let layout = BlockLayout::new(blocks, 4096, 0.5, 4096, seed).unwrap();
+    let mut sym = Symbiosis::new(loop_config(m, costs())).unwrap();
+    let mut real = TwoTier::new(m, sym.app_target_bytes(), PolicyKind::Lru, page_tier());
+    let mut next = blocks_stream(&RequestDist::Uniform, blocks, seed);
+    let mut feed = |sym: &mut Symbiosis, n: u64| {
+        for _ in 0..n {
+            let r = layout.block(next());
+            let h = real.access(r.file, r.offset, r.compressed_len.into(), 4096);
+            if let Some(m_a) =
+                sym.record(&r.access(h == crate::TierHit::App, Some(h == crate::TierHit::Second)))
+            {
+                real.set_app_bytes(m_a);
+            }
+        }
+    };
+    // The round at open is running: the value waits.
+    assert_eq!(sym.state(), State::Adapting);
+    sym.set_second_extra_bytes(8 * MIB);
+    assert_eq!(sym.config().ghost.second_extra_bytes, 0);
+    let mut fed = 0;
+    while sym.rounds().is_empty() && fed < 4_000_000 {
+        feed(&mut sym, 10_000);
+        fed += 10_000;
+    }
+    assert_eq!(sym.rounds().len(), 1, "the round at open finished");
+    assert_eq!(sym.config().ghost.second_extra_bytes, 0);
+    // The next round starts with it.
+    sym.request_round().unwrap();
+    assert_eq!(sym.state(), State::Adapting);
+    assert_eq!(sym.config().ghost.second_extra_bytes, 8 * MIB);
+    // A value set while this round runs waits again.
+    sym.set_second_extra_bytes(4 * MIB);
+    assert_eq!(sym.config().ghost.second_extra_bytes, 8 * MIB);
+}

@@ -415,6 +415,9 @@ pub struct Symbiosis {
     round_held: bool,
     reports: Vec<RoundReport>,
     last_mrc: Vec<(u64, f64)>,
+    /// A measured `GhostConfig::second_extra_bytes` for the next round
+    /// ([`Symbiosis::set_second_extra_bytes`]).
+    second_extra_next: Option<u64>,
     timeline: VecDeque<WindowRecord>,
 }
 
@@ -462,6 +465,7 @@ impl Symbiosis {
             round_held: false,
             reports: Vec::new(),
             last_mrc: Vec::new(),
+            second_extra_next: None,
             timeline: VecDeque::new(),
             cfg,
         };
@@ -489,6 +493,18 @@ impl Symbiosis {
         costs.validate()?;
         self.cfg.costs = costs;
         Ok(())
+    }
+
+    /// Sets the kernel tier's room beyond M − M_a (`GhostConfig::second_extra_bytes`) as the
+    /// engine measured it. A running round keeps the room its ghosts were sized for (and its
+    /// adoption rules use it); the value takes effect when the next round starts.
+    pub fn set_second_extra_bytes(&mut self, bytes: u64) {
+        if self.round.is_some() {
+            self.second_extra_next = Some(bytes);
+        } else {
+            self.cfg.ghost.second_extra_bytes = bytes;
+            self.second_extra_next = None;
+        }
     }
 
     /// Starts a simulation round now, as a change of L_e would: the engine calls it when it
@@ -801,6 +817,9 @@ impl Symbiosis {
             self.settle_streak = 0;
             self.prev_le = None;
             return Ok(());
+        }
+        if let Some(b) = self.second_extra_next.take() {
+            self.cfg.ghost.second_extra_bytes = b;
         }
         let mut g = self.cfg.ghost.clone();
         g.seed = g.seed.wrapping_add(u64::from(self.round_index));

@@ -384,6 +384,11 @@ pub struct Options {
     /// Key-space sampling of the ghost simulation: one group of 32 blocks in this many. Default 64
     /// (the paper's R = 1/64 at 1 GiB); small budgets need denser sampling (docs/symbiosis.md).
     pub cache_sample_inv: u32,
+    /// Kernel layout under a cgroup memory limit: the page cache's room is measured (the limit
+    /// less the process's anonymous memory outside the block cache, re-read every second) rather
+    /// than assumed to be the limit less `memory_budget` (which counts the memtables as full).
+    /// Default true; false is the budget-based model (which the kernel-layout sweep used).
+    pub cache_room_measured: bool,
     /// Bytes a memtable may hold before it is switched and flushed. Default 64 MiB (RocksDB's).
     pub write_buffer_size: u64,
     /// Capacity of the uncompressed block cache in bytes; resizable online. Default 32 MiB.
@@ -525,6 +530,7 @@ impl Default for Options {
             cache_sizing: None,
             cache_miss_costs: CacheMissCosts::Auto,
             cache_sample_inv: 64,
+            cache_room_measured: true,
             write_buffer_size: 64 << 20,
             block_cache_size: 32 << 20,
             block_cache_policy: BlockCachePolicy::Lru,
@@ -635,6 +641,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "cache_sizing",
     "cache_miss_costs",
     "cache_sample_inv",
+    "cache_room_measured",
     "write_buffer_size",
     "block_cache_size",
     "cache_size",
@@ -701,6 +708,7 @@ impl Options {
             "cache_sizing" => self.cache_sizing = Some(CacheSizing::parse(value)?),
             "cache_miss_costs" => self.cache_miss_costs = CacheMissCosts::parse(value)?,
             "cache_sample_inv" => self.cache_sample_inv = parse_num(key, value)?,
+            "cache_room_measured" => self.cache_room_measured = parse_bool(key, value)?,
             "write_buffer_size" => self.write_buffer_size = parse_size(value)?,
             "block_cache_size" | "cache_size" => {
                 let bytes = parse_size(value)?;
@@ -974,6 +982,7 @@ impl Options {
             ),
             ("cache_miss_costs", self.cache_miss_costs.describe()),
             ("cache_sample_inv", self.cache_sample_inv.to_string()),
+            ("cache_room_measured", self.cache_room_measured.to_string()),
             ("write_buffer_size", self.write_buffer_size.to_string()),
             ("block_cache_size", self.block_cache_size.to_string()),
             (

@@ -28,7 +28,7 @@ pub use mem::{
     CrashReport, FaultError, FaultKind, FaultOp, FaultPlan, FaultRule, MemEnv, Trigger,
     SECTOR_BYTES,
 };
-pub use posix::{cgroup_memory_limit_bytes, memory_limit_bytes, PosixEnv};
+pub use posix::{cgroup_memory_limit_bytes, memory_limit_bytes, process_anon_bytes, PosixEnv};
 pub use readonly::ReadOnlyEnv;
 
 use crate::error::Result;

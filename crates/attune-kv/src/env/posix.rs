@@ -86,6 +86,15 @@ pub fn memory_limit_bytes() -> Option<u64> {
     }
 }
 
+/// Anonymous resident memory of this process (`RssAnon` of `/proc/self/status`): its heap and
+/// stacks, not the page cache it reads through. `None` where it cannot be read.
+pub fn process_anon_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// The smallest cgroup memory limit on the path from this process's cgroup to the root (v2
 /// `memory.max`, v1 `memory.limit_in_bytes`; v1's "no limit" is a huge number). `None` when no
 /// limit is set or none can be read.
