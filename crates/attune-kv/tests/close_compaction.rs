@@ -169,7 +169,10 @@ fn close_during_compaction(finish: bool) -> Vec<usize> {
 fn close_finishes_the_running_compaction_by_default() {
     assert!(Options::default().finish_compaction_on_close);
     let levels = close_during_compaction(true);
-    assert_eq!(levels[0], 0, "L0 still holds the compaction's inputs: {levels:?}");
+    assert_eq!(
+        levels[0], 0,
+        "L0 still holds the compaction's inputs: {levels:?}"
+    );
     assert!(levels[1] >= 1, "no output installed in L1: {levels:?}");
 }
 
