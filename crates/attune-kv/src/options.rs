@@ -418,6 +418,13 @@ pub struct Options {
     pub level_size_multiplier: u64,
     /// Target size of one compaction output file. Default 64 MiB.
     pub target_file_size: u64,
+    /// What `close` does with a compaction that is running: `true` (default) lets it finish and
+    /// installs its output, so a process that closes soon after a burst of writes (a CLI verb, a
+    /// short script, a benchmark phase) does not throw away work the next open would redo;
+    /// `false` stops it at once (RocksDB's and LevelDB's behaviour), so `close` never waits
+    /// longer than one block of merging. Only the running compaction is finished, never the
+    /// ones still to be picked.
+    pub finish_compaction_on_close: bool,
     /// Interval of background WAL fsync for writes made with sync=false, in ms; 0 never syncs in the
     /// background (the OS writes back on its own). Default 1000.
     pub wal_sync_interval_ms: u64,
@@ -544,6 +551,7 @@ impl Default for Options {
             max_bytes_for_level_base: 256 << 20,
             level_size_multiplier: 10,
             target_file_size: 64 << 20,
+            finish_compaction_on_close: true,
             wal_sync_interval_ms: 1000,
             paranoid_checks: false,
             read_only: false,
@@ -656,6 +664,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "max_bytes_for_level_base",
     "level_size_multiplier",
     "target_file_size",
+    "finish_compaction_on_close",
     "wal_sync_interval_ms",
     "paranoid_checks",
     "read_only",
@@ -739,6 +748,9 @@ impl Options {
             "max_bytes_for_level_base" => self.max_bytes_for_level_base = parse_size(value)?,
             "level_size_multiplier" => self.level_size_multiplier = parse_num(key, value)?,
             "target_file_size" => self.target_file_size = parse_size(value)?,
+            "finish_compaction_on_close" => {
+                self.finish_compaction_on_close = parse_bool(key, value)?
+            }
             "wal_sync_interval_ms" => self.wal_sync_interval_ms = parse_num(key, value)?,
             "paranoid_checks" => self.paranoid_checks = parse_bool(key, value)?,
             "read_only" => self.read_only = parse_bool(key, value)?,
@@ -1017,6 +1029,10 @@ impl Options {
             (
                 "wal_sync_interval_ms",
                 self.wal_sync_interval_ms.to_string(),
+            ),
+            (
+                "finish_compaction_on_close",
+                self.finish_compaction_on_close.to_string(),
             ),
             ("paranoid_checks", self.paranoid_checks.to_string()),
             ("read_only", self.read_only.to_string()),

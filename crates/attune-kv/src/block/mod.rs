@@ -13,6 +13,7 @@
 
 pub mod format;
 
+use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;
@@ -228,9 +229,40 @@ impl<'a> BlockView<'a> {
     }
 }
 
+/// The bytes of a [`Block`]: a buffer of its own, or a range of a read-only file mapping.
+///
+/// Invariant: `ptr..ptr + len` stays valid and unchanged while `_owner` lives (a `Vec`'s heap
+/// buffer does not move when the `Vec` does; a mapping lives as long as its file handle, and
+/// the files mapped are immutable tables).
+struct Bytes {
+    ptr: *const u8,
+    len: usize,
+    _owner: Owner,
+}
+
+enum Owner {
+    Heap(#[allow(dead_code)] Vec<u8>),
+    Mapped(#[allow(dead_code)] Arc<dyn RandomAccessFile>),
+}
+
+// SAFETY: the bytes are immutable for the value's whole life (see the invariant) and both
+// owners are Send + Sync.
+unsafe impl Send for Bytes {}
+// SAFETY: as above: shared access only ever reads.
+unsafe impl Sync for Bytes {}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: valid for `len` bytes while `_owner` lives (the invariant).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
 /// A decoded (uncompressed, checksum-verified) block.
 pub struct Block {
-    data: Vec<u8>,
+    data: Bytes,
     n: usize,
     offsets_start: usize,
     file: Arc<PathBuf>,
@@ -242,6 +274,45 @@ impl Block {
     pub fn new(data: Vec<u8>, file: Arc<PathBuf>, file_offset: u64) -> Result<Block> {
         let (n, offsets_start) = check_layout(&data, true)
             .map_err(|d| Error::corruption(file.as_path(), file_offset, d))?;
+        let data = Bytes {
+            ptr: data.as_ptr(),
+            len: data.len(),
+            _owner: Owner::Heap(data),
+        };
+        Ok(Block {
+            data,
+            n,
+            offsets_start,
+            file,
+            file_offset,
+        })
+    }
+
+    /// A block read in place from `map`'s file mapping: `body` must lie inside
+    /// `map.mapped()` (checked) and hold an uncompressed block whose checksum the caller
+    /// verified. `full` checks every entry offset, as [`Block::new`] does; false only the
+    /// header (a block whose layout was already checked once).
+    pub fn mapped(
+        map: Arc<dyn RandomAccessFile>,
+        body: &[u8],
+        file: Arc<PathBuf>,
+        file_offset: u64,
+        full: bool,
+    ) -> Result<Block> {
+        let bad = |d: String| Error::corruption(file.as_path(), file_offset, d);
+        let inside = map.mapped().is_some_and(|m| {
+            let (a, b) = (m.as_ptr() as usize, body.as_ptr() as usize);
+            b >= a && b + body.len() <= a + m.len()
+        });
+        if !inside {
+            return Err(bad("block is not inside the file's mapping".into()));
+        }
+        let (n, offsets_start) = check_layout(body, full).map_err(bad)?;
+        let data = Bytes {
+            ptr: body.as_ptr(),
+            len: body.len(),
+            _owner: Owner::Mapped(map),
+        };
         Ok(Block {
             data,
             n,

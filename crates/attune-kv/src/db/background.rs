@@ -262,7 +262,10 @@ impl DbInner {
                 allocated.push(n);
                 n
             };
-            let shutting = || self.shutting_down.load(Ordering::Acquire);
+            // With `finish_compaction_on_close` a close lets this compaction run to its end
+            // (its output is installed below); otherwise it stops at the next check.
+            let finish = self.opts.finish_compaction_on_close;
+            let shutting = || !finish && self.shutting_down.load(Ordering::Acquire);
             let read_blob =
                 |p: &crate::vlog::BlobPointer, key: &[u8]| self.read_blob(&blobs, key, p);
             let r = compaction::run(

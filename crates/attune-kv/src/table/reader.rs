@@ -373,6 +373,43 @@ impl Table {
         )
     }
 
+    /// Data block `bi` (handle `h`) for an iterator: in place from the memory mapping when the
+    /// table is mapped and the block is stored uncompressed (no copy, no cache insert; the
+    /// mapping stays alive as long as the block), else through the block source as
+    /// [`Table::block`]. The checksum and layout are verified the first time a block is used
+    /// in place and remembered in `verified`, shared with point lookups.
+    pub fn block_for_iter(
+        &self,
+        bi: usize,
+        h: BlockHandle,
+        fill_cache: bool,
+    ) -> Result<Arc<Block>> {
+        let Some(map) = self.file.mapped().filter(|_| self.in_place) else {
+            return self.block(h, fill_cache);
+        };
+        let bad = |d: String| Error::corruption(self.path.as_path(), h.offset, d);
+        let Some((body, kind, stored)) = block_in_place(map, h) else {
+            return Err(bad(format!(
+                "block handle (size {}) points past the file",
+                h.size
+            )));
+        };
+        if kind != BLOCK_TYPE_NONE {
+            return self.block(h, fill_cache);
+        }
+        let (word, bit) = (bi / 64, 1u64 << (bi % 64));
+        let slot = self.verified.get(word);
+        let known = slot.is_some_and(|w| w.load(Ordering::Acquire) & bit != 0);
+        if !known && !block_checksum_ok(body, kind, stored) {
+            return Err(bad("block checksum mismatch".into()));
+        }
+        let b = Block::mapped(self.file.clone(), body, self.path.clone(), h.offset, !known)?;
+        if let (false, Some(w)) = (known, slot) {
+            w.fetch_or(bit, Ordering::Release);
+        }
+        Ok(Arc::new(b))
+    }
+
     /// The Bloom filter's answer for user key `uk` (true without a filter). Starts a lookup's
     /// time in this table for the step timing.
     #[inline]
@@ -986,7 +1023,8 @@ impl TableIter {
                     self.read_ahead(h);
                 }
                 self.run_blocks = self.run_blocks.saturating_add(1);
-                match self.table.block(h, self.fill_cache) {
+                let bi = self.index.position();
+                match self.table.block_for_iter(bi, h, self.fill_cache) {
                     Ok(b) => self.data = Some(BlockIter::new(b)),
                     Err(e) => self.error = Some(e),
                 }
