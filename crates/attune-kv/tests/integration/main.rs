@@ -5,6 +5,7 @@
 mod block_cache_policy;
 mod cache_sizing;
 mod checkpoint;
+mod close_compaction;
 mod compaction_filter;
 mod corruption;
 mod decoders;
