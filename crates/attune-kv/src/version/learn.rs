@@ -272,6 +272,17 @@ fn read_model(env: &dyn Env, path: &Path) -> Result<LearnedIndex> {
     LearnedIndex::decode(&buf).map_err(|e| Error::corruption(path, 0, e.to_string()))
 }
 
+/// Writes a table's model file (temp file, then rename) without syncing it. The file is a
+/// cache checked at load (checksum, structure, record count), so a crash that leaves it torn
+/// or empty costs a relearn, never a wrong answer; an fsync per model, by contrast, held the
+/// learning thread for up to seconds per table while other work kept the device busy, and the
+/// tables a read phase touched stayed on the baseline path meanwhile.
 fn write_model(env: &dyn Env, dir: &Path, number: u64, bytes: &[u8]) -> Result<()> {
-    crate::env::write_file_atomic(env, &filename::model_path(dir, number), bytes)
+    let path = filename::model_path(dir, number);
+    let tmp = path.with_extension("tmp");
+    let mut f = env.new_writable(&tmp)?;
+    f.append(bytes)?;
+    f.flush()?;
+    drop(f);
+    env.rename(&tmp, &path)
 }
