@@ -42,8 +42,8 @@ impl DbInner {
         };
         // Level models are learned online only where the learner learns on its own (not in
         // `offline` mode, where `learn_all` does).
-        let online_levels =
-            self.opts.learned_level && self.opts.learned_index != crate::LearnedIndex::Offline;
+        let online_levels = self.opts.learned_level
+            && self.opts.learned_index != crate::options::LearnedIndex::Offline;
         let wait_ns = self.opts.learned_wait_ms.saturating_mul(1_000_000);
         let mut levels = crate::version::learn::LevelWatch::default();
         while !stop() {
