@@ -152,3 +152,14 @@ def test_mmap_reads_limit_option(tmp_path):
         assert db.stats()["options"]["mmap_reads_limit"] == str(64 << 10)
     with pytest.raises(attune.InvalidArgumentError, match="valid: auto, unlimited"):
         attune.DB(path, mmap_reads_limit="lots")
+
+
+def test_breakeven_can_be_switched_off_and_is_counted(tmp_path):
+    path = str(tmp_path / "db")
+    with attune.DB(path) as db:
+        assert db.stats()["options"]["learned_breakeven"] == "true"
+        assert db.stats()["learned"]["files_breakeven"] == 0
+    with attune.DB(path, learned_breakeven=False) as db:
+        assert db.stats()["options"]["learned_breakeven"] == "false"
+    with pytest.raises(attune.InvalidArgumentError, match="learned_breakeven"):
+        attune.DB(path, learned_breakeven="sometimes")

@@ -502,6 +502,12 @@ pub struct Options {
     /// (measured at retirement, decayed). Default false: raw estimates, as Bourbon judges
     /// them; measured in docs/learned-index.md "Calibration".
     pub learned_calibrate: bool,
+    /// Analyzer mode: a table the analyzer skipped is learned once what a model would have
+    /// saved on the lookups it served reaches its training cost (rent or buy), so a table
+    /// that is read after a write-only load is learned within its first reads rather than
+    /// when its age doubles. Default true; false = the estimate alone decides
+    /// (docs/learned-index.md "Break-even").
+    pub learned_breakeven: bool,
     /// Analyzer mode: of the timed lookups (one in 16) of a table that has a model, one in
     /// this many takes the baseline path as a control, so the model's saving is measured
     /// against the table's own warm baseline; 0 turns the control sample off (savings are
@@ -511,8 +517,10 @@ pub struct Options {
     pub learned_control_sample: u64,
     /// Level learning (read-mostly use): `learn_all` also builds one model per sorted level
     /// with more than one file, which replaces finding the file in the level. A level's model
-    /// is dropped when a flush or compaction changes the level (not rebuilt until the next
-    /// `learn_all`) and is not persisted. Default false (Bourbon's default: file learning).
+    /// is dropped when a flush or compaction changes the level; the background learner
+    /// (`analyzer`, `always`) builds a new one once the level has been unchanged for
+    /// `learned_wait_ms`. Models persist as `LEVEL-N.atlm`. Default false (Bourbon's default:
+    /// file learning).
     pub learned_level: bool,
     /// Bytes of the hot-key cache (value bytes of frequently read keys in VIP hash tables in
     /// front of the read path, `cache/hotkeys.rs`); 0 turns it off. Default 0 (off) until a
@@ -574,6 +582,7 @@ impl Default for Options {
             learned_wait_ms: 50,
             learned_benefit: LearnedBenefit::Remaining,
             learned_calibrate: false,
+            learned_breakeven: true,
             learned_control_sample: 16,
             learned_level: false,
             hot_key_cache_bytes: 0,
@@ -686,6 +695,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "learned_wait_ms",
     "learned_benefit",
     "learned_calibrate",
+    "learned_breakeven",
     "learned_control_sample",
     "learned_level",
     "hot_key_cache_bytes",
@@ -778,6 +788,7 @@ impl Options {
                 })?
             }
             "learned_calibrate" => self.learned_calibrate = parse_bool(key, value)?,
+            "learned_breakeven" => self.learned_breakeven = parse_bool(key, value)?,
             "learned_control_sample" => self.learned_control_sample = parse_num(key, value)?,
             "learned_level" => self.learned_level = parse_bool(key, value)?,
             "hot_key_cache_bytes" => self.hot_key_cache_bytes = parse_size(value)?,
@@ -1057,6 +1068,7 @@ impl Options {
             ("learned_wait_ms", self.learned_wait_ms.to_string()),
             ("learned_benefit", self.learned_benefit.name().to_string()),
             ("learned_calibrate", self.learned_calibrate.to_string()),
+            ("learned_breakeven", self.learned_breakeven.to_string()),
             (
                 "learned_control_sample",
                 self.learned_control_sample.to_string(),

@@ -183,6 +183,18 @@ fn realized_ns(file: &FileStats, lv: &LevelStats, levels: &[LevelStats]) -> f64 
     saved
 }
 
+/// What a model would have saved on the lookups `file` served so far (both kinds), weighed by
+/// its level's learnability: the rent side of the break-even rule ([`Analyzer::poll`]).
+fn served_saving_ns(file: &FileStats, lv: &LevelStats, levels: &[LevelStats]) -> f64 {
+    let mut saved = 0.0;
+    for result in [LookupResult::Negative, LookupResult::Positive] {
+        if let (Some(b), Some(m)) = path_times(file, lv, levels, result) {
+            saved += (b - m).max(0.0) * file.lookups_both(result) as f64;
+        }
+    }
+    saved * lv.learnability()
+}
+
 /// Model-path time over baseline time for one kind of lookup, pooled (weighted by timed
 /// lookups) over the levels that measured both: the prior for every level's model-path time,
 /// and the stand-in for a level that has none (no learned file retired there yet, for instance
@@ -287,6 +299,10 @@ pub struct AnalyzerConfig {
     /// them): the savings it calibrates against are themselves overstated (docs/learned-index.md
     /// "Calibration"), and calibrated runs learned more, not less.
     pub calibrate: bool,
+    /// Learn a skipped file once the lookups it served would have paid for its training had
+    /// it had a model (see [`Analyzer::poll`], "break-even"). Default true; false keeps the
+    /// estimate's judgement alone.
+    pub breakeven: bool,
 }
 
 impl Default for AnalyzerConfig {
@@ -301,6 +317,7 @@ impl Default for AnalyzerConfig {
             always_learn: false,
             benefit: Benefit::Remaining,
             calibrate: false,
+            breakeven: true,
         }
     }
 }
@@ -341,6 +358,8 @@ pub struct FileStats {
     timed: [AtomicU64; 4],
     nanos: [AtomicU64; 4],
     learned: AtomicBool,
+    /// Queued for learning (so that a judgement or the break-even scan does not queue it twice).
+    chosen: AtomicBool,
     /// The benefit estimated when the file was chosen on an estimate (f64 bits; 0: none).
     predicted_bits: AtomicU64,
     /// Training time of its model (0: not trained here, e.g. loaded from disk).
@@ -543,6 +562,14 @@ pub enum Decision {
         /// Estimated C_model.
         cost_ns: f64,
     },
+    /// Learn a skipped file: the lookups it served would have paid for its model (the
+    /// break-even rule, see [`Analyzer::poll`]).
+    BreakEven {
+        /// What a model would have saved on those lookups.
+        saved_ns: f64,
+        /// Estimated C_model.
+        cost_ns: f64,
+    },
     /// Do not learn: the cost is at least the benefit.
     Skip {
         /// Estimated B_model.
@@ -568,6 +595,9 @@ pub struct AnalyzerStats {
     pub files_skipped: u64,
     /// Judgements of skipped files made again (see [`RECHECK_MIN_NS`]).
     pub files_rejudged: u64,
+    /// Skipped files learned because the lookups they served reached break-even (see
+    /// [`Analyzer::poll`]).
+    pub files_breakeven: u64,
     /// Files the engine reported as learned.
     pub files_learned: u64,
     /// Files whose persisted model was loaded instead of trained.
@@ -663,6 +693,8 @@ pub(crate) struct Inner {
     queue: BinaryHeap<QueueEntry>,
     /// Skipped files waiting to be judged again, earliest first.
     recheck: BinaryHeap<RecheckEntry>,
+    /// Skipped files watched by the break-even rule (see [`Analyzer::poll`]).
+    skipped: Vec<(Arc<FileStats>, u64)>,
     pub(crate) levels: Vec<LevelStats>,
     seq: u64,
     stats: AnalyzerStats,
@@ -747,6 +779,7 @@ impl Analyzer {
             timed: Default::default(),
             nanos: Default::default(),
             learned: AtomicBool::new(false),
+            chosen: AtomicBool::new(false),
             predicted_bits: AtomicU64::new(0),
             train_ns: AtomicU64::new(0),
             control_timed: Default::default(),
@@ -816,7 +849,9 @@ impl Analyzer {
     }
 
     /// Evaluates every file whose wait ended by `now_ns`, queues the ones to learn, and returns
-    /// the decisions made (file id, decision) for observability and tests.
+    /// the decisions made (file id, decision) for observability and tests. With
+    /// [`AnalyzerConfig::breakeven`], also queues the skipped files whose served lookups reached
+    /// break-even (see `breakeven_locked`).
     pub fn poll(&self, now_ns: u64) -> Vec<(u64, Decision)> {
         let mut g = self.lock();
         let mut due = Vec::new();
@@ -837,8 +872,8 @@ impl Analyzer {
             if g.live.get(&file.id).is_none_or(|(_, s)| *s != seq) {
                 continue; // retired (or replaced) since
             }
-            if file.is_learned() {
-                continue; // its persisted model was loaded: nothing to decide
+            if file.is_learned() || file.chosen.load(Ordering::Relaxed) {
+                continue; // its persisted model was loaded, or it is queued already
             }
             let d = self.decide(&g, &file, now_ns);
             if again {
@@ -858,9 +893,14 @@ impl Analyzer {
                         .store(benefit_ns.to_bits(), Ordering::Relaxed);
                     benefit_ns * self.calibration_locked(&g) - cost_ns
                 }
+                // Not returned by `decide`; handled by the break-even scan below.
+                Decision::BreakEven { saved_ns, cost_ns } => saved_ns - cost_ns,
                 Decision::Skip { .. } => {
                     if !again {
                         g.stats.files_skipped += 1;
+                        if self.cfg.breakeven {
+                            g.skipped.push((file.clone(), seq));
+                        }
                     }
                     if self.cfg.benefit == Benefit::Remaining {
                         // Judged again once it has lived as long again (see RECHECK_MIN_NS).
@@ -880,6 +920,7 @@ impl Analyzer {
                 g.stats.files_skipped = g.stats.files_skipped.saturating_sub(1);
             }
             g.stats.files_chosen += 1;
+            file.chosen.store(true, Ordering::Relaxed);
             g.queue.push(QueueEntry {
                 priority,
                 seq,
@@ -887,8 +928,54 @@ impl Analyzer {
             });
             out.push((file.id, d));
         }
+        if self.cfg.breakeven && !self.cfg.always_learn {
+            self.breakeven_locked(&mut g, &mut out);
+        }
         g.stats.queue_len = g.queue.len() as u64;
         out
+    }
+
+    /// The break-even rule (beyond the source; on with [`AnalyzerConfig::breakeven`]): a
+    /// skipped file is queued as soon as what its model *would have saved* on the lookups it
+    /// already served — each lookup's baseline-minus-model time from [`path_times`], weighed by
+    /// the level's learnability — reaches its training cost. This is the rent-or-buy rule: a
+    /// file that keeps being read is learned after paying at most its training cost once more
+    /// in slow lookups, whatever the estimate predicted, so a wrong skip costs at most twice
+    /// the optimum. The estimate alone lags a change of workload: after a write-only load the
+    /// levels' retired files served no lookups, so every table of the read phase that follows
+    /// is skipped and, judged again only when its age doubles, read on the baseline path for
+    /// as long as it has lived.
+    fn breakeven_locked(&self, g: &mut Inner, out: &mut Vec<(u64, Decision)>) {
+        let per_record = if g.train_records > 0.0 {
+            g.train_ns / g.train_records
+        } else {
+            self.cfg.train_ns_per_record_default
+        };
+        let watched = std::mem::take(&mut g.skipped);
+        let mut keep = Vec::with_capacity(watched.len());
+        for (file, seq) in watched {
+            let live = g.live.get(&file.id).is_some_and(|(_, s)| *s == seq);
+            if !live || file.is_learned() || file.chosen.load(Ordering::Relaxed) {
+                continue;
+            }
+            let cost_ns = per_record * file.records as f64;
+            let saved_ns = served_saving_ns(&file, &g.levels[file.level], &g.levels);
+            if saved_ns <= 0.0 || saved_ns < cost_ns {
+                keep.push((file, seq));
+                continue;
+            }
+            g.stats.files_breakeven += 1;
+            g.stats.files_skipped = g.stats.files_skipped.saturating_sub(1);
+            g.stats.files_chosen += 1;
+            file.chosen.store(true, Ordering::Relaxed);
+            g.queue.push(QueueEntry {
+                priority: saved_ns - cost_ns,
+                seq,
+                file: file.clone(),
+            });
+            out.push((file.id, Decision::BreakEven { saved_ns, cost_ns }));
+        }
+        g.skipped = keep;
     }
 
     /// The decision for `file` at `now_ns` (without queueing it).
@@ -1488,6 +1575,63 @@ mod tests {
         assert!(matches!(rem.poll(t)[..], [(1, Decision::Skip { .. })]));
     }
 
+    /// A level whose retired files lived 150 ms and served nothing (a write-only load), with
+    /// one learned file that showed the model path (400 vs 1500 ns), and a new file of 9000
+    /// records (100 ns per record: 900 µs to learn) that the estimate skips.
+    fn after_a_write_only_load(breakeven: bool) -> (Analyzer, Arc<FileStats>, u64) {
+        let a = Analyzer::new(AnalyzerConfig {
+            breakeven,
+            ..AnalyzerConfig::default()
+        })
+        .unwrap();
+        retire_history(&a, 1, 8, 100, 0, 150 * MS, (0, 0), (0, 0, 0, 0));
+        retire_history(&a, 2, 4, 200, 0, 150 * MS, (0, 100), (0, 0, 1500, 400));
+        let t = 10_000 * MS;
+        let trained = a.register(99, 1, 1 << 20, 9000, t).unwrap();
+        a.learned(&trained, 900_000);
+        a.retire(99, t);
+        let f = a.register(1, 1, 1 << 20, 9000, t).unwrap();
+        let t = t + 50 * MS;
+        assert!(matches!(a.poll(t)[..], [(1, Decision::Skip { .. })]));
+        (a, f, t)
+    }
+
+    #[test]
+    fn a_skipped_file_is_learned_once_its_lookups_would_have_paid_for_its_model() {
+        let (a, f, t) = after_a_write_only_load(true);
+        // Each baseline lookup would have saved 1100 ns: 818 lookups are 899,800 ns, short
+        // of the 900,000 ns the training costs; the 819th pays for it.
+        for _ in 0..818 {
+            f.record(Positive, Baseline, 1500);
+        }
+        assert!(a.poll(t + MS).is_empty());
+        assert!(a.next_to_learn().is_none());
+        f.record(Positive, Baseline, 1500);
+        let d = a.poll(t + 2 * MS);
+        let [(1, Decision::BreakEven { saved_ns, cost_ns })] = d[..] else {
+            panic!("{d:?}");
+        };
+        assert!((saved_ns - 900_900.0).abs() < 1.0, "{saved_ns}");
+        assert_eq!(cost_ns, 900_000.0);
+        assert_eq!(a.next_to_learn().unwrap().id(), 1);
+        assert_eq!(a.stats().files_breakeven, 1);
+        assert_eq!(a.stats().files_skipped, 0);
+        // Queued once: neither a later poll nor its re-judgement queues it again.
+        assert!(a.poll(t + 1_000 * MS).is_empty());
+        assert!(a.next_to_learn().is_none());
+    }
+
+    #[test]
+    fn without_breakeven_a_read_file_waits_for_its_rejudgement() {
+        let (a, f, t) = after_a_write_only_load(false);
+        for _ in 0..5_000 {
+            f.record(Positive, Baseline, 1500);
+        }
+        assert!(a.poll(t + MS).is_empty());
+        assert!(a.next_to_learn().is_none());
+        assert_eq!(a.stats().files_breakeven, 0);
+    }
+
     #[test]
     fn a_hot_file_on_a_churned_level_is_still_learned() {
         let (a, f) = churned_level(Benefit::Remaining);
@@ -1695,12 +1839,14 @@ mod tests {
     /// of the read-write phase that follows serves 20 lookups per ms: at the end of its wait
     /// its level predicts 10 ms of life left, too little to pay; judged again at 100 ms it has
     /// outlived every retired file, is expected to live as long again, and is learned. The
-    /// source's formula judges a file once.
+    /// source's formula judges a file once. (Break-even off: its 1000 lookups of 1000 ns saved
+    /// each would pay for the 0.9 ms training at once.)
     #[test]
     fn a_skipped_file_that_outlives_its_level_is_judged_again() {
         for benefit in [Benefit::Remaining, Benefit::Lifetime] {
             let a = Analyzer::new(AnalyzerConfig {
                 benefit,
+                breakeven: false,
                 ..AnalyzerConfig::default()
             })
             .unwrap();

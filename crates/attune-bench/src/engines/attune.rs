@@ -261,6 +261,8 @@ impl Engine for AttuneEngine {
             "files_skipped": l.files_skipped,
             "files_bootstrap": l.files_bootstrap,
             "files_rejudged": l.files_rejudged,
+            "files_breakeven": l.files_breakeven,
+            "level_models_learned": l.level_models_learned,
             "files_short_lived": l.files_short_lived,
             "files_unlearnable": l.files_unlearnable,
             "models_rejected": l.models_rejected,

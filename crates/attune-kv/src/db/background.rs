@@ -40,9 +40,35 @@ impl DbInner {
             }
             self.tables.get(n)
         };
+        // Level models are learned online only where the learner learns on its own (not in
+        // `offline` mode, where `learn_all` does).
+        let online_levels = self.opts.learned_level
+            && self.opts.learned_index != crate::options::LearnedIndex::Offline;
+        let wait_ns = self.opts.learned_wait_ms.saturating_mul(1_000_000);
+        let mut levels = crate::version::learn::LevelWatch::default();
         while !stop() {
             std::thread::sleep(LEARN_POLL);
             learning.learn_round(self.env.as_ref(), &self.dir, &open, &stop);
+            if !online_levels {
+                continue;
+            }
+            // The version held here keeps the level's files from being deleted meanwhile.
+            let v = self.sv.read().version.clone();
+            for level in levels.due(&v, learning.now_ns(), wait_ns) {
+                if stop() {
+                    break;
+                }
+                let tables = v.files[level].iter().map(|f| self.tables.get(f.number));
+                let Ok(tables) = tables.collect::<Result<Vec<_>>>() else {
+                    continue;
+                };
+                let (env, dir) = (self.env.as_ref(), &self.dir);
+                if let Ok(true) =
+                    crate::version::learn::learn_level(env, dir, &v, level, &tables, learning.delta)
+                {
+                    learning.level_learned();
+                }
+            }
         }
     }
 

@@ -518,19 +518,14 @@ impl DB {
                     .iter()
                     .map(|f| inner.tables.get(f.number))
                     .collect::<Result<Vec<_>>>()?;
-                let m = crate::version::learn::train_level(&tables, l.delta)?;
-                if m.index.quality().is_useful() {
-                    let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
-                    // The file is a cache: failing to write it costs a relearn after reopen.
-                    let _ = crate::version::learn::write_level_model(
-                        inner.env.as_ref(),
-                        &inner.dir,
-                        level,
-                        &numbers,
-                        &m,
-                    );
-                    v.set_level_model(level, Arc::new(m));
-                }
+                crate::version::learn::learn_level(
+                    inner.env.as_ref(),
+                    &inner.dir,
+                    &v,
+                    level,
+                    &tables,
+                    l.delta,
+                )?;
             }
         }
         Ok(with_model)

@@ -208,6 +208,10 @@ pub struct LearnStats {
     pub files_bootstrap: u64,
     /// Judgements of skipped files made again once they outlived their first judgement.
     pub files_rejudged: u64,
+    /// Skipped files learned once the lookups they served reached break-even.
+    pub files_breakeven: u64,
+    /// Level models the background learner built after a level settled (`learned_level`).
+    pub level_models_learned: u64,
     pub files_short_lived: u64,
     /// Models built but not installed: the keys collapse under the mapping, so the model would
     /// not beat the index (the file keeps the baseline path).
@@ -251,6 +255,8 @@ pub struct Learning {
     files: Mutex<HashMap<u64, (usize, Arc<FileStats>)>>,
     pub(crate) unlearnable: AtomicU64,
     pub(crate) rejected: AtomicU64,
+    /// Level models the background learner built (online level learning).
+    levels_learned: AtomicU64,
     /// Whether the analyzer started from statistics persisted by an earlier open.
     state_loaded: AtomicBool,
 }
@@ -268,6 +274,7 @@ impl Learning {
             always_learn: opts.learned_index == Mode::Always,
             benefit: opts.learned_benefit,
             calibrate: opts.learned_calibrate,
+            breakeven: opts.learned_breakeven,
             ..AnalyzerConfig::default()
         };
         let analyzer =
@@ -286,8 +293,14 @@ impl Learning {
             files: Mutex::new(HashMap::new()),
             unlearnable: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            levels_learned: AtomicU64::new(0),
             state_loaded: AtomicBool::new(false),
         })))
+    }
+
+    /// Counts a level model the background learner built.
+    pub(crate) fn level_learned(&self) {
+        self.levels_learned.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn now_ns(&self) -> u64 {
@@ -423,6 +436,8 @@ impl Learning {
             files_skipped: a.files_skipped,
             files_bootstrap: a.files_bootstrap,
             files_rejudged: a.files_rejudged,
+            files_breakeven: a.files_breakeven,
+            level_models_learned: self.levels_learned.load(Ordering::Relaxed),
             files_short_lived: a.files_short_lived,
             files_unlearnable: self.unlearnable.load(Ordering::Relaxed),
             models_rejected: self.rejected.load(Ordering::Relaxed),

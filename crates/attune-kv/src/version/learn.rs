@@ -166,6 +166,68 @@ fn train_tables(tables: &[Arc<Table>], delta: u32) -> Result<LearnedIndex> {
     Ok(b.finish())
 }
 
+/// Learns a model over `level` of `v` (whose open tables are `tables`, in the level's order),
+/// persists it as `LEVEL-N.atlm` and installs it in `v`'s slot for the level (which every later
+/// version that keeps the level's files shares). Returns whether the level has a model
+/// afterwards: false when the model is not useful (the file path serves the level).
+pub fn learn_level(
+    env: &dyn Env,
+    dir: &Path,
+    v: &Version,
+    level: usize,
+    tables: &[Arc<Table>],
+    delta: u32,
+) -> Result<bool> {
+    if v.level_models[level].get().is_some() {
+        return Ok(true);
+    }
+    let m = train_level(tables, delta)?;
+    if !m.index.quality().is_useful() {
+        return Ok(false);
+    }
+    let numbers: Vec<u64> = v.files[level].iter().map(|f| f.number).collect();
+    // The file is a cache: failing to write it costs a relearn after reopen.
+    let _ = write_level_model(env, dir, level, &numbers, &m);
+    Ok(v.set_level_model(level, Arc::new(m)))
+}
+
+/// Online level learning (`learned_level` with the background learner; beyond the source, whose
+/// level models are learned once over read-only data): remembers since when each level has held
+/// its current files, and names the levels of two or more files without a model that have been
+/// unchanged for the wait (`learned_wait_ms`, the same T_wait as a table's). A level that a
+/// compaction keeps changing is never learned — its model would die young, as a short-lived
+/// table's would — and one that settles is learned again after every change, without
+/// `learn_all`. Each file set is tried once: a level whose model is not useful is not retrained
+/// until its files change.
+#[derive(Debug, Default)]
+pub struct LevelWatch {
+    /// Per level: its file numbers, when they were first seen, whether they were tried.
+    seen: Vec<(Vec<u64>, u64, bool)>,
+}
+
+impl LevelWatch {
+    /// The levels of `v` due for a model at `now_ns` (marked tried).
+    pub fn due(&mut self, v: &Version, now_ns: u64, wait_ns: u64) -> Vec<usize> {
+        if self.seen.len() < NUM_LEVELS {
+            self.seen.resize_with(NUM_LEVELS, Default::default);
+        }
+        let mut out = Vec::new();
+        for level in 1..NUM_LEVELS {
+            let files = &v.files[level];
+            let slot = &mut self.seen[level];
+            if !slot.0.iter().eq(files.iter().map(|f| &f.number)) {
+                *slot = (files.iter().map(|f| f.number).collect(), now_ns, false);
+            }
+            let settled = now_ns.saturating_sub(slot.1) >= wait_ns;
+            if files.len() >= 2 && !slot.2 && settled && v.level_models[level].get().is_none() {
+                slot.2 = true;
+                out.push(level);
+            }
+        }
+        out
+    }
+}
+
 /// Writes `m`, the model of `level` whose files are `numbers`, as `LEVEL-N.atlm` (atomically).
 pub fn write_level_model(
     env: &dyn Env,
@@ -210,6 +272,17 @@ fn read_model(env: &dyn Env, path: &Path) -> Result<LearnedIndex> {
     LearnedIndex::decode(&buf).map_err(|e| Error::corruption(path, 0, e.to_string()))
 }
 
+/// Writes a table's model file (temp file, then rename) without syncing it. The file is a
+/// cache checked at load (checksum, structure, record count), so a crash that leaves it torn
+/// or empty costs a relearn, never a wrong answer; an fsync per model, by contrast, held the
+/// learning thread for up to seconds per table while other work kept the device busy, and the
+/// tables a read phase touched stayed on the baseline path meanwhile.
 fn write_model(env: &dyn Env, dir: &Path, number: u64, bytes: &[u8]) -> Result<()> {
-    crate::env::write_file_atomic(env, &filename::model_path(dir, number), bytes)
+    let path = filename::model_path(dir, number);
+    let tmp = path.with_extension("tmp");
+    let mut f = env.new_writable(&tmp)?;
+    f.append(bytes)?;
+    f.flush()?;
+    drop(f);
+    env.rename(&tmp, &path)
 }

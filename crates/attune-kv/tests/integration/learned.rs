@@ -369,6 +369,58 @@ fn level_models_agree_with_the_map_and_are_dropped_when_the_level_changes() {
     }
 }
 
+/// Waits (on a loaded machine, up to 30 s) until `done` holds for the database's stats.
+fn wait_for(db: &DB, what: &str, done: impl Fn(&attune_kv::Stats) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st = db.stats();
+        if done(&st) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {:?} {:?}",
+            st.level_files,
+            st.learned
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn level_models_are_relearned_online_after_the_level_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        learned_level: true,
+        learned_wait_ms: 0,
+        ..options(LearnedIndex::Always)
+    };
+    let db = DB::open(dir.path(), opts).unwrap();
+    let n = 20_000u64;
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    for round in 0..2 {
+        for i in (round..n).step_by(1 + round as usize * 6) {
+            db.put(&key(0, i), &value(i, round)).unwrap();
+            model.insert(key(0, i), value(i, round));
+        }
+        db.flush().unwrap();
+        // A change of the sorted level drops its model; the learner builds a new one once the
+        // level has settled, without learn_all.
+        db.compact_range(None, None).unwrap();
+        wait_for(&db, "the level model was not relearned", |st| {
+            st.level_models == 1 && st.learned.level_models_learned > round
+        });
+        let snap = db.snapshot().unwrap();
+        check_point_reads(&db, 0, n, &model, &model, snap.sequence());
+    }
+    // The online model is persisted like one learn_all builds.
+    let level_files = table_files(dir.path(), "atlm").into_iter().filter(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("LEVEL-"))
+    });
+    assert!(level_files.count() >= 1);
+}
+
 #[test]
 fn offline_mode_learns_only_when_asked() {
     let dir = tempfile::tempdir().unwrap();
