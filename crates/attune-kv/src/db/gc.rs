@@ -385,15 +385,12 @@ impl DbInner {
         st.gc_running = true;
         // The active segment is never collected while it grows: when it already holds enough
         // garbage, switch it out and seal it now, or a `gc()` right after overwrites would
-        // reclaim nothing until the segment fills (which may take gigabytes).
+        // reclaim nothing until the segment fills (which may take gigabytes). Segments the
+        // writers switched out by size are sealed here too rather than left to the flush
+        // thread, so what `gc()` collects does not depend on how far that thread has got.
         let sealed_now = self
             .switch_vlog_with_garbage(&mut st, min_ratio)
-            .and_then(|switched| {
-                if switched {
-                    self.seal_segments(&mut st)?;
-                }
-                Ok(())
-            });
+            .and_then(|_| self.seal_segments(&mut st));
         if let Err(e) = sealed_now {
             st.gc_running = false;
             self.done_cv.notify_all();
