@@ -384,8 +384,23 @@ impl Table {
         h: BlockHandle,
         fill_cache: bool,
     ) -> Result<Arc<Block>> {
-        let Some(map) = self.file.mapped().filter(|_| self.in_place) else {
+        let Some((body, known)) = self.body_in_place(bi, h)? else {
             return self.block(h, fill_cache);
+        };
+        let b = Block::mapped(self.file.clone(), body, self.path.clone(), h.offset, !known)?;
+        if !known {
+            self.mark_verified(bi);
+        }
+        Ok(Arc::new(b))
+    }
+
+    /// The stored body of data block `bi` (handle `h`) inside the mapping, when reads go in
+    /// place and the block is stored uncompressed (None otherwise), and whether it was verified
+    /// before. Its checksum is checked here the first time; the caller checks its layout and
+    /// then calls [`Table::mark_verified`].
+    fn body_in_place(&self, bi: usize, h: BlockHandle) -> Result<Option<(&[u8], bool)>> {
+        let Some(map) = self.file.mapped().filter(|_| self.in_place) else {
+            return Ok(None);
         };
         let bad = |d: String| Error::corruption(self.path.as_path(), h.offset, d);
         let Some((body, kind, stored)) = block_in_place(map, h) else {
@@ -395,19 +410,24 @@ impl Table {
             )));
         };
         if kind != BLOCK_TYPE_NONE {
-            return self.block(h, fill_cache);
+            return Ok(None);
         }
-        let (word, bit) = (bi / 64, 1u64 << (bi % 64));
-        let slot = self.verified.get(word);
-        let known = slot.is_some_and(|w| w.load(Ordering::Acquire) & bit != 0);
+        let bit = 1u64 << (bi % 64);
+        let known = self
+            .verified
+            .get(bi / 64)
+            .is_some_and(|w| w.load(Ordering::Acquire) & bit != 0);
         if !known && !block_checksum_ok(body, kind, stored) {
             return Err(bad("block checksum mismatch".into()));
         }
-        let b = Block::mapped(self.file.clone(), body, self.path.clone(), h.offset, !known)?;
-        if let (false, Some(w)) = (known, slot) {
-            w.fetch_or(bit, Ordering::Release);
+        Ok(Some((body, known)))
+    }
+
+    /// Remembers that data block `bi` passed its checksum and layout checks.
+    fn mark_verified(&self, bi: usize) {
+        if let Some(w) = self.verified.get(bi / 64) {
+            w.fetch_or(1u64 << (bi % 64), Ordering::Release);
         }
-        Ok(Arc::new(b))
     }
 
     /// The Bloom filter's answer for user key `uk` (true without a filter). Starts a lookup's
@@ -643,30 +663,13 @@ impl Table {
     /// verified block stays verified, exactly like a block that was checked once on its way into
     /// the cache.
     fn view_in_place(&self, bi: usize, h: BlockHandle) -> Result<Option<BlockView<'_>>> {
-        let Some(map) = self.file.mapped().filter(|_| self.in_place) else {
+        let Some((body, known)) = self.body_in_place(bi, h)? else {
             return Ok(None);
         };
         let bad = |d: String| Error::corruption(self.path.as_path(), h.offset, d);
-        let Some((body, kind, stored)) = block_in_place(map, h) else {
-            return Err(bad(format!(
-                "block handle (size {}) points past the file",
-                h.size
-            )));
-        };
-        if kind != BLOCK_TYPE_NONE {
-            return Ok(None);
-        }
-        let (word, bit) = (bi / 64, 1u64 << (bi % 64));
-        let slot = self.verified.get(word);
-        if slot.is_some_and(|w| w.load(Ordering::Acquire) & bit != 0) {
-            return BlockView::new(body, false).map(Some).map_err(bad);
-        }
-        if !block_checksum_ok(body, kind, stored) {
-            return Err(bad("block checksum mismatch".into()));
-        }
-        let v = BlockView::new(body, true).map_err(bad)?;
-        if let Some(w) = slot {
-            w.fetch_or(bit, Ordering::Release);
+        let v = BlockView::new(body, !known).map_err(bad)?;
+        if !known {
+            self.mark_verified(bi);
         }
         Ok(Some(v))
     }
