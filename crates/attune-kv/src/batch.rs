@@ -83,13 +83,19 @@ impl WriteBatch {
                 MAX_VALUE_BYTES - EXPIRY_BYTES as u64
             )));
         }
-        self.rep.push(ValueKind::ExpiringValue as u8);
-        put_length_prefixed(&mut self.rep, key);
-        put_varint64(&mut self.rep, (EXPIRY_BYTES + value.len()) as u64);
-        self.rep.extend_from_slice(&expires_at_ms.to_le_bytes());
-        self.rep.extend_from_slice(value);
-        self.count += 1;
+        self.push_expiring(ValueKind::ExpiringValue, key, value, expires_at_ms);
         Ok(())
+    }
+
+    /// One record of an expiring kind: the key, then the stored value (the expiry in Unix
+    /// milliseconds, little-endian, before `payload`: a value or a value-log pointer).
+    fn push_expiring(&mut self, kind: ValueKind, key: &[u8], payload: &[u8], expires_at_ms: u64) {
+        self.rep.push(kind as u8);
+        put_length_prefixed(&mut self.rep, key);
+        put_varint64(&mut self.rep, (EXPIRY_BYTES + payload.len()) as u64);
+        self.rep.extend_from_slice(&expires_at_ms.to_le_bytes());
+        self.rep.extend_from_slice(payload);
+        self.count += 1;
     }
 
     /// Adds a delete.
@@ -117,12 +123,7 @@ impl WriteBatch {
         pointer: &[u8],
         expires_at_ms: u64,
     ) {
-        self.rep.push(ValueKind::ExpiringBlobIndex as u8);
-        put_length_prefixed(&mut self.rep, key);
-        put_varint64(&mut self.rep, (EXPIRY_BYTES + pointer.len()) as u64);
-        self.rep.extend_from_slice(&expires_at_ms.to_le_bytes());
-        self.rep.extend_from_slice(pointer);
-        self.count += 1;
+        self.push_expiring(ValueKind::ExpiringBlobIndex, key, pointer, expires_at_ms);
     }
 
     pub fn clear(&mut self) {
