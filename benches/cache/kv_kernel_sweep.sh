@@ -15,6 +15,7 @@
 #   python3 benches/cache/kv_kernel_report.py benches/results/cache-kv-kernel-sweep.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. benches/cache/kv_cell.sh
 BIN=${BIN:-target/release/attune-bench}   # copy it elsewhere if builds run meanwhile
 OUT=${OUT:-benches/results/cache-kv-kernel-sweep.jsonl}
 DIR=${DIR:-target/bench-cache-kv-kernel}
@@ -26,26 +27,7 @@ ENGINES="$A;cache_sizing=adaptive,$A;cache_sizing=1MiB,$A;cache_sizing=16MiB,$A;
 ENGINES="$ENGINES,rocksdb:cache_size=32MiB,leveldb:cache_size=8MiB;compression=snappy"
 ENGINES=${ENGINES_OVERRIDE:-$ENGINES}
 for ratio in ${RATIOS:-0.2 0.6 1.0 0.4 0.8}; do
-  records=$(python3 -c "print(int(32 * 2**20 / $ratio / 1016))")
   for dist in ${DISTS:-uniform scrambled:0.99 hotspot:0.3:0.7 hotspot:0.2:0.8 hotspot:0.1:0.9}; do
-    part="$OUT.part"
-    rm -f "$part"
-    "$BIN" kv ycsb --workloads load,c --records "$records" --operations "$OPS" \
-      --warmup-ops "$WARMUP" --distribution "$dist" --compression "$COMP" --cache-size 32MiB \
-      --write-buffer-size 16MiB --memory-limit 96MiB --cold --engines "$ENGINES" \
-      --dir "$DIR" --no-progress --repeat "${REPEAT:-1}" --out "$part"
-    python3 - "$part" "$ratio" >> "$OUT" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    if line.strip():
-        r = json.loads(line)
-        r["ratio"] = float(sys.argv[2])
-        t = (r.get("settings") or {}).get("cache_tiers")
-        if t:
-            t.pop("timeline", None)
-            t.pop("mrc", None)
-        print(json.dumps(r))
-PY
-    rm -f "$part"
+    run_cell "$ratio" "$dist" "$COMP" "$WARMUP"
   done
 done

@@ -14,6 +14,7 @@
 # controller's timeline and MRC are dropped from settings.cache_tiers).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. benches/cache/kv_cell.sh
 BIN=${BIN:-target/release/attune-bench}   # copy it elsewhere if builds run meanwhile
 OUT=${OUT:-benches/results/cache-kv-vs-rocksdb.jsonl}
 DIR=${DIR:-target/bench-cache-kv-sweep}
@@ -23,29 +24,8 @@ ENGINES="$A;cache_layout=kernel,$A;cache_layout=user"
 ENGINES="$ENGINES,rocksdb:cache_size=32MiB,rocksdb:cache_size=16MiB"
 for comp in ${COMPS:-lz4 zstd}; do
   for ratio in ${RATIOS:-0.2 0.6 1.0}; do
-    records=$(python3 -c "print(int(32 * 2**20 / $ratio / 1016))")
     for dist in ${DISTS:-uniform scrambled:0.99 hotspot:0.2:0.8}; do
-      part="$OUT.part"
-      rm -f "$part"
-      "$BIN" kv ycsb --workloads load,c --records "$records" --operations "$OPS" \
-        --warmup-ops "$OPS" --distribution "$dist" --compression "$comp" --cache-size 32MiB \
-        --write-buffer-size 16MiB --memory-limit 96MiB --cold --engines "$ENGINES" \
-        --dir "$DIR" --no-progress --repeat "${REPEAT:-1}" --out "$part"
-      python3 - "$part" "$ratio" >> "$OUT" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    if line.strip():
-        r = json.loads(line)
-        r["ratio"] = float(sys.argv[2])
-        # The controller's per-window timeline and miss-ratio curve make a row ~10 KB; the
-        # tables use neither, so they are dropped here to keep the committed file small.
-        t = (r.get("settings") or {}).get("cache_tiers")
-        if t:
-            t.pop("timeline", None)
-            t.pop("mrc", None)
-        print(json.dumps(r))
-PY
-      rm -f "$part"
+      run_cell "$ratio" "$dist" "$comp" "$OPS"
     done
   done
 done
