@@ -535,19 +535,16 @@ fn adoption_that_makes_latency_worse_is_rolled_back() {
     }
 }
 
-/// The engine re-calibrated its miss costs: a requested round runs once the controller is out
-/// of its round, and a request during a round changes nothing.
-#[test]
-fn requested_round_runs_after_the_current_one_only() {
-    let seed = 71;
-    println!("seed {seed}");
+/// A controller over a 32 MiB two-tier loop whose uniform working set is 1.25 M, and a feed that
+/// runs n accesses through the real tiers, resizing them as the controller decides.
+fn uniform_loop(seed: u64) -> (Symbiosis, impl FnMut(&mut Symbiosis, u64)) {
     let m = 32 * MIB;
     let blocks = (1.25 * m as f64 / 4096.0) as u64;
     let layout = BlockLayout::new(blocks, 4096, 0.5, 4096, seed).unwrap();
-    let mut sym = Symbiosis::new(loop_config(m, costs())).unwrap();
+    let sym = Symbiosis::new(loop_config(m, costs())).unwrap();
     let mut real = TwoTier::new(m, sym.app_target_bytes(), PolicyKind::Lru, page_tier());
     let mut next = blocks_stream(&RequestDist::Uniform, blocks, seed);
-    let mut feed = |sym: &mut Symbiosis, n: u64| {
+    let feed = move |sym: &mut Symbiosis, n: u64| {
         for _ in 0..n {
             let r = layout.block(next());
             let h = real.access(r.file, r.offset, r.compressed_len.into(), 4096);
@@ -558,6 +555,16 @@ fn requested_round_runs_after_the_current_one_only() {
             }
         }
     };
+    (sym, feed)
+}
+
+/// The engine re-calibrated its miss costs: a requested round runs once the controller is out
+/// of its round, and a request during a round changes nothing.
+#[test]
+fn requested_round_runs_after_the_current_one_only() {
+    let seed = 71;
+    println!("seed {seed}");
+    let (mut sym, mut feed) = uniform_loop(seed);
     assert_eq!(sym.state(), State::Adapting);
     sym.request_round().unwrap();
     assert_eq!(sym.state(), State::Adapting);
@@ -1534,23 +1541,7 @@ fn all_of_m_without_room_for_the_footprint_is_not_adopted() {
 fn measured_second_tier_room_applies_from_the_next_round() {
     let seed = 73;
     println!("seed {seed}");
-    let m = 32 * MIB;
-    let blocks = (1.25 * m as f64 / 4096.0) as u64;
-    let layout = BlockLayout::new(blocks, 4096, 0.5, 4096, seed).unwrap();
-    let mut sym = Symbiosis::new(loop_config(m, costs())).unwrap();
-    let mut real = TwoTier::new(m, sym.app_target_bytes(), PolicyKind::Lru, page_tier());
-    let mut next = blocks_stream(&RequestDist::Uniform, blocks, seed);
-    let mut feed = |sym: &mut Symbiosis, n: u64| {
-        for _ in 0..n {
-            let r = layout.block(next());
-            let h = real.access(r.file, r.offset, r.compressed_len.into(), 4096);
-            if let Some(m_a) =
-                sym.record(&r.access(h == crate::TierHit::App, Some(h == crate::TierHit::Second)))
-            {
-                real.set_app_bytes(m_a);
-            }
-        }
-    };
+    let (mut sym, mut feed) = uniform_loop(seed);
     // The round at open is running: the value waits.
     assert_eq!(sym.state(), State::Adapting);
     sym.set_second_extra_bytes(8 * MIB);
