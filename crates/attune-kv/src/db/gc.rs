@@ -54,6 +54,24 @@ const EARLY_FLUSH_MIN_BYTES: f64 = (1u64 << 20) as f64;
 /// Background collection starts this share of the way from no garbage to `blob_gc_space_amp`.
 const GC_START_SHARE: f64 = 0.75;
 
+/// The value log's bytes and how many of them are estimated garbage.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct VlogEstimate {
+    pub total: u64,
+    pub garbage: u64,
+}
+
+impl VlogEstimate {
+    /// Estimated space amplification: the bytes over the bytes less the garbage (1.0 when the
+    /// value log is empty).
+    pub fn space_amp(&self) -> f64 {
+        if self.total == 0 {
+            return 1.0;
+        }
+        self.total as f64 / (self.total - self.garbage).max(1) as f64
+    }
+}
+
 /// The garbage estimate of segment `n`: what flushes and compactions recorded in the manifest,
 /// or what flushes found shadowed since the open, whichever is larger (each is a lower bound
 /// of the truth; collection verifies every record before it moves or drops it).
@@ -234,8 +252,8 @@ impl DbInner {
     /// The value log's bytes and its estimated garbage. Segments still being written count at
     /// their current length; the records that the memtables not yet flushed shadow count as
     /// garbage at the share the last flush found (no flush has found them yet, but they are
-    /// there).
-    fn vlog_estimate(&self, st: &State) -> (u64, u64) {
+    /// there). A write group's leader computes it once for all its checks.
+    pub(super) fn vlog_estimate(&self, st: &State) -> VlogEstimate {
         let (mut total, mut garbage) = st
             .versions
             .blob_files
@@ -253,17 +271,10 @@ impl DbInner {
         }
         let unflushed = st.mem.blob_bytes() + st.imm.as_ref().map_or(0, |m| m.blob_bytes());
         garbage += (unflushed as f64 * st.shadow_share) as u64;
-        (total, garbage.min(total))
-    }
-
-    /// The value log's estimated space amplification: its bytes over its bytes less the
-    /// estimated garbage (1.0 when it is empty).
-    pub(super) fn vlog_space_amp(&self, st: &State) -> f64 {
-        let (total, garbage) = self.vlog_estimate(st);
-        if total == 0 {
-            return 1.0;
+        VlogEstimate {
+            total,
+            garbage: garbage.min(total),
         }
-        total as f64 / (total - garbage).max(1) as f64
     }
 
     /// Whether the memtable should be flushed before it is full because the garbage it hides
@@ -272,14 +283,13 @@ impl DbInner {
     /// bytes. A data set about the size of the write buffer, overwritten, would otherwise carry
     /// a whole memtable of unknown garbage (2–2.5× instead of 1.5×). Loads without overwrites
     /// (a share near 0) never flush early.
-    pub(super) fn garbage_flush_due(&self, st: &State) -> bool {
+    pub(super) fn garbage_flush_due(&self, st: &State, est: VlogEstimate) -> bool {
         let limit = self.opts.blob_gc_space_amp;
         let mem = st.mem.blob_bytes() as f64;
         if limit == 0.0 || st.shadow_share < EARLY_FLUSH_MIN_SHARE || mem < EARLY_FLUSH_MIN_BYTES {
             return false;
         }
-        let (total, garbage) = self.vlog_estimate(st);
-        let live = total.saturating_sub(garbage) as f64;
+        let live = est.total.saturating_sub(est.garbage) as f64;
         mem * st.shadow_share > (limit - 1.0) / 2.0 * live
     }
 
@@ -288,9 +298,9 @@ impl DbInner {
     /// it is under way before writers are slowed at the limit itself (see `gc_debt`). Segments
     /// in `st.gc_skip` were scanned and left, with their estimate at the time: each is
     /// considered again once its estimate has grown by `GC_RETRY_GROWTH` of its size.
-    pub(super) fn pick_gc_segment(&self, st: &State) -> Option<u64> {
+    pub(super) fn pick_gc_segment(&self, st: &State, est: VlogEstimate) -> Option<u64> {
         let threshold = self.opts.blob_gc_space_amp;
-        if threshold == 0.0 || self.vlog_space_amp(st) <= 1.0 + GC_START_SHARE * (threshold - 1.0) {
+        if threshold == 0.0 || est.space_amp() <= 1.0 + GC_START_SHARE * (threshold - 1.0) {
             return None;
         }
         let est =
@@ -320,12 +330,12 @@ impl DbInner {
     /// Whether writers should be slowed for collection to catch up: the value log is past
     /// `blob_gc_space_amp` and some segment is worth collecting (slowing writers helps only
     /// then). The group leader checks this like level-0's slowdown trigger.
-    pub(super) fn gc_debt(&self, st: &State) -> bool {
+    pub(super) fn gc_debt(&self, st: &State, est: VlogEstimate) -> bool {
         let threshold = self.opts.blob_gc_space_amp;
         threshold > 0.0
             && st.bg_error.is_none()
-            && self.vlog_space_amp(st) > threshold
-            && self.pick_gc_segment(st).is_some()
+            && est.space_amp() > threshold
+            && self.pick_gc_segment(st, est).is_some()
     }
 
     pub(super) fn record_gc(&self, st: &mut State, r: &(u64, u64, u64)) {
@@ -343,7 +353,7 @@ impl DbInner {
                 return;
             }
             let pick = if st.bg_error.is_none() && !st.gc_running {
-                self.pick_gc_segment(&st)
+                self.pick_gc_segment(&st, self.vlog_estimate(&st))
             } else {
                 None
             };

@@ -308,7 +308,9 @@ impl DbInner {
                 return Err(Error::Closed("database is closed".into()));
             }
             let l0 = st.versions.current().files[0].len();
-            let gc_debt = allow_delay && self.opts.enable_blob_files && self.gc_debt(st);
+            // One estimate of the value log for both of its checks below.
+            let vlog = (self.opts.enable_blob_files && !force).then(|| self.vlog_estimate(st));
+            let gc_debt = allow_delay && vlog.is_some_and(|est| self.gc_debt(st, est));
             if gc_debt {
                 self.work_cv.notify_all(); // the collector may be waiting for its next poll
             }
@@ -336,7 +338,7 @@ impl DbInner {
                 && self.opts.enable_blob_files
                 && st.imm.is_none()
                 && l0 < self.opts.l0_slowdown_writes_trigger
-                && self.garbage_flush_due(st);
+                && vlog.is_some_and(|est| self.garbage_flush_due(st, est));
             if !force && !full && !early {
                 return Ok(());
             }
