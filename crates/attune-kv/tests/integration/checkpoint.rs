@@ -4,8 +4,9 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::env::{Env, MemEnv};
-use attune_kv::{Error, Options, ReadOptions, DB};
+use crate::support::{contents, open_mem_at};
+use attune_kv::env::MemEnv;
+use attune_kv::{Error, Options, DB};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,18 +31,6 @@ fn value(i: u32, round: u32) -> Vec<u8> {
 
 fn key(i: u32) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
-}
-
-fn scan(db: &DB) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut it = db.iter(&ReadOptions::default()).unwrap();
-    it.seek_to_first();
-    let mut out = BTreeMap::new();
-    while it.valid() {
-        out.insert(it.key().to_vec(), it.value().to_vec());
-        it.next();
-    }
-    it.status().unwrap();
-    out
 }
 
 /// Writes three rounds (with deletes), checkpoints, then writes more: the checkpoint holds
@@ -71,7 +60,7 @@ fn round_trip(db: &DB, open_checkpoint: impl Fn() -> DB, dest: &Path) {
     }
     db.put(b"zzz-after", b"x").unwrap();
     let cp = open_checkpoint();
-    assert_eq!(scan(&cp), model);
+    assert_eq!(contents(&cp), model);
     cp.verify().unwrap();
     // The checkpoint is a database of its own: writes there do not reach the source.
     cp.put(b"only-in-checkpoint", b"1").unwrap();
@@ -87,7 +76,7 @@ fn round_trip(db: &DB, open_checkpoint: impl Fn() -> DB, dest: &Path) {
         expected.insert(key(i), b"after".to_vec());
     }
     expected.insert(b"zzz-after".to_vec(), b"x".to_vec());
-    assert_eq!(scan(db), expected);
+    assert_eq!(contents(db), expected);
 }
 
 #[test]
@@ -109,14 +98,7 @@ fn a_checkpoint_on_the_file_system_links_and_opens_with_the_state_at_the_call() 
 #[test]
 fn a_checkpoint_where_links_are_impossible_copies() {
     let env = MemEnv::new();
-    let open = |dir: &str| {
-        DB::open_with_env(
-            Arc::new(env.clone()) as Arc<dyn Env>,
-            Path::new(dir),
-            options(),
-        )
-        .unwrap()
-    };
+    let open = |dir: &str| open_mem_at(&env, dir, options()).unwrap();
     let db = open("/db");
     round_trip(&db, || open("/cp"), Path::new("/cp"));
 }

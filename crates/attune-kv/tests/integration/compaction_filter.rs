@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::env::{Env, MemEnv};
+use crate::support::open_mem;
+use attune_kv::env::MemEnv;
 use attune_kv::{CompactionFilter, FilterDecision, Options, ReadOptions, DB};
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -40,12 +40,7 @@ fn open(env: &MemEnv, rules: &Arc<Rules>) -> DB {
         compaction_filter: Some(rules.clone() as Arc<dyn CompactionFilter>),
         ..Options::default()
     };
-    DB::open_with_env(
-        Arc::new(env.clone()) as Arc<dyn Env>,
-        Path::new("/db"),
-        opts,
-    )
-    .unwrap()
+    open_mem(env, opts).unwrap()
 }
 
 fn long(s: &str) -> Vec<u8> {

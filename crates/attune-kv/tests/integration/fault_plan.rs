@@ -8,10 +8,10 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
+use crate::support::open_mem_at;
 use attune_kv::env::{Env, FaultError, FaultOp, FaultPlan, MemEnv, Trigger};
 use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const DIR: &str = "/data/db";
@@ -28,11 +28,7 @@ fn options() -> Options {
 }
 
 fn open(env: &MemEnv) -> attune_kv::Result<DB> {
-    DB::open_with_env(
-        Arc::new(env.clone()) as Arc<dyn Env>,
-        Path::new(DIR),
-        options(),
-    )
+    open_mem_at(env, DIR, options())
 }
 
 fn key(i: usize) -> Vec<u8> {
@@ -329,8 +325,7 @@ fn failed_background_wal_sync_stops_later_writes() {
         wal_sync_interval_ms: 5,
         ..options()
     };
-    let db =
-        DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, Path::new(DIR), opts).unwrap();
+    let db = open_mem_at(&env, DIR, opts).unwrap();
     db.put(b"a", b"1").unwrap();
     let mut plan = FaultPlan::new(0).with(FaultOp::Sync, FaultError::Io, Trigger::Once(0));
     plan.sync_failure_loses_data = true;

@@ -4,10 +4,10 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::env::{Env, FaultKind, MemEnv};
-use attune_kv::{Options, WriteOptions, DB};
+use crate::support::open_mem;
+use attune_kv::env::{FaultKind, MemEnv};
+use attune_kv::{Options, WriteOptions};
 use std::path::Path;
-use std::sync::Arc;
 
 fn options() -> Options {
     Options {
@@ -19,8 +19,8 @@ fn options() -> Options {
 
 fn run(kind: FaultKind, after: u64) {
     let env = MemEnv::new();
-    let dir = Path::new("/db");
-    let db = DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, options()).unwrap();
+    let _dir = Path::new("/db");
+    let db = open_mem(&env, options()).unwrap();
     env.fail_after(kind, after);
     let mut acked = Vec::new();
     let mut failed = false;
@@ -43,8 +43,7 @@ fn run(kind: FaultKind, after: u64) {
     assert!(failed, "{kind:?}/{after}: the fault never fired");
     drop(db);
     env.clear_faults();
-    let db = DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, options())
-        .unwrap_or_else(|e| panic!("{kind:?}/{after}: reopen: {e}"));
+    let db = open_mem(&env, options()).unwrap_or_else(|e| panic!("{kind:?}/{after}: reopen: {e}"));
     for k in &acked {
         assert!(
             db.get(k).unwrap().is_some(),

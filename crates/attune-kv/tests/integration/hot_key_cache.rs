@@ -10,6 +10,7 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
+use crate::support::open_mem;
 use attune_kv::env::{Env, MemEnv};
 use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use rand::rngs::StdRng;
@@ -20,12 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 fn open(env: &MemEnv, opts: &Options) -> DB {
-    DB::open_with_env(
-        Arc::new(env.clone()) as Arc<dyn Env>,
-        Path::new("/db"),
-        opts.clone(),
-    )
-    .unwrap()
+    open_mem(env, opts.clone()).unwrap()
 }
 
 fn cache_options(bytes: u64) -> Options {

@@ -4,10 +4,10 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
+use crate::support::open_mem;
 use attune_kv::env::{Env, FaultError, FaultOp, FaultPlan, MemEnv, Trigger};
 use attune_kv::{Error, Options, ReadOptions, DB};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn options() -> Options {
@@ -19,11 +19,7 @@ fn options() -> Options {
 }
 
 fn open(env: &MemEnv, opts: Options) -> attune_kv::Result<DB> {
-    DB::open_with_env(
-        Arc::new(env.clone()) as Arc<dyn Env>,
-        Path::new("/db"),
-        opts,
-    )
+    open_mem(env, opts)
 }
 
 fn key(i: u32) -> Vec<u8> {

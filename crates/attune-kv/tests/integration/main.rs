@@ -21,6 +21,7 @@ mod multi_get;
 mod open;
 mod pipes_bulk_io;
 mod prefetcher;
+mod support;
 mod ttl;
 mod txn;
 mod vlog;

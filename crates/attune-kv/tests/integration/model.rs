@@ -6,14 +6,14 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::env::{Env, MemEnv};
+use crate::support::open_mem;
+use attune_kv::env::MemEnv;
 use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// Value-log segments collected across seeds (reported, and required to be non-zero).
 static GC_SEGMENTS: AtomicU64 = AtomicU64::new(0);
@@ -133,10 +133,9 @@ fn model_scan(
 fn run_seed(seed: u64, steps: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     let env = MemEnv::new();
-    let dir = Path::new("/db");
+    let _dir = Path::new("/db");
     let opts = small_options(&mut rng);
-    let open =
-        |env: &MemEnv| DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, opts.clone());
+    let open = |env: &MemEnv| open_mem(env, opts.clone());
     let mut db = open(&env).unwrap_or_else(|e| panic!("seed {seed}: open: {e}"));
     let mut model = Model::new();
     let mut snapshots: Vec<(attune_kv::Snapshot, Model)> = Vec::new();

@@ -3,10 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::env::{Env, MemEnv};
+use crate::support::open_mem;
+use attune_kv::env::MemEnv;
 use attune_kv::{Error, Options, ReadOptions, DB};
-use std::path::Path;
-use std::sync::Arc;
 
 fn open(env: &MemEnv) -> DB {
     let opts = Options {
@@ -14,12 +13,7 @@ fn open(env: &MemEnv) -> DB {
         min_blob_size: 200,
         ..Options::default()
     };
-    DB::open_with_env(
-        Arc::new(env.clone()) as Arc<dyn Env>,
-        Path::new("/db"),
-        opts,
-    )
-    .unwrap()
+    open_mem(env, opts).unwrap()
 }
 
 fn key(i: u32) -> Vec<u8> {

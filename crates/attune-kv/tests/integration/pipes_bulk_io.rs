@@ -4,7 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::{Options, ReadOptions, DB};
+use crate::support::contents;
+use attune_kv::{Options, DB};
 use std::collections::BTreeMap;
 
 fn options(pipes: bool) -> Options {
@@ -24,18 +25,6 @@ fn options(pipes: bool) -> Options {
 fn value(i: u64, gen: u64) -> Vec<u8> {
     let n = if i.is_multiple_of(5) { 3000 } else { 60 };
     (0..n).map(|j| (i * 7 + j * 13 + gen * 101) as u8).collect()
-}
-
-fn scan(db: &DB) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut it = db.iter(&ReadOptions::default()).unwrap();
-    it.seek_to_first();
-    let mut m = BTreeMap::new();
-    while it.valid() {
-        m.insert(it.key().to_vec(), it.value().to_vec());
-        it.next();
-    }
-    it.status().unwrap();
-    m
 }
 
 #[test]
@@ -65,12 +54,12 @@ fn compaction_and_collection_through_pipes_keep_every_value() {
         db.compact_range(None, None).unwrap();
         let report = db.gc_with_ratio(0.05).unwrap();
         assert!(report.segments_collected > 0, "{report:?}");
-        assert_eq!(scan(&db), model);
+        assert_eq!(contents(&db), model);
         db.close().unwrap();
     }
     // Reopened with the option off: the files are the engine's ordinary files.
     let db = DB::open(dir.path(), options(false)).unwrap();
     assert_eq!(db.bulk_io(), "env");
-    assert_eq!(scan(&db), model);
+    assert_eq!(contents(&db), model);
     db.verify().unwrap();
 }

@@ -5,21 +5,15 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::env::{Env, MemEnv};
+use crate::support::open_mem;
+use attune_kv::env::MemEnv;
 use attune_kv::{Error, Options, ReadOptions, WriteOptions, DB};
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 const T0: u64 = 1_800_000_000_000; // a Unix millisecond in 2027
 
 fn open_opts(env: &MemEnv, opts: Options) -> DB {
-    DB::open_with_env(
-        Arc::new(env.clone()) as Arc<dyn Env>,
-        Path::new("/db"),
-        opts,
-    )
-    .unwrap()
+    open_mem(env, opts).unwrap()
 }
 
 fn open(env: &MemEnv) -> DB {

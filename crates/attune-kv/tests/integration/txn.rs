@@ -4,15 +4,14 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::env::{Env, MemEnv};
+use crate::support::open_mem;
+use attune_kv::env::MemEnv;
 use attune_kv::{Error, Options, WriteBatch, WriteOptions, DB};
-use std::path::Path;
 use std::sync::Arc;
 
 fn open(env: &MemEnv) -> DB {
-    DB::open_with_env(
-        Arc::new(env.clone()) as Arc<dyn Env>,
-        Path::new("/db"),
+    open_mem(
+        env,
         Options {
             write_buffer_size: 1 << 20,
             wal_sync_interval_ms: 0,
@@ -298,9 +297,8 @@ fn a_committed_transaction_survives_a_crash_whole_and_an_uncommitted_one_leaves_
 fn transactions_are_refused_on_a_read_only_open() {
     let env = MemEnv::new();
     drop(open(&env));
-    let db = DB::open_with_env(
-        Arc::new(env.clone()) as Arc<dyn Env>,
-        Path::new("/db"),
+    let db = open_mem(
+        &env,
         Options {
             read_only: true,
             ..Options::default()

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
+use crate::support::open_mem;
 use attune_kv::env::{Env, FaultKind, MemEnv};
 use attune_kv::{Error, Options, ReadOptions, DB};
 use std::collections::BTreeMap;
@@ -40,12 +41,7 @@ fn value(i: u32, round: u32) -> Vec<u8> {
 }
 
 fn mem_db(env: &MemEnv, opts: Options) -> DB {
-    DB::open_with_env(
-        Arc::new(env.clone()) as Arc<dyn Env>,
-        Path::new("/db"),
-        opts,
-    )
-    .unwrap()
+    open_mem(env, opts).unwrap()
 }
 
 fn check_all(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
