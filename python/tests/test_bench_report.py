@@ -168,6 +168,27 @@ def test_key_sets_are_kept_apart_and_get_a_speedup_plot(tmp_path):
     assert any(p.endswith("ks-speedup.png") for p in summary["plots"])
 
 
+def test_cells_of_a_sweep_are_kept_apart_and_repeats_within_a_cell_collapse(tmp_path):
+    rows = []
+    for ratio, dist, fast in ((0.2, "uniform", 3.0), (0.2, "zipfian", 2.0), (1.0, "uniform", 5.0)):
+        for engine, ops in (("rocksdb", 100.0), ("attune", 100.0 * fast), ("attune", 90.0 * fast)):
+            r = _engine_row(engine, "c", ops, 1.0)
+            r["params"] = {"distribution": dist, "records": 1000, "seed": 1}
+            r["ratio"] = ratio
+            rows.append(r)
+    res = _write(tmp_path / "cells.jsonl", rows)
+    out = tmp_path / "cells.md"
+    write_report([str(res)], str(out), baseline="rocksdb", progress=False)
+    lines = [ln for ln in out.read_text().splitlines() if "| `attune` |" in ln]
+    assert [ln.split(" | ")[0] for ln in lines] == [
+        "| ratio=0.2 distribution=uniform c",
+        "| ratio=0.2 distribution=zipfian c",
+        "| ratio=1.0 distribution=uniform c",
+    ]
+    assert all("(median of 2:" in ln for ln in lines)
+    assert "| 2.70 |" in lines[0] and "| 1.80 |" in lines[1] and "| 4.50 |" in lines[2]
+
+
 def test_lookup_step_rows_get_a_stacked_step_plot(tmp_path):
     rows = [
         {

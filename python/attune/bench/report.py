@@ -28,6 +28,8 @@ __all__ = ["load_rows", "render", "write_report"]
 PERCENTILES = ("p50", "p95", "p99", "p999", "max")
 #: Latency plots with more workloads than this (one panel each) are left out: unreadable and large.
 LATENCY_PANELS_MAX = 12
+#: Throughput plots with more workloads (or sweep cells) than this are left out: their labels overlap.
+THROUGHPUT_GROUPS_MAX = 16
 #: Fields shown elsewhere in a section rather than as table columns.
 META_FIELDS = ("command", "machine", "settings", "params", "memory_limit")
 
@@ -113,16 +115,40 @@ def _per_cpu(r: dict) -> float | None:
     return None
 
 
+#: What makes one cell of a sweep: rows that differ in any of these are never one group.
+CELL_PARAMS = ("distribution", "records", "compression", "field_length", "threads", "load_order")
+
+
+def _cell_value(r: dict, key: str) -> object:
+    """A row's value of a cell parameter: ``params.<key>``, or the runner's top-level ``ratio``."""
+    if key == "ratio":
+        return r.get("ratio")
+    return (r.get("params") or {}).get(key)
+
+
 def _qualify_workloads(rows: list[dict]) -> list[dict]:
-    """When a file's rows span several key sets (``params.key_set``), name each row's workload
-    ``<key set> <workload>`` so that tables and repeats never mix key sets."""
-    sets = {(r.get("params") or {}).get("key_set") for r in rows}
-    if len(sets) < 2:
+    """When a file's rows span several cells (key sets, distributions, record counts, a
+    runner's ``ratio``...), name each row's workload by the cell as well, e.g. ``osm c`` or
+    ``ratio=0.2 distribution=uniform c``, so that tables and repeats never mix cells."""
+    # A parameter names cells only if it varies within one engine's workload (a phase such as
+    # `load` reporting its own distribution is not a cell of its own).
+    seen: dict[tuple[str, str, str], set[str]] = {}
+    for r in rows:
+        for k in ("key_set", "ratio", *CELL_PARAMS):
+            group = (k, str(r.get("engine")), str(r.get("workload")))
+            seen.setdefault(group, set()).add(repr(_cell_value(r, k)))
+    varying = {k for (k, _, _), values in seen.items() if len(values) > 1}
+    keys = [k for k in ("key_set", "ratio", *CELL_PARAMS) if k in varying]
+    if not keys:
         return rows
     out = []
     for r in rows:
-        ks = (r.get("params") or {}).get("key_set")
-        out.append({**r, "workload": f"{ks} {r.get('workload')}"} if ks else r)
+        parts = [
+            str(v) if k == "key_set" else f"{k}={v}"
+            for k in keys
+            if (v := _cell_value(r, k)) is not None
+        ]
+        out.append({**r, "workload": " ".join([*parts, str(r.get("workload"))])})
     return out
 
 
@@ -242,8 +268,8 @@ def _plots(rows: list[dict], stem: str, plots_dir: Path) -> list[Path]:
             [r for r in rows if "engine" in r and isinstance(r.get("ops_per_sec"), (int, float))]
         )
     )
-    if with_engine:
-        workloads = list(dict.fromkeys(str(r.get("workload")) for r in with_engine))
+    workloads = list(dict.fromkeys(str(r.get("workload")) for r in with_engine))
+    if with_engine and len(workloads) <= THROUGHPUT_GROUPS_MAX:
         engines = list(dict.fromkeys(str(r["engine"]) for r in with_engine))
         width_in = min(12.0, max(6.0, 0.35 * len(workloads) * max(1, len(engines))))
         fig, ax = plt.subplots(figsize=(width_in, 4.5))
