@@ -9,14 +9,6 @@ fn bench() -> Command {
     c
 }
 
-fn temp_path(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("attune-hash-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join(name);
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
 fn run_ok(args: &[&str], json: &std::path::Path) -> Vec<String> {
     let out = bench()
         .args(args)
@@ -67,8 +59,9 @@ fn every_mode_writes_one_row_per_table_with_the_required_fields() {
             "--mode", "join", "--zipf", "2", "--keys", "2000", "--ratio", "4,16",
         ],
     ];
+    let dir = tempfile::tempdir().expect("temp dir");
     for (i, args) in cases.iter().enumerate() {
-        let json = temp_path(&format!("case{i}.jsonl"));
+        let json = dir.path().join(format!("case{i}.jsonl"));
         let rows = run_ok(args, &json);
         let settings = if i == 0 || i == 2 { 2 } else { 1 };
         assert_eq!(rows.len(), 3 * settings, "{rows:?}");
