@@ -1168,6 +1168,7 @@ class DAG:
         idle: list[tuple[Any, Any]] = []  # reused workers waiting for a node: (process, conn)
         workers: list[tuple[Any, Any]] = []
         live_tables: dict[int, str] = {}
+        files_of: dict[str, list[str]] = {}  # table path -> its data files (see _drop)
 
         def start_worker() -> tuple[Any, Any]:
             if pool is not None:
@@ -1328,7 +1329,7 @@ class DAG:
                     all(id(i) in live_tables for i in x.inputs),
                 )
                 if how == "rollback":
-                    for f in self._drop(transport, live_tables, id(x), directory):
+                    for f in self._drop(transport, live_tables, id(x), directory, files_of):
                         rm.forget(f)
                     done.discard(id(x))
                     attempts[id(x)] = attempts.get(id(x), 0) + 1
@@ -1424,7 +1425,7 @@ class DAG:
                     for i in n.inputs:
                         consumers[id(i)] -= 1
                         if consumers[id(i)] == 0 and id(i) not in keep:
-                            for f in self._drop(transport, live_tables, id(i), directory):
+                            for f in self._drop(transport, live_tables, id(i), directory, files_of):
                                 if rm is not None:
                                     rm.forget(f)
         except BaseException:
@@ -1545,15 +1546,31 @@ class DAG:
         )
 
     @staticmethod
-    def _drop(transport: str, live_tables: dict[int, str], key: int, directory: str) -> list[str]:
+    def _drop(
+        transport: str,
+        live_tables: dict[int, str],
+        key: int,
+        directory: str,
+        files_of: dict[str, list[str]] | None = None,
+    ) -> list[str]:
         """Removes a table no node needs any more, and every data file of the run that no live
         table refers to (files written by running nodes are younger than any table they could
-        be referred to by; they are never candidates: only files of dead tables are)."""
+        be referred to by; they are never candidates: only files of dead tables are).
+        ``files_of``: the data files of each table already read (path -> files; a table's
+        files never change), filled as tables are read."""
+        cache: dict[str, list[str]] = {} if files_of is None else files_of
+
+        def files(p: str) -> list[str]:
+            if p not in cache:
+                cache[p] = _table_data_files(transport, p)
+            return cache[p]
+
         path = live_tables.pop(key)
-        dead_files = set(_table_data_files(transport, path))
+        dead_files = set(files(path))
+        cache.pop(path, None)
         live_files: set[str] = set()
         for p in live_tables.values():
-            live_files.update(_table_data_files(transport, p))
+            live_files.update(files(p))
         removed = []
         for f in [path, *sorted(dead_files - live_files)]:
             if os.path.dirname(f) == directory:
@@ -1588,6 +1605,7 @@ def _ray_session(parallel: int | None):
 def _ray_node(node: Node, *inputs: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
     """A node as a Ray task: the same call and checks as in a node process."""
     t0 = time.perf_counter()
+    c0 = time.process_time()
     if node.wants_ctx:
         directory = tempfile.mkdtemp(prefix="attune-dag-ray-", dir=default_root())
         try:
@@ -1610,6 +1628,7 @@ def _ray_node(node: Node, *inputs: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
         "columns": out.num_columns,
         "output_bytes": out.nbytes,
         "compute_seconds": time.perf_counter() - t0,
+        "compute_cpu_seconds": time.process_time() - c0,
     }
     return out, stats
 
