@@ -44,6 +44,7 @@ import re
 import resource
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -456,6 +457,16 @@ def _unmap_held(held: dict[str, pa.Table] | None = None) -> None:
     _UNMAP_LATER.clear()
 
 
+def _tidy() -> None:
+    """A reused worker's clean-up after reporting a node: unmaps the tables it let go of and
+    returns the pages a deferred :func:`attune.pipelines.shmpool.release` left."""
+    _unmap_held()
+    if "attune.pipelines.shmpool" in sys.modules:
+        from attune.pipelines import shmpool
+
+        shmpool.finish_release()
+
+
 def _worker_main(
     nodes: list[Node], conn, spare_dir: str | None = None, driver_end: Any = None
 ) -> None:
@@ -476,6 +487,7 @@ def _worker_main(
     driver = os.getppid()
     directory = None
     held: dict[str, pa.Table] = {}  # input tables kept mapped for the next node (_hold)
+    postponed = False  # the last node's clean-up waits for the end of the next one
     try:
         while True:
             try:
@@ -487,10 +499,14 @@ def _worker_main(
                 _orphaned(driver, directory, spare_dir)
                 return
             if job is None:
+                _unmap_held(held)
+                _tidy()
                 return
             if job == FORGET:
                 # The run ended (a pool worker goes back idle): nothing of it stays mapped.
                 _unmap_held(held)
+                _tidy()
+                postponed = False
                 continue
             (ref, input_paths, memory_pool, measure_memory, out_name, defer) = job[:6]
             directory, transport, checksums, hold = job[6:]
@@ -535,12 +551,13 @@ def _worker_main(
                 _orphaned(driver, directory, spare_dir)
                 return
             kept_memory = msg[0] == "ok" and msg[2].get("pool_bytes_retained", 0) > 0
-            _unmap_held()  # what the node let go of, after its report
-            if defer:
-                # The node's temporaries go back to the kernel while the driver schedules.
-                from attune.pipelines import shmpool
-
-                shmpool.finish_release()
+            if defer and not postponed and conn.poll():
+                # The next node is already here (sent ahead): it starts first, and this node's
+                # clean-up waits until after it (never more than one node's).
+                postponed = True
+                continue
+            postponed = False
+            _tidy()
     finally:
         conn.close()
 
