@@ -90,6 +90,74 @@ def test_spare_segments_wait_in_the_pool_directory(tmp_path, pool):
     assert len(os.listdir(pool.directory)) <= 2 * pool.size
 
 
+def _scale(k: int):
+    return lambda t: t.append_column(f"s{k}", pc.multiply(t["a"], k))
+
+
+def _maps_under(pid: int, directory: str) -> list[str]:
+    with open(f"/proc/{pid}/maps") as f:
+        return [line for line in f if directory in line]
+
+
+def test_a_worker_keeps_an_input_mapped_while_other_nodes_read_it(tmp_path):
+    # One source, four consumers, one worker: the consumers after the first find the source
+    # still mapped; the last consumer lets it go, and once the run ended the worker keeps
+    # nothing of it.
+    dag = DAG("wide")
+    src = dag.node(load)
+    for k in range(4):
+        dag.node(_scale(k), src, name=f"c{k}")
+    want = dag.run_inline()
+    with WorkerPool(1, root=str(tmp_path)) as pool:
+        res = dag.run(root=str(tmp_path), pool=pool, measure_memory=False)
+        for k, t in want.items():
+            assert res[k].equals(t)
+        held = [res.nodes[f"c{k}"]["held_inputs"] for k in range(4)]
+        assert held == [0, 1, 1, 1]
+        # With memory measured (or a budget) nothing is kept between nodes.
+        measured = dag.run(root=str(tmp_path), pool=pool)
+        assert [measured.nodes[f"c{k}"]["held_inputs"] for k in range(4)] == [0, 0, 0, 0]
+    assert leftovers(tmp_path) == []
+
+
+def test_a_worker_drops_what_it_kept_when_its_run_ends(tmp_path):
+    # A worker (here on a thread, driven by hand) keeps a flagged input mapped after its node,
+    # and unmaps it on the goodbye a pool sends when the run ends.
+    import multiprocessing as mp
+
+    from attune.pipelines import dag as dagmod
+    from attune.pipelines import sipc
+
+    first = sipc.write_table(load(), str(tmp_path), "first").path
+    second = sipc.write_table(load(), str(tmp_path), "second").path
+    node = dagmod.Node("add_col", add_col, ())
+    here, there = mp.Pipe(duplex=True)
+    worker = threading.Thread(target=dagmod._worker_main, args=([node], there))
+    worker.start()
+
+    def job(path: str, out: str, hold: bool) -> dict:
+        here.send((0, [path], "default", False, out, True, str(tmp_path), "sipc", False, [hold]))
+        msg = here.recv()
+        assert msg[0] == "ok", msg
+        return msg[2]
+
+    def mapped(name: str) -> bool:
+        return bool(_maps_under(os.getpid(), os.path.join(str(tmp_path), name)))
+
+    try:
+        assert job(first, "o1", hold=True)["held_inputs"] == 0
+        assert job(first, "o2", hold=True)["held_inputs"] == 1
+        assert mapped("first.")
+        here.send(dagmod.FORGET)
+        assert job(second, "o3", hold=False)["held_inputs"] == 0
+        assert not mapped("first.")
+    finally:
+        here.send(None)
+        worker.join()
+    # An input not flagged is unmapped right after the node's report.
+    assert not mapped("second.")
+
+
 def test_the_default_pool_after_the_shared_one_in_the_same_worker(tmp_path, pool):
     dag = DAG()
     dag.node(add_col, dag.node(load))

@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from attune.pipelines import DAG, DeCache, WorkerPool
-from attune.pipelines.dag import TRANSPORTS, default_root
+from attune.pipelines.dag import TRANSPORTS, RunResult, default_root
 
 __all__ = ["main"]
 
@@ -372,6 +372,29 @@ def _run_kwargs(reuse: bool | str, wpool: WorkerPool | None) -> dict[str, Any]:
     return {"reuse_processes": bool(reuse)}
 
 
+def _run_contender(
+    dag: DAG,
+    transport: str,
+    pool: str,
+    reuse: bool | str,
+    wpool: WorkerPool | None,
+    root: str | None,
+) -> RunResult:
+    """One timed run of ``dag`` by a contender: Ray's object store (``transport == "ray"``),
+    else a transport with its memory pool and workers (see :func:`_variants`). Timed runs do
+    not read ``smaps_rollup`` in every node (milliseconds each, which Ray does not pay);
+    memory is measured in separate runs."""
+    if transport == "ray":
+        return dag.run(mode="ray")
+    return dag.run(
+        transport=transport,
+        root=root,
+        memory_pool=pool,
+        measure_memory=False,
+        **_run_kwargs(reuse, wpool),
+    )
+
+
 def _chain_dag(rows: int, length: int, producer: str) -> DAG:
     dag = DAG("chain")
     prev = dag.node(functools.partial(_ints, 2, rows), name="load")
@@ -456,19 +479,8 @@ def _chain_timed(args, out, rows, distinct, variants, per, wpool) -> None:
     for rep in range(args.repeat):
         for label, transport, producer, pool, reuse in variants:
             dag = _chain_dag(rows, args.length, producer)
-            # Timed runs do not read smaps_rollup in every node (milliseconds each, which the
-            # Ray peer does not pay); memory is measured in a separate run below.
             cpu0 = _tree_cpu_seconds()
-            if transport == "ray":
-                res = dag.run(mode="ray")
-            else:
-                res = dag.run(
-                    transport=transport,
-                    root=args.root,
-                    memory_pool=pool,
-                    measure_memory=False,
-                    **_run_kwargs(reuse, wpool),
-                )
+            res = _run_contender(dag, transport, pool, reuse, wpool, args.root)
             tot = res.totals()
             row = {
                 "kind": "chain",
@@ -742,16 +754,7 @@ def _ecosystem(args: argparse.Namespace, out: _Out) -> None:
                 for label, transport, _producer, pool, reuse in variants:
                     dag = _eco_dag(rows, length, kinds)
                     cpu0 = _tree_cpu_seconds()
-                    if transport == "ray":
-                        res = dag.run(mode="ray")
-                    else:
-                        res = dag.run(
-                            transport=transport,
-                            root=args.root,
-                            memory_pool=pool,
-                            measure_memory=False,
-                            **_run_kwargs(reuse, wpool),
-                        )
+                    res = _run_contender(dag, transport, pool, reuse, wpool, args.root)
                     row: dict[str, Any] = {
                         "kind": "ecosystem",
                         "engine": label,
@@ -973,16 +976,7 @@ def _dabstep_timed(args, out, paths, engines, cache_root, wpool) -> None:
                 else:
                     dag = dabstep.build(int(workload), paths, cache)
                 cpu0 = _tree_cpu_seconds()
-                if transport == "ray":
-                    res = dag.run(mode="ray")
-                else:
-                    res = dag.run(
-                        transport=transport,
-                        root=args.root,
-                        memory_pool=pool,
-                        measure_memory=False,
-                        **_run_kwargs(reuse, wpool),
-                    )
+                res = _run_contender(dag, transport, pool, reuse, wpool, args.root)
                 row: dict[str, Any] = {
                     "kind": "dabstep",
                     "workload": workload,

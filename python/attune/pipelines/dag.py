@@ -44,6 +44,7 @@ import re
 import resource
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -424,6 +425,48 @@ def _ship(n: Node) -> bytes:
         ) from None
 
 
+#: What the driver sends a pool worker whose run ended: drop every table it kept mapped.
+FORGET = "forget"
+
+#: Tables a reused worker let go of after its node: unmapped (dropped) after the node's report,
+#: off the critical path (see :func:`_hold`).
+_UNMAP_LATER: list[pa.Table] = []
+
+
+def _hold(
+    held: dict[str, pa.Table], paths: list[str], tables: list[pa.Table], hold: list[bool]
+) -> None:
+    """Keeps the node's inputs flagged in ``hold`` mapped in ``held`` (path -> table) for the
+    worker's next nodes (the driver flags an input that a node not yet finished still reads);
+    every other table of ``held`` and of ``tables`` goes to :data:`_UNMAP_LATER`. A worker
+    thus keeps at most the inputs of its last node mapped, and only while another node needs
+    them."""
+    keep = {p: t for p, t, h in zip(paths, tables, hold) if h}
+    _UNMAP_LATER.extend(t for p, t in held.items() if p not in keep)
+    _UNMAP_LATER.extend(t for p, t, h in zip(paths, tables, hold) if not h)
+    held.clear()
+    held.update(keep)
+
+
+def _unmap_held(held: dict[str, pa.Table] | None = None) -> None:
+    """Drops the tables :func:`_hold` let go of (and, given ``held``, every held one): their
+    maps are unmapped once nothing else refers to them."""
+    if held:
+        _UNMAP_LATER.extend(held.values())
+        held.clear()
+    _UNMAP_LATER.clear()
+
+
+def _tidy() -> None:
+    """A reused worker's clean-up after reporting a node: unmaps the tables it let go of and
+    returns the pages a deferred :func:`attune.pipelines.shmpool.release` left."""
+    _unmap_held()
+    if "attune.pipelines.shmpool" in sys.modules:
+        from attune.pipelines import shmpool
+
+        shmpool.finish_release()
+
+
 def _worker_main(
     nodes: list[Node], conn, spare_dir: str | None = None, driver_end: Any = None
 ) -> None:
@@ -443,6 +486,8 @@ def _worker_main(
     kept_memory = False
     driver = os.getppid()
     directory = None
+    held: dict[str, pa.Table] = {}  # input tables kept mapped for the next node (_hold)
+    postponed = False  # the last node's clean-up waits for the end of the next one
     try:
         while True:
             try:
@@ -450,12 +495,21 @@ def _worker_main(
             except (EOFError, OSError):
                 # The driver closed the pipe without a goodbye: it died (SIGKILL, the OOM
                 # killer). Whoever survives removes what it left.
+                _unmap_held(held)
                 _orphaned(driver, directory, spare_dir)
                 return
             if job is None:
+                _unmap_held(held)
+                _tidy()
                 return
+            if job == FORGET:
+                # The run ended (a pool worker goes back idle): nothing of it stays mapped.
+                _unmap_held(held)
+                _tidy()
+                postponed = False
+                continue
             (ref, input_paths, memory_pool, measure_memory, out_name, defer) = job[:6]
-            directory, transport, checksums = job[6:]
+            directory, transport, checksums, hold = job[6:]
             if kept_memory:
                 # A node before this one kept pool memory alive: this worker runs nothing more
                 # (the driver, told so by that node's report, runs the job elsewhere).
@@ -487,18 +541,23 @@ def _worker_main(
                 out_name=out_name,
                 defer_release=defer,
                 spare_dir=spare_dir,
+                held=held if defer and transport == "sipc" else None,
+                hold=hold,
             )
             try:
                 conn.send(msg)
             except OSError:  # the driver is gone
+                _unmap_held(held)
                 _orphaned(driver, directory, spare_dir)
                 return
             kept_memory = msg[0] == "ok" and msg[2].get("pool_bytes_retained", 0) > 0
-            if defer:
-                # The node's temporaries go back to the kernel while the driver schedules.
-                from attune.pipelines import shmpool
-
-                shmpool.finish_release()
+            if defer and not postponed and conn.poll():
+                # The next node is already here (sent ahead): it starts first, and this node's
+                # clean-up waits until after it (never more than one node's).
+                postponed = True
+                continue
+            postponed = False
+            _tidy()
     finally:
         conn.close()
 
@@ -515,6 +574,8 @@ def _node_body(
     out_name: str | None = None,
     defer_release: bool = False,
     spare_dir: str | None = None,
+    held: dict[str, pa.Table] | None = None,
+    hold: list[bool] | None = None,
 ) -> tuple:
     """Read, call, check, share, measure: returns the one message for the parent. Without
     ``measure_memory`` the node skips ``/proc/self/smaps_rollup`` (a walk of every mapped page,
@@ -522,7 +583,12 @@ def _node_body(
     ``defer_release`` (a reused worker, memory not measured, no budget) the pool's pages the
     output does not use are returned after the node is reported (the caller calls
     :func:`attune.pipelines.shmpool.finish_release`), and ``output_file_bytes`` is what the
-    output's files hold once that is done."""
+    output's files hold once that is done.
+
+    ``held`` (a reused worker, with ``defer_release``): input tables the worker kept mapped
+    from its earlier nodes, path -> table; an input found there is not mapped again. After the
+    node, its inputs flagged in ``hold`` (another node still reads them) are kept there and
+    every other table is queued for :func:`_unmap_held` (see :func:`_hold`)."""
     rollup = smaps_rollup if measure_memory else dict
     io0 = proc_io()
     anon0 = rollup().get("Pss_Anon", 0)
@@ -542,7 +608,12 @@ def _node_body(
             from attune.pipelines import shmpool
 
             shmpool.uninstall()  # a pool worker whose earlier run used the shared pool
-        inputs = [_read_input(transport, p) for p in input_paths]
+        if held is not None:
+            inputs = [held[p] if p in held else _read_input(transport, p) for p in input_paths]
+            held_inputs = sum(p in held for p in input_paths)
+        else:
+            inputs = [_read_input(transport, p) for p in input_paths]
+            held_inputs = 0
         io1 = proc_io()
         t1 = time.perf_counter()
         ctx = NodeContext(node.name, directory)
@@ -571,6 +642,8 @@ def _node_body(
         path, wstats = _write_output(
             transport, out, directory, out_name or node.name, checksums, small
         )
+        t_shared = time.perf_counter()
+        c_shared = time.process_time()
         ranges = wstats.pop("_ranges", {})
         stats: dict[str, Any] = {
             "rows": out.num_rows,
@@ -580,7 +653,13 @@ def _node_body(
         if reuse:
             # Nothing of this node may outlive it in the worker: its tables, its context's
             # arena, then (with the pool) its segments.
-            del out, inputs, ctx
+            del out, ctx
+            if held is not None:
+                # Inputs another node still needs stay mapped for this worker's next node;
+                # the rest are unmapped after the report (unmapping a large shared map costs
+                # tens of milliseconds of wall time on a busy machine, little CPU).
+                _hold(held, input_paths, inputs, hold or [])
+            del inputs
             import gc
 
             # Tables are freed by reference counting; a full collection (tens of ms with
@@ -597,6 +676,8 @@ def _node_body(
                 wstats["pool_bytes_retained"] = retained
         elif shm:
             wstats["pool_bytes_trimmed"] = shmpool.trim(ranges)
+        t_released = time.perf_counter()
+        c_released = time.process_time()
         own_files = wstats.pop("_own_files", None)
         if own_files is not None:
             # Measured after the pool gave back what the output does not use (or, deferred,
@@ -630,6 +711,13 @@ def _node_body(
                 # fresh memory show here, and other processes' load does not.
                 "compute_cpu_seconds": c2 - c1,
                 "write_seconds": t3 - t2,
+                # The parts of write_seconds: sharing the output (SIPC files), then dropping
+                # the node's tables and giving its pool memory back (CPU seconds of the latter).
+                "share_seconds": t_shared - t2,
+                "release_seconds": t_released - t_shared,
+                "release_cpu_seconds": c_released - c_shared,
+                # Inputs the worker still had mapped from its previous node (not mapped again).
+                "held_inputs": held_inputs,
                 "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
                 "write_bytes_copied": io3.get("wchar", 0) - io2.get("wchar", 0),
                 **pss,
@@ -750,9 +838,14 @@ class WorkerPool:
         return p, parent_conn
 
     def _give_back(self, p, conn) -> None:
-        """A worker whose run ended with it idle."""
+        """A worker whose run ended with it idle: it unmaps what it kept of the run
+        (:data:`FORGET`) and waits for the next."""
         with self._lock:
             if not self._closed and p.is_alive() and len(self._idle) < self.size:
+                try:
+                    conn.send(FORGET)
+                except OSError:
+                    pass  # died meanwhile: the next _acquire forgets it
                 self._idle.append((p, conn))
                 return
         self._stop(p, conn)
@@ -959,7 +1052,11 @@ class DAG:
         to node (no process start per node; a worker drops everything of a node before the next,
         see :func:`_worker_main`); a node with ``memory_limit_bytes`` still gets its own process.
         Without a memory budget a worker is sent its next node (a consumer of the one it runs)
-        ahead, so it starts without a round trip through the driver.
+        ahead, so it starts without a round trip through the driver; without a budget and
+        with ``measure_memory`` off, a worker also keeps an input mapped after its node while
+        another node still reads it (a wide phase of consumers of one table maps it once per
+        worker instead of once per node; ``held_inputs`` in the node's stats), and unmaps what
+        it let go of after reporting the node.
 
         ``pool``: a :class:`WorkerPool` whose workers run the nodes (they outlive this run: no
         process starts or exits per run); implies ``reuse_processes``, ``parallel`` defaults to
@@ -1088,6 +1185,7 @@ class DAG:
         idle: list[tuple[Any, Any]] = []  # reused workers waiting for a node: (process, conn)
         workers: list[tuple[Any, Any]] = []
         live_tables: dict[int, str] = {}
+        files_of: dict[str, list[str]] = {}  # table path -> its data files (see _drop)
 
         def start_worker() -> tuple[Any, Any]:
             if pool is not None:
@@ -1149,6 +1247,9 @@ class DAG:
             # Without memory measurement or a budget, the worker returns the node's unused
             # pool pages after reporting it (off the critical path).
             defer = not measure_memory and rm is None
+            # Inputs a node not yet finished (besides this one) still reads: the worker keeps
+            # them mapped for its next node (see _hold), which then does not map them again.
+            hold = [defer and consumers[id(i)] > 1 for i in n.inputs]
             return (
                 ref(n),
                 input_paths,
@@ -1159,6 +1260,7 @@ class DAG:
                 directory,
                 transport,
                 checksums,
+                hold,
             )
 
         def send_ahead(n: Node, conn) -> None:
@@ -1244,7 +1346,7 @@ class DAG:
                     all(id(i) in live_tables for i in x.inputs),
                 )
                 if how == "rollback":
-                    for f in self._drop(transport, live_tables, id(x), directory):
+                    for f in self._drop(transport, live_tables, id(x), directory, files_of):
                         rm.forget(f)
                     done.discard(id(x))
                     attempts[id(x)] = attempts.get(id(x), 0) + 1
@@ -1340,7 +1442,7 @@ class DAG:
                     for i in n.inputs:
                         consumers[id(i)] -= 1
                         if consumers[id(i)] == 0 and id(i) not in keep:
-                            for f in self._drop(transport, live_tables, id(i), directory):
+                            for f in self._drop(transport, live_tables, id(i), directory, files_of):
                                 if rm is not None:
                                     rm.forget(f)
         except BaseException:
@@ -1461,15 +1563,31 @@ class DAG:
         )
 
     @staticmethod
-    def _drop(transport: str, live_tables: dict[int, str], key: int, directory: str) -> list[str]:
+    def _drop(
+        transport: str,
+        live_tables: dict[int, str],
+        key: int,
+        directory: str,
+        files_of: dict[str, list[str]] | None = None,
+    ) -> list[str]:
         """Removes a table no node needs any more, and every data file of the run that no live
         table refers to (files written by running nodes are younger than any table they could
-        be referred to by; they are never candidates: only files of dead tables are)."""
+        be referred to by; they are never candidates: only files of dead tables are).
+        ``files_of``: the data files of each table already read (path -> files; a table's
+        files never change), filled as tables are read."""
+        cache: dict[str, list[str]] = {} if files_of is None else files_of
+
+        def files(p: str) -> list[str]:
+            if p not in cache:
+                cache[p] = _table_data_files(transport, p)
+            return cache[p]
+
         path = live_tables.pop(key)
-        dead_files = set(_table_data_files(transport, path))
+        dead_files = set(files(path))
+        cache.pop(path, None)
         live_files: set[str] = set()
         for p in live_tables.values():
-            live_files.update(_table_data_files(transport, p))
+            live_files.update(files(p))
         removed = []
         for f in [path, *sorted(dead_files - live_files)]:
             if os.path.dirname(f) == directory:
@@ -1504,6 +1622,7 @@ def _ray_session(parallel: int | None):
 def _ray_node(node: Node, *inputs: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
     """A node as a Ray task: the same call and checks as in a node process."""
     t0 = time.perf_counter()
+    c0 = time.process_time()
     if node.wants_ctx:
         directory = tempfile.mkdtemp(prefix="attune-dag-ray-", dir=default_root())
         try:
@@ -1526,6 +1645,7 @@ def _ray_node(node: Node, *inputs: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
         "columns": out.num_columns,
         "output_bytes": out.nbytes,
         "compute_seconds": time.perf_counter() - t0,
+        "compute_cpu_seconds": time.process_time() - c0,
     }
     return out, stats
 

@@ -237,12 +237,11 @@ def release(
 
     ``defer``: the segments are unmapped and forgotten now, but returning their pages to the
     kernel (hole punching: milliseconds per hundred MB) waits for :func:`finish_release`, which
-    a worker calls after it reported the node, off the node's critical path. Until then the
-    run's files still hold the node's temporaries."""
-    global _pending
+    a worker calls after it reported the node, off the node's critical path (or, when its next
+    node is already waiting, after that one). Until then the run's files still hold the node's
+    temporaries."""
     if _module is None or _pool is None:
         return 0, 0
-    finish_release()
     unused = [path for _a, _n, path in segments() if not used.get(path)]
     released, recycled, retained = _module.restart(unused if recycle else [])
     sipc.forget_ranges(released)
@@ -263,7 +262,7 @@ def release(
                 freed += off - pos
             pos = max(pos, off + n)
         work.append((path, holes))
-    _pending = work
+    _pending.extend(work)  # after what an earlier deferred release left, if any
     if not defer:
         finish_release()
     return freed, retained
