@@ -25,8 +25,8 @@
 //! * `Oracle`: the read is served on a copy of every replica and goes to the one that answers
 //!   first. It sees the future no router can; a lower bound of what per-read routing can reach.
 //!
-//! Models see only what a deployed one could: completions before the decision
-//! ([`crate::features`]). The simulation is deterministic for a given seed.
+//! Models see only what a deployed one could: completions before the decision, and (a
+//! `HeimdallLive` model) the reads still in flight on each replica ([`crate::features`]). The simulation is deterministic for a given seed.
 //!
 //! Thread-safety: pure function over owned values.
 
@@ -196,6 +196,10 @@ fn margin(d: &mut Dev, m: &QuantizedMlp, size: u32, t: u64, inferences: &mut u64
         InputKind::Heimdall => {
             *inferences += 1;
             m.margin_q(&d.tracker.heimdall(size, q))
+        }
+        InputKind::HeimdallLive => {
+            *inferences += 1;
+            m.margin_q(&d.tracker.heimdall_live(size, q, t.max(d.ssd.now_ns())))
         }
         // A prefetch model is no admission model: admit.
         InputKind::TinFetch => i64::MIN / 2,
@@ -408,6 +412,11 @@ fn run(
                             out.inferences += 1;
                             m.predicts_slow(&dev.tracker.heimdall(r.size, q))
                         }
+                        InputKind::HeimdallLive => {
+                            out.inferences += 1;
+                            let now = t.max(dev.ssd.now_ns());
+                            m.predicts_slow(&dev.tracker.heimdall_live(r.size, q, now))
+                        }
                         // A prefetch model is no admission model: admit.
                         InputKind::TinFetch => false,
                         InputKind::LinnOs => {
@@ -550,6 +559,7 @@ mod tests {
             .filter(|r| r.kind == IoKind::Read)
             .count();
         let q = QuantizedMlp::new(&tiny(1)).unwrap();
+        let live = QuantizedMlp::new(&crate::model::tests::tiny_live()).unwrap();
         let policies = [
             Policy::AlwaysAdmit,
             Policy::Random,
@@ -572,6 +582,14 @@ mod tests {
             Policy::ModelCost {
                 models: vec![q.clone(), q],
                 slow_factor: 10.0,
+            },
+            Policy::ModelCost {
+                models: vec![live.clone(), live.clone()],
+                slow_factor: 10.0,
+            },
+            Policy::Model {
+                models: vec![live.clone(), live],
+                home_when_all_decline: false,
             },
             Policy::Oracle,
         ];

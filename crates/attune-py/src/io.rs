@@ -100,7 +100,8 @@ fn io_ssd_params(params: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, St
 }
 
 /// `io_replay(columns, params=None, seed=0)`: one trace on one simulated SSD. Returns a dict of
-/// columns (`latency_ns`, `queue_len`, `gc_pages`, `features` flat row-major n × 11) and `stats`.
+/// columns (`latency_ns`, `queue_len`, `gc_pages`, `features` flat row-major n × 11, `live` n × 3)
+/// and `stats`.
 #[pyfunction]
 #[pyo3(signature = (columns, params=None, seed=0))]
 fn io_replay<'py>(
@@ -129,6 +130,8 @@ fn io_replay<'py>(
     )?;
     let feats: Vec<f32> = r.rows.iter().flat_map(|x| x.features).collect();
     d.set_item("features", PyBytes::new(py, &f32_bytes(&feats)))?;
+    let live: Vec<f32> = r.rows.iter().flat_map(|x| x.live).collect();
+    d.set_item("live", PyBytes::new(py, &f32_bytes(&live)))?;
     d.set_item("stats", stats_dict(py, &r.stats)?)?;
     Ok(d)
 }
@@ -335,6 +338,7 @@ fn io_model_info<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDic
         "kind",
         match f.kind {
             InputKind::Heimdall => "heimdall",
+            InputKind::HeimdallLive => "heimdall-live",
             InputKind::LinnOs => "linnos",
             InputKind::TinFetch => "tinfetch",
         },

@@ -12,7 +12,8 @@ Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``):
   at ``evaluate.CDF_PERCENTILES``, for CDF plots);
 * ``kind = "accuracy"``: one per window: ROC-AUC of the quantised model against the period labels
   (``auc_period``) and the simulator's busy truth (``auc_busy``), LinnOS's (``auc_linnos_period``),
-  the fraction of busy and slow reads;
+  the live model's (``auc_period_live``, ``auc_busy_live``: Heimdall's features plus the reads in
+  flight), the fraction of busy and slow reads;
 * ``kind = "ladder"``: one per window and pipeline stage (``--ladder``): ``auc``;
 * ``kind = "joint"``: one per window and joint size P (``--joints``): ``auc``.
 
@@ -180,7 +181,7 @@ def run(args) -> int:
     params = _params(args)
     pipeline = hd.Pipeline(epochs=args.epochs, seed=args.seed)
     rules: list = [None] * len(groups)
-    model = None
+    model = live_model = None
     if args.rule_search or args.device_model:
         rows_all, rules_all = [], []
         with progress(args, total=len(groups), desc="training halves", unit="window") as bar:
@@ -196,6 +197,9 @@ def run(args) -> int:
                 bar.update(1)
         if args.device_model:
             model = ev.device_model(rows_all, rules_all, pipeline)
+            if any(p in ev.LIVE_POLICIES for p in policies):
+                live = dataclasses.replace(pipeline, features="live")
+                live_model = ev.device_model(rows_all, rules_all, live)
     config = {
         "device": args.device,
         "min_busy": args.min_busy,
@@ -226,6 +230,7 @@ def run(args) -> int:
                 policies=policies,
                 rank_tie=args.rank_tie,
                 slow_factor=args.slow_factor,
+                live_model=live_model,
             )
             results.append(r)
             best = ev.best_baseline(r)
@@ -267,6 +272,8 @@ def run(args) -> int:
                     "auc_period": r.auc_period,
                     "auc_busy": r.auc_busy,
                     "auc_linnos_period": r.auc_linnos_period,
+                    "auc_period_live": r.auc_period_live,
+                    "auc_busy_live": r.auc_busy_live,
                     "auc_truth_vs_labels": r.auc_truth_vs_labels,
                     "busy_fraction": r.busy_fraction,
                     "slow_fraction": r.slow_fraction,
@@ -302,7 +309,7 @@ def run(args) -> int:
             )
     print(
         f"  ROC-AUC period {s['auc_period_median']:.3f}, busy {s['auc_busy_median']:.3f}, "
-        f"LinnOS {s['auc_linnos_period_median']:.3f}"
+        f"LinnOS {s['auc_linnos_period_median']:.3f}, live {s['auc_period_live_median']:.3f}"
     )
     return 0
 

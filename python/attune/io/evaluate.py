@@ -12,6 +12,7 @@ of busy reads). Deterministic for a seed.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -43,13 +44,27 @@ POLICIES = (
     "heimdall-home",
     "heimdall-rank",
     "heimdall-cost",
+    "heimdall-live",
+    "heimdall-live-rank",
+    "heimdall-live-cost",
     "oracle",
 )
 #: Heimdall's policies: the chapter's (a declined read goes to the next replica, which admits),
 #: the variant where a read every replica declines stays home, and the two that score every
 #: replica (``heimdall-rank``: C3 picks among the least predicted slow; ``heimdall-cost``: the
 #: shortest queue, a replica predicted slow counting ``slow_factor`` times).
-HEIMDALL_POLICIES = ("heimdall", "heimdall-home", "heimdall-rank", "heimdall-cost")
+HEIMDALL_POLICIES = (
+    "heimdall",
+    "heimdall-home",
+    "heimdall-rank",
+    "heimdall-cost",
+    "heimdall-live",
+    "heimdall-live-rank",
+    "heimdall-live-cost",
+)
+#: The policies that run the live model (Heimdall's features plus the reads in flight,
+#: ``features="live"``) with the rule of the policy of the same name without ``-live``.
+LIVE_POLICIES = ("heimdall-live", "heimdall-live-rank", "heimdall-live-cost")
 #: ``heimdall-rank``'s tie margin (logits) and ``heimdall-cost``'s slow factor, chosen on
 #: validation windows (seed 2) that the headline figures (seed 1) do not use.
 RANK_TIE = 2.0
@@ -63,6 +78,7 @@ LADDER = (
     ("+ period labels (LA)", "period", "basic", False),
     ("+ size and throughput features (FE)", "period", "full", False),
     ("+ noise filters (LN) = Heimdall", "period", "full", True),
+    ("+ in-flight features (live)", "period", "live", True),
 )
 
 
@@ -87,6 +103,9 @@ class PairResult:
     auc_period: float = float("nan")
     auc_busy: float = float("nan")
     auc_linnos_period: float = float("nan")
+    #: The live model (``features="live"``), as ``auc_period`` / ``auc_busy``.
+    auc_period_live: float = float("nan")
+    auc_busy_live: float = float("nan")
     #: The simulator's ground truth (read met a busy chip) as the score against the period labels:
     #: how much of the labels a perfect busy-period detector would explain.
     auc_truth_vs_labels: float = float("nan")
@@ -236,20 +255,24 @@ def evaluate_pair(
     rules: list[hd.LabelRule] | None = None,
     rank_tie: float = RANK_TIE,
     slow_factor: float = SLOW_FACTOR,
+    live_model: bytes | None = None,
 ) -> PairResult:
     """Trains per-device models on the first halves and compares the policies on the second.
     ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead.
     ``rules`` (one per replica, e.g. from :func:`attune.io.heimdall.choose_rule` on the training
     half) replace ``pipeline.rule`` for labelling and training. ``rank_tie`` is the logit margin
     within which ``heimdall-rank`` counts replicas as tied (0: the replicas predicted fast);
-    ``slow_factor`` how many times a replica predicted slow counts in ``heimdall-cost``."""
+    ``slow_factor`` how many times a replica predicted slow counts in ``heimdall-cost``.
+    ``live_model`` is every replica's live model (:data:`LIVE_POLICIES`); without it each
+    replica's is trained on its training half, as the chapter's model is."""
     res = PairResult([w for _, w in group])
     train_halves, test_halves = [], []
     for t, _ in group:
         h = len(t) // 2
         train_halves.append(t.slice(0, h))
         test_halves.append(t.slice(h, len(t)))
-    heimdall_models, linnos_models, train_lat = [], [], []
+    heimdall_models, linnos_models, live_models, train_lat = [], [], [], []
+    want_live = any(p in LIVE_POLICIES for p in policies)
     first_rows = None
     for i, t in enumerate(train_halves):
         rows = hd.read_rows(replay(t, params, seed + i), t)
@@ -273,6 +296,12 @@ def evaluate_pair(
         heimdall_models.append(model if model is not None else hd.train(rows, p_i).to_bytes())
         if "linnos" in policies:
             linnos_models.append(hd.train_linnos(rows, seed=pipeline.seed).to_bytes())
+        if want_live:
+            live_models.append(
+                live_model
+                if live_model is not None
+                else hd.train(rows, dataclasses.replace(p_i, features="live", joint=1)).to_bytes()
+            )
         if i == 0:
             first_rows = rows
     # Accuracy on replica 0's held-out half served alone.
@@ -286,10 +315,15 @@ def evaluate_pair(
     res.busy_fraction = float(rows["busy"].mean()) if len(period) else 0.0
     res.auc_truth_vs_labels = hd.roc_auc(period, rows["busy"].astype(np.float64))
     x1 = rows["features"]
+    xl = hd.live_features(rows)
     if pipeline.joint == 1:
-        s = hd.quantised_scores(heimdall_models[0], x1)
+        s = hd.quantised_scores(heimdall_models[0], xl if pipeline.features == "live" else x1)
         res.auc_period = hd.roc_auc(period, s)
         res.auc_busy = hd.roc_auc(rows["busy"], s)
+    if live_models:
+        s = hd.quantised_scores(live_models[0], xl)
+        res.auc_period_live = hd.roc_auc(period, s)
+        res.auc_busy_live = hd.roc_auc(rows["busy"], s)
     if linnos_models:
         s = hd.quantised_scores(linnos_models[0], hd.linnos_digits(x1))
         res.auc_linnos_period = hd.roc_auc(period, s)
@@ -304,7 +338,7 @@ def evaluate_pair(
                 seed=pipeline.seed,
             )
             m = hd.train(first_rows, p)
-            x = hd.basic_features(x1) if feats == "basic" else x1
+            x = {"basic": hd.basic_features(x1), "live": xl}.get(feats, x1)
             res.ladder_auc[stage] = hd.roc_auc(period, m.predict_proba(x))
     for j in joints:
         p = hd.Pipeline(joint=j, rule=pipeline.rule, epochs=pipeline.epochs, seed=pipeline.seed)
@@ -316,17 +350,18 @@ def evaluate_pair(
     # Latency of every policy on the second halves.
     timeout = int(np.percentile(np.concatenate(train_lat), 98))
     for pol in policies:
-        if pol == "heimdall":
-            r = route(test_halves, "model", params, seed, models=heimdall_models)
-        elif pol == "heimdall-rank":
-            r = route(test_halves, "model-rank", params, seed, models=heimdall_models, tie=rank_tie)
-        elif pol == "heimdall-cost":
+        models = live_models if pol in LIVE_POLICIES else heimdall_models
+        if pol in ("heimdall", "heimdall-live"):
+            r = route(test_halves, "model", params, seed, models=models)
+        elif pol in ("heimdall-rank", "heimdall-live-rank"):
+            r = route(test_halves, "model-rank", params, seed, models=models, tie=rank_tie)
+        elif pol in ("heimdall-cost", "heimdall-live-cost"):
             r = route(
                 test_halves,
                 "model-cost",
                 params,
                 seed,
-                models=heimdall_models,
+                models=models,
                 slow_factor=slow_factor,
             )
         elif pol == "heimdall-home":
@@ -391,6 +426,8 @@ def summarize(results: list[PairResult]) -> dict:
         "auc_period",
         "auc_busy",
         "auc_linnos_period",
+        "auc_period_live",
+        "auc_busy_live",
         "auc_truth_vs_labels",
         "busy_fraction",
         "slow_fraction",
