@@ -110,6 +110,16 @@ def test_a_live_model_sees_the_reads_in_flight(tmp_path):
     assert r["inferences"] == 2 * len(r["read_latency_ns"])
     with pytest.raises(attune.InvalidArgumentError, match="features"):
         hd.train(rows, hd.Pipeline(epochs=1, features="psychic"))
+    # Probe reads: stale replicas get a small read; clients' reads are unchanged in number.
+    p = route([a, b], "model-cost", PARAMS, 1, models=[data, data], probe_reads_us=200.0)
+    assert p["probes"] > 0 and r["probes"] == 0
+    assert len(p["read_latency_ns"]) == len(r["read_latency_ns"])
+    served = sum(int(d["reads"]) for d in p["device_stats"])
+    assert served == len(p["read_latency_ns"]) + p["probes"]
+    with pytest.raises(attune.InvalidArgumentError, match="probe_reads_us"):
+        route([a, b], "c3", PARAMS, 1, probe_reads_us=-1.0)
+    with pytest.raises(attune.InvalidArgumentError, match="probe_models"):
+        route([a, b], "c3", PARAMS, 1, probe_reads_us=10.0, probe_models=[data, data])
 
 
 @pytest.mark.parametrize("joint", [3, 9])

@@ -146,6 +146,11 @@ impl FeatureTracker {
         self.last_read_done_ns
     }
 
+    /// Reads submitted and not yet seen to complete (call [`FeatureTracker::observe`] first).
+    pub fn reads_in_flight(&self) -> usize {
+        self.pending.iter().filter(|Reverse(p)| p.5).count()
+    }
+
     /// I/Os submitted but not yet seen to complete.
     pub fn pending(&self) -> usize {
         self.pending.len()

@@ -197,7 +197,7 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 }
 
 /// `io_route(traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0,
-/// slow_factor=10.0, probe_models=None)`: 2 or 3 replicas, trace `i` issued at device `i`, reads
+/// slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096)`: 2 or 3 replicas, trace `i` issued at device `i`, reads
 /// routed by `policy` (`baseline`, `random`, `hedging`, `c3`, `model`, `model-home`, `model-rank`
 /// with `tie` the logit margin within which replicas count as tied, `model-cost` with
 /// `slow_factor` the cost multiplier of a replica predicted slow, `oracle`). Returns a dict with
@@ -205,9 +205,11 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// `probe_models` (one weight file per replica) it also has `probe`: columns of one row per read
 /// and replica (`read`, `replica`, `margin` in logits, `c3`, `queue_len`, `history_age_us`,
 /// `would_us`, `would_meet_gc`, `chosen`, and `busy_for_us`: how long the replica's busy period
-/// had been under way).
+/// had been under way). `probe_reads_us` > 0 sends a probe read of `probe_read_size` bytes to a
+/// replica with no read completed or in flight for that long (`route::ProbeReads`; not with
+/// `probe_models`); the dict's `probes` counts them.
 #[pyfunction]
-#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None))]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096))]
 #[allow(clippy::too_many_arguments)]
 fn io_route<'py>(
     py: Python<'py>,
@@ -220,7 +222,27 @@ fn io_route<'py>(
     tie: f64,
     slow_factor: f64,
     probe_models: Option<Vec<Vec<u8>>>,
+    probe_reads_us: f64,
+    probe_read_size: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
+    if !(probe_reads_us >= 0.0 && probe_reads_us.is_finite()) {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            format!("probe_reads_us must be a finite number of µs >= 0, got {probe_reads_us}"),
+        ));
+    }
+    if probe_reads_us > 0.0 && probe_models.is_some() {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            "probe_reads_us and probe_models cannot be combined".to_string(),
+        ));
+    }
+    let probe_reads = route::ProbeReads {
+        stale_ns: (probe_reads_us * 1e3).round() as u64,
+        size: probe_read_size,
+    };
     if !(tie >= 0.0 && tie.is_finite()) {
         return Err(crate::errors::attune_error(
             py,
@@ -266,7 +288,9 @@ fn io_route<'py>(
     let (r, rows) = py
         .allow_threads(|| match &probes {
             Some(pm) => route::probe(&recs, &p, &pol, pm, seed),
-            None => route::simulate(&recs, &p, &pol, seed).map(|r| (r, Vec::new())),
+            None => {
+                route::simulate_probing(&recs, &p, &pol, seed, probe_reads).map(|r| (r, Vec::new()))
+            }
         })
         .map_err(io_error)?;
     let d = PyDict::new(py);
@@ -318,6 +342,8 @@ fn io_route<'py>(
     d.set_item("redirected", r.redirected)?;
     d.set_item("hedged", r.hedged)?;
     d.set_item("inferences", r.inferences)?;
+    d.set_item("probes", r.probes)?;
+    d.set_item("probe_gc_reads", r.probe_gc_reads)?;
     let stats = r
         .device_stats
         .iter()

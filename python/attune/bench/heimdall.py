@@ -92,6 +92,19 @@ def add_parser(verbs) -> None:
         default=10.0,
         help="heimdall-cost: a replica predicted slow counts as a queue this many times longer (10)",
     )
+    p.add_argument(
+        "--probe-reads-us",
+        type=float,
+        default=5000.0,
+        help="the *-probe policies: probe a replica with no read completed or in flight for "
+        "this many µs (5000)",
+    )
+    p.add_argument(
+        "--live-rank-tie",
+        type=float,
+        default=1.0,
+        help="heimdall-live-rank(-probe): as --rank-tie, for the live model (1)",
+    )
     p.add_argument("--seed", type=int, default=1, help="window and simulation seed (1)")
     p.add_argument(
         "--drift",
@@ -207,6 +220,8 @@ def run(args) -> int:
         "device_model": args.device_model,
         "rank_tie": args.rank_tie,
         "slow_factor": args.slow_factor,
+        "probe_reads_us": args.probe_reads_us,
+        "live_rank_tie": args.live_rank_tie,
     }
     command = (
         "attune bench heimdall " + shlex.join(sys.argv[3:])
@@ -231,6 +246,8 @@ def run(args) -> int:
                 rank_tie=args.rank_tie,
                 slow_factor=args.slow_factor,
                 live_model=live_model,
+                probe_reads_us=args.probe_reads_us,
+                live_rank_tie=args.live_rank_tie,
             )
             results.append(r)
             best = ev.best_baseline(r)
@@ -251,6 +268,7 @@ def run(args) -> int:
                         "policy": pol,
                         **{f"{k}_us": v for k, v in s.items()},
                         "redirected": r.redirected[pol],
+                        "probe_share": r.probe_share[pol],
                         "mean_over_heimdall": s["mean"] / h["mean"],
                         "p99_over_heimdall": s["p99"] / h["p99"],
                         "best_baseline": best[0],
@@ -300,7 +318,7 @@ def run(args) -> int:
             f"  {pol:14} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs  "
             f"busy reads {s['gc_share_median'][pol]:.1%}"
         )
-    for pol in (*ev.HEIMDALL_POLICIES, *ev.BOUND_POLICIES):
+    for pol in (*ev.HEIMDALL_POLICIES, *ev.REFERENCE_POLICIES, *ev.BOUND_POLICIES):
         if f"{pol}_mean_reduction_vs_best_baseline_median" in s:
             print(
                 f"  {pol} vs best baseline (mean): "

@@ -47,6 +47,9 @@ POLICIES = (
     "heimdall-live",
     "heimdall-live-rank",
     "heimdall-live-cost",
+    "c3-probe",
+    "heimdall-live-rank-probe",
+    "heimdall-live-cost-probe",
     "oracle",
 )
 #: Heimdall's policies: the chapter's (a declined read goes to the next replica, which admits),
@@ -61,14 +64,33 @@ HEIMDALL_POLICIES = (
     "heimdall-live",
     "heimdall-live-rank",
     "heimdall-live-cost",
+    "heimdall-live-rank-probe",
+    "heimdall-live-cost-probe",
 )
 #: The policies that run the live model (Heimdall's features plus the reads in flight,
 #: ``features="live"``) with the rule of the policy of the same name without ``-live``.
-LIVE_POLICIES = ("heimdall-live", "heimdall-live-rank", "heimdall-live-cost")
+LIVE_POLICIES = (
+    "heimdall-live",
+    "heimdall-live-rank",
+    "heimdall-live-cost",
+    "heimdall-live-rank-probe",
+    "heimdall-live-cost-probe",
+)
+#: Policies with probe reads (``route(..., probe_reads_us=...)``): a replica with no read
+#: completed or in flight for :data:`PROBE_READS_US` gets a 4 KiB read whose completion refreshes
+#: its history. ``c3-probe`` is C3 with the same probes: a reference that says how much of a
+#: probing policy's gain is the probes' alone (not one of the chapter's baselines).
+PROBE_POLICIES = ("c3-probe", "heimdall-live-rank-probe", "heimdall-live-cost-probe")
+REFERENCE_POLICIES = ("c3-probe",)
+#: Staleness (µs) after which a replica is probed, chosen on the validation windows (1 ms: 0.57
+#: probes per client read; 5 ms: 0.29, and better).
+PROBE_READS_US = 5000.0
 #: ``heimdall-rank``'s tie margin (logits) and ``heimdall-cost``'s slow factor, chosen on
 #: validation windows (seed 2) that the headline figures (seed 1) do not use.
 RANK_TIE = 2.0
 SLOW_FACTOR = 10.0
+#: The live policies' tie margin, chosen the same way (seed 2, 8 pairs; τ = 1, 2, 4 tried).
+LIVE_RANK_TIE = 1.0
 #: Not routers: bounds (the oracle serves each read on a copy of every replica and picks the one
 #: that answers first, which needs the future).
 BOUND_POLICIES = ("oracle",)
@@ -98,6 +120,8 @@ class PairResult:
     gc_share: dict[str, float] = field(default_factory=dict)
     #: Per policy: the share of all reads each replica served (queue balance).
     served_share: dict[str, list[float]] = field(default_factory=dict)
+    #: Per policy: probe reads sent, over the client reads (0 without probes).
+    probe_share: dict[str, float] = field(default_factory=dict)
     #: Per policy: read latency (µs) at :data:`CDF_PERCENTILES`.
     quantiles_us: dict[str, list[float]] = field(default_factory=dict)
     auc_period: float = float("nan")
@@ -256,6 +280,8 @@ def evaluate_pair(
     rank_tie: float = RANK_TIE,
     slow_factor: float = SLOW_FACTOR,
     live_model: bytes | None = None,
+    probe_reads_us: float = PROBE_READS_US,
+    live_rank_tie: float = LIVE_RANK_TIE,
 ) -> PairResult:
     """Trains per-device models on the first halves and compares the policies on the second.
     ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead.
@@ -351,11 +377,20 @@ def evaluate_pair(
     timeout = int(np.percentile(np.concatenate(train_lat), 98))
     for pol in policies:
         models = live_models if pol in LIVE_POLICIES else heimdall_models
+        probing = probe_reads_us if pol in PROBE_POLICIES else 0.0
         if pol in ("heimdall", "heimdall-live"):
             r = route(test_halves, "model", params, seed, models=models)
-        elif pol in ("heimdall-rank", "heimdall-live-rank"):
-            r = route(test_halves, "model-rank", params, seed, models=models, tie=rank_tie)
-        elif pol in ("heimdall-cost", "heimdall-live-cost"):
+        elif pol in ("heimdall-rank", "heimdall-live-rank", "heimdall-live-rank-probe"):
+            r = route(
+                test_halves,
+                "model-rank",
+                params,
+                seed,
+                models=models,
+                tie=live_rank_tie if pol in LIVE_POLICIES else rank_tie,
+                probe_reads_us=probing,
+            )
+        elif pol in ("heimdall-cost", "heimdall-live-cost", "heimdall-live-cost-probe"):
             r = route(
                 test_halves,
                 "model-cost",
@@ -363,7 +398,10 @@ def evaluate_pair(
                 seed,
                 models=models,
                 slow_factor=slow_factor,
+                probe_reads_us=probing,
             )
+        elif pol == "c3-probe":
+            r = route(test_halves, "c3", params, seed, probe_reads_us=probing)
         elif pol == "heimdall-home":
             r = route(test_halves, "model-home", params, seed, models=heimdall_models)
         elif pol == "linnos":
@@ -375,10 +413,13 @@ def evaluate_pair(
         lat = np.asarray(r["read_latency_ns"], dtype=np.float64)
         res.latency_us[pol] = _latency_summary(lat) if len(lat) else {}
         res.redirected[pol] = int(r["redirected"])
+        res.probe_share[pol] = int(r["probes"]) / max(len(lat), 1)
         res.quantiles_us[pol] = latency_quantiles(lat)
         stats = r["device_stats"]
-        reads = sum(int(d["reads"]) for d in stats)
-        res.gc_share[pol] = sum(int(d["gc_reads"]) for d in stats) / max(reads, 1)
+        # The clients' reads only: probe reads are in the devices' counters too.
+        reads = sum(int(d["reads"]) for d in stats) - int(r["probes"])
+        gc_reads = sum(int(d["gc_reads"]) for d in stats) - int(r["probe_gc_reads"])
+        res.gc_share[pol] = gc_reads / max(reads, 1)
         res.served_share[pol] = [int(d["reads"]) / max(reads, 1) for d in stats]
     return res
 
@@ -386,7 +427,11 @@ def evaluate_pair(
 def best_baseline(r: PairResult) -> tuple[str, float]:
     """The baseline with the lowest mean read latency in one window (Heimdall's policies and the
     bounds excluded), and that mean."""
-    base = [p for p in r.latency_us if p not in HEIMDALL_POLICIES and p not in BOUND_POLICIES]
+    base = [
+        p
+        for p in r.latency_us
+        if p not in (*HEIMDALL_POLICIES, *BOUND_POLICIES, *REFERENCE_POLICIES)
+    ]
     if not base:
         return "", float("nan")
     p = min(base, key=lambda p: r.latency_us[p]["mean"])
@@ -405,8 +450,9 @@ def summarize(results: list[PairResult]) -> dict:
             k: float(np.median([r.latency_us[p][k] for r in results if r.latency_us.get(p)]))
             for k in ("mean", "p50", "p90", "p99", "p999")
         }
-    base = [p for p in pols if p not in HEIMDALL_POLICIES and p not in BOUND_POLICIES]
-    for pol in [p for p in pols if p in HEIMDALL_POLICIES or p in BOUND_POLICIES]:
+    others = (*HEIMDALL_POLICIES, *BOUND_POLICIES, *REFERENCE_POLICIES)
+    base = [p for p in pols if p not in others]
+    for pol in [p for p in pols if p in others]:
         if not base:
             break
         red = []
