@@ -396,7 +396,7 @@ def register(sub) -> None:
         )
         q.add_argument("trace", nargs="+" if name == "eval" else None, metavar="TRACE")
         q.add_argument("--labelling", choices=("period", "cutoff"), default="period")
-        q.add_argument("--features", choices=("full", "basic"), default="full")
+        q.add_argument("--features", choices=("full", "basic", "live"), default="full")
         q.add_argument("--no-noise-filter", action="store_true", help="skip the 3 filters")
         q.add_argument("--joint", type=int, default=1, help="joint inference size P, 1..9 (1)")
         q.add_argument("--epochs", type=int, default=20, help="training epochs (20)")

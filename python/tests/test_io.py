@@ -84,6 +84,44 @@ def test_a_trained_model_round_trips_and_rust_agrees(tmp_path):
     assert np.abs(q - m.predict_proba(rows["features"])).max() < 0.05
 
 
+def test_a_live_model_sees_the_reads_in_flight(tmp_path):
+    rows = _rows()
+    live = rows["live"]
+    assert live.shape == (len(rows["size"]), len(hd.LIVE_NAMES))
+    # Reads are in flight at some decisions, and the oldest one's age is never negative.
+    assert live[:, 2].max() > 0 and live[:, 0].min() >= 0
+    assert (live[live[:, 2] == 0, 0] == 0).all()
+    m = hd.train(rows, hd.Pipeline(epochs=2, features="live"))
+    assert m.dims == [14, 128, 16, 1] and m.kind == hd.KIND_HEIMDALL_LIVE
+    data = m.to_bytes()
+    assert attune._native.io_model_info(data)["kind"] == "heimdall-live"
+    p = tmp_path / "live.heimdall"
+    m.save(p)
+    assert hd.load_model(p).kind == hd.KIND_HEIMDALL_LIVE
+    x = hd.live_features(rows)
+    q = hd.quantised_scores(data, x)
+    assert np.abs(q - m.predict_proba(x)).max() < 0.05
+    # The chapter's 11 inputs are not a live model's 14.
+    with pytest.raises(attune.InvalidArgumentError):
+        hd.quantised_scores(data, rows["features"])
+    a = synthetic_trace(1500, write_fraction=0.7, iops=40_000, seed=1)
+    b = synthetic_trace(1500, write_fraction=0.2, iops=5_000, seed=2)
+    r = route([a, b], "model-cost", PARAMS, 1, models=[data, data], slow_factor=10.0)
+    assert r["inferences"] == 2 * len(r["read_latency_ns"])
+    with pytest.raises(attune.InvalidArgumentError, match="features"):
+        hd.train(rows, hd.Pipeline(epochs=1, features="psychic"))
+    # Probe reads: stale replicas get a small read; clients' reads are unchanged in number.
+    p = route([a, b], "model-cost", PARAMS, 1, models=[data, data], probe_reads_us=200.0)
+    assert p["probes"] > 0 and r["probes"] == 0
+    assert len(p["read_latency_ns"]) == len(r["read_latency_ns"])
+    served = sum(int(d["reads"]) for d in p["device_stats"])
+    assert served == len(p["read_latency_ns"]) + p["probes"]
+    with pytest.raises(attune.InvalidArgumentError, match="probe_reads_us"):
+        route([a, b], "c3", PARAMS, 1, probe_reads_us=-1.0)
+    with pytest.raises(attune.InvalidArgumentError, match="probe_models"):
+        route([a, b], "c3", PARAMS, 1, probe_reads_us=10.0, probe_models=[data, data])
+
+
 @pytest.mark.parametrize("joint", [3, 9])
 def test_joint_models(joint):
     m = hd.train(_rows(), hd.Pipeline(epochs=2, joint=joint))

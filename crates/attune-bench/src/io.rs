@@ -168,6 +168,26 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             m.kernel(),
         ));
     }
+    // The live model: Heimdall's inputs plus the 3 in-flight features (13 + P inputs).
+    for p in [1u16, 3] {
+        let dims = [13 + u32::from(p), 128, 16, 1];
+        let f = random_model(InputKind::HeimdallLive, &dims, p, 4);
+        let m = QuantizedMlp::new(&f).map_err(|e| Fail::Usage(e.to_string()))?;
+        let ns = measure(items, || {
+            let mut slow = 0u64;
+            for i in 0..items as usize {
+                slow += u64::from(m.predicts_slow(black_box(&inputs[i & 1023])));
+            }
+            slow
+        });
+        rows.push((
+            format!("inference/heimdall-live-p{p}"),
+            u32::from(p),
+            ns,
+            "random",
+            m.kernel(),
+        ));
+    }
     let f = random_model(InputKind::LinnOs, &[31, 256, 2], 1, 2);
     let m = QuantizedMlp::new(&f).map_err(|e| Fail::Usage(e.to_string()))?;
     let n = (items / 4).max(1);

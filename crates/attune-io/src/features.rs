@@ -11,6 +11,17 @@
 //!  thpt_1, thpt_2, thpt_3 (bytes/µs)]`, where index 1 is the most recent completion.
 //! LinnOS's 31 digitised inputs are built from the same history ([`linnos_inputs`]).
 //!
+//! The history goes stale: when a device enters a busy period its reads stop completing, so the
+//! newest completion can be milliseconds old and still look fast. The *live* features
+//! ([`FeatureTracker::live`]) say what the router knows about the reads still in flight at the
+//! decision: `[oldest_inflight, since_done, inflight_reads]`, the age of the oldest read
+//! submitted and not yet completed (0 when none), the time since the newest read completion (0
+//! before the first), and how many reads are outstanding. Ages are in µs, capped at
+//! [`LIVE_AGE_CAP_US`] and taken as `ln(1 + µs)`: a read 300 µs old and one 3 ms old must differ
+//! as much after min-max scaling as one 3 ms and one 30 ms old (linear scaling over 0..100 ms
+//! would squeeze every age that matters into a few quantisation steps). A `HeimdallLive` model takes Heimdall's features followed by these 3
+//! (`13 + P` inputs, [`HEIMDALL_LIVE_FEATURES`] for one read).
+//!
 //! Thread-safety: a tracker is a single-owner value.
 
 use std::cmp::Reverse;
@@ -25,6 +36,13 @@ pub const HEIMDALL_FEATURES: usize = 11;
 /// Inputs of the LinnOS model: 3 digits of the queue length, 3 of each of 4 past queue lengths,
 /// 4 of each of 4 past latencies (µs).
 pub const LINNOS_FEATURES: usize = 31;
+/// The live features appended to Heimdall's ([`FeatureTracker::live`]).
+pub const LIVE_FEATURES: usize = 3;
+/// Raw features of a `HeimdallLive` model deciding for one I/O.
+pub const HEIMDALL_LIVE_FEATURES: usize = HEIMDALL_FEATURES + LIVE_FEATURES;
+/// Cap of the live features' ages, in µs (100 ms: longer than any busy period of the device
+/// model; a history older than that says nothing more).
+pub const LIVE_AGE_CAP_US: f32 = 100_000.0;
 /// Largest joint-inference group.
 pub const JOINT_MAX: usize = 9;
 
@@ -128,9 +146,56 @@ impl FeatureTracker {
         self.last_read_done_ns
     }
 
+    /// Reads submitted and not yet seen to complete (call [`FeatureTracker::observe`] first).
+    pub fn reads_in_flight(&self) -> usize {
+        self.pending.iter().filter(|Reverse(p)| p.5).count()
+    }
+
     /// I/Os submitted but not yet seen to complete.
     pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The live features at `now_ns` (call [`FeatureTracker::observe`] with `now_ns` first):
+    /// `[ln(1 + oldest in-flight read's age µs), ln(1 + µs since the newest read completion),
+    /// reads in flight]`.
+    /// The scan over the in-flight I/Os is linear; a device driver would keep the submission
+    /// order instead.
+    pub fn live(&self, now_ns: u64) -> [f32; LIVE_FEATURES] {
+        let mut oldest = u64::MAX;
+        let mut reads = 0u32;
+        for Reverse((finish, _, _, lat, _, read)) in self.pending.iter() {
+            if *read && *finish > now_ns {
+                reads += 1;
+                oldest = oldest.min(finish.saturating_sub(*lat));
+            }
+        }
+        let age_us = |since: u64| {
+            let us = (now_ns.saturating_sub(since) as f32 / 1e3).min(LIVE_AGE_CAP_US);
+            (1.0 + us).ln()
+        };
+        [
+            if reads == 0 { 0.0 } else { age_us(oldest) },
+            if self.last_read_done_ns == 0 {
+                0.0
+            } else {
+                age_us(self.last_read_done_ns)
+            },
+            reads as f32,
+        ]
+    }
+
+    /// Heimdall's features followed by the live ones ([`HEIMDALL_LIVE_FEATURES`]).
+    pub fn heimdall_live(
+        &self,
+        size: u32,
+        queue_len: u32,
+        now_ns: u64,
+    ) -> [f32; HEIMDALL_LIVE_FEATURES] {
+        let mut f = [0f32; HEIMDALL_LIVE_FEATURES];
+        f[..HEIMDALL_FEATURES].copy_from_slice(&self.heimdall(size, queue_len));
+        f[HEIMDALL_FEATURES..].copy_from_slice(&self.live(now_ns));
+        f
     }
 
     /// Heimdall's 11 raw features for an I/O of `size` bytes seeing `queue_len`.
@@ -194,6 +259,28 @@ mod tests {
         assert_eq!(f[6], 50.0);
         assert!((f[8] - 8192.0 / 20.0).abs() < 1e-3);
         assert_eq!(t.pending(), 0);
+    }
+
+    #[test]
+    fn live_features_see_the_reads_in_flight() {
+        let mut t = FeatureTracker::new();
+        assert_eq!(t.live(0), [0.0, 0.0, 0.0]);
+        // Read A: submitted at 1000, done at 5000. Read B: submitted at 2000, done at 90_000.
+        t.record(5_000, 4_000, 0, 4096);
+        t.record(90_000, 88_000, 1, 4096);
+        t.record_write(95_000);
+        let ln = |us: f32| (1.0 + us).ln();
+        t.observe(3_000);
+        assert_eq!(t.live(3_000), [ln(2.0), 0.0, 2.0]);
+        t.observe(10_000);
+        // A completed at 5000; B (submitted 2000) is the oldest in flight; the write is no read.
+        assert_eq!(t.live(10_000), [ln(8.0), ln(5.0), 1.0]);
+        t.observe(100_000);
+        assert_eq!(t.live(100_000), [0.0, ln(10.0), 0.0]);
+        let f = t.heimdall_live(4096, 3, 100_000);
+        assert_eq!(&f[..HEIMDALL_FEATURES], &t.heimdall(4096, 3));
+        assert_eq!(&f[HEIMDALL_FEATURES..], &[0.0, ln(10.0), 0.0]);
+        assert_eq!(t.live(u64::MAX)[1], ln(LIVE_AGE_CAP_US));
     }
 
     #[test]

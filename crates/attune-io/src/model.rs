@@ -9,7 +9,8 @@
 //! 0   magic "ATIOMLP1"                8 bytes
 //! 8   version u16 (= 1)
 //! 10  input kind u16                  1 = Heimdall (min-max scaled), 2 = LinnOS (digits),
-//!                                     3 = TinFetch (10 suffix inputs; output = step / 1024)
+//!                                     3 = TinFetch (10 suffix inputs; output = step / 1024),
+//!                                     4 = HeimdallLive (Heimdall's + 3 in-flight features)
 //! 12  joint size P u16                1..=9 (1 for LinnOS)
 //! 14  layers L u16                    1..=8
 //! 16  dims (L + 1) × u32              inputs, hidden..., outputs; each 1..=1024, outputs 1 or 2
@@ -51,6 +52,9 @@ pub enum InputKind {
     Heimdall,
     /// LinnOS's 31 decimal digits.
     LinnOs,
+    /// Heimdall's `10 + P` raw features followed by the 3 live (in-flight) features of
+    /// [`crate::features::FeatureTracker::live`]: `13 + P` inputs, min-max scaled.
+    HeimdallLive,
     /// TinFetch's 10 stream inputs (9 suffixes relative to the newest, the newest absolute; 1 KiB
     /// units); the output is the step to the next suffix ÷ 1024 (see `prefetch::tinfetch`).
     TinFetch,
@@ -134,6 +138,7 @@ impl MlpFile {
             InputKind::Heimdall => 1,
             InputKind::LinnOs => 2,
             InputKind::TinFetch => 3,
+            InputKind::HeimdallLive => 4,
         };
         out.extend_from_slice(&kind.to_le_bytes());
         out.extend_from_slice(&self.joint.to_le_bytes());
@@ -180,7 +185,8 @@ impl MlpFile {
             1 => InputKind::Heimdall,
             2 => InputKind::LinnOs,
             3 => InputKind::TinFetch,
-            k => return Err(corrupt(10, format!("input kind {k} is not 1, 2 or 3"))),
+            4 => InputKind::HeimdallLive,
+            k => return Err(corrupt(10, format!("input kind {k} is not 1, 2, 3 or 4"))),
         };
         let joint = c.u16("the joint size")?;
         if !(1..=crate::features::JOINT_MAX as u16).contains(&joint) {
@@ -220,6 +226,7 @@ impl MlpFile {
         }
         let expected_inputs = match kind {
             InputKind::Heimdall => 10 + usize::from(joint),
+            InputKind::HeimdallLive => 10 + crate::features::LIVE_FEATURES + usize::from(joint),
             InputKind::LinnOs => crate::features::LINNOS_FEATURES,
             InputKind::TinFetch => crate::prefetch::tinfetch::HISTORY,
         };
@@ -1086,6 +1093,39 @@ pub(crate) mod tests {
         b.push(0);
         let e = MlpFile::decode(&b).unwrap_err().to_string();
         assert!(e.contains("dimensions need"), "{e}");
+    }
+
+    /// [`tiny`] as a live model (Heimdall's features plus the 3 in-flight ones).
+    pub(crate) fn tiny_live() -> MlpFile {
+        let mut f = tiny(1 + crate::features::LIVE_FEATURES as u16);
+        f.kind = InputKind::HeimdallLive;
+        f.joint = 1;
+        f
+    }
+
+    #[test]
+    fn a_live_model_takes_fourteen_inputs() {
+        let f = tiny_live();
+        assert_eq!(f.inputs(), crate::features::HEIMDALL_LIVE_FEATURES);
+        let b = f.encode();
+        assert_eq!(MlpFile::decode(&b).unwrap(), f);
+        let q = QuantizedMlp::from_bytes(&b).unwrap();
+        assert_eq!(q.kind(), InputKind::HeimdallLive);
+        let raw: Vec<f32> = (0..14).map(|i| i as f32 * 7.0).collect();
+        let z = q.logit_q(&raw) as f32 / QUANT as f32;
+        assert!((z - float_logit(&f, &raw)).abs() < 0.1, "{z}");
+        // A Heimdall-shaped file labelled live has the wrong number of inputs.
+        let mut wrong = tiny(1);
+        wrong.kind = InputKind::HeimdallLive;
+        let e = MlpFile::decode(&wrong.encode()).unwrap_err().to_string();
+        assert!(
+            e.contains("11 inputs, but this input kind and joint size need 14"),
+            "{e}"
+        );
+        let mut b = f.encode();
+        b[10] = 5;
+        let e = MlpFile::decode(&b).unwrap_err().to_string();
+        assert!(e.contains("input kind 5"), "{e}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use attune_workload::trace::{BlockRecord, IoKind};
 
 use crate::error::Result;
-use crate::features::{FeatureTracker, HEIMDALL_FEATURES};
+use crate::features::{FeatureTracker, HEIMDALL_FEATURES, LIVE_FEATURES};
 use crate::ssd::{IoRequest, Ssd, SsdParams, SsdStats};
 
 /// The outcome of one I/O in a replay.
@@ -29,6 +29,8 @@ pub struct ReplayRow {
     pub gc_pages: u32,
     /// Heimdall's raw features at submission (meaningful for every I/O, used for reads).
     pub features: [f32; HEIMDALL_FEATURES],
+    /// The live (in-flight) features at submission ([`FeatureTracker::live`]).
+    pub live: [f32; LIVE_FEATURES],
 }
 
 /// A replay's rows and the device's counters.
@@ -46,7 +48,9 @@ pub fn replay(records: &[BlockRecord], params: &SsdParams, seed: u64) -> Result<
     let mut tracker = FeatureTracker::new();
     let mut rows = Vec::with_capacity(records.len());
     for r in records {
-        tracker.observe(r.timestamp_ns.max(ssd.now_ns()));
+        let now = r.timestamp_ns.max(ssd.now_ns());
+        tracker.observe(now);
+        let live = tracker.live(now);
         let c = ssd.submit(IoRequest {
             time_ns: r.timestamp_ns,
             offset: r.offset,
@@ -67,6 +71,7 @@ pub fn replay(records: &[BlockRecord], params: &SsdParams, seed: u64) -> Result<
             queue_len: c.queue_len,
             gc_pages: c.gc_pages,
             features,
+            live,
         });
     }
     Ok(Replay {

@@ -25,8 +25,15 @@
 //! * `Oracle`: the read is served on a copy of every replica and goes to the one that answers
 //!   first. It sees the future no router can; a lower bound of what per-read routing can reach.
 //!
-//! Models see only what a deployed one could: completions before the decision
-//! ([`crate::features`]). The simulation is deterministic for a given seed.
+//! **Probe reads** ([`ProbeReads`], off by default, any policy): a replica whose view is stale
+//! (no read completed for `stale_ns` and none in flight, e.g. because the router has been
+//! avoiding it) is sent a small read of `size` bytes when the next read arrives, at most one per
+//! `stale_ns` per replica. A probe is a real read: it occupies the device (queue, chips) like any
+//! other, its completion enters the replica's history and its in-flight age the live features,
+//! but its latency is no client's. [`RouteResult::probes`] counts them.
+//!
+//! Models see only what a deployed one could: completions before the decision, and (a
+//! `HeimdallLive` model) the reads still in flight on each replica ([`crate::features`]). The simulation is deterministic for a given seed.
 //!
 //! Thread-safety: pure function over owned values.
 
@@ -125,6 +132,11 @@ pub struct RouteResult {
     pub hedged: u64,
     /// Model inferences run.
     pub inferences: u64,
+    /// Probe reads sent ([`ProbeReads`]).
+    pub probes: u64,
+    /// Probe reads that met a garbage-collection busy period (they are in the devices'
+    /// `reads` and `gc_reads`; subtract them for the clients' share).
+    pub probe_gc_reads: u64,
     /// Each device's counters.
     pub device_stats: Vec<SsdStats>,
 }
@@ -197,6 +209,10 @@ fn margin(d: &mut Dev, m: &QuantizedMlp, size: u32, t: u64, inferences: &mut u64
             *inferences += 1;
             m.margin_q(&d.tracker.heimdall(size, q))
         }
+        InputKind::HeimdallLive => {
+            *inferences += 1;
+            m.margin_q(&d.tracker.heimdall_live(size, q, t.max(d.ssd.now_ns())))
+        }
         // A prefetch model is no admission model: admit.
         InputKind::TinFetch => i64::MIN / 2,
         InputKind::LinnOs => {
@@ -207,6 +223,24 @@ fn margin(d: &mut Dev, m: &QuantizedMlp, size: u32, t: u64, inferences: &mut u64
     }
 }
 
+/// Probe reads to replicas whose view is stale (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeReads {
+    /// How long a replica may go without a read completed or in flight before it is probed;
+    /// 0 turns probing off.
+    pub stale_ns: u64,
+    /// Bytes a probe reads (at the offset of the read that triggers it, aligned down).
+    pub size: u32,
+}
+
+impl ProbeReads {
+    /// No probe reads.
+    pub const OFF: Self = Self {
+        stale_ns: 0,
+        size: 4096,
+    };
+}
+
 /// Simulates `traces.len()` replicas (2 or 3), trace `i` issued by device `i`'s clients.
 pub fn simulate(
     traces: &[Vec<BlockRecord>],
@@ -214,7 +248,18 @@ pub fn simulate(
     policy: &Policy,
     seed: u64,
 ) -> Result<RouteResult> {
-    run(traces, params, policy, seed, None).map(|(r, _)| r)
+    simulate_probing(traces, params, policy, seed, ProbeReads::OFF)
+}
+
+/// [`simulate`] with probe reads to stale replicas ([`ProbeReads`]).
+pub fn simulate_probing(
+    traces: &[Vec<BlockRecord>],
+    params: &SsdParams,
+    policy: &Policy,
+    seed: u64,
+    probes: ProbeReads,
+) -> Result<RouteResult> {
+    run(traces, params, policy, seed, None, probes).map(|(r, _)| r)
 }
 
 /// [`simulate`], recording for every read what every replica looked like at the decision (one
@@ -242,7 +287,14 @@ pub fn probe(
             "routing decides per read: models must have joint size 1",
         ));
     }
-    run(traces, params, policy, seed, Some(probe_models))
+    run(
+        traces,
+        params,
+        policy,
+        seed,
+        Some(probe_models),
+        ProbeReads::OFF,
+    )
 }
 
 fn run(
@@ -251,8 +303,14 @@ fn run(
     policy: &Policy,
     seed: u64,
     probe_models: Option<&[QuantizedMlp]>,
+    probes: ProbeReads,
 ) -> Result<(RouteResult, Vec<ProbeRow>)> {
     let mut rows = Vec::new();
+    if probes.stale_ns > 0 && probes.size == 0 {
+        return Err(invalid("probe_size", 0, "must be positive"));
+    }
+    // When each replica was last probed.
+    let mut probed_at = [0u64; REPLICAS_MAX];
     let n = traces.len();
     if !(2..=REPLICAS_MAX).contains(&n) {
         return Err(invalid("replicas", n, "must be 2 or 3"));
@@ -346,6 +404,29 @@ fn run(
             devs[h].submit(t, r, IoKind::Write);
             continue;
         }
+        if probes.stale_ns > 0 {
+            for (d, dev) in devs.iter_mut().enumerate() {
+                dev.tracker.observe(t.max(dev.ssd.now_ns()));
+                let seen = dev.tracker.last_read_done_ns().max(probed_at[d]);
+                if dev.tracker.reads_in_flight() == 0 && t.saturating_sub(seen) >= probes.stale_ns {
+                    let size = u64::from(probes.size);
+                    let probe = BlockRecord {
+                        timestamp_ns: t,
+                        offset: r.offset / size * size,
+                        size: probes.size,
+                        kind: IoKind::Read,
+                        latency_ns: 0,
+                    };
+                    let gc_before = dev.ssd.stats().gc_reads;
+                    dev.submit(t, &probe, IoKind::Read);
+                    if dev.ssd.stats().gc_reads > gc_before {
+                        out.probe_gc_reads += 1;
+                    }
+                    probed_at[d] = t.max(1);
+                    out.probes += 1;
+                }
+            }
+        }
         let first_row = rows.len();
         if let Some(pm) = probe_models {
             let mut scratch = 0u64;
@@ -407,6 +488,11 @@ fn run(
                         InputKind::Heimdall => {
                             out.inferences += 1;
                             m.predicts_slow(&dev.tracker.heimdall(r.size, q))
+                        }
+                        InputKind::HeimdallLive => {
+                            out.inferences += 1;
+                            let now = t.max(dev.ssd.now_ns());
+                            m.predicts_slow(&dev.tracker.heimdall_live(r.size, q, now))
                         }
                         // A prefetch model is no admission model: admit.
                         InputKind::TinFetch => false,
@@ -550,6 +636,7 @@ mod tests {
             .filter(|r| r.kind == IoKind::Read)
             .count();
         let q = QuantizedMlp::new(&tiny(1)).unwrap();
+        let live = QuantizedMlp::new(&crate::model::tests::tiny_live()).unwrap();
         let policies = [
             Policy::AlwaysAdmit,
             Policy::Random,
@@ -572,6 +659,14 @@ mod tests {
             Policy::ModelCost {
                 models: vec![q.clone(), q],
                 slow_factor: 10.0,
+            },
+            Policy::ModelCost {
+                models: vec![live.clone(), live.clone()],
+                slow_factor: 10.0,
+            },
+            Policy::Model {
+                models: vec![live.clone(), live],
+                home_when_all_decline: false,
             },
             Policy::Oracle,
         ];
@@ -694,6 +789,48 @@ mod tests {
         };
         let e = simulate(&two, &params(), &cost, 1).unwrap_err();
         assert!(e.to_string().contains("`slow_factor`"));
+    }
+
+    #[test]
+    fn probe_reads_refresh_stale_replicas_and_serve_no_client() {
+        let traces = vec![trace(true, 1), trace(false, 2)];
+        let q = QuantizedMlp::new(&crate::model::tests::tiny_live()).unwrap();
+        let pol = Policy::ModelCost {
+            models: vec![q.clone(), q],
+            slow_factor: 10.0,
+        };
+        let plain = simulate(&traces, &params(), &pol, 3).unwrap();
+        let off = simulate_probing(&traces, &params(), &pol, 3, ProbeReads::OFF).unwrap();
+        assert_eq!(off.read_latency_ns, plain.read_latency_ns);
+        assert_eq!(off.probes, 0);
+        let on = ProbeReads {
+            stale_ns: 100_000,
+            size: 4096,
+        };
+        let a = simulate_probing(&traces, &params(), &pol, 3, on).unwrap();
+        let b = simulate_probing(&traces, &params(), &pol, 3, on).unwrap();
+        assert_eq!(a.read_latency_ns, b.read_latency_ns);
+        assert_eq!(a.read_latency_ns.len(), plain.read_latency_ns.len());
+        assert!(a.probes > 0);
+        // Probes are reads the devices served: they count in the devices' reads, not the clients'.
+        let served: u64 = a.device_stats.iter().map(|d| d.reads).sum();
+        assert_eq!(served, a.read_latency_ns.len() as u64 + a.probes);
+        let gc: u64 = a.device_stats.iter().map(|d| d.gc_reads).sum();
+        assert!(a.probe_gc_reads <= gc.min(a.probes));
+        // At most one probe per replica per stale interval.
+        let span = traces
+            .iter()
+            .flatten()
+            .map(|r| r.timestamp_ns)
+            .max()
+            .unwrap();
+        assert!(a.probes <= 2 * (span / on.stale_ns + 1), "{}", a.probes);
+        let bad = ProbeReads {
+            stale_ns: 1,
+            size: 0,
+        };
+        let e = simulate_probing(&traces, &params(), &pol, 3, bad).unwrap_err();
+        assert!(e.to_string().contains("`probe_size`"), "{e}");
     }
 
     #[test]

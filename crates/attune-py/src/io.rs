@@ -100,7 +100,8 @@ fn io_ssd_params(params: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, St
 }
 
 /// `io_replay(columns, params=None, seed=0)`: one trace on one simulated SSD. Returns a dict of
-/// columns (`latency_ns`, `queue_len`, `gc_pages`, `features` flat row-major n × 11) and `stats`.
+/// columns (`latency_ns`, `queue_len`, `gc_pages`, `features` flat row-major n × 11, `live` n × 3)
+/// and `stats`.
 #[pyfunction]
 #[pyo3(signature = (columns, params=None, seed=0))]
 fn io_replay<'py>(
@@ -129,6 +130,8 @@ fn io_replay<'py>(
     )?;
     let feats: Vec<f32> = r.rows.iter().flat_map(|x| x.features).collect();
     d.set_item("features", PyBytes::new(py, &f32_bytes(&feats)))?;
+    let live: Vec<f32> = r.rows.iter().flat_map(|x| x.live).collect();
+    d.set_item("live", PyBytes::new(py, &f32_bytes(&live)))?;
     d.set_item("stats", stats_dict(py, &r.stats)?)?;
     Ok(d)
 }
@@ -194,7 +197,7 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 }
 
 /// `io_route(traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0,
-/// slow_factor=10.0, probe_models=None)`: 2 or 3 replicas, trace `i` issued at device `i`, reads
+/// slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096)`: 2 or 3 replicas, trace `i` issued at device `i`, reads
 /// routed by `policy` (`baseline`, `random`, `hedging`, `c3`, `model`, `model-home`, `model-rank`
 /// with `tie` the logit margin within which replicas count as tied, `model-cost` with
 /// `slow_factor` the cost multiplier of a replica predicted slow, `oracle`). Returns a dict with
@@ -202,9 +205,11 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// `probe_models` (one weight file per replica) it also has `probe`: columns of one row per read
 /// and replica (`read`, `replica`, `margin` in logits, `c3`, `queue_len`, `history_age_us`,
 /// `would_us`, `would_meet_gc`, `chosen`, and `busy_for_us`: how long the replica's busy period
-/// had been under way).
+/// had been under way). `probe_reads_us` > 0 sends a probe read of `probe_read_size` bytes to a
+/// replica with no read completed or in flight for that long (`route::ProbeReads`; not with
+/// `probe_models`); the dict's `probes` counts them.
 #[pyfunction]
-#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None))]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096))]
 #[allow(clippy::too_many_arguments)]
 fn io_route<'py>(
     py: Python<'py>,
@@ -217,7 +222,27 @@ fn io_route<'py>(
     tie: f64,
     slow_factor: f64,
     probe_models: Option<Vec<Vec<u8>>>,
+    probe_reads_us: f64,
+    probe_read_size: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
+    if !(probe_reads_us >= 0.0 && probe_reads_us.is_finite()) {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            format!("probe_reads_us must be a finite number of µs >= 0, got {probe_reads_us}"),
+        ));
+    }
+    if probe_reads_us > 0.0 && probe_models.is_some() {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            "probe_reads_us and probe_models cannot be combined".to_string(),
+        ));
+    }
+    let probe_reads = route::ProbeReads {
+        stale_ns: (probe_reads_us * 1e3).round() as u64,
+        size: probe_read_size,
+    };
     if !(tie >= 0.0 && tie.is_finite()) {
         return Err(crate::errors::attune_error(
             py,
@@ -263,7 +288,9 @@ fn io_route<'py>(
     let (r, rows) = py
         .allow_threads(|| match &probes {
             Some(pm) => route::probe(&recs, &p, &pol, pm, seed),
-            None => route::simulate(&recs, &p, &pol, seed).map(|r| (r, Vec::new())),
+            None => {
+                route::simulate_probing(&recs, &p, &pol, seed, probe_reads).map(|r| (r, Vec::new()))
+            }
         })
         .map_err(io_error)?;
     let d = PyDict::new(py);
@@ -315,6 +342,8 @@ fn io_route<'py>(
     d.set_item("redirected", r.redirected)?;
     d.set_item("hedged", r.hedged)?;
     d.set_item("inferences", r.inferences)?;
+    d.set_item("probes", r.probes)?;
+    d.set_item("probe_gc_reads", r.probe_gc_reads)?;
     let stats = r
         .device_stats
         .iter()
@@ -335,6 +364,7 @@ fn io_model_info<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDic
         "kind",
         match f.kind {
             InputKind::Heimdall => "heimdall",
+            InputKind::HeimdallLive => "heimdall-live",
             InputKind::LinnOs => "linnos",
             InputKind::TinFetch => "tinfetch",
         },

@@ -12,7 +12,8 @@ Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``):
   at ``evaluate.CDF_PERCENTILES``, for CDF plots);
 * ``kind = "accuracy"``: one per window: ROC-AUC of the quantised model against the period labels
   (``auc_period``) and the simulator's busy truth (``auc_busy``), LinnOS's (``auc_linnos_period``),
-  the fraction of busy and slow reads;
+  the live model's (``auc_period_live``, ``auc_busy_live``: Heimdall's features plus the reads in
+  flight), the fraction of busy and slow reads;
 * ``kind = "ladder"``: one per window and pipeline stage (``--ladder``): ``auc``;
 * ``kind = "joint"``: one per window and joint size P (``--joints``): ``auc``.
 
@@ -90,6 +91,19 @@ def add_parser(verbs) -> None:
         type=float,
         default=10.0,
         help="heimdall-cost: a replica predicted slow counts as a queue this many times longer (10)",
+    )
+    p.add_argument(
+        "--probe-reads-us",
+        type=float,
+        default=5000.0,
+        help="the *-probe policies: probe a replica with no read completed or in flight for "
+        "this many µs (5000)",
+    )
+    p.add_argument(
+        "--live-rank-tie",
+        type=float,
+        default=1.0,
+        help="heimdall-live-rank(-probe): as --rank-tie, for the live model (1)",
     )
     p.add_argument("--seed", type=int, default=1, help="window and simulation seed (1)")
     p.add_argument(
@@ -180,7 +194,7 @@ def run(args) -> int:
     params = _params(args)
     pipeline = hd.Pipeline(epochs=args.epochs, seed=args.seed)
     rules: list = [None] * len(groups)
-    model = None
+    model = live_model = None
     if args.rule_search or args.device_model:
         rows_all, rules_all = [], []
         with progress(args, total=len(groups), desc="training halves", unit="window") as bar:
@@ -196,6 +210,9 @@ def run(args) -> int:
                 bar.update(1)
         if args.device_model:
             model = ev.device_model(rows_all, rules_all, pipeline)
+            if any(p in ev.LIVE_POLICIES for p in policies):
+                live = dataclasses.replace(pipeline, features="live")
+                live_model = ev.device_model(rows_all, rules_all, live)
     config = {
         "device": args.device,
         "min_busy": args.min_busy,
@@ -203,6 +220,8 @@ def run(args) -> int:
         "device_model": args.device_model,
         "rank_tie": args.rank_tie,
         "slow_factor": args.slow_factor,
+        "probe_reads_us": args.probe_reads_us,
+        "live_rank_tie": args.live_rank_tie,
     }
     command = (
         "attune bench heimdall " + shlex.join(sys.argv[3:])
@@ -226,6 +245,9 @@ def run(args) -> int:
                 policies=policies,
                 rank_tie=args.rank_tie,
                 slow_factor=args.slow_factor,
+                live_model=live_model,
+                probe_reads_us=args.probe_reads_us,
+                live_rank_tie=args.live_rank_tie,
             )
             results.append(r)
             best = ev.best_baseline(r)
@@ -246,6 +268,7 @@ def run(args) -> int:
                         "policy": pol,
                         **{f"{k}_us": v for k, v in s.items()},
                         "redirected": r.redirected[pol],
+                        "probe_share": r.probe_share[pol],
                         "mean_over_heimdall": s["mean"] / h["mean"],
                         "p99_over_heimdall": s["p99"] / h["p99"],
                         "best_baseline": best[0],
@@ -267,6 +290,8 @@ def run(args) -> int:
                     "auc_period": r.auc_period,
                     "auc_busy": r.auc_busy,
                     "auc_linnos_period": r.auc_linnos_period,
+                    "auc_period_live": r.auc_period_live,
+                    "auc_busy_live": r.auc_busy_live,
                     "auc_truth_vs_labels": r.auc_truth_vs_labels,
                     "busy_fraction": r.busy_fraction,
                     "slow_fraction": r.slow_fraction,
@@ -293,7 +318,7 @@ def run(args) -> int:
             f"  {pol:14} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs  "
             f"busy reads {s['gc_share_median'][pol]:.1%}"
         )
-    for pol in (*ev.HEIMDALL_POLICIES, *ev.BOUND_POLICIES):
+    for pol in (*ev.HEIMDALL_POLICIES, *ev.REFERENCE_POLICIES, *ev.BOUND_POLICIES):
         if f"{pol}_mean_reduction_vs_best_baseline_median" in s:
             print(
                 f"  {pol} vs best baseline (mean): "
@@ -302,7 +327,7 @@ def run(args) -> int:
             )
     print(
         f"  ROC-AUC period {s['auc_period_median']:.3f}, busy {s['auc_busy_median']:.3f}, "
-        f"LinnOS {s['auc_linnos_period_median']:.3f}"
+        f"LinnOS {s['auc_linnos_period_median']:.3f}, live {s['auc_period_live_median']:.3f}"
     )
     return 0
 

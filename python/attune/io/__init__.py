@@ -110,6 +110,8 @@ def route(
     tie: float = 0.0,
     slow_factor: float = 10.0,
     probe_models: list[bytes] | None = None,
+    probe_reads_us: float = 0.0,
+    probe_read_size: int = 4096,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
@@ -118,7 +120,10 @@ def route(
     predicted slow). Returns ``read_latency_ns``, ``home``, ``redirected``, ``hedged``,
     ``inferences``, ``device_stats``; with ``probe_models`` (one weight file per replica) also
     ``probe``: per read and replica, the model's margin, C3's score, the queue, the history's age
-    and what the replica would have served the read in (see ``route::probe``)."""
+    and what the replica would have served the read in (see ``route::probe``).
+    ``probe_reads_us`` > 0 sends a probe read of ``probe_read_size`` bytes to a replica with no
+    read completed or in flight for that many µs (the result's ``probes`` counts them; its
+    latency is no client's, its load on the device is simulated)."""
     return _native.io_route(
         [t.columns() for t in traces],
         policy,
@@ -129,4 +134,6 @@ def route(
         tie,
         slow_factor,
         probe_models,
+        probe_reads_us,
+        probe_read_size,
     )

@@ -12,6 +12,7 @@ of busy reads). Deterministic for a seed.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -43,17 +44,53 @@ POLICIES = (
     "heimdall-home",
     "heimdall-rank",
     "heimdall-cost",
+    "heimdall-live",
+    "heimdall-live-rank",
+    "heimdall-live-cost",
+    "c3-probe",
+    "heimdall-live-rank-probe",
+    "heimdall-live-cost-probe",
     "oracle",
 )
 #: Heimdall's policies: the chapter's (a declined read goes to the next replica, which admits),
 #: the variant where a read every replica declines stays home, and the two that score every
 #: replica (``heimdall-rank``: C3 picks among the least predicted slow; ``heimdall-cost``: the
 #: shortest queue, a replica predicted slow counting ``slow_factor`` times).
-HEIMDALL_POLICIES = ("heimdall", "heimdall-home", "heimdall-rank", "heimdall-cost")
+HEIMDALL_POLICIES = (
+    "heimdall",
+    "heimdall-home",
+    "heimdall-rank",
+    "heimdall-cost",
+    "heimdall-live",
+    "heimdall-live-rank",
+    "heimdall-live-cost",
+    "heimdall-live-rank-probe",
+    "heimdall-live-cost-probe",
+)
+#: The policies that run the live model (Heimdall's features plus the reads in flight,
+#: ``features="live"``) with the rule of the policy of the same name without ``-live``.
+LIVE_POLICIES = (
+    "heimdall-live",
+    "heimdall-live-rank",
+    "heimdall-live-cost",
+    "heimdall-live-rank-probe",
+    "heimdall-live-cost-probe",
+)
+#: Policies with probe reads (``route(..., probe_reads_us=...)``): a replica with no read
+#: completed or in flight for :data:`PROBE_READS_US` gets a 4 KiB read whose completion refreshes
+#: its history. ``c3-probe`` is C3 with the same probes: a reference that says how much of a
+#: probing policy's gain is the probes' alone (not one of the chapter's baselines).
+PROBE_POLICIES = ("c3-probe", "heimdall-live-rank-probe", "heimdall-live-cost-probe")
+REFERENCE_POLICIES = ("c3-probe",)
+#: Staleness (µs) after which a replica is probed, chosen on the validation windows (1 ms: 0.57
+#: probes per client read; 5 ms: 0.29, and better).
+PROBE_READS_US = 5000.0
 #: ``heimdall-rank``'s tie margin (logits) and ``heimdall-cost``'s slow factor, chosen on
 #: validation windows (seed 2) that the headline figures (seed 1) do not use.
 RANK_TIE = 2.0
 SLOW_FACTOR = 10.0
+#: The live policies' tie margin, chosen the same way (seed 2, 8 pairs; τ = 1, 2, 4 tried).
+LIVE_RANK_TIE = 1.0
 #: Not routers: bounds (the oracle serves each read on a copy of every replica and picks the one
 #: that answers first, which needs the future).
 BOUND_POLICIES = ("oracle",)
@@ -63,6 +100,7 @@ LADDER = (
     ("+ period labels (LA)", "period", "basic", False),
     ("+ size and throughput features (FE)", "period", "full", False),
     ("+ noise filters (LN) = Heimdall", "period", "full", True),
+    ("+ in-flight features (live)", "period", "live", True),
 )
 
 
@@ -82,11 +120,16 @@ class PairResult:
     gc_share: dict[str, float] = field(default_factory=dict)
     #: Per policy: the share of all reads each replica served (queue balance).
     served_share: dict[str, list[float]] = field(default_factory=dict)
+    #: Per policy: probe reads sent, over the client reads (0 without probes).
+    probe_share: dict[str, float] = field(default_factory=dict)
     #: Per policy: read latency (µs) at :data:`CDF_PERCENTILES`.
     quantiles_us: dict[str, list[float]] = field(default_factory=dict)
     auc_period: float = float("nan")
     auc_busy: float = float("nan")
     auc_linnos_period: float = float("nan")
+    #: The live model (``features="live"``), as ``auc_period`` / ``auc_busy``.
+    auc_period_live: float = float("nan")
+    auc_busy_live: float = float("nan")
     #: The simulator's ground truth (read met a busy chip) as the score against the period labels:
     #: how much of the labels a perfect busy-period detector would explain.
     auc_truth_vs_labels: float = float("nan")
@@ -236,20 +279,26 @@ def evaluate_pair(
     rules: list[hd.LabelRule] | None = None,
     rank_tie: float = RANK_TIE,
     slow_factor: float = SLOW_FACTOR,
+    live_model: bytes | None = None,
+    probe_reads_us: float = PROBE_READS_US,
+    live_rank_tie: float = LIVE_RANK_TIE,
 ) -> PairResult:
     """Trains per-device models on the first halves and compares the policies on the second.
     ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead.
     ``rules`` (one per replica, e.g. from :func:`attune.io.heimdall.choose_rule` on the training
     half) replace ``pipeline.rule`` for labelling and training. ``rank_tie`` is the logit margin
     within which ``heimdall-rank`` counts replicas as tied (0: the replicas predicted fast);
-    ``slow_factor`` how many times a replica predicted slow counts in ``heimdall-cost``."""
+    ``slow_factor`` how many times a replica predicted slow counts in ``heimdall-cost``.
+    ``live_model`` is every replica's live model (:data:`LIVE_POLICIES`); without it each
+    replica's is trained on its training half, as the chapter's model is."""
     res = PairResult([w for _, w in group])
     train_halves, test_halves = [], []
     for t, _ in group:
         h = len(t) // 2
         train_halves.append(t.slice(0, h))
         test_halves.append(t.slice(h, len(t)))
-    heimdall_models, linnos_models, train_lat = [], [], []
+    heimdall_models, linnos_models, live_models, train_lat = [], [], [], []
+    want_live = any(p in LIVE_POLICIES for p in policies)
     first_rows = None
     for i, t in enumerate(train_halves):
         rows = hd.read_rows(replay(t, params, seed + i), t)
@@ -273,6 +322,12 @@ def evaluate_pair(
         heimdall_models.append(model if model is not None else hd.train(rows, p_i).to_bytes())
         if "linnos" in policies:
             linnos_models.append(hd.train_linnos(rows, seed=pipeline.seed).to_bytes())
+        if want_live:
+            live_models.append(
+                live_model
+                if live_model is not None
+                else hd.train(rows, dataclasses.replace(p_i, features="live", joint=1)).to_bytes()
+            )
         if i == 0:
             first_rows = rows
     # Accuracy on replica 0's held-out half served alone.
@@ -286,10 +341,15 @@ def evaluate_pair(
     res.busy_fraction = float(rows["busy"].mean()) if len(period) else 0.0
     res.auc_truth_vs_labels = hd.roc_auc(period, rows["busy"].astype(np.float64))
     x1 = rows["features"]
+    xl = hd.live_features(rows)
     if pipeline.joint == 1:
-        s = hd.quantised_scores(heimdall_models[0], x1)
+        s = hd.quantised_scores(heimdall_models[0], xl if pipeline.features == "live" else x1)
         res.auc_period = hd.roc_auc(period, s)
         res.auc_busy = hd.roc_auc(rows["busy"], s)
+    if live_models:
+        s = hd.quantised_scores(live_models[0], xl)
+        res.auc_period_live = hd.roc_auc(period, s)
+        res.auc_busy_live = hd.roc_auc(rows["busy"], s)
     if linnos_models:
         s = hd.quantised_scores(linnos_models[0], hd.linnos_digits(x1))
         res.auc_linnos_period = hd.roc_auc(period, s)
@@ -304,7 +364,7 @@ def evaluate_pair(
                 seed=pipeline.seed,
             )
             m = hd.train(first_rows, p)
-            x = hd.basic_features(x1) if feats == "basic" else x1
+            x = {"basic": hd.basic_features(x1), "live": xl}.get(feats, x1)
             res.ladder_auc[stage] = hd.roc_auc(period, m.predict_proba(x))
     for j in joints:
         p = hd.Pipeline(joint=j, rule=pipeline.rule, epochs=pipeline.epochs, seed=pipeline.seed)
@@ -316,19 +376,32 @@ def evaluate_pair(
     # Latency of every policy on the second halves.
     timeout = int(np.percentile(np.concatenate(train_lat), 98))
     for pol in policies:
-        if pol == "heimdall":
-            r = route(test_halves, "model", params, seed, models=heimdall_models)
-        elif pol == "heimdall-rank":
-            r = route(test_halves, "model-rank", params, seed, models=heimdall_models, tie=rank_tie)
-        elif pol == "heimdall-cost":
+        models = live_models if pol in LIVE_POLICIES else heimdall_models
+        probing = probe_reads_us if pol in PROBE_POLICIES else 0.0
+        if pol in ("heimdall", "heimdall-live"):
+            r = route(test_halves, "model", params, seed, models=models)
+        elif pol in ("heimdall-rank", "heimdall-live-rank", "heimdall-live-rank-probe"):
+            r = route(
+                test_halves,
+                "model-rank",
+                params,
+                seed,
+                models=models,
+                tie=live_rank_tie if pol in LIVE_POLICIES else rank_tie,
+                probe_reads_us=probing,
+            )
+        elif pol in ("heimdall-cost", "heimdall-live-cost", "heimdall-live-cost-probe"):
             r = route(
                 test_halves,
                 "model-cost",
                 params,
                 seed,
-                models=heimdall_models,
+                models=models,
                 slow_factor=slow_factor,
+                probe_reads_us=probing,
             )
+        elif pol == "c3-probe":
+            r = route(test_halves, "c3", params, seed, probe_reads_us=probing)
         elif pol == "heimdall-home":
             r = route(test_halves, "model-home", params, seed, models=heimdall_models)
         elif pol == "linnos":
@@ -340,10 +413,13 @@ def evaluate_pair(
         lat = np.asarray(r["read_latency_ns"], dtype=np.float64)
         res.latency_us[pol] = _latency_summary(lat) if len(lat) else {}
         res.redirected[pol] = int(r["redirected"])
+        res.probe_share[pol] = int(r["probes"]) / max(len(lat), 1)
         res.quantiles_us[pol] = latency_quantiles(lat)
         stats = r["device_stats"]
-        reads = sum(int(d["reads"]) for d in stats)
-        res.gc_share[pol] = sum(int(d["gc_reads"]) for d in stats) / max(reads, 1)
+        # The clients' reads only: probe reads are in the devices' counters too.
+        reads = sum(int(d["reads"]) for d in stats) - int(r["probes"])
+        gc_reads = sum(int(d["gc_reads"]) for d in stats) - int(r["probe_gc_reads"])
+        res.gc_share[pol] = gc_reads / max(reads, 1)
         res.served_share[pol] = [int(d["reads"]) / max(reads, 1) for d in stats]
     return res
 
@@ -351,7 +427,11 @@ def evaluate_pair(
 def best_baseline(r: PairResult) -> tuple[str, float]:
     """The baseline with the lowest mean read latency in one window (Heimdall's policies and the
     bounds excluded), and that mean."""
-    base = [p for p in r.latency_us if p not in HEIMDALL_POLICIES and p not in BOUND_POLICIES]
+    base = [
+        p
+        for p in r.latency_us
+        if p not in (*HEIMDALL_POLICIES, *BOUND_POLICIES, *REFERENCE_POLICIES)
+    ]
     if not base:
         return "", float("nan")
     p = min(base, key=lambda p: r.latency_us[p]["mean"])
@@ -370,8 +450,9 @@ def summarize(results: list[PairResult]) -> dict:
             k: float(np.median([r.latency_us[p][k] for r in results if r.latency_us.get(p)]))
             for k in ("mean", "p50", "p90", "p99", "p999")
         }
-    base = [p for p in pols if p not in HEIMDALL_POLICIES and p not in BOUND_POLICIES]
-    for pol in [p for p in pols if p in HEIMDALL_POLICIES or p in BOUND_POLICIES]:
+    others = (*HEIMDALL_POLICIES, *BOUND_POLICIES, *REFERENCE_POLICIES)
+    base = [p for p in pols if p not in others]
+    for pol in [p for p in pols if p in others]:
         if not base:
             break
         red = []
@@ -391,6 +472,8 @@ def summarize(results: list[PairResult]) -> dict:
         "auc_period",
         "auc_busy",
         "auc_linnos_period",
+        "auc_period_live",
+        "auc_busy_live",
         "auc_truth_vs_labels",
         "busy_fraction",
         "slow_fraction",

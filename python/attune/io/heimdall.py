@@ -19,7 +19,10 @@ choices the chapter leaves open (design note: ``docs/heimdall.md``):
 * **Features**: size, queue length, and the last 3 completed I/Os' queue lengths, latencies and
   throughputs (11), min-max scaled with the training set's ranges, clipped to [0, 1]. For joint
   inference of P reads: the P sizes, then the first read's other 10 (``10 + P`` inputs); the group
-  is slow when any of its reads is.
+  is slow when any of its reads is. ``features="live"`` (not in the chapter) appends what the
+  device shows about the reads still in flight at the decision (:data:`LIVE_NAMES`: the oldest
+  in-flight read's age, the time since the newest read completion, the reads in flight): a
+  history of completions goes stale exactly when a busy period holds the reads back.
 * **Model**: 11→128→16→1, ReLU, sigmoid, binary cross-entropy, Adam (lr 1e-3, 20 epochs,
   batches of 256, He initialisation, seeded). The decision threshold is the one that maximises F1
   on the training set.
@@ -44,6 +47,12 @@ MAGIC = b"ATIOMLP1"
 VERSION = 1
 KIND_HEIMDALL = 1
 KIND_LINNOS = 2
+#: Heimdall's features followed by the 3 live (in-flight) ones: the reads outstanding on the
+#: device at the decision (``features="live"``).
+KIND_HEIMDALL_LIVE = 4
+#: Names of the live features (a replay's ``live`` columns).
+#: Ages are ``ln(1 + µs)``, capped at 100 ms (``crates/attune-io/src/features.rs``).
+LIVE_NAMES = ("ln_oldest_inflight_us", "ln_since_done_us", "inflight_reads")
 #: Index of each raw feature in a replay's 11 columns.
 SIZE, QLEN, HQ, HL, HT = 0, 1, slice(2, 5), slice(5, 8), slice(8, 11)
 
@@ -311,7 +320,9 @@ def model_from_bytes(data: bytes) -> Mlp:
         pos += 4 * i * o
         biases.append(np.frombuffer(data, "<f4", o, pos).astype(np.float32))
         pos += 4 * o
-    kind = KIND_HEIMDALL if info["kind"] == "heimdall" else KIND_LINNOS
+    kind = {"heimdall": KIND_HEIMDALL, "heimdall-live": KIND_HEIMDALL_LIVE}.get(
+        info["kind"], KIND_LINNOS
+    )
     return Mlp(
         weights,
         biases,
@@ -444,7 +455,7 @@ class Pipeline:
     """Which stages run (every adaptive part can be switched off, for the accuracy ladder)."""
 
     labelling: str = "period"  # "period" | "cutoff"
-    features: str = "full"  # "full" | "basic"
+    features: str = "full"  # "full" | "basic" | "live"
     noise_filter: bool = True
     joint: int = 1
     rule: LabelRule = field(default_factory=LabelRule)
@@ -459,9 +470,11 @@ DEFAULT_PIPELINE = Pipeline()
 def read_rows(replay: dict, trace) -> dict:
     """The read rows of a replay: raw features, latency, size, ground-truth busy flag."""
     feats = np.frombuffer(replay["features"], dtype="<f4").reshape(-1, 11)
+    live = np.frombuffer(replay["live"], dtype="<f4").reshape(-1, len(LIVE_NAMES))
     reads = np.asarray(trace.is_read, dtype=bool)
     return {
         "features": feats[reads].astype(np.float32),
+        "live": live[reads].astype(np.float32),
         "latency_ns": np.asarray(replay["latency_ns"], dtype=np.float64)[reads],
         "size": np.asarray(trace.size, dtype=np.float64)[reads],
         "busy": (np.asarray(replay["gc_pages"]) > 0)[reads].astype(np.int8),
@@ -481,15 +494,28 @@ def train(rows: dict, p: Pipeline = DEFAULT_PIPELINE, labels: np.ndarray | None 
     the pipeline's labelling: e.g. per-window labels of pooled rows)."""
     labels = make_labels(rows, p) if labels is None else np.asarray(labels, dtype=np.int8)
     feats = rows["features"]
+    kind = KIND_HEIMDALL
     if p.features == "basic":
         feats = basic_features(feats)
+    elif p.features == "live":
+        feats = live_features(rows)
+        kind = KIND_HEIMDALL_LIVE
     elif p.features != "full":
-        raise InvalidArgumentError(f"features must be 'full' or 'basic', not {p.features!r}")
+        raise InvalidArgumentError(
+            f"features must be 'full', 'basic' or 'live', not {p.features!r}"
+        )
     if p.noise_filter:
         keep = noise_filter(rows["size"], rows["latency_ns"], labels, p.rule)
         feats, labels = feats[keep], labels[keep]
     x, y = joint_features(feats, labels, p.joint)
-    return train_mlp(x, y, joint=p.joint, epochs=p.epochs, seed=p.seed)
+    return train_mlp(x, y, kind=kind, joint=p.joint, epochs=p.epochs, seed=p.seed)
+
+
+def live_features(rows: dict) -> np.ndarray:
+    """Heimdall's 11 features followed by the 3 live ones (a ``HeimdallLive`` model's inputs)."""
+    if "live" not in rows:
+        raise InvalidArgumentError("these read rows have no live features (an old replay?)")
+    return np.concatenate([rows["features"], rows["live"]], axis=1).astype(np.float32)
 
 
 def train_linnos(rows: dict, *, epochs: int = 20, seed: int = 0) -> Mlp:
@@ -569,7 +595,9 @@ def model_inputs(model: Mlp, rows: dict, basic: bool = False) -> tuple[np.ndarra
     feats = rows["features"]
     if model.kind == KIND_LINNOS:
         return linnos_digits(feats), np.arange(len(feats))
-    if basic:
+    if model.kind == KIND_HEIMDALL_LIVE:
+        feats = live_features(rows)
+    elif basic:
         feats = basic_features(feats)
     x, _ = joint_features(feats, np.zeros(len(feats), dtype=np.int8), model.joint)
     return x, np.arange(len(x))
