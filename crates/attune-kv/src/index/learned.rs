@@ -210,6 +210,13 @@ pub struct LearnStats {
     pub files_rejudged: u64,
     /// Skipped files learned once the lookups they served reached break-even.
     pub files_breakeven: u64,
+    /// Chosen tables put back because their training would have read more from the device
+    /// than their choice pays for (`learned_io_cost`), and the bytes it would have read.
+    pub files_deferred_io: u64,
+    pub deferred_io_bytes: u64,
+    /// The price of a byte a training reads from the device, ns (measured; see
+    /// `learned_io_cost`).
+    pub io_ns_per_byte: f64,
     /// Level models the background learner built after a level settled (`learned_level`).
     pub level_models_learned: u64,
     pub files_short_lived: u64,
@@ -248,6 +255,11 @@ pub struct Learning {
     /// One timed lookup in this many of a learned table is a control (0: none; analyzer mode
     /// only, `Options::learned_control_sample`).
     control: u64,
+    /// Whether a training's device reads count in its cost (`Options::learned_io_cost`).
+    pub(crate) io_cost: bool,
+    /// Measured device-read cost of training passes, ns per byte not in the page cache (f64
+    /// bits; see `crate::version::learn::LEARN_IO_NS_PER_BYTE` for the starting value).
+    pub(crate) io_ns_per_byte: AtomicU64,
     pub(crate) analyzer: Analyzer,
     epoch: Instant,
     slots: [Slot; STRIPES],
@@ -287,6 +299,8 @@ impl Learning {
             } else {
                 0
             },
+            io_cost: opts.learned_io_cost,
+            io_ns_per_byte: AtomicU64::new(crate::version::learn::LEARN_IO_NS_PER_BYTE.to_bits()),
             analyzer,
             epoch: Instant::now(),
             slots: Default::default(),
@@ -437,6 +451,9 @@ impl Learning {
             files_bootstrap: a.files_bootstrap,
             files_rejudged: a.files_rejudged,
             files_breakeven: a.files_breakeven,
+            files_deferred_io: a.files_deferred_io,
+            deferred_io_bytes: a.deferred_io_bytes,
+            io_ns_per_byte: self.io_ns_per_byte(),
             level_models_learned: self.levels_learned.load(Ordering::Relaxed),
             files_short_lived: a.files_short_lived,
             files_unlearnable: self.unlearnable.load(Ordering::Relaxed),
