@@ -21,13 +21,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Device-read cost of a training pass, per byte of the table not in the OS page cache,
-/// before any is measured. Default 4 ns: a 4 KiB page in about 16 µs, a fast NVMe random read
-/// (table mappings are advised `MADV_RANDOM`, so a pass over a cold mapped table faults its
-/// pages in one at a time). Each training that reads at least [`IO_MEASURE_MIN_BYTES`] from the
+/// before any is measured. Default 12 ns: a 4 KiB page in about 50 µs, a random read from a
+/// shared or virtual SSD (table mappings are advised `MADV_RANDOM`, so a pass over a cold mapped
+/// table faults its pages in one at a time); the first cold training measured 12.6 ns in a
+/// 256 MiB cgroup here (docs/learned-index.md). Each training that reads at least [`IO_MEASURE_MIN_BYTES`] from the
 /// device measures the real price (its wall time beyond its CPU time, per byte read), and the
 /// learner prices later tables by the running mean ([`IO_MEASURE_WEIGHT`]). Neither counts what
 /// those reads evict, so both err toward learning.
-pub const LEARN_IO_NS_PER_BYTE: f64 = 4.0;
+pub const LEARN_IO_NS_PER_BYTE: f64 = 12.0;
 
 /// Bytes a training must read from the device for its time to measure the price per byte.
 /// Default 1 MiB: a few hundred device reads, enough that scheduling noise is a small share.
