@@ -47,6 +47,17 @@ pub enum Sample {
     Control,
 }
 
+/// Device-read cost of a training pass, per byte of the table not in the OS page cache,
+/// before any is measured. Default 12 ns: a 4 KiB page in about 50 µs, a random read from a
+/// shared or virtual SSD (table mappings are advised `MADV_RANDOM`, so a pass over a cold mapped
+/// table faults its pages in one at a time); the first cold training measured 12.6 ns in a
+/// 256 MiB cgroup here (docs/learned-index.md). Each training that reads at least
+/// `IO_MEASURE_MIN_BYTES` from the device measures the real price (its wall time beyond its CPU
+/// time, per byte read), and the learner prices later tables by the running mean
+/// (`IO_MEASURE_WEIGHT`; both in `crate::version::learn`). Neither counts what those reads
+/// evict, so both err toward learning.
+pub const LEARN_IO_NS_PER_BYTE: f64 = 12.0;
+
 /// Counter slots; threads spread over them so that readers do not share a cache line.
 const STRIPES: usize = 16;
 
@@ -258,7 +269,7 @@ pub struct Learning {
     /// Whether a training's device reads count in its cost (`Options::learned_io_cost`).
     pub(crate) io_cost: bool,
     /// Measured device-read cost of training passes, ns per byte not in the page cache (f64
-    /// bits; see `crate::version::learn::LEARN_IO_NS_PER_BYTE` for the starting value).
+    /// bits; see [`LEARN_IO_NS_PER_BYTE`] for the starting value).
     pub(crate) io_ns_per_byte: AtomicU64,
     pub(crate) analyzer: Analyzer,
     epoch: Instant,
@@ -300,7 +311,7 @@ impl Learning {
                 0
             },
             io_cost: opts.learned_io_cost,
-            io_ns_per_byte: AtomicU64::new(crate::version::learn::LEARN_IO_NS_PER_BYTE.to_bits()),
+            io_ns_per_byte: AtomicU64::new(LEARN_IO_NS_PER_BYTE.to_bits()),
             analyzer,
             epoch: Instant::now(),
             slots: Default::default(),

@@ -10,7 +10,7 @@
 
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::index::learned::{read_file, Learning, LevelModel};
+use crate::index::learned::{read_file, Learning, LevelModel, LEARN_IO_NS_PER_BYTE};
 use crate::key;
 use crate::table::Table;
 use crate::util::filename;
@@ -19,16 +19,6 @@ use attune_learn::{FileStats, KeyMapper, LearnedIndex};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// Device-read cost of a training pass, per byte of the table not in the OS page cache,
-/// before any is measured. Default 12 ns: a 4 KiB page in about 50 µs, a random read from a
-/// shared or virtual SSD (table mappings are advised `MADV_RANDOM`, so a pass over a cold mapped
-/// table faults its pages in one at a time); the first cold training measured 12.6 ns in a
-/// 256 MiB cgroup here (docs/learned-index.md). Each training that reads at least [`IO_MEASURE_MIN_BYTES`] from the
-/// device measures the real price (its wall time beyond its CPU time, per byte read), and the
-/// learner prices later tables by the running mean ([`IO_MEASURE_WEIGHT`]). Neither counts what
-/// those reads evict, so both err toward learning.
-pub const LEARN_IO_NS_PER_BYTE: f64 = 12.0;
 
 /// Bytes a training must read from the device for its time to measure the price per byte.
 /// Default 1 MiB: a few hundred device reads, enough that scheduling noise is a small share.
