@@ -10,7 +10,7 @@
 
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::index::learned::{read_file, Learning, LevelModel, LEARN_IO_NS_PER_BYTE};
+use crate::index::learned::{read_file, Learning, LevelModel};
 use crate::key;
 use crate::table::Table;
 use crate::util::filename;
@@ -81,7 +81,7 @@ impl Learning {
     }
 
     /// Whether a training pass over `table` may read what it would read from the device (the
-    /// table's bytes not in the OS page cache, priced at [`LEARN_IO_NS_PER_BYTE`]); see
+    /// table's bytes not in the OS page cache, priced at [`crate::index::learned::LEARN_IO_NS_PER_BYTE`]); see
     /// [`attune_learn::Analyzer::admit_io`]. Analyzer mode only (`always` learns every table,
     /// whatever it costs) and only with `learned_io_cost` on; a file that cannot tell its
     /// residency is admitted.
@@ -103,7 +103,7 @@ impl Learning {
     }
 
     /// Folds one training's measurement into the price per byte: `wall_ns` and `cpu_ns` it
-    /// took, `missing` bytes it read from the device (see [`LEARN_IO_NS_PER_BYTE`]).
+    /// took, `missing` bytes it read from the device (see [`crate::index::learned::LEARN_IO_NS_PER_BYTE`]).
     fn measure_io(&self, wall_ns: u64, cpu_ns: u64, missing: u64) {
         if missing < IO_MEASURE_MIN_BYTES {
             return;
