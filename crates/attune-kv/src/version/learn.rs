@@ -81,8 +81,8 @@ impl Learning {
     }
 
     /// Whether a training pass over `table` may read what it would read from the device (the
-    /// table's bytes not in the OS page cache, priced at [`crate::index::learned::LEARN_IO_NS_PER_BYTE`]); see
-    /// [`attune_learn::Analyzer::admit_io`]. Analyzer mode only (`always` learns every table,
+    /// table's bytes not in the OS page cache, priced at the measured
+    /// [`Learning::io_ns_per_byte`]); see [`attune_learn::Analyzer::admit_io`]. Analyzer mode only (`always` learns every table,
     /// whatever it costs) and only with `learned_io_cost` on; a file that cannot tell its
     /// residency is admitted.
     fn admit_io(&self, table: &Table, fs: &Arc<FileStats>) -> bool {
@@ -103,7 +103,8 @@ impl Learning {
     }
 
     /// Folds one training's measurement into the price per byte: `wall_ns` and `cpu_ns` it
-    /// took, `missing` bytes it read from the device (see [`crate::index::learned::LEARN_IO_NS_PER_BYTE`]).
+    /// took, `missing` bytes it read from the device (starting price:
+    /// [`crate::index::learned::LEARN_IO_NS_PER_BYTE`]).
     fn measure_io(&self, wall_ns: u64, cpu_ns: u64, missing: u64) {
         if missing < IO_MEASURE_MIN_BYTES {
             return;
