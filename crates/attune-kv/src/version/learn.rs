@@ -82,9 +82,9 @@ impl Learning {
 
     /// Whether a training pass over `table` may read what it would read from the device (the
     /// table's bytes not in the OS page cache, priced at the measured
-    /// [`Learning::io_ns_per_byte`]); see [`attune_learn::Analyzer::admit_io`]. Analyzer mode only (`always` learns every table,
-    /// whatever it costs) and only with `learned_io_cost` on; a file that cannot tell its
-    /// residency is admitted.
+    /// [`Learning::io_ns_per_byte`]); see [`attune_learn::Analyzer::admit_io`]. Analyzer mode
+    /// only (`always` learns every table, whatever it costs) and only with `learned_io_cost`
+    /// on; a file that cannot tell its residency is admitted.
     fn admit_io(&self, table: &Table, fs: &Arc<FileStats>) -> bool {
         if self.mode != crate::options::LearnedIndex::Analyzer || !self.io_cost {
             return true;
