@@ -1089,7 +1089,8 @@ impl Analyzer {
     /// serves would have paid for the reads too (then this returns true for it). Without
     /// break-even a deferred file stays on the baseline path.
     pub fn admit_io(&self, file: &Arc<FileStats>, io_ns: f64, io_bytes: u64) -> bool {
-        if self.cfg.always_learn || !(io_ns > 0.0) {
+        // NaN or no reads: nothing to pay.
+        if self.cfg.always_learn || io_ns.is_nan() || io_ns <= 0.0 {
             return true;
         }
         if file.io_cost_bits.load(Ordering::Relaxed) != 0 {
