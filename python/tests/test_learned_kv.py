@@ -163,3 +163,17 @@ def test_breakeven_can_be_switched_off_and_is_counted(tmp_path):
         assert db.stats()["options"]["learned_breakeven"] == "false"
     with pytest.raises(attune.InvalidArgumentError, match="learned_breakeven"):
         attune.DB(path, learned_breakeven="sometimes")
+
+
+def test_learning_io_cost_can_be_switched_off_and_is_counted(tmp_path):
+    path = str(tmp_path / "db")
+    with attune.DB(path) as db:
+        assert db.stats()["options"]["learned_io_cost"] == "true"
+        learned = db.stats()["learned"]
+        assert learned["files_deferred_io"] == 0
+        assert learned["deferred_io_bytes"] == 0
+        assert learned["io_ns_per_byte"] > 0
+    with attune.DB(path, learned_io_cost=False) as db:
+        assert db.stats()["options"]["learned_io_cost"] == "false"
+    with pytest.raises(attune.InvalidArgumentError, match="learned_io_cost"):
+        attune.DB(path, learned_io_cost="sometimes")

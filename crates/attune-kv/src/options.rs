@@ -508,6 +508,11 @@ pub struct Options {
     /// when its age doubles. Default true; false = the estimate alone decides
     /// (docs/learned-index.md "Break-even").
     pub learned_breakeven: bool,
+    /// Analyzer mode: a chosen table whose blocks are not in the OS page cache is learned only
+    /// when its choice pays for the device reads of the training pass too; otherwise it waits
+    /// for break-even with those reads added to its cost (docs/learned-index.md "Learning
+    /// cost under a memory limit"). Default true.
+    pub learned_io_cost: bool,
     /// Analyzer mode: of the timed lookups (one in 16) of a table that has a model, one in
     /// this many takes the baseline path as a control, so the model's saving is measured
     /// against the table's own warm baseline; 0 turns the control sample off (savings are
@@ -583,6 +588,7 @@ impl Default for Options {
             learned_benefit: LearnedBenefit::Remaining,
             learned_calibrate: false,
             learned_breakeven: true,
+            learned_io_cost: true,
             learned_control_sample: 16,
             learned_level: false,
             hot_key_cache_bytes: 0,
@@ -696,6 +702,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "learned_benefit",
     "learned_calibrate",
     "learned_breakeven",
+    "learned_io_cost",
     "learned_control_sample",
     "learned_level",
     "hot_key_cache_bytes",
@@ -789,6 +796,7 @@ impl Options {
             }
             "learned_calibrate" => self.learned_calibrate = parse_bool(key, value)?,
             "learned_breakeven" => self.learned_breakeven = parse_bool(key, value)?,
+            "learned_io_cost" => self.learned_io_cost = parse_bool(key, value)?,
             "learned_control_sample" => self.learned_control_sample = parse_num(key, value)?,
             "learned_level" => self.learned_level = parse_bool(key, value)?,
             "hot_key_cache_bytes" => self.hot_key_cache_bytes = parse_size(value)?,
@@ -1069,6 +1077,7 @@ impl Options {
             ("learned_benefit", self.learned_benefit.name().to_string()),
             ("learned_calibrate", self.learned_calibrate.to_string()),
             ("learned_breakeven", self.learned_breakeven.to_string()),
+            ("learned_io_cost", self.learned_io_cost.to_string()),
             (
                 "learned_control_sample",
                 self.learned_control_sample.to_string(),

@@ -364,6 +364,9 @@ pub struct FileStats {
     predicted_bits: AtomicU64,
     /// Training time of its model (0: not trained here, e.g. loaded from disk).
     train_ns: AtomicU64,
+    /// Device-read cost of a training pass, when the engine deferred the file because its
+    /// blocks were not in memory (f64 bits; 0: never deferred). See [`Analyzer::admit_io`].
+    io_cost_bits: AtomicU64,
     /// Control sample (see [`FileStats::record_control`]): timed lookups of the learned file
     /// sent down the baseline path, and their summed ns, per result (negative, positive).
     control_timed: [AtomicU64; 2],
@@ -598,6 +601,12 @@ pub struct AnalyzerStats {
     /// Skipped files learned because the lookups they served reached break-even (see
     /// [`Analyzer::poll`]).
     pub files_breakeven: u64,
+    /// Chosen files put back because a training pass would have read more from the device
+    /// than the file's choice could pay for (see [`Analyzer::admit_io`]); they are learned only
+    /// by the break-even rule, with that I/O added to their cost.
+    pub files_deferred_io: u64,
+    /// Bytes a training pass would have read from the device for the deferred files.
+    pub deferred_io_bytes: u64,
     /// Files the engine reported as learned.
     pub files_learned: u64,
     /// Files whose persisted model was loaded instead of trained.
@@ -782,6 +791,7 @@ impl Analyzer {
             chosen: AtomicBool::new(false),
             predicted_bits: AtomicU64::new(0),
             train_ns: AtomicU64::new(0),
+            io_cost_bits: AtomicU64::new(0),
             control_timed: Default::default(),
             control_nanos: Default::default(),
         });
@@ -958,14 +968,18 @@ impl Analyzer {
             if !live || file.is_learned() || file.chosen.load(Ordering::Relaxed) {
                 continue;
             }
-            let cost_ns = per_record * file.records as f64;
+            let io_ns = f64::from_bits(file.io_cost_bits.load(Ordering::Relaxed));
+            let cost_ns = per_record * file.records as f64 + io_ns;
             let saved_ns = served_saving_ns(&file, &g.levels[file.level], &g.levels);
             if saved_ns <= 0.0 || saved_ns < cost_ns {
                 keep.push((file, seq));
                 continue;
             }
             g.stats.files_breakeven += 1;
-            g.stats.files_skipped = g.stats.files_skipped.saturating_sub(1);
+            if io_ns == 0.0 {
+                // A deferred file (io_ns > 0) was chosen, never counted as skipped.
+                g.stats.files_skipped = g.stats.files_skipped.saturating_sub(1);
+            }
             g.stats.files_chosen += 1;
             file.chosen.store(true, Ordering::Relaxed);
             g.queue.push(QueueEntry {
@@ -1058,6 +1072,53 @@ impl Analyzer {
         // A training that gives no usable model saves nothing (beyond the source, which
         // always gets a model): weigh the benefit by the level's learnability.
         (benefit * lv.learnability(), cost)
+    }
+
+    /// Asks, for `file` just taken from the queue, whether its training may pay `io_ns` of
+    /// device reads (the bytes of the table not in the OS page cache, priced by the engine),
+    /// `io_bytes` of them. Beyond the source, whose cost is CPU only (its tables sit in memory):
+    /// under a memory limit a training pass over a table whose blocks were evicted reads the
+    /// whole table from the device, and those reads evict the working set of the lookups the
+    /// model was meant to speed up.
+    ///
+    /// Returns true (learn now) when the reads are cheap next to the choice: at most the
+    /// training's CPU cost (so a bootstrap choice, made without an estimate, at most doubles
+    /// its cost), or covered by the estimated benefit net of the CPU cost. Otherwise the file
+    /// is put back: counted in `files_deferred_io` and, with break-even on, watched by the
+    /// break-even rule with `io_ns` added to its cost, so it is learned once the lookups it
+    /// serves would have paid for the reads too (then this returns true for it). Without
+    /// break-even a deferred file stays on the baseline path.
+    pub fn admit_io(&self, file: &Arc<FileStats>, io_ns: f64, io_bytes: u64) -> bool {
+        // NaN or no reads: nothing to pay.
+        if self.cfg.always_learn || io_ns.is_nan() || io_ns <= 0.0 {
+            return true;
+        }
+        if file.io_cost_bits.load(Ordering::Relaxed) != 0 {
+            return true; // deferred before and chosen again by break-even, the reads included
+        }
+        let mut g = self.lock();
+        let per_record = if g.train_records > 0.0 {
+            g.train_ns / g.train_records
+        } else {
+            self.cfg.train_ns_per_record_default
+        };
+        let cpu_ns = per_record * file.records as f64;
+        let predicted = f64::from_bits(file.predicted_bits.load(Ordering::Relaxed));
+        let net_benefit = predicted * self.calibration_locked(&g) - cpu_ns;
+        if io_ns <= cpu_ns.max(net_benefit) {
+            return true;
+        }
+        file.io_cost_bits.store(io_ns.to_bits(), Ordering::Relaxed);
+        file.chosen.store(false, Ordering::Relaxed);
+        g.stats.files_chosen = g.stats.files_chosen.saturating_sub(1);
+        g.stats.files_deferred_io += 1;
+        g.stats.deferred_io_bytes += io_bytes;
+        if self.cfg.breakeven {
+            if let Some((_, seq)) = g.live.get(&file.id).map(|(f, s)| (f.clone(), *s)) {
+                g.skipped.push((file.clone(), seq));
+            }
+        }
+        false
     }
 
     /// The next file to learn (highest `B − C`), skipping files retired since they were queued.
@@ -1619,6 +1680,63 @@ mod tests {
         // Queued once: neither a later poll nor its re-judgement queues it again.
         assert!(a.poll(t + 1_000 * MS).is_empty());
         assert!(a.next_to_learn().is_none());
+    }
+
+    #[test]
+    fn a_training_whose_device_reads_its_choice_cannot_pay_waits_for_break_even() {
+        let (a, _, t) = after_a_write_only_load(true);
+        // Level 3 has no statistics: its files are bootstrap choices (no estimate), and
+        // training one of 9000 records costs 900 µs of CPU (100 ns per record, measured).
+        a.register(2, 3, 1 << 20, 9000, t).unwrap();
+        a.register(3, 3, 1 << 20, 9000, t).unwrap();
+        let t = t + 50 * MS;
+        let mine =
+            |d: Vec<(u64, Decision)>| d.into_iter().filter(|(id, _)| *id != 1).collect::<Vec<_>>();
+        assert_eq!(mine(a.poll(t)).len(), 2);
+        let cheap = a.next_to_learn().unwrap();
+        let cold = a.next_to_learn().unwrap();
+        // Reads costing at most the CPU: learned now.
+        assert!(a.admit_io(&cheap, 900_000.0, 1 << 18));
+        // Reads of 4 ms: put back, counted, not queued again by a poll.
+        assert!(!a.admit_io(&cold, 4_000_000.0, 1 << 20));
+        let st = a.stats();
+        assert_eq!((st.files_deferred_io, st.deferred_io_bytes), (1, 1 << 20));
+        assert_eq!(st.files_chosen, 1);
+        assert!(mine(a.poll(t + MS)).is_empty());
+        assert!(a.next_to_learn().is_none());
+        // Its lookups save 1100 ns each (the pooled model ratio 400/1500 of level 2): 4454 of
+        // them fall short of the 4.9 ms of training and reads, the 4455th pays for both.
+        for _ in 0..4454 {
+            cold.record(Positive, Baseline, 1500);
+        }
+        assert!(mine(a.poll(t + 2 * MS)).is_empty());
+        cold.record(Positive, Baseline, 1500);
+        let d = mine(a.poll(t + 3 * MS));
+        let [(3, Decision::BreakEven { cost_ns, .. })] = d[..] else {
+            panic!("{d:?}");
+        };
+        assert_eq!(cost_ns, 4_900_000.0);
+        let again = a.next_to_learn().unwrap();
+        assert_eq!(again.id(), 3);
+        // Chosen by break-even with the reads counted: admitted whatever they cost now.
+        assert!(a.admit_io(&again, 4_000_000.0, 1 << 20));
+        assert_eq!(
+            a.stats().files_skipped,
+            1,
+            "the deferred file was never a skipped one"
+        );
+    }
+
+    #[test]
+    fn always_learn_mode_admits_any_device_reads() {
+        let a = Analyzer::new(AnalyzerConfig {
+            always_learn: true,
+            ..AnalyzerConfig::default()
+        })
+        .unwrap();
+        let f = a.register(1, 1, 1 << 20, 1000, 0).unwrap();
+        assert!(a.admit_io(&f, 1e12, 1 << 30));
+        assert_eq!(a.stats().files_deferred_io, 0);
     }
 
     #[test]

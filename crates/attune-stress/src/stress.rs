@@ -728,6 +728,7 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
         learned_control_sample: [0, 1, 16][rng.gen_range(0..3)],
         learned_calibrate: rng.gen_bool(0.5),
         learned_breakeven: rng.gen_bool(0.5),
+        learned_io_cost: rng.gen_bool(0.5),
         // The block cache's replacement policy (the stress runs leave the cache budget off, so
         // S3-FIFO needs no static size).
         block_cache_policy: [

@@ -299,6 +299,9 @@ impl Engine for AttuneEngine {
             "block_cache_hits": st.block_cache.hits,
             "block_cache_misses": st.block_cache.misses,
         });
+        out["files_deferred_io"] = json!(l.files_deferred_io);
+        out["deferred_io_bytes"] = json!(l.deferred_io_bytes);
+        out["learn_io_ns_per_byte"] = json!(l.io_ns_per_byte);
         out["value_log"] = json!({
             "bytes": st.blob_bytes,
             "garbage_bytes": st.blob_garbage_bytes,

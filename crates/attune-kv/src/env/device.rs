@@ -667,6 +667,10 @@ impl RandomAccessFile for DeviceReadable {
         self.read_exact_at(buf, offset)?;
         Ok(Some(false))
     }
+    fn resident_bytes(&self, _offset: u64, _len: u64) -> Option<u64> {
+        // Reads bypass any page cache here: every byte comes from the device.
+        Some(0)
+    }
 }
 
 impl Env for DeviceEnv {

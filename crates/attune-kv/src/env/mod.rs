@@ -72,6 +72,12 @@ pub trait RandomAccessFile: Send + Sync {
     fn cached(&self, _offset: u64, _len: u64) -> Option<bool> {
         None
     }
+    /// How many bytes of `[offset, offset + len)` are in the OS page cache (whole pages,
+    /// clamped to `len`), asked without reading them; `None` when this file cannot tell. The
+    /// learner uses it to price the device reads a training would make.
+    fn resident_bytes(&self, _offset: u64, _len: u64) -> Option<u64> {
+        None
+    }
     /// The whole file as memory, when it is memory-mapped (read-only, valid while `self`
     /// lives): readers of immutable files may then use bytes in place instead of copying them.
     /// None by default.

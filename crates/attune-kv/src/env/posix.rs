@@ -186,6 +186,13 @@ impl MmapRandom {
     /// Whether every page of `[offset, offset + len)` is in the page cache (`mincore`); `None`
     /// when the range is outside the mapping or the call fails.
     fn resident(&self, offset: u64, len: usize) -> Option<bool> {
+        let (pages, resident) = self.resident_pages(offset, len)?;
+        Some(pages == resident)
+    }
+
+    /// (pages in `[offset, offset + len)`, how many of them are in the page cache), from
+    /// `mincore`; `None` when the range is outside the mapping or the call fails.
+    fn resident_pages(&self, offset: u64, len: usize) -> Option<(usize, usize)> {
         let start = usize::try_from(offset).ok()?;
         let end = start.checked_add(len.max(1))?;
         if end > self.len {
@@ -211,7 +218,7 @@ impl MmapRandom {
                 vec.as_mut_ptr(),
             )
         };
-        (rc == 0).then(|| vec.iter().all(|&b| b & 1 == 1))
+        (rc == 0).then(|| (pages, vec.iter().filter(|&&b| b & 1 == 1).count()))
     }
 }
 
@@ -250,6 +257,18 @@ impl RandomAccessFile for MmapRandom {
     }
     fn cached(&self, offset: u64, len: u64) -> Option<bool> {
         self.resident(offset, usize::try_from(len).ok()?)
+    }
+    fn resident_bytes(&self, offset: u64, len: u64) -> Option<u64> {
+        if len == 0 {
+            return None;
+        }
+        let (pages, resident) = self.resident_pages(offset, usize::try_from(len).ok()?)?;
+        // Whole pages: the range's first and last page count fully; clamp to the range.
+        Some(
+            ((resident * PAGE_BYTES) as u64)
+                .min(len)
+                .min((pages * PAGE_BYTES) as u64),
+        )
     }
     fn read_exact_at_probed(&self, buf: &mut [u8], offset: u64) -> Result<Option<bool>> {
         let resident = self.resident(offset, buf.len());
@@ -577,6 +596,44 @@ impl Drop for MappedLog {
     }
 }
 
+/// Bytes of `[offset, offset + len)` of `file` in the page cache (whole pages, clamped to
+/// `len`): a temporary read-only mapping probed with `mincore` and unmapped again. Mapping faults
+/// nothing in, so the probe reads no data and charges no memory. `None` when the range is empty
+/// or a call fails.
+fn resident_bytes_of_fd(file: &File, offset: u64, len: u64) -> Option<u64> {
+    if len == 0 {
+        return None;
+    }
+    let first = offset / PAGE_BYTES as u64 * PAGE_BYTES as u64;
+    let span = usize::try_from(offset + len - first).ok()?;
+    let pages = span.div_ceil(PAGE_BYTES);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(file);
+    // SAFETY: a fresh private read-only mapping of a descriptor we own, checked below, and
+    // unmapped before returning; nothing reads through it.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd,
+            libc::off_t::try_from(first).ok()?,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return None;
+    }
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `ptr` maps `span` bytes (page-aligned start); `vec` has one byte per page.
+    let rc = unsafe { libc::mincore(ptr, span, vec.as_mut_ptr()) };
+    // SAFETY: unmapping exactly the region mapped above.
+    unsafe {
+        libc::munmap(ptr, span);
+    }
+    let resident = vec.iter().filter(|&&b| b & 1 == 1).count();
+    (rc == 0).then(|| ((resident * PAGE_BYTES) as u64).min(len))
+}
+
 struct PosixRandom {
     file: File,
     path: PathBuf,
@@ -595,6 +652,9 @@ impl RandomAccessFile for PosixRandom {
     }
     fn size(&self) -> u64 {
         self.size
+    }
+    fn resident_bytes(&self, offset: u64, len: u64) -> Option<u64> {
+        resident_bytes_of_fd(&self.file, offset, len)
     }
     fn read_exact_at_probed(&self, buf: &mut [u8], offset: u64) -> Result<Option<bool>> {
         let Ok(off) = i64::try_from(offset) else {
@@ -850,6 +910,28 @@ mod tests {
         assert_eq!(env.mapped_bytes(), 2000);
         drop((b, c, again));
         assert_eq!(env.mapped_bytes(), 0);
+    }
+
+    #[test]
+    fn residency_is_probed_on_mapped_and_pread_files_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000001.sst");
+        let bytes = vec![7u8; 3 * PAGE_BYTES + 100];
+        std::fs::write(&path, &bytes).unwrap();
+        let len = bytes.len() as u64;
+        // Just written: every page is in the page cache, through either kind of file.
+        let mapped = PosixEnv::new().open_random(&path).unwrap();
+        let pread = PosixEnv::new()
+            .with_mmap_reads(false)
+            .open_random(&path)
+            .unwrap();
+        assert!(mapped.mapped().is_some() && pread.mapped().is_none());
+        for f in [&mapped, &pread] {
+            assert_eq!(f.resident_bytes(0, len), Some(len));
+            // Clamped to the range asked, which need not be page-aligned.
+            assert_eq!(f.resident_bytes(100, 50), Some(50));
+            assert_eq!(f.resident_bytes(0, 0), None);
+        }
     }
 
     #[test]

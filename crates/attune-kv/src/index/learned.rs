@@ -47,6 +47,17 @@ pub enum Sample {
     Control,
 }
 
+/// Device-read cost of a training pass, per byte of the table not in the OS page cache,
+/// before any is measured. Default 12 ns: a 4 KiB page in about 50 µs, a random read from a
+/// shared or virtual SSD (table mappings are advised `MADV_RANDOM`, so a pass over a cold mapped
+/// table faults its pages in one at a time); the first cold training measured 12.6 ns in a
+/// 256 MiB cgroup here (docs/learned-index.md). Each training that reads at least
+/// `IO_MEASURE_MIN_BYTES` from the device measures the real price (its wall time beyond its CPU
+/// time, per byte read), and the learner prices later tables by the running mean
+/// (`IO_MEASURE_WEIGHT`; both in `crate::version::learn`). Neither counts what those reads
+/// evict, so both err toward learning.
+pub const LEARN_IO_NS_PER_BYTE: f64 = 12.0;
+
 /// Counter slots; threads spread over them so that readers do not share a cache line.
 const STRIPES: usize = 16;
 
@@ -210,6 +221,13 @@ pub struct LearnStats {
     pub files_rejudged: u64,
     /// Skipped files learned once the lookups they served reached break-even.
     pub files_breakeven: u64,
+    /// Chosen tables put back because their training would have read more from the device
+    /// than their choice pays for (`learned_io_cost`), and the bytes it would have read.
+    pub files_deferred_io: u64,
+    pub deferred_io_bytes: u64,
+    /// The price of a byte a training reads from the device, ns (measured; see
+    /// `learned_io_cost`).
+    pub io_ns_per_byte: f64,
     /// Level models the background learner built after a level settled (`learned_level`).
     pub level_models_learned: u64,
     pub files_short_lived: u64,
@@ -248,6 +266,11 @@ pub struct Learning {
     /// One timed lookup in this many of a learned table is a control (0: none; analyzer mode
     /// only, `Options::learned_control_sample`).
     control: u64,
+    /// Whether a training's device reads count in its cost (`Options::learned_io_cost`).
+    pub(crate) io_cost: bool,
+    /// Measured device-read cost of training passes, ns per byte not in the page cache (f64
+    /// bits; see [`LEARN_IO_NS_PER_BYTE`] for the starting value).
+    pub(crate) io_ns_per_byte: AtomicU64,
     pub(crate) analyzer: Analyzer,
     epoch: Instant,
     slots: [Slot; STRIPES],
@@ -287,6 +310,8 @@ impl Learning {
             } else {
                 0
             },
+            io_cost: opts.learned_io_cost,
+            io_ns_per_byte: AtomicU64::new(LEARN_IO_NS_PER_BYTE.to_bits()),
             analyzer,
             epoch: Instant::now(),
             slots: Default::default(),
@@ -437,6 +462,9 @@ impl Learning {
             files_bootstrap: a.files_bootstrap,
             files_rejudged: a.files_rejudged,
             files_breakeven: a.files_breakeven,
+            files_deferred_io: a.files_deferred_io,
+            deferred_io_bytes: a.deferred_io_bytes,
+            io_ns_per_byte: self.io_ns_per_byte(),
             level_models_learned: self.levels_learned.load(Ordering::Relaxed),
             files_short_lived: a.files_short_lived,
             files_unlearnable: self.unlearnable.load(Ordering::Relaxed),

@@ -346,6 +346,15 @@ impl Table {
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
+    /// (the file's bytes, how many of them are in the OS page cache), asked without reading
+    /// them; `None` when the file cannot tell. A training pass reads every data block, so the
+    /// bytes not resident are what it would read from the device.
+    pub fn residency(&self) -> Option<(u64, u64)> {
+        let size = self.file.size();
+        self.file
+            .resident_bytes(0, size)
+            .map(|r| (size, r.min(size)))
+    }
     /// Bytes of pinned index and filter memory.
     pub fn pinned_bytes(&self) -> usize {
         self.index.charge() + self.filter.as_ref().map_or(0, |f| f.bytes())

@@ -20,6 +20,14 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// Bytes a training must read from the device for its time to measure the price per byte.
+/// Default 1 MiB: a few hundred device reads, enough that scheduling noise is a small share.
+pub const IO_MEASURE_MIN_BYTES: u64 = 1 << 20;
+
+/// Weight of a new measurement in the running mean of the price per byte. Default 1/4: the
+/// price follows the device and the memory pressure of the last few cold trainings.
+pub const IO_MEASURE_WEIGHT: f64 = 0.25;
+
 impl Learning {
     /// Loads the persisted model of `table` if there is a valid one. A damaged or mismatched
     /// model file is removed (it will be relearned).
@@ -65,8 +73,46 @@ impl Learning {
                 }
                 continue;
             }
+            if !self.admit_io(&table, &fs) {
+                continue; // its blocks are on the device: break-even decides (or nothing)
+            }
             let _ = self.learn_table(env, dir, &table, Some(&fs));
         }
+    }
+
+    /// Whether a training pass over `table` may read what it would read from the device (the
+    /// table's bytes not in the OS page cache, priced at the measured
+    /// [`Learning::io_ns_per_byte`]); see [`attune_learn::Analyzer::admit_io`]. Analyzer mode
+    /// only (`always` learns every table, whatever it costs) and only with `learned_io_cost`
+    /// on; a file that cannot tell its residency is admitted.
+    fn admit_io(&self, table: &Table, fs: &Arc<FileStats>) -> bool {
+        if self.mode != crate::options::LearnedIndex::Analyzer || !self.io_cost {
+            return true;
+        }
+        let Some((size, resident)) = table.residency() else {
+            return true;
+        };
+        let missing = size.saturating_sub(resident);
+        let io_ns = missing as f64 * self.io_ns_per_byte();
+        self.analyzer.admit_io(fs, io_ns, missing)
+    }
+
+    /// The current price of a byte a training reads from the device, in ns.
+    pub fn io_ns_per_byte(&self) -> f64 {
+        f64::from_bits(self.io_ns_per_byte.load(Ordering::Relaxed))
+    }
+
+    /// Folds one training's measurement into the price per byte: `wall_ns` and `cpu_ns` it
+    /// took, `missing` bytes it read from the device (starting price:
+    /// [`crate::index::learned::LEARN_IO_NS_PER_BYTE`]).
+    fn measure_io(&self, wall_ns: u64, cpu_ns: u64, missing: u64) {
+        if missing < IO_MEASURE_MIN_BYTES {
+            return;
+        }
+        let sample = wall_ns.saturating_sub(cpu_ns) as f64 / missing as f64;
+        let old = self.io_ns_per_byte();
+        let new = old + IO_MEASURE_WEIGHT * (sample - old);
+        self.io_ns_per_byte.store(new.to_bits(), Ordering::Relaxed);
     }
 
     /// Learns `table` now: trains, installs and persists its model. Returns whether the table
@@ -83,9 +129,17 @@ impl Learning {
         }
         // The cost is the CPU the training takes from other work: thread CPU time, which a
         // loaded machine does not inflate the way wall-clock time does.
+        let missing = table
+            .residency()
+            .map(|(size, res)| size.saturating_sub(res));
+        let wall = std::time::Instant::now();
         let t0 = crate::env::thread_cpu_ns();
         let model = train(table, self.delta)?;
         let ns = crate::env::thread_cpu_ns().saturating_sub(t0);
+        if let Some(missing) = missing {
+            let wall_ns = u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.measure_io(wall_ns, ns, missing);
+        }
         let useful = model.quality().is_useful();
         if let Some(fs) = fs {
             self.analyzer.learned(fs, ns);
