@@ -2,8 +2,10 @@
 
 * ``attune io prefetch eval TRACE [--model MODEL]``: every method's hit rate, accuracy,
   timeliness, bandwidth load and score on TRACE, measured on its second half (the first half
-  warms the prefetchers up and trains the LSTM baseline). Without ``--model`` a TinFetch network
-  is trained first on the first half plus noisy synthetic sequences.
+  warms the prefetchers up and trains the LSTM baseline; prefetches issued there never count as
+  hits in the second). Without ``--model`` a TinFetch network is trained first on the first half
+  plus noisy synthetic sequences (``--seed`` seeds it and the LSTM). "n/a" timeliness: no
+  prefetched block was used.
 * ``attune io prefetch train TRACE... --out MODEL``: train the 10→128→16→1 network on the first
   half of each trace plus synthetic sequences; write the checksummed weight file.
 
