@@ -1,4 +1,4 @@
-"""`attune io`: the simulated SSD and Heimdall.
+"""`attune io`: the simulated SSD, Heimdall's learned I/O admission and block prefetching.
 
 * ``attune io simulate [TRACE]``: serve a trace (or a synthetic one) on one simulated SSD and
   print its latency summary and counters.
@@ -9,7 +9,8 @@
 * ``attune io heimdall eval TRACE... [--model MODEL]``: accuracy and every policy's read latency
   over random windows (``attune.io.evaluate``).
 
-* ``attune io prefetch eval|train ...``: TinFetch and the block prefetchers (``_cli_prefetch``).
+* ``attune io prefetch eval|train ...``: TinFetch and the block prefetchers (readahead, stride,
+  Markov, Leap): evaluate them on a trace, train TinFetch's network (``attune io prefetch -h``).
 
 SSD parameters: ``--set NAME=VALUE`` (repeatable; ``attune io simulate --list-params``).
 """
@@ -24,7 +25,7 @@ import numpy as np
 
 from attune.errors import InvalidArgumentError
 
-DESCRIPTION = __doc__
+DESCRIPTION = (__doc__ or "").replace("``", "")
 
 
 def _params(args) -> dict:
@@ -332,7 +333,7 @@ def register(sub) -> None:
 
     p = sub.add_parser(
         "io",
-        help="the simulated SSD and Heimdall's learned I/O admission",
+        help="the simulated SSD, Heimdall's learned I/O admission, block prefetching",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

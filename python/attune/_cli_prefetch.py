@@ -2,8 +2,10 @@
 
 * ``attune io prefetch eval TRACE [--model MODEL]``: every method's hit rate, accuracy,
   timeliness, bandwidth load and score on TRACE, measured on its second half (the first half
-  warms the prefetchers up and trains the LSTM baseline). Without ``--model`` a TinFetch network
-  is trained first on the first half plus noisy synthetic sequences.
+  warms the prefetchers up and trains the LSTM baseline; prefetches issued there never count as
+  hits in the second). Without ``--model`` a TinFetch network is trained first on the first half
+  plus noisy synthetic sequences (``--seed`` seeds it and the LSTM). "n/a" timeliness: no
+  prefetched block was used.
 * ``attune io prefetch train TRACE... --out MODEL``: train the 10→128→16→1 network on the first
   half of each trace plus synthetic sequences; write the checksummed weight file.
 
@@ -15,14 +17,63 @@ from __future__ import annotations
 import argparse
 import json
 
-DESCRIPTION = __doc__
+DESCRIPTION = (__doc__ or "").replace("``", "")
+
+
+def _nonneg(text: str) -> int:
+    """An argparse type: an integer ≥ 0 (says "negative" for a negative one)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v} is negative")
+    return v
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an integer ≥ 1."""
+    v = _nonneg(text)
+    if v == 0:
+        raise argparse.ArgumentTypeError("0: must be at least 1")
+    return v
+
+
+def _seed(text: str) -> int:
+    v = _nonneg(text)
+    if v >= 2**64:
+        raise argparse.ArgumentTypeError(f"{v} is too large (at most 2^64 - 1)")
+    return v
 
 
 def _traces(args):
+    from attune.errors import InvalidArgumentError
     from attune.io import load_trace
 
     paths = args.trace if isinstance(args.trace, list) else [args.trace]
-    return [load_trace(p, args.format) for p in paths]
+    out = []
+    for p in paths:
+        t = load_trace(p, args.format)
+        if len(t) == 0:
+            raise InvalidArgumentError(f"trace {p} holds no I/Os", str(p))
+        out.append(t)
+    return out
+
+
+def _check_out(path: str) -> None:
+    """Refuses an unwritable ``--out`` before any training starts (the file is not created)."""
+    import os
+
+    from attune.errors import StorageIOError
+
+    parent = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise StorageIOError(f"cannot write model {path}: it is a directory", path)
+    if not os.path.isdir(parent):
+        raise StorageIOError(f"cannot write model {path}: no directory {parent}", path)
+    target = path if os.path.exists(path) else parent
+    if not os.access(target, os.W_OK):
+        raise StorageIOError(f"cannot write model {path}: permission denied", path)
 
 
 def _eval(args) -> int:
@@ -32,10 +83,12 @@ def _eval(args) -> int:
     if args.model:
         model = pf.load_model(args.model)
     else:
-        x, y = pf.training_set([t.slice(0, len(t) // 2)], synthetic=args.synthetic_rows)
-        model = pf.train(x, y, epochs=args.epochs).to_bytes()
+        x, y = pf.training_set(
+            [t.slice(0, len(t) // 2)], synthetic=args.synthetic_rows, seed=args.seed
+        )
+        model = pf.train(x, y, epochs=args.epochs, seed=args.seed).to_bytes()
     methods = ["none", "readahead", "stride", "markov", "leap", *pf.TINFETCH_VARIANTS]
-    preds = None if args.no_lstm else pf.lstm_predictions(t)
+    preds = None if args.no_lstm else pf.lstm_predictions(t, seed=args.seed)
     half = len(t) // 2
     res = pf.evaluate(
         t,
@@ -52,25 +105,48 @@ def _eval(args) -> int:
     print(f"{t.name}: {len(t)} I/Os, measured from {half} (delay {args.delay_ms} ms)")
     print(f"  {'method':22} {'hit':>7} {'accuracy':>9} {'timely':>7} {'bw load':>8} {'score':>7}")
     for m in res:
+        timely = "n/a" if m["timeliness"] is None else f"{m['timeliness']:.1%}"
         print(
             f"  {m['method']:22} {m['hit_rate']:7.1%} {m['accuracy']:9.1%} "
-            f"{m['timeliness']:7.1%} {m['bandwidth_load']:8.1%} {m['score']:7.3f}"
+            f"{timely:>7} {m['bandwidth_load']:8.1%} {m['score']:7.3f}"
         )
+    print("  (timely n/a: no prefetched block was used; warm-up prefetches never count as hits)")
     return 0
 
 
 def _train(args) -> int:
     from attune.io import prefetch as pf
 
+    _check_out(args.out)
     pool = _traces(args)
     halves = [t.slice(0, len(t) // 2) for t in pool]
     x, y = pf.training_set(halves, synthetic=args.synthetic_rows, seed=args.seed)
+    trace_rows = len(x) - args.synthetic_rows
+    if trace_rows == 0:
+        from attune.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            "the traces' first halves give no training rows (too few I/Os per stream)"
+        )
     r = pf.train(x, y, epochs=args.epochs, seed=args.seed)
     r.save(args.out)
     if args.json:
-        print(json.dumps({"out": args.out, "rows": r.rows, "mae_units": r.mae_units}))
+        print(
+            json.dumps(
+                {
+                    "out": args.out,
+                    "rows": r.rows,
+                    "trace_rows": trace_rows,
+                    "mae_units": r.mae_units,
+                    "mae_kib": r.mae_units,
+                }
+            )
+        )
     else:
-        print(f"wrote {args.out}: {r.rows} rows, MAE {r.mae_units:.1f} KiB")
+        print(
+            f"wrote {args.out}: {r.rows} rows ({trace_rows} from the traces), "
+            f"MAE {r.mae_units:.1f} KiB"
+        )
     return 0
 
 
@@ -96,10 +172,14 @@ def add_parser(vs) -> None:
             choices=("msr", "cloudphysics", "attune-csv", "attune"),
             help="trace format (sniffed when omitted)",
         )
-        q.add_argument("--epochs", type=int, default=6, help="training epochs (6)")
+        q.add_argument("--epochs", type=_positive, default=6, help="training epochs, ≥ 1 (6)")
         q.add_argument(
-            "--synthetic-rows", type=int, default=100_000, help="synthetic training rows (100000)"
+            "--synthetic-rows",
+            type=_nonneg,
+            default=100_000,
+            help="synthetic training rows (100000)",
         )
+        q.add_argument("--seed", type=_seed, default=0, help="training seed, ≥ 0 (0)")
         if name == "eval":
             q.add_argument("--model", help="TinFetch weight file (default: train one)")
             q.add_argument("--delay-ms", type=float, default=20.0, help="pending delay (20)")
@@ -108,6 +188,5 @@ def add_parser(vs) -> None:
             add_output_flags(q)
             q.set_defaults(func=_eval)
         else:
-            q.add_argument("--seed", type=int, default=0, help="training seed (0)")
             add_output_flags(q, out="weight file to write", out_required=True)
             q.set_defaults(func=_train)

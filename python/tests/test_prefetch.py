@@ -150,7 +150,7 @@ def test_db_prefetcher_errors_name_what_is_wrong(tmp_path):
     with pytest.raises(attune.InvalidArgumentError, match="missing.bin"):
         attune.DB(path, prefetcher="tinfetch", prefetch_model=str(missing))
     damaged = tmp_path / "damaged.bin"
-    damaged.write_bytes(b"ATIOMLP1" + bytes(60))
+    damaged.write_bytes(b"ATIOMLP1" + b"\x01\x00" + bytes(58))  # version 1, then zeros
     with pytest.raises(attune.CorruptionError, match="damaged.bin"):
         attune.DB(path, prefetcher="tinfetch", prefetch_model=str(damaged))
     with pytest.raises(attune.InvalidArgumentError, match="prefetcher=tinfetch"):

@@ -107,6 +107,25 @@ fn lines(data: &[u8]) -> impl Iterator<Item = (u64, std::io::Result<String>)> + 
     data.lines().enumerate().map(|(i, l)| (i as u64 + 1, l))
 }
 
+/// Parses an unsigned trace field; the reason names what is wrong with it (negative, too large
+/// for `T`, or not an integer at all).
+fn uint_field<T: std::str::FromStr>(
+    what: &str,
+    s: &str,
+    limit: &str,
+) -> std::result::Result<T, String> {
+    s.parse().map_err(|_| {
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if s.strip_prefix('-').is_some_and(digits) {
+            format!("{what} `{s}` is negative")
+        } else if digits(s.strip_prefix('+').unwrap_or(s)) {
+            format!("{what} `{s}` is too large (at most {limit})")
+        } else {
+            format!("{what} `{s}` is not a non-negative integer")
+        }
+    })
+}
+
 /// Reads the MSR-Cambridge cut format.
 pub fn read_msr(data: &[u8]) -> Result<Vec<BlockRecord>> {
     let mut out = Vec::new();
@@ -134,12 +153,8 @@ pub fn read_msr(data: &[u8]) -> Result<Vec<BlockRecord>> {
         if !ms.is_finite() || !(0.0..1e13).contains(&ms) {
             return Err(bad(format!("timestamp `{}` is out of range", f[0])));
         }
-        let offset: u64 = f[2]
-            .parse()
-            .map_err(|_| bad(format!("offset `{}` is not an integer", f[2])))?;
-        let size: u32 = f[3]
-            .parse()
-            .map_err(|_| bad(format!("size `{}` is not an integer below 2^32", f[3])))?;
+        let offset: u64 = uint_field("offset", f[2], "2^64 - 1").map_err(bad)?;
+        let size: u32 = uint_field("size", f[3], "2^32 - 1").map_err(bad)?;
         let kind = match f[4] {
             "1" => IoKind::Read,
             "0" => IoKind::Write,
@@ -184,9 +199,7 @@ pub fn read_cloudphysics(data: &[u8], time_unit_ns: u64) -> Result<Vec<BlockReco
                 f.len()
             )));
         }
-        let tick: u64 = f[1]
-            .parse()
-            .map_err(|_| bad(format!("time `{}` is not an integer", f[1])))?;
+        let tick: u64 = uint_field("time", f[1], "2^64 - 1").map_err(bad)?;
         let kind = match f[2].to_ascii_lowercase().as_str() {
             "28" | "88" | "a8" | "08" => IoKind::Read,
             "2a" | "8a" | "aa" | "0a" => IoKind::Write,
@@ -196,12 +209,8 @@ pub fn read_cloudphysics(data: &[u8], time_unit_ns: u64) -> Result<Vec<BlockReco
                 )))
             }
         };
-        let size: u32 = f[3]
-            .parse()
-            .map_err(|_| bad(format!("size `{}` is not an integer below 2^32", f[3])))?;
-        let lbn: u64 = f[4]
-            .parse()
-            .map_err(|_| bad(format!("lbn `{}` is not an integer", f[4])))?;
+        let size: u32 = uint_field("size", f[3], "2^32 - 1").map_err(bad)?;
+        let lbn: u64 = uint_field("lbn", f[4], "2^64 - 1").map_err(bad)?;
         let offset = lbn
             .checked_mul(512)
             .ok_or_else(|| bad(format!("lbn `{lbn}` overflows a byte offset")))?;
@@ -357,7 +366,19 @@ mod tests {
         let e = read_msr(b"x 0 1 2 1\n").unwrap_err().to_string();
         assert!(e.contains("timestamp"), "{e}");
         let e = read_msr(b"1 0 1 99999999999 1\n").unwrap_err().to_string();
-        assert!(e.contains("size"), "{e}");
+        assert!(e.contains("size") && e.contains("too large"), "{e}");
+    }
+
+    #[test]
+    fn a_negative_field_is_called_negative() {
+        let e = read_msr(b"1 0 -4096 4096 1\n").unwrap_err().to_string();
+        assert!(e.contains("offset `-4096` is negative"), "{e}");
+        let e = read_msr(b"1 0 4096 4k 1\n").unwrap_err().to_string();
+        assert!(e.contains("size `4k` is not a non-negative integer"), "{e}");
+        let e = read_cloudphysics(b"1,10,28,512,-8\n", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lbn `-8` is negative"), "{e}");
     }
 
     #[test]

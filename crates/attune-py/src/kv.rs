@@ -195,11 +195,20 @@ fn option_string(key: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(s) = v.extract::<String>() {
         return Ok(s);
     }
+    // A path option (`prefetch_model`) takes a `pathlib.Path` as the database path does.
+    if v.hasattr("__fspath__")? {
+        if let Ok(s) = v
+            .call_method0("__fspath__")
+            .and_then(|p| p.extract::<String>())
+        {
+            return Ok(s);
+        }
+    }
     Err(attune_error(
         v.py(),
         "InvalidArgumentError",
         format!(
-            "option {key}={} must be a bool, a number or a str such as \"64MiB\"",
+            "option {key}={} must be a bool, a number, a str such as \"64MiB\" or a path",
             v.repr()?
         ),
     ))

@@ -163,7 +163,8 @@ fn io_prefetch_predict(
         .collect())
 }
 
-/// `io_prefetch_synth(kind, n, jobs=8, seed=0)`: a synthetic trace's columns.
+/// `io_prefetch_synth(kind, n, jobs=8, seed=0)`: a synthetic trace's columns (`n` at most
+/// `attune_io::prefetch::synth::MAX_IOS`, checked before allocating).
 #[pyfunction]
 #[pyo3(signature = (kind, n, jobs=8, seed=0))]
 fn io_prefetch_synth(kind: &str, n: usize, jobs: usize, seed: u64) -> PyResult<Columns> {

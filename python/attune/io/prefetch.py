@@ -18,13 +18,16 @@ Design note: ``docs/tinfetch.md``.
 from __future__ import annotations
 
 import itertools
+import math
+import numbers
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from attune import _native
-from attune.errors import CorruptionError, InvalidArgumentError, StorageIOError
+from attune.errors import Error, InvalidArgumentError, StorageIOError
 from attune.io.heimdall import Mlp
 from attune.io.trace import Trace
 
@@ -38,6 +41,27 @@ HISTORY = 10
 DELTA_RANGE = 1024.0
 #: Heuristic methods and TinFetch's ablations the evaluator knows.
 HEURISTICS = ("none", "readahead", "stride", "markov", "leap")
+#: The longest synthetic trace :func:`synthetic_trace` makes (``attune_io``'s ``MAX_IOS``).
+MAX_SYNTHETIC_IOS = 1 << 27
+
+
+def _count(name: str, value, lo: int = 0, hi: int | None = None) -> int:
+    """``value`` as an int in ``lo..=hi``, or an :class:`InvalidArgumentError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgumentError(f"{name} = {value!r}: must be an integer")
+    v = int(value)
+    if v < lo or (hi is not None and v > hi):
+        what = f"in {lo}..={hi}" if hi is not None else f"at least {lo}"
+        if lo == 0 and hi is None:
+            what = "non-negative"
+        raise InvalidArgumentError(f"{name} = {v}: must be {what}")
+    return v
+
+
+def _seed(value) -> int:
+    return _count("seed", value, 0, 2**64 - 1)
+
+
 TINFETCH_VARIANTS = (
     "tinfetch",
     "tinfetch-no-network",
@@ -52,7 +76,7 @@ TINFETCH_VARIANTS = (
 def evaluate(
     trace: Trace,
     methods: list[str] | tuple[str, ...],
-    model: bytes | None = None,
+    model: bytes | str | os.PathLike | TrainResult | None = None,
     *,
     measure_from: int = 0,
     delay_ms: float = 20.0,
@@ -62,14 +86,30 @@ def evaluate(
 ) -> list[dict]:
     """One metrics dict per method (``hit_rate``, ``accuracy``, ``timeliness``,
     ``bandwidth_load``, ``score`` and the block counts), measured from access ``measure_from``.
-    ``predictions`` (one byte offset per access, negative = none) adds a predicted method."""
+    ``timeliness`` is ``None`` (not applicable) when no prefetched block was used.
+
+    ``model`` is a TinFetch weight file: its bytes, its path (read with :func:`load_model`) or a
+    :class:`TrainResult`. Method names are case-insensitive, as the engine's ``prefetcher``
+    option is. ``predictions`` (one byte offset per access, negative = none) adds a predicted
+    method. Warm-up prefetches (issued before ``measure_from``) never count as measured hits."""
+    if not isinstance(trace, Trace):
+        raise InvalidArgumentError(
+            f"trace = {type(trace).__name__}: pass an attune.io.Trace (load_trace or parse_trace)"
+        )
+    if len(trace) == 0:
+        raise InvalidArgumentError(f"trace {trace.name or ''} holds no I/Os: nothing to evaluate")
+    if isinstance(methods, str) or not all(isinstance(m, str) for m in methods):
+        raise InvalidArgumentError(f"methods = {methods!r}: pass a list of method names")
+    names = [m.lower() for m in methods]
+    data = _model_bytes(model)
+    start = _count("measure_from", measure_from)
     preds = None if predictions is None else np.asarray(predictions, dtype=np.int64).tolist()
     return list(
         _native.io_prefetch_eval(
             trace.columns(),
-            list(methods),
-            model,
-            measure_from,
+            names,
+            data,
+            start,
             delay_ms,
             reads_only,
             preds,
@@ -89,8 +129,10 @@ def samples(trace: Trace, padding: str = "repeat") -> tuple[np.ndarray, np.ndarr
 
 def synthetic_trace(kind: str, n: int, jobs: int = 8, seed: int = 0) -> Trace:
     """A synthetic block trace (``seq``, ``stride``, ``random``, ``mixed``; see
-    ``attune_io::prefetch::synth``)."""
-    ts, off, size, read = _native.io_prefetch_synth(kind, n, jobs, seed)
+    ``attune_io::prefetch::synth``) of ``n`` I/Os (at most :data:`MAX_SYNTHETIC_IOS`)."""
+    n = _count("n", n, 0, MAX_SYNTHETIC_IOS)
+    jobs = _count("jobs", jobs, 1, 256)
+    ts, off, size, read = _native.io_prefetch_synth(kind, n, jobs, _seed(seed))
     return Trace(
         np.asarray(ts, dtype=np.uint64),
         np.asarray(off, dtype=np.uint64),
@@ -118,7 +160,8 @@ def synthetic_sequences(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     units, and 10 % of the elements are replaced by a random outlier (noise the network must
     ignore); 30 % are short histories (4–9 suffixes) padded by repeating the oldest, as the
     prefetcher pads them. Sequences start anywhere in 0..8192 and are clipped to it."""
-    rng = np.random.default_rng(seed)
+    n = _count("n", n, 0, MAX_SYNTHETIC_IOS)
+    rng = np.random.default_rng(_seed(seed))
     k = HISTORY + 1
     start = rng.integers(0, SUFFIXES, n)
     d1 = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256, 512], n) * rng.choice([1, 1, 1, -1], n)
@@ -168,10 +211,26 @@ def train(
 ) -> TrainResult:
     """Trains the 10→128→16→1 network on rows of :func:`inputs_of` and steps (1 KiB units) with
     Adam and the mean absolute error; the output is the step ÷ 1024 (clipped to ±1)."""
-    x = np.asarray(x, dtype=np.float32)
-    y = np.asarray(y, dtype=np.float32)
+    epochs = _count("epochs", epochs, 1)
+    batch = _count("batch", batch, 1)
+    seed = _seed(seed)
+    if not (isinstance(lr, numbers.Real) and math.isfinite(lr) and lr > 0):
+        raise InvalidArgumentError(f"lr = {lr!r}: must be a positive finite number")
+    try:
+        x = np.asarray(x, dtype=np.float32)
+        y = np.asarray(y, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"x and y must be numeric arrays: {e}") from e
     if x.ndim != 2 or x.shape[1] != HISTORY or len(x) != len(y) or len(x) == 0:
         raise InvalidArgumentError(f"need n × {HISTORY} inputs and n targets, n > 0")
+    for name, a in (("x", x), ("y", y)):
+        bad = ~np.isfinite(a)
+        if bad.any():
+            row = int(np.flatnonzero(bad.reshape(len(a), -1).any(axis=1))[0])
+            raise InvalidArgumentError(
+                f"{name} holds {int(bad.sum())} non-finite values (NaN or infinity; the first "
+                f"in row {row}): training data must be finite"
+            )
     lo = np.full(HISTORY, -DELTA_RANGE, dtype=np.float32)
     hi = np.full(HISTORY, DELTA_RANGE, dtype=np.float32)
     lo[-1], hi[-1] = 0.0, SUFFIXES
@@ -221,6 +280,10 @@ def train(
                 vh = v[j] / (1 - b2**step)
                 p_ -= (lr * mh / (np.sqrt(vh) + eps)).astype(np.float32)
         losses.append(total / n * DELTA_RANGE)
+    if not all(np.isfinite(p).all() for p in params) or not np.isfinite(losses).all():
+        raise InvalidArgumentError(
+            f"training diverged (non-finite weights) with lr = {lr}: lower lr; nothing to save"
+        )
     model.weights, model.biases, model.history = ws, bs, losses
     mae = float(np.abs(model.logits(x) * DELTA_RANGE - y).mean())
     return TrainResult(model, n, losses, mae)
@@ -231,6 +294,8 @@ def training_set(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows from ``traces`` (all of each: pass the training halves) plus ``synthetic`` noisy
     synthetic rows."""
+    synthetic = _count("synthetic", synthetic)
+    seed = _seed(seed)
     xs, ys = [], []
     for t in traces:
         x, y = samples(t, padding)
@@ -252,17 +317,40 @@ def predict(model: bytes, x: np.ndarray) -> np.ndarray:
 
 
 def load_model(path: str | Path) -> bytes:
-    """Reads and checks a TinFetch weight file; a damaged one raises
-    :class:`attune.CorruptionError` naming the byte offset."""
+    """Reads and checks a TinFetch weight file. Every error names the path: a damaged file
+    raises :class:`attune.CorruptionError` (with the byte offset), a newer version
+    :class:`attune.UnsupportedVersionError`, another kind of model (Heimdall's)
+    :class:`attune.InvalidArgumentError`, as ``attune.DB(prefetch_model=...)`` does."""
     p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as e:
         raise StorageIOError(f"cannot read model {p}: {e.strerror or e}", str(p)) from e
-    info = _native.io_model_info(data)
+    try:
+        info = _native.io_model_info(data)
+    except Error as e:
+        raise type(e)(f"{p}: {e}", str(p), e.offset) from e
     if info["kind"] != "tinfetch":
-        raise CorruptionError(f"{p} is a {info['kind']} model, not a TinFetch one")
+        raise InvalidArgumentError(
+            f"{p} is a {info['kind']} model, not a TinFetch one (input kind {KIND_TINFETCH})",
+            str(p),
+        )
     return data
+
+
+def _model_bytes(model) -> bytes | None:
+    """What :func:`evaluate` takes as ``model``, as weight-file bytes."""
+    if model is None or isinstance(model, bytes):
+        return model
+    if isinstance(model, (bytearray, memoryview)):
+        return bytes(model)
+    if isinstance(model, TrainResult):
+        return model.to_bytes()
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(model)
+    raise InvalidArgumentError(
+        f"model = {type(model).__name__}: pass a weight file's path, its bytes or a TrainResult"
+    )
 
 
 # ---------------------------------------------------------------- the LSTM delta baseline
@@ -396,8 +484,14 @@ class DeltaLstm:
 def lstm_predictions(trace: Trace, *, seed: int = 0, epochs: int = 2) -> np.ndarray:
     """The LSTM baseline's prefetch offsets (bytes, −1 = none) for every access of ``trace``,
     trained on its first half (the 50:50 split: measure from ``len(trace) // 2``)."""
+    epochs = _count("epochs", epochs, 1)
     blocks = (trace.offset // 4096).astype(np.int64)
     half = len(blocks) // 2
-    net = DeltaLstm(seed=seed).fit(blocks[:half], epochs=epochs)
+    if half <= 8 + 1:
+        raise InvalidArgumentError(
+            f"trace {trace.name or ''} has {len(blocks)} I/Os: the LSTM baseline needs at least "
+            f"20 (it trains on the first half)"
+        )
+    net = DeltaLstm(seed=_seed(seed)).fit(blocks[:half], epochs=epochs)
     nxt = net.predict_next(blocks)
     return np.where(nxt >= 0, nxt * 4096, -1)

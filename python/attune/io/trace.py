@@ -3,7 +3,8 @@ chapter's augmentations (re-rating and resizing).
 
 The parsing is the Rust readers' (``attune-io``'s ``trace`` module, through
 ``attune._native.io_read_trace``); this module only opens files (gzip'd or not), keeps the columns
-and cuts them. A malformed line raises :class:`attune.CorruptionError` naming its line number.
+and cuts them. A malformed line raises :class:`attune.CorruptionError` naming the file (for
+:func:`load_trace`) and its line number.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from attune import _native
-from attune.errors import InvalidArgumentError, StorageIOError
+from attune.errors import CorruptionError, Error, InvalidArgumentError, StorageIOError
 
 #: Formats :func:`load_trace` reads (``None`` sniffs the first bytes).
 FORMATS = ("msr", "cloudphysics", "attune-csv", "attune")
@@ -104,7 +105,8 @@ def parse_trace(data: bytes, fmt: str | None = None, name: str = "") -> Trace:
 
 
 def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
-    """Reads a trace file (gzip'd when it starts with the gzip magic)."""
+    """Reads a trace file (gzip'd when it starts with the gzip magic; a name ending in ``.gz``
+    must). Every error names the file."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -115,7 +117,16 @@ def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as e:
             raise StorageIOError(f"cannot decompress trace {p}: {e}", str(p)) from e
-    return parse_trace(raw, fmt, p.name)
+    elif p.suffix == ".gz" and raw:
+        raise CorruptionError(
+            f"trace {p} is not gzip (its name ends in .gz but it lacks the gzip magic 1f 8b)",
+            str(p),
+            0,
+        )
+    try:
+        return parse_trace(raw, fmt, p.name)
+    except Error as e:
+        raise type(e)(f"trace {p}: {e}", str(p), e.offset) from e
 
 
 def synthetic_trace(

@@ -6,10 +6,16 @@
 //! `delay_ns` (20 ms) after it was issued; a demand for a pending block is a **late** prefetch:
 //! a miss. Requests for blocks already cached or pending cost nothing (they are not re-fetched).
 //!
-//! Metrics, over the accesses from index `measure_from` on (the test half of a 50:50 split):
+//! Metrics, over the accesses from index `measure_from` on (the test half of a 50:50 split). The
+//! earlier accesses drive the prefetcher (it enters the measured half warmed up), but the cache is
+//! emptied at `measure_from`: a block prefetched during the warm-up was never charged to the
+//! measured half, so it may not count as a hit there either. Every measured hit is paid for by a
+//! prefetch issued in the measured half.
+//!
 //! * hit rate = demanded blocks served from the cache ÷ demanded blocks;
 //! * accuracy = prefetched blocks used in time at least once ÷ prefetched blocks;
-//! * timeliness = prefetched blocks first used in time ÷ those first used at all;
+//! * timeliness = prefetched blocks first used in time ÷ those first used at all (not
+//!   applicable, `None`, when no prefetched block was used);
 //! * bandwidth load = (demand misses + prefetched blocks) ÷ demanded blocks (1.0 without
 //!   prefetching);
 //! * score = hit rate ÷ bandwidth load (Eq. 4.1).
@@ -78,14 +84,10 @@ impl Metrics {
     pub fn accuracy(&self) -> f64 {
         ratio(self.useful_blocks, self.prefetched_blocks)
     }
-    /// Timeliness in [0, 1] (1 when nothing was used at all).
-    pub fn timeliness(&self) -> f64 {
+    /// Timeliness in [0, 1]; `None` (not applicable) when no prefetched block was used at all.
+    pub fn timeliness(&self) -> Option<f64> {
         let used = self.useful_blocks + self.late_first_blocks;
-        if used == 0 {
-            1.0
-        } else {
-            ratio(self.useful_blocks, used)
-        }
+        (used > 0).then(|| ratio(self.useful_blocks, used))
     }
     /// Storage bandwidth load (1.0 = the demand traffic alone).
     pub fn bandwidth_load(&self) -> f64 {
@@ -129,11 +131,17 @@ pub fn evaluate(trace: &[BlockRecord], p: &mut dyn Prefetcher, cfg: &EvalConfig)
     let mut cache: HashMap<u64, Entry> = HashMap::new();
     let mut reqs: Vec<PrefetchRange> = Vec::new();
     let mut fetched_prev = 0u64;
+    let mut warming = cfg.measure_from > 0;
     for (i, r) in trace.iter().enumerate() {
         if cfg.reads_only && r.kind != IoKind::Read {
             continue;
         }
         let measured = i >= cfg.measure_from;
+        if measured && warming {
+            // Warm-up prefetches are not charged to the measured half: they may not hit in it.
+            cache.clear();
+            warming = false;
+        }
         let t = r.timestamp_ns;
         let size = u64::from(r.size.max(1));
         let first = r.offset / BLOCK_BYTES;
@@ -254,7 +262,7 @@ mod tests {
         let m = evaluate(&t, &mut Next8, &EvalConfig::default());
         assert_eq!(m.hit_blocks, 99);
         assert_eq!(m.prefetched_blocks, 8 + 99);
-        assert!((m.timeliness() - 1.0).abs() < 1e-12);
+        assert_eq!(m.timeliness(), Some(1.0));
         // Load: 1 miss + 107 prefetched over 100 demanded.
         assert!((m.bandwidth_load() - 1.08).abs() < 1e-12);
     }
@@ -266,7 +274,7 @@ mod tests {
         let m = evaluate(&t, &mut Next8, &EvalConfig::default());
         assert_eq!(m.hit_blocks, 0);
         assert_eq!(m.late_blocks, 9);
-        assert_eq!(m.timeliness(), 0.0);
+        assert_eq!(m.timeliness(), Some(0.0));
         assert_eq!(m.accuracy(), 0.0);
     }
 
@@ -279,6 +287,48 @@ mod tests {
         };
         let m = evaluate(&t, &mut Next8, &cfg);
         assert_eq!(m.accesses, 50);
-        assert_eq!(m.hit_blocks, 50);
+        // Access 50's block was prefetched by access 49, in the warm-up: not a measured hit.
+        assert_eq!(m.hit_blocks, 49);
+        assert_eq!(m.prefetched_blocks, 8 + 49);
+    }
+
+    #[test]
+    fn warm_up_prefetches_do_not_hit_in_the_measured_half() {
+        // Prefetches the next 64 blocks once, on the first access, and never again.
+        struct Once(bool);
+        impl Prefetcher for Once {
+            fn name(&self) -> String {
+                "once".into()
+            }
+            fn access(&mut self, a: &Access, out: &mut Vec<PrefetchRange>) {
+                if !self.0 {
+                    self.0 = true;
+                    out.push(PrefetchRange {
+                        offset: a.end(),
+                        len: 64 * BLOCK_BYTES,
+                    });
+                }
+            }
+        }
+        let t: Vec<_> = (0..40).map(|i| rec(i * 30, i * 4096, 4096)).collect();
+        let whole = evaluate(&t, &mut Once(false), &EvalConfig::default());
+        assert_eq!(whole.hit_blocks, 39);
+        let cfg = EvalConfig {
+            measure_from: 20,
+            ..EvalConfig::default()
+        };
+        let m = evaluate(&t, &mut Once(false), &cfg);
+        // Nothing was prefetched in the measured half, so nothing there is a hit.
+        assert_eq!(m.prefetched_blocks, 0);
+        assert_eq!(m.hit_blocks, 0);
+        assert_eq!(m.bandwidth_load(), 1.0);
+        assert_eq!(m.timeliness(), None);
+    }
+
+    #[test]
+    fn timeliness_is_not_applicable_without_prefetching() {
+        let t: Vec<_> = (0..10).map(|i| rec(i * 30, i * 4096, 4096)).collect();
+        let m = evaluate(&t, &mut NoPrefetch, &EvalConfig::default());
+        assert_eq!(m.timeliness(), None);
     }
 }

@@ -39,7 +39,11 @@ enum Job {
 
 const GIB: u64 = 1 << 30;
 
-/// Generates `n` I/Os of workload `kind` with `jobs` concurrent jobs.
+/// The longest trace [`generate`] makes (2^27 I/Os, 4 GiB of records): a bound checked before
+/// anything is allocated.
+pub const MAX_IOS: usize = 1 << 27;
+
+/// Generates `n` I/Os (at most [`MAX_IOS`]) of workload `kind` with `jobs` concurrent jobs.
 pub fn generate(kind: &str, n: usize, jobs: usize, seed: u64) -> Result<Vec<BlockRecord>> {
     if !KINDS.contains(&kind) {
         return Err(invalid(
@@ -50,6 +54,9 @@ pub fn generate(kind: &str, n: usize, jobs: usize, seed: u64) -> Result<Vec<Bloc
     }
     if !(1..=256).contains(&jobs) {
         return Err(invalid("jobs", jobs, "must be in 1..=256"));
+    }
+    if n > MAX_IOS {
+        return Err(invalid("n", n, format!("must be at most {MAX_IOS}")));
     }
     let mut rng = Xoshiro256::new(seed, 0x7f01);
     let mut js: Vec<Job> = (0..jobs as u64)
@@ -132,5 +139,7 @@ mod tests {
     fn unknown_workloads_are_rejected() {
         assert!(generate("zipf", 10, 1, 0).is_err());
         assert!(generate("seq", 10, 0, 0).is_err());
+        let e = generate("mixed", 1_000_000_000_000, 8, 0).expect_err("too long");
+        assert!(e.to_string().contains("`n`"), "{e}");
     }
 }

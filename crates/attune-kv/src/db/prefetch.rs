@@ -141,12 +141,25 @@ pub(crate) fn load_model(path: &str) -> Result<QuantizedMlp> {
     let bytes = std::fs::read(path).map_err(|e| {
         Error::InvalidArgument(format!("prefetch_model {path:?}: cannot read it: {e}"))
     })?;
-    let m = QuantizedMlp::from_bytes(&bytes).map_err(|e| {
-        Error::corruption(
+    let m = QuantizedMlp::from_bytes(&bytes).map_err(|e| match e {
+        // The position is the one the weight-file reader found; the message says it once.
+        attune_io::IoError::CorruptModel { offset, reason } => Error::corruption(
+            Path::new(path),
+            offset,
+            format!("not a usable TinFetch weight file: {reason}"),
+        ),
+        attune_io::IoError::UnsupportedModelVersion { found, supported } => {
+            Error::UnsupportedVersion {
+                path: path.into(),
+                found: u32::from(found),
+                supported: u32::from(supported),
+            }
+        }
+        other => Error::corruption(
             Path::new(path),
             0,
-            format!("not a usable TinFetch weight file: {e}"),
-        )
+            format!("not a usable TinFetch weight file: {other}"),
+        ),
     })?;
     if m.kind() != InputKind::TinFetch {
         return Err(Error::InvalidArgument(format!(
