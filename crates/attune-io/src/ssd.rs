@@ -184,10 +184,11 @@ impl SsdParams {
     }
 
     /// The offset inside a chunk where chunk-sized reads are fastest (the hot-location pattern is
-    /// `chunk_bytes × i + hot_offset()`): half a chunk when a page is smaller than a chunk (the
-    /// read splits evenly over two chips on two channels), else 0. Needs `channels ≥ 2`.
+    /// `chunk_bytes × i + hot_offset()`): half a chunk whenever the device has two chips or more
+    /// (the read splits evenly over two chips, which read their arrays in parallel — also on one
+    /// channel, and also when a page is the whole chunk), else 0.
     pub fn hot_offset(&self) -> u32 {
-        if self.page_bytes < self.chunk_bytes && self.channels >= 2 {
+        if self.chips() >= 2 {
             self.chunk_bytes / 2
         } else {
             0
