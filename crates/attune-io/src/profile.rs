@@ -650,6 +650,23 @@ pub fn profile_simulated(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SimRun> {
     cfg.validate()?;
+    // The files must fit the simulated device (offsets beyond it would wrap and overwrite).
+    let n_files = cfg.write_sizes().len() as u64;
+    let need = cfg
+        .file_bytes
+        .checked_mul(n_files)
+        .and_then(|b| b.checked_add(FILE_BASE));
+    if need.is_none_or(|b| b > params.capacity_bytes) {
+        return Err(invalid(
+            "file_bytes",
+            cfg.file_bytes,
+            format!(
+                "the {n_files} test files (from offset {FILE_BASE}) do not fit the simulated \
+                 device's capacity_bytes = {} (use a smaller --file-mb or a larger capacity)",
+                params.capacity_bytes
+            ),
+        ));
+    }
     let mut disk = SimDisk {
         ssd: Ssd::new(params.clone(), device_seed)?,
         clock: 0,
@@ -938,6 +955,22 @@ mod tests {
     }
 
     #[test]
+    fn files_larger_than_the_simulated_capacity_are_refused() {
+        let p = SsdParams {
+            capacity_bytes: 1 << 20,
+            ..SsdParams::default()
+        };
+        let e = profile_simulated(&p, &small_cfg(), 1, &mut |_, _| {}).unwrap_err();
+        assert!(e.to_string().contains("capacity_bytes"), "{e}");
+        let huge = ProfileConfig {
+            file_bytes: 1 << 62,
+            ..small_cfg()
+        };
+        let e = profile_simulated(&SsdParams::default(), &huge, 1, &mut |_, _| {}).unwrap_err();
+        assert!(e.to_string().contains("file_bytes"), "{e}");
+    }
+
+    #[test]
     fn bad_knobs_are_named() {
         let cfg = ProfileConfig {
             min_write: 1000,
@@ -957,5 +990,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("file_bytes"));
+        // A smallest guess below twice the offset unit names min_guess, not max_guess.
+        let cfg = ProfileConfig {
+            offset_unit: 4096,
+            ..ProfileConfig::default()
+        };
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("min_guess"), "{e}");
     }
 }
