@@ -85,7 +85,7 @@ def _profile(args) -> int:
                 bar.refresh()
 
             r = device.profile_simulated(params, config, args.seed, tick)
-        r["params"] = params
+        r["params"] = {k: _number(v) for k, v in params.items()}
     else:
         if not args.path:
             raise InvalidArgumentError("give a directory PATH to profile, or --simulated")
@@ -137,6 +137,16 @@ def _profile(args) -> int:
     for p in plots:
         print(f"plot: {p}")
     return 0
+
+
+def _number(text: str) -> int | float | str:
+    """A ``--set`` value as the number it spells (JSON output keeps one type per value)."""
+    for conv in (int, float):
+        try:
+            return conv(text.replace("_", ""))
+        except ValueError:
+            pass
+    return text
 
 
 def _check_writable(path: str | None, flag: str) -> None:
