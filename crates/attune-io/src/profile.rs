@@ -435,8 +435,8 @@ fn stripe_of(p: &SizeProfile, d: usize, cfg: &ProfileConfig) -> Finding {
         confidence: 1.0 - pv,
         reason: format!(
             "latency plateaus from {} B to {} B (no size significantly slower than the sizes \
-             above it; the edge resolved to ±{:.0} ns against a {:.0} ns step); {} B is \
-             significantly slower (t = {t:.1}, p = {pv:.1e})",
+             above it; the edge reads at most {:.0} ns slower than them, against a {:.0} ns \
+             step below it); {} B is significantly slower (t = {t:.1}, p = {pv:.1e})",
             p.sizes[s],
             p.sizes[n - 1],
             bound,
