@@ -79,6 +79,10 @@ def _trace(args, path: str | None):
         if path
         else synthetic_trace(getattr(args, "synthetic", 10_000), seed=args.seed)
     )
+    if len(t) == 0:
+        from attune.errors import CorruptionError
+
+        raise CorruptionError(f"trace {path} holds no I/Os", str(path), 0)
     if args.rerate != 1.0:
         t = t.rerate(args.rerate)
     if args.resize != 1.0:

@@ -301,3 +301,10 @@ def test_stale_directories_of_dead_runs_are_removed(tmp_path):
     assert old.exists() and mine.exists()
     notes = " ".join(r["notes"])
     assert "removed stale profile directory" in notes and "xyz123" in notes
+
+
+def test_io_simulate_refuses_an_empty_trace(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    e = _run("io", "simulate", str(empty), "--json")
+    assert e.returncode == 1 and "no I/Os" in json.loads(e.stdout)["message"]
