@@ -430,13 +430,19 @@ fn stripe_of(p: &SizeProfile, d: usize, cfg: &ProfileConfig) -> Finding {
             p.sizes[s], p.sizes[d]
         ));
     }
+    // Simulated latencies can have no variance at all: t is then infinite, said in words.
+    let t_text = if t.is_finite() {
+        format!("{t:.1}")
+    } else {
+        "∞, no variance".to_string()
+    };
     Finding {
         value: Some(p.sizes[s]),
         confidence: 1.0 - pv,
         reason: format!(
             "latency plateaus from {} B to {} B (no size significantly slower than the sizes \
              above it; the edge reads at most {:.0} ns slower than them, against a {:.0} ns \
-             step below it); {} B is significantly slower (t = {t:.1}, p = {pv:.1e})",
+             step below it); {} B is significantly slower (t = {t_text}, p = {pv:.1e})",
             p.sizes[s],
             p.sizes[n - 1],
             bound,

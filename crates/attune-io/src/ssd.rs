@@ -318,7 +318,7 @@ impl SsdParams {
         }
         let Some(&n) = PARAM_NAMES.iter().find(|p| **p == name) else {
             return Err(invalid(
-                "parameter",
+                "name",
                 name,
                 format!("unknown SSD parameter; valid: {}", PARAM_NAMES.join(", ")),
             ));
