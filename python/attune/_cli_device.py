@@ -4,9 +4,10 @@
   (O_DIRECT where allowed, fsync after each write; the files are always removed), then the
   statistical rule. Scaled to minutes (``--file-mb``, ``--samples``, ``--rounds``).
 * ``attune device profile --simulated [--set NAME=VALUE]...``: the same on the simulated SSD,
-  compared with the parameters planted in it. Without ``--set`` the device is the simulator's
-  default with ``stripe_chips=4`` and ``map_fetch_us=10`` (a 256 KiB stripe that Experiment 1
-  can see).
+  compared with the parameters planted in it. The device is the simulator's default with
+  ``stripe_chips=4`` and ``map_fetch_us=10`` (a 256 KiB stripe that Experiment 1 can see); these
+  two stay unless ``--set`` overrides them (``attune.device.profile_simulated(None)`` uses the
+  bare simulator defaults instead, where the stripe is not visible).
 * ``attune device check TRACE``: rules 1–5 over an strace log or a block trace, with parameters
   from a profile (``--params PROFILE.json``, written by ``profile --out``) or given
   (``--param chunk=65536``); each violation with its offset and size, the extra flash pages and
@@ -60,13 +61,18 @@ def _profile(args) -> int:
 
     config: dict = {"seed": args.seed}
     if args.file_mb is not None:
-        if args.file_mb < 1:
-            raise InvalidArgumentError(f"--file-mb must be at least 1, got {args.file_mb}")
         config["file_bytes"] = args.file_mb << 20
     if args.samples is not None:
         config["samples_per_group"] = args.samples
     if args.max_guess_kb is not None:
         config["max_guess"] = args.max_guess_kb * 1024
+    if args.min_guess_kb is not None:
+        config["min_guess"] = args.min_guess_kb * 1024
+    # The settings and the output paths are checked before the (possibly long) run.
+    device.profile_config(config)
+    _check_writable(args.out, "--out")
+    if args.plot:
+        _check_writable(f"{args.plot}-request-size.png", "--plot")
     if args.simulated:
         if args.path:
             raise InvalidArgumentError("give either PATH or --simulated, not both")
@@ -79,7 +85,7 @@ def _profile(args) -> int:
                 bar.refresh()
 
             r = device.profile_simulated(params, config, args.seed, tick)
-        r["params"] = params
+        r["params"] = {k: _number(v) for k, v in params.items()}
     else:
         if not args.path:
             raise InvalidArgumentError("give a directory PATH to profile, or --simulated")
@@ -93,7 +99,10 @@ def _profile(args) -> int:
                 bar.refresh()
 
             r = device.profile_path(args.path, config, args.rounds, tick)
-    plots = device.plot_profiles(r, args.plot) if args.plot else []
+    try:
+        plots = device.plot_profiles(r, args.plot) if args.plot else []
+    except OSError as e:
+        raise StorageIOError(f"--plot: cannot write {args.plot}-*.png: {e.strerror or e}") from e
     summary = _summary(r, plots)
     if args.out:
         try:
@@ -110,8 +119,15 @@ def _profile(args) -> int:
         val = _kb(f["value"]) if f["value"] is not None else "not found"
         exp = ""
         if "expected" in r and k in r["expected"]:
-            ok = f["value"] == r["expected"][k]
-            exp = f"  (planted {_kb(r['expected'][k])}: {'exact' if ok else 'MISSED'})"
+            want = r["expected"][k]
+            if want is None:
+                # The planted value is beyond what this run can measure: claiming one is wrong.
+                verdict = "right" if f["value"] is None else f"FALSE POSITIVE, found {val}"
+                exp = f"  (planted: not measurable by this run; {verdict})"
+            elif f["value"] == want:
+                exp = f"  (planted {_kb(want)}: exact)"
+            else:
+                exp = f"  (planted {_kb(want)}: MISSED, found {val})"
         print(f"  {k:16} {val:>10}  confidence {f['confidence']:.3f}{exp}")
         print(f"  {'':16} {f['reason']}")
     for n in r.get("notes", []):
@@ -121,6 +137,31 @@ def _profile(args) -> int:
     for p in plots:
         print(f"plot: {p}")
     return 0
+
+
+def _number(text: str) -> int | float | str:
+    """A ``--set`` value as the number it spells (JSON output keeps one type per value)."""
+    for conv in (int, float):
+        try:
+            return conv(text.replace("_", ""))
+        except ValueError:
+            pass
+    return text
+
+
+def _check_writable(path: str | None, flag: str) -> None:
+    """Fails now if ``path`` cannot be written later (its directory is missing or read-only)."""
+    if not path:
+        return
+    import os
+
+    d = Path(path).parent
+    if not d.is_dir():
+        raise InvalidArgumentError(f"{flag}: directory {d} of {path} does not exist")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise InvalidArgumentError(f"{flag}: directory {d} of {path} is not writable")
+    if Path(path).is_dir():
+        raise InvalidArgumentError(f"{flag}: {path} is a directory")
 
 
 def _summary(r: dict, plots: list[str]) -> dict:
@@ -168,8 +209,11 @@ def _check_params(args) -> dict:
         except json.JSONDecodeError as e:
             raise InvalidArgumentError(f"{args.params} is not a profile JSON file: {e}") from e
         learned = doc.get("params_learned", doc) if isinstance(doc, dict) else None
-        if not isinstance(learned, dict):
-            raise InvalidArgumentError(f"{args.params} holds no learned parameters")
+        if not isinstance(learned, dict) or not any(k in learned for k in PARAM_KEYS):
+            raise InvalidArgumentError(
+                f"{args.params} is not a profile: it holds none of {', '.join(PARAM_KEYS)} "
+                "(write one with `attune device profile --out`)"
+            )
         for k in PARAM_KEYS:
             v = learned.get(k)
             if v is not None and not isinstance(v, int):
@@ -182,9 +226,9 @@ def _check_params(args) -> dict:
             params[k] = None if v.lower() in ("", "none", "unknown") else int(v.replace("_", ""), 0)
         except ValueError as e:
             raise InvalidArgumentError(f"--param {k}={v}: not a byte count") from e
-        if params[k] is not None and params[k] < 0:
-            raise InvalidArgumentError(f"--param {k}={v}: must not be negative")
-    return params
+    from attune.device import check_params
+
+    return check_params(params)
 
 
 def _check(args) -> int:
@@ -198,13 +242,22 @@ def _check(args) -> int:
     d["format"] = trace.format
     d["files"] = trace.files
     d["skipped"] = trace.skipped
+    d["skipped_by"] = trace.skipped_by
+    d["unreadable_lines"] = trace.unreadable
+    d["vectored"] = trace.vectored
+    status = 3 if args.fail_on_violation and d["violations_total"] else 0
     if args.json:
         print(json.dumps(d))
-        return 0
+        return status
     print(
         f"{args.trace} ({trace.format}): {d['reads']} reads, {d['writes']} writes, "
-        f"{len(trace.files)} file(s)"
+        f"{len(trace.files)} file(s)" + (f", {trace.vectored} vectored" if trace.vectored else "")
     )
+    if trace.skipped:
+        why = "; ".join(f"{n} {r}" for r, n in trace.skipped_by.items())
+        print(f"skipped {trace.skipped} call(s): {why or 'see --json'}")
+    if trace.unreadable:
+        print(f"ignored {trace.unreadable} line(s) that are no complete call")
     print(
         "parameters: "
         + ", ".join(f"{k}={_kb(v) if v is not None else 'unknown'}" for k, v in params.items())
@@ -228,11 +281,11 @@ def _check(args) -> int:
         )
     if d["violations_total"] > len(d["violations"]):
         print(f"  ... {d['violations_total'] - len(d['violations'])} more (--limit)")
-    return 0
+    return status
 
 
 def register(sub) -> None:
-    from attune.cli import add_output_flags
+    from attune.cli import U32_MAX, add_output_flags, int_range
 
     p = sub.add_parser(
         "device",
@@ -255,15 +308,36 @@ def register(sub) -> None:
         metavar="NAME=VALUE",
         help="a simulated SSD parameter (repeatable; `attune io simulate --list-params`)",
     )
-    q.add_argument("--file-mb", type=int, help="MiB per test file (8 on a path, 64 simulated)")
     q.add_argument(
-        "--samples", type=int, help="chunks per offset group (4 on a path, 16 simulated)"
+        "--file-mb",
+        type=int_range(1, 1 << 40),
+        help="MiB per test file (8 on a path, 64 simulated; at most the simulated capacity)",
     )
     q.add_argument(
-        "--rounds", type=int, default=4, help="read rounds of Experiment 1 on a path (4)"
+        "--samples",
+        type=int_range(2, U32_MAX),
+        help="chunks per offset group (4 on a path, 16 simulated)",
     )
-    q.add_argument("--max-guess-kb", type=int, help="largest chunk-size guess in KiB (512)")
-    q.add_argument("--seed", type=int, default=1, help="seed of the random orders (1)")
+    q.add_argument(
+        "--rounds",
+        type=int_range(1, 1_000_000),
+        default=4,
+        help="read rounds of Experiment 1 on a path (4)",
+    )
+    q.add_argument(
+        "--min-guess-kb",
+        type=int_range(1, U32_MAX >> 10),
+        help="smallest chunk-size guess in KiB (4; raised to twice the O_DIRECT alignment on a "
+        "path that needs more, and the run says so)",
+    )
+    q.add_argument(
+        "--max-guess-kb",
+        type=int_range(1, U32_MAX >> 10),
+        help="largest chunk-size guess in KiB (512)",
+    )
+    q.add_argument(
+        "--seed", type=int_range(0, 2**64 - 1), default=1, help="seed of the random orders (1)"
+    )
     q.add_argument(
         "--plot",
         metavar="PREFIX",
@@ -295,7 +369,12 @@ def register(sub) -> None:
         "overrides --params; `none` makes it unknown",
     )
     c.add_argument("--file", metavar="SUBSTRING", help="strace: only files whose path contains it")
-    c.add_argument("--limit", type=int, default=20, help="violations to list (20)")
+    c.add_argument("--limit", type=int_range(0, 2**31), default=20, help="violations to list (20)")
+    c.add_argument(
+        "--fail-on-violation",
+        action="store_true",
+        help="exit with status 3 when any checked rule is violated (to gate CI); errors exit 1",
+    )
     add_output_flags(c)
     c.set_defaults(func=_check)
 

@@ -59,13 +59,15 @@ def add_device_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
+    from attune.cli import int_range
+
     p.add_argument(
         "--format",
         choices=("msr", "cloudphysics", "attune-csv", "attune"),
         help="trace format (sniffed when omitted)",
     )
     add_device_flags(p)
-    p.add_argument("--seed", type=int, default=0, help="simulation seed (0)")
+    p.add_argument("--seed", type=int_range(0, 2**64 - 1), default=0, help="simulation seed (0)")
     p.add_argument("--rerate", type=float, default=1.0, help="arrival-rate factor (1.0)")
     p.add_argument("--resize", type=float, default=1.0, help="I/O size factor (1.0)")
 
@@ -76,8 +78,12 @@ def _trace(args, path: str | None):
     t = (
         load_trace(path, args.format)
         if path
-        else synthetic_trace(getattr(args, "synthetic", 10_000) or 10_000, seed=args.seed)
+        else synthetic_trace(getattr(args, "synthetic", 10_000), seed=args.seed)
     )
+    if len(t) == 0:
+        from attune.errors import CorruptionError
+
+        raise CorruptionError(f"trace {path} holds no I/Os", str(path), 0)
     if args.rerate != 1.0:
         t = t.rerate(args.rerate)
     if args.resize != 1.0:
@@ -329,7 +335,7 @@ def _eval(args) -> int:
 
 
 def register(sub) -> None:
-    from attune.cli import add_output_flags
+    from attune.cli import add_output_flags, int_range
 
     p = sub.add_parser(
         "io",
@@ -347,7 +353,7 @@ def register(sub) -> None:
     s.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (.gz ok)")
     s.add_argument(
         "--synthetic",
-        type=int,
+        type=int_range(1, 100_000_000),
         default=10_000,
         help="I/Os of the synthetic trace used without TRACE (10000)",
     )
@@ -367,14 +373,17 @@ def register(sub) -> None:
     r.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (.gz ok)")
     r.add_argument(
         "--synthetic",
-        type=int,
+        type=int_range(1, 100_000_000),
         default=10_000,
         help="I/Os of the synthetic trace used without TRACE (10000)",
     )
     _add_common(r)
     r.add_argument("--direct", metavar="FILE", help="replay against FILE with O_DIRECT")
     r.add_argument(
-        "--file-mb", type=int, default=256, help="size of FILE in MiB (256; filled first)"
+        "--file-mb",
+        type=int_range(1, 1 << 30),
+        default=256,
+        help="size of FILE in MiB (256; filled first)",
     )
     r.add_argument("--pace", action="store_true", help="honour the trace's timestamps")
     r.add_argument(

@@ -166,7 +166,7 @@ def test_a_profile_that_fails_while_writing_removes_its_files(tmp_path, monkeypa
     real_fsync = os.fsync
     for code, error, text in (
         (errno.EIO, StorageIOError, "Input/output error"),
-        (errno.ENOSPC, InvalidArgumentError, "ran out of space"),
+        (errno.ENOSPC, StorageIOError, "ran out of space"),
     ):
         calls = {"n": 0}
 

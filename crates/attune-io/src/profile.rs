@@ -51,8 +51,11 @@ pub struct ProfileConfig {
     pub samples_per_group: u32,
     /// Seed of the shared random orders.
     pub seed: u64,
-    /// Smallest relative latency difference that counts as a difference. Default 0.05.
+    /// Smallest relative latency difference that counts as a difference in Experiment 2.
+    /// Default 0.05.
     pub rel_threshold: f64,
+    /// The same for Experiment 1 (request sizes). Default 0.005.
+    pub size_rel_threshold: f64,
     /// Smallest |t| (Welch) that counts as significant. Default 3.3 (p ≈ 0.001).
     pub t_threshold: f64,
 }
@@ -70,6 +73,7 @@ impl Default for ProfileConfig {
             samples_per_group: 16,
             seed: 1,
             rel_threshold: 0.05,
+            size_rel_threshold: 0.005,
             t_threshold: 3.3,
         }
     }
@@ -97,11 +101,21 @@ impl ProfileConfig {
                 "must be at least min_write",
             ));
         }
-        if self.max_guess < self.min_guess || self.min_guess < 2 * self.offset_unit {
+        if self.min_guess < 2 * self.offset_unit {
+            return Err(invalid(
+                "min_guess",
+                self.min_guess,
+                format!(
+                    "must be at least twice the offset unit ({} B)",
+                    self.offset_unit
+                ),
+            ));
+        }
+        if self.max_guess < self.min_guess {
             return Err(invalid(
                 "max_guess",
                 self.max_guess,
-                "needs offset_unit × 2 ≤ min_guess ≤ max_guess",
+                format!("must be at least min_guess ({} B)", self.min_guess),
             ));
         }
         let need = u64::from(self.read_bytes.max(self.max_write).max(self.max_guess)) * 4;
@@ -109,7 +123,10 @@ impl ProfileConfig {
             return Err(invalid(
                 "file_bytes",
                 self.file_bytes,
-                format!("must be a multiple of read_bytes and at least {need}"),
+                format!(
+                    "must be a multiple of read_bytes and at least {need} (4 × the largest of \
+                     read_bytes, max_write, max_guess)"
+                ),
             ));
         }
         if self.samples_per_group < 2 {
@@ -123,6 +140,13 @@ impl ProfileConfig {
             return Err(invalid(
                 "rel_threshold",
                 self.rel_threshold,
+                "must be in (0, 1)",
+            ));
+        }
+        if !(self.size_rel_threshold > 0.0 && self.size_rel_threshold < 1.0) {
+            return Err(invalid(
+                "size_rel_threshold",
+                self.size_rel_threshold,
                 "must be in (0, 1)",
             ));
         }
@@ -273,12 +297,21 @@ fn slower(a: &[f64], b: &[f64], cfg: &ProfileConfig) -> (bool, f64) {
 }
 
 /// Experiment 1's rule: desirable write size and stripe size.
+///
+/// Experiment 1 compares 1 MiB reads whose difference is a few mapping fetches, which can be
+/// 1 % of the read: its comparisons use `size_rel_threshold` (0.5 %) with the same t-test, not
+/// the 5 % of Experiment 2.
 pub fn analyze_sizes(p: &SizeProfile, cfg: &ProfileConfig) -> (Finding, Finding) {
     let n = p.sizes.len();
     if n < 2 || p.latencies_ns.len() != n {
         let f = Finding::none("too few write sizes measured");
         return (f.clone(), f);
     }
+    let scfg = ProfileConfig {
+        rel_threshold: cfg.size_rel_threshold,
+        ..cfg.clone()
+    };
+    let cfg = &scfg;
     let means: Vec<f64> = p.latencies_ns.iter().map(|l| mean(l)).collect();
     let best = (0..n)
         .min_by(|&a, &b| means[a].total_cmp(&means[b]))
@@ -315,60 +348,116 @@ pub fn analyze_sizes(p: &SizeProfile, cfg: &ProfileConfig) -> (Finding, Finding)
         return (f.clone(), f);
     }
     let d_conf = (0..d).map(|k| slow[k].1).fold(1.0, f64::min);
-    let desirable = Finding {
-        value: Some(p.sizes[d]),
-        confidence: if d > 0 { d_conf } else { 0.0 },
-        reason: format!(
-            "reads of files written with {} B and larger are not significantly slower than the \
-             fastest ({} B); every smaller size is ({:.0} % and p ≤ {:.0e})",
-            p.sizes[d],
-            p.sizes[best],
-            cfg.rel_threshold * 100.0,
-            p_limit(cfg)
-        ),
-    };
-    // Stripe: the start of the plateau [s, max] — at least two sizes, each within the tolerance
-    // of the plateau's mean, and the size before it significantly slower than the plateau.
-    let mut s = n;
-    for k in (0..n).rev() {
-        let pooled: Vec<f64> = p.latencies_ns[k..].iter().flatten().copied().collect();
-        let m = mean(&pooled);
-        let flat = (k..n).all(|q| (means[q] - m).abs() <= cfg.rel_threshold * m);
-        if flat {
-            s = k;
-        } else {
-            break;
-        }
-    }
-    let stripe = if s == 0 {
-        Finding::none("latency is flat over every write size")
-    } else if n - s < 2 {
+    let desirable = if d == n - 1 {
         Finding::none(format!(
-            "latency still falls at the largest write size ({} B): the stripe is at least that \
-             large, beyond what this run can measure",
+            "only the largest write size ({} B) reads at the fastest latency: the desirable size \
+             is at least that large, beyond what this run can measure",
             p.sizes[n - 1]
         ))
     } else {
-        let plateau: Vec<f64> = p.latencies_ns[s..].iter().flatten().copied().collect();
-        let (sig, t, pv) = slower3(&p.latencies_ns[s - 1], &plateau, cfg);
-        if sig {
-            Finding {
-                value: Some(p.sizes[s]),
-                confidence: 1.0 - pv,
-                reason: format!(
-                    "latency plateaus from {} B to {} B (within {:.0} %); {} B is significantly \
-                     slower (t = {t:.1}, p = {pv:.1e})",
-                    p.sizes[s],
-                    p.sizes[n - 1],
-                    cfg.rel_threshold * 100.0,
-                    p.sizes[s - 1]
-                ),
-            }
-        } else {
-            Finding::none("the latency curve has no clear plateau edge")
+        Finding {
+            value: Some(p.sizes[d]),
+            confidence: if d > 0 { d_conf } else { 0.0 },
+            reason: format!(
+                "reads of files written with {} B and larger are not significantly slower than \
+                 the fastest ({} B); every smaller size is ({:.1} % and p ≤ {:.0e})",
+                p.sizes[d],
+                p.sizes[best],
+                cfg.rel_threshold * 100.0,
+                p_limit(cfg)
+            ),
         }
     };
-    (desirable, stripe)
+    (desirable, stripe_of(p, d, cfg))
+}
+
+/// The stripe: the start `s` of the plateau `[s, max]` (no size in it significantly slower than
+/// the sizes above it, at least two sizes), the size before it significantly slower, and the
+/// edge resolved: the step at `s` (if any hides in the noise) must be bounded below a quarter
+/// of the step at `s − 1`. Without that bound a small step is indistinguishable from none, and
+/// a stripe claimed there would be half the true one (in the fragment model the step at half
+/// the stripe is a third of the step at a quarter).
+fn stripe_of(p: &SizeProfile, d: usize, cfg: &ProfileConfig) -> Finding {
+    let n = p.sizes.len();
+    let pooled = |k: usize| -> Vec<f64> { p.latencies_ns[k..].iter().flatten().copied().collect() };
+    let mut s = n - 1;
+    while s > 0 {
+        let above = pooled(s);
+        if slower(&p.latencies_ns[s - 1], &above, cfg).0 {
+            break;
+        }
+        s -= 1;
+    }
+    if s == 0 {
+        return Finding::none("latency is flat over every write size");
+    }
+    if n - s < 2 {
+        return Finding::none(format!(
+            "latency still falls at the largest write size ({} B): the stripe is at least that \
+             large, beyond what this run can measure",
+            p.sizes[n - 1]
+        ));
+    }
+    let plateau = pooled(s);
+    let (sig, t, pv) = slower3(&p.latencies_ns[s - 1], &plateau, cfg);
+    if !sig {
+        return Finding::none("the latency curve has no clear plateau edge");
+    }
+    // Resolution of the edge: upper bound of mean(s) − mean(above s) against the step at s − 1.
+    let (edge, rest) = (&p.latencies_ns[s], pooled(s + 1));
+    let step = mean(&p.latencies_ns[s - 1]) - mean(&plateau);
+    let diff = mean(edge) - mean(&rest);
+    let se = (var(edge) / edge.len() as f64 + var(&rest) / rest.len() as f64).sqrt();
+    let bound = diff + cfg.t_threshold * se;
+    if bound >= step / 4.0 {
+        return Finding::none(format!(
+            "the plateau edge at {} B is not resolved: {} B may read up to {:.0} ns slower than \
+             the sizes above it, against a step of {:.0} ns at {} B (needs < a quarter): a \
+             stripe of {} B or more cannot be told apart",
+            p.sizes[s],
+            p.sizes[s],
+            bound,
+            step,
+            p.sizes[s - 1],
+            p.sizes[s]
+        ));
+    }
+    // In the chapter the desirable size is at most the stripe; a contradiction claims nothing.
+    if d > s {
+        return Finding::none(format!(
+            "the plateau starts at {} B but the desirable size is {} B: the two contradict \
+             each other (desirable ≤ stripe), so no stripe is claimed",
+            p.sizes[s], p.sizes[d]
+        ));
+    }
+    // Simulated latencies can have no variance at all: t is then infinite, said in words.
+    let t_text = if t.is_finite() {
+        format!("{t:.1}")
+    } else {
+        "∞, no variance".to_string()
+    };
+    Finding {
+        value: Some(p.sizes[s]),
+        confidence: 1.0 - pv,
+        reason: format!(
+            "latency plateaus from {} B to {} B (no size significantly slower than the sizes \
+             above it; the edge reads at most {:.0} ns slower than them, against a {:.0} ns \
+             step below it); {} B is significantly slower (t = {t_text}, p = {pv:.1e})",
+            p.sizes[s],
+            p.sizes[n - 1],
+            bound,
+            step,
+            p.sizes[s - 1]
+        ),
+    }
+}
+
+fn var(x: &[f64]) -> f64 {
+    if x.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(x);
+    x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64
 }
 
 /// Gain of the best offset group over group 0 at one guess: (relative gain, Bonferroni p, best
@@ -567,6 +656,23 @@ pub fn profile_simulated(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SimRun> {
     cfg.validate()?;
+    // The files must fit the simulated device (offsets beyond it would wrap and overwrite).
+    let n_files = cfg.write_sizes().len() as u64;
+    let need = cfg
+        .file_bytes
+        .checked_mul(n_files)
+        .and_then(|b| b.checked_add(FILE_BASE));
+    if need.is_none_or(|b| b > params.capacity_bytes) {
+        return Err(invalid(
+            "file_bytes",
+            cfg.file_bytes,
+            format!(
+                "the {n_files} test files (from offset {FILE_BASE}) do not fit the simulated \
+                 device's capacity_bytes = {} (use a smaller --file-mb or a larger capacity)",
+                params.capacity_bytes
+            ),
+        ));
+    }
     let mut disk = SimDisk {
         ssd: Ssd::new(params.clone(), device_seed)?,
         clock: 0,
@@ -708,6 +814,119 @@ mod tests {
         }
     }
 
+    /// Configurations whose stripe effect is small or unmeasurable: the profiler must report the
+    /// planted stripe or "not found", never another value, and a stripe never below the
+    /// desirable size.
+    #[test]
+    fn small_or_unmeasurable_stripes_are_never_claimed_wrongly() {
+        let cfg = small_cfg();
+        let base = SsdParams {
+            stripe_chips: 4,
+            map_fetch_us: 10.0,
+            ..SsdParams::default()
+        };
+        let cases: Vec<(SsdParams, bool)> = vec![
+            // (params, must be recovered exactly)
+            (
+                SsdParams {
+                    page_bytes: 4096,
+                    ..base.clone()
+                },
+                true,
+            ),
+            (
+                SsdParams {
+                    chunk_bytes: 256 * KIB,
+                    ..base.clone()
+                },
+                true,
+            ),
+            (
+                SsdParams {
+                    chunk_bytes: 32 * KIB,
+                    stripe_chips: 0,
+                    ..base.clone()
+                },
+                true,
+            ),
+            (
+                SsdParams {
+                    chunk_bytes: 1024 * KIB,
+                    stripe_chips: 2,
+                    ..base.clone()
+                },
+                false,
+            ),
+            (
+                SsdParams {
+                    page_bytes: 4096,
+                    mapping_bytes: 4096,
+                    map_fetch_us: 1.0,
+                    ..base.clone()
+                },
+                false,
+            ),
+            (
+                SsdParams {
+                    page_bytes: 4096,
+                    map_fetch_us: 2.0,
+                    ..base.clone()
+                },
+                false,
+            ),
+            (
+                SsdParams {
+                    page_bytes: 4096,
+                    chunk_bytes: 16 * KIB,
+                    map_fetch_us: 1.0,
+                    ..base.clone()
+                },
+                false,
+            ),
+        ];
+        for (p, exact) in cases {
+            let run = profile_simulated(&p, &cfg, 7, &mut |_, _| {}).unwrap();
+            let (stripe, ..) = expected(&p, &cfg);
+            let l = &run.learned;
+            if exact || l.stripe.value.is_some() {
+                assert_eq!(l.stripe.value, stripe, "stripe {p:?}: {}", l.stripe.reason);
+            }
+            if let (Some(s), Some(d)) = (l.stripe.value, l.desirable_write.value) {
+                assert!(d <= s, "desirable {d} > stripe {s} for {p:?}");
+            }
+            if l.stripe.value.is_none() {
+                assert_eq!(l.stripe.confidence, 0.0);
+            }
+        }
+    }
+
+    /// Page = chunk and a single channel still read half a chunk faster (two chips in parallel).
+    #[test]
+    fn hot_offset_with_page_equal_chunk_or_one_channel() {
+        let cfg = small_cfg();
+        for p in [
+            SsdParams {
+                page_bytes: 64 * KIB,
+                stripe_chips: 4,
+                map_fetch_us: 10.0,
+                ..SsdParams::default()
+            },
+            SsdParams {
+                channels: 1,
+                chips_per_channel: 8,
+                stripe_chips: 4,
+                map_fetch_us: 10.0,
+                ..SsdParams::default()
+            },
+        ] {
+            let run = profile_simulated(&p, &cfg, 7, &mut |_, _| {}).unwrap();
+            let (.., hot) = expected(&p, &cfg);
+            assert_eq!(hot, 32 * KIB);
+            let l = &run.learned;
+            assert_eq!(l.hot_offset.value, Some(hot), "{}", l.hot_offset.reason);
+        }
+    }
+
     #[test]
     fn a_device_without_structure_says_so() {
         let sizes = SizeProfile {
@@ -742,6 +961,22 @@ mod tests {
     }
 
     #[test]
+    fn files_larger_than_the_simulated_capacity_are_refused() {
+        let p = SsdParams {
+            capacity_bytes: 1 << 20,
+            ..SsdParams::default()
+        };
+        let e = profile_simulated(&p, &small_cfg(), 1, &mut |_, _| {}).unwrap_err();
+        assert!(e.to_string().contains("capacity_bytes"), "{e}");
+        let huge = ProfileConfig {
+            file_bytes: 1 << 62,
+            ..small_cfg()
+        };
+        let e = profile_simulated(&SsdParams::default(), &huge, 1, &mut |_, _| {}).unwrap_err();
+        assert!(e.to_string().contains("file_bytes"), "{e}");
+    }
+
+    #[test]
     fn bad_knobs_are_named() {
         let cfg = ProfileConfig {
             min_write: 1000,
@@ -761,5 +996,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("file_bytes"));
+        // A smallest guess below twice the offset unit names min_guess, not max_guess.
+        let cfg = ProfileConfig {
+            offset_unit: 4096,
+            ..ProfileConfig::default()
+        };
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("min_guess"), "{e}");
     }
 }

@@ -146,9 +146,15 @@ pub const PARAM_NAMES: [&str; 23] = [
 
 fn check_range(name: &'static str, v: f64, lo: f64, hi: f64) -> Result<()> {
     if !v.is_finite() || v < lo || v > hi {
+        // A huge value is shown in exponent form, not as hundreds of digits.
+        let shown = if v.abs() >= 1e9 {
+            format!("{v:e}")
+        } else {
+            v.to_string()
+        };
         return Err(invalid(
             name,
-            v,
+            shown,
             format!("must be a number in [{lo}, {hi}]"),
         ));
     }
@@ -184,10 +190,11 @@ impl SsdParams {
     }
 
     /// The offset inside a chunk where chunk-sized reads are fastest (the hot-location pattern is
-    /// `chunk_bytes × i + hot_offset()`): half a chunk when a page is smaller than a chunk (the
-    /// read splits evenly over two chips on two channels), else 0. Needs `channels ≥ 2`.
+    /// `chunk_bytes × i + hot_offset()`): half a chunk whenever the device has two chips or more
+    /// (the read splits evenly over two chips, which read their arrays in parallel — also on one
+    /// channel, and also when a page is the whole chunk), else 0.
     pub fn hot_offset(&self) -> u32 {
-        if self.page_bytes < self.chunk_bytes && self.channels >= 2 {
+        if self.chips() >= 2 {
             self.chunk_bytes / 2
         } else {
             0
@@ -222,7 +229,10 @@ impl SsdParams {
             return Err(invalid(
                 "chunk_bytes",
                 self.chunk_bytes,
-                format!("must be at least page_bytes ({})", self.page_bytes),
+                format!(
+                    "must be at least page_bytes ({}); raise chunk_bytes with page_bytes",
+                    self.page_bytes
+                ),
             ));
         }
         let chips = self.chips();
@@ -244,24 +254,22 @@ impl SsdParams {
         check_range("host_mb_per_s", self.host_mb_per_s, 1.0, 1e6)?;
         check_range("controller_us", self.controller_us, 0.0, 1e5)?;
         check_count("write_buffer_bytes", self.write_buffer_bytes, 4096, 1 << 36)?;
-        if self.flush_threshold.is_nan() || self.flush_threshold <= 0.0 {
+        if !(self.flush_threshold > 0.0 && self.flush_threshold <= 1.0) {
             return Err(invalid(
                 "flush_threshold",
                 self.flush_threshold,
-                "must be in (0, 1]",
+                "must be a number in (0, 1]",
             ));
         }
-        check_range("flush_threshold", self.flush_threshold, 0.0, 1.0)?;
         check_count("gc_every_bytes", self.gc_every_bytes, 4096, 1 << 50)?;
         check_range("gc_duration_us", self.gc_duration_us, 0.0, 1e8)?;
-        if self.gc_chip_fraction.is_nan() || self.gc_chip_fraction <= 0.0 {
+        if !(self.gc_chip_fraction > 0.0 && self.gc_chip_fraction <= 1.0) {
             return Err(invalid(
                 "gc_chip_fraction",
                 self.gc_chip_fraction,
-                "must be in (0, 1]",
+                "must be a number in (0, 1]",
             ));
         }
-        check_range("gc_chip_fraction", self.gc_chip_fraction, 0.0, 1.0)?;
         check_range(
             "gc_read_inflation_min",
             self.gc_read_inflation_min,
@@ -294,10 +302,14 @@ impl SsdParams {
     /// Sets one parameter by name from its text value (`"channels"`, `"16"`); the error names it.
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
         fn int<T: std::str::FromStr>(n: &'static str, v: &str) -> Result<T> {
-            v.trim()
-                .replace('_', "")
-                .parse::<T>()
-                .map_err(|_| invalid(n, v, "must be a non-negative integer"))
+            v.trim().replace('_', "").parse::<T>().map_err(|_| {
+                let digits = v.trim().replace('_', "");
+                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                    invalid(n, v, "is too large for this parameter")
+                } else {
+                    invalid(n, v, "must be a non-negative integer")
+                }
+            })
         }
         fn num(n: &'static str, v: &str) -> Result<f64> {
             v.trim()
@@ -306,7 +318,7 @@ impl SsdParams {
         }
         let Some(&n) = PARAM_NAMES.iter().find(|p| **p == name) else {
             return Err(invalid(
-                "parameter",
+                "name",
                 name,
                 format!("unknown SSD parameter; valid: {}", PARAM_NAMES.join(", ")),
             ));
@@ -777,6 +789,20 @@ mod tests {
             size,
             kind: IoKind::Write,
         }
+    }
+
+    #[test]
+    fn set_messages_say_what_is_wrong() {
+        let mut p = SsdParams::default();
+        let e = p.set("chunk_bytes", "99999999999999999999999").unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
+        p.set("map_fetch_us", "1e300").unwrap();
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("1e300") && e.len() < 200, "{e}");
+        let mut p = SsdParams::default();
+        p.set("gc_chip_fraction", "2").unwrap();
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("(0, 1]"), "{e}");
     }
 
     #[test]

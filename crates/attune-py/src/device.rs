@@ -29,6 +29,7 @@ fn config_from(config: Option<&Bound<'_, PyDict>>) -> PyResult<ProfileConfig> {
                 "samples_per_group" => c.samples_per_group = v.extract()?,
                 "seed" => c.seed = v.extract()?,
                 "rel_threshold" => c.rel_threshold = v.extract()?,
+                "size_rel_threshold" => c.size_rel_threshold = v.extract()?,
                 "t_threshold" => c.t_threshold = v.extract()?,
                 other => {
                     return Err(crate::errors::attune_error(
@@ -37,7 +38,8 @@ fn config_from(config: Option<&Bound<'_, PyDict>>) -> PyResult<ProfileConfig> {
                         format!(
                             "unknown profile setting `{other}`; valid: file_bytes, min_write, \
                              max_write, read_bytes, offset_unit, min_guess, max_guess, \
-                             samples_per_group, seed, rel_threshold, t_threshold"
+                             samples_per_group, seed, rel_threshold, size_rel_threshold, \
+                             t_threshold"
                         ),
                     ))
                 }
@@ -85,6 +87,7 @@ fn device_profile_config<'py>(
     d.set_item("samples_per_group", c.samples_per_group)?;
     d.set_item("seed", c.seed)?;
     d.set_item("rel_threshold", c.rel_threshold)?;
+    d.set_item("size_rel_threshold", c.size_rel_threshold)?;
     d.set_item("t_threshold", c.t_threshold)?;
     d.set_item("write_sizes", c.write_sizes())?;
     d.set_item("guesses", c.guesses())?;

@@ -21,12 +21,14 @@ from typing import Any
 from attune import _native
 from attune.device.real import profile_path
 from attune.device.traces import TraceColumns, load_io_trace
+from attune.errors import InvalidArgumentError
 
 __all__ = [
     "PARAM_KEYS",
     "CheckResult",
     "TraceColumns",
     "check",
+    "check_params",
     "learned_params",
     "load_io_trace",
     "plot_profiles",
@@ -41,10 +43,54 @@ PARAM_KEYS = ("desirable_write", "stripe", "chunk", "page", "hot_offset")
 Progress = Callable[[int, int], None]
 
 
+#: Profile settings and their largest values (integers) or None (numbers in (0, inf)).
+_CONFIG_KEYS: dict[str, int | None] = {
+    "file_bytes": 2**64 - 1,
+    "min_write": 2**32 - 1,
+    "max_write": 2**32 - 1,
+    "read_bytes": 2**32 - 1,
+    "offset_unit": 2**32 - 1,
+    "min_guess": 2**32 - 1,
+    "max_guess": 2**32 - 1,
+    "samples_per_group": 2**32 - 1,
+    "seed": 2**64 - 1,
+    "rel_threshold": None,
+    "size_rel_threshold": None,
+    "t_threshold": None,
+}
+
+
+def _int_arg(name: str, v: Any, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InvalidArgumentError(f"{name} must be an integer, got {v!r}")
+    if v < 0 or v > hi:
+        raise InvalidArgumentError(f"{name} = {v} is out of range (allowed: 0..{hi})")
+    return v
+
+
+def _checked_config(config: dict | None) -> dict | None:
+    """``config`` with every value's type and range checked; the error names the setting."""
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise InvalidArgumentError(f"config must be a dict, got {type(config).__name__}")
+    for k, v in config.items():
+        if k not in _CONFIG_KEYS:
+            raise InvalidArgumentError(
+                f"unknown profile setting {k!r}; valid: {', '.join(_CONFIG_KEYS)}"
+            )
+        hi = _CONFIG_KEYS[k]
+        if hi is not None:
+            _int_arg(k, v, hi)
+        elif isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise InvalidArgumentError(f"{k} must be a number, got {v!r}")
+    return config
+
+
 def profile_config(config: dict | None = None) -> dict[str, Any]:
     """The profile settings (defaults overridden by ``config``), validated; includes the write
     sizes, guesses and the shared random orders."""
-    return _native.device_profile_config(config)
+    return _native.device_profile_config(_checked_config(config))
 
 
 def profile_simulated(
@@ -56,7 +102,10 @@ def profile_simulated(
     """Both experiments on a simulated SSD with ``params`` (``attune io simulate --list-params``)
     and the rule. Keys: ``sizes``, ``size_latencies_ns``, ``guesses``, ``learned``, ``expected``,
     ``ios``, ``device_ns``, ``recovered`` (every expected parameter learned exactly)."""
-    r = _native.device_profile_simulated(params, config, seed, progress)
+    if params is not None and not isinstance(params, dict):
+        raise InvalidArgumentError(f"params must be a dict, got {type(params).__name__}")
+    seed = _int_arg("seed", seed, 2**64 - 1)
+    r = _native.device_profile_simulated(params, _checked_config(config), seed, progress)
     r["recovered"] = recovered(r["learned"], r["expected"])
     r["source"] = "simulated"
     return r
@@ -129,9 +178,40 @@ class CheckResult:
 
 def check(trace: TraceColumns, params: dict[str, int | None]) -> CheckResult:
     """Rules 1–5 over ``trace`` with ``params`` (keys of :data:`PARAM_KEYS`; None = unknown)."""
-    p = {k: params.get(k) for k in PARAM_KEYS}
+    p = check_params(params)
     raw = _native.device_check(trace.file, trace.offset, trace.size, trace.write, p)
     return CheckResult(raw, list(trace.files), p)
+
+
+def check_params(params: dict[str, int | None]) -> dict[str, int | None]:
+    """The rule parameters, checked: a dict of :data:`PARAM_KEYS` (others are refused) to a
+    positive byte count or None; chunk and page powers of two, the hot offset below the chunk."""
+    if not isinstance(params, dict):
+        raise InvalidArgumentError(
+            f"params must be a dict of {', '.join(PARAM_KEYS)}, got {type(params).__name__}"
+        )
+    unknown = [k for k in params if k not in PARAM_KEYS]
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown parameter {unknown[0]!r}; valid: {', '.join(PARAM_KEYS)}"
+        )
+    p: dict[str, int | None] = {}
+    for k in PARAM_KEYS:
+        v = params.get(k)
+        if v is not None:
+            v = _int_arg(k, v, 2**62)
+            if v == 0 and k != "hot_offset":
+                raise InvalidArgumentError(f"{k} must be positive (None when it is unknown)")
+            if k in ("chunk", "page") and v & (v - 1):
+                raise InvalidArgumentError(f"{k} = {v} must be a power of two")
+        p[k] = v
+    if p["chunk"] is not None and p["hot_offset"] is not None and p["hot_offset"] >= p["chunk"]:
+        raise InvalidArgumentError(
+            f"hot_offset = {p['hot_offset']} must be below the chunk ({p['chunk']})"
+        )
+    if p["chunk"] is not None and p["page"] is not None and p["page"] > p["chunk"]:
+        raise InvalidArgumentError(f"page = {p['page']} must not exceed the chunk ({p['chunk']})")
+    return p
 
 
 def plot_profiles(result: dict[str, Any], prefix: str) -> list[str]:

@@ -117,23 +117,61 @@ def profile_path(
     :func:`attune.device.profile_simulated` (without ``expected``) plus ``io_mode``, ``seconds``
     and ``notes``."""
     cfg = _native.device_profile_config({**REAL_DEFAULTS, **(config or {})})
-    if rounds < 1:
-        raise InvalidArgumentError(f"rounds must be at least 1, got {rounds}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise InvalidArgumentError(f"rounds must be an integer of at least 1, got {rounds!r}")
     sizes: list[int] = cfg["write_sizes"]
+    p = Path(path)
+    notes: list[str] = []
+    if p.is_dir():
+        notes += remove_stale(p)
     base = check_path(path, cfg["file_bytes"] * len(sizes))
     start = time.monotonic()
     with _sigterm_raises():
         try:
-            work = Path(tempfile.mkdtemp(prefix=".attune-profile-", dir=base))
+            work = Path(
+                tempfile.mkdtemp(prefix=f"{STALE_PREFIX}{os.getpid()}@{_host()}.", dir=base)
+            )
         except OSError as e:
             raise StorageIOError(
                 f"cannot create files under {base}: {e.strerror or e}", str(base)
             ) from e
         try:
-            return _run(work, cfg, rounds, progress, start)
+            # The O_DIRECT alignment decides the offset unit and the smallest guess, before any
+            # long work: a setting it makes impossible fails now, not after Experiment 1.
+            unit = _direct_unit(work)
+            if unit is None:
+                notes.append(
+                    "O_DIRECT is not supported here: reads may be served by the page cache"
+                )
+            elif unit > cfg["offset_unit"]:
+                raised = {"offset_unit": unit}
+                if cfg["min_guess"] < 2 * unit:
+                    raised["min_guess"] = 2 * unit
+                    if cfg["max_guess"] < 2 * unit:
+                        raised["max_guess"] = 2 * unit
+                notes.append(
+                    f"O_DIRECT needs {unit}-byte alignment here: the offset unit is raised from "
+                    f"{cfg['offset_unit']} B to {unit} B"
+                    + (
+                        f" and the smallest chunk guess from {cfg['min_guess']} B to "
+                        f"{raised['min_guess']} B"
+                        if "min_guess" in raised
+                        else ""
+                    )
+                    + f" (flash pages below {2 * unit} B cannot be seen)"
+                )
+                user = {**REAL_DEFAULTS, **(config or {})}
+                cfg = _native.device_profile_config({**user, **raised})
+            return _run(work, cfg, rounds, progress, start, unit, notes)
         except _Interrupted as e:
             raise StorageIOError(f"profile stopped: {e}; its files were removed", str(base)) from e
         except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise StorageIOError(
+                    f"the device under {base} ran out of space during the profile: "
+                    f"{e.strerror or e}; its files were removed (use a smaller --file-mb)",
+                    str(base),
+                ) from e
             raise StorageIOError(
                 f"profile I/O failed under {base}: {e.strerror or e}; its files were removed",
                 str(base),
@@ -142,15 +180,64 @@ def profile_path(
             shutil.rmtree(work, ignore_errors=True)
 
 
+#: Work directories are ``.attune-profile-<pid>@<host>.<random>``.
+STALE_PREFIX = ".attune-profile-"
+
+
+def _host() -> str:
+    return os.uname().nodename.replace("@", "_").replace("/", "_") or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(base: Path) -> list[str]:
+    """Removes work directories of earlier runs under ``base`` that were killed (SIGKILL, power
+    loss): those whose name carries a pid of this host that is no longer running. Others
+    (another host's, or older names without a pid) are reported, not touched. Returns notes."""
+    notes = []
+    try:
+        entries = [e for e in base.iterdir() if e.name.startswith(STALE_PREFIX) and e.is_dir()]
+    except OSError:
+        return notes
+    for e in sorted(entries):
+        owner, at, rest = e.name[len(STALE_PREFIX) :].partition("@")
+        host = rest.rsplit(".", 1)[0] if at else ""
+        if at and owner.isdigit() and host == _host():
+            if _alive(int(owner)):
+                notes.append(f"{e} belongs to running process {owner}: left alone")
+                continue
+            shutil.rmtree(e, ignore_errors=True)
+            if e.exists():
+                notes.append(
+                    f"stale profile directory {e} (process {owner} is gone) could not be removed"
+                )
+            else:
+                notes.append(f"removed stale profile directory {e} (process {owner} is gone)")
+        else:
+            notes.append(
+                f"profile directory {e} may be left by a killed run (its owner cannot be "
+                "checked from here): remove it if no profile is running"
+            )
+    return notes
+
+
 def _run(
     work: Path,
     cfg: dict[str, Any],
     rounds: int,
     progress: Callable[[int, int], None] | None,
     start: float,
+    unit: int | None,
+    notes: list[str],
 ) -> dict[str, Any]:
-    notes: list[str] = []
-    unit = _direct_unit(work)
     sizes: list[int] = cfg["write_sizes"]
     guesses: list[int] = cfg["guesses"]
     total = len(sizes) * 2 + len(guesses)
@@ -163,96 +250,81 @@ def _run(
             progress(step, total)
 
     offset_unit = cfg["offset_unit"]
-    if unit is None:
-        notes.append("O_DIRECT is not supported here: reads may be served by the page cache")
-    elif unit > offset_unit:
-        notes.append(
-            f"O_DIRECT needs {unit}-byte alignment here: offset groups are {unit} B apart, not "
-            f"{offset_unit} B (flash pages below {2 * unit} B cannot be seen)"
-        )
-        offset_unit = unit
     fb = cfg["file_bytes"]
     # Page-aligned buffers for O_DIRECT (anonymous maps; freed with their last view).
     buf = mmap.mmap(-1, max(fb, cfg["read_bytes"], cfg["max_guess"]) + mmap.PAGESIZE)
     buffered_writes = 0
-    try:
-        # Experiment 1: write each file with its request size, fsync after every write.
-        files = []
-        for w in sizes:
-            f = work / f"{w // 1024 if w >= 1024 else w}{'kb' if w >= 1024 else 'b'}-seq"
-            direct = unit is not None and w % unit == 0
-            flags = os.O_RDWR | os.O_CREAT | (os.O_DIRECT if direct else 0)
-            buffered_writes += not direct
-            fd = os.open(f, flags, 0o600)
-            try:
-                mv = memoryview(buf)[:w]
-                for i in range(fb // w):
-                    os.pwrite(fd, mv, i * w)
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            files.append(f)
-            tick()
-        if buffered_writes:
-            notes.append(
-                f"{buffered_writes} write sizes below the O_DIRECT alignment were buffered writes"
-            )
-        rflags = os.O_RDONLY | (os.O_DIRECT if unit is not None else 0)
-        order: list[int] = cfg["read_order"]
-        rb = cfg["read_bytes"]
-        # Reads interleave the files (read r of every file, then read r+1), so that a drift of
-        # the device or of the host under a virtual disk touches every file alike.
-        lat1: list[list[float]] = [[] for _ in files]
-        rfds = [os.open(f, rflags) for f in files]
+    # Experiment 1: write each file with its request size, fsync after every write.
+    files = []
+    for w in sizes:
+        f = work / f"{w // 1024 if w >= 1024 else w}{'kb' if w >= 1024 else 'b'}-seq"
+        direct = unit is not None and w % unit == 0
+        flags = os.O_RDWR | os.O_CREAT | (os.O_DIRECT if direct else 0)
+        buffered_writes += not direct
+        fd = os.open(f, flags, 0o600)
         try:
-            if unit is None:
-                for fd in rfds:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            mv = memoryview(buf)[:rb]
-            for _ in range(rounds):
-                for r in order:
-                    for k, fd in enumerate(rfds):
-                        t0 = time.perf_counter_ns()
-                        os.preadv(fd, [mv], r * rb)
-                        lat1[k].append(float(time.perf_counter_ns() - t0))
-        finally:
-            for fd in rfds:
-                os.close(fd)
-        for _ in files:
-            tick()
-        # Experiment 2 on the file written with the largest requests.
-        fd = os.open(files[-1], rflags)
-        loc = []
-        rng = random.Random(cfg["seed"])
-        try:
-            # One untimed pass first, so that no group is the first to touch the file.
-            warm = memoryview(buf)[: cfg["read_bytes"]]
-            for r in range(fb // cfg["read_bytes"]):
-                os.preadv(fd, [warm], r * cfg["read_bytes"])
-            for g in guesses:
-                chunks: list[int] = cfg["sampled_chunks"][g]
-                mv = memoryview(buf)[:g]
-                n_groups = g // offset_unit
-                groups: list[list[float]] = [[0.0] * len(chunks) for _ in range(n_groups)]
-                # Every (group, chunk) read in one random order: no group is read first or last.
-                pairs = [(i, s) for i in range(n_groups) for s in range(len(chunks))]
-                rng.shuffle(pairs)
-                for i, s in pairs:
-                    if unit is None:
-                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                    t0 = time.perf_counter_ns()
-                    os.preadv(fd, [mv], chunks[s] * g + i * offset_unit)
-                    groups[i][s] = float(time.perf_counter_ns() - t0)
-                loc.append((g, offset_unit, groups))
-                tick()
+            mv = memoryview(buf)[:w]
+            for i in range(fb // w):
+                os.pwrite(fd, mv, i * w)
+                os.fsync(fd)
         finally:
             os.close(fd)
-    except OSError as e:
-        if e.errno == errno.ENOSPC:
-            raise InvalidArgumentError(
-                f"the device ran out of space during the profile: {e}"
-            ) from e
-        raise
+        files.append(f)
+        tick()
+    if buffered_writes:
+        notes.append(
+            f"{buffered_writes} write sizes below the O_DIRECT alignment were buffered writes"
+        )
+    rflags = os.O_RDONLY | (os.O_DIRECT if unit is not None else 0)
+    order: list[int] = cfg["read_order"]
+    rb = cfg["read_bytes"]
+    # Reads interleave the files (read r of every file, then read r+1), so that a drift of
+    # the device or of the host under a virtual disk touches every file alike.
+    lat1: list[list[float]] = [[] for _ in files]
+    rfds = [os.open(f, rflags) for f in files]
+    try:
+        if unit is None:
+            for fd in rfds:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        mv = memoryview(buf)[:rb]
+        for _ in range(rounds):
+            for r in order:
+                for k, fd in enumerate(rfds):
+                    t0 = time.perf_counter_ns()
+                    os.preadv(fd, [mv], r * rb)
+                    lat1[k].append(float(time.perf_counter_ns() - t0))
+    finally:
+        for fd in rfds:
+            os.close(fd)
+    for _ in files:
+        tick()
+    # Experiment 2 on the file written with the largest requests.
+    fd = os.open(files[-1], rflags)
+    loc = []
+    rng = random.Random(cfg["seed"])
+    try:
+        # One untimed pass first, so that no group is the first to touch the file.
+        warm = memoryview(buf)[: cfg["read_bytes"]]
+        for r in range(fb // cfg["read_bytes"]):
+            os.preadv(fd, [warm], r * cfg["read_bytes"])
+        for g in guesses:
+            chunks: list[int] = cfg["sampled_chunks"][g]
+            mv = memoryview(buf)[:g]
+            n_groups = g // offset_unit
+            groups: list[list[float]] = [[0.0] * len(chunks) for _ in range(n_groups)]
+            # Every (group, chunk) read in one random order: no group is read first or last.
+            pairs = [(i, s) for i in range(n_groups) for s in range(len(chunks))]
+            rng.shuffle(pairs)
+            for i, s in pairs:
+                if unit is None:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                t0 = time.perf_counter_ns()
+                os.preadv(fd, [mv], chunks[s] * g + i * offset_unit)
+                groups[i][s] = float(time.perf_counter_ns() - t0)
+            loc.append((g, offset_unit, groups))
+            tick()
+    finally:
+        os.close(fd)
     analyze_cfg = {
         k: cfg[k]
         for k in (
@@ -265,6 +337,7 @@ def _run(
             "samples_per_group",
             "seed",
             "rel_threshold",
+            "size_rel_threshold",
             "t_threshold",
         )
     }

@@ -1,0 +1,310 @@
+"""Device profiler and rule checker: the cases an outside user hit (4 KiB-sector devices, small
+or unmeasurable stripes, multi-threaded strace logs, O_APPEND/dup/vectored I/O, bad inputs,
+killed runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from attune import device
+from attune.device import real
+from attune.device.traces import parse_strace
+from attune.errors import CorruptionError, InvalidArgumentError
+
+SMALL = {"file_bytes": 16 << 20, "samples_per_group": 8}
+TINY = {
+    "file_bytes": 1 << 20,
+    "max_write": 64 << 10,
+    "read_bytes": 256 << 10,
+    "max_guess": 64 << 10,
+    "samples_per_group": 2,
+}
+
+
+def _cli(capsys, *args):
+    from attune.cli import main
+
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _run(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "attune.cli", *args], capture_output=True, text=True, check=False
+    )
+
+
+# --- 1. a 4 KiB-sector device ---------------------------------------------------------------
+
+
+def test_a_4k_alignment_raises_the_unit_and_the_smallest_guess(tmp_path, monkeypatch):
+    monkeypatch.setattr(real, "_direct_unit", lambda path: 4096)
+    r = device.profile_path(tmp_path, TINY, rounds=1)
+    assert r["guesses"][0][0] == 8192
+    assert all(u == 4096 for _, u, _ in r["guesses"])
+    assert any("raised" in n and "8192" in n for n in r["notes"]), r["notes"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_min_guess_and_early_guess_range_error(capsys):
+    rc, out, _ = _cli(
+        capsys,
+        "device",
+        "profile",
+        "--simulated",
+        "--file-mb",
+        "16",
+        "--samples",
+        "2",
+        "--min-guess-kb",
+        "8",
+        "--json",
+    )
+    assert rc == 0
+    assert json.loads(out)["found"] >= 1
+    # A guess range that cannot work names min_guess, not max_guess.
+    with pytest.raises(InvalidArgumentError, match="min_guess"):
+        device.profile_config({"offset_unit": 4096, "min_guess": 4096})
+
+
+# --- 2. small or unmeasurable stripes ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"page_bytes": 4096},
+        {"chunk_bytes": 262144},
+        {"chunk_bytes": 32768, "stripe_chips": 0},
+    ],
+)
+def test_small_or_unmeasurable_stripes(params):
+    p = {"stripe_chips": 4, "map_fetch_us": 10, **params}
+    r = device.profile_simulated(p, SMALL, seed=1)
+    st = r["learned"]["stripe"]
+    assert st["value"] == r["expected"]["stripe"], st["reason"]
+    if st["value"] is None:
+        assert st["confidence"] == 0.0
+    assert r["recovered"], r["learned"]
+
+
+def test_cli_says_what_was_found_instead(capsys):
+    rc, out, _ = _cli(
+        capsys,
+        "device",
+        "profile",
+        "--simulated",
+        "--set",
+        "chunk_bytes=262144",
+        "--file-mb",
+        "16",
+        "--samples",
+        "8",
+    )
+    assert rc == 0
+    assert "MISSED" not in out and "FALSE POSITIVE" not in out, out
+    assert "not measurable" in out
+
+
+def test_hot_offset_with_page_equal_chunk_or_one_channel():
+    for p in ({"page_bytes": 65536}, {"channels": 1, "chips_per_channel": 8}):
+        r = device.profile_simulated({"stripe_chips": 4, "map_fetch_us": 10, **p}, SMALL)
+        assert r["expected"]["hot_offset"] == 32768
+        assert r["learned"]["hot_offset"]["value"] == 32768
+
+
+def test_simulated_files_must_fit_the_capacity():
+    with pytest.raises(InvalidArgumentError, match="capacity_bytes"):
+        device.profile_simulated({"capacity_bytes": 1 << 20}, SMALL)
+
+
+# --- 3. strace: threads, O_APPEND, dup, vectored I/O -----------------------------------------
+
+THREADS = """\
+100 openat(AT_FDCWD, "/d/x.bin", O_RDWR|O_CREAT, 0644) = 3
+101 pwrite64(3</d/x.bin>, "a"..., 4096, 0 <unfinished ...>
+102 pwrite64(3</d/x.bin>, "b"..., 4096, 8192 <unfinished ...>
+101 <... pwrite64 resumed>) = 4096
+102 <... pwrite64 resumed>) = 4096
+[pid 103] 16:00:00.000001 pwrite64(3</d/x.bin>, "c"..., 4096, 16384 <unfinished ...>
+[pid 103] 16:00:00.000002 <... pwrite64 resumed>) = 4096 <0.000010>
+104 pwrite64(3</d/x.bin>, "d"..., 4096, 32768 <unfinished ...>
+this is junk
+"""
+
+
+def test_split_calls_of_threads_are_joined():
+    t = parse_strace(THREADS)
+    assert t.offset == [0, 8192, 16384]
+    assert t.skipped == 1 and "unfinished" in next(iter(t.skipped_by))
+    assert t.unreadable == 1
+
+
+APPEND = """\
+open("/d/log", O_WRONLY|O_APPEND) = 3
+write(3, "x"..., 100) = 100
+open("/d/new", O_WRONLY|O_CREAT|O_TRUNC|O_APPEND, 0644) = 4
+write(4, "x"..., 5000) = 5000
+write(4, "x"..., 262144) = 262144
+open("/d/old", O_WRONLY|O_APPEND) = 5
+lseek(5, 0, SEEK_END) = 5000
+write(5, "x"..., 10) = 10
+open("/d/f", O_RDWR) = 6
+lseek(6, 786432, SEEK_SET) = 786432
+dup(6) = 7
+write(7, "x"..., 100) = 100
+write(6, "x"..., 100) = 100
+writev(6, [{iov_base="ab", iov_len=2}, {iov_base="cd", iov_len=2}], 2) = 4
+write(6, "x"..., 1) = 1
+pwritev(6, [{iov_base="ab", iov_len=2}], 1, 4096) = 2
+write(9</d/g>, "x"..., 10) = 10
+pwrite64(9</d/g>, "x"..., 10, 40) = 10
+"""
+
+
+def test_append_dup_and_vectored_writes():
+    t = parse_strace(APPEND)
+    rows = list(zip((t.files[f] for f in t.file), t.offset, t.size, strict=True))
+    assert rows == [
+        ("/d/new", 0, 5000),
+        ("/d/new", 5000, 262144),
+        ("/d/old", 5000, 10),
+        ("/d/f", 786432, 100),  # through the dup: the shared position
+        ("/d/f", 786532, 100),
+        ("/d/f", 786632, 4),  # writev advances the position
+        ("/d/f", 786636, 1),
+        ("/d/f", 4096, 2),
+        ("/d/g", 40, 10),  # -y names it: positioned calls are kept
+    ]
+    assert t.vectored == 2
+    assert t.skipped_by == {
+        "O_APPEND write to a file of unknown size": 1,
+        "descriptor position unknown (opened or duplicated outside the trace)": 1,
+    }
+
+
+def test_a_negative_offset_or_huge_size_is_a_corrupt_trace():
+    with pytest.raises(CorruptionError, match="line 1"):
+        parse_strace('12345 pwrite64(3</tmp/x>, "aaaa"..., 4, -5) = 4\n')
+    with pytest.raises(CorruptionError, match="line 1"):
+        parse_strace('pwrite64(3</tmp/x>, "a"..., 4, 99999999999999999999999) = 4\n')
+
+
+def test_cli_check_prints_skipped_and_gates_ci(tmp_path, capsys):
+    tr = tmp_path / "t.strace"
+    tr.write_text(THREADS)
+    rc, out, _ = _cli(capsys, "device", "check", str(tr), "--param", "stripe=65536")
+    assert rc == 0 and "skipped 1 call(s)" in out and "1 line(s)" in out
+    rc, out, _ = _cli(
+        capsys, "device", "check", str(tr), "--param", "stripe=65536", "--fail-on-violation"
+    )
+    assert rc == 3
+    rc, _, _ = _cli(
+        capsys, "device", "check", str(tr), "--param", "stripe=4096", "--fail-on-violation"
+    )
+    assert rc == 0
+
+
+# --- 4. bad inputs: attune.Error naming the argument, JSON under --json ----------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (["device", "profile", "--simulated", "--samples", "-3"], "--samples"),
+        (["device", "profile", "--simulated", "--seed", "-1"], "--seed"),
+        (["device", "profile", "--simulated", "--seed", "99999999999999999999999"], "--seed"),
+        (["device", "profile", "/tmp", "--file-mb", "99999999999999"], "--file-mb"),
+        (["device", "check", "x", "--param", "page=99999999999999999999999"], "page"),
+        (["io", "simulate", "--synthetic", "-5"], "--synthetic"),
+        (["io", "simulate", "--synthetic", "0"], "--synthetic"),
+        (["io", "simulate", "--synthetic", "100", "--seed", "-1"], "--seed"),
+    ],
+)
+def test_cli_bad_numbers_are_clean(tmp_path, args, name):
+    if args[:2] == ["device", "check"]:
+        tr = tmp_path / "t.strace"
+        tr.write_text(THREADS)
+        args = [*args[:2], str(tr), *args[3:]]
+    e = _run(*args, "--json")
+    assert e.returncode != 0 and "Traceback" not in e.stderr, e.stderr
+    d = json.loads(e.stdout)
+    assert name in d["message"], d
+
+
+@pytest.mark.parametrize(
+    "config", [{"file_bytes": -1}, {"file_bytes": "16M"}, {"file_bytes": 16.5}, {"seed": 2**64}]
+)
+def test_api_bad_config_values_are_named(config):
+    with pytest.raises(InvalidArgumentError, match=next(iter(config))):
+        device.profile_simulated(None, config)
+
+
+def test_api_bad_seed_and_check_params():
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        device.profile_simulated(None, SMALL, seed=-1)
+    t = parse_strace(THREADS)
+    for params, name in (
+        ({"chunk": -1}, "chunk"),
+        ({"chunk": "64K"}, "chunk"),
+        ({"chunk": 2**70}, "chunk"),
+        ({"chunk": 0}, "chunk"),
+        ({"chunk": 3000}, "chunk"),
+        ({"chunk": 65536, "hot_offset": 70000}, "hot_offset"),
+        ({"bogus": 4096}, "bogus"),
+        (None, "params"),
+    ):
+        with pytest.raises(InvalidArgumentError, match=name):
+            device.check(t, params)
+
+
+def test_check_refuses_empty_traces_non_profiles_and_names_strace(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(CorruptionError, match="empty"):
+        device.load_io_trace(empty)
+    with pytest.raises(InvalidArgumentError, match="strace"):
+        device.load_io_trace(empty, "bogus")
+    notprof = tmp_path / "notprof.json"
+    notprof.write_text('{"a": 1}')
+    tr = tmp_path / "t.strace"
+    tr.write_text(THREADS)
+    e = _run("device", "check", str(tr), "--params", str(notprof))
+    assert e.returncode == 1 and "not a profile" in e.stderr
+
+
+def test_cli_out_is_checked_before_the_profile(tmp_path):
+    e = _run("device", "profile", str(tmp_path), "--out", "/nonexistent/dir/p.json")
+    assert e.returncode == 1 and "--out" in e.stderr and "Traceback" not in e.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- 5. a killed run's directory ---------------------------------------------------------------
+
+
+def test_stale_directories_of_dead_runs_are_removed(tmp_path):
+    dead = 2**22 + 12345  # above the default pid_max: never a running process
+    stale = tmp_path / f"{real.STALE_PREFIX}{dead}@{real._host()}.abc"
+    (stale / "sub").mkdir(parents=True)
+    old = tmp_path / f"{real.STALE_PREFIX}xyz123"
+    old.mkdir()
+    mine = tmp_path / f"{real.STALE_PREFIX}{os.getpid()}@{real._host()}.def"
+    mine.mkdir()
+    r = device.profile_path(tmp_path, TINY, rounds=1)
+    assert not stale.exists()
+    assert old.exists() and mine.exists()
+    notes = " ".join(r["notes"])
+    assert "removed stale profile directory" in notes and "xyz123" in notes
+
+
+def test_io_simulate_refuses_an_empty_trace(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    e = _run("io", "simulate", str(empty), "--json")
+    assert e.returncode == 1 and "no I/Os" in json.loads(e.stdout)["message"]
