@@ -431,6 +431,7 @@ def pipes_sort(
     threads: int | None = None,
     double_buffering: bool = True,
     early_spill: bool = True,
+    direct_io: bool = True,
     mechanism: str = "auto",
     progress: Callable[[str, int, int], Any] | None = None,
 ) -> dict[str, Any]: ...

@@ -93,6 +93,7 @@ def sort(
     threads: int | None = None,
     double_buffering: bool = True,
     early_spill: bool = True,
+    direct_io: bool = True,
     mechanism: str = "auto",
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict:
@@ -101,6 +102,8 @@ def sort(
     temporary name and renamed when complete: an error or Ctrl-C leaves no partial output.
     ``merge_select`` picks how merges find the next record: ``"loser-tree"`` (default,
     log2(k) comparisons per record), ``"heap"`` or ``"scan"`` (k comparisons).
+    ``direct_io`` reads and writes the files with O_DIRECT where the file system allows it
+    (``False``: through the page cache).
     ``progress(phase, done_bytes, total_bytes)`` is called after each run and merge step.
     Returns the sort's report (records, runs spilled, merge passes, seconds per phase, ...)."""
     return pipes_sort(
@@ -116,6 +119,7 @@ def sort(
         threads=threads,
         double_buffering=double_buffering,
         early_spill=early_spill,
+        direct_io=direct_io,
         mechanism=mechanism,
         progress=progress,
     )

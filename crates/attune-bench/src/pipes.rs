@@ -8,7 +8,7 @@
 //!
 //! `pipes sort`: one input of sort-benchmark records (attune-workload's `records`), sorted by
 //! each engine at the same memory limit: `pipes` (attune-pipes' external sort; `pipes:KEY=off`
-//! for its ablations `double_buffering`, `early_spill`; `pipes:merge_fan_in=K`,
+//! for its ablations `double_buffering`, `early_spill`, `direct_io`; `pipes:merge_fan_in=K`,
 //! `pipes:merge_select=heap|scan` for the merge's width and its selection of the next record),
 //! `plain` (a straightforward pread/pwrite
 //! sort: memory-sized runs sorted by one thread, one merge of every run through a binary heap),
@@ -810,7 +810,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     for e in &engines {
         let base = e.split(':').next().unwrap_or("");
         if !["pipes", "plain", "gnu-sort", "duckdb"].contains(&base) {
-            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:merge_fan_in=K, pipes:merge_select=heap|scan, plain, gnu-sort, duckdb")));
+            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:direct_io=off, pipes:merge_fan_in=K, pipes:merge_select=heap|scan, plain, gnu-sort, duckdb")));
         }
     }
     // The input stays in `--dir` for reruns; the runs, outputs and temporary files of the
@@ -862,6 +862,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                             match item {
                                 "double_buffering=off" => o.double_buffering = false,
                                 "early_spill=off" => o.early_spill = false,
+                                "direct_io=off" => o.direct_io = false,
                                 kv if kv.starts_with("merge_select=") => {
                                     let v = &kv["merge_select=".len()..];
                                     o.merge_select = MergeSelect::parse(v).ok_or_else(|| {
