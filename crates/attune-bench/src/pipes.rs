@@ -12,7 +12,7 @@
 //! `pipes:merge_select=heap|scan` for the merge's width and its selection of the next record),
 //! `plain` (a straightforward pread/pwrite
 //! sort: memory-sized runs sorted by one thread, one merge of every run through a binary heap),
-//! `gnu-sort` (`LC_ALL=C sort -S LIMIT`) and `duckdb` (ORDER BY to Parquet with
+//! `gnu-sort` (`LC_ALL=C sort -S LIMIT --parallel=CPUS`) and `duckdb` (ORDER BY to Parquet with
 //! `memory_limit`, through `--python`). Before each run the input is dropped from the page
 //! cache (`posix_fadvise(DONTNEED)`), or with `--drop-caches` the whole page cache (`sync;
 //! echo 3 > /proc/sys/vm/drop_caches`, root only; an error otherwise), so that every engine and
@@ -889,6 +889,10 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                         .env("LC_ALL", "C")
                         .arg("-S")
                         .arg(format!("{}K", memory >> 10))
+                        .arg(format!(
+                            "--parallel={}",
+                            std::thread::available_parallelism().map_or(1, |n| n.get())
+                        ))
                         .arg("-T")
                         .arg(&work)
                         .arg("-o")
