@@ -147,8 +147,8 @@ def register(subparsers) -> None:
     s.add_argument(
         "--merge-select",
         choices=("loser-tree", "heap", "scan"),
-        default="loser-tree",
-        help="how merges pick the next record (loser-tree)",
+        default="heap",
+        help="how merges pick the next record (heap)",
     )
     s.add_argument(
         "--run-bytes", type=size_bytes, help="cache-run size (default: half the LLC per core)"

@@ -425,7 +425,7 @@ def pipes_sort(
     run_bytes: int | None = None,
     fan_in: int = 4,
     merge_fan_in: int | None = None,
-    merge_select: str = "loser-tree",
+    merge_select: str = "heap",
     block_bytes: int | None = None,
     staging_dir: str | PathLike[str] | None = None,
     threads: int | None = None,

@@ -87,7 +87,7 @@ def sort(
     run_bytes: int | None = None,
     fan_in: int = 4,
     merge_fan_in: int | None = None,
-    merge_select: str = "loser-tree",
+    merge_select: str = "heap",
     block_bytes: int | None = None,
     staging_dir: str | os.PathLike | None = None,
     threads: int | None = None,
@@ -100,8 +100,8 @@ def sort(
     """Sorts a file of 100-byte records by their first 10 bytes (the sort benchmark's format)
     into ``output``, using at most ``memory_bytes`` of buffers. The output is written under a
     temporary name and renamed when complete: an error or Ctrl-C leaves no partial output.
-    ``merge_select`` picks how merges find the next record: ``"loser-tree"`` (default,
-    log2(k) comparisons per record), ``"heap"`` or ``"scan"`` (k comparisons).
+    ``merge_select`` picks how merges find the next record: ``"heap"`` (default, a binary
+    heap), ``"loser-tree"`` (log2(k) comparisons per record) or ``"scan"`` (k comparisons).
     ``direct_io`` reads and writes the files with O_DIRECT where the file system allows it
     (``False``: through the page cache).
     ``progress(phase, done_bytes, total_bytes)`` is called after each run and merge step.

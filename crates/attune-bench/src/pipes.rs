@@ -9,7 +9,7 @@
 //! `pipes sort`: one input of sort-benchmark records (attune-workload's `records`), sorted by
 //! each engine at the same memory limit: `pipes` (attune-pipes' external sort; `pipes:KEY=off`
 //! for its ablations `double_buffering`, `early_spill`, `direct_io`; `pipes:merge_fan_in=K`,
-//! `pipes:merge_select=heap|scan` for the merge's width and its selection of the next record),
+//! `pipes:merge_select=loser-tree|heap|scan` for the merge's width and its selection of the next record),
 //! `plain` (a straightforward pread/pwrite
 //! sort: memory-sized runs sorted by one thread, one merge of every run through a binary heap),
 //! `gnu-sort` (`LC_ALL=C sort -S LIMIT --parallel=CPUS`) and `duckdb` (ORDER BY to Parquet with

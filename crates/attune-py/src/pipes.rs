@@ -273,7 +273,7 @@ impl PyTransfer {
 
 /// The external sort (see `attune.pipes.sort`).
 #[pyfunction]
-#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, merge_fan_in=None, merge_select="loser-tree", block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, direct_io=true, mechanism="auto", progress=None))]
+#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, merge_fan_in=None, merge_select="heap", block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, direct_io=true, mechanism="auto", progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn pipes_sort<'py>(
     py: Python<'py>,
