@@ -78,6 +78,7 @@ def _sort(args) -> int:
             threads=args.threads,
             double_buffering=not args.no_double_buffering,
             early_spill=not args.no_early_spill,
+            direct_io=not args.no_direct_io,
             mechanism=args.mechanism,
             progress=on_progress,
         )
@@ -146,8 +147,8 @@ def register(subparsers) -> None:
     s.add_argument(
         "--merge-select",
         choices=("loser-tree", "heap", "scan"),
-        default="loser-tree",
-        help="how merges pick the next record (loser-tree)",
+        default="heap",
+        help="how merges pick the next record (heap)",
     )
     s.add_argument(
         "--run-bytes", type=size_bytes, help="cache-run size (default: half the LLC per core)"
@@ -157,6 +158,9 @@ def register(subparsers) -> None:
     s.add_argument("--threads", type=int_range(1, 1024), help="sorting threads (default: CPUs)")
     s.add_argument("--no-double-buffering", action="store_true", help="ablation: one buffer")
     s.add_argument("--no-early-spill", action="store_true", help="ablation: wait for each write")
+    s.add_argument(
+        "--no-direct-io", action="store_true", help="ablation: files through the page cache"
+    )
     s.add_argument("--mechanism", choices=mechs, default="auto")
     add_output_flags(s, json_help="print the sort's report as one JSON object")
     s.set_defaults(func=_sort)

@@ -87,20 +87,23 @@ def sort(
     run_bytes: int | None = None,
     fan_in: int = 4,
     merge_fan_in: int | None = None,
-    merge_select: str = "loser-tree",
+    merge_select: str = "heap",
     block_bytes: int | None = None,
     staging_dir: str | os.PathLike | None = None,
     threads: int | None = None,
     double_buffering: bool = True,
     early_spill: bool = True,
+    direct_io: bool = True,
     mechanism: str = "auto",
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict:
     """Sorts a file of 100-byte records by their first 10 bytes (the sort benchmark's format)
     into ``output``, using at most ``memory_bytes`` of buffers. The output is written under a
     temporary name and renamed when complete: an error or Ctrl-C leaves no partial output.
-    ``merge_select`` picks how merges find the next record: ``"loser-tree"`` (default,
-    log2(k) comparisons per record), ``"heap"`` or ``"scan"`` (k comparisons).
+    ``merge_select`` picks how merges find the next record: ``"heap"`` (default, a binary
+    heap), ``"loser-tree"`` (log2(k) comparisons per record) or ``"scan"`` (k comparisons).
+    ``direct_io`` reads and writes the files with O_DIRECT where the file system allows it
+    (``False``: through the page cache).
     ``progress(phase, done_bytes, total_bytes)`` is called after each run and merge step.
     Returns the sort's report (records, runs spilled, merge passes, seconds per phase, ...)."""
     return pipes_sort(
@@ -116,6 +119,7 @@ def sort(
         threads=threads,
         double_buffering=double_buffering,
         early_spill=early_spill,
+        direct_io=direct_io,
         mechanism=mechanism,
         progress=progress,
     )

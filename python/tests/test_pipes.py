@@ -132,6 +132,21 @@ def test_every_merge_select_writes_the_same_output(tmp_path):
         )
         == 0
     )
+    assert (tmp_path / "cli").read_bytes() == outs[0]
+
+
+def test_direct_and_buffered_io_write_the_same_output(tmp_path):
+    src = tmp_path / "in"
+    pipes.generate_records(src, 20_001, seed=6)  # not whole 4 KiB pages: the tail is read apart
+    direct = pipes.sort(src, tmp_path / "direct", memory_bytes=2 << 20, run_bytes=50_000)
+    buffered = pipes.sort(
+        src, tmp_path / "buffered", memory_bytes=2 << 20, run_bytes=50_000, direct_io=False
+    )
+    assert buffered["direct_io"] is False and isinstance(direct["direct_io"], bool)
+    assert (tmp_path / "direct").read_bytes() == (tmp_path / "buffered").read_bytes()
+    assert (tmp_path / "direct").stat().st_size == 20_001 * 100
+    assert main(["pipes", "sort", str(src), str(tmp_path / "cli"), "--no-direct-io", "--json"]) == 0
+    assert (tmp_path / "cli").read_bytes() == (tmp_path / "direct").read_bytes()
 
 
 def test_an_interrupted_sort_leaves_no_output(tmp_path):

@@ -8,13 +8,15 @@
 //!
 //! `pipes sort`: one input of sort-benchmark records (attune-workload's `records`), sorted by
 //! each engine at the same memory limit: `pipes` (attune-pipes' external sort; `pipes:KEY=off`
-//! for its ablations `double_buffering`, `early_spill`; `pipes:merge_fan_in=K`,
-//! `pipes:merge_select=heap|scan` for the merge's width and its selection of the next record),
+//! for its ablations `double_buffering`, `early_spill`, `direct_io`; `pipes:merge_fan_in=K`,
+//! `pipes:merge_select=loser-tree|heap|scan` for the merge's width and its selection of the next record),
 //! `plain` (a straightforward pread/pwrite
 //! sort: memory-sized runs sorted by one thread, one merge of every run through a binary heap),
-//! `gnu-sort` (`LC_ALL=C sort -S LIMIT`) and `duckdb` (ORDER BY to Parquet with
+//! `gnu-sort` (`LC_ALL=C sort -S LIMIT --parallel=CPUS`) and `duckdb` (ORDER BY to Parquet with
 //! `memory_limit`, through `--python`). Before each run the input is dropped from the page
-//! cache (`posix_fadvise(DONTNEED)`). Outputs of `pipes` and `plain` are checked (sorted, same
+//! cache (`posix_fadvise(DONTNEED)`), or with `--drop-caches` the whole page cache (`sync;
+//! echo 3 > /proc/sys/vm/drop_caches`, root only; an error otherwise), so that every engine and
+//! repeat starts cold. Each engine's time ends with an fsync of its output. Outputs of `pipes` and `plain` are checked (sorted, same
 //! size); one row per engine and repeat.
 //!
 //! `pipes merge`: the sort's k-way merge alone, in memory (no I/O): k sorted runs of records
@@ -48,7 +50,7 @@ const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZ
 [--sqpoll-idle-ms MS] [--seed S] \
 [--seconds S] [--repeat N] [--no-fio] [--out FILE] [--json]\n\
        attune-bench pipes sort [--records N] [--memory SIZE] [--engines pipes,plain,gnu-sort,duckdb] \
-[--dir DIR] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
+[--dir DIR] [--drop-caches] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
        attune-bench pipes merge [--records N] [--runs 2,4,8,16,50,64] [--selects loser-tree,heap,scan] \
 [--repeat N] [--seed S] [--out FILE] [--json]\n\
        attune-bench pipes compact [--records N] [--value-bytes SIZE] [--blob-bytes SIZE] \
@@ -304,6 +306,10 @@ impl TempDir {
     fn new(tag: &str) -> Result<TempDir, Fail> {
         let base =
             std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
+        TempDir::new_in(&base, tag)
+    }
+
+    fn new_in(base: &Path, tag: &str) -> Result<TempDir, Fail> {
         let p = base.join(format!("attune-bench-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
         Ok(TempDir(p))
@@ -578,9 +584,46 @@ struct SortRow {
     /// User + system CPU seconds of the sort (this process's for in-process engines, the
     /// child's for GNU sort and DuckDB): steadier than wall time on a shared machine.
     cpu_seconds: f64,
+    /// The whole page cache was dropped (`sync; echo 3 > /proc/sys/vm/drop_caches`) before
+    /// this run, not just the input's pages (`posix_fadvise(DONTNEED)`).
+    drop_caches: bool,
+    /// `seconds` includes an fsync of the output.
+    output_synced: bool,
     checked: bool,
+    /// The straightforward sort's phases (the pipes sort's are in `report`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phases: Option<PlainPhases>,
     #[serde(skip_serializing_if = "Option::is_none")]
     report: Option<attune_pipes::sort::SortReport>,
+}
+
+/// Wall and CPU seconds of the straightforward sort's two phases.
+#[derive(Serialize)]
+struct PlainPhases {
+    runs: usize,
+    run_seconds: f64,
+    run_cpu_seconds: f64,
+    merge_seconds: f64,
+    merge_cpu_seconds: f64,
+}
+
+/// `sync; echo 3 > /proc/sys/vm/drop_caches`: every engine starts with a cold page cache.
+fn drop_page_cache() -> Result<(), Fail> {
+    // SAFETY: sync takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| {
+        Fail::Run(format!(
+            "--drop-caches: cannot write /proc/sys/vm/drop_caches ({e}); it needs root \
+             (without --drop-caches only the input's pages are dropped, with posix_fadvise)"
+        ))
+    })
+}
+
+/// fsync of `path` (an engine's output).
+fn sync_file(path: &Path) -> Result<(), Fail> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Fail::Run(format!("fsync {}: {e}", path.display())))
 }
 
 #[derive(Serialize)]
@@ -592,6 +635,21 @@ struct MergeRow {
     repeat: u32,
     seconds: f64,
     mrecords_per_s: f64,
+    /// CPU seconds of the merging thread: unlike wall time, not stretched while other work
+    /// holds the core.
+    cpu_seconds: f64,
+    mrecords_per_cpu_s: f64,
+}
+
+/// CPU seconds of the calling thread so far.
+fn thread_cpu_seconds() -> f64 {
+    // SAFETY: a zeroed timespec is a valid out-parameter.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is valid and writable.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 /// `pipes merge`: the sort's k-way merge in memory alone (no I/O): `--records` records (100 B,
@@ -664,6 +722,7 @@ fn merge_bench(args: &[String], sink: &Sink) -> Result<(), Fail> {
         for r in 0..repeat {
             for &sel in &selects {
                 let t0 = Instant::now();
+                let c0 = thread_cpu_seconds();
                 let heads: Vec<u128> = runs
                     .iter()
                     .enumerate()
@@ -689,6 +748,7 @@ fn merge_bench(args: &[String], sink: &Sink) -> Result<(), Fail> {
                     });
                 }
                 let secs = t0.elapsed().as_secs_f64();
+                let cpu = thread_cpu_seconds() - c0;
                 if o != out.len()
                     || out
                         .chunks_exact(100)
@@ -708,6 +768,8 @@ fn merge_bench(args: &[String], sink: &Sink) -> Result<(), Fail> {
                     repeat: r,
                     seconds: secs,
                     mrecords_per_s: n as f64 / secs / 1e6,
+                    cpu_seconds: cpu,
+                    mrecords_per_cpu_s: n as f64 / cpu.max(1e-9) / 1e6,
                 };
                 sink.row(&row)?;
                 if sink.human() {
@@ -731,6 +793,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut repeat = 1u32;
     let mut python = "python3".to_string();
     let mut seed = 1u64;
+    let mut drop_caches = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -746,12 +809,17 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
             "--repeat" => repeat = val()?.parse().map_err(usage)?,
             "--python" => python = val()?,
             "--seed" => seed = val()?.parse().map_err(usage)?,
+            "--drop-caches" => drop_caches = true,
             "--help" | "-h" => {
                 println!("{USAGE}");
                 return Ok(());
             }
             other => return Err(Fail::Usage(format!("unknown option {other}\n{USAGE}"))),
         }
+    }
+    if drop_caches {
+        // Fail before generating gigabytes of input when the page cache cannot be dropped.
+        drop_page_cache()?;
     }
     let engines: Vec<String> = engines
         .split(',')
@@ -761,13 +829,22 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     for e in &engines {
         let base = e.split(':').next().unwrap_or("");
         if !["pipes", "plain", "gnu-sort", "duckdb"].contains(&base) {
-            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:merge_fan_in=K, pipes:merge_select=heap|scan, plain, gnu-sort, duckdb")));
+            return Err(Fail::Usage(format!("unknown sort engine `{e}`; valid: pipes, pipes:double_buffering=off, pipes:early_spill=off, pipes:direct_io=off, pipes:merge_fan_in=K, pipes:merge_select=heap|scan, plain, gnu-sort, duckdb")));
         }
     }
-    let tmp = TempDir::new("pipes-sort")?;
-    let work = dir.unwrap_or_else(|| tmp.0.clone());
-    std::fs::create_dir_all(&work).map_err(|e| format!("mkdir {}: {e}", work.display()))?;
-    let input = work.join("input.records");
+    // The input stays in `--dir` for reruns; the runs, outputs and temporary files of the
+    // engines go to a directory of this process inside it, removed on exit, on error and on
+    // SIGINT/SIGTERM (without `--dir`, the input goes there too).
+    let tmp = match &dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| format!("mkdir {}: {e}", d.display()))?;
+            TempDir::new_in(d, "pipes-sort")?
+        }
+        None => TempDir::new("pipes-sort")?,
+    };
+    crate::runner::interrupt::remove_on_signal(&tmp.0);
+    let work = tmp.0.clone();
+    let input = dir.as_ref().unwrap_or(&work).join("input.records");
     if sink.progress() {
         eprintln!(
             "pipes sort: generating {n} records ({} MiB)",
@@ -779,13 +856,18 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
         for e in &engines {
             let out = work.join(format!("out-{}", e.replace([':', '='], "_")));
             let _ = std::fs::remove_file(&out);
-            drop_cache(&input);
+            if drop_caches {
+                drop_page_cache()?;
+            } else {
+                drop_cache(&input);
+            }
             if sink.progress() {
                 eprintln!("pipes sort: {e} (repeat {r})");
             }
             let t0 = Instant::now();
             let cpu0 = cpu_seconds();
             let mut report = None;
+            let mut phases = None;
             let mut checked = false;
             match e.split(':').next().unwrap_or("") {
                 "pipes" => {
@@ -799,6 +881,7 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                             match item {
                                 "double_buffering=off" => o.double_buffering = false,
                                 "early_spill=off" => o.early_spill = false,
+                                "direct_io=off" => o.direct_io = false,
                                 kv if kv.starts_with("merge_select=") => {
                                     let v = &kv["merge_select=".len()..];
                                     o.merge_select = MergeSelect::parse(v).ok_or_else(|| {
@@ -819,12 +902,16 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                     }
                     report = Some(sort_file(&input, &out, &o, None).map_err(|e| e.to_string())?);
                 }
-                "plain" => plain_sort(&input, &out, memory, &work)?,
+                "plain" => phases = Some(plain_sort(&input, &out, memory, &work)?),
                 "gnu-sort" => {
                     let st = Command::new("sort")
                         .env("LC_ALL", "C")
                         .arg("-S")
                         .arg(format!("{}K", memory >> 10))
+                        .arg(format!(
+                            "--parallel={}",
+                            std::thread::available_parallelism().map_or(1, |n| n.get())
+                        ))
                         .arg("-T")
                         .arg(&work)
                         .arg("-o")
@@ -863,6 +950,9 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                     }
                 }
             }
+            // Every engine's time ends with its output on disk (the pipes sort syncs its own;
+            // the others' outputs may still be in the page cache).
+            sync_file(&out)?;
             let secs = t0.elapsed().as_secs_f64();
             let cpu = cpu_seconds() - cpu0;
             if e.starts_with("pipes") || e == "plain" || e == "gnu-sort" {
@@ -879,7 +969,10 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                 seconds: secs,
                 mib_per_s: (n * 100) as f64 / secs / (1 << 20) as f64,
                 cpu_seconds: cpu,
+                drop_caches,
+                output_synced: true,
                 checked,
+                phases,
                 report,
             };
             sink.row(&row)?;
@@ -956,7 +1049,8 @@ fn check_sorted(path: &Path, size: u64) -> Result<(), Fail> {
 /// The straightforward external sort: read memory-sized runs with pread, sort them with one
 /// thread, write them with pwrite, then merge every run at once through a binary heap with
 /// buffered reads and writes.
-fn plain_sort(input: &Path, output: &Path, memory: u64, dir: &Path) -> Result<(), Fail> {
+fn plain_sort(input: &Path, output: &Path, memory: u64, dir: &Path) -> Result<PlainPhases, Fail> {
+    let (t0, cpu0) = (Instant::now(), cpu_seconds());
     let f = std::fs::File::open(input).map_err(|e| e.to_string())?;
     let total = f.metadata().map_err(|e| e.to_string())?.len();
     let run_records = ((memory * 9 / 10) / 100).max(1);
@@ -980,6 +1074,7 @@ fn plain_sort(input: &Path, output: &Path, memory: u64, dir: &Path) -> Result<()
         off += n as u64 * 100;
     }
     drop(buf);
+    let (t1, cpu1) = (Instant::now(), cpu_seconds());
     let per_run_buf = ((memory / 10) / (runs.len() as u64 + 1)).clamp(64 << 10, 4 << 20) as usize;
     let mut readers: Vec<BufReader<std::fs::File>> = runs
         .iter()
@@ -1005,8 +1100,14 @@ fn plain_sort(input: &Path, output: &Path, memory: u64, dir: &Path) -> Result<()
         }
     }
     out.flush().map_err(|e| e.to_string())?;
-    for p in runs {
+    for p in &runs {
         let _ = std::fs::remove_file(p);
     }
-    Ok(())
+    Ok(PlainPhases {
+        runs: runs.len(),
+        run_seconds: (t1 - t0).as_secs_f64(),
+        run_cpu_seconds: cpu1 - cpu0,
+        merge_seconds: t1.elapsed().as_secs_f64(),
+        merge_cpu_seconds: cpu_seconds() - cpu1,
+    })
 }

@@ -792,7 +792,7 @@ fn run_db_bench(
 /// other thread or child starts: it blocks the two signals in that thread (threads started later
 /// inherit the mask; children get an empty mask, std resets it at spawn) and one watcher thread
 /// takes them with `sigwait`, so no code runs in a signal handler.
-mod interrupt {
+pub(crate) mod interrupt {
     use std::path::{Path, PathBuf};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Mutex;
@@ -836,7 +836,7 @@ mod interrupt {
 
     /// Starts the watcher that removes `dir` on SIGINT or SIGTERM. Does nothing (the default
     /// signal behaviour stays) if the signals cannot be blocked or the thread cannot start.
-    pub(super) fn remove_on_signal(dir: &Path) {
+    pub(crate) fn remove_on_signal(dir: &Path) {
         // SAFETY: sigset_t is plain data that sigemptyset/sigaddset initialise; the pointers
         // are to this stack frame and live through each call.
         let set = unsafe {

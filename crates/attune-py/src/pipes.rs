@@ -273,7 +273,7 @@ impl PyTransfer {
 
 /// The external sort (see `attune.pipes.sort`).
 #[pyfunction]
-#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, merge_fan_in=None, merge_select="loser-tree", block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, mechanism="auto", progress=None))]
+#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, merge_fan_in=None, merge_select="heap", block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, direct_io=true, mechanism="auto", progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn pipes_sort<'py>(
     py: Python<'py>,
@@ -289,6 +289,7 @@ fn pipes_sort<'py>(
     threads: Option<usize>,
     double_buffering: bool,
     early_spill: bool,
+    direct_io: bool,
     mechanism: &str,
     progress: Option<PyObject>,
 ) -> PyResult<Bound<'py, PyDict>> {
@@ -309,6 +310,7 @@ fn pipes_sort<'py>(
         threads: threads.unwrap_or(d.threads),
         double_buffering,
         early_spill,
+        direct_io,
         runtime: RuntimeOptions {
             mechanism: self::mechanism(mechanism)?,
             ..Default::default()

@@ -134,6 +134,13 @@ fn sorts_with_several_merge_passes_in_every_configuration() {
         ("threads", small(Some(Mechanism::Threads))),
         ("mmap", small(Some(Mechanism::Mmap))),
         (
+            "buffered (no O_DIRECT)",
+            SortOptions {
+                direct_io: false,
+                ..small(None)
+            },
+        ),
+        (
             "no double buffering",
             SortOptions {
                 double_buffering: false,
@@ -172,6 +179,9 @@ fn sorts_with_several_merge_passes_in_every_configuration() {
         assert_eq!(rep.records, 50_000, "{name}");
         assert!(rep.spilled_runs > opts.fan_in as u64, "{name}: {rep:?}");
         assert!(rep.merge_passes >= 2, "{name}: {rep:?}");
+        if name == "buffered (no O_DIRECT)" || name == "mmap" {
+            assert!(!rep.direct_io, "{name}: {rep:?}");
+        }
         // Keys are distinct, so every configuration writes the same bytes.
         match &first {
             None => first = Some(got),
