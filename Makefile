@@ -156,7 +156,8 @@ clean:
 	rm -rf $(STAMPS) target
 
 # Crash-consistency torture (docs/RELIABILITY.md): DURATION of each mode, simulated machine
-# crashes with faults (mem) and then SIGKILLed children on the real file system (kill).
+# crashes with faults (mem) and then SIGKILLed children on the real file system (kill), for the
+# LSM (attune-kv) and then for the hash table (attune-plush).
 .PHONY: stress fuzz
 DURATION ?= 60s
 STRESS_SEED ?= 1
@@ -167,6 +168,8 @@ stress:
 		--seed $(STRESS_SEED) --json
 	target/release/attune-stress --mode kill --duration $(DURATION) --threads $(STRESS_THREADS) \
 		--seed $(STRESS_SEED) --json
+	target/release/attune-stress --mode kill --engine hash --duration $(DURATION) \
+		--threads $(STRESS_THREADS) --seed $(STRESS_SEED) --json
 
 # Every cargo-fuzz target for FUZZ_SECONDS each (fuzz/run.sh; nightly or RUSTC_BOOTSTRAP=1).
 FUZZ_SECONDS ?= 60
