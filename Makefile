@@ -24,7 +24,7 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 PY_SOURCES := $(shell find python/attune -name '*.py' 2>/dev/null) pyproject.toml
 
 .PHONY: demo test setup build lint fmt rust-test py-test bench bench-vlog bench-report clean help
-.PHONY: bench-learned
+.PHONY: bench-learned bench-fjall
 
 help:
 	@echo "make demo   - build, load a data set into an Attune database, run a read/write mix"
@@ -34,6 +34,7 @@ help:
 	@echo "make bench-report - regenerates docs/BENCHMARKS.md and docs/bench/*.md from the results"
 	@echo "make bench-vlog - value separation against RocksDB BlobDB (part of make bench)"
 	@echo "make bench-learned - learned indexes off/always/analyzer vs RocksDB, LevelDB (~13 min)"
+	@echo "make bench-fjall - build attune-bench with the fjall peer (.venv/bin/attune-bench-fjall)"
 	@echo "make bench-bins - build the one benchmark harness (attune-bench) into .venv/bin"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
@@ -147,6 +148,12 @@ bench-learned: build
 	$(STEP_TIMING_TARGET)/release/attune-bench lookup-steps --records 200000 --gets 400000 \
 		--repeat 3 --no-progress --out benches/results/learned-steps.jsonl
 	$(VENV)/bin/python benches/learned/report.py benches/results
+
+# The Plush figures with the fjall peer (benches/figures.toml, component plush): a harness built
+# with the `fjall` cargo feature (fjall and its 70-odd crates stay out of the default build).
+bench-fjall: $(STAMPS)/venv
+	$(CARGO) build --release -p attune-bench --features fjall
+	cp target/release/attune-bench $(VENV)/bin/attune-bench-fjall
 
 # Regenerates docs/BENCHMARKS.md and docs/bench/*.md (plots in docs/bench/img/) from the results.
 bench-report: build
