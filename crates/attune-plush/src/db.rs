@@ -610,6 +610,12 @@ impl Core {
             opts,
         };
         db.recover()?;
+        // A crash inside a log compaction can leave a partition without a free chunk; the
+        // next compaction could then not start. Migrating the DRAM level makes every log
+        // entry dead, so that compaction may clear its oldest chunk first.
+        if db.logs.iter().any(|p| p.lock().free_chunks() == 0) {
+            db.checkpoint()?;
+        }
         Ok(db)
     }
 
