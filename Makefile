@@ -24,7 +24,7 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 PY_SOURCES := $(shell find python/attune -name '*.py' 2>/dev/null) pyproject.toml
 
 .PHONY: demo test setup build lint fmt rust-test py-test bench bench-vlog bench-report clean help
-.PHONY: bench-learned
+.PHONY: bench-learned bench-fjall
 
 help:
 	@echo "make demo   - build, load a data set into an Attune database, run a read/write mix"
@@ -34,6 +34,7 @@ help:
 	@echo "make bench-report - regenerates docs/BENCHMARKS.md and docs/bench/*.md from the results"
 	@echo "make bench-vlog - value separation against RocksDB BlobDB (part of make bench)"
 	@echo "make bench-learned - learned indexes off/always/analyzer vs RocksDB, LevelDB (~13 min)"
+	@echo "make bench-fjall - build attune-bench with the fjall peer (.venv/bin/attune-bench-fjall)"
 	@echo "make bench-bins - build the one benchmark harness (attune-bench) into .venv/bin"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
@@ -148,6 +149,12 @@ bench-learned: build
 		--repeat 3 --no-progress --out benches/results/learned-steps.jsonl
 	$(VENV)/bin/python benches/learned/report.py benches/results
 
+# The Plush figures with the fjall peer (benches/figures.toml, component plush): a harness built
+# with the `fjall` cargo feature (fjall and its 70-odd crates stay out of the default build).
+bench-fjall: $(STAMPS)/venv
+	$(CARGO) build --release -p attune-bench --features fjall
+	cp target/release/attune-bench $(VENV)/bin/attune-bench-fjall
+
 # Regenerates docs/BENCHMARKS.md and docs/bench/*.md (plots in docs/bench/img/) from the results.
 bench-report: build
 	$(VENV)/bin/attune bench report --figures $(BENCH_FIGURES)
@@ -156,7 +163,8 @@ clean:
 	rm -rf $(STAMPS) target
 
 # Crash-consistency torture (docs/RELIABILITY.md): DURATION of each mode, simulated machine
-# crashes with faults (mem) and then SIGKILLed children on the real file system (kill).
+# crashes with faults (mem) and then SIGKILLed children on the real file system (kill), for the
+# LSM (attune-kv) and then for the hash table (attune-plush).
 .PHONY: stress fuzz
 DURATION ?= 60s
 STRESS_SEED ?= 1
@@ -167,6 +175,8 @@ stress:
 		--seed $(STRESS_SEED) --json
 	target/release/attune-stress --mode kill --duration $(DURATION) --threads $(STRESS_THREADS) \
 		--seed $(STRESS_SEED) --json
+	target/release/attune-stress --mode kill --engine hash --duration $(DURATION) \
+		--threads $(STRESS_THREADS) --seed $(STRESS_SEED) --json
 
 # Every cargo-fuzz target for FUZZ_SECONDS each (fuzz/run.sh; nightly or RUSTC_BOOTSTRAP=1).
 FUZZ_SECONDS ?= 60

@@ -114,6 +114,7 @@ pub const ENGINES: &[EngineKind] = &[
     engines::leveldb::KIND,
     engines::wiredtiger::KIND,
     engines::lmdb::KIND,
+    engines::fjall::KIND,
 ];
 
 /// Name of the pseudo-engine that runs RocksDB's own `db_bench` tool.

@@ -610,6 +610,12 @@ impl Core {
             opts,
         };
         db.recover()?;
+        // A crash inside a log compaction can leave a partition without a free chunk; the
+        // next compaction could then not start. Migrating the DRAM level makes every log
+        // entry dead, so that compaction may clear its oldest chunk first.
+        if db.logs.iter().any(|p| p.lock().free_chunks() == 0) {
+            db.checkpoint()?;
+        }
         Ok(db)
     }
 
@@ -748,11 +754,13 @@ impl Core {
         self.puts.fetch_add(1, Ordering::Relaxed);
         // Payload first, then its barrier (outside every lock, so concurrent appenders share
         // it), and only then the pointer in the recovery log and the DRAM level.
-        let (ptr, seg, sealed) = self.payload.append(self.storage.as_ref(), key, value)?;
+        let (ptr, pending, sealed) = self.payload.append(self.storage.as_ref(), key, value)?;
         if self.opts.sync {
-            seg.region.fence()?;
+            pending.segment().region.fence()?;
         }
         self.upsert(bucket_key(key), ptr)?;
+        // The pointer is in the table: a collection may take its segment from now on.
+        drop(pending);
         if sealed && self.opts.payload_gc {
             self.collect_garbage(false)?;
         }
@@ -811,6 +819,11 @@ impl Core {
         };
         let mut n = 0;
         for num in segs {
+            // A segment whose appends have not all published their pointers would look
+            // unreferenced where they have not: leave it to a later collection.
+            if !self.payload.segment(num).is_some_and(|s| s.settled()) {
+                continue;
+            }
             for (off, key, value, _) in self.payload.scan(num) {
                 let ptr = crate::payload::encode_pointer(num, off);
                 let bk = bucket_key(&key);
@@ -820,11 +833,12 @@ impl Core {
                 if self.lookup(bk, h, filter_mask(h)).flatten() != Some(ptr) {
                     continue;
                 }
-                let (new, seg, _) = self.payload.append(self.storage.as_ref(), &key, &value)?;
+                let (new, pending, _) = self.payload.append(self.storage.as_ref(), &key, &value)?;
                 if self.opts.sync {
-                    seg.region.fence()?;
+                    pending.segment().region.fence()?;
                 }
                 self.upsert_locked(d, h, bk, new)?;
+                drop(pending);
                 self.payload
                     .gc_records_moved
                     .fetch_add(1, Ordering::Relaxed);
@@ -1394,4 +1408,53 @@ fn check_key(key: &[u8]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+mod tests {
+    use super::*;
+
+    /// Regression (found by `attune-stress --engine hash`): a collection that ran between a
+    /// put's payload append and its upsert found the record unreferenced and removed its
+    /// segment; the put then published a dangling pointer (the acknowledged value lost, an
+    /// older version of the key back).
+    #[test]
+    fn a_collection_leaves_a_segment_with_an_unpublished_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            dram_entries_log2: 4,
+            fanout_log2: 2,
+            log_partitions: 4,
+            log_chunk_bytes: 64 << 10,
+            log_chunks: 4,
+            payload_segment_bytes: 8192,
+            payload_gc: false,
+            migration: Migration::Inline,
+            sync: false,
+            ..Options::default()
+        };
+        let db = Plush::open(dir.path(), opts).unwrap();
+        let core = &db.core;
+        let (key, value) = (b"in-flight key", vec![7u8; 100]);
+        // The put's first half: its record is in the payload log, its pointer not in the table.
+        let (ptr, pending, _) = core
+            .payload
+            .append(core.storage.as_ref(), key, &value)
+            .unwrap();
+        let seg = crate::payload::decode_pointer(ptr).0;
+        for i in 0..200u32 {
+            db.put_bytes(&i.to_le_bytes(), &[1u8; 100]).unwrap();
+        }
+        assert!(core.payload.sealed_segments().contains(&seg));
+        core.collect_garbage(true).unwrap();
+        assert!(core.payload.has_segment(seg), "collected under an append");
+        // The second half, then the segment is the collection's.
+        core.upsert(bucket_key(key), ptr).unwrap();
+        drop(pending);
+        assert_eq!(db.get_bytes(key).unwrap(), Some(value.clone()));
+        assert!(core.collect_garbage(true).unwrap() > 0);
+        assert!(!core.payload.has_segment(seg));
+        assert_eq!(db.get_bytes(key).unwrap(), Some(value));
+    }
 }

@@ -293,6 +293,26 @@ impl Partition {
         })
     }
 
+    /// Chunks holding nothing (after recovery, a crash inside a compaction can leave none).
+    pub fn free_chunks(&self) -> usize {
+        self.chunks.iter().filter(|c| c.gen == 0).count()
+    }
+
+    /// The entries of chunk `c` whose DRAM entry has not migrated them.
+    fn live_entries(&self, c: usize, dram_epoch: &dyn Fn(u64) -> u64) -> Vec<LogEntry> {
+        let gen = self.chunks[c].gen;
+        let mut live = Vec::new();
+        for slot in 0..self.entries_per_chunk() {
+            let Some(e) = self.read_entry(c, slot, gen) else {
+                break;
+            };
+            if e.epoch >= dram_epoch(e.key) {
+                live.push(e);
+            }
+        }
+        live
+    }
+
     fn init_chunk(&mut self, c: usize) -> Result<()> {
         let gen = self.next_gen;
         self.next_gen += 1;
@@ -383,28 +403,29 @@ impl Partition {
             self.tail = 0;
             return Ok(());
         }
-        for _ in 0..self.chunks.len() {
-            let Some(spare) = (0..self.chunks.len()).find(|c| self.chunks[*c].gen == 0) else {
-                break;
-            };
+        for _ in 0..=self.chunks.len() {
             let Some(oldest) = (0..self.chunks.len())
                 .filter(|c| self.chunks[*c].gen != 0 && *c != self.current)
                 .min_by_key(|c| self.chunks[*c].gen)
             else {
                 break;
             };
+            let Some(spare) = (0..self.chunks.len()).find(|c| self.chunks[*c].gen == 0) else {
+                // No free chunk: a crash inside a compaction (the spare written, its source
+                // not yet cleared) leaves a partition so. The source may go once nothing in
+                // it is live (an open that finds such a partition checkpoints the DRAM level).
+                if self.chunks[oldest].epoch_max < partition_epoch_min()
+                    || self.live_entries(oldest, dram_epoch).is_empty()
+                {
+                    self.clear_chunk(oldest)?;
+                    continue;
+                }
+                break;
+            };
             let mut live = Vec::new();
             if self.chunks[oldest].epoch_max >= partition_epoch_min() {
                 self.counters.compactions_read += 1;
-                let gen = self.chunks[oldest].gen;
-                for slot in 0..self.entries_per_chunk() {
-                    let Some(e) = self.read_entry(oldest, slot, gen) else {
-                        break;
-                    };
-                    if e.epoch >= dram_epoch(e.key) {
-                        live.push(e);
-                    }
-                }
+                live = self.live_entries(oldest, dram_epoch);
             } else {
                 self.counters.compactions_skipped_read += 1;
             }
@@ -457,6 +478,47 @@ impl Partition {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Regression (found by `attune-stress --engine hash`, a SIGKILL inside a compaction):
+    /// recovery can find every chunk in use (the spare written, its source not yet cleared).
+    /// A partition so must refuse to drop live entries and, once they are dead (the open then
+    /// checkpoints), clear its oldest chunk and go on.
+    #[test]
+    fn a_partition_without_a_free_chunk_clears_a_dead_oldest_chunk() {
+        use crate::persist::{RegionKind, SimStorage, Storage};
+        let (chunk_bytes, chunks) = (8192, 3);
+        let storage = SimStorage::new(0, 1);
+        let r = storage
+            .open_region("log.plush", chunk_bytes * chunks, true, RegionKind::Log)
+            .unwrap()
+            .unwrap();
+        let region = Arc::new(Region::new("log.plush", r));
+        let mut p = Partition::recover(region.clone(), 0, chunk_bytes, chunks)
+            .unwrap()
+            .partition;
+        let live = |_: u64| 1;
+        let per = p.entries_per_chunk() as u64;
+        for k in 0..per {
+            p.append(k, k, 1, &live, &|| 1).unwrap();
+        }
+        // The interrupted compaction: two more chunks started, the oldest never cleared.
+        p.init_chunk(1).unwrap();
+        p.init_chunk(2).unwrap();
+        p.region.fence().unwrap();
+        let mut p = Partition::recover(region, 0, chunk_bytes, chunks)
+            .unwrap()
+            .partition;
+        assert_eq!(p.free_chunks(), 0);
+        for k in 0..per {
+            p.append(k, k, 1, &live, &|| 1).unwrap();
+        }
+        let full = p.append(per, per, 1, &live, &|| 1);
+        assert!(matches!(full, Err(Error::Full(_))), "{full:?}");
+        // After a checkpoint every entry is below its DRAM entry's epoch.
+        let dead = |_: u64| 2;
+        p.append(per, per, 2, &dead, &|| 2).unwrap();
+        assert!(p.free_chunks() >= 1);
+    }
 
     #[test]
     fn entry_round_trips_and_rejects_the_wrong_generation() {

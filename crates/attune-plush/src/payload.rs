@@ -178,9 +178,36 @@ pub struct Segment {
     /// Bytes of records known to be unreachable (shadowed versions met by migrations).
     garbage: AtomicU64,
     sealed: AtomicBool,
+    /// Appends whose pointer is not yet in the table (taken under the active-segment lock in
+    /// [`PayloadLog::append`], released by the [`Pending`] it returns after the upsert). A
+    /// collection skips a segment with any: it would find the record unreferenced, remove the
+    /// segment, and the upsert would then publish a dangling pointer (an acknowledged write
+    /// lost, and an older version of the key back).
+    pending: AtomicU64,
+}
+
+/// An append whose pointer the caller is publishing; dropping it (after the upsert, or on its
+/// error) lets collections take the segment.
+pub struct Pending(Arc<Segment>);
+
+impl Pending {
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.0
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.pending.fetch_sub(1, Ordering::Release);
+    }
 }
 
 impl Segment {
+    /// True when every append into the segment has published its pointer (or failed).
+    pub fn settled(&self) -> bool {
+        self.pending.load(Ordering::Acquire) == 0
+    }
+
     /// Copies `len` bytes from byte `off` (8-byte aligned) out of the mapping.
     fn read(&self, off: usize, len: usize) -> Vec<u8> {
         let end = (off + len).min(self.bytes);
@@ -308,6 +335,7 @@ impl PayloadLog {
                     written: AtomicU64::new(segment_bytes as u64),
                     garbage: AtomicU64::new(0),
                     sealed: AtomicBool::new(true),
+                    pending: AtomicU64::new(0),
                 }),
             );
         }
@@ -356,6 +384,7 @@ impl PayloadLog {
             written: AtomicU64::new(SEGMENT_HEADER_BYTES as u64),
             garbage: AtomicU64::new(0),
             sealed: AtomicBool::new(false),
+            pending: AtomicU64::new(0),
         }))
     }
 
@@ -367,7 +396,7 @@ impl PayloadLog {
         storage: &dyn Storage,
         key: &[u8],
         value: &[u8],
-    ) -> Result<(u64, Arc<Segment>, bool)> {
+    ) -> Result<(u64, Pending, bool)> {
         let len = record_bytes(key.len(), value.len());
         let mut a = self.active.lock();
         let mut sealed = false;
@@ -395,14 +424,18 @@ impl PayloadLog {
             Some(s) => (s.clone(), a.tail),
             None => return Err(Error::InvalidArgument("no active payload segment".into())),
         };
-        seg.store(off, &encode_record(seg.num, off, key, value));
-        seg.region.flush_words(off / 8, len / 8);
+        seg.pending.fetch_add(1, Ordering::Relaxed);
+        let seg = Pending(seg);
+        let seg_ref = seg.segment();
+        seg_ref.store(off, &encode_record(seg_ref.num, off, key, value));
+        seg_ref.region.flush_words(off / 8, len / 8);
         a.tail += len;
-        seg.written.store(a.tail as u64, Ordering::Release);
+        seg_ref.written.store(a.tail as u64, Ordering::Release);
+        let ptr = encode_pointer(seg_ref.num, off);
         drop(a);
         self.appends.fetch_add(1, Ordering::Relaxed);
         self.bytes_appended.fetch_add(len as u64, Ordering::Relaxed);
-        Ok((encode_pointer(seg.num, off), seg, sealed))
+        Ok((ptr, seg, sealed))
     }
 
     /// The segment `num`, if it exists.

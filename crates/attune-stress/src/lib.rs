@@ -6,14 +6,21 @@
 //!   compactions against an expected-state [`oracle`], cut by simulated machine crashes (torn at
 //!   sector granularity, under injected I/O faults) or by real SIGKILLs of a child process, each
 //!   followed by a recovery verified key by key and by a full scan.
+//! - [`hash`]: the same oracle and SIGKILL cycles for the Plush hash table (`--engine hash`):
+//!   upserts, deletes and point reads under either durability setting, with checkpoints and
+//!   payload-log collections, each reopen read back key by key and structure-checked.
 //! - [`decoders`]: one harness per on-disk decoder, run by the cargo-fuzz targets in `fuzz/` and
 //!   by the property tests in `tests/integration/decoders.rs`.
 //!
-//! Command line: `attune-stress --duration 60s --threads 4 --seed 1 --mode mem|kill --json`.
+//! Command line: `attune-stress --duration 60s --threads 4 --seed 1 --mode mem|kill
+//! [--engine db|hash] --json`.
 //! Design, guarantees and figures: `docs/RELIABILITY.md`.
 
 pub mod decoders;
+pub mod hash;
 pub mod oracle;
 pub mod stress;
 
-pub use stress::{replay_command, run_child, run_kill, run_mem, Config, Mode, Report, Violation};
+pub use stress::{
+    replay_command, run_child, run_kill, run_mem, Config, Engine, Mode, Report, Violation,
+};

@@ -2,7 +2,7 @@
 //! docs/RELIABILITY.md. Exit status: 0 when no violation was found, 1 on a violation (the seed
 //! and the replay command are printed), 2 on a usage error.
 
-use attune_stress::{run_child, run_kill, run_mem, Config, Mode};
+use attune_stress::{run_child, run_kill, run_mem, Config, Engine, Mode};
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,6 +26,10 @@ struct Args {
     /// process on the real file system.
     #[arg(long, default_value = "mem", value_parser = ["mem", "kill"])]
     mode: String,
+    /// db: attune-kv's DB (the LSM tree); hash: the Plush hash table (attune.HashDB), kill mode
+    /// only (its simulated crashes are attune-plush's crash tests).
+    #[arg(long, default_value = "db", value_parser = ["db", "hash"])]
+    engine: String,
     /// Stop after this many crash/recover cycles (0: run for --duration).
     #[arg(long, default_value_t = 0)]
     cycles: u64,
@@ -87,12 +91,25 @@ fn main() {
         eprintln!("attune-stress: --threads must be at least 1 and --keys at least 10");
         std::process::exit(2);
     }
+    let engine = if a.engine == "hash" {
+        Engine::Hash
+    } else {
+        Engine::Db
+    };
+    if engine == Engine::Hash && (a.mode != "kill" || a.keys > attune_stress::hash::KEYS_MAX) {
+        eprintln!(
+            "attune-stress: --engine hash needs --mode kill and at most {} --keys",
+            attune_stress::hash::KEYS_MAX
+        );
+        std::process::exit(2);
+    }
     let cfg = Config {
         mode: if a.mode == "kill" {
             Mode::Kill
         } else {
             Mode::Mem
         },
+        engine,
         seed: a.seed,
         threads: a.threads,
         duration: a.duration,
@@ -122,9 +139,10 @@ fn main() {
                 println!("{}", serde_json::to_string(&report).unwrap_or_default());
             } else {
                 println!(
-                    "attune-stress {} seed {}: {} cycles ({} machine crashes, {} torn, {} clean \
+                    "attune-stress {} {} seed {}: {} cycles ({} machine crashes, {} torn, {} clean \
                      closes, {} SIGKILLs), {} operations, {} writes acknowledged, {} keys \
                      verified, {} faults injected, 0 violations in {:.1} s",
+                    report.engine,
                     report.mode,
                     report.seed,
                     report.cycles,

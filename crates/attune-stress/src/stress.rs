@@ -59,10 +59,21 @@ pub enum Mode {
     Kill,
 }
 
+/// The engine under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// attune-kv's `DB` (the LSM tree).
+    Db,
+    /// The Plush hash table (`attune.HashDB`); `kill` mode only (see [`crate::hash`]).
+    Hash,
+}
+
 /// A run's settings.
 #[derive(Clone, Debug, Serialize)]
 pub struct Config {
     pub mode: Mode,
+    pub engine: Engine,
     pub seed: u64,
     pub threads: usize,
     pub duration: Duration,
@@ -79,6 +90,7 @@ pub struct Config {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
     pub mode: String,
+    pub engine: String,
     pub seed: u64,
     pub threads: usize,
     pub cycles: u64,
@@ -94,6 +106,7 @@ pub struct Report {
     pub reads_verified: u64,
     pub scans_verified: u64,
     pub snapshot_reads_verified: u64,
+    /// Flushes (HashDB: checkpoints, every DRAM entry migrated).
     pub flushes: u64,
     pub compactions: u64,
     /// Value-log segments collected by on-demand GC ops.
@@ -173,7 +186,7 @@ pub fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-fn stream(seed: u64, a: u64, b: u64) -> ChaCha8Rng {
+pub(crate) fn stream(seed: u64, a: u64, b: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mix(seed ^ mix(a ^ mix(b))))
 }
 
@@ -205,7 +218,7 @@ pub fn value_bytes(k: u32, op: u64) -> Vec<u8> {
 }
 
 /// The op that wrote `v` to key `k`, if `v` is exactly such a value.
-fn value_op(k: u32, v: &[u8]) -> Option<u64> {
+pub(crate) fn value_op(k: u32, v: &[u8]) -> Option<u64> {
     let s = std::str::from_utf8(v.get(..v.len().min(40))?).ok()?;
     let mut parts = s.splitn(3, ':');
     let key: u32 = parts.next()?.parse().ok()?;
@@ -213,7 +226,7 @@ fn value_op(k: u32, v: &[u8]) -> Option<u64> {
     (key == k && value_bytes(k, op) == v).then_some(op)
 }
 
-fn describe(v: Option<&[u8]>) -> String {
+pub(crate) fn describe(v: Option<&[u8]>) -> String {
     match v {
         None => "absent".into(),
         Some(v) => String::from_utf8_lossy(&v[..v.len().min(32)]).into_owned(),
@@ -221,7 +234,7 @@ fn describe(v: Option<&[u8]>) -> String {
 }
 
 /// Where write issues and outcomes go besides the oracle (the pipe to the parent in kill mode).
-trait Sink: Send + Sync {
+pub(crate) trait Sink: Send + Sync {
     fn issue(&self, op: u64, sync: bool, items: &[(u32, bool)]);
     fn finish(&self, op: u64, ok: bool);
 }
@@ -233,8 +246,16 @@ impl Sink for NoSink {
 }
 
 /// Streams events as lines on stdout: `I <op> <sync 0|1> <key><P|D>...` and `A|F <op>`.
-struct PipeSink {
+pub(crate) struct PipeSink {
     out: Mutex<std::io::Stdout>,
+}
+
+impl PipeSink {
+    pub(crate) fn stdout() -> PipeSink {
+        PipeSink {
+            out: Mutex::new(std::io::stdout()),
+        }
+    }
 }
 
 impl Sink for PipeSink {
@@ -267,16 +288,17 @@ impl Sink for PipeSink {
 
 /// Counters shared by the workers of a cycle.
 #[derive(Default)]
-struct Counters {
-    ops: AtomicU64,
-    acked: AtomicU64,
-    failed: AtomicU64,
-    reads: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) ops: AtomicU64,
+    pub(crate) acked: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) reads: AtomicU64,
     scans: AtomicU64,
     snap_reads: AtomicU64,
-    flushes: AtomicU64,
+    /// Flushes (HashDB: checkpoints).
+    pub(crate) flushes: AtomicU64,
     compactions: AtomicU64,
-    gc_segments: AtomicU64,
+    pub(crate) gc_segments: AtomicU64,
     txn_commits: AtomicU64,
     txn_conflicts: AtomicU64,
 }
@@ -790,7 +812,7 @@ fn read_back(db: &DB, keys: u32, report: &mut Report) -> Result<Vec<Option<u64>>
     Ok(out)
 }
 
-fn add_counters(report: &mut Report, c: &Counters) {
+pub(crate) fn add_counters(report: &mut Report, c: &Counters) {
     report.operations += c.ops.load(Ordering::Relaxed);
     report.writes_acked += c.acked.load(Ordering::Relaxed);
     report.writes_failed += c.failed.load(Ordering::Relaxed);
@@ -821,6 +843,9 @@ pub fn replay_command(cfg: &Config) -> String {
         cfg.threads,
         cfg.duration.as_secs().max(1)
     );
+    if cfg.engine == Engine::Hash {
+        s.push_str(" --engine hash");
+    }
     if cfg.cycles_max > 0 {
         s.push_str(&format!(" --cycles {}", cfg.cycles_max));
     }
@@ -874,6 +899,7 @@ fn violation(cfg: &Config, cycle: u64, detail: String, mut report: Report) -> Vi
 fn new_report(cfg: &Config) -> Report {
     Report {
         mode: format!("{:?}", cfg.mode).to_lowercase(),
+        engine: format!("{:?}", cfg.engine).to_lowercase(),
         seed: cfg.seed,
         threads: cfg.threads,
         replay: replay_command(cfg),
@@ -946,6 +972,11 @@ enum CycleEnd {
 pub fn run_mem(cfg: &Config) -> Result<Report, Box<Violation>> {
     let start = Instant::now();
     let mut report = new_report(cfg);
+    if cfg.engine != Engine::Db {
+        let detail = "mem mode runs attune-kv's DB only; the hash table's simulated crashes \
+                      are attune-plush's crash tests (use --mode kill)";
+        return Err(Box::new(violation(cfg, 0, detail.into(), report)));
+    }
     let env = MemEnv::new();
     let dir = Path::new("/stress/db");
     let oracle = Oracle::new(cfg.keys);
@@ -1079,6 +1110,9 @@ fn fault_plan(rng: &mut ChaCha8Rng) -> FaultPlan {
 /// Runs the workload of a `kill`-mode child in `dir` on the real file system, streaming events
 /// on stdout, until killed (or `cfg.duration`, a safety limit).
 pub fn run_child(cfg: &Config, dir: &Path, cycle: u64, op_base: u64) -> Result<(), String> {
+    if cfg.engine == Engine::Hash {
+        return crate::hash::run_child(cfg, dir, cycle, op_base);
+    }
     let mut rng = stream(cfg.seed, cycle, 0);
     let opts = options(&mut rng);
     let db = DB::open_with_env(Arc::new(PosixEnv::new()) as Arc<dyn Env>, dir, opts)
@@ -1089,9 +1123,7 @@ pub fn run_child(cfg: &Config, dir: &Path, cycle: u64, op_base: u64) -> Result<(
     let read = read_back(&db, cfg.keys, &mut dummy)?;
     oracle.rebase(&read);
     println!("R");
-    let sink = PipeSink {
-        out: Mutex::new(std::io::stdout()),
-    };
+    let sink = PipeSink::stdout();
     let next_op = AtomicU64::new(op_base);
     let counters = Counters::default();
     let errors_expected = AtomicBool::new(false);
@@ -1198,20 +1230,28 @@ pub fn run_kill(cfg: &Config) -> Result<Report, Box<Violation>> {
         report.sigkills += 1;
         report.sigkills_during_open += u64::from(!ready);
         op_base = max_op.max(op_base) + 1;
-        let db = DB::open_with_env(
-            Arc::new(PosixEnv::new()) as Arc<dyn Env>,
-            &dir,
-            Options::default(),
-        )
-        .map_err(|e| fail(format!("open after SIGKILL: {e}"), &report))?;
-        let read = read_back(&db, cfg.keys, &mut report).map_err(|e| fail(e, &report))?;
+        let read = match cfg.engine {
+            Engine::Db => DB::open_with_env(
+                Arc::new(PosixEnv::new()) as Arc<dyn Env>,
+                &dir,
+                Options::default(),
+            )
+            .map_err(|e| format!("open after SIGKILL: {e}"))
+            .and_then(|db| read_back(&db, cfg.keys, &mut report)),
+            Engine::Hash => crate::hash::reopen_and_read(&dir, cfg.keys, &mut report)
+                .map_err(|e| format!("{e}\n{}", crate::hash::cycle_shape(cfg, cycle))),
+        }
+        .map_err(|e| fail(e, &report))?;
         let mut vs = VerifyStats::default();
-        oracle
-            .verify(&read, true, &mut vs)
-            .map_err(|e| fail(format!("after SIGKILL: {e}"), &report))?;
+        oracle.verify(&read, true, &mut vs).map_err(|e| {
+            let shape = match cfg.engine {
+                Engine::Db => String::new(),
+                Engine::Hash => format!("\n{}", crate::hash::cycle_shape(cfg, cycle)),
+            };
+            fail(format!("after SIGKILL: {e}{shape}"), &report)
+        })?;
         add_verify(&mut report, &vs);
         oracle.rebase(&read);
-        drop(db);
         cycle += 1;
         report.cycles = cycle;
     }
@@ -1228,10 +1268,18 @@ fn spawn_child(
 ) -> std::io::Result<Child> {
     Command::new(exe)
         .arg("--child")
+        .args(["--mode", "kill"])
         .arg("--dir")
         .arg(dir)
         .args(["--seed", &cfg.seed.to_string()])
         .args(["--threads", &cfg.threads.to_string()])
+        .args([
+            "--engine",
+            match cfg.engine {
+                Engine::Db => "db",
+                Engine::Hash => "hash",
+            },
+        ])
         .args(["--keys", &cfg.keys.to_string()])
         .args(["--cycle", &cycle.to_string()])
         .args(["--op-base", &op_base.to_string()])

@@ -10,6 +10,7 @@
 //! Thread-safety: each loaded API table is a process-wide `'static` of plain function pointers.
 
 pub mod attune;
+pub mod fjall;
 pub mod leveldb;
 pub mod lmdb;
 pub mod rocksdb;

@@ -124,6 +124,13 @@ fn lmdb_matches_a_sorted_map_oracle() {
     check_engine("lmdb", 14);
 }
 
+/// Skipped (with the reason) unless attune-bench is built with the `fjall` feature.
+#[test]
+fn fjall_matches_a_sorted_map_oracle() {
+    check_engine("fjall", 16);
+    check_engine_with("fjall", 17, &[("kv_separation", "on")]);
+}
+
 #[test]
 fn attune_matches_a_sorted_map_oracle() {
     check_engine("attune", 15);

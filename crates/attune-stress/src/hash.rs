@@ -1,0 +1,373 @@
+//! The stress driver for the Plush hash table (`attune.HashDB`, `--engine hash`): threads of
+//! random upserts, deletes, point reads, checkpoints and payload-log collections against the
+//! same [`Oracle`], in `kill` mode (a child process on the real file system, SIGKILLed at a
+//! seeded moment; the parent reopens, reads every key back and checks that every acknowledged
+//! write survived and no acknowledged delete came back).
+//!
+//! What a cycle draws from the seed: the durability setting (`sync` true: a barrier per log
+//! entry; false: stores reach the page cache, which a process crash keeps), who migrates
+//! (inline or the background thread) and the persistence back end (`write` or `msync`). The
+//! geometry is fixed per run and small (16 DRAM entries of 4 buckets, fanout 4, 64 KiB log
+//! chunks and payload segments) so that a few thousand keys migrate through several levels,
+//! roll log chunks and fill payload segments every cycle.
+//!
+//! Values: a third of the writes (drawn per key and op) store 8 bytes (`op << 24 | key`) in
+//! the bucket itself; the rest store the attune-kv driver's self-describing values of 8 B to
+//! 12 KiB, which go to the payload log. Either way a value names exactly the write that
+//! produced it. Keys are the driver's 8-byte `k0000000` names.
+//!
+//! Thread safety: workers share the `Plush` and the `Oracle`; counters are atomics.
+
+use crate::oracle::Oracle;
+use crate::stress::{
+    describe, key_bytes, mix, stream, value_bytes, value_op, Config, Counters, PipeSink, Report,
+    Sink,
+};
+use attune_plush::{Backend, Migration, Options, Plush};
+use parking_lot::Mutex;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Keys must fit the 24 key bits of an inline value.
+pub const KEYS_MAX: u32 = 1 << 24;
+
+/// Operations of the HashDB mix (per 1,000): writes dominate so kills land in log appends,
+/// migrations and payload appends; checkpoints (migrate every DRAM entry) and explicit
+/// collections are frequent enough that kills also land inside them.
+const MIX: [(HashOp, u32); 5] = [
+    (HashOp::Put, 520),
+    (HashOp::Delete, 160),
+    (HashOp::Get, 300),
+    (HashOp::Checkpoint, 8),
+    (HashOp::Collect, 12),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HashOp {
+    Put,
+    Delete,
+    Get,
+    Checkpoint,
+    Collect,
+}
+
+fn pick(rng: &mut ChaCha8Rng) -> HashOp {
+    let total: u32 = MIX.iter().map(|m| m.1).sum();
+    let mut x = rng.gen_range(0..total);
+    for (op, w) in MIX {
+        if x < w {
+            return op;
+        }
+        x -= w;
+    }
+    HashOp::Get
+}
+
+/// Whether write `op` of key `k` stores an inline 8-byte value (a third of them).
+fn inline_form(k: u32, op: u64) -> bool {
+    mix(op ^ (u64::from(k) << 40) ^ 0x5EED_1E55).is_multiple_of(3)
+}
+
+/// The value write `op` stores at key `k`.
+pub fn hash_value_bytes(k: u32, op: u64) -> Vec<u8> {
+    if inline_form(k, op) {
+        (op << 24 | u64::from(k)).to_le_bytes().to_vec()
+    } else {
+        value_bytes(k, op)
+    }
+}
+
+/// The op whose write stored `v` at key `k`, if `v` is exactly such a value.
+pub fn hash_value_op(k: u32, v: &[u8]) -> Option<u64> {
+    if let Ok(b) = <[u8; 8]>::try_from(v) {
+        let w = u64::from_le_bytes(b);
+        let op = w >> 24;
+        if w & 0xFF_FFFF == u64::from(k) && inline_form(k, op) {
+            return Some(op);
+        }
+    }
+    value_op(k, v).filter(|&op| !inline_form(k, op))
+}
+
+/// The fixed geometry of every run (later opens read it from the manifest anyway).
+fn geometry() -> Options {
+    Options {
+        dram_entries_log2: 4,
+        fanout_log2: 2,
+        log_partitions: 4,
+        log_chunk_bytes: 64 << 10,
+        log_chunks: 4,
+        payload_segment_bytes: 64 << 10,
+        ..Options::default()
+    }
+}
+
+/// The cycle's durability, migration and back end.
+fn options(rng: &mut ChaCha8Rng) -> Options {
+    Options {
+        sync: rng.gen_bool(0.5),
+        migration: if rng.gen_bool(0.5) {
+            Migration::Inline
+        } else {
+            Migration::Background
+        },
+        backend: if rng.gen_bool(0.5) {
+            Backend::Write
+        } else {
+            Backend::Msync
+        },
+        ..geometry()
+    }
+}
+
+/// A cycle's options as the child opens them (drawn from the seed and the cycle).
+pub fn cycle_options(cfg: &Config, cycle: u64) -> Options {
+    options(&mut stream(cfg.seed, cycle, 0))
+}
+
+/// The options of cycle `cycle`, for a violation's report.
+pub fn cycle_shape(cfg: &Config, cycle: u64) -> String {
+    shape(&cycle_options(cfg, cycle))
+}
+
+fn shape(o: &Options) -> String {
+    format!(
+        "cycle options: sync {}, migration {:?}, backend {:?}",
+        o.sync, o.migration, o.backend
+    )
+}
+
+/// Reads every key back and checks the table's structure ([`Plush::verify`]); returns the op
+/// of each key's value. A value no write produced or a failed check is a violation.
+pub fn read_back(db: &Plush, keys: u32, report: &mut Report) -> Result<Vec<Option<u64>>, String> {
+    let mut out = Vec::with_capacity(keys as usize);
+    for k in 0..keys {
+        let v = db
+            .get_bytes(&key_bytes(k))
+            .map_err(|e| format!("get of key {k} after recovery: {e}"))?;
+        out.push(match &v {
+            None => None,
+            Some(v) => Some(hash_value_op(k, v).ok_or_else(|| {
+                format!(
+                    "key {k} holds a value no write produced: {}",
+                    describe(Some(v))
+                )
+            })?),
+        });
+    }
+    db.verify()
+        .map_err(|e| format!("structure check after recovery: {e}"))?;
+    report.keys_verified += u64::from(keys);
+    Ok(out)
+}
+
+/// Opens the database the way the parent does after a kill (the geometry comes from its
+/// manifest; durability on, inline migration so that nothing runs behind the check).
+pub fn reopen_and_read(
+    dir: &Path,
+    keys: u32,
+    report: &mut Report,
+) -> Result<Vec<Option<u64>>, String> {
+    let opts = Options {
+        create_if_missing: false,
+        migration: Migration::Inline,
+        ..geometry()
+    };
+    let db = Plush::open(dir, opts).map_err(|e| format!("open after SIGKILL: {e}"))?;
+    read_back(&db, keys, report)
+}
+
+struct Shared<'a> {
+    db: &'a Plush,
+    oracle: &'a Oracle,
+    sink: &'a dyn Sink,
+    next_op: &'a AtomicU64,
+    counters: &'a Counters,
+    stop: &'a AtomicBool,
+    violation: &'a Mutex<Option<String>>,
+    keys: u32,
+    sync: bool,
+}
+
+impl Shared<'_> {
+    fn fail(&self, msg: String) {
+        let mut v = self.violation.lock();
+        if v.is_none() {
+            *v = Some(msg);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+struct Worker<'a> {
+    sh: &'a Shared<'a>,
+    rng: ChaCha8Rng,
+}
+
+impl Worker<'_> {
+    fn key(&mut self) -> u32 {
+        // A hot tenth of the keys takes half the traffic (overwrites and deletes collide).
+        if self.rng.gen_bool(0.5) {
+            self.rng.gen_range(0..(self.sh.keys / 10).max(1))
+        } else {
+            self.rng.gen_range(0..self.sh.keys)
+        }
+    }
+
+    fn run(&mut self) {
+        while !self.sh.stop.load(Ordering::Relaxed) {
+            self.step();
+            self.sh.counters.ops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn step(&mut self) {
+        let sh = self.sh;
+        match pick(&mut self.rng) {
+            HashOp::Put => {
+                let k = self.key();
+                self.write(k, true);
+            }
+            HashOp::Delete => {
+                let k = self.key();
+                self.write(k, false);
+            }
+            HashOp::Get => {
+                let k = self.key();
+                let g = sh.oracle.lock(&[k]);
+                let allowed = Oracle::allowed_live(&g[0]);
+                match sh.db.get_bytes(&key_bytes(k)) {
+                    Ok(v) => {
+                        let ok = match &v {
+                            None => allowed.iter().any(|&(_, put)| !put),
+                            Some(v) => {
+                                hash_value_op(k, v).is_some_and(|op| allowed.contains(&(op, true)))
+                            }
+                        };
+                        if !ok {
+                            sh.fail(format!(
+                                "get: key {k}: read {} but the oracle allows {allowed:?} (op, put)",
+                                describe(v.as_deref())
+                            ));
+                        }
+                        sh.counters.reads.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => sh.fail(format!("get of key {k}: {e}")),
+                }
+            }
+            HashOp::Checkpoint => match sh.db.checkpoint() {
+                Ok(()) => {
+                    sh.counters.flushes.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => sh.fail(format!("checkpoint: {e}")),
+            },
+            HashOp::Collect => match sh.db.collect_garbage(self.rng.gen_bool(0.3)) {
+                Ok(n) => {
+                    sh.counters
+                        .gc_segments
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(e) => sh.fail(format!("collect_garbage: {e}")),
+            },
+        }
+    }
+
+    fn write(&mut self, k: u32, put: bool) {
+        let sh = self.sh;
+        let items = [(k, put)];
+        let mut guards = sh.oracle.lock(&[k]);
+        let op = sh.next_op.fetch_add(1, Ordering::SeqCst);
+        sh.oracle.issue(&mut guards, op, &items);
+        sh.sink.issue(op, sh.sync, &items);
+        let r = if put {
+            sh.db.put_bytes(&key_bytes(k), &hash_value_bytes(k, op))
+        } else {
+            sh.db.delete_bytes(&key_bytes(k))
+        };
+        if let Err(e) = &r {
+            // No faults are injected: any error is a violation (the write stays failed).
+            sh.fail(format!(
+                "{} of key {k}: {e}",
+                if put { "put" } else { "delete" }
+            ));
+            sh.counters.failed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            sh.counters.acked.fetch_add(1, Ordering::Relaxed);
+        }
+        sh.oracle.finish(&mut guards, op, r.is_ok(), sh.sync);
+        sh.sink.finish(op, r.is_ok());
+    }
+}
+
+/// The child of `kill` mode for HashDB: opens `dir` with the cycle's options, reads every key
+/// (its own oracle starts from what is there; the parent has verified it), prints `R`, then runs
+/// the workers, streaming issues and acknowledgements, until killed (or `cfg.duration`).
+pub fn run_child(cfg: &Config, dir: &Path, cycle: u64, op_base: u64) -> Result<(), String> {
+    let opts = cycle_options(cfg, cycle);
+    let what = shape(&opts);
+    let db = Plush::open(dir, opts).map_err(|e| format!("child open ({what}): {e}"))?;
+    let oracle = Oracle::new(cfg.keys);
+    let read = read_back(&db, cfg.keys, &mut Report::default())?;
+    oracle.rebase(&read);
+    println!("R");
+    let sink = PipeSink::stdout();
+    let next_op = AtomicU64::new(op_base);
+    let counters = Counters::default();
+    let stop = AtomicBool::new(false);
+    let violation = Mutex::new(None);
+    let sh = Shared {
+        db: &db,
+        oracle: &oracle,
+        sink: &sink,
+        next_op: &next_op,
+        counters: &counters,
+        stop: &stop,
+        violation: &violation,
+        keys: cfg.keys,
+        sync: db.options().sync,
+    };
+    let limit = cfg.duration;
+    std::thread::scope(|s| {
+        for t in 0..cfg.threads {
+            let sh = &sh;
+            s.spawn(move || {
+                Worker {
+                    sh,
+                    rng: stream(cfg.seed, cycle, t as u64 + 1),
+                }
+                .run();
+            });
+        }
+        let t = Instant::now();
+        while !stop.load(Ordering::SeqCst) && t.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+    match violation.into_inner() {
+        Some(v) => Err(format!("{v} ({what})")),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_name_their_write_in_both_forms() {
+        let mut inline = 0;
+        for k in [0u32, 1, 7, 1999, KEYS_MAX - 1] {
+            for op in 1..300u64 {
+                let v = hash_value_bytes(k, op);
+                inline += usize::from(v.len() == 8 && inline_form(k, op));
+                assert_eq!(hash_value_op(k, &v), Some(op), "key {k} op {op}");
+                assert_eq!(hash_value_op(k ^ 1, &v), None, "key {k} op {op}");
+            }
+        }
+        assert!(inline > 300, "{inline} inline values");
+    }
+}
