@@ -21,6 +21,7 @@ mod multi_get;
 mod open;
 mod pipes_bulk_io;
 mod prefetcher;
+mod repair;
 mod support;
 mod ttl;
 mod txn;
