@@ -10,6 +10,7 @@ mod compaction_filter;
 mod corruption;
 mod decoders;
 mod device_env;
+mod expiry_compaction;
 mod fault_plan;
 mod faults;
 mod hot_key_cache;
