@@ -30,8 +30,8 @@ fn key(i: u32) -> Vec<u8> {
 /// that never do, all compacted below level 0.
 fn fill(db: &DB) {
     for i in 0..600u32 {
-        let v = vec![b'a' + (i % 26) as u8; if i % 2 == 0 { 400 } else { 60 }];
-        if i % 2 == 0 || i % 3 == 0 {
+        let v = vec![b'a' + (i % 26) as u8; if i.is_multiple_of(2) { 400 } else { 60 }];
+        if expiring(i) {
             db.put_ttl(
                 &key(i),
                 &v,
@@ -55,7 +55,7 @@ fn expiry_compactions(db: &DB) -> u64 {
 }
 
 fn expiring(i: u32) -> bool {
-    i % 2 == 0 || i % 3 == 0
+    i.is_multiple_of(2) || i.is_multiple_of(3)
 }
 
 #[test]
