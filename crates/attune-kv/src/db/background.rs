@@ -218,6 +218,8 @@ impl DbInner {
 
     pub(super) fn compaction_loop(&self) {
         let mut st = self.state.lock();
+        // When the last expiry check ran (`Env::now_micros`; 0: never).
+        let mut last_expiry_check = 0u64;
         loop {
             if self.shutting_down.load(Ordering::Acquire) {
                 return;
@@ -237,6 +239,14 @@ impl DbInner {
                     self.work_cv.wait(&mut st);
                     continue;
                 }
+                // At most one expiry check per interval, however often the thread is woken.
+                let since = self.env.now_micros().saturating_sub(last_expiry_check) / 1000;
+                if last_expiry_check != 0 && since < interval {
+                    self.work_cv
+                        .wait_for(&mut st, Duration::from_millis(interval - since));
+                    continue;
+                }
+                last_expiry_check = self.env.now_micros().max(1);
                 let due = self.env.now_unix_millis();
                 let r = match self.pick_expired(&mut st, due) {
                     Ok(Some(c)) => {
@@ -249,6 +259,12 @@ impl DbInner {
                     }
                     Ok(None) => {
                         st.compaction_running = false;
+                        self.done_cv.notify_all();
+                        // The check ran with the mutex released: a shutdown that notified
+                        // meanwhile must not wait out the interval.
+                        if self.shutting_down.load(Ordering::Acquire) {
+                            return;
+                        }
                         self.work_cv
                             .wait_for(&mut st, Duration::from_millis(interval));
                         continue;
