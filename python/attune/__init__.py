@@ -48,6 +48,27 @@ from attune.errors import (
 # it once, here.
 _native._register_errors(**{name: getattr(errors, name) for name in errors.__all__})
 
+
+def repair(path, **options) -> dict:
+    """Salvages every readable record of a damaged database into one that opens.
+
+    Every file in ``path`` is read on its own (the manifest and ``CURRENT`` are not trusted):
+    tables block by block, write-ahead logs up to their first damaged record, value-log
+    segments record by record. The newest version of each key found anywhere is written into
+    new tables (sequence numbers decide; a key whose newest version is a deletion stays
+    deleted), a new manifest is written, and every file that lost records, with the old
+    manifest and ``CURRENT``, is kept in ``path/lost/``. Nothing is deleted before a copy of
+    it is durable. No process may hold the database open (:class:`LockedError`).
+
+    ``options`` are :class:`DB` options (the format of the tables written). Returns a dict:
+    ``files`` (one dict per file: ``name``, ``kind``, ``records_kept``, ``records_lost``,
+    ``bytes_lost``, ``moved_to_lost``, ``error``), ``keys``, ``values_lost``,
+    ``values_inlined``, ``tables_written``, ``segments_kept``, ``last_sequence``,
+    ``files_moved_to_lost`` and ``clean`` (True when no record was lost).
+    """
+    return _native.kv_repair(path, **options)
+
+
 __all__ = [
     "DB",
     "HASH_DB_OPTION_NAMES",
@@ -69,4 +90,5 @@ __all__ = [
     "UnsupportedVersionError",
     "WriteBatch",
     "__version__",
+    "repair",
 ]

@@ -1,5 +1,5 @@
 """CLI verbs of the key-value engine: `attune demo` and `attune kv {verify,stats,get,put,scan,
-compact,gc,learn}`.
+compact,checkpoint,backup,repair,gc,learn}`.
 
 Keys and values are bytes. ``kv get`` and ``kv scan`` print them escaped (:func:`escape_bytes`) so
 that binary data cannot corrupt a terminal, or as stored with ``--raw``; under ``--json`` a field is
@@ -498,6 +498,34 @@ def _checkpoint(args) -> int:
     return 0
 
 
+def _repair(args) -> int:
+    t0 = time.perf_counter()
+    r = attune.repair(args.path, **_parse_options(getattr(args, "option", None)))
+    r["seconds"] = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    for f in r["files"]:
+        if f["kind"] in ("manifest", "current"):
+            continue
+        state = "damaged, copy in lost/" if f["moved_to_lost"] else "ok"
+        line = f"{f['name']:<16} {f['kind']:<6} {f['records_kept']:>10,} kept"
+        if f["records_lost"] or f["bytes_lost"]:
+            line += f", {f['records_lost']:,} records / {f['bytes_lost']:,} bytes lost"
+        print(f"{line}  {state}")
+        if f["error"]:
+            print(f"    {f['error']}")
+    verdict = "nothing lost" if r["clean"] else "records were lost (see above)"
+    print(
+        f"repaired {args.path}: {r['keys']:,} keys in {r['tables_written']} tables, "
+        f"{r['segments_kept']} value-log segments kept, {r['values_inlined']:,} values "
+        f"inlined, {r['values_lost']:,} values lost; {verdict}; "
+        f"{r['files_moved_to_lost']} files copied to {os.path.join(args.path, 'lost')} "
+        f"in {r['seconds']:.2f}s"
+    )
+    return 0
+
+
 def _gc(args) -> int:
     t0 = time.perf_counter()
     with _open(args) as db:
@@ -767,6 +795,19 @@ def register(sub) -> None:
         "--keep", type=int_range(0), default=None, help="newest backups to keep (default: all)"
     )
     q.set_defaults(func=_backup)
+    q = common(
+        kvs.add_parser(
+            "repair",
+            help="salvage every readable record of a damaged database",
+            description="Reads every file in PATH on its own (the manifest and CURRENT are not "
+            "trusted): tables block by block, write-ahead logs up to their first damaged "
+            "record, value-log segments record by record. Writes the newest version of every "
+            "key into new tables and a new manifest, and keeps every file that lost records "
+            "(and the old manifest and CURRENT) in PATH/lost/. Prints per file what was kept "
+            "and lost. The database must not be open in any process.",
+        )
+    )
+    q.set_defaults(func=_repair)
     q = common(
         kvs.add_parser(
             "gc",

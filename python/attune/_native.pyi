@@ -52,6 +52,7 @@ __all__ = [
     "io_replay_direct",
     "io_route",
     "io_ssd_params",
+    "kv_repair",
     "pipes_gen_records",
     "pipes_sort",
     "workload_criteo",
@@ -144,7 +145,10 @@ class Snapshot:
 @final
 class DB:
     def __new__(
-        cls, path: str | bytes | PathLike[str] | PathLike[bytes], **options: bool | float | str
+        cls,
+        path: str | bytes | PathLike[str] | PathLike[bytes],
+        compaction_filter: Callable[[int, bytes, bytes], object] | None = None,
+        **options: bool | float | str,
     ) -> Self: ...
     def put(
         self, key: _Bytes, value: _Bytes, sync: bool = False, ttl: float | None = None
@@ -545,3 +549,6 @@ def io_prefetch_samples(
 ) -> tuple[bytes, bytes]: ...
 def io_prefetch_predict(model: bytes, inputs: bytes, n: int) -> list[int]: ...
 def io_prefetch_synth(kind: str, n: int, jobs: int = 8, seed: int = 0) -> _TraceColumns: ...
+def kv_repair(
+    path: str | bytes | PathLike[str] | PathLike[bytes], **options: bool | float | str
+) -> dict[str, Any]: ...

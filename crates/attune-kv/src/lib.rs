@@ -58,8 +58,9 @@ pub use cache::sizing::{
 };
 pub use cache::CacheStats;
 pub use db::{
-    BlobFileStats, CheckpointReport, DbIterator, GcReport, LevelCompactionStats, PrefetchStats,
-    Snapshot, Stats, Transaction, VerifyReport, DB,
+    repair, repair_with_env, BlobFileStats, CheckpointReport, DbIterator, GcReport,
+    LevelCompactionStats, PrefetchStats, RepairReport, RepairedFile, Snapshot, Stats, Transaction,
+    VerifyReport, DB, LOST_DIR,
 };
 pub use error::{Error, Result};
 pub use index::learned::LearnStats;

@@ -428,6 +428,12 @@ pub struct Options {
     /// Interval of background WAL fsync for writes made with sync=false, in ms; 0 never syncs in the
     /// background (the OS writes back on its own). Default 1000.
     pub wal_sync_interval_ms: u64,
+    /// How often, in ms, the compaction thread looks for tables of level 1 and below whose
+    /// earliest expiring entry has passed and rewrites them where they are, dropping the expired
+    /// entries (and their value-log records become garbage), although no level is over its size
+    /// and nothing is written: RocksDB's TTL / periodic compaction. 0 turns it off (expired
+    /// entries then go when a compaction reaches them, or at `compact()`). Default 10000.
+    pub expiry_compaction_interval_ms: u64,
     /// Verify every table file's blocks at open. Default false.
     pub paranoid_checks: bool,
     /// Open for reading only: nothing in the directory is written, created or removed (the
@@ -566,6 +572,7 @@ impl Default for Options {
             target_file_size: 64 << 20,
             finish_compaction_on_close: true,
             wal_sync_interval_ms: 1000,
+            expiry_compaction_interval_ms: 10_000,
             paranoid_checks: false,
             read_only: false,
             mmap_reads: true,
@@ -681,6 +688,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "target_file_size",
     "finish_compaction_on_close",
     "wal_sync_interval_ms",
+    "expiry_compaction_interval_ms",
     "paranoid_checks",
     "read_only",
     "mmap_reads",
@@ -769,6 +777,9 @@ impl Options {
                 self.finish_compaction_on_close = parse_bool(key, value)?
             }
             "wal_sync_interval_ms" => self.wal_sync_interval_ms = parse_num(key, value)?,
+            "expiry_compaction_interval_ms" => {
+                self.expiry_compaction_interval_ms = parse_num(key, value)?
+            }
             "paranoid_checks" => self.paranoid_checks = parse_bool(key, value)?,
             "read_only" => self.read_only = parse_bool(key, value)?,
             "mmap_reads" => self.mmap_reads = parse_bool(key, value)?,
@@ -1048,6 +1059,10 @@ impl Options {
             (
                 "wal_sync_interval_ms",
                 self.wal_sync_interval_ms.to_string(),
+            ),
+            (
+                "expiry_compaction_interval_ms",
+                self.expiry_compaction_interval_ms.to_string(),
             ),
             (
                 "finish_compaction_on_close",

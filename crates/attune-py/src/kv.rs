@@ -226,6 +226,123 @@ pub fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Optio
     Ok(o)
 }
 
+/// A Python callable as the engine's compaction filter (`attune.DB(path, compaction_filter=f)`).
+///
+/// Compaction calls `f(level, key, value)` on a background thread, taking the GIL for the call.
+/// The result decides: `None` or `True` keep the entry, `False` removes it (the key reads as
+/// deleted), and a bytes-like object (or a `str`, stored as UTF-8) replaces the value. An
+/// exception, or a result of any other type, keeps the entry as it is (nothing is lost) and is
+/// counted in `stats()["compaction_filter"]` with the last one named (`last_error`).
+///
+/// The GIL: every call that may wait for a compaction (`close`, `compact`, writes that stall)
+/// releases the GIL, and dropping the handle without `close()` closes the database with the GIL
+/// released, so the filter's thread can always take the GIL it waits for. Once the database is
+/// closing the filter is not called any more: an entry compacted then is kept.
+pub struct PyCompactionFilter {
+    callable: Py<PyAny>,
+    stats: Arc<FilterStats>,
+}
+
+#[derive(Default)]
+pub struct FilterStats {
+    calls: std::sync::atomic::AtomicU64,
+    kept: std::sync::atomic::AtomicU64,
+    removed: std::sync::atomic::AtomicU64,
+    changed: std::sync::atomic::AtomicU64,
+    errors: std::sync::atomic::AtomicU64,
+    last_error: Mutex<Option<String>>,
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl FilterStats {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let d = PyDict::new(py);
+        d.set_item("calls", self.calls.load(Relaxed))?;
+        d.set_item("kept", self.kept.load(Relaxed))?;
+        d.set_item("removed", self.removed.load(Relaxed))?;
+        d.set_item("changed", self.changed.load(Relaxed))?;
+        d.set_item("errors", self.errors.load(Relaxed))?;
+        d.set_item("last_error", self.last_error.lock().clone())?;
+        Ok(d)
+    }
+}
+
+impl PyCompactionFilter {
+    /// Interprets the callable's result (see the type's docs); Err names what was wrong.
+    fn decide(r: &Bound<'_, PyAny>) -> Result<kv::FilterDecision, String> {
+        if r.is_none() {
+            return Ok(kv::FilterDecision::Keep);
+        }
+        if let Ok(b) = r.downcast::<pyo3::types::PyBool>() {
+            return Ok(if b.is_true() {
+                kv::FilterDecision::Keep
+            } else {
+                kv::FilterDecision::Remove
+            });
+        }
+        match as_bytes(r, "compaction_filter result") {
+            Ok(v) => Ok(kv::FilterDecision::Change(v.into_owned())),
+            Err(_) => Err(format!(
+                "compaction_filter returned {}; return None or True (keep), False (remove) or \
+                 bytes (the new value)",
+                r.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "an object".into())
+            )),
+        }
+    }
+}
+
+impl kv::CompactionFilter for PyCompactionFilter {
+    fn name(&self) -> &str {
+        "python"
+    }
+
+    fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> kv::FilterDecision {
+        use std::sync::atomic::Ordering::Relaxed;
+        let st = &self.stats;
+        if st.closing.load(Relaxed) {
+            return kv::FilterDecision::Keep;
+        }
+        st.calls.fetch_add(1, Relaxed);
+        let r = Python::with_gil(|py| {
+            let out = self
+                .callable
+                .call1(py, (level, PyBytes::new(py, key), PyBytes::new(py, value)));
+            match out {
+                Ok(r) => Self::decide(r.bind(py)),
+                Err(e) => Err(format!(
+                    "compaction_filter raised {}: {} (key {:?}); the entry was kept",
+                    e.get_type(py)
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|_| "an exception".into()),
+                    e.value(py),
+                    String::from_utf8_lossy(key)
+                )),
+            }
+        });
+        match r {
+            Ok(d) => {
+                match d {
+                    kv::FilterDecision::Keep => st.kept.fetch_add(1, Relaxed),
+                    kv::FilterDecision::Remove => st.removed.fetch_add(1, Relaxed),
+                    kv::FilterDecision::Change(_) => st.changed.fetch_add(1, Relaxed),
+                };
+                d
+            }
+            Err(msg) => {
+                st.errors.fetch_add(1, Relaxed);
+                st.kept.fetch_add(1, Relaxed);
+                *st.last_error.lock() = Some(msg);
+                kv::FilterDecision::Keep
+            }
+        }
+    }
+}
+
 /// Keys a conditional batch expects, each with its value (None: absent).
 type Expected = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
@@ -757,6 +874,31 @@ pub struct DB {
     /// None once closed (the engine's memory is freed when the last snapshot or iterator goes).
     db: parking_lot::RwLock<Option<Arc<kv::DB>>>,
     path: String,
+    /// The Python compaction filter's counters, when one was given.
+    filter: Option<Arc<FilterStats>>,
+}
+
+impl Drop for DB {
+    /// Without a Python compaction filter, dropping the handle drops its reference (the engine
+    /// closes with its last reference, as before). With one, it closes the database with the GIL
+    /// released: a compaction waiting for the GIL inside the filter can then finish, where
+    /// joining it while holding the GIL would deadlock.
+    fn drop(&mut self) {
+        let Some(db) = self.db.get_mut().take() else {
+            return;
+        };
+        match &self.filter {
+            Some(f) => {
+                f.closing.store(true, std::sync::atomic::Ordering::Relaxed);
+                Python::with_gil(|py| {
+                    py.allow_threads(move || {
+                        let _ = db.close();
+                    })
+                });
+            }
+            None => drop(db),
+        }
+    }
 }
 
 impl DB {
@@ -813,14 +955,35 @@ fn ttl_millis(ttl: &Bound<'_, PyAny>) -> PyResult<u64> {
 #[pymethods]
 impl DB {
     #[new]
-    #[pyo3(signature = (path, **options))]
+    #[pyo3(signature = (path, compaction_filter=None, **options))]
     fn new(
         py: Python<'_>,
         path: &Bound<'_, PyAny>,
+        compaction_filter: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let path = path_arg(path)?;
-        let opts = options_from_kwargs(options)?;
+        let callable = compaction_filter.filter(|f| !f.is_none());
+        let mut opts = options_from_kwargs(options)?;
+        let mut filter = None;
+        if let Some(f) = callable {
+            if !f.is_callable() {
+                return Err(attune_error(
+                    py,
+                    "InvalidArgumentError",
+                    format!(
+                        "compaction_filter must be a callable f(level, key, value), got {}",
+                        f.get_type().name()?
+                    ),
+                ));
+            }
+            let stats = Arc::new(FilterStats::default());
+            opts.compaction_filter = Some(Arc::new(PyCompactionFilter {
+                callable: f.clone().unbind(),
+                stats: stats.clone(),
+            }));
+            filter = Some(stats);
+        }
         let p = path.clone();
         let db = py
             .allow_threads(move || kv::DB::open(&p, opts))
@@ -828,6 +991,7 @@ impl DB {
         Ok(DB {
             db: parking_lot::RwLock::new(Some(Arc::new(db))),
             path: path.display().to_string(),
+            filter,
         })
     }
 
@@ -1097,7 +1261,11 @@ impl DB {
         let db = self.handle(py)?;
         let d = db.clone();
         let s = py.allow_threads(move || d.stats());
-        crate::stats::kv_stats(py, &s, db.options())
+        let out = crate::stats::kv_stats(py, &s, db.options())?;
+        if let Some(f) = &self.filter {
+            out.set_item("compaction_filter", f.to_dict(py)?)?;
+        }
+        Ok(out)
     }
 
     #[getter]
@@ -1115,6 +1283,9 @@ impl DB {
     /// forked child it only marks this handle closed (the files are the parent's).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let taken = self.db.write().take();
+        if let (Some(f), true) = (&self.filter, taken.is_some()) {
+            f.closing.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         if let Some(db) = taken {
             py.allow_threads(move || db.close()).map_err(to_py)?;
         }
@@ -1149,7 +1320,27 @@ impl DB {
 }
 
 /// Adds the key-value classes and `OPTION_NAMES` to the native module.
+/// Salvages every readable record of the damaged database in `path` into a database that opens
+/// (see `attune.repair`). Options are the engine's (table format of the tables it writes).
+#[pyfunction]
+#[pyo3(signature = (path, **options))]
+fn kv_repair<'py>(
+    py: Python<'py>,
+    path: &Bound<'py, PyAny>,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let path = path_arg(path)?;
+    let opts = options_from_kwargs(options)?;
+    let r = py
+        .allow_threads(move || kv::repair(&path, opts))
+        .map_err(to_py)?;
+    let d = crate::stats::to_dict(py, &r)?;
+    d.set_item("clean", r.clean())?;
+    Ok(d)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(kv_repair, m)?)?;
     m.add_class::<DB>()?;
     m.add_class::<WriteBatch>()?;
     m.add_class::<Snapshot>()?;

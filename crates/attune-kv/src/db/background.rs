@@ -218,6 +218,8 @@ impl DbInner {
 
     pub(super) fn compaction_loop(&self) {
         let mut st = self.state.lock();
+        // When the last expiry check ran (`Env::now_micros`; 0: never).
+        let mut last_expiry_check = 0u64;
         loop {
             if self.shutting_down.load(Ordering::Acquire) {
                 return;
@@ -231,8 +233,52 @@ impl DbInner {
                 &self.opts,
                 &st.versions.compact_pointers,
             );
+            let interval = self.opts.expiry_compaction_interval_ms;
             let Some(c) = picked else {
-                self.work_cv.wait(&mut st);
+                if interval == 0 || self.opts.read_only {
+                    self.work_cv.wait(&mut st);
+                    continue;
+                }
+                // At most one expiry check per interval, however often the thread is woken.
+                let since = self.env.now_micros().saturating_sub(last_expiry_check) / 1000;
+                if last_expiry_check != 0 && since < interval {
+                    self.work_cv
+                        .wait_for(&mut st, Duration::from_millis(interval - since));
+                    continue;
+                }
+                last_expiry_check = self.env.now_micros().max(1);
+                let due = self.env.now_unix_millis();
+                let r = match self.pick_expired(&mut st, due) {
+                    Ok(Some(c)) => {
+                        let level = c.level;
+                        let r = self.run_compaction(&mut st, c);
+                        if r.is_ok() {
+                            st.level_stats[level].expiry_compactions += 1;
+                        }
+                        r
+                    }
+                    Ok(None) => {
+                        st.compaction_running = false;
+                        self.done_cv.notify_all();
+                        // The check ran with the mutex released: a shutdown that notified
+                        // meanwhile must not wait out the interval.
+                        if self.shutting_down.load(Ordering::Acquire) {
+                            return;
+                        }
+                        self.work_cv
+                            .wait_for(&mut st, Duration::from_millis(interval));
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                };
+                st.compaction_running = false;
+                if let Err(e) = r {
+                    if !self.shutting_down.load(Ordering::Acquire) && st.bg_error.is_none() {
+                        st.bg_error = Some(e);
+                    }
+                }
+                self.done_cv.notify_all();
+                self.work_cv.notify_all();
                 continue;
             };
             st.compaction_running = true;
@@ -421,6 +467,50 @@ impl DbInner {
         self.work_cv.notify_all();
         self.done_cv.notify_all();
         r
+    }
+
+    /// Expiry-driven compaction: the tables of the shallowest level (1 and below) whose earliest
+    /// expiring entry is at or before `now`, as one compaction that rewrites them where they
+    /// are (their entries become tombstones, or vanish where a deletion would). Level 0 is left
+    /// to the file-count trigger: rewriting an L0 file would reorder it among newer ones.
+    /// Returns with `compaction_running` set when it found work (the caller runs and clears
+    /// it); the tables are opened with the state mutex released while it is set, so no other
+    /// compaction changes the version meanwhile.
+    fn pick_expired(&self, st: &mut MutexGuard<'_, State>, now: u64) -> Result<Option<Compaction>> {
+        let v = st.versions.current();
+        if v.files[1..].iter().all(|fs| fs.is_empty()) {
+            return Ok(None);
+        }
+        st.compaction_running = true;
+        let found = MutexGuard::unlocked(st, || -> Result<Option<(usize, Vec<_>)>> {
+            for level in 1..NUM_LEVELS {
+                let mut out = Vec::new();
+                for f in &v.files[level] {
+                    if self.shutting_down.load(Ordering::Acquire) {
+                        return Ok(None);
+                    }
+                    let e = self.tables.table_of(f)?.properties().earliest_expiry;
+                    if e != 0 && e <= now {
+                        out.push(f.clone());
+                    }
+                }
+                if !out.is_empty() {
+                    return Ok(Some((level, out)));
+                }
+            }
+            Ok(None)
+        });
+        match found {
+            Ok(Some((level, files))) => Ok(Some(compaction::in_place(&v, level, files))),
+            Ok(None) => {
+                st.compaction_running = false;
+                Ok(None)
+            }
+            Err(e) => {
+                st.compaction_running = false;
+                Err(e)
+            }
+        }
     }
 
     pub(super) fn wal_sync_loop(&self) {

@@ -19,6 +19,9 @@ pub struct LevelCompactionStats {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub trivial_moves: u64,
+    /// Compactions that rewrote tables of this level because their earliest expiring entry had
+    /// passed (`expiry_compaction_interval_ms`), with no level over its size.
+    pub expiry_compactions: u64,
 }
 
 /// Bytes of one value-log segment by status, for stats.
