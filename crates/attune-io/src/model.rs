@@ -173,6 +173,15 @@ impl MlpFile {
                 "bad magic (not an Attune I/O model file)".into(),
             ));
         }
+        // The checksum first: a damaged file is damaged whatever its version field says, and a
+        // file of another version (whose trailing checksum is intact) is unsupported, not damaged.
+        if b.len() >= 12 {
+            let n = b.len() - 4;
+            let stored = u32::from_le_bytes([b[n], b[n + 1], b[n + 2], b[n + 3]]);
+            if crc32c::crc32c(&b[..n]) != stored {
+                return Err(corrupt(n, "checksum mismatch (the file is damaged)".into()));
+            }
+        }
         let mut c = Cursor { b, pos: 8 };
         let version = c.u16("the version")?;
         if version != VERSION {
@@ -1083,6 +1092,12 @@ pub(crate) mod tests {
         assert!(e.contains("bad magic"), "{e}");
         b[8] = 9;
         let e = MlpFile::decode(&b).unwrap_err().to_string();
+        assert!(
+            e.contains("checksum"),
+            "a changed byte is damage first: {e}"
+        );
+        reseal(&mut b);
+        let e = MlpFile::decode(&b).unwrap_err().to_string();
         assert!(e.contains("unsupported model file version 9"), "{e}");
         let mut b = tiny(1).encode();
         let n = b.len();
@@ -1091,8 +1106,17 @@ pub(crate) mod tests {
         assert!(e.contains("checksum"), "{e}");
         let mut b = tiny(1).encode();
         b.push(0);
+        reseal(&mut b);
         let e = MlpFile::decode(&b).unwrap_err().to_string();
         assert!(e.contains("dimensions need"), "{e}");
+    }
+
+    /// Rewrites the trailing checksum over everything before it, so that a test's edit of a
+    /// field reaches the field's own check.
+    fn reseal(b: &mut [u8]) {
+        let n = b.len() - 4;
+        let crc = crc32c::crc32c(&b[..n]);
+        b[n..].copy_from_slice(&crc.to_le_bytes());
     }
 
     /// [`tiny`] as a live model (Heimdall's features plus the 3 in-flight ones).
@@ -1124,6 +1148,7 @@ pub(crate) mod tests {
         );
         let mut b = f.encode();
         b[10] = 5;
+        reseal(&mut b);
         let e = MlpFile::decode(&b).unwrap_err().to_string();
         assert!(e.contains("input kind 5"), "{e}");
     }
