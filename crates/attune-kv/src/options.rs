@@ -724,7 +724,13 @@ fn first_set(set: &[&'static str], names: &[&'static str]) -> Option<&'static st
 impl Options {
     /// Sets one option from its string form (`"block_cache_size"`, `"64MiB"`).
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        self.set_value(key, value)?;
+        // Every refusal names the option, also where a shared parser (sizes, enums) does not.
+        self.set_value(key, value).map_err(|e| match e {
+            Error::InvalidArgument(m) if !m.contains(key) => {
+                Error::InvalidArgument(format!("option {key}: {m}"))
+            }
+            e => e,
+        })?;
         if let Some(&name) = OPTION_NAMES.iter().find(|&&n| n == key) {
             if !self.names_set.contains(&name) {
                 self.names_set.push(name);
@@ -1145,6 +1151,18 @@ mod tests {
         assert_eq!(o.mmap_reads_limit.bytes(Some(1)), u64::MAX);
         let err = o.set("mmap_reads_limit", "lots").unwrap_err().to_string();
         assert!(err.contains("valid: auto, unlimited"), "{err}");
+    }
+
+    #[test]
+    fn every_refused_value_names_its_option() {
+        for &name in OPTION_NAMES {
+            for v in ["lots", "-1", ""] {
+                if let Err(e) = Options::default().set(name, v) {
+                    assert!(matches!(e, Error::InvalidArgument(_)), "{name}={v}: {e}");
+                    assert!(e.to_string().contains(name), "{name}={v}: {e}");
+                }
+            }
+        }
     }
 
     #[test]
