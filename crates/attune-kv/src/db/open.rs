@@ -909,16 +909,5 @@ pub(super) fn build_level0(
         b.num_entries() > 0,
         "the newest version of the first key is always kept"
     );
-    let smallest = b.smallest_key().to_vec();
-    let largest = b.largest_key().to_vec();
-    let num_entries = b.num_entries();
-    let size = b.finish()?;
-    Ok(FileMeta {
-        number,
-        size,
-        smallest,
-        largest,
-        num_entries,
-        table: Default::default(),
-    })
+    FileMeta::finish(number, b)
 }

@@ -604,32 +604,17 @@ impl Repairer {
             self.report.keys += 1;
             if b.file_size_estimate() >= self.opts.target_file_size {
                 if let Some((n, b)) = builder.take() {
-                    outputs.push(finish_table(n, b)?);
+                    outputs.push(FileMeta::finish(n, b)?);
                 }
             }
             it.next();
         }
         it.status()?;
         if let Some((n, b)) = builder.take() {
-            outputs.push(finish_table(n, b)?);
+            outputs.push(FileMeta::finish(n, b)?);
         }
         Ok(())
     }
-}
-
-fn finish_table(number: u64, b: TableBuilder) -> Result<FileMeta> {
-    let smallest = b.smallest_key().to_vec();
-    let largest = b.largest_key().to_vec();
-    let num_entries = b.num_entries();
-    let size = b.finish()?;
-    Ok(FileMeta {
-        number,
-        size,
-        smallest,
-        largest,
-        num_entries,
-        table: Default::default(),
-    })
 }
 
 /// Reads what can be read of a table that does not verify whole: the footer and index, then

@@ -372,18 +372,8 @@ pub fn run(
 }
 
 fn finish_output(number: u64, b: TableBuilder, out: &mut CompactionOutput) -> Result<()> {
-    let smallest = b.smallest_key().to_vec();
-    let largest = b.largest_key().to_vec();
-    let num_entries = b.num_entries();
-    let size = b.finish()?;
-    out.bytes_written += size;
-    out.files.push(FileMeta {
-        number,
-        size,
-        smallest,
-        largest,
-        num_entries,
-        table: Default::default(),
-    });
+    let f = FileMeta::finish(number, b)?;
+    out.bytes_written += f.size;
+    out.files.push(f);
     Ok(())
 }

@@ -64,6 +64,22 @@ impl std::fmt::Debug for TableSlot {
 }
 
 impl FileMeta {
+    /// Finishes `b`, the table file `number`, and describes it.
+    pub(crate) fn finish(number: u64, b: crate::table::TableBuilder) -> Result<FileMeta> {
+        let smallest = b.smallest_key().to_vec();
+        let largest = b.largest_key().to_vec();
+        let num_entries = b.num_entries();
+        let size = b.finish()?;
+        Ok(FileMeta {
+            number,
+            size,
+            smallest,
+            largest,
+            num_entries,
+            table: Default::default(),
+        })
+    }
+
     pub fn smallest_user(&self) -> &[u8] {
         key::user_key(&self.smallest)
     }

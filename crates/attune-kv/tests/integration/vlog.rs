@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use crate::support::open_mem;
+use crate::support::{contents, open_mem};
 use attune_kv::env::{Env, FaultKind, MemEnv};
 use attune_kv::{Error, Options, ReadOptions, DB};
 use std::collections::BTreeMap;
@@ -48,15 +48,7 @@ fn check_all(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     for (k, v) in model {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
     }
-    let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
-    it.seek_to_first();
-    let mut got = BTreeMap::new();
-    while it.valid() {
-        got.insert(it.key().to_vec(), it.value().to_vec());
-        it.next();
-    }
-    it.status().unwrap();
-    assert_eq!(&got, model);
+    assert_eq!(&contents(db), model);
 }
 
 fn vlog_files(dir: &Path) -> Vec<PathBuf> {
