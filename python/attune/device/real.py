@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from attune import _native
+from attune._process import pid_alive
 from attune.errors import InvalidArgumentError, StorageIOError
 
 #: The real-disk scale: 8 MiB files, 4 read rounds, 4 chunks per offset group (minutes on a
@@ -188,16 +189,6 @@ def _host() -> str:
     return os.uname().nodename.replace("@", "_").replace("/", "_") or "host"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale(base: Path) -> list[str]:
     """Removes work directories of earlier runs under ``base`` that were killed (SIGKILL, power
     loss): those whose name carries a pid of this host that is no longer running. Others
@@ -211,7 +202,7 @@ def remove_stale(base: Path) -> list[str]:
         owner, at, rest = e.name[len(STALE_PREFIX) :].partition("@")
         host = rest.rsplit(".", 1)[0] if at else ""
         if at and owner.isdigit() and host == _host():
-            if _alive(int(owner)):
+            if pid_alive(int(owner)):
                 notes.append(f"{e} belongs to running process {owner}: left alone")
                 continue
             shutil.rmtree(e, ignore_errors=True)

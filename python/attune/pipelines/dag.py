@@ -57,6 +57,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from attune._process import pid_alive
 from attune.errors import Error, InvalidArgumentError
 from attune.pipelines import sipc
 from attune.pipelines.arena import Arena
@@ -352,7 +353,7 @@ def _orphaned(driver: int, *directories: str | None) -> None:
     that started this process) is dead, removes the run directory (and a pool's directory) it
     left, so a killed driver leaves no shared files behind as long as one of its node processes
     outlives it. A directory is removed only if its name says it belongs to that driver."""
-    if os.getppid() == driver and _pid_alive(driver):
+    if os.getppid() == driver and pid_alive(driver):
         return  # still there: it only closed the pipe (it is failing the run and cleans up)
     for d in directories:
         if d and os.path.basename(d).startswith(f"{RUN_PREFIX}{driver}."):
@@ -1666,7 +1667,7 @@ def run_directories(root: str | None = None) -> list[dict[str, Any]]:
         if m is None or not os.path.isdir(path):
             continue
         pid = int(m.group(1))
-        alive = _pid_alive(pid)
+        alive = pid_alive(pid)
         out.append({"path": path, "pid": pid, "alive": alive, "bytes": _directory_bytes(path)})
     return out
 
@@ -1695,16 +1696,6 @@ def remove_stale_runs(root: str | None = None) -> list[str]:
             shutil.rmtree(r["path"], ignore_errors=True)
             removed.append(r["path"])
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _directory_bytes(directory: str) -> int:

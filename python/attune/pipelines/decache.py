@@ -41,6 +41,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from attune._process import pid_alive
 from attune.errors import CorruptionError, InvalidArgumentError
 from attune.pipelines import shmpool, sipc
 
@@ -167,16 +168,6 @@ class _NoPoolReader(Exception):
     """pyarrow's Parquet reader here takes no memory pool."""
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @dataclass
 class Lease:
     """One holder's reference to a cache entry; :meth:`release` (or leaving the ``with``)."""
@@ -265,7 +256,7 @@ class DeCache:
             return 0
         for name in names:
             pid = int(name.split("-", 1)[0]) if name.split("-", 1)[0].isdigit() else -1
-            if pid > 0 and _pid_alive(pid):
+            if pid > 0 and pid_alive(pid):
                 n += 1
             else:
                 with contextlib.suppress(FileNotFoundError):
