@@ -20,8 +20,8 @@
 
 use crate::oracle::Oracle;
 use crate::stress::{
-    describe, key_bytes, mix, stream, value_bytes, value_op, Config, Counters, PipeSink, Report,
-    Sink,
+    describe, key_bytes, mix, pick_weighted, stream, value_bytes, value_op, Config, Counters,
+    PipeSink, Report, Sink,
 };
 use attune_plush::{Backend, Migration, Options, Plush};
 use parking_lot::Mutex;
@@ -52,18 +52,6 @@ enum HashOp {
     Get,
     Checkpoint,
     Collect,
-}
-
-fn pick(rng: &mut ChaCha8Rng) -> HashOp {
-    let total: u32 = MIX.iter().map(|m| m.1).sum();
-    let mut x = rng.gen_range(0..total);
-    for (op, w) in MIX {
-        if x < w {
-            return op;
-        }
-        x -= w;
-    }
-    HashOp::Get
 }
 
 /// Whether write `op` of key `k` stores an inline 8-byte value (a third of them).
@@ -226,7 +214,7 @@ impl Worker<'_> {
 
     fn step(&mut self) {
         let sh = self.sh;
-        match pick(&mut self.rng) {
+        match pick_weighted(&mut self.rng, &MIX) {
             HashOp::Put => {
                 let k = self.key();
                 self.write(k, true);

@@ -166,16 +166,17 @@ const MIX: [(Op, u32); 11] = [
     (Op::Txn, 40),
 ];
 
-fn pick_op(rng: &mut ChaCha8Rng) -> Op {
-    let total: u32 = MIX.iter().map(|m| m.1).sum();
+/// One of `mix`'s operations, drawn by weight (a worker's next step, DB's or HashDB's).
+pub(crate) fn pick_weighted<T: Copy>(rng: &mut ChaCha8Rng, mix: &[(T, u32)]) -> T {
+    let total: u32 = mix.iter().map(|m| m.1).sum();
     let mut x = rng.gen_range(0..total);
-    for (op, w) in MIX {
+    for &(op, w) in mix {
         if x < w {
             return op;
         }
         x -= w;
     }
-    Op::Get
+    mix[mix.len() - 1].0
 }
 
 /// SplitMix64 for deriving stream seeds.
@@ -376,7 +377,7 @@ impl Worker<'_> {
 
     fn step(&mut self) {
         let sh = self.sh;
-        match pick_op(&mut self.rng) {
+        match pick_weighted(&mut self.rng, &MIX) {
             Op::Put => {
                 let k = self.key();
                 self.write(vec![(k, true)]);
