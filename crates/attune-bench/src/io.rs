@@ -144,6 +144,16 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     // (case, joint size, (wall ns, cpu ns), weights, kernel)
     type Measured<'a> = (String, u32, (f64, f64), &'a str, &'a str);
     let mut rows: Vec<Measured> = Vec::new();
+    // Wall and thread CPU ns per decision of one model over the shared inputs.
+    let time_decisions = |m: &QuantizedMlp| {
+        measure(items, || {
+            let mut slow = 0u64;
+            for i in 0..items as usize {
+                slow += u64::from(m.predicts_slow(black_box(&inputs[i & 1023])));
+            }
+            slow
+        })
+    };
     for p in 1..=9u16 {
         let (m, w) = match &loaded {
             Some(m) if m.joint() == usize::from(p) => (m.clone(), "file"),
@@ -153,13 +163,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                 (m, "random")
             }
         };
-        let ns = measure(items, || {
-            let mut slow = 0u64;
-            for i in 0..items as usize {
-                slow += u64::from(m.predicts_slow(black_box(&inputs[i & 1023])));
-            }
-            slow
-        });
+        let ns = time_decisions(&m);
         rows.push((
             format!("inference/heimdall-p{p}"),
             u32::from(p),
@@ -173,13 +177,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         let dims = [13 + u32::from(p), 128, 16, 1];
         let f = random_model(InputKind::HeimdallLive, &dims, p, 4);
         let m = QuantizedMlp::new(&f).map_err(|e| Fail::Usage(e.to_string()))?;
-        let ns = measure(items, || {
-            let mut slow = 0u64;
-            for i in 0..items as usize {
-                slow += u64::from(m.predicts_slow(black_box(&inputs[i & 1023])));
-            }
-            slow
-        });
+        let ns = time_decisions(&m);
         rows.push((
             format!("inference/heimdall-live-p{p}"),
             u32::from(p),

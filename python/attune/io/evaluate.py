@@ -56,17 +56,7 @@ POLICIES = (
 #: the variant where a read every replica declines stays home, and the two that score every
 #: replica (``heimdall-rank``: C3 picks among the least predicted slow; ``heimdall-cost``: the
 #: shortest queue, a replica predicted slow counting ``slow_factor`` times).
-HEIMDALL_POLICIES = (
-    "heimdall",
-    "heimdall-home",
-    "heimdall-rank",
-    "heimdall-cost",
-    "heimdall-live",
-    "heimdall-live-rank",
-    "heimdall-live-cost",
-    "heimdall-live-rank-probe",
-    "heimdall-live-cost-probe",
-)
+HEIMDALL_POLICIES = tuple(p for p in POLICIES if p.startswith("heimdall"))
 #: The policies that run the live model (Heimdall's features plus the reads in flight,
 #: ``features="live"``) with the rule of the policy of the same name without ``-live``.
 LIVE_POLICIES = (
