@@ -204,6 +204,13 @@ impl DbInner {
                     st.imm = None;
                     self.install_super_version(&st);
                     self.delete_obsolete_files(&mut st);
+                    if !st.blob_pending_deletion.is_empty()
+                        && !self.shutting_down.load(Ordering::Acquire)
+                    {
+                        // Segments whose moves this flush put into a table; a failure leaves
+                        // them listed for the next collection.
+                        let _ = self.finalize_blob_deletions(&mut st);
+                    }
                 }
                 Err(e) => {
                     if !self.shutting_down.load(Ordering::Acquire) && st.bg_error.is_none() {

@@ -3,8 +3,10 @@
 //! deletes the segment once no snapshot or reader needs it.
 //!
 //! Called by the GC thread and by `DB::gc`; moves hold the writer queue for a bounded chunk
-//! (`GC_CHUNK_BYTES`). Invariant: a segment is deleted only after the manifest records that no
-//! live pointer names it.
+//! (`GC_CHUNK_BYTES`); the moves are then flushed into a table, so that damage to a write-ahead
+//! log can lose only writes not yet flushed, never a value moved out of a deleted segment.
+//! Invariant: a segment is deleted only after the manifest records that no live pointer names
+//! it.
 
 use super::{DbInner, GcEntry, State, SuperVersion};
 use crate::batch::WriteBatch;
@@ -23,6 +25,16 @@ use std::time::Duration;
 /// Live records a garbage-collection round moves, per write: at most this many bytes, so that
 /// the writer queue is held for a bounded time (about a millisecond of appends).
 pub(super) const GC_CHUNK_BYTES: usize = 1 << 20;
+/// A segment garbage collection emptied, waiting to be deleted.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PendingDeletion {
+    pub(super) segment: u64,
+    /// No snapshot older than this sequence may remain: older ones read the old pointers.
+    pub(super) readers_after: u64,
+    /// The tables must hold every sequence up to this one (the moves; 0 when nothing moved).
+    pub(super) flushed_after: u64,
+}
+
 /// Outcome of one garbage-collection call.
 #[derive(Clone, Debug, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -128,14 +140,14 @@ impl DbInner {
     }
 
     /// Collects segment `n` if at least `min_ratio` of it is dead: moves its live records to
-    /// the active segment through ordinary (conditional) writes, makes them durable, then
+    /// the active segment through ordinary (conditional) writes, flushes them into a table, then
     /// schedules the segment's deletion. Returns (records moved, bytes moved, bytes freed), or
     /// None when the segment was skipped. Crash-safe at every step: until the moves are durable
     /// every pointer still names the old segment, which stays until the manifest drops it.
     pub(super) fn gc_segment(&self, n: u64, min_ratio: f64) -> Result<Option<(u64, u64, u64)>> {
         let (file, meta) = {
             let st = self.state.lock();
-            if st.blob_pending_deletion.iter().any(|(p, _)| *p == n) {
+            if st.blob_pending_deletion.iter().any(|d| d.segment == n) {
                 return Ok(None);
             }
             (
@@ -207,14 +219,24 @@ impl DbInner {
                 chunk_bytes = 0;
             }
         }
-        // The moved values and their pointers must be durable before the segment can go.
-        self.sync_logs()?;
+        // The moved pointers must be in a table before the segment can go: in the log alone,
+        // damage to the log (which repair stops at) would lose values written long ago, where
+        // damage should lose only the writes not yet flushed. The flush syncs the log and the
+        // value log first.
+        let moved_seq = self.last_sequence.load(Ordering::Acquire);
+        if moved_records > 0 {
+            self.flush()?;
+        }
         let mut st = self.state.lock();
         let seq = self.last_sequence.load(Ordering::Acquire);
         let mut edit = VersionEdit::default();
         edit.blob_garbage.push((n, meta.size));
         st.versions.log_and_apply(edit)?;
-        st.blob_pending_deletion.push((n, seq));
+        st.blob_pending_deletion.push(PendingDeletion {
+            segment: n,
+            readers_after: seq,
+            flushed_after: if moved_records > 0 { moved_seq } else { 0 },
+        });
         self.finalize_blob_deletions(&mut st)?;
         Ok(Some((moved_records, moved_bytes, meta.size)))
     }
@@ -223,20 +245,21 @@ impl DbInner {
     /// is deleted when the last reader holding it lets go.
     pub(super) fn finalize_blob_deletions(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         let oldest = st.snapshots.keys().next().copied();
-        let (ready, wait): (Vec<_>, Vec<_>) = st
-            .blob_pending_deletion
-            .iter()
-            .partition(|(_, seq)| oldest.is_none_or(|o| o >= *seq));
+        let flushed = st.versions.last_sequence;
+        let (ready, wait): (Vec<PendingDeletion>, Vec<PendingDeletion>) =
+            st.blob_pending_deletion.iter().partition(|d| {
+                oldest.is_none_or(|o| o >= d.readers_after) && d.flushed_after <= flushed
+            });
         if ready.is_empty() {
             return Ok(());
         }
         let edit = VersionEdit {
-            blob_files_deleted: ready.iter().map(|(n, _)| *n).collect(),
+            blob_files_deleted: ready.iter().map(|d| d.segment).collect(),
             ..Default::default()
         };
         st.versions.log_and_apply(edit)?;
         let mut blobs = (*st.blobs).clone();
-        for (n, _) in &ready {
+        for n in ready.iter().map(|d| &d.segment) {
             if let Some(f) = blobs.remove(n) {
                 f.mark_obsolete();
             }
@@ -316,7 +339,7 @@ impl DbInner {
                         .gc_skip
                         .get(n)
                         .is_none_or(|&at| g as f64 >= at as f64 + GC_RETRY_GROWTH * m.size as f64)
-                    && !st.blob_pending_deletion.iter().any(|(p, _)| p == *n)
+                    && !st.blob_pending_deletion.iter().any(|d| d.segment == **n)
                     && g as f64 >= self.opts.blob_gc_garbage_ratio * m.size as f64
             })
             .max_by(|a, b| {

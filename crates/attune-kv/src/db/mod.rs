@@ -112,9 +112,9 @@ struct State {
     flush_bytes: u64,
     /// Readers' handles of the live value-log segments.
     blobs: BlobSet,
-    /// Segments emptied by garbage collection, with the sequence after which no reader needs
-    /// them; dropped from the manifest once no snapshot is older.
-    blob_pending_deletion: Vec<(u64, u64)>,
+    /// Segments emptied by garbage collection; dropped from the manifest once no snapshot can
+    /// read them and the tables hold the moves.
+    blob_pending_deletion: Vec<gc::PendingDeletion>,
     /// Value-log bytes per segment that flushes found shadowed by a newer version (kept in
     /// memory only: an estimate that lets collection start before compaction confirms it).
     blob_shadowed: HashMap<u64, u64>,
