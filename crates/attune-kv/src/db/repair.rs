@@ -15,10 +15,12 @@
 //!
 //! All sources are merged by internal key (user key, then sequence, newest first), so a newer
 //! version shadows an older one wherever each was found; the newest version of each key is
-//! written into new tables forming the last level, and a key whose newest version is a deletion
-//! is left out (nothing below it remains). A key whose newest version was in a damaged block or
-//! log record is lost with it, and an older version, if one survived elsewhere, reads again:
-//! the report says how many records each file lost.
+//! written into new tables forming the last level. A key whose newest version is a deletion
+//! keeps it, and a key whose newest value was lost gets one at that value's sequence: a repair
+//! interrupted after removing some old files, run again, must not find an older version in a
+//! file not yet removed and bring it back (compaction drops these deletions later). A key whose
+//! newest version was in a damaged block or log record is lost with it, and an older version,
+//! if one survived elsewhere, reads again: the report says how many records each file lost.
 //!
 //! Crash safety: the new tables are written under numbers above every file present; every file
 //! that lost records (and every old manifest and `CURRENT`) is then hard-linked (or copied) into
@@ -79,9 +81,10 @@ pub struct RepairedFile {
 pub struct RepairReport {
     /// Every file read, in name order.
     pub files: Vec<RepairedFile>,
-    /// Keys in the repaired database (newest version of each, deletions left out).
+    /// Keys in the repaired database (newest version of each, deletions not counted).
     pub keys: u64,
-    /// Keys whose newest version was a separated value that no longer verifies (left out).
+    /// Keys whose newest version was a separated value that no longer verifies (written as
+    /// deletions: the key is absent).
     pub values_lost: u64,
     /// Values taken from a damaged segment and written inline into the new tables.
     pub values_inlined: u64,
@@ -505,6 +508,37 @@ impl Repairer {
         Ok(())
     }
 
+    /// Adds one entry to the table being written, starting a table when none is and finishing
+    /// it at the target size.
+    fn write_entry(
+        &self,
+        ikey: &[u8],
+        value: &[u8],
+        next_number: &mut u64,
+        outputs: &mut Vec<FileMeta>,
+        builder: &mut Option<(u64, TableBuilder)>,
+    ) -> Result<()> {
+        if builder.is_none() {
+            let n = *next_number;
+            *next_number += 1;
+            let w = self.env.new_writable(&filename::table_path(&self.dir, n))?;
+            *builder = Some((
+                n,
+                TableBuilder::new(w, TableBuilderOptions::from(&self.opts)),
+            ));
+        }
+        let Some((_, b)) = builder.as_mut() else {
+            unreachable!("a builder was just made")
+        };
+        b.add(ikey, value)?;
+        if b.file_size_estimate() >= self.opts.target_file_size {
+            if let Some((n, b)) = builder.take() {
+                outputs.push(FileMeta::finish(n, b)?);
+            }
+        }
+        Ok(())
+    }
+
     /// Merges `sources` and writes the newest version of every key into new tables.
     fn write_tables(
         &mut self,
@@ -532,15 +566,20 @@ impl Repairer {
                 continue;
             };
             let mut out_key: Option<Vec<u8>> = None;
+            // Deletions are written too, and a lost value becomes one (see the module docs).
+            let mut deleted = false;
             let value: &[u8] = match kind {
                 ValueKind::Deletion => {
-                    it.next();
-                    continue;
+                    deleted = true;
+                    &[]
                 }
                 k if k.is_blob() => {
                     let (expiry, payload) = key::split_expiry(k, it.value()).unwrap_or((None, &[]));
                     let Some(p) = BlobPointer::decode(payload) else {
                         self.report.values_lost += 1;
+                        let gone =
+                            key::make_internal_key(uk, key::sequence(ikey), ValueKind::Deletion);
+                        self.write_entry(&gone, &[], next_number, outputs, &mut builder)?;
                         it.next();
                         continue;
                     };
@@ -580,32 +619,22 @@ impl Repairer {
                                 f.records_lost += 1;
                                 f.error.get_or_insert_with(|| e.to_string());
                             }
-                            it.next();
-                            continue;
+                            deleted = true;
+                            out_key = Some(key::make_internal_key(
+                                uk,
+                                key::sequence(ikey),
+                                ValueKind::Deletion,
+                            ));
+                            &[]
                         }
                     }
                 }
                 _ => it.value(),
             };
             let ikey = out_key.as_deref().unwrap_or(ikey);
-            if builder.is_none() {
-                let n = *next_number;
-                *next_number += 1;
-                let w = self.env.new_writable(&filename::table_path(&self.dir, n))?;
-                builder = Some((
-                    n,
-                    TableBuilder::new(w, TableBuilderOptions::from(&self.opts)),
-                ));
-            }
-            let Some((_, b)) = builder.as_mut() else {
-                unreachable!("a builder was just made")
-            };
-            b.add(ikey, value)?;
-            self.report.keys += 1;
-            if b.file_size_estimate() >= self.opts.target_file_size {
-                if let Some((n, b)) = builder.take() {
-                    outputs.push(FileMeta::finish(n, b)?);
-                }
+            self.write_entry(ikey, value, next_number, outputs, &mut builder)?;
+            if !deleted {
+                self.report.keys += 1;
             }
             it.next();
         }
