@@ -73,6 +73,22 @@ impl DbInner {
     }
 
     pub(super) fn flush(&self) -> Result<()> {
+        let mut st = self.switch_memtable()?;
+        while st.imm.is_some()
+            && st.bg_error.is_none()
+            && !self.shutting_down.load(Ordering::Acquire)
+        {
+            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        match &st.bg_error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+
+    /// Switches the memtable out for the flush thread (waiting only while a previous one is
+    /// still being flushed) and returns without waiting for this flush.
+    pub(super) fn switch_memtable(&self) -> Result<MutexGuard<'_, State>> {
         let mut st = self.state.lock();
         // Take the writer queue's head so no group is in flight while switching.
         let id = st.next_writer_id;
@@ -91,16 +107,7 @@ impl DbInner {
         st.writers.pop_front();
         self.write_cv.notify_all();
         r?;
-        while st.imm.is_some()
-            && st.bg_error.is_none()
-            && !self.shutting_down.load(Ordering::Acquire)
-        {
-            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
-        }
-        match &st.bg_error {
-            Some(e) => Err(e.duplicate()),
-            None => Ok(()),
-        }
+        Ok(st)
     }
 
     pub(super) fn smallest_snapshot(&self, st: &State) -> u64 {

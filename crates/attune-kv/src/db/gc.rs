@@ -140,8 +140,8 @@ impl DbInner {
     }
 
     /// Collects segment `n` if at least `min_ratio` of it is dead: moves its live records to
-    /// the active segment through ordinary (conditional) writes, flushes them into a table, then
-    /// schedules the segment's deletion. Returns (records moved, bytes moved, bytes freed), or
+    /// the active segment through ordinary (conditional) writes, switches out the memtable that
+    /// holds them, and schedules the segment's deletion for when that flush lands. Returns (records moved, bytes moved, bytes freed), or
     /// None when the segment was skipped. Crash-safe at every step: until the moves are durable
     /// every pointer still names the old segment, which stays until the manifest drops it.
     pub(super) fn gc_segment(&self, n: u64, min_ratio: f64) -> Result<Option<(u64, u64, u64)>> {
@@ -221,13 +221,15 @@ impl DbInner {
         }
         // The moved pointers must be in a table before the segment can go: in the log alone,
         // damage to the log (which repair stops at) would lose values written long ago, where
-        // damage should lose only the writes not yet flushed. The flush syncs the log and the
-        // value log first.
+        // damage should lose only the writes not yet flushed. The memtable holding them is
+        // switched out now; the flush (which syncs the log and the value log first) finalizes
+        // the deletion when it lands, while collection goes on.
         let moved_seq = self.last_sequence.load(Ordering::Acquire);
-        if moved_records > 0 {
-            self.flush()?;
-        }
-        let mut st = self.state.lock();
+        let mut st = if moved_records > 0 {
+            self.switch_memtable()?
+        } else {
+            self.state.lock()
+        };
         let seq = self.last_sequence.load(Ordering::Acquire);
         let mut edit = VersionEdit::default();
         edit.blob_garbage.push((n, meta.size));
@@ -453,6 +455,14 @@ impl DbInner {
                 }
             }
             Ok::<_, Error>((report, done))
+        });
+        let r = r.and_then(|(report, done)| {
+            if report.records_rewritten > 0 {
+                // The caller expects the space back: wait for the flush that holds the moves.
+                MutexGuard::unlocked(&mut st, || self.flush())?;
+                self.finalize_blob_deletions(&mut st)?;
+            }
+            Ok((report, done))
         });
         st.gc_running = false;
         st.gc.runs += 1;
