@@ -70,6 +70,8 @@ TINFETCH_VARIANTS = (
     "tinfetch-zero-pad",
     "tinfetch-centered",
     "tinfetch-one-stream",
+    "tinfetch-global-depth",
+    "tinfetch-depth-4",
 )
 
 

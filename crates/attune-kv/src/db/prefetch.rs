@@ -181,6 +181,10 @@ impl ScanPrefetch {
                 network: model.is_some(),
                 adaptive: switches.throttle,
                 pause_yield_pct: PAUSE_YIELD_PCT,
+                // The engine keeps the depth rule its benchmark was measured with (one depth
+                // for every stream, up to 512 KiB); the per-stream rule is tuned on block traces.
+                stream_depth: false,
+                depth_max: 4,
                 ..TinFetchConfig::default()
             };
             Some(
