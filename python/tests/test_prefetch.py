@@ -71,7 +71,7 @@ def test_bad_methods_models_and_files_raise_catchable_errors(tmp_path, model):
     p.write_bytes(bytes(damaged))
     with pytest.raises(attune.CorruptionError):
         pf.load_model(p)
-    with pytest.raises(attune.Error):
+    with pytest.raises(attune.InvalidArgumentError, match="missing.bin"):
         pf.load_model(tmp_path / "missing.bin")
     rng = np.random.default_rng(0)
     for _ in range(200):

@@ -86,7 +86,7 @@ pub trait Prefetcher: Send {
 pub const METHODS: [&str; 6] = ["none", "readahead", "stride", "markov", "leap", "tinfetch"];
 
 /// TinFetch's ablation variants, by name.
-pub const TINFETCH_VARIANTS: [&str; 9] = [
+pub const TINFETCH_VARIANTS: [&str; 10] = [
     "tinfetch",
     "tinfetch-no-network",
     "tinfetch-no-readahead",
@@ -96,6 +96,7 @@ pub const TINFETCH_VARIANTS: [&str; 9] = [
     "tinfetch-one-stream",
     "tinfetch-global-depth",
     "tinfetch-depth-4",
+    "tinfetch-shared-yield",
 ];
 
 /// The configuration of a TinFetch variant name (`None`: not a TinFetch name).
@@ -131,8 +132,9 @@ pub fn tinfetch_variant(name: &str) -> Option<TinFetchConfig> {
             stream_depth: false,
             ..d
         },
-        "tinfetch-depth-4" => TinFetchConfig {
-            depth_max: 4,
+        "tinfetch-depth-4" => TinFetchConfig { depth_max: 4, ..d },
+        "tinfetch-shared-yield" => TinFetchConfig {
+            network_yield: false,
             ..d
         },
         _ => return None,
@@ -166,7 +168,8 @@ pub fn by_name(name: &str) -> crate::Result<Box<dyn Prefetcher>> {
                 other,
                 "unknown prefetch method; valid: none, readahead, stride, markov, leap, tinfetch, \
                  tinfetch-no-network, tinfetch-no-readahead, tinfetch-static, tinfetch-zero-pad, \
-                 tinfetch-centered, tinfetch-one-stream, tinfetch-global-depth, tinfetch-depth-4",
+                 tinfetch-centered, tinfetch-one-stream, tinfetch-global-depth, tinfetch-depth-4, \
+                 tinfetch-shared-yield",
             ))
         }
     })

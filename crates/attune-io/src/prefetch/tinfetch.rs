@@ -58,6 +58,8 @@ const GROW_LATE: f64 = 0.25;
 const GROW_YIELD: f64 = 0.5;
 const SHRINK_LATE: f64 = 0.05;
 const SHRINK_YIELD: f64 = 0.25;
+/// Network prefetch ranges remembered to attribute hits to the network.
+pub const NET_RANGES: usize = 64;
 /// The deepest readahead a configuration may ask for (8 × 128 KB = `PREFETCH_BYTES_MAX`).
 pub const DEPTH_LIMIT: u64 = 8;
 
@@ -109,6 +111,10 @@ pub struct TinFetchConfig {
     pub stream_depth: bool,
     /// The deepest readahead, in 128 KB prefetches (default 8: 1 MiB; at most [`DEPTH_LIMIT`]).
     pub depth_max: u64,
+    /// The pause judges the network by its own yield (default on): hits on the ranges its last
+    /// [`NET_RANGES`] predictions fetched ÷ the blocks those predictions fetched. Off: by the
+    /// yield of every prefetch, readahead's included.
+    pub network_yield: bool,
 }
 
 impl Default for TinFetchConfig {
@@ -125,6 +131,7 @@ impl Default for TinFetchConfig {
             pause_yield_pct: 5,
             stream_depth: true,
             depth_max: DEPTH_LIMIT,
+            network_yield: true,
         }
     }
 }
@@ -380,6 +387,13 @@ pub struct TinFetch {
     epoch_hits: u64,
     epoch_blocks: u64,
     epoch_late: u64,
+    /// Blocks (first, last) of the network's last predictions (a ring), and the next slot.
+    net_ranges: [(u64, u64); NET_RANGES],
+    net_head: usize,
+    /// The previous access's prefetch came from the network.
+    net_last: bool,
+    epoch_net_fetched: u64,
+    epoch_net_hits: u64,
     /// Network inferences run.
     pub inferences: u64,
     name: String,
@@ -419,6 +433,11 @@ impl TinFetch {
             epoch_hits: 0,
             epoch_blocks: 0,
             epoch_late: 0,
+            net_ranges: [(u64::MAX, 0); NET_RANGES],
+            net_head: 0,
+            net_last: false,
+            epoch_net_fetched: 0,
+            epoch_net_hits: 0,
             inferences: 0,
             name: "tinfetch".into(),
         })
@@ -444,6 +463,22 @@ impl TinFetch {
         self.epoch_hits += a.hit_blocks;
         self.epoch_blocks += a.blocks;
         self.epoch_late += a.late_blocks;
+        if self.cfg.network_yield {
+            if self.net_last {
+                self.epoch_net_fetched += a.fetched_prev_blocks;
+            }
+            if a.hit_blocks > 0 {
+                let first = a.offset / BLOCK_BYTES;
+                let last = (a.end().max(a.offset + 1) - 1) / BLOCK_BYTES;
+                if self
+                    .net_ranges
+                    .iter()
+                    .any(|&(f, l)| f <= last && first <= l)
+                {
+                    self.epoch_net_hits += a.hit_blocks;
+                }
+            }
+        }
         if !self.n.is_multiple_of(EPOCH) {
             return;
         }
@@ -452,10 +487,20 @@ impl TinFetch {
         // feedback lags by the pending delay, which can exceed one epoch.
         let yield_ = self.epoch_hits as f64 / self.epoch_requested.max(1) as f64;
         let pause_yield = f64::from(self.cfg.pause_yield_pct) / 100.0;
-        if self.n >= self.paused_until && self.epoch_requested >= 32 && yield_ < pause_yield {
+        let (judged, fetched) = if self.cfg.network_yield {
+            (
+                self.epoch_net_hits as f64 / self.epoch_net_fetched.max(1) as f64,
+                self.epoch_net_fetched,
+            )
+        } else {
+            (yield_, self.epoch_requested)
+        };
+        self.epoch_net_hits /= 2;
+        self.epoch_net_fetched /= 2;
+        if self.n >= self.paused_until && fetched >= 32 && judged < pause_yield {
             self.pause_epochs = (self.pause_epochs * 2).clamp(PAUSE_EPOCHS, PAUSE_EPOCHS_MAX);
             self.paused_until = self.n + self.pause_epochs * EPOCH;
-        } else if self.n >= self.paused_until && yield_ >= pause_yield {
+        } else if self.n >= self.paused_until && judged >= pause_yield {
             self.pause_epochs = 0;
         }
         let late = self.epoch_late as f64 / (self.epoch_late + self.epoch_hits).max(1) as f64;
@@ -483,6 +528,7 @@ impl Prefetcher for TinFetch {
         }
         let o = self.streams.observe(a.offset, a.end());
         let len = PREFETCH_BYTES;
+        self.net_last = false;
         if o.contiguous {
             if self.cfg.adaptive && self.cfg.stream_depth && a.late_blocks > 0 {
                 self.streams.deepen(o.slot, self.cfg.depth_max);
@@ -522,6 +568,9 @@ impl Prefetcher for TinFetch {
                         offset: from,
                         len: to - from,
                     });
+                    self.net_last = true;
+                    self.net_ranges[self.net_head] = (from / BLOCK_BYTES, (to - 1) / BLOCK_BYTES);
+                    self.net_head = (self.net_head + 1) % NET_RANGES;
                 }
             }
         }
@@ -696,6 +745,51 @@ mod tests {
         t.access(&access(b + 65536, 65536, 0), &mut out);
         assert_eq!(out[0].len, PREFETCH_BYTES);
         assert_eq!(out[0].offset, b + 2 * 65536);
+    }
+
+    #[test]
+    fn the_pause_judges_the_network_by_its_own_hits() {
+        use attune_workload::trace::{BlockRecord, IoKind};
+        // A sequential stream (readahead hits, 7 accesses in 8) interleaved with one that jumps ahead by 256 KiB
+        // to 1 MiB at random and never reads a block twice (the network's predictions are
+        // hardly ever used).
+        let mut rng = attune_workload::rng::Xoshiro256::new(3, 1);
+        let seq = 1u64 << 40;
+        let (mut rnd, mut pos) = (0u64, seq);
+        let trace: Vec<BlockRecord> = (0..4000u64)
+            .map(|i| {
+                let offset = if i % 8 != 0 {
+                    pos += 4096;
+                    pos
+                } else {
+                    rnd += (64 + rng.next_u64() % 192) * 4096;
+                    rnd
+                };
+                BlockRecord {
+                    timestamp_ns: i * 100_000_000,
+                    offset,
+                    size: 4096,
+                    kind: IoKind::Read,
+                    latency_ns: 0,
+                }
+            })
+            .collect();
+        let run = |network_yield| {
+            let cfg = TinFetchConfig {
+                network_yield,
+                ..TinFetchConfig::default()
+            };
+            let model = QuantizedMlp::new(&model_file()).expect("test setup");
+            let mut t = TinFetch::new(cfg, Some(model)).expect("test setup");
+            let m = super::super::evaluate(&trace, &mut t, &super::super::EvalConfig::default());
+            (t.inferences, m.hit_blocks)
+        };
+        let (own, own_hits) = run(true);
+        let (all, all_hits) = run(false);
+        // Judged by every prefetch's hits, readahead's success keeps the useless network on.
+        assert!(all > 300, "{all}");
+        assert!(own < all / 4, "own {own}, all {all}");
+        assert!(own_hits + 20 >= all_hits, "{own_hits} vs {all_hits}");
     }
 
     #[test]
