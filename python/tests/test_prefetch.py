@@ -26,6 +26,17 @@ def test_disentangled_readahead_beats_linux_readahead_on_interleaved_streams():
     assert 0.0 <= res["readahead"]["hit_rate"] <= 1.0
 
 
+def test_every_variant_runs_and_per_stream_depth_cuts_late_prefetches(model):
+    t = pf.synthetic_trace("seq", 20_000, jobs=8, seed=3)
+    res = pf.evaluate(t, list(pf.TINFETCH_VARIANTS), model, measure_from=len(t) // 2)
+    by = {m["method"]: m for m in res}
+    assert list(by) == list(pf.TINFETCH_VARIANTS)
+    # One depth for all streams leaves many more prefetches late than a depth per stream.
+    assert by["tinfetch-global-depth"]["late_blocks"] > 3 * by["tinfetch"]["late_blocks"]
+    assert by["tinfetch"]["score"] > by["tinfetch-global-depth"]["score"]
+    assert by["tinfetch"]["score"] > by["tinfetch-static"]["score"]
+
+
 def test_no_prefetching_loads_the_device_exactly_once():
     t = pf.synthetic_trace("random", 5_000, seed=1)
     (m,) = pf.evaluate(t, ["none"])
@@ -71,7 +82,7 @@ def test_bad_methods_models_and_files_raise_catchable_errors(tmp_path, model):
     p.write_bytes(bytes(damaged))
     with pytest.raises(attune.CorruptionError):
         pf.load_model(p)
-    with pytest.raises(attune.Error):
+    with pytest.raises(attune.InvalidArgumentError, match="missing.bin"):
         pf.load_model(tmp_path / "missing.bin")
     rng = np.random.default_rng(0)
     for _ in range(200):

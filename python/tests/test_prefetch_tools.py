@@ -220,3 +220,16 @@ def test_warm_up_prefetches_do_not_count_as_measured_hits():
         if m["prefetched_blocks"] == 0:
             assert m["hit_blocks"] == 0, m
         assert m["useful_blocks"] <= m["prefetched_blocks"], m
+
+
+def test_a_missing_or_unreadable_model_gets_one_class_everywhere(tmp_path):
+    """A missing file the caller named is a bad argument; an existing path that cannot be read
+    as a file is an I/O error; the engine and load_model agree, and both name the path."""
+    missing = tmp_path / "missing.bin"
+    unreadable = tmp_path / "a-directory.bin"
+    unreadable.mkdir()
+    for path, cls in ((missing, attune.InvalidArgumentError), (unreadable, attune.StorageIOError)):
+        with pytest.raises(cls, match=path.name):
+            pf.load_model(path)
+        with pytest.raises(cls, match=path.name):
+            attune.DB(str(tmp_path / "db"), prefetcher="tinfetch", prefetch_model=str(path))

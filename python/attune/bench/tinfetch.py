@@ -145,7 +145,13 @@ def run(args) -> int:
             by = {m["method"]: m for m in res}
             best_name = max(BASELINES, key=lambda b: by[b]["score"])
             best = by[best_name]["score"]
-            base = {"bench": "tinfetch", "sample": i, "source": source, "ios": len(t)}
+            base = {
+                "bench": "tinfetch",
+                "sample": i,
+                "source": source,
+                "ios": len(t),
+                "seed": args.seed,
+            }
             for m in res:
                 rows.append(
                     {

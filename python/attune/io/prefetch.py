@@ -70,6 +70,9 @@ TINFETCH_VARIANTS = (
     "tinfetch-zero-pad",
     "tinfetch-centered",
     "tinfetch-one-stream",
+    "tinfetch-global-depth",
+    "tinfetch-depth-4",
+    "tinfetch-shared-yield",
 )
 
 
@@ -317,13 +320,17 @@ def predict(model: bytes, x: np.ndarray) -> np.ndarray:
 
 
 def load_model(path: str | Path) -> bytes:
-    """Reads and checks a TinFetch weight file. Every error names the path: a damaged file
-    raises :class:`attune.CorruptionError` (with the byte offset), a newer version
-    :class:`attune.UnsupportedVersionError`, another kind of model (Heimdall's)
-    :class:`attune.InvalidArgumentError`, as ``attune.DB(prefetch_model=...)`` does."""
+    """Reads and checks a TinFetch weight file. Every error names the path, as
+    ``attune.DB(prefetch_model=...)`` reports it: a missing file raises
+    :class:`attune.InvalidArgumentError` (the caller named it), an existing one that cannot be
+    read :class:`attune.StorageIOError`, a damaged one :class:`attune.CorruptionError` (with the
+    byte offset), a newer version :class:`attune.UnsupportedVersionError`, another kind of model
+    (Heimdall's) :class:`attune.InvalidArgumentError`."""
     p = Path(path)
     try:
         data = p.read_bytes()
+    except FileNotFoundError as e:
+        raise InvalidArgumentError(f"model {p}: no such file", str(p)) from e
     except OSError as e:
         raise StorageIOError(f"cannot read model {p}: {e.strerror or e}", str(p)) from e
     try:

@@ -86,7 +86,7 @@ pub trait Prefetcher: Send {
 pub const METHODS: [&str; 6] = ["none", "readahead", "stride", "markov", "leap", "tinfetch"];
 
 /// TinFetch's ablation variants, by name.
-pub const TINFETCH_VARIANTS: [&str; 7] = [
+pub const TINFETCH_VARIANTS: [&str; 10] = [
     "tinfetch",
     "tinfetch-no-network",
     "tinfetch-no-readahead",
@@ -94,6 +94,9 @@ pub const TINFETCH_VARIANTS: [&str; 7] = [
     "tinfetch-zero-pad",
     "tinfetch-centered",
     "tinfetch-one-stream",
+    "tinfetch-global-depth",
+    "tinfetch-depth-4",
+    "tinfetch-shared-yield",
 ];
 
 /// The configuration of a TinFetch variant name (`None`: not a TinFetch name).
@@ -123,6 +126,15 @@ pub fn tinfetch_variant(name: &str) -> Option<TinFetchConfig> {
         },
         "tinfetch-one-stream" => TinFetchConfig {
             separate: false,
+            ..d
+        },
+        "tinfetch-global-depth" => TinFetchConfig {
+            stream_depth: false,
+            ..d
+        },
+        "tinfetch-depth-4" => TinFetchConfig { depth_max: 4, ..d },
+        "tinfetch-shared-yield" => TinFetchConfig {
+            network_yield: false,
             ..d
         },
         _ => return None,
@@ -156,7 +168,8 @@ pub fn by_name(name: &str) -> crate::Result<Box<dyn Prefetcher>> {
                 other,
                 "unknown prefetch method; valid: none, readahead, stride, markov, leap, tinfetch, \
                  tinfetch-no-network, tinfetch-no-readahead, tinfetch-static, tinfetch-zero-pad, \
-                 tinfetch-centered, tinfetch-one-stream",
+                 tinfetch-centered, tinfetch-one-stream, tinfetch-global-depth, tinfetch-depth-4, \
+                 tinfetch-shared-yield",
             ))
         }
     })

@@ -21,13 +21,18 @@
 //! 1024; the prediction is the newest suffix plus the step.
 //!
 //! **Adaptive aggressiveness** (§4.3.2): every [`EPOCH`] accesses TinFetch looks at its own
-//! feedback: the epoch's hit rate and its *yield*, demand blocks hit ÷ blocks its prefetches
-//! fetched. A yield below 5 % (`pause_yield_pct`) pauses the network for 4 epochs, doubling while it stays low (up to 64;
-//! readahead continues: "very few hits, pause for a while"); a hit rate of at least 50 % with a yield of at least 50 % doubles
-//! the prefetch size (up to 4 × 128 KB: "high hit rate, larger prefetches", guarded by the yield
-//! so that hits from reused blocks do not widen useless prefetches); a hit rate below 20 % or a
-//! yield below 25 % returns it to 128 KB. Every part can be switched off
-//! ([`TinFetchConfig`]).
+//! feedback: its *yield*, demand blocks hit ÷ blocks its prefetches fetched (halved every epoch,
+//! as the feedback lags by the pending delay). A yield below 5 % (`pause_yield_pct`) pauses the
+//! network for 4 epochs, doubling while it stays low (up to 64; readahead continues: "very few
+//! hits, pause for a while"). The readahead depth ("high hit rate, larger prefetches", made to
+//! respond to what a larger prefetch fixes: lateness) is kept **per stream**: a contiguous access
+//! that found its stream's prefetched blocks still pending doubles that stream's depth, up to
+//! `depth_max` × 128 KB (default 8: 1 MiB). A deeper window costs only at the end of a run: each
+//! contiguous access fetches just the blocks newly inside its window, so the depth is how far
+//! ahead of the reader they arrive. The ablation (`stream_depth = false`) keeps one depth for all
+//! streams, doubled when at least 25 % of the used prefetches were late with a yield of at least
+//! 50 %, returned to 128 KB when few (< 5 %) were late or the yield fell below 25 %. Every part
+//! can be switched off ([`TinFetchConfig`]).
 //!
 //! Thread-safety: single-owner value; the model is immutable.
 
@@ -53,7 +58,10 @@ const GROW_LATE: f64 = 0.25;
 const GROW_YIELD: f64 = 0.5;
 const SHRINK_LATE: f64 = 0.05;
 const SHRINK_YIELD: f64 = 0.25;
-const DEGREE_MAX: u64 = 4;
+/// Network prefetch ranges remembered to attribute hits to the network.
+pub const NET_RANGES: usize = 64;
+/// The deepest readahead a configuration may ask for (8 × 128 KB = `PREFETCH_BYTES_MAX`).
+pub const DEPTH_LIMIT: u64 = 8;
 
 /// How a stream with fewer than 10 suffixes fills the missing inputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +105,16 @@ pub struct TinFetchConfig {
     /// below this many percent (default 5; the engine, whose pointer hints compete for the same
     /// device, uses 25).
     pub pause_yield_pct: u8,
+    /// Readahead depth per stream (default on): a contiguous access that found its stream's
+    /// prefetched blocks still pending doubles that stream's depth. Off: one depth for every
+    /// stream, set each epoch from the share of late prefetches.
+    pub stream_depth: bool,
+    /// The deepest readahead, in 128 KB prefetches (default 8: 1 MiB; at most [`DEPTH_LIMIT`]).
+    pub depth_max: u64,
+    /// The pause judges the network by its own yield (default on): hits on the ranges its last
+    /// [`NET_RANGES`] predictions fetched ÷ the blocks those predictions fetched. Off: by the
+    /// yield of every prefetch, readahead's included.
+    pub network_yield: bool,
 }
 
 impl Default for TinFetchConfig {
@@ -111,6 +129,9 @@ impl Default for TinFetchConfig {
             placement: Placement::Start,
             separate: true,
             pause_yield_pct: 5,
+            stream_depth: true,
+            depth_max: DEPTH_LIMIT,
+            network_yield: true,
         }
     }
 }
@@ -130,6 +151,13 @@ impl TinFetchConfig {
                 "pause_yield_pct",
                 self.pause_yield_pct,
                 "must be at most 100",
+            ));
+        }
+        if !(1..=DEPTH_LIMIT).contains(&self.depth_max) {
+            return Err(crate::error::invalid(
+                "depth_max",
+                self.depth_max,
+                "must be in 1..=8 (128 KB prefetches: at most 1 MiB)",
             ));
         }
         if !(1..=HISTORY).contains(&self.min_suffixes) {
@@ -152,6 +180,7 @@ struct Stream {
     head: usize,
     last_end: u64,
     used: u64,
+    depth: u64,
 }
 
 impl Stream {
@@ -237,6 +266,7 @@ impl Streams {
                     head: 0,
                     last_end: u64::MAX,
                     used: 0,
+                    depth: 1,
                 };
                 if self.v.len() < self.cap {
                     self.v.push(fresh);
@@ -276,6 +306,18 @@ impl Streams {
         let mut h = [0f32; HISTORY];
         self.history(slot, padding, &mut h);
         inputs_of(&h, out);
+    }
+
+    /// The readahead depth of the stream in `slot` (128 KB prefetches).
+    pub fn depth(&self, slot: usize) -> u64 {
+        self.v.get(slot).map_or(1, |s| s.depth)
+    }
+
+    /// Doubles the readahead depth of the stream in `slot`, up to `max`.
+    pub fn deepen(&mut self, slot: usize, max: u64) {
+        if let Some(s) = self.v.get_mut(slot) {
+            s.depth = (s.depth * 2).min(max.max(1));
+        }
     }
 
     /// The prefix of the stream in `slot`.
@@ -345,6 +387,13 @@ pub struct TinFetch {
     epoch_hits: u64,
     epoch_blocks: u64,
     epoch_late: u64,
+    /// Blocks (first, last) of the network's last predictions (a ring), and the next slot.
+    net_ranges: [(u64, u64); NET_RANGES],
+    net_head: usize,
+    /// The previous access's prefetch came from the network.
+    net_last: bool,
+    epoch_net_fetched: u64,
+    epoch_net_hits: u64,
     /// Network inferences run.
     pub inferences: u64,
     name: String,
@@ -384,6 +433,11 @@ impl TinFetch {
             epoch_hits: 0,
             epoch_blocks: 0,
             epoch_late: 0,
+            net_ranges: [(u64::MAX, 0); NET_RANGES],
+            net_head: 0,
+            net_last: false,
+            epoch_net_fetched: 0,
+            epoch_net_hits: 0,
             inferences: 0,
             name: "tinfetch".into(),
         })
@@ -409,6 +463,22 @@ impl TinFetch {
         self.epoch_hits += a.hit_blocks;
         self.epoch_blocks += a.blocks;
         self.epoch_late += a.late_blocks;
+        if self.cfg.network_yield {
+            if self.net_last {
+                self.epoch_net_fetched += a.fetched_prev_blocks;
+            }
+            if a.hit_blocks > 0 {
+                let first = a.offset / BLOCK_BYTES;
+                let last = (a.end().max(a.offset + 1) - 1) / BLOCK_BYTES;
+                if self
+                    .net_ranges
+                    .iter()
+                    .any(|&(f, l)| f <= last && first <= l)
+                {
+                    self.epoch_net_hits += a.hit_blocks;
+                }
+            }
+        }
         if !self.n.is_multiple_of(EPOCH) {
             return;
         }
@@ -417,15 +487,25 @@ impl TinFetch {
         // feedback lags by the pending delay, which can exceed one epoch.
         let yield_ = self.epoch_hits as f64 / self.epoch_requested.max(1) as f64;
         let pause_yield = f64::from(self.cfg.pause_yield_pct) / 100.0;
-        if self.n >= self.paused_until && self.epoch_requested >= 32 && yield_ < pause_yield {
+        let (judged, fetched) = if self.cfg.network_yield {
+            (
+                self.epoch_net_hits as f64 / self.epoch_net_fetched.max(1) as f64,
+                self.epoch_net_fetched,
+            )
+        } else {
+            (yield_, self.epoch_requested)
+        };
+        self.epoch_net_hits /= 2;
+        self.epoch_net_fetched /= 2;
+        if self.n >= self.paused_until && fetched >= 32 && judged < pause_yield {
             self.pause_epochs = (self.pause_epochs * 2).clamp(PAUSE_EPOCHS, PAUSE_EPOCHS_MAX);
             self.paused_until = self.n + self.pause_epochs * EPOCH;
-        } else if self.n >= self.paused_until && yield_ >= pause_yield {
+        } else if self.n >= self.paused_until && judged >= pause_yield {
             self.pause_epochs = 0;
         }
         let late = self.epoch_late as f64 / (self.epoch_late + self.epoch_hits).max(1) as f64;
         if late >= GROW_LATE && yield_ >= GROW_YIELD {
-            self.degree = (self.degree * 2).min(DEGREE_MAX);
+            self.degree = (self.degree * 2).min(self.cfg.depth_max);
         } else if late < SHRINK_LATE || yield_ < SHRINK_YIELD {
             self.degree = 1;
         }
@@ -448,11 +528,22 @@ impl Prefetcher for TinFetch {
         }
         let o = self.streams.observe(a.offset, a.end());
         let len = PREFETCH_BYTES;
+        self.net_last = false;
         if o.contiguous {
+            if self.cfg.adaptive && self.cfg.stream_depth && a.late_blocks > 0 {
+                self.streams.deepen(o.slot, self.cfg.depth_max);
+            }
             if self.cfg.readahead {
+                let depth = if !self.cfg.adaptive {
+                    1
+                } else if self.cfg.stream_depth {
+                    self.streams.depth(o.slot)
+                } else {
+                    self.degree
+                };
                 out.push(PrefetchRange {
                     offset: a.end(),
-                    len: len * self.degree,
+                    len: len * depth,
                 });
             }
         } else if self.cfg.network
@@ -477,6 +568,9 @@ impl Prefetcher for TinFetch {
                         offset: from,
                         len: to - from,
                     });
+                    self.net_last = true;
+                    self.net_ranges[self.net_head] = (from / BLOCK_BYTES, (to - 1) / BLOCK_BYTES);
+                    self.net_head = (self.net_head + 1) % NET_RANGES;
                 }
             }
         }
@@ -613,6 +707,125 @@ mod tests {
         f.layers[0].0.extend(std::iter::repeat_n(0.0, 128));
         let m = QuantizedMlp::new(&f).expect("test setup");
         assert!(TinFetch::new(TinFetchConfig::default(), Some(m)).is_err());
+    }
+
+    fn access(offset: u64, size: u64, late_blocks: u64) -> Access {
+        Access {
+            offset,
+            size,
+            blocks: size.div_ceil(BLOCK_BYTES),
+            late_blocks,
+            ..Access::default()
+        }
+    }
+
+    #[test]
+    fn late_prefetches_deepen_only_their_own_streams_readahead() {
+        let cfg = TinFetchConfig {
+            network: false,
+            ..TinFetchConfig::default()
+        };
+        let mut t = TinFetch::new(cfg, None).expect("test setup");
+        let a = 3u64 << PREFIX_SHIFT;
+        let b = 9u64 << PREFIX_SHIFT;
+        let mut out = Vec::new();
+        let mut lens = Vec::new();
+        let mut pos = 0;
+        for late in [0, 0, 1, 1, 1, 1, 1, 0] {
+            out.clear();
+            t.access(&access(a + pos, 65536, late), &mut out);
+            pos += 65536;
+            lens.push(out.first().map_or(0, |r| r.len / PREFETCH_BYTES));
+        }
+        // The first access starts the stream; late ones double its depth up to 8 × 128 KB.
+        assert_eq!(lens, vec![0, 1, 2, 4, 8, 8, 8, 8]);
+        // Stream b has seen no late prefetch: its readahead is 128 KB.
+        t.access(&access(b, 65536, 0), &mut out);
+        out.clear();
+        t.access(&access(b + 65536, 65536, 0), &mut out);
+        assert_eq!(out[0].len, PREFETCH_BYTES);
+        assert_eq!(out[0].offset, b + 2 * 65536);
+    }
+
+    #[test]
+    fn the_pause_judges_the_network_by_its_own_hits() {
+        use attune_workload::trace::{BlockRecord, IoKind};
+        // A sequential stream (readahead hits, 7 accesses in 8) interleaved with one that jumps ahead by 256 KiB
+        // to 1 MiB at random and never reads a block twice (the network's predictions are
+        // hardly ever used).
+        let mut rng = attune_workload::rng::Xoshiro256::new(3, 1);
+        let seq = 1u64 << 40;
+        let (mut rnd, mut pos) = (0u64, seq);
+        let trace: Vec<BlockRecord> = (0..4000u64)
+            .map(|i| {
+                let offset = if i % 8 != 0 {
+                    pos += 4096;
+                    pos
+                } else {
+                    rnd += (64 + rng.next_u64() % 192) * 4096;
+                    rnd
+                };
+                BlockRecord {
+                    timestamp_ns: i * 100_000_000,
+                    offset,
+                    size: 4096,
+                    kind: IoKind::Read,
+                    latency_ns: 0,
+                }
+            })
+            .collect();
+        let run = |network_yield| {
+            let cfg = TinFetchConfig {
+                network_yield,
+                ..TinFetchConfig::default()
+            };
+            let model = QuantizedMlp::new(&model_file()).expect("test setup");
+            let mut t = TinFetch::new(cfg, Some(model)).expect("test setup");
+            let m = super::super::evaluate(&trace, &mut t, &super::super::EvalConfig::default());
+            (t.inferences, m.hit_blocks)
+        };
+        let (own, own_hits) = run(true);
+        let (all, all_hits) = run(false);
+        // Judged by every prefetch's hits, readahead's success keeps the useless network on.
+        assert!(all > 300, "{all}");
+        assert!(own < all / 4, "own {own}, all {all}");
+        assert!(own_hits + 20 >= all_hits, "{own_hits} vs {all_hits}");
+    }
+
+    #[test]
+    fn depth_max_is_checked_and_bounds_the_readahead() {
+        for bad in [0, DEPTH_LIMIT + 1] {
+            let cfg = TinFetchConfig {
+                network: false,
+                depth_max: bad,
+                ..TinFetchConfig::default()
+            };
+            assert!(TinFetch::new(cfg, None).is_err(), "depth_max {bad}");
+        }
+        let cfg = TinFetchConfig {
+            network: false,
+            depth_max: 2,
+            ..TinFetchConfig::default()
+        };
+        let mut t = TinFetch::new(cfg, None).expect("test setup");
+        let mut out = Vec::new();
+        for i in 0..6u64 {
+            out.clear();
+            t.access(&access(i * 4096, 4096, 1), &mut out);
+        }
+        assert_eq!(out[0].len, 2 * PREFETCH_BYTES);
+        // Without the adaptive part the depth stays at 128 KB.
+        let cfg = TinFetchConfig {
+            network: false,
+            adaptive: false,
+            ..TinFetchConfig::default()
+        };
+        let mut t = TinFetch::new(cfg, None).expect("test setup");
+        for i in 0..6u64 {
+            out.clear();
+            t.access(&access(i * 4096, 4096, 1), &mut out);
+        }
+        assert_eq!(out[0].len, PREFETCH_BYTES);
     }
 
     #[test]

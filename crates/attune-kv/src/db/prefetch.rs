@@ -138,8 +138,14 @@ pub(crate) struct ScanPrefetch {
 
 /// Reads a TinFetch weight file; the error names the file and what is wrong with it.
 pub(crate) fn load_model(path: &str) -> Result<QuantizedMlp> {
+    // A file the caller named that is not there is a bad argument; one that exists but cannot
+    // be read is an I/O error (as `attune.io.prefetch.load_model` reports them).
     let bytes = std::fs::read(path).map_err(|e| {
-        Error::InvalidArgument(format!("prefetch_model {path:?}: cannot read it: {e}"))
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::InvalidArgument(format!("prefetch_model {path:?}: no such file: {e}"))
+        } else {
+            Error::io("reading the prefetch model", path, e)
+        }
     })?;
     let m = QuantizedMlp::from_bytes(&bytes).map_err(|e| match e {
         // The position is the one the weight-file reader found; the message says it once.
@@ -181,6 +187,13 @@ impl ScanPrefetch {
                 network: model.is_some(),
                 adaptive: switches.throttle,
                 pause_yield_pct: PAUSE_YIELD_PCT,
+                // The engine keeps the depth and pause rules its benchmark was measured with
+                // (one depth for every stream, up to 512 KiB; the pause judged by the yield of
+                // every prefetch): the per-stream and network-only rules are tuned on block
+                // traces, and the engine throttles the block prefetcher by its own feedback.
+                stream_depth: false,
+                depth_max: 4,
+                network_yield: false,
                 ..TinFetchConfig::default()
             };
             Some(
@@ -492,6 +505,10 @@ mod tests {
         );
         let dir = std::env::temp_dir().join(format!("attune-pf-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        // An existing path that cannot be read as a file is an I/O error, not a bad argument.
+        let err = load_model(dir.to_str().unwrap()).err().unwrap();
+        assert!(matches!(err, Error::Io { .. }), "{err}");
+        assert!(err.to_string().contains("attune-pf-"), "{err}");
         let bad = dir.join("bad.bin");
         std::fs::write(&bad, b"ATIOMLP1 not really a model").unwrap();
         let err = load_model(bad.to_str().unwrap()).err().unwrap();
