@@ -182,19 +182,19 @@ fn a_crash_with_several_syncs_in_flight_loses_only_unacknowledged_writes() {
     group_crashes(SimModel::Write, Migration::Inline, 4);
 }
 
-/// The `Write` model with the leader's log writes through the page cache (exact ranges: a
-/// store reaches the media only with its own flushed line), the `log_direct_io = false` path;
-/// the tests above model whole-page `O_DIRECT` writes (any word stored in a flushed page may
-/// reach the media with it).
+/// The `Write` model with the leader's log writes as whole pages through `O_DIRECT`
+/// (`log_direct_io`: any word stored in a flushed page may reach the media with it); the
+/// tests above model the default, exact ranges through the page cache (a store reaches the
+/// media only with its own flushed line).
 #[test]
-fn a_crash_inside_a_group_of_buffered_log_writes_loses_only_unacknowledged_writes() {
+fn a_crash_inside_a_group_of_direct_page_writes_loses_only_unacknowledged_writes() {
     group_crashes_with(
         SimModel::Write,
         Migration::Inline,
         GroupCommit {
             window: false,
             syncs_in_flight_max: 4,
-            direct: false,
+            direct: true,
         },
     );
 }
