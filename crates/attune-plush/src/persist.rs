@@ -446,6 +446,7 @@ type Ranges<'a> = dyn Fn(&[(usize, usize)]) -> std::io::Result<()> + 'a;
 
 /// Polls a follower makes (spinning, then yielding the CPU) before it sleeps on the condition
 /// variable: a sync on tmpfs or a fast device takes microseconds, less than a sleep and wake-up.
+/// None when the last sync took longer than `FOLLOWER_YIELD_NS_MAX` (a device flush).
 const FOLLOWER_POLLS_MAX: u32 = 256;
 /// Commit window: before it syncs, a leader waits for writers that announced a barrier (they
 /// hold their locks and are between their store and their fence, microseconds away) to draw
@@ -541,7 +542,15 @@ impl Group {
                 let taken = st.taken >= mine;
                 drop(st);
                 let t0 = std::time::Instant::now();
-                for i in 0..FOLLOWER_POLLS_MAX {
+                // Poll only where syncs are short (tmpfs, a fast device): behind a device
+                // flush of 100 µs or more, polling burns the CPU the leader and the other
+                // writers need, and a sleep costs less than the wait.
+                let polls = if self.last_sync_ns.load(Ordering::Relaxed) > FOLLOWER_YIELD_NS_MAX {
+                    0
+                } else {
+                    FOLLOWER_POLLS_MAX
+                };
+                for i in 0..polls {
                     if self.synced_hint.load(Ordering::Acquire) >= mine
                         || (!taken && self.slot_hint.load(Ordering::Acquire))
                     {
