@@ -244,18 +244,7 @@ mod imp {
         fn flush(&self) -> Result<()> {
             self.keyspace
                 .persist(PersistMode::SyncAll)
-                .map_err(engine_error)?;
-            // The memtable to a table, as the other engines' flush (fjall 2.11 exposes it
-            // as a hidden but public method; its own tests use it).
-            self.partition
-                .rotate_memtable_and_wait()
                 .map_err(engine_error)
-        }
-
-        fn compact(&self) -> Result<bool> {
-            self.flush()?;
-            self.partition.major_compact().map_err(engine_error)?;
-            Ok(true)
         }
 
         fn close(self: Box<Self>) -> Result<()> {
