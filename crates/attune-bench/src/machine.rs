@@ -57,10 +57,7 @@ impl Machine {
                 .map(|k| k * 1024)
         });
         let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut build_features = Vec::new();
-        if cfg!(feature = "step-timing") {
-            build_features.push("step-timing".to_string());
-        }
+        let build_features = build_features();
         Machine {
             cpu,
             nproc,
@@ -80,6 +77,19 @@ impl Machine {
             ..self.clone()
         }
     }
+}
+
+/// The cargo features of attune-bench compiled into this binary that change what it measures or
+/// which engines it can run (a row then says which binary made it, e.g. `attune-bench-fjall`).
+pub fn build_features() -> Vec<String> {
+    let mut out = Vec::new();
+    if cfg!(feature = "step-timing") {
+        out.push("step-timing".to_string());
+    }
+    if cfg!(feature = "fjall") {
+        out.push("fjall".to_string());
+    }
+    out
 }
 
 /// The 1-minute load average (`/proc/loadavg`), or None.
@@ -115,5 +125,20 @@ mod tests {
         ] {
             assert!(v.get(k).is_some(), "{k} missing");
         }
+    }
+
+    #[test]
+    fn the_stamp_lists_the_features_built_in() {
+        let f = Machine::current().build_features;
+        assert_eq!(
+            f.iter().any(|x| x == "fjall"),
+            cfg!(feature = "fjall"),
+            "{f:?}"
+        );
+        assert_eq!(
+            f.iter().any(|x| x == "step-timing"),
+            cfg!(feature = "step-timing"),
+            "{f:?}"
+        );
     }
 }

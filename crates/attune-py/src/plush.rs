@@ -78,6 +78,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "payload_gc" => o.payload_gc = v.extract()?,
             "group_commit_window" => o.group_commit_window = v.extract()?,
             "log_syncs_in_flight_max" => o.log_syncs_in_flight_max = uint(&v)?,
+            "log_direct_io" => o.log_direct_io = v.extract()?,
             _ => {
                 return Err(bad(format!(
                     "unknown HashDB option {key:?}; known: {}",
@@ -90,7 +91,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 15] = [
+const OPTION_NAMES: [&str; 16] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -106,6 +107,7 @@ const OPTION_NAMES: [&str; 15] = [
     "payload_gc",
     "group_commit_window",
     "log_syncs_in_flight_max",
+    "log_direct_io",
 ];
 
 /// A Plush hash database of byte keys and values. `HashDB(path, **options)`.

@@ -107,6 +107,7 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
         } else {
             Backend::Msync
         },
+        log_direct_io: rng.gen_bool(0.5),
         ..geometry()
     }
 }
@@ -123,8 +124,8 @@ pub fn cycle_shape(cfg: &Config, cycle: u64) -> String {
 
 fn shape(o: &Options) -> String {
     format!(
-        "cycle options: sync {}, migration {:?}, backend {:?}",
-        o.sync, o.migration, o.backend
+        "cycle options: sync {}, migration {:?}, backend {:?}, log O_DIRECT {}",
+        o.sync, o.migration, o.backend, o.log_direct_io
     )
 }
 
@@ -249,6 +250,7 @@ impl Worker<'_> {
             HashOp::Checkpoint => match sh.db.checkpoint() {
                 Ok(()) => {
                     sh.counters.flushes.fetch_add(1, Ordering::Relaxed);
+                    sh.sink.counted("flushes", 1);
                 }
                 Err(e) => sh.fail(format!("checkpoint: {e}")),
             },
@@ -257,6 +259,7 @@ impl Worker<'_> {
                     sh.counters
                         .gc_segments
                         .fetch_add(n as u64, Ordering::Relaxed);
+                    sh.sink.counted("gc_segments", n as u64);
                 }
                 Err(e) => sh.fail(format!("collect_garbage: {e}")),
             },

@@ -238,6 +238,10 @@ pub(crate) fn describe(v: Option<&[u8]>) -> String {
 pub(crate) trait Sink: Send + Sync {
     fn issue(&self, op: u64, sync: bool, items: &[(u32, bool)]);
     fn finish(&self, op: u64, ok: bool);
+    /// A maintenance event the workers counted (`what` names a [`Report`] field: `flushes`,
+    /// `compactions`, `gc_segments`, `txn_commits`, `txn_conflicts`). A killed child cannot
+    /// send a summary, so kill mode streams each event and the parent adds them up.
+    fn counted(&self, _what: &'static str, _n: u64) {}
 }
 
 struct NoSink;
@@ -246,7 +250,8 @@ impl Sink for NoSink {
     fn finish(&self, _: u64, _: bool) {}
 }
 
-/// Streams events as lines on stdout: `I <op> <sync 0|1> <key><P|D>...` and `A|F <op>`.
+/// Streams events as lines on stdout: `I <op> <sync 0|1> <key><P|D>...`, `A|F <op>` and
+/// `N <counter> <n>` (see [`Sink::counted`]).
 pub(crate) struct PipeSink {
     out: Mutex<std::io::Stdout>,
 }
@@ -276,13 +281,23 @@ impl Sink for PipeSink {
         }
     }
     fn finish(&self, op: u64, ok: bool) {
-        let line = format!("{} {op}\n", if ok { 'A' } else { 'F' });
+        self.line(&format!("{} {op}\n", if ok { 'A' } else { 'F' }));
+    }
+    fn counted(&self, what: &'static str, n: u64) {
+        if n > 0 {
+            self.line(&format!("N {what} {n}\n"));
+        }
+    }
+}
+
+impl PipeSink {
+    fn line(&self, line: &str) {
         let mut o = self.out.lock();
         if o.write_all(line.as_bytes())
             .and_then(|_| o.flush())
             .is_err()
         {
-            std::process::exit(3);
+            std::process::exit(3); // the parent is gone
         }
     }
 }
@@ -416,6 +431,7 @@ impl Worker<'_> {
             Op::Flush => match sh.db.flush() {
                 Ok(()) => {
                     sh.counters.flushes.fetch_add(1, Ordering::Relaxed);
+                    sh.sink.counted("flushes", 1);
                 }
                 Err(e) => sh.error("flush", &e),
             },
@@ -426,6 +442,7 @@ impl Worker<'_> {
                 match sh.db.compact_range(Some(&lo), Some(&hi)) {
                     Ok(()) => {
                         sh.counters.compactions.fetch_add(1, Ordering::Relaxed);
+                        sh.sink.counted("compactions", 1);
                     }
                     Err(e) => sh.error("compaction", &e),
                 }
@@ -445,6 +462,7 @@ impl Worker<'_> {
                         sh.counters
                             .gc_segments
                             .fetch_add(r.segments_collected, Ordering::Relaxed);
+                        sh.sink.counted("gc_segments", r.segments_collected);
                     }
                     Err(e) => sh.error("gc", &e),
                 }
@@ -568,11 +586,13 @@ impl Worker<'_> {
             )),
             (Ok(()), None) => {
                 sh.counters.txn_commits.fetch_add(1, Ordering::Relaxed);
+                sh.sink.counted("txn_commits", 1);
                 sh.counters.acked.fetch_add(1, Ordering::Relaxed);
             }
             (Err(attune_kv::Error::Conflict(_)), planted) => {
                 if planted.is_some() {
                     sh.counters.txn_conflicts.fetch_add(1, Ordering::Relaxed);
+                    sh.sink.counted("txn_conflicts", 1);
                 }
             }
             (Err(e), _) => {
@@ -1184,9 +1204,27 @@ fn apply_line(
             let mut g = oracle.lock(&keys);
             oracle.finish(&mut g, op, tag == "A", sync);
         }
-        Some("R") | None => {}
+        Some("R" | "N") | None => {}
         Some(_) => return Err(bad()),
     }
+    Ok(())
+}
+
+/// Adds a child's `N <counter> <n>` line to the parent's report.
+fn add_counted(report: &mut Report, line: &str) -> Result<(), String> {
+    let bad = || format!("malformed child line {line:?}");
+    let mut parts = line.split_ascii_whitespace().skip(1);
+    let what = parts.next().ok_or_else(bad)?;
+    let n: u64 = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+    let field = match what {
+        "flushes" => &mut report.flushes,
+        "compactions" => &mut report.compactions,
+        "gc_segments" => &mut report.gc_segments,
+        "txn_commits" => &mut report.txn_commits,
+        "txn_conflicts" => &mut report.txn_conflicts,
+        _ => return Err(bad()),
+    };
+    *field += n;
     Ok(())
 }
 
@@ -1225,6 +1263,9 @@ pub fn run_kill(cfg: &Config) -> Result<Report, Box<Violation>> {
         let mut open = std::collections::HashMap::new();
         for l in &lines {
             apply_line(&oracle, l, &mut open).map_err(|e| fail(e, &report))?;
+            if l.starts_with("N ") {
+                add_counted(&mut report, l).map_err(|e| fail(e, &report))?;
+            }
         }
         report.operations += lines.iter().filter(|l| l.starts_with('I')).count() as u64;
         report.writes_acked += lines.iter().filter(|l| l.starts_with('A')).count() as u64;
@@ -1395,5 +1436,32 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_childs_counter_lines_add_up_in_the_parents_report() {
+        let oracle = Oracle::new(16);
+        let mut open = std::collections::HashMap::new();
+        let mut report = Report::default();
+        for l in [
+            "N flushes 1",
+            "N gc_segments 3",
+            "N flushes 1",
+            "N compactions 2",
+        ] {
+            apply_line(&oracle, l, &mut open).unwrap();
+            add_counted(&mut report, l).unwrap();
+        }
+        assert_eq!(report.flushes, 2);
+        assert_eq!(report.gc_segments, 3);
+        assert_eq!(report.compactions, 2);
+        assert!(add_counted(&mut report, "N nonsense 1").is_err());
+        assert!(add_counted(&mut report, "N flushes x").is_err());
     }
 }

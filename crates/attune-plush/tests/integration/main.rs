@@ -5,4 +5,5 @@
 mod crash;
 mod files;
 mod group_crash;
+mod kill;
 mod payload;

@@ -2,6 +2,7 @@
 //! operation; the parent SIGKILLs it at a seeded point, reopens the directory and checks every
 //! acknowledged operation (the one in flight may have landed or not), over several cycles on
 //! the same directory. Durability mode `sync = false`: a process crash must lose nothing.
+//! The child is this integration binary re-executed with only `kill::kill_child` selected.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
 use attune_plush::{Options, Plush};
@@ -63,7 +64,12 @@ fn sigkill_cycles_lose_and_resurrect_nothing() {
     let mut state: HashMap<u64, Option<u64>> = HashMap::new();
     for c in 1..=6u64 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "kill_child", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "kill::kill_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, format!("{}:{c}", dir.path().display()))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
