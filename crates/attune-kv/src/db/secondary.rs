@@ -423,3 +423,117 @@ impl DbInner {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::MemEnv;
+    use crate::options::Options;
+    use crate::version::VersionEdit;
+    use crate::wal::LogWriter;
+
+    fn opts(secondary: bool) -> Options {
+        Options {
+            secondary,
+            wal_sync_interval_ms: 0,
+            ..Options::default()
+        }
+    }
+
+    fn open(env: &MemEnv, secondary: bool) -> DB {
+        DB::open_with_env(Arc::new(env.clone()), Path::new("/db"), opts(secondary)).unwrap()
+    }
+
+    /// One record as the log writer frames it.
+    fn framed(record: &[u8]) -> Vec<u8> {
+        let scratch = MemEnv::new();
+        let p = Path::new("/r");
+        let mut w = LogWriter::new(scratch.new_writable(p).unwrap());
+        w.add_record(record).unwrap();
+        drop(w);
+        scratch.read_all(p).unwrap()
+    }
+
+    fn newest(env: &MemEnv, pick: fn(FileKind) -> Option<u64>, name: fn(u64) -> String) -> PathBuf {
+        let n = env
+            .list_dir(Path::new("/db"))
+            .unwrap()
+            .iter()
+            .filter_map(|f| filename::parse(f).and_then(pick))
+            .max()
+            .unwrap();
+        Path::new("/db").join(name(n))
+    }
+
+    fn append(env: &MemEnv, path: &Path, bytes: &[u8]) {
+        let mut f = env.new_appendable(path).unwrap();
+        f.append(bytes).unwrap();
+        f.flush().unwrap();
+    }
+
+    #[test]
+    fn a_log_record_being_written_is_read_once_it_is_whole() {
+        let env = MemEnv::new();
+        let w = open(&env, false);
+        w.put(b"a", b"1").unwrap();
+        let seq = w.inner.last_sequence.load(Ordering::Acquire);
+        drop(w);
+        // The writer is (as if) in the middle of appending its next record to the log.
+        let log = newest(
+            &env,
+            |k| match k {
+                FileKind::Log(n) => Some(n),
+                _ => None,
+            },
+            |n| format!("{n:06}.log"),
+        );
+        let mut b = WriteBatch::new();
+        b.put(b"b", b"2").unwrap();
+        b.set_sequence(seq + 1);
+        let rec = framed(b.encoded());
+        let (head, tail) = rec.split_at(rec.len() / 2);
+        append(&env, &log, head);
+        let s = open(&env, true);
+        assert_eq!(s.get(b"a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(s.get(b"b").unwrap(), None);
+        let c = s.try_catch_up().unwrap();
+        assert_eq!((c.sequence_before, c.sequence_after), (seq, seq));
+        append(&env, &log, tail);
+        let c = s.try_catch_up().unwrap();
+        assert_eq!((c.sequence_after, c.wal_records), (seq + 1, 1));
+        assert_eq!(s.get(b"b").unwrap(), Some(b"2".to_vec()));
+    }
+
+    #[test]
+    fn a_manifest_record_being_written_is_applied_once_it_is_whole() {
+        let env = MemEnv::new();
+        let w = open(&env, false);
+        w.put(b"a", b"1").unwrap();
+        w.flush().unwrap();
+        drop(w);
+        let manifest = newest(
+            &env,
+            |k| match k {
+                FileKind::Manifest(n) => Some(n),
+                _ => None,
+            },
+            filename::manifest_name,
+        );
+        let ikey = crate::key::make_internal_key(b"pointer", 1, crate::key::ValueKind::Value);
+        let edit = VersionEdit {
+            compact_pointers: vec![(3, ikey.clone())],
+            ..Default::default()
+        };
+        let rec = framed(&edit.encode());
+        let (head, tail) = rec.split_at(rec.len() - 3);
+        append(&env, &manifest, head);
+        let s = open(&env, true);
+        let pointer = |s: &DB| s.inner.state.lock().versions.compact_pointers[3].clone();
+        assert!(pointer(&s).is_empty());
+        assert_eq!(s.try_catch_up().unwrap().manifest_records, 0);
+        append(&env, &manifest, tail);
+        assert_eq!(s.try_catch_up().unwrap().manifest_records, 1);
+        assert_eq!(pointer(&s), ikey);
+        assert_eq!(s.get(b"a").unwrap(), Some(b"1".to_vec()));
+    }
+}
