@@ -263,7 +263,9 @@ impl DB {
             version: versions.current(),
             blobs: blobs.clone(),
         });
-        let hot = HotKeyCache::new(opts.hot_key_cache_bytes);
+        // A secondary's values change by catch-up, not through the write path that invalidates
+        // the hot-key cache: it reads without one.
+        let hot = HotKeyCache::new(opts.hot_key_cache_bytes).filter(|_| !opts.secondary);
 
         let bulk = crate::env::BulkIo::new(opts.pipes_bulk_io && !opts.read_only, env.as_ref())?;
         let inner = Arc::new(DbInner {

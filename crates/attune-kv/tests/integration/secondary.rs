@@ -223,6 +223,27 @@ fn a_secondary_refuses_changes_and_a_primary_refuses_catch_up() {
 }
 
 #[test]
+fn a_catch_up_is_seen_by_point_reads_with_the_hot_key_cache_on() {
+    let env = MemEnv::new();
+    let w = open_mem(&env, writer_options()).unwrap();
+    w.put(b"hot", b"1").unwrap();
+    let s = open_mem(
+        &env,
+        Options {
+            hot_key_cache_bytes: 1 << 20,
+            ..secondary_options()
+        },
+    )
+    .unwrap();
+    for _ in 0..100 {
+        assert_eq!(s.get(b"hot").unwrap(), Some(b"1".to_vec()));
+    }
+    w.put(b"hot", b"2").unwrap();
+    s.try_catch_up().unwrap();
+    assert_eq!(s.get(b"hot").unwrap(), Some(b"2".to_vec()));
+}
+
+#[test]
 fn a_table_missing_at_open_is_retried_then_reported_with_what_to_do() {
     let env = MemEnv::new();
     let w = open_mem(&env, writer_options()).unwrap();
