@@ -51,12 +51,9 @@ impl VersionSet {
         let mut saw_version = !fresh;
         let mut end = start as u64;
         let mut records = 0;
-        loop {
-            // A damaged record followed by valid ones is real damage; a torn tail is a record
-            // the writer has not finished: both leave `end` at the last whole record.
-            let Some((off, rec)) = reader.next_record()? else {
-                break;
-            };
+        // A damaged record followed by whole ones is damage (an error); a torn tail is a record
+        // the writer has not finished: the loop ends with `end` at the last whole record.
+        while let Some((off, rec)) = reader.next_record()? {
             let off = off + start as u64;
             let edit = VersionEdit::decode(&rec)
                 .ok_or_else(|| Error::corruption(path, off, "malformed version edit"))?;

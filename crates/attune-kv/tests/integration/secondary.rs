@@ -4,6 +4,8 @@
 //! process on `MemEnv` (deterministic interleavings), and across processes: the writer is this
 //! test binary run again as a child (`writer_child`), killed with SIGKILL in one test.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
 use crate::support::{contents, open_mem};
 use attune_kv::env::{Env, MemEnv};
 use attune_kv::{Error, Options, ReadOptions, DB};
@@ -39,7 +41,7 @@ fn is_delete(i: u64) -> bool {
 
 fn value(i: u64) -> Vec<u8> {
     let mut v = format!("{i:010}").into_bytes();
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         v.resize(1_500, b'x'); // separated into the value log
     }
     v
