@@ -326,13 +326,14 @@ impl Follower {
         Ok(Pass::Done)
     }
 
-    /// Opens the value-log segments the version lists: kept from `old` where open, reopened
-    /// where they may have grown, opened anew otherwise.
+    /// Opens the value-log segments the version lists: kept from `old` where the open handle
+    /// covers a sealed segment's length, reopened where it may not (a segment opened while it
+    /// was active and sealed since), opened anew otherwise.
     fn open_blobs(&mut self, old: &BlobSet) -> Result<(Pass, Option<BlobSet>)> {
         let mut set = BTreeMap::new();
         for (&n, meta) in &self.versions.blob_files {
             let f = match old.get(&n) {
-                Some(f) if meta.sealed && f.is_open() => {
+                Some(f) if meta.sealed && f.open_size().is_some_and(|s| s >= meta.size) => {
                     set.insert(n, f.clone());
                     continue;
                 }

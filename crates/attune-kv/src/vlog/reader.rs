@@ -62,9 +62,9 @@ impl BlobFile {
         Ok(r)
     }
 
-    /// Whether a handle of the file is open.
-    pub fn is_open(&self) -> bool {
-        self.reader.read().is_some()
+    /// The size of the open handle (None: not open).
+    pub fn open_size(&self) -> Option<u64> {
+        self.reader.read().as_ref().map(|r| r.size())
     }
 
     /// Opens the file now, or reopens it when it grew past the open handle: a secondary
