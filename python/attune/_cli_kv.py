@@ -242,14 +242,38 @@ def _open(args, **extra):
     return attune.DB(args.path, **opts)
 
 
+def _open_reader(args):
+    """Opens for reading: read-only (a shared lock, beside other readers), or, when a process
+    holds the database open for writing, as a secondary instance (no lock; it reads the state
+    the writer had when it opened). Returns the handle and how it was opened: "read_only" or
+    "secondary"."""
+    try:
+        return _open(args, read_only="true"), "read_only"
+    except attune.LockedError:
+        db = _open(args, secondary="true")
+        if not getattr(args, "json", False):
+            print(
+                f"note: {args.path} is open for writing in another process; reading it as a "
+                "secondary instance (the writer's state as of now)",
+                file=sys.stderr,
+            )
+        return db, "secondary"
+
+
 def _verify(args) -> int:
     t0 = time.perf_counter()
+    mode = "read_only"
     try:
-        with _open(args, read_only="true") as db:
+        db, mode = _open_reader(args)
+        with db:
             r = db.verify()
     except attune.CorruptionError as e:
         if args.json:
-            print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}))
+            print(
+                json.dumps(
+                    {"ok": False, "error": type(e).__name__, "message": str(e), "open_mode": mode}
+                )
+            )
         else:
             print(f"CORRUPTION: {e}", file=sys.stderr)
             print(
@@ -257,7 +281,7 @@ def _verify(args) -> int:
                 file=sys.stderr,
             )
         return 1
-    r.update({"ok": True, "seconds": time.perf_counter() - t0})
+    r.update({"ok": True, "seconds": time.perf_counter() - t0, "open_mode": mode})
     if args.json:
         print(json.dumps(r))
     else:
@@ -283,10 +307,11 @@ def _count(n: int, noun: str) -> str:
 
 
 def _stats(args) -> int:
-    with _open(args, read_only="true") as db:
+    db, mode = _open_reader(args)
+    with db:
         s = db.stats()
     if args.json:
-        print(json.dumps(s))
+        print(json.dumps({**s, "open_mode": mode}))
     else:
         rows = _stat_rows(s)
         width = max((len(k) for k, _ in rows), default=0)
@@ -363,16 +388,26 @@ def _text(args, b: bytes) -> str:
 def _get(args) -> int:
     _check_raw(args)
     key = _arg_bytes(args, args.key, "KEY")
-    with _open(args, read_only="true") as db:
+    db, mode = _open_reader(args)
+    with db:
         v = db.get(key)
     if v is None:
         if args.json:
-            print(json.dumps({"key": args.key, "found": False}))
+            print(json.dumps({"key": args.key, "found": False, "open_mode": mode}))
         else:
             print(f"(not found: {args.key!r})", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"key": args.key, "found": True, **_json_field(args, "value", v)}))
+        print(
+            json.dumps(
+                {
+                    "key": args.key,
+                    "found": True,
+                    **_json_field(args, "value", v),
+                    "open_mode": mode,
+                }
+            )
+        )
     elif args.raw:
         sys.stdout.buffer.write(v)  # exactly the stored bytes, no newline added
     else:
@@ -397,7 +432,11 @@ def _scan(args) -> int:
     if args.limit < 0:
         raise attune.InvalidArgumentError("--limit must be >= 0 (0: no limit)")
     n = 0
-    with _open(args, read_only="true") as db:
+    db, mode = _open_reader(args)
+    if mode == "secondary" and args.json:
+        # The lines are the items: say how it was opened beside them, on stderr.
+        print(json.dumps({"open_mode": mode}), file=sys.stderr)
+    with db:
         for k, v in db.items(start=start, end=end, reverse=args.reverse):
             if args.json:
                 print(json.dumps({**_json_field(args, "key", k), **_json_field(args, "value", v)}))

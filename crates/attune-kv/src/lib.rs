@@ -62,6 +62,7 @@ pub use db::{
     LevelCompactionStats, PrefetchStats, RepairReport, RepairedFile, Snapshot, Stats, Transaction,
     VerifyReport, DB, LOST_DIR,
 };
+pub use db::{CatchUp, SECONDARY_MAX_PASSES};
 pub use error::{Error, Result};
 pub use index::learned::LearnStats;
 pub use options::{

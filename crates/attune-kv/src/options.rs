@@ -442,6 +442,10 @@ pub struct Options {
     /// database (a shared lock); a writable open excludes them. This is how a full disk or a
     /// read-only mount is read, and how several processes read one database. Default false.
     pub read_only: bool,
+    /// Open as a secondary instance beside a live writer (another process, or none): no lock
+    /// is taken, nothing is written, and [`DB::try_catch_up`](crate::DB::try_catch_up) follows
+    /// the writer's manifest and write-ahead log. Implies `read_only`. Default false.
+    pub secondary: bool,
     /// Read tables through a read-only memory mapping instead of `pread` (LevelDB's default on
     /// 64-bit systems): a block read that hits the page cache costs a copy, not a system call.
     /// Default true.
@@ -575,6 +579,7 @@ impl Default for Options {
             expiry_compaction_interval_ms: 10_000,
             paranoid_checks: false,
             read_only: false,
+            secondary: false,
             mmap_reads: true,
             mmap_reads_limit: MmapLimit::Auto,
             mmap_logs: true,
@@ -691,6 +696,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "expiry_compaction_interval_ms",
     "paranoid_checks",
     "read_only",
+    "secondary",
     "mmap_reads",
     "mmap_reads_limit",
     "mmap_logs",
@@ -788,6 +794,7 @@ impl Options {
             }
             "paranoid_checks" => self.paranoid_checks = parse_bool(key, value)?,
             "read_only" => self.read_only = parse_bool(key, value)?,
+            "secondary" => self.secondary = parse_bool(key, value)?,
             "mmap_reads" => self.mmap_reads = parse_bool(key, value)?,
             "mmap_reads_limit" => self.mmap_reads_limit = MmapLimit::parse(value)?,
             "mmap_logs" => self.mmap_logs = parse_bool(key, value)?,
@@ -831,6 +838,8 @@ impl Options {
     pub fn sanitized(&self) -> Result<Options> {
         let mut o = self.clone();
         let bad = |m: String| Err(Error::InvalidArgument(m));
+        // A secondary writes nothing: everything a read-only open skips, it skips too.
+        o.read_only |= o.secondary;
         if o.memory_budget > 0 {
             let sized = ["block_cache_size", "cache_size", "write_buffer_size"];
             if let Some(name) = first_set(&o.names_set, &sized) {
@@ -1076,6 +1085,7 @@ impl Options {
             ),
             ("paranoid_checks", self.paranoid_checks.to_string()),
             ("read_only", self.read_only.to_string()),
+            ("secondary", self.secondary.to_string()),
             ("mmap_reads", self.mmap_reads.to_string()),
             ("mmap_reads_limit", self.mmap_reads_limit.name()),
             ("mmap_logs", self.mmap_logs.to_string()),

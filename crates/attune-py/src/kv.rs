@@ -1205,6 +1205,29 @@ impl DB {
         crate::stats::verify_report(py, &r)
     }
 
+    /// Catches a secondary instance (`attune.DB(path, secondary=True)`) up with the process
+    /// that writes the database: the tables, the value log and the write-ahead log written
+    /// since, published at once. Returns {"sequence_before", "sequence_after",
+    /// "manifest_records", "wal_records", "passes"}. `InvalidArgumentError` on a handle that is
+    /// not a secondary.
+    fn try_catch_up<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.handle(py)?;
+        let c = py.allow_threads(move || db.try_catch_up()).map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("sequence_before", c.sequence_before)?;
+        d.set_item("sequence_after", c.sequence_after)?;
+        d.set_item("manifest_records", c.manifest_records)?;
+        d.set_item("wal_records", c.wal_records)?;
+        d.set_item("passes", c.passes)?;
+        Ok(d)
+    }
+
+    /// Whether this handle is a secondary instance (opened with `secondary=True`).
+    #[getter]
+    fn secondary(&self) -> bool {
+        self.db.read().as_ref().is_some_and(|d| d.is_secondary())
+    }
+
     /// Writes a consistent copy of the database into `path` (new, or an empty directory),
     /// hard-linking files where it can, while the database stays open; `attune.DB(path)` opens
     /// it. Returns {"files_linked", "files_copied", "bytes_copied", "sequence"}.

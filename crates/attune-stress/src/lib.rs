@@ -6,6 +6,9 @@
 //!   compactions against an expected-state [`oracle`], cut by simulated machine crashes (torn at
 //!   sector granularity, under injected I/O faults) or by real SIGKILLs of a child process, each
 //!   followed by a recovery verified key by key and by a full scan.
+//! - a secondary instance (`secondary.rs`): in half the `mem` cycles a reader thread opens the
+//!   database as a secondary beside the workers, catches up again and again, and checks every
+//!   key and value it reads against what the workers issued.
 //! - [`hash`]: the same oracle and SIGKILL cycles for the Plush hash table (`--engine hash`):
 //!   upserts, deletes and point reads under either durability setting, with checkpoints and
 //!   payload-log collections, each reopen read back key by key and structure-checked.
@@ -19,6 +22,7 @@
 pub mod decoders;
 pub mod hash;
 pub mod oracle;
+mod secondary;
 pub mod stress;
 
 pub use stress::{

@@ -141,7 +141,8 @@ fn main() {
                 println!(
                     "attune-stress {} {} seed {}: {} cycles ({} machine crashes, {} torn, {} clean \
                      closes, {} SIGKILLs), {} operations, {} writes acknowledged, {} keys \
-                     verified, {} faults injected, 0 violations in {:.1} s",
+                     verified, {} faults injected, {} secondary catch-ups ({} keys checked), \
+                     0 violations in {:.1} s",
                     report.engine,
                     report.mode,
                     report.seed,
@@ -154,6 +155,8 @@ fn main() {
                     report.writes_acked,
                     report.keys_verified,
                     report.faults_injected,
+                    report.secondary_catch_ups,
+                    report.secondary_keys_checked,
                     report.seconds
                 );
             }

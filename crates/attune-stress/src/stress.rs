@@ -124,6 +124,9 @@ pub struct Report {
     pub scan_entries_verified: u64,
     pub inflight_writes_recovered: u64,
     pub unsynced_writes_lost: u64,
+    /// Catch-ups of the secondary reader (`mem` cycles that draw it) and the keys it checked.
+    pub secondary_catch_ups: u64,
+    pub secondary_keys_checked: u64,
     pub violations: u64,
     pub seconds: f64,
     pub replay: String,
@@ -187,6 +190,9 @@ pub fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// The stream (per cycle) that draws whether a secondary reader runs beside the workers.
+const SECONDARY_STREAM: u64 = 1 << 32;
+
 pub(crate) fn stream(seed: u64, a: u64, b: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mix(seed ^ mix(a ^ mix(b))))
 }
@@ -195,7 +201,7 @@ pub fn key_bytes(k: u32) -> Vec<u8> {
     format!("k{k:07}").into_bytes()
 }
 
-fn parse_key(b: &[u8]) -> Option<u32> {
+pub(crate) fn parse_key(b: &[u8]) -> Option<u32> {
     std::str::from_utf8(b.strip_prefix(b"k")?)
         .ok()?
         .parse()
@@ -1031,30 +1037,62 @@ pub fn run_mem(cfg: &Config) -> Result<Report, Box<Violation>> {
         let counters = Counters::default();
         let powered = &env;
         let expected = &errors_expected;
-        let found = run_workers(
-            &db,
-            &oracle,
-            &NoSink,
-            &next_op,
-            &counters,
-            &errors_expected,
-            cfg,
-            cycle,
-            &mut |c: &Counters, stop: &AtomicBool| {
-                while !stop.load(Ordering::SeqCst)
-                    && c.ops.load(Ordering::Relaxed) < crash_after_ops
-                    && Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                if !matches!(end, CycleEnd::Close) {
-                    // From here on, errors are the crash: the disk is frozen mid-operation.
-                    expected.store(true, Ordering::SeqCst);
-                    powered.power_off();
-                }
-            },
-        );
+        // Half the cycles run a secondary instance beside the workers (its own stream, so the
+        // rest of a seed's draws stay as they were).
+        let with_secondary = stream(cfg.seed, cycle, SECONDARY_STREAM).gen_bool(0.5);
+        let follow_stop = AtomicBool::new(false);
+        let (found, followed) = std::thread::scope(|s| {
+            let reader = with_secondary.then(|| {
+                s.spawn(|| {
+                    crate::secondary::follow(
+                        &env,
+                        dir,
+                        &opts,
+                        &next_op,
+                        &errors_expected,
+                        &follow_stop,
+                    )
+                })
+            });
+            let found = run_workers(
+                &db,
+                &oracle,
+                &NoSink,
+                &next_op,
+                &counters,
+                &errors_expected,
+                cfg,
+                cycle,
+                &mut |c: &Counters, stop: &AtomicBool| {
+                    while !stop.load(Ordering::SeqCst)
+                        && c.ops.load(Ordering::Relaxed) < crash_after_ops
+                        && Instant::now() < deadline
+                    {
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    if !matches!(end, CycleEnd::Close) {
+                        // From here on, errors are the crash: the disk is frozen mid-operation.
+                        expected.store(true, Ordering::SeqCst);
+                        powered.power_off();
+                    }
+                },
+            );
+            follow_stop.store(true, Ordering::SeqCst);
+            let followed = reader.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("the secondary reader panicked".into()))
+            });
+            (found, followed)
+        });
         add_counters(&mut report, &counters);
+        match followed {
+            Some(Ok(f)) => {
+                report.secondary_catch_ups += f.catch_ups;
+                report.secondary_keys_checked += f.keys_checked;
+            }
+            Some(Err(v)) => return Err(fail(v, &report)),
+            None => {}
+        }
         report.faults_injected = env.faults_fired();
         if let Some(v) = found {
             return Err(fail(v, &report));

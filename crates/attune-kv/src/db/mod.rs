@@ -34,6 +34,7 @@ mod open;
 mod prefetch;
 mod read;
 mod repair;
+mod secondary;
 mod stats;
 mod txn;
 mod write;
@@ -44,6 +45,7 @@ use gc::GcStats;
 pub use iter::DbIterator;
 pub use prefetch::PrefetchStats;
 pub use repair::{repair, repair_with_env, RepairReport, RepairedFile, LOST_DIR};
+pub use secondary::{CatchUp, MAX_PASSES as SECONDARY_MAX_PASSES};
 pub use stats::{BlobFileStats, LevelCompactionStats, Stats, VerifyReport};
 use txn::Precondition;
 pub use txn::Transaction;
@@ -192,6 +194,8 @@ pub(crate) struct DbInner {
     /// must not use the handle.
     fork_generation: u64,
     opener_pid: u32,
+    /// A secondary instance's view of the writer (`secondary.rs`); None for other opens.
+    secondary: Option<Mutex<secondary::Follower>>,
 }
 
 /// An open database. Closing happens on `close()` or drop.

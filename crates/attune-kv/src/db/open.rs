@@ -104,9 +104,11 @@ impl DB {
         }
         let lock_path = filename::lock_path(&dir);
         let lock_existed = env.exists(&lock_path);
-        let lock = match env.lock(&lock_path) {
-            Ok(l) => Some(l),
-            Err(Error::Io { source, .. })
+        // A secondary takes no lock: it reads beside the writer that holds it.
+        let lock = match (!opts.secondary).then(|| env.lock(&lock_path)) {
+            None => None,
+            Some(Ok(l)) => Some(l),
+            Some(Err(Error::Io { source, .. }))
                 if read_only && source.kind() == std::io::ErrorKind::NotFound =>
             {
                 if !env.exists(&current) {
@@ -119,9 +121,15 @@ impl DB {
                 // open creates nothing (a writable open recreates the file).
                 None
             }
-            Err(e) => return Err(e),
+            Some(Err(e)) => return Err(e),
         };
         let exists = env.exists(&current);
+        if opts.secondary && !exists {
+            return Err(Error::NotADatabase {
+                path: dir,
+                detail: "no database here (a secondary opens an existing database)".into(),
+            });
+        }
         if exists && opts.error_if_exists {
             return Err(Error::AlreadyExists { path: dir });
         }
@@ -144,7 +152,18 @@ impl DB {
                 .with_in_place_reads(opts.memory_budget == 0),
         );
         let mut versions = VersionSet::new(env.clone(), dir.clone());
-        if exists {
+        // A secondary follows the writer instead of recovering (files may go while it reads).
+        let follower = match opts.secondary {
+            true => Some(super::secondary::Follower::start(
+                env.clone(),
+                &dir,
+                &tables,
+            )?),
+            false => None,
+        };
+        if let Some((f, _)) = &follower {
+            versions.adopt(f.versions());
+        } else if exists {
             if let Err(e) = versions.recover() {
                 // Another engine's directory fails as a damaged manifest: say what it is.
                 return Err(match foreign_engine_in(env.as_ref(), &dir) {
@@ -158,7 +177,7 @@ impl DB {
         if let Some(l) = tables.learning() {
             l.load_state(env.as_ref(), &dir);
         }
-        {
+        if follower.is_none() {
             let present: HashSet<String> = env.list_dir(&dir)?.into_iter().collect();
             let v = versions.current();
             for f in v.files.iter().flatten() {
@@ -184,11 +203,18 @@ impl DB {
             }
         }
         // Before anything is changed on disk: a log the manifest does not account for fails.
-        let logs = logs_to_replay(env.as_ref(), &dir, &versions)?;
+        let logs = match follower {
+            Some(_) => Vec::new(),
+            None => logs_to_replay(env.as_ref(), &dir, &versions)?,
+        };
         let mut edit = VersionEdit::default();
-        let blob_valid =
-            recover_blob_files(env.as_ref(), &dir, &versions, &tables, &mut edit, read_only)
-                .map_err(recovery_hint)?;
+        let blob_valid = match follower {
+            Some(_) => HashMap::new(),
+            None => {
+                recover_blob_files(env.as_ref(), &dir, &versions, &tables, &mut edit, read_only)
+                    .map_err(recovery_hint)?
+            }
+        };
         let (max_seq, replayed) = recover_logs(
             &env,
             &dir,
@@ -199,33 +225,47 @@ impl DB {
             logs,
         )
         .map_err(recovery_hint)?;
+        let max_seq = follower.as_ref().map_or(max_seq, |(f, _)| f.max_seq());
         let (mem, wal_file) = if read_only {
             // Nothing is written: the replayed logs stay in memory as the memtable, and the
             // manifest keeps naming them, so the next writable open replays them again.
             versions.last_sequence = max_seq;
             let log_number = versions.log_number;
-            let mem = replayed.unwrap_or_else(|| MemTable::new(log_number));
-            (Arc::new(mem), None)
+            match &follower {
+                Some((f, _)) => (f.mem(), None),
+                None => {
+                    let mem = replayed.unwrap_or_else(|| MemTable::new(log_number));
+                    (Arc::new(mem), None)
+                }
+            }
         } else {
             let (log_number, wal) =
                 start_new_log(env.as_ref(), &dir, &opts, &mut versions, edit, max_seq)
                     .map_err(recovery_hint)?;
             (Arc::new(MemTable::new(log_number)), Some(wal))
         };
-        let blobs: BlobSet = Arc::new(
-            versions
-                .blob_files
-                .keys()
-                .map(|&n| (n, Arc::new(BlobFile::new(env.clone(), &dir, n))))
-                .collect(),
-        );
+        let (follower, blobs) = match follower {
+            Some((f, blobs)) => (Some(Mutex::new(f)), blobs),
+            None => (None, {
+                let blobs: BlobSet = Arc::new(
+                    versions
+                        .blob_files
+                        .keys()
+                        .map(|&n| (n, Arc::new(BlobFile::new(env.clone(), &dir, n))))
+                        .collect(),
+                );
+                blobs
+            }),
+        };
         let sv = Arc::new(SuperVersion {
             mem: mem.clone(),
             imm: None,
             version: versions.current(),
             blobs: blobs.clone(),
         });
-        let hot = HotKeyCache::new(opts.hot_key_cache_bytes);
+        // A secondary's values change by catch-up, not through the write path that invalidates
+        // the hot-key cache: it reads without one.
+        let hot = HotKeyCache::new(opts.hot_key_cache_bytes).filter(|_| !opts.secondary);
 
         let bulk = crate::env::BulkIo::new(opts.pipes_bulk_io && !opts.read_only, env.as_ref())?;
         let inner = Arc::new(DbInner {
@@ -276,6 +316,7 @@ impl DB {
             lock: Mutex::new(lock),
             fork_generation,
             opener_pid: std::process::id(),
+            secondary: follower,
         });
         {
             let mut st = inner.state.lock();

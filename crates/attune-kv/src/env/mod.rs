@@ -125,6 +125,17 @@ pub trait Env: Send + Sync + 'static {
     fn new_appendable(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
     fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
+    /// The bytes of `path` from `offset` to its end (empty when it is not longer), read with
+    /// system calls, never through a map: a file another process may truncate (a log it is
+    /// appending to) cannot fault the reader. Default: [`Env::read_all`] less the first bytes.
+    fn read_from(&self, path: &Path, offset: u64) -> Result<Vec<u8>> {
+        let mut data = self.read_all(path)?;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        data.drain(..start);
+        Ok(data)
+    }
     fn file_size(&self, path: &Path) -> Result<u64>;
     fn exists(&self, path: &Path) -> bool;
     /// Names (not paths) of the entries of `dir`.

@@ -791,6 +791,16 @@ impl Env for PosixEnv {
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
         std::fs::read(path).map_err(|e| Error::io("read", path, e))
     }
+    fn read_from(&self, path: &Path, offset: u64) -> Result<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+        f.seek(SeekFrom::Start(offset))
+            .map_err(|e| Error::io("seek", path, e))?;
+        let mut data = Vec::new();
+        f.read_to_end(&mut data)
+            .map_err(|e| Error::io("read", path, e))?;
+        Ok(data)
+    }
     fn file_size(&self, path: &Path) -> Result<u64> {
         Ok(std::fs::metadata(path)
             .map_err(|e| Error::io("stat", path, e))?

@@ -56,6 +56,9 @@ impl Env for ReadOnlyEnv {
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
         self.inner.read_all(path)
     }
+    fn read_from(&self, path: &Path, offset: u64) -> Result<Vec<u8>> {
+        self.inner.read_from(path, offset)
+    }
     fn file_size(&self, path: &Path) -> Result<u64> {
         self.inner.file_size(path)
     }

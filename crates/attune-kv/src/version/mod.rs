@@ -9,6 +9,7 @@
 //! Thread safety: `VersionSet` is owned by the database's state mutex.
 
 pub mod compaction;
+mod follow;
 pub mod learn;
 
 use crate::cache::BlockCache;
@@ -766,24 +767,7 @@ impl VersionSet {
 
     /// Applies the value-log part of an edit.
     fn apply_blob_changes(&mut self, e: &VersionEdit) {
-        for n in &e.blob_files_added {
-            self.blob_files.entry(*n).or_default();
-        }
-        for (n, size) in &e.blob_files_sealed {
-            if let Some(m) = self.blob_files.get_mut(n) {
-                m.size = *size;
-                m.sealed = true;
-            }
-        }
-        for (n, g) in &e.blob_garbage {
-            // Garbage of a segment already collected is simply gone with it.
-            if let Some(m) = self.blob_files.get_mut(n) {
-                m.garbage = m.garbage.saturating_add(*g);
-            }
-        }
-        for n in &e.blob_files_deleted {
-            self.blob_files.remove(n);
-        }
+        apply_blob_edit(&mut self.blob_files, e);
     }
 
     pub fn current(&self) -> Arc<Version> {
@@ -1007,6 +991,31 @@ impl VersionSet {
             }
         }
         out
+    }
+}
+
+/// Applies the value-log part of an edit to a map of live segments.
+fn apply_blob_edit(
+    blob_files: &mut std::collections::BTreeMap<u64, BlobFileMeta>,
+    e: &VersionEdit,
+) {
+    for n in &e.blob_files_added {
+        blob_files.entry(*n).or_default();
+    }
+    for (n, size) in &e.blob_files_sealed {
+        if let Some(m) = blob_files.get_mut(n) {
+            m.size = *size;
+            m.sealed = true;
+        }
+    }
+    for (n, g) in &e.blob_garbage {
+        // Garbage of a segment already collected is simply gone with it.
+        if let Some(m) = blob_files.get_mut(n) {
+            m.garbage = m.garbage.saturating_add(*g);
+        }
+    }
+    for n in &e.blob_files_deleted {
+        blob_files.remove(n);
     }
 }
 

@@ -62,6 +62,24 @@ impl BlobFile {
         Ok(r)
     }
 
+    /// The size of the open handle (None: not open).
+    pub fn open_size(&self) -> Option<u64> {
+        self.reader.read().as_ref().map(|r| r.size())
+    }
+
+    /// Opens the file now, or reopens it when it grew past the open handle: a secondary
+    /// instance holds every segment it may read, so that the writer's removal of one cannot
+    /// take it away (an open descriptor or map keeps a removed file's bytes).
+    pub fn open_now(&self) -> Result<()> {
+        let size = self.env.file_size(&self.path)?;
+        let mut g = self.reader.write();
+        if g.as_ref().is_some_and(|r| r.size() >= size) {
+            return Ok(());
+        }
+        *g = Some(self.env.open_random(&self.path)?);
+        Ok(())
+    }
+
     /// Reads the value `p` points at, checking the record's CRC and that it belongs to `key`.
     pub fn read(&self, p: &BlobPointer, key: &[u8]) -> Result<Vec<u8>> {
         let r = self.reader_covering(p.end())?;

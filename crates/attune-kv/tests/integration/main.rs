@@ -23,6 +23,7 @@ mod open;
 mod pipes_bulk_io;
 mod prefetcher;
 mod repair;
+mod secondary;
 mod support;
 mod ttl;
 mod txn;
