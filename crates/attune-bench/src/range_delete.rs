@@ -127,24 +127,27 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    let emit = |case: &str, variant: &str, ops: u64, secs: f64, wal: Option<u64>, ratio| {
-        let rate = ops as f64 / secs.max(1e-9);
-        if sink.human() {
-            let r = ratio.map_or(String::new(), |r: f64| format!("  ratio {r:.2}"));
-            println!("{case:<7} {variant:<28} {ops:>9} ops {secs:>9.4} s {rate:>14.0} ops/s{r}");
-        }
-        sink.row(&Row {
-            bench: "range-delete",
-            case,
-            variant,
-            keys,
-            ops,
-            seconds: round(secs * 1000.0) / 1000.0,
-            ops_per_sec: rate.round(),
-            wal_bytes: wal,
-            ratio: ratio.map(round),
-        })
-    };
+    let emit =
+        |case: &str, variant: &str, ops: u64, secs: f64, wal: Option<u64>, ratio: Option<f64>| {
+            let rate = ops as f64 / secs.max(1e-9);
+            if sink.human() {
+                let r = ratio.map_or(String::new(), |r| format!("  ratio {r:.2}"));
+                println!(
+                    "{case:<7} {variant:<28} {ops:>9} ops {secs:>9.4} s {rate:>14.0} ops/s{r}"
+                );
+            }
+            sink.row(&Row {
+                bench: "range-delete",
+                case,
+                variant,
+                keys,
+                ops,
+                seconds: round(secs * 1000.0) / 1000.0,
+                ops_per_sec: rate.round(),
+                wal_bytes: wal,
+                ratio: ratio.map(round),
+            })
+        };
 
     // Deleting every key: one range tombstone against one tombstone per key.
     let mut times = Vec::new();

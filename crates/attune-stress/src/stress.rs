@@ -476,8 +476,7 @@ impl Worker<'_> {
         // recovery, flush, compaction and collection like any other.
         let ttl = self.rng.gen_bool(0.25).then_some(TTL_FAR);
         let r = if let Some((a, b)) = range {
-            sh.db
-                .delete_range_opt(&key_bytes(a), &key_bytes(b), wo)
+            sh.db.delete_range_opt(&key_bytes(a), &key_bytes(b), wo)
         } else if items.len() == 1 && self.rng.gen_bool(0.5) {
             let (k, put) = items[0];
             match (put, ttl) {
