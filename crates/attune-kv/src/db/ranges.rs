@@ -8,7 +8,7 @@ use super::{DbInner, SuperVersion, DB};
 use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::iter::CoverFn;
-use crate::memtable::rangedel::{self, RangeDelSet};
+use crate::memtable::rangedel::RangeDelSet;
 use crate::memtable::{with_lookup_key, Lookup};
 use crate::options::WriteOptions;
 use std::sync::Arc;
@@ -55,8 +55,15 @@ impl DbInner {
         if matches!(r, Lookup::NotFound | Lookup::Deleted) {
             return Ok(r);
         }
-        let sets = self.range_del_sets(sv)?;
-        let Some(t) = rangedel::max_covering(&sets, key, seq) else {
+        // No set gathered into a vector: this runs for every read that finds a value.
+        let mut t = sv.mem.range_dels().and_then(|s| s.max_covering(key, seq));
+        if let Some(imm) = &sv.imm {
+            t = t.max(imm.range_dels().and_then(|s| s.max_covering(key, seq)));
+        }
+        if let Some(s) = sv.version.range_dels(&self.tables)? {
+            t = t.max(s.max_covering(key, seq));
+        }
+        let Some(t) = t else {
             return Ok(r);
         };
         let mut newest = sv.mem.newest_seq(key, seq);

@@ -130,17 +130,6 @@ impl RangeDelSet {
     }
 }
 
-/// The newest covering tombstone over several sets (memtables and the tables of a version).
-pub fn max_covering(
-    sets: &[std::sync::Arc<RangeDelSet>],
-    key: &[u8],
-    read_seq: u64,
-) -> Option<u64> {
-    sets.iter()
-        .filter_map(|s| s.max_covering(key, read_seq))
-        .max()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
