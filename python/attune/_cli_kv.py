@@ -425,6 +425,16 @@ def _put(args) -> int:
     return 0
 
 
+def _delete_range(args) -> int:
+    begin = _arg_bytes(args, args.begin, "BEGIN")
+    end = _arg_bytes(args, args.end, "END")
+    with _open(args) as db:
+        db.delete_range(begin, end, sync=True)
+    if args.json:
+        print(json.dumps({"begin": args.begin, "end": args.end, "ok": True}))
+    return 0
+
+
 def _scan(args) -> int:
     _check_raw(args)
     start = _arg_bytes(args, args.start, "--start") if args.start else None
@@ -760,6 +770,19 @@ def register(sub) -> None:
         help="time to live: from then on the key reads as absent, and compaction drops it",
     )
     q.set_defaults(func=_put)
+    q = common(
+        kvs.add_parser(
+            "delete-range",
+            help="delete every key from BEGIN up to, not including, END (synced)",
+            description="Deletes every key k with BEGIN <= k < END with one write (a range "
+            "tombstone): reads stop seeing the keys at once, compaction reclaims their space. "
+            "BEGIN after END is an error; BEGIN equal to END deletes nothing.",
+        )
+    )
+    q.add_argument("begin")
+    q.add_argument("end")
+    q.add_argument("--hex", action="store_true", help=_HEX_HELP)
+    q.set_defaults(func=_delete_range)
     q = common(
         kvs.add_parser(
             "scan",

@@ -51,6 +51,7 @@ pub mod output;
 pub mod pipes;
 pub mod pipes_compact;
 pub mod plush;
+pub mod range_delete;
 pub mod runner;
 pub mod workload;
 pub mod ycsb;

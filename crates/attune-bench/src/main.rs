@@ -25,7 +25,7 @@ use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
 use attune_bench::{
     cache_kv, cache_sim, child, dbbench, device, device_kv, embed, hash, io, learn, lookup_probe,
 };
-use attune_bench::{lookup_steps, pipes, plush, workload};
+use attune_bench::{lookup_steps, pipes, plush, range_delete, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
 
@@ -72,6 +72,9 @@ enum Cmd {
     /// Nanoseconds per generated item of every attune-workload generator (`--help`).
     #[command(disable_help_flag = true)]
     Workload(Raw),
+    /// Range deletions: one tombstone against a delete per key, and its read cost (`--help`).
+    #[command(disable_help_flag = true)]
+    RangeDelete(Raw),
     /// Plush against Attune's LSM, RocksDB and LMDB on 8-byte records (`--help`).
     #[command(disable_help_flag = true)]
     Plush(Raw),
@@ -483,6 +486,7 @@ fn main() -> ExitCode {
         Cmd::CacheKv(a) => return raw("cache-kv", a, cache_kv::run),
         Cmd::Learn(a) => return raw("learn", a, learn::run),
         Cmd::Workload(a) => return raw("workload", a, workload::run),
+        Cmd::RangeDelete(a) => return raw("range-delete", a, range_delete::run),
         Cmd::Plush(a) => return raw("plush", a, plush::run),
         Cmd::Io(a) => return raw("io", a, io::run),
         Cmd::Device(a) => return raw("device", a, device::run),
@@ -568,6 +572,7 @@ mod tests {
             "device-kv",
             "lookup-steps",
             "plush",
+            "range-delete",
         ] {
             let cli = Cli::try_parse_from(["attune-bench", verb, "--json", "--help"]).unwrap();
             let raw = match &cli.cmd {
@@ -577,6 +582,7 @@ mod tests {
                 | Cmd::CacheKv(r)
                 | Cmd::Learn(r)
                 | Cmd::Workload(r)
+                | Cmd::RangeDelete(r)
                 | Cmd::Io(r)
                 | Cmd::Device(r)
                 | Cmd::DeviceKv(r)

@@ -6,7 +6,8 @@
 //!                                                 | value: varint len + bytes (not for Deletion) )
 //! ```
 //!
-//! The value of an expiring kind starts with its expiry (fixed64, Unix milliseconds).
+//! The value of an expiring kind starts with its expiry (fixed64, Unix milliseconds); a range
+//! deletion (kind 5) stores its begin key as the key and its end key as the value.
 
 use crate::error::{Error, Result};
 use crate::key::{ValueKind, EXPIRY_BYTES};
@@ -37,6 +38,26 @@ pub(crate) fn check_key(key: &[u8]) -> Result<()> {
         return Err(Error::InvalidArgument(format!(
             "key of {} bytes exceeds the limit of {MAX_KEY_BYTES} bytes",
             key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the bounds of a range deletion: both keys within the key limit, `begin <= end`.
+pub(crate) fn check_range(begin: &[u8], end: &[u8]) -> Result<()> {
+    for (name, k) in [("begin", begin), ("end", end)] {
+        if k.len() > MAX_KEY_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "delete_range: {name} key of {} bytes exceeds the limit of {MAX_KEY_BYTES} bytes",
+                k.len()
+            )));
+        }
+    }
+    if begin > end {
+        return Err(Error::InvalidArgument(format!(
+            "delete_range: begin {:?} sorts after end {:?}",
+            String::from_utf8_lossy(begin),
+            String::from_utf8_lossy(end)
         )));
     }
     Ok(())
@@ -103,6 +124,20 @@ impl WriteBatch {
         check_key(key)?;
         self.rep.push(ValueKind::Deletion as u8);
         put_length_prefixed(&mut self.rep, key);
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Adds a range deletion: every key in `[begin, end)` written before it is deleted. An
+    /// empty range (`begin == end`) adds nothing; `begin > end` is an invalid argument.
+    pub fn delete_range(&mut self, begin: &[u8], end: &[u8]) -> Result<()> {
+        crate::batch::check_range(begin, end)?;
+        if begin == end {
+            return Ok(());
+        }
+        self.rep.push(ValueKind::RangeDeletion as u8);
+        put_length_prefixed(&mut self.rep, begin);
+        put_length_prefixed(&mut self.rep, end);
         self.count += 1;
         Ok(())
     }

@@ -220,7 +220,13 @@ pub struct DbIter {
     saved_value: Vec<u8>,
     saved_kind: ValueKind,
     error: Option<Error>,
+    /// Whether a range deletion hides an entry (user key, sequence) at this iterator's
+    /// sequence; None when no range deletion can apply.
+    covered: Option<CoverFn>,
 }
+
+/// See [`DbIter::with_range_deletions`].
+pub type CoverFn = Box<dyn Fn(&[u8], u64) -> bool + Send>;
 
 impl DbIter {
     /// The user view of `iter` at sequence `seq`; entries expiring at or before `now_ms` (Unix
@@ -236,6 +242,22 @@ impl DbIter {
             saved_value: Vec::new(),
             saved_kind: ValueKind::Value,
             error: None,
+            covered: None,
+        }
+    }
+
+    /// Makes every entry for which `covered(user_key, sequence)` holds read as a deletion (a
+    /// range deletion at or below the iterator's sequence hides it).
+    pub fn with_range_deletions(mut self, covered: Option<CoverFn>) -> Self {
+        self.covered = covered;
+        self
+    }
+
+    /// The kind of the current entry once range deletions are applied.
+    fn uncovered_kind(&self, seq: u64, kind: ValueKind) -> ValueKind {
+        match &self.covered {
+            Some(f) if f(key::user_key(self.iter.key()), seq) => ValueKind::Deletion,
+            _ => kind,
         }
     }
 
@@ -325,6 +347,7 @@ impl DbIter {
                 let Some(kind) = self.effective_kind(kind) else {
                     break;
                 };
+                let kind = self.uncovered_kind(seq, kind);
                 let uk = key::user_key(self.iter.key());
                 if kind == ValueKind::Deletion {
                     self.saved_key.clear();
@@ -356,6 +379,7 @@ impl DbIter {
                 let Some(kind) = self.effective_kind(kind) else {
                     break;
                 };
+                let kind = self.uncovered_kind(seq, kind);
                 value_kind = kind;
                 self.saved_kind = kind;
                 let uk = key::user_key(self.iter.key());

@@ -24,6 +24,10 @@ pub enum ValueKind {
     ExpiringValue = 3,
     /// A separated value with an expiry: `expires_at: fixed64 ‖ encoded BlobPointer`.
     ExpiringBlobIndex = 4,
+    /// A range deletion (`delete_range`): the key is the range's begin, the value its end
+    /// (exclusive). Only in write batches, the WAL and tables' range-deletion blocks; never a
+    /// point entry (see `memtable/rangedel.rs`).
+    RangeDeletion = 5,
 }
 
 impl ValueKind {
@@ -34,6 +38,7 @@ impl ValueKind {
             2 => Some(ValueKind::BlobIndex),
             3 => Some(ValueKind::ExpiringValue),
             4 => Some(ValueKind::ExpiringBlobIndex),
+            5 => Some(ValueKind::RangeDeletion),
             _ => None,
         }
     }

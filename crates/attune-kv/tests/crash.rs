@@ -1,7 +1,7 @@
 //! Crash test: a child process writes a deterministic history and records each acknowledged
 //! operation; the parent kills it with SIGKILL at random moments, reopens the database and checks
 //! that it holds exactly a prefix of the history that includes every acknowledged operation (no
-//! holes, no resurrected deletes, atomic batches). Small buffers keep flushes and compactions
+//! holes, no resurrected deletes or range deletes, atomic batches). Small buffers keep flushes and compactions
 //! running when the kill lands; a third of the values go to the value log, whose small segments
 //! switch often and are garbage-collected in the background and on demand while the kills land.
 //!
@@ -28,6 +28,8 @@ const PIPES_ENV: &str = "ATTUNE_CRASH_PIPES";
 enum Op {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
+    /// `delete_range(begin, end)`.
+    DeleteRange(Vec<u8>, Vec<u8>),
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
 }
 
@@ -48,7 +50,15 @@ fn op(seed: u64, i: u64) -> (Op, bool) {
     let sync = i.is_multiple_of(3);
     let o = match rng.gen_range(0..100) {
         0..=69 => Op::Put(key(&mut rng), value(&mut rng)),
-        70..=84 => Op::Delete(key(&mut rng)),
+        70..=81 => Op::Delete(key(&mut rng)),
+        82..=84 => {
+            let a = rng.gen_range(0..400);
+            let b = (a + rng.gen_range(1..40)).min(400);
+            Op::DeleteRange(
+                format!("key{a:04}").into_bytes(),
+                format!("key{b:04}").into_bytes(),
+            )
+        }
         _ => Op::Batch(
             (0..rng.gen_range(2..6))
                 .map(|_| {
@@ -68,6 +78,9 @@ fn apply(m: &mut BTreeMap<Vec<u8>, Vec<u8>>, o: &Op) {
         }
         Op::Delete(k) => {
             m.remove(k);
+        }
+        Op::DeleteRange(a, b) => {
+            m.retain(|k, _| k < a || k >= b);
         }
         Op::Batch(items) => {
             for (k, v) in items {
@@ -111,6 +124,7 @@ fn child_main(dir: &Path, seed: u64, start: u64, pipes: bool) {
         match o {
             Op::Put(k, v) => db.put_opt(&k, &v, wo),
             Op::Delete(k) => db.delete_opt(&k, wo),
+            Op::DeleteRange(a, b) => db.delete_range_opt(&a, &b, wo),
             Op::Batch(items) => {
                 let mut b = WriteBatch::new();
                 for (k, v) in items {

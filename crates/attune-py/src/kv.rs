@@ -385,6 +385,11 @@ impl WriteBatch {
         let k = as_bytes(key, "key")?;
         self.inner.lock().delete(&k).map_err(to_py)
     }
+    /// Deletes every key in `[begin, end)` written before this batch entry.
+    fn delete_range(&self, begin: &Bound<'_, PyAny>, end: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (b, e) = (as_bytes(begin, "begin")?, as_bytes(end, "end")?);
+        self.inner.lock().delete_range(&b, &e).map_err(to_py)
+    }
     /// Makes the batch conditional: it is written only if `key` holds `value` (None: absent)
     /// when its turn comes; otherwise `DB.write` raises `ConflictError` and writes nothing.
     #[pyo3(signature = (key, value))]
@@ -1074,6 +1079,24 @@ impl DB {
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, sync: bool) -> PyResult<()> {
         let mut b = kv::WriteBatch::new();
         b.delete(&as_bytes(key, "key")?).map_err(to_py)?;
+        self.write_batch(py, b, sync)
+    }
+
+    /// Deletes every key in `[begin, end)` with one write (a range tombstone).
+    #[pyo3(signature = (begin, end, sync=false))]
+    fn delete_range(
+        &self,
+        py: Python<'_>,
+        begin: &Bound<'_, PyAny>,
+        end: &Bound<'_, PyAny>,
+        sync: bool,
+    ) -> PyResult<()> {
+        let mut b = kv::WriteBatch::new();
+        b.delete_range(&as_bytes(begin, "begin")?, &as_bytes(end, "end")?)
+            .map_err(to_py)?;
+        if b.is_empty() {
+            return Ok(());
+        }
         self.write_batch(py, b, sync)
     }
 

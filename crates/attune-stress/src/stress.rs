@@ -1,6 +1,6 @@
-//! The stress driver: threads of random operations (puts, deletes, batches, point reads, range
-//! scans both ways, snapshot reads, flushes, compactions) against an [`Oracle`], cut by crashes,
-//! then a recovery that is checked key by key and by a full scan.
+//! The stress driver: threads of random operations (puts, deletes, range deletes, batches, point
+//! reads, range scans both ways, snapshot reads, flushes, compactions) against an [`Oracle`],
+//! cut by crashes, then a recovery that is checked key by key and by a full scan.
 //!
 //! Two crash modes:
 //! - `mem`: the database runs on a [`MemEnv`]; at a point drawn from the seed the machine is
@@ -138,6 +138,8 @@ pub struct Report {
 enum Op {
     Put,
     Delete,
+    /// `delete_range` over 1–24 consecutive keys: to the oracle, an atomic delete of each.
+    DeleteRange,
     Batch,
     Get,
     Scan,
@@ -155,9 +157,10 @@ enum Op {
 
 /// Weights of the operations (per 1,000). Writes dominate so crashes land in busy logs; flushes
 /// and compactions are frequent enough that crashes also land in table and manifest writes.
-const MIX: [(Op, u32); 11] = [
+const MIX: [(Op, u32); 12] = [
     (Op::Put, 400),
-    (Op::Delete, 120),
+    (Op::Delete, 105),
+    (Op::DeleteRange, 15),
     (Op::Batch, 120),
     (Op::Get, 200),
     (Op::Scan, 60),
@@ -401,11 +404,16 @@ impl Worker<'_> {
         match pick_weighted(&mut self.rng, &MIX) {
             Op::Put => {
                 let k = self.key();
-                self.write(vec![(k, true)]);
+                self.write(vec![(k, true)], None);
             }
             Op::Delete => {
                 let k = self.key();
-                self.write(vec![(k, false)]);
+                self.write(vec![(k, false)], None);
+            }
+            Op::DeleteRange => {
+                let a = self.key();
+                let b = (a + self.rng.gen_range(1..=SCAN_KEYS_MAX)).min(sh.keys);
+                self.write((a..b).map(|k| (k, false)).collect(), Some((a, b)));
             }
             Op::Batch => {
                 let n = self.rng.gen_range(2..=BATCH_KEYS_MAX);
@@ -416,7 +424,7 @@ impl Worker<'_> {
                     .into_iter()
                     .map(|k| (k, self.rng.gen_bool(0.75)))
                     .collect();
-                self.write(items);
+                self.write(items, None);
             }
             Op::Get => {
                 let k = self.key();
@@ -476,7 +484,9 @@ impl Worker<'_> {
         }
     }
 
-    fn write(&mut self, items: Vec<(u32, bool)>) {
+    /// Writes `items` (key, put?) atomically; `range` = (a, b): they are the deletes of keys
+    /// a..b, written as one `delete_range`.
+    fn write(&mut self, items: Vec<(u32, bool)>, range: Option<(u32, u32)>) {
         let sh = self.sh;
         let sync = self.rng.gen_bool(0.1);
         let keys: Vec<u32> = items.iter().map(|&(k, _)| k).collect();
@@ -489,7 +499,9 @@ impl Worker<'_> {
         // as plain puts, and the run checks that expiring entries survive every crash,
         // recovery, flush, compaction and collection like any other.
         let ttl = self.rng.gen_bool(0.25).then_some(TTL_FAR);
-        let r = if items.len() == 1 && self.rng.gen_bool(0.5) {
+        let r = if let Some((a, b)) = range {
+            sh.db.delete_range_opt(&key_bytes(a), &key_bytes(b), wo)
+        } else if items.len() == 1 && self.rng.gen_bool(0.5) {
             let (k, put) = items[0];
             match (put, ttl) {
                 (true, None) => sh.db.put_opt(&key_bytes(k), &value_bytes(k, op), wo),

@@ -286,6 +286,34 @@ impl HotKeyCache {
         let mut guard = self.shard(fp).lock();
         let sh = &mut *guard;
         sh.write_seq = sh.write_seq.max(seq);
+        sh.demote(fp);
+    }
+
+    /// [`HotKeyCache::invalidate`] for every cached key in `[begin, end)` (a range deletion).
+    pub fn invalidate_range(&self, begin: &[u8], end: &[u8], seq: u64) {
+        for s in self.shards.iter() {
+            let mut guard = s.lock();
+            let sh = &mut *guard;
+            sh.write_seq = sh.write_seq.max(seq);
+            let hit: Vec<u64> = sh
+                .map
+                .iter()
+                .filter_map(|(fp, slot)| match slot {
+                    Slot::Resident { key, .. } if &key[..] >= begin && &key[..] < end => Some(*fp),
+                    _ => None,
+                })
+                .collect();
+            for fp in hit {
+                sh.demote(fp);
+            }
+        }
+    }
+}
+
+impl Shard {
+    /// Turns the resident entry of `fp`, if any, into a ghost.
+    fn demote(&mut self, fp: u64) {
+        let sh = self;
         let Some(slot) = sh.map.peek_mut(&fp) else {
             return;
         };
@@ -304,7 +332,9 @@ impl HotKeyCache {
             sh.compact_queues();
         }
     }
+}
 
+impl HotKeyCache {
     /// Sums the shards' counters.
     pub fn stats(&self) -> HotKeyStats {
         let mut t = HotKeyStats {

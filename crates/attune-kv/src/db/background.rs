@@ -181,6 +181,9 @@ impl DbInner {
                 if let Some(f) = f {
                     edit.add_file(0, f);
                 }
+                if imm.range_dels().is_some() {
+                    edit.format_version = Some(crate::version::DB_FORMAT_VERSION);
+                }
                 edit.log_number = Some(st.mem.log_number);
                 // Exactly what the tables now hold, not the database's last sequence: writes
                 // already in the new log must not be counted, or recovery could not tell that
@@ -461,13 +464,17 @@ impl DbInner {
         let files = v.overlapping(level, begin, end);
         let expired = MutexGuard::unlocked(&mut st, || -> Result<Vec<_>> {
             let mut out = Vec::new();
-            for f in files {
-                let e = self.tables.get(f.number)?.properties().earliest_expiry;
-                if e != 0 && e <= now {
-                    out.push(f);
+            let mut ranges = false;
+            for f in &files {
+                let p = self.tables.get(f.number)?.properties().clone();
+                ranges |= p.num_range_deletions > 0;
+                if p.earliest_expiry != 0 && p.earliest_expiry <= now {
+                    out.push(f.clone());
                 }
             }
-            Ok(out)
+            // Range tombstones there too: the rewrite drops the keys they cover and then
+            // them, so the whole range is rewritten.
+            Ok(if ranges { files } else { out })
         });
         let r = match expired {
             Ok(expired) if !expired.is_empty() => {

@@ -32,6 +32,7 @@ mod gc;
 mod iter;
 mod open;
 mod prefetch;
+mod ranges;
 mod read;
 mod repair;
 mod secondary;

@@ -723,6 +723,9 @@ fn flush_replayed(
     mem: MemTable,
 ) -> Result<()> {
     let number = versions.new_file_number();
+    if mem.range_dels().is_some() {
+        edit.format_version = Some(crate::version::DB_FORMAT_VERSION);
+    }
     if let Some(f) = write_level0(
         env,
         dir,
@@ -888,21 +891,15 @@ pub(super) fn write_level0(
     smallest_snapshot: u64,
     blob_garbage: &mut BTreeMap<u64, u64>,
 ) -> Result<Option<FileMeta>> {
+    let ranges = mem.range_dels();
     let mut it = MemTableIter::new(mem);
     it.seek_to_first();
-    if !it.valid() {
+    if !it.valid() && ranges.is_none() {
         return Ok(None);
     }
     let path = filename::table_path(dir, number);
-    let r = build_level0(
-        env,
-        &path,
-        number,
-        opts,
-        &mut it,
-        smallest_snapshot,
-        blob_garbage,
-    );
+    let r = build_level0(env, &path, opts, &mut it, smallest_snapshot, blob_garbage)
+        .and_then(|b| crate::version::ranges::finish_with_tombstones(number, b, ranges.as_deref()));
     if r.is_err() {
         // A partial table (a full disk, an I/O error) is named by no manifest: remove it now
         // rather than leave it filling the disk until the next successful open.
@@ -915,12 +912,11 @@ pub(super) fn write_level0(
 pub(super) fn build_level0(
     env: &dyn Env,
     path: &Path,
-    number: u64,
     opts: &Options,
     it: &mut MemTableIter,
     smallest_snapshot: u64,
     blob_garbage: &mut BTreeMap<u64, u64>,
-) -> Result<FileMeta> {
+) -> Result<TableBuilder> {
     let mut b = TableBuilder::new(env.new_writable(path)?, TableBuilderOptions::from(opts));
     let mut last_user_key: Vec<u8> = Vec::new();
     let mut last_seq_for_key = u64::MAX;
@@ -946,9 +942,5 @@ pub(super) fn build_level0(
         last_seq_for_key = crate::key::sequence(ikey);
         it.next();
     }
-    assert!(
-        b.num_entries() > 0,
-        "the newest version of the first key is always kept"
-    );
-    FileMeta::finish(number, b)
+    Ok(b)
 }

@@ -145,7 +145,7 @@ impl DbInner {
         if r == Lookup::NotFound {
             r = with_lookup_key(key, seq, |k| sv.version.get(k, &self.tables))?;
         }
-        Ok(r)
+        self.apply_range_dels(sv, key, seq, r)
     }
 
     /// The value-log record `key`'s newest version points at, if it has one, with that
@@ -171,9 +171,14 @@ impl DbInner {
         seq: u64,
         fill: bool,
     ) -> (DbIter, Option<Error>) {
-        let (merged, error) = self.merged_iter(sv, fill);
+        let (merged, mut error) = self.merged_iter(sv, fill);
+        let covered = self.cover_fn(sv, seq).unwrap_or_else(|e| {
+            error = Some(e);
+            None
+        });
         (
-            DbIter::new(Box::new(merged), seq, self.env.now_unix_millis()),
+            DbIter::new(Box::new(merged), seq, self.env.now_unix_millis())
+                .with_range_deletions(covered),
             error,
         )
     }

@@ -37,6 +37,7 @@ use crate::env::{create_dir_all_durable, write_file_atomic, Env, PosixEnv};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind, EXPIRY_BYTES};
+use crate::memtable::rangedel::{RangeDelSet, RangeTombstone};
 use crate::memtable::{MemTable, MemTableIter};
 use crate::options::Options;
 use crate::table::builder::{TableBuilder, TableBuilderOptions};
@@ -44,7 +45,7 @@ use crate::table::footer::{Footer, FOOTER_BYTES};
 use crate::table::{Table, TableIter};
 use crate::util::coding::Reader;
 use crate::util::filename::{self, current_path, manifest_name, FileKind};
-use crate::version::{FileMeta, VersionEdit, DB_FORMAT_VERSION, NUM_LEVELS};
+use crate::version::{FileMeta, VersionEdit, BASE_FORMAT_VERSION, DB_FORMAT_VERSION, NUM_LEVELS};
 use crate::vlog::{BlobFile, BlobPointer, SegmentScanner, SEGMENT_HEADER_BYTES};
 use crate::wal::{LogReader, LogWriter};
 use std::collections::{BTreeMap, HashMap};
@@ -172,6 +173,7 @@ pub fn repair_with_env(env: Arc<dyn Env>, dir: &Path, opts: Options) -> Result<R
         dir: dir.to_path_buf(),
         opts,
         report: RepairReport::default(),
+        range_dels: Vec::new(),
     }
     .run(names)
 }
@@ -181,6 +183,8 @@ struct Repairer {
     dir: PathBuf,
     opts: Options,
     report: RepairReport,
+    /// Range tombstones read from tables and logs; every one is written out again.
+    range_dels: Vec<RangeTombstone>,
 }
 
 /// A value-log segment as the scan found it.
@@ -288,6 +292,15 @@ impl Repairer {
             let file = self.file_entry(name, "wal");
             self.read_log(name, file, &wal, &mut max_seq)?;
         }
+        if let Some(r) = wal.range_dels() {
+            self.range_dels.extend_from_slice(r.tombstones());
+        }
+        // A tombstone may be the newest write: reads must start at or above its sequence.
+        max_seq = self
+            .range_dels
+            .iter()
+            .map(|t| t.seq)
+            .fold(max_seq, u64::max);
         sources.push(Box::new(MemTableIter::new(wal)));
         self.report.last_sequence = max_seq;
 
@@ -354,7 +367,11 @@ impl Repairer {
         let log_number = next_number;
         next_number += 1;
         let mut edit = VersionEdit {
-            format_version: Some(DB_FORMAT_VERSION),
+            format_version: Some(if self.range_dels.is_empty() {
+                BASE_FORMAT_VERSION
+            } else {
+                DB_FORMAT_VERSION
+            }),
             log_number: Some(log_number),
             next_file_number: Some(next_number),
             last_sequence: Some(max_seq),
@@ -447,9 +464,14 @@ impl Repairer {
             Ok((t, count, seq)) => {
                 *max_seq = (*max_seq).max(seq);
                 self.report.files[file].records_kept = count;
+                self.range_dels.extend_from_slice(t.range_tombstones());
                 Ok(Some(Box::new(TableIter::new(t, false))))
             }
             Err(e) => {
+                // Its range tombstones, if the meta blocks still read.
+                if let Ok(t) = Table::open(raf.clone(), path.clone(), n, cache.clone()) {
+                    self.range_dels.extend_from_slice(t.range_tombstones());
+                }
                 self.report.files[file].error = Some(e.to_string());
                 let mem = MemTable::new(0);
                 let f = &mut self.report.files[file];
@@ -550,6 +572,19 @@ impl Repairer {
         let mut it = MergingIterator::new(sources);
         it.seek_to_first();
         let mut builder: Option<(u64, TableBuilder)> = None;
+        // Every range tombstone goes into the first table (a deletion is never dropped here,
+        // see the module docs); a database of tombstones only gets a table of them.
+        let ranges = RangeDelSet::new(std::mem::take(&mut self.range_dels));
+        if !ranges.is_empty() {
+            let n = *next_number;
+            *next_number += 1;
+            let w = self.env.new_writable(&filename::table_path(&self.dir, n))?;
+            let mut b = TableBuilder::new(w, TableBuilderOptions::from(&self.opts));
+            for t in ranges.tombstones() {
+                b.add_range_tombstone(t.clone());
+            }
+            builder = Some((n, b));
+        }
         let mut last_user: Option<Vec<u8>> = None;
         let mut blob_files: HashMap<u64, BlobFile> = HashMap::new();
         let mut inline_buf = Vec::new();
@@ -640,8 +675,14 @@ impl Repairer {
         }
         it.status()?;
         if let Some((n, b)) = builder.take() {
-            outputs.push(FileMeta::finish(n, b)?);
+            let empty = b.num_entries() == 0;
+            let mut f = FileMeta::finish(n, b)?;
+            if empty {
+                (f.smallest, f.largest) = crate::version::ranges::span(ranges.tombstones());
+            }
+            outputs.push(f);
         }
+        self.range_dels = ranges.tombstones().to_vec();
         Ok(())
     }
 }

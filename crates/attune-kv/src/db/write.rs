@@ -222,6 +222,7 @@ impl DbInner {
                     }
                     ValueKind::Value => out.put(k, v).map_err(|e| (e, false))?,
                     ValueKind::Deletion => out.delete(k).map_err(|e| (e, false))?,
+                    ValueKind::RangeDeletion => out.delete_range(k, v).map_err(|e| (e, false))?,
                     ValueKind::BlobIndex => out.put_blob_index(k, v),
                     ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                         // The batch iterator checked the prefix.
@@ -271,7 +272,11 @@ impl DbInner {
             if let Some(h) = &self.hot {
                 // Before the group's sequence is published (write_inner), so no reader that
                 // can see this write finds the old value cached.
-                h.invalidate(k, seq);
+                if kind == ValueKind::RangeDeletion {
+                    h.invalidate_range(k, v, seq);
+                } else {
+                    h.invalidate(k, seq);
+                }
             }
             if !separate {
                 user_bytes += (k.len() + v.len()) as u64;

@@ -4,13 +4,16 @@
 //! readers get and iterate without locks. Entries are never removed; a memtable is dropped as a
 //! whole once flushed and no reader holds it (readers hold an `Arc`).
 
+pub mod rangedel;
 pub mod skiplist;
 
 use crate::iter::InternalIterator;
 use crate::key::{self, make_internal_key, pack_tag, ValueKind, KIND_FOR_SEEK};
+use crate::memtable::rangedel::{RangeDelSet, RangeTombstone};
 use crate::memtable::skiplist::{node_key, node_value, SkipList};
 use crate::vlog::BlobPointer;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// Result of a point lookup in a memtable or table.
@@ -54,6 +57,17 @@ pub struct MemTable {
     blob_bytes: AtomicUsize,
     /// Number of the WAL file whose records this memtable holds.
     pub log_number: u64,
+    /// Range tombstones, beside the skiplist (see `rangedel.rs`).
+    range_dels: RangeDels,
+}
+
+/// A memtable's range tombstones and their fragmented form, rebuilt on the first read after a
+/// write (readers share it through an `Arc`).
+#[derive(Default)]
+struct RangeDels {
+    any: AtomicBool,
+    bytes: AtomicUsize,
+    list: Mutex<(Vec<RangeTombstone>, Option<Arc<RangeDelSet>>)>,
 }
 
 /// Runs `f` on the lookup key `user_key ‖ tag(seq, KIND_FOR_SEEK)`, built on the stack when short.
@@ -78,11 +92,28 @@ impl MemTable {
             entries: AtomicUsize::new(0),
             blob_bytes: AtomicUsize::new(0),
             log_number,
+            range_dels: RangeDels::default(),
         }
     }
 
-    /// Inserts one entry. Only the single active writer calls this.
+    /// Inserts one entry (a range deletion goes beside the skiplist, `user_key` its begin and
+    /// `value` its end). Only the single active writer calls this.
     pub fn add(&self, seq: u64, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        if kind == ValueKind::RangeDeletion {
+            let mut l = self.range_dels.list.lock();
+            l.0.push(RangeTombstone {
+                begin: user_key.to_vec(),
+                end: value.to_vec(),
+                seq,
+            });
+            l.1 = None;
+            self.range_dels
+                .bytes
+                .fetch_add(user_key.len() + value.len() + 48, AtomicOrdering::Relaxed);
+            self.range_dels.any.store(true, AtomicOrdering::Release);
+            self.entries.fetch_add(1, AtomicOrdering::Relaxed);
+            return;
+        }
         self.list
             .insert_parts(user_key, &pack_tag(seq, kind).to_le_bytes(), value);
         self.entries.fetch_add(1, AtomicOrdering::Relaxed);
@@ -124,7 +155,30 @@ impl MemTable {
     }
 
     pub fn approximate_memory_usage(&self) -> usize {
-        self.list.memory_bytes()
+        self.list.memory_bytes() + self.range_dels.bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    /// The memtable's range tombstones, fragmented; None when it has none (one atomic load).
+    pub fn range_dels(&self) -> Option<Arc<RangeDelSet>> {
+        if !self.range_dels.any.load(AtomicOrdering::Acquire) {
+            return None;
+        }
+        let mut l = self.range_dels.list.lock();
+        if l.1.is_none() {
+            l.1 = Some(Arc::new(RangeDelSet::new(l.0.iter().cloned())));
+        }
+        l.1.clone()
+    }
+
+    /// The sequence of the newest entry of `user_key` at or below `seq` (a range deletion
+    /// decides by it whether that entry is covered).
+    pub fn newest_seq(&self, user_key: &[u8], seq: u64) -> Option<u64> {
+        let n = with_lookup_key(user_key, seq, |k| self.list.seek(k));
+        if n.is_null() {
+            return None;
+        }
+        let k = node_key(n);
+        (key::user_key(k) == user_key).then(|| key::sequence(k))
     }
 
     /// Counts `n` value-log bytes written for entries of this memtable.

@@ -8,6 +8,7 @@ use crate::block::BlockBuilder;
 use crate::env::WritableFile;
 use crate::error::Result;
 use crate::key::{self, compare_internal};
+use crate::memtable::rangedel::RangeTombstone;
 use crate::options::{Compression, Options};
 use crate::util::coding::put_varint64;
 use std::cmp::Ordering;
@@ -49,6 +50,8 @@ pub struct TableBuilder {
     value_len: Option<usize>,
     /// Whether every entry of the open data block is a value pointer.
     block_all_blob: bool,
+    /// Range tombstones for the range-deletion block.
+    range_dels: Vec<RangeTombstone>,
 }
 
 impl TableBuilder {
@@ -71,7 +74,15 @@ impl TableBuilder {
             key_len: None,
             value_len: None,
             block_all_blob: true,
+            range_dels: Vec::new(),
         }
+    }
+
+    /// Adds a range tombstone (any order; written to the range-deletion block at `finish`).
+    pub fn add_range_tombstone(&mut self, t: RangeTombstone) {
+        self.props.smallest_seq = self.props.smallest_seq.min(t.seq);
+        self.props.largest_seq = self.props.largest_seq.max(t.seq);
+        self.range_dels.push(t);
     }
 
     /// Adds an entry; keys must arrive in strictly increasing internal-key order.
@@ -197,8 +208,29 @@ impl TableBuilder {
         let filter = self.write(&filter_contents, Compression::None)?;
         self.props.fixed_key_len = self.key_len.unwrap_or(0) as u64;
         self.props.fixed_value_len_plus1 = self.value_len.map_or(0, |v| v as u64 + 1);
-        if self.props.num_entries == 0 {
+        if self.props.num_entries == 0 && self.range_dels.is_empty() {
             self.props.smallest_seq = 0;
+        }
+        let mut version = 1;
+        if !self.range_dels.is_empty() {
+            // Internal-key order: begin ascending, newest first.
+            let mut ts = std::mem::take(&mut self.range_dels);
+            ts.sort_by(|a, b| {
+                a.begin
+                    .cmp(&b.begin)
+                    .then(b.seq.cmp(&a.seq))
+                    .then(a.end.cmp(&b.end))
+            });
+            ts.dedup_by(|a, b| a.begin == b.begin && a.seq == b.seq);
+            let mut block = BlockBuilder::default();
+            for t in &ts {
+                let k = key::make_internal_key(&t.begin, t.seq, key::ValueKind::RangeDeletion);
+                block.add(&k, &t.end);
+            }
+            let contents = block.finish();
+            self.props.range_del_block = self.write(&contents, Compression::None)?;
+            self.props.num_range_deletions = ts.len() as u64;
+            version = 2;
         }
         let properties = self.write(&self.props.encode(), Compression::None)?;
         let index_contents = self.index.finish();
@@ -208,7 +240,7 @@ impl TableBuilder {
             index,
             properties,
         }
-        .encode();
+        .encode_version(version);
         self.file.append(&footer)?;
         self.offset += footer.len() as u64;
         self.file.sync()?;

@@ -8,8 +8,9 @@ use std::path::Path;
 
 /// "ATTUNSST" as a little-endian u64.
 pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"ATTUNSST");
-/// Table format versions this build reads. Writers emit the newest.
-pub const TABLE_FORMAT_VERSION: u32 = 1;
+/// Table format versions this build reads. Version 2 adds the range-deletion block (named by
+/// the properties); a table without range deletions is still written as version 1.
+pub const TABLE_FORMAT_VERSION: u32 = 2;
 /// Fixed footer size at the end of every table file.
 pub const FOOTER_BYTES: usize = 64;
 
@@ -22,13 +23,19 @@ pub struct Footer {
 }
 
 impl Footer {
+    /// The footer of a version-1 table.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_version(1)
+    }
+
+    /// The footer naming table format `version`.
+    pub fn encode_version(&self, version: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(FOOTER_BYTES);
         for h in [self.filter, self.index, self.properties] {
             put_fixed64(&mut out, h.offset);
             put_fixed64(&mut out, h.size);
         }
-        put_fixed32(&mut out, TABLE_FORMAT_VERSION);
+        put_fixed32(&mut out, version);
         let crc = crc32c::crc32c(&out);
         put_fixed32(&mut out, crc);
         put_fixed64(&mut out, TABLE_MAGIC);

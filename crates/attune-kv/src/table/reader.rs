@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::index::learned::{FixedLayout, Learning, Sample, TableLayout, TableModel};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
+use crate::memtable::rangedel::RangeTombstone;
 use crate::memtable::Lookup;
 use crate::util::coding::{put_varint64, Reader};
 use crate::util::steps::{self, Step};
@@ -45,19 +46,26 @@ pub struct TableProperties {
     /// The earliest expiry (Unix milliseconds) of the file's expiring entries; 0 when it has
     /// none.
     pub earliest_expiry: u64,
+    /// Range tombstones in the range-deletion block.
+    pub num_range_deletions: u64,
+    /// Where the range-deletion block is (size 0: none).
+    pub range_del_block: BlockHandle,
 }
 
-/// The newest properties version; a file without expiring entries is written as version 2,
-/// which readers that predate expiries also read.
-const PROPERTIES_VERSION: u64 = 3;
+/// The newest properties version; a file without expiring entries or range deletions is
+/// written as version 2, which readers that predate expiries also read, one with expiries but
+/// no range deletions as version 3.
+const PROPERTIES_VERSION: u64 = 4;
 
 impl TableProperties {
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::new();
-        let version = if self.earliest_expiry == 0 {
+        let version = if self.num_range_deletions > 0 {
+            PROPERTIES_VERSION
+        } else if self.earliest_expiry == 0 {
             2
         } else {
-            PROPERTIES_VERSION
+            3
         };
         for x in [
             version,
@@ -77,6 +85,11 @@ impl TableProperties {
         }
         if version >= 3 {
             put_varint64(&mut v, self.earliest_expiry);
+        }
+        if version >= 4 {
+            put_varint64(&mut v, self.num_range_deletions);
+            put_varint64(&mut v, self.range_del_block.offset);
+            put_varint64(&mut v, self.range_del_block.size);
         }
         v
     }
@@ -104,6 +117,13 @@ impl TableProperties {
         }
         if version >= 3 {
             p.earliest_expiry = r.varint64()?;
+        }
+        if version >= 4 {
+            p.num_range_deletions = r.varint64()?;
+            p.range_del_block = BlockHandle {
+                offset: r.varint64()?,
+                size: r.varint64()?,
+            };
         }
         Some(p)
     }
@@ -145,6 +165,47 @@ pub struct Table {
     /// fixed layout says, so the model path may view it without reading its count first
     /// (see [`Table::fixed_view`]).
     fixed_verified: Box<[AtomicU64]>,
+    /// The range tombstones of the range-deletion block (read at open).
+    range_dels: Vec<RangeTombstone>,
+}
+
+/// Reads and checks the range-deletion block `props` names (none: empty).
+fn read_range_dels(
+    file: &dyn RandomAccessFile,
+    props: &TableProperties,
+    path: &Arc<PathBuf>,
+) -> Result<Vec<RangeTombstone>> {
+    let h = props.range_del_block;
+    if props.num_range_deletions == 0 {
+        return Ok(Vec::new());
+    }
+    let bad = |why: &str| Error::corruption(path.as_path(), h.offset, why.to_string());
+    let block = Block::new(read_block(file, h, path)?, path.clone(), h.offset)?;
+    let mut out = Vec::with_capacity(block.len());
+    for i in 0..block.len() {
+        let (k, v) = block
+            .entry(i)
+            .ok_or_else(|| bad("malformed range-deletion block"))?;
+        match key::parse_internal_key(k) {
+            Some(p) if p.kind == ValueKind::RangeDeletion => {
+                if p.user_key >= v {
+                    return Err(bad("range deletion whose begin is not below its end"));
+                }
+                out.push(RangeTombstone {
+                    begin: p.user_key.to_vec(),
+                    end: v.to_vec(),
+                    seq: p.sequence,
+                });
+            }
+            _ => return Err(bad("malformed key in the range-deletion block")),
+        }
+    }
+    if out.len() as u64 != props.num_range_deletions {
+        return Err(bad(
+            "range-deletion block holds fewer tombstones than the properties count",
+        ));
+    }
+    Ok(out)
 }
 
 fn decode_index_value(v: &[u8]) -> Option<(BlockHandle, u64)> {
@@ -189,7 +250,9 @@ impl Table {
         } else {
             None
         };
+        let range_dels = read_range_dels(file.as_ref(), &props, &path)?;
         Ok(Table {
+            range_dels,
             file,
             path,
             number,
@@ -209,6 +272,11 @@ impl Table {
                 .collect(),
             index,
         })
+    }
+
+    /// The table's range tombstones (sorted by begin key, then newest first).
+    pub fn range_tombstones(&self) -> &[RangeTombstone] {
+        &self.range_dels
     }
 
     /// Attaches the engine's learned-index state (before the table is shared).
@@ -833,7 +901,7 @@ impl Table {
                             .ok_or_else(|| bad("malformed value pointer"))
                     }
                 }
-                None => Err(Error::corruption(
+                None | Some(ValueKind::RangeDeletion) => Err(Error::corruption(
                     self.path.as_path(),
                     block_offset,
                     "unknown entry kind",

@@ -224,6 +224,8 @@ pub fn run(
     children.push(Box::new(level_iter(&c.inputs[1])));
     let mut it = MergingIterator::new(children);
     it.seek_to_first();
+    let ranges =
+        super::ranges::CompactionRanges::new(&c.version, &c.inputs, tables, smallest_snapshot)?;
 
     let out_level = c.output_level();
     let bopts = TableBuilderOptions::from(opts);
@@ -283,9 +285,12 @@ pub fn run(
         };
         // The user's filter sees the newest version of a key here, when no snapshot can see it
         // (its sequence is above every snapshot's: `filter_above`).
+        // A range tombstone that every snapshot sees hides this entry from every reader.
+        let covered = ranges.covers(parsed.user_key, parsed.sequence);
         let mut decision = FilterDecision::Keep;
         if let Some(f) = opts.compaction_filter.as_deref().filter(|_| {
             new_user_key
+                && !covered
                 && !expired
                 && parsed.kind != ValueKind::Deletion
                 && parsed.sequence > filter_above
@@ -310,8 +315,8 @@ pub fn run(
             }
         }
         let removed = expired || decision == FilterDecision::Remove;
-        let drop = if last_seq_for_key <= smallest_snapshot {
-            true // a newer version is visible to every snapshot
+        let drop = if last_seq_for_key <= smallest_snapshot || covered {
+            true // a newer version or a range deletion is visible to every snapshot
         } else {
             (parsed.kind == ValueKind::Deletion || removed)
                 && parsed.sequence <= smallest_snapshot
@@ -365,8 +370,32 @@ pub fn run(
         it.next();
     }
     it.status()?;
-    if let Some((n, b)) = builder.take() {
-        finish_output(n, b, &mut out)?;
+    let kept = ranges.kept();
+    if builder.is_none() && !kept.is_empty() {
+        let n = new_file();
+        let f = bulk.new_writable(env, &filename::table_path(dir, n))?;
+        builder = Some((n, TableBuilder::new(f, bopts.clone())));
+    }
+    if let Some((n, mut b)) = builder.take() {
+        for t in kept {
+            b.add_range_tombstone(t.clone());
+        }
+        let empty = b.num_entries() == 0;
+        let mut f = FileMeta::finish(n, b)?;
+        if empty {
+            // Tombstones only: the bounds of the inputs' last key, which no other file of the
+            // output level holds and no other output of this compaction reached.
+            let last = c
+                .inputs
+                .iter()
+                .flatten()
+                .map(|f| &f.largest)
+                .max_by(|a, b| key::compare_internal(a, b));
+            f.smallest = last.cloned().unwrap_or_default();
+            f.largest = f.smallest.clone();
+        }
+        out.bytes_written += f.size;
+        out.files.push(f);
     }
     Ok(out)
 }

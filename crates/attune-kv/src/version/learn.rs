@@ -127,6 +127,9 @@ impl Learning {
         if table.model().is_some() {
             return Ok(true);
         }
+        if table.properties().num_entries == 0 {
+            return Ok(false); // range tombstones only: no key to learn
+        }
         // The cost is the CPU the training takes from other work: thread CPU time, which a
         // loaded machine does not inflate the way wall-clock time does.
         let missing = table
@@ -234,6 +237,9 @@ pub fn learn_level(
 ) -> Result<bool> {
     if v.level_models[level].get().is_some() {
         return Ok(true);
+    }
+    if tables.iter().any(|t| t.properties().num_entries == 0) {
+        return Ok(false); // a file of range tombstones only has no keys to place
     }
     let m = train_level(tables, delta)?;
     if !m.index.quality().is_useful() {

@@ -11,6 +11,7 @@
 pub mod compaction;
 mod follow;
 pub mod learn;
+pub mod ranges;
 
 use crate::cache::BlockCache;
 use crate::env::{write_file_atomic, Env};
@@ -32,7 +33,10 @@ use std::sync::{Arc, OnceLock, Weak};
 /// Number of levels.
 pub const NUM_LEVELS: usize = 7;
 /// Database format version written into every manifest; readers refuse newer ones.
-pub const DB_FORMAT_VERSION: u32 = 1;
+pub const DB_FORMAT_VERSION: u32 = 2;
+/// The format a database without range deletions records (readable by builds that predate
+/// them); the first flush holding a range deletion records [`DB_FORMAT_VERSION`].
+pub const BASE_FORMAT_VERSION: u32 = 1;
 
 /// Metadata of one table file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -395,6 +399,11 @@ pub struct Version {
     /// level's slot while its files stay the same; [`Version::apply`] gives every level an edit
     /// touches a new, empty slot, so a model always matches the files of the version it is in.
     pub level_models: [Arc<LevelSlot>; NUM_LEVELS],
+    /// The manifest records format 2: some table may hold range tombstones, so reads gather
+    /// them (`ranges.rs`). False for every database that never deleted a range.
+    pub range_deletions: bool,
+    /// The range tombstones of every table, gathered on first use.
+    pub range_dels: Arc<ranges::RangeDelSlot>,
 }
 
 /// Where a level model lives (see [`Version::level_models`]); set at most once.
@@ -537,6 +546,8 @@ impl Version {
     /// Applies an edit, producing the next version; checks the level invariants.
     pub fn apply(&self, edit: &VersionEdit, manifest: &Path) -> Result<Version> {
         let mut v = self.clone();
+        v.range_dels = Arc::default();
+        v.range_deletions |= edit.format_version.is_some_and(|f| f >= DB_FORMAT_VERSION);
         for (level, n) in &edit.deleted_files {
             v.files[*level].retain(|f| f.number != *n);
             v.level_models[*level] = Arc::default();
@@ -875,7 +886,11 @@ impl VersionSet {
     /// (and of a checkpoint's).
     pub fn snapshot_edit(&self) -> VersionEdit {
         let mut snap = VersionEdit {
-            format_version: Some(DB_FORMAT_VERSION),
+            format_version: Some(if self.current.range_deletions {
+                DB_FORMAT_VERSION
+            } else {
+                BASE_FORMAT_VERSION
+            }),
             log_number: Some(self.log_number),
             next_file_number: Some(self.next_file_number),
             last_sequence: Some(self.last_sequence),

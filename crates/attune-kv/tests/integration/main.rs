@@ -22,6 +22,7 @@ mod multi_get;
 mod open;
 mod pipes_bulk_io;
 mod prefetcher;
+mod range_delete;
 mod repair;
 mod secondary;
 mod support;

@@ -79,6 +79,33 @@ fn random_key(rng: &mut StdRng, space: u64) -> Vec<u8> {
     }
 }
 
+/// A range to delete: half the time between two random keys (often wide), half the time the
+/// keys that start with one random key (narrow).
+fn random_range(rng: &mut StdRng, space: u64) -> (Vec<u8>, Vec<u8>) {
+    let a = random_key(rng, space);
+    if rng.gen_bool(0.5) {
+        let mut hi = a.clone();
+        hi.push(0xff);
+        return (a, hi);
+    }
+    let b = random_key(rng, space);
+    if a <= b {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+fn model_delete_range(m: &mut Model, lo: &[u8], hi: &[u8]) {
+    let gone: Vec<Vec<u8>> = m
+        .range(lo.to_vec()..hi.to_vec())
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in gone {
+        m.remove(&k);
+    }
+}
+
 fn random_value(rng: &mut StdRng) -> Vec<u8> {
     let n = [0usize, 1, 10, 100, 1000, 5000][rng.gen_range(0..6)];
     (0..n).map(|_| rng.gen::<u8>() % 16).collect()
@@ -150,11 +177,17 @@ fn run_seed(seed: u64, steps: usize) {
                     .unwrap_or_else(|e| panic!("{}: put: {e}", ctx()));
                 model.insert(k, v);
             }
-            40..=49 => {
+            40..=46 => {
                 let k = random_key(&mut rng, space);
                 db.delete(&k)
                     .unwrap_or_else(|e| panic!("{}: delete: {e}", ctx()));
                 model.remove(&k);
+            }
+            47..=49 => {
+                let (lo, hi) = random_range(&mut rng, space);
+                db.delete_range(&lo, &hi)
+                    .unwrap_or_else(|e| panic!("{}: delete_range: {e}", ctx()));
+                model_delete_range(&mut model, &lo, &hi);
             }
             50..=54 => {
                 let mut b = WriteBatch::new();
@@ -164,6 +197,10 @@ fn run_seed(seed: u64, steps: usize) {
                         let v = random_value(&mut rng);
                         b.put(&k, &v).unwrap();
                         model.insert(k, v);
+                    } else if rng.gen_bool(0.1) {
+                        let (lo, hi) = random_range(&mut rng, space);
+                        b.delete_range(&lo, &hi).unwrap();
+                        model_delete_range(&mut model, &lo, &hi);
                     } else {
                         b.delete(&k).unwrap();
                         model.remove(&k);
