@@ -75,6 +75,7 @@ impl EmbedStoreNative {
             precisions,
             l1_share,
             l3_share,
+            ..StoreOptions::default()
         };
         let store = py
             .allow_threads(|| EmbedStore::open(&path, &tables, &opts))
