@@ -431,3 +431,102 @@ pub fn verify_table(dir: &Path, name: &str) -> Result<(u64, usize)> {
     t.verify(0)?;
     Ok((t.metas[0].rows, t.metas[0].dim))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(n: usize, dim: usize, base: f32) -> Vec<f32> {
+        (0..n * dim).map(|i| base + i as f32 * 1e-3).collect()
+    }
+
+    fn count_rows(dir: &Path) -> usize {
+        let db = open_read(dir).unwrap();
+        let mut it = db.iter(&ReadOptions::default()).unwrap();
+        it.seek(&[ROW]);
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next();
+        }
+        n
+    }
+
+    #[test]
+    fn write_read_verify_and_reload_deletes_the_old_rows() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "C1", 4, &rows(10, 4, 0.0)).unwrap();
+        write(d.path(), "C2", 4, &rows(3, 4, 0.5)).unwrap();
+        assert_eq!(verify_table(d.path(), "C1").unwrap(), (10, 4));
+        let mut t = KvTables::open(d.path(), &["C2".into(), "C1".into()]).unwrap();
+        let mut out = [0f32; 8];
+        t.read_request(&[2, 7], &[0, 1], &mut out).unwrap();
+        assert_eq!(out[..4], rows(3, 4, 0.5)[8..12]);
+        assert_eq!(out[4..], rows(10, 4, 0.0)[28..32]);
+        drop(t);
+        write(d.path(), "C1", 4, &rows(6, 4, 0.25)).unwrap();
+        assert_eq!(verify_table(d.path(), "C1").unwrap(), (6, 4));
+        assert_eq!(count_rows(d.path()), 9, "the replaced rows are gone");
+        assert_eq!(list_tables(d.path()).unwrap(), ["C1", "C2"]);
+    }
+
+    #[test]
+    fn a_crashed_loads_leftovers_are_ignored_then_cleared() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "T", 2, &rows(4, 2, 0.0)).unwrap();
+        {
+            // What a load killed before its commit leaves: rows under the next id (1), and a
+            // drop marker of an earlier replaced id whose deletion was cut short.
+            let db = DB::open(d.path(), db_options(false, false)).unwrap();
+            for k in 0..50u64 {
+                db.put(&row_key(1, k), &[0u8; 8]).unwrap();
+            }
+            db.put(&row_key(7, 0), &[0u8; 8]).unwrap();
+            db.put(&[DROP, &7u32.to_be_bytes()[..]].concat(), b"")
+                .unwrap();
+            db.close().unwrap();
+        }
+        assert_eq!(
+            verify_table(d.path(), "T").unwrap(),
+            (4, 2),
+            "the old table"
+        );
+        write(d.path(), "T", 2, &rows(3, 2, 0.0)).unwrap();
+        assert_eq!(verify_table(d.path(), "T").unwrap(), (3, 2));
+        assert_eq!(count_rows(d.path()), 3);
+    }
+
+    #[test]
+    fn damage_and_bad_inputs_are_reported() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(write(d.path(), "x", 3, &[0.0; 4]).is_err());
+        let e = write(d.path(), "x", 2, &[0.0, 1.0, f32::INFINITY, 0.0]).unwrap_err();
+        assert!(e.to_string().contains("row 1, column 0"), "{e}");
+        write(d.path(), "T", 2, &rows(4, 2, 0.0)).unwrap();
+        let e = KvTables::open(d.path(), &["U".into()]).err().unwrap();
+        assert!(
+            e.to_string()
+                .contains("unknown table `U`; the store holds: T"),
+            "{e}"
+        );
+        {
+            let db = DB::open(d.path(), db_options(false, false)).unwrap();
+            db.put(&row_key(0, 2), &[0u8; 5]).unwrap();
+            db.close().unwrap();
+        }
+        let e = verify_table(d.path(), "T").unwrap_err();
+        assert!(matches!(e, EmbedError::Corruption { .. }), "{e}");
+        let mut t = KvTables::open(d.path(), &["T".into()]).unwrap();
+        let mut out = [0f32; 2];
+        let e = t.read_request(&[2], &[0], &mut out).unwrap_err();
+        assert!(e.to_string().contains("5 bytes, want 8"), "{e}");
+        drop(t);
+        {
+            let db = DB::open(d.path(), db_options(false, false)).unwrap();
+            db.delete(&row_key(0, 1)).unwrap();
+            db.close().unwrap();
+        }
+        let e = verify_table(d.path(), "T").unwrap_err();
+        assert!(e.to_string().contains("row 1 missing"), "{e}");
+    }
+}
