@@ -37,6 +37,10 @@ const ROW: u8 = 0x01;
 /// Bytes of rows per write batch during a bulk load. 4 MiB: large enough that the per-batch
 /// cost vanishes, small against the memtable.
 const LOAD_BATCH_BYTES: usize = 4 << 20;
+/// Block cache of a store's read-only handle. 1 MiB, not the database's 32 MiB default: the
+/// store's own tiers are the row cache (`cache_bytes`), and a large block cache would hold rows
+/// the store's budget does not count. The 1 MiB keeps index and recently read blocks.
+pub const STORE_BLOCK_CACHE_BYTES: u64 = 1 << 20;
 
 /// A table's record in the database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,11 +130,15 @@ fn decode_meta(path: &Path, name: &str, v: &[u8]) -> Result<KvTableMeta> {
 }
 
 fn db_options(create: bool, read_only: bool) -> Options {
-    Options {
+    let mut o = Options {
         create_if_missing: create,
         read_only,
         ..Options::default()
+    };
+    if read_only {
+        o.block_cache_size = STORE_BLOCK_CACHE_BYTES;
     }
+    o
 }
 
 /// Opens the database at `dir` for reading (a shared lock: several stores may read it).
