@@ -40,7 +40,7 @@ def _load(args) -> int:
             for t, rows in enumerate(cards):
                 name = f"C{t + 1}"
                 values = rng.normal(0.0, 0.1, size=(int(rows), args.dim)).astype(np.float32)
-                embed.load_table(args.dir, name, values)
+                embed.load_table(args.dir, name, values, backend=args.backend)
                 written.append({"name": name, "rows": int(rows), "dim": args.dim})
                 bar.update(1)
     for spec in args.tables_from:
@@ -51,7 +51,7 @@ def _load(args) -> int:
             values = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise InvalidArgumentError(f"cannot read {path} as a .npy array: {e}") from None
-        embed.load_table(args.dir, name, values)
+        embed.load_table(args.dir, name, values, backend=args.backend)
         written.append({"name": name, "rows": int(values.shape[0]), "dim": int(values.shape[1])})
     if not written:
         raise InvalidArgumentError("nothing to load: give NAME=FILE.npy arguments or --criteo")
@@ -86,12 +86,14 @@ def _simulate(args) -> int:
     results = []
     for p in policies:
         if args.store:
-            dim = embed.EmbeddingStore(args.store, tables=args.tables).dim
+            with embed.EmbeddingStore(args.store, tables=args.tables, backend=args.backend) as s0:
+                dim = s0.dim
             store = embed.EmbeddingStore(
                 args.store,
                 tables=args.tables,
                 cache_bytes=capacity * dim * 4,
                 policy=p,
+                backend=args.backend,
             )
             with progress(args, total=len(keys), desc=p, unit="req") as bar:
                 for i in range(0, len(keys), 4096):
@@ -130,23 +132,36 @@ def _simulate(args) -> int:
 
 
 def _stats(args) -> int:
-    names = embed.list_tables(args.dir)
+    b = args.backend
+    names = embed.list_tables(args.dir, backend=b)
     rows = []
     for n in names:
         if args.verify:
-            r, d = embed.verify_table(args.dir, n)
+            r, d = embed.verify_table(args.dir, n, backend=b)
         else:
-            with embed.EmbeddingStore(args.dir, tables=[n]) as s:
+            with embed.EmbeddingStore(args.dir, tables=[n], backend=b) as s:
                 r, d = s.rows[0], s.dim
-        size = os.path.getsize(os.path.join(args.dir, f"{n}.emb"))
+        # The flat file's size; on the kv back end, the rows' bytes (the database's files are
+        # shared by every table).
+        size = os.path.getsize(os.path.join(args.dir, f"{n}.emb")) if b == "file" else r * d * 4
         rows.append({"name": n, "rows": r, "dim": d, "bytes": size})
     if args.json:
-        print(json.dumps({"dir": args.dir, "verified": args.verify, "tables": rows}))
+        print(json.dumps({"dir": args.dir, "backend": b, "verified": args.verify, "tables": rows}))
     else:
         for t in rows:
             print(f"{t['name']:>12s} {t['rows']:>12d} rows x {t['dim']:<4d} {t['bytes']:>14d} B")
         print(f"{len(rows)} tables, {sum(t['bytes'] for t in rows)} bytes")
     return 0
+
+
+def _backend_flag(p) -> None:
+    p.add_argument(
+        "--backend",
+        choices=embed.BACKENDS,
+        default="file",
+        help="where the rows live: file (one flat file per table) or kv (one Attune-DB"
+        " database); default file",
+    )
 
 
 def register(subparsers) -> None:
@@ -166,6 +181,7 @@ def register(subparsers) -> None:
     ld.add_argument("--scale", type=float, default=0.001, help="cardinality scale (default 0.001)")
     ld.add_argument("--dim", type=int, default=36, help="values per row (default 36)")
     ld.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    _backend_flag(ld)
     add_output_flags(ld)
     ld.set_defaults(func=_load)
 
@@ -196,11 +212,13 @@ def register(subparsers) -> None:
     )
     sm.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     sm.add_argument("--store", metavar="DIR", help="serve the requests from the tables in DIR")
+    _backend_flag(sm)
     add_output_flags(sm)
     sm.set_defaults(func=_simulate)
 
     st = sub.add_parser("stats", help="list the tables of a store directory")
     st.add_argument("dir", help="store directory")
     st.add_argument("--verify", action="store_true", help="re-read and check every checksum")
+    _backend_flag(st)
     add_output_flags(st)
     st.set_defaults(func=_stats)

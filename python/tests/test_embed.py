@@ -20,12 +20,20 @@ from attune.cli import main as cli_main
 DIM = 8
 
 
-def make_tables(d: Path, rows=(50, 30, 20), dim=DIM, seed=1) -> list[np.ndarray]:
+@pytest.fixture(params=["file", "kv"])
+def backend(request) -> str:
+    """Every behaviour test runs on both back ends."""
+    return request.param
+
+
+def make_tables(
+    d: Path, rows=(50, 30, 20), dim=DIM, seed=1, backend: str = "file"
+) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     out = []
     for t, r in enumerate(rows):
         v = rng.uniform(-0.9, 0.9, size=(r, dim)).astype(np.float32)
-        embed.load_table(d, f"C{t + 1}", v)
+        embed.load_table(d, f"C{t + 1}", v, backend=backend)
         out.append(v)
     return out
 
@@ -59,13 +67,19 @@ def test_criteo_generator_shapes_and_determinism():
         ("ev-lfu-misshalf", [8, 4], 0.26),
     ],
 )
-def test_lookup_returns_rows(tmp_path, policy, precisions, tol):
-    tables = make_tables(tmp_path)
+def test_lookup_returns_rows(tmp_path, policy, precisions, tol, backend):
+    tables = make_tables(tmp_path, backend=backend)
     rng = np.random.default_rng(0)
     batch = np.stack([rng.integers(0, len(t), size=64) for t in tables], axis=1)
     with embed.EmbeddingStore(
-        tmp_path, tables=3, cache_bytes=30 * DIM * 4, policy=policy, precisions=precisions
+        tmp_path,
+        tables=3,
+        cache_bytes=30 * DIM * 4,
+        policy=policy,
+        precisions=precisions,
+        backend=backend,
     ) as s:
+        assert s.backend == backend
         for _ in range(3):
             out = s.lookup(batch)
             assert out.shape == (64, 3, DIM) and out.dtype == np.float32
@@ -79,18 +93,19 @@ def test_lookup_returns_rows(tmp_path, policy, precisions, tol):
         assert st["policy"] == policy
 
 
-def test_perfect_hits_counted(tmp_path):
-    make_tables(tmp_path)
-    with embed.EmbeddingStore(tmp_path, tables=3, cache_bytes=1 << 20) as s:
+def test_perfect_hits_counted(tmp_path, backend):
+    make_tables(tmp_path, backend=backend)
+    with embed.EmbeddingStore(tmp_path, tables=3, cache_bytes=1 << 20, backend=backend) as s:
         s.lookup([[1, 2, 3]])
         s.lookup([[1, 2, 3], [1, 2, 4]])
         st = s.stats()
     assert (st["perfect"], st["perfect_l1"], st["misses"]) == (1, 1, 4)
 
 
-def test_bad_inputs_raise_clear_errors(tmp_path):
-    make_tables(tmp_path)
-    s = embed.EmbeddingStore(tmp_path, tables=["C1", "C2", "C3"], cache_bytes=4096)
+def test_bad_inputs_raise_clear_errors(tmp_path, backend):
+    make_tables(tmp_path, backend=backend)
+    b = {"backend": backend}
+    s = embed.EmbeddingStore(tmp_path, tables=["C1", "C2", "C3"], cache_bytes=4096, **b)
     with pytest.raises(attune.InvalidArgumentError, match=r"shape \[batch, 3\]"):
         s.lookup(np.zeros((4, 2), dtype=np.int64))
     with pytest.raises(attune.InvalidArgumentError, match="key 20 out of range for table `C3`"):
@@ -101,23 +116,26 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
         s.lookup([[0.5, 1, 0]])
     assert s.stats()["requests"] == 0  # nothing changed
     with pytest.raises(attune.InvalidArgumentError, match="unknown table `C9`"):
-        embed.EmbeddingStore(tmp_path, tables=["C1", "C9"])
+        embed.EmbeddingStore(tmp_path, tables=["C1", "C9"], **b)
     with pytest.raises(attune.InvalidArgumentError, match="unknown policy"):
-        embed.EmbeddingStore(tmp_path, tables=3, policy="fifo")
+        embed.EmbeddingStore(tmp_path, tables=3, policy="fifo", **b)
     with pytest.raises(attune.InvalidArgumentError, match="precision"):
-        embed.EmbeddingStore(tmp_path, tables=3, precisions=[7])
+        embed.EmbeddingStore(tmp_path, tables=3, precisions=[7], **b)
     bad = np.zeros((4, 3), dtype=np.float32)
     bad[2, 1] = np.nan
     with pytest.raises(attune.InvalidArgumentError, match="row 2, column 1"):
-        embed.load_table(tmp_path, "X", bad)
+        embed.load_table(tmp_path, "X", bad, **b)
     with pytest.raises(attune.InvalidArgumentError, match="float32"):
-        embed.load_table(tmp_path, "X", np.full((2, 2), 1e300))
+        embed.load_table(tmp_path, "X", np.full((2, 2), 1e300), **b)
     with pytest.raises(attune.InvalidArgumentError, match="2-D"):
-        embed.load_table(tmp_path, "X", np.zeros(5))
-    embed.load_table(tmp_path, "W", np.zeros((5, DIM + 1), dtype=np.float32))
+        embed.load_table(tmp_path, "X", np.zeros(5), **b)
+    with pytest.raises(attune.InvalidArgumentError, match="unknown backend"):
+        embed.load_table(tmp_path, "X", np.zeros((2, 2)), backend="tape")
+    s.close()  # the kv back end's loads need the database's write lock
+    embed.load_table(tmp_path, "W", np.zeros((5, DIM + 1), dtype=np.float32), **b)
     with pytest.raises(attune.InvalidArgumentError, match="dim"):
-        embed.EmbeddingStore(tmp_path, tables=["C1", "W"])
-    s.close()
+        embed.EmbeddingStore(tmp_path, tables=["C1", "W"], **b)
+    assert "X" not in embed.list_tables(tmp_path, **b)
     with pytest.raises(attune.ClosedError):
         s.lookup([[0, 0, 0]])
 
@@ -136,9 +154,9 @@ def test_damaged_table_is_corruption(tmp_path):
         embed.EmbeddingStore(tmp_path, tables=3)
 
 
-def test_lookups_from_threads(tmp_path):
-    tables = make_tables(tmp_path)
-    s = embed.EmbeddingStore(tmp_path, tables=3, cache_bytes=20 * DIM * 4)
+def test_lookups_from_threads(tmp_path, backend):
+    tables = make_tables(tmp_path, backend=backend)
+    s = embed.EmbeddingStore(tmp_path, tables=3, cache_bytes=20 * DIM * 4, backend=backend)
     errors: list[BaseException] = []
 
     def work(seed: int) -> None:
@@ -198,6 +216,56 @@ def test_sigkill_during_bulk_load_leaves_old_or_new(tmp_path):
     embed.load_table(tmp_path, "T", old)
     assert not tmp.exists()
     assert embed.list_tables(tmp_path) == ["T"]
+
+
+def test_kv_sigkill_during_bulk_load_leaves_a_whole_table(tmp_path):
+    """The kv back end: a child alternates loads of two versions of table T (A: 200k rows of
+    1.0, B: 150k rows of 2.0), printing after each; it is killed once the first has committed,
+    so the kill lands in a later load (or between two). Whenever it lands, T must reopen as A or
+    B with every row of that version, and the next load must succeed."""
+    embed.load_table(tmp_path, "T", np.zeros((1000, 36), dtype=np.float32), backend="kv")
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, numpy as np; from attune import embed\n"
+                "a = np.ones((200_000, 36), dtype=np.float32)\n"
+                "b = np.full((150_000, 36), 2.0, dtype=np.float32)\n"
+                "for i in range(1000):\n"
+                "    embed.load_table(sys.argv[1], 'T', a if i % 2 == 0 else b, backend='kv')\n"
+                "    print('loaded', i, flush=True)\n"
+            ),
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().startswith("loaded 0")
+    child.kill()
+    child.wait()
+    r, d = embed.verify_table(tmp_path, "T", backend="kv")
+    assert (r, d) in ((200_000, 36), (150_000, 36))
+    want = 1.0 if r == 200_000 else 2.0
+    with embed.EmbeddingStore(tmp_path, tables=["T"], backend="kv") as s:
+        v = s.lookup([[0], [r // 2], [r - 1]])
+    assert (v == want).all()
+    embed.load_table(tmp_path, "T", np.zeros((10, 36), dtype=np.float32), backend="kv")
+    assert embed.verify_table(tmp_path, "T", backend="kv") == (10, 36)
+    assert embed.list_tables(tmp_path, backend="kv") == ["T"]
+
+
+def test_kv_store_errors(tmp_path):
+    with pytest.raises(attune.StorageIOError, match="no Attune-DB embedding store"):
+        embed.EmbeddingStore(tmp_path / "none", tables=["C1"], backend="kv")
+    make_tables(tmp_path, backend="kv")
+    with pytest.raises(attune.InvalidArgumentError, match="unknown table `C1`"):
+        embed.EmbeddingStore(tmp_path, tables=["C1"])  # the flat-file back end has no C1
+    with pytest.raises(attune.InvalidArgumentError, match="unknown backend"):
+        embed.EmbeddingStore(tmp_path, tables=["C1"], backend="tape")
+    assert embed.list_tables(tmp_path, backend="kv") == ["C1", "C2", "C3"]
+    assert embed.verify_table(tmp_path, "C2", backend="kv") == (30, DIM)
 
 
 def test_simulate_ev_lfu_beats_lru_on_perfect_hits():

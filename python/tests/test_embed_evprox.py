@@ -172,6 +172,23 @@ def test_bench_evstore_sla_runs_small(tmp_path, capsys):
     assert "--configs: cannot parse `lru@x`" in capsys.readouterr().err
 
 
+def test_bench_evstore_backends_runs_small(tmp_path, capsys):
+    out = tmp_path / "backends.jsonl"
+    args = ["bench", "evstore", "--mode", "backends", "--scale", "0.0001", "--warm", "300"]
+    args += ["--test", "20", "--fractions", "0.05"]
+    assert main([*args, "--out", str(out), "--json"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["config"] for r in rows] == ["file-warm", "kv-warm", "file-cold", "kv-cold"]
+    by = {(r["backend"], r["page_cache"]): r for r in rows}
+    for pc in ("warm", "cold"):
+        # Same policy, same stream: the back end changes where misses are read, not which.
+        assert by[("kv", pc)]["perfect_rate"] == by[("file", pc)]["perfect_rate"]
+        assert by[("kv", pc)]["misses_per_request"] == by[("file", pc)]["misses_per_request"]
+        assert by[("kv", pc)]["mean_us_over_file"] > 0
+    assert main([*args, "--backends", "file,tape"]) != 0
+    assert "unknown backend `tape`" in capsys.readouterr().err
+
+
 def test_bench_evstore_ceiling_bounds_the_online_policy(tmp_path):
     out = tmp_path / "ceiling.jsonl"
     args = ["bench", "evstore", "--mode", "ceiling", "--scale", "0.0005", "--warm", "500"]

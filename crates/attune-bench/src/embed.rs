@@ -290,6 +290,7 @@ fn latency(a: &Args, sink: &Sink) -> Result<(), Fail> {
                     precisions: vec![bits],
                     l1_share: 1.0,
                     l3_share: 0.0,
+                    ..StoreOptions::default()
                 };
                 let mut store =
                     EmbedStore::open(&dir, &names, &opts).map_err(|e| Fail::Run(e.to_string()))?;

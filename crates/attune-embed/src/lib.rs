@@ -4,8 +4,11 @@
 //! table), where what matters is the **perfect-hit rate**: a request is served from memory only
 //! when all N keys are cached.
 //!
-//! * [`table`] — the backing store: one flat file of fixed-size fp32 rows per table, with a
+//! * [`table`] — the flat-file back end: one file of fixed-size fp32 rows per table, with a
 //!   checksummed header, `pread` row reads and atomic bulk loads (`docs/formats/embed-table.md`).
+//! * [`kvtable`] — the Attune-DB back end: every table in one `attune-kv` database, key =
+//!   table id ‖ row (big-endian), misses read with `multi_get`, loads committed by one synced
+//!   batch (`docs/formats/embed-kv.md`).
 //! * [`policy`] — replacement policies over grouped requests: LRU, LFU, CLOCK, ARC and EVCache's
 //!   group-score EV-LFU (aggHit computed once per request, max-based scores capped at N, O(1)
 //!   eviction by per-score lists, perfect-page flush).
@@ -22,6 +25,7 @@
 
 pub mod codec;
 pub mod error;
+pub mod kvtable;
 mod lists;
 pub mod policy;
 pub mod prox;
@@ -33,5 +37,5 @@ pub use codec::Precision;
 pub use error::{EmbedError, Result};
 pub use policy::{Policy, PolicyKind};
 pub use sim::{GroupSim, SimStats};
-pub use store::{EmbedStats, EmbedStore, StoreOptions, NO_SURROGATE};
+pub use store::{Backend, EmbedStats, EmbedStore, StoreOptions, NO_SURROGATE};
 pub use table::TableFile;

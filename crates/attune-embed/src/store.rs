@@ -25,10 +25,107 @@ use std::path::{Path, PathBuf};
 
 use crate::codec::Precision;
 use crate::error::{EmbedError, Result};
+use crate::kvtable::KvTables;
 use crate::policy::{tag, Policy, PolicyKind, MAX_ROW};
 use crate::prox::{ProxCache, ENTRY_BYTES};
 use crate::table::TableFile;
 use std::collections::HashMap;
+
+/// Where a store's rows live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// One flat file per table (`<dir>/<name>.emb`), rows read with `pread`.
+    #[default]
+    File,
+    /// One Attune-DB (`attune-kv`) database at `<dir>` holding every table; a request's misses
+    /// read with one `multi_get`.
+    Kv,
+}
+
+impl Backend {
+    /// Parses `file` or `kv`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "file" => Ok(Backend::File),
+            "kv" => Ok(Backend::Kv),
+            _ => Err(EmbedError::InvalidArgument(format!(
+                "unknown backend `{s}`; use file or kv"
+            ))),
+        }
+    }
+
+    /// `file` or `kv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::File => "file",
+            Backend::Kv => "kv",
+        }
+    }
+}
+
+/// The tables of an open store, on one back end.
+enum Source {
+    File(Vec<TableFile>),
+    Kv(KvTables),
+}
+
+impl Source {
+    /// Reads row `keys[t]` of table `t` into `out[t·dim..]` for every `t` in `miss`.
+    fn read_request(
+        &mut self,
+        keys: &[u64],
+        miss: &[usize],
+        dim: usize,
+        out: &mut [f32],
+        io: &mut Vec<u8>,
+    ) -> Result<()> {
+        match self {
+            Source::File(files) => {
+                for &t in miss {
+                    files[t].read_row(keys[t], &mut out[t * dim..(t + 1) * dim], io)?;
+                }
+                Ok(())
+            }
+            Source::Kv(kv) => kv.read_request(keys, miss, out),
+        }
+    }
+}
+
+/// Loads table `name` (row-major `rows × dim` values) into the store at `dir` on `backend`,
+/// atomically replacing any previous version.
+pub fn load_table(
+    dir: &Path,
+    backend: Backend,
+    name: &str,
+    dim: usize,
+    values: &[f32],
+) -> Result<()> {
+    match backend {
+        Backend::File => TableFile::write(dir, name, dim, values),
+        Backend::Kv => crate::kvtable::write(dir, name, dim, values),
+    }
+}
+
+/// Opens table `name` of the store at `dir` on `backend`, re-reads it whole and checks its
+/// checksum; returns `(rows, dim)`.
+pub fn verify_table(dir: &Path, backend: Backend, name: &str) -> Result<(u64, usize)> {
+    match backend {
+        Backend::File => {
+            let t = TableFile::open(dir, name)?;
+            t.verify()?;
+            Ok((t.rows(), t.dim()))
+        }
+        Backend::Kv => crate::kvtable::verify_table(dir, name),
+    }
+}
+
+/// Names of the tables of the store at `dir` on `backend`, sorted.
+pub fn list_tables_on(dir: &Path, backend: Backend) -> Result<Vec<String>> {
+    match backend {
+        Backend::File => list_tables(dir),
+        Backend::Kv => crate::kvtable::list_tables(dir),
+    }
+}
 
 type SlotMap = HashMap<u64, u32, foldhash::fast::FixedState>;
 
@@ -47,6 +144,8 @@ pub struct StoreOptions {
     /// Share of `cache_bytes` given to EVProx's L3 key → surrogate map, in [0, 0.5]. Default 0
     /// (off); the source's best is 0.04 and bounds it by 0.05.
     pub l3_share: f64,
+    /// Where the rows live. Default [`Backend::File`].
+    pub backend: Backend,
 }
 
 impl Default for StoreOptions {
@@ -57,6 +156,7 @@ impl Default for StoreOptions {
             precisions: vec![32],
             l1_share: 0.5,
             l3_share: 0.0,
+            backend: Backend::File,
         }
     }
 }
@@ -154,7 +254,10 @@ impl Tier {
 pub struct EmbedStore {
     dir: PathBuf,
     names: Vec<String>,
-    tables: Vec<TableFile>,
+    source: Source,
+    backend: Backend,
+    /// Rows of each table.
+    table_rows: Vec<u64>,
     dim: usize,
     l1: Tier,
     l2: Option<Tier>,
@@ -169,6 +272,7 @@ pub struct EmbedStore {
     evicted2: Vec<(u64, u32)>,
     row: Vec<f32>,
     io: Vec<u8>,
+    miss: Vec<usize>,
 }
 
 const MISS: u8 = 0;
@@ -192,36 +296,47 @@ impl EmbedStore {
         if names.len() > (1 << 23) {
             return Err(EmbedError::InvalidArgument("too many tables".into()));
         }
-        let mut tables = Vec::with_capacity(names.len());
         for (i, n) in names.iter().enumerate() {
             if names[..i].contains(n) {
                 return Err(EmbedError::InvalidArgument(format!(
                     "table `{n}` is listed twice"
                 )));
             }
-            let path = dir.join(crate::table::file_name(n));
-            if crate::table::check_name(n).is_ok() && !path.exists() {
-                return Err(EmbedError::UnknownTable {
-                    name: n.clone(),
-                    known: list_tables(dir).unwrap_or_default().join(", "),
-                });
+        }
+        let (source, dims_rows): (Source, Vec<(usize, u64)>) = match opts.backend {
+            Backend::File => {
+                let mut tables = Vec::with_capacity(names.len());
+                for n in names {
+                    let path = dir.join(crate::table::file_name(n));
+                    if crate::table::check_name(n).is_ok() && !path.exists() {
+                        return Err(EmbedError::UnknownTable {
+                            name: n.clone(),
+                            known: list_tables(dir).unwrap_or_default().join(", "),
+                        });
+                    }
+                    tables.push(TableFile::open(dir, n)?);
+                }
+                let dr = tables.iter().map(|t| (t.dim(), t.rows())).collect();
+                (Source::File(tables), dr)
             }
-            let t = TableFile::open(dir, n)?;
-            if t.rows() > MAX_ROW + 1 {
+            Backend::Kv => {
+                let kv = KvTables::open(dir, names)?;
+                let dr = kv.metas().iter().map(|m| (m.dim, m.rows)).collect();
+                (Source::Kv(kv), dr)
+            }
+        };
+        for (n, &(_, rows)) in names.iter().zip(&dims_rows) {
+            if rows > MAX_ROW + 1 {
                 return Err(EmbedError::InvalidArgument(format!(
-                    "table `{n}` has {} rows; at most 2^40 are supported",
-                    t.rows()
+                    "table `{n}` has {rows} rows; at most 2^40 are supported"
                 )));
             }
-            tables.push(t);
         }
-        let dim = tables[0].dim();
-        if let Some((i, t)) = tables.iter().enumerate().find(|(_, t)| t.dim() != dim) {
+        let dim = dims_rows[0].0;
+        if let Some((i, &(d, _))) = dims_rows.iter().enumerate().find(|(_, t)| t.0 != dim) {
             return Err(EmbedError::InvalidArgument(format!(
-                "table `{}` has dim {} but `{}` has dim {dim}; a store's tables share one dim",
-                names[i],
-                t.dim(),
-                names[0]
+                "table `{}` has dim {d} but `{}` has dim {dim}; a store's tables share one dim",
+                names[i], names[0]
             )));
         }
         let policy = PolicyKind::parse(&opts.policy, names.len())?;
@@ -267,7 +382,9 @@ impl EmbedStore {
         Ok(EmbedStore {
             dir: dir.to_path_buf(),
             names: names.to_vec(),
-            tables,
+            source,
+            backend: opts.backend,
+            table_rows: dims_rows.iter().map(|&(_, r)| r).collect(),
             dim,
             l1,
             l2,
@@ -280,6 +397,7 @@ impl EmbedStore {
             evicted2: Vec::new(),
             row: vec![0.0; dim],
             io: Vec::new(),
+            miss: Vec::with_capacity(names.len()),
         })
     }
 
@@ -300,7 +418,23 @@ impl EmbedStore {
 
     /// Rows of each table.
     pub fn rows(&self) -> Vec<u64> {
-        self.tables.iter().map(|t| t.rows()).collect()
+        self.table_rows.clone()
+    }
+
+    /// The back end the rows are read from.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Advises the kernel to drop the cached pages of the flat files (`POSIX_FADV_DONTNEED`),
+    /// so the reads that follow measure the device. The kv back end's files are dropped by the
+    /// caller (the database's directory). Best effort.
+    pub fn drop_page_cache(&self) {
+        if let Source::File(files) = &self.source {
+            for f in files {
+                f.drop_page_cache();
+            }
+        }
     }
 
     /// The policy's name.
@@ -332,13 +466,12 @@ impl EmbedStore {
     /// (same table), or [`NO_SURROGATE`]. Replaces the previous mapping (a remap); mappings
     /// already cached in L3 stay until evicted.
     pub fn set_surrogates(&mut self, table: usize, map: Vec<u64>) -> Result<()> {
-        let Some(t) = self.tables.get(table) else {
+        let Some(&rows) = self.table_rows.get(table) else {
             return Err(EmbedError::InvalidArgument(format!(
                 "table index {table} out of range (the store has {} tables)",
-                self.tables.len()
+                self.table_rows.len()
             )));
         };
-        let rows = t.rows();
         if map.len() as u64 != rows {
             return Err(EmbedError::InvalidArgument(format!(
                 "surrogates of table `{}` must hold one entry per row ({rows}), got {}",
@@ -379,7 +512,7 @@ impl EmbedStore {
 
     /// Checks a batch of `keys` (`batch × N`, row-major) without changing anything.
     pub fn validate(&self, keys: &[u64]) -> Result<()> {
-        let n = self.tables.len();
+        let n = self.table_rows.len();
         if !keys.len().is_multiple_of(n) {
             return Err(EmbedError::InvalidArgument(format!(
                 "a batch must hold {n} keys per request (one per table); got {} keys",
@@ -387,12 +520,12 @@ impl EmbedStore {
             )));
         }
         for (r, req) in keys.chunks_exact(n).enumerate() {
-            for (t, (table, &k)) in self.tables.iter().zip(req).enumerate() {
-                if k >= table.rows() {
+            for (t, (&rows, &k)) in self.table_rows.iter().zip(req).enumerate() {
+                if k >= rows {
                     return Err(EmbedError::KeyOutOfRange {
                         table: self.names[t].clone(),
                         key: k,
-                        rows: table.rows(),
+                        rows,
                         request: r,
                     });
                 }
@@ -405,7 +538,7 @@ impl EmbedStore {
     /// values.
     pub fn lookup(&mut self, keys: &[u64], out: &mut [f32]) -> Result<()> {
         self.validate(keys)?;
-        let n = self.tables.len();
+        let n = self.table_rows.len();
         if out.len() != keys.len() * self.dim {
             return Err(EmbedError::InvalidArgument(format!(
                 "output holds {} values, the batch needs {}",
@@ -498,16 +631,21 @@ impl EmbedStore {
         if in_l1 + approx == keys.len() {
             return Ok(());
         }
-        // Misses (and promotions): read, insert into L1, demote L1's evictions.
+        // Misses: read together (one multi_get on the kv back end), before any insertion.
+        self.miss.clear();
+        self.miss
+            .extend((0..keys.len()).filter(|&t| self.hits[t].0 == MISS));
+        if !self.miss.is_empty() {
+            self.source
+                .read_request(keys, &self.miss, dim, out, &mut self.io)?;
+        }
+        // Misses and promotions: insert into L1, demote L1's evictions.
         for (t, &k) in keys.iter().enumerate() {
             if matches!(self.hits[t].0, IN_L1 | PROX_L1 | PROX_L2) {
                 continue;
             }
             let key = tag(t, k);
             let o = &mut out[t * dim..(t + 1) * dim];
-            if self.hits[t].0 == MISS {
-                self.tables[t].read_row(k, o, &mut self.io)?;
-            }
             self.evicted.clear();
             self.l1.policy.on_miss(key, agg, &mut self.evicted);
             for i in 0..self.evicted.len() {
@@ -586,21 +724,24 @@ mod tests {
         ((t * 1000 + k as usize * 10 + j) % 97) as f32 / 97.0 - 0.5
     }
 
-    fn make(dir: &Path, tables: usize, rows: u64, dim: usize) -> Vec<String> {
+    const BACKENDS: [Backend; 2] = [Backend::File, Backend::Kv];
+
+    fn make(dir: &Path, b: Backend, tables: usize, rows: u64, dim: usize) -> Vec<String> {
         (0..tables)
             .map(|t| {
                 let name = format!("C{}", t + 1);
                 let v: Vec<f32> = (0..rows)
                     .flat_map(|k| (0..dim).map(move |j| value(t, k, j)))
                     .collect();
-                TableFile::write(dir, &name, dim, &v).unwrap();
+                load_table(dir, b, &name, dim, &v).unwrap();
                 name
             })
             .collect()
     }
 
-    fn opts(cache_bytes: u64, policy: &str, precisions: Vec<u32>) -> StoreOptions {
+    fn opts(b: Backend, cache_bytes: u64, policy: &str, precisions: Vec<u32>) -> StoreOptions {
         StoreOptions {
+            backend: b,
             cache_bytes,
             policy: policy.into(),
             precisions,
@@ -611,38 +752,43 @@ mod tests {
 
     #[test]
     fn lookups_return_the_rows_at_every_policy_and_precision() {
-        let d = tempfile::tempdir().unwrap();
-        let names = make(d.path(), 3, 50, 4);
-        for policy in [
-            "lru", "lfu", "clock", "arc", "car", "lirs", "lecar", "ev-lfu", "ev-arc", "ev-car",
-        ] {
-            for (precs, tol) in [
-                (vec![32], 0.0),
-                (vec![16], 1e-4),
-                (vec![8], 5e-3),
-                (vec![8, 4], 0.26),
+        for b in BACKENDS {
+            let d = tempfile::tempdir().unwrap();
+            let names = make(d.path(), b, 3, 50, 4);
+            for policy in [
+                "lru", "lfu", "clock", "arc", "car", "lirs", "lecar", "ev-lfu", "ev-arc", "ev-car",
             ] {
-                let mut s =
-                    EmbedStore::open(d.path(), &names, &opts(40 * 16, policy, precs.clone()))
-                        .unwrap();
-                let mut out = vec![0f32; 2 * 3 * 4];
-                for i in 0..300u64 {
-                    let keys = [i % 50, (i * 7) % 50, (i * i) % 50, (i + 1) % 50, 3, 4];
-                    s.lookup(&keys, &mut out).unwrap();
-                    for (n, &k) in keys.iter().enumerate() {
-                        for j in 0..4 {
-                            let want = value(n % 3, k, j);
-                            let got = out[n * 4 + j];
-                            assert!((want - got).abs() <= tol, "{policy} {precs:?}");
+                for (precs, tol) in [
+                    (vec![32], 0.0),
+                    (vec![16], 1e-4),
+                    (vec![8], 5e-3),
+                    (vec![8, 4], 0.26),
+                ] {
+                    let mut s = EmbedStore::open(
+                        d.path(),
+                        &names,
+                        &opts(b, 40 * 16, policy, precs.clone()),
+                    )
+                    .unwrap();
+                    let mut out = vec![0f32; 2 * 3 * 4];
+                    for i in 0..300u64 {
+                        let keys = [i % 50, (i * 7) % 50, (i * i) % 50, (i + 1) % 50, 3, 4];
+                        s.lookup(&keys, &mut out).unwrap();
+                        for (n, &k) in keys.iter().enumerate() {
+                            for j in 0..4 {
+                                let want = value(n % 3, k, j);
+                                let got = out[n * 4 + j];
+                                assert!((want - got).abs() <= tol, "{policy} {precs:?}");
+                            }
                         }
                     }
-                }
-                let st = s.stats();
-                assert_eq!(st.requests, 600);
-                assert_eq!(st.l1_hits + st.l2_hits + st.misses, st.keys);
-                assert!(st.l1_hits > 0, "{policy} {precs:?} {st:?}");
-                if precs.len() == 2 {
-                    assert!(st.demotions > 0 && st.l2_hits > 0, "{policy} {st:?}");
+                    let st = s.stats();
+                    assert_eq!(st.requests, 600);
+                    assert_eq!(st.l1_hits + st.l2_hits + st.misses, st.keys);
+                    assert!(st.l1_hits > 0, "{policy} {precs:?} {st:?}");
+                    if precs.len() == 2 {
+                        assert!(st.demotions > 0 && st.l2_hits > 0, "{policy} {st:?}");
+                    }
                 }
             }
         }
@@ -650,156 +796,171 @@ mod tests {
 
     #[test]
     fn store_hits_equal_the_simulator_for_every_policy() {
-        let d = tempfile::tempdir().unwrap();
-        let names = make(d.path(), 3, 60, 2);
-        for name in crate::policy::POLICY_NAMES.split(", ") {
-            let kind = PolicyKind::parse(name, 3).unwrap();
-            let mut s = EmbedStore::open(d.path(), &names, &opts(25 * 8, name, vec![32])).unwrap();
-            let mut sim = crate::GroupSim::new(&kind, 25);
-            let mut out = vec![0f32; 6];
-            let mut x = 99u64;
-            for _ in 0..3000 {
-                let mut keys = [0u64; 3];
-                for k in keys.iter_mut() {
-                    x = x
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    // Skewed: squares of uniform draws favour small keys.
-                    let u = (x >> 40) as f64 / (1u64 << 24) as f64;
-                    *k = ((u * u) * 60.0) as u64;
+        for b in BACKENDS {
+            let d = tempfile::tempdir().unwrap();
+            let names = make(d.path(), b, 3, 60, 2);
+            for name in crate::policy::POLICY_NAMES.split(", ") {
+                let kind = PolicyKind::parse(name, 3).unwrap();
+                let mut s =
+                    EmbedStore::open(d.path(), &names, &opts(b, 25 * 8, name, vec![32])).unwrap();
+                let mut sim = crate::GroupSim::new(&kind, 25);
+                let mut out = vec![0f32; 6];
+                let mut x = 99u64;
+                for _ in 0..3000 {
+                    let mut keys = [0u64; 3];
+                    for k in keys.iter_mut() {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        // Skewed: squares of uniform draws favour small keys.
+                        let u = (x >> 40) as f64 / (1u64 << 24) as f64;
+                        *k = ((u * u) * 60.0) as u64;
+                    }
+                    s.lookup(&keys, &mut out).unwrap();
+                    sim.request(&keys);
                 }
-                s.lookup(&keys, &mut out).unwrap();
-                sim.request(&keys);
+                let st = s.stats();
+                assert_eq!(st.l1_hits, sim.stats.hits, "{name}");
+                assert_eq!(st.perfect, sim.stats.perfect, "{name}");
             }
-            let st = s.stats();
-            assert_eq!(st.l1_hits, sim.stats.hits, "{name}");
-            assert_eq!(st.perfect, sim.stats.perfect, "{name}");
         }
     }
 
     #[test]
     fn no_cache_reads_everything_from_disk() {
-        let d = tempfile::tempdir().unwrap();
-        let names = make(d.path(), 2, 10, 3);
-        let mut s = EmbedStore::open(d.path(), &names, &opts(0, "lru", vec![32])).unwrap();
-        let mut out = vec![0f32; 6];
-        s.lookup(&[1, 2], &mut out).unwrap();
-        s.lookup(&[1, 2], &mut out).unwrap();
-        assert_eq!(s.stats().misses, 4);
-        assert_eq!(s.stats().perfect, 0);
+        for b in BACKENDS {
+            let d = tempfile::tempdir().unwrap();
+            let names = make(d.path(), b, 2, 10, 3);
+            let mut s = EmbedStore::open(d.path(), &names, &opts(b, 0, "lru", vec![32])).unwrap();
+            let mut out = vec![0f32; 6];
+            s.lookup(&[1, 2], &mut out).unwrap();
+            s.lookup(&[1, 2], &mut out).unwrap();
+            assert_eq!(s.stats().misses, 4);
+            assert_eq!(s.stats().perfect, 0);
+        }
     }
 
     #[test]
     fn bad_batches_change_nothing() {
-        let d = tempfile::tempdir().unwrap();
-        let names = make(d.path(), 2, 10, 3);
-        let mut s = EmbedStore::open(d.path(), &names, &opts(1000, "ev-lfu", vec![32])).unwrap();
-        let mut out = vec![0f32; 12];
-        let e = s.lookup(&[1, 2, 3, 10], &mut out).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("key 10 out of range for table `C2` (10 rows) at request 1"),
-            "{e}"
-        );
-        let e = s.lookup(&[1, 2, 3], &mut out).unwrap_err();
-        assert!(e.to_string().contains("2 keys per request"), "{e}");
-        assert_eq!(s.stats(), EmbedStats::default());
+        for b in BACKENDS {
+            let d = tempfile::tempdir().unwrap();
+            let names = make(d.path(), b, 2, 10, 3);
+            let mut s =
+                EmbedStore::open(d.path(), &names, &opts(b, 1000, "ev-lfu", vec![32])).unwrap();
+            let mut out = vec![0f32; 12];
+            let e = s.lookup(&[1, 2, 3, 10], &mut out).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("key 10 out of range for table `C2` (10 rows) at request 1"),
+                "{e}"
+            );
+            let e = s.lookup(&[1, 2, 3], &mut out).unwrap_err();
+            assert!(e.to_string().contains("2 keys per request"), "{e}");
+            assert_eq!(s.stats(), EmbedStats::default());
+        }
     }
 
     #[test]
     fn open_errors_are_clear() {
-        let d = tempfile::tempdir().unwrap();
-        let mut names = make(d.path(), 2, 10, 3);
-        let e = EmbedStore::open(d.path(), &["C9".to_string()], &StoreOptions::default())
-            .err()
-            .unwrap();
-        assert!(
-            e.to_string()
-                .contains("unknown table `C9`; the store holds: C1, C2"),
-            "{e}"
-        );
-        TableFile::write(d.path(), "wide", 5, &[0.0; 10]).unwrap();
-        names.push("wide".into());
-        let e = EmbedStore::open(d.path(), &names, &StoreOptions::default())
-            .err()
-            .unwrap();
-        assert!(e.to_string().contains("dim 5"), "{e}");
-        names.pop();
-        for (o, msg) in [
-            (opts(10, "fifo", vec![32]), "unknown policy"),
-            (opts(10, "lru", vec![12]), "precision 12"),
-            (opts(10, "lru", vec![32, 8, 4]), "1 or 2 tiers"),
-        ] {
-            let e = EmbedStore::open(d.path(), &names, &o).err().unwrap();
-            assert!(e.to_string().contains(msg), "{e}");
+        for b in BACKENDS {
+            let d = tempfile::tempdir().unwrap();
+            let mut names = make(d.path(), b, 2, 10, 3);
+            let e = EmbedStore::open(d.path(), &["C9".to_string()], &opts(b, 0, "lru", vec![32]))
+                .err()
+                .unwrap();
+            assert!(
+                e.to_string()
+                    .contains("unknown table `C9`; the store holds: C1, C2"),
+                "{e}"
+            );
+            load_table(d.path(), b, "wide", 5, &[0.0; 10]).unwrap();
+            names.push("wide".into());
+            let e = EmbedStore::open(d.path(), &names, &opts(b, 0, "lru", vec![32]))
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains("dim 5"), "{e}");
+            names.pop();
+            for (o, msg) in [
+                (opts(b, 10, "fifo", vec![32]), "unknown policy"),
+                (opts(b, 10, "lru", vec![12]), "precision 12"),
+                (opts(b, 10, "lru", vec![32, 8, 4]), "1 or 2 tiers"),
+            ] {
+                let e = EmbedStore::open(d.path(), &names, &o).err().unwrap();
+                assert!(e.to_string().contains(msg), "{e}");
+            }
         }
     }
 
     #[test]
     fn evprox_serves_a_resident_surrogate_and_falls_back_to_disk() {
-        let d = tempfile::tempdir().unwrap();
-        let names = make(d.path(), 1, 20, 2);
-        // 128 bytes: half to L3 (2 mappings of 32 B), 64 B of rows = 8 fp32 rows of dim 2.
-        let mut o = opts(128, "lru", vec![32]);
-        o.l3_share = 0.5;
-        let mut s = EmbedStore::open(d.path(), &names, &o).unwrap();
-        assert_eq!(s.capacities(), (8, 0));
-        assert_eq!(s.l3_capacity(), 2);
-        let map: Vec<u64> = (0..20)
-            .map(|k| if k == 5 { NO_SURROGATE } else { 5 })
-            .collect();
-        s.set_surrogates(0, map).unwrap();
-        let mut out = [0f32; 2];
-        for k in 0..=8 {
-            s.lookup(&[k], &mut out).unwrap(); // 8 evicts 0 (LRU): 0 → 5 enters L3
+        for b in BACKENDS {
+            let d = tempfile::tempdir().unwrap();
+            let names = make(d.path(), b, 1, 20, 2);
+            // 128 bytes: half to L3 (2 mappings of 32 B), 64 B of rows = 8 fp32 rows of dim 2.
+            let mut o = opts(b, 128, "lru", vec![32]);
+            o.l3_share = 0.5;
+            let mut s = EmbedStore::open(d.path(), &names, &o).unwrap();
+            assert_eq!(s.capacities(), (8, 0));
+            assert_eq!(s.l3_capacity(), 2);
+            let map: Vec<u64> = (0..20)
+                .map(|k| if k == 5 { NO_SURROGATE } else { 5 })
+                .collect();
+            s.set_surrogates(0, map).unwrap();
+            let mut out = [0f32; 2];
+            for k in 0..=8 {
+                s.lookup(&[k], &mut out).unwrap(); // 8 evicts 0 (LRU): 0 → 5 enters L3
+            }
+            assert_eq!(s.stats().l3_inserts, 1);
+            let misses = s.stats().misses;
+            s.lookup(&[0], &mut out).unwrap();
+            assert_eq!(
+                out,
+                [value(0, 5, 0), value(0, 5, 1)],
+                "row 5 served for key 0"
+            );
+            let st = s.stats();
+            assert_eq!(
+                (st.l3_hits, st.misses, st.perfect, st.perfect_approx),
+                (1, misses, 0, 1)
+            );
+            // Push 5 out of memory: the mapping is useless now, key 0 is read from disk.
+            for k in 10..=17 {
+                s.lookup(&[k], &mut out).unwrap();
+            }
+            let misses = s.stats().misses;
+            s.lookup(&[0], &mut out).unwrap();
+            assert_eq!(out, [value(0, 0, 0), value(0, 0, 1)]);
+            assert_eq!(s.stats().misses, misses + 1);
+            assert_eq!(s.stats().l3_hits, 1);
         }
-        assert_eq!(s.stats().l3_inserts, 1);
-        let misses = s.stats().misses;
-        s.lookup(&[0], &mut out).unwrap();
-        assert_eq!(
-            out,
-            [value(0, 5, 0), value(0, 5, 1)],
-            "row 5 served for key 0"
-        );
-        let st = s.stats();
-        assert_eq!(
-            (st.l3_hits, st.misses, st.perfect, st.perfect_approx),
-            (1, misses, 0, 1)
-        );
-        // Push 5 out of memory: the mapping is useless now, key 0 is read from disk.
-        for k in 10..=17 {
-            s.lookup(&[k], &mut out).unwrap();
-        }
-        let misses = s.stats().misses;
-        s.lookup(&[0], &mut out).unwrap();
-        assert_eq!(out, [value(0, 0, 0), value(0, 0, 1)]);
-        assert_eq!(s.stats().misses, misses + 1);
-        assert_eq!(s.stats().l3_hits, 1);
     }
 
     #[test]
     fn evprox_off_changes_nothing_and_bad_mappings_are_rejected() {
-        let d = tempfile::tempdir().unwrap();
-        let names = make(d.path(), 2, 10, 2);
-        let mut s = EmbedStore::open(d.path(), &names, &opts(64, "ev-lfu", vec![32])).unwrap();
-        assert_eq!(s.l3_capacity(), 0);
-        s.set_surrogates(0, vec![1; 10]).unwrap();
-        let mut out = [0f32; 4];
-        for i in 0..50u64 {
-            s.lookup(&[i % 10, (i * 3) % 10], &mut out).unwrap();
+        for b in BACKENDS {
+            let d = tempfile::tempdir().unwrap();
+            let names = make(d.path(), b, 2, 10, 2);
+            let mut s =
+                EmbedStore::open(d.path(), &names, &opts(b, 64, "ev-lfu", vec![32])).unwrap();
+            assert_eq!(s.l3_capacity(), 0);
+            s.set_surrogates(0, vec![1; 10]).unwrap();
+            let mut out = [0f32; 4];
+            for i in 0..50u64 {
+                s.lookup(&[i % 10, (i * 3) % 10], &mut out).unwrap();
+            }
+            assert_eq!(s.stats().l3_hits + s.stats().l3_inserts, 0);
+            let e = s.set_surrogates(0, vec![1; 9]).unwrap_err();
+            assert!(
+                e.to_string().contains("one entry per row (10), got 9"),
+                "{e}"
+            );
+            let e = s.set_surrogates(1, vec![10; 10]).unwrap_err();
+            assert!(e.to_string().contains("key 10 out of range"), "{e}");
+            let e = s.set_surrogates(2, vec![]).unwrap_err();
+            assert!(e.to_string().contains("table index 2"), "{e}");
+            let mut o = opts(b, 64, "lru", vec![32]);
+            o.l3_share = 0.6;
+            assert!(EmbedStore::open(d.path(), &names, &o).is_err());
         }
-        assert_eq!(s.stats().l3_hits + s.stats().l3_inserts, 0);
-        let e = s.set_surrogates(0, vec![1; 9]).unwrap_err();
-        assert!(
-            e.to_string().contains("one entry per row (10), got 9"),
-            "{e}"
-        );
-        let e = s.set_surrogates(1, vec![10; 10]).unwrap_err();
-        assert!(e.to_string().contains("key 10 out of range"), "{e}");
-        let e = s.set_surrogates(2, vec![]).unwrap_err();
-        assert!(e.to_string().contains("table index 2"), "{e}");
-        let mut o = opts(64, "lru", vec![32]);
-        o.l3_share = 0.6;
-        assert!(EmbedStore::open(d.path(), &names, &o).is_err());
     }
 }

@@ -54,6 +54,33 @@ pub fn check_name(name: &str) -> Result<()> {
     }
 }
 
+/// Checks a bulk load's inputs (either back end): the name, a `dim` in 1..=[`MAX_DIM`], a
+/// length that is a whole number of rows, and finite values (naming the first bad row and
+/// column).
+pub fn check_values(name: &str, dim: usize, values: &[f32]) -> Result<()> {
+    check_name(name)?;
+    if dim == 0 || dim > MAX_DIM as usize {
+        return Err(EmbedError::InvalidArgument(format!(
+            "table `{name}`: dim {dim} must be in 1..={MAX_DIM}"
+        )));
+    }
+    if !values.len().is_multiple_of(dim) {
+        return Err(EmbedError::InvalidArgument(format!(
+            "table `{name}`: {} values is not a whole number of rows of dim {dim}",
+            values.len()
+        )));
+    }
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(EmbedError::InvalidArgument(format!(
+            "table `{name}`: non-finite value {} at row {}, column {}",
+            values[i],
+            i / dim,
+            i % dim
+        )));
+    }
+    Ok(())
+}
+
 /// An open table file.
 #[derive(Debug)]
 pub struct TableFile {
@@ -86,26 +113,7 @@ impl TableFile {
     /// any previous version. Rejects a zero or too large `dim`, a length not a multiple of
     /// `dim`, and non-finite values (naming the row and column).
     pub fn write(dir: &Path, name: &str, dim: usize, values: &[f32]) -> Result<()> {
-        check_name(name)?;
-        if dim == 0 || dim > MAX_DIM as usize {
-            return Err(EmbedError::InvalidArgument(format!(
-                "table `{name}`: dim {dim} must be in 1..={MAX_DIM}"
-            )));
-        }
-        if !values.len().is_multiple_of(dim) {
-            return Err(EmbedError::InvalidArgument(format!(
-                "table `{name}`: {} values is not a whole number of rows of dim {dim}",
-                values.len()
-            )));
-        }
-        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return Err(EmbedError::InvalidArgument(format!(
-                "table `{name}`: non-finite value {} at row {}, column {}",
-                values[i],
-                i / dim,
-                i % dim
-            )));
-        }
+        check_values(name, dim, values)?;
         let rows = (values.len() / dim) as u64;
         let final_path = dir.join(file_name(name));
         let tmp = dir.join(format!(".{}.tmp", file_name(name)));

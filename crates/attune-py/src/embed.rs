@@ -9,7 +9,7 @@
 
 use crate::errors::embed_error;
 use attune_embed::policy::{Policy, PolicyKind};
-use attune_embed::{EmbedStore, GroupSim, StoreOptions, TableFile};
+use attune_embed::{Backend, EmbedStore, GroupSim, StoreOptions};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict};
@@ -31,7 +31,7 @@ fn u64s(b: &[u8], what: &str) -> PyResult<Vec<u64>> {
         .collect())
 }
 
-/// `EmbedStore(path, tables, cache_bytes, policy, precisions, l1_share)`.
+/// `EmbedStore(path, tables, cache_bytes, policy, precisions, l1_share, l3_share, backend)`.
 #[pyclass(module = "attune._native", name = "EmbedStore")]
 pub struct EmbedStoreNative {
     inner: Mutex<Option<EmbedStore>>,
@@ -57,7 +57,7 @@ impl EmbedStoreNative {
 impl EmbedStoreNative {
     #[new]
     #[pyo3(signature = (path, tables, cache_bytes=0, policy="ev-lfu", precisions=vec![32], l1_share=0.5,
-                        l3_share=0.0))]
+                        l3_share=0.0, backend="file"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -68,8 +68,11 @@ impl EmbedStoreNative {
         precisions: Vec<u32>,
         l1_share: f64,
         l3_share: f64,
+        backend: &str,
     ) -> PyResult<Self> {
+        let backend = Backend::parse(backend).map_err(embed_error)?;
         let opts = StoreOptions {
+            backend,
             cache_bytes,
             policy: policy.to_string(),
             precisions,
@@ -140,6 +143,19 @@ impl EmbedStoreNative {
         })
     }
 
+    /// The back end: `file` or `kv`.
+    fn backend(&self) -> PyResult<String> {
+        self.with(|s| Ok(s.backend().name().to_string()))
+    }
+
+    /// Advises the kernel to drop the flat files' cached pages (a no-op on the kv back end).
+    fn drop_page_cache(&self) -> PyResult<()> {
+        self.with(|s| {
+            s.drop_page_cache();
+            Ok(())
+        })
+    }
+
     /// Closes the store (idempotent); later calls raise ClosedError.
     fn close(&self) {
         self.inner.lock().take();
@@ -147,15 +163,18 @@ impl EmbedStoreNative {
 }
 
 /// Writes table `name` in `dir` from little-endian float32 `values` of `dim` columns, replacing
-/// any previous version atomically.
+/// any previous version atomically, on `backend` (`file` or `kv`).
 #[pyfunction]
+#[pyo3(signature = (dir, name, dim, values, backend="file"))]
 fn embed_load_table(
     py: Python<'_>,
     dir: PathBuf,
     name: &str,
     dim: usize,
     values: &[u8],
+    backend: &str,
 ) -> PyResult<()> {
+    let backend = Backend::parse(backend).map_err(embed_error)?;
     if !values.len().is_multiple_of(4) {
         return Err(invalid(format!(
             "values: {} bytes is not a whole number of float32",
@@ -166,25 +185,30 @@ fn embed_load_table(
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    py.allow_threads(|| TableFile::write(&dir, name, dim, &v))
+    py.allow_threads(|| attune_embed::store::load_table(&dir, backend, name, dim, &v))
         .map_err(embed_error)
 }
 
 /// Opens table `name` in `dir` and checks its data checksum; returns `(rows, dim)`.
 #[pyfunction]
-fn embed_verify_table(py: Python<'_>, dir: PathBuf, name: &str) -> PyResult<(u64, usize)> {
-    py.allow_threads(|| {
-        let t = TableFile::open(&dir, name)?;
-        t.verify()?;
-        Ok((t.rows(), t.dim()))
-    })
-    .map_err(embed_error)
+#[pyo3(signature = (dir, name, backend="file"))]
+fn embed_verify_table(
+    py: Python<'_>,
+    dir: PathBuf,
+    name: &str,
+    backend: &str,
+) -> PyResult<(u64, usize)> {
+    let backend = Backend::parse(backend).map_err(embed_error)?;
+    py.allow_threads(|| attune_embed::store::verify_table(&dir, backend, name))
+        .map_err(embed_error)
 }
 
-/// Names of the tables in `dir`.
+/// Names of the tables in `dir` on `backend`.
 #[pyfunction]
-fn embed_list_tables(dir: PathBuf) -> PyResult<Vec<String>> {
-    attune_embed::store::list_tables(&dir).map_err(embed_error)
+#[pyo3(signature = (dir, backend="file"))]
+fn embed_list_tables(dir: PathBuf, backend: &str) -> PyResult<Vec<String>> {
+    let backend = Backend::parse(backend).map_err(embed_error)?;
+    attune_embed::store::list_tables_on(&dir, backend).map_err(embed_error)
 }
 
 /// Simulates `policy` with `capacity` items on grouped requests (`keys`: little-endian u64,

@@ -23,6 +23,12 @@ Modes:
   random rows in [-1, 1] (latency does not depend on the values); ``--warm`` requests warm the
   cache and ``--test`` are timed. Each row says whether its mean meets the SLA; the smallest
   fraction that does per configuration is the study's answer.
+* ``backends``: the same per-request measurement (seeded random tables, no model) with the rows
+  on each back end in ``--backends`` (``file``: flat files read with ``pread``; ``kv``: one
+  Attune-DB database, a request's misses read with one ``multi_get``), ``--policy`` at every
+  fraction in ``--fractions``, with a warm page cache and a cold one (every file of the back
+  end dropped with ``posix_fadvise(DONTNEED)`` before every request, outside the timed call).
+  Rows of ``kv`` carry ``mean_us_over_file`` etc.: the ratio to ``file`` in the same run.
 
 EVProx's surrogates are computed from the trained embeddings (top-10 nearest neighbours,
 euclidean, exact) and the training stream's access counts; L3 gets ``--l3-share`` of the cache.
@@ -70,7 +76,12 @@ def add_parser(verbs) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--mode", choices=("accuracy", "latency", "sla", "ceiling"), default="accuracy")
+    p.add_argument(
+        "--mode", choices=("accuracy", "latency", "sla", "ceiling", "backends"), default="accuracy"
+    )
+    p.add_argument(
+        "--backends", default="file,kv", help="backends: the back ends compared (file,kv)"
+    )
     p.add_argument("--generator", choices=("kaggle", "zipf"), default="kaggle")
     p.add_argument("--scale", type=float, default=0.001, help="cardinality scale (0.001)")
     p.add_argument("--train", type=int, default=300_000, help="training requests (300000)")
@@ -268,6 +279,101 @@ def _setup_random(args, d: str):
     return {"keys": gen["keys"], "cards": cards, "names": names}
 
 
+def _files(path: str) -> list[str]:
+    out = []
+    for root, _, names in os.walk(path):
+        out.extend(os.path.join(root, n) for n in names)
+    return out
+
+
+def _backends(args, d: str, base) -> list[dict]:
+    """Per-request latency and perfect hits with the rows on each back end, warm and cold."""
+    from attune import workload
+    from attune.embed import BACKENDS, EmbeddingStore, load_table
+    from attune.errors import InvalidArgumentError
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    for b in backends:
+        if b not in BACKENDS:
+            raise InvalidArgumentError(f"--backends: unknown backend `{b}`")
+    fractions = [float(x) for x in args.fractions.split(",")]
+    precs = [int(x) for x in args.precisions.split(",")]
+    gen = workload.criteo(
+        args.warm + args.test, scale=args.scale, seed=args.seed, profile=args.generator
+    )
+    keys = gen["keys"]
+    cards = [int(c) for c in gen["cardinalities"]]
+    names = [f"C{t + 1}" for t in range(len(cards))]
+    rng = np.random.default_rng(args.seed)
+    tables = [rng.uniform(-1, 1, size=(c, 36)).astype(np.float32) for c in cards]
+    load_s = {}
+    for b in backends:
+        t0 = time.perf_counter()
+        for name, v in zip(names, tables):
+            load_table(os.path.join(d, b), name, v, backend=b)
+        load_s[b] = time.perf_counter() - t0
+    warm, test = keys[: args.warm], keys[args.warm :]
+    total = sum(cards)
+    rows = []
+    for fraction in fractions:
+        for cold in (False, True):
+            for b in backends:
+                path = os.path.join(d, b)
+                st = EmbeddingStore(
+                    path,
+                    tables=names,
+                    cache_bytes=int(total * fraction * 36 * 4),
+                    policy=args.policy,
+                    precisions=precs,
+                    backend=b,
+                )
+                fds = [os.open(f, os.O_RDONLY) for f in _files(path)] if cold else []
+                try:
+                    for i in range(0, len(warm), 8192):
+                        st.lookup(warm[i : i + 8192])
+                    before = st.stats()
+                    lat = np.empty(len(test), dtype=np.float64)
+                    for i in range(len(test)):
+                        for fd in fds:
+                            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                        t0 = time.perf_counter_ns()
+                        st.lookup(test[i : i + 1])
+                        lat[i] = time.perf_counter_ns() - t0
+                    after = st.stats()
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+                    st.close()
+                req = max(1, after["requests"] - before["requests"])
+                rows.append(
+                    {
+                        **base,
+                        "kind": "backends",
+                        "config": f"{b}-{'cold' if cold else 'warm'}",
+                        "backend": b,
+                        "page_cache": "cold" if cold else "warm",
+                        "cache_fraction": fraction,
+                        "precisions": precs,
+                        "total_rows": total,
+                        "load_seconds": load_s[b],
+                        "mean_us": float(lat.mean() / 1e3),
+                        "p50_us": float(np.percentile(lat, 50) / 1e3),
+                        "p95_us": float(np.percentile(lat, 95) / 1e3),
+                        "p99_us": float(np.percentile(lat, 99) / 1e3),
+                        "perfect_rate": (after["perfect"] - before["perfect"]) / req,
+                        "misses_per_request": (after["misses"] - before["misses"]) / req,
+                        "load_avg_1m": os.getloadavg()[0],
+                    }
+                )
+    by = {(r["cache_fraction"], r["page_cache"], r["backend"]): r for r in rows}
+    for r in rows:
+        ref = by.get((r["cache_fraction"], r["page_cache"], "file"))
+        if r["backend"] != "file" and ref:
+            for q in ("mean_us", "p50_us", "p95_us", "p99_us"):
+                r[f"{q}_over_file"] = r[q] / ref[q] if ref[q] else None
+    return rows
+
+
 def _parse_config(c: str):
     """``none`` | ``pagecache`` | ``POLICY[@BITS+BITS]`` -> (policy or None, precisions, drop)."""
     from attune.errors import InvalidArgumentError
@@ -435,6 +541,10 @@ def run(args) -> int:
     }
     if args.mode == "ceiling":
         return _emit(args, _ceiling(args, base), command)
+    if args.mode == "backends":
+        with tempfile.TemporaryDirectory(prefix="attune-evstore-") as d:
+            rows = _backends(args, d, base)
+        return _emit(args, rows, command)
     if args.mode == "sla":
         for c in args.configs.split(","):
             _parse_config(c.strip())
@@ -474,7 +584,7 @@ def _emit(args, rows, command) -> int:
             "p99_us",
         )
         label = r["config"]
-        if r.get("kind") in ("sla", "ceiling"):
+        if r.get("kind") in ("sla", "ceiling", "backends"):
             label = f"{label} {r['cache_fraction']:g}"
         print(f"{label:22} " + "  ".join(f"{k} {r[k]:.4f}" for k in keys if k in r))
     return 0

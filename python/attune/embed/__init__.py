@@ -2,7 +2,8 @@
 
 A recommendation inference looks up one key in each of N embedding tables; a request is served
 from memory only when all N keys are cached (a *perfect hit*). :class:`EmbeddingStore` keeps the
-tables in flat files (one per table, see docs/formats/embed-table.md) behind one or two
+tables in flat files (one per table, see docs/formats/embed-table.md) or, with
+``backend="kv"``, in one Attune-DB database (docs/formats/embed-kv.md), behind one or two
 in-memory tiers managed by a group-aware policy (EV-LFU by default) at 32, 16, 8 or 4 bits per
 value. Design and measurements: docs/evstore.md.
 
@@ -32,6 +33,10 @@ from typing import Any, Self
 
 from attune import _native
 from attune.errors import InvalidArgumentError
+
+#: Back ends of a store: ``file`` (one flat file per table, docs/formats/embed-table.md) and
+#: ``kv`` (every table in one Attune-DB database, docs/formats/embed-kv.md).
+BACKENDS = ("file", "kv")
 
 #: Policy names accepted by :class:`EmbeddingStore` and :func:`simulate`.
 POLICIES = (
@@ -100,12 +105,20 @@ def _keys_bytes(keys: Any, width: int | None = None) -> tuple[bytes, tuple[int, 
     return np.ascontiguousarray(a, dtype="<u8").tobytes(), a.shape
 
 
-def load_table(path: str | os.PathLike, name: str, values: Any) -> None:
+def _backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise InvalidArgumentError(f"unknown backend `{backend}`; use one of {', '.join(BACKENDS)}")
+    return backend
+
+
+def load_table(path: str | os.PathLike, name: str, values: Any, *, backend: str = "file") -> None:
     """Writes table ``name`` under directory ``path`` from a 2-D float array ``[rows, dim]``.
 
-    The table is written to a temporary file and renamed into place, so a crash mid-load leaves
-    the previous table or the new one, never a mix. Non-finite values, a non-2-D array and bad
+    ``backend="file"`` writes a temporary file and renames it into place; ``backend="kv"``
+    writes the rows under a fresh table id and switches the table's record to it in one synced
+    batch. Either way a crash mid-load leaves the previous table or the new one, never a mix. Non-finite values, a non-2-D array and bad
     names raise :class:`InvalidArgumentError`."""
+    _backend(backend)
     np = _np()
     a = np.asarray(values)
     if a.ndim != 2 or a.shape[1] == 0:
@@ -124,17 +137,17 @@ def load_table(path: str | os.PathLike, name: str, values: Any) -> None:
             f"table `{name}`: non-finite value {a[r, c]} at row {r}, column {c}"
             " (float32 holds at most 3.4e38)"
         )
-    _native.embed_load_table(os.fspath(path), name, int(a.shape[1]), data.tobytes())
+    _native.embed_load_table(os.fspath(path), name, int(a.shape[1]), data.tobytes(), backend)
 
 
-def verify_table(path: str | os.PathLike, name: str) -> tuple[int, int]:
+def verify_table(path: str | os.PathLike, name: str, *, backend: str = "file") -> tuple[int, int]:
     """Re-reads table ``name`` and checks its checksums; returns ``(rows, dim)``."""
-    return _native.embed_verify_table(os.fspath(path), name)
+    return _native.embed_verify_table(os.fspath(path), name, _backend(backend))
 
 
-def list_tables(path: str | os.PathLike) -> list[str]:
+def list_tables(path: str | os.PathLike, *, backend: str = "file") -> list[str]:
     """Names of the tables under directory ``path``, sorted."""
-    return _native.embed_list_tables(os.fspath(path))
+    return _native.embed_list_tables(os.fspath(path), _backend(backend))
 
 
 class EmbeddingStore:
@@ -144,7 +157,9 @@ class EmbeddingStore:
     int ``n`` means ``C1 .. Cn``. ``cache_bytes``: memory for cached rows over all tiers
     (encoded sizes), 0 for none. ``policy``: one of :data:`POLICIES`. ``precisions``: bits of L1
     and optionally L2 (``[32]``, ``[16]``, ``[8, 4]``...). ``l1_share``: L1's share of
-    ``cache_bytes`` with two tiers (default 0.5).
+    ``cache_bytes`` with two tiers (default 0.5). ``backend``: where the rows live, ``"file"``
+    (default) or ``"kv"`` (an Attune-DB database at ``path``, opened read-only and shared; a
+    request's misses are read with one ``multi_get``); load tables with the same ``backend``.
 
     EVProx: ``surrogates`` maps a table (name or index) to its offline surrogate array (one
     surrogate row per row, ``-1`` for none; see :func:`surrogates`). ``l3_share`` is the share
@@ -162,6 +177,7 @@ class EmbeddingStore:
         l1_share: float = 0.5,
         surrogates: Mapping[str | int, Any] | None = None,
         l3_share: float | None = None,
+        backend: str = "file",
     ) -> None:
         if isinstance(tables, int):
             tables = [f"C{i + 1}" for i in range(tables)]
@@ -180,11 +196,14 @@ class EmbeddingStore:
                 list(precisions),
                 l1_share,
                 float(l3_share),
+                _backend(backend),
             )
         except (OverflowError, TypeError) as e:
             raise InvalidArgumentError(f"bad EmbeddingStore argument: {e}") from None
         names, dim, rows, pol, c1, c2 = self._s.info()
         self.path = os.fspath(path)
+        #: The back end, ``file`` or ``kv``.
+        self.backend: str = backend
         #: Table names in lookup order.
         self.tables: list[str] = names
         #: Values per row.
