@@ -451,3 +451,18 @@ fn foreign_table(file: &dyn crate::env::RandomAccessFile) -> Option<&'static str
         .find(|(m, _)| *m == magic)
         .map(|(_, name)| *name)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn external_tables_take_the_write_paths_key_and_value_limits() {
+        assert_eq!(
+            crate::table::writer::MAX_KEY_BYTES,
+            crate::batch::MAX_KEY_BYTES
+        );
+        assert_eq!(
+            crate::table::writer::MAX_VALUE_BYTES,
+            crate::batch::MAX_VALUE_BYTES
+        );
+    }
+}

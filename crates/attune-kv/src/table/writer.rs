@@ -14,13 +14,18 @@
 //! describes the file; a writer dropped before `finish` removes its partial file.
 
 use super::builder::{TableBuilder, TableBuilderOptions};
-use crate::batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::env::{Env, PosixEnv};
 use crate::error::{Error, Result};
 use crate::key::{make_internal_key, ValueKind};
 use crate::options::Options;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Longest key and value: the write path's limits (`crate::batch::MAX_KEY_BYTES`,
+/// `MAX_VALUE_BYTES`; the table layer sits below the batch, and `db/ingest.rs` tests that the
+/// two agree).
+pub const MAX_KEY_BYTES: usize = 64 << 10;
+pub const MAX_VALUE_BYTES: u64 = u32::MAX as u64;
 
 /// What [`TableWriter::finish`] wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
