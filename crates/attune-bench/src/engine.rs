@@ -26,6 +26,9 @@ pub enum BatchOp<'a> {
     Delete(&'a [u8]),
 }
 
+/// Fills record `i`'s key and value (cleared first): the input of [`Engine::ingest_sorted`].
+pub type RecordFn<'a> = dyn FnMut(u64, &mut Vec<u8>, &mut Vec<u8>) + 'a;
+
 /// A per-thread handle on an open engine. Not shared between threads.
 pub trait Session {
     /// Inserts or overwrites `key`.
@@ -91,7 +94,7 @@ pub trait Engine: Send + Sync {
         _scratch: &Path,
         _records: u64,
         _records_per_file: u64,
-        _record: &mut dyn FnMut(u64, &mut Vec<u8>, &mut Vec<u8>),
+        _record: &mut RecordFn<'_>,
     ) -> Result<bool> {
         Ok(false)
     }

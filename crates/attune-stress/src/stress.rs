@@ -543,7 +543,7 @@ impl Worker<'_> {
         let path = dir.join(format!("{op}.sst"));
         let built = sh.env.create_dir_all(dir).and_then(|()| {
             let mut w =
-                attune_kv::TableWriter::create_with_env(sh.env.clone(), &path, &sh.db.options())?;
+                attune_kv::TableWriter::create_with_env(sh.env.clone(), &path, sh.db.options())?;
             for &(k, put) in &items {
                 if put {
                     w.put(&key_bytes(k), &value_bytes(k, op))?;

@@ -20,7 +20,7 @@ use attune_kv::LearnedIndex;
 use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use serde_json::json;
 
-use crate::engine::{BatchOp, Engine, EngineKind, Session};
+use crate::engine::{BatchOp, Engine, EngineKind, RecordFn, Session};
 use crate::error::{BenchError, Result};
 use crate::options::{Compression, Settings};
 
@@ -161,7 +161,7 @@ impl Engine for AttuneEngine {
         scratch: &Path,
         records: u64,
         records_per_file: u64,
-        record: &mut dyn FnMut(u64, &mut Vec<u8>, &mut Vec<u8>),
+        record: &mut RecordFn<'_>,
     ) -> Result<bool> {
         let opts = self.db.options();
         let mut paths = Vec::new();
@@ -169,7 +169,7 @@ impl Engine for AttuneEngine {
         let mut i = 0;
         while i < records {
             let path = scratch.join(format!("ingest-{}.sst", paths.len()));
-            let mut w = attune_kv::TableWriter::create(&path, &opts).map_err(engine_error)?;
+            let mut w = attune_kv::TableWriter::create(&path, opts).map_err(engine_error)?;
             let end = (i + records_per_file.max(1)).min(records);
             while i < end {
                 k.clear();

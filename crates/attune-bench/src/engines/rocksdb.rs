@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use serde_json::json;
 
 use super::{c_api, c_message, c_path, load_once};
-use crate::engine::{BatchOp, Engine, EngineKind, Session};
+use crate::engine::{BatchOp, Engine, EngineKind, RecordFn, Session};
 use crate::error::{BenchError, Result};
 use crate::options::{parse_size, Compression, Settings};
 
@@ -321,7 +321,7 @@ impl Engine for RocksDb {
         scratch: &Path,
         records: u64,
         records_per_file: u64,
-        record: &mut dyn FnMut(u64, &mut Vec<u8>, &mut Vec<u8>),
+        record: &mut RecordFn<'_>,
     ) -> Result<bool> {
         let api = self.api;
         let mut paths = Vec::new();
