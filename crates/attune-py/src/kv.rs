@@ -1234,6 +1234,7 @@ impl DB {
     /// them. `move=True` removes the sources once ingested. Returns {"files", "sequence",
     /// "entries", "bytes", "memtable_flushed", "sources_removed"}.
     #[pyo3(signature = (paths, r#move=false))]
+    #[pyo3(text_signature = "(self, paths, move=False)")]
     fn ingest<'py>(
         &self,
         py: Python<'py>,

@@ -16,8 +16,8 @@
 //!    and the directory. The sequence is stored in the keys, like any table's, rather than as a
 //!    per-file global sequence in the manifest (RocksDB's choice): readers, compaction, repair
 //!    and the format stay unchanged, at the cost of one sequential write of the data, which the
-//!    verification reads anyway. So `move_files` cannot hard-link: it removes the source files
-//!    once the ingest is durable.
+//!    verification reads anyway. So `move_files` hard-links only on the sequence-0 path below;
+//!    otherwise it removes the source files once the ingest is durable.
 //! 4. **One manifest edit** adds every file, each at the deepest level where neither it nor any
 //!    level above holds a key in its range (L0 when a compaction is running, whose output could
 //!    land there), and records `S` as the last sequence. The edit is the commit point: a crash
@@ -25,6 +25,13 @@
 //!
 //! Snapshots taken before the ingest read at a sequence below `S` and do not see its entries;
 //! every later write shadows them.
+//!
+//! **Sequence 0.** When no key of any file exists anywhere in the database (memtables and every
+//! level), no snapshot exists and no compaction runs, the files are linked (`move_files`) or
+//! copied in unchanged at the last level, keeping sequence 0 (RocksDB does the same for a file
+//! it can place at the bottom): no older version exists to shadow and no snapshot to hide them
+//! from. The conditions are checked again under the state lock at the edit; if a snapshot, a
+//! flush or a compaction intervened, the copies are removed and the ingest rewrites.
 
 use super::{DbInner, PendingWrite, DB};
 use crate::cache::BlockCache;
@@ -82,6 +89,9 @@ struct Source {
     table: Table,
     smallest: Vec<u8>,
     largest: Vec<u8>,
+    /// The first and last internal keys (sequence 0), for a file placed as it is.
+    first_ikey: Vec<u8>,
+    last_ikey: Vec<u8>,
     entries: u64,
 }
 
@@ -138,7 +148,8 @@ impl DbInner {
                 )));
             }
         }
-        let mut report = self.with_writer_queue(|st| self.ingest_locked(st, &sources))?;
+        let mut report =
+            self.with_writer_queue(|st| self.ingest_locked(st, &sources, move_files))?;
         if move_files {
             let removed = sources
                 .iter()
@@ -178,15 +189,19 @@ impl DbInner {
         let table = Table::open(file, path.to_path_buf(), 0, Arc::new(BlockCache::new(0)))?;
         let mut smallest: Option<Vec<u8>> = None;
         let mut largest = Vec::new();
+        let (mut first_ikey, mut last_ikey) = (Vec::new(), Vec::new());
         let mut n = 0u64;
         let entries = table.verify_entries(&mut |ikey, _, block_offset| {
             check_entry(path, ikey, block_offset, n, &largest, smallest.is_some())?;
             let uk = key::user_key(ikey);
             if smallest.is_none() {
                 smallest = Some(uk.to_vec());
+                first_ikey = ikey.to_vec();
             }
             largest.clear();
             largest.extend_from_slice(uk);
+            last_ikey.clear();
+            last_ikey.extend_from_slice(ikey);
             n += 1;
             Ok(())
         })?;
@@ -201,6 +216,8 @@ impl DbInner {
             table,
             smallest,
             largest,
+            first_ikey,
+            last_ikey,
             entries,
         })
     }
@@ -236,6 +253,7 @@ impl DbInner {
         &self,
         st: &mut MutexGuard<'_, super::State>,
         sources: &[Source],
+        move_files: bool,
     ) -> Result<IngestReport> {
         let mut report = IngestReport::default();
         // Older entries of the files' keys in a memtable must go below the ingested files.
@@ -255,6 +273,14 @@ impl DbInner {
         }
         // Every write before the ingest must survive whatever crash keeps the ingest.
         MutexGuard::unlocked(st, || self.sync_logs())?;
+        if !report.memtable_flushed && untouched(st, sources) {
+            if let Some(files) = self.place_as_is(st, sources, move_files)? {
+                report.files = files;
+                report.entries = report.files.iter().map(|f| f.entries).sum();
+                report.bytes = report.files.iter().map(|f| f.file_size).sum();
+                return Ok(report);
+            }
+        }
         let seq = self.last_sequence.load(Ordering::Acquire) + 1;
         if seq > MAX_SEQUENCE {
             return Err(Error::InvalidArgument(
@@ -316,6 +342,91 @@ impl DbInner {
         self.work_cv.notify_all();
         report.sequence = seq;
         Ok(report)
+    }
+
+    /// Links (`move_files`) or copies every source unchanged into the last level, keeping
+    /// sequence 0, when no key of any file exists anywhere else and no snapshot exists (see
+    /// the module documentation); `None` when that stopped being true while the files were
+    /// placed (a snapshot was taken, a compaction or flush started or changed the levels).
+    fn place_as_is(
+        &self,
+        st: &mut MutexGuard<'_, super::State>,
+        sources: &[Source],
+        move_files: bool,
+    ) -> Result<Option<Vec<IngestedFile>>> {
+        let numbers: Vec<u64> = sources
+            .iter()
+            .map(|_| st.versions.new_file_number())
+            .collect();
+        st.pending_outputs.extend(numbers.iter().copied());
+        let placed = MutexGuard::unlocked(st, || {
+            let mut report = super::CheckpointReport::default();
+            let mut sizes = Vec::with_capacity(sources.len());
+            for (s, &n) in sources.iter().zip(&numbers) {
+                let to = filename::table_path(&self.dir, n);
+                let linked = move_files && self.env.link_file(&s.path, &to)?;
+                if !linked {
+                    self.copy_file(&s.path, &to, None, &mut report)?;
+                }
+                sizes.push(self.env.file_size(&to)?);
+            }
+            self.env.sync_dir(&self.dir)?;
+            Ok::<_, Error>(sizes)
+        });
+        let unplace = |st: &mut MutexGuard<'_, super::State>| {
+            for n in &numbers {
+                let _ = self.env.remove_file(&filename::table_path(&self.dir, *n));
+                st.pending_outputs.remove(n);
+            }
+        };
+        let sizes = match placed {
+            Ok(sizes) => sizes,
+            Err(e) => {
+                unplace(st);
+                return Err(e);
+            }
+        };
+        if !untouched(st, sources) {
+            unplace(st);
+            return Ok(None);
+        }
+        let level = NUM_LEVELS - 1;
+        let mut edit = VersionEdit::default();
+        let mut files = Vec::with_capacity(sources.len());
+        for ((s, &number), &size) in sources.iter().zip(&numbers).zip(&sizes) {
+            edit.add_file(
+                level,
+                FileMeta {
+                    number,
+                    size,
+                    smallest: s.first_ikey.clone(),
+                    largest: s.last_ikey.clone(),
+                    num_entries: s.entries,
+                    table: Default::default(),
+                },
+            );
+            files.push(IngestedFile {
+                source: s.path.clone(),
+                number,
+                level,
+                entries: s.entries,
+                file_size: size,
+                smallest_key: s.smallest.clone(),
+                largest_key: s.largest.clone(),
+            });
+        }
+        if let Err(e) = st.versions.log_and_apply(edit) {
+            if st.bg_error.is_none() {
+                st.bg_error = Some(e.duplicate());
+            }
+            return Err(e);
+        }
+        for n in &numbers {
+            st.pending_outputs.remove(n);
+        }
+        self.install_super_version(st);
+        self.work_cv.notify_all();
+        Ok(Some(files))
     }
 
     /// Writes each source as table `numbers[i]` with every entry at `seq`, then syncs the
@@ -391,6 +502,22 @@ fn check_entry(
         ));
     }
     Ok(())
+}
+
+/// Whether the files may keep sequence 0: no snapshot (a snapshot taken before the ingest
+/// would see sequence 0), no compaction running (its output could land across the files in the
+/// last level), and no file of any level holding a key in any file's range (with the memtables
+/// checked by the caller, no other version of any key exists, so sequence 0 shadows nothing).
+fn untouched(st: &super::State, sources: &[Source]) -> bool {
+    let v = st.versions.current();
+    st.snapshots.is_empty()
+        && !st.compaction_running
+        && sources.iter().all(|s| {
+            (0..NUM_LEVELS).all(|l| {
+                v.overlapping(l, Some(&s.smallest), Some(&s.largest))
+                    .is_empty()
+            })
+        })
 }
 
 /// Whether the memtable holds a key in the source's range.

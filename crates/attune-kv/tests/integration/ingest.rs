@@ -133,6 +133,43 @@ fn a_file_overlapping_nothing_goes_to_the_bottom_level_and_an_overlapping_one_hi
     assert_eq!(db.get(b"m").unwrap(), Some(b"2".to_vec()));
 }
 
+/// Files whose keys exist nowhere else go in unchanged at sequence 0 when no snapshot exists
+/// (nothing to shadow, nobody to hide them from); a snapshot makes the ingest rewrite them
+/// with a new sequence so that the snapshot does not see them.
+#[test]
+fn disjoint_files_keep_sequence_zero_unless_a_snapshot_exists() {
+    let env = env();
+    let db = open(&env);
+    db.put(b"a", b"1").unwrap();
+    db.flush().unwrap();
+    let f = external(&env, "m.sst", &[(b"m".to_vec(), Some(b"file".to_vec()))]);
+    let r = db.ingest(&[&f], false).unwrap();
+    assert_eq!(r.sequence, 0, "placed as it is");
+    assert_eq!(r.files[0].level, 6);
+    db.put(b"m", b"later").unwrap();
+    assert_eq!(db.get(b"m").unwrap(), Some(b"later".to_vec()));
+    let snap = db.snapshot().unwrap();
+    let g = external(&env, "x.sst", &[(b"x".to_vec(), Some(b"file".to_vec()))]);
+    let r = db.ingest(&[&g], false).unwrap();
+    assert!(
+        r.sequence > snap.sequence(),
+        "rewritten with a new sequence"
+    );
+    let ro = ReadOptions {
+        snapshot: Some(snap.sequence()),
+        ..Default::default()
+    };
+    assert_eq!(db.get_opt(b"x", &ro).unwrap(), None);
+    assert_eq!(db.get(b"x").unwrap(), Some(b"file".to_vec()));
+    drop(snap);
+    drop(db);
+    let db = open(&env);
+    assert_eq!(db.get(b"m").unwrap(), Some(b"later".to_vec()));
+    assert_eq!(db.get(b"x").unwrap(), Some(b"file".to_vec()));
+    db.compact_range(None, None).unwrap();
+    assert_eq!(db.get(b"m").unwrap(), Some(b"later".to_vec()));
+}
+
 #[test]
 fn an_overlapping_memtable_is_flushed_first_and_a_disjoint_one_is_not() {
     let env = env();
@@ -436,75 +473,87 @@ fn model_ingest_interleaved_with_writes_snapshots_compactions_and_reopen() {
 fn a_fault_at_any_file_operation_of_an_ingest_leaves_all_files_or_none() {
     let mut fired = 0u64;
     let mut outcomes = [0u32; 2];
-    for op in [
-        FaultOp::Append,
-        FaultOp::Sync,
-        FaultOp::SyncDir,
-        FaultOp::Create,
-        FaultOp::Read,
-    ] {
-        for n in 0..12u64 {
-            for crash in [false, true] {
-                let ctx = format!("op {op:?} at {n} crash {crash}");
-                let env = env();
-                let db = open(&env);
-                for i in 0..150 {
-                    let sync = i % 50 == 49;
-                    db.put_opt(&key(i), b"before", WriteOptions { sync })
-                        .unwrap();
-                }
-                let a: Vec<_> = (100..220)
-                    .map(|i| (key(i), Some(b"ingested".to_vec())))
-                    .collect();
-                let b: Vec<_> = (300..400)
-                    .map(|i| (key(i), Some(vec![b'i'; 100])))
-                    .collect();
-                let fa = external(&env, "a.sst", &a);
-                let fb = external(&env, "b.sst", &b);
-                env.set_fault_plan(FaultPlan::new(n).with(op, FaultError::Io, Trigger::Once(n)));
-                let r = db.ingest(&[&fa, &fb], false);
-                fired += env.faults_fired();
-                env.clear_faults();
-                outcomes[usize::from(r.is_ok())] += 1;
-                let db = if crash {
-                    env.power_off();
-                    drop(db);
-                    env.crash_torn(n);
-                    open_mem_at(&env, DIR, options())
-                        .unwrap_or_else(|e| panic!("{ctx}: open after crash: {e}"))
-                } else {
-                    drop(db);
-                    open_mem_at(&env, DIR, options())
-                        .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"))
-                };
-                let is = |i: usize, v: &[u8]| db.get(&key(i)).unwrap().as_deref() == Some(v);
-                let first = is(100, b"ingested");
-                for i in (100..220).chain(300..400) {
-                    let want: &[u8] = if i < 220 { b"ingested" } else { &[b'i'; 100] };
-                    assert_eq!(is(i, want), first, "{ctx}: key {i}: files partly ingested");
-                }
-                if r.is_ok() {
-                    assert!(first, "{ctx}: a successful ingest was lost");
-                    for i in 0..100 {
-                        assert!(is(i, b"before"), "{ctx}: write {i} before the ingest lost");
+    // The files overlap earlier writes (rewritten with a new sequence) or nothing (placed
+    // unchanged at sequence 0).
+    for base in [100usize, 1000] {
+        for op in [
+            FaultOp::Append,
+            FaultOp::Sync,
+            FaultOp::SyncDir,
+            FaultOp::Create,
+            FaultOp::Read,
+        ] {
+            for n in 0..12u64 {
+                for crash in [false, true] {
+                    let ctx = format!("files at {base}: op {op:?} at {n} crash {crash}");
+                    let env = env();
+                    let db = open(&env);
+                    for i in 0..150 {
+                        let sync = i % 50 == 49;
+                        db.put_opt(&key(i), b"before", WriteOptions { sync })
+                            .unwrap();
                     }
-                } else if !crash {
-                    // Not synced yet may be lost only by a crash.
-                    for i in 0..100 {
-                        assert!(is(i, b"before"), "{ctx}: write {i} lost without a crash");
+                    let a: Vec<_> = (base..base + 120)
+                        .map(|i| (key(i), Some(b"ingested".to_vec())))
+                        .collect();
+                    let b: Vec<_> = (base + 200..base + 300)
+                        .map(|i| (key(i), Some(vec![b'i'; 100])))
+                        .collect();
+                    let fa = external(&env, "a.sst", &a);
+                    let fb = external(&env, "b.sst", &b);
+                    env.set_fault_plan(FaultPlan::new(n).with(
+                        op,
+                        FaultError::Io,
+                        Trigger::Once(n),
+                    ));
+                    let r = db.ingest(&[&fa, &fb], false);
+                    fired += env.faults_fired();
+                    env.clear_faults();
+                    outcomes[usize::from(r.is_ok())] += 1;
+                    let db = if crash {
+                        env.power_off();
+                        drop(db);
+                        env.crash_torn(n);
+                        open_mem_at(&env, DIR, options())
+                            .unwrap_or_else(|e| panic!("{ctx}: open after crash: {e}"))
+                    } else {
+                        drop(db);
+                        open_mem_at(&env, DIR, options())
+                            .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"))
+                    };
+                    let is = |i: usize, v: &[u8]| db.get(&key(i)).unwrap().as_deref() == Some(v);
+                    let first = is(base, b"ingested");
+                    for i in (base..base + 120).chain(base + 200..base + 300) {
+                        let want: &[u8] = if i < base + 120 {
+                            b"ingested"
+                        } else {
+                            &[b'i'; 100]
+                        };
+                        assert_eq!(is(i, want), first, "{ctx}: key {i}: files partly ingested");
                     }
-                }
-                if !first && !crash {
-                    for i in 100..150 {
-                        assert!(is(i, b"before"), "{ctx}: write {i} lost without a crash");
+                    if r.is_ok() {
+                        assert!(first, "{ctx}: a successful ingest was lost");
+                        for i in 0..100 {
+                            assert!(is(i, b"before"), "{ctx}: write {i} before the ingest lost");
+                        }
+                    } else if !crash {
+                        // Not synced yet may be lost only by a crash.
+                        for i in 0..100 {
+                            assert!(is(i, b"before"), "{ctx}: write {i} lost without a crash");
+                        }
                     }
+                    if !first && !crash {
+                        for i in 100..150 {
+                            assert!(is(i, b"before"), "{ctx}: write {i} lost without a crash");
+                        }
+                    }
+                    db.put_opt(b"after", b"1", WriteOptions { sync: true })
+                        .unwrap_or_else(|e| panic!("{ctx}: write after recovery: {e}"));
+                    // A second ingest of the same files works (or finds them in already).
+                    db.ingest(&[&fa, &fb], false)
+                        .unwrap_or_else(|e| panic!("{ctx}: ingest after recovery: {e}"));
+                    assert!(is(base + 50, b"ingested"), "{ctx}");
                 }
-                db.put_opt(b"after", b"1", WriteOptions { sync: true })
-                    .unwrap_or_else(|e| panic!("{ctx}: write after recovery: {e}"));
-                // A second ingest of the same files works (or finds them in already).
-                db.ingest(&[&fa, &fb], false)
-                    .unwrap_or_else(|e| panic!("{ctx}: ingest after recovery: {e}"));
-                assert!(is(150, b"ingested"), "{ctx}");
             }
         }
     }
