@@ -783,8 +783,10 @@ def register(sub) -> None:
             description="Verifies every FILE (checksums, sorted keys, written by "
             "attune.TableWriter) and that their key ranges do not overlap, then adds them in "
             "one atomic step: after a crash all of them are in the database or none. Their "
-            "entries shadow every earlier write. The files are rewritten into the database "
-            "(with --move the sources are removed afterwards). Needs the database not to be "
+            "entries shadow every earlier write. Files are rewritten into the database with a "
+            "new sequence number, or linked (--move) or copied unchanged when their keys "
+            "exist nowhere in it; --move removes the sources afterwards. Needs the database "
+            "not to be "
             "open elsewhere; from a running program use DB.ingest.",
         )
     )
