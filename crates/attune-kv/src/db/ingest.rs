@@ -26,8 +26,8 @@
 //! Snapshots taken before the ingest read at a sequence below `S` and do not see its entries;
 //! every later write shadows them.
 //!
-//! **Sequence 0.** When no key of any file exists anywhere in the database (memtables and every
-//! level), no snapshot exists and no compaction runs, the files are linked (`move_files`) or
+//! **Sequence 0.** When the memtables are empty, no table of any level covers a key of any
+//! file's range, no snapshot exists and no compaction runs, the files are linked (`move_files`) or
 //! copied in unchanged at the last level, keeping sequence 0 (RocksDB does the same for a file
 //! it can place at the bottom): no older version exists to shadow and no snapshot to hide them
 //! from. The conditions are checked again under the state lock at the edit; if a snapshot, a
@@ -506,12 +506,16 @@ fn check_entry(
 
 /// Whether the files may keep sequence 0: no snapshot (a snapshot taken before the ingest
 /// would see sequence 0), no compaction running (its output could land across the files in the
-/// last level), and no file of any level holding a key in any file's range (with the memtables
-/// checked by the caller, no other version of any key exists, so sequence 0 shadows nothing).
+/// last level), empty memtables (whatever they hold, a deletion of a whole range included, is
+/// newer than sequence 0), and no table of any level whose key range meets any file's: then
+/// no other version of any key exists, and sequence 0 shadows nothing and is shadowed by
+/// nothing.
 fn untouched(st: &super::State, sources: &[Source]) -> bool {
     let v = st.versions.current();
     st.snapshots.is_empty()
         && !st.compaction_running
+        && st.mem.is_empty()
+        && st.imm.is_none()
         && sources.iter().all(|s| {
             (0..NUM_LEVELS).all(|l| {
                 v.overlapping(l, Some(&s.smallest), Some(&s.largest))
