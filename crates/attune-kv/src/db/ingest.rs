@@ -8,9 +8,10 @@
 //!    pairwise disjoint. Any failure names the file and nothing is ingested.
 //! 2. **Hold the writer queue** (as a flush does): no write is in flight until the ingest ends,
 //!    so the sequence it takes is newer than every write before it and older than every write
-//!    after it. If the memtable or the immutable one holds a key in a file's range, it is
-//!    flushed first (its entries are older, and must sit below the ingested file). The logs are
-//!    fsynced, so a crash that keeps the ingest keeps every write before it (the prefix rule).
+//!    after it. A memtable that holds anything is flushed first: its entries are older and
+//!    must sit below the ingested files, and the manifest's last sequence, which the ingest
+//!    sets, must stay what the tables hold (recovery and value-log collection rely on it). The
+//!    logs are fsynced, so a crash that keeps the ingest keeps every write before it.
 //! 3. **Rewrite** each file into the directory as a new table whose every entry carries the one
 //!    sequence `S = last_sequence + 1` (block size and compression of this database), fsync it
 //!    and the directory. The sequence is stored in the keys, like any table's, rather than as a
@@ -36,9 +37,7 @@
 use super::{DbInner, PendingWrite, DB};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::iter::InternalIterator;
-use crate::key::{self, make_internal_key, ValueKind, MAX_SEQUENCE};
-use crate::memtable::{MemTable, MemTableIter};
+use crate::key::{self, ValueKind, MAX_SEQUENCE};
 use crate::table::writer::show_key;
 use crate::table::{Table, TableBuilder, TableBuilderOptions};
 use crate::util::filename;
@@ -256,9 +255,13 @@ impl DbInner {
         move_files: bool,
     ) -> Result<IngestReport> {
         let mut report = IngestReport::default();
-        // Older entries of the files' keys in a memtable must go below the ingested files.
-        let overlaps = |m: &Arc<MemTable>| sources.iter().any(|s| mem_overlaps(m, s));
-        if overlaps(&st.mem) || st.imm.as_ref().is_some_and(overlaps) {
+        // Older entries of the files' keys in a memtable must go below the ingested files, and
+        // the manifest's last sequence, which the edit below sets, must be what the tables
+        // hold: recovery's hole check and value-log collection (a collected segment goes once
+        // the manifest's last sequence covers its moves) rely on it. So a memtable that holds
+        // anything is flushed first (RocksDB flushes only an overlapping one; it records the
+        // ingest's sequence differently).
+        if !st.mem.is_empty() || st.imm.is_some() {
             self.make_room_for_write(st, true)?;
             while st.imm.is_some() && st.bg_error.is_none() {
                 if self.shutting_down.load(Ordering::Acquire) {
@@ -522,17 +525,6 @@ fn untouched(st: &super::State, sources: &[Source]) -> bool {
                     .is_empty()
             })
         })
-}
-
-/// Whether the memtable holds a key in the source's range.
-fn mem_overlaps(m: &Arc<MemTable>, s: &Source) -> bool {
-    let mut it = MemTableIter::new(m.clone());
-    it.seek(&make_internal_key(
-        &s.smallest,
-        MAX_SEQUENCE,
-        ValueKind::ExpiringBlobIndex,
-    ));
-    it.valid() && key::user_key(it.key()) <= s.largest.as_slice()
 }
 
 /// The deepest level such that neither it nor any level above holds a key in
