@@ -1,5 +1,5 @@
 """CLI verbs of the key-value engine: `attune demo` and `attune kv {verify,stats,get,put,scan,
-compact,checkpoint,backup,repair,gc,learn}`.
+compact,checkpoint,ingest,backup,repair,gc,learn}`.
 
 Keys and values are bytes. ``kv get`` and ``kv scan`` print them escaped (:func:`escape_bytes`) so
 that binary data cannot corrupt a terminal, or as stored with ``--raw``; under ``--json`` a field is
@@ -529,6 +529,26 @@ def _backup(args) -> int:
     return 0
 
 
+def _ingest(args) -> int:
+    t0 = time.perf_counter()
+    with _open(args) as db:
+        r = db.ingest(args.files, move=args.move)
+    r["seconds"] = time.perf_counter() - t0
+    if args.json:
+        for f in r["files"]:
+            for field in ("smallest_key", "largest_key"):
+                f.update(json_bytes(field, f.pop(field)))
+        print(json.dumps(r))
+    else:
+        levels = ", ".join(f"{f['source']} -> L{f['level']}" for f in r["files"])
+        moved = "; sources removed" if r["sources_removed"] else ""
+        print(
+            f"ingested {len(r['files'])} files ({r['entries']:,} entries, {r['bytes']:,} bytes) "
+            f"at sequence {r['sequence']} in {r['seconds']:.2f}s: {levels}{moved}"
+        )
+    return 0
+
+
 def _checkpoint(args) -> int:
     t0 = time.perf_counter()
     with _open(args) as db:
@@ -818,6 +838,23 @@ def register(sub) -> None:
     )
     q.add_argument("dest", help="directory to create (or an empty one)")
     q.set_defaults(func=_checkpoint)
+    q = common(
+        kvs.add_parser(
+            "ingest",
+            help="add sorted table files (attune.TableWriter) to the database atomically",
+            description="Verifies every FILE (checksums, sorted keys, written by "
+            "attune.TableWriter) and that their key ranges do not overlap, then adds them in "
+            "one atomic step: after a crash all of them are in the database or none. Their "
+            "entries shadow every earlier write. Files are rewritten into the database with a "
+            "new sequence number, or linked (--move) or copied unchanged when their keys "
+            "exist nowhere in it; --move removes the sources afterwards. Needs the database "
+            "not to be "
+            "open elsewhere; from a running program use DB.ingest.",
+        )
+    )
+    q.add_argument("files", nargs="+", metavar="FILE", help="table file to ingest")
+    q.add_argument("--move", action="store_true", help="remove the source files once ingested")
+    q.set_defaults(func=_ingest)
     b = kvs.add_parser(
         "backup",
         help="incremental backups: create, list, verify, restore, purge",

@@ -26,6 +26,9 @@ pub enum BatchOp<'a> {
     Delete(&'a [u8]),
 }
 
+/// Fills record `i`'s key and value (cleared first): the input of [`Engine::ingest_sorted`].
+pub type RecordFn<'a> = dyn FnMut(u64, &mut Vec<u8>, &mut Vec<u8>) + 'a;
+
 /// A per-thread handle on an open engine. Not shared between threads.
 pub trait Session {
     /// Inserts or overwrites `key`.
@@ -80,6 +83,20 @@ pub trait Engine: Send + Sync {
     /// statistics; `null` when the engine reports none (the default).
     fn stats(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+    /// Loads `records` records in key order by building external sorted table files of at most
+    /// `records_per_file` records in `scratch` and ingesting them all in one call (Attune's
+    /// `TableWriter` + `DB::ingest`, RocksDB's `SstFileWriter` + `IngestExternalFile`, files
+    /// moved in). `record(i, key, value)` fills record `i` (buffers cleared first); keys must
+    /// increase with `i`. Returns `false` when the engine has no bulk ingest (the default).
+    fn ingest_sorted(
+        &self,
+        _scratch: &Path,
+        _records: u64,
+        _records_per_file: u64,
+        _record: &mut RecordFn<'_>,
+    ) -> Result<bool> {
+        Ok(false)
     }
     /// Closes the database, waiting for the engine's own shutdown work.
     fn close(self: Box<Self>) -> Result<()>;

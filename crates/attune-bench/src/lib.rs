@@ -38,6 +38,7 @@ pub mod engine;
 pub mod engines;
 pub mod error;
 pub mod hash;
+pub mod ingest;
 pub mod io;
 pub mod keys;
 pub mod learn;

@@ -3,7 +3,8 @@
 //! Subcommands, one module each: `kv micro|ycsb|engines` (the engine and its peers), `hash`
 //! (VIP hashing), `cache-sim` (Symbiosis on traces), `cache-kv` (Symbiosis in the engine),
 //! `embed` (embedding-store caches), `io` (Heimdall's inference, the simulated SSD), `learn`
-//! (learned-index lookups), `pipes` (Data Pipes against fio, external sorts), `plush` (the Plush
+//! (learned-index lookups), `pipes` (Data Pipes against fio, external sorts), `ingest` (bulk
+//! loading), `plush` (the Plush
 //! hash table against the engines), `workload` (generator speed), `lookup-steps` (per-step lookup
 //! latency; needs the `step-timing` feature), `lookup-probe` (a read-path profiling loop) and
 //! `machine` (the machine description every row carries). Every subcommand takes `--out PATH`,
@@ -25,7 +26,7 @@ use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
 use attune_bench::{
     cache_kv, cache_sim, child, dbbench, device, device_kv, embed, hash, io, learn, lookup_probe,
 };
-use attune_bench::{lookup_steps, pipes, plush, range_delete, workload};
+use attune_bench::{ingest, lookup_steps, pipes, plush, range_delete, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
 
@@ -57,6 +58,10 @@ enum Cmd {
     /// Data Pipes: `io` (mechanisms against fio), `sort` (external sorts at one memory limit).
     #[command(disable_help_flag = true)]
     Pipes(Raw),
+    /// Bulk loading: puts, write batches and external tables + ingest, Attune and RocksDB
+    /// (`--help`).
+    #[command(disable_help_flag = true)]
+    Ingest(Raw),
     /// Symbiosis and the replacement policies on simulated traces (`--help`).
     #[command(disable_help_flag = true)]
     CacheSim(Raw),
@@ -481,6 +486,7 @@ fn main() -> ExitCode {
         },
         Cmd::Hash(a) => return raw("hash", a, hash::run),
         Cmd::Pipes(a) => return raw("pipes", a, pipes::run),
+        Cmd::Ingest(a) => return raw("ingest", a, ingest::run),
         Cmd::CacheSim(a) => return raw("cache-sim", a, cache_sim::run),
         Cmd::Embed(a) => return raw("embed", a, embed::run),
         Cmd::CacheKv(a) => return raw("cache-kv", a, cache_kv::run),

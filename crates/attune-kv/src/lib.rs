@@ -58,9 +58,9 @@ pub use cache::sizing::{
 };
 pub use cache::CacheStats;
 pub use db::{
-    repair, repair_with_env, BlobFileStats, CheckpointReport, DbIterator, GcReport,
-    LevelCompactionStats, PrefetchStats, RepairReport, RepairedFile, Snapshot, Stats, Transaction,
-    VerifyReport, DB, LOST_DIR,
+    repair, repair_with_env, BlobFileStats, CheckpointReport, DbIterator, GcReport, IngestReport,
+    IngestedFile, LevelCompactionStats, PrefetchStats, RepairReport, RepairedFile, Snapshot, Stats,
+    Transaction, VerifyReport, DB, LOST_DIR,
 };
 pub use db::{CatchUp, SECONDARY_MAX_PASSES};
 pub use error::{Error, Result};
@@ -70,6 +70,7 @@ pub use options::{
     FilterDecision, LearnedBenefit, LearnedIndex, Options, PrefetchSwitches, Prefetcher,
     ReadOptions, WriteOptions, OPTION_NAMES,
 };
+pub use table::{ExternalTableInfo, TableWriter};
 
 /// What the fuzz targets (through `attune-stress`), the stress tool, the decoder tests and the
 /// lookup-step example need of the engine's internals: the on-disk encoders and decoders, the

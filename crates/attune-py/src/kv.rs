@@ -121,7 +121,7 @@ fn key_error(key: &Bound<'_, PyAny>) -> PyErr {
 
 /// The bytes of a key or value given as `bytes`, `str` (encoded as UTF-8), `bytearray` or any
 /// object with the buffer protocol (copied). `what` names the argument in the error.
-fn as_bytes<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, [u8]>> {
+pub(crate) fn as_bytes<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, [u8]>> {
     if let Ok(b) = v.downcast::<PyBytes>() {
         return Ok(Cow::Borrowed(b.as_bytes()));
     }
@@ -1273,6 +1273,26 @@ impl DB {
             })
             .map_err(to_py)?;
         crate::stats::to_dict(py, &r)
+    }
+
+    /// Adds the tables at `paths` (written by `attune.TableWriter`; one path or a list) in one
+    /// atomic step: their entries shadow every earlier write and earlier snapshots do not see
+    /// them. `move=True` removes the sources once ingested. Returns {"files", "sequence",
+    /// "entries", "bytes", "memtable_flushed", "sources_removed"}.
+    #[pyo3(signature = (paths, r#move=false))]
+    #[pyo3(text_signature = "(self, paths, move=False)")]
+    fn ingest<'py>(
+        &self,
+        py: Python<'py>,
+        paths: &Bound<'py, PyAny>,
+        r#move: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let paths = crate::ingest::paths_arg(paths)?;
+        let db = self.handle(py)?;
+        let r = py
+            .allow_threads(move || db.ingest(&paths, r#move))
+            .map_err(to_py)?;
+        crate::ingest::report_dict(py, &r)
     }
 
     /// Garbage-collects the value log: rewrites the live values of every sealed segment with at

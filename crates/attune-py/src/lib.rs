@@ -6,6 +6,7 @@ mod device;
 mod embed;
 mod errors;
 mod hash;
+mod ingest;
 mod io;
 mod kv;
 mod pipes;
@@ -19,6 +20,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     kv::register(m)?;
+    ingest::register(m)?;
     hash::register(m)?;
     io::register(m)?;
     device::register(m)?;

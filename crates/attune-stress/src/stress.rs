@@ -114,6 +114,8 @@ pub struct Report {
     /// Transactions committed, and those that failed with the conflict planted for them.
     pub txn_commits: u64,
     pub txn_conflicts: u64,
+    /// Ingests acknowledged (mem mode) or issued (kill mode, counted from the child's stream).
+    pub ingests: u64,
     pub fault_cycles: u64,
     pub faults_injected: u64,
     pub torn_files: u64,
@@ -150,6 +152,9 @@ enum Op {
     Gc,
     /// `learn_all` (file models and, with `learned_level`, level models) when models are on.
     Learn,
+    /// A table of 1–16 sorted keys built with `TableWriter` and added by `DB::ingest`: to the
+    /// oracle a synced batch (an acknowledged ingest is durable, with every write before it).
+    Ingest,
     /// An optimistic transaction: reads checked against the oracle, then a commit; a quarter
     /// of them meet a write planted after their snapshot and must fail with a conflict.
     Txn,
@@ -157,7 +162,7 @@ enum Op {
 
 /// Weights of the operations (per 1,000). Writes dominate so crashes land in busy logs; flushes
 /// and compactions are frequent enough that crashes also land in table and manifest writes.
-const MIX: [(Op, u32); 12] = [
+const MIX: [(Op, u32); 13] = [
     (Op::Put, 400),
     (Op::Delete, 105),
     (Op::DeleteRange, 15),
@@ -170,6 +175,7 @@ const MIX: [(Op, u32); 12] = [
     (Op::Gc, 8),
     (Op::Learn, 5),
     (Op::Txn, 40),
+    (Op::Ingest, 12),
 ];
 
 /// One of `mix`'s operations, drawn by weight (a worker's next step, DB's or HashDB's).
@@ -251,6 +257,10 @@ pub(crate) trait Sink: Send + Sync {
     /// `compactions`, `gc_segments`, `txn_commits`, `txn_conflicts`). A killed child cannot
     /// send a summary, so kill mode streams each event and the parent adds them up.
     fn counted(&self, _what: &'static str, _n: u64) {}
+    /// An ingest's keys: a synced write to the oracle (`PipeSink` marks it for the count).
+    fn issue_ingest(&self, op: u64, items: &[(u32, bool)]) {
+        self.issue(op, true, items);
+    }
 }
 
 struct NoSink;
@@ -273,9 +283,10 @@ impl PipeSink {
     }
 }
 
-impl Sink for PipeSink {
-    fn issue(&self, op: u64, sync: bool, items: &[(u32, bool)]) {
-        let mut line = format!("I {op} {}", u8::from(sync));
+impl PipeSink {
+    /// `I <op> <sync: 0|1, or 2 for an ingest, synced> <key><P|D>...`.
+    fn issue_line(&self, op: u64, sync_field: u8, items: &[(u32, bool)]) {
+        let mut line = format!("I {op} {sync_field}");
         for (k, put) in items {
             line.push_str(&format!(" {k}{}", if *put { 'P' } else { 'D' }));
         }
@@ -288,6 +299,15 @@ impl Sink for PipeSink {
         {
             std::process::exit(3); // the parent is gone
         }
+    }
+}
+
+impl Sink for PipeSink {
+    fn issue(&self, op: u64, sync: bool, items: &[(u32, bool)]) {
+        self.issue_line(op, u8::from(sync), items);
+    }
+    fn issue_ingest(&self, op: u64, items: &[(u32, bool)]) {
+        self.issue_line(op, 2, items);
     }
     fn finish(&self, op: u64, ok: bool) {
         self.line(&format!("{} {op}\n", if ok { 'A' } else { 'F' }));
@@ -324,6 +344,7 @@ pub(crate) struct Counters {
     pub(crate) flushes: AtomicU64,
     compactions: AtomicU64,
     pub(crate) gc_segments: AtomicU64,
+    ingests: AtomicU64,
     txn_commits: AtomicU64,
     txn_conflicts: AtomicU64,
 }
@@ -340,6 +361,10 @@ struct Shared<'a> {
     errors_expected: &'a AtomicBool,
     violation: &'a Mutex<Option<String>>,
     keys: u32,
+    /// The database's file system, and a directory (inside the database's, which the engine
+    /// ignores) for the tables `Op::Ingest` builds.
+    env: Arc<dyn Env>,
+    ingest_dir: PathBuf,
 }
 
 impl Shared<'_> {
@@ -468,6 +493,7 @@ impl Worker<'_> {
                 }
             }
             Op::Txn => self.transaction(),
+            Op::Ingest => self.ingest(),
             Op::Gc if std::env::var("NOGC").is_ok() => {}
             Op::Gc => {
                 let ratio = [0.0, 0.3][self.rng.gen_range(0..2)];
@@ -534,6 +560,53 @@ impl Worker<'_> {
         }
         sh.oracle.finish(&mut guards, op, ok, sync);
         sh.sink.finish(op, ok);
+    }
+
+    /// Builds an external table of 1–16 sorted keys in `<db>/ingest-tmp/` and ingests it
+    /// (moved or copied). The keys are locked in the oracle while the table is built, so the
+    /// values it holds name this operation like any write's.
+    fn ingest(&mut self) {
+        let sh = self.sh;
+        let n = self.rng.gen_range(1..=2 * BATCH_KEYS_MAX);
+        let mut keys: Vec<u32> = (0..n).map(|_| self.key()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let items: Vec<(u32, bool)> = keys.iter().map(|&k| (k, self.rng.gen_bool(0.8))).collect();
+        let mv = self.rng.gen_bool(0.5);
+        let mut guards = sh.oracle.lock(&keys);
+        let op = sh.next_op.fetch_add(1, Ordering::SeqCst);
+        let dir = sh.ingest_dir.as_path();
+        let path = dir.join(format!("{op}.sst"));
+        let built = sh.env.create_dir_all(dir).and_then(|()| {
+            let mut w =
+                attune_kv::TableWriter::create_with_env(sh.env.clone(), &path, sh.db.options())?;
+            for &(k, put) in &items {
+                if put {
+                    w.put(&key_bytes(k), &value_bytes(k, op))?;
+                } else {
+                    w.delete(&key_bytes(k))?;
+                }
+            }
+            w.finish()
+        });
+        if let Err(e) = built {
+            // Not a write: nothing was issued.
+            return sh.error("table writer", &e);
+        }
+        sh.oracle.issue(&mut guards, op, &items);
+        sh.sink.issue_ingest(op, &items);
+        let r = sh.db.ingest(&[&path], mv);
+        let ok = r.is_ok();
+        if let Err(e) = &r {
+            sh.error("ingest", e);
+            sh.counters.failed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            sh.counters.acked.fetch_add(1, Ordering::Relaxed);
+            sh.counters.ingests.fetch_add(1, Ordering::Relaxed);
+        }
+        sh.oracle.finish(&mut guards, op, ok, true);
+        sh.sink.finish(op, ok);
+        let _ = sh.env.remove_file(&path);
     }
 
     /// A transaction over 1–4 keys, locked in the oracle so no other worker writes them: its
@@ -863,6 +936,7 @@ pub(crate) fn add_counters(report: &mut Report, c: &Counters) {
     report.gc_segments += c.gc_segments.load(Ordering::Relaxed);
     report.txn_commits += c.txn_commits.load(Ordering::Relaxed);
     report.txn_conflicts += c.txn_conflicts.load(Ordering::Relaxed);
+    report.ingests += c.ingests.load(Ordering::Relaxed);
 }
 
 fn add_verify(report: &mut Report, s: &VerifyStats) {
@@ -956,6 +1030,8 @@ fn done(cfg: &Config, start: Instant, cycles: u64) -> bool {
 #[allow(clippy::too_many_arguments)]
 fn run_workers(
     db: &DB,
+    env: Arc<dyn Env>,
+    dir: &Path,
     oracle: &Oracle,
     sink: &dyn Sink,
     next_op: &AtomicU64,
@@ -977,6 +1053,8 @@ fn run_workers(
         errors_expected,
         violation: &violation,
         keys: cfg.keys,
+        env,
+        ingest_dir: dir.join("ingest-tmp"),
     };
     std::thread::scope(|s| {
         for t in 0..cfg.threads {
@@ -1068,6 +1146,8 @@ pub fn run_mem(cfg: &Config) -> Result<Report, Box<Violation>> {
             });
             let found = run_workers(
                 &db,
+                Arc::new(env.clone()),
+                dir,
                 &oracle,
                 &NoSink,
                 &next_op,
@@ -1201,6 +1281,8 @@ pub fn run_child(cfg: &Config, dir: &Path, cycle: u64, op_base: u64) -> Result<(
     let limit = cfg.duration;
     let found = run_workers(
         &db,
+        Arc::new(PosixEnv::new()),
+        dir,
         &oracle,
         &sink,
         &next_op,
@@ -1233,7 +1315,8 @@ fn apply_line(
     match parts.next() {
         Some("I") => {
             let op: u64 = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-            let sync = parts.next() == Some("1");
+            // "2": an ingest, synced.
+            let sync = matches!(parts.next(), Some("1" | "2"));
             let mut items = Vec::new();
             for p in parts {
                 let (k, kind) = p.split_at(p.len().saturating_sub(1));
@@ -1312,6 +1395,9 @@ pub fn run_kill(cfg: &Config) -> Result<Report, Box<Violation>> {
         }
         let mut open = std::collections::HashMap::new();
         for l in &lines {
+            if l.starts_with("I ") && l.split(' ').nth(2) == Some("2") {
+                report.ingests += 1;
+            }
             apply_line(&oracle, l, &mut open).map_err(|e| fail(e, &report))?;
             if l.starts_with("N ") {
                 add_counted(&mut report, l).map_err(|e| fail(e, &report))?;

@@ -20,7 +20,7 @@ use attune_kv::LearnedIndex;
 use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use serde_json::json;
 
-use crate::engine::{BatchOp, Engine, EngineKind, Session};
+use crate::engine::{BatchOp, Engine, EngineKind, RecordFn, Session};
 use crate::error::{BenchError, Result};
 use crate::options::{Compression, Settings};
 
@@ -156,6 +156,35 @@ impl Session for AttuneSession<'_> {
 }
 
 impl Engine for AttuneEngine {
+    fn ingest_sorted(
+        &self,
+        scratch: &Path,
+        records: u64,
+        records_per_file: u64,
+        record: &mut RecordFn<'_>,
+    ) -> Result<bool> {
+        let opts = self.db.options();
+        let mut paths = Vec::new();
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < records {
+            let path = scratch.join(format!("ingest-{}.sst", paths.len()));
+            let mut w = attune_kv::TableWriter::create(&path, opts).map_err(engine_error)?;
+            let end = (i + records_per_file.max(1)).min(records);
+            while i < end {
+                k.clear();
+                v.clear();
+                record(i, &mut k, &mut v);
+                w.put(&k, &v).map_err(engine_error)?;
+                i += 1;
+            }
+            w.finish().map_err(engine_error)?;
+            paths.push(path);
+        }
+        self.db.ingest(&paths, true).map_err(engine_error)?;
+        Ok(true)
+    }
+
     fn session(&self) -> Result<Box<dyn Session + '_>> {
         Ok(Box::new(AttuneSession {
             db: &self.db,

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use serde_json::json;
 
 use super::{c_api, c_message, c_path, load_once};
-use crate::engine::{BatchOp, Engine, EngineKind, Session};
+use crate::engine::{BatchOp, Engine, EngineKind, RecordFn, Session};
 use crate::error::{BenchError, Result};
 use crate::options::{parse_size, Compression, Settings};
 
@@ -113,6 +113,19 @@ c_api! {
         rocksdb_flushoptions_set_wait: fn(*mut Opaque, c_uchar);
         rocksdb_flush: fn(*mut Db, *const Opaque, *mut *mut c_char);
         rocksdb_compact_range: fn(*mut Db, *const c_char, usize, *const c_char, usize);
+        rocksdb_envoptions_create: fn() -> *mut Opaque;
+        rocksdb_envoptions_destroy: fn(*mut Opaque);
+        rocksdb_sstfilewriter_create: fn(*const Opaque, *const Opaque) -> *mut Opaque;
+        rocksdb_sstfilewriter_open: fn(*mut Opaque, *const c_char, *mut *mut c_char);
+        rocksdb_sstfilewriter_put: fn(*mut Opaque, *const c_char, usize, *const c_char, usize,
+            *mut *mut c_char);
+        rocksdb_sstfilewriter_finish: fn(*mut Opaque, *mut *mut c_char);
+        rocksdb_sstfilewriter_destroy: fn(*mut Opaque);
+        rocksdb_ingestexternalfileoptions_create: fn() -> *mut Opaque;
+        rocksdb_ingestexternalfileoptions_set_move_files: fn(*mut Opaque, c_uchar);
+        rocksdb_ingestexternalfileoptions_destroy: fn(*mut Opaque);
+        rocksdb_ingest_external_file: fn(*mut Db, *const *const c_char, usize, *const Opaque,
+            *mut *mut c_char);
     }
 }
 
@@ -303,6 +316,67 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
 }
 
 impl Engine for RocksDb {
+    fn ingest_sorted(
+        &self,
+        scratch: &Path,
+        records: u64,
+        records_per_file: u64,
+        record: &mut RecordFn<'_>,
+    ) -> Result<bool> {
+        let api = self.api;
+        let mut paths = Vec::new();
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < records {
+            let path = c_path(NAME, &scratch.join(format!("ingest-{}.sst", paths.len())))?;
+            // SAFETY: a writer made from this database's options, destroyed on every path.
+            unsafe {
+                let env = (api.rocksdb_envoptions_create)();
+                let w = (api.rocksdb_sstfilewriter_create)(env, self.options);
+                let mut err: *mut c_char = ptr::null_mut();
+                (api.rocksdb_sstfilewriter_open)(w, path.as_ptr(), &mut err);
+                let mut r = check(api, "sst writer open", err);
+                let end = (i + records_per_file.max(1)).min(records);
+                while r.is_ok() && i < end {
+                    k.clear();
+                    v.clear();
+                    record(i, &mut k, &mut v);
+                    let mut err: *mut c_char = ptr::null_mut();
+                    (api.rocksdb_sstfilewriter_put)(
+                        w,
+                        k.as_ptr().cast(),
+                        k.len(),
+                        v.as_ptr().cast(),
+                        v.len(),
+                        &mut err,
+                    );
+                    r = check(api, "sst writer put", err);
+                    i += 1;
+                }
+                if r.is_ok() {
+                    let mut err: *mut c_char = ptr::null_mut();
+                    (api.rocksdb_sstfilewriter_finish)(w, &mut err);
+                    r = check(api, "sst writer finish", err);
+                }
+                (api.rocksdb_sstfilewriter_destroy)(w);
+                (api.rocksdb_envoptions_destroy)(env);
+                r?;
+            }
+            paths.push(path);
+        }
+        let ptrs: Vec<*const c_char> = paths.iter().map(|p| p.as_ptr()).collect();
+        // SAFETY: `ptrs` point into `paths`, alive for the call; options destroyed after it.
+        unsafe {
+            let o = (api.rocksdb_ingestexternalfileoptions_create)();
+            (api.rocksdb_ingestexternalfileoptions_set_move_files)(o, 1);
+            let mut err: *mut c_char = ptr::null_mut();
+            (api.rocksdb_ingest_external_file)(self.db, ptrs.as_ptr(), ptrs.len(), o, &mut err);
+            (api.rocksdb_ingestexternalfileoptions_destroy)(o);
+            check(api, "ingest external file", err)?;
+        }
+        Ok(true)
+    }
+
     fn session(&self) -> Result<Box<dyn Session + '_>> {
         let api = self.api;
         // SAFETY: creating option objects and a batch; destroyed in Drop.

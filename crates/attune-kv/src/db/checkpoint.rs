@@ -200,8 +200,8 @@ impl DbInner {
         }
     }
 
-    /// Copies `from` to `to`, at most `limit` bytes of it when given.
-    fn copy_file(
+    /// Copies `from` to `to`, at most `limit` bytes of it when given (also bulk ingest's copy).
+    pub(super) fn copy_file(
         &self,
         from: &Path,
         to: &Path,

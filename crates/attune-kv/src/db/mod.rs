@@ -22,6 +22,7 @@
 //! - `iter.rs`: the user iterator over a captured `SuperVersion`.
 //! - `blobs.rs`: the value log's lifecycle: the active and spare segments, sealing, syncing.
 //! - `gc.rs`: value-log garbage collection: picking segments, moving live records, deleting.
+//! - `ingest.rs`: bulk ingest of external tables (`DB::ingest`).
 //! - `background.rs`: the background threads: flush, compaction, WAL sync and learning.
 //! - `stats.rs`: the public statistics types and their assembly.
 
@@ -29,6 +30,7 @@ mod background;
 mod blobs;
 mod checkpoint;
 mod gc;
+mod ingest;
 mod iter;
 mod open;
 mod prefetch;
@@ -43,6 +45,7 @@ mod write;
 pub use checkpoint::CheckpointReport;
 pub use gc::GcReport;
 use gc::GcStats;
+pub use ingest::{IngestReport, IngestedFile};
 pub use iter::DbIterator;
 pub use prefetch::PrefetchStats;
 pub use repair::{repair, repair_with_env, RepairReport, RepairedFile, LOST_DIR};

@@ -13,6 +13,8 @@ pub mod builder;
 pub mod footer;
 pub mod reader;
 pub(crate) mod source;
+pub mod writer;
 
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use reader::{Table, TableIter, TableProperties};
+pub use writer::{ExternalTableInfo, TableWriter};

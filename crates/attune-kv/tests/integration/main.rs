@@ -14,6 +14,7 @@ mod expiry_compaction;
 mod fault_plan;
 mod faults;
 mod hot_key_cache;
+mod ingest;
 mod layering;
 mod learned;
 mod lifecycle;
