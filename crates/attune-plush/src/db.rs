@@ -549,14 +549,19 @@ impl Core {
                 detail: "not a directory".into(),
             });
         }
-        if !path.join(MANIFEST).exists() && !opts.create_if_missing {
-            return Err(Error::NotADatabase {
-                path: path.to_path_buf(),
-                detail: format!("no {MANIFEST} (create_if_missing is off)"),
-            });
+        let storage = FileStorage::with_group(path, opts.backend, opts.sync, opts.group_commit())?;
+        if !path.join(MANIFEST).exists() {
+            // Refused before the lock file is created: nothing is written into a directory
+            // that is not (or no longer) a whole database.
+            refuse_foreign_files(&storage)?;
+            if !opts.create_if_missing {
+                return Err(Error::NotADatabase {
+                    path: path.to_path_buf(),
+                    detail: format!("no {MANIFEST} (create_if_missing is off)"),
+                });
+            }
         }
         let lock = lock_dir(path)?;
-        let storage = FileStorage::with_group(path, opts.backend, opts.sync, opts.group_commit())?;
         let mut db = Core::open_with(Box::new(storage), opts)?;
         db._lock = Some(lock);
         Ok(db)
@@ -1307,23 +1312,62 @@ pub fn write_amplification_model(geo: Geometry, records: u64) -> f64 {
     3.0 * levels + 1.0
 }
 
+/// Before a manifest is created: the directory may hold only the lock file. Plush's own files
+/// without a manifest are a damaged database (creating a manifest with default geometry over
+/// them would make them unreadable); anything else is some other program's directory. Both are
+/// refused before anything is written.
+fn refuse_foreign_files(storage: &dyn Storage) -> Result<()> {
+    let mut names = storage.list_regions()?;
+    names.retain(|n| n != "LOCK");
+    names.sort();
+    let ours: Vec<&String> = names.iter().filter(|n| is_plush_file(n)).collect();
+    if !ours.is_empty() {
+        return Err(Error::corruption(
+            storage.location().join(MANIFEST),
+            0,
+            format!(
+                "{MANIFEST} is missing, but the directory holds Plush files ({}); \
+                 restore the manifest from a backup (opening never recreates it over existing files)",
+                ours.iter().take(4).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    if let Some(first) = names.first() {
+        return Err(Error::NotADatabase {
+            path: storage.location(),
+            detail: format!(
+                "the directory is not empty (it holds {first:?}{}) and has no {MANIFEST}",
+                if names.len() > 1 { " and more" } else { "" }
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn is_plush_file(name: &str) -> bool {
+    name == LOG_FILE
+        || (name.ends_with(".plush")
+            && (name.starts_with("level-") || name.starts_with("payload-")))
+}
+
 fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<()> {
     let existing = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)?;
     let region = match existing {
         Some(r) => Region::new(MANIFEST, r),
-        None if opts.create_if_missing => {
+        None => {
+            refuse_foreign_files(storage)?;
+            if !opts.create_if_missing {
+                return Err(Error::NotADatabase {
+                    path: storage.location(),
+                    detail: format!("no {MANIFEST} (create_if_missing is off)"),
+                });
+            }
             let r = storage
                 .open_region(MANIFEST, 4096, true, RegionKind::Level)?
                 .ok_or_else(|| {
                     Error::io("create", MANIFEST, std::io::ErrorKind::NotFound.into())
                 })?;
             Region::new(MANIFEST, r)
-        }
-        None => {
-            return Err(Error::NotADatabase {
-                path: storage.location(),
-                detail: format!("no {MANIFEST} (create_if_missing is off)"),
-            })
         }
     };
     let fields = |o: &Options| {

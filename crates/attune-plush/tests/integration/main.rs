@@ -3,6 +3,7 @@
 //! `cargo test --release -p attune-plush --test integration <module>::`.
 
 mod crash;
+mod damage;
 mod files;
 mod group_crash;
 mod payload;

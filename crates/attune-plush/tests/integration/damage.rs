@@ -1,0 +1,92 @@
+//! What an open refuses, and writes nothing for: a directory that is not a Plush database, a
+//! database whose manifest is missing, and files shorter than the manifest's geometry.
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
+use attune_plush::{Backend, Error, Options, Plush};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn options() -> Options {
+    Options {
+        dram_entries_log2: 2,
+        fanout_log2: 2,
+        log_partitions: 4,
+        log_chunk_bytes: 64 << 10,
+        log_chunks: 4,
+        payload_segment_bytes: 64 << 10,
+        backend: Backend::Msync,
+        sync: false,
+        ..Options::default()
+    }
+}
+
+fn scratch() -> tempfile::TempDir {
+    match Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    }
+}
+
+/// Every file's name and length: what "wrote nothing" is checked against.
+fn listing(dir: &Path) -> BTreeMap<String, u64> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect()
+}
+
+/// A database with records on two persistent levels and in the log.
+fn filled(dir: &Path) {
+    let db = Plush::open(dir, options()).unwrap();
+    for k in 0..3000u64 {
+        db.put(k, k * 7).unwrap();
+    }
+    assert!(db.stats().levels >= 2, "{:?}", db.stats());
+}
+
+#[test]
+fn a_missing_manifest_is_corruption_and_nothing_is_written() {
+    let dir = scratch();
+    filled(dir.path());
+    std::fs::remove_file(dir.path().join("manifest.plush")).unwrap();
+    let before = listing(dir.path());
+    for opts in [options(), Options::default()] {
+        let err = Plush::open(dir.path(), opts).err().unwrap();
+        assert!(matches!(err, Error::Corruption { .. }), "{err}");
+        assert!(
+            err.to_string().contains("manifest.plush is missing"),
+            "{err}"
+        );
+        assert_eq!(listing(dir.path()), before);
+    }
+}
+
+#[test]
+fn a_directory_of_other_files_is_not_a_database_and_nothing_is_written() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("data.txt"), b"mine").unwrap();
+    let before = listing(dir.path());
+    let err = Plush::open(dir.path(), options()).err().unwrap();
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
+    assert!(err.to_string().contains("data.txt"), "{err}");
+    assert_eq!(listing(dir.path()), before);
+}
+
+#[test]
+fn an_empty_directory_or_one_with_only_a_lock_file_is_created() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("LOCK"), b"").unwrap();
+    let db = Plush::open(dir.path(), options()).unwrap();
+    db.put(1, 2).unwrap();
+    drop(db);
+    assert_eq!(
+        Plush::open(dir.path(), options()).unwrap().get(1).unwrap(),
+        Some(2)
+    );
+}
