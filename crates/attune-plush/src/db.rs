@@ -1135,6 +1135,7 @@ impl Core {
             if g.is_empty() && from != 0 {
                 continue;
             }
+            level.reserve_entry(c)?;
             masks.clear();
             masks.extend(g.iter().map(|(k, _)| filter_mask(hash_key(*k))));
             let new_size = level.write_tail(c, g, &masks);
@@ -1391,6 +1392,7 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
     let magic = region.word(0).load(Ordering::Acquire);
     if magic == 0 {
         // New, or a creation a crash cut short (the magic is armed last).
+        region.reserve_words(0, 4096 / 8)?;
         let f = fields(opts);
         for (i, x) in f.iter().enumerate() {
             region.word(1 + i).store(*x, Ordering::Release);

@@ -314,9 +314,12 @@ impl Partition {
     }
 
     fn init_chunk(&mut self, c: usize) -> Result<()> {
+        let base = self.base + c * self.chunk_words;
+        // The whole chunk is allocated before its header is written: appends then never
+        // store into an unallocated page (a SIGBUS on a full file system).
+        self.region.reserve_words(base, self.chunk_words)?;
         let gen = self.next_gen;
         self.next_gen += 1;
-        let base = self.base + c * self.chunk_words;
         let words = [CHUNK_MAGIC, gen, header_check(gen), 0, 0, 0, 0, 0];
         for (i, w) in words.iter().enumerate() {
             self.region.word(base + i).store(*w, Ordering::Release);

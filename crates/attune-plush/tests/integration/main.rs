@@ -5,5 +5,6 @@
 mod crash;
 mod damage;
 mod files;
+mod full_disk;
 mod group_crash;
 mod payload;
