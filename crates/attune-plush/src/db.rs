@@ -575,13 +575,23 @@ impl Core {
         let dram = DramLevel::new(geo);
         let levels: Box<[OnceLock<Level>]> =
             (0..opts.levels_max).map(|_| OnceLock::new()).collect();
+        let (recorded_levels, _) = recorded_files(storage.as_ref())?;
         for num in 1..=opts.levels_max {
             let name = level_file_name(num);
-            let Some(r) =
-                storage.open_region(&name, level_file_bytes(geo, num), false, RegionKind::Level)?
-            else {
+            let len = level_file_bytes(geo, num);
+            if num <= recorded_levels {
+                check_recorded(storage.as_ref(), &name, len)?;
+            }
+            let Some(r) = storage.open_region(&name, len, false, RegionKind::Level)? else {
                 break;
             };
+            if num <= recorded_levels && r.words()[0].load(Ordering::Acquire) == 0 {
+                return Err(Error::corruption(
+                    storage.location().join(&name),
+                    0,
+                    format!("{name} has a zeroed header, but {MANIFEST} records its creation"),
+                ));
+            }
             let level = Level::open(
                 Region::new(&name, r),
                 geo,
@@ -630,6 +640,10 @@ impl Core {
     fn recover(&mut self) -> Result<()> {
         let parts = self.opts.log_partitions;
         let bytes = self.opts.log_chunk_bytes * self.opts.log_chunks * parts;
+        let (_, log_recorded) = recorded_files(self.storage.as_ref())?;
+        if log_recorded {
+            check_recorded(self.storage.as_ref(), LOG_FILE, bytes)?;
+        }
         let r = self
             .storage
             .open_region(LOG_FILE, bytes, true, RegionKind::Log)?
@@ -680,6 +694,9 @@ impl Core {
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| Error::InvalidArgument("a log partition was not recovered".into()))?
             .into_boxed_slice();
+        if !log_recorded {
+            record_files(self.storage.as_ref(), 0, true)?;
+        }
         // Entries without a recovered record start at the epoch after their level-1 twin's.
         for d in 0..self.geo.entries(0) {
             let (epoch, size) = self.dram.meta_of(d);
@@ -1008,6 +1025,7 @@ impl Core {
             num,
             num <= self.opts.dram_filter_levels,
         )?;
+        record_files(self.storage.as_ref(), num, true)?;
         let _ = self.levels[num - 1].set(level);
         self.levels[num - 1]
             .get()
@@ -1311,6 +1329,68 @@ pub fn write_amplification_model(geo: Geometry, records: u64) -> f64 {
         1.0 + ((records as f64) / dram).ln() / f.ln()
     };
     3.0 * levels + 1.0
+}
+
+/// Word of the manifest recording which files exist: low 32 bits `levels << 1 | log`, high 32
+/// bits their CRC-32C (so that 0, as in manifests written before it, reads as "not recorded").
+const MANIFEST_FILES_WORD: usize = 9;
+
+/// The files the manifest says were created: (levels, log). (0, false) when nothing is
+/// recorded (a new database, or one written before the record existed).
+fn recorded_files(storage: &dyn Storage) -> Result<(usize, bool)> {
+    let Some(r) = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)? else {
+        return Ok((0, false));
+    };
+    let w = r.words()[MANIFEST_FILES_WORD].load(Ordering::Acquire);
+    if w == 0 {
+        return Ok((0, false));
+    }
+    let low = w as u32;
+    if (w >> 32) as u32 != crc32c::crc32c(&low.to_le_bytes()) {
+        return Err(Error::corruption(
+            storage.location().join(MANIFEST),
+            (MANIFEST_FILES_WORD * 8) as u64,
+            format!("the record of created files {w:#x} does not check"),
+        ));
+    }
+    Ok(((low >> 1) as usize, low & 1 == 1))
+}
+
+/// Records in the manifest that levels up to `levels` and (when `log`) the recovery log were
+/// created, after their files were: from then on an open refuses the database when one of
+/// them is missing or short, instead of recreating it empty.
+fn record_files(storage: &dyn Storage, levels: usize, log: bool) -> Result<()> {
+    let (have_levels, have_log) = recorded_files(storage)?;
+    let (levels, log) = (levels.max(have_levels), log || have_log);
+    if (levels, log) == (have_levels, have_log) {
+        return Ok(());
+    }
+    let r = storage
+        .open_region(MANIFEST, 4096, false, RegionKind::Level)?
+        .ok_or_else(|| Error::io("open", MANIFEST, std::io::ErrorKind::NotFound.into()))?;
+    let region = Region::new(MANIFEST, r);
+    let low = (levels as u32) << 1 | u32::from(log);
+    let w = (crc32c::crc32c(&low.to_le_bytes()) as u64) << 32 | low as u64;
+    region.word(MANIFEST_FILES_WORD).store(w, Ordering::Release);
+    region.flush_words(MANIFEST_FILES_WORD, 1);
+    region.fence()
+}
+
+/// A file the manifest records must exist with its geometry's length.
+fn check_recorded(storage: &dyn Storage, name: &str, len: usize) -> Result<()> {
+    match storage.region_len(name)? {
+        None => Err(Error::corruption(
+            storage.location().join(name),
+            0,
+            format!("{name} is missing, but {MANIFEST} records that it was created"),
+        )),
+        Some(have) if have != len as u64 => Err(Error::corruption(
+            storage.location().join(name),
+            have,
+            format!("{name} is {have} bytes; the manifest's geometry says {len}"),
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// Before a manifest is created: the directory may hold only the lock file. Plush's own files

@@ -119,6 +119,8 @@ pub trait Storage: Send + Sync {
     fn location(&self) -> PathBuf;
     /// Names of the regions that exist.
     fn list_regions(&self) -> Result<Vec<String>>;
+    /// Length in bytes of region `name`; `None` when it does not exist.
+    fn region_len(&self, name: &str) -> Result<Option<u64>>;
     /// Removes region `name` (durably: a file back end syncs the directory). Handles opened
     /// before stay usable until dropped.
     fn remove_region(&self, name: &str) -> Result<()>;
@@ -270,6 +272,15 @@ impl Storage for FileStorage {
 
     fn location(&self) -> PathBuf {
         self.dir.clone()
+    }
+
+    fn region_len(&self, name: &str) -> Result<Option<u64>> {
+        let path = self.dir.join(name);
+        match std::fs::metadata(&path) {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("stat", &path, e)),
+        }
     }
 
     fn list_regions(&self) -> Result<Vec<String>> {
@@ -1108,6 +1119,15 @@ impl Storage for SimStorage {
 
     fn list_regions(&self) -> Result<Vec<String>> {
         Ok(self.shared.regions.lock().keys().cloned().collect())
+    }
+
+    fn region_len(&self, name: &str) -> Result<Option<u64>> {
+        Ok(self
+            .shared
+            .regions
+            .lock()
+            .get(name)
+            .map(|r| r.view.len() as u64 * 8))
     }
 
     /// Removal is a metadata operation: it reaches the media at once (the crash image taken

@@ -90,3 +90,68 @@ fn an_empty_directory_or_one_with_only_a_lock_file_is_created() {
         Some(2)
     );
 }
+
+/// Damages one file of a filled database; the open must fail with corruption naming it.
+fn refused_after(damage: impl Fn(&Path), file: &str) {
+    let dir = scratch();
+    filled(dir.path());
+    damage(&dir.path().join(file));
+    let before = listing(dir.path());
+    let err = Plush::open(dir.path(), options()).err().unwrap();
+    assert!(matches!(err, Error::Corruption { .. }), "{file}: {err}");
+    assert!(err.to_string().contains(file), "{file}: {err}");
+    assert_eq!(listing(dir.path()), before, "{file}");
+}
+
+fn truncate(to: u64) -> impl Fn(&Path) {
+    move |p: &Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_len(to)
+            .unwrap()
+    }
+}
+
+fn remove(p: &Path) {
+    std::fs::remove_file(p).unwrap()
+}
+
+#[test]
+fn a_missing_or_short_level_file_is_corruption() {
+    for file in ["level-01.plush", "level-02.plush"] {
+        refused_after(remove, file);
+        refused_after(truncate(0), file);
+        refused_after(truncate(4096), file);
+    }
+}
+
+#[test]
+fn a_missing_or_short_log_is_corruption() {
+    refused_after(remove, "log.plush");
+    refused_after(truncate(0), "log.plush");
+    refused_after(truncate(4096), "log.plush");
+}
+
+#[test]
+fn a_zeroed_level_header_is_corruption() {
+    refused_after(
+        |p: &Path| {
+            let mut b = std::fs::read(p).unwrap();
+            b[..64].fill(0);
+            std::fs::write(p, b).unwrap();
+        },
+        "level-02.plush",
+    );
+}
+
+#[test]
+fn an_undamaged_database_reopens_with_every_record() {
+    let dir = scratch();
+    filled(dir.path());
+    let db = Plush::open(dir.path(), options()).unwrap();
+    for k in 0..3000u64 {
+        assert_eq!(db.get(k).unwrap(), Some(k * 7));
+    }
+}
