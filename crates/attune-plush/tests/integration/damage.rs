@@ -155,3 +155,57 @@ fn an_undamaged_database_reopens_with_every_record() {
         assert_eq!(db.get(k).unwrap(), Some(k * 7));
     }
 }
+
+/// A database whose log holds many records not yet migrated (a large DRAM level).
+fn logged(dir: &Path) -> Options {
+    let opts = Options {
+        dram_entries_log2: 8,
+        log_partitions: 1,
+        log_chunks: 16,
+        ..options()
+    };
+    let db = Plush::open(dir, opts.clone()).unwrap();
+    for k in 0..1000u64 {
+        db.put(k, k + 1).unwrap();
+    }
+    assert_eq!(db.stats().levels, 0);
+    opts
+}
+
+fn flip_log_byte(dir: &Path, off: usize) {
+    let p = dir.join("log.plush");
+    let mut b = std::fs::read(&p).unwrap();
+    b[off] ^= 0x10;
+    std::fs::write(&p, b).unwrap();
+}
+
+#[test]
+fn a_damaged_log_entry_followed_by_records_is_corruption() {
+    let dir = scratch();
+    let opts = logged(dir.path());
+    flip_log_byte(dir.path(), 64 + 32 * 3 + 5); // entry 3 of chunk 0
+    let err = Plush::open(dir.path(), opts).err().unwrap();
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    assert!(err.to_string().contains("log.plush"), "{err}");
+}
+
+#[test]
+fn a_damaged_log_chunk_header_is_corruption() {
+    let dir = scratch();
+    let opts = logged(dir.path());
+    flip_log_byte(dir.path(), 9); // the generation word of chunk 0
+    let err = Plush::open(dir.path(), opts).err().unwrap();
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    assert!(err.to_string().contains("header"), "{err}");
+}
+
+#[test]
+fn a_torn_last_entry_is_a_tail_and_the_records_before_it_stay() {
+    let dir = scratch();
+    let opts = logged(dir.path());
+    flip_log_byte(dir.path(), 64 + 32 * 999 + 5); // the last entry
+    let db = Plush::open(dir.path(), opts).unwrap();
+    for k in 0..999u64 {
+        assert_eq!(db.get(k).unwrap(), Some(k + 1));
+    }
+}
