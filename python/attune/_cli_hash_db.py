@@ -166,6 +166,7 @@ def _cmd_verify(args) -> int:
         args,
         r,
         f"ok: {r['levels']} levels, {r['records']} records in {r['entries_checked']} entries, "
+        f"{r['dram_records']} records not yet migrated, "
         f"{r['log_entries']} log entries in {r['log_chunks_in_use']} chunks",
     )
 

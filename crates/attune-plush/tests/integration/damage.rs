@@ -209,3 +209,12 @@ fn a_torn_last_entry_is_a_tail_and_the_records_before_it_stay() {
         assert_eq!(db.get(k).unwrap(), Some(k + 1));
     }
 }
+
+#[test]
+fn verify_counts_the_records_waiting_in_the_dram_level() {
+    let dir = scratch();
+    let opts = logged(dir.path());
+    let db = Plush::open(dir.path(), opts).unwrap();
+    let r = db.verify().unwrap();
+    assert_eq!((r.records, r.dram_records), (0, 1000));
+}
