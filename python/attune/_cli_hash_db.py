@@ -29,6 +29,19 @@ def _word(text: str) -> int:
     return v
 
 
+_FLAGS = ("create_if_missing", "sync", "payload_gc", "group_commit_window")
+_FLAG_WORDS = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
+
+
 def _options(pairs: list[str] | None) -> dict[str, object]:
     out: dict[str, object] = {}
     for p in pairs or []:
@@ -38,8 +51,12 @@ def _options(pairs: list[str] | None) -> dict[str, object]:
         if k not in attune.HASH_DB_OPTION_NAMES:
             known = ", ".join(attune.HASH_DB_OPTION_NAMES)
             raise attune.InvalidArgumentError(f"unknown option {k!r}; known: {known}")
-        if v.lower() in ("true", "false"):
-            out[k] = v.lower() == "true"
+        if k in _FLAGS:
+            if v.lower() not in _FLAG_WORDS:
+                raise attune.InvalidArgumentError(
+                    f"option {k}={v!r} is a boolean: give 1/0, true/false, yes/no or on/off"
+                )
+            out[k] = _FLAG_WORDS[v.lower()]
         elif k in ("backend", "migration"):
             out[k] = v
         else:
@@ -73,7 +90,15 @@ def _cmd_open(args) -> int:
 
 
 def _arg(args, text: str) -> int | bytes:
-    return text.encode() if args.text else _word(text)
+    if not args.text:
+        return _word(text)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # Bytes that are not UTF-8 reach argv as lone surrogates (PEP 383).
+        raise attune.InvalidArgumentError(
+            f"--text argument {text.encode(errors='surrogateescape')!r} is not valid UTF-8"
+        ) from None
 
 
 def _shown(args, x: int | bytes) -> int | str:
@@ -107,8 +132,15 @@ def _cmd_get(args) -> int:
 def _cmd_delete(args) -> int:
     key = _arg(args, args.key)
     with _open(args) as db:
+        existed = db.get(key) is not None
         db.delete(key)
-    return _emit(args, {"key": _shown(args, key), "deleted": True}, "ok")
+    # The engine's delete is blind (it writes a tombstone either way); the CLI looks first so
+    # that it can say whether there was anything to delete.
+    return _emit(
+        args,
+        {"key": _shown(args, key), "existed": existed},
+        "deleted" if existed else "not found (nothing to delete)",
+    )
 
 
 def _cmd_stats(args) -> int:
@@ -134,6 +166,7 @@ def _cmd_verify(args) -> int:
         args,
         r,
         f"ok: {r['levels']} levels, {r['records']} records in {r['entries_checked']} entries, "
+        f"{r['dram_records']} records not yet migrated, "
         f"{r['log_entries']} log entries in {r['log_chunks_in_use']} chunks",
     )
 
@@ -170,9 +203,18 @@ def register(subparsers) -> None:
 
     verb("open", _cmd_open, "create (or open) a hash database and print its statistics")
     verb(
-        "put", _cmd_put, "store VALUE under KEY", ("key", "integer key"), ("value", "integer value")
+        "put",
+        _cmd_put,
+        "store VALUE under KEY",
+        ("key", "integer key (text with --text)"),
+        ("value", "integer value (text with --text)"),
     )
     verb("get", _cmd_get, "print the value of KEY (exit status 1 when absent)", ("key", "key"))
-    verb("delete", _cmd_delete, "delete KEY (writes a tombstone)", ("key", "key"))
+    verb(
+        "delete",
+        _cmd_delete,
+        "delete KEY (writes a tombstone; prints whether KEY existed)",
+        ("key", "key"),
+    )
     verb("stats", _cmd_stats, "print the counters (levels, migrations, flushes, DRAM bytes)")
     verb("verify", _cmd_verify, "check every level entry and log chunk")

@@ -225,3 +225,59 @@ def test_cli_text_keys_and_values(tmp_path, capsys):
     assert cli.main(["hash-db", "get", p, "--text", "a long key", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"value": "a longer value"' in out and '"key": "a long key"' in out
+
+
+def test_cli_boolean_options_bad_text_and_honest_delete(tmp_path, capsys):
+    p = str(tmp_path / "h")
+    opts = ["-o", "dram_entries_log2=8", "-o", "log_partitions=4", "-o", "log_chunk_bytes=1048576"]
+    assert main(["hash-db", "open", p, *opts, "--json"]) == 0
+    capsys.readouterr()
+    # Booleans take 0/1, true/false, yes/no, on/off; anything else is one JSON error.
+    assert main(["hash-db", "put", p, "1", "2", "-o", "sync=0", "--json"]) == 0
+    assert main(["hash-db", "get", p, "1", "-o", "payload_gc=1", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["hash-db", "put", p, "1", "2", "-o", "sync=maybe", "--json"]) != 0
+    err = json.loads(capsys.readouterr().out)
+    assert err["error"] == "InvalidArgumentError" and "sync" in err["message"]
+    # Bytes that are not UTF-8 arrive in argv as lone surrogates.
+    assert main(["hash-db", "put", p, "--text", "bin", "\udcff\udcfe", "--json"]) != 0
+    err = json.loads(capsys.readouterr().out)
+    assert err["error"] == "InvalidArgumentError" and "UTF-8" in err["message"]
+    # delete says whether the key existed.
+    assert main(["hash-db", "delete", p, "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"key": 1, "existed": True}
+    assert main(["hash-db", "delete", p, "999", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"key": 999, "existed": False}
+
+
+def test_wrong_types_of_options_are_invalid_argument_errors(tmp_path):
+    p = tmp_path / "h"
+    for kw in ({"sync": "yes"}, {"payload_gc": 2}, {"dram_entries_log2": True}, {"backend": 3}):
+        with pytest.raises(attune.InvalidArgumentError, match=next(iter(kw))):
+            _open(p, **kw)
+    with _open(p, sync=0, payload_gc=1):
+        pass
+
+
+def test_with_on_a_closed_handle_is_a_closed_error(tmp_path):
+    db = _open(tmp_path / "h")
+    db.close()
+    with pytest.raises(attune.ClosedError), db:
+        pass
+
+
+def test_a_directory_of_other_files_or_without_its_manifest_is_refused(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "data.txt").write_bytes(b"mine")
+    with pytest.raises(attune.NotADatabaseError, match="data.txt"):
+        _open(other)
+    assert sorted(x.name for x in other.iterdir()) == ["data.txt"]
+    p = tmp_path / "h"
+    with _open(p) as db:
+        db.put(1, 2)
+    (p / "manifest.plush").unlink()
+    before = {x.name: x.stat().st_size for x in p.iterdir()}
+    with pytest.raises(attune.CorruptionError, match="manifest.plush is missing"):
+        attune.HashDB(p)
+    assert {x.name: x.stat().st_size for x in p.iterdir()} == before

@@ -283,7 +283,10 @@ pub struct Stats {
 pub struct VerifyReport {
     pub levels: usize,
     pub entries_checked: u64,
+    /// Records (every version, tombstones included) on the persistent levels.
     pub records: u64,
+    /// Records in the DRAM level: acknowledged, durable in the recovery log, not yet migrated.
+    pub dram_records: u64,
     pub log_chunks_in_use: u64,
     pub log_entries: u64,
     /// Level records pointing into the payload log whose record was read and checked, and
@@ -557,14 +560,19 @@ impl Core {
                 detail: "not a directory".into(),
             });
         }
-        if !path.join(MANIFEST).exists() && !opts.create_if_missing {
-            return Err(Error::NotADatabase {
-                path: path.to_path_buf(),
-                detail: format!("no {MANIFEST} (create_if_missing is off)"),
-            });
+        let storage = FileStorage::with_group(path, opts.backend, opts.sync, opts.group_commit())?;
+        if !path.join(MANIFEST).exists() {
+            // Refused before the lock file is created: nothing is written into a directory
+            // that is not (or no longer) a whole database.
+            refuse_foreign_files(&storage)?;
+            if !opts.create_if_missing {
+                return Err(Error::NotADatabase {
+                    path: path.to_path_buf(),
+                    detail: format!("no {MANIFEST} (create_if_missing is off)"),
+                });
+            }
         }
         let lock = lock_dir(path)?;
-        let storage = FileStorage::with_group(path, opts.backend, opts.sync, opts.group_commit())?;
         let mut db = Core::open_with(Box::new(storage), opts)?;
         db._lock = Some(lock);
         Ok(db)
@@ -578,13 +586,23 @@ impl Core {
         let dram = DramLevel::new(geo);
         let levels: Box<[OnceLock<Level>]> =
             (0..opts.levels_max).map(|_| OnceLock::new()).collect();
+        let (recorded_levels, _) = recorded_files(storage.as_ref())?;
         for num in 1..=opts.levels_max {
             let name = level_file_name(num);
-            let Some(r) =
-                storage.open_region(&name, level_file_bytes(geo, num), false, RegionKind::Level)?
-            else {
+            let len = level_file_bytes(geo, num);
+            if num <= recorded_levels {
+                check_recorded(storage.as_ref(), &name, len)?;
+            }
+            let Some(r) = storage.open_region(&name, len, false, RegionKind::Level)? else {
                 break;
             };
+            if num <= recorded_levels && r.words()[0].load(Ordering::Acquire) == 0 {
+                return Err(Error::corruption(
+                    storage.location().join(&name),
+                    0,
+                    format!("{name} has a zeroed header, but {MANIFEST} records its creation"),
+                ));
+            }
             let level = Level::open(
                 Region::new(&name, r),
                 geo,
@@ -633,6 +651,10 @@ impl Core {
     fn recover(&mut self) -> Result<()> {
         let parts = self.opts.log_partitions;
         let bytes = self.opts.log_chunk_bytes * self.opts.log_chunks * parts;
+        let (_, log_recorded) = recorded_files(self.storage.as_ref())?;
+        if log_recorded {
+            check_recorded(self.storage.as_ref(), LOG_FILE, bytes)?;
+        }
         let r = self
             .storage
             .open_region(LOG_FILE, bytes, true, RegionKind::Log)?
@@ -683,6 +705,9 @@ impl Core {
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| Error::InvalidArgument("a log partition was not recovered".into()))?
             .into_boxed_slice();
+        if !log_recorded {
+            record_files(self.storage.as_ref(), 0, true)?;
+        }
         // Entries without a recovered record start at the epoch after their level-1 twin's.
         for d in 0..self.geo.entries(0) {
             let (epoch, size) = self.dram.meta_of(d);
@@ -1011,6 +1036,7 @@ impl Core {
             num,
             num <= self.opts.dram_filter_levels,
         )?;
+        record_files(self.storage.as_ref(), num, true)?;
         let _ = self.levels[num - 1].set(level);
         self.levels[num - 1]
             .get()
@@ -1138,6 +1164,7 @@ impl Core {
             if g.is_empty() && from != 0 {
                 continue;
             }
+            level.reserve_entry(c)?;
             masks.clear();
             masks.extend(g.iter().map(|(k, _)| filter_mask(hash_key(*k))));
             let new_size = level.write_tail(c, g, &masks);
@@ -1231,6 +1258,24 @@ impl Core {
     fn verify(&self) -> Result<VerifyReport> {
         let mut rep = VerifyReport::default();
         let cap = self.geo.entry_capacity();
+        // The files the manifest records still have their geometry's length (a file cut or
+        // deleted under an open handle).
+        let storage = self.storage.as_ref();
+        let (levels, log) = recorded_files(storage)?;
+        for num in 1..=levels.min(self.opts.levels_max) {
+            check_recorded(
+                storage,
+                &level_file_name(num),
+                level_file_bytes(self.geo, num),
+            )?;
+        }
+        if log {
+            let bytes = self.opts.log_chunk_bytes * self.opts.log_chunks * self.opts.log_partitions;
+            check_recorded(storage, LOG_FILE, bytes)?;
+        }
+        for d in 0..self.geo.entries(0) {
+            rep.dram_records += self.dram.meta_of(d).1 as u64;
+        }
         for level in self.levels.iter().filter_map(|l| l.get()) {
             rep.levels += 1;
             for i in 0..level.entries {
@@ -1315,23 +1360,124 @@ pub fn write_amplification_model(geo: Geometry, records: u64) -> f64 {
     3.0 * levels + 1.0
 }
 
+/// Word of the manifest recording which files exist: low 32 bits `levels << 1 | log`, high 32
+/// bits their CRC-32C (so that 0, as in manifests written before it, reads as "not recorded").
+const MANIFEST_FILES_WORD: usize = 9;
+
+/// The files the manifest says were created: (levels, log). (0, false) when nothing is
+/// recorded (a new database, or one written before the record existed).
+fn recorded_files(storage: &dyn Storage) -> Result<(usize, bool)> {
+    let Some(r) = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)? else {
+        return Ok((0, false));
+    };
+    let w = r.words()[MANIFEST_FILES_WORD].load(Ordering::Acquire);
+    if w == 0 {
+        return Ok((0, false));
+    }
+    let low = w as u32;
+    if (w >> 32) as u32 != crc32c::crc32c(&low.to_le_bytes()) {
+        return Err(Error::corruption(
+            storage.location().join(MANIFEST),
+            (MANIFEST_FILES_WORD * 8) as u64,
+            format!("the record of created files {w:#x} does not check"),
+        ));
+    }
+    Ok(((low >> 1) as usize, low & 1 == 1))
+}
+
+/// Records in the manifest that levels up to `levels` and (when `log`) the recovery log were
+/// created, after their files were: from then on an open refuses the database when one of
+/// them is missing or short, instead of recreating it empty.
+fn record_files(storage: &dyn Storage, levels: usize, log: bool) -> Result<()> {
+    let (have_levels, have_log) = recorded_files(storage)?;
+    let (levels, log) = (levels.max(have_levels), log || have_log);
+    if (levels, log) == (have_levels, have_log) {
+        return Ok(());
+    }
+    let r = storage
+        .open_region(MANIFEST, 4096, false, RegionKind::Level)?
+        .ok_or_else(|| Error::io("open", MANIFEST, std::io::ErrorKind::NotFound.into()))?;
+    let region = Region::new(MANIFEST, r);
+    let low = (levels as u32) << 1 | u32::from(log);
+    let w = (crc32c::crc32c(&low.to_le_bytes()) as u64) << 32 | low as u64;
+    region.word(MANIFEST_FILES_WORD).store(w, Ordering::Release);
+    region.flush_words(MANIFEST_FILES_WORD, 1);
+    region.fence()
+}
+
+/// A file the manifest records must exist with its geometry's length.
+fn check_recorded(storage: &dyn Storage, name: &str, len: usize) -> Result<()> {
+    match storage.region_len(name)? {
+        None => Err(Error::corruption(
+            storage.location().join(name),
+            0,
+            format!("{name} is missing, but {MANIFEST} records that it was created"),
+        )),
+        Some(have) if have != len as u64 => Err(Error::corruption(
+            storage.location().join(name),
+            have,
+            format!("{name} is {have} bytes; the manifest's geometry says {len}"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Before a manifest is created: the directory may hold only the lock file. Plush's own files
+/// without a manifest are a damaged database (creating a manifest with default geometry over
+/// them would make them unreadable); anything else is some other program's directory. Both are
+/// refused before anything is written.
+fn refuse_foreign_files(storage: &dyn Storage) -> Result<()> {
+    let mut names = storage.list_regions()?;
+    names.retain(|n| n != "LOCK");
+    names.sort();
+    let ours: Vec<&String> = names.iter().filter(|n| is_plush_file(n)).collect();
+    if !ours.is_empty() {
+        return Err(Error::corruption(
+            storage.location().join(MANIFEST),
+            0,
+            format!(
+                "{MANIFEST} is missing, but the directory holds Plush files ({}); \
+                 restore the manifest from a backup (opening never recreates it over existing files)",
+                ours.iter().take(4).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    if let Some(first) = names.first() {
+        return Err(Error::NotADatabase {
+            path: storage.location(),
+            detail: format!(
+                "the directory is not empty (it holds {first:?}{}) and has no {MANIFEST}",
+                if names.len() > 1 { " and more" } else { "" }
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn is_plush_file(name: &str) -> bool {
+    name == LOG_FILE
+        || (name.ends_with(".plush")
+            && (name.starts_with("level-") || name.starts_with("payload-")))
+}
+
 fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<()> {
     let existing = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)?;
     let region = match existing {
         Some(r) => Region::new(MANIFEST, r),
-        None if opts.create_if_missing => {
+        None => {
+            refuse_foreign_files(storage)?;
+            if !opts.create_if_missing {
+                return Err(Error::NotADatabase {
+                    path: storage.location(),
+                    detail: format!("no {MANIFEST} (create_if_missing is off)"),
+                });
+            }
             let r = storage
                 .open_region(MANIFEST, 4096, true, RegionKind::Level)?
                 .ok_or_else(|| {
                     Error::io("create", MANIFEST, std::io::ErrorKind::NotFound.into())
                 })?;
             Region::new(MANIFEST, r)
-        }
-        None => {
-            return Err(Error::NotADatabase {
-                path: storage.location(),
-                detail: format!("no {MANIFEST} (create_if_missing is off)"),
-            })
         }
     };
     let fields = |o: &Options| {
@@ -1355,6 +1501,7 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
     let magic = region.word(0).load(Ordering::Acquire);
     if magic == 0 {
         // New, or a creation a crash cut short (the magic is armed last).
+        region.reserve_words(0, 4096 / 8)?;
         let f = fields(opts);
         for (i, x) in f.iter().enumerate() {
             region.word(1 + i).store(*x, Ordering::Release);

@@ -304,6 +304,7 @@ impl Level {
         let want = header_words(geo, num);
         let magic = region.word(0).load(Ordering::Acquire);
         if magic == 0 {
+            region.reserve_words(0, LEVEL_HEADER_BYTES / 8)?;
             for (i, w) in want.iter().enumerate().skip(1) {
                 region.word(i).store(*w, Ordering::Release);
             }
@@ -371,6 +372,15 @@ impl Level {
     #[inline]
     fn bucket_word(&self, idx: usize, bucket: usize) -> usize {
         self.bucket_base + (idx * self.geo.buckets() + bucket) * BUCKET_WORDS
+    }
+
+    /// Allocates the file blocks of entry `idx` (directory word, filters, buckets) before a
+    /// migration first stores into them (see [`crate::persist::Persist::reserve`]).
+    pub fn reserve_entry(&self, idx: usize) -> Result<()> {
+        self.region
+            .reserve_words(self.dir_word(idx), self.dir_words)?;
+        self.region
+            .reserve_words(self.bucket_word(idx, 0), self.geo.buckets() * BUCKET_WORDS)
     }
 
     /// Entry `idx`.

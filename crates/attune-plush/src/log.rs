@@ -27,6 +27,12 @@ use crate::persist::Region;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// Valid entries that may follow an invalid one in a chunk as a torn tail: appends whose
+/// barrier a crash cut short reach the media in any order, so an unfinished entry can precede
+/// finished ones, at most one per writer that was appending to the partition. More than this
+/// many valid entries after an invalid one is damage to the media, not a tear.
+pub const TORN_TAIL_MAX: usize = 64;
+
 /// Bytes of a chunk header.
 pub const CHUNK_HEADER_BYTES: usize = 64;
 /// Bytes of one log entry.
@@ -223,6 +229,28 @@ impl Partition {
         decode_entry(w, gen)
     }
 
+    /// A chunk whose header does not decode is free: zero, or torn by a crash while it was
+    /// being armed or cleared (either leaves some of the magic, generation and check words
+    /// zero, since a chunk is armed only over a cleared header). All three non-zero and still
+    /// not checking is damage to the media.
+    fn check_free_header(&self, chunk: usize) -> Result<()> {
+        let base = self.base + chunk * self.chunk_words;
+        let w: Vec<u64> = (0..3)
+            .map(|i| self.region.word(base + i).load(Ordering::Acquire))
+            .collect();
+        if w.iter().all(|x| *x != 0) {
+            return Err(Error::corruption(
+                self.region.name(),
+                (base * 8) as u64,
+                format!(
+                    "log partition {} chunk {chunk}: the chunk header does not check",
+                    self.index
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Opens partition `index` of the log file `region`: reads every chunk, returns the valid
     /// entries. A partition with no chunk in use gets its first chunk initialised.
     pub fn recover(
@@ -255,6 +283,7 @@ impl Partition {
         let mut newest: Option<(u64, usize, usize)> = None; // (gen, chunk, valid entries)
         for c in 0..chunks {
             let Some(gen) = p.read_header(c) else {
+                p.check_free_header(c)?;
                 continue;
             };
             let mut n = 0;
@@ -267,6 +296,21 @@ impl Partition {
                 p.next_seq = p.next_seq.max(e.seq + 1);
                 entries.push(e);
                 n += 1;
+            }
+            if n < per_chunk {
+                let after = (n + 1..per_chunk)
+                    .filter(|s| p.read_entry(c, *s, gen).is_some())
+                    .count();
+                if after > TORN_TAIL_MAX {
+                    return Err(Error::corruption(
+                        p.region.name(),
+                        (p.entry_word(c, n) * 8) as u64,
+                        format!(
+                            "log partition {index} chunk {c}: entry {n} is damaged and {after} \
+                             valid entries follow it (a crash tears at most the last few)"
+                        ),
+                    ));
+                }
             }
             p.chunks[c] = Chunk { gen, epoch_max };
             p.next_gen = p.next_gen.max(gen + 1);
@@ -314,9 +358,12 @@ impl Partition {
     }
 
     fn init_chunk(&mut self, c: usize) -> Result<()> {
+        let base = self.base + c * self.chunk_words;
+        // The whole chunk is allocated before its header is written: appends then never
+        // store into an unallocated page (a SIGBUS on a full file system).
+        self.region.reserve_words(base, self.chunk_words)?;
         let gen = self.next_gen;
         self.next_gen += 1;
-        let base = self.base + c * self.chunk_words;
         let words = [CHUNK_MAGIC, gen, header_check(gen), 0, 0, 0, 0, 0];
         for (i, w) in words.iter().enumerate() {
             self.region.word(base + i).store(*w, Ordering::Release);

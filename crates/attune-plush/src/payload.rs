@@ -364,6 +364,9 @@ impl PayloadLog {
             .open_region(&name, self.segment_bytes, true, RegionKind::Log)?
             .ok_or_else(|| Error::io("create", &name, std::io::ErrorKind::NotFound.into()))?;
         let region = Region::new(&name, r);
+        // Allocated whole before the first store (see `Persist::reserve`): a full file system
+        // fails this append with an I/O error instead of a SIGBUS at a later one.
+        region.reserve_words(0, self.segment_bytes / 8)?;
         let fields = [SEGMENT_VERSION, num as u64, self.segment_bytes as u64];
         for (i, f) in fields.iter().enumerate() {
             region.word(1 + i).store(*f, Ordering::Release);

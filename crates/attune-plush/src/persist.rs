@@ -69,6 +69,13 @@ pub trait Persist: Send + Sync {
     fn flush(&self, off: usize, len: usize);
     /// Persistence barrier: every line flushed before this call is durable when it returns.
     fn fence(&self) -> Result<()>;
+    /// Allocates the file blocks under `[off, off + len)` bytes before they are first stored
+    /// to through the mapping: a store into an unallocated page of a full file system kills
+    /// the process with SIGBUS, while this returns an I/O error (ENOSPC) the caller can
+    /// report. Allocated ranges cost nothing more. Default: nothing to allocate.
+    fn reserve(&self, _off: usize, _len: usize) -> Result<()> {
+        Ok(())
+    }
     /// Hint: `[off, off + len)` was made durable and will not be stored to for a while, so a
     /// private copy of it may be dropped (the `Write` back end's log). Default: nothing.
     fn discard(&self, _off: usize, _len: usize) {}
@@ -116,6 +123,8 @@ pub trait Storage: Send + Sync {
     fn location(&self) -> PathBuf;
     /// Names of the regions that exist.
     fn list_regions(&self) -> Result<Vec<String>>;
+    /// Length in bytes of region `name`; `None` when it does not exist.
+    fn region_len(&self, name: &str) -> Result<Option<u64>>;
     /// Removes region `name` (durably: a file back end syncs the directory). Handles opened
     /// before stay usable until dropped.
     fn remove_region(&self, name: &str) -> Result<()>;
@@ -280,6 +289,15 @@ impl Storage for FileStorage {
 
     fn location(&self) -> PathBuf {
         self.dir.clone()
+    }
+
+    fn region_len(&self, name: &str) -> Result<Option<u64>> {
+        let path = self.dir.join(name);
+        match std::fs::metadata(&path) {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("stat", &path, e)),
+        }
     }
 
     fn list_regions(&self) -> Result<Vec<String>> {
@@ -772,6 +790,35 @@ impl Persist for FileRegion {
         self.map.words()
     }
 
+    fn reserve(&self, off: usize, len: usize) -> Result<()> {
+        use std::os::unix::io::AsRawFd;
+        let start = off / PAGE_BYTES * PAGE_BYTES;
+        let end = (off + len).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        let end = end.min(self.map.len);
+        if end <= start {
+            return Ok(());
+        }
+        // posix_fallocate allocates without changing the length (the file already has its
+        // full length) and, where the file system cannot fallocate, glibc writes a zero into
+        // every block that reads as a hole, which keeps what is there.
+        // SAFETY: a descriptor this region owns; the range lies inside the file.
+        let rc = unsafe {
+            libc::posix_fallocate(
+                self.file.as_raw_fd(),
+                start as libc::off_t,
+                (end - start) as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::io(
+                "fallocate",
+                &self.path,
+                std::io::Error::from_raw_os_error(rc),
+            ));
+        }
+        Ok(())
+    }
+
     fn flush(&self, off: usize, len: usize) {
         if !self.sync || len == 0 {
             return;
@@ -908,6 +955,12 @@ struct SimShared {
     rng: Mutex<u64>,
     crashed: AtomicBool,
     image: Mutex<Option<Image>>,
+    /// Bytes the simulated file system may still allocate (`None`: unlimited; see
+    /// [`SimStorage::limit_space`]).
+    space: Mutex<Option<u64>>,
+    /// Flushes that covered a page no `reserve` allocated while space was limited: each
+    /// would have been a SIGBUS on a full file system.
+    unreserved: AtomicU64,
 }
 
 struct SimRegion {
@@ -919,6 +972,8 @@ struct SimRegion {
     group: Group,
     /// Opened as the recovery log (the `Write` model treats it differently).
     log: AtomicBool,
+    /// Pages allocated by `reserve` (a region restored from an image is allocated whole).
+    reserved: Mutex<Vec<bool>>,
 }
 
 impl SimStorage {
@@ -950,7 +1005,9 @@ impl SimStorage {
             .into_iter()
             .map(|(name, words)| {
                 let view: Box<[AtomicU64]> = words.iter().map(|w| AtomicU64::new(*w)).collect();
+                let pages = (words.len() * 8).div_ceil(PAGE_BYTES);
                 let region = SimRegion {
+                    reserved: Mutex::new(vec![true; pages]),
                     view,
                     shadow: Mutex::new(words),
                     pending_lines: Mutex::new(Vec::new()),
@@ -973,8 +1030,22 @@ impl SimStorage {
                 rng: Mutex::new(seed ^ 0x9E37_79B9_7F4A_7C15),
                 crashed: AtomicBool::new(false),
                 image: Mutex::new(None),
+                space: Mutex::new(None),
+                unreserved: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// Limits the bytes that `reserve` may still allocate (`None`: unlimited): a full file
+    /// system. While limited, a flush of a page that no `reserve` allocated is counted
+    /// ([`SimStorage::unreserved_flushes`]).
+    pub fn limit_space(&self, bytes: Option<u64>) {
+        *self.shared.space.lock() = bytes;
+    }
+
+    /// Flushes of unallocated pages while space was limited (each a SIGBUS on real files).
+    pub fn unreserved_flushes(&self) -> u64 {
+        self.shared.unreserved.load(Ordering::Acquire)
     }
 
     /// Moves the crash to fence number `n` (1-based, counted from the start; 0 never).
@@ -1122,6 +1193,7 @@ impl Storage for SimStorage {
             None => {
                 let words = len_bytes / 8;
                 let r = Arc::new(SimRegion {
+                    reserved: Mutex::new(vec![false; len_bytes / PAGE_BYTES]),
                     view: (0..words).map(|_| AtomicU64::new(0)).collect(),
                     shadow: Mutex::new(vec![0; words]),
                     pending_lines: Mutex::new(Vec::new()),
@@ -1147,6 +1219,15 @@ impl Storage for SimStorage {
         Ok(self.shared.regions.lock().keys().cloned().collect())
     }
 
+    fn region_len(&self, name: &str) -> Result<Option<u64>> {
+        Ok(self
+            .shared
+            .regions
+            .lock()
+            .get(name)
+            .map(|r| r.view.len() as u64 * 8))
+    }
+
     /// Removal is a metadata operation: it reaches the media at once (the crash image taken
     /// at a later barrier lacks the region).
     fn remove_region(&self, name: &str) -> Result<()> {
@@ -1160,9 +1241,36 @@ impl Persist for SimHandle {
         &self.region.view
     }
 
+    fn reserve(&self, off: usize, len: usize) -> Result<()> {
+        let mut reserved = self.region.reserved.lock();
+        let pages = off / PAGE_BYTES..(off + len).div_ceil(PAGE_BYTES).min(reserved.len());
+        let missing = reserved[pages.clone()].iter().filter(|r| !**r).count() as u64;
+        let mut space = self.shared.space.lock();
+        if let Some(left) = space.as_mut() {
+            let need = missing * PAGE_BYTES as u64;
+            if need > *left {
+                return Err(Error::io(
+                    "fallocate",
+                    SIM_LOCATION,
+                    std::io::Error::from_raw_os_error(libc::ENOSPC),
+                ));
+            }
+            *left -= need;
+        }
+        reserved[pages].iter_mut().for_each(|r| *r = true);
+        Ok(())
+    }
+
     fn flush(&self, off: usize, len: usize) {
         if len == 0 {
             return;
+        }
+        if self.shared.space.lock().is_some() {
+            let reserved = self.region.reserved.lock();
+            let pages = off / PAGE_BYTES..(off + len).div_ceil(PAGE_BYTES).min(reserved.len());
+            if reserved[pages].iter().any(|r| !*r) {
+                self.shared.unreserved.fetch_add(1, Ordering::AcqRel);
+            }
         }
         let mut pending = self.region.pending_lines.lock();
         let g = self.granule();
@@ -1308,6 +1416,14 @@ impl Region {
     /// See [`Persist::sync_profile`].
     pub(crate) fn sync_profile(&self) -> (u64, u64) {
         self.inner.sync_profile()
+    }
+
+    /// See [`Persist::reserve`] (words, not bytes).
+    pub(crate) fn reserve_words(&self, first: usize, words: usize) -> Result<()> {
+        if words == 0 {
+            return Ok(());
+        }
+        self.inner.reserve(first * 8, words * 8)
     }
 
     /// See [`Persist::discard`] (words, not bytes).

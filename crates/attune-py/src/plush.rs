@@ -11,7 +11,7 @@ use crate::errors::{attune_error, plush_error as to_py};
 use attune_kv::env::fork;
 use attune_plush::{Backend, Migration, Options, Plush};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use std::sync::Arc;
 
 /// A key or value: an int in [0, 2**64) (its 8 little-endian bytes) or bytes of any length
@@ -52,15 +52,42 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
         let py = v.py();
         let bad = |msg: String| attune_error(py, "InvalidArgumentError", msg);
         let uint = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
-            if v.extract::<bool>().is_ok() && !v.is_instance_of::<PyInt>() {
-                return Err(bad(format!("option {key} must be an int")));
+            if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+                return Err(bad(format!(
+                    "option {key}={v} must be a non-negative int, not {}",
+                    v.get_type().name()?
+                )));
             }
             v.extract::<usize>()
                 .map_err(|_| bad(format!("option {key}={v} must be a non-negative int")))
         };
+        // A boolean: True/False (or the ints 0 and 1).
+        let flag = |v: &Bound<'_, PyAny>| -> PyResult<bool> {
+            if let Ok(b) = v.downcast::<PyBool>() {
+                return Ok(b.is_true());
+            }
+            match v.extract::<i64>() {
+                Ok(0) if v.is_instance_of::<PyInt>() => Ok(false),
+                Ok(1) if v.is_instance_of::<PyInt>() => Ok(true),
+                _ => Err(bad(format!(
+                    "option {key}={} must be True or False, not {}",
+                    v.repr()?,
+                    v.get_type().name()?
+                ))),
+            }
+        };
+        let text = |v: &Bound<'_, PyAny>| -> PyResult<String> {
+            match v.downcast::<PyString>() {
+                Ok(s) => Ok(s.to_cow()?.into_owned()),
+                Err(_) => Err(bad(format!(
+                    "option {key} must be a str, not {}",
+                    v.get_type().name()?
+                ))),
+            }
+        };
         match key.as_str() {
-            "create_if_missing" => o.create_if_missing = v.extract()?,
-            "sync" => o.sync = v.extract()?,
+            "create_if_missing" => o.create_if_missing = flag(&v)?,
+            "sync" => o.sync = flag(&v)?,
             "dram_entries_log2" => o.dram_entries_log2 = uint(&v)? as u32,
             "fanout_log2" => o.fanout_log2 = uint(&v)? as u32,
             "log_partitions" => o.log_partitions = uint(&v)?,
@@ -69,14 +96,14 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "dram_filter_levels" => o.dram_filter_levels = uint(&v)?,
             "levels_max" => o.levels_max = uint(&v)?,
             "backend" => {
-                o.backend = Backend::parse(&v.extract::<String>()?).map_err(to_py)?;
+                o.backend = Backend::parse(&text(&v)?).map_err(to_py)?;
             }
             "migration" => {
-                o.migration = Migration::parse(&v.extract::<String>()?).map_err(to_py)?;
+                o.migration = Migration::parse(&text(&v)?).map_err(to_py)?;
             }
             "payload_segment_bytes" => o.payload_segment_bytes = uint(&v)?,
-            "payload_gc" => o.payload_gc = v.extract()?,
-            "group_commit_window" => o.group_commit_window = v.extract()?,
+            "payload_gc" => o.payload_gc = flag(&v)?,
+            "group_commit_window" => o.group_commit_window = flag(&v)?,
             "log_syncs_in_flight_max" => o.log_syncs_in_flight_max = uint(&v)?,
             "log_direct_io" => o.log_direct_io = v.extract()?,
             _ => {
@@ -233,8 +260,11 @@ impl HashDB {
         py.allow_threads(move || db.checkpoint()).map_err(to_py)
     }
 
-    /// Checks every level entry and log chunk: {"levels", "entries_checked", "records",
-    /// "log_chunks_in_use", "log_entries"}.
+    /// Checks the files' lengths, every level entry and log chunk, and every payload record a
+    /// level points to. Returns {"levels", "entries_checked", "records" (on the persistent
+    /// levels), "dram_records" (acknowledged, in the recovery log, not yet migrated),
+    /// "log_chunks_in_use", "log_entries", "payload_records", "payload_dangling"}; damage
+    /// raises `CorruptionError` naming the file.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let db = self.handle(py)?;
         let r = py.allow_threads(move || db.verify()).map_err(to_py)?;
@@ -271,8 +301,10 @@ impl HashDB {
         Ok(())
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// A closed handle raises `ClosedError` here (as `DB` does).
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        slf.borrow().handle(slf.py())?;
+        Ok(slf)
     }
 
     fn __exit__(&self, py: Python<'_>, _a: PyObject, _b: PyObject, _c: PyObject) -> PyResult<()> {

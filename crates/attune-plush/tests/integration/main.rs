@@ -3,7 +3,9 @@
 //! `cargo test --release -p attune-plush --test integration <module>::`.
 
 mod crash;
+mod damage;
 mod files;
+mod full_disk;
 mod group_crash;
 mod kill;
 mod payload;

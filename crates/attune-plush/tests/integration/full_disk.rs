@@ -1,0 +1,100 @@
+//! A full file system: every file block a store goes to is allocated (`reserve`) before the
+//! store, so running out of space is an I/O error from the call that needed the space (on real
+//! files a store into an unallocated mapped page is a SIGBUS), nothing acknowledged is lost, and
+//! a database on a full file system still opens and reads.
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+
+use attune_plush::{Error, Migration, Options, Plush, SimStorage};
+use std::collections::BTreeMap;
+
+fn options() -> Options {
+    Options {
+        migration: Migration::Inline,
+        dram_entries_log2: 2,
+        fanout_log2: 2,
+        log_partitions: 2,
+        log_chunk_bytes: 8192,
+        log_chunks: 4,
+        payload_segment_bytes: 16384,
+        levels_max: 8,
+        ..Options::default()
+    }
+}
+
+fn value_of(k: u64) -> Vec<u8> {
+    vec![k as u8; (k % 50) as usize * 10]
+}
+
+#[test]
+fn running_out_of_space_is_an_io_error_and_loses_nothing() {
+    // Space limits from "nothing at all" up to more than the run needs, so that the limit is
+    // reached in creation, log chunks, migrations to every level and payload segments.
+    let (mut open_failed, mut put_failed, mut reopened) = (0, 0, 0);
+    for limit_pages in (0..40u64).chain((40..400).step_by(23)) {
+        let sim = SimStorage::new(0, limit_pages);
+        sim.limit_space(Some(limit_pages * 4096));
+        let mut acked: BTreeMap<u64, Option<Vec<u8>>> = BTreeMap::new();
+        match Plush::open_with(Box::new(sim.clone()), options()) {
+            Err(e) => {
+                assert!(matches!(e, Error::Io { .. }), "{limit_pages}: {e}");
+                open_failed += 1;
+            }
+            Ok(db) => {
+                let mut failures = 0;
+                for k in 0..2000u64 {
+                    let r = if k % 3 == 0 {
+                        db.put_bytes(&k.to_le_bytes(), &value_of(k))
+                            .map(|_| Some(value_of(k)))
+                    } else {
+                        db.put(k, k * 3)
+                            .map(|_| Some((k * 3).to_le_bytes().to_vec()))
+                    };
+                    match r {
+                        Ok(v) => {
+                            acked.insert(k, v);
+                        }
+                        Err(e) => {
+                            let msg = e.to_string();
+                            assert!(matches!(e, Error::Io { .. }), "{limit_pages}: {msg}");
+                            assert!(msg.contains("No space left"), "{limit_pages}: {msg}");
+                            failures += 1;
+                            put_failed += usize::from(failures == 1);
+                            if failures > 20 {
+                                break;
+                            }
+                        }
+                    }
+                }
+                for (k, v) in &acked {
+                    assert_eq!(db.get_bytes(&k.to_le_bytes()).unwrap().as_ref(), v.as_ref());
+                }
+            }
+        }
+        assert_eq!(sim.unreserved_flushes(), 0, "limit {limit_pages} pages");
+        // Still full: the database opens (it needs no new space) and reads every record.
+        let full = SimStorage::from_image(sim.image_now(), 0, 1);
+        full.limit_space(Some(0));
+        if let Ok(db) = Plush::open_with(Box::new(full.clone()), options()) {
+            reopened += 1;
+            for (k, v) in &acked {
+                let got = db.get_bytes(&k.to_le_bytes()).unwrap();
+                assert_eq!(got.as_ref(), v.as_ref(), "limit {limit_pages} key {k}");
+            }
+        } else {
+            assert!(
+                acked.is_empty(),
+                "limit {limit_pages}: a database with records did not open on a full disk"
+            );
+        }
+        assert_eq!(
+            full.unreserved_flushes(),
+            0,
+            "limit {limit_pages} pages, reopen"
+        );
+    }
+    // The sweep reached the limit while opening, while writing, and reopened full disks.
+    assert!(
+        open_failed > 0 && put_failed > 10 && reopened > 10,
+        "{open_failed} {put_failed} {reopened}"
+    );
+}
