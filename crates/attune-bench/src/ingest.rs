@@ -21,6 +21,7 @@ use serde::Serialize;
 use crate::engine::{self, BatchOp, Engine};
 use crate::options::{parse_count, parse_size, Compression, EngineSpec, Settings};
 use crate::output::{Fail, Sink};
+use crate::rundir::RunDir;
 
 const USAGE: &str = "usage: attune-bench ingest [--engines attune,rocksdb] [--records N] \
 [--value-bytes SIZE] [--methods put,batch,ingest] [--batch N] [--file-records N] \
@@ -121,10 +122,8 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             "unknown method {m}: use put, batch, ingest\n{USAGE}"
         )));
     }
-    let base = dir.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("attune-bench-ingest-{}", std::process::id()))
-    });
-    std::fs::create_dir_all(&base).map_err(|e| fail(format!("{}: {e}", base.display())))?;
+    let run_dir = RunDir::new(dir, "ingest")?;
+    let base = run_dir.path();
     let settings = Settings {
         compression,
         ..Settings::default()
@@ -139,7 +138,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         let n = runs.len();
         for j in 0..n {
             let (spec, method) = runs[(j + r as usize) % n];
-            let row = one(&base, spec, method, &settings, &p, r);
+            let row = one(base, spec, method, &settings, &p, r);
             match row? {
                 Some(row) => {
                     sink.row(&row)?;
@@ -154,7 +153,6 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&base);
     Ok(())
 }
 

@@ -53,6 +53,7 @@ pub mod pipes;
 pub mod pipes_compact;
 pub mod plush;
 pub mod range_delete;
+pub mod rundir;
 pub mod runner;
 pub mod workload;
 pub mod ycsb;

@@ -43,6 +43,7 @@ use serde::Serialize;
 
 use crate::options::{parse_count, parse_size};
 use crate::output::{Fail, Sink};
+use crate::rundir::RunDir;
 
 const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZE] \
 [--mechanisms io_uring,threads,mmap] [--block-sizes 4KiB,64KiB,1MiB] [--queue-depths 1,4,16,64] \
@@ -198,8 +199,8 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let path = match file {
         Some(p) => p,
         None => {
-            tmp = TempDir::new("pipes-io")?;
-            tmp.0.join("data")
+            tmp = disk_scratch("pipes-io")?;
+            tmp.path().join("data")
         }
     };
     ensure_file(&path, file_size)?;
@@ -300,26 +301,10 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
     Ok(())
 }
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Result<TempDir, Fail> {
-        let base =
-            std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
-        TempDir::new_in(&base, tag)
-    }
-
-    fn new_in(base: &Path, tag: &str) -> Result<TempDir, Fail> {
-        let p = base.join(format!("attune-bench-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
-        Ok(TempDir(p))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A scratch directory on a real disk (`TMPDIR`, else `/var/tmp`: `/tmp` may be memory).
+fn disk_scratch(tag: &str) -> Result<RunDir, Fail> {
+    let base = std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
+    RunDir::fresh_in(&base, tag)
 }
 
 /// Makes `path` `size` bytes of records (kept if it already has that size).
@@ -838,12 +823,12 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let tmp = match &dir {
         Some(d) => {
             std::fs::create_dir_all(d).map_err(|e| format!("mkdir {}: {e}", d.display()))?;
-            TempDir::new_in(d, "pipes-sort")?
+            RunDir::fresh_in(d, "pipes-sort")?
         }
-        None => TempDir::new("pipes-sort")?,
+        None => disk_scratch("pipes-sort")?,
     };
-    crate::runner::interrupt::remove_on_signal(&tmp.0);
-    let work = tmp.0.clone();
+    crate::runner::interrupt::remove_on_signal(tmp.path());
+    let work = tmp.path().to_path_buf();
     let input = dir.as_ref().unwrap_or(&work).join("input.records");
     if sink.progress() {
         eprintln!(

@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::options::{parse_count, parse_size};
 use crate::output::{Fail, Sink};
+use crate::rundir::RunDir;
 
 const USAGE: &str = "usage: attune-bench pipes compact [--records N] [--value-bytes SIZE] \
 [--blob-bytes SIZE] [--blob-every K] [--repeat N] [--dir DIR] [--out FILE] [--json]";
@@ -100,11 +101,8 @@ pub fn run(args: &[String], sink: &Sink) -> Result<(), Fail> {
             other => return Err(Fail::Usage(format!("unknown option {other}\n{USAGE}"))),
         }
     }
-    let base = match dir {
-        Some(d) => d,
-        None => std::env::temp_dir().join(format!("attune-pipes-compact-{}", std::process::id())),
-    };
-    std::fs::create_dir_all(&base).map_err(|e| kv(format!("{}: {e}", base.display())))?;
+    let run_dir = RunDir::new(dir, "pipes-compact")?;
+    let base = run_dir.path();
     for r in 0..repeat {
         // Alternate which setting goes first, so neither always follows the other.
         let order = if r.is_multiple_of(2) {
@@ -136,7 +134,6 @@ pub fn run(args: &[String], sink: &Sink) -> Result<(), Fail> {
             }
         }
     }
-    let _ = std::fs::remove_dir(&base);
     Ok(())
 }
 
