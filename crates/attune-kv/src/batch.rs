@@ -12,6 +12,7 @@
 use crate::error::{Error, Result};
 use crate::key::{ValueKind, EXPIRY_BYTES};
 use crate::util::coding::{put_fixed32, put_fixed64, put_length_prefixed, put_varint64, Reader};
+use std::path::Path;
 
 /// Bytes of the batch header (sequence + count).
 pub const HEADER_BYTES: usize = 12;
@@ -221,6 +222,20 @@ impl WriteBatch {
     }
 
     /// Iterates over (kind, key, value) in insertion order; `None` marks malformed data.
+    /// Decodes a write-ahead-log record found at `off` of `path` into its first sequence and
+    /// its batch; a malformed one is corruption naming both.
+    pub fn decode_logged(rec: &[u8], path: &Path, off: u64) -> Result<(u64, WriteBatch)> {
+        WriteBatch::decode(rec)
+            .ok_or_else(|| Error::corruption(path, off, "malformed write batch in WAL"))
+    }
+
+    /// Every entry of a batch logged at `off` of `path`, each checked whole.
+    pub fn entries_checked(&self, path: &Path, off: u64) -> Result<Vec<(ValueKind, &[u8], &[u8])>> {
+        self.iter()
+            .map(|item| item.ok_or_else(|| Error::corruption(path, off, "malformed batch entry")))
+            .collect()
+    }
+
     pub fn iter(&self) -> BatchIter<'_> {
         BatchIter {
             r: Reader::new(&self.rep[HEADER_BYTES..]),

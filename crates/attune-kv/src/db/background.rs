@@ -90,7 +90,17 @@ impl DbInner {
     /// still being flushed) and returns without waiting for this flush.
     pub(super) fn switch_memtable(&self) -> Result<MutexGuard<'_, State>> {
         let mut st = self.state.lock();
-        // Take the writer queue's head so no group is in flight while switching.
+        self.at_writer_queue_head(&mut st, |st| self.make_room_for_write(st, true))?;
+        Ok(st)
+    }
+
+    /// Runs `f` holding the head of the writer queue (no write group is in flight meanwhile),
+    /// unless a background error stopped writes.
+    pub(super) fn at_writer_queue_head<T>(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        f: impl FnOnce(&mut MutexGuard<'_, State>) -> Result<T>,
+    ) -> Result<T> {
         let id = st.next_writer_id;
         st.next_writer_id += 1;
         st.writers.push_back(PendingWrite {
@@ -101,13 +111,15 @@ impl DbInner {
             check: None,
         });
         while st.writers.front().map(|w| w.id) != Some(id) {
-            self.write_cv.wait(&mut st);
+            self.write_cv.wait(st);
         }
-        let r = self.make_room_for_write(&mut st, true);
+        let r = match &st.bg_error {
+            Some(e) => Err(e.duplicate()),
+            None => f(st),
+        };
         st.writers.pop_front();
         self.write_cv.notify_all();
-        r?;
-        Ok(st)
+        r
     }
 
     pub(super) fn smallest_snapshot(&self, st: &State) -> u64 {

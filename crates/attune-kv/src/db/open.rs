@@ -640,8 +640,7 @@ pub(super) fn replay_logs(
         let mut reader = LogReader::new(&data, &path);
         let mut first = true;
         while let Some((off, rec)) = reader.next_record()? {
-            let (seq, batch) = WriteBatch::decode(&rec)
-                .ok_or_else(|| Error::corruption(&path, off, "malformed write batch in WAL"))?;
+            let (seq, batch) = WriteBatch::decode_logged(&rec, &path, off)?;
             if first && !accounted {
                 let why = if seq == next_seq_max {
                     "its sequences continue this database's (a copy of one of its logs, or the \
@@ -662,10 +661,8 @@ pub(super) fn replay_logs(
                 break;
             }
             next_seq_max = next_seq_max.max(seq + batch.len() as u64);
-            let mut items = Vec::with_capacity(batch.len());
-            for item in batch.iter() {
-                let (kind, k, v) =
-                    item.ok_or_else(|| Error::corruption(&path, off, "malformed batch entry"))?;
+            let items = batch.entries_checked(&path, off)?;
+            for &(kind, _, v) in &items {
                 if let Some(v) = crate::key::blob_payload(kind, v) {
                     let p = BlobPointer::decode(v).ok_or_else(|| {
                         Error::corruption(&path, off, "malformed value pointer in WAL")
@@ -679,7 +676,6 @@ pub(super) fn replay_logs(
                         stopped = true;
                     }
                 }
-                items.push((kind, k, v));
             }
             if stopped {
                 break;

@@ -306,17 +306,12 @@ impl Follower {
             // catch-up starts there.
             while let Some((off, rec)) = reader.next_record()? {
                 let off = from + off;
-                let (seq, batch) = WriteBatch::decode(&rec)
-                    .ok_or_else(|| Error::corruption(&path, off, "malformed write batch in WAL"))?;
-                let mut s = seq;
-                for item in batch.iter() {
-                    let (kind, k, v) =
-                        item.ok_or_else(|| Error::corruption(&path, off, "malformed batch entry"))?;
+                let (seq, batch) = WriteBatch::decode_logged(&rec, &path, off)?;
+                for (s, (kind, k, v)) in (seq..).zip(batch.entries_checked(&path, off)?) {
                     self.mem.add(s, kind, k, v);
-                    s += 1;
                 }
                 if !batch.is_empty() {
-                    self.max_seq = self.max_seq.max(s - 1);
+                    self.max_seq = self.max_seq.max(seq + batch.len() as u64 - 1);
                 }
                 self.wal_records += 1;
                 end = from + reader.offset();
