@@ -34,14 +34,14 @@
 //! from. The conditions are checked again under the state lock at the edit; if a snapshot, a
 //! flush or a compaction intervened, the copies are removed and the ingest rewrites.
 
-use super::{DbInner, PendingWrite, DB};
+use super::{DbInner, DB};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::key::{self, ValueKind, MAX_SEQUENCE};
 use crate::table::writer::show_key;
 use crate::table::{Table, TableBuilder, TableBuilderOptions};
 use crate::util::filename;
-use crate::version::{FileMeta, Version, VersionEdit, NUM_LEVELS};
+use crate::version::{FileMeta, TableCache, Version, VersionEdit, NUM_LEVELS};
 use parking_lot::MutexGuard;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -147,8 +147,9 @@ impl DbInner {
                 )));
             }
         }
-        let mut report =
-            self.with_writer_queue(|st| self.ingest_locked(st, &sources, move_files))?;
+        let mut report = self.at_writer_queue_head(&mut self.state.lock(), |st| {
+            self.ingest_locked(st, &sources, move_files)
+        })?;
         if move_files {
             let removed = sources
                 .iter()
@@ -221,33 +222,6 @@ impl DbInner {
         })
     }
 
-    /// Runs `f` holding the head of the writer queue: no write is in flight meanwhile.
-    fn with_writer_queue<T>(
-        &self,
-        f: impl FnOnce(&mut MutexGuard<'_, super::State>) -> Result<T>,
-    ) -> Result<T> {
-        let mut st = self.state.lock();
-        let id = st.next_writer_id;
-        st.next_writer_id += 1;
-        st.writers.push_back(PendingWrite {
-            id,
-            batch: None,
-            sync: false,
-            gc: None,
-            check: None,
-        });
-        while st.writers.front().map(|w| w.id) != Some(id) {
-            self.write_cv.wait(&mut st);
-        }
-        let r = match &st.bg_error {
-            Some(e) => Err(e.duplicate()),
-            None => f(&mut st),
-        };
-        st.writers.pop_front();
-        self.write_cv.notify_all();
-        r
-    }
-
     fn ingest_locked(
         &self,
         st: &mut MutexGuard<'_, super::State>,
@@ -276,7 +250,7 @@ impl DbInner {
         }
         // Every write before the ingest must survive whatever crash keeps the ingest.
         MutexGuard::unlocked(st, || self.sync_logs())?;
-        if !report.memtable_flushed && untouched(st, sources) {
+        if !report.memtable_flushed && untouched(st, &self.tables, sources)? {
             if let Some(files) = self.place_as_is(st, sources, move_files)? {
                 report.files = files;
                 report.entries = report.files.iter().map(|f| f.entries).sum();
@@ -328,19 +302,8 @@ impl DbInner {
             edit.add_file(level, f);
         }
         edit.last_sequence = Some(seq);
-        if let Err(e) = st.versions.log_and_apply(edit) {
-            // The edit may have reached the manifest: like a failed flush, keep the tables
-            // and refuse writes until a reopen decides.
-            if st.bg_error.is_none() {
-                st.bg_error = Some(e.duplicate());
-            }
-            return Err(e);
-        }
-        for n in &numbers {
-            st.pending_outputs.remove(n);
-        }
         // The version first: a reader that already sees the new sequence sees the files.
-        self.install_super_version(st);
+        self.commit_ingest(st, edit, &numbers)?;
         self.last_sequence.store(seq, Ordering::Release);
         self.work_cv.notify_all();
         report.sequence = seq;
@@ -389,7 +352,7 @@ impl DbInner {
                 return Err(e);
             }
         };
-        if !untouched(st, sources) {
+        if !untouched(st, &self.tables, sources)? {
             unplace(st);
             return Ok(None);
         }
@@ -418,18 +381,31 @@ impl DbInner {
                 largest_key: s.largest.clone(),
             });
         }
+        self.commit_ingest(st, edit, &numbers)?;
+        self.work_cv.notify_all();
+        Ok(Some(files))
+    }
+
+    /// The commit point: logs `edit` naming the tables `numbers`, then publishes them. A failed
+    /// manifest write may still have reached the manifest: like a failed flush, it keeps the
+    /// tables and refuses writes until a reopen decides.
+    fn commit_ingest(
+        &self,
+        st: &mut MutexGuard<'_, super::State>,
+        edit: VersionEdit,
+        numbers: &[u64],
+    ) -> Result<()> {
         if let Err(e) = st.versions.log_and_apply(edit) {
             if st.bg_error.is_none() {
                 st.bg_error = Some(e.duplicate());
             }
             return Err(e);
         }
-        for n in &numbers {
+        for n in numbers {
             st.pending_outputs.remove(n);
         }
         self.install_super_version(st);
-        self.work_cv.notify_all();
-        Ok(Some(files))
+        Ok(())
     }
 
     /// Writes each source as table `numbers[i]` with every entry at `seq`, then syncs the
@@ -510,16 +486,12 @@ fn check_entry(
 /// Whether the files may keep sequence 0: no snapshot (a snapshot taken before the ingest
 /// would see sequence 0), no compaction running (its output could land across the files in the
 /// last level), empty memtables (whatever they hold, a deletion of a whole range included, is
-/// newer than sequence 0), and no table of any level whose key range meets any file's: then
-/// no other version of any key exists, and sequence 0 shadows nothing and is shadowed by
-/// nothing.
-fn untouched(st: &super::State, sources: &[Source]) -> bool {
+/// newer than sequence 0), no table of any level whose key range meets any file's, and no
+/// range tombstone over any file's range: then no other version of any key exists, and sequence
+/// 0 shadows nothing and is shadowed by nothing.
+fn untouched(st: &super::State, tables: &TableCache, sources: &[Source]) -> Result<bool> {
     let v = st.versions.current();
-    // A range tombstone does not widen its table's bounds, so the overlap check below cannot
-    // see one; any older tombstone would hide entries at sequence 0. A database that ever held
-    // range deletions always takes the rewrite.
-    st.snapshots.is_empty()
-        && !v.range_deletions
+    let quiet = st.snapshots.is_empty()
         && !st.compaction_running
         && st.mem.is_empty()
         && st.imm.is_none()
@@ -528,7 +500,19 @@ fn untouched(st: &super::State, sources: &[Source]) -> bool {
                 v.overlapping(l, Some(&s.smallest), Some(&s.largest))
                     .is_empty()
             })
-        })
+        });
+    if !quiet {
+        return Ok(false);
+    }
+    // A range tombstone does not widen its table's bounds, so the check above cannot see one:
+    // any tombstone over a file's range (all are newer than sequence 0) would hide its entries.
+    Ok(match v.range_dels(tables)? {
+        Some(set) => !set
+            .tombstones()
+            .iter()
+            .any(|t| sources.iter().any(|s| t.overlaps(&s.smallest, &s.largest))),
+        None => true,
+    })
 }
 
 /// The deepest level such that neither it nor any level above holds a key in

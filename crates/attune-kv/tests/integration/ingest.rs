@@ -190,9 +190,13 @@ fn an_older_range_deletion_does_not_hide_ingested_keys() {
     assert!(r.sequence > 0, "rewritten above the tombstone");
     assert_eq!(db.get(b"m").unwrap(), Some(b"file".to_vec()));
     assert_eq!(db.get(b"c").unwrap(), None);
+    // Past the tombstone's end (exclusive) nothing covers a file: it keeps sequence 0.
+    let g = external(&env, "z.sst", &[(b"z".to_vec(), Some(b"far".to_vec()))]);
+    assert_eq!(db.ingest(&[&g], false).unwrap().sequence, 0);
     drop(db);
     let db = open(&env);
     assert_eq!(db.get(b"m").unwrap(), Some(b"file".to_vec()));
+    assert_eq!(db.get(b"z").unwrap(), Some(b"far".to_vec()));
     db.compact_range(None, None).unwrap();
     assert_eq!(db.get(b"m").unwrap(), Some(b"file".to_vec()));
 }
