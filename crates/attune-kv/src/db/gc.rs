@@ -31,7 +31,8 @@ pub(super) struct PendingDeletion {
     pub(super) segment: u64,
     /// No snapshot older than this sequence may remain: older ones read the old pointers.
     pub(super) readers_after: u64,
-    /// The tables must hold every sequence up to this one (the moves; 0 when nothing moved).
+    /// The tables must hold every sequence up to this one: the moves, and the writes that made
+    /// the segment's other records dead.
     pub(super) flushed_after: u64,
 }
 
@@ -219,25 +220,35 @@ impl DbInner {
                 chunk_bytes = 0;
             }
         }
-        // The moved pointers must be in a table before the segment can go: in the log alone,
-        // damage to the log (which repair stops at) would lose values written long ago, where
-        // damage should lose only the writes not yet flushed. The memtable holding them is
-        // switched out now; the flush (which syncs the log and the value log first) finalizes
-        // the deletion when it lands, while collection goes on.
-        let moved_seq = self.last_sequence.load(Ordering::Acquire);
+        // Everything the scan relied on must be in a table before the segment can go: the
+        // moves, and the newer writes that made its other records dead. Until then a crash that
+        // loses unsynced writes, or damage to a log (which repair stops at), would bring back
+        // pointers into the segment; damage should lose only writes not yet flushed, never
+        // values written long ago. A memtable holding moves is switched out now; the flush
+        // (which syncs the log and the value log first) finalizes the deletion when it lands,
+        // while collection goes on. Without moves the next flush does (`gc()` waits for one).
         let mut st = if moved_records > 0 {
             self.switch_memtable()?
         } else {
             self.state.lock()
         };
         let seq = self.last_sequence.load(Ordering::Acquire);
+        let covered = if moved_records > 0 {
+            // No group has published since the switch: this is all the switched-out memtable
+            // and the tables before it hold, the moves and the scan's view included.
+            seq
+        } else {
+            // A group the scan saw in the memtable may not have published its sequence yet:
+            // read it at the head of the writer queue, once every earlier group has.
+            self.at_writer_queue_head(&mut st, |_| Ok(self.last_sequence.load(Ordering::Acquire)))?
+        };
         let mut edit = VersionEdit::default();
         edit.blob_garbage.push((n, meta.size));
         st.versions.log_and_apply(edit)?;
         st.blob_pending_deletion.push(PendingDeletion {
             segment: n,
             readers_after: seq,
-            flushed_after: if moved_records > 0 { moved_seq } else { 0 },
+            flushed_after: covered,
         });
         self.finalize_blob_deletions(&mut st)?;
         Ok(Some((moved_records, moved_bytes, meta.size)))
@@ -457,8 +468,9 @@ impl DbInner {
             Ok::<_, Error>((report, done))
         });
         let r = r.and_then(|(report, done)| {
-            if report.records_rewritten > 0 {
-                // The caller expects the space back: wait for the flush that holds the moves.
+            if report.segments_collected > 0 {
+                // The caller expects the space back: wait for the flush that holds the moves
+                // and the writes the scans relied on.
                 MutexGuard::unlocked(&mut st, || self.flush())?;
                 self.finalize_blob_deletions(&mut st)?;
             }
