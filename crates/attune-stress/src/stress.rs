@@ -1103,18 +1103,23 @@ pub fn run_mem(cfg: &Config) -> Result<Report, Box<Violation>> {
         let mut rng = stream(cfg.seed, cycle, 0);
         let opts = options(&mut rng);
         let shape = cycle_shape(&opts);
-        let faults_drawn = std::cell::Cell::new(false);
+        // The cycle's fault plan as the violation reports it ("false": none).
+        let faults_drawn = std::cell::RefCell::new(String::from("false"));
         let fail = |detail: String, report: &Report| {
-            let detail = format!("{detail}\n{shape}, faults {}", faults_drawn.get());
+            let detail = format!("{detail}\n{shape}, faults {}", faults_drawn.borrow());
             Box::new(violation(cfg, cycle, detail, report.clone()))
         };
         let db = DB::open_with_env(Arc::new(env.clone()) as Arc<dyn Env>, dir, opts.clone())
             .map_err(|e| fail(format!("open after recovery: {e}"), &report))?;
         let faults = rng.gen_bool(0.25);
-        faults_drawn.set(faults);
         let errors_expected = AtomicBool::new(faults);
         if faults {
-            env.set_fault_plan(fault_plan(&mut rng));
+            let plan = fault_plan(&mut rng);
+            *faults_drawn.borrow_mut() = format!(
+                "{:?} (partial appends {})",
+                plan.rules, plan.partial_appends
+            );
+            env.set_fault_plan(plan);
             report.fault_cycles += 1;
         }
         let crash_after_ops = rng.gen_range(50..4000u64);
