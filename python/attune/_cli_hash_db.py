@@ -29,7 +29,15 @@ def _word(text: str) -> int:
     return v
 
 
-_FLAGS = ("create_if_missing", "sync", "payload_gc", "group_commit_window")
+_FLAGS = (
+    "create_if_missing",
+    "sync",
+    "payload_gc",
+    "group_commit_window",
+    "log_direct_io",
+    "log_group_gather",
+    "read_only",
+)
 _FLAG_WORDS = {
     "1": True,
     "true": True,
@@ -64,9 +72,13 @@ def _options(pairs: list[str] | None) -> dict[str, object]:
     return out
 
 
-def _open(args, create: bool = False) -> attune.HashDB:
+def _open(args, create: bool = False, read: bool = False) -> attune.HashDB:
+    """Opens the database; `read` verbs open it read-only (a shared lock beside other readers,
+    nothing written) unless ``-o read_only=0`` says otherwise."""
     opts = _options(getattr(args, "option", None))
     opts["create_if_missing"] = create
+    if read:
+        opts.setdefault("read_only", True)
     return attune.HashDB(args.path, **opts)
 
 
@@ -114,7 +126,7 @@ def _cmd_put(args) -> int:
 
 def _cmd_get(args) -> int:
     key = _arg(args, args.key)
-    with _open(args) as db:
+    with _open(args, read=True) as db:
         if args.text:
             raw = db.get(key)
             v = None if raw is None else raw.decode(errors="replace")
@@ -144,7 +156,7 @@ def _cmd_delete(args) -> int:
 
 
 def _cmd_stats(args) -> int:
-    with _open(args) as db:
+    with _open(args, read=True) as db:
         s = db.stats()
     lines = "\n".join(f"{k}: {v}" for k, v in s.items())
     return _emit(args, s, lines)
@@ -153,7 +165,7 @@ def _cmd_stats(args) -> int:
 def _cmd_verify(args) -> int:
     t0 = time.perf_counter()
     try:
-        with _open(args) as db:
+        with _open(args, read=True) as db:
             r = db.verify()
     except attune.CorruptionError as e:
         if args.json:

@@ -281,3 +281,40 @@ def test_a_directory_of_other_files_or_without_its_manifest_is_refused(tmp_path)
     with pytest.raises(attune.CorruptionError, match="manifest.plush is missing"):
         attune.HashDB(p)
     assert {x.name: x.stat().st_size for x in p.iterdir()} == before
+
+
+def test_read_only_handles_share_a_database_refuse_writes_and_exclude_a_writer(tmp_path, capsys):
+    p = tmp_path / "h"
+    with _open(p) as db:
+        for k in range(3_000):
+            db.put(k, k + 1)
+        db.put(b"long key", b"long value")
+    files = {f.name: f.read_bytes() for f in p.iterdir()}
+    with _open(p, read_only=True) as r1, _open(p, read_only=True) as r2:
+        assert r1.get_int(2_999) == 3_000 and r2.get(b"long key") == b"long value"
+        for call in (
+            lambda: r1.put(1, 2),
+            lambda: r1.delete(1),
+            r1.checkpoint,
+            lambda: r1.collect_garbage(all=True),
+        ):
+            with pytest.raises(attune.ReadOnlyError, match="read-only"):
+                call()
+        assert r1.verify()["dram_records"] + r1.verify()["records"] >= 3_001
+        # A writer is refused while readers hold the database (as attune.DB does).
+        with pytest.raises(attune.LockedError):
+            _open(p)
+        # The CLI's read verbs open read-only, beside these readers.
+        assert main(["hash-db", "get", str(p), "7", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out.splitlines()[-1])["value"] == 8
+        assert main(["hash-db", "stats", str(p), "--json"]) == 0
+        assert main(["hash-db", "verify", str(p), "--json"]) == 0
+        capsys.readouterr()
+    assert {f.name: f.read_bytes() for f in p.iterdir()} == files
+    with _open(p) as w:
+        with pytest.raises(attune.LockedError):
+            _open(p, read_only=True)
+        w.put(1, 5)
+    with pytest.raises(attune.NotADatabaseError):
+        _open(tmp_path / "absent", read_only=True, create_if_missing=True)
+    assert not (tmp_path / "absent").exists()

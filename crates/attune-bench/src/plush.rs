@@ -284,7 +284,7 @@ fn rss_anon_bytes() -> u64 {
 
 /// Applies `plush:key=value;key=value` (keys `dram_filter_levels`, `dram_entries_log2`,
 /// `log_partitions`, `backend`, `migration`, `group_commit_window`, `log_syncs_in_flight_max`,
-/// `log_direct_io`)
+/// `log_direct_io`, `log_group_gather`)
 /// to `opts`: ablations run as their own engine entries.
 fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
     let Some((_, pairs)) = entry.split_once(':') else {
@@ -307,11 +307,12 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
             "group_commit_window" => opts.group_commit_window = v == "on" || v == "true",
             "log_syncs_in_flight_max" => opts.log_syncs_in_flight_max = num()?,
             "log_direct_io" => opts.log_direct_io = v == "on" || v == "true",
+            "log_group_gather" => opts.log_group_gather = v == "on" || v == "true",
             _ => {
                 return Err(format!(
                     "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
                      log_partitions, backend, migration, group_commit_window, \
-                     log_syncs_in_flight_max, log_direct_io)"
+                     log_syncs_in_flight_max, log_direct_io, log_group_gather)"
                 ))
             }
         }

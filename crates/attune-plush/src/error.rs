@@ -31,6 +31,9 @@ pub enum Error {
     /// Another handle holds the directory's lock.
     #[error("hash database at {path} is locked by another opener (one handle per directory)")]
     Locked { path: PathBuf },
+    /// A write (put, delete, checkpoint, garbage collection) on a handle opened read-only.
+    #[error("hash database at {path} is open read-only: {op} refused")]
+    ReadOnly { path: PathBuf, op: &'static str },
     /// The directory holds no Plush database (and `create_if_missing` is off).
     #[error("{path} is not a Plush hash database: {detail}")]
     NotADatabase { path: PathBuf, detail: String },

@@ -188,6 +188,7 @@ pub struct FileStorage {
     backend: Backend,
     sync: bool,
     group: GroupCommit,
+    read_only: bool,
 }
 
 impl FileStorage {
@@ -213,7 +214,68 @@ impl FileStorage {
             backend,
             sync,
             group,
+            read_only: false,
         })
+    }
+
+    /// The same files, read-only: each is opened for reading and mapped *private*, so a
+    /// store (recovery replays the log into DRAM and may arm a chunk header in memory) stays
+    /// in process memory and nothing reaches a file; a region that does not exist is
+    /// created in memory only (zeros), flushes, barriers and allocations do nothing, and no
+    /// file is removed.
+    pub fn into_read_only(mut self) -> FileStorage {
+        self.read_only = true;
+        self.sync = false;
+        self
+    }
+
+    fn open_read_only(
+        &self,
+        name: &str,
+        len_bytes: usize,
+        create: bool,
+    ) -> Result<Option<Box<dyn Persist>>> {
+        let path = self.dir.join(name);
+        let file = match OpenOptions::new().read(true).open(&path) {
+            Ok(f) => {
+                let have = f.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
+                if have != len_bytes as u64 {
+                    // Mapped past its end a read would be a SIGBUS; a writable open extends
+                    // a short file (a creation cut short), a read-only one cannot.
+                    return Err(Error::corruption(
+                        &path,
+                        have,
+                        format!(
+                            "file is {have} bytes, its geometry says {len_bytes} (a writable \
+                             open extends a file whose creation was cut short)"
+                        ),
+                    ));
+                }
+                f
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !create {
+                    return Ok(None);
+                }
+                // In memory only: a private mapping of /dev/zero.
+                OpenOptions::new()
+                    .read(true)
+                    .open("/dev/zero")
+                    .map_err(|e| Error::io("open", "/dev/zero", e))?
+            }
+            Err(e) => return Err(Error::io("open", &path, e)),
+        };
+        let map = Mapping::new(&file, len_bytes, true).map_err(|e| Error::io("mmap", &path, e))?;
+        Ok(Some(Box::new(FileRegion {
+            path,
+            map,
+            file,
+            direct: None,
+            how: How::Msync,
+            sync: false,
+            read_only: true,
+            group: Group::new(self.group),
+        })))
     }
 }
 
@@ -226,6 +288,9 @@ impl Storage for FileStorage {
         kind: RegionKind,
     ) -> Result<Option<Box<dyn Persist>>> {
         assert!(len_bytes > 0 && len_bytes.is_multiple_of(PAGE_BYTES));
+        if self.read_only {
+            return self.open_read_only(name, len_bytes, create);
+        }
         let path = self.dir.join(name);
         let file = match OpenOptions::new()
             .read(true)
@@ -283,6 +348,7 @@ impl Storage for FileStorage {
             direct,
             how,
             sync: self.sync,
+            read_only: false,
             group: Group::new(self.group),
         })))
     }
@@ -313,6 +379,9 @@ impl Storage for FileStorage {
     }
 
     fn remove_region(&self, name: &str) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let path = self.dir.join(name);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
@@ -421,6 +490,14 @@ pub struct GroupCommit {
     /// default), tmpfs, or a file system that refuses `O_DIRECT` writes the exact ranges
     /// through the page cache.
     pub direct: bool,
+    /// Group size adapted to the sync's duration. While syncs are slow (their running mean
+    /// at least [`GATHER_SYNC_NS_MIN`]: a device flush, not tmpfs), one sync at a time is in
+    /// flight and its leader gathers before it syncs: it waits, at most the mean sync
+    /// time and [`GATHER_NS_MAX`], until every writer the earlier syncs released has drawn
+    /// its next ticket, so that one sync covers them all instead of the writers splitting
+    /// into groups that alternate. While syncs are fast, `syncs_in_flight_max` applies and
+    /// nobody waits (a wait would cost more than the sync).
+    pub gather: bool,
 }
 
 impl Default for GroupCommit {
@@ -429,6 +506,7 @@ impl Default for GroupCommit {
             window: false,
             syncs_in_flight_max: 1,
             direct: false,
+            gather: false,
         }
     }
 }
@@ -452,6 +530,12 @@ struct Group {
     arriving: AtomicU64,
     /// Duration of the last sync, which bounds the window.
     last_sync_ns: AtomicU64,
+    /// Running mean of the syncs' durations (weight 1/8 per sync), which switches gathering
+    /// on and bounds its wait.
+    sync_mean_ns: AtomicU64,
+    /// A gathering leader waits here for the writers it expects, at most this long.
+    gathered: Condvar,
+    gather_ns_max: u64,
     /// Copies of `synced` and of "a leader could start", for followers that poll before
     /// they sleep.
     synced_hint: AtomicU64,
@@ -479,6 +563,15 @@ const FOLLOWER_SLOW_YIELD_NS: u64 = 3_000;
 const FOLLOWER_YIELD_NS_MAX: u64 = 100_000;
 /// Bound on `syncs_in_flight_max` (every waiting writer could lead one; more gains nothing).
 pub const SYNCS_IN_FLIGHT_LIMIT: usize = 64;
+/// Mean sync time from which a gathering group commit waits for writers (see
+/// [`GroupCommit::gather`]): a writer's own work between two barriers takes a few µs, a sync
+/// on tmpfs about as long, a device flush 100 µs and more.
+pub const GATHER_SYNC_NS_MIN: u64 = 40_000;
+/// Longest a gathering leader waits (and at most the mean sync time: waiting for a writer
+/// pays while it costs less than the extra sync that writer would otherwise lead): a writer
+/// that has not come back by then is busy elsewhere or gone (or waits for a CPU on an
+/// oversubscribed machine), and the group goes without it.
+pub const GATHER_NS_MAX: u64 = 4_000_000;
 
 #[derive(Default)]
 struct GroupState {
@@ -495,6 +588,12 @@ struct GroupState {
     completed: u64,
     finished: BTreeMap<u64, u64>,
     failed: Option<String>,
+    /// Gathering: writers that syncs released and that have not drawn a ticket since (they
+    /// are expected back), and whether a leader is gathering now (nobody else leads then).
+    returning: u64,
+    gathering: bool,
+    /// Gathers that ended because the time bound ran out.
+    gather_timeouts: u64,
     /// Syncs issued (one per group), the tickets they covered, and their time.
     syncs: u64,
     covered: u64,
@@ -512,6 +611,9 @@ impl Group {
             },
             arriving: AtomicU64::new(0),
             last_sync_ns: AtomicU64::new(0),
+            sync_mean_ns: AtomicU64::new(0),
+            gathered: Condvar::new(),
+            gather_ns_max: GATHER_NS_MAX,
             synced_hint: AtomicU64::new(0),
             slot_hint: AtomicBool::new(true),
         }
@@ -531,10 +633,46 @@ impl Group {
 
     fn publish(&self, st: &GroupState) {
         self.synced_hint.store(st.synced, Ordering::Release);
-        self.slot_hint.store(
-            st.in_flight < self.cfg.syncs_in_flight_max,
-            Ordering::Release,
-        );
+        self.slot_hint
+            .store(self.may_lead_more(st), Ordering::Release);
+    }
+
+    /// Gathering is on and the syncs are slow enough for a wait to pay.
+    fn gathers(&self) -> bool {
+        self.cfg.gather && self.sync_mean_ns.load(Ordering::Relaxed) >= GATHER_SYNC_NS_MIN
+    }
+
+    /// Another sync may start now: a slot is free and no leader is gathering.
+    fn may_lead_more(&self, st: &GroupState) -> bool {
+        let max = if self.gathers() {
+            1
+        } else {
+            self.cfg.syncs_in_flight_max
+        };
+        st.in_flight < max && !st.gathering
+    }
+
+    /// A gathering leader (lock held on entry and exit) waits until the writers that earlier
+    /// syncs released have drawn their next tickets, bounded by the mean sync time and
+    /// [`GATHER_NS_MAX`].
+    fn gather(&self, st: &mut parking_lot::MutexGuard<'_, GroupState>) {
+        let bound = self
+            .gather_ns_max
+            .min(self.sync_mean_ns.load(Ordering::Relaxed));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_nanos(bound);
+        st.gathering = true;
+        self.publish(st);
+        while st.returning > 0 && st.failed.is_none() {
+            if self.gathered.wait_until(st, deadline).timed_out() {
+                if st.returning > 0 {
+                    // They are not coming soon: expect nobody until the next release.
+                    st.returning = 0;
+                    st.gather_timeouts += 1;
+                }
+                break;
+            }
+        }
+        st.gathering = false;
     }
 
     /// Waits until everything flushed before the call is durable: leads a sync (`write` under
@@ -546,6 +684,12 @@ impl Group {
         if announced {
             self.arriving.fetch_sub(1, Ordering::AcqRel);
         }
+        if st.returning > 0 {
+            st.returning -= 1;
+            if st.returning == 0 && st.gathering {
+                self.gathered.notify_one();
+            }
+        }
         loop {
             if let Some(e) = &st.failed {
                 return Err(std::io::Error::other(format!(
@@ -555,7 +699,7 @@ impl Group {
             if st.synced >= mine {
                 return Ok(());
             }
-            let can_lead = st.taken < mine && st.in_flight < self.cfg.syncs_in_flight_max;
+            let can_lead = st.taken < mine && self.may_lead_more(&st);
             if !can_lead {
                 let taken = st.taken >= mine;
                 drop(st);
@@ -591,11 +735,17 @@ impl Group {
                 st = self.state.lock();
                 let still = st.failed.is_none()
                     && st.synced < mine
-                    && (st.taken >= mine || st.in_flight >= self.cfg.syncs_in_flight_max);
+                    && (st.taken >= mine || !self.may_lead_more(&st));
                 if still {
                     // Checked under the lock a leader takes to publish: no lost wake-up.
                     self.done.wait(&mut st);
                 }
+                continue;
+            }
+            if self.gathers() && st.returning > 0 {
+                // The lock was released while gathering: look again (a sync in flight may
+                // have made this ticket durable meanwhile).
+                self.gather(&mut st);
                 continue;
             }
             st.in_flight += 1;
@@ -623,6 +773,9 @@ impl Group {
                     let r = sync(&ranges);
                     let ns = t0.elapsed().as_nanos() as u64;
                     self.last_sync_ns.store(ns, Ordering::Relaxed);
+                    let mean = self.sync_mean_ns.load(Ordering::Relaxed);
+                    let mean = if mean == 0 { ns } else { (mean * 7 + ns) / 8 };
+                    self.sync_mean_ns.store(mean, Ordering::Relaxed);
                     st = self.state.lock();
                     st.sync_ns += ns;
                     r
@@ -637,7 +790,11 @@ impl Group {
                         let Some(t) = st.finished.remove(&next) else {
                             break;
                         };
-                        st.synced = st.synced.max(t);
+                        if t > st.synced {
+                            // The writers of these tickets come back for their next barrier.
+                            st.returning += t - st.synced;
+                            st.synced = t;
+                        }
                         st.completed += 1;
                     }
                 }
@@ -673,6 +830,8 @@ struct FileRegion {
     direct: Option<std::fs::File>,
     how: How,
     sync: bool,
+    /// Opened by a read-only storage: a private mapping whose stores never reach the file.
+    read_only: bool,
     group: Group,
 }
 
@@ -792,6 +951,9 @@ impl Persist for FileRegion {
 
     fn reserve(&self, off: usize, len: usize) -> Result<()> {
         use std::os::unix::io::AsRawFd;
+        if self.read_only {
+            return Ok(());
+        }
         let start = off / PAGE_BYTES * PAGE_BYTES;
         let end = (off + len).div_ceil(PAGE_BYTES) * PAGE_BYTES;
         let end = end.min(self.map.len);
@@ -952,6 +1114,8 @@ struct SimShared {
     hold: Mutex<Option<(u64, u64)>>,
     /// Times a barrier gives up the CPU before it completes (see [`SimStorage::sync_yields`]).
     yields: AtomicU64,
+    /// Microseconds a barrier sleeps before it completes (see [`SimStorage::sync_sleep_us`]).
+    sleep_us: AtomicU64,
     rng: Mutex<u64>,
     crashed: AtomicBool,
     image: Mutex<Option<Image>>,
@@ -1027,6 +1191,7 @@ impl SimStorage {
                 crash_at_fence: AtomicU64::new(crash_at_fence),
                 hold: Mutex::new(None),
                 yields: AtomicU64::new(0),
+                sleep_us: AtomicU64::new(0),
                 rng: Mutex::new(seed ^ 0x9E37_79B9_7F4A_7C15),
                 crashed: AtomicBool::new(false),
                 image: Mutex::new(None),
@@ -1065,6 +1230,13 @@ impl SimStorage {
     /// would, so that concurrent writers reach the barrier meanwhile and form groups.
     pub fn sync_yields(&self, n: u64) {
         self.shared.yields.store(n, Ordering::Release);
+    }
+
+    /// Every barrier sleeps `us` microseconds before it completes, as a slow device flush
+    /// would: syncs then take long enough for a gathering group commit
+    /// ([`GroupCommit::gather`]) to wait for writers.
+    pub fn sync_sleep_us(&self, us: u64) {
+        self.shared.sleep_us.store(us, Ordering::Release);
     }
 
     /// True once the crash fence has been reached.
@@ -1293,6 +1465,10 @@ impl Persist for SimHandle {
             for _ in 0..self.shared.yields.load(Ordering::Acquire) {
                 std::thread::yield_now();
             }
+            let sleep_us = self.shared.sleep_us.load(Ordering::Acquire);
+            if sleep_us > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(sleep_us));
+            }
             let hold = *self.shared.hold.lock();
             if let Some((_, writers)) = hold.filter(|h| h.0 == n) {
                 let group = &self.region.group;
@@ -1520,6 +1696,7 @@ mod tests {
             window: false,
             syncs_in_flight_max: 2,
             direct: false,
+            gather: false,
         }));
         let log: Log = Arc::default();
         let (in_sync, wait_in_sync) = mpsc::channel();
@@ -1551,6 +1728,61 @@ mod tests {
         let st = g.state.lock();
         assert_eq!((st.synced, st.completed, st.in_flight), (2, 2, 0));
         assert!(st.finished.is_empty());
+    }
+
+    /// Slow syncs, gathering on: the writers that a sync released are waited for, so the
+    /// next sync covers them with the writers that queued meanwhile (instead of the two
+    /// halves alternating). The time bound is lifted so that the test does not race it.
+    #[test]
+    fn a_gathering_leader_waits_for_the_writers_the_last_sync_released() {
+        let mut g = Group::new(GroupCommit {
+            window: false,
+            syncs_in_flight_max: 4,
+            direct: false,
+            gather: true,
+        });
+        g.gather_ns_max = u64::MAX / 4;
+        g.sync_mean_ns.store(u64::MAX / 4, Ordering::Relaxed);
+        let g = Arc::new(g);
+        let log: Log = Arc::default();
+        let (in_sync, wait_in_sync) = mpsc::channel();
+        let (release, wait_release) = mpsc::channel::<()>();
+        let (again, wait_again) = mpsc::channel::<()>();
+        let first = {
+            let (g, log) = (g.clone(), log.clone());
+            std::thread::spawn(move || {
+                g.flush(0, 32);
+                let sync = |r: &[(usize, usize)]| {
+                    log.lock().push(r.to_vec());
+                    in_sync.send(()).unwrap();
+                    wait_release.recv().unwrap();
+                    Ok(())
+                };
+                g.fence(&|_| Ok(()), &sync, false).unwrap();
+                // Its next barrier comes later, as the writer's next upsert would.
+                wait_again.recv().unwrap();
+                g.flush(64, 32);
+                g.fence(&|_| Ok(()), &|_| Ok(()), false).unwrap();
+            })
+        };
+        wait_in_sync.recv().unwrap();
+        // Slow syncs: one in flight, so these two wait although slots are free.
+        let followers = [writer(&g, &log, 4096), writer(&g, &log, 4128)];
+        until(&g, |st| st.drawn == 3);
+        assert_eq!(g.state.lock().syncs, 1);
+        release.send(()).unwrap();
+        // A follower leads and gathers: it waits for the released writer.
+        until(&g, |st| st.gathering && st.returning == 1);
+        assert_eq!(g.state.lock().syncs, 1);
+        again.send(()).unwrap();
+        first.join().unwrap();
+        for f in followers {
+            f.join().unwrap();
+        }
+        let st = g.state.lock();
+        assert_eq!((st.syncs, st.covered, st.synced), (2, 4, 4));
+        assert_eq!(st.gather_timeouts, 0);
+        assert_eq!(log.lock()[1], vec![(64, 96), (4096, 4160)]);
     }
 
     #[test]

@@ -122,6 +122,7 @@ pub fn plush_error(e: plush::Error) -> PyErr {
         }
         plush::Error::Io { path: p, .. } => ("StorageIOError", path(p), None),
         plush::Error::Locked { path: p } => ("LockedError", path(p), None),
+        plush::Error::ReadOnly { path: p, .. } => ("ReadOnlyError", path(p), None),
         plush::Error::NotADatabase { path: p, .. } => ("NotADatabaseError", path(p), None),
         plush::Error::UnsupportedVersion { path: p, .. } => {
             ("UnsupportedVersionError", path(p), None)

@@ -105,7 +105,9 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "payload_gc" => o.payload_gc = flag(&v)?,
             "group_commit_window" => o.group_commit_window = flag(&v)?,
             "log_syncs_in_flight_max" => o.log_syncs_in_flight_max = uint(&v)?,
-            "log_direct_io" => o.log_direct_io = v.extract()?,
+            "log_direct_io" => o.log_direct_io = flag(&v)?,
+            "log_group_gather" => o.log_group_gather = flag(&v)?,
+            "read_only" => o.read_only = flag(&v)?,
             _ => {
                 return Err(bad(format!(
                     "unknown HashDB option {key:?}; known: {}",
@@ -118,7 +120,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 16] = [
+const OPTION_NAMES: [&str; 18] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -135,6 +137,8 @@ const OPTION_NAMES: [&str; 16] = [
     "group_commit_window",
     "log_syncs_in_flight_max",
     "log_direct_io",
+    "log_group_gather",
+    "read_only",
 ];
 
 /// A Plush hash database of byte keys and values. `HashDB(path, **options)`.

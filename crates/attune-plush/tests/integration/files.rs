@@ -236,3 +236,44 @@ fn two_writers_and_a_reader_agree_with_their_oracles() {
     let db = Plush::open(dir.path(), opts).unwrap();
     db.verify().unwrap();
 }
+
+/// Log chunks take file blocks as their tail reaches them (`log::RESERVE_STEP_BYTES` at a
+/// time), not when they are taken: a new default database allocates 64 partitions × 64 KiB of
+/// its 1.9 GiB log file, not a 5 MiB chunk per partition (320 MiB).
+#[test]
+fn a_new_database_allocates_its_log_as_it_fills() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch();
+    let allocated =
+        |dir: &std::path::Path| std::fs::metadata(dir.join("log.plush")).unwrap().blocks() * 512;
+    let fast = Options {
+        sync: false,
+        ..Options::default()
+    };
+    let db = Plush::open(dir.path(), fast.clone()).unwrap();
+    let new = allocated(dir.path());
+    // Each partition's first 64 KiB, and on tmpfs also the pages of the other chunks'
+    // headers, which recovery reads through the shared mapping (a read fault allocates a
+    // tmpfs page; on a disk file system it maps the zero page).
+    assert!(
+        new <= 64 * ((64 << 10) + 6 * 4096),
+        "a new log allocated {new} bytes"
+    );
+    // One partition's appends pass its first step: the next step is allocated, no more.
+    let per_step = (64 << 10) / 32;
+    let mut n = 0;
+    let mut k = 0u64;
+    while n < 3 * per_step * 64 {
+        db.put(k, k).unwrap();
+        k += 1;
+        n += 1;
+    }
+    drop(db);
+    let used = allocated(dir.path());
+    assert!(used > new, "{used} <= {new}");
+    assert!(used <= 64 * 4 * (64 << 10) + (1 << 20), "{used}");
+    let db = Plush::open(dir.path(), fast).unwrap();
+    for k in (0..k).step_by(97) {
+        assert_eq!(db.get(k).unwrap(), Some(k));
+    }
+}

@@ -89,6 +89,9 @@ fn group_crashes_with(model: SimModel, migration: Migration, group: GroupCommit)
         let crash_at = rng.gen_range(1..(ops as u64 * THREADS / 2));
         let sim = SimStorage::with_group(Image::new(), crash_at, seed, model, group);
         sim.sync_yields(4);
+        if group.gather {
+            sim.sync_sleep_us(60);
+        }
         let seen: Vec<Seen> = match Plush::open_with(Box::new(sim.clone()), options(migration)) {
             Ok(db) => {
                 let seen = std::thread::scope(|s| {
@@ -195,6 +198,24 @@ fn a_crash_inside_a_group_of_direct_page_writes_loses_only_unacknowledged_writes
             window: false,
             syncs_in_flight_max: 4,
             direct: true,
+            gather: false,
+        },
+    );
+}
+
+/// Gathering on (the default) with syncs slow enough for it to engage (each simulated
+/// barrier sleeps 60 µs, above `GATHER_SYNC_NS_MIN`): leaders wait for the writers the last
+/// sync released, and a crash at any barrier still loses only unacknowledged writes.
+#[test]
+fn a_crash_inside_a_gathered_group_loses_only_unacknowledged_writes() {
+    group_crashes_with(
+        SimModel::Write,
+        Migration::Inline,
+        GroupCommit {
+            window: false,
+            syncs_in_flight_max: 4,
+            direct: false,
+            gather: true,
         },
     );
 }

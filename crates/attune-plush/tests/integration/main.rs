@@ -9,3 +9,4 @@ mod full_disk;
 mod group_crash;
 mod kill;
 mod payload;
+mod read_only;
