@@ -35,6 +35,7 @@
 //! Thread-safety: every type is a single-owner value or immutable after construction.
 
 pub mod check;
+pub mod clock;
 pub mod direct;
 pub mod error;
 pub mod features;
