@@ -53,6 +53,7 @@ __all__ = [
     "io_replay_direct",
     "io_route",
     "io_ssd_params",
+    "io_write_clock_flags",
     "kv_repair",
     "pipes_gen_records",
     "pipes_sort",
