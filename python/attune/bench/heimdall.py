@@ -478,10 +478,11 @@ def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
         w = order[len(order) // 2]
         fig, ax = plt.subplots(figsize=(7.5, 4.8))
         pct = np.asarray(ev.CDF_PERCENTILES) / 100
-        for p in policies:
+        colours = plt.get_cmap("tab20")
+        for i, p in enumerate(policies):
             q = by.get((w, p), {}).get("quantiles_us")
             if q:
-                ax.plot(q, pct, _style(p), label=p, linewidth=1.4)
+                ax.plot(q, pct, _style(p), label=p, linewidth=1.4, color=colours(i % 20))
         ax.set_xscale("log")
         ax.set_xlabel("read latency (µs, log)")
         ax.set_ylabel("fraction of reads")
@@ -496,11 +497,11 @@ def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
         plt.close(fig)
         made.append(path)
 
-        fig, ax = plt.subplots(figsize=(8, 4.5))
+        fig, ax = plt.subplots(figsize=(10, 5.5))
         data = [[by[(x, p)]["mean_over_best_baseline"] for x in windows] for p in policies]
         ax.boxplot(data, showfliers=True)
         ax.set_xticks(range(1, len(policies) + 1))
-        ax.set_xticklabels(policies, rotation=25, fontsize="small")
+        ax.set_xticklabels(policies, rotation=60, ha="right", fontsize="small")
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.axhline(0.85, color="green", linewidth=0.8, linestyle="--", label="target (0.85)")
         ax.set_yscale("log")
