@@ -53,6 +53,7 @@ __all__ = [
     "io_replay_direct",
     "io_route",
     "io_ssd_params",
+    "io_write_clock_flags",
     "kv_repair",
     "pipes_gen_records",
     "pipes_sort",
@@ -537,7 +538,11 @@ def io_route(
     probe_models: list[bytes] | None = None,
     probe_reads_us: float = 0.0,
     probe_read_size: int = 4096,
+    write_clock: tuple[int, int, float, float] | None = None,
 ) -> dict[str, Any]: ...
+def io_write_clock_flags(
+    trace: _TraceColumns, write_clock: tuple[int, int, float, float]
+) -> list[bool]: ...
 def io_model_info(data: bytes) -> dict[str, Any]: ...
 def io_model_scores(data: bytes, features: bytes, n: int) -> list[float]: ...
 

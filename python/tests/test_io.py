@@ -425,3 +425,42 @@ def test_concatenated_traces_change_regime():
     assert int(c.timestamp_ns[100]) == int(a.timestamp_ns[-1] - a.timestamp_ns[0]) + 5
     with pytest.raises(attune.InvalidArgumentError):
         concat_traces([])
+
+
+def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc():
+    from attune.io import write_clock_flags
+
+    # Two halves served alone by a device-wide-GC device with the default buffer (flushes of
+    # 4 MiB) and GC every 16 MiB flushed: the grid search finds both from writes and labels.
+    params = {"gc_chip_fraction": "1.0"}
+    halves = [synthetic_trace(3000, write_fraction=0.2, iops=5_000, seed=s) for s in (1, 2)]
+    labels = []
+    for h in halves:
+        rows = hd.read_rows(replay(h, params, 0), h)
+        labels.append(hd.label_periods(rows["size"], rows["latency_ns"], hd.LabelRule()))
+    clock, f1 = hd.fit_write_clock(halves, labels)
+    assert clock is not None and clock[:2] == (4 << 20, 16 << 20) and clock[3] == 100_000.0
+    assert 0.5 < f1 <= 1.0
+    flags = write_clock_flags(halves[0], clock)
+    assert flags.shape == (len(halves[0]),) and flags.any() and not flags.all()
+    # Nothing to fit: no slow reads.
+    assert hd.fit_write_clock(halves[:1], [np.zeros_like(labels[0])]) == (None, 0.0)
+    with pytest.raises(attune.InvalidArgumentError, match="label arrays"):
+        hd.fit_write_clock(halves, labels[:1])
+    # Routing with the clock: C3 moves reads away from the replica it predicts busy.
+    a, b = halves
+    c3 = route([a, b], "c3", params, 1)
+    clocked = route([a, b], "c3", params, 1, write_clock=clock)
+    assert len(clocked["read_latency_ns"]) == len(c3["read_latency_ns"])
+    assert clocked["read_latency_ns"] != c3["read_latency_ns"]
+    for bad, name in (
+        ((0, 1 << 20, 0.0, 1000.0), "flush_bytes"),
+        ((1 << 20, 0, 0.0, 1000.0), "gc_every_bytes"),
+        ((1 << 20, 1 << 20, float("nan"), 1000.0), "delay_us"),
+        ((1 << 20, 1 << 20, 0.0, 0.0), "busy_us"),
+    ):
+        with pytest.raises(attune.InvalidArgumentError, match=name):
+            route([a, b], "c3", params, 1, write_clock=bad)
+    m = hd.train(hd.read_rows(replay(a, params, 0), a), hd.Pipeline(epochs=2)).to_bytes()
+    with pytest.raises(attune.InvalidArgumentError, match="write_clock"):
+        route([a, b], "c3", params, 1, probe_models=[m, m], write_clock=clock)

@@ -19,6 +19,8 @@
 //!   network), heuristic baselines and the prefetching evaluator (unlimited cache, 20 ms pending).
 //! * [`route`]: two or three replicas serving their traces, reads routed by always-admit,
 //!   random, hedging, C3, LinnOS or Heimdall.
+//! * [`clock`]: the write clock, a host-side prediction of a replica's garbage collection from
+//!   the bytes the host wrote to it (a routing option).
 //!
 //! Design notes: `docs/ssd-sim.md`, `docs/heimdall.md`; the weight-file format:
 //! `docs/formats/io-model.md`.
@@ -35,6 +37,7 @@
 //! Thread-safety: every type is a single-owner value or immutable after construction.
 
 pub mod check;
+pub mod clock;
 pub mod direct;
 pub mod error;
 pub mod features;

@@ -32,6 +32,12 @@
 //! other, its completion enters the replica's history and its in-flight age the live features,
 //! but its latency is no client's. [`RouteResult::probes`] counts them.
 //!
+//! **The write clock** ([`WriteClock`], off by default; C3 and the model policies): each
+//! replica's count of the bytes the host wrote to it predicts its garbage collection
+//! ([`crate::clock`]). A replica the clock predicts busy counts as predicted slow: C3 and
+//! `ModelRank` choose among the others when there are any (`ModelRank` adds
+//! [`CLOCK_MARGIN_Q`] to its margin), `ModelCost` and `Model` take it as a slow prediction.
+//!
 //! Models see only what a deployed one could: completions before the decision, and (a
 //! `HeimdallLive` model) the reads still in flight on each replica ([`crate::features`]). The simulation is deterministic for a given seed.
 //!
@@ -43,6 +49,7 @@ use std::collections::BinaryHeap;
 use attune_workload::rng::Xoshiro256;
 use attune_workload::trace::{BlockRecord, IoKind};
 
+use crate::clock::{ClockState, WriteClock};
 use crate::error::{invalid, Result};
 use crate::features::{linnos_inputs, FeatureTracker};
 use crate::model::{InputKind, QuantizedMlp};
@@ -53,6 +60,11 @@ type Hedge = (u64, usize, u8, u8, u32);
 
 /// Most replicas a simulation takes.
 pub const REPLICAS_MAX: usize = 3;
+
+/// What `ModelRank` adds to the margin (logit × 1024) of a replica the write clock predicts
+/// busy: 16 logits, more than any tie margin in use, so such a replica is a candidate only
+/// when every replica is predicted busy.
+pub const CLOCK_MARGIN_Q: i64 = 16 * 1024;
 
 /// How reads are routed.
 #[derive(Clone, Debug)]
@@ -259,7 +271,19 @@ pub fn simulate_probing(
     seed: u64,
     probes: ProbeReads,
 ) -> Result<RouteResult> {
-    run(traces, params, policy, seed, None, probes).map(|(r, _)| r)
+    run(traces, params, policy, seed, None, probes, WriteClock::OFF).map(|(r, _)| r)
+}
+
+/// [`simulate_probing`] with a write clock ([`WriteClock`]; see the module documentation).
+pub fn simulate_clocked(
+    traces: &[Vec<BlockRecord>],
+    params: &SsdParams,
+    policy: &Policy,
+    seed: u64,
+    probes: ProbeReads,
+    clock: WriteClock,
+) -> Result<RouteResult> {
+    run(traces, params, policy, seed, None, probes, clock).map(|(r, _)| r)
 }
 
 /// [`simulate`], recording for every read what every replica looked like at the decision (one
@@ -294,6 +318,7 @@ pub fn probe(
         seed,
         Some(probe_models),
         ProbeReads::OFF,
+        WriteClock::OFF,
     )
 }
 
@@ -304,7 +329,10 @@ fn run(
     seed: u64,
     probe_models: Option<&[QuantizedMlp]>,
     probes: ProbeReads,
+    clock: WriteClock,
 ) -> Result<(RouteResult, Vec<ProbeRow>)> {
+    clock.validate()?;
+    let mut clocks = [ClockState::default(); REPLICAS_MAX];
     let mut rows = Vec::new();
     if probes.stale_ns > 0 && probes.size == 0 {
         return Err(invalid("probe_size", 0, "must be positive"));
@@ -402,8 +430,15 @@ fn run(
         }
         if r.kind == IoKind::Write {
             devs[h].submit(t, r, IoKind::Write);
+            clocks[h].write(&clock, t, u64::from(r.size));
             continue;
         }
+        // The write clock's prediction per replica (all false when it is off).
+        let mut clock_busy = [false; REPLICAS_MAX];
+        for (d, b) in clock_busy.iter_mut().enumerate().take(n) {
+            *b = clocks[d].busy_at(t);
+        }
+        let all_clock_busy = clock_busy[..n].iter().all(|&b| b);
         if probes.stale_ns > 0 {
             for (d, dev) in devs.iter_mut().enumerate() {
                 dev.tracker.observe(t.max(dev.ssd.now_ns()));
@@ -461,6 +496,9 @@ fn run(
                 let mut best = (f64::INFINITY, h);
                 for k in 0..n {
                     let d = (h + k) % n;
+                    if clock_busy[d] && !all_clock_busy {
+                        continue;
+                    }
                     let s = c3_score(&mut devs[d], t);
                     if s < best.0 {
                         best = (s, d);
@@ -503,7 +541,7 @@ fn run(
                             (0..pages).fold(false, |acc, _| m.predicts_slow(&x) | acc)
                         }
                     };
-                    if !slow {
+                    if !slow && !clock_busy[d] {
                         chosen = d;
                         break;
                     }
@@ -515,6 +553,9 @@ fn run(
                 for k in 0..n {
                     let d = (h + k) % n;
                     m[d] = margin(&mut devs[d], &models[d], r.size, t, &mut out.inferences);
+                    if clock_busy[d] {
+                        m[d] = m[d].max(0).saturating_add(CLOCK_MARGIN_Q);
+                    }
                 }
                 let best = m[..n].iter().copied().min().unwrap_or(0);
                 let limit = best.max(0).saturating_add((*tie_q).max(0));
@@ -539,7 +580,8 @@ fn run(
                     let d = (h + k) % n;
                     let m = margin(&mut devs[d], &models[d], r.size, t, &mut out.inferences);
                     let q = f64::from(devs[d].ssd.queue_len_at(t));
-                    let cost = (1.0 + q) * if m > 0 { *slow_factor } else { 1.0 };
+                    let slow = m > 0 || clock_busy[d];
+                    let cost = (1.0 + q) * if slow { *slow_factor } else { 1.0 };
                     let s = c3_score(&mut devs[d], t);
                     if (cost, s) < (chosen.0, chosen.1) {
                         chosen = (cost, s, d);
@@ -831,6 +873,47 @@ mod tests {
         };
         let e = simulate_probing(&traces, &params(), &pol, 3, bad).unwrap_err();
         assert!(e.to_string().contains("`probe_size`"), "{e}");
+    }
+
+    #[test]
+    fn a_replica_the_write_clock_predicts_busy_is_avoided() {
+        // Device 0 writes (its clock fires at its first write and stays busy); device 1 never
+        // writes. With the clock, C3 and the rank policy send every read after device 0's first
+        // write to device 1; without it they do not.
+        let traces = vec![trace(true, 1), trace(false, 2)];
+        let first_write = traces[0]
+            .iter()
+            .position(|r| r.kind == IoKind::Write)
+            .unwrap();
+        let reads_before = traces[0][..first_write]
+            .iter()
+            .filter(|r| r.kind == IoKind::Read)
+            .count() as u64;
+        let always = WriteClock {
+            flush_bytes: 1,
+            gc_every_bytes: 1,
+            delay_ns: 0,
+            busy_ns: u64::MAX / 4,
+        };
+        let q = QuantizedMlp::new(&tiny(1)).unwrap();
+        for p in [
+            Policy::C3,
+            Policy::ModelRank {
+                models: vec![q.clone(), q],
+                tie_q: 0,
+            },
+        ] {
+            let on = simulate_clocked(&traces, &params(), &p, 3, ProbeReads::OFF, always).unwrap();
+            assert!(on.device_stats[0].reads <= reads_before, "{}", p.name());
+            let off = simulate(&traces, &params(), &p, 3).unwrap();
+            assert!(off.device_stats[0].reads > reads_before, "{}", p.name());
+            let bad = WriteClock {
+                gc_every_bytes: 0,
+                ..always
+            };
+            let e = simulate_clocked(&traces, &params(), &p, 3, ProbeReads::OFF, bad).unwrap_err();
+            assert!(e.to_string().contains("gc_every_bytes"), "{e}");
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!
 //! Thread-safety: plain functions; simulations release the GIL while they run.
 
+use attune_io::clock::WriteClock;
 use attune_io::model::{InputKind, MlpFile, QuantizedMlp};
 use attune_io::route::{self, Policy};
 use attune_io::ssd::SsdParams;
@@ -207,9 +208,11 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// `would_us`, `would_meet_gc`, `chosen`, and `busy_for_us`: how long the replica's busy period
 /// had been under way). `probe_reads_us` > 0 sends a probe read of `probe_read_size` bytes to a
 /// replica with no read completed or in flight for that long (`route::ProbeReads`; not with
-/// `probe_models`); the dict's `probes` counts them.
+/// `probe_models`); the dict's `probes` counts them. `write_clock` = `(flush_bytes,
+/// gc_every_bytes, delay_us, busy_us)` turns on the write clock (`attune_io::clock`; C3 and the
+/// model policies avoid a replica it predicts busy; not with `probe_models`).
 #[pyfunction]
-#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096))]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None))]
 #[allow(clippy::too_many_arguments)]
 fn io_route<'py>(
     py: Python<'py>,
@@ -224,7 +227,19 @@ fn io_route<'py>(
     probe_models: Option<Vec<Vec<u8>>>,
     probe_reads_us: f64,
     probe_read_size: u32,
+    write_clock: Option<(u64, u64, f64, f64)>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let clock = match write_clock {
+        Some(c) => clock_from(py, c)?,
+        None => WriteClock::OFF,
+    };
+    if clock.is_on() && probe_models.is_some() {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            "write_clock and probe_models cannot be combined".to_string(),
+        ));
+    }
     if !(probe_reads_us >= 0.0 && probe_reads_us.is_finite()) {
         return Err(crate::errors::attune_error(
             py,
@@ -288,9 +303,8 @@ fn io_route<'py>(
     let (r, rows) = py
         .allow_threads(|| match &probes {
             Some(pm) => route::probe(&recs, &p, &pol, pm, seed),
-            None => {
-                route::simulate_probing(&recs, &p, &pol, seed, probe_reads).map(|r| (r, Vec::new()))
-            }
+            None => route::simulate_clocked(&recs, &p, &pol, seed, probe_reads, clock)
+                .map(|r| (r, Vec::new())),
         })
         .map_err(io_error)?;
     let d = PyDict::new(py);
@@ -353,6 +367,51 @@ fn io_route<'py>(
     Ok(d)
 }
 
+/// A write clock from `(flush_bytes, gc_every_bytes, delay_us, busy_us)`; the error names the
+/// bad field.
+fn clock_from(py: Python<'_>, c: (u64, u64, f64, f64)) -> PyResult<WriteClock> {
+    let (flush_bytes, gc_every_bytes, delay_us, busy_us) = c;
+    for (name, v) in [("delay_us", delay_us), ("busy_us", busy_us)] {
+        if !(0.0..1e12).contains(&v) {
+            return Err(crate::errors::attune_error(
+                py,
+                "InvalidArgumentError",
+                format!("write_clock {name} must be a number of µs in [0, 1e12), got {v}"),
+            ));
+        }
+    }
+    let w = WriteClock {
+        flush_bytes,
+        gc_every_bytes,
+        delay_ns: (delay_us * 1e3).round() as u64,
+        busy_ns: (busy_us * 1e3).round() as u64,
+    };
+    if flush_bytes == 0 {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            "write_clock flush_bytes must be positive (pass None for no clock)".to_string(),
+        ));
+    }
+    w.validate().map_err(io_error)?;
+    Ok(w)
+}
+
+/// `io_write_clock_flags(trace, write_clock)`: for every I/O of the trace (columns), whether the
+/// write clock `(flush_bytes, gc_every_bytes, delay_us, busy_us)` predicts the device busy when
+/// it arrives, from the writes before it (`attune_io::clock::busy_flags`).
+#[pyfunction]
+fn io_write_clock_flags(
+    py: Python<'_>,
+    trace: Columns,
+    write_clock: (u64, u64, f64, f64),
+) -> PyResult<Vec<bool>> {
+    let c = clock_from(py, write_clock)?;
+    let (ts, _off, size, read) = trace;
+    let writes: Vec<bool> = read.iter().map(|r| !r).collect();
+    attune_io::clock::busy_flags(&c, &ts, &size, &writes).map_err(io_error)
+}
+
 /// `io_model_info(data)`: checks a weight file and describes it (`kind`, `joint`, `dims`,
 /// `threshold`); raises `CorruptionError` naming the byte offset when it is damaged.
 #[pyfunction]
@@ -406,6 +465,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io_replay_direct, m)?)?;
     m.add_function(wrap_pyfunction!(io_route, m)?)?;
     m.add_function(wrap_pyfunction!(io_model_info, m)?)?;
+    m.add_function(wrap_pyfunction!(io_write_clock_flags, m)?)?;
     m.add_function(wrap_pyfunction!(io_model_scores, m)?)?;
     Ok(())
 }

@@ -194,9 +194,9 @@ def run(args) -> int:
     params = _params(args)
     pipeline = hd.Pipeline(epochs=args.epochs, seed=args.seed)
     rules: list = [None] * len(groups)
-    model = live_model = None
+    model = live_model = clock = None
     if args.rule_search or args.device_model:
-        rows_all, rules_all = [], []
+        rows_all, rules_all, halves_all = [], [], []
         with progress(args, total=len(groups), desc="training halves", unit="window") as bar:
             for i, g in enumerate(groups):
                 tr = ev.train_rows(g, params, args.seed + i)
@@ -207,12 +207,20 @@ def run(args) -> int:
                 rules[i] = rs
                 rows_all += tr
                 rules_all += rs
+                halves_all += [t.slice(0, len(t) // 2) for t, _ in g]
                 bar.update(1)
         if args.device_model:
             model = ev.device_model(rows_all, rules_all, pipeline)
             if any(p in ev.LIVE_POLICIES for p in policies):
                 live = dataclasses.replace(pipeline, features="live")
                 live_model = ev.device_model(rows_all, rules_all, live)
+            if any(p in ev.CLOCK_POLICIES for p in policies):
+                # One write clock for the device, as one model: fitted on every training half.
+                labels = [
+                    hd.label_periods(r["size"], r["latency_ns"], rule)
+                    for r, rule in zip(rows_all, rules_all)
+                ]
+                clock = hd.fit_write_clock(halves_all, labels)[0]
     config = {
         "device": args.device,
         "min_busy": args.min_busy,
@@ -248,6 +256,7 @@ def run(args) -> int:
                 live_model=live_model,
                 probe_reads_us=args.probe_reads_us,
                 live_rank_tie=args.live_rank_tie,
+                write_clock=clock,
             )
             results.append(r)
             best = ev.best_baseline(r)
@@ -281,6 +290,7 @@ def run(args) -> int:
                         "gc_share": r.gc_share[pol],
                         "served_share": r.served_share[pol],
                         "quantiles_us": r.quantiles_us[pol],
+                        "write_clock": r.write_clock if pol in ev.CLOCK_POLICIES else None,
                     }
                 )
             rows.append(
@@ -468,10 +478,11 @@ def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
         w = order[len(order) // 2]
         fig, ax = plt.subplots(figsize=(7.5, 4.8))
         pct = np.asarray(ev.CDF_PERCENTILES) / 100
-        for p in policies:
+        colours = plt.get_cmap("tab20")
+        for i, p in enumerate(policies):
             q = by.get((w, p), {}).get("quantiles_us")
             if q:
-                ax.plot(q, pct, _style(p), label=p, linewidth=1.4)
+                ax.plot(q, pct, _style(p), label=p, linewidth=1.4, color=colours(i % 20))
         ax.set_xscale("log")
         ax.set_xlabel("read latency (µs, log)")
         ax.set_ylabel("fraction of reads")
@@ -486,11 +497,11 @@ def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
         plt.close(fig)
         made.append(path)
 
-        fig, ax = plt.subplots(figsize=(8, 4.5))
+        fig, ax = plt.subplots(figsize=(10, 5.5))
         data = [[by[(x, p)]["mean_over_best_baseline"] for x in windows] for p in policies]
         ax.boxplot(data, showfliers=True)
         ax.set_xticks(range(1, len(policies) + 1))
-        ax.set_xticklabels(policies, rotation=25, fontsize="small")
+        ax.set_xticklabels(policies, rotation=60, ha="right", fontsize="small")
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.axhline(0.85, color="green", linewidth=0.8, linestyle="--", label="target (0.85)")
         ax.set_yscale("log")

@@ -12,6 +12,8 @@ Design notes: ``docs/ssd-sim.md``, ``docs/heimdall.md``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from attune import _native
 from attune.io.trace import FORMATS, Trace, load_trace, parse_trace, synthetic_trace
 
@@ -28,6 +30,7 @@ __all__ = [
     "route",
     "ssd_params",
     "synthetic_trace",
+    "write_clock_flags",
 ]
 
 #: Named simulated devices: SSD parameter overrides on top of the defaults (design note
@@ -99,6 +102,13 @@ def replay_direct(
     return _native.io_replay_direct(trace.columns(), path, file_bytes, pace, speed, direct)
 
 
+def write_clock_flags(trace: Trace, write_clock: tuple[int, int, float, float]) -> np.ndarray:
+    """For every I/O of ``trace``, whether the write clock ``(flush_bytes, gc_every_bytes,
+    delay_us, busy_us)`` predicts the device busy when it arrives, counting the writes before it
+    (``attune_io::clock``): what a router sees, for fitting the clock on training halves."""
+    return np.asarray(_native.io_write_clock_flags(trace.columns(), write_clock), dtype=bool)
+
+
 def route(
     traces: list[Trace],
     policy: str,
@@ -112,6 +122,7 @@ def route(
     probe_models: list[bytes] | None = None,
     probe_reads_us: float = 0.0,
     probe_read_size: int = 4096,
+    write_clock: tuple[int, int, float, float] | None = None,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
@@ -123,7 +134,11 @@ def route(
     and what the replica would have served the read in (see ``route::probe``).
     ``probe_reads_us`` > 0 sends a probe read of ``probe_read_size`` bytes to a replica with no
     read completed or in flight for that many µs (the result's ``probes`` counts them; its
-    latency is no client's, its load on the device is simulated)."""
+    latency is no client's, its load on the device is simulated). ``write_clock`` =
+    ``(flush_bytes, gc_every_bytes, delay_us, busy_us)`` (e.g. from
+    :func:`attune.io.heimdall.fit_write_clock`) counts the bytes written to each replica and
+    predicts its garbage collection: C3 and the model policies avoid a replica it predicts busy
+    (``attune_io::clock``; not with ``probe_models``)."""
     return _native.io_route(
         [t.columns() for t in traces],
         policy,
@@ -136,4 +151,5 @@ def route(
         probe_models,
         probe_reads_us,
         probe_read_size,
+        write_clock,
     )

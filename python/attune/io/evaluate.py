@@ -50,6 +50,9 @@ POLICIES = (
     "c3-probe",
     "heimdall-live-rank-probe",
     "heimdall-live-cost-probe",
+    "c3-clock",
+    "heimdall-live-rank-clock",
+    "heimdall-live-rank-probe-clock",
     "oracle",
 )
 #: Heimdall's policies: the chapter's (a declined read goes to the next replica, which admits),
@@ -65,13 +68,25 @@ LIVE_POLICIES = (
     "heimdall-live-cost",
     "heimdall-live-rank-probe",
     "heimdall-live-cost-probe",
+    "heimdall-live-rank-clock",
+    "heimdall-live-rank-probe-clock",
 )
 #: Policies with probe reads (``route(..., probe_reads_us=...)``): a replica with no read
 #: completed or in flight for :data:`PROBE_READS_US` gets a 4 KiB read whose completion refreshes
 #: its history. ``c3-probe`` is C3 with the same probes: a reference that says how much of a
 #: probing policy's gain is the probes' alone (not one of the chapter's baselines).
-PROBE_POLICIES = ("c3-probe", "heimdall-live-rank-probe", "heimdall-live-cost-probe")
-REFERENCE_POLICIES = ("c3-probe",)
+PROBE_POLICIES = (
+    "c3-probe",
+    "heimdall-live-rank-probe",
+    "heimdall-live-cost-probe",
+    "heimdall-live-rank-probe-clock",
+)
+#: Policies with the write clock (``route(..., write_clock=...)``): each replica's count of the
+#: bytes written to it predicts its garbage collection, and a replica it predicts busy counts as
+#: predicted slow (``attune_io::clock``; fitted by :func:`attune.io.heimdall.fit_write_clock` on
+#: training halves). ``c3-clock`` is C3 with the same clock: a reference, not a baseline.
+CLOCK_POLICIES = ("c3-clock", "heimdall-live-rank-clock", "heimdall-live-rank-probe-clock")
+REFERENCE_POLICIES = ("c3-probe", "c3-clock")
 #: Staleness (µs) after which a replica is probed, chosen on the validation windows (1 ms: 0.57
 #: probes per client read; 5 ms: 0.29, and better).
 PROBE_READS_US = 5000.0
@@ -127,6 +142,8 @@ class PairResult:
     joint_auc: dict[int, float] = field(default_factory=dict)
     busy_fraction: float = 0.0
     slow_fraction: float = 0.0
+    #: The write clock the clock policies ran with (None: none fitted).
+    write_clock: list | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -272,6 +289,7 @@ def evaluate_pair(
     live_model: bytes | None = None,
     probe_reads_us: float = PROBE_READS_US,
     live_rank_tie: float = LIVE_RANK_TIE,
+    write_clock: tuple[int, int, float, float] | None = None,
 ) -> PairResult:
     """Trains per-device models on the first halves and compares the policies on the second.
     ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead.
@@ -280,7 +298,9 @@ def evaluate_pair(
     within which ``heimdall-rank`` counts replicas as tied (0: the replicas predicted fast);
     ``slow_factor`` how many times a replica predicted slow counts in ``heimdall-cost``.
     ``live_model`` is every replica's live model (:data:`LIVE_POLICIES`); without it each
-    replica's is trained on its training half, as the chapter's model is."""
+    replica's is trained on its training half, as the chapter's model is. ``write_clock`` is the
+    clock of :data:`CLOCK_POLICIES`; without it one is fitted on this group's training halves
+    (:func:`attune.io.heimdall.fit_write_clock`); none fitted: those policies run without."""
     res = PairResult([w for _, w in group])
     train_halves, test_halves = [], []
     for t, _ in group:
@@ -288,6 +308,7 @@ def evaluate_pair(
         train_halves.append(t.slice(0, h))
         test_halves.append(t.slice(h, len(t)))
     heimdall_models, linnos_models, live_models, train_lat = [], [], [], []
+    train_labels = []
     want_live = any(p in LIVE_POLICIES for p in policies)
     first_rows = None
     for i, t in enumerate(train_halves):
@@ -298,6 +319,7 @@ def evaluate_pair(
             )
         train_lat.append(rows["latency_ns"])
         rule = rules[i] if rules else pipeline.rule
+        train_labels.append(hd.label_periods(rows["size"], rows["latency_ns"], rule))
         p_i = hd.Pipeline(
             labelling=pipeline.labelling,
             features=pipeline.features,
@@ -365,12 +387,22 @@ def evaluate_pair(
         res.joint_auc[j] = hd.roc_auc(yj, hd.quantised_scores(m.to_bytes(), xj))
     # Latency of every policy on the second halves.
     timeout = int(np.percentile(np.concatenate(train_lat), 98))
+    if write_clock is None and any(p in CLOCK_POLICIES for p in policies):
+        write_clock = hd.fit_write_clock(train_halves, train_labels)[0]
+    res.write_clock = list(write_clock) if write_clock is not None else None
     for pol in policies:
         models = live_models if pol in LIVE_POLICIES else heimdall_models
         probing = probe_reads_us if pol in PROBE_POLICIES else 0.0
+        clock = write_clock if pol in CLOCK_POLICIES else None
         if pol in ("heimdall", "heimdall-live"):
             r = route(test_halves, "model", params, seed, models=models)
-        elif pol in ("heimdall-rank", "heimdall-live-rank", "heimdall-live-rank-probe"):
+        elif pol in (
+            "heimdall-rank",
+            "heimdall-live-rank",
+            "heimdall-live-rank-probe",
+            "heimdall-live-rank-clock",
+            "heimdall-live-rank-probe-clock",
+        ):
             r = route(
                 test_halves,
                 "model-rank",
@@ -379,6 +411,7 @@ def evaluate_pair(
                 models=models,
                 tie=live_rank_tie if pol in LIVE_POLICIES else rank_tie,
                 probe_reads_us=probing,
+                write_clock=clock,
             )
         elif pol in ("heimdall-cost", "heimdall-live-cost", "heimdall-live-cost-probe"):
             r = route(
@@ -390,8 +423,8 @@ def evaluate_pair(
                 slow_factor=slow_factor,
                 probe_reads_us=probing,
             )
-        elif pol == "c3-probe":
-            r = route(test_halves, "c3", params, seed, probe_reads_us=probing)
+        elif pol in ("c3-probe", "c3-clock"):
+            r = route(test_halves, "c3", params, seed, probe_reads_us=probing, write_clock=clock)
         elif pol == "heimdall-home":
             r = route(test_halves, "model-home", params, seed, models=heimdall_models)
         elif pol == "linnos":

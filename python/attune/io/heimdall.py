@@ -626,3 +626,65 @@ def quantised_scores(model_bytes: bytes, x: np.ndarray) -> np.ndarray:
     """The Rust quantised model's slow probabilities for raw inputs ``x``."""
     x = np.ascontiguousarray(x, dtype="<f4")
     return np.asarray(_native.io_model_scores(model_bytes, x.tobytes(), len(x)))
+
+
+# ---------------------------------------------------------------- the write clock
+#: The grid :func:`fit_write_clock` searches: the flush size (bytes written that make the device
+#: flush), the number of flushes between garbage collections, the delay from the write that
+#: completes the count to the busy period (µs) and the busy period's length (µs).
+CLOCK_FLUSH_BYTES = tuple(m << 20 for m in (1, 2, 4, 8))
+CLOCK_FLUSHES_PER_GC = tuple(range(1, 9))
+CLOCK_DELAY_US = (0.0, 2500.0, 5000.0, 10000.0)
+CLOCK_BUSY_US = (25_000.0, 50_000.0, 100_000.0, 200_000.0)
+
+
+def _f1(flags: np.ndarray, labels: np.ndarray) -> float:
+    tp = float(np.sum(flags & labels))
+    fp = float(np.sum(flags & ~labels))
+    fn = float(np.sum(~flags & labels))
+    return 2 * tp / (2 * tp + fp + fn) if tp > 0 else 0.0
+
+
+def fit_write_clock(
+    halves: list, labels: list[np.ndarray]
+) -> tuple[tuple[int, int, float, float] | None, float]:
+    """The write clock ``(flush_bytes, gc_every_bytes, delay_us, busy_us)`` that best predicts
+    the slow periods of training data, and its F1.
+
+    ``halves`` are traces each served alone by a fresh device of the kind (the training halves)
+    and ``labels`` the period labels of their reads (:func:`label_periods`). Only what a host
+    sees is used: the writes it sent (times and sizes) and the labels of the reads' latencies.
+    Every point of the grid (:data:`CLOCK_FLUSH_BYTES` × :data:`CLOCK_FLUSHES_PER_GC` ×
+    :data:`CLOCK_DELAY_US` × :data:`CLOCK_BUSY_US`, 512 clocks) predicts busy or not for every
+    read (``attune_io::clock``, the code the router runs); the highest F1 over the pooled reads
+    wins (ties: the first in grid order). ``(None, 0.0)`` when no clock predicts a single slow
+    read (no writes, or no slow periods)."""
+    if len(halves) != len(labels):
+        raise InvalidArgumentError(
+            f"fit_write_clock: {len(halves)} traces but {len(labels)} label arrays"
+        )
+    cols = [h.columns() for h in halves]
+    reads = [np.asarray(h.is_read, dtype=bool) for h in halves]
+    for i, (r, y) in enumerate(zip(reads, labels)):
+        if int(r.sum()) != len(y):
+            raise InvalidArgumentError(
+                f"fit_write_clock: trace {i} has {int(r.sum())} reads but {len(y)} labels"
+            )
+    y_all = np.concatenate([np.asarray(y, dtype=bool) for y in labels]) if labels else None
+    best: tuple[tuple[int, int, float, float] | None, float] = (None, 0.0)
+    if y_all is None or not y_all.any():
+        return best
+    for flush, k, delay, busy in itertools.product(
+        CLOCK_FLUSH_BYTES, CLOCK_FLUSHES_PER_GC, CLOCK_DELAY_US, CLOCK_BUSY_US
+    ):
+        clock = (flush, flush * k, delay, busy)
+        flags = np.concatenate(
+            [
+                np.asarray(_native.io_write_clock_flags(c, clock), dtype=bool)[r]
+                for c, r in zip(cols, reads)
+            ]
+        )
+        f = _f1(flags, y_all)
+        if f > best[1]:
+            best = (clock, f)
+    return best
