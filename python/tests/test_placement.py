@@ -347,3 +347,32 @@ def test_budget_mode_relaxing_unread_columns_is_exact():
     assert a.status == b.status == "optimal"
     assert a.predicted_s == pytest.approx(b.predicted_s, rel=1e-4)
     assert a.cost_ct <= budget * (1 + 1e-9) and a.placement["u.cold"] == "slow"
+
+
+def test_solver_summary_keeps_decompose_settings_apart():
+    from attune.bench.place import summarize
+
+    def row(dec, cpu, status="optimal"):
+        r = {
+            "bench": "place-mixes",
+            "strategy": "lopt",
+            "mix": {"a": 100},
+            "time_limit_s": 120.0,
+            "lagrange_max": 1,
+            "predicted_s": 1.0,
+            "bound_s": 1.0,
+            "gap": 0.0,
+            "status": status,
+            "solve_s": 10 * cpu,
+            "solve_cpu_s": cpu,
+        }
+        if dec is not None:
+            r["decompose"] = dec
+        return r
+
+    out = summarize([row(None, 2.0), row("on", 6.0), row("on", 1.0, "Time limit reached")])
+    by = {r["decompose"]: r for r in out if r["bench"] == "place-solver-summary"}
+    assert set(by) == {"auto", "on"}  # rows written before the flag count as auto
+    assert by["auto"]["optimal_within_5s_cpu"] == 1 and by["auto"]["optimal_within_5s"] == 0
+    assert by["on"]["mixes"] == 2 and by["on"]["optimal"] == 1
+    assert by["on"]["optimal_within_5s_cpu"] == 0 and by["on"]["max_solve_cpu_s"] == 6.0
