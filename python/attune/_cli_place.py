@@ -69,6 +69,13 @@ def register(sub) -> None:
         s.add_argument("--sample", type=float, default=1.0, help="fraction of distinct scans")
         s.add_argument("--time-limit", type=float, default=5.0, help="solver time limit (s)")
         s.add_argument(
+            "--decompose",
+            choices=("auto", "on", "off"),
+            default="auto",
+            help="LOPT: solve each table alone first and add its bound (auto: on in budget "
+            "mode, off in capacity mode)",
+        )
+        s.add_argument(
             "--no-secondary",
             action="store_true",
             help="drop the secondary objective (untouched columns to the cheapest device)",
@@ -223,6 +230,7 @@ def _run_solve(args):
             time_limit_s=args.time_limit,
             secondary=not args.no_secondary,
             no_regression=s.placement() if args.no_regression else None,
+            decompose={"auto": None, "on": True, "off": False}[args.decompose],
         )
     elif (args.no_regression or args.budget is not None) and args.budget is None:
         raise InvalidArgumentError("--no-regression needs --strategy lopt")

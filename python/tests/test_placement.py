@@ -316,13 +316,26 @@ def test_lagrangian_bound_is_valid_and_the_optimum_unchanged():
     devs = [FAST.with_capacity(300.0), SLOW.with_capacity(1000.0)]
     full = sg.lopt(w, devs, decompose=False, warm_start=False)
     lag = sg.lopt(w, devs, lagrange_iterations=10)
-    plain = sg.lopt(w, devs, lagrange_iterations=1)
+    plain = sg.lopt(w, devs, lagrange_iterations=1, decompose=True)
     assert full.status == lag.status == plain.status == "optimal"
     assert lag.predicted_s == pytest.approx(full.predicted_s, rel=1e-4)
     assert plain.predicted_s == pytest.approx(full.predicted_s, rel=1e-4)
     # every Lagrangian bound is a lower bound, and pricing the capacity only raises it
     assert plain.extra["lagrange_bound_s"] <= lag.extra["lagrange_bound_s"] + 1e-12
     assert lag.extra["lagrange_bound_s"] <= full.predicted_s * (1 + 1e-9)
+
+
+def test_capacity_mode_solves_the_full_mip_without_the_table_stage_by_default():
+    w = _coupled_workload()
+    devs = [FAST.with_capacity(300.0), SLOW.with_capacity(1000.0)]
+    plain = sg.lopt(w, devs)
+    staged = sg.lopt(w, devs, decompose=True)
+    assert plain.status == staged.status == "optimal"
+    assert plain.extra["decomposed"] is False and "lagrange_bound_s" not in plain.extra
+    assert "lagrange_bound_s" in staged.extra
+    assert plain.predicted_s == pytest.approx(staged.predicted_s, rel=1e-4)
+    # the scaled capacity rows still hold the placement to the capacities
+    assert all(plain.used_bytes[d.name] <= d.capacity * (1 + 1e-9) for d in devs)
 
 
 def test_budget_mode_relaxing_unread_columns_is_exact():
@@ -334,3 +347,32 @@ def test_budget_mode_relaxing_unread_columns_is_exact():
     assert a.status == b.status == "optimal"
     assert a.predicted_s == pytest.approx(b.predicted_s, rel=1e-4)
     assert a.cost_ct <= budget * (1 + 1e-9) and a.placement["u.cold"] == "slow"
+
+
+def test_solver_summary_keeps_decompose_settings_apart():
+    from attune.bench.place import summarize
+
+    def row(dec, cpu, status="optimal"):
+        r = {
+            "bench": "place-mixes",
+            "strategy": "lopt",
+            "mix": {"a": 100},
+            "time_limit_s": 120.0,
+            "lagrange_max": 1,
+            "predicted_s": 1.0,
+            "bound_s": 1.0,
+            "gap": 0.0,
+            "status": status,
+            "solve_s": 10 * cpu,
+            "solve_cpu_s": cpu,
+        }
+        if dec is not None:
+            r["decompose"] = dec
+        return r
+
+    out = summarize([row(None, 2.0), row("on", 6.0), row("on", 1.0, "Time limit reached")])
+    by = {r["decompose"]: r for r in out if r["bench"] == "place-solver-summary"}
+    assert set(by) == {"auto", "on"}  # rows written before the flag count as auto
+    assert by["auto"]["optimal_within_5s_cpu"] == 1 and by["auto"]["optimal_within_5s"] == 0
+    assert by["on"]["mixes"] == 2 and by["on"]["optimal"] == 1
+    assert by["on"]["optimal_within_5s_cpu"] == 0 and by["on"]["max_solve_cpu_s"] == 6.0

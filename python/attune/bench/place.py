@@ -89,14 +89,18 @@ def summarize(rows: list[dict]) -> list[dict]:
                 else 1
             )
     solver = [r for r in rows if r.get("bench") == "place-mixes" and r["strategy"] == "lopt"]
-    keys = {(r["time_limit_s"], r["lagrange_max"], r.get("scale", 1.0)) for r in solver}
-    for limit, lag, sc in sorted(keys):
+    keys = {
+        (r["time_limit_s"], r["lagrange_max"], r.get("scale", 1.0), r.get("decompose", "auto"))
+        for r in solver
+    }
+    for limit, lag, sc, dec in sorted(keys):
         rs = [
             r
             for r in solver
             if r["time_limit_s"] == limit
             and r["lagrange_max"] == lag
             and r.get("scale", 1.0) == sc
+            and r.get("decompose", "auto") == dec
             and "solve_s" in r
         ]
         out.append(
@@ -105,6 +109,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "time_limit_s": limit,
                 "lagrange_iterations": lag,
                 "scale": sc,
+                "decompose": dec,
                 "median_bound_over_time": statistics.median(
                     r["bound_s"] / r["predicted_s"] for r in rs if r["predicted_s"] > 0
                 ),
@@ -118,6 +123,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                 ),
                 "median_solve_s": statistics.median(r["solve_s"] for r in rs),
                 "median_solve_cpu_s": statistics.median(r["solve_cpu_s"] for r in rs),
+                "max_solve_cpu_s": max(r["solve_cpu_s"] for r in rs),
                 "max_gap": max(r["gap"] for r in rs),
             }
         )
@@ -139,6 +145,7 @@ def _mixes_summary(rows, solver, sc) -> list[dict]:
         and r["time_limit_s"] == 5.0
         and r["lagrange_max"] == 1
         and r.get("scale", 1.0) == sc
+        and r.get("decompose", "auto") == "auto"
     ]
     if mixes_rows:
         by: dict[tuple, dict] = {}
@@ -348,6 +355,10 @@ def _plot(rows: list[dict], out: str) -> int:
     return 0
 
 
+#: ``--decompose`` -> LOPT's ``decompose`` argument (None: its default for the mode)
+_DECOMPOSE = {"auto": None, "on": True, "off": False}
+
+
 def main(argv: list[str]) -> int:
     from attune.bench import machine
     from attune.placement import store as st
@@ -402,6 +413,13 @@ def main(argv: list[str]) -> int:
         type=int,
         default=1,
         help="mixes/pareto: LOPT's Lagrangian iterations (1: the tables' own bounds only)",
+    )
+    p.add_argument(
+        "--decompose",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="mixes/pareto: LOPT's per-table stage (auto: on in budget mode or with Lagrangian "
+        "iterations, off in capacity mode)",
     )
     p.add_argument("--slack", type=float, default=0.02, help="capacity slack per device in mixes")
     p.add_argument(
@@ -474,6 +492,7 @@ def main(argv: list[str]) -> int:
                         {
                             "time_limit_s": a.time_limit,
                             "lagrange_iterations": a.lagrange_iterations,
+                            "decompose": _DECOMPOSE[a.decompose],
                         }
                         if strat == "lopt"
                         else {}
@@ -489,6 +508,7 @@ def main(argv: list[str]) -> int:
                     time_limit_s=a.time_limit,
                     lagrange_max=a.lagrange_iterations,
                     scale=a.scale,
+                    decompose=a.decompose,
                 )
                 rows.append(row)
                 print(
@@ -505,6 +525,7 @@ def main(argv: list[str]) -> int:
             points=a.points,
             time_limit_s=a.time_limit,
             lagrange_iterations=a.lagrange_iterations,
+            decompose=_DECOMPOSE[a.decompose],
         ):
             row = r.to_dict()
             row.pop("placement")

@@ -317,7 +317,7 @@ def lopt(
     threads: int = 1,
     cuts: bool = True,
     warm_start: bool = True,
-    decompose: bool = True,
+    decompose: bool | None = None,
     start: Placement | None = None,
     lagrange_iterations: int = 1,
     lagrange_share: float = 0.5,
@@ -329,7 +329,10 @@ def lopt(
     ``decompose``: first solve each table alone (the scans of one table only involve its
     columns; tables share only the capacities or the budget). Each table's optimum is a lower
     bound on its share of the objective, added as a constraint; when the tables' placements
-    together fit, they are the optimum and the full MIP is skipped. ``lagrange_iterations`` >
+    together fit, they are the optimum and the full MIP is skipped. Default (None): on in
+    budget mode and with ``lagrange_iterations`` > 1, off in capacity mode, where the tables
+    compete for the fast devices, their placements never fit together on the TPC-H mixes,
+    and the full MIP proves optimality in less CPU time without the tables' bound rows. ``lagrange_iterations`` >
     1 goes on to price the shared capacities (or budget) by subgradient ascent
     (:func:`_lagrange`, at most ``lagrange_share`` of the time limit): a stronger bound, each
     iteration one small MIP per table. ``relax_untouched`` (default: in budget mode) makes the
@@ -380,6 +383,8 @@ def lopt(
     }
     if relax_untouched is None:
         relax_untouched = mode == "budget"
+    if decompose is None:
+        decompose = mode == "budget" or lagrange_iterations > 1
     full_opts = {**opts, "relax_untouched": relax_untouched}
 
     # 1. the tables alone, then with the shared capacities (or budget) priced: lower bounds
@@ -665,15 +670,20 @@ def _mip(
                 idx = [xv(ci[k], d) for d in range(nd)] + [nx + si[s]]
                 val = [column_time(workload.columns[k], dev) for dev in devices] + [-1.0]
                 h.addRow(-inf, 0.0, len(idx), idx, val)
+    # the resource rows are scaled to a right-hand side of 1 (bytes and cents are 1e7-1e9
+    # against times of 1e-4-10 s: unscaled, HiGHS warns that the model is badly scaled)
     if mode == "capacity":
         for d, dev in enumerate(devices):
             idx = [xv(i, d) for i in range(len(cols))]
             val = [workload.columns[k].size_on(dev) for k in cols]
-            h.addRow(-inf, float(dev.capacity or 0.0), len(idx), idx, val)
+            cap = float(dev.capacity or 0.0)
+            unit = cap if cap > 0 else max(sum(val), 1.0)
+            h.addRow(-inf, cap / unit, len(idx), idx, [v / unit for v in val])
     else:
         idx = [xv(i, d) for i in range(len(cols)) for d in range(nd)]
         val = [costs[i][d] for i in range(len(cols)) for d in range(nd)]
-        h.addRow(-inf, float(budget), len(idx), idx, val)
+        unit = float(budget) if budget > 0 else max(sum(val), 1.0)
+        h.addRow(-inf, float(budget) / unit, len(idx), idx, [v / unit for v in val])
     for tscans, lb in table_bounds or []:
         idx = [nx + si[s] for s in tscans]
         h.addRow(lb * (1 - 1e-9), inf, len(idx), idx, [counts[s] for s in tscans])
