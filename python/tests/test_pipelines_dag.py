@@ -407,3 +407,27 @@ def test_ray_mode_without_ray_says_how_to_get_it(monkeypatch):
     dag.node(load)
     with pytest.raises(PipelineError, match=r"pip install 'attune\[ray\]'"):
         dag.run(mode="ray")
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_node_timelines_are_ordered_on_one_clock(tmp_path, reuse):
+    # Every node's timeline (process clock shared by the run's processes): it starts after the
+    # run, calls its function, shares its output, and the driver hears of it last; a consumer
+    # starts after its inputs were shared.
+    dag = DAG()
+    _src, c, f, s, j = build(dag)
+    res = dag.run(root=str(tmp_path), reuse_processes=reuse, measure_memory=False)
+    assert res.started_at > 0
+    for st in res.nodes.values():
+        order = [
+            res.started_at,
+            st["started_at"],
+            st["compute_started_at"],
+            st["compute_ended_at"],
+            st["ended_at"],
+            st["reported_at"],
+        ]
+        assert order == sorted(order)
+    for n in (c, f, s, j):
+        for i in n.inputs:
+            assert res.nodes[n.name]["started_at"] >= res.nodes[i.name]["ended_at"]
