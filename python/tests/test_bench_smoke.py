@@ -232,3 +232,47 @@ def test_compression_an_engine_lacks_runs_the_nearest_codec_and_records_both(tmp
     if "attune" in by:
         assert by["attune"]["params"]["compression"] == "lz4"
         assert "compression_requested" not in by["attune"]["params"]
+
+
+def test_dabstep_phases_split_a_run_at_its_loads_and_preprocessing():
+    # The phases of a DABstep-shaped run come from its nodes' timeline: the payments load's
+    # end, the last preprocessing node's end, and the wide phase after it.
+    from attune.bench.dabstep import phase_of
+    from attune.bench.pipelines import _dabstep_phases
+    from attune.pipelines.dag import RunResult
+
+    assert [phase_of(n) for n in ("payments", "d2.fees", "d1.with_month", "d2.scheme_NexPay")] == [
+        "load",
+        "load",
+        "preprocess",
+        "preprocess",
+    ]
+    assert phase_of("d5.fraud_aci") == phase_of("delta3") == "compute"
+
+    def node(start: float, end: float, cpu: float) -> dict:
+        return {"started_at": start, "ended_at": end, "compute_cpu_seconds": cpu}
+
+    res = RunResult(
+        {},
+        nodes={
+            "payments": node(100.5, 101.0, 0.4),
+            "fees": node(100.25, 100.5, 0.1),
+            "with_month": node(101.0, 101.5, 0.2),
+            "merchant": node(101.5, 102.0, 0.1),
+            "fraud_aci": node(102.0, 102.5, 0.05),
+        },
+        seconds=2.75,
+        started_at=100.0,
+    )
+    got = _dabstep_phases(res)
+    assert got == pytest.approx(
+        {
+            "first_start_seconds": 0.25,
+            "payments_done_seconds": 1.0,
+            "preprocess_done_seconds": 2.0,
+            "wide_phase_seconds": 0.75,
+            "payments_cpu_seconds": 0.4,
+            "preprocess_cpu_seconds": 0.3,
+            "compute_cpu_seconds": 0.05,
+        }
+    )

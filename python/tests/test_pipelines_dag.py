@@ -407,3 +407,69 @@ def test_ray_mode_without_ray_says_how_to_get_it(monkeypatch):
     dag.node(load)
     with pytest.raises(PipelineError, match=r"pip install 'attune\[ray\]'"):
         dag.run(mode="ray")
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_node_timelines_are_ordered_on_one_clock(tmp_path, reuse):
+    # Every node's timeline (process clock shared by the run's processes): it starts after the
+    # run, calls its function, shares its output, and the driver hears of it last; a consumer
+    # starts after its inputs were shared.
+    dag = DAG()
+    _src, c, f, s, j = build(dag)
+    res = dag.run(root=str(tmp_path), reuse_processes=reuse, measure_memory=False)
+    assert res.started_at > 0
+    for st in res.nodes.values():
+        order = [
+            res.started_at,
+            st["started_at"],
+            st["compute_started_at"],
+            st["compute_ended_at"],
+            st["ended_at"],
+            st["reported_at"],
+        ]
+        assert order == sorted(order)
+    for n in (c, f, s, j):
+        for i in n.inputs:
+            assert res.nodes[n.name]["started_at"] >= res.nodes[i.name]["ended_at"]
+
+
+def _deferred_unmap_child(directory, conn):
+    from attune.pipelines import shmpool
+
+    try:
+        shmpool.install(directory, "n")
+        buf = pa.allocate_buffer(1 << 20)
+        (path,) = [p for _a, _n, p in shmpool.segments()]
+        del buf
+        shmpool.freeze()
+
+        def mapped() -> bool:
+            with open("/proc/self/maps") as f:
+                return any(line.rstrip().endswith(path) for line in f)
+
+        before = mapped()
+        shmpool.release({}, recycle=False, defer=True)
+        deferred = (mapped(), shmpool.segments(), os.path.exists(path))
+        shmpool.finish_release()
+        conn.send((before, *deferred, mapped(), os.path.exists(path)))
+    except BaseException as e:  # noqa: BLE001 - reported to the test
+        conn.send(repr(e))
+
+
+def test_a_deferred_release_unmaps_the_segments_after_the_report(tmp_path):
+    # A reused worker releases a node's segments before reporting it, but unmaps them (a TLB
+    # shootdown) and removes their files only in finish_release, after the report: until then
+    # the pool has forgotten them (no allocation lands there) and they are still mapped.
+    import multiprocessing as mp
+
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+    ctx = mp.get_context("fork")
+    a, b = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_deferred_unmap_child, args=(str(tmp_path), b))
+    p.start()
+    got = a.recv()
+    p.join()
+    assert got == (True, True, [], True, False, False)

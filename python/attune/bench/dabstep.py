@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from attune.pipelines import DAG, DeCache
 from attune.pipelines.dag import Node
 
-__all__ = ["DAGS", "build", "build_all", "write_tables"]
+__all__ = ["DAGS", "PHASES", "build", "build_all", "phase_of", "write_tables"]
 
 SCHEMES = ["GlobalCard", "NexPay", "SwiftCharge", "TransactPlus", "RandomCard"]
 COUNTRIES = ["NL", "BE", "FR", "DE", "IT", "ES", "SE", "LU"]
@@ -243,6 +243,23 @@ def _avg_amount_by(column: str) -> Callable[[pa.Table], pa.Table]:
 
 # --------------------------------------------------------------------------------------------
 # The five DAGs.
+
+#: A run's phases, in order: the three loads, the preprocessing chain (appending columns to
+#: payments, the applicable rules, the filtered subsets) and the wide phase of compute nodes.
+PHASES = ("load", "preprocess", "compute")
+_LOADS = {"payments", "fees", "merchants"}
+_PREPROCESS = {"with_month", "with_merchant", "applicable_fees", "credit", "merchant"}
+
+
+def phase_of(name: str) -> str:
+    """The phase (:data:`PHASES`) of a node of these DAGs, by its name (``d<N>.`` prefix or
+    not)."""
+    base = name.split(".", 1)[1] if name[:1] == "d" and "." in name else name
+    if base in _LOADS:
+        return "load"
+    if base in _PREPROCESS or base.startswith("scheme_"):
+        return "preprocess"
+    return "compute"
 
 
 def _loads(dag: DAG, paths: dict[str, str], cache: DeCache | None, tag: str) -> tuple[Node, ...]:

@@ -991,6 +991,7 @@ def _dabstep_timed(args, out, paths, engines, cache_root, wpool) -> None:
                     row["bytes_copied"] = tot["read_bytes_copied"] + tot["write_bytes_copied"]
                     row["output_file_bytes"] = tot["output_file_bytes"]
                     row["shared_bytes_peak"] = tot["shared_bytes_peak"]
+                row.update(_dabstep_phases(res))
                 per.setdefault(label, []).append(row)
                 out.row(row)
                 del res
@@ -1002,6 +1003,62 @@ def _dabstep_timed(args, out, paths, engines, cache_root, wpool) -> None:
         if "sipc:persist" in per:
             head = {"kind": "summary", "case": "dabstep-persist", "workload": workload}
             _summary(out, head, per, "seconds", base="sipc:persist")
+        phases: dict[str, Any] = {"kind": "summary", "case": "dabstep-phases", "workload": workload}
+        for label, rows in per.items():
+            tag = label.replace("-", "_").replace(":", "_")
+            for k in PHASE_FIELDS:
+                vals = [r[k] for r in rows if r.get(k) is not None]
+                if vals:
+                    phases[f"{tag}_{k}"] = statistics.median_low(vals)
+        out.row(phases)
+
+
+#: Per-run fields of :func:`_dabstep_phases` (medians per engine in the `dabstep-phases` row).
+PHASE_FIELDS = (
+    "first_start_seconds",
+    "payments_done_seconds",
+    "preprocess_done_seconds",
+    "wide_phase_seconds",
+    "payments_cpu_seconds",
+    "preprocess_cpu_seconds",
+    "compute_cpu_seconds",
+)
+
+
+def _dabstep_phases(res: RunResult) -> dict[str, Any]:
+    """Where a run's wall time went, from its nodes' timeline (``started_at``...; one clock for
+    every process): when the first node started (worker start and dispatch), when the payments
+    load (the decode, or a DeCache fill) and the last preprocessing node ended (the sequential
+    part every DAG starts with), and how long the wide phase of compute nodes took after that;
+    with the CPU seconds of the node calls per phase. A node ends when its output is shared
+    (SIPC) or when its function returned (Ray: its put into the object store is not in it)."""
+    from attune.bench.dabstep import phase_of
+
+    t0 = res.started_at
+    if not res.nodes or not t0:
+        return {}
+    ends: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    first = min(st.get("started_at", t0) for st in res.nodes.values()) - t0
+    payments = 0.0
+    for name, st in res.nodes.items():
+        ph = phase_of(name)
+        end = st.get("ended_at", st.get("compute_ended_at", t0)) - t0
+        ends[ph] = max(ends.get(ph, 0.0), end)
+        cpu[ph] = cpu.get(ph, 0.0) + st.get("compute_cpu_seconds", 0.0)
+        if ph == "load" and name.rsplit(".", 1)[-1] == "payments":
+            payments = max(payments, end)
+            cpu["payments"] = cpu.get("payments", 0.0) + st.get("compute_cpu_seconds", 0.0)
+    pre_done = ends.get("preprocess", ends.get("load", 0.0))
+    return {
+        "first_start_seconds": first,
+        "payments_done_seconds": payments,
+        "preprocess_done_seconds": pre_done,
+        "wide_phase_seconds": max(0.0, res.seconds - pre_done),
+        "payments_cpu_seconds": cpu.get("payments", 0.0),
+        "preprocess_cpu_seconds": cpu.get("preprocess", 0.0),
+        "compute_cpu_seconds": cpu.get("compute", 0.0),
+    }
 
 
 # --------------------------------------------------------------------------------------------

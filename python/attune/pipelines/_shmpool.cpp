@@ -261,8 +261,14 @@ class ShmPool : public arrow::MemoryPool {
   // first segments are spares renamed, so its allocations touch pages that are already there
   // instead of faulting and zeroing fresh tmpfs pages (the warm memory an allocator such as
   // jemalloc gives a reused worker). They are listed in *recycled.
+  //
+  // With `defer`, released segments stay mapped until FinishUnmap(): unmapping a large
+  // populated range costs a TLB shootdown across the cores the process's threads ran on (tens
+  // of milliseconds of wall time per node on a busy VM, a few of CPU), which a worker does
+  // after it reported the node. Their address ranges stay taken meanwhile, so nothing new is
+  // mapped there; no allocation of the pool is in them any more.
   PyObject* Restart(const std::unordered_set<std::string>& recycle, PyObject* recycled,
-                    int64_t* retained) {
+                    int64_t* retained, bool defer) {
     std::lock_guard<std::mutex> lock(mu_);
     PyObject* released = PyList_New(0);
     if (released == nullptr) return nullptr;
@@ -302,6 +308,10 @@ class ShmPool : public arrow::MemoryPool {
         spares_.push_back(s);
         continue;
       }
+      if (defer) {
+        unmap_later_.push_back(s);
+        continue;
+      }
       ::munmap(s.base, static_cast<size_t>(s.length));
       ::close(s.fd);
     }
@@ -311,6 +321,19 @@ class ShmPool : public arrow::MemoryPool {
     current_ = nullptr;
     frozen_ = false;
     return released;
+  }
+
+  // Unmaps the segments a deferred Restart released (idempotent).
+  void FinishUnmap() {
+    std::vector<Segment> later;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      later.swap(unmap_later_);
+    }
+    for (Segment& s : later) {
+      ::munmap(s.base, static_cast<size_t>(s.length));
+      ::close(s.fd);
+    }
   }
 
   // A detached pool (a DeCache entry's decode) is done: segments holding no live allocation
@@ -426,6 +449,7 @@ class ShmPool : public arrow::MemoryPool {
   int64_t segment_bytes_;
   std::deque<Segment> segments_;  // deque: references stay valid as it grows
   std::vector<Segment> spares_;   // kept by Restart for the next node
+  std::vector<Segment> unmap_later_;  // released by a deferred Restart, still mapped
   Segment* current_ = nullptr;
   bool frozen_ = false;
   bool closed_ = false;  // a detached pool after Close(): allocates nothing more
@@ -469,7 +493,8 @@ PyObject* freeze(PyObject*, PyObject*) {
 
 PyObject* restart(PyObject*, PyObject* args) {
   PyObject* paths = nullptr;
-  if (!PyArg_ParseTuple(args, "|O", &paths)) return nullptr;
+  int defer = 0;
+  if (!PyArg_ParseTuple(args, "|Op", &paths, &defer)) return nullptr;
   if (g_pool == nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "no shared memory pool in this process");
     return nullptr;
@@ -493,12 +518,17 @@ PyObject* restart(PyObject*, PyObject* args) {
   PyObject* recycled = PyList_New(0);
   if (recycled == nullptr) return nullptr;
   int64_t retained = 0;
-  PyObject* released = g_pool->Restart(recycle, recycled, &retained);
+  PyObject* released = g_pool->Restart(recycle, recycled, &retained, defer != 0);
   if (released == nullptr) {
     Py_DECREF(recycled);
     return nullptr;
   }
   return Py_BuildValue("(NNL)", released, recycled, static_cast<long long>(retained));
+}
+
+PyObject* finish_unmap(PyObject*, PyObject*) {
+  if (g_pool != nullptr) g_pool->FinishUnmap();
+  Py_RETURN_NONE;
 }
 
 PyObject* set_prefix(PyObject*, PyObject* args) {
@@ -641,7 +671,9 @@ PyMethodDef kMethods[] = {
     {"create", create, METH_VARARGS,
      "create(dir, prefix, segment_bytes, reuse_freed=True) -> pyarrow.MemoryPool"},
     {"restart", restart, METH_VARARGS,
-     "restart(recycle_paths=()) -> (released, recycled, retained bytes): after a node"},
+     "restart(recycle_paths=(), defer=False) -> (released, recycled, retained bytes): after a "
+     "node; deferred: released segments stay mapped until finish_unmap()"},
+    {"finish_unmap", finish_unmap, METH_NOARGS, "unmaps what a deferred restart released"},
     {"set_prefix", set_prefix, METH_VARARGS, "set_prefix(prefix): names the next segments"},
     {"set_dirs", set_dirs, METH_VARARGS,
      "set_dirs(dir, spare_dir): where the next segments go and spares wait"},

@@ -196,6 +196,8 @@ class RunResult:
     start_method: str = "fork"
     memory_pool: str = "default"
     shared_bytes_peak: int = 0
+    #: When the run started, on the clock of the nodes' ``started_at`` (time.monotonic()).
+    started_at: float = 0.0
     mode: str = "process"
     reuse_processes: bool = False
     #: Resource manager decisions: ("start", node, bytes in use, need), ("done", node),
@@ -594,6 +596,7 @@ def _node_body(
     io0 = proc_io()
     anon0 = rollup().get("Pss_Anon", 0)
     t0 = time.perf_counter()
+    at0 = time.monotonic()  # CLOCK_MONOTONIC: comparable between the run's processes
     try:
         shm = memory_pool in ("shm", "shm-bump")
         if shm:
@@ -619,7 +622,9 @@ def _node_body(
         t1 = time.perf_counter()
         ctx = NodeContext(node.name, directory)
         c1 = time.process_time()
+        at1 = time.monotonic()
         out = node.fn(*inputs, ctx=ctx) if node.wants_ctx else node.fn(*inputs)
+        at2 = time.monotonic()
         c2 = time.process_time()
         t2 = time.perf_counter()
         if isinstance(out, pa.RecordBatch):
@@ -692,6 +697,7 @@ def _node_body(
                 wstats["output_file_bytes"] = sum(sipc.file_bytes(f) for f in own_files)
         io3 = proc_io()
         t3 = time.perf_counter()
+        at3 = time.monotonic()
         rollup_after = rollup()
         pss: dict[str, Any] = {}
         if measure_memory:
@@ -717,6 +723,13 @@ def _node_body(
                 "share_seconds": t_shared - t2,
                 "release_seconds": t_released - t_shared,
                 "release_cpu_seconds": c_released - c_shared,
+                # When the node's process began the node, called its function, got its result
+                # and was done (time.monotonic(), one clock for every process of the machine;
+                # RunResult.started_at is the run's start on it): the run's timeline.
+                "started_at": at0,
+                "compute_started_at": at1,
+                "compute_ended_at": at2,
+                "ended_at": at3,
                 # Inputs the worker still had mapped from its previous node (not mapped again).
                 "held_inputs": held_inputs,
                 "read_bytes_copied": io1.get("rchar", 0) - io0.get("rchar", 0),
@@ -1121,6 +1134,7 @@ class DAG:
             reuse_processes=reuse_processes,
         )
         t0 = time.perf_counter()
+        result.started_at = time.monotonic()
         leases = []
         rm = None
         if memory_budget_bytes is not None:
@@ -1423,6 +1437,7 @@ class DAG:
                         conn.close()
                         self._check(n, p, msg)
                     _, path, stats = msg
+                    stats["reported_at"] = time.monotonic()  # when the driver heard of it
                     needs.pop(id(n), None)
                     stats["runs"] = attempts.get(id(n), 0) + 1
                     out_bytes[id(n)] = stats.get("output_file_bytes", 0)
@@ -1481,6 +1496,7 @@ class DAG:
         task = ray.remote(_ray_node)
         result = RunResult({}, transport="ray", start_method="ray", mode="ray")
         t0 = time.perf_counter()
+        result.started_at = time.monotonic()
         leases = []
         data: dict[int, Any] = {}
         stats: dict[int, Any] = {}
@@ -1623,6 +1639,7 @@ def _ray_session(parallel: int | None):
 def _ray_node(node: Node, *inputs: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
     """A node as a Ray task: the same call and checks as in a node process."""
     t0 = time.perf_counter()
+    at0 = time.monotonic()
     c0 = time.process_time()
     if node.wants_ctx:
         directory = tempfile.mkdtemp(prefix="attune-dag-ray-", dir=default_root())
@@ -1647,6 +1664,10 @@ def _ray_node(node: Node, *inputs: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
         "output_bytes": out.nbytes,
         "compute_seconds": time.perf_counter() - t0,
         "compute_cpu_seconds": time.process_time() - c0,
+        # The run's timeline (see _node_body): the task's call, on time.monotonic().
+        "started_at": at0,
+        "compute_started_at": at0,
+        "compute_ended_at": time.monotonic(),
     }
     return out, stats
 

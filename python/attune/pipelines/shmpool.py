@@ -235,15 +235,16 @@ def release(
     mapped as spares with their pages, and the next node's first segments are those (renamed):
     its allocations then touch no fresh pages. Returns (bytes released, bytes retained).
 
-    ``defer``: the segments are unmapped and forgotten now, but returning their pages to the
-    kernel (hole punching: milliseconds per hundred MB) waits for :func:`finish_release`, which
-    a worker calls after it reported the node, off the node's critical path (or, when its next
+    ``defer``: the segments are forgotten now, but unmapping them (a TLB shootdown: tens of
+    milliseconds of wall time per node on a busy VM) and returning their pages to the kernel
+    (hole punching: milliseconds per hundred MB) wait for :func:`finish_release`, which a
+    worker calls after it reported the node, off the node's critical path (or, when its next
     node is already waiting, after that one). Until then the run's files still hold the node's
-    temporaries."""
+    temporaries, and the worker still maps them (no allocation is in them any more)."""
     if _module is None or _pool is None:
         return 0, 0
     unused = [path for _a, _n, path in segments() if not used.get(path)]
-    released, recycled, retained = _module.restart(unused if recycle else [])
+    released, recycled, retained = _module.restart(unused if recycle else [], defer)
     sipc.forget_ranges(released)
     sipc.forget_ranges(recycled)  # kept mapped as spares; renamed when a node takes one
     work: list[tuple[str, list[tuple[int, int]]]] = []
@@ -275,6 +276,8 @@ _pending: list[tuple[str, list[tuple[int, int]]]] = []
 def finish_release() -> None:
     """Returns the pages a deferred :func:`release` left (idempotent)."""
     global _pending
+    if _module is not None and _pool is not None:
+        _module.finish_unmap()
     work, _pending = _pending, []
     for path, holes in work:
         try:
