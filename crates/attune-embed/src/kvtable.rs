@@ -15,17 +15,23 @@
 //! Rows are big-endian after a per-table id, so one table's rows are adjacent in key order and a
 //! request's misses, looked up together with `multi_get`, share blocks when their keys are close.
 //!
-//! Crash safety of a bulk load: a load writes its rows under a fresh id (the value of `next`),
+//! A bulk load does not go through the write path (log, memtable, flush): it writes the rows,
+//! already in key order, into sorted table files with `attune_kv::TableWriter` in a scratch
+//! directory inside the store (`load.tmp/`, which the database ignores) and adds them with one
+//! `DB::ingest`, which is atomic (all files or none after a crash).
+//!
+//! Crash safety of a bulk load: a load ingests its rows under a fresh id (the value of `next`),
 //! then commits in **one synced batch** the table record pointing at that id, `next + 1`, and a
 //! `drop/` marker for the replaced id. Readers find rows only through the record, so a load
 //! killed before the commit leaves the old table (its rows under an id no record names, cleared
 //! by the next load, which reuses that id); a load killed after it leaves the new table. The
-//! replaced rows are deleted after the commit; a crash mid-delete leaves the `drop/` marker, and
-//! the next load finishes the job.
+//! replaced rows are deleted after the commit with one range deletion; a crash before it leaves
+//! the `drop/` marker, and the next load finishes the job. A crash while the table files are
+//! written leaves files in `load.tmp/`, which the next load removes.
 
 use std::path::{Path, PathBuf};
 
-use attune_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
+use attune_kv::{Options, ReadOptions, TableWriter, WriteBatch, WriteOptions, DB};
 
 use crate::error::{EmbedError, Result};
 use crate::table::{check_name, MAX_DIM};
@@ -34,9 +40,13 @@ const META: &[u8] = b"\x00meta/";
 const NEXT: &[u8] = b"\x00next";
 const DROP: &[u8] = b"\x00drop/";
 const ROW: u8 = 0x01;
-/// Bytes of rows per write batch during a bulk load. 4 MiB: large enough that the per-batch
-/// cost vanishes, small against the memtable.
-const LOAD_BATCH_BYTES: usize = 4 << 20;
+/// Bytes of rows per table file a bulk load ingests. 64 MiB: a table of a few million rows
+/// becomes a few dozen files, each small enough for compaction to move or merge alone.
+const LOAD_FILE_BYTES: usize = 64 << 20;
+/// The scratch directory (inside the store's directory) where a load writes its table files
+/// before ingesting them. The database ignores names it does not know; the ingest refuses files
+/// directly in the database directory.
+const LOAD_DIR: &str = "load.tmp";
 /// Block cache of a store's read-only handle. 1 MiB, not the database's 32 MiB default: the
 /// store's own tiers are the row cache (`cache_bytes`), and a large block cache would hold rows
 /// the store's budget does not count. The 1 MiB keeps index and recently read blocks.
@@ -188,26 +198,35 @@ pub fn list_tables(dir: &Path) -> Result<Vec<String>> {
     list(&db, dir)
 }
 
-/// Deletes every row of table id `id`, in batches.
-fn delete_rows(db: &DB, dir: &Path, id: u32) -> Result<()> {
+/// The smallest key past every row of table id `id`.
+fn rows_end(id: u32) -> Vec<u8> {
+    match id.checked_add(1) {
+        Some(n) => [&[ROW][..], &n.to_be_bytes()].concat(),
+        None => vec![ROW + 1],
+    }
+}
+
+/// Whether any row of table id `id` is in the database.
+fn has_rows(db: &DB, dir: &Path, id: u32) -> Result<bool> {
     let start = row_key(id, 0);
-    let mut batch = WriteBatch::new();
     let mut it = db.iter(&ReadOptions::default()).map_err(kv_err(dir))?;
     it.seek(&start);
-    while it.valid() && it.key().len() == 13 && it.key()[..5] == start[..5] {
-        batch.delete(it.key()).map_err(kv_err(dir))?;
-        if batch.len() >= 65_536 {
-            db.write(std::mem::take(&mut batch), WriteOptions::default())
-                .map_err(kv_err(dir))?;
-        }
-        it.next();
-    }
+    let found = it.valid() && it.key().len() == 13 && it.key()[..5] == start[..5];
     it.status().map_err(kv_err(dir))?;
-    if !batch.is_empty() {
-        db.write(batch, WriteOptions::default())
-            .map_err(kv_err(dir))?;
+    Ok(found)
+}
+
+/// Deletes every row of table id `id` with one range deletion (and `extra` in the same batch).
+fn delete_rows(db: &DB, dir: &Path, id: u32, extra: Option<&[u8]>) -> Result<()> {
+    let mut batch = WriteBatch::new();
+    batch
+        .delete_range(&row_key(id, 0), &rows_end(id))
+        .map_err(kv_err(dir))?;
+    if let Some(k) = extra {
+        batch.delete(k).map_err(kv_err(dir))?;
     }
-    Ok(())
+    db.write(batch, WriteOptions::default())
+        .map_err(kv_err(dir))
 }
 
 /// Finishes the deletions a crashed load left (`drop/` markers).
@@ -226,9 +245,7 @@ fn finish_drops(db: &DB, dir: &Path) -> Result<()> {
         it.status().map_err(kv_err(dir))?;
     }
     for id in ids {
-        delete_rows(db, dir, id)?;
-        db.delete(&[DROP, &id.to_be_bytes()[..]].concat())
-            .map_err(kv_err(dir))?;
+        delete_rows(db, dir, id, Some(&[DROP, &id.to_be_bytes()[..]].concat()))?;
     }
     Ok(())
 }
@@ -267,26 +284,13 @@ fn load(db: &DB, dir: &Path, name: &str, dim: usize, values: &[f32]) -> Result<(
             dir.display()
         )));
     };
-    // Rows of a load that crashed before its commit, under this same id.
-    delete_rows(db, dir, id)?;
-    let old = meta(db, dir, name)?;
-    let row_bytes = dim * 4;
-    let per_batch = (LOAD_BATCH_BYTES / row_bytes).max(1);
-    let mut crc = 0u32;
-    let mut buf = vec![0u8; row_bytes];
-    for (b, chunk) in values.chunks(per_batch * dim).enumerate() {
-        let mut batch = WriteBatch::new();
-        for (i, row) in chunk.chunks_exact(dim).enumerate() {
-            for (o, v) in buf.chunks_exact_mut(4).zip(row) {
-                o.copy_from_slice(&v.to_le_bytes());
-            }
-            crc = crc32c::crc32c_append(crc, &buf);
-            let k = (b * per_batch + i) as u64;
-            batch.put(&row_key(id, k), &buf).map_err(kv_err(dir))?;
-        }
-        db.write(batch, WriteOptions::default())
-            .map_err(kv_err(dir))?;
+    // Rows of a load that crashed before its commit, under this same id (checked first: a range
+    // deletion in the database makes every later ingest rewrite its files).
+    if has_rows(db, dir, id)? {
+        delete_rows(db, dir, id, None)?;
     }
+    let old = meta(db, dir, name)?;
+    let crc = ingest_rows(db, dir, id, dim, values)?;
     let m = KvTableMeta {
         id,
         dim,
@@ -308,6 +312,58 @@ fn load(db: &DB, dir: &Path, name: &str, dim: usize, values: &[f32]) -> Result<(
     db.write(commit, WriteOptions { sync: true })
         .map_err(kv_err(dir))?;
     finish_drops(db, dir)
+}
+
+/// Writes the rows of `values` under table id `id` into sorted table files in the scratch
+/// directory and ingests them with one atomic `DB::ingest`; returns the rows' crc32c.
+fn ingest_rows(db: &DB, dir: &Path, id: u32, dim: usize, values: &[f32]) -> Result<u32> {
+    let scratch = dir.join(LOAD_DIR);
+    // A crashed load's files; their rows never reached the database.
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch).map_err(crate::error::io_err(&scratch))?;
+    }
+    std::fs::create_dir_all(&scratch).map_err(crate::error::io_err(&scratch))?;
+    let r = write_files(dir, &scratch, id, dim, values).and_then(|(crc, files)| {
+        if !files.is_empty() {
+            db.ingest(&files, true).map_err(kv_err(dir))?;
+        }
+        Ok(crc)
+    });
+    let c = std::fs::remove_dir_all(&scratch).map_err(crate::error::io_err(&scratch));
+    let crc = r?;
+    c?;
+    Ok(crc)
+}
+
+/// Writes the table files of a load (rows in key order, `LOAD_FILE_BYTES` of rows per file).
+fn write_files(
+    dir: &Path,
+    scratch: &Path,
+    id: u32,
+    dim: usize,
+    values: &[f32],
+) -> Result<(u32, Vec<PathBuf>)> {
+    let row_bytes = dim * 4;
+    let per_file = (LOAD_FILE_BYTES / row_bytes).max(1);
+    let opts = Options::default();
+    let mut crc = 0u32;
+    let mut buf = vec![0u8; row_bytes];
+    let mut files = Vec::new();
+    for (f, chunk) in values.chunks(per_file * dim).enumerate() {
+        let path = scratch.join(format!("{f:06}.sst"));
+        let mut w = TableWriter::create(&path, &opts).map_err(kv_err(dir))?;
+        for (i, row) in chunk.chunks_exact(dim).enumerate() {
+            for (o, v) in buf.chunks_exact_mut(4).zip(row) {
+                o.copy_from_slice(&v.to_le_bytes());
+            }
+            crc = crc32c::crc32c_append(crc, &buf);
+            let k = (f * per_file + i) as u64;
+            w.put(&row_key(id, k), &buf).map_err(kv_err(dir))?;
+        }
+        w.finish().map_err(kv_err(dir))?;
+        files.push(path);
+    }
+    Ok((crc, files))
 }
 
 /// The tables of one store in an open database.
@@ -507,6 +563,29 @@ mod tests {
         write(d.path(), "T", 2, &rows(3, 2, 0.0)).unwrap();
         assert_eq!(verify_table(d.path(), "T").unwrap(), (3, 2));
         assert_eq!(count_rows(d.path()), 3);
+    }
+
+    /// A load killed while writing its table files leaves them in the scratch directory; the
+    /// next load removes them and its own, and the database never saw their rows.
+    #[test]
+    fn a_crashed_loads_scratch_files_are_removed_and_loads_are_ingested() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "T", 2, &rows(4, 2, 0.0)).unwrap();
+        let scratch = d.path().join(LOAD_DIR);
+        std::fs::create_dir_all(&scratch).unwrap();
+        std::fs::write(scratch.join("000000.sst"), b"half a table").unwrap();
+        assert_eq!(verify_table(d.path(), "T").unwrap(), (4, 2));
+        write(d.path(), "T", 2, &rows(5, 2, 1.0)).unwrap();
+        assert!(!scratch.exists());
+        assert_eq!(verify_table(d.path(), "T").unwrap(), (5, 2));
+        assert_eq!(count_rows(d.path()), 5);
+        let db = open_read(d.path()).unwrap();
+        let m = meta(&db, d.path(), "T").unwrap().unwrap();
+        let mut t = KvTables::open(d.path(), &["T".into()]).unwrap();
+        let mut out = [0f32; 2];
+        t.read_request(&[4], &[0], &mut out).unwrap();
+        assert_eq!(out[..], rows(5, 2, 1.0)[8..10]);
+        assert_eq!(m.rows, 5);
     }
 
     #[test]

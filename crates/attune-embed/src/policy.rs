@@ -23,6 +23,7 @@ mod baseline;
 mod cacheus;
 mod clockpro;
 mod ev;
+mod evhist;
 mod evloss;
 mod evsum;
 mod freq;
@@ -35,6 +36,7 @@ pub use baseline::{Car, LeCar, Lirs};
 pub use cacheus::Cacheus;
 pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
+pub use evhist::EvLfuHist;
 pub use evloss::EvLoss;
 pub use evsum::EvLfuSum;
 
@@ -165,6 +167,15 @@ pub enum PolicyKind {
     /// EV-CLOCK-Pro: CLOCK-Pro counting reuses only from requests with at most T other keys
     /// missing (N, T).
     EvClockPro(u32, u32),
+    /// EV-LFU-hist: remembered (group-weighted unless `group` is false) access values with
+    /// frequency admission; `window` in multiples of the capacity between halvings, 0 = never.
+    EvHist {
+        n: u32,
+        group: bool,
+        window: u32,
+        history: u32,
+        sketch: u32,
+    },
 }
 
 /// EVCache parameters (EV-LFU, EV-ARC).
@@ -305,11 +316,13 @@ pub const BASELINES: &[&str] = &[
 
 /// Every policy name [`PolicyKind::parse`] accepts (EV-LFU and EV-ARC also take the suffixes
 /// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`, `-miss0`, `-misshalf`
-/// `-tinylfu` and `-sum`).
+/// `-tinylfu` and `-sum`; `ev-lfu-hist` and `-flat` also `-wN`, halving every N × capacity
+/// accesses, and `-hN`, N history entries per cached item).
 pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro, clocklirs, cacheus, ev-lfu, ev-lfu-inserted, \
 ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-lfu-miss0, ev-lfu-misshalf, ev-lfu-tinylfu, \
 ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car, \
-ev-loss, ev-loss-noaging, ev-clockpro, ev-clockpro-t1, ev-clockpro-t4";
+ev-loss, ev-loss-noaging, ev-clockpro, ev-clockpro-t1, ev-clockpro-t4, ev-lfu-hist, \
+ev-lfu-hist-flat, ev-lfu-hist-s4";
 
 impl PolicyKind {
     /// Parses a policy name for a cache over `tables` tables (EV policies cap scores at it).
@@ -343,7 +356,28 @@ impl PolicyKind {
             "evlfu" => PolicyKind::EvLfu(EvConfig::new(n)),
             "evarc" => PolicyKind::EvArc(EvConfig::arc(n)),
             s => {
-                if let Some(rest) = s.strip_prefix("ev-lfu") {
+                if let Some(rest) = s.strip_prefix("ev-lfu-hist") {
+                    let (mut group, mut window) = (true, 0u32);
+                    let mut history = evhist::HISTORY_PER_ITEM as u32;
+                    let mut sketch = 0u32;
+                    for o in rest.split('-').filter(|o| !o.is_empty()) {
+                        let num = |p: char| o.strip_prefix(p).and_then(|w| w.parse::<u32>().ok());
+                        match (o, num('w'), num('h'), num('s')) {
+                            ("flat", ..) => group = false,
+                            (_, Some(w), ..) => window = w,
+                            (_, _, Some(h), _) if h > 0 => history = h,
+                            (_, _, _, Some(k)) if k > 0 => sketch = k,
+                            _ => return Err(unknown()),
+                        }
+                    }
+                    PolicyKind::EvHist {
+                        n,
+                        group,
+                        window,
+                        history,
+                        sketch,
+                    }
+                } else if let Some(rest) = s.strip_prefix("ev-lfu") {
                     let c = ev(EvConfig::new(n), rest)?;
                     if c.accumulate && (c.decay || c.admission) {
                         return Err(unknown()); // `-sum` has its own ordering
@@ -386,6 +420,20 @@ impl PolicyKind {
             PolicyKind::EvCar(n) => Box::new(EvCar::new(capacity, *n)),
             PolicyKind::EvLoss(n, aging) => Box::new(EvLoss::new(capacity, *n, *aging)),
             PolicyKind::EvClockPro(n, t) => Box::new(ClockPro::grouped(capacity, *n, *t)),
+            PolicyKind::EvHist {
+                n,
+                group,
+                window,
+                history,
+                sketch,
+            } => {
+                let p = EvLfuHist::with_history(capacity, *n, *group, *window, *history as usize);
+                if *sketch > 0 {
+                    Box::new(p.sketched(*sketch as usize))
+                } else {
+                    Box::new(p)
+                }
+            }
         }
     }
 
@@ -398,6 +446,7 @@ impl PolicyKind {
                 | PolicyKind::EvCar(_)
                 | PolicyKind::EvLoss(..)
                 | PolicyKind::EvClockPro(..)
+                | PolicyKind::EvHist { .. }
         )
     }
 }
@@ -420,6 +469,28 @@ impl fmt::Display for PolicyKind {
             PolicyKind::EvLoss(_, false) => f.write_str("ev-loss-noaging"),
             PolicyKind::EvClockPro(_, 2) => f.write_str("ev-clockpro"),
             PolicyKind::EvClockPro(_, t) => write!(f, "ev-clockpro-t{t}"),
+            PolicyKind::EvHist {
+                group,
+                window,
+                history,
+                sketch,
+                ..
+            } => {
+                f.write_str("ev-lfu-hist")?;
+                if !group {
+                    f.write_str("-flat")?;
+                }
+                if *window > 0 {
+                    write!(f, "-w{window}")?;
+                }
+                if *history as usize != evhist::HISTORY_PER_ITEM {
+                    write!(f, "-h{history}")?;
+                }
+                if *sketch > 0 {
+                    write!(f, "-s{sketch}")?;
+                }
+                Ok(())
+            }
             PolicyKind::EvLfu(c) => {
                 f.write_str("ev-lfu")?;
                 c.suffix(f)

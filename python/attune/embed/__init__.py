@@ -70,6 +70,9 @@ POLICIES = (
     "ev-clockpro",
     "ev-clockpro-t1",
     "ev-clockpro-t4",
+    "ev-lfu-hist",
+    "ev-lfu-hist-flat",
+    "ev-lfu-hist-s4",
 )
 
 

@@ -79,6 +79,11 @@ impl FreqOrder {
         self.order.first().map(|e| e.2)
     }
 
+    /// The keys, lowest value first.
+    pub fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.order.iter().map(|e| e.2)
+    }
+
     /// Removes the first key; returns it with its value.
     pub fn pop_first(&mut self) -> Option<(u64, u64)> {
         let (v, _, k) = self.order.pop_first()?;

@@ -4,9 +4,9 @@
 //! Used for admission: a missed key enters a full cache only if it has been seen more often than
 //! the key it would evict. Thread-safety: owned by one thread.
 
-const ROWS: usize = 4;
+pub(super) const ROWS: usize = 4;
 const MAX: u8 = 15;
-const SEEDS: [u64; ROWS] = [
+pub(super) const SEEDS: [u64; ROWS] = [
     0x9E37_79B9_7F4A_7C15,
     0xC2B2_AE3D_27D4_EB4F,
     0x1656_67B1_9E37_79F9,
@@ -23,7 +23,7 @@ pub struct FreqSketch {
 }
 
 #[inline]
-fn mix(key: u64, seed: u64) -> u64 {
+pub(super) fn mix(key: u64, seed: u64) -> u64 {
     // splitmix64's finaliser over the seeded key.
     let mut z = key ^ seed;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
