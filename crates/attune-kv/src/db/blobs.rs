@@ -25,8 +25,9 @@ impl DbInner {
 
     /// Switches the active segment out when its known garbage is at least `min_ratio` of its
     /// length (and not zero), so that an on-demand collection can reclaim it; the caller then
-    /// seals it (`seal_segments`). Returns whether it switched. Safe beside a group leader
-    /// appending: the switch happens under the value-log lock, like the leader's own.
+    /// seals it (`seal_segments`). Returns whether it switched. The caller holds the head of
+    /// the writer queue: every group that wrote into the segment has then put its pointers in
+    /// the memtable, which collection's scan relies on.
     pub(super) fn switch_vlog_with_garbage(
         &self,
         st: &mut MutexGuard<'_, State>,

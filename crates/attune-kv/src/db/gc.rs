@@ -434,8 +434,11 @@ impl DbInner {
         // reclaim nothing until the segment fills (which may take gigabytes). Segments the
         // writers switched out by size are sealed here too rather than left to the flush
         // thread, so what `gc()` collects does not depend on how far that thread has got.
+        // At the head of the writer queue: a group in flight may have appended its values to
+        // the active segment and not yet put their pointers in the memtable, so a segment
+        // switched out beside it could be collected with those records taken for dead.
         let sealed_now = self
-            .switch_vlog_with_garbage(&mut st, min_ratio)
+            .at_writer_queue_head(&mut st, |st| self.switch_vlog_with_garbage(st, min_ratio))
             .and_then(|_| self.seal_segments(&mut st));
         if let Err(e) = sealed_now {
             st.gc_running = false;
