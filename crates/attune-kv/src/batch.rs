@@ -21,6 +21,9 @@ pub const MAX_KEY_BYTES: usize = 64 << 10;
 /// Largest value accepted (4 GiB - 1).
 pub const MAX_VALUE_BYTES: u64 = u32::MAX as u64;
 
+/// One entry of a batch: its kind, key and value (for a range deletion, begin and end).
+pub type BatchEntry<'a> = (ValueKind, &'a [u8], &'a [u8]);
+
 /// An atomic group of updates.
 #[derive(Clone, Debug)]
 pub struct WriteBatch {
@@ -230,7 +233,7 @@ impl WriteBatch {
     }
 
     /// Every entry of a batch logged at `off` of `path`, each checked whole.
-    pub fn entries_checked(&self, path: &Path, off: u64) -> Result<Vec<(ValueKind, &[u8], &[u8])>> {
+    pub fn entries_checked(&self, path: &Path, off: u64) -> Result<Vec<BatchEntry<'_>>> {
         self.iter()
             .map(|item| item.ok_or_else(|| Error::corruption(path, off, "malformed batch entry")))
             .collect()
