@@ -539,6 +539,8 @@ def io_route(
     probe_reads_us: float = 0.0,
     probe_read_size: int = 4096,
     write_clock: tuple[int, int, float, float] | None = None,
+    clock_anchor_us: float = 0.0,
+    aged_bytes: list[int] | None = None,
 ) -> dict[str, Any]: ...
 def io_write_clock_flags(
     trace: _TraceColumns, write_clock: tuple[int, int, float, float]

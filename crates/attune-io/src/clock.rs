@@ -13,8 +13,18 @@
 //!
 //! Its four numbers are estimated from what the host sees (the writes it sent and the latencies
 //! of the reads that came back; `attune.io.heimdall.fit_write_clock`), never read from the
-//! device. It assumes it has seen every write since the device was empty (the simulated devices
-//! start empty); a router joining a device mid-life would have to find the phase first.
+//! device.
+//!
+//! **Phase.** A clock with a *known phase* ([`ClockState::default`]) assumes it has seen every
+//! write since the device was empty. A router that joins a device mid-life does not know how far
+//! the device is towards its next collection; an *anchored* clock
+//! ([`ClockState::unknown_phase`]) starts with no phase and predicts nothing until it observes a
+//! busy period from a completed read (a read whose latency is at least the anchor latency, see
+//! [`ClockState::observe_slow_read`]). It then sets its counts to zero (the device has just
+//! started a collection, so its flushed count is zero; the buffer's fill is unknown and taken
+//! as zero) and predicts the observed period to last `busy_ns` from the read's submission. Each
+//! later slow read outside the predicted period re-anchors the count, correcting the drift an
+//! unseen buffer fill or a misfitted parameter adds.
 //!
 //! Thread-safety: plain values, single owner.
 
@@ -66,6 +76,10 @@ impl WriteClock {
 /// One replica's count (see the module documentation).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ClockState {
+    /// Anchored mode: re-anchor at every observed busy period.
+    anchoring: bool,
+    /// Anchored mode and no busy period observed yet: predicts nothing, counts nothing.
+    no_phase: bool,
     fill: u64,
     flushed: u64,
     busy_from_ns: u64,
@@ -73,9 +87,41 @@ pub struct ClockState {
 }
 
 impl ClockState {
+    /// An anchored clock: no phase until the first observed busy period (module docs).
+    pub fn unknown_phase() -> Self {
+        Self {
+            anchoring: true,
+            no_phase: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the clock has a phase (a known-phase clock always has one).
+    pub fn has_phase(&self) -> bool {
+        !self.no_phase
+    }
+
+    /// An anchored clock learns that a read submitted at `submitted_ns` met a busy period (its
+    /// latency reached the anchor latency; the caller passes only reads that have completed).
+    /// Outside the predicted busy period this anchors the count there; a known-phase clock
+    /// ignores it.
+    pub fn observe_slow_read(&mut self, c: &WriteClock, submitted_ns: u64) {
+        if !self.anchoring || !c.is_on() {
+            return;
+        }
+        if !self.no_phase && self.busy_at(submitted_ns) {
+            return;
+        }
+        self.no_phase = false;
+        self.fill = 0;
+        self.flushed = 0;
+        self.busy_from_ns = submitted_ns;
+        self.busy_until_ns = submitted_ns.saturating_add(c.busy_ns);
+    }
+
     /// Counts a write of `size` bytes sent at `time_ns`.
     pub fn write(&mut self, c: &WriteClock, time_ns: u64, size: u64) {
-        if !c.is_on() {
+        if !c.is_on() || self.no_phase {
             return;
         }
         self.fill = self.fill.saturating_add(size);
@@ -93,7 +139,7 @@ impl ClockState {
 
     /// Whether the clock predicts the device busy at `time_ns`.
     pub fn busy_at(&self, time_ns: u64) -> bool {
-        time_ns >= self.busy_from_ns && time_ns < self.busy_until_ns
+        !self.no_phase && time_ns >= self.busy_from_ns && time_ns < self.busy_until_ns
     }
 }
 
@@ -149,6 +195,38 @@ mod tests {
         assert!(s.busy_at(1_000 + 5_000_000));
         assert!(s.busy_at(1_000 + 104_999_999));
         assert!(!s.busy_at(1_000 + 105_000_000));
+    }
+
+    #[test]
+    fn an_anchored_clock_predicts_nothing_until_it_sees_a_busy_period_then_counts_from_it() {
+        let mut s = ClockState::unknown_phase();
+        assert!(!s.has_phase());
+        for i in 0..40u64 {
+            s.write(&C, i, 1 << 20);
+        }
+        assert!((0..400u64).all(|t| !s.busy_at(t * 1_000_000)));
+        // A slow read submitted at 1 s: the device collects from then on.
+        s.observe_slow_read(&C, 1_000_000_000);
+        assert!(s.has_phase());
+        assert!(s.busy_at(1_000_000_000) && s.busy_at(1_099_999_999));
+        assert!(!s.busy_at(1_100_000_000));
+        // Another slow read inside the predicted period does not move it.
+        s.observe_slow_read(&C, 1_050_000_000);
+        assert!(s.busy_at(1_000_000_000));
+        // 16 MiB written after the anchor: the next collection is predicted 5 ms after the last.
+        for i in 0..15u64 {
+            s.write(&C, 1_200_000_000 + i, 1 << 20);
+        }
+        assert!(!s.busy_at(1_300_000_000));
+        s.write(&C, 1_300_000_000, 1 << 20);
+        assert!(s.busy_at(1_305_000_000));
+        // A slow read outside the prediction re-anchors (drift correction).
+        s.observe_slow_read(&C, 2_000_000_000);
+        assert!(s.busy_at(2_000_000_000) && !s.busy_at(1_305_000_000));
+        // A known-phase clock ignores observations.
+        let mut k = ClockState::default();
+        k.observe_slow_read(&C, 5);
+        assert!(!k.busy_at(5));
     }
 
     #[test]

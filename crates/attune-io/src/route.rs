@@ -286,6 +286,30 @@ pub fn simulate_clocked(
     run(traces, params, policy, seed, None, probes, clock).map(|(r, _)| r)
 }
 
+/// Where the write clock's phase comes from, and how old the replicas are.
+#[derive(Clone, Debug, Default)]
+pub struct ClockPhase {
+    /// 0: the clock has a known phase (it counts from the start, the replicas start empty).
+    /// Positive: the clock is anchored ([`ClockState::unknown_phase`]) at completed reads whose
+    /// latency reaches this many nanoseconds.
+    pub anchor_ns: u64,
+    /// Bytes each replica was written before the window (`Ssd::age`); empty: none.
+    pub aged_bytes: Vec<u64>,
+}
+
+/// [`simulate_clocked`] with aged replicas and an anchored clock ([`ClockPhase`]).
+pub fn simulate_phased(
+    traces: &[Vec<BlockRecord>],
+    params: &SsdParams,
+    policy: &Policy,
+    seed: u64,
+    probes: ProbeReads,
+    clock: WriteClock,
+    phase: &ClockPhase,
+) -> Result<RouteResult> {
+    run_phased(traces, params, policy, seed, None, probes, clock, phase).map(|(r, _)| r)
+}
+
 /// [`simulate`], recording for every read what every replica looked like at the decision (one
 /// [`ProbeRow`] per read and replica): `probe_models[d]` scores replica `d`, and a copy of each
 /// replica serves the read to learn what it would have cost. Probing does not change the
@@ -331,8 +355,44 @@ fn run(
     probes: ProbeReads,
     clock: WriteClock,
 ) -> Result<(RouteResult, Vec<ProbeRow>)> {
+    let phase = ClockPhase::default();
+    run_phased(
+        traces,
+        params,
+        policy,
+        seed,
+        probe_models,
+        probes,
+        clock,
+        &phase,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_phased(
+    traces: &[Vec<BlockRecord>],
+    params: &SsdParams,
+    policy: &Policy,
+    seed: u64,
+    probe_models: Option<&[QuantizedMlp]>,
+    probes: ProbeReads,
+    clock: WriteClock,
+    phase: &ClockPhase,
+) -> Result<(RouteResult, Vec<ProbeRow>)> {
     clock.validate()?;
     let mut clocks = [ClockState::default(); REPLICAS_MAX];
+    if phase.anchor_ns > 0 {
+        clocks = [ClockState::unknown_phase(); REPLICAS_MAX];
+    }
+    if !phase.aged_bytes.is_empty() && phase.aged_bytes.len() != traces.len() {
+        return Err(invalid(
+            "aged_bytes",
+            phase.aged_bytes.len(),
+            format!("one count per replica is needed ({})", traces.len()),
+        ));
+    }
+    // Per replica, the reads slow enough to anchor the clock, by completion: (finish, submitted).
+    let mut slow: [BinaryHeap<Reverse<(u64, u64)>>; REPLICAS_MAX] = Default::default();
     let mut rows = Vec::new();
     if probes.stale_ns > 0 && probes.size == 0 {
         return Err(invalid("probe_size", 0, "must be positive"));
@@ -380,6 +440,9 @@ fn run(
             ssd: Ssd::new(params.clone(), seed.wrapping_add(i as u64 * 0x9e37))?,
             tracker: FeatureTracker::new(),
         });
+        if let Some(&b) = phase.aged_bytes.get(i) {
+            devs[i].ssd.age(b);
+        }
     }
     // Merge the traces by time (ties: lower device first).
     let mut order: Vec<(u64, u8, u32)> = Vec::new();
@@ -428,6 +491,18 @@ fn run(
                 timeout,
             );
         }
+        if phase.anchor_ns > 0 {
+            // The slow reads completed by now anchor their replica's clock.
+            for (d, q) in slow.iter_mut().enumerate().take(n) {
+                while let Some(&Reverse((done, sent))) = q.peek() {
+                    if done > t {
+                        break;
+                    }
+                    q.pop();
+                    clocks[d].observe_slow_read(&clock, sent);
+                }
+            }
+        }
         if r.kind == IoKind::Write {
             devs[h].submit(t, r, IoKind::Write);
             clocks[h].write(&clock, t, u64::from(r.size));
@@ -453,7 +528,10 @@ fn run(
                         latency_ns: 0,
                     };
                     let gc_before = dev.ssd.stats().gc_reads;
-                    dev.submit(t, &probe, IoKind::Read);
+                    let lat = dev.submit(t, &probe, IoKind::Read);
+                    if phase.anchor_ns > 0 && lat >= phase.anchor_ns {
+                        slow[d].push(Reverse((t.saturating_add(lat), t)));
+                    }
                     if dev.ssd.stats().gc_reads > gc_before {
                         out.probe_gc_reads += 1;
                     }
@@ -614,6 +692,9 @@ fn run(
             row.chosen = true;
         }
         let lat = devs[target].submit(t, r, IoKind::Read);
+        if phase.anchor_ns > 0 && lat >= phase.anchor_ns {
+            slow[target].push(Reverse((t.saturating_add(lat), t)));
+        }
         let idx = out.read_latency_ns.len();
         out.read_latency_ns.push(lat);
         out.home.push(home);

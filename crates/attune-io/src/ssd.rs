@@ -495,6 +495,13 @@ impl Ssd {
         })
     }
 
+    /// Ages a fresh device as if `bytes` had been written and flushed before time 0: its count
+    /// towards the next garbage collection starts at `bytes % gc_every_bytes` (the write buffer
+    /// starts empty). A device joined mid-life, whose collection phase a router cannot know.
+    pub fn age(&mut self, bytes: u64) {
+        self.flushed_since_gc = bytes % self.p.gc_every_bytes;
+    }
+
     /// The parameters.
     pub fn params(&self) -> &SsdParams {
         &self.p

@@ -211,8 +211,11 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// `probe_models`); the dict's `probes` counts them. `write_clock` = `(flush_bytes,
 /// gc_every_bytes, delay_us, busy_us)` turns on the write clock (`attune_io::clock`; C3 and the
 /// model policies avoid a replica it predicts busy; not with `probe_models`).
+/// `clock_anchor_us` > 0 anchors the clock at completed reads at least that slow instead of
+/// assuming a known phase; `aged_bytes` (one per replica) ages each replica before the window
+/// (`route::ClockPhase`).
 #[pyfunction]
-#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None))]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None, clock_anchor_us=0.0, aged_bytes=None))]
 #[allow(clippy::too_many_arguments)]
 fn io_route<'py>(
     py: Python<'py>,
@@ -228,7 +231,20 @@ fn io_route<'py>(
     probe_reads_us: f64,
     probe_read_size: u32,
     write_clock: Option<(u64, u64, f64, f64)>,
+    clock_anchor_us: f64,
+    aged_bytes: Option<Vec<u64>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    if !(clock_anchor_us.is_finite() && (0.0..1e12).contains(&clock_anchor_us)) {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            format!("clock_anchor_us must be a number of µs in [0, 1e12), got {clock_anchor_us}"),
+        ));
+    }
+    let phase = route::ClockPhase {
+        anchor_ns: (clock_anchor_us * 1e3) as u64,
+        aged_bytes: aged_bytes.unwrap_or_default(),
+    };
     let clock = match write_clock {
         Some(c) => clock_from(py, c)?,
         None => WriteClock::OFF,
@@ -303,7 +319,7 @@ fn io_route<'py>(
     let (r, rows) = py
         .allow_threads(|| match &probes {
             Some(pm) => route::probe(&recs, &p, &pol, pm, seed),
-            None => route::simulate_clocked(&recs, &p, &pol, seed, probe_reads, clock)
+            None => route::simulate_phased(&recs, &p, &pol, seed, probe_reads, clock, &phase)
                 .map(|r| (r, Vec::new())),
         })
         .map_err(io_error)?;

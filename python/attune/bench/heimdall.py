@@ -105,6 +105,13 @@ def add_parser(verbs) -> None:
         default=1.0,
         help="heimdall-live-rank(-probe): as --rank-tie, for the live model (1)",
     )
+    p.add_argument(
+        "--unknown-phase",
+        action="store_true",
+        help="every replica is written a random (seeded) number of bytes before each evaluation "
+        "half, and the write clock anchors at observed busy periods instead of counting from an "
+        "empty device",
+    )
     p.add_argument("--seed", type=int, default=1, help="window and simulation seed (1)")
     p.add_argument(
         "--drift",
@@ -230,6 +237,7 @@ def run(args) -> int:
         "slow_factor": args.slow_factor,
         "probe_reads_us": args.probe_reads_us,
         "live_rank_tie": args.live_rank_tie,
+        "unknown_phase": args.unknown_phase,
     }
     command = (
         "attune bench heimdall " + shlex.join(sys.argv[3:])
@@ -257,6 +265,7 @@ def run(args) -> int:
                 probe_reads_us=args.probe_reads_us,
                 live_rank_tie=args.live_rank_tie,
                 write_clock=clock,
+                unknown_phase=args.unknown_phase,
             )
             results.append(r)
             best = ev.best_baseline(r)

@@ -123,6 +123,8 @@ def route(
     probe_reads_us: float = 0.0,
     probe_read_size: int = 4096,
     write_clock: tuple[int, int, float, float] | None = None,
+    clock_anchor_us: float = 0.0,
+    aged_bytes: list[int] | None = None,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
@@ -138,7 +140,11 @@ def route(
     ``(flush_bytes, gc_every_bytes, delay_us, busy_us)`` (e.g. from
     :func:`attune.io.heimdall.fit_write_clock`) counts the bytes written to each replica and
     predicts its garbage collection: C3 and the model policies avoid a replica it predicts busy
-    (``attune_io::clock``; not with ``probe_models``)."""
+    (``attune_io::clock``; not with ``probe_models``). ``clock_anchor_us`` > 0: the clock starts
+    with no phase and anchors at each completed read at least that slow outside its predicted
+    busy period, instead of counting from an empty device. ``aged_bytes`` (one per replica): each
+    replica has been written that many bytes before the window, so its collection phase is
+    unknown (``route::ClockPhase``)."""
     return _native.io_route(
         [t.columns() for t in traces],
         policy,
@@ -152,4 +158,6 @@ def route(
         probe_reads_us,
         probe_read_size,
         write_clock,
+        clock_anchor_us,
+        aged_bytes,
     )

@@ -13,6 +13,7 @@ of busy reads). Deterministic for a seed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -290,6 +291,7 @@ def evaluate_pair(
     probe_reads_us: float = PROBE_READS_US,
     live_rank_tie: float = LIVE_RANK_TIE,
     write_clock: tuple[int, int, float, float] | None = None,
+    unknown_phase: bool = False,
 ) -> PairResult:
     """Trains per-device models on the first halves and compares the policies on the second.
     ``model`` (a weight file's bytes), when given, is every replica's Heimdall model instead.
@@ -300,7 +302,12 @@ def evaluate_pair(
     ``live_model`` is every replica's live model (:data:`LIVE_POLICIES`); without it each
     replica's is trained on its training half, as the chapter's model is. ``write_clock`` is the
     clock of :data:`CLOCK_POLICIES`; without it one is fitted on this group's training halves
-    (:func:`attune.io.heimdall.fit_write_clock`); none fitted: those policies run without."""
+    (:func:`attune.io.heimdall.fit_write_clock`); none fitted: those policies run without.
+    ``unknown_phase``: every replica of every policy has been written a random number of bytes
+    (seeded by ``seed``) before the evaluation half, so its collection phase is unknown, and the
+    clock is anchored (``route(..., clock_anchor_us=...)``) at completed reads slower than the
+    period labelling's high-latency threshold (``rule.lat_factor`` × the training halves' median
+    read latency) instead of counting from an empty device."""
     res = PairResult([w for _, w in group])
     train_halves, test_halves = [], []
     for t, _ in group:
@@ -390,12 +397,21 @@ def evaluate_pair(
     if write_clock is None and any(p in CLOCK_POLICIES for p in policies):
         write_clock = hd.fit_write_clock(train_halves, train_labels)[0]
     res.write_clock = list(write_clock) if write_clock is not None else None
+    rt = route
+    if unknown_phase:
+        rng = np.random.default_rng([seed, 0xA6ED])
+        aged = [int(b) for b in rng.integers(0, 1 << 40, size=len(test_halves))]
+        lat_all = np.concatenate(train_lat) if train_lat else np.zeros(0)
+        anchor_us = (
+            pipeline.rule.lat_factor * float(np.median(lat_all)) / 1e3 if len(lat_all) else 0
+        )
+        rt = functools.partial(route, aged_bytes=aged, clock_anchor_us=anchor_us)
     for pol in policies:
         models = live_models if pol in LIVE_POLICIES else heimdall_models
         probing = probe_reads_us if pol in PROBE_POLICIES else 0.0
         clock = write_clock if pol in CLOCK_POLICIES else None
         if pol in ("heimdall", "heimdall-live"):
-            r = route(test_halves, "model", params, seed, models=models)
+            r = rt(test_halves, "model", params, seed, models=models)
         elif pol in (
             "heimdall-rank",
             "heimdall-live-rank",
@@ -403,7 +419,7 @@ def evaluate_pair(
             "heimdall-live-rank-clock",
             "heimdall-live-rank-probe-clock",
         ):
-            r = route(
+            r = rt(
                 test_halves,
                 "model-rank",
                 params,
@@ -414,7 +430,7 @@ def evaluate_pair(
                 write_clock=clock,
             )
         elif pol in ("heimdall-cost", "heimdall-live-cost", "heimdall-live-cost-probe"):
-            r = route(
+            r = rt(
                 test_halves,
                 "model-cost",
                 params,
@@ -424,15 +440,15 @@ def evaluate_pair(
                 probe_reads_us=probing,
             )
         elif pol in ("c3-probe", "c3-clock"):
-            r = route(test_halves, "c3", params, seed, probe_reads_us=probing, write_clock=clock)
+            r = rt(test_halves, "c3", params, seed, probe_reads_us=probing, write_clock=clock)
         elif pol == "heimdall-home":
-            r = route(test_halves, "model-home", params, seed, models=heimdall_models)
+            r = rt(test_halves, "model-home", params, seed, models=heimdall_models)
         elif pol == "linnos":
-            r = route(test_halves, "model", params, seed, models=linnos_models)
+            r = rt(test_halves, "model", params, seed, models=linnos_models)
         elif pol == "hedging":
-            r = route(test_halves, "hedging", params, seed, timeout_ns=max(timeout, 1))
+            r = rt(test_halves, "hedging", params, seed, timeout_ns=max(timeout, 1))
         else:
-            r = route(test_halves, pol, params, seed)
+            r = rt(test_halves, pol, params, seed)
         lat = np.asarray(r["read_latency_ns"], dtype=np.float64)
         res.latency_us[pol] = _latency_summary(lat) if len(lat) else {}
         res.redirected[pol] = int(r["redirected"])
