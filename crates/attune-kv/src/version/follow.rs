@@ -4,8 +4,8 @@
 //! Invariant: only whole records are applied; a record being written (a torn tail) ends the pass,
 //! and the next pass starts at the first byte not applied.
 
-use super::{Version, VersionEdit, VersionSet, DB_FORMAT_VERSION};
-use crate::error::{Error, Result};
+use super::{ManifestReplay, VersionSet};
+use crate::error::Result;
 use crate::wal::LogReader;
 use std::path::Path;
 
@@ -24,57 +24,17 @@ impl VersionSet {
         let start = usize::try_from(from).unwrap_or(usize::MAX).min(data.len());
         let mut reader = LogReader::new(&data[start..], path);
         let fresh = from == 0;
-        let mut v = if fresh {
-            Version::default()
+        let mut replay = if fresh {
+            ManifestReplay::empty()
         } else {
-            (*self.current).clone()
+            ManifestReplay::continuing(self)
         };
-        let (mut log_number, mut next_file, mut last_seq) = if fresh {
-            (None, None, None)
-        } else {
-            (
-                Some(self.log_number),
-                Some(self.next_file_number),
-                Some(self.last_sequence),
-            )
-        };
-        let mut blob_files = if fresh {
-            Default::default()
-        } else {
-            self.blob_files.clone()
-        };
-        let mut compact_pointers = if fresh {
-            Default::default()
-        } else {
-            self.compact_pointers.clone()
-        };
-        let mut saw_version = !fresh;
         let mut end = start as u64;
         let mut records = 0;
         // A damaged record followed by whole ones is damage (an error); a torn tail is a record
         // the writer has not finished: the loop ends with `end` at the last whole record.
         while let Some((off, rec)) = reader.next_record()? {
-            let off = off + start as u64;
-            let edit = VersionEdit::decode(&rec)
-                .ok_or_else(|| Error::corruption(path, off, "malformed version edit"))?;
-            if let Some(fv) = edit.format_version {
-                if fv > DB_FORMAT_VERSION || fv == 0 {
-                    return Err(Error::UnsupportedVersion {
-                        path: self.dir.clone(),
-                        found: fv,
-                        supported: DB_FORMAT_VERSION,
-                    });
-                }
-                saw_version = true;
-            }
-            v = v.apply(&edit, path)?;
-            log_number = edit.log_number.or(log_number);
-            next_file = edit.next_file_number.or(next_file);
-            last_seq = edit.last_sequence.or(last_seq);
-            apply_blob_changes(&mut blob_files, &edit);
-            for (l, k) in edit.compact_pointers {
-                compact_pointers[l] = k;
-            }
+            replay.apply(&self.dir, path, off + start as u64, &rec)?;
             end = start as u64 + reader.offset();
             records += 1;
         }
@@ -84,22 +44,8 @@ impl VersionSet {
         if records == 0 {
             return Ok(Some((end, 0)));
         }
-        if !saw_version {
-            return Err(Error::corruption(
-                path,
-                0,
-                "manifest has no format version record",
-            ));
-        }
-        let missing = |f: &str| Error::corruption(path, 0, format!("manifest lacks {f}"));
-        self.log_number = log_number.ok_or_else(|| missing("a log number"))?;
-        self.next_file_number = next_file.ok_or_else(|| missing("a next file number"))?;
-        self.recorded_next_file_number = self.next_file_number;
-        self.last_sequence = last_seq.ok_or_else(|| missing("a last sequence"))?;
-        self.blob_files = blob_files;
-        self.compact_pointers = compact_pointers;
+        replay.finish(self, path)?;
         self.manifest_number = number;
-        self.install(v);
         Ok(Some((end, records)))
     }
 
@@ -114,11 +60,4 @@ impl VersionSet {
         self.manifest_number = other.manifest_number;
         self.install((*other.current).clone());
     }
-}
-
-fn apply_blob_changes(
-    blob_files: &mut std::collections::BTreeMap<u64, super::BlobFileMeta>,
-    e: &VersionEdit,
-) {
-    super::apply_blob_edit(blob_files, e);
 }

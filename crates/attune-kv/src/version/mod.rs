@@ -830,48 +830,15 @@ impl VersionSet {
         }
         let data = self.env.read_all(&mpath)?;
         let mut reader = LogReader::new(&data, &mpath);
-        let mut v = Version::default();
-        let mut saw_version = false;
-        let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
+        let mut replay = ManifestReplay::empty();
         while let Some((off, rec)) = reader.next_record()? {
-            let edit = VersionEdit::decode(&rec)
-                .ok_or_else(|| Error::corruption(&mpath, off, "malformed version edit"))?;
-            if let Some(fv) = edit.format_version {
-                if fv > DB_FORMAT_VERSION || fv == 0 {
-                    return Err(Error::UnsupportedVersion {
-                        path: self.dir.clone(),
-                        found: fv,
-                        supported: DB_FORMAT_VERSION,
-                    });
-                }
-                saw_version = true;
-            }
-            v = v.apply(&edit, &mpath)?;
-            log_number = edit.log_number.or(log_number);
-            next_file = edit.next_file_number.or(next_file);
-            last_seq = edit.last_sequence.or(last_seq);
-            self.apply_blob_changes(&edit);
-            for (l, k) in edit.compact_pointers {
-                self.compact_pointers[l] = k;
-            }
+            replay.apply(&self.dir, &mpath, off, &rec)?;
         }
-        if !saw_version {
-            return Err(Error::corruption(
-                &mpath,
-                0,
-                "manifest has no format version record",
-            ));
-        }
-        let missing = |f: &str| Error::corruption(&mpath, 0, format!("manifest lacks {f}"));
-        self.log_number = log_number.ok_or_else(|| missing("a log number"))?;
-        self.next_file_number = next_file.ok_or_else(|| missing("a next file number"))?;
-        self.recorded_next_file_number = self.next_file_number;
-        self.last_sequence = last_seq.ok_or_else(|| missing("a last sequence"))?;
+        replay.finish(self, &mpath)?;
         if let Some(filename::FileKind::Manifest(n)) = filename::parse(name) {
             self.manifest_number = n;
             self.next_file_number = self.next_file_number.max(n + 1);
         }
-        self.install(v);
         Ok(())
     }
 
@@ -1006,6 +973,95 @@ impl VersionSet {
             }
         }
         out
+    }
+}
+
+/// The state a manifest's records build up, one record at a time: recovery starts it empty,
+/// a secondary following a live manifest continues it from what it already applied. One
+/// place decides what a record means for both.
+pub(super) struct ManifestReplay {
+    version: Version,
+    log_number: Option<u64>,
+    next_file: Option<u64>,
+    last_seq: Option<u64>,
+    blob_files: std::collections::BTreeMap<u64, BlobFileMeta>,
+    compact_pointers: [Vec<u8>; NUM_LEVELS],
+    saw_version: bool,
+}
+
+impl ManifestReplay {
+    /// Nothing applied yet: a manifest read from its first record.
+    pub(super) fn empty() -> Self {
+        ManifestReplay {
+            version: Version::default(),
+            log_number: None,
+            next_file: None,
+            last_seq: None,
+            blob_files: Default::default(),
+            compact_pointers: Default::default(),
+            saw_version: false,
+        }
+    }
+
+    /// Continues from the state `vs` holds (whose manifest's first records it already applied).
+    pub(super) fn continuing(vs: &VersionSet) -> Self {
+        ManifestReplay {
+            version: (*vs.current).clone(),
+            log_number: Some(vs.log_number),
+            next_file: Some(vs.next_file_number),
+            last_seq: Some(vs.last_sequence),
+            blob_files: vs.blob_files.clone(),
+            compact_pointers: vs.compact_pointers.clone(),
+            saw_version: true,
+        }
+    }
+
+    /// Applies one record (at byte `off` of the manifest `path`, of the database in `dir`).
+    pub(super) fn apply(&mut self, dir: &Path, path: &Path, off: u64, rec: &[u8]) -> Result<()> {
+        let edit = VersionEdit::decode(rec)
+            .ok_or_else(|| Error::corruption(path, off, "malformed version edit"))?;
+        if let Some(fv) = edit.format_version {
+            if fv > DB_FORMAT_VERSION || fv == 0 {
+                return Err(Error::UnsupportedVersion {
+                    path: dir.to_path_buf(),
+                    found: fv,
+                    supported: DB_FORMAT_VERSION,
+                });
+            }
+            self.saw_version = true;
+        }
+        self.version = self.version.apply(&edit, path)?;
+        self.log_number = edit.log_number.or(self.log_number);
+        self.next_file = edit.next_file_number.or(self.next_file);
+        self.last_seq = edit.last_sequence.or(self.last_seq);
+        apply_blob_edit(&mut self.blob_files, &edit);
+        for (l, k) in edit.compact_pointers {
+            self.compact_pointers[l] = k;
+        }
+        Ok(())
+    }
+
+    /// Checks that the records named everything a database needs and installs the result in
+    /// `vs`.
+    pub(super) fn finish(self, vs: &mut VersionSet, path: &Path) -> Result<()> {
+        if !self.saw_version {
+            return Err(Error::corruption(
+                path,
+                0,
+                "manifest has no format version record",
+            ));
+        }
+        let missing = |f: &str| Error::corruption(path, 0, format!("manifest lacks {f}"));
+        vs.log_number = self.log_number.ok_or_else(|| missing("a log number"))?;
+        vs.next_file_number = self
+            .next_file
+            .ok_or_else(|| missing("a next file number"))?;
+        vs.recorded_next_file_number = vs.next_file_number;
+        vs.last_sequence = self.last_seq.ok_or_else(|| missing("a last sequence"))?;
+        vs.blob_files = self.blob_files;
+        vs.compact_pointers = self.compact_pointers;
+        vs.install(self.version);
+        Ok(())
     }
 }
 
