@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use crate::support::count_from_first;
 use attune_io::ssd::SsdParams;
 use attune_kv::env::{DeviceEnv, DeviceLayout, Env, MemEnv};
 use attune_kv::{Options, ReadOptions, DB};
@@ -64,13 +65,7 @@ fn round_trip_and_device_counts() {
         assert_eq!(v.len(), if i % 3 == 0 { 2000 } else { 100 });
     }
     let mut it = db.iter(&ReadOptions::default()).unwrap();
-    it.seek_to_first();
-    let mut n = 0;
-    while it.valid() {
-        n += 1;
-        it.next();
-    }
-    assert_eq!(n, 3000);
+    assert_eq!(count_from_first(&mut it), 3000);
     assert!(env.stats().reads > 0);
 }
 

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use crate::support::open_mem;
+use crate::support::{count_from_first, open_mem};
 use attune_kv::env::{Env, FaultError, FaultOp, FaultPlan, MemEnv, Trigger};
 use attune_kv::{Error, Options, ReadOptions, DB};
 use std::path::Path;
@@ -177,14 +177,7 @@ fn a_read_only_open_replays_the_log_in_memory_and_writes_nothing() {
     assert_eq!(b.get(&key(900)).unwrap(), Some(vec![b'w'; 2_000]));
     assert_eq!(a.get(&key(3)).unwrap(), None);
     let mut it = a.iter(&ReadOptions::default()).unwrap();
-    it.seek_to_first();
-    let mut n = 0;
-    while it.valid() {
-        n += 1;
-        it.next();
-    }
-    it.status().unwrap();
-    assert_eq!(n, 999);
+    assert_eq!(count_from_first(&mut it), 999);
     assert!(matches!(a.put(b"k", b"v"), Err(Error::ReadOnly { .. })));
     assert!(matches!(a.flush(), Err(Error::ReadOnly { .. })));
     assert!(matches!(

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use crate::support::{contents, open_mem};
+use crate::support::{contents, count_from_first, open_mem};
 use attune_kv::env::{Env, MemEnv};
 use attune_kv::{Error, Options, ReadOptions, DB};
 use std::collections::BTreeMap;
@@ -154,14 +154,7 @@ fn files_the_writer_removes_stay_readable_until_the_next_catch_up() {
     w.gc_with_ratio(0.0).unwrap();
     w.compact_range(None, None).unwrap();
     assert_eq!(prefix_of(&contents(&s)), 2_000);
-    it.seek_to_first();
-    let mut n = 0;
-    while it.valid() {
-        n += 1;
-        it.next();
-    }
-    it.status().unwrap();
-    assert_eq!(n, model(2_000).len());
+    assert_eq!(count_from_first(&mut it), model(2_000).len());
     s.try_catch_up().unwrap();
     assert_eq!(prefix_of(&contents(&s)), 2_600);
     drop(it);

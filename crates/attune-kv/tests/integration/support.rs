@@ -2,7 +2,7 @@
 //! it back.
 
 use attune_kv::env::{Env, MemEnv};
-use attune_kv::{Options, ReadOptions, Result, DB};
+use attune_kv::{DbIterator, Options, ReadOptions, Result, DB};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -29,4 +29,17 @@ pub fn contents(db: &DB) -> BTreeMap<Vec<u8>, Vec<u8>> {
     }
     it.status().unwrap();
     m
+}
+
+/// How many entries `it` yields from the first on; the iterator must end without an error.
+#[allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
+pub fn count_from_first(it: &mut DbIterator) -> usize {
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next();
+    }
+    it.status().unwrap();
+    n
 }
