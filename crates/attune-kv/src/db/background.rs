@@ -21,6 +21,21 @@ use std::time::Duration;
 /// T_wait, so a file is learned at most 10 ms after its wait ends; an idle poll costs microseconds.
 pub(super) const LEARN_POLL: Duration = Duration::from_millis(10);
 
+/// Proof that its holder is at the head of the writer queue: no write group is then between
+/// appending its values to the value log and putting their pointers in the memtable. Made only
+/// by checking the queue (the group leader, `at_writer_queue_head`); whatever switches the
+/// active value-log segment asks for one, because value-log collection takes a record that no
+/// memtable or table points at for dead, and a segment switched out beside a group in flight
+/// could be collected before that group's pointers land.
+pub(super) struct QueueHead(());
+
+impl QueueHead {
+    /// The proof for the writer `id`, if its entry is at the head of the queue.
+    pub(super) fn taken(st: &State, id: u64) -> Option<QueueHead> {
+        (st.writers.front().map(|w| w.id) == Some(id)).then_some(QueueHead(()))
+    }
+}
+
 impl DbInner {
     /// The learning thread (Bourbon's learner): every few milliseconds asks the analyzer which
     /// files are due and learns them, lowest priority, never holding the state mutex.
@@ -90,7 +105,7 @@ impl DbInner {
     /// still being flushed) and returns without waiting for this flush.
     pub(super) fn switch_memtable(&self) -> Result<MutexGuard<'_, State>> {
         let mut st = self.state.lock();
-        self.at_writer_queue_head(&mut st, |st| self.make_room_for_write(st, true))?;
+        self.at_writer_queue_head(&mut st, |st, head| self.make_room_for_write(st, head, true))?;
         Ok(st)
     }
 
@@ -99,7 +114,7 @@ impl DbInner {
     pub(super) fn at_writer_queue_head<T>(
         &self,
         st: &mut MutexGuard<'_, State>,
-        f: impl FnOnce(&mut MutexGuard<'_, State>) -> Result<T>,
+        f: impl FnOnce(&mut MutexGuard<'_, State>, &QueueHead) -> Result<T>,
     ) -> Result<T> {
         let id = st.next_writer_id;
         st.next_writer_id += 1;
@@ -110,12 +125,15 @@ impl DbInner {
             gc: None,
             check: None,
         });
-        while st.writers.front().map(|w| w.id) != Some(id) {
+        let head = loop {
+            if let Some(head) = QueueHead::taken(st, id) {
+                break head;
+            }
             self.write_cv.wait(st);
-        }
+        };
         let r = match &st.bg_error {
             Some(e) => Err(e.duplicate()),
-            None => f(st),
+            None => f(st, &head),
         };
         st.writers.pop_front();
         self.write_cv.notify_all();

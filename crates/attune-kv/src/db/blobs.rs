@@ -4,6 +4,7 @@
 //! Called with the state mutex held (by the group-commit leader and by flush). Invariant: a WAL
 //! record that points into a segment is never durable before the segment bytes it names.
 
+use super::background::QueueHead;
 use super::{DbInner, State};
 use crate::error::{Error, Result};
 use crate::version::VersionEdit;
@@ -15,22 +16,29 @@ impl DbInner {
     /// Makes sure an active value-log segment with room exists, sealing a full
     /// one and recording the switch in the manifest. Called by the group leader.
     /// Seals the active segment and starts the next one; the memtable switch calls this.
-    pub(super) fn switch_vlog_at_flush(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+    pub(super) fn switch_vlog_at_flush(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        _head: &QueueHead,
+    ) -> Result<()> {
         self.switch_vlog(st, true)
     }
 
-    pub(super) fn ensure_vlog(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+    pub(super) fn ensure_vlog(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        _head: &QueueHead,
+    ) -> Result<()> {
         self.switch_vlog(st, false)
     }
 
     /// Switches the active segment out when its known garbage is at least `min_ratio` of its
     /// length (and not zero), so that an on-demand collection can reclaim it; the caller then
-    /// seals it (`seal_segments`). Returns whether it switched. The caller holds the head of
-    /// the writer queue: every group that wrote into the segment has then put its pointers in
-    /// the memtable, which collection's scan relies on.
+    /// seals it (`seal_segments`). Returns whether it switched.
     pub(super) fn switch_vlog_with_garbage(
         &self,
         st: &mut MutexGuard<'_, State>,
+        _head: &QueueHead,
         min_ratio: f64,
     ) -> Result<bool> {
         let Some((n, len)) = self.vlog.lock().as_ref().map(|w| (w.number, w.len())) else {

@@ -101,15 +101,19 @@ impl DbInner {
         }
         create_dir_all_durable(env, dest)?;
         if seal {
-            let mut st = self.state.lock();
-            let holds_records = self
-                .vlog
-                .lock()
-                .as_ref()
-                .is_some_and(|w| w.len() > crate::vlog::SEGMENT_HEADER_BYTES);
-            if holds_records {
-                self.switch_vlog_at_flush(&mut st)?;
-            }
+            // At the head of the writer queue: no group is between its value-log append and
+            // its memtable insert, so the sealed segment's records all have their pointers.
+            self.at_writer_queue_head(&mut self.state.lock(), |st, head| {
+                let holds_records = self
+                    .vlog
+                    .lock()
+                    .as_ref()
+                    .is_some_and(|w| w.len() > crate::vlog::SEGMENT_HEADER_BYTES);
+                if holds_records {
+                    self.switch_vlog_at_flush(st, head)?;
+                }
+                Ok(())
+            })?;
         }
 
         // Value-log collection is held off from the flush to the edit: a collection that

@@ -34,6 +34,7 @@
 //! from. The conditions are checked again under the state lock at the edit; if a snapshot, a
 //! flush or a compaction intervened, the copies are removed and the ingest rewrites.
 
+use super::background::QueueHead;
 use super::{DbInner, DB};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
@@ -147,8 +148,8 @@ impl DbInner {
                 )));
             }
         }
-        let mut report = self.at_writer_queue_head(&mut self.state.lock(), |st| {
-            self.ingest_locked(st, &sources, move_files)
+        let mut report = self.at_writer_queue_head(&mut self.state.lock(), |st, head| {
+            self.ingest_locked(st, head, &sources, move_files)
         })?;
         if move_files {
             let removed = sources
@@ -225,6 +226,7 @@ impl DbInner {
     fn ingest_locked(
         &self,
         st: &mut MutexGuard<'_, super::State>,
+        head: &QueueHead,
         sources: &[Source],
         move_files: bool,
     ) -> Result<IngestReport> {
@@ -236,7 +238,7 @@ impl DbInner {
         // anything is flushed first (RocksDB flushes only an overlapping one; it records the
         // ingest's sequence differently).
         if !st.mem.is_empty() || st.imm.is_some() {
-            self.make_room_for_write(st, true)?;
+            self.make_room_for_write(st, head, true)?;
             while st.imm.is_some() && st.bg_error.is_none() {
                 if self.shutting_down.load(Ordering::Acquire) {
                     return Err(Error::Closed("database is closing".into()));

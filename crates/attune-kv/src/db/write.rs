@@ -6,6 +6,7 @@
 //! before it is acknowledged and never joins a group led by a non-sync write; a failed WAL write
 //! makes every later write fail until the database is reopened.
 
+use super::background::QueueHead;
 use super::{DbInner, GcEntry, PendingWrite, Precondition, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -55,17 +56,17 @@ impl DbInner {
             gc,
             check,
         });
-        loop {
+        let head = loop {
             if let Some(r) = st.finished.remove(&id) {
                 return r;
             }
-            if st.writers.front().map(|w| w.id) == Some(id) {
-                break;
+            if let Some(head) = QueueHead::taken(&st, id) {
+                break head;
             }
             self.write_cv.wait(&mut st);
-        }
+        };
         // This thread leads a group.
-        let room = self.make_room_for_write(&mut st, false);
+        let room = self.make_room_for_write(&mut st, &head, false);
         if let Err(e) = room {
             st.writers.pop_front();
             self.write_cv.notify_all();
@@ -115,7 +116,7 @@ impl DbInner {
             None if separate => {
                 // A failed segment switch (file, directory or manifest I/O) is fatal like any
                 // failed log write: the database then refuses writes until it is reopened.
-                let r = self.ensure_vlog(&mut st);
+                let r = self.ensure_vlog(&mut st, &head);
                 fatal = r.is_err();
                 r
             }
@@ -302,6 +303,7 @@ impl DbInner {
     pub(super) fn make_room_for_write(
         &self,
         st: &mut MutexGuard<'_, State>,
+        head: &QueueHead,
         mut force: bool,
     ) -> Result<()> {
         let mut allow_delay = !force;
@@ -368,7 +370,7 @@ impl DbInner {
                 // An early flush seals its values' segment too, so that their garbage, once
                 // found, is collectable.
                 if active >= roll.max(1) || (early && active > 0) {
-                    self.switch_vlog_at_flush(st)?;
+                    self.switch_vlog_at_flush(st, head)?;
                 }
             }
             // Switch to a new memtable and WAL. Its number was reserved before the manifest's
