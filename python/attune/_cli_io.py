@@ -68,12 +68,18 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
     add_device_flags(p)
     p.add_argument("--seed", type=int_range(0, 2**64 - 1), default=0, help="simulation seed (0)")
-    p.add_argument("--rerate", type=float, default=1.0, help="arrival-rate factor (1.0)")
-    p.add_argument("--resize", type=float, default=1.0, help="I/O size factor (1.0)")
+    p.add_argument(
+        "--rerate", type=float, default=1.0, help="arrival-rate factor, 0.001..1000 (1.0)"
+    )
+    p.add_argument("--resize", type=float, default=1.0, help="I/O size factor, 0.001..1024 (1.0)")
 
 
 def _trace(args, path: str | None):
     from attune.io import load_trace, synthetic_trace
+    from attune.io.trace import RERATE_RANGE, RESIZE_RANGE, check_factor
+
+    args.rerate = check_factor("--rerate", args.rerate, RERATE_RANGE)
+    args.resize = check_factor("--resize", args.resize, RESIZE_RANGE)
 
     t = (
         load_trace(path, args.format)
@@ -163,6 +169,12 @@ def _replay(args) -> int:
         r = replay_direct(
             t, args.direct, args.file_mb << 20, pace=args.pace, direct=not args.buffered
         )
+        if r["memory_backed"]:
+            print(
+                f"attune: warning: {args.direct} is on a memory-backed file system (tmpfs or "
+                "ramfs): the latencies are memory copies, not a disk's",
+                file=sys.stderr,
+            )
     else:
         r = replay(t, _params(args), args.seed)
     lat = r["latency_ns"]
@@ -187,10 +199,14 @@ def _replay(args) -> int:
         "reads": _summary(arr[t.is_read]),
         "writes": _summary(arr[~t.is_read]),
     }
+    if args.direct:
+        summary["memory_backed"] = bool(r["memory_backed"])
     if args.json:
         print(json.dumps(summary))
     else:
         kind = "measured" if args.direct else "simulated"
+        if args.direct and r["memory_backed"]:
+            kind = "measured (in memory, not a disk)"
         print(f"{len(t)} I/Os with {kind} latencies written to {args.out}")
         for k in ("reads", "writes"):
             v = summary[k]
@@ -205,6 +221,10 @@ def _replay(args) -> int:
 def _pipeline(args):
     from attune.io import heimdall as hd
 
+    if not 1 <= args.epochs <= hd.EPOCHS_MAX:
+        raise InvalidArgumentError(f"--epochs must be in 1..{hd.EPOCHS_MAX}, got {args.epochs}")
+    if not 1 <= args.joint <= 9:
+        raise InvalidArgumentError(f"--joint must be in 1..9, got {args.joint}")
     return hd.Pipeline(
         labelling=args.labelling,
         features=args.features,
@@ -219,11 +239,13 @@ def _train(args) -> int:
     from attune.io import heimdall as hd
     from attune.io import replay
 
+    if not 0 < args.train_fraction <= 1:
+        raise InvalidArgumentError(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
+    p = _pipeline(args)
     t = _trace(args, args.trace)
     n = int(len(t) * args.train_fraction)
     part = t.slice(0, n)
     rows = hd.read_rows(replay(part, _params(args), args.seed), part)
-    p = _pipeline(args)
     with _progress(args, 1, "training") as bar:
         model = (
             hd.train(rows, p)
@@ -272,8 +294,24 @@ def _eval(args) -> int:
         raise InvalidArgumentError(f"--slow-factor must be >= 1, got {args.slow_factor}")
     if args.device_model and args.model:
         raise InvalidArgumentError("--device-model trains the model: give it or --model, not both")
+    if args.rule_search and args.model:
+        raise InvalidArgumentError("--rule-search trains the models: give it or --model, not both")
+    if args.windows < 1:
+        raise InvalidArgumentError(f"--windows must be at least 1, got {args.windows}")
+    if not args.live_rank_tie >= 0:
+        raise InvalidArgumentError(f"--live-rank-tie must be >= 0, got {args.live_rank_tie}")
+    if not args.probe_reads_us >= 0:
+        raise InvalidArgumentError(f"--probe-reads-us must be >= 0, got {args.probe_reads_us}")
+    policies = _policies(args.policies)
+    pipeline = _pipeline(args)
+    model = _eval_model(args, pipeline) if args.model else None
     pool = [load_trace(p, args.format) for p in args.trace]
-    model = hd.load_model(args.model).to_bytes() if args.model else None
+    shortest = min(pool, key=len)
+    if not 100 <= args.window_ios <= len(shortest):
+        raise InvalidArgumentError(
+            f"--window-ios must be in 100..{len(shortest)} (the I/Os of the shortest trace, "
+            f"{shortest.name}), got {args.window_ios}"
+        )
     params = _params(args)
     groups = ev.random_windows(
         pool,
@@ -285,12 +323,22 @@ def _eval(args) -> int:
         min_busy=args.min_busy,
         params=params,
     )
-    pipeline = _pipeline(args)
-    if args.device_model:
-        rows = []
-        for i, g in enumerate(groups):
-            rows += ev.train_rows(g, params, args.seed + i)
-        model = ev.device_model(rows, [pipeline.rule] * len(rows), pipeline)
+    rules: list = [None] * len(groups)
+    if args.rule_search or args.device_model:
+        rows, rules_all = [], []
+        with _progress(args, len(groups), "training halves") as bar:
+            for i, g in enumerate(groups):
+                tr = ev.train_rows(g, params, args.seed + i)
+                rs = [
+                    hd.choose_rule(r, seed=args.seed)[0] if args.rule_search else pipeline.rule
+                    for r in tr
+                ]
+                rules[i] = rs
+                rows += tr
+                rules_all += rs
+                bar.update(1)
+        if args.device_model:
+            model = ev.device_model(rows, rules_all, pipeline)
     results = []
     with _progress(args, len(groups), "windows") as bar:
         for i, g in enumerate(groups):
@@ -302,8 +350,12 @@ def _eval(args) -> int:
                     pipeline=pipeline,
                     ladder=args.ladder,
                     model=model,
+                    rules=rules[i],
+                    policies=policies,
                     rank_tie=args.rank_tie,
                     slow_factor=args.slow_factor,
+                    probe_reads_us=args.probe_reads_us,
+                    live_rank_tie=args.live_rank_tie,
                 )
             )
             bar.update(1)
@@ -332,6 +384,44 @@ def _eval(args) -> int:
     for stage, auc in summary.get("ladder_auc_median", {}).items():
         print(f"  ladder: {stage:40} {auc:.3f}")
     return 0
+
+
+def _policies(text: str) -> tuple[str, ...]:
+    """``--policies a,b``: the evaluation's policies in their usual order (heimdall always
+    runs: every summary is relative to it); empty: all."""
+    from attune.io import evaluate as ev
+
+    if not text:
+        return tuple(ev.POLICIES)
+    asked = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in asked if x not in ev.POLICIES]
+    if bad:
+        raise InvalidArgumentError(
+            f"--policies: unknown {', '.join(bad)}; valid: {', '.join(ev.POLICIES)}"
+        )
+    return tuple(p for p in ev.POLICIES if p in asked or p == "heimdall")
+
+
+def _eval_model(args, pipeline) -> bytes:
+    """``--model``'s bytes, after checking that eval can use it: a Heimdall model of joint size
+    1 whose inputs match ``--features`` (kind 1, or kind 4 with ``--features live``)."""
+    from attune.io import heimdall as hd
+
+    m = hd.load_model(args.model)
+    want = hd.KIND_HEIMDALL_LIVE if pipeline.features == "live" else hd.KIND_HEIMDALL
+    if m.kind != want:
+        raise InvalidArgumentError(
+            f"{args.model} is a {hd.KIND_NAMES[m.kind]} model (kind {m.kind}); with --features "
+            f"{pipeline.features} eval's --model takes a {hd.KIND_NAMES[want]} model (kind "
+            f"{want})" + ("; LinnOS always runs as its own baseline" if m.kind == 2 else "")
+        )
+    if m.joint != 1:
+        raise InvalidArgumentError(
+            f"{args.model} has joint size {m.joint}; eval's --model takes joint size 1 (the "
+            "router decides one read at a time); joint sizes are measured by "
+            "`attune bench heimdall --joints 1,3`"
+        )
+    return m.to_bytes()
 
 
 def register(sub) -> None:
@@ -409,7 +499,7 @@ def register(sub) -> None:
         q.add_argument("--features", choices=("full", "basic", "live"), default="full")
         q.add_argument("--no-noise-filter", action="store_true", help="skip the 3 filters")
         q.add_argument("--joint", type=int, default=1, help="joint inference size P, 1..9 (1)")
-        q.add_argument("--epochs", type=int, default=20, help="training epochs (20)")
+        q.add_argument("--epochs", type=int, default=20, help="training epochs, 1..10000 (20)")
         _add_common(q)
         if name == "train":
             q.add_argument(
@@ -422,9 +512,44 @@ def register(sub) -> None:
             add_output_flags(q, out="weight file to write", out_required=True)
             q.set_defaults(func=_train)
         else:
-            q.add_argument("--model", help="use this weight file on every replica")
-            q.add_argument("--windows", type=int, default=10, help="window pairs (10)")
-            q.add_argument("--window-ios", type=int, default=4000, help="I/Os per window (4000)")
+            q.add_argument(
+                "--model",
+                help="use this weight file on every replica instead of training one per window: "
+                "a Heimdall model of joint size 1 (kind 1; kind 4 with --features live). The "
+                "live, linnos and clock policies train their own models (and fit their own "
+                "clock) and ignore it",
+            )
+            q.add_argument("--windows", type=int, default=10, help="window pairs, >= 1 (10)")
+            q.add_argument(
+                "--window-ios",
+                type=int,
+                default=4000,
+                help="I/Os per window, 100..the shortest trace's length (4000)",
+            )
+            q.add_argument(
+                "--policies",
+                default="",
+                help="routing policies to run, comma-separated (default: all; heimdall always "
+                "runs)",
+            )
+            q.add_argument(
+                "--rule-search",
+                action="store_true",
+                help="choose each window's labelling rule on its training half (grid search)",
+            )
+            q.add_argument(
+                "--probe-reads-us",
+                type=float,
+                default=5000.0,
+                help="the *-probe policies: probe a replica with no read completed or in flight "
+                "for this many µs (5000)",
+            )
+            q.add_argument(
+                "--live-rank-tie",
+                type=float,
+                default=1.0,
+                help="heimdall-live-rank(-probe): as --rank-tie, for the live model (1)",
+            )
             q.add_argument("--replicas", type=int, choices=(2, 3), default=2)
             q.add_argument("--no-augment", action="store_true", help="no re-rating/resizing")
             q.add_argument("--ladder", action="store_true", help="also the accuracy ladder")

@@ -38,7 +38,7 @@ def test_bad_ssd_parameters_are_named():
         ssd_params({"stripe_chips": 7})
     with pytest.raises(attune.InvalidArgumentError, match="unknown SSD parameter"):
         ssd_params({"chanels": 4})
-    assert ssd_params()["channels"] == "8"
+    assert ssd_params()["channels"] == 8
 
 
 def test_replay_is_deterministic():

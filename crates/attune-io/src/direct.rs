@@ -10,8 +10,9 @@
 //! back. Latency is the wall time of the `pread`/`pwrite` call alone.
 //!
 //! Errors: a file that cannot be opened, created or filled (for example a file system without
-//! `O_DIRECT`, such as tmpfs) is [`IoError::Io`] naming the path; bad options are
-//! [`IoError::InvalidParameter`].
+//! `O_DIRECT`, such as tmpfs before Linux 6.6) is [`IoError::Io`] naming the path; bad options
+//! are [`IoError::InvalidParameter`]. [`memory_backed`] tells a caller that the file is in
+//! memory (tmpfs, ramfs), where the latencies are not a disk's.
 //!
 //! Thread-safety: a pure function of its inputs and the file; the caller owns the file.
 
@@ -29,6 +30,10 @@ pub const ALIGN: u64 = 4096;
 /// Largest single I/O the replayer issues (larger trace I/Os are clipped to it).
 pub const IO_MAX: u64 = 16 << 20;
 const FILL_CHUNK: usize = 1 << 20;
+/// `statfs` `f_type` of tmpfs (`linux/magic.h`).
+const TMPFS_MAGIC: u32 = 0x0102_1994;
+/// `statfs` `f_type` of ramfs (`linux/magic.h`; `libc` does not export it).
+const RAMFS_MAGIC: u32 = 0x8584_58f6;
 
 /// How to replay.
 #[derive(Clone, Debug)]
@@ -95,6 +100,36 @@ pub fn place(offset: u64, size: u32, file_bytes: u64) -> (u64, u64) {
         (offset % (room + ALIGN)) / ALIGN * ALIGN
     };
     (off.min(room / ALIGN * ALIGN), bytes)
+}
+
+/// Whether `path` (a file or directory) lives on a memory-backed file system (tmpfs or ramfs,
+/// by `statfs`'s `f_type`): there a replay measures memory copies, not a disk, whether or not
+/// the kernel accepts `O_DIRECT` (Linux 6.6 and later do on tmpfs). A path that cannot be
+/// examined is [`IoError::Io`] naming it.
+pub fn memory_backed(path: &Path) -> Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        invalid(
+            "path",
+            path.display(),
+            "must not contain a NUL byte".to_string(),
+        )
+    })?;
+    let mut s = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: `c` is a NUL-terminated path and `s` a buffer of the size statfs writes.
+    let rc = unsafe { libc::statfs(c.as_ptr(), s.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io_err(
+            path,
+            "cannot examine the file system of",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: statfs returned 0, so it filled the buffer (which was zeroed besides).
+    let s = unsafe { s.assume_init() };
+    // f_type's width differs between targets; the magic numbers are 32 bits.
+    let f_type = s.f_type as u32;
+    Ok(f_type == TMPFS_MAGIC || f_type == RAMFS_MAGIC)
 }
 
 /// Replays `trace` on the file (see the module documentation).
@@ -180,6 +215,28 @@ mod tests {
             assert!(b >= ALIGN && o + b <= f, "{off} {size} -> {o} {b}");
         }
         assert_eq!(place(8192, 4096, f), (8192, 4096));
+    }
+
+    #[test]
+    fn memory_backed_file_systems_are_recognised() {
+        // The expectation comes from the mount table, not from this machine's layout.
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let fs_of = |dir: &str| {
+            mounts
+                .lines()
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split(' ').collect();
+                    (f.len() > 2 && f[1] == dir).then(|| f[2].to_string())
+                })
+                .next_back()
+        };
+        assert!(!memory_backed(Path::new("/proc")).unwrap());
+        if let Some(fs) = fs_of("/dev/shm") {
+            let want = fs == "tmpfs" || fs == "ramfs";
+            assert_eq!(memory_backed(Path::new("/dev/shm")).unwrap(), want, "{fs}");
+        }
+        let e = memory_backed(Path::new("/no/such/dir")).unwrap_err();
+        assert!(e.to_string().contains("/no/such/dir"), "{e}");
     }
 
     #[test]

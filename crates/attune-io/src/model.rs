@@ -123,6 +123,43 @@ impl Cursor<'_> {
     }
 }
 
+/// The length a file's header declares, when the header is whole and consistent (this version,
+/// a known input kind, a joint size, layer count and widths in range, and an input count that
+/// matches the kind and joint size); `None` otherwise (the full checks then say what is wrong).
+fn declared_len(b: &[u8]) -> Option<usize> {
+    let u16_at = |i: usize| Some(u16::from_le_bytes([*b.get(i)?, *b.get(i + 1)?]));
+    if u16_at(8)? != VERSION {
+        return None;
+    }
+    let kind = u16_at(10)?;
+    let joint = usize::from(u16_at(12)?);
+    let n_layers = u16_at(14)?;
+    if !(1..=crate::features::JOINT_MAX).contains(&joint) || !(1..=LAYERS_MAX).contains(&n_layers) {
+        return None;
+    }
+    let mut dims = Vec::with_capacity(usize::from(n_layers) + 1);
+    for i in 0..=usize::from(n_layers) {
+        let at = 16 + 4 * i;
+        let d = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?);
+        if !(1..=WIDTH_MAX).contains(&d) {
+            return None;
+        }
+        dims.push(d as usize);
+    }
+    let inputs = match kind {
+        1 => 10 + joint,
+        2 => crate::features::LINNOS_FEATURES,
+        3 => crate::prefetch::tinfetch::HISTORY,
+        4 => 10 + crate::features::LIVE_FEATURES + joint,
+        _ => return None,
+    };
+    if dims[0] != inputs {
+        return None;
+    }
+    let params: usize = dims.windows(2).map(|w| w[0] * w[1] + w[1]).sum();
+    Some(16 + 4 * dims.len() + 8 * dims[0] + 4 * params + 8)
+}
+
 impl MlpFile {
     /// Number of inputs.
     pub fn inputs(&self) -> usize {
@@ -172,6 +209,16 @@ impl MlpFile {
                 0,
                 "bad magic (not an Attune I/O model file)".into(),
             ));
+        }
+        // A file shorter than its (consistent) header says is truncated: say so, with both
+        // lengths, rather than that the bytes where its checksum would be do not match.
+        if let Some(total) = declared_len(b) {
+            if b.len() < total {
+                return Err(corrupt(
+                    b.len(),
+                    format!("truncated ({} of {total} bytes)", b.len()),
+                ));
+            }
         }
         // The checksum first: a damaged file is damaged whatever its version field says, and a
         // file of another version (whose trailing checksum is intact) is unsupported, not damaged.
@@ -1083,6 +1130,21 @@ pub(crate) mod tests {
                 "truncation at {n} went unnoticed"
             );
         }
+    }
+
+    #[test]
+    fn a_truncated_file_says_how_long_it_should_be() {
+        let b = tiny(1).encode();
+        for n in [32, 40, b.len() - 100, b.len() - 1] {
+            let e = MlpFile::decode(&b[..n]).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("truncated ({n} of {} bytes)", b.len())),
+                "cut at {n}: {e}"
+            );
+        }
+        // A header that is cut short itself cannot declare a length.
+        let e = MlpFile::decode(&b[..18]).unwrap_err().to_string();
+        assert!(!e.contains("truncated ("), "{e}");
     }
 
     #[test]

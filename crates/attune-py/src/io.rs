@@ -158,10 +158,14 @@ fn io_replay_direct<'py>(
         speed,
         direct,
     };
-    let rows = py
-        .allow_threads(|| attune_io::direct::replay_direct(&recs, &o))
+    let (rows, memory_backed) = py
+        .allow_threads(|| {
+            let rows = attune_io::direct::replay_direct(&recs, &o)?;
+            Ok::<_, IoError>((rows, attune_io::direct::memory_backed(&o.path)?))
+        })
         .map_err(io_error)?;
     let d = PyDict::new(py);
+    d.set_item("memory_backed", memory_backed)?;
     d.set_item(
         "issue_ns",
         rows.iter().map(|r| r.issue_ns).collect::<Vec<_>>(),

@@ -15,7 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 from attune import _native
-from attune.io.trace import FORMATS, Trace, load_trace, parse_trace, synthetic_trace
+from attune.io.trace import (
+    FORMATS,
+    Trace,
+    check_seed,
+    load_trace,
+    parse_trace,
+    synthetic_trace,
+)
 
 __all__ = [
     "DEVICE_PRESETS",
@@ -74,16 +81,28 @@ POLICIES = (
 )
 
 
-def ssd_params(params: dict | None = None) -> dict[str, str]:
-    """Every SSD parameter (defaults, overridden by ``params``), validated; a bad one raises
-    :class:`attune.InvalidArgumentError` naming it."""
-    return dict(_native.io_ssd_params(params))
+def _number(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def ssd_params(params: dict | None = None) -> dict[str, int | float]:
+    """Every SSD parameter (defaults, overridden by ``params``), validated, as numbers (``int``
+    for counts and sizes, ``float`` for times and fractions); a bad one raises
+    :class:`attune.InvalidArgumentError` naming it. The result can be passed back as
+    ``params``."""
+    return {k: _number(v) for k, v in _native.io_ssd_params(params)}
 
 
 def replay(trace: Trace, params: dict | None = None, seed: int = 0) -> dict:
     """Serves ``trace`` on one simulated SSD. Returns ``latency_ns``, ``queue_len``, ``gc_pages``
-    (per I/O), ``features`` (little-endian f32 bytes, 11 per I/O) and ``stats``."""
-    return _native.io_replay(trace.columns(), params, seed)
+    (per I/O), ``features`` (little-endian f32 bytes, 11 per I/O) and ``stats``. ``seed`` is an
+    integer in 0..2**64-1."""
+    return _native.io_replay(trace.columns(), params, check_seed(seed))
 
 
 def replay_direct(
@@ -97,8 +116,10 @@ def replay_direct(
 ) -> dict:
     """Replays ``trace`` against the real file ``path`` (created and filled when its size
     differs) with ``O_DIRECT``, one I/O at a time. Returns ``issue_ns``, ``latency_ns`` and
-    ``bytes`` per I/O (``attune-io``'s ``direct`` module). A file system without ``O_DIRECT``
-    raises :class:`attune.StorageIOError`; ``direct=False`` goes through the page cache."""
+    ``bytes`` per I/O (``attune-io``'s ``direct`` module), and ``memory_backed``: True when
+    ``path`` is on tmpfs or ramfs, where the latencies are memory copies, not a disk's (the replay
+    still runs; the CLI prints a warning). A file system without ``O_DIRECT`` raises
+    :class:`attune.StorageIOError`; ``direct=False`` goes through the page cache."""
     return _native.io_replay_direct(trace.columns(), path, file_bytes, pace, speed, direct)
 
 
@@ -149,7 +170,7 @@ def route(
         [t.columns() for t in traces],
         policy,
         params,
-        seed,
+        check_seed(seed),
         timeout_ns,
         models,
         tie,

@@ -182,6 +182,16 @@ def random_windows(
         raise InvalidArgumentError("no traces to draw windows from")
     if window_ios < 100:
         raise InvalidArgumentError(f"window_ios must be at least 100, got {window_ios}")
+    if pairs < 1:
+        raise InvalidArgumentError(f"pairs (windows) must be at least 1, got {pairs}")
+    shortest = min(pool, key=len)
+    if window_ios > len(shortest):
+        # A window longer than a trace would silently be the whole trace (and every draw of it
+        # the same window): refuse instead, naming the largest window every trace holds.
+        raise InvalidArgumentError(
+            f"window_ios {window_ios} is larger than trace {shortest.name or '(unnamed)'} "
+            f"({len(shortest)} I/Os); use at most {len(shortest)}"
+        )
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(pairs):
@@ -242,7 +252,7 @@ def device_model(
     labels = np.concatenate(
         [hd.label_periods(r["size"], r["latency_ns"], rule) for r, rule in zip(rows, rules)]
     )
-    return hd.train(hd.concat_rows(rows), pipeline, labels=labels).to_bytes()
+    return hd.train(hd.concat_rows(rows), pipeline, labels=labels, allow_one_class=True).to_bytes()
 
 
 #: Quantiles (percent) kept per policy and window: enough to draw a latency CDF from the results
@@ -338,14 +348,20 @@ def evaluate_pair(
         )
         if i == 0:
             pipeline = p_i
-        heimdall_models.append(model if model is not None else hd.train(rows, p_i).to_bytes())
+        heimdall_models.append(
+            model if model is not None else hd.train(rows, p_i, allow_one_class=True).to_bytes()
+        )
         if "linnos" in policies:
-            linnos_models.append(hd.train_linnos(rows, seed=pipeline.seed).to_bytes())
+            linnos_models.append(
+                hd.train_linnos(rows, seed=pipeline.seed, allow_one_class=True).to_bytes()
+            )
         if want_live:
             live_models.append(
                 live_model
                 if live_model is not None
-                else hd.train(rows, dataclasses.replace(p_i, features="live", joint=1)).to_bytes()
+                else hd.train(
+                    rows, dataclasses.replace(p_i, features="live", joint=1), allow_one_class=True
+                ).to_bytes()
             )
         if i == 0:
             first_rows = rows
@@ -382,12 +398,12 @@ def evaluate_pair(
                 epochs=pipeline.epochs,
                 seed=pipeline.seed,
             )
-            m = hd.train(first_rows, p)
+            m = hd.train(first_rows, p, allow_one_class=True)
             x = {"basic": hd.basic_features(x1), "live": xl}.get(feats, x1)
             res.ladder_auc[stage] = hd.roc_auc(period, m.predict_proba(x))
     for j in joints:
         p = hd.Pipeline(joint=j, rule=pipeline.rule, epochs=pipeline.epochs, seed=pipeline.seed)
-        m = hd.train(first_rows, p) if first_rows is not None else None
+        m = hd.train(first_rows, p, allow_one_class=True) if first_rows is not None else None
         if m is None:
             continue
         xj, yj = hd.joint_features(x1, period, j)
@@ -597,7 +613,7 @@ def drift_run(
         return {k: v[a:b] for k, v in rows.items()}
 
     first = part(*cuts[0])
-    static = hd.train(first, pipeline)
+    static = hd.train(first, pipeline, allow_one_class=True)
     current = static
     for k, (a, b) in enumerate(cuts[1:], start=1):
         seg = part(a, b)
@@ -607,6 +623,6 @@ def drift_run(
         auc = hd.roc_auc(y, current.predict_proba(seg["features"]))
         res.auc_retrain.append(auc)
         if not np.isnan(auc) and auc < threshold and int(y.sum()) >= min_slow:
-            current = hd.train(seg, pipeline)
+            current = hd.train(seg, pipeline, allow_one_class=True)
             res.retrained_at.append(k)
     return res

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from attune import _native
-from attune.errors import InvalidArgumentError, StorageIOError
+from attune.errors import Error, InvalidArgumentError, StorageIOError
 
 MAGIC = b"ATIOMLP1"
 VERSION = 1
@@ -50,6 +50,19 @@ KIND_LINNOS = 2
 #: Heimdall's features followed by the 3 live (in-flight) ones: the reads outstanding on the
 #: device at the decision (``features="live"``).
 KIND_HEIMDALL_LIVE = 4
+#: TinFetch's prefetching network (``attune.io.prefetch``): the same file format, another model.
+KIND_TINFETCH = 3
+#: Name and kind number of every model kind the weight file holds.
+KIND_NAMES = {
+    KIND_HEIMDALL: "Heimdall",
+    KIND_LINNOS: "LinnOS",
+    KIND_TINFETCH: "TinFetch",
+    KIND_HEIMDALL_LIVE: "HeimdallLive",
+}
+#: The kinds :func:`load_model` accepts: admission models (Heimdall's, the live one, LinnOS).
+ADMISSION_KINDS = (KIND_HEIMDALL, KIND_LINNOS, KIND_HEIMDALL_LIVE)
+#: Largest number of training epochs a :class:`Pipeline` takes.
+EPOCHS_MAX = 10_000
 #: Names of the live features (a replay's ``live`` columns).
 #: Ages are ``ln(1 + µs)``, capped at 100 ms (``crates/attune-io/src/features.rs``).
 LIVE_NAMES = ("ln_oldest_inflight_us", "ln_since_done_us", "inflight_reads")
@@ -255,6 +268,11 @@ class Mlp:
     def dims(self) -> list[int]:
         return [self.weights[0].shape[1]] + [w.shape[0] for w in self.weights]
 
+    def __repr__(self) -> str:
+        shape = "x".join(map(str, self.dims)) if self.weights else "untrained"
+        joint = f", joint={self.joint}" if self.joint != 1 else ""
+        return f"Mlp({shape}, kind={self.kind}{joint}, threshold={self.threshold:.3f})"
+
     def scale(self, x: np.ndarray) -> np.ndarray:
         rng = self.scale_max - self.scale_min
         inv = np.where(rng > 0, 1.0 / np.where(rng > 0, rng, 1.0), 0.0)
@@ -298,13 +316,26 @@ class Mlp:
 
 
 def load_model(path: str | Path) -> Mlp:
-    """Reads and checks a weight file; a damaged one raises :class:`attune.CorruptionError`."""
+    """Reads and checks an admission model's weight file (Heimdall's, kind 1 or 4, or LinnOS's,
+    kind 2). A damaged or truncated one raises :class:`attune.CorruptionError` naming the file
+    and the byte; a model of another kind (TinFetch's, kind 3: load it with
+    :func:`attune.io.prefetch.load_model`) :class:`attune.InvalidArgumentError`."""
     p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as e:
         raise StorageIOError(f"cannot read model {p}: {e.strerror or e}", str(p)) from e
-    return model_from_bytes(data)
+    try:
+        m = model_from_bytes(data)
+    except Error as e:
+        raise type(e)(f"{p}: {e}", str(p), e.offset) from e
+    if m.kind not in ADMISSION_KINDS:
+        raise InvalidArgumentError(
+            f"{p} is a {KIND_NAMES.get(m.kind, 'unknown')} model (kind {m.kind}), not a "
+            f"Heimdall model (kind {KIND_HEIMDALL} or {KIND_HEIMDALL_LIVE})",
+            str(p),
+        )
+    return m
 
 
 def model_from_bytes(data: bytes) -> Mlp:
@@ -320,9 +351,12 @@ def model_from_bytes(data: bytes) -> Mlp:
         pos += 4 * i * o
         biases.append(np.frombuffer(data, "<f4", o, pos).astype(np.float32))
         pos += 4 * o
-    kind = {"heimdall": KIND_HEIMDALL, "heimdall-live": KIND_HEIMDALL_LIVE}.get(
-        info["kind"], KIND_LINNOS
-    )
+    kind = {
+        "heimdall": KIND_HEIMDALL,
+        "heimdall-live": KIND_HEIMDALL_LIVE,
+        "linnos": KIND_LINNOS,
+        "tinfetch": KIND_TINFETCH,
+    }[info["kind"]]
     return Mlp(
         weights,
         biases,
@@ -462,6 +496,21 @@ class Pipeline:
     epochs: int = 20
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if self.labelling not in ("period", "cutoff"):
+            raise InvalidArgumentError(
+                f"labelling must be 'period' or 'cutoff', not {self.labelling!r}"
+            )
+        if self.features not in ("full", "basic", "live"):
+            raise InvalidArgumentError(
+                f"features must be 'full', 'basic' or 'live', not {self.features!r}"
+            )
+        for name, lo, hi in (("joint", 1, 9), ("epochs", 1, EPOCHS_MAX), ("seed", 0, 2**64 - 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
+                raise InvalidArgumentError(f"{name} must be an integer in {lo}..{hi}, got {v!r}")
+        self.rule.check()
+
 
 #: The pipeline with every stage on.
 DEFAULT_PIPELINE = Pipeline()
@@ -489,9 +538,37 @@ def make_labels(rows: dict, p: Pipeline) -> np.ndarray:
     raise InvalidArgumentError(f"labelling must be 'period' or 'cutoff', not {p.labelling!r}")
 
 
-def train(rows: dict, p: Pipeline = DEFAULT_PIPELINE, labels: np.ndarray | None = None) -> Mlp:
+def check_two_classes(labels: np.ndarray, where: str = "the training reads") -> None:
+    """Raises :class:`attune.InvalidArgumentError` when ``labels`` are all one class: a model
+    trained on them can only say one thing, so a user asking for one gets told why and what
+    to do instead."""
+    y = np.asarray(labels)
+    if len(y) and y.min() != y.max():
+        return
+    if len(y) == 0:
+        raise InvalidArgumentError(f"no training rows: {where} hold no reads")
+    what = "slow" if y[0] else "fast"
+    raise InvalidArgumentError(
+        f"the labels of {where} are one class (all {len(y)} {what}): there is nothing to learn. "
+        "Train on a device with garbage collection busy periods (e.g. --device device-gc, or "
+        "more writes), on windows with busy reads (--min-busy 0.02 on eval), or on a longer "
+        "trace"
+    )
+
+
+def train(
+    rows: dict,
+    p: Pipeline = DEFAULT_PIPELINE,
+    labels: np.ndarray | None = None,
+    *,
+    allow_one_class: bool = False,
+) -> Mlp:
     """Labels, filters and trains on the read rows of a replay (``labels``, when given, replace
-    the pipeline's labelling: e.g. per-window labels of pooled rows)."""
+    the pipeline's labelling: e.g. per-window labels of pooled rows). Labels that are all one
+    class after the noise filters (a trace with no slow period) raise
+    :class:`attune.InvalidArgumentError` (:func:`check_two_classes`), unless
+    ``allow_one_class``: the evaluation's per-window models, where a window without busy
+    periods gets a model that admits every read (threshold 0.5)."""
     labels = make_labels(rows, p) if labels is None else np.asarray(labels, dtype=np.int8)
     feats = rows["features"]
     kind = KIND_HEIMDALL
@@ -508,6 +585,8 @@ def train(rows: dict, p: Pipeline = DEFAULT_PIPELINE, labels: np.ndarray | None 
         keep = noise_filter(rows["size"], rows["latency_ns"], labels, p.rule)
         feats, labels = feats[keep], labels[keep]
     x, y = joint_features(feats, labels, p.joint)
+    if not allow_one_class:
+        check_two_classes(y, "the training reads (after the noise filters)")
     return train_mlp(x, y, kind=kind, joint=p.joint, epochs=p.epochs, seed=p.seed)
 
 
@@ -518,9 +597,15 @@ def live_features(rows: dict) -> np.ndarray:
     return np.concatenate([rows["features"], rows["live"]], axis=1).astype(np.float32)
 
 
-def train_linnos(rows: dict, *, epochs: int = 20, seed: int = 0) -> Mlp:
-    """LinnOS: cutoff labels, 31 digitised inputs, 31→256→2."""
+def train_linnos(
+    rows: dict, *, epochs: int = 20, seed: int = 0, allow_one_class: bool = False
+) -> Mlp:
+    """LinnOS: cutoff labels, 31 digitised inputs, 31→256→2 (one-class labels: as
+    :func:`train`)."""
+    Pipeline(epochs=epochs, seed=seed)  # the same range checks
     y = label_cutoff(rows["latency_ns"])
+    if not allow_one_class:
+        check_two_classes(y, "the training reads (LinnOS's p90 cutoff)")
     x = linnos_digits(rows["features"])
     lo = np.zeros(31, dtype=np.float32)
     hi = np.full(31, 9.0, dtype=np.float32)
@@ -576,7 +661,7 @@ def choose_rule(
         yv = label_periods(val["size"], val["latency_ns"], rule, reference=ref)
         if yv.min() == yv.max():
             continue
-        m = train(fit, Pipeline(rule=rule, epochs=epochs, seed=seed))
+        m = train(fit, Pipeline(rule=rule, epochs=epochs, seed=seed), allow_one_class=True)
         auc = roc_auc(yv, m.predict_proba(val["features"]))
         if not np.isnan(auc) and (np.isnan(best[0]) or auc > best[0]):
             best = (auc, rule)
@@ -604,7 +689,15 @@ def model_inputs(model: Mlp, rows: dict, basic: bool = False) -> tuple[np.ndarra
 
 
 def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
-    """ROC-AUC by the rank statistic (ties averaged); NaN when one class is missing."""
+    """ROC-AUC by the rank statistic (ties averaged) of labels ``y`` (0/1) and scores of the
+    same length (else :class:`attune.InvalidArgumentError`). When ``y`` holds one class only
+    (or nothing) the AUC is undefined and the result is NaN, not an error: an evaluation window
+    without a slow read has no AUC, and medians over windows skip it."""
+    if np.ndim(y) != 1 or np.ndim(score) != 1 or len(y) != len(score):
+        raise InvalidArgumentError(
+            f"roc_auc: labels and scores must be 1-D of the same length, got shapes "
+            f"{np.shape(y)} and {np.shape(score)}"
+        )
     y = np.asarray(y).astype(bool)
     pos, neg = int(y.sum()), int((~y).sum())
     if pos == 0 or neg == 0:

@@ -10,6 +10,7 @@ and cuts them. A malformed line raises :class:`attune.CorruptionError` naming th
 from __future__ import annotations
 
 import gzip
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,44 @@ from attune.errors import CorruptionError, Error, InvalidArgumentError, StorageI
 
 #: Formats :func:`load_trace` reads (``None`` sniffs the first bytes).
 FORMATS = ("msr", "cloudphysics", "attune-csv", "attune")
+
+
+#: Allowed re-rating factors (:meth:`Trace.rerate`): a thousandth to a thousand times the
+#: arrival rate keeps nanosecond timestamps meaningful and in 64 bits.
+RERATE_RANGE = (1e-3, 1e3)
+#: Allowed resizing factors (:meth:`Trace.resize`): beyond 1024× every I/O of a real trace is
+#: gigabytes (the chapter's augmentations are 0.1× to 2×).
+RESIZE_RANGE = (1e-3, 1024.0)
+#: Largest :func:`synthetic_trace`.
+SYNTHETIC_IOS_MAX = 100_000_000
+#: Allowed arrival rates of :func:`synthetic_trace` (I/Os per second; the longest trace then
+#: spans 10**8 s, within 64-bit nanoseconds).
+SYNTHETIC_IOPS_RANGE = (1.0, 1e9)
+
+
+def check_factor(name: str, value: float, allowed: tuple[float, float]) -> float:
+    """``value`` as a float if it is a finite number in ``allowed`` (inclusive), else
+    :class:`attune.InvalidArgumentError` naming ``name`` and the range."""
+    lo, hi = allowed
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+    if not (np.isfinite(v) and lo <= v <= hi):
+        raise InvalidArgumentError(
+            f"{name} must be a finite factor in [{lo:g}, {hi:g}], got {value!r}"
+        )
+    return v
+
+
+def check_seed(seed: object, name: str = "seed") -> int:
+    """``seed`` if it is an integer in 0..2**64-1 (what the simulator takes), else
+    :class:`attune.InvalidArgumentError`."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise InvalidArgumentError(f"{name} must be an integer in 0..2**64-1, got {seed!r}")
+    if not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError(f"{name} must be in 0..2**64-1, got {seed}")
+    return int(seed)
 
 
 @dataclass(frozen=True)
@@ -57,16 +96,16 @@ class Trace:
         )
 
     def rerate(self, rate: float) -> Trace:
-        """Arrivals ``rate`` times as intense (inter-arrival times divided by ``rate``)."""
-        if not rate > 0:
-            raise InvalidArgumentError(f"rate must be positive, got {rate}")
+        """Arrivals ``rate`` times as intense (inter-arrival times divided by ``rate``);
+        ``rate`` in :data:`RERATE_RANGE`."""
+        check_factor("rate", rate, RERATE_RANGE)
         ts = np.round(self.timestamp_ns / rate).astype(np.uint64)
         return Trace(ts, self.offset, self.size, self.is_read, self.name)
 
     def resize(self, factor: float) -> Trace:
-        """Every I/O ``factor`` times as large."""
-        if not factor > 0:
-            raise InvalidArgumentError(f"factor must be positive, got {factor}")
+        """Every I/O ``factor`` times as large (sizes clipped to 1..2**32-1 bytes); ``factor`` in
+        :data:`RESIZE_RANGE`."""
+        check_factor("factor", factor, RESIZE_RANGE)
         size = np.clip(np.round(self.size * factor), 1, 2**32 - 1).astype(np.uint32)
         return Trace(self.timestamp_ns, self.offset, size, self.is_read, self.name)
 
@@ -104,10 +143,15 @@ def parse_trace(data: bytes, fmt: str | None = None, name: str = "") -> Trace:
     )
 
 
-def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
+def load_trace(path: str | bytes | os.PathLike, fmt: str | None = None) -> Trace:
     """Reads a trace file (gzip'd when it starts with the gzip magic; a name ending in ``.gz``
-    must). Every error names the file."""
-    p = Path(path)
+    must). ``path`` is a ``str``, ``bytes`` or ``os.PathLike``. Every error names the file."""
+    try:
+        p = Path(os.fsdecode(path))
+    except TypeError:
+        raise InvalidArgumentError(
+            f"a trace path must be str, bytes or os.PathLike, not {type(path).__name__}"
+        ) from None
     try:
         raw = p.read_bytes()
     except OSError as e:
@@ -132,7 +176,17 @@ def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
 def synthetic_trace(
     n: int = 4000, *, write_fraction: float = 0.7, iops: float = 20_000, seed: int = 0
 ) -> Trace:
-    """A small random trace (for tests and examples without the real samples)."""
+    """A small random trace (for tests and examples without the real samples): ``n`` I/Os
+    (1..:data:`SYNTHETIC_IOS_MAX`) arriving as a Poisson process of ``iops`` per second (in
+    :data:`SYNTHETIC_IOPS_RANGE`), each a write with probability ``write_fraction`` (in [0, 1]);
+    ``seed`` in 0..2**64-1. A bad argument raises :class:`attune.InvalidArgumentError`."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise InvalidArgumentError(f"n must be an integer, got {n!r}")
+    if not 1 <= n <= SYNTHETIC_IOS_MAX:
+        raise InvalidArgumentError(f"n must be in 1..{SYNTHETIC_IOS_MAX}, got {n}")
+    write_fraction = check_factor("write_fraction", write_fraction, (0.0, 1.0))
+    iops = check_factor("iops", iops, SYNTHETIC_IOPS_RANGE)
+    seed = check_seed(seed)
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1e9 / iops, n)
     ts = np.cumsum(gaps).astype(np.uint64)

@@ -1,0 +1,280 @@
+"""attune.io with bad input: every case is a catchable attune.Error naming what was wrong, from
+the Python API and from the CLI (exit code 1, one line on stderr, no traceback)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attune
+from attune import cli
+from attune.io import heimdall as hd
+from attune.io import load_trace, replay, replay_direct, route, ssd_params, synthetic_trace
+
+
+def _mlp(dims: list[int], kind: int, joint: int = 1) -> hd.Mlp:
+    rng = np.random.default_rng(0)
+    ws = [rng.normal(0, 0.3, (o, i)).astype(np.float32) for i, o in itertools.pairwise(dims)]
+    bs = [np.zeros(o, dtype=np.float32) for o in dims[1:]]
+    lo = np.zeros(dims[0], dtype=np.float32)
+    hi = np.full(dims[0], 100.0, dtype=np.float32)
+    return hd.Mlp(ws, bs, lo, hi, kind, joint, 0.5)
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A TinFetch model, a Heimdall model, one of joint size 3, and a small MSR trace."""
+    tin = tmp_path / "tin.model"
+    tin.write_bytes(_mlp([10, 8, 1], hd.KIND_TINFETCH).to_bytes())
+    heim = tmp_path / "heim.model"
+    heim.write_bytes(_mlp([11, 8, 1], hd.KIND_HEIMDALL).to_bytes())
+    joint3 = tmp_path / "joint3.model"
+    joint3.write_bytes(_mlp([13, 8, 1], hd.KIND_HEIMDALL, joint=3).to_bytes())
+    t = synthetic_trace(3000, write_fraction=0.6, iops=30_000, seed=4)
+    trace = tmp_path / "t.trace"
+    trace.write_text(
+        "".join(
+            f"{ts / 1e6:.6f} 0 {off} {size} {1 if r else 0}\n"
+            for ts, off, size, r in zip(t.timestamp_ns, t.offset, t.size, t.is_read)
+        )
+    )
+    # Reads only, far apart: the device never collects garbage, no read is ever slow.
+    quiet = tmp_path / "quiet.trace"
+    quiet.write_text("".join(f"{i * 10.0:.1f} 0 {i * 4096} 4096 1\n" for i in range(400)))
+    return {"tin": tin, "heim": heim, "joint3": joint3, "trace": trace, "quiet": quiet}
+
+
+# ---------------------------------------------------------------- model files
+def test_load_model_refuses_a_tinfetch_model(files):
+    with pytest.raises(attune.InvalidArgumentError) as e:
+        hd.load_model(files["tin"])
+    assert f"{files['tin']} is a TinFetch model (kind 3), not a Heimdall model (kind 1 or 4)" in (
+        str(e.value)
+    )
+    # The bytes still decode as what they are (the prefetcher's reader uses them).
+    assert hd.model_from_bytes(files["tin"].read_bytes()).kind == hd.KIND_TINFETCH
+    assert hd.load_model(files["heim"]).kind == hd.KIND_HEIMDALL
+
+
+def test_a_truncated_model_says_truncated_with_both_lengths(files, tmp_path):
+    data = files["heim"].read_bytes()
+    cut = tmp_path / "cut.model"
+    cut.write_bytes(data[:-100])
+    with pytest.raises(attune.CorruptionError) as e:
+        hd.load_model(cut)
+    msg = str(e.value)
+    assert f"truncated ({len(data) - 100} of {len(data)} bytes)" in msg
+    assert str(cut) in msg and "checksum" not in msg
+
+
+def test_mlp_repr_is_one_line(files):
+    m = hd.load_model(files["heim"])
+    assert repr(m) == "Mlp(11x8x1, kind=1, threshold=0.500)"
+    assert "joint=3" in repr(hd.load_model(files["joint3"]))
+
+
+# ---------------------------------------------------------------- range checks (Python)
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n": 0}, "n must be in 1.."),
+        ({"n": -1}, "n must be in 1.."),
+        ({"n": 2.5}, "n must be an integer"),
+        ({"iops": 0}, "iops"),
+        ({"iops": math.nan}, "iops"),
+        ({"iops": math.inf}, "iops"),
+        ({"write_fraction": 2.0}, "write_fraction"),
+        ({"write_fraction": -0.1}, "write_fraction"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_synthetic_trace_checks_its_arguments(kwargs, match):
+    with pytest.raises(attune.InvalidArgumentError, match=match):
+        synthetic_trace(**kwargs)
+
+
+def test_resize_and_rerate_need_finite_bounded_factors():
+    t = synthetic_trace(50)
+    for bad in (math.inf, 1e30, math.nan, 0.0, -1.0):
+        with pytest.raises(attune.InvalidArgumentError, match="factor must be a finite"):
+            t.resize(bad)
+        with pytest.raises(attune.InvalidArgumentError, match="rate must be a finite"):
+            t.rerate(bad)
+    assert len(t.resize(1024.0)) == 50 and len(t.rerate(1e3)) == 50
+
+
+def test_seeds_out_of_range_are_invalid_arguments():
+    t = synthetic_trace(50)
+    with pytest.raises(attune.InvalidArgumentError, match="seed"):
+        replay(t, seed=-1)
+    with pytest.raises(attune.InvalidArgumentError, match="seed"):
+        replay(t, seed=2**64)
+    with pytest.raises(attune.InvalidArgumentError, match="seed"):
+        route([t, t], "c3", seed=-1)
+
+
+def test_pipeline_checks_its_fields():
+    for bad in ({"epochs": 0}, {"epochs": -1}, {"joint": 10}, {"seed": -1}, {"features": "x"}):
+        with pytest.raises(attune.InvalidArgumentError):
+            hd.Pipeline(**bad)
+    with pytest.raises(attune.InvalidArgumentError, match="epochs must be an integer in 1.."):
+        hd.Pipeline(epochs=0)
+
+
+def test_training_on_one_class_is_refused_with_advice():
+    t = synthetic_trace(600, write_fraction=0.0, iops=100, seed=1)
+    rows = hd.read_rows(replay(t), t)
+    with pytest.raises(attune.InvalidArgumentError, match="one class") as e:
+        hd.train(rows, hd.Pipeline(epochs=1))
+    assert "device-gc" in str(e.value) and "--min-busy" in str(e.value)
+    # The evaluation's per-window models may be one class: they admit every read.
+    m = hd.train(rows, hd.Pipeline(epochs=1), allow_one_class=True)
+    assert m.dims == [11, 128, 16, 1]
+
+
+def test_roc_auc_checks_lengths_and_documents_one_class():
+    with pytest.raises(attune.InvalidArgumentError, match="same length"):
+        hd.roc_auc([0, 1, 1], [0.1, 0.2])
+    assert math.isnan(hd.roc_auc([1, 1], [0.1, 0.2]))
+    assert hd.roc_auc([0, 1], [0.1, 0.2]) == 1.0
+
+
+def test_load_trace_takes_str_bytes_and_pathlike(files):
+    p = files["trace"]
+    n = len(load_trace(str(p)))
+    assert len(load_trace(os.fsencode(p))) == n
+    assert len(load_trace(Path(p))) == n
+    with pytest.raises(attune.InvalidArgumentError, match="str, bytes or os.PathLike"):
+        load_trace(42)
+
+
+def test_ssd_params_are_numbers_and_round_trip():
+    p = ssd_params()
+    assert isinstance(p["channels"], int) and p["channels"] > 0
+    assert all(isinstance(v, (int, float)) for v in p.values()), p
+    assert ssd_params(p) == p
+    t = synthetic_trace(50)
+    assert replay(t, p)["latency_ns"] == replay(t)["latency_ns"]
+
+
+# ---------------------------------------------------------------- memory-backed files
+def _fs_type(path: Path) -> str:
+    """The file system type of ``path``, from the mount table (the longest mount point)."""
+    best, kind = "", ""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        f = line.split(" ")
+        mnt = f[1]
+        if (str(path) + "/").startswith(mnt.rstrip("/") + "/") and len(mnt) >= len(best):
+            best, kind = mnt, f[2]
+    return kind
+
+
+def test_direct_replay_reports_a_memory_backed_file(tmp_path):
+    t = synthetic_trace(50, write_fraction=0.3, seed=2)
+    r = replay_direct(t, str(tmp_path / "dev"), 1 << 20, direct=False)
+    assert r["memory_backed"] == (_fs_type(tmp_path) in ("tmpfs", "ramfs"))
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or _fs_type(shm) != "tmpfs" or not os.access(shm, os.W_OK):
+        pytest.skip("no writable tmpfs at /dev/shm")
+    f = shm / f"attune-test-{os.getpid()}.img"
+    try:
+        r = replay_direct(t, str(f), 1 << 20, direct=False)
+        assert r["memory_backed"] is True
+    finally:
+        f.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- the CLI
+def _fails(capsys, argv: list[str], match: str) -> str:
+    rc = cli.main(argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == 1, (argv, rc, err)
+    assert len(lines) == 1 and lines[0].startswith("attune: error: "), err
+    assert "Traceback" not in err
+    assert match in lines[0], (match, lines[0])
+    return lines[0]
+
+
+def test_cli_bad_inputs_are_one_line_errors(files, tmp_path, capsys):
+    trace, out = str(files["trace"]), str(tmp_path / "m.model")
+    cases = [
+        (["io", "simulate", "--resize", "inf"], "--resize must be a finite factor in"),
+        (["io", "simulate", "--resize", "1e30"], "[0.001, 1024]"),
+        (["io", "simulate", "--rerate", "0"], "--rerate must be a finite factor"),
+        (
+            ["io", "heimdall", "eval", trace, "--window-ios", "5000"],
+            "--window-ios must be in 100..3000",
+        ),
+        (["io", "heimdall", "train", trace, "--epochs", "0", "--out", out], "--epochs"),
+        (["io", "heimdall", "train", trace, "--epochs", "-1", "--out", out], "1..10000"),
+        (["io", "heimdall", "eval", trace, "--epochs", "0"], "--epochs must be in 1..10000"),
+        (
+            ["io", "heimdall", "train", str(files["quiet"]), "--epochs", "1", "--out", out],
+            "one class",
+        ),
+        (
+            ["io", "heimdall", "eval", trace, "--model", str(files["tin"])],
+            "is a TinFetch model (kind 3), not a Heimdall model (kind 1 or 4)",
+        ),
+        (
+            ["io", "heimdall", "eval", trace, "--model", str(files["joint3"])],
+            "joint size 3; eval's --model takes joint size 1",
+        ),
+        (["io", "heimdall", "eval", trace, "--policies", "psychic"], "--policies: unknown"),
+        (
+            ["io", "heimdall", "eval", trace, "--rule-search", "--model", str(files["heim"])],
+            "--rule-search",
+        ),
+    ]
+    for argv, match in cases:
+        _fails(capsys, argv, match)
+    cut = tmp_path / "cut.model"
+    cut.write_bytes(files["heim"].read_bytes()[:-10])
+    _fails(capsys, ["io", "heimdall", "eval", trace, "--model", str(cut)], "truncated (")
+    assert not Path(out).exists()
+
+
+def test_cli_eval_takes_the_bench_options(files, capsys):
+    import json
+
+    rc = cli.main(
+        [
+            "io",
+            "heimdall",
+            "eval",
+            str(files["trace"]),
+            "--model",
+            str(files["heim"]),
+            "--windows",
+            "1",
+            "--window-ios",
+            "1200",
+            "--policies",
+            "baseline,c3",
+            "--live-rank-tie",
+            "2",
+            "--probe-reads-us",
+            "1000",
+            "--no-augment",
+            "--no-progress",
+            "--json",
+        ]
+    )
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["summary"]["policies"]) == {"baseline", "c3", "heimdall"}
+
+
+def test_cli_help_documents_eval_options(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["io", "heimdall", "eval", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for opt in ("--policies", "--live-rank-tie", "--probe-reads-us", "--rule-search"):
+        assert opt in text
+    assert "joint size 1" in text and "ignore it" in text
