@@ -115,7 +115,9 @@ pub struct Options {
     /// which older builds refuse); later opens read it from the manifest. Compaction can then
     /// skip reading a dead chunk only when it is older than every DRAM entry's epoch (the
     /// smallest over the whole level, not over the partition's share). Default true: measured
-    /// on and off in one run in figure `plush-power-loss-cpu`.
+    /// on and off in one run in figures `plush-log-pack-cpu` and `plush-power-loss-cpu`
+    /// (pages per sync 7.5 → 1.1 at 8 writers; per CPU second a modest, noisy gain at 2–8
+    /// writers, level on tmpfs).
     pub log_pack_groups: bool,
     /// Open for reading only: nothing in the directory is written, created or removed (files
     /// are mapped private, the recovery log is replayed into DRAM only), no migration thread
