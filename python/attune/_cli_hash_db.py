@@ -36,6 +36,7 @@ _FLAGS = (
     "group_commit_window",
     "log_direct_io",
     "log_group_gather",
+    "log_pack_groups",
     "read_only",
 )
 _FLAG_WORDS = {

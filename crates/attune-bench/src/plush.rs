@@ -109,6 +109,9 @@ struct Row<'a> {
     operations: u64,
     seconds: f64,
     cpu_seconds: f64,
+    /// `cpu_seconds` split into user and system (kernel) time.
+    cpu_user_seconds: f64,
+    cpu_sys_seconds: f64,
     ops_per_sec: f64,
     ops_per_sec_per_thread: f64,
     ops_per_cpu_sec: f64,
@@ -167,6 +170,8 @@ struct PlushRow {
     phase_log_syncs: u64,
     phase_log_sync_barriers: u64,
     phase_writers_per_sync: f64,
+    /// Distinct 4 KiB log pages per sync in this phase (pages each `fdatasync` writes back).
+    phase_log_pages_per_sync: f64,
     payload_appends: u64,
     payload_bytes: u64,
     payload_gc_runs: u64,
@@ -264,12 +269,38 @@ impl Target {
     }
 }
 
-fn cpu_seconds() -> f64 {
+/// CPU time of the process (every thread), user and system.
+#[derive(Clone, Copy)]
+struct Cpu {
+    user: f64,
+    sys: f64,
+}
+
+impl Cpu {
+    fn total(self) -> f64 {
+        self.user + self.sys
+    }
+}
+
+impl std::ops::Sub for Cpu {
+    type Output = Cpu;
+    fn sub(self, o: Cpu) -> Cpu {
+        Cpu {
+            user: self.user - o.user,
+            sys: self.sys - o.sys,
+        }
+    }
+}
+
+fn cpu_seconds() -> Cpu {
     // SAFETY: getrusage fills the struct it is given.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(ru.ru_utime) + t(ru.ru_stime)
+    Cpu {
+        user: t(ru.ru_utime),
+        sys: t(ru.ru_stime),
+    }
 }
 
 fn rss_anon_bytes() -> u64 {
@@ -283,9 +314,10 @@ fn rss_anon_bytes() -> u64 {
 }
 
 /// Applies `plush:key=value;key=value` (keys `dram_filter_levels`, `dram_entries_log2`,
-/// `log_partitions`, `backend`, `migration`, `group_commit_window`, `log_syncs_in_flight_max`,
-/// `log_direct_io`, `log_group_gather`)
-/// to `opts`: ablations run as their own engine entries.
+/// `log_partitions`, `log_chunks`, `backend`, `migration`, `group_commit_window`,
+/// `log_syncs_in_flight_max`, `log_direct_io`, `log_group_gather`, `log_pack_groups`) to
+/// `opts`:
+/// ablations run as their own engine entries.
 fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
     let Some((_, pairs)) = entry.split_once(':') else {
         return Ok(());
@@ -302,17 +334,19 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
             "dram_filter_levels" => opts.dram_filter_levels = num()?,
             "dram_entries_log2" => opts.dram_entries_log2 = num()? as u32,
             "log_partitions" => opts.log_partitions = num()?,
+            "log_chunks" => opts.log_chunks = num()?,
             "backend" => opts.backend = Backend::parse(v).map_err(|e| e.to_string())?,
             "migration" => opts.migration = Migration::parse(v).map_err(|e| e.to_string())?,
             "group_commit_window" => opts.group_commit_window = v == "on" || v == "true",
             "log_syncs_in_flight_max" => opts.log_syncs_in_flight_max = num()?,
             "log_direct_io" => opts.log_direct_io = v == "on" || v == "true",
             "log_group_gather" => opts.log_group_gather = v == "on" || v == "true",
+            "log_pack_groups" => opts.log_pack_groups = v == "on" || v == "true",
             _ => {
                 return Err(format!(
                     "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
-                     log_partitions, backend, migration, group_commit_window, \
-                     log_syncs_in_flight_max, log_direct_io, log_group_gather)"
+                     log_partitions, log_chunks, backend, migration, group_commit_window, \
+                     log_syncs_in_flight_max, log_direct_io, log_group_gather, log_pack_groups)"
                 ))
             }
         }
@@ -419,7 +453,7 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         target: &targets[i].1,
         latency: args.latency,
         sizes,
-        mark: std::sync::Mutex::new((0, 0)),
+        mark: std::sync::Mutex::new((0, 0, 0)),
     };
     let mut records = Vec::with_capacity(targets.len());
     for i in 0..targets.len() {
@@ -464,8 +498,8 @@ struct Ctx<'a> {
     target: &'a Target,
     latency: bool,
     sizes: (usize, usize),
-    /// Plush's (log syncs, barriers covered) when the phase started.
-    mark: std::sync::Mutex<(u64, u64)>,
+    /// Plush's (log syncs, barriers covered, pages synced) when the phase started.
+    mark: std::sync::Mutex<(u64, u64, u64)>,
 }
 
 impl Ctx<'_> {
@@ -474,7 +508,7 @@ impl Ctx<'_> {
         if let Target::Plush(p) = self.target {
             let s = p.stats();
             *self.mark.lock().unwrap_or_else(|e| e.into_inner()) =
-                (s.log_syncs, s.log_sync_barriers);
+                (s.log_syncs, s.log_sync_barriers, s.log_sync_pages);
         }
     }
 
@@ -483,7 +517,7 @@ impl Ctx<'_> {
             return None;
         };
         let s = p.stats();
-        let (syncs0, barriers0) = *self.mark.lock().unwrap_or_else(|e| e.into_inner());
+        let (syncs0, barriers0, pages0) = *self.mark.lock().unwrap_or_else(|e| e.into_inner());
         let (syncs, barriers) = (s.log_syncs - syncs0, s.log_sync_barriers - barriers0);
         Some(PlushRow {
             levels: s.levels,
@@ -502,6 +536,7 @@ impl Ctx<'_> {
             phase_log_syncs: syncs,
             phase_log_sync_barriers: barriers,
             phase_writers_per_sync: barriers as f64 / syncs.max(1) as f64,
+            phase_log_pages_per_sync: (s.log_sync_pages - pages0) as f64 / syncs.max(1) as f64,
             payload_appends: s.payload_appends,
             payload_bytes: s.payload_bytes,
             payload_gc_runs: s.payload_gc_runs,
@@ -517,7 +552,7 @@ impl Ctx<'_> {
         records: u64,
         operations: u64,
         seconds: f64,
-        cpu: f64,
+        cpu: Cpu,
         found: u64,
         latency_us: Option<Latency>,
     ) -> Result<(), Fail> {
@@ -547,10 +582,12 @@ impl Ctx<'_> {
             records,
             operations,
             seconds,
-            cpu_seconds: cpu,
+            cpu_seconds: cpu.total(),
+            cpu_user_seconds: cpu.user,
+            cpu_sys_seconds: cpu.sys,
             ops_per_sec,
             ops_per_sec_per_thread: ops_per_sec / threads as f64,
-            ops_per_cpu_sec: operations as f64 / cpu.max(1e-9),
+            ops_per_cpu_sec: operations as f64 / cpu.total().max(1e-9),
             durability: self.durability,
             found,
             key_bytes: self.sizes.0,
@@ -570,7 +607,11 @@ impl Ctx<'_> {
         for i in 0..n {
             h.put(key_of(i), i)?;
             if matches!(self.target, Target::Plush(_)) && (i + 1) % step == 0 {
-                self.emit("dram", "-", 1, i + 1, 0, 1.0, 1.0, 0, None)?;
+                let cpu = Cpu {
+                    user: 1.0,
+                    sys: 0.0,
+                };
+                self.emit("dram", "-", 1, i + 1, 0, 1.0, cpu, 0, None)?;
             }
         }
         self.emit(

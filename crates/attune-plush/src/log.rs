@@ -24,7 +24,7 @@
 
 use crate::error::{Error, Result};
 use crate::persist::Region;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Valid entries that may follow an invalid one in a chunk as a torn tail: appends whose
@@ -196,7 +196,11 @@ pub struct Partition {
     chunks: Vec<Chunk>,
     current: usize,
     tail: usize,
-    next_seq: u64,
+    /// The next sequence number, shared by every partition of the log once the engine has
+    /// recovered them all (see [`Partition::share_seq`]): sequence numbers then order the
+    /// entries of the whole log, which a packed log needs (a DRAM entry's versions may lie
+    /// in different partitions).
+    next_seq: Arc<AtomicU64>,
     next_gen: u64,
     /// First word of the current chunk that may lie in unallocated file blocks: every word
     /// below it (within the chunk) was allocated by `reserve`.
@@ -283,7 +287,7 @@ impl Partition {
             ],
             current: 0,
             tail: 0,
-            next_seq: 1,
+            next_seq: Arc::new(AtomicU64::new(1)),
             next_gen: 1,
             reserved_end: 0,
             counters: LogCounters::default(),
@@ -303,7 +307,7 @@ impl Partition {
                     break;
                 };
                 epoch_max = epoch_max.max(e.epoch);
-                p.next_seq = p.next_seq.max(e.seq + 1);
+                p.next_seq.fetch_max(e.seq + 1, Ordering::Relaxed);
                 entries.push(e);
                 n += 1;
             }
@@ -348,6 +352,17 @@ impl Partition {
             partition: p,
             entries,
         })
+    }
+
+    /// The next sequence number this partition would draw (one above its highest entry's).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq.load(Ordering::Relaxed)
+    }
+
+    /// Draws sequence numbers from `seq` from now on (the log-wide counter, set above every
+    /// partition's highest entry).
+    pub fn share_seq(&mut self, seq: Arc<AtomicU64>) {
+        self.next_seq = seq;
     }
 
     /// Chunks holding nothing (after recovery, a crash inside a compaction can leave none).
@@ -471,9 +486,8 @@ impl Partition {
             key,
             value,
             epoch,
-            seq: self.next_seq,
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
         };
-        self.next_seq += 1;
         self.write_entry(&e, true);
         self.counters.appends += 1;
         Ok(())

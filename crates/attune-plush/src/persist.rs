@@ -83,9 +83,10 @@ pub trait Persist: Send + Sync {
     fn syncs(&self) -> u64 {
         0
     }
-    /// (barriers the syncs covered, nanoseconds spent in syncs) so far.
-    fn sync_profile(&self) -> (u64, u64) {
-        (0, 0)
+    /// (barriers the syncs covered, nanoseconds spent in syncs, distinct 4 KiB pages the
+    /// syncs' groups handed to the device) so far.
+    fn sync_profile(&self) -> (u64, u64, u64) {
+        (0, 0, 0)
     }
     /// A writer announces that it is about to flush and fence (a group-commit leader may wait
     /// for it); `withdraw` retracts the announcement (at its fence, or on an error).
@@ -598,6 +599,8 @@ struct GroupState {
     syncs: u64,
     covered: u64,
     sync_ns: u64,
+    /// Distinct 4 KiB pages of the ranges the groups took (pages each sync writes back).
+    pages: u64,
 }
 
 impl Group {
@@ -763,6 +766,10 @@ impl Group {
             st.started += 1;
             let mut ranges = std::mem::take(&mut st.pending);
             ranges.sort_unstable();
+            st.pages += page_runs(&ranges, usize::MAX)
+                .iter()
+                .map(|&(lo, hi)| ((hi - lo) / PAGE_BYTES) as u64)
+                .sum::<u64>();
             // Handed to the device under the lock: a later leader's barrier then covers them
             // too, and `discard` never drops a page a leader is still copying.
             let r = match write(&ranges) {
@@ -1011,9 +1018,9 @@ impl Persist for FileRegion {
         self.group.state.lock().syncs
     }
 
-    fn sync_profile(&self) -> (u64, u64) {
+    fn sync_profile(&self) -> (u64, u64, u64) {
         let st = self.group.state.lock();
-        (st.covered, st.sync_ns)
+        (st.covered, st.sync_ns, st.pages)
     }
 
     fn announce(&self) {
@@ -1511,9 +1518,9 @@ impl Persist for SimHandle {
         self.region.group.state.lock().syncs
     }
 
-    fn sync_profile(&self) -> (u64, u64) {
+    fn sync_profile(&self) -> (u64, u64, u64) {
         let st = self.region.group.state.lock();
-        (st.covered, st.sync_ns)
+        (st.covered, st.sync_ns, st.pages)
     }
 }
 
@@ -1590,7 +1597,7 @@ impl Region {
     }
 
     /// See [`Persist::sync_profile`].
-    pub(crate) fn sync_profile(&self) -> (u64, u64) {
+    pub(crate) fn sync_profile(&self) -> (u64, u64, u64) {
         self.inner.sync_profile()
     }
 

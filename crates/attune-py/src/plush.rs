@@ -107,6 +107,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "log_syncs_in_flight_max" => o.log_syncs_in_flight_max = uint(&v)?,
             "log_direct_io" => o.log_direct_io = flag(&v)?,
             "log_group_gather" => o.log_group_gather = flag(&v)?,
+            "log_pack_groups" => o.log_pack_groups = flag(&v)?,
             "read_only" => o.read_only = flag(&v)?,
             _ => {
                 return Err(bad(format!(
@@ -120,7 +121,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 18] = [
+const OPTION_NAMES: [&str; 19] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -138,6 +139,7 @@ const OPTION_NAMES: [&str; 18] = [
     "log_syncs_in_flight_max",
     "log_direct_io",
     "log_group_gather",
+    "log_pack_groups",
     "read_only",
 ];
 

@@ -105,17 +105,25 @@ fn settle(
 
 #[test]
 fn random_crashes_lose_and_resurrect_nothing_mapped_inline() {
-    random_crashes(SimModel::Mapped, Migration::Inline);
+    random_crashes(SimModel::Mapped, Migration::Inline, true);
 }
 
 #[test]
 fn random_crashes_lose_and_resurrect_nothing_write_backend_background() {
-    random_crashes(SimModel::Write, Migration::Manual);
+    random_crashes(SimModel::Write, Migration::Manual, true);
 }
 
-fn random_crashes(model: SimModel, migration: Migration) {
+/// The recovery log by key hash (`log_pack_groups` off, manifest version 3); the tests above
+/// pack it (the default).
+#[test]
+fn random_crashes_lose_and_resurrect_nothing_logged_by_key_hash() {
+    random_crashes(SimModel::Write, Migration::Manual, false);
+}
+
+fn random_crashes(model: SimModel, migration: Migration, pack: bool) {
     let small_options = || Options {
         migration,
+        log_pack_groups: pack,
         ..small_options()
     };
     let sim_from =
@@ -175,7 +183,7 @@ fn random_crashes(model: SimModel, migration: Migration) {
         }
     }
     eprintln!(
-        "{model:?}, {migration:?}: {cases} cases × 2 rounds: {crashed} crashed mid-run, {in_migration} inside a \
+        "{model:?}, {migration:?}, pack {pack}: {cases} cases × 2 rounds: {crashed} crashed mid-run, {in_migration} inside a \
          migration, {in_recovery} inside a recovery, {after_recovery} in the operations \
          right after one"
     );

@@ -76,12 +76,17 @@ fn group_crashes(model: SimModel, migration: Migration, syncs_in_flight_max: usi
             syncs_in_flight_max,
             ..GroupCommit::default()
         },
+        true,
     );
 }
 
-fn group_crashes_with(model: SimModel, migration: Migration, group: GroupCommit) {
+fn group_crashes_with(model: SimModel, migration: Migration, group: GroupCommit, pack: bool) {
     let syncs_in_flight_max = group.syncs_in_flight_max;
     let cases = 250u64;
+    let opts = Options {
+        log_pack_groups: pack,
+        ..options(migration)
+    };
     let (mut crashed, mut syncs, mut covered) = (0u64, 0u64, 0u64);
     for seed in 0..cases {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -92,7 +97,7 @@ fn group_crashes_with(model: SimModel, migration: Migration, group: GroupCommit)
         if group.gather {
             sim.sync_sleep_us(60);
         }
-        let seen: Vec<Seen> = match Plush::open_with(Box::new(sim.clone()), options(migration)) {
+        let seen: Vec<Seen> = match Plush::open_with(Box::new(sim.clone()), opts.clone()) {
             Ok(db) => {
                 let seen = std::thread::scope(|s| {
                     let handles: Vec<_> = (0..THREADS)
@@ -200,6 +205,7 @@ fn a_crash_inside_a_group_of_direct_page_writes_loses_only_unacknowledged_writes
             direct: true,
             gather: false,
         },
+        true,
     );
 }
 
@@ -217,6 +223,23 @@ fn a_crash_inside_a_gathered_group_loses_only_unacknowledged_writes() {
             direct: false,
             gather: true,
         },
+        true,
+    );
+}
+
+/// The recovery log by key hash (`log_pack_groups` off: each DRAM entry's records in one
+/// partition, the layout of manifest version 3), with several syncs in flight.
+#[test]
+fn a_crash_inside_a_group_logged_by_key_hash_loses_only_unacknowledged_writes() {
+    group_crashes_with(
+        SimModel::Write,
+        Migration::Background,
+        GroupCommit {
+            window: false,
+            syncs_in_flight_max: 4,
+            ..GroupCommit::default()
+        },
+        false,
     );
 }
 
@@ -233,20 +256,40 @@ fn keys_in_distinct_entries(opts: &Options, n: usize) -> Vec<u64> {
         .collect()
 }
 
+/// `n` keys whose DRAM entries fall in distinct log partitions (logged by key hash, each in
+/// its own partition, so on its own page).
+fn keys_in_distinct_partitions(opts: &Options, n: usize) -> Vec<u64> {
+    let geo = attune_plush::layout::Geometry {
+        dram_entries_log2: opts.dram_entries_log2,
+        fanout_log2: opts.fanout_log2,
+    };
+    let parts = opts.log_partitions;
+    let mut seen = std::collections::BTreeSet::new();
+    (0u64..)
+        .filter(|k| seen.insert(geo.entry_of(attune_plush::layout::hash_key(*k), 0) & (parts - 1)))
+        .take(n)
+        .collect()
+}
+
+/// What [`held_group_crashes`] saw: group writes that reached the media and that did not, and
+/// the log pages the group's sync wrote (in every seed).
+struct HeldGroups {
+    survived: u64,
+    lost: u64,
+    group_pages: Vec<u64>,
+}
+
 /// A group made on purpose: the first writer's barrier is held in flight until three more
 /// writers wait, so those three form the next group, and the crash comes at that group's
 /// barrier (after the leader handed their entries to the device, before it completed). The
 /// held write was acknowledged and survives; each of the three is whole or absent.
-#[test]
-fn a_crash_between_a_groups_hand_off_and_its_barrier_keeps_every_acknowledged_write() {
-    let opts = Options {
-        dram_entries_log2: 4,
-        log_chunks: 6,
-        ..options(Migration::Inline)
+fn held_group_crashes(opts: &Options, keys: &[u64], seeds: u64) -> HeldGroups {
+    let mut out = HeldGroups {
+        survived: 0,
+        lost: 0,
+        group_pages: Vec::new(),
     };
-    let keys = keys_in_distinct_entries(&opts, 4);
-    let (mut survived, mut lost) = (0u64, 0u64);
-    for seed in 0..200u64 {
+    for seed in 0..seeds {
         let sim = SimStorage::with_model(Image::new(), 0, seed, SimModel::Write);
         let db = Plush::open_with(Box::new(sim.clone()), opts.clone()).unwrap();
         for (i, k) in keys.iter().enumerate() {
@@ -282,6 +325,9 @@ fn a_crash_between_a_groups_hand_off_and_its_barrier_keeps_every_acknowledged_wr
             (2, 4),
             "seed {seed}: one held barrier, then one group of three"
         );
+        // The held barrier wrote its one entry's page; the rest is the group's.
+        out.group_pages
+            .push(after.log_sync_pages - before.log_sync_pages - 1);
         let image = sim.crash_image().expect("the group's barrier crashed");
         drop(db);
         let db = Plush::open_with(
@@ -296,16 +342,54 @@ fn a_crash_between_a_groups_hand_off_and_its_barrier_keeps_every_acknowledged_wr
         );
         for (i, k) in keys.iter().enumerate().skip(1) {
             match db.get(*k).unwrap() {
-                Some(v) if v == 200 + i as u64 => survived += 1,
-                Some(v) if v == 1 + i as u64 => lost += 1,
+                Some(v) if v == 200 + i as u64 => out.survived += 1,
+                Some(v) if v == 1 + i as u64 => out.lost += 1,
                 other => panic!("seed {seed}: key {k} holds {other:?}"),
             }
         }
         db.verify()
             .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
     }
+    out
+}
+
+#[test]
+fn a_crash_between_a_groups_hand_off_and_its_barrier_keeps_every_acknowledged_write() {
+    let opts = Options {
+        dram_entries_log2: 4,
+        log_chunks: 6,
+        ..options(Migration::Inline)
+    };
+    let keys = keys_in_distinct_entries(&opts, 4);
+    let seen = held_group_crashes(&opts, &keys, 200);
+    let (survived, lost) = (seen.survived, seen.lost);
     eprintln!(
         "group of three torn at its barrier: {survived} writes reached the media, {lost} not"
     );
     assert!(survived > 0 && lost > 0, "{survived} survived, {lost} lost");
+}
+
+/// Packing the log (`log_pack_groups`, the default): three writers whose keys are logged in
+/// three different partitions by key hash write one log page per sync when packed, three
+/// when logged by key hash; either way a crash at that group's barrier keeps every
+/// acknowledged write, and each of the three is whole or absent.
+#[test]
+fn a_packed_group_writes_one_log_page_and_a_crash_at_its_barrier_keeps_acknowledged_writes() {
+    for (pack, pages) in [(true, 1u64), (false, 3)] {
+        let opts = Options {
+            dram_entries_log2: 4,
+            log_partitions: 4,
+            log_chunks: 6,
+            log_pack_groups: pack,
+            ..options(Migration::Inline)
+        };
+        let keys = keys_in_distinct_partitions(&opts, 4);
+        let seen = held_group_crashes(&opts, &keys, 60);
+        assert!(
+            seen.group_pages.iter().all(|p| *p == pages),
+            "log_pack_groups {pack}: pages per group {:?}, expected {pages}",
+            seen.group_pages
+        );
+        assert!(seen.survived > 0 && seen.lost > 0, "log_pack_groups {pack}");
+    }
 }
