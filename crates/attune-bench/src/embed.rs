@@ -28,7 +28,10 @@ usage: attune-bench embed [options]
   --policies LIST      baselines lru,lfu,clock,arc,car,lirs,lecar,clockpro,clocklirs,cacheus;
                        EVCache ev-lfu, ev-arc (suffixes -inserted, -noflush, -prose; ev-lfu
                        also -decay, -miss0, -misshalf, -tinylfu, -sum), ev-car; group-aware
-                       ev-loss (-noaging), ev-clockpro (-t1, -t4: other keys missing allowed)
+                       ev-loss (-noaging), ev-clockpro (-t1, -t4: other keys missing allowed);
+                       remembered counts ev-lfu-hist (-flat, -mP: P % of the budget for the
+                       history, default 10; -s: sketch; -lruP: admission window; -free: the
+                       history uncharged, -hN entries or -sN sketch columns per row)
                        (default lru,lfu,clock,arc,car,lirs,ev-lfu,ev-arc,ev-car)
   --fractions LIST     cache sizes as fractions of all rows
                        (default 0.0005,0.001,0.005,0.01,0.02,0.05,0.1,0.2,0.5,0.9)

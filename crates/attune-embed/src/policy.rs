@@ -36,7 +36,7 @@ pub use baseline::{Car, LeCar, Lirs};
 pub use cacheus::Cacheus;
 pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
-pub use evhist::EvLfuHist;
+pub use evhist::{EvLfuHist, HistSize};
 pub use evloss::EvLoss;
 pub use evsum::EvLfuSum;
 
@@ -168,13 +168,15 @@ pub enum PolicyKind {
     /// missing (N, T).
     EvClockPro(u32, u32),
     /// EV-LFU-hist: remembered (group-weighted unless `group` is false) access values with
-    /// frequency admission; `window` in multiples of the capacity between halvings, 0 = never.
+    /// frequency admission; `window` in multiples of the capacity between halvings, 0 = never;
+    /// `size`: the history's form and whether the budget pays for it.
     EvHist {
         n: u32,
         group: bool,
         window: u32,
-        history: u32,
-        sketch: u32,
+        size: HistSize,
+        /// Percent of the rows in an LRU admission window (0: none).
+        lru: u32,
     },
 }
 
@@ -300,6 +302,9 @@ impl EvConfig {
     }
 }
 
+/// Bytes of one cached row that [`PolicyKind::build`] assumes: 36 fp32 values.
+pub const DEFAULT_ROW_BYTES: usize = 36 * 4;
+
 /// The baselines: the policies without group scores.
 pub const BASELINES: &[&str] = &[
     "lru",
@@ -317,12 +322,14 @@ pub const BASELINES: &[&str] = &[
 /// Every policy name [`PolicyKind::parse`] accepts (EV-LFU and EV-ARC also take the suffixes
 /// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`, `-miss0`, `-misshalf`
 /// `-tinylfu` and `-sum`; `ev-lfu-hist` and `-flat` also `-wN`, halving every N × capacity
-/// accesses, and `-hN`, N history entries per cached item).
+/// accesses, `-mP`, P % of the budget charged to the history (default 10), `-s`, the history in
+/// a sketch, `-lruP`, P % of the rows in an LRU admission window, and `-free`, an uncharged history of `-hN` entries (default 16) or `-sN` sketch
+/// columns per cached item).
 pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro, clocklirs, cacheus, ev-lfu, ev-lfu-inserted, \
 ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-lfu-miss0, ev-lfu-misshalf, ev-lfu-tinylfu, \
 ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car, \
 ev-loss, ev-loss-noaging, ev-clockpro, ev-clockpro-t1, ev-clockpro-t4, ev-lfu-hist, \
-ev-lfu-hist-flat, ev-lfu-hist-s4";
+ev-lfu-hist-flat, ev-lfu-hist-s, ev-lfu-hist-m5, ev-lfu-hist-lru1, ev-lfu-hist-free, ev-lfu-hist-free-s4";
 
 impl PolicyKind {
     /// Parses a policy name for a cache over `tables` tables (EV policies cap scores at it).
@@ -357,25 +364,46 @@ impl PolicyKind {
             "evarc" => PolicyKind::EvArc(EvConfig::arc(n)),
             s => {
                 if let Some(rest) = s.strip_prefix("ev-lfu-hist") {
-                    let (mut group, mut window) = (true, 0u32);
-                    let mut history = evhist::HISTORY_PER_ITEM as u32;
-                    let mut sketch = 0u32;
+                    let (mut group, mut window, mut free) = (true, 0u32, false);
+                    let (mut pct, mut per_item, mut sketch) = (None, None, None);
+                    let mut lru = 0u32;
                     for o in rest.split('-').filter(|o| !o.is_empty()) {
+                        if let Some(l) = o.strip_prefix("lru") {
+                            match l.parse::<u32>() {
+                                Ok(l) if (1..=90).contains(&l) => lru = l,
+                                _ => return Err(unknown()),
+                            }
+                            continue;
+                        }
                         let num = |p: char| o.strip_prefix(p).and_then(|w| w.parse::<u32>().ok());
-                        match (o, num('w'), num('h'), num('s')) {
+                        match (o, num('w'), num('h'), num('s'), num('m')) {
                             ("flat", ..) => group = false,
+                            ("free", ..) => free = true,
+                            ("s", ..) => sketch = Some(0),
                             (_, Some(w), ..) => window = w,
-                            (_, _, Some(h), _) if h > 0 => history = h,
-                            (_, _, _, Some(k)) if k > 0 => sketch = k,
+                            (_, _, Some(h), ..) if h > 0 => per_item = Some(h),
+                            (_, _, _, Some(k), _) if k > 0 => sketch = Some(k),
+                            (_, _, _, _, Some(m)) if (1..=90).contains(&m) => pct = Some(m),
                             _ => return Err(unknown()),
                         }
                     }
+                    let size = match (free, pct, per_item, sketch) {
+                        (true, None, h, s) if s != Some(0) => HistSize::Free {
+                            per_item: h.unwrap_or(evhist::HISTORY_PER_ITEM as u32),
+                            sketch: s.unwrap_or(0),
+                        },
+                        (false, m, None, s) if s.is_none_or(|k| k == 0) => HistSize::Charged {
+                            pct: m.unwrap_or(evhist::DEFAULT_SHARE_PCT),
+                            sketch: s.is_some(),
+                        },
+                        _ => return Err(unknown()), // -hN, -sN only with -free; -mP, -s without
+                    };
                     PolicyKind::EvHist {
                         n,
                         group,
                         window,
-                        history,
-                        sketch,
+                        size,
+                        lru,
                     }
                 } else if let Some(rest) = s.strip_prefix("ev-lfu") {
                     let c = ev(EvConfig::new(n), rest)?;
@@ -401,8 +429,15 @@ impl PolicyKind {
         })
     }
 
-    /// A policy of `capacity` items.
+    /// A policy for a budget of `capacity` rows of [`DEFAULT_ROW_BYTES`] (an fp32 row at dim 36).
     pub fn build(&self, capacity: usize) -> Box<dyn Policy> {
+        self.build_for(capacity, DEFAULT_ROW_BYTES)
+    }
+
+    /// A policy for a budget of `capacity` rows of `row_bytes` bytes each. Every policy caches
+    /// `capacity` rows except `ev-lfu-hist`, whose charged history takes its share of the bytes
+    /// from the rows.
+    pub fn build_for(&self, capacity: usize, row_bytes: usize) -> Box<dyn Policy> {
         match self {
             PolicyKind::Lru => Box::new(Lru::new(capacity)),
             PolicyKind::Lfu => Box::new(Lfu::new(capacity)),
@@ -424,12 +459,16 @@ impl PolicyKind {
                 n,
                 group,
                 window,
-                history,
-                sketch,
+                size,
+                lru,
             } => {
-                let p = EvLfuHist::with_history(capacity, *n, *group, *window, *history as usize);
-                if *sketch > 0 {
-                    Box::new(p.sketched(*sketch as usize))
+                let (rows, entries, width) = size.split(capacity, row_bytes);
+                let p = EvLfuHist::with_history(rows, *n, *group, *window, entries);
+                let p = if *lru > 0 { p.windowed(*lru) } else { p };
+                if width > 0 {
+                    Box::new(p.sketched(width))
+                } else if matches!(size, HistSize::Charged { .. }) {
+                    Box::new(p.preallocated())
                 } else {
                     Box::new(p)
                 }
@@ -472,8 +511,8 @@ impl fmt::Display for PolicyKind {
             PolicyKind::EvHist {
                 group,
                 window,
-                history,
-                sketch,
+                size,
+                lru,
                 ..
             } => {
                 f.write_str("ev-lfu-hist")?;
@@ -483,11 +522,27 @@ impl fmt::Display for PolicyKind {
                 if *window > 0 {
                     write!(f, "-w{window}")?;
                 }
-                if *history as usize != evhist::HISTORY_PER_ITEM {
-                    write!(f, "-h{history}")?;
+                if *lru > 0 {
+                    write!(f, "-lru{lru}")?;
                 }
-                if *sketch > 0 {
-                    write!(f, "-s{sketch}")?;
+                match *size {
+                    HistSize::Charged { pct, sketch } => {
+                        if pct != evhist::DEFAULT_SHARE_PCT {
+                            write!(f, "-m{pct}")?;
+                        }
+                        if sketch {
+                            f.write_str("-s")?;
+                        }
+                    }
+                    HistSize::Free { per_item, sketch } => {
+                        f.write_str("-free")?;
+                        if per_item as usize != evhist::HISTORY_PER_ITEM {
+                            write!(f, "-h{per_item}")?;
+                        }
+                        if sketch > 0 {
+                            write!(f, "-s{sketch}")?;
+                        }
+                    }
                 }
                 Ok(())
             }

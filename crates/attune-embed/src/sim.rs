@@ -38,10 +38,16 @@ pub struct GroupSim {
 }
 
 impl GroupSim {
-    /// A simulation of `kind` with `capacity` items.
+    /// A simulation of `kind` with a budget of `capacity` rows of
+    /// [`crate::policy::DEFAULT_ROW_BYTES`] (what a charged history is taken from).
     pub fn new(kind: &PolicyKind, capacity: usize) -> Self {
+        Self::with_row_bytes(kind, capacity, crate::policy::DEFAULT_ROW_BYTES)
+    }
+
+    /// A simulation of `kind` with a budget of `capacity` rows of `row_bytes` bytes each.
+    pub fn with_row_bytes(kind: &PolicyKind, capacity: usize, row_bytes: usize) -> Self {
         GroupSim {
-            policy: kind.build(capacity),
+            policy: kind.build_for(capacity, row_bytes),
             hits: Vec::new(),
             tagged: Vec::new(),
             evicted: Vec::new(),

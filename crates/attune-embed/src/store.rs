@@ -208,7 +208,7 @@ impl Tier {
         let cap = (bytes / row_bytes as u64) as usize;
         Tier {
             precision,
-            policy: kind.build(cap),
+            policy: kind.build_for(cap, row_bytes),
             row_bytes,
             slots: SlotMap::with_hasher(foldhash::fast::FixedState::with_seed(0x51075)),
             free: Vec::new(),
@@ -803,7 +803,7 @@ mod tests {
                 let kind = PolicyKind::parse(name, 3).unwrap();
                 let mut s =
                     EmbedStore::open(d.path(), &names, &opts(b, 25 * 8, name, vec![32])).unwrap();
-                let mut sim = crate::GroupSim::new(&kind, 25);
+                let mut sim = crate::GroupSim::with_row_bytes(&kind, 25, 8);
                 let mut out = vec![0f32; 6];
                 let mut x = 99u64;
                 for _ in 0..3000 {

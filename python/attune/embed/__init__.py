@@ -72,7 +72,11 @@ POLICIES = (
     "ev-clockpro-t4",
     "ev-lfu-hist",
     "ev-lfu-hist-flat",
-    "ev-lfu-hist-s4",
+    "ev-lfu-hist-s",
+    "ev-lfu-hist-m5",
+    "ev-lfu-hist-lru1",
+    "ev-lfu-hist-free",
+    "ev-lfu-hist-free-s4",
 )
 
 

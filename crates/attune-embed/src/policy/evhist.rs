@@ -16,33 +16,44 @@
 //! halving: the calibrated workload is stationary, chosen on a validation seed), which lets a
 //! changing workload's old favourites go.
 //!
-//! Memory: the exact history holds one entry per distinct key seen, at most `history_max` (16 ×
-//! the capacity by default, `-hN` for N, and at least 1024); when full, a halving runs and drops
-//! keys whose value reaches 0, and a new key that still finds no room is counted as value 0 (it
-//! can enter only an empty slot). At about 20 bytes an entry, 16 entries per cached item cost
-//! more than the item's fp32 row (144 bytes at dim 36), memory the cache budget does not count.
-//! `-sN` keeps the history in a count-min sketch instead (4 rows of N 16-bit counters per
-//! cached item, conservative update: 8·N bytes per item). O(log n) per update (an ordered set of
-//! the cached keys).
+//! Memory: the exact history holds one entry per remembered key that is *not* cached (a cached
+//! key's value is its item metadata, as LFU's count is); when full, a sweep drops the lowest
+//! values (the smallest threshold that frees a quarter of the entries), and the key that found
+//! no room is forgotten. `-sN` keeps every key's value in a count-min sketch instead (4 rows of
+//! 16-bit counters, conservative update). Either is charged to the cache budget by default
+//! ([`HistSize`]): the history gets a share of the bytes and the rows the rest, so the policy
+//! holds fewer rows than a baseline of the same budget; `-free` sizes it per cached item
+//! instead and charges nothing (what the first measurements did). O(log n) per update (an
+//! ordered set of the cached keys).
 //! Thread-safety: owned by one thread (`Send`).
 
 use super::sketch::{mix, ROWS, SEEDS};
 use super::{map, FreqOrder, Map, Policy};
 
+/// Bytes of one exact history entry: a hash-table bucket of a `u64` key and a `u64` value plus
+/// its control byte (the table is allocated once, at its final size).
+pub const ENTRY_BYTES: usize = 17;
+/// Bytes of one sketch column: [`ROWS`] 16-bit counters.
+pub const COLUMN_BYTES: usize = ROWS * 2;
+
 /// A count-min sketch of 16-bit counters (conservative update, saturating), the compact form of
-/// the history (`-sN`: N counters per row per cached item; 4 rows).
+/// the history (`-sN`; 4 rows).
 struct Sketch16 {
     counters: Vec<u16>,
     mask: usize,
 }
 
 impl Sketch16 {
+    /// `width` counters per row (rounded up to a power of two, at least 16).
     fn new(width: usize) -> Self {
         let width = width.max(16).next_power_of_two();
         Sketch16 {
             counters: vec![0; width * ROWS],
             mask: width - 1,
         }
+    }
+    fn bytes(&self) -> usize {
+        self.counters.len() * 2
     }
     fn slot(&self, key: u64, row: usize) -> usize {
         row * (self.mask + 1) + (mix(key, SEEDS[row]) as usize & self.mask)
@@ -72,10 +83,62 @@ impl Sketch16 {
     }
 }
 
-/// History entries per cached item at most.
+/// Uncharged exact history entries per cached item (`-free`).
 pub const HISTORY_PER_ITEM: usize = 16;
-/// History entries at least (small caches still need to count their candidates).
+/// Uncharged exact history entries at least (small caches still need to count their candidates).
 pub const HISTORY_MIN: usize = 1024;
+/// Default share of the budget charged to the history, in percent.
+pub const DEFAULT_SHARE_PCT: u32 = 10;
+
+/// How the history is sized and whether the cache budget pays for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistSize {
+    /// `pct` % of the budget's bytes hold the history (an exact map, or a sketch when `sketch`);
+    /// the rows get the rest.
+    Charged { pct: u32, sketch: bool },
+    /// Uncharged: `per_item` exact entries per cached item, or (`sketch > 0`) a sketch of
+    /// `sketch` columns per cached item.
+    Free { per_item: u32, sketch: u32 },
+}
+
+impl HistSize {
+    /// The rows left to cache and the history's form for a budget of `rows` rows of `row_bytes`
+    /// bytes: `(rows, exact entries, sketch width)`; one of the last two is 0.
+    pub fn split(&self, rows: usize, row_bytes: usize) -> (usize, usize, usize) {
+        match *self {
+            HistSize::Free { sketch, .. } if sketch > 0 => {
+                (rows, 0, rows.saturating_mul(sketch as usize).max(16))
+            }
+            HistSize::Free { per_item, .. } => (
+                rows,
+                rows.saturating_mul(per_item as usize).max(HISTORY_MIN),
+                0,
+            ),
+            HistSize::Charged { pct, sketch } => {
+                let share = (rows as u128 * row_bytes as u128 * u128::from(pct.min(100)) / 100)
+                    .min(usize::MAX as u128) as usize;
+                let (unit, entries, width) = if sketch {
+                    let w = prev_pow2(share / COLUMN_BYTES).max(16);
+                    (w * COLUMN_BYTES, 0, w)
+                } else {
+                    // A table of b buckets holds b · 7/8 entries.
+                    let b = prev_pow2(share / ENTRY_BYTES).max(8);
+                    (b * ENTRY_BYTES, b / 8 * 7, 0)
+                };
+                let charged = unit.div_ceil(row_bytes.max(1));
+                (rows.saturating_sub(charged), entries, width)
+            }
+        }
+    }
+}
+
+fn prev_pow2(x: usize) -> usize {
+    if x == 0 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - x.leading_zeros())
+    }
+}
 
 /// See the module doc.
 pub struct EvLfuHist {
@@ -87,29 +150,39 @@ pub struct EvLfuHist {
     accesses: u64,
     clock: u64,
     cached: FreqOrder,
+    /// Exact values of remembered keys that are not cached.
     history: Map<u64>,
+    /// The admission window (`-lruP`): the most recent misses, admitted without a test, in LRU
+    /// order (value 0, stamp = last use); their values (exact mode) in `recent_values`.
+    recent: FreqOrder,
+    recent_values: Map<u64>,
+    recent_cap: usize,
     history_max: usize,
     sketch: Option<Sketch16>,
     /// Misses served without being cached.
     pub rejected: u64,
     /// Halvings run.
     pub halvings: u64,
+    /// Sweeps of a full exact history.
+    pub sweeps: u64,
 }
 
 impl EvLfuHist {
-    /// An empty policy of `cap` items over `max_score` tables; `group` weighs accesses by
-    /// aggHit + 1; `window` (in multiples of `cap` accesses, 0 = never) sets the halving.
+    /// An empty policy of `cap` items over `max_score` tables with an uncharged exact history of
+    /// 16 entries per item; `group` weighs accesses by aggHit + 1; `window` (in multiples of
+    /// `cap` accesses, 0 = never) sets the halving.
     pub fn new(cap: usize, max_score: u32, group: bool, window: u32) -> Self {
-        Self::with_history(cap, max_score, group, window, HISTORY_PER_ITEM)
+        let entries = cap.saturating_mul(HISTORY_PER_ITEM).max(HISTORY_MIN);
+        Self::with_history(cap, max_score, group, window, entries)
     }
 
-    /// [`EvLfuHist::new`] with `per_item` history entries per cached item.
+    /// [`EvLfuHist::new`] with room for `entries` remembered uncached keys.
     pub fn with_history(
         cap: usize,
         max_score: u32,
         group: bool,
         window: u32,
-        per_item: usize,
+        entries: usize,
     ) -> Self {
         EvLfuHist {
             cap,
@@ -120,18 +193,48 @@ impl EvLfuHist {
             clock: 0,
             cached: FreqOrder::default(),
             history: map(),
-            history_max: cap.saturating_mul(per_item).max(HISTORY_MIN),
+            recent: FreqOrder::default(),
+            recent_values: map(),
+            recent_cap: 0,
+            history_max: entries,
             sketch: None,
             rejected: 0,
             halvings: 0,
+            sweeps: 0,
         }
     }
 
-    /// Keeps the history in a count-min sketch of `per_item` 16-bit counters per row per cached
-    /// item instead of an exact map.
-    pub fn sketched(mut self, per_item: usize) -> Self {
-        self.sketch = Some(Sketch16::new(self.cap.saturating_mul(per_item.max(1))));
+    /// Gives `pct` % of the rows to an LRU admission window in front of the frequency-ordered
+    /// cache (W-TinyLFU's window): every miss enters it, and the key it pushes out faces the
+    /// admission test instead of the miss itself.
+    pub fn windowed(mut self, pct: u32) -> Self {
+        self.recent_cap = (self.cap as u128 * u128::from(pct.min(100)) / 100) as usize;
+        self.cap -= self.recent_cap;
         self
+    }
+
+    /// Allocates the exact history at its final size (so its bytes are what is charged).
+    pub fn preallocated(mut self) -> Self {
+        self.history.reserve(self.history_max.min(1 << 28));
+        self
+    }
+
+    /// Keeps every key's value in a count-min sketch of `width` 16-bit counters per row instead
+    /// of an exact map.
+    pub fn sketched(mut self, width: usize) -> Self {
+        self.history = map();
+        self.history_max = 0;
+        self.sketch = Some(Sketch16::new(width));
+        self
+    }
+
+    /// Bytes of the history (the exact map's allocation or the sketch's counters).
+    pub fn history_bytes(&self) -> usize {
+        match &self.sketch {
+            Some(sk) => sk.bytes(),
+            // A table holds 7/8 of its buckets.
+            None => (self.history.capacity() * 8).div_ceil(7) * ENTRY_BYTES,
+        }
     }
 
     fn weight(&self, agg: u32) -> u64 {
@@ -142,7 +245,7 @@ impl EvLfuHist {
         }
     }
 
-    /// Halves every remembered value (cached keys re-ordered), dropping uncached zeros.
+    /// Halves every value (cached keys re-ordered), dropping remembered zeros.
     fn halve(&mut self) {
         self.halvings += 1;
         if let Some(sk) = &mut self.sketch {
@@ -155,42 +258,64 @@ impl EvLfuHist {
             }
             return;
         }
-        let cached = &self.cached;
-        self.history.retain(|k, v| {
+        self.history.retain(|_, v| {
             *v /= 2;
-            *v > 0 || cached.contains(*k)
+            *v > 0
         });
-        let keys: Vec<u64> = self.history.keys().copied().collect();
-        for k in keys {
-            if let Some(old) = self.cached.value(k) {
-                let v = self.history.get(&k).copied().unwrap_or(0);
-                if v != old {
-                    let stamp = self.clock;
-                    self.cached.set(k, v, stamp);
-                }
-            }
+        for v in self.recent_values.values_mut() {
+            *v = (*v / 2).max(1);
+        }
+        let keys: Vec<(u64, u64)> = self
+            .cached
+            .keys()
+            .filter_map(|k| self.cached.value(k).map(|v| (k, v)))
+            .collect();
+        for (k, v) in keys {
+            let stamp = self.clock;
+            self.cached.set(k, (v / 2).max(1), stamp);
         }
     }
 
-    /// Counts one access of `key`; returns its new value.
-    fn count(&mut self, key: u64, agg: u32) -> u64 {
+    /// Makes room in a full exact history: drops every entry at or below the smallest value
+    /// threshold that frees a quarter of the entries (all of them if none does below 64).
+    fn sweep(&mut self) {
+        self.sweeps += 1;
+        let mut counts = [0usize; 65];
+        for &v in self.history.values() {
+            counts[v.min(64) as usize] += 1;
+        }
+        let want = self.history.len().div_ceil(4);
+        let mut freed = 0;
+        let mut t = 64;
+        for (v, &c) in counts.iter().enumerate() {
+            freed += c;
+            if freed >= want {
+                t = v as u64;
+                break;
+            }
+        }
+        self.history.retain(|_, v| *v > t);
+    }
+
+    /// Remembers an uncached key's value (exact history only).
+    fn remember(&mut self, key: u64, v: u64) {
+        if self.sketch.is_some() || self.history_max == 0 {
+            return;
+        }
+        if self.history.len() >= self.history_max {
+            self.sweep();
+        }
+        if self.history.len() < self.history_max {
+            self.history.insert(key, v);
+        }
+    }
+
+    /// Counts one access (and runs a due halving).
+    fn tick(&mut self) {
         self.accesses += 1;
         if self.window > 0 && self.accesses.is_multiple_of(self.window) {
             self.halve();
         }
-        let w = self.weight(agg);
-        if let Some(sk) = &mut self.sketch {
-            return sk.add(key, w);
-        }
-        if !self.history.contains_key(&key) && self.history.len() >= self.history_max {
-            self.halve();
-            if self.history.len() >= self.history_max {
-                return 0;
-            }
-        }
-        let v = self.history.entry(key).or_insert(0);
-        *v = v.saturating_add(w);
-        *v
     }
 
     fn capped(&self, v: u64) -> u32 {
@@ -198,45 +323,102 @@ impl EvLfuHist {
     }
 }
 
-impl Policy for EvLfuHist {
-    fn contains(&self, key: u64) -> bool {
-        self.cached.contains(key)
-    }
-    fn on_hit(&mut self, key: u64, agg: u32) {
-        let v = self.count(key, agg);
-        self.clock += 1;
-        let v = v.max(1);
-        self.cached.set(key, v, self.clock);
-    }
-    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<(u64, u32)>) {
-        if self.cap == 0 {
-            return;
-        }
-        let v = self.count(key, agg);
-        self.clock += 1;
+impl EvLfuHist {
+    /// Offers `key` (value `v`, not resident) to the frequency-ordered cache: it enters if there
+    /// is room or its value is above the victim's, which then leaves; otherwise it is
+    /// remembered. `resident`: the key was in the window (so its leaving is an eviction).
+    fn offer(&mut self, key: u64, v: u64, resident: bool, evicted: &mut Vec<(u64, u32)>) {
         if self.cached.len() >= self.cap {
             let victim = self.cached.first().and_then(|k| self.cached.value(k));
-            if victim.is_some_and(|vv| v <= vv) {
+            if self.cap == 0 || victim.is_some_and(|vv| v <= vv) {
                 self.rejected += 1;
+                if resident {
+                    evicted.push((key, self.capped(v)));
+                }
+                self.remember(key, v);
                 return;
             }
             if let Some((k, vv)) = self.cached.pop_first() {
                 evicted.push((k, self.capped(vv)));
+                self.remember(k, vv);
             }
         }
         self.cached.set(key, v.max(1), self.clock);
     }
+}
+
+impl Policy for EvLfuHist {
+    fn contains(&self, key: u64) -> bool {
+        self.cached.contains(key) || self.recent.contains(key)
+    }
+    fn on_hit(&mut self, key: u64, agg: u32) {
+        self.tick();
+        let w = self.weight(agg);
+        self.clock += 1;
+        if self.recent.contains(key) {
+            let v = match &mut self.sketch {
+                Some(sk) => sk.add(key, w),
+                None => self.recent_values.get(&key).copied().unwrap_or(0) + w,
+            };
+            self.recent_values.insert(key, v);
+            self.recent.set(key, 0, self.clock);
+            return;
+        }
+        let v = match &mut self.sketch {
+            Some(sk) => sk.add(key, w),
+            None => self.cached.value(key).unwrap_or(0).saturating_add(w),
+        };
+        self.cached.set(key, v.max(1), self.clock);
+    }
+    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<(u64, u32)>) {
+        if self.cap + self.recent_cap == 0 {
+            return;
+        }
+        self.tick();
+        let w = self.weight(agg);
+        let v = match &mut self.sketch {
+            Some(sk) => sk.add(key, w),
+            None => self.history.remove(&key).unwrap_or(0).saturating_add(w),
+        };
+        self.clock += 1;
+        if self.recent_cap == 0 {
+            self.offer(key, v, false, evicted);
+            return;
+        }
+        self.recent.set(key, 0, self.clock);
+        self.recent_values.insert(key, v);
+        if self.recent.len() > self.recent_cap {
+            if let Some((k, _)) = self.recent.pop_first() {
+                let kv = self.recent_values.remove(&k).unwrap_or(1);
+                self.offer(k, kv, true, evicted);
+            }
+        }
+    }
     fn remove(&mut self, key: u64) -> bool {
-        self.cached.remove(key).is_some()
+        if self.recent.remove(key).is_some() {
+            let v = self.recent_values.remove(&key).unwrap_or(1);
+            self.remember(key, v);
+            return true;
+        }
+        match self.cached.remove(key) {
+            Some(v) => {
+                self.remember(key, v);
+                true
+            }
+            None => false,
+        }
     }
     fn len(&self) -> usize {
-        self.cached.len()
+        self.cached.len() + self.recent.len()
     }
     fn capacity(&self) -> usize {
-        self.cap
+        self.cap + self.recent_cap
     }
     fn score(&self, key: u64) -> u32 {
-        self.cached.value(key).map_or(0, |v| self.capped(v))
+        match self.cached.value(key) {
+            Some(v) => self.capped(v),
+            None => self.recent_values.get(&key).map_or(0, |&v| self.capped(v)),
+        }
     }
 }
 
@@ -293,6 +475,95 @@ mod tests {
         assert!(!p.access(3, &mut ev) && !p.contains(3));
         assert!(!p.access(3, &mut ev) && p.contains(3) && !p.contains(2));
         assert!(p.contains(1));
+    }
+
+    /// A charged history takes its bytes from the rows: rows + history fit the budget, and the
+    /// share named is what it gets (a power of two at most the share).
+    #[test]
+    fn charged_history_fits_the_budget() {
+        for sketch in [false, true] {
+            for (rows, pct) in [(16_882usize, 10u32), (16_882, 5), (1000, 2), (5, 10)] {
+                let size = HistSize::Charged { pct, sketch };
+                let (left, entries, width) = size.split(rows, 144);
+                let p = EvLfuHist::with_history(left, 26, true, 0, entries);
+                let p = if width > 0 {
+                    p.sketched(width)
+                } else {
+                    p.preallocated()
+                };
+                let hist = p.history_bytes();
+                assert!(left < rows, "{rows} {pct} {sketch}: something is charged");
+                assert!(
+                    left * 144 + hist <= rows * 144,
+                    "{rows} {pct} {sketch}: {left} rows + {hist} B over the budget"
+                );
+                if rows > 1000 {
+                    let share = rows * 144 * pct as usize / 100;
+                    assert!(hist <= share && hist * 2 > share, "{hist} of {share}");
+                    assert_eq!(left, rows - hist.div_ceil(144));
+                }
+            }
+        }
+        let free = HistSize::Free {
+            per_item: 16,
+            sketch: 0,
+        };
+        assert_eq!(free.split(10, 144), (10, HISTORY_MIN, 0));
+        assert_eq!(free.split(100, 144), (100, 1600, 0));
+    }
+
+    /// The exact history holds only keys that are not cached; a full one sweeps its lowest
+    /// values and stays within its entries.
+    #[test]
+    fn exact_history_remembers_uncached_keys_within_its_room() {
+        let mut p = EvLfuHist::with_history(2, 4, false, 0, 8);
+        let mut ev = Vec::new();
+        for _ in 0..5 {
+            p.access(1, &mut ev);
+            p.access(2, &mut ev);
+        }
+        assert!(p.history.is_empty(), "cached keys are not in the history");
+        for k in 100..140u64 {
+            p.access(k, &mut ev); // each rejected, remembered at value 1
+            assert!(p.history.len() <= 8);
+            assert!(!p.history.contains_key(&1) && !p.history.contains_key(&2));
+        }
+        assert!(p.sweeps > 0 && p.contains(1) && p.contains(2));
+        // A key seen more often survives the sweeps of keys seen once.
+        for _ in 0..3 {
+            p.access(7, &mut ev);
+        }
+        for k in 200..240u64 {
+            p.access(k, &mut ev);
+        }
+        assert_eq!(p.history.get(&7), Some(&3));
+    }
+
+    /// With a window, a miss is cached at once (in the window) and the key the window pushes
+    /// out faces the test: a one-off key leaves as an eviction, a reused one displaces the
+    /// frequency side's victim.
+    #[test]
+    fn window_admits_every_miss_and_tests_what_it_pushes_out() {
+        let mut p = EvLfuHist::with_history(4, 4, false, 0, 64).windowed(25);
+        assert_eq!((p.capacity(), p.recent_cap), (4, 1));
+        let mut ev = Vec::new();
+        for k in [1, 1, 2, 2, 3, 3] {
+            p.access(k, &mut ev);
+        }
+        assert!(p.contains(1) && p.contains(2) && p.contains(3) && ev.is_empty());
+        p.access(9, &mut ev); // 3 (value 2) leaves the window and fills the last main slot
+        assert!(p.contains(9) && p.contains(3) && p.len() == 4);
+        p.access(8, &mut ev); // 9 (value 1) leaves the window and loses to the victim (2)
+        assert!(p.contains(8) && !p.contains(9));
+        assert_eq!(ev, [(9, 1)]);
+        p.access(9, &mut ev);
+        p.access(9, &mut ev);
+        p.access(9, &mut ev); // 9 at 4 in the window
+        ev.clear();
+        p.access(7, &mut ev); // 9 leaves the window and displaces a value-2 key
+        assert!(p.contains(9) && p.contains(7));
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].1, 2);
     }
 
     /// Halving every window lets a stale favourite go; the history stays bounded.
