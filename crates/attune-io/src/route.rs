@@ -253,6 +253,31 @@ impl ProbeReads {
     };
 }
 
+/// How a routing simulation runs, beyond its traces, device and policy.
+#[derive(Clone, Debug)]
+pub struct RouteSettings {
+    /// Seeds the devices and the random choices.
+    pub seed: u64,
+    /// Probe reads to stale replicas ([`ProbeReads::OFF`]: none).
+    pub probes: ProbeReads,
+    /// The host-side write clock ([`WriteClock::OFF`]: none; see the module documentation).
+    pub clock: WriteClock,
+    /// Where the clock's phase comes from and how old the replicas are.
+    pub phase: ClockPhase,
+}
+
+impl RouteSettings {
+    /// No probes, no write clock, fresh replicas.
+    pub fn seeded(seed: u64) -> Self {
+        RouteSettings {
+            seed,
+            probes: ProbeReads::OFF,
+            clock: WriteClock::OFF,
+            phase: ClockPhase::default(),
+        }
+    }
+}
+
 /// Simulates `traces.len()` replicas (2 or 3), trace `i` issued by device `i`'s clients.
 pub fn simulate(
     traces: &[Vec<BlockRecord>],
@@ -260,30 +285,17 @@ pub fn simulate(
     policy: &Policy,
     seed: u64,
 ) -> Result<RouteResult> {
-    simulate_probing(traces, params, policy, seed, ProbeReads::OFF)
+    simulate_with(traces, params, policy, &RouteSettings::seeded(seed))
 }
 
-/// [`simulate`] with probe reads to stale replicas ([`ProbeReads`]).
-pub fn simulate_probing(
+/// [`simulate`] with probe reads, a write clock or aged replicas ([`RouteSettings`]).
+pub fn simulate_with(
     traces: &[Vec<BlockRecord>],
     params: &SsdParams,
     policy: &Policy,
-    seed: u64,
-    probes: ProbeReads,
+    settings: &RouteSettings,
 ) -> Result<RouteResult> {
-    run(traces, params, policy, seed, None, probes, WriteClock::OFF).map(|(r, _)| r)
-}
-
-/// [`simulate_probing`] with a write clock ([`WriteClock`]; see the module documentation).
-pub fn simulate_clocked(
-    traces: &[Vec<BlockRecord>],
-    params: &SsdParams,
-    policy: &Policy,
-    seed: u64,
-    probes: ProbeReads,
-    clock: WriteClock,
-) -> Result<RouteResult> {
-    run(traces, params, policy, seed, None, probes, clock).map(|(r, _)| r)
+    run(traces, params, policy, None, settings).map(|(r, _)| r)
 }
 
 /// Where the write clock's phase comes from, and how old the replicas are.
@@ -295,19 +307,6 @@ pub struct ClockPhase {
     pub anchor_ns: u64,
     /// Bytes each replica was written before the window (`Ssd::age`); empty: none.
     pub aged_bytes: Vec<u64>,
-}
-
-/// [`simulate_clocked`] with aged replicas and an anchored clock ([`ClockPhase`]).
-pub fn simulate_phased(
-    traces: &[Vec<BlockRecord>],
-    params: &SsdParams,
-    policy: &Policy,
-    seed: u64,
-    probes: ProbeReads,
-    clock: WriteClock,
-    phase: &ClockPhase,
-) -> Result<RouteResult> {
-    run_phased(traces, params, policy, seed, None, probes, clock, phase).map(|(r, _)| r)
 }
 
 /// [`simulate`], recording for every read what every replica looked like at the decision (one
@@ -339,10 +338,8 @@ pub fn probe(
         traces,
         params,
         policy,
-        seed,
         Some(probe_models),
-        ProbeReads::OFF,
-        WriteClock::OFF,
+        &RouteSettings::seeded(seed),
     )
 }
 
@@ -350,35 +347,15 @@ fn run(
     traces: &[Vec<BlockRecord>],
     params: &SsdParams,
     policy: &Policy,
-    seed: u64,
     probe_models: Option<&[QuantizedMlp]>,
-    probes: ProbeReads,
-    clock: WriteClock,
+    settings: &RouteSettings,
 ) -> Result<(RouteResult, Vec<ProbeRow>)> {
-    let phase = ClockPhase::default();
-    run_phased(
-        traces,
-        params,
-        policy,
+    let RouteSettings {
         seed,
-        probe_models,
         probes,
         clock,
-        &phase,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run_phased(
-    traces: &[Vec<BlockRecord>],
-    params: &SsdParams,
-    policy: &Policy,
-    seed: u64,
-    probe_models: Option<&[QuantizedMlp]>,
-    probes: ProbeReads,
-    clock: WriteClock,
-    phase: &ClockPhase,
-) -> Result<(RouteResult, Vec<ProbeRow>)> {
+        ref phase,
+    } = *settings;
     clock.validate()?;
     let mut clocks = [ClockState::default(); REPLICAS_MAX];
     if phase.anchor_ns > 0 {
@@ -721,6 +698,20 @@ fn run_phased(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn probing(seed: u64, probes: ProbeReads) -> RouteSettings {
+        RouteSettings {
+            probes,
+            ..RouteSettings::seeded(seed)
+        }
+    }
+
+    fn clocked(seed: u64, clock: WriteClock) -> RouteSettings {
+        RouteSettings {
+            clock,
+            ..RouteSettings::seeded(seed)
+        }
+    }
     use crate::model::tests::tiny;
 
     fn trace(heavy: bool, seed: u64) -> Vec<BlockRecord> {
@@ -923,15 +914,15 @@ mod tests {
             slow_factor: 10.0,
         };
         let plain = simulate(&traces, &params(), &pol, 3).unwrap();
-        let off = simulate_probing(&traces, &params(), &pol, 3, ProbeReads::OFF).unwrap();
+        let off = simulate_with(&traces, &params(), &pol, &RouteSettings::seeded(3)).unwrap();
         assert_eq!(off.read_latency_ns, plain.read_latency_ns);
         assert_eq!(off.probes, 0);
         let on = ProbeReads {
             stale_ns: 100_000,
             size: 4096,
         };
-        let a = simulate_probing(&traces, &params(), &pol, 3, on).unwrap();
-        let b = simulate_probing(&traces, &params(), &pol, 3, on).unwrap();
+        let a = simulate_with(&traces, &params(), &pol, &probing(3, on)).unwrap();
+        let b = simulate_with(&traces, &params(), &pol, &probing(3, on)).unwrap();
         assert_eq!(a.read_latency_ns, b.read_latency_ns);
         assert_eq!(a.read_latency_ns.len(), plain.read_latency_ns.len());
         assert!(a.probes > 0);
@@ -952,7 +943,7 @@ mod tests {
             stale_ns: 1,
             size: 0,
         };
-        let e = simulate_probing(&traces, &params(), &pol, 3, bad).unwrap_err();
+        let e = simulate_with(&traces, &params(), &pol, &probing(3, bad)).unwrap_err();
         assert!(e.to_string().contains("`probe_size`"), "{e}");
     }
 
@@ -984,7 +975,7 @@ mod tests {
                 tie_q: 0,
             },
         ] {
-            let on = simulate_clocked(&traces, &params(), &p, 3, ProbeReads::OFF, always).unwrap();
+            let on = simulate_with(&traces, &params(), &p, &clocked(3, always)).unwrap();
             assert!(on.device_stats[0].reads <= reads_before, "{}", p.name());
             let off = simulate(&traces, &params(), &p, 3).unwrap();
             assert!(off.device_stats[0].reads > reads_before, "{}", p.name());
@@ -992,7 +983,7 @@ mod tests {
                 gc_every_bytes: 0,
                 ..always
             };
-            let e = simulate_clocked(&traces, &params(), &p, 3, ProbeReads::OFF, bad).unwrap_err();
+            let e = simulate_with(&traces, &params(), &p, &clocked(3, bad)).unwrap_err();
             assert!(e.to_string().contains("gc_every_bytes"), "{e}");
         }
     }

@@ -323,8 +323,18 @@ fn io_route<'py>(
     let (r, rows) = py
         .allow_threads(|| match &probes {
             Some(pm) => route::probe(&recs, &p, &pol, pm, seed),
-            None => route::simulate_phased(&recs, &p, &pol, seed, probe_reads, clock, &phase)
-                .map(|r| (r, Vec::new())),
+            None => route::simulate_with(
+                &recs,
+                &p,
+                &pol,
+                &route::RouteSettings {
+                    seed,
+                    probes: probe_reads,
+                    clock,
+                    phase,
+                },
+            )
+            .map(|r| (r, Vec::new())),
         })
         .map_err(io_error)?;
     let d = PyDict::new(py);
