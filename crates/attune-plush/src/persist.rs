@@ -1662,10 +1662,13 @@ mod tests {
         );
     }
 
-    #[test]
-    fn writers_arriving_during_a_sync_form_the_next_group() {
-        let g = Arc::new(Group::new(GroupCommit::default()));
-        let log: Log = Arc::default();
+    /// Starts a writer that leads the first sync (bytes 0..32) and is held inside it until the
+    /// returned sender sends; after its barrier it runs `then`. Returns once the sync began.
+    fn leader_held_in_sync(
+        g: &Arc<Group>,
+        log: &Log,
+        then: impl FnOnce(&Group) + Send + 'static,
+    ) -> (std::thread::JoinHandle<()>, mpsc::Sender<()>) {
         let (in_sync, wait_in_sync) = mpsc::channel();
         let (release, wait_release) = mpsc::channel::<()>();
         let leader = {
@@ -1679,9 +1682,18 @@ mod tests {
                     Ok(())
                 };
                 g.fence(&|_| Ok(()), &sync, false).unwrap();
+                then(&g);
             })
         };
         wait_in_sync.recv().unwrap();
+        (leader, release)
+    }
+
+    #[test]
+    fn writers_arriving_during_a_sync_form_the_next_group() {
+        let g = Arc::new(Group::new(GroupCommit::default()));
+        let log: Log = Arc::default();
+        let (leader, release) = leader_held_in_sync(&g, &log, |_| {});
         let followers = [writer(&g, &log, 4096), writer(&g, &log, 4128)];
         until(&g, |st| st.drawn == 3);
         // Both drew their tickets while the first sync was in flight: neither may start one.
@@ -1706,22 +1718,7 @@ mod tests {
             gather: false,
         }));
         let log: Log = Arc::default();
-        let (in_sync, wait_in_sync) = mpsc::channel();
-        let (release, wait_release) = mpsc::channel::<()>();
-        let first = {
-            let (g, log) = (g.clone(), log.clone());
-            std::thread::spawn(move || {
-                g.flush(0, 32);
-                let sync = |r: &[(usize, usize)]| {
-                    log.lock().push(r.to_vec());
-                    in_sync.send(()).unwrap();
-                    wait_release.recv().unwrap();
-                    Ok(())
-                };
-                g.fence(&|_| Ok(()), &sync, false).unwrap();
-            })
-        };
-        wait_in_sync.recv().unwrap();
+        let (first, release) = leader_held_in_sync(&g, &log, |_| {});
         // A second leader starts its own sync while the first is in flight, and it returns.
         let second = writer(&g, &log, 8192);
         until(&g, |st| st.finished.len() == 1);
@@ -1752,27 +1749,13 @@ mod tests {
         g.sync_mean_ns.store(u64::MAX / 4, Ordering::Relaxed);
         let g = Arc::new(g);
         let log: Log = Arc::default();
-        let (in_sync, wait_in_sync) = mpsc::channel();
-        let (release, wait_release) = mpsc::channel::<()>();
         let (again, wait_again) = mpsc::channel::<()>();
-        let first = {
-            let (g, log) = (g.clone(), log.clone());
-            std::thread::spawn(move || {
-                g.flush(0, 32);
-                let sync = |r: &[(usize, usize)]| {
-                    log.lock().push(r.to_vec());
-                    in_sync.send(()).unwrap();
-                    wait_release.recv().unwrap();
-                    Ok(())
-                };
-                g.fence(&|_| Ok(()), &sync, false).unwrap();
-                // Its next barrier comes later, as the writer's next upsert would.
-                wait_again.recv().unwrap();
-                g.flush(64, 32);
-                g.fence(&|_| Ok(()), &|_| Ok(()), false).unwrap();
-            })
-        };
-        wait_in_sync.recv().unwrap();
+        let (first, release) = leader_held_in_sync(&g, &log, move |g| {
+            // Its next barrier comes later, as the writer's next upsert would.
+            wait_again.recv().unwrap();
+            g.flush(64, 32);
+            g.fence(&|_| Ok(()), &|_| Ok(()), false).unwrap();
+        });
         // Slow syncs: one in flight, so these two wait although slots are free.
         let followers = [writer(&g, &log, 4096), writer(&g, &log, 4128)];
         until(&g, |st| st.drawn == 3);

@@ -2,6 +2,7 @@
 //! database whose manifest is missing, and files shorter than the manifest's geometry.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
+use crate::support::{scratch, small};
 use attune_plush::{Backend, Error, Options, Plush};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,21 +10,10 @@ use std::path::Path;
 fn options() -> Options {
     Options {
         dram_entries_log2: 2,
-        fanout_log2: 2,
-        log_partitions: 4,
-        log_chunk_bytes: 64 << 10,
-        log_chunks: 4,
         payload_segment_bytes: 64 << 10,
         backend: Backend::Msync,
         sync: false,
-        ..Options::default()
-    }
-}
-
-fn scratch() -> tempfile::TempDir {
-    match Path::new("/dev/shm").is_dir() {
-        true => tempfile::tempdir_in("/dev/shm").unwrap(),
-        false => tempfile::tempdir().unwrap(),
+        ..small()
     }
 }
 

@@ -3,29 +3,13 @@
 //! writer per directory; concurrent writers and readers agree with a per-thread oracle.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
+use crate::support::{scratch, small};
 use attune_plush::persist::clwb_available;
 use attune_plush::{Backend, Error, Options, Plush};
 use std::collections::HashMap;
 
 fn options(backend: Backend) -> Options {
-    Options {
-        dram_entries_log2: 6,
-        fanout_log2: 2,
-        log_partitions: 4,
-        log_chunk_bytes: 64 << 10,
-        log_chunks: 4,
-        backend,
-        ..Options::default()
-    }
-}
-
-/// A directory on tmpfs where there is one (a barrier per upsert on a disk is a device flush,
-/// which the benchmarks measure; the tests check behaviour).
-fn scratch() -> tempfile::TempDir {
-    match std::path::Path::new("/dev/shm").is_dir() {
-        true => tempfile::tempdir_in("/dev/shm").unwrap(),
-        false => tempfile::tempdir().unwrap(),
-    }
+    Options { backend, ..small() }
 }
 
 fn round_trip(backend: Backend) {

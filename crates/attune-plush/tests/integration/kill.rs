@@ -5,6 +5,7 @@
 //! The child is this integration binary re-executed with only `kill::kill_child` selected.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
+use crate::support::small;
 use attune_plush::{Options, Plush};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -15,13 +16,8 @@ const CHILD_ENV: &str = "ATTUNE_PLUSH_KILL_CHILD";
 
 fn options() -> Options {
     Options {
-        dram_entries_log2: 6,
-        fanout_log2: 2,
-        log_partitions: 4,
-        log_chunk_bytes: 64 << 10,
-        log_chunks: 4,
         sync: false,
-        ..Options::default()
+        ..small()
     }
 }
 

@@ -10,3 +10,4 @@ mod group_crash;
 mod kill;
 mod payload;
 mod read_only;
+mod support;

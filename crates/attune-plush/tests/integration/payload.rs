@@ -4,18 +4,12 @@
 //! migrations), with no acknowledged record lost and no overwritten or deleted one back.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
+use crate::support::scratch;
 use attune_plush::payload::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 use attune_plush::{Backend, Error, Image, Migration, Options, Plush, SimModel, SimStorage};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-
-fn scratch() -> tempfile::TempDir {
-    match std::path::Path::new("/dev/shm").is_dir() {
-        true => tempfile::tempdir_in("/dev/shm").unwrap(),
-        false => tempfile::tempdir().unwrap(),
-    }
-}
 
 fn options() -> Options {
     Options {

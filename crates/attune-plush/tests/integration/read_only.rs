@@ -4,19 +4,13 @@
 //! as `attune-kv`'s read-only opens do.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
+use crate::support::small;
 use attune_plush::{Error, Options, Plush};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 fn options() -> Options {
-    Options {
-        dram_entries_log2: 6,
-        fanout_log2: 2,
-        log_partitions: 4,
-        log_chunk_bytes: 64 << 10,
-        log_chunks: 4,
-        ..Options::default()
-    }
+    small()
 }
 
 fn read_only() -> Options {
