@@ -36,7 +36,7 @@ pub use baseline::{Car, LeCar, Lirs};
 pub use cacheus::Cacheus;
 pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
-pub use evhist::{EvLfuHist, HistSize};
+pub use evhist::{EvLfuHist, HistSize, HistSpec};
 pub use evloss::EvLoss;
 pub use evsum::EvLfuSum;
 
@@ -167,17 +167,8 @@ pub enum PolicyKind {
     /// EV-CLOCK-Pro: CLOCK-Pro counting reuses only from requests with at most T other keys
     /// missing (N, T).
     EvClockPro(u32, u32),
-    /// EV-LFU-hist: remembered (group-weighted unless `group` is false) access values with
-    /// frequency admission; `window` in multiples of the capacity between halvings, 0 = never;
-    /// `size`: the history's form and whether the budget pays for it.
-    EvHist {
-        n: u32,
-        group: bool,
-        window: u32,
-        size: HistSize,
-        /// Percent of the rows in an LRU admission window (0: none).
-        lru: u32,
-    },
+    /// EV-LFU-hist: remembered access values with frequency admission ([`HistSpec`]).
+    EvHist(HistSpec),
 }
 
 /// EVCache parameters (EV-LFU, EV-ARC).
@@ -398,13 +389,13 @@ impl PolicyKind {
                         },
                         _ => return Err(unknown()), // -hN, -sN only with -free; -mP, -s without
                     };
-                    PolicyKind::EvHist {
+                    PolicyKind::EvHist(HistSpec {
                         n,
                         group,
                         window,
                         size,
                         lru,
-                    }
+                    })
                 } else if let Some(rest) = s.strip_prefix("ev-lfu") {
                     let c = ev(EvConfig::new(n), rest)?;
                     if c.accumulate && (c.decay || c.admission) {
@@ -455,24 +446,7 @@ impl PolicyKind {
             PolicyKind::EvCar(n) => Box::new(EvCar::new(capacity, *n)),
             PolicyKind::EvLoss(n, aging) => Box::new(EvLoss::new(capacity, *n, *aging)),
             PolicyKind::EvClockPro(n, t) => Box::new(ClockPro::grouped(capacity, *n, *t)),
-            PolicyKind::EvHist {
-                n,
-                group,
-                window,
-                size,
-                lru,
-            } => {
-                let (rows, entries, width) = size.split(capacity, row_bytes);
-                let p = EvLfuHist::with_history(rows, *n, *group, *window, entries);
-                let p = if *lru > 0 { p.windowed(*lru) } else { p };
-                if width > 0 {
-                    Box::new(p.sketched(width))
-                } else if matches!(size, HistSize::Charged { .. }) {
-                    Box::new(p.preallocated())
-                } else {
-                    Box::new(p)
-                }
-            }
+            PolicyKind::EvHist(h) => h.build(capacity, row_bytes),
         }
     }
 
@@ -485,7 +459,7 @@ impl PolicyKind {
                 | PolicyKind::EvCar(_)
                 | PolicyKind::EvLoss(..)
                 | PolicyKind::EvClockPro(..)
-                | PolicyKind::EvHist { .. }
+                | PolicyKind::EvHist(_)
         )
     }
 }
@@ -508,44 +482,7 @@ impl fmt::Display for PolicyKind {
             PolicyKind::EvLoss(_, false) => f.write_str("ev-loss-noaging"),
             PolicyKind::EvClockPro(_, 2) => f.write_str("ev-clockpro"),
             PolicyKind::EvClockPro(_, t) => write!(f, "ev-clockpro-t{t}"),
-            PolicyKind::EvHist {
-                group,
-                window,
-                size,
-                lru,
-                ..
-            } => {
-                f.write_str("ev-lfu-hist")?;
-                if !group {
-                    f.write_str("-flat")?;
-                }
-                if *window > 0 {
-                    write!(f, "-w{window}")?;
-                }
-                if *lru > 0 {
-                    write!(f, "-lru{lru}")?;
-                }
-                match *size {
-                    HistSize::Charged { pct, sketch } => {
-                        if pct != evhist::DEFAULT_SHARE_PCT {
-                            write!(f, "-m{pct}")?;
-                        }
-                        if sketch {
-                            f.write_str("-s")?;
-                        }
-                    }
-                    HistSize::Free { per_item, sketch } => {
-                        f.write_str("-free")?;
-                        if per_item as usize != evhist::HISTORY_PER_ITEM {
-                            write!(f, "-h{per_item}")?;
-                        }
-                        if sketch > 0 {
-                            write!(f, "-s{sketch}")?;
-                        }
-                    }
-                }
-                Ok(())
-            }
+            PolicyKind::EvHist(h) => h.fmt(f),
             PolicyKind::EvLfu(c) => {
                 f.write_str("ev-lfu")?;
                 c.suffix(f)

@@ -132,6 +132,79 @@ impl HistSize {
     }
 }
 
+/// What `ev-lfu-hist` is: remembered (group-weighted unless `group` is false) access values
+/// with frequency admission, and how its history is sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistSpec {
+    /// Highest score (the number of tables, N).
+    pub n: u32,
+    /// Group-weighted access values (false: plain counts, `-flat`).
+    pub group: bool,
+    /// Multiples of the capacity between halvings of the remembered values; 0: never.
+    pub window: u32,
+    /// The history's form and whether the budget pays for it.
+    pub size: HistSize,
+    /// Percent of the rows in an LRU admission window (0: none).
+    pub lru: u32,
+}
+
+impl HistSpec {
+    /// The policy for a budget of `capacity` rows of `row_bytes` bytes each; a charged history
+    /// takes its share of the bytes from the rows.
+    pub fn build(&self, capacity: usize, row_bytes: usize) -> Box<dyn Policy> {
+        let (rows, entries, width) = self.size.split(capacity, row_bytes);
+        let p = EvLfuHist::with_history(rows, self.n, self.group, self.window, entries);
+        let p = if self.lru > 0 {
+            p.windowed(self.lru)
+        } else {
+            p
+        };
+        if width > 0 {
+            Box::new(p.sketched(width))
+        } else if matches!(self.size, HistSize::Charged { .. }) {
+            Box::new(p.preallocated())
+        } else {
+            Box::new(p)
+        }
+    }
+}
+
+/// The policy's name as `attune bench embed --policies` parses it.
+impl std::fmt::Display for HistSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ev-lfu-hist")?;
+        if !self.group {
+            f.write_str("-flat")?;
+        }
+        if self.window > 0 {
+            write!(f, "-w{}", self.window)?;
+        }
+        if self.lru > 0 {
+            write!(f, "-lru{}", self.lru)?;
+        }
+        match self.size {
+            HistSize::Charged { pct, sketch } => {
+                if pct != DEFAULT_SHARE_PCT {
+                    write!(f, "-m{pct}")?;
+                }
+                if sketch {
+                    f.write_str("-s")?;
+                }
+            }
+            HistSize::Free { per_item, sketch } => {
+                f.write_str("-free")?;
+                if per_item as usize != HISTORY_PER_ITEM {
+                    write!(f, "-h{per_item}")?;
+                }
+                if sketch > 0 {
+                    write!(f, "-s{sketch}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 fn prev_pow2(x: usize) -> usize {
     if x == 0 {
         0
