@@ -205,6 +205,23 @@ def _accuracy(args, d, s, base) -> list[dict]:
     return rows
 
 
+def _timed_lookups(st, warm, test, fds) -> tuple[dict, np.ndarray, dict]:
+    """Warms `st` with `warm` (batches of 8192), then times one request of `test` at a time,
+    dropping the page cache of `fds` before each: (stats before, nanoseconds per request,
+    stats after)."""
+    for i in range(0, len(warm), 8192):
+        st.lookup(warm[i : i + 8192])
+    before = st.stats()
+    lat = np.empty(len(test), dtype=np.float64)
+    for i in range(len(test)):
+        for fd in fds:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        t0 = time.perf_counter_ns()
+        st.lookup(test[i : i + 1])
+        lat[i] = time.perf_counter_ns() - t0
+    return before, lat, st.stats()
+
+
 def _latency(args, d, s, base) -> list[dict]:
     fractions = [float(x) for x in args.fractions.split(",")]
     precs = [int(x) for x in args.precisions.split(",")]
@@ -217,17 +234,7 @@ def _latency(args, d, s, base) -> list[dict]:
         for fraction in fractions:
             for prox in (False, True):
                 st = _store(args, d, s, fraction, precs, prox)
-                for i in range(0, len(warm), 8192):
-                    st.lookup(warm[i : i + 8192])
-                before = st.stats()
-                lat = np.empty(len(test_keys), dtype=np.float64)
-                for i in range(len(test_keys)):
-                    for fd in fds:
-                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                    t0 = time.perf_counter_ns()
-                    st.lookup(test_keys[i : i + 1])
-                    lat[i] = time.perf_counter_ns() - t0
-                after = st.stats()
+                before, lat, after = _timed_lookups(st, warm, test_keys, fds)
                 st.close()
                 req = max(1, after["requests"] - before["requests"])
                 rows.append(
@@ -329,17 +336,7 @@ def _backends(args, d: str, base) -> list[dict]:
                 )
                 fds = [os.open(f, os.O_RDONLY) for f in _files(path)] if cold else []
                 try:
-                    for i in range(0, len(warm), 8192):
-                        st.lookup(warm[i : i + 8192])
-                    before = st.stats()
-                    lat = np.empty(len(test), dtype=np.float64)
-                    for i in range(len(test)):
-                        for fd in fds:
-                            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                        t0 = time.perf_counter_ns()
-                        st.lookup(test[i : i + 1])
-                        lat[i] = time.perf_counter_ns() - t0
-                    after = st.stats()
+                    before, lat, after = _timed_lookups(st, warm, test, fds)
                 finally:
                     for fd in fds:
                         os.close(fd)
