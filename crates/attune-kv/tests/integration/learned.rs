@@ -602,7 +602,11 @@ fn learned_seeks_over_the_value_log_layout_agree_with_the_map_across_blocks() {
         let expect = |target: &[u8], count: usize, back: bool| -> Vec<Vec<u8>> {
             let pair = |(k, v): (&Vec<u8>, &Vec<u8>)| [k.as_slice(), b"=", v].concat();
             if back {
-                m.range(..target.to_vec()).rev().take(count).map(pair).collect()
+                m.range(..target.to_vec())
+                    .rev()
+                    .take(count)
+                    .map(pair)
+                    .collect()
             } else {
                 m.range(target.to_vec()..).take(count).map(pair).collect()
             }
@@ -614,9 +618,17 @@ fn learned_seeks_over_the_value_log_layout_agree_with_the_map_across_blocks() {
             targets.push(absent);
             for t in targets {
                 let count = if i % 50 == 0 { 80 } else { 2 };
-                assert_eq!(walk(&mut it, &t, count, false), expect(&t, count, false), "{i}");
+                assert_eq!(
+                    walk(&mut it, &t, count, false),
+                    expect(&t, count, false),
+                    "{i}"
+                );
                 if i % 7 == 0 {
-                    assert_eq!(walk(&mut it, &t, 40, true), expect(&t, 40, true), "{i} back");
+                    assert_eq!(
+                        walk(&mut it, &t, 40, true),
+                        expect(&t, 40, true),
+                        "{i} back"
+                    );
                 }
             }
         }
