@@ -148,7 +148,11 @@ impl Session for AttuneSession<'_> {
         while seen < n && it.valid() {
             visit(it.key(), it.value());
             seen += 1;
-            it.next();
+            // A scan of n records stops on the n-th: stepping past it would read one more
+            // separated value from the value log.
+            if seen < n {
+                it.next();
+            }
         }
         it.status().map_err(engine_error)?;
         Ok(seen)

@@ -399,7 +399,10 @@ impl Session for LevelSession<'_> {
                     std::slice::from_raw_parts(v.cast::<u8>(), vl),
                 );
                 count += 1;
-                (api.leveldb_iter_next)(it);
+                // A scan of n records stops on the n-th: no step past it.
+                if count < n {
+                    (api.leveldb_iter_next)(it);
+                }
             }
             let mut err = ptr::null_mut();
             (api.leveldb_iter_get_error)(it, &mut err);

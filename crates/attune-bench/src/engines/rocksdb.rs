@@ -570,7 +570,10 @@ impl Session for RocksSession<'_> {
                     std::slice::from_raw_parts(v.cast::<u8>(), vl),
                 );
                 count += 1;
-                (api.rocksdb_iter_next)(it);
+                // A scan of n records stops on the n-th: no step past it.
+                if count < n {
+                    (api.rocksdb_iter_next)(it);
+                }
             }
             let mut err = ptr::null_mut();
             (api.rocksdb_iter_get_error)(it, &mut err);

@@ -265,8 +265,21 @@ pub struct Block {
     data: Bytes,
     n: usize,
     offsets_start: usize,
+    /// Set for a block of a fixed-layout table built by [`Block::mapped_fixed`]: entry `i`
+    /// is then read at `i * record` without the offset array (see [`FixedRecords`]).
+    fixed: Option<FixedRecords>,
     file: Arc<PathBuf>,
     file_offset: u64,
+}
+
+/// The geometry of a block whose records all have one size (a fixed-layout table, see
+/// `index::learned::FixedLayout`): `record` bytes each, `header` bytes of length varints, then a
+/// `key_len`-byte internal key and the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedRecords {
+    pub record: usize,
+    pub header: usize,
+    pub key_len: usize,
 }
 
 impl Block {
@@ -283,6 +296,7 @@ impl Block {
             data,
             n,
             offsets_start,
+            fixed: None,
             file,
             file_offset,
         })
@@ -317,6 +331,48 @@ impl Block {
             data,
             n,
             offsets_start,
+            fixed: None,
+            file,
+            file_offset,
+        })
+    }
+
+    /// A block of a fixed-layout table read in place from `map`'s mapping whose checksum and
+    /// geometry (`n` records of `geometry.record` bytes, see [`BlockView::fixed`]) the caller
+    /// verified before: built without reading the block, and its entries are read without the
+    /// offset array (a learned seek's first memory access is then its window's records). Fails
+    /// when `body` is outside the mapping or that geometry does not account for its bytes.
+    pub fn mapped_fixed(
+        map: Arc<dyn RandomAccessFile>,
+        body: &[u8],
+        file: Arc<PathBuf>,
+        file_offset: u64,
+        n: usize,
+        geometry: FixedRecords,
+    ) -> Result<Block> {
+        let bad = |d: &str| Error::corruption(file.as_path(), file_offset, d);
+        let inside = map.mapped().is_some_and(|m| {
+            let (a, b) = (m.as_ptr() as usize, body.as_ptr() as usize);
+            b >= a && b + body.len() <= a + m.len()
+        });
+        if !inside {
+            return Err(bad("block is not inside the file's mapping"));
+        }
+        let fits = geometry.header.checked_add(geometry.key_len) <= Some(geometry.record)
+            && geometry.key_len >= crate::key::TAG_BYTES;
+        let Some(v) = BlockView::fixed(body, n, geometry.record).filter(|_| fits) else {
+            return Err(bad("fixed-layout block does not have its table's geometry"));
+        };
+        let data = Bytes {
+            ptr: body.as_ptr(),
+            len: body.len(),
+            _owner: Owner::Mapped(map),
+        };
+        Ok(Block {
+            data,
+            n: v.n,
+            offsets_start: v.offsets_start,
+            fixed: Some(geometry),
             file,
             file_offset,
         })
@@ -343,8 +399,12 @@ impl Block {
     }
 
     /// The i-th entry as (key, value); None when the entry's bytes are malformed.
+    #[inline]
     pub fn entry(&self, i: usize) -> Option<(&[u8], &[u8])> {
-        self.view().entry(i)
+        match self.fixed {
+            None => self.view().entry(i),
+            Some(f) => self.view().fixed_entry(i, f.record, f.header, f.key_len),
+        }
     }
 
     fn corruption(&self, i: usize) -> Error {

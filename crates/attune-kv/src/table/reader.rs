@@ -7,7 +7,7 @@ use super::source;
 use crate::block::format::{
     block_checksum_ok, block_in_place, read_block, BlockHandle, BLOCK_TYPE_NONE, TRAILER_BYTES,
 };
-use crate::block::{Block, BlockIter, BlockView};
+use crate::block::{Block, BlockIter, BlockView, FixedRecords};
 use crate::cache::BlockCache;
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
@@ -828,6 +828,57 @@ impl Table {
         Ok(Some(v))
     }
 
+    /// Handle and record count of data block `bi` of a fixed-layout table (arithmetic: no
+    /// index entry is read).
+    fn fixed_handle(&self, f: &FixedLayout, per_block: u64, bi: u64) -> (BlockHandle, usize) {
+        let last = self.index.len() as u64 - 1;
+        let h = BlockHandle {
+            offset: f.first_offset + bi * f.block_stride,
+            size: if bi == last {
+                f.last_block_size
+            } else {
+                f.block_size
+            },
+        };
+        let records = if bi == last {
+            self.props.num_entries.saturating_sub(bi * per_block)
+        } else {
+            per_block
+        };
+        (h, usize::try_from(records).unwrap_or(usize::MAX))
+    }
+
+    /// Data block `h` of a fixed-layout table as an owned block for an iterator, built from the
+    /// table's geometry without reading it (see [`Block::mapped_fixed`]). Only for a block that
+    /// [`Table::fixed_view`] returned: that verified it in place.
+    fn fixed_block(&self, h: BlockHandle, records: usize, f: &FixedLayout) -> Result<Arc<Block>> {
+        let body = self.file.mapped().and_then(|map| {
+            let start = usize::try_from(h.offset).ok()?;
+            map.get(start..start.checked_add(usize::try_from(h.size).ok()?)?)
+        });
+        let Some(body) = body else {
+            return Err(Error::corruption(
+                self.path.as_path(),
+                h.offset,
+                "fixed-layout block is not inside the file's mapping",
+            ));
+        };
+        let geometry = FixedRecords {
+            record: f.record_size,
+            header: f.header,
+            key_len: f.key_len,
+        };
+        let b = Block::mapped_fixed(
+            self.file.clone(),
+            body,
+            self.path.clone(),
+            h.offset,
+            records,
+            geometry,
+        )?;
+        Ok(Arc::new(b))
+    }
+
     /// The block holding ordinal `pos` and the ordinal of its first record.
     fn block_of(&self, per_block: Option<u64>, pos: u64) -> Result<(usize, u64)> {
         if let Some(k) = per_block {
@@ -1060,6 +1111,10 @@ pub struct TableIter {
     /// Blocks loaded since the iterator was last positioned, counting the one it settled in
     /// (saturating; 0 while positioning): see [`READAHEAD_AFTER_BLOCKS`].
     run_blocks: u8,
+    /// Where the index cursor belongs when a learned seek over a fixed-layout table placed
+    /// `data` without moving it (the seek then reads no index entry); applied before the
+    /// index is next used, i.e. when iteration leaves that block.
+    index_at: Option<usize>,
 }
 
 /// Read-ahead of a table iterator: it starts at 64 KiB when the iterator enters a region it has
@@ -1089,6 +1144,7 @@ impl TableIter {
             readahead_to: 0,
             readahead_len: ITER_READAHEAD_MIN,
             run_blocks: 0,
+            index_at: None,
         }
     }
 
@@ -1148,6 +1204,9 @@ impl TableIter {
                 self.error = Some(e);
                 break;
             }
+            if let Some(bi) = self.index_at.take() {
+                self.index.seek_to_position(bi);
+            }
             if !self.index.valid() {
                 self.data = None;
                 return;
@@ -1190,6 +1249,16 @@ impl TableIter {
             self.data = None;
             return;
         }
+        if let (Some(f), Some(k)) = (m.layout.fixed.as_ref(), m.layout.per_block) {
+            match self.seek_fixed(f, k, lo, hi, target) {
+                Ok(true) => return self.skip_forward(),
+                Ok(false) => {}
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
+            }
+        }
         let (bi, mut first) = match self.table.block_of(m.layout.per_block, lo) {
             Ok(x) => x,
             Err(e) => {
@@ -1225,12 +1294,75 @@ impl TableIter {
     }
 }
 
+impl TableIter {
+    /// The learned seek over a fixed-layout table (Bourbon's LoadChunk, as on the point-lookup
+    /// path): block handles and record offsets are arithmetic, the window's records are
+    /// prefetched together and searched without the offset array, and neither the index entry
+    /// nor the block's trailer is read (the index cursor is placed lazily, `index_at`).
+    /// `Ok(false)` when a block under the window is not available in place (then the general
+    /// model seek runs). The window `[lo, hi)` holds the first entry `>= target` or ends
+    /// before it; `lo < num_entries`.
+    fn seek_fixed(
+        &mut self,
+        f: &FixedLayout,
+        per_block: u64,
+        lo: u64,
+        hi: u64,
+        target: &[u8],
+    ) -> Result<bool> {
+        let t = self.table.clone();
+        let last = t.index.len() as u64 - 1;
+        let mut pos = lo;
+        // The window spans at most `hi - lo` blocks (each holds at least one record).
+        for _ in 0..=hi.saturating_sub(lo) {
+            let bi = (pos / per_block).min(last);
+            let first = bi * per_block;
+            let (h, records) = t.fixed_handle(f, per_block, bi);
+            let Some(v) = t.fixed_view(bi as usize, h, records, f.record_size)? else {
+                return Ok(false);
+            };
+            if v.is_empty() || pos < first {
+                return Err(t.malformed(h, 0));
+            }
+            let from = ((pos - first) as usize).min(v.len());
+            let to = usize::try_from(hi.saturating_sub(first))
+                .unwrap_or(usize::MAX)
+                .clamp(from, v.len());
+            v.prefetch_records(from, to, f.record_size);
+            let (mut a, mut b) = (from, to);
+            while a < b {
+                let mid = a + (b - a) / 2;
+                let (k, _) = v
+                    .fixed_entry(mid, f.record_size, f.header, f.key_len)
+                    .ok_or_else(|| t.malformed(h, mid))?;
+                if key::compare_internal(k, target) == std::cmp::Ordering::Less {
+                    a = mid + 1;
+                } else {
+                    b = mid;
+                }
+            }
+            // Found in this block, or the window ends here (the answer is then the first
+            // entry after it, which skip_forward reaches from the block's end).
+            if a < to || hi <= first + v.len() as u64 || bi == last {
+                let mut d = BlockIter::new(t.fixed_block(h, records, f)?);
+                d.seek_to_position(a);
+                self.data = Some(d);
+                self.index_at = Some(bi as usize);
+                return Ok(true);
+            }
+            pos = first + v.len() as u64;
+        }
+        Ok(false)
+    }
+}
+
 impl InternalIterator for TableIter {
     fn valid(&self) -> bool {
         self.error.is_none() && self.data.as_ref().is_some_and(|d| d.valid())
     }
     fn seek_to_first(&mut self) {
         self.error = None;
+        self.index_at = None;
         self.run_blocks = 0;
         self.index.seek_to_first();
         self.load_block();
@@ -1242,6 +1374,7 @@ impl InternalIterator for TableIter {
     }
     fn seek_to_last(&mut self) {
         self.error = None;
+        self.index_at = None;
         self.run_blocks = 0;
         self.index.seek_to_last();
         self.load_block();
@@ -1252,6 +1385,7 @@ impl InternalIterator for TableIter {
     }
     fn seek(&mut self, target: &[u8]) {
         self.error = None;
+        self.index_at = None;
         // Blocks loaded while finding the target (a model's window may span two) are not a
         // scan: no read-ahead until a `next` leaves the block the seek settled in.
         self.run_blocks = 0;
