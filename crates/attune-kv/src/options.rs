@@ -430,8 +430,8 @@ pub struct Options {
     /// machine with fewer free cores than runnable threads, background merging otherwise takes
     /// an equal share of the CPU from the threads serving reads (RocksDB's
     /// `LowerThreadPoolCPUPriority`). The flush and WAL-sync threads keep the process's
-    /// priority: writers wait for a flush. Default 10; 0 = off (docs/kv.md "Background
-    /// priority").
+    /// priority: writers wait for a flush. Default 0 (off): lowering compaction moves its
+    /// debt into later work rather than removing it (docs/kv.md "Background priority").
     pub background_nice: u32,
     /// Interval of background WAL fsync for writes made with sync=false, in ms; 0 never syncs in the
     /// background (the OS writes back on its own). Default 1000.
@@ -583,7 +583,7 @@ impl Default for Options {
             level_size_multiplier: 10,
             target_file_size: 64 << 20,
             finish_compaction_on_close: true,
-            background_nice: 10,
+            background_nice: 0,
             wal_sync_interval_ms: 1000,
             expiry_compaction_interval_ms: 10_000,
             paranoid_checks: false,
@@ -1327,10 +1327,10 @@ mod tests {
 
     #[test]
     fn background_nice_parses_and_out_of_range_names_the_option() {
-        assert_eq!(Options::default().background_nice, 10);
+        assert_eq!(Options::default().background_nice, 0);
         let mut o = Options::default();
-        o.set("background_nice", "0").unwrap();
-        assert_eq!(o.sanitized().unwrap().background_nice, 0);
+        o.set("background_nice", "10").unwrap();
+        assert_eq!(o.sanitized().unwrap().background_nice, 10);
         let e = Options::default()
             .set("background_nice", "low")
             .unwrap_err()
