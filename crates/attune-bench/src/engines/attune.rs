@@ -332,6 +332,17 @@ impl Engine for AttuneEngine {
             "block_cache_hits": st.block_cache.hits,
             "block_cache_misses": st.block_cache.misses,
         });
+        // The write side of a phase: what flushes and compactions ran beside it, and how long
+        // its writers waited (for room in the memtable or at the level-0 triggers).
+        out["flushes"] = json!(st.flushes);
+        out["compactions"] = json!(st
+            .level_compactions
+            .iter()
+            .map(|c| c.compactions)
+            .sum::<u64>());
+        out["compaction_bytes_written"] = json!(st.compaction_bytes_written);
+        out["stall_micros"] = json!(st.stall_micros);
+        out["slowdowns"] = json!(st.slowdowns);
         out["files_deferred_io"] = json!(l.files_deferred_io);
         out["deferred_io_bytes"] = json!(l.deferred_io_bytes);
         out["learn_io_ns_per_byte"] = json!(l.io_ns_per_byte);

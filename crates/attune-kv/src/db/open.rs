@@ -330,18 +330,28 @@ impl DB {
             }
         }
         let mut threads = Vec::new();
-        let spawn = |name: &str, f: fn(&DbInner)| {
+        // Threads whose work no writer waits for run `background_nice` below the process.
+        let lowered = inner.opts.background_nice;
+        let spawn_at = |name: &str, nice: u32, f: fn(&DbInner)| {
             let i = inner.clone();
             std::thread::Builder::new()
                 .name(name.to_string())
-                .spawn(move || f(&i))
+                .spawn(move || {
+                    lower_thread_priority(nice);
+                    f(&i)
+                })
                 .map_err(|e| Error::io("spawn thread", PathBuf::from(name), e))
         };
+        let spawn = |name: &str, f: fn(&DbInner)| spawn_at(name, 0, f);
         // A read-only open changes nothing, so it runs none of the threads that write.
         if !read_only {
             threads.push(spawn("attune-flush", DbInner::flush_loop)?);
-            threads.push(spawn("attune-compact", DbInner::compaction_loop)?);
-            threads.push(spawn("attune-gc", DbInner::gc_loop)?);
+            threads.push(spawn_at(
+                "attune-compact",
+                lowered,
+                DbInner::compaction_loop,
+            )?);
+            threads.push(spawn_at("attune-gc", lowered, DbInner::gc_loop)?);
         }
         if !read_only
             && inner
@@ -349,7 +359,7 @@ impl DB {
                 .learning()
                 .is_some_and(|l| l.mode != LearnedMode::Offline)
         {
-            threads.push(spawn("attune-learn", DbInner::learn_loop)?);
+            threads.push(spawn_at("attune-learn", lowered, DbInner::learn_loop)?);
         }
         if !read_only && inner.opts.wal_sync_interval_ms > 0 {
             threads.push(spawn("attune-walsync", DbInner::wal_sync_loop)?);
@@ -368,6 +378,33 @@ impl DB {
         db.inner.work_cv.notify_all();
         Ok(db)
     }
+}
+
+/// Raises the calling thread's nice value by `nice` (0 = unchanged) over what it inherited:
+/// `setpriority(PRIO_PROCESS, tid)` sets one thread's priority on Linux. Best effort: a refusal
+/// (a seccomp filter, say) leaves the thread at the process's priority, which is only slower
+/// for readers, never wrong.
+fn lower_thread_priority(nice: u32) {
+    #[cfg(target_os = "linux")]
+    if nice > 0 {
+        // SAFETY: plain system calls on the calling thread's own id; no memory is passed.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            // getpriority returns -1 both as a value and as an error; errno tells them apart,
+            // and either way the base is clamped into the nice range below.
+            *libc::__errno_location() = 0;
+            let base = libc::getpriority(libc::PRIO_PROCESS, tid);
+            let base = if *libc::__errno_location() != 0 {
+                0
+            } else {
+                base
+            };
+            let target = (base + nice.min(19) as i32).min(19);
+            libc::setpriority(libc::PRIO_PROCESS, tid, target);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
 }
 
 /// The last step of a writable open: the manifest edit that retires the replayed logs (naming
@@ -939,4 +976,40 @@ pub(super) fn build_level0(
         it.next();
     }
     Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The thread's own nice value (Linux).
+    #[cfg(target_os = "linux")]
+    fn thread_nice() -> i32 {
+        // SAFETY: plain system calls on the calling thread's own id.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::getpriority(libc::PRIO_PROCESS, tid)
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn lowering_a_thread_raises_its_nice_and_leaves_the_spawner_alone() {
+        let before = thread_nice();
+        let (base, after) = std::thread::spawn(|| {
+            let base = thread_nice();
+            super::lower_thread_priority(3);
+            (base, thread_nice())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(after, (base + 3).min(19));
+        assert_eq!(thread_nice(), before);
+        let unchanged = std::thread::spawn(|| {
+            let base = thread_nice();
+            super::lower_thread_priority(0);
+            thread_nice() - base
+        })
+        .join()
+        .unwrap();
+        assert_eq!(unchanged, 0);
+    }
 }
