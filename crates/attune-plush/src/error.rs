@@ -38,7 +38,7 @@ pub enum Error {
     #[error("{path} is not a Plush hash database: {detail}")]
     NotADatabase { path: PathBuf, detail: String },
     /// The files were written by an unknown format version.
-    #[error("{path} uses format version {found}; this build reads version {supported}")]
+    #[error("{path} uses format version {found}; this build reads versions up to {supported}")]
     UnsupportedVersion {
         path: PathBuf,
         found: u32,
