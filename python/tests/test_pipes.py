@@ -37,6 +37,20 @@ def test_a_transfer_future_moves_the_file_into_memory(tmp_path, mechanism):
     assert state["bytes_moved"] == 1 << 18 and state["requests_in_flight"] == 0
 
 
+@pytest.mark.parametrize("huge_pages", [True, False])
+def test_dram_on_huge_or_small_pages_moves_the_same_bytes(tmp_path, huge_pages):
+    n = 4 << 20
+    path = tmp_path / "in"
+    path.write_bytes(_data(n, 5))
+    mem = pipes.Locator.dram(n, huge_pages=huge_pages)
+    thp = os.path.exists("/sys/kernel/mm/transparent_hugepage")
+    assert mem.huge_pages == (huge_pages and thp)
+    assert not pipes.Locator.dram(1 << 20).huge_pages  # under 2 MiB: small pages
+    pipe = pipes.Runtime().pipe(pipes.Locator.file(path), mem, block_bytes=1 << 20)
+    assert pipe.transfer_blocking(0, 0, n) == n
+    assert mem.read(0, n) == path.read_bytes()
+
+
 def test_blocking_writes_and_the_ready_fd(tmp_path):
     rt = pipes.Runtime()
     mem = pipes.Locator.dram(4096)

@@ -35,7 +35,8 @@ use attune_pipes::merge::{self, Selector};
 use attune_pipes::sort::{sort_file, SortOptions};
 use attune_pipes::MergeSelect;
 use attune_pipes::{
-    FileOptions, Locator, Mechanism, MechanismChoice, PipeOptions, Runtime, RuntimeOptions,
+    DramOptions, FileOptions, Locator, Mechanism, MechanismChoice, PipeOptions, Runtime,
+    RuntimeOptions,
 };
 use attune_workload::records;
 use attune_workload::rng::SplitMix64;
@@ -48,7 +49,7 @@ use crate::rundir::RunDir;
 const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZE] \
 [--mechanisms io_uring,threads,mmap] [--block-sizes 4KiB,64KiB,1MiB] [--queue-depths 1,4,16,64] \
 [--pattern randread|read] [--direct on|off] [--registration per-block|whole|off] \
-[--sqpoll-idle-ms MS] [--seed S] \
+[--sqpoll-idle-ms MS] [--seed S] [--huge-pages on|off|both] \
 [--seconds S] [--repeat N] [--no-fio] [--out FILE] [--json]\n\
        attune-bench pipes sort [--records N] [--memory SIZE] [--engines pipes,plain,gnu-sort,duckdb] \
 [--dir DIR] [--drop-caches] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
@@ -118,6 +119,13 @@ struct IoRow {
     /// Milliseconds the device spent per read request on average (its read ticks over reads).
     #[serde(skip_serializing_if = "Option::is_none")]
     device_ms_per_request: Option<f64>,
+    /// The machine's 1-minute load average when the run started (`/proc/loadavg`): the machine
+    /// is shared, and a run under heavier load is less comparable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loadavg_1m: Option<f64>,
+    /// The memory read into was mapped for huge pages (pipes: `Locator::huge_pages`; fio's
+    /// `mem=malloc` buffers never are).
+    huge_pages: bool,
 }
 
 /// The read counters of the block device holding `path`: (reads completed, read ticks in ms).
@@ -147,6 +155,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut registration = "per-block".to_string();
     let mut seed = 42u64;
     let mut sqpoll_idle_ms: Option<u32> = None;
+    let mut huge_pages = "on".to_string();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -168,6 +177,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
             "--registration" => registration = val()?,
             "--seed" => seed = val()?.parse().map_err(usage)?,
             "--sqpoll-idle-ms" => sqpoll_idle_ms = Some(val()?.parse().map_err(usage)?),
+            "--huge-pages" => huge_pages = val()?,
             "--help" | "-h" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -175,6 +185,18 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
             other => return Err(Fail::Usage(format!("unknown option {other}\n{USAGE}"))),
         }
     }
+    // The pipe's memory on huge pages (attune-pipes' default), on small pages, or both, each
+    // as its own tool in the same interleaved runs: `pipes:huge_pages=off` is the ablation.
+    let pipe_tools: &[&str] = match huge_pages.as_str() {
+        "on" => &["pipes"],
+        "off" => &["pipes:huge_pages=off"],
+        "both" => &["pipes", "pipes:huge_pages=off"],
+        other => {
+            return Err(Fail::Usage(format!(
+                "--huge-pages {other}: on, off or both"
+            )))
+        }
+    };
     if !matches!(registration.as_str(), "per-block" | "whole" | "off") {
         return Err(Fail::Usage(format!(
             "--registration {registration}: per-block, whole or off"
@@ -233,12 +255,11 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
                     eprintln!("pipes io: {m} {pattern} bs={bs} qd={qd} direct={dir}");
                 }
                 for r in 0..repeat {
-                    // Alternate which tool goes first, so neither always follows the other.
-                    let tools: [&str; 2] = if point.is_multiple_of(2) {
-                        ["pipes", "fio"]
-                    } else {
-                        ["fio", "pipes"]
-                    };
+                    // Rotate which tool goes first, so none always follows another.
+                    let mut tools: Vec<&str> = pipe_tools.to_vec();
+                    tools.push("fio");
+                    let n = tools.len();
+                    tools.rotate_left(point % n);
                     point += 1;
                     let how = Setting {
                         m,
@@ -250,11 +271,19 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
                         registration: &registration,
                         seed: seed + u64::from(r),
                         sqpoll_idle_ms,
+                        huge_pages: true,
                     };
                     for tool in tools {
+                        let how = Setting {
+                            huge_pages: tool != "pipes:huge_pages=off",
+                            ..how
+                        };
+                        let load = crate::machine::loadavg_1m();
                         let before = device_reads(&path);
-                        let mut row = if tool == "pipes" {
-                            measure_pipes(&path, file_size, &how)?
+                        let mut row = if tool != "fio" {
+                            let mut row = measure_pipes(&path, file_size, &how)?;
+                            row.tool = tool.into();
+                            row
                         } else if fio_ok {
                             measure_fio(&path, file_size, &how)?
                         } else {
@@ -267,6 +296,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
                             "n/a".into()
                         };
                         row.seed = how.seed;
+                        row.loadavg_1m = load;
                         if tool == "fio" {
                             row.sqpoll = m == Mechanism::IoUring && sqpoll_idle_ms.is_some();
                         }
@@ -367,6 +397,7 @@ fn drop_cache(path: &Path) {
 }
 
 /// One point of the grid, as both tools run it.
+#[derive(Clone, Copy)]
 struct Setting<'a> {
     m: Mechanism,
     pattern: &'a str,
@@ -377,6 +408,8 @@ struct Setting<'a> {
     registration: &'a str,
     seed: u64,
     sqpoll_idle_ms: Option<u32>,
+    /// The pipe's memory asked for huge pages (`DramOptions::huge_pages`).
+    huge_pages: bool,
 }
 
 fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
@@ -408,18 +441,32 @@ fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
         },
     )
     .map_err(e)?;
-    let mem = Locator::dram(bs * u64::from(qd.max(1))).map_err(e)?;
-    let pipe = rt.pipe(&src, &mem, PipeOptions::default()).map_err(e)?;
     let blocks_in_file = size / bs;
+    // Segments per transfer: at least two per queue slot, and up to 16 MiB or 128 segments
+    // (whichever is fewer), so that a transfer ends well within the measured time and the tail
+    // after the deadline is short.
+    let batch = ((16u64 << 20) / bs)
+        .min(128)
+        .max(2 * u64::from(qd.max(1)))
+        .min(blocks_in_file.max(1));
+    // Every segment of the two transfers kept pending reads into its own block of memory, as
+    // each of fio's requests owns its buffer until it completes: two requests in flight into
+    // the same memory would make the layers below (here a virtual disk whose host copies into
+    // guest memory) write the same pages at once, which is no fair comparison. The memory is
+    // two batches of blocks, 2 to 256 blocks, so it is still registered one buffer per block.
+    let mem = Locator::dram_with(
+        2 * batch * bs,
+        DramOptions {
+            huge_pages: how.huge_pages,
+        },
+    )
+    .map_err(e)?;
+    let pipe = rt.pipe(&src, &mem, PipeOptions::default()).map_err(e)?;
     let mut rng = SplitMix64::new(how.seed);
     let mut next_seq = 0u64;
-    // Segments per transfer: about 64 MiB (at least two per queue slot, at most 1024), so that
-    // a transfer ends well within the measured time and the tail after the deadline is short.
-    let batch = ((64u64 << 20) / bs)
-        .max(2 * u64::from(qd.max(1)))
-        .min(1024)
-        .min(blocks_in_file.max(1));
+    let mut half = 0u64;
     let mut make = |rng: &mut SplitMix64| -> Vec<(u64, u64, u64)> {
+        half ^= 1;
         (0..batch)
             .map(|i| {
                 let b = if pattern == "randread" {
@@ -429,7 +476,7 @@ fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
                     next_seq += 1;
                     b
                 };
-                (b * bs, (i % u64::from(qd.max(1))) * bs, bs)
+                (b * bs, (half * batch + i) * bs, bs)
             })
             .collect()
     };
@@ -469,6 +516,8 @@ fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
         seed: 0,
         device_requests: None,
         device_ms_per_request: None,
+        loadavg_1m: None,
+        huge_pages: mem.huge_pages(),
     })
 }
 
@@ -553,6 +602,8 @@ fn measure_fio(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
         seed: 0,
         device_requests: None,
         device_ms_per_request: None,
+        loadavg_1m: None,
+        huge_pages: false,
     })
 }
 

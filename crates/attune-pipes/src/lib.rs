@@ -43,7 +43,7 @@ pub mod sort;
 
 pub use chain::Chain;
 pub use error::{Errno, Error, Result};
-pub use locator::{BytesGuard, FileOptions, Locator, LocatorKind};
+pub use locator::{BytesGuard, DramOptions, FileOptions, Locator, LocatorKind};
 pub use mechanism::{Mechanism, MechanismChoice};
 pub use merge::MergeSelect;
 pub use runtime::{

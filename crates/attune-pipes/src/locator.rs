@@ -69,6 +69,25 @@ pub struct FileOptions {
     pub truncate: bool,
 }
 
+/// How a DRAM locator is allocated.
+#[derive(Clone, Copy, Debug)]
+pub struct DramOptions {
+    /// From 2 MiB on, map the buffer on 2 MiB boundaries and ask for transparent huge pages
+    /// (`MADV_HUGEPAGE`) before it is first touched. Default on: a device moves a request into
+    /// physically contiguous memory in few segments (a 1 MiB read is one 2 MiB-page segment
+    /// instead of 256 4 KiB ones, so a virtio disk limited to 254 segments per request takes it
+    /// as one request instead of two) and the CPU's copies take fewer TLB misses. Off: a heap
+    /// allocation on 4 KiB pages. The kernel may still back the buffer with small pages (THP
+    /// `never`, fragmented memory); [`Locator::huge_pages`] says whether the advice was given.
+    pub huge_pages: bool,
+}
+
+impl Default for DramOptions {
+    fn default() -> Self {
+        DramOptions { huge_pages: true }
+    }
+}
+
 /// Addressable memory: a heap allocation or a shared file mapping.
 pub(crate) struct Memory {
     pub(crate) id: u64,
@@ -80,8 +99,17 @@ pub(crate) struct Memory {
 
 enum Backing {
     Heap(Layout),
-    Map { _file: File },
+    Map {
+        _file: File,
+    },
+    /// An anonymous mapping of `map_len` bytes (2 MiB-aligned, transparent huge pages asked for).
+    Anon {
+        map_len: usize,
+    },
 }
+
+/// Size and alignment of a transparent huge page on x86-64 and most arm64 kernels.
+const HUGE_PAGE_BYTES: usize = 2 << 20;
 
 #[derive(Default)]
 struct Access {
@@ -108,6 +136,53 @@ impl Memory {
             });
         }
         Ok(Memory::new(ptr, len, Backing::Heap(layout)))
+    }
+
+    /// Anonymous memory on 2 MiB boundaries with `MADV_HUGEPAGE` given before the first touch,
+    /// so that the kernel backs it with huge pages where it can (transparent huge pages in
+    /// `always` or `madvise` mode). None when the kernel refuses the mapping or the advice: the
+    /// caller then uses the heap.
+    fn huge(len: usize) -> Option<Memory> {
+        let map_len = len.checked_next_multiple_of(HUGE_PAGE_BYTES)?;
+        let over = map_len.checked_add(HUGE_PAGE_BYTES)?;
+        // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                over,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        let start = (base as usize).next_multiple_of(HUGE_PAGE_BYTES);
+        let head = start - base as usize;
+        let tail = over - head - map_len;
+        // SAFETY: trims the parts of the mapping just made that lie outside [start, +map_len).
+        unsafe {
+            if head > 0 {
+                libc::munmap(base, head);
+            }
+            if tail > 0 {
+                libc::munmap((start + map_len) as *mut libc::c_void, tail);
+            }
+        }
+        let ptr = start as *mut u8;
+        // SAFETY: advice on the mapping just made, before any page of it is touched.
+        if unsafe { libc::madvise(ptr.cast(), map_len, libc::MADV_HUGEPAGE) } != 0 {
+            // SAFETY: the mapping just made, never handed out.
+            unsafe { libc::munmap(ptr.cast(), map_len) };
+            return None;
+        }
+        Some(Memory::new(ptr, len, Backing::Anon { map_len }))
+    }
+
+    pub(crate) fn huge_pages(&self) -> bool {
+        matches!(self.backing, Backing::Anon { .. })
     }
 
     fn new(ptr: *mut u8, len: usize, backing: Backing) -> Memory {
@@ -175,6 +250,10 @@ impl Drop for Memory {
             // SAFETY: mapped in `Locator::pmem` with this length.
             Backing::Map { .. } => unsafe {
                 libc::munmap(self.ptr.cast(), self.len);
+            },
+            // SAFETY: mapped in `Memory::huge` with this length.
+            Backing::Anon { map_len } => unsafe {
+                libc::munmap(self.ptr.cast(), *map_len);
             },
         }
     }
@@ -303,10 +382,24 @@ pub fn llc_sharing_cpus() -> u64 {
 }
 
 impl Locator {
-    /// A DRAM buffer of `bytes` (zeroed, 4 KiB-aligned), owned by the library.
+    /// A DRAM buffer of `bytes` (zeroed, 4 KiB-aligned), owned by the library; from 2 MiB on,
+    /// on huge pages where the kernel grants them (see [`DramOptions::huge_pages`]).
     pub fn dram(bytes: u64) -> Result<Locator> {
+        Locator::dram_with(bytes, DramOptions::default())
+    }
+
+    /// A DRAM buffer of `bytes` with options.
+    pub fn dram_with(bytes: u64, opts: DramOptions) -> Result<Locator> {
         let len = check_size(&format!("dram({bytes})"), bytes)?;
-        let mem = Memory::heap(len)?;
+        let huge = if opts.huge_pages && len >= HUGE_PAGE_BYTES {
+            Memory::huge(len)
+        } else {
+            None
+        };
+        let mem = match huge {
+            Some(m) => m,
+            None => Memory::heap(len)?,
+        };
         Ok(Locator(Arc::new(Res::Memory {
             mem,
             kind: LocatorKind::Dram,
@@ -433,6 +526,12 @@ impl Locator {
             Res::File(f) if f.direct => LocatorKind::DirectFile,
             Res::File(_) => LocatorKind::File,
         }
+    }
+
+    /// Whether this memory was mapped for huge pages and the kernel took the advice (the pages
+    /// themselves may still be small: see [`DramOptions::huge_pages`]); false for files.
+    pub fn huge_pages(&self) -> bool {
+        self.memory().is_some_and(Memory::huge_pages)
     }
 
     /// Size in bytes: the memory's size, or the file's current length.

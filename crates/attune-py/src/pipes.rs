@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use attune_pipes::sort::{sort_file, SortOptions};
 use attune_pipes::{
-    FileOptions, Locator, MechanismChoice, MergeSelect, Pipe, PipeOptions, Runtime, RuntimeOptions,
-    Transfer,
+    DramOptions, FileOptions, Locator, MechanismChoice, MergeSelect, Pipe, PipeOptions, Runtime,
+    RuntimeOptions, Transfer,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -100,9 +100,10 @@ pub struct PyLocator {
 #[pymethods]
 impl PyLocator {
     #[staticmethod]
-    fn dram(nbytes: u64) -> PyResult<Self> {
+    #[pyo3(signature = (nbytes, huge_pages=true))]
+    fn dram(nbytes: u64, huge_pages: bool) -> PyResult<Self> {
         Ok(PyLocator {
-            loc: Locator::dram(nbytes).map_err(pipes_error)?,
+            loc: Locator::dram_with(nbytes, DramOptions { huge_pages }).map_err(pipes_error)?,
         })
     }
 
@@ -145,6 +146,13 @@ impl PyLocator {
     #[getter]
     fn kind(&self) -> &'static str {
         self.loc.kind().name()
+    }
+
+    /// Whether this memory was mapped for transparent huge pages (`dram(n, huge_pages=True)`
+    /// from 2 MiB on, where the kernel takes the advice).
+    #[getter]
+    fn huge_pages(&self) -> bool {
+        self.loc.huge_pages()
     }
 
     /// Size in bytes (a file's current length).

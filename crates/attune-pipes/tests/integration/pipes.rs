@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used)]
 
 use attune_pipes::{
-    Chain, Error, FileOptions, Locator, LocatorKind, Mechanism, MechanismChoice, PipeOptions,
-    Runtime, RuntimeOptions,
+    Chain, DramOptions, Error, FileOptions, Locator, LocatorKind, Mechanism, MechanismChoice,
+    PipeOptions, Runtime, RuntimeOptions,
 };
 use std::path::Path;
 
@@ -67,6 +67,48 @@ fn every_mechanism_reads_and_writes_the_same_bytes() {
         assert_eq!(st.bytes_moved, (1 << 20) - 5);
         assert_eq!(st.requests_in_flight, 0);
         assert_eq!(st.transfers_done, 1);
+    }
+}
+
+#[test]
+fn dram_on_huge_pages_starts_zeroed_and_moves_the_same_bytes_as_on_small_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let len = (4 << 20) + 4096; // not a whole number of huge pages
+    let data = pattern(len, 9);
+    let input = dir.path().join("in");
+    std::fs::write(&input, &data).unwrap();
+    // The advice is refused only by a kernel built without transparent huge pages.
+    let thp = Path::new("/sys/kernel/mm/transparent_hugepage").exists();
+    assert!(
+        !Locator::dram(1 << 20).unwrap().huge_pages(),
+        "under 2 MiB: heap"
+    );
+    for huge in [true, false] {
+        let mem = Locator::dram_with(len as u64, DramOptions { huge_pages: huge }).unwrap();
+        assert_eq!(mem.huge_pages(), huge && thp);
+        assert!(
+            mem.bytes().unwrap().iter().all(|&b| b == 0),
+            "huge={huge}: zeroed"
+        );
+        for m in MECHS {
+            let rt = runtime(MechanismChoice::Only(m));
+            let src = Locator::file(
+                &input,
+                FileOptions {
+                    direct: m != Mechanism::Mmap,
+                    ..Default::default()
+                },
+            )
+            .or_else(|_| Locator::file(&input, FileOptions::default()))
+            .unwrap();
+            let pipe = rt.pipe(&src, &mem, PipeOptions::default()).unwrap();
+            mem.bytes().unwrap().fill(0);
+            assert_eq!(
+                pipe.transfer_blocking(0, 0, len as u64).unwrap(),
+                len as u64
+            );
+            assert_eq!(&mem.bytes().unwrap()[..], &data[..], "huge={huge} {m}");
+        }
     }
 }
 
