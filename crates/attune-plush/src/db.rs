@@ -766,6 +766,10 @@ impl Core {
         if log_recorded {
             check_recorded(self.storage.as_ref(), LOG_FILE, bytes)?;
         }
+        // A log file that does not exist yet is created zeroed: no chunk is in use, and
+        // recovery need not read a header. A file that exists but is not recorded (a crash
+        // while the first open armed its chunks) is read like any other.
+        let new = self.storage.region_len(LOG_FILE)?.is_none();
         let r = self
             .storage
             .open_region(LOG_FILE, bytes, true, RegionKind::Log)?
@@ -796,7 +800,11 @@ impl Core {
                 handles.push(s.spawn(move || -> Result<Read> {
                     let mut out = Vec::new();
                     for p in group {
-                        let rec = Partition::recover(log.clone(), p, chunk_bytes, chunks)?;
+                        let rec = if new {
+                            Partition::create(log.clone(), p, chunk_bytes, chunks)?
+                        } else {
+                            Partition::recover(log.clone(), p, chunk_bytes, chunks)?
+                        };
                         let live = rec
                             .entries
                             .into_iter()
