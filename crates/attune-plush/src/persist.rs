@@ -325,6 +325,13 @@ impl Storage for FileStorage {
         let written = self.sync && self.backend == Backend::Write && kind == RegionKind::Log;
         let map =
             Mapping::new(&file, len_bytes, written).map_err(|e| Error::io("mmap", &path, e))?;
+        if kind == RegionKind::Log {
+            // Recovery reads a few words at the head of every chunk of a mostly sparse file:
+            // readahead would fault in (and zero) dozens of pages around each for nothing.
+            // A hint; nothing depends on it taking effect.
+            // SAFETY: the range is exactly the mapping just made.
+            unsafe { libc::madvise(map.ptr.cast(), map.len, libc::MADV_RANDOM) };
+        }
         let how = match self.backend {
             _ if written => How::Pwrite,
             Backend::Clwb => How::Clwb,
