@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -157,9 +158,24 @@ def _simulate(args) -> int:
     return 0
 
 
+def _out_is_not_an_input(out, *inputs) -> None:
+    """Refuses an output path that names one of the inputs: writing it would destroy the
+    input (a trace replaced by weights or a CSV)."""
+    for path in inputs:
+        exist = path and out and os.path.exists(path) and os.path.exists(out)
+        if exist and os.path.samefile(path, out):
+            raise InvalidArgumentError(
+                f"--out {out} is the input {path}: writing it would destroy the input; "
+                "name another output file"
+            )
+
+
 def _replay(args) -> int:
     from attune.io import replay
 
+    _out_is_not_an_input(args.out, args.trace, args.direct)
+    if args.direct:
+        _out_is_not_an_input(args.direct, args.trace)
     t = _trace(args, args.trace)
     if args.direct:
         from attune.io import replay_direct
@@ -167,7 +183,12 @@ def _replay(args) -> int:
         if args.file_mb < 1:
             raise InvalidArgumentError(f"--file-mb must be at least 1, got {args.file_mb}")
         r = replay_direct(
-            t, args.direct, args.file_mb << 20, pace=args.pace, direct=not args.buffered
+            t,
+            args.direct,
+            args.file_mb << 20,
+            pace=args.pace,
+            direct=not args.buffered,
+            overwrite=args.overwrite,
         )
         if r["memory_backed"]:
             print(
@@ -241,6 +262,7 @@ def _train(args) -> int:
 
     if not 0 < args.train_fraction <= 1:
         raise InvalidArgumentError(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
+    _out_is_not_an_input(args.out, args.trace)
     p = _pipeline(args)
     t = _trace(args, args.trace)
     n = int(len(t) * args.train_fraction)
@@ -478,6 +500,11 @@ def register(sub) -> None:
     r.add_argument("--pace", action="store_true", help="honour the trace's timestamps")
     r.add_argument(
         "--buffered", action="store_true", help="through the page cache instead of O_DIRECT"
+    )
+    r.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="use FILE although it exists and is not empty (the replay writes into it)",
     )
     add_output_flags(r, out="CSV file to write", out_required=True)
     r.set_defaults(func=_replay)

@@ -527,6 +527,7 @@ def io_replay_direct(
     pace: bool = False,
     speed: float = 1.0,
     direct: bool = True,
+    overwrite: bool = False,
 ) -> dict[str, list[int]]: ...
 def io_route(
     traces: list[_TraceColumns],

@@ -278,3 +278,45 @@ def test_cli_help_documents_eval_options(capsys):
     for opt in ("--policies", "--live-rank-tie", "--probe-reads-us", "--rule-search"):
         assert opt in text
     assert "joint size 1" in text and "ignore it" in text
+
+
+def test_direct_replay_refuses_an_existing_file_unless_told(tmp_path, capsys):
+    t = synthetic_trace(50, write_fraction=0.3, seed=2)
+    precious = tmp_path / "precious.dat"
+    precious.write_bytes(b"someone's data" * 1000)
+    before = precious.read_bytes()
+    with pytest.raises(attune.InvalidArgumentError, match="overwrite"):
+        replay_direct(t, str(precious), 1 << 20, direct=False)
+    assert precious.read_bytes() == before
+    rc = cli.main(
+        [
+            "io",
+            "replay",
+            "--synthetic",
+            "50",
+            "--direct",
+            str(precious),
+            "--file-mb",
+            "1",
+            "--buffered",
+            "--out",
+            str(tmp_path / "lat.csv"),
+        ]
+    )
+    assert rc == 1 and "--overwrite" in capsys.readouterr().err
+    assert precious.read_bytes() == before
+    r = replay_direct(t, str(precious), 1 << 20, direct=False, overwrite=True)
+    assert len(r["latency_ns"]) == 50
+
+
+def test_an_output_that_names_the_input_is_refused(tmp_path, capsys):
+    trace = tmp_path / "x.trace"
+    trace.write_text("".join(f"{i} 0 {i * 4096} 4096 {i % 2}\n" for i in range(200)))
+    before = trace.read_bytes()
+    for argv in (
+        ["io", "replay", str(trace), "--out", str(trace)],
+        ["io", "heimdall", "train", str(trace), "--out", str(trace)],
+    ):
+        assert cli.main(argv) == 1
+        assert "would destroy the input" in capsys.readouterr().err
+        assert trace.read_bytes() == before

@@ -48,6 +48,10 @@ pub struct DirectOptions {
     pub speed: f64,
     /// Use `O_DIRECT` (off: through the page cache, for comparison).
     pub direct: bool,
+    /// Use `path` although it exists and is not empty. The replay writes into the file (the
+    /// trace's writes, and a fill pattern when its size differs), so without this an existing
+    /// non-empty file is refused: it may be someone's data.
+    pub overwrite: bool,
 }
 
 /// One replayed I/O.
@@ -145,6 +149,16 @@ pub fn replay_direct(trace: &[BlockRecord], o: &DirectOptions) -> Result<Vec<Dir
         return Err(invalid("speed", o.speed, "must be a positive number"));
     }
     let have = std::fs::metadata(&o.path).map(|m| m.len()).unwrap_or(0);
+    if have > 0 && !o.overwrite {
+        return Err(invalid(
+            "path",
+            o.path.display(),
+            format!(
+                "exists and holds {have} bytes, which the replay would overwrite (its writes and \
+                 a fill pattern): name a new file, or pass overwrite (--overwrite) to use this one"
+            ),
+        ));
+    }
     let file = open(&o.path, o.direct, true).map_err(|e| io_err(&o.path, "cannot open", e))?;
     let mut buf = vec![0u8; IO_MAX as usize + ALIGN as usize];
     if have != o.file_bytes {
@@ -263,12 +277,24 @@ mod tests {
             pace: false,
             speed: 1.0,
             direct: false,
+            overwrite: false,
         };
         let rows = replay_direct(&trace, &o).unwrap();
         assert_eq!(rows.len(), 64);
         assert_eq!(std::fs::metadata(&o.path).unwrap().len(), 2 << 20);
         assert!(rows.iter().all(|r| r.bytes % ALIGN == 0));
         assert_eq!(rows.iter().filter(|r| r.is_read).count(), 48);
+        // A second replay would write into the file: refused unless asked for, and the
+        // file left as it was.
+        let before = std::fs::read(&o.path).unwrap();
+        let e = replay_direct(&trace, &o).unwrap_err();
+        assert!(e.to_string().contains("overwrite"), "{e}");
+        assert_eq!(std::fs::read(&o.path).unwrap(), before);
+        let again = DirectOptions {
+            overwrite: true,
+            ..o.clone()
+        };
+        assert_eq!(replay_direct(&trace, &again).unwrap().len(), 64);
         let bad = DirectOptions {
             file_bytes: 1000,
             ..o.clone()

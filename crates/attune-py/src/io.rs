@@ -140,7 +140,8 @@ fn io_replay<'py>(
 /// Replays a trace against a real file (O_DIRECT unless `direct` is false); per-I/O issue time,
 /// latency and bytes.
 #[pyfunction]
-#[pyo3(signature = (columns, path, file_bytes, pace=false, speed=1.0, direct=true))]
+#[pyo3(signature = (columns, path, file_bytes, pace=false, speed=1.0, direct=true, overwrite=false))]
+#[allow(clippy::too_many_arguments)] // one per keyword of attune.io.replay_direct
 fn io_replay_direct<'py>(
     py: Python<'py>,
     columns: Columns,
@@ -149,6 +150,7 @@ fn io_replay_direct<'py>(
     pace: bool,
     speed: f64,
     direct: bool,
+    overwrite: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let recs = to_records(py, columns)?;
     let o = attune_io::direct::DirectOptions {
@@ -157,6 +159,7 @@ fn io_replay_direct<'py>(
         pace,
         speed,
         direct,
+        overwrite,
     };
     let (rows, memory_backed) = py
         .allow_threads(|| {

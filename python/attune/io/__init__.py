@@ -113,14 +113,19 @@ def replay_direct(
     pace: bool = False,
     speed: float = 1.0,
     direct: bool = True,
+    overwrite: bool = False,
 ) -> dict:
     """Replays ``trace`` against the real file ``path`` (created and filled when its size
-    differs) with ``O_DIRECT``, one I/O at a time. Returns ``issue_ns``, ``latency_ns`` and
+    differs) with ``O_DIRECT``, one I/O at a time. The replay writes into the file, so an
+    existing non-empty ``path`` raises :class:`attune.InvalidArgumentError` unless
+    ``overwrite=True``. Returns ``issue_ns``, ``latency_ns`` and
     ``bytes`` per I/O (``attune-io``'s ``direct`` module), and ``memory_backed``: True when
     ``path`` is on tmpfs or ramfs, where the latencies are memory copies, not a disk's (the replay
     still runs; the CLI prints a warning). A file system without ``O_DIRECT`` raises
     :class:`attune.StorageIOError`; ``direct=False`` goes through the page cache."""
-    return _native.io_replay_direct(trace.columns(), path, file_bytes, pace, speed, direct)
+    return _native.io_replay_direct(
+        trace.columns(), path, file_bytes, pace, speed, direct, overwrite
+    )
 
 
 def write_clock_flags(trace: Trace, write_clock: tuple[int, int, float, float]) -> np.ndarray:
