@@ -313,28 +313,7 @@ impl Block {
         file_offset: u64,
         full: bool,
     ) -> Result<Block> {
-        let bad = |d: String| Error::corruption(file.as_path(), file_offset, d);
-        let inside = map.mapped().is_some_and(|m| {
-            let (a, b) = (m.as_ptr() as usize, body.as_ptr() as usize);
-            b >= a && b + body.len() <= a + m.len()
-        });
-        if !inside {
-            return Err(bad("block is not inside the file's mapping".into()));
-        }
-        let (n, offsets_start) = check_layout(body, full).map_err(bad)?;
-        let data = Bytes {
-            ptr: body.as_ptr(),
-            len: body.len(),
-            _owner: Owner::Mapped(map),
-        };
-        Ok(Block {
-            data,
-            n,
-            offsets_start,
-            fixed: None,
-            file,
-            file_offset,
-        })
+        Self::in_mapping(map, body, file, file_offset, None, full)
     }
 
     /// A block of a fixed-layout table read in place from `map`'s mapping whose checksum and
@@ -350,18 +329,42 @@ impl Block {
         n: usize,
         geometry: FixedRecords,
     ) -> Result<Block> {
-        let bad = |d: &str| Error::corruption(file.as_path(), file_offset, d);
+        Self::in_mapping(map, body, file, file_offset, Some((n, geometry)), true)
+    }
+
+    /// [`Block::mapped`] and [`Block::mapped_fixed`]: the layout is read from the block's
+    /// header and offsets (`fixed` None) or taken from the table's geometry.
+    fn in_mapping(
+        map: Arc<dyn RandomAccessFile>,
+        body: &[u8],
+        file: Arc<PathBuf>,
+        file_offset: u64,
+        fixed: Option<(usize, FixedRecords)>,
+        full: bool,
+    ) -> Result<Block> {
+        let bad = |d: String| Error::corruption(file.as_path(), file_offset, d);
         let inside = map.mapped().is_some_and(|m| {
             let (a, b) = (m.as_ptr() as usize, body.as_ptr() as usize);
             b >= a && b + body.len() <= a + m.len()
         });
         if !inside {
-            return Err(bad("block is not inside the file's mapping"));
+            return Err(bad("block is not inside the file's mapping".into()));
         }
-        let fits = geometry.header.checked_add(geometry.key_len) <= Some(geometry.record)
-            && geometry.key_len >= crate::key::TAG_BYTES;
-        let Some(v) = BlockView::fixed(body, n, geometry.record).filter(|_| fits) else {
-            return Err(bad("fixed-layout block does not have its table's geometry"));
+        let (n, offsets_start, fixed) = match fixed {
+            None => {
+                let (n, offsets_start) = check_layout(body, full).map_err(bad)?;
+                (n, offsets_start, None)
+            }
+            Some((n, geometry)) => {
+                let fits = geometry.header.checked_add(geometry.key_len) <= Some(geometry.record)
+                    && geometry.key_len >= crate::key::TAG_BYTES;
+                let Some(v) = BlockView::fixed(body, n, geometry.record).filter(|_| fits) else {
+                    return Err(bad(
+                        "fixed-layout block does not have its table's geometry".into()
+                    ));
+                };
+                (v.n, v.offsets_start, Some(geometry))
+            }
         };
         let data = Bytes {
             ptr: body.as_ptr(),
@@ -370,9 +373,9 @@ impl Block {
         };
         Ok(Block {
             data,
-            n: v.n,
-            offsets_start: v.offsets_start,
-            fixed: Some(geometry),
+            n,
+            offsets_start,
+            fixed,
             file,
             file_offset,
         })

@@ -664,20 +664,7 @@ impl Table {
         while pos < hi {
             let bi = (pos / per_block).min(last);
             let first = bi * per_block;
-            let h = BlockHandle {
-                offset: f.first_offset + bi * f.block_stride,
-                size: if bi == last {
-                    f.last_block_size
-                } else {
-                    f.block_size
-                },
-            };
-            let records = if bi == last {
-                self.props.num_entries.saturating_sub(first)
-            } else {
-                per_block
-            };
-            let records = usize::try_from(records).unwrap_or(usize::MAX);
+            let (h, records) = self.fixed_handle(f, per_block, bi);
             let Some(v) = self.fixed_view(bi as usize, h, records, f.record_size)? else {
                 return Ok(None);
             };
