@@ -499,14 +499,36 @@ pub(super) fn check_creatable(env: &dyn Env, dir: &Path, opts: &Options) -> Resu
     if let Some(what) = filename::foreign_engine(&others, &[]) {
         return Err(foreign_database_error(dir, &what));
     }
+    if others.iter().any(|n| n == "manifest.plush") {
+        return Err(Error::NotADatabase {
+            path: dir.to_path_buf(),
+            detail: "this is an Attune hash database (manifest.plush found), not an LSM one: \
+                     open it with attune.HashDB (CLI: attune hash-db)"
+                .into(),
+        });
+    }
     if !others.is_empty() {
         let shown: Vec<&str> = others.iter().take(3).map(String::as_str).collect();
+        // Tables, logs or value-log segments without CURRENT: a database whose CURRENT was
+        // lost (repair rebuilds it from them) or a checkpoint cut short. Never advise deleting
+        // what may be the only copy of the data.
+        let ours = others.iter().any(|n| {
+            matches!(
+                filename::parse(n),
+                Some(FileKind::Table(_) | FileKind::Log(_) | FileKind::Blob(_))
+            )
+        });
+        let what = if ours {
+            "it holds database files: if this is a database that lost CURRENT, \
+             attune.repair(path) (CLI: attune kv repair) rebuilds it from them; if it is a \
+             checkpoint cut short, take the checkpoint again into a new directory"
+        } else {
+            "open an empty or new directory"
+        };
         return Err(Error::NotADatabase {
             path: dir.to_path_buf(),
             detail: format!(
-                "directory is not empty and has no CURRENT file (found {}); \
-                 open an empty or new directory (a checkpoint cut short leaves such a \
-                 directory: delete it and take the checkpoint again)",
+                "directory is not empty and has no CURRENT file (found {}); {what}",
                 shown.join(", ")
             ),
         });
@@ -594,7 +616,44 @@ pub(super) fn logs_to_replay(
         }
     }
     logs.sort_unstable();
+    missing_first_log(dir, versions, &logs)?;
     Ok(logs)
+}
+
+/// Fails when the WAL the manifest's log number names is missing although a later log the
+/// manifest accounts for is present. That log number names the oldest log whose writes may not
+/// all be in tables; a later log exists only once it did, and it is deleted only after a durable
+/// manifest record moved the log number past it. So this state is not one a crash leaves: the
+/// manifest lost the record that retired that log (a damaged or cut last record, which recovery
+/// otherwise takes for a torn write). Replaying the later logs would then skip the writes in
+/// between, and the open would delete as unlisted the tables that record added. Nothing is
+/// changed on disk; repair rebuilds the manifest from the files.
+fn missing_first_log(dir: &Path, versions: &VersionSet, logs: &[(u64, bool)]) -> Result<()> {
+    let first = versions.log_number;
+    if logs.iter().any(|&(n, _)| n == first) {
+        return Ok(());
+    }
+    let Some(&(later, _)) = logs.iter().find(|&&(n, accounted)| accounted && n > first) else {
+        return Ok(());
+    };
+    let manifest = dir.join(filename::manifest_name(versions.manifest_number));
+    let (offset, dropped) = match versions.manifest_tail_dropped {
+        Some(off) => (
+            off,
+            format!("; its last record, from byte {off}, is damaged or cut and was dropped"),
+        ),
+        None => (0, String::new()),
+    };
+    Err(Error::corruption(
+        &manifest,
+        offset,
+        format!(
+            "the manifest does not describe the files present: it names write-ahead log \
+             {first:06}.log as the oldest with unflushed writes, which is missing, while the \
+             later {later:06}.log is present{dropped}; nothing was changed or deleted: \
+             attune.repair(path) (CLI: attune kv repair) rebuilds the manifest from the files"
+        ),
+    ))
 }
 
 /// The error for a log the manifest does not account for and whose records do not continue the

@@ -755,6 +755,9 @@ pub struct VersionSet {
     pub manifest_number: u64,
     /// Live value-log segments.
     pub blob_files: std::collections::BTreeMap<u64, BlobFileMeta>,
+    /// Offset at which recovery dropped the manifest's last bytes as a torn record (None: it
+    /// ended in a whole record).
+    pub manifest_tail_dropped: Option<u64>,
 }
 
 impl VersionSet {
@@ -773,6 +776,7 @@ impl VersionSet {
             manifest: None,
             manifest_number: 0,
             blob_files: Default::default(),
+            manifest_tail_dropped: None,
         }
     }
 
@@ -834,6 +838,8 @@ impl VersionSet {
         while let Some((off, rec)) = reader.next_record()? {
             replay.apply(&self.dir, &mpath, off, &rec)?;
         }
+        self.manifest_tail_dropped =
+            (reader.torn_tail_bytes > 0).then(|| data.len() as u64 - reader.torn_tail_bytes);
         replay.finish(self, &mpath)?;
         if let Some(filename::FileKind::Manifest(n)) = filename::parse(name) {
             self.manifest_number = n;
