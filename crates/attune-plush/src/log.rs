@@ -242,6 +242,37 @@ impl Partition {
         decode_entry(w, gen)
     }
 
+    /// Valid entries of chunk `c` (generation `gen`) after slot `n`. Reads only the runs the
+    /// region says may be non-zero ([`Region::data_run_words`]): the rest of a chunk past its
+    /// tail is mostly a hole of the sparse file (allocated 64 KiB ahead of the tail, see
+    /// [`RESERVE_STEP_BYTES`]), and a hole reads as zeros, which never decode as an entry
+    /// (the flag, tag and checksum of four zero words do not check for any generation; test
+    /// `zero_words_never_decode`). So the count is exactly what reading every slot gives, at
+    /// the cost of the allocated part only: a reopen no longer faults in 5 MiB per partition.
+    fn valid_after(&self, c: usize, n: usize, gen: u64) -> usize {
+        let per_chunk = self.entries_per_chunk();
+        let first_slot_word = self.entry_word(c, 0);
+        let end = self.entry_word(c, per_chunk);
+        let mut count = 0;
+        let mut s = n + 1;
+        while s < per_chunk {
+            let Some((lo, hi)) = self.region.data_run_words(self.entry_word(c, s), end) else {
+                break;
+            };
+            // Every slot overlapping [lo, hi): from the one holding word `lo` to the one
+            // holding word `hi - 1`.
+            let from = ((lo - first_slot_word) / ENTRY_WORDS).max(s);
+            let to = (hi - first_slot_word)
+                .div_ceil(ENTRY_WORDS)
+                .clamp(from + 1, per_chunk);
+            count += (from..to)
+                .filter(|slot| self.read_entry(c, *slot, gen).is_some())
+                .count();
+            s = to;
+        }
+        count
+    }
+
     /// A chunk whose header does not decode is free: zero, or torn by a crash while it was
     /// being armed or cleared (either leaves some of the magic, generation and check words
     /// zero, since a chunk is armed only over a cleared header). All three non-zero and still
@@ -334,9 +365,7 @@ impl Partition {
                 n += 1;
             }
             if n < per_chunk {
-                let after = (n + 1..per_chunk)
-                    .filter(|s| p.read_entry(c, *s, gen).is_some())
-                    .count();
+                let after = p.valid_after(c, n, gen);
                 if after > TORN_TAIL_MAX {
                     return Err(Error::corruption(
                         p.region.name(),
@@ -685,6 +714,122 @@ mod tests {
         let dead = |_: u64| 2;
         p.append(per, per, 2, &dead, &|| 2).unwrap();
         assert!(p.free_chunks() >= 1);
+    }
+
+    /// Four zero words (a hole of the log file) never decode, whatever the generation: the
+    /// flag matches an even generation and the tag one that is a multiple of 2^16, but the
+    /// checksum of an all-zero entry is not zero. Recovery's hole skipping rests on this.
+    #[test]
+    fn zero_words_never_decode() {
+        for gen in [1u64, 2, 1 << 16, 2 << 16, 3 << 16, u64::MAX - 0xffff] {
+            assert_eq!(decode_entry([0; 4], gen), None, "generation {gen}");
+        }
+        let zero = LogEntry {
+            key: 0,
+            value: 0,
+            epoch: 0,
+            seq: 0,
+        };
+        assert_ne!(entry_check(&zero, 0), 0);
+    }
+
+    /// `count` valid entries of generation `gen` (keys and sequence numbers from 1,000), as
+    /// the words of consecutive slots.
+    fn planted_words(count: usize, gen: u64) -> Vec<u64> {
+        (0..count as u64)
+            .flat_map(|i| {
+                let e = LogEntry {
+                    key: 1_000 + i,
+                    value: i,
+                    epoch: 1,
+                    seq: 1_000 + i,
+                };
+                encode_entry(&e, gen)
+            })
+            .collect()
+    }
+
+    /// Appends 10 entries to partition 0 of a new log `name` in `storage`, then puts `planted`
+    /// more valid entries far past the tail (past a hole and the allocated step) — through
+    /// `pwrite` into `file` when given (damage or a stray write), else through the region —
+    /// and recovers.
+    fn recover_with_planted(
+        storage: &dyn crate::persist::Storage,
+        file: Option<&std::path::Path>,
+        planted: usize,
+    ) -> Result<Recovered> {
+        use crate::persist::RegionKind;
+        let (chunk_bytes, chunks) = (1 << 20, 3);
+        let r = storage
+            .open_region("log.plush", chunk_bytes * chunks, true, RegionKind::Log)
+            .unwrap()
+            .unwrap();
+        let region = Arc::new(Region::new("log.plush", r));
+        let mut p = Partition::create(region.clone(), 0, chunk_bytes, chunks)
+            .unwrap()
+            .partition;
+        for k in 0..10 {
+            p.append(k, k, 1, &|_| 1, &|| 1).unwrap();
+        }
+        p.region.fence().unwrap();
+        let words = planted_words(planted, p.chunks[0].gen);
+        let first = p.entry_word(0, p.entries_per_chunk() - 200);
+        assert!((first - p.entry_word(0, p.tail)) * 8 > 2 * RESERVE_STEP_BYTES);
+        drop(p);
+        match file {
+            Some(path) => {
+                use std::os::unix::fs::FileExt;
+                let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+                let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+                f.write_all_at(&bytes, first as u64 * 8).unwrap();
+            }
+            None => {
+                for (i, w) in words.iter().enumerate() {
+                    region.word(first + i).store(*w, Ordering::Release);
+                }
+                // The simulator reports the zero pages from the one after the tail's to the
+                // planted run as a hole, so recovery skips them (a file system reports the
+                // hole it has, if it can).
+                let next_page = region_entry(0, 10).div_ceil(512) * 512;
+                let run = region.data_run_words(next_page, chunk_bytes / 8);
+                assert_eq!(run.map(|r| r.0), Some(first / 512 * 512), "{run:?}");
+            }
+        }
+        Partition::recover(region, 0, chunk_bytes, chunks)
+    }
+
+    /// Word of slot `slot` of chunk `c` in partition 0.
+    fn region_entry(c: usize, slot: usize) -> usize {
+        c * (1 << 20) / 8 + CHUNK_HEADER_BYTES / 8 + slot * ENTRY_WORDS
+    }
+
+    /// Recovery skips the holes past a chunk's tail without weakening the damage rule: more
+    /// than `TORN_TAIL_MAX` valid entries after the first invalid one are still refused when
+    /// they lie far beyond the tail, past a hole, on a real file (ext4 and tmpfs report holes
+    /// through `SEEK_DATA`) and in the crash simulator (which reports every page of zeros as
+    /// a hole). `TORN_TAIL_MAX` of them are a torn tail, as before.
+    #[test]
+    fn damage_past_a_hole_beyond_the_tail_is_still_found() {
+        use crate::persist::{Backend, FileStorage, SimStorage};
+        for planted in [TORN_TAIL_MAX, TORN_TAIL_MAX + 1] {
+            let dir = tempfile::tempdir().unwrap();
+            let files = FileStorage::new(dir.path(), Backend::Msync, true).unwrap();
+            let path = dir.path().join("log.plush");
+            let sim = SimStorage::new(0, 1);
+            for got in [
+                recover_with_planted(&files, Some(&path), planted),
+                recover_with_planted(&sim, None, planted),
+            ] {
+                if planted > TORN_TAIL_MAX {
+                    let err = got.err().expect("damage past a hole is found");
+                    let want = format!("entry 10 is damaged and {planted} valid entries");
+                    assert!(err.to_string().contains(&want), "{err}");
+                } else {
+                    let keys: Vec<u64> = got.unwrap().entries.iter().map(|e| e.key).collect();
+                    assert_eq!(keys, (0..10).collect::<Vec<_>>());
+                }
+            }
+        }
     }
 
     #[test]

@@ -79,6 +79,15 @@ pub trait Persist: Send + Sync {
     /// Hint: `[off, off + len)` was made durable and will not be stored to for a while, so a
     /// private copy of it may be dropped (the `Write` back end's log). Default: nothing.
     fn discard(&self, _off: usize, _len: usize) {}
+    /// The first run `[lo, hi)` of bytes at or after `off` that may be non-zero; `None` when
+    /// every byte from `off` to the end reads as zero. Bytes outside the runs read as zero (a
+    /// file's holes and unwritten extents); a run may hold zeros too. Lets recovery skip the
+    /// never-written part of a log chunk without reading it. Default: everything from `off`
+    /// is one run.
+    fn data_run(&self, off: usize) -> Option<(usize, usize)> {
+        let len = self.words().len() * 8;
+        (off < len).then_some((off, len))
+    }
     /// Sync system-call sequences issued so far (a group commit issues one per group).
     fn syncs(&self) -> u64 {
         0
@@ -1042,6 +1051,38 @@ impl Persist for FileRegion {
         }
     }
 
+    /// `lseek(SEEK_DATA)` then `lseek(SEEK_HOLE)`: the file system's own record of which
+    /// blocks hold data (ext4 and tmpfs also count a page-cache page of an unwritten extent as
+    /// data). Offsets are positional results; the file position they move is never used (all
+    /// I/O here is `pread`/`pwrite`). Where the calls fail other than with `ENXIO` (no data
+    /// past `off`), or a file system reports the whole file as data, everything is a run.
+    fn data_run(&self, off: usize) -> Option<(usize, usize)> {
+        use std::os::unix::io::AsRawFd;
+        let len = self.map.len;
+        if off >= len {
+            return None;
+        }
+        let fd = self.file.as_raw_fd();
+        // SAFETY: lseek on a descriptor this region owns; the result is checked.
+        let lo = unsafe { libc::lseek(fd, off as libc::off_t, libc::SEEK_DATA) };
+        if lo < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::ENXIO) {
+                None
+            } else {
+                Some((off, len))
+            };
+        }
+        let lo = (lo as usize).max(off);
+        if lo >= len {
+            return None;
+        }
+        // SAFETY: as above.
+        let hi = unsafe { libc::lseek(fd, lo as libc::off_t, libc::SEEK_HOLE) };
+        let hi = if hi < 0 { len } else { (hi as usize).min(len) };
+        Some(if hi > lo { (lo, hi) } else { (lo, len) })
+    }
+
     fn discard(&self, off: usize, len: usize) {
         if self.how != How::Pwrite {
             return;
@@ -1427,6 +1468,25 @@ impl Persist for SimHandle {
         &self.region.view
     }
 
+    /// Models a file system that reports every page of zeros as a hole (the most any file
+    /// system may skip), so the crash tests run recovery's hole skipping over every image.
+    fn data_run(&self, off: usize) -> Option<(usize, usize)> {
+        let view = &self.region.view;
+        let page_words = PAGE_BYTES / 8;
+        let zero = |p: usize| {
+            view[p * page_words..((p + 1) * page_words).min(view.len())]
+                .iter()
+                .all(|w| w.load(Ordering::Acquire) == 0)
+        };
+        let pages = (view.len() * 8).div_ceil(PAGE_BYTES);
+        let first = (off / PAGE_BYTES..pages).find(|p| !zero(*p))?;
+        let end = (first..pages).find(|p| zero(*p)).unwrap_or(pages);
+        Some((
+            (first * PAGE_BYTES).max(off),
+            (end * PAGE_BYTES).min(view.len() * 8),
+        ))
+    }
+
     fn reserve(&self, off: usize, len: usize) -> Result<()> {
         let mut reserved = self.region.reserved.lock();
         let pages = off / PAGE_BYTES..(off + len).div_ceil(PAGE_BYTES).min(reserved.len());
@@ -1619,6 +1679,17 @@ impl Region {
     /// See [`Persist::discard`] (words, not bytes).
     pub(crate) fn discard_words(&self, first: usize, words: usize) {
         self.inner.discard(first * 8, words * 8);
+    }
+
+    /// See [`Persist::data_run`] (words, not bytes): the first run of words at or after word
+    /// `first` and below word `end` that may be non-zero.
+    pub(crate) fn data_run_words(&self, first: usize, end: usize) -> Option<(usize, usize)> {
+        if first >= end {
+            return None;
+        }
+        let (lo, hi) = self.inner.data_run(first * 8)?;
+        let (lo, hi) = ((lo / 8).max(first), hi.div_ceil(8).min(end));
+        (lo < hi).then_some((lo, hi))
     }
 }
 
