@@ -184,6 +184,8 @@ def random_windows(
         raise InvalidArgumentError(f"window_ios must be at least 100, got {window_ios}")
     if pairs < 1:
         raise InvalidArgumentError(f"pairs (windows) must be at least 1, got {pairs}")
+    if not 0 <= min_busy < 1:
+        raise InvalidArgumentError(f"min_busy must be in [0, 1), got {min_busy}")
     shortest = min(pool, key=len)
     if window_ios > len(shortest):
         # A window longer than a trace would silently be the whole trace (and every draw of it
@@ -191,6 +193,12 @@ def random_windows(
         raise InvalidArgumentError(
             f"window_ios {window_ios} is larger than trace {shortest.name or '(unnamed)'} "
             f"({len(shortest)} I/Os); use at most {len(shortest)}"
+        )
+    if window_ios == len(shortest) and pairs > 1:
+        raise InvalidArgumentError(
+            f"window_ios {window_ios} is the whole of trace {shortest.name or '(unnamed)'}: "
+            f"every one of the {pairs} windows drawn from it would be the same; use fewer I/Os "
+            "or one pair"
         )
     rng = np.random.default_rng(seed)
     out = []
