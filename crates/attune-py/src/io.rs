@@ -395,6 +395,7 @@ fn io_route<'py>(
     d.set_item("inferences", r.inferences)?;
     d.set_item("probes", r.probes)?;
     d.set_item("probe_gc_reads", r.probe_gc_reads)?;
+    d.set_item("device_probes", r.device_probes)?;
     let stats = r
         .device_stats
         .iter()

@@ -195,7 +195,8 @@ def route(
     and what the replica would have served the read in (see ``route::probe``).
     ``probe_reads_us`` > 0 sends a probe read of ``probe_read_size`` bytes to a replica with no
     read completed or in flight for that many µs (the result's ``probes`` counts them; its
-    latency is no client's, its load on the device is simulated). ``write_clock`` =
+    latency is no client's, its load on the device is simulated; ``device_probes`` counts them
+    per replica, and each replica's ``device_stats`` reads include its probes). ``write_clock`` =
     ``(flush_bytes, gc_every_bytes, delay_us, busy_us)`` (e.g. from
     :func:`attune.io.heimdall.fit_write_clock`) counts the bytes written to each replica and
     predicts its garbage collection: C3 and the model policies avoid a replica it predicts busy

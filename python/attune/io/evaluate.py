@@ -483,7 +483,10 @@ def evaluate_pair(
         reads = sum(int(d["reads"]) for d in stats) - int(r["probes"])
         gc_reads = sum(int(d["gc_reads"]) for d in stats) - int(r["probe_gc_reads"])
         res.gc_share[pol] = gc_reads / max(reads, 1)
-        res.served_share[pol] = [int(d["reads"]) / max(reads, 1) for d in stats]
+        probes = r.get("device_probes", [0] * len(stats))
+        res.served_share[pol] = [
+            (int(d["reads"]) - int(p)) / max(reads, 1) for d, p in zip(stats, probes)
+        ]
     return res
 
 
