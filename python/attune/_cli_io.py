@@ -42,8 +42,10 @@ def check_option(
     """``value`` if it is a number (never NaN) within ``lo``..``hi`` (open ends where asked), else
     :class:`attune.InvalidArgumentError` naming the option ``opt`` and the allowed range."""
     left = "" if lo is None else ("> " if lo_open else ">= ") + f"{lo:g}"
-    right = "" if hi is None else ("< " if hi_open else "<= ") + f"{hi:g}"
+    right = "" if hi is None or math.isinf(hi) else ("< " if hi_open else "<= ") + f"{hi:g}"
     allowed = " and ".join(x for x in (left, right) if x)
+    if hi is not None and math.isinf(hi):
+        allowed = f"a finite number {allowed}"
     v = float(value)
     ok = not np.isnan(v)
     if ok and lo is not None:

@@ -389,7 +389,10 @@ def test_cli_options_are_range_checked_with_their_names(files, tmp_path, capsys)
         (["bench", "heimdall", "--drift", "--drift-threshold", "2", trace], "--drift-threshold"),
         (["bench", "heimdall", "--drift", "--drift-rerate", "0", trace], "--drift-rerate must"),
         (["bench", "heimdall", "--min-busy", "nan", *small], "--min-busy must be >= 0"),
-        (["bench", "heimdall", "--rank-tie", "nan", *small], "--rank-tie must be >= 0"),
+        (
+            ["bench", "heimdall", "--rank-tie", "nan", *small],
+            "--rank-tie must be a finite number >= 0, got nan",
+        ),
         (["bench", "heimdall", "--live-rank-tie", "nan", *small], "--live-rank-tie"),
         (["bench", "heimdall", "--epochs", "0", *small], "--epochs must be in 1..10000"),
         (["bench", "heimdall", "--windows", "0", trace], "--windows must be at least 1"),
@@ -399,7 +402,10 @@ def test_cli_options_are_range_checked_with_their_names(files, tmp_path, capsys)
             "does not exist",
         ),
         (["io", "heimdall", "eval", trace, "--min-busy", "nan"], "--min-busy must be >= 0"),
-        (["io", "heimdall", "eval", trace, "--rank-tie", "nan"], "--rank-tie must be >= 0"),
+        (
+            ["io", "heimdall", "eval", trace, "--rank-tie", "nan"],
+            "--rank-tie must be a finite number >= 0, got nan",
+        ),
         (["io", "heimdall", "eval", trace, "--joint", "3"], "--joint 3: eval routes one read"),
     ]
     for argv, match in cases:

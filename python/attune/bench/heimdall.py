@@ -549,13 +549,16 @@ def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
 
         order = sorted(windows, key=best_heimdall)
         w = order[len(order) // 2]
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        fig, ax = plt.subplots(figsize=(10, 4.8))
         pct = np.asarray(ev.CDF_PERCENTILES) / 100
         colours = plt.get_cmap("tab20")
         for i, p in enumerate(policies):
             q = by.get((w, p), {}).get("quantiles_us")
             if q:
-                ax.plot(q, pct, _style(p), label=p, linewidth=1.4, color=colours(i % 20))
+                # tab20 pairs a dark and a light shade of each hue: the first ten policies take
+                # the ten dark shades, the next ten the light ones, so neighbours differ in hue.
+                c = colours((2 * i) % 20 + (i // 10) % 2)
+                ax.plot(q, pct, _style(p), label=p, linewidth=1.4, color=c)
         ax.set_xscale("log")
         ax.set_xlabel("read latency (µs, log)")
         ax.set_ylabel("fraction of reads")
@@ -563,7 +566,8 @@ def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
         traces = ", ".join(display_name(n) for n in by[(w, policies[0])].get("traces", []))
         ax.set_title(f"Read latency CDF, median window {w} ({traces})", fontsize="small")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small", loc="lower right")
+        # Outside the axes: with a dozen and more policies a legend inside hides the curves.
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         path = out_dir / f"{stem}-cdf.png"
         fig.savefig(path, dpi=110)
