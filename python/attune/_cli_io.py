@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -27,6 +28,69 @@ import numpy as np
 from attune.errors import InvalidArgumentError
 
 DESCRIPTION = (__doc__ or "").replace("``", "")
+
+
+def check_option(
+    opt: str,
+    value: float,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> float:
+    """``value`` if it is a number (never NaN) within ``lo``..``hi`` (open ends where asked), else
+    :class:`attune.InvalidArgumentError` naming the option ``opt`` and the allowed range."""
+    left = "" if lo is None else ("> " if lo_open else ">= ") + f"{lo:g}"
+    right = "" if hi is None or math.isinf(hi) else ("< " if hi_open else "<= ") + f"{hi:g}"
+    allowed = " and ".join(x for x in (left, right) if x)
+    if hi is not None and math.isinf(hi):
+        allowed = f"a finite number {allowed}"
+    v = float(value)
+    ok = not np.isnan(v)
+    if ok and lo is not None:
+        ok = v > lo if lo_open else v >= lo
+    if ok and hi is not None:
+        ok = v < hi if hi_open else v <= hi
+    if not ok:
+        raise InvalidArgumentError(f"{opt} must be {allowed}, got {value}")
+    return v
+
+
+def json_safe(obj):
+    """``obj`` with every NaN or infinite float (an AUC of a window without slow reads) as None:
+    strict JSON has no NaN."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, np.floating):
+        return json_safe(float(obj))
+    return obj
+
+
+def check_window_ios(window_ios: int, windows: int, pool) -> None:
+    """``--window-ios`` within 100..the shortest trace's length, and below that length when
+    ``--windows`` > 1 (a window as long as a trace has one possible start: every draw from it
+    would be the same window)."""
+    shortest = min(pool, key=len)
+    n = len(shortest)
+    name = shortest.name or "(unnamed)"
+    if n == 0:
+        raise InvalidArgumentError(f"trace {name} holds no I/Os")
+    if not 100 <= window_ios <= n:
+        raise InvalidArgumentError(
+            f"--window-ios must be in 100..{n} (the I/Os of the shortest trace, {name}), got "
+            f"{window_ios}"
+        )
+    if window_ios == n and windows > 1:
+        raise InvalidArgumentError(
+            f"--window-ios {window_ios} is the whole of trace {name}: every one of the "
+            f"--windows {windows} windows drawn from it would be the same; use --window-ios "
+            f"below {n} or --windows 1"
+        )
 
 
 def _params(args) -> dict:
@@ -91,10 +155,14 @@ def _trace(args, path: str | None):
         from attune.errors import CorruptionError
 
         raise CorruptionError(f"trace {path} holds no I/Os", str(path), 0)
-    if args.rerate != 1.0:
-        t = t.rerate(args.rerate)
-    if args.resize != 1.0:
-        t = t.resize(args.resize)
+    try:
+        if args.rerate != 1.0:
+            t = t.rerate(args.rerate)
+        if args.resize != 1.0:
+            t = t.resize(args.resize)
+    except InvalidArgumentError as e:
+        opt = "--resize" if str(e).startswith("factor") else "--rerate"
+        raise InvalidArgumentError(f"{opt} {str(e).split(' ', 1)[1]}") from None
     return t
 
 
@@ -133,6 +201,7 @@ def _simulate(args) -> int:
         "trace": t.name,
         "ios": len(t),
         "duration_s": t.duration_ns / 1e9,
+        "reordered_ios": t.reordered,
         "reads": _summary(lat[t.is_read]),
         "writes": _summary(lat[~t.is_read]),
         "busy_reads": int((np.asarray(r["gc_pages"])[t.is_read] > 0).sum()),
@@ -142,7 +211,8 @@ def _simulate(args) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{out['trace']}: {len(t)} I/Os over {out['duration_s']:.3f} s")
+    sorted_note = f" ({t.reordered} I/Os moved into time order)" if t.reordered else ""
+    print(f"{out['trace']}: {len(t)} I/Os over {out['duration_s']:.3f} s{sorted_note}")
     for kind in ("reads", "writes"):
         s = out[kind]
         if s:
@@ -246,6 +316,7 @@ def _pipeline(args):
         raise InvalidArgumentError(f"--epochs must be in 1..{hd.EPOCHS_MAX}, got {args.epochs}")
     if not 1 <= args.joint <= 9:
         raise InvalidArgumentError(f"--joint must be in 1..9, got {args.joint}")
+
     return hd.Pipeline(
         labelling=args.labelling,
         features=args.features,
@@ -260,7 +331,7 @@ def _train(args) -> int:
     from attune.io import heimdall as hd
     from attune.io import replay
 
-    if not 0 < args.train_fraction <= 1:
+    if not 0 < args.train_fraction <= 1:  # NaN fails too
         raise InvalidArgumentError(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
     _out_is_not_an_input(args.out, args.trace)
     p = _pipeline(args)
@@ -277,6 +348,17 @@ def _train(args) -> int:
         bar.update(1)
     model.save(args.out)
     labels = hd.make_labels(rows, p)
+    x, _ = hd.model_inputs(model, rows, basic=p.features == "basic")
+    declined = int((model.predict_proba(x) > model.threshold).sum()) if len(x) else 0
+    warning = None
+    if declined == 0:
+        warning = (
+            f"the model declines none of the {len(x)} training reads at its threshold "
+            f"{model.threshold:.3f}: it admits every read (too few slow reads to learn from). "
+            "Train on a device with garbage collection busy periods (e.g. --device device-gc, "
+            "or more writes), or on a longer trace"
+        )
+        print(f"attune: warning: {warning}", file=sys.stderr)
     out = {
         "model": args.out,
         "dims": model.dims,
@@ -284,6 +366,8 @@ def _train(args) -> int:
         "threshold": model.threshold,
         "train_reads": len(rows["size"]),
         "slow_fraction": float(labels.mean()) if len(labels) else 0.0,
+        "declined_train_reads": declined,
+        "warning": warning,
         "final_loss": model.history[-1] if model.history else None,
     }
     if args.json:
@@ -308,32 +392,27 @@ def _eval(args) -> int:
     from attune.io import heimdall as hd
     from attune.io import load_trace
 
-    if args.min_busy < 0 or args.min_busy >= 1:
-        raise InvalidArgumentError(f"--min-busy must be in [0, 1), got {args.min_busy}")
-    if args.rank_tie < 0:
-        raise InvalidArgumentError(f"--rank-tie must be >= 0, got {args.rank_tie}")
-    if not args.slow_factor >= 1:
-        raise InvalidArgumentError(f"--slow-factor must be >= 1, got {args.slow_factor}")
+    if args.joint != 1:
+        raise InvalidArgumentError(
+            f"--joint {args.joint}: eval routes one read at a time, so it takes --joint 1; "
+            "measure joint sizes with `attune bench heimdall --joints 1,3,9`"
+        )
+    check_option("--min-busy", args.min_busy, 0, 1, hi_open=True)
+    check_option("--rank-tie", args.rank_tie, 0, math.inf, hi_open=True)
+    check_option("--slow-factor", args.slow_factor, 1, math.inf, hi_open=True)
     if args.device_model and args.model:
         raise InvalidArgumentError("--device-model trains the model: give it or --model, not both")
     if args.rule_search and args.model:
         raise InvalidArgumentError("--rule-search trains the models: give it or --model, not both")
     if args.windows < 1:
         raise InvalidArgumentError(f"--windows must be at least 1, got {args.windows}")
-    if not args.live_rank_tie >= 0:
-        raise InvalidArgumentError(f"--live-rank-tie must be >= 0, got {args.live_rank_tie}")
-    if not args.probe_reads_us >= 0:
-        raise InvalidArgumentError(f"--probe-reads-us must be >= 0, got {args.probe_reads_us}")
+    check_option("--live-rank-tie", args.live_rank_tie, 0, math.inf, hi_open=True)
+    check_option("--probe-reads-us", args.probe_reads_us, 0, math.inf, hi_open=True)
     policies = _policies(args.policies)
     pipeline = _pipeline(args)
     model = _eval_model(args, pipeline) if args.model else None
     pool = [load_trace(p, args.format) for p in args.trace]
-    shortest = min(pool, key=len)
-    if not 100 <= args.window_ios <= len(shortest):
-        raise InvalidArgumentError(
-            f"--window-ios must be in 100..{len(shortest)} (the I/Os of the shortest trace, "
-            f"{shortest.name}), got {args.window_ios}"
-        )
+    check_window_ios(args.window_ios, args.windows, pool)
     params = _params(args)
     groups = ev.random_windows(
         pool,
@@ -383,22 +462,24 @@ def _eval(args) -> int:
             bar.update(1)
     summary = ev.summarize(results)
     if args.json:
-        print(json.dumps({"summary": summary, "windows": [r.to_dict() for r in results]}))
+        doc = {"summary": summary, "windows": [r.to_dict() for r in results]}
+        print(json.dumps(json_safe(doc), allow_nan=False))
         return 0
     print(
         f"{summary['windows']} windows of {args.window_ios} I/Os, {args.replicas} replicas "
         "(medians over windows)"
     )
-    print(f"  {'policy':14} {'mean µs':>10} {'p50':>9} {'p90':>9} {'p99':>10} {'p99.9':>10}")
+    w = max(14, *(len(p) for p in summary["policies"]))
+    print(f"  {'policy':{w}} {'mean µs':>10} {'p50':>9} {'p90':>9} {'p99':>10} {'p99.9':>10}")
     for pol, s in summary["policies"].items():
         print(
-            f"  {pol:14} {s['mean']:10.1f} {s['p50']:9.1f} {s['p90']:9.1f} {s['p99']:10.1f}"
+            f"  {pol:{w}} {s['mean']:10.1f} {s['p50']:9.1f} {s['p90']:9.1f} {s['p99']:10.1f}"
             f" {s['p999']:10.1f}"
         )
-    for pol in (*ev.HEIMDALL_POLICIES, *ev.BOUND_POLICIES):
+    for pol in (*ev.HEIMDALL_POLICIES, *ev.REFERENCE_POLICIES, *ev.BOUND_POLICIES):
         key = f"{pol}_mean_reduction_vs_best_baseline_median"
         if key in summary:
-            print(f"  {pol} mean latency vs best baseline: {-summary[key]:+.1%}")
+            print(f"  {pol} mean latency vs best baseline: {-summary[key]:+.1%} (negative: faster)")
     print(
         f"  ROC-AUC (period labels) {summary['auc_period_median']:.3f}, (busy truth) "
         f"{summary['auc_busy_median']:.3f}, LinnOS {summary['auc_linnos_period_median']:.3f}"
@@ -525,7 +606,15 @@ def register(sub) -> None:
         q.add_argument("--labelling", choices=("period", "cutoff"), default="period")
         q.add_argument("--features", choices=("full", "basic", "live"), default="full")
         q.add_argument("--no-noise-filter", action="store_true", help="skip the 3 filters")
-        q.add_argument("--joint", type=int, default=1, help="joint inference size P, 1..9 (1)")
+        q.add_argument(
+            "--joint",
+            type=int,
+            default=1,
+            help="joint inference size P, 1..9 (1)"
+            if name == "train"
+            else "joint inference size P: eval routes one read at a time, so only 1 (measure "
+            "other sizes with `attune bench heimdall --joints`)",
+        )
         q.add_argument("--epochs", type=int, default=20, help="training epochs, 1..10000 (20)")
         _add_common(q)
         if name == "train":
@@ -551,7 +640,8 @@ def register(sub) -> None:
                 "--window-ios",
                 type=int,
                 default=4000,
-                help="I/Os per window, 100..the shortest trace's length (4000)",
+                help="I/Os per window, 100..the shortest trace's length, below it with "
+                "--windows > 1 (4000)",
             )
             q.add_argument(
                 "--policies",

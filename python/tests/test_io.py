@@ -160,6 +160,11 @@ def test_routing_policies_and_a_small_evaluation():
     assert "heimdall-cost_mean_reduction_vs_best_baseline_median" in s
     assert ev.best_baseline(res)[0] not in (*ev.HEIMDALL_POLICIES, *ev.BOUND_POLICIES)
     assert sum(res.served_share["c3"]) == pytest.approx(1.0)
+    # Probe reads are the devices', not the clients': the shares still sum to 1.
+    probing = [p for p in res.served_share if res.probe_share.get(p, 0) > 0]
+    assert probing, res.probe_share
+    for pol in probing:
+        assert sum(res.served_share[pol]) == pytest.approx(1.0), pol
 
 
 def test_cross_replica_policies_and_the_probe():

@@ -13,6 +13,7 @@ import pytest
 
 import attune
 from attune import cli
+from attune.io import evaluate as ev
 from attune.io import heimdall as hd
 from attune.io import load_trace, replay, replay_direct, route, ssd_params, synthetic_trace
 
@@ -53,9 +54,8 @@ def files(tmp_path):
 def test_load_model_refuses_a_tinfetch_model(files):
     with pytest.raises(attune.InvalidArgumentError) as e:
         hd.load_model(files["tin"])
-    assert f"{files['tin']} is a TinFetch model (kind 3), not a Heimdall model (kind 1 or 4)" in (
-        str(e.value)
-    )
+    assert f"{files['tin']} is a TinFetch model (kind 3), not an admission model" in str(e.value)
+    assert "Heimdall kind 1 or 4, LinnOS kind 2" in str(e.value)
     # The bytes still decode as what they are (the prefetcher's reader uses them).
     assert hd.model_from_bytes(files["tin"].read_bytes()).kind == hd.KIND_TINFETCH
     assert hd.load_model(files["heim"]).kind == hd.KIND_HEIMDALL
@@ -220,7 +220,7 @@ def test_cli_bad_inputs_are_one_line_errors(files, tmp_path, capsys):
         ),
         (
             ["io", "heimdall", "eval", trace, "--model", str(files["tin"])],
-            "is a TinFetch model (kind 3), not a Heimdall model (kind 1 or 4)",
+            "is a TinFetch model (kind 3), not an admission model (Heimdall kind 1 or 4",
         ),
         (
             ["io", "heimdall", "eval", trace, "--model", str(files["joint3"])],
@@ -320,3 +320,231 @@ def test_an_output_that_names_the_input_is_refused(tmp_path, capsys):
         assert cli.main(argv) == 1
         assert "would destroy the input" in capsys.readouterr().err
         assert trace.read_bytes() == before
+
+
+# ---------------------------------------------------------------- trace order and overflow
+def test_out_of_order_timestamps_are_sorted_stably_and_counted(tmp_path, capsys):
+    import json
+    import warnings
+
+    p = tmp_path / "late.trace"
+    p.write_text("5 0 4096 4096 1\n3 0 8192 4096 1\n4 0 0 4096 0\n3 0 12288 4096 0\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = load_trace(p)
+        assert t.duration_ns == 2_000_000
+    assert t.timestamp_ns.tolist() == [0, 0, 1_000_000, 2_000_000]
+    assert t.offset.tolist() == [8192, 12288, 0, 4096]  # equal times keep their file order
+    assert t.reordered == 3
+    assert load_trace(files_in_order(tmp_path)).reordered == 0
+    assert cli.main(["io", "simulate", str(p), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["reordered_ios"] == 3 and out["duration_s"] == 0.002
+    assert cli.main(["io", "simulate", str(p)]) == 0
+    assert "3 I/Os moved into time order" in capsys.readouterr().out
+
+
+def files_in_order(tmp_path: Path) -> Path:
+    p = tmp_path / "ordered.trace"
+    p.write_text("1 0 0 4096 1\n1 0 4096 4096 1\n2 0 0 4096 0\n")
+    return p
+
+
+def test_a_trace_built_out_of_order_has_no_wrapped_duration():
+    t = synthetic_trace(10)
+    rev = attune.io.Trace(t.timestamp_ns[::-1].copy(), t.offset, t.size, t.is_read)
+    assert rev.duration_ns == t.duration_ns
+
+
+def test_resize_refuses_sizes_beyond_32_bits_instead_of_wrapping(tmp_path, capsys):
+    p = tmp_path / "big.trace"
+    p.write_text("0 0 0 16777216 1\n1 0 0 4294967295 0\n2 0 0 4096 1\n")
+    t = load_trace(p)
+    with pytest.raises(attune.InvalidArgumentError) as e:
+        t.resize(1024)
+    assert "factor 1024" in str(e.value) and "I/O 0 of 16777216 bytes" in str(e.value)
+    assert t.resize(1.0).size.tolist() == t.size.tolist()
+    assert t.resize(0.001).size.tolist() == [16777, 4294967, 4]
+    _fails(capsys, ["io", "simulate", str(p), "--resize", "2"], "--resize 2: I/O 1 of 4294967295")
+
+
+def test_rerate_refuses_a_timestamp_overflow_instead_of_collapsing(tmp_path, capsys):
+    p = tmp_path / "long.trace"
+    p.write_text("0 0 0 4096 1\n50000000000 0 4096 4096 1\n")
+    t = load_trace(p)
+    with pytest.raises(attune.InvalidArgumentError, match="2\\*\\*64-1 ns"):
+        t.rerate(0.001)
+    assert t.rerate(0.01).timestamp_ns[-1] == 5 * 10**18
+    _fails(capsys, ["io", "simulate", str(p), "--rerate", "0.001"], "--rerate 0.001: timestamp")
+
+
+# ---------------------------------------------------------------- CLI options, before any work
+def test_cli_options_are_range_checked_with_their_names(files, tmp_path, capsys):
+    trace = str(files["trace"])
+    small = ["--windows", "1", "--window-ios", "1000", "--no-progress", trace]
+    cases = [
+        (["bench", "heimdall", "--joints", "1,abc", *small], "--joints must be comma-separated"),
+        (["bench", "heimdall", "--joints", "0", *small], "integers in 1..9, got '0'"),
+        (["bench", "heimdall", "--drift", "--drift-interval", "0", trace], "--drift-interval"),
+        (["bench", "heimdall", "--drift", "--drift-threshold", "2", trace], "--drift-threshold"),
+        (["bench", "heimdall", "--drift", "--drift-rerate", "0", trace], "--drift-rerate must"),
+        (["bench", "heimdall", "--min-busy", "nan", *small], "--min-busy must be >= 0"),
+        (
+            ["bench", "heimdall", "--rank-tie", "nan", *small],
+            "--rank-tie must be a finite number >= 0, got nan",
+        ),
+        (["bench", "heimdall", "--live-rank-tie", "nan", *small], "--live-rank-tie"),
+        (["bench", "heimdall", "--epochs", "0", *small], "--epochs must be in 1..10000"),
+        (["bench", "heimdall", "--windows", "0", trace], "--windows must be at least 1"),
+        (["bench", "heimdall", "--window-ios", "99", trace], "--window-ios must be at least 100"),
+        (
+            ["bench", "heimdall", *small, "--out", str(tmp_path / "no" / "x.jsonl")],
+            "does not exist",
+        ),
+        (["io", "heimdall", "eval", trace, "--min-busy", "nan"], "--min-busy must be >= 0"),
+        (
+            ["io", "heimdall", "eval", trace, "--rank-tie", "nan"],
+            "--rank-tie must be a finite number >= 0, got nan",
+        ),
+        (["io", "heimdall", "eval", trace, "--joint", "3"], "--joint 3: eval routes one read"),
+    ]
+    for argv, match in cases:
+        _fails(capsys, argv, match)
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_window_as_long_as_the_trace_is_refused_for_several_windows(files, capsys):
+    trace = str(files["trace"])  # 3000 I/Os
+    for verb in (["io", "heimdall", "eval"], ["bench", "heimdall"]):
+        _fails(
+            capsys,
+            [*verb, trace, "--windows", "3", "--window-ios", "3000", "--no-progress"],
+            "--window-ios 3000 is the whole of trace t.trace",
+        )
+    t = load_trace(files["trace"])
+    with pytest.raises(attune.InvalidArgumentError, match="would be the same"):
+        ev.random_windows([t], 2, 3000, 0)
+    assert len(ev.random_windows([t], 1, 3000, 0, augmentations=False)) == 1
+
+
+def test_plots_and_json_of_a_non_utf8_trace_name(files, tmp_path, capsys):
+    import json
+
+    name = os.fsdecode(b"\xff.trace")
+    p = tmp_path / name
+    p.write_bytes(files["trace"].read_bytes())
+    t = load_trace(p)
+    assert t.name == "\ufffd.trace"
+    assert cli.main(["io", "simulate", str(p), "--json"]) == 0
+    out = capsys.readouterr().out
+    out.encode("utf-8")  # strict UTF-8: no lone surrogate
+    assert json.loads(out)["trace"] == "\ufffd.trace"
+    rows = [
+        {
+            "kind": "policy",
+            "window": 0,
+            "policy": pol,
+            "quantiles_us": [float(i + 1) for i in range(len(ev.CDF_PERCENTILES))],
+            "mean_over_best_baseline": 1.0,
+            "traces": [name, name],  # as an older results file may hold it
+        }
+        for pol in ("baseline", "heimdall")
+    ]
+    from attune.bench import heimdall as bh
+
+    made = bh.plot(rows, tmp_path / "plots", "x")
+    assert made and all(m.exists() for m in made)
+
+
+def test_a_bench_drift_run_where_every_trace_is_skipped_fails(files, capsys):
+    _fails(
+        capsys,
+        [
+            "bench",
+            "heimdall",
+            "--drift",
+            "--drift-interval",
+            "1e6",
+            "--no-progress",
+            str(files["trace"]),
+        ],
+        "every trace was skipped: t.trace: trace 't.trace' has 1 interval(s)",
+    )
+
+
+# ---------------------------------------------------------------- training that learns nothing
+def test_train_warns_when_the_model_declines_no_training_read(files, tmp_path, capsys, monkeypatch):
+    import json
+
+    real_train = hd.train
+
+    def admit_all(rows, p=hd.DEFAULT_PIPELINE, labels=None, **kw):
+        m = real_train(rows, p, labels, **kw)
+        m.biases[-1] = m.biases[-1] - 1000.0  # every probability ~0: declines nothing
+        return m
+
+    monkeypatch.setattr(hd, "train", admit_all)
+    out = str(tmp_path / "m.model")
+    argv = ["io", "heimdall", "train", str(files["trace"]), "--epochs", "1", "--out", out]
+    assert cli.main([*argv, "--json"]) == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["declined_train_reads"] == 0 and "declines none" in doc["warning"]
+    assert "attune: warning: the model declines none" in cap.err and "device-gc" in cap.err
+    monkeypatch.setattr(hd, "train", real_train)
+    assert cli.main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["warning"] is None and doc["declined_train_reads"] > 0
+
+
+# ---------------------------------------------------------------- API arguments
+def test_roc_auc_refuses_nan_scores_and_non_binary_labels():
+    with pytest.raises(attune.InvalidArgumentError, match="NaN \\(index 1\\)"):
+        hd.roc_auc([0, 1, 0, 1], [0.1, float("nan"), 0.3, 0.2])
+    with pytest.raises(attune.InvalidArgumentError, match="0 or 1, got 2 at index 1"):
+        hd.roc_auc([0, 2, 0, 1], [0.1, 0.5, 0.3, 0.2])
+    assert hd.roc_auc(np.array([False, True]), [0.1, 0.2]) == 1.0
+
+
+def test_quantised_scores_checks_its_inputs(files):
+    model = files["heim"].read_bytes()
+    with pytest.raises(attune.InvalidArgumentError, match="not finite \\(row 0\\)"):
+        hd.quantised_scores(model, np.full((2, 11), np.nan, np.float32))
+    with pytest.raises(attune.InvalidArgumentError, match="not bytes"):
+        hd.quantised_scores(model, b"\0" * 44)
+    with pytest.raises(attune.InvalidArgumentError, match="shape \\(rows, 11\\)"):
+        hd.quantised_scores(model, np.zeros((3, 5)))
+    with pytest.raises(attune.InvalidArgumentError, match="TinFetch"):
+        hd.quantised_scores(files["tin"].read_bytes(), np.zeros((1, 10)))
+    assert len(hd.quantised_scores(model, np.zeros((2, 11)))) == 2
+
+
+def test_api_misuse_raises_attune_errors_naming_the_argument(files, tmp_path):
+    t = load_trace(files["trace"])
+    other = synthetic_trace(100)
+    cases = [
+        (lambda: hd.read_rows(replay(t), other), "pass the trace that was replayed"),
+        (lambda: hd.read_rows({}, t), "missing features"),
+        (lambda: hd.label_periods(t.size[:10], np.ones(len(t))), "1-D of one length"),
+        (lambda: hd.train({}, hd.Pipeline(epochs=1)), "rows lack features"),
+        (lambda: replay([1, 2, 3]), "trace must be an attune.io.Trace"),
+        (lambda: ssd_params("device-gc"), "params must be a dict"),
+        (lambda: replay_direct(t, str(tmp_path / "x.img"), -1), "file_bytes must be at least"),
+        (lambda: replay_direct(t, str(tmp_path / "x.img"), 1 << 20, speed=1e-9), "speed must"),
+        (lambda: replay_direct(t, 42, 1 << 20), "path must be str, bytes or os.PathLike"),
+        (lambda: route([t, [1]], "c3"), "every trace must be an attune.io.Trace"),
+    ]
+    for call, match in cases:
+        with pytest.raises(attune.Error, match=match):
+            call()
+    assert not (tmp_path / "x.img").exists()
+
+
+def test_bytes_and_pathlike_paths_are_accepted(files, tmp_path):
+    m = hd.load_model(files["heim"])
+    target = tmp_path / "b.model"
+    m.save(os.fsencode(target))
+    assert hd.load_model(os.fsencode(target)).to_bytes() == m.to_bytes()
+    t = synthetic_trace(20, write_fraction=0.5, seed=3)
+    r = replay_direct(t, os.fsencode(tmp_path / "b.img"), 1 << 20, direct=False)
+    assert len(r["latency_ns"]) == 20

@@ -136,6 +136,12 @@ pub fn memory_backed(path: &Path) -> Result<bool> {
     Ok(f_type == TMPFS_MAGIC || f_type == RAMFS_MAGIC)
 }
 
+/// Slowest pacing factor: a thousandth of the trace's rate (the range of re-rating; a slower
+/// one turns a second of trace into hours of sleeping).
+pub const SPEED_MIN: f64 = 1e-3;
+/// Fastest pacing factor.
+pub const SPEED_MAX: f64 = 1e3;
+
 /// Replays `trace` on the file (see the module documentation).
 pub fn replay_direct(trace: &[BlockRecord], o: &DirectOptions) -> Result<Vec<DirectRow>> {
     if o.file_bytes < (1 << 20) || !o.file_bytes.is_multiple_of(ALIGN) {
@@ -145,8 +151,12 @@ pub fn replay_direct(trace: &[BlockRecord], o: &DirectOptions) -> Result<Vec<Dir
             format!("must be at least 1 MiB and a multiple of {ALIGN}"),
         ));
     }
-    if !(o.speed.is_finite() && o.speed > 0.0) {
-        return Err(invalid("speed", o.speed, "must be a positive number"));
+    if !(SPEED_MIN..=SPEED_MAX).contains(&o.speed) {
+        return Err(invalid(
+            "speed",
+            o.speed,
+            format!("must be a finite factor in [{SPEED_MIN}, {SPEED_MAX}]"),
+        ));
     }
     let have = std::fs::metadata(&o.path).map(|m| m.len()).unwrap_or(0);
     if have > 0 && !o.overwrite {
@@ -301,6 +311,15 @@ mod tests {
         };
         let e = replay_direct(&trace, &bad).unwrap_err();
         assert!(e.to_string().contains("`file_bytes`"));
+        for speed in [1e-9, 0.0, f64::NAN, 1e4] {
+            let slow = DirectOptions {
+                speed,
+                pace: true,
+                ..o.clone()
+            };
+            let e = replay_direct(&trace, &slow).unwrap_err().to_string();
+            assert!(e.contains("`speed`") && e.contains("[0.001, 1000]"), "{e}");
+        }
         let missing = DirectOptions {
             path: dir.join("no/such/dir/dev"),
             ..o

@@ -116,7 +116,23 @@ impl Cursor<'_> {
         if let Some(i) = v.iter().position(|x| !x.is_finite()) {
             return Err(IoError::CorruptModel {
                 offset: at + 4 * i as u64,
-                reason: format!("{what}: value {i} is not finite"),
+                reason: format!("{what}: element {i} is {}, not a finite number", v[i]),
+            });
+        }
+        Ok(v)
+    }
+    /// [`Self::f32s`] whose values must also quantise (|x| at most [`WEIGHT_ABS_MAX`]).
+    fn weights(&mut self, n: usize, what: &str) -> Result<Vec<f32>> {
+        let at = self.pos as u64;
+        let v = self.f32s(n, what)?;
+        if let Some(i) = v.iter().position(|x| x.abs() > WEIGHT_ABS_MAX) {
+            return Err(IoError::CorruptModel {
+                offset: at + 4 * i as u64,
+                reason: format!(
+                    "{what}: element {i} is {}, too large to quantise (|x| must stay at most \
+                     {WEIGHT_ABS_MAX})",
+                    v[i]
+                ),
             });
         }
         Ok(v)
@@ -310,13 +326,23 @@ impl MlpFile {
                 "checksum mismatch (the file is damaged)".into(),
             ));
         }
+        let scale_at = c.pos;
         let scale = c.f32s(2 * dims[0], "the input scaling")?;
         let scale_min: Vec<f32> = scale.iter().step_by(2).copied().collect();
         let scale_max: Vec<f32> = scale.iter().skip(1).step_by(2).copied().collect();
+        if let Some(i) = (0..dims[0]).find(|&i| scale_min[i] > scale_max[i]) {
+            return Err(corrupt(
+                scale_at + 8 * i,
+                format!(
+                    "the input scaling of input {i}: min {} is above max {}",
+                    scale_min[i], scale_max[i]
+                ),
+            ));
+        }
         let mut layers = Vec::new();
-        for w in dims.windows(2) {
-            let weights = c.f32s(w[0] * w[1], "weights")?;
-            let bias = c.f32s(w[1], "biases")?;
+        for (k, w) in dims.windows(2).enumerate() {
+            let weights = c.weights(w[0] * w[1], &format!("the weights of layer {}", k + 1))?;
+            let bias = c.weights(w[1], &format!("the biases of layer {}", k + 1))?;
             layers.push((weights, bias));
         }
         let at = c.pos;
@@ -387,6 +413,10 @@ fn narrow_weights(dims: &[usize], weights: &[Vec<i32>]) -> Option<Vec<Vec<i16>>>
     }
     Some(out)
 }
+
+/// Largest weight or bias magnitude a file may hold: × [`QUANT`] it stays within 2^24, where
+/// the integer sums of the quantised layers cannot overflow.
+pub const WEIGHT_ABS_MAX: f32 = 16384.0;
 
 fn quant(x: f32, what: &str) -> Result<i32> {
     let q = (f64::from(x) * QUANT as f64).round();
@@ -1171,6 +1201,39 @@ pub(crate) mod tests {
         reseal(&mut b);
         let e = MlpFile::decode(&b).unwrap_err().to_string();
         assert!(e.contains("dimensions need"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_weight_or_scaling_names_its_byte_and_value() {
+        let f = tiny(1);
+        let inputs = f.dims[0] as usize;
+        let first_weight = 16 + 4 * f.dims.len() + 8 * inputs;
+        let put = |at: usize, x: f32| {
+            let mut b = f.encode();
+            b[at..at + 4].copy_from_slice(&x.to_le_bytes());
+            reseal(&mut b);
+            MlpFile::decode(&b).unwrap_err()
+        };
+        let e = put(first_weight + 4, 1e30);
+        assert!(
+            matches!(e, IoError::CorruptModel { offset, .. } if offset as usize == first_weight + 4)
+        );
+        let e = e.to_string();
+        assert!(
+            e.contains("layer 1: element 1 is ") && e.contains("too large to quantise"),
+            "{e}"
+        );
+        let e = put(first_weight, f32::NAN).to_string();
+        assert!(e.contains("element 0 is NaN, not a finite number"), "{e}");
+        // Input 0's scaling: min 5 above max 1.
+        let mut b = f.encode();
+        let at = 16 + 4 * f.dims.len();
+        b[at..at + 4].copy_from_slice(&5f32.to_le_bytes());
+        b[at + 4..at + 8].copy_from_slice(&1f32.to_le_bytes());
+        reseal(&mut b);
+        let e = MlpFile::decode(&b).unwrap_err();
+        assert!(matches!(e, IoError::CorruptModel { offset, .. } if offset as usize == at));
+        assert!(e.to_string().contains("min 5 is above max 1"), "{e}");
     }
 
     /// Rewrites the trailing checksum over everything before it, so that a test's edit of a

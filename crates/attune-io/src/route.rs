@@ -149,6 +149,9 @@ pub struct RouteResult {
     /// Probe reads that met a garbage-collection busy period (they are in the devices'
     /// `reads` and `gc_reads`; subtract them for the clients' share).
     pub probe_gc_reads: u64,
+    /// Probe reads sent to each device (they are in its `reads`; subtract them for the share
+    /// of the clients' reads it served).
+    pub device_probes: Vec<u64>,
     /// Each device's counters.
     pub device_stats: Vec<SsdStats>,
 }
@@ -430,7 +433,10 @@ fn run(
     }
     order.sort_unstable();
     let mut rng = Xoshiro256::new(seed, 0x7e57);
-    let mut out = RouteResult::default();
+    let mut out = RouteResult {
+        device_probes: vec![0; traces.len()],
+        ..RouteResult::default()
+    };
     // Pending backup reads: (time, read index, device, home, record index).
     let mut hedges: BinaryHeap<Reverse<Hedge>> = BinaryHeap::new();
     let mut primary_latency: Vec<u64> = Vec::new();
@@ -514,6 +520,7 @@ fn run(
                     }
                     probed_at[d] = t.max(1);
                     out.probes += 1;
+                    out.device_probes[d] += 1;
                 }
             }
         }
@@ -929,6 +936,8 @@ mod tests {
         // Probes are reads the devices served: they count in the devices' reads, not the clients'.
         let served: u64 = a.device_stats.iter().map(|d| d.reads).sum();
         assert_eq!(served, a.read_latency_ns.len() as u64 + a.probes);
+        assert_eq!(a.device_probes.iter().sum::<u64>(), a.probes);
+        assert!(plain.device_probes.iter().all(|&p| p == 0));
         let gc: u64 = a.device_stats.iter().map(|d| d.gc_reads).sum();
         assert!(a.probe_gc_reads <= gc.min(a.probes));
         // At most one probe per replica per stale interval.

@@ -283,14 +283,28 @@ impl SsdParams {
             1e4,
         )?;
         if self.gc_read_inflation_max < self.gc_read_inflation_min {
-            return Err(invalid(
-                "gc_read_inflation_max",
-                self.gc_read_inflation_max,
-                format!(
-                    "must be at least gc_read_inflation_min ({})",
-                    self.gc_read_inflation_min
-                ),
-            ));
+            // Blame the bound that moved from its default (the one the caller set): raising the
+            // minimum above the default maximum is the minimum's fault, and vice versa.
+            let max_moved = self.gc_read_inflation_max != Self::default().gc_read_inflation_max;
+            return Err(if max_moved {
+                invalid(
+                    "gc_read_inflation_max",
+                    self.gc_read_inflation_max,
+                    format!(
+                        "must be at least gc_read_inflation_min ({})",
+                        self.gc_read_inflation_min
+                    ),
+                )
+            } else {
+                invalid(
+                    "gc_read_inflation_min",
+                    self.gc_read_inflation_min,
+                    format!(
+                        "must be at most gc_read_inflation_max ({}); set both to move the range",
+                        self.gc_read_inflation_max
+                    ),
+                )
+            });
         }
         check_count("hot_bytes", self.hot_bytes, 0, self.capacity_bytes)?;
         check_range("hot_read_us", self.hot_read_us, 0.01, 1e5)?;
@@ -838,6 +852,18 @@ mod tests {
         assert!(e.contains("`channels`"), "{e}");
         p.set("page_bytes", "3000").unwrap();
         assert!(p.validate().unwrap_err().to_string().contains("page_bytes"));
+    }
+
+    #[test]
+    fn an_inverted_inflation_range_blames_the_bound_that_was_set() {
+        let mut p = SsdParams::default();
+        p.set("gc_read_inflation_min", "100").unwrap();
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("`gc_read_inflation_min` = 100"), "{e}");
+        let mut p = SsdParams::default();
+        p.set("gc_read_inflation_max", "5").unwrap();
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("`gc_read_inflation_max` = 5"), "{e}");
     }
 
     #[test]

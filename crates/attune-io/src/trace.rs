@@ -13,8 +13,11 @@
 //! * **Attune CSV** (`attune-csv`) and **Attune binary** (`attune`): attune-workload's block-trace
 //!   formats (`docs/formats/block-trace.md`).
 //!
-//! Timestamps are rebased so the first I/O is at 0. Text readers report the 1-based line number
-//! of the first malformed line; blank lines and `#` comments are skipped.
+//! Timestamps are rebased so the first I/O is at 0, and the records are sorted by time (a stable
+//! sort: I/Os with equal timestamps keep their file order), because the simulator and the router
+//! serve arrivals in time order and real traces hold a few late records;
+//! [`read_trace_reordered`] also says how many records changed position. Text readers report the
+//! 1-based line number of the first malformed line; blank lines and `#` comments are skipped.
 //!
 //! Thread-safety: pure functions.
 
@@ -71,8 +74,14 @@ impl TraceFormat {
 /// Default unit of CloudPhysics `time`: one second.
 pub const CLOUDPHYSICS_TIME_UNIT_NS: u64 = 1_000_000_000;
 
-/// Reads a whole trace held in memory (decompressed), in the given format.
+/// Reads a whole trace held in memory (decompressed), in the given format, sorted by time.
 pub fn read_trace(data: &[u8], format: TraceFormat) -> Result<Vec<BlockRecord>> {
+    read_trace_reordered(data, format).map(|(v, _)| v)
+}
+
+/// [`read_trace`], and the number of records whose position the time sort changed (0 for a
+/// trace already in time order).
+pub fn read_trace_reordered(data: &[u8], format: TraceFormat) -> Result<(Vec<BlockRecord>, u64)> {
     let mut out = match format {
         TraceFormat::Msr => read_msr(data)?,
         TraceFormat::CloudPhysics => read_cloudphysics(data, CLOUDPHYSICS_TIME_UNIT_NS)?,
@@ -92,7 +101,20 @@ pub fn read_trace(data: &[u8], format: TraceFormat) -> Result<Vec<BlockRecord>> 
         }
     };
     rebase(&mut out);
-    Ok(out)
+    let moved = sort_by_time(&mut out);
+    Ok((out, moved))
+}
+
+/// Stable sort by timestamp; returns how many records changed position.
+fn sort_by_time(v: &mut Vec<BlockRecord>) -> u64 {
+    if v.windows(2).all(|w| w[0].timestamp_ns <= w[1].timestamp_ns) {
+        return 0;
+    }
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by_key(|&i| v[i].timestamp_ns);
+    let moved = idx.iter().enumerate().filter(|(k, &i)| *k != i).count() as u64;
+    *v = idx.iter().map(|&i| v[i]).collect();
+    moved
 }
 
 fn rebase(v: &mut [BlockRecord]) {
@@ -250,9 +272,25 @@ pub fn read_cloudphysics(data: &[u8], time_unit_ns: u64) -> Result<Vec<BlockReco
 }
 
 /// Re-rates a trace: inter-arrival times multiplied by `1 / rate` (rate 2 = twice as intense).
+/// A timestamp that would exceed 2^64 - 1 ns is an error naming it (the trace is left unchanged).
 pub fn rerate(v: &mut [BlockRecord], rate: f64) -> Result<()> {
     if !rate.is_finite() || rate <= 0.0 {
         return Err(invalid("rate", rate, "must be a positive number"));
+    }
+    // 2^64 as f64; any rounded value below it fits a u64.
+    const LIMIT: f64 = 18_446_744_073_709_551_616.0;
+    if let Some(r) = v
+        .iter()
+        .find(|r| (r.timestamp_ns as f64 / rate).round() >= LIMIT)
+    {
+        return Err(invalid(
+            "rate",
+            rate,
+            format!(
+                "timestamp {} ns would exceed 2^64 - 1 ns after re-rating",
+                r.timestamp_ns
+            ),
+        ));
     }
     for r in v.iter_mut() {
         r.timestamp_ns = (r.timestamp_ns as f64 / rate).round() as u64;
@@ -260,15 +298,30 @@ pub fn rerate(v: &mut [BlockRecord], rate: f64) -> Result<()> {
     Ok(())
 }
 
-/// Resizes a trace: every I/O's size multiplied by `factor` (saturating at 2^32-1 bytes).
+/// Resizes a trace: every I/O's size multiplied by `factor` (at least 1 byte). A size that
+/// would exceed 2^32 - 1 bytes is an error naming the first such I/O (the trace is left
+/// unchanged).
 pub fn resize(v: &mut [BlockRecord], factor: f64) -> Result<()> {
     if !factor.is_finite() || factor <= 0.0 {
         return Err(invalid("factor", factor, "must be a positive number"));
     }
+    let scaled = |size: u32| (f64::from(size) * factor).round();
+    if let Some((i, r)) = v
+        .iter()
+        .enumerate()
+        .find(|(_, r)| scaled(r.size) > f64::from(u32::MAX))
+    {
+        return Err(invalid(
+            "factor",
+            factor,
+            format!(
+                "I/O {i} of {} bytes would exceed 2^32 - 1 bytes after resizing",
+                r.size
+            ),
+        ));
+    }
     for r in v.iter_mut() {
-        r.size = (f64::from(r.size) * factor)
-            .round()
-            .clamp(1.0, f64::from(u32::MAX)) as u32;
+        r.size = scaled(r.size).max(1.0) as u32;
     }
     Ok(())
 }
@@ -341,6 +394,40 @@ mod tests {
                 let _ = read_trace(&d, TraceFormat::sniff(&d));
             }
         }
+    }
+
+    #[test]
+    fn out_of_order_records_are_sorted_stably_and_counted() {
+        // Timestamps 5, 3, 4, 3 ms: sorted to 3, 3, 4, 5 with the two 3 ms I/Os in file order.
+        let t = b"5 0 0 4096 1\n3 0 8192 4096 1\n4 0 4096 4096 0\n3 0 12288 4096 0\n";
+        let (v, moved) = read_trace_reordered(t, TraceFormat::Msr).unwrap();
+        let ts: Vec<u64> = v.iter().map(|r| r.timestamp_ns).collect();
+        assert_eq!(ts, vec![0, 0, 1_000_000, 2_000_000]);
+        let off: Vec<u64> = v.iter().map(|r| r.offset).collect();
+        assert_eq!(off, vec![8192, 12288, 4096, 0]);
+        assert_eq!(moved, 3);
+        let (_, moved) =
+            read_trace_reordered(b"1 0 0 4096 1\n1 0 1 4096 1\n", TraceFormat::Msr).unwrap();
+        assert_eq!(moved, 0);
+    }
+
+    #[test]
+    fn resize_refuses_a_size_beyond_32_bits() {
+        let mut v = read_trace(b"0 0 0 4096 1\n1 0 0 16777216 1\n", TraceFormat::Msr).unwrap();
+        let e = resize(&mut v, 1024.0).unwrap_err().to_string();
+        assert!(e.contains("I/O 1 of 16777216 bytes"), "{e}");
+        assert_eq!(v[1].size, 16_777_216, "left unchanged");
+        resize(&mut v, 255.0).unwrap();
+        assert_eq!(v[1].size, 16_777_216 * 255);
+    }
+
+    #[test]
+    fn rerate_refuses_a_timestamp_beyond_64_bits() {
+        let t = b"0 0 0 4096 1\n50000000000 0 4096 4096 1\n";
+        let mut v = read_trace(t, TraceFormat::Msr).unwrap();
+        let e = rerate(&mut v, 0.001).unwrap_err().to_string();
+        assert!(e.contains("2^64 - 1 ns"), "{e}");
+        assert_eq!(v[1].timestamp_ns, 50_000_000_000_000_000);
     }
 
     #[test]

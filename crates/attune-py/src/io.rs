@@ -34,6 +34,8 @@ pub fn io_error(e: IoError) -> PyErr {
 }
 
 pub(crate) type Columns = (Vec<u64>, Vec<u64>, Vec<u32>, Vec<bool>);
+/// [`Columns`] of a trace read from a file, and how many records the time sort moved.
+type SortedColumns = (Vec<u64>, Vec<u64>, Vec<u32>, Vec<bool>, u64);
 
 pub(crate) fn to_records(py: Python<'_>, c: Columns) -> PyResult<Vec<BlockRecord>> {
     let (ts, off, size, read) = c;
@@ -69,22 +71,24 @@ pub(crate) fn params_from(params: Option<&Bound<'_, PyDict>>) -> PyResult<SsdPar
 }
 
 /// `io_read_trace(data, format=None)`: the trace's columns `(timestamp_ns, offset, size, is_read)`
-/// from decompressed bytes; the format is sniffed when not given.
+/// from decompressed bytes, sorted by time, and how many records the sort moved; the format is
+/// sniffed when not given.
 #[pyfunction]
 #[pyo3(signature = (data, format=None))]
-fn io_read_trace(py: Python<'_>, data: &[u8], format: Option<&str>) -> PyResult<Columns> {
+fn io_read_trace(py: Python<'_>, data: &[u8], format: Option<&str>) -> PyResult<SortedColumns> {
     let f = match format {
         Some(name) => TraceFormat::parse(name).map_err(io_error)?,
         None => TraceFormat::sniff(data),
     };
-    let v = py
-        .allow_threads(|| trace::read_trace(data, f))
+    let (v, moved) = py
+        .allow_threads(|| trace::read_trace_reordered(data, f))
         .map_err(io_error)?;
     Ok((
         v.iter().map(|r| r.timestamp_ns).collect(),
         v.iter().map(|r| r.offset).collect(),
         v.iter().map(|r| r.size).collect(),
         v.iter().map(|r| r.kind == IoKind::Read).collect(),
+        moved,
     ))
 }
 
@@ -391,6 +395,7 @@ fn io_route<'py>(
     d.set_item("inferences", r.inferences)?;
     d.set_item("probes", r.probes)?;
     d.set_item("probe_gc_reads", r.probe_gc_reads)?;
+    d.set_item("device_probes", r.device_probes)?;
     let stats = r
         .device_stats
         .iter()

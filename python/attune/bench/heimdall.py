@@ -164,8 +164,57 @@ def _pool(args):
     return [load_trace(p) for p in paths]
 
 
-def run(args) -> int:
+def parse_joints(text: str) -> tuple[int, ...]:
+    """``--joints``: comma-separated integers in 1..9 (empty: none), else
+    :class:`attune.InvalidArgumentError` naming the option."""
+    from attune.errors import InvalidArgumentError
+
+    parts = [j.strip() for j in text.split(",") if j.strip()]
+    if not all(j.isdigit() and 1 <= int(j) <= 9 for j in parts):
+        raise InvalidArgumentError(
+            f"--joints must be comma-separated integers in 1..9, got {text!r}"
+        )
+    return tuple(int(j) for j in parts)
+
+
+def check_args(args) -> None:
+    """Every option range-checked before any work (traces are loaded after), each error naming
+    the option."""
+    from attune._cli_io import check_option
+    from attune.errors import InvalidArgumentError
+    from attune.io import heimdall as hd
+    from attune.io.trace import RERATE_RANGE, RESIZE_RANGE, check_factor
+
+    if args.windows < 1:
+        raise InvalidArgumentError(f"--windows must be at least 1, got {args.windows}")
+    if args.window_ios < 100:
+        raise InvalidArgumentError(f"--window-ios must be at least 100, got {args.window_ios}")
+    if not 1 <= args.epochs <= hd.EPOCHS_MAX:
+        raise InvalidArgumentError(f"--epochs must be in 1..{hd.EPOCHS_MAX}, got {args.epochs}")
+    if not 0 <= args.seed < 2**64:
+        raise InvalidArgumentError(f"--seed must be in 0..2**64-1, got {args.seed}")
+    args.joints_parsed = parse_joints(args.joints)
+    check_option("--min-busy", args.min_busy, 0, 1, hi_open=True)
+    check_option("--rank-tie", args.rank_tie, 0, math.inf, hi_open=True)
+    check_option("--live-rank-tie", args.live_rank_tie, 0, math.inf, hi_open=True)
+    check_option("--slow-factor", args.slow_factor, 1, math.inf, hi_open=True)
+    check_option("--probe-reads-us", args.probe_reads_us, 0, math.inf, hi_open=True)
+    check_option("--drift-interval", args.drift_interval, 0, math.inf, lo_open=True, hi_open=True)
+    check_option("--drift-threshold", args.drift_threshold, 0, 1, lo_open=True, hi_open=True)
+    check_factor("--drift-rerate", args.drift_rerate, RERATE_RANGE)
+    check_factor("--drift-resize", args.drift_resize, RESIZE_RANGE)
     from attune._cli_io import _params
+    from attune.io import ssd_params
+
+    ssd_params(_params(args))  # --device and --set, validated before any work
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise InvalidArgumentError(
+            f"--out {args.out}: directory {Path(args.out).resolve().parent} does not exist"
+        )
+
+
+def run(args) -> int:
+    from attune._cli_io import _params, check_window_ios
     from attune.bench import machine, write_rows
     from attune.cli import progress
     from attune.io import evaluate as ev
@@ -173,7 +222,7 @@ def run(args) -> int:
 
     if args.plot_from:
         return _plot_from(args)
-    pool = _pool(args)
+    check_args(args)
     policies = tuple(ev.POLICIES)
     if args.policies:
         asked = [x.strip() for x in args.policies.split(",") if x.strip()]
@@ -185,9 +234,11 @@ def run(args) -> int:
                 f"unknown policies {', '.join(bad)}; valid: {', '.join(ev.POLICIES)}"
             )
         policies = tuple(p for p in ev.POLICIES if p in asked or p == "heimdall")
+    pool = _pool(args)
     if args.drift:
         return _drift(args, pool)
-    joints = tuple(int(j) for j in args.joints.split(",") if j.strip())
+    check_window_ios(args.window_ios, args.windows, pool)
+    joints = args.joints_parsed
     groups = ev.random_windows(
         pool,
         args.windows,
@@ -332,16 +383,17 @@ def run(args) -> int:
         return 0
     s = ev.summarize(results)
     print(f"{s['windows']} windows, {args.replicas} replicas (medians over windows)")
+    w = max(14, *(len(p) for p in s["policies"]))
     for pol, v in s["policies"].items():
         print(
-            f"  {pol:14} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs  "
+            f"  {pol:{w}} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs  "
             f"busy reads {s['gc_share_median'][pol]:.1%}"
         )
     for pol in (*ev.HEIMDALL_POLICIES, *ev.REFERENCE_POLICIES, *ev.BOUND_POLICIES):
         if f"{pol}_mean_reduction_vs_best_baseline_median" in s:
             print(
-                f"  {pol} vs best baseline (mean): "
-                f"{s[f'{pol}_mean_reduction_vs_best_baseline_median']:+.1%} reduction; "
+                f"  {pol} mean latency vs best baseline: "
+                f"{-s[f'{pol}_mean_reduction_vs_best_baseline_median']:+.1%} (negative: faster); "
                 f"p99 / hedging p99: {s.get(f'{pol}_p99_over_hedging_median', float('nan')):.2f}"
             )
     print(
@@ -360,16 +412,21 @@ def _drift(args, pool) -> int:
     from attune.errors import InvalidArgumentError
     from attune.io import evaluate as ev
     from attune.io import heimdall as hd
-    from attune.io.trace import concat_traces
+    from attune.io.trace import concat_traces, display_name
 
     command = "attune bench heimdall " + shlex.join(sys.argv[3:])
     mach = machine()
     rows = []
+    skipped = []
     if args.drift_concat:
         pool = [concat_traces(pool)]
     with progress(args, total=len(pool), desc="traces", unit="trace") as bar:
         for t in pool:
-            t = t.rerate(args.drift_rerate).resize(args.drift_resize)
+            try:
+                t = t.rerate(args.drift_rerate).resize(args.drift_resize)
+            except InvalidArgumentError as e:
+                opt = "--drift-resize" if str(e).startswith("factor") else "--drift-rerate"
+                raise InvalidArgumentError(f"{opt} {str(e).split(' ', 1)[1]}") from None
             try:
                 r = ev.drift_run(
                     t,
@@ -380,7 +437,7 @@ def _drift(args, pool) -> int:
                     pipeline=hd.Pipeline(epochs=args.epochs, seed=args.seed),
                 )
             except InvalidArgumentError as e:
-                print(f"skipped {t.name}: {e}", file=sys.stderr)
+                skipped.append(f"{display_name(t.name)}: {e}")
                 bar.update(1)
                 continue
             for mode, aucs, retrains in (
@@ -411,6 +468,12 @@ def _drift(args, pool) -> int:
                     }
                 )
             bar.update(1)
+    if not rows:
+        raise InvalidArgumentError(
+            f"no drift result: every trace was skipped: {'; '.join(skipped)}"
+        )
+    for why in skipped:
+        print(f"skipped {why}", file=sys.stderr)
     lines = write_rows([_clean(r) for r in rows], command, mach, args.out)
     if args.json:
         print("\n".join(lines))
@@ -470,6 +533,7 @@ def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
     import numpy as np
 
     from attune.io import evaluate as ev
+    from attune.io.trace import display_name
 
     out_dir.mkdir(parents=True, exist_ok=True)
     made: list[Path] = []
@@ -485,21 +549,25 @@ def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
 
         order = sorted(windows, key=best_heimdall)
         w = order[len(order) // 2]
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        fig, ax = plt.subplots(figsize=(10, 4.8))
         pct = np.asarray(ev.CDF_PERCENTILES) / 100
         colours = plt.get_cmap("tab20")
         for i, p in enumerate(policies):
             q = by.get((w, p), {}).get("quantiles_us")
             if q:
-                ax.plot(q, pct, _style(p), label=p, linewidth=1.4, color=colours(i % 20))
+                # tab20 pairs a dark and a light shade of each hue: the first ten policies take
+                # the ten dark shades, the next ten the light ones, so neighbours differ in hue.
+                c = colours((2 * i) % 20 + (i // 10) % 2)
+                ax.plot(q, pct, _style(p), label=p, linewidth=1.4, color=c)
         ax.set_xscale("log")
         ax.set_xlabel("read latency (µs, log)")
         ax.set_ylabel("fraction of reads")
         ax.set_ylim(0, 1.0)
-        traces = ", ".join(by[(w, policies[0])].get("traces", []))
+        traces = ", ".join(display_name(n) for n in by[(w, policies[0])].get("traces", []))
         ax.set_title(f"Read latency CDF, median window {w} ({traces})", fontsize="small")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small", loc="lower right")
+        # Outside the axes: with a dozen and more policies a legend inside hides the curves.
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         path = out_dir / f"{stem}-cdf.png"
         fig.savefig(path, dpi=110)
@@ -550,5 +618,7 @@ def plot(rows: list[dict], out_dir: Path, stem: str) -> list[Path]:
 
 
 def _clean(row: dict) -> dict:
-    """NaN (no positives in a window) as null, which JSON has."""
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+    """NaN (no positives in a window) as null, which JSON has, at any depth."""
+    from attune._cli_io import json_safe
+
+    return json_safe(row)

@@ -12,13 +12,19 @@ Design notes: ``docs/ssd-sim.md``, ``docs/heimdall.md``.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from attune import _native
 from attune.io.trace import (
     FORMATS,
+    RERATE_RANGE,
     Trace,
+    check_factor,
+    check_path,
     check_seed,
+    check_trace,
     load_trace,
     parse_trace,
     synthetic_trace,
@@ -95,19 +101,33 @@ def ssd_params(params: dict | None = None) -> dict[str, int | float]:
     for counts and sizes, ``float`` for times and fractions); a bad one raises
     :class:`attune.InvalidArgumentError` naming it. The result can be passed back as
     ``params``."""
-    return {k: _number(v) for k, v in _native.io_ssd_params(params)}
+    return {k: _number(v) for k, v in _native.io_ssd_params(_check_params(params))}
+
+
+def _check_params(params: object) -> dict | None:
+    if params is not None and not isinstance(params, dict):
+        from attune.errors import InvalidArgumentError
+
+        hint = (
+            f" (a device preset? use device_params({params!r}))" if isinstance(params, str) else ""
+        )
+        raise InvalidArgumentError(
+            f"params must be a dict of SSD parameter names to values or None, not "
+            f"{type(params).__name__}{hint}"
+        )
+    return params
 
 
 def replay(trace: Trace, params: dict | None = None, seed: int = 0) -> dict:
     """Serves ``trace`` on one simulated SSD. Returns ``latency_ns``, ``queue_len``, ``gc_pages``
     (per I/O), ``features`` (little-endian f32 bytes, 11 per I/O) and ``stats``. ``seed`` is an
     integer in 0..2**64-1."""
-    return _native.io_replay(trace.columns(), params, check_seed(seed))
+    return _native.io_replay(check_trace(trace).columns(), _check_params(params), check_seed(seed))
 
 
 def replay_direct(
     trace: Trace,
-    path: str,
+    path: str | bytes | os.PathLike,
     file_bytes: int = 256 << 20,
     *,
     pace: bool = False,
@@ -122,9 +142,22 @@ def replay_direct(
     ``bytes`` per I/O (``attune-io``'s ``direct`` module), and ``memory_backed``: True when
     ``path`` is on tmpfs or ramfs, where the latencies are memory copies, not a disk's (the replay
     still runs; the CLI prints a warning). A file system without ``O_DIRECT`` raises
-    :class:`attune.StorageIOError`; ``direct=False`` goes through the page cache."""
+    :class:`attune.StorageIOError`; ``direct=False`` goes through the page cache. ``path`` is
+    a ``str``, ``bytes`` or ``os.PathLike``; ``file_bytes`` at least 1 MiB; ``speed`` (the
+    pacing factor) in 0.001..1000."""
+    from attune.errors import InvalidArgumentError
+
+    trace = check_trace(trace)
+    p = check_path(path, "path")
+    if isinstance(file_bytes, bool) or not isinstance(file_bytes, (int, np.integer)):
+        raise InvalidArgumentError(f"file_bytes must be an integer, got {file_bytes!r}")
+    if not 1 << 20 <= file_bytes < 2**63:
+        raise InvalidArgumentError(
+            f"file_bytes must be at least 1 MiB (1048576) and below 2**63, got {file_bytes}"
+        )
+    speed = check_factor("speed", speed, RERATE_RANGE)
     return _native.io_replay_direct(
-        trace.columns(), path, file_bytes, pace, speed, direct, overwrite
+        trace.columns(), p, int(file_bytes), pace, speed, direct, overwrite
     )
 
 
@@ -162,7 +195,8 @@ def route(
     and what the replica would have served the read in (see ``route::probe``).
     ``probe_reads_us`` > 0 sends a probe read of ``probe_read_size`` bytes to a replica with no
     read completed or in flight for that many µs (the result's ``probes`` counts them; its
-    latency is no client's, its load on the device is simulated). ``write_clock`` =
+    latency is no client's, its load on the device is simulated; ``device_probes`` counts them
+    per replica, and each replica's ``device_stats`` reads include its probes). ``write_clock`` =
     ``(flush_bytes, gc_every_bytes, delay_us, busy_us)`` (e.g. from
     :func:`attune.io.heimdall.fit_write_clock`) counts the bytes written to each replica and
     predicts its garbage collection: C3 and the model policies avoid a replica it predicts busy
@@ -172,9 +206,9 @@ def route(
     replica has been written that many bytes before the window, so its collection phase is
     unknown (``route::ClockPhase``)."""
     return _native.io_route(
-        [t.columns() for t in traces],
+        [check_trace(t, "every trace").columns() for t in traces],
         policy,
-        params,
+        _check_params(params),
         check_seed(seed),
         timeout_ns,
         models,

@@ -184,6 +184,8 @@ def random_windows(
         raise InvalidArgumentError(f"window_ios must be at least 100, got {window_ios}")
     if pairs < 1:
         raise InvalidArgumentError(f"pairs (windows) must be at least 1, got {pairs}")
+    if not 0 <= min_busy < 1:
+        raise InvalidArgumentError(f"min_busy must be in [0, 1), got {min_busy}")
     shortest = min(pool, key=len)
     if window_ios > len(shortest):
         # A window longer than a trace would silently be the whole trace (and every draw of it
@@ -191,6 +193,12 @@ def random_windows(
         raise InvalidArgumentError(
             f"window_ios {window_ios} is larger than trace {shortest.name or '(unnamed)'} "
             f"({len(shortest)} I/Os); use at most {len(shortest)}"
+        )
+    if window_ios == len(shortest) and pairs > 1:
+        raise InvalidArgumentError(
+            f"window_ios {window_ios} is the whole of trace {shortest.name or '(unnamed)'}: "
+            f"every one of the {pairs} windows drawn from it would be the same; use fewer I/Os "
+            "or one pair"
         )
     rng = np.random.default_rng(seed)
     out = []
@@ -475,7 +483,10 @@ def evaluate_pair(
         reads = sum(int(d["reads"]) for d in stats) - int(r["probes"])
         gc_reads = sum(int(d["gc_reads"]) for d in stats) - int(r["probe_gc_reads"])
         res.gc_share[pol] = gc_reads / max(reads, 1)
-        res.served_share[pol] = [int(d["reads"]) / max(reads, 1) for d in stats]
+        probes = r.get("device_probes", [0] * len(stats))
+        res.served_share[pol] = [
+            (int(d["reads"]) - int(p)) / max(reads, 1) for d, p in zip(stats, probes)
+        ]
     return res
 
 

@@ -34,14 +34,15 @@ The weight file's layout is ``docs/formats/io-model.md``; the Rust side (``attun
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from attune import _native
 from attune.errors import Error, InvalidArgumentError, StorageIOError
+from attune.io.trace import check_path, check_trace
 
 MAGIC = b"ATIOMLP1"
 VERSION = 1
@@ -132,8 +133,10 @@ def label_periods(
 ) -> np.ndarray:
     """Period labels (1 = slow, decline) of reads in arrival order. ``reference`` = (median
     latency, median throughput) to measure against (the training data's, when labelling held-out
-    data); by default the reads' own."""
+    data); by default the reads' own. ``size`` and ``latency_ns`` are 1-D of the same length
+    (else :class:`attune.InvalidArgumentError`)."""
     rule.check()
+    size, latency_ns = _same_length("label_periods", size=size, latency_ns=latency_ns)
     n = len(size)
     labels = np.zeros(n, dtype=np.int8)
     if n == 0:
@@ -153,6 +156,23 @@ def label_periods(
             in_zone = False
         labels[i] = 1 if in_zone else 0
     return labels
+
+
+def _same_length(where: str, **arrays) -> list[np.ndarray]:
+    """The arrays as 1-D numeric ndarrays if they all are and have one length, else
+    :class:`attune.InvalidArgumentError` naming them and their shapes."""
+    out = []
+    for name, a in arrays.items():
+        try:
+            v = np.asarray(a, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"{where}: {name} must be numbers, got {a!r:.60}") from None
+        out.append(v)
+    shapes = [v.shape for v in out]
+    if any(len(sh) != 1 for sh in shapes) or len({sh[0] for sh in shapes}) > 1:
+        named = ", ".join(f"{n} {sh}" for n, sh in zip(arrays, shapes))
+        raise InvalidArgumentError(f"{where}: arrays must be 1-D of one length, got {named}")
+    return out
 
 
 def label_cutoff(latency_ns: np.ndarray, quantile: float = 0.9) -> np.ndarray:
@@ -304,23 +324,29 @@ class Mlp:
         out += struct.pack("<I", crc32c(bytes(out)))
         return bytes(out)
 
-    def save(self, path: str | Path) -> None:
-        """Writes the weight file (atomically: a temporary file, then a rename)."""
-        p = Path(path)
+    def save(self, path: str | bytes | os.PathLike) -> None:
+        """Writes the weight file (atomically: a temporary file, then a rename); ``path`` is a
+        ``str``, ``bytes`` or ``os.PathLike``."""
+        p = check_path(path, "a model path")
         tmp = p.with_name(p.name + ".tmp")
         try:
             tmp.write_bytes(self.to_bytes())
             tmp.replace(p)
         except OSError as e:
-            raise StorageIOError(f"cannot write model {p}: {e.strerror or e}", str(p)) from e
+            where = e.filename or p
+            raise StorageIOError(
+                f"cannot write model {p} ({where}: {e.strerror or e}; the model is written to a "
+                "temporary file beside it, then renamed over it)",
+                str(p),
+            ) from e
 
 
-def load_model(path: str | Path) -> Mlp:
+def load_model(path: str | bytes | os.PathLike) -> Mlp:
     """Reads and checks an admission model's weight file (Heimdall's, kind 1 or 4, or LinnOS's,
     kind 2). A damaged or truncated one raises :class:`attune.CorruptionError` naming the file
     and the byte; a model of another kind (TinFetch's, kind 3: load it with
     :func:`attune.io.prefetch.load_model`) :class:`attune.InvalidArgumentError`."""
-    p = Path(path)
+    p = check_path(path, "a model path")
     try:
         data = p.read_bytes()
     except OSError as e:
@@ -331,8 +357,9 @@ def load_model(path: str | Path) -> Mlp:
         raise type(e)(f"{p}: {e}", str(p), e.offset) from e
     if m.kind not in ADMISSION_KINDS:
         raise InvalidArgumentError(
-            f"{p} is a {KIND_NAMES.get(m.kind, 'unknown')} model (kind {m.kind}), not a "
-            f"Heimdall model (kind {KIND_HEIMDALL} or {KIND_HEIMDALL_LIVE})",
+            f"{p} is a {KIND_NAMES.get(m.kind, 'unknown')} model (kind {m.kind}), not an "
+            f"admission model (Heimdall kind {KIND_HEIMDALL} or {KIND_HEIMDALL_LIVE}, LinnOS "
+            f"kind {KIND_LINNOS})",
             str(p),
         )
     return m
@@ -517,7 +544,22 @@ DEFAULT_PIPELINE = Pipeline()
 
 
 def read_rows(replay: dict, trace) -> dict:
-    """The read rows of a replay: raw features, latency, size, ground-truth busy flag."""
+    """The read rows of a replay: raw features, latency, size, ground-truth busy flag.
+    ``replay`` is :func:`attune.io.replay`'s result for ``trace`` (another trace, or a dict
+    that is not a replay: :class:`attune.InvalidArgumentError`)."""
+    trace = check_trace(trace)
+    keys = ("features", "live", "latency_ns", "gc_pages")
+    missing = [k for k in keys if k not in replay] if isinstance(replay, dict) else []
+    if not isinstance(replay, dict) or missing:
+        raise InvalidArgumentError(
+            "read_rows: replay must be attune.io.replay()'s result "
+            f"(missing {', '.join(missing) or 'everything'})"
+        )
+    if len(replay["latency_ns"]) != len(trace):
+        raise InvalidArgumentError(
+            f"read_rows: the replay served {len(replay['latency_ns'])} I/Os but trace "
+            f"{trace.name!r} holds {len(trace)}: pass the trace that was replayed"
+        )
     feats = np.frombuffer(replay["features"], dtype="<f4").reshape(-1, 11)
     live = np.frombuffer(replay["live"], dtype="<f4").reshape(-1, len(LIVE_NAMES))
     reads = np.asarray(trace.is_read, dtype=bool)
@@ -528,6 +570,28 @@ def read_rows(replay: dict, trace) -> dict:
         "size": np.asarray(trace.size, dtype=np.float64)[reads],
         "busy": (np.asarray(replay["gc_pages"]) > 0)[reads].astype(np.int8),
     }
+
+
+#: The columns of :func:`read_rows`.
+ROW_KEYS = ("features", "live", "latency_ns", "size", "busy")
+
+
+def check_rows(rows: object) -> dict:
+    """``rows`` if it is :func:`read_rows`'s result (a dict of its columns, one length), else
+    :class:`attune.InvalidArgumentError` naming what is missing."""
+    if not isinstance(rows, dict):
+        raise InvalidArgumentError(
+            f"rows must be read_rows()'s dict of columns, not {type(rows).__name__}"
+        )
+    missing = [k for k in ROW_KEYS if k not in rows]
+    if missing:
+        raise InvalidArgumentError(
+            f"rows lack {', '.join(missing)}: pass read_rows(replay(trace), trace)"
+        )
+    lengths = {k: len(rows[k]) for k in ROW_KEYS}
+    if len(set(lengths.values())) > 1:
+        raise InvalidArgumentError(f"rows' columns differ in length: {lengths}")
+    return rows
 
 
 def make_labels(rows: dict, p: Pipeline) -> np.ndarray:
@@ -569,6 +633,7 @@ def train(
     :class:`attune.InvalidArgumentError` (:func:`check_two_classes`), unless
     ``allow_one_class``: the evaluation's per-window models, where a window without busy
     periods gets a model that admits every read (threshold 0.5)."""
+    check_rows(rows)
     labels = make_labels(rows, p) if labels is None else np.asarray(labels, dtype=np.int8)
     feats = rows["features"]
     kind = KIND_HEIMDALL
@@ -698,7 +763,19 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
             f"roc_auc: labels and scores must be 1-D of the same length, got shapes "
             f"{np.shape(y)} and {np.shape(score)}"
         )
-    y = np.asarray(y).astype(bool)
+    try:
+        yv = np.asarray(y, dtype=np.float64)
+        score = np.asarray(score, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError("roc_auc: labels and scores must be numbers") from None
+    bad = ~np.isin(yv, (0.0, 1.0))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidArgumentError(f"roc_auc: labels must be 0 or 1, got {y[i]!r} at index {i}")
+    if np.isnan(score).any():
+        i = int(np.argmax(np.isnan(score)))
+        raise InvalidArgumentError(f"roc_auc: scores must not be NaN (index {i})")
+    y = yv.astype(bool)
     pos, neg = int(y.sum()), int((~y).sum())
     if pos == 0 or neg == 0:
         return float("nan")
@@ -716,8 +793,38 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
 
 
 def quantised_scores(model_bytes: bytes, x: np.ndarray) -> np.ndarray:
-    """The Rust quantised model's slow probabilities for raw inputs ``x``."""
-    x = np.ascontiguousarray(x, dtype="<f4")
+    """The Rust quantised model's slow probabilities for raw inputs ``x`` (a 2-D array of
+    finite numbers, one row per decision, as many columns as the model has inputs: e.g.
+    :func:`model_inputs` or :func:`read_rows`' ``features``). ``model_bytes`` is an admission
+    model's weight file (:meth:`Mlp.to_bytes`). Anything else raises
+    :class:`attune.InvalidArgumentError` (a damaged file :class:`attune.CorruptionError`)."""
+    if not isinstance(model_bytes, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentError(
+            f"model_bytes must be a weight file's bytes (Mlp.to_bytes()), not "
+            f"{type(model_bytes).__name__}"
+        )
+    info = _native.io_model_info(bytes(model_bytes))
+    if info["kind"] == "tinfetch":
+        raise InvalidArgumentError(
+            "model_bytes is a TinFetch model (kind 3), not an admission model (Heimdall or LinnOS)"
+        )
+    inputs = int(info["dims"][0])
+    if isinstance(x, (bytes, bytearray, memoryview, str)):
+        raise InvalidArgumentError(
+            "x must be a 2-D array of numbers, not bytes (replay()'s features are bytes: "
+            "use read_rows(replay, trace)['features'])"
+        )
+    try:
+        x = np.ascontiguousarray(x, dtype="<f4")
+    except (TypeError, ValueError):
+        raise InvalidArgumentError("x must be a 2-D array of numbers") from None
+    if x.ndim != 2 or x.shape[1] != inputs:
+        raise InvalidArgumentError(
+            f"x must have shape (rows, {inputs}) for this model, got {x.shape}"
+        )
+    if not np.isfinite(x).all():
+        i = int(np.argmax(~np.isfinite(x).all(axis=1)))
+        raise InvalidArgumentError(f"x holds a value that is not finite (row {i})")
     return np.asarray(_native.io_model_scores(model_bytes, x.tobytes(), len(x)))
 
 

@@ -63,20 +63,26 @@ def check_seed(seed: object, name: str = "seed") -> int:
 
 @dataclass(frozen=True)
 class Trace:
-    """A block trace: arrival time (ns from the first I/O), byte offset, size, read flag."""
+    """A block trace: arrival time (ns from the first I/O), byte offset, size, read flag.
+
+    The loaders sort the I/Os by time (stably: equal timestamps keep their file order);
+    ``reordered`` is how many of them that sort moved (0 for a trace already in time order)."""
 
     timestamp_ns: np.ndarray
     offset: np.ndarray
     size: np.ndarray
     is_read: np.ndarray
     name: str = ""
+    reordered: int = 0
 
     def __len__(self) -> int:
         return int(self.timestamp_ns.shape[0])
 
     @property
     def duration_ns(self) -> int:
-        return int(self.timestamp_ns[-1] - self.timestamp_ns[0]) if len(self) else 0
+        if not len(self):
+            return 0
+        return int(self.timestamp_ns.max()) - int(self.timestamp_ns.min())
 
     def columns(self) -> tuple[list[int], list[int], list[int], list[bool]]:
         """The four columns as Python lists (what the native functions take)."""
@@ -98,16 +104,32 @@ class Trace:
     def rerate(self, rate: float) -> Trace:
         """Arrivals ``rate`` times as intense (inter-arrival times divided by ``rate``);
         ``rate`` in :data:`RERATE_RANGE`."""
-        check_factor("rate", rate, RERATE_RANGE)
-        ts = np.round(self.timestamp_ns / rate).astype(np.uint64)
-        return Trace(ts, self.offset, self.size, self.is_read, self.name)
+        rate = check_factor("rate", rate, RERATE_RANGE)
+        scaled = np.round(self.timestamp_ns / rate)
+        if len(self) and scaled.max() >= 2.0**64:
+            i = int(np.argmax(scaled >= 2.0**64))
+            raise InvalidArgumentError(
+                f"rate {rate:g}: timestamp {int(self.timestamp_ns[i])} ns (I/O {i}) would exceed "
+                "2**64-1 ns after re-rating; use a larger rate or a shorter trace"
+            )
+        ts = scaled.astype(np.uint64)
+        return Trace(ts, self.offset, self.size, self.is_read, self.name, self.reordered)
 
     def resize(self, factor: float) -> Trace:
-        """Every I/O ``factor`` times as large (sizes clipped to 1..2**32-1 bytes); ``factor`` in
-        :data:`RESIZE_RANGE`."""
-        check_factor("factor", factor, RESIZE_RANGE)
-        size = np.clip(np.round(self.size * factor), 1, 2**32 - 1).astype(np.uint32)
-        return Trace(self.timestamp_ns, self.offset, size, self.is_read, self.name)
+        """Every I/O ``factor`` times as large (at least 1 byte); ``factor`` in
+        :data:`RESIZE_RANGE`. A size that would exceed 2**32-1 bytes raises
+        :class:`attune.InvalidArgumentError` naming the factor and the first such I/O."""
+        factor = check_factor("factor", factor, RESIZE_RANGE)
+        scaled = np.round(self.size.astype(np.float64) * factor)
+        too_big = scaled > 2**32 - 1
+        if too_big.any():
+            i = int(np.argmax(too_big))
+            raise InvalidArgumentError(
+                f"factor {factor:g}: I/O {i} of {int(self.size[i])} bytes would exceed "
+                "2**32-1 bytes after resizing; use a smaller factor"
+            )
+        size = np.maximum(scaled, 1).astype(np.uint32)
+        return Trace(self.timestamp_ns, self.offset, size, self.is_read, self.name, self.reordered)
 
 
 def concat_traces(traces: list[Trace], gap_ns: int = 1_000_000) -> Trace:
@@ -130,28 +152,57 @@ def concat_traces(traces: list[Trace], gap_ns: int = 1_000_000) -> Trace:
 
 
 def parse_trace(data: bytes, fmt: str | None = None, name: str = "") -> Trace:
-    """A trace from (decompressed) bytes; ``fmt`` one of :data:`FORMATS` or ``None`` to sniff."""
+    """A trace from (decompressed) bytes, sorted by time (:attr:`Trace.reordered` says how many
+    I/Os moved); ``fmt`` one of :data:`FORMATS` or ``None`` to sniff."""
     if fmt is not None and fmt not in FORMATS:
         raise InvalidArgumentError(f"unknown trace format {fmt!r}; valid: {', '.join(FORMATS)}")
-    ts, off, size, read = _native.io_read_trace(data, fmt)
+    ts, off, size, read, moved = _native.io_read_trace(data, fmt)
     return Trace(
         np.asarray(ts, dtype=np.uint64),
         np.asarray(off, dtype=np.uint64),
         np.asarray(size, dtype=np.uint32),
         np.asarray(read, dtype=bool),
         name,
+        moved,
     )
+
+
+def display_name(name: str) -> str:
+    """``name`` (a file name that may hold undecodable bytes as surrogate escapes, as
+    ``os.fsdecode`` gives them) as text that is valid UTF-8 everywhere: each undecodable byte
+    becomes U+FFFD. Trace names are labels (titles, JSON rows), never paths to reopen."""
+    try:
+        raw = os.fsencode(name)
+    except UnicodeEncodeError:
+        raw = name.encode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
+def check_path(path: object, what: str) -> Path:
+    """``path`` (``str``, ``bytes`` or ``os.PathLike``) as a :class:`~pathlib.Path`, else
+    :class:`attune.InvalidArgumentError` naming ``what``."""
+    try:
+        return Path(os.fsdecode(path))  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidArgumentError(
+            f"{what} must be str, bytes or os.PathLike, not {type(path).__name__}"
+        ) from None
+
+
+def check_trace(trace: object, what: str = "trace") -> Trace:
+    """``trace`` if it is a :class:`Trace`, else :class:`attune.InvalidArgumentError`."""
+    if not isinstance(trace, Trace):
+        raise InvalidArgumentError(
+            f"{what} must be an attune.io.Trace (load_trace, parse_trace or synthetic_trace), "
+            f"not {type(trace).__name__}"
+        )
+    return trace
 
 
 def load_trace(path: str | bytes | os.PathLike, fmt: str | None = None) -> Trace:
     """Reads a trace file (gzip'd when it starts with the gzip magic; a name ending in ``.gz``
     must). ``path`` is a ``str``, ``bytes`` or ``os.PathLike``. Every error names the file."""
-    try:
-        p = Path(os.fsdecode(path))
-    except TypeError:
-        raise InvalidArgumentError(
-            f"a trace path must be str, bytes or os.PathLike, not {type(path).__name__}"
-        ) from None
+    p = check_path(path, "a trace path")
     try:
         raw = p.read_bytes()
     except OSError as e:
@@ -168,7 +219,7 @@ def load_trace(path: str | bytes | os.PathLike, fmt: str | None = None) -> Trace
             0,
         )
     try:
-        return parse_trace(raw, fmt, p.name)
+        return parse_trace(raw, fmt, display_name(p.name))
     except Error as e:
         raise type(e)(f"trace {p}: {e}", str(p), e.offset) from e
 
