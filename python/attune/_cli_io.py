@@ -389,7 +389,6 @@ def _progress(args, total: int, desc: str):
 
 def _eval(args) -> int:
     from attune.io import evaluate as ev
-    from attune.io import heimdall as hd
     from attune.io import load_trace
 
     if args.joint != 1:
@@ -426,20 +425,13 @@ def _eval(args) -> int:
     )
     rules: list = [None] * len(groups)
     if args.rule_search or args.device_model:
-        rows, rules_all = [], []
         with _progress(args, len(groups), "training halves") as bar:
-            for i, g in enumerate(groups):
-                tr = ev.train_rows(g, params, args.seed + i)
-                rs = [
-                    hd.choose_rule(r, seed=args.seed)[0] if args.rule_search else pipeline.rule
-                    for r in tr
-                ]
-                rules[i] = rs
-                rows += tr
-                rules_all += rs
-                bar.update(1)
+            halves = ev.training_halves(
+                groups, params, args.seed, pipeline.rule, args.rule_search, lambda: bar.update(1)
+            )
+        rules = list(halves.rules)
         if args.device_model:
-            model = ev.device_model(rows, rules_all, pipeline)
+            model = ev.device_model(halves.rows, halves.rules_flat, pipeline)
     results = []
     with _progress(args, len(groups), "windows") as bar:
         for i, g in enumerate(groups):

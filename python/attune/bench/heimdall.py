@@ -254,19 +254,13 @@ def run(args) -> int:
     rules: list = [None] * len(groups)
     model = live_model = clock = None
     if args.rule_search or args.device_model:
-        rows_all, rules_all, halves_all = [], [], []
         with progress(args, total=len(groups), desc="training halves", unit="window") as bar:
-            for i, g in enumerate(groups):
-                tr = ev.train_rows(g, params, args.seed + i)
-                rs = [
-                    hd.choose_rule(r, seed=args.seed)[0] if args.rule_search else pipeline.rule
-                    for r in tr
-                ]
-                rules[i] = rs
-                rows_all += tr
-                rules_all += rs
-                halves_all += [t.slice(0, len(t) // 2) for t, _ in g]
-                bar.update(1)
+            halves = ev.training_halves(
+                groups, params, args.seed, pipeline.rule, args.rule_search, lambda: bar.update(1)
+            )
+        rules = list(halves.rules)
+        rows_all, rules_all = halves.rows, halves.rules_flat
+        halves_all = [t.slice(0, len(t) // 2) for g in groups for t, _ in g]
         if args.device_model:
             model = ev.device_model(rows_all, rules_all, pipeline)
             if any(p in ev.LIVE_POLICIES for p in policies):

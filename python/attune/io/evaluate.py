@@ -252,6 +252,38 @@ def train_rows(group: list[tuple[Trace, Window]], params: dict | None, seed: int
     return out
 
 
+@dataclass
+class TrainingHalves:
+    """The training halves of several windows' replicas, each with the rule that labels it."""
+
+    rules: list[list[hd.LabelRule]]  # per window, per replica
+    rows: list[dict] = field(default_factory=list)  # every replica's rows, in order
+    rules_flat: list[hd.LabelRule] = field(default_factory=list)  # the rule of each of `rows`
+
+
+def training_halves(
+    groups: list[list[tuple[Trace, Window]]],
+    params: dict | None,
+    seed: int,
+    rule: hd.LabelRule,
+    rule_search: bool = False,
+    on_window=None,
+) -> TrainingHalves:
+    """Serves each window's training halves alone (`train_rows`, seeded `seed + i` for window
+    i) and labels each by `rule`, or by the rule `hd.choose_rule` finds for it (`rule_search`).
+    `on_window()` is called after each window (a progress bar's update)."""
+    out = TrainingHalves(rules=[])
+    for i, g in enumerate(groups):
+        tr = train_rows(g, params, seed + i)
+        rs = [hd.choose_rule(r, seed=seed)[0] if rule_search else rule for r in tr]
+        out.rules.append(rs)
+        out.rows += tr
+        out.rules_flat += rs
+        if on_window is not None:
+            on_window()
+    return out
+
+
 def device_model(
     rows: list[dict], rules: list[hd.LabelRule], pipeline: hd.Pipeline = hd.DEFAULT_PIPELINE
 ) -> bytes:
