@@ -160,6 +160,11 @@ struct HitRow<'a> {
     /// this size.
     perfect_vs_best_baseline: Option<f64>,
     best_baseline: Option<String>,
+    /// Perfect-hit rate over the best baseline in the same memory: LRU, LFU, CLOCK (no ghosts)
+    /// and the baselines whose ghosts are charged (`-charged`, `-gB`); only when the run has
+    /// one of the latter.
+    perfect_vs_best_equal_memory: Option<f64>,
+    best_equal_memory: Option<String>,
     wall_seconds: f64,
 }
 
@@ -176,12 +181,15 @@ fn hit_rates(a: &Args, sink: &Sink) -> Result<(), Fail> {
         let kind = PolicyKind::parse(p, a.tables).map_err(|e| usage(e.to_string()))?;
         for &f in &a.fractions {
             let cap = ((total as f64 * f).round() as usize).max(1);
+            let charged = matches!(kind, PolicyKind::GhostsCharged(..));
             sims.push((
                 p.as_str(),
                 f,
                 cap,
                 GroupSim::new(&kind, cap),
-                kind.is_baseline(),
+                kind.is_baseline() && !charged,
+                kind.is_equal_memory_baseline(),
+                charged,
             ));
         }
     }
@@ -202,12 +210,19 @@ fn hit_rates(a: &Args, sink: &Sink) -> Result<(), Fail> {
         }
     }
     let wall = t0.elapsed().as_secs_f64();
-    for (p, f, cap, sim, _) in &sims {
-        let best = sims.iter().filter(|s| s.1 == *f && s.4).max_by(|x, y| {
-            x.3.stats
-                .perfect_rate()
-                .total_cmp(&y.3.stats.perfect_rate())
-        });
+    let any_charged = sims.iter().any(|s| s.6);
+    for (p, f, cap, sim, ..) in &sims {
+        let best_of = |equal: bool| {
+            sims.iter()
+                .filter(|s| s.1 == *f && if equal { s.5 } else { s.4 })
+                .max_by(|x, y| {
+                    x.3.stats
+                        .perfect_rate()
+                        .total_cmp(&y.3.stats.perfect_rate())
+                })
+        };
+        let best = best_of(false);
+        let equal = if any_charged { best_of(true) } else { None };
         let st = sim.stats;
         let row = HitRow {
             bench: "embed",
@@ -228,6 +243,9 @@ fn hit_rates(a: &Args, sink: &Sink) -> Result<(), Fail> {
             perfect_vs_best_baseline: best
                 .map(|b| st.perfect_rate() / b.3.stats.perfect_rate().max(1e-12)),
             best_baseline: best.map(|b| b.0.to_string()),
+            perfect_vs_best_equal_memory: equal
+                .map(|b| st.perfect_rate() / b.3.stats.perfect_rate().max(1e-12)),
+            best_equal_memory: equal.map(|b| b.0.to_string()),
             wall_seconds: wall,
         };
         if sink.human() {

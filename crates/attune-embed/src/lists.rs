@@ -14,6 +14,9 @@ struct Node {
     aux: u32,
 }
 
+/// Bytes of one node (what every entry of a list costs, resident or ghost).
+pub const NODE_BYTES: usize = std::mem::size_of::<Node>();
+
 #[derive(Clone, Copy, Debug)]
 struct Ends {
     head: u32,

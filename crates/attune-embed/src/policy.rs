@@ -36,7 +36,7 @@ pub use baseline::{Car, LeCar, Lirs};
 pub use cacheus::Cacheus;
 pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
-pub use evhist::{EvLfuHist, HistSize, HistSpec};
+pub use evhist::{EvLfuHist, HistForm, HistPlan, HistSize, HistSpec};
 pub use evloss::EvLoss;
 pub use evsum::EvLfuSum;
 
@@ -169,7 +169,19 @@ pub enum PolicyKind {
     EvClockPro(u32, u32),
     /// EV-LFU-hist: remembered access values with frequency admission ([`HistSpec`]).
     EvHist(HistSpec),
+    /// A baseline with non-resident (ghost) entries — ARC, CAR, CLOCK-Pro, ClockLIRS, each
+    /// keeping at most one ghost per resident row — whose ghosts are charged to the budget at
+    /// the given bytes per entry: it caches `⌊c · row / (row + bytes)⌋` rows of a `c`-row
+    /// budget, so rows and the most ghosts it can hold fit the budget (`-charged`: this
+    /// implementation's [`GHOST_ENTRY_BYTES`]; `-gB`: B bytes).
+    GhostsCharged(Box<PolicyKind>, u32),
 }
+
+/// Bytes one ghost entry costs in this crate's ARC, CAR and CLOCK-Pro: a list node (key,
+/// links, list, policy word) and a bucket of the key → node map (key, node id, control byte) at
+/// the map's 7/8 load.
+pub const GHOST_ENTRY_BYTES: u32 =
+    (crate::lists::NODE_BYTES + ((std::mem::size_of::<(u64, u32)>() + 1) * 8).div_ceil(7)) as u32;
 
 /// EVCache parameters (EV-LFU, EV-ARC).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -314,13 +326,36 @@ pub const BASELINES: &[&str] = &[
 /// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`, `-miss0`, `-misshalf`
 /// `-tinylfu` and `-sum`; `ev-lfu-hist` and `-flat` also `-wN`, halving every N × capacity
 /// accesses, `-mP`, P % of the budget charged to the history (default 10), `-s`, the history in
-/// a sketch, `-lruP`, P % of the rows in an LRU admission window, and `-free`, an uncharged history of `-hN` entries (default 16) or `-sN` sketch
-/// columns per cached item).
+/// a sketch, `-c`, the history in a compact fingerprint table, `-lruP`, P % of the rows in an
+/// LRU admission window, and `-free`, an uncharged history of `-hN` entries (default 16) or
+/// `-sN` sketch columns per cached item; `arc`, `car`, `clockpro` and `clocklirs` take
+/// `-charged` or `-gB`, their ghosts charged to the budget).
 pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro, clocklirs, cacheus, ev-lfu, ev-lfu-inserted, \
 ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-lfu-miss0, ev-lfu-misshalf, ev-lfu-tinylfu, \
 ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car, \
 ev-loss, ev-loss-noaging, ev-clockpro, ev-clockpro-t1, ev-clockpro-t4, ev-lfu-hist, \
-ev-lfu-hist-flat, ev-lfu-hist-s, ev-lfu-hist-m5, ev-lfu-hist-lru1, ev-lfu-hist-free, ev-lfu-hist-free-s4";
+ev-lfu-hist-flat, ev-lfu-hist-s, ev-lfu-hist-c, ev-lfu-hist-m5, ev-lfu-hist-lru1, ev-lfu-hist-free, \
+ev-lfu-hist-free-s4, clockpro-charged, clockpro-g8, arc-charged, car-charged, clocklirs-charged";
+
+/// `arc`, `car`, `clockpro` or `clocklirs` followed by `-charged` or `-gB` (1 ≤ B ≤ 1024): the
+/// base name and the bytes charged per ghost.
+fn ghosts_charged(name: &str) -> Option<(&str, u32)> {
+    let (base, opt) = name.rsplit_once('-')?;
+    if !matches!(
+        base,
+        "arc" | "car" | "clockpro" | "clock-pro" | "clocklirs" | "clock-lirs"
+    ) {
+        return None;
+    }
+    match opt {
+        "charged" => Some((base, GHOST_ENTRY_BYTES)),
+        g => g
+            .strip_prefix('g')
+            .and_then(|b| b.parse::<u32>().ok())
+            .filter(|b| (1..=1024).contains(b))
+            .map(|b| (base, b)),
+    }
+}
 
 impl PolicyKind {
     /// Parses a policy name for a cache over `tables` tables (EV policies cap scores at it).
@@ -354,10 +389,13 @@ impl PolicyKind {
             "evlfu" => PolicyKind::EvLfu(EvConfig::new(n)),
             "evarc" => PolicyKind::EvArc(EvConfig::arc(n)),
             s => {
-                if let Some(rest) = s.strip_prefix("ev-lfu-hist") {
+                if let Some((base, bytes)) = ghosts_charged(s) {
+                    let base = Self::parse(base, tables)?;
+                    PolicyKind::GhostsCharged(Box::new(base), bytes)
+                } else if let Some(rest) = s.strip_prefix("ev-lfu-hist") {
                     let (mut group, mut window, mut free) = (true, 0u32, false);
                     let (mut pct, mut per_item, mut sketch) = (None, None, None);
-                    let mut lru = 0u32;
+                    let (mut lru, mut compact) = (0u32, false);
                     for o in rest.split('-').filter(|o| !o.is_empty()) {
                         if let Some(l) = o.strip_prefix("lru") {
                             match l.parse::<u32>() {
@@ -370,6 +408,7 @@ impl PolicyKind {
                         match (o, num('w'), num('h'), num('s'), num('m')) {
                             ("flat", ..) => group = false,
                             ("free", ..) => free = true,
+                            ("c", ..) => compact = true,
                             ("s", ..) => sketch = Some(0),
                             (_, Some(w), ..) => window = w,
                             (_, _, Some(h), ..) if h > 0 => per_item = Some(h),
@@ -379,13 +418,18 @@ impl PolicyKind {
                         }
                     }
                     let size = match (free, pct, per_item, sketch) {
-                        (true, None, h, s) if s != Some(0) => HistSize::Free {
+                        (true, None, h, s) if s != Some(0) && !compact => HistSize::Free {
                             per_item: h.unwrap_or(evhist::HISTORY_PER_ITEM as u32),
                             sketch: s.unwrap_or(0),
                         },
                         (false, m, None, s) if s.is_none_or(|k| k == 0) => HistSize::Charged {
                             pct: m.unwrap_or(evhist::DEFAULT_SHARE_PCT),
-                            sketch: s.is_some(),
+                            form: match (s.is_some(), compact) {
+                                (false, false) => HistForm::Exact,
+                                (true, false) => HistForm::Sketch,
+                                (false, true) => HistForm::Compact,
+                                (true, true) => return Err(unknown()),
+                            },
                         },
                         _ => return Err(unknown()), // -hN, -sN only with -free; -mP, -s without
                     };
@@ -447,7 +491,21 @@ impl PolicyKind {
             PolicyKind::EvLoss(n, aging) => Box::new(EvLoss::new(capacity, *n, *aging)),
             PolicyKind::EvClockPro(n, t) => Box::new(ClockPro::grouped(capacity, *n, *t)),
             PolicyKind::EvHist(h) => h.build(capacity, row_bytes),
+            PolicyKind::GhostsCharged(base, bytes) => {
+                let row = row_bytes.max(1) as u128;
+                let rows = capacity as u128 * row / (row + u128::from(*bytes));
+                base.build_for(rows as usize, row_bytes)
+            }
         }
+    }
+
+    /// Whether this baseline runs in the same memory as a policy charged for its history: it
+    /// keeps no ghosts (LRU, LFU, CLOCK) or its ghosts are charged ([`PolicyKind::GhostsCharged`]).
+    pub fn is_equal_memory_baseline(&self) -> bool {
+        matches!(
+            self,
+            PolicyKind::Lru | PolicyKind::Lfu | PolicyKind::Clock | PolicyKind::GhostsCharged(..)
+        )
     }
 
     /// Whether this is a baseline (no group scores).
@@ -483,6 +541,10 @@ impl fmt::Display for PolicyKind {
             PolicyKind::EvClockPro(_, 2) => f.write_str("ev-clockpro"),
             PolicyKind::EvClockPro(_, t) => write!(f, "ev-clockpro-t{t}"),
             PolicyKind::EvHist(h) => h.fmt(f),
+            PolicyKind::GhostsCharged(base, bytes) if *bytes == GHOST_ENTRY_BYTES => {
+                write!(f, "{base}-charged")
+            }
+            PolicyKind::GhostsCharged(base, bytes) => write!(f, "{base}-g{bytes}"),
             PolicyKind::EvLfu(c) => {
                 f.write_str("ev-lfu")?;
                 c.suffix(f)
@@ -1088,6 +1150,43 @@ mod tests {
             "frequent keys survive a scan"
         );
         assert!(p.len() <= 4);
+    }
+
+    /// A baseline whose ghosts are charged caches fewer rows: its rows and as many ghosts as it
+    /// can hold (one per row) fit the budget; only ghost-keeping baselines take the suffix.
+    #[test]
+    fn charged_ghosts_take_their_bytes_from_the_rows() {
+        assert_eq!(
+            GHOST_ENTRY_BYTES, 44,
+            "node 24 B + map bucket 17 B at 7/8 load"
+        );
+        for (name, bytes) in [
+            ("clockpro-charged", 44usize),
+            ("arc-g8", 8),
+            ("car-charged", 44),
+        ] {
+            let kind = PolicyKind::parse(name, 26).unwrap();
+            assert_eq!(kind.to_string(), name);
+            assert!(kind.is_baseline() && kind.is_equal_memory_baseline());
+            for cap in [1usize, 100, 16_882] {
+                let rows = kind.build_for(cap, 144).capacity();
+                assert!(rows * (144 + bytes) <= cap * 144, "{name} {cap}: {rows}");
+                assert!(
+                    (rows + 1) * (144 + bytes) > cap * 144,
+                    "{name} {cap}: {rows}"
+                );
+            }
+        }
+        assert!(!PolicyKind::ClockPro.is_equal_memory_baseline());
+        for bad in [
+            "lru-charged",
+            "clockpro-g0",
+            "clockpro-g",
+            "ev-lfu-charged",
+            "arc-gx",
+        ] {
+            assert!(PolicyKind::parse(bad, 26).is_err(), "{bad}");
+        }
     }
 
     #[test]

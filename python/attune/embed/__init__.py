@@ -73,10 +73,16 @@ POLICIES = (
     "ev-lfu-hist",
     "ev-lfu-hist-flat",
     "ev-lfu-hist-s",
+    "ev-lfu-hist-c",
     "ev-lfu-hist-m5",
     "ev-lfu-hist-lru1",
     "ev-lfu-hist-free",
     "ev-lfu-hist-free-s4",
+    "clockpro-charged",
+    "clockpro-g8",
+    "arc-charged",
+    "car-charged",
+    "clocklirs-charged",
 )
 
 

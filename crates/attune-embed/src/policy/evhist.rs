@@ -83,6 +83,95 @@ impl Sketch16 {
     }
 }
 
+/// Bytes of one compact history entry: a 16-bit fingerprint and a 16-bit saturating value.
+pub const COMPACT_ENTRY_BYTES: usize = 4;
+/// Entries of one compact bucket (one 32-byte half cache line).
+const BUCKET_SLOTS: usize = 8;
+
+/// The compact history (`-c`): buckets of [`BUCKET_SLOTS`] 32-bit slots, each a key's 16-bit
+/// fingerprint (high half; never 0, so 0 is an empty slot) and its value (low half, saturating
+/// at `u16::MAX`). A key lives only in the bucket its hash names (the bucket count need not be
+/// a power of two: multiply-shift reduction), so the table's bytes are exactly what is charged.
+/// A full bucket makes room by pressure aging: the newcomer replaces the bucket's lowest entry
+/// if that is not above the newcomer's value; otherwise the lowest loses one and the newcomer
+/// is forgotten, so a bucket of stale values drains under the pressure of new keys. Two keys
+/// of one bucket with the same fingerprint share a slot (a false match: the chance is about
+/// 8 / 65,535 per lookup of an unremembered key).
+struct FpTable {
+    slots: Vec<u32>,
+    buckets: usize,
+    len: usize,
+}
+
+impl FpTable {
+    /// A table of `buckets` buckets (at least one).
+    fn new(buckets: usize) -> Self {
+        let buckets = buckets.max(1);
+        FpTable {
+            slots: vec![0; buckets * BUCKET_SLOTS],
+            buckets,
+            len: 0,
+        }
+    }
+    fn bytes(&self) -> usize {
+        self.slots.len() * COMPACT_ENTRY_BYTES
+    }
+    fn entries(&self) -> usize {
+        self.slots.len()
+    }
+    /// The first slot of `key`'s bucket and its fingerprint.
+    fn locate(&self, key: u64) -> (usize, u32) {
+        let h = mix(key, SEEDS[0]);
+        let b = ((u128::from(h) * self.buckets as u128) >> 64) as usize;
+        let fp = ((h as u32) >> 16).max(1);
+        (b * BUCKET_SLOTS, fp)
+    }
+    /// Removes `key` and returns its value.
+    fn take(&mut self, key: u64) -> Option<u64> {
+        let (s, fp) = self.locate(key);
+        let bucket = &mut self.slots[s..s + BUCKET_SLOTS];
+        let slot = bucket.iter_mut().find(|x| **x >> 16 == fp)?;
+        let v = u64::from(*slot & 0xFFFF);
+        *slot = 0;
+        self.len -= 1;
+        Some(v)
+    }
+    /// Remembers `key` at value `v` (see the type's doc for a full bucket).
+    fn put(&mut self, key: u64, v: u64) {
+        let (s, fp) = self.locate(key);
+        let v16 = v.min(u64::from(u16::MAX)) as u32;
+        let entry = (fp << 16) | v16.max(1);
+        let bucket = &mut self.slots[s..s + BUCKET_SLOTS];
+        if let Some(slot) = bucket.iter_mut().find(|x| **x >> 16 == fp) {
+            *slot = entry;
+            return;
+        }
+        if let Some(slot) = bucket.iter_mut().find(|x| **x == 0) {
+            *slot = entry;
+            self.len += 1;
+            return;
+        }
+        let Some(low) = bucket.iter_mut().min_by_key(|x| **x & 0xFFFF) else {
+            return;
+        };
+        if *low & 0xFFFF <= v16 {
+            *low = entry;
+        } else {
+            *low -= 1;
+        }
+    }
+    /// Halves every value, emptying the slots that reach 0.
+    fn halve(&mut self) {
+        for x in &mut self.slots {
+            if *x != 0 {
+                let v = (*x & 0xFFFF) >> 1;
+                *x = if v == 0 { 0 } else { (*x & 0xFFFF_0000) | v };
+            }
+        }
+        self.len = self.slots.iter().filter(|&&x| x != 0).count();
+    }
+}
+
 /// Uncharged exact history entries per cached item (`-free`).
 pub const HISTORY_PER_ITEM: usize = 16;
 /// Uncharged exact history entries at least (small caches still need to count their candidates).
@@ -90,12 +179,22 @@ pub const HISTORY_MIN: usize = 1024;
 /// Default share of the budget charged to the history, in percent.
 pub const DEFAULT_SHARE_PCT: u32 = 10;
 
+/// The form of a charged history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistForm {
+    /// An exact map of uncached keys ([`ENTRY_BYTES`] an entry).
+    Exact,
+    /// A count-min sketch over every key (`-s`; [`COLUMN_BYTES`] a column).
+    Sketch,
+    /// Fingerprints and 16-bit values of uncached keys (`-c`; [`COMPACT_ENTRY_BYTES`] an entry).
+    Compact,
+}
+
 /// How the history is sized and whether the cache budget pays for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HistSize {
-    /// `pct` % of the budget's bytes hold the history (an exact map, or a sketch when `sketch`);
-    /// the rows get the rest.
-    Charged { pct: u32, sketch: bool },
+    /// `pct` % of the budget's bytes hold the history in the form `form`; the rows get the rest.
+    Charged { pct: u32, form: HistForm },
     /// Uncharged: `per_item` exact entries per cached item, or (`sketch > 0`) a sketch of
     /// `sketch` columns per cached item.
     Free { per_item: u32, sketch: u32 },
@@ -103,31 +202,79 @@ pub enum HistSize {
 
 impl HistSize {
     /// The rows left to cache and the history's form for a budget of `rows` rows of `row_bytes`
-    /// bytes: `(rows, exact entries, sketch width)`; one of the last two is 0.
-    pub fn split(&self, rows: usize, row_bytes: usize) -> (usize, usize, usize) {
+    /// bytes.
+    pub fn split(&self, rows: usize, row_bytes: usize) -> HistPlan {
+        let plan = HistPlan {
+            rows,
+            entries: 0,
+            width: 0,
+            buckets: 0,
+        };
         match *self {
-            HistSize::Free { sketch, .. } if sketch > 0 => {
-                (rows, 0, rows.saturating_mul(sketch as usize).max(16))
-            }
-            HistSize::Free { per_item, .. } => (
-                rows,
-                rows.saturating_mul(per_item as usize).max(HISTORY_MIN),
-                0,
-            ),
-            HistSize::Charged { pct, sketch } => {
+            HistSize::Free { sketch, .. } if sketch > 0 => HistPlan {
+                width: rows.saturating_mul(sketch as usize).max(16),
+                ..plan
+            },
+            HistSize::Free { per_item, .. } => HistPlan {
+                entries: rows.saturating_mul(per_item as usize).max(HISTORY_MIN),
+                ..plan
+            },
+            HistSize::Charged { pct, form } => {
                 let share = (rows as u128 * row_bytes as u128 * u128::from(pct.min(100)) / 100)
                     .min(usize::MAX as u128) as usize;
-                let (unit, entries, width) = if sketch {
-                    let w = prev_pow2(share / COLUMN_BYTES).max(16);
-                    (w * COLUMN_BYTES, 0, w)
-                } else {
-                    // A table of b buckets holds b · 7/8 entries.
-                    let b = prev_pow2(share / ENTRY_BYTES).max(8);
-                    (b * ENTRY_BYTES, b / 8 * 7, 0)
+                let (unit, plan) = match form {
+                    HistForm::Sketch => {
+                        let w = prev_pow2(share / COLUMN_BYTES).max(16);
+                        (w * COLUMN_BYTES, HistPlan { width: w, ..plan })
+                    }
+                    HistForm::Exact => {
+                        // A table of b buckets holds b · 7/8 entries.
+                        let b = prev_pow2(share / ENTRY_BYTES).max(8);
+                        let entries = b / 8 * 7;
+                        (b * ENTRY_BYTES, HistPlan { entries, ..plan })
+                    }
+                    HistForm::Compact => {
+                        // Any bucket count: the share is used to within one bucket.
+                        let b = (share / (COMPACT_ENTRY_BYTES * BUCKET_SLOTS)).max(1);
+                        let bytes = b * COMPACT_ENTRY_BYTES * BUCKET_SLOTS;
+                        (bytes, HistPlan { buckets: b, ..plan })
+                    }
                 };
                 let charged = unit.div_ceil(row_bytes.max(1));
-                (rows.saturating_sub(charged), entries, width)
+                HistPlan {
+                    rows: rows.saturating_sub(charged),
+                    ..plan
+                }
             }
+        }
+    }
+}
+
+/// What [`HistSize::split`] gives a budget: the rows to cache and the history's size, in exact
+/// entries, sketch columns or compact buckets (at most one of the three is not 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistPlan {
+    /// Rows left to cache.
+    pub rows: usize,
+    /// Exact history entries.
+    pub entries: usize,
+    /// Sketch columns.
+    pub width: usize,
+    /// Compact history buckets (of eight 4-byte entries).
+    pub buckets: usize,
+}
+
+impl HistPlan {
+    /// The policy this plan describes.
+    fn build(&self, n: u32, group: bool, window: u32, lru: u32) -> EvLfuHist {
+        let p = EvLfuHist::with_history(self.rows, n, group, window, self.entries);
+        let p = if lru > 0 { p.windowed(lru) } else { p };
+        if self.width > 0 {
+            p.sketched(self.width)
+        } else if self.buckets > 0 {
+            p.compact(self.buckets)
+        } else {
+            p
         }
     }
 }
@@ -152,16 +299,17 @@ impl HistSpec {
     /// The policy for a budget of `capacity` rows of `row_bytes` bytes each; a charged history
     /// takes its share of the bytes from the rows.
     pub fn build(&self, capacity: usize, row_bytes: usize) -> Box<dyn Policy> {
-        let (rows, entries, width) = self.size.split(capacity, row_bytes);
-        let p = EvLfuHist::with_history(rows, self.n, self.group, self.window, entries);
-        let p = if self.lru > 0 {
-            p.windowed(self.lru)
-        } else {
-            p
-        };
-        if width > 0 {
-            Box::new(p.sketched(width))
-        } else if matches!(self.size, HistSize::Charged { .. }) {
+        let p =
+            self.size
+                .split(capacity, row_bytes)
+                .build(self.n, self.group, self.window, self.lru);
+        if matches!(
+            self.size,
+            HistSize::Charged {
+                form: HistForm::Exact,
+                ..
+            }
+        ) {
             Box::new(p.preallocated())
         } else {
             Box::new(p)
@@ -183,12 +331,14 @@ impl std::fmt::Display for HistSpec {
             write!(f, "-lru{}", self.lru)?;
         }
         match self.size {
-            HistSize::Charged { pct, sketch } => {
+            HistSize::Charged { pct, form } => {
                 if pct != DEFAULT_SHARE_PCT {
                     write!(f, "-m{pct}")?;
                 }
-                if sketch {
-                    f.write_str("-s")?;
+                match form {
+                    HistForm::Exact => {}
+                    HistForm::Sketch => f.write_str("-s")?,
+                    HistForm::Compact => f.write_str("-c")?,
                 }
             }
             HistSize::Free { per_item, sketch } => {
@@ -232,6 +382,8 @@ pub struct EvLfuHist {
     recent_cap: usize,
     history_max: usize,
     sketch: Option<Sketch16>,
+    /// The compact history (`-c`), in place of the exact map.
+    compact: Option<FpTable>,
     /// Misses served without being cached.
     pub rejected: u64,
     /// Halvings run.
@@ -271,6 +423,7 @@ impl EvLfuHist {
             recent_cap: 0,
             history_max: entries,
             sketch: None,
+            compact: None,
             rejected: 0,
             halvings: 0,
             sweeps: 0,
@@ -301,8 +454,21 @@ impl EvLfuHist {
         self
     }
 
-    /// Bytes of the history (the exact map's allocation or the sketch's counters).
+    /// Keeps uncached keys' values in a compact table of `buckets` buckets of eight 4-byte
+    /// entries instead of an exact map.
+    pub fn compact(mut self, buckets: usize) -> Self {
+        self.history = map();
+        self.compact = Some(FpTable::new(buckets));
+        self.history_max = self.compact.as_ref().map_or(0, FpTable::entries);
+        self
+    }
+
+    /// Bytes of the history (the exact map's allocation, the sketch's counters or the compact
+    /// table's slots).
     pub fn history_bytes(&self) -> usize {
+        if let Some(t) = &self.compact {
+            return t.bytes();
+        }
         match &self.sketch {
             Some(sk) => sk.bytes(),
             // A table holds 7/8 of its buckets.
@@ -330,6 +496,9 @@ impl EvLfuHist {
                 self.cached.set(k, v, stamp);
             }
             return;
+        }
+        if let Some(t) = &mut self.compact {
+            t.halve();
         }
         self.history.retain(|_, v| {
             *v /= 2;
@@ -373,6 +542,10 @@ impl EvLfuHist {
     /// Remembers an uncached key's value (exact history only).
     fn remember(&mut self, key: u64, v: u64) {
         if self.sketch.is_some() || self.history_max == 0 {
+            return;
+        }
+        if let Some(t) = &mut self.compact {
+            t.put(key, v);
             return;
         }
         if self.history.len() >= self.history_max {
@@ -451,7 +624,12 @@ impl Policy for EvLfuHist {
         let w = self.weight(agg);
         let v = match &mut self.sketch {
             Some(sk) => sk.add(key, w),
-            None => self.history.remove(&key).unwrap_or(0).saturating_add(w),
+            None => match &mut self.compact {
+                Some(t) => t.take(key),
+                None => self.history.remove(&key),
+            }
+            .unwrap_or(0)
+            .saturating_add(w),
         };
         self.clock += 1;
         if self.recent_cap == 0 {
@@ -554,26 +732,30 @@ mod tests {
     /// share named is what it gets (a power of two at most the share).
     #[test]
     fn charged_history_fits_the_budget() {
-        for sketch in [false, true] {
+        for form in [HistForm::Exact, HistForm::Sketch, HistForm::Compact] {
             for (rows, pct) in [(16_882usize, 10u32), (16_882, 5), (1000, 2), (5, 10)] {
-                let size = HistSize::Charged { pct, sketch };
-                let (left, entries, width) = size.split(rows, 144);
-                let p = EvLfuHist::with_history(left, 26, true, 0, entries);
-                let p = if width > 0 {
-                    p.sketched(width)
-                } else {
+                let plan = HistSize::Charged { pct, form }.split(rows, 144);
+                let p = plan.build(26, true, 0, 0);
+                let p = if form == HistForm::Exact {
                     p.preallocated()
+                } else {
+                    p
                 };
-                let hist = p.history_bytes();
-                assert!(left < rows, "{rows} {pct} {sketch}: something is charged");
+                let (left, hist) = (plan.rows, p.history_bytes());
+                assert!(left < rows, "{rows} {pct} {form:?}: something is charged");
                 assert!(
                     left * 144 + hist <= rows * 144,
-                    "{rows} {pct} {sketch}: {left} rows + {hist} B over the budget"
+                    "{rows} {pct} {form:?}: {left} rows + {hist} B over the budget"
                 );
                 if rows > 1000 {
                     let share = rows * 144 * pct as usize / 100;
                     assert!(hist <= share && hist * 2 > share, "{hist} of {share}");
                     assert_eq!(left, rows - hist.div_ceil(144));
+                    if form == HistForm::Compact {
+                        // Any bucket count: the share to within one 32-byte bucket.
+                        assert!(share - hist < 32, "{hist} of {share}");
+                        assert_eq!(p.history_max, hist / COMPACT_ENTRY_BYTES);
+                    }
                 }
             }
         }
@@ -581,8 +763,12 @@ mod tests {
             per_item: 16,
             sketch: 0,
         };
-        assert_eq!(free.split(10, 144), (10, HISTORY_MIN, 0));
-        assert_eq!(free.split(100, 144), (100, 1600, 0));
+        let plan = |rows| {
+            let p = free.split(rows, 144);
+            (p.rows, p.entries, p.width, p.buckets)
+        };
+        assert_eq!(plan(10), (10, HISTORY_MIN, 0, 0));
+        assert_eq!(plan(100), (100, 1600, 0, 0));
     }
 
     /// The exact history holds only keys that are not cached; a full one sweeps its lowest
@@ -610,6 +796,52 @@ mod tests {
             p.access(k, &mut ev);
         }
         assert_eq!(p.history.get(&7), Some(&3));
+    }
+
+    /// The compact history admits and keeps as the exact one does on a small stream, and holds
+    /// only uncached keys.
+    #[test]
+    fn compact_history_admits_the_more_used() {
+        let mut p = EvLfuHist::with_history(2, 4, false, 0, 0).compact(4);
+        let mut ev = Vec::new();
+        for _ in 0..3 {
+            p.access(1, &mut ev);
+        }
+        p.access(2, &mut ev);
+        assert!(!p.access(3, &mut ev) && !p.contains(3));
+        assert!(!p.access(3, &mut ev) && p.contains(3) && !p.contains(2));
+        assert!(p.contains(1));
+        let t = p.compact.as_ref().map_or(0, |t| t.len);
+        assert_eq!(t, 1, "only 2 (evicted) is remembered");
+        // 2 remembers its count: two more accesses bring it back ahead of 3.
+        p.access(2, &mut ev);
+        assert!(!p.contains(2));
+        p.access(2, &mut ev);
+        assert!(p.contains(2) && !p.contains(3));
+        assert_eq!(p.history_bytes(), 4 * 8 * COMPACT_ENTRY_BYTES);
+    }
+
+    /// A full compact bucket: a newcomer not below the lowest entry replaces it; one below it
+    /// is forgotten and the lowest loses one, so pressure drains stale values.
+    #[test]
+    fn compact_bucket_replaces_the_lowest_or_ages_it() {
+        let mut t = FpTable::new(1);
+        for k in 0..8u64 {
+            t.put(k, 5 + k);
+        }
+        assert_eq!(t.len, 8);
+        t.put(100, 1); // below the lowest (key 0 at 5): forgotten, key 0 ages to 4
+        assert_eq!((t.take(100), t.len), (None, 8));
+        t.put(101, 4); // equal to the lowest (4): replaces key 0
+        assert_eq!(t.take(0), None);
+        assert_eq!(t.take(101), Some(4));
+        assert_eq!(t.take(7), Some(12));
+        assert_eq!(t.len, 6);
+        t.put(7, 1_000_000); // saturates at 16 bits
+        assert_eq!(t.take(7), Some(u64::from(u16::MAX)));
+        t.put(1, 6);
+        t.halve();
+        assert_eq!(t.take(1), Some(3));
     }
 
     /// With a window, a miss is cached at once (in the window) and the key the window pushes
