@@ -31,7 +31,8 @@ pub enum Error {
     /// Another process (or another handle in this process) holds the database lock.
     #[error(
         "database at {path} is locked by another opener (one writable handle per directory, or \
-         any number of read_only ones, not both)"
+         any number of read_only ones, not both; to read beside a writer, open with \
+         secondary=True)"
     )]
     Locked { path: PathBuf },
     /// The directory exists but holds no Attune database (and create_if_missing is off), or holds
