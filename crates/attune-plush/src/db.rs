@@ -856,7 +856,7 @@ impl Core {
                 .map(|mut shard| {
                     s.spawn(move || {
                         shard.sort_unstable_by_key(|(d, e)| (*d, e.seq));
-                        this.replay(shard.iter().map(|(_, e)| e), &log_path)
+                        this.replay(shard.iter().map(|(_, e)| e), log_path)
                     })
                 })
                 .collect();
