@@ -127,6 +127,72 @@ def test_a_damaged_manifest_is_a_corruption_error_naming_the_file(tmp_path):
     assert "manifest.plush" in str(e.value)
 
 
+def _filled(p):
+    """A database with records on the persistent levels (so level files exist)."""
+    with _open(p, dram_entries_log2=2) as db:
+        for k in range(3_000):
+            db.put(k, k * 7)
+        assert db.stats()["levels"] >= 1
+
+
+def test_an_empty_manifest_beside_level_files_is_corruption_and_never_rewritten(tmp_path):
+    p = tmp_path / "h"
+    _filled(p)
+    m = p / "manifest.plush"
+    m.write_bytes(b"")
+    for kw in ({}, {"dram_entries_log2": 2}):
+        with pytest.raises(attune.CorruptionError, match="restore manifest.plush") as e:
+            attune.HashDB(p, sync=False, **kw)
+        assert e.value.path == str(m)
+        assert m.stat().st_size == 0
+
+
+def test_an_empty_manifest_alone_is_created_as_a_new_database(tmp_path):
+    p = tmp_path / "h"
+    p.mkdir()
+    (p / "manifest.plush").write_bytes(b"")
+    with _open(p) as db:
+        db.put(1, 2)
+    with _open(p) as db:
+        assert db.get_int(1) == 2
+
+
+def test_a_manifest_with_a_damaged_magic_is_corruption_not_a_foreign_directory(tmp_path):
+    p = tmp_path / "h"
+    _open(p).close()
+    m = p / "manifest.plush"
+    b = bytearray(m.read_bytes())
+    b[0] ^= 1
+    m.write_bytes(bytes(b))
+    with pytest.raises(attune.CorruptionError, match="magic") as e:
+        _open(p)
+    assert e.value.path == str(m)
+
+
+def test_reopening_with_another_geometry_names_the_option_and_both_values(tmp_path):
+    p = tmp_path / "h"
+    _open(p).close()
+    with pytest.raises(attune.InvalidArgumentError, match="dram_entries_log2 = 8 was given") as e:
+        _open(p, dram_entries_log2=8)
+    assert "created with dram_entries_log2 = 6" in str(e.value)
+    with pytest.raises(attune.InvalidArgumentError, match="created with log_partitions = 4"):
+        _open(p, log_partitions=16)
+    # Options left out take the stored geometry.
+    with attune.HashDB(p, sync=False) as db:
+        db.put(1, 2)
+        assert db.get_int(1) == 2
+
+
+def test_verify_says_which_level_records_no_checksum_covers(tmp_path, capsys):
+    p = tmp_path / "h"
+    _filled(p)
+    with attune.HashDB(p, sync=False) as db:
+        r = db.verify()
+    assert 0 < r["records_not_checksummed"] <= r["records"]
+    assert main(["hash-db", "verify", str(p)]) == 0
+    assert "carry no checksum" in capsys.readouterr().out
+
+
 def _child_uses_parents_handle(db, q):
     out = {}
     for name, call in [("put", lambda: db.put(9, 9)), ("get", lambda: db.get(1))]:

@@ -335,6 +335,10 @@ pub struct VerifyReport {
     /// those whose segment is gone (shadowed versions a migration has not dropped yet).
     pub payload_records: u64,
     pub payload_dangling: u64,
+    /// Level records whose value sits in the bucket (8-byte key and value): no checksum covers
+    /// them, so `verify` checks only their structure (the key hashes to its entry and is in its
+    /// filter) and a damaged value reads back wrong without an error (formats/plush.md).
+    pub records_not_checksummed: u64,
 }
 
 /// A Plush hash table: the engine plus, with background migration, its migration thread.
@@ -618,7 +622,12 @@ impl Core {
 
     /// Opens (or creates) the database in directory `path`.
     fn open(path: &Path, opts: Options) -> Result<Core> {
-        opts.validate()?;
+        // The geometry of an existing database is the manifest's: options are validated after
+        // the stored geometry replaced the defaults (`read_or_write_manifest`), so that a
+        // message names the geometry in force.
+        if !path.join(MANIFEST).is_file() {
+            opts.validate()?;
+        }
         if opts.read_only {
             return Core::open_read_only(path, opts);
         }
@@ -657,9 +666,14 @@ impl Core {
     /// See [`Options::read_only`].
     fn open_read_only(path: &Path, opts: Options) -> Result<Core> {
         if !path.is_dir() {
+            let what = if path.exists() {
+                "not a directory"
+            } else {
+                "the directory does not exist"
+            };
             return Err(Error::NotADatabase {
                 path: path.to_path_buf(),
-                detail: "not a directory (a read-only open creates nothing)".into(),
+                detail: format!("{what} (a read-only open creates nothing)"),
             });
         }
         let storage = FileStorage::with_group(path, opts.backend, false, opts.group_commit())?
@@ -689,7 +703,6 @@ impl Core {
     }
 
     fn open_with(storage: Box<dyn Storage>, mut opts: Options) -> Result<Core> {
-        opts.validate()?;
         read_or_write_manifest(storage.as_ref(), &mut opts)?;
         opts.validate()?;
         let geo = opts.geometry();
@@ -714,7 +727,7 @@ impl Core {
                 ));
             }
             let level = Level::open(
-                Region::new(&name, r),
+                Region::new(&storage.location().join(&name).to_string_lossy(), r),
                 geo,
                 num,
                 num <= opts.dram_filter_levels,
@@ -774,7 +787,9 @@ impl Core {
             .storage
             .open_region(LOG_FILE, bytes, true, RegionKind::Log)?
             .ok_or_else(|| Error::io("open", LOG_FILE, std::io::ErrorKind::NotFound.into()))?;
-        let log = Arc::new(Region::new(LOG_FILE, r));
+        // Named by its full path: corruption found in it names the file, as the others do.
+        let log_path = self.storage.location().join(LOG_FILE);
+        let log = Arc::new(Region::new(&log_path.to_string_lossy(), r));
         self.log_region = Some(log.clone());
         let regions: Vec<usize> = (0..parts).collect();
         let threads = std::thread::available_parallelism()
@@ -834,13 +849,14 @@ impl Core {
                 logs[i] = Some(p);
             }
         }
+        let log_path = log_path.as_path();
         let replayed: Vec<Result<u64>> = std::thread::scope(|s| {
             let handles: Vec<_> = shards
                 .into_iter()
                 .map(|mut shard| {
                     s.spawn(move || {
                         shard.sort_unstable_by_key(|(d, e)| (*d, e.seq));
-                        this.replay(shard.iter().map(|(_, e)| e), LOG_FILE)
+                        this.replay(shard.iter().map(|(_, e)| e), log_path)
                     })
                 })
                 .collect();
@@ -889,7 +905,7 @@ impl Core {
 
     /// Puts recovered log entries (each DRAM entry's in sequence order) back into the DRAM
     /// level: those whose epoch is above their level-1 entry's (≥ there means migrated).
-    fn replay<'e>(&self, entries: impl Iterator<Item = &'e LogEntry>, file: &str) -> Result<u64> {
+    fn replay<'e>(&self, entries: impl Iterator<Item = &'e LogEntry>, file: &Path) -> Result<u64> {
         let mut n = 0;
         for e in entries {
             let h = hash_key(e.key);
@@ -1219,7 +1235,7 @@ impl Core {
             )?
             .ok_or_else(|| Error::io("create", &name, std::io::ErrorKind::NotFound.into()))?;
         let level = Level::open(
-            Region::new(&name, r),
+            Region::new(&self.storage.location().join(&name).to_string_lossy(), r),
             self.geo,
             num,
             num <= self.opts.dram_filter_levels,
@@ -1508,7 +1524,9 @@ impl Core {
                     }
                     rep.records += 1;
                     let v = e.value(b, j).load(Ordering::Relaxed);
-                    if is_pointer(v) {
+                    if !is_pointer(v) {
+                        rep.records_not_checksummed += 1;
+                    } else {
                         match self.payload.read(v)? {
                             None => rep.payload_dangling += 1,
                             Some((key, _)) if bucket_key(&key) == k => rep.payload_records += 1,
@@ -1586,7 +1604,7 @@ fn record_files(storage: &dyn Storage, levels: usize, log: bool) -> Result<()> {
     let r = storage
         .open_region(MANIFEST, 4096, false, RegionKind::Level)?
         .ok_or_else(|| Error::io("open", MANIFEST, std::io::ErrorKind::NotFound.into()))?;
-    let region = Region::new(MANIFEST, r);
+    let region = Region::new(&storage.location().join(MANIFEST).to_string_lossy(), r);
     let low = (levels as u32) << 1 | u32::from(log);
     let w = (crc32c::crc32c(&low.to_le_bytes()) as u64) << 32 | low as u64;
     region.word(MANIFEST_FILES_WORD).store(w, Ordering::Release);
@@ -1649,12 +1667,131 @@ fn is_plush_file(name: &str) -> bool {
             && (name.starts_with("level-") || name.starts_with("payload-")))
 }
 
+/// Plush's own files in the directory other than the manifest, sorted.
+fn plush_files(storage: &dyn Storage) -> Result<Vec<String>> {
+    let mut names = storage.list_regions()?;
+    names.retain(|n| is_plush_file(n));
+    names.sort();
+    Ok(names)
+}
+
+/// The first few of `names`, for a message.
+fn some_names(names: &[String]) -> String {
+    let mut s = names.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 4 {
+        s.push_str(&format!(" and {} more", names.len() - 4));
+    }
+    s
+}
+
+/// A manifest that cannot be the start of a creation a crash cut short: shorter than its
+/// header (only an empty one, alone in the directory, is that), or unarmed beside other Plush
+/// files (the manifest is armed before any other file is created). Either way the geometry is
+/// lost, and writing a default one over it would make the other files unreadable.
+fn refuse_lost_manifest(storage: &dyn Storage, len: u64, what: &str) -> Result<()> {
+    let ours = plush_files(storage)?;
+    if ours.is_empty() && len == 0 {
+        return Ok(());
+    }
+    let beside = if ours.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", and the directory holds Plush files ({})",
+            some_names(&ours)
+        )
+    };
+    Err(Error::corruption(
+        storage.location().join(MANIFEST),
+        len.min(8),
+        format!(
+            "{MANIFEST} {what}{beside}: the database's geometry is lost; restore {MANIFEST} \
+             from a backup (opening never rewrites it with default geometry)"
+        ),
+    ))
+}
+
+/// Geometry options that differ both from their default and from the value the database was
+/// created with are a mistake the caller should hear of; options left at their defaults take
+/// the stored values.
+fn refuse_geometry_mismatch(storage: &dyn Storage, opts: &Options, stored: &Options) -> Result<()> {
+    let d = Options::default();
+    let fields: [(&str, u64, u64, u64); 6] = [
+        (
+            "dram_entries_log2",
+            opts.dram_entries_log2.into(),
+            stored.dram_entries_log2.into(),
+            d.dram_entries_log2.into(),
+        ),
+        (
+            "fanout_log2",
+            opts.fanout_log2.into(),
+            stored.fanout_log2.into(),
+            d.fanout_log2.into(),
+        ),
+        (
+            "log_partitions",
+            opts.log_partitions as u64,
+            stored.log_partitions as u64,
+            d.log_partitions as u64,
+        ),
+        (
+            "log_chunk_bytes",
+            opts.log_chunk_bytes as u64,
+            stored.log_chunk_bytes as u64,
+            d.log_chunk_bytes as u64,
+        ),
+        (
+            "log_chunks",
+            opts.log_chunks as u64,
+            stored.log_chunks as u64,
+            d.log_chunks as u64,
+        ),
+        (
+            "payload_segment_bytes",
+            opts.payload_segment_bytes as u64,
+            stored.payload_segment_bytes as u64,
+            d.payload_segment_bytes as u64,
+        ),
+    ];
+    for (name, given, have, default) in fields {
+        if given != have && given != default {
+            return Err(Error::InvalidArgument(format!(
+                "{name} = {given} was given, but the hash database at {} was created with \
+                 {name} = {have}; the geometry is fixed at creation (leave {name} out to open \
+                 it with the stored value)",
+                storage.location().display()
+            )));
+        }
+    }
+    if opts.log_pack_groups != stored.log_pack_groups && opts.log_pack_groups != d.log_pack_groups {
+        return Err(Error::InvalidArgument(format!(
+            "log_pack_groups = {} was given, but the hash database at {} was created with \
+             log_pack_groups = {}; the log layout is fixed at creation (leave it out)",
+            opts.log_pack_groups,
+            storage.location().display(),
+            stored.log_pack_groups
+        )));
+    }
+    Ok(())
+}
+
 fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<()> {
+    if let Some(len) = storage.region_len(MANIFEST)? {
+        if len < 4096 {
+            refuse_lost_manifest(
+                storage,
+                len,
+                &format!("is {len} bytes, shorter than its 4096-byte header"),
+            )?;
+        }
+    }
     let existing = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)?;
     let region = match existing {
-        Some(r) => Region::new(MANIFEST, r),
+        Some(r) => Region::new(&storage.location().join(MANIFEST).to_string_lossy(), r),
         None => {
             refuse_foreign_files(storage)?;
+            opts.validate()?;
             if !opts.create_if_missing {
                 return Err(Error::NotADatabase {
                     path: storage.location(),
@@ -1666,7 +1803,7 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
                 .ok_or_else(|| {
                     Error::io("create", MANIFEST, std::io::ErrorKind::NotFound.into())
                 })?;
-            Region::new(MANIFEST, r)
+            Region::new(&storage.location().join(MANIFEST).to_string_lossy(), r)
         }
     };
     let fields = |o: &Options| {
@@ -1693,7 +1830,14 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
     };
     let magic = region.word(0).load(Ordering::Acquire);
     if magic == 0 {
-        // New, or a creation a crash cut short (the magic is armed last).
+        // New, or a creation a crash cut short (the magic is armed last, and before any other
+        // file is created).
+        refuse_lost_manifest(
+            storage,
+            0,
+            "has a zero magic word (its creation never finished)",
+        )?;
+        opts.validate()?;
         region.reserve_words(0, 4096 / 8)?;
         let f = fields(opts);
         for (i, x) in f.iter().enumerate() {
@@ -1708,10 +1852,15 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
         return Ok(());
     }
     if magic != MANIFEST_MAGIC {
-        return Err(Error::NotADatabase {
-            path: storage.location(),
-            detail: format!("{MANIFEST} has magic {magic:#x}"),
-        });
+        // A file of this name and size is a Plush manifest: a wrong magic word is damage.
+        return Err(Error::corruption(
+            storage.location().join(MANIFEST),
+            0,
+            format!(
+                "{MANIFEST} has magic {magic:#x}, not {MANIFEST_MAGIC:#x} (PLUSHDB): the \
+                 manifest is damaged; restore it from a backup"
+            ),
+        ));
     }
     let version = region.word(1).load(Ordering::Acquire);
     let known = |v: u64| v == FORMAT_VERSION || v == MANIFEST_VERSION_PACKED;
@@ -1732,13 +1881,18 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
             "manifest checksum mismatch",
         ));
     }
-    opts.log_pack_groups = version == MANIFEST_VERSION_PACKED;
-    opts.dram_entries_log2 = f[1] as u32;
-    opts.fanout_log2 = f[2] as u32;
-    opts.log_partitions = f[3] as usize;
-    opts.log_chunk_bytes = f[4] as usize;
-    opts.log_chunks = f[5] as usize;
-    opts.payload_segment_bytes = f[6] as usize;
+    let stored = Options {
+        log_pack_groups: version == MANIFEST_VERSION_PACKED,
+        dram_entries_log2: f[1] as u32,
+        fanout_log2: f[2] as u32,
+        log_partitions: f[3] as usize,
+        log_chunk_bytes: f[4] as usize,
+        log_chunks: f[5] as usize,
+        payload_segment_bytes: f[6] as usize,
+        ..opts.clone()
+    };
+    refuse_geometry_mismatch(storage, opts, &stored)?;
+    *opts = stored;
     Ok(())
 }
 

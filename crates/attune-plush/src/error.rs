@@ -29,7 +29,10 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// Another handle holds the directory's lock.
-    #[error("hash database at {path} is locked by another opener (one handle per directory)")]
+    #[error(
+        "hash database at {path} is locked by another opener (a writable open needs the \
+         directory alone; read-only opens share it with each other, not with a writer)"
+    )]
     Locked { path: PathBuf },
     /// A write (put, delete, checkpoint, garbage collection) on a handle opened read-only.
     #[error("hash database at {path} is open read-only: {op} refused")]

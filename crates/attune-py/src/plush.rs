@@ -269,8 +269,10 @@ impl HashDB {
     /// Checks the files' lengths, every level entry and log chunk, and every payload record a
     /// level points to. Returns {"levels", "entries_checked", "records" (on the persistent
     /// levels), "dram_records" (acknowledged, in the recovery log, not yet migrated),
-    /// "log_chunks_in_use", "log_entries", "payload_records", "payload_dangling"}; damage
-    /// raises `CorruptionError` naming the file.
+    /// "log_chunks_in_use", "log_entries", "payload_records", "payload_dangling",
+    /// "records_not_checksummed" (level records with an 8-byte key and value: no checksum
+    /// covers them, so damage to one can read back as a wrong value)}; damage found raises
+    /// `CorruptionError` naming the file.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let db = self.handle(py)?;
         let r = py.allow_threads(move || db.verify()).map_err(to_py)?;

@@ -1,5 +1,6 @@
 //! What an open refuses, and writes nothing for: a directory that is not a Plush database, a
-//! database whose manifest is missing, and files shorter than the manifest's geometry.
+//! database whose manifest is missing, empty or damaged, files shorter than the manifest's
+//! geometry, and geometry options that contradict the stored ones.
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
 use crate::support::{scratch, small};
@@ -207,4 +208,153 @@ fn verify_counts_the_records_waiting_in_the_dram_level() {
     let db = Plush::open(dir.path(), opts).unwrap();
     let r = db.verify().unwrap();
     assert_eq!((r.records, r.dram_records), (0, 1000));
+}
+
+/// Opens `dir` with `opts` and returns the corruption error, checking that it names the
+/// manifest and that the open wrote nothing.
+fn manifest_refused(dir: &Path, opts: Options) -> String {
+    let before = listing(dir);
+    let err = Plush::open(dir, opts).err().unwrap();
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    let path = dir.join("manifest.plush");
+    assert!(err.to_string().contains(&*path.to_string_lossy()), "{err}");
+    assert_eq!(listing(dir), before);
+    err.to_string()
+}
+
+#[test]
+fn an_empty_or_short_manifest_beside_plush_files_is_corruption_and_never_rewritten() {
+    for len in [0, 8, 4095] {
+        let dir = scratch();
+        filled(dir.path());
+        truncate(len)(&dir.path().join("manifest.plush"));
+        // With the stored geometry and with the defaults: neither may write a default manifest.
+        for opts in [options(), Options::default()] {
+            let msg = manifest_refused(dir.path(), opts);
+            assert!(
+                msg.contains("restore manifest.plush from a backup"),
+                "{msg}"
+            );
+            assert!(msg.contains("level-01.plush"), "{msg}");
+        }
+        let ro = Options {
+            read_only: true,
+            ..options()
+        };
+        manifest_refused(dir.path(), ro);
+    }
+}
+
+#[test]
+fn a_manifest_with_a_zeroed_magic_beside_plush_files_is_corruption() {
+    let dir = scratch();
+    filled(dir.path());
+    let p = dir.path().join("manifest.plush");
+    let mut b = std::fs::read(&p).unwrap();
+    b[..8].fill(0);
+    std::fs::write(&p, b).unwrap();
+    let msg = manifest_refused(dir.path(), Options::default());
+    assert!(msg.contains("zero magic"), "{msg}");
+}
+
+#[test]
+fn an_empty_manifest_alone_is_a_creation_cut_short_and_is_created() {
+    let dir = scratch();
+    std::fs::write(dir.path().join("manifest.plush"), b"").unwrap();
+    let db = Plush::open(dir.path(), options()).unwrap();
+    db.put(1, 2).unwrap();
+    drop(db);
+    assert_eq!(
+        Plush::open(dir.path(), options()).unwrap().get(1).unwrap(),
+        Some(2)
+    );
+}
+
+#[test]
+fn a_manifest_with_a_damaged_magic_is_corruption_not_a_foreign_directory() {
+    let dir = scratch();
+    filled(dir.path());
+    let p = dir.path().join("manifest.plush");
+    let mut b = std::fs::read(&p).unwrap();
+    b[0] ^= 0x01;
+    std::fs::write(&p, b).unwrap();
+    let msg = manifest_refused(dir.path(), options());
+    assert!(msg.contains("magic"), "{msg}");
+}
+
+#[test]
+fn log_corruption_names_the_log_by_its_full_path() {
+    let dir = scratch();
+    let opts = logged(dir.path());
+    flip_log_byte(dir.path(), 64 + 32 * 3 + 5);
+    let err = Plush::open(dir.path(), opts).err().unwrap();
+    let path = dir.path().join("log.plush");
+    assert!(err.to_string().contains(&*path.to_string_lossy()), "{err}");
+    match err {
+        Error::Corruption { file, .. } => assert_eq!(file, path),
+        e => panic!("{e}"),
+    }
+}
+
+#[test]
+fn a_geometry_option_that_differs_from_the_stored_one_is_refused_naming_both() {
+    let dir = scratch();
+    filled(dir.path());
+    for (opts, name, given, stored) in [
+        (
+            Options {
+                dram_entries_log2: 5,
+                ..options()
+            },
+            "dram_entries_log2",
+            "5",
+            "2",
+        ),
+        (
+            Options {
+                fanout_log2: 3,
+                ..options()
+            },
+            "fanout_log2",
+            "3",
+            "2",
+        ),
+        (
+            Options {
+                log_partitions: 2,
+                ..options()
+            },
+            "log_partitions",
+            "2",
+            "4",
+        ),
+    ] {
+        let err = Plush::open(dir.path(), opts).err().unwrap();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("{name} = {given} was given")),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("created with {name} = {stored}")),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn options_left_at_their_defaults_take_the_stored_geometry() {
+    let dir = scratch();
+    filled(dir.path());
+    let opts = Options {
+        sync: false,
+        backend: Backend::Msync,
+        ..Options::default()
+    };
+    let db = Plush::open(dir.path(), opts).unwrap();
+    assert_eq!(db.options().dram_entries_log2, 2);
+    for k in 0..3000u64 {
+        assert_eq!(db.get(k).unwrap(), Some(k * 7));
+    }
 }

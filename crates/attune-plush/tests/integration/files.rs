@@ -265,8 +265,9 @@ fn a_new_database_allocates_its_log_as_it_fills() {
 }
 
 /// The log's layout is fixed at creation: a database logged by key hash (manifest version 3,
-/// which older builds read) stays so when reopened with packing on, and a packed one
-/// (version 4) stays packed when reopened with it off; both keep every record. A manifest of
+/// which older builds read) stays so when reopened with packing at its default (on) and keeps
+/// every record; a packed one (version 4) reopened with packing explicitly off is refused
+/// (an explicit mismatch with the stored geometry is an invalid argument). A manifest of
 /// a version this build does not know is refused, not read.
 #[test]
 fn the_log_layout_is_fixed_at_creation_and_an_unknown_version_is_refused() {
@@ -286,6 +287,14 @@ fn the_log_layout_is_fixed_at_creation_and_an_unknown_version_is_refused() {
         }
         drop(db);
         assert_eq!(version(dir.path()), want, "log_pack_groups {pack}");
+        if pack {
+            // Explicitly asking for the other layout than the stored one is refused ...
+            let err = Plush::open(dir.path(), opts(false)).err().unwrap();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+            assert!(err.to_string().contains("log_pack_groups = false"), "{err}");
+            continue;
+        }
+        // ... while the option at its default yields to the stored layout.
         let db = Plush::open(dir.path(), opts(!pack)).unwrap();
         for k in 3_000..6_000u64 {
             db.put(k, k + 1).unwrap();
