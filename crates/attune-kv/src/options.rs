@@ -418,6 +418,13 @@ pub struct Options {
     pub level_size_multiplier: u64,
     /// Target size of one compaction output file. Default 64 MiB.
     pub target_file_size: u64,
+    /// Intra-L0 compaction: when an L0 compaction is due and the L1 files it would merge hold
+    /// at least half as many bytes as L0 (so an L0→L1 would largely rewrite L1), merge the L0
+    /// files into one L0 file instead, as long as L0 stays within twice
+    /// `max_bytes_for_level_base`; the next L0→L1 then moves more data per byte of L1 it
+    /// rewrites. Default on (docs/kv.md "Intra-L0 compaction" has the measurement); `false`
+    /// always compacts L0 into L1.
+    pub l0_intra_compaction: bool,
     /// What `close` does with a compaction that is running: `true` (default) lets it finish and
     /// installs its output, so a process that closes soon after a burst of writes (a CLI verb, a
     /// short script, a benchmark phase) does not throw away work the next open would redo;
@@ -582,6 +589,7 @@ impl Default for Options {
             max_bytes_for_level_base: 256 << 20,
             level_size_multiplier: 10,
             target_file_size: 64 << 20,
+            l0_intra_compaction: true,
             finish_compaction_on_close: true,
             background_nice: 0,
             wal_sync_interval_ms: 1000,
@@ -700,6 +708,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "max_bytes_for_level_base",
     "level_size_multiplier",
     "target_file_size",
+    "l0_intra_compaction",
     "finish_compaction_on_close",
     "background_nice",
     "wal_sync_interval_ms",
@@ -795,6 +804,7 @@ impl Options {
             "max_bytes_for_level_base" => self.max_bytes_for_level_base = parse_size(value)?,
             "level_size_multiplier" => self.level_size_multiplier = parse_num(key, value)?,
             "target_file_size" => self.target_file_size = parse_size(value)?,
+            "l0_intra_compaction" => self.l0_intra_compaction = parse_bool(key, value)?,
             "finish_compaction_on_close" => {
                 self.finish_compaction_on_close = parse_bool(key, value)?
             }
@@ -1096,6 +1106,7 @@ impl Options {
                 "expiry_compaction_interval_ms",
                 self.expiry_compaction_interval_ms.to_string(),
             ),
+            ("l0_intra_compaction", self.l0_intra_compaction.to_string()),
             (
                 "finish_compaction_on_close",
                 self.finish_compaction_on_close.to_string(),

@@ -341,6 +341,9 @@ impl Engine for AttuneEngine {
             .map(|c| c.compactions)
             .sum::<u64>());
         out["compaction_bytes_written"] = json!(st.compaction_bytes_written);
+        // Level 0's own counters count intra-L0 merges (`l0_intra_compaction`).
+        out["intra_l0_compactions"] =
+            json!(st.level_compactions.first().map_or(0, |c| c.compactions));
         out["stall_micros"] = json!(st.stall_micros);
         out["slowdowns"] = json!(st.slowdowns);
         out["files_deferred_io"] = json!(l.files_deferred_io);

@@ -275,10 +275,14 @@ impl DbInner {
                 self.work_cv.wait(&mut st);
                 continue;
             }
+            // An intra-L0 merge is safe only while no flush or ingest holds a file number that
+            // could still land in level 0 (see `compaction`'s module documentation).
+            let intra_l0_safe = st.imm.is_none() && st.pending_outputs.is_empty();
             let picked = compaction::pick(
                 &st.versions.current(),
                 &self.opts,
                 &st.versions.compact_pointers,
+                intra_l0_safe,
             );
             let interval = self.opts.expiry_compaction_interval_ms;
             let Some(c) = picked else {
@@ -373,8 +377,21 @@ impl DbInner {
         // Entries above every snapshot may be filtered (a snapshot keeps its view).
         let filter_above = st.snapshots.keys().next_back().copied().unwrap_or(0);
         let mut allocated: Vec<u64> = Vec::new();
+        // An intra-L0 output is numbered now, under the mutex held since it was picked: every
+        // L0 file flushed or ingested from here on gets a larger number and so reads as newer.
+        let mut reserved = None;
+        if c.intra_l0() {
+            let n = st.versions.new_file_number();
+            st.pending_outputs.insert(n);
+            allocated.push(n);
+            reserved = Some(n);
+        }
         let out = MutexGuard::unlocked(st, || {
             let mut new_file = || {
+                if let Some(n) = reserved.take() {
+                    return n;
+                }
+                debug_assert!(!c.intra_l0(), "an intra-L0 merge writes one file");
                 let mut s = self.state.lock();
                 let n = s.versions.new_file_number();
                 s.pending_outputs.insert(n);

@@ -6,6 +6,13 @@
 //! files they overlap; deeper levels take one file, round-robin after the level's compact pointer,
 //! plus its overlap in the next level. A single file with no overlap below is moved, not rewritten.
 //!
+//! Intra-L0 (`l0_intra_compaction`): when an L0 compaction is due but the L1 files it would take
+//! hold at least half as many bytes as L0 (the merge would mostly rewrite L1), every L0 file is
+//! merged into one new L0 file instead, while L0 stays within twice L1's target size. L0 files are ordered by file
+//! number, newest first, so the output must be newer than every input and older than every
+//! later L0 file: the caller picks it only when no flush or ingest is in flight (nothing holds a
+//! file number that could land in L0 with newer data) and numbers the output before it unlocks.
+//!
 //! Merging drops a version when a newer version of the same key is visible to every snapshot, and a
 //! tombstone when additionally no deeper level can hold the key. Outputs are cut at
 //! `target_file_size`, never between two versions of one user key.
@@ -31,7 +38,7 @@ pub struct Compaction {
     pub version: Arc<Version>,
     pub trivial_move: bool,
     /// Rewrites `inputs[0]` into `level` itself (to drop expired entries from the deepest
-    /// level); `inputs[1]` is empty.
+    /// level, or at level 0 to merge every L0 file into one); `inputs[1]` is empty.
     pub in_place: bool,
 }
 
@@ -45,6 +52,10 @@ impl Compaction {
     }
     pub fn input_bytes(&self) -> u64 {
         self.inputs.iter().flatten().map(|f| f.size).sum()
+    }
+    /// Whether this merges L0 files into one L0 file (see the module documentation).
+    pub fn intra_l0(&self) -> bool {
+        self.in_place && self.level == 0
     }
 }
 
@@ -86,11 +97,38 @@ fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
     (lo, hi)
 }
 
-/// Picks the most urgent compaction, if any level scores >= 1.
+/// Whether a due L0 compaction should merge L0 into itself rather than into L1: the L1 files an
+/// L0→L1 would rewrite hold at least half as many bytes as L0 (the merge would write at least
+/// 1.5 bytes per byte of L0), and L0 stays within twice L1's target. Only worth it with at
+/// least two L0 files.
+///
+/// Why half: merging L0 now and into L1 at the next trigger writes about 2·|L0| + |new| + |L1|;
+/// going down twice writes |L0| + |new| + 2·|L1|, and pushes L1 over its target twice. The two
+/// are even at |L1| = |L0| when no key repeats between L0 files; overwrites of the same keys
+/// (a skewed update stream) shrink the merged file, moving the break-even below |L0|.
+pub fn prefers_intra_l0(v: &Version, opts: &Options) -> bool {
+    let l0 = &v.files[0];
+    if !opts.l0_intra_compaction || l0.len() < 2 {
+        return false;
+    }
+    let l0_bytes: u64 = l0.iter().map(|f| f.size).sum();
+    let (lo, hi) = user_range(l0);
+    let l1_bytes: u64 = v
+        .overlapping(1, Some(&lo), Some(&hi))
+        .iter()
+        .map(|f| f.size)
+        .sum();
+    l1_bytes.saturating_mul(2) >= l0_bytes
+        && l0_bytes <= max_bytes_for_level(opts, 1).saturating_mul(2)
+}
+
+/// Picks the most urgent compaction, if any level scores >= 1. `intra_l0_safe`: no flush or
+/// ingest is in flight, so an intra-L0 merge may be picked (see the module documentation).
 pub fn pick(
     v: &Arc<Version>,
     opts: &Options,
     pointers: &[Vec<u8>; NUM_LEVELS],
+    intra_l0_safe: bool,
 ) -> Option<Compaction> {
     let scores = level_scores(v, opts);
     let (level, score) = scores
@@ -99,6 +137,15 @@ pub fn pick(
         .max_by(|a, b| a.1.partial_cmp(b.1).unwrap_or(std::cmp::Ordering::Equal))?;
     if *score < 1.0 {
         return None;
+    }
+    if level == 0 && intra_l0_safe && prefers_intra_l0(v, opts) {
+        return Some(Compaction {
+            level: 0,
+            inputs: [v.files[0].clone(), Vec::new()],
+            version: v.clone(),
+            trivial_move: false,
+            in_place: true,
+        });
     }
     let first: Vec<Arc<FileMeta>> = if level == 0 {
         v.files[0].clone()
@@ -132,7 +179,7 @@ pub fn with_overlap(v: &Arc<Version>, level: usize, first: Vec<Arc<FileMeta>>) -
 pub fn in_place(v: &Arc<Version>, level: usize, files: Vec<Arc<FileMeta>>) -> Compaction {
     debug_assert!(
         level >= 1,
-        "level-0 files overlap: they are merged down, never in place"
+        "level-0 files overlap: only `pick` merges all of them in place"
     );
     Compaction {
         level,
@@ -259,10 +306,12 @@ pub fn run(
         };
         let new_user_key = current_user_key.as_deref() != Some(parsed.user_key);
         if new_user_key {
-            // Cut the output only at a user-key boundary.
-            if builder
-                .as_ref()
-                .is_some_and(|(_, b)| b.file_size_estimate() >= opts.target_file_size)
+            // Cut the output only at a user-key boundary; an intra-L0 merge writes one file
+            // (its one file number was taken before L0 could grow, see the module docs).
+            if !c.intra_l0()
+                && builder
+                    .as_ref()
+                    .is_some_and(|(_, b)| b.file_size_estimate() >= opts.target_file_size)
             {
                 if let Some((n, b)) = builder.take() {
                     finish_output(n, b, &mut out)?;

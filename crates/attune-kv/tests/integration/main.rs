@@ -15,6 +15,7 @@ mod fault_plan;
 mod faults;
 mod hot_key_cache;
 mod ingest;
+mod intra_l0;
 mod layering;
 mod learned;
 mod lifecycle;
