@@ -635,20 +635,25 @@ impl Partition {
 mod tests {
     use super::*;
 
+    /// A `log.plush` region of `bytes` on a fresh simulated storage (crash simulator off).
+    fn sim_log_region(bytes: usize) -> Arc<Region> {
+        use crate::persist::{RegionKind, SimStorage, Storage};
+        let storage = SimStorage::new(0, 1);
+        let r = storage
+            .open_region("log.plush", bytes, true, RegionKind::Log)
+            .unwrap()
+            .unwrap();
+        Arc::new(Region::new("log.plush", r))
+    }
+
     /// A created partition arms its first chunk like a recovered empty one, without reading a
     /// header: recovery of what it wrote finds its entries, and a damaged header in a file
     /// that already existed is still found by `recover` (which the engine uses for any log
     /// file that existed before the open).
     #[test]
     fn create_skips_headers_and_recover_reads_what_it_wrote() {
-        use crate::persist::{RegionKind, SimStorage, Storage};
         let (chunk_bytes, chunks) = (8192, 3);
-        let storage = SimStorage::new(0, 1);
-        let r = storage
-            .open_region("log.plush", chunk_bytes * chunks, true, RegionKind::Log)
-            .unwrap()
-            .unwrap();
-        let region = Arc::new(Region::new("log.plush", r));
+        let region = sim_log_region(chunk_bytes * chunks);
         let live = |_: u64| 1;
         {
             let created = Partition::create(region.clone(), 0, chunk_bytes, chunks).unwrap();
@@ -681,14 +686,8 @@ mod tests {
     /// checkpoints), clear its oldest chunk and go on.
     #[test]
     fn a_partition_without_a_free_chunk_clears_a_dead_oldest_chunk() {
-        use crate::persist::{RegionKind, SimStorage, Storage};
         let (chunk_bytes, chunks) = (8192, 3);
-        let storage = SimStorage::new(0, 1);
-        let r = storage
-            .open_region("log.plush", chunk_bytes * chunks, true, RegionKind::Log)
-            .unwrap()
-            .unwrap();
-        let region = Arc::new(Region::new("log.plush", r));
+        let region = sim_log_region(chunk_bytes * chunks);
         let mut p = Partition::recover(region.clone(), 0, chunk_bytes, chunks)
             .unwrap()
             .partition;
