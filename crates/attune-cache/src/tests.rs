@@ -360,6 +360,25 @@ fn guard_rejects_predictions_worse_than_the_measured_latency() {
     }
 }
 
+/// An engine may move the start before the first access (clamped to [minimum, M]); once an
+/// access is recorded the start is the Tracker's own and the call changes nothing.
+#[test]
+fn start_moves_only_before_the_first_access() {
+    let m = 32 * MIB;
+    let mut sym = Symbiosis::new(loop_config(m, costs())).unwrap();
+    let min = sym.config().ghost.app_min_bytes;
+    assert_eq!(sym.app_target_bytes(), min);
+    assert!(sym.set_start_app_bytes(2 * m), "moving to M");
+    assert_eq!(sym.app_target_bytes(), m, "clamped to M");
+    assert!(!sym.set_start_app_bytes(m), "already there");
+    assert!(sym.set_start_app_bytes(0));
+    assert_eq!(sym.app_target_bytes(), min, "clamped to the minimum");
+    let layout = BlockLayout::new(1024, 4096, 0.25, 4096, 7).unwrap();
+    sym.record(&layout.block(0).access(false, Some(false)));
+    assert!(!sym.set_start_app_bytes(m), "too late after an access");
+    assert_eq!(sym.app_target_bytes(), min);
+}
+
 /// §4.2.1: when L_e rises (the data set grew), the round starts from the minimum M_a; with the
 /// reset policy off it keeps the old, now harmful, size while it simulates.
 #[test]

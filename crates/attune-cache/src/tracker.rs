@@ -488,6 +488,23 @@ impl Symbiosis {
         self.state
     }
 
+    /// Moves the starting M_a before any access was recorded, for an engine that knows at
+    /// open which split dominates every other (the kernel layout when all its tables fit the
+    /// page cache's room at M_a = M: every block-cache miss is then a page-cache hit, so a
+    /// larger block cache only removes misses). The round at open still runs and may move
+    /// it. `bytes` is clamped to `[app_min_bytes, memory_bytes]`. Returns whether the start
+    /// moved; `false` (nothing changed) once an access was recorded.
+    pub fn set_start_app_bytes(&mut self, bytes: u64) -> bool {
+        if self.accesses > 0 {
+            return false;
+        }
+        let g = &self.cfg.ghost;
+        let b = bytes.clamp(g.app_min_bytes, g.memory_bytes);
+        let moved = b != self.app_target;
+        self.app_target = b;
+        moved
+    }
+
     /// Replaces the miss costs (re-calibration on drift). Takes effect from the next window.
     pub fn set_miss_costs(&mut self, costs: MissCosts) -> Result<()> {
         costs.validate()?;
