@@ -1557,15 +1557,21 @@ fn all_of_m_without_room_for_the_footprint_is_not_adopted() {
 /// the running one: the running round's ghosts were sized for the room it started with, and its
 /// adoption rules must use that same room. Without a round it applies at once.
 #[test]
-fn measured_second_tier_room_applies_from_the_next_round() {
+fn measured_second_tier_room_applies_at_open_or_from_the_next_round() {
     let seed = 73;
     println!("seed {seed}");
     let (mut sym, mut feed) = uniform_loop(seed);
-    // The round at open is running: the value waits.
+    // Before the first access the round at open is rebuilt with the value at once.
+    sym.set_second_extra_bytes(2 * MIB);
+    assert_eq!(sym.config().ghost.second_extra_bytes, 2 * MIB);
+    sym.set_second_extra_bytes(0);
+    assert_eq!(sym.config().ghost.second_extra_bytes, 0);
+    // Once the round at open has simulated accesses, the value waits.
+    feed(&mut sym, 10_000);
     assert_eq!(sym.state(), State::Adapting);
     sym.set_second_extra_bytes(8 * MIB);
     assert_eq!(sym.config().ghost.second_extra_bytes, 0);
-    let mut fed = 0;
+    let mut fed = 10_000;
     while sym.rounds().is_empty() && fed < 4_000_000 {
         feed(&mut sym, 10_000);
         fed += 10_000;

@@ -514,9 +514,15 @@ impl Symbiosis {
 
     /// Sets the kernel tier's room beyond M − M_a (`GhostConfig::second_extra_bytes`) as the
     /// engine measured it. A running round keeps the room its ghosts were sized for (and its
-    /// adoption rules use it); the value takes effect when the next round starts.
+    /// adoption rules use it); the value takes effect when the next round starts. Before the
+    /// first access the round at open is rebuilt with it (it has simulated nothing yet).
     pub fn set_second_extra_bytes(&mut self, bytes: u64) {
-        if self.round.is_some() {
+        if self.round.is_some() && self.accesses == 0 {
+            self.cfg.ghost.second_extra_bytes = bytes;
+            self.second_extra_next = None;
+            // A failure here would need a config that validate() rejected.
+            let _ = self.start_round(self.round_trigger, false);
+        } else if self.round.is_some() {
             self.second_extra_next = Some(bytes);
         } else {
             self.cfg.ghost.second_extra_bytes = bytes;

@@ -524,7 +524,12 @@ impl Controller {
                     return false;
                 };
                 let other = anon.saturating_sub(self.cache.stats().usage_bytes);
-                room_extra(limit, other, self.budget_bytes)
+                let room = room_extra(limit, other, self.budget_bytes);
+                // The round at open has seen no access: it is rebuilt with the measured room
+                // rather than the budget-based one (which counts the memtables as full).
+                self.ctl.lock().sym.set_second_extra_bytes(room);
+                self.second_extra_bytes.store(room, Ordering::Relaxed);
+                room
             }
             None => self.second_extra_bytes.load(Ordering::Relaxed),
         };
