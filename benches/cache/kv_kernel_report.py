@@ -7,7 +7,9 @@ processes on the shared machine cause: `ops_per_sec_unqueued`; the wall-clock ra
 static split is printed beside it), the split it ended at, its throughput over the best of its three static
 splits (M_a = 1 MiB, M/2, M), over RocksDB (32 MiB block cache) and over LevelDB (8 MiB), the
 p99 read latency of adaptive and of the best static, and the last round's predicted H_k of the
-split kept beside the H_k measured since open. The median ratio of the round's predicted L_e to
+split kept beside the H_k measured since open. Rows of adaptive with the start prior off
+(`cache_start_prior=false`: the block cache starts at the minimum, as in the paper) add a column
+with its throughput over the same best static split. The median ratio of the round's predicted L_e to
 the last window's modelled L_e is printed after the table (the two use the costs of their time:
 the round's may be the start-up probe's, the window's the live medians). Engines run one after another in one
 process per engine and cell; with several runs of an engine in a cell (`--repeat`, or several
@@ -37,7 +39,9 @@ PATTERNS = {
 def kind(engine: str) -> str | None:
     if engine.startswith("attune:") and "cache_layout=kernel" in engine:
         sizing = engine.split("cache_sizing=")[-1].split(";")[0]
-        return "adaptive" if sizing == "adaptive" else f"static {sizing}"
+        if sizing != "adaptive":
+            return f"static {sizing}"
+        return "prior off" if "cache_start_prior=false" in engine else "adaptive"
     if engine.startswith("rocksdb"):
         return "rocksdb"
     if engine.startswith("leveldb"):
@@ -80,10 +84,10 @@ def main() -> None:
     print(
         "| M/D_u | pattern | n | adaptive K/s | M_a MiB | best static | adaptive / best static "
         "| (wall clock) | / RocksDB | / LevelDB | p99 µs adaptive / best static "
-        "| H_k predicted / measured |"
+        "| H_k predicted / measured | prior off / best static |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    over_best, over_rocks, over_level, errs = [], [], [], []
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    over_best, over_rocks, over_level, errs, off_best = [], [], [], [], []
     order = list(PATTERNS.values())
     for key in sorted(cells, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 9)):
         c = {k: median_row(v) for k, v in cells[key].items()}
@@ -112,12 +116,16 @@ def main() -> None:
         for cand in t.get("last_round") or []:
             if cand[0] == t.get("app_bytes") and t.get("h_k") is not None:
                 hk = f"{cand[2]:.2f} / {t['h_k']:.2f}"
+        off = "–"
+        if "prior off" in c:
+            off_best.append(tput(c["prior off"]) / tput(best))
+            off = f"{off_best[-1]:.3f}"
         n = min(len(v) for v in cells[key].values())
         p99 = f"{ad['latency_us']['p99']:.1f} / {best['latency_us']['p99']:.1f}"
         print(
             f"| {key[0]} | {key[1]} | {n} | {tput(ad) / 1000:.0f} | "
             f"{(t.get('app_bytes') or 0) >> 20} | {best_k.split()[1]} | {ratio_best:.3f} | "
-            f"{wall_best:.3f} | {cols[0]} | {cols[1]} | {p99} | {hk} |"
+            f"{wall_best:.3f} | {cols[0]} | {cols[1]} | {p99} | {hk} | {off} |"
         )
     if over_best:
         ok = sum(1 for x in over_best if x >= 0.97)
@@ -125,6 +133,12 @@ def main() -> None:
         print(
             f"Adaptive >= 0.97x the best static split in {ok} of {len(over_best)} cells "
             f"(min {min(over_best):.3f}, geometric mean {geomean(over_best):.3f})."
+        )
+    if off_best:
+        ok = sum(1 for x in off_best if x >= 0.97)
+        print(
+            f"Start prior off: >= 0.97x the best static split in {ok} of {len(off_best)} cells "
+            f"(min {min(off_best):.3f}, geometric mean {geomean(off_best):.3f})."
         )
     if over_rocks:
         ok = sum(1 for x in over_rocks if x >= 1.3)

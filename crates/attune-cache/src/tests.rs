@@ -360,6 +360,25 @@ fn guard_rejects_predictions_worse_than_the_measured_latency() {
     }
 }
 
+/// An engine may move the start before the first access (clamped to [minimum, M]); once an
+/// access is recorded the start is the Tracker's own and the call changes nothing.
+#[test]
+fn start_moves_only_before_the_first_access() {
+    let m = 32 * MIB;
+    let mut sym = Symbiosis::new(loop_config(m, costs())).unwrap();
+    let min = sym.config().ghost.app_min_bytes;
+    assert_eq!(sym.app_target_bytes(), min);
+    assert!(sym.set_start_app_bytes(2 * m), "moving to M");
+    assert_eq!(sym.app_target_bytes(), m, "clamped to M");
+    assert!(!sym.set_start_app_bytes(m), "already there");
+    assert!(sym.set_start_app_bytes(0));
+    assert_eq!(sym.app_target_bytes(), min, "clamped to the minimum");
+    let layout = BlockLayout::new(1024, 4096, 0.25, 4096, 7).unwrap();
+    sym.record(&layout.block(0).access(false, Some(false)));
+    assert!(!sym.set_start_app_bytes(m), "too late after an access");
+    assert_eq!(sym.app_target_bytes(), min);
+}
+
 /// §4.2.1: when L_e rises (the data set grew), the round starts from the minimum M_a; with the
 /// reset policy off it keeps the old, now harmful, size while it simulates.
 #[test]
@@ -1538,15 +1557,21 @@ fn all_of_m_without_room_for_the_footprint_is_not_adopted() {
 /// the running one: the running round's ghosts were sized for the room it started with, and its
 /// adoption rules must use that same room. Without a round it applies at once.
 #[test]
-fn measured_second_tier_room_applies_from_the_next_round() {
+fn measured_second_tier_room_applies_at_open_or_from_the_next_round() {
     let seed = 73;
     println!("seed {seed}");
     let (mut sym, mut feed) = uniform_loop(seed);
-    // The round at open is running: the value waits.
+    // Before the first access the round at open is rebuilt with the value at once.
+    sym.set_second_extra_bytes(2 * MIB);
+    assert_eq!(sym.config().ghost.second_extra_bytes, 2 * MIB);
+    sym.set_second_extra_bytes(0);
+    assert_eq!(sym.config().ghost.second_extra_bytes, 0);
+    // Once the round at open has simulated accesses, the value waits.
+    feed(&mut sym, 10_000);
     assert_eq!(sym.state(), State::Adapting);
     sym.set_second_extra_bytes(8 * MIB);
     assert_eq!(sym.config().ghost.second_extra_bytes, 0);
-    let mut fed = 0;
+    let mut fed = 10_000;
     while sym.rounds().is_empty() && fed < 4_000_000 {
         feed(&mut sym, 10_000);
         fed += 10_000;

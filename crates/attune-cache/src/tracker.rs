@@ -488,6 +488,23 @@ impl Symbiosis {
         self.state
     }
 
+    /// Moves the starting M_a before any access was recorded, for an engine that knows at
+    /// open which split dominates every other (the kernel layout when all its tables fit the
+    /// page cache's room at M_a = M: every block-cache miss is then a page-cache hit, so a
+    /// larger block cache only removes misses). The round at open still runs and may move
+    /// it. `bytes` is clamped to `[app_min_bytes, memory_bytes]`. Returns whether the start
+    /// moved; `false` (nothing changed) once an access was recorded.
+    pub fn set_start_app_bytes(&mut self, bytes: u64) -> bool {
+        if self.accesses > 0 {
+            return false;
+        }
+        let g = &self.cfg.ghost;
+        let b = bytes.clamp(g.app_min_bytes, g.memory_bytes);
+        let moved = b != self.app_target;
+        self.app_target = b;
+        moved
+    }
+
     /// Replaces the miss costs (re-calibration on drift). Takes effect from the next window.
     pub fn set_miss_costs(&mut self, costs: MissCosts) -> Result<()> {
         costs.validate()?;
@@ -497,9 +514,15 @@ impl Symbiosis {
 
     /// Sets the kernel tier's room beyond M − M_a (`GhostConfig::second_extra_bytes`) as the
     /// engine measured it. A running round keeps the room its ghosts were sized for (and its
-    /// adoption rules use it); the value takes effect when the next round starts.
+    /// adoption rules use it); the value takes effect when the next round starts. Before the
+    /// first access the round at open is rebuilt with it (it has simulated nothing yet).
     pub fn set_second_extra_bytes(&mut self, bytes: u64) {
-        if self.round.is_some() {
+        if self.round.is_some() && self.accesses == 0 {
+            self.cfg.ghost.second_extra_bytes = bytes;
+            self.second_extra_next = None;
+            // A failure here would need a config that validate() rejected.
+            let _ = self.start_round(self.round_trigger, false);
+        } else if self.round.is_some() {
             self.second_extra_next = Some(bytes);
         } else {
             self.cfg.ghost.second_extra_bytes = bytes;

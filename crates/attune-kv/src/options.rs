@@ -389,6 +389,11 @@ pub struct Options {
     /// than assumed to be the limit less `memory_budget` (which counts the memtables as full).
     /// Default true; false is the budget-based model (which the kernel-layout sweep used).
     pub cache_room_measured: bool,
+    /// Kernel layout, adaptive sizing: start the block cache at the whole cache budget instead
+    /// of the minimum when the tables found at open fit the page cache's room at that split
+    /// (a split that then dominates every other; the round at open still runs). Default true;
+    /// false starts at the minimum, as the paper does.
+    pub cache_start_prior: bool,
     /// Bytes a memtable may hold before it is switched and flushed. Default 64 MiB (RocksDB's).
     pub write_buffer_size: u64,
     /// Capacity of the uncompressed block cache in bytes; resizable online. Default 32 MiB.
@@ -576,6 +581,7 @@ impl Default for Options {
             cache_miss_costs: CacheMissCosts::Auto,
             cache_sample_inv: 64,
             cache_room_measured: true,
+            cache_start_prior: true,
             write_buffer_size: 64 << 20,
             block_cache_size: 32 << 20,
             block_cache_policy: BlockCachePolicy::Lru,
@@ -694,6 +700,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "cache_miss_costs",
     "cache_sample_inv",
     "cache_room_measured",
+    "cache_start_prior",
     "write_buffer_size",
     "block_cache_size",
     "cache_size",
@@ -774,6 +781,7 @@ impl Options {
             "cache_miss_costs" => self.cache_miss_costs = CacheMissCosts::parse(value)?,
             "cache_sample_inv" => self.cache_sample_inv = parse_num(key, value)?,
             "cache_room_measured" => self.cache_room_measured = parse_bool(key, value)?,
+            "cache_start_prior" => self.cache_start_prior = parse_bool(key, value)?,
             "write_buffer_size" => self.write_buffer_size = parse_size(value)?,
             "block_cache_size" | "cache_size" => {
                 let bytes = parse_size(value)?;
@@ -1067,6 +1075,7 @@ impl Options {
             ("cache_miss_costs", self.cache_miss_costs.describe()),
             ("cache_sample_inv", self.cache_sample_inv.to_string()),
             ("cache_room_measured", self.cache_room_measured.to_string()),
+            ("cache_start_prior", self.cache_start_prior.to_string()),
             ("write_buffer_size", self.write_buffer_size.to_string()),
             ("block_cache_size", self.block_cache_size.to_string()),
             (

@@ -209,6 +209,7 @@ impl Engine for AttuneEngine {
                 "sizing": t.sizing,
                 "budget_bytes": t.budget_bytes,
                 "app_bytes": t.app_bytes,
+                "start_app_bytes": t.start_app_bytes,
                 "second_extra_bytes": t.second_extra_bytes,
                 "h_a": t.h_a,
                 "h_k": t.h_k,

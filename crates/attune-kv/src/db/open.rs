@@ -325,6 +325,14 @@ impl DB {
             }
             let v = st.versions.current();
             inner.tables.sync_learning(&v);
+            if let Some(c) = &inner.cache_sizing {
+                // Before any read: the start prior judges the tables found at open.
+                c.start_from_tables(
+                    (0..crate::version::NUM_LEVELS)
+                        .map(|l| v.level_bytes(l))
+                        .sum(),
+                );
+            }
             if inner.opts.learned_level && inner.tables.learning().is_some() {
                 crate::version::learn::load_level_models(inner.env.as_ref(), &inner.dir, &v);
             }
