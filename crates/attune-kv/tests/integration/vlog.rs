@@ -738,10 +738,13 @@ fn segments_a_crash_left_without_records_leave_the_manifest_at_open() {
     while db.stats().blob_files.len() < 2 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    assert_eq!(
-        db.stats().blob_files.len(),
-        2,
-        "active segment and its spare"
+    // The segment holding the values and at least one without records: the spare, and (when
+    // the flush thread has already run again) the spare made ahead of that one. Which of these
+    // the crash finds depends on the flush thread's timing; every one without records must go.
+    let before = db.stats().blob_files.len();
+    assert!(
+        (2..=3).contains(&before),
+        "active segment and its spare: {before}"
     );
     env.power_off();
     drop(db);
