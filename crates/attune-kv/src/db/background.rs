@@ -630,6 +630,8 @@ impl DbInner {
                 // reader lets go); at open, unlisted ones are removed.
                 FileKind::Blob(_) => false,
                 FileKind::Current | FileKind::Lock => false,
+                // Removed by the open that recovered what it names.
+                FileKind::CleanClose => false,
             };
             if delete {
                 if let FileKind::Table(n) = kind {

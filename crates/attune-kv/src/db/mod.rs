@@ -17,6 +17,7 @@
 //! - `mod.rs` (this file): the `DB` handle and its API, the shared state (`DbInner`, `State`,
 //!   `SuperVersion`), snapshots and shutdown.
 //! - `open.rs`: open and recovery (lock, manifest, WAL replay, value-log segments, the new WAL).
+//! - `clean_close.rs`: the record a clean close leaves, which the next open checks recovery by.
 //! - `write.rs`: the write path: the writer queue, group commit, the WAL and the memtable switch.
 //! - `read.rs`: the read path: memtables, then the version's levels, then the value log.
 //! - `iter.rs`: the user iterator over a captured `SuperVersion`.
@@ -29,6 +30,7 @@
 mod background;
 mod blobs;
 mod checkpoint;
+mod clean_close;
 mod gc;
 mod ingest;
 mod iter;
@@ -603,9 +605,22 @@ impl DB {
         if let Some(v) = self.inner.vlog.lock().as_mut() {
             v.sync()?;
         }
+        let (log_number, healthy) = {
+            let st = self.inner.state.lock();
+            (st.mem.log_number, st.bg_error.is_none())
+        };
         let mut wal = self.inner.wal.lock();
         if let Some(w) = wal.as_mut() {
             w.sync()?;
+            if healthy {
+                // Every write up to here is in a synced log or in tables: the next open checks
+                // that it recovers them all.
+                clean_close::CleanClose {
+                    last_sequence: self.inner.last_sequence.load(Ordering::Acquire),
+                    log_number,
+                }
+                .write(self.inner.env.as_ref(), &self.inner.dir)?;
+            }
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! exists. Invariants: the database recovers to a prefix of the acknowledged history; a new WAL is
 //! created only after the manifest accounts for its number; a read-only open writes nothing.
 
+use super::clean_close::CleanClose;
 use super::{BlobSet, Counters, DbInner, GcStats, State, SuperVersion, DB};
 use crate::batch::WriteBatch;
 use crate::cache::hotkeys::HotKeyCache;
@@ -207,6 +208,11 @@ impl DB {
             Some(_) => Vec::new(),
             None => logs_to_replay(env.as_ref(), &dir, &versions)?,
         };
+        // A secondary reads beside a live writer, which has removed the record.
+        let clean_close = match follower {
+            Some(_) => None,
+            None => CleanClose::read(env.as_ref(), &dir)?,
+        };
         let mut edit = VersionEdit::default();
         let blob_valid = match follower {
             Some(_) => HashMap::new(),
@@ -225,6 +231,15 @@ impl DB {
             logs,
         )
         .map_err(recovery_hint)?;
+        if let Some(c) = clean_close {
+            if let Err(e) = c.check(&dir, max_seq) {
+                // Nothing changed: the tables replay wrote are not in the manifest.
+                for (_, f) in edit.new_files.drain(..) {
+                    let _ = env.remove_file(&filename::table_path(&dir, f.number));
+                }
+                return Err(e);
+            }
+        }
         let max_seq = follower.as_ref().map_or(max_seq, |(f, _)| f.max_seq());
         let (mem, wal_file) = if read_only {
             // Nothing is written: the replayed logs stay in memory as the memtable, and the
@@ -242,6 +257,10 @@ impl DB {
             let (log_number, wal) =
                 start_new_log(env.as_ref(), &dir, &opts, &mut versions, edit, max_seq)
                     .map_err(recovery_hint)?;
+            // The manifest now holds everything the record names.
+            if clean_close.is_some() {
+                CleanClose::remove(env.as_ref(), &dir);
+            }
             (Arc::new(MemTable::new(log_number)), Some(wal))
         };
         let (follower, blobs) = match follower {

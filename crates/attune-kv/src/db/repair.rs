@@ -414,6 +414,9 @@ impl Repairer {
                 let _ = self.env.remove_file(&filename::blob_path(&self.dir, *n));
             }
         }
+        // The last clean close's record names writes the repair may have given up: the new
+        // manifest is the history now.
+        super::clean_close::CleanClose::remove(self.env.as_ref(), &self.dir);
         self.env.sync_dir(&self.dir)?;
         self.report.tables_written = outputs.len() as u64;
         self.report.files.sort_by(|a, b| a.name.cmp(&b.name));

@@ -24,6 +24,8 @@ pub enum FileKind {
     Blob(u64),
     Model(u64),
     LevelModel(usize),
+    /// The clean-close record (`CLOSED`).
+    CleanClose,
     Temp,
 }
 
@@ -54,12 +56,16 @@ pub fn current_path(dir: &Path) -> PathBuf {
 pub fn lock_path(dir: &Path) -> PathBuf {
     dir.join("LOCK")
 }
+pub fn clean_close_path(dir: &Path) -> PathBuf {
+    dir.join("CLOSED")
+}
 
 /// Classifies a directory entry; None for names the engine does not own.
 pub fn parse(name: &str) -> Option<FileKind> {
     match name {
         "CURRENT" => return Some(FileKind::Current),
         "LOCK" => return Some(FileKind::Lock),
+        "CLOSED" => return Some(FileKind::CleanClose),
         _ => {}
     }
     if let Some(n) = name.strip_prefix("MANIFEST-") {

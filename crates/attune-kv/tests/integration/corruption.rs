@@ -144,10 +144,8 @@ fn flipped_bytes_in_any_file_are_detected_or_harmless() {
         let len = std::fs::metadata(pristine.join(name)).unwrap().len();
         let mut offsets: Vec<u64> = (0..12).map(|i| i * len / 12).collect();
         offsets.push(len - 1);
-        if name.ends_with(".log") {
-            // A damaged final record is indistinguishable from a torn write; check the body.
-            offsets.retain(|&o| o < len / 2);
-        }
+        // The log's final record too: after a clean close the clean-close record says how far
+        // the log goes, so a damaged last record is not taken for a torn write.
         offsets.dedup();
         for off in offsets {
             let case = tmp.path().join(format!("case-{name}-{off}"));
@@ -169,7 +167,7 @@ fn flipped_bytes_in_any_file_are_detected_or_harmless() {
                 .to_string(),
         );
     }
-    for kind in ["sst", "log", "MANIFEST", "CURRENT"] {
+    for kind in ["sst", "log", "MANIFEST", "CURRENT", "CLOSED"] {
         assert!(
             kinds_checked.contains(kind),
             "no {kind} file was damaged: {names:?}"
@@ -342,5 +340,109 @@ fn damaged_last_manifest_record_after_a_flush_is_refused_and_repairable() {
         }
         db.close().unwrap();
         std::fs::remove_dir_all(&case).unwrap();
+    }
+}
+
+/// After a clean close the newest writes live only in the WAL (close does not flush, as in
+/// RocksDB). A log cut short, emptied or removed afterwards must fail the open (writable and
+/// read-only) naming the log, change nothing, and leave repair able to keep the rest; a crash
+/// leaves no clean-close record, so its torn tail still opens (the fault-plan tests).
+#[test]
+fn a_log_damaged_after_a_clean_close_is_refused_not_taken_for_a_torn_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pristine = tmp.path().join("pristine");
+    let model = build(&pristine);
+    let logs: Vec<String> = {
+        let mut v: Vec<String> = std::fs::read_dir(&pristine)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".log"))
+            .collect();
+        v.sort();
+        v
+    };
+    let log = logs.last().unwrap().clone();
+    let len = std::fs::metadata(pristine.join(&log)).unwrap().len();
+    let listing = |dir: &Path| {
+        let mut v: Vec<(String, u64)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name() != "LOCK")
+            .map(|e| {
+                let n = e.file_name().into_string().unwrap();
+                (n, e.metadata().unwrap().len())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    for (i, cut) in [Some(1u64), Some(len / 3), Some(len), None]
+        .iter()
+        .enumerate()
+    {
+        let case = tmp.path().join(format!("case-{i}"));
+        copy_dir(&pristine, &case);
+        match cut {
+            Some(c) => std::fs::OpenOptions::new()
+                .write(true)
+                .open(case.join(&log))
+                .unwrap()
+                .set_len(len - c)
+                .unwrap(),
+            None => std::fs::remove_file(case.join(&log)).unwrap(),
+        }
+        let before = listing(&case);
+        for read_only in [false, true] {
+            let o = Options {
+                read_only,
+                ..options()
+            };
+            let e = DB::open(&case, o)
+                .err()
+                .expect("the damaged log was accepted");
+            let msg = e.to_string();
+            assert!(
+                matches!(e, Error::Corruption { .. })
+                    && msg.contains(&log)
+                    && msg.contains("closed cleanly")
+                    && msg.contains("repair"),
+                "case {i}: {msg}"
+            );
+        }
+        assert_eq!(
+            listing(&case),
+            before,
+            "case {i}: the refused open changed files"
+        );
+        attune_kv::repair(&case, options()).unwrap();
+        let db = DB::open(&case, options()).unwrap();
+        // Each key reads its newest value, or the one its overwrite in the lost log replaced.
+        for (n, (k, v)) in (0u32..).zip(&model) {
+            let got = db.get(k).unwrap().unwrap();
+            assert!(
+                &got == v || got == value(n),
+                "case {i}: wrong value after repair"
+            );
+        }
+        db.close().unwrap();
+        std::fs::remove_dir_all(&case).unwrap();
+    }
+    // A stale record (here one put back after later writes) never fails an open: sequence
+    // numbers only grow.
+    let stale = std::fs::read(pristine.join("CLOSED")).unwrap();
+    {
+        let db = DB::open(&pristine, options()).unwrap();
+        assert!(
+            !pristine.join("CLOSED").exists(),
+            "the open kept the record"
+        );
+        db.put(b"later", b"write").unwrap();
+        db.close().unwrap();
+    }
+    std::fs::write(pristine.join("CLOSED"), stale).unwrap();
+    let db = DB::open(&pristine, options()).unwrap();
+    assert_eq!(db.get(b"later").unwrap().as_deref(), Some(&b"write"[..]));
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
     }
 }

@@ -378,6 +378,8 @@ fn two_logs(env: &MemEnv) -> std::path::PathBuf {
     }
     drop(db);
     let dir = Path::new(DIR);
+    // A crash, not a clean close: no clean-close record (its check is not what is tested).
+    env.remove_file(&dir.join("CLOSED")).unwrap();
     let last_log = env
         .list_dir(dir)
         .unwrap()
