@@ -9,6 +9,7 @@ use super::clean_close::CleanClose;
 use super::{BlobSet, Counters, DbInner, GcStats, State, SuperVersion, DB};
 use crate::batch::WriteBatch;
 use crate::cache::hotkeys::HotKeyCache;
+use crate::cache::BlockCache;
 use crate::env::{Env, PosixEnv, ReadOnlyEnv};
 use crate::error::{Error, Result};
 use crate::index::learned::Learning;
@@ -231,14 +232,31 @@ impl DB {
             logs,
         )
         .map_err(recovery_hint)?;
-        if let Some(c) = clean_close {
-            if let Err(e) = c.check(&dir, max_seq) {
+        // The dropped record first: when it explains the missing writes, the error names it.
+        let closed_after = clean_close.map(|c| c.last_sequence);
+        let checked = match (&follower, versions.manifest_tail_dropped) {
+            (None, Some(_)) => {
+                tables_past_a_dropped_record(env.as_ref(), &dir, &versions, max_seq, closed_after)
+            }
+            _ => Ok(Vec::new()),
+        }
+        .and_then(|ahead| {
+            clean_close
+                .map_or(Ok(()), |c| c.check(&dir, max_seq))
+                .map(|()| ahead)
+        });
+        let ahead = match checked {
+            Ok(ahead) => ahead,
+            Err(e) => {
                 // Nothing changed: the tables replay wrote are not in the manifest.
                 for (_, f) in edit.new_files.drain(..) {
                     let _ = env.remove_file(&filename::table_path(&dir, f.number));
                 }
                 return Err(e);
             }
+        };
+        if !read_only && !ahead.is_empty() {
+            keep_in_lost(env.as_ref(), &dir, &ahead)?;
         }
         let max_seq = follower.as_ref().map_or(max_seq, |(f, _)| f.max_seq());
         let (mem, wal_file) = if read_only {
@@ -683,6 +701,99 @@ fn missing_first_log(dir: &Path, versions: &VersionSet, logs: &[(u64, bool)]) ->
     ))
 }
 
+/// Tables the recovered manifest does not list that hold writes past the recovered history,
+/// when the manifest's last record was dropped as damaged or cut: that record may have been an
+/// ingestion's (the only edit that adds writes no log holds, at new sequence numbers or, for a
+/// file placed as it is, at sequence 0). A crash during an ingestion leaves
+/// exactly this state, with nothing written after it, so the tables are returned to be kept in
+/// `lost/` rather than deleted as unlisted. When the logs hold writes after them (replay stopped
+/// at a gap in the sequence numbers), or a clean close recorded a history past the recovered one,
+/// the record was durable, so it was damaged, not torn: the open fails naming the manifest, and
+/// repair, which lists every table, recovers it all.
+fn tables_past_a_dropped_record(
+    env: &dyn Env,
+    dir: &Path,
+    versions: &VersionSet,
+    recovered: u64,
+    closed_after: Option<u64>,
+) -> Result<Vec<(u64, u64, u64)>> {
+    let listed: HashSet<u64> = versions
+        .current()
+        .files
+        .iter()
+        .flatten()
+        .map(|f| f.number)
+        .collect();
+    let mut ahead = Vec::new();
+    for name in env.list_dir(dir)? {
+        let Some(FileKind::Table(n)) = filename::parse(&name) else {
+            continue;
+        };
+        if listed.contains(&n) {
+            continue;
+        }
+        let path = filename::table_path(dir, n);
+        // An unreadable one is a partial output a crash cut short: deleted as before.
+        let Ok(t) = env.open_random(&path).and_then(|f| {
+            crate::table::Table::open(f, path.clone(), n, Arc::new(BlockCache::new(0)))
+        }) else {
+            continue;
+        };
+        let p = t.properties();
+        // Sequence 0 throughout: a file an ingestion placed as it was (no other edit writes one).
+        if p.num_entries > 0 && (p.largest_seq > recovered || p.largest_seq == 0) {
+            ahead.push((n, p.smallest_seq, p.largest_seq));
+        }
+    }
+    let Some(&(n, first, last)) = ahead.iter().find(|&&(_, _, last)| last > recovered) else {
+        return Ok(ahead);
+    };
+    // Evidence that the record was durable: writes after it in the logs, or a clean close that
+    // saw the history reach past what was recovered.
+    let evidence = match (versions.replay_gap, closed_after) {
+        (Some((expected, found)), _) => {
+            format!("the logs continue at write {found} where {expected} was next")
+        }
+        (None, Some(closed)) if closed > recovered => {
+            format!("the database was closed cleanly after write {closed}")
+        }
+        _ => return Ok(ahead),
+    };
+    let manifest = dir.join(filename::manifest_name(versions.manifest_number));
+    let offset = versions.manifest_tail_dropped.unwrap_or(0);
+    Err(Error::corruption(
+        &manifest,
+        offset,
+        format!(
+            "the manifest's last record, from byte {offset}, is damaged or cut and was dropped, \
+             but it had been written: table {n:06}.sst, which no remaining record lists, holds \
+             writes {first}..={last} past the recovered history, and {evidence}; nothing was \
+             changed or deleted: attune.repair(path) (CLI: attune kv repair) rebuilds the \
+             manifest from the files"
+        ),
+    ))
+}
+
+/// Moves `tables` (number, first and last sequence) into `lost/` instead of letting the open
+/// delete them as unlisted (see [`tables_past_a_dropped_record`]).
+fn keep_in_lost(env: &dyn Env, dir: &Path, tables: &[(u64, u64, u64)]) -> Result<()> {
+    let lost = dir.join(filename::LOST_DIR);
+    crate::env::create_dir_all_durable(env, &lost)?;
+    for &(n, _, _) in tables {
+        let from = filename::table_path(dir, n);
+        let name = from.file_name().map(|f| f.to_owned()).unwrap_or_default();
+        let mut to = lost.join(&name);
+        let mut i = 1;
+        while env.exists(&to) {
+            to = lost.join(format!("{}.{i}", name.to_string_lossy()));
+            i += 1;
+        }
+        env.rename(&from, &to)?;
+    }
+    env.sync_dir(&lost)?;
+    env.sync_dir(dir)
+}
+
 /// The error for a log the manifest does not account for and whose records do not continue the
 /// recovered history: left in place, not replayed.
 pub(super) fn stray_log(dir: &Path, n: u64, versions: &VersionSet, why: &str) -> Error {
@@ -781,6 +892,7 @@ pub(super) fn replay_logs(
             first = false;
             if seq > next_seq_max {
                 stopped = true;
+                versions.replay_gap = Some((next_seq_max, seq));
                 break;
             }
             next_seq_max = next_seq_max.max(seq + batch.len() as u64);

@@ -52,8 +52,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Name of the directory, inside the database, that receives what repair could not fully read.
-pub const LOST_DIR: &str = "lost";
+pub use crate::util::filename::LOST_DIR;
 
 /// What happened to one file of the directory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -56,6 +56,10 @@ pub fn current_path(dir: &Path) -> PathBuf {
 pub fn lock_path(dir: &Path) -> PathBuf {
     dir.join("LOCK")
 }
+/// Name of the directory, inside the database, that receives what repair could not fully read
+/// and the tables an open keeps rather than deleting (see `db/open.rs`).
+pub const LOST_DIR: &str = "lost";
+
 pub fn clean_close_path(dir: &Path) -> PathBuf {
     dir.join("CLOSED")
 }

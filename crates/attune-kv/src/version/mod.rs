@@ -758,6 +758,9 @@ pub struct VersionSet {
     /// Offset at which recovery dropped the manifest's last bytes as a torn record (None: it
     /// ended in a whole record).
     pub manifest_tail_dropped: Option<u64>,
+    /// Where WAL replay stopped at a gap in the sequence numbers: (the next expected, the one
+    /// found). Set by recovery.
+    pub replay_gap: Option<(u64, u64)>,
 }
 
 impl VersionSet {
@@ -777,6 +780,7 @@ impl VersionSet {
             manifest_number: 0,
             blob_files: Default::default(),
             manifest_tail_dropped: None,
+            replay_gap: None,
         }
     }
 

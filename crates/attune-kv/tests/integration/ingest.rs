@@ -600,3 +600,96 @@ fn a_fault_at_any_file_operation_of_an_ingest_leaves_all_files_or_none() {
     );
     eprintln!("ingest faults: {fired} injected, outcomes (failed, ok) {outcomes:?}");
 }
+
+/// The manifest's last record is an ingestion's (tables at new sequence numbers that no log
+/// holds). Damaging it must not delete the ingested tables as unlisted: with evidence that the
+/// record had been durable (later writes in the log, or a clean close past it) the open fails
+/// naming the manifest and repair recovers everything; without (what a crash during the
+/// ingestion leaves) the open goes on and keeps the tables in `lost/`.
+#[test]
+fn a_damaged_ingestion_record_keeps_the_ingested_tables() {
+    let opts = || Options {
+        wal_sync_interval_ms: 0,
+        ..Options::default()
+    };
+    let manifest = |env: &MemEnv| {
+        let name = env
+            .list_dir(Path::new(DIR))
+            .unwrap()
+            .into_iter()
+            .find(|n| n.starts_with("MANIFEST-"))
+            .unwrap();
+        Path::new(DIR).join(name)
+    };
+    // later: writes after the ingestion; clean: a clean close (else a crash's state).
+    for (later, clean) in [(true, false), (false, true), (false, false)] {
+        let case = format!("later writes {later}, clean close {clean}");
+        let env = env();
+        let db = open_mem_at(&env, DIR, opts()).unwrap();
+        for i in 0..100 {
+            db.put(&key(i), b"old").unwrap();
+        }
+        db.flush().unwrap();
+        // Overlaps the table: rewritten at a new sequence number.
+        let f = external(
+            &env,
+            "f.sst",
+            &(50..150)
+                .map(|i| (key(i), Some(b"ingested".to_vec())))
+                .collect::<Vec<_>>(),
+        );
+        assert!(db.ingest(&[&f], false).unwrap().sequence > 0, "{case}");
+        if later {
+            db.put(b"zz-later", b"1").unwrap();
+        }
+        drop(db);
+        if !clean {
+            env.remove_file(&Path::new(DIR).join("CLOSED")).unwrap();
+        }
+        let m = manifest(&env);
+        let len = env.file_size(&m).unwrap() as usize;
+        assert!(env.corrupt_byte(&m, len - 1, 0x5a), "{case}");
+        let before = env.list_dir(Path::new(DIR)).unwrap();
+        match open_mem_at(&env, DIR, opts()) {
+            Err(e) if later || clean => {
+                let msg = e.to_string();
+                assert!(
+                    matches!(e, Error::Corruption { .. })
+                        && msg.contains("MANIFEST-")
+                        && msg.contains("repair"),
+                    "{case}: {msg}"
+                );
+                let mut after = env.list_dir(Path::new(DIR)).unwrap();
+                let mut b = before.clone();
+                after.sort();
+                b.sort();
+                assert_eq!(after, b, "{case}: the refused open changed files");
+                attune_kv::repair_with_env(
+                    Arc::new(env.clone()) as Arc<dyn Env>,
+                    Path::new(DIR),
+                    opts(),
+                )
+                .unwrap();
+                let db = open_mem_at(&env, DIR, opts()).unwrap();
+                assert_eq!(
+                    db.get(&key(120)).unwrap().as_deref(),
+                    Some(&b"ingested"[..])
+                );
+                assert_eq!(db.get(&key(60)).unwrap().as_deref(), Some(&b"ingested"[..]));
+                assert_eq!(db.get(&key(10)).unwrap().as_deref(), Some(&b"old"[..]));
+                if later {
+                    assert_eq!(db.get(b"zz-later").unwrap().as_deref(), Some(&b"1"[..]));
+                }
+            }
+            Err(e) => panic!("{case}: {e}"),
+            Ok(db) => {
+                assert!(!later && !clean, "{case}: the damaged record was accepted");
+                // The ingestion did not happen; its table is kept, not deleted.
+                assert_eq!(db.get(&key(120)).unwrap(), None);
+                assert_eq!(db.get(&key(60)).unwrap().as_deref(), Some(&b"old"[..]));
+                let lost = env.list_dir(&Path::new(DIR).join("lost")).unwrap();
+                assert!(lost.iter().any(|n| n.ends_with(".sst")), "{case}: {lost:?}");
+            }
+        }
+    }
+}
