@@ -54,6 +54,21 @@ fn wait_l0(db: &DB, files: usize) {
     }
 }
 
+/// Two rounds of `writes(round)`, each flushed into its own L0 file, recorded in `model`.
+fn flushed_rounds(
+    db: &DB,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    writes: impl Fn(u32) -> Vec<(Vec<u8>, Vec<u8>)>,
+) {
+    for round in 0..2 {
+        for (k, v) in writes(round) {
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        db.flush().unwrap();
+    }
+}
+
 fn intra_merges(db: &DB) -> u64 {
     db.stats().level_compactions[0].compactions
 }
@@ -135,11 +150,9 @@ fn switched_off_level0_goes_into_level1() {
     let db = open_mem(&env, options(false)).unwrap();
     let mut model = BTreeMap::new();
     base(&db, &mut model);
-    for round in 0..2u8 {
-        db.put(&key(u32::from(round)), &[round]).unwrap();
-        model.insert(key(u32::from(round)), vec![round]);
-        db.flush().unwrap();
-    }
+    flushed_rounds(&db, &mut model, |round| {
+        vec![(key(round), vec![round as u8])]
+    });
     wait_l0(&db, 0);
     assert_eq!(intra_merges(&db), 0);
     assert_eq!(contents(&db), model);
@@ -156,14 +169,11 @@ fn level0_larger_than_its_overlap_in_level1_goes_down() {
         model.insert(key(i), b"x".to_vec());
     }
     db.compact_range(None, None).unwrap();
-    for round in 0..2u32 {
-        for i in 0..KEYS {
-            let v = format!("{round}{i:099}").into_bytes();
-            db.put(&key(i), &v).unwrap();
-            model.insert(key(i), v);
-        }
-        db.flush().unwrap();
-    }
+    flushed_rounds(&db, &mut model, |round| {
+        (0..KEYS)
+            .map(|i| (key(i), format!("{round}{i:099}").into_bytes()))
+            .collect()
+    });
     wait_l0(&db, 0);
     assert_eq!(intra_merges(&db), 0);
     assert_eq!(contents(&db), model);
