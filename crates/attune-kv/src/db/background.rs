@@ -12,7 +12,7 @@ use crate::util::filename::{self, FileKind};
 use crate::version::compaction::{self, Compaction};
 use crate::version::{VersionEdit, NUM_LEVELS};
 use parking_lot::MutexGuard;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -606,10 +606,30 @@ impl DbInner {
     }
 
     pub(super) fn delete_obsolete_files(&self, st: &mut MutexGuard<'_, State>) {
+        let live = st.versions.live_files();
+        self.delete_files_not_in(st, &live);
+    }
+
+    /// At close: the tables of older versions go too, although snapshots and iterators may
+    /// still hold those versions, because from now on they fail with `Closed` before any read
+    /// (a read already past that check keeps its open file). A copy of a closed database then
+    /// carries no dead files.
+    pub(super) fn delete_files_dead_at_close(&self, st: &mut MutexGuard<'_, State>) {
+        let live: HashSet<u64> = st
+            .versions
+            .current()
+            .files
+            .iter()
+            .flatten()
+            .map(|f| f.number)
+            .collect();
+        self.delete_files_not_in(st, &live);
+    }
+
+    fn delete_files_not_in(&self, st: &mut MutexGuard<'_, State>, live: &HashSet<u64>) {
         let Ok(names) = self.env.list_dir(&self.dir) else {
             return;
         };
-        let live = st.versions.live_files();
         let log_keep = st.imm.as_ref().map_or(st.versions.log_number, |m| {
             m.log_number.min(st.versions.log_number)
         });

@@ -600,6 +600,7 @@ impl DB {
             if st.bg_error.is_none() {
                 self.inner.seal_segments(&mut st)?;
                 self.inner.drop_spare_segment(&mut st)?;
+                self.inner.delete_files_dead_at_close(&mut st);
             }
         }
         if let Some(v) = self.inner.vlog.lock().as_mut() {
