@@ -201,6 +201,8 @@ pub fn mix(mut x: u64) -> u64 {
 
 /// The stream (per cycle) that draws whether a secondary reader runs beside the workers.
 const SECONDARY_STREAM: u64 = 1 << 32;
+/// The stream of the option draws added after a seed's history was fixed (see [`options`]).
+const LATER_OPTIONS_STREAM: u64 = 1 << 33;
 
 pub(crate) fn stream(seed: u64, a: u64, b: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mix(seed ^ mix(a ^ mix(b))))
@@ -812,9 +814,20 @@ impl Worker<'_> {
     }
 }
 
+/// The cycle's options: [`drawn_options`] from the cycle's stream, then the draws added since
+/// from a stream of their own, so that every seed's earlier history (options and operations)
+/// stays what it was.
+fn options(seed: u64, cycle: u64, rng: &mut ChaCha8Rng) -> Options {
+    let mut o = drawn_options(rng);
+    let mut later = stream(seed, cycle, LATER_OPTIONS_STREAM);
+    // Intra-L0 compaction (on by default) off in a quarter of the cycles.
+    o.l0_intra_compaction = later.gen_bool(0.75);
+    o
+}
+
 /// Options drawn from the seed: small buffers so that flushes, compactions and log switches are
 /// frequent and crashes land inside them.
-fn options(rng: &mut ChaCha8Rng) -> Options {
+fn drawn_options(rng: &mut ChaCha8Rng) -> Options {
     let compression = match rng.gen_range(0..3) {
         0 => Compression::None,
         1 => Compression::Lz4,
@@ -985,7 +998,7 @@ pub struct Violation {
 fn cycle_shape(o: &Options) -> String {
     format!(
         "cycle options: write_buffer_size {}, blob files {} (min {} B, segment {} B, gc space \
-         amp {}), learned {:?}, wal sync {} ms, compression {:?}",
+         amp {}), learned {:?}, wal sync {} ms, compression {:?}, intra-L0 {}",
         o.write_buffer_size,
         o.enable_blob_files,
         o.min_blob_size,
@@ -994,6 +1007,7 @@ fn cycle_shape(o: &Options) -> String {
         o.learned_index,
         o.wal_sync_interval_ms,
         o.compression,
+        o.l0_intra_compaction,
     )
 }
 
@@ -1101,7 +1115,7 @@ pub fn run_mem(cfg: &Config) -> Result<Report, Box<Violation>> {
     let mut cycle = 0u64;
     while !done(cfg, start, cycle) {
         let mut rng = stream(cfg.seed, cycle, 0);
-        let opts = options(&mut rng);
+        let opts = options(cfg.seed, cycle, &mut rng);
         let shape = cycle_shape(&opts);
         // The cycle's fault plan as the violation reports it ("false": none).
         let faults_drawn = std::cell::RefCell::new(String::from("false"));
@@ -1270,7 +1284,7 @@ pub fn run_child(cfg: &Config, dir: &Path, cycle: u64, op_base: u64) -> Result<(
         return crate::hash::run_child(cfg, dir, cycle, op_base);
     }
     let mut rng = stream(cfg.seed, cycle, 0);
-    let opts = options(&mut rng);
+    let opts = options(cfg.seed, cycle, &mut rng);
     let db = DB::open_with_env(Arc::new(PosixEnv::new()) as Arc<dyn Env>, dir, opts)
         .map_err(|e| format!("child open: {e}"))?;
     // The child's own oracle starts from what is in the database now (the parent verified it).
