@@ -854,7 +854,7 @@ impl EvLfuHistAuto {
     /// Feeds a sampled key to the miniatures and, at the end of a period, chooses the split.
     fn observe(&mut self, key: u64, agg: u32) {
         self.accesses += 1;
-        if mix(key, SEEDS[1]) % self.rate == 0 {
+        if mix(key, SEEDS[1]).is_multiple_of(self.rate) {
             for m in &mut self.minis {
                 if m.policy.contains(key) {
                     m.policy.on_hit(key, agg);
@@ -1199,5 +1199,14 @@ mod tests {
         assert_eq!((p.ways(), p.history_bytes(), p.capacity()), (0, 0, 2048));
         assert_eq!(p.resizes, 1);
         assert!((0..500).all(|k| p.contains(k)));
+        // The name: `-auto` needs the compact form, and round-trips.
+        use super::super::PolicyKind;
+        assert!(PolicyKind::parse("ev-lfu-hist-auto", 26).is_err());
+        assert!(PolicyKind::parse("ev-lfu-hist-c-auto-free", 26).is_err());
+        let spec = match PolicyKind::parse("ev-lfu-hist-c-m20-auto", 26) {
+            Ok(PolicyKind::EvHist(h)) => h,
+            _ => panic!("ev-lfu-hist-c-m20-auto does not parse"),
+        };
+        assert_eq!(spec.to_string(), "ev-lfu-hist-m20-c-auto");
     }
 }
