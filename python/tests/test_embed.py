@@ -280,12 +280,18 @@ def test_simulate_ev_lfu_beats_lru_on_perfect_hits():
 
 def test_simulate_accepts_compact_history_and_charged_ghosts():
     keys = workload.criteo(2_000, tables=26, scale=0.0005, seed=2)["keys"]
-    for policy in ("ev-lfu-hist-c", "ev-lfu-hist-c-m20", "clockpro-charged", "arc-g8"):
+    for policy in (
+        "ev-lfu-hist-c",
+        "ev-lfu-hist-c-m20",
+        "ev-lfu-hist-c-auto",
+        "clockpro-charged",
+        "arc-g8",
+    ):
         st = embed.simulate(keys, policy=policy, capacity=500)
         assert st["requests"] == 2_000 and 0.0 <= st["perfect_rate"] <= 1.0
     with pytest.raises(attune.InvalidArgumentError, match="unknown policy"):
         embed.simulate(keys, policy="lru-charged", capacity=500)
-    assert {"ev-lfu-hist-c", "clockpro-charged", "clockpro-g8"} <= set(embed.POLICIES)
+    assert {"ev-lfu-hist-c", "ev-lfu-hist-c-auto", "clockpro-charged"} <= set(embed.POLICIES)
 
 
 lcs = pytest.importorskip("libcachesim")

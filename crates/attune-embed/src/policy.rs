@@ -36,7 +36,7 @@ pub use baseline::{Car, LeCar, Lirs};
 pub use cacheus::Cacheus;
 pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
-pub use evhist::{EvLfuHist, HistForm, HistPlan, HistSize, HistSpec};
+pub use evhist::{EvLfuHist, EvLfuHistAuto, HistForm, HistPlan, HistSize, HistSpec};
 pub use evloss::EvLoss;
 pub use evsum::EvLfuSum;
 
@@ -326,7 +326,8 @@ pub const BASELINES: &[&str] = &[
 /// `-inserted`, `-noflush`, `-prose` in any order; EV-LFU also `-decay`, `-miss0`, `-misshalf`
 /// `-tinylfu` and `-sum`; `ev-lfu-hist` and `-flat` also `-wN`, halving every N × capacity
 /// accesses, `-mP`, P % of the budget charged to the history (default 10), `-s`, the history in
-/// a sketch, `-c`, the history in a compact fingerprint table, `-lruP`, P % of the rows in an
+/// a sketch, `-c`, the history in a compact fingerprint table (`-c-auto`: sized by need, `-mP`
+/// its largest share), `-lruP`, P % of the rows in an
 /// LRU admission window, and `-free`, an uncharged history of `-hN` entries (default 16) or
 /// `-sN` sketch columns per cached item; `arc`, `car`, `clockpro` and `clocklirs` take
 /// `-charged` or `-gB`, their ghosts charged to the budget).
@@ -334,7 +335,7 @@ pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro
 ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-lfu-miss0, ev-lfu-misshalf, ev-lfu-tinylfu, \
 ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car, \
 ev-loss, ev-loss-noaging, ev-clockpro, ev-clockpro-t1, ev-clockpro-t4, ev-lfu-hist, \
-ev-lfu-hist-flat, ev-lfu-hist-s, ev-lfu-hist-c, ev-lfu-hist-m5, ev-lfu-hist-lru1, ev-lfu-hist-free, \
+ev-lfu-hist-flat, ev-lfu-hist-s, ev-lfu-hist-c, ev-lfu-hist-c-auto, ev-lfu-hist-m5, ev-lfu-hist-lru1, ev-lfu-hist-free, \
 ev-lfu-hist-free-s4, clockpro-charged, clockpro-g8, arc-charged, car-charged, clocklirs-charged";
 
 /// `arc`, `car`, `clockpro` or `clocklirs` followed by `-charged` or `-gB` (1 ≤ B ≤ 1024): the
@@ -395,7 +396,7 @@ impl PolicyKind {
                 } else if let Some(rest) = s.strip_prefix("ev-lfu-hist") {
                     let (mut group, mut window, mut free) = (true, 0u32, false);
                     let (mut pct, mut per_item, mut sketch) = (None, None, None);
-                    let (mut lru, mut compact) = (0u32, false);
+                    let (mut lru, mut compact, mut auto) = (0u32, false, false);
                     for o in rest.split('-').filter(|o| !o.is_empty()) {
                         if let Some(l) = o.strip_prefix("lru") {
                             match l.parse::<u32>() {
@@ -409,6 +410,7 @@ impl PolicyKind {
                             ("flat", ..) => group = false,
                             ("free", ..) => free = true,
                             ("c", ..) => compact = true,
+                            ("auto", ..) => auto = true,
                             ("s", ..) => sketch = Some(0),
                             (_, Some(w), ..) => window = w,
                             (_, _, Some(h), ..) if h > 0 => per_item = Some(h),
@@ -418,13 +420,15 @@ impl PolicyKind {
                         }
                     }
                     let size = match (free, pct, per_item, sketch) {
-                        (true, None, h, s) if s != Some(0) && !compact => HistSize::Free {
+                        (true, None, h, s) if s != Some(0) && !compact && !auto => HistSize::Free {
                             per_item: h.unwrap_or(evhist::HISTORY_PER_ITEM as u32),
                             sketch: s.unwrap_or(0),
                         },
                         (false, m, None, s) if s.is_none_or(|k| k == 0) => HistSize::Charged {
                             pct: m.unwrap_or(evhist::DEFAULT_SHARE_PCT),
                             form: match (s.is_some(), compact) {
+                                (false, true) if auto => HistForm::Adaptive,
+                                _ if auto => return Err(unknown()), // -auto needs -c
                                 (false, false) => HistForm::Exact,
                                 (true, false) => HistForm::Sketch,
                                 (false, true) => HistForm::Compact,

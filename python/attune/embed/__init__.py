@@ -74,6 +74,7 @@ POLICIES = (
     "ev-lfu-hist-flat",
     "ev-lfu-hist-s",
     "ev-lfu-hist-c",
+    "ev-lfu-hist-c-auto",
     "ev-lfu-hist-m5",
     "ev-lfu-hist-lru1",
     "ev-lfu-hist-free",

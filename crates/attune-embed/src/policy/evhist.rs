@@ -97,9 +97,16 @@ const BUCKET_SLOTS: usize = 8;
 /// is forgotten, so a bucket of stale values drains under the pressure of new keys. Two keys
 /// of one bucket with the same fingerprint share a slot (a false match: the chance is about
 /// 8 / 65,535 per lookup of an unremembered key).
+///
+/// The table is resizable by *ways* (`-auto`): every bucket keeps `ways` of its eight slots, so
+/// changing the ways keeps each key in its bucket (no rehash, which fingerprints could not do)
+/// and shrinking keeps each bucket's highest values; the slots are re-laid out and the
+/// allocation follows, so the bytes are always `buckets × ways × 4`.
 struct FpTable {
     slots: Vec<u32>,
     buckets: usize,
+    /// Slots per bucket (0 to [`BUCKET_SLOTS`]; 0 remembers nothing).
+    ways: usize,
     len: usize,
 }
 
@@ -110,8 +117,31 @@ impl FpTable {
         FpTable {
             slots: vec![0; buckets * BUCKET_SLOTS],
             buckets,
+            ways: BUCKET_SLOTS,
             len: 0,
         }
+    }
+    /// Keeps `ways` slots per bucket (at most [`BUCKET_SLOTS`]): each bucket keeps its highest
+    /// values, and the allocation is `buckets × ways` slots.
+    fn set_ways(&mut self, ways: usize) {
+        let ways = ways.min(BUCKET_SLOTS);
+        if ways == self.ways {
+            return;
+        }
+        let mut slots = vec![0u32; self.buckets * ways];
+        let mut keep = [0u32; BUCKET_SLOTS];
+        for b in 0..self.buckets {
+            let old = &self.slots[b * self.ways..(b + 1) * self.ways];
+            let n = old.len();
+            keep[..n].copy_from_slice(old);
+            keep[..n].sort_unstable_by_key(|x| std::cmp::Reverse(*x & 0xFFFF));
+            let m = n.min(ways);
+            slots[b * ways..b * ways + m].copy_from_slice(&keep[..m]);
+        }
+        slots.shrink_to_fit();
+        self.slots = slots;
+        self.ways = ways;
+        self.len = self.slots.iter().filter(|&&x| x != 0).count();
     }
     fn bytes(&self) -> usize {
         self.slots.len() * COMPACT_ENTRY_BYTES
@@ -124,12 +154,12 @@ impl FpTable {
         let h = mix(key, SEEDS[0]);
         let b = ((u128::from(h) * self.buckets as u128) >> 64) as usize;
         let fp = ((h as u32) >> 16).max(1);
-        (b * BUCKET_SLOTS, fp)
+        (b * self.ways, fp)
     }
     /// Removes `key` and returns its value.
     fn take(&mut self, key: u64) -> Option<u64> {
         let (s, fp) = self.locate(key);
-        let bucket = &mut self.slots[s..s + BUCKET_SLOTS];
+        let bucket = &mut self.slots[s..s + self.ways];
         let slot = bucket.iter_mut().find(|x| **x >> 16 == fp)?;
         let v = u64::from(*slot & 0xFFFF);
         *slot = 0;
@@ -141,7 +171,7 @@ impl FpTable {
         let (s, fp) = self.locate(key);
         let v16 = v.min(u64::from(u16::MAX)) as u32;
         let entry = (fp << 16) | v16.max(1);
-        let bucket = &mut self.slots[s..s + BUCKET_SLOTS];
+        let bucket = &mut self.slots[s..s + self.ways];
         if let Some(slot) = bucket.iter_mut().find(|x| **x >> 16 == fp) {
             *slot = entry;
             return;
@@ -188,6 +218,9 @@ pub enum HistForm {
     Sketch,
     /// Fingerprints and 16-bit values of uncached keys (`-c`; [`COMPACT_ENTRY_BYTES`] an entry).
     Compact,
+    /// The compact form sized by need (`-c-auto`): the share named is the most it may take;
+    /// [`EvLfuHistAuto`] moves bytes between it and the rows.
+    Adaptive,
 }
 
 /// How the history is sized and whether the cache budget pays for it.
@@ -209,6 +242,7 @@ impl HistSize {
             entries: 0,
             width: 0,
             buckets: 0,
+            ways: 0,
         };
         match *self {
             HistSize::Free { sketch, .. } if sketch > 0 => HistPlan {
@@ -239,6 +273,17 @@ impl HistSize {
                         let bytes = b * COMPACT_ENTRY_BYTES * BUCKET_SLOTS;
                         (bytes, HistPlan { buckets: b, ..plan })
                     }
+                    HistForm::Adaptive => {
+                        // Buckets for the largest share; the ways it starts at are charged.
+                        let b = (share / (COMPACT_ENTRY_BYTES * BUCKET_SLOTS)).max(1);
+                        let bytes = b * COMPACT_ENTRY_BYTES * START_WAYS;
+                        let plan = HistPlan {
+                            buckets: b,
+                            ways: START_WAYS,
+                            ..plan
+                        };
+                        (bytes, plan)
+                    }
                 };
                 let charged = unit.div_ceil(row_bytes.max(1));
                 HistPlan {
@@ -262,6 +307,8 @@ pub struct HistPlan {
     pub width: usize,
     /// Compact history buckets (of eight 4-byte entries).
     pub buckets: usize,
+    /// Slots kept per compact bucket when the history is sized by need (0 otherwise: all eight).
+    pub ways: usize,
 }
 
 impl HistPlan {
@@ -299,10 +346,15 @@ impl HistSpec {
     /// The policy for a budget of `capacity` rows of `row_bytes` bytes each; a charged history
     /// takes its share of the bytes from the rows.
     pub fn build(&self, capacity: usize, row_bytes: usize) -> Box<dyn Policy> {
-        let p =
-            self.size
-                .split(capacity, row_bytes)
-                .build(self.n, self.group, self.window, self.lru);
+        let plan = self.size.split(capacity, row_bytes);
+        if let HistSize::Charged {
+            form: HistForm::Adaptive,
+            ..
+        } = self.size
+        {
+            return Box::new(EvLfuHistAuto::new(self, &plan, capacity, row_bytes));
+        }
+        let p = plan.build(self.n, self.group, self.window, self.lru);
         if matches!(
             self.size,
             HistSize::Charged {
@@ -339,6 +391,7 @@ impl std::fmt::Display for HistSpec {
                     HistForm::Exact => {}
                     HistForm::Sketch => f.write_str("-s")?,
                     HistForm::Compact => f.write_str("-c")?,
+                    HistForm::Adaptive => f.write_str("-c-auto")?,
                 }
             }
             HistSize::Free { per_item, sketch } => {
@@ -461,6 +514,23 @@ impl EvLfuHist {
         self.compact = Some(FpTable::new(buckets));
         self.history_max = self.compact.as_ref().map_or(0, FpTable::entries);
         self
+    }
+
+    /// Resizes a compact history to `ways` slots per bucket and the cache to `cap` rows (the
+    /// lowest-valued rows leave, reported in `evicted` and remembered).
+    fn resize(&mut self, ways: usize, cap: usize, evicted: &mut Vec<(u64, u32)>) {
+        if let Some(t) = &mut self.compact {
+            t.set_ways(ways);
+            self.history_max = t.entries();
+        }
+        self.cap = cap;
+        while self.cached.len() > self.cap {
+            let Some((k, v)) = self.cached.pop_first() else {
+                break;
+            };
+            evicted.push((k, self.capped(v)));
+            self.remember(k, v);
+        }
     }
 
     /// Bytes of the history (the exact map's allocation, the sketch's counters or the compact
@@ -670,6 +740,184 @@ impl Policy for EvLfuHist {
             Some(v) => self.capped(v),
             None => self.recent_values.get(&key).map_or(0, |&v| self.capped(v)),
         }
+    }
+}
+
+/// Slots per bucket an adaptive history starts at (half its largest share).
+pub const START_WAYS: usize = 4;
+/// The splits an adaptive history chooses from, in slots per bucket (eighths of its largest
+/// share).
+pub const AUTO_WAYS: [usize; 5] = [0, 1, 2, 4, 8];
+/// Main-cache accesses between two choices of the split.
+pub const AUTO_PERIOD: u64 = 1 << 18;
+/// Rows a miniature cache aims at (the sampling rate is the budget over this, 1 to 64).
+const MINI_ROWS: usize = 512;
+
+/// One miniature simulation of a split: the policy on a hash sample of the keys, scaled down.
+struct Mini {
+    ways: usize,
+    policy: EvLfuHist,
+    /// Hits since the last choice, halved at every choice (older periods weigh less).
+    hits: u64,
+}
+
+/// `ev-lfu-hist-c-auto`: the compact history sized by need. The table's buckets are fixed for
+/// the largest share (`-mP`) and it keeps 0, 1, 2, 4 or 8 of each bucket's slots
+/// ([`AUTO_WAYS`]); the rows get the rest of the budget. Which split pays is measured, not
+/// guessed: one miniature simulation per split runs the same policy on a hash sample of the
+/// keys (rate 1/R, R = budget / 512 rows, clamped to 1–64) with R-times smaller rows and buckets
+/// (the miniature-simulation method of Waldspurger et al., 2017), fed with the real requests'
+/// aggHit. Every [`AUTO_PERIOD`] accesses the main cache moves to the split whose miniature had
+/// the most hits (counters halved every period; ties to the smaller history). Shrinking the
+/// history keeps each bucket's highest values; growing it evicts the lowest-valued rows. The
+/// miniatures' keys are controller metadata and are not charged (about 5/R of the cache's
+/// per-key metadata); `-c` with a fixed `-mP` is the same policy with this switched off.
+/// Thread-safety: owned by one thread (`Send`).
+pub struct EvLfuHistAuto {
+    main: EvLfuHist,
+    budget_rows: usize,
+    row_bytes: usize,
+    buckets: usize,
+    ways: usize,
+    minis: Vec<Mini>,
+    /// Sampling rate 1/`rate`.
+    rate: u64,
+    accesses: u64,
+    scratch: Vec<(u64, u32)>,
+    /// Evictions a resize made, reported with the next miss.
+    pending: Vec<(u64, u32)>,
+    /// Times the split changed.
+    pub resizes: u64,
+}
+
+impl EvLfuHistAuto {
+    /// Rows left for a history of `ways` slots per bucket.
+    fn rows_for(budget_rows: usize, row_bytes: usize, buckets: usize, ways: usize) -> usize {
+        let bytes = buckets * ways * COMPACT_ENTRY_BYTES;
+        budget_rows.saturating_sub(bytes.div_ceil(row_bytes.max(1)))
+    }
+
+    /// The policy `spec` describes for `budget_rows` rows of `row_bytes` bytes; `plan` is its
+    /// split at [`START_WAYS`].
+    fn new(spec: &HistSpec, plan: &HistPlan, budget_rows: usize, row_bytes: usize) -> Self {
+        let build = |rows: usize, buckets: usize, ways: usize| {
+            let p = EvLfuHist::with_history(rows, spec.n, spec.group, spec.window, 0);
+            let mut p = if spec.lru > 0 {
+                p.windowed(spec.lru)
+            } else {
+                p
+            };
+            p = p.compact(buckets);
+            let cap = p.cap;
+            p.resize(ways, cap, &mut Vec::new());
+            p
+        };
+        let buckets = plan.buckets;
+        let main = build(plan.rows, buckets, plan.ways);
+        let rate = (budget_rows / MINI_ROWS).clamp(1, 64);
+        let minis = AUTO_WAYS
+            .iter()
+            .map(|&w| {
+                let rows = Self::rows_for(budget_rows, row_bytes, buckets, w) / rate;
+                Mini {
+                    ways: w,
+                    policy: build(rows, (buckets / rate).max(1), w),
+                    hits: 0,
+                }
+            })
+            .collect();
+        EvLfuHistAuto {
+            main,
+            budget_rows,
+            row_bytes,
+            buckets,
+            ways: plan.ways,
+            minis,
+            rate: rate as u64,
+            accesses: 0,
+            scratch: Vec::new(),
+            pending: Vec::new(),
+            resizes: 0,
+        }
+    }
+
+    /// Slots per bucket the history keeps now.
+    pub fn ways(&self) -> usize {
+        self.ways
+    }
+
+    /// Bytes of the history now (what is charged).
+    pub fn history_bytes(&self) -> usize {
+        self.main.history_bytes()
+    }
+
+    /// Feeds a sampled key to the miniatures and, at the end of a period, chooses the split.
+    fn observe(&mut self, key: u64, agg: u32) {
+        self.accesses += 1;
+        if mix(key, SEEDS[1]).is_multiple_of(self.rate) {
+            for m in &mut self.minis {
+                if m.policy.contains(key) {
+                    m.policy.on_hit(key, agg);
+                    m.hits += 1;
+                } else {
+                    self.scratch.clear();
+                    m.policy.on_miss(key, agg, &mut self.scratch);
+                }
+            }
+        }
+        if self.accesses.is_multiple_of(AUTO_PERIOD) {
+            // Ties go to the smaller history (the earlier entry of AUTO_WAYS).
+            let best = self
+                .minis
+                .iter()
+                .fold(None::<&Mini>, |b, m| match b {
+                    Some(b) if b.hits >= m.hits => Some(b),
+                    _ => Some(m),
+                })
+                .map_or(self.ways, |m| m.ways);
+            for m in &mut self.minis {
+                m.hits /= 2;
+            }
+            if best != self.ways {
+                self.set_ways(best);
+            }
+        }
+    }
+
+    /// Moves the main cache to `ways` slots per bucket (and the rows that leaves).
+    fn set_ways(&mut self, ways: usize) {
+        self.resizes += 1;
+        self.ways = ways;
+        let rows = Self::rows_for(self.budget_rows, self.row_bytes, self.buckets, ways);
+        let rows = rows.saturating_sub(self.main.recent_cap);
+        self.main.resize(ways, rows, &mut self.pending);
+    }
+}
+
+impl Policy for EvLfuHistAuto {
+    fn contains(&self, key: u64) -> bool {
+        self.main.contains(key)
+    }
+    fn on_hit(&mut self, key: u64, agg: u32) {
+        self.main.on_hit(key, agg);
+        self.observe(key, agg);
+    }
+    fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<(u64, u32)>) {
+        evicted.append(&mut self.pending);
+        self.main.on_miss(key, agg, evicted);
+        self.observe(key, agg);
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        self.main.remove(key)
+    }
+    fn len(&self) -> usize {
+        self.main.len()
+    }
+    fn capacity(&self) -> usize {
+        self.main.capacity()
+    }
+    fn score(&self, key: u64) -> u32 {
+        self.main.score(key)
     }
 }
 
@@ -887,5 +1135,78 @@ mod tests {
             q.access(k, &mut ev);
         }
         assert!(q.history.len() <= HISTORY_MIN);
+    }
+
+    /// Resizing by ways keeps each bucket's highest values, allocates exactly the ways kept,
+    /// and at 0 ways remembers nothing; growing back makes room again.
+    #[test]
+    fn compact_ways_keep_the_highest_and_charge_the_bytes() {
+        let mut t = FpTable::new(3);
+        for k in 0..200u64 {
+            t.put(k, 1 + k % 50);
+        }
+        assert_eq!(t.len, 24);
+        let mut best: Vec<Vec<u32>> = t
+            .slots
+            .chunks(BUCKET_SLOTS)
+            .map(|c| c.iter().map(|x| x & 0xFFFF).collect())
+            .collect();
+        for v in &mut best {
+            v.sort_unstable_by(|a, b| b.cmp(a));
+        }
+        t.set_ways(2);
+        assert_eq!((t.bytes(), t.slots.capacity(), t.len), (3 * 2 * 4, 6, 6));
+        for (b, want) in best.iter().enumerate() {
+            let kept: Vec<u32> = t.slots[b * 2..b * 2 + 2]
+                .iter()
+                .map(|x| x & 0xFFFF)
+                .collect();
+            assert_eq!(kept, want[..2], "bucket {b}");
+        }
+        t.set_ways(0);
+        assert_eq!((t.bytes(), t.len), (0, 0));
+        t.put(5, 9);
+        assert_eq!(t.take(5), None);
+        t.set_ways(8);
+        t.put(5, 9);
+        assert_eq!((t.take(5), t.bytes()), (Some(9), 3 * 8 * 4));
+    }
+
+    /// A history that helps nothing (the hot keys fit the cache) is sized down to nothing by
+    /// the miniatures, and the rows get its bytes; rows and history always fit the budget.
+    #[test]
+    fn adaptive_history_gives_a_useless_history_back_to_the_rows() {
+        let spec = HistSpec {
+            n: 1,
+            group: false,
+            window: 0,
+            size: HistSize::Charged {
+                pct: 10,
+                form: HistForm::Adaptive,
+            },
+            lru: 0,
+        };
+        let plan = spec.size.split(2048, 144);
+        assert_eq!(plan.ways, START_WAYS);
+        let mut p = EvLfuHistAuto::new(&spec, &plan, 2048, 144);
+        assert_eq!(p.ways(), START_WAYS);
+        assert!(p.capacity() * 144 + p.history_bytes() <= 2048 * 144);
+        assert!(p.capacity() < 2048);
+        let mut ev = Vec::new();
+        for i in 0..AUTO_PERIOD {
+            p.access(i % 500, &mut ev);
+        }
+        assert_eq!((p.ways(), p.history_bytes(), p.capacity()), (0, 0, 2048));
+        assert_eq!(p.resizes, 1);
+        assert!((0..500).all(|k| p.contains(k)));
+        // The name: `-auto` needs the compact form, and round-trips.
+        use super::super::PolicyKind;
+        assert!(PolicyKind::parse("ev-lfu-hist-auto", 26).is_err());
+        assert!(PolicyKind::parse("ev-lfu-hist-c-auto-free", 26).is_err());
+        let spec = match PolicyKind::parse("ev-lfu-hist-c-m20-auto", 26) {
+            Ok(PolicyKind::EvHist(h)) => h,
+            _ => panic!("ev-lfu-hist-c-m20-auto does not parse"),
+        };
+        assert_eq!(spec.to_string(), "ev-lfu-hist-m20-c-auto");
     }
 }
