@@ -966,6 +966,12 @@ mod tests {
     #[test]
     fn sketched_history_admits_the_more_used() {
         let mut p = EvLfuHist::new(2, 4, false, 0).sketched(4);
+        admits_the_more_used(&mut p);
+    }
+
+    /// Two rows: 1 used three times, 2 once; 3 is refused on its first access (one use does
+    /// not beat 2's) and admitted over 2 on its second, while 1 stays.
+    fn admits_the_more_used(p: &mut EvLfuHist) -> Vec<(u64, u32)> {
         let mut ev = Vec::new();
         for _ in 0..3 {
             p.access(1, &mut ev);
@@ -974,6 +980,7 @@ mod tests {
         assert!(!p.access(3, &mut ev) && !p.contains(3));
         assert!(!p.access(3, &mut ev) && p.contains(3) && !p.contains(2));
         assert!(p.contains(1));
+        ev
     }
 
     /// A charged history takes its bytes from the rows: rows + history fit the budget, and the
@@ -1051,14 +1058,7 @@ mod tests {
     #[test]
     fn compact_history_admits_the_more_used() {
         let mut p = EvLfuHist::with_history(2, 4, false, 0, 0).compact(4);
-        let mut ev = Vec::new();
-        for _ in 0..3 {
-            p.access(1, &mut ev);
-        }
-        p.access(2, &mut ev);
-        assert!(!p.access(3, &mut ev) && !p.contains(3));
-        assert!(!p.access(3, &mut ev) && p.contains(3) && !p.contains(2));
-        assert!(p.contains(1));
+        let mut ev = admits_the_more_used(&mut p);
         let t = p.compact.as_ref().map_or(0, |t| t.len);
         assert_eq!(t, 1, "only 2 (evicted) is remembered");
         // 2 remembers its count: two more accesses bring it back ahead of 3.
