@@ -301,8 +301,13 @@ def _replay(args) -> int:
                 "ramfs): the latencies are memory copies, not a disk's",
                 file=sys.stderr,
             )
+        warning = None
     else:
-        r = replay(t, _params(args), args.seed)
+        params = _params(args)
+        r = replay(t, params, args.seed)
+        warning = _overload_warning(t, params, args.rerate)
+        if warning:
+            print(f"attune: warning: {warning}", file=sys.stderr)
     lat = r["latency_ns"]
     try:
         with open(args.out, "w") as f:
@@ -324,6 +329,7 @@ def _replay(args) -> int:
         else "simulated",
         "reads": _summary(arr[t.is_read]),
         "writes": _summary(arr[~t.is_read]),
+        "warning": warning,
     }
     if args.direct:
         summary["memory_backed"] = bool(r["memory_backed"])

@@ -519,3 +519,19 @@ def test_cli_simulate_warns_when_the_trace_overloads_the_device(capsys):
     out = json.loads(cap.out)
     assert out["warning"] is None and cap.err == ""
     assert out["writes"]["p99_us"] < loaded / 10
+
+
+def test_cli_replay_warns_when_the_simulated_device_is_overloaded(tmp_path, capsys):
+    import json
+
+    from attune.cli import main
+
+    out = tmp_path / "lat.csv"
+    argv = ["io", "replay", "--synthetic", "2000", "--out", str(out), "--json"]
+    assert main([*argv, "--iops", "20000"]) == 0
+    cap = capsys.readouterr()
+    assert "overloads the simulated device" in json.loads(cap.out)["warning"]
+    assert "warning:" in cap.err
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["warning"] is None and cap.err == ""
