@@ -469,3 +469,69 @@ def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc
     m = hd.train(hd.read_rows(replay(a, params, 0), a), hd.Pipeline(epochs=2)).to_bytes()
     with pytest.raises(attune.InvalidArgumentError, match="write_clock"):
         route([a, b], "c3", params, 1, probe_models=[m, m], write_clock=clock)
+
+
+def test_write_load_estimates_the_collecting_chips():
+    from attune.io import write_load
+
+    # Two 64 KiB writes and one 4 KiB read within 1 ms.
+    t = parse_trace(b"0 0 0 65536 0\n1 0 65536 65536 0\n1 0 0 4096 1\n", "msr")
+    ld = write_load(t)
+    assert ld["write_bytes_per_s"] == pytest.approx(131_072 / 1e-3)
+    duty = min(1.0, 131_072e3 * 0.1 / (16 << 20))
+    prog = 131_072e3 / 16384 / 32 * 600e-6
+    reads = 1e3 / 32 * 60e-6 * (1 + duty * 34)
+    assert ld["gc_duty"] == pytest.approx(duty) and ld["chip_load"] == pytest.approx(prog + reads)
+    assert write_load(parse_trace(b"0 0 0 4096 0\n", "msr"))["chip_load"] == 0.0
+
+
+def test_cli_simulate_warns_when_the_trace_overloads_the_device(capsys):
+    import json
+
+    from attune.cli import main
+
+    # The library's synthetic trace (20,000 I/Os/s, 70 % writes of 16-128 KiB) offers about
+    # 1 GB/s of writes, which keeps garbage collection running on the default device.
+    assert main(["io", "simulate", "--synthetic", "3000", "--iops", "20000", "--json"]) == 0
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert "overloads the simulated device" in out["warning"] and "--rerate" in out["warning"]
+    assert "warning:" in cap.err and "--set program_page_us" in cap.err
+    loaded = out["writes"]["p99_us"]
+    rerate = out["warning"].split("--rerate ")[1].split(")")[0]
+    assert (
+        main(
+            [
+                "io",
+                "simulate",
+                "--synthetic",
+                "3000",
+                "--iops",
+                "20000",
+                "--rerate",
+                rerate,
+                "--json",
+            ]
+        )
+        == 0
+    )
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert out["warning"] is None and cap.err == ""
+    assert out["writes"]["p99_us"] < loaded / 10
+
+
+def test_cli_replay_warns_when_the_simulated_device_is_overloaded(tmp_path, capsys):
+    import json
+
+    from attune.cli import main
+
+    out = tmp_path / "lat.csv"
+    argv = ["io", "replay", "--synthetic", "2000", "--out", str(out), "--json"]
+    assert main([*argv, "--iops", "20000"]) == 0
+    cap = capsys.readouterr()
+    assert "overloads the simulated device" in json.loads(cap.out)["warning"]
+    assert "warning:" in cap.err
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["warning"] is None and cap.err == ""

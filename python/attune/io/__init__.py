@@ -33,6 +33,7 @@ from attune.io.trace import (
 __all__ = [
     "DEVICE_PRESETS",
     "FORMATS",
+    "LOAD_LIMIT",
     "POLICIES",
     "Trace",
     "device_params",
@@ -44,6 +45,7 @@ __all__ = [
     "ssd_params",
     "synthetic_trace",
     "write_clock_flags",
+    "write_load",
 ]
 
 #: Named simulated devices: SSD parameter overrides on top of the defaults (design note
@@ -102,6 +104,64 @@ def ssd_params(params: dict | None = None) -> dict[str, int | float]:
     :class:`attune.InvalidArgumentError` naming it. The result can be passed back as
     ``params``."""
     return {k: _number(v) for k, v in _native.io_ssd_params(_check_params(params))}
+
+
+#: Estimated utilisation of the chips under garbage collection (see :func:`write_load`) above
+#: which the simulated device's queues grow without bound: calibrated on the default device and
+#: the synthetic trace, whose write latencies stay at tens of microseconds at 0.3 × its rate
+#: (estimate 0.52) and grow with the trace's length from 0.4 × (estimate 0.69).
+LOAD_LIMIT = 0.6
+
+
+def write_load(trace: Trace, params: dict | None = None) -> dict[str, float]:
+    """How hard ``trace`` drives the simulated device: ``write_bytes_per_s`` (bytes of its
+    writes over its duration), ``gc_duty`` (the share of time a collecting chip spends in a busy
+    period: ``gc_duration_us`` per ``gc_every_bytes`` written, at most 1) and ``chip_load``, the
+    estimated utilisation of a collecting chip: the flushes program ``page_bytes`` pages
+    round-robin on every chip (``program_page_us`` each), and reads cost ``read_page_us`` per
+    page touched, inflated by the mean of ``gc_read_inflation_min..max`` for the ``gc_duty``
+    share. A flush ends when its slowest chip does, so a collecting chip sets the pace; above
+    :data:`LOAD_LIMIT` the write buffer fills for good and every later I/O waits behind flushes.
+    ``rerate`` is the arrival-rate factor that brings ``chip_load`` to half of the limit (1.0
+    when it is already below the limit). All three are 0 for a trace whose I/Os share one
+    timestamp."""
+    p = ssd_params(params)
+    t = check_trace(trace)
+    secs = t.duration_ns / 1e9
+    if secs <= 0:
+        return {"write_bytes_per_s": 0.0, "gc_duty": 0.0, "chip_load": 0.0, "rerate": 1.0}
+    chips = p["channels"] * p["chips_per_channel"]
+    is_read = np.asarray(t.is_read)
+    size = np.asarray(t.size, dtype=np.float64)
+    unit = float(p["mapping_bytes"])
+    page = float(p["page_bytes"])
+    off = np.asarray(t.offset, dtype=np.float64)[is_read]
+    end = off + np.maximum(np.ceil(size[is_read] / unit), 1.0) * unit
+    read_pages = float((np.ceil(end / page) - np.floor(off / page)).sum())
+    written = float(size[~is_read].sum())
+    inflation = (p["gc_read_inflation_min"] + p["gc_read_inflation_max"]) / 2
+
+    def load(f: float) -> tuple[float, float]:
+        w = f * written / secs
+        duty = min(1.0, w * p["gc_duration_us"] * 1e-6 / p["gc_every_bytes"])
+        prog = w / page / chips * p["program_page_us"] * 1e-6
+        reads = f * read_pages / secs / chips * p["read_page_us"] * 1e-6
+        return prog + reads * (1.0 + duty * (inflation - 1.0)), duty
+
+    chip_load, duty = load(1.0)
+    rerate = 1.0
+    if chip_load > LOAD_LIMIT:
+        lo, hi = 0.0, 1.0
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if load(mid)[0] < LOAD_LIMIT / 2 else (lo, mid)
+        rerate = lo
+    return {
+        "write_bytes_per_s": written / secs,
+        "gc_duty": duty,
+        "chip_load": chip_load,
+        "rerate": rerate,
+    }
 
 
 def _check_params(params: object) -> dict | None:
