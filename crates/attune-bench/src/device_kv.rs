@@ -328,7 +328,9 @@ fn fill_once(
         let k = written[rrng.below(written.len() as u64) as usize];
         let key = format!("key{k:012}");
         if db.get(key.as_bytes()).map_err(kv)?.is_none() {
-            return Err(Fail::Run(format!("readrandom: {key} written but not found")));
+            return Err(Fail::Run(format!(
+                "readrandom: {key} written but not found"
+            )));
         }
     }
     let after = env.stats();
