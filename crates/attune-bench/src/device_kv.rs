@@ -2,12 +2,15 @@
 //!
 //! Run: `attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc]
 //! [--model FILE] [--out FILE] [--json]`. Rows:
-//! * `fillrandom/<config>/<untuned|layout|tuned>` for planted SSD configurations: the device is
-//!   first profiled (`attune_io::profile`), the learned parameters are mapped to a layout
-//!   (`DeviceLayout::from_learned`) and to options (`DeviceLayout::tune_sizes`), then the same
-//!   fillrandom runs with the file-system default, with the layout alone and with layout and
-//!   options, in a deterministic schedule (`fill_once`): ops per simulated second and its paired
-//!   ratio to untuned, flash pages (per kind of file too), the minimum, write amplification.
+//! * `fillrandom/<config>/<untuned|layout|tuned-page-block|tuned>` for planted SSD
+//!   configurations: the device is first profiled (`attune_io::profile`), the learned parameters
+//!   are mapped to a layout (`DeviceLayout::from_learned`) and to options
+//!   (`DeviceLayout::tune_sizes`, with the table block the flash page, or with it one learned
+//!   chunk, `DeviceLayout::chunk_block_size`), then the same fillrandom runs with the
+//!   file-system default, with the layout alone, with the page block and with the chunk block,
+//!   in a deterministic schedule (`fill_once`): ops per simulated second and its paired ratio to
+//!   untuned, flash pages (per kind of file too), the minimum, write amplification; then a
+//!   readrandom on the same database shows what the block size costs a point read.
 //!   `--no-gc` turns the device's garbage-collection periods off in the runs (rows
 //!   `fillrandom-nogc/...`).
 //! * `ycsb-e/<load order>/<prefetcher>`: YCSB workload E (95 % scans of 1–100 records, 5 %
@@ -72,8 +75,10 @@ struct FillRow<'a> {
     ops_ratio: f64,
     ops_ratio_min: f64,
     ops_ratio_max: f64,
-    /// Median of flash pages ÷ the untuned run's, paired the same way.
+    /// Median of flash pages ÷ the untuned run's, paired the same way, and the same as per
+    /// cent fewer pages (`(1 − pages_ratio) · 100`, which two decimals of the ratio hide).
     pages_ratio: f64,
+    pages_fewer_pct: f64,
     flash_pages: u64,
     min_flash_pages: u64,
     write_amplification: f64,
@@ -90,6 +95,16 @@ struct FillRow<'a> {
     /// The WAL's and the tables' flash pages over their minimum.
     wal_extra_pages: u64,
     table_extra_pages: u64,
+    /// The tables' flash pages (all of them).
+    table_pages: u64,
+    /// readrandom on the database the fill left (`keys / 10` gets of written keys, 8 MiB block
+    /// cache): gets per simulated second (median), the median of its paired ratios to
+    /// `untuned`, and device reads and KiB read per get.
+    readrandom_gets: u64,
+    readrandom_gets_per_sec: f64,
+    readrandom_ratio: f64,
+    readrandom_device_reads_per_get: f64,
+    readrandom_kib_per_get: f64,
 }
 
 #[derive(Serialize)]
@@ -263,7 +278,7 @@ fn fill_once(
     keys: u64,
     value_bytes: usize,
     rep: u32,
-) -> Result<(DeviceStats, attune_io::ssd::SsdStats), Fail> {
+) -> Result<FillRun, Fail> {
     // The device's seed (its garbage-collection periods) changes with the repetition too, so
     // the median is not one draw of where those periods fall.
     let seed = 11 + u64::from(rep);
@@ -273,6 +288,7 @@ fn fill_once(
     let mut rng = Xoshiro256::new(42, u64::from(rep) + 1);
     let mut value = vec![0u8; value_bytes];
     let mut pending = 0u64;
+    let mut written = Vec::with_capacity(keys as usize);
     let settle = |db: &DB| -> Result<(), Fail> {
         db.flush().map_err(kv)?;
         // Bounded: a compaction of a few MiB finishes in well under a minute of host time.
@@ -296,6 +312,7 @@ fn fill_once(
         }
         let key = format!("key{k:012}");
         db.put(key.as_bytes(), &value).map_err(kv)?;
+        written.push(k);
         pending += (key.len() + value.len()) as u64;
         if pending >= FLUSH_USER_BYTES {
             settle(&db)?;
@@ -303,9 +320,45 @@ fn fill_once(
         }
     }
     settle(&db)?;
+    let (fill, ssd) = (env.stats(), env.ssd_stats());
+    // readrandom on the same database: gets of keys the fill wrote, in an order of their own,
+    // through the 8 MiB block cache (the tables are several times larger), so most gets read
+    // a block from the device and a larger block costs its transfer.
+    let mut rrng = Xoshiro256::new(43, u64::from(rep) + 1);
+    let reads = (keys / 10).max(1);
+    for _ in 0..reads {
+        let k = written[rrng.below(written.len() as u64) as usize];
+        let key = format!("key{k:012}");
+        if db.get(key.as_bytes()).map_err(kv)?.is_none() {
+            return Err(Fail::Run(format!(
+                "readrandom: {key} written but not found"
+            )));
+        }
+    }
+    let after = env.stats();
     db.close().map_err(kv)?;
     drop(db);
-    Ok((env.stats(), env.ssd_stats()))
+    Ok(FillRun {
+        fill,
+        ssd,
+        read_ns: after.clock_ns - fill.clock_ns,
+        read_device_reads: after.reads - fill.reads,
+        read_device_bytes: after.read_bytes - fill.read_bytes,
+        reads,
+    })
+}
+
+/// One fillrandom and the readrandom after it.
+#[derive(Clone, Copy)]
+struct FillRun {
+    /// Device counters at the end of the fill (before the reads).
+    fill: DeviceStats,
+    ssd: attune_io::ssd::SsdStats,
+    /// Simulated time, device reads and bytes read of the readrandom phase.
+    read_ns: u64,
+    read_device_reads: u64,
+    read_device_bytes: u64,
+    reads: u64,
 }
 
 /// `gc` false turns the device's garbage-collection periods off (zero length) in the runs (not
@@ -329,14 +382,22 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
             &mut tuned_opts.block_size,
             &mut tuned_opts.target_file_size,
         );
+        // `tuned`: the page block of `tune_sizes` replaced by one block per learned chunk
+        // (`chunk_block_size`); `tuned-page-block` keeps the page block, so the two levers
+        // are each on and off in the rows.
+        let mut chunk_opts = tuned_opts.clone();
+        if let Some(c) = DeviceLayout::chunk_block_size(&learned) {
+            chunk_opts.block_size = c;
+        }
         let cases = [
             ("untuned", DeviceLayout::default(), fill_opts()),
             ("layout", tuned, fill_opts()),
-            ("tuned", tuned, tuned_opts),
+            ("tuned-page-block", tuned, tuned_opts),
+            ("tuned", tuned, chunk_opts),
         ];
         // runs[case][rep]: every case runs with the same keys and device seed in a repetition,
         // so the ratios to `untuned` are paired.
-        let mut runs: Vec<Vec<(DeviceStats, attune_io::ssd::SsdStats)>> = Vec::new();
+        let mut runs: Vec<Vec<FillRun>> = Vec::new();
         for (_, layout, opts) in &cases {
             let mut v = Vec::new();
             for rep in 0..REPS {
@@ -351,18 +412,38 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
         };
         for (ci, (label, layout, opts)) in cases.iter().enumerate() {
             let ratios: Vec<f64> = (0..REPS as usize)
-                .map(|r| ops(&runs[ci][r].0) / ops(&runs[0][r].0))
+                .map(|r| ops(&runs[ci][r].fill) / ops(&runs[0][r].fill))
                 .collect();
             let page_ratios: Vec<f64> = (0..REPS as usize)
-                .map(|r| runs[ci][r].0.flash_pages as f64 / runs[0][r].0.flash_pages as f64)
+                .map(|r| runs[ci][r].fill.flash_pages as f64 / runs[0][r].fill.flash_pages as f64)
                 .collect();
             let (rlo, rhi) = ratios
                 .iter()
                 .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
             let mut by_ops = runs[ci].clone();
-            by_ops.sort_by(|a, b| ops(&a.0).total_cmp(&ops(&b.0)));
-            let (lo, hi) = (ops(&by_ops[0].0), ops(&by_ops[by_ops.len() - 1].0));
-            let (s, ssd) = by_ops[by_ops.len() / 2];
+            by_ops.sort_by(|a, b| ops(&a.fill).total_cmp(&ops(&b.fill)));
+            let (lo, hi) = (ops(&by_ops[0].fill), ops(&by_ops[by_ops.len() - 1].fill));
+            let mid = by_ops[by_ops.len() / 2];
+            let (s, ssd) = (mid.fill, mid.ssd);
+            let gets = |r: &FillRun| r.reads as f64 / (r.read_ns.max(1) as f64 / 1e9);
+            let read_ratio = median(
+                (0..REPS as usize)
+                    .map(|r| gets(&runs[ci][r]) / gets(&runs[0][r]))
+                    .collect(),
+            );
+            let read_gets_per_sec = median(runs[ci].iter().map(gets).collect());
+            let read_kib_per_get = median(
+                runs[ci]
+                    .iter()
+                    .map(|r| r.read_device_bytes as f64 / 1024.0 / r.reads as f64)
+                    .collect(),
+            );
+            let read_device_per_get = median(
+                runs[ci]
+                    .iter()
+                    .map(|r| r.read_device_reads as f64 / r.reads as f64)
+                    .collect(),
+            );
             let secs = s.clock_ns as f64 / 1e9;
             let pages_by_kind = FILE_KINDS
                 .iter()
@@ -373,7 +454,7 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
             let (ops_ratio, pages_ratio) = (median(ratios), median(page_ratios));
             if sink.human() {
                 println!(
-                    "{kind} {name:<14} {label:<8} {:>8.0} ops/s ({lo:.0}..{hi:.0})  x{ops_ratio:.3} ({rlo:.3}..{rhi:.3})  pages {:>8} (min {:>8}, WA {:.3}, x{pages_ratio:.3})  {:?}",
+                    "{kind} {name:<14} {label:<16} {:>8.0} ops/s ({lo:.0}..{hi:.0})  x{ops_ratio:.3} ({rlo:.3}..{rhi:.3})  pages {:>8} (min {:>8}, WA {:.3}, x{pages_ratio:.3})  get x{read_ratio:.3} {read_kib_per_get:.1} KiB/get  {:?}",
                     keys as f64 / secs,
                     s.flash_pages,
                     s.min_flash_pages,
@@ -401,6 +482,7 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
                 ops_ratio_min: rlo,
                 ops_ratio_max: rhi,
                 pages_ratio,
+                pages_fewer_pct: (1.0 - pages_ratio) * 100.0,
                 flash_pages: s.flash_pages,
                 min_flash_pages: s.min_flash_pages,
                 write_amplification: s.write_amplification(),
@@ -414,6 +496,12 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
                 pages_by_kind,
                 wal_extra_pages: s.by_kind[0].flash_pages - s.by_kind[0].min_flash_pages,
                 table_extra_pages: s.by_kind[1].flash_pages - s.by_kind[1].min_flash_pages,
+                table_pages: s.by_kind[1].flash_pages,
+                readrandom_gets: runs[ci][0].reads,
+                readrandom_gets_per_sec: read_gets_per_sec,
+                readrandom_ratio: read_ratio,
+                readrandom_device_reads_per_get: read_device_per_get,
+                readrandom_kib_per_get: read_kib_per_get,
             })?;
         }
     }
