@@ -649,7 +649,8 @@ impl Table {
     }
 
     /// The model path over a fixed-layout table: block handles and record offsets are
-    /// arithmetic, so the lookup touches only the bytes of the window (LoadChunk). Returns None
+    /// arithmetic, so the lookup touches only the keys of the window (LoadChunk), in the one
+    /// block the pinned index names when the window crosses blocks. Returns None
     /// when the window's block is not available in place (then the general path runs).
     fn get_fixed(
         &self,
@@ -661,6 +662,13 @@ impl Table {
         uk: &[u8],
     ) -> Result<Option<Lookup>> {
         let last = self.index.len() as u64 - 1;
+        // A window over several blocks: the pinned index names the block that holds the lower
+        // bound, so the search touches that block only. Each block more is another page of the
+        // mapping (a TLB miss, and a page fault in a process that has not touched it yet); with
+        // 1 KiB records a window of 2 x 8 records spans four or five blocks.
+        if pos < hi {
+            pos = self.skip_blocks_below(Some(per_block), lookup, pos, hi)?;
+        }
         while pos < hi {
             let bi = (pos / per_block).min(last);
             let first = bi * per_block;
@@ -670,7 +678,7 @@ impl Table {
             };
             let from = (pos - first) as usize;
             let to = ((hi - first) as usize).min(v.len());
-            v.prefetch_records(from, to, f.record_size);
+            v.prefetch_records(from, to, f.record_size, f.header + f.key_len);
             let (mut lo, mut up) = (from.min(to), to);
             while lo < up {
                 let mid = lo + (up - lo) / 2;
@@ -1315,7 +1323,7 @@ impl TableIter {
             let to = usize::try_from(hi.saturating_sub(first))
                 .unwrap_or(usize::MAX)
                 .clamp(from, v.len());
-            v.prefetch_records(from, to, f.record_size);
+            v.prefetch_records(from, to, f.record_size, f.header + f.key_len);
             let (mut a, mut b) = (from, to);
             while a < b {
                 let mid = a + (b - a) / 2;
