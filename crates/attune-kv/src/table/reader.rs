@@ -11,7 +11,7 @@ use crate::block::{Block, BlockIter, BlockView, FixedRecords};
 use crate::cache::BlockCache;
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
-use crate::index::learned::{FixedLayout, Learning, Sample, TableLayout, TableModel};
+use crate::index::learned::{fence, FixedLayout, Learning, Sample, TableLayout, TableModel};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::memtable::rangedel::RangeTombstone;
@@ -316,7 +316,7 @@ impl Table {
                 ),
             ));
         }
-        let layout = *self.layout()?;
+        let layout = self.layout()?.clone();
         Ok(self
             .model
             .set(Arc::new(TableModel { index, layout }))
@@ -369,12 +369,17 @@ impl Table {
         if blocks > 1 && full != Some(h0.size) {
             return Ok(None);
         }
+        let mut fences = Vec::with_capacity(blocks);
         for i in 0..blocks {
             let (h, _) = self.index_entry(i)?;
             let expect = h0.offset + i as u64 * stride;
             if h.offset != expect || (i + 1 < blocks && h.size != h0.size) {
                 return Ok(None);
             }
+            let k = self.index.entry(i).map(|(k, _)| k).ok_or_else(|| {
+                Error::corruption(self.path.as_path(), 0, format!("malformed index entry {i}"))
+            })?;
+            fences.push(fence(key::user_key(k)));
         }
         Ok(Some(FixedLayout {
             first_offset: h0.offset,
@@ -384,6 +389,7 @@ impl Table {
             record_size,
             header: hdr.len(),
             key_len,
+            fences,
         }))
     }
 
@@ -662,12 +668,19 @@ impl Table {
         uk: &[u8],
     ) -> Result<Option<Lookup>> {
         let last = self.index.len() as u64 - 1;
-        // A window over several blocks: the pinned index names the block that holds the lower
-        // bound, so the search touches that block only. Each block more is another page of the
-        // mapping (a TLB miss, and a page fault in a process that has not touched it yet); with
-        // 1 KiB records a window of 2 x 8 records spans four or five blocks.
+        // A window over several blocks: the blocks' fences skip those that hold only smaller
+        // keys, so the search starts in the block that holds the lower bound (or, when a fence
+        // ties with the lookup's, the first candidate; the loop then moves on if needed). Each
+        // block more is another page of the mapping (a TLB miss, and a page fault in a process
+        // that has not touched it yet); with 1 KiB records a window of 2 x 8 records spans four
+        // or five blocks.
         if pos < hi {
-            pos = self.skip_blocks_below(Some(per_block), lookup, pos, hi)?;
+            let want = fence(uk);
+            let (mut b, b_last) = ((pos / per_block).min(last), ((hi - 1) / per_block).min(last));
+            while b < b_last && f.fences.get(b as usize).is_some_and(|&x| x < want) {
+                b += 1;
+            }
+            pos = pos.max(b * per_block);
         }
         while pos < hi {
             let bi = (pos / per_block).min(last);
@@ -965,8 +978,8 @@ impl Table {
         // Keys already passed to `f` by the in-place walk; the iterator skips them if it has to
         // take over (a block not usable in place), so every key is passed exactly once.
         let mut done = 0u64;
-        let layout = *self.layout()?;
-        if let (Some(fx), Some(k), true) = (layout.fixed, layout.per_block, self.in_place) {
+        let layout = self.layout()?;
+        if let (Some(fx), Some(k), true) = (layout.fixed.as_ref(), layout.per_block, self.in_place) {
             let blocks = self.index.len() as u64;
             for bi in 0..blocks {
                 let last = bi + 1 == blocks;
