@@ -676,7 +676,10 @@ impl Table {
         // or five blocks.
         if pos < hi {
             let want = fence(uk);
-            let (mut b, b_last) = ((pos / per_block).min(last), ((hi - 1) / per_block).min(last));
+            let (mut b, b_last) = (
+                (pos / per_block).min(last),
+                ((hi - 1) / per_block).min(last),
+            );
             while b < b_last && f.fences.get(b as usize).is_some_and(|&x| x < want) {
                 b += 1;
             }
@@ -979,7 +982,8 @@ impl Table {
         // take over (a block not usable in place), so every key is passed exactly once.
         let mut done = 0u64;
         let layout = self.layout()?;
-        if let (Some(fx), Some(k), true) = (layout.fixed.as_ref(), layout.per_block, self.in_place) {
+        if let (Some(fx), Some(k), true) = (layout.fixed.as_ref(), layout.per_block, self.in_place)
+        {
             let blocks = self.index.len() as u64;
             for bi in 0..blocks {
                 let last = bi + 1 == blocks;
