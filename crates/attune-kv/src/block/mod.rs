@@ -180,29 +180,49 @@ impl<'a> BlockView<'a> {
         Some((key, value))
     }
 
-    /// Hints the CPU to load the bytes of fixed-size records `[from, to)` (each `record` bytes)
-    /// into its caches, all at once: the binary search over a learned window then waits for
-    /// one memory access instead of one per probe. Only a hint; a no-op off x86-64.
+    /// Hints the CPU to load the keys of fixed-size records `[from, to)` (each `record` bytes,
+    /// whose first `key_end` bytes hold the length header and the key) into its caches, all at
+    /// once: the binary search over a learned window then waits for one memory access instead
+    /// of one per probe. Records of up to a cache line are loaded whole; of longer records only
+    /// the lines a comparison reads, so a window of 1 KiB records costs one prefetch per record,
+    /// not one per 64 bytes of values the search never reads. Only a hint; a no-op off x86-64.
     #[inline]
-    pub fn prefetch_records(&self, from: usize, to: usize, record: usize) {
+    pub fn prefetch_records(&self, from: usize, to: usize, record: usize, key_end: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             let region = &self.data[..self.offsets_start];
             let start = from.saturating_mul(record).min(region.len());
             let end = to.saturating_mul(record).min(region.len());
-            let mut at = start & !63;
-            while at < end {
-                // SAFETY: `at < end <= region.len()`, so the pointer is inside the block;
-                // prefetching never faults and does not change memory.
+            let prefetch = |at: usize| {
+                // SAFETY: callers pass `at < end <= region.len()`, so the pointer is inside
+                // the block; prefetching never faults and does not change memory.
                 unsafe {
                     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                    _mm_prefetch::<_MM_HINT_T0>(region.as_ptr().add(at.max(start)).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(region.as_ptr().add(at).cast());
                 }
-                at += 64;
+            };
+            if record <= 64 {
+                let mut at = start & !63;
+                while at < end {
+                    prefetch(at.max(start));
+                    at += 64;
+                }
+            } else {
+                let key_end = key_end.clamp(1, record);
+                let mut rec = start;
+                while rec < end {
+                    let last = (rec + key_end - 1).min(end - 1);
+                    let mut at = rec & !63;
+                    while at <= last {
+                        prefetch(at.max(rec));
+                        at += 64;
+                    }
+                    rec += record;
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (from, to, record);
+        let _ = (from, to, record, key_end);
     }
 
     /// Index of the first entry in `[lo, hi)` with key >= target, or `hi` (clamped to `len()`);

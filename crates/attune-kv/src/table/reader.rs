@@ -11,7 +11,7 @@ use crate::block::{Block, BlockIter, BlockView, FixedRecords};
 use crate::cache::BlockCache;
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
-use crate::index::learned::{FixedLayout, Learning, Sample, TableLayout, TableModel};
+use crate::index::learned::{fence, FixedLayout, Learning, Sample, TableLayout, TableModel};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind};
 use crate::memtable::rangedel::RangeTombstone;
@@ -316,7 +316,7 @@ impl Table {
                 ),
             ));
         }
-        let layout = *self.layout()?;
+        let layout = self.layout()?.clone();
         Ok(self
             .model
             .set(Arc::new(TableModel { index, layout }))
@@ -369,12 +369,17 @@ impl Table {
         if blocks > 1 && full != Some(h0.size) {
             return Ok(None);
         }
+        let mut fences = Vec::with_capacity(blocks);
         for i in 0..blocks {
             let (h, _) = self.index_entry(i)?;
             let expect = h0.offset + i as u64 * stride;
             if h.offset != expect || (i + 1 < blocks && h.size != h0.size) {
                 return Ok(None);
             }
+            let k = self.index.entry(i).map(|(k, _)| k).ok_or_else(|| {
+                Error::corruption(self.path.as_path(), 0, format!("malformed index entry {i}"))
+            })?;
+            fences.push(fence(key::user_key(k)));
         }
         Ok(Some(FixedLayout {
             first_offset: h0.offset,
@@ -384,6 +389,7 @@ impl Table {
             record_size,
             header: hdr.len(),
             key_len,
+            fences,
         }))
     }
 
@@ -649,7 +655,8 @@ impl Table {
     }
 
     /// The model path over a fixed-layout table: block handles and record offsets are
-    /// arithmetic, so the lookup touches only the bytes of the window (LoadChunk). Returns None
+    /// arithmetic, so the lookup touches only the keys of the window (LoadChunk), in the one
+    /// block the pinned index names when the window crosses blocks. Returns None
     /// when the window's block is not available in place (then the general path runs).
     fn get_fixed(
         &self,
@@ -661,6 +668,23 @@ impl Table {
         uk: &[u8],
     ) -> Result<Option<Lookup>> {
         let last = self.index.len() as u64 - 1;
+        // A window over several blocks: the blocks' fences skip those that hold only smaller
+        // keys, so the search starts in the block that holds the lower bound (or, when a fence
+        // ties with the lookup's, the first candidate; the loop then moves on if needed). Each
+        // block more is another page of the mapping (a TLB miss, and a page fault in a process
+        // that has not touched it yet); with 1 KiB records a window of 2 x 8 records spans four
+        // or five blocks.
+        if pos < hi {
+            let want = fence(uk);
+            let (mut b, b_last) = (
+                (pos / per_block).min(last),
+                ((hi - 1) / per_block).min(last),
+            );
+            while b < b_last && f.fences.get(b as usize).is_some_and(|&x| x < want) {
+                b += 1;
+            }
+            pos = pos.max(b * per_block);
+        }
         while pos < hi {
             let bi = (pos / per_block).min(last);
             let first = bi * per_block;
@@ -670,7 +694,7 @@ impl Table {
             };
             let from = (pos - first) as usize;
             let to = ((hi - first) as usize).min(v.len());
-            v.prefetch_records(from, to, f.record_size);
+            v.prefetch_records(from, to, f.record_size, f.header + f.key_len);
             let (mut lo, mut up) = (from.min(to), to);
             while lo < up {
                 let mid = lo + (up - lo) / 2;
@@ -957,8 +981,9 @@ impl Table {
         // Keys already passed to `f` by the in-place walk; the iterator skips them if it has to
         // take over (a block not usable in place), so every key is passed exactly once.
         let mut done = 0u64;
-        let layout = *self.layout()?;
-        if let (Some(fx), Some(k), true) = (layout.fixed, layout.per_block, self.in_place) {
+        let layout = self.layout()?;
+        if let (Some(fx), Some(k), true) = (layout.fixed.as_ref(), layout.per_block, self.in_place)
+        {
             let blocks = self.index.len() as u64;
             for bi in 0..blocks {
                 let last = bi + 1 == blocks;
@@ -1315,7 +1340,7 @@ impl TableIter {
             let to = usize::try_from(hi.saturating_sub(first))
                 .unwrap_or(usize::MAX)
                 .clamp(from, v.len());
-            v.prefetch_records(from, to, f.record_size);
+            v.prefetch_records(from, to, f.record_size, f.header + f.key_len);
             let (mut a, mut b) = (from, to);
             while a < b {
                 let mid = a + (b - a) / 2;
