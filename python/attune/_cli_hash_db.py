@@ -180,10 +180,14 @@ def _cmd_verify(args) -> int:
         r,
         f"ok: {r['levels']} levels, {r['records']} records in {r['entries_checked']} entries, "
         f"{r['dram_records']} records not yet migrated, "
-        f"{r['log_entries']} log entries in {r['log_chunks_in_use']} chunks\n"
-        f"note: {r['records_not_checksummed']} level records (8-byte key and value) carry no "
-        "checksum: verify checks their structure only, and damage to one can read back as a "
-        "wrong value",
+        f"{r['log_entries']} log entries in {r['log_chunks_in_use']} chunks"
+        + (
+            f"\nnote: {r['records_not_checksummed']} level records (8-byte key and value) in "
+            "level files written before level checksums carry no checksum: verify checks their "
+            "structure only, and damage to one can read back as a wrong value"
+            if r["records_not_checksummed"]
+            else ""
+        ),
     )
 
 

@@ -10,7 +10,8 @@
 use crate::error::{Error, Result};
 use crate::layout::{filter_mask, hash_key, Geometry, EPOCH_MAX, SLOTS_PER_BUCKET, TOMBSTONE};
 use crate::level::{
-    collect_newest, level_file_bytes, level_file_name, search, DramLevel, Level, FORMAT_VERSION,
+    collect_newest, level_file_bytes, level_file_name, search, search_meta, DramLevel, Level,
+    FORMAT_VERSION,
 };
 use crate::log::{LogEntry, Partition};
 use crate::payload::{
@@ -335,9 +336,10 @@ pub struct VerifyReport {
     /// those whose segment is gone (shadowed versions a migration has not dropped yet).
     pub payload_records: u64,
     pub payload_dangling: u64,
-    /// Level records whose value sits in the bucket (8-byte key and value): no checksum covers
-    /// them, so `verify` checks only their structure (the key hashes to its entry and is in its
-    /// filter) and a damaged value reads back wrong without an error (formats/plush.md).
+    /// Level records whose value sits in the bucket (8-byte key and value) in a level file
+    /// written before level files carried record checksums: `verify` checks only their
+    /// structure (the key hashes to its entry and is in its filter). Zero for level files of
+    /// the current version, whose entries carry checksums (formats/plush.md).
     pub records_not_checksummed: u64,
 }
 
@@ -991,9 +993,9 @@ impl Core {
             let h = hash_key(bk);
             let v = if locked {
                 let _g = self.dram.locks[self.geo.entry_of(h, 0)].lock();
-                self.lookup(bk, h, filter_mask(h)).flatten()
+                self.lookup(bk, h, filter_mask(h))?.flatten()
             } else {
-                self.get_raw(bk)
+                self.get_raw(bk)?
             };
             let Some(v) = v else {
                 return Ok(None);
@@ -1042,7 +1044,7 @@ impl Core {
                 let h = hash_key(bk);
                 let d = self.geo.entry_of(h, 0);
                 let _g = self.dram.locks[d].lock();
-                if self.lookup(bk, h, filter_mask(h)).flatten() != Some(ptr) {
+                if self.lookup(bk, h, filter_mask(h))?.flatten() != Some(ptr) {
                     continue;
                 }
                 let (new, pending, _) = self.payload.append(self.storage.as_ref(), &key, &value)?;
@@ -1158,7 +1160,7 @@ impl Core {
 
     fn get(&self, key: u64) -> Result<Option<u64>> {
         let kb = key.to_le_bytes();
-        let v = match self.get_raw(key) {
+        let v = match self.get_raw(key)? {
             Some(v) if is_pointer(v) => self.resolve(key, &kb)?,
             other => return Ok(other),
         };
@@ -1176,38 +1178,56 @@ impl Core {
     }
 
     /// The newest bucket value of `key` (a value or a pointer), `None` if absent or deleted.
-    fn get_raw(&self, key: u64) -> Option<u64> {
+    fn get_raw(&self, key: u64) -> Result<Option<u64>> {
         self.gets.fetch_add(1, Ordering::Relaxed);
         let h = hash_key(key);
         let mask = filter_mask(h);
-        match self.lookup(key, h, mask) {
+        Ok(match self.lookup(key, h, mask)? {
             Some(v) => v,
             None => {
                 // The entries kept changing under the optimistic reads: search under the lock
                 // of the DRAM entry whose subtree holds the key.
                 let _guard = self.dram.locks[self.geo.entry_of(h, 0)].lock();
-                self.lookup(key, h, mask).flatten()
+                self.lookup(key, h, mask)?.flatten()
             }
-        }
+        })
     }
 
-    /// `Some(result)`, or `None` when an optimistic read gave up.
-    fn lookup(&self, key: u64, h: u64, mask: [u64; 2]) -> Option<Option<u64>> {
+    /// `Some(result)`, or `None` when an optimistic read gave up. A record found on a
+    /// persistent level is returned only after its entry's records match their checksum, and
+    /// an entry whose filter admitted the key without holding it is checked too.
+    fn lookup(&self, key: u64, h: u64, mask: [u64; 2]) -> Result<Option<Option<u64>>> {
         let cap = self.geo.entry_capacity();
         let d = self.geo.entry_of(h, 0);
-        if let Some(v) = search(&self.dram.entry(d), key, mask, cap)? {
-            return Some((v != TOMBSTONE).then_some(v));
+        match search(&self.dram.entry(d), key, mask, cap) {
+            None => return Ok(None),
+            Some(Some(v)) => return Ok(Some((v != TOMBSTONE).then_some(v))),
+            Some(None) => {}
         }
         for num in 1..=self.opts.levels_max {
             let Some(level) = self.levels[num - 1].get() else {
                 break;
             };
             let i = self.geo.entry_of(h, num);
-            if let Some(v) = search(&level.entry(i), key, mask, cap)? {
-                return Some((v != TOMBSTONE).then_some(v));
+            match search_meta(&level.entry(i), key, mask, cap) {
+                None => return Ok(None),
+                Some((Some(v), meta, _)) => {
+                    if !level.check_entry(i, meta)? {
+                        return Ok(None);
+                    }
+                    return Ok(Some((v != TOMBSTONE).then_some(v)));
+                }
+                Some((None, meta, true)) => {
+                    // A filter admitted the key but no slot holds it: a false positive, or a
+                    // damaged key (which would otherwise read as absent).
+                    if !level.check_entry(i, meta)? {
+                        return Ok(None);
+                    }
+                }
+                Some((None, _, false)) => {}
             }
         }
-        Some(None)
+        Ok(Some(None))
     }
 
     fn level(&self, num: usize) -> Result<&Level> {
@@ -1495,6 +1515,7 @@ impl Core {
                         format!("entry {i} claims {size} records; an entry holds {cap}"),
                     ));
                 }
+                level.check_entry(i, level.meta_word(i))?;
                 let e = level.entry(i);
                 use crate::level::EntryView;
                 for idx in 0..size {
@@ -1525,7 +1546,9 @@ impl Core {
                     rep.records += 1;
                     let v = e.value(b, j).load(Ordering::Relaxed);
                     if !is_pointer(v) {
-                        rep.records_not_checksummed += 1;
+                        if !level.checked {
+                            rep.records_not_checksummed += 1;
+                        }
                     } else {
                         match self.payload.read(v)? {
                             None => rep.payload_dangling += 1,

@@ -23,8 +23,12 @@ pub const RETRIES_MAX: usize = 64;
 /// Bytes of a level file's header.
 pub const LEVEL_HEADER_BYTES: usize = 4096;
 const LEVEL_MAGIC: u64 = u64::from_le_bytes(*b"PLSHLEVL");
-/// Version of the level and log formats.
+/// Version of the log and manifest formats, and of level files without record checksums.
 pub const FORMAT_VERSION: u64 = 3;
+/// Version of a level file whose directory entries carry record checksums (two size-tagged
+/// crc32c slots in words 1 and 2 of each entry; see `docs/formats/plush.md`). Files of
+/// [`FORMAT_VERSION`] still open, unchecked.
+pub const LEVEL_VERSION_CHECKED: u64 = 4;
 
 /// One directory entry, as the shared search code sees it.
 pub trait EntryView {
@@ -43,10 +47,24 @@ pub fn search<E: EntryView>(
     mask: [u64; 2],
     capacity: usize,
 ) -> Option<Option<u64>> {
+    search_meta(e, key, mask, capacity).map(|(v, _, _)| v)
+}
+
+/// [`search`], also returning the meta word the result was read under and whether some
+/// bucket's filter admitted the key (a miss after that is a filter false positive, or a
+/// damaged key: the caller checks the entry then too).
+#[inline]
+pub fn search_meta<E: EntryView>(
+    e: &E,
+    key: u64,
+    mask: [u64; 2],
+    capacity: usize,
+) -> Option<(Option<u64>, u64, bool)> {
     for _ in 0..RETRIES_MAX {
         let m1 = e.meta().load(Ordering::Acquire);
         let size = unpack_meta(m1).1.min(capacity);
         let mut found = None;
+        let mut probed = false;
         if size > 0 {
             let last = (size - 1) / SLOTS_PER_BUCKET;
             'buckets: for b in (0..=last).rev() {
@@ -55,6 +73,7 @@ pub fn search<E: EntryView>(
                 if f0 & mask[0] != mask[0] || f1 & mask[1] != mask[1] {
                     continue;
                 }
+                probed = true;
                 let n = if b == last {
                     size - b * SLOTS_PER_BUCKET
                 } else {
@@ -70,7 +89,7 @@ pub fn search<E: EntryView>(
         }
         fence(Ordering::Acquire);
         if e.meta().load(Ordering::Relaxed) == m1 {
-            return Some(found);
+            return Some((found, m1, probed));
         }
     }
     None
@@ -226,6 +245,8 @@ pub struct Level {
     bucket_base: usize,
     /// DRAM copy of the filters (levels up to `dram_filter_levels`).
     dram_filters: Option<Box<[AtomicU64]>>,
+    /// The file carries record checksums ([`LEVEL_VERSION_CHECKED`]).
+    pub(crate) checked: bool,
 }
 
 /// One entry of a persistent level.
@@ -279,10 +300,10 @@ pub fn level_file_name(num: usize) -> String {
     format!("level-{num:02}.plush")
 }
 
-fn header_words(geo: Geometry, num: usize) -> [u64; 7] {
+fn header_words(geo: Geometry, num: usize, version: u64) -> [u64; 7] {
     let mut w = [
         LEVEL_MAGIC,
-        FORMAT_VERSION,
+        version,
         num as u64,
         geo.placement_bits(num) as u64,
         geo.fanout_log2 as u64,
@@ -301,8 +322,12 @@ impl Level {
     /// Opens level `num` over `region`: checks an armed header, or arms a new one (a header
     /// without its magic word is a creation a crash cut short; no data was written after it).
     pub fn open(region: Region, geo: Geometry, num: usize, dram_filters: bool) -> Result<Level> {
-        let want = header_words(geo, num);
         let magic = region.word(0).load(Ordering::Acquire);
+        let version = match region.word(1).load(Ordering::Acquire) {
+            FORMAT_VERSION if magic != 0 => FORMAT_VERSION,
+            _ => LEVEL_VERSION_CHECKED,
+        };
+        let want = header_words(geo, num, version);
         if magic == 0 {
             region.reserve_words(0, LEVEL_HEADER_BYTES / 8)?;
             for (i, w) in want.iter().enumerate().skip(1) {
@@ -338,6 +363,7 @@ impl Level {
             bucket_base: LEVEL_HEADER_BYTES / 8 + entries * dw,
             region,
             dram_filters: None,
+            checked: version == LEVEL_VERSION_CHECKED,
         };
         if dram_filters {
             let f = zeroed_words(entries * geo.buckets() * 2);
@@ -395,6 +421,12 @@ impl Level {
         unpack_meta(self.region.word(self.dir_word(idx)).load(Ordering::Acquire))
     }
 
+    /// Entry `idx`'s packed meta word.
+    #[inline]
+    pub fn meta_word(&self, idx: usize) -> u64 {
+        self.region.word(self.dir_word(idx)).load(Ordering::Acquire)
+    }
+
     /// Bytes of DRAM the filter copy takes.
     pub fn dram_bytes(&self) -> usize {
         self.dram_filters.as_ref().map_or(0, |f| f.len() * 8)
@@ -427,6 +459,34 @@ impl Level {
             pos += 1;
         }
         let (b0, b1) = (size / SLOTS_PER_BUCKET, (pos - 1) / SLOTS_PER_BUCKET);
+        if self.checked {
+            // The slot for the new size; the slot tagged with the current size stays intact
+            // until the meta word moves on, so either size a crash leaves has its checksum.
+            let dw = self.dir_word(idx);
+            let slots = [self.region.word(dw + 1), self.region.word(dw + 2)];
+            let tags = slots.map(|s| s.load(Ordering::Relaxed));
+            let old = match tags.iter().find(|t| slot_size(**t) == size) {
+                Some(t) if size > 0 => *t as u32,
+                _ => 0,
+            };
+            let crc = (size..pos).fold(old, |c, i| {
+                let (b, j) = (i / SLOTS_PER_BUCKET, i % SLOTS_PER_BUCKET);
+                record_crc(
+                    c,
+                    e.key(b, j).load(Ordering::Relaxed),
+                    e.value(b, j).load(Ordering::Relaxed),
+                )
+            });
+            let target = if slot_size(tags[0]) == pos
+                || (slot_size(tags[1]) != pos && slot_size(tags[0]) != size)
+            {
+                0
+            } else {
+                1
+            };
+            slots[target].store(((pos as u64) << 32) | crc as u64, Ordering::Relaxed);
+            self.region.flush_words(dw + 1 + target, 1);
+        }
         self.region
             .flush_words(self.bucket_word(idx, b0), (b1 - b0 + 1) * BUCKET_WORDS);
         self.region.flush_words(
@@ -434,6 +494,57 @@ impl Level {
             (b1 - b0 + 1) * FILTER_WORDS_PER_BUCKET,
         );
         pos
+    }
+
+    /// Checks entry `idx`'s records against its checksum slot for the size in `meta` (the
+    /// meta word a search read). `Ok(false)`: the entry changed meanwhile (retry). Levels
+    /// without checksums, and empty entries, always pass.
+    pub fn check_entry(&self, idx: usize, meta: u64) -> Result<bool> {
+        let size = unpack_meta(meta).1;
+        if !self.checked || size == 0 {
+            return Ok(true);
+        }
+        let dw = self.dir_word(idx);
+        let cap = self.geo.entry_capacity();
+        let tags = [1, 2].map(|w| self.region.word(dw + w).load(Ordering::Relaxed));
+        let e = self.entry(idx);
+        let crc = (0..size.min(cap)).fold(0u32, |c, i| {
+            let (b, j) = (i / SLOTS_PER_BUCKET, i % SLOTS_PER_BUCKET);
+            record_crc(
+                c,
+                e.key(b, j).load(Ordering::Relaxed),
+                e.value(b, j).load(Ordering::Relaxed),
+            )
+        });
+        fence(Ordering::Acquire);
+        if self.region.word(dw).load(Ordering::Relaxed) != meta {
+            return Ok(false);
+        }
+        let offset = (dw * 8) as u64;
+        match tags.iter().find(|t| slot_size(**t) == size) {
+            Some(t) if *t as u32 == crc && size <= cap => Ok(true),
+            Some(t) => Err(Error::corruption(
+                self.region.name(),
+                offset,
+                format!(
+                    "directory entry {idx} of {}: its {size} records have crc32c {crc:#010x}, \
+                     the entry's checksum slot says {:#010x}",
+                    level_file_name(self.num),
+                    *t as u32
+                ),
+            )),
+            None => Err(Error::corruption(
+                self.region.name(),
+                offset,
+                format!(
+                    "directory entry {idx} of {}: no checksum slot is tagged with its size \
+                     {size} (slots {:#x}, {:#x})",
+                    level_file_name(self.num),
+                    tags[0],
+                    tags[1]
+                ),
+            )),
+        }
     }
 
     /// Publishes entry `idx`'s new size and epoch (flushed; the caller fences).
@@ -456,6 +567,21 @@ impl Level {
             .store(pack_meta(epoch, 0), Ordering::Release);
         self.region.flush_words(w, 1);
     }
+}
+
+/// The size a checksum slot is tagged with.
+#[inline]
+fn slot_size(slot: u64) -> usize {
+    (slot >> 32) as usize
+}
+
+/// Continues crc32c `crc` over one record (key, then value, little-endian).
+#[inline]
+fn record_crc(crc: u32, key: u64, value: u64) -> u32 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&key.to_le_bytes());
+    b[8..].copy_from_slice(&value.to_le_bytes());
+    crc32c::crc32c_append(crc, &b)
 }
 
 /// Adds `mask` to a filter word, or replaces the word when the bucket is being started (its
