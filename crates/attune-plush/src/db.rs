@@ -1515,7 +1515,7 @@ impl Core {
                         format!("entry {i} claims {size} records; an entry holds {cap}"),
                     ));
                 }
-                level.check_entry(i, level.meta_word(i))?;
+                level.verify_entry(i, level.meta_word(i))?;
                 let e = level.entry(i);
                 use crate::level::EntryView;
                 for idx in 0..size {

@@ -247,6 +247,11 @@ pub struct Level {
     dram_filters: Option<Box<[AtomicU64]>>,
     /// The file carries record checksums ([`LEVEL_VERSION_CHECKED`]).
     pub(crate) checked: bool,
+    /// Per entry, the meta word whose records this process last found matching their checksum
+    /// (0: none), so a lookup hashes an entry's records once per change, not once per lookup
+    /// (as the LSM checks a block once per load). Publishing or clearing the entry resets it.
+    /// Zeroed lazily: untouched entries cost no memory.
+    verified: Box<[AtomicU64]>,
 }
 
 /// One entry of a persistent level.
@@ -364,6 +369,7 @@ impl Level {
             region,
             dram_filters: None,
             checked: version == LEVEL_VERSION_CHECKED,
+            verified: zeroed_words(entries),
         };
         if dram_filters {
             let f = zeroed_words(entries * geo.buckets() * 2);
@@ -427,9 +433,10 @@ impl Level {
         self.region.word(self.dir_word(idx)).load(Ordering::Acquire)
     }
 
-    /// Bytes of DRAM the filter copy takes.
+    /// Bytes of DRAM the filter copy and the record of checked entries take (the latter at
+    /// most: its pages are touched only where entries were checked).
     pub fn dram_bytes(&self) -> usize {
-        self.dram_filters.as_ref().map_or(0, |f| f.len() * 8)
+        self.dram_filters.as_ref().map_or(0, |f| f.len() * 8) + self.verified.len() * 8
     }
 
     /// Writes `recs` after the current records of entry `idx` (not yet visible: the size is
@@ -500,6 +507,15 @@ impl Level {
     /// meta word a search read). `Ok(false)`: the entry changed meanwhile (retry). Levels
     /// without checksums, and empty entries, always pass.
     pub fn check_entry(&self, idx: usize, meta: u64) -> Result<bool> {
+        if self.verified[idx].load(Ordering::Relaxed) == meta {
+            return Ok(true);
+        }
+        self.verify_entry(idx, meta)
+    }
+
+    /// [`Level::check_entry`] without the memory of earlier checks: the records are read and
+    /// hashed (what `verify` does).
+    pub fn verify_entry(&self, idx: usize, meta: u64) -> Result<bool> {
         let size = unpack_meta(meta).1;
         if !self.checked || size == 0 {
             return Ok(true);
@@ -522,7 +538,10 @@ impl Level {
         }
         let offset = (dw * 8) as u64;
         match tags.iter().find(|t| slot_size(**t) == size) {
-            Some(t) if *t as u32 == crc && size <= cap => Ok(true),
+            Some(t) if *t as u32 == crc && size <= cap => {
+                self.verified[idx].store(meta, Ordering::Relaxed);
+                Ok(true)
+            }
             Some(t) => Err(Error::corruption(
                 self.region.name(),
                 offset,
@@ -550,10 +569,13 @@ impl Level {
     /// Publishes entry `idx`'s new size and epoch (flushed; the caller fences).
     pub fn publish(&self, idx: usize, epoch: u64, size: usize) {
         let w = self.dir_word(idx);
+        self.verified[idx].store(0, Ordering::Relaxed);
         self.region
             .word(w)
             .store(pack_meta(epoch, size), Ordering::Release);
         self.region.flush_words(w, 1);
+        // Again after: a check that read the old meta word may have stored it meanwhile.
+        self.verified[idx].store(0, Ordering::Relaxed);
     }
 
     /// Empties entry `idx` after its records reached the next level: size 0, epoch kept
@@ -562,10 +584,12 @@ impl Level {
     pub fn clear(&self, idx: usize) {
         let w = self.dir_word(idx);
         let (epoch, _) = self.meta_of(idx);
+        self.verified[idx].store(0, Ordering::Relaxed);
         self.region
             .word(w)
             .store(pack_meta(epoch, 0), Ordering::Release);
         self.region.flush_words(w, 1);
+        self.verified[idx].store(0, Ordering::Relaxed);
     }
 }
 
