@@ -326,6 +326,19 @@ def test_wrong_types_of_options_are_invalid_argument_errors(tmp_path):
         pass
 
 
+def test_byte_count_options_take_size_strings(tmp_path):
+    opts = {k: v for k, v in SMALL.items() if k != "log_chunk_bytes"}
+    with attune.HashDB(tmp_path / "h", log_chunk_bytes="1MiB", **opts) as db:
+        db.put(1, 2)
+    # The stored geometry is the same whether given as text or as an int.
+    with attune.HashDB(tmp_path / "h", log_chunk_bytes=1 << 20, **opts) as db:
+        assert db.get_int(1) == 2
+    for bad in ("1 potato", "-4KiB", ""):
+        with pytest.raises(attune.InvalidArgumentError, match="log_chunk_bytes.*not a size"):
+            attune.HashDB(tmp_path / "bad", log_chunk_bytes=bad, **opts)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_with_on_a_closed_handle_is_a_closed_error(tmp_path):
     db = _open(tmp_path / "h")
     db.close()

@@ -66,9 +66,9 @@ pub use db::{CatchUp, SECONDARY_MAX_PASSES};
 pub use error::{Error, Result};
 pub use index::learned::LearnStats;
 pub use options::{
-    BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, CompactionFilter, Compression,
-    FilterDecision, LearnedBenefit, LearnedIndex, Options, PrefetchSwitches, Prefetcher,
-    ReadOptions, WriteOptions, OPTION_NAMES,
+    parse_size, BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, CompactionFilter,
+    Compression, FilterDecision, LearnedBenefit, LearnedIndex, Options, PrefetchSwitches,
+    Prefetcher, ReadOptions, WriteOptions, OPTION_NAMES,
 };
 pub use table::{ExternalTableInfo, TableWriter};
 

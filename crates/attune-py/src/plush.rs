@@ -85,13 +85,31 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
                 ))),
             }
         };
+        // A byte count: an int, or a size string like "1MiB" (the kv engine's parser).
+        let size = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
+            match v.downcast::<PyString>() {
+                Ok(s) => {
+                    let t = s.to_cow()?;
+                    attune_kv::parse_size(&t)
+                        .ok()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "option {key}={t:?} is not a size (bytes as an int, or a \
+                                 string like \"1MiB\", \"64KiB\", \"2GiB\")"
+                            ))
+                        })
+                }
+                Err(_) => uint(v),
+            }
+        };
         match key.as_str() {
             "create_if_missing" => o.create_if_missing = flag(&v)?,
             "sync" => o.sync = flag(&v)?,
             "dram_entries_log2" => o.dram_entries_log2 = uint(&v)? as u32,
             "fanout_log2" => o.fanout_log2 = uint(&v)? as u32,
             "log_partitions" => o.log_partitions = uint(&v)?,
-            "log_chunk_bytes" => o.log_chunk_bytes = uint(&v)?,
+            "log_chunk_bytes" => o.log_chunk_bytes = size(&v)?,
             "log_chunks" => o.log_chunks = uint(&v)?,
             "dram_filter_levels" => o.dram_filter_levels = uint(&v)?,
             "levels_max" => o.levels_max = uint(&v)?,
@@ -101,7 +119,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "migration" => {
                 o.migration = Migration::parse(&text(&v)?).map_err(to_py)?;
             }
-            "payload_segment_bytes" => o.payload_segment_bytes = uint(&v)?,
+            "payload_segment_bytes" => o.payload_segment_bytes = size(&v)?,
             "payload_gc" => o.payload_gc = flag(&v)?,
             "group_commit_window" => o.group_commit_window = flag(&v)?,
             "log_syncs_in_flight_max" => o.log_syncs_in_flight_max = uint(&v)?,
