@@ -615,14 +615,7 @@ impl DbInner {
     /// (a read already past that check keeps its open file). A copy of a closed database then
     /// carries no dead files.
     pub(super) fn delete_files_dead_at_close(&self, st: &mut MutexGuard<'_, State>) {
-        let live: HashSet<u64> = st
-            .versions
-            .current()
-            .files
-            .iter()
-            .flatten()
-            .map(|f| f.number)
-            .collect();
+        let live = st.versions.current().file_numbers();
         self.delete_files_not_in(st, &live);
     }
 

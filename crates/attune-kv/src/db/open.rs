@@ -717,13 +717,7 @@ fn tables_past_a_dropped_record(
     recovered: u64,
     closed_after: Option<u64>,
 ) -> Result<Vec<(u64, u64, u64)>> {
-    let listed: HashSet<u64> = versions
-        .current()
-        .files
-        .iter()
-        .flatten()
-        .map(|f| f.number)
-        .collect();
+    let listed = versions.current().file_numbers();
     let mut ahead = Vec::new();
     for name in env.list_dir(dir)? {
         let Some(FileKind::Table(n)) = filename::parse(&name) else {

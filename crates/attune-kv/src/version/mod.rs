@@ -475,6 +475,11 @@ fn level_get(
 }
 
 impl Version {
+    /// The numbers of the tables this version lists.
+    pub fn file_numbers(&self) -> std::collections::HashSet<u64> {
+        self.files.iter().flatten().map(|f| f.number).collect()
+    }
+
     /// Point lookup through the levels. `lookup` is an internal key at the read sequence.
     pub fn get(&self, lookup: &[u8], tables: &TableCache) -> Result<Lookup> {
         let uk = key::user_key(lookup);
