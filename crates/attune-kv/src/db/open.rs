@@ -775,13 +775,7 @@ fn keep_in_lost(env: &dyn Env, dir: &Path, tables: &[(u64, u64, u64)]) -> Result
     crate::env::create_dir_all_durable(env, &lost)?;
     for &(n, _, _) in tables {
         let from = filename::table_path(dir, n);
-        let name = from.file_name().map(|f| f.to_owned()).unwrap_or_default();
-        let mut to = lost.join(&name);
-        let mut i = 1;
-        while env.exists(&to) {
-            to = lost.join(format!("{}.{i}", name.to_string_lossy()));
-            i += 1;
-        }
+        let to = crate::env::unused_path(env, &lost, &filename::table_name(n));
         env.rename(&from, &to)?;
     }
     env.sync_dir(&lost)?;

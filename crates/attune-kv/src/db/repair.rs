@@ -425,13 +425,7 @@ impl Repairer {
     /// Hard-links (or copies) `name` into `lost/`, under a name not taken there yet.
     fn preserve(&self, name: &str) -> Result<()> {
         let from = self.dir.join(name);
-        let lost = self.dir.join(LOST_DIR);
-        let mut to = lost.join(name);
-        let mut i = 1;
-        while self.env.exists(&to) {
-            to = lost.join(format!("{name}.{i}"));
-            i += 1;
-        }
+        let to = crate::env::unused_path(&*self.env, &self.dir.join(LOST_DIR), name);
         if !self.env.link_file(&from, &to)? {
             let data = self.env.read_all(&from)?;
             let mut w = self.env.new_writable(&to)?;

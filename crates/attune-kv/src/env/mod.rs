@@ -32,7 +32,7 @@ pub use posix::{cgroup_memory_limit_bytes, memory_limit_bytes, process_anon_byte
 pub use readonly::ReadOnlyEnv;
 
 use crate::error::Result;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// See [`WritableFile::sync_handle`].
@@ -225,6 +225,18 @@ pub fn write_file_atomic(env: &dyn Env, path: &Path, data: &[u8]) -> Result<()> 
         env.sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// `dir/name`, or the first of `dir/name.1`, `dir/name.2`, … that does not exist: where a file
+/// set aside (repair's and open's `lost/`) goes without replacing one set aside before.
+pub(crate) fn unused_path(env: &dyn Env, dir: &Path, name: &str) -> PathBuf {
+    let mut to = dir.join(name);
+    let mut i = 1;
+    while env.exists(&to) {
+        to = dir.join(format!("{name}.{i}"));
+        i += 1;
+    }
+    to
 }
 
 /// Creates `dir` (and missing ancestors) and makes each new directory's name durable by syncing

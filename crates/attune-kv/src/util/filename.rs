@@ -32,8 +32,11 @@ pub enum FileKind {
 pub fn log_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.log"))
 }
+pub fn table_name(n: u64) -> String {
+    format!("{n:06}.sst")
+}
 pub fn table_path(dir: &Path, n: u64) -> PathBuf {
-    dir.join(format!("{n:06}.sst"))
+    dir.join(table_name(n))
 }
 pub fn blob_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.vlog"))
