@@ -43,13 +43,18 @@ pub fn decode_fixed64(src: &[u8]) -> Option<u64> {
 
 /// Decodes a varint; returns (value, bytes consumed). At most 10 bytes are read.
 #[inline]
+#[inline]
 pub fn decode_varint64(src: &[u8]) -> Option<(u64, usize)> {
-    // Fast path: lengths in blocks are almost always below 128.
-    if let Some(&b) = src.first() {
-        if b < 0x80 {
-            return Some((b as u64, 1));
-        }
+    // Fast paths: lengths in blocks are almost always below 128, and values' below 16 KiB.
+    match *src {
+        [b0, ..] if b0 < 0x80 => Some((u64::from(b0), 1)),
+        [b0, b1, ..] if b1 < 0x80 => Some((u64::from(b0 & 0x7f) | u64::from(b1) << 7, 2)),
+        _ => decode_varint64_long(src),
     }
+}
+
+#[inline(never)]
+fn decode_varint64_long(src: &[u8]) -> Option<(u64, usize)> {
     let mut result: u64 = 0;
     for (i, &byte) in src.iter().enumerate().take(10) {
         let shift = 7 * i as u32;
@@ -145,7 +150,20 @@ mod tests {
     }
 
     #[test]
+    fn one_two_and_three_byte_varints_round_trip_before_other_bytes() {
+        for v in 0u64..(1 << 15) {
+            let mut b = Vec::new();
+            put_varint64(&mut b, v);
+            let n = b.len();
+            b.extend_from_slice(&[0xff, 0x01]);
+            assert_eq!(decode_varint64(&b), Some((v, n)), "{v}");
+        }
+    }
+
+    #[test]
     fn truncated_and_overlong_varints_are_rejected() {
+        assert_eq!(decode_varint64(&[]), None);
+        assert_eq!(decode_varint64(&[0x80]), None);
         assert_eq!(decode_varint64(&[0x80, 0x80]), None);
         assert_eq!(decode_varint64(&[0xff; 11]), None);
         assert_eq!(decode_varint32(&[0xff, 0xff, 0xff, 0xff, 0x7f]), None);
