@@ -64,7 +64,7 @@ def test_a_type_error_is_an_attune_error_and_still_a_builtin_type_error(db):
     assert type(e) is attune.InvalidArgumentTypeError and str(e) == "key must be bytes"
 
 
-def test_sync_and_reverse_take_only_true_or_false(db):
+def test_flags_take_only_true_or_false(db, tmp_path):
     db.put(b"k", b"v", sync=True)
     calls = [
         lambda: db.put(b"k", b"v", sync="yes"),
@@ -79,6 +79,10 @@ def test_sync_and_reverse_take_only_true_or_false(db):
         db.put(b"k", b"v", sync="yes")
     with pytest.raises(TypeError, match="reverse must be True or False; got str 'no'"):
         db.items(reverse="no")
+    with pytest.raises(attune.InvalidArgumentTypeError, match="^seal_value_log must be True"):
+        db.checkpoint(str(tmp_path / "cp"), seal_value_log="yes")
+    with pytest.raises(attune.InvalidArgumentTypeError, match="^move must be True or False"):
+        db.ingest([], move=0)
     assert db.get(b"k") == b"v"
 
 

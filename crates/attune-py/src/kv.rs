@@ -215,6 +215,14 @@ fn reverse_arg(v: &Bound<'_, PyAny>) -> PyResult<bool> {
     flag_arg(v, "reverse")
 }
 
+fn seal_value_log_arg(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    flag_arg(v, "seal_value_log")
+}
+
+fn move_arg(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    flag_arg(v, "move")
+}
+
 fn opt_bytes(v: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Vec<u8>>> {
     match v {
         None => Ok(None),
@@ -1490,7 +1498,7 @@ impl DB {
         &self,
         py: Python<'py>,
         path: &Bound<'py, PyAny>,
-        seal_value_log: bool,
+        #[pyo3(from_py_with = "seal_value_log_arg")] seal_value_log: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let dest = path_arg(path)?;
         let db = self.handle(py)?;
@@ -1516,7 +1524,7 @@ impl DB {
         &self,
         py: Python<'py>,
         paths: &Bound<'py, PyAny>,
-        r#move: bool,
+        #[pyo3(from_py_with = "move_arg")] r#move: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let paths = crate::ingest::paths_arg(paths)?;
         let db = self.handle(py)?;
