@@ -38,6 +38,7 @@ from attune.errors import (
     Error,
     ForkedError,
     InvalidArgumentError,
+    InvalidArgumentTypeError,
     LockedError,
     NotADatabaseError,
     ReadOnlyError,
@@ -63,7 +64,9 @@ def repair(path, **options) -> dict:
 
     ``options`` are :class:`DB` options (the format of the tables written). Returns a dict:
     ``files`` (one dict per file: ``name``, ``kind``, ``records_kept``, ``records_lost``,
-    ``bytes_lost``, ``moved_to_lost``, ``error``), ``keys``, ``values_lost``,
+    ``bytes_lost``, ``moved_to_lost``, ``error``), ``keys`` (live keys: what iterating the
+    repaired database yields), ``keys_deleted`` (keys whose newest version is a point or range
+    deletion, an expired value or a lost value: kept deleted), ``values_lost``,
     ``values_inlined``, ``tables_written``, ``segments_kept``, ``last_sequence``,
     ``files_moved_to_lost`` and ``clean`` (True when no record was lost).
     """
@@ -82,6 +85,7 @@ __all__ = [
     "ForkedError",
     "HashDB",
     "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "LockedError",
     "NotADatabaseError",
     "ReadOnlyError",

@@ -393,7 +393,8 @@ def _get(args) -> int:
         v = db.get(key)
     if v is None:
         if args.json:
-            print(json.dumps({"key": args.key, "found": False, "open_mode": mode}))
+            # "value": null, as `attune hash-db get --json` prints for a missing key.
+            print(json.dumps({"key": args.key, "found": False, "value": None, "open_mode": mode}))
         else:
             print(f"(not found: {args.key!r})", file=sys.stderr)
         return 1
@@ -420,6 +421,15 @@ def _put(args) -> int:
     value = _arg_bytes(args, args.value, "VALUE")
     with _open(args, create_if_missing="true") as db:
         db.put(key, value, sync=True, ttl=args.ttl)
+    if args.json:
+        print(json.dumps({"key": args.key, "ok": True}))
+    return 0
+
+
+def _delete(args) -> int:
+    key = _arg_bytes(args, args.key, "KEY")
+    with _open(args) as db:
+        db.delete(key, sync=True)
     if args.json:
         print(json.dumps({"key": args.key, "ok": True}))
     return 0
@@ -586,7 +596,8 @@ def _repair(args) -> int:
             print(f"    {f['error']}")
     verdict = "nothing lost" if r["clean"] else "records were lost (see above)"
     print(
-        f"repaired {args.path}: {r['keys']:,} keys in {r['tables_written']} tables, "
+        f"repaired {args.path}: {r['keys']:,} live keys ({r['keys_deleted']:,} deleted) in "
+        f"{r['tables_written']} tables, "
         f"{r['segments_kept']} value-log segments kept, {r['values_inlined']:,} values "
         f"inlined, {r['values_lost']:,} values lost; {verdict}; "
         f"{r['files_moved_to_lost']} files copied to {os.path.join(args.path, 'lost')} "
@@ -790,6 +801,17 @@ def register(sub) -> None:
         help="time to live: from then on the key reads as absent, and compaction drops it",
     )
     q.set_defaults(func=_put)
+    q = common(
+        kvs.add_parser(
+            "delete",
+            help="delete KEY (synced)",
+            description="Deletes KEY with one synced write. A key that is not there is not an "
+            "error (a delete is a blind write, as in RocksDB): the exit status is 0 either way.",
+        )
+    )
+    q.add_argument("key")
+    q.add_argument("--hex", action="store_true", help=_HEX_HELP)
+    q.set_defaults(func=_delete)
     q = common(
         kvs.add_parser(
             "delete-range",

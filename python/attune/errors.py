@@ -57,6 +57,14 @@ class InvalidArgumentError(Error, ValueError):
     """An argument or option is not valid; the message lists what is accepted."""
 
 
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of a type that is not accepted (an int or None as a key, a str as ``sync``).
+
+    Also a ``TypeError``, so that code written for plyvel or RocksDB bindings (``except
+    TypeError``) still catches it; the message names the argument, what was given and what is
+    accepted."""
+
+
 class ClosedError(Error):
     """The database (or the snapshot or iterator) is closed, or unusable after an error."""
 
@@ -96,6 +104,7 @@ __all__ = [
     "HashError",
     "HashKeyError",
     "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "LockedError",
     "NotADatabaseError",
     "ReadOnlyError",

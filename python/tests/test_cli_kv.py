@@ -333,3 +333,34 @@ def test_checkpoint_verb_writes_a_copy_that_opens(tmp_path):
     again = run("kv", "checkpoint", str(tmp_path / "db"), str(tmp_path / "cp"), check=False)
     assert again.returncode != 0 and "not empty" in again.stderr
     assert "Traceback" not in again.stderr
+
+
+def test_delete_verb_removes_a_key_and_a_missing_key_reads_as_null_in_json(tmp_path):
+    path = str(tmp_path / "db")
+    run("kv", "put", path, "a", "1")
+    run("kv", "put", path, "b", "2")
+    assert json.loads(run("kv", "delete", path, "a", "--json").stdout) == {"key": "a", "ok": True}
+    missing = run("kv", "get", path, "a", "--json", check=False)
+    assert missing.returncode == 1
+    assert json.loads(missing.stdout) == {
+        "key": "a",
+        "found": False,
+        "value": None,
+        "open_mode": "read_only",
+    }
+    # A delete is a blind write: a key that is not there is not an error.
+    assert run("kv", "delete", path, "never-written").returncode == 0
+    assert run("kv", "scan", path).stdout == "b\t2\n"
+    run("kv", "put", path, "00ff", "78", "--hex")
+    run("kv", "delete", path, "0x00ff", "--hex")
+    assert run("kv", "get", path, "00ff", "--hex", check=False).returncode == 1
+    assert "delete" in run("kv", "--help").stdout
+
+
+def test_delete_verb_errors_are_named(tmp_path):
+    r = run("kv", "delete", str(tmp_path / "nope"), "k", "--json", check=False)
+    assert r.returncode == 1 and json.loads(r.stdout)["error"] == "NotADatabaseError"
+    path = str(tmp_path / "db")
+    run("kv", "put", path, "a", "1")
+    r = run("kv", "delete", path, "zz", "--hex", "--json", check=False)
+    assert r.returncode == 1 and "hex" in json.loads(r.stdout)["message"]

@@ -14,7 +14,7 @@
 use attune_hash::HashError;
 use attune_kv as kv;
 use attune_plush as plush;
-use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyType};
@@ -79,6 +79,7 @@ pub fn raise(
     }
     match class {
         "HashKeyError" => PyKeyError::new_err(msg),
+        "InvalidArgumentTypeError" => PyTypeError::new_err(msg),
         "InvalidArgumentError" | "HashError" | "WorkloadError" => PyValueError::new_err(msg),
         _ => PyRuntimeError::new_err(format!("{class}: {msg}")),
     }

@@ -8,17 +8,38 @@
 //! used in a forked child raises `ForkedError` (the engine checks; see `attune_kv::env::fork`).
 //! Keys and values are `bytes`, `str` (UTF-8) or any buffer (`bytearray`, `memoryview`, numpy).
 
-use crate::errors::{attune_error, to_py};
+use crate::errors::{attune_error, raise, to_py};
 use attune_kv::{self as kv, Options, ReadOptions, WriteOptions};
 use parking_lot::Mutex;
-use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use std::borrow::Cow;
+use std::path::Path;
 use std::sync::{Arc, Weak};
 
 /// Items fetched per GIL release while iterating.
 const ITER_CHUNK: usize = 256;
+
+/// `attune.ClosedError(msg)` about the database in `dir`, with `dir` as its `path`.
+fn closed_error(py: Python<'_>, dir: &Path, msg: impl Into<String>) -> PyErr {
+    raise(
+        py,
+        "ClosedError",
+        msg.into(),
+        Some(dir.display().to_string()),
+        None,
+    )
+}
+
+/// `to_py` for an error of the database in `dir`: a `ClosedError` gets `dir` as its `path`
+/// (the engine's `Error::Closed` has no path of its own; its message may name it).
+fn to_py_in(dir: &Path) -> impl Fn(kv::Error) -> PyErr + '_ {
+    move |e| match e {
+        kv::Error::Closed(_) => Python::with_gil(|py| closed_error(py, dir, e.to_string())),
+        e => to_py(e),
+    }
+}
 
 /// What an `Items` iterator yields.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -67,13 +88,15 @@ fn bounds(
 
 /// The keys of a `multi_get` call, as owned byte strings (any iterable of keys).
 fn keys_arg(keys: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
+    let accepted = "an iterable of keys (a list of bytes), not a single key (use get() for one)";
     if keys.downcast::<PyBytes>().is_ok() || keys.downcast::<PyString>().is_ok() {
-        return Err(PyTypeError::new_err(
-            "multi_get takes an iterable of keys (a list of bytes), not a single key; use get()",
-        ));
+        return Err(type_error(keys, "keys", accepted));
     }
+    let Ok(iter) = keys.try_iter() else {
+        return Err(type_error(keys, "keys", accepted));
+    };
     let mut out = Vec::new();
-    for k in keys.try_iter()? {
+    for k in iter {
         out.push(as_bytes(&k?, "key")?.into_owned());
     }
     Ok(out)
@@ -92,7 +115,7 @@ fn multi_get_impl<'py>(
     // One GIL release for the whole batch; the engine reads every key at one state, in key
     // order, and answers in the caller's order.
     let values = py.allow_threads(|| db.multi_get(&keys, &ro));
-    let values = values.map_err(to_py)?;
+    let values = values.map_err(to_py_in(db.path()))?;
     let items: Vec<PyObject> = values
         .into_iter()
         .map(|v| match v {
@@ -142,12 +165,62 @@ pub(crate) fn as_bytes<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<
         .and_then(|b| Ok(b.downcast_into::<PyBytes>()?.as_bytes().to_vec()));
     match copied {
         Ok(b) => Ok(Cow::Owned(b)),
-        Err(_) => Err(PyTypeError::new_err(format!(
-            "{what} must be bytes, str (stored as UTF-8) or a bytes-like object such as \
-             bytearray or memoryview, not {}",
-            v.get_type().name()?
-        ))),
+        Err(_) => Err(type_error(
+            v,
+            what,
+            "bytes, str (stored as UTF-8), bytearray, memoryview or another bytes-like object",
+        )),
     }
+}
+
+/// `attune.InvalidArgumentTypeError` (an `InvalidArgumentError` and a `TypeError`) for the
+/// argument `what` given as `v`: names the argument, the type and value given (the value's repr
+/// cut to 40 characters) and what is accepted.
+pub(crate) fn type_error(v: &Bound<'_, PyAny>, what: &str, accepted: &str) -> PyErr {
+    let kind = v
+        .get_type()
+        .name()
+        .map_or_else(|_| "an object".to_string(), |n| n.to_string());
+    let given = if v.is_none() {
+        "None".to_string()
+    } else {
+        let r = v.repr().map_or_else(|_| "?".to_string(), |r| r.to_string());
+        let r = match r.char_indices().nth(40) {
+            Some((i, _)) => format!("{}...", &r[..i]),
+            None => r,
+        };
+        format!("{kind} {r}")
+    };
+    raise(
+        v.py(),
+        "InvalidArgumentTypeError",
+        format!("{what} must be {accepted}; got {given}"),
+        None,
+        None,
+    )
+}
+
+/// A flag argument (`sync`, `reverse`): `True` or `False` only, so that `sync="no"` is not
+/// silently true; anything else is an `InvalidArgumentTypeError` naming the argument.
+fn flag_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
+    v.extract::<bool>()
+        .map_err(|_| type_error(v, what, "True or False"))
+}
+
+fn sync_arg(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    flag_arg(v, "sync")
+}
+
+fn reverse_arg(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    flag_arg(v, "reverse")
+}
+
+fn seal_value_log_arg(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    flag_arg(v, "seal_value_log")
+}
+
+fn move_arg(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    flag_arg(v, "move")
 }
 
 fn opt_bytes(v: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Vec<u8>>> {
@@ -413,6 +486,32 @@ impl WriteBatch {
     fn __len__(&self) -> usize {
         self.inner.lock().len()
     }
+    /// `attune.WriteBatch(3 operations)`, with the expectations of a conditional batch.
+    fn __repr__(&self) -> String {
+        let n = self.inner.lock().len();
+        let e = self.expected.lock().len();
+        let mut out = format!("attune.WriteBatch({})", plural(n, "operation"));
+        if e > 0 {
+            out.insert_str(out.len() - 1, &format!(", {}", plural(e, "expectation")));
+        }
+        out
+    }
+}
+
+/// `1 operation`, `3 operations`.
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// The Python repr of a byte string (`b'user:'`), for the reprs of iterators.
+fn bytes_repr(py: Python<'_>, b: &[u8]) -> String {
+    PyBytes::new(py, b)
+        .repr()
+        .map_or_else(|_| format!("{b:?}"), |r| r.to_string())
 }
 
 /// An optimistic transaction from `DB.transaction()`: reads at a snapshot plus its own writes,
@@ -423,6 +522,8 @@ impl WriteBatch {
 pub struct Transaction {
     txn: Mutex<Option<kv::Transaction>>,
     db: Weak<kv::DB>,
+    /// The database directory (the `path` of its errors).
+    dir: std::path::PathBuf,
     sync: bool,
 }
 
@@ -430,20 +531,23 @@ impl Transaction {
     /// The engine, while the transaction's database is open and usable.
     fn live_db(&self, py: Python<'_>) -> PyResult<Arc<kv::DB>> {
         let Some(db) = self.db.upgrade() else {
-            return Err(attune_error(
+            return Err(closed_error(
                 py,
-                "ClosedError",
-                "the database of this transaction was closed; nothing was written",
+                &self.dir,
+                format!(
+                    "the database {} of this transaction was closed; nothing was written",
+                    self.dir.display()
+                ),
             ));
         };
-        db.check_usable().map_err(to_py)?;
+        db.check_usable().map_err(to_py_in(&self.dir))?;
         Ok(db)
     }
 
-    fn ended(py: Python<'_>) -> PyErr {
-        attune_error(
+    fn ended(&self, py: Python<'_>) -> PyErr {
+        closed_error(
             py,
-            "ClosedError",
+            &self.dir,
             "the transaction has ended (committed or rolled back); begin a new one with \
              db.transaction()",
         )
@@ -456,8 +560,8 @@ impl Transaction {
     ) -> PyResult<R> {
         self.live_db(py)?;
         let mut g = self.txn.lock();
-        let t = g.as_mut().ok_or_else(|| Self::ended(py))?;
-        f(t).map_err(to_py)
+        let t = g.as_mut().ok_or_else(|| self.ended(py))?;
+        f(t).map_err(to_py_in(&self.dir))
     }
 
     fn read<'py>(
@@ -544,14 +648,31 @@ impl Transaction {
     fn __len__(&self) -> usize {
         self.txn.lock().as_ref().map_or(0, kv::Transaction::len)
     }
+    /// `attune.Transaction("/p", sequence=7, 2 buffered writes)`; `ended` once committed or
+    /// rolled back.
+    fn __repr__(&self) -> String {
+        let g = self.txn.lock();
+        let state = match g.as_ref() {
+            Some(t) => format!(
+                "sequence={}, {}",
+                t.snapshot_sequence(),
+                plural(t.len(), "buffered write")
+            ),
+            None => "ended".to_string(),
+        };
+        format!(
+            "attune.Transaction({:?}, {state})",
+            self.dir.display().to_string()
+        )
+    }
     /// Writes the buffered changes atomically; raises `ConflictError` (writing nothing) if a
     /// key was written by someone else after the snapshot. The transaction ends either way.
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
         self.live_db(py)?;
-        let t = self.txn.lock().take().ok_or_else(|| Self::ended(py))?;
+        let t = self.txn.lock().take().ok_or_else(|| self.ended(py))?;
         let sync = self.sync;
         py.allow_threads(move || t.commit(WriteOptions { sync }))
-            .map_err(to_py)
+            .map_err(to_py_in(&self.dir))
     }
     /// Discards the buffered writes; the transaction ends. A no-op once it has ended.
     fn rollback(&self) {
@@ -586,6 +707,8 @@ impl Transaction {
 pub struct Snapshot {
     held: Mutex<Option<(Arc<kv::DB>, kv::Snapshot)>>,
     weak: Weak<kv::DB>,
+    /// The database directory (the `path` of its errors).
+    dir: std::path::PathBuf,
     seq: u64,
 }
 
@@ -632,7 +755,7 @@ impl Snapshot {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
+        #[pyo3(from_py_with = "reverse_arg")] reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Items> {
         let db = self.check(py)?;
@@ -645,7 +768,7 @@ impl Snapshot {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
+        #[pyo3(from_py_with = "reverse_arg")] reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Items> {
         let db = self.check(py)?;
@@ -658,7 +781,7 @@ impl Snapshot {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
+        #[pyo3(from_py_with = "reverse_arg")] reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Items> {
         let db = self.check(py)?;
@@ -668,6 +791,22 @@ impl Snapshot {
     fn __iter__(&self, py: Python<'_>) -> PyResult<Items> {
         let db = self.check(py)?;
         items_impl(&db, None, None, false, Some(self.seq), Yield::Keys)
+    }
+    /// `attune.Snapshot("/p", sequence=7)`; `released` once released, `closed` once the
+    /// database is.
+    fn __repr__(&self) -> String {
+        let state = if self.held.lock().is_none() {
+            ", released"
+        } else if self.weak.upgrade().is_none_or(|db| db.is_closed()) {
+            ", closed"
+        } else {
+            ""
+        };
+        format!(
+            "attune.Snapshot({:?}, sequence={}{state})",
+            self.dir.display().to_string(),
+            self.seq
+        )
     }
     fn release(&self) {
         // In a forked child the engine's snapshot list is not touched (see kv::Snapshot's drop).
@@ -685,11 +824,15 @@ impl Snapshot {
     /// The engine, while the database is usable and the snapshot not released.
     fn check(&self, py: Python<'_>) -> PyResult<Arc<kv::DB>> {
         let Some(db) = self.weak.upgrade() else {
-            return Err(attune_error(py, "ClosedError", "the database was closed"));
+            return Err(closed_error(
+                py,
+                &self.dir,
+                format!("the database {} was closed", self.dir.display()),
+            ));
         };
-        db.check_usable().map_err(to_py)?;
+        db.check_usable().map_err(to_py_in(&self.dir))?;
         if self.held.lock().is_none() {
-            return Err(attune_error(py, "ClosedError", "snapshot was released"));
+            return Err(closed_error(py, &self.dir, "snapshot was released"));
         }
         Ok(db)
     }
@@ -706,7 +849,8 @@ fn get_impl<'py>(
         ..Default::default()
     };
     let r = py.allow_threads(|| db.get_opt(key, &ro));
-    Ok(r.map_err(to_py)?.map(|v| PyBytes::new(py, &v)))
+    Ok(r.map_err(to_py_in(db.path()))?
+        .map(|v| PyBytes::new(py, &v)))
 }
 
 fn items_impl(
@@ -722,10 +866,14 @@ fn items_impl(
             snapshot: seq,
             ..Default::default()
         })
-        .map_err(to_py)?;
+        .map_err(to_py_in(db.path()))?;
+    let range = (start.clone(), end.clone());
     it.set_bounds(start, end);
     Ok(Items {
         weak: Arc::downgrade(db),
+        dir: db.path().to_path_buf(),
+        range,
+        snapshot: seq,
         yields,
         state: Mutex::new(ItemsState {
             db: Some(db.clone()),
@@ -799,6 +947,11 @@ impl ItemsState {
 #[pyclass(module = "attune._native")]
 pub struct Items {
     weak: Weak<kv::DB>,
+    /// The database directory (the `path` of its errors).
+    dir: std::path::PathBuf,
+    /// The bounds and the snapshot read, for the repr.
+    range: Range,
+    snapshot: Option<u64>,
     yields: Yield,
     state: Mutex<ItemsState>,
 }
@@ -808,10 +961,47 @@ impl Items {
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
+    /// `attune.Items("/p", keys, start=b'a', end=b'b', reverse=True, snapshot=7)`, with
+    /// `exhausted` once the last item was returned.
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let mut out = format!(
+            "attune.Items({:?}, {}",
+            self.dir.display().to_string(),
+            match self.yields {
+                Yield::Pairs => "items",
+                Yield::Keys => "keys",
+                Yield::Values => "values",
+            }
+        );
+        if let Some(s) = &self.range.0 {
+            out.push_str(&format!(", start={}", bytes_repr(py, s)));
+        }
+        if let Some(e) = &self.range.1 {
+            out.push_str(&format!(", end={}", bytes_repr(py, e)));
+        }
+        let st = self.state.lock();
+        if st.reverse {
+            out.push_str(", reverse=True");
+        }
+        if let Some(seq) = self.snapshot {
+            out.push_str(&format!(", snapshot={seq}"));
+        }
+        if st.done && st.pos >= st.buf.len() {
+            out.push_str(", exhausted");
+        }
+        out.push(')');
+        out
+    }
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         match self.weak.upgrade() {
-            Some(db) => db.check_usable().map_err(to_py)?,
-            None => return Err(attune_error(py, "ClosedError", "the database was closed")),
+            Some(db) => db.check_usable().map_err(to_py_in(&self.dir))?,
+            None => {
+                return Err(closed_error(
+                    py,
+                    &self.dir,
+                    format!("the database {} was closed", self.dir.display()),
+                ))
+            }
         }
         let mut st = self.state.lock();
         if st.pos >= st.buf.len() {
@@ -819,7 +1009,8 @@ impl Items {
                 return Ok(None);
             }
             let inner: &mut ItemsState = &mut st;
-            py.allow_threads(|| inner.fill()).map_err(to_py)?;
+            py.allow_threads(|| inner.fill())
+                .map_err(to_py_in(&self.dir))?;
             if st.done {
                 return Ok(None);
             }
@@ -848,15 +1039,7 @@ pub(crate) fn path_arg(v: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
             .import("os")?
             .getattr("fspath")?
             .call1((v,))
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "path must be a str, bytes or os.PathLike, not {}",
-                    v.get_type()
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default()
-                ))
-            })?;
+            .map_err(|_| type_error(v, "path", "a str, bytes or os.PathLike"))?;
         if let Ok(b) = fs.downcast::<PyBytes>() {
             std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b.as_bytes()))
         } else {
@@ -879,6 +1062,8 @@ pub struct DB {
     /// None once closed (the engine's memory is freed when the last snapshot or iterator goes).
     db: parking_lot::RwLock<Option<Arc<kv::DB>>>,
     path: String,
+    /// `read_only` or `secondary` when opened so (shown by the repr, also once closed).
+    mode: Option<&'static str>,
     /// The Python compaction filter's counters, when one was given.
     filter: Option<Arc<FilterStats>>,
 }
@@ -909,23 +1094,50 @@ impl Drop for DB {
 impl DB {
     fn handle(&self, py: Python<'_>) -> PyResult<Arc<kv::DB>> {
         let db = self.db.read().clone().ok_or_else(|| {
-            attune_error(
+            closed_error(
                 py,
-                "ClosedError",
+                Path::new(&self.path),
                 format!(
                     "database {} is closed; open it again with attune.DB(path)",
                     self.path
                 ),
             )
         })?;
-        db.check_usable().map_err(to_py)?;
+        db.check_usable().map_err(self.err())?;
         Ok(db)
+    }
+
+    /// `to_py` for this database's errors (a `ClosedError` gets its path).
+    fn err(&self) -> impl Fn(kv::Error) -> PyErr + '_ {
+        to_py_in(Path::new(&self.path))
     }
 
     fn write_batch(&self, py: Python<'_>, b: kv::WriteBatch, sync: bool) -> PyResult<()> {
         let db = self.handle(py)?;
         py.allow_threads(move || db.write(b, WriteOptions { sync }))
-            .map_err(to_py)
+            .map_err(self.err())
+    }
+}
+
+/// The error of a failed open. A writable open refused by a permission (files or directory not
+/// writable by this process) says that a read-only open can still read the database.
+fn open_error(py: Python<'_>, e: kv::Error, writable: bool) -> PyErr {
+    match &e {
+        kv::Error::Io { path, source, .. }
+            if writable && source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            raise(
+                py,
+                "StorageIOError",
+                format!(
+                    "{e}; this process may not write the database: open with read_only=True \
+                     to read it"
+                ),
+                Some(path.display().to_string()),
+                None,
+            )
+        }
+        _ => to_py(e),
     }
 }
 
@@ -990,12 +1202,21 @@ impl DB {
             filter = Some(stats);
         }
         let p = path.clone();
+        let writable = !opts.read_only && !opts.secondary;
+        let mode = if opts.secondary {
+            Some("secondary")
+        } else if opts.read_only {
+            Some("read_only")
+        } else {
+            None
+        };
         let db = py
             .allow_threads(move || kv::DB::open(&p, opts))
-            .map_err(to_py)?;
+            .map_err(|e| open_error(py, e, writable))?;
         Ok(DB {
             db: parking_lot::RwLock::new(Some(Arc::new(db))),
             path: path.display().to_string(),
+            mode,
             filter,
         })
     }
@@ -1006,7 +1227,7 @@ impl DB {
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        sync: bool,
+        #[pyo3(from_py_with = "sync_arg")] sync: bool,
         ttl: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let (k, v) = (as_bytes(key, "key")?, as_bytes(value, "value")?);
@@ -1019,7 +1240,7 @@ impl DB {
                 b.put_with_expiry(&k, &v, now.saturating_add(ms))
             }
         }
-        .map_err(to_py)?;
+        .map_err(self.err())?;
         self.write_batch(py, b, sync)
     }
 
@@ -1076,9 +1297,14 @@ impl DB {
     }
 
     #[pyo3(signature = (key, sync=false))]
-    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, sync: bool) -> PyResult<()> {
+    fn delete(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = "sync_arg")] sync: bool,
+    ) -> PyResult<()> {
         let mut b = kv::WriteBatch::new();
-        b.delete(&as_bytes(key, "key")?).map_err(to_py)?;
+        b.delete(&as_bytes(key, "key")?).map_err(self.err())?;
         self.write_batch(py, b, sync)
     }
 
@@ -1089,11 +1315,11 @@ impl DB {
         py: Python<'_>,
         begin: &Bound<'_, PyAny>,
         end: &Bound<'_, PyAny>,
-        sync: bool,
+        #[pyo3(from_py_with = "sync_arg")] sync: bool,
     ) -> PyResult<()> {
         let mut b = kv::WriteBatch::new();
         b.delete_range(&as_bytes(begin, "begin")?, &as_bytes(end, "end")?)
-            .map_err(to_py)?;
+            .map_err(self.err())?;
         if b.is_empty() {
             return Ok(());
         }
@@ -1101,7 +1327,12 @@ impl DB {
     }
 
     #[pyo3(signature = (batch, sync=false))]
-    fn write(&self, py: Python<'_>, batch: &WriteBatch, sync: bool) -> PyResult<()> {
+    fn write(
+        &self,
+        py: Python<'_>,
+        batch: &WriteBatch,
+        #[pyo3(from_py_with = "sync_arg")] sync: bool,
+    ) -> PyResult<()> {
         let b = batch.inner.lock().clone();
         let expected = batch.expected.lock().clone();
         if expected.is_empty() {
@@ -1109,7 +1340,7 @@ impl DB {
         }
         let db = self.handle(py)?;
         py.allow_threads(move || db.write_if(b, expected, WriteOptions { sync }))
-            .map_err(to_py)
+            .map_err(self.err())
     }
 
     /// Sets `key` to `value` (None: deletes it) only if it holds `expected` (None: absent);
@@ -1121,7 +1352,7 @@ impl DB {
         key: &Bound<'_, PyAny>,
         expected: Option<&Bound<'_, PyAny>>,
         value: Option<&Bound<'_, PyAny>>,
-        sync: bool,
+        #[pyo3(from_py_with = "sync_arg")] sync: bool,
     ) -> PyResult<bool> {
         let k = as_bytes(key, "key")?.into_owned();
         let want = opt_bytes(expected, "expected")?;
@@ -1130,23 +1361,28 @@ impl DB {
             Some(v) => b.put(&k, &v),
             None => b.delete(&k),
         }
-        .map_err(to_py)?;
+        .map_err(self.err())?;
         let db = self.handle(py)?;
         match py.allow_threads(move || db.write_if(b, vec![(k, want)], WriteOptions { sync })) {
             Ok(()) => Ok(true),
             Err(kv::Error::Conflict(_)) => Ok(false),
-            Err(e) => Err(to_py(e)),
+            Err(e) => Err(self.err()(e)),
         }
     }
 
     /// Begins an optimistic transaction (see `Transaction`); `sync` applies to its commit.
     #[pyo3(signature = (sync=false))]
-    fn transaction(&self, py: Python<'_>, sync: bool) -> PyResult<Transaction> {
+    fn transaction(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = "sync_arg")] sync: bool,
+    ) -> PyResult<Transaction> {
         let db = self.handle(py)?;
-        let t = db.transaction().map_err(to_py)?;
+        let t = db.transaction().map_err(self.err())?;
         Ok(Transaction {
             txn: Mutex::new(Some(t)),
             db: Arc::downgrade(&db),
+            dir: db.path().to_path_buf(),
             sync,
         })
     }
@@ -1157,7 +1393,7 @@ impl DB {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
+        #[pyo3(from_py_with = "reverse_arg")] reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Items> {
         let (start, end) = bounds(start, end, prefix)?;
@@ -1170,7 +1406,7 @@ impl DB {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
+        #[pyo3(from_py_with = "reverse_arg")] reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Items> {
         let (start, end) = bounds(start, end, prefix)?;
@@ -1183,7 +1419,7 @@ impl DB {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
+        #[pyo3(from_py_with = "reverse_arg")] reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Items> {
         let (start, end) = bounds(start, end, prefix)?;
@@ -1192,10 +1428,11 @@ impl DB {
 
     fn snapshot(&self, py: Python<'_>) -> PyResult<Snapshot> {
         let db = self.handle(py)?;
-        let s = db.snapshot().map_err(to_py)?;
+        let s = db.snapshot().map_err(self.err())?;
         let seq = s.sequence();
         Ok(Snapshot {
             weak: Arc::downgrade(&db),
+            dir: db.path().to_path_buf(),
             held: Mutex::new(Some((db, s))),
             seq,
         })
@@ -1203,7 +1440,7 @@ impl DB {
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let db = self.handle(py)?;
-        py.allow_threads(move || db.flush()).map_err(to_py)
+        py.allow_threads(move || db.flush()).map_err(self.err())
     }
 
     #[pyo3(signature = (start=None, end=None))]
@@ -1216,7 +1453,7 @@ impl DB {
         let (start, end) = (opt_bytes(start, "start")?, opt_bytes(end, "end")?);
         let db = self.handle(py)?;
         py.allow_threads(move || db.compact_range(start.as_deref(), end.as_deref()))
-            .map_err(to_py)
+            .map_err(self.err())
     }
 
     /// Checks every checksum of every live table and value-log segment:
@@ -1224,7 +1461,7 @@ impl DB {
     /// ("files" and "entries" are the sums).
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let db = self.handle(py)?;
-        let r = py.allow_threads(move || db.verify()).map_err(to_py)?;
+        let r = py.allow_threads(move || db.verify()).map_err(self.err())?;
         crate::stats::verify_report(py, &r)
     }
 
@@ -1235,7 +1472,9 @@ impl DB {
     /// not a secondary.
     fn try_catch_up<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let db = self.handle(py)?;
-        let c = py.allow_threads(move || db.try_catch_up()).map_err(to_py)?;
+        let c = py
+            .allow_threads(move || db.try_catch_up())
+            .map_err(self.err())?;
         let d = PyDict::new(py);
         d.set_item("sequence_before", c.sequence_before)?;
         d.set_item("sequence_after", c.sequence_after)?;
@@ -1259,7 +1498,7 @@ impl DB {
         &self,
         py: Python<'py>,
         path: &Bound<'py, PyAny>,
-        seal_value_log: bool,
+        #[pyo3(from_py_with = "seal_value_log_arg")] seal_value_log: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let dest = path_arg(path)?;
         let db = self.handle(py)?;
@@ -1271,7 +1510,7 @@ impl DB {
                     db.checkpoint(&dest)
                 }
             })
-            .map_err(to_py)?;
+            .map_err(self.err())?;
         crate::stats::to_dict(py, &r)
     }
 
@@ -1285,13 +1524,13 @@ impl DB {
         &self,
         py: Python<'py>,
         paths: &Bound<'py, PyAny>,
-        r#move: bool,
+        #[pyo3(from_py_with = "move_arg")] r#move: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let paths = crate::ingest::paths_arg(paths)?;
         let db = self.handle(py)?;
         let r = py
             .allow_threads(move || db.ingest(&paths, r#move))
-            .map_err(to_py)?;
+            .map_err(self.err())?;
         crate::ingest::report_dict(py, &r)
     }
 
@@ -1306,7 +1545,7 @@ impl DB {
                 Some(x) => db.gc_with_ratio(x),
                 None => db.gc(),
             })
-            .map_err(to_py)?;
+            .map_err(self.err())?;
         crate::stats::to_dict(py, &r)
     }
 
@@ -1315,7 +1554,7 @@ impl DB {
     /// Raises `attune.InvalidArgumentError` when the database was opened with learned_index="off".
     fn learn_all(&self, py: Python<'_>) -> PyResult<u64> {
         let db = self.handle(py)?;
-        py.allow_threads(move || db.learn_all()).map_err(to_py)
+        py.allow_threads(move || db.learn_all()).map_err(self.err())
     }
 
     fn set_block_cache_capacity(&self, py: Python<'_>, capacity_bytes: u64) -> PyResult<()> {
@@ -1353,7 +1592,7 @@ impl DB {
             f.closing.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         if let Some(db) = taken {
-            py.allow_threads(move || db.close()).map_err(to_py)?;
+            py.allow_threads(move || db.close()).map_err(self.err())?;
         }
         Ok(())
     }
@@ -1362,9 +1601,9 @@ impl DB {
     fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
         if slf.borrow().closed() {
             let path = slf.borrow().path.clone();
-            return Err(attune_error(
+            return Err(closed_error(
                 slf.py(),
-                "ClosedError",
+                Path::new(&path),
                 format!("database {path} is closed; open it again with attune.DB(path)"),
             ));
         }
@@ -1381,7 +1620,10 @@ impl DB {
         } else {
             "closed"
         };
-        format!("attune.DB({:?}, {state})", self.path)
+        match self.mode {
+            Some(m) => format!("attune.DB({:?}, {state}, {m}=True)", self.path),
+            None => format!("attune.DB({:?}, {state})", self.path),
+        }
     }
 }
 

@@ -81,8 +81,14 @@ pub struct RepairedFile {
 pub struct RepairReport {
     /// Every file read, in name order.
     pub files: Vec<RepairedFile>,
-    /// Keys in the repaired database (newest version of each, deletions not counted).
+    /// Live keys in the repaired database: keys whose newest version is a value that is not
+    /// covered by a range deletion and not expired (what an iteration of it yields, at the time
+    /// of the repair).
     pub keys: u64,
+    /// Keys whose newest version is a deletion: a point deletion, a value covered by a range
+    /// deletion, an expired value or a lost value (see `values_lost`). They are written so that
+    /// they stay deleted, and are not counted in `keys`.
+    pub keys_deleted: u64,
     /// Keys whose newest version was a separated value that no longer verifies (written as
     /// deletions: the key is absent).
     pub values_lost: u64,
@@ -584,6 +590,8 @@ impl Repairer {
         let mut last_user: Option<Vec<u8>> = None;
         let mut blob_files: HashMap<u64, BlobFile> = HashMap::new();
         let mut inline_buf = Vec::new();
+        // Live keys are counted at this time: an entry expired by now reads as deleted.
+        let now_ms = self.env.now_unix_millis();
         while it.valid() {
             let ikey = it.key();
             let uk = key::user_key(ikey);
@@ -608,6 +616,7 @@ impl Repairer {
                     let (expiry, payload) = key::split_expiry(k, it.value()).unwrap_or((None, &[]));
                     let Some(p) = BlobPointer::decode(payload) else {
                         self.report.values_lost += 1;
+                        self.report.keys_deleted += 1;
                         let gone =
                             key::make_internal_key(uk, key::sequence(ikey), ValueKind::Deletion);
                         self.write_entry(&gone, &[], next_number, outputs, &mut builder)?;
@@ -663,9 +672,16 @@ impl Repairer {
                 _ => it.value(),
             };
             let ikey = out_key.as_deref().unwrap_or(ikey);
+            let live = !deleted
+                && !ranges.covers(uk, key::sequence(ikey), u64::MAX)
+                && key::kind(ikey)
+                    .and_then(|k| key::split_expiry(k, value))
+                    .is_none_or(|(expiry, _)| expiry.is_none_or(|at| at > now_ms));
             self.write_entry(ikey, value, next_number, outputs, &mut builder)?;
-            if !deleted {
+            if live {
                 self.report.keys += 1;
+            } else {
+                self.report.keys_deleted += 1;
             }
             it.next();
         }

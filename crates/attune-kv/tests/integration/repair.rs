@@ -178,6 +178,34 @@ fn healthy_database_reads_the_same_after_repair() {
 }
 
 #[test]
+fn report_counts_live_keys_apart_from_deleted_ones() {
+    // The README's database: of six keys, one point-deleted, one under a range deletion and one
+    // expired, three are live; the deleted three are written (they stay deleted) and counted
+    // apart.
+    let env = MemEnv::new();
+    env.set_unix_millis(1_000_000);
+    let db = open_mem_at(&env, DIR, options()).unwrap();
+    for k in ["user:1", "user:2", "user:3", "visits"] {
+        db.put(k.as_bytes(), b"v").unwrap();
+    }
+    db.delete(b"user:1").unwrap();
+    let wo = attune_kv::WriteOptions::default();
+    db.put_ttl(b"session:7", b"t", std::time::Duration::from_secs(3600), wo)
+        .unwrap();
+    db.put_ttl(b"temp", b"t", std::time::Duration::from_secs(1), wo)
+        .unwrap();
+    db.delete_range(b"session:", b"session;").unwrap();
+    db.close().unwrap();
+    env.set_unix_millis(1_000_000 + 2_000);
+    let r = repair(&env);
+    assert!(r.clean(), "{r:#?}");
+    assert_eq!((r.keys, r.keys_deleted), (3, 3), "{r:#?}");
+    let db = open_mem_at(&env, DIR, options()).unwrap();
+    assert_eq!(contents(&db).len() as u64, r.keys);
+    db.close().unwrap();
+}
+
+#[test]
 fn damaged_current_is_repaired() {
     let env = MemEnv::new();
     let m = build(&env);
