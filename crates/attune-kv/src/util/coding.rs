@@ -43,7 +43,6 @@ pub fn decode_fixed64(src: &[u8]) -> Option<u64> {
 
 /// Decodes a varint; returns (value, bytes consumed). At most 10 bytes are read.
 #[inline]
-#[inline]
 pub fn decode_varint64(src: &[u8]) -> Option<(u64, usize)> {
     // Fast paths: lengths in blocks are almost always below 128, and values' below 16 KiB.
     match *src {
