@@ -483,6 +483,16 @@ def test_write_load_estimates_the_collecting_chips():
     reads = 1e3 / 32 * 60e-6 * (1 + duty * 34)
     assert ld["gc_duty"] == pytest.approx(duty) and ld["chip_load"] == pytest.approx(prog + reads)
     assert write_load(parse_trace(b"0 0 0 4096 0\n", "msr"))["chip_load"] == 0.0
+    # The suggested rerate brings the load to half the limit, whether the rerated GC duty is
+    # saturated (default device) or not (shorter busy periods).
+    from attune.io import LOAD_LIMIT, synthetic_trace
+
+    heavy = synthetic_trace(3000, iops=20000)
+    for params in (None, {"gc_duration_us": 50000}):
+        f = write_load(heavy, params)["rerate"]
+        assert 0 < f < 1
+        rerated = write_load(heavy.rerate(f), params)
+        assert rerated["chip_load"] == pytest.approx(LOAD_LIMIT / 2, rel=1e-3)
 
 
 def test_cli_simulate_warns_when_the_trace_overloads_the_device(capsys):

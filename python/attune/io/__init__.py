@@ -12,6 +12,7 @@ Design notes: ``docs/ssd-sim.md``, ``docs/heimdall.md``.
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -141,21 +142,22 @@ def write_load(trace: Trace, params: dict | None = None) -> dict[str, float]:
     written = float(size[~is_read].sum())
     inflation = (p["gc_read_inflation_min"] + p["gc_read_inflation_max"]) / 2
 
-    def load(f: float) -> tuple[float, float]:
-        w = f * written / secs
-        duty = min(1.0, w * p["gc_duration_us"] * 1e-6 / p["gc_every_bytes"])
-        prog = w / page / chips * p["program_page_us"] * 1e-6
-        reads = f * read_pages / secs / chips * p["read_page_us"] * 1e-6
-        return prog + reads * (1.0 + duty * (inflation - 1.0)), duty
-
-    chip_load, duty = load(1.0)
+    # Per unit of the rate factor f: programming (prog), reads (reads) and the GC duty (gc).
+    w1 = written / secs
+    gc = w1 * p["gc_duration_us"] * 1e-6 / p["gc_every_bytes"]
+    prog = w1 / page / chips * p["program_page_us"] * 1e-6
+    reads = read_pages / secs / chips * p["read_page_us"] * 1e-6
+    duty = min(1.0, gc)
+    chip_load = prog + reads * (1.0 + duty * (inflation - 1.0))
     rerate = 1.0
     if chip_load > LOAD_LIMIT:
-        lo, hi = 0.0, 1.0
-        for _ in range(50):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if load(mid)[0] < LOAD_LIMIT / 2 else (lo, mid)
-        rerate = lo
+        # load(f) = (prog + reads) f + reads (inflation - 1) gc f^2 while gc f < 1, then
+        # (prog + reads inflation) f: increasing in f, so its level LOAD_LIMIT / 2 has one root.
+        target = LOAD_LIMIT / 2
+        a, b = reads * (inflation - 1.0) * gc, prog + reads
+        rerate = 2 * target / (b + math.sqrt(b * b + 4 * a * target))
+        if gc * rerate >= 1.0:
+            rerate = target / (prog + reads * inflation)
     return {
         "write_bytes_per_s": written / secs,
         "gc_duty": duty,
