@@ -80,6 +80,9 @@ pub struct ClockState {
     anchoring: bool,
     /// Anchored mode and no busy period observed yet: predicts nothing, counts nothing.
     no_phase: bool,
+    /// Anchored mode: a slow read re-anchors only once the count has reached half of
+    /// `gc_every_bytes` ([`ClockState::gated`]).
+    gate: bool,
     fill: u64,
     flushed: u64,
     busy_from_ns: u64,
@@ -96,6 +99,17 @@ impl ClockState {
         }
     }
 
+    /// An anchored clock that re-anchors only when a collection is plausible: a slow read
+    /// outside the predicted period while the count towards the next collection (`flushed` +
+    /// `fill`) is below half of `gc_every_bytes` is taken for the tail of the last collection
+    /// (a read queued behind it) or for queueing, not for a new one, and changes nothing. Without
+    /// the gate such a read restarts the count and predicts a whole busy period that never comes.
+    /// The count errs by at most about a buffer's worth (the unseen fill), a quarter of the
+    /// period on the fitted clocks, so half leaves room on both sides.
+    pub fn gated(self) -> Self {
+        Self { gate: true, ..self }
+    }
+
     /// Whether the clock has a phase (a known-phase clock always has one).
     pub fn has_phase(&self) -> bool {
         !self.no_phase
@@ -105,18 +119,46 @@ impl ClockState {
     /// latency reached the anchor latency; the caller passes only reads that have completed).
     /// Outside the predicted busy period this anchors the count there; a known-phase clock
     /// ignores it.
-    pub fn observe_slow_read(&mut self, c: &WriteClock, submitted_ns: u64) {
+    /// Returns whether it anchored (the caller may then count the writes it sent since
+    /// `submitted_ns` again with [`ClockState::write`], see [`ClockState::anchor_and_count`]).
+    pub fn observe_slow_read(&mut self, c: &WriteClock, submitted_ns: u64) -> bool {
         if !self.anchoring || !c.is_on() {
-            return;
+            return false;
         }
         if !self.no_phase && self.busy_at(submitted_ns) {
-            return;
+            return false;
+        }
+        if self.gate
+            && !self.no_phase
+            && self.flushed.saturating_add(self.fill) < c.gc_every_bytes / 2
+        {
+            return false;
         }
         self.no_phase = false;
         self.fill = 0;
         self.flushed = 0;
         self.busy_from_ns = submitted_ns;
         self.busy_until_ns = submitted_ns.saturating_add(c.busy_ns);
+        true
+    }
+
+    /// [`ClockState::observe_slow_read`], then, when it anchored, counts `later_writes` (time,
+    /// bytes) from the anchor on: the writes the host sent at or after `submitted_ns` while the
+    /// read was outstanding. Without them the new count starts at the read's *completion* and
+    /// lags the device by the bytes written meanwhile, so every later prediction comes late.
+    pub fn anchor_and_count(
+        &mut self,
+        c: &WriteClock,
+        submitted_ns: u64,
+        later_writes: impl IntoIterator<Item = (u64, u64)>,
+    ) {
+        if self.observe_slow_read(c, submitted_ns) {
+            for (t, size) in later_writes {
+                if t >= submitted_ns {
+                    self.write(c, t, size);
+                }
+            }
+        }
     }
 
     /// Counts a write of `size` bytes sent at `time_ns`.
@@ -227,6 +269,51 @@ mod tests {
         let mut k = ClockState::default();
         k.observe_slow_read(&C, 5);
         assert!(!k.busy_at(5));
+    }
+
+    #[test]
+    fn anchoring_can_count_the_writes_sent_while_the_slow_read_was_outstanding() {
+        // 15 MiB written after a slow read's submission, before it completed.
+        let later: Vec<(u64, u64)> = (0..15u64).map(|i| (1_000 + i, 1 << 20)).collect();
+        let mut counted = ClockState::unknown_phase();
+        counted.anchor_and_count(&C, 1_000, later.iter().copied().chain([(999, 1 << 20)]));
+        let mut plain = ClockState::unknown_phase();
+        plain.observe_slow_read(&C, 1_000);
+        // One more MiB completes the count for the clock that counted them (the write before
+        // the submission is not counted), not for the other.
+        counted.write(&C, 2_000_000_000, 1 << 20);
+        plain.write(&C, 2_000_000_000, 1 << 20);
+        assert!(counted.busy_at(2_005_000_000));
+        assert!(!plain.busy_at(2_005_000_000));
+        // Inside the predicted period nothing re-anchors, so nothing is counted twice.
+        let mut s = ClockState::unknown_phase();
+        s.anchor_and_count(&C, 1_000, []);
+        s.anchor_and_count(&C, 2_000, later.iter().copied());
+        s.write(&C, 3_000, 1 << 20);
+        // Counted twice, the 16th MiB would predict a period until 105.003 ms.
+        assert!(s.busy_at(100_000_999) && !s.busy_at(100_002_000));
+    }
+
+    #[test]
+    fn a_gated_clock_reanchors_only_when_a_collection_is_due() {
+        let mut s = ClockState::unknown_phase().gated();
+        s.observe_slow_read(&C, 1_000_000_000);
+        // Just after the predicted period, 4 MiB into the count: the last period's tail.
+        for i in 0..4u64 {
+            s.write(&C, 1_050_000_000 + i, 1 << 20);
+        }
+        assert!(!s.observe_slow_read(&C, 1_100_000_001));
+        assert!(!s.busy_at(1_100_000_001));
+        // Half way (8 MiB): a slow read outside the prediction re-anchors.
+        for i in 0..4u64 {
+            s.write(&C, 1_200_000_000 + i, 1 << 20);
+        }
+        assert!(s.observe_slow_read(&C, 1_300_000_000));
+        assert!(s.busy_at(1_300_000_000));
+        // Ungated, the tail re-anchors.
+        let mut u = ClockState::unknown_phase();
+        u.observe_slow_read(&C, 1_000_000_000);
+        assert!(u.observe_slow_read(&C, 1_100_000_001));
     }
 
     #[test]

@@ -246,12 +246,16 @@ def route(
     write_clock: tuple[int, int, float, float] | None = None,
     clock_anchor_us: float = 0.0,
     aged_bytes: list[int] | None = None,
+    clock_anchor_writes: bool = False,
+    clock_anchor_gate: bool = False,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
-    ``model-rank``, ``model-cost``, ``oracle``; ``tie`` is ``model-rank``'s logit margin within
-    which replicas count as tied, ``slow_factor`` ``model-cost``'s multiplier of a replica
-    predicted slow). Returns ``read_latency_ns``, ``home``, ``redirected``, ``hedged``,
+    ``model-rank``, ``model-cost``, ``model-expect``, ``oracle``; ``tie`` is ``model-rank``'s
+    logit margin within which replicas count as tied, ``slow_factor`` ``model-cost``'s multiplier
+    of a replica predicted slow and ``model-expect``'s slow-to-fast latency ratio: it sends the
+    read where C3's score × (1 + p (slow_factor − 1)) is least, ``p`` the model's slow
+    probability, 1 where the write clock predicts the replica busy). Returns ``read_latency_ns``, ``home``, ``redirected``, ``hedged``,
     ``inferences``, ``device_stats``; with ``probe_models`` (one weight file per replica) also
     ``probe``: per read and replica, the model's margin, C3's score, the queue, the history's age
     and what the replica would have served the read in (see ``route::probe``).
@@ -266,7 +270,11 @@ def route(
     with no phase and anchors at each completed read at least that slow outside its predicted
     busy period, instead of counting from an empty device. ``aged_bytes`` (one per replica): each
     replica has been written that many bytes before the window, so its collection phase is
-    unknown (``route::ClockPhase``)."""
+    unknown (``route::ClockPhase``). ``clock_anchor_writes``: at an anchor the clock also counts
+    the writes sent while the anchoring read was outstanding (otherwise it counts from the read's
+    completion and lags the device by them). ``clock_anchor_gate``: a slow read re-anchors only
+    once the clock's count has reached half of ``gc_every_bytes`` (before, it is taken for the
+    tail of the last collection or for queueing, see ``ClockState::gated``)."""
     return _native.io_route(
         [check_trace(t, "every trace").columns() for t in traces],
         policy,
@@ -282,4 +290,6 @@ def route(
         write_clock,
         clock_anchor_us,
         aged_bytes,
+        bool(clock_anchor_writes),
+        bool(clock_anchor_gate),
     )
