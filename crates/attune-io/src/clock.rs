@@ -110,6 +110,20 @@ impl ClockState {
         Self { gate: true, ..self }
     }
 
+    /// A known-phase clock of a device that had `bytes` written and flushed before it started
+    /// counting (as `Ssd::age` leaves it: the buffer empty, the collection count at `bytes %
+    /// gc_every_bytes`). The reference for an anchored clock: the phase it has to find.
+    pub fn told(c: &WriteClock, bytes: u64) -> Self {
+        Self {
+            flushed: if c.is_on() {
+                bytes % c.gc_every_bytes.max(1)
+            } else {
+                0
+            },
+            ..Self::default()
+        }
+    }
+
     /// Whether the clock has a phase (a known-phase clock always has one).
     pub fn has_phase(&self) -> bool {
         !self.no_phase
@@ -314,6 +328,17 @@ mod tests {
         let mut u = ClockState::unknown_phase();
         u.observe_slow_read(&C, 1_000_000_000);
         assert!(u.observe_slow_read(&C, 1_100_000_001));
+    }
+
+    #[test]
+    fn a_told_clock_starts_from_the_aged_count() {
+        let mut s = ClockState::told(&C, (16 << 20) * 3 + (12 << 20));
+        for i in 0..3u64 {
+            s.write(&C, i, 1 << 20);
+        }
+        assert!(!s.busy_at(10_000_000));
+        s.write(&C, 3, 1 << 20); // 4 MiB more: the 16th
+        assert!(s.busy_at(3 + 5_000_000));
     }
 
     #[test]

@@ -318,7 +318,8 @@ pub struct ClockPhase {
     /// Positive: the clock is anchored ([`ClockState::unknown_phase`]) at completed reads whose
     /// latency reaches this many nanoseconds.
     pub anchor_ns: u64,
-    /// Bytes each replica was written before the window (`Ssd::age`); empty: none.
+    /// Bytes each replica was written before the window (`Ssd::age`); empty: none. A
+    /// known-phase clock (`anchor_ns` 0) counts them ([`ClockState::told`]).
     pub aged_bytes: Vec<u64>,
     /// An anchored clock also counts the writes sent to the replica while the slow read that
     /// anchors it was outstanding ([`ClockState::anchor_and_count`]); false: it counts from the
@@ -377,6 +378,10 @@ fn run(
     } = *settings;
     clock.validate()?;
     let mut clocks = [ClockState::default(); REPLICAS_MAX];
+    // A known-phase clock has seen the writes that aged its replica.
+    for (c, &b) in clocks.iter_mut().zip(&phase.aged_bytes) {
+        *c = ClockState::told(&clock, b);
+    }
     if phase.anchor_ns > 0 {
         clocks = [ClockState::unknown_phase(); REPLICAS_MAX];
         if phase.anchor_gate {

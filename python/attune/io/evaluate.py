@@ -58,6 +58,8 @@ POLICIES = (
     "heimdall-live-rank-clock-refined",
     "heimdall-live-expect",
     "heimdall-live-expect-clock-refined",
+    "c3-clock-told",
+    "heimdall-live-rank-clock-told",
     "oracle",
 )
 #: Heimdall's policies: the chapter's (a declined read goes to the next replica, which admits),
@@ -78,6 +80,7 @@ LIVE_POLICIES = (
     "heimdall-live-rank-clock-refined",
     "heimdall-live-expect",
     "heimdall-live-expect-clock-refined",
+    "heimdall-live-rank-clock-told",
 )
 #: Policies with probe reads (``route(..., probe_reads_us=...)``): a replica with no read
 #: completed or in flight for :data:`PROBE_READS_US` gets a 4 KiB read whose completion refreshes
@@ -100,6 +103,8 @@ CLOCK_POLICIES = (
     "c3-clock-refined",
     "heimdall-live-rank-clock-refined",
     "heimdall-live-expect-clock-refined",
+    "c3-clock-told",
+    "heimdall-live-rank-clock-told",
 )
 #: Clock policies whose anchored clock (unknown phase) is refined (:data:`CLOCK_REFINEMENTS`);
 #: with a known phase they equal the policy of the same name without ``-refined``.
@@ -108,7 +113,11 @@ REFINED_POLICIES = tuple(p for p in CLOCK_POLICIES if p.endswith("-refined"))
 #: outstanding, and re-anchors only once a collection is due (``route``'s
 #: ``clock_anchor_writes`` and ``clock_anchor_gate``).
 CLOCK_REFINEMENTS = {"clock_anchor_writes": True, "clock_anchor_gate": True}
-REFERENCE_POLICIES = ("c3-probe", "c3-clock", "c3-clock-refined")
+#: References for the unknown phase: the clock is told each replica's age, so its phase is
+#: known (``route(..., clock_anchor_us=0)`` with ``aged_bytes``); with a known phase they equal
+#: the policy of the same name without ``-told``.
+TOLD_POLICIES = ("c3-clock-told", "heimdall-live-rank-clock-told")
+REFERENCE_POLICIES = ("c3-probe", "c3-clock", "c3-clock-refined", *TOLD_POLICIES)
 #: Staleness (µs) after which a replica is probed, chosen on the validation windows (1 ms: 0.57
 #: probes per client read; 5 ms: 0.29, and better).
 PROBE_READS_US = 5000.0
@@ -497,6 +506,8 @@ def evaluate_pair(
         probing = probe_reads_us if pol in PROBE_POLICIES else 0.0
         clock = write_clock if pol in CLOCK_POLICIES else None
         counted = dict(CLOCK_REFINEMENTS) if pol in REFINED_POLICIES else {}
+        if pol in TOLD_POLICIES:
+            counted = {"clock_anchor_us": 0.0}
         if pol in ("heimdall", "heimdall-live"):
             r = rt(test_halves, "model", params, seed, models=models)
         elif pol in (
@@ -506,6 +517,7 @@ def evaluate_pair(
             "heimdall-live-rank-clock",
             "heimdall-live-rank-probe-clock",
             "heimdall-live-rank-clock-refined",
+            "heimdall-live-rank-clock-told",
         ):
             r = rt(
                 test_halves,
@@ -542,7 +554,7 @@ def evaluate_pair(
                 slow_factor=slow_factor,
                 probe_reads_us=probing,
             )
-        elif pol in ("c3-probe", "c3-clock", "c3-clock-refined"):
+        elif pol in ("c3-probe", "c3-clock", "c3-clock-refined", "c3-clock-told"):
             r = rt(
                 test_halves,
                 "c3",
