@@ -548,6 +548,7 @@ def io_route(
     aged_bytes: list[int] | None = None,
     clock_anchor_writes: bool = False,
     clock_anchor_gate: bool = False,
+    clock_vote: bool = False,
 ) -> dict[str, Any]: ...
 def io_write_clock_flags(
     trace: _TraceColumns, write_clock: tuple[int, int, float, float]

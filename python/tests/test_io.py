@@ -478,7 +478,12 @@ def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc
     # The anchored clock's refinements: each run is deterministic, and without a clock they
     # change nothing.
     aged = {"aged_bytes": [3 << 20, 11 << 20], "clock_anchor_us": 1000.0}
-    for refine in ({}, {"clock_anchor_writes": True}, {"clock_anchor_gate": True}):
+    for refine in (
+        {},
+        {"clock_anchor_writes": True},
+        {"clock_anchor_gate": True},
+        {"clock_vote": True},
+    ):
         one = route([a, b], "c3", params, 1, write_clock=clock, **aged, **refine)
         assert one == route([a, b], "c3", params, 1, write_clock=clock, **aged, **refine)
         plain = route([a, b], "c3", params, 1, **aged, **refine)

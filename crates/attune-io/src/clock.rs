@@ -199,6 +199,108 @@ impl ClockState {
     }
 }
 
+/// How many candidate phases a [`PhaseVote`] keeps.
+pub const VOTE_CANDIDATES: usize = 64;
+/// A candidate's score stays within `±VOTE_SCORE_CAP`, so that this many contrary observations
+/// can move the estimate when the count drifts (a busy period yields dozens of reads).
+pub const VOTE_SCORE_CAP: i32 = 8;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Candidate {
+    state: ClockState,
+    prev_from_ns: u64,
+    prev_until_ns: u64,
+    score: i32,
+}
+
+impl Candidate {
+    fn busy_at(&self, t: u64) -> bool {
+        self.state.busy_at(t) || (t >= self.prev_from_ns && t < self.prev_until_ns)
+    }
+}
+
+/// A clock for an unknown phase that votes instead of anchoring: it runs
+/// [`VOTE_CANDIDATES`] known-phase clocks side by side, one per candidate phase (each number of
+/// flushes already counted towards the next collection × a grid of buffer fills), and scores
+/// each against every completed read: +1 when a slow read falls in the candidate's predicted
+/// busy period, −1 when a slow read falls outside it or a fast read inside it. It predicts busy
+/// when most of the best-scoring candidates do and the best score is positive (at least one
+/// slow read explained). Unlike an anchor it uses the fast reads too (they rule out phases that
+/// would have collected already), a single slow read from queueing cannot move it far, and the
+/// start of a busy period is not assumed to be the first slow read's submission.
+#[derive(Clone, Debug, Default)]
+pub struct PhaseVote {
+    cands: Vec<Candidate>,
+}
+
+impl PhaseVote {
+    /// Candidates spread over the phases of `c` (none when the clock is off).
+    pub fn new(c: &WriteClock) -> Self {
+        let mut cands = Vec::new();
+        if c.is_on() {
+            let flush = c.flush_bytes.max(1);
+            let slots = c
+                .gc_every_bytes
+                .div_ceil(flush)
+                .clamp(1, VOTE_CANDIDATES as u64);
+            let fills = (VOTE_CANDIDATES as u64 / slots).max(1);
+            for i in 0..slots {
+                for j in 0..fills {
+                    cands.push(Candidate {
+                        state: ClockState {
+                            flushed: i * flush,
+                            fill: j * flush / fills,
+                            ..ClockState::default()
+                        },
+                        ..Candidate::default()
+                    });
+                }
+            }
+        }
+        Self { cands }
+    }
+
+    /// Counts a write of `size` bytes sent at `time_ns` on every candidate.
+    pub fn write(&mut self, c: &WriteClock, time_ns: u64, size: u64) {
+        for k in &mut self.cands {
+            let before = (k.state.busy_from_ns, k.state.busy_until_ns);
+            k.state.write(c, time_ns, size);
+            if (k.state.busy_from_ns, k.state.busy_until_ns) != before {
+                (k.prev_from_ns, k.prev_until_ns) = before;
+            }
+        }
+    }
+
+    /// A completed read submitted at `submitted_ns` was slow (at least the anchor latency) or
+    /// fast.
+    pub fn observe(&mut self, submitted_ns: u64, slow: bool) {
+        for k in &mut self.cands {
+            let delta = match (slow, k.busy_at(submitted_ns)) {
+                (true, true) => 1,
+                (true, false) | (false, true) => -1,
+                (false, false) => 0,
+            };
+            k.score = (k.score + delta).clamp(-VOTE_SCORE_CAP, VOTE_SCORE_CAP);
+        }
+    }
+
+    /// Whether the vote predicts the device busy at `time_ns`.
+    pub fn busy_at(&self, time_ns: u64) -> bool {
+        let Some(best) = self.cands.iter().map(|k| k.score).max() else {
+            return false;
+        };
+        if best <= 0 {
+            return false;
+        }
+        let (mut busy, mut all) = (0usize, 0usize);
+        for k in self.cands.iter().filter(|k| k.score == best) {
+            all += 1;
+            busy += usize::from(k.busy_at(time_ns));
+        }
+        2 * busy > all
+    }
+}
+
 /// For every I/O of a trace in time order (`times_ns`, `sizes`, `is_write`), whether the clock
 /// predicts the device busy when it arrives (after counting the writes before it). What the
 /// router sees, for fitting the clock on training data.
@@ -339,6 +441,33 @@ mod tests {
         assert!(!s.busy_at(10_000_000));
         s.write(&C, 3, 1 << 20); // 4 MiB more: the 16th
         assert!(s.busy_at(3 + 5_000_000));
+    }
+
+    #[test]
+    fn a_vote_finds_the_phase_from_fast_and_slow_reads() {
+        // The device has 2 flushes (8 MiB) counted and an empty buffer: its collection comes
+        // with the 8th MiB written. Reads every MiB say fast before and slow after.
+        // No flush delay: the collection starts at the write that completes the count.
+        let c = WriteClock { delay_ns: 0, ..C };
+        let mut v = PhaseVote::new(&c);
+        assert_eq!(v.cands.len(), VOTE_CANDIDATES);
+        let ms = 1_000_000u64;
+        for i in 0..7u64 {
+            v.write(&c, i * ms, 1 << 20);
+            v.observe(i * ms + 1, false);
+        }
+        assert!(!v.busy_at(7 * ms), "no slow read yet: no prediction");
+        v.write(&c, 7 * ms, 1 << 20);
+        v.observe(7 * ms + 1, true);
+        v.observe(8 * ms, true);
+        assert!(v.busy_at(9 * ms));
+        // 16 MiB later the next collection is predicted without another slow read.
+        for i in 0..16u64 {
+            assert!(!v.busy_at(200 * ms + i * ms), "{i}");
+            v.write(&c, 200 * ms + i * ms, 1 << 20);
+        }
+        assert!(v.busy_at(216 * ms));
+        assert!(!PhaseVote::new(&WriteClock::OFF).busy_at(0));
     }
 
     #[test]

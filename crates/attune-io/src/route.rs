@@ -49,7 +49,7 @@ use std::collections::BinaryHeap;
 use attune_workload::rng::Xoshiro256;
 use attune_workload::trace::{BlockRecord, IoKind};
 
-use crate::clock::{ClockState, WriteClock};
+use crate::clock::{ClockState, PhaseVote, WriteClock};
 use crate::error::{invalid, Result};
 use crate::features::{linnos_inputs, FeatureTracker};
 use crate::model::{InputKind, QuantizedMlp};
@@ -327,6 +327,9 @@ pub struct ClockPhase {
     pub anchor_writes: bool,
     /// An anchored clock re-anchors only once a collection is due ([`ClockState::gated`]).
     pub anchor_gate: bool,
+    /// With `anchor_ns` > 0: the phase is voted ([`PhaseVote`]: every completed read, slow or
+    /// fast by `anchor_ns`, scores candidate phases) instead of anchored.
+    pub vote: bool,
 }
 
 /// [`simulate`], recording for every read what every replica looked like at the decision (one
@@ -395,6 +398,18 @@ fn run(
             format!("one count per replica is needed ({})", traces.len()),
         ));
     }
+    let voting = phase.vote && phase.anchor_ns > 0 && clock.is_on();
+    let mut votes: Vec<PhaseVote> = (0..REPLICAS_MAX)
+        .map(|_| {
+            if voting {
+                PhaseVote::new(&clock)
+            } else {
+                PhaseVote::default()
+            }
+        })
+        .collect();
+    // Per replica and with `vote`, every read by completion: (finish, submitted, slow).
+    let mut completed: [BinaryHeap<Reverse<(u64, u64, bool)>>; REPLICAS_MAX] = Default::default();
     // Per replica, the reads slow enough to anchor the clock, by completion: (finish, submitted).
     let mut slow: [BinaryHeap<Reverse<(u64, u64)>>; REPLICAS_MAX] = Default::default();
     // Per replica, the writes (time, bytes) sent since the oldest outstanding slow read was
@@ -527,9 +542,23 @@ fn run(
                 }
             }
         }
+        if voting {
+            for (d, q) in completed.iter_mut().enumerate().take(n) {
+                while let Some(&Reverse((done, sent, is_slow))) = q.peek() {
+                    if done > t {
+                        break;
+                    }
+                    q.pop();
+                    votes[d].observe(sent, is_slow);
+                }
+            }
+        }
         if r.kind == IoKind::Write {
             devs[h].submit(t, r, IoKind::Write);
             clocks[h].write(&clock, t, u64::from(r.size));
+            if voting {
+                votes[h].write(&clock, t, u64::from(r.size));
+            }
             if phase.anchor_writes && !slow[h].is_empty() {
                 recent_writes[h].push((t, u64::from(r.size)));
             }
@@ -538,7 +567,11 @@ fn run(
         // The write clock's prediction per replica (all false when it is off).
         let mut clock_busy = [false; REPLICAS_MAX];
         for (d, b) in clock_busy.iter_mut().enumerate().take(n) {
-            *b = clocks[d].busy_at(t);
+            *b = if voting {
+                votes[d].busy_at(t)
+            } else {
+                clocks[d].busy_at(t)
+            };
         }
         let all_clock_busy = clock_busy[..n].iter().all(|&b| b);
         if probes.stale_ns > 0 {
@@ -558,6 +591,10 @@ fn run(
                     let lat = dev.submit(t, &probe, IoKind::Read);
                     if phase.anchor_ns > 0 && lat >= phase.anchor_ns {
                         slow[d].push(Reverse((t.saturating_add(lat), t)));
+                    }
+                    if voting {
+                        let is_slow = lat >= phase.anchor_ns;
+                        completed[d].push(Reverse((t.saturating_add(lat), t, is_slow)));
                     }
                     if dev.ssd.stats().gc_reads > gc_before {
                         out.probe_gc_reads += 1;
@@ -742,6 +779,10 @@ fn run(
         let lat = devs[target].submit(t, r, IoKind::Read);
         if phase.anchor_ns > 0 && lat >= phase.anchor_ns {
             slow[target].push(Reverse((t.saturating_add(lat), t)));
+        }
+        if voting {
+            let is_slow = lat >= phase.anchor_ns;
+            completed[target].push(Reverse((t.saturating_add(lat), t, is_slow)));
         }
         let idx = out.read_latency_ns.len();
         out.read_latency_ns.push(lat);
@@ -1102,6 +1143,7 @@ mod tests {
                 aged_bytes: vec![3 << 20, 11 << 20],
                 anchor_writes: writes,
                 anchor_gate: gate,
+                vote: false,
             };
             let a = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
             let b = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();

@@ -228,9 +228,10 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// assuming a known phase; `aged_bytes` (one per replica) ages each replica before the window
 /// (`route::ClockPhase`); `clock_anchor_writes` also counts the writes sent while the anchoring
 /// read was outstanding; `clock_anchor_gate` re-anchors only once a collection is due
-/// (`ClockState::gated`).
+/// (`ClockState::gated`); `clock_vote` votes the phase instead of anchoring it
+/// (`clock::PhaseVote`).
 #[pyfunction]
-#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None, clock_anchor_us=0.0, aged_bytes=None, clock_anchor_writes=false, clock_anchor_gate=false))]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None, clock_anchor_us=0.0, aged_bytes=None, clock_anchor_writes=false, clock_anchor_gate=false, clock_vote=false))]
 #[allow(clippy::too_many_arguments)]
 fn io_route<'py>(
     py: Python<'py>,
@@ -250,6 +251,7 @@ fn io_route<'py>(
     aged_bytes: Option<Vec<u64>>,
     clock_anchor_writes: bool,
     clock_anchor_gate: bool,
+    clock_vote: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     if !(clock_anchor_us.is_finite() && (0.0..1e12).contains(&clock_anchor_us)) {
         return Err(crate::errors::attune_error(
@@ -263,6 +265,7 @@ fn io_route<'py>(
         aged_bytes: aged_bytes.unwrap_or_default(),
         anchor_writes: clock_anchor_writes,
         anchor_gate: clock_anchor_gate,
+        vote: clock_vote,
     };
     let clock = match write_clock {
         Some(c) => clock_from(py, c)?,

@@ -248,6 +248,7 @@ def route(
     aged_bytes: list[int] | None = None,
     clock_anchor_writes: bool = False,
     clock_anchor_gate: bool = False,
+    clock_vote: bool = False,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
@@ -274,7 +275,9 @@ def route(
     the writes sent while the anchoring read was outstanding (otherwise it counts from the read's
     completion and lags the device by them). ``clock_anchor_gate``: a slow read re-anchors only
     once the clock's count has reached half of ``gc_every_bytes`` (before, it is taken for the
-    tail of the last collection or for queueing, see ``ClockState::gated``)."""
+    tail of the last collection or for queueing, see ``ClockState::gated``). ``clock_vote``: with
+    ``clock_anchor_us`` > 0 the phase is voted instead of anchored: candidate phases are scored
+    against every completed read, slow or fast (``attune_io::clock::PhaseVote``)."""
     return _native.io_route(
         [check_trace(t, "every trace").columns() for t in traces],
         policy,
@@ -292,4 +295,5 @@ def route(
         aged_bytes,
         bool(clock_anchor_writes),
         bool(clock_anchor_gate),
+        bool(clock_vote),
     )

@@ -58,6 +58,8 @@ POLICIES = (
     "heimdall-live-rank-clock-refined",
     "heimdall-live-expect",
     "heimdall-live-expect-clock-refined",
+    "c3-clock-voted",
+    "heimdall-live-rank-clock-voted",
     "c3-clock-told",
     "heimdall-live-rank-clock-told",
     "oracle",
@@ -80,6 +82,7 @@ LIVE_POLICIES = (
     "heimdall-live-rank-clock-refined",
     "heimdall-live-expect",
     "heimdall-live-expect-clock-refined",
+    "heimdall-live-rank-clock-voted",
     "heimdall-live-rank-clock-told",
 )
 #: Policies with probe reads (``route(..., probe_reads_us=...)``): a replica with no read
@@ -103,6 +106,8 @@ CLOCK_POLICIES = (
     "c3-clock-refined",
     "heimdall-live-rank-clock-refined",
     "heimdall-live-expect-clock-refined",
+    "c3-clock-voted",
+    "heimdall-live-rank-clock-voted",
     "c3-clock-told",
     "heimdall-live-rank-clock-told",
 )
@@ -117,7 +122,16 @@ CLOCK_REFINEMENTS = {"clock_anchor_writes": True, "clock_anchor_gate": True}
 #: known (``route(..., clock_anchor_us=0)`` with ``aged_bytes``); with a known phase they equal
 #: the policy of the same name without ``-told``.
 TOLD_POLICIES = ("c3-clock-told", "heimdall-live-rank-clock-told")
-REFERENCE_POLICIES = ("c3-probe", "c3-clock", "c3-clock-refined", *TOLD_POLICIES)
+#: Clock policies whose unknown phase is voted, not anchored (``route(..., clock_vote=True)``,
+#: ``attune_io::clock::PhaseVote``); with a known phase they equal the policy without ``-voted``.
+VOTED_POLICIES = ("c3-clock-voted", "heimdall-live-rank-clock-voted")
+REFERENCE_POLICIES = (
+    "c3-probe",
+    "c3-clock",
+    "c3-clock-refined",
+    "c3-clock-voted",
+    *TOLD_POLICIES,
+)
 #: Staleness (µs) after which a replica is probed, chosen on the validation windows (1 ms: 0.57
 #: probes per client read; 5 ms: 0.29, and better).
 PROBE_READS_US = 5000.0
@@ -508,6 +522,8 @@ def evaluate_pair(
         counted = dict(CLOCK_REFINEMENTS) if pol in REFINED_POLICIES else {}
         if pol in TOLD_POLICIES:
             counted = {"clock_anchor_us": 0.0}
+        if pol in VOTED_POLICIES:
+            counted = {"clock_vote": True}
         if pol in ("heimdall", "heimdall-live"):
             r = rt(test_halves, "model", params, seed, models=models)
         elif pol in (
@@ -518,6 +534,7 @@ def evaluate_pair(
             "heimdall-live-rank-probe-clock",
             "heimdall-live-rank-clock-refined",
             "heimdall-live-rank-clock-told",
+            "heimdall-live-rank-clock-voted",
         ):
             r = rt(
                 test_halves,
@@ -554,7 +571,13 @@ def evaluate_pair(
                 slow_factor=slow_factor,
                 probe_reads_us=probing,
             )
-        elif pol in ("c3-probe", "c3-clock", "c3-clock-refined", "c3-clock-told"):
+        elif pol in (
+            "c3-probe",
+            "c3-clock",
+            "c3-clock-refined",
+            "c3-clock-told",
+            "c3-clock-voted",
+        ):
             r = rt(
                 test_halves,
                 "c3",
