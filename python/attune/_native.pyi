@@ -546,6 +546,9 @@ def io_route(
     write_clock: tuple[int, int, float, float] | None = None,
     clock_anchor_us: float = 0.0,
     aged_bytes: list[int] | None = None,
+    clock_anchor_writes: bool = False,
+    clock_anchor_gate: bool = False,
+    clock_vote: bool = False,
 ) -> dict[str, Any]: ...
 def io_write_clock_flags(
     trace: _TraceColumns, write_clock: tuple[int, int, float, float]

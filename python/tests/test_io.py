@@ -469,6 +469,25 @@ def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc
     m = hd.train(hd.read_rows(replay(a, params, 0), a), hd.Pipeline(epochs=2)).to_bytes()
     with pytest.raises(attune.InvalidArgumentError, match="write_clock"):
         route([a, b], "c3", params, 1, probe_models=[m, m], write_clock=clock)
+    # Expected-latency routing: with no penalty for a slow prediction it is C3; a factor below
+    # 1 is refused by name.
+    flat = route([a, b], "model-expect", params, 1, models=[m, m], slow_factor=1.0)
+    assert flat["read_latency_ns"] == c3["read_latency_ns"] and flat["inferences"] > 0
+    with pytest.raises(attune.InvalidArgumentError, match="slow_factor"):
+        route([a, b], "model-expect", params, 1, models=[m, m], slow_factor=0.5)
+    # The anchored clock's refinements: each run is deterministic, and without a clock they
+    # change nothing.
+    aged = {"aged_bytes": [3 << 20, 11 << 20], "clock_anchor_us": 1000.0}
+    for refine in (
+        {},
+        {"clock_anchor_writes": True},
+        {"clock_anchor_gate": True},
+        {"clock_vote": True},
+    ):
+        one = route([a, b], "c3", params, 1, write_clock=clock, **aged, **refine)
+        assert one == route([a, b], "c3", params, 1, write_clock=clock, **aged, **refine)
+        plain = route([a, b], "c3", params, 1, **aged, **refine)
+        assert plain["read_latency_ns"] == route([a, b], "c3", params, 1, **aged)["read_latency_ns"]
 
 
 def test_write_load_estimates_the_collecting_chips():
@@ -483,6 +502,16 @@ def test_write_load_estimates_the_collecting_chips():
     reads = 1e3 / 32 * 60e-6 * (1 + duty * 34)
     assert ld["gc_duty"] == pytest.approx(duty) and ld["chip_load"] == pytest.approx(prog + reads)
     assert write_load(parse_trace(b"0 0 0 4096 0\n", "msr"))["chip_load"] == 0.0
+    # The suggested rerate brings the load to half the limit, whether the rerated GC duty is
+    # saturated (default device) or not (shorter busy periods).
+    from attune.io import LOAD_LIMIT, synthetic_trace
+
+    heavy = synthetic_trace(3000, iops=20000)
+    for params in (None, {"gc_duration_us": 50000}):
+        f = write_load(heavy, params)["rerate"]
+        assert 0 < f < 1
+        rerated = write_load(heavy.rerate(f), params)
+        assert rerated["chip_load"] == pytest.approx(LOAD_LIMIT / 2, rel=1e-3)
 
 
 def test_cli_simulate_warns_when_the_trace_overloads_the_device(capsys):

@@ -80,6 +80,9 @@ pub struct ClockState {
     anchoring: bool,
     /// Anchored mode and no busy period observed yet: predicts nothing, counts nothing.
     no_phase: bool,
+    /// Anchored mode: a slow read re-anchors only once the count has reached half of
+    /// `gc_every_bytes` ([`ClockState::gated`]).
+    gate: bool,
     fill: u64,
     flushed: u64,
     busy_from_ns: u64,
@@ -96,6 +99,31 @@ impl ClockState {
         }
     }
 
+    /// An anchored clock that re-anchors only when a collection is plausible: a slow read
+    /// outside the predicted period while the count towards the next collection (`flushed` +
+    /// `fill`) is below half of `gc_every_bytes` is taken for the tail of the last collection
+    /// (a read queued behind it) or for queueing, not for a new one, and changes nothing. Without
+    /// the gate such a read restarts the count and predicts a whole busy period that never comes.
+    /// The count errs by at most about a buffer's worth (the unseen fill), a quarter of the
+    /// period on the fitted clocks, so half leaves room on both sides.
+    pub fn gated(self) -> Self {
+        Self { gate: true, ..self }
+    }
+
+    /// A known-phase clock of a device that had `bytes` written and flushed before it started
+    /// counting (as `Ssd::age` leaves it: the buffer empty, the collection count at `bytes %
+    /// gc_every_bytes`). The reference for an anchored clock: the phase it has to find.
+    pub fn told(c: &WriteClock, bytes: u64) -> Self {
+        Self {
+            flushed: if c.is_on() {
+                bytes % c.gc_every_bytes.max(1)
+            } else {
+                0
+            },
+            ..Self::default()
+        }
+    }
+
     /// Whether the clock has a phase (a known-phase clock always has one).
     pub fn has_phase(&self) -> bool {
         !self.no_phase
@@ -105,18 +133,46 @@ impl ClockState {
     /// latency reached the anchor latency; the caller passes only reads that have completed).
     /// Outside the predicted busy period this anchors the count there; a known-phase clock
     /// ignores it.
-    pub fn observe_slow_read(&mut self, c: &WriteClock, submitted_ns: u64) {
+    /// Returns whether it anchored (the caller may then count the writes it sent since
+    /// `submitted_ns` again with [`ClockState::write`], see [`ClockState::anchor_and_count`]).
+    pub fn observe_slow_read(&mut self, c: &WriteClock, submitted_ns: u64) -> bool {
         if !self.anchoring || !c.is_on() {
-            return;
+            return false;
         }
         if !self.no_phase && self.busy_at(submitted_ns) {
-            return;
+            return false;
+        }
+        if self.gate
+            && !self.no_phase
+            && self.flushed.saturating_add(self.fill) < c.gc_every_bytes / 2
+        {
+            return false;
         }
         self.no_phase = false;
         self.fill = 0;
         self.flushed = 0;
         self.busy_from_ns = submitted_ns;
         self.busy_until_ns = submitted_ns.saturating_add(c.busy_ns);
+        true
+    }
+
+    /// [`ClockState::observe_slow_read`], then, when it anchored, counts `later_writes` (time,
+    /// bytes) from the anchor on: the writes the host sent at or after `submitted_ns` while the
+    /// read was outstanding. Without them the new count starts at the read's *completion* and
+    /// lags the device by the bytes written meanwhile, so every later prediction comes late.
+    pub fn anchor_and_count(
+        &mut self,
+        c: &WriteClock,
+        submitted_ns: u64,
+        later_writes: impl IntoIterator<Item = (u64, u64)>,
+    ) {
+        if self.observe_slow_read(c, submitted_ns) {
+            for (t, size) in later_writes {
+                if t >= submitted_ns {
+                    self.write(c, t, size);
+                }
+            }
+        }
     }
 
     /// Counts a write of `size` bytes sent at `time_ns`.
@@ -140,6 +196,110 @@ impl ClockState {
     /// Whether the clock predicts the device busy at `time_ns`.
     pub fn busy_at(&self, time_ns: u64) -> bool {
         !self.no_phase && time_ns >= self.busy_from_ns && time_ns < self.busy_until_ns
+    }
+}
+
+/// How many candidate phases a [`PhaseVote`] keeps.
+pub const VOTE_CANDIDATES: usize = 64;
+/// A candidate's score stays within `±VOTE_SCORE_CAP`: large enough to keep a window's evidence
+/// (several busy periods of dozens of reads each), bounded so that a count that drifts in a long
+/// run can still be overtaken within a few busy periods. Chosen on the validation windows (caps
+/// of 4, 8, 16, 64 and none tried; 64 and none were best and equal).
+pub const VOTE_SCORE_CAP: i32 = 64;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Candidate {
+    state: ClockState,
+    prev_from_ns: u64,
+    prev_until_ns: u64,
+    score: i32,
+}
+
+impl Candidate {
+    fn busy_at(&self, t: u64) -> bool {
+        self.state.busy_at(t) || (t >= self.prev_from_ns && t < self.prev_until_ns)
+    }
+}
+
+/// A clock for an unknown phase that votes instead of anchoring: it runs
+/// [`VOTE_CANDIDATES`] known-phase clocks side by side, one per candidate phase (each number of
+/// flushes already counted towards the next collection × a grid of buffer fills), and scores
+/// each against every completed read: +1 when a slow read falls in the candidate's predicted
+/// busy period, −1 when a slow read falls outside it or a fast read inside it. It predicts busy
+/// when most of the best-scoring candidates do and the best score is positive (at least one
+/// slow read explained). Unlike an anchor it uses the fast reads too (they rule out phases that
+/// would have collected already), a single slow read from queueing cannot move it far, and the
+/// start of a busy period is not assumed to be the first slow read's submission.
+#[derive(Clone, Debug, Default)]
+pub struct PhaseVote {
+    cands: Vec<Candidate>,
+}
+
+impl PhaseVote {
+    /// Candidates spread over the phases of `c` (none when the clock is off).
+    pub fn new(c: &WriteClock) -> Self {
+        let mut cands = Vec::new();
+        if c.is_on() {
+            let flush = c.flush_bytes.max(1);
+            let slots = c
+                .gc_every_bytes
+                .div_ceil(flush)
+                .clamp(1, VOTE_CANDIDATES as u64);
+            let fills = (VOTE_CANDIDATES as u64 / slots).max(1);
+            for i in 0..slots {
+                for j in 0..fills {
+                    cands.push(Candidate {
+                        state: ClockState {
+                            flushed: i * flush,
+                            fill: j * flush / fills,
+                            ..ClockState::default()
+                        },
+                        ..Candidate::default()
+                    });
+                }
+            }
+        }
+        Self { cands }
+    }
+
+    /// Counts a write of `size` bytes sent at `time_ns` on every candidate.
+    pub fn write(&mut self, c: &WriteClock, time_ns: u64, size: u64) {
+        for k in &mut self.cands {
+            let before = (k.state.busy_from_ns, k.state.busy_until_ns);
+            k.state.write(c, time_ns, size);
+            if (k.state.busy_from_ns, k.state.busy_until_ns) != before {
+                (k.prev_from_ns, k.prev_until_ns) = before;
+            }
+        }
+    }
+
+    /// A completed read submitted at `submitted_ns` was slow (at least the anchor latency) or
+    /// fast.
+    pub fn observe(&mut self, submitted_ns: u64, slow: bool) {
+        for k in &mut self.cands {
+            let delta = match (slow, k.busy_at(submitted_ns)) {
+                (true, true) => 1,
+                (true, false) | (false, true) => -1,
+                (false, false) => 0,
+            };
+            k.score = (k.score + delta).clamp(-VOTE_SCORE_CAP, VOTE_SCORE_CAP);
+        }
+    }
+
+    /// Whether the vote predicts the device busy at `time_ns`.
+    pub fn busy_at(&self, time_ns: u64) -> bool {
+        let Some(best) = self.cands.iter().map(|k| k.score).max() else {
+            return false;
+        };
+        if best <= 0 {
+            return false;
+        }
+        let (mut busy, mut all) = (0usize, 0usize);
+        for k in self.cands.iter().filter(|k| k.score == best) {
+            all += 1;
+            busy += usize::from(k.busy_at(time_ns));
+        }
+        2 * busy > all
     }
 }
 
@@ -227,6 +387,89 @@ mod tests {
         let mut k = ClockState::default();
         k.observe_slow_read(&C, 5);
         assert!(!k.busy_at(5));
+    }
+
+    #[test]
+    fn anchoring_can_count_the_writes_sent_while_the_slow_read_was_outstanding() {
+        // 15 MiB written after a slow read's submission, before it completed.
+        let later: Vec<(u64, u64)> = (0..15u64).map(|i| (1_000 + i, 1 << 20)).collect();
+        let mut counted = ClockState::unknown_phase();
+        counted.anchor_and_count(&C, 1_000, later.iter().copied().chain([(999, 1 << 20)]));
+        let mut plain = ClockState::unknown_phase();
+        plain.observe_slow_read(&C, 1_000);
+        // One more MiB completes the count for the clock that counted them (the write before
+        // the submission is not counted), not for the other.
+        counted.write(&C, 2_000_000_000, 1 << 20);
+        plain.write(&C, 2_000_000_000, 1 << 20);
+        assert!(counted.busy_at(2_005_000_000));
+        assert!(!plain.busy_at(2_005_000_000));
+        // Inside the predicted period nothing re-anchors, so nothing is counted twice.
+        let mut s = ClockState::unknown_phase();
+        s.anchor_and_count(&C, 1_000, []);
+        s.anchor_and_count(&C, 2_000, later.iter().copied());
+        s.write(&C, 3_000, 1 << 20);
+        // Counted twice, the 16th MiB would predict a period until 105.003 ms.
+        assert!(s.busy_at(100_000_999) && !s.busy_at(100_002_000));
+    }
+
+    #[test]
+    fn a_gated_clock_reanchors_only_when_a_collection_is_due() {
+        let mut s = ClockState::unknown_phase().gated();
+        s.observe_slow_read(&C, 1_000_000_000);
+        // Just after the predicted period, 4 MiB into the count: the last period's tail.
+        for i in 0..4u64 {
+            s.write(&C, 1_050_000_000 + i, 1 << 20);
+        }
+        assert!(!s.observe_slow_read(&C, 1_100_000_001));
+        assert!(!s.busy_at(1_100_000_001));
+        // Half way (8 MiB): a slow read outside the prediction re-anchors.
+        for i in 0..4u64 {
+            s.write(&C, 1_200_000_000 + i, 1 << 20);
+        }
+        assert!(s.observe_slow_read(&C, 1_300_000_000));
+        assert!(s.busy_at(1_300_000_000));
+        // Ungated, the tail re-anchors.
+        let mut u = ClockState::unknown_phase();
+        u.observe_slow_read(&C, 1_000_000_000);
+        assert!(u.observe_slow_read(&C, 1_100_000_001));
+    }
+
+    #[test]
+    fn a_told_clock_starts_from_the_aged_count() {
+        let mut s = ClockState::told(&C, (16 << 20) * 3 + (12 << 20));
+        for i in 0..3u64 {
+            s.write(&C, i, 1 << 20);
+        }
+        assert!(!s.busy_at(10_000_000));
+        s.write(&C, 3, 1 << 20); // 4 MiB more: the 16th
+        assert!(s.busy_at(3 + 5_000_000));
+    }
+
+    #[test]
+    fn a_vote_finds_the_phase_from_fast_and_slow_reads() {
+        // The device has 2 flushes (8 MiB) counted and an empty buffer: its collection comes
+        // with the 8th MiB written. Reads every MiB say fast before and slow after.
+        // No flush delay: the collection starts at the write that completes the count.
+        let c = WriteClock { delay_ns: 0, ..C };
+        let mut v = PhaseVote::new(&c);
+        assert_eq!(v.cands.len(), VOTE_CANDIDATES);
+        let ms = 1_000_000u64;
+        for i in 0..7u64 {
+            v.write(&c, i * ms, 1 << 20);
+            v.observe(i * ms + 1, false);
+        }
+        assert!(!v.busy_at(7 * ms), "no slow read yet: no prediction");
+        v.write(&c, 7 * ms, 1 << 20);
+        v.observe(7 * ms + 1, true);
+        v.observe(8 * ms, true);
+        assert!(v.busy_at(9 * ms));
+        // 16 MiB later the next collection is predicted without another slow read.
+        for i in 0..16u64 {
+            assert!(!v.busy_at(200 * ms + i * ms), "{i}");
+            v.write(&c, 200 * ms + i * ms, 1 << 20);
+        }
+        assert!(v.busy_at(216 * ms));
+        assert!(!PhaseVote::new(&WriteClock::OFF).busy_at(0));
     }
 
     #[test]

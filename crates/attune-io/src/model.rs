@@ -639,6 +639,13 @@ impl QuantizedMlp {
         self.logit_q(raw) - self.logit_threshold
     }
 
+    /// The slow probability of a margin from [`QuantizedMlp::margin_q`] (the sigmoid of its
+    /// logit).
+    pub fn slow_probability(&self, margin_q: i64) -> f64 {
+        let z = margin_q.saturating_add(self.logit_threshold) as f64 / QUANT as f64;
+        1.0 / (1.0 + (-z).exp())
+    }
+
     /// The slow probability implied by the quantised logit (for ROC curves).
     pub fn score(&self, raw: &[f32]) -> f64 {
         let z = self.logit_q(raw) as f64 / QUANT as f64;

@@ -49,7 +49,7 @@ use std::collections::BinaryHeap;
 use attune_workload::rng::Xoshiro256;
 use attune_workload::trace::{BlockRecord, IoKind};
 
-use crate::clock::{ClockState, WriteClock};
+use crate::clock::{ClockState, PhaseVote, WriteClock};
 use crate::error::{invalid, Result};
 use crate::features::{linnos_inputs, FeatureTracker};
 use crate::model::{InputKind, QuantizedMlp};
@@ -101,6 +101,15 @@ pub enum Policy {
         /// How many times slower a read is on a replica predicted slow (> 1).
         slow_factor: f64,
     },
+    /// Every replica's model scores the read; the lowest expected latency wins: C3's score
+    /// times `1 + p (slow_factor - 1)`, `p` the model's slow probability (1 where the write clock
+    /// predicts the replica busy).
+    ModelExpect {
+        /// Models in device order (`models.len()` = replicas).
+        models: Vec<QuantizedMlp>,
+        /// How many times longer a slow read takes than a fast one (measured, > 1).
+        slow_factor: f64,
+    },
     /// The replica that would answer first (served on copies; a bound, not a router).
     Oracle,
 }
@@ -126,6 +135,7 @@ impl Policy {
             },
             Policy::ModelRank { .. } => "heimdall-rank",
             Policy::ModelCost { .. } => "heimdall-cost",
+            Policy::ModelExpect { .. } => "heimdall-expect",
             Policy::Oracle => "oracle",
         }
     }
@@ -308,8 +318,18 @@ pub struct ClockPhase {
     /// Positive: the clock is anchored ([`ClockState::unknown_phase`]) at completed reads whose
     /// latency reaches this many nanoseconds.
     pub anchor_ns: u64,
-    /// Bytes each replica was written before the window (`Ssd::age`); empty: none.
+    /// Bytes each replica was written before the window (`Ssd::age`); empty: none. A
+    /// known-phase clock (`anchor_ns` 0) counts them ([`ClockState::told`]).
     pub aged_bytes: Vec<u64>,
+    /// An anchored clock also counts the writes sent to the replica while the slow read that
+    /// anchors it was outstanding ([`ClockState::anchor_and_count`]); false: it counts from the
+    /// read's completion.
+    pub anchor_writes: bool,
+    /// An anchored clock re-anchors only once a collection is due ([`ClockState::gated`]).
+    pub anchor_gate: bool,
+    /// With `anchor_ns` > 0: the phase is voted ([`PhaseVote`]: every completed read, slow or
+    /// fast by `anchor_ns`, scores candidate phases) instead of anchored.
+    pub vote: bool,
 }
 
 /// [`simulate`], recording for every read what every replica looked like at the decision (one
@@ -361,8 +381,15 @@ fn run(
     } = *settings;
     clock.validate()?;
     let mut clocks = [ClockState::default(); REPLICAS_MAX];
+    // A known-phase clock has seen the writes that aged its replica.
+    for (c, &b) in clocks.iter_mut().zip(&phase.aged_bytes) {
+        *c = ClockState::told(&clock, b);
+    }
     if phase.anchor_ns > 0 {
         clocks = [ClockState::unknown_phase(); REPLICAS_MAX];
+        if phase.anchor_gate {
+            clocks = [ClockState::unknown_phase().gated(); REPLICAS_MAX];
+        }
     }
     if !phase.aged_bytes.is_empty() && phase.aged_bytes.len() != traces.len() {
         return Err(invalid(
@@ -371,8 +398,23 @@ fn run(
             format!("one count per replica is needed ({})", traces.len()),
         ));
     }
+    let voting = phase.vote && phase.anchor_ns > 0 && clock.is_on();
+    let mut votes: Vec<PhaseVote> = (0..REPLICAS_MAX)
+        .map(|_| {
+            if voting {
+                PhaseVote::new(&clock)
+            } else {
+                PhaseVote::default()
+            }
+        })
+        .collect();
+    // Per replica and with `vote`, every read by completion: (finish, submitted, slow).
+    let mut completed: [BinaryHeap<Reverse<(u64, u64, bool)>>; REPLICAS_MAX] = Default::default();
     // Per replica, the reads slow enough to anchor the clock, by completion: (finish, submitted).
     let mut slow: [BinaryHeap<Reverse<(u64, u64)>>; REPLICAS_MAX] = Default::default();
+    // Per replica, the writes (time, bytes) sent since the oldest outstanding slow read was
+    // submitted (`anchor_writes`; empty when no slow read is outstanding).
+    let mut recent_writes: [Vec<(u64, u64)>; REPLICAS_MAX] = Default::default();
     let mut rows = Vec::new();
     if probes.stale_ns > 0 && probes.size == 0 {
         return Err(invalid("probe_size", 0, "must be positive"));
@@ -385,7 +427,8 @@ fn run(
     }
     if let Policy::Model { models, .. }
     | Policy::ModelRank { models, .. }
-    | Policy::ModelCost { models, .. } = policy
+    | Policy::ModelCost { models, .. }
+    | Policy::ModelExpect { models, .. } = policy
     {
         if models.len() != n {
             return Err(invalid(
@@ -402,7 +445,8 @@ fn run(
             ));
         }
     }
-    if let Policy::ModelCost { slow_factor, .. } = policy {
+    if let Policy::ModelCost { slow_factor, .. } | Policy::ModelExpect { slow_factor, .. } = policy
+    {
         if !(*slow_factor >= 1.0 && slow_factor.is_finite()) {
             return Err(invalid(
                 "slow_factor",
@@ -477,24 +521,57 @@ fn run(
         if phase.anchor_ns > 0 {
             // The slow reads completed by now anchor their replica's clock.
             for (d, q) in slow.iter_mut().enumerate().take(n) {
+                let mut popped = false;
                 while let Some(&Reverse((done, sent))) = q.peek() {
                     if done > t {
                         break;
                     }
                     q.pop();
-                    clocks[d].observe_slow_read(&clock, sent);
+                    popped = true;
+                    if phase.anchor_writes {
+                        clocks[d].anchor_and_count(&clock, sent, recent_writes[d].iter().copied());
+                    } else {
+                        clocks[d].observe_slow_read(&clock, sent);
+                    }
+                }
+                if popped {
+                    match q.iter().map(|&Reverse((_, sent))| sent).min() {
+                        None => recent_writes[d].clear(),
+                        Some(oldest) => recent_writes[d].retain(|&(w, _)| w >= oldest),
+                    }
+                }
+            }
+        }
+        if voting {
+            for (d, q) in completed.iter_mut().enumerate().take(n) {
+                while let Some(&Reverse((done, sent, is_slow))) = q.peek() {
+                    if done > t {
+                        break;
+                    }
+                    q.pop();
+                    votes[d].observe(sent, is_slow);
                 }
             }
         }
         if r.kind == IoKind::Write {
             devs[h].submit(t, r, IoKind::Write);
             clocks[h].write(&clock, t, u64::from(r.size));
+            if voting {
+                votes[h].write(&clock, t, u64::from(r.size));
+            }
+            if phase.anchor_writes && !slow[h].is_empty() {
+                recent_writes[h].push((t, u64::from(r.size)));
+            }
             continue;
         }
         // The write clock's prediction per replica (all false when it is off).
         let mut clock_busy = [false; REPLICAS_MAX];
         for (d, b) in clock_busy.iter_mut().enumerate().take(n) {
-            *b = clocks[d].busy_at(t);
+            *b = if voting {
+                votes[d].busy_at(t)
+            } else {
+                clocks[d].busy_at(t)
+            };
         }
         let all_clock_busy = clock_busy[..n].iter().all(|&b| b);
         if probes.stale_ns > 0 {
@@ -514,6 +591,10 @@ fn run(
                     let lat = dev.submit(t, &probe, IoKind::Read);
                     if phase.anchor_ns > 0 && lat >= phase.anchor_ns {
                         slow[d].push(Reverse((t.saturating_add(lat), t)));
+                    }
+                    if voting {
+                        let is_slow = lat >= phase.anchor_ns;
+                        completed[d].push(Reverse((t.saturating_add(lat), t, is_slow)));
                     }
                     if dev.ssd.stats().gc_reads > gc_before {
                         out.probe_gc_reads += 1;
@@ -651,6 +732,26 @@ fn run(
                 }
                 chosen.2
             }
+            Policy::ModelExpect {
+                models,
+                slow_factor,
+            } => {
+                let mut chosen = (f64::INFINITY, h);
+                for k in 0..n {
+                    let d = (h + k) % n;
+                    let p = if clock_busy[d] {
+                        1.0
+                    } else {
+                        let m = margin(&mut devs[d], &models[d], r.size, t, &mut out.inferences);
+                        models[d].slow_probability(m)
+                    };
+                    let cost = c3_score(&mut devs[d], t) * (1.0 + p * (slow_factor - 1.0));
+                    if cost < chosen.0 {
+                        chosen = (cost, d);
+                    }
+                }
+                chosen.1
+            }
             Policy::Oracle => {
                 let mut best = (u64::MAX, h);
                 for k in 0..n {
@@ -678,6 +779,10 @@ fn run(
         let lat = devs[target].submit(t, r, IoKind::Read);
         if phase.anchor_ns > 0 && lat >= phase.anchor_ns {
             slow[target].push(Reverse((t.saturating_add(lat), t)));
+        }
+        if voting {
+            let is_slow = lat >= phase.anchor_ns;
+            completed[target].push(Reverse((t.saturating_add(lat), t, is_slow)));
         }
         let idx = out.read_latency_ns.len();
         out.read_latency_ns.push(lat);
@@ -786,8 +891,12 @@ mod tests {
                 slow_factor: 10.0,
             },
             Policy::Model {
-                models: vec![live.clone(), live],
+                models: vec![live.clone(), live.clone()],
                 home_when_all_decline: false,
+            },
+            Policy::ModelExpect {
+                models: vec![live.clone(), live],
+                slow_factor: 20.0,
             },
             Policy::Oracle,
         ];
@@ -995,6 +1104,56 @@ mod tests {
             let e = simulate_with(&traces, &params(), &p, &clocked(3, bad)).unwrap_err();
             assert!(e.to_string().contains("gc_every_bytes"), "{e}");
         }
+    }
+
+    #[test]
+    fn expected_latency_with_no_slow_penalty_is_c3() {
+        let traces = vec![trace(true, 1), trace(false, 2)];
+        let q = QuantizedMlp::new(&tiny(1)).unwrap();
+        let flat = Policy::ModelExpect {
+            models: vec![q.clone(), q.clone()],
+            slow_factor: 1.0,
+        };
+        let c3 = simulate(&traces, &params(), &Policy::C3, 4).unwrap();
+        let e = simulate(&traces, &params(), &flat, 4).unwrap();
+        assert_eq!(e.read_latency_ns, c3.read_latency_ns);
+        assert!(e.inferences > 0);
+        let bad = Policy::ModelExpect {
+            models: vec![q.clone(), q],
+            slow_factor: 0.5,
+        };
+        let err = simulate(&traces, &params(), &bad, 4).unwrap_err();
+        assert!(err.to_string().contains("slow_factor"), "{err}");
+    }
+
+    #[test]
+    fn the_anchored_clock_refinements_run_deterministically_and_change_only_the_clock() {
+        let traces = vec![trace(true, 1), trace(true, 2)];
+        let clock = WriteClock {
+            flush_bytes: 4 << 20,
+            gc_every_bytes: 16 << 20,
+            delay_ns: 0,
+            busy_ns: 100_000_000,
+        };
+        let mut runs = Vec::new();
+        for (writes, gate) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut s = clocked(5, clock);
+            s.phase = ClockPhase {
+                anchor_ns: 1_000_000,
+                aged_bytes: vec![3 << 20, 11 << 20],
+                anchor_writes: writes,
+                anchor_gate: gate,
+                vote: false,
+            };
+            let a = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
+            let b = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
+            assert_eq!(a.read_latency_ns, b.read_latency_ns);
+            // Without a clock the refinements change nothing.
+            s.clock = WriteClock::OFF;
+            let off = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
+            runs.push((a.read_latency_ns, off.read_latency_ns));
+        }
+        assert!(runs.iter().all(|(_, off)| *off == runs[0].1));
     }
 
     #[test]

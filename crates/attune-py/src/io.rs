@@ -212,7 +212,9 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096)`: 2 or 3 replicas, trace `i` issued at device `i`, reads
 /// routed by `policy` (`baseline`, `random`, `hedging`, `c3`, `model`, `model-home`, `model-rank`
 /// with `tie` the logit margin within which replicas count as tied, `model-cost` with
-/// `slow_factor` the cost multiplier of a replica predicted slow, `oracle`). Returns a dict with
+/// `slow_factor` the cost multiplier of a replica predicted slow, `model-expect` with
+/// `slow_factor` the slow-to-fast latency ratio that weighs the slow probability, `oracle`).
+/// Returns a dict with
 /// `read_latency_ns`, `home`, `redirected`, `hedged`, `inferences`, `device_stats`. With
 /// `probe_models` (one weight file per replica) it also has `probe`: columns of one row per read
 /// and replica (`read`, `replica`, `margin` in logits, `c3`, `queue_len`, `history_age_us`,
@@ -224,9 +226,12 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// model policies avoid a replica it predicts busy; not with `probe_models`).
 /// `clock_anchor_us` > 0 anchors the clock at completed reads at least that slow instead of
 /// assuming a known phase; `aged_bytes` (one per replica) ages each replica before the window
-/// (`route::ClockPhase`).
+/// (`route::ClockPhase`); `clock_anchor_writes` also counts the writes sent while the anchoring
+/// read was outstanding; `clock_anchor_gate` re-anchors only once a collection is due
+/// (`ClockState::gated`); `clock_vote` votes the phase instead of anchoring it
+/// (`clock::PhaseVote`).
 #[pyfunction]
-#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None, clock_anchor_us=0.0, aged_bytes=None))]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None, clock_anchor_us=0.0, aged_bytes=None, clock_anchor_writes=false, clock_anchor_gate=false, clock_vote=false))]
 #[allow(clippy::too_many_arguments)]
 fn io_route<'py>(
     py: Python<'py>,
@@ -244,6 +249,9 @@ fn io_route<'py>(
     write_clock: Option<(u64, u64, f64, f64)>,
     clock_anchor_us: f64,
     aged_bytes: Option<Vec<u64>>,
+    clock_anchor_writes: bool,
+    clock_anchor_gate: bool,
+    clock_vote: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     if !(clock_anchor_us.is_finite() && (0.0..1e12).contains(&clock_anchor_us)) {
         return Err(crate::errors::attune_error(
@@ -255,6 +263,9 @@ fn io_route<'py>(
     let phase = route::ClockPhase {
         anchor_ns: (clock_anchor_us * 1e3) as u64,
         aged_bytes: aged_bytes.unwrap_or_default(),
+        anchor_writes: clock_anchor_writes,
+        anchor_gate: clock_anchor_gate,
+        vote: clock_vote,
     };
     let clock = match write_clock {
         Some(c) => clock_from(py, c)?,
@@ -314,6 +325,10 @@ fn io_route<'py>(
             models: models_from(&models.unwrap_or_default())?,
             slow_factor,
         },
+        "model-expect" => Policy::ModelExpect {
+            models: models_from(&models.unwrap_or_default())?,
+            slow_factor,
+        },
         "oracle" => Policy::Oracle,
         other => {
             return Err(crate::errors::attune_error(
@@ -321,7 +336,7 @@ fn io_route<'py>(
                 "InvalidArgumentError",
                 format!(
                     "unknown policy {other:?}; valid: baseline, random, hedging, c3, model, \
-                     model-home, model-rank, model-cost, oracle"
+                     model-home, model-rank, model-cost, model-expect, oracle"
                 ),
             ))
         }

@@ -12,6 +12,7 @@ Design notes: ``docs/ssd-sim.md``, ``docs/heimdall.md``.
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -141,21 +142,22 @@ def write_load(trace: Trace, params: dict | None = None) -> dict[str, float]:
     written = float(size[~is_read].sum())
     inflation = (p["gc_read_inflation_min"] + p["gc_read_inflation_max"]) / 2
 
-    def load(f: float) -> tuple[float, float]:
-        w = f * written / secs
-        duty = min(1.0, w * p["gc_duration_us"] * 1e-6 / p["gc_every_bytes"])
-        prog = w / page / chips * p["program_page_us"] * 1e-6
-        reads = f * read_pages / secs / chips * p["read_page_us"] * 1e-6
-        return prog + reads * (1.0 + duty * (inflation - 1.0)), duty
-
-    chip_load, duty = load(1.0)
+    # Per unit of the rate factor f: programming (prog), reads (reads) and the GC duty (gc).
+    w1 = written / secs
+    gc = w1 * p["gc_duration_us"] * 1e-6 / p["gc_every_bytes"]
+    prog = w1 / page / chips * p["program_page_us"] * 1e-6
+    reads = read_pages / secs / chips * p["read_page_us"] * 1e-6
+    duty = min(1.0, gc)
+    chip_load = prog + reads * (1.0 + duty * (inflation - 1.0))
     rerate = 1.0
     if chip_load > LOAD_LIMIT:
-        lo, hi = 0.0, 1.0
-        for _ in range(50):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if load(mid)[0] < LOAD_LIMIT / 2 else (lo, mid)
-        rerate = lo
+        # load(f) = (prog + reads) f + reads (inflation - 1) gc f^2 while gc f < 1, then
+        # (prog + reads inflation) f: increasing in f, so its level LOAD_LIMIT / 2 has one root.
+        target = LOAD_LIMIT / 2
+        a, b = reads * (inflation - 1.0) * gc, prog + reads
+        rerate = 2 * target / (b + math.sqrt(b * b + 4 * a * target))
+        if gc * rerate >= 1.0:
+            rerate = target / (prog + reads * inflation)
     return {
         "write_bytes_per_s": written / secs,
         "gc_duty": duty,
@@ -244,12 +246,17 @@ def route(
     write_clock: tuple[int, int, float, float] | None = None,
     clock_anchor_us: float = 0.0,
     aged_bytes: list[int] | None = None,
+    clock_anchor_writes: bool = False,
+    clock_anchor_gate: bool = False,
+    clock_vote: bool = False,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
-    ``model-rank``, ``model-cost``, ``oracle``; ``tie`` is ``model-rank``'s logit margin within
-    which replicas count as tied, ``slow_factor`` ``model-cost``'s multiplier of a replica
-    predicted slow). Returns ``read_latency_ns``, ``home``, ``redirected``, ``hedged``,
+    ``model-rank``, ``model-cost``, ``model-expect``, ``oracle``; ``tie`` is ``model-rank``'s
+    logit margin within which replicas count as tied, ``slow_factor`` ``model-cost``'s multiplier
+    of a replica predicted slow and ``model-expect``'s slow-to-fast latency ratio: it sends the
+    read where C3's score × (1 + p (slow_factor − 1)) is least, ``p`` the model's slow
+    probability, 1 where the write clock predicts the replica busy). Returns ``read_latency_ns``, ``home``, ``redirected``, ``hedged``,
     ``inferences``, ``device_stats``; with ``probe_models`` (one weight file per replica) also
     ``probe``: per read and replica, the model's margin, C3's score, the queue, the history's age
     and what the replica would have served the read in (see ``route::probe``).
@@ -264,7 +271,13 @@ def route(
     with no phase and anchors at each completed read at least that slow outside its predicted
     busy period, instead of counting from an empty device. ``aged_bytes`` (one per replica): each
     replica has been written that many bytes before the window, so its collection phase is
-    unknown (``route::ClockPhase``)."""
+    unknown (``route::ClockPhase``). ``clock_anchor_writes``: at an anchor the clock also counts
+    the writes sent while the anchoring read was outstanding (otherwise it counts from the read's
+    completion and lags the device by them). ``clock_anchor_gate``: a slow read re-anchors only
+    once the clock's count has reached half of ``gc_every_bytes`` (before, it is taken for the
+    tail of the last collection or for queueing, see ``ClockState::gated``). ``clock_vote``: with
+    ``clock_anchor_us`` > 0 the phase is voted instead of anchored: candidate phases are scored
+    against every completed read, slow or fast (``attune_io::clock::PhaseVote``)."""
     return _native.io_route(
         [check_trace(t, "every trace").columns() for t in traces],
         policy,
@@ -280,4 +293,7 @@ def route(
         write_clock,
         clock_anchor_us,
         aged_bytes,
+        bool(clock_anchor_writes),
+        bool(clock_anchor_gate),
+        bool(clock_vote),
     )

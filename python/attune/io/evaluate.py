@@ -54,6 +54,14 @@ POLICIES = (
     "c3-clock",
     "heimdall-live-rank-clock",
     "heimdall-live-rank-probe-clock",
+    "c3-clock-refined",
+    "heimdall-live-rank-clock-refined",
+    "heimdall-live-expect",
+    "heimdall-live-expect-clock-refined",
+    "c3-clock-voted",
+    "heimdall-live-rank-clock-voted",
+    "c3-clock-told",
+    "heimdall-live-rank-clock-told",
     "oracle",
 )
 #: Heimdall's policies: the chapter's (a declined read goes to the next replica, which admits),
@@ -71,6 +79,11 @@ LIVE_POLICIES = (
     "heimdall-live-cost-probe",
     "heimdall-live-rank-clock",
     "heimdall-live-rank-probe-clock",
+    "heimdall-live-rank-clock-refined",
+    "heimdall-live-expect",
+    "heimdall-live-expect-clock-refined",
+    "heimdall-live-rank-clock-voted",
+    "heimdall-live-rank-clock-told",
 )
 #: Policies with probe reads (``route(..., probe_reads_us=...)``): a replica with no read
 #: completed or in flight for :data:`PROBE_READS_US` gets a 4 KiB read whose completion refreshes
@@ -86,8 +99,39 @@ PROBE_POLICIES = (
 #: bytes written to it predicts its garbage collection, and a replica it predicts busy counts as
 #: predicted slow (``attune_io::clock``; fitted by :func:`attune.io.heimdall.fit_write_clock` on
 #: training halves). ``c3-clock`` is C3 with the same clock: a reference, not a baseline.
-CLOCK_POLICIES = ("c3-clock", "heimdall-live-rank-clock", "heimdall-live-rank-probe-clock")
-REFERENCE_POLICIES = ("c3-probe", "c3-clock")
+CLOCK_POLICIES = (
+    "c3-clock",
+    "heimdall-live-rank-clock",
+    "heimdall-live-rank-probe-clock",
+    "c3-clock-refined",
+    "heimdall-live-rank-clock-refined",
+    "heimdall-live-expect-clock-refined",
+    "c3-clock-voted",
+    "heimdall-live-rank-clock-voted",
+    "c3-clock-told",
+    "heimdall-live-rank-clock-told",
+)
+#: Clock policies whose anchored clock (unknown phase) is refined (:data:`CLOCK_REFINEMENTS`);
+#: with a known phase they equal the policy of the same name without ``-refined``.
+REFINED_POLICIES = tuple(p for p in CLOCK_POLICIES if p.endswith("-refined"))
+#: The refined anchored clock: it also counts the writes sent while the anchoring read was
+#: outstanding, and re-anchors only once a collection is due (``route``'s
+#: ``clock_anchor_writes`` and ``clock_anchor_gate``).
+CLOCK_REFINEMENTS = {"clock_anchor_writes": True, "clock_anchor_gate": True}
+#: References for the unknown phase: the clock is told each replica's age, so its phase is
+#: known (``route(..., clock_anchor_us=0)`` with ``aged_bytes``); with a known phase they equal
+#: the policy of the same name without ``-told``.
+TOLD_POLICIES = ("c3-clock-told", "heimdall-live-rank-clock-told")
+#: Clock policies whose unknown phase is voted, not anchored (``route(..., clock_vote=True)``,
+#: ``attune_io::clock::PhaseVote``); with a known phase they equal the policy without ``-voted``.
+VOTED_POLICIES = ("c3-clock-voted", "heimdall-live-rank-clock-voted")
+REFERENCE_POLICIES = (
+    "c3-probe",
+    "c3-clock",
+    "c3-clock-refined",
+    "c3-clock-voted",
+    *TOLD_POLICIES,
+)
 #: Staleness (µs) after which a replica is probed, chosen on the validation windows (1 ms: 0.57
 #: probes per client read; 5 ms: 0.29, and better).
 PROBE_READS_US = 5000.0
@@ -145,6 +189,8 @@ class PairResult:
     slow_fraction: float = 0.0
     #: The write clock the clock policies ran with (None: none fitted).
     write_clock: list | None = None
+    #: ``heimdall-live-expect*``'s slow-to-fast latency ratio (training halves).
+    expect_factor: float = 1.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -462,10 +508,22 @@ def evaluate_pair(
             pipeline.rule.lat_factor * float(np.median(lat_all)) / 1e3 if len(lat_all) else 0
         )
         rt = functools.partial(route, aged_bytes=aged, clock_anchor_us=anchor_us)
+    # ``heimdall-live-expect*``: how many times longer a read labelled slow takes than one
+    # labelled fast on the training halves (pooled), the weight of the slow probability.
+    slow_lat = [lat[lab == 1] for lat, lab in zip(train_lat, train_labels)]
+    fast_lat = [lat[lab == 0] for lat, lab in zip(train_lat, train_labels)]
+    slow_mean = float(np.mean(np.concatenate(slow_lat))) if sum(map(len, slow_lat)) else 0.0
+    fast_mean = float(np.mean(np.concatenate(fast_lat))) if sum(map(len, fast_lat)) else 0.0
+    res.expect_factor = max(1.0, slow_mean / fast_mean) if fast_mean > 0 else 1.0
     for pol in policies:
         models = live_models if pol in LIVE_POLICIES else heimdall_models
         probing = probe_reads_us if pol in PROBE_POLICIES else 0.0
         clock = write_clock if pol in CLOCK_POLICIES else None
+        counted = dict(CLOCK_REFINEMENTS) if pol in REFINED_POLICIES else {}
+        if pol in TOLD_POLICIES:
+            counted = {"clock_anchor_us": 0.0}
+        if pol in VOTED_POLICIES:
+            counted = {"clock_vote": True}
         if pol in ("heimdall", "heimdall-live"):
             r = rt(test_halves, "model", params, seed, models=models)
         elif pol in (
@@ -474,6 +532,9 @@ def evaluate_pair(
             "heimdall-live-rank-probe",
             "heimdall-live-rank-clock",
             "heimdall-live-rank-probe-clock",
+            "heimdall-live-rank-clock-refined",
+            "heimdall-live-rank-clock-told",
+            "heimdall-live-rank-clock-voted",
         ):
             r = rt(
                 test_halves,
@@ -484,6 +545,21 @@ def evaluate_pair(
                 tie=live_rank_tie if pol in LIVE_POLICIES else rank_tie,
                 probe_reads_us=probing,
                 write_clock=clock,
+                **counted,
+            )
+        elif pol in (
+            "heimdall-live-expect",
+            "heimdall-live-expect-clock-refined",
+        ):
+            r = rt(
+                test_halves,
+                "model-expect",
+                params,
+                seed,
+                models=models,
+                slow_factor=res.expect_factor,
+                write_clock=clock,
+                **counted,
             )
         elif pol in ("heimdall-cost", "heimdall-live-cost", "heimdall-live-cost-probe"):
             r = rt(
@@ -495,8 +571,22 @@ def evaluate_pair(
                 slow_factor=slow_factor,
                 probe_reads_us=probing,
             )
-        elif pol in ("c3-probe", "c3-clock"):
-            r = rt(test_halves, "c3", params, seed, probe_reads_us=probing, write_clock=clock)
+        elif pol in (
+            "c3-probe",
+            "c3-clock",
+            "c3-clock-refined",
+            "c3-clock-told",
+            "c3-clock-voted",
+        ):
+            r = rt(
+                test_halves,
+                "c3",
+                params,
+                seed,
+                probe_reads_us=probing,
+                write_clock=clock,
+                **counted,
+            )
         elif pol == "heimdall-home":
             r = rt(test_halves, "model-home", params, seed, models=heimdall_models)
         elif pol == "linnos":
