@@ -284,13 +284,16 @@ def test_simulate_accepts_compact_history_and_charged_ghosts():
         "ev-lfu-hist-c",
         "ev-lfu-hist-c-m20",
         "ev-lfu-hist-c-auto",
+        "ev-lfu-hist-c-auto-half-fine-r16-open",
+        "ev-lfu-hist-c-auto-perfect-steady-open",
         "clockpro-charged",
         "arc-g8",
     ):
         st = embed.simulate(keys, policy=policy, capacity=500)
         assert st["requests"] == 2_000 and 0.0 <= st["perfect_rate"] <= 1.0
-    with pytest.raises(attune.InvalidArgumentError, match="unknown policy"):
-        embed.simulate(keys, policy="lru-charged", capacity=500)
+    for bad in ("lru-charged", "ev-lfu-hist-c-open", "ev-lfu-hist-c-auto-r0"):
+        with pytest.raises(attune.InvalidArgumentError, match="unknown policy"):
+            embed.simulate(keys, policy=bad, capacity=500)
     assert {"ev-lfu-hist-c", "ev-lfu-hist-c-auto", "clockpro-charged"} <= set(embed.POLICIES)
 
 

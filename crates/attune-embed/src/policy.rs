@@ -36,7 +36,9 @@ pub use baseline::{Car, LeCar, Lirs};
 pub use cacheus::Cacheus;
 pub use clockpro::ClockPro;
 pub use ev::{EvArc, EvCar};
-pub use evhist::{EvLfuHist, EvLfuHistAuto, HistForm, HistPlan, HistSize, HistSpec};
+pub use evhist::{
+    AutoCfg, AutoCredit, EvLfuHist, EvLfuHistAuto, HistForm, HistPlan, HistSize, HistSpec,
+};
 pub use evloss::EvLoss;
 pub use evsum::EvLfuSum;
 
@@ -327,7 +329,8 @@ pub const BASELINES: &[&str] = &[
 /// `-tinylfu` and `-sum`; `ev-lfu-hist` and `-flat` also `-wN`, halving every N × capacity
 /// accesses, `-mP`, P % of the budget charged to the history (default 10), `-s`, the history in
 /// a sketch, `-c`, the history in a compact fingerprint table (`-c-auto`: sized by need, `-mP`
-/// its largest share), `-lruP`, P % of the rows in an
+/// its largest share; its controller takes `-perfect` or `-half`, `-fine`, `-rN`, `-steady` and
+/// `-open`, see [`AutoCfg`]), `-lruP`, P % of the rows in an
 /// LRU admission window, and `-free`, an uncharged history of `-hN` entries (default 16) or
 /// `-sN` sketch columns per cached item; `arc`, `car`, `clockpro` and `clocklirs` take
 /// `-charged` or `-gB`, their ghosts charged to the budget).
@@ -335,7 +338,8 @@ pub const POLICY_NAMES: &str = "lru, lfu, clock, arc, car, lirs, lecar, clockpro
 ev-lfu-noflush, ev-lfu-prose, ev-lfu-decay, ev-lfu-miss0, ev-lfu-misshalf, ev-lfu-tinylfu, \
 ev-lfu-miss0-tinylfu, ev-lfu-sum, ev-lfu-miss0-sum, ev-arc, ev-arc-inserted, ev-arc-noflush, ev-car, \
 ev-loss, ev-loss-noaging, ev-clockpro, ev-clockpro-t1, ev-clockpro-t4, ev-lfu-hist, \
-ev-lfu-hist-flat, ev-lfu-hist-s, ev-lfu-hist-c, ev-lfu-hist-c-auto, ev-lfu-hist-m5, ev-lfu-hist-lru1, ev-lfu-hist-free, \
+ev-lfu-hist-flat, ev-lfu-hist-s, ev-lfu-hist-c, ev-lfu-hist-c-auto, ev-lfu-hist-c-auto-half-fine-r16-open, \
+ev-lfu-hist-c-auto-perfect-steady-open, ev-lfu-hist-m5, ev-lfu-hist-lru1, ev-lfu-hist-free, \
 ev-lfu-hist-free-s4, clockpro-charged, clockpro-g8, arc-charged, car-charged, clocklirs-charged";
 
 /// `arc`, `car`, `clockpro` or `clocklirs` followed by `-charged` or `-gB` (1 ≤ B ≤ 1024): the
@@ -397,6 +401,9 @@ impl PolicyKind {
                     let (mut group, mut window, mut free) = (true, 0u32, false);
                     let (mut pct, mut per_item, mut sketch) = (None, None, None);
                     let (mut lru, mut compact, mut auto) = (0u32, false, false);
+                    // The controller's options (only with `-auto`).
+                    let mut cfg = evhist::AutoCfg::individual();
+                    let mut controller = false;
                     for o in rest.split('-').filter(|o| !o.is_empty()) {
                         if let Some(l) = o.strip_prefix("lru") {
                             match l.parse::<u32>() {
@@ -406,6 +413,20 @@ impl PolicyKind {
                             continue;
                         }
                         let num = |p: char| o.strip_prefix(p).and_then(|w| w.parse::<u32>().ok());
+                        let before = cfg;
+                        match (o, num('r')) {
+                            ("perfect", _) => cfg.credit = evhist::AutoCredit::Perfect,
+                            ("half", _) => cfg.credit = evhist::AutoCredit::Half,
+                            ("fine", _) => cfg.fine = true,
+                            ("open", _) => cfg.open = true,
+                            ("steady", _) => cfg.steady = true,
+                            (_, Some(r)) if (1..=64).contains(&r) => cfg.rate_max = r,
+                            _ => {}
+                        }
+                        if cfg != before || o == "perfect" || o == "half" {
+                            controller = true;
+                            continue;
+                        }
                         match (o, num('w'), num('h'), num('s'), num('m')) {
                             ("flat", ..) => group = false,
                             ("free", ..) => free = true,
@@ -419,6 +440,9 @@ impl PolicyKind {
                             _ => return Err(unknown()),
                         }
                     }
+                    if controller && !auto {
+                        return Err(unknown()); // the controller's options need -auto
+                    }
                     let size = match (free, pct, per_item, sketch) {
                         (true, None, h, s) if s != Some(0) && !compact && !auto => HistSize::Free {
                             per_item: h.unwrap_or(evhist::HISTORY_PER_ITEM as u32),
@@ -427,7 +451,7 @@ impl PolicyKind {
                         (false, m, None, s) if s.is_none_or(|k| k == 0) => HistSize::Charged {
                             pct: m.unwrap_or(evhist::DEFAULT_SHARE_PCT),
                             form: match (s.is_some(), compact) {
-                                (false, true) if auto => HistForm::Adaptive,
+                                (false, true) if auto => HistForm::Adaptive(cfg),
                                 _ if auto => return Err(unknown()), // -auto needs -c
                                 (false, false) => HistForm::Exact,
                                 (true, false) => HistForm::Sketch,

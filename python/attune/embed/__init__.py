@@ -75,6 +75,8 @@ POLICIES = (
     "ev-lfu-hist-s",
     "ev-lfu-hist-c",
     "ev-lfu-hist-c-auto",
+    "ev-lfu-hist-c-auto-half-fine-r16-open",
+    "ev-lfu-hist-c-auto-perfect-steady-open",
     "ev-lfu-hist-m5",
     "ev-lfu-hist-lru1",
     "ev-lfu-hist-free",

@@ -219,8 +219,63 @@ pub enum HistForm {
     /// Fingerprints and 16-bit values of uncached keys (`-c`; [`COMPACT_ENTRY_BYTES`] an entry).
     Compact,
     /// The compact form sized by need (`-c-auto`): the share named is the most it may take;
-    /// [`EvLfuHistAuto`] moves bytes between it and the rows.
-    Adaptive,
+    /// [`EvLfuHistAuto`] moves bytes between it and the rows, as its controller decides.
+    Adaptive(AutoCfg),
+}
+
+/// What a miniature's hit is worth to the controller of [`EvLfuHistAuto`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutoCredit {
+    /// Every hit counts 1: the individual hit rate (`-auto` alone).
+    Hits,
+    /// A hit counts only if every other key of its request hit in the main cache (`-perfect`):
+    /// the perfect hits the split would make with the rest of the request as it is.
+    Perfect,
+    /// A hit counts `2^-m`, `m` the request's other keys that missed in the main cache
+    /// (`-half`): between the two, less noisy than `Perfect`.
+    Half,
+}
+
+/// Largest sampling rate 1/R of the miniatures (the default; `-rN` sets another).
+pub const AUTO_RATE_MAX: u32 = 64;
+
+/// How [`EvLfuHistAuto`] chooses its split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutoCfg {
+    /// What a miniature's hit is worth.
+    pub credit: AutoCredit,
+    /// Choose among all nine splits of 0–8 ways ([`AUTO_WAYS_FINE`], `-fine`) rather than
+    /// [`AUTO_WAYS`].
+    pub fine: bool,
+    /// Largest sampling rate R (1–64; `-rN`): smaller R, larger miniatures.
+    pub rate_max: u32,
+    /// Admit every miss while the history has 0 ways (`-open`): with nothing remembered the
+    /// admission test only compares a newcomer's one access with the victim's count, so the
+    /// form becomes LFU (group-weighted counts) instead of rejecting newcomers LFU would cache.
+    pub open: bool,
+    /// Start with no history and move only on evidence (`-steady`): the counters keep 7/8 of their value at every choice
+    /// instead of 1/2 (about eight periods of memory instead of two), and the split changes
+    /// only to one whose credit is above the current split's by more than [`STEADY_MARGIN`]
+    /// (ties and noise keep it where it is: a move costs rows or remembered values).
+    pub steady: bool,
+}
+
+/// How much more credit a split needs than the current one to be moved to under `-steady`
+/// (a fraction: 1/1000; the miniatures' splits differ by 0.1–0.7 % where a move pays).
+pub const STEADY_MARGIN: f64 = 1e-3;
+
+impl AutoCfg {
+    /// The controller `-c-auto` alone names: individual hits, five splits, R ≤ 64, admission
+    /// test kept at 0 ways.
+    pub const fn individual() -> Self {
+        AutoCfg {
+            credit: AutoCredit::Hits,
+            fine: false,
+            rate_max: AUTO_RATE_MAX,
+            open: false,
+            steady: false,
+        }
+    }
 }
 
 /// How the history is sized and whether the cache budget pays for it.
@@ -273,7 +328,7 @@ impl HistSize {
                         let bytes = b * COMPACT_ENTRY_BYTES * BUCKET_SLOTS;
                         (bytes, HistPlan { buckets: b, ..plan })
                     }
-                    HistForm::Adaptive => {
+                    HistForm::Adaptive(_) => {
                         // Buckets for the largest share; the ways it starts at are charged.
                         let b = (share / (COMPACT_ENTRY_BYTES * BUCKET_SLOTS)).max(1);
                         let bytes = b * COMPACT_ENTRY_BYTES * START_WAYS;
@@ -348,11 +403,11 @@ impl HistSpec {
     pub fn build(&self, capacity: usize, row_bytes: usize) -> Box<dyn Policy> {
         let plan = self.size.split(capacity, row_bytes);
         if let HistSize::Charged {
-            form: HistForm::Adaptive,
+            form: HistForm::Adaptive(cfg),
             ..
         } = self.size
         {
-            return Box::new(EvLfuHistAuto::new(self, &plan, capacity, row_bytes));
+            return Box::new(EvLfuHistAuto::new(self, cfg, &plan, capacity, row_bytes));
         }
         let p = plan.build(self.n, self.group, self.window, self.lru);
         if matches!(
@@ -391,7 +446,26 @@ impl std::fmt::Display for HistSpec {
                     HistForm::Exact => {}
                     HistForm::Sketch => f.write_str("-s")?,
                     HistForm::Compact => f.write_str("-c")?,
-                    HistForm::Adaptive => f.write_str("-c-auto")?,
+                    HistForm::Adaptive(cfg) => {
+                        f.write_str("-c-auto")?;
+                        match cfg.credit {
+                            AutoCredit::Hits => {}
+                            AutoCredit::Perfect => f.write_str("-perfect")?,
+                            AutoCredit::Half => f.write_str("-half")?,
+                        }
+                        if cfg.fine {
+                            f.write_str("-fine")?;
+                        }
+                        if cfg.rate_max != AUTO_RATE_MAX {
+                            write!(f, "-r{}", cfg.rate_max)?;
+                        }
+                        if cfg.steady {
+                            f.write_str("-steady")?;
+                        }
+                        if cfg.open {
+                            f.write_str("-open")?;
+                        }
+                    }
                 }
             }
             HistSize::Free { per_item, sketch } => {
@@ -437,6 +511,8 @@ pub struct EvLfuHist {
     sketch: Option<Sketch16>,
     /// The compact history (`-c`), in place of the exact map.
     compact: Option<FpTable>,
+    /// Admit every miss while nothing can be remembered (see [`AutoCfg::open`]).
+    open: bool,
     /// Misses served without being cached.
     pub rejected: u64,
     /// Halvings run.
@@ -477,6 +553,7 @@ impl EvLfuHist {
             history_max: entries,
             sketch: None,
             compact: None,
+            open: false,
             rejected: 0,
             halvings: 0,
             sweeps: 0,
@@ -514,6 +591,18 @@ impl EvLfuHist {
         self.compact = Some(FpTable::new(buckets));
         self.history_max = self.compact.as_ref().map_or(0, FpTable::entries);
         self
+    }
+
+    /// Admits every miss while the history remembers nothing (0 ways): see [`AutoCfg::open`].
+    fn opened(mut self, open: bool) -> Self {
+        self.open = open;
+        self
+    }
+
+    /// Whether a miss must pass the admission test: always, unless the policy is `open` and its
+    /// history has no room (then LFU's rule: the victim leaves).
+    fn tests_admission(&self) -> bool {
+        !(self.open && self.history_max == 0 && self.sketch.is_none())
     }
 
     /// Resizes a compact history to `ways` slots per bucket and the cache to `cap` rows (the
@@ -646,7 +735,8 @@ impl EvLfuHist {
     fn offer(&mut self, key: u64, v: u64, resident: bool, evicted: &mut Vec<(u64, u32)>) {
         if self.cached.len() >= self.cap {
             let victim = self.cached.first().and_then(|k| self.cached.value(k));
-            if self.cap == 0 || victim.is_some_and(|vv| v <= vv) {
+            let test = self.tests_admission();
+            if self.cap == 0 || (test && victim.is_some_and(|vv| v <= vv)) {
                 self.rejected += 1;
                 if resident {
                     evicted.push((key, self.capped(v)));
@@ -748,33 +838,42 @@ pub const START_WAYS: usize = 4;
 /// The splits an adaptive history chooses from, in slots per bucket (eighths of its largest
 /// share).
 pub const AUTO_WAYS: [usize; 5] = [0, 1, 2, 4, 8];
+/// The splits of `-fine`: every number of slots per bucket.
+pub const AUTO_WAYS_FINE: [usize; 9] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
 /// Main-cache accesses between two choices of the split.
 pub const AUTO_PERIOD: u64 = 1 << 18;
-/// Rows a miniature cache aims at (the sampling rate is the budget over this, 1 to 64).
+/// Rows a miniature cache aims at (the sampling rate is the budget over this, 1 to the
+/// configured largest rate).
 const MINI_ROWS: usize = 512;
 
 /// One miniature simulation of a split: the policy on a hash sample of the keys, scaled down.
 struct Mini {
     ways: usize,
     policy: EvLfuHist,
-    /// Hits since the last choice, halved at every choice (older periods weigh less).
-    hits: u64,
+    /// Credited hits since the last choice, halved at every choice (older periods weigh less).
+    hits: f64,
 }
 
 /// `ev-lfu-hist-c-auto`: the compact history sized by need. The table's buckets are fixed for
 /// the largest share (`-mP`) and it keeps 0, 1, 2, 4 or 8 of each bucket's slots
-/// ([`AUTO_WAYS`]); the rows get the rest of the budget. Which split pays is measured, not
-/// guessed: one miniature simulation per split runs the same policy on a hash sample of the
-/// keys (rate 1/R, R = budget / 512 rows, clamped to 1–64) with R-times smaller rows and buckets
-/// (the miniature-simulation method of Waldspurger et al., 2017), fed with the real requests'
+/// ([`AUTO_WAYS`]; every count from 0 to 8 with `-fine`); the rows get the rest of the budget.
+/// Which split pays is measured, not guessed: one miniature simulation per split runs the same
+/// policy on a hash sample of the keys (rate 1/R, R = budget / 512 rows, clamped to 1 and the
+/// largest rate, 64 unless `-rN`) with R-times smaller rows and buckets (the
+/// miniature-simulation method of Waldspurger et al., 2017), fed with the real requests'
 /// aggHit. Every [`AUTO_PERIOD`] accesses the main cache moves to the split whose miniature had
-/// the most hits (counters halved every period; ties to the smaller history). Shrinking the
-/// history keeps each bucket's highest values; growing it evicts the lowest-valued rows. The
-/// miniatures' keys are controller metadata and are not charged (about 5/R of the cache's
-/// per-key metadata); `-c` with a fixed `-mP` is the same policy with this switched off.
+/// the most credited hits ([`AutoCredit`]: every hit, or only hits whose request's other keys
+/// hit in the main cache, or hits weighted by 2^-misses of the others; counters halved every
+/// period; ties to the smaller history). Shrinking the history keeps each bucket's highest
+/// values; growing it evicts the lowest-valued rows. The miniatures' keys are controller
+/// metadata and are not charged (about (splits)/R of the cache's per-key metadata); `-c` with a
+/// fixed `-mP` is the same policy with this switched off.
 /// Thread-safety: owned by one thread (`Send`).
 pub struct EvLfuHistAuto {
     main: EvLfuHist,
+    cfg: AutoCfg,
+    /// Tables per request (N).
+    n: u32,
     budget_rows: usize,
     row_bytes: usize,
     buckets: usize,
@@ -797,9 +896,15 @@ impl EvLfuHistAuto {
         budget_rows.saturating_sub(bytes.div_ceil(row_bytes.max(1)))
     }
 
-    /// The policy `spec` describes for `budget_rows` rows of `row_bytes` bytes; `plan` is its
-    /// split at [`START_WAYS`].
-    fn new(spec: &HistSpec, plan: &HistPlan, budget_rows: usize, row_bytes: usize) -> Self {
+    /// The policy `spec` describes for `budget_rows` rows of `row_bytes` bytes, its controller
+    /// `cfg`; `plan` is its split at [`START_WAYS`].
+    fn new(
+        spec: &HistSpec,
+        cfg: AutoCfg,
+        plan: &HistPlan,
+        budget_rows: usize,
+        row_bytes: usize,
+    ) -> Self {
         let build = |rows: usize, buckets: usize, ways: usize| {
             let p = EvLfuHist::with_history(rows, spec.n, spec.group, spec.window, 0);
             let mut p = if spec.lru > 0 {
@@ -807,31 +912,44 @@ impl EvLfuHistAuto {
             } else {
                 p
             };
-            p = p.compact(buckets);
+            p = p.compact(buckets).opened(cfg.open);
             let cap = p.cap;
             p.resize(ways, cap, &mut Vec::new());
             p
         };
         let buckets = plan.buckets;
-        let main = build(plan.rows, buckets, plan.ways);
-        let rate = (budget_rows / MINI_ROWS).clamp(1, 64);
-        let minis = AUTO_WAYS
+        // `-steady` starts with no history (the rows get its bytes) and grows it on evidence.
+        let (main, ways) = if cfg.steady {
+            let rows = Self::rows_for(budget_rows, row_bytes, buckets, 0);
+            (build(rows, buckets, 0), 0)
+        } else {
+            (build(plan.rows, buckets, plan.ways), plan.ways)
+        };
+        let rate = (budget_rows / MINI_ROWS).clamp(1, cfg.rate_max.clamp(1, 64) as usize);
+        let splits: &[usize] = if cfg.fine {
+            &AUTO_WAYS_FINE
+        } else {
+            &AUTO_WAYS
+        };
+        let minis = splits
             .iter()
             .map(|&w| {
                 let rows = Self::rows_for(budget_rows, row_bytes, buckets, w) / rate;
                 Mini {
                     ways: w,
                     policy: build(rows, (buckets / rate).max(1), w),
-                    hits: 0,
+                    hits: 0.0,
                 }
             })
             .collect();
         EvLfuHistAuto {
             main,
+            cfg,
+            n: spec.n,
             budget_rows,
             row_bytes,
             buckets,
-            ways: plan.ways,
+            ways,
             minis,
             rate: rate as u64,
             accesses: 0,
@@ -851,14 +969,28 @@ impl EvLfuHistAuto {
         self.main.history_bytes()
     }
 
+    /// What a miniature's hit of a key is worth when its request had `agg` hits in the main
+    /// cache, `hit` whether this key was one of them.
+    fn credit(&self, agg: u32, hit: bool) -> f64 {
+        let others_hit = agg.saturating_sub(u32::from(hit));
+        let others_missed = self.n.saturating_sub(1).saturating_sub(others_hit);
+        match self.cfg.credit {
+            AutoCredit::Hits => 1.0,
+            AutoCredit::Perfect => f64::from(u8::from(others_missed == 0)),
+            AutoCredit::Half => 0.5f64.powi(others_missed.min(64) as i32),
+        }
+    }
+
     /// Feeds a sampled key to the miniatures and, at the end of a period, chooses the split.
-    fn observe(&mut self, key: u64, agg: u32) {
+    /// `hit`: the key hit in the main cache (its request's `agg` counts it).
+    fn observe(&mut self, key: u64, agg: u32, hit: bool) {
         self.accesses += 1;
         if mix(key, SEEDS[1]).is_multiple_of(self.rate) {
+            let credit = self.credit(agg, hit);
             for m in &mut self.minis {
                 if m.policy.contains(key) {
                     m.policy.on_hit(key, agg);
-                    m.hits += 1;
+                    m.hits += credit;
                 } else {
                     self.scratch.clear();
                     m.policy.on_miss(key, agg, &mut self.scratch);
@@ -866,21 +998,40 @@ impl EvLfuHistAuto {
             }
         }
         if self.accesses.is_multiple_of(AUTO_PERIOD) {
-            // Ties go to the smaller history (the earlier entry of AUTO_WAYS).
-            let best = self
-                .minis
-                .iter()
-                .fold(None::<&Mini>, |b, m| match b {
-                    Some(b) if b.hits >= m.hits => Some(b),
-                    _ => Some(m),
-                })
-                .map_or(self.ways, |m| m.ways);
+            let best = self.choose();
+            let keep = if self.cfg.steady { 0.875 } else { 0.5 };
             for m in &mut self.minis {
-                m.hits /= 2;
+                m.hits *= keep;
             }
             if best != self.ways {
                 self.set_ways(best);
             }
+        }
+    }
+
+    /// The split to move to at the end of a period: the miniature with the most credit (ties
+    /// to the smaller history); under `-steady` only if it beats the current split's by more
+    /// than [`STEADY_MARGIN`], otherwise the current split.
+    fn choose(&self) -> usize {
+        let best = self.minis.iter().fold(None::<&Mini>, |b, m| match b {
+            Some(b) if b.hits >= m.hits => Some(b),
+            _ => Some(m),
+        });
+        let Some(best) = best else {
+            return self.ways;
+        };
+        if !self.cfg.steady {
+            return best.ways;
+        }
+        let current = self
+            .minis
+            .iter()
+            .find(|m| m.ways == self.ways)
+            .map_or(0.0, |m| m.hits);
+        if best.hits > current * (1.0 + STEADY_MARGIN) {
+            best.ways
+        } else {
+            self.ways
         }
     }
 
@@ -900,12 +1051,12 @@ impl Policy for EvLfuHistAuto {
     }
     fn on_hit(&mut self, key: u64, agg: u32) {
         self.main.on_hit(key, agg);
-        self.observe(key, agg);
+        self.observe(key, agg, true);
     }
     fn on_miss(&mut self, key: u64, agg: u32, evicted: &mut Vec<(u64, u32)>) {
         evicted.append(&mut self.pending);
         self.main.on_miss(key, agg, evicted);
-        self.observe(key, agg);
+        self.observe(key, agg, false);
     }
     fn remove(&mut self, key: u64) -> bool {
         self.main.remove(key)
@@ -1182,13 +1333,13 @@ mod tests {
             window: 0,
             size: HistSize::Charged {
                 pct: 10,
-                form: HistForm::Adaptive,
+                form: HistForm::Adaptive(AutoCfg::individual()),
             },
             lru: 0,
         };
         let plan = spec.size.split(2048, 144);
         assert_eq!(plan.ways, START_WAYS);
-        let mut p = EvLfuHistAuto::new(&spec, &plan, 2048, 144);
+        let mut p = EvLfuHistAuto::new(&spec, AutoCfg::individual(), &plan, 2048, 144);
         assert_eq!(p.ways(), START_WAYS);
         assert!(p.capacity() * 144 + p.history_bytes() <= 2048 * 144);
         assert!(p.capacity() < 2048);
@@ -1208,5 +1359,82 @@ mod tests {
             _ => panic!("ev-lfu-hist-c-m20-auto does not parse"),
         };
         assert_eq!(spec.to_string(), "ev-lfu-hist-m20-c-auto");
+        let name = "ev-lfu-hist-c-auto-half-fine-r16-open";
+        let spec = match PolicyKind::parse(name, 26) {
+            Ok(PolicyKind::EvHist(h)) => h,
+            _ => panic!("{name} does not parse"),
+        };
+        assert_eq!(spec.to_string(), name);
+        for bad in [
+            "ev-lfu-hist-c-open",
+            "ev-lfu-hist-c-auto-r0",
+            "ev-lfu-hist-c-auto-r65",
+        ] {
+            assert!(PolicyKind::parse(bad, 26).is_err(), "{bad} parsed");
+        }
+    }
+
+    /// At 0 ways nothing is remembered, so the admission test only compares a newcomer's one
+    /// access with the victim's count: the default form serves the newcomer uncached, `-open`
+    /// caches it in the place of the lowest-valued row (LFU's rule).
+    #[test]
+    fn open_form_admits_every_miss_when_nothing_is_remembered() {
+        for open in [false, true] {
+            let mut p = EvLfuHist::with_history(2, 1, false, 0, 0)
+                .compact(4)
+                .opened(open);
+            p.resize(0, 2, &mut Vec::new());
+            let mut ev = Vec::new();
+            for k in [1, 1, 2, 2, 3] {
+                p.access(k, &mut ev);
+            }
+            assert_eq!(p.contains(3), open, "open = {open}");
+            assert_eq!(p.rejected, u64::from(!open));
+            // With ways the test applies again, open or not.
+            p.resize(8, 2, &mut Vec::new());
+            let before = p.rejected;
+            p.access(4, &mut ev);
+            assert!(!p.contains(4));
+            assert_eq!(p.rejected, before + 1);
+        }
+    }
+
+    /// The controller's credit for a miniature's hit: 1 for every hit, 1 only when the rest of
+    /// the request hit in the main cache (`-perfect`), or 2^-m for m other misses (`-half`).
+    #[test]
+    fn controller_credits_hits_by_the_rest_of_their_request() {
+        let auto = |credit| {
+            let cfg = AutoCfg {
+                credit,
+                ..AutoCfg::individual()
+            };
+            let spec = HistSpec {
+                n: 4,
+                group: true,
+                window: 0,
+                size: HistSize::Charged {
+                    pct: 10,
+                    form: HistForm::Adaptive(cfg),
+                },
+                lru: 0,
+            };
+            let plan = spec.size.split(2048, 144);
+            EvLfuHistAuto::new(&spec, cfg, &plan, 2048, 144)
+        };
+        let hits = auto(AutoCredit::Hits);
+        let perfect = auto(AutoCredit::Perfect);
+        let half = auto(AutoCredit::Half);
+        // (agg, this key hit in the main cache) -> credit, for N = 4.
+        for (agg, hit, p, h) in [
+            (4, true, 1.0, 1.0),   // a perfect request
+            (3, false, 1.0, 1.0),  // the one miss of a request: the others all hit
+            (3, true, 0.0, 0.5),   // one other key missed
+            (1, false, 0.0, 0.25), // two others missed
+            (0, false, 0.0, 0.125),
+        ] {
+            assert_eq!(hits.credit(agg, hit), 1.0);
+            assert_eq!(perfect.credit(agg, hit), p, "agg {agg} hit {hit}");
+            assert_eq!(half.credit(agg, hit), h, "agg {agg} hit {hit}");
+        }
     }
 }
