@@ -441,3 +441,38 @@ def test_flipped_level_record_is_corruption_never_a_wrong_value(tmp_path, part):
             assert v == k * 7 + 1, f"key {k} read back {v}"
         with pytest.raises(attune.CorruptionError, match=name):
             db.verify()
+
+
+def test_dict_face_mirrors_db(tmp_path):
+    # The mapping face attune.DB offers, where it fits a hash table: h[k] (KeyError when
+    # missing), h[k] = v, del h[k] (a blind delete, as DB's), k in h, get(k, default).
+    with _open(tmp_path / "h") as h:
+        h[1] = 2
+        h[b"user:17"] = b"Ada"
+        assert h[1] == (2).to_bytes(8, "little")
+        assert h[b"user:17"] == b"Ada"
+        # int key 1 and its 8 little-endian bytes are the same key.
+        assert h[(1).to_bytes(8, "little")] == (2).to_bytes(8, "little")
+        assert 1 in h and (1).to_bytes(8, "little") in h and b"user:17" in h
+        assert 2 not in h and b"nobody" not in h
+        with pytest.raises(KeyError) as e:
+            h[b"nobody"]
+        assert e.value.args == (b"nobody",)
+        assert h.get(b"nobody") is None and h.get(b"nobody", b"x") == b"x"
+        assert h.get_int(99, 7) == 7 and h.get_int(1, 7) == 2
+        del h[1]
+        assert 1 not in h and h.get(1) is None
+        del h[b"never-written"]  # a blind delete, as DB's: no KeyError
+        with pytest.raises(KeyError):
+            h[1]
+        # No ordered iteration (and no len): a clear TypeError, never a walk of h[0], h[1], ...
+        with pytest.raises(TypeError, match="iteration"):
+            iter(h)
+        with pytest.raises(TypeError):
+            len(h)
+        with pytest.raises(attune.InvalidArgumentError):
+            h[1.5] = 2
+    with pytest.raises(attune.ClosedError):
+        h[b"user:17"]
+    with pytest.raises(attune.ClosedError):
+        _ = b"user:17" in h
