@@ -476,3 +476,36 @@ def test_dict_face_mirrors_db(tmp_path):
         h[b"user:17"]
     with pytest.raises(attune.ClosedError):
         _ = b"user:17" in h
+
+
+def test_cli_hex_keys_and_values(tmp_path, capsys):
+    # --hex as `attune kv`'s: keys and values are hex digits (an optional 0x prefix), given and
+    # printed; binary keys reach the same records the Python API wrote.
+    p = str(tmp_path / "x")
+    assert main(["hash-db", "open", p, "--json"]) == 0
+    with attune.HashDB(p, sync=False) as h:
+        h[b"\x00\xffkey"] = b"\x01\x02\x80"
+        h[7] = 9
+    capsys.readouterr()
+    assert main(["hash-db", "get", p, "--hex", "00ff6b6579", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"key": "00ff6b6579", "found": True, "value": "010280"}
+    assert main(["hash-db", "get", p, "--hex", "0x0700000000000000"]) == 0
+    assert capsys.readouterr().out == "0900000000000000\n"
+    assert main(["hash-db", "put", p, "--hex", "fe00", "0x00ff", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"key": "fe00", "value": "00ff"}
+    with attune.HashDB(p, read_only=True) as h:
+        assert h[b"\xfe\x00"] == b"\x00\xff"
+    assert main(["hash-db", "delete", p, "--hex", "fe00", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"key": "fe00", "existed": True}
+    assert main(["hash-db", "get", p, "--hex", "fe00", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"key": "fe00", "found": False, "value": None}
+    # Bad hex is one JSON error naming the argument; --hex and --text exclude each other.
+    assert main(["hash-db", "get", p, "--hex", "xyz", "--json"]) != 0
+    err = json.loads(capsys.readouterr().out)
+    assert err["error"] == "InvalidArgumentError" and "KEY 'xyz' is not hex" in err["message"]
+    assert main(["hash-db", "put", p, "--hex", "00", "0", "--json"]) != 0
+    err = json.loads(capsys.readouterr().out)
+    assert "VALUE '0' is not hex" in err["message"]
+    assert main(["hash-db", "get", p, "--hex", "--text", "00"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
