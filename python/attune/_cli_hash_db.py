@@ -1,7 +1,8 @@
 """CLI verbs of the Plush hash table: ``attune hash-db {open,put,get,delete,stats,verify}``.
 
 Keys and values are 8-byte words, given as integers (decimal or ``0x`` hex) in [0, 2**64), or
-with ``--text`` UTF-8 strings of any length (up to 4 KiB keys and 1 MiB values).
+with ``--text`` UTF-8 strings, or with ``--hex`` hex digits of any bytes (as ``attune kv
+--hex``), of any length (up to 4 KiB keys and 1 MiB values).
 ``open`` creates a database (``-o key=value`` sets creation options such as
 ``dram_entries_log2=12``); the other verbs refuse a directory that holds none. Every verb takes
 ``--json``.
@@ -14,6 +15,7 @@ import sys
 import time
 
 import attune
+from attune._cli_kv import _HEX_HELP, _arg_bytes
 from attune.cli import add_output_flags
 
 
@@ -102,7 +104,9 @@ def _cmd_open(args) -> int:
     )
 
 
-def _arg(args, text: str) -> int | bytes:
+def _arg(args, text: str, name: str) -> int | bytes:
+    if args.hex:
+        return _arg_bytes(args, text, name)
     if not args.text:
         return _word(text)
     try:
@@ -115,20 +119,25 @@ def _arg(args, text: str) -> int | bytes:
 
 
 def _shown(args, x: int | bytes) -> int | str:
-    return x.decode() if isinstance(x, bytes) else x
+    if isinstance(x, int):
+        return x
+    return x.hex() if args.hex else x.decode()
 
 
 def _cmd_put(args) -> int:
-    key, value = _arg(args, args.key), _arg(args, args.value)
+    key, value = _arg(args, args.key, "KEY"), _arg(args, args.value, "VALUE")
     with _open(args) as db:
         db.put(key, value)
     return _emit(args, {"key": _shown(args, key), "value": _shown(args, value)}, "ok")
 
 
 def _cmd_get(args) -> int:
-    key = _arg(args, args.key)
+    key = _arg(args, args.key, "KEY")
     with _open(args, read=True) as db:
-        if args.text:
+        if args.hex:
+            raw = db.get(key)
+            v = None if raw is None else raw.hex()
+        elif args.text:
             raw = db.get(key)
             v = None if raw is None else raw.decode(errors="replace")
         else:
@@ -143,7 +152,7 @@ def _cmd_get(args) -> int:
 
 
 def _cmd_delete(args) -> int:
-    key = _arg(args, args.key)
+    key = _arg(args, args.key, "KEY")
     with _open(args) as db:
         existed = db.get(key) is not None
         db.delete(key)
@@ -206,11 +215,13 @@ def register(subparsers) -> None:
         for a, h in args:
             q.add_argument(a, help=h)
         if args:
-            q.add_argument(
+            form = q.add_mutually_exclusive_group()
+            form.add_argument(
                 "--text",
                 action="store_true",
                 help="keys and values are UTF-8 text of any length (default: integers)",
             )
+            form.add_argument("--hex", action="store_true", help=_HEX_HELP)
         q.add_argument(
             "-o",
             "--option",
@@ -226,8 +237,8 @@ def register(subparsers) -> None:
         "put",
         _cmd_put,
         "store VALUE under KEY",
-        ("key", "integer key (text with --text)"),
-        ("value", "integer value (text with --text)"),
+        ("key", "integer key (text with --text, hex digits with --hex)"),
+        ("value", "integer value (text with --text, hex digits with --hex)"),
     )
     verb("get", _cmd_get, "print the value of KEY (exit status 1 when absent)", ("key", "key"))
     verb(

@@ -441,3 +441,71 @@ def test_flipped_level_record_is_corruption_never_a_wrong_value(tmp_path, part):
             assert v == k * 7 + 1, f"key {k} read back {v}"
         with pytest.raises(attune.CorruptionError, match=name):
             db.verify()
+
+
+def test_dict_face_mirrors_db(tmp_path):
+    # The mapping face attune.DB offers, where it fits a hash table: h[k] (KeyError when
+    # missing), h[k] = v, del h[k] (a blind delete, as DB's), k in h, get(k, default).
+    with _open(tmp_path / "h") as h:
+        h[1] = 2
+        h[b"user:17"] = b"Ada"
+        assert h[1] == (2).to_bytes(8, "little")
+        assert h[b"user:17"] == b"Ada"
+        # int key 1 and its 8 little-endian bytes are the same key.
+        assert h[(1).to_bytes(8, "little")] == (2).to_bytes(8, "little")
+        assert 1 in h and (1).to_bytes(8, "little") in h and b"user:17" in h
+        assert 2 not in h and b"nobody" not in h
+        with pytest.raises(KeyError) as e:
+            h[b"nobody"]
+        assert e.value.args == (b"nobody",)
+        assert h.get(b"nobody") is None and h.get(b"nobody", b"x") == b"x"
+        assert h.get_int(99, 7) == 7 and h.get_int(1, 7) == 2
+        del h[1]
+        assert 1 not in h and h.get(1) is None
+        del h[b"never-written"]  # a blind delete, as DB's: no KeyError
+        with pytest.raises(KeyError):
+            h[1]
+        # No ordered iteration (and no len): a clear TypeError, never a walk of h[0], h[1], ...
+        with pytest.raises(TypeError, match="iteration"):
+            iter(h)
+        with pytest.raises(TypeError):
+            len(h)
+        with pytest.raises(attune.InvalidArgumentError):
+            h[1.5] = 2
+    with pytest.raises(attune.ClosedError):
+        h[b"user:17"]
+    with pytest.raises(attune.ClosedError):
+        _ = b"user:17" in h
+
+
+def test_cli_hex_keys_and_values(tmp_path, capsys):
+    # --hex as `attune kv`'s: keys and values are hex digits (an optional 0x prefix), given and
+    # printed; binary keys reach the same records the Python API wrote.
+    p = str(tmp_path / "x")
+    assert main(["hash-db", "open", p, "--json"]) == 0
+    with attune.HashDB(p, sync=False) as h:
+        h[b"\x00\xffkey"] = b"\x01\x02\x80"
+        h[7] = 9
+    capsys.readouterr()
+    assert main(["hash-db", "get", p, "--hex", "00ff6b6579", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"key": "00ff6b6579", "found": True, "value": "010280"}
+    assert main(["hash-db", "get", p, "--hex", "0x0700000000000000"]) == 0
+    assert capsys.readouterr().out == "0900000000000000\n"
+    assert main(["hash-db", "put", p, "--hex", "fe00", "0x00ff", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"key": "fe00", "value": "00ff"}
+    with attune.HashDB(p, read_only=True) as h:
+        assert h[b"\xfe\x00"] == b"\x00\xff"
+    assert main(["hash-db", "delete", p, "--hex", "fe00", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"key": "fe00", "existed": True}
+    assert main(["hash-db", "get", p, "--hex", "fe00", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"key": "fe00", "found": False, "value": None}
+    # Bad hex is one JSON error naming the argument; --hex and --text exclude each other.
+    assert main(["hash-db", "get", p, "--hex", "xyz", "--json"]) != 0
+    err = json.loads(capsys.readouterr().out)
+    assert err["error"] == "InvalidArgumentError" and "KEY 'xyz' is not hex" in err["message"]
+    assert main(["hash-db", "put", p, "--hex", "00", "0", "--json"]) != 0
+    err = json.loads(capsys.readouterr().out)
+    assert "VALUE '0' is not hex" in err["message"]
+    assert main(["hash-db", "get", p, "--hex", "--text", "00"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err

@@ -10,6 +10,7 @@
 use crate::errors::{attune_error, plush_error as to_py};
 use attune_kv::env::fork;
 use attune_plush::{Backend, Migration, Options, Plush};
+use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use std::sync::Arc;
@@ -170,6 +171,13 @@ pub struct HashDB {
 }
 
 impl HashDB {
+    /// The value of `key`, or None (the engine call releases the GIL).
+    fn lookup(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+        let k = bytes_arg(key, "key")?;
+        let db = self.handle(py)?;
+        py.allow_threads(move || db.get_bytes(&k)).map_err(to_py)
+    }
+
     fn handle(&self, py: Python<'_>) -> PyResult<Arc<Plush>> {
         if fork::generation() != self.fork_generation {
             return Err(attune_error(
@@ -231,35 +239,81 @@ impl HashDB {
             .map_err(to_py)
     }
 
-    /// The value as bytes, or None.
+    /// The value as bytes, or `default` (None) when the key is absent.
+    #[pyo3(signature = (key, default=None))]
     fn get<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let k = bytes_arg(key, "key")?;
-        let db = self.handle(py)?;
-        let v = py.allow_threads(move || db.get_bytes(&k)).map_err(to_py)?;
-        Ok(v.map(|v| PyBytes::new(py, &v)))
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
+        Ok(match self.lookup(py, key)? {
+            Some(v) => PyBytes::new(py, &v).into_any().unbind(),
+            None => default.unwrap_or_else(|| py.None()),
+        })
     }
 
-    /// The value as an int (it must be 8 bytes), or None.
-    fn get_int(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-        let k = bytes_arg(key, "key")?;
-        let db = self.handle(py)?;
-        let v = py.allow_threads(move || db.get_bytes(&k)).map_err(to_py)?;
-        v.map(|v| {
-            <[u8; 8]>::try_from(v.as_slice())
-                .map(u64::from_le_bytes)
-                .map_err(|_| {
-                    attune_error(
-                        py,
-                        "InvalidArgumentError",
-                        format!("the value is {} bytes, not 8; read it with get()", v.len()),
-                    )
-                })
-        })
-        .transpose()
+    /// The value as an int (it must be 8 bytes), or `default` (None) when the key is absent.
+    #[pyo3(signature = (key, default=None))]
+    fn get_int(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
+        let Some(v) = self.lookup(py, key)? else {
+            return Ok(default.unwrap_or_else(|| py.None()));
+        };
+        let x = <[u8; 8]>::try_from(v.as_slice())
+            .map(u64::from_le_bytes)
+            .map_err(|_| {
+                attune_error(
+                    py,
+                    "InvalidArgumentError",
+                    format!("the value is {} bytes, not 8; read it with get()", v.len()),
+                )
+            })?;
+        Ok(x.into_pyobject(py)?.into_any().unbind())
+    }
+
+    /// `h[key]`: the value as bytes; `KeyError` when the key is absent (as `DB`).
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        match self.lookup(py, key)? {
+            Some(v) => Ok(PyBytes::new(py, &v)),
+            None => Err(PyKeyError::new_err(key.clone().unbind())),
+        }
+    }
+
+    /// `h[key] = value`: `put`.
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.put(py, key, value)
+    }
+
+    /// `del h[key]`: `delete`, a blind write, so a missing key is not an error (as `DB`).
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.delete(py, key)
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.lookup(py, key)?.is_some())
+    }
+
+    /// A hash table keeps no key order and no exact count, so there is no iteration (without
+    /// this, Python would walk `h[0]`, `h[1]`, ... through `__getitem__`).
+    fn __iter__(&self) -> PyResult<PyObject> {
+        Err(PyTypeError::new_err(
+            "attune.HashDB has no iteration: a hash table keeps no key order; read keys with \
+             get() or h[key], or use attune.DB for ordered scans",
+        ))
     }
 
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {

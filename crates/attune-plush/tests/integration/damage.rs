@@ -245,15 +245,21 @@ fn an_empty_or_short_manifest_beside_plush_files_is_corruption_and_never_rewritt
     }
 }
 
-#[test]
-fn a_manifest_with_a_zeroed_magic_beside_plush_files_is_corruption() {
+/// A filled database whose manifest `edit` damaged, opened with `opts`: what
+/// [`manifest_refused`] returns.
+fn edited_manifest_refused(edit: impl Fn(&mut [u8]), opts: Options) -> String {
     let dir = scratch();
     filled(dir.path());
     let p = dir.path().join("manifest.plush");
     let mut b = std::fs::read(&p).unwrap();
-    b[..8].fill(0);
+    edit(&mut b);
     std::fs::write(&p, b).unwrap();
-    let msg = manifest_refused(dir.path(), Options::default());
+    manifest_refused(dir.path(), opts)
+}
+
+#[test]
+fn a_manifest_with_a_zeroed_magic_beside_plush_files_is_corruption() {
+    let msg = edited_manifest_refused(|b| b[..8].fill(0), Options::default());
     assert!(msg.contains("zero magic"), "{msg}");
 }
 
@@ -272,13 +278,7 @@ fn an_empty_manifest_alone_is_a_creation_cut_short_and_is_created() {
 
 #[test]
 fn a_manifest_with_a_damaged_magic_is_corruption_not_a_foreign_directory() {
-    let dir = scratch();
-    filled(dir.path());
-    let p = dir.path().join("manifest.plush");
-    let mut b = std::fs::read(&p).unwrap();
-    b[0] ^= 0x01;
-    std::fs::write(&p, b).unwrap();
-    let msg = manifest_refused(dir.path(), options());
+    let msg = edited_manifest_refused(|b| b[0] ^= 0x01, options());
     assert!(msg.contains("magic"), "{msg}");
 }
 

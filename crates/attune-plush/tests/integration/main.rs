@@ -8,6 +8,7 @@ mod files;
 mod full_disk;
 mod group_crash;
 mod kill;
+mod level_v3;
 mod payload;
 mod read_only;
 mod support;
