@@ -96,10 +96,12 @@ def test_bad_arguments_raise_invalid_argument(tmp_path):
             db.put(b"k", b"v" * (1 << 20 + 1))
         with pytest.raises(attune.InvalidArgumentError, match="2\\*\\*64"):
             db.put(-1, 1)
-        with pytest.raises(attune.InvalidArgumentError, match="key must be bytes"):
-            db.get("a string")
-        with pytest.raises(attune.InvalidArgumentError, match="value must be bytes"):
+        with pytest.raises(attune.InvalidArgumentTypeError, match="key must be bytes"):
+            db.get(None)
+        with pytest.raises(TypeError, match="value must be bytes, an int"):
             db.put(1, 2.5)
+        with pytest.raises(TypeError, match="no len"):
+            len(db)
     with pytest.raises(attune.InvalidArgumentError, match="unknown HashDB option"):
         attune.HashDB(tmp_path / "x", not_an_option=1)
     with pytest.raises(attune.InvalidArgumentError, match="log_partitions"):
@@ -509,3 +511,13 @@ def test_cli_hex_keys_and_values(tmp_path, capsys):
     assert "VALUE '0' is not hex" in err["message"]
     assert main(["hash-db", "get", p, "--hex", "--text", "00"]) == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_keys_and_values_are_taken_as_db_takes_them(tmp_path):
+    """str is stored as UTF-8, bytearray and memoryview as their bytes, as attune.DB does."""
+    with _open(tmp_path / "h") as db:
+        db.put("clé", "välue")
+        assert db.get("clé".encode()) == "välue".encode()
+        db.put(bytearray(b"ba"), memoryview(b"mv"))
+        assert db[b"ba"] == b"mv"
+        assert "clé" in db

@@ -38,7 +38,7 @@ pub enum Error {
     #[error("hash database at {path} is open read-only: {op} refused")]
     ReadOnly { path: PathBuf, op: &'static str },
     /// The directory holds no Plush database (and `create_if_missing` is off).
-    #[error("{path} is not a Plush hash database: {detail}")]
+    #[error("{path} is not a HashDB (Plush) database: {detail}")]
     NotADatabase { path: PathBuf, detail: String },
     /// The files were written by an unknown format version.
     #[error("{path} uses format version {found}; this build reads versions up to {supported}")]

@@ -15,8 +15,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use std::sync::Arc;
 
-/// A key or value: an int in [0, 2**64) (its 8 little-endian bytes) or bytes of any length
-/// up to the engine's limits (checked by the engine, which names the argument).
+/// A key or value: an int in [0, 2**64) (its 8 little-endian bytes), or bytes of any length up
+/// to the engine's limits (checked by the engine, which names the argument) given as
+/// `attune.DB` takes them.
 fn bytes_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
     if v.is_instance_of::<PyInt>() {
         return v
@@ -30,17 +31,18 @@ fn bytes_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
                 )
             });
     }
-    if let Ok(b) = v.downcast::<PyBytes>() {
-        return Ok(b.as_bytes().to_vec());
-    }
-    Err(attune_error(
-        v.py(),
-        "InvalidArgumentError",
-        format!(
-            "{what} must be bytes or an int in [0, 2**64), not {}",
-            v.get_type().name()?
-        ),
-    ))
+    // Everything else as `attune.DB` takes it (str as UTF-8, bytes-like objects), and the same
+    // error class (`InvalidArgumentTypeError`) for anything else.
+    crate::kv::as_bytes(v, what)
+        .map(|b| b.into_owned())
+        .map_err(|_| {
+            crate::kv::type_error(
+                v,
+                what,
+                "bytes, an int in [0, 2**64), str (stored as UTF-8), bytearray, memoryview or \
+                 another bytes-like object",
+            )
+        })
 }
 
 fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
@@ -313,6 +315,15 @@ impl HashDB {
         Err(PyTypeError::new_err(
             "attune.HashDB has no iteration: a hash table keeps no key order; read keys with \
              get() or h[key], or use attune.DB for ordered scans",
+        ))
+    }
+
+    /// No exact count either: a key can sit shadowed on several levels, so counting would walk
+    /// them all. `stats()` reports the records each level holds.
+    fn __len__(&self) -> PyResult<usize> {
+        Err(PyTypeError::new_err(
+            "attune.HashDB has no len(): a key can sit shadowed on several levels, so an exact \
+             count would walk every level; stats() gives the records each level holds",
         ))
     }
 
