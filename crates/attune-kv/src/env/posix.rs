@@ -209,8 +209,18 @@ impl MmapRandom {
             big.resize(pages, 0);
             &mut big
         };
-        // SAFETY: [first, first + pages pages) starts page-aligned inside the mapping (mincore
-        // accepts a tail past `len` within the last page); `vec` has one byte per page.
+        self.mincore(first, end, vec)
+            .then(|| (pages, vec.iter().filter(|&&b| b & 1 == 1).count()))
+    }
+
+    /// Fills `vec` (one byte per page, bit 0 set when the page is in the page cache) for the
+    /// pages of `[first, end)`; `first` page-aligned, `end` within the mapping. False when the
+    /// call fails.
+    fn mincore(&self, first: usize, end: usize, vec: &mut [u8]) -> bool {
+        debug_assert!(first.is_multiple_of(PAGE_BYTES) && end <= self.len);
+        debug_assert!(vec.len() >= (end - first).div_ceil(PAGE_BYTES));
+        // SAFETY: [first, end) starts page-aligned inside the mapping (mincore accepts a tail
+        // past `len` within the last page); `vec` has at least one byte per page.
         let rc = unsafe {
             libc::mincore(
                 self.ptr.add(first) as *mut libc::c_void,
@@ -218,7 +228,7 @@ impl MmapRandom {
                 vec.as_mut_ptr(),
             )
         };
-        (rc == 0).then(|| (pages, vec.iter().filter(|&&b| b & 1 == 1).count()))
+        rc == 0
     }
 }
 
@@ -288,26 +298,15 @@ impl RandomAccessFile for MmapRandom {
         // common case for a scan) the probe costs a fraction of the hint it saves.
         let pages = (end - start).div_ceil(page) as usize;
         let mut vec = [0u8; 256];
-        if pages <= vec.len() {
-            // SAFETY: [start, end) lies inside the mapping, `start` page-aligned; one byte per
-            // page in `vec`.
-            let rc = unsafe {
-                libc::mincore(
-                    self.ptr.add(start as usize) as *mut libc::c_void,
-                    (end - start) as usize,
-                    vec.as_mut_ptr(),
-                )
+        if pages <= vec.len() && self.mincore(start as usize, end as usize, &mut vec[..pages]) {
+            let missing = |b: &u8| b & 1 == 0;
+            let Some(first) = vec[..pages].iter().position(missing) else {
+                return;
             };
-            if rc == 0 {
-                let missing = |b: &u8| b & 1 == 0;
-                let Some(first) = vec[..pages].iter().position(missing) else {
-                    return;
-                };
-                let last = vec[..pages].iter().rposition(missing).unwrap_or(first);
-                let base = start;
-                start = base + first as u64 * page;
-                end = end.min(base + (last as u64 + 1) * page);
-            }
+            let last = vec[..pages].iter().rposition(missing).unwrap_or(first);
+            let base = start;
+            start = base + first as u64 * page;
+            end = end.min(base + (last as u64 + 1) * page);
         }
         // SAFETY: the advised range lies inside the mapping (clamped above); madvise only hints.
         unsafe {
