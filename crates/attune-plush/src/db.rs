@@ -332,8 +332,10 @@ pub struct VerifyReport {
     pub dram_records: u64,
     pub log_chunks_in_use: u64,
     pub log_entries: u64,
-    /// Level records pointing into the payload log whose record was read and checked, and
-    /// those whose segment is gone (shadowed versions a migration has not dropped yet).
+    /// Records (on the levels and in the DRAM level) pointing into the payload log whose
+    /// record was read and checked, and those whose segment was collected (shadowed versions
+    /// a migration has not dropped yet: not a problem; a pointer into a segment that is missing
+    /// without having been collected fails `verify`).
     pub payload_records: u64,
     pub payload_dangling: u64,
     /// Level records whose value sits in the bucket (8-byte key and value) in a level file
@@ -667,6 +669,12 @@ impl Core {
 
     /// See [`Options::read_only`].
     fn open_read_only(path: &Path, opts: Options) -> Result<Core> {
+        if let Err(e) = std::fs::metadata(path) {
+            // A directory on the way that this user may not search: not "does not exist".
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                return Err(Error::io("stat", path, e));
+            }
+        }
         if !path.is_dir() {
             let what = if path.exists() {
                 "not a directory"
@@ -736,7 +744,23 @@ impl Core {
             )?;
             let _ = levels[num - 1].set(level);
         }
-        let payload = PayloadLog::open(storage.as_ref(), opts.payload_segment_bytes)?;
+        let checked_from = recorded_payload_number(storage.as_ref(), MANIFEST_PAYLOAD_FROM_WORD)?;
+        let highest = recorded_payload_number(storage.as_ref(), MANIFEST_PAYLOAD_HIGHEST_WORD)?;
+        let payload = PayloadLog::open(
+            storage.as_ref(),
+            opts.payload_segment_bytes,
+            checked_from.unwrap_or(0),
+            highest.unwrap_or(0),
+        )?;
+        if checked_from.is_none() && !opts.read_only {
+            // A new database, or one whose collections removed segment files: from here on
+            // every segment number leaves a file.
+            let next = payload.next_number();
+            record_payload_number(storage.as_ref(), MANIFEST_PAYLOAD_FROM_WORD, next)?;
+            if next > 1 {
+                record_payload_created(storage.as_ref(), next - 1)?;
+            }
+        }
         let mut db = Core {
             payload,
             storage,
@@ -1032,13 +1056,23 @@ impl Core {
             self.payload.gc_candidates(0.5)
         };
         let mut n = 0;
+        let mut damaged = None;
         for num in segs {
             // A segment whose appends have not all published their pointers would look
             // unreferenced where they have not: leave it to a later collection.
             if !self.payload.segment(num).is_some_and(|s| s.settled()) {
                 continue;
             }
-            for (off, key, value, _) in self.payload.scan(num) {
+            // A damaged segment is kept whole (its records past the damage may be live); the
+            // others are still collected, and the damage is reported after them.
+            let records = match self.payload.scan(num) {
+                Ok(r) => r,
+                Err(e) => {
+                    damaged.get_or_insert(e);
+                    continue;
+                }
+            };
+            for (off, key, value, _) in records {
                 let ptr = crate::payload::encode_pointer(num, off);
                 let bk = bucket_key(&key);
                 let h = hash_key(bk);
@@ -1065,7 +1099,10 @@ impl Core {
             self.payload.gc_runs.fetch_add(1, Ordering::Relaxed);
             n += 1;
         }
-        Ok(n)
+        match damaged {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 
     fn delete(&self, key: u64) -> Result<()> {
@@ -1274,7 +1311,7 @@ impl Core {
         let (epoch, _) = self.dram.meta_of(d);
         let mut recs = Vec::with_capacity(self.geo.entry_capacity());
         collect_newest(&self.dram.entry(d), self.geo.entry_capacity(), &mut recs);
-        self.account_shadowed(&self.dram.entry(d), &mut recs);
+        self.account_shadowed(&self.dram.entry(d), &mut recs)?;
         self.migrate_records(&recs, epoch, 0, d)?;
         self.dram.reset(d, epoch + 1, 0);
         self.migrations[0].fetch_add(1, Ordering::Relaxed);
@@ -1287,7 +1324,7 @@ impl Core {
         let (epoch, _) = level.meta_of(i);
         let mut recs = Vec::with_capacity(self.geo.entry_capacity());
         collect_newest(&level.entry(i), self.geo.entry_capacity(), &mut recs);
-        self.account_shadowed(&level.entry(i), &mut recs);
+        self.account_shadowed(&level.entry(i), &mut recs)?;
         self.migrate_records(&recs, epoch, num, i)?;
         level.clear(i);
         level.region.fence()?;
@@ -1297,11 +1334,18 @@ impl Core {
 
     /// Payload bookkeeping of a migration: pointers among the entry's records that
     /// `collect_newest` dropped (shadowed versions) count as garbage of their segments, and
-    /// kept pointers into removed segments (dangling: always shadowed by the newer pointer the
-    /// collection wrote, in a lower level) are dropped.
-    fn account_shadowed<E: crate::level::EntryView>(&self, e: &E, recs: &mut Vec<(u64, u64)>) {
-        if self.payload.is_empty() {
-            return;
+    /// kept pointers into segments that are gone are dropped when they are shadowed (a
+    /// collection always wrote a newer pointer, in a lower level or the DRAM level). A kept
+    /// pointer into a gone segment that is still its key's newest version is a lost record:
+    /// corruption, and the migration stops rather than drop the key. The caller holds the
+    /// DRAM entry's lock that the records' keys map to.
+    fn account_shadowed<E: crate::level::EntryView>(
+        &self,
+        e: &E,
+        recs: &mut Vec<(u64, u64)>,
+    ) -> Result<()> {
+        if self.payload.is_empty() && !self.payload.has_gaps() {
+            return Ok(());
         }
         let kept: std::collections::HashSet<u64> = recs
             .iter()
@@ -1319,16 +1363,49 @@ impl Core {
                 self.payload.add_garbage(v);
             }
         }
+        if !self.payload.has_gaps() {
+            return Ok(());
+        }
         let before = recs.len();
-        recs.retain(|(_, v)| {
-            !is_pointer(*v)
-                || self
+        let mut out = Vec::with_capacity(recs.len());
+        for &(k, v) in recs.iter() {
+            if is_pointer(v)
+                && !self
                     .payload
-                    .has_segment(crate::payload::decode_pointer(*v).0)
-        });
+                    .has_segment(crate::payload::decode_pointer(v).0)
+            {
+                self.check_shadowed(k, v)?;
+                continue;
+            }
+            out.push((k, v));
+        }
+        *recs = out;
         self.payload
             .dangling_dropped
             .fetch_add((before - recs.len()) as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// For pointer `v` of bucket key `k` into a payload segment that is gone: Ok when a newer
+    /// version of the key shadows it (the segment was collected after moving the key's live
+    /// record), corruption naming the segment when it is still the key's newest version (the
+    /// segment was lost). The caller holds the key's DRAM entry lock.
+    fn check_shadowed(&self, k: u64, v: u64) -> Result<()> {
+        let h = hash_key(k);
+        if self.lookup(k, h, filter_mask(h))?.flatten() != Some(v) {
+            return Ok(());
+        }
+        let (seg, off) = crate::payload::decode_pointer(v);
+        Err(Error::corruption(
+            self.storage
+                .location()
+                .join(crate::payload::segment_file_name(seg)),
+            off as u64,
+            format!(
+                "the newest version of key {k:#x} points into payload segment {seg}, which is \
+                 missing (a collection would have moved it first); restore the file from a backup"
+            ),
+        ))
     }
 
     /// Moves `recs` (newest version of each key, newest first) of entry `parent` on level
@@ -1480,6 +1557,28 @@ impl Core {
         s
     }
 
+    /// Checks the payload record that `v`, the value of bucket key `k` (found `at`), points at:
+    /// it reads and belongs to the key, or its segment is gone and a newer version shadows it
+    /// (see [`Core::check_shadowed`]). The caller holds the key's DRAM entry lock.
+    fn verify_pointer(&self, k: u64, v: u64, at: &str, rep: &mut VerifyReport) -> Result<()> {
+        let off = crate::payload::decode_pointer(v).1;
+        match self.payload.read(v)? {
+            None => {
+                self.check_shadowed(k, v)?;
+                rep.payload_dangling += 1;
+            }
+            Some((key, _)) if bucket_key(&key) == k => rep.payload_records += 1,
+            Some(_) => {
+                return Err(Error::corruption(
+                    self.storage.location(),
+                    off as u64,
+                    format!("{at}: key {k:#x} points at a payload record of another key"),
+                ))
+            }
+        }
+        Ok(())
+    }
+
     fn verify(&self) -> Result<VerifyReport> {
         let mut rep = VerifyReport::default();
         let cap = self.geo.entry_capacity();
@@ -1499,7 +1598,19 @@ impl Core {
             check_recorded(storage, LOG_FILE, bytes)?;
         }
         for d in 0..self.geo.entries(0) {
-            rep.dram_records += self.dram.meta_of(d).1 as u64;
+            let _lock = self.dram.locks[d].lock();
+            let size = self.dram.meta_of(d).1.min(cap);
+            rep.dram_records += size as u64;
+            let e = self.dram.entry(d);
+            use crate::level::EntryView;
+            for idx in 0..size {
+                let (b, j) = (idx / SLOTS_PER_BUCKET, idx % SLOTS_PER_BUCKET);
+                let v = e.value(b, j).load(Ordering::Relaxed);
+                if is_pointer(v) {
+                    let k = e.key(b, j).load(Ordering::Relaxed);
+                    self.verify_pointer(k, v, "the DRAM level", &mut rep)?;
+                }
+            }
         }
         for level in self.levels.iter().filter_map(|l| l.get()) {
             rep.levels += 1;
@@ -1550,20 +1661,8 @@ impl Core {
                             rep.records_not_checksummed += 1;
                         }
                     } else {
-                        match self.payload.read(v)? {
-                            None => rep.payload_dangling += 1,
-                            Some((key, _)) if bucket_key(&key) == k => rep.payload_records += 1,
-                            Some(_) => {
-                                return Err(Error::corruption(
-                                    level.region.name(),
-                                    0,
-                                    format!(
-                                        "entry {i} slot {idx}: key {k:#x} points at a payload \
-                                         record of another key"
-                                    ),
-                                ))
-                            }
-                        }
+                        let at = format!("{} entry {i} slot {idx}", level.region.name());
+                        self.verify_pointer(k, v, &at, &mut rep)?;
                     }
                 }
             }
@@ -1633,6 +1732,51 @@ fn record_files(storage: &dyn Storage, levels: usize, log: bool) -> Result<()> {
     region.word(MANIFEST_FILES_WORD).store(w, Ordering::Release);
     region.flush_words(MANIFEST_FILES_WORD, 1);
     region.fence()
+}
+
+/// Words of the manifest recording payload segment numbers, each with the low 32 bits the
+/// number and the high 32 bits its CRC-32C (0, as in manifests written before them: not
+/// recorded): the first number whose file every later number keeps (a collected segment's
+/// file is cut to 0 bytes, not removed), and the highest number created.
+const MANIFEST_PAYLOAD_FROM_WORD: usize = 10;
+const MANIFEST_PAYLOAD_HIGHEST_WORD: usize = 11;
+
+/// A payload-number word of the manifest; `None` when not recorded.
+fn recorded_payload_number(storage: &dyn Storage, word: usize) -> Result<Option<u32>> {
+    let Some(r) = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)? else {
+        return Ok(None);
+    };
+    let w = r.words()[word].load(Ordering::Acquire);
+    if w == 0 {
+        return Ok(None);
+    }
+    let low = w as u32;
+    if (w >> 32) as u32 != crc32c::crc32c(&low.to_le_bytes()) {
+        return Err(Error::corruption(
+            storage.location().join(MANIFEST),
+            (word * 8) as u64,
+            format!("the record of payload segment numbers {w:#x} does not check"),
+        ));
+    }
+    Ok(Some(low))
+}
+
+/// Records payload segment number `n` in manifest word `word` (flushed, fenced).
+fn record_payload_number(storage: &dyn Storage, word: usize, n: u32) -> Result<()> {
+    let r = storage
+        .open_region(MANIFEST, 4096, false, RegionKind::Level)?
+        .ok_or_else(|| Error::io("open", MANIFEST, std::io::ErrorKind::NotFound.into()))?;
+    let region = Region::new(&storage.location().join(MANIFEST).to_string_lossy(), r);
+    let w = (crc32c::crc32c(&n.to_le_bytes()) as u64) << 32 | n as u64;
+    region.word(word).store(w, Ordering::Release);
+    region.flush_words(word, 1);
+    region.fence()
+}
+
+/// Records that payload segment `n` was created (after its header was armed), so that its
+/// number is never given again and its file is required, even when it is the newest.
+pub(crate) fn record_payload_created(storage: &dyn Storage, n: u32) -> Result<()> {
+    record_payload_number(storage, MANIFEST_PAYLOAD_HIGHEST_WORD, n)
 }
 
 /// A file the manifest records must exist with its geometry's length.
@@ -1885,15 +2029,9 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
             ),
         ));
     }
+    // The checksum first: a damaged version word is damage, not a newer format (a newer
+    // build writes its version under a checksum that holds).
     let version = region.word(1).load(Ordering::Acquire);
-    let known = |v: u64| v == FORMAT_VERSION || v == MANIFEST_VERSION_PACKED;
-    if !known(version) {
-        return Err(Error::UnsupportedVersion {
-            path: storage.location(),
-            found: version as u32,
-            supported: MANIFEST_VERSION_PACKED as u32,
-        });
-    }
     let f: Vec<u64> = (1..8)
         .map(|i| region.word(i).load(Ordering::Acquire))
         .collect();
@@ -1901,8 +2039,16 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
         return Err(Error::corruption(
             storage.location().join(MANIFEST),
             64,
-            "manifest checksum mismatch",
+            "manifest checksum mismatch: the manifest is damaged; restore it from a backup",
         ));
+    }
+    let known = |v: u64| v == FORMAT_VERSION || v == MANIFEST_VERSION_PACKED;
+    if !known(version) {
+        return Err(Error::UnsupportedVersion {
+            path: storage.location(),
+            found: version as u32,
+            supported: MANIFEST_VERSION_PACKED as u32,
+        });
     }
     let stored = Options {
         log_pack_groups: version == MANIFEST_VERSION_PACKED,

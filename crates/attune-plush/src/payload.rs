@@ -17,7 +17,13 @@
 //!
 //! Segment numbers are never reused, so a pointer names its segment's "epoch": a pointer whose
 //! segment was garbage collected is dangling, and is dropped by the migration that meets it
-//! (it is always shadowed by the newer pointer the collection wrote).
+//! (it is always shadowed by the newer pointer the collection wrote). A collected segment
+//! leaves its file behind, cut to 0 bytes, so that a segment file lost any other way is told
+//! apart: from the number the manifest records on (numbers below it were collected by builds
+//! that removed the file), every number up to the highest created must have a file, full or
+//! empty, or the open fails. A pointer into a segment that is gone is dropped only when a
+//! newer version of its key shadows it; as its key's newest version it is an error. A collection moves a segment's records only up to the end of its
+//! valid records; a damaged record with valid ones after it keeps the segment (an error).
 //!
 //! Thread safety: `PayloadLog` is shared by all threads; appends serialise on the active
 //! segment's mutex, reads take a read lock on the segment table only to clone an `Arc`.
@@ -25,7 +31,8 @@
 use crate::error::{Error, Result};
 use crate::persist::{Region, RegionKind, Storage};
 use parking_lot::{Mutex, RwLock};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -221,6 +228,22 @@ impl Segment {
         out
     }
 
+    /// True when every byte from `off` (8-byte aligned) to the segment's end is zero.
+    fn zero_from(&self, off: usize) -> bool {
+        (off / 8..self.bytes / 8).all(|w| self.region.word(w).load(Ordering::Acquire) == 0)
+    }
+
+    /// True when a valid record starts at some 8-byte aligned offset past `off`.
+    fn valid_record_after(&self, off: usize) -> bool {
+        let magic = u64::from(RECORD_MAGIC) << 32;
+        (off / 8 + 1..self.bytes / 8).any(|w| {
+            // The magic is the high half of a record's second word.
+            self.region.word(w).load(Ordering::Acquire) & (0xFFFF_FFFF << 32) == magic
+                && w >= 1
+                && self.record_at((w - 1) * 8).is_ok()
+        })
+    }
+
     /// The record at `off`: (key, value, bytes occupied).
     pub fn record_at(
         &self,
@@ -247,6 +270,9 @@ impl Segment {
     }
 }
 
+/// A record a segment scan found: (offset, key, value, bytes occupied).
+pub type ScannedRecord = (usize, Vec<u8>, Vec<u8>, usize);
+
 /// Counters of the payload log.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PayloadCounters {
@@ -269,6 +295,8 @@ struct Active {
 
 /// The payload log of one database.
 pub struct PayloadLog {
+    /// The database directory (error messages name files in it).
+    dir: PathBuf,
     segment_bytes: usize,
     segments: RwLock<BTreeMap<u32, Arc<Segment>>>,
     active: Mutex<Active>,
@@ -284,18 +312,41 @@ pub struct PayloadLog {
 
 impl PayloadLog {
     /// Opens the segments `storage` holds. A segment whose header was never armed (its
-    /// creation was cut short, so nothing points into it) is removed.
-    pub fn open(storage: &dyn Storage, segment_bytes: usize) -> Result<PayloadLog> {
+    /// creation was cut short, so nothing points into it) is emptied like a collected one. An
+    /// empty file is a collected segment. `checked_from` and `highest` are the manifest's
+    /// records (0 when there is none): every number from `checked_from` up to the highest
+    /// segment file or `highest`, whichever is larger, must have a file, full or empty; a
+    /// missing one is corruption naming it. Numbers up to `highest` are never given again.
+    pub fn open(
+        storage: &dyn Storage,
+        segment_bytes: usize,
+        checked_from: u32,
+        highest: u32,
+    ) -> Result<PayloadLog> {
+        let dir = storage.location();
         let mut segments = BTreeMap::new();
+        let mut collected = BTreeSet::new();
         let mut next = 1;
-        let mut names: Vec<(u32, String)> = storage
-            .list_regions()?
+        let listed = storage.list_regions()?;
+        for n in &listed {
+            // An empty replacement a crash left before it was renamed over its segment.
+            if n.strip_suffix(crate::persist::CLEARING_SUFFIX)
+                .is_some_and(|seg| parse_segment_file_name(seg).is_some())
+            {
+                storage.remove_region(n)?;
+            }
+        }
+        let mut names: Vec<(u32, String)> = listed
             .into_iter()
             .filter_map(|n| parse_segment_file_name(&n).map(|s| (s, n)))
             .collect();
         names.sort();
         for (num, name) in names {
             next = next.max(num.saturating_add(1));
+            if storage.region_len(&name)? == Some(0) {
+                collected.insert(num);
+                continue;
+            }
             let Some(r) = storage.open_region(&name, segment_bytes, false, RegionKind::Log)? else {
                 continue;
             };
@@ -303,7 +354,8 @@ impl PayloadLog {
             let w = |i| region.word(i).load(Ordering::Acquire);
             if w(0) == 0 {
                 drop(region);
-                storage.remove_region(&name)?;
+                storage.clear_region(&name)?;
+                collected.insert(num);
                 continue;
             }
             let check = header_check(w(1), w(2), w(3));
@@ -314,7 +366,7 @@ impl PayloadLog {
                 || w(4) != check
             {
                 return Err(Error::corruption(
-                    storage.location().join(&name),
+                    dir.join(&name),
                     0,
                     format!(
                         "payload segment header does not check (magic {:#x}, version {}, \
@@ -339,7 +391,24 @@ impl PayloadLog {
                 }),
             );
         }
+        next = next.max(highest.saturating_add(1));
+        if checked_from > 0 {
+            if let Some(lost) =
+                (checked_from..next).find(|n| !segments.contains_key(n) && !collected.contains(n))
+            {
+                return Err(Error::corruption(
+                    dir.join(segment_file_name(lost)),
+                    0,
+                    format!(
+                        "payload segment {lost} is missing (a collected segment leaves an empty \
+                         file; segment numbers are never reused): the keys whose newest version \
+                         is in it cannot be read. Restore the file from a backup"
+                    ),
+                ));
+            }
+        }
         Ok(PayloadLog {
+            dir,
             segment_bytes,
             segments: RwLock::new(segments),
             active: Mutex::new(Active {
@@ -355,6 +424,18 @@ impl PayloadLog {
             gc_bytes_freed: AtomicU64::new(0),
             dangling_dropped: AtomicU64::new(0),
         })
+    }
+
+    /// The number the next segment will get: every number below it has been used.
+    pub fn next_number(&self) -> u32 {
+        self.active.lock().next
+    }
+
+    /// True when a pointer can point into a segment that is gone (some segment number below
+    /// the next is not a live segment); false for a log with only live segments.
+    pub fn has_gaps(&self) -> bool {
+        let next = self.next_number();
+        self.segments.read().len() as u64 != u64::from(next.saturating_sub(1))
     }
 
     /// Creates segment `num` (header armed last: fields, barrier, magic, barrier).
@@ -380,6 +461,7 @@ impl PayloadLog {
         region.word(0).store(SEGMENT_MAGIC, Ordering::Release);
         region.flush_words(0, 1);
         region.fence()?;
+        crate::db::record_payload_created(storage, num)?;
         Ok(Arc::new(Segment {
             num,
             region,
@@ -465,7 +547,7 @@ impl PayloadLog {
         match seg.record_at(off) {
             Ok((k, v, _)) => Ok(Some((k, v))),
             Err(e) => Err(Error::corruption(
-                seg.region.name(),
+                self.dir.join(seg.region.name()),
                 off as u64,
                 format!("payload record unreadable ({e:?}) though a pointer names it"),
             )),
@@ -511,26 +593,45 @@ impl PayloadLog {
     }
 
     /// The records of a segment, in order, up to the first invalid one (the end of its
-    /// durable prefix): (offset, key, value, bytes).
-    pub fn scan(&self, num: u32) -> Vec<(usize, Vec<u8>, Vec<u8>, usize)> {
+    /// durable prefix): (offset, key, value, bytes). The prefix must end the segment's data:
+    /// nothing but zeros after it, or bytes in which no valid record starts (a record torn by
+    /// a crash, the last append of the segment active then). A valid record after an invalid
+    /// one is damage: corruption naming the segment and the offset, for the caller to keep it.
+    pub fn scan(&self, num: u32) -> Result<Vec<ScannedRecord>> {
         let Some(seg) = self.segment(num) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let mut out = Vec::new();
         let mut off = SEGMENT_HEADER_BYTES;
-        while let Ok((k, v, len)) = seg.record_at(off) {
-            out.push((off, k, v, len));
-            off += len;
+        let stop = loop {
+            match seg.record_at(off) {
+                Ok((k, v, len)) => {
+                    out.push((off, k, v, len));
+                    off += len;
+                }
+                Err(e) => break e,
+            }
+        };
+        if !seg.zero_from(off) && seg.valid_record_after(off) {
+            return Err(Error::corruption(
+                self.dir.join(segment_file_name(num)),
+                off as u64,
+                format!(
+                    "payload record unreadable ({stop:?}) with valid records after it: the \
+                     segment is damaged, and is kept (its other records stay readable)"
+                ),
+            ));
         }
         seg.written.store(off as u64, Ordering::Relaxed);
-        out
+        Ok(out)
     }
 
-    /// Removes segment `num` (after a collection moved its live records).
+    /// Marks segment `num` collected (after a collection moved its live records): its file is
+    /// cut to 0 bytes, which keeps the number's record (see [`PayloadLog::open`]).
     pub fn remove(&self, storage: &dyn Storage, num: u32) -> Result<u64> {
         let seg = self.segments.write().remove(&num);
         let freed = seg.map_or(0, |s| s.written.load(Ordering::Relaxed));
-        storage.remove_region(&segment_file_name(num))?;
+        storage.clear_region(&segment_file_name(num))?;
         Ok(freed)
     }
 

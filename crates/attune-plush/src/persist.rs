@@ -138,6 +138,10 @@ pub trait Storage: Send + Sync {
     /// Removes region `name` (durably: a file back end syncs the directory). Handles opened
     /// before stay usable until dropped.
     fn remove_region(&self, name: &str) -> Result<()>;
+    /// Replaces region `name` by an empty one of the same name, atomically and durably.
+    /// Handles opened before stay usable until dropped (a file back end renames a new empty
+    /// file over the old one, whose mapping lives on). Nothing for a read-only opener.
+    fn clear_region(&self, name: &str) -> Result<()>;
 }
 
 /// Which system calls or instructions make the files durable.
@@ -410,7 +414,35 @@ impl Storage for FileStorage {
         }
         Ok(())
     }
+
+    fn clear_region(&self, name: &str) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        // Not a truncation: a reader still mapping the old file would fault (SIGBUS) past
+        // the new end. A crash before the rename leaves the temporary file (removed by the
+        // next clear of the same name, and ignored by opens) and the old region.
+        let path = self.dir.join(name);
+        let tmp = self.dir.join(format!("{name}{CLEARING_SUFFIX}"));
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| Error::io("create", &tmp, e))?;
+        if self.sync {
+            file.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+        }
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
+        if self.sync {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
 }
+
+/// Suffix of the temporary file [`Storage::clear_region`] renames over a region.
+pub const CLEARING_SUFFIX: &str = ".clearing";
 
 /// True when `file` lives on tmpfs.
 fn on_tmpfs(file: &std::fs::File) -> bool {
@@ -1459,6 +1491,20 @@ impl Storage for SimStorage {
     /// at a later barrier lacks the region).
     fn remove_region(&self, name: &str) -> Result<()> {
         self.shared.regions.lock().remove(name);
+        Ok(())
+    }
+
+    /// Like removal, a metadata operation that reaches the media at once.
+    fn clear_region(&self, name: &str) -> Result<()> {
+        let empty = Arc::new(SimRegion {
+            reserved: Mutex::new(Vec::new()),
+            view: Box::new([]),
+            shadow: Mutex::new(Vec::new()),
+            pending_lines: Mutex::new(Vec::new()),
+            group: Group::new(self.shared.group),
+            log: AtomicBool::new(false),
+        });
+        self.shared.regions.lock().insert(name.to_string(), empty);
         Ok(())
     }
 }

@@ -317,6 +317,15 @@ fn the_log_layout_is_fixed_at_creation_and_an_unknown_version_is_refused() {
     let path = dir.path().join("manifest.plush");
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[8..16].copy_from_slice(&5u64.to_le_bytes());
+    // A damaged version word (its checksum no longer holds) is damage, not a newer format.
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Plush::open(dir.path(), options(Backend::Write))
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    // A newer build's manifest: version 5 under a checksum that holds.
+    let crc = u64::from(crc32c::crc32c(&bytes[8..64]));
+    bytes[64..72].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, bytes).unwrap();
     let err = Plush::open(dir.path(), options(Backend::Write))
         .err()
