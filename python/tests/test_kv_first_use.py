@@ -248,3 +248,59 @@ def test_repair_of_the_readme_database_counts_live_keys_apart_from_deleted_ones(
     assert (r["keys"], r["keys_deleted"]) == (3, 3)
     with attune.DB(path) as db:
         assert sorted(db) == [b"user:2", b"user:3", b"visits"]
+
+
+_OPEN_UNREACHABLE = """
+import sys, attune
+for what, open_ in [
+    ("db read_only", lambda p: attune.DB(p, read_only=True)),
+    ("db writable", lambda p: attune.DB(p)),
+    ("hash read_only", lambda p: attune.HashDB(p, read_only=True)),
+    ("hash writable", lambda p: attune.HashDB(p)),
+]:
+    try:
+        open_(sys.argv[1] if what.startswith("db") else sys.argv[2])
+        print(what, "opened")
+    except attune.Error as e:
+        print(what, type(e).__name__, "|", e)
+"""
+
+
+def _without_dac_override_or_search():
+    """As `_without_dac_override`, and without CAP_DAC_READ_SEARCH: directories' search bits
+    hold for a root child too."""
+    _without_dac_override()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_CAPBSET_DROP, CAP_DAC_READ_SEARCH, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, CAP_DAC_READ_SEARCH)")
+
+
+CAP_DAC_READ_SEARCH = 2
+
+
+def test_a_database_behind_an_unsearchable_directory_is_a_permission_error(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    with attune.DB(locked / "db") as db:
+        db.put(b"k", b"v")
+    with attune.HashDB(locked / "h") as h:
+        h.put(b"k", b"v")
+    os.chmod(locked, 0o000)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _OPEN_UNREACHABLE, str(locked / "db"), str(locked / "h")],
+            capture_output=True,
+            text=True,
+            check=True,
+            preexec_fn=_without_dac_override_or_search if os.geteuid() == 0 else None,
+        ).stdout
+    finally:
+        os.chmod(locked, 0o755)
+    for what in ["db read_only", "db writable", "hash read_only", "hash writable"]:
+        line = next(x for x in out.splitlines() if x.startswith(what + " "))
+        assert "StorageIOError" in line and "Permission denied" in line, out
+        assert "does not exist" not in line, out
+        assert "read_only=True" not in line, out
+    for what in ["db writable", "hash writable"]:
+        line = next(x for x in out.splitlines() if x.startswith(what + " "))
+        assert "check the permissions" in line, out

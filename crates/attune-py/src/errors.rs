@@ -85,6 +85,22 @@ pub fn raise(
     }
 }
 
+/// `attune.errors.<class>(msg)` with its `path` set.
+pub fn attune_error_at(
+    py: Python<'_>,
+    class: &str,
+    msg: impl Into<String>,
+    path: &std::path::Path,
+) -> PyErr {
+    raise(
+        py,
+        class,
+        msg.into(),
+        Some(path.display().to_string()),
+        None,
+    )
+}
+
 /// `attune.errors.<class>(msg)`.
 pub fn attune_error(py: Python<'_>, class: &str, msg: impl Into<String>) -> PyErr {
     raise(py, class, msg.into(), None, None)
@@ -111,6 +127,21 @@ pub fn to_py(e: kv::Error) -> PyErr {
         _ => ("Error", None, None),
     };
     Python::with_gil(|py| raise(py, class, msg, file, offset))
+}
+
+/// What to do about a writable open of the database in `dir` refused by a permission: a
+/// database that is there to read (`marker`, its manifest-like file, is visible) can be opened
+/// read-only; otherwise this user cannot reach or create the directory at all.
+pub fn permission_hint(dir: &std::path::Path, marker: &str) -> String {
+    if dir.join(marker).exists() {
+        "this process may not write the database: open with read_only=True to read it".into()
+    } else {
+        format!(
+            "this user may not create or reach {}: check the permissions of that directory \
+             and of its parents",
+            dir.display()
+        )
+    }
 }
 
 /// Maps a Plush error to its `attune.errors` class.

@@ -11,7 +11,7 @@
 use crate::errors::{attune_error, raise, to_py};
 use attune_kv::{self as kv, Options, ReadOptions, WriteOptions};
 use parking_lot::Mutex;
-use pyo3::exceptions::PyKeyError;
+use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use std::borrow::Cow;
@@ -1119,9 +1119,9 @@ impl DB {
     }
 }
 
-/// The error of a failed open. A writable open refused by a permission (files or directory not
-/// writable by this process) says that a read-only open can still read the database.
-fn open_error(py: Python<'_>, e: kv::Error, writable: bool) -> PyErr {
+/// The error of a failed open. A writable open refused by a permission says what to do: open
+/// read-only where there is a database to read, else check the directories' permissions.
+fn open_error(py: Python<'_>, e: kv::Error, dir: &Path, writable: bool) -> PyErr {
     match &e {
         kv::Error::Io { path, source, .. }
             if writable && source.kind() == std::io::ErrorKind::PermissionDenied =>
@@ -1129,10 +1129,7 @@ fn open_error(py: Python<'_>, e: kv::Error, writable: bool) -> PyErr {
             raise(
                 py,
                 "StorageIOError",
-                format!(
-                    "{e}; this process may not write the database: open with read_only=True \
-                     to read it"
-                ),
+                format!("{e}; {}", crate::errors::permission_hint(dir, "CURRENT")),
                 Some(path.display().to_string()),
                 None,
             )
@@ -1212,7 +1209,7 @@ impl DB {
         };
         let db = py
             .allow_threads(move || kv::DB::open(&p, opts))
-            .map_err(|e| open_error(py, e, writable))?;
+            .map_err(|e| open_error(py, e, &path, writable))?;
         Ok(DB {
             db: parking_lot::RwLock::new(Some(Arc::new(db))),
             path: path.display().to_string(),
@@ -1290,6 +1287,13 @@ impl DB {
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         Ok(get_impl(py, &self.handle(py)?, &as_bytes(key, "key")?, None)?.is_some())
+    }
+    fn __len__(&self) -> PyResult<usize> {
+        Err(PyTypeError::new_err(
+            "attune.DB has no len(): a key's versions and tombstones sit on several levels, so \
+             an exact count reads every table; count with sum(1 for _ in db.keys()), or see \
+             stats() for the entries each level holds",
+        ))
     }
 
     fn __iter__(&self, py: Python<'_>) -> PyResult<Items> {

@@ -138,6 +138,11 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             }
         }
     }
+    // A small DRAM level with the default partition count: fewer partitions, not an error
+    // about an option the caller did not give.
+    if !kw.contains("log_partitions")? {
+        o.log_partitions = o.log_partitions.min(1usize << o.dram_entries_log2.min(63));
+    }
     Ok(o)
 }
 
@@ -219,9 +224,25 @@ impl HashDB {
         let opts = options_from_kwargs(options)?;
         let generation = fork::generation();
         let p = path.clone();
+        let writable = !opts.read_only;
         let db = py
             .allow_threads(move || Plush::open(&p, opts))
-            .map_err(to_py)?;
+            .map_err(|e| match &e {
+                attune_plush::Error::Io {
+                    path: f, source, ..
+                } if writable && source.kind() == std::io::ErrorKind::PermissionDenied => {
+                    crate::errors::attune_error_at(
+                        py,
+                        "StorageIOError",
+                        format!(
+                            "{e}; {}",
+                            crate::errors::permission_hint(&path, "manifest.plush")
+                        ),
+                        f,
+                    )
+                }
+                _ => to_py(e),
+            })?;
         Ok(HashDB {
             db: parking_lot::RwLock::new(Some(Arc::new(db))),
             path: path.display().to_string(),
@@ -334,7 +355,8 @@ impl HashDB {
     }
 
     /// Collects payload-log garbage now (sealed segments at least half garbage, or every
-    /// sealed segment with `all=True`); returns the segments removed.
+    /// sealed segment with `all=True`); returns the segments collected. A damaged segment is
+    /// kept whole and, after the others, raises `CorruptionError` naming it.
     #[pyo3(signature = (all = false))]
     fn collect_garbage(&self, py: Python<'_>, all: bool) -> PyResult<usize> {
         let db = self.handle(py)?;
@@ -349,12 +371,15 @@ impl HashDB {
         py.allow_threads(move || db.checkpoint()).map_err(to_py)
     }
 
-    /// Checks the files' lengths, every level entry and log chunk, and every payload record a
-    /// level points to. Returns {"levels", "entries_checked", "records" (on the persistent
-    /// levels), "dram_records" (acknowledged, in the recovery log, not yet migrated),
-    /// "log_chunks_in_use", "log_entries", "payload_records", "payload_dangling",
-    /// "records_not_checksummed" (level records with an 8-byte key and value: no checksum
-    /// covers them, so damage to one can read back as a wrong value)}; damage found raises
+    /// Checks the files' lengths, every level entry (with its checksum) and log chunk, and
+    /// every payload record a record of the DRAM level or of a level points to. Returns
+    /// {"levels", "entries_checked", "records" (on the persistent levels), "dram_records"
+    /// (acknowledged, in the recovery log, not yet migrated), "log_chunks_in_use",
+    /// "log_entries", "payload_records" (pointers whose record was read and checked),
+    /// "payload_dangling" (pointers into collected segments: shadowed versions, not a
+    /// problem), "records_not_checksummed" (level records in files written before level
+    /// entries carried checksums; 0 for a database created by this build)}; damage found, or
+    /// a pointer into a payload segment that is missing without having been collected, raises
     /// `CorruptionError` naming the file.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let db = self.handle(py)?;

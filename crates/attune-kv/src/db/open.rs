@@ -27,13 +27,34 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
+/// Bytes of the table files in `dir` (0 when it cannot be listed: a new database).
+fn table_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(".sst")))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
 impl DB {
     /// Opens (or creates) the database in `path` on the real file system.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
         let memory = crate::env::memory_limit_bytes();
+        let mut limit = opts.mmap_reads_limit.bytes(memory);
+        if opts.mmap_reads_limit == crate::options::MmapLimit::Auto
+            && table_bytes(path.as_ref()) > limit
+        {
+            // Tables that do not fit the limit now are read with pread only: mapping part of
+            // them under memory pressure was slower than mapping none (docs/kv.md "Reads
+            // through a mapping or pread").
+            limit = 0;
+        }
         let env = PosixEnv::new()
             .with_mmap_reads(opts.mmap_reads)
-            .with_mmap_limit(opts.mmap_reads_limit.bytes(memory))
+            .with_mmap_limit(limit)
             .with_mmap_logs(opts.mmap_logs);
         Self::open_with_env(Arc::new(env), path.as_ref(), opts)
     }
@@ -76,6 +97,15 @@ impl DB {
         let current = filename::current_path(&dir);
         refuse_non_directory(env.as_ref(), &dir)?;
         if !env.exists(&dir) {
+            // A directory on the way that this user may not search hides the database: say
+            // so, rather than that it does not exist.
+            if env.is_os_filesystem() {
+                if let Err(e) = std::fs::metadata(&dir) {
+                    if e.kind() == std::io::ErrorKind::PermissionDenied {
+                        return Err(Error::io("stat", &dir, e));
+                    }
+                }
+            }
             if read_only {
                 return Err(Error::NotADatabase {
                     path: dir,
