@@ -166,7 +166,8 @@ impl CacheMissCosts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MmapLimit {
     /// Half the memory the process may use (its cgroup's `memory.max`, else physical memory),
-    /// read at open.
+    /// read at open; none when the database's tables at open already exceed that (see
+    /// `DB::open`).
     Auto,
     /// At most this many bytes.
     Bytes(u64),
