@@ -171,7 +171,10 @@ def test_reprs_say_what_each_object_is(tmp_path):
         assert repr(txn) == f'attune.Transaction("{path}", sequence={seq}, 1 buffered write)'
         txn.rollback()
         assert repr(txn) == f'attune.Transaction("{path}", ended)'
+        live_txn, live_items = db.transaction(), db.items()
     assert repr(db) == f'attune.DB("{path}", closed)'
+    assert repr(live_txn) == f'attune.Transaction("{path}", closed)'
+    assert repr(live_items) == f'attune.Items("{path}", items, closed)'
     with attune.DB(path, read_only=True) as ro:
         assert repr(ro) == f'attune.DB("{path}", open, read_only=True)'
         with attune.DB(path, secondary=True) as sec:
@@ -304,3 +307,17 @@ def test_a_database_behind_an_unsearchable_directory_is_a_permission_error(tmp_p
     for what in ["db writable", "hash writable"]:
         line = next(x for x in out.splitlines() if x.startswith(what + " "))
         assert "check the permissions" in line, out
+
+
+def test_repair_of_a_hash_database_says_what_it_is(tmp_path):
+    with attune.HashDB(tmp_path / "h") as h:
+        h.put(b"k", b"v")
+    with pytest.raises(attune.InvalidArgumentError, match="hash database"):
+        attune.repair(tmp_path / "h")
+    with attune.HashDB(tmp_path / "h") as h:
+        assert h.get(b"k") == b"v"
+
+
+def test_a_negative_option_is_an_invalid_argument_like_the_others(tmp_path):
+    with pytest.raises(attune.InvalidArgumentError, match="^invalid argument: option block_size"):
+        attune.DB(tmp_path / "db", block_size=-1)

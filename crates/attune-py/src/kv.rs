@@ -237,11 +237,9 @@ fn option_string(key: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     }
     if let Ok(i) = v.extract::<i64>() {
         if i < 0 {
-            return Err(attune_error(
-                v.py(),
-                "InvalidArgumentError",
-                format!("option {key}={i} must not be negative"),
-            ));
+            return Err(to_py(kv::Error::InvalidArgument(format!(
+                "option {key}={i} must not be negative"
+            ))));
         }
         return Ok(i.to_string());
     }
@@ -649,10 +647,12 @@ impl Transaction {
         self.txn.lock().as_ref().map_or(0, kv::Transaction::len)
     }
     /// `attune.Transaction("/p", sequence=7, 2 buffered writes)`; `ended` once committed or
-    /// rolled back.
+    /// rolled back, `closed` once its database is.
     fn __repr__(&self) -> String {
         let g = self.txn.lock();
+        let open = self.db.upgrade().is_some_and(|d| d.check_usable().is_ok());
         let state = match g.as_ref() {
+            Some(_) if !open => "closed".to_string(),
             Some(t) => format!(
                 "sequence={}, {}",
                 t.snapshot_sequence(),
@@ -988,6 +988,12 @@ impl Items {
         }
         if st.done && st.pos >= st.buf.len() {
             out.push_str(", exhausted");
+        } else if self
+            .weak
+            .upgrade()
+            .is_none_or(|d| d.check_usable().is_err())
+        {
+            out.push_str(", closed");
         }
         out.push(')');
         out

@@ -159,6 +159,13 @@ pub fn repair_with_env(env: Arc<dyn Env>, dir: &Path, opts: Options) -> Result<R
             )
         )
     });
+    if !ours && names.iter().any(|n| n == "manifest.plush") {
+        return Err(Error::InvalidArgument(format!(
+            "path {} is an Attune hash database (manifest.plush found), not an LSM one: repair \
+             works on attune.DB databases; HashDB's open and verify() check its files",
+            dir.display()
+        )));
+    }
     if !ours {
         return Err(Error::InvalidArgument(format!(
             "path {} holds no database files (no CURRENT, manifest, log, table or value-log \
