@@ -1,7 +1,8 @@
 //! `attune-bench device-kv`: Attune on the simulated SSD (`attune_kv::env::DeviceEnv`).
 //!
 //! Run: `attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc]
-//! [--reps N] [--config DEVICE] [--model FILE] [--out FILE] [--json]`. Rows:
+//! [--reps N] [--config DEVICE] [--readahead-stripes N] [--model FILE] [--out FILE] [--json]`.
+//! Rows:
 //! * `fillrandom/<config>/<case>` for planted SSD configurations: the device is first profiled
 //!   (`attune_io::profile`), the learned parameters are mapped to a layout
 //!   (`DeviceLayout::from_learned`) and to options (`DeviceLayout::tune_sizes`, the table block
@@ -15,7 +16,8 @@
 //!   kind of file too), the minimum, write amplification; then a readrandom on the same
 //!   database shows what the block size costs a point read. `--no-gc` turns the device's
 //!   garbage-collection periods off in the runs (rows `fillrandom-nogc/...`); `--reps` (default
-//!   7) and `--config` (one device) are for quick looks, not the figure.
+//!   7), `--config` (one device) and `--readahead-stripes N` (the read-ahead in N units of the
+//!   learned alignment instead of the rule) are for quick looks, not the figure.
 //! * `ycsb-e/<load order>/<prefetcher>`: YCSB workload E (95 % scans of 1–100 records, 5 %
 //!   inserts, zipfian) over 4 KiB values in the value log, with prefetching off, `fixed` (the
 //!   engine's read-ahead of the next `blob_prefetch_depth` values of a scan), `readahead` (Linux's
@@ -44,7 +46,8 @@ use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
 use crate::output::{Fail, Sink};
 
 const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all|ycsb-e-disk] [--keys N] \
-                     [--ops N] [--no-gc] [--model TINFETCH_MODEL] [--dir DIR] [--reps N] [--config DEVICE] \
+                     [--ops N] [--no-gc] [--model TINFETCH_MODEL] [--dir DIR] [--reps N] \
+                     [--config DEVICE] [--readahead-stripes N] \
                      [--out FILE] [--json]";
 
 /// Planted devices of the fillrandom comparison: (name, chunk, page, stripe chips).
@@ -178,6 +181,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let mut dir: Option<String> = None;
     let mut reps: Option<u32> = None;
     let mut config: Option<String> = None;
+    let mut readahead_units: Option<u64> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -191,6 +195,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             }
             "--keys" => keys = num(&mut it, a)?,
             "--reps" => reps = u32::try_from(num(&mut it, a)?.clamp(1, 100)).ok(),
+            "--readahead-stripes" => readahead_units = Some(num(&mut it, a)?.min(1024)),
             "--config" => {
                 let c = it
                     .next()
@@ -235,7 +240,12 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         return ycsb_e_disk(keys / 10, ops, reps.unwrap_or(3), Path::new(&dir), m, sink);
     }
     if what != "ycsb-e" {
-        fillrandom(keys, gc, reps.unwrap_or(REPS), config.as_deref(), sink)?;
+        let look = Look {
+            reps: reps.unwrap_or(REPS),
+            only: config.as_deref(),
+            readahead_units,
+        };
+        fillrandom(keys, gc, &look, sink)?;
     }
     if what != "fillrandom" {
         ycsb_e(
@@ -396,10 +406,21 @@ struct FillRun {
 
 /// `gc` false turns the device's garbage-collection periods off (zero length) in the runs (not
 /// in the profile), so that the comparison shows the layout alone.
-fn fillrandom(keys: u64, gc: bool, reps: u32, only: Option<&str>, sink: &Sink) -> Result<(), Fail> {
+/// What a quick look changes in the fillrandom comparison (the figure uses the defaults).
+struct Look<'a> {
+    /// Repetitions (default 7).
+    reps: u32,
+    /// Only this planted device.
+    only: Option<&'a str>,
+    /// Compaction read-ahead of `tuned` and `untuned-readahead` in this many units of the
+    /// layout's alignment (the learned stripe) instead of `compaction_readahead_bytes`' rule.
+    readahead_units: Option<u64>,
+}
+
+fn fillrandom(keys: u64, gc: bool, look: &Look<'_>, sink: &Sink) -> Result<(), Fail> {
     const VALUE: usize = 400;
     for (name, chunk, page, sc) in CONFIGS {
-        if only.is_some_and(|o| o != name) {
+        if look.only.is_some_and(|o| o != name) {
             continue;
         }
         let p = planted(chunk, page, sc);
@@ -429,7 +450,10 @@ fn fillrandom(keys: u64, gc: bool, reps: u32, only: Option<&str>, sink: &Sink) -
         // (`compaction_readahead_bytes`); `tuned-no-readahead` is the same without the
         // read-ahead, and `untuned-readahead` the default engine with the same read-ahead
         // size (what the read-ahead is worth without the layout).
-        let readahead = DeviceLayout::compaction_readahead_bytes(&learned).unwrap_or(0);
+        let readahead = match look.readahead_units {
+            Some(n) => tuned.align_bytes * n,
+            None => DeviceLayout::compaction_readahead_bytes(&learned).unwrap_or(0),
+        };
         let mut ra_opts = chunk_opts.clone();
         ra_opts.compaction_readahead_bytes = readahead;
         let mut untuned_ra = fill_opts();
@@ -447,7 +471,7 @@ fn fillrandom(keys: u64, gc: bool, reps: u32, only: Option<&str>, sink: &Sink) -
         let mut runs: Vec<Vec<FillRun>> = Vec::new();
         for (_, layout, opts) in &cases {
             let mut v = Vec::new();
-            for rep in 0..reps {
+            for rep in 0..look.reps {
                 v.push(fill_once(&p, *layout, opts, keys, VALUE, rep)?);
             }
             runs.push(v);
@@ -458,10 +482,10 @@ fn fillrandom(keys: u64, gc: bool, reps: u32, only: Option<&str>, sink: &Sink) -
             v[v.len() / 2]
         };
         for (ci, (label, layout, opts)) in cases.iter().enumerate() {
-            let ratios: Vec<f64> = (0..reps as usize)
+            let ratios: Vec<f64> = (0..look.reps as usize)
                 .map(|r| ops(&runs[ci][r].fill) / ops(&runs[0][r].fill))
                 .collect();
-            let page_ratios: Vec<f64> = (0..reps as usize)
+            let page_ratios: Vec<f64> = (0..look.reps as usize)
                 .map(|r| runs[ci][r].fill.flash_pages as f64 / runs[0][r].fill.flash_pages as f64)
                 .collect();
             let (rlo, rhi) = ratios
@@ -474,7 +498,7 @@ fn fillrandom(keys: u64, gc: bool, reps: u32, only: Option<&str>, sink: &Sink) -
             let (s, ssd) = (mid.fill, mid.ssd);
             let gets = |r: &FillRun| r.reads as f64 / (r.read_ns.max(1) as f64 / 1e9);
             let read_ratio = median(
-                (0..reps as usize)
+                (0..look.reps as usize)
                     .map(|r| gets(&runs[ci][r]) / gets(&runs[0][r]))
                     .collect(),
             );
@@ -535,7 +559,7 @@ fn fillrandom(keys: u64, gc: bool, reps: u32, only: Option<&str>, sink: &Sink) -
                 write_bytes: layout.write_bytes,
                 keys,
                 value_bytes: VALUE,
-                reps,
+                reps: look.reps,
                 device_seconds: secs,
                 ops_per_sec: keys as f64 / secs,
                 ops_per_sec_min: lo,
