@@ -1,18 +1,23 @@
 //! `attune-bench device-kv`: Attune on the simulated SSD (`attune_kv::env::DeviceEnv`).
 //!
 //! Run: `attune-bench device-kv [fillrandom|ycsb-e|all] [--keys N] [--ops N] [--no-gc]
-//! [--model FILE] [--out FILE] [--json]`. Rows:
-//! * `fillrandom/<config>/<untuned|layout|tuned-page-block|tuned>` for planted SSD
-//!   configurations: the device is first profiled (`attune_io::profile`), the learned parameters
-//!   are mapped to a layout (`DeviceLayout::from_learned`) and to options
-//!   (`DeviceLayout::tune_sizes`, with the table block the flash page, or with it one learned
-//!   chunk, `DeviceLayout::chunk_block_size`), then the same fillrandom runs with the
-//!   file-system default, with the layout alone, with the page block and with the chunk block,
-//!   in a deterministic schedule (`fill_once`): ops per simulated second and its paired ratio to
-//!   untuned, flash pages (per kind of file too), the minimum, write amplification; then a
-//!   readrandom on the same database shows what the block size costs a point read.
-//!   `--no-gc` turns the device's garbage-collection periods off in the runs (rows
-//!   `fillrandom-nogc/...`).
+//! [--reps N] [--config DEVICE] [--readahead-stripes N] [--model FILE] [--out FILE] [--json]`.
+//! Rows:
+//! * `fillrandom/<config>/<case>` for planted SSD configurations: the device is first profiled
+//!   (`attune_io::profile`), the learned parameters are mapped to a layout
+//!   (`DeviceLayout::from_learned`) and to options (`DeviceLayout::tune_sizes`, the table block
+//!   the flash page, or one learned chunk with `DeviceLayout::chunk_block_size`; compaction
+//!   read-ahead in whole stripes with `DeviceLayout::compaction_readahead_bytes`), then the
+//!   same fillrandom runs as `untuned` (file-system default), `untuned-readahead` (the default
+//!   with the tuned read-ahead size), `layout` (the layout alone), `tuned-page-block` (layout
+//!   and page block), `tuned-no-readahead` (layout and chunk block) and `tuned` (layout, chunk
+//!   block and read-ahead), in a deterministic schedule (`fill_once`): ops per simulated second
+//!   and its paired ratio to untuned, what the simulated time is made of, flash pages (per
+//!   kind of file too), the minimum, write amplification; then a readrandom on the same
+//!   database shows what the block size costs a point read. `--no-gc` turns the device's
+//!   garbage-collection periods off in the runs (rows `fillrandom-nogc/...`); `--reps` (default
+//!   7), `--config` (one device) and `--readahead-stripes N` (the read-ahead in N units of the
+//!   learned alignment instead of the rule) are for quick looks, not the figure.
 //! * `ycsb-e/<load order>/<prefetcher>`: YCSB workload E (95 % scans of 1–100 records, 5 %
 //!   inserts, zipfian) over 4 KiB values in the value log, with prefetching off, `fixed` (the
 //!   engine's read-ahead of the next `blob_prefetch_depth` values of a scan), `readahead` (Linux's
@@ -41,7 +46,8 @@ use attune_workload::ycsb::{CoreWorkload, InsertOrder, YcsbConfig};
 use crate::output::{Fail, Sink};
 
 const USAGE: &str = "usage: attune-bench device-kv [fillrandom|ycsb-e|all|ycsb-e-disk] [--keys N] \
-                     [--ops N] [--no-gc] [--model TINFETCH_MODEL] [--dir DIR] [--reps N (ycsb-e-disk)] \
+                     [--ops N] [--no-gc] [--model TINFETCH_MODEL] [--dir DIR] [--reps N] \
+                     [--config DEVICE] [--readahead-stripes N] \
                      [--out FILE] [--json]";
 
 /// Planted devices of the fillrandom comparison: (name, chunk, page, stripe chips).
@@ -89,6 +95,8 @@ struct FillRow<'a> {
     ssd_stalled_writes: u64,
     block_size: usize,
     target_file_size: u64,
+    /// `Options::compaction_readahead_bytes` (0: the table iterator's own read-ahead).
+    compaction_readahead_bytes: u64,
     /// Flash pages programmed and their minimum, per kind of file (wal, table, vlog,
     /// manifest, other).
     pages_by_kind: std::collections::BTreeMap<&'static str, [u64; 2]>,
@@ -105,6 +113,19 @@ struct FillRow<'a> {
     readrandom_ratio: f64,
     readrandom_device_reads_per_get: f64,
     readrandom_kib_per_get: f64,
+    /// What the fill's simulated time is made of (medians over the repetitions, seconds):
+    /// device writes (of which writes that waited for the device's write buffer), demand
+    /// reads, waits for prefetched (read-ahead) blocks, and the part of those two reads'
+    /// time whose slowest device read touched a chip in a garbage-collection period.
+    time_write_s: f64,
+    time_stall_s: f64,
+    time_read_s: f64,
+    time_prefetch_wait_s: f64,
+    time_gc_read_s: f64,
+    /// Device reads (demand and read-ahead) and MiB read during the fill.
+    fill_device_reads: u64,
+    fill_prefetches: u64,
+    fill_read_mib: f64,
 }
 
 #[derive(Serialize)]
@@ -158,7 +179,9 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let mut ops = 2_000u64;
     let mut model: Option<String> = None;
     let mut dir: Option<String> = None;
-    let mut reps = 3u32;
+    let mut reps: Option<u32> = None;
+    let mut config: Option<String> = None;
+    let mut readahead_units: Option<u64> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -171,7 +194,22 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                 )
             }
             "--keys" => keys = num(&mut it, a)?,
-            "--reps" => reps = u32::try_from(num(&mut it, a)?.clamp(1, 100)).unwrap_or(3),
+            "--reps" => reps = u32::try_from(num(&mut it, a)?.clamp(1, 100)).ok(),
+            "--readahead-stripes" => readahead_units = Some(num(&mut it, a)?.min(1024)),
+            "--config" => {
+                let c = it
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| Fail::Usage("--config needs a device name".into()))?;
+                if !CONFIGS.iter().any(|k| k.0 == c) {
+                    let names: Vec<&str> = CONFIGS.iter().map(|k| k.0).collect();
+                    return Err(Fail::Usage(format!(
+                        "unknown device {c}; one of {}",
+                        names.join(", ")
+                    )));
+                }
+                config = Some(c);
+            }
             "--no-gc" => gc = false,
             "--ops" => ops = num(&mut it, a)?,
             "--model" => {
@@ -199,10 +237,15 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     if what == "ycsb-e-disk" {
         let dir = dir.ok_or_else(|| Fail::Usage(format!("ycsb-e-disk needs --dir; {USAGE}")))?;
         let m = model.as_ref().map(|(_, p)| p.as_str());
-        return ycsb_e_disk(keys / 10, ops, reps, Path::new(&dir), m, sink);
+        return ycsb_e_disk(keys / 10, ops, reps.unwrap_or(3), Path::new(&dir), m, sink);
     }
     if what != "ycsb-e" {
-        fillrandom(keys, gc, sink)?;
+        let look = Look {
+            reps: reps.unwrap_or(REPS),
+            only: config.as_deref(),
+            readahead_units,
+        };
+        fillrandom(keys, gc, &look, sink)?;
     }
     if what != "fillrandom" {
         ycsb_e(
@@ -363,9 +406,23 @@ struct FillRun {
 
 /// `gc` false turns the device's garbage-collection periods off (zero length) in the runs (not
 /// in the profile), so that the comparison shows the layout alone.
-fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
+/// What a quick look changes in the fillrandom comparison (the figure uses the defaults).
+struct Look<'a> {
+    /// Repetitions (default 7).
+    reps: u32,
+    /// Only this planted device.
+    only: Option<&'a str>,
+    /// Compaction read-ahead of `tuned` and `untuned-readahead` in this many units of the
+    /// layout's alignment (the learned stripe) instead of `compaction_readahead_bytes`' rule.
+    readahead_units: Option<u64>,
+}
+
+fn fillrandom(keys: u64, gc: bool, look: &Look<'_>, sink: &Sink) -> Result<(), Fail> {
     const VALUE: usize = 400;
     for (name, chunk, page, sc) in CONFIGS {
+        if look.only.is_some_and(|o| o != name) {
+            continue;
+        }
         let p = planted(chunk, page, sc);
         let learned = profile::profile_simulated(&p, &ProfileConfig::default(), 7, &mut |_, _| {})
             .map_err(kv)?
@@ -389,18 +446,32 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
         if let Some(c) = DeviceLayout::chunk_block_size(&learned) {
             chunk_opts.block_size = c;
         }
+        // `tuned`: the chunk block and compaction read-ahead in whole learned stripes
+        // (`compaction_readahead_bytes`); `tuned-no-readahead` is the same without the
+        // read-ahead, and `untuned-readahead` the default engine with the same read-ahead
+        // size (what the read-ahead is worth without the layout).
+        let readahead = match look.readahead_units {
+            Some(n) => tuned.align_bytes * n,
+            None => DeviceLayout::compaction_readahead_bytes(&learned).unwrap_or(0),
+        };
+        let mut ra_opts = chunk_opts.clone();
+        ra_opts.compaction_readahead_bytes = readahead;
+        let mut untuned_ra = fill_opts();
+        untuned_ra.compaction_readahead_bytes = readahead;
         let cases = [
             ("untuned", DeviceLayout::default(), fill_opts()),
+            ("untuned-readahead", DeviceLayout::default(), untuned_ra),
             ("layout", tuned, fill_opts()),
             ("tuned-page-block", tuned, tuned_opts),
-            ("tuned", tuned, chunk_opts),
+            ("tuned-no-readahead", tuned, chunk_opts),
+            ("tuned", tuned, ra_opts),
         ];
         // runs[case][rep]: every case runs with the same keys and device seed in a repetition,
         // so the ratios to `untuned` are paired.
         let mut runs: Vec<Vec<FillRun>> = Vec::new();
         for (_, layout, opts) in &cases {
             let mut v = Vec::new();
-            for rep in 0..REPS {
+            for rep in 0..look.reps {
                 v.push(fill_once(&p, *layout, opts, keys, VALUE, rep)?);
             }
             runs.push(v);
@@ -411,10 +482,10 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
             v[v.len() / 2]
         };
         for (ci, (label, layout, opts)) in cases.iter().enumerate() {
-            let ratios: Vec<f64> = (0..REPS as usize)
+            let ratios: Vec<f64> = (0..look.reps as usize)
                 .map(|r| ops(&runs[ci][r].fill) / ops(&runs[0][r].fill))
                 .collect();
-            let page_ratios: Vec<f64> = (0..REPS as usize)
+            let page_ratios: Vec<f64> = (0..look.reps as usize)
                 .map(|r| runs[ci][r].fill.flash_pages as f64 / runs[0][r].fill.flash_pages as f64)
                 .collect();
             let (rlo, rhi) = ratios
@@ -427,7 +498,7 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
             let (s, ssd) = (mid.fill, mid.ssd);
             let gets = |r: &FillRun| r.reads as f64 / (r.read_ns.max(1) as f64 / 1e9);
             let read_ratio = median(
-                (0..REPS as usize)
+                (0..look.reps as usize)
                     .map(|r| gets(&runs[ci][r]) / gets(&runs[0][r]))
                     .collect(),
             );
@@ -445,6 +516,9 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
                     .collect(),
             );
             let secs = s.clock_ns as f64 / 1e9;
+            let part = |f: &dyn Fn(&DeviceStats) -> u64| {
+                median(runs[ci].iter().map(|r| f(&r.fill) as f64 / 1e9).collect())
+            };
             let pages_by_kind = FILE_KINDS
                 .iter()
                 .zip(s.by_kind.iter())
@@ -461,6 +535,18 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
                     s.write_amplification(),
                     pages_by_kind,
                 );
+                println!(
+                    "    time s: write {:.3} (stall {:.3})  read {:.3}  prefetch wait {:.3}  \
+                     gc {:.3}  | reads {} prefetches {} {:.1} MiB",
+                    part(&|d| d.write_ns),
+                    part(&|d| d.stall_ns),
+                    part(&|d| d.read_ns),
+                    part(&|d| d.prefetch_wait_ns),
+                    part(&|d| d.gc_wait_ns),
+                    s.reads,
+                    s.prefetches,
+                    (s.read_bytes + s.prefetch_bytes) as f64 / (1u64 << 20) as f64,
+                );
             }
             sink.row(&FillRow {
                 bench: "device-kv",
@@ -473,7 +559,7 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
                 write_bytes: layout.write_bytes,
                 keys,
                 value_bytes: VALUE,
-                reps: REPS,
+                reps: look.reps,
                 device_seconds: secs,
                 ops_per_sec: keys as f64 / secs,
                 ops_per_sec_min: lo,
@@ -493,6 +579,7 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
                 ssd_stalled_writes: ssd.stalled_writes,
                 block_size: opts.block_size,
                 target_file_size: opts.target_file_size,
+                compaction_readahead_bytes: opts.compaction_readahead_bytes,
                 pages_by_kind,
                 wal_extra_pages: s.by_kind[0].flash_pages - s.by_kind[0].min_flash_pages,
                 table_extra_pages: s.by_kind[1].flash_pages - s.by_kind[1].min_flash_pages,
@@ -502,6 +589,14 @@ fn fillrandom(keys: u64, gc: bool, sink: &Sink) -> Result<(), Fail> {
                 readrandom_ratio: read_ratio,
                 readrandom_device_reads_per_get: read_device_per_get,
                 readrandom_kib_per_get: read_kib_per_get,
+                time_write_s: part(&|d| d.write_ns),
+                time_stall_s: part(&|d| d.stall_ns),
+                time_read_s: part(&|d| d.read_ns),
+                time_prefetch_wait_s: part(&|d| d.prefetch_wait_ns),
+                time_gc_read_s: part(&|d| d.gc_wait_ns),
+                fill_device_reads: s.reads,
+                fill_prefetches: s.prefetches,
+                fill_read_mib: (s.read_bytes + s.prefetch_bytes) as f64 / (1u64 << 20) as f64,
             })?;
         }
     }

@@ -47,6 +47,10 @@ use std::sync::Arc;
 
 /// The operating system's page (writeback and sync granularity).
 pub const OS_PAGE_BYTES: u64 = 4096;
+/// [`DeviceLayout::compaction_readahead_bytes`] reads ahead at least this much: the largest
+/// request of the table iterator's own read-ahead, so the tuned read-ahead holds no more
+/// memory than the default's largest request, only shaped to the device.
+const COMPACTION_READAHEAD_MIN_BYTES: u64 = 1 << 20;
 /// Prefetched device blocks are tracked in units of this.
 const BLOCK: u64 = 4096;
 
@@ -152,6 +156,22 @@ impl DeviceLayout {
             .filter(|&c| c >= 4096)
     }
 
+    /// The read-ahead of a compaction's input tables (`Options::compaction_readahead_bytes`):
+    /// the smallest whole number of learned stripes (else chunks, else flash pages: the unit
+    /// the layout aligns files to) that reaches 1 MiB, the largest request the table
+    /// iterator's own read-ahead makes. Each request then starts on a stripe boundary (tables
+    /// start on one under [`DeviceLayout::from_learned`]) and spans every chip of its stripes
+    /// in parallel, and one request is always in flight ahead of the merge. `None` when the
+    /// profile found none of the three.
+    pub fn compaction_readahead_bytes(l: &attune_io::profile::Learned) -> Option<u64> {
+        let unit = [l.stripe.value, l.chunk.value, l.page.value]
+            .into_iter()
+            .flatten()
+            .map(u64::from)
+            .find(|&v| v >= OS_PAGE_BYTES && v % OS_PAGE_BYTES == 0)?;
+        Some(COMPACTION_READAHEAD_MIN_BYTES.div_ceil(unit) * unit)
+    }
+
     /// Checks the three sizes; the error names the one that is wrong.
     pub fn validate(&self) -> Result<()> {
         for (name, v) in [
@@ -226,6 +246,18 @@ pub struct DeviceStats {
     /// Prefetched bytes a demand read used (each 4 KiB block counted once); the rest of
     /// `prefetch_bytes` was wasted, or is still waiting in the buffer.
     pub prefetch_used_bytes: u64,
+    /// What the clock is made of, nanoseconds: advanced by device writes (host transfer and
+    /// waits for the device's write buffer), by those of them that waited for the buffer
+    /// (`stall_ns` is part of `write_ns`), by demand reads, and by demand reads that waited
+    /// only for prefetched blocks. `write_ns + read_ns + prefetch_wait_ns == clock_ns`.
+    pub write_ns: u64,
+    pub stall_ns: u64,
+    pub read_ns: u64,
+    pub prefetch_wait_ns: u64,
+    /// The part of `read_ns + prefetch_wait_ns` whose slowest device read touched a chip in a
+    /// garbage-collection period, and how many demand reads that was.
+    pub gc_wait_ns: u64,
+    pub gc_waits: u64,
 }
 
 impl DeviceStats {
@@ -274,8 +306,9 @@ struct Device {
     clock: u64,
     bump: u64,
     files: HashMap<PathBuf, FileMap>,
-    /// Prefetched device block -> (arrival time, used by a demand read); FIFO-bounded.
-    buffer: HashMap<u64, (u64, bool)>,
+    /// Prefetched device block -> (arrival time, used by a demand read, its read touched a
+    /// chip in a garbage-collection period); FIFO-bounded.
+    buffer: HashMap<u64, (u64, bool, bool)>,
     order: VecDeque<u64>,
     buffer_blocks: usize,
     prefetcher: Option<DevicePrefetcher>,
@@ -336,6 +369,11 @@ impl Device {
             size: u32::try_from(pages * self.page).unwrap_or(u32::MAX),
             kind: IoKind::Write,
         });
+        let waited = c.finish_ns.saturating_sub(self.clock);
+        self.stats.write_ns += waited;
+        if c.stalled {
+            self.stats.stall_ns += waited;
+        }
         self.clock = self.clock.max(c.finish_ns);
         self.stats.writes += 1;
         self.stats.write_bytes += len;
@@ -369,14 +407,16 @@ impl Device {
         }
     }
 
-    fn submit_read(&mut self, dev: u64, len: u64) -> u64 {
+    /// Submits a device read at the clock: (completion time, whether it touched a chip in a
+    /// garbage-collection period).
+    fn submit_read(&mut self, dev: u64, len: u64) -> (u64, bool) {
         let c = self.ssd.submit(IoRequest {
             time_ns: self.clock,
             offset: dev,
             size: u32::try_from(len).unwrap_or(u32::MAX),
             kind: IoKind::Read,
         });
-        c.finish_ns
+        (c.finish_ns, c.gc_pages > 0)
     }
 
     /// A demand read of file bytes `[off, off + len)`: waits for the device.
@@ -387,12 +427,17 @@ impl Device {
         }
         let start = self.clock;
         let mut done = start;
+        // Whether a demand read went to the device, and whether the slowest wait touched a
+        // chip in a garbage-collection period.
+        let (mut demand, mut done_gc) = (false, false);
         for (dev, n) in pieces {
             let (b0, b1) = (dev / BLOCK, (dev + n).div_ceil(BLOCK));
             let blocks = b1 - b0;
             let ready = (b0..b1)
-                .map(|b| self.buffer.get(&b).map(|e| e.0))
-                .try_fold(0u64, |m, r| r.map(|r| m.max(r)));
+                .map(|b| self.buffer.get(&b).map(|e| (e.0, e.2)))
+                .try_fold((0u64, false), |m, r| {
+                    r.map(|r| if r.0 > m.0 { r } else { m })
+                });
             let mut a = Access {
                 time_ns: start,
                 offset: dev,
@@ -403,7 +448,7 @@ impl Device {
                 ..Access::default()
             };
             match ready {
-                Some(r) => {
+                Some((r, gc)) => {
                     self.stats.prefetch_hits += 1;
                     for b in b0..b1 {
                         if let Some(e) = self.buffer.get_mut(&b) {
@@ -419,12 +464,18 @@ impl Device {
                         self.stats.prefetch_late += 1;
                         a.late_blocks = blocks;
                     }
-                    done = done.max(r);
+                    if r > done {
+                        (done, done_gc) = (r, gc);
+                    }
                 }
                 None => {
                     self.stats.reads += 1;
                     self.stats.read_bytes += n;
-                    done = done.max(self.submit_read(dev, n));
+                    demand = true;
+                    let (r, gc) = self.submit_read(dev, n);
+                    if r > done {
+                        (done, done_gc) = (r, gc);
+                    }
                     self.record(path, dev, n, false);
                 }
             }
@@ -436,6 +487,16 @@ impl Device {
                     self.prefetch_device(r.offset, r.len);
                 }
             }
+        }
+        let waited = done.saturating_sub(self.clock);
+        if demand {
+            self.stats.read_ns += waited;
+        } else {
+            self.stats.prefetch_wait_ns += waited;
+        }
+        if done_gc && waited > 0 {
+            self.stats.gc_wait_ns += waited;
+            self.stats.gc_waits += 1;
         }
         self.clock = self.clock.max(done);
     }
@@ -457,12 +518,12 @@ impl Device {
             while e < b1 && !self.buffer.contains_key(&e) {
                 e += 1;
             }
-            let finish = self.submit_read(b * BLOCK, (e - b) * BLOCK);
+            let (finish, gc) = self.submit_read(b * BLOCK, (e - b) * BLOCK);
             self.stats.prefetches += 1;
             self.stats.prefetch_bytes += (e - b) * BLOCK;
             self.fetched_since += e - b;
             for blk in b..e {
-                self.buffer.insert(blk, (finish, false));
+                self.buffer.insert(blk, (finish, false, gc));
                 self.order.push_back(blk);
             }
             while self.order.len() > self.buffer_blocks {
@@ -674,6 +735,9 @@ impl RandomAccessFile for DeviceReadable {
         self.inner.size()
     }
     fn prefetch(&self, offset: u64, len: u64) {
+        // The page cache reads ahead only up to the end of the file, not into the rest of its
+        // extent (a tuned layout reserves whole MiBs).
+        let len = len.min(self.inner.size().saturating_sub(offset));
         self.dev.lock().prefetch_file(&self.path, offset, len);
     }
     fn read_exact_at_probed(&self, buf: &mut [u8], offset: u64) -> Result<Option<bool>> {
@@ -933,6 +997,26 @@ mod tests {
             ..huge
         };
         assert_eq!(DeviceLayout::chunk_block_size(&tiny), None);
+        // Compaction read-ahead: whole learned stripes reaching 1 MiB, else chunks, else pages.
+        let ra = |stripe: Option<u32>, chunk: Option<u32>, page: Option<u32>| {
+            DeviceLayout::compaction_readahead_bytes(&Learned {
+                desirable_write: f(None),
+                stripe: f(stripe),
+                chunk: f(chunk),
+                page: f(page),
+                hot_offset: f(None),
+            })
+        };
+        assert_eq!(DeviceLayout::compaction_readahead_bytes(&l), Some(1 << 20));
+        assert_eq!(
+            ra(Some(384 << 10), Some(64 << 10), None),
+            Some(3 * (384 << 10))
+        );
+        assert_eq!(ra(None, Some(1 << 20), None), Some(1 << 20));
+        assert_eq!(ra(Some(2 << 20), None, None), Some(2 << 20));
+        assert_eq!(ra(None, None, Some(16 << 10)), Some(1 << 20));
+        assert_eq!(ra(None, None, None), None);
+        assert_eq!(ra(None, Some(2048), None), None);
     }
 
     #[test]

@@ -1120,6 +1120,8 @@ pub struct TableIter {
     readahead_to: u64,
     /// Size of the next read-ahead request.
     readahead_len: u64,
+    /// Fixed read-ahead ([`TableIter::with_readahead`]); 0: the ramp-up above.
+    readahead_fixed: u64,
     /// Blocks loaded since the iterator was last positioned, counting the one it settled in
     /// (saturating; 0 while positioning): see [`READAHEAD_AFTER_BLOCKS`].
     run_blocks: u8,
@@ -1155,9 +1157,19 @@ impl TableIter {
             fill_cache,
             readahead_to: 0,
             readahead_len: ITER_READAHEAD_MIN,
+            readahead_fixed: 0,
             run_blocks: 0,
             index_at: None,
         }
+    }
+
+    /// Reads ahead in requests of exactly `bytes` at file offsets that are multiples of it,
+    /// from the first block loaded, keeping one whole request ahead of the block being read
+    /// (a compaction, which reads its inputs through; `Options::compaction_readahead_bytes`).
+    /// 0 keeps the ramp-up of [`ITER_READAHEAD_MIN`].
+    pub fn with_readahead(mut self, bytes: u64) -> Self {
+        self.readahead_fixed = bytes;
+        self
     }
 
     fn load_block(&mut self) {
@@ -1167,7 +1179,9 @@ impl TableIter {
         }
         match decode_index_value(self.index.value()) {
             Some((h, _)) => {
-                if self.run_blocks >= READAHEAD_AFTER_BLOCKS {
+                if self.readahead_fixed > 0 {
+                    self.read_ahead_fixed(h);
+                } else if self.run_blocks >= READAHEAD_AFTER_BLOCKS {
                     self.read_ahead(h);
                 }
                 self.run_blocks = self.run_blocks.saturating_add(1);
@@ -1205,6 +1219,28 @@ impl TableIter {
             self.table.file.prefetch(start, self.readahead_len);
             self.readahead_to = start.saturating_add(self.readahead_len).max(end);
             self.readahead_len = (self.readahead_len * 2).min(ITER_READAHEAD_MAX);
+        }
+    }
+
+    /// Fixed read-ahead (see [`TableIter::with_readahead`]): requests `[k·w, (k+1)·w)` until
+    /// the region asked for reaches one whole request past block `h`, restarting at the
+    /// request that holds `h` when `h` lies outside that region.
+    fn read_ahead_fixed(&mut self, h: BlockHandle) {
+        let w = self.readahead_fixed;
+        let end = h.offset.saturating_add(h.size);
+        let from = self.readahead_to.saturating_sub(w.saturating_mul(2));
+        if h.offset < from || end > self.readahead_to {
+            self.readahead_to = h.offset / w * w;
+        }
+        let size = self.table.file.size();
+        // Bounded: at most two requests past the block's end, and the block itself (a few
+        // requests at most; 64 keeps a corrupt handle's huge size harmless).
+        for _ in 0..64 {
+            if self.readahead_to >= end.saturating_add(w) || self.readahead_to >= size {
+                break;
+            }
+            self.table.file.prefetch(self.readahead_to, w);
+            self.readahead_to = self.readahead_to.saturating_add(w);
         }
     }
 
@@ -1508,5 +1544,66 @@ mod tests {
         assert_eq!(n, 5000);
         let h = hints.load(Ordering::Relaxed);
         assert!((1..=16).contains(&h), "{h} read-ahead requests");
+    }
+
+    /// Read-ahead hints (offset, length) and the end of the furthest read.
+    type Recorded = Arc<parking_lot::Mutex<(Vec<(u64, u64)>, u64)>>;
+
+    /// A file that records read-ahead hints and the end of the furthest read.
+    struct Recording(Arc<dyn RandomAccessFile>, Recorded);
+    impl RandomAccessFile for Recording {
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+            let mut r = self.1.lock();
+            r.1 = r.1.max(offset + buf.len() as u64);
+            self.0.read_exact_at(buf, offset)
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn prefetch(&self, offset: u64, len: u64) {
+            self.1.lock().0.push((offset, len));
+        }
+    }
+
+    #[test]
+    fn fixed_read_ahead_asks_for_whole_aligned_requests_one_ahead_of_the_scan() {
+        // Uncompressed, so that 5,000 entries of 100 bytes span several requests.
+        let env = MemEnv::new();
+        let path = Path::new("/t.sst");
+        let o = Options {
+            compression: crate::options::Compression::None,
+            ..Options::default()
+        };
+        let mut b = TableBuilder::new(env.new_writable(path).unwrap(), (&o).into());
+        for i in 0..5000u32 {
+            let k = key::make_internal_key(format!("k{i:06}").as_bytes(), 1, ValueKind::Value);
+            b.add(&k, &[7u8; 100]).unwrap();
+        }
+        b.finish().unwrap();
+        let rec = Arc::new(parking_lot::Mutex::new((Vec::new(), 0)));
+        let file = Arc::new(Recording(env.open_random(path).unwrap(), rec.clone()));
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let t = Arc::new(Table::open(file, PathBuf::from("/t.sst"), 1, cache).unwrap());
+        let size = t.file.size();
+        // Reads of the open (footer, index, filter) are not the scan's.
+        rec.lock().1 = 0;
+        const W: u64 = 64 << 10;
+        let mut it = TableIter::new(t, false).with_readahead(W);
+        it.seek_to_first();
+        // The first block asks for its request and the next one.
+        assert_eq!(rec.lock().0, vec![(0, W), (W, W)]);
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next();
+        }
+        assert_eq!(n, 5000);
+        // The file in order, each request once, exactly W long at a multiple of W, up to one
+        // whole request past the last block read (or the end of the file).
+        let (asked, data_end) = rec.lock().clone();
+        assert!(size > 4 * W, "the table spans several requests");
+        let m = (data_end + W).min(size).div_ceil(W);
+        let want: Vec<(u64, u64)> = (0..m).map(|k| (k * W, W)).collect();
+        assert_eq!(asked, want);
     }
 }

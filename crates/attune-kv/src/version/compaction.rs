@@ -253,7 +253,9 @@ pub fn run(
         }
     };
     let level_iter = |files: &Vec<Arc<FileMeta>>| {
-        LevelIter::new(files.clone(), tables.clone(), false).with_opener(opener.clone())
+        LevelIter::new(files.clone(), tables.clone(), false)
+            .with_opener(opener.clone())
+            .with_readahead(opts.compaction_readahead_bytes)
     };
     let now_ms = env.now_unix_millis();
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
@@ -263,7 +265,9 @@ pub fn run(
                 Some(open) => open(f)?,
                 None => tables.get(f.number)?,
             };
-            children.push(Box::new(TableIter::new(t, false)));
+            children.push(Box::new(
+                TableIter::new(t, false).with_readahead(opts.compaction_readahead_bytes),
+            ));
         }
     } else {
         children.push(Box::new(level_iter(&c.inputs[0])));

@@ -598,6 +598,8 @@ pub struct LevelIter {
     opener: Option<TableOpener>,
     error: Option<Error>,
     fill_cache: bool,
+    /// Fixed read-ahead of each table (`TableIter::with_readahead`); 0 keeps its own.
+    readahead_bytes: u64,
 }
 
 impl LevelIter {
@@ -611,12 +613,20 @@ impl LevelIter {
             opener: None,
             error: None,
             fill_cache,
+            readahead_bytes: 0,
         }
     }
 
     /// Opens the level's tables with `opener` (when given) instead of the table cache.
     pub fn with_opener(mut self, opener: Option<TableOpener>) -> Self {
         self.opener = opener;
+        self
+    }
+
+    /// Reads each table ahead in fixed requests of `bytes` (see
+    /// [`TableIter::with_readahead`]); 0 keeps the table iterator's own read-ahead.
+    pub fn with_readahead(mut self, bytes: u64) -> Self {
+        self.readahead_bytes = bytes;
         self
     }
 
@@ -629,7 +639,11 @@ impl LevelIter {
                 None => self.tables.get(f.number),
             };
             match t {
-                Ok(t) => self.cur = Some(TableIter::new(t, self.fill_cache)),
+                Ok(t) => {
+                    self.cur = Some(
+                        TableIter::new(t, self.fill_cache).with_readahead(self.readahead_bytes),
+                    )
+                }
                 Err(e) => self.error = Some(e),
             }
         }
