@@ -555,6 +555,9 @@ def io_route(
     clock_anchor_writes: bool = False,
     clock_anchor_gate: bool = False,
     clock_vote: bool = False,
+    hedge_delay_us: float = 0.0,
+    hedge_margin: float = -1.0,
+    hedge_every_read: bool = False,
 ) -> dict[str, Any]: ...
 def io_write_clock_flags(
     trace: _TraceColumns, write_clock: tuple[int, int, float, float]

@@ -488,6 +488,26 @@ def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc
         assert one == route([a, b], "c3", params, 1, write_clock=clock, **aged, **refine)
         plain = route([a, b], "c3", params, 1, **aged, **refine)
         assert plain["read_latency_ns"] == route([a, b], "c3", params, 1, **aged)["read_latency_ns"]
+    # Backup reads for risky reads: counted, deterministic, never slower than without a backup
+    # for the reads answered before the first backup; bad settings are refused by name.
+    voted = {**aged, "clock_vote": True, "write_clock": clock}
+    base = route([a, b], "c3", params, 1, **voted)
+    every = {"hedge_delay_us": 500.0, "hedge_every_read": True}
+    h = route([a, b], "c3", params, 1, **voted, **every)
+    assert h == route([a, b], "c3", params, 1, **voted, **every)
+    assert base["hedged"] == 0 and h["hedged"] > 0
+    first = next(i for i, v in enumerate(base["read_latency_ns"]) if v > 500_000)
+    assert h["read_latency_ns"][:first] == base["read_latency_ns"][:first]
+    assert h["read_latency_ns"][first] <= base["read_latency_ns"][first]
+    for bad, name in (
+        ({"hedge_delay_us": -1.0}, "hedge_delay_us"),
+        ({"hedge_delay_us": float("nan")}, "hedge_delay_us"),
+        ({"hedge_delay_us": 10.0, "hedge_margin": float("inf")}, "hedge_margin"),
+    ):
+        with pytest.raises(attune.InvalidArgumentError, match=name):
+            route([a, b], "c3", params, 1, **bad)
+    with pytest.raises(attune.InvalidArgumentError, match="hedge_delay"):
+        route([a, b], "oracle", params, 1, hedge_delay_us=10.0)
 
 
 def test_write_load_estimates_the_collecting_chips():

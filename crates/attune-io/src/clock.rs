@@ -286,6 +286,25 @@ impl PhaseVote {
         }
     }
 
+    /// Whether the vote is unsure about `time_ns`: it has no phase yet (no slow read
+    /// explained), or its best-scoring candidates disagree on whether the device is busy then.
+    /// What a router may hedge ([`crate::route::RiskyHedge`]); an empty vote (clock off) is
+    /// never unsure.
+    pub fn unsure_at(&self, time_ns: u64) -> bool {
+        let Some(best) = self.cands.iter().map(|k| k.score).max() else {
+            return false;
+        };
+        if best <= 0 {
+            return true;
+        }
+        let (mut busy, mut all) = (0usize, 0usize);
+        for k in self.cands.iter().filter(|k| k.score == best) {
+            all += 1;
+            busy += usize::from(k.busy_at(time_ns));
+        }
+        busy > 0 && busy < all
+    }
+
     /// Whether the vote predicts the device busy at `time_ns`.
     pub fn busy_at(&self, time_ns: u64) -> bool {
         let Some(best) = self.cands.iter().map(|k| k.score).max() else {
@@ -470,6 +489,29 @@ mod tests {
         }
         assert!(v.busy_at(216 * ms));
         assert!(!PhaseVote::new(&WriteClock::OFF).busy_at(0));
+        assert!(!PhaseVote::new(&WriteClock::OFF).unsure_at(0));
+    }
+
+    #[test]
+    fn a_vote_is_unsure_before_its_first_slow_read_and_where_its_best_disagree() {
+        let c = WriteClock { delay_ns: 0, ..C };
+        let ms = 1_000_000u64;
+        let mut v = PhaseVote::new(&c);
+        assert!(v.unsure_at(0), "no phase yet");
+        // 8 MiB written, then a slow read: the candidates that collected on any of the 8
+        // writes explain it (their busy periods, 100 ms, all cover it) and tie.
+        for i in 0..8u64 {
+            v.write(&c, i * ms, 1 << 20);
+        }
+        v.observe(8 * ms, true);
+        assert!(
+            v.busy_at(9 * ms) && !v.unsure_at(9 * ms),
+            "all the best agree"
+        );
+        // 100.5 ms later only the candidates that collected last are still busy.
+        assert!(v.unsure_at(100 * ms + ms / 2));
+        // Long after every predicted period: all agree it is not busy.
+        assert!(!v.unsure_at(150 * ms) && !v.busy_at(150 * ms));
     }
 
     #[test]

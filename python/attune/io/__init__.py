@@ -249,6 +249,9 @@ def route(
     clock_anchor_writes: bool = False,
     clock_anchor_gate: bool = False,
     clock_vote: bool = False,
+    hedge_delay_us: float = 0.0,
+    hedge_margin: float = -1.0,
+    hedge_every_read: bool = False,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
@@ -277,7 +280,13 @@ def route(
     once the clock's count has reached half of ``gc_every_bytes`` (before, it is taken for the
     tail of the last collection or for queueing, see ``ClockState::gated``). ``clock_vote``: with
     ``clock_anchor_us`` > 0 the phase is voted instead of anchored: candidate phases are scored
-    against every completed read, slow or fast (``attune_io::clock::PhaseVote``)."""
+    against every completed read, slow or fast (``attune_io::clock::PhaseVote``).
+    ``hedge_delay_us`` > 0: a read the router was unsure about, still unanswered after that many
+    µs, is read again from another replica and the first answer wins (``route::RiskyHedge``;
+    not with ``hedging``, ``oracle`` or ``probe_models``). Unsure: the chosen replica's clock has
+    no phase yet or its voted candidates disagree, or (``hedge_margin`` >= 0, model policies) its
+    slow margin is above ``-hedge_margin`` logits; ``hedge_every_read`` hedges every read. The
+    result's ``hedged`` counts the backup reads (each loads its device)."""
     return _native.io_route(
         [check_trace(t, "every trace").columns() for t in traces],
         policy,
@@ -296,4 +305,7 @@ def route(
         bool(clock_anchor_writes),
         bool(clock_anchor_gate),
         bool(clock_vote),
+        hedge_delay_us,
+        hedge_margin,
+        bool(hedge_every_read),
     )
