@@ -68,6 +68,11 @@ use crate::ssd::{IoRequest, Ssd, SsdParams, SsdStats};
 /// primary was sent).
 type Hedge = (u64, usize, u8, u8, u32, u64);
 
+/// Per replica, completed reads by completion time: (finish, submitted, slow).
+type Completions = [BinaryHeap<Reverse<(u64, u64, bool)>>; REPLICAS_MAX];
+/// Per replica, slow reads by completion time: (finish, submitted).
+type SlowReads = [BinaryHeap<Reverse<(u64, u64)>>; REPLICAS_MAX];
+
 /// Most replicas a simulation takes.
 pub const REPLICAS_MAX: usize = 3;
 
@@ -527,17 +532,17 @@ fn run(
     let mut hedges: BinaryHeap<Reverse<Hedge>> = BinaryHeap::new();
     let mut primary_latency: Vec<u64> = Vec::new();
     // Per replica and with `vote`, every read by completion: (finish, submitted, slow).
-    let mut completed: [BinaryHeap<Reverse<(u64, u64, bool)>>; REPLICAS_MAX] = Default::default();
+    let mut completed: Completions = Default::default();
     // Per replica, the reads slow enough to anchor the clock, by completion: (finish, submitted).
-    let mut slow: [BinaryHeap<Reverse<(u64, u64)>>; REPLICAS_MAX] = Default::default();
+    let mut slow: SlowReads = Default::default();
     // Sends the backup reads due by `until`; their completions are evidence for the clocks.
     let fire = |until: u64,
                 hedges: &mut BinaryHeap<Reverse<Hedge>>,
                 devs: &mut Vec<Dev>,
                 out: &mut RouteResult,
                 primary_latency: &[u64],
-                completed: &mut [BinaryHeap<Reverse<(u64, u64, bool)>>; REPLICAS_MAX],
-                slow: &mut [BinaryHeap<Reverse<(u64, u64)>>; REPLICAS_MAX]| {
+                completed: &mut Completions,
+                slow: &mut SlowReads| {
         while let Some(Reverse((at, idx, dev, home, rec, sent))) = hedges.peek().copied() {
             if at > until {
                 break;
