@@ -556,7 +556,7 @@ def io_route(
     clock_anchor_gate: bool = False,
     clock_vote: bool = False,
     hedge_delay_us: float = 0.0,
-    hedge_margin: float = -1.0,
+    hedge_margin: float | None = None,
     hedge_every_read: bool = False,
 ) -> dict[str, Any]: ...
 def io_write_clock_flags(

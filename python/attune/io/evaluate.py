@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from attune.errors import InvalidArgumentError
+from attune.io import HEDGE_DELAY_FACTOR, replay, route
 from attune.io import heimdall as hd
-from attune.io import replay, route
 from attune.io.trace import Trace
 
 #: The chapter's augmentations: (name, re-rate factor, resize factor).
@@ -151,15 +151,14 @@ HEDGED_POLICIES = (
     "heimdall-live-rank-clock-voted-hedged-all",
 )
 #: The model margin (logits) within which a read counts as risky for the ``-hedged`` model
-#: policies (negative: the model never makes a read risky): the live policies' tie margin.
-#: Without it the validation windows gave the same median (16.1 % below C3 at a 4× delay).
+#: policies: the live policies' tie margin. Without it (``hedge_margin=None``) the validation
+#: windows gave the same median (16.1 % below C3 at a 4× delay).
 HEDGE_MARGIN = 1.0
-#: The backup read's delay as a multiple of the slow-read threshold (the period labelling's
-#: high-latency threshold, ``rule.lat_factor`` × the training halves' median read latency).
-#: Chosen on the validation windows (seed 2, 8 pairs, unknown phase): 1, 2, 4, 8× gave the
-#: voted rank policy 12.9, 16.3, 16.1, 15.2 % below C3 (unhedged 14.1 %) with 0.7, 0.4, 0.3,
-#: 0.1 backup reads per 100 client reads.
-HEDGE_DELAY_FACTOR = 2.0
+#: The backup read's delay is :data:`attune.io.HEDGE_DELAY_FACTOR` × the slow-read threshold
+#: (the period labelling's high-latency threshold, ``rule.lat_factor`` × the training halves'
+#: median read latency), 2×: chosen on the validation windows (seed 2, 8 pairs, unknown phase),
+#: where 1, 2, 4, 8× gave the voted rank policy 12.9, 16.3, 16.1, 15.2 % below C3 (unhedged
+#: 14.1 %) with 0.7, 0.4, 0.3, 0.1 backup reads per 100 client reads.
 REFERENCE_POLICIES = (
     "c3-probe",
     "c3-clock",
@@ -557,14 +556,18 @@ def evaluate_pair(
         models = live_models if pol in LIVE_POLICIES else heimdall_models
         probing = probe_reads_us if pol in PROBE_POLICIES else 0.0
         clock = write_clock if pol in CLOCK_POLICIES else None
-        counted = dict(CLOCK_REFINEMENTS) if pol in REFINED_POLICIES else {}
+        # Every clock setting explicit: ``route``'s defaults for an unknown phase (voted,
+        # every read hedged) are what the ``-voted-hedged-all`` policy measures.
+        counted: dict = {"clock_vote": False, "hedge_delay_us": 0.0, "hedge_every_read": False}
+        if pol in REFINED_POLICIES:
+            counted.update(CLOCK_REFINEMENTS)
         if pol in TOLD_POLICIES:
-            counted = {"clock_anchor_us": 0.0}
+            counted["clock_anchor_us"] = 0.0
         if pol in VOTED_POLICIES:
-            counted = {"clock_vote": True}
+            counted["clock_vote"] = True
         if pol in HEDGED_POLICIES and slow_us > 0:
             counted["hedge_delay_us"] = HEDGE_DELAY_FACTOR * slow_us
-            counted["hedge_margin"] = HEDGE_MARGIN if pol in LIVE_POLICIES else -1.0
+            counted["hedge_margin"] = HEDGE_MARGIN if pol in LIVE_POLICIES else None
             counted["hedge_every_read"] = pol.endswith("-hedged-all")
         if pol in ("heimdall", "heimdall-live"):
             r = rt(test_halves, "model", params, seed, models=models)
