@@ -63,6 +63,7 @@ POLICIES = (
     "c3-clock-told",
     "heimdall-live-rank-clock-told",
     "c3-clock-voted-hedged",
+    "c3-clock-voted-hedged-all",
     "heimdall-live-rank-clock-voted-hedged",
     "heimdall-live-rank-clock-voted-hedged-all",
     "oracle",
@@ -116,6 +117,7 @@ CLOCK_POLICIES = (
     "c3-clock-told",
     "heimdall-live-rank-clock-told",
     "c3-clock-voted-hedged",
+    "c3-clock-voted-hedged-all",
     "heimdall-live-rank-clock-voted-hedged",
     "heimdall-live-rank-clock-voted-hedged-all",
 )
@@ -136,6 +138,7 @@ VOTED_POLICIES = (
     "c3-clock-voted",
     "heimdall-live-rank-clock-voted",
     "c3-clock-voted-hedged",
+    "c3-clock-voted-hedged-all",
     "heimdall-live-rank-clock-voted-hedged",
     "heimdall-live-rank-clock-voted-hedged-all",
 )
@@ -147,6 +150,7 @@ VOTED_POLICIES = (
 #: after the same delay: a reference for what the risk rule saves in backup reads.
 HEDGED_POLICIES = (
     "c3-clock-voted-hedged",
+    "c3-clock-voted-hedged-all",
     "heimdall-live-rank-clock-voted-hedged",
     "heimdall-live-rank-clock-voted-hedged-all",
 )
@@ -165,6 +169,7 @@ REFERENCE_POLICIES = (
     "c3-clock-refined",
     "c3-clock-voted",
     "c3-clock-voted-hedged",
+    "c3-clock-voted-hedged-all",
     *TOLD_POLICIES,
 )
 #: Staleness (µs) after which a replica is probed, chosen on the validation windows (1 ms: 0.57
@@ -557,7 +562,7 @@ def evaluate_pair(
         probing = probe_reads_us if pol in PROBE_POLICIES else 0.0
         clock = write_clock if pol in CLOCK_POLICIES else None
         # Every clock setting explicit: ``route``'s defaults for an unknown phase (voted,
-        # every read hedged) are what the ``-voted-hedged-all`` policy measures.
+        # every read hedged) are what the ``-voted-hedged-all`` policies measure.
         counted: dict = {"clock_vote": False, "hedge_delay_us": 0.0, "hedge_every_read": False}
         if pol in REFINED_POLICIES:
             counted.update(CLOCK_REFINEMENTS)
@@ -625,6 +630,7 @@ def evaluate_pair(
             "c3-clock-told",
             "c3-clock-voted",
             "c3-clock-voted-hedged",
+            "c3-clock-voted-hedged-all",
         ):
             r = rt(
                 test_halves,
