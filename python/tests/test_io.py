@@ -523,6 +523,10 @@ def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc
     assert default == route([a, b], "c3", params, 1, **unknown, **chosen)
     old = route([a, b], "c3", params, 1, **unknown, clock_vote=False, hedge_delay_us=0)
     assert old["hedged"] == 0 and old != default
+    # A half-life on the vote is deterministic and changes only voted runs.
+    decayed = route([a, b], "c3", params, 1, **unknown, clock_vote_half_life=8)
+    assert decayed == route([a, b], "c3", params, 1, **unknown, clock_vote_half_life=8)
+    assert route([a, b], "c3", params, 1, clock_vote_half_life=8) == c3
     # A known phase, hedging and the oracle get no backups by default.
     assert route([a, b], "c3", params, 1, write_clock=clock)["hedged"] == 0
     assert route([a, b], "oracle", params, 1, **unknown)["hedged"] == 0

@@ -233,6 +233,9 @@ impl Candidate {
 #[derive(Clone, Debug, Default)]
 pub struct PhaseVote {
     cands: Vec<Candidate>,
+    /// Every this many observations all scores are halved (0: never; [`PhaseVote::half_life`]).
+    half_life: u32,
+    seen: u32,
 }
 
 impl PhaseVote {
@@ -259,7 +262,21 @@ impl PhaseVote {
                 }
             }
         }
-        Self { cands }
+        Self {
+            cands,
+            half_life: 0,
+            seen: 0,
+        }
+    }
+
+    /// Weighs recent evidence more: every `observations` completed reads, every score is
+    /// halved (rounded towards zero), so a read `k · observations` reads old counts `2^-k`.
+    /// 0 (the default) keeps every read's weight.
+    pub fn half_life(self, observations: u32) -> Self {
+        Self {
+            half_life: observations,
+            ..self
+        }
     }
 
     /// Counts a write of `size` bytes sent at `time_ns` on every candidate.
@@ -283,6 +300,15 @@ impl PhaseVote {
                 (false, false) => 0,
             };
             k.score = (k.score + delta).clamp(-VOTE_SCORE_CAP, VOTE_SCORE_CAP);
+        }
+        if self.half_life > 0 {
+            self.seen += 1;
+            if self.seen >= self.half_life {
+                self.seen = 0;
+                for k in &mut self.cands {
+                    k.score /= 2;
+                }
+            }
         }
     }
 
@@ -490,6 +516,31 @@ mod tests {
         assert!(v.busy_at(216 * ms));
         assert!(!PhaseVote::new(&WriteClock::OFF).busy_at(0));
         assert!(!PhaseVote::new(&WriteClock::OFF).unsure_at(0));
+    }
+
+    #[test]
+    fn a_half_life_lets_new_evidence_overturn_old() {
+        // Two candidates' worth of evidence: 40 slow reads at 8 ms support the phases that
+        // collected in the first 8 MiB; then the device is seen fast at 50 ms (inside those
+        // phases' predicted period) 30 times. Without decay the old evidence still wins; with a
+        // half-life of 10 reads it has faded and no phase is left with a positive score.
+        let c = WriteClock { delay_ns: 0, ..C };
+        let ms = 1_000_000u64;
+        let run = |half_life: u32| {
+            let mut v = PhaseVote::new(&c).half_life(half_life);
+            for i in 0..8u64 {
+                v.write(&c, i * ms, 1 << 20);
+            }
+            for _ in 0..40 {
+                v.observe(8 * ms, true);
+            }
+            for _ in 0..30 {
+                v.observe(50 * ms, false);
+            }
+            v.busy_at(60 * ms)
+        };
+        assert!(run(0));
+        assert!(!run(10));
     }
 
     #[test]

@@ -369,6 +369,9 @@ pub struct ClockPhase {
     /// With `anchor_ns` > 0: the phase is voted ([`PhaseVote`]: every completed read, slow or
     /// fast by `anchor_ns`, scores candidate phases) instead of anchored.
     pub vote: bool,
+    /// With `vote`: halve every candidate's score each this many completed reads
+    /// ([`PhaseVote::half_life`]); 0: no decay.
+    pub vote_half_life: u32,
 }
 
 /// [`simulate`], recording for every read what every replica looked like at the decision (one
@@ -442,7 +445,7 @@ fn run(
     let mut votes: Vec<PhaseVote> = (0..REPLICAS_MAX)
         .map(|_| {
             if voting {
-                PhaseVote::new(&clock)
+                PhaseVote::new(&clock).half_life(phase.vote_half_life)
             } else {
                 PhaseVote::default()
             }
@@ -1261,6 +1264,7 @@ mod tests {
                 anchor_writes: writes,
                 anchor_gate: gate,
                 vote: false,
+                vote_half_life: 0,
             };
             let a = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
             let b = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();

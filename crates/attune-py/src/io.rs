@@ -233,8 +233,10 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// risky read unanswered after that long (`route::RiskyHedge`: the chosen replica's clock has no
 /// phase or its vote is split, or its model margin is above `-hedge_margin` logits when
 /// `hedge_margin` is given; `hedge_every_read` hedges every read); `hedged` counts the backups.
+/// `clock_vote_half_life` > 0 halves the voted candidates' scores every that many completed
+/// reads (`PhaseVote::half_life`).
 #[pyfunction]
-#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None, clock_anchor_us=0.0, aged_bytes=None, clock_anchor_writes=false, clock_anchor_gate=false, clock_vote=false, hedge_delay_us=0.0, hedge_margin=None, hedge_every_read=false))]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None, clock_anchor_us=0.0, aged_bytes=None, clock_anchor_writes=false, clock_anchor_gate=false, clock_vote=false, hedge_delay_us=0.0, hedge_margin=None, hedge_every_read=false, clock_vote_half_life=0))]
 #[allow(clippy::too_many_arguments)]
 fn io_route<'py>(
     py: Python<'py>,
@@ -258,6 +260,7 @@ fn io_route<'py>(
     hedge_delay_us: f64,
     hedge_margin: Option<f64>,
     hedge_every_read: bool,
+    clock_vote_half_life: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
     if !(hedge_delay_us.is_finite() && (0.0..1e12).contains(&hedge_delay_us)) {
         return Err(crate::errors::attune_error(
@@ -300,6 +303,7 @@ fn io_route<'py>(
         anchor_writes: clock_anchor_writes,
         anchor_gate: clock_anchor_gate,
         vote: clock_vote,
+        vote_half_life: clock_vote_half_life,
     };
     let clock = match write_clock {
         Some(c) => clock_from(py, c)?,

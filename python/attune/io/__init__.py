@@ -259,6 +259,7 @@ def route(
     hedge_delay_us: float | None = None,
     hedge_margin: float | None = None,
     hedge_every_read: bool | None = None,
+    clock_vote_half_life: int = 0,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
@@ -298,7 +299,10 @@ def route(
     result's ``hedged`` counts the backup reads (each loads its device). By default (None) an
     unknown phase (a ``write_clock`` and ``clock_anchor_us`` > 0, any policy but ``hedging`` and
     ``oracle``, no ``probe_models``) hedges every read after :data:`HEDGE_DELAY_FACTOR` ×
-    ``clock_anchor_us``, and nothing is hedged otherwise; ``hedge_delay_us=0`` turns it off."""
+    ``clock_anchor_us``, and nothing is hedged otherwise; ``hedge_delay_us=0`` turns it off.
+    ``clock_vote_half_life`` > 0 halves every voted candidate's score each that many completed
+    reads (recent evidence weighs more; ``PhaseVote::half_life``); 0, the default, keeps every
+    read's weight."""
     unknown = (
         write_clock is not None
         and isinstance(clock_anchor_us, (int, float))
@@ -332,4 +336,5 @@ def route(
         hedge_delay_us,
         hedge_margin,
         bool(hedge_every_read),
+        clock_vote_half_life,
     )
