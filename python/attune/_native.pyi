@@ -556,6 +556,10 @@ def io_route(
     clock_anchor_writes: bool = False,
     clock_anchor_gate: bool = False,
     clock_vote: bool = False,
+    hedge_delay_us: float = 0.0,
+    hedge_margin: float | None = None,
+    hedge_every_read: bool = False,
+    clock_vote_half_life: int = 0,
 ) -> dict[str, Any]: ...
 def io_write_clock_flags(
     trace: _TraceColumns, write_clock: tuple[int, int, float, float]

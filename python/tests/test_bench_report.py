@@ -498,3 +498,22 @@ def test_long_commands_wrap_into_the_same_shell_words():
 
     assert words(wrapped) == words(cmd)
     assert words(cmd).splitlines()[4] == engines
+
+
+def test_rows_name_the_checkouts_commit_now(tmp_path):
+    import re
+
+    from attune.bench import git_head
+
+    head = git_head()
+    if head is None:
+        pytest.skip("the package is not in a git checkout")
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", head), head
+    assert git_head(tmp_path / "no-such-directory") is None
+    from attune.bench import BenchError, machine
+
+    try:
+        mach = machine()
+    except BenchError:
+        pytest.skip("attune-bench is not built")
+    assert mach["git_commit"] == head

@@ -488,6 +488,48 @@ def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc
         assert one == route([a, b], "c3", params, 1, write_clock=clock, **aged, **refine)
         plain = route([a, b], "c3", params, 1, **aged, **refine)
         assert plain["read_latency_ns"] == route([a, b], "c3", params, 1, **aged)["read_latency_ns"]
+    # Backup reads for risky reads: counted, deterministic, never slower than without a backup
+    # for the reads answered before the first backup; bad settings are refused by name.
+    voted = {**aged, "clock_vote": True, "write_clock": clock}
+    base = route([a, b], "c3", params, 1, **voted, hedge_delay_us=0)
+    every = {"hedge_delay_us": 500.0, "hedge_every_read": True}
+    h = route([a, b], "c3", params, 1, **voted, **every)
+    assert h == route([a, b], "c3", params, 1, **voted, **every)
+    assert base["hedged"] == 0 and h["hedged"] > 0
+    first = next(i for i, v in enumerate(base["read_latency_ns"]) if v > 500_000)
+    assert h["read_latency_ns"][:first] == base["read_latency_ns"][:first]
+    assert h["read_latency_ns"][first] <= base["read_latency_ns"][first]
+    for bad, name in (
+        ({"hedge_delay_us": -1.0}, "hedge_delay_us"),
+        ({"hedge_delay_us": float("nan")}, "hedge_delay_us"),
+        ({"hedge_delay_us": 10.0, "hedge_margin": float("inf")}, "hedge_margin"),
+        ({"hedge_delay_us": 10.0, "hedge_margin": -1.0}, "hedge_margin"),
+    ):
+        with pytest.raises(attune.InvalidArgumentError, match=name):
+            route([a, b], "c3", params, 1, **bad)
+    with pytest.raises(attune.InvalidArgumentError, match="hedge_delay"):
+        route([a, b], "oracle", params, 1, hedge_delay_us=10.0)
+    # An unknown phase by default: the voted clock, every read hedged after twice the anchor
+    # latency; the anchored clock without backups stays selectable.
+    from attune.io import HEDGE_DELAY_FACTOR
+
+    unknown = {**aged, "write_clock": clock}
+    default = route([a, b], "c3", params, 1, **unknown)
+    chosen = {
+        "clock_vote": True,
+        "hedge_delay_us": HEDGE_DELAY_FACTOR * aged["clock_anchor_us"],
+        "hedge_every_read": True,
+    }
+    assert default == route([a, b], "c3", params, 1, **unknown, **chosen)
+    old = route([a, b], "c3", params, 1, **unknown, clock_vote=False, hedge_delay_us=0)
+    assert old["hedged"] == 0 and old != default
+    # A half-life on the vote is deterministic and changes only voted runs.
+    decayed = route([a, b], "c3", params, 1, **unknown, clock_vote_half_life=8)
+    assert decayed == route([a, b], "c3", params, 1, **unknown, clock_vote_half_life=8)
+    assert route([a, b], "c3", params, 1, clock_vote_half_life=8) == c3
+    # A known phase, hedging and the oracle get no backups by default.
+    assert route([a, b], "c3", params, 1, write_clock=clock)["hedged"] == 0
+    assert route([a, b], "oracle", params, 1, **unknown)["hedged"] == 0
 
 
 def test_write_load_estimates_the_collecting_chips():

@@ -3,7 +3,8 @@
 //! `attune bench splitdf` reads it from there, so both sides record the same fields).
 //!
 //! Fields: CPU model and logical CPUs (`/proc/cpuinfo`, `available_parallelism`), memory
-//! (`/proc/meminfo`), kernel release, the git commit the binary was built from, the rustc that
+//! (`/proc/meminfo`), kernel release, the git commit of the sources when the row was made (see
+//! [`Machine::git_commit`]), the rustc that
 //! built it, the cargo features it was built with, and the 1-minute load average when the row was
 //! made (so a reader can tell a quiet run from one that shared the CPUs). A field that cannot be
 //! read is "unknown" (strings) or null (numbers); describing the machine never fails.
@@ -24,7 +25,11 @@ pub struct Machine {
     pub mem_bytes: Option<u64>,
     /// Kernel release (`uname -r`).
     pub kernel: String,
-    /// Commit of the sources the binary was built from (`git rev-parse HEAD` at build time).
+    /// Commit of the sources when the description was taken: `git rev-parse HEAD` of the
+    /// checkout the binary was built in, run now (a binary built at an older commit still names
+    /// the commit that made the row), with `-dirty` appended when tracked files outside
+    /// `benches/results/` and `docs/` (outputs and prose, not code) differ from it; the commit
+    /// stamped at build time when no checkout is found.
     pub git_commit: String,
     /// `rustc --version` of the compiler that built the binary.
     pub rustc: String,
@@ -63,7 +68,8 @@ impl Machine {
             nproc,
             mem_bytes,
             kernel,
-            git_commit: env!("ATTUNE_BENCH_GIT_COMMIT").to_string(),
+            git_commit: git_head(env!("CARGO_MANIFEST_DIR"))
+                .unwrap_or_else(|| env!("ATTUNE_BENCH_GIT_COMMIT").to_string()),
             rustc: env!("ATTUNE_BENCH_RUSTC").to_string(),
             build_features,
             loadavg_1m: loadavg_1m(),
@@ -90,6 +96,37 @@ pub fn build_features() -> Vec<String> {
         out.push("fjall".to_string());
     }
     out
+}
+
+/// Which tracked paths make a tree dirty: all but results rows and generated or prose pages
+/// (git pathspecs, relative to the checkout's top).
+const DIRTY_PATHSPECS: [&str; 3] = [
+    ":(top)",
+    ":(top,exclude)benches/results",
+    ":(top,exclude)docs",
+];
+
+/// `HEAD` of the git checkout holding `dir`, with `-dirty` when tracked files matching
+/// [`DIRTY_PATHSPECS`] differ from it; None when `dir` is in no checkout or git is missing.
+pub fn git_head(dir: &str) -> Option<String> {
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let head = git(&["rev-parse", "--verify", "HEAD"]).filter(|h| !h.is_empty())?;
+    let mut status = vec!["status", "--porcelain", "--untracked-files=no", "--"];
+    status.extend(DIRTY_PATHSPECS);
+    Some(match git(&status) {
+        Some(changed) if !changed.is_empty() => format!("{head}-dirty"),
+        _ => head,
+    })
 }
 
 /// The 1-minute load average (`/proc/loadavg`), or None.
@@ -125,6 +162,19 @@ mod tests {
         ] {
             assert!(v.get(k).is_some(), "{k} missing");
         }
+    }
+
+    #[test]
+    fn the_commit_is_this_checkouts_head_now() {
+        let Some(head) = git_head(env!("CARGO_MANIFEST_DIR")) else {
+            return; // built outside a git checkout: the build-time stamp is used
+        };
+        let sha = head.trim_end_matches("-dirty");
+        assert_eq!(sha.len(), 40, "{head}");
+        assert!(sha.bytes().all(|b| b.is_ascii_hexdigit()), "{head}");
+        assert_eq!(Machine::current().git_commit, head);
+        let missing = std::env::temp_dir().join("attune-bench-no-such-directory");
+        assert_eq!(git_head(&missing.to_string_lossy()), None);
     }
 
     #[test]

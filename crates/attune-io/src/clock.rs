@@ -233,6 +233,9 @@ impl Candidate {
 #[derive(Clone, Debug, Default)]
 pub struct PhaseVote {
     cands: Vec<Candidate>,
+    /// Every this many observations all scores are halved (0: never; [`PhaseVote::half_life`]).
+    half_life: u32,
+    seen: u32,
 }
 
 impl PhaseVote {
@@ -259,7 +262,21 @@ impl PhaseVote {
                 }
             }
         }
-        Self { cands }
+        Self {
+            cands,
+            half_life: 0,
+            seen: 0,
+        }
+    }
+
+    /// Weighs recent evidence more: every `observations` completed reads, every score is
+    /// halved (rounded towards zero), so a read `k · observations` reads old counts `2^-k`.
+    /// 0 (the default) keeps every read's weight.
+    pub fn half_life(self, observations: u32) -> Self {
+        Self {
+            half_life: observations,
+            ..self
+        }
     }
 
     /// Counts a write of `size` bytes sent at `time_ns` on every candidate.
@@ -284,6 +301,34 @@ impl PhaseVote {
             };
             k.score = (k.score + delta).clamp(-VOTE_SCORE_CAP, VOTE_SCORE_CAP);
         }
+        if self.half_life > 0 {
+            self.seen += 1;
+            if self.seen >= self.half_life {
+                self.seen = 0;
+                for k in &mut self.cands {
+                    k.score /= 2;
+                }
+            }
+        }
+    }
+
+    /// Whether the vote is unsure about `time_ns`: it has no phase yet (no slow read
+    /// explained), or its best-scoring candidates disagree on whether the device is busy then.
+    /// What a router may hedge ([`crate::route::RiskyHedge`]); an empty vote (clock off) is
+    /// never unsure.
+    pub fn unsure_at(&self, time_ns: u64) -> bool {
+        let Some(best) = self.cands.iter().map(|k| k.score).max() else {
+            return false;
+        };
+        if best <= 0 {
+            return true;
+        }
+        let (mut busy, mut all) = (0usize, 0usize);
+        for k in self.cands.iter().filter(|k| k.score == best) {
+            all += 1;
+            busy += usize::from(k.busy_at(time_ns));
+        }
+        busy > 0 && busy < all
     }
 
     /// Whether the vote predicts the device busy at `time_ns`.
@@ -470,6 +515,54 @@ mod tests {
         }
         assert!(v.busy_at(216 * ms));
         assert!(!PhaseVote::new(&WriteClock::OFF).busy_at(0));
+        assert!(!PhaseVote::new(&WriteClock::OFF).unsure_at(0));
+    }
+
+    #[test]
+    fn a_half_life_lets_new_evidence_overturn_old() {
+        // Two candidates' worth of evidence: 40 slow reads at 8 ms support the phases that
+        // collected in the first 8 MiB; then the device is seen fast at 50 ms (inside those
+        // phases' predicted period) 30 times. Without decay the old evidence still wins; with a
+        // half-life of 10 reads it has faded and no phase is left with a positive score.
+        let c = WriteClock { delay_ns: 0, ..C };
+        let ms = 1_000_000u64;
+        let run = |half_life: u32| {
+            let mut v = PhaseVote::new(&c).half_life(half_life);
+            for i in 0..8u64 {
+                v.write(&c, i * ms, 1 << 20);
+            }
+            for _ in 0..40 {
+                v.observe(8 * ms, true);
+            }
+            for _ in 0..30 {
+                v.observe(50 * ms, false);
+            }
+            v.busy_at(60 * ms)
+        };
+        assert!(run(0));
+        assert!(!run(10));
+    }
+
+    #[test]
+    fn a_vote_is_unsure_before_its_first_slow_read_and_where_its_best_disagree() {
+        let c = WriteClock { delay_ns: 0, ..C };
+        let ms = 1_000_000u64;
+        let mut v = PhaseVote::new(&c);
+        assert!(v.unsure_at(0), "no phase yet");
+        // 8 MiB written, then a slow read: the candidates that collected on any of the 8
+        // writes explain it (their busy periods, 100 ms, all cover it) and tie.
+        for i in 0..8u64 {
+            v.write(&c, i * ms, 1 << 20);
+        }
+        v.observe(8 * ms, true);
+        assert!(
+            v.busy_at(9 * ms) && !v.unsure_at(9 * ms),
+            "all the best agree"
+        );
+        // 100.5 ms later only the candidates that collected last are still busy.
+        assert!(v.unsure_at(100 * ms + ms / 2));
+        // Long after every predicted period: all agree it is not busy.
+        assert!(!v.unsure_at(150 * ms) && !v.busy_at(150 * ms));
     }
 
     #[test]

@@ -38,6 +38,15 @@
 //! `ModelRank` choose among the others when there are any (`ModelRank` adds
 //! [`CLOCK_MARGIN_Q`] to its margin), `ModelCost` and `Model` take it as a slow prediction.
 //!
+//! **Backup reads for risky reads** ([`RiskyHedge`], off by default; any policy but `Hedging`):
+//! a read the router was unsure about when it routed it, and that has not answered after
+//! `delay_ns`, is read again from another replica (the lowest C3 score among the replicas the
+//! clock does not predict busy; none when it predicts them all busy); the first answer wins and both reads load their devices, as
+//! hedging's do. Unsure means: the write clock of the chosen replica has no phase yet or its
+//! voted candidates disagree ([`PhaseVote::unsure_at`]), or, for the model policies, the chosen
+//! replica's slow margin is above `-margin_q`. [`RouteResult::hedged`] counts the backups.
+//! With `every_read` every read is hedged after `delay_ns` (a reference for the rule).
+//!
 //! Models see only what a deployed one could: completions before the decision, and (a
 //! `HeimdallLive` model) the reads still in flight on each replica ([`crate::features`]). The simulation is deterministic for a given seed.
 //!
@@ -55,8 +64,14 @@ use crate::features::{linnos_inputs, FeatureTracker};
 use crate::model::{InputKind, QuantizedMlp};
 use crate::ssd::{IoRequest, Ssd, SsdParams, SsdStats};
 
-/// A pending backup read: (time, read index, device, home device, record index).
-type Hedge = (u64, usize, u8, u8, u32);
+/// A pending backup read: (time, read index, device, home device, record index, time the
+/// primary was sent).
+type Hedge = (u64, usize, u8, u8, u32, u64);
+
+/// Per replica, completed reads by completion time: (finish, submitted, slow).
+type Completions = [BinaryHeap<Reverse<(u64, u64, bool)>>; REPLICAS_MAX];
+/// Per replica, slow reads by completion time: (finish, submitted).
+type SlowReads = [BinaryHeap<Reverse<(u64, u64)>>; REPLICAS_MAX];
 
 /// Most replicas a simulation takes.
 pub const REPLICAS_MAX: usize = 3;
@@ -150,7 +165,7 @@ pub struct RouteResult {
     pub home: Vec<u8>,
     /// Reads served away from their own device.
     pub redirected: u64,
-    /// Backup reads sent by hedging.
+    /// Backup reads sent (by hedging, or for risky reads with [`RiskyHedge`]).
     pub hedged: u64,
     /// Model inferences run.
     pub inferences: u64,
@@ -266,6 +281,27 @@ impl ProbeReads {
     };
 }
 
+/// Backup reads for the reads the router is unsure about (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RiskyHedge {
+    /// How long a risky read may go unanswered before its backup is sent; 0 turns it off.
+    pub delay_ns: u64,
+    /// A model policy's read is risky when the chosen replica's slow margin (logit over
+    /// threshold, scale 1024) is above `-margin_q`; negative: the model never makes a read risky.
+    pub margin_q: i64,
+    /// Every read is risky (a reference: what the risk rule saves in backup reads).
+    pub every_read: bool,
+}
+
+impl RiskyHedge {
+    /// No backup reads.
+    pub const OFF: Self = Self {
+        delay_ns: 0,
+        margin_q: -1,
+        every_read: false,
+    };
+}
+
 /// How a routing simulation runs, beyond its traces, device and policy.
 #[derive(Clone, Debug)]
 pub struct RouteSettings {
@@ -277,6 +313,8 @@ pub struct RouteSettings {
     pub clock: WriteClock,
     /// Where the clock's phase comes from and how old the replicas are.
     pub phase: ClockPhase,
+    /// Backup reads for risky reads ([`RiskyHedge::OFF`]: none).
+    pub hedge: RiskyHedge,
 }
 
 impl RouteSettings {
@@ -287,6 +325,7 @@ impl RouteSettings {
             probes: ProbeReads::OFF,
             clock: WriteClock::OFF,
             phase: ClockPhase::default(),
+            hedge: RiskyHedge::OFF,
         }
     }
 }
@@ -330,6 +369,9 @@ pub struct ClockPhase {
     /// With `anchor_ns` > 0: the phase is voted ([`PhaseVote`]: every completed read, slow or
     /// fast by `anchor_ns`, scores candidate phases) instead of anchored.
     pub vote: bool,
+    /// With `vote`: halve every candidate's score each this many completed reads
+    /// ([`PhaseVote::half_life`]); 0: no decay.
+    pub vote_half_life: u32,
 }
 
 /// [`simulate`], recording for every read what every replica looked like at the decision (one
@@ -378,6 +420,7 @@ fn run(
         probes,
         clock,
         ref phase,
+        hedge,
     } = *settings;
     clock.validate()?;
     let mut clocks = [ClockState::default(); REPLICAS_MAX];
@@ -402,16 +445,12 @@ fn run(
     let mut votes: Vec<PhaseVote> = (0..REPLICAS_MAX)
         .map(|_| {
             if voting {
-                PhaseVote::new(&clock)
+                PhaseVote::new(&clock).half_life(phase.vote_half_life)
             } else {
                 PhaseVote::default()
             }
         })
         .collect();
-    // Per replica and with `vote`, every read by completion: (finish, submitted, slow).
-    let mut completed: [BinaryHeap<Reverse<(u64, u64, bool)>>; REPLICAS_MAX] = Default::default();
-    // Per replica, the reads slow enough to anchor the clock, by completion: (finish, submitted).
-    let mut slow: [BinaryHeap<Reverse<(u64, u64)>>; REPLICAS_MAX] = Default::default();
     // Per replica, the writes (time, bytes) sent since the oldest outstanding slow read was
     // submitted (`anchor_writes`; empty when no slow read is outstanding).
     let mut recent_writes: [Vec<(u64, u64)>; REPLICAS_MAX] = Default::default();
@@ -458,6 +497,17 @@ fn run(
     if let Policy::Hedging { timeout_ns: 0 } = policy {
         return Err(invalid("timeout_ns", 0, "must be positive"));
     }
+    let risky_on = hedge.delay_ns > 0;
+    if risky_on && matches!(policy, Policy::Hedging { .. } | Policy::Oracle) {
+        return Err(invalid(
+            "hedge_delay",
+            hedge.delay_ns,
+            format!(
+                "backup reads for risky reads do not apply to {}",
+                policy.name()
+            ),
+        ));
+    }
     let mut devs = Vec::with_capacity(n);
     for i in 0..n {
         devs.push(Dev {
@@ -484,38 +534,54 @@ fn run(
     // Pending backup reads: (time, read index, device, home, record index).
     let mut hedges: BinaryHeap<Reverse<Hedge>> = BinaryHeap::new();
     let mut primary_latency: Vec<u64> = Vec::new();
+    // Per replica and with `vote`, every read by completion: (finish, submitted, slow).
+    let mut completed: Completions = Default::default();
+    // Per replica, the reads slow enough to anchor the clock, by completion: (finish, submitted).
+    let mut slow: SlowReads = Default::default();
+    // Sends the backup reads due by `until`; their completions are evidence for the clocks.
     let fire = |until: u64,
                 hedges: &mut BinaryHeap<Reverse<Hedge>>,
                 devs: &mut Vec<Dev>,
                 out: &mut RouteResult,
                 primary_latency: &[u64],
-                timeout: u64| {
-        while let Some(Reverse((at, idx, dev, home, rec))) = hedges.peek().copied() {
+                completed: &mut Completions,
+                slow: &mut SlowReads| {
+        while let Some(Reverse((at, idx, dev, home, rec, sent))) = hedges.peek().copied() {
             if at > until {
                 break;
             }
             hedges.pop();
             let r = &traces[home as usize][rec as usize];
-            let backup = devs[dev as usize].submit(at, r, IoKind::Read);
-            out.read_latency_ns[idx] = primary_latency[idx].min(timeout + backup);
+            let d = dev as usize;
+            let backup = devs[d].submit(at, r, IoKind::Read);
+            out.read_latency_ns[idx] = primary_latency[idx].min(at - sent + backup);
             out.hedged += 1;
+            if phase.anchor_ns > 0 && backup >= phase.anchor_ns {
+                slow[d].push(Reverse((at.saturating_add(backup), at)));
+            }
+            if voting {
+                let is_slow = backup >= phase.anchor_ns;
+                completed[d].push(Reverse((at.saturating_add(backup), at, is_slow)));
+            }
         }
     };
     let timeout = match policy {
         Policy::Hedging { timeout_ns } => *timeout_ns,
         _ => 0,
     };
+    let backups_on = timeout > 0 || risky_on;
     for &(t, home, rec) in &order {
         let r = &traces[home as usize][rec as usize];
         let h = home as usize;
-        if timeout > 0 {
+        if backups_on {
             fire(
                 t,
                 &mut hedges,
                 &mut devs,
                 &mut out,
                 &primary_latency,
-                timeout,
+                &mut completed,
+                &mut slow,
             );
         }
         if phase.anchor_ns > 0 {
@@ -776,6 +842,46 @@ fn run(
         if let Some(row) = rows[first_row..].get_mut(target) {
             row.chosen = true;
         }
+        // A risky read's backup replica (decided now, from what the router sees now).
+        let backup_to = if risky_on {
+            let clock_unsure = if voting {
+                votes[target].unsure_at(t)
+            } else {
+                phase.anchor_ns > 0 && clock.is_on() && !clocks[target].has_phase()
+            };
+            let model_unsure = hedge.margin_q >= 0 && {
+                let models = match policy {
+                    Policy::Model { models, .. }
+                    | Policy::ModelRank { models, .. }
+                    | Policy::ModelCost { models, .. }
+                    | Policy::ModelExpect { models, .. } => Some(models),
+                    _ => None,
+                };
+                models.is_some_and(|ms| {
+                    let mut scratch = 0u64;
+                    margin(&mut devs[target], &ms[target], r.size, t, &mut scratch)
+                        > -hedge.margin_q
+                })
+            };
+            if hedge.every_read || clock_unsure || model_unsure {
+                let mut best = (f64::INFINITY, usize::MAX);
+                for k in 1..n {
+                    let d = (target + k) % n;
+                    if clock_busy[d] {
+                        continue;
+                    }
+                    let s = c3_score(&mut devs[d], t);
+                    if s < best.0 || best.1 == usize::MAX {
+                        best = (s, d);
+                    }
+                }
+                (best.1 != usize::MAX).then_some(best.1)
+            } else {
+                None
+            }
+        } else {
+            None
+        };
         let lat = devs[target].submit(t, r, IoKind::Read);
         if phase.anchor_ns > 0 && lat >= phase.anchor_ns {
             slow[target].push(Reverse((t.saturating_add(lat), t)));
@@ -789,17 +895,31 @@ fn run(
         out.home.push(home);
         primary_latency.push(lat);
         if timeout > 0 && lat > timeout {
-            hedges.push(Reverse((t + timeout, idx, ((h + 1) % n) as u8, home, rec)));
+            hedges.push(Reverse((
+                t + timeout,
+                idx,
+                ((h + 1) % n) as u8,
+                home,
+                rec,
+                t,
+            )));
+        }
+        if let Some(d) = backup_to {
+            if lat > hedge.delay_ns {
+                let at = t.saturating_add(hedge.delay_ns);
+                hedges.push(Reverse((at, idx, d as u8, home, rec, t)));
+            }
         }
     }
-    if timeout > 0 {
+    if backups_on {
         fire(
             u64::MAX,
             &mut hedges,
             &mut devs,
             &mut out,
             &primary_latency,
-            timeout,
+            &mut completed,
+            &mut slow,
         );
     }
     out.device_stats = devs.iter().map(|d| d.ssd.stats()).collect();
@@ -1144,6 +1264,7 @@ mod tests {
                 anchor_writes: writes,
                 anchor_gate: gate,
                 vote: false,
+                vote_half_life: 0,
             };
             let a = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
             let b = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
@@ -1154,6 +1275,84 @@ mod tests {
             runs.push((a.read_latency_ns, off.read_latency_ns));
         }
         assert!(runs.iter().all(|(_, off)| *off == runs[0].1));
+    }
+
+    #[test]
+    fn risky_reads_get_backups_that_never_slow_them_and_are_counted() {
+        let traces = vec![trace(true, 1), trace(true, 2)];
+        let clock = WriteClock {
+            flush_bytes: 4 << 20,
+            gc_every_bytes: 16 << 20,
+            delay_ns: 0,
+            busy_ns: 100_000_000,
+        };
+        let mut s = clocked(6, clock);
+        s.phase = ClockPhase {
+            anchor_ns: 1_000_000,
+            aged_bytes: vec![3 << 20, 11 << 20],
+            vote: true,
+            ..ClockPhase::default()
+        };
+        let plain = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
+        assert_eq!(plain.hedged, 0);
+        let delay_ns = 500_000;
+        let mut counts = Vec::new();
+        for every_read in [false, true] {
+            s.hedge = RiskyHedge {
+                delay_ns,
+                margin_q: -1,
+                every_read,
+            };
+            let a = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
+            let b = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
+            assert_eq!(a.read_latency_ns, b.read_latency_ns, "deterministic");
+            assert!(a.hedged > 0, "every_read {every_read}");
+            // At most one backup per read, and only for reads that took longer than the delay.
+            let slow_primaries = plain
+                .read_latency_ns
+                .iter()
+                .filter(|&&l| l > delay_ns)
+                .count();
+            assert!(a.hedged <= a.read_latency_ns.len() as u64);
+            assert!(slow_primaries > 0);
+            counts.push(a.hedged);
+        }
+        // Hedging every read sends at least as many backups as hedging the risky ones.
+        assert!(counts[1] >= counts[0], "{counts:?}");
+        // Not with hedging or the oracle.
+        let e = simulate_with(&traces, &params(), &Policy::Oracle, &s).unwrap_err();
+        assert!(e.to_string().contains("hedge_delay"), "{e}");
+    }
+
+    #[test]
+    fn a_backup_read_is_the_answer_only_when_it_comes_first() {
+        // Without a clock and with the model off, `every_read` hedges every read still
+        // unanswered after the delay: each read's latency is the primary's or less, and the
+        // reads that answered within the delay are the same as without backups until the
+        // first backup loads a device.
+        let traces = vec![trace(true, 1), trace(false, 2)];
+        let base = simulate(&traces, &params(), &Policy::C3, 7).unwrap();
+        let mut s = RouteSettings::seeded(7);
+        s.hedge = RiskyHedge {
+            delay_ns: 2_000_000,
+            margin_q: -1,
+            every_read: true,
+        };
+        let h = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
+        let first = base
+            .read_latency_ns
+            .iter()
+            .position(|&l| l > 2_000_000)
+            .unwrap();
+        assert_eq!(h.read_latency_ns[..=first].len(), first + 1);
+        assert!(h.read_latency_ns[first] <= base.read_latency_ns[first]);
+        assert_eq!(h.read_latency_ns[..first], base.read_latency_ns[..first]);
+        assert!(h.hedged > 0);
+        // The risk rule alone, with no clock and no model, hedges nothing.
+        s.hedge.every_read = false;
+        let none = simulate_with(&traces, &params(), &Policy::C3, &s).unwrap();
+        assert_eq!(none.hedged, 0);
+        assert_eq!(none.read_latency_ns, base.read_latency_ns);
     }
 
     #[test]

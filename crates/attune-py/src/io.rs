@@ -229,9 +229,14 @@ fn models_from(blobs: &[Vec<u8>]) -> PyResult<Vec<QuantizedMlp>> {
 /// (`route::ClockPhase`); `clock_anchor_writes` also counts the writes sent while the anchoring
 /// read was outstanding; `clock_anchor_gate` re-anchors only once a collection is due
 /// (`ClockState::gated`); `clock_vote` votes the phase instead of anchoring it
-/// (`clock::PhaseVote`).
+/// (`clock::PhaseVote`). `hedge_delay_us` > 0 sends a backup read to another replica for a
+/// risky read unanswered after that long (`route::RiskyHedge`: the chosen replica's clock has no
+/// phase or its vote is split, or its model margin is above `-hedge_margin` logits when
+/// `hedge_margin` is given; `hedge_every_read` hedges every read); `hedged` counts the backups.
+/// `clock_vote_half_life` > 0 halves the voted candidates' scores every that many completed
+/// reads (`PhaseVote::half_life`).
 #[pyfunction]
-#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None, clock_anchor_us=0.0, aged_bytes=None, clock_anchor_writes=false, clock_anchor_gate=false, clock_vote=false))]
+#[pyo3(signature = (traces, policy, params=None, seed=0, timeout_ns=0, models=None, tie=0.0, slow_factor=10.0, probe_models=None, probe_reads_us=0.0, probe_read_size=4096, write_clock=None, clock_anchor_us=0.0, aged_bytes=None, clock_anchor_writes=false, clock_anchor_gate=false, clock_vote=false, hedge_delay_us=0.0, hedge_margin=None, hedge_every_read=false, clock_vote_half_life=0))]
 #[allow(clippy::too_many_arguments)]
 fn io_route<'py>(
     py: Python<'py>,
@@ -252,7 +257,39 @@ fn io_route<'py>(
     clock_anchor_writes: bool,
     clock_anchor_gate: bool,
     clock_vote: bool,
+    hedge_delay_us: f64,
+    hedge_margin: Option<f64>,
+    hedge_every_read: bool,
+    clock_vote_half_life: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
+    if !(hedge_delay_us.is_finite() && (0.0..1e12).contains(&hedge_delay_us)) {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            format!("hedge_delay_us must be a number of µs in [0, 1e12), got {hedge_delay_us}"),
+        ));
+    }
+    if let Some(m) = hedge_margin {
+        if !(m.is_finite() && (0.0..1e6).contains(&m)) {
+            return Err(crate::errors::attune_error(
+                py,
+                "InvalidArgumentError",
+                format!("hedge_margin must be a finite logit margin >= 0 (or None), got {m}"),
+            ));
+        }
+    }
+    if hedge_delay_us > 0.0 && probe_models.is_some() {
+        return Err(crate::errors::attune_error(
+            py,
+            "InvalidArgumentError",
+            "hedge_delay_us and probe_models cannot be combined".to_string(),
+        ));
+    }
+    let hedge = route::RiskyHedge {
+        delay_ns: (hedge_delay_us * 1e3).round() as u64,
+        margin_q: hedge_margin.map_or(-1, |m| (m * 1024.0).round() as i64),
+        every_read: hedge_every_read,
+    };
     if !(clock_anchor_us.is_finite() && (0.0..1e12).contains(&clock_anchor_us)) {
         return Err(crate::errors::attune_error(
             py,
@@ -266,6 +303,7 @@ fn io_route<'py>(
         anchor_writes: clock_anchor_writes,
         anchor_gate: clock_anchor_gate,
         vote: clock_vote,
+        vote_half_life: clock_vote_half_life,
     };
     let clock = match write_clock {
         Some(c) => clock_from(py, c)?,
@@ -354,6 +392,7 @@ fn io_route<'py>(
                     probes: probe_reads,
                     clock,
                     phase,
+                    hedge,
                 },
             )
             .map(|r| (r, Vec::new())),

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from attune import Error
 
-__all__ = ["BenchError", "find_binary", "machine", "run"]
+__all__ = ["BenchError", "find_binary", "git_head", "machine", "run"]
 
 #: Environment variable naming the harness binary explicitly.
 BIN_ENV = "ATTUNE_BENCH_BIN"
@@ -109,17 +109,50 @@ def _progress_bars(stream, show: bool, kept: list[str] | None = None) -> None:
         bar.close()
 
 
+#: Which tracked paths make a checkout dirty (as ``attune-bench``'s ``machine::git_head``): all
+#: but results rows and generated or prose pages.
+DIRTY_PATHSPECS = (":(top)", ":(top,exclude)benches/results", ":(top,exclude)docs")
+
+
+def git_head(path: Path | None = None) -> str | None:
+    """``HEAD`` of the git checkout holding ``path`` (default: this package's sources), with
+    ``-dirty`` appended when tracked files outside ``benches/results/`` and ``docs/`` differ from
+    it; None outside a checkout or without git."""
+    where = str(path if path is not None else Path(__file__).resolve().parent)
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", "-C", where, *args], capture_output=True, text=True, check=False
+            )
+        except OSError:
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    head = git("rev-parse", "--verify", "HEAD")
+    if not head:
+        return None
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *DIRTY_PATHSPECS)
+    return f"{head}-dirty" if changed else head
+
+
 def machine() -> dict:
     """The machine and build as every results row records them (``attune-bench machine --json``):
-    CPU model, logical CPUs, memory, kernel, git commit, rustc, build features, load average."""
+    CPU model, logical CPUs, memory, kernel, git commit, rustc, build features, load average.
+    ``git_commit`` is the commit of this package's checkout now (:func:`git_head`; the Python code
+    and native module that produce Python-driven rows live there), else the harness's own."""
     binary = find_binary()
     try:
         out = subprocess.run(
             [str(binary), "machine", "--json"], capture_output=True, text=True, check=True
         )
-        return json.loads(out.stdout)
+        mach = json.loads(out.stdout)
     except (OSError, subprocess.CalledProcessError, json.JSONDecodeError) as exc:
         raise BenchError(f"`{binary} machine --json` failed: {exc}") from exc
+    head = git_head()
+    if head:
+        mach["git_commit"] = head
+    return mach
 
 
 def write_rows(rows: list[dict], command: str, mach: dict, out: str | None) -> list[str]:

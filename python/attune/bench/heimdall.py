@@ -8,7 +8,8 @@ Rows (JSON lines, ``--out`` appends; every row has ``command`` and ``machine``):
   (the policy's latency over Heimdall's in the same window: above 1, Heimdall is faster),
   ``mean_over_best_baseline`` (over the best baseline's mean in the window: 0.85 or less meets the
   target), ``p99_over_hedging``, ``gc_share`` (reads that met a busy period, ground truth) and
-  ``served_share`` (share of the reads each replica served) and ``quantiles_us`` (read latency
+  ``served_share`` (share of the reads each replica served), ``probe_share`` and
+  ``backup_share`` (probe and backup reads sent, per client read) and ``quantiles_us`` (read latency
   at ``evaluate.CDF_PERCENTILES``, for CDF plots);
 * ``kind = "accuracy"``: one per window: ROC-AUC of the quantised model against the period labels
   (``auc_period``) and the simulator's busy truth (``auc_busy``), LinnOS's (``auc_linnos_period``),
@@ -332,6 +333,7 @@ def run(args) -> int:
                         **{f"{k}_us": v for k, v in s.items()},
                         "redirected": r.redirected[pol],
                         "probe_share": r.probe_share[pol],
+                        "backup_share": r.backup_share[pol],
                         "mean_over_heimdall": s["mean"] / h["mean"],
                         "p99_over_heimdall": s["p99"] / h["p99"],
                         "best_baseline": best[0],
@@ -379,9 +381,11 @@ def run(args) -> int:
     print(f"{s['windows']} windows, {args.replicas} replicas (medians over windows)")
     w = max(14, *(len(p) for p in s["policies"]))
     for pol, v in s["policies"].items():
+        backups = s["backup_share_median"].get(pol, 0.0)
         print(
             f"  {pol:{w}} mean {v['mean']:9.1f} µs  p99 {v['p99']:10.1f} µs  "
             f"busy reads {s['gc_share_median'][pol]:.1%}"
+            + (f"  backup reads {backups:.1%}" if backups else "")
         )
     for pol in (*ev.HEIMDALL_POLICIES, *ev.REFERENCE_POLICIES, *ev.BOUND_POLICIES):
         if f"{pol}_mean_reduction_vs_best_baseline_median" in s:

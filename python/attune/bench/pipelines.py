@@ -61,7 +61,14 @@ def _machine() -> dict[str, Any]:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
     except OSError:
         pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release()}
+    from attune.bench import git_head
+
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "git_commit": git_head() or "unknown",
+    }
 
 
 class _Out:

@@ -34,6 +34,7 @@ from attune.io.trace import (
 __all__ = [
     "DEVICE_PRESETS",
     "FORMATS",
+    "HEDGE_DELAY_FACTOR",
     "LOAD_LIMIT",
     "POLICIES",
     "Trace",
@@ -230,6 +231,12 @@ def write_clock_flags(trace: Trace, write_clock: tuple[int, int, float, float]) 
     return np.asarray(_native.io_write_clock_flags(trace.columns(), write_clock), dtype=bool)
 
 
+#: With an unknown phase, a read still unanswered after this many times the clock's anchor
+#: latency (the slow-read threshold) is read again from a replica the clock does not predict
+#: busy (``route``'s default; docs/heimdall.md, item 15).
+HEDGE_DELAY_FACTOR = 2.0
+
+
 def route(
     traces: list[Trace],
     policy: str,
@@ -248,7 +255,11 @@ def route(
     aged_bytes: list[int] | None = None,
     clock_anchor_writes: bool = False,
     clock_anchor_gate: bool = False,
-    clock_vote: bool = False,
+    clock_vote: bool | None = None,
+    hedge_delay_us: float | None = None,
+    hedge_margin: float | None = None,
+    hedge_every_read: bool | None = None,
+    clock_vote_half_life: int = 0,
 ) -> dict:
     """Replicas serving ``traces`` (trace ``i`` issued at device ``i``); reads routed by
     ``policy`` (``baseline``, ``random``, ``hedging``, ``c3``, ``model``, ``model-home``,
@@ -277,7 +288,33 @@ def route(
     once the clock's count has reached half of ``gc_every_bytes`` (before, it is taken for the
     tail of the last collection or for queueing, see ``ClockState::gated``). ``clock_vote``: with
     ``clock_anchor_us`` > 0 the phase is voted instead of anchored: candidate phases are scored
-    against every completed read, slow or fast (``attune_io::clock::PhaseVote``)."""
+    against every completed read, slow or fast (``attune_io::clock::PhaseVote``); by default
+    (None) it is voted whenever the phase is unknown (a ``write_clock`` and ``clock_anchor_us`` >
+    0) and neither anchor refinement is asked for; ``clock_vote=False`` keeps the anchor.
+    ``hedge_delay_us`` > 0: a read the router was unsure about, still unanswered after that many
+    µs, is read again from another replica and the first answer wins (``route::RiskyHedge``;
+    not with ``hedging``, ``oracle`` or ``probe_models``). Unsure: the chosen replica's clock has
+    no phase yet or its voted candidates disagree, or (``hedge_margin`` given, model policies) its
+    slow margin is above ``-hedge_margin`` logits; ``hedge_every_read`` hedges every read. The
+    result's ``hedged`` counts the backup reads (each loads its device). By default (None) an
+    unknown phase (a ``write_clock`` and ``clock_anchor_us`` > 0, any policy but ``hedging`` and
+    ``oracle``, no ``probe_models``) hedges every read after :data:`HEDGE_DELAY_FACTOR` ×
+    ``clock_anchor_us``, and nothing is hedged otherwise; ``hedge_delay_us=0`` turns it off.
+    ``clock_vote_half_life`` > 0 halves every voted candidate's score each that many completed
+    reads (recent evidence weighs more; ``PhaseVote::half_life``); 0, the default, keeps every
+    read's weight."""
+    unknown = (
+        write_clock is not None
+        and isinstance(clock_anchor_us, (int, float))
+        and clock_anchor_us > 0
+    )
+    if clock_vote is None:
+        clock_vote = unknown and not (clock_anchor_writes or clock_anchor_gate)
+    hedge_by_default = unknown and policy not in ("hedging", "oracle") and probe_models is None
+    if hedge_delay_us is None:
+        hedge_delay_us = HEDGE_DELAY_FACTOR * float(clock_anchor_us) if hedge_by_default else 0.0
+    if hedge_every_read is None:
+        hedge_every_read = hedge_by_default
     return _native.io_route(
         [check_trace(t, "every trace").columns() for t in traces],
         policy,
@@ -296,4 +333,8 @@ def route(
         bool(clock_anchor_writes),
         bool(clock_anchor_gate),
         bool(clock_vote),
+        hedge_delay_us,
+        hedge_margin,
+        bool(hedge_every_read),
+        clock_vote_half_life,
     )
