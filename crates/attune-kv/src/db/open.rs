@@ -176,6 +176,10 @@ impl DB {
         } else {
             versions.create_new()?;
         }
+        // Before the logs replay: a flush during recovery may fold merge operands.
+        let mut opts = opts;
+        let merge_name =
+            resolve_merge_operator(&mut opts, versions.current().merge_operator.as_deref())?;
         if let Some(l) = tables.learning() {
             l.load_state(env.as_ref(), &dir);
         }
@@ -214,7 +218,11 @@ impl DB {
             Some(_) => None,
             None => CleanClose::read(env.as_ref(), &dir)?,
         };
-        let mut edit = VersionEdit::default();
+        let mut edit = VersionEdit {
+            // Recorded by the first writable open that names an operator.
+            merge_operator: merge_name.filter(|_| follower.is_none() && !read_only),
+            ..VersionEdit::default()
+        };
         let blob_valid = match follower {
             Some(_) => HashMap::new(),
             None => {
@@ -511,6 +519,33 @@ pub(super) fn start_new_log(
 
 /// Says what to do next when recovery failed for want of space: the data is intact, and a
 /// read-only open reads it without writing.
+/// Reconciles the `merge_operator` option with the name the database recorded: without the
+/// option a recorded built-in is used; another operator than the recorded one is refused.
+/// Returns the name to record (the first open that gives an operator).
+fn resolve_merge_operator(opts: &mut Options, recorded: Option<&str>) -> Result<Option<String>> {
+    let given = opts.merge_operator.as_ref().map(|m| m.name().to_string());
+    match (given, recorded) {
+        (None, None) => Ok(None),
+        (Some(g), None) => Ok(Some(g)),
+        (Some(g), Some(r)) if g == r => Ok(None),
+        (Some(g), Some(r)) => Err(Error::InvalidArgument(format!(
+            "option merge_operator: this database was written with merge operator {r:?}, not \
+             {g:?}; open it with merge_operator={r:?} (its operands mean nothing to another \
+             operator)"
+        ))),
+        (None, Some(r)) => match crate::merge::builtin(r) {
+            Ok(op) => {
+                opts.merge_operator = Some(op);
+                Ok(None)
+            }
+            Err(_) => Err(Error::InvalidArgument(format!(
+                "option merge_operator: this database was written with merge operator {r:?}, \
+                 which is not built in; open it with that operator"
+            ))),
+        },
+    }
+}
+
 pub(super) fn recovery_hint(e: Error) -> Error {
     match e {
         Error::Io { path, source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
@@ -1158,7 +1193,10 @@ pub(super) fn build_level0(
                 *blob_garbage.entry(p.file).or_default() += u64::from(p.len);
             }
         }
-        last_seq_for_key = crate::key::sequence(ikey);
+        // A merge operand shadows nothing: the versions below it are its base.
+        if crate::key::kind(ikey) != Some(crate::key::ValueKind::Merge) {
+            last_seq_for_key = crate::key::sequence(ikey);
+        }
         it.next();
     }
     Ok(b)

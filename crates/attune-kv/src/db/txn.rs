@@ -72,6 +72,7 @@ impl DbInner {
                     let have = match self.lookup(sv, k, MAX_SEQUENCE)? {
                         Lookup::Found(v) => Some(v),
                         Lookup::Blob(p) => Some(self.read_blob(&sv.blobs, k, &p)?),
+                        Lookup::Merge(_) => Some(self.read_merged(sv, k, MAX_SEQUENCE)?),
                         // `lookup` answers expiring entries as values or deletions.
                         _ => None,
                     };
