@@ -223,6 +223,9 @@ impl DB {
             merge_operator: merge_name.filter(|_| follower.is_none() && !read_only),
             ..VersionEdit::default()
         };
+        if edit.merge_operator.is_some() {
+            edit.format_version = Some(crate::version::MERGE_FORMAT_VERSION);
+        }
         let blob_valid = match follower {
             Some(_) => HashMap::new(),
             None => {
@@ -978,7 +981,9 @@ fn flush_replayed(
 ) -> Result<()> {
     let number = versions.new_file_number();
     if mem.range_dels().is_some() {
-        edit.format_version = Some(crate::version::DB_FORMAT_VERSION);
+        // Never below what the edit already records (a merge operator's format).
+        let f = edit.format_version.unwrap_or(0);
+        edit.format_version = Some(f.max(crate::version::DB_FORMAT_VERSION));
     }
     if let Some(f) = write_level0(
         env,

@@ -37,6 +37,12 @@ pub const DB_FORMAT_VERSION: u32 = 2;
 /// The format a database without range deletions records (readable by builds that predate
 /// them); the first flush holding a range deletion records [`DB_FORMAT_VERSION`].
 pub const BASE_FORMAT_VERSION: u32 = 1;
+/// The format a database records once it names a merge operator (manifest tag 12; its tables
+/// may hold merge operands, entry kind 6): builds that predate merge operators refuse it. It
+/// includes format 2 (readers gather range tombstones).
+pub const MERGE_FORMAT_VERSION: u32 = 3;
+/// The newest database format this build reads.
+pub const FORMAT_VERSION_MAX: u32 = MERGE_FORMAT_VERSION;
 
 /// Metadata of one table file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -886,7 +892,9 @@ impl VersionSet {
     /// (and of a checkpoint's).
     pub fn snapshot_edit(&self) -> VersionEdit {
         let mut snap = VersionEdit {
-            format_version: Some(if self.current.range_deletions {
+            format_version: Some(if self.current.merge_operator.is_some() {
+                MERGE_FORMAT_VERSION
+            } else if self.current.range_deletions {
                 DB_FORMAT_VERSION
             } else {
                 BASE_FORMAT_VERSION
@@ -1055,11 +1063,11 @@ impl ManifestReplay {
         let edit = VersionEdit::decode(rec)
             .ok_or_else(|| Error::corruption(path, off, "malformed version edit"))?;
         if let Some(fv) = edit.format_version {
-            if fv > DB_FORMAT_VERSION || fv == 0 {
+            if fv > FORMAT_VERSION_MAX || fv == 0 {
                 return Err(Error::UnsupportedVersion {
                     path: dir.to_path_buf(),
                     found: fv,
-                    supported: DB_FORMAT_VERSION,
+                    supported: FORMAT_VERSION_MAX,
                 });
             }
             self.saw_version = true;

@@ -453,3 +453,28 @@ fn collection_moves_a_separated_base_with_its_operands() {
     db.gc_with_ratio(0.0).unwrap();
     assert_eq!(db.get(&key(3)).unwrap(), Some(want));
 }
+
+#[test]
+fn a_transaction_reads_its_own_merges_and_conflicts_like_a_put() {
+    let env = MemEnv::new();
+    let db = open_mem(&env, options("add")).unwrap();
+    db.put(b"c", &le(10)).unwrap();
+    let mut t = db.transaction().unwrap();
+    t.merge(b"c", &le(1)).unwrap();
+    t.merge(b"c", &le(2)).unwrap();
+    assert_eq!(t.get(b"c").unwrap(), Some(le(13)));
+    t.delete(b"d").unwrap();
+    t.merge(b"d", &le(4)).unwrap();
+    assert_eq!(t.get(b"d").unwrap(), Some(le(4)));
+    assert!(t.merge(b"c", b"bad").is_err());
+    t.commit(Default::default()).unwrap();
+    assert_eq!(db.get(b"c").unwrap(), Some(le(13)));
+    assert_eq!(db.get(b"d").unwrap(), Some(le(4)));
+    // Another write to a merged key after the snapshot is a conflict.
+    let mut t = db.transaction().unwrap();
+    t.merge(b"c", &le(1)).unwrap();
+    db.merge(b"c", &le(100)).unwrap();
+    let e = t.commit(Default::default()).unwrap_err();
+    assert!(matches!(e, Error::Conflict(_)), "{e}");
+    assert_eq!(db.get(b"c").unwrap(), Some(le(113)));
+}
