@@ -20,6 +20,10 @@ use crate::version::{LevelIter, NUM_LEVELS};
 use crate::vlog::BlobPointer;
 use std::sync::atomic::Ordering;
 
+/// A key's current value-log record: its pointer, its expiry, and the merge operands above it
+/// (newest first; see `DbInner::current_pointer`).
+pub(super) type CurrentPointer = (BlobPointer, Option<u64>, Vec<Vec<u8>>);
+
 /// What lies under a key's merge operands (see `DbInner::merge_stack`); the values carry
 /// their expiry.
 pub(super) enum MergeBase {
@@ -172,7 +176,7 @@ impl DbInner {
         &self,
         sv: &SuperVersion,
         key: &[u8],
-    ) -> Result<Option<(BlobPointer, Option<u64>, Vec<Vec<u8>>)>> {
+    ) -> Result<Option<CurrentPointer>> {
         Ok(match self.lookup_raw(sv, key, MAX_SEQUENCE)? {
             Lookup::Blob(p) => Some((p, None, Vec::new())),
             Lookup::BlobUntil(p, at) => Some((p, Some(at), Vec::new())),
