@@ -9,10 +9,10 @@
 //!   sequence for both variants) from `--counters` 8-byte little-endian counters; `merge`
 //!   writes one operand per increment, `get+put` reads the counter, adds one and writes it back.
 //!   The ratio row is merge ÷ get+put throughput.
-//! - `read`: a get of every counter (the fastest of three passes), for the merge database with
-//!   its operands unfolded (flushed, not compacted: a read combines them), after a full
-//!   compaction (folded into one value per counter), and for the get+put database (one value per
-//!   counter); ratios are over the get+put database's rate.
+//! - `read`: a get of every counter (the fastest of three passes), for the merge database after
+//!   a flush (the flush combines each counter's operands into one; a read combines that with
+//!   what is under it), after a full compaction (folded into one value per counter), and for the
+//!   get+put database (one value per counter); ratios are over the get+put database's rate.
 //!
 //! Every counter is checked against the expected count in both databases. RocksDB's merge
 //! operator is not reached through the harness's C-API adapter (it needs C callbacks for the
@@ -189,7 +189,7 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let s = read_all(&merged, counters, &want)?;
     emit(
         "read",
-        "merge, operands",
+        "merge, flushed",
         counters,
         s,
         Some(base / s.max(1e-9)),

@@ -1157,8 +1157,18 @@ pub(super) fn write_level0(
         return Ok(None);
     }
     let path = filename::table_path(dir, number);
-    let r = build_level0(env, &path, opts, &mut it, smallest_snapshot, blob_garbage)
-        .and_then(|b| crate::version::ranges::finish_with_tombstones(number, b, ranges.as_deref()));
+    // Operands fold only where no range tombstone of this memtable could split a run.
+    let fold = ranges.is_none();
+    let r = build_level0(
+        env,
+        &path,
+        opts,
+        &mut it,
+        smallest_snapshot,
+        fold,
+        blob_garbage,
+    )
+    .and_then(|b| crate::version::ranges::finish_with_tombstones(number, b, ranges.as_deref()));
     if r.is_err() {
         // A partial table (a full disk, an I/O error) is named by no manifest: remove it now
         // rather than leave it filling the disk until the next successful open.
@@ -1167,29 +1177,51 @@ pub(super) fn write_level0(
     r.map(Some)
 }
 
-/// Writes the memtable entries under `it` as table `number` at `path`.
+/// Writes the memtable entries under `it` as table `number` at `path`. With `fold`, adjacent
+/// merge operands of a key that every snapshot sees are combined into one operand (the
+/// operator's `partial_merge`) at the newest one's sequence.
 pub(super) fn build_level0(
     env: &dyn Env,
     path: &Path,
     opts: &Options,
     it: &mut MemTableIter,
     smallest_snapshot: u64,
+    fold: bool,
     blob_garbage: &mut BTreeMap<u64, u64>,
 ) -> Result<TableBuilder> {
+    use crate::key::ValueKind;
     let mut b = TableBuilder::new(env.new_writable(path)?, TableBuilderOptions::from(opts));
     let mut last_user_key: Vec<u8> = Vec::new();
     let mut last_seq_for_key = u64::MAX;
     let mut first = true;
+    let op = opts.merge_operator.as_deref().filter(|_| fold);
+    // Operands of `last_user_key` held for folding: (internal key, operand), newest first.
+    let mut run: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     while it.valid() {
         let ikey = it.key();
         let uk = crate::key::user_key(ikey);
-        if first || uk != last_user_key.as_slice() {
+        let new_key = first || uk != last_user_key.as_slice();
+        let kind = crate::key::kind(ikey);
+        let foldable = op.is_some()
+            && kind == Some(ValueKind::Merge)
+            && crate::key::sequence(ikey) <= smallest_snapshot;
+        if !run.is_empty() {
+            if !new_key && foldable {
+                run.push((ikey.to_vec(), it.value().to_vec()));
+                it.next();
+                continue;
+            }
+            add_run(&mut b, op, &last_user_key, &mut run)?;
+        }
+        if new_key {
             last_user_key.clear();
             last_user_key.extend_from_slice(uk);
             last_seq_for_key = u64::MAX;
             first = false;
         }
-        if last_seq_for_key > smallest_snapshot {
+        if last_seq_for_key > smallest_snapshot && foldable {
+            run.push((ikey.to_vec(), it.value().to_vec()));
+        } else if last_seq_for_key > smallest_snapshot {
             b.add(ikey, it.value())?;
         } else if let Some(v) =
             crate::key::kind(ikey).and_then(|k| crate::key::blob_payload(k, it.value()))
@@ -1204,7 +1236,35 @@ pub(super) fn build_level0(
         }
         it.next();
     }
+    add_run(&mut b, op, &last_user_key, &mut run)?;
     Ok(b)
+}
+
+/// Adds a run of one key's operands (newest first): one operand at the newest one's sequence
+/// when the operator combines them, else each as it is. Empties `run`.
+fn add_run(
+    b: &mut TableBuilder,
+    op: Option<&dyn crate::merge::MergeOperator>,
+    user_key: &[u8],
+    run: &mut Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<()> {
+    let combined = match (op, run.len()) {
+        (Some(op), n) if n >= 2 => {
+            let oldest_first: Vec<&[u8]> = run.iter().rev().map(|(_, v)| v.as_slice()).collect();
+            op.partial_merge(user_key, &oldest_first)
+        }
+        _ => None,
+    };
+    match (combined, run.first()) {
+        (Some(v), Some((newest, _))) => b.add(newest, &v)?,
+        _ => {
+            for (k, v) in run.iter() {
+                b.add(k, v)?;
+            }
+        }
+    }
+    run.clear();
+    Ok(())
 }
 
 #[cfg(test)]
