@@ -1,4 +1,4 @@
-"""CLI verbs of the key-value engine: `attune demo` and `attune kv {verify,stats,get,put,scan,
+"""CLI verbs of the key-value engine: `attune demo` and `attune kv {verify,stats,get,put,merge,scan,
 compact,checkpoint,ingest,backup,repair,gc,learn}`.
 
 Keys and values are bytes. ``kv get`` and ``kv scan`` print them escaped (:func:`escape_bytes`) so
@@ -426,6 +426,40 @@ def _put(args) -> int:
     return 0
 
 
+def _merge(args) -> int:
+    key = _arg_bytes(args, args.key, "KEY")
+    if args.int and args.hex:
+        raise attune.InvalidArgumentError("--int and --hex exclude each other")
+    operand: bytes | int
+    if args.int:
+        try:
+            operand = int(args.operand, 0)
+        except ValueError:
+            raise attune.InvalidArgumentError(
+                f"OPERAND {args.operand!r} is not an integer (--int takes decimal or 0x hex)"
+            ) from None
+    else:
+        operand = _arg_bytes(args, args.operand, "OPERAND")
+    with _open(args, create_if_missing="true") as db:
+        db.merge(key, operand, sync=True)
+        v = db.get(key)
+    counter = int.from_bytes(v, "little") if args.int and v is not None and len(v) == 8 else None
+    if args.json:
+        out: dict[str, object] = {
+            "key": args.key,
+            "ok": True,
+            **_json_field(args, "value", v or b""),
+        }
+        if args.int:
+            out["int"] = counter
+        print(json.dumps(out))
+    elif counter is not None:
+        print(counter)
+    elif v is not None:
+        _write_line(_text(args, v).encode("utf-8"))
+    return 0
+
+
 def _delete(args) -> int:
     key = _arg_bytes(args, args.key, "KEY")
     with _open(args) as db:
@@ -801,6 +835,27 @@ def register(sub) -> None:
         help="time to live: from then on the key reads as absent, and compaction drops it",
     )
     q.set_defaults(func=_put)
+    q = common(
+        kvs.add_parser(
+            "merge",
+            help="add OPERAND to KEY with the database's merge operator (synced)",
+            description="Writes OPERAND as a merge operand of KEY with one synced write and "
+            "prints the value KEY then reads as. The operator is the one the database recorded "
+            "when it was first opened with one; give it for a new database with "
+            "-o merge_operator=add (or append, append:<delimiter>, max). With --int, OPERAND "
+            "is an integer stored as 8 little-endian bytes (what `add` takes; a negative one "
+            "subtracts) and the value is printed as an integer.",
+        )
+    )
+    q.add_argument("key")
+    q.add_argument("operand")
+    q.add_argument("--hex", action="store_true", help=_HEX_HELP)
+    q.add_argument(
+        "--int",
+        action="store_true",
+        help="OPERAND is an integer (8 little-endian bytes); print the value as one",
+    )
+    q.set_defaults(func=_merge)
     q = common(
         kvs.add_parser(
             "delete",

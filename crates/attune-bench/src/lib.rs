@@ -45,6 +45,7 @@ pub mod learn;
 pub mod lookup_probe;
 pub mod lookup_steps;
 pub mod machine;
+pub mod merge_counters;
 pub mod metrics;
 pub mod micro;
 pub mod options;

@@ -26,7 +26,7 @@ use attune_bench::ycsb::{ensure_load_first, YcsbTask, YCSB_KEYS};
 use attune_bench::{
     cache_kv, cache_sim, child, dbbench, device, device_kv, embed, hash, io, learn, lookup_probe,
 };
-use attune_bench::{ingest, lookup_steps, pipes, plush, range_delete, workload};
+use attune_bench::{ingest, lookup_steps, merge_counters, pipes, plush, range_delete, workload};
 use attune_workload::LoadOrder;
 use clap::{Args, Parser, Subcommand};
 
@@ -80,6 +80,9 @@ enum Cmd {
     /// Range deletions: one tombstone against a delete per key, and its read cost (`--help`).
     #[command(disable_help_flag = true)]
     RangeDelete(Raw),
+    /// Counters by `add` merges against get+put read-modify-write (`--help`).
+    #[command(disable_help_flag = true)]
+    MergeCounters(Raw),
     /// Plush against Attune's LSM, RocksDB and LMDB on 8-byte records (`--help`).
     #[command(disable_help_flag = true)]
     Plush(Raw),
@@ -493,6 +496,7 @@ fn main() -> ExitCode {
         Cmd::Learn(a) => return raw("learn", a, learn::run),
         Cmd::Workload(a) => return raw("workload", a, workload::run),
         Cmd::RangeDelete(a) => return raw("range-delete", a, range_delete::run),
+        Cmd::MergeCounters(a) => return raw("merge-counters", a, merge_counters::run),
         Cmd::Plush(a) => return raw("plush", a, plush::run),
         Cmd::Io(a) => return raw("io", a, io::run),
         Cmd::Device(a) => return raw("device", a, device::run),
@@ -579,6 +583,7 @@ mod tests {
             "lookup-steps",
             "plush",
             "range-delete",
+            "merge-counters",
         ] {
             let cli = Cli::try_parse_from(["attune-bench", verb, "--json", "--help"]).unwrap();
             let raw = match &cli.cmd {
@@ -589,6 +594,7 @@ mod tests {
                 | Cmd::Learn(r)
                 | Cmd::Workload(r)
                 | Cmd::RangeDelete(r)
+                | Cmd::MergeCounters(r)
                 | Cmd::Io(r)
                 | Cmd::Device(r)
                 | Cmd::DeviceKv(r)

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! The value of an expiring kind starts with its expiry (fixed64, Unix milliseconds); a range
-//! deletion (kind 5) stores its begin key as the key and its end key as the value.
+//! deletion (kind 5) stores its begin key as the key and its end key as the value; a merge
+//! operand (kind 6) is stored like a value.
 
 use crate::error::{Error, Result};
 use crate::key::{ValueKind, EXPIRY_BYTES};
@@ -121,6 +122,25 @@ impl WriteBatch {
         self.rep.extend_from_slice(&expires_at_ms.to_le_bytes());
         self.rep.extend_from_slice(payload);
         self.count += 1;
+    }
+
+    /// Adds a merge operand for `key`, combined with the key's older versions by the
+    /// database's merge operator when read (`DB::write` checks the operand against it). Fails
+    /// for a key over 64 KiB or an operand of 4 GiB or more.
+    pub fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_value(operand)?;
+        self.rep.push(ValueKind::Merge as u8);
+        put_length_prefixed(&mut self.rep, key);
+        put_length_prefixed(&mut self.rep, operand);
+        self.count += 1;
+        Ok(())
+    }
+
+    /// True when the batch holds a merge operand.
+    pub(crate) fn has_merges(&self) -> bool {
+        self.iter()
+            .any(|i| matches!(i, Some((ValueKind::Merge, _, _))))
     }
 
     /// Adds a delete.

@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use crate::key::{
     self, compare_internal, make_internal_key, ValueKind, EXPIRY_BYTES, KIND_FOR_SEEK,
 };
+use crate::merge::MergeOperator;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 /// A cursor over internal keys in internal-key order.
 pub trait InternalIterator: Send {
@@ -223,10 +225,21 @@ pub struct DbIter {
     /// Whether a range deletion hides an entry (user key, sequence) at this iterator's
     /// sequence; None when no range deletion can apply.
     covered: Option<CoverFn>,
+    /// The operator that combines merge operands; None: a merge entry stops the iterator
+    /// with an error.
+    merge: Option<Arc<dyn MergeOperator>>,
+    /// Reads a separated base value (user key, encoded pointer) for a merge.
+    resolve: Option<BlobResolver>,
+    /// Forward: the current entry is a merge result, held in `saved_key` and `saved_value`;
+    /// `iter` is already past the operands (at the key's base, or beyond the key).
+    merged: bool,
 }
 
 /// See [`DbIter::with_range_deletions`].
 pub type CoverFn = Box<dyn Fn(&[u8], u64) -> bool + Send>;
+
+/// See [`DbIter::with_merge`].
+pub type BlobResolver = Box<dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + Send>;
 
 impl DbIter {
     /// The user view of `iter` at sequence `seq`; entries expiring at or before `now_ms` (Unix
@@ -243,6 +256,102 @@ impl DbIter {
             saved_kind: ValueKind::Value,
             error: None,
             covered: None,
+            merge: None,
+            resolve: None,
+            merged: false,
+        }
+    }
+
+    /// Combines merge operands with `op`, reading separated base values with `resolve`.
+    pub fn with_merge(
+        mut self,
+        op: Option<Arc<dyn MergeOperator>>,
+        resolve: Option<BlobResolver>,
+    ) -> Self {
+        self.merge = op;
+        self.resolve = resolve;
+        self
+    }
+
+    /// The value of `key` from its operands (oldest first) over `base` (kind and stored
+    /// payload, expiry stripped; None: absent or deleted).
+    fn combine(
+        &self,
+        key: &[u8],
+        base: Option<(ValueKind, &[u8])>,
+        oldest_first: &[Vec<u8>],
+    ) -> Result<Vec<u8>> {
+        let op = self
+            .merge
+            .as_ref()
+            .ok_or_else(|| crate::merge::no_operator(key))?;
+        let resolved;
+        let base = match base {
+            Some((k, payload)) if k.is_blob() => {
+                let r = self.resolve.as_ref().ok_or_else(|| {
+                    Error::corruption("<iterator>", 0, "separated merge base with no value log")
+                })?;
+                resolved = r(key, payload)?;
+                Some(&resolved[..])
+            }
+            Some((_, v)) => Some(v),
+            None => None,
+        };
+        let ops: Vec<&[u8]> = oldest_first.iter().map(Vec::as_slice).collect();
+        op.full_merge(key, base, &ops)
+    }
+
+    /// Forward: `iter` is at the newest visible entry of a key, a merge operand. Collects the
+    /// operands below it down to the key's base and leaves the result current (`merged`).
+    fn merge_forward(&mut self) {
+        let key = key::user_key(self.iter.key()).to_vec();
+        let mut ops = vec![self.iter.value().to_vec()];
+        let mut base: Option<(ValueKind, Vec<u8>)> = None;
+        self.iter.next();
+        while self.iter.valid() {
+            let Some((seq, kind)) = self.parse_current() else {
+                self.valid = false;
+                return;
+            };
+            if key::user_key(self.iter.key()) != key.as_slice() {
+                break;
+            }
+            if seq > self.seq {
+                self.iter.next();
+                continue;
+            }
+            let Some(kind) = self.effective_kind(kind) else {
+                self.valid = false;
+                return;
+            };
+            match self.uncovered_kind(seq, kind) {
+                ValueKind::Merge => {
+                    ops.push(self.iter.value().to_vec());
+                    self.iter.next();
+                }
+                ValueKind::Deletion => break,
+                k => {
+                    let v = self.iter.value();
+                    let payload = if k.expires() { &v[EXPIRY_BYTES..] } else { v };
+                    base = Some((k, payload.to_vec()));
+                    break;
+                }
+            }
+        }
+        ops.reverse();
+        let base_ref = base.as_ref().map(|(k, v)| (*k, v.as_slice()));
+        match self.combine(&key, base_ref, &ops) {
+            Ok(v) => {
+                self.saved_key = key;
+                self.saved_value = v;
+                self.merged = true;
+                self.valid = true;
+            }
+            Err(e) => {
+                self.error = Some(e);
+                self.valid = false;
+                self.saved_key.clear();
+            }
         }
     }
 
@@ -263,6 +372,9 @@ impl DbIter {
 
     /// Whether the current value is a value-log pointer rather than the value itself.
     pub fn value_is_blob(&self) -> bool {
+        if self.merged {
+            return false;
+        }
         let kind = match self.direction {
             Direction::Forward => key::kind(self.iter.key()),
             Direction::Reverse => Some(self.saved_kind),
@@ -277,6 +389,7 @@ impl DbIter {
     /// The current user key.
     pub fn key(&self) -> &[u8] {
         match self.direction {
+            Direction::Forward if self.merged => &self.saved_key,
             Direction::Forward => key::user_key(self.iter.key()),
             Direction::Reverse => &self.saved_key,
         }
@@ -284,6 +397,7 @@ impl DbIter {
 
     pub fn value(&self) -> &[u8] {
         match self.direction {
+            Direction::Forward if self.merged => &self.saved_value,
             Direction::Forward => {
                 let v = self.iter.value();
                 // The expiry prefix was checked when the entry was chosen.
@@ -354,6 +468,10 @@ impl DbIter {
                     self.saved_key.extend_from_slice(uk);
                     skipping = true;
                 } else if !(skipping && uk <= &self.saved_key[..]) {
+                    if kind == ValueKind::Merge {
+                        self.merge_forward();
+                        return;
+                    }
                     self.valid = true;
                     self.saved_key.clear();
                     return;
@@ -367,6 +485,9 @@ impl DbIter {
 
     fn find_prev_user_entry(&mut self) {
         let mut value_kind = ValueKind::Deletion;
+        // Merge operands of the current key met so far (oldest first), over `base`.
+        let mut ops: Vec<Vec<u8>> = Vec::new();
+        let mut base: Option<(ValueKind, Vec<u8>)> = None;
         while self.iter.valid() {
             let Some((seq, kind)) = self.parse_current() else {
                 break;
@@ -380,10 +501,22 @@ impl DbIter {
                     break;
                 };
                 let kind = self.uncovered_kind(seq, kind);
+                let older = value_kind;
                 value_kind = kind;
                 self.saved_kind = kind;
                 let uk = key::user_key(self.iter.key());
-                if kind == ValueKind::Deletion {
+                if kind == ValueKind::Merge {
+                    if older != ValueKind::Merge {
+                        // The entry below the first operand is the base (a deletion or
+                        // nothing: none).
+                        base = (older != ValueKind::Deletion)
+                            .then(|| (older, std::mem::take(&mut self.saved_value)));
+                        ops.clear();
+                    }
+                    ops.push(self.iter.value().to_vec());
+                    self.saved_key.clear();
+                    self.saved_key.extend_from_slice(uk);
+                } else if kind == ValueKind::Deletion {
                     self.saved_key.clear();
                     self.saved_value.clear();
                 } else {
@@ -401,6 +534,16 @@ impl DbIter {
             }
             self.iter.prev();
         }
+        if value_kind == ValueKind::Merge && self.error.is_none() {
+            let base_ref = base.as_ref().map(|(k, v)| (*k, v.as_slice()));
+            match self.combine(&self.saved_key, base_ref, &ops) {
+                Ok(v) => {
+                    self.saved_value = v;
+                    self.saved_kind = ValueKind::Value;
+                }
+                Err(e) => self.error = Some(e),
+            }
+        }
         if value_kind == ValueKind::Deletion || self.error.is_some() {
             self.valid = false;
             self.saved_key.clear();
@@ -413,6 +556,7 @@ impl DbIter {
 
     pub fn seek_to_first(&mut self) {
         self.direction = Direction::Forward;
+        self.merged = false;
         self.saved_value.clear();
         self.iter.seek_to_first();
         self.find_next_user_entry(false);
@@ -420,6 +564,7 @@ impl DbIter {
 
     pub fn seek_to_last(&mut self) {
         self.direction = Direction::Reverse;
+        self.merged = false;
         self.saved_value.clear();
         self.iter.seek_to_last();
         self.find_prev_user_entry();
@@ -428,6 +573,7 @@ impl DbIter {
     /// Positions at the first key >= `target`.
     pub fn seek(&mut self, target: &[u8]) {
         self.direction = Direction::Forward;
+        self.merged = false;
         self.saved_value.clear();
         self.saved_key.clear();
         let ikey = make_internal_key(target, self.seq, KIND_FOR_SEEK);
@@ -451,7 +597,15 @@ impl DbIter {
         if !self.valid {
             return;
         }
-        if self.direction == Direction::Reverse {
+        if self.merged {
+            // saved_key holds the key; iter already stands past its operands.
+            self.merged = false;
+            if !self.iter.valid() {
+                self.valid = false;
+                self.saved_key.clear();
+                return;
+            }
+        } else if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
             // iter is just before the entries of key(); step into them, then skip them.
             if !self.iter.valid() {
@@ -482,7 +636,24 @@ impl DbIter {
         if !self.valid {
             return;
         }
-        if self.direction == Direction::Forward {
+        if self.merged {
+            // iter stands past the operands of saved_key (or at the end): move before every
+            // entry of that key.
+            self.merged = false;
+            if !self.iter.valid() && self.iter.status().is_ok() {
+                self.iter.seek_to_last();
+            }
+            while self.iter.valid() && key::user_key(self.iter.key()) >= &self.saved_key[..] {
+                self.iter.prev();
+            }
+            if !self.iter.valid() {
+                self.valid = false;
+                self.saved_key.clear();
+                self.saved_value.clear();
+                return;
+            }
+            self.direction = Direction::Reverse;
+        } else if self.direction == Direction::Forward {
             // iter is at the current entry; move before all entries of this user key.
             self.saved_key.clear();
             self.saved_key

@@ -28,6 +28,10 @@ pub enum ValueKind {
     /// (exclusive). Only in write batches, the WAL and tables' range-deletion blocks; never a
     /// point entry (see `memtable/rangedel.rs`).
     RangeDeletion = 5,
+    /// A merge operand (`merge`): the value is the operand, always inline. A read combines the
+    /// operands above a key's base with the database's merge operator (`merge.rs`); a merge
+    /// never hides older versions.
+    Merge = 6,
 }
 
 impl ValueKind {
@@ -39,6 +43,7 @@ impl ValueKind {
             3 => Some(ValueKind::ExpiringValue),
             4 => Some(ValueKind::ExpiringBlobIndex),
             5 => Some(ValueKind::RangeDeletion),
+            6 => Some(ValueKind::Merge),
             _ => None,
         }
     }
@@ -101,7 +106,7 @@ pub fn blob_payload(kind: ValueKind, value: &[u8]) -> Option<&[u8]> {
 
 /// The kind used when seeking: the highest, so that a lookup key sorts before every entry of the
 /// same user key and sequence.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::ExpiringBlobIndex;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::Merge;
 
 #[inline]
 pub fn pack_tag(seq: u64, kind: ValueKind) -> u64 {

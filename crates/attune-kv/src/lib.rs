@@ -43,6 +43,7 @@ mod index;
 mod iter;
 mod key;
 mod memtable;
+mod merge;
 mod options;
 mod table;
 mod util;
@@ -65,6 +66,7 @@ pub use db::{
 pub use db::{CatchUp, SECONDARY_MAX_PASSES};
 pub use error::{Error, Result};
 pub use index::learned::LearnStats;
+pub use merge::{builtin as builtin_merge_operator, MergeOperator};
 pub use options::{
     parse_size, BlockCachePolicy, CacheLayout, CacheMissCosts, CacheSizing, CompactionFilter,
     Compression, FilterDecision, LearnedBenefit, LearnedIndex, Options, PrefetchSwitches,

@@ -4,6 +4,7 @@
 //! like with like.
 
 use crate::error::{Error, Result};
+use crate::merge::MergeOperator;
 use std::sync::Arc;
 
 /// Block compression.
@@ -572,6 +573,12 @@ pub struct Options {
     /// Called by compaction on the newest version of each key no snapshot needs as it was
     /// (see [`CompactionFilter`]); None (the default) keeps everything. Not settable by name.
     pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    /// Combines the operands `merge()` writes (see [`MergeOperator`]): by name one of the
+    /// built-ins `add`, `append`, `append:<delimiter>`, `max`, or any Rust implementation. The
+    /// database records the operator's name at the first open that gives one; a later open
+    /// without it uses the recorded built-in, and one with another operator is refused. Default
+    /// None: `merge()` is refused.
+    pub merge_operator: Option<Arc<dyn MergeOperator>>,
     /// Option names given to [`Options::set`] (an alias under the spelling used), so that two
     /// spellings of one option with different values, and options that the others make do
     /// nothing, are refused. Not an option. Default empty.
@@ -637,6 +644,7 @@ impl Default for Options {
             learned_level: false,
             hot_key_cache_bytes: 0,
             compaction_filter: None,
+            merge_operator: None,
             names_set: Vec::new(),
         }
     }
@@ -756,6 +764,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "learned_control_sample",
     "learned_level",
     "hot_key_cache_bytes",
+    "merge_operator",
 ];
 
 /// The first of `names` that `set` was called with.
@@ -864,6 +873,7 @@ impl Options {
             "learned_control_sample" => self.learned_control_sample = parse_num(key, value)?,
             "learned_level" => self.learned_level = parse_bool(key, value)?,
             "hot_key_cache_bytes" => self.hot_key_cache_bytes = parse_size(value)?,
+            "merge_operator" => self.merge_operator = Some(crate::merge::builtin(value)?),
             _ => {
                 return Err(Error::InvalidArgument(format!(
                     "unknown option {key:?}; valid options: {}",
@@ -1176,6 +1186,12 @@ impl Options {
             ),
             ("learned_level", self.learned_level.to_string()),
             ("hot_key_cache_bytes", self.hot_key_cache_bytes.to_string()),
+            (
+                "merge_operator",
+                self.merge_operator
+                    .as_ref()
+                    .map_or_else(String::new, |m| m.name().to_string()),
+            ),
         ]
     }
 }

@@ -173,6 +173,34 @@ pub(crate) fn as_bytes<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<
     }
 }
 
+/// A merge operand: an int in [-2**63, 2**64) as its 8 little-endian bytes (two's complement
+/// for a negative one, which `add` then subtracts), or bytes as `as_bytes` takes them.
+pub(crate) fn operand_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if v.is_instance_of::<PyInt>() && !v.is_instance_of::<pyo3::types::PyBool>() {
+        if let Ok(x) = v.extract::<u64>() {
+            return Ok(x.to_le_bytes().to_vec());
+        }
+        return v
+            .extract::<i64>()
+            .map(|x| x.to_le_bytes().to_vec())
+            .map_err(|_| {
+                attune_error(
+                    v.py(),
+                    "InvalidArgumentError",
+                    format!("operand {v} is not in [-2**63, 2**64) (an int is stored as 8 bytes)"),
+                )
+            });
+    }
+    as_bytes(v, "operand").map(|b| b.into_owned()).map_err(|_| {
+        type_error(
+            v,
+            "operand",
+            "bytes, an int in [-2**63, 2**64) (8 little-endian bytes), str (stored as \
+                 UTF-8), bytearray, memoryview or another bytes-like object",
+        )
+    })
+}
+
 /// `attune.InvalidArgumentTypeError` (an `InvalidArgumentError` and a `TypeError`) for the
 /// argument `what` given as `v`: names the argument, the type and value given (the value's repr
 /// cut to 40 characters) and what is accepted.
@@ -456,6 +484,12 @@ impl WriteBatch {
         let k = as_bytes(key, "key")?;
         self.inner.lock().delete(&k).map_err(to_py)
     }
+    /// Adds a merge operand for `key` (an int is 8 little-endian bytes); `DB.write` checks it
+    /// against the database's `merge_operator`.
+    fn merge(&self, key: &Bound<'_, PyAny>, operand: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (k, o) = (as_bytes(key, "key")?, operand_arg(operand)?);
+        self.inner.lock().merge(&k, &o).map_err(to_py)
+    }
     /// Deletes every key in `[begin, end)` written before this batch entry.
     fn delete_range(&self, begin: &Bound<'_, PyAny>, end: &Bound<'_, PyAny>) -> PyResult<()> {
         let (b, e) = (as_bytes(begin, "begin")?, as_bytes(end, "end")?);
@@ -638,6 +672,17 @@ impl Transaction {
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let k = as_bytes(key, "key")?;
         self.with(py, |t| t.delete(&k))
+    }
+    /// Buffers a merge operand; later reads in the transaction see it applied, and the commit
+    /// checks `key` for conflicts as for a put.
+    fn merge(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        operand: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (k, o) = (as_bytes(key, "key")?, operand_arg(operand)?);
+        self.with(py, |t| t.merge(&k, &o))
     }
     fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         self.delete(py, key)
@@ -1244,6 +1289,23 @@ impl DB {
             }
         }
         .map_err(self.err())?;
+        self.write_batch(py, b, sync)
+    }
+
+    /// Adds `operand` to `key` with the database's `merge_operator` (`add`: an int or 8
+    /// little-endian bytes; `append`, `max`: bytes). A read then sees the operator applied to
+    /// the key's older value and every operand since.
+    #[pyo3(signature = (key, operand, sync=false))]
+    fn merge(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        operand: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = "sync_arg")] sync: bool,
+    ) -> PyResult<()> {
+        let (k, o) = (as_bytes(key, "key")?, operand_arg(operand)?);
+        let mut b = kv::WriteBatch::new();
+        b.merge(&k, &o).map_err(self.err())?;
         self.write_batch(py, b, sync)
     }
 

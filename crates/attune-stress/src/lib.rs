@@ -6,6 +6,8 @@
 //!   compactions against an expected-state [`oracle`], cut by simulated machine crashes (torn at
 //!   sector granularity, under injected I/O faults) or by real SIGKILLs of a child process, each
 //!   followed by a recovery verified key by key and by a full scan.
+//! - [`counters`]: `add` merge counters beside the oracle's keys, checked within bounds while
+//!   the workers run and after every crash (no acknowledged merge lost, none applied twice).
 //! - a secondary instance (`secondary.rs`): in half the `mem` cycles a reader thread opens the
 //!   database as a secondary beside the workers, catches up again and again, and checks every
 //!   key and value it reads against what the workers issued.
@@ -19,6 +21,7 @@
 //! [--engine db|hash] --json`.
 //! Design, guarantees and figures: `docs/RELIABILITY.md`.
 
+pub mod counters;
 pub mod decoders;
 pub mod hash;
 pub mod oracle;

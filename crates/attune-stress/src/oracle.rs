@@ -73,6 +73,8 @@ pub struct Oracle {
     ack_counter: AtomicU64,
     /// Every write acknowledged with a number below this is durable against a machine crash.
     durable_mark: AtomicU64,
+    /// The merge counters' expected state (kept beside the keys', checked on its own).
+    pub counters: crate::counters::CounterOracle,
 }
 
 /// Where a recovered key's value sits in its history: candidate entry indices.
@@ -98,6 +100,7 @@ impl Oracle {
             writes: Mutex::new(HashMap::new()),
             ack_counter: AtomicU64::new(1),
             durable_mark: AtomicU64::new(0),
+            counters: Default::default(),
         }
     }
 

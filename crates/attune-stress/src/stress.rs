@@ -24,6 +24,7 @@
 //!
 //! Thread safety: workers share the `DB` and the `Oracle`; counters are atomics.
 
+use crate::counters::{self, counter_key, COUNTERS, COUNTERS_START};
 use crate::oracle::{Oracle, VerifyStats};
 use attune_kv::env::{CrashReport, Env, FaultError, FaultOp, FaultPlan, MemEnv, PosixEnv, Trigger};
 use attune_kv::LearnedIndex;
@@ -129,6 +130,9 @@ pub struct Report {
     /// Catch-ups of the secondary reader (`mem` cycles that draw it) and the keys it checked.
     pub secondary_catch_ups: u64,
     pub secondary_keys_checked: u64,
+    /// `add` merges acknowledged, and merge-counter values checked after recoveries.
+    pub merges_acked: u64,
+    pub counters_verified: u64,
     pub violations: u64,
     pub seconds: f64,
     pub replay: String,
@@ -155,6 +159,8 @@ enum Op {
     /// A table of 1–16 sorted keys built with `TableWriter` and added by `DB::ingest`: to the
     /// oracle a synced batch (an acknowledged ingest is durable, with every write before it).
     Ingest,
+    /// An `add` merge to a counter key (`counters.rs`), read back.
+    Merge,
     /// An optimistic transaction: reads checked against the oracle, then a commit; a quarter
     /// of them meet a write planted after their snapshot and must fail with a conflict.
     Txn,
@@ -162,7 +168,7 @@ enum Op {
 
 /// Weights of the operations (per 1,000). Writes dominate so crashes land in busy logs; flushes
 /// and compactions are frequent enough that crashes also land in table and manifest writes.
-const MIX: [(Op, u32); 13] = [
+const MIX: [(Op, u32); 14] = [
     (Op::Put, 400),
     (Op::Delete, 105),
     (Op::DeleteRange, 15),
@@ -176,6 +182,7 @@ const MIX: [(Op, u32); 13] = [
     (Op::Learn, 5),
     (Op::Txn, 40),
     (Op::Ingest, 12),
+    (Op::Merge, 60),
 ];
 
 /// One of `mix`'s operations, drawn by weight (a worker's next step, DB's or HashDB's).
@@ -263,6 +270,9 @@ pub(crate) trait Sink: Send + Sync {
     fn issue_ingest(&self, op: u64, items: &[(u32, bool)]) {
         self.issue(op, true, items);
     }
+    /// A merge of `n` to counter `c` begins / ended (see [`crate::counters`]).
+    fn merge_issue(&self, _c: u32, _n: u64) {}
+    fn merge_finish(&self, _c: u32, _n: u64, _ok: bool, _sync: bool) {}
 }
 
 struct NoSink;
@@ -314,6 +324,12 @@ impl Sink for PipeSink {
     fn finish(&self, op: u64, ok: bool) {
         self.line(&format!("{} {op}\n", if ok { 'A' } else { 'F' }));
     }
+    fn merge_issue(&self, c: u32, n: u64) {
+        self.line(&format!("M {c} {n}\n"));
+    }
+    fn merge_finish(&self, c: u32, n: u64, ok: bool, sync: bool) {
+        self.line(&format!("m {c} {n} {} {}\n", u8::from(ok), u8::from(sync)));
+    }
     fn counted(&self, what: &'static str, n: u64) {
         if n > 0 {
             self.line(&format!("N {what} {n}\n"));
@@ -349,6 +365,7 @@ pub(crate) struct Counters {
     ingests: AtomicU64,
     txn_commits: AtomicU64,
     txn_conflicts: AtomicU64,
+    merges: AtomicU64,
 }
 
 /// What workers share in one cycle.
@@ -496,6 +513,7 @@ impl Worker<'_> {
             }
             Op::Txn => self.transaction(),
             Op::Ingest => self.ingest(),
+            Op::Merge => self.merge_counter(),
             Op::Gc if std::env::var("NOGC").is_ok() => {}
             Op::Gc => {
                 let ratio = [0.0, 0.3][self.rng.gen_range(0..2)];
@@ -509,6 +527,56 @@ impl Worker<'_> {
                     Err(e) => sh.error("gc", &e),
                 }
             }
+        }
+    }
+
+    /// Adds 1 to 3 to a merge counter (alone, or as a batch of two operands), then reads it
+    /// back: the value must lie between what was acknowledged before the read and what was
+    /// issued after it.
+    fn merge_counter(&mut self) {
+        let sh = self.sh;
+        let c = self.rng.gen_range(0..COUNTERS);
+        let sync = self.rng.gen_bool(0.1);
+        let n = self.rng.gen_range(1..=3u64);
+        let split = n > 1 && self.rng.gen_bool(0.5);
+        let ctr = &sh.oracle.counters;
+        ctr.issue(c, n);
+        sh.sink.merge_issue(c, n);
+        let wo = WriteOptions { sync };
+        let key = counter_key(c);
+        let r = if split {
+            let mut b = WriteBatch::new();
+            b.merge(&key, &1u64.to_le_bytes())
+                .and_then(|()| b.merge(&key, &(n - 1).to_le_bytes()))
+                .and_then(|()| sh.db.write(b, wo))
+        } else {
+            sh.db.merge_opt(&key, &n.to_le_bytes(), wo)
+        };
+        let ok = r.is_ok();
+        match &r {
+            Ok(()) => {
+                sh.counters.merges.fetch_add(1, Ordering::Relaxed);
+                sh.counters.acked.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                sh.error("merge", e);
+                sh.counters.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        ctr.finish(c, n, ok, sync);
+        sh.sink.merge_finish(c, n, ok, sync);
+        let lo = ctr.lower_now(c);
+        let got = sh.db.get(&key);
+        let hi = ctr.upper_now(c);
+        match got.map(|v| counters::decode(v.as_deref())) {
+            Ok(Ok(v)) if (lo..=hi).contains(&v) => {
+                sh.counters.reads.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Ok(v)) => sh.fail(format!(
+                "merge counter {c} reads {v}, expected between {lo} and {hi}"
+            )),
+            Ok(Err(e)) => sh.fail(format!("merge counter {c}: {e}")),
+            Err(e) => sh.error("merge counter read", &e),
         }
     }
 
@@ -819,6 +887,8 @@ impl Worker<'_> {
 /// stays what it was.
 fn options(seed: u64, cycle: u64, rng: &mut ChaCha8Rng) -> Options {
     let mut o = drawn_options(rng);
+    // The merge counters' operator (recorded by the first open; given every time here).
+    o.merge_operator = attune_kv::builtin_merge_operator("add").ok();
     let mut later = stream(seed, cycle, LATER_OPTIONS_STREAM);
     // Intra-L0 compaction (on by default) off in a quarter of the cycles.
     o.l0_intra_compaction = later.gen_bool(0.75);
@@ -906,6 +976,8 @@ fn read_back(db: &DB, keys: u32, report: &mut Report) -> Result<Vec<Option<u64>>
         out.push(op);
     }
     let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
+    // The merge counters come after the keys (`read_counters` checks them).
+    it.set_bounds(None, Some(COUNTERS_START.to_vec()));
     it.seek_to_first();
     let mut expect = (0..keys).filter(|&k| out[k as usize].is_some());
     let mut n = 0u64;
@@ -937,7 +1009,41 @@ fn read_back(db: &DB, keys: u32, report: &mut Report) -> Result<Vec<Option<u64>>
     Ok(out)
 }
 
+/// Reads every merge counter with `get` and with a scan of the counters' range; they must agree
+/// and hold 8-byte values.
+fn read_counters(db: &DB, report: &mut Report) -> Result<Vec<u64>, String> {
+    let mut out = Vec::with_capacity(COUNTERS as usize);
+    for c in 0..COUNTERS {
+        let v = db
+            .get(&counter_key(c))
+            .map_err(|e| format!("get of merge counter {c} after recovery: {e}"))?;
+        out.push(counters::decode(v.as_deref())?);
+    }
+    let mut it = db.iter(&ReadOptions::default()).expect("open an iterator");
+    it.set_bounds(Some(COUNTERS_START.to_vec()), None);
+    // Backwards, so that the reverse merge path is checked too.
+    it.seek_to_last();
+    let mut scanned = vec![0u64; COUNTERS as usize];
+    while it.valid() {
+        let c = (0..COUNTERS)
+            .find(|&c| counter_key(c) == it.key())
+            .ok_or_else(|| format!("counter scan: foreign key {:?}", it.key()))?;
+        scanned[c as usize] = counters::decode(Some(it.value()))?;
+        it.prev();
+    }
+    it.status()
+        .map_err(|e| format!("counter scan after recovery: {e}"))?;
+    if scanned != out {
+        return Err(format!(
+            "merge counters: a reverse scan reads {scanned:?}, point reads {out:?}"
+        ));
+    }
+    report.counters_verified += u64::from(COUNTERS);
+    Ok(out)
+}
+
 pub(crate) fn add_counters(report: &mut Report, c: &Counters) {
+    report.merges_acked += c.merges.load(Ordering::Relaxed);
     report.operations += c.ops.load(Ordering::Relaxed);
     report.writes_acked += c.acked.load(Ordering::Relaxed);
     report.writes_failed += c.failed.load(Ordering::Relaxed);
@@ -1244,6 +1350,12 @@ pub fn run_mem(cfg: &Config) -> Result<Report, Box<Violation>> {
         oracle
             .verify(&read, all_durable, &mut vs)
             .map_err(|e| fail(format!("after {end:?}: {e}"), &report))?;
+        let ctr = read_counters(&db, &mut report).map_err(|e| fail(e, &report))?;
+        oracle
+            .counters
+            .verify(&ctr, all_durable)
+            .map_err(|e| fail(format!("after {end:?}: {e}"), &report))?;
+        oracle.counters.rebase(&ctr);
         add_verify(&mut report, &vs);
         oracle.rebase(&read);
         drop(db);
@@ -1292,6 +1404,7 @@ pub fn run_child(cfg: &Config, dir: &Path, cycle: u64, op_base: u64) -> Result<(
     let mut dummy = Report::default();
     let read = read_back(&db, cfg.keys, &mut dummy)?;
     oracle.rebase(&read);
+    oracle.counters.rebase(&read_counters(&db, &mut dummy)?);
     println!("R");
     let sink = PipeSink::stdout();
     let next_op = AtomicU64::new(op_base);
@@ -1355,6 +1468,26 @@ fn apply_line(
             let (keys, sync) = open.remove(&op).ok_or_else(bad)?;
             let mut g = oracle.lock(&keys);
             oracle.finish(&mut g, op, tag == "A", sync);
+        }
+        Some(tag @ ("M" | "m")) => {
+            let mut num = || {
+                parts
+                    .next()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or_else(bad)
+            };
+            let c = num()?;
+            let n = num()?;
+            if c >= u64::from(COUNTERS) {
+                return Err(bad());
+            }
+            if tag == "M" {
+                oracle.counters.issue(c as u32, n);
+            } else {
+                let ok = num()? == 1;
+                let sync = num()? == 1;
+                oracle.counters.finish(c as u32, n, ok, sync);
+            }
         }
         Some("R" | "N") | None => {}
         Some(_) => return Err(bad()),
@@ -1424,6 +1557,10 @@ pub fn run_kill(cfg: &Config) -> Result<Report, Box<Violation>> {
         }
         report.operations += lines.iter().filter(|l| l.starts_with('I')).count() as u64;
         report.writes_acked += lines.iter().filter(|l| l.starts_with('A')).count() as u64;
+        report.merges_acked += lines
+            .iter()
+            .filter(|l| l.starts_with("m ") && l.split(' ').nth(3) == Some("1"))
+            .count() as u64;
         report.sigkills += 1;
         report.sigkills_during_open += u64::from(!ready);
         op_base = max_op.max(op_base) + 1;
@@ -1439,6 +1576,24 @@ pub fn run_kill(cfg: &Config) -> Result<Report, Box<Violation>> {
                 .map_err(|e| format!("{e}\n{}", crate::hash::cycle_shape(cfg, cycle))),
         }
         .map_err(|e| fail(e, &report))?;
+        if cfg.engine == Engine::Db {
+            let ctr = DB::open_with_env(
+                Arc::new(PosixEnv::new()) as Arc<dyn Env>,
+                &dir,
+                Options::default(),
+            )
+            .map_err(|e| format!("open after SIGKILL: {e}"))
+            .and_then(|db| read_counters(&db, &mut report))
+            .and_then(|ctr| {
+                oracle
+                    .counters
+                    .verify(&ctr, true)
+                    .map(|()| ctr)
+                    .map_err(|e| format!("after SIGKILL: {e}"))
+            })
+            .map_err(|e| fail(e, &report))?;
+            oracle.counters.rebase(&ctr);
+        }
         let mut vs = VerifyStats::default();
         oracle.verify(&read, true, &mut vs).map_err(|e| {
             let shape = match cfg.engine {

@@ -132,8 +132,17 @@ impl DbInner {
         let mut b = WriteBatch::new();
         for (k, v, p) in entries {
             match self.current_pointer(sv, k)? {
-                Some((q, None)) if q == *p => b.put(k, v)?,
-                Some((q, Some(at))) if q == *p => b.put_with_expiry(k, v, at)?,
+                Some((q, at, ops)) if q == *p => {
+                    match at {
+                        None => b.put(k, v)?,
+                        Some(at) => b.put_with_expiry(k, v, at)?,
+                    }
+                    // Operands over the moved base are written again above it, oldest
+                    // first, so that the key reads as before.
+                    for op in ops.iter().rev() {
+                        b.merge(k, op)?;
+                    }
+                }
                 _ => {}
             }
         }
@@ -180,7 +189,7 @@ impl DbInner {
                 offset: off,
                 len,
             };
-            if self.current_pointer(&sv, k)?.map(|(q, _)| q) == Some(p) {
+            if self.current_pointer(&sv, k)?.map(|(q, _, _)| q) == Some(p) {
                 live.push((k.to_vec(), Vec::new(), p));
                 live_bytes += u64::from(len);
             }

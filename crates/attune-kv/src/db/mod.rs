@@ -150,6 +150,7 @@ struct Counters {
     blob_bytes_written: AtomicU64,
     blob_reads: AtomicU64,
     blob_prefetches: AtomicU64,
+    merge_operands_read: AtomicU64,
 }
 
 pub(crate) struct DbInner {
@@ -299,6 +300,20 @@ impl DB {
     pub fn delete_opt(&self, key: &[u8], wo: WriteOptions) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(key)?;
+        self.write(b, wo)
+    }
+
+    /// Adds `operand` to `key`: a read then sees the database's merge operator applied to the
+    /// key's older value (or its absence) and every operand since (see
+    /// [`Options::merge_operator`]). Refused without an operator, and for an operand the
+    /// operator does not take (`add`: 8 bytes).
+    pub fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        self.merge_opt(key, operand, WriteOptions::default())
+    }
+
+    pub fn merge_opt(&self, key: &[u8], operand: &[u8], wo: WriteOptions) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.merge(key, operand)?;
         self.write(b, wo)
     }
 

@@ -206,6 +206,10 @@ impl DB {
         } else {
             versions.create_new()?;
         }
+        // Before the logs replay: a flush during recovery may fold merge operands.
+        let mut opts = opts;
+        let merge_name =
+            resolve_merge_operator(&mut opts, versions.current().merge_operator.as_deref())?;
         if let Some(l) = tables.learning() {
             l.load_state(env.as_ref(), &dir);
         }
@@ -244,7 +248,14 @@ impl DB {
             Some(_) => None,
             None => CleanClose::read(env.as_ref(), &dir)?,
         };
-        let mut edit = VersionEdit::default();
+        let mut edit = VersionEdit {
+            // Recorded by the first writable open that names an operator.
+            merge_operator: merge_name.filter(|_| follower.is_none() && !read_only),
+            ..VersionEdit::default()
+        };
+        if edit.merge_operator.is_some() {
+            edit.format_version = Some(crate::version::MERGE_FORMAT_VERSION);
+        }
         let blob_valid = match follower {
             Some(_) => HashMap::new(),
             None => {
@@ -541,6 +552,33 @@ pub(super) fn start_new_log(
 
 /// Says what to do next when recovery failed for want of space: the data is intact, and a
 /// read-only open reads it without writing.
+/// Reconciles the `merge_operator` option with the name the database recorded: without the
+/// option a recorded built-in is used; another operator than the recorded one is refused.
+/// Returns the name to record (the first open that gives an operator).
+fn resolve_merge_operator(opts: &mut Options, recorded: Option<&str>) -> Result<Option<String>> {
+    let given = opts.merge_operator.as_ref().map(|m| m.name().to_string());
+    match (given, recorded) {
+        (None, None) => Ok(None),
+        (Some(g), None) => Ok(Some(g)),
+        (Some(g), Some(r)) if g == r => Ok(None),
+        (Some(g), Some(r)) => Err(Error::InvalidArgument(format!(
+            "option merge_operator: this database was written with merge operator {r:?}, not \
+             {g:?}; open it with merge_operator={r:?} (its operands mean nothing to another \
+             operator)"
+        ))),
+        (None, Some(r)) => match crate::merge::builtin(r) {
+            Ok(op) => {
+                opts.merge_operator = Some(op);
+                Ok(None)
+            }
+            Err(_) => Err(Error::InvalidArgument(format!(
+                "option merge_operator: this database was written with merge operator {r:?}, \
+                 which is not built in; open it with that operator"
+            ))),
+        },
+    }
+}
+
 pub(super) fn recovery_hint(e: Error) -> Error {
     match e {
         Error::Io { path, source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
@@ -973,7 +1011,9 @@ fn flush_replayed(
 ) -> Result<()> {
     let number = versions.new_file_number();
     if mem.range_dels().is_some() {
-        edit.format_version = Some(crate::version::DB_FORMAT_VERSION);
+        // Never below what the edit already records (a merge operator's format).
+        let f = edit.format_version.unwrap_or(0);
+        edit.format_version = Some(f.max(crate::version::DB_FORMAT_VERSION));
     }
     if let Some(f) = write_level0(
         env,
@@ -1147,8 +1187,18 @@ pub(super) fn write_level0(
         return Ok(None);
     }
     let path = filename::table_path(dir, number);
-    let r = build_level0(env, &path, opts, &mut it, smallest_snapshot, blob_garbage)
-        .and_then(|b| crate::version::ranges::finish_with_tombstones(number, b, ranges.as_deref()));
+    // Operands fold only where no range tombstone of this memtable could split a run.
+    let fold = ranges.is_none();
+    let r = build_level0(
+        env,
+        &path,
+        opts,
+        &mut it,
+        smallest_snapshot,
+        fold,
+        blob_garbage,
+    )
+    .and_then(|b| crate::version::ranges::finish_with_tombstones(number, b, ranges.as_deref()));
     if r.is_err() {
         // A partial table (a full disk, an I/O error) is named by no manifest: remove it now
         // rather than leave it filling the disk until the next successful open.
@@ -1157,29 +1207,51 @@ pub(super) fn write_level0(
     r.map(Some)
 }
 
-/// Writes the memtable entries under `it` as table `number` at `path`.
+/// Writes the memtable entries under `it` as table `number` at `path`. With `fold`, adjacent
+/// merge operands of a key that every snapshot sees are combined into one operand (the
+/// operator's `partial_merge`) at the newest one's sequence.
 pub(super) fn build_level0(
     env: &dyn Env,
     path: &Path,
     opts: &Options,
     it: &mut MemTableIter,
     smallest_snapshot: u64,
+    fold: bool,
     blob_garbage: &mut BTreeMap<u64, u64>,
 ) -> Result<TableBuilder> {
+    use crate::key::ValueKind;
     let mut b = TableBuilder::new(env.new_writable(path)?, TableBuilderOptions::from(opts));
     let mut last_user_key: Vec<u8> = Vec::new();
     let mut last_seq_for_key = u64::MAX;
     let mut first = true;
+    let op = opts.merge_operator.as_deref().filter(|_| fold);
+    // Operands of `last_user_key` held for folding: (internal key, operand), newest first.
+    let mut run: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     while it.valid() {
         let ikey = it.key();
         let uk = crate::key::user_key(ikey);
-        if first || uk != last_user_key.as_slice() {
+        let new_key = first || uk != last_user_key.as_slice();
+        let kind = crate::key::kind(ikey);
+        let foldable = op.is_some()
+            && kind == Some(ValueKind::Merge)
+            && crate::key::sequence(ikey) <= smallest_snapshot;
+        if !run.is_empty() {
+            if !new_key && foldable {
+                run.push((ikey.to_vec(), it.value().to_vec()));
+                it.next();
+                continue;
+            }
+            add_run(&mut b, op, &last_user_key, &mut run)?;
+        }
+        if new_key {
             last_user_key.clear();
             last_user_key.extend_from_slice(uk);
             last_seq_for_key = u64::MAX;
             first = false;
         }
-        if last_seq_for_key > smallest_snapshot {
+        if last_seq_for_key > smallest_snapshot && foldable {
+            run.push((ikey.to_vec(), it.value().to_vec()));
+        } else if last_seq_for_key > smallest_snapshot {
             b.add(ikey, it.value())?;
         } else if let Some(v) =
             crate::key::kind(ikey).and_then(|k| crate::key::blob_payload(k, it.value()))
@@ -1188,10 +1260,41 @@ pub(super) fn build_level0(
                 *blob_garbage.entry(p.file).or_default() += u64::from(p.len);
             }
         }
-        last_seq_for_key = crate::key::sequence(ikey);
+        // A merge operand shadows nothing: the versions below it are its base.
+        if crate::key::kind(ikey) != Some(crate::key::ValueKind::Merge) {
+            last_seq_for_key = crate::key::sequence(ikey);
+        }
         it.next();
     }
+    add_run(&mut b, op, &last_user_key, &mut run)?;
     Ok(b)
+}
+
+/// Adds a run of one key's operands (newest first): one operand at the newest one's sequence
+/// when the operator combines them, else each as it is. Empties `run`.
+fn add_run(
+    b: &mut TableBuilder,
+    op: Option<&dyn crate::merge::MergeOperator>,
+    user_key: &[u8],
+    run: &mut Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<()> {
+    let combined = match (op, run.len()) {
+        (Some(op), n) if n >= 2 => {
+            let oldest_first: Vec<&[u8]> = run.iter().rev().map(|(_, v)| v.as_slice()).collect();
+            op.partial_merge(user_key, &oldest_first)
+        }
+        _ => None,
+    };
+    match (combined, run.first()) {
+        (Some(v), Some((newest, _))) => b.add(newest, &v)?,
+        _ => {
+            for (k, v) in run.iter() {
+                b.add(k, v)?;
+            }
+        }
+    }
+    run.clear();
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,8 +7,11 @@
 
 use super::{BlobSet, DbInner, SuperVersion};
 use crate::error::{Error, Result};
-use crate::iter::{DbIter, InternalIterator, MergingIterator};
+use crate::iter::{BlobResolver, DbIter, InternalIterator, MergingIterator};
+use crate::key::MAX_SEQUENCE;
+use crate::key::{make_internal_key, parse_internal_key, split_expiry, ValueKind, KIND_FOR_SEEK};
 use crate::memtable::{with_lookup_key, Lookup, MemTableIter};
+use crate::merge;
 use crate::options::ReadOptions;
 use crate::table::TableIter;
 use crate::util::filename::{self};
@@ -16,6 +19,19 @@ use crate::util::steps::{self, Step};
 use crate::version::{LevelIter, NUM_LEVELS};
 use crate::vlog::BlobPointer;
 use std::sync::atomic::Ordering;
+
+/// A key's current value-log record: its pointer, its expiry, and the merge operands above it
+/// (newest first; see `DbInner::current_pointer`).
+pub(super) type CurrentPointer = (BlobPointer, Option<u64>, Vec<Vec<u8>>);
+
+/// What lies under a key's merge operands (see `DbInner::merge_stack`); the values carry
+/// their expiry.
+pub(super) enum MergeBase {
+    /// No value: a deletion, an expired or range-deleted entry, or nothing at all.
+    Absent,
+    Value(Vec<u8>),
+    Blob(BlobPointer, Option<u64>),
+}
 
 impl DbInner {
     pub(super) fn get(&self, key: &[u8], ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
@@ -42,10 +58,12 @@ impl DbInner {
             .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
         let r = self.lookup_raw(&sv, key, seq)?;
-        // A value with an expiry is never cached: the cache has no clock.
-        let cacheable = !r.expires();
+        // A value with an expiry is never cached: the cache has no clock. Neither is a merge
+        // result (its base may expire).
+        let cacheable = !r.expires() && !matches!(r, Lookup::Merge(_));
         let v = match r.at(self.env.now_unix_millis()) {
             Lookup::Found(v) => v,
+            Lookup::Merge(_) => self.read_merged(&sv, key, seq)?,
             Lookup::Blob(p) => self.read_blob(&sv.blobs, key, &p)?,
             _ => {
                 steps::mark(Step::Value);
@@ -87,6 +105,7 @@ impl DbInner {
             };
             match &r {
                 Lookup::Found(v) => out[i] = Some(v.clone()),
+                Lookup::Merge(_) => out[i] = Some(self.read_merged(&sv, key, seq)?),
                 Lookup::Blob(p) => blobs.push((*p, i)),
                 _ => {}
             }
@@ -149,18 +168,101 @@ impl DbInner {
     }
 
     /// The value-log record `key`'s newest version points at, if it has one, with that
-    /// version's expiry. An expired version still holds its record: the record becomes garbage
-    /// when compaction drops the entry, so a clock set back never finds it gone.
+    /// version's expiry and the merge operands above it (newest first; empty unless the key's
+    /// newest entries are operands over a separated base). An expired version still holds its
+    /// record: the record becomes garbage when compaction drops the entry, so a clock set back
+    /// never finds it gone.
     pub(super) fn current_pointer(
         &self,
         sv: &SuperVersion,
         key: &[u8],
-    ) -> Result<Option<(BlobPointer, Option<u64>)>> {
-        Ok(match self.lookup_raw(sv, key, crate::key::MAX_SEQUENCE)? {
-            Lookup::Blob(p) => Some((p, None)),
-            Lookup::BlobUntil(p, at) => Some((p, Some(at))),
+    ) -> Result<Option<CurrentPointer>> {
+        Ok(match self.lookup_raw(sv, key, MAX_SEQUENCE)? {
+            Lookup::Blob(p) => Some((p, None, Vec::new())),
+            Lookup::BlobUntil(p, at) => Some((p, Some(at), Vec::new())),
+            Lookup::Merge(_) => match self.merge_stack(sv, key, MAX_SEQUENCE, 0)? {
+                (ops, MergeBase::Blob(p, at)) => Some((p, at, ops)),
+                _ => None,
+            },
             _ => None,
         })
+    }
+
+    /// The value of `key` at `seq` when its newest entry there is a merge operand: the
+    /// operator applied to the operands below down to the key's base.
+    pub(super) fn read_merged(&self, sv: &SuperVersion, key: &[u8], seq: u64) -> Result<Vec<u8>> {
+        let op = self
+            .opts
+            .merge_operator
+            .as_ref()
+            .ok_or_else(|| merge::no_operator(key))?;
+        let (ops, base) = self.merge_stack(sv, key, seq, self.env.now_unix_millis())?;
+        self.counters
+            .merge_operands_read
+            .fetch_add(ops.len() as u64, Ordering::Relaxed);
+        let base = match base {
+            MergeBase::Absent => None,
+            MergeBase::Value(v) => Some(v),
+            MergeBase::Blob(p, _) => Some(self.read_blob(&sv.blobs, key, &p)?),
+        };
+        merge::apply_newest_first(op.as_ref(), key, base.as_deref(), &ops)
+    }
+
+    /// The merge operands of `key` visible at `seq` (newest first) and the base below them:
+    /// one seek of a merging iterator over every memtable and table, then a walk down the
+    /// key's versions until a value, a deletion, a covering range deletion, an entry expired
+    /// at `now_ms`, or the key's end.
+    pub(super) fn merge_stack(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: u64,
+        now_ms: u64,
+    ) -> Result<(Vec<Vec<u8>>, MergeBase)> {
+        let (mut it, error) = self.merged_iter(sv, true);
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let covered = self.cover_fn(sv, seq)?;
+        it.seek(&make_internal_key(key, seq, KIND_FOR_SEEK));
+        let mut ops = Vec::new();
+        let mut base = MergeBase::Absent;
+        let bad = |why: &str| Error::corruption("<merge read>", 0, why.to_string());
+        while it.valid() {
+            let p = parse_internal_key(it.key()).ok_or_else(|| bad("malformed internal key"))?;
+            if p.user_key != key {
+                break;
+            }
+            if p.sequence > seq {
+                it.next();
+                continue;
+            }
+            if covered.as_ref().is_some_and(|f| f(key, p.sequence)) {
+                break;
+            }
+            let (at, payload) = split_expiry(p.kind, it.value())
+                .ok_or_else(|| bad("expiring entry shorter than its expiry"))?;
+            if at.is_some_and(|at| at <= now_ms) {
+                break;
+            }
+            match p.kind {
+                ValueKind::Merge => ops.push(it.value().to_vec()),
+                ValueKind::Deletion | ValueKind::RangeDeletion => break,
+                ValueKind::Value | ValueKind::ExpiringValue => {
+                    base = MergeBase::Value(payload.to_vec());
+                    break;
+                }
+                ValueKind::BlobIndex | ValueKind::ExpiringBlobIndex => {
+                    let ptr = BlobPointer::decode(payload)
+                        .ok_or_else(|| bad("malformed value pointer under merge operands"))?;
+                    base = MergeBase::Blob(ptr, at);
+                    break;
+                }
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok((ops, base))
     }
 
     /// The user view over one super version at `seq`; a table that cannot be opened is
@@ -176,9 +278,26 @@ impl DbInner {
             error = Some(e);
             None
         });
+        let resolve: Option<BlobResolver> = self.opts.merge_operator.as_ref().map(|_| {
+            let (blobs, dir) = (sv.blobs.clone(), self.dir.clone());
+            Box::new(move |key: &[u8], payload: &[u8]| {
+                let p = BlobPointer::decode(payload).ok_or_else(|| {
+                    Error::corruption("<iterator>", 0, "malformed value pointer under a merge")
+                })?;
+                match blobs.get(&p.file) {
+                    Some(f) => f.read(&p, key),
+                    None => Err(Error::corruption(
+                        filename::blob_path(&dir, p.file),
+                        p.offset,
+                        "a value pointer names this value-log segment, which is not live",
+                    )),
+                }
+            }) as BlobResolver
+        });
         (
             DbIter::new(Box::new(merged), seq, self.env.now_unix_millis())
-                .with_range_deletions(covered),
+                .with_range_deletions(covered)
+                .with_merge(self.opts.merge_operator.clone(), resolve),
             error,
         )
     }

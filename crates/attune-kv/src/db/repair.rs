@@ -373,13 +373,32 @@ impl Repairer {
             self.env.sync_dir(&lost)?;
         }
 
+        // The merge operator: the one given, else the last one an old manifest names (read as
+        // far as it reads; a damaged one names none).
+        let merge_operator = match &self.opts.merge_operator {
+            Some(op) => Some(op.name().to_string()),
+            None => manifests.iter().rev().find_map(|(_, name)| {
+                let path = self.dir.join(name);
+                let data = self.env.read_all(&path).ok()?;
+                let mut reader = crate::wal::LogReader::new(&data, &path);
+                let mut found = None;
+                while let Ok(Some((_, rec))) = reader.next_record() {
+                    if let Some(n) = VersionEdit::decode(&rec).and_then(|e| e.merge_operator) {
+                        found = Some(n);
+                    }
+                }
+                found
+            }),
+        };
         // The new manifest, then CURRENT.
         let manifest_number = next_number;
         next_number += 1;
         let log_number = next_number;
         next_number += 1;
         let mut edit = VersionEdit {
-            format_version: Some(if self.range_dels.is_empty() {
+            format_version: Some(if merge_operator.is_some() {
+                crate::version::MERGE_FORMAT_VERSION
+            } else if self.range_dels.is_empty() {
                 BASE_FORMAT_VERSION
             } else {
                 DB_FORMAT_VERSION
@@ -387,6 +406,7 @@ impl Repairer {
             log_number: Some(log_number),
             next_file_number: Some(next_number),
             last_sequence: Some(max_seq),
+            merge_operator,
             ..Default::default()
         };
         for f in &outputs {

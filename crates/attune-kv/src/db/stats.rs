@@ -91,6 +91,9 @@ pub struct Stats {
     pub blob_bytes_written: u64,
     pub blob_reads: u64,
     pub blob_prefetches: u64,
+    /// Merge operands point reads combined (`get`, `multi_get`): what compaction saves by
+    /// folding operands into values.
+    pub merge_operands_read: u64,
     /// `prefetcher = tinfetch`'s hints and block prefetches (zero for the other settings).
     pub prefetch: super::prefetch::PrefetchStats,
     pub gc_runs: u64,
@@ -246,6 +249,7 @@ impl DbInner {
             blob_bytes_written: blob_written,
             blob_reads: c.blob_reads.load(Ordering::Relaxed),
             blob_prefetches: c.blob_prefetches.load(Ordering::Relaxed),
+            merge_operands_read: c.merge_operands_read.load(Ordering::Relaxed),
             prefetch: self
                 .prefetch
                 .as_ref()

@@ -72,6 +72,7 @@ impl DbInner {
                     let have = match self.lookup(sv, k, MAX_SEQUENCE)? {
                         Lookup::Found(v) => Some(v),
                         Lookup::Blob(p) => Some(self.read_blob(&sv.blobs, k, &p)?),
+                        Lookup::Merge(_) => Some(self.read_merged(sv, k, MAX_SEQUENCE)?),
                         // `lookup` answers expiring entries as values or deletions.
                         _ => None,
                     };
@@ -117,8 +118,20 @@ pub struct Transaction {
     snapshot: Snapshot,
     /// Keys read with `get_for_update`: checked at commit like the written ones.
     locked: BTreeSet<Vec<u8>>,
-    /// Buffered writes in key order; `None` is a delete.
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Buffered writes in key order.
+    writes: BTreeMap<Vec<u8>, TxnWrite>,
+}
+
+/// A transaction's buffered write of one key.
+enum TxnWrite {
+    Put(Vec<u8>),
+    Delete,
+    /// Merge operands (oldest first) over the key's value at the snapshot (`base: None`) or
+    /// over this transaction's own earlier put (`Some(Some(v))`) or delete (`Some(None)`).
+    Merge {
+        base: Option<Option<Vec<u8>>>,
+        operands: Vec<Vec<u8>>,
+    },
 }
 
 impl Transaction {
@@ -130,17 +143,74 @@ impl Transaction {
     /// The value of `key` as this transaction sees it: its own write if it made one, else the
     /// database at its snapshot. Not checked at commit (see `get_for_update`).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(w) = self.writes.get(key) {
-            return Ok(w.clone());
+        let (base, operands) = match self.writes.get(key) {
+            Some(TxnWrite::Put(v)) => return Ok(Some(v.clone())),
+            Some(TxnWrite::Delete) => return Ok(None),
+            Some(TxnWrite::Merge { base, operands }) => (base.clone(), &operands[..]),
+            None => (None, &[][..]),
+        };
+        let base = match base {
+            Some(b) => b,
+            None => {
+                self.db.usable()?;
+                self.db.get(
+                    key,
+                    &ReadOptions {
+                        snapshot: Some(self.snapshot.sequence()),
+                        ..ReadOptions::default()
+                    },
+                )?
+            }
+        };
+        if operands.is_empty() {
+            return Ok(base);
         }
-        self.db.usable()?;
-        self.db.get(
-            key,
-            &ReadOptions {
-                snapshot: Some(self.snapshot.sequence()),
-                ..ReadOptions::default()
+        let op = self.merge_operator(key)?;
+        let ops: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+        op.full_merge(key, base.as_deref(), &ops).map(Some)
+    }
+
+    fn merge_operator(&self, key: &[u8]) -> Result<&Arc<dyn crate::merge::MergeOperator>> {
+        self.db
+            .opts
+            .merge_operator
+            .as_ref()
+            .ok_or_else(|| crate::merge::no_operator(key))
+    }
+
+    /// Buffers a merge operand; later reads in this transaction see it applied. At commit it
+    /// is written as a merge (checked for conflicts like a put).
+    pub fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_value(operand)?;
+        match &self.db.opts.merge_operator {
+            Some(op) => op.check_operand(operand)?,
+            None => {
+                return Err(Error::InvalidArgument(
+                    "merge: this database has no merge_operator".into(),
+                ))
+            }
+        }
+        let w = match self.writes.remove(key) {
+            None => TxnWrite::Merge {
+                base: None,
+                operands: vec![operand.to_vec()],
             },
-        )
+            Some(TxnWrite::Put(v)) => TxnWrite::Merge {
+                base: Some(Some(v)),
+                operands: vec![operand.to_vec()],
+            },
+            Some(TxnWrite::Delete) => TxnWrite::Merge {
+                base: Some(None),
+                operands: vec![operand.to_vec()],
+            },
+            Some(TxnWrite::Merge { base, mut operands }) => {
+                operands.push(operand.to_vec());
+                TxnWrite::Merge { base, operands }
+            }
+        };
+        self.writes.insert(key.to_vec(), w);
+        Ok(())
     }
 
     /// Like `get`, and the commit fails if another write reaches `key` after the snapshot.
@@ -155,14 +225,15 @@ impl Transaction {
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
-        self.writes.insert(key.to_vec(), Some(value.to_vec()));
+        self.writes
+            .insert(key.to_vec(), TxnWrite::Put(value.to_vec()));
         Ok(())
     }
 
     /// Buffers a delete.
     pub fn delete(&mut self, key: &[u8]) -> Result<()> {
         check_key(key)?;
-        self.writes.insert(key.to_vec(), None);
+        self.writes.insert(key.to_vec(), TxnWrite::Delete);
         Ok(())
     }
 
@@ -180,10 +251,20 @@ impl Transaction {
     pub fn commit(self, wo: WriteOptions) -> Result<()> {
         self.db.writable("a transaction commit")?;
         let mut batch = WriteBatch::new();
-        for (k, v) in &self.writes {
-            match v {
-                Some(v) => batch.put(k, v)?,
-                None => batch.delete(k)?,
+        for (k, w) in &self.writes {
+            match w {
+                TxnWrite::Put(v) => batch.put(k, v)?,
+                TxnWrite::Delete => batch.delete(k)?,
+                TxnWrite::Merge { base, operands } => {
+                    match base {
+                        Some(Some(v)) => batch.put(k, v)?,
+                        Some(None) => batch.delete(k)?,
+                        None => {}
+                    }
+                    for o in operands {
+                        batch.merge(k, o)?;
+                    }
+                }
             }
         }
         let mut keys: BTreeSet<Vec<u8>> = self.locked;

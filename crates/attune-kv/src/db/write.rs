@@ -30,7 +30,30 @@ pub(super) const GROUP_SMALL_LEAD_EXTRA: usize = 128 << 10;
 impl DbInner {
     pub(super) fn write(&self, batch: WriteBatch, wo: WriteOptions) -> Result<()> {
         self.writable("a write")?;
+        self.check_merges(&batch)?;
         self.write_inner(batch, wo.sync, None, None)
+    }
+
+    /// Checks a batch's merge operands against the database's operator, before anything is
+    /// written: without an operator, or with an operand it does not take, the whole batch is
+    /// refused.
+    pub(super) fn check_merges(&self, batch: &WriteBatch) -> Result<()> {
+        if !batch.has_merges() {
+            return Ok(());
+        }
+        let Some(op) = &self.opts.merge_operator else {
+            return Err(Error::InvalidArgument(
+                "merge: this database has no merge_operator; open it with one (add, append, \
+                 append:<delimiter>, max, or a Rust MergeOperator)"
+                    .into(),
+            ));
+        };
+        for (kind, _, v) in batch.iter().flatten() {
+            if kind == ValueKind::Merge {
+                op.check_operand(v)?;
+            }
+        }
+        Ok(())
     }
 
     /// Queues `batch` and writes it in a group. A garbage-collection move (`gc`) or a
@@ -223,6 +246,8 @@ impl DbInner {
                     }
                     ValueKind::Value => out.put(k, v).map_err(|e| (e, false))?,
                     ValueKind::Deletion => out.delete(k).map_err(|e| (e, false))?,
+                    // Operands stay inline: a read combines them without value-log reads.
+                    ValueKind::Merge => out.merge(k, v).map_err(|e| (e, false))?,
                     ValueKind::RangeDeletion => out.delete_range(k, v).map_err(|e| (e, false))?,
                     ValueKind::BlobIndex => out.put_blob_index(k, v),
                     ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {

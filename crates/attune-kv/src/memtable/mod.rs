@@ -27,6 +27,9 @@ pub enum Lookup {
     /// A separated value that reads as absent from the given Unix millisecond on.
     BlobUntil(BlobPointer, u64),
     Deleted,
+    /// The newest entry is a merge operand (this one): the reader collects the operands below
+    /// it down to the key's base (`DbInner::read_merged`).
+    Merge(Vec<u8>),
     NotFound,
 }
 
@@ -140,6 +143,7 @@ impl MemTable {
         let v = node_value(n);
         match key::kind(k) {
             Some(ValueKind::Value) => Lookup::Found(v.to_vec()),
+            Some(ValueKind::Merge) => Lookup::Merge(v.to_vec()),
             Some(ValueKind::BlobIndex) => Lookup::Blob(BlobPointer::decode(v).unwrap_or(bad)),
             Some(kind @ (ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex)) => {
                 let (at, payload) = key::split_expiry(kind, v).unwrap_or((Some(0), &[]));

@@ -940,6 +940,7 @@ impl Table {
         match entry {
             Some((k, v)) if key::user_key(k) == uk => match key::kind(k) {
                 Some(ValueKind::Value) => Ok(Lookup::Found(v.to_vec())),
+                Some(ValueKind::Merge) => Ok(Lookup::Merge(v.to_vec())),
                 Some(ValueKind::Deletion) => Ok(Lookup::Deleted),
                 Some(ValueKind::BlobIndex) => {
                     BlobPointer::decode(v).map(Lookup::Blob).ok_or_else(|| {

@@ -292,6 +292,22 @@ pub fn run(
     let mut current_user_key: Option<Vec<u8>> = None;
     let mut last_seq_for_key = u64::MAX;
     let mut count = 0u64;
+    // Merge operands every snapshot sees, held until their key's base shows whether they fold
+    // into one value (see `fold_merges`).
+    let mut pending: Option<PendingMerge> = None;
+    // Adds one entry to the output, starting a file when none is open.
+    macro_rules! emit {
+        ($k:expr, $v:expr) => {{
+            if builder.is_none() {
+                let n = new_file();
+                let f = bulk.new_writable(env, &filename::table_path(dir, n))?;
+                builder = Some((n, TableBuilder::new(f, bopts.clone())));
+            }
+            if let Some((_, b)) = builder.as_mut() {
+                b.add($k, $v)?;
+            }
+        }};
+    }
 
     while it.valid() {
         count += 1;
@@ -309,6 +325,35 @@ pub fn run(
             ));
         };
         let new_user_key = current_user_key.as_deref() != Some(parsed.user_key);
+        let covered = ranges.covers(parsed.user_key, parsed.sequence);
+        if let Some(mut p) = pending.take() {
+            let fold = if !new_user_key {
+                if parsed.kind == ValueKind::Merge
+                    && parsed.sequence <= smallest_snapshot
+                    && !covered
+                {
+                    p.operands.push((ikey.to_vec(), it.value().to_vec()));
+                    pending = Some(p);
+                    it.next();
+                    continue;
+                }
+                merge_base(&parsed, it.value(), covered, now_ms, read_blob)
+            } else if is_base_level_for_key(&c.version, out_level, &p.user_key) {
+                Some(None) // the bottom of the tree for this key: nothing under the operands
+            } else {
+                None
+            };
+            if let Some(base) = &fold {
+                last_seq_for_key = p.newest_sequence();
+                let (k, v) = fold_merges(opts, &p, base.as_deref(), out_level, filter_above)?;
+                out.entries_dropped += p.operands.len() as u64 - 1;
+                emit!(&k, &v);
+            } else {
+                for (k, v) in &p.operands {
+                    emit!(k, v);
+                }
+            }
+        }
         if new_user_key {
             // Cut the output only at a user-key boundary; an intra-L0 merge writes one file
             // (its one file number was taken before L0 could grow, see the module docs).
@@ -337,15 +382,16 @@ pub fn run(
             }
         };
         // The user's filter sees the newest version of a key here, when no snapshot can see it
-        // (its sequence is above every snapshot's: `filter_above`).
+        // (its sequence is above every snapshot's: `filter_above`); merge operands only as
+        // the values they fold into.
         // A range tombstone that every snapshot sees hides this entry from every reader.
-        let covered = ranges.covers(parsed.user_key, parsed.sequence);
         let mut decision = FilterDecision::Keep;
         if let Some(f) = opts.compaction_filter.as_deref().filter(|_| {
             new_user_key
                 && !covered
                 && !expired
                 && parsed.kind != ValueKind::Deletion
+                && parsed.kind != ValueKind::Merge
                 && parsed.sequence > filter_above
         }) {
             let payload = key::split_expiry(parsed.kind, it.value()).map_or(&[][..], |(_, p)| p);
@@ -375,7 +421,23 @@ pub fn run(
                 && parsed.sequence <= smallest_snapshot
                 && is_base_level_for_key(&c.version, out_level, parsed.user_key)
         };
-        last_seq_for_key = parsed.sequence;
+        // An operand hides nothing below it: only a value or a deletion shadows older versions.
+        if parsed.kind != ValueKind::Merge {
+            last_seq_for_key = parsed.sequence;
+        }
+        if !drop
+            && parsed.kind == ValueKind::Merge
+            && parsed.sequence <= smallest_snapshot
+            && opts.merge_operator.is_some()
+        {
+            // Every snapshot sees this operand: hold it until its base shows.
+            pending = Some(PendingMerge {
+                user_key: parsed.user_key.to_vec(),
+                operands: vec![(ikey.to_vec(), it.value().to_vec())],
+            });
+            it.next();
+            continue;
+        }
         let rewritten = matches!(decision, FilterDecision::Change(_));
         if drop || removed || rewritten {
             if let Some(p) =
@@ -423,6 +485,17 @@ pub fn run(
         it.next();
     }
     it.status()?;
+    if let Some(p) = pending.take() {
+        if is_base_level_for_key(&c.version, out_level, &p.user_key) {
+            let (k, v) = fold_merges(opts, &p, None, out_level, filter_above)?;
+            out.entries_dropped += p.operands.len() as u64 - 1;
+            emit!(&k, &v);
+        } else {
+            for (k, v) in &p.operands {
+                emit!(k, v);
+            }
+        }
+    }
     let kept = ranges.kept();
     if builder.is_none() && !kept.is_empty() {
         let n = new_file();
@@ -451,6 +524,89 @@ pub fn run(
         out.files.push(f);
     }
     Ok(out)
+}
+
+/// Merge operands of one key, newest first, with no snapshot between them (all at or below
+/// the smallest snapshot).
+struct PendingMerge {
+    user_key: Vec<u8>,
+    /// (internal key, operand), newest first.
+    operands: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl PendingMerge {
+    fn newest_sequence(&self) -> u64 {
+        self.operands.first().map_or(0, |(k, _)| key::sequence(k))
+    }
+}
+
+/// What the entry under a run of merge operands makes of them: `Some(Some(v))` a base value,
+/// `Some(None)` no base (a deletion, an expired or range-deleted entry), `None` they cannot
+/// fold here (a base that will expire, which the folded value could not follow; an operand a
+/// snapshot separates; a separated base that cannot be read).
+fn merge_base(
+    parsed: &key::ParsedKey<'_>,
+    value: &[u8],
+    covered: bool,
+    now_ms: u64,
+    read_blob: &BlobReader<'_>,
+) -> Option<Option<Vec<u8>>> {
+    if covered || parsed.kind == ValueKind::Deletion {
+        return Some(None);
+    }
+    let (at, payload) = key::split_expiry(parsed.kind, value)?;
+    match at {
+        Some(at) if at <= now_ms => return Some(None),
+        Some(_) => return None,
+        None => {}
+    }
+    match parsed.kind {
+        ValueKind::Value => Some(Some(payload.to_vec())),
+        ValueKind::BlobIndex => {
+            let p = BlobPointer::decode(payload)?;
+            read_blob(&p, parsed.user_key).ok().map(Some)
+        }
+        _ => None,
+    }
+}
+
+/// The one entry a run of operands over `base` becomes: the full merge as a value at the
+/// newest operand's sequence, or what the compaction filter makes of it (a tombstone when it
+/// removes the key). The base and every older version are then shadowed for every snapshot.
+fn fold_merges(
+    opts: &Options,
+    p: &PendingMerge,
+    base: Option<&[u8]>,
+    out_level: usize,
+    filter_above: u64,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    let seq = p.newest_sequence();
+    let op = opts
+        .merge_operator
+        .as_ref()
+        .ok_or_else(|| crate::merge::no_operator(&p.user_key))?;
+    let ops: Vec<&[u8]> = p.operands.iter().rev().map(|(_, v)| v.as_slice()).collect();
+    let mut v = op.full_merge(&p.user_key, base, &ops)?;
+    if let Some(f) = opts
+        .compaction_filter
+        .as_deref()
+        .filter(|_| seq > filter_above)
+    {
+        match f.filter(out_level, &p.user_key, &v) {
+            FilterDecision::Keep => {}
+            FilterDecision::Change(nv) => v = nv,
+            FilterDecision::Remove => {
+                return Ok((
+                    key::make_internal_key(&p.user_key, seq, ValueKind::Deletion),
+                    Vec::new(),
+                ))
+            }
+        }
+    }
+    Ok((
+        key::make_internal_key(&p.user_key, seq, ValueKind::Value),
+        v,
+    ))
 }
 
 fn finish_output(number: u64, b: TableBuilder, out: &mut CompactionOutput) -> Result<()> {

@@ -37,6 +37,12 @@ pub const DB_FORMAT_VERSION: u32 = 2;
 /// The format a database without range deletions records (readable by builds that predate
 /// them); the first flush holding a range deletion records [`DB_FORMAT_VERSION`].
 pub const BASE_FORMAT_VERSION: u32 = 1;
+/// The format a database records once it names a merge operator (manifest tag 12; its tables
+/// may hold merge operands, entry kind 6): builds that predate merge operators refuse it. It
+/// includes format 2 (readers gather range tombstones).
+pub const MERGE_FORMAT_VERSION: u32 = 3;
+/// The newest database format this build reads.
+pub const FORMAT_VERSION_MAX: u32 = MERGE_FORMAT_VERSION;
 
 /// Metadata of one table file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,6 +113,7 @@ const TAG_BLOB_FILE_ADDED: u32 = 8;
 const TAG_BLOB_FILE_SEALED: u32 = 9;
 const TAG_BLOB_GARBAGE: u32 = 10;
 const TAG_BLOB_FILE_DELETED: u32 = 11;
+const TAG_MERGE_OPERATOR: u32 = 12;
 
 /// What the manifest knows of a value-log segment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -135,6 +142,9 @@ pub struct VersionEdit {
     /// (segment, bytes): records that became garbage.
     pub blob_garbage: Vec<(u64, u64)>,
     pub blob_files_deleted: Vec<u64>,
+    /// The merge operator's name, recorded once (builds without merge operators refuse a
+    /// manifest holding it as an unknown field).
+    pub merge_operator: Option<String>,
 }
 
 impl VersionEdit {
@@ -198,6 +208,10 @@ impl VersionEdit {
             put_varint32(&mut v, TAG_BLOB_FILE_DELETED);
             put_varint64(&mut v, *n);
         }
+        if let Some(name) = &self.merge_operator {
+            put_varint32(&mut v, TAG_MERGE_OPERATOR);
+            put_length_prefixed(&mut v, name.as_bytes());
+        }
         v
     }
 
@@ -251,6 +265,10 @@ impl VersionEdit {
                 TAG_BLOB_FILE_SEALED => e.blob_files_sealed.push((r.varint64()?, r.varint64()?)),
                 TAG_BLOB_GARBAGE => e.blob_garbage.push((r.varint64()?, r.varint64()?)),
                 TAG_BLOB_FILE_DELETED => e.blob_files_deleted.push(r.varint64()?),
+                TAG_MERGE_OPERATOR => {
+                    let name = std::str::from_utf8(r.length_prefixed()?).ok()?;
+                    e.merge_operator = Some(name.to_string());
+                }
                 _ => return None,
             }
         }
@@ -404,6 +422,9 @@ pub struct Version {
     pub range_deletions: bool,
     /// The range tombstones of every table, gathered on first use.
     pub range_dels: Arc<ranges::RangeDelSlot>,
+    /// The name of the merge operator the database was opened with (recorded at the first
+    /// open that gave one; see `merge.rs`).
+    pub merge_operator: Option<Arc<str>>,
 }
 
 /// Where a level model lives (see [`Version::level_models`]); set at most once.
@@ -553,6 +574,9 @@ impl Version {
         let mut v = self.clone();
         v.range_dels = Arc::default();
         v.range_deletions |= edit.format_version.is_some_and(|f| f >= DB_FORMAT_VERSION);
+        if let Some(name) = &edit.merge_operator {
+            v.merge_operator = Some(name.as_str().into());
+        }
         for (level, n) in &edit.deleted_files {
             v.files[*level].retain(|f| f.number != *n);
             v.level_models[*level] = Arc::default();
@@ -882,7 +906,9 @@ impl VersionSet {
     /// (and of a checkpoint's).
     pub fn snapshot_edit(&self) -> VersionEdit {
         let mut snap = VersionEdit {
-            format_version: Some(if self.current.range_deletions {
+            format_version: Some(if self.current.merge_operator.is_some() {
+                MERGE_FORMAT_VERSION
+            } else if self.current.range_deletions {
                 DB_FORMAT_VERSION
             } else {
                 BASE_FORMAT_VERSION
@@ -890,6 +916,7 @@ impl VersionSet {
             log_number: Some(self.log_number),
             next_file_number: Some(self.next_file_number),
             last_sequence: Some(self.last_sequence),
+            merge_operator: self.current.merge_operator.as_deref().map(str::to_string),
             ..Default::default()
         };
         for (l, k) in self.compact_pointers.iter().enumerate() {
@@ -1050,11 +1077,11 @@ impl ManifestReplay {
         let edit = VersionEdit::decode(rec)
             .ok_or_else(|| Error::corruption(path, off, "malformed version edit"))?;
         if let Some(fv) = edit.format_version {
-            if fv > DB_FORMAT_VERSION || fv == 0 {
+            if fv > FORMAT_VERSION_MAX || fv == 0 {
                 return Err(Error::UnsupportedVersion {
                     path: dir.to_path_buf(),
                     found: fv,
-                    supported: DB_FORMAT_VERSION,
+                    supported: FORMAT_VERSION_MAX,
                 });
             }
             self.saw_version = true;

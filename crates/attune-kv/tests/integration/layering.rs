@@ -10,7 +10,7 @@
 //! The layers, bottom up (a module may import any module listed for it, never one above it):
 //!
 //! ```text
-//! error · util · options · env         foundations
+//! error · util · merge · options · env foundations (merge: the merge operators)
 //! key · iter · vlog · wal · batch      records, logs and the value log
 //! block · memtable · index             blocks, the memtable, learned models
 //! cache                                block cache, compressed tier, adaptive sizing, hot keys
@@ -27,10 +27,11 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("error", &[]),
     ("util", &["error"]),
-    ("options", &["error"]),
+    ("merge", &["error", "util"]),
+    ("options", &["error", "merge"]),
     ("env", &["error"]),
     ("key", &["error", "util"]),
-    ("iter", &["error", "key"]),
+    ("iter", &["error", "key", "merge"]),
     ("vlog", &["env", "error", "util"]),
     ("wal", &["env", "error", "util"]),
     ("batch", &["error", "key", "util", "vlog"]),
@@ -48,22 +49,22 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "version",
         &[
-            "block", "cache", "env", "error", "index", "iter", "key", "memtable", "options",
-            "table", "util", "vlog", "wal",
+            "merge", "block", "cache", "env", "error", "index", "iter", "key", "memtable",
+            "options", "table", "util", "vlog", "wal",
         ],
     ),
     (
         "db",
         &[
-            "batch", "block", "cache", "env", "error", "index", "iter", "key", "memtable",
+            "merge", "batch", "block", "cache", "env", "error", "index", "iter", "key", "memtable",
             "options", "table", "util", "version", "vlog", "wal",
         ],
     ),
     (
         "lib",
         &[
-            "batch", "block", "cache", "db", "env", "error", "index", "iter", "key", "memtable",
-            "options", "table", "util", "version", "vlog", "wal",
+            "merge", "batch", "block", "cache", "db", "env", "error", "index", "iter", "key",
+            "memtable", "options", "table", "util", "version", "vlog", "wal",
         ],
     ),
 ];

@@ -19,6 +19,7 @@ mod intra_l0;
 mod layering;
 mod learned;
 mod lifecycle;
+mod merge;
 mod model;
 mod multi_get;
 mod open;
