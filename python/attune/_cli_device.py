@@ -246,6 +246,10 @@ def _check(args) -> int:
     d["unreadable_lines"] = trace.unreadable
     d["vectored"] = trace.vectored
     status = 3 if args.fail_on_violation and d["violations_total"] else 0
+    if args.fail_on_violation and len(d["unchecked"]) >= len(_RULES):
+        # A gate that checked nothing must not pass: every parameter was unknown (a profile of
+        # a device that shows no structure, or --param ...=none).
+        status = 4
     if args.json:
         print(json.dumps(d))
         return status
@@ -281,6 +285,8 @@ def _check(args) -> int:
         )
     if d["violations_total"] > len(d["violations"]):
         print(f"  ... {d['violations_total'] - len(d['violations'])} more (--limit)")
+    if status == 4:
+        print("no rule could be checked (every parameter is unknown): --fail-on-violation fails")
     return status
 
 

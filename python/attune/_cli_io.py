@@ -167,6 +167,11 @@ def _trace(args, path: str | None):
         from attune.errors import CorruptionError
 
         raise CorruptionError(f"trace {path} holds no I/Os", str(path), 0)
+    return _scaled(t, args)
+
+
+def _scaled(t, args):
+    """``t`` with ``--rerate`` and ``--resize`` applied (both already range-checked)."""
     try:
         if args.rerate != 1.0:
             t = t.rerate(args.rerate)
@@ -448,10 +453,14 @@ def _eval(args) -> int:
         raise InvalidArgumentError(f"--windows must be at least 1, got {args.windows}")
     check_option("--live-rank-tie", args.live_rank_tie, 0, math.inf, hi_open=True)
     check_option("--probe-reads-us", args.probe_reads_us, 0, math.inf, hi_open=True)
+    from attune.io.trace import RERATE_RANGE, RESIZE_RANGE, check_factor
+
+    args.rerate = check_factor("--rerate", args.rerate, RERATE_RANGE)
+    args.resize = check_factor("--resize", args.resize, RESIZE_RANGE)
     policies = _policies(args.policies)
     pipeline = _pipeline(args)
     model = _eval_model(args, pipeline) if args.model else None
-    pool = [load_trace(p, args.format) for p in args.trace]
+    pool = [_scaled(load_trace(p, args.format), args) for p in args.trace]
     check_window_ios(args.window_ios, args.windows, pool)
     params = _params(args)
     groups = ev.random_windows(

@@ -209,6 +209,16 @@ def test_cli_check_prints_skipped_and_gates_ci(tmp_path, capsys):
         capsys, "device", "check", str(tr), "--param", "stripe=4096", "--fail-on-violation"
     )
     assert rc == 0
+    # A profile that found nothing (every parameter null): the gate fails rather than pass.
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text(
+        '{"params_learned": {"desirable_write": null, "stripe": null, "chunk": null, '
+        '"page": null, "hot_offset": null}}'
+    )
+    rc, out, _ = _cli(
+        capsys, "device", "check", str(tr), "--params", str(nothing), "--fail-on-violation"
+    )
+    assert rc == 4 and "no rule could be checked" in out, out
 
 
 # --- 4. bad inputs: attune.Error naming the argument, JSON under --json ----------------------

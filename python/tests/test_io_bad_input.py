@@ -548,3 +548,40 @@ def test_bytes_and_pathlike_paths_are_accepted(files, tmp_path):
     t = synthetic_trace(20, write_fraction=0.5, seed=3)
     r = replay_direct(t, os.fsencode(tmp_path / "b.img"), 1 << 20, direct=False)
     assert len(r["latency_ns"]) == 20
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"aged_bytes": [-1, 5]}, "aged_bytes"),
+        ({"aged_bytes": [2**70, 1]}, "aged_bytes"),
+        ({"aged_bytes": [1.5, 2]}, "aged_bytes"),
+        ({"clock_vote_half_life": -1}, "clock_vote_half_life"),
+        ({"write_clock": (1, 2)}, "write_clock"),
+    ],
+)
+def test_route_integer_arguments_are_invalid_argument_errors_naming_them(kwargs, name):
+    t = synthetic_trace(200, seed=1)
+    with pytest.raises(attune.InvalidArgumentError, match=name):
+        route([t, t], "c3", **kwargs)
+
+
+def test_cli_eval_applies_rerate_and_resize_and_checks_them(files, capsys):
+    import json
+
+    def mean(*extra):
+        rc = cli.main(
+            ["io", "heimdall", "eval", str(files["trace"]), "--windows", "1", "--window-ios"]
+            + ["1200", "--policies", "c3", "--no-augment", "--no-progress", "--json", *extra]
+        )
+        out = json.loads(capsys.readouterr().out)
+        return rc, out
+
+    rc, base = mean()
+    assert rc == 0
+    rc, faster = mean("--rerate", "10")
+    assert rc == 0
+    assert faster["summary"]["policies"]["c3"] != base["summary"]["policies"]["c3"]
+    for bad in (["--rerate", "0"], ["--resize", "-3"]):
+        rc, out = mean(*bad)
+        assert rc != 0 and out["error"] == "InvalidArgumentError", out

@@ -237,6 +237,37 @@ def write_clock_flags(trace: Trace, write_clock: tuple[int, int, float, float]) 
 HEDGE_DELAY_FACTOR = 2.0
 
 
+def _check_route_ints(write_clock, aged_bytes, clock_vote_half_life) -> None:
+    """`route`'s integer arguments, checked here so that a bad one is an
+    ``InvalidArgumentError`` naming it rather than the binding's OverflowError or TypeError."""
+    from attune.errors import InvalidArgumentError
+
+    def whole(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64
+
+    if write_clock is not None and (
+        not isinstance(write_clock, (tuple, list))
+        or len(write_clock) != 4
+        or not (whole(write_clock[0]) and whole(write_clock[1]))
+        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in write_clock[2:])
+    ):
+        raise InvalidArgumentError(
+            "write_clock must be (flush_bytes, gc_every_bytes, delay_us, busy_us): two whole "
+            f"numbers of bytes and two numbers of µs, got {write_clock!r}"
+        )
+    if aged_bytes is not None and (
+        not isinstance(aged_bytes, (list, tuple)) or not all(whole(b) for b in aged_bytes)
+    ):
+        raise InvalidArgumentError(
+            f"aged_bytes must be a list of whole numbers of bytes in [0, 2**64), got {aged_bytes!r}"
+        )
+    if not (whole(clock_vote_half_life) and clock_vote_half_life < 2**32):
+        raise InvalidArgumentError(
+            "clock_vote_half_life must be a whole number of reads in [0, 2**32), got "
+            f"{clock_vote_half_life!r}"
+        )
+
+
 def route(
     traces: list[Trace],
     policy: str,
@@ -315,6 +346,9 @@ def route(
         hedge_delay_us = HEDGE_DELAY_FACTOR * float(clock_anchor_us) if hedge_by_default else 0.0
     if hedge_every_read is None:
         hedge_every_read = hedge_by_default
+    _check_route_ints(write_clock, aged_bytes, clock_vote_half_life)
+    if write_clock is not None:
+        write_clock = tuple(write_clock)
     return _native.io_route(
         [check_trace(t, "every trace").columns() for t in traces],
         policy,
