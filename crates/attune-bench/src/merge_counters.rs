@@ -18,7 +18,7 @@
 //! operator is not reached through the harness's C-API adapter (it needs C callbacks for the
 //! operator), so the peers are Attune's two ways of counting in the same run.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use attune_kv::{Options, DB};
@@ -105,28 +105,16 @@ fn round(x: f64) -> f64 {
 pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let (mut counters, mut increments) = (10_000u64, 1_000_000u64);
     let mut dir = std::env::temp_dir().join("attune-merge-counters");
-    let mut it = args.iter();
-    let num = |v: Option<&String>, what: &str| -> Result<u64, Fail> {
-        v.and_then(|s| crate::options::parse_count(what, s).ok())
-            .filter(|&n| n > 0)
-            .ok_or_else(|| Fail::Usage(format!("{what} needs a positive count; {USAGE}")))
-    };
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--counters" => counters = num(it.next(), "--counters")?,
-            "--increments" => increments = num(it.next(), "--increments")?,
-            "--dir" => {
-                dir = PathBuf::from(
-                    it.next()
-                        .ok_or_else(|| Fail::Usage(format!("--dir needs a path; {USAGE}")))?,
-                )
-            }
-            "--help" | "-h" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            other => return Err(Fail::Usage(format!("unknown argument {other}; {USAGE}"))),
-        }
+    if !crate::options::counts_and_dir(
+        &args,
+        &mut [
+            ("--counters", &mut counters),
+            ("--increments", &mut increments),
+        ],
+        &mut dir,
+        USAGE,
+    )? {
+        return Ok(());
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let emit = |case: &str, variant: &str, ops: u64, secs: f64, ratio: Option<f64>| {

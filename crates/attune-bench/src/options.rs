@@ -304,6 +304,43 @@ pub fn parse_bool(what: &str, text: &str) -> Result<bool> {
     }
 }
 
+/// Parses the arguments of a small bench verb: `--NAME COUNT` for each `(NAME, value)` of
+/// `counts` (positive counts, `1M` style), `--dir PATH` and `--help`. Returns false after
+/// printing `usage` for `--help`.
+pub fn counts_and_dir(
+    args: &[String],
+    counts: &mut [(&str, &mut u64)],
+    dir: &mut std::path::PathBuf,
+    usage: &str,
+) -> std::result::Result<bool, crate::output::Fail> {
+    use crate::output::Fail;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if let Some((what, v)) = counts.iter_mut().find(|(name, _)| *name == a.as_str()) {
+            **v = it
+                .next()
+                .and_then(|s| parse_count(what, s).ok())
+                .filter(|&n| n > 0)
+                .ok_or_else(|| Fail::Usage(format!("{what} needs a positive count; {usage}")))?;
+            continue;
+        }
+        match a.as_str() {
+            "--dir" => {
+                *dir = std::path::PathBuf::from(
+                    it.next()
+                        .ok_or_else(|| Fail::Usage(format!("--dir needs a path; {usage}")))?,
+                )
+            }
+            "--help" | "-h" => {
+                println!("{usage}");
+                return Ok(false);
+            }
+            other => return Err(Fail::Usage(format!("unknown argument {other}; {usage}"))),
+        }
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

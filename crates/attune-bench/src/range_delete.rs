@@ -16,7 +16,7 @@
 //!
 //! Peers are the two ways of doing the same thing in the same run; ratios are reported.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use attune_kv::{Options, WriteBatch, WriteOptions, DB};
@@ -110,28 +110,13 @@ fn round(x: f64) -> f64 {
 pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let (mut keys, mut n_gets) = (100_000u64, 200_000u64);
     let mut dir = std::env::temp_dir().join("attune-range-delete");
-    let mut it = args.iter();
-    let num = |v: Option<&String>, what: &str| -> Result<u64, Fail> {
-        v.and_then(|s| crate::options::parse_count(what, s).ok())
-            .filter(|&n| n > 0)
-            .ok_or_else(|| Fail::Usage(format!("{what} needs a positive count; {USAGE}")))
-    };
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--keys" => keys = num(it.next(), "--keys")?,
-            "--gets" => n_gets = num(it.next(), "--gets")?,
-            "--dir" => {
-                dir = PathBuf::from(
-                    it.next()
-                        .ok_or_else(|| Fail::Usage(format!("--dir needs a path; {USAGE}")))?,
-                )
-            }
-            "--help" | "-h" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            other => return Err(Fail::Usage(format!("unknown argument {other}; {USAGE}"))),
-        }
+    if !crate::options::counts_and_dir(
+        &args,
+        &mut [("--keys", &mut keys), ("--gets", &mut n_gets)],
+        &mut dir,
+        USAGE,
+    )? {
+        return Ok(());
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let emit =
