@@ -1693,56 +1693,10 @@ pub fn write_amplification_model(geo: Geometry, records: u64) -> f64 {
 /// bits their CRC-32C (so that 0, as in manifests written before it, reads as "not recorded").
 const MANIFEST_FILES_WORD: usize = 9;
 
-/// The files the manifest says were created: (levels, log). (0, false) when nothing is
-/// recorded (a new database, or one written before the record existed).
-fn recorded_files(storage: &dyn Storage) -> Result<(usize, bool)> {
-    let Some(r) = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)? else {
-        return Ok((0, false));
-    };
-    let w = r.words()[MANIFEST_FILES_WORD].load(Ordering::Acquire);
-    if w == 0 {
-        return Ok((0, false));
-    }
-    let low = w as u32;
-    if (w >> 32) as u32 != crc32c::crc32c(&low.to_le_bytes()) {
-        return Err(Error::corruption(
-            storage.location().join(MANIFEST),
-            (MANIFEST_FILES_WORD * 8) as u64,
-            format!("the record of created files {w:#x} does not check"),
-        ));
-    }
-    Ok(((low >> 1) as usize, low & 1 == 1))
-}
-
-/// Records in the manifest that levels up to `levels` and (when `log`) the recovery log were
-/// created, after their files were: from then on an open refuses the database when one of
-/// them is missing or short, instead of recreating it empty.
-fn record_files(storage: &dyn Storage, levels: usize, log: bool) -> Result<()> {
-    let (have_levels, have_log) = recorded_files(storage)?;
-    let (levels, log) = (levels.max(have_levels), log || have_log);
-    if (levels, log) == (have_levels, have_log) {
-        return Ok(());
-    }
-    let r = storage
-        .open_region(MANIFEST, 4096, false, RegionKind::Level)?
-        .ok_or_else(|| Error::io("open", MANIFEST, std::io::ErrorKind::NotFound.into()))?;
-    let region = Region::new(&storage.location().join(MANIFEST).to_string_lossy(), r);
-    let low = (levels as u32) << 1 | u32::from(log);
-    let w = (crc32c::crc32c(&low.to_le_bytes()) as u64) << 32 | low as u64;
-    region.word(MANIFEST_FILES_WORD).store(w, Ordering::Release);
-    region.flush_words(MANIFEST_FILES_WORD, 1);
-    region.fence()
-}
-
-/// Words of the manifest recording payload segment numbers, each with the low 32 bits the
-/// number and the high 32 bits its CRC-32C (0, as in manifests written before them: not
-/// recorded): the first number whose file every later number keeps (a collected segment's
-/// file is cut to 0 bytes, not removed), and the highest number created.
-const MANIFEST_PAYLOAD_FROM_WORD: usize = 10;
-const MANIFEST_PAYLOAD_HIGHEST_WORD: usize = 11;
-
-/// A payload-number word of the manifest; `None` when not recorded.
-fn recorded_payload_number(storage: &dyn Storage, word: usize) -> Result<Option<u32>> {
+/// A CRC-checked word of the manifest (`what` names it in a corruption error): the low 32
+/// bits, whose CRC-32C the high 32 bits hold; `None` when the word is 0 (not recorded, as in
+/// manifests written before it) or there is no manifest.
+fn manifest_word(storage: &dyn Storage, word: usize, what: &str) -> Result<Option<u32>> {
     let Some(r) = storage.open_region(MANIFEST, 4096, false, RegionKind::Level)? else {
         return Ok(None);
     };
@@ -1755,22 +1709,64 @@ fn recorded_payload_number(storage: &dyn Storage, word: usize) -> Result<Option<
         return Err(Error::corruption(
             storage.location().join(MANIFEST),
             (word * 8) as u64,
-            format!("the record of payload segment numbers {w:#x} does not check"),
+            format!("the record of {what} {w:#x} does not check"),
         ));
     }
     Ok(Some(low))
 }
 
-/// Records payload segment number `n` in manifest word `word` (flushed, fenced).
-fn record_payload_number(storage: &dyn Storage, word: usize, n: u32) -> Result<()> {
+/// Stores `low` with its CRC-32C in manifest word `word` (flushed, fenced).
+fn set_manifest_word(storage: &dyn Storage, word: usize, low: u32) -> Result<()> {
     let r = storage
         .open_region(MANIFEST, 4096, false, RegionKind::Level)?
         .ok_or_else(|| Error::io("open", MANIFEST, std::io::ErrorKind::NotFound.into()))?;
     let region = Region::new(&storage.location().join(MANIFEST).to_string_lossy(), r);
-    let w = (crc32c::crc32c(&n.to_le_bytes()) as u64) << 32 | n as u64;
+    let w = (crc32c::crc32c(&low.to_le_bytes()) as u64) << 32 | low as u64;
     region.word(word).store(w, Ordering::Release);
     region.flush_words(word, 1);
     region.fence()
+}
+
+/// The files the manifest says were created: (levels, log). (0, false) when nothing is
+/// recorded (a new database, or one written before the record existed).
+fn recorded_files(storage: &dyn Storage) -> Result<(usize, bool)> {
+    Ok(
+        manifest_word(storage, MANIFEST_FILES_WORD, "created files")?
+            .map_or((0, false), |low| ((low >> 1) as usize, low & 1 == 1)),
+    )
+}
+
+/// Records in the manifest that levels up to `levels` and (when `log`) the recovery log were
+/// created, after their files were: from then on an open refuses the database when one of
+/// them is missing or short, instead of recreating it empty.
+fn record_files(storage: &dyn Storage, levels: usize, log: bool) -> Result<()> {
+    let (have_levels, have_log) = recorded_files(storage)?;
+    let (levels, log) = (levels.max(have_levels), log || have_log);
+    if (levels, log) == (have_levels, have_log) {
+        return Ok(());
+    }
+    set_manifest_word(
+        storage,
+        MANIFEST_FILES_WORD,
+        (levels as u32) << 1 | u32::from(log),
+    )
+}
+
+/// Words of the manifest recording payload segment numbers, each with the low 32 bits the
+/// number and the high 32 bits its CRC-32C (0, as in manifests written before them: not
+/// recorded): the first number whose file every later number keeps (a collected segment's
+/// file is cut to 0 bytes, not removed), and the highest number created.
+const MANIFEST_PAYLOAD_FROM_WORD: usize = 10;
+const MANIFEST_PAYLOAD_HIGHEST_WORD: usize = 11;
+
+/// A payload-number word of the manifest; `None` when not recorded.
+fn recorded_payload_number(storage: &dyn Storage, word: usize) -> Result<Option<u32>> {
+    manifest_word(storage, word, "payload segment numbers")
+}
+
+/// Records payload segment number `n` in manifest word `word` (flushed, fenced).
+fn record_payload_number(storage: &dyn Storage, word: usize, n: u32) -> Result<()> {
+    set_manifest_word(storage, word, n)
 }
 
 /// Records that payload segment `n` was created (after its header was armed), so that its

@@ -33,7 +33,7 @@ use crate::persist::{Region, RegionKind, Storage};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bytes of a segment header.
@@ -300,6 +300,9 @@ pub struct PayloadLog {
     segment_bytes: usize,
     segments: RwLock<BTreeMap<u32, Arc<Segment>>>,
     active: Mutex<Active>,
+    /// `Active::next`, stored after each change under `active`'s lock, so that readers of the
+    /// number (every migration asks whether the log has gaps) do not take that lock.
+    next_number: AtomicU32,
     /// One collection at a time.
     pub(crate) gc_lock: Mutex<()>,
     appends: AtomicU64,
@@ -416,6 +419,7 @@ impl PayloadLog {
                 tail: 0,
                 next,
             }),
+            next_number: AtomicU32::new(next),
             gc_lock: Mutex::new(()),
             appends: AtomicU64::new(0),
             bytes_appended: AtomicU64::new(0),
@@ -428,7 +432,7 @@ impl PayloadLog {
 
     /// The number the next segment will get: every number below it has been used.
     pub fn next_number(&self) -> u32 {
-        self.active.lock().next
+        self.next_number.load(Ordering::Acquire)
     }
 
     /// True when a pointer can point into a segment that is gone (some segment number below
@@ -502,6 +506,7 @@ impl PayloadLog {
             }
             self.segments.write().insert(a.next, seg.clone());
             a.next += 1;
+            self.next_number.store(a.next, Ordering::Release);
             a.seg = Some(seg);
             a.tail = SEGMENT_HEADER_BYTES;
         }
