@@ -239,7 +239,35 @@ def _open(args, **extra):
     opts = _parse_options(getattr(args, "option", None))
     opts.setdefault("create_if_missing", "false")
     opts.update(extra)
-    return attune.DB(args.path, **opts)
+    if opts.get("read_only") == "true" or opts.get("secondary") == "true":
+        return attune.DB(args.path, **opts)
+    try:
+        return attune.DB(args.path, **opts)
+    except attune.Error as e:
+        raise _cli_advice(e) from None
+
+
+# The engine's advice names attune.DB's keywords; a command-line user needs the verbs instead.
+_PYTHON_ADVICE = {
+    "to read beside a writer, open with secondary=True": (
+        "this verb needs the writable handle, so stop the process that holds it first; "
+        "`attune kv get`, `scan`, `stats` and `verify` read beside a writer on their own"
+    ),
+    "open with read_only=True to read it": (
+        "`attune kv get`, `scan`, `stats` and `verify` open it read-only on their own"
+    ),
+}
+
+
+def _cli_advice(e: attune.Error) -> attune.Error:
+    """`e` with the engine's Python advice replaced by the command line's (same class, path and
+    offset); `e` itself when it gives none."""
+    message = str(e)
+    for python, cli in _PYTHON_ADVICE.items():
+        message = message.replace(python, cli)
+    if message == str(e):
+        return e
+    return type(e)(message, e.path, e.offset)
 
 
 def _open_reader(args):

@@ -73,6 +73,11 @@ class ForkedError(ClosedError):
     """The handle was opened in a parent process and used in a forked child; open it there."""
 
 
+class FullError(Error):
+    """The database has no room for the write under its options (a HashDB's ``levels_max``,
+    ``log_chunks``); the message names the option to raise."""
+
+
 class ReadOnlyError(Error):
     """A write (or compaction, garbage collection, learning) on a database opened read-only."""
 
@@ -101,6 +106,7 @@ __all__ = [
     "CorruptionError",
     "Error",
     "ForkedError",
+    "FullError",
     "HashError",
     "HashKeyError",
     "InvalidArgumentError",

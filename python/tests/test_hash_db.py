@@ -110,6 +110,16 @@ def test_bad_arguments_raise_invalid_argument(tmp_path):
         attune.HashDB(tmp_path / "w", log_syncs_in_flight_max=0)
 
 
+def test_a_full_database_is_a_full_error_naming_the_option_and_keeps_what_it_took(tmp_path):
+    with attune.HashDB(tmp_path / "h", levels_max=1, dram_entries_log2=6) as db:
+        with pytest.raises(attune.FullError, match="levels_max 1") as err:
+            for i in range(1_000_000):
+                db.put(i, i)
+        assert isinstance(err.value, attune.Error)
+        assert db.get(i) is None
+        assert all(db.get(k) == k.to_bytes(8, "little") for k in range(i))
+
+
 def test_one_opener_per_directory_and_no_database_without_create(tmp_path):
     with _open(tmp_path / "h"), pytest.raises(attune.LockedError):
         _open(tmp_path / "h")

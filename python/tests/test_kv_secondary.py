@@ -113,6 +113,10 @@ def test_kv_verbs_read_a_database_an_application_holds_open(tmp_path, capsys):
         assert cli_main(["kv", "get", p, "greeting"]) == 0
         cap = capsys.readouterr()
         assert cap.out.strip() == "hello" and "secondary" in cap.err
+        # A writing verb cannot share it: the advice is the command line's, not a keyword.
+        assert cli_main(["kv", "put", p, "k", "v"]) == 1
+        err = capsys.readouterr().err
+        assert "stop the process that holds it" in err and "secondary=True" not in err
     # Closed: the verbs open read-only again.
     assert cli_main(["kv", "get", p, "greeting", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["open_mode"] == "read_only"

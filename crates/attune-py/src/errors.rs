@@ -21,7 +21,7 @@ use pyo3::types::{PyDict, PyType};
 use std::collections::HashMap;
 
 /// Names of the classes `_register_errors` must be given (those of `attune.errors`).
-pub const CLASS_NAMES: [&str; 14] = [
+pub const CLASS_NAMES: [&str; 15] = [
     "Error",
     "CorruptionError",
     "StorageIOError",
@@ -32,6 +32,7 @@ pub const CLASS_NAMES: [&str; 14] = [
     "InvalidArgumentError",
     "ClosedError",
     "ForkedError",
+    "FullError",
     "ReadOnlyError",
     "HashError",
     "HashKeyError",
@@ -160,6 +161,7 @@ pub fn plush_error(e: plush::Error) -> PyErr {
             ("UnsupportedVersionError", path(p), None)
         }
         plush::Error::InvalidArgument(_) => ("InvalidArgumentError", None, None),
+        plush::Error::Full(_) => ("FullError", None, None),
         _ => ("Error", None, None),
     };
     Python::with_gil(|py| raise(py, class, msg, file, offset))
