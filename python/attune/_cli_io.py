@@ -499,12 +499,17 @@ def _eval(args) -> int:
                     slow_factor=args.slow_factor,
                     probe_reads_us=args.probe_reads_us,
                     live_rank_tie=args.live_rank_tie,
+                    unknown_phase=args.unknown_phase,
                 )
             )
             bar.update(1)
     summary = ev.summarize(results)
     if args.json:
-        doc = {"summary": summary, "windows": [r.to_dict() for r in results]}
+        doc = {
+            "summary": summary,
+            "unknown_phase": args.unknown_phase,
+            "windows": [r.to_dict() for r in results],
+        }
         print(json.dumps(json_safe(doc), allow_nan=False))
         return 0
     print(
@@ -737,6 +742,13 @@ def register(sub) -> None:
                 "--device-model",
                 action="store_true",
                 help="one model for the device, trained on every window's training half",
+            )
+            q.add_argument(
+                "--unknown-phase",
+                action="store_true",
+                help="every replica is written a random (seeded) number of bytes before each "
+                "evaluation half, so the clock policies must find each replica's collection "
+                "phase (the -clock-voted policies vote on it, -hedged ones send backup reads)",
             )
             q.add_argument(
                 "--rank-tie",

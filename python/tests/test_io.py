@@ -475,8 +475,8 @@ def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc
     assert flat["read_latency_ns"] == c3["read_latency_ns"] and flat["inferences"] > 0
     with pytest.raises(attune.InvalidArgumentError, match="slow_factor"):
         route([a, b], "model-expect", params, 1, models=[m, m], slow_factor=0.5)
-    # The anchored clock's refinements: each run is deterministic, and without a clock they
-    # change nothing.
+    # The anchored clock's refinements: each run is deterministic; without a clock the anchor's
+    # refinements change nothing, and a vote, which needs one, is refused.
     aged = {"aged_bytes": [3 << 20, 11 << 20], "clock_anchor_us": 1000.0}
     for refine in (
         {},
@@ -486,6 +486,10 @@ def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc
     ):
         one = route([a, b], "c3", params, 1, write_clock=clock, **aged, **refine)
         assert one == route([a, b], "c3", params, 1, write_clock=clock, **aged, **refine)
+        if "clock_vote" in refine:
+            with pytest.raises(attune.InvalidArgumentError, match="clock_vote=True needs"):
+                route([a, b], "c3", params, 1, **aged, **refine)
+            continue
         plain = route([a, b], "c3", params, 1, **aged, **refine)
         assert plain["read_latency_ns"] == route([a, b], "c3", params, 1, **aged)["read_latency_ns"]
     # Backup reads for risky reads: counted, deterministic, never slower than without a backup
@@ -523,10 +527,11 @@ def test_the_write_clock_is_fitted_from_host_data_and_routes_around_predicted_gc
     assert default == route([a, b], "c3", params, 1, **unknown, **chosen)
     old = route([a, b], "c3", params, 1, **unknown, clock_vote=False, hedge_delay_us=0)
     assert old["hedged"] == 0 and old != default
-    # A half-life on the vote is deterministic and changes only voted runs.
+    # A half-life on the vote is deterministic, and refused where there is no clock to vote.
     decayed = route([a, b], "c3", params, 1, **unknown, clock_vote_half_life=8)
     assert decayed == route([a, b], "c3", params, 1, **unknown, clock_vote_half_life=8)
-    assert route([a, b], "c3", params, 1, clock_vote_half_life=8) == c3
+    with pytest.raises(attune.InvalidArgumentError, match="clock_vote_half_life needs"):
+        route([a, b], "c3", params, 1, clock_vote_half_life=8)
     # A known phase, hedging and the oracle get no backups by default.
     assert route([a, b], "c3", params, 1, write_clock=clock)["hedged"] == 0
     assert route([a, b], "oracle", params, 1, **unknown)["hedged"] == 0

@@ -566,6 +566,44 @@ def test_route_integer_arguments_are_invalid_argument_errors_naming_them(kwargs,
         route([t, t], "c3", **kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"clock_vote": True}, "clock_vote=True needs a write_clock"),
+        ({"clock_vote_half_life": 8}, "clock_vote_half_life needs"),
+        ({"hedge_every_read": True}, "hedge_every_read=True needs hedge_delay_us"),
+        ({"hedge_delay_us": 100.0}, "would hedge no read"),
+    ],
+)
+def test_route_settings_that_cannot_take_effect_are_refused(kwargs, name):
+    t = synthetic_trace(200, seed=1)
+    with pytest.raises(attune.InvalidArgumentError, match=name):
+        route([t, t], "c3", **kwargs)
+    # With what they need, they run and do what they say.
+    clock = (4 << 20, 16 << 20, 0.0, 50_000.0)
+    r = route([t, t], "c3", write_clock=clock, hedge_delay_us=100.0, hedge_every_read=True)
+    assert r["hedged"] > 0
+
+
+def test_cli_eval_takes_unknown_phase(files, capsys):
+    import json
+
+    def run(*extra):
+        rc = cli.main(
+            ["io", "heimdall", "eval", str(files["trace"]), "--windows", "1", "--window-ios"]
+            + ["1200", "--policies", "c3-clock-voted-hedged", "--no-augment", "--no-progress"]
+            + ["--json", *extra]
+        )
+        assert rc == 0
+        return json.loads(capsys.readouterr().out)
+
+    known, unknown = run(), run("--unknown-phase")
+    assert (known["unknown_phase"], unknown["unknown_phase"]) == (False, True)
+    # The replicas were written before the window: the same reads meet other collections.
+    pol = "c3-clock-voted-hedged"
+    assert known["summary"]["policies"][pol] != unknown["summary"]["policies"][pol]
+
+
 def test_cli_eval_applies_rerate_and_resize_and_checks_them(files, capsys):
     import json
 

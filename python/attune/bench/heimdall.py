@@ -387,7 +387,8 @@ def run(args) -> int:
             f"busy reads {s['gc_share_median'][pol]:.1%}"
             + (f"  backup reads {backups:.1%}" if backups else "")
         )
-    for pol in (*ev.HEIMDALL_POLICIES, *ev.REFERENCE_POLICIES, *ev.BOUND_POLICIES):
+    # dict.fromkeys: a policy in two of the groups is printed once.
+    for pol in dict.fromkeys((*ev.HEIMDALL_POLICIES, *ev.REFERENCE_POLICIES, *ev.BOUND_POLICIES)):
         if f"{pol}_mean_reduction_vs_best_baseline_median" in s:
             print(
                 f"  {pol} mean latency vs best baseline: "

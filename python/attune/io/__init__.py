@@ -268,6 +268,35 @@ def _check_route_ints(write_clock, aged_bytes, clock_vote_half_life) -> None:
         )
 
 
+def _check_route_effect(
+    write_clock, clock_vote, clock_vote_half_life, hedge_delay_us, hedge_margin, hedge_every_read
+) -> None:
+    """Refuses `route` settings that cannot take effect (after its defaults are resolved), so
+    that a backup or a vote asked for is never silently not done."""
+    from attune.errors import InvalidArgumentError
+
+    if write_clock is None and clock_vote:
+        raise InvalidArgumentError(
+            "clock_vote=True needs a write_clock (and clock_anchor_us > 0 for a phase to vote on)"
+        )
+    if write_clock is None and clock_vote_half_life:
+        raise InvalidArgumentError(
+            "clock_vote_half_life needs a voted clock: a write_clock and clock_anchor_us > 0"
+        )
+    delay = hedge_delay_us if isinstance(hedge_delay_us, (int, float)) else 0.0
+    if hedge_every_read and not delay > 0:
+        raise InvalidArgumentError(
+            "hedge_every_read=True needs hedge_delay_us > 0 (how long a read waits before its "
+            "backup is sent)"
+        )
+    if delay > 0 and write_clock is None and hedge_margin is None and not hedge_every_read:
+        raise InvalidArgumentError(
+            f"hedge_delay_us={hedge_delay_us} would hedge no read: backups go to reads the router "
+            "is unsure about, which needs a write_clock with clock_anchor_us > 0, a hedge_margin "
+            "with a model policy, or hedge_every_read=True"
+        )
+
+
 def route(
     traces: list[Trace],
     policy: str,
@@ -333,7 +362,13 @@ def route(
     ``clock_anchor_us``, and nothing is hedged otherwise; ``hedge_delay_us=0`` turns it off.
     ``clock_vote_half_life`` > 0 halves every voted candidate's score each that many completed
     reads (recent evidence weighs more; ``PhaseVote::half_life``); 0, the default, keeps every
-    read's weight."""
+    read's weight. With the phase known (``clock_anchor_us`` 0) there is nothing to vote and no
+    read the clock is unsure about: ``clock_vote`` changes nothing, and ``hedge_delay_us`` hedges
+    only with ``hedge_margin`` under a model policy or with ``hedge_every_read``. Settings that
+    can never take effect are refused (``InvalidArgumentError`` naming them): ``clock_vote=True``
+    or ``clock_vote_half_life`` without a ``write_clock``, ``hedge_every_read=True`` without a
+    ``hedge_delay_us`` > 0, and a ``hedge_delay_us`` > 0 with neither a ``write_clock``, a
+    ``hedge_margin`` nor ``hedge_every_read``."""
     unknown = (
         write_clock is not None
         and isinstance(clock_anchor_us, (int, float))
@@ -345,8 +380,19 @@ def route(
     if hedge_delay_us is None:
         hedge_delay_us = HEDGE_DELAY_FACTOR * float(clock_anchor_us) if hedge_by_default else 0.0
     if hedge_every_read is None:
-        hedge_every_read = hedge_by_default
+        # hedge_delay_us=0 turns the default's backups off.
+        hedge_every_read = (
+            hedge_by_default and isinstance(hedge_delay_us, (int, float)) and hedge_delay_us > 0
+        )
     _check_route_ints(write_clock, aged_bytes, clock_vote_half_life)
+    _check_route_effect(
+        write_clock,
+        clock_vote,
+        clock_vote_half_life,
+        hedge_delay_us,
+        hedge_margin,
+        hedge_every_read,
+    )
     if write_clock is not None:
         write_clock = tuple(write_clock)
     return _native.io_route(
