@@ -252,6 +252,9 @@ pub struct Level {
     /// (as the LSM checks a block once per load). Publishing or clearing the entry resets it.
     /// Zeroed lazily: untouched entries cost no memory.
     verified: Box<[AtomicU64]>,
+    /// The whole file was allocated at open ([`Level::reserve_all`], option
+    /// `preallocate_levels`): a migration then allocates nothing.
+    preallocated: std::sync::atomic::AtomicBool,
 }
 
 /// One entry of a persistent level.
@@ -370,6 +373,7 @@ impl Level {
             dram_filters: None,
             checked: version == LEVEL_VERSION_CHECKED,
             verified: zeroed_words(entries),
+            preallocated: std::sync::atomic::AtomicBool::new(false),
         };
         if dram_filters {
             let f = zeroed_words(entries * geo.buckets() * 2);
@@ -409,10 +413,27 @@ impl Level {
     /// Allocates the file blocks of entry `idx` (directory word, filters, buckets) before a
     /// migration first stores into them (see [`crate::persist::Persist::reserve`]).
     pub fn reserve_entry(&self, idx: usize) -> Result<()> {
+        if self.preallocated.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         self.region
             .reserve_words(self.dir_word(idx), self.dir_words)?;
         self.region
             .reserve_words(self.bucket_word(idx, 0), self.geo.buckets() * BUCKET_WORDS)
+    }
+
+    /// Allocates the file blocks of every entry at once (the chapter's preallocation, option
+    /// `preallocate_levels`); later migrations into this level then allocate nothing.
+    pub fn reserve_all(&self) -> Result<()> {
+        let words = self.region.len_words();
+        self.region.reserve_words(0, words)?;
+        self.preallocated.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether [`Level::reserve_all`] allocated the file.
+    pub fn is_preallocated(&self) -> bool {
+        self.preallocated.load(Ordering::Relaxed)
     }
 
     /// Entry `idx`.

@@ -1662,6 +1662,11 @@ impl Region {
         &self.name
     }
 
+    /// The region's length in words.
+    pub(crate) fn len_words(&self) -> usize {
+        self.inner.words().len()
+    }
+
     /// Word `i` of the region (panics past the end: callers index from validated geometry).
     #[inline]
     pub(crate) fn word(&self, i: usize) -> &AtomicU64 {

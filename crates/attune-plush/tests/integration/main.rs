@@ -2,6 +2,7 @@
 //! binary of its own would link the whole crate again). Run one subject with
 //! `cargo test --release -p attune-plush --test integration <module>::`.
 
+mod ablations;
 mod crash;
 mod damage;
 mod files;
