@@ -40,6 +40,7 @@ _FLAGS = (
     "log_group_gather",
     "log_pack_groups",
     "read_only",
+    "recovery_log",
 )
 _FLAG_WORDS = {
     "1": True,
@@ -100,7 +101,12 @@ def _cmd_open(args) -> int:
         args,
         {"path": args.path, **s},
         f"{args.path}: {s['levels']} persistent levels, {s['recovered_records']} records "
-        f"recovered from the log",
+        f"recovered from the log"
+        + (
+            ""
+            if s["recovery_log"]
+            else " (recovery log off: a crash loses every record not yet migrated)"
+        ),
     )
 
 

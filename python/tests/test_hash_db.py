@@ -244,7 +244,9 @@ def test_cli_verbs(tmp_path, capsys):
     p = str(tmp_path / "h")
     opts = ["-o", "dram_entries_log2=8", "-o", "log_partitions=4", "-o", "log_chunk_bytes=1048576"]
     assert main(["hash-db", "open", p, *opts, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["levels"] == 0
+    # Levels 1 and 2 are created and allocated at open (preallocate_levels, default 2).
+    opened = json.loads(capsys.readouterr().out)
+    assert opened["levels"] == 2 and opened["levels_preallocated"] == 2
     assert main(["hash-db", "put", p, "42", "0x10"]) == 0
     assert main(["hash-db", "get", p, "42", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {
@@ -531,3 +533,25 @@ def test_keys_and_values_are_taken_as_db_takes_them(tmp_path):
         db.put(bytearray(b"ba"), memoryview(b"mv"))
         assert db[b"ba"] == b"mv"
         assert "clé" in db
+
+
+def test_ablation_options_show_in_stats_and_an_unlogged_close_keeps_records(tmp_path, capsys):
+    p = tmp_path / "h"
+    with _open(p) as db:
+        s = db.stats()
+        assert s["recovery_log"] is True and s["levels_preallocated"] == 2
+    q = tmp_path / "unlogged"
+    with _open(q, recovery_log=False, preallocate_levels=0) as db:
+        for k in range(1000):
+            db.put(k, k + 1)
+        s = db.stats()
+        assert s["recovery_log"] is False and s["log_appends"] == 0
+        assert s["levels_preallocated"] == 0
+    # The close migrated the DRAM level: nothing is left to replay, nothing was lost.
+    with _open(q, recovery_log=False) as db:
+        assert db.stats()["recovered_records"] == 0
+        assert all(db.get_int(k) == k + 1 for k in range(1000))
+    with pytest.raises(attune.InvalidArgumentError, match="recovery_log"):
+        _open(tmp_path / "bad", recovery_log="maybe")
+    assert main(["hash-db", "open", str(tmp_path / "cli"), "-o", "recovery_log=off"]) == 0
+    assert "recovery log off" in capsys.readouterr().out

@@ -315,7 +315,8 @@ fn rss_anon_bytes() -> u64 {
 
 /// Applies `plush:key=value;key=value` (keys `dram_filter_levels`, `dram_entries_log2`,
 /// `log_partitions`, `log_chunks`, `backend`, `migration`, `group_commit_window`,
-/// `log_syncs_in_flight_max`, `log_direct_io`, `log_group_gather`, `log_pack_groups`) to
+/// `log_syncs_in_flight_max`, `log_direct_io`, `log_group_gather`, `log_pack_groups`,
+/// `recovery_log`, `preallocate_levels`) to
 /// `opts`:
 /// ablations run as their own engine entries.
 fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
@@ -342,11 +343,20 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
             "log_direct_io" => opts.log_direct_io = v == "on" || v == "true",
             "log_group_gather" => opts.log_group_gather = v == "on" || v == "true",
             "log_pack_groups" => opts.log_pack_groups = v == "on" || v == "true",
+            "recovery_log" => {
+                opts.recovery_log = match v {
+                    "on" | "true" => true,
+                    "off" | "false" => false,
+                    _ => return Err(format!("{entry}: recovery_log={v} is not on or off")),
+                }
+            }
+            "preallocate_levels" => opts.preallocate_levels = num()?,
             _ => {
                 return Err(format!(
                     "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
                      log_partitions, log_chunks, backend, migration, group_commit_window, \
-                     log_syncs_in_flight_max, log_direct_io, log_group_gather, log_pack_groups)"
+                     log_syncs_in_flight_max, log_direct_io, log_group_gather, log_pack_groups, \
+                     recovery_log, preallocate_levels)"
                 ))
             }
         }

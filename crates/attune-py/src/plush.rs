@@ -130,6 +130,8 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "log_group_gather" => o.log_group_gather = flag(&v)?,
             "log_pack_groups" => o.log_pack_groups = flag(&v)?,
             "read_only" => o.read_only = flag(&v)?,
+            "recovery_log" => o.recovery_log = flag(&v)?,
+            "preallocate_levels" => o.preallocate_levels = uint(&v)?,
             _ => {
                 return Err(bad(format!(
                     "unknown HashDB option {key:?}; known: {}",
@@ -147,7 +149,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 19] = [
+const OPTION_NAMES: [&str; 21] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -167,6 +169,8 @@ const OPTION_NAMES: [&str; 19] = [
     "log_group_gather",
     "log_pack_groups",
     "read_only",
+    "recovery_log",
+    "preallocate_levels",
 ];
 
 /// A Plush hash database of byte keys and values. `HashDB(path, **options)`.
@@ -405,6 +409,8 @@ impl HashDB {
 
     /// Closes the database now (the lock is released). A second call does nothing; in a forked
     /// child it only marks this handle closed (the mapping and the lock are the parent's).
+    /// Without the recovery log (`recovery_log=False`) the close first migrates the DRAM level
+    /// (a checkpoint); its failure is raised here.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let taken = self.db.write().take();
         if let Some(db) = taken {
@@ -412,7 +418,13 @@ impl HashDB {
                 std::mem::forget(db);
                 return Ok(());
             }
-            py.allow_threads(move || drop(db));
+            return py.allow_threads(move || match Arc::try_unwrap(db) {
+                Ok(db) => db.close().map_err(to_py),
+                Err(shared) => {
+                    drop(shared);
+                    Ok(())
+                }
+            });
         }
         Ok(())
     }
