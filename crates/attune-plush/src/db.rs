@@ -1122,6 +1122,7 @@ impl Core {
                     continue;
                 }
             };
+            let mut moved_into = Vec::new();
             for (off, key, value, _) in records {
                 let ptr = crate::payload::encode_pointer(num, off);
                 let bk = bucket_key(&key);
@@ -1131,6 +1132,7 @@ impl Core {
                 if self.lookup(bk, h, filter_mask(h))?.flatten() != Some(ptr) {
                     continue;
                 }
+                moved_into.push(d);
                 let (new, pending, _) = self.payload.append(self.storage.as_ref(), &key, &value)?;
                 if self.opts.sync {
                     pending.segment().region.fence()?;
@@ -1140,6 +1142,19 @@ impl Core {
                 self.payload
                     .gc_records_moved
                     .fetch_add(1, Ordering::Relaxed);
+            }
+            // Without the recovery log the new pointers are only in the DRAM level, and the old
+            // ones may be on level 1: migrate the entries that took new pointers first, or a
+            // crash would leave level 1 pointing into the removed segment.
+            if !self.opts.recovery_log {
+                moved_into.sort_unstable();
+                moved_into.dedup();
+                for d in moved_into {
+                    let _g = self.dram.locks[d].lock();
+                    if self.dram.meta_of(d).1 > 0 {
+                        self.migrate_dram(d)?;
+                    }
+                }
             }
             // Every live record has a durable newer pointer: the segment holds nothing live.
             let freed = self.payload.remove(self.storage.as_ref(), num)?;
