@@ -108,6 +108,8 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
             Backend::Msync
         },
         log_direct_io: rng.gen_bool(0.5),
+        // Drawn last: the draws above keep their values for a given seed and cycle.
+        preallocate_levels: if rng.gen_bool(0.5) { 2 } else { 0 },
         ..geometry()
     }
 }
@@ -124,8 +126,9 @@ pub fn cycle_shape(cfg: &Config, cycle: u64) -> String {
 
 fn shape(o: &Options) -> String {
     format!(
-        "cycle options: sync {}, migration {:?}, backend {:?}, log O_DIRECT {}",
-        o.sync, o.migration, o.backend, o.log_direct_io
+        "cycle options: sync {}, migration {:?}, backend {:?}, log O_DIRECT {}, preallocated \
+         levels {}",
+        o.sync, o.migration, o.backend, o.log_direct_io, o.preallocate_levels
     )
 }
 
