@@ -244,9 +244,9 @@ def test_cli_verbs(tmp_path, capsys):
     p = str(tmp_path / "h")
     opts = ["-o", "dram_entries_log2=8", "-o", "log_partitions=4", "-o", "log_chunk_bytes=1048576"]
     assert main(["hash-db", "open", p, *opts, "--json"]) == 0
-    # Levels 1 and 2 are created and allocated at open (preallocate_levels, default 2).
+    # Level 1 is created and allocated at open (preallocate_levels, default 1).
     opened = json.loads(capsys.readouterr().out)
-    assert opened["levels"] == 2 and opened["levels_preallocated"] == 2
+    assert opened["levels"] == 1 and opened["levels_preallocated"] == 1
     assert main(["hash-db", "put", p, "42", "0x10"]) == 0
     assert main(["hash-db", "get", p, "42", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {
@@ -539,7 +539,7 @@ def test_ablation_options_show_in_stats_and_an_unlogged_close_keeps_records(tmp_
     p = tmp_path / "h"
     with _open(p) as db:
         s = db.stats()
-        assert s["recovery_log"] is True and s["levels_preallocated"] == 2
+        assert s["recovery_log"] is True and s["levels_preallocated"] == 1
     q = tmp_path / "unlogged"
     with _open(q, recovery_log=False, preallocate_levels=0) as db:
         for k in range(1000):

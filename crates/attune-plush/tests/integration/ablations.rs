@@ -189,7 +189,11 @@ fn allocated_bytes(path: &std::path::Path) -> u64 {
 #[test]
 fn preallocation_allocates_the_first_levels_at_open() {
     let dir = scratch();
-    let db = Plush::open(dir.path(), small()).unwrap();
+    let opts = Options {
+        preallocate_levels: 2,
+        ..small()
+    };
+    let db = Plush::open(dir.path(), opts).unwrap();
     assert_eq!(db.stats().levels_preallocated, 2);
     for name in ["level-01.plush", "level-02.plush"] {
         let p = dir.path().join(name);
