@@ -52,6 +52,8 @@ def _pairs(items: list[str] | None, flag: str) -> dict[str, str]:
 def _kb(b) -> str:
     if b is None:
         return "not found"
+    if b >= 1 << 20 and b % (1 << 20) == 0:
+        return f"{b >> 20} MiB"
     return f"{b // 1024} KiB" if b >= 1024 and b % 1024 == 0 else f"{b} B"
 
 
@@ -68,8 +70,13 @@ def _profile(args) -> int:
         config["max_guess"] = args.max_guess_kb * 1024
     if args.min_guess_kb is not None:
         config["min_guess"] = args.min_guess_kb * 1024
-    # The settings and the output paths are checked before the (possibly long) run.
-    device.profile_config(config)
+    # The path, the settings and the output paths are checked before the (possibly long) run,
+    # the path first.
+    if args.path and not args.simulated:
+        from attune.device.real import check_dir
+
+        check_dir(args.path)
+    _check_config(config, args)
     _check_writable(args.out, "--out")
     if args.plot:
         _check_writable(f"{args.plot}-request-size.png", "--plot")
@@ -126,6 +133,8 @@ def _profile(args) -> int:
                 exp = f"  (planted: not measurable by this run; {verdict})"
             elif f["value"] == want:
                 exp = f"  (planted {_kb(want)}: exact)"
+            elif f["value"] is None:
+                exp = f"  (planted {_kb(want)}: MISSED, nothing found)"
             else:
                 exp = f"  (planted {_kb(want)}: MISSED, found {val})"
         print(f"  {k:16} {val:>10}  confidence {f['confidence']:.3f}{exp}")
@@ -137,6 +146,49 @@ def _profile(args) -> int:
     for p in plots:
         print(f"plot: {p}")
     return 0
+
+
+#: Profile settings the CLI sets, and the flag (with its unit) that sets each.
+_FLAGS = {
+    "file_bytes": ("--file-mb", 20),
+    "samples_per_group": ("--samples", 0),
+    "min_guess": ("--min-guess-kb", 10),
+    "max_guess": ("--max-guess-kb", 10),
+}
+
+
+def _check_config(config: dict, args) -> None:
+    """The settings, checked, with errors in the CLI's terms (``--file-mb must be at least 4``)
+    rather than the Python API's (``file_bytes``)."""
+    from attune import device
+    from attune.device.real import REAL_DEFAULTS, min_file_bytes
+
+    defaults = device.profile_config(None)
+    if not args.simulated:
+        defaults = {**defaults, **REAL_DEFAULTS}
+    least = min_file_bytes({**defaults, **config})
+    fb = config.get("file_bytes", defaults["file_bytes"])
+    if fb < least:
+        why = (
+            f"4 × the largest of the {_kb(defaults['read_bytes'])} read, the "
+            f"{_kb(config.get('max_write', defaults['max_write']))} largest write and the "
+            f"{_kb(config.get('max_guess', defaults['max_guess']))} largest chunk guess"
+        )
+        if "file_bytes" in config:
+            raise InvalidArgumentError(f"--file-mb must be at least {least >> 20} ({why})")
+        raise InvalidArgumentError(
+            f"the default --file-mb {fb >> 20} is too small for these settings: give --file-mb "
+            f"{least >> 20} or more ({why})"
+        )
+    try:
+        device.profile_config(config)
+    except InvalidArgumentError as e:
+        msg = str(e)
+        for key, (flag, shift) in _FLAGS.items():
+            if f"`{key}` = " in msg and key in config:
+                value = config[key] >> shift
+                raise InvalidArgumentError(f"{flag} {value}: {msg}") from e
+        raise
 
 
 def _number(text: str) -> int | float | str:

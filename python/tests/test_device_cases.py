@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections import namedtuple
 
 import pytest
 
@@ -110,6 +112,39 @@ def test_cli_says_what_was_found_instead(capsys):
     assert rc == 0
     assert "MISSED" not in out and "FALSE POSITIVE" not in out, out
     assert "not measurable" in out
+
+
+def test_one_chip_claims_no_chunk_and_the_verdict_is_right(capsys):
+    rc, out, _ = _cli(
+        capsys,
+        *("device", "profile", "--simulated", "--file-mb", "16", "--samples", "8"),
+        *("--set", "channels=1", "--set", "chips_per_channel=1", "--set", "stripe_chips=1"),
+        "--no-progress",
+    )
+    assert rc == 0
+    chunk = next(line for line in out.splitlines() if line.strip().startswith("chunk"))
+    assert "not found" in chunk and "confidence 0.000" in chunk and "right" in chunk, out
+    assert "not separable" in out
+    assert "MISSED" not in out and "FALSE POSITIVE" not in out, out
+    assert "recovered exactly: yes" in out
+
+
+def test_a_page_equal_to_the_chunk_is_expected_unseen(capsys):
+    rc, out, _ = _cli(
+        capsys,
+        *("device", "profile", "--simulated", "--file-mb", "16", "--samples", "8"),
+        *("--set", "chunk_bytes=8192", "--set", "page_bytes=8192", "--no-progress"),
+    )
+    assert rc == 0
+    assert "MISSED" not in out and "found not found" not in out, out
+    assert "recovered exactly: yes" in out
+
+
+def test_a_page_below_the_default_mapping_unit_needs_no_second_setting():
+    r = device.profile_simulated(
+        {"stripe_chips": 4, "map_fetch_us": 10, "page_bytes": 2048, "chunk_bytes": 8192}, SMALL
+    )
+    assert r["learned"]["page"]["value"] == 2048 and r["recovered"], r["learned"]
 
 
 def test_hot_offset_with_page_equal_chunk_or_one_channel():
@@ -301,7 +336,9 @@ def test_cli_out_is_checked_before_the_profile(tmp_path):
 def test_stale_directories_of_dead_runs_are_removed(tmp_path):
     dead = 2**22 + 12345  # above the default pid_max: never a running process
     stale = tmp_path / f"{real.STALE_PREFIX}{dead}@{real._host()}.abc"
-    (stale / "sub").mkdir(parents=True)
+    stale.mkdir()
+    for name in ("1kb-seq", "512kb-seq", "512b-seq", "probe"):
+        (stale / name).write_bytes(b"x")
     old = tmp_path / f"{real.STALE_PREFIX}xyz123"
     old.mkdir()
     mine = tmp_path / f"{real.STALE_PREFIX}{os.getpid()}@{real._host()}.def"
@@ -313,8 +350,72 @@ def test_stale_directories_of_dead_runs_are_removed(tmp_path):
     assert "removed stale profile directory" in notes and "xyz123" in notes
 
 
+def test_a_dead_runs_directory_holding_other_things_is_left_alone(tmp_path):
+    dead = 2**22 + 12346
+    host = real._host()
+    theirs = tmp_path / f"{real.STALE_PREFIX}{dead}@{host}.a"
+    theirs.mkdir()
+    (theirs / "1kb-seq").write_bytes(b"x")
+    (theirs / "userfile").write_text("mine")
+    nested = tmp_path / f"{real.STALE_PREFIX}{dead}@{host}.b"
+    (nested / "sub").mkdir(parents=True)
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "canary").write_text("keep")
+    link = tmp_path / f"{real.STALE_PREFIX}{dead}@{host}.c"
+    link.symlink_to(target)
+    notes = " ".join(real.remove_stale(tmp_path))
+    assert (theirs / "userfile").read_text() == "mine"
+    assert (nested / "sub").is_dir()
+    assert (target / "canary").read_text() == "keep" and link.is_symlink()
+    assert "userfile" in notes and "left alone" in notes, notes
+    assert "sub" in notes, notes
+    assert "symbolic link" in notes, notes
+    assert "removed" not in notes, notes
+
+
 def test_io_simulate_refuses_an_empty_trace(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     e = _run("io", "simulate", str(empty), "--json")
     assert e.returncode == 1 and "no I/Os" in json.loads(e.stdout)["message"]
+
+
+# --- errors in the user's terms ----------------------------------------------------------------
+
+
+def test_file_size_errors_speak_the_cli_and_the_path_comes_first(tmp_path):
+    e = _run("device", "profile", str(tmp_path / "missing"), "--file-mb", "1")
+    assert e.returncode == 1 and "does not exist" in e.stderr, e.stderr
+    e = _run("device", "profile", str(tmp_path), "--file-mb", "1")
+    assert e.returncode == 1 and "--file-mb must be at least 4" in e.stderr, e.stderr
+    assert "file_bytes" not in e.stderr
+    e = _run("device", "profile", "--simulated", "--max-guess-kb", "2048", "--file-mb", "4")
+    assert e.returncode == 1 and "--file-mb must be at least 8" in e.stderr, e.stderr
+    with pytest.raises(InvalidArgumentError, match="file_bytes"):
+        device.profile_path(tmp_path, {"file_bytes": 1 << 20})
+    with pytest.raises(InvalidArgumentError, match="does not exist"):
+        device.profile_path(tmp_path / "missing", {"file_bytes": 1 << 20})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_too_little_space_at_the_smallest_files_says_what_can_be_done(tmp_path, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(8 << 20, 0, 8 << 20))
+    with pytest.raises(InvalidArgumentError, match="already the smallest") as e:
+        device.profile_path(tmp_path, {"file_bytes": 4 << 20})
+    assert "smaller" not in str(e.value)
+    with pytest.raises(InvalidArgumentError, match="use smaller files"):
+        device.profile_path(tmp_path, {"file_bytes": 8 << 20})
+
+
+def test_check_param_errors_and_a_guessed_format(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="`none` with --param"):
+        device.check_params({"chunk": 0})
+    with pytest.raises(InvalidArgumentError, match=r"allowed: 1\.\."):
+        device.check_params({"chunk": -4096})
+    device.check_params({"chunk": 4096, "hot_offset": 0})
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(CorruptionError, match="--format"):
+        device.load_io_trace(junk)

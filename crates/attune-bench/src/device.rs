@@ -8,6 +8,8 @@
 //!   one core), the I/Os issued and the simulated device time;
 //! * `profile/<config>-fragments-off`: the first configuration with the write-fragment model
 //!   off (`map_fetch_us = 0`): the stripe must come back as "not found";
+//! * `profile/c64k-p16k-1chip`: one chip, where the chunk has no visible effect and must come
+//!   back as "not found"; `profile/c64k-p16k-2chips-1channel`: two chips on one channel;
 //! * `check/planted`: a 20,000-I/O synthetic trace with violations of every rule planted at
 //!   known places: violations found, missed and false alarms, and ns per checked I/O.
 
@@ -30,8 +32,11 @@ struct ProfileRow<'a> {
     chunk_bytes: u32,
     page_bytes: u32,
     stripe_chips: u32,
+    chips: u32,
     map_fetch_us: f64,
     expected_stripe: Option<u32>,
+    expected_chunk: Option<u32>,
+    expected_page: Option<u32>,
     learned_stripe: Option<u32>,
     learned_desirable_write: Option<u32>,
     learned_chunk: Option<u32>,
@@ -67,15 +72,37 @@ struct CheckRow {
 
 const USAGE: &str = "usage: attune-bench device [--file-mib N] [--samples N] [--out FILE] [--json]";
 
-/// The planted configurations: (name, chunk, page, stripe chips, map_fetch_us).
-const CONFIGS: [(&str, u32, u32, u32, f64); 7] = [
-    ("c64k-p16k-s1", 64 << 10, 16 << 10, 1, 10.0),
-    ("c16k-p4k-s4", 16 << 10, 4 << 10, 4, 10.0),
-    ("c32k-p8k-s8", 32 << 10, 8 << 10, 8, 10.0),
-    ("c128k-p16k-s2", 128 << 10, 16 << 10, 2, 10.0),
-    ("c64k-p32k-s4", 64 << 10, 32 << 10, 4, 10.0),
-    ("c8k-p4k-s16", 8 << 10, 4 << 10, 16, 10.0),
-    ("c64k-p16k-s1-fragments-off", 64 << 10, 16 << 10, 1, 0.0),
+/// The planted configurations: (name, chunk, page, stripe chips, map_fetch_us, channels, chips
+/// per channel). The default device has 8 channels of 4 chips; the last two rows are the
+/// one-chip device (the chunk has no visible effect: expected not found) and two chips on one
+/// channel (everything visible).
+#[allow(clippy::type_complexity)]
+const CONFIGS: [(&str, u32, u32, u32, f64, u32, u32); 9] = [
+    ("c64k-p16k-s1", 64 << 10, 16 << 10, 1, 10.0, 8, 4),
+    ("c16k-p4k-s4", 16 << 10, 4 << 10, 4, 10.0, 8, 4),
+    ("c32k-p8k-s8", 32 << 10, 8 << 10, 8, 10.0, 8, 4),
+    ("c128k-p16k-s2", 128 << 10, 16 << 10, 2, 10.0, 8, 4),
+    ("c64k-p32k-s4", 64 << 10, 32 << 10, 4, 10.0, 8, 4),
+    ("c8k-p4k-s16", 8 << 10, 4 << 10, 16, 10.0, 8, 4),
+    (
+        "c64k-p16k-s1-fragments-off",
+        64 << 10,
+        16 << 10,
+        1,
+        0.0,
+        8,
+        4,
+    ),
+    ("c64k-p16k-1chip", 64 << 10, 16 << 10, 1, 10.0, 1, 1),
+    (
+        "c64k-p16k-2chips-1channel",
+        64 << 10,
+        16 << 10,
+        2,
+        10.0,
+        1,
+        2,
+    ),
 ];
 
 fn positive(it: &mut std::slice::Iter<'_, String>, flag: &str) -> Result<u64, Fail> {
@@ -104,8 +131,10 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         }
     }
     cfg.validate().map_err(|e| Fail::Usage(e.to_string()))?;
-    for (name, chunk, page, sc, mf) in CONFIGS {
+    for (name, chunk, page, sc, mf, channels, per_channel) in CONFIGS {
         let p = SsdParams {
+            channels,
+            chips_per_channel: per_channel,
             chunk_bytes: chunk,
             page_bytes: page,
             mapping_bytes: 4096.min(page),
@@ -121,9 +150,9 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         let l = &run.learned;
         let oks = [
             l.stripe.value == stripe,
-            l.chunk.value == Some(c),
-            l.page.value == Some(pg),
-            l.hot_offset.value == Some(hot),
+            l.chunk.value == c,
+            l.page.value == pg,
+            l.hot_offset.value == hot,
         ];
         let min_conf = [&l.chunk, &l.page, &l.hot_offset, &l.stripe]
             .iter()
@@ -147,8 +176,11 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             chunk_bytes: chunk,
             page_bytes: page,
             stripe_chips: sc,
+            chips: channels * per_channel,
             map_fetch_us: mf,
             expected_stripe: stripe,
+            expected_chunk: c,
+            expected_page: pg,
             learned_stripe: l.stripe.value,
             learned_desirable_write: l.desirable_write.value,
             learned_chunk: l.chunk.value,

@@ -528,7 +528,7 @@ fn fillrandom(keys: u64, gc: bool, look: &Look<'_>, sink: &Sink) -> Result<(), F
             let (ops_ratio, pages_ratio) = (median(ratios), median(page_ratios));
             if sink.human() {
                 println!(
-                    "{kind} {name:<14} {label:<16} {:>8.0} ops/s ({lo:.0}..{hi:.0})  x{ops_ratio:.3} ({rlo:.3}..{rhi:.3})  pages {:>8} (min {:>8}, WA {:.3}, x{pages_ratio:.3})  get x{read_ratio:.3} {read_kib_per_get:.1} KiB/get  {:?}",
+                    "{kind} {name:<14} {label:<16} {:>8.0} ops/s ({lo:.0}..{hi:.0})  x{ops_ratio:.3} ({rlo:.3}..{rhi:.3})  pages {:>8} (min {:>8}, WA {:.3}, x{pages_ratio:.3})  readrandom x{read_ratio:.3} ({read_kib_per_get:.1} KiB read per get)  {:?}",
                     keys as f64 / secs,
                     s.flash_pages,
                     s.min_flash_pages,

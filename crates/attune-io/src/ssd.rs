@@ -365,6 +365,26 @@ impl SsdParams {
         Ok(())
     }
 
+    /// The defaults with `(name, value text)` settings applied ([`SsdParams::set`]) and
+    /// validated. A `mapping_bytes` that is not set follows `page_bytes`: it is
+    /// `min(4096, page_bytes)`, so a page below the default mapping unit (2 KiB, 1 KiB, 512 B)
+    /// needs no second setting; a `mapping_bytes` that is set is kept as given.
+    pub fn from_settings<'a>(
+        settings: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self> {
+        let mut p = Self::default();
+        let mut mapping_set = false;
+        for (name, value) in settings {
+            p.set(name, value)?;
+            mapping_set |= name == "mapping_bytes";
+        }
+        if !mapping_set {
+            p.mapping_bytes = Self::default().mapping_bytes.min(p.page_bytes);
+        }
+        p.validate()?;
+        Ok(p)
+    }
+
     /// Every parameter as (name, value text), in [`PARAM_NAMES`] order.
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
         let v: [String; 23] = [
@@ -864,6 +884,24 @@ mod tests {
         p.set("gc_read_inflation_max", "5").unwrap();
         let e = p.validate().unwrap_err().to_string();
         assert!(e.contains("`gc_read_inflation_max` = 5"), "{e}");
+    }
+
+    /// A page below the default mapping unit needs no second setting: the unset mapping unit
+    /// follows the page down; one that is set is kept (and a bad one still names itself).
+    #[test]
+    fn an_unset_mapping_unit_follows_a_small_page() {
+        let p =
+            SsdParams::from_settings([("page_bytes", "2048"), ("chunk_bytes", "8192")]).unwrap();
+        assert_eq!((p.page_bytes, p.mapping_bytes), (2048, 2048));
+        let p = SsdParams::from_settings([("page_bytes", "65536")]).unwrap();
+        assert_eq!(p.mapping_bytes, 4096);
+        let p =
+            SsdParams::from_settings([("page_bytes", "8192"), ("mapping_bytes", "1024")]).unwrap();
+        assert_eq!(p.mapping_bytes, 1024);
+        let e = SsdParams::from_settings([("page_bytes", "2048"), ("mapping_bytes", "4096")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mapping_bytes"), "{e}");
     }
 
     #[test]

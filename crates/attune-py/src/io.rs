@@ -58,16 +58,14 @@ pub(crate) fn to_records(py: Python<'_>, c: Columns) -> PyResult<Vec<BlockRecord
 }
 
 pub(crate) fn params_from(params: Option<&Bound<'_, PyDict>>) -> PyResult<SsdParams> {
-    let mut p = SsdParams::default();
+    let mut settings: Vec<(String, String)> = Vec::new();
     if let Some(d) = params {
         for (k, v) in d.iter() {
-            let name: String = k.extract()?;
-            let value = v.str()?.to_string();
-            p.set(&name, &value).map_err(io_error)?;
+            settings.push((k.extract()?, v.str()?.to_string()));
         }
     }
-    p.validate().map_err(io_error)?;
-    Ok(p)
+    SsdParams::from_settings(settings.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(io_error)
 }
 
 /// `io_read_trace(data, format=None)`: the trace's columns `(timestamp_ns, offset, size, is_read)`

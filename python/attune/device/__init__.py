@@ -60,11 +60,11 @@ _CONFIG_KEYS: dict[str, int | None] = {
 }
 
 
-def _int_arg(name: str, v: Any, hi: int) -> int:
+def _int_arg(name: str, v: Any, hi: int, lo: int = 0) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise InvalidArgumentError(f"{name} must be an integer, got {v!r}")
-    if v < 0 or v > hi:
-        raise InvalidArgumentError(f"{name} = {v} is out of range (allowed: 0..{hi})")
+    if v < lo or v > hi:
+        raise InvalidArgumentError(f"{name} = {v} is out of range (allowed: {lo}..{hi})")
     return v
 
 
@@ -112,8 +112,9 @@ def profile_simulated(
 
 
 def recovered(learned: dict, expected: dict) -> bool:
-    """Whether every expected parameter was learned exactly (``stripe`` None means "beyond
-    what the run measures", which must then also be None)."""
+    """Whether every expected parameter was learned exactly (an expected None means "beyond
+    what the run measures": the stripe past the largest write, the chunk of a one-chip device,
+    a page equal to the chunk; nothing may then be claimed)."""
     return all(
         learned[k]["value"] == expected[k] for k in ("stripe", "chunk", "page", "hot_offset")
     )
@@ -199,9 +200,12 @@ def check_params(params: dict[str, int | None]) -> dict[str, int | None]:
     for k in PARAM_KEYS:
         v = params.get(k)
         if v is not None:
-            v = _int_arg(k, v, 2**62)
-            if v == 0 and k != "hot_offset":
-                raise InvalidArgumentError(f"{k} must be positive (None when it is unknown)")
+            if type(v) is int and v == 0 and k != "hot_offset":
+                raise InvalidArgumentError(
+                    f"{k} must be positive (to make it unknown: None in Python, `none` with "
+                    "--param)"
+                )
+            v = _int_arg(k, v, 2**62, 0 if k == "hot_offset" else 1)
             if k in ("chunk", "page") and v & (v - 1):
                 raise InvalidArgumentError(f"{k} = {v} must be a power of two")
         p[k] = v
@@ -250,6 +254,7 @@ def plot_profiles(result: dict[str, Any], prefix: str) -> list[str]:
         ax.plot([i * unit / 1024 for i in range(len(m))], m, lw=0.8)
         ax.set_ylabel(_kb(g), rotation=0, labelpad=18)
     axes[-1, 0].set_xlabel("offset group inside the guessed chunk (KiB)")
+    fig.supylabel("mean read latency (µs) per chunk-size guess", fontsize=9)
     ch = result["learned"]["chunk"]["value"]
     axes[0, 0].set_title(f"Location profile (chunk: {_kb(ch) if ch else 'not found'})")
     fig.tight_layout()

@@ -88,9 +88,9 @@ def _direct_unit(path: Path) -> int | None:
     return None
 
 
-def check_path(path: str | Path, need_bytes: int) -> Path:
-    """The directory, checked: it exists, is a directory, is writable and has ``need_bytes`` free
-    (plus 10 %). Raises :class:`attune.InvalidArgumentError` naming what is wrong."""
+def check_dir(path: str | Path) -> Path:
+    """The directory, checked: it exists, is a directory and is writable. Raises
+    :class:`attune.InvalidArgumentError` naming what is wrong."""
     p = Path(path)
     if not p.exists():
         raise InvalidArgumentError(f"profile path {p} does not exist")
@@ -98,14 +98,41 @@ def check_path(path: str | Path, need_bytes: int) -> Path:
         raise InvalidArgumentError(f"profile path {p} is not a directory")
     if not os.access(p, os.W_OK | os.X_OK):
         raise InvalidArgumentError(f"profile path {p} is not writable")
+    return p
+
+
+def check_path(
+    path: str | Path, need_bytes: int, file_bytes: int | None = None, smallest: bool = False
+) -> Path:
+    """:func:`check_dir`, and ``need_bytes`` free (plus 10 %). ``file_bytes`` is the size of one
+    test file and ``smallest`` whether it is already the smallest the settings allow: the
+    error's advice then is to free space or profile elsewhere, not to shrink the files."""
+    p = check_dir(path)
     free = shutil.disk_usage(p).free
     want = int(need_bytes * 1.1)
     if free < want:
+        mib = f"{file_bytes / 2**20:g} MiB" if file_bytes else ""
+        if smallest:
+            advice = (
+                f"the files are already the smallest the profile allows ({mib} each): free "
+                f"space under {p}, or profile a directory with more room on the same device"
+            )
+        else:
+            advice = (
+                "use smaller files: --file-mb on the command line, the file_bytes setting in "
+                "the Python API" + (f" (now {mib} each)" if mib else "")
+            )
         raise InvalidArgumentError(
             f"too little free space under {p}: the profile needs {want / 2**20:.0f} MiB, "
-            f"{free / 2**20:.0f} MiB are free (use a smaller --file-mb)"
+            f"{free / 2**20:.0f} MiB are free; {advice}"
         )
     return p
+
+
+def min_file_bytes(cfg: dict[str, Any]) -> int:
+    """The smallest test file the settings allow: 4 × the largest of the read size, the
+    largest write and the largest chunk guess (``ProfileConfig::validate``)."""
+    return 4 * max(cfg["read_bytes"], cfg["max_write"], cfg["max_guess"])
 
 
 def profile_path(
@@ -117,15 +144,15 @@ def profile_path(
     """Runs both experiments under ``path`` and applies the rule. Returns the same keys as
     :func:`attune.device.profile_simulated` (without ``expected``) plus ``io_mode``, ``seconds``
     and ``notes``."""
+    # The path first: a missing directory is the first thing to say, before any setting.
+    p = check_dir(path)
     cfg = _native.device_profile_config({**REAL_DEFAULTS, **(config or {})})
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise InvalidArgumentError(f"rounds must be an integer of at least 1, got {rounds!r}")
     sizes: list[int] = cfg["write_sizes"]
-    p = Path(path)
-    notes: list[str] = []
-    if p.is_dir():
-        notes += remove_stale(p)
-    base = check_path(path, cfg["file_bytes"] * len(sizes))
+    notes: list[str] = remove_stale(p)
+    fb = cfg["file_bytes"]
+    base = check_path(p, fb * len(sizes), fb, fb <= min_file_bytes(cfg))
     start = time.monotonic()
     with _sigterm_raises():
         try:
@@ -170,7 +197,8 @@ def profile_path(
             if e.errno == errno.ENOSPC:
                 raise StorageIOError(
                     f"the device under {base} ran out of space during the profile: "
-                    f"{e.strerror or e}; its files were removed (use a smaller --file-mb)",
+                    f"{e.strerror or e}; its files were removed (use smaller files: --file-mb, or "
+                    "file_bytes in the Python API)",
                     str(base),
                 ) from e
             raise StorageIOError(
@@ -189,26 +217,71 @@ def _host() -> str:
     return os.uname().nodename.replace("@", "_").replace("/", "_") or "host"
 
 
+def _own_file(name: str) -> bool:
+    """Whether ``name`` is one the profiler writes in its work directory: ``NNkb-seq`` /
+    ``NNNb-seq`` (Experiment 1's files) or ``probe`` (the O_DIRECT probe)."""
+    if name == "probe":
+        return True
+    for suffix in ("kb-seq", "b-seq"):
+        if name.endswith(suffix) and name[: -len(suffix)].isdigit():
+            return True
+    return False
+
+
+def _foreign_entries(d: Path) -> list[str]:
+    """Entries of ``d`` the profiler would not have written (a subdirectory, a symbolic link or
+    another name); an unreadable directory counts as foreign."""
+    try:
+        return [
+            e.name
+            for e in d.iterdir()
+            if not _own_file(e.name) or e.is_symlink() or not e.is_file()
+        ]
+    except OSError as e:
+        return [f"(cannot list it: {e.strerror or e})"]
+
+
 def remove_stale(base: Path) -> list[str]:
     """Removes work directories of earlier runs under ``base`` that were killed (SIGKILL, power
-    loss): those whose name carries a pid of this host that is no longer running. Others
-    (another host's, or older names without a pid) are reported, not touched. Returns notes."""
-    notes = []
+    loss): those whose name carries a pid of this host that is no longer running, and that hold
+    only the profiler's own files. Others (another host's, older names without a pid, a
+    symbolic link, a directory holding anything else) are reported, not touched. Returns
+    notes."""
+    notes: list[str] = []
     try:
-        entries = [e for e in base.iterdir() if e.name.startswith(STALE_PREFIX) and e.is_dir()]
+        entries = [e for e in base.iterdir() if e.name.startswith(STALE_PREFIX)]
     except OSError:
         return notes
     for e in sorted(entries):
+        if e.is_symlink():
+            notes.append(
+                f"{e} has a profile directory's name but is a symbolic link, which a profile "
+                "never creates: left alone"
+            )
+            continue
+        if not e.is_dir():
+            continue
         owner, at, rest = e.name[len(STALE_PREFIX) :].partition("@")
         host = rest.rsplit(".", 1)[0] if at else ""
         if at and owner.isdigit() and host == _host():
             if pid_alive(int(owner)):
                 notes.append(f"{e} belongs to running process {owner}: left alone")
                 continue
-            shutil.rmtree(e, ignore_errors=True)
-            if e.exists():
+            foreign = _foreign_entries(e)
+            if foreign:
+                shown = ", ".join(sorted(foreign)[:3]) + (" ..." if len(foreign) > 3 else "")
                 notes.append(
-                    f"stale profile directory {e} (process {owner} is gone) could not be removed"
+                    f"{e} looks like a killed run's directory (process {owner} is gone) but holds "
+                    f"entries a profile does not write ({shown}): left alone; remove it yourself "
+                    "if it is not needed"
+                )
+                continue
+            try:
+                shutil.rmtree(e)
+            except OSError as err:
+                notes.append(
+                    f"stale profile directory {e} (process {owner} is gone) could not be "
+                    f"removed: {err.strerror or err}"
                 )
             else:
                 notes.append(f"removed stale profile directory {e} (process {owner} is gone)")

@@ -353,7 +353,18 @@ def load_io_trace(
             return t
     from attune.io import load_trace
 
-    bt = load_trace(p, fmt)
+    try:
+        bt = load_trace(p, fmt)
+    except CorruptionError as e:
+        if fmt is not None:
+            raise
+        # The format was guessed: say so, and how to name it.
+        raise CorruptionError(
+            f"{e} (the format was guessed from the content; name it with --format, or fmt= in "
+            f"the Python API: {', '.join(FORMATS)})",
+            e.path,
+            e.offset,
+        ) from e
     out = TraceColumns(format=fmt or "block", files=[p.name])
     out.file = [0] * len(bt)
     out.offset = [int(x) for x in bt.offset.tolist()]
