@@ -1583,11 +1583,13 @@ class DAG:
         parallel: int | None,
         on_node_done: Callable[[str, dict[str, Any]], None] | None,
     ) -> RunResult:
-        """The same nodes as Ray tasks; edges are Ray object references (its object store)."""
+        """The same nodes as Ray tasks; edges are Ray object references (its object store).
+        The run's time includes starting Ray when this run starts it, as a process run's
+        includes starting the shared worker pool."""
+        t0 = time.perf_counter()
         ray = _ray_session(parallel)
         task = ray.remote(_ray_node)
-        result = RunResult({}, transport="ray", start_method="ray", mode="ray")
-        t0 = time.perf_counter()
+        result = RunResult({}, transport="ray", start_method="ray", mode="ray", processes="ray")
         result.started_at = time.monotonic()
         leases = []
         data: dict[int, Any] = {}
