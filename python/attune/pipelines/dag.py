@@ -7,10 +7,12 @@
     add = dag.node(lambda t: t.append_column("z", pc.add(t["x"], t["y"])), load, name="add")
     result = dag.run()                 # result.tables["add"] is a pyarrow Table (mapped)
 
-**Processes.** Every node runs in a child process started with ``fork`` (the default: functions
-need not be picklable, the child starts in microseconds with the parent's imports) or ``spawn``
-(a fresh interpreter: functions must be importable module-level functions). Up to ``parallel``
-nodes whose inputs are ready run at once. A child maps its inputs read-only (SIPC), calls the
+**Processes.** Every node runs in a process other than the driver: by default a worker of the
+process's shared :class:`WorkerPool` (started by the first run, kept for later runs, as Ray
+keeps its workers; nodes travel pickled with cloudpickle), else (``processes=``) workers forked
+for the run or a child process per node, started with ``fork`` (the default: the parent's
+imports, no pickling) or ``spawn`` (a fresh interpreter: functions must be importable
+module-level functions). Up to ``parallel`` nodes whose inputs are ready run at once. A child maps its inputs read-only (SIPC), calls the
 function, checks that it returned a table, and only then shares the output (the source's "shared
 only after the node returns"): the table file appears in the run's directory, buffers that lie
 in mapped inputs or in the node's :class:`~attune.pipelines.arena.Arena` as references, the rest
