@@ -55,6 +55,11 @@ def register(sub) -> None:
         "run (workers started for the run) or node (a process per node)",
     )
     r.add_argument(
+        "--measure-memory",
+        action="store_true",
+        help="every node reads its smaps (PSS fields, memory peak): milliseconds per node",
+    )
+    r.add_argument(
         "--reuse-processes",
         action="store_true",
         help="the same as --processes run",
@@ -148,6 +153,7 @@ def _run(args) -> int:
             on_node_done=lambda name, stats: bar.update(1),
             mode=args.mode,
             processes=args.processes or ("run" if args.reuse_processes else None),
+            measure_memory=args.measure_memory,
         )
     finally:
         bar.close()

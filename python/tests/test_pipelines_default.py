@@ -119,3 +119,14 @@ def test_bad_processes_values_are_clear_errors(tmp_path):
         dag.run(root=str(tmp_path), processes="threads")
     with pytest.raises(InvalidArgumentError, match="contradicts"):
         dag.run(root=str(tmp_path), processes="node", reuse_processes=True)
+
+
+def test_memory_is_measured_on_request_only(tmp_path):
+    dag = DAG()
+    dag.node(add, dag.node(load))
+    fast = dag.run(root=str(tmp_path))
+    measured = dag.run(root=str(tmp_path), measure_memory=True)
+    assert "pss_bytes" not in fast.nodes["add"]
+    assert measured.nodes["add"]["pss_bytes"] > 0
+    assert measured.totals()["memory_peak_bytes"] > 0
+    assert fast["add"].equals(measured["add"])

@@ -553,7 +553,11 @@ def _chain_timed(args, out, rows, distinct, variants, per, wpool) -> None:
         if transport == "ray":
             continue
         res = _chain_dag(rows, args.length, producer).run(
-            transport=transport, root=args.root, memory_pool=pool, **_run_kwargs(reuse, wpool)
+            transport=transport,
+            root=args.root,
+            memory_pool=pool,
+            measure_memory=True,
+            **_run_kwargs(reuse, wpool),
         )
         tot = res.totals()
         out.row(
@@ -827,6 +831,7 @@ def _ecosystem(args: argparse.Namespace, out: _Out) -> None:
                     transport=transport,
                     root=args.root,
                     memory_pool=pool,
+                    measure_memory=True,
                     **_run_kwargs(reuse, wpool),
                 )
                 tot = res.totals()

@@ -1088,7 +1088,7 @@ class DAG:
         on_node_done: Callable[[str, dict[str, Any]], None] | None = None,
         mode: str = "process",
         reuse_processes: bool | None = None,
-        measure_memory: bool = True,
+        measure_memory: bool = False,
         memory_budget_bytes: int | None = None,
         eviction: str = "adaptive",
         spill_dir: str | None = None,
@@ -1107,9 +1107,10 @@ class DAG:
         node and no spare segments kept from node to node in a reused process (every allocation
         fresh pages; the ablation of both).
 
-        ``measure_memory`` (default on): every node reads its ``/proc/self/smaps_rollup`` before
-        and after sharing (the Pss fields and ``memory_peak_bytes``); off, a node saves the
-        milliseconds that costs (benchmarks of speed switch it off).
+        ``measure_memory`` (default off): every node reads its ``/proc/self/smaps_rollup``
+        before and after sharing (the Pss fields and ``memory_peak_bytes``), milliseconds per
+        node (``dag-chain-overheads``) that Ray does not pay, and the worker returns the node's
+        pool pages before reporting it instead of after; the memory benchmarks switch it on.
 
         ``memory_budget_bytes`` turns the resource manager on
         (:mod:`attune.pipelines.resources`): a node starts when the run's shared files plus the
