@@ -48,9 +48,21 @@ def register(sub) -> None:
     r.add_argument("--checksums", action="store_true", help="CRC-32 every shared buffer")
     r.add_argument("--inline", action="store_true", help="run every node in this process")
     r.add_argument(
+        "--processes",
+        choices=("shared", "run", "node"),
+        default=None,
+        help="which processes run the nodes: shared (default: this command's worker pool), "
+        "run (workers started for the run) or node (a process per node)",
+    )
+    r.add_argument(
+        "--measure-memory",
+        action="store_true",
+        help="every node reads its smaps (PSS fields, memory peak): milliseconds per node",
+    )
+    r.add_argument(
         "--reuse-processes",
         action="store_true",
-        help="run nodes in worker processes reused from node to node (no process per node)",
+        help="the same as --processes run",
     )
     r.add_argument(
         "--mode",
@@ -140,7 +152,8 @@ def _run(args) -> int:
             checksums=args.checksums,
             on_node_done=lambda name, stats: bar.update(1),
             mode=args.mode,
-            reuse_processes=args.reuse_processes,
+            processes=args.processes or ("run" if args.reuse_processes else None),
+            measure_memory=args.measure_memory,
         )
     finally:
         bar.close()

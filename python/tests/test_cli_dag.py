@@ -46,6 +46,17 @@ def test_run_with_reused_processes(module, tmp_path, capsys):
     assert doc["nodes"]["load"]["pid"] == doc["nodes"]["double"]["pid"]
 
 
+@pytest.mark.parametrize("processes", ["shared", "run", "node"])
+def test_run_with_each_kind_of_process(module, tmp_path, capsys, processes):
+    argv = ["dag", "run", str(module), "--root", str(tmp_path), "--json"]
+    assert main([*argv, "--processes", processes, "--parallel", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["processes"] == processes
+    assert doc["outputs"] == {"double": {"rows": 1000, "columns": 2}}
+    same = doc["nodes"]["load"]["pid"] == doc["nodes"]["double"]["pid"]
+    assert same == (processes != "node")
+
+
 def test_run_json_under_spawn(module, tmp_path, capsys):
     # spawn starts a fresh interpreter per node (seconds each here): the one spawn test of the
     # pipelines; it also checks that spawned nodes import the DAG module's functions.
@@ -80,7 +91,9 @@ def test_a_failing_node_is_a_clean_error(tmp_path, capsys):
     assert main(["dag", "run", str(bad), "--root", str(tmp_path), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "node oops returned builtins.int, not a pyarrow.Table" in err
-    assert not [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
+    assert not [
+        d for d in os.listdir(tmp_path) if d.startswith("attune-dag.") and ".pool." not in d
+    ]
 
 
 def test_stats_and_clean_find_a_dead_drivers_directory(tmp_path, capsys):

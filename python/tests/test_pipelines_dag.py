@@ -52,7 +52,7 @@ def build(dag: DAG):
 
 
 def no_run_directories(root) -> bool:
-    return not [d for d in os.listdir(root) if d.startswith("attune-dag.")]
+    return not [d for d in os.listdir(root) if d.startswith("attune-dag.") and ".pool." not in d]
 
 
 def test_results_equal_one_process(tmp_path):
@@ -98,7 +98,7 @@ def test_intermediate_tables_are_removed_when_their_consumers_finish(tmp_path):
         memory_pool="default",  # the new column is then copied into mid.c3
         on_node_done=lambda name, stats: seen.append(name),
     )
-    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
+    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.") and ".pool." not in d]
     left = sorted(os.listdir(tmp_path / run))
     # load's column files stay only if a live table refers to them; "last" refers to mid's new
     # column only, so load.c0..c2 and mid's pass-through references are gone.
@@ -127,8 +127,10 @@ def test_the_shared_memory_pool_removes_the_copy_of_pyarrow_outputs(tmp_path):
         pytest.skip(f"no shared memory pool here: {why}")
     dag = DAG()
     dag.node(add_col, dag.node(load))
-    on = dag.run(root=str(tmp_path), memory_pool="shm")
-    off = dag.run(root=str(tmp_path), memory_pool="default")
+    # A process per node: a reused worker copies a small output out of its pool on purpose
+    # (_small_pool_output), which this 400 KB column would be.
+    on = dag.run(root=str(tmp_path), memory_pool="shm", processes="node")
+    off = dag.run(root=str(tmp_path), memory_pool="default", processes="node")
     assert on.memory_pool == "shm" and off.memory_pool == "default"
     assert on.nodes["add_col"]["bytes_copied"] == 0
     assert off.nodes["add_col"]["bytes_copied"] >= 50_000 * 8
@@ -150,7 +152,7 @@ def test_pool_segments_nothing_refers_to_are_removed(tmp_path):
     dag = DAG()
     dag.node(temporaries, dag.node(load), name="tmp")
     res = dag.run(root=str(tmp_path), memory_pool="shm", keep_directory=True)
-    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
+    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.") and ".pool." not in d]
     assert not [f for f in os.listdir(tmp_path / run) if f.startswith("tmp.pool.")]
     assert res.nodes["tmp"]["bytes_copied"] == 0
 
@@ -207,7 +209,7 @@ def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path, no_small_out
         res = dag.run(
             root=str(root), reuse_processes=True, parallel=1, keep_directory=True, memory_pool=pool
         )
-        (run,) = [d for d in os.listdir(root) if d.startswith("attune-dag.")]
+        (run,) = [d for d in os.listdir(root) if d.startswith("attune-dag.") and ".pool." not in d]
         left = sorted(f for f in os.listdir(root / run) if ".pool." in f)
         assert res.nodes["tmp"]["pool_bytes_retained"] == 0
         assert res["last"].equals(dag.run_inline()["last"])
@@ -260,7 +262,7 @@ def test_a_small_output_leaves_the_pool_whole_for_the_next_node(tmp_path):
     assert res["total"].equals(dag.run_inline()["total"])
     st = res.nodes["total"]
     assert 0 < st["bytes_copied"] < 4096  # the one row, copied out of the pool
-    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")]
+    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.") and ".pool." not in d]
     # Nothing of the output is in the node's segments: none is left but spares (at most two).
     assert len([f for f in os.listdir(tmp_path / run) if f.startswith("total.pool.")]) <= 2
 

@@ -115,7 +115,7 @@ def test_a_worker_keeps_an_input_mapped_while_other_nodes_read_it(tmp_path):
         held = [res.nodes[f"c{k}"]["held_inputs"] for k in range(4)]
         assert held == [0, 1, 1, 1]
         # With memory measured (or a budget) nothing is kept between nodes.
-        measured = dag.run(root=str(tmp_path), pool=pool)
+        measured = dag.run(root=str(tmp_path), pool=pool, measure_memory=True)
         assert [measured.nodes[f"c{k}"]["held_inputs"] for k in range(4)] == [0, 0, 0, 0]
     assert leftovers(tmp_path) == []
 

@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from attune.pipelines import DAG, DeCache, WorkerPool
+from attune.pipelines import DAG, DeCache, WorkerPool, close_shared_pools
 from attune.pipelines.dag import TRANSPORTS, RunResult, default_root
 
 __all__ = ["main"]
@@ -154,11 +154,17 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
         _op(op)(small)
         per: dict[str, list[dict[str, Any]]] = {}
         for rep in range(args.repeat):
-            for label, transport, _producer, pool, _reuse in _variants(args, arena=False):
+            for label, transport, _producer, pool, reuse in _variants(args, arena=False):
                 dag = DAG(f"reshare-{op}")
                 src = dag.node(load, name="load")
                 dag.node(_op(op), src, name=op)
-                res = dag.run(transport=transport, root=args.root, memory_pool=pool)
+                res = dag.run(
+                    transport=transport,
+                    root=args.root,
+                    memory_pool=pool,
+                    measure_memory=False,
+                    **_run_kwargs(reuse, None),
+                )
                 node = res.nodes[op]
                 row = {
                     "kind": "resharing",
@@ -168,6 +174,9 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
                     "node_seconds": node["read_seconds"]
                     + node["compute_seconds"]
                     + node["write_seconds"],
+                    "read_seconds": node["read_seconds"],
+                    "compute_seconds": node["compute_seconds"],
+                    "write_seconds": node["write_seconds"],
                     "bytes_copied": node["read_bytes_copied"] + node["write_bytes_copied"],
                     "output_file_bytes": node["output_file_bytes"],
                     "input_bytes": res.nodes["load"]["output_bytes"],
@@ -336,26 +345,29 @@ def _chain_step(seed: int, producer: str) -> Callable[..., pa.Table]:
 
 
 def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str, str, bool]]:
-    """(label, transport, producer, memory pool, reused processes) of every contender. SIPC
-    runs as ``sipc`` (pyarrow allocating from the shared memory pool), ``sipc:copy`` (pyarrow's
-    own pool: the output is copied once into the column files; the pool switched off) and, in
-    the chain, ``sipc:arena`` (numpy computing into the node's arena) and ``sipc:reuse`` (the
-    pool, nodes in reused worker processes instead of a fork per node), ``sipc:reuse:bump``
+    """(label, transport, producer, memory pool, processes) of every contender. The IPC peers
+    and ``sipc`` run as ``DAG.run()`` does by default (nodes in the process's shared worker
+    pool: processes ``"shared"``); SIPC also runs as ``sipc:fork`` (a fork per node),
+    ``sipc:copy`` (pyarrow's own pool: the output is copied once into the column files; the
+    pool switched off) and, in the chain, ``sipc:arena`` (numpy computing into the node's
+    arena) and ``sipc:reuse`` (the pool, workers started for each run), ``sipc:reuse:bump``
     (the same without the pool's reuse of freed blocks and spare segments: the ablation) and
     ``sipc:persist`` (the pool, nodes in the workers of a :class:`WorkerPool` that outlive
     runs: no process starts or exits per run)."""
     out = []
     for t in args.transports:
         if t != "sipc":
-            out.append((t, t, "pyarrow", "default", False))
+            out.append((t, t, "pyarrow", "default", "shared"))
             continue
         for v in args.sipc_variants:
             if v == "pool":
-                out.append(("sipc", t, "pyarrow", "shm", False))
+                out.append(("sipc", t, "pyarrow", "shm", "shared"))
+            elif v == "fork":
+                out.append(("sipc:fork", t, "pyarrow", "shm", False))
             elif v == "copy":
-                out.append(("sipc:copy", t, "pyarrow", "default", False))
+                out.append(("sipc:copy", t, "pyarrow", "default", "shared"))
             elif v == "arena" and arena:
-                out.append(("sipc:arena", t, "arena", "default", False))
+                out.append(("sipc:arena", t, "arena", "default", "shared"))
             elif v == "reuse" and arena:
                 out.append(("sipc:reuse", t, "pyarrow", "shm", True))
             elif v == "bump" and arena:
@@ -376,7 +388,19 @@ def _worker_pool(variants: list, args: argparse.Namespace) -> WorkerPool | None:
 def _run_kwargs(reuse: bool | str, wpool: WorkerPool | None) -> dict[str, Any]:
     if reuse == "persist":
         return {"pool": wpool}
-    return {"reuse_processes": bool(reuse)}
+    if reuse == "shared":
+        return {}  # what DAG.run() does by default
+    return {"processes": "run" if reuse else "node"}
+
+
+def _fresh_start() -> None:
+    """Every engine's first timed run pays its start, as a user's first run in a fresh process
+    does: the shared worker pools are closed (the next default run forks them again) and Ray
+    is shut down (the next Ray run starts its daemons, object store and workers)."""
+    close_shared_pools()
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 def _run_contender(
@@ -468,13 +492,11 @@ def _chain(args: argparse.Namespace, out: _Out) -> None:
     per: dict[str, list[dict[str, Any]]] = {}
     variants = _variants(args, arena=True)
     if ray_on:
-        # Ray's workers start on first use: one untimed run, as every process engine has its
-        # imports and kernels warm in the forked parent.
-        _chain_dag(rows, args.length, "pyarrow").run(mode="ray")
         variants.append(("ray", "ray", "pyarrow", "default", False))
+    # No untimed first run for anyone: the first repeat pays each engine's start (see
+    # _fresh_start), the medians are over every repeat and `chain-first` compares first runs.
+    _fresh_start()
     wpool = _worker_pool(variants, args)
-    if wpool is not None:  # the same untimed first run as Ray's
-        _chain_dag(rows, args.length, "pyarrow").run(pool=wpool, measure_memory=False)
     try:
         _chain_timed(args, out, rows, distinct, variants, per, wpool)
     finally:
@@ -517,6 +539,12 @@ def _chain_timed(args, out, rows, distinct, variants, per, wpool) -> None:
             out.row(row)
     head = {"kind": "summary", "case": "chain", "length": args.length}
     _summary(out, head, per, "seconds")
+    first = {k: v[:1] for k, v in per.items()}
+    _summary(
+        out, {"kind": "summary", "case": "chain-first", "length": args.length}, first, "seconds"
+    )
+    fork_head = {"kind": "summary", "case": "chain-fork", "length": args.length}
+    _summary(out, fork_head, per, "seconds", base="sipc:fork")
     reuse_head = {"kind": "summary", "case": "chain-reuse", "length": args.length}
     _summary(out, reuse_head, per, "seconds", base="sipc:reuse")
     persist_head = {"kind": "summary", "case": "chain-persist", "length": args.length}
@@ -525,7 +553,11 @@ def _chain_timed(args, out, rows, distinct, variants, per, wpool) -> None:
         if transport == "ray":
             continue
         res = _chain_dag(rows, args.length, producer).run(
-            transport=transport, root=args.root, memory_pool=pool, **_run_kwargs(reuse, wpool)
+            transport=transport,
+            root=args.root,
+            memory_pool=pool,
+            measure_memory=True,
+            **_run_kwargs(reuse, wpool),
         )
         tot = res.totals()
         out.row(
@@ -748,11 +780,9 @@ def _ecosystem(args: argparse.Namespace, out: _Out) -> None:
     _eco_dag(1000, 1 + len(kinds), kinds).run_inline()  # warm every library (see _resharing)
     variants = [v for v in _variants(args, arena=True) if v[0] not in ("sipc:arena",)]
     if ray_on:
-        _eco_dag(rows, 2, kinds).run(mode="ray")
         variants.append(("ray", "ray", "pyarrow", "default", False))
+    _fresh_start()  # as in the chain: the first timed runs pay every engine's start
     wpool = _worker_pool(variants, args)
-    if wpool is not None:
-        _eco_dag(rows, 1 + len(kinds), kinds).run(pool=wpool, measure_memory=False)
     try:
         for length in args.lengths:
             distinct = (2 + length - 1) * rows * 8
@@ -790,8 +820,9 @@ def _ecosystem(args: argparse.Namespace, out: _Out) -> None:
                     out.row(row)
                     del res
             head = {"kind": "summary", "case": "ecosystem", "length": length}
-            base = "sipc:persist" if "sipc:persist" in per else "sipc"
-            _summary(out, head, per, "seconds", base=base)
+            _summary(out, head, per, "seconds")
+            fork_head = {"kind": "summary", "case": "ecosystem-fork", "length": length}
+            _summary(out, fork_head, per, "seconds", base="sipc:fork")
             # Memory: one run per engine reading every node's smaps (PSS), as in the chain.
             for label, transport, _producer, pool, reuse in variants:
                 if transport == "ray":
@@ -800,6 +831,7 @@ def _ecosystem(args: argparse.Namespace, out: _Out) -> None:
                     transport=transport,
                     root=args.root,
                     memory_pool=pool,
+                    measure_memory=True,
                     **_run_kwargs(reuse, wpool),
                 )
                 tot = res.totals()
@@ -1095,12 +1127,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
     p.add_argument(
         "--sipc-variants",
-        default="pool,copy,arena,reuse,bump,persist",
-        help="SIPC contenders: pool (pyarrow allocates from shared files), copy (pyarrow's own "
-        "pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
+        default="pool,fork,copy,arena,reuse,bump",
+        help="SIPC contenders: pool (pyarrow allocates from shared files; nodes in the shared "
+        "worker pool, as DAG.run() by default), fork (the same, a fork per node), copy "
+        "(pyarrow's own pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
         "worker processes; chain, dabstep), bump (reuse without the pool's reuse of freed "
         "memory), persist (the pool in a WorkerPool's workers, which outlive runs; chain, "
-        "dabstep); default pool,copy,arena,reuse,bump,persist",
+        "dabstep); default pool,fork,copy,arena,reuse,bump",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
     p.add_argument(
@@ -1179,7 +1212,7 @@ def main(argv: list[str]) -> int:
     if bad:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
     args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
-    variants = ("pool", "copy", "arena", "reuse", "bump", "persist")
+    variants = ("pool", "fork", "copy", "arena", "reuse", "bump", "persist")
     if [x for x in args.sipc_variants if x not in variants]:
         p.error(f"--sipc-variants takes {', '.join(variants)}")
     args.peers = [x for x in args.peers.split(",") if x]

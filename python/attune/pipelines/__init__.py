@@ -23,6 +23,8 @@ from attune.pipelines.dag import (
     PipelineError,
     RunResult,
     WorkerPool,
+    close_shared_pools,
+    shared_pool,
 )
 from attune.pipelines.decache import DeCache
 from attune.pipelines.sipc import WriteStats, read_table, table_files, write_table
@@ -37,7 +39,9 @@ __all__ = [
     "RunResult",
     "WorkerPool",
     "WriteStats",
+    "close_shared_pools",
     "read_table",
+    "shared_pool",
     "table_files",
     "write_table",
 ]

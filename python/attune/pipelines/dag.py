@@ -7,10 +7,12 @@
     add = dag.node(lambda t: t.append_column("z", pc.add(t["x"], t["y"])), load, name="add")
     result = dag.run()                 # result.tables["add"] is a pyarrow Table (mapped)
 
-**Processes.** Every node runs in a child process started with ``fork`` (the default: functions
-need not be picklable, the child starts in microseconds with the parent's imports) or ``spawn``
-(a fresh interpreter: functions must be importable module-level functions). Up to ``parallel``
-nodes whose inputs are ready run at once. A child maps its inputs read-only (SIPC), calls the
+**Processes.** Every node runs in a process other than the driver: by default a worker of the
+process's shared :class:`WorkerPool` (started by the first run, kept for later runs, as Ray
+keeps its workers; nodes travel pickled with cloudpickle), else (``processes=``) workers forked
+for the run or a child process per node, started with ``fork`` (the default: the parent's
+imports, no pickling) or ``spawn`` (a fresh interpreter: functions must be importable
+module-level functions). Up to ``parallel`` nodes whose inputs are ready run at once. A child maps its inputs read-only (SIPC), calls the
 function, checks that it returned a table, and only then shares the output (the source's "shared
 only after the node returns"): the table file appears in the run's directory, buffers that lie
 in mapped inputs or in the node's :class:`~attune.pipelines.arena.Arena` as references, the rest
@@ -37,6 +39,7 @@ Thread-safety: a DAG is built and run from one thread.
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 import pickle
@@ -82,6 +85,10 @@ __all__ = [
 ]
 
 TRANSPORTS = ("sipc", "ipc-file", "ipc-mmap")
+#: How a run's nodes get processes (``DAG.run(processes=)``): ``shared`` the workers of this
+#: process's shared :class:`WorkerPool` (the default), ``run`` workers started for the run and
+#: stopped at its end, ``node`` a process per node.
+PROCESSES = ("shared", "run", "node")
 #: Run directories are ``attune-dag.<driver pid>.<dag name>.<random>`` under the root.
 RUN_PREFIX = "attune-dag."
 _RUN_NAME = re.compile(r"^attune-dag\.(\d+)\.")
@@ -200,6 +207,8 @@ class RunResult:
     started_at: float = 0.0
     mode: str = "process"
     reuse_processes: bool = False
+    #: ``shared``, ``run``, ``node`` (see :data:`PROCESSES`), or ``pool`` (a caller's pool).
+    processes: str = "node"
     #: Resource manager decisions: ("start", node, bytes in use, need), ("done", node),
     #: ("evict", node, "rollback" | "limit-drop", bytes given back).
     events: list[tuple[Any, ...]] = field(default_factory=list)
@@ -233,6 +242,7 @@ class RunResult:
             "transport": self.transport,
             "start_method": self.start_method,
             "reuse_processes": self.reuse_processes,
+            "processes": self.processes,
             "memory_pool": self.memory_pool,
             "outputs": {
                 k: {"rows": t.num_rows, "columns": t.num_columns} for k, t in self.tables.items()
@@ -403,28 +413,31 @@ def _child_main(
 
 
 def _ship(n: Node) -> bytes:
-    """``n`` pickled for a :class:`WorkerPool` worker (without its inputs): by reference when
-    its function can be (a module-level function, a ``functools.partial`` of one), else by
-    value with cloudpickle (lambdas, closures)."""
+    """``n`` pickled for a :class:`WorkerPool` worker (without its inputs), with cloudpickle
+    when it is installed (a dependency): functions of importable modules travel by reference,
+    functions of ``__main__``, lambdas and closures by value, so a function defined after the
+    pool's workers were forked still reaches them. Without cloudpickle, plain pickle (functions
+    by reference only)."""
     light = Node(n.name, n.fn, (), n.memory_limit_bytes, n.wants_ctx, n.memory_bytes)
-    try:
-        return pickle.dumps(light, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as e:  # noqa: BLE001 - PicklingError, AttributeError, TypeError...
-        first = e
     try:
         import cloudpickle
     except ImportError:
+        cloudpickle = None
+    if cloudpickle is not None:
+        try:
+            return cloudpickle.dumps(light, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:  # noqa: BLE001 - PicklingError, TypeError...
+            raise PipelineError(
+                f"node {n.name}: its function cannot be shipped to a pool worker: "
+                f"{type(e).__name__}: {e}"
+            ) from None
+    try:
+        return pickle.dumps(light, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as e:  # noqa: BLE001 - PicklingError, AttributeError, TypeError...
         raise PipelineError(
-            f"node {n.name}: its function cannot be pickled by reference ({first}); a worker "
+            f"node {n.name}: its function cannot be pickled by reference ({e}); a worker "
             "pool needs module-level functions, or cloudpickle (pip install cloudpickle) for "
             "lambdas and closures"
-        ) from None
-    try:
-        return cloudpickle.dumps(light, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as e:  # noqa: BLE001
-        raise PipelineError(
-            f"node {n.name}: its function cannot be shipped to a pool worker: "
-            f"{type(e).__name__}: {e}"
         ) from None
 
 
@@ -897,6 +910,49 @@ class WorkerPool:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+_shared_pools: dict[tuple[str, str], WorkerPool] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_pool(start_method: str = "fork", root: str | None = None) -> WorkerPool:
+    """This process's shared :class:`WorkerPool` for ``start_method`` and ``root``: the workers
+    that ``DAG.run()`` uses by default (``processes="shared"``). Made by the first run that
+    needs it (that run pays the workers' start, one fork each), kept until
+    :func:`close_shared_pools` or the interpreter's exit; a forked child starts with none."""
+    if start_method not in START_METHODS:
+        raise InvalidArgumentError(
+            f"unknown start method {start_method!r} (one of: {', '.join(START_METHODS)})"
+        )
+    key = (start_method, os.path.realpath(root or default_root()))
+    with _shared_lock:
+        pool = _shared_pools.get(key)
+        if pool is None or pool.closed:
+            pool = WorkerPool(start_method=start_method, root=key[1])
+            _shared_pools[key] = pool
+        return pool
+
+
+def close_shared_pools() -> None:
+    """Stops the workers of every shared pool of this process and removes their directories
+    (idempotent); the next default run starts new ones."""
+    with _shared_lock:
+        pools = list(_shared_pools.values())
+        _shared_pools.clear()
+    for pool in pools:
+        pool.close()
+
+
+def _forget_shared_pools() -> None:
+    # A forked child does not own its parent's workers (WorkerPool._shutdown checks the owner).
+    global _shared_pools, _shared_lock
+    _shared_pools = {}
+    _shared_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_shared_pools)
+atexit.register(close_shared_pools)
+
+
 # --------------------------------------------------------------------------------------------
 # The DAG.
 
@@ -1031,14 +1087,15 @@ class DAG:
         memory_pool: str = "auto",
         on_node_done: Callable[[str, dict[str, Any]], None] | None = None,
         mode: str = "process",
-        reuse_processes: bool = False,
-        measure_memory: bool = True,
+        reuse_processes: bool | None = None,
+        measure_memory: bool = False,
         memory_budget_bytes: int | None = None,
         eviction: str = "adaptive",
         spill_dir: str | None = None,
         pool: WorkerPool | None = None,
+        processes: str | None = None,
     ) -> RunResult:
-        """Runs the DAG, every node in its own process; returns the ``outputs`` (default: the
+        """Runs the DAG, every node in a process other than this one; returns the ``outputs`` (default: the
         sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
         after killing the other nodes and removing every shared file of the run.
 
@@ -1050,9 +1107,10 @@ class DAG:
         node and no spare segments kept from node to node in a reused process (every allocation
         fresh pages; the ablation of both).
 
-        ``measure_memory`` (default on): every node reads its ``/proc/self/smaps_rollup`` before
-        and after sharing (the Pss fields and ``memory_peak_bytes``); off, a node saves the
-        milliseconds that costs (benchmarks of speed switch it off).
+        ``measure_memory`` (default off): every node reads its ``/proc/self/smaps_rollup``
+        before and after sharing (the Pss fields and ``memory_peak_bytes``), milliseconds per
+        node (``dag-chain-overheads``) that Ray does not pay, and the worker returns the node's
+        pool pages before reporting it instead of after; the memory benchmarks switch it on.
 
         ``memory_budget_bytes`` turns the resource manager on
         (:mod:`attune.pipelines.resources`): a node starts when the run's shared files plus the
@@ -1062,8 +1120,17 @@ class DAG:
         (default), ``rollback`` (run the node again later), ``limit-drop`` (page the output out
         to a disk file under ``spill_dir``) or ``off``. Every decision is in ``result.events``.
 
-        ``reuse_processes``: nodes run in up to ``parallel`` worker processes reused from node
-        to node (no process start per node; a worker drops everything of a node before the next,
+        ``processes``: which processes run the nodes. ``shared`` (the default): the workers of
+        this process's shared :class:`WorkerPool` (:func:`shared_pool`), started by the first
+        run that needs them and kept for the next runs, as Ray keeps its workers; nodes travel
+        pickled (:func:`_ship`), and a DAG with a function that cannot be pickled runs in
+        workers of its own run instead (``run``). ``run``: workers forked for this run (no
+        pickling), stopped at its end. ``node``: a process per node (fork or spawn). In every
+        mode a node with ``memory_limit_bytes`` gets a process of its own. ``reuse_processes``
+        is the older spelling: ``True`` is ``run``, ``False`` is ``node``.
+
+        Workers of ``shared`` and ``run``: nodes run in up to ``parallel`` worker processes
+        reused from node to node (no process start per node; a worker drops everything of a node before the next,
         see :func:`_worker_main`); a node with ``memory_limit_bytes`` still gets its own process.
         Without a memory budget a worker is sent its next node (a consumer of the one it runs)
         ahead, so it starts without a round trip through the driver; without a budget and
@@ -1112,13 +1179,39 @@ class DAG:
         else:
             memory_pool = "default"
         want = self._outputs(outputs)
+        # From here on the run's time: a first run pays the shared pool's start.
+        t0 = time.perf_counter()
+        if processes is None:
+            processes = {True: "run", False: "node", None: "shared"}[
+                None if reuse_processes is None else bool(reuse_processes)
+            ]
+        elif processes not in PROCESSES:
+            raise InvalidArgumentError(
+                f"unknown processes {processes!r} (one of: {', '.join(PROCESSES)})"
+            )
+        elif reuse_processes is not None and bool(reuse_processes) != (processes != "node"):
+            raise InvalidArgumentError(
+                f"processes={processes!r} contradicts reuse_processes={reuse_processes!r}"
+            )
+        shipped: dict[int, bytes] = {}
+        if pool is None and processes == "shared":
+            # Every node a worker would run must travel pickled; if one cannot, the run's
+            # own forked workers take the DAG (they inherit the functions).
+            try:
+                for n in self.nodes:
+                    if n.memory_limit_bytes is None:
+                        shipped[id(n)] = _ship(n)
+                pool = shared_pool(start_method, root)
+            except PipelineError:
+                processes = "run"
         if pool is not None:
             if not isinstance(pool, WorkerPool):
                 raise InvalidArgumentError(f"pool must be a WorkerPool, got {type(pool).__name__}")
             if pool.closed:
                 raise PipelineError("the worker pool is closed")
-            reuse_processes = True
+            processes = "shared" if processes == "shared" else "pool"
             start_method = pool.start_method
+        reuse_processes = processes != "node"
         parallel = max(1, parallel or (pool.size if pool is not None else 0) or os.cpu_count() or 1)
         ctx = mp.get_context(start_method)
         if memory_budget_bytes is not None:
@@ -1132,8 +1225,8 @@ class DAG:
             start_method=start_method,
             memory_pool=memory_pool,
             reuse_processes=reuse_processes,
+            processes=processes,
         )
-        t0 = time.perf_counter()
         result.started_at = time.monotonic()
         leases = []
         rm = None
@@ -1157,6 +1250,7 @@ class DAG:
                 measure_memory,
                 rm,
                 pool,
+                shipped,
             )
             for n in want:
                 result.tables[n.name] = _read_input(transport, paths[n.name])
@@ -1185,6 +1279,7 @@ class DAG:
         measure_memory=True,
         rm: ResourceManager | None = None,
         pool: WorkerPool | None = None,
+        shipped: dict[int, bytes] | None = None,
     ) -> dict[str, str]:
         consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
         for n in self.nodes:
@@ -1230,7 +1325,7 @@ class DAG:
                 return
             WorkerPool._stop(p, conn)
 
-        shipped: dict[int, bytes] = {}
+        shipped = {} if shipped is None else shipped
         tainted: set[int] = set()  # id(process) of workers whose node failed
 
         def ref(n: Node) -> int | bytes:
@@ -1491,11 +1586,13 @@ class DAG:
         parallel: int | None,
         on_node_done: Callable[[str, dict[str, Any]], None] | None,
     ) -> RunResult:
-        """The same nodes as Ray tasks; edges are Ray object references (its object store)."""
+        """The same nodes as Ray tasks; edges are Ray object references (its object store).
+        The run's time includes starting Ray when this run starts it, as a process run's
+        includes starting the shared worker pool."""
+        t0 = time.perf_counter()
         ray = _ray_session(parallel)
         task = ray.remote(_ray_node)
-        result = RunResult({}, transport="ray", start_method="ray", mode="ray")
-        t0 = time.perf_counter()
+        result = RunResult({}, transport="ray", start_method="ray", mode="ray", processes="ray")
         result.started_at = time.monotonic()
         leases = []
         data: dict[int, Any] = {}
