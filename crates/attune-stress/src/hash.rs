@@ -109,7 +109,7 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
         },
         log_direct_io: rng.gen_bool(0.5),
         // Drawn last: the draws above keep their values for a given seed and cycle.
-        preallocate_levels: if rng.gen_bool(0.5) { 2 } else { 0 },
+        preallocate_levels: rng.gen_range(0..=2),
         ..geometry()
     }
 }
