@@ -23,7 +23,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "dag",
         help="zero-copy Arrow pipelines: run a DAG module, show or clean shared state",
-        description="Run DAGs of Python functions Table -> Table, one process per node, tables "
+        description="Run DAGs of Python functions Table -> Table in worker processes, tables "
         "passed by reference (SIPC); inspect the shared loader cache (DeCache).",
     )
     verbs = p.add_subparsers(dest="dag_verb", metavar="COMMAND", required=True)
@@ -51,8 +51,8 @@ def register(sub) -> None:
         "--processes",
         choices=("shared", "run", "node"),
         default=None,
-        help="which processes run the nodes: shared (default: this command's worker pool), "
-        "run (workers started for the run) or node (a process per node)",
+        help="which processes run the nodes: run (default: workers started for the run), "
+        "shared (this command's worker pool) or node (a process per node)",
     )
     r.add_argument(
         "--measure-memory",

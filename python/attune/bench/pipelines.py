@@ -346,8 +346,9 @@ def _chain_step(seed: int, producer: str) -> Callable[..., pa.Table]:
 
 def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str, str, bool]]:
     """(label, transport, producer, memory pool, processes) of every contender. The IPC peers
-    and ``sipc`` run as ``DAG.run()`` does by default (nodes in the process's shared worker
-    pool: processes ``"shared"``); SIPC also runs as ``sipc:fork`` (a fork per node),
+    and ``sipc`` run as ``DAG.run()`` does by default (``"shared"`` here means: no
+    ``processes`` argument; the default is workers forked for the run); SIPC also runs as
+    ``sipc:fork`` (a fork per node),
     ``sipc:copy`` (pyarrow's own pool: the output is copied once into the column files; the
     pool switched off) and, in the chain, ``sipc:arena`` (numpy computing into the node's
     arena) and ``sipc:reuse`` (the pool, workers started for each run), ``sipc:reuse:bump``
@@ -389,7 +390,7 @@ def _run_kwargs(reuse: bool | str, wpool: WorkerPool | None) -> dict[str, Any]:
     if reuse == "persist":
         return {"pool": wpool}
     if reuse == "shared":
-        return {}  # what DAG.run() does by default
+        return {}  # what DAG.run() does by default (workers forked for the run)
     return {"processes": "run" if reuse else "node"}
 
 
@@ -1128,8 +1129,8 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--sipc-variants",
         default="pool,fork,copy,arena,reuse,bump",
-        help="SIPC contenders: pool (pyarrow allocates from shared files; nodes in the shared "
-        "worker pool, as DAG.run() by default), fork (the same, a fork per node), copy "
+        help="SIPC contenders: pool (pyarrow allocates from shared files; nodes in workers "
+        "forked for the run, as DAG.run() by default), fork (the same, a fork per node), copy "
         "(pyarrow's own pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
         "worker processes; chain, dabstep), bump (reuse without the pool's reuse of freed "
         "memory), persist (the pool in a WorkerPool's workers, which outlive runs; chain, "

@@ -7,10 +7,13 @@
     add = dag.node(lambda t: t.append_column("z", pc.add(t["x"], t["y"])), load, name="add")
     result = dag.run()                 # result.tables["add"] is a pyarrow Table (mapped)
 
-**Processes.** Every node runs in a process other than the driver: by default a worker of the
-process's shared :class:`WorkerPool` (started by the first run, kept for later runs, as Ray
-keeps its workers; nodes travel pickled with cloudpickle), else (``processes=``) workers forked
-for the run or a child process per node, started with ``fork`` (the default: the parent's
+**Processes.** Every node runs in a process other than the driver: by default in workers forked
+for the run (they see the driver's functions and module state as they are when the run starts,
+so results are those of calling the functions in the driver), else (``processes=``) a worker
+of the process's shared :class:`WorkerPool` (started by the first run, kept for later runs, as
+Ray keeps its workers; nodes travel pickled with cloudpickle, and a module reloaded or changed
+in the driver after the pool started is not seen by its workers) or a child process per node,
+started with ``fork`` (the default: the parent's
 imports, no pickling) or ``spawn`` (a fresh interpreter: functions must be importable
 module-level functions). Up to ``parallel`` nodes whose inputs are ready run at once. A child maps its inputs read-only (SIPC), calls the
 function, checks that it returned a table, and only then shares the output (the source's "shared
@@ -85,9 +88,9 @@ __all__ = [
 ]
 
 TRANSPORTS = ("sipc", "ipc-file", "ipc-mmap")
-#: How a run's nodes get processes (``DAG.run(processes=)``): ``shared`` the workers of this
-#: process's shared :class:`WorkerPool` (the default), ``run`` workers started for the run and
-#: stopped at its end, ``node`` a process per node.
+#: How a run's nodes get processes (``DAG.run(processes=)``): ``run`` workers started for the
+#: run and stopped at its end (the default), ``shared`` the workers of this process's shared
+#: :class:`WorkerPool`, ``node`` a process per node.
 PROCESSES = ("shared", "run", "node")
 #: Run directories are ``attune-dag.<driver pid>.<dag name>.<random>`` under the root.
 RUN_PREFIX = "attune-dag."
@@ -1120,12 +1123,14 @@ class DAG:
         (default), ``rollback`` (run the node again later), ``limit-drop`` (page the output out
         to a disk file under ``spill_dir``) or ``off``. Every decision is in ``result.events``.
 
-        ``processes``: which processes run the nodes. ``shared`` (the default): the workers of
-        this process's shared :class:`WorkerPool` (:func:`shared_pool`), started by the first
-        run that needs them and kept for the next runs, as Ray keeps its workers; nodes travel
-        pickled (:func:`_ship`), and a DAG with a function that cannot be pickled runs in
-        workers of its own run instead (``run``). ``run``: workers forked for this run (no
-        pickling), stopped at its end. ``node``: a process per node (fork or spawn). In every
+        ``processes``: which processes run the nodes. ``run`` (the default): workers forked for
+        this run (no pickling: they see the driver's functions and module state as the run
+        starts), stopped at its end. ``shared``: the workers of this process's shared
+        :class:`WorkerPool` (:func:`shared_pool`), started by the first run that needs them and
+        kept for the next runs, as Ray keeps its workers; nodes travel pickled (:func:`_ship`:
+        functions of importable modules by reference, so a module reloaded or edited in the
+        driver after the workers started runs its old code there), and a DAG with a function
+        that cannot be pickled runs in workers of its own run instead (``run``). ``node``: a process per node (fork or spawn). In every
         mode a node with ``memory_limit_bytes`` gets a process of its own. ``reuse_processes``
         is the older spelling: ``True`` is ``run``, ``False`` is ``node``.
 
@@ -1182,7 +1187,7 @@ class DAG:
         # From here on the run's time: a first run pays the shared pool's start.
         t0 = time.perf_counter()
         if processes is None:
-            processes = {True: "run", False: "node", None: "shared"}[
+            processes = {True: "run", False: "node", None: "run"}[
                 None if reuse_processes is None else bool(reuse_processes)
             ]
         elif processes not in PROCESSES:
