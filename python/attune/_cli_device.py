@@ -76,14 +76,16 @@ def _profile(args) -> int:
         from attune.device.real import check_dir
 
         check_dir(args.path)
-    _check_config(config, args)
-    _check_writable(args.out, "--out")
-    if args.plot:
-        _check_writable(f"{args.plot}-request-size.png", "--plot")
+    params = None
     if args.simulated:
         if args.path:
             raise InvalidArgumentError("give either PATH or --simulated, not both")
         params = {**SIMULATED_PRESET, **_pairs(args.set, "--set")}
+    _check_config(config, args, params)
+    _check_writable(args.out, "--out")
+    if args.plot:
+        _check_writable(f"{args.plot}-request-size.png", "--plot")
+    if params is not None:
         with progress(args, desc="profile (simulated)", unit="step") as bar:
 
             def tick(done: int, total: int) -> None:
@@ -157,9 +159,12 @@ _FLAGS = {
 }
 
 
-def _check_config(config: dict, args) -> None:
+def _check_config(config: dict, args, params: dict | None) -> None:
     """The settings, checked, with errors in the CLI's terms (``--file-mb must be at least 4``)
-    rather than the Python API's (``file_bytes``)."""
+    rather than the Python API's (``file_bytes``). ``params`` are the simulated device's
+    (``None`` for a PATH). The test files must fit the simulated device, or the file system of
+    PATH, before :func:`attune.device.profile_config` builds the random orders, whose size grows
+    with ``--file-mb`` (about 2 KiB per MiB)."""
     from attune import device
     from attune.device.real import REAL_DEFAULTS, min_file_bytes
 
@@ -180,6 +185,7 @@ def _check_config(config: dict, args) -> None:
             f"the default --file-mb {fb >> 20} is too small for these settings: give --file-mb "
             f"{least >> 20} or more ({why})"
         )
+    _check_fits(fb, len(defaults["write_sizes"]), args, params)
     try:
         device.profile_config(config)
     except InvalidArgumentError as e:
@@ -189,6 +195,41 @@ def _check_config(config: dict, args) -> None:
                 value = config[key] >> shift
                 raise InvalidArgumentError(f"{flag} {value}: {msg}") from e
         raise
+
+
+def _check_fits(file_bytes: int, n_files: int, args, params: dict | None) -> None:
+    """``n_files`` test files of ``file_bytes`` fit the simulated device (from offset
+    ``FILE_BASE``) or, for a PATH, the size of its file system (the free space is checked by the
+    profile itself, after stale files are removed)."""
+    import shutil
+
+    need = file_bytes * n_files
+    if params is not None:
+        from attune.io import ssd_params
+
+        cap = ssd_params(params)["capacity_bytes"]
+        if need + FILE_BASE > cap:
+            raise InvalidArgumentError(
+                f"--file-mb {file_bytes >> 20}: the {n_files} test files need "
+                f"{_kb(need)} from offset {_kb(FILE_BASE)}, beyond the simulated device's "
+                f"capacity of {_kb(cap)} (use a smaller --file-mb, or a larger "
+                f"--set capacity_bytes)"
+            )
+    elif args.path:
+        try:
+            total = shutil.disk_usage(args.path).total
+        except OSError:
+            return  # the profile reports an unreadable path itself
+        if need > total:
+            raise InvalidArgumentError(
+                f"--file-mb {file_bytes >> 20}: the {n_files} test files need {_kb(need)}, "
+                f"more than the whole file system under {args.path} ({_kb(total)}); use a "
+                f"smaller --file-mb"
+            )
+
+
+#: Where the simulated profile's files start on the device (``profile::FILE_BASE``).
+FILE_BASE = 1 << 30
 
 
 def _number(text: str) -> int | float | str:

@@ -159,6 +159,31 @@ def test_simulated_files_must_fit_the_capacity():
         device.profile_simulated({"capacity_bytes": 1 << 20}, SMALL)
 
 
+def _limit_memory():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+@pytest.mark.parametrize("mib", ["3000000", "100000000"])
+@pytest.mark.parametrize("where", [["--simulated"], ["PATH"]])
+def test_cli_refuses_files_too_large_before_allocating(tmp_path, where, mib):
+    # The random orders grow with --file-mb: the CLI refuses sizes beyond the simulated
+    # capacity or the file system before building them, under a 4 GiB address-space limit.
+    args = [str(tmp_path) if w == "PATH" else w for w in where]
+    e = subprocess.run(
+        [sys.executable, "-m", "attune.cli", "device", "profile", *args, "--file-mb", mib],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=_limit_memory,
+    )
+    assert e.returncode == 1, (e.returncode, e.stderr)
+    assert "Traceback" not in e.stderr and f"--file-mb {mib}" in e.stderr, e.stderr
+    want = "--set capacity_bytes" if where == ["--simulated"] else "whole file system"
+    assert want in e.stderr, e.stderr
+
+
 # --- 3. strace: threads, O_APPEND, dup, vectored I/O -----------------------------------------
 
 THREADS = """\
