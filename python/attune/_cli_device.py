@@ -299,6 +299,10 @@ def _check_params(args) -> dict:
             raise StorageIOError(
                 f"cannot read {args.params}: {e.strerror or e}", args.params
             ) from e
+        except UnicodeDecodeError as e:
+            raise InvalidArgumentError(
+                f"{args.params} is not a profile JSON file: not UTF-8 text (byte {e.start})"
+            ) from e
         except json.JSONDecodeError as e:
             raise InvalidArgumentError(f"{args.params} is not a profile JSON file: {e}") from e
         learned = doc.get("params_learned", doc) if isinstance(doc, dict) else None
@@ -315,8 +319,14 @@ def _check_params(args) -> dict:
     for k, v in _pairs(args.param, "--param").items():
         if k not in params:
             raise InvalidArgumentError(f"unknown parameter {k!r}; valid: {', '.join(PARAM_KEYS)}")
+        if not v:
+            # An empty value is most often a shell variable that was not set: refusing it keeps
+            # a typo from silently turning a rule off.
+            raise InvalidArgumentError(
+                f"--param {k}=: empty value (use `--param {k}=none` to make it unknown)"
+            )
         try:
-            params[k] = None if v.lower() in ("", "none", "unknown") else int(v.replace("_", ""), 0)
+            params[k] = None if v.lower() in ("none", "unknown") else int(v.replace("_", ""), 0)
         except ValueError as e:
             raise InvalidArgumentError(f"--param {k}={v}: not a byte count") from e
     from attune.device import check_params

@@ -444,3 +444,18 @@ def test_check_param_errors_and_a_guessed_format(tmp_path):
     junk.write_bytes(bytes(range(256)) * 8)
     with pytest.raises(CorruptionError, match="--format"):
         device.load_io_trace(junk)
+
+
+def test_check_refuses_binary_params_empty_param_values_and_a_missing_trace(tmp_path):
+    tr = tmp_path / "t.strace"
+    tr.write_text(THREADS)
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes([0xD4, 0xFF, 0x00, 0x81]) * 64)
+    e = _run("device", "check", str(tr), "--params", str(garbage))
+    assert e.returncode == 1 and "Traceback" not in e.stderr, e.stderr
+    assert f"{garbage} is not a profile JSON file" in e.stderr, e.stderr
+    e = _run("device", "check", str(tr), "--param", "page=")
+    assert e.returncode == 1 and "Traceback" not in e.stderr, e.stderr
+    assert "page=: empty value" in e.stderr and "page=none" in e.stderr, e.stderr
+    with pytest.raises(InvalidArgumentError, match="trace must be a TraceColumns"):
+        device.check(None, {"page": 4096})
