@@ -581,7 +581,17 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
         while i < g.latencies_ns.len() {
             let (at, before) = (&g.latencies_ns[i], &g.latencies_ns[i - 1]);
             positions += 1;
-            let t = paired_t(before, at);
+            // A page boundary is a step, not a slope: the drop into `at` must exceed the drop
+            // into `before` (paired second difference, 2·before − before2 − at > 0). The
+            // chip split alone makes latency fall one unit at a time towards the hot location
+            // (a slope), which a plain before-vs-at test would take for a page.
+            let before2 = &g.latencies_ns[i - 2];
+            let slope: Vec<f64> = before
+                .iter()
+                .zip(before2)
+                .map(|(b, a)| 2.0 * b - a)
+                .collect();
+            let t = paired_t(&slope, at);
             let pv = if t > 0.0 {
                 student_p(t, at.len().saturating_sub(1) as f64)
             } else {
@@ -602,7 +612,8 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
                 confidence: 1.0 - pv,
                 reason: format!(
                     "at guess {} B an odd multiple of {pb} B reads faster than the offset 1 \
-                     unit before it (p = {pv:.1e}); smaller powers of two show no such step",
+                     unit before it, by more than that offset gained on the one before it (a \
+                     step, not a slope; p = {pv:.1e}); smaller powers of two show no such step",
                     g.guess
                 ),
             };
@@ -995,6 +1006,32 @@ mod tests {
             }
         }
         l
+    }
+
+    /// Pages below twice the 1 KiB offset unit cannot be seen; the chip split alone makes the
+    /// latency fall one unit at a time towards the hot location, which must not pass for a
+    /// 2 KiB page step.
+    #[test]
+    fn pages_below_two_offset_units_are_never_claimed() {
+        let cfg = ProfileConfig::default();
+        for (chunk, page, channels, chips) in [
+            (4 * KIB, KIB, 8, 4),
+            (4 * KIB, 512, 8, 4),
+            (16 * KIB, KIB, 8, 4),
+            (16 * KIB, KIB, 2, 2),
+            (4 * KIB, KIB, 1, 2),
+        ] {
+            let p = SsdParams {
+                channels,
+                chips_per_channel: chips,
+                ..planted(chunk, page, 4.min(channels * chips))
+            };
+            let l = profile_simulated(&p, &cfg, 7, &mut |_, _| {})
+                .unwrap()
+                .learned;
+            assert_eq!(l.page.value, None, "{p:?}: {}", l.page.reason);
+            assert_eq!(l.page.confidence, 0.0);
+        }
     }
 
     /// On one chip every chunk sits on the same chip: the chunk leaves no trace in the reads,
