@@ -171,6 +171,15 @@ def _check_config(config: dict, args, params: dict | None) -> None:
     defaults = device.profile_config(None)
     if not args.simulated:
         defaults = {**defaults, **REAL_DEFAULTS}
+    lo = config.get("min_guess", defaults["min_guess"])
+    hi = config.get("max_guess", defaults["max_guess"])
+    if lo > hi:
+        flag = "--min-guess-kb" if "min_guess" in config else "the default --min-guess-kb"
+        top = "" if "max_guess" in config else " by default"
+        raise InvalidArgumentError(
+            f"{flag} {lo >> 10} is above --max-guess-kb ({hi >> 10}{top}): give a larger "
+            f"--max-guess-kb or a smaller --min-guess-kb"
+        )
     least = min_file_bytes({**defaults, **config})
     fb = config.get("file_bytes", defaults["file_bytes"])
     if fb < least:

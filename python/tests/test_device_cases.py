@@ -459,3 +459,10 @@ def test_check_refuses_binary_params_empty_param_values_and_a_missing_trace(tmp_
     assert "page=: empty value" in e.stderr and "page=none" in e.stderr, e.stderr
     with pytest.raises(InvalidArgumentError, match="trace must be a TraceColumns"):
         device.check(None, {"page": 4096})
+
+
+def test_a_min_guess_above_the_max_names_the_flags():
+    e = _run("device", "profile", "--simulated", "--min-guess-kb", "1024")
+    assert e.returncode == 1 and "Traceback" not in e.stderr, e.stderr
+    assert "--min-guess-kb 1024 is above --max-guess-kb (512 by default)" in e.stderr, e.stderr
+    assert "max_guess" not in e.stderr, e.stderr
