@@ -746,7 +746,7 @@ pub fn profile_simulated(
             cfg.file_bytes,
             format!(
                 "the {n_files} test files (from offset {FILE_BASE}) do not fit the simulated \
-                 device's capacity_bytes = {} (use a smaller --file-mb or a larger capacity)",
+                 device's capacity_bytes = {} (use smaller files or a larger capacity_bytes)",
                 params.capacity_bytes
             ),
         ));
@@ -841,9 +841,12 @@ pub fn expected(
     cfg: &ProfileConfig,
 ) -> (Option<u32>, Option<u32>, Option<u32>, Option<u32>) {
     let sb = params.stripe_bytes();
-    let stripe = (params.map_fetch_us > 0.0 && sb * 2 <= u64::from(cfg.max_write))
-        .then(|| u32::try_from(sb).ok())
-        .flatten();
+    // The write sizes are powers of two: a stripe that is not one (three chips) has no plateau
+    // point of its own.
+    let stripe =
+        (params.map_fetch_us > 0.0 && sb.is_power_of_two() && sb * 2 <= u64::from(cfg.max_write))
+            .then(|| u32::try_from(sb).ok())
+            .flatten();
     let (chunk, page) = (params.chunk_bytes, params.page_bytes);
     let one_chip = params.chips() < 2;
     // A chunk beyond the largest guess is not measured, nor the page and hot offset that are
@@ -1088,6 +1091,23 @@ mod tests {
         };
         let l = assert_matches_expected(&big_chunk, &wide);
         assert_eq!(l.page.value, Some(64 * KIB));
+    }
+
+    /// A stripe of three chips is no power of two: no write size plateaus at it, so it is
+    /// expected unmeasurable and nothing is claimed.
+    #[test]
+    fn a_stripe_that_is_no_power_of_two_is_expected_unseen() {
+        let cfg = small_cfg();
+        let p = SsdParams {
+            channels: 3,
+            chips_per_channel: 1,
+            ..planted(64 * KIB, 16 * KIB, 3)
+        };
+        assert_eq!(expected(&p, &cfg).0, None);
+        let l = profile_simulated(&p, &cfg, 7, &mut |_, _| {})
+            .unwrap()
+            .learned;
+        assert_eq!(l.stripe.value, None, "{}", l.stripe.reason);
     }
 
     /// Pages below twice the 1 KiB offset unit cannot be seen; the chip split alone makes the
