@@ -76,14 +76,16 @@ def _profile(args) -> int:
         from attune.device.real import check_dir
 
         check_dir(args.path)
-    _check_config(config, args)
-    _check_writable(args.out, "--out")
-    if args.plot:
-        _check_writable(f"{args.plot}-request-size.png", "--plot")
+    params = None
     if args.simulated:
         if args.path:
             raise InvalidArgumentError("give either PATH or --simulated, not both")
         params = {**SIMULATED_PRESET, **_pairs(args.set, "--set")}
+    _check_config(config, args, params)
+    _check_writable(args.out, "--out")
+    if args.plot:
+        _check_writable(f"{args.plot}-request-size.png", "--plot")
+    if params is not None:
         with progress(args, desc="profile (simulated)", unit="step") as bar:
 
             def tick(done: int, total: int) -> None:
@@ -157,15 +159,27 @@ _FLAGS = {
 }
 
 
-def _check_config(config: dict, args) -> None:
+def _check_config(config: dict, args, params: dict | None) -> None:
     """The settings, checked, with errors in the CLI's terms (``--file-mb must be at least 4``)
-    rather than the Python API's (``file_bytes``)."""
+    rather than the Python API's (``file_bytes``). ``params`` are the simulated device's
+    (``None`` for a PATH). The test files must fit the simulated device, or the file system of
+    PATH, before :func:`attune.device.profile_config` builds the random orders, whose size grows
+    with ``--file-mb`` (about 2 KiB per MiB)."""
     from attune import device
     from attune.device.real import REAL_DEFAULTS, min_file_bytes
 
     defaults = device.profile_config(None)
     if not args.simulated:
         defaults = {**defaults, **REAL_DEFAULTS}
+    lo = config.get("min_guess", defaults["min_guess"])
+    hi = config.get("max_guess", defaults["max_guess"])
+    if lo > hi:
+        flag = "--min-guess-kb" if "min_guess" in config else "the default --min-guess-kb"
+        top = "" if "max_guess" in config else " by default"
+        raise InvalidArgumentError(
+            f"{flag} {lo >> 10} is above --max-guess-kb ({hi >> 10}{top}): give a larger "
+            f"--max-guess-kb or a smaller --min-guess-kb"
+        )
     least = min_file_bytes({**defaults, **config})
     fb = config.get("file_bytes", defaults["file_bytes"])
     if fb < least:
@@ -180,6 +194,7 @@ def _check_config(config: dict, args) -> None:
             f"the default --file-mb {fb >> 20} is too small for these settings: give --file-mb "
             f"{least >> 20} or more ({why})"
         )
+    _check_fits(fb, len(defaults["write_sizes"]), args, params)
     try:
         device.profile_config(config)
     except InvalidArgumentError as e:
@@ -189,6 +204,41 @@ def _check_config(config: dict, args) -> None:
                 value = config[key] >> shift
                 raise InvalidArgumentError(f"{flag} {value}: {msg}") from e
         raise
+
+
+def _check_fits(file_bytes: int, n_files: int, args, params: dict | None) -> None:
+    """``n_files`` test files of ``file_bytes`` fit the simulated device (from offset
+    ``FILE_BASE``) or, for a PATH, the size of its file system (the free space is checked by the
+    profile itself, after stale files are removed)."""
+    import shutil
+
+    need = file_bytes * n_files
+    if params is not None:
+        from attune.io import ssd_params
+
+        cap = ssd_params(params)["capacity_bytes"]
+        if need + FILE_BASE > cap:
+            raise InvalidArgumentError(
+                f"--file-mb {file_bytes >> 20}: the {n_files} test files need "
+                f"{_kb(need)} from offset {_kb(FILE_BASE)}, beyond the simulated device's "
+                f"capacity of {_kb(cap)} (use a smaller --file-mb, or a larger "
+                f"--set capacity_bytes)"
+            )
+    elif args.path:
+        try:
+            total = shutil.disk_usage(args.path).total
+        except OSError:
+            return  # the profile reports an unreadable path itself
+        if need > total:
+            raise InvalidArgumentError(
+                f"--file-mb {file_bytes >> 20}: the {n_files} test files need {_kb(need)}, "
+                f"more than the whole file system under {args.path} ({_kb(total)}); use a "
+                f"smaller --file-mb"
+            )
+
+
+#: Where the simulated profile's files start on the device (``profile::FILE_BASE``).
+FILE_BASE = 1 << 30
 
 
 def _number(text: str) -> int | float | str:
@@ -258,6 +308,10 @@ def _check_params(args) -> dict:
             raise StorageIOError(
                 f"cannot read {args.params}: {e.strerror or e}", args.params
             ) from e
+        except UnicodeDecodeError as e:
+            raise InvalidArgumentError(
+                f"{args.params} is not a profile JSON file: not UTF-8 text (byte {e.start})"
+            ) from e
         except json.JSONDecodeError as e:
             raise InvalidArgumentError(f"{args.params} is not a profile JSON file: {e}") from e
         learned = doc.get("params_learned", doc) if isinstance(doc, dict) else None
@@ -274,8 +328,14 @@ def _check_params(args) -> dict:
     for k, v in _pairs(args.param, "--param").items():
         if k not in params:
             raise InvalidArgumentError(f"unknown parameter {k!r}; valid: {', '.join(PARAM_KEYS)}")
+        if not v:
+            # An empty value is most often a shell variable that was not set: refusing it keeps
+            # a typo from silently turning a rule off.
+            raise InvalidArgumentError(
+                f"--param {k}=: empty value (use `--param {k}=none` to make it unknown)"
+            )
         try:
-            params[k] = None if v.lower() in ("", "none", "unknown") else int(v.replace("_", ""), 0)
+            params[k] = None if v.lower() in ("none", "unknown") else int(v.replace("_", ""), 0)
         except ValueError as e:
             raise InvalidArgumentError(f"--param {k}={v}: not a byte count") from e
     from attune.device import check_params

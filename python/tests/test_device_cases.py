@@ -159,6 +159,31 @@ def test_simulated_files_must_fit_the_capacity():
         device.profile_simulated({"capacity_bytes": 1 << 20}, SMALL)
 
 
+def _limit_memory():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+@pytest.mark.parametrize("mib", ["3000000", "100000000"])
+@pytest.mark.parametrize("where", [["--simulated"], ["PATH"]])
+def test_cli_refuses_files_too_large_before_allocating(tmp_path, where, mib):
+    # The random orders grow with --file-mb: the CLI refuses sizes beyond the simulated
+    # capacity or the file system before building them, under a 4 GiB address-space limit.
+    args = [str(tmp_path) if w == "PATH" else w for w in where]
+    e = subprocess.run(
+        [sys.executable, "-m", "attune.cli", "device", "profile", *args, "--file-mb", mib],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=_limit_memory,
+    )
+    assert e.returncode == 1, (e.returncode, e.stderr)
+    assert "Traceback" not in e.stderr and f"--file-mb {mib}" in e.stderr, e.stderr
+    want = "--set capacity_bytes" if where == ["--simulated"] else "whole file system"
+    assert want in e.stderr, e.stderr
+
+
 # --- 3. strace: threads, O_APPEND, dup, vectored I/O -----------------------------------------
 
 THREADS = """\
@@ -419,3 +444,25 @@ def test_check_param_errors_and_a_guessed_format(tmp_path):
     junk.write_bytes(bytes(range(256)) * 8)
     with pytest.raises(CorruptionError, match="--format"):
         device.load_io_trace(junk)
+
+
+def test_check_refuses_binary_params_empty_param_values_and_a_missing_trace(tmp_path):
+    tr = tmp_path / "t.strace"
+    tr.write_text(THREADS)
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes([0xD4, 0xFF, 0x00, 0x81]) * 64)
+    e = _run("device", "check", str(tr), "--params", str(garbage))
+    assert e.returncode == 1 and "Traceback" not in e.stderr, e.stderr
+    assert f"{garbage} is not a profile JSON file" in e.stderr, e.stderr
+    e = _run("device", "check", str(tr), "--param", "page=")
+    assert e.returncode == 1 and "Traceback" not in e.stderr, e.stderr
+    assert "page=: empty value" in e.stderr and "page=none" in e.stderr, e.stderr
+    with pytest.raises(InvalidArgumentError, match="trace must be a TraceColumns"):
+        device.check(None, {"page": 4096})
+
+
+def test_a_min_guess_above_the_max_names_the_flags():
+    e = _run("device", "profile", "--simulated", "--min-guess-kb", "1024")
+    assert e.returncode == 1 and "Traceback" not in e.stderr, e.stderr
+    assert "--min-guess-kb 1024 is above --max-guess-kb (512 by default)" in e.stderr, e.stderr
+    assert "max_guess" not in e.stderr, e.stderr

@@ -491,13 +491,56 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
         // page (a 4 KiB guess on 8 KiB pages straddles from every other chunk), which can
         // still make every group slower than group 0; above it the group at the page offset
         // reads as few pages as group 0, so no larger guess passes.
-        for g in p.guesses.iter().rev() {
+        for (gk, g) in p.guesses.iter().enumerate().rev() {
             let others: Vec<f64> = g.latencies_ns[1..].iter().flatten().copied().collect();
             let all_slower = g.latencies_ns.len() > 1
                 && g.latencies_ns[1..]
                     .iter()
                     .all(|l| slower(l, &g.latencies_ns[0], cfg).0);
             if all_slower {
+                // A page confirms itself at the next guess: there the group at offset `g`
+                // reads page-aligned again (as fast as group 0) while the groups between stay
+                // slower. Without that repetition the structure could also come from a larger
+                // page whose second array read the transfer hides at the next guess (one chip,
+                // 64 KiB pages: group 0 is fastest at 32 KiB and nothing differs at 64 KiB) or
+                // from a chunk beyond the guesses; the evidence cannot decide, so nothing is
+                // claimed.
+                let undecided = match p.guesses.get(gk + 1) {
+                    None => Some(format!(
+                        "offset group 0 is faster than every other group at the largest guess \
+                         ({} B), so the flash page or the chunk may be larger still: not \
+                         decided (raise --max-guess-kb, the max_guess setting, above {} KiB)",
+                        g.guess,
+                        g.guess / 1024
+                    )),
+                    Some(n) => {
+                        let gi = (g.guess / n.offset_unit.max(1)) as usize;
+                        let lat = &n.latencies_ns;
+                        let between: Vec<f64> = lat
+                            .iter()
+                            .enumerate()
+                            .filter(|&(i, _)| i != 0 && i != gi)
+                            .flat_map(|(_, l)| l.iter().copied())
+                            .collect();
+                        let repeats = gi < lat.len()
+                            && !slower(&lat[gi], &lat[0], cfg).0
+                            && slower(&between, &lat[0], cfg).0;
+                        (!repeats).then(|| {
+                            format!(
+                                "offset group 0 is faster than every other group at guess {} B, \
+                                 but at guess {} B the offset {} B does not read as fast as \
+                                 group 0 while the others stay slower: a {} B page would; a \
+                                 larger page whose second read the transfer hides, or a chunk \
+                                 beyond the guesses, would not; not decided",
+                                g.guess, n.guess, g.guess, g.guess
+                            )
+                        })
+                    }
+                };
+                if let Some(why) = undecided {
+                    let f = Finding::none(why);
+                    return (f.clone(), f.clone(), f);
+                }
                 // Reads aligned to this guess are the fastest: a read off the alignment
                 // touches one page more, so the guess is the flash page. Whether it is also the
                 // chunk (a page as large as the chunk, the chapter's SSD-T) or the chunk has no
@@ -581,7 +624,17 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
         while i < g.latencies_ns.len() {
             let (at, before) = (&g.latencies_ns[i], &g.latencies_ns[i - 1]);
             positions += 1;
-            let t = paired_t(before, at);
+            // A page boundary is a step, not a slope: the drop into `at` must exceed the drop
+            // into `before` (paired second difference, 2·before − before2 − at > 0). The
+            // chip split alone makes latency fall one unit at a time towards the hot location
+            // (a slope), which a plain before-vs-at test would take for a page.
+            let before2 = &g.latencies_ns[i - 2];
+            let slope: Vec<f64> = before
+                .iter()
+                .zip(before2)
+                .map(|(b, a)| 2.0 * b - a)
+                .collect();
+            let t = paired_t(&slope, at);
             let pv = if t > 0.0 {
                 student_p(t, at.len().saturating_sub(1) as f64)
             } else {
@@ -602,7 +655,8 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
                 confidence: 1.0 - pv,
                 reason: format!(
                     "at guess {} B an odd multiple of {pb} B reads faster than the offset 1 \
-                     unit before it (p = {pv:.1e}); smaller powers of two show no such step",
+                     unit before it, by more than that offset gained on the one before it (a \
+                     step, not a slope; p = {pv:.1e}); smaller powers of two show no such step",
                     g.guess
                 ),
             };
@@ -692,7 +746,7 @@ pub fn profile_simulated(
             cfg.file_bytes,
             format!(
                 "the {n_files} test files (from offset {FILE_BASE}) do not fit the simulated \
-                 device's capacity_bytes = {} (use a smaller --file-mb or a larger capacity)",
+                 device's capacity_bytes = {} (use smaller files or a larger capacity_bytes)",
                 params.capacity_bytes
             ),
         ));
@@ -787,23 +841,31 @@ pub fn expected(
     cfg: &ProfileConfig,
 ) -> (Option<u32>, Option<u32>, Option<u32>, Option<u32>) {
     let sb = params.stripe_bytes();
-    let stripe = (params.map_fetch_us > 0.0 && sb * 2 <= u64::from(cfg.max_write))
-        .then(|| u32::try_from(sb).ok())
-        .flatten();
+    // The write sizes are powers of two: a stripe that is not one (three chips) has no plateau
+    // point of its own.
+    let stripe =
+        (params.map_fetch_us > 0.0 && sb.is_power_of_two() && sb * 2 <= u64::from(cfg.max_write))
+            .then(|| u32::try_from(sb).ok())
+            .flatten();
     let (chunk, page) = (params.chunk_bytes, params.page_bytes);
     let one_chip = params.chips() < 2;
+    // A chunk beyond the largest guess is not measured, nor the page and hot offset that are
+    // read at the chunk guess.
+    let chunk_seen = !one_chip && chunk <= cfg.max_guess;
     let page_seen = if one_chip {
+        // The page-sized guess shows it and the next guess must repeat it at the page offset,
+        // so the page is below the largest guess.
         let transfer_us = f64::from(page - cfg.offset_unit.min(page)) / params.channel_mb_per_s;
-        (cfg.min_guess..=cfg.max_guess).contains(&page) && transfer_us < params.read_page_us
+        (cfg.min_guess..cfg.max_guess).contains(&page) && transfer_us < params.read_page_us
     } else {
-        page < chunk && page >= 2 * cfg.offset_unit
+        chunk_seen && page < chunk && page >= 2 * cfg.offset_unit
     };
     (
         stripe,
-        (!one_chip).then_some(chunk),
+        chunk_seen.then_some(chunk),
         page_seen.then_some(page),
         // One chip shows its hot offset (0) only through the page (group 0 fastest).
-        (!one_chip || page_seen).then_some(params.hot_offset()),
+        (chunk_seen || page_seen).then_some(params.hot_offset()),
     )
 }
 
@@ -995,6 +1057,83 @@ mod tests {
             }
         }
         l
+    }
+
+    /// "Group 0 fastest" at a guess is a page only when the next guess repeats it at that
+    /// offset: a 64 KiB page on one chip (its second read hidden at 64 KiB) and a chunk beyond
+    /// the largest guess both showed it at 32 KiB and were reported as a 32 KiB page with hot
+    /// offset 0 at confidence 1.
+    #[test]
+    fn group_0_fastest_without_repetition_claims_nothing() {
+        let cfg = ProfileConfig::default();
+        let one_chip_64k = SsdParams {
+            channels: 1,
+            chips_per_channel: 1,
+            stripe_chips: 1,
+            ..planted(64 * KIB, 64 * KIB, 1)
+        };
+        let big_chunk = planted(1024 * KIB, 64 * KIB, 2);
+        assert_eq!(expected(&big_chunk, &cfg).1, None, "beyond the guesses");
+        for p in [&one_chip_64k, &big_chunk] {
+            let l = profile_simulated(p, &cfg, 7, &mut |_, _| {})
+                .unwrap()
+                .learned;
+            for f in [&l.chunk, &l.page, &l.hot_offset] {
+                assert_eq!(f.value, None, "{p:?}: {}", f.reason);
+                assert_eq!(f.confidence, 0.0);
+            }
+        }
+        assert_matches_expected(&one_chip_64k, &cfg);
+        // With the guesses reaching the chunk, everything is found.
+        let wide = ProfileConfig {
+            max_guess: 1024 * KIB,
+            ..cfg
+        };
+        let l = assert_matches_expected(&big_chunk, &wide);
+        assert_eq!(l.page.value, Some(64 * KIB));
+    }
+
+    /// A stripe of three chips is no power of two: no write size plateaus at it, so it is
+    /// expected unmeasurable and nothing is claimed.
+    #[test]
+    fn a_stripe_that_is_no_power_of_two_is_expected_unseen() {
+        let cfg = small_cfg();
+        let p = SsdParams {
+            channels: 3,
+            chips_per_channel: 1,
+            ..planted(64 * KIB, 16 * KIB, 3)
+        };
+        assert_eq!(expected(&p, &cfg).0, None);
+        let l = profile_simulated(&p, &cfg, 7, &mut |_, _| {})
+            .unwrap()
+            .learned;
+        assert_eq!(l.stripe.value, None, "{}", l.stripe.reason);
+    }
+
+    /// Pages below twice the 1 KiB offset unit cannot be seen; the chip split alone makes the
+    /// latency fall one unit at a time towards the hot location, which must not pass for a
+    /// 2 KiB page step.
+    #[test]
+    fn pages_below_two_offset_units_are_never_claimed() {
+        let cfg = ProfileConfig::default();
+        for (chunk, page, channels, chips) in [
+            (4 * KIB, KIB, 8, 4),
+            (4 * KIB, 512, 8, 4),
+            (16 * KIB, KIB, 8, 4),
+            (16 * KIB, KIB, 2, 2),
+            (4 * KIB, KIB, 1, 2),
+        ] {
+            let p = SsdParams {
+                channels,
+                chips_per_channel: chips,
+                ..planted(chunk, page, 4.min(channels * chips))
+            };
+            let l = profile_simulated(&p, &cfg, 7, &mut |_, _| {})
+                .unwrap()
+                .learned;
+            assert_eq!(l.page.value, None, "{p:?}: {}", l.page.reason);
+            assert_eq!(l.page.confidence, 0.0);
+        }
     }
 
     /// On one chip every chunk sits on the same chip: the chunk leaves no trace in the reads,

@@ -179,6 +179,11 @@ class CheckResult:
 
 def check(trace: TraceColumns, params: dict[str, int | None]) -> CheckResult:
     """Rules 1–5 over ``trace`` with ``params`` (keys of :data:`PARAM_KEYS`; None = unknown)."""
+    if not isinstance(trace, TraceColumns):
+        raise InvalidArgumentError(
+            f"trace must be a TraceColumns (from attune.device.load_io_trace or parse_strace), "
+            f"got {type(trace).__name__}"
+        )
     p = check_params(params)
     raw = _native.device_check(trace.file, trace.offset, trace.size, trace.write, p)
     return CheckResult(raw, list(trace.files), p)
