@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use crate::support::{scratch, small};
+use crate::support::{scratch, small, tiny};
 use attune_plush::{Image, Migration, Options, Plush, SimModel, SimStorage};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -13,14 +13,9 @@ use std::collections::BTreeMap;
 fn unlogged() -> Options {
     Options {
         migration: Migration::Inline,
-        dram_entries_log2: 2,
-        fanout_log2: 2,
-        log_partitions: 2,
-        log_chunk_bytes: 8192,
-        log_chunks: 4,
         dram_filter_levels: 1,
         recovery_log: false,
-        ..Options::default()
+        ..tiny()
     }
 }
 

@@ -10,14 +10,8 @@ use std::collections::BTreeMap;
 fn options() -> Options {
     Options {
         migration: Migration::Inline,
-        dram_entries_log2: 2,
-        fanout_log2: 2,
-        log_partitions: 2,
-        log_chunk_bytes: 8192,
-        log_chunks: 4,
         payload_segment_bytes: 16384,
-        levels_max: 8,
-        ..Options::default()
+        ..crate::support::tiny()
     }
 }
 

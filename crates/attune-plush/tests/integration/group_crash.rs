@@ -22,14 +22,8 @@ const KEYS_PER_THREAD: u64 = 150;
 fn options(migration: Migration) -> Options {
     Options {
         migration,
-        dram_entries_log2: 2,
-        fanout_log2: 2,
-        log_partitions: 2,
-        log_chunk_bytes: 8192,
-        log_chunks: 4,
         dram_filter_levels: 1,
-        levels_max: 8,
-        ..Options::default()
+        ..crate::support::tiny()
     }
 }
 

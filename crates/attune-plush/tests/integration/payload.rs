@@ -229,14 +229,9 @@ const KEYS: u64 = 120;
 fn sim_options(migration: Migration) -> Options {
     Options {
         migration,
-        dram_entries_log2: 2,
-        fanout_log2: 2,
-        log_partitions: 2,
-        log_chunk_bytes: 8192,
-        log_chunks: 4,
         dram_filter_levels: 1,
         payload_segment_bytes: 8192,
-        ..Options::default()
+        ..crate::support::tiny()
     }
 }
 

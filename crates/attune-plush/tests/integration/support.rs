@@ -17,6 +17,19 @@ pub fn small() -> Options {
     }
 }
 
+/// The crash tests' geometry: a DRAM level of 4 entries, fanout 4, two log partitions of four
+/// 8 KiB chunks, so that a few hundred keys migrate through several levels and wrap the log.
+pub fn tiny() -> Options {
+    Options {
+        dram_entries_log2: 2,
+        fanout_log2: 2,
+        log_partitions: 2,
+        log_chunk_bytes: 8192,
+        log_chunks: 4,
+        ..Options::default()
+    }
+}
+
 /// A directory on tmpfs where there is one (a barrier per upsert on a disk is a device flush,
 /// which the benchmarks measure; the tests check behaviour).
 pub fn scratch() -> tempfile::TempDir {
