@@ -22,7 +22,7 @@ use attune_io::ssd::{IoRequest, Ssd, SsdParams};
 use attune_workload::rng::Xoshiro256;
 use attune_workload::trace::IoKind;
 
-use crate::output::{Fail, Sink};
+use crate::output::{round_to, Fail, Sink};
 
 fn thread_cpu_ns() -> u128 {
     let mut ts = libc::timespec {
@@ -90,10 +90,6 @@ struct Row<'a> {
     weights: &'a str,
     /// The inference path that ran (`avx2-fixed`, `sse2`, `i16`, `i64`; `-` for the simulator).
     kernel: &'a str,
-}
-
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 const USAGE: &str = "usage: attune-bench io [--decisions N] [--model FILE] [--out FILE] [--json]";
@@ -258,8 +254,8 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             case,
             joint: *joint,
             items,
-            ns_per_item_cpu: round2(*cpu),
-            ns_per_item_wall: round2(*wall),
+            ns_per_item_cpu: round_to(*cpu, 2),
+            ns_per_item_wall: round_to(*wall, 2),
             decisions_per_sec: per_sec.round(),
             weights,
             kernel,

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::output::{Fail, Sink};
+use crate::output::{round_to, Fail, Sink};
 
 use attune_learn::plr::RADIX_SEGMENTS_MIN;
 use attune_learn::{LearnedIndex, PlrFit, PlrModel, SegmentSearch, DELTA_DEFAULT};
@@ -169,12 +169,6 @@ struct Bytes16Row<'a> {
     speedup_cpu: f64,
 }
 
-/// `x` rounded to `digits` decimals (the precision the rows always had).
-fn round(x: f64, digits: i32) -> f64 {
-    let m = 10f64.powi(digits);
-    (x * m).round() / m
-}
-
 /// Runs `attune-bench learn ARGS`.
 pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let Some(args) = parse_args(&argv)? else {
@@ -267,20 +261,20 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                     segments: m.segment_count(),
                     model_bytes,
                     encoded_bytes: encoded,
-                    model_bytes_per_key: round(model_bytes as f64 / n as f64, 4),
-                    train_ns_per_key_cpu: round(train_cpu[1], 2),
+                    model_bytes_per_key: round_to(model_bytes as f64 / n as f64, 4),
+                    train_ns_per_key_cpu: round_to(train_cpu[1], 2),
                     queries: q.len(),
                     negatives,
-                    lookup_ns_bsearch_cpu: round(bs_cpu, 1),
-                    lookup_ns_bsearch_wall: round(bs_wall, 1),
-                    lookup_ns_model_binary_cpu: round(row_search[0].1, 1),
-                    lookup_ns_model_binary_wall: round(row_search[0].2, 1),
-                    lookup_ns_model_radix_cpu: round(row_search[1].1, 1),
-                    lookup_ns_model_radix_wall: round(row_search[1].2, 1),
-                    speedup_best_cpu: round(bs_cpu / best_cpu, 3),
+                    lookup_ns_bsearch_cpu: round_to(bs_cpu, 1),
+                    lookup_ns_bsearch_wall: round_to(bs_wall, 1),
+                    lookup_ns_model_binary_cpu: round_to(row_search[0].1, 1),
+                    lookup_ns_model_binary_wall: round_to(row_search[0].2, 1),
+                    lookup_ns_model_radix_cpu: round_to(row_search[1].1, 1),
+                    lookup_ns_model_radix_wall: round_to(row_search[1].2, 1),
+                    speedup_best_cpu: round_to(bs_cpu / best_cpu, 3),
                     default_search: if default_radix { "radix" } else { "binary" },
-                    speedup_default_cpu: round(bs_cpu / default_cpu, 3),
-                    mean_window: round(qual.mean_window, 1),
+                    speedup_default_cpu: round_to(bs_cpu / default_cpu, 3),
+                    mean_window: round_to(qual.mean_window, 1),
                 };
                 if sink.human() {
                     println!(
@@ -347,12 +341,12 @@ fn bytes16_row<'a>(keys: &[u64], q: &[u64], set_name: &'a str) -> Result<Bytes16
         prefix_len: idx.mapper().prefix().len(),
         segments: idx.model().segment_count(),
         distinct_mapped: idx.quality().distinct_keys,
-        train_ns_per_key_cpu: round(train, 2),
+        train_ns_per_key_cpu: round_to(train, 2),
         queries: q16.len(),
-        lookup_ns_bsearch_cpu: round(bs_cpu, 1),
-        lookup_ns_bsearch_wall: round(bs_wall, 1),
-        lookup_ns_model_cpu: round(m_cpu, 1),
-        lookup_ns_model_wall: round(m_wall, 1),
-        speedup_cpu: round(bs_cpu / m_cpu, 3),
+        lookup_ns_bsearch_cpu: round_to(bs_cpu, 1),
+        lookup_ns_bsearch_wall: round_to(bs_wall, 1),
+        lookup_ns_model_cpu: round_to(m_cpu, 1),
+        lookup_ns_model_wall: round_to(m_wall, 1),
+        speedup_cpu: round_to(bs_cpu / m_cpu, 3),
     })
 }

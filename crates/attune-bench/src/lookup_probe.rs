@@ -11,7 +11,7 @@ use attune_kv::{Compression, Options, DB};
 use serde::Serialize;
 use std::time::Instant;
 
-use crate::output::{Fail, Sink};
+use crate::output::{round_to, Fail, Sink};
 
 const USAGE: &str = "usage: attune-bench lookup-probe DIR [N=2000000] [GETS=2000000] [ROUNDS=3] \
                      [--mode off|always] [--out FILE] [--json]";
@@ -134,8 +134,8 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                 mode: mode.name(),
                 records: n,
                 gets,
-                ns_per_get_wall: (ns * 10.0).round() / 10.0,
-                ns_per_get_cpu: (cpu * 10.0).round() / 10.0,
+                ns_per_get_wall: round_to(ns, 1),
+                ns_per_get_cpu: round_to(cpu, 1),
                 found,
                 learned_lookups: st.learned.learned_lookups,
                 total_lookups: st.learned.total_lookups,

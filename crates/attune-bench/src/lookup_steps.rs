@@ -24,7 +24,7 @@ use attune_workload::keys::{encode_key16, KeySet};
 use serde::Serialize;
 use std::time::Instant;
 
-use crate::output::{Fail, Fields, Sink};
+use crate::output::{round_to, Fail, Fields, Sink};
 
 const USAGE: &str = "usage: attune-bench lookup-steps [--keysets a,b] [--records N] [--gets N] \
                      [--repeat N] [--dir DIR] [--out FILE] [--json]";
@@ -197,7 +197,7 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                         .join(" | ")
                 );
             }
-            let round1 = |v: f64| (v * 10.0).round() / 10.0;
+            let round1 = |v: f64| round_to(v, 1);
             let mut steps = Fields::default();
             for (name, ns) in STEP_NAMES.iter().zip(per) {
                 steps.push(format!("ns_{name}"), round1(ns));

@@ -24,7 +24,7 @@ use std::time::Instant;
 use attune_kv::{Options, DB};
 use serde::Serialize;
 
-use crate::output::{Fail, Sink};
+use crate::output::{round_to, Fail, Sink};
 
 const USAGE: &str = "usage: attune-bench merge-counters [--counters N] [--increments N] \
                      [--dir DIR] [--out FILE] [--json]";
@@ -97,10 +97,6 @@ fn read_all(db: &DB, counters: u64, want: &[u64]) -> Result<f64, Fail> {
     Ok(best)
 }
 
-fn round(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
 /// Runs `attune-bench merge-counters ARGS`.
 pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let (mut counters, mut increments) = (10_000u64, 1_000_000u64);
@@ -129,9 +125,9 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             variant,
             counters,
             ops,
-            seconds: round(secs * 1000.0) / 1000.0,
+            seconds: round_to(secs, 6),
             ops_per_sec: rate.round(),
-            ratio: ratio.map(round),
+            ratio: ratio.map(|r| round_to(r, 3)),
         })
     };
     let order = picks(increments, counters);

@@ -22,6 +22,13 @@ use serde::Serialize;
 
 use crate::machine::Machine;
 
+/// `x` rounded to `digits` decimals: the precision a row field is stored with (run-to-run noise
+/// is far larger, so more digits would only make the files harder to read).
+pub fn round_to(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
+}
+
 /// The output flags of every subcommand.
 #[derive(Args, Clone, Debug, Default)]
 pub struct OutputArgs {

@@ -22,7 +22,7 @@ use std::time::Instant;
 use attune_kv::{Options, WriteBatch, WriteOptions, DB};
 use serde::Serialize;
 
-use crate::output::{Fail, Sink};
+use crate::output::{round_to, Fail, Sink};
 
 const USAGE: &str =
     "usage: attune-bench range-delete [--keys N] [--gets N] [--dir DIR] [--out FILE] [--json]";
@@ -102,10 +102,6 @@ fn gets(db: &DB, keys: &[Vec<u8>], found: bool) -> Result<(f64, f64), Fail> {
     Ok((best, keys.len() as f64 / best))
 }
 
-fn round(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
 /// Runs `attune-bench range-delete ARGS`.
 pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let (mut keys, mut n_gets) = (100_000u64, 200_000u64);
@@ -134,10 +130,10 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                 variant,
                 keys,
                 ops,
-                seconds: round(secs * 1000.0) / 1000.0,
+                seconds: round_to(secs, 6),
                 ops_per_sec: rate.round(),
                 wal_bytes: wal,
-                ratio: ratio.map(round),
+                ratio: ratio.map(|r| round_to(r, 3)),
             })
         };
 

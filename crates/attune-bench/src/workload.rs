@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::output::{Fail, Sink};
+use crate::output::{round_to, Fail, Sink};
 
 use attune_workload::keys::{KeySet, LoadOrder};
 use attune_workload::mixgraph::MixGraphConfig;
@@ -65,11 +65,6 @@ struct Row<'a> {
     items: u64,
     ns_per_item_cpu: f64,
     ns_per_item_wall: f64,
-}
-
-/// Two decimals: the rows' precision (the median of 3 runs varies far more).
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 /// Runs `attune-bench workload ARGS`.
@@ -230,8 +225,8 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             bench: "workload",
             generator: &name,
             items,
-            ns_per_item_cpu: round2(cpu),
-            ns_per_item_wall: round2(wall),
+            ns_per_item_cpu: round_to(cpu, 2),
+            ns_per_item_wall: round_to(wall, 2),
         })?;
     }
     Ok(())
