@@ -482,6 +482,12 @@ pub struct Options {
     /// With `mmap_reads`, how many table bytes may be mapped at once; tables opened beyond it
     /// are read with `pread`. Default `auto`: half the memory the process may use.
     pub mmap_reads_limit: MmapLimit,
+    /// Tables read with `pread` because mapping them would pass `mmap_reads_limit` leave their
+    /// uncompressed blocks to the page cache instead of also copying them into the block cache
+    /// (which then keeps compressed blocks): such tables exist only when the data outgrows the
+    /// memory, and a block held twice halves what fits. Ignored with `memory_budget` (the
+    /// adaptive sizing models both tiers). Default true; false caches them as RocksDB does.
+    pub uncompressed_to_page_cache: bool,
     /// Write the WAL and value-log segments through a shared memory map of space reserved with
     /// `fallocate` (Linux): an append is a memory copy, not a `write` system call, so a write
     /// group costs no system call. Same durability as `write` (the pages are the file's: they
@@ -621,6 +627,7 @@ impl Default for Options {
             secondary: false,
             mmap_reads: true,
             mmap_reads_limit: MmapLimit::Auto,
+            uncompressed_to_page_cache: true,
             mmap_logs: true,
             max_open_files: 1000,
             enable_blob_files: true,
@@ -743,6 +750,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "secondary",
     "mmap_reads",
     "mmap_reads_limit",
+    "uncompressed_to_page_cache",
     "mmap_logs",
     "max_open_files",
     "enable_blob_files",
@@ -846,6 +854,9 @@ impl Options {
             "secondary" => self.secondary = parse_bool(key, value)?,
             "mmap_reads" => self.mmap_reads = parse_bool(key, value)?,
             "mmap_reads_limit" => self.mmap_reads_limit = MmapLimit::parse(value)?,
+            "uncompressed_to_page_cache" => {
+                self.uncompressed_to_page_cache = parse_bool(key, value)?
+            }
             "mmap_logs" => self.mmap_logs = parse_bool(key, value)?,
             "max_open_files" => self.max_open_files = parse_num(key, value)?,
             "enable_blob_files" => self.enable_blob_files = parse_bool(key, value)?,
@@ -1159,6 +1170,10 @@ impl Options {
             ("secondary", self.secondary.to_string()),
             ("mmap_reads", self.mmap_reads.to_string()),
             ("mmap_reads_limit", self.mmap_reads_limit.name()),
+            (
+                "uncompressed_to_page_cache",
+                self.uncompressed_to_page_cache.to_string(),
+            ),
             ("mmap_logs", self.mmap_logs.to_string()),
             ("max_open_files", self.max_open_files.to_string()),
             ("enable_blob_files", self.enable_blob_files.to_string()),

@@ -55,7 +55,10 @@ impl DB {
         let env = PosixEnv::new()
             .with_mmap_reads(opts.mmap_reads)
             .with_mmap_limit(limit)
-            .with_mmap_logs(opts.mmap_logs);
+            .with_mmap_logs(opts.mmap_logs)
+            .with_uncompressed_beyond_limit_uncached(
+                opts.uncompressed_to_page_cache && opts.memory_budget == 0,
+            );
         Self::open_with_env(Arc::new(env), path.as_ref(), opts)
     }
 

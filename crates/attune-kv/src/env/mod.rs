@@ -91,6 +91,13 @@ pub trait RandomAccessFile: Send + Sync {
         self.read_exact_at(buf, offset)?;
         Ok(None)
     }
+    /// Whether blocks stored uncompressed in this file are better left to the OS page cache than
+    /// copied into the block cache: the page cache already holds the same bytes after a read,
+    /// and a second copy halves what fits in a memory limit. False by default (the block cache
+    /// takes every block read).
+    fn leave_uncompressed_to_page_cache(&self) -> bool {
+        false
+    }
 }
 
 /// Held while the database directory is locked; dropping it releases the lock.

@@ -27,6 +27,9 @@ pub struct PosixEnv {
     mmap_limit: u64,
     /// Bytes currently mapped for reading; each mapping gives its share back when dropped.
     mapped: Arc<AtomicU64>,
+    /// Whether files read with `pread` because they are beyond `mmap_limit` leave their
+    /// uncompressed blocks to the page cache (see [`PosixEnv::with_uncompressed_beyond_limit`]).
+    uncompressed_beyond_limit_uncached: bool,
 }
 
 impl PosixEnv {
@@ -37,7 +40,19 @@ impl PosixEnv {
             mmap_logs: true,
             mmap_limit: u64::MAX,
             mapped: Arc::new(AtomicU64::new(0)),
+            uncompressed_beyond_limit_uncached: false,
         }
+    }
+
+    /// With `on`, a table read with `pread` because mapping it would pass the mapping limit
+    /// ([`PosixEnv::with_mmap_limit`]) says its uncompressed blocks are better left to the page
+    /// cache ([`RandomAccessFile::leave_uncompressed_to_page_cache`]): such tables exist only
+    /// when they outgrow the memory, and there a block held both in the block cache and in the
+    /// page cache halves what fits (docs/kv.md "Uncompressed blocks beyond the mapping limit").
+    /// Default off.
+    pub fn with_uncompressed_beyond_limit_uncached(mut self, on: bool) -> Self {
+        self.uncompressed_beyond_limit_uncached = on;
+        self
     }
 
     /// Maps a file for reading only while the mapped total stays within `bytes`; files beyond
@@ -664,6 +679,8 @@ struct PosixRandom {
     file: File,
     path: PathBuf,
     size: u64,
+    /// See [`RandomAccessFile::leave_uncompressed_to_page_cache`].
+    leave_uncompressed: bool,
 }
 
 impl RandomAccessFile for PosixRandom {
@@ -678,6 +695,9 @@ impl RandomAccessFile for PosixRandom {
     }
     fn size(&self) -> u64 {
         self.size
+    }
+    fn leave_uncompressed_to_page_cache(&self) -> bool {
+        self.leave_uncompressed
     }
     fn resident_bytes(&self, offset: u64, len: u64) -> Option<u64> {
         resident_bytes_of_fd(&self.file, offset, len)
@@ -825,6 +845,7 @@ impl Env for PosixEnv {
             file,
             path: path.to_path_buf(),
             size,
+            leave_uncompressed: self.mmap_reads && !fits && self.uncompressed_beyond_limit_uncached,
         }))
     }
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {

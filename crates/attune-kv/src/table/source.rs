@@ -7,9 +7,13 @@
 //! Called from any reader thread: point lookups, iterators, and compaction inputs and
 //! `fill_cache = false` scans, which bypass both tiers and are not reported (they are not the
 //! workload the caches serve). Invariant: a block is checked (CRC, then its structure) before
-//! it is cached or returned.
+//! it is cached or returned. Blocks stored uncompressed in a table that is read with `pread`
+//! beyond the mapping limit are returned without being cached (the page cache holds them; see
+//! `RandomAccessFile::leave_uncompressed_to_page_cache`).
 
-use crate::block::format::{read_raw_block, uncompress_block, uncompress_block_ref, BlockHandle};
+use crate::block::format::{
+    read_raw_block, uncompress_block, uncompress_block_ref, BlockHandle, BLOCK_TYPE_NONE,
+};
 use crate::block::Block;
 use crate::cache::BlockCache;
 use crate::env::RandomAccessFile;
@@ -37,9 +41,18 @@ pub(crate) fn read_block(
     let start = tiers.is_some().then(Instant::now);
     // `second_hit`: whether the second tier (compressed cache or page cache) held the block,
     // when known; only probed when the sizing watches (the probe costs a system call).
+    // A block stored uncompressed in a file that leaves such blocks to the page cache is not
+    // copied into the block cache (without the adaptive sizing, which models both tiers).
+    let mut fill_cache = fill_cache;
     let (data, second_hit) = match tiers.and_then(|t| t.compressed()) {
         None => {
             let (raw, cached) = read_raw_block(file, handle, path, tiers.is_some())?;
+            if tiers.is_none()
+                && raw.get(handle.size as usize) == Some(&BLOCK_TYPE_NONE)
+                && file.leave_uncompressed_to_page_cache()
+            {
+                fill_cache = false;
+            }
             (uncompress_block(raw, handle, path)?, cached)
         }
         Some(cc) => match cc.get(number, handle.offset) {

@@ -262,3 +262,45 @@ fn every_wal_is_accounted_for_by_the_manifest_before_it_holds_a_write() {
         assert_eq!(got.as_deref(), Some(&value[..]), "key{i:05} lost");
     }
 }
+
+/// Loads 2,000 keys into tables on real files, reopens with every table beyond the mapping
+/// limit (`mmap_reads_limit = 0`: each is read with `pread`), reads every key twice and returns
+/// the block cache's inserts and hits.
+fn block_cache_after_pread_gets(compression: &str, to_page_cache: &str) -> (u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options();
+    o.set("compression", compression).unwrap();
+    o.set("enable_blob_files", "false").unwrap();
+    let key = |i: u32| format!("key{i:06}").into_bytes();
+    {
+        let db = DB::open(dir.path(), o.clone()).unwrap();
+        for i in 0..2000u32 {
+            db.put(&key(i), &[b'v'; 200]).unwrap();
+        }
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    o.set("mmap_reads_limit", "0").unwrap();
+    o.set("uncompressed_to_page_cache", to_page_cache).unwrap();
+    o.set("learned_index", "off").unwrap();
+    let db = DB::open(dir.path(), o).unwrap();
+    for _ in 0..2 {
+        for i in 0..2000u32 {
+            assert_eq!(db.get(&key(i)).unwrap(), Some(vec![b'v'; 200]), "key {i}");
+        }
+    }
+    let c = db.stats().block_cache;
+    (c.inserts, c.hits)
+}
+
+#[test]
+fn uncompressed_blocks_read_with_pread_beyond_the_mapping_limit_are_left_to_the_page_cache() {
+    // Uncompressed: the page cache holds the blocks; the block cache takes none of them.
+    assert_eq!(block_cache_after_pread_gets("none", "true"), (0, 0));
+    // Switched off: the block cache takes them, as RocksDB's does, and the second pass hits.
+    let (inserts, hits) = block_cache_after_pread_gets("none", "false");
+    assert!(inserts > 0 && hits >= 2000, "inserts {inserts} hits {hits}");
+    // Compressed blocks are cached either way: the page cache holds only their compressed form.
+    let (inserts, hits) = block_cache_after_pread_gets("lz4", "true");
+    assert!(inserts > 0 && hits >= 2000, "inserts {inserts} hits {hits}");
+}
