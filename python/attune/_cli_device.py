@@ -6,8 +6,9 @@
 * ``attune device profile --simulated [--set NAME=VALUE]...``: the same on the simulated SSD,
   compared with the parameters planted in it. The device is the simulator's default with
   ``stripe_chips=4`` and ``map_fetch_us=10`` (a 256 KiB stripe that Experiment 1 can see); these
-  two stay unless ``--set`` overrides them (``attune.device.profile_simulated(None)`` uses the
-  bare simulator defaults instead, where the stripe is not visible).
+  two stay unless ``--set`` overrides them, and the 4-chip stripe becomes 0 (all chips) when the
+  chip count ``--set`` gives is not a multiple of 4 (``attune.device.profile_simulated(None)``
+  uses the bare simulator defaults instead, where the stripe is not visible).
 * ``attune device check TRACE``: rules 1–5 over an strace log or a block trace, with parameters
   from a profile (``--params PROFILE.json``, written by ``profile --out``) or given
   (``--param chunk=65536``); each violation with its offset and size, the extra flash pages and
@@ -80,7 +81,7 @@ def _profile(args) -> int:
     if args.simulated:
         if args.path:
             raise InvalidArgumentError("give either PATH or --simulated, not both")
-        params = {**SIMULATED_PRESET, **_pairs(args.set, "--set")}
+        params = _simulated_params(_pairs(args.set, "--set"))
     _check_config(config, args, params)
     _check_writable(args.out, "--out")
     if args.plot:
@@ -159,6 +160,24 @@ _FLAGS = {
 }
 
 
+def _simulated_params(given: dict[str, str]) -> dict[str, str]:
+    """The simulated device: :data:`SIMULATED_PRESET` under the user's ``--set`` values. The
+    preset's 4-chip stripe is dropped (0: a stripe over all chips) when the user's geometry has
+    a chip count it does not divide, so ``--set channels=1 --set chips_per_channel=1`` is the
+    one-chip device the docs name, not an error about a setting the user never gave."""
+    params = {**SIMULATED_PRESET, **given}
+    if "stripe_chips" not in given:
+        from attune.io import ssd_params
+
+        try:
+            p = ssd_params({**params, "stripe_chips": "0"})
+        except InvalidArgumentError:
+            return params  # the user's own values are wrong: let the profile name them
+        if (p["channels"] * p["chips_per_channel"]) % int(SIMULATED_PRESET["stripe_chips"]):
+            params["stripe_chips"] = "0"
+    return params
+
+
 def _check_config(config: dict, args, params: dict | None) -> None:
     """The settings, checked, with errors in the CLI's terms (``--file-mb must be at least 4``)
     rather than the Python API's (``file_bytes``). ``params`` are the simulated device's
@@ -194,7 +213,7 @@ def _check_config(config: dict, args, params: dict | None) -> None:
             f"the default --file-mb {fb >> 20} is too small for these settings: give --file-mb "
             f"{least >> 20} or more ({why})"
         )
-    _check_fits(fb, len(defaults["write_sizes"]), args, params)
+    _check_fits(fb, len(defaults["write_sizes"]), args, params, smallest=fb <= least)
     try:
         device.profile_config(config)
     except InvalidArgumentError as e:
@@ -206,10 +225,13 @@ def _check_config(config: dict, args, params: dict | None) -> None:
         raise
 
 
-def _check_fits(file_bytes: int, n_files: int, args, params: dict | None) -> None:
+def _check_fits(
+    file_bytes: int, n_files: int, args, params: dict | None, smallest: bool = False
+) -> None:
     """``n_files`` test files of ``file_bytes`` fit the simulated device (from offset
     ``FILE_BASE``) or, for a PATH, the size of its file system (the free space is checked by the
-    profile itself, after stale files are removed)."""
+    profile itself, after stale files are removed). ``smallest``: the files are already the
+    smallest these settings allow, so the advice is not to shrink them."""
     import shutil
 
     need = file_bytes * n_files
@@ -230,10 +252,15 @@ def _check_fits(file_bytes: int, n_files: int, args, params: dict | None) -> Non
         except OSError:
             return  # the profile reports an unreadable path itself
         if need > total:
+            advice = (
+                "profile a directory on a larger file system (the files are already the "
+                "smallest these settings allow)"
+                if smallest
+                else "use a smaller --file-mb"
+            )
             raise InvalidArgumentError(
                 f"--file-mb {file_bytes >> 20}: the {n_files} test files need {_kb(need)}, "
-                f"more than the whole file system under {args.path} ({_kb(total)}); use a "
-                f"smaller --file-mb"
+                f"more than the whole file system under {args.path} ({_kb(total)}); {advice}"
             )
 
 

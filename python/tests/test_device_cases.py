@@ -434,6 +434,40 @@ def test_too_little_space_at_the_smallest_files_says_what_can_be_done(tmp_path, 
         device.profile_path(tmp_path, {"file_bytes": 8 << 20})
 
 
+def test_the_cli_at_the_smallest_files_on_a_small_file_system_says_to_go_elsewhere(
+    tmp_path, monkeypatch, capsys
+):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(8 << 20, 0, 8 << 20))
+    for mib in ("4", "8"):
+        rc, _, err = _cli(capsys, "device", "profile", str(tmp_path), "--file-mb", mib)
+        assert rc == 1, err
+        smallest = mib == "4"
+        assert ("larger file system" in err) == smallest, err
+        assert ("use a smaller --file-mb" in err) != smallest, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_cli_preset_stripe_gives_way_to_a_geometry_it_does_not_divide(capsys):
+    # The preset's 4-chip stripe does not divide one chip (or three): the documented one-chip
+    # device runs instead of failing on a setting the user never gave.
+    for chips in ("1", "3"):
+        rc, _, err = _cli(
+            capsys,
+            *("device", "profile", "--simulated", "--file-mb", "16", "--samples", "8"),
+            *("--set", "channels=1", "--set", f"chips_per_channel={chips}", "--no-progress"),
+        )
+        assert rc == 0, err
+        assert "stripe_chips" not in err, err
+    # A stripe the user gives is still checked against the geometry.
+    rc, _, err = _cli(
+        capsys,
+        *("device", "profile", "--simulated", "--set", "channels=1"),
+        *("--set", "chips_per_channel=1", "--set", "stripe_chips=4", "--no-progress"),
+    )
+    assert rc == 1 and "stripe_chips" in err, err
+
+
 def test_check_param_errors_and_a_guessed_format(tmp_path):
     with pytest.raises(InvalidArgumentError, match="`none` with --param"):
         device.check_params({"chunk": 0})
