@@ -495,6 +495,21 @@ def test_check_refuses_binary_params_empty_param_values_and_a_missing_trace(tmp_
         device.check(None, {"page": 4096})
 
 
+def test_api_takes_a_trace_path_and_names_bad_settings_and_findings(tmp_path):
+    tr = tmp_path / "t.strace"
+    tr.write_text(THREADS)
+    by_path = device.check(tr, {"page": 4096})
+    assert by_path.raw == device.check(device.load_io_trace(tr), {"page": 4096}).raw
+    assert device.check(str(tr), {"page": 4096}).raw == by_path.raw
+    with pytest.raises(InvalidArgumentError, match="file_bytes must be an integer"):
+        device.profile_path(tmp_path, {"file_bytes": "4M"})
+    with pytest.raises(InvalidArgumentError, match="no finding for desirable_write"):
+        device.learned_params({"x": 1})
+    with pytest.raises(InvalidArgumentError, match="learned must be"):
+        device.learned_params(None)
+    assert list(tmp_path.iterdir()) == [tr]
+
+
 def test_a_min_guess_above_the_max_names_the_flags():
     e = _run("device", "profile", "--simulated", "--min-guess-kb", "1024")
     assert e.returncode == 1 and "Traceback" not in e.stderr, e.stderr

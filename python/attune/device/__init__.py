@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from attune import _native
@@ -122,7 +123,17 @@ def recovered(learned: dict, expected: dict) -> bool:
 
 def learned_params(learned: dict) -> dict[str, int | None]:
     """``{name: bytes or None}`` from a profile's ``learned`` findings."""
-    return {k: learned[k]["value"] for k in PARAM_KEYS}
+    if not isinstance(learned, dict):
+        raise InvalidArgumentError(
+            f"learned must be a profile's `learned` dict, got {type(learned).__name__}"
+        )
+    missing = [k for k in PARAM_KEYS if not isinstance(learned.get(k), dict)]
+    if missing:
+        raise InvalidArgumentError(
+            f"learned has no finding for {', '.join(missing)}: pass the `learned` dict of a "
+            f"profile (profile_simulated(...)['learned'] or a profile --out file's)"
+        )
+    return {k: learned[k].get("value") for k in PARAM_KEYS}
 
 
 @dataclass
@@ -177,8 +188,12 @@ class CheckResult:
         }
 
 
-def check(trace: TraceColumns, params: dict[str, int | None]) -> CheckResult:
-    """Rules 1–5 over ``trace`` with ``params`` (keys of :data:`PARAM_KEYS`; None = unknown)."""
+def check(trace: TraceColumns | str | Path, params: dict[str, int | None]) -> CheckResult:
+    """Rules 1–5 over ``trace`` with ``params`` (keys of :data:`PARAM_KEYS`; None = unknown).
+    ``trace`` is a :class:`TraceColumns` or the path of a trace file, read with
+    :func:`load_io_trace` (format sniffed)."""
+    if isinstance(trace, (str, Path)):
+        trace = load_io_trace(trace)
     if not isinstance(trace, TraceColumns):
         raise InvalidArgumentError(
             f"trace must be a TraceColumns (from attune.device.load_io_trace or parse_strace), "

@@ -146,7 +146,9 @@ def profile_path(
     and ``notes``."""
     # The path first: a missing directory is the first thing to say, before any setting.
     p = check_dir(path)
-    cfg = _native.device_profile_config({**REAL_DEFAULTS, **(config or {})})
+    from attune.device import _checked_config
+
+    cfg = _native.device_profile_config({**REAL_DEFAULTS, **(_checked_config(config) or {})})
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise InvalidArgumentError(f"rounds must be an integer of at least 1, got {rounds!r}")
     sizes: list[int] = cfg["write_sizes"]
