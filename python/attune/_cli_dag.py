@@ -1,7 +1,8 @@
 """CLI verb `attune dag`: run a DAG module, inspect and clean shared pipeline state.
 
 * ``attune dag run FILE.py`` runs the DAG a Python file defines (a module-level ``dag``, or a
-  ``build()`` function returning one), every node in its own process, and prints per node the
+  ``build()`` function returning one), nodes in worker processes forked for the run (other
+  process models with ``--processes``), and prints per node the
   seconds, bytes copied and reshared; ``--json`` prints the run's measurements as one object.
 * ``attune dag stats`` lists DeCache entries (source, bytes, live references) and run
   directories (with whether their driver is alive).
@@ -30,7 +31,11 @@ def register(sub) -> None:
 
     r = verbs.add_parser("run", help="run the DAG a Python file defines (`dag` or `build()`)")
     r.add_argument("module", metavar="FILE.py", help="Python file defining `dag` or `build()`")
-    r.add_argument("--outputs", default=None, help="comma-separated node names (default: sinks)")
+    r.add_argument(
+        "--outputs",
+        default=None,
+        help="comma-separated node names (default: sinks); only the nodes they need run",
+    )
     r.add_argument(
         "--start-method",
         choices=("fork", "spawn"),

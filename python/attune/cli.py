@@ -201,6 +201,9 @@ def _report(exc: BaseException, as_json: bool) -> None:
             obj.update({k: v for k, v in extra.items() if k not in obj})
         print(json.dumps(obj), flush=True)
     else:
+        detail = getattr(exc, "cli_detail", None)
+        if isinstance(detail, str) and detail:
+            print(detail.rstrip("\n"), file=sys.stderr)  # e.g. a failed node's traceback
         print(f"attune: error: {message}", file=sys.stderr)
 
 

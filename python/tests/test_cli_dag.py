@@ -96,6 +96,24 @@ def test_a_failing_node_is_a_clean_error(tmp_path, capsys):
     ]
 
 
+def test_a_raising_node_shows_its_traceback_and_json_names_it(tmp_path, capsys):
+    bad = tmp_path / "raises.py"
+    bad.write_text(
+        DAG_MODULE + "\ndef divider(t):\n    return 1 / 0\n\ndag.node(divider, dag.nodes[1])\n"
+    )
+    argv = ["dag", "run", str(bad), "--root", str(tmp_path), "--no-progress"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "raises.py" in err and "1 / 0" in err, err
+    assert err.rstrip().endswith(
+        "attune: error: node divider raised ZeroDivisionError: division by zero"
+    )
+    assert main([*argv, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["error"], doc["node"], doc["reason"]) == ("NodeFailedError", "divider", "exception")
+    assert "1 / 0" in doc["detail"]
+
+
 def test_stats_and_clean_find_a_dead_drivers_directory(tmp_path, capsys):
     stale = tmp_path / "attune-dag.999999999.dag.abc"
     stale.mkdir()

@@ -477,3 +477,71 @@ def test_a_deferred_release_unmaps_the_segments_after_the_report(tmp_path):
     got = a.recv()
     p.join()
     assert got == (True, True, [], True, False, False)
+
+
+def _broken(t: pa.Table) -> pa.Table:
+    raise RuntimeError("unrelated branch broken")
+
+
+def test_a_table_of_rows_without_columns_round_trips():
+    dag = DAG("nocols")
+    src = dag.node(lambda: pa.table({"a": [1, 2, 3]}, metadata={"k": "v"}), name="src")
+    nocols = dag.node(lambda t: t.select([]), src, name="nocols")
+    dag.node(lambda t: pa.table({"n": [t.num_rows]}), nocols, name="count")
+    res = dag.run(outputs=["nocols", "count"])
+    assert (res["nocols"].num_rows, res["nocols"].num_columns) == (3, 0)
+    assert res["nocols"].equals(dag.run_inline(["nocols"])["nocols"])
+    assert res["nocols"].schema.metadata == {b"k": b"v"}
+    assert res["count"].to_pydict() == {"n": [3]}
+
+
+def test_outputs_run_only_what_they_need():
+    dag = DAG("outputs")
+    src = dag.node(load, name="src")
+    dag.node(_broken, src, name="broken")
+    dag.node(add_col, src, name="fast")
+    res = dag.run(outputs=["fast"])
+    assert sorted(res.nodes) == ["fast", "src"]
+    assert list(res) == ["fast"] and "fast" in res and len(res) == 1
+    assert list(res.keys()) == ["fast"]
+    assert res["fast"].equals(dag.run_inline(outputs=["fast"])["fast"])
+    with pytest.raises(NodeFailedError, match="node broken raised RuntimeError"):
+        dag.run()
+
+
+def test_run_inline_fails_as_run_does_and_names_are_unique():
+    dag = DAG("inline")
+    src = dag.node(load, name="src")
+    dag.node(_broken, src, name="broken")
+    with pytest.raises(NodeFailedError) as e:
+        dag.run_inline()
+    assert (e.value.node, e.value.reason) == ("broken", "exception")
+    assert isinstance(e.value.__cause__, RuntimeError)
+    assert "unrelated branch broken" in e.value.detail
+    # An exception without a message leaves no dangling colon.
+    d = DAG("bare")
+
+    def bare() -> pa.Table:
+        raise ValueError()
+
+    d.node(bare, name="n")
+    for run in (d.run_inline, d.run):
+        with pytest.raises(NodeFailedError, match=r"^node n raised ValueError$"):
+            run()
+    with pytest.raises(PipelineError, match="duplicate node name 'src'"):
+        dag.node(load, name="src")
+    # A name taken from the function still gets a suffix.
+    assert dag.node(load).name == "load" and dag.node(load).name == "load_2"
+
+
+def test_a_bad_spill_dir_is_refused_before_any_node_runs(tmp_path):
+    ran = tmp_path / "ran"
+    dag = DAG("spill")
+    dag.node(lambda: (ran.touch(), pa.table({"a": [1]}))[1], name="src")
+    for bad, what in ((tmp_path / "missing", "does not exist"), (ran, "is not a directory")):
+        if bad == ran:
+            ran.touch()
+        with pytest.raises(PipelineError, match=what):
+            dag.run(memory_budget_bytes=1 << 30, eviction="limit-drop", spill_dir=str(bad))
+        if bad != ran:
+            assert not ran.exists()

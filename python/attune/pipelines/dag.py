@@ -126,6 +126,22 @@ class NodeFailedError(PipelineError):
     def __reduce__(self):  # picklable with its fields
         return (type(self), (str(self), self.node, self.reason, self.detail))
 
+    @property
+    def json_extra(self) -> dict[str, str]:
+        """The fields the CLI's ``--json`` error object carries besides the message."""
+        return {"node": self.node, "reason": self.reason, "detail": self.detail}
+
+    @property
+    def cli_detail(self) -> str:
+        """What the CLI prints above its one-line error: the node's traceback."""
+        return self.detail
+
+
+def _raised(e: BaseException) -> str:
+    """``raised ValueError: message`` (no dangling colon when the message is empty)."""
+    text = str(e)
+    return f"raised {type(e).__name__}: {text}" if text else f"raised {type(e).__name__}"
+
 
 def default_root() -> str:
     """Where runs put their shared files: ``$ATTUNE_PIPE_ROOT``, else /dev/shm (tmpfs), else
@@ -218,6 +234,22 @@ class RunResult:
 
     def __getitem__(self, name: str) -> pa.Table:
         return self.tables[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tables
+
+    def __iter__(self):
+        return iter(self.tables)
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    def keys(self):
+        """The output names (as ``result.tables.keys()``)."""
+        return self.tables.keys()
+
+    def items(self):
+        return self.tables.items()
 
     def totals(self) -> dict[str, Any]:
         keys = ("bytes_copied", "bytes_reshared", "write_bytes_copied", "read_bytes_copied")
@@ -761,7 +793,7 @@ def _node_body(
     except MemoryError:
         return ("error", "out-of-memory", "ran out of memory (MemoryError)", traceback.format_exc())
     except BaseException as e:  # noqa: BLE001 - reported to the parent, never lost
-        return ("error", "exception", f"raised {type(e).__name__}: {e}", traceback.format_exc())
+        return ("error", "exception", _raised(e), traceback.format_exc())
 
 
 # --------------------------------------------------------------------------------------------
@@ -960,6 +992,19 @@ atexit.register(close_shared_pools)
 # The DAG.
 
 
+def _check_spill_dir(spill_dir: str) -> None:
+    """``spill_dir`` is an existing directory this process may write: checked before any node
+    runs, since a bad one would otherwise show only at the first eviction."""
+    if not os.path.isdir(spill_dir):
+        what = "is not a directory" if os.path.exists(spill_dir) else "does not exist"
+        raise PipelineError(
+            f"spill_dir {spill_dir} {what}: give an existing directory on a disk (limit-drop "
+            "eviction pages finished outputs out to files there)"
+        )
+    if not os.access(spill_dir, os.W_OK | os.X_OK):
+        raise PipelineError(f"spill_dir {spill_dir} is not writable by this process")
+
+
 class DAG:
     """A DAG of nodes; see the module documentation."""
 
@@ -989,11 +1034,15 @@ class DAG:
         for i in inputs:
             if not isinstance(i, Node) or all(i is not n for n in self.nodes):
                 raise PipelineError(f"input {i!r} is not a node of this DAG")
+        if name is not None and name in self._names:
+            # Names address outputs, --outputs and stats: a given name must be unique.
+            raise PipelineError(f"duplicate node name {name!r}: this DAG already has a node by it")
         name = name or getattr(fn, "__name__", "node")
         if name == "<lambda>":
             name = "node"
         base, k = name, 1
         while name in self._names:
+            # A name taken from the function (the same function used twice) gets a suffix.
             k += 1
             name = f"{base}_{k}"
         if "/" in name or name.startswith("."):
@@ -1053,19 +1102,51 @@ class DAG:
             out.append(n)
         return out
 
+    def _restricted(self, outputs: Sequence[Node | str] | None) -> DAG | None:
+        """The DAG of only the nodes ``outputs`` need (themselves and their ancestors), as Ray
+        and Dask run only what a requested result depends on; None when that is every node
+        (or ``outputs`` is None: the sinks need every node)."""
+        if outputs is None:
+            return None
+        need: set[int] = set()
+        stack = list(self._outputs(outputs))
+        while stack:
+            n = stack.pop()
+            if id(n) not in need:
+                need.add(id(n))
+                stack.extend(n.inputs)
+        if len(need) == len(self.nodes):
+            return None
+        sub = DAG(self.name)
+        sub.nodes = [n for n in self.nodes if id(n) in need]
+        sub._names = {n.name for n in sub.nodes}
+        sub._cached_loads = list(self._cached_loads)
+        return sub
+
     def run_inline(self, outputs: Sequence[Node | str] | None = None) -> dict[str, pa.Table]:
-        """Runs every node in this process, in order (the reference for :meth:`run`)."""
+        """Runs the nodes in this process, in order (the reference for :meth:`run`): every
+        node, or with ``outputs`` only those the outputs need. A node that raises fails the run
+        with :class:`NodeFailedError` (its exception as ``__cause__``), as in :meth:`run`."""
+        sub = self._restricted(outputs)
+        if sub is not None:
+            return sub.run_inline(outputs)
         values: dict[int, pa.Table] = {}
         for n in self.nodes:
             args = [values[id(i)] for i in n.inputs]
-            if n.wants_ctx:
-                directory = tempfile.mkdtemp(prefix="attune-dag-inline-", dir=default_root())
-                try:
-                    out = n.fn(*args, ctx=NodeContext(n.name, directory))
-                finally:
-                    shutil.rmtree(directory, ignore_errors=True)  # maps stay valid
-            else:
-                out = n.fn(*args)
+            try:
+                if n.wants_ctx:
+                    directory = tempfile.mkdtemp(prefix="attune-dag-inline-", dir=default_root())
+                    try:
+                        out = n.fn(*args, ctx=NodeContext(n.name, directory))
+                    finally:
+                        shutil.rmtree(directory, ignore_errors=True)  # maps stay valid
+                else:
+                    out = n.fn(*args)
+            except Exception as e:
+                detail = "".join(traceback.format_exception(e))
+                raise NodeFailedError(
+                    f"node {n.name} {_raised(e)}", n.name, "exception", detail
+                ) from e
             if isinstance(out, pa.RecordBatch):
                 out = pa.Table.from_batches([out])
             if not isinstance(out, pa.Table):
@@ -1158,6 +1239,28 @@ class DAG:
             raise InvalidArgumentError(f"unknown mode {mode!r} (one of: {', '.join(MODES)})")
         if not self.nodes:
             raise PipelineError("the DAG has no nodes")
+        sub = self._restricted(outputs)
+        if sub is not None:
+            # Only what the outputs need runs (``result.nodes`` lists it).
+            return sub.run(
+                outputs,
+                start_method=start_method,
+                transport=transport,
+                parallel=parallel,
+                root=root,
+                checksums=checksums,
+                keep_directory=keep_directory,
+                memory_pool=memory_pool,
+                on_node_done=on_node_done,
+                mode=mode,
+                reuse_processes=reuse_processes,
+                measure_memory=measure_memory,
+                memory_budget_bytes=memory_budget_bytes,
+                eviction=eviction,
+                spill_dir=spill_dir,
+                pool=pool,
+                processes=processes,
+            )
         if mode == "ray":
             return self._run_ray(self._outputs(outputs), parallel, on_node_done)
         if start_method not in START_METHODS:
@@ -1221,6 +1324,8 @@ class DAG:
         ctx = mp.get_context(start_method)
         if memory_budget_bytes is not None:
             ResourceManager.check(memory_budget_bytes, eviction)
+        if spill_dir is not None:
+            _check_spill_dir(spill_dir)
         directory = tempfile.mkdtemp(
             prefix=f"{RUN_PREFIX}{os.getpid()}.{_safe(self.name)}.", dir=root or default_root()
         )

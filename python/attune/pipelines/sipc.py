@@ -609,6 +609,15 @@ def read_table(path: str | os.PathLike, *, verify: bool = False) -> pa.Table:
             "schema",
             path=path,
         )
+    rows = layout.get("num_rows")
+    if not columns:
+        # No column carries the length: a table of rows without columns (``t.select([])``)
+        # takes it from the layout. A null column has no buffers, so a damaged count
+        # allocates nothing.
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 0 <= rows < 1 << 63:
+            raise CorruptionError(f"SIPC table file {path}: bad row count {rows!r}", path=path)
+        carrier = pa.Array.from_buffers(pa.null(), rows, [None])
+        return pa.table({"_": carrier}).replace_schema_metadata(schema.metadata).select([])
     try:
         arrays = [
             pa.chunked_array([r.array(n, f.type) for n in chunks], type=f.type)
@@ -619,7 +628,7 @@ def read_table(path: str | os.PathLike, *, verify: bool = False) -> pa.Table:
         if isinstance(e, CorruptionError):
             raise
         raise CorruptionError(f"SIPC table file {path}: cannot rebuild the table: {e}", path)
-    if table.num_rows != layout.get("num_rows"):
+    if table.num_rows != rows:
         raise CorruptionError(f"SIPC table file {path}: row count mismatch", path=path)
     return table
 
