@@ -1128,8 +1128,15 @@ impl Core {
         for d in first..self.geo.entries(0) {
             let _guard = self.dram.locks[d].lock();
             found.clear();
+            // Keys below `start` (only in the first entry) are dropped before the sort; every
+            // version of a kept key stays, so the newest still wins.
+            let floor = if d == first { start } else { 0 };
             collect_newest(&self.dram.entry(d), cap, &mut recs);
-            found.extend(recs.iter().map(|&(k, v)| (k, 0, v)));
+            found.extend(
+                recs.iter()
+                    .filter(|r| r.0 >= floor)
+                    .map(|&(k, v)| (k, 0, v)),
+            );
             for num in 1..=self.opts.levels_max {
                 let Some(level) = self.levels[num - 1].get() else {
                     break;
@@ -1155,7 +1162,11 @@ impl Core {
                         ));
                     }
                     collect_newest(&level.entry(i), cap, &mut recs);
-                    found.extend(recs.iter().map(|&(k, v)| (k, num, v)));
+                    found.extend(
+                        recs.iter()
+                            .filter(|r| r.0 >= floor)
+                            .map(|&(k, v)| (k, num, v)),
+                    );
                 }
             }
             // Newest level first for each key; then drop older versions and tombstones.
@@ -1166,7 +1177,7 @@ impl Core {
                     continue;
                 }
                 last = Some(k);
-                if k >= start && v != TOMBSTONE {
+                if v != TOMBSTONE {
                     out.push((k, v));
                     if out.len() == limit {
                         return Ok(out);
