@@ -1,10 +1,11 @@
-"""CLI verbs of the Plush hash table: ``attune hash-db {open,put,get,delete,stats,verify}``.
+"""CLI verbs of the Plush hash table: ``attune hash-db {open,put,get,delete,scan,stats,verify}``.
 
 Keys and values are 8-byte words, given as integers (decimal or ``0x`` hex) in [0, 2**64), or
 with ``--text`` UTF-8 strings, or with ``--hex`` hex digits of any bytes (as ``attune kv
 --hex``), of any length (up to 4 KiB keys and 1 MiB values).
 ``open`` creates a database (``-o key=value`` sets creation options such as
-``dram_entries_log2=12``); the other verbs refuse a directory that holds none. Every verb takes
+``dram_entries_log2=12``, or ``partitioning=range`` for a database that ``scan`` walks in key
+order); the other verbs refuse a directory that holds none. Every verb takes
 ``--json``.
 """
 
@@ -69,7 +70,7 @@ def _options(pairs: list[str] | None) -> dict[str, object]:
                     f"option {k}={v!r} is a boolean: give 1/0, true/false, yes/no or on/off"
                 )
             out[k] = _FLAG_WORDS[v.lower()]
-        elif k in ("backend", "migration"):
+        elif k in ("backend", "migration", "partitioning"):
             out[k] = v
         else:
             out[k] = _word(v)
@@ -171,6 +172,29 @@ def _cmd_delete(args) -> int:
     )
 
 
+def _cmd_scan(args) -> int:
+    start = _word(args.start)
+    if args.limit < 0:
+        raise attune.InvalidArgumentError(f"--limit {args.limit} must not be negative")
+    with _open(args, read=True) as db:
+        rows = db.scan(start=start, limit=args.limit)
+
+    def shown(v: bytes) -> int | str:
+        if args.hex:
+            return v.hex()
+        if args.text:
+            return v.decode(errors="replace")
+        return int.from_bytes(v, "little") if len(v) == 8 else v.hex()
+
+    if args.json:
+        for k, v in rows:
+            print(json.dumps({"key": k, "value": shown(v)}))
+    else:
+        for k, v in rows:
+            print(f"{k}\t{shown(v)}")
+    return 0
+
+
 def _cmd_stats(args) -> int:
     with _open(args, read=True) as db:
         s = db.stats()
@@ -210,7 +234,8 @@ def register(subparsers) -> None:
     """Adds ``hash-db`` and its sub-verbs."""
     p = subparsers.add_parser(
         "hash-db",
-        help="the Plush hash table (byte keys and values): open, put, get, delete, stats, verify",
+        help="the Plush hash table (byte keys and values): open, put, get, delete, scan, stats, "
+        "verify",
         description="Plush, a crash-consistent log-structured hash table for point workloads.",
     )
     sub = p.add_subparsers(dest="hash_db_verb", required=True)
@@ -237,6 +262,7 @@ def register(subparsers) -> None:
         )
         add_output_flags(q)
         q.set_defaults(func=func)
+        return q
 
     verb("open", _cmd_open, "create (or open) a hash database and print its statistics")
     verb(
@@ -252,6 +278,20 @@ def register(subparsers) -> None:
         _cmd_delete,
         "delete KEY (writes a tombstone; prints whether KEY existed)",
         ("key", "key"),
+    )
+    q = verb(
+        "scan",
+        _cmd_scan,
+        "print up to --limit records with keys at or above --start, in key order (a "
+        "database created with -o partitioning=range only); --json prints one JSON object "
+        "per line",
+    )
+    q.add_argument("--start", default="0", help="first key (integer; default 0)")
+    q.add_argument("--limit", type=int, default=100, help="records at most (default 100)")
+    form = q.add_mutually_exclusive_group()
+    form.add_argument("--text", action="store_true", help="print values as UTF-8 text")
+    form.add_argument(
+        "--hex", action="store_true", help="print values as hex digits (default: integers)"
     )
     verb("stats", _cmd_stats, "print the counters (levels, migrations, flushes, DRAM bytes)")
     verb("verify", _cmd_verify, "check every level entry and log chunk")

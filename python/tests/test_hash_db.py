@@ -555,3 +555,50 @@ def test_ablation_options_show_in_stats_and_an_unlogged_close_keeps_records(tmp_
         _open(tmp_path / "bad", recovery_log="maybe")
     assert main(["hash-db", "open", str(tmp_path / "cli"), "-o", "recovery_log=off"]) == 0
     assert "recovery log off" in capsys.readouterr().out
+
+
+def test_range_partitioning_scans_in_key_order_and_hash_mode_says_how(tmp_path, capsys):
+    p = tmp_path / "r"
+    model: dict[int, bytes] = {}
+    with _open(p, partitioning="range", significant_key_bits=16, preallocate_levels=0) as db:
+        for k in range(0, 30_000, 7):
+            k %= 1 << 16
+            db.put(k, k + 1)
+            model[k] = (k + 1).to_bytes(8, "little")
+        for k in range(0, 1 << 16, 5):
+            db.delete(k)
+            model.pop(k, None)
+        db.put(11, b"a value longer than eight bytes")
+        model[11] = b"a value longer than eight bytes"
+        s = db.stats()
+        assert s["partitioning"] == "range" and s["significant_key_bits"] == 16
+        assert sum(s["migrations"]) > 0
+        want = sorted(model.items())
+        assert db.scan() == want
+        assert db.scan(start=9, limit=3) == [x for x in want if x[0] >= 9][:3]
+        with pytest.raises(attune.InvalidArgumentError, match="8-byte integer keys"):
+            db.put(b"short", 1)
+        with pytest.raises(attune.InvalidArgumentError, match="significant key bits"):
+            db.put(1 << 16, 1)
+        with pytest.raises(attune.InvalidArgumentError, match="start"):
+            db.scan(start=-1)
+        with pytest.raises(attune.InvalidArgumentError, match="limit"):
+            db.scan(limit="ten")
+    # Reopened without options: the stored mode; the scan sees the same records.
+    with attune.HashDB(p) as db:
+        assert db.scan() == want
+    with pytest.raises(attune.InvalidArgumentError, match="expected hash or range"):
+        _open(tmp_path / "h", partitioning="bogus")
+    with _open(tmp_path / "h") as db:
+        db.put(1, 2)
+        with pytest.raises(attune.InvalidArgumentError, match="partitioning = range"):
+            db.scan()
+    with pytest.raises(attune.InvalidArgumentError, match="created with partitioning = hash"):
+        _open(tmp_path / "h", partitioning="range")
+    capsys.readouterr()
+    assert main(["hash-db", "scan", str(p), "--start", "20", "--limit", "2", "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert rows == [
+        {"key": k, "value": int.from_bytes(v, "little")}
+        for k, v in [x for x in want if x[0] >= 20][:2]
+    ]

@@ -19,11 +19,16 @@
 //! number (8 bytes, big-endian for the byte-keyed engines), so that hot items spread.
 //! `--key-bytes` / `--value-bytes` other than 8 widen them (the mixed number, then filler
 //! derived from it); Plush then stores the records out of place in its payload log.
+//!
+//! The `scan100` phase (8-byte keys only) reads the 100 records from a sampled key on, in key
+//! order: the peers' iterators over big-endian keys, and Plush variants created with
+//! `partitioning=range` (`plush:partitioning=range`); a Plush partitioned by hash has no key
+//! order and sits that phase out.
 
 use crate::engine::{find, Engine, Session};
 use crate::options::{parse_count, parse_size, Settings};
 use crate::output::{Fail, Sink};
-use attune_plush::{Backend, Migration, Options, Plush};
+use attune_plush::{Backend, Migration, Options, Partitioning, Plush};
 use attune_workload::{RequestDist, Sampler};
 use clap::Parser;
 use serde::Serialize;
@@ -55,7 +60,8 @@ struct Args {
     /// Request distributions of the lookup and mixed phases (attune-workload syntax).
     #[arg(long, default_value = "uniform,zipfian:0.99")]
     dists: String,
-    /// Phases: insert, lookup, mixed50.
+    /// Phases: insert, lookup, mixed50, scan100 (range scans of 100 records from a sampled key;
+    /// Plush variants partitioned by hash skip it).
     #[arg(long, default_value = "insert,lookup,mixed50")]
     workloads: String,
     /// Durable across power loss (see the module doc); default: across a process crash.
@@ -239,6 +245,19 @@ impl Handle<'_> {
         .map_err(|e| e.to_string())
     }
 
+    /// Reads up to `n` records from key `k` on, in key order; returns how many it read.
+    fn scan(&mut self, k: u64, n: usize) -> Result<usize, String> {
+        if !self.words() {
+            return Err("scan100 runs on 8-byte keys and values only".into());
+        }
+        match &mut self.inner {
+            Inner::Plush(p) => p.scan(k, n).map(|r| r.len()).map_err(|e| e.to_string()),
+            Inner::Peer(s, _) => s
+                .scan(&k.to_be_bytes(), n, &mut |_, _| {})
+                .map_err(|e| e.to_string()),
+        }
+    }
+
     fn get(&mut self, k: u64) -> Result<bool, String> {
         if self.words() {
             return match &mut self.inner {
@@ -316,7 +335,7 @@ fn rss_anon_bytes() -> u64 {
 /// Applies `plush:key=value;key=value` (keys `dram_filter_levels`, `dram_entries_log2`,
 /// `log_partitions`, `log_chunks`, `backend`, `migration`, `group_commit_window`,
 /// `log_syncs_in_flight_max`, `log_direct_io`, `log_group_gather`, `log_pack_groups`,
-/// `recovery_log`, `preallocate_levels`) to
+/// `recovery_log`, `preallocate_levels`, `partitioning`, `significant_key_bits`) to
 /// `opts`:
 /// ablations run as their own engine entries.
 fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
@@ -351,12 +370,16 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
                 }
             }
             "preallocate_levels" => opts.preallocate_levels = num()?,
+            "partitioning" => {
+                opts.partitioning = Partitioning::parse(v).map_err(|e| e.to_string())?
+            }
+            "significant_key_bits" => opts.significant_key_bits = num()? as u32,
             _ => {
                 return Err(format!(
                     "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
                      log_partitions, log_chunks, backend, migration, group_commit_window, \
                      log_syncs_in_flight_max, log_direct_io, log_group_gather, log_pack_groups, \
-                     recovery_log, preallocate_levels)"
+                     recovery_log, preallocate_levels, partitioning, significant_key_bits)"
                 ))
             }
         }
@@ -392,11 +415,16 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
     let workloads: Vec<&str> = args.workloads.split(',').map(str::trim).collect();
     if let Some(w) = workloads
         .iter()
-        .find(|w| !["insert", "lookup", "mixed50"].contains(w))
+        .find(|w| !["insert", "lookup", "mixed50", "scan100"].contains(w))
     {
         return Err(usage(format!(
-            "--workloads: unknown {w:?} (insert, lookup, mixed50)"
+            "--workloads: unknown {w:?} (insert, lookup, mixed50, scan100)"
         )));
+    }
+    if workloads.contains(&"scan100") && (args.key_bytes, args.value_bytes) != (8, 8) {
+        return Err(usage(
+            "--workloads scan100 runs on 8-byte keys and values only".into(),
+        ));
     }
     let backend = Backend::parse(&args.backend).map_err(|e| usage(e.to_string()))?;
     if args.key_bytes < 8 || args.value_bytes < 8 {
@@ -480,6 +508,11 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             for (dname, dist) in &dists {
                 for w in workloads.iter().filter(|w| **w != "insert") {
                     for (i, n) in records.iter().enumerate() {
+                        let hashed = matches!(&targets[i].1, Target::Plush(p)
+                            if p.options().partitioning == Partitioning::Hash);
+                        if *w == "scan100" && hashed {
+                            continue;
+                        }
                         ctx(i).phase(w, dname, t, *n, ops, Some((dist, args.seed)))?;
                     }
                 }
@@ -684,7 +717,9 @@ impl Ctx<'_> {
                                     coin ^= coin << 13;
                                     coin ^= coin >> 7;
                                     coin ^= coin << 17;
-                                    if workload == "mixed50" && coin & 1 == 0 {
+                                    if workload == "scan100" {
+                                        found += h.scan(key_of(item), 100)? as u64;
+                                    } else if workload == "mixed50" && coin & 1 == 0 {
                                         h.put(key_of(item), i)?;
                                     } else {
                                         found += h.get(key_of(item))? as u64;

@@ -34,6 +34,11 @@ const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"PLUSHDB\0");
 /// replay such a log partition by partition and could bring back an overwritten version, so
 /// it must refuse it; a database logged by key hash keeps version 3.
 const MANIFEST_VERSION_PACKED: u64 = 4;
+/// Shift of the manifest version word's range-partitioning field: bits 8..16 hold
+/// `significant_key_bits` of a range-partitioned database (0: partitioned by hash). A build
+/// that does not know range partitioning reads such a version as unknown and refuses it
+/// (placing keys by hash would find none of them).
+const RANGE_BITS_SHIFT: u32 = 8;
 /// Log entries a packed log appends to one partition before it moves to the next: one 4 KiB
 /// page of 32-byte entries, so that the entries of one group commit share a page.
 pub const LOG_PACK_RUN_ENTRIES: u64 = 4096 / crate::log::ENTRY_BYTES as u64;
@@ -144,6 +149,50 @@ pub struct Options {
     /// entry's blocks are allocated at the first migration into the entry (as levels past this
     /// count always are).
     pub preallocate_levels: usize,
+    /// How keys are placed in directory entries (fixed at creation, recorded in the manifest).
+    /// Default [`Partitioning::Hash`] (the chapter's default, immune to key skew);
+    /// [`Partitioning::Range`] places 8-byte integer keys by their high bits, so that
+    /// [`Plush::scan`] can return keys in order (the chapter's §3.6.6). An open that leaves
+    /// this at the default takes the stored mode; giving the other mode is an error.
+    pub partitioning: Partitioning,
+    /// Range partitioning only: the key bits that count (keys are below `2^bits`, and level 1
+    /// partitions by the top `dram_entries_log2` of them). Default 64. Integer keys that use
+    /// only the low bits (small counters) would all land in DRAM entry 0 with 64; set this to
+    /// the bit width of the largest key instead. Upserts of a key at or above `2^bits` are
+    /// refused. Fixed at creation.
+    pub significant_key_bits: u32,
+}
+
+/// How keys are placed in directory entries (see [`Options::partitioning`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Partitioning {
+    /// By a hash of the key: uniform load whatever the keys, no ordered scans.
+    Hash,
+    /// By the key's high significant bits (u64 order): an entry and all its descendants hold
+    /// one contiguous key range, so scans visit few entries; skewed keys load entries
+    /// unevenly.
+    Range,
+}
+
+impl Partitioning {
+    /// Parses `hash` or `range`.
+    pub fn parse(s: &str) -> Result<Partitioning> {
+        match s {
+            "hash" => Ok(Partitioning::Hash),
+            "range" => Ok(Partitioning::Range),
+            _ => Err(Error::InvalidArgument(format!(
+                "partitioning {s:?}: expected hash or range"
+            ))),
+        }
+    }
+
+    /// `hash` or `range`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Partitioning::Hash => "hash",
+            Partitioning::Range => "range",
+        }
+    }
 }
 
 impl Default for Options {
@@ -170,6 +219,8 @@ impl Default for Options {
             read_only: false,
             recovery_log: true,
             preallocate_levels: 1,
+            partitioning: Partitioning::Hash,
+            significant_key_bits: 64,
         }
     }
 }
@@ -269,6 +320,12 @@ impl Options {
                  8192..={SEGMENT_BYTES_MAX}"
             ));
         }
+        if !(1..=64).contains(&self.significant_key_bits) {
+            return bad(format!(
+                "significant_key_bits {} not in 1..=64",
+                self.significant_key_bits
+            ));
+        }
         let deepest = (64 - self.dram_entries_log2) / self.fanout_log2 + 1;
         if self.levels_max == 0 || self.levels_max > (deepest as usize).min(LEVELS_LIMIT) {
             return bad(format!(
@@ -290,6 +347,10 @@ pub struct Stats {
     pub recovery_log: bool,
     /// Persistent levels whose files were allocated whole at open (`preallocate_levels`).
     pub levels_preallocated: usize,
+    /// `hash` or `range` (`Options::partitioning`).
+    pub partitioning: &'static str,
+    /// Range partitioning's significant key bits (0 when partitioned by hash).
+    pub significant_key_bits: u32,
     pub puts: u64,
     /// DRAM migrations done by the migration thread (or `migrate_queued`), and by upserts.
     pub migrations_background: u64,
@@ -411,6 +472,9 @@ struct Core {
     queued: Box<[std::sync::atomic::AtomicBool]>,
     queue: Queue,
     recovered: u64,
+    /// Range partitioning: `64 - significant_key_bits` (keys shift left by it before
+    /// placement); `None`: placement by hash.
+    range_shift: Option<u32>,
     _lock: Option<DirLock>,
 }
 
@@ -532,8 +596,36 @@ impl Plush {
     /// Deletes a key of any length (writes a tombstone under its bucket key).
     pub fn delete_bytes(&self, key: &[u8]) -> Result<()> {
         self.core.writable("delete")?;
-        check_key(key)?;
+        self.core.check_key(key)?;
         self.core.delete(bucket_key(key))
+    }
+
+    /// Up to `limit` live records with keys at or above `start`, in ascending key order
+    /// (range-partitioned databases only; partitioned by hash, an `InvalidArgument` error).
+    /// Records stored with a value that is not 8 bytes are an `InvalidArgument` error, as in
+    /// [`Plush::get`]; read them with [`Plush::scan_bytes`]. Not a snapshot: each key's value
+    /// is one that was its newest at some moment of the scan.
+    pub fn scan(&self, start: u64, limit: usize) -> Result<Vec<(u64, u64)>> {
+        let raw = self.core.scan_raw(start, limit)?;
+        if raw.iter().all(|(_, v)| !is_pointer(*v)) {
+            return Ok(raw);
+        }
+        self.core
+            .scan_bytes(start, limit)?
+            .into_iter()
+            .map(|(k, v)| match <[u8; 8]>::try_from(v.as_slice()) {
+                Ok(b) => Ok((k, u64::from_le_bytes(b))),
+                Err(_) => Err(Error::InvalidArgument(format!(
+                    "key {k:#x} holds a {}-byte value; scan it with scan_bytes",
+                    v.len()
+                ))),
+            })
+            .collect()
+    }
+
+    /// [`Plush::scan`] with values of any length.
+    pub fn scan_bytes(&self, start: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>> {
+        self.core.scan_bytes(start, limit)
     }
 
     /// Collects payload-log garbage now: every sealed segment at least half garbage, or with
@@ -821,6 +913,8 @@ impl Core {
                 .collect(),
             queue: Queue::default(),
             recovered: 0,
+            range_shift: (opts.partitioning == Partitioning::Range)
+                .then(|| 64 - opts.significant_key_bits),
             _lock: None,
             opts,
         };
@@ -900,7 +994,7 @@ impl Core {
                         let live = rec
                             .entries
                             .into_iter()
-                            .map(|e| (this.geo.entry_of(hash_key(e.key), 0), e))
+                            .map(|e| (this.geo.entry_of(this.place(e.key), 0), e))
                             .filter(|(d, e)| e.epoch > this.level1_epoch(*d))
                             .collect();
                         out.push((p, rec.partition, live));
@@ -976,6 +1070,140 @@ impl Core {
         Ok(())
     }
 
+    /// The placement word of `key` ([`Geometry::entry_of`] reads a level's entry from it):
+    /// its hash, or with range partitioning its significant bits, top down.
+    #[inline]
+    fn place(&self, key: u64) -> u64 {
+        match self.range_shift {
+            None => hash_key(key),
+            Some(shift) => self.geo.range_place(key << shift),
+        }
+    }
+
+    /// The filter bits of `key` (placement word `h`): drawn from the key's hash in both modes,
+    /// so that they stay independent of the placement bits.
+    #[inline]
+    fn mask_of(&self, key: u64, h: u64) -> [u64; 2] {
+        match self.range_shift {
+            None => filter_mask(h),
+            Some(_) => filter_mask(hash_key(key)),
+        }
+    }
+
+    /// Refuses a key longer than [`KEY_BYTES_MAX`], and with range partitioning one that is
+    /// not 8 bytes (an integer key, little-endian as [`Plush::put`] stores it).
+    fn check_key(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        if self.range_shift.is_some() && key.len() != 8 {
+            return Err(Error::InvalidArgument(format!(
+                "key is {} bytes; a range-partitioned hash database places 8-byte integer keys \
+                 only",
+                key.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` live records with keys at or above `start`, ascending (values as stored
+    /// in buckets: inline values or payload pointers). Each DRAM entry's subtree is read under
+    /// its lock, so every record returned was its key's newest version at one moment of the
+    /// scan; the scan as a whole is not a snapshot.
+    fn scan_raw(&self, start: u64, limit: usize) -> Result<Vec<(u64, u64)>> {
+        let Some(shift) = self.range_shift else {
+            return Err(Error::InvalidArgument(
+                "scan needs key order: this hash database is partitioned by hash; create it \
+                 with partitioning = range to scan"
+                    .into(),
+            ));
+        };
+        let mut out = Vec::with_capacity(limit.min(1 << 16));
+        if limit == 0 || (shift > 0 && start >> (64 - shift) != 0) {
+            return Ok(out);
+        }
+        let p = self.place(start);
+        let first = self.geo.entry_of(p, 0);
+        let cap = self.geo.entry_capacity();
+        let mut recs = Vec::with_capacity(cap);
+        let mut found: Vec<(u64, usize, u64)> = Vec::new();
+        for d in first..self.geo.entries(0) {
+            let _guard = self.dram.locks[d].lock();
+            found.clear();
+            // Keys below `start` (only in the first entry) are dropped before the sort; every
+            // version of a kept key stays, so the newest still wins.
+            let floor = if d == first { start } else { 0 };
+            collect_newest(&self.dram.entry(d), cap, &mut recs);
+            found.extend(
+                recs.iter()
+                    .filter(|r| r.0 >= floor)
+                    .map(|&(k, v)| (k, 0, v)),
+            );
+            for num in 1..=self.opts.levels_max {
+                let Some(level) = self.levels[num - 1].get() else {
+                    break;
+                };
+                // Entry d's descendants on this level, from the start key's on.
+                let span = 1usize << (self.geo.placement_bits(num) - self.geo.dram_entries_log2);
+                let mut lo = d * span;
+                if d == first {
+                    lo = lo.max(self.geo.entry_of(p, num));
+                }
+                for i in lo..(d + 1) * span {
+                    let meta = level.meta_word(i);
+                    if crate::layout::unpack_meta(meta).1 == 0 {
+                        continue;
+                    }
+                    // Under the DRAM entry's lock the entry cannot change: a failed check is
+                    // damage (`check_entry` names it), never a race.
+                    if !level.check_entry(i, meta)? {
+                        return Err(Error::corruption(
+                            level.region.name(),
+                            0,
+                            format!("entry {i} changed under its DRAM entry's lock"),
+                        ));
+                    }
+                    collect_newest(&level.entry(i), cap, &mut recs);
+                    found.extend(
+                        recs.iter()
+                            .filter(|r| r.0 >= floor)
+                            .map(|&(k, v)| (k, num, v)),
+                    );
+                }
+            }
+            // Newest level first for each key; then drop older versions and tombstones.
+            found.sort_unstable_by_key(|&(k, num, _)| (k, num));
+            let mut last = None;
+            for &(k, _, v) in &found {
+                if last == Some(k) {
+                    continue;
+                }
+                last = Some(k);
+                if v != TOMBSTONE {
+                    out.push((k, v));
+                    if out.len() == limit {
+                        return Ok(out);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Core::scan_raw`] with payload pointers followed: (key, value bytes).
+    fn scan_bytes(&self, start: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>> {
+        let raw = self.scan_raw(start, limit)?;
+        let mut out = Vec::with_capacity(raw.len());
+        for (k, v) in raw {
+            if !is_pointer(v) {
+                out.push((k, v.to_le_bytes().to_vec()));
+            } else if let Some(value) = self.resolve(k, &k.to_le_bytes())? {
+                // A key overwritten or deleted since the scan read it is the only way to
+                // miss here; it is left out, as a scan that ran a moment later would.
+                out.push((k, value));
+            }
+        }
+        Ok(out)
+    }
+
     fn level1_epoch(&self, d: usize) -> u64 {
         self.levels[0].get().map_or(0, |l| l.meta_of(d).0)
     }
@@ -985,7 +1213,7 @@ impl Core {
     fn replay<'e>(&self, entries: impl Iterator<Item = &'e LogEntry>, file: &Path) -> Result<u64> {
         let mut n = 0;
         for e in entries {
-            let h = hash_key(e.key);
+            let h = self.place(e.key);
             let d = self.geo.entry_of(h, 0);
             let l1 = self.level1_epoch(d);
             if e.epoch <= l1 {
@@ -1004,7 +1232,8 @@ impl Core {
             } else {
                 epoch.max(e.epoch)
             };
-            self.dram.append(d, e.key, e.value, filter_mask(h), epoch);
+            self.dram
+                .append(d, e.key, e.value, self.mask_of(e.key, h), epoch);
             n += 1;
         }
         Ok(n)
@@ -1019,7 +1248,7 @@ impl Core {
     }
 
     fn put_bytes(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        check_key(key)?;
+        self.check_key(key)?;
         let room = self.opts.payload_segment_bytes - SEGMENT_HEADER_BYTES;
         if value.len() > VALUE_BYTES_MAX
             || crate::payload::record_bytes(key.len(), value.len()) > room
@@ -1057,7 +1286,7 @@ impl Core {
     }
 
     fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        check_key(key)?;
+        self.check_key(key)?;
         self.resolve(bucket_key(key), key)
     }
 
@@ -1065,10 +1294,10 @@ impl Core {
     /// checks the record's key (a different key with the same bucket key reads as absent).
     fn resolve(&self, bk: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
         for locked in [false, true] {
-            let h = hash_key(bk);
+            let h = self.place(bk);
             let v = if locked {
                 let _g = self.dram.locks[self.geo.entry_of(h, 0)].lock();
-                self.lookup(bk, h, filter_mask(h))?.flatten()
+                self.lookup(bk, h, self.mask_of(bk, h))?.flatten()
             } else {
                 self.get_raw(bk)?
             };
@@ -1127,10 +1356,10 @@ impl Core {
             for (off, key, value, _) in records {
                 let ptr = crate::payload::encode_pointer(num, off);
                 let bk = bucket_key(&key);
-                let h = hash_key(bk);
+                let h = self.place(bk);
                 let d = self.geo.entry_of(h, 0);
                 let _g = self.dram.locks[d].lock();
-                if self.lookup(bk, h, filter_mask(h))?.flatten() != Some(ptr) {
+                if self.lookup(bk, h, self.mask_of(bk, h))?.flatten() != Some(ptr) {
                     continue;
                 }
                 moved_into.push(d);
@@ -1177,7 +1406,16 @@ impl Core {
     }
 
     fn upsert(&self, key: u64, value: u64) -> Result<()> {
-        let h = hash_key(key);
+        if let Some(shift) = self.range_shift {
+            if shift > 0 && key >> (64 - shift) != 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "key {key:#x} does not fit the {} significant key bits this \
+                     range-partitioned database was created with",
+                    64 - shift
+                )));
+            }
+        }
+        let h = self.place(key);
         let d = self.geo.entry_of(h, 0);
         let _guard = self.dram.locks[d].lock();
         self.upsert_locked(d, h, key, value)
@@ -1195,7 +1433,7 @@ impl Core {
             return Err(Error::Full(format!("DRAM entry {d} ran out of epochs")));
         }
         if !self.opts.recovery_log {
-            self.dram.append(d, key, value, filter_mask(h), epoch);
+            self.dram.append(d, key, value, self.mask_of(key, h), epoch);
             if self.opts.migration != Migration::Inline
                 && self.dram.meta_of(d).1 >= self.background_mark()
             {
@@ -1214,7 +1452,7 @@ impl Core {
                 key,
                 value,
                 epoch,
-                &|k| self.dram.meta_of(self.geo.entry_of(hash_key(k), 0)).0,
+                &|k| self.dram.meta_of(self.geo.entry_of(self.place(k), 0)).0,
                 &|| self.partition_epoch_min(p),
             )
         };
@@ -1244,7 +1482,7 @@ impl Core {
         } else {
             log.withdraw();
         }
-        self.dram.append(d, key, value, filter_mask(h), epoch);
+        self.dram.append(d, key, value, self.mask_of(key, h), epoch);
         if self.opts.migration != Migration::Inline
             && self.dram.meta_of(d).1 >= self.background_mark()
         {
@@ -1292,8 +1530,8 @@ impl Core {
     /// The newest bucket value of `key` (a value or a pointer), `None` if absent or deleted.
     fn get_raw(&self, key: u64) -> Result<Option<u64>> {
         self.gets.fetch_add(1, Ordering::Relaxed);
-        let h = hash_key(key);
-        let mask = filter_mask(h);
+        let h = self.place(key);
+        let mask = self.mask_of(key, h);
         Ok(match self.lookup(key, h, mask)? {
             Some(v) => v,
             None => {
@@ -1344,8 +1582,17 @@ impl Core {
 
     fn level(&self, num: usize) -> Result<&Level> {
         if num > self.opts.levels_max {
+            let hint = match self.range_shift {
+                Some(shift) => format!(
+                    " (range partitioning: more keys share one key range than an entry of the \
+                     deepest level holds; keys of {} significant bits, dense in their low bits, \
+                     need significant_key_bits set to their width at creation)",
+                    64 - shift
+                ),
+                None => String::new(),
+            };
             return Err(Error::Full(format!(
-                "level {} would exceed levels_max {}",
+                "level {} would exceed levels_max {}{hint}",
                 num, self.opts.levels_max
             )));
         }
@@ -1466,8 +1713,8 @@ impl Core {
     /// record), corruption naming the segment when it is still the key's newest version (the
     /// segment was lost). The caller holds the key's DRAM entry lock.
     fn check_shadowed(&self, k: u64, v: u64) -> Result<()> {
-        let h = hash_key(k);
-        if self.lookup(k, h, filter_mask(h))?.flatten() != Some(v) {
+        let h = self.place(k);
+        if self.lookup(k, h, self.mask_of(k, h))?.flatten() != Some(v) {
             return Ok(());
         }
         let (seg, off) = crate::payload::decode_pointer(v);
@@ -1506,7 +1753,7 @@ impl Core {
         // Group by child, oldest first (the bucket order), so that later appends shadow.
         let mut groups: Vec<Vec<(u64, u64)>> = vec![Vec::new(); fanout];
         for &(k, v) in recs.iter().rev() {
-            groups[self.geo.child_of(hash_key(k), from)].push((k, v));
+            groups[self.geo.child_of(self.place(k), from)].push((k, v));
         }
         let cap = self.geo.entry_capacity();
         for j in 0..fanout {
@@ -1593,6 +1840,8 @@ impl Core {
             fanout_log2: self.geo.fanout_log2,
             log_partitions: self.opts.log_partitions,
             recovery_log: self.opts.recovery_log,
+            partitioning: self.opts.partitioning.name(),
+            significant_key_bits: self.range_shift.map_or(0, |s| 64 - s),
             ..Stats::default()
         };
         let pc = self.payload.counters();
@@ -1718,7 +1967,7 @@ impl Core {
                 for idx in 0..size {
                     let (b, j) = (idx / SLOTS_PER_BUCKET, idx % SLOTS_PER_BUCKET);
                     let k = e.key(b, j).load(Ordering::Relaxed);
-                    let h = hash_key(k);
+                    let h = self.place(k);
                     if self.geo.entry_of(h, level.num) != i {
                         return Err(Error::corruption(
                             level.region.name(),
@@ -1728,7 +1977,7 @@ impl Core {
                             ),
                         ));
                     }
-                    let m = filter_mask(h);
+                    let m = self.mask_of(k, h);
                     let f = [
                         e.filter(b, 0).load(Ordering::Relaxed),
                         e.filter(b, 1).load(Ordering::Relaxed),
@@ -2013,6 +2262,28 @@ fn refuse_geometry_mismatch(storage: &dyn Storage, opts: &Options, stored: &Opti
             )));
         }
     }
+    if opts.partitioning != stored.partitioning && opts.partitioning != d.partitioning {
+        return Err(Error::InvalidArgument(format!(
+            "partitioning = {} was given, but the hash database at {} was created with \
+             partitioning = {}; the partitioning is fixed at creation (leave it out)",
+            opts.partitioning.name(),
+            storage.location().display(),
+            stored.partitioning.name()
+        )));
+    }
+    if stored.partitioning == Partitioning::Range
+        && opts.significant_key_bits != stored.significant_key_bits
+        && opts.significant_key_bits != d.significant_key_bits
+    {
+        return Err(Error::InvalidArgument(format!(
+            "significant_key_bits = {} was given, but the range-partitioned hash database at \
+             {} was created with significant_key_bits = {}; it is fixed at creation (leave it \
+             out)",
+            opts.significant_key_bits,
+            storage.location().display(),
+            stored.significant_key_bits
+        )));
+    }
     if opts.log_pack_groups != stored.log_pack_groups && opts.log_pack_groups != d.log_pack_groups {
         return Err(Error::InvalidArgument(format!(
             "log_pack_groups = {} was given, but the hash database at {} was created with \
@@ -2056,11 +2327,15 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
         }
     };
     let fields = |o: &Options| {
+        let base = if o.log_pack_groups {
+            MANIFEST_VERSION_PACKED
+        } else {
+            FORMAT_VERSION
+        };
         [
-            if o.log_pack_groups {
-                MANIFEST_VERSION_PACKED
-            } else {
-                FORMAT_VERSION
+            match o.partitioning {
+                Partitioning::Hash => base,
+                Partitioning::Range => base | (o.significant_key_bits as u64) << RANGE_BITS_SHIFT,
             },
             o.dram_entries_log2 as u64,
             o.fanout_log2 as u64,
@@ -2125,10 +2400,12 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
         ));
     }
     let known = |v: u64| v == FORMAT_VERSION || v == MANIFEST_VERSION_PACKED;
-    if !known(version) {
+    let range_bits = version >> RANGE_BITS_SHIFT;
+    let version = version & ((1 << RANGE_BITS_SHIFT) - 1);
+    if !known(version) || range_bits > 64 {
         return Err(Error::UnsupportedVersion {
             path: storage.location(),
-            found: version as u32,
+            found: region.word(1).load(Ordering::Acquire) as u32,
             supported: MANIFEST_VERSION_PACKED as u32,
         });
     }
@@ -2140,6 +2417,16 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
         log_chunk_bytes: f[4] as usize,
         log_chunks: f[5] as usize,
         payload_segment_bytes: f[6] as usize,
+        partitioning: if range_bits == 0 {
+            Partitioning::Hash
+        } else {
+            Partitioning::Range
+        },
+        significant_key_bits: if range_bits == 0 {
+            opts.significant_key_bits
+        } else {
+            range_bits as u32
+        },
         ..opts.clone()
     };
     refuse_geometry_mismatch(storage, opts, &stored)?;

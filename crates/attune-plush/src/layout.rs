@@ -66,6 +66,23 @@ impl Geometry {
         idx
     }
 
+    /// The placement word of a range-partitioned key `k` (already shifted so that its
+    /// significant bits are the top ones): `entry_of` reads the low `dram_entries_log2` bits
+    /// as level 1's index and each next `fanout_log2` bits as a child digit, so the key's top
+    /// bits go to the bottom of the word, one digit at a time, keeping each digit's bit order.
+    /// An entry then holds one contiguous key range, and its children split it in order.
+    #[inline]
+    pub fn range_place(self, k: u64) -> u64 {
+        let (d, f) = (self.dram_entries_log2, self.fanout_log2);
+        let mut p = k >> (64 - d);
+        let mut used = d;
+        while used + f <= 64 {
+            p |= ((k >> (64 - used - f)) & ((1 << f) - 1)) << used;
+            used += f;
+        }
+        p
+    }
+
     /// The child (0..fanout) of a level-`level` entry that hash `h` goes to on `level + 1`.
     #[inline]
     pub fn child_of(self, h: u64, level: usize) -> usize {
@@ -150,6 +167,29 @@ mod tests {
                 assert!(child < g.entries(level + 1));
             }
             assert_eq!(g.entry_of(h, 0), g.entry_of(h, 1));
+        }
+    }
+
+    #[test]
+    fn range_placement_keeps_key_order_at_every_level() {
+        let geo = Geometry {
+            dram_entries_log2: 6,
+            fanout_log2: 3,
+        };
+        let mut keys: Vec<u64> = (0..2000u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .collect();
+        keys.sort_unstable();
+        for level in 0..=20 {
+            let idx: Vec<usize> = keys
+                .iter()
+                .map(|&k| geo.entry_of(geo.range_place(k), level))
+                .collect();
+            assert!(idx.windows(2).all(|w| w[0] <= w[1]), "level {level}");
+            let bits = geo.placement_bits(level);
+            for (&k, &i) in keys.iter().zip(&idx) {
+                assert_eq!(i as u64, k >> (64 - bits), "key {k:#x} level {level}");
+            }
         }
     }
 

@@ -33,7 +33,9 @@ pub mod log;
 pub mod payload;
 pub mod persist;
 
-pub use db::{write_amplification_model, Migration, Options, Plush, Stats, VerifyReport};
+pub use db::{
+    write_amplification_model, Migration, Options, Partitioning, Plush, Stats, VerifyReport,
+};
 pub use error::{Error, Result};
 pub use layout::TOMBSTONE;
 pub use persist::{Backend, GroupCommit, Image, RegionKind, SimModel, SimStorage, Storage};

@@ -9,7 +9,7 @@
 
 use crate::errors::{attune_error, plush_error as to_py};
 use attune_kv::env::fork;
-use attune_plush::{Backend, Migration, Options, Plush};
+use attune_plush::{Backend, Migration, Options, Partitioning, Plush};
 use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
@@ -132,6 +132,12 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "read_only" => o.read_only = flag(&v)?,
             "recovery_log" => o.recovery_log = flag(&v)?,
             "preallocate_levels" => o.preallocate_levels = uint(&v)?,
+            "partitioning" => {
+                o.partitioning = Partitioning::parse(&text(&v)?).map_err(to_py)?;
+            }
+            "significant_key_bits" => {
+                o.significant_key_bits = uint(&v)?.min(u32::MAX as usize) as u32
+            }
             _ => {
                 return Err(bad(format!(
                     "unknown HashDB option {key:?}; known: {}",
@@ -149,7 +155,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 21] = [
+const OPTION_NAMES: [&str; 23] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -171,6 +177,8 @@ const OPTION_NAMES: [&str; 21] = [
     "read_only",
     "recovery_log",
     "preallocate_levels",
+    "partitioning",
+    "significant_key_bits",
 ];
 
 /// A Plush hash database of byte keys and values. `HashDB(path, **options)`.
@@ -338,9 +346,54 @@ impl HashDB {
     /// this, Python would walk `h[0]`, `h[1]`, ... through `__getitem__`).
     fn __iter__(&self) -> PyResult<PyObject> {
         Err(PyTypeError::new_err(
-            "attune.HashDB has no iteration: a hash table keeps no key order; read keys with \
-             get() or h[key], or use attune.DB for ordered scans",
+            "attune.HashDB has no iteration: read keys with get() or h[key]; a database \
+             created with partitioning='range' scans integer keys in order with scan()",
         ))
+    }
+
+    /// Up to `limit` live records with integer keys at or above `start`, ascending, as
+    /// (int key, bytes value) pairs (range-partitioned databases only; partitioned by hash,
+    /// `InvalidArgumentError`).
+    #[pyo3(signature = (start = None, limit = None))]
+    fn scan<'py>(
+        &self,
+        py: Python<'py>,
+        start: Option<&Bound<'py, PyAny>>,
+        limit: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<(u64, Bound<'py, PyBytes>)>> {
+        let bad = |msg: String| attune_error(py, "InvalidArgumentError", msg);
+        let start = match start {
+            None => 0,
+            Some(v) if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() => v
+                .extract::<u64>()
+                .map_err(|_| bad(format!("scan start {v} is not in [0, 2**64)")))?,
+            Some(v) => {
+                return Err(bad(format!(
+                    "scan start must be an int key in [0, 2**64), not {}",
+                    v.get_type().name()?
+                )))
+            }
+        };
+        let limit = match limit {
+            None => usize::MAX,
+            Some(v) if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() => v
+                .extract::<usize>()
+                .map_err(|_| bad(format!("scan limit {v} must be a non-negative int")))?,
+            Some(v) => {
+                return Err(bad(format!(
+                    "scan limit must be a non-negative int, not {}",
+                    v.get_type().name()?
+                )))
+            }
+        };
+        let db = self.handle(py)?;
+        let rows = py
+            .allow_threads(move || db.scan_bytes(start, limit))
+            .map_err(to_py)?;
+        Ok(rows
+            .into_iter()
+            .map(|(k, v)| (k, PyBytes::new(py, &v)))
+            .collect())
     }
 
     /// No exact count either: a key can sit shadowed on several levels, so counting would walk

@@ -23,7 +23,7 @@ use crate::stress::{
     describe, key_bytes, mix, pick_weighted, stream, value_bytes, value_op, Config, Counters,
     PipeSink, Report, Sink,
 };
-use attune_plush::{Backend, Migration, Options, Plush};
+use attune_plush::{Backend, Migration, Options, Partitioning, Plush};
 use parking_lot::Mutex;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -114,9 +114,40 @@ fn options(rng: &mut ChaCha8Rng) -> Options {
     }
 }
 
+/// The run's partitioning, fixed at creation (the first cycle): a quarter of the seeds place
+/// keys by range, so that kills land in range-placed migrations and the reopen also checks a
+/// full scan. Range runs name key `k` by the integer `k` (8 little-endian bytes) with as many
+/// significant bits as the key count needs ([`range_key_bits`]); the `k0000000` names, read as
+/// integers, vary in their high bytes' low nibbles only and would pile into a few entries.
+pub fn run_partitioning(cfg: &Config) -> Partitioning {
+    if stream(cfg.seed, u64::MAX, 1).gen_range(0..4) == 0 {
+        Partitioning::Range
+    } else {
+        Partitioning::Hash
+    }
+}
+
+/// Significant key bits of a range run over `keys` keys (at least the DRAM level's bits).
+pub fn range_key_bits(keys: u32) -> u32 {
+    (32 - keys.saturating_sub(1).leading_zeros()).max(geometry().dram_entries_log2)
+}
+
+/// The bytes that name key `k`: the driver's `k0000000` name, or in a range run the integer.
+fn name(range: bool, k: u32) -> Vec<u8> {
+    if range {
+        u64::from(k).to_le_bytes().to_vec()
+    } else {
+        key_bytes(k)
+    }
+}
+
 /// A cycle's options as the child opens them (drawn from the seed and the cycle).
 pub fn cycle_options(cfg: &Config, cycle: u64) -> Options {
-    options(&mut stream(cfg.seed, cycle, 0))
+    Options {
+        partitioning: run_partitioning(cfg),
+        significant_key_bits: range_key_bits(cfg.keys),
+        ..options(&mut stream(cfg.seed, cycle, 0))
+    }
 }
 
 /// The options of cycle `cycle`, for a violation's report.
@@ -127,18 +158,24 @@ pub fn cycle_shape(cfg: &Config, cycle: u64) -> String {
 fn shape(o: &Options) -> String {
     format!(
         "cycle options: sync {}, migration {:?}, backend {:?}, log O_DIRECT {}, preallocated \
-         levels {}",
-        o.sync, o.migration, o.backend, o.log_direct_io, o.preallocate_levels
+         levels {}, partitioning {}",
+        o.sync,
+        o.migration,
+        o.backend,
+        o.log_direct_io,
+        o.preallocate_levels,
+        o.partitioning.name()
     )
 }
 
 /// Reads every key back and checks the table's structure ([`Plush::verify`]); returns the op
 /// of each key's value. A value no write produced or a failed check is a violation.
 pub fn read_back(db: &Plush, keys: u32, report: &mut Report) -> Result<Vec<Option<u64>>, String> {
+    let range = db.stats().partitioning == Partitioning::Range.name();
     let mut out = Vec::with_capacity(keys as usize);
     for k in 0..keys {
         let v = db
-            .get_bytes(&key_bytes(k))
+            .get_bytes(&name(range, k))
             .map_err(|e| format!("get of key {k} after recovery: {e}"))?;
         out.push(match &v {
             None => None,
@@ -152,6 +189,31 @@ pub fn read_back(db: &Plush, keys: u32, report: &mut Report) -> Result<Vec<Optio
     }
     db.verify()
         .map_err(|e| format!("structure check after recovery: {e}"))?;
+    if range {
+        // The scan returns exactly the keys the point reads found, in order.
+        let mut want: Vec<(u64, Vec<u8>)> = Vec::new();
+        for (k, op) in out.iter().enumerate() {
+            if op.is_some() {
+                let v = db
+                    .get_bytes(&name(true, k as u32))
+                    .map_err(|e| format!("get of key {k} after recovery: {e}"))?;
+                want.extend(v.map(|v| (k as u64, v)));
+            }
+        }
+        let got = db
+            .scan_bytes(0, usize::MAX)
+            .map_err(|e| format!("scan after recovery: {e}"))?;
+        if got != want {
+            let first = got.iter().zip(&want).position(|(a, b)| a != b);
+            return Err(format!(
+                "scan after recovery disagrees with the point reads: {} records scanned, {} \
+                 read; first difference at position {first:?}",
+                got.len(),
+                want.len()
+            ));
+        }
+        report.scans_verified += 1;
+    }
     report.keys_verified += u64::from(keys);
     Ok(out)
 }
@@ -182,6 +244,8 @@ struct Shared<'a> {
     violation: &'a Mutex<Option<String>>,
     keys: u32,
     sync: bool,
+    /// Keys are named by their integers (range partitioning).
+    range: bool,
 }
 
 impl Shared<'_> {
@@ -231,7 +295,7 @@ impl Worker<'_> {
                 let k = self.key();
                 let g = sh.oracle.lock(&[k]);
                 let allowed = Oracle::allowed_live(&g[0]);
-                match sh.db.get_bytes(&key_bytes(k)) {
+                match sh.db.get_bytes(&name(sh.range, k)) {
                     Ok(v) => {
                         let ok = match &v {
                             None => allowed.iter().any(|&(_, put)| !put),
@@ -277,9 +341,10 @@ impl Worker<'_> {
         sh.oracle.issue(&mut guards, op, &items);
         sh.sink.issue(op, sh.sync, &items);
         let r = if put {
-            sh.db.put_bytes(&key_bytes(k), &hash_value_bytes(k, op))
+            sh.db
+                .put_bytes(&name(sh.range, k), &hash_value_bytes(k, op))
         } else {
-            sh.db.delete_bytes(&key_bytes(k))
+            sh.db.delete_bytes(&name(sh.range, k))
         };
         if let Err(e) = &r {
             // No faults are injected: any error is a violation (the write stays failed).
@@ -322,6 +387,7 @@ pub fn run_child(cfg: &Config, dir: &Path, cycle: u64, op_base: u64) -> Result<(
         violation: &violation,
         keys: cfg.keys,
         sync: db.options().sync,
+        range: db.options().partitioning == Partitioning::Range,
     };
     let limit = cfg.duration;
     std::thread::scope(|s| {

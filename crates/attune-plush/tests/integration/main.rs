@@ -11,5 +11,6 @@ mod group_crash;
 mod kill;
 mod level_v3;
 mod payload;
+mod range;
 mod read_only;
 mod support;
