@@ -1134,14 +1134,7 @@ class DAG:
         for n in self.nodes:
             args = [values[id(i)] for i in n.inputs]
             try:
-                if n.wants_ctx:
-                    directory = tempfile.mkdtemp(prefix="attune-dag-inline-", dir=default_root())
-                    try:
-                        out = n.fn(*args, ctx=NodeContext(n.name, directory))
-                    finally:
-                        shutil.rmtree(directory, ignore_errors=True)  # maps stay valid
-                else:
-                    out = n.fn(*args)
+                out = _call_in_process(n, args, "attune-dag-inline-")
             except Exception as e:
                 detail = "".join(traceback.format_exception(e))
                 raise NodeFailedError(
@@ -1843,19 +1836,24 @@ def _ray_session(parallel: int | None):
     return ray
 
 
+def _call_in_process(node: Node, args: list[pa.Table], prefix: str) -> Any:
+    """``node``'s function on ``args`` in this process; a ``ctx`` node gets a scratch directory
+    (named by ``prefix``) removed after the call (maps of files in it stay valid)."""
+    if not node.wants_ctx:
+        return node.fn(*args)
+    directory = tempfile.mkdtemp(prefix=prefix, dir=default_root())
+    try:
+        return node.fn(*args, ctx=NodeContext(node.name, directory))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def _ray_node(node: Node, *inputs: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
     """A node as a Ray task: the same call and checks as in a node process."""
     t0 = time.perf_counter()
     at0 = time.monotonic()
     c0 = time.process_time()
-    if node.wants_ctx:
-        directory = tempfile.mkdtemp(prefix="attune-dag-ray-", dir=default_root())
-        try:
-            out = node.fn(*inputs, ctx=NodeContext(node.name, directory))
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)  # maps stay valid
-    else:
-        out = node.fn(*inputs)
+    out = _call_in_process(node, list(inputs), "attune-dag-ray-")
     if isinstance(out, pa.RecordBatch):
         out = pa.Table.from_batches([out])
     if not isinstance(out, pa.Table):
