@@ -147,15 +147,29 @@ impl DbInner {
         // How far each segment still open for appends is written (a mapped segment's file is
         // longer: space reserved ahead, zeros). Read after the edit, so every record the
         // checkpoint's tables point at is within it.
+        //
+        // A segment sealed since the edit has left the writers' lists, and dropping its writer
+        // cuts its reserved zeros off: copying up to the file size seen by a map made just
+        // before that cut would fault (SIGBUS) on the pages past the new end. Its length then
+        // comes from the version, where the seal is recorded before the writer is let go; both
+        // are read under the state lock, which the seal holds while it logs.
         let mut written: std::collections::HashMap<u64, u64> = Default::default();
-        for w in self.vlog.lock().iter() {
-            written.insert(w.number, w.len());
-        }
-        for w in self.vlog_sealing.lock().iter() {
-            written.insert(w.number, w.len());
-        }
-        for w in self.vlog_spare.lock().iter() {
-            written.insert(w.number, w.len());
+        {
+            let st = self.state.lock();
+            for w in self.vlog.lock().iter() {
+                written.insert(w.number, w.len());
+            }
+            for w in self.vlog_sealing.lock().iter() {
+                written.insert(w.number, w.len());
+            }
+            for w in self.vlog_spare.lock().iter() {
+                written.insert(w.number, w.len());
+            }
+            for n in &edit.blob_files_added {
+                if let Some(m) = st.versions.blob_files.get(n).filter(|m| m.sealed) {
+                    written.entry(*n).or_insert(m.size);
+                }
+            }
         }
         let mut report = CheckpointReport {
             sequence: edit.last_sequence.unwrap_or(0),

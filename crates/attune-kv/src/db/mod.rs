@@ -567,6 +567,7 @@ impl DB {
             return Ok(());
         }
         let r = self.shutdown();
+        self.inner.drop_writers();
         // Released even when a final sync failed: the handle is unusable either way, and a new
         // open recovers from whatever reached the disk.
         self.inner.lock.lock().take();
@@ -649,6 +650,20 @@ impl Drop for DB {
 }
 
 impl DbInner {
+    /// Lets go of the WAL and value-log writers at close, before the directory lock: dropping
+    /// a writer cuts its file's reserved zeros off, which must not happen after another
+    /// instance (here or in another process) has opened the directory and mapped the file.
+    /// Iterators and snapshots that outlive the close keep the rest of the state, not these;
+    /// writes find them gone and fail with `Error::Closed`.
+    fn drop_writers(&self) {
+        let wal = self.wal.lock().take();
+        let imm_wal = self.imm_wal.lock().take();
+        let vlog = self.vlog.lock().take();
+        let sealing = std::mem::take(&mut *self.vlog_sealing.lock());
+        let spare = self.vlog_spare.lock().take();
+        drop((wal, imm_wal, vlog, sealing, spare));
+    }
+
     /// `Error::Forked` in a process forked from the opener (checked before any lock is taken:
     /// a lock held at the fork by one of the parent's threads is held forever in the child).
     #[inline]

@@ -80,6 +80,49 @@ fn close_with_a_live_iterator_and_snapshot_releases_the_lock_and_fails_them() {
     assert_eq!(again.get(&key(99)).unwrap(), Some(b"v".to_vec()));
 }
 
+/// Dropping a log writer cuts the zeros reserved past its end off the file. That must happen
+/// inside `close`, while the directory is still this handle's: done later (when the last
+/// iterator lets go) it would shrink a file another instance has opened and mapped since, whose
+/// reads past the new end then fault.
+#[test]
+fn close_with_a_live_iterator_cuts_the_logs_reserved_space_before_it_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options {
+        min_blob_size: 64,
+        ..options()
+    };
+    let db = DB::open(tmp.path(), opts).unwrap();
+    for i in 0..200 {
+        db.put(&key(i), &[b'a' + (i % 26) as u8; 500]).unwrap();
+    }
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    it.seek_to_first();
+    assert!(it.valid());
+    db.close().unwrap();
+    let mut logs = 0;
+    for e in std::fs::read_dir(tmp.path()).unwrap() {
+        let path = e.unwrap().path();
+        if !path.extension().is_some_and(|x| x == "log" || x == "vlog") {
+            continue;
+        }
+        let data = std::fs::read(&path).unwrap();
+        assert!(!data.is_empty(), "{}", path.display());
+        let tail = &data[data.len().saturating_sub(64)..];
+        assert!(
+            tail.iter().any(|&b| b != 0),
+            "{} still ends in reserved zeros ({} bytes) after close",
+            path.display(),
+            data.len()
+        );
+        logs += 1;
+    }
+    assert!(
+        logs >= 2,
+        "expected a WAL and a value-log segment, found {logs}"
+    );
+    drop(it);
+}
+
 #[test]
 fn close_does_not_wait_out_the_wal_sync_interval() {
     // An hour-long interval: a close that waited for the sync thread's next tick would hang.
