@@ -281,6 +281,18 @@ def test_a_closed_pool_refuses_runs(tmp_path):
 # -- a driver killed mid-run ------------------------------------------------------------------
 
 
+def removed_soon(root, seconds: float = 60.0) -> list[str]:
+    """What is left in ``root`` once it is empty or ``seconds`` have passed: an orphaned node
+    process has a small clean-up process remove the run's files after it exits (generous: it
+    takes well under a second when it works)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while os.listdir(root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return os.listdir(root)
+
+
 def _driver(root: str, gate: int, told: int, how: str) -> None:
     """A DAG driver whose second node waits on ``gate`` after writing its pid to ``told``."""
 
@@ -318,7 +330,64 @@ def test_a_killed_drivers_files_are_removed_by_its_surviving_node_process(tmp_pa
     assert os.read(alive_r, 1) == b""  # every process holding the pipe has exited
     for fd in (gate_r, gate_w, told_r, told_w, alive_r):
         os.close(fd)
-    assert os.listdir(tmp_path) == []
+    assert removed_soon(tmp_path) == []
+
+
+def _driver_of_two(root: str, gate: int, told: int, how: str) -> None:
+    """A DAG driver with two nodes side by side, each writing its pid to ``told``: ``quick``
+    returns (its worker goes idle), ``stuck`` waits on ``gate`` (never opened)."""
+
+    def quick(t):
+        os.write(told, b"%08d" % os.getpid())
+        return t
+
+    def stuck(t):
+        os.write(told, b"%08d" % os.getpid())
+        os.read(gate, 1)
+        return t
+
+    dag = DAG("killed")
+    src = dag.node(load)
+    dag.node(quick, src, name="quick")
+    dag.node(stuck, src, name="stuck")
+    if how == "pool":
+        with WorkerPool(2, root=root) as pool:
+            dag.run(root=root, pool=pool, parallel=2)
+    else:
+        dag.run(root=root, reuse_processes=how == "reuse", parallel=2)
+
+
+@pytest.mark.parametrize("how", ["fork", "reuse", "pool"])
+def test_no_node_process_outlives_a_killed_driver_whether_idle_or_stuck(tmp_path, how):
+    """An idle worker must not wait for a sibling (which inherited its pipe's driver end with
+    the fork) and a node still running must not run on for no one: both exit, and the run's
+    files go, soon after the driver is killed."""
+    import multiprocessing as mp
+    import select
+
+    gate_r, gate_w = os.pipe()
+    told_r, told_w = os.pipe()
+    alive_r, alive_w = os.pipe()  # inherited by the driver and its node processes
+    driver = mp.get_context("fork").Process(
+        target=_driver_of_two, args=(str(tmp_path), gate_r, told_w, how)
+    )
+    driver.start()
+    os.close(alive_w)
+    pids = [int(os.read(told_r, 8)) for _ in range(2)]
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.join()
+    # Generous: the processes exit within a second or two of the kill when it works; never
+    # when it does not.
+    gone = select.select([alive_r], [], [], 120)[0] and os.read(alive_r, 1) == b""
+    for pid in pids:  # whatever the outcome, nothing is left running
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for fd in (gate_r, gate_w, told_r, told_w, alive_r):
+        os.close(fd)
+    assert gone, "a node process outlived its killed driver"
+    assert removed_soon(tmp_path) == []
 
 
 def _terminated_driver(root: str, gate: int, told: int) -> None:

@@ -395,6 +395,109 @@ def _set_memory_limit(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
+#: The driver's ends of the pipes to its node processes that are still open. A forked child
+#: inherits a copy of every one of them; it closes them all (:func:`_close_inherited_ends`), or
+#: a node process would keep its siblings' pipes open and an idle sibling would not see the
+#: driver's death until this one exited.
+_DRIVER_ENDS: set[Any] = set()
+#: Held from a pipe's creation to its child's start, so that no process is forked in between
+#: from another thread with the new driver end not yet registered.
+_START_LOCK = threading.Lock()
+
+
+def _start_node_process(ctx, target, args: tuple, name: str, driver_end, child_end):
+    """Starts ``target(*args)`` in a new daemon process whose pipe to the driver is
+    ``driver_end`` (kept here) and ``child_end`` (closed here once the child has it)."""
+    with _START_LOCK:
+        for c in [c for c in _DRIVER_ENDS if c.closed]:
+            _DRIVER_ENDS.discard(c)
+        _DRIVER_ENDS.add(driver_end)
+        p = ctx.Process(target=target, args=args, name=name, daemon=True)
+        try:
+            p.start()
+        except BaseException:
+            _DRIVER_ENDS.discard(driver_end)
+            raise
+        finally:
+            child_end.close()
+    return p
+
+
+def _close_inherited_ends() -> None:
+    """In a node process: closes the driver's pipe ends it inherited with the fork (its own
+    and its siblings'; none under spawn or forkserver, which inherit no descriptors), so that
+    the driver's death closes every node process's pipe."""
+    for c in list(_DRIVER_ENDS):
+        c.close()
+    _DRIVER_ENDS.clear()
+
+
+def _watch_driver(driver: int, directories: list[str | None]) -> None:
+    """In a node process: a thread that waits for the driver's exit and then removes what the
+    driver left (:func:`_orphaned`, with the directories in ``directories`` at that time) and
+    ends this process, whatever its node is doing. An idle worker notices the closed pipe
+    itself; this covers a node still running (or stuck) when its driver is killed, which would
+    otherwise run to its end, or forever, for no one. Waits on a pidfd (Linux 5.3), else
+    polls the parent process id once a second."""
+
+    def wait_for_exit() -> None:
+        try:
+            fd = os.pidfd_open(driver)
+        except (AttributeError, OSError):
+            fd = None
+        if fd is not None:
+            import select
+
+            select.select([fd], [], [])  # readable once the process has exited
+        while os.getppid() == driver and pid_alive(driver):
+            time.sleep(1.0)  # no pidfd, or a spurious wake-up
+        _exit_orphaned(driver, directories)
+
+    threading.Thread(target=wait_for_exit, name="attune-dag:driver-watch", daemon=True).start()
+
+
+#: The clean-up of :func:`_exit_orphaned`: waits for the node process (argv[1]) to be gone,
+#: then removes the directories (argv[3:]) whose names start with argv[2].
+_CLEANER = """
+import os, shutil, sys, time
+def gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+while not gone(int(sys.argv[1])):
+    time.sleep(0.02)
+for d in sys.argv[3:]:
+    if os.path.basename(d).startswith(sys.argv[2]):
+        shutil.rmtree(d, ignore_errors=True)
+"""
+
+
+def _exit_orphaned(driver: int, directories: list[str | None]) -> None:
+    """Ends this node process, whose driver is dead, and has what the driver left removed once
+    it is gone. Not removed from here: the node's own thread may be writing into the run's
+    directory at this moment, and would recreate what a removal took before this process
+    ends. A small interpreter started here (which inherits this process's descriptors, so a
+    parent that waits for them to close waits for the removal too) removes it after the exit."""
+    dirs = [d for d in directories if d]
+    if dirs:
+        import subprocess
+
+        try:
+            subprocess.Popen(
+                [sys.executable, "-c", _CLEANER, str(os.getpid()), f"{RUN_PREFIX}{driver}.", *dirs],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                close_fds=False,
+                start_new_session=True,
+            )
+        except OSError:
+            _orphaned(driver, *dirs)  # no interpreter to start: remove what can be now
+    os._exit(1)
+
+
 def _orphaned(driver: int, *directories: str | None) -> None:
     """Called by a node process whose driver stopped answering: when the driver (the parent
     that started this process) is dead, removes the run directory (and a pool's directory) it
@@ -419,6 +522,8 @@ def _child_main(
     out_name: str | None = None,
 ) -> None:
     """A node's own process: one node, then exit."""
+    _close_inherited_ends()
+    _watch_driver(os.getppid(), [directory])
     try:
         if node.memory_limit_bytes is not None:
             try:
@@ -518,9 +623,7 @@ def _tidy() -> None:
         shmpool.finish_release()
 
 
-def _worker_main(
-    nodes: list[Node], conn, spare_dir: str | None = None, driver_end: Any = None
-) -> None:
+def _worker_main(nodes: list[Node], conn, spare_dir: str | None = None) -> None:
     """A reused node process: runs node after node until told to stop. A worker of one run
     (``reuse_processes=True``) got the run's nodes with the fork (or, under spawn, once as
     arguments), and a job names its node by index; a :class:`WorkerPool` worker outlives runs,
@@ -528,15 +631,15 @@ def _worker_main(
     transport. After each node every reference to its tables is dropped and, with the shared
     pool, the node's segments are unmapped (:func:`attune.pipelines.shmpool.release`), so a
     worker holds nothing of a finished node. ``spare_dir``: where a pool worker's spare
-    segments wait between nodes (they outlive the run's directory). ``driver_end``: the
-    driver's end of the pipe, which a forked worker inherited and closes, so that the driver's
-    death closes the pipe (the worker then removes what the driver left, see
-    :func:`_orphaned`)."""
-    if driver_end is not None:
-        driver_end.close()
+    segments wait between nodes (they outlive the run's directory). The driver's death closes the
+    pipe (an idle worker then removes what the driver left, see :func:`_orphaned`) and wakes the
+    watchdog (a busy one, see :func:`_watch_driver`)."""
+    _close_inherited_ends()
     kept_memory = False
     driver = os.getppid()
     directory = None
+    watched: list[str | None] = [None, spare_dir]  # what the watchdog removes (the run's dir)
+    _watch_driver(driver, watched)
     held: dict[str, pa.Table] = {}  # input tables kept mapped for the next node (_hold)
     postponed = False  # the last node's clean-up waits for the end of the next one
     try:
@@ -561,6 +664,7 @@ def _worker_main(
                 continue
             (ref, input_paths, memory_pool, measure_memory, out_name, defer) = job[:6]
             directory, transport, checksums, hold = job[6:]
+            watched[0] = directory
             if kept_memory:
                 # A node before this one kept pool memory alive: this worker runs nothing more
                 # (the driver, told so by that node's report, runs the job elsewhere).
@@ -888,15 +992,14 @@ class WorkerPool:
                 conn.close()
             self.started += 1
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        forked = self.start_method == "fork"
-        p = self._ctx.Process(
-            target=_worker_main,
-            args=([], child_conn, self.directory, parent_conn if forked else None),
-            name="attune-dag:pool-worker",
-            daemon=True,
+        p = _start_node_process(
+            self._ctx,
+            _worker_main,
+            ([], child_conn, self.directory),
+            "attune-dag:pool-worker",
+            parent_conn,
+            child_conn,
         )
-        p.start()
-        child_conn.close()
         return p, parent_conn
 
     def _give_back(self, p, conn) -> None:
@@ -1406,15 +1509,14 @@ class DAG:
                 workers.append((p, parent_conn))
                 return p, parent_conn
             parent_conn, child_conn = ctx.Pipe(duplex=True)
-            forked = ctx.get_start_method() == "fork"
-            p = ctx.Process(
-                target=_worker_main,
-                args=(self.nodes, child_conn, None, parent_conn if forked else None),
-                name="attune-dag:worker",
-                daemon=True,
+            p = _start_node_process(
+                ctx,
+                _worker_main,
+                (self.nodes, child_conn),
+                "attune-dag:worker",
+                parent_conn,
+                child_conn,
             )
-            p.start()
-            child_conn.close()
             workers.append((p, parent_conn))
             return p, parent_conn
 
@@ -1527,9 +1629,9 @@ class DAG:
                 measure_memory,
                 out_name,
             )
-            p = ctx.Process(target=_child_main, args=args, name=f"attune-dag:{n.name}", daemon=True)
-            p.start()
-            child_conn.close()
+            p = _start_node_process(
+                ctx, _child_main, args, f"attune-dag:{n.name}", parent_conn, child_conn
+            )
             running[p.sentinel] = (n, p, parent_conn, False)
 
         def pending() -> dict[int, list[Node]]:
