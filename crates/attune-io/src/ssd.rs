@@ -189,16 +189,56 @@ impl SsdParams {
         u64::from(self.chunk_bytes) * u64::from(self.stripe())
     }
 
-    /// The offset inside a chunk where chunk-sized reads are fastest (the hot-location pattern is
-    /// `chunk_bytes × i + hot_offset()`): half a chunk whenever the device has two chips or more
-    /// (the read splits evenly over two chips, which read their arrays in parallel — also on one
-    /// channel, and also when a page is the whole chunk), else 0.
-    pub fn hot_offset(&self) -> u32 {
-        if self.chips() >= 2 {
-            self.chunk_bytes / 2
-        } else {
-            0
+    /// The offset inside a chunk where chunk-sized reads are fastest, among the multiples of
+    /// `unit` (the hot-location pattern is `chunk_bytes × i + hot_offset`), or `None` when no
+    /// offset reads faster than offset 0. Computed from the device model's read timing on an
+    /// idle device (`chunk_read_ns`); the smallest offset wins a tie, as in the profiler.
+    ///
+    /// A chunk-sized read at offset `o` reads the last `C − o` bytes of one chunk from its chip
+    /// and the first `o` bytes of the next chunk from the next chip. On two channels or more
+    /// the two chips transfer in parallel and half a chunk is fastest (also when a page is the
+    /// whole chunk: two half pages). On one channel the second chip's transfers queue behind
+    /// the first's, so with `n_a + n_b` pages of array time `R` and transfer time `T` the read
+    /// takes `max(n_a·R + (n_b+1)·T, n_b·R + T)`, smallest near `n_b = N·R / (2R − T)` pages —
+    /// not half a chunk — and, when `R ≤ T`, the same at every page-aligned offset (no hot
+    /// offset). On one chip nothing beats offset 0.
+    pub fn hot_offset(&self, unit: u32) -> Option<u32> {
+        let unit = unit.max(1);
+        let base = self.chunk_read_ns(0);
+        let mut best: Option<(u32, f64)> = None;
+        for o in (unit..self.chunk_bytes).step_by(unit as usize) {
+            let t = self.chunk_read_ns(o);
+            if best.is_none_or(|(_, b)| t < b * (1.0 - 1e-12)) {
+                best = Some((o, t));
+            }
         }
+        best.filter(|&(_, t)| t < base * (1.0 - 1e-12))
+            .map(|(o, _)| o)
+    }
+
+    /// Time in ns of one chunk-sized read at offset `offset` (below `chunk_bytes`) inside a
+    /// chunk, on an idle device, from the array reads and channel transfers alone (the
+    /// controller and host terms are the same at every offset): the page loop of the device
+    /// model's read path, for the two chips the read touches.
+    pub fn chunk_read_ns(&self, offset: u32) -> f64 {
+        let (page, chunk) = (u64::from(self.page_bytes), u64::from(self.chunk_bytes));
+        let r = self.read_page_us * 1e3;
+        let ns_per_byte = 1e3 / self.channel_mb_per_s;
+        let (mut chip_free, mut channel_free) = ([0.0f64; 2], [0.0f64; 2]);
+        let mut finish = 0.0f64;
+        let (mut pos, end) = (u64::from(offset), u64::from(offset) + chunk);
+        while pos < end {
+            let page_end = (pos / page + 1) * page;
+            let bytes = page_end.min(end) - pos;
+            let chip = usize::from(pos >= chunk && self.chips() >= 2);
+            let ch = usize::from(chip == 1 && self.channels >= 2);
+            let ready = chip_free[chip] + r;
+            chip_free[chip] = ready;
+            channel_free[ch] = ready.max(channel_free[ch]) + bytes as f64 * ns_per_byte;
+            finish = finish.max(channel_free[ch]);
+            pos = page_end;
+        }
+        finish
     }
 
     /// Checks every parameter; the error names the first bad one.
