@@ -115,6 +115,21 @@ def test_rows_without_engine_get_a_plain_table_and_a_bar_plot(tmp_path):
     assert any(p.endswith("hash-ops.png") for p in summary["plots"])
 
 
+def test_rows_naming_an_engine_without_throughput_get_one_plain_table_per_shape(tmp_path):
+    """A pipelines run names its transport in `engine` but has no ops/s: not the engines'
+    table of dashes; its comparison rows (other fields) get a table of their own."""
+    run = {"bench": "dag", "engine": "sipc", "seconds": 0.37, "command": "c", "machine": MACHINE}
+    ratio = {"bench": "dag", "case": "sipc / ray", "speedup": 8.8, "command": "c"}
+    res = _write(tmp_path / "dag.jsonl", [run, dict(run, engine="ray", seconds=3.3), ratio])
+    out = tmp_path / "B.md"
+    write_report([str(res)], str(out), progress=False)
+    text = out.read_text()
+    assert "ops/s" not in text
+    assert "| bench | engine | seconds |" in text
+    assert "| dag | ray | 3.30 |" in text
+    assert "| bench | case | speedup |" in text
+
+
 def test_bad_json_is_an_attune_error_with_file_and_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"engine": "x"}\nnot json\n')

@@ -66,7 +66,14 @@ from pathlib import Path
 from typing import Any
 
 from attune.bench import BenchError
-from attune.bench.report import _engine_table, _machine, _plain_table, _plots, load_rows
+from attune.bench.report import (
+    _engine_table,
+    _machine,
+    _plain_table,
+    _plots,
+    is_engine_row,
+    load_rows,
+)
 
 try:  # Python 3.11+; on 3.10 the `tomli` package is the same parser.
     import tomllib
@@ -451,8 +458,8 @@ def render_component(
         head = headline_lines(f)
         if head:
             out += ["Ratios:", "", *head, ""]
-        engine_rows = [r for r in f.rows if "engine" in r]
-        plain_rows = [r for r in f.rows if "engine" not in r]
+        engine_rows = [r for r in f.rows if is_engine_row(r)]
+        plain_rows = [r for r in f.rows if not is_engine_row(r)]
         if engine_rows:
             out += ["<details><summary>Full table</summary>", ""]
             out += [*_engine_table(engine_rows, f.baseline), "", "</details>", ""]

@@ -228,19 +228,33 @@ def _sep(head: str) -> str:
     return "|" + "---|" * (head.count("|") - 1)
 
 
+def is_engine_row(row: dict) -> bool:
+    """A row of the engines' table (an engine's throughput on a workload: ops/s, latency
+    percentiles, amplification); other rows, also those that name an engine (the pipelines'
+    and Data Pipes' runs), go to the plain table of their own fields."""
+    return "engine" in row and "ops_per_sec" in row
+
+
 def _plain_table(rows: list[dict]) -> list[str]:
-    cols: list[str] = []
+    """Rows of one shape (the same fields) per table, in order of first appearance: a file
+    whose rows are of several kinds (a run's rows and the comparisons derived from them) gets
+    one narrow table per kind, not one with every kind's columns."""
+
+    def fields(r: dict) -> tuple[str, ...]:
+        return tuple(
+            k for k, v in r.items() if k not in META_FIELDS and not isinstance(v, (dict, list))
+        )
+
+    shapes: dict[tuple[str, ...], list[dict]] = {}
     for r in rows:
-        for k, v in r.items():
-            if k in META_FIELDS or k in cols:
-                continue
-            if isinstance(v, (dict, list)):
-                continue
-            cols.append(k)
-    head = "| " + " | ".join(cols) + " |"
-    lines = [head, _sep(head)]
-    for r in rows:
-        lines.append("| " + " | ".join(_num(r.get(c)) for c in cols) + " |")
+        shapes.setdefault(fields(r), []).append(r)
+    lines: list[str] = []
+    for cols, group in shapes.items():
+        if lines:
+            lines.append("")
+        head = "| " + " | ".join(cols) + " |"
+        lines += [head, _sep(head)]
+        lines += ["| " + " | ".join(_num(r.get(c)) for c in cols) + " |" for r in group]
     return lines
 
 
@@ -480,8 +494,8 @@ def render(
             out.append(f"Machine: {m}")
         if machines:
             out.append("")
-        engine_rows = [r for r in rows if "engine" in r]
-        plain_rows = [r for r in rows if "engine" not in r]
+        engine_rows = [r for r in rows if is_engine_row(r)]
+        plain_rows = [r for r in rows if not is_engine_row(r)]
         if engine_rows:
             out.extend(_engine_table(engine_rows, per_file.get(Path(name).stem, default_baseline)))
             out.append("")
