@@ -1084,7 +1084,7 @@ mod tests {
         let mut rng = attune_workload::rng::Xoshiro256::new(11, 0x0c4a_77e1);
         let mut checked = 0;
         while checked < 64 {
-            let page = 4 * KIB << rng.below(4);
+            let page = (4 * KIB) << rng.below(4);
             let chunk = page << (1 + rng.below(4));
             if chunk > 128 * KIB {
                 continue;
