@@ -106,7 +106,8 @@ def test_a_raising_node_shows_its_traceback_and_json_names_it(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Traceback" in err and "raises.py" in err and "1 / 0" in err, err
     assert err.rstrip().endswith(
-        "attune: error: node divider raised ZeroDivisionError: division by zero"
+        "attune: error: node divider raised ZeroDivisionError: division by zero "
+        "(at raises.py:16, in divider)"
     )
     assert main([*argv, "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)

@@ -518,7 +518,8 @@ def test_run_inline_fails_as_run_does_and_names_are_unique():
     assert (e.value.node, e.value.reason) == ("broken", "exception")
     assert isinstance(e.value.__cause__, RuntimeError)
     assert "unrelated branch broken" in e.value.detail
-    # An exception without a message leaves no dangling colon.
+    # An exception without a message leaves no dangling colon; the message ends with where
+    # the node raised (the last frame of its traceback), as Ray's one-line errors do.
     d = DAG("bare")
 
     def bare() -> pa.Table:
@@ -526,7 +527,10 @@ def test_run_inline_fails_as_run_does_and_names_are_unique():
 
     d.node(bare, name="n")
     for run in (d.run_inline, d.run):
-        with pytest.raises(NodeFailedError, match=r"^node n raised ValueError$"):
+        with pytest.raises(
+            NodeFailedError,
+            match=r"^node n raised ValueError \(at test_pipelines_dag\.py:\d+, in bare\)$",
+        ):
             run()
     with pytest.raises(PipelineError, match="duplicate node name 'src'"):
         dag.node(load, name="src")

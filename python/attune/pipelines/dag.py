@@ -118,6 +118,9 @@ class NodeFailedError(PipelineError):
     ``exit``; ``detail`` the child's traceback when there is one."""
 
     def __init__(self, message: str, node: str, reason: str, detail: str = "") -> None:
+        where = _innermost_frame(detail)
+        if where and not message.endswith(where):
+            message = f"{message} {where}"  # where it raised, as Ray's one-line error shows
         super().__init__(message)
         self.node = node
         self.reason = reason
@@ -135,6 +138,18 @@ class NodeFailedError(PipelineError):
     def cli_detail(self) -> str:
         """What the CLI prints above its one-line error: the node's traceback."""
         return self.detail
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)', re.MULTILINE)
+
+
+def _innermost_frame(traceback_text: str) -> str:
+    """``(at file.py:12, in fn)`` for the last frame of a formatted traceback, else ``""``."""
+    frames = _FRAME.findall(traceback_text or "")
+    if not frames:
+        return ""
+    path, line, fn = frames[-1]
+    return f"(at {os.path.basename(path)}:{line}, in {fn})"
 
 
 def _raised(e: BaseException) -> str:
@@ -1295,7 +1310,9 @@ class DAG:
         ``memory_budget_bytes`` turns the resource manager on
         (:mod:`attune.pipelines.resources`): a node starts when the run's shared files plus the
         running nodes' needs plus its own need (``DAG.node(memory_bytes=)``, else its inputs'
-        size) fit the budget, deepest ready nodes first; when nothing runs and the next node
+        size) fit the budget, deepest ready nodes first (a soft cap on admission: a node that
+        allocates more than its need is not stopped; ``DAG.node(memory_limit_bytes=)`` caps
+        one); when nothing runs and the next node
         does not fit, finished outputs still needed are evicted by ``eviction``: ``adaptive``
         (default), ``rollback`` (run the node again later), ``limit-drop`` (page the output out
         to a disk file under ``spill_dir``) or ``off``. Every decision is in ``result.events``.
