@@ -390,6 +390,72 @@ def test_no_node_process_outlives_a_killed_driver_whether_idle_or_stuck(tmp_path
     assert removed_soon(tmp_path) == []
 
 
+_CTRL_C_DRIVER = """
+import os, signal, sys, time
+import pyarrow as pa
+from attune.pipelines import DAG
+
+# As in a terminal (a background job of a shell without job control starts with it ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
+marks = sys.argv[1]
+
+def load():
+    return pa.table({"a": [1, 2]})
+
+def quick(t):
+    open(os.path.join(marks, "quick"), "w").close()
+    return t
+
+def slow(t):
+    open(os.path.join(marks, "slow"), "w").close()
+    time.sleep(60)
+    return t
+
+d = DAG("ctrl-c")
+s = d.node(load)
+d.node(quick, s)
+d.node(slow, s)
+d.run(root=sys.argv[2], reuse_processes=sys.argv[3] == "reuse", parallel=2)
+"""
+
+
+@pytest.mark.parametrize("how", ["fork", "reuse"])
+def test_ctrl_c_stops_the_run_with_the_drivers_traceback_only(tmp_path, how):
+    """Ctrl-C reaches the terminal's whole process group: the driver stops the run, and its
+    node processes (one idle, one busy) neither print tracebacks of their own nor outlive it."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "driver.py"
+    script.write_text(_CTRL_C_DRIVER)
+    marks, root = tmp_path / "marks", tmp_path / "root"
+    marks.mkdir()
+    root.mkdir()
+    p = subprocess.Popen(
+        [sys.executable, str(script), str(marks), str(root), how],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while len(os.listdir(marks)) < 2 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the quick node's worker back to waiting for a job
+    os.killpg(p.pid, signal.SIGINT)
+    try:
+        out = p.communicate(timeout=120)[0].decode()
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert out.count("Traceback") == 1 and "KeyboardInterrupt" in out, out
+    assert "Process attune-dag" not in out, out
+    assert removed_soon(root) == []
+
+
 def _terminated_driver(root: str, gate: int, told: int) -> None:
     from attune.pipelines.dag import exit_on_sigterm
 

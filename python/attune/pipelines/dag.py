@@ -438,6 +438,21 @@ def _start_node_process(ctx, target, args: tuple, name: str, driver_end, child_e
     return p
 
 
+def _become_node_process(driver: int, directories: list[str | None]) -> None:
+    """What a process started to run nodes does first: ignores Ctrl-C (SIGINT reaches the
+    terminal's whole process group, and it is the driver's to handle — its run stops and kills
+    the node processes it started — rather than a KeyboardInterrupt traceback from wherever a
+    node process was waiting), closes the driver's pipe ends it inherited
+    (:func:`_close_inherited_ends`) and starts the driver watchdog (:func:`_watch_driver`).
+    Nothing when called elsewhere than as a multiprocessing child's main function (a test
+    drives a worker on a thread): all three act on the whole process."""
+    if mp.parent_process() is None or threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _close_inherited_ends()
+    _watch_driver(driver, directories)
+
+
 def _close_inherited_ends() -> None:
     """In a node process: closes the driver's pipe ends it inherited with the fork (its own
     and its siblings'; none under spawn or forkserver, which inherit no descriptors), so that
@@ -537,8 +552,7 @@ def _child_main(
     out_name: str | None = None,
 ) -> None:
     """A node's own process: one node, then exit."""
-    _close_inherited_ends()
-    _watch_driver(os.getppid(), [directory])
+    _become_node_process(os.getppid(), [directory])
     try:
         if node.memory_limit_bytes is not None:
             try:
@@ -649,12 +663,11 @@ def _worker_main(nodes: list[Node], conn, spare_dir: str | None = None) -> None:
     segments wait between nodes (they outlive the run's directory). The driver's death closes the
     pipe (an idle worker then removes what the driver left, see :func:`_orphaned`) and wakes the
     watchdog (a busy one, see :func:`_watch_driver`)."""
-    _close_inherited_ends()
     kept_memory = False
     driver = os.getppid()
     directory = None
     watched: list[str | None] = [None, spare_dir]  # what the watchdog removes (the run's dir)
-    _watch_driver(driver, watched)
+    _become_node_process(driver, watched)
     held: dict[str, pa.Table] = {}  # input tables kept mapped for the next node (_hold)
     postponed = False  # the last node's clean-up waits for the end of the next one
     try:
