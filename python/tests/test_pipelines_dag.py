@@ -549,3 +549,25 @@ def test_a_bad_spill_dir_is_refused_before_any_node_runs(tmp_path):
             dag.run(memory_budget_bytes=1 << 30, eviction="limit-drop", spill_dir=str(bad))
         if bad != ran:
             assert not ran.exists()
+
+
+def _sleeps(t: pa.Table) -> pa.Table:
+    import time
+
+    time.sleep(60)  # were it not stopped, the run would succeed after this
+    return t
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_a_node_past_its_timeout_is_stopped_and_fails_the_run(tmp_path, reuse):
+    dag = DAG("slow")
+    dag.node(_sleeps, dag.node(load), name="sleeper", timeout_s=0.5)
+    with pytest.raises(
+        NodeFailedError, match=r"node sleeper ran longer than its timeout_s \(0.5 s\)"
+    ) as e:
+        dag.run(root=str(tmp_path), reuse_processes=reuse)
+    assert e.value.reason == "timeout"
+    assert os.listdir(tmp_path) == []
+    for bad in (0, -1, float("inf"), float("nan"), "1", True):
+        with pytest.raises(PipelineError, match="timeout_s must be a positive number"):
+            dag.node(_sleeps, name=f"bad{len(dag.nodes)}", timeout_s=bad)

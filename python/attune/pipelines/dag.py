@@ -115,7 +115,7 @@ class PipelineError(Error):
 class NodeFailedError(PipelineError):
     """A node failed: it raised, returned a non-table, ran out of memory or died. ``node`` is its
     name, ``reason`` one of ``exception``, ``not-a-table``, ``out-of-memory``, ``killed``,
-    ``exit``; ``detail`` the child's traceback when there is one."""
+    ``exit``, ``timeout``; ``detail`` the child's traceback when there is one."""
 
     def __init__(self, message: str, node: str, reason: str, detail: str = "") -> None:
         where = _innermost_frame(detail)
@@ -221,6 +221,7 @@ class Node:
     memory_limit_bytes: int | None = None
     wants_ctx: bool = False
     memory_bytes: int | None = None
+    timeout_s: float | None = None
 
     def __repr__(self) -> str:
         return f"Node({self.name!r}, inputs={[i.name for i in self.inputs]})"
@@ -587,7 +588,7 @@ def _ship(n: Node) -> bytes:
     functions of ``__main__``, lambdas and closures by value, so a function defined after the
     pool's workers were forked still reaches them. Without cloudpickle, plain pickle (functions
     by reference only)."""
-    light = Node(n.name, n.fn, (), n.memory_limit_bytes, n.wants_ctx, n.memory_bytes)
+    light = Node(n.name, n.fn, (), n.memory_limit_bytes, n.wants_ctx, n.memory_bytes, n.timeout_s)
     try:
         import cloudpickle
     except ImportError:
@@ -1153,11 +1154,15 @@ class DAG:
         memory_limit_bytes: int | None = None,
         ctx: bool = False,
         memory_bytes: int | None = None,
+        timeout_s: float | None = None,
     ) -> Node:
         """Adds a node computing ``fn(*input_tables)`` (``fn(*tables, ctx=NodeContext)`` with
         ``ctx=True``). Inputs must be nodes already in this DAG, so the graph is acyclic by
         construction. ``memory_limit_bytes`` caps what the node's process may allocate beyond
-        what it started with."""
+        what it started with. ``timeout_s``: a node still running that many seconds after it
+        started has its process killed and fails the run (``NodeFailedError``, reason
+        ``timeout``); enforced by :meth:`run` in every process model, not by
+        :meth:`run_inline` (nothing stops a function in the caller's own thread) nor on Ray."""
         if not callable(fn):
             raise PipelineError(f"a node needs a function, got {type(fn).__name__}")
         if len(self.nodes) >= NODES_MAX:
@@ -1182,7 +1187,15 @@ class DAG:
             raise PipelineError("memory_limit_bytes must be positive")
         if memory_bytes is not None and memory_bytes < 0:
             raise PipelineError("memory_bytes must not be negative")
-        n = Node(name, fn, tuple(inputs), memory_limit_bytes, ctx, memory_bytes)
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, (int, float))
+            or not 0 < timeout_s < float("inf")
+        ):
+            raise PipelineError(
+                f"timeout_s must be a positive number of seconds, got {timeout_s!r}"
+            )
+        n = Node(name, fn, tuple(inputs), memory_limit_bytes, ctx, memory_bytes, timeout_s)
         self.nodes.append(n)
         self._names.add(name)
         return n
@@ -1627,6 +1640,29 @@ class DAG:
                     queued.setdefault(conn, []).append(m)
                     return
 
+        began: dict[int, float] = {}  # id(node) -> when it started running (timeout_s)
+
+        def time_left() -> float | None:
+            """Seconds until the first running node with a ``timeout_s`` is due, or None."""
+            due = [
+                began[id(v[0])] + v[0].timeout_s
+                for v in running.values()
+                if v[0].timeout_s is not None and id(v[0]) in began
+            ]
+            return max(0.0, min(due) - time.monotonic()) if due else None
+
+        def overdue() -> None:
+            """Fails the run for a node past its ``timeout_s`` (the handler below kills it)."""
+            now = time.monotonic()
+            for n, *_ in running.values():
+                if n.timeout_s is not None and now >= began.get(id(n), now) + n.timeout_s:
+                    raise NodeFailedError(
+                        f"node {n.name} ran longer than its timeout_s ({n.timeout_s:g} s) and "
+                        "was stopped",
+                        n.name,
+                        "timeout",
+                    )
+
         def start(n: Node) -> None:
             input_paths = [paths[i.name] for i in n.inputs]
             k = attempts.get(id(n), 0)
@@ -1645,6 +1681,7 @@ class DAG:
                         workers.remove((p, conn))
                         WorkerPool._kill(p, conn)
                 running[conn] = running[p.sentinel] = (n, p, conn, True)
+                began[id(n)] = time.monotonic()
                 send_ahead(n, conn)
                 return
             parent_conn, child_conn = ctx.Pipe(duplex=False)
@@ -1663,6 +1700,7 @@ class DAG:
                 ctx, _child_main, args, f"attune-dag:{n.name}", parent_conn, child_conn
             )
             running[p.sentinel] = (n, p, parent_conn, False)
+            began[id(n)] = time.monotonic()
 
         def pending() -> dict[int, list[Node]]:
             busy = {id(v[0]) for v in running.values()}
@@ -1725,7 +1763,9 @@ class DAG:
                     start(n)
                 if not running:
                     raise PipelineError("no node can run (a cycle?)")  # unreachable by design
-                ready = wait(list(running))
+                ready = wait(list(running), timeout=time_left())
+                if not ready:
+                    overdue()
                 for s in ready:
                     if s not in running:
                         continue  # the other waitable of a reused worker, already handled
@@ -1755,6 +1795,7 @@ class DAG:
                         elif nxt:
                             m = nxt.pop(0)
                             running[conn] = running[p.sentinel] = (m, p, conn, True)
+                            began[id(m)] = time.monotonic()
                         else:
                             idle.append((p, conn))
                     else:
