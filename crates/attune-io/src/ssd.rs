@@ -190,15 +190,35 @@ impl SsdParams {
     }
 
     /// The offset inside a chunk where chunk-sized reads are fastest (the hot-location pattern is
-    /// `chunk_bytes × i + hot_offset()`): half a chunk whenever the device has two chips or more
-    /// (the read splits evenly over two chips, which read their arrays in parallel — also on one
-    /// channel, and also when a page is the whole chunk), else 0.
-    pub fn hot_offset(&self) -> u32 {
-        if self.chips() >= 2 {
-            self.chunk_bytes / 2
-        } else {
-            0
+    /// `chunk_bytes × i + hot_offset()`), among the offsets that are multiples of the mapping
+    /// unit; `None` when offset 0 is among the fastest (one chip, or every split ties).
+    ///
+    /// A chunk-sized read at a page-aligned offset `o = n_b·P` reads `n_a = C/P − n_b` pages
+    /// from chip a and `n_b` from the next chip b. On two channels or more the two chips
+    /// transfer in parallel and the even split (half a chunk) wins, also when the page is the
+    /// whole chunk (two partial pages). On one channel the transfers (`T` per page) queue: chip
+    /// b's wait behind chip a's, so the read takes `max(n_a·R + (n_b+1)·T, n_b·R + T)` when
+    /// `R ≥ T` (`R` = `read_page_us`), which is in general not smallest at half a chunk; when
+    /// `R ≤ T` the channel is the bottleneck and every split takes `R + C/P·T`: no offset is
+    /// hot. On one channel an unaligned offset reads one page more and is never faster than the
+    /// aligned offset below it. See [`SsdParams::hot_offset_on`].
+    pub fn hot_offset(&self) -> Option<u32> {
+        self.hot_offset_on(self.mapping_bytes)
+    }
+
+    /// [`SsdParams::hot_offset`] over the offsets `0, step, 2·step, …` below the chunk (the
+    /// profiler's offset groups when `step` is its offset unit): the offset whose chunk-sized
+    /// read on an idle device is fastest, the smallest on a tie, computed with the device's own
+    /// timing model ([`Ssd::idle_read_ns`]); `None` when offset 0 is among the fastest.
+    pub fn hot_offset_on(&self, step: u32) -> Option<u32> {
+        if self.chips() < 2 || step == 0 || self.validate().is_err() {
+            return None;
         }
+        let lat: Vec<u64> = (0..self.chunk_bytes / step)
+            .map(|i| Ssd::idle_read_ns(self, i * step, self.chunk_bytes))
+            .collect();
+        let best = (0..lat.len()).min_by_key(|&i| (lat[i], i))?;
+        (lat[best] < lat[0]).then(|| best as u32 * step)
     }
 
     /// Checks every parameter; the error names the first bad one.
@@ -527,6 +547,25 @@ impl Ssd {
             fragments: std::collections::HashMap::new(),
             p: params,
         })
+    }
+
+    /// Latency in nanoseconds of one read of `size` bytes at `offset_in_chunk` past a chunk
+    /// boundary (above the hot locations) on a fresh, idle device with `params`: the timing
+    /// model of [`Ssd::submit`] with nothing queued, which is what the profiler's reads at
+    /// queue depth 1 see. `params` must be valid.
+    pub fn idle_read_ns(params: &SsdParams, offset_in_chunk: u32, size: u32) -> u64 {
+        let Ok(mut ssd) = Ssd::new(params.clone(), 0) else {
+            return 0;
+        };
+        let chunk = u64::from(params.chunk_bytes);
+        let base = params.hot_bytes.div_ceil(chunk) * chunk;
+        ssd.submit(IoRequest {
+            time_ns: 0,
+            offset: base + u64::from(offset_in_chunk),
+            size,
+            kind: IoKind::Read,
+        })
+        .latency_ns()
     }
 
     /// Ages a fresh device as if `bytes` had been written and flushed before time 0: its count
