@@ -30,6 +30,11 @@ use crate::stats::{mean, p_two_sided, paired_t, student_p, welch_df, welch_t};
 
 const KIB: u32 = 1024;
 
+/// The largest `file_bytes` a run accepts: 1 TiB, whose read order at the smallest read size
+/// (512 B) would still be 2^31 indices; at the default 1 MiB reads it is 1 Mi indices (8 MiB).
+/// Every size is checked against it before an order is built.
+pub const FILE_BYTES_MAX: u64 = 1 << 40;
+
 /// The knobs of both experiments and of the rule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProfileConfig {
@@ -118,6 +123,16 @@ impl ProfileConfig {
                 format!("must be at least min_guess ({} B)", self.min_guess),
             ));
         }
+        if self.file_bytes > FILE_BYTES_MAX {
+            return Err(invalid(
+                "file_bytes",
+                self.file_bytes,
+                format!(
+                    "must be at most {FILE_BYTES_MAX} (1 TiB): the shared read order holds one \
+                     index per read of a file, and minutes of profiling need far less"
+                ),
+            ));
+        }
         let need = u64::from(self.read_bytes.max(self.max_write).max(self.max_guess)) * 4;
         if self.file_bytes < need || !self.file_bytes.is_multiple_of(u64::from(self.read_bytes)) {
             return Err(invalid(
@@ -178,11 +193,16 @@ impl ProfileConfig {
     /// The chunks sampled for guess `g` in Experiment 2: chunk indices into the file, the same
     /// ones in the same order for every offset group (which lets the page test pair its
     /// samples); the last chunk is never sampled so that every offset group stays in the file.
+    /// Only the sample is drawn (a partial Fisher–Yates over a sparse map of the swapped
+    /// positions), so its cost does not grow with the file.
     pub fn sampled_chunks(&self, g: u32) -> Vec<u64> {
-        let n = self.file_bytes / u64::from(g) - 1;
-        let mut v = shuffled(n, self.seed, u64::from(g));
-        v.truncate(self.samples_per_group as usize);
-        v
+        let n = (self.file_bytes / u64::from(g)).saturating_sub(1);
+        sampled(
+            n,
+            u64::from(self.samples_per_group),
+            self.seed,
+            u64::from(g),
+        )
     }
 }
 
@@ -194,6 +214,23 @@ fn pow2_range(lo: u32, hi: u32) -> Vec<u32> {
         s *= 2;
     }
     v
+}
+
+/// `k` distinct values of `0..n` in random order (all `n` when `k ≥ n`): the first `k` steps
+/// of a forward Fisher–Yates shuffle, with the positions it has swapped kept in a map.
+fn sampled(n: u64, k: u64, seed: u64, tag: u64) -> Vec<u64> {
+    let k = k.min(n);
+    let mut moved = std::collections::HashMap::with_capacity(2 * k as usize);
+    let mut rng = Xoshiro256::new(seed, 0xde71_0000 ^ tag);
+    let mut out = Vec::with_capacity(k as usize);
+    for i in 0..k {
+        let j = i + rng.below(n - i);
+        let at_j = moved.get(&j).copied().unwrap_or(j);
+        let at_i = moved.get(&i).copied().unwrap_or(i);
+        moved.insert(j, at_i);
+        out.push(at_j);
+    }
+    out
 }
 
 fn shuffled(n: u64, seed: u64, tag: u64) -> Vec<u64> {
@@ -1526,6 +1563,36 @@ mod tests {
         };
         let e = profile_simulated(&SsdParams::default(), &huge, 1, &mut |_, _| {}).unwrap_err();
         assert!(e.to_string().contains("file_bytes"), "{e}");
+    }
+
+    /// A huge `file_bytes` is refused before any order is built, and the chunk sample costs
+    /// the sample, not the file (a 1 TiB file at 4 KiB guesses would be 2^28 indices).
+    #[test]
+    fn orders_are_bounded_by_the_sample_and_the_size_limit() {
+        let huge = ProfileConfig {
+            file_bytes: 1 << 50,
+            ..ProfileConfig::default()
+        };
+        let e = huge.validate().unwrap_err().to_string();
+        assert!(e.contains("`file_bytes`") && e.contains("at most"), "{e}");
+        let big = ProfileConfig {
+            file_bytes: FILE_BYTES_MAX,
+            ..ProfileConfig::default()
+        };
+        big.validate().unwrap();
+        let v = big.sampled_chunks(4 * KIB);
+        assert_eq!(v.len(), 16);
+        let mut d = v.clone();
+        d.sort_unstable();
+        d.dedup();
+        assert_eq!(d.len(), 16, "distinct");
+        assert!(v.iter().all(|&c| c < FILE_BYTES_MAX / (4 * 1024) - 1));
+        // Small populations: every value once, in a seeded order.
+        let all = sampled(10, 16, 1, 2);
+        let mut s = all.clone();
+        s.sort_unstable();
+        assert_eq!(s, (0..10).collect::<Vec<_>>());
+        assert_eq!(all, sampled(10, 16, 1, 2));
     }
 
     #[test]
