@@ -929,15 +929,20 @@ pub fn profile_simulated(
 /// * the stripe when the write-fragment model is off, or when two plateau points do not fit
 ///   under the largest write size;
 /// * the chunk on a one-chip device: every chunk sits on the same chip, so where a read lands
-///   inside a chunk changes only the pages it touches, which is the page's effect;
+///   inside a chunk changes only the pages it touches, which is the page's effect; a chunk
+///   outside the guesses; and a chunk without a hot offset (one channel whose page transfer
+///   takes at least an array read: every split of a chunk-sized read ties);
 /// * the page when it equals the chunk on a device of two chips or more (an unaligned read is
 ///   two half-reads on two chips in parallel, no slower), when it is below two offset units
-///   (the page test needs two groups per page), and on one chip when it lies outside the
-///   guesses (one chip shows the page only as the guess where offset group 0 is fastest) or
-///   when the channel transfer of a page less one unit takes longer than an array read: the
-///   chip then reads the second page of an unaligned read while the first crosses the channel,
-///   and the unaligned read of a 1 KiB offset is no slower (a 64 KiB page at 800 MB/s);
-/// * the hot offset on one chip when the page is not seen (offset group 0 is then no faster).
+///   (the page test needs two groups per page), and on one chip — or beyond a chunk larger than
+///   the largest guess, where every read lies on one chip — when it lies outside the guesses
+///   (one chip shows the page only as the guess where offset group 0 is fastest) or when the
+///   channel transfer of a page less one unit takes longer than an array read: the chip then
+///   reads the second page of an unaligned read while the first crosses the channel, and the
+///   unaligned read of a 1 KiB offset is no slower (a 64 KiB page at 800 MB/s);
+/// * the hot offset unless the chunk is seen (it is a place inside a chunk); where it is seen,
+///   it is [`SsdParams::hot_offset_on`] at the offset unit (the device's timing model: half the
+///   chunk on several channels, the balance of the channel queue on one).
 pub fn expected(
     params: &SsdParams,
     cfg: &ProfileConfig,
