@@ -576,7 +576,9 @@ def io_model_scores(data: bytes, features: bytes, n: int) -> list[float]: ...
 # ---------------------------------------------------------------- device profiler (attune.device)
 _Guess: TypeAlias = tuple[int, int, list[list[float]]]
 
-def device_profile_config(config: dict[str, Any] | None = None) -> dict[str, Any]: ...
+def device_profile_config(
+    config: dict[str, Any] | None = None, orders: bool = True
+) -> dict[str, Any]: ...
 def device_profile_simulated(
     params: dict[str, Any] | None = None,
     config: dict[str, Any] | None = None,

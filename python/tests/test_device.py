@@ -31,6 +31,7 @@ def test_simulated_profile_recovers_the_planted_parameters():
     params = {"chunk_bytes": 32768, "page_bytes": 8192, "stripe_chips": 4, "map_fetch_us": 10}
     r = device.profile_simulated(params, SMALL, seed=3)
     assert r["expected"] == {
+        "desirable_write": 128 << 10,
         "stripe": 128 << 10,
         "chunk": 32 << 10,
         "page": 8 << 10,

@@ -125,6 +125,10 @@ def test_one_chip_claims_no_chunk_and_the_verdict_is_right(capsys):
     chunk = next(line for line in out.splitlines() if line.strip().startswith("chunk"))
     assert "not found" in chunk and "confidence 0.000" in chunk and "right" in chunk, out
     assert "not separable" in out
+    # The hot offset cannot be placed without the chunk: not found, with its readings.
+    hot = next(line for line in out.splitlines() if line.strip().startswith("hot_offset"))
+    assert "not found" in hot and "right" in hot, out
+    assert "--max-guess-kb" in out
     assert "MISSED" not in out and "FALSE POSITIVE" not in out, out
     assert "recovered exactly: yes" in out
 
@@ -148,10 +152,42 @@ def test_a_page_below_the_default_mapping_unit_needs_no_second_setting():
 
 
 def test_hot_offset_with_page_equal_chunk_or_one_channel():
-    for p in ({"page_bytes": 65536}, {"channels": 1, "chips_per_channel": 8}):
+    one_channel = {"channels": 1, "chips_per_channel": 8}
+    for p, want in (
+        ({"page_bytes": 65536}, 32768),
+        (one_channel, 32768),
+        # One channel queues chip b's transfers behind chip a's: not half the chunk.
+        ({**one_channel, "chunk_bytes": 131072}, 81920),
+        ({**one_channel, "page_bytes": 65536}, None),
+    ):
         r = device.profile_simulated({"stripe_chips": 4, "map_fetch_us": 10, **p}, SMALL)
-        assert r["expected"]["hot_offset"] == 32768
-        assert r["learned"]["hot_offset"]["value"] == 32768
+        assert r["expected"]["hot_offset"] == want, p
+        assert r["learned"]["hot_offset"]["value"] == want, r["learned"]["hot_offset"]
+        assert r["recovered"], r["learned"]
+
+
+def test_the_planted_comparison_includes_the_desirable_write_size(capsys):
+    rc, out, _ = _cli(
+        capsys,
+        *("device", "profile", "--simulated", "--file-mb", "16", "--samples", "8"),
+        "--no-progress",
+    )
+    assert rc == 0
+    line = next(x for x in out.splitlines() if x.strip().startswith("desirable_write"))
+    assert "planted" in line and "exact" in line, out
+    # 256 KiB below a planted 1 MiB stripe whose edge is unresolved is not claimed.
+    r = device.profile_simulated(
+        {"chunk_bytes": 262144, "stripe_chips": 4, "map_fetch_us": 2}, SMALL
+    )
+    assert r["learned"]["desirable_write"]["value"] in (None, 1 << 20), r["learned"]
+    assert r["expected"]["desirable_write"] is None and r["recovered"]
+
+
+def test_huge_files_are_refused_before_any_order_is_built():
+    with pytest.raises(InvalidArgumentError, match="file_bytes"):
+        device.profile_config({"file_bytes": 1 << 50})
+    cfg = device.profile_config({"file_bytes": 1 << 40})
+    assert all(len(v) == 16 for v in cfg["sampled_chunks"].values())
 
 
 def test_simulated_files_must_fit_the_capacity():

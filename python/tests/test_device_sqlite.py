@@ -148,6 +148,40 @@ def test_a_small_traced_sqlite_run_shows_the_chapter_effects(tmp_path):
     assert counts[1] > 0  # 64 KiB page reads at chunk-aligned offsets, off the hot location
 
 
+def test_the_human_report_prints_no_none():
+    from attune.bench.device_sqlite import _human
+
+    base = {"case": "x", "ios": 3, "counts": {"rule1": 1}}
+    lines = [
+        _human({**base, "kind": "check", "extra_pages": 2, "write_amplification": None}),
+        _human(
+            {**base, "kind": "hot-locations", "select_ops_per_sec": None, "insert_ops_per_sec": 2}
+        ),
+        _human(
+            {
+                **base,
+                "kind": "hot-locations",
+                "select_ops_per_sec": 3.0,
+                "insert_ops_per_sec": 2.0,
+                "select_gain": 0.3042,
+                "insert_gain": -0.152,
+            }
+        ),
+        _human(
+            {
+                **base,
+                "kind": "wal-aligned",
+                "wal_flash_pages_per_iteration": 10.0,
+                "wal_flash_pages_per_commit": 0.5,
+                "insert_ops_per_sec": None,
+            }
+        ),
+    ]
+    assert not any("None" in x for x in lines), lines
+    assert "baseline" in lines[1] and "baseline" in lines[3]
+    assert "+30.4 %" in lines[2] and "-15.2 %" in lines[2]
+
+
 def test_bad_study_settings_and_a_failed_run_are_clean_errors(monkeypatch):
     with pytest.raises(InvalidArgumentError, match="journal mode"):
         st.trace_sqlite(mode="memory")

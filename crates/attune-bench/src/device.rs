@@ -73,11 +73,13 @@ struct CheckRow {
 const USAGE: &str = "usage: attune-bench device [--file-mib N] [--samples N] [--out FILE] [--json]";
 
 /// The planted configurations: (name, chunk, page, stripe chips, map_fetch_us, channels, chips
-/// per channel). The default device has 8 channels of 4 chips; the last two rows are the
-/// one-chip device (the chunk has no visible effect: expected not found) and two chips on one
-/// channel (everything visible).
+/// per channel). The default device has 8 channels of 4 chips; the last three rows are the
+/// one-chip device (the chunk, and with it the hot offset, has no visible effect: expected not
+/// found), two chips on one channel (everything visible) and eight chips on one channel with a
+/// 128 KiB chunk (the transfers queue on the channel: the hot offset is 80 KiB, not half the
+/// chunk).
 #[allow(clippy::type_complexity)]
-const CONFIGS: [(&str, u32, u32, u32, f64, u32, u32); 9] = [
+const CONFIGS: [(&str, u32, u32, u32, f64, u32, u32); 10] = [
     ("c64k-p16k-s1", 64 << 10, 16 << 10, 1, 10.0, 8, 4),
     ("c16k-p4k-s4", 16 << 10, 4 << 10, 4, 10.0, 8, 4),
     ("c32k-p8k-s8", 32 << 10, 8 << 10, 8, 10.0, 8, 4),
@@ -102,6 +104,15 @@ const CONFIGS: [(&str, u32, u32, u32, f64, u32, u32); 9] = [
         10.0,
         1,
         2,
+    ),
+    (
+        "c128k-p16k-8chips-1channel",
+        128 << 10,
+        16 << 10,
+        4,
+        10.0,
+        1,
+        8,
     ),
 ];
 

@@ -189,56 +189,36 @@ impl SsdParams {
         u64::from(self.chunk_bytes) * u64::from(self.stripe())
     }
 
-    /// The offset inside a chunk where chunk-sized reads are fastest, among the multiples of
-    /// `unit` (the hot-location pattern is `chunk_bytes × i + hot_offset`), or `None` when no
-    /// offset reads faster than offset 0. Computed from the device model's read timing on an
-    /// idle device (`chunk_read_ns`); the smallest offset wins a tie, as in the profiler.
+    /// The offset inside a chunk where chunk-sized reads are fastest (the hot-location pattern is
+    /// `chunk_bytes × i + hot_offset()`), among the offsets that are multiples of the mapping
+    /// unit; `None` when offset 0 is among the fastest (one chip, or every split ties).
     ///
-    /// A chunk-sized read at offset `o` reads the last `C − o` bytes of one chunk from its chip
-    /// and the first `o` bytes of the next chunk from the next chip. On two channels or more
-    /// the two chips transfer in parallel and half a chunk is fastest (also when a page is the
-    /// whole chunk: two half pages). On one channel the second chip's transfers queue behind
-    /// the first's, so with `n_a + n_b` pages of array time `R` and transfer time `T` the read
-    /// takes `max(n_a·R + (n_b+1)·T, n_b·R + T)`, smallest near `n_b = N·R / (2R − T)` pages —
-    /// not half a chunk — and, when `R ≤ T`, the same at every page-aligned offset (no hot
-    /// offset). On one chip nothing beats offset 0.
-    pub fn hot_offset(&self, unit: u32) -> Option<u32> {
-        let unit = unit.max(1);
-        let base = self.chunk_read_ns(0);
-        let mut best: Option<(u32, f64)> = None;
-        for o in (unit..self.chunk_bytes).step_by(unit as usize) {
-            let t = self.chunk_read_ns(o);
-            if best.is_none_or(|(_, b)| t < b * (1.0 - 1e-12)) {
-                best = Some((o, t));
-            }
-        }
-        best.filter(|&(_, t)| t < base * (1.0 - 1e-12))
-            .map(|(o, _)| o)
+    /// A chunk-sized read at a page-aligned offset `o = n_b·P` reads `n_a = C/P − n_b` pages
+    /// from chip a and `n_b` from the next chip b. On two channels or more the two chips
+    /// transfer in parallel and the even split (half a chunk) wins, also when the page is the
+    /// whole chunk (two partial pages). On one channel the transfers (`T` per page) queue: chip
+    /// b's wait behind chip a's, so the read takes `max(n_a·R + (n_b+1)·T, n_b·R + T)` when
+    /// `R ≥ T` (`R` = `read_page_us`), which is in general not smallest at half a chunk; when
+    /// `R ≤ T` the channel is the bottleneck and every split takes `R + C/P·T`: no offset is
+    /// hot. On one channel an unaligned offset reads one page more and is never faster than the
+    /// aligned offset below it. See [`SsdParams::hot_offset_on`].
+    pub fn hot_offset(&self) -> Option<u32> {
+        self.hot_offset_on(self.mapping_bytes)
     }
 
-    /// Time in ns of one chunk-sized read at offset `offset` (below `chunk_bytes`) inside a
-    /// chunk, on an idle device, from the array reads and channel transfers alone (the
-    /// controller and host terms are the same at every offset): the page loop of the device
-    /// model's read path, for the two chips the read touches.
-    pub fn chunk_read_ns(&self, offset: u32) -> f64 {
-        let (page, chunk) = (u64::from(self.page_bytes), u64::from(self.chunk_bytes));
-        let r = self.read_page_us * 1e3;
-        let ns_per_byte = 1e3 / self.channel_mb_per_s;
-        let (mut chip_free, mut channel_free) = ([0.0f64; 2], [0.0f64; 2]);
-        let mut finish = 0.0f64;
-        let (mut pos, end) = (u64::from(offset), u64::from(offset) + chunk);
-        while pos < end {
-            let page_end = (pos / page + 1) * page;
-            let bytes = page_end.min(end) - pos;
-            let chip = usize::from(pos >= chunk && self.chips() >= 2);
-            let ch = usize::from(chip == 1 && self.channels >= 2);
-            let ready = chip_free[chip] + r;
-            chip_free[chip] = ready;
-            channel_free[ch] = ready.max(channel_free[ch]) + bytes as f64 * ns_per_byte;
-            finish = finish.max(channel_free[ch]);
-            pos = page_end;
+    /// [`SsdParams::hot_offset`] over the offsets `0, step, 2·step, …` below the chunk (the
+    /// profiler's offset groups when `step` is its offset unit): the offset whose chunk-sized
+    /// read on an idle device is fastest, the smallest on a tie, computed with the device's own
+    /// timing model ([`Ssd::idle_read_ns`]); `None` when offset 0 is among the fastest.
+    pub fn hot_offset_on(&self, step: u32) -> Option<u32> {
+        if self.chips() < 2 || step == 0 || self.validate().is_err() {
+            return None;
         }
-        finish
+        let lat: Vec<u64> = (0..self.chunk_bytes / step)
+            .map(|i| Ssd::idle_read_ns(self, i * step, self.chunk_bytes))
+            .collect();
+        let best = (0..lat.len()).min_by_key(|&i| (lat[i], i))?;
+        (lat[best] < lat[0]).then(|| best as u32 * step)
     }
 
     /// Checks every parameter; the error names the first bad one.
@@ -567,6 +547,25 @@ impl Ssd {
             fragments: std::collections::HashMap::new(),
             p: params,
         })
+    }
+
+    /// Latency in nanoseconds of one read of `size` bytes at `offset_in_chunk` past a chunk
+    /// boundary (above the hot locations) on a fresh, idle device with `params`: the timing
+    /// model of [`Ssd::submit`] with nothing queued, which is what the profiler's reads at
+    /// queue depth 1 see. `params` must be valid.
+    pub fn idle_read_ns(params: &SsdParams, offset_in_chunk: u32, size: u32) -> u64 {
+        let Ok(mut ssd) = Ssd::new(params.clone(), 0) else {
+            return 0;
+        };
+        let chunk = u64::from(params.chunk_bytes);
+        let base = params.hot_bytes.div_ceil(chunk) * chunk;
+        ssd.submit(IoRequest {
+            time_ns: 0,
+            offset: base + u64::from(offset_in_chunk),
+            size,
+            kind: IoKind::Read,
+        })
+        .latency_ns()
     }
 
     /// Ages a fresh device as if `bytes` had been written and flushed before time 0: its count

@@ -68,12 +68,15 @@ fn learned<'py>(py: Python<'py>, l: &Learned) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-/// `device_profile_config(config=None)`: the profile settings (defaults overridden), validated.
+/// `device_profile_config(config=None, orders=True)`: the profile settings (defaults
+/// overridden), validated; with `orders` also the shared random orders (`read_order`,
+/// `sampled_chunks`), which a caller checking sizes first can leave out.
 #[pyfunction]
-#[pyo3(signature = (config=None))]
+#[pyo3(signature = (config=None, orders=true))]
 fn device_profile_config<'py>(
     py: Python<'py>,
     config: Option<&Bound<'py, PyDict>>,
+    orders: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let c = config_from(config)?;
     let d = PyDict::new(py);
@@ -91,12 +94,14 @@ fn device_profile_config<'py>(
     d.set_item("t_threshold", c.t_threshold)?;
     d.set_item("write_sizes", c.write_sizes())?;
     d.set_item("guesses", c.guesses())?;
-    d.set_item("read_order", c.read_order())?;
-    let chunks = PyDict::new(py);
-    for g in c.guesses() {
-        chunks.set_item(g, c.sampled_chunks(g))?;
+    if orders {
+        d.set_item("read_order", c.read_order())?;
+        let chunks = PyDict::new(py);
+        for g in c.guesses() {
+            chunks.set_item(g, c.sampled_chunks(g))?;
+        }
+        d.set_item("sampled_chunks", chunks)?;
     }
-    d.set_item("sampled_chunks", chunks)?;
     Ok(d)
 }
 
@@ -140,6 +145,9 @@ fn device_profile_simulated<'py>(
     d.set_item("learned", learned(py, &run.learned)?)?;
     let (stripe, chunk, page, hot) = profile::expected(&p, &c);
     let e = PyDict::new(py);
+    // In the write-fragment model the desirable write size is the stripe: a file written with
+    // stripe-sized requests has no fragments, every smaller size has some.
+    e.set_item("desirable_write", stripe)?;
     e.set_item("stripe", stripe)?;
     e.set_item("chunk", chunk)?;
     e.set_item("page", page)?;

@@ -75,6 +75,44 @@ def _gain(new: float | None, old: float | None) -> float | None:
     return round(new / old - 1.0, 4)
 
 
+def _num(v: Any, width: int = 0) -> str:
+    """A measured value for people: `–` where there is none (a phase without device time)."""
+    return f"{'–' if v is None else v:>{width}}"
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v * 100:+.1f} %"
+
+
+def _human(r: dict[str, Any]) -> str:
+    """One result row as a line: gains against the baseline in per cent; the baseline rows say
+    they are the baseline instead of printing an empty gain."""
+    if r["kind"] == "check":
+        wa = r.get("write_amplification")
+        return (
+            f"{r['case']:<26} ios {r['ios']:>7}  violations per rule {r.get('counts')}  "
+            f"extra flash pages {_num(r.get('extra_pages'))}  "
+            f"WA {'–' if wa is None else f'{wa:.3f}'}"
+        )
+    if r["kind"].startswith("hot-locations"):
+        gains = (
+            f"select {_pct(r['select_gain'])}, insert {_pct(r['insert_gain'])}"
+            if "select_gain" in r
+            else "baseline"
+        )
+        return (
+            f"{r['case']:<26} select {_num(r['select_ops_per_sec'], 10)} /s  insert "
+            f"{_num(r['insert_ops_per_sec'], 10)} /s  {gains}"
+        )
+    saved = r.get("wal_pages_saved_per_iteration")
+    return (
+        f"{r['case']:<26} WAL pages/iter {_num(r['wal_flash_pages_per_iteration'], 9)}  "
+        f"per commit {_num(r['wal_flash_pages_per_commit'], 6)}  "
+        + ("baseline" if saved is None else f"saved {saved}")
+        + f"  insert {_num(r['insert_ops_per_sec'])} /s"
+    )
+
+
 def run(args) -> int:
     from attune import device
     from attune.bench import machine, write_rows
@@ -229,21 +267,5 @@ def run(args) -> int:
         print("\n".join(lines))
         return 0
     for r in rows:
-        if r["kind"] == "check":
-            print(
-                f"{r['case']:<24} ios {r['ios']:>7}  violations per rule {r.get('counts')}  "
-                f"extra flash pages {r.get('extra_pages')}  WA {r.get('write_amplification')}"
-            )
-        elif r["kind"].startswith("hot-locations"):
-            print(
-                f"{r['case']:<24} select {r['select_ops_per_sec']:>10} /s  insert "
-                f"{r['insert_ops_per_sec']:>10} /s  gains {r.get('select_gain')} / "
-                f"{r.get('insert_gain')}"
-            )
-        else:
-            print(
-                f"{r['case']:<24} WAL pages/iter {r['wal_flash_pages_per_iteration']:>9}  "
-                f"per commit {r['wal_flash_pages_per_commit']:>6}  saved "
-                f"{r.get('wal_pages_saved_per_iteration')}  insert {r['insert_ops_per_sec']} /s"
-            )
+        print(_human(r))
     return 0

@@ -116,9 +116,7 @@ def recovered(learned: dict, expected: dict) -> bool:
     """Whether every expected parameter was learned exactly (an expected None means "beyond
     what the run measures": the stripe past the largest write, the chunk of a one-chip device,
     a page equal to the chunk; nothing may then be claimed)."""
-    return all(
-        learned[k]["value"] == expected[k] for k in ("stripe", "chunk", "page", "hot_offset")
-    )
+    return all(learned[k]["value"] == expected[k] for k in PARAM_KEYS if k in expected)
 
 
 def learned_params(learned: dict) -> dict[str, int | None]:

@@ -148,13 +148,17 @@ def profile_path(
     p = check_dir(path)
     from attune.device import _checked_config
 
-    cfg = _native.device_profile_config({**REAL_DEFAULTS, **(_checked_config(config) or {})})
+    # The settings and the free space are checked before the random orders are built (their
+    # size grows with the files).
+    user = {**REAL_DEFAULTS, **(_checked_config(config) or {})}
+    cfg = _native.device_profile_config(user, orders=False)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise InvalidArgumentError(f"rounds must be an integer of at least 1, got {rounds!r}")
     sizes: list[int] = cfg["write_sizes"]
     notes: list[str] = remove_stale(p)
     fb = cfg["file_bytes"]
     base = check_path(p, fb * len(sizes), fb, fb <= min_file_bytes(cfg))
+    cfg = _native.device_profile_config(user)
     start = time.monotonic()
     with _sigterm_raises():
         try:
@@ -190,7 +194,6 @@ def profile_path(
                     )
                     + f" (flash pages below {2 * unit} B cannot be seen)"
                 )
-                user = {**REAL_DEFAULTS, **(config or {})}
                 cfg = _native.device_profile_config({**user, **raised})
             return _run(work, cfg, rounds, progress, start, unit, notes)
         except _Interrupted as e:
