@@ -563,3 +563,13 @@ def test_a_min_guess_above_the_max_names_the_flags():
     assert e.returncode == 1 and "Traceback" not in e.stderr, e.stderr
     assert "--min-guess-kb 1024 is above --max-guess-kb (512 by default)" in e.stderr, e.stderr
     assert "max_guess" not in e.stderr, e.stderr
+
+
+def test_device_help_exits_0(capsys):
+    from attune.cli import main
+
+    for verb in (["device"], ["device", "check"], ["device", "profile"]):
+        with pytest.raises(SystemExit) as e:
+            main([*verb, "--help"])
+        assert e.value.code == 0, verb
+        assert "usage" in capsys.readouterr().out
