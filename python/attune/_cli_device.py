@@ -400,7 +400,7 @@ def _check(args) -> int:
         why = "; ".join(f"{n} {r}" for r, n in trace.skipped_by.items())
         print(f"skipped {trace.skipped} call(s): {why or 'see --json'}")
     if trace.unreadable:
-        print(f"ignored {trace.unreadable} line(s) that are no complete call")
+        print(f"ignored {trace.unreadable} line(s) that are not a complete system call")
     print(
         "parameters: "
         + ", ".join(f"{k}={_kb(v) if v is not None else 'unknown'}" for k, v in params.items())

@@ -242,6 +242,18 @@ def test_split_calls_of_threads_are_joined():
     assert t.unreadable == 1
 
 
+def test_signal_and_exit_lines_of_strace_f_are_not_unreadable():
+    # Under `strace -f -tt` strace's own notes carry the pid and time prefixes of calls.
+    notes = (
+        "100 --- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED} ---\n"
+        "[pid 101] 16:00:00.000003 +++ exited with 0 +++\n"
+        "16:00:00.000004 --- SIGINT {si_signo=SIGINT} ---\n"
+        "+++ killed by SIGKILL +++\n"
+    )
+    t = parse_strace(THREADS + notes)
+    assert t.unreadable == 1 and t.offset == [0, 8192, 16384]
+
+
 APPEND = """\
 open("/d/log", O_WRONLY|O_APPEND) = 3
 write(3, "x"..., 100) = 100
@@ -551,3 +563,13 @@ def test_a_min_guess_above_the_max_names_the_flags():
     assert e.returncode == 1 and "Traceback" not in e.stderr, e.stderr
     assert "--min-guess-kb 1024 is above --max-guess-kb (512 by default)" in e.stderr, e.stderr
     assert "max_guess" not in e.stderr, e.stderr
+
+
+def test_device_help_exits_0(capsys):
+    from attune.cli import main
+
+    for verb in (["device"], ["device", "check"], ["device", "profile"]):
+        with pytest.raises(SystemExit) as e:
+            main([*verb, "--help"])
+        assert e.value.code == 0, verb
+        assert "usage" in capsys.readouterr().out

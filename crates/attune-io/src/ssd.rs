@@ -207,13 +207,16 @@ impl SsdParams {
     }
 
     /// [`SsdParams::hot_offset`] over the offsets `0, step, 2·step, …` below the chunk (the
-    /// profiler's offset groups when `step` is its offset unit): the offset whose chunk-sized
+    /// profiler's offset groups when `step` is its offset unit; the step is raised to
+    /// `chunk_bytes / 2^16` on larger chunks): the offset whose chunk-sized
     /// read on an idle device is fastest, the smallest on a tie, computed with the device's own
     /// timing model ([`Ssd::idle_read_ns`]); `None` when offset 0 is among the fastest.
     pub fn hot_offset_on(&self, step: u32) -> Option<u32> {
         if self.chips() < 2 || step == 0 || self.validate().is_err() {
             return None;
         }
+        // A limit on the loop: at most 2^16 offsets (a coarser step on a huge chunk).
+        let step = step.max(self.chunk_bytes >> 16);
         let lat: Vec<u64> = (0..self.chunk_bytes / step)
             .map(|i| Ssd::idle_read_ns(self, i * step, self.chunk_bytes))
             .collect();

@@ -11,8 +11,9 @@ position); an ``O_APPEND`` write lands at the file's size when the trace shows i
 are left out, unless ``-y`` names their file: then positioned calls (``pread64``...) are kept and
 calls at the unknown file position are skipped. Files under ``/proc``, ``/sys`` and ``/dev`` are
 left out. The size of an I/O is its return value (the bytes actually moved). Skipped calls are
-counted by reason (``skipped_by``), and lines that are no complete call are counted
-(``unreadable``).
+counted by reason (``skipped_by``), and lines that are not a complete system call are counted
+(``unreadable``); strace's signal and exit notes (``--- SIGCHLD ...``, ``+++ exited ...``), also
+after ``-f`` and ``-tt`` prefixes, are neither.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ FORMATS = ("strace", "msr", "cloudphysics", "attune-csv", "attune")
 
 _PREFIX = r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(?:\d+(?::\d+)*(?:\.\d+)?\s+)?"
 _CALL = re.compile(_PREFIX + r"(\w+)\((.*)\)\s+=\s+(-?\d+|0x[0-9a-f]+)")
+# Signal deliveries (`--- SIGCHLD {...} ---`) and exits (`+++ exited with 0 +++`), after the same
+# pid and time prefixes as calls: strace's own notes, not calls, so never counted as unreadable.
+_NOTE = re.compile(_PREFIX + r"(?:---|\+\+\+)\s")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
 _IOV = re.compile(r"\[\{.*\}\]")
 _FD = re.compile(r"^\s*(\d+)(?:<([^>]*)>)?")
@@ -236,7 +240,7 @@ def _parse_calls(text: str, name: str, keep: Callable[[str], bool]) -> CallColum
             continue
         m = _CALL.match(line)
         if not m:
-            if not line.startswith(("+++", "---")) and "= ?" not in line:
+            if not _NOTE.match(line) and "= ?" not in line:
                 out.unreadable += 1
             continue
         call, args, ret = m.group(1), m.group(2), int(m.group(3), 0)
