@@ -3,9 +3,9 @@
 //!
 //! Run: `attune-bench device [--file-mib N] [--samples N] [--out FILE] [--json]`. Rows:
 //! * `profile/<config>` for six planted configurations (chunk, page, stripe chips; every one with
-//!   the write-fragment model on): whether the stripe, chunk, flash page and hot-location offset
-//!   were recovered exactly, the wall-clock seconds of the run (both experiments and the rule,
-//!   one core), the I/Os issued and the simulated device time;
+//!   the write-fragment model on): whether the stripe, desirable write size, chunk, flash page and
+//!   hot-location offset were recovered exactly, the wall-clock seconds of the run (both
+//!   experiments and the rule, one core), the I/Os issued and the simulated device time;
 //! * `profile/<config>-fragments-off`: the first configuration with the write-fragment model
 //!   off (`map_fetch_us = 0`): the stripe must come back as "not found";
 //! * `profile/c64k-p16k-1chip`: one chip, where the chunk has no visible effect and must come
@@ -43,6 +43,7 @@ struct ProfileRow<'a> {
     learned_page: Option<u32>,
     learned_hot_offset: Option<u32>,
     stripe_ok: bool,
+    desirable_ok: bool,
     chunk_ok: bool,
     page_ok: bool,
     hot_ok: bool,
@@ -159,25 +160,35 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
         let seconds = t.elapsed().as_secs_f64();
         let (stripe, c, pg, hot) = profile::expected(&p, &cfg);
         let l = &run.learned;
+        // In the model the desirable write size is the stripe.
         let oks = [
             l.stripe.value == stripe,
+            l.desirable_write.value == stripe,
             l.chunk.value == c,
             l.page.value == pg,
             l.hot_offset.value == hot,
         ];
-        let min_conf = [&l.chunk, &l.page, &l.hot_offset, &l.stripe]
-            .iter()
-            .filter(|f| f.value.is_some())
-            .map(|f| f.confidence)
-            .fold(1.0, f64::min);
+        let min_conf = [
+            &l.chunk,
+            &l.page,
+            &l.hot_offset,
+            &l.stripe,
+            &l.desirable_write,
+        ]
+        .iter()
+        .filter(|f| f.value.is_some())
+        .map(|f| f.confidence)
+        .fold(1.0, f64::min);
         if sink.human() {
             println!(
-                "{name:<28} stripe {:>7?} chunk {:>7?} page {:>6?} hot {:>6?}  {}/4 exact  {seconds:.2} s",
+                "{name:<28} stripe {:>7?} desirable {:>7?} chunk {:>7?} page {:>6?} hot {:>6?}  {}/{} exact  {seconds:.2} s",
                 l.stripe.value,
+                l.desirable_write.value,
                 l.chunk.value,
                 l.page.value,
                 l.hot_offset.value,
-                oks.iter().filter(|&&o| o).count()
+                oks.iter().filter(|&&o| o).count(),
+                oks.len()
             );
         }
         sink.row(&ProfileRow {
@@ -198,9 +209,10 @@ pub fn run(args: Vec<String>, sink: &Sink) -> Result<(), Fail> {
             learned_page: l.page.value,
             learned_hot_offset: l.hot_offset.value,
             stripe_ok: oks[0],
-            chunk_ok: oks[1],
-            page_ok: oks[2],
-            hot_ok: oks[3],
+            desirable_ok: oks[1],
+            chunk_ok: oks[2],
+            page_ok: oks[3],
+            hot_ok: oks[4],
             recovered: oks.iter().filter(|&&o| o).count() as u32,
             min_confidence: min_conf,
             seconds: (seconds * 1000.0).round() / 1000.0,
