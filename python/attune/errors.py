@@ -33,8 +33,11 @@ class CorruptionError(Error):
     """Data on disk failed a checksum or a structural check (``path`` and ``offset`` say where)."""
 
 
-class StorageIOError(Error):
-    """The operating system reported an I/O error (a full disk, a permission, a missing file)."""
+class StorageIOError(Error, OSError):
+    """The operating system reported an I/O error (a full disk, a permission, a missing file).
+
+    Also an ``OSError``, so that code written for files (``except OSError``) catches it; its
+    ``errno`` and ``filename`` are ``None`` (``path`` names the file, the message the cause)."""
 
 
 class LockedError(Error):

@@ -105,6 +105,21 @@ def test_errors_share_one_base_class():
         assert issubclass(cls, attune.Error)
 
 
+def test_storage_io_errors_are_os_errors_with_their_path():
+    """Code written for files (``except OSError``) catches Attune's I/O errors too, and the
+    error keeps its message and path through a pickle (a multiprocessing worker's error)."""
+    import pickle
+
+    with pytest.raises(OSError) as info:
+        attune.DB("/proc/attune-test-db")  # procfs refuses the mkdir, even to root
+    err = info.value
+    assert isinstance(err, attune.StorageIOError), repr(err)
+    assert err.path == "/proc/attune-test-db", err.path
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is attune.StorageIOError
+    assert (str(back), back.path) == (str(err), err.path)
+
+
 def test_corrupted_table_raises_corruption_error_naming_the_file(tmp_path):
     path = tmp_path / "db"
     with attune.DB(path) as db:

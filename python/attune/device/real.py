@@ -198,6 +198,8 @@ def profile_path(
             return _run(work, cfg, rounds, progress, start, unit, notes)
         except _Interrupted as e:
             raise StorageIOError(f"profile stopped: {e}; its files were removed", str(base)) from e
+        except StorageIOError:
+            raise  # already says what failed (and is an OSError too)
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 raise StorageIOError(
