@@ -516,6 +516,27 @@ def test_the_cli_preset_stripe_gives_way_to_a_geometry_it_does_not_divide(capsys
     assert rc == 1 and "stripe_chips" in err, err
 
 
+def test_check_reads_the_published_msr_csv_form(tmp_path, capsys):
+    """The MSR-Cambridge traces as SNIA publishes them (comma-separated, 100 ns ticks) were
+    refused as "expected 5 fields"; with and without the header they are read and checked."""
+    body = (
+        "128166372003061629,hm,1,Write,1024,4096,1307\n"
+        "128166372016382155,hm,1,Write,65536,65536,51232\n"
+    )
+    for name, text in [
+        ("hm_0.csv", body),
+        ("hm_1.csv", "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n" + body),
+    ]:
+        tr = tmp_path / name
+        tr.write_text(text)
+        t = device.load_io_trace(tr)
+        assert (t.offset, t.size, t.write) == ([1024, 65536], [4096, 65536], [True, True])
+        rc, out, _ = _cli(capsys, "device", "check", str(tr), "--param", "stripe=65536", "--json")
+        assert rc == 0, out
+        doc = json.loads(out)
+        assert doc["writes"] == 2 and doc["counts"]["rule3"] == 1, doc
+
+
 def test_check_param_errors_and_a_guessed_format(tmp_path):
     with pytest.raises(InvalidArgumentError, match="`none` with --param"):
         device.check_params({"chunk": 0})

@@ -3,7 +3,11 @@
 //!
 //! * **MSR** (`msr`): one I/O per line, `timestamp_ms device offset_bytes size_bytes op`,
 //!   space-separated, `op` 1 = read, 0 = write (the cut published with the Heimdall artifact).
-//!   Timestamps are fractional milliseconds.
+//!   Timestamps are fractional milliseconds. The same reader takes the form the MSR-Cambridge
+//!   traces are published in (SNIA IOTTA, files such as `hm_0.csv`): comma-separated
+//!   `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, the timestamp and response
+//!   time in 100 ns ticks (Windows file time), `Type` `Read` or `Write`, offset and size in bytes,
+//!   with or without that header line. The first data line decides the form of the file.
 //! * **CloudPhysics** (`cloudphysics`): CSV with the header `version,time,op,size,lbn`; `op` a SCSI
 //!   opcode in hex (`28`/`88` read, `2a`/`8a` write), `size` in bytes, `lbn` in 512-byte sectors.
 //!   The unit of `time` is undocumented: we read it as **seconds** (the sample's 113,872 I/Os span
@@ -148,9 +152,13 @@ fn uint_field<T: std::str::FromStr>(
     })
 }
 
-/// Reads the MSR-Cambridge cut format.
+/// The SNIA form's header line.
+const MSR_CSV_HEADER: &str = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime";
+
+/// Reads the MSR-Cambridge cut format, or the comma-separated form the traces are published in.
 pub fn read_msr(data: &[u8]) -> Result<Vec<BlockRecord>> {
     let mut out = Vec::new();
+    let mut csv: Option<bool> = None;
     for (line_no, line) in lines(data) {
         let bad = |reason: String| IoError::MalformedTrace {
             format: "msr",
@@ -162,10 +170,19 @@ pub fn read_msr(data: &[u8]) -> Result<Vec<BlockRecord>> {
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
+        if csv.is_none() && l.eq_ignore_ascii_case(MSR_CSV_HEADER) {
+            csv = Some(true);
+            continue;
+        }
+        if *csv.get_or_insert_with(|| l.contains(',')) {
+            out.push(msr_csv_record(l).map_err(bad)?);
+            continue;
+        }
         let f: Vec<&str> = l.split_whitespace().collect();
         if f.len() != 5 {
             return Err(bad(format!(
-                "expected 5 fields `timestamp_ms device offset size op`, got {}",
+                "expected 5 fields `timestamp_ms device offset size op`, got {} (or, in the \
+                 comma-separated form, `{MSR_CSV_HEADER}` on every line)",
                 f.len()
             )));
         }
@@ -195,6 +212,37 @@ pub fn read_msr(data: &[u8]) -> Result<Vec<BlockRecord>> {
         });
     }
     Ok(out)
+}
+
+/// One line of the SNIA form: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`,
+/// times in 100 ns ticks.
+fn msr_csv_record(l: &str) -> std::result::Result<BlockRecord, String> {
+    let f: Vec<&str> = l.split(',').map(str::trim).collect();
+    if f.len() != 7 {
+        return Err(format!(
+            "expected 7 comma-separated fields `{MSR_CSV_HEADER}`, got {} (the first data line \
+             had commas, so the file is read in that form)",
+            f.len()
+        ));
+    }
+    let ticks = |what: &str, s: &str| -> std::result::Result<u64, String> {
+        let t: u64 = uint_field(what, s, "2^64 - 1")?;
+        t.checked_mul(100).ok_or_else(|| {
+            format!("{what} `{s}` is out of range (100 ns ticks beyond 2^64 - 1 ns)")
+        })
+    };
+    let kind = match f[3].to_ascii_lowercase().as_str() {
+        "read" => IoKind::Read,
+        "write" => IoKind::Write,
+        _ => return Err(format!("type `{}` is neither Read nor Write", f[3])),
+    };
+    Ok(BlockRecord {
+        timestamp_ns: ticks("timestamp", f[0])?,
+        offset: uint_field("offset", f[4], "2^64 - 1")?,
+        size: uint_field("size", f[5], "2^32 - 1")?,
+        kind,
+        latency_ns: ticks("response time", f[6])?,
+    })
 }
 
 /// Reads the CloudPhysics CSV; `time_unit_ns` is the length of one `time` tick.
@@ -438,6 +486,41 @@ mod tests {
         assert_eq!(v[1].timestamp_ns, 223_412_000);
         assert_eq!(v[1].kind, IoKind::Read);
         assert_eq!(v[1].size, 36_864);
+    }
+
+    /// The form the MSR-Cambridge traces are published in was refused as "expected 5 fields".
+    #[test]
+    fn msr_comma_separated_lines_parse_with_or_without_the_header() {
+        let body = "128166372003061629,hm,1,Read,3154152960,4096,1307\n\
+                    128166372016382155,hm,1,Write,3154157056,16384,51232\n";
+        for t in [body.to_string(), format!("{MSR_CSV_HEADER}\n{body}")] {
+            let v = read_trace(t.as_bytes(), TraceFormat::sniff(t.as_bytes())).unwrap();
+            assert_eq!(v.len(), 2);
+            assert_eq!(v[0].timestamp_ns, 0, "rebased");
+            assert_eq!(v[1].timestamp_ns, 1_332_052_600);
+            assert_eq!((v[0].kind, v[1].kind), (IoKind::Read, IoKind::Write));
+            assert_eq!((v[1].offset, v[1].size), (3_154_157_056, 16_384));
+            assert_eq!((v[0].latency_ns, v[1].latency_ns), (130_700, 5_123_200));
+        }
+        let e = read_msr(b"1,hm,1,Read,0,4096\n").unwrap_err().to_string();
+        assert!(
+            e.contains("line 1") && e.contains("7 comma-separated"),
+            "{e}"
+        );
+        let e = read_msr(b"1,hm,1,Trim,0,4096,1\n").unwrap_err().to_string();
+        assert!(e.contains("type `Trim`"), "{e}");
+        let e = read_msr(b"1,hm,1,Read,0,4096,1\n0.1 0 0 4096 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2"), "{e}");
+        let e = read_msr(b"99999999999999999999,hm,1,Read,0,4096,1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("timestamp") && e.contains("too large"), "{e}");
+        let e = read_msr(b"999999999999999999,hm,1,Read,0,4096,1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("out of range"), "{e}");
     }
 
     #[test]
