@@ -661,31 +661,46 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
     };
     let (gain, p_bonf, best) = gains[k];
     let g = &p.guesses[k];
-    // At the smallest guess the chunk may be smaller still: a guess `g` that holds several
-    // chunks repeats its hot group every chunk, so the group half a guess away is as fast as
-    // the best one and also beats group 0. At the true chunk the group half a chunk away is
-    // the slow edge. With the repetition the chunk is at most half the smallest guess, which
-    // these reads cannot place: nothing is claimed.
-    if k == 0 {
-        let lat = &g.latencies_ns;
-        let half = (best + lat.len() / 2) % lat.len().max(1);
-        let repeats = half != 0
-            && !slower(&lat[half], &lat[best], cfg).0
-            && slower(&lat[0], &lat[half], cfg).0;
-        if repeats {
-            let f = Finding::none(format!(
+    // The chunk may be smaller than the guess: a guess `g` that holds several chunks repeats
+    // its hot group every chunk, so the group half a guess away is as fast as the best one and
+    // also beats group 0. At the true chunk the group half a chunk away is the slow edge. With
+    // the repetition the chunk is at most half the guess. At the smallest guess that is below
+    // every guess; at a larger one the smaller guesses showed less (chunks spread unevenly over
+    // a chip count that is no power of two can leave their largest gain at a large guess). The
+    // reads cannot place the chunk: nothing is claimed.
+    let lat = &g.latencies_ns;
+    let half = (best + lat.len() / 2) % lat.len().max(1);
+    let repeats =
+        half != 0 && !slower(&lat[half], &lat[best], cfg).0 && slower(&lat[0], &lat[half], cfg).0;
+    if repeats {
+        let (b, h) = (
+            best as u64 * u64::from(g.offset_unit),
+            half as u64 * u64::from(g.offset_unit),
+        );
+        let why = if k == 0 {
+            format!(
                 "the chunk is at most {} B, below the smallest guess ({} B): at that guess the \
-                 offset groups {} B and {} B both read faster than group 0 and equally fast, so \
-                 the hot location repeats inside the guess; not decided (lower \
+                 offset groups {b} B and {h} B both read faster than group 0 and equally fast, \
+                 so the hot location repeats inside the guess; not decided (lower \
                  --min-guess-kb, the min_guess setting, below {} KiB)",
                 g.guess / 2,
                 g.guess,
-                best as u64 * u64::from(g.offset_unit),
-                half as u64 * u64::from(g.offset_unit),
                 g.guess / 1024
-            ));
-            return (f.clone(), f.clone(), f);
-        }
+            )
+        } else {
+            format!(
+                "the largest gain is at guess {} B, but there the offset groups {b} B and {h} B \
+                 both read faster than group 0 and equally fast, so the hot location repeats \
+                 inside the guess and the chunk is at most {} B, where the smaller guesses show \
+                 no clear hot location; not decided (a chunk below the smallest guess, {} KiB, \
+                 can look like this: lower --min-guess-kb)",
+                g.guess,
+                g.guess / 2,
+                cfg.min_guess / 1024
+            )
+        };
+        let f = Finding::none(why);
+        return (f.clone(), f.clone(), f);
     }
     let bonf = 1.0 - p_bonf;
     let chunk = Finding {
@@ -714,6 +729,11 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
          neighbours: the flash page is not visible at offset unit {unit} B",
         g.guess / 2
     ));
+    // A step's size is judged against the guess's mean latency, one scale for every position:
+    // against the latency at the position itself, the same step grew relative to the read
+    // towards the hot offset, so the bottom of the V (half the chunk, a multiple of every
+    // smaller page) crossed the threshold alone and was claimed as the page.
+    let scale = mean(&g.latencies_ns.iter().map(|l| mean(l)).collect::<Vec<f64>>());
     let mut pb = 2 * g.offset_unit;
     while pb <= g.guess / 2 {
         let step = (pb / g.offset_unit) as usize;
@@ -743,7 +763,7 @@ pub fn analyze_locations(p: &LocationProfile, cfg: &ProfileConfig) -> (Finding, 
                 1.0
             };
             let (mb, ma) = (mean(before), mean(at));
-            let gain = if ma > 0.0 { (mb - ma) / ma } else { 0.0 };
+            let gain = if scale > 0.0 { (mb - ma) / scale } else { 0.0 };
             if gain >= cfg.rel_threshold && best.is_none_or(|(bp, _)| pv < bp) {
                 best = Some((pv, gain));
             }
@@ -991,14 +1011,18 @@ pub fn expected(
 }
 
 /// Whether the profiler's page rule can see the page at the chunk guess, computed with the
-/// device's own timing: some odd multiple of the page inside the chunk must read at least
-/// `rel_threshold` faster than the offset one unit before it, and by more than that offset
+/// device's own timing: some odd multiple of the page inside the chunk must read faster than
+/// the offset one unit before it by at least `rel_threshold` of the mean latency of a
+/// chunk-sized read over all offsets, and by more than that offset
 /// gained on the one before it (a step, not the slope of the chip split). In a large chunk one
 /// extra page is a small part of a chunk-sized read (a 16 KiB page in a 1 MiB chunk: under
 /// 5 %), and the rule rightly finds nothing there.
 fn page_step_seen(params: &SsdParams, cfg: &ProfileConfig) -> bool {
     let (chunk, page, unit) = (params.chunk_bytes, params.page_bytes, cfg.offset_unit);
     let lat = |off: u32| Ssd::idle_read_ns(params, off, chunk) as f64;
+    // The profiler's scale: the mean over the chunk guess's offset groups.
+    let groups = chunk / unit;
+    let scale = (0..groups).map(|i| lat(i * unit)).sum::<f64>() / f64::from(groups.max(1));
     (1..)
         .map(|m: u32| m.saturating_mul(page))
         .step_by(2)
@@ -1006,7 +1030,7 @@ fn page_step_seen(params: &SsdParams, cfg: &ProfileConfig) -> bool {
         .filter(|&off| off >= 2 * unit)
         .any(|off| {
             let (at, before, before2) = (lat(off), lat(off - unit), lat(off - 2 * unit));
-            at > 0.0 && (before - at) / at >= cfg.rel_threshold && at < 2.0 * before - before2
+            scale > 0.0 && (before - at) / scale >= cfg.rel_threshold && at < 2.0 * before - before2
         })
 }
 
@@ -1363,6 +1387,109 @@ mod tests {
             }
         }
         assert!(hidden > 0, "some large chunk hides its page");
+    }
+
+    /// A short array read behind a slow channel: every page boundary is the same small step,
+    /// and judged against the latency at its own position only the bottom of the V (half the
+    /// chunk) crossed the threshold, so half the chunk was claimed as the page at confidence 1
+    /// (an outside user's devices, with the CLI's defaults and seeds).
+    #[test]
+    fn the_bottom_of_the_v_is_not_taken_for_a_page() {
+        let cfg = ProfileConfig::default();
+        let dev =
+            |page: u32, chunk: u32, ch: u32, per: u32, sc: u32, mf: f64, mbs: f64| SsdParams {
+                page_bytes: page,
+                chunk_bytes: chunk,
+                mapping_bytes: 4096.min(page),
+                channels: ch,
+                chips_per_channel: per,
+                stripe_chips: sc,
+                map_fetch_us: mf,
+                read_page_us: 20.0,
+                channel_mb_per_s: mbs,
+                ..SsdParams::default()
+            };
+        let base = SsdParams::default();
+        for p in [
+            dev(8 * KIB, 128 * KIB, 8, 1, 8, base.map_fetch_us, 200.0),
+            dev(
+                8 * KIB,
+                128 * KIB,
+                3,
+                3,
+                base.stripe_chips,
+                base.map_fetch_us,
+                200.0,
+            ),
+            dev(4 * KIB, 128 * KIB, 6, 1, 6, 50.0, 1600.0),
+            dev(
+                32 * KIB,
+                128 * KIB,
+                4,
+                2,
+                base.stripe_chips,
+                base.map_fetch_us,
+                200.0,
+            ),
+            dev(
+                64 * KIB,
+                512 * KIB,
+                4,
+                1,
+                base.stripe_chips,
+                base.map_fetch_us,
+                base.channel_mb_per_s,
+            ),
+        ] {
+            for seed in [0, 1, 7] {
+                let l = profile_simulated(&p, &cfg, seed, &mut |_, _| {})
+                    .unwrap()
+                    .learned;
+                let (_, _, page, _) = expected(&p, &cfg);
+                assert_eq!(l.page.value, page, "{p:?} seed {seed}: {}", l.page.reason);
+                assert!(
+                    l.page.value.is_none_or(|v| v == p.page_bytes),
+                    "{p:?}: {}",
+                    l.page.reason
+                );
+            }
+        }
+    }
+
+    /// A 2 KiB chunk on three or nine chips (below the smallest guess) spreads unevenly over
+    /// the chips, and its largest gain sat at a large guess, not the smallest: it was claimed
+    /// as a 128 KiB (or 8 KiB) chunk with hot offset 1 KiB at confidence 1. The hot location
+    /// repeats inside that guess, so nothing is claimed.
+    #[test]
+    fn a_small_chunk_on_an_odd_chip_count_is_not_claimed_at_a_large_guess() {
+        for cfg in [ProfileConfig::default(), small_cfg()] {
+            for (channels, per, sc, mf, read_us, mbs) in [
+                (3, 3, 0, 0.0, 60.0, 800.0),
+                (3, 3, 1, 10.0, 40.0, 800.0),
+                (1, 3, 3, 10.0, 40.0, 1600.0),
+            ] {
+                let p = SsdParams {
+                    page_bytes: KIB,
+                    mapping_bytes: KIB,
+                    chunk_bytes: 2 * KIB,
+                    channels,
+                    chips_per_channel: per,
+                    stripe_chips: sc,
+                    map_fetch_us: mf,
+                    read_page_us: read_us,
+                    channel_mb_per_s: mbs,
+                    ..SsdParams::default()
+                };
+                for seed in [0, 1, 7] {
+                    let l = profile_simulated(&p, &cfg, seed, &mut |_, _| {})
+                        .unwrap()
+                        .learned;
+                    for f in [&l.chunk, &l.hot_offset] {
+                        assert_eq!(f.value, None, "{p:?} seed {seed}: {}", f.reason);
+                    }
+                }
+            }
+        }
     }
 
     /// A chunk below the smallest guess was reported as the smallest guess at confidence 1 (one
