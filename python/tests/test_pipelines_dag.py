@@ -571,3 +571,77 @@ def test_a_node_past_its_timeout_is_stopped_and_fails_the_run(tmp_path, reuse):
     for bad in (0, -1, float("inf"), float("nan"), "1", True):
         with pytest.raises(PipelineError, match="timeout_s must be a positive number"):
             dag.node(_sleeps, name=f"bad{len(dag.nodes)}", timeout_s=bad)
+
+
+_UNGUARDED_SCRIPT = """
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from attune.pipelines import DAG, WorkerPool
+
+
+def load():
+    return pa.table({"x": [1, 2, 3]})
+
+
+def double(t):
+    return t.append_column("y", pc.multiply(t["x"], 2))
+
+
+root, processes, guard = sys.argv[1], sys.argv[2], sys.argv[3] == "guard"
+
+
+def main():
+    dag = DAG()
+    dag.node(double, dag.node(load))
+    if processes == "pool":
+        with WorkerPool(2, start_method="spawn", root=root) as pool:
+            print(dag.run(pool=pool, root=root)["double"].column("y").to_pylist())
+    else:
+        print(dag.run(start_method="spawn", processes=processes, root=root)["double"]
+              .column("y").to_pylist())
+
+
+if guard:
+    if __name__ == "__main__":
+        main()
+else:
+    main()  # at module level: a spawned process importing this file runs it again
+"""
+
+
+@pytest.mark.parametrize("processes", ["run", "node", "pool"])
+def test_spawn_with_a_main_module_that_runs_the_dag_unguarded_says_so(tmp_path, processes):
+    """A script that runs a DAG at module level under spawn: every spawned process imports
+    the main module first and would start the run again. The run fails with an error that
+    says so and what to do, not with a node's failure, and leaves no files; the same script
+    with the guard runs."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(_UNGUARDED_SCRIPT)
+    root = tmp_path / "root"
+    root.mkdir()
+    for guard in ("no-guard", "guard"):
+        p = subprocess.run(
+            [sys.executable, str(script), str(root), processes, guard],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if guard == "guard":
+            assert p.returncode == 0, p.stderr
+            assert p.stdout.strip() == "[2, 4, 6]"
+        else:
+            assert p.returncode != 0
+            last = p.stderr.strip().splitlines()[-1]
+            assert last.startswith("attune.pipelines.dag.UnguardedMainError: "), p.stderr
+            assert 'if __name__ == "__main__":' in last
+            assert 'start_method="fork"' in last
+            assert str(script) in last
+            assert "NodeFailedError" not in p.stderr
+        assert os.listdir(root) == []
