@@ -176,6 +176,7 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
                     + node["write_seconds"],
                     "read_seconds": node["read_seconds"],
                     "compute_seconds": node["compute_seconds"],
+                    "compute_cpu_seconds": node["compute_cpu_seconds"],
                     "write_seconds": node["write_seconds"],
                     "bytes_copied": node["read_bytes_copied"] + node["write_bytes_copied"],
                     "output_file_bytes": node["output_file_bytes"],
@@ -187,19 +188,82 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
                 per.setdefault(label, []).append(row)
                 out.row(row)
             if ray_peer is not None:
-                node_s, run_s = ray_peer.run_two(load, _op(op))
+                node_s, run_s, compute_s, compute_cpu_s = ray_peer.run_two(load, _op(op))
                 row = {
                     "kind": "resharing",
                     "op": op,
                     "engine": "ray",
                     "repeat": rep,
                     "node_seconds": node_s,
+                    "compute_seconds": compute_s,
+                    "compute_cpu_seconds": compute_cpu_s,
+                    # Scheduling, the input's hand-off and the put of the output into the
+                    # store: what Ray's node time holds besides the call.
+                    "handoff_seconds": node_s - compute_s,
                     "seconds": run_s,
                     "node_runs_per_sec": 1.0 / max(node_s, 1e-9),
                 }
                 per.setdefault("ray", []).append(row)
                 out.row(row)
         _summary(out, {"kind": "summary", "case": "resharing", "op": op}, per, "node_seconds")
+        _page_cost(out, op, load(), args)
+
+
+def _page_cost(out: _Out, op: str, table: pa.Table, args: argparse.Namespace) -> None:
+    """Where an op's compute time goes besides the op: the same call in this process with
+    pyarrow's own pool, warm (its pages reused from the call before, as in a worker that
+    outlives runs: Ray's case), and with a fresh shared memory pool (every output page a new
+    tmpfs page, faulted, allocated and zeroed: a SIPC node's case). CPU seconds of this thread
+    and its page faults, medians of ``args.repeat`` (at least 3) calls each, alternating."""
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        return
+    fn = _op(op)
+    fn(table)  # warm pyarrow's pool and the kernel
+
+    def call() -> tuple[float, int]:
+        f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        c0 = time.thread_time()
+        result = fn(table)
+        c1 = time.thread_time()
+        f1 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        del result
+        return c1 - c0, f1 - f0
+
+    warm: list[tuple[float, int]] = []
+    fresh: list[tuple[float, int]] = []
+    default = pa.default_memory_pool()
+    directory = tempfile.mkdtemp(prefix="attune-bench-pages.", dir=args.root or default_root())
+    try:
+        for i in range(max(3, args.repeat)):
+            warm.append(call())
+            pool = shmpool.DetachedPool(directory, f"p{i}")
+            pa.set_memory_pool(pool.pool)
+            try:
+                fresh.append(call())
+            finally:
+                pa.set_memory_pool(default)
+                pool.close()
+                for f in os.listdir(directory):
+                    os.unlink(os.path.join(directory, f))
+    finally:
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+    warm_cpu = statistics.median(c for c, _ in warm)
+    fresh_cpu = statistics.median(c for c, _ in fresh)
+    out.row(
+        {
+            "kind": "page-cost",
+            "op": op,
+            "warm_cpu_seconds": warm_cpu,
+            "fresh_shm_cpu_seconds": fresh_cpu,
+            "fresh_over_warm": fresh_cpu / max(warm_cpu, 1e-9),
+            "warm_page_faults": statistics.median(f for _, f in warm),
+            "fresh_shm_page_faults": statistics.median(f for _, f in fresh),
+        }
+    )
 
 
 def _tree_cpu_seconds() -> float:
@@ -261,6 +325,10 @@ def _summary(
             row[f"cpu_ratio_vs_{tag}"] = med(peer, "cpu_seconds") / max(
                 med(base, "cpu_seconds"), 1e-9
             )
+        if "compute_cpu_seconds" in per[peer][0] and "compute_cpu_seconds" in per[base][0]:
+            row[f"compute_cpu_ratio_vs_{tag}"] = med(peer, "compute_cpu_seconds") / max(
+                med(base, "compute_cpu_seconds"), 1e-9
+            )
         if "bytes_copied" not in per[peer][0]:
             continue
         pc_ = med(peer, "bytes_copied")
@@ -293,19 +361,30 @@ class _Ray:
         def node(fn, *tables):
             return fn(*tables)
 
-        self.node = node
+        @ray.remote(num_returns=2)
+        def timed(fn, *tables):
+            # The op's call inside its Ray worker, clocked as a SIPC node's compute phase
+            # (wall and CPU seconds of the process); the table goes to the store as above.
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = fn(*tables)
+            return out, (time.perf_counter() - t0, time.process_time() - c0)
 
-    def run_two(self, load, op) -> tuple[float, float]:
-        """(seconds of the op node, seconds of the run)."""
+        self.node = node
+        self.timed = timed
+
+    def run_two(self, load, op) -> tuple[float, float, float, float]:
+        """(seconds of the op node, seconds of the run, wall and CPU seconds of the op's call
+        inside its task)."""
         t0 = time.perf_counter()
         src = self.node.remote(load)
         self.ray.wait([src], fetch_local=False)
         t1 = time.perf_counter()
-        ref = self.node.remote(op, src)
+        ref, timing = self.timed.remote(op, src)
         self.ray.wait([ref], fetch_local=False)
         t2 = time.perf_counter()
         self.ray.get(ref)
-        return t2 - t1, time.perf_counter() - t0
+        compute_s, compute_cpu_s = self.ray.get(timing)
+        return t2 - t1, time.perf_counter() - t0, compute_s, compute_cpu_s
 
 
 def _ray_or_none(args: argparse.Namespace, out: _Out) -> _Ray | None:
