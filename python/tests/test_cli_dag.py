@@ -184,7 +184,9 @@ def test_bench_dag_resharing_splits_compute_into_the_op_and_its_fresh_pages(tmp_
     (summary,) = [r for r in rows if r["kind"] == "summary"]
     assert summary["compute_cpu_ratio_vs_sipc_copy"] > 0
     (cost,) = [r for r in rows if r["kind"] == "page-cost"]
-    assert cost["op"] == "filter" and cost["warm_cpu_seconds"] > 0
-    # Every page of the output (half of 20,000 rows of two 100-byte strings) is a new one.
+    assert cost["op"] == "filter" and cost["warm_cpu_ms"] > 0 and cost["warm_shm_cpu_ms"] > 0
+    # Every page of the output (half of 20,000 rows of two 100-byte strings) is a new one; the
+    # second call into the same pool reuses the first call's blocks, pages and all.
     assert cost["fresh_shm_page_faults"] >= 10_000 * 200 // 4096
+    assert cost["warm_shm_page_faults"] < cost["fresh_shm_page_faults"] // 4
     assert [f for f in os.listdir(tmp_path) if f != "rows.jsonl"] == []

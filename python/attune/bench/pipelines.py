@@ -212,9 +212,11 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
 def _page_cost(out: _Out, op: str, table: pa.Table, args: argparse.Namespace) -> None:
     """Where an op's compute time goes besides the op: the same call in this process with
     pyarrow's own pool, warm (its pages reused from the call before, as in a worker that
-    outlives runs: Ray's case), and with a fresh shared memory pool (every output page a new
-    tmpfs page, faulted, allocated and zeroed: a SIPC node's case). CPU seconds of this thread
-    and its page faults, medians of ``args.repeat`` (at least 3) calls each, alternating."""
+    outlives runs: Ray's case), with a fresh shared memory pool (every output page a new tmpfs
+    page, faulted in, allocated and zeroed: a SIPC node's case), and with that pool again on a
+    second call (the first call's output freed: its blocks, pages and all, reused — what warm
+    shared pages would give a SIPC node). CPU milliseconds of this thread and its page faults,
+    medians of ``args.repeat`` (at least 3) rounds, the three calls alternating."""
     from attune.pipelines import shmpool
 
     if not shmpool.available()[0]:
@@ -229,19 +231,19 @@ def _page_cost(out: _Out, op: str, table: pa.Table, args: argparse.Namespace) ->
         c1 = time.thread_time()
         f1 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
         del result
-        return c1 - c0, f1 - f0
+        return (c1 - c0) * 1e3, f1 - f0
 
-    warm: list[tuple[float, int]] = []
-    fresh: list[tuple[float, int]] = []
+    calls: dict[str, list[tuple[float, int]]] = {"warm": [], "fresh_shm": [], "warm_shm": []}
     default = pa.default_memory_pool()
     directory = tempfile.mkdtemp(prefix="attune-bench-pages.", dir=args.root or default_root())
     try:
         for i in range(max(3, args.repeat)):
-            warm.append(call())
+            calls["warm"].append(call())
             pool = shmpool.DetachedPool(directory, f"p{i}")
             pa.set_memory_pool(pool.pool)
             try:
-                fresh.append(call())
+                calls["fresh_shm"].append(call())
+                calls["warm_shm"].append(call())
             finally:
                 pa.set_memory_pool(default)
                 pool.close()
@@ -251,19 +253,13 @@ def _page_cost(out: _Out, op: str, table: pa.Table, args: argparse.Namespace) ->
         import shutil
 
         shutil.rmtree(directory, ignore_errors=True)
-    warm_cpu = statistics.median(c for c, _ in warm)
-    fresh_cpu = statistics.median(c for c, _ in fresh)
-    out.row(
-        {
-            "kind": "page-cost",
-            "op": op,
-            "warm_cpu_seconds": warm_cpu,
-            "fresh_shm_cpu_seconds": fresh_cpu,
-            "fresh_over_warm": fresh_cpu / max(warm_cpu, 1e-9),
-            "warm_page_faults": statistics.median(f for _, f in warm),
-            "fresh_shm_page_faults": statistics.median(f for _, f in fresh),
-        }
-    )
+    row: dict[str, Any] = {"kind": "page-cost", "op": op}
+    for name, xs in calls.items():
+        row[f"{name}_cpu_ms"] = statistics.median(c for c, _ in xs)
+        row[f"{name}_page_faults"] = statistics.median(f for _, f in xs)
+    row["fresh_over_warm"] = row["fresh_shm_cpu_ms"] / max(row["warm_cpu_ms"], 1e-6)
+    row["warm_shm_over_warm"] = row["warm_shm_cpu_ms"] / max(row["warm_cpu_ms"], 1e-6)
+    out.row(row)
 
 
 def _tree_cpu_seconds() -> float:
