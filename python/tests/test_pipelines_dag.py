@@ -224,6 +224,44 @@ def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path, no_small_out
             assert "tmp.pool.0" in left and len(left) <= 3
 
 
+def _one_mib_ints() -> pa.Table:
+    return pa.table({"a": pa.array(np.arange(1 << 20, dtype=np.int64))})  # 8 MiB
+
+
+def _a_temporary_beside_the_output(t: pa.Table) -> pa.Table:
+    tmp = pc.multiply(t["a"], 3)  # 8 MiB from the pool, freed before the node returns
+    out = pc.multiply(t["a"], 2)  # 8 MiB from the pool: the output
+    del tmp
+    return pa.table({"b": out})
+
+
+def _a_new_column(t: pa.Table) -> pa.Table:
+    return pa.table({"c": pc.multiply(t["b"], 5)})  # 8 MiB from the pool
+
+
+def test_a_reused_workers_next_node_computes_in_the_pages_of_its_temporaries(
+    tmp_path, no_small_output_copy
+):
+    """A large temporary of a node has a segment of its own, which the worker keeps warm when
+    the output does not use it; the next node's new column lands in those pages instead of
+    fresh tmpfs pages (each a page fault, an allocation and zeroing)."""
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+    dag = DAG()
+    mid = dag.node(_a_temporary_beside_the_output, dag.node(_one_mib_ints), name="mid")
+    dag.node(_a_new_column, mid, name="last")
+    res = dag.run(root=str(tmp_path), processes="run", parallel=1)
+    assert res["last"].equals(dag.run_inline()["last"])
+    assert res.nodes["mid"]["pid"] == res.nodes["last"]["pid"]
+    # The new column's 2,048 pages: none fresh (a few faults remain, reading the mapped input
+    # maps 16 of its pages per fault).
+    assert res.nodes["last"]["compute_page_faults"] < 2048 // 4
+    assert res.nodes["mid"]["compute_page_faults"] >= 2 * 2048  # its own pages were fresh
+    assert no_run_directories(tmp_path)
+
+
 def test_deferred_release_reports_what_the_output_keeps(tmp_path):
     # Without memory measurement a reused worker returns a node's temporaries after reporting
     # it; the tables and the reported file bytes are the same as when it does so before.

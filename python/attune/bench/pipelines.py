@@ -138,6 +138,8 @@ def _op(name: str) -> Callable[[pa.Table], pa.Table]:
 
 
 def _resharing(args: argparse.Namespace, out: _Out) -> None:
+    from attune.pipelines import shmpool
+
     rows = args.column_mib * (1 << 20) // 8
     ray_peer = _ray_or_none(args, out)
     for op in args.ops:
@@ -158,13 +160,19 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
                 dag = DAG(f"reshare-{op}")
                 src = dag.node(load, name="load")
                 dag.node(_op(op), src, name=op)
-                res = dag.run(
-                    transport=transport,
-                    root=args.root,
-                    memory_pool=pool,
-                    measure_memory=False,
-                    **_run_kwargs(reuse, None),
-                )
+                own = shmpool.OWN_SEGMENT_BYTES_MIN
+                if label == "sipc:shared-seg":
+                    shmpool.OWN_SEGMENT_BYTES_MIN = 0  # the run's forked workers inherit it
+                try:
+                    res = dag.run(
+                        transport=transport,
+                        root=args.root,
+                        memory_pool=pool,
+                        measure_memory=False,
+                        **_run_kwargs(reuse, None),
+                    )
+                finally:
+                    shmpool.OWN_SEGMENT_BYTES_MIN = own
                 node = res.nodes[op]
                 row = {
                     "kind": "resharing",
@@ -429,7 +437,9 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
     arena) and ``sipc:reuse`` (the pool, workers started for each run), ``sipc:reuse:bump``
     (the same without the pool's reuse of freed blocks and spare segments: the ablation) and
     ``sipc:persist`` (the pool, nodes in the workers of a :class:`WorkerPool` that outlive
-    runs: no process starts or exits per run)."""
+    runs: no process starts or exits per run) and, in the resharing benchmark,
+    ``sipc:shared-seg`` (``sipc`` with large blocks in the shared bump segment, as before they
+    got segments of their own: ``shmpool.OWN_SEGMENT_BYTES_MIN`` 0; the ablation)."""
     out = []
     for t in args.transports:
         if t != "sipc":
@@ -450,6 +460,8 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
                 out.append(("sipc:reuse:bump", t, "pyarrow", "shm-bump", True))
             elif v == "persist" and arena:
                 out.append(("sipc:persist", t, "pyarrow", "shm", "persist"))
+            elif v == "shared-seg" and not arena:
+                out.append(("sipc:shared-seg", t, "pyarrow", "shm", "shared"))
     return out
 
 
@@ -1203,13 +1215,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
     p.add_argument(
         "--sipc-variants",
-        default="pool,fork,copy,arena,reuse,bump",
+        default="pool,fork,copy,arena,reuse,bump,shared-seg",
         help="SIPC contenders: pool (pyarrow allocates from shared files; nodes in workers "
         "forked for the run, as DAG.run() by default), fork (the same, a fork per node), copy "
         "(pyarrow's own pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
         "worker processes; chain, dabstep), bump (reuse without the pool's reuse of freed "
         "memory), persist (the pool in a WorkerPool's workers, which outlive runs; chain, "
-        "dabstep); default pool,fork,copy,arena,reuse,bump",
+        "dabstep), shared-seg (the pool with large blocks in the shared bump segment: the "
+        "ablation of their own segments; resharing); default "
+        "pool,fork,copy,arena,reuse,bump,shared-seg",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
     p.add_argument(
@@ -1288,7 +1302,7 @@ def main(argv: list[str]) -> int:
     if bad:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
     args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
-    variants = ("pool", "fork", "copy", "arena", "reuse", "bump", "persist")
+    variants = ("pool", "fork", "copy", "arena", "reuse", "bump", "persist", "shared-seg")
     if [x for x in args.sipc_variants if x not in variants]:
         p.error(f"--sipc-variants takes {', '.join(variants)}")
     args.peers = [x for x in args.peers.split(",") if x]

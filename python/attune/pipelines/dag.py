@@ -845,9 +845,11 @@ def _node_body(
         t1 = time.perf_counter()
         ctx = NodeContext(node.name, directory)
         c1 = time.process_time()
+        f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         at1 = time.monotonic()
         out = node.fn(*inputs, ctx=ctx) if node.wants_ctx else node.fn(*inputs)
         at2 = time.monotonic()
+        f2 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         c2 = time.process_time()
         t2 = time.perf_counter()
         if isinstance(out, pa.RecordBatch):
@@ -940,6 +942,9 @@ def _node_body(
                 # CPU time (user + system, all threads) of the call: page faults and zeroing of
                 # fresh memory show here, and other processes' load does not.
                 "compute_cpu_seconds": c2 - c1,
+                # Page faults of the call (every thread): a fresh page of memory costs one
+                # (its allocation and zeroing), a page the process already has none.
+                "compute_page_faults": f2 - f1,
                 "write_seconds": t3 - t2,
                 # The parts of write_seconds: sharing the output (SIPC files), then dropping
                 # the node's tables and giving its pool memory back (CPU seconds of the latter).
