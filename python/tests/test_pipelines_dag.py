@@ -262,6 +262,39 @@ def test_a_reused_workers_next_node_computes_in_the_pages_of_its_temporaries(
     assert no_run_directories(tmp_path)
 
 
+def test_a_large_block_freed_in_a_node_serves_its_next_large_request_warm(tmp_path):
+    """utf8_upper reserves 1.5x its input and shrinks the block once filled: the freed block's
+    own segment serves the next call's request of the larger size, pages and all, where a free
+    list by size class would miss it."""
+    import resource
+
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+    pool = shmpool.DetachedPool(str(tmp_path), "p")
+    try:
+        s = pa.array(["abcdefgh" * 12] * 50_000)  # 4.8 MB of characters: a 7.2 MB block
+        pc.utf8_upper(s.slice(0, 10))  # the kernel's first call sets things up: not measured
+
+        def faults() -> int:
+            return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+        f0 = faults()
+        first = pc.utf8_upper(s, memory_pool=pool.pool)
+        f1 = faults()
+        del first
+        second = pc.utf8_upper(s, memory_pool=pool.pool)
+        f2 = faults()
+        assert second.equals(pc.utf8_upper(s))
+        del second
+        written_pages = 4_800_000 // 4096
+        assert f1 - f0 >= written_pages  # fresh pages the first time
+        assert f2 - f1 < written_pages // 4  # none of them fresh again
+    finally:
+        pool.close()
+
+
 def test_deferred_release_reports_what_the_output_keeps(tmp_path):
     # Without memory measurement a reused worker returns a node's temporaries after reporting
     # it; the tables and the reported file bytes are the same as when it does so before.

@@ -74,6 +74,7 @@ struct Segment {
   int fd;
   std::string path;
   bool retired;  // belongs to an earlier node of a reused process (see Restart)
+  bool own = false;  // holds one large block (see kOwnSegmentBytesMinDefault)
 };
 
 class ShmPool : public arrow::MemoryPool {
@@ -93,13 +94,18 @@ class ShmPool : public arrow::MemoryPool {
       return arrow::Status::OK();
     }
     bool reused = false;
+    bool own = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       reused = TakeFreed(size, alignment, out);
       requested_ = size;
-      if (!reused) ARROW_RETURN_NOT_OK(AllocateLocked(size, alignment, out));
+      if (!reused) ARROW_RETURN_NOT_OK(AllocateLocked(size, alignment, out, &own));
     }
     if (reused) return arrow::Status::OK();  // its pages are there already
+    // A block of its own is often a kernel's upper bound, shrunk once filled (utf8_upper
+    // reserves 1.5x its input): its pages are faulted in as they are written, not populated,
+    // and a reused one has its pages already.
+    if (own) return arrow::Status::OK();
     // Shared memory gets no transparent huge pages here (shmem_enabled is usually `never`), so
     // a large buffer would take one page fault per 4 KiB as the kernel fills it; populating
     // the range in one call costs the same zeroing without the faults (Linux 5.14+; ignored
@@ -141,6 +147,32 @@ class ShmPool : public arrow::MemoryPool {
     return false;
   }
 
+  // A segment of its own whose block was freed while the node runs, the smallest that holds
+  // `size` (a class): its pages are warm, as a large extent jemalloc keeps for the next
+  // request of any size that fits, where the class free list would need the same class.
+  bool TakeOwnFreed(int64_t size, uint8_t** out) {
+    if (frozen_ || !reuse_freed_) return false;
+    size_t best = own_free_.size();
+    for (size_t i = 0; i < own_free_.size(); ++i) {
+      Segment* s = own_free_[i];
+      if (s->length >= size && (best == own_free_.size() || s->length < own_free_[best]->length)) {
+        best = i;
+      }
+    }
+    if (best == own_free_.size()) return false;
+    Segment* seg = own_free_[best];
+    own_free_[best] = own_free_.back();
+    own_free_.pop_back();
+    free_bytes_ -= seg->used;
+    seg->used = size;
+    seg->live += requested_;
+    *out = seg->base;
+    bytes_allocated_ += requested_;
+    total_allocated_ += requested_;
+    num_allocations_ += 1;
+    return true;
+  }
+
   Segment* SegmentOf(uint8_t* p) {
     for (Segment& s : segments_) {
       if (p >= s.base && p < s.base + s.length) return &s;
@@ -148,19 +180,23 @@ class ShmPool : public arrow::MemoryPool {
     return nullptr;
   }
 
-  arrow::Status AllocateLocked(int64_t size, int64_t alignment, uint8_t** out) {
+  arrow::Status AllocateLocked(int64_t size, int64_t alignment, uint8_t** out,
+                               bool* own_out = nullptr) {
     size = SizeClass(size);
     Segment* seg = current_;
     int64_t start = 0;
     if (seg != nullptr) start = (seg->used + alignment - 1) / alignment * alignment;
     bool own = own_segment_bytes_min_ > 0 && size >= own_segment_bytes_min_ &&
                size <= segment_bytes_ / 2;
+    if (own_out != nullptr) *own_out = own;
+    if (own && TakeOwnFreed(size, out)) return arrow::Status::OK();
     if (seg == nullptr || start + size > seg->length || own) {
       if (closed_) return arrow::Status::OutOfMemory("shared memory pool is closed");
       int64_t want = size > segment_bytes_ / 2 ? size : segment_bytes_;
       if (own) want = 2 * size;
       want = (want + kPageBytes - 1) / kPageBytes * kPageBytes;
       ARROW_RETURN_NOT_OK(NewSegment(want, &seg));
+      seg->own = own;
       if (size <= segment_bytes_ / 2 && !own) current_ = seg;
       start = 0;
     }
@@ -224,6 +260,18 @@ class ShmPool : public arrow::MemoryPool {
       if (buffer >= s.base && buffer < s.base + s.length) {
         s.live -= size;
         if (frozen_ || s.retired) return;
+        if (s.own && s.live <= 0) {
+          // Its one block: the whole segment waits, pages and all, for the next large request
+          // that fits (TakeOwnFreed), within the same bound as freed blocks.
+          s.live = 0;
+          if (reuse_freed_ && free_bytes_ + s.used <= kFreeCacheMax) {
+            own_free_.push_back(&s);
+            free_bytes_ += s.used;
+            return;
+          }
+          Punch(s, 0, s.length);
+          return;
+        }
         int64_t cls = SizeClass(size);
         if (reuse_freed_ && free_bytes_ + cls <= kFreeCacheMax) {
           free_[cls].push_back(buffer);
@@ -247,6 +295,7 @@ class ShmPool : public arrow::MemoryPool {
   void Freeze() {
     std::lock_guard<std::mutex> lock(mu_);
     free_.clear();
+    own_free_.clear();
     free_bytes_ = 0;
     frozen_ = true;
   }
@@ -332,6 +381,7 @@ class ShmPool : public arrow::MemoryPool {
     }
     segments_.swap(kept);
     free_.clear();
+    own_free_.clear();
     free_bytes_ = 0;
     current_ = nullptr;
     frozen_ = false;
@@ -370,6 +420,7 @@ class ShmPool : public arrow::MemoryPool {
     }
     segments_.swap(kept);
     free_.clear();
+    own_free_.clear();
     free_bytes_ = 0;
     current_ = nullptr;
     frozen_ = true;
@@ -481,6 +532,7 @@ class ShmPool : public arrow::MemoryPool {
   int64_t own_segment_bytes_min_;
   std::deque<Segment> segments_;  // deque: references stay valid as it grows
   std::vector<Segment> spares_;   // kept by Restart for the next node
+  std::vector<Segment*> own_free_;  // segments of their own whose block was freed (this node)
   std::vector<Segment> unmap_later_;  // released by a deferred Restart, still mapped
   Segment* current_ = nullptr;
   bool frozen_ = false;
