@@ -224,6 +224,77 @@ def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path, no_small_out
             assert "tmp.pool.0" in left and len(left) <= 3
 
 
+def _one_mib_ints() -> pa.Table:
+    return pa.table({"a": pa.array(np.arange(1 << 20, dtype=np.int64))})  # 8 MiB
+
+
+def _a_temporary_beside_the_output(t: pa.Table) -> pa.Table:
+    tmp = pc.multiply(t["a"], 3)  # 8 MiB from the pool, freed before the node returns
+    out = pc.multiply(t["a"], 2)  # 8 MiB from the pool: the output
+    del tmp
+    return pa.table({"b": out})
+
+
+def _a_new_column(t: pa.Table) -> pa.Table:
+    return pa.table({"c": pc.multiply(t["b"], 5)})  # 8 MiB from the pool
+
+
+def test_a_reused_workers_next_node_computes_in_the_pages_of_its_temporaries(
+    tmp_path, no_small_output_copy
+):
+    """A large temporary of a node has a segment of its own, which the worker keeps warm when
+    the output does not use it; the next node's new column lands in those pages instead of
+    fresh tmpfs pages (each a page fault, an allocation and zeroing)."""
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+    dag = DAG()
+    mid = dag.node(_a_temporary_beside_the_output, dag.node(_one_mib_ints), name="mid")
+    dag.node(_a_new_column, mid, name="last")
+    res = dag.run(root=str(tmp_path), processes="run", parallel=1)
+    assert res["last"].equals(dag.run_inline()["last"])
+    assert res.nodes["mid"]["pid"] == res.nodes["last"]["pid"]
+    # The new column's 2,048 pages: none fresh (a few faults remain, reading the mapped input
+    # maps 16 of its pages per fault).
+    assert res.nodes["last"]["compute_page_faults"] < 2048 // 4
+    assert res.nodes["mid"]["compute_page_faults"] >= 2 * 2048  # its own pages were fresh
+    assert no_run_directories(tmp_path)
+
+
+def test_a_large_block_freed_in_a_node_serves_its_next_large_request_warm(tmp_path):
+    """utf8_upper reserves 1.5x its input and shrinks the block once filled: the freed block's
+    own segment serves the next call's request of the larger size, pages and all, where a free
+    list by size class would miss it."""
+    import resource
+
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+    pool = shmpool.DetachedPool(str(tmp_path), "p")
+    try:
+        s = pa.array(["abcdefgh" * 12] * 50_000)  # 4.8 MB of characters: a 7.2 MB block
+        pc.utf8_upper(s.slice(0, 10))  # the kernel's first call sets things up: not measured
+
+        def faults() -> int:
+            return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+        f0 = faults()
+        first = pc.utf8_upper(s, memory_pool=pool.pool)
+        f1 = faults()
+        del first
+        second = pc.utf8_upper(s, memory_pool=pool.pool)
+        f2 = faults()
+        assert second.equals(pc.utf8_upper(s))
+        del second
+        written_pages = 4_800_000 // 4096
+        assert f1 - f0 >= written_pages  # fresh pages the first time
+        assert f2 - f1 < written_pages // 4  # none of them fresh again
+    finally:
+        pool.close()
+
+
 def test_deferred_release_reports_what_the_output_keeps(tmp_path):
     # Without memory measurement a reused worker returns a node's temporaries after reporting
     # it; the tables and the reported file bytes are the same as when it does so before.
@@ -571,3 +642,77 @@ def test_a_node_past_its_timeout_is_stopped_and_fails_the_run(tmp_path, reuse):
     for bad in (0, -1, float("inf"), float("nan"), "1", True):
         with pytest.raises(PipelineError, match="timeout_s must be a positive number"):
             dag.node(_sleeps, name=f"bad{len(dag.nodes)}", timeout_s=bad)
+
+
+_UNGUARDED_SCRIPT = """
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from attune.pipelines import DAG, WorkerPool
+
+
+def load():
+    return pa.table({"x": [1, 2, 3]})
+
+
+def double(t):
+    return t.append_column("y", pc.multiply(t["x"], 2))
+
+
+root, processes, guard = sys.argv[1], sys.argv[2], sys.argv[3] == "guard"
+
+
+def main():
+    dag = DAG()
+    dag.node(double, dag.node(load))
+    if processes == "pool":
+        with WorkerPool(2, start_method="spawn", root=root) as pool:
+            print(dag.run(pool=pool, root=root)["double"].column("y").to_pylist())
+    else:
+        print(dag.run(start_method="spawn", processes=processes, root=root)["double"]
+              .column("y").to_pylist())
+
+
+if guard:
+    if __name__ == "__main__":
+        main()
+else:
+    main()  # at module level: a spawned process importing this file runs it again
+"""
+
+
+@pytest.mark.parametrize("processes", ["run", "node", "pool"])
+def test_spawn_with_a_main_module_that_runs_the_dag_unguarded_says_so(tmp_path, processes):
+    """A script that runs a DAG at module level under spawn: every spawned process imports
+    the main module first and would start the run again. The run fails with an error that
+    says so and what to do, not with a node's failure, and leaves no files; the same script
+    with the guard runs."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(_UNGUARDED_SCRIPT)
+    root = tmp_path / "root"
+    root.mkdir()
+    for guard in ("no-guard", "guard"):
+        p = subprocess.run(
+            [sys.executable, str(script), str(root), processes, guard],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if guard == "guard":
+            assert p.returncode == 0, p.stderr
+            assert p.stdout.strip() == "[2, 4, 6]"
+        else:
+            assert p.returncode != 0
+            last = p.stderr.strip().splitlines()[-1]
+            assert last.startswith("attune.pipelines.dag.UnguardedMainError: "), p.stderr
+            assert 'if __name__ == "__main__":' in last
+            assert 'start_method="fork"' in last
+            assert str(script) in last
+            assert "NodeFailedError" not in p.stderr
+        assert os.listdir(root) == []

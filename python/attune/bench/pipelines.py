@@ -138,6 +138,8 @@ def _op(name: str) -> Callable[[pa.Table], pa.Table]:
 
 
 def _resharing(args: argparse.Namespace, out: _Out) -> None:
+    from attune.pipelines import shmpool
+
     rows = args.column_mib * (1 << 20) // 8
     ray_peer = _ray_or_none(args, out)
     for op in args.ops:
@@ -158,13 +160,19 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
                 dag = DAG(f"reshare-{op}")
                 src = dag.node(load, name="load")
                 dag.node(_op(op), src, name=op)
-                res = dag.run(
-                    transport=transport,
-                    root=args.root,
-                    memory_pool=pool,
-                    measure_memory=False,
-                    **_run_kwargs(reuse, None),
-                )
+                own = shmpool.OWN_SEGMENT_BYTES_MIN
+                if label == "sipc:shared-seg":
+                    shmpool.OWN_SEGMENT_BYTES_MIN = 0  # the run's forked workers inherit it
+                try:
+                    res = dag.run(
+                        transport=transport,
+                        root=args.root,
+                        memory_pool=pool,
+                        measure_memory=False,
+                        **_run_kwargs(reuse, None),
+                    )
+                finally:
+                    shmpool.OWN_SEGMENT_BYTES_MIN = own
                 node = res.nodes[op]
                 row = {
                     "kind": "resharing",
@@ -176,6 +184,7 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
                     + node["write_seconds"],
                     "read_seconds": node["read_seconds"],
                     "compute_seconds": node["compute_seconds"],
+                    "compute_cpu_seconds": node["compute_cpu_seconds"],
                     "write_seconds": node["write_seconds"],
                     "bytes_copied": node["read_bytes_copied"] + node["write_bytes_copied"],
                     "output_file_bytes": node["output_file_bytes"],
@@ -187,19 +196,78 @@ def _resharing(args: argparse.Namespace, out: _Out) -> None:
                 per.setdefault(label, []).append(row)
                 out.row(row)
             if ray_peer is not None:
-                node_s, run_s = ray_peer.run_two(load, _op(op))
+                node_s, run_s, compute_s, compute_cpu_s = ray_peer.run_two(load, _op(op))
                 row = {
                     "kind": "resharing",
                     "op": op,
                     "engine": "ray",
                     "repeat": rep,
                     "node_seconds": node_s,
+                    "compute_seconds": compute_s,
+                    "compute_cpu_seconds": compute_cpu_s,
+                    # Scheduling, the input's hand-off and the put of the output into the
+                    # store: what Ray's node time holds besides the call.
+                    "handoff_seconds": node_s - compute_s,
                     "seconds": run_s,
                     "node_runs_per_sec": 1.0 / max(node_s, 1e-9),
                 }
                 per.setdefault("ray", []).append(row)
                 out.row(row)
         _summary(out, {"kind": "summary", "case": "resharing", "op": op}, per, "node_seconds")
+        _page_cost(out, op, load(), args)
+
+
+def _page_cost(out: _Out, op: str, table: pa.Table, args: argparse.Namespace) -> None:
+    """Where an op's compute time goes besides the op: the same call in this process with
+    pyarrow's own pool, warm (its pages reused from the call before, as in a worker that
+    outlives runs: Ray's case), with a fresh shared memory pool (every output page a new tmpfs
+    page, faulted in, allocated and zeroed: a SIPC node's case), and with that pool again on a
+    second call (the first call's output freed: its blocks, pages and all, reused — what warm
+    shared pages would give a SIPC node). CPU milliseconds of this thread and its page faults,
+    medians of ``args.repeat`` (at least 3) rounds, the three calls alternating."""
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        return
+    fn = _op(op)
+    fn(table)  # warm pyarrow's pool and the kernel
+
+    def call() -> tuple[float, int]:
+        f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        c0 = time.thread_time()
+        result = fn(table)
+        c1 = time.thread_time()
+        f1 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        del result
+        return (c1 - c0) * 1e3, f1 - f0
+
+    calls: dict[str, list[tuple[float, int]]] = {"warm": [], "fresh_shm": [], "warm_shm": []}
+    default = pa.default_memory_pool()
+    directory = tempfile.mkdtemp(prefix="attune-bench-pages.", dir=args.root or default_root())
+    try:
+        for i in range(max(3, args.repeat)):
+            calls["warm"].append(call())
+            pool = shmpool.DetachedPool(directory, f"p{i}")
+            pa.set_memory_pool(pool.pool)
+            try:
+                calls["fresh_shm"].append(call())
+                calls["warm_shm"].append(call())
+            finally:
+                pa.set_memory_pool(default)
+                pool.close()
+                for f in os.listdir(directory):
+                    os.unlink(os.path.join(directory, f))
+    finally:
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+    row: dict[str, Any] = {"kind": "page-cost", "op": op}
+    for name, xs in calls.items():
+        row[f"{name}_cpu_ms"] = statistics.median(c for c, _ in xs)
+        row[f"{name}_page_faults"] = statistics.median(f for _, f in xs)
+    row["fresh_over_warm"] = row["fresh_shm_cpu_ms"] / max(row["warm_cpu_ms"], 1e-6)
+    row["warm_shm_over_warm"] = row["warm_shm_cpu_ms"] / max(row["warm_cpu_ms"], 1e-6)
+    out.row(row)
 
 
 def _tree_cpu_seconds() -> float:
@@ -261,6 +329,10 @@ def _summary(
             row[f"cpu_ratio_vs_{tag}"] = med(peer, "cpu_seconds") / max(
                 med(base, "cpu_seconds"), 1e-9
             )
+        if "compute_cpu_seconds" in per[peer][0] and "compute_cpu_seconds" in per[base][0]:
+            row[f"compute_cpu_ratio_vs_{tag}"] = med(peer, "compute_cpu_seconds") / max(
+                med(base, "compute_cpu_seconds"), 1e-9
+            )
         if "bytes_copied" not in per[peer][0]:
             continue
         pc_ = med(peer, "bytes_copied")
@@ -293,19 +365,30 @@ class _Ray:
         def node(fn, *tables):
             return fn(*tables)
 
-        self.node = node
+        @ray.remote(num_returns=2)
+        def timed(fn, *tables):
+            # The op's call inside its Ray worker, clocked as a SIPC node's compute phase
+            # (wall and CPU seconds of the process); the table goes to the store as above.
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = fn(*tables)
+            return out, (time.perf_counter() - t0, time.process_time() - c0)
 
-    def run_two(self, load, op) -> tuple[float, float]:
-        """(seconds of the op node, seconds of the run)."""
+        self.node = node
+        self.timed = timed
+
+    def run_two(self, load, op) -> tuple[float, float, float, float]:
+        """(seconds of the op node, seconds of the run, wall and CPU seconds of the op's call
+        inside its task)."""
         t0 = time.perf_counter()
         src = self.node.remote(load)
         self.ray.wait([src], fetch_local=False)
         t1 = time.perf_counter()
-        ref = self.node.remote(op, src)
+        ref, timing = self.timed.remote(op, src)
         self.ray.wait([ref], fetch_local=False)
         t2 = time.perf_counter()
         self.ray.get(ref)
-        return t2 - t1, time.perf_counter() - t0
+        compute_s, compute_cpu_s = self.ray.get(timing)
+        return t2 - t1, time.perf_counter() - t0, compute_s, compute_cpu_s
 
 
 def _ray_or_none(args: argparse.Namespace, out: _Out) -> _Ray | None:
@@ -354,7 +437,9 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
     arena) and ``sipc:reuse`` (the pool, workers started for each run), ``sipc:reuse:bump``
     (the same without the pool's reuse of freed blocks and spare segments: the ablation) and
     ``sipc:persist`` (the pool, nodes in the workers of a :class:`WorkerPool` that outlive
-    runs: no process starts or exits per run)."""
+    runs: no process starts or exits per run) and, in the resharing benchmark,
+    ``sipc:shared-seg`` (``sipc`` with large blocks in the shared bump segment, as before they
+    got segments of their own: ``shmpool.OWN_SEGMENT_BYTES_MIN`` 0; the ablation)."""
     out = []
     for t in args.transports:
         if t != "sipc":
@@ -375,6 +460,8 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
                 out.append(("sipc:reuse:bump", t, "pyarrow", "shm-bump", True))
             elif v == "persist" and arena:
                 out.append(("sipc:persist", t, "pyarrow", "shm", "persist"))
+            elif v == "shared-seg" and not arena:
+                out.append(("sipc:shared-seg", t, "pyarrow", "shm", "shared"))
     return out
 
 
@@ -1128,13 +1215,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--length", type=int, default=10, help="chain: nodes incl. load (default 10)")
     p.add_argument(
         "--sipc-variants",
-        default="pool,fork,copy,arena,reuse,bump",
+        default="pool,fork,copy,arena,reuse,bump,shared-seg",
         help="SIPC contenders: pool (pyarrow allocates from shared files; nodes in workers "
         "forked for the run, as DAG.run() by default), fork (the same, a fork per node), copy "
         "(pyarrow's own pool), arena (numpy into the node's arena; chain only), reuse (the pool in reused "
         "worker processes; chain, dabstep), bump (reuse without the pool's reuse of freed "
         "memory), persist (the pool in a WorkerPool's workers, which outlive runs; chain, "
-        "dabstep); default pool,fork,copy,arena,reuse,bump",
+        "dabstep), shared-seg (the pool with large blocks in the shared bump segment: the "
+        "ablation of their own segments; resharing); default "
+        "pool,fork,copy,arena,reuse,bump,shared-seg",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
     p.add_argument(
@@ -1213,7 +1302,7 @@ def main(argv: list[str]) -> int:
     if bad:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
     args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
-    variants = ("pool", "fork", "copy", "arena", "reuse", "bump", "persist")
+    variants = ("pool", "fork", "copy", "arena", "reuse", "bump", "persist", "shared-seg")
     if [x for x in args.sipc_variants if x not in variants]:
         p.error(f"--sipc-variants takes {', '.join(variants)}")
     args.peers = [x for x in args.peers.split(",") if x]

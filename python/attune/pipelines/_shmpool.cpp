@@ -41,8 +41,17 @@ constexpr int64_t kPageBytes = 4096;
 constexpr int64_t kPopulateBytesMin = 256 << 10;
 // Freed blocks kept for reuse at most (beyond it a freed block's pages are punched at once).
 constexpr int64_t kFreeCacheMax = 256 << 20;
-// Whole segments a reused node process keeps from one node for the next (see Restart).
-constexpr size_t kSpareSegmentsMax = 2;
+// Whole segments a reused node process keeps from one node for the next (see Restart), at most
+// this many and at most two standard segments' bytes together.
+constexpr size_t kSpareSegmentsMax = 8;
+// By default an allocation at least this large (and at most half a segment) gets a segment of
+// its own (create(..., own_segment_bytes_min); 0 switches it off),
+// twice its size so that a builder can still grow it in place: a large temporary then fills a
+// segment that no output refers to, which a reused process keeps as a spare, and the next
+// node's large buffers reuse its pages warm instead of faulting in, allocating and zeroing
+// fresh tmpfs pages (3-5x the cost of a kernel such as a filter on this project's machines;
+// docs/kelvin.md). Below it, blocks share the bump segment.
+constexpr int64_t kOwnSegmentBytesMinDefault = 4 << 20;
 
 // Every block is a whole size class: 64-byte multiples below a page, page multiples above, so
 // a freed block serves any later request of the same class.
@@ -65,14 +74,17 @@ struct Segment {
   int fd;
   std::string path;
   bool retired;  // belongs to an earlier node of a reused process (see Restart)
+  bool own = false;  // holds one large block (see kOwnSegmentBytesMinDefault)
 };
 
 class ShmPool : public arrow::MemoryPool {
  public:
-  ShmPool(std::string dir, std::string prefix, int64_t segment_bytes, bool reuse_freed)
+  ShmPool(std::string dir, std::string prefix, int64_t segment_bytes, bool reuse_freed,
+          int64_t own_segment_bytes_min = kOwnSegmentBytesMinDefault)
       : dir_(std::move(dir)),
         prefix_(std::move(prefix)),
         segment_bytes_(segment_bytes),
+        own_segment_bytes_min_(own_segment_bytes_min),
         reuse_freed_(reuse_freed) {}
 
   arrow::Status Allocate(int64_t size, int64_t alignment, uint8_t** out) override {
@@ -82,13 +94,18 @@ class ShmPool : public arrow::MemoryPool {
       return arrow::Status::OK();
     }
     bool reused = false;
+    bool own = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       reused = TakeFreed(size, alignment, out);
       requested_ = size;
-      if (!reused) ARROW_RETURN_NOT_OK(AllocateLocked(size, alignment, out));
+      if (!reused) ARROW_RETURN_NOT_OK(AllocateLocked(size, alignment, out, &own));
     }
     if (reused) return arrow::Status::OK();  // its pages are there already
+    // A block of its own is often a kernel's upper bound, shrunk once filled (utf8_upper
+    // reserves 1.5x its input): its pages are faulted in as they are written, not populated,
+    // and a reused one has its pages already.
+    if (own) return arrow::Status::OK();
     // Shared memory gets no transparent huge pages here (shmem_enabled is usually `never`), so
     // a large buffer would take one page fault per 4 KiB as the kernel fills it; populating
     // the range in one call costs the same zeroing without the faults (Linux 5.14+; ignored
@@ -130,6 +147,32 @@ class ShmPool : public arrow::MemoryPool {
     return false;
   }
 
+  // A segment of its own whose block was freed while the node runs, the smallest that holds
+  // `size` (a class): its pages are warm, as a large extent jemalloc keeps for the next
+  // request of any size that fits, where the class free list would need the same class.
+  bool TakeOwnFreed(int64_t size, uint8_t** out) {
+    if (frozen_ || !reuse_freed_) return false;
+    size_t best = own_free_.size();
+    for (size_t i = 0; i < own_free_.size(); ++i) {
+      Segment* s = own_free_[i];
+      if (s->length >= size && (best == own_free_.size() || s->length < own_free_[best]->length)) {
+        best = i;
+      }
+    }
+    if (best == own_free_.size()) return false;
+    Segment* seg = own_free_[best];
+    own_free_[best] = own_free_.back();
+    own_free_.pop_back();
+    free_bytes_ -= seg->used;
+    seg->used = size;
+    seg->live += requested_;
+    *out = seg->base;
+    bytes_allocated_ += requested_;
+    total_allocated_ += requested_;
+    num_allocations_ += 1;
+    return true;
+  }
+
   Segment* SegmentOf(uint8_t* p) {
     for (Segment& s : segments_) {
       if (p >= s.base && p < s.base + s.length) return &s;
@@ -137,17 +180,24 @@ class ShmPool : public arrow::MemoryPool {
     return nullptr;
   }
 
-  arrow::Status AllocateLocked(int64_t size, int64_t alignment, uint8_t** out) {
+  arrow::Status AllocateLocked(int64_t size, int64_t alignment, uint8_t** out,
+                               bool* own_out = nullptr) {
     size = SizeClass(size);
     Segment* seg = current_;
     int64_t start = 0;
     if (seg != nullptr) start = (seg->used + alignment - 1) / alignment * alignment;
-    if (seg == nullptr || start + size > seg->length) {
+    bool own = own_segment_bytes_min_ > 0 && size >= own_segment_bytes_min_ &&
+               size <= segment_bytes_ / 2;
+    if (own_out != nullptr) *own_out = own;
+    if (own && TakeOwnFreed(size, out)) return arrow::Status::OK();
+    if (seg == nullptr || start + size > seg->length || own) {
       if (closed_) return arrow::Status::OutOfMemory("shared memory pool is closed");
       int64_t want = size > segment_bytes_ / 2 ? size : segment_bytes_;
+      if (own) want = 2 * size;
       want = (want + kPageBytes - 1) / kPageBytes * kPageBytes;
       ARROW_RETURN_NOT_OK(NewSegment(want, &seg));
-      if (size <= segment_bytes_ / 2) current_ = seg;
+      seg->own = own;
+      if (size <= segment_bytes_ / 2 && !own) current_ = seg;
       start = 0;
     }
     seg->used = start + size;  // a whole class
@@ -210,6 +260,18 @@ class ShmPool : public arrow::MemoryPool {
       if (buffer >= s.base && buffer < s.base + s.length) {
         s.live -= size;
         if (frozen_ || s.retired) return;
+        if (s.own && s.live <= 0) {
+          // Its one block: the whole segment waits, pages and all, for the next large request
+          // that fits (TakeOwnFreed), within the same bound as freed blocks.
+          s.live = 0;
+          if (reuse_freed_ && free_bytes_ + s.used <= kFreeCacheMax) {
+            own_free_.push_back(&s);
+            free_bytes_ += s.used;
+            return;
+          }
+          Punch(s, 0, s.length);
+          return;
+        }
         int64_t cls = SizeClass(size);
         if (reuse_freed_ && free_bytes_ + cls <= kFreeCacheMax) {
           free_[cls].push_back(buffer);
@@ -233,6 +295,7 @@ class ShmPool : public arrow::MemoryPool {
   void Freeze() {
     std::lock_guard<std::mutex> lock(mu_);
     free_.clear();
+    own_free_.clear();
     free_bytes_ = 0;
     frozen_ = true;
   }
@@ -281,8 +344,9 @@ class ShmPool : public arrow::MemoryPool {
         kept.push_back(s);
         continue;
       }
-      bool spare = !s.retired && s.length == segment_bytes_ && recycle.count(s.path) > 0 &&
-                   spares_.size() < kSpareSegmentsMax;
+      bool spare = !s.retired && recycle.count(s.path) > 0 &&
+                   spares_.size() < kSpareSegmentsMax &&
+                   SpareBytes() + s.length <= 2 * segment_bytes_;
       std::string parked_path;
       if (spare && !spare_dir_.empty()) {
         // A pool whose process outlives runs parks its spares in a directory of its own: the
@@ -317,6 +381,7 @@ class ShmPool : public arrow::MemoryPool {
     }
     segments_.swap(kept);
     free_.clear();
+    own_free_.clear();
     free_bytes_ = 0;
     current_ = nullptr;
     frozen_ = false;
@@ -355,6 +420,7 @@ class ShmPool : public arrow::MemoryPool {
     }
     segments_.swap(kept);
     free_.clear();
+    own_free_.clear();
     free_bytes_ = 0;
     current_ = nullptr;
     frozen_ = true;
@@ -396,11 +462,27 @@ class ShmPool : public arrow::MemoryPool {
   }
 
  private:
+  int64_t SpareBytes() const {
+    int64_t n = 0;
+    for (const Segment& s : spares_) n += s.length;
+    return n;
+  }
+
+  // The smallest spare of at least `length` bytes (its pages are warm), else spares_.end().
+  std::vector<Segment>::iterator BestSpare(int64_t length) {
+    auto best = spares_.end();
+    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+      if (it->length >= length && (best == spares_.end() || it->length < best->length)) best = it;
+    }
+    return best;
+  }
+
   arrow::Status NewSegment(int64_t length, Segment** out) {
     std::string path = dir_ + "/" + prefix_ + "." + std::to_string(next_index_++);
-    if (length == segment_bytes_ && !spares_.empty()) {
-      Segment s = spares_.back();
-      spares_.pop_back();
+    auto taken = BestSpare(length);
+    if (taken != spares_.end()) {
+      Segment s = *taken;
+      spares_.erase(taken);
       if (::rename(s.path.c_str(), path.c_str()) == 0) {
         s.path = path;
         s.used = 0;
@@ -447,8 +529,10 @@ class ShmPool : public arrow::MemoryPool {
   std::string spare_dir_;
   int64_t next_spare_ = 0;
   int64_t segment_bytes_;
+  int64_t own_segment_bytes_min_;
   std::deque<Segment> segments_;  // deque: references stay valid as it grows
   std::vector<Segment> spares_;   // kept by Restart for the next node
+  std::vector<Segment*> own_free_;  // segments of their own whose block was freed (this node)
   std::vector<Segment> unmap_later_;  // released by a deferred Restart, still mapped
   Segment* current_ = nullptr;
   bool frozen_ = false;
@@ -471,7 +555,9 @@ PyObject* create(PyObject*, PyObject* args) {
   const char* prefix;
   long long segment_bytes;
   int reuse_freed = 1;
-  if (!PyArg_ParseTuple(args, "ssL|p", &dir, &prefix, &segment_bytes, &reuse_freed)) {
+  long long own_segment_bytes_min = kOwnSegmentBytesMinDefault;
+  if (!PyArg_ParseTuple(args, "ssL|pL", &dir, &prefix, &segment_bytes, &reuse_freed,
+                        &own_segment_bytes_min)) {
     return nullptr;
   }
   if (g_pool != nullptr) {
@@ -482,7 +568,8 @@ PyObject* create(PyObject*, PyObject* args) {
     PyErr_SetString(PyExc_ValueError, "segment_bytes must be at least one page");
     return nullptr;
   }
-  g_pool = new ShmPool(dir, prefix, segment_bytes, reuse_freed != 0);  // lives as long as the process
+  // Lives as long as the process.
+  g_pool = new ShmPool(dir, prefix, segment_bytes, reuse_freed != 0, own_segment_bytes_min);
   return box_memory_pool(g_pool);
 }
 
@@ -669,7 +756,8 @@ PyMethodDef kMethods[] = {
      "detached_close(handle) -> bytes still mapped (live buffers)"},
     {"punch", punch, METH_VARARGS, "punch(path, offset, length): free whole pages of a range"},
     {"create", create, METH_VARARGS,
-     "create(dir, prefix, segment_bytes, reuse_freed=True) -> pyarrow.MemoryPool"},
+     "create(dir, prefix, segment_bytes, reuse_freed=True, own_segment_bytes_min=4 MiB) -> "
+     "pyarrow.MemoryPool"},
     {"restart", restart, METH_VARARGS,
      "restart(recycle_paths=(), defer=False) -> (released, recycled, retained bytes): after a "
      "node; deferred: released segments stay mapped until finish_unmap()"},

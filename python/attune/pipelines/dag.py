@@ -78,6 +78,7 @@ __all__ = [
     "NodeFailedError",
     "PipelineError",
     "RunResult",
+    "UnguardedMainError",
     "WorkerPool",
     "default_root",
     "exit_on_sigterm",
@@ -138,6 +139,47 @@ class NodeFailedError(PipelineError):
     def cli_detail(self) -> str:
         """What the CLI prints above its one-line error: the node's traceback."""
         return self.detail
+
+
+class UnguardedMainError(PipelineError):
+    """A run under the ``spawn`` start method whose processes could not start: a spawned
+    process imports the driver's main module before it runs a node, and that module builds and
+    runs a DAG at module level (no ``if __name__ == "__main__":`` guard), so every node process
+    would start the whole run again. Not a node's failure: no node ran."""
+
+
+#: The exit status of a spawned process that found itself asked to run a DAG (or start a
+#: :class:`WorkerPool`) while importing the driver's main module (:func:`_refuse_bootstrap_run`);
+#: the driver turns it into :class:`UnguardedMainError`. Far from 1 (a Python error) and from
+#: what a node's ``sys.exit`` usually passes.
+EXIT_UNGUARDED_MAIN = 87
+
+
+def _unguarded_main_message() -> str:
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    script = f" ({main})" if main else ""
+    return (
+        "the run's processes could not start: under the spawn start method every node process "
+        f"imports the main module{script} first, and that module runs a DAG when imported "
+        "(at module level, without a guard), so each process would start the run again. "
+        'Put the code that builds and runs the DAG under `if __name__ == "__main__":` '
+        "(node functions stay at module level, where spawn imports them), or run with "
+        'start_method="fork" (the default), whose processes do not import the main module'
+    )
+
+
+def _refuse_bootstrap_run() -> None:
+    """Ends this process with :data:`EXIT_UNGUARDED_MAIN` when it is a process being spawned
+    that is still importing the parent's main module (multiprocessing's own test for the same
+    mistake, ``_check_not_importing_main``, reads the same flag): a DAG run or worker pool
+    started there is the parent's module-level code running again, which would start processes
+    recursively. The parent, waiting for this process, explains; this process says it on
+    stderr too, for a parent that is not a DAG driver."""
+    if not getattr(mp.process.current_process(), "_inheriting", False):
+        return
+    sys.stderr.write(f"attune.pipelines: {_unguarded_main_message()}\n")
+    sys.stderr.flush()
+    raise SystemExit(EXIT_UNGUARDED_MAIN)
 
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)', re.MULTILINE)
@@ -803,9 +845,11 @@ def _node_body(
         t1 = time.perf_counter()
         ctx = NodeContext(node.name, directory)
         c1 = time.process_time()
+        f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         at1 = time.monotonic()
         out = node.fn(*inputs, ctx=ctx) if node.wants_ctx else node.fn(*inputs)
         at2 = time.monotonic()
+        f2 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         c2 = time.process_time()
         t2 = time.perf_counter()
         if isinstance(out, pa.RecordBatch):
@@ -898,6 +942,9 @@ def _node_body(
                 # CPU time (user + system, all threads) of the call: page faults and zeroing of
                 # fresh memory show here, and other processes' load does not.
                 "compute_cpu_seconds": c2 - c1,
+                # Page faults of the call (every thread): a fresh page of memory costs one
+                # (its allocation and zeroing), a page the process already has none.
+                "compute_page_faults": f2 - f1,
                 "write_seconds": t3 - t2,
                 # The parts of write_seconds: sharing the output (SIPC files), then dropping
                 # the node's tables and giving its pool memory back (CPU seconds of the latter).
@@ -973,6 +1020,7 @@ class WorkerPool:
             raise InvalidArgumentError(
                 f"unknown start method {start_method!r} (one of: {', '.join(START_METHODS)})"
             )
+        _refuse_bootstrap_run()
         if size is not None and size < 1:
             raise InvalidArgumentError(f"a worker pool needs size >= 1, got {size}")
         self.size = size or os.cpu_count() or 1
@@ -1374,6 +1422,7 @@ class DAG:
         :class:`NodeFailedError`. ``transport``, ``start_method``, ``memory_pool``,
         ``checksums`` and ``reuse_processes`` do not apply to Ray (its workers are always
         reused); ``memory_limit_bytes`` becomes the task's Ray ``memory`` request."""
+        _refuse_bootstrap_run()
         if mode not in MODES:
             raise InvalidArgumentError(f"unknown mode {mode!r} (one of: {', '.join(MODES)})")
         if not self.nodes:
@@ -1940,6 +1989,8 @@ class DAG:
                 raise NodeFailedError(f"node {n.name} {text}", n.name, reason)
             raise NodeFailedError(f"node {n.name} {text}", n.name, reason, detail)
         code = p.exitcode
+        if code == EXIT_UNGUARDED_MAIN:
+            raise UnguardedMainError(_unguarded_main_message())
         if code is not None and code < 0:
             sig = signal.Signals(-code).name
             hint = (

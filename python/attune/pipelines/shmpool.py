@@ -56,6 +56,12 @@ _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shmpool.cpp
 #: Default segment size: large enough that a node's allocations live in few files, small enough
 #: that the unused tail of the last segment (never touched, so never resident) is cheap.
 SEGMENT_BYTES = 64 << 20
+#: An allocation at least this large (up to half a segment) gets a segment of its own, so that a
+#: large temporary can be kept warm for a reused process's next node (:func:`release`); 0 puts
+#: every block below half a segment into the shared bump segment (the earlier layout, the
+#: benchmarks' ablation). 4 MiB: below it the pages a temporary could keep warm cost less than
+#: a millisecond to fault in; above it a file per buffer stays few files per node.
+OWN_SEGMENT_BYTES_MIN = 4 << 20
 
 _module: Any = None
 _error: str | None = None
@@ -163,7 +169,7 @@ def install(
         pa.set_memory_pool(_pool)  # again, after an uninstall()
         return _pool
     _original = pa.default_memory_pool()
-    _pool = mod.create(dirs[0], prefix, segment_bytes, reuse_freed)
+    _pool = mod.create(dirs[0], prefix, segment_bytes, reuse_freed, OWN_SEGMENT_BYTES_MIN)
     if dirs[1]:
         mod.set_dirs(*dirs)
     _dirs = dirs
@@ -231,9 +237,12 @@ def release(
     the output does not use (``used`` as for :func:`trim`; a segment the output does not use is
     unlinked) and forgets their address ranges, so the next node starts with an empty pool.
     Segments still holding allocations (a buffer the node's code kept, e.g. in a global) stay
-    mapped, retired. With ``recycle``, up to two standard segments the output does not use stay
-    mapped as spares with their pages, and the next node's first segments are those (renamed):
-    its allocations then touch no fresh pages. Returns (bytes released, bytes retained).
+    mapped, retired. With ``recycle``, segments the output does not use (up to eight, and two
+    standard segments' bytes together) stay mapped as spares with their pages, and the next
+    node's segments are those (renamed; a request takes the smallest spare that holds it): its
+    allocations then touch no fresh pages. A large temporary (4 MiB up to half a segment) has a
+    segment of its own, so that it can become such a spare even when the output lies in the
+    node's other segments. Returns (bytes released, bytes retained).
 
     ``defer``: the segments are forgotten now, but unmapping them (a TLB shootdown: tens of
     milliseconds of wall time per node on a busy VM) and returning their pages to the kernel
