@@ -129,6 +129,81 @@ fn lmdb_matches_a_sorted_map_oracle() {
 fn fjall_matches_a_sorted_map_oracle() {
     check_engine("fjall", 16);
     check_engine_with("fjall", 17, &[("kv_separation", "on")]);
+    let every_value = [("kv_separation", "on"), ("kv_separation_threshold", "1")];
+    check_engine_with("fjall", 19, &every_value);
+}
+
+/// Bytes of the files under every `blobs` directory below `dir` (fjall's value logs).
+fn blob_bytes(dir: &std::path::Path, inside: bool) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            n += blob_bytes(&p, inside || e.file_name() == "blobs");
+        } else if inside {
+            n += e.metadata().map_or(0, |m| m.len());
+        }
+    }
+    n
+}
+
+/// `kv_separation_threshold` decides which values go to fjall's value log: 100-byte values
+/// stay in the tree at the default 1 KiB threshold and move to blob files at 64 bytes. Its
+/// keys without `kv_separation=on` are refused.
+#[test]
+fn fjall_kv_separation_threshold_moves_values_to_blob_files() {
+    let kind = ENGINES
+        .iter()
+        .find(|k| k.name == "fjall")
+        .expect("registered");
+    if let Err(e) = (kind.probe)() {
+        eprintln!("skipping fjall: {e}");
+        return;
+    }
+    let run = |threshold: Option<&str>| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut extra: BTreeMap<String, String> = [("kv_separation", "on")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if let Some(t) = threshold {
+            extra.insert("kv_separation_threshold".into(), t.into());
+        }
+        let settings = Settings {
+            write_buffer_bytes: 1 << 20,
+            extra,
+            ..Settings::default()
+        };
+        let db = (kind.open)(&dir.path().join("db"), &settings).expect("open");
+        let mut s = db.session().expect("session");
+        let mut key = Vec::new();
+        let value = vec![7u8; 100];
+        for i in 0..40_000 {
+            make_key(i, 16, &mut key);
+            s.put(&key, &value).expect("put");
+        }
+        drop(s);
+        db.close().expect("close");
+        blob_bytes(dir.path(), false)
+    };
+    let default_threshold = run(None);
+    let low_threshold = run(Some("64"));
+    assert!(
+        low_threshold > 1 << 20 && default_threshold < low_threshold / 4,
+        "blob bytes: {default_threshold} at the default threshold, {low_threshold} at 64 B"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = Settings {
+        extra: [("kv_separation_threshold".to_string(), "64".to_string())].into(),
+        ..Settings::default()
+    };
+    let e = (kind.open)(&dir.path().join("db"), &settings)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("kv_separation=on"), "{e}");
 }
 
 #[test]
