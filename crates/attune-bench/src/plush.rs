@@ -26,7 +26,7 @@
 //! order and sits that phase out.
 
 use crate::engine::{find, Engine, Session};
-use crate::options::{parse_count, parse_size, Settings};
+use crate::options::{parse_count, parse_size, EngineSpec, Settings};
 use crate::output::{Fail, Sink};
 use attune_plush::{Backend, Migration, Options, Partitioning, Plush};
 use attune_workload::{RequestDist, Sampler};
@@ -45,7 +45,8 @@ use std::time::Instant;
 struct Args {
     /// Engines in order: plush, attune, rocksdb, lmdb (a missing peer library is skipped);
     /// `plush:dram_filter_levels=0` (also `dram_entries_log2`, `log_partitions`, `backend`,
-    /// `migration=inline|background`) runs a Plush variant under that name.
+    /// `migration=inline|background`) runs a Plush variant under that name, and a peer takes
+    /// its own keys as in `kv micro` (`rocksdb:table=plain`, `fjall:kv_separation=on`).
     #[arg(long, default_value = "plush,attune,rocksdb,lmdb")]
     engines: String,
     /// Records loaded before the phases (e.g. 2M).
@@ -474,12 +475,18 @@ pub fn run(argv: Vec<String>, sink: &Sink) -> Result<(), Fail> {
                 ))
             }
             name => {
+                // A peer's own keys (`rocksdb:table=plain`, `fjall:kv_separation=on`) as in
+                // every other subcommand's `--engines`.
+                let spec = EngineSpec::parse(engine).map_err(|e| usage(e.to_string()))?;
                 let kind = find(name).map_err(|e| usage(e.to_string()))?;
                 if let Err(e) = (kind.probe)() {
                     eprintln!("attune-bench plush: skipping {name}: {e}");
                     continue;
                 }
-                Target::Peer((kind.open)(&dir, &settings).map_err(|e| e.to_string())?)
+                let s = spec
+                    .resolve(&settings, kind.keys)
+                    .map_err(|e| usage(e.to_string()))?;
+                Target::Peer((kind.open)(&dir, &s).map_err(|e| e.to_string())?)
             }
         };
         targets.push((engine, target, dir));

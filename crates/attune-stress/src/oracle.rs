@@ -10,6 +10,12 @@
 //!   durable write or a later one; a batch is all or nothing; and the recovered state is a
 //!   prefix: if a write is present, every write acknowledged before it was issued is present.
 //! - After a process crash (SIGKILL) or a clean close: every acknowledged write is durable.
+//! - After a process crash of an engine that keeps unlogged writes in memory until it migrates
+//!   them (HashDB with `recovery_log` off, [`Lost::Unmigrated`]): a write is durable once a
+//!   checkpoint issued after its acknowledgement has returned. Each key must hold its newest
+//!   durable write or a later one (so never a value no write stored, and never a value from
+//!   before its newest durable delete); no prefix rule holds, since each DRAM entry migrates on
+//!   its own.
 //!
 //! Keys are locked one mutex each; a writer holds the locks of all its keys (taken in key
 //! order) from before it issues the write until its outcome is recorded, so the history of a key
@@ -73,8 +79,25 @@ pub struct Oracle {
     ack_counter: AtomicU64,
     /// Every write acknowledged with a number below this is durable against a machine crash.
     durable_mark: AtomicU64,
+    /// Every write acknowledged with a number below this was migrated by a returned checkpoint
+    /// (durable without a recovery log).
+    checkpoint_mark: AtomicU64,
+    /// Checkpoints begun and not yet returned: id -> the acknowledgement counter at the start.
+    checkpoints: Mutex<HashMap<u64, u64>>,
     /// The merge counters' expected state (kept beside the keys', checked on its own).
     pub counters: crate::counters::CounterOracle,
+}
+
+/// What a crash may have lost, for [`Oracle::verify_after`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// Nothing acknowledged (a process crash or a clean close of a logging engine).
+    Nothing,
+    /// Acknowledged writes not made durable by a `sync` write (a machine crash).
+    Unsynced,
+    /// Acknowledged writes that no returned checkpoint migrated (a process crash of HashDB
+    /// with `recovery_log` off: a record survives once its DRAM entry has migrated).
+    Unmigrated,
 }
 
 /// Where a recovered key's value sits in its history: candidate entry indices.
@@ -100,6 +123,8 @@ impl Oracle {
             writes: Mutex::new(HashMap::new()),
             ack_counter: AtomicU64::new(1),
             durable_mark: AtomicU64::new(0),
+            checkpoint_mark: AtomicU64::new(0),
+            checkpoints: Mutex::new(HashMap::new()),
             counters: Default::default(),
         }
     }
@@ -153,6 +178,24 @@ impl Oracle {
         }
     }
 
+    /// Records the start of checkpoint `id`: every write acknowledged so far is migrated by it.
+    pub fn checkpoint_begin(&self, id: u64) {
+        let mark = self.ack_counter.load(Ordering::SeqCst);
+        self.checkpoints.lock().insert(id, mark);
+    }
+
+    /// Records that checkpoint `id` returned: the writes acknowledged before it began are
+    /// durable without the recovery log. An unknown id is an error (a malformed stream).
+    pub fn checkpoint_done(&self, id: u64) -> Result<(), String> {
+        let mark = self
+            .checkpoints
+            .lock()
+            .remove(&id)
+            .ok_or_else(|| format!("checkpoint {id} returned but never began"))?;
+        self.checkpoint_mark.fetch_max(mark, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Values a read may return now (keys locked by the caller): the newest acknowledged (or
     /// base) entry and every failed one after it, as (op, put).
     pub fn allowed_live(h: &KeyHist) -> Vec<(u64, bool)> {
@@ -177,15 +220,35 @@ impl Oracle {
         all_acked_durable: bool,
         stats: &mut VerifyStats,
     ) -> Result<(), String> {
+        let lost = if all_acked_durable {
+            Lost::Nothing
+        } else {
+            Lost::Unsynced
+        };
+        self.verify_after(read, lost, stats)
+    }
+
+    /// Checks the recovered `read` against the histories for a crash that may have lost what
+    /// `lost` says. Returns the first violation found.
+    pub fn verify_after(
+        &self,
+        read: &[Option<u64>],
+        lost: Lost,
+        stats: &mut VerifyStats,
+    ) -> Result<(), String> {
+        let all_acked_durable = lost == Lost::Nothing;
         let durable_mark = self.durable_mark.load(Ordering::SeqCst);
+        let checkpoint_mark = self.checkpoint_mark.load(Ordering::SeqCst);
         let hists: Vec<MutexGuard<'_, KeyHist>> = self.keys.iter().map(|k| k.lock()).collect();
         let writes = self.writes.lock();
         let mut found: Vec<Found> = Vec::with_capacity(hists.len());
         for (k, h) in hists.iter().enumerate() {
             stats.keys_checked += 1;
-            let durable = |e: &Entry| match e.state {
-                State::Base => true,
-                State::Acked { ack, sync } => all_acked_durable || sync || ack < durable_mark,
+            let durable = |e: &Entry| match (e.state, lost) {
+                (State::Base, _) => true,
+                (State::Acked { .. }, Lost::Nothing) => true,
+                (State::Acked { ack, sync }, Lost::Unsynced) => sync || ack < durable_mark,
+                (State::Acked { ack, .. }, Lost::Unmigrated) => ack < checkpoint_mark,
                 _ => false,
             };
             let floor = h.entries.iter().rposition(durable).unwrap_or(0);
@@ -273,6 +336,9 @@ impl Oracle {
         if all_acked_durable {
             return Ok(()); // every acknowledged write is at or below each key's floor
         }
+        if lost == Lost::Unmigrated {
+            return Ok(()); // entries migrate independently: no prefix to check
+        }
         // Prefix: every write acknowledged before a recovered write was issued is recovered.
         let mut need = 0u64;
         let mut need_op = 0u64;
@@ -317,6 +383,7 @@ impl Oracle {
             }];
         }
         writes.clear();
+        self.checkpoints.lock().clear();
         self.durable_mark
             .store(self.ack_counter.load(Ordering::SeqCst), Ordering::SeqCst);
     }
@@ -397,5 +464,57 @@ mod tests {
         write(&o, 2, &[(0, true), (1, true)], true, false);
         write(&o, 3, &[(0, true)], true, false);
         assert!(o.verify(&[Some(3), Some(1)], false, &mut s).is_err());
+    }
+
+    /// Without the recovery log, only what a returned checkpoint migrated must survive: a
+    /// newer write may be lost, but a value no write stored, a put from before a checkpointed
+    /// delete, or the loss of a checkpointed put is a violation.
+    #[test]
+    fn unlogged_crash_keeps_checkpointed_writes_and_resurrects_nothing() {
+        let unmigrated = Lost::Unmigrated;
+        let mut s = VerifyStats::default();
+        let o = Oracle::new(3);
+        write(&o, 1, &[(0, true)], true, false);
+        write(&o, 2, &[(1, true)], true, true);
+        o.checkpoint_begin(100);
+        o.checkpoint_done(100).unwrap();
+        write(&o, 4, &[(1, false)], true, false);
+        o.checkpoint_begin(101);
+        // Acknowledged while the checkpoint runs: it may not have migrated them.
+        write(&o, 3, &[(0, true)], true, true);
+        write(&o, 5, &[(2, true)], true, false);
+        o.checkpoint_done(101).unwrap();
+        for ok in [
+            [Some(1), None, None],
+            [Some(3), None, Some(5)],
+            [Some(1), None, Some(5)],
+        ] {
+            assert!(o.verify_after(&ok, unmigrated, &mut s).is_ok(), "{ok:?}");
+        }
+        // Key 1's put from before its checkpointed delete came back.
+        let r = o.verify_after(&[Some(1), Some(2), None], unmigrated, &mut s);
+        assert!(r.unwrap_err().contains("key 1"));
+        // A value no write to key 0 stored.
+        let r = o.verify_after(&[Some(4), None, None], unmigrated, &mut s);
+        assert!(r.unwrap_err().contains("key 0"));
+        // Key 0's checkpointed put was lost.
+        let r = o.verify_after(&[None, None, None], unmigrated, &mut s);
+        assert!(r.unwrap_err().contains("key 0"));
+        // The same reads after a logged process crash lose acknowledged writes.
+        assert!(o.verify(&[Some(1), None, None], true, &mut s).is_err());
+        // A checkpoint that never began is a malformed stream.
+        assert!(o.checkpoint_done(7).is_err());
+    }
+
+    /// An unfinished checkpoint (the kill landed inside it) makes nothing durable.
+    #[test]
+    fn an_unfinished_checkpoint_makes_nothing_durable_without_the_log() {
+        let o = Oracle::new(1);
+        write(&o, 1, &[(0, true)], true, true);
+        o.checkpoint_begin(9);
+        let mut s = VerifyStats::default();
+        assert!(o.verify_after(&[None], Lost::Unmigrated, &mut s).is_ok());
+        o.checkpoint_done(9).unwrap();
+        assert!(o.verify_after(&[None], Lost::Unmigrated, &mut s).is_err());
     }
 }

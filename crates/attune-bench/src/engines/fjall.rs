@@ -10,8 +10,12 @@
 //! flush and compaction workers each; one partition `default`. Durability as the other peers:
 //! every write reaches the OS before it returns (fjall's default: each write flushes its
 //! journal buffer); with `sync` each write is followed by `persist(SyncData)` (an `fdatasync` of
-//! the journal), as Plush's log. Spec keys: `kv_separation=on` (values in fjall's value log, its
-//! default blob threshold), `bloom_bits=N` (default 10, as the other LSM peers).
+//! the journal), as Plush's log. Spec keys: `kv_separation=on` (values in fjall's value log,
+//! `KvSeparationOptions`), with `kv_separation_threshold=SIZE` (values of at least this many
+//! bytes are separated; fjall's default 1 KiB, so 1000-byte values need e.g. `512`) and
+//! `blob_file_size=SIZE` (the value log's segment target, fjall's default 128 MiB);
+//! `bloom_bits=N` (default 10, as the other LSM peers). Separated values are compressed as the
+//! partition (`compression`, none by default).
 //!
 //! Thread-safety: `Keyspace` and `PartitionHandle` are `Send + Sync` handles (clones share one
 //! tree); a session borrows them.
@@ -26,7 +30,12 @@ pub const NAME: &str = "fjall";
 pub const KIND: EngineKind = EngineKind {
     name: NAME,
     about: "fjall, a Rust LSM tree with key-value separation (crates.io; cargo feature `fjall`)",
-    keys: &["kv_separation", "bloom_bits"],
+    keys: &[
+        "kv_separation",
+        "kv_separation_threshold",
+        "blob_file_size",
+        "bloom_bits",
+    ],
     compressions: &[Compression::None, Compression::Lz4],
     probe: imp::probe,
     open: imp::open,
@@ -72,7 +81,7 @@ mod imp {
     use crate::engine::{BatchOp, Engine, Session};
     use crate::engines::BLOOM_BITS_DEFAULT;
     use crate::error::{BenchError, Result};
-    use crate::options::{Compression, Settings};
+    use crate::options::{parse_size, Compression, Settings};
 
     fn engine_error(e: fjall::Error) -> BenchError {
         BenchError::Unsupported {
@@ -96,8 +105,63 @@ mod imp {
         }
     }
 
+    /// The value-log options of a spec with `kv_separation=on` (fjall's defaults unless the
+    /// spec sets them); their keys without it are an error, not silently ignored.
+    fn kv_separation_options(s: &Settings) -> Result<Option<KvSeparationOptions>> {
+        let threshold = s
+            .extra
+            .get("kv_separation_threshold")
+            .map(|v| {
+                parse_size(v)
+                    .ok()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| {
+                        BenchError::invalid(
+                            "fjall option kv_separation_threshold",
+                            format!("{v:?}: a size from 1 byte to 4 GiB"),
+                        )
+                    })
+            })
+            .transpose()?;
+        let file = s
+            .extra
+            .get("blob_file_size")
+            .map(|v| {
+                parse_size(v).and_then(|n| {
+                    if n >= 1 << 20 {
+                        Ok(n)
+                    } else {
+                        Err(BenchError::invalid(
+                            "fjall option blob_file_size",
+                            format!("{v:?}: at least 1 MiB"),
+                        ))
+                    }
+                })
+            })
+            .transpose()?;
+        if !flag(s, "kv_separation")? {
+            if threshold.is_some() || file.is_some() {
+                return Err(BenchError::invalid(
+                    "fjall options kv_separation_threshold / blob_file_size",
+                    "apply with kv_separation=on only",
+                ));
+            }
+            return Ok(None);
+        }
+        let mut o = KvSeparationOptions::default();
+        if let Some(t) = threshold {
+            o = o.separation_threshold(t);
+        }
+        if let Some(f) = file {
+            o = o.file_target_size(f);
+        }
+        Ok(Some(o))
+    }
+
     pub fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
-        let kv_separation = flag(s, "kv_separation")?;
+        let kv = kv_separation_options(s)?;
+        let kv_separation = kv.is_some();
         let bloom_bits: i32 = match s.extra.get("bloom_bits") {
             None => BLOOM_BITS_DEFAULT,
             Some(v) => v
@@ -131,8 +195,8 @@ mod imp {
             .max_memtable_size(memtable)
             .compression(compression)
             .bloom_filter_bits((bloom_bits > 0).then_some(bloom_bits as u8));
-        if kv_separation {
-            popts = popts.with_kv_separation(KvSeparationOptions::default());
+        if let Some(o) = kv.clone() {
+            popts = popts.with_kv_separation(o);
         }
         let partition = keyspace
             .open_partition("default", popts)
@@ -147,6 +211,8 @@ mod imp {
             "compression": format!("{compression:?}").to_lowercase(),
             "bloom_bits": bloom_bits,
             "kv_separation": kv_separation,
+            "kv_separation_threshold": kv.as_ref().map(|o| o.separation_threshold),
+            "blob_file_size": kv.as_ref().map(|o| o.file_target_size),
             "flush_workers": workers,
             "compaction_workers": workers,
             "persist": if s.sync { "SyncData per write" } else { "Buffer per write (fjall's default)" },

@@ -6,6 +6,17 @@
 //! `max_background_jobs = background_threads`, WAL on; `sync` sets `WriteOptions::sync`.
 //! Reads use pinned gets (no copy inside RocksDB), as db_bench does.
 //!
+//! `table=plain` opens RocksDB with PlainTable instead, the table format RocksDB designs for
+//! pure-memory or very low-latency media such as tmpfs: what its documentation requires is set
+//! with it, `allow_mmap_reads` (tables are read through a mapping, no block cache) and a prefix
+//! extractor (`prefix_bytes`, default 8: a fixed prefix that, for 8-byte keys or keys whose
+//! first 8 bytes are unique, as the `plush` subcommand's are, makes the hash index exact);
+//! keys of variable length, `bloom_bits` bits per prefix, hash table ratio 0.75 and index
+//! sparseness 16 (PlainTableOptions' defaults). The binding follows the 7.8 `c.h` signature of
+//! `rocksdb_options_set_plain_table_factory` (four parameters), like every other binding here.
+//! A PlainTable database with a prefix extractor seeks within a prefix only, so its scans are
+//! refused (an `Unsupported` error): it is a point-workload peer.
+//!
 //! Thread-safety: the `rocksdb_t` handle is thread-safe; each [`Session`] owns its read/write
 //! options and write batch. Invariant: every C object created is destroyed exactly once.
 
@@ -45,6 +56,8 @@ pub const KIND: EngineKind = EngineKind {
         "enable_blob_gc",
         "blob_gc_age_cutoff",
         "blob_gc_force_threshold",
+        "table",
+        "prefix_bytes",
     ],
     compressions: Compression::ALL,
     probe,
@@ -70,6 +83,10 @@ c_api! {
         rocksdb_options_set_blob_gc_age_cutoff: fn(*mut Opaque, f64);
         rocksdb_options_set_blob_gc_force_threshold: fn(*mut Opaque, f64);
         rocksdb_options_set_block_based_table_factory: fn(*mut Opaque, *mut Opaque);
+        rocksdb_options_set_plain_table_factory: fn(*mut Opaque, u32, c_int, f64, usize);
+        rocksdb_options_set_allow_mmap_reads: fn(*mut Opaque, c_uchar);
+        rocksdb_options_set_prefix_extractor: fn(*mut Opaque, *mut Opaque);
+        rocksdb_slicetransform_create_fixed_prefix: fn(usize) -> *mut Opaque;
         rocksdb_block_based_options_create: fn() -> *mut Opaque;
         rocksdb_block_based_options_destroy: fn(*mut Opaque);
         rocksdb_block_based_options_set_block_cache: fn(*mut Opaque, *mut Opaque);
@@ -163,6 +180,8 @@ struct RocksDb {
     cache: *mut Opaque,
     settings: serde_json::Value,
     sync: bool,
+    /// PlainTable with a prefix extractor (`table=plain`): point operations only.
+    plain: bool,
 }
 
 // SAFETY: rocksdb_t is documented thread-safe; the option objects are only read after open.
@@ -233,8 +252,39 @@ impl BlobSettings {
     }
 }
 
+/// The table format of a spec: `block` (default) or `plain` with its prefix length in bytes.
+fn plain_prefix_bytes(s: &Settings) -> Result<Option<usize>> {
+    let plain = match s.extra.get("table").map(String::as_str) {
+        None | Some("block") => false,
+        Some("plain") => true,
+        Some(v) => {
+            return Err(BenchError::invalid(
+                "rocksdb table",
+                format!("`{v}` is not block or plain"),
+            ))
+        }
+    };
+    let prefix = match s.extra.get("prefix_bytes") {
+        None => 8,
+        Some(v) => v.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+            BenchError::invalid(
+                "rocksdb prefix_bytes",
+                format!("`{v}` is not a positive number of bytes"),
+            )
+        })?,
+    };
+    if !plain && s.extra.contains_key("prefix_bytes") {
+        return Err(BenchError::invalid(
+            "rocksdb prefix_bytes",
+            "applies to table=plain only",
+        ));
+    }
+    Ok(plain.then_some(prefix))
+}
+
 fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
     let api = api()?;
+    let plain = plain_prefix_bytes(s)?;
     let block_bytes = match s.extra.get("block_size") {
         Some(v) => parse_size(v)?,
         None => BLOCK_BYTES_DEFAULT,
@@ -271,7 +321,17 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
             let policy = (api.rocksdb_filterpolicy_create_bloom)(bloom_bits);
             (api.rocksdb_block_based_options_set_filter_policy)(table, policy);
         }
-        (api.rocksdb_options_set_block_based_table_factory)(options, table);
+        if let Some(prefix) = plain {
+            // PlainTable (variable-length keys), read through mmap, hashed by a fixed prefix;
+            // the prefix extractor's ownership passes to the options.
+            let bloom = bloom_bits.round().clamp(0.0, 64.0) as c_int;
+            (api.rocksdb_options_set_plain_table_factory)(options, 0, bloom, 0.75, 16);
+            (api.rocksdb_options_set_allow_mmap_reads)(options, 1);
+            let st = (api.rocksdb_slicetransform_create_fixed_prefix)(prefix);
+            (api.rocksdb_options_set_prefix_extractor)(options, st);
+        } else {
+            (api.rocksdb_options_set_block_based_table_factory)(options, table);
+        }
         let mut err: *mut c_char = ptr::null_mut();
         let db = (api.rocksdb_open)(options, path.as_ptr(), &mut err);
         if let Err(e) = check(api, "open", err) {
@@ -294,6 +354,18 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
             "sync": s.sync,
             "compaction_style": "level",
         });
+        if let Some(prefix) = plain {
+            settings["table"] = json!({
+                "format": "PlainTable",
+                "allow_mmap_reads": true,
+                "prefix_extractor": format!("fixed:{prefix}"),
+                "user_key_len": "variable",
+                "bloom_bits_per_key": bloom_bits.round(),
+                "hash_table_ratio": 0.75,
+                "index_sparseness": 16,
+            });
+            settings["block_cache"] = json!("unused (PlainTable reads through mmap)");
+        }
         if let Some(b) = &blob {
             settings["blob_files"] = json!({
                 "min_blob_size": b.min_size,
@@ -311,6 +383,7 @@ fn open(dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
             cache,
             settings,
             sync: s.sync,
+            plain: plain.is_some(),
         }))
     }
 }
@@ -552,6 +625,14 @@ impl Session for RocksSession<'_> {
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
         let api = self.db.api;
+        if self.db.plain {
+            return Err(BenchError::Unsupported {
+                engine: NAME.to_string(),
+                detail: "scans of a PlainTable database with a prefix extractor stay within one \
+                         prefix; table=plain is for point workloads"
+                    .to_string(),
+            });
+        }
         let mut count = 0;
         // SAFETY: key/value pointers are valid until the iterator moves; copied out via `visit`.
         unsafe {
