@@ -82,6 +82,11 @@ def _profile(args) -> int:
         if args.path:
             raise InvalidArgumentError("give either PATH or --simulated, not both")
         params = _simulated_params(_pairs(args.set, "--set"))
+    if params is not None and args.rounds is not None:
+        raise InvalidArgumentError(
+            "--rounds applies to a profile of a PATH (the real device's read rounds); the "
+            "simulated device takes --samples and --seed"
+        )
     _check_config(config, args, params)
     _check_writable(args.out, "--out")
     if args.plot:
@@ -108,7 +113,7 @@ def _profile(args) -> int:
                 bar.n = done
                 bar.refresh()
 
-            r = device.profile_path(args.path, config, args.rounds, tick)
+            r = device.profile_path(args.path, config, args.rounds or 4, tick)
     try:
         plots = device.plot_profiles(r, args.plot) if args.plot else []
     except OSError as e:
@@ -124,6 +129,12 @@ def _profile(args) -> int:
         return 0
     src = "simulated SSD" if r["source"] == "simulated" else f"{args.path} ({r['io_mode']})"
     print(f"profile of {src}: {r['ios']} I/Os")
+    planted: dict = {}
+    if "params" in r:
+        from attune.io import ssd_params
+
+        sp = ssd_params(r["params"])
+        planted = {"page": sp["page_bytes"], "chunk": sp["chunk_bytes"]}
     for k in device.PARAM_KEYS:
         f = r["learned"][k]
         val = _kb(f["value"]) if f["value"] is not None else "not found"
@@ -131,8 +142,14 @@ def _profile(args) -> int:
         if "expected" in r and k in r["expected"]:
             want = r["expected"][k]
             if want is None:
-                # The planted value is beyond what this run can measure: claiming one is wrong.
-                verdict = "right" if f["value"] is None else f"FALSE POSITIVE, found {val}"
+                # The planted value is beyond what this run can measure: claiming one is wrong,
+                # unless it is the planted value itself (seen where the model expects no effect).
+                if f["value"] is None:
+                    verdict = "right"
+                elif f["value"] == planted.get(k):
+                    verdict = f"found {val}, the planted value, although not expected to show"
+                else:
+                    verdict = f"FALSE POSITIVE, found {val}"
                 exp = f"  (planted: not measurable by this run; {verdict})"
             elif f["value"] == want:
                 exp = f"  (planted {_kb(want)}: exact)"
@@ -213,7 +230,7 @@ def _check_config(config: dict, args, params: dict | None) -> None:
             f"the default --file-mb {fb >> 20} is too small for these settings: give --file-mb "
             f"{least >> 20} or more ({why})"
         )
-    _check_fits(fb, len(defaults["write_sizes"]), args, params, smallest=fb <= least)
+    _check_fits(fb, len(defaults["write_sizes"]), args, params, least)
     try:
         device.profile_config(config)
     except InvalidArgumentError as e:
@@ -225,13 +242,11 @@ def _check_config(config: dict, args, params: dict | None) -> None:
         raise
 
 
-def _check_fits(
-    file_bytes: int, n_files: int, args, params: dict | None, smallest: bool = False
-) -> None:
+def _check_fits(file_bytes: int, n_files: int, args, params: dict | None, least: int) -> None:
     """``n_files`` test files of ``file_bytes`` fit the simulated device (from offset
     ``FILE_BASE``) or, for a PATH, the size of its file system (the free space is checked by the
-    profile itself, after stale files are removed). ``smallest``: the files are already the
-    smallest these settings allow, so the advice is not to shrink them."""
+    profile itself, after stale files are removed). ``least`` is the smallest file size these
+    settings allow: when even that does not fit, the advice is not to shrink the files."""
     import shutil
 
     need = file_bytes * n_files
@@ -239,24 +254,31 @@ def _check_fits(
         from attune.io import ssd_params
 
         cap = ssd_params(params)["capacity_bytes"]
+        smallest = least * n_files + FILE_BASE > cap
         if need + FILE_BASE > cap:
             raise InvalidArgumentError(
                 f"--file-mb {file_bytes >> 20}: the {n_files} test files need "
                 f"{_kb(need)} from offset {_kb(FILE_BASE)}, beyond the simulated device's "
-                f"capacity of {_kb(cap)} (use a smaller --file-mb, or a larger "
-                f"--set capacity_bytes)"
+                f"capacity of {_kb(cap)} ("
+                + (
+                    "the files are already the smallest these settings allow: give a larger "
+                    "--set capacity_bytes)"
+                    if smallest
+                    else "use a smaller --file-mb, or a larger --set capacity_bytes)"
+                )
             )
     elif args.path:
         try:
             total = shutil.disk_usage(args.path).total
         except OSError:
             return  # the profile reports an unreadable path itself
+        smallest = least * n_files > total
         if need > total:
             advice = (
-                "profile a directory on a larger file system (the files are already the "
-                "smallest these settings allow)"
+                "profile a directory on a larger file system (even the smallest files these "
+                f"settings allow, {least >> 20} MiB each, do not fit)"
                 if smallest
-                else "use a smaller --file-mb"
+                else f"use a smaller --file-mb ({least >> 20} is the smallest these settings allow)"
             )
             raise InvalidArgumentError(
                 f"--file-mb {file_bytes >> 20}: the {n_files} test files need {_kb(need)}, "
@@ -389,6 +411,10 @@ def _check(args) -> int:
         # A gate that checked nothing must not pass: every parameter was unknown (a profile of
         # a device that shows no structure, or --param ...=none).
         status = 4
+    no_io = d["reads"] + d["writes"] == 0
+    if args.fail_on_violation and no_io:
+        # Nor a gate over no I/O (a --file that matches nothing, a trace of no complete call).
+        status = 4
     if args.json:
         print(json.dumps(d))
         return status
@@ -410,22 +436,35 @@ def _check(args) -> int:
         if i in unchecked:
             print(f"  rule {i} ({_RULES[i]}): not checked, needs the {unchecked[i]}")
         else:
-            print(f"  rule {i} ({_RULES[i]}): {d['counts'][f'rule{i}']} violations")
+            n = d["counts"][f"rule{i}"]
+            print(f"  rule {i} ({_RULES[i]}): {n} violation{'' if n == 1 else 's'}")
     if params.get("page"):
+        wa = (
+            f"write amplification {d['write_amplification']:.3f}"
+            if d["writes"]
+            else "no writes, so no write amplification"
+        )
         print(
             f"flash pages written: {d['flash_pages']} (minimum {d['min_flash_pages']}, "
-            f"{d['extra_pages']} extra); write amplification {d['write_amplification']:.3f}"
+            f"{d['extra_pages']} extra); {wa}"
         )
     for v in d["violations"]:
-        extra = f", {v['extra_pages']} extra pages" if v["extra_pages"] else ""
+        n = v["extra_pages"]
+        extra = f", {n} extra page{'' if n == 1 else 's'}" if n else ""
         print(
             f"  #{v['index']} rule {v['rule']}: {v['op']} {v['file']} offset {v['offset']} "
             f"size {v['size']}{extra}"
         )
     if d["violations_total"] > len(d["violations"]):
         print(f"  ... {d['violations_total'] - len(d['violations'])} more (--limit)")
-    if status == 4:
+    if status == 4 and no_io:
+        print("no I/O was checked (check --file and the trace's format): --fail-on-violation fails")
+    elif status == 4:
         print("no rule could be checked (every parameter is unknown): --fail-on-violation fails")
+    elif len(d["unchecked"]) >= len(_RULES):
+        print(
+            "no rule was checked: give --params PROFILE.json (from attune device profile) or --param"
+        )
     return status
 
 
@@ -466,8 +505,7 @@ def register(sub) -> None:
     q.add_argument(
         "--rounds",
         type=int_range(1, 1_000_000),
-        default=4,
-        help="read rounds of Experiment 1 on a path (4)",
+        help="read rounds of Experiment 1 on a path (4; not with --simulated)",
     )
     q.add_argument(
         "--min-guess-kb",
@@ -518,7 +556,8 @@ def register(sub) -> None:
     c.add_argument(
         "--fail-on-violation",
         action="store_true",
-        help="exit with status 3 when any checked rule is violated (to gate CI); errors exit 1",
+        help="exit with status 3 when any checked rule is violated, 4 when no rule or no I/O "
+        "could be checked (to gate CI); errors exit 1",
     )
     add_output_flags(c)
     c.set_defaults(func=_check)

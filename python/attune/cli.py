@@ -257,6 +257,8 @@ def _run(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         _report(exc, as_json())
         return 1
     except KeyboardInterrupt:
+        if as_json():  # a verb asked for JSON stays JSON when it stops
+            print(json.dumps({"error": "KeyboardInterrupt", "message": "interrupted"}), flush=True)
         print("attune: interrupted", file=sys.stderr)
         return 130
 

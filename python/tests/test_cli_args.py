@@ -71,3 +71,21 @@ def test_interrupted_split_is_exit_130_without_traceback(tmp_path, monkeypatch, 
     pytest.importorskip("duckdb")
     assert main(["split", str(src), "--out", str(tmp_path / "o")]) == 130
     assert capsys.readouterr().err.strip().endswith("attune: interrupted")
+
+
+def test_an_interrupt_under_json_prints_a_json_error(tmp_path, monkeypatch, capsys):
+    """--json output stays JSON when the run is interrupted (Ctrl-C printed nothing on stdout)."""
+    import json
+
+    import attune.device
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(attune.device, "check", interrupted)
+    tr = tmp_path / "t.strace"
+    tr.write_text('pwrite64(3</tmp/x>, "a"..., 24, 0) = 24\n')
+    assert main(["device", "check", str(tr), "--param", "page=4096", "--json"]) == 130
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {"error": "KeyboardInterrupt", "message": "interrupted"}
+    assert out.err.strip().endswith("attune: interrupted")

@@ -16,7 +16,7 @@ import pytest
 from attune import device
 from attune.device import real
 from attune.device.traces import parse_strace
-from attune.errors import CorruptionError, InvalidArgumentError
+from attune.errors import CorruptionError, InvalidArgumentError, StorageIOError
 
 SMALL = {"file_bytes": 16 << 20, "samples_per_group": 8}
 TINY = {
@@ -327,6 +327,21 @@ def test_cli_check_prints_skipped_and_gates_ci(tmp_path, capsys):
         capsys, "device", "check", str(tr), "--params", str(nothing), "--fail-on-violation"
     )
     assert rc == 4 and "no rule could be checked" in out, out
+    # Nor a gate over no I/O: a --file filter that matches nothing.
+    rc, out, _ = _cli(
+        capsys,
+        "device",
+        "check",
+        str(tr),
+        "--param",
+        "stripe=65536",
+        "--file",
+        "nomatch",
+        "--fail-on-violation",
+    )
+    assert rc == 4 and "no I/O was checked" in out, out
+    rc, out, _ = _cli(capsys, "device", "check", str(tr))
+    assert rc == 0 and "give --params" in out, out
 
 
 # --- 4. bad inputs: attune.Error naming the argument, JSON under --json ----------------------
@@ -486,13 +501,14 @@ def test_the_cli_at_the_smallest_files_on_a_small_file_system_says_to_go_elsewhe
     tmp_path, monkeypatch, capsys
 ):
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(8 << 20, 0, 8 << 20))
-    for mib in ("4", "8"):
+    # 8 MiB: not even the smallest files (10 × 4 MiB) fit, so no --file-mb is advised (it was at
+    # 8); 50 MiB: the smallest fit, so a smaller --file-mb is.
+    for total, mib, elsewhere in [(8, "4", True), (8, "8", True), (50, "8", False)]:
+        monkeypatch.setattr(shutil, "disk_usage", lambda p, t=total: usage(t << 20, 0, t << 20))
         rc, _, err = _cli(capsys, "device", "profile", str(tmp_path), "--file-mb", mib)
         assert rc == 1, err
-        smallest = mib == "4"
-        assert ("larger file system" in err) == smallest, err
-        assert ("use a smaller --file-mb" in err) != smallest, err
+        assert ("larger file system" in err) == elsewhere, err
+        assert ("use a smaller --file-mb (4 is the smallest" in err) != elsewhere, err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -594,3 +610,32 @@ def test_device_help_exits_0(capsys):
             main([*verb, "--help"])
         assert e.value.code == 0, verb
         assert "usage" in capsys.readouterr().out
+
+
+def test_outside_user_rough_edges(tmp_path, capsys):
+    """From a first-time user's check: --rounds with --simulated was accepted and ignored; a
+    correct page the model did not expect to show was labelled FALSE POSITIVE; plot_profiles
+    raised bare KeyError/FileNotFoundError; a CheckResult printed its raw arrays; "1
+    violations"; a write amplification of 0.000 for a trace without writes."""
+    rc, _, err = _cli(capsys, "device", "profile", "--simulated", "--rounds", "3")
+    assert rc == 1 and "--rounds applies to a profile of a PATH" in err, err
+    rc, out, _ = _cli(
+        capsys, "device", "profile", "--simulated", "--no-progress", "--file-mb", "16",
+        "--samples", "8", "--set", "page_bytes=4096", "--set", "chunk_bytes=131072",
+        "--set", "channels=1", "--set", "chips_per_channel=2", "--set", "read_page_us=20",
+        "--set", "channel_mb_per_s=200",
+    )  # fmt: skip
+    assert rc == 0 and "FALSE POSITIVE" not in out, out
+    assert "the planted value, although not expected to show" in out, out
+    r = device.profile_simulated(config={"file_bytes": 16 << 20, "samples_per_group": 8})
+    with pytest.raises(StorageIOError, match="cannot write the plots"):
+        device.plot_profiles(r, str(tmp_path / "no-such-dir" / "p"))
+    with pytest.raises(InvalidArgumentError, match="missing sizes"):
+        device.plot_profiles({}, str(tmp_path / "p"))
+    tr = tmp_path / "t.strace"
+    tr.write_text('pread64(3</tmp/x>, "a"..., 65536, 1024) = 65536\n')
+    res = device.check(tr, {"page": 4096, "chunk": 65536, "hot_offset": 32768})
+    assert repr(res).startswith("CheckResult(reads=1, writes=0") and len(repr(res)) < 200
+    rc, out, _ = _cli(capsys, "device", "check", str(tr), "--param", "page=4096",
+                      "--param", "chunk=65536", "--param", "hot_offset=32768")  # fmt: skip
+    assert rc == 0 and ": 1 violation\n" in out and "no writes, so no write amplification" in out

@@ -447,10 +447,11 @@ fn stripe_of(p: &SizeProfile, d: usize, cfg: &ProfileConfig) -> (Finding, Option
     if n - s < 2 {
         return (
             Finding::none(format!(
-            "latency still falls at the largest write size ({} B): the stripe is at least that \
-             large, beyond what this run can measure",
-            p.sizes[n - 1]
-        )),
+                "latency still falls at the largest write size ({} B): no plateau among the sizes \
+             measured (a stripe larger than that, or one that is no power of two, which no \
+             power-of-two write size ends on), so none is claimed",
+                p.sizes[n - 1]
+            )),
             None,
         );
     }

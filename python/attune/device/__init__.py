@@ -22,7 +22,7 @@ from typing import Any
 from attune import _native
 from attune.device.real import profile_path
 from attune.device.traces import TraceColumns, load_io_trace
-from attune.errors import InvalidArgumentError
+from attune.errors import InvalidArgumentError, StorageIOError
 
 __all__ = [
     "PARAM_KEYS",
@@ -168,6 +168,14 @@ class CheckResult:
             for i in range(n)
         ]
 
+    def __repr__(self) -> str:
+        r = self.raw
+        counts = ", ".join(f"rule{i + 1}={c}" for i, c in enumerate(r["counts"]))
+        return (
+            f"CheckResult(reads={r['reads']}, writes={r['writes']}, {counts}, "
+            f"violations={len(r['rule'])}, unchecked={[k for k, _ in r['unchecked']]})"
+        )
+
     def to_dict(self, limit: int | None = 1000) -> dict[str, Any]:
         r = self.raw
         return {
@@ -238,7 +246,14 @@ def check_params(params: dict[str, int | None]) -> dict[str, int | None]:
 
 def plot_profiles(result: dict[str, Any], prefix: str) -> list[str]:
     """Writes ``PREFIX-request-size.png`` and ``PREFIX-location.png``; returns the paths, or an
-    empty list when matplotlib is not installed."""
+    empty list when matplotlib is not installed. ``result`` is what :func:`profile_simulated` or
+    :func:`profile_path` returned; an unwritable prefix is :class:`attune.StorageIOError`."""
+    missing = [k for k in ("sizes", "size_latencies_ns", "guesses", "learned") if k not in result]
+    if not isinstance(result, dict) or missing:
+        raise InvalidArgumentError(
+            "plot_profiles takes the dict profile_simulated or profile_path returned"
+            + (f" (missing {', '.join(missing)})" if isinstance(result, dict) else "")
+        )
     try:
         import matplotlib
 
@@ -246,6 +261,17 @@ def plot_profiles(result: dict[str, Any], prefix: str) -> list[str]:
         import matplotlib.pyplot as plt
     except ImportError:
         return []
+    try:
+        return _plot_profiles(result, prefix, plt)
+    except OSError as e:
+        if isinstance(e, StorageIOError):
+            raise
+        raise StorageIOError(
+            f"cannot write the plots {prefix}-*.png: {e.strerror or e}", str(prefix)
+        ) from e
+
+
+def _plot_profiles(result: dict[str, Any], prefix: str, plt: Any) -> list[str]:
     import numpy as np
 
     out = []
