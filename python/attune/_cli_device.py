@@ -162,7 +162,7 @@ def _profile(args) -> int:
     for n in r.get("notes", []):
         print(f"  note: {n}")
     if "recovered" in r:
-        print(f"recovered exactly: {'yes' if r['recovered'] else 'no'}")
+        print(f"recovered exactly: {'yes' if r['recovered'] or _all_planted(r, planted) else 'no'}")
     for p in plots:
         print(f"plot: {p}")
     return 0
@@ -242,6 +242,16 @@ def _check_config(config: dict, args, params: dict | None) -> None:
         raise
 
 
+def _all_planted(r: dict, planted: dict) -> bool:
+    """Every expected value learned, and every value claimed beyond ``expected`` the planted one
+    (a page the model did not expect to show, found exactly)."""
+    for k, want in r["expected"].items():
+        got = r["learned"][k]["value"]
+        if got != want and not (want is None and got is not None and got == planted.get(k)):
+            return False
+    return True
+
+
 def _check_fits(file_bytes: int, n_files: int, args, params: dict | None, least: int) -> None:
     """``n_files`` test files of ``file_bytes`` fit the simulated device (from offset
     ``FILE_BASE``) or, for a PATH, the size of its file system (the free space is checked by the
@@ -261,8 +271,8 @@ def _check_fits(file_bytes: int, n_files: int, args, params: dict | None, least:
                 f"{_kb(need)} from offset {_kb(FILE_BASE)}, beyond the simulated device's "
                 f"capacity of {_kb(cap)} ("
                 + (
-                    "the files are already the smallest these settings allow: give a larger "
-                    "--set capacity_bytes)"
+                    f"even the smallest files these settings allow, {least >> 20} MiB each, do "
+                    "not fit: give a larger --set capacity_bytes)"
                     if smallest
                     else "use a smaller --file-mb, or a larger --set capacity_bytes)"
                 )
@@ -457,6 +467,8 @@ def _check(args) -> int:
         )
     if d["violations_total"] > len(d["violations"]):
         print(f"  ... {d['violations_total'] - len(d['violations'])} more (--limit)")
+    if no_io and status != 4:
+        print("no I/O was checked (check --file and the trace's format)")
     if status == 4 and no_io:
         print("no I/O was checked (check --file and the trace's format): --fail-on-violation fails")
     elif status == 4:

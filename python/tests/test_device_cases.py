@@ -490,10 +490,12 @@ def test_file_size_errors_speak_the_cli_and_the_path_comes_first(tmp_path):
 def test_too_little_space_at_the_smallest_files_says_what_can_be_done(tmp_path, monkeypatch):
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(8 << 20, 0, 8 << 20))
-    with pytest.raises(InvalidArgumentError, match="already the smallest") as e:
-        device.profile_path(tmp_path, {"file_bytes": 4 << 20})
-    assert "smaller" not in str(e.value)
-    with pytest.raises(InvalidArgumentError, match="use smaller files"):
+    for mib in (4, 8):  # not even the smallest files fit: no smaller size is advised
+        with pytest.raises(InvalidArgumentError, match="even the smallest files") as e:
+            device.profile_path(tmp_path, {"file_bytes": mib << 20})
+        assert "smaller" not in str(e.value)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(1 << 30, 0, 60 << 20))
+    with pytest.raises(InvalidArgumentError, match="use smaller files.*4 MiB is the smallest"):
         device.profile_path(tmp_path, {"file_bytes": 8 << 20})
 
 
@@ -639,3 +641,34 @@ def test_outside_user_rough_edges(tmp_path, capsys):
     rc, out, _ = _cli(capsys, "device", "check", str(tr), "--param", "page=4096",
                       "--param", "chunk=65536", "--param", "hot_offset=32768")  # fmt: skip
     assert rc == 0 and ": 1 violation\n" in out and "no writes, so no write amplification" in out
+
+
+def test_second_outside_user_rough_edges(tmp_path, capsys, monkeypatch):
+    """A gzip'd strace with --format strace was 'unknown trace format'; a --file that matched
+    nothing printed '0 violations' per rule as if checked; a correct page beyond `expected`
+    made the summary say 'recovered exactly: no'; the Python API's free-space advice told a
+    2 MiB file system to use smaller files; the capacity error called 64 MiB files the smallest."""
+    import gzip
+
+    tr = tmp_path / "t.strace.gz"
+    tr.write_bytes(gzip.compress(b'pwrite64(3</tmp/x>, "a"..., 24, 0) = 24\n'))
+    for fmt in ("strace", None):
+        t = device.load_io_trace(tr, fmt)
+        assert (t.format, t.size, t.write) == ("strace", [24], [True])
+    rc, out, _ = _cli(capsys, "device", "check", str(tr), "--param", "page=4096", "--file", "zz")
+    assert rc == 0 and "no I/O was checked" in out, out
+    rc, out, _ = _cli(
+        capsys, "device", "profile", "--simulated", "--no-progress", "--file-mb", "16",
+        "--samples", "8", "--set", "page_bytes=4096", "--set", "chunk_bytes=131072",
+        "--set", "channels=1", "--set", "chips_per_channel=2", "--set", "read_page_us=20",
+        "--set", "channel_mb_per_s=200",
+    )  # fmt: skip
+    assert rc == 0 and "recovered exactly: yes" in out, out
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(1 << 40, 0, 2 << 20))
+    with pytest.raises(InvalidArgumentError, match="even the smallest files") as e:
+        device.profile_path(tmp_path)
+    assert "use smaller files" not in str(e.value)
+    monkeypatch.undo()
+    rc, _, err = _cli(capsys, "device", "profile", "--simulated", "--set", "capacity_bytes=1048576")
+    assert rc == 1 and "even the smallest files these settings allow, 4 MiB each" in err, err

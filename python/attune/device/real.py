@@ -102,25 +102,30 @@ def check_dir(path: str | Path) -> Path:
 
 
 def check_path(
-    path: str | Path, need_bytes: int, file_bytes: int | None = None, smallest: bool = False
+    path: str | Path, need_bytes: int, file_bytes: int | None = None, least: int | None = None
 ) -> Path:
     """:func:`check_dir`, and ``need_bytes`` free (plus 10 %). ``file_bytes`` is the size of one
-    test file and ``smallest`` whether it is already the smallest the settings allow: the
-    error's advice then is to free space or profile elsewhere, not to shrink the files."""
+    test file and ``least`` the smallest the settings allow: when even files of that size do not
+    fit, the error's advice is to free space or profile elsewhere, not to shrink the files."""
     p = check_dir(path)
     free = shutil.disk_usage(p).free
     want = int(need_bytes * 1.1)
     if free < want:
         mib = f"{file_bytes / 2**20:g} MiB" if file_bytes else ""
+        smallest = bool(file_bytes and least and need_bytes // file_bytes * least * 1.1 > free)
         if smallest:
             advice = (
-                f"the files are already the smallest the profile allows ({mib} each): free "
-                f"space under {p}, or profile a directory with more room on the same device"
+                f"even the smallest files the profile allows ({least / 2**20:g} MiB each) do not "
+                f"fit: free space under {p}, or profile a directory with more room on the same "
+                "device"
             )
         else:
             advice = (
                 "use smaller files: --file-mb on the command line, the file_bytes setting in "
-                "the Python API" + (f" (now {mib} each)" if mib else "")
+                "the Python API"
+                + (f" (now {mib} each" if mib else "")
+                + (f"; {least / 2**20:g} MiB is the smallest these settings allow" if least else "")
+                + (")" if mib else "")
             )
         raise InvalidArgumentError(
             f"too little free space under {p}: the profile needs {want / 2**20:.0f} MiB, "
@@ -157,7 +162,7 @@ def profile_path(
     sizes: list[int] = cfg["write_sizes"]
     notes: list[str] = remove_stale(p)
     fb = cfg["file_bytes"]
-    base = check_path(p, fb * len(sizes), fb, fb <= min_file_bytes(cfg))
+    base = check_path(p, fb * len(sizes), fb, min_file_bytes(cfg))
     cfg = _native.device_profile_config(user)
     start = time.monotonic()
     with _sigterm_raises():

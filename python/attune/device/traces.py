@@ -346,6 +346,17 @@ def load_io_trace(
         raw = p.read_bytes()
     except OSError as e:
         raise StorageIOError(f"cannot read trace {p}: {e.strerror or e}", str(p)) from e
+    if raw[:2] == b"\x1f\x8b" and fmt in (None, "strace"):
+        # A gzip'd strace log (block traces are decompressed by their own reader).
+        import gzip
+        import zlib
+
+        try:
+            text = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise CorruptionError(f"cannot decompress trace {p}: {e}", str(p), 0) from e
+        if fmt == "strace" or looks_like_strace(text.decode("utf-8", errors="replace")):
+            raw = text
     if not raw.strip():
         raise CorruptionError(f"trace {p} is empty", str(p), 0)
     if fmt in (None, "strace") and raw[:2] != b"\x1f\x8b":
