@@ -569,7 +569,7 @@ def register(sub) -> None:
         "--fail-on-violation",
         action="store_true",
         help="exit with status 3 when any checked rule is violated, 4 when no rule or no I/O "
-        "could be checked (to gate CI); errors exit 1",
+        "could be checked (to gate CI); errors exit 1, usage errors 2",
     )
     add_output_flags(c)
     c.set_defaults(func=_check)

@@ -672,3 +672,5 @@ def test_second_outside_user_rough_edges(tmp_path, capsys, monkeypatch):
     monkeypatch.undo()
     rc, _, err = _cli(capsys, "device", "profile", "--simulated", "--set", "capacity_bytes=1048576")
     assert rc == 1 and "even the smallest files these settings allow, 4 MiB each" in err, err
+    with pytest.raises(InvalidArgumentError, match="str or os.PathLike, got NoneType"):
+        device.profile_path(None)  # type: ignore[arg-type]

@@ -91,6 +91,10 @@ def _direct_unit(path: Path) -> int | None:
 def check_dir(path: str | Path) -> Path:
     """The directory, checked: it exists, is a directory and is writable. Raises
     :class:`attune.InvalidArgumentError` naming what is wrong."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(
+            f"profile path must be a str or os.PathLike, got {type(path).__name__}"
+        )
     p = Path(path)
     if not p.exists():
         raise InvalidArgumentError(f"profile path {p} does not exist")
