@@ -40,6 +40,7 @@ _FLAGS = (
     "log_direct_io",
     "log_group_gather",
     "log_pack_groups",
+    "elide_tmpfs_syncs",
     "read_only",
     "recovery_log",
 )

@@ -602,3 +602,25 @@ def test_range_partitioning_scans_in_key_order_and_hash_mode_says_how(tmp_path, 
         {"key": k, "value": int.from_bytes(v, "little")}
         for k, v in [x for x in want if x[0] >= 20][:2]
     ]
+
+
+def test_synced_writes_on_tmpfs_issue_no_syncs_unless_asked(tmp_path):
+    # On tmpfs a sync writes nothing: by default none is issued and the records are durable
+    # all the same (a reopen reads them); elide_tmpfs_syncs=False keeps every sync.
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm")
+    base = Path(tempfile.mkdtemp(dir=shm))
+    try:
+        for elide in (True, False):
+            p = base / f"h-{elide}"
+            opts = {**SMALL, "sync": True, "elide_tmpfs_syncs": elide}
+            with attune.HashDB(p, **opts) as db:
+                for k in range(200):
+                    db.put(k, k + 1)
+                syncs = db.stats()["log_syncs"]
+            assert (syncs == 0) == elide, (elide, syncs)
+            with attune.HashDB(p, **opts) as db:
+                assert all(db.get_int(k) == k + 1 for k in range(200))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -336,6 +336,7 @@ fn rss_anon_bytes() -> u64 {
 /// Applies `plush:key=value;key=value` (keys `dram_filter_levels`, `dram_entries_log2`,
 /// `log_partitions`, `log_chunks`, `backend`, `migration`, `group_commit_window`,
 /// `log_syncs_in_flight_max`, `log_direct_io`, `log_group_gather`, `log_pack_groups`,
+/// `elide_tmpfs_syncs`,
 /// `recovery_log`, `preallocate_levels`, `partitioning`, `significant_key_bits`) to
 /// `opts`:
 /// ablations run as their own engine entries.
@@ -363,6 +364,7 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
             "log_direct_io" => opts.log_direct_io = v == "on" || v == "true",
             "log_group_gather" => opts.log_group_gather = v == "on" || v == "true",
             "log_pack_groups" => opts.log_pack_groups = v == "on" || v == "true",
+            "elide_tmpfs_syncs" => opts.elide_tmpfs_syncs = v == "on" || v == "true",
             "recovery_log" => {
                 opts.recovery_log = match v {
                     "on" | "true" => true,
@@ -380,7 +382,7 @@ fn plush_spec(entry: &str, opts: &mut Options) -> Result<(), String> {
                     "{entry}: unknown key {k} (dram_filter_levels, dram_entries_log2, \
                      log_partitions, log_chunks, backend, migration, group_commit_window, \
                      log_syncs_in_flight_max, log_direct_io, log_group_gather, log_pack_groups, \
-                     recovery_log, preallocate_levels, partitioning, significant_key_bits)"
+                     elide_tmpfs_syncs, recovery_log, preallocate_levels, partitioning, significant_key_bits)"
                 ))
             }
         }

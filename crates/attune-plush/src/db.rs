@@ -125,6 +125,13 @@ pub struct Options {
     /// (pages per sync 7.5 → 1.1 at 8 writers; per CPU second a modest, noisy gain at 2–8
     /// writers, level on tmpfs).
     pub log_pack_groups: bool,
+    /// On tmpfs, skip the `fdatasync`s and `msync`s of the `Write` and `Msync` back ends and
+    /// map the log shared (see [`crate::persist`]): tmpfs has no medium below the page cache,
+    /// so those calls write nothing and an acknowledged upsert is exactly as durable without
+    /// them (it survives a process crash; nothing on tmpfs survives a power loss). Other file
+    /// systems and the `Clwb` back end are unaffected. Default true; false keeps the calls
+    /// (the ablation in figure `plush-power-loss-tmpfs`).
+    pub elide_tmpfs_syncs: bool,
     /// Open for reading only: nothing in the directory is written, created or removed (files
     /// are mapped private, the recovery log is replayed into DRAM only), no migration thread
     /// runs, and every change fails with [`Error::ReadOnly`]. Any number of read-only opens
@@ -216,6 +223,7 @@ impl Default for Options {
             log_direct_io: false,
             log_group_gather: true,
             log_pack_groups: true,
+            elide_tmpfs_syncs: true,
             read_only: false,
             recovery_log: true,
             preallocate_levels: 1,
@@ -780,7 +788,8 @@ impl Core {
                 detail: "not a directory".into(),
             });
         }
-        let storage = FileStorage::with_group(path, opts.backend, opts.sync, opts.group_commit())?;
+        let storage = FileStorage::with_group(path, opts.backend, opts.sync, opts.group_commit())?
+            .elide_tmpfs_syncs(opts.elide_tmpfs_syncs);
         if !path.join(MANIFEST).exists() {
             // Refused before the lock file is created: nothing is written into a directory
             // that is not (or no longer) a whole database.

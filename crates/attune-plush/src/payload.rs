@@ -218,11 +218,11 @@ impl Segment {
     /// Copies `len` bytes from byte `off` (8-byte aligned) out of the mapping.
     fn read(&self, off: usize, len: usize) -> Vec<u8> {
         let end = (off + len).min(self.bytes);
-        let mut out = Vec::with_capacity(end.saturating_sub(off) + 8);
-        let mut w = off / 8;
-        while w * 8 < end {
-            out.extend_from_slice(&self.region.word(w).load(Ordering::Acquire).to_le_bytes());
-            w += 1;
+        let words = self.region.words();
+        let (first, last) = (off / 8, end.div_ceil(8).max(off / 8));
+        let mut out = Vec::with_capacity((last - first) * 8);
+        for w in &words[first..last] {
+            out.extend_from_slice(&w.load(Ordering::Acquire).to_le_bytes());
         }
         out.truncate(end.saturating_sub(off));
         out
@@ -252,9 +252,9 @@ impl Segment {
         if off < SEGMENT_HEADER_BYTES || off + RECORD_HEADER_BYTES > self.bytes {
             return Err(RecordError::BadLength);
         }
-        let head = self.read(off, RECORD_HEADER_BYTES);
-        let klen = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        let vlen = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        // The header's first word: key length (low half), value length (high half).
+        let lens = self.region.word(off / 8).load(Ordering::Acquire);
+        let (klen, vlen) = ((lens & 0xFFFF_FFFF) as usize, (lens >> 32) as usize);
         let len = RECORD_HEADER_BYTES + klen.min(KEY_BYTES_MAX + 1) + vlen.min(VALUE_BYTES_MAX + 1);
         decode_record(self.num, off, &self.read(off, len))
     }

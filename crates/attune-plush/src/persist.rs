@@ -42,6 +42,14 @@
 //! (`Write` then maps the log shared, like `Msync`): stores to a shared mapping reach the page
 //! cache at once and survive a process crash, not a power loss.
 //!
+//! On tmpfs the page cache is the file: there is no medium below it for `fdatasync` or
+//! `msync` to write to, and a power loss takes the files whatever was synced. There the
+//! `Write` and `Msync` back ends skip their barriers as with durability off (the log mapped
+//! shared, no `pwrite`, no sync), which keeps exactly the durability the system calls gave and
+//! none of their cost ([`FileStorage::elide_tmpfs_syncs`], on by default in
+//! [`crate::Options::elide_tmpfs_syncs`]). `Clwb` is left as it is: on tmpfs it is the
+//! instruction-cost measurement of the persistent-memory path.
+//!
 //! Thread safety: regions are shared by all threads; word access is atomic, `flush`/`fence`
 //! may be called concurrently.
 
@@ -63,7 +71,9 @@ const PAGE_BYTES: usize = 4096;
 
 /// One mapped region and how to make its stores durable.
 pub trait Persist: Send + Sync {
-    /// The region as atomic 8-byte words.
+    /// The region as atomic 8-byte words: the same slice (address and length) for the whole
+    /// life of the value ([`Region`] keeps it, to index words without a call through the
+    /// trait object).
     fn words(&self) -> &[AtomicU64];
     /// Starts writing back the cache lines covering `[off, off + len)` bytes.
     fn flush(&self, off: usize, len: usize);
@@ -203,6 +213,7 @@ pub struct FileStorage {
     sync: bool,
     group: GroupCommit,
     read_only: bool,
+    elide_tmpfs_syncs: bool,
 }
 
 impl FileStorage {
@@ -229,7 +240,17 @@ impl FileStorage {
             sync,
             group,
             read_only: false,
+            elide_tmpfs_syncs: false,
         })
+    }
+
+    /// On: a file on tmpfs gets the `Write` and `Msync` back ends' barriers skipped (the log
+    /// mapped shared; see the module docs): on tmpfs an `fdatasync` or `msync` has nothing to
+    /// write, so the durability is the same without them. Clwb regions are unaffected. Off
+    /// (the default of `FileStorage`): every back end issues its calls everywhere.
+    pub fn elide_tmpfs_syncs(mut self, on: bool) -> FileStorage {
+        self.elide_tmpfs_syncs = on;
+        self
     }
 
     /// The same files, read-only: each is opened for reading and mapped *private*, so a
@@ -335,7 +356,10 @@ impl Storage for FileStorage {
                 format!("file is {have} bytes, its geometry says {len_bytes}"),
             ));
         }
-        let written = self.sync && self.backend == Backend::Write && kind == RegionKind::Log;
+        // Barriers that would write nothing (tmpfs) are skipped, as with durability off.
+        let sync = self.sync
+            && !(self.elide_tmpfs_syncs && self.backend != Backend::Clwb && on_tmpfs(&file));
+        let written = sync && self.backend == Backend::Write && kind == RegionKind::Log;
         let map =
             Mapping::new(&file, len_bytes, written).map_err(|e| Error::io("mmap", &path, e))?;
         if kind == RegionKind::Log {
@@ -368,7 +392,7 @@ impl Storage for FileStorage {
             file,
             direct,
             how,
-            sync: self.sync,
+            sync,
             read_only: false,
             group: Group::new(self.group),
         })))
@@ -1640,16 +1664,28 @@ impl Persist for SimHandle {
 /// A region plus the counters Plush reports (lines flushed, 256-byte blocks touched, fences).
 pub struct Region {
     name: String,
+    /// `inner.words()`, taken once: every word access of a lookup indexes it directly.
+    words: *const AtomicU64,
+    words_len: usize,
     inner: Box<dyn Persist>,
     pub(crate) lines_flushed: AtomicU64,
     pub(crate) blocks_flushed: AtomicU64,
     pub(crate) fences: AtomicU64,
 }
 
+// SAFETY: the only non-Send/Sync fields are the pointer and length of `inner.words()`, shared
+// atomics owned by `inner` (which is Send + Sync) for as long as `self` lives.
+unsafe impl Send for Region {}
+// SAFETY: as above; the words are only ever accessed atomically.
+unsafe impl Sync for Region {}
+
 impl Region {
     pub(crate) fn new(name: &str, inner: Box<dyn Persist>) -> Region {
+        let w = inner.words();
         Region {
             name: name.to_string(),
+            words: w.as_ptr(),
+            words_len: w.len(),
             inner,
             lines_flushed: AtomicU64::new(0),
             blocks_flushed: AtomicU64::new(0),
@@ -1664,13 +1700,22 @@ impl Region {
 
     /// The region's length in words.
     pub(crate) fn len_words(&self) -> usize {
-        self.inner.words().len()
+        self.words_len
+    }
+
+    /// The region's words.
+    #[inline]
+    pub(crate) fn words(&self) -> &[AtomicU64] {
+        // SAFETY: `inner.words()` returns the same slice for `inner`'s whole life (the
+        // `Persist` contract: a mapping or a boxed view that never moves), and `inner` lives
+        // as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.words, self.words_len) }
     }
 
     /// Word `i` of the region (panics past the end: callers index from validated geometry).
     #[inline]
     pub(crate) fn word(&self, i: usize) -> &AtomicU64 {
-        &self.inner.words()[i]
+        &self.words()[i]
     }
 
     /// Flushes `words` words starting at word `first`.
@@ -1913,6 +1958,35 @@ mod tests {
         g.flush(8, 8);
         let e = g.fence(&|_| Ok(()), &|_| Ok(()), false).unwrap_err();
         assert!(e.to_string().contains("device gone"), "{e}");
+    }
+
+    /// A log region on tmpfs with `elide_tmpfs_syncs` on: no pwrite, no sync, and the stores
+    /// are in the file at once (the log is mapped shared); off, the same region syncs. Where
+    /// the machine has no tmpfs at /dev/shm, nothing to check.
+    #[test]
+    fn tmpfs_barriers_are_skipped_and_the_stores_are_in_the_file() {
+        let Ok(dir) = tempfile::tempdir_in("/dev/shm") else {
+            return;
+        };
+        if !on_tmpfs(&std::fs::File::open(dir.path()).unwrap()) {
+            return;
+        }
+        for elide in [true, false] {
+            let storage = FileStorage::new(dir.path(), Backend::Write, true)
+                .unwrap()
+                .elide_tmpfs_syncs(elide);
+            let name = format!("log-{elide}");
+            let r = storage
+                .open_region(&name, 2 * PAGE_BYTES, true, RegionKind::Log)
+                .unwrap()
+                .unwrap();
+            r.words()[3].store(0x1234_5678_9abc_def0, Ordering::Release);
+            r.flush(24, 8);
+            r.fence().unwrap();
+            assert_eq!(r.syncs(), u64::from(!elide), "elide {elide}");
+            let bytes = std::fs::read(dir.path().join(&name)).unwrap();
+            assert_eq!(bytes[24..32], 0x1234_5678_9abc_def0u64.to_le_bytes());
+        }
     }
 
     #[test]

@@ -129,6 +129,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "log_direct_io" => o.log_direct_io = flag(&v)?,
             "log_group_gather" => o.log_group_gather = flag(&v)?,
             "log_pack_groups" => o.log_pack_groups = flag(&v)?,
+            "elide_tmpfs_syncs" => o.elide_tmpfs_syncs = flag(&v)?,
             "read_only" => o.read_only = flag(&v)?,
             "recovery_log" => o.recovery_log = flag(&v)?,
             "preallocate_levels" => o.preallocate_levels = uint(&v)?,
@@ -155,7 +156,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
 }
 
 /// The options `HashDB(path, **options)` accepts.
-const OPTION_NAMES: [&str; 23] = [
+const OPTION_NAMES: [&str; 24] = [
     "create_if_missing",
     "sync",
     "dram_entries_log2",
@@ -174,6 +175,7 @@ const OPTION_NAMES: [&str; 23] = [
     "log_direct_io",
     "log_group_gather",
     "log_pack_groups",
+    "elide_tmpfs_syncs",
     "read_only",
     "recovery_log",
     "preallocate_levels",
