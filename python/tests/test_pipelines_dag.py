@@ -716,3 +716,20 @@ def test_spawn_with_a_main_module_that_runs_the_dag_unguarded_says_so(tmp_path, 
             assert str(script) in last
             assert "NodeFailedError" not in p.stderr
         assert os.listdir(root) == []
+
+
+def _warmed_here(t: pa.Table) -> pa.Table:
+    from attune.pipelines import dag as dag_module
+
+    return pa.table({"warmed": [dag_module.pyarrow_warmed]})
+
+
+@pytest.mark.parametrize("processes", ["run", "node"])
+def test_forked_node_processes_inherit_pyarrows_lazily_built_state(tmp_path, processes):
+    # Acero's group-by machinery costs ~40 ms of CPU on first use in a process: the driver
+    # builds it once before forking, so workers forked for every run do not each build it.
+    dag = DAG("warm")
+    dag.node(_warmed_here, dag.node(lambda: pa.table({"a": [1]}), name="src"), name="w")
+    res = dag.run(root=str(tmp_path), processes=processes)
+    assert res["w"]["warmed"].to_pylist() == [True]
+    assert [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")] == []

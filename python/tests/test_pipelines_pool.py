@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -88,6 +89,57 @@ def test_spare_segments_wait_in_the_pool_directory(tmp_path, pool):
     # segments per worker.
     assert all(f.startswith("spare.") for f in os.listdir(pool.directory))
     assert len(os.listdir(pool.directory)) <= 2 * pool.size
+
+
+def _meet(directory: str, name: str, other: str) -> None:
+    """Both nodes of a pair are running at once (so in two workers): each waits for the other."""
+    open(os.path.join(directory, name), "w").close()
+    for _ in range(6000):
+        if os.path.exists(os.path.join(directory, other)):
+            return
+        time.sleep(0.01)
+    raise TimeoutError(f"{other} never started")
+
+
+def test_workers_park_their_spares_under_names_of_their_own(tmp_path, pool):
+    # Two workers of one pool each keep a large temporary as a spare in the pool's directory;
+    # a spare parked under a name another worker's spare already had replaced that file, and
+    # the worker that took the name next wrote its node's output into a file readers no
+    # longer saw (wrong results in DABstep DAG 2 with a pool). Then both take their spares.
+    from attune.pipelines import shmpool
+
+    if not shmpool.available()[0]:
+        pytest.skip("no shared memory pool here")
+    gates = tmp_path / "gates"
+    gates.mkdir()
+
+    def pair(run: int, me: str, other: str):
+        def fn(t):
+            _meet(str(gates), f"{run}.{me}", f"{run}.{other}")
+            pc.multiply(pa.array(np.arange(4 << 20)), 7)  # 32 MiB, freed: a spare
+            k = 3 if me == "x" else 5
+            return pa.table({"v": pc.multiply(pa.array(np.arange(3 << 20)), k)})  # 24 MiB
+
+        return fn
+
+    outputs = {}
+    for run in range(2):
+        dag = DAG()
+        src = dag.node(load)
+        dag.node(pair(run, "x", "y"), src, name="x")
+        dag.node(pair(run, "y", "x"), src, name="y")
+        res = dag.run(root=str(tmp_path), pool=pool, parallel=2, memory_pool="shm")
+        assert res.nodes["x"]["pid"] != res.nodes["y"]["pid"]
+        outputs[run] = {k: res[k] for k in ("x", "y")}
+        if run == 0:
+            # Each worker's temporary (a segment of its own, twice its 32 MiB) waits under a
+            # name that carries the worker's process id: no worker can take another's name.
+            owners = {f.split(".")[1] for f in os.listdir(pool.directory)}
+            assert owners == {str(res.nodes["x"]["pid"]), str(res.nodes["y"]["pid"])}
+    for run in range(2):
+        assert outputs[run]["x"]["v"].equals(pa.chunked_array([np.arange(3 << 20) * 3]))
+        assert outputs[run]["y"]["v"].equals(pa.chunked_array([np.arange(3 << 20) * 5]))
+    assert leftovers(tmp_path) == []
 
 
 def _scale(k: int):

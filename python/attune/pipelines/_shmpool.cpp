@@ -16,9 +16,11 @@
 #include <Python.h>
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_NOREPLACE
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -352,8 +354,13 @@ class ShmPool : public arrow::MemoryPool {
         // A pool whose process outlives runs parks its spares in a directory of its own: the
         // run's directory is removed when the run ends, and an unlinked file cannot be renamed
         // into the next run's.
-        std::string parked = spare_dir_ + "/spare." + std::to_string(next_spare_++);
-        if (::rename(s.path.c_str(), parked.c_str()) == 0) {
+        // The directory is the pool's, shared by all its workers: the name carries this
+        // process's id, and a rename never replaces a file (another worker's spare replaced
+        // would leave that worker writing into an unlinked file while its name, taken by the
+        // next node, pointed readers at this one's pages).
+        std::string parked = spare_dir_ + "/spare." + std::to_string(::getpid()) + "." +
+                             std::to_string(next_spare_++);
+        if (RenameNoReplace(s.path, parked)) {
           parked_path = parked;
         } else {
           spare = false;
@@ -468,6 +475,11 @@ class ShmPool : public arrow::MemoryPool {
     return n;
   }
 
+  // rename(2) that never replaces an existing file (false when `to` exists or `from` is gone).
+  static bool RenameNoReplace(const std::string& from, const std::string& to) {
+    return ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0;
+  }
+
   // The smallest spare of at least `length` bytes (its pages are warm), else spares_.end().
   std::vector<Segment>::iterator BestSpare(int64_t length) {
     auto best = spares_.end();
@@ -483,7 +495,7 @@ class ShmPool : public arrow::MemoryPool {
     if (taken != spares_.end()) {
       Segment s = *taken;
       spares_.erase(taken);
-      if (::rename(s.path.c_str(), path.c_str()) == 0) {
+      if (RenameNoReplace(s.path, path)) {
         s.path = path;
         s.used = 0;
         s.live = 0;
@@ -492,7 +504,9 @@ class ShmPool : public arrow::MemoryPool {
         *out = &segments_.back();
         return arrow::Status::OK();
       }
-      // Its file is gone (its directory was removed) or on another file system: drop it.
+      // Its file is gone (its directory was removed), on another file system, or the name is
+      // taken (then the open below fails as well): drop it.
+      if (errno == EEXIST) ::unlink(s.path.c_str());
       ::munmap(s.base, static_cast<size_t>(s.length));
       ::close(s.fd);
     }
