@@ -5,7 +5,8 @@
 //! transfer, hence the pipe, hence the locators, until the request's completion is reaped).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use io_uring::{opcode, types, IoUring};
@@ -70,8 +71,11 @@ impl Backend {
 
     /// Submits what was pushed without waiting.
     pub(crate) fn flush(&mut self) {
-        if let Backend::Uring(u) = self {
-            let _ = u.ring.submit();
+        match self {
+            Backend::Uring(u) => {
+                let _ = u.ring.submit();
+            }
+            Backend::Threads(t) => t.flush(),
         }
     }
 }
@@ -195,54 +199,90 @@ pub(crate) fn thread_slack(threads: u32) -> u32 {
     threads.max(8)
 }
 
-struct Pool {
+/// One worker's queue. The scheduler appends a batch under one lock and signals the worker only
+/// when it sleeps; the worker takes its whole queue under one lock.
+struct Lane {
+    state: Mutex<LaneState>,
+    work: Condvar,
+}
+
+#[derive(Default)]
+struct LaneState {
     queue: VecDeque<(u64, Req)>,
-    done: Vec<Done>,
     closed: bool,
+    /// The worker sleeps in `work` for requests.
+    sleeping: bool,
+}
+
+struct Completions {
+    done: Vec<Done>,
     /// The scheduler sleeps in `wait` for completions.
     waiting: bool,
-    /// Wake the sleeping scheduler once this few requests (or fewer) are queued.
-    low_water: usize,
 }
 
 struct Shared {
-    pool: Mutex<Pool>,
-    /// Signals queued work (or shutdown) to the I/O threads.
-    work: Condvar,
+    lanes: Vec<Lane>,
+    completions: Mutex<Completions>,
     /// Signals completions to the scheduler.
     done: Condvar,
+    /// Requests handed to workers and not yet finished (queued or running).
+    outstanding: AtomicUsize,
+    /// Wake the sleeping scheduler once this few requests (or fewer) are outstanding.
+    low_water: usize,
 }
 
-/// pread/pwrite threads. Completions are batched: the scheduler sleeps until the queue runs low
-/// (or empties), so one wake-up of the scheduler serves several requests, and a thread never
-/// waits for the scheduler between two requests while the queue holds work.
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// pread/pwrite threads, each with its own queue (the layout of fio's `psync` jobs: no queue
+/// shared by all workers). `push` only stages a request; `flush` (or `wait`) hands the staged
+/// requests to the workers with the fewest outstanding, one lock and at most one wake-up per
+/// worker per batch. A worker drains its whole queue per lock and reports completions in
+/// batches; the scheduler is woken once the outstanding requests fall to the low-water mark (or a
+/// worker runs dry), so one wake-up of the scheduler serves several requests. Every request
+/// handed to a worker runs to completion, also on shutdown (the scheduler keeps its memory alive
+/// until the completion is reaped).
 pub(crate) struct ThreadBackend {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    staged: Vec<(u64, Req)>,
+    /// Requests handed to each worker and not yet reported back (scheduler's count).
+    per_lane: Vec<usize>,
+    /// Token → lane, to decrement `per_lane` when the completion is reaped.
+    lane_of: std::collections::HashMap<u64, usize>,
 }
 
 impl ThreadBackend {
     pub(crate) fn new(threads: u32) -> Result<ThreadBackend, String> {
+        let n = threads.max(1) as usize;
         let shared = Arc::new(Shared {
-            pool: Mutex::new(Pool {
-                queue: VecDeque::new(),
+            lanes: (0..n)
+                .map(|_| Lane {
+                    state: Mutex::new(LaneState::default()),
+                    work: Condvar::new(),
+                })
+                .collect(),
+            completions: Mutex::new(Completions {
                 done: Vec::new(),
-                closed: false,
                 waiting: false,
-                low_water: (thread_slack(threads.max(1)) / 2) as usize,
             }),
-            work: Condvar::new(),
             done: Condvar::new(),
+            outstanding: AtomicUsize::new(0),
+            low_water: n + (thread_slack(n as u32) / 2) as usize,
         });
         let mut b = ThreadBackend {
             shared,
             threads: Vec::new(),
+            staged: Vec::new(),
+            per_lane: vec![0; n],
+            lane_of: std::collections::HashMap::new(),
         };
-        for i in 0..threads.max(1) {
+        for i in 0..n {
             let sh = Arc::clone(&b.shared);
             let h = std::thread::Builder::new()
                 .name(format!("attune-pipes-io-{i}"))
-                .spawn(move || io_thread(&sh))
+                .spawn(move || io_thread(&sh, i))
                 .map_err(|e| e.to_string());
             match h {
                 Ok(h) => b.threads.push(h),
@@ -255,28 +295,67 @@ impl ThreadBackend {
         Ok(b)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
-        self.shared.pool.lock().unwrap_or_else(|p| p.into_inner())
+    fn push(&mut self, token: u64, req: Req) {
+        self.staged.push((token, req));
     }
 
-    fn push(&mut self, token: u64, req: Req) {
-        self.lock().queue.push_back((token, req));
-        self.shared.work.notify_one();
+    /// Hands the staged requests to the workers, each to the one with the fewest outstanding.
+    pub(crate) fn flush(&mut self) {
+        if self.staged.is_empty() {
+            return;
+        }
+        let n = self.per_lane.len();
+        let mut batches: Vec<Vec<(u64, Req)>> = vec![Vec::new(); n];
+        for (token, req) in self.staged.drain(..) {
+            let lane = (0..n).min_by_key(|&i| (self.per_lane[i], i)).unwrap_or(0);
+            self.per_lane[lane] += 1;
+            self.lane_of.insert(token, lane);
+            batches[lane].push((token, req));
+        }
+        for (i, batch) in batches.into_iter().enumerate() {
+            if batch.is_empty() {
+                continue;
+            }
+            self.shared
+                .outstanding
+                .fetch_add(batch.len(), Ordering::SeqCst);
+            let lane = &self.shared.lanes[i];
+            let wake = {
+                let mut st = relock(&lane.state);
+                st.queue.extend(batch);
+                std::mem::take(&mut st.sleeping)
+            };
+            if wake {
+                lane.work.notify_one();
+            }
+        }
     }
 
     fn wait(&mut self, out: &mut Vec<Done>) {
-        let mut p = self.lock();
-        while p.done.is_empty() {
-            p.waiting = true;
-            p = self.shared.done.wait(p).unwrap_or_else(|e| e.into_inner());
+        self.flush();
+        let start = out.len();
+        {
+            let mut c = relock(&self.shared.completions);
+            while c.done.is_empty() {
+                c.waiting = true;
+                c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());
+            }
+            c.waiting = false;
+            out.append(&mut c.done);
         }
-        p.waiting = false;
-        out.append(&mut p.done);
+        for (token, _) in &out[start..] {
+            if let Some(lane) = self.lane_of.remove(token) {
+                self.per_lane[lane] -= 1;
+            }
+        }
     }
 
     fn stop(&mut self) {
-        self.lock().closed = true;
-        self.shared.work.notify_all();
+        self.flush();
+        for lane in &self.shared.lanes {
+            relock(&lane.state).closed = true;
+            lane.work.notify_one();
+        }
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -289,48 +368,203 @@ impl Drop for ThreadBackend {
     }
 }
 
-fn io_thread(shared: &Shared) {
-    let mut finished: Option<Done> = None;
+/// Runs one request with pread/pwrite; the result is bytes or -errno.
+fn run_req(r: &Req) -> i64 {
     loop {
-        let item = {
-            let mut p = shared.pool.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(d) = finished.take() {
-                p.done.push(d);
-                if p.waiting && p.queue.len() <= p.low_water {
-                    p.waiting = false;
-                    shared.done.notify_one();
-                }
+        // SAFETY: see the module doc: the memory and the descriptor outlive the request.
+        let n = unsafe {
+            match r.dir {
+                Dir::Read => libc::pread(r.fd, r.ptr.cast(), r.len as usize, r.off as i64),
+                Dir::Write => libc::pwrite(r.fd, r.ptr.cast(), r.len as usize, r.off as i64),
             }
+        };
+        if n < 0 {
+            let errno = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            if errno == libc::EINTR {
+                continue;
+            }
+            return -i64::from(errno);
+        }
+        return n as i64;
+    }
+}
+
+/// Reports finished requests in one batch; wakes the scheduler if it sleeps and few requests
+/// remain outstanding (it never sleeps with none outstanding, so the mark is always reached).
+fn report(shared: &Shared, finished: &mut Vec<Done>) {
+    if finished.is_empty() {
+        return;
+    }
+    let k = finished.len();
+    let left = shared.outstanding.fetch_sub(k, Ordering::SeqCst) - k;
+    let wake = {
+        let mut c = relock(&shared.completions);
+        c.done.append(finished);
+        if c.waiting && left <= shared.low_water {
+            c.waiting = false;
+            true
+        } else {
+            false
+        }
+    };
+    if wake {
+        shared.done.notify_one();
+    }
+}
+
+/// Completions a worker reports at most in one batch while its queue still holds work.
+const REPORT_BATCH: usize = 8;
+
+fn io_thread(shared: &Shared, lane: usize) {
+    let lane = &shared.lanes[lane];
+    let mut mine: VecDeque<(u64, Req)> = VecDeque::new();
+    let mut finished: Vec<Done> = Vec::new();
+    loop {
+        {
+            let mut st = relock(&lane.state);
             loop {
-                if let Some(item) = p.queue.pop_front() {
-                    break Some(item);
+                if !st.queue.is_empty() {
+                    std::mem::swap(&mut mine, &mut st.queue);
+                    break;
                 }
-                if p.closed {
-                    break None;
+                if st.closed {
+                    drop(st);
+                    report(shared, &mut finished);
+                    return;
                 }
-                p = shared.work.wait(p).unwrap_or_else(|e| e.into_inner());
+                st.sleeping = true;
+                drop(st);
+                // Report before sleeping: the scheduler may be waiting for exactly these.
+                report(shared, &mut finished);
+                st = relock(&lane.state);
+                if st.queue.is_empty() && !st.closed && st.sleeping {
+                    st = lane.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                st.sleeping = false;
             }
-        };
-        let Some((token, r)) = item else { return };
-        let res = loop {
-            // SAFETY: see the module doc: the memory and the descriptor outlive the request.
-            let n = unsafe {
-                match r.dir {
-                    Dir::Read => libc::pread(r.fd, r.ptr.cast(), r.len as usize, r.off as i64),
-                    Dir::Write => libc::pwrite(r.fd, r.ptr.cast(), r.len as usize, r.off as i64),
-                }
-            };
-            if n < 0 {
-                let errno = std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EIO);
-                if errno == libc::EINTR {
-                    continue;
-                }
-                break -i64::from(errno);
+        }
+        while let Some((token, r)) = mine.pop_front() {
+            let res = run_req(&r);
+            finished.push((token, res));
+            if mine.is_empty() || finished.len() >= REPORT_BATCH {
+                report(shared, &mut finished);
             }
-            break n as i64;
-        };
-        finished = Some((token, res));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    fn file(blocks: usize, block: usize) -> std::fs::File {
+        let mut f = tempfile_in_tmp();
+        for i in 0..blocks {
+            f.write_all(&vec![(i % 251) as u8; block]).unwrap();
+        }
+        f
+    }
+
+    fn tempfile_in_tmp() -> std::fs::File {
+        let p = std::env::temp_dir().join(format!(
+            "attune-pipes-backend-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&p)
+            .unwrap();
+        std::fs::remove_file(&p).unwrap();
+        f
+    }
+
+    fn req(f: &std::fs::File, off: u64, buf: &mut [u8]) -> Req {
+        Req {
+            dir: Dir::Read,
+            fd: f.as_raw_fd(),
+            fixed_file: None,
+            buf_index: None,
+            off,
+            ptr: buf.as_mut_ptr(),
+            len: buf.len() as u32,
+        }
+    }
+
+    /// Every request handed to the workers completes exactly once with its own result, whatever
+    /// the order of completion; pushes are only staged until a flush or a wait.
+    #[test]
+    fn threads_complete_every_request_once_in_batches() {
+        const BLOCK: usize = 512;
+        const N: usize = 200;
+        let f = file(N, BLOCK);
+        let mut bufs = vec![vec![0u8; BLOCK]; N];
+        let mut b = ThreadBackend::new(4).unwrap();
+        let mut done = Vec::new();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            b.push(i as u64, req(&f, (i * BLOCK) as u64, buf));
+            if i % 7 == 6 {
+                b.flush();
+            }
+        }
+        // One past the end: a short read of 0 bytes, reported, not dropped.
+        let mut extra = vec![0u8; BLOCK];
+        b.push(N as u64, req(&f, (N * BLOCK) as u64, &mut extra));
+        while done.len() < N + 1 {
+            b.wait(&mut done);
+        }
+        let mut tokens: Vec<u64> = done.iter().map(|d| d.0).collect();
+        tokens.sort_unstable();
+        assert_eq!(tokens, (0..=N as u64).collect::<Vec<_>>());
+        for &(t, res) in &done {
+            let want = if t == N as u64 { 0 } else { BLOCK as i64 };
+            assert_eq!(res, want, "token {t}");
+        }
+        for (i, buf) in bufs.iter().enumerate() {
+            assert!(buf.iter().all(|&x| x == (i % 251) as u8), "block {i}");
+        }
+        assert_eq!(b.shared.outstanding.load(Ordering::SeqCst), 0);
+        assert!(b.per_lane.iter().all(|&n| n == 0));
+    }
+
+    /// Dropping the backend runs every staged and queued request before the workers exit, so
+    /// memory the caller frees after the drop is never written to afterwards.
+    #[test]
+    fn threads_drop_finishes_staged_requests() {
+        const BLOCK: usize = 4096;
+        const N: usize = 64;
+        let f = file(N, BLOCK);
+        let mut bufs = vec![vec![0xEEu8; BLOCK]; N];
+        {
+            let mut b = ThreadBackend::new(2).unwrap();
+            for (i, buf) in bufs.iter_mut().enumerate() {
+                b.push(i as u64, req(&f, (i * BLOCK) as u64, buf));
+            }
+            b.flush();
+            // Half more, staged only.
+            let mut more = vec![vec![0xEEu8; BLOCK]; N / 2];
+            for (i, buf) in more.iter_mut().enumerate() {
+                b.push((N + i) as u64, req(&f, (i * BLOCK) as u64, buf));
+            }
+            drop(b);
+            for (i, buf) in more.iter().enumerate() {
+                assert!(
+                    buf.iter().all(|&x| x == (i % 251) as u8),
+                    "staged block {i}"
+                );
+            }
+        }
+        for (i, buf) in bufs.iter().enumerate() {
+            assert!(buf.iter().all(|&x| x == (i % 251) as u8), "block {i}");
+        }
     }
 }
