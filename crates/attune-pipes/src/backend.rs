@@ -200,10 +200,15 @@ pub(crate) fn thread_slack(threads: u32) -> u32 {
 }
 
 /// One worker's queue. The scheduler appends a batch under one lock and signals the worker only
-/// when it sleeps; the worker takes its whole queue under one lock.
+/// when it sleeps; the worker takes one request per lock, so that what it has not started stays
+/// where an idle worker can take it (see `steal`).
 struct Lane {
     state: Mutex<LaneState>,
     work: Condvar,
+    /// Requests queued in this lane plus the one its worker runs: the scheduler hands a batch to
+    /// the least loaded lanes, and an idle worker takes from a lane with work queued behind the
+    /// running request (`load >= 2`). A hint read without the lock; the queue is the truth.
+    load: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -220,15 +225,20 @@ struct Completions {
     waiting: bool,
 }
 
+/// Runs one request; the result is bytes or -errno.
+type Runner = fn(&Req) -> i64;
+
 struct Shared {
     lanes: Vec<Lane>,
     completions: Mutex<Completions>,
     /// Signals completions to the scheduler.
     done: Condvar,
-    /// Requests handed to workers and not yet finished (queued or running).
+    /// Requests handed to workers and not yet reported (queued, running or finished unreported).
     outstanding: AtomicUsize,
     /// Wake the sleeping scheduler once this few requests (or fewer) are outstanding.
     low_water: usize,
+    /// `run_req` (pread/pwrite); tests put a stand-in here that they can hold.
+    run: Runner,
 }
 
 fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -236,31 +246,37 @@ fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// pread/pwrite threads, each with its own queue (the layout of fio's `psync` jobs: no queue
-/// shared by all workers). `push` only stages a request; `flush` (or `wait`) hands the staged
-/// requests to the workers with the fewest outstanding, one lock and at most one wake-up per
-/// worker per batch. A worker drains its whole queue per lock and reports completions in
-/// batches; the scheduler is woken once the outstanding requests fall to the low-water mark (or a
-/// worker runs dry), so one wake-up of the scheduler serves several requests. Every request
-/// handed to a worker runs to completion, also on shutdown (the scheduler keeps its memory alive
-/// until the completion is reaped).
+/// that every worker locks per request). `push` only stages a request; `flush` (or `wait`) hands
+/// the staged requests to the least loaded workers, one lock and at most one wake-up per worker
+/// per batch. A worker takes its own queue's requests one at a time and, when its queue is empty,
+/// takes the oldest request queued behind a busy worker before it sleeps, so no worker idles
+/// while another holds requests it has not started. Completions are reported in batches; the
+/// scheduler is woken once the outstanding requests fall to the low-water mark (or a worker runs
+/// dry), so one wake-up of the scheduler serves several requests. Every request handed to a
+/// worker runs to completion, also on shutdown (the scheduler keeps its memory alive until the
+/// completion is reaped).
 pub(crate) struct ThreadBackend {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     staged: Vec<(u64, Req)>,
-    /// Requests handed to each worker and not yet reported back (scheduler's count).
-    per_lane: Vec<usize>,
-    /// Token → lane, to decrement `per_lane` when the completion is reaped.
-    lane_of: std::collections::HashMap<u64, usize>,
+    /// Scratch of `flush`: each lane's load, and the batch handed to it.
+    loads: Vec<usize>,
+    batches: Vec<Vec<(u64, Req)>>,
 }
 
 impl ThreadBackend {
     pub(crate) fn new(threads: u32) -> Result<ThreadBackend, String> {
+        ThreadBackend::with_runner(threads, run_req)
+    }
+
+    fn with_runner(threads: u32, run: Runner) -> Result<ThreadBackend, String> {
         let n = threads.max(1) as usize;
         let shared = Arc::new(Shared {
             lanes: (0..n)
                 .map(|_| Lane {
                     state: Mutex::new(LaneState::default()),
                     work: Condvar::new(),
+                    load: AtomicUsize::new(0),
                 })
                 .collect(),
             completions: Mutex::new(Completions {
@@ -270,13 +286,14 @@ impl ThreadBackend {
             done: Condvar::new(),
             outstanding: AtomicUsize::new(0),
             low_water: n + (thread_slack(n as u32) / 2) as usize,
+            run,
         });
         let mut b = ThreadBackend {
             shared,
             threads: Vec::new(),
             staged: Vec::new(),
-            per_lane: vec![0; n],
-            lane_of: std::collections::HashMap::new(),
+            loads: vec![0; n],
+            batches: vec![Vec::new(); n],
         };
         for i in 0..n {
             let sh = Arc::clone(&b.shared);
@@ -299,30 +316,33 @@ impl ThreadBackend {
         self.staged.push((token, req));
     }
 
-    /// Hands the staged requests to the workers, each to the one with the fewest outstanding.
+    /// Hands the staged requests to the workers, each to the least loaded lane (ties to the
+    /// lowest index).
     pub(crate) fn flush(&mut self) {
         if self.staged.is_empty() {
             return;
         }
-        let n = self.per_lane.len();
-        let mut batches: Vec<Vec<(u64, Req)>> = vec![Vec::new(); n];
-        for (token, req) in self.staged.drain(..) {
-            let lane = (0..n).min_by_key(|&i| (self.per_lane[i], i)).unwrap_or(0);
-            self.per_lane[lane] += 1;
-            self.lane_of.insert(token, lane);
-            batches[lane].push((token, req));
+        let n = self.shared.lanes.len();
+        for (load, lane) in self.loads.iter_mut().zip(&self.shared.lanes) {
+            *load = lane.load.load(Ordering::Relaxed);
         }
-        for (i, batch) in batches.into_iter().enumerate() {
+        for (token, req) in self.staged.drain(..) {
+            let lane = (0..n).min_by_key(|&i| (self.loads[i], i)).unwrap_or(0);
+            self.loads[lane] += 1;
+            self.batches[lane].push((token, req));
+        }
+        for (lane, batch) in self.shared.lanes.iter().zip(&mut self.batches) {
             if batch.is_empty() {
                 continue;
             }
+            // Counted before a worker can see them, so that no count goes below zero.
             self.shared
                 .outstanding
                 .fetch_add(batch.len(), Ordering::SeqCst);
-            let lane = &self.shared.lanes[i];
+            lane.load.fetch_add(batch.len(), Ordering::Relaxed);
             let wake = {
                 let mut st = relock(&lane.state);
-                st.queue.extend(batch);
+                st.queue.extend(batch.drain(..));
                 std::mem::take(&mut st.sleeping)
             };
             if wake {
@@ -333,21 +353,13 @@ impl ThreadBackend {
 
     fn wait(&mut self, out: &mut Vec<Done>) {
         self.flush();
-        let start = out.len();
-        {
-            let mut c = relock(&self.shared.completions);
-            while c.done.is_empty() {
-                c.waiting = true;
-                c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());
-            }
-            c.waiting = false;
-            out.append(&mut c.done);
+        let mut c = relock(&self.shared.completions);
+        while c.done.is_empty() {
+            c.waiting = true;
+            c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());
         }
-        for (token, _) in &out[start..] {
-            if let Some(lane) = self.lane_of.remove(token) {
-                self.per_lane[lane] -= 1;
-            }
-        }
+        c.waiting = false;
+        out.append(&mut c.done);
     }
 
     fn stop(&mut self) {
@@ -417,41 +429,54 @@ fn report(shared: &Shared, finished: &mut Vec<Done>) {
 /// Completions a worker reports at most in one batch while its queue still holds work.
 const REPORT_BATCH: usize = 8;
 
-fn io_thread(shared: &Shared, lane: usize) {
-    let lane = &shared.lanes[lane];
-    let mut mine: VecDeque<(u64, Req)> = VecDeque::new();
-    let mut finished: Vec<Done> = Vec::new();
+/// Takes the oldest request queued in another lane behind the request its worker runs, trying
+/// the lanes after `me` in turn (each lane visited at most once), and moves its count to `me`.
+fn steal(shared: &Shared, me: usize) -> Option<(u64, Req)> {
+    let n = shared.lanes.len();
+    for k in 1..n {
+        let victim = &shared.lanes[(me + k) % n];
+        if victim.load.load(Ordering::Relaxed) < 2 {
+            continue;
+        }
+        let item = relock(&victim.state).queue.pop_front();
+        if let Some(item) = item {
+            shared.lanes[me].load.fetch_add(1, Ordering::Relaxed);
+            victim.load.fetch_sub(1, Ordering::Relaxed);
+            return Some(item);
+        }
+    }
+    None
+}
+
+fn io_thread(shared: &Shared, me: usize) {
+    let lane = &shared.lanes[me];
+    let mut finished: Vec<Done> = Vec::with_capacity(REPORT_BATCH);
     loop {
-        {
-            let mut st = relock(&lane.state);
-            loop {
-                if !st.queue.is_empty() {
-                    std::mem::swap(&mut mine, &mut st.queue);
-                    break;
-                }
-                if st.closed {
-                    drop(st);
-                    report(shared, &mut finished);
-                    return;
-                }
-                st.sleeping = true;
-                drop(st);
-                // Report before sleeping: the scheduler may be waiting for exactly these.
-                report(shared, &mut finished);
-                st = relock(&lane.state);
-                if st.queue.is_empty() && !st.closed && st.sleeping {
-                    st = lane.work.wait(st).unwrap_or_else(|e| e.into_inner());
-                }
-                st.sleeping = false;
-            }
-        }
-        while let Some((token, r)) = mine.pop_front() {
-            let res = run_req(&r);
+        let own = relock(&lane.state).queue.pop_front();
+        if let Some((token, r)) = own.or_else(|| steal(shared, me)) {
+            let res = (shared.run)(&r);
             finished.push((token, res));
-            if mine.is_empty() || finished.len() >= REPORT_BATCH {
+            let left = lane.load.fetch_sub(1, Ordering::Relaxed) - 1;
+            if left == 0 || finished.len() >= REPORT_BATCH {
                 report(shared, &mut finished);
             }
+            continue;
         }
+        // Nothing queued here or behind a busy worker: report first (the scheduler may wait
+        // for exactly these), then sleep until the scheduler hands this lane work or closes it.
+        report(shared, &mut finished);
+        let mut st = relock(&lane.state);
+        if !st.queue.is_empty() {
+            continue;
+        }
+        if st.closed {
+            return;
+        }
+        st.sleeping = true;
+        while st.sleeping && st.queue.is_empty() && !st.closed {
+            st = lane.work.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.sleeping = false;
     }
 }
 
@@ -533,7 +558,83 @@ mod tests {
             assert!(buf.iter().all(|&x| x == (i % 251) as u8), "block {i}");
         }
         assert_eq!(b.shared.outstanding.load(Ordering::SeqCst), 0);
-        assert!(b.per_lane.iter().all(|&n| n == 0));
+        for lane in &b.shared.lanes {
+            assert_eq!(lane.load.load(Ordering::Relaxed), 0);
+        }
+    }
+
+    /// The gate `gated` holds requests at `HELD_OFF` behind: open, and whether one has started.
+    static GATE: Mutex<(bool, bool)> = Mutex::new((false, false));
+    static GATE_CV: Condvar = Condvar::new();
+    const HELD_OFF: u64 = u64::MAX;
+
+    /// A stand-in for pread: a request at `HELD_OFF` waits until the gate opens; any other
+    /// completes at once with its length, touching no memory.
+    fn gated(r: &Req) -> i64 {
+        if r.off == HELD_OFF {
+            let mut g = relock(&GATE);
+            g.1 = true;
+            GATE_CV.notify_all();
+            while !g.0 {
+                g = GATE_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        i64::from(r.len)
+    }
+
+    fn open_gate() {
+        relock(&GATE).0 = true;
+        GATE_CV.notify_all();
+    }
+
+    /// A request queued behind a worker stuck in a slow request is taken by an idle worker and
+    /// completes before the slow one: no worker idles while another holds requests it has not
+    /// started. (A watchdog opens the gate after a minute, so the test fails instead of hanging
+    /// if the queued request waits for the stuck worker.)
+    #[test]
+    fn threads_idle_worker_takes_requests_queued_behind_a_stuck_one() {
+        let held = |off: u64| Req {
+            dir: Dir::Read,
+            fd: -1,
+            fixed_file: None,
+            buf_index: None,
+            off,
+            ptr: std::ptr::null_mut(),
+            len: 1,
+        };
+        let mut b = ThreadBackend::with_runner(2, gated).unwrap();
+        // The stuck request goes to lane 0 (both empty, ties to the lowest index).
+        b.push(0, held(HELD_OFF));
+        b.flush();
+        {
+            let mut g = relock(&GATE);
+            while !g.1 {
+                g = GATE_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        // Lane loads (1, 0): tokens 1 and 3 go to lane 1, token 2 to lane 0 behind the stuck one.
+        for t in 1..=3 {
+            b.push(t, held(t));
+        }
+        b.flush();
+        let watchdog = std::thread::spawn(|| {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            open_gate();
+        });
+        let mut done = Vec::new();
+        while done.len() < 3 {
+            b.wait(&mut done);
+        }
+        let mut first: Vec<u64> = done.iter().map(|d| d.0).collect();
+        first.sort_unstable();
+        open_gate();
+        while done.len() < 4 {
+            b.wait(&mut done);
+        }
+        assert_eq!(first, vec![1, 2, 3], "completions in order: {done:?}");
+        assert!(done.iter().all(|&(t, res)| res == 1 || t == 0));
+        drop(b);
+        drop(watchdog);
     }
 
     /// Dropping the backend runs every staged and queued request before the workers exit, so
