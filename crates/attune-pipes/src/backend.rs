@@ -410,9 +410,14 @@ fn report(shared: &Shared, finished: &mut Vec<Done>) {
         return;
     }
     let k = finished.len();
-    let left = shared.outstanding.fetch_sub(k, Ordering::SeqCst) - k;
     let wake = {
         let mut c = relock(&shared.completions);
+        // Counted under the lock: the scheduler adds to the count only before it takes this lock
+        // to sleep, so the reports it sleeps through see the count fall in lock order, and the
+        // one that reaches the mark wakes it. A count taken before the lock can be stale: a
+        // worker preempted between the two would see a high count, the others report the rest
+        // and the scheduler reaps them and sleeps again, and the late report wakes no one.
+        let left = shared.outstanding.fetch_sub(k, Ordering::SeqCst) - k;
         c.done.append(finished);
         if c.waiting && left <= shared.low_water {
             c.waiting = false;
@@ -561,6 +566,47 @@ mod tests {
         for lane in &b.shared.lanes {
             assert_eq!(lane.load.load(Ordering::Relaxed), 0);
         }
+    }
+
+    /// Many workers reporting small batches while the scheduler reaps and refills at the
+    /// low-water mark, as the runtime does: every request completes and the scheduler is never
+    /// left asleep with completions waiting. (With the count taken before the completions lock,
+    /// a worker preempted between the two left the scheduler asleep for good; the watchdog turns
+    /// that hang into a failure.)
+    #[test]
+    fn threads_scheduler_is_woken_for_every_completion_under_contention() {
+        const THREADS: u32 = 64;
+        const TOTAL: u64 = 200_000;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut b = ThreadBackend::with_runner(THREADS, gated).unwrap();
+            let limit = u64::from(THREADS + thread_slack(THREADS));
+            let (mut issued, mut reaped) = (0u64, 0u64);
+            let mut done = Vec::new();
+            while reaped < TOTAL {
+                while issued < TOTAL && issued - reaped < limit {
+                    b.push(
+                        issued,
+                        Req {
+                            dir: Dir::Read,
+                            fd: -1,
+                            fixed_file: None,
+                            buf_index: None,
+                            off: issued,
+                            ptr: std::ptr::null_mut(),
+                            len: 1,
+                        },
+                    );
+                    issued += 1;
+                }
+                done.clear();
+                b.wait(&mut done);
+                reaped += done.len() as u64;
+            }
+            let _ = tx.send(reaped);
+        });
+        let reaped = rx.recv_timeout(std::time::Duration::from_secs(120));
+        assert_eq!(reaped, Ok(TOTAL), "the scheduler was left asleep");
     }
 
     /// The gate `gated` holds requests at `HELD_OFF` behind: open, and whether one has started.
