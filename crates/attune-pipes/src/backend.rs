@@ -239,6 +239,9 @@ struct Shared {
     low_water: usize,
     /// `run_req` (pread/pwrite); tests put a stand-in here that they can hold.
     run: Runner,
+    /// Called by a worker with its finished requests before it reports them: nothing in
+    /// production; tests pause a report here to order it against the scheduler.
+    before_report: fn(&[Done]),
 }
 
 fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -266,10 +269,14 @@ pub(crate) struct ThreadBackend {
 
 impl ThreadBackend {
     pub(crate) fn new(threads: u32) -> Result<ThreadBackend, String> {
-        ThreadBackend::with_runner(threads, run_req)
+        ThreadBackend::with_runner(threads, run_req, |_| {})
     }
 
-    fn with_runner(threads: u32, run: Runner) -> Result<ThreadBackend, String> {
+    fn with_runner(
+        threads: u32,
+        run: Runner,
+        before_report: fn(&[Done]),
+    ) -> Result<ThreadBackend, String> {
         let n = threads.max(1) as usize;
         let shared = Arc::new(Shared {
             lanes: (0..n)
@@ -287,6 +294,7 @@ impl ThreadBackend {
             outstanding: AtomicUsize::new(0),
             low_water: n + (thread_slack(n as u32) / 2) as usize,
             run,
+            before_report,
         });
         let mut b = ThreadBackend {
             shared,
@@ -410,6 +418,7 @@ fn report(shared: &Shared, finished: &mut Vec<Done>) {
         return;
     }
     let k = finished.len();
+    (shared.before_report)(finished);
     let wake = {
         let mut c = relock(&shared.completions);
         // Counted under the lock: the scheduler adds to the count only before it takes this lock
@@ -579,7 +588,7 @@ mod tests {
         const TOTAL: u64 = 200_000;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let mut b = ThreadBackend::with_runner(THREADS, gated).unwrap();
+            let mut b = ThreadBackend::with_runner(THREADS, gated, |_| {}).unwrap();
             let limit = u64::from(THREADS + thread_slack(THREADS));
             let (mut issued, mut reaped) = (0u64, 0u64);
             let mut done = Vec::new();
@@ -648,7 +657,7 @@ mod tests {
             ptr: std::ptr::null_mut(),
             len: 1,
         };
-        let mut b = ThreadBackend::with_runner(2, gated).unwrap();
+        let mut b = ThreadBackend::with_runner(2, gated, |_| {}).unwrap();
         // The stuck request goes to lane 0 (both empty, ties to the lowest index).
         b.push(0, held(HELD_OFF));
         b.flush();
@@ -713,5 +722,109 @@ mod tests {
         for (i, buf) in bufs.iter().enumerate() {
             assert!(buf.iter().all(|&x| x == (i % 251) as u8), "block {i}");
         }
+    }
+
+    /// A second gate for `late_report`, apart from `GATE` (tests run in parallel):
+    /// (held requests may run, held requests started, the late report paused, it may go on).
+    static GATE2: Mutex<(bool, usize, bool, bool)> = Mutex::new((false, 0, false, false));
+    static GATE2_CV: Condvar = Condvar::new();
+    /// The request whose report `pause_late_report` holds.
+    const LATE: u64 = 2;
+
+    fn gated2(r: &Req) -> i64 {
+        if r.off == HELD_OFF {
+            let mut g = relock(&GATE2);
+            g.1 += 1;
+            GATE2_CV.notify_all();
+            while !g.0 {
+                g = GATE2_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        i64::from(r.len)
+    }
+
+    fn pause_late_report(done: &[Done]) {
+        if done.iter().any(|d| d.0 == LATE) {
+            let mut g = relock(&GATE2);
+            g.2 = true;
+            GATE2_CV.notify_all();
+            while !g.3 {
+                g = GATE2_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+    }
+
+    fn gate2_until(what: impl Fn(&(bool, usize, bool, bool)) -> bool) {
+        let mut g = relock(&GATE2);
+        while !what(&g) {
+            g = GATE2_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn gate2_set(how: impl Fn(&mut (bool, usize, bool, bool))) {
+        how(&mut relock(&GATE2));
+        GATE2_CV.notify_all();
+    }
+
+    /// A worker held up before its report while the other worker reports everything else and
+    /// the scheduler reaps it all and sleeps again: the late report must still wake the
+    /// scheduler. (With the outstanding count taken before the completions lock, the late
+    /// report carried the count from before the others' reports, above the low-water mark, and
+    /// the scheduler slept for good; a watchdog turns that hang into a failure.)
+    #[test]
+    fn threads_a_late_report_still_wakes_the_scheduler() {
+        let req = |off: u64| Req {
+            dir: Dir::Read,
+            fd: -1,
+            fixed_file: None,
+            buf_index: None,
+            off,
+            ptr: std::ptr::null_mut(),
+            len: 1,
+        };
+        // Two workers: low-water mark 2 + 8 / 2 = 6 outstanding.
+        let mut b = ThreadBackend::with_runner(2, gated2, pause_late_report).unwrap();
+        // Token 0 holds worker A (lane 0); worker B sleeps with nothing to do.
+        b.push(0, req(HELD_OFF));
+        b.flush();
+        gate2_until(|g| g.1 == 1);
+        while !relock(&b.shared.lanes[1].state).sleeping {
+            std::thread::yield_now();
+        }
+        // Loads (1, 0): tokens 1, 3, .., 15 go to lane 1, tokens 2, 4, .., 16 to lane 0 behind
+        // the held request (lane 0 is filled first). Worker B runs its eight, then takes token 2
+        // (the oldest in lane 0) and reports it alone with 9 outstanding: that report pauses.
+        for t in 1..=16 {
+            b.push(t, req(t));
+        }
+        b.flush();
+        gate2_until(|g| g.2);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared = Arc::clone(&b.shared);
+        let reaped = Arc::new(AtomicUsize::new(0));
+        let reaped_by_scheduler = Arc::clone(&reaped);
+        let scheduler = std::thread::spawn(move || {
+            let mut done = Vec::new();
+            while done.len() < 17 {
+                b.wait(&mut done);
+                reaped_by_scheduler.store(done.len(), Ordering::SeqCst);
+            }
+            let _ = tx.send(done.len());
+            drop(b);
+        });
+        // Worker A finishes everything else; the scheduler reaps it and sleeps for the last one.
+        gate2_set(|g| g.0 = true);
+        loop {
+            let c = relock(&shared.completions);
+            if c.waiting && reaped.load(Ordering::SeqCst) == 16 {
+                break;
+            }
+            drop(c);
+            std::thread::yield_now();
+        }
+        gate2_set(|g| g.3 = true);
+        let got = rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(got, Ok(17), "the scheduler slept through the late report");
+        let _ = scheduler.join();
     }
 }
