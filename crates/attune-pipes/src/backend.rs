@@ -5,7 +5,8 @@
 //! transfer, hence the pipe, hence the locators, until the request's completion is reaped).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use io_uring::{opcode, types, IoUring};
@@ -70,8 +71,11 @@ impl Backend {
 
     /// Submits what was pushed without waiting.
     pub(crate) fn flush(&mut self) {
-        if let Backend::Uring(u) = self {
-            let _ = u.ring.submit();
+        match self {
+            Backend::Uring(u) => {
+                let _ = u.ring.submit();
+            }
+            Backend::Threads(t) => t.flush(),
         }
     }
 }
@@ -195,54 +199,115 @@ pub(crate) fn thread_slack(threads: u32) -> u32 {
     threads.max(8)
 }
 
-struct Pool {
+/// One worker's queue. The scheduler appends a batch under one lock and signals the worker only
+/// when it sleeps; the worker takes one request per lock, so that what it has not started stays
+/// where an idle worker can take it (see `steal`).
+struct Lane {
+    state: Mutex<LaneState>,
+    work: Condvar,
+    /// Requests queued in this lane plus the one its worker runs: the scheduler hands a batch to
+    /// the least loaded lanes, and an idle worker takes from a lane with work queued behind the
+    /// running request (`load >= 2`). A hint read without the lock; the queue is the truth.
+    load: AtomicUsize,
+}
+
+#[derive(Default)]
+struct LaneState {
     queue: VecDeque<(u64, Req)>,
-    done: Vec<Done>,
     closed: bool,
+    /// The worker sleeps in `work` for requests.
+    sleeping: bool,
+}
+
+struct Completions {
+    done: Vec<Done>,
     /// The scheduler sleeps in `wait` for completions.
     waiting: bool,
-    /// Wake the sleeping scheduler once this few requests (or fewer) are queued.
-    low_water: usize,
 }
+
+/// Runs one request; the result is bytes or -errno.
+type Runner = fn(&Req) -> i64;
 
 struct Shared {
-    pool: Mutex<Pool>,
-    /// Signals queued work (or shutdown) to the I/O threads.
-    work: Condvar,
+    lanes: Vec<Lane>,
+    completions: Mutex<Completions>,
     /// Signals completions to the scheduler.
     done: Condvar,
+    /// Requests handed to workers and not yet reported (queued, running or finished unreported).
+    outstanding: AtomicUsize,
+    /// Wake the sleeping scheduler once this few requests (or fewer) are outstanding.
+    low_water: usize,
+    /// `run_req` (pread/pwrite); tests put a stand-in here that they can hold.
+    run: Runner,
+    /// Called by a worker with its finished requests before it reports them: nothing in
+    /// production; tests pause a report here to order it against the scheduler.
+    before_report: fn(&[Done]),
 }
 
-/// pread/pwrite threads. Completions are batched: the scheduler sleeps until the queue runs low
-/// (or empties), so one wake-up of the scheduler serves several requests, and a thread never
-/// waits for the scheduler between two requests while the queue holds work.
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// pread/pwrite threads, each with its own queue (the layout of fio's `psync` jobs: no queue
+/// that every worker locks per request). `push` only stages a request; `flush` (or `wait`) hands
+/// the staged requests to the least loaded workers, one lock and at most one wake-up per worker
+/// per batch. A worker takes its own queue's requests one at a time and, when its queue is empty,
+/// takes the oldest request queued behind a busy worker before it sleeps, so no worker idles
+/// while another holds requests it has not started. Completions are reported in batches; the
+/// scheduler is woken once the outstanding requests fall to the low-water mark (or a worker runs
+/// dry), so one wake-up of the scheduler serves several requests. Every request handed to a
+/// worker runs to completion, also on shutdown (the scheduler keeps its memory alive until the
+/// completion is reaped).
 pub(crate) struct ThreadBackend {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    staged: Vec<(u64, Req)>,
+    /// Scratch of `flush`: each lane's load, and the batch handed to it.
+    loads: Vec<usize>,
+    batches: Vec<Vec<(u64, Req)>>,
 }
 
 impl ThreadBackend {
     pub(crate) fn new(threads: u32) -> Result<ThreadBackend, String> {
+        ThreadBackend::with_runner(threads, run_req, |_| {})
+    }
+
+    fn with_runner(
+        threads: u32,
+        run: Runner,
+        before_report: fn(&[Done]),
+    ) -> Result<ThreadBackend, String> {
+        let n = threads.max(1) as usize;
         let shared = Arc::new(Shared {
-            pool: Mutex::new(Pool {
-                queue: VecDeque::new(),
+            lanes: (0..n)
+                .map(|_| Lane {
+                    state: Mutex::new(LaneState::default()),
+                    work: Condvar::new(),
+                    load: AtomicUsize::new(0),
+                })
+                .collect(),
+            completions: Mutex::new(Completions {
                 done: Vec::new(),
-                closed: false,
                 waiting: false,
-                low_water: (thread_slack(threads.max(1)) / 2) as usize,
             }),
-            work: Condvar::new(),
             done: Condvar::new(),
+            outstanding: AtomicUsize::new(0),
+            low_water: n + (thread_slack(n as u32) / 2) as usize,
+            run,
+            before_report,
         });
         let mut b = ThreadBackend {
             shared,
             threads: Vec::new(),
+            staged: Vec::new(),
+            loads: vec![0; n],
+            batches: vec![Vec::new(); n],
         };
-        for i in 0..threads.max(1) {
+        for i in 0..n {
             let sh = Arc::clone(&b.shared);
             let h = std::thread::Builder::new()
                 .name(format!("attune-pipes-io-{i}"))
-                .spawn(move || io_thread(&sh))
+                .spawn(move || io_thread(&sh, i))
                 .map_err(|e| e.to_string());
             match h {
                 Ok(h) => b.threads.push(h),
@@ -255,28 +320,62 @@ impl ThreadBackend {
         Ok(b)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
-        self.shared.pool.lock().unwrap_or_else(|p| p.into_inner())
+    fn push(&mut self, token: u64, req: Req) {
+        self.staged.push((token, req));
     }
 
-    fn push(&mut self, token: u64, req: Req) {
-        self.lock().queue.push_back((token, req));
-        self.shared.work.notify_one();
+    /// Hands the staged requests to the workers, each to the least loaded lane (ties to the
+    /// lowest index).
+    pub(crate) fn flush(&mut self) {
+        if self.staged.is_empty() {
+            return;
+        }
+        let n = self.shared.lanes.len();
+        for (load, lane) in self.loads.iter_mut().zip(&self.shared.lanes) {
+            *load = lane.load.load(Ordering::Relaxed);
+        }
+        for (token, req) in self.staged.drain(..) {
+            let lane = (0..n).min_by_key(|&i| (self.loads[i], i)).unwrap_or(0);
+            self.loads[lane] += 1;
+            self.batches[lane].push((token, req));
+        }
+        for (lane, batch) in self.shared.lanes.iter().zip(&mut self.batches) {
+            if batch.is_empty() {
+                continue;
+            }
+            // Counted before a worker can see them, so that no count goes below zero.
+            self.shared
+                .outstanding
+                .fetch_add(batch.len(), Ordering::SeqCst);
+            lane.load.fetch_add(batch.len(), Ordering::Relaxed);
+            let wake = {
+                let mut st = relock(&lane.state);
+                st.queue.extend(batch.drain(..));
+                std::mem::take(&mut st.sleeping)
+            };
+            if wake {
+                lane.work.notify_one();
+            }
+        }
     }
 
     fn wait(&mut self, out: &mut Vec<Done>) {
-        let mut p = self.lock();
-        while p.done.is_empty() {
-            p.waiting = true;
-            p = self.shared.done.wait(p).unwrap_or_else(|e| e.into_inner());
+        self.flush();
+        let mut c = relock(&self.shared.completions);
+        while c.done.is_empty() {
+            c.waiting = true;
+            c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());
         }
-        p.waiting = false;
-        out.append(&mut p.done);
+        c.waiting = false;
+        out.append(&mut c.done);
     }
 
     fn stop(&mut self) {
-        self.lock().closed = true;
-        self.shared.work.notify_all();
+        self.flush();
+        for lane in &self.shared.lanes {
+            relock(&lane.state).closed = true;
+            lane.work.notify_one();
+        }
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -289,48 +388,443 @@ impl Drop for ThreadBackend {
     }
 }
 
-fn io_thread(shared: &Shared) {
-    let mut finished: Option<Done> = None;
+/// Runs one request with pread/pwrite; the result is bytes or -errno.
+fn run_req(r: &Req) -> i64 {
     loop {
-        let item = {
-            let mut p = shared.pool.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(d) = finished.take() {
-                p.done.push(d);
-                if p.waiting && p.queue.len() <= p.low_water {
-                    p.waiting = false;
-                    shared.done.notify_one();
-                }
-            }
-            loop {
-                if let Some(item) = p.queue.pop_front() {
-                    break Some(item);
-                }
-                if p.closed {
-                    break None;
-                }
-                p = shared.work.wait(p).unwrap_or_else(|e| e.into_inner());
+        // SAFETY: see the module doc: the memory and the descriptor outlive the request.
+        let n = unsafe {
+            match r.dir {
+                Dir::Read => libc::pread(r.fd, r.ptr.cast(), r.len as usize, r.off as i64),
+                Dir::Write => libc::pwrite(r.fd, r.ptr.cast(), r.len as usize, r.off as i64),
             }
         };
-        let Some((token, r)) = item else { return };
-        let res = loop {
-            // SAFETY: see the module doc: the memory and the descriptor outlive the request.
-            let n = unsafe {
-                match r.dir {
-                    Dir::Read => libc::pread(r.fd, r.ptr.cast(), r.len as usize, r.off as i64),
-                    Dir::Write => libc::pwrite(r.fd, r.ptr.cast(), r.len as usize, r.off as i64),
-                }
-            };
-            if n < 0 {
-                let errno = std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EIO);
-                if errno == libc::EINTR {
-                    continue;
-                }
-                break -i64::from(errno);
+        if n < 0 {
+            let errno = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            if errno == libc::EINTR {
+                continue;
             }
-            break n as i64;
+            return -i64::from(errno);
+        }
+        return n as i64;
+    }
+}
+
+/// Reports finished requests in one batch; wakes the scheduler if it sleeps and few requests
+/// remain outstanding (it never sleeps with none outstanding, so the mark is always reached).
+fn report(shared: &Shared, finished: &mut Vec<Done>) {
+    if finished.is_empty() {
+        return;
+    }
+    let k = finished.len();
+    (shared.before_report)(finished);
+    let wake = {
+        let mut c = relock(&shared.completions);
+        // Counted under the lock: the scheduler adds to the count only before it takes this lock
+        // to sleep, so the reports it sleeps through see the count fall in lock order, and the
+        // one that reaches the mark wakes it. A count taken before the lock can be stale: a
+        // worker preempted between the two would see a high count, the others report the rest
+        // and the scheduler reaps them and sleeps again, and the late report wakes no one.
+        let left = shared.outstanding.fetch_sub(k, Ordering::SeqCst) - k;
+        c.done.append(finished);
+        if c.waiting && left <= shared.low_water {
+            c.waiting = false;
+            true
+        } else {
+            false
+        }
+    };
+    if wake {
+        shared.done.notify_one();
+    }
+}
+
+/// Completions a worker reports at most in one batch while its queue still holds work.
+const REPORT_BATCH: usize = 8;
+
+/// Takes the oldest request queued in another lane behind the request its worker runs, trying
+/// the lanes after `me` in turn (each lane visited at most once), and moves its count to `me`.
+fn steal(shared: &Shared, me: usize) -> Option<(u64, Req)> {
+    let n = shared.lanes.len();
+    for k in 1..n {
+        let victim = &shared.lanes[(me + k) % n];
+        if victim.load.load(Ordering::Relaxed) < 2 {
+            continue;
+        }
+        let item = relock(&victim.state).queue.pop_front();
+        if let Some(item) = item {
+            shared.lanes[me].load.fetch_add(1, Ordering::Relaxed);
+            victim.load.fetch_sub(1, Ordering::Relaxed);
+            return Some(item);
+        }
+    }
+    None
+}
+
+fn io_thread(shared: &Shared, me: usize) {
+    let lane = &shared.lanes[me];
+    let mut finished: Vec<Done> = Vec::with_capacity(REPORT_BATCH);
+    loop {
+        let own = relock(&lane.state).queue.pop_front();
+        if let Some((token, r)) = own.or_else(|| steal(shared, me)) {
+            let res = (shared.run)(&r);
+            finished.push((token, res));
+            let left = lane.load.fetch_sub(1, Ordering::Relaxed) - 1;
+            if left == 0 || finished.len() >= REPORT_BATCH {
+                report(shared, &mut finished);
+            }
+            continue;
+        }
+        // Nothing queued here or behind a busy worker: report first (the scheduler may wait
+        // for exactly these), then sleep until the scheduler hands this lane work or closes it.
+        report(shared, &mut finished);
+        let mut st = relock(&lane.state);
+        if !st.queue.is_empty() {
+            continue;
+        }
+        if st.closed {
+            return;
+        }
+        st.sleeping = true;
+        while st.sleeping && st.queue.is_empty() && !st.closed {
+            st = lane.work.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.sleeping = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    fn file(blocks: usize, block: usize) -> std::fs::File {
+        let mut f = tempfile_in_tmp();
+        for i in 0..blocks {
+            f.write_all(&vec![(i % 251) as u8; block]).unwrap();
+        }
+        f
+    }
+
+    fn tempfile_in_tmp() -> std::fs::File {
+        let p = std::env::temp_dir().join(format!(
+            "attune-pipes-backend-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&p)
+            .unwrap();
+        std::fs::remove_file(&p).unwrap();
+        f
+    }
+
+    fn req(f: &std::fs::File, off: u64, buf: &mut [u8]) -> Req {
+        Req {
+            dir: Dir::Read,
+            fd: f.as_raw_fd(),
+            fixed_file: None,
+            buf_index: None,
+            off,
+            ptr: buf.as_mut_ptr(),
+            len: buf.len() as u32,
+        }
+    }
+
+    /// Every request handed to the workers completes exactly once with its own result, whatever
+    /// the order of completion; pushes are only staged until a flush or a wait.
+    #[test]
+    fn threads_complete_every_request_once_in_batches() {
+        const BLOCK: usize = 512;
+        const N: usize = 200;
+        let f = file(N, BLOCK);
+        let mut bufs = vec![vec![0u8; BLOCK]; N];
+        let mut b = ThreadBackend::new(4).unwrap();
+        let mut done = Vec::new();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            b.push(i as u64, req(&f, (i * BLOCK) as u64, buf));
+            if i % 7 == 6 {
+                b.flush();
+            }
+        }
+        // One past the end: a short read of 0 bytes, reported, not dropped.
+        let mut extra = vec![0u8; BLOCK];
+        b.push(N as u64, req(&f, (N * BLOCK) as u64, &mut extra));
+        while done.len() < N + 1 {
+            b.wait(&mut done);
+        }
+        let mut tokens: Vec<u64> = done.iter().map(|d| d.0).collect();
+        tokens.sort_unstable();
+        assert_eq!(tokens, (0..=N as u64).collect::<Vec<_>>());
+        for &(t, res) in &done {
+            let want = if t == N as u64 { 0 } else { BLOCK as i64 };
+            assert_eq!(res, want, "token {t}");
+        }
+        for (i, buf) in bufs.iter().enumerate() {
+            assert!(buf.iter().all(|&x| x == (i % 251) as u8), "block {i}");
+        }
+        assert_eq!(b.shared.outstanding.load(Ordering::SeqCst), 0);
+        for lane in &b.shared.lanes {
+            assert_eq!(lane.load.load(Ordering::Relaxed), 0);
+        }
+    }
+
+    /// Many workers reporting small batches while the scheduler reaps and refills at the
+    /// low-water mark, as the runtime does: every request completes and the scheduler is never
+    /// left asleep with completions waiting. (With the count taken before the completions lock,
+    /// a worker preempted between the two left the scheduler asleep for good; the watchdog turns
+    /// that hang into a failure.)
+    #[test]
+    fn threads_scheduler_is_woken_for_every_completion_under_contention() {
+        const THREADS: u32 = 64;
+        const TOTAL: u64 = 200_000;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut b = ThreadBackend::with_runner(THREADS, gated, |_| {}).unwrap();
+            let limit = u64::from(THREADS + thread_slack(THREADS));
+            let (mut issued, mut reaped) = (0u64, 0u64);
+            let mut done = Vec::new();
+            while reaped < TOTAL {
+                while issued < TOTAL && issued - reaped < limit {
+                    b.push(
+                        issued,
+                        Req {
+                            dir: Dir::Read,
+                            fd: -1,
+                            fixed_file: None,
+                            buf_index: None,
+                            off: issued,
+                            ptr: std::ptr::null_mut(),
+                            len: 1,
+                        },
+                    );
+                    issued += 1;
+                }
+                done.clear();
+                b.wait(&mut done);
+                reaped += done.len() as u64;
+            }
+            let _ = tx.send(reaped);
+        });
+        let reaped = rx.recv_timeout(std::time::Duration::from_secs(120));
+        assert_eq!(reaped, Ok(TOTAL), "the scheduler was left asleep");
+    }
+
+    /// The gate `gated` holds requests at `HELD_OFF` behind: open, and whether one has started.
+    static GATE: Mutex<(bool, bool)> = Mutex::new((false, false));
+    static GATE_CV: Condvar = Condvar::new();
+    const HELD_OFF: u64 = u64::MAX;
+
+    /// A stand-in for pread: a request at `HELD_OFF` waits until the gate opens; any other
+    /// completes at once with its length, touching no memory.
+    fn gated(r: &Req) -> i64 {
+        if r.off == HELD_OFF {
+            let mut g = relock(&GATE);
+            g.1 = true;
+            GATE_CV.notify_all();
+            while !g.0 {
+                g = GATE_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        i64::from(r.len)
+    }
+
+    fn open_gate() {
+        relock(&GATE).0 = true;
+        GATE_CV.notify_all();
+    }
+
+    /// A request queued behind a worker stuck in a slow request is taken by an idle worker and
+    /// completes before the slow one: no worker idles while another holds requests it has not
+    /// started. (A watchdog opens the gate after a minute, so the test fails instead of hanging
+    /// if the queued request waits for the stuck worker.)
+    #[test]
+    fn threads_idle_worker_takes_requests_queued_behind_a_stuck_one() {
+        let held = |off: u64| Req {
+            dir: Dir::Read,
+            fd: -1,
+            fixed_file: None,
+            buf_index: None,
+            off,
+            ptr: std::ptr::null_mut(),
+            len: 1,
         };
-        finished = Some((token, res));
+        let mut b = ThreadBackend::with_runner(2, gated, |_| {}).unwrap();
+        // The stuck request goes to lane 0 (both empty, ties to the lowest index).
+        b.push(0, held(HELD_OFF));
+        b.flush();
+        {
+            let mut g = relock(&GATE);
+            while !g.1 {
+                g = GATE_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        // Lane loads (1, 0): tokens 1 and 3 go to lane 1, token 2 to lane 0 behind the stuck one.
+        for t in 1..=3 {
+            b.push(t, held(t));
+        }
+        b.flush();
+        let watchdog = std::thread::spawn(|| {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            open_gate();
+        });
+        let mut done = Vec::new();
+        while done.len() < 3 {
+            b.wait(&mut done);
+        }
+        let mut first: Vec<u64> = done.iter().map(|d| d.0).collect();
+        first.sort_unstable();
+        open_gate();
+        while done.len() < 4 {
+            b.wait(&mut done);
+        }
+        assert_eq!(first, vec![1, 2, 3], "completions in order: {done:?}");
+        assert!(done.iter().all(|&(t, res)| res == 1 || t == 0));
+        drop(b);
+        drop(watchdog);
+    }
+
+    /// Dropping the backend runs every staged and queued request before the workers exit, so
+    /// memory the caller frees after the drop is never written to afterwards.
+    #[test]
+    fn threads_drop_finishes_staged_requests() {
+        const BLOCK: usize = 4096;
+        const N: usize = 64;
+        let f = file(N, BLOCK);
+        let mut bufs = vec![vec![0xEEu8; BLOCK]; N];
+        {
+            let mut b = ThreadBackend::new(2).unwrap();
+            for (i, buf) in bufs.iter_mut().enumerate() {
+                b.push(i as u64, req(&f, (i * BLOCK) as u64, buf));
+            }
+            b.flush();
+            // Half more, staged only.
+            let mut more = vec![vec![0xEEu8; BLOCK]; N / 2];
+            for (i, buf) in more.iter_mut().enumerate() {
+                b.push((N + i) as u64, req(&f, (i * BLOCK) as u64, buf));
+            }
+            drop(b);
+            for (i, buf) in more.iter().enumerate() {
+                assert!(
+                    buf.iter().all(|&x| x == (i % 251) as u8),
+                    "staged block {i}"
+                );
+            }
+        }
+        for (i, buf) in bufs.iter().enumerate() {
+            assert!(buf.iter().all(|&x| x == (i % 251) as u8), "block {i}");
+        }
+    }
+
+    /// A second gate for `late_report`, apart from `GATE` (tests run in parallel):
+    /// (held requests may run, held requests started, the late report paused, it may go on).
+    static GATE2: Mutex<(bool, usize, bool, bool)> = Mutex::new((false, 0, false, false));
+    static GATE2_CV: Condvar = Condvar::new();
+    /// The request whose report `pause_late_report` holds.
+    const LATE: u64 = 2;
+
+    fn gated2(r: &Req) -> i64 {
+        if r.off == HELD_OFF {
+            let mut g = relock(&GATE2);
+            g.1 += 1;
+            GATE2_CV.notify_all();
+            while !g.0 {
+                g = GATE2_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        i64::from(r.len)
+    }
+
+    fn pause_late_report(done: &[Done]) {
+        if done.iter().any(|d| d.0 == LATE) {
+            let mut g = relock(&GATE2);
+            g.2 = true;
+            GATE2_CV.notify_all();
+            while !g.3 {
+                g = GATE2_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+    }
+
+    fn gate2_until(what: impl Fn(&(bool, usize, bool, bool)) -> bool) {
+        let mut g = relock(&GATE2);
+        while !what(&g) {
+            g = GATE2_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn gate2_set(how: impl Fn(&mut (bool, usize, bool, bool))) {
+        how(&mut relock(&GATE2));
+        GATE2_CV.notify_all();
+    }
+
+    /// A worker held up before its report while the other worker reports everything else and
+    /// the scheduler reaps it all and sleeps again: the late report must still wake the
+    /// scheduler. (With the outstanding count taken before the completions lock, the late
+    /// report carried the count from before the others' reports, above the low-water mark, and
+    /// the scheduler slept for good; a watchdog turns that hang into a failure.)
+    #[test]
+    fn threads_a_late_report_still_wakes_the_scheduler() {
+        let req = |off: u64| Req {
+            dir: Dir::Read,
+            fd: -1,
+            fixed_file: None,
+            buf_index: None,
+            off,
+            ptr: std::ptr::null_mut(),
+            len: 1,
+        };
+        // Two workers: low-water mark 2 + 8 / 2 = 6 outstanding.
+        let mut b = ThreadBackend::with_runner(2, gated2, pause_late_report).unwrap();
+        // Token 0 holds worker A (lane 0); worker B sleeps with nothing to do.
+        b.push(0, req(HELD_OFF));
+        b.flush();
+        gate2_until(|g| g.1 == 1);
+        while !relock(&b.shared.lanes[1].state).sleeping {
+            std::thread::yield_now();
+        }
+        // Loads (1, 0): tokens 1, 3, .., 15 go to lane 1, tokens 2, 4, .., 16 to lane 0 behind
+        // the held request (lane 0 is filled first). Worker B runs its eight, then takes token 2
+        // (the oldest in lane 0) and reports it alone with 9 outstanding: that report pauses.
+        for t in 1..=16 {
+            b.push(t, req(t));
+        }
+        b.flush();
+        gate2_until(|g| g.2);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared = Arc::clone(&b.shared);
+        let reaped = Arc::new(AtomicUsize::new(0));
+        let reaped_by_scheduler = Arc::clone(&reaped);
+        let scheduler = std::thread::spawn(move || {
+            let mut done = Vec::new();
+            while done.len() < 17 {
+                b.wait(&mut done);
+                reaped_by_scheduler.store(done.len(), Ordering::SeqCst);
+            }
+            let _ = tx.send(done.len());
+            drop(b);
+        });
+        // Worker A finishes everything else; the scheduler reaps it and sleeps for the last one.
+        gate2_set(|g| g.0 = true);
+        loop {
+            let c = relock(&shared.completions);
+            if c.waiting && reaped.load(Ordering::SeqCst) == 16 {
+                break;
+            }
+            drop(c);
+            std::thread::yield_now();
+        }
+        gate2_set(|g| g.3 = true);
+        let got = rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(got, Ok(17), "the scheduler slept through the late report");
+        let _ = scheduler.join();
     }
 }
