@@ -23,6 +23,22 @@ def test_a_malformed_trace_line_names_its_number():
         parse_trace(b"version,time,op,size,lbn\n1,1,28,512,1\n1,x,28,512,1\n")
 
 
+def test_a_damaged_gzip_trace_is_a_corruption_error_naming_the_file(tmp_path):
+    # Damaged deflate data raised zlib.error, which no attune handler catches; both readers
+    # (block traces and the device checker's, which also reads strace logs) share one path now.
+    import gzip
+
+    from attune.device.traces import load_io_trace
+
+    data = gzip.compress(b"0,host,0,Read,0,4096,1\n" * 1000)
+    p = tmp_path / "msr.csv.gz"
+    p.write_bytes(data[:20] + bytes(30) + data[50:])
+    for load in (load_trace, load_io_trace):
+        with pytest.raises(attune.CorruptionError, match="cannot decompress") as e:
+            load(p)
+        assert str(p) in str(e.value)
+
+
 def test_a_gzip_trace_loads(tmp_path):
     import gzip
 

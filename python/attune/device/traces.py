@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attune.errors import CorruptionError, InvalidArgumentError, StorageIOError
+from attune.errors import CorruptionError, InvalidArgumentError
 
 #: Trace formats :func:`load_io_trace` reads.
 FORMATS = ("strace", "msr", "cloudphysics", "attune-csv", "attune")
@@ -342,34 +342,20 @@ def load_io_trace(
     p = Path(path)
     if fmt is not None and fmt not in FORMATS:
         raise InvalidArgumentError(f"unknown trace format {fmt!r}; valid: {', '.join(FORMATS)}")
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise StorageIOError(f"cannot read trace {p}: {e.strerror or e}", str(p)) from e
-    if raw[:2] == b"\x1f\x8b" and fmt in (None, "strace"):
-        # A gzip'd strace log (block traces are decompressed by their own reader).
-        import gzip
-        import zlib
+    from attune.io.trace import parse_trace_file, read_trace_bytes
 
-        try:
-            text = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:
-            raise CorruptionError(f"cannot decompress trace {p}: {e}", str(p), 0) from e
-        if fmt == "strace" or looks_like_strace(text.decode("utf-8", errors="replace")):
-            raw = text
+    raw = read_trace_bytes(p)
     if not raw.strip():
         raise CorruptionError(f"trace {p} is empty", str(p), 0)
-    if fmt in (None, "strace") and raw[:2] != b"\x1f\x8b":
+    if fmt in (None, "strace"):
         text = raw.decode("utf-8", errors="replace")
         if fmt == "strace" or looks_like_strace(text):
             t = parse_strace(text, p.name, only)
             if fmt == "strace" and not looks_like_strace(text):
                 raise CorruptionError(f"{p} does not look like strace output", str(p), 1)
             return t
-    from attune.io import load_trace
-
     try:
-        bt = load_trace(p, fmt)
+        bt = parse_trace_file(raw, fmt, p)
     except CorruptionError as e:
         if fmt is not None:
             raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,25 +200,37 @@ def check_trace(trace: object, what: str = "trace") -> Trace:
     return trace
 
 
-def load_trace(path: str | bytes | os.PathLike, fmt: str | None = None) -> Trace:
-    """Reads a trace file (gzip'd when it starts with the gzip magic; a name ending in ``.gz``
-    must). ``path`` is a ``str``, ``bytes`` or ``os.PathLike``. Every error names the file."""
-    p = check_path(path, "a trace path")
+def read_trace_bytes(p: Path) -> bytes:
+    """The bytes of trace file ``p``, decompressed when they start with the gzip magic (a name
+    ending in ``.gz`` must). :class:`attune.StorageIOError` when the file cannot be read,
+    :class:`attune.CorruptionError` when its gzip data is damaged or missing; both name it."""
     try:
         raw = p.read_bytes()
     except OSError as e:
         raise StorageIOError(f"cannot read trace {p}: {e.strerror or e}", str(p)) from e
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise StorageIOError(f"cannot decompress trace {p}: {e}", str(p)) from e
-    elif p.suffix == ".gz" and raw:
+            return gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise CorruptionError(f"cannot decompress trace {p}: {e}", str(p), 0) from e
+    if p.suffix == ".gz" and raw:
         raise CorruptionError(
             f"trace {p} is not gzip (its name ends in .gz but it lacks the gzip magic 1f 8b)",
             str(p),
             0,
         )
+    return raw
+
+
+def load_trace(path: str | bytes | os.PathLike, fmt: str | None = None) -> Trace:
+    """Reads a trace file (gzip'd when it starts with the gzip magic; a name ending in ``.gz``
+    must). ``path`` is a ``str``, ``bytes`` or ``os.PathLike``. Every error names the file."""
+    p = check_path(path, "a trace path")
+    return parse_trace_file(read_trace_bytes(p), fmt, p)
+
+
+def parse_trace_file(raw: bytes, fmt: str | None, p: Path) -> Trace:
+    """:func:`parse_trace` of the bytes ``raw`` read from file ``p``; an error names the file."""
     try:
         return parse_trace(raw, fmt, display_name(p.name))
     except Error as e:
