@@ -1316,8 +1316,8 @@ impl Core {
             if !is_pointer(v) {
                 return Ok((key.len() == 8).then(|| v.to_le_bytes().to_vec()));
             }
-            match self.payload.read(v)? {
-                Some((k, value)) => return Ok((k == key).then_some(value)),
+            match self.payload.read_value(v, key)? {
+                Some(value) => return Ok(value),
                 // Collected between the lookup and the read: the lookup under the lock sees
                 // the pointer the collection wrote.
                 None if !locked => continue,

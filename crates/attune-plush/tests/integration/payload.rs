@@ -224,6 +224,42 @@ fn a_damaged_payload_record_is_corruption_not_data() {
     assert!(err.to_string().contains("payload-000001.plush"), "{err}");
 }
 
+/// The lookup path compares the key in place and copies only the value: every byte of a
+/// record's header, key and value, damaged alone, must read as corruption (a damaged key
+/// never as an absent key), for keys and values that do and do not end on a word boundary.
+#[test]
+fn every_damaged_byte_of_a_payload_record_is_corruption() {
+    let opts = Options {
+        backend: Backend::Msync,
+        ..options()
+    };
+    for (klen, vlen) in [(13usize, 0usize), (13, 5), (16, 1000), (9, 31), (24, 8)] {
+        let key: Vec<u8> = (0..klen).map(|i| b'a' + i as u8).collect();
+        let val: Vec<u8> = (0..vlen).map(|i| (i * 7 + 1) as u8).collect();
+        let dir = scratch();
+        let db = Plush::open(dir.path(), opts.clone()).unwrap();
+        db.put_bytes(&key, &val).unwrap();
+        assert_eq!(db.get_bytes(&key).unwrap().as_deref(), Some(&val[..]));
+        drop(db);
+        let path = dir.path().join("payload-000001.plush");
+        let clean = std::fs::read(&path).unwrap();
+        for i in 64..64 + 16 + klen + vlen {
+            let mut bytes = clean.clone();
+            bytes[i] ^= 0x04;
+            std::fs::write(&path, bytes).unwrap();
+            let db = Plush::open(dir.path(), opts.clone()).unwrap();
+            let err = db.get_bytes(&key).unwrap_err();
+            assert!(
+                matches!(&err, Error::Corruption { .. }),
+                "key {klen} B, value {vlen} B, byte {i}: {err}"
+            );
+        }
+        std::fs::write(&path, &clean).unwrap();
+        let db = Plush::open(dir.path(), opts.clone()).unwrap();
+        assert_eq!(db.get_bytes(&key).unwrap().as_deref(), Some(&val[..]));
+    }
+}
+
 const KEYS: u64 = 120;
 
 fn sim_options(migration: Migration) -> Options {
