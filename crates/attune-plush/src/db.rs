@@ -342,6 +342,13 @@ impl Options {
                 (deepest as usize).min(LEVELS_LIMIT)
             ));
         }
+        if self.preallocate_levels > self.levels_max {
+            return bad(format!(
+                "preallocate_levels {} above levels_max {} (each level is 16x the one above: \
+                 1 allocates about 280 MiB at the default geometry, 2 about 4.4 GiB more)",
+                self.preallocate_levels, self.levels_max
+            ));
+        }
         Ok(())
     }
 }
@@ -941,12 +948,52 @@ impl Core {
             db.checkpoint()?;
         }
         if !db.opts.read_only {
+            db.check_room_to_preallocate()?;
             for num in 1..=db.opts.preallocate_levels.min(db.opts.levels_max) {
                 // Out of space: the I/O error names the level file, as any allocation's does.
                 db.level(num)?.reserve_all()?;
             }
         }
         Ok(db)
+    }
+
+    /// Refuses, before allocating anything, a preallocation whose level files need more blocks
+    /// than the file system has free: a full disk would fail the open half way and keep what
+    /// it allocated, and every other process on the disk would feel it.
+    fn check_room_to_preallocate(&self) -> Result<()> {
+        let Some(free) = self.storage.free_bytes() else {
+            return Ok(());
+        };
+        let n = self.opts.preallocate_levels.min(self.opts.levels_max);
+        let mut need = 0u64;
+        for num in 1..=n {
+            // A region's name is its path; the storage names it by the file name.
+            let level = self.level(num)?;
+            let path = std::path::Path::new(level.region.name());
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            need += self
+                .storage
+                .unallocated_bytes(&name.unwrap_or_default())?
+                .unwrap_or(0);
+        }
+        if need > free {
+            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+            return Err(Error::io(
+                "preallocate",
+                self.storage.location(),
+                std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    format!(
+                        "preallocate_levels={n} needs {:.1} GiB more for the level files, the \
+                         file system has {:.1} GiB free; open with a lower preallocate_levels \
+                         (0 allocates each entry when a migration first reaches it)",
+                        gib(need),
+                        gib(free)
+                    ),
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Reads every log partition and puts the records the first persistent level does not

@@ -152,6 +152,14 @@ pub trait Storage: Send + Sync {
     /// Handles opened before stay usable until dropped (a file back end renames a new empty
     /// file over the old one, whose mapping lives on). Nothing for a read-only opener.
     fn clear_region(&self, name: &str) -> Result<()>;
+    /// Bytes the file system can still allocate; `None` where that is not known (a simulator).
+    fn free_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// Bytes of region `name` not yet backed by allocated blocks; `None` where unknown.
+    fn unallocated_bytes(&self, _name: &str) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// Which system calls or instructions make the files durable.
@@ -315,6 +323,26 @@ impl FileStorage {
 }
 
 impl Storage for FileStorage {
+    fn free_bytes(&self) -> Option<u64> {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::ffi::CString::new(self.dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: statvfs is plain data; all zeros is a valid value.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a NUL-terminated path and a struct statvfs fills; the result is checked.
+        let rc = unsafe { libc::statvfs(dir.as_ptr(), &mut st) };
+        (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+    }
+
+    fn unallocated_bytes(&self, name: &str) -> Result<Option<u64>> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.dir.join(name);
+        match std::fs::metadata(&path) {
+            Ok(m) => Ok(Some(m.len().saturating_sub(m.blocks() * 512))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("stat", &path, e)),
+        }
+    }
+
     fn open_region(
         &self,
         name: &str,
@@ -1319,6 +1347,11 @@ impl SimStorage {
         *self.shared.space.lock() = bytes;
     }
 
+    /// Bytes `reserve` may still allocate (`None`: unlimited).
+    pub fn space_left(&self) -> Option<u64> {
+        *self.shared.space.lock()
+    }
+
     /// Flushes of unallocated pages while space was limited (each a SIGBUS on real files).
     pub fn unreserved_flushes(&self) -> u64 {
         self.shared.unreserved.load(Ordering::Acquire)
@@ -1452,6 +1485,19 @@ impl SimHandle {
 }
 
 impl Storage for SimStorage {
+    fn free_bytes(&self) -> Option<u64> {
+        self.space_left()
+    }
+
+    fn unallocated_bytes(&self, name: &str) -> Result<Option<u64>> {
+        Ok(self
+            .shared
+            .regions
+            .lock()
+            .get(name)
+            .map(|r| r.reserved.lock().iter().filter(|x| !**x).count() as u64 * PAGE_BYTES as u64))
+    }
+
     fn open_region(
         &self,
         name: &str,

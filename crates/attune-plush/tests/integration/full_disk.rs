@@ -20,6 +20,61 @@ fn value_of(k: u64) -> Vec<u8> {
 }
 
 #[test]
+fn a_preallocation_the_free_space_cannot_hold_is_refused_before_allocating() {
+    // What a successful open with two preallocated levels allocates, then one page less.
+    let two = Options {
+        preallocate_levels: 2,
+        ..options()
+    };
+    let sim = SimStorage::new(0, 1);
+    sim.limit_space(Some(1 << 40));
+    drop(Plush::open_with(Box::new(sim.clone()), two.clone()).unwrap());
+    let full = (1 << 40) - sim.space_left().unwrap();
+    let no_prealloc = Options {
+        preallocate_levels: 0,
+        ..options()
+    };
+    let sim = SimStorage::new(0, 1);
+    sim.limit_space(Some(1 << 40));
+    drop(Plush::open_with(Box::new(sim.clone()), no_prealloc).unwrap());
+    let created = (1 << 40) - sim.space_left().unwrap();
+    // Room for the database and half its preallocated levels.
+    let limit = created + (full - created) / 2;
+    let sim = SimStorage::new(0, 1);
+    sim.limit_space(Some(limit));
+    let e = Plush::open_with(Box::new(sim.clone()), two).err().unwrap();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    assert!(e.to_string().contains("preallocate_levels=2 needs"), "{e}");
+    // Nothing was allocated for the levels' entries; an open without preallocation works.
+    assert!(
+        sim.space_left().unwrap() * 4 > full - created,
+        "{:?}",
+        sim.space_left()
+    );
+    let no_prealloc = Options {
+        preallocate_levels: 0,
+        ..options()
+    };
+    drop(Plush::open_with(Box::new(sim), no_prealloc).unwrap());
+    // More levels than exist is an argument error.
+    let e = Plush::open_with(
+        Box::new(SimStorage::new(0, 1)),
+        Options {
+            preallocate_levels: 9,
+            levels_max: 3,
+            ..options()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.to_string()
+            .contains("preallocate_levels 9 above levels_max 3"),
+        "{e}"
+    );
+}
+
+#[test]
 fn running_out_of_space_is_an_io_error_and_loses_nothing() {
     // Space limits from "nothing at all" up to more than the run needs, so that the limit is
     // reached in creation, log chunks, migrations to every level and payload segments.
