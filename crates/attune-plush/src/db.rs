@@ -967,13 +967,10 @@ impl Core {
         let n = self.opts.preallocate_levels.min(self.opts.levels_max);
         let mut need = 0u64;
         for num in 1..=n {
-            // A region's name is its path; the storage names it by the file name.
-            let level = self.level(num)?;
-            let path = std::path::Path::new(level.region.name());
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            self.level(num)?; // creates the (sparse) file
             need += self
                 .storage
-                .unallocated_bytes(&name.unwrap_or_default())?
+                .unallocated_bytes(&level_file_name(num))?
                 .unwrap_or(0);
         }
         if need > free {
