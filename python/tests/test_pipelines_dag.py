@@ -52,7 +52,11 @@ def build(dag: DAG):
 
 
 def no_run_directories(root) -> bool:
-    return not [d for d in os.listdir(root) if d.startswith("attune-dag.") and ".pool." not in d]
+    return not [
+        d
+        for d in os.listdir(root)
+        if d.startswith("attune-dag.") and ".pool." not in d and not d.endswith(".recycle")
+    ]
 
 
 def test_results_equal_one_process(tmp_path):
@@ -98,7 +102,11 @@ def test_intermediate_tables_are_removed_when_their_consumers_finish(tmp_path):
         memory_pool="default",  # the new column is then copied into mid.c3
         on_node_done=lambda name, stats: seen.append(name),
     )
-    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.") and ".pool." not in d]
+    (run,) = [
+        d
+        for d in os.listdir(tmp_path)
+        if d.startswith("attune-dag.") and ".pool." not in d and not d.endswith(".recycle")
+    ]
     left = sorted(os.listdir(tmp_path / run))
     # load's column files stay only if a live table refers to them; "last" refers to mid's new
     # column only, so load.c0..c2 and mid's pass-through references are gone.
@@ -154,7 +162,11 @@ def test_pool_segments_nothing_refers_to_are_removed(tmp_path):
     # A process per node: a reused worker removes what it let go of after its report, which
     # may be after the run ended.
     res = dag.run(root=str(tmp_path), memory_pool="shm", keep_directory=True, processes="node")
-    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.") and ".pool." not in d]
+    (run,) = [
+        d
+        for d in os.listdir(tmp_path)
+        if d.startswith("attune-dag.") and ".pool." not in d and not d.endswith(".recycle")
+    ]
     assert not [f for f in os.listdir(tmp_path / run) if f.startswith("tmp.pool.")]
     assert res.nodes["tmp"]["bytes_copied"] == 0
 
@@ -211,7 +223,11 @@ def test_reused_processes_keep_nothing_of_a_finished_node(tmp_path, no_small_out
         res = dag.run(
             root=str(root), reuse_processes=True, parallel=1, keep_directory=True, memory_pool=pool
         )
-        (run,) = [d for d in os.listdir(root) if d.startswith("attune-dag.") and ".pool." not in d]
+        (run,) = [
+            d
+            for d in os.listdir(root)
+            if d.startswith("attune-dag.") and ".pool." not in d and not d.endswith(".recycle")
+        ]
         left = sorted(f for f in os.listdir(root / run) if ".pool." in f)
         assert res.nodes["tmp"]["pool_bytes_retained"] == 0
         assert res["last"].equals(dag.run_inline()["last"])
@@ -335,7 +351,11 @@ def test_a_small_output_leaves_the_pool_whole_for_the_next_node(tmp_path):
     assert res["total"].equals(dag.run_inline()["total"])
     st = res.nodes["total"]
     assert 0 < st["bytes_copied"] < 4096  # the one row, copied out of the pool
-    (run,) = [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.") and ".pool." not in d]
+    (run,) = [
+        d
+        for d in os.listdir(tmp_path)
+        if d.startswith("attune-dag.") and ".pool." not in d and not d.endswith(".recycle")
+    ]
     # Nothing of the output is in the node's segments: none is left but spares (at most two).
     assert len([f for f in os.listdir(tmp_path / run) if f.startswith("total.pool.")]) <= 2
 

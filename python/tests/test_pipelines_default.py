@@ -35,7 +35,11 @@ def boom(t: pa.Table) -> pa.Table:
 
 
 def run_dirs(root) -> list[str]:
-    return [d for d in os.listdir(root) if d.startswith("attune-dag.") and ".pool." not in d]
+    return [
+        d
+        for d in os.listdir(root)
+        if d.startswith("attune-dag.") and ".pool." not in d and not d.endswith(".recycle")
+    ]
 
 
 def test_shared_runs_use_the_same_workers(tmp_path):

@@ -40,7 +40,11 @@ def chain(length: int = 4) -> DAG:
 
 def leftovers(root) -> list[str]:
     """Run directories under root (a pool's own directory is not a run's)."""
-    return [d for d in os.listdir(root) if d.startswith("attune-dag.") and ".pool." not in d]
+    return [
+        d
+        for d in os.listdir(root)
+        if d.startswith("attune-dag.") and ".pool." not in d and not d.endswith(".recycle")
+    ]
 
 
 @pytest.fixture
@@ -188,7 +192,9 @@ def test_a_worker_drops_what_it_kept_when_its_run_ends(tmp_path):
     worker.start()
 
     def job(path: str, out: str, hold: bool) -> dict:
-        here.send((0, [path], "default", False, out, True, str(tmp_path), "sipc", False, [hold]))
+        here.send(
+            (0, [path], "default", False, out, True, str(tmp_path), "sipc", False, [hold], None)
+        )
         msg = here.recv()
         assert msg[0] == "ok", msg
         return msg[2]

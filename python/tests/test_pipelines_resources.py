@@ -34,7 +34,11 @@ def starts(res) -> list[str]:
 
 def no_leftovers(*dirs) -> bool:
     return all(
-        not [d for d in os.listdir(r) if d.startswith("attune-dag") and ".pool." not in d]
+        not [
+            d
+            for d in os.listdir(r)
+            if d.startswith("attune-dag") and ".pool." not in d and not d.endswith(".recycle")
+        ]
         for r in dirs
     )
 

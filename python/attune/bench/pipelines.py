@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from attune.pipelines import DAG, DeCache, WorkerPool, close_shared_pools
+from attune.pipelines import DAG, DeCache, WorkerPool, close_shared_pools, recycle
 from attune.pipelines.dag import TRANSPORTS, RunResult, default_root
 
 __all__ = ["main"]
@@ -439,7 +439,10 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
     ``sipc:persist`` (the pool, nodes in the workers of a :class:`WorkerPool` that outlive
     runs: no process starts or exits per run) and, in the resharing benchmark,
     ``sipc:shared-seg`` (``sipc`` with large blocks in the shared bump segment, as before they
-    got segments of their own: ``shmpool.OWN_SEGMENT_BYTES_MIN`` 0; the ablation)."""
+    got segments of their own: ``shmpool.OWN_SEGMENT_BYTES_MIN`` 0; the ablation) and
+    ``sipc:no-recycle`` (``sipc`` with ``recycle_bytes_max=0``: every dropped table's files
+    removed, every new segment fresh; the ablation of recycling, which starts with the
+    recycled files of earlier runs removed)."""
     out = []
     for t in args.transports:
         if t != "sipc":
@@ -462,6 +465,8 @@ def _variants(args: argparse.Namespace, arena: bool) -> list[tuple[str, str, str
                 out.append(("sipc:persist", t, "pyarrow", "shm", "persist"))
             elif v == "shared-seg" and not arena:
                 out.append(("sipc:shared-seg", t, "pyarrow", "shm", "shared"))
+            elif v == "no-recycle":
+                out.append(("sipc:no-recycle", t, "pyarrow", "shm", "no-recycle"))
     return out
 
 
@@ -476,6 +481,8 @@ def _worker_pool(variants: list, args: argparse.Namespace) -> WorkerPool | None:
 def _run_kwargs(reuse: bool | str, wpool: WorkerPool | None) -> dict[str, Any]:
     if reuse == "persist":
         return {"pool": wpool}
+    if reuse == "no-recycle":
+        return {"recycle_bytes_max": 0}
     if reuse == "shared":
         return {}  # what DAG.run() does by default (workers forked for the run)
     return {"processes": "run" if reuse else "node"}
@@ -1097,7 +1104,9 @@ def _dabstep_timed(args, out, paths, engines, cache_root, wpool) -> None:
                 # every load node.
                 cache = DeCache(cache_root) if transport == "sipc" else None
                 if cache is not None:
-                    cache.clear()
+                    cache.clear()  # its files are recycled (see recycle_bytes_max)
+                if reuse == "no-recycle":
+                    recycle.release()  # nor does it take what the other contenders dropped
                 if workload == "all":
                     dag = dabstep.build_all(paths, cache)
                 else:
@@ -1222,7 +1231,8 @@ def main(argv: list[str]) -> int:
         "worker processes; chain, dabstep), bump (reuse without the pool's reuse of freed "
         "memory), persist (the pool in a WorkerPool's workers, which outlive runs; chain, "
         "dabstep), shared-seg (the pool with large blocks in the shared bump segment: the "
-        "ablation of their own segments; resharing); default "
+        "ablation of their own segments; resharing), no-recycle (the pool without recycling "
+        "dropped tables' files: the ablation; dabstep); default "
         "pool,fork,copy,arena,reuse,bump,shared-seg",
     )
     p.add_argument("--dags", default="1,5,10,20", help="decache: parallel DAG counts")
@@ -1303,6 +1313,7 @@ def main(argv: list[str]) -> int:
         p.error(f"unknown transport {bad[0]!r} (one of: {', '.join(TRANSPORTS)})")
     args.sipc_variants = [x for x in args.sipc_variants.split(",") if x]
     variants = ("pool", "fork", "copy", "arena", "reuse", "bump", "persist", "shared-seg")
+    variants += ("no-recycle",)
     if [x for x in args.sipc_variants if x not in variants]:
         p.error(f"--sipc-variants takes {', '.join(variants)}")
     args.peers = [x for x in args.peers.split(",") if x]
@@ -1338,4 +1349,5 @@ def main(argv: list[str]) -> int:
         cases[args.case](args, o)
     finally:
         o.close()
+        recycle.release()  # the recycled files of the benchmark's runs
     return 0

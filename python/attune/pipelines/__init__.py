@@ -9,6 +9,9 @@
   process, edges passing SIPC references.
 * :mod:`attune.pipelines.decache` — shared loaders keyed by (file, dictionary columns),
   reference-counted across processes.
+* :mod:`attune.pipelines.shmpool` — pyarrow's allocations in shared files;
+  :mod:`attune.pipelines.recycle` — dropped tables' files kept, bounded, as warm pages for the
+  next segments.
 
 Design: docs/kelvin.md; format: docs/formats/sipc.md.
 """

@@ -65,7 +65,7 @@ import pyarrow as pa
 
 from attune._process import pid_alive
 from attune.errors import Error, InvalidArgumentError
-from attune.pipelines import sipc
+from attune.pipelines import recycle, sipc
 from attune.pipelines.arena import Arena
 from attune.pipelines.resources import ResourceManager, choose_eviction
 
@@ -619,6 +619,7 @@ def _child_main(
     memory_pool: str = "default",
     measure_memory: bool = True,
     out_name: str | None = None,
+    recycle_dir: str | None = None,
 ) -> None:
     """A node's own process: one node, then exit."""
     _become_node_process(os.getppid(), [directory])
@@ -639,6 +640,7 @@ def _child_main(
             memory_pool,
             measure_memory,
             out_name=out_name,
+            recycle_dir=recycle_dir,
         )
         try:
             conn.send(msg)
@@ -760,7 +762,7 @@ def _worker_main(nodes: list[Node], conn, spare_dir: str | None = None) -> None:
                 postponed = False
                 continue
             (ref, input_paths, memory_pool, measure_memory, out_name, defer) = job[:6]
-            directory, transport, checksums, hold = job[6:]
+            directory, transport, checksums, hold, recycle_dir = job[6:11]
             watched[0] = directory
             if kept_memory:
                 # A node before this one kept pool memory alive: this worker runs nothing more
@@ -795,6 +797,7 @@ def _worker_main(nodes: list[Node], conn, spare_dir: str | None = None) -> None:
                 spare_dir=spare_dir,
                 held=held if defer and transport == "sipc" else None,
                 hold=hold,
+                recycle_dir=recycle_dir,
             )
             try:
                 conn.send(msg)
@@ -828,6 +831,7 @@ def _node_body(
     spare_dir: str | None = None,
     held: dict[str, pa.Table] | None = None,
     hold: list[bool] | None = None,
+    recycle_dir: str | None = None,
 ) -> tuple:
     """Read, call, check, share, measure: returns the one message for the parent. Without
     ``measure_memory`` the node skips ``/proc/self/smaps_rollup`` (a walk of every mapped page,
@@ -840,7 +844,11 @@ def _node_body(
     ``held`` (a reused worker, with ``defer_release``): input tables the worker kept mapped
     from its earlier nodes, path -> table; an input found there is not mapped again. After the
     node, its inputs flagged in ``hold`` (another node still reads them) are kept there and
-    every other table is queued for :func:`_unmap_held` (see :func:`_hold`)."""
+    every other table is queued for :func:`_unmap_held` (see :func:`_hold`).
+
+    ``recycle_dir``: the driver's directory of dropped tables' files; the node's new pool
+    segments are taken from there when one fits and no process maps it
+    (:mod:`attune.pipelines.recycle`); ``recycled_segments`` / ``recycled_bytes`` in the stats."""
     rollup = smaps_rollup if measure_memory else dict
     io0 = proc_io()
     anon0 = rollup().get("Pss_Anon", 0)
@@ -856,7 +864,9 @@ def _node_body(
                 f"{out_name or node.name}.pool",
                 reuse_freed=memory_pool != "shm-bump",
                 spare_dir=spare_dir,
+                recycle_dir=recycle_dir,
             )
+            recycled0 = shmpool.recycled()
         elif reuse:
             from attune.pipelines import shmpool
 
@@ -889,6 +899,13 @@ def _node_body(
             )
         if shm:
             shmpool.freeze()  # from here on the output's pages are shared: never punched
+            recycled1 = shmpool.recycled()
+            wstats_recycled = {
+                "recycled_segments": recycled1[0] - recycled0[0],
+                "recycled_bytes": recycled1[1] - recycled0[1],
+            }
+        else:
+            wstats_recycled = {}
         rollup_before = rollup()
         io2 = proc_io()
         # A node run again after a rollback writes under a new name: files of its first output
@@ -992,6 +1009,7 @@ def _node_body(
                 "memory_pool": memory_pool,
                 "pid": os.getpid(),
                 "reused_process": reuse,
+                **wstats_recycled,
                 **wstats,
             }
         )
@@ -1175,12 +1193,14 @@ def shared_pool(start_method: str = "fork", root: str | None = None) -> WorkerPo
 
 def close_shared_pools() -> None:
     """Stops the workers of every shared pool of this process and removes their directories
-    (idempotent); the next default run starts new ones."""
+    (idempotent); the next default run starts new ones. Also removes this process's recycled
+    files (:func:`attune.pipelines.recycle.release`): nothing of earlier runs stays."""
     with _shared_lock:
         pools = list(_shared_pools.values())
         _shared_pools.clear()
     for pool in pools:
         pool.close()
+    recycle.release()
 
 
 def _forget_shared_pools() -> None:
@@ -1389,6 +1409,7 @@ class DAG:
         spill_dir: str | None = None,
         pool: WorkerPool | None = None,
         processes: str | None = None,
+        recycle_bytes_max: int | None = None,
     ) -> RunResult:
         """Runs the DAG, every node in a process other than this one; returns the ``outputs`` (default: the
         sinks) mapped into this process. Raises :class:`NodeFailedError` when a node fails,
@@ -1447,7 +1468,16 @@ class DAG:
         machine, and the benchmarks' peer). Results are the same; a failing node raises the same
         :class:`NodeFailedError`. ``transport``, ``start_method``, ``memory_pool``,
         ``checksums`` and ``reuse_processes`` do not apply to Ray (its workers are always
-        reused); ``memory_limit_bytes`` becomes the task's Ray ``memory`` request."""
+        reused); ``memory_limit_bytes`` becomes the task's Ray ``memory`` request.
+
+        ``recycle_bytes_max`` (with the shared pool): the files of tables the run drops (no
+        node reads them any more) are kept, up to this many bytes together (default
+        :data:`attune.pipelines.recycle.BYTES_MAX`, 1 GiB), in this process's recycle
+        directory under ``root``, and a node's (or a DeCache decode's) new pool segment is one
+        of them, its pages still there, once no process maps it (:mod:`~attune.pipelines.recycle`):
+        later nodes and the next run's nodes write into warm pages instead of fresh ones. 0
+        switches it off (every dropped file is removed). Off with ``memory_budget_bytes``
+        (the resource manager counts the run's directory only) and with ``shm-bump``."""
         _refuse_bootstrap_run()
         if mode not in MODES:
             raise InvalidArgumentError(f"unknown mode {mode!r} (one of: {', '.join(MODES)})")
@@ -1474,6 +1504,7 @@ class DAG:
                 spill_dir=spill_dir,
                 pool=pool,
                 processes=processes,
+                recycle_bytes_max=recycle_bytes_max,
             )
         if mode == "ray":
             return self._run_ray(self._outputs(outputs), parallel, on_node_done)
@@ -1540,6 +1571,22 @@ class DAG:
             ResourceManager.check(memory_budget_bytes, eviction)
         if spill_dir is not None:
             _check_spill_dir(spill_dir)
+        if recycle_bytes_max is None:
+            recycle_bytes_max = recycle.BYTES_MAX
+        elif (
+            isinstance(recycle_bytes_max, bool)
+            or not isinstance(recycle_bytes_max, int)
+            or recycle_bytes_max < 0
+        ):
+            raise InvalidArgumentError(
+                f"recycle_bytes_max must be a number of bytes >= 0 (0: off), got "
+                f"{recycle_bytes_max!r}"
+            )
+        recycle_dir = None
+        if memory_pool == "shm" and memory_budget_bytes is None and recycle_bytes_max > 0:
+            recycle_dir = recycle.register(root or default_root(), recycle_bytes_max)
+            if recycle.memory_short():
+                recycle.release(recycle_dir)
         directory = tempfile.mkdtemp(
             prefix=f"{RUN_PREFIX}{os.getpid()}.{_safe(self.name)}.", dir=root or default_root()
         )
@@ -1554,6 +1601,7 @@ class DAG:
         result.started_at = time.monotonic()
         leases = []
         rm = None
+        failed = True
         if memory_budget_bytes is not None:
             rm = ResourceManager(self.nodes, memory_budget_bytes, eviction, spill_dir, directory)
             result.events = rm.events
@@ -1575,14 +1623,28 @@ class DAG:
                 rm,
                 pool,
                 shipped,
+                (recycle_dir, recycle_bytes_max),
             )
             for n in want:
                 result.tables[n.name] = _read_input(transport, paths[n.name])
+            failed = False
         finally:
             for lease in leases:
                 lease.release()
             if rm is not None:
                 rm.close()
+            if recycle_dir is not None and failed:
+                recycle.release(recycle_dir)  # a failed run leaves no shared files behind
+            elif recycle_dir is not None and not keep_directory:
+                # What the run did not drop and does not return (a node run again's first
+                # output, files of tables it held to the end) is dropped now.
+                kept = {paths[n.name] for n in want}
+                for p in kept.copy():
+                    kept.update(_table_data_files(transport, p))
+                with os.scandir(directory) as it:
+                    for e in it:
+                        if e.path not in kept:
+                            recycle.put(e.path, recycle_dir, recycle_bytes_max)
             if not keep_directory:
                 shutil.rmtree(directory, ignore_errors=True)
         result.seconds = time.perf_counter() - t0
@@ -1604,7 +1666,9 @@ class DAG:
         rm: ResourceManager | None = None,
         pool: WorkerPool | None = None,
         shipped: dict[int, bytes] | None = None,
+        recycling: tuple[str | None, int] = (None, 0),
     ) -> dict[str, str]:
+        recycle_dir = recycling[0]
         consumers: dict[int, int] = {id(n): 0 for n in self.nodes}
         for n in self.nodes:
             for i in n.inputs:
@@ -1694,6 +1758,7 @@ class DAG:
                 transport,
                 checksums,
                 hold,
+                recycle_dir,
             )
 
         def send_ahead(n: Node, conn) -> None:
@@ -1770,6 +1835,7 @@ class DAG:
                 memory_pool,
                 measure_memory,
                 out_name,
+                recycle_dir,
             )
             p = _start_node_process(
                 ctx, _child_main, args, f"attune-dag:{n.name}", parent_conn, child_conn
@@ -1805,7 +1871,7 @@ class DAG:
                 )
                 if how == "rollback":
                     for f in self._drop(transport, live_tables, id(x), directory, files_of):
-                        rm.forget(f)
+                        rm.forget(f)  # (no recycling with a budget)
                     done.discard(id(x))
                     attempts[id(x)] = attempts.get(id(x), 0) + 1
                     for i in x.inputs:
@@ -1904,7 +1970,9 @@ class DAG:
                     for i in n.inputs:
                         consumers[id(i)] -= 1
                         if consumers[id(i)] == 0 and id(i) not in keep:
-                            for f in self._drop(transport, live_tables, id(i), directory, files_of):
+                            for f in self._drop(
+                                transport, live_tables, id(i), directory, files_of, recycling
+                            ):
                                 if rm is not None:
                                     rm.forget(f)
         except BaseException:
@@ -2036,12 +2104,14 @@ class DAG:
         key: int,
         directory: str,
         files_of: dict[str, list[str]] | None = None,
+        recycling: tuple[str | None, int] = (None, 0),
     ) -> list[str]:
         """Removes a table no node needs any more, and every data file of the run that no live
         table refers to (files written by running nodes are younger than any table they could
         be referred to by; they are never candidates: only files of dead tables are).
         ``files_of``: the data files of each table already read (path -> files; a table's
-        files never change), filled as tables are read."""
+        files never change), filled as tables are read. ``recycling``: (recycle directory,
+        bytes max); a removed data file goes there when it fits (:func:`recycle.put`)."""
         cache: dict[str, list[str]] = {} if files_of is None else files_of
 
         def files(p: str) -> list[str]:
@@ -2058,6 +2128,9 @@ class DAG:
         removed = []
         for f in [path, *sorted(dead_files - live_files)]:
             if os.path.dirname(f) == directory:
+                if recycling[0] is not None and f != path and recycle.put(f, *recycling):
+                    removed.append(f)
+                    continue
                 try:
                     os.unlink(f)
                 except FileNotFoundError:

@@ -20,7 +20,9 @@ cached load can always be decoded again.
 
 Layout under ``root``: ``<key>/`` (the SIPC table ``table.sipc``, its data files — the
 decode's pool segments ``seg-<pid>-<ns>.N``, or with ``direct=False`` column files
-``t-<pid>-<ns>.cK`` — and ``source.json``), ``<key>.lock`` (flock), ``<key>.refs/``. Thread-safety: methods may be called
+``t-<pid>-<ns>.cK`` — and ``source.json``), ``<key>.lock`` (flock), ``<key>.refs/``. Evicted and cleared entries' data files are recycled
+(:mod:`attune.pipelines.recycle`) when a run of this process registered a recycle directory on
+their file system. Thread-safety: methods may be called
 from any thread and process; cross-process exclusion is ``flock`` on the key's lock file.
 """
 
@@ -43,7 +45,7 @@ import pyarrow.parquet as pq
 
 from attune._process import pid_alive
 from attune.errors import CorruptionError, InvalidArgumentError
-from attune.pipelines import shmpool, sipc
+from attune.pipelines import recycle, shmpool, sipc
 
 __all__ = ["DeCache", "Lease", "read_parquet"]
 
@@ -387,6 +389,7 @@ class DeCache:
             with self._locked(e["key"]):
                 if self.refcount(e["key"]) > 0:
                     continue
+                _recycle_entry(os.path.join(self.root, e["key"]))
                 shutil.rmtree(os.path.join(self.root, e["key"]), ignore_errors=True)
                 shutil.rmtree(os.path.join(self.root, e["key"] + ".refs"), ignore_errors=True)
             with contextlib.suppress(FileNotFoundError):
@@ -396,4 +399,19 @@ class DeCache:
 
     def clear(self) -> None:
         """Removes the whole cache directory (leases included)."""
+        with contextlib.suppress(FileNotFoundError):
+            for name in os.listdir(self.root):
+                _recycle_entry(os.path.join(self.root, name))
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _recycle_entry(entry: str) -> None:
+    """An entry's data files go to this process's recycle directory of their file system, if a
+    DAG run registered one (:mod:`attune.pipelines.recycle`): the next decode, in any node,
+    writes into their pages once nothing maps them."""
+    if not os.path.isdir(entry) or os.path.basename(entry).endswith(".refs"):
+        return
+    with contextlib.suppress(FileNotFoundError):
+        for name in os.listdir(entry):
+            if name.startswith(("seg-", "t-")):
+                recycle.put(os.path.join(entry, name))

@@ -46,6 +46,7 @@ __all__ = [
     "freeze",
     "install",
     "installed",
+    "recycled",
     "release",
     "segments",
     "trim",
@@ -141,6 +142,7 @@ def install(
     segment_bytes: int = SEGMENT_BYTES,
     reuse_freed: bool = True,
     spare_dir: str | None = None,
+    recycle_dir: str | None = None,
 ) -> pa.MemoryPool:
     """Makes a pool over segment files ``DIRECTORY/PREFIX.N`` this process's default pyarrow
     pool and tells SIPC about its segments. A process has one pool: in a reused node process
@@ -155,23 +157,31 @@ def install(
     ``spare_dir``: a process that outlives runs (a :class:`~attune.pipelines.dag.WorkerPool`
     worker) names its own directory here, where spare segments wait between nodes; a later call
     with another ``directory`` (the next run's) moves the next segments there. The first call's
-    ``segment_bytes`` and ``reuse_freed`` stay."""
-    global _pool, _dirs, _original
+    ``segment_bytes`` and ``reuse_freed`` stay.
+
+    ``recycle_dir``: where the driver keeps dropped tables' files (:mod:`attune.pipelines.recycle`);
+    a new segment is one of those when one fits and no process maps it any more (checked with a
+    write lease), its pages still there. None: every new segment is a fresh file. Also used by a
+    :class:`DetachedPool` made in this process afterwards (a DeCache decode in a node)."""
+    global _pool, _dirs, _original, _recycle_dir
     mod = _load()
     if mod is None:
         raise Error(f"the shared memory pool is unavailable: {_error}")
     dirs = (os.path.abspath(directory), os.path.abspath(spare_dir) if spare_dir else "")
+    _recycle_dir = os.path.abspath(recycle_dir) if recycle_dir else ""
     if _pool is not None:
         if dirs != _dirs:
             mod.set_dirs(*dirs)
             _dirs = dirs
         mod.set_prefix(prefix)
+        mod.set_recycle_dir(_recycle_dir)
         pa.set_memory_pool(_pool)  # again, after an uninstall()
         return _pool
     _original = pa.default_memory_pool()
     _pool = mod.create(dirs[0], prefix, segment_bytes, reuse_freed, OWN_SEGMENT_BYTES_MIN)
     if dirs[1]:
         mod.set_dirs(*dirs)
+    mod.set_recycle_dir(_recycle_dir)
     _dirs = dirs
     pa.set_memory_pool(_pool)
     sipc.add_range_source(segments)
@@ -180,6 +190,13 @@ def install(
 
 _dirs: tuple[str, str] = ("", "")
 _original: Any = None
+_recycle_dir = ""
+
+
+def recycled() -> tuple[int, int]:
+    """(segments, bytes of pages they held) taken from recycle directories by every pool of
+    this process so far (0, 0 when the pool was never loaded)."""
+    return tuple(_module.recycled()) if _module is not None else (0, 0)  # type: ignore[return-value]
 
 
 def installed() -> bool:
@@ -322,13 +339,22 @@ class DetachedPool:
     segments the table does not use) -> :meth:`close` (unmaps; the files stay). ``close`` is
     safe at any point (also after a failure; the caller removes the files)."""
 
-    def __init__(self, directory: str, prefix: str, segment_bytes: int = SEGMENT_BYTES) -> None:
+    def __init__(
+        self,
+        directory: str,
+        prefix: str,
+        segment_bytes: int = SEGMENT_BYTES,
+        recycle_dir: str | None = None,
+    ) -> None:
+        """``recycle_dir``: as for :func:`install`; None takes the directory this process's
+        :func:`install` named (a decode in a node process), if any."""
         mod = _load()
         if mod is None:
             raise Error(f"the shared memory pool is unavailable: {_error}")
         self._mod = mod
+        recycle = _recycle_dir if recycle_dir is None else os.path.abspath(recycle_dir)
         self._handle, self.pool = mod.create_detached(
-            os.path.abspath(directory), prefix, segment_bytes, True
+            os.path.abspath(directory), prefix, segment_bytes, True, recycle
         )
         self._closed = False
 
