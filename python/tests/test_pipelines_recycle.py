@@ -157,3 +157,22 @@ def test_release_removes_the_directory(tmp_path):
     assert os.path.isdir(recycle.directory(str(tmp_path)))
     recycle.release()
     assert [d for d in os.listdir(tmp_path) if d.startswith("attune-dag.")] == []
+
+
+def test_returned_tables_are_recycled_only_once_the_caller_lets_them_go(tmp_path):
+    dag = DAG("returns")
+    dag.node(mid, dag.node(src))  # the sink's 8 MB column is returned
+    want = dag.run_inline()["mid"]
+    held = dag.run(root=str(tmp_path))
+    bin_ = recycle.directory(str(tmp_path))
+    returned = {os.stat(os.path.join(bin_, n)).st_ino for n in os.listdir(bin_)}
+    for _ in range(2):  # later runs must not write into the files the caller still maps
+        again = dag.run(root=str(tmp_path))
+        assert again["mid"].equals(want)
+        del again
+    assert held["mid"].equals(want)
+    assert returned & inodes(bin_)
+    del held  # now they can serve new segments
+    nxt = dag.run(root=str(tmp_path))
+    assert nxt["mid"].equals(want)
+    assert nxt.nodes["src"]["recycled_segments"] >= 1

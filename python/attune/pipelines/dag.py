@@ -1636,15 +1636,12 @@ class DAG:
             if recycle_dir is not None and failed:
                 recycle.release(recycle_dir)  # a failed run leaves no shared files behind
             elif recycle_dir is not None and not keep_directory:
-                # What the run did not drop and does not return (a node run again's first
-                # output, files of tables it held to the end) is dropped now.
-                kept = {paths[n.name] for n in want}
-                for p in kept.copy():
-                    kept.update(_table_data_files(transport, p))
+                # Every file left is dropped now: those of tables the run did not drop (a node
+                # run again's first output) and those of the tables it returns, which the
+                # caller maps until it lets them go (no pool takes a file while it is mapped).
                 with os.scandir(directory) as it:
                     for e in it:
-                        if e.path not in kept:
-                            recycle.put(e.path, recycle_dir, recycle_bytes_max)
+                        recycle.put(e.path, recycle_dir, recycle_bytes_max)
             if not keep_directory:
                 shutil.rmtree(directory, ignore_errors=True)
         result.seconds = time.perf_counter() - t0
