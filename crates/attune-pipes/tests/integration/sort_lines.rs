@@ -321,3 +321,30 @@ fn a_cancelled_sort_of_lines_leaves_no_output_and_no_temporary_files() {
     assert!(!out.exists());
     assert!(leftovers(dir.path()).is_empty());
 }
+
+#[test]
+fn a_full_disk_fails_the_sort_of_lines_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("in");
+    std::fs::write(&inp, random_lines(12, 2_000_000, 1_000)).unwrap();
+    let mnt = dir.path().join("tiny");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&mnt)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipping: cannot mount a tmpfs here");
+        return;
+    }
+    let out = mnt.join("out");
+    let r = sort_file(&inp, &out, &lines(None), None);
+    let left = leftovers(&mnt);
+    let exists = out.exists();
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    assert!(matches!(r, Err(Error::NoSpace { .. })), "{r:?}");
+    assert!(left.is_empty(), "{left:?}");
+    assert!(!exists, "a partial output under the final name");
+}
