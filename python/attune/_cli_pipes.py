@@ -2,9 +2,11 @@
 
 * ``attune pipes info`` — the mechanism the runtime chooses here, every fallback and why,
   and whether io_uring registered buffers and fixed files are available.
-* ``attune pipes gen OUT --records N`` — writes sort-benchmark records (100 bytes each).
+* ``attune pipes gen OUT --records N`` — writes sort-benchmark records (100 bytes each);
+  ``--lines N`` writes N lines of 10–200 printable bytes instead.
 * ``attune pipes sort IN OUT`` — the external sort on pipes under a memory limit (progress bar
   per phase; ``--json`` prints its report). The output appears only when complete.
+  ``--lines`` sorts lines of any length (byte order of the whole line, as ``LC_ALL=C sort``).
 * ``attune pipes bench io|sort ...`` — runs ``attune-bench pipes io|sort`` (mechanisms against
   fio; external sorts against GNU sort and DuckDB); every option is forwarded.
 """
@@ -42,6 +44,18 @@ def _info(args) -> int:
 def _gen(args) -> int:
     from attune import pipes
 
+    if (args.records is None) == (args.lines is None):
+        raise attune.InvalidArgumentError("give one of --records N or --lines N")
+    if args.lines is not None:
+        lo, hi = args.line_bytes
+        n = pipes.generate_lines(
+            args.out_file, args.lines, min_bytes=lo, max_bytes=hi, seed=args.seed
+        )
+        if args.json:
+            print(json.dumps({"path": args.out_file, "lines": args.lines, "bytes": n}))
+        else:
+            print(f"wrote {args.lines} lines ({n} bytes) to {args.out_file}")
+        return 0
     n = pipes.generate_records(args.out_file, args.records, seed=args.seed)
     if args.json:
         print(json.dumps({"path": args.out_file, "records": args.records, "bytes": n}))
@@ -81,6 +95,7 @@ def _sort(args) -> int:
             direct_io=not args.no_direct_io,
             mechanism=args.mechanism,
             progress=on_progress,
+            record_format="lines" if args.lines else "fixed",
         )
     finally:
         bar.close()
@@ -90,11 +105,22 @@ def _sort(args) -> int:
         mib = report["bytes"] / (1 << 20)
         rate = mib / report["seconds"] if report["seconds"] > 0 else 0.0
         print(
-            f"sorted {report['records']} records ({mib:.1f} MiB) in {report['seconds']:.2f} s "
+            f"sorted {report['records']} {'lines' if args.lines else 'records'} ({mib:.1f} MiB) in {report['seconds']:.2f} s "
             f"({rate:.1f} MiB/s): {report['spilled_runs']} runs spilled, "
             f"{report['merge_passes']} merge passes, mechanism {report['mechanism']}"
         )
     return 0
+
+
+def _byte_range(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition("-")
+    try:
+        pair = (int(lo), int(hi if sep else lo))
+    except ValueError:
+        pair = (-1, -1)
+    if pair[0] < 0 or pair[0] > pair[1]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MIN-MAX with 0 <= MIN <= MAX")
+    return pair
 
 
 def _bench(args) -> int:
@@ -122,21 +148,38 @@ def register(subparsers) -> None:
     add_output_flags(info)
     info.set_defaults(func=_info)
 
-    gen = sub.add_parser("gen", help="write sort-benchmark records (100 bytes, 10-byte key)")
+    gen = sub.add_parser(
+        "gen", help="write sort-benchmark records (100 bytes, 10-byte key) or lines to sort"
+    )
     gen.add_argument("out_file", metavar="OUT", help="the file to write")
-    gen.add_argument("--records", type=int_range(0), required=True, help="number of records")
+    gen.add_argument("--records", type=int_range(0), help="number of 100-byte records")
+    gen.add_argument("--lines", type=int_range(0), help="number of lines instead of records")
+    gen.add_argument(
+        "--line-bytes",
+        type=_byte_range,
+        default=(10, 200),
+        metavar="MIN-MAX",
+        help="characters per line without its newline, uniform (10-200)",
+    )
     gen.add_argument("--seed", type=int_range(0), default=1, help="stream seed (default 1)")
     add_output_flags(gen)
     gen.set_defaults(func=_gen)
 
     s = sub.add_parser(
         "sort",
-        help="external sort of 100-byte records under a memory limit",
-        description="Sorts IN (100-byte records, 10-byte keys) into OUT; OUT appears only when "
-        "the sort is complete (an error or Ctrl-C leaves none).",
+        help="external sort of 100-byte records (or of lines) under a memory limit",
+        description="Sorts IN (100-byte records, 10-byte keys; with --lines, lines ended by a "
+        "newline) into OUT; OUT appears only when the sort is complete (an error or Ctrl-C "
+        "leaves none).",
     )
     s.add_argument("input", metavar="IN")
     s.add_argument("output", metavar="OUT")
+    s.add_argument(
+        "--lines",
+        action="store_true",
+        help="sort lines of any length up to --block-bytes, byte by byte on the whole line "
+        "(LC_ALL=C sort's order); a last line without newline gets one",
+    )
     s.add_argument("--memory", type=size_bytes, default=256 << 20, help="memory limit (256MiB)")
     s.add_argument("--fan-in", type=int_range(2, 64), default=4, help="runs per merge (4)")
     s.add_argument(

@@ -55,6 +55,7 @@ __all__ = [
     "io_ssd_params",
     "io_write_clock_flags",
     "kv_repair",
+    "pipes_gen_lines",
     "pipes_gen_records",
     "pipes_sort",
     "workload_criteo",
@@ -490,7 +491,15 @@ def pipes_sort(
     direct_io: bool = True,
     mechanism: str = "auto",
     progress: Callable[[str, int, int], Any] | None = None,
+    record_format: str = "fixed",
 ) -> dict[str, Any]: ...
+def pipes_gen_lines(
+    path: str | PathLike[str],
+    lines: int,
+    min_bytes: int = 10,
+    max_bytes: int = 200,
+    seed: int = 1,
+) -> int: ...
 def pipes_gen_records(path: str | PathLike[str], records: int, seed: int = 1) -> int: ...
 
 @final

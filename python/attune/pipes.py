@@ -26,7 +26,14 @@ import os
 import threading
 from collections.abc import Callable
 
-from attune._native import Locator, Pipe, PipeTransfer, pipes_gen_records, pipes_sort
+from attune._native import (
+    Locator,
+    Pipe,
+    PipeTransfer,
+    pipes_gen_lines,
+    pipes_gen_records,
+    pipes_sort,
+)
 from attune._native import PipeRuntime as Runtime
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "PipeTransfer",
     "Runtime",
     "TransferFuture",
+    "generate_lines",
     "generate_records",
     "sort",
     "transfer",
@@ -96,10 +104,16 @@ def sort(
     direct_io: bool = True,
     mechanism: str = "auto",
     progress: Callable[[str, int, int], None] | None = None,
+    record_format: str = "fixed",
 ) -> dict:
     """Sorts a file of 100-byte records by their first 10 bytes (the sort benchmark's format)
     into ``output``, using at most ``memory_bytes`` of buffers. The output is written under a
     temporary name and renamed when complete: an error or Ctrl-C leaves no partial output.
+    ``record_format="lines"`` sorts lines ended by ``\n`` instead, of any length up to
+    ``block_bytes`` (default 1,024,000 with the ``\n``), byte by byte on the whole line (the
+    order of ``LC_ALL=C sort``); an empty input gives an empty output, a last line without
+    ``\n`` gets one, a longer line is an ``InvalidArgumentError`` naming its offset. Lines are merged
+    with a heap (``merge_select`` must stay ``"heap"``).
     ``merge_select`` picks how merges find the next record: ``"heap"`` (default, a binary
     heap), ``"loser-tree"`` (log2(k) comparisons per record) or ``"scan"`` (k comparisons).
     ``direct_io`` reads and writes the files with O_DIRECT where the file system allows it
@@ -122,7 +136,21 @@ def sort(
         direct_io=direct_io,
         mechanism=mechanism,
         progress=progress,
+        record_format=record_format,
     )
+
+
+def generate_lines(
+    path: str | os.PathLike,
+    lines: int,
+    *,
+    min_bytes: int = 10,
+    max_bytes: int = 200,
+    seed: int = 1,
+) -> int:
+    """Writes ``lines`` lines of ``min_bytes..max_bytes`` printable characters (uniform length,
+    then ``\n``) to ``path``, the same stream for the same seed; returns the bytes written."""
+    return pipes_gen_lines(os.fspath(path), lines, min_bytes, max_bytes, seed)
 
 
 def generate_records(path: str | os.PathLike, records: int, *, seed: int = 1) -> int:

@@ -206,3 +206,106 @@ def test_cli_bench_sort_forwards_to_the_harness(tmp_path, capfd):
     rows = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
     assert [r["engine"] for r in rows] == ["pipes", "plain"]
     assert all(r["checked"] and r["records"] == 3000 for r in rows)
+
+
+def _random_lines(seed: int, count: int) -> bytes:
+    """Lines of 0-300 bytes (any byte but newline), with empty lines, duplicates, long lines."""
+    import random
+
+    rng = random.Random(seed)
+    lines: list[bytes] = []
+    for _ in range(count):
+        roll = rng.random()
+        if roll < 0.1 and lines:
+            lines.append(rng.choice(lines))
+        elif roll < 0.25:
+            lines.append(b"")
+        elif roll < 0.995:
+            n = rng.randrange(300)
+            lines.append(bytes(rng.choice(b"ab\x00\xff\t\r z") for _ in range(n)))
+        else:
+            lines.append(bytes(rng.randrange(11, 256) for _ in range(rng.randrange(20_000))))
+    return b"".join(line + b"\n" for line in lines)
+
+
+def test_sort_of_lines_equals_sorted_of_the_lines(tmp_path):
+    src, out = tmp_path / "in", tmp_path / "out"
+    data = _random_lines(11, 40_000)
+    src.write_bytes(data)
+    report = pipes.sort(
+        src, out, memory_bytes=2 << 20, block_bytes=102_400, run_bytes=20_000,
+        record_format="lines",
+    )  # fmt: skip
+    assert out.read_bytes() == b"".join(line + b"\n" for line in sorted(data.split(b"\n")[:-1]))
+    assert report["format"] == "lines" and report["records"] == 40_000
+    assert report["spilled_runs"] > 1 and report["merge_passes"] >= 1
+
+
+def test_sort_of_lines_matches_gnu_sort_in_the_c_locale(tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("sort") is None:
+        pytest.skip("no GNU sort here")
+    src = tmp_path / "in"
+    n = pipes.generate_lines(src, 30_000, min_bytes=0, max_bytes=120, seed=4)
+    # An unterminated last line: both sorts add its newline.
+    with open(src, "ab") as f:
+        f.write(b"unterminated")
+    pipes.sort(src, tmp_path / "out", memory_bytes=2 << 20, record_format="lines")
+    gnu = subprocess.run(
+        ["sort", str(src)], env={**os.environ, "LC_ALL": "C"}, capture_output=True, check=True
+    ).stdout
+    assert (tmp_path / "out").read_bytes() == gnu
+    assert len(gnu) == n + len(b"unterminated\n")
+
+
+def test_sort_of_lines_edges_and_errors(tmp_path):
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.write_bytes(b"")
+    assert pipes.sort(src, out, record_format="lines")["records"] == 0
+    assert out.read_bytes() == b""
+    out.write_bytes(b"previous")
+    src.write_bytes(b"a\n" + b"x" * 200_000 + b"\nb\n")
+    with pytest.raises(attune.InvalidArgumentError, match="at byte 2 .*block_bytes"):
+        pipes.sort(src, out, memory_bytes=2 << 20, block_bytes=102_400, record_format="lines")
+    with pytest.raises(attune.InvalidArgumentError, match="fixed or lines"):
+        pipes.sort(src, out, record_format="csv")
+    assert out.read_bytes() == b"previous"
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".")] == []
+
+
+def test_an_interrupted_sort_of_lines_leaves_no_output(tmp_path):
+    src, out = tmp_path / "in", tmp_path / "out"
+    pipes.generate_lines(src, 60_000)
+
+    def stop(phase, done, total):
+        if phase.startswith("merge"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pipes.sort(src, out, memory_bytes=2 << 20, record_format="lines", progress=stop)
+    assert not out.exists()
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".")] == []
+
+
+def test_cli_gen_and_sort_lines(tmp_path, capsys):
+    src, out = tmp_path / "in", tmp_path / "out"
+    assert main(["pipes", "gen", str(src), "--lines", "5000", "--line-bytes", "3-9", "--json"]) == 0
+    n = json.loads(capsys.readouterr().out)["bytes"]
+    assert 5000 * 4 <= n <= 5000 * 10
+    assert main(["pipes", "sort", str(src), str(out), "--lines", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["records"] == 5000
+    lines = out.read_bytes().split(b"\n")[:-1]
+    assert lines == sorted(src.read_bytes().split(b"\n")[:-1])
+    assert main(["pipes", "gen", str(src), "--json"]) == 1
+    assert "--records N or --lines N" in json.loads(capsys.readouterr().out)["message"]
+
+
+def test_cli_bench_sort_of_lines(tmp_path, capfd):
+    argv = ["pipes", "bench", "sort", "--lines", "4000", "--memory", "4MiB"]
+    argv += ["--engines", "pipes,plain,gnu-sort", "--dir", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
+    assert [r["engine"] for r in rows] == ["pipes", "plain", "gnu-sort"]
+    assert all(r["checked"] and r["format"] == "lines" and r["records"] == 4000 for r in rows)

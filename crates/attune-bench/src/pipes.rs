@@ -17,14 +17,18 @@
 //! cache (`posix_fadvise(DONTNEED)`), or with `--drop-caches` the whole page cache (`sync;
 //! echo 3 > /proc/sys/vm/drop_caches`, root only; an error otherwise), so that every engine and
 //! repeat starts cold. Each engine's time ends with an fsync of its output. Outputs of `pipes` and `plain` are checked (sorted, same
-//! size); one row per engine and repeat.
+//! size); one row per engine and repeat. `--lines N` sorts N lines instead (attune-workload's
+//! `records::line`, `--line-bytes MIN-MAX` printable characters each, 10-200 by default): the
+//! pipes sort with `RecordFormat::Lines`, `plain` reading and merging lines with buffered I/O,
+//! GNU sort and DuckDB as they are; outputs of `pipes`, `plain` and `gnu-sort` are checked (lines
+//! in byte order, same size).
 //!
 //! `pipes merge`: the sort's k-way merge alone, in memory (no I/O): k sorted runs of records
 //! merged into one buffer by each way of picking the next record (`loser-tree`, `heap`, `scan`;
 //! see attune-pipes' `merge` module), interleaved; the output's order is checked.
 
 use std::collections::BinaryHeap;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -32,7 +36,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use attune_pipes::merge::{self, Selector};
-use attune_pipes::sort::{sort_file, SortOptions};
+use attune_pipes::sort::{sort_file, RecordFormat, SortOptions};
 use attune_pipes::MergeSelect;
 use attune_pipes::{
     DramOptions, FileOptions, Locator, Mechanism, MechanismChoice, PipeOptions, Runtime,
@@ -51,8 +55,8 @@ const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZ
 [--pattern randread|read] [--direct on|off] [--registration per-block|whole|off] \
 [--sqpoll-idle-ms MS] [--seed S] [--huge-pages on|off|both] \
 [--seconds S] [--repeat N] [--no-fio] [--out FILE] [--json]\n\
-       attune-bench pipes sort [--records N] [--memory SIZE] [--engines pipes,plain,gnu-sort,duckdb] \
-[--dir DIR] [--drop-caches] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
+       attune-bench pipes sort [--records N | --lines N [--line-bytes MIN-MAX]] [--memory SIZE] \
+[--engines pipes,plain,gnu-sort,duckdb] [--dir DIR] [--drop-caches] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
        attune-bench pipes merge [--records N] [--runs 2,4,8,16,50,64] [--selects loser-tree,heap,scan] \
 [--repeat N] [--seed S] [--out FILE] [--json]\n\
        attune-bench pipes compact [--records N] [--value-bytes SIZE] [--blob-bytes SIZE] \
@@ -611,7 +615,13 @@ fn measure_fio(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
 struct SortRow {
     bench: &'static str,
     engine: String,
+    /// `fixed` (100-byte records) or `lines`.
+    format: &'static str,
+    /// Records, or lines with `--lines`.
     records: u64,
+    /// Characters per line without its newline (min, max), with `--lines`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line_bytes: Option<(usize, usize)>,
     bytes: u64,
     memory_bytes: u64,
     repeat: u32,
@@ -830,6 +840,8 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut python = "python3".to_string();
     let mut seed = 1u64;
     let mut drop_caches = false;
+    let mut lines: Option<u64> = None;
+    let mut line_bytes = (10usize, 200usize);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -846,12 +858,28 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
             "--python" => python = val()?,
             "--seed" => seed = val()?.parse().map_err(usage)?,
             "--drop-caches" => drop_caches = true,
+            "--lines" => lines = Some(parse_count("--lines", &val()?).map_err(usage)?),
+            "--line-bytes" => {
+                let v = val()?;
+                let (lo, hi) = v.split_once('-').unwrap_or((&v, &v));
+                line_bytes = match (lo.parse(), hi.parse()) {
+                    (Ok(lo), Ok(hi)) if lo <= hi => (lo, hi),
+                    _ => {
+                        return Err(Fail::Usage(format!(
+                            "--line-bytes {v}: expected MIN-MAX with MIN <= MAX"
+                        )))
+                    }
+                };
+            }
             "--help" | "-h" => {
                 println!("{USAGE}");
                 return Ok(());
             }
             other => return Err(Fail::Usage(format!("unknown option {other}\n{USAGE}"))),
         }
+    }
+    if let Some(l) = lines {
+        n = l;
     }
     if drop_caches {
         // Fail before generating gigabytes of input when the page cache cannot be dropped.
@@ -880,14 +908,26 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
     };
     crate::runner::interrupt::remove_on_signal(tmp.path());
     let work = tmp.path().to_path_buf();
-    let input = dir.as_ref().unwrap_or(&work).join("input.records");
+    let input = match lines {
+        Some(_) => dir
+            .as_ref()
+            .unwrap_or(&work)
+            .join(format!("input-{}-{}.lines", line_bytes.0, line_bytes.1)),
+        None => dir.as_ref().unwrap_or(&work).join("input.records"),
+    };
     if sink.progress() {
         eprintln!(
-            "pipes sort: generating {n} records ({} MiB)",
-            (n * 100) >> 20
+            "pipes sort: generating {n} {}",
+            if lines.is_some() { "lines" } else { "records" }
         );
     }
-    ensure_records(&input, n, seed)?;
+    let bytes = match lines {
+        Some(_) => ensure_lines(&input, n, line_bytes, seed)?,
+        None => {
+            ensure_records(&input, n, seed)?;
+            n * 100
+        }
+    };
     for r in 0..repeat {
         for e in &engines {
             let out = work.join(format!("out-{}", e.replace([':', '='], "_")));
@@ -910,6 +950,11 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                     let mut o = SortOptions {
                         memory_bytes_max: memory,
                         staging_dir: Some(work.clone()),
+                        format: if lines.is_some() {
+                            RecordFormat::Lines
+                        } else {
+                            RecordFormat::Fixed
+                        },
                         ..Default::default()
                     };
                     if let Some((_, kv)) = e.split_once(':') {
@@ -937,6 +982,9 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
                         }
                     }
                     report = Some(sort_file(&input, &out, &o, None).map_err(|e| e.to_string())?);
+                }
+                "plain" if lines.is_some() => {
+                    phases = Some(plain_sort_lines(&input, &out, memory, &work)?)
                 }
                 "plain" => phases = Some(plain_sort(&input, &out, memory, &work)?),
                 "gnu-sort" => {
@@ -992,18 +1040,24 @@ fn sort(args: &[String], sink: &Sink) -> Result<(), Fail> {
             let secs = t0.elapsed().as_secs_f64();
             let cpu = cpu_seconds() - cpu0;
             if e.starts_with("pipes") || e == "plain" || e == "gnu-sort" {
-                check_sorted(&out, n * 100)?;
+                if lines.is_some() {
+                    check_sorted_lines(&out, bytes)?;
+                } else {
+                    check_sorted(&out, n * 100)?;
+                }
                 checked = true;
             }
             let row = SortRow {
                 bench: "pipes-sort",
                 engine: e.clone(),
+                format: if lines.is_some() { "lines" } else { "fixed" },
                 records: n,
-                bytes: n * 100,
+                line_bytes: lines.map(|_| line_bytes),
+                bytes,
                 memory_bytes: memory,
                 repeat: r,
                 seconds: secs,
-                mib_per_s: (n * 100) as f64 / secs / (1 << 20) as f64,
+                mib_per_s: bytes as f64 / secs / (1 << 20) as f64,
                 cpu_seconds: cpu,
                 drop_caches,
                 output_synced: true,
@@ -1053,6 +1107,172 @@ fn ensure_records(path: &Path, n: u64, seed: u64) -> Result<(), Fail> {
     }
     f.sync_all().map_err(|e| format!("fsync: {e}"))?;
     Ok(())
+}
+
+/// Writes `n` lines of `seed` (attune-workload's `records::line`) unless `path` holds them;
+/// returns the file's bytes.
+fn ensure_lines(path: &Path, n: u64, (lo, hi): (usize, usize), seed: u64) -> Result<u64, Fail> {
+    let mut want = 0u64;
+    let mut buf = Vec::new();
+    let per = 100_000u64;
+    let mut i = 0;
+    // The size is a function of (n, lengths, seed): computed first, so an existing file of
+    // that size is taken as it is.
+    while i < n {
+        let k = (n - i).min(per);
+        buf.clear();
+        records::fill_lines(seed, i, k, lo, hi, &mut buf);
+        want += buf.len() as u64;
+        i += k;
+    }
+    if std::fs::metadata(path).is_ok_and(|m| m.len() == want) {
+        return Ok(want);
+    }
+    let mut f = BufWriter::with_capacity(
+        4 << 20,
+        std::fs::File::create(path).map_err(|e| format!("create {}: {e}", path.display()))?,
+    );
+    let mut i = 0;
+    while i < n {
+        let k = (n - i).min(per);
+        buf.clear();
+        records::fill_lines(seed, i, k, lo, hi, &mut buf);
+        f.write_all(&buf).map_err(|e| format!("write: {e}"))?;
+        i += k;
+    }
+    let f = f.into_inner().map_err(|e| format!("write: {e}"))?;
+    f.sync_all().map_err(|e| format!("fsync: {e}"))?;
+    Ok(want)
+}
+
+/// The output has `size` bytes and its lines are in byte order.
+fn check_sorted_lines(path: &Path, size: u64) -> Result<(), Fail> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .len();
+    if len != size {
+        return Err(Fail::Run(format!(
+            "{}: {len} bytes, expected {size}",
+            path.display()
+        )));
+    }
+    let mut r = BufReader::with_capacity(
+        1 << 20,
+        std::fs::File::open(path).map_err(|e| e.to_string())?,
+    );
+    let (mut prev, mut line) = (Vec::new(), Vec::new());
+    loop {
+        line.clear();
+        if r.read_until(b'\n', &mut line).map_err(|e| e.to_string())? == 0 {
+            return Ok(());
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        if line < prev {
+            return Err(Fail::Run(format!("{} is not sorted", path.display())));
+        }
+        std::mem::swap(&mut prev, &mut line);
+    }
+}
+
+/// The straightforward external sort of lines: read lines with buffered reads into one buffer
+/// until it and an index of 8 bytes per line fill 90 % of the memory, sort the index with one
+/// thread, write the run with buffered writes, then merge every run at once through a binary
+/// heap of lines with buffered reads and writes.
+fn plain_sort_lines(
+    input: &Path,
+    output: &Path,
+    memory: u64,
+    dir: &Path,
+) -> Result<PlainPhases, Fail> {
+    let (t0, cpu0) = (Instant::now(), cpu_seconds());
+    let budget = (memory * 9 / 10) as usize;
+    let mut r = BufReader::with_capacity(
+        1 << 20,
+        std::fs::File::open(input).map_err(|e| e.to_string())?,
+    );
+    let mut runs = Vec::new();
+    let mut data: Vec<u8> = Vec::with_capacity(budget / 2);
+    let mut index: Vec<(u32, u32)> = Vec::new();
+    let mut eof = false;
+    while !eof {
+        data.clear();
+        index.clear();
+        while data.len() + 8 * index.len() < budget.saturating_sub(1 << 20) {
+            let start = data.len();
+            if r.read_until(b'\n', &mut data).map_err(|e| e.to_string())? == 0 {
+                eof = true;
+                break;
+            }
+            if data.last() != Some(&b'\n') {
+                data.push(b'\n');
+            }
+            index.push((start as u32, (data.len() - start - 1) as u32));
+        }
+        if index.is_empty() {
+            break;
+        }
+        let line = |&(o, l): &(u32, u32)| &data[o as usize..(o + l) as usize];
+        index.sort_unstable_by(|a, b| line(a).cmp(line(b)));
+        let p = dir.join(format!("plain-run-{}", runs.len()));
+        let mut w = BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(&p).map_err(|e| e.to_string())?,
+        );
+        for e in &index {
+            w.write_all(&data[e.0 as usize..(e.0 + e.1 + 1) as usize])
+                .map_err(|e| e.to_string())?;
+        }
+        w.flush().map_err(|e| e.to_string())?;
+        runs.push(p);
+    }
+    drop((data, index));
+    let (t1, cpu1) = (Instant::now(), cpu_seconds());
+    let per_run_buf = ((memory / 10) / (runs.len() as u64 + 1)).clamp(64 << 10, 4 << 20) as usize;
+    let mut readers: Vec<BufReader<std::fs::File>> = runs
+        .iter()
+        .map(|p| std::fs::File::open(p).map(|f| BufReader::with_capacity(per_run_buf, f)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut out = BufWriter::with_capacity(
+        per_run_buf,
+        std::fs::File::create(output).map_err(|e| e.to_string())?,
+    );
+    // Heads without their newline: a line sorts before every longer line it starts.
+    let next = |rd: &mut BufReader<std::fs::File>, l: &mut Vec<u8>| -> Result<bool, Fail> {
+        l.clear();
+        let n = rd.read_until(b'\n', l).map_err(|e| e.to_string())?;
+        if l.last() == Some(&b'\n') {
+            l.pop();
+        }
+        Ok(n > 0)
+    };
+    let mut heap = BinaryHeap::new();
+    for (i, rd) in readers.iter_mut().enumerate() {
+        let mut l = Vec::new();
+        if next(rd, &mut l)? {
+            heap.push(std::cmp::Reverse((l, i)));
+        }
+    }
+    while let Some(std::cmp::Reverse((mut l, i))) = heap.pop() {
+        out.write_all(&l).map_err(|e| e.to_string())?;
+        out.write_all(b"\n").map_err(|e| e.to_string())?;
+        if next(&mut readers[i], &mut l)? {
+            heap.push(std::cmp::Reverse((l, i)));
+        }
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    for p in &runs {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(PlainPhases {
+        runs: runs.len(),
+        run_seconds: (t1 - t0).as_secs_f64(),
+        run_cpu_seconds: cpu1 - cpu0,
+        merge_seconds: t1.elapsed().as_secs_f64(),
+        merge_cpu_seconds: cpu_seconds() - cpu1,
+    })
 }
 
 fn check_sorted(path: &Path, size: u64) -> Result<(), Fail> {

@@ -40,6 +40,7 @@ pub mod mechanism;
 pub mod merge;
 pub mod runtime;
 pub mod sort;
+mod sort_lines;
 
 pub use chain::Chain;
 pub use error::{Errno, Error, Result};

@@ -1,5 +1,7 @@
 //! External sort on pipes: fixed-size records (100 bytes, the first 10 the key: the sort
 //! benchmark's format), under a memory limit, output written under a temporary name and renamed.
+//! Variable-length records (lines ended by `\n`, [`RecordFormat::Lines`]) take the same shape
+//! with an index of the lines in place of moving records: `sort_lines.rs`.
 //!
 //! Shape (docs/data-pipes.md, "External sort"; the chapter's §4.3):
 //! 1. **Runs.** The input moves through a read pipe into one of two DRAM buffers of `S` bytes
@@ -41,7 +43,7 @@ pub const RECORD_BYTES: u64 = 100;
 /// Bytes of the key at the start of each record.
 pub const KEY_BYTES: usize = 10;
 /// Block sizes are multiples of this: whole records and whole 4 KiB pages.
-const UNIT_BYTES: u64 = 102_400;
+pub(crate) const UNIT_BYTES: u64 = 102_400;
 
 /// Options of [`sort_file`].
 #[derive(Clone, Debug)]
@@ -64,7 +66,8 @@ pub struct SortOptions {
     /// `pipes merge` benchmark, docs/data-pipes.md); `LoserTree` and `Scan` are the ablations.
     pub merge_select: MergeSelect,
     /// Bytes per I/O block of the merges and of the spill. Default 1,024,000 (≈1 MiB, whole
-    /// records and pages). Shrunk to fit the memory limit.
+    /// records and pages). Shrunk to fit the memory limit. With lines, also the longest line
+    /// taken (with its `\n`).
     pub block_bytes: u64,
     /// Where spilled runs go (a directory made and removed inside it). Default: the output's.
     pub staging_dir: Option<PathBuf>,
@@ -83,6 +86,39 @@ pub struct SortOptions {
     pub runtime: RuntimeOptions,
     /// Set to stop the sort: it ends with `Cancelled` and leaves no output.
     pub cancel: Option<Arc<AtomicBool>>,
+    /// The records: fixed 100-byte records (default) or newline-terminated lines of any
+    /// length up to `block_bytes` (docs/formats/sort-records.md).
+    pub format: RecordFormat,
+}
+
+/// What the sort's input is made of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RecordFormat {
+    /// 100-byte records ordered by their first 10 bytes (the sort benchmark's format).
+    #[default]
+    Fixed,
+    /// Lines ended by `\n`, of any length up to the block size, ordered byte by byte on the
+    /// whole line (`LC_ALL=C sort`'s order); an unterminated last line gets its `\n`.
+    Lines,
+}
+
+impl RecordFormat {
+    /// The name used by options, reports and benchmarks.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordFormat::Fixed => "fixed",
+            RecordFormat::Lines => "lines",
+        }
+    }
+
+    /// Parses a name of [`RecordFormat::name`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "fixed" => Some(RecordFormat::Fixed),
+            "lines" => Some(RecordFormat::Lines),
+            _ => None,
+        }
+    }
 }
 
 impl Default for SortOptions {
@@ -103,6 +139,7 @@ impl Default for SortOptions {
             direct_io: true,
             runtime: RuntimeOptions::default(),
             cancel: None,
+            format: RecordFormat::Fixed,
         }
     }
 }
@@ -111,8 +148,14 @@ impl Default for SortOptions {
 #[derive(Clone, Debug, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SortReport {
+    /// `fixed` or `lines`.
+    pub format: String,
+    /// Records (fixed) or lines sorted.
     pub records: u64,
+    /// Bytes of the input.
     pub bytes: u64,
+    /// Bytes of the output: the input's, plus one `\n` when the last line had none.
+    pub output_bytes: u64,
     pub mechanism: String,
     pub run_bytes: u64,
     pub spill_run_bytes: u64,
@@ -139,7 +182,7 @@ pub struct SortReport {
 }
 
 /// User + system CPU seconds of this process so far (every thread).
-fn process_cpu_seconds() -> f64 {
+pub(crate) fn process_cpu_seconds() -> f64 {
     // SAFETY: a zeroed rusage is a valid out-parameter.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `ru` is valid and writable.
@@ -159,9 +202,9 @@ pub fn default_run_bytes() -> u64 {
     ((per_core / 2) / RECORD_BYTES).max(1) * RECORD_BYTES
 }
 
-struct Cleanup {
-    temp_out: Option<PathBuf>,
-    staging: Option<PathBuf>,
+pub(crate) struct Cleanup {
+    pub(crate) temp_out: Option<PathBuf>,
+    pub(crate) staging: Option<PathBuf>,
 }
 
 impl Drop for Cleanup {
@@ -178,13 +221,13 @@ impl Drop for Cleanup {
 /// `n` rounded up to whole O_DIRECT units. Every write of the sort is padded to this (the
 /// buffers are whole units), so runs are read back in whole units; the real lengths are kept
 /// beside the files and the output is truncated to its length before it is published.
-fn align_up(n: u64) -> u64 {
+pub(crate) fn align_up(n: u64) -> u64 {
     n.div_ceil(DIRECT_ALIGN_BYTES) * DIRECT_ALIGN_BYTES
 }
 
 /// Opens `path` with O_DIRECT when `direct` and the file system takes it, else buffered.
 /// Returns the locator and whether it is direct.
-fn open_file(path: &Path, direct: bool, write: bool) -> Result<(Locator, bool)> {
+pub(crate) fn open_file(path: &Path, direct: bool, write: bool) -> Result<(Locator, bool)> {
     let o = FileOptions {
         create: write,
         truncate: write,
@@ -204,18 +247,8 @@ fn key80(rec: &[u8]) -> u128 {
     u128::from_be_bytes(k)
 }
 
-/// Progress: (phase, bytes done, bytes in the phase).
-pub type Progress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
-
-/// Sorts the records of `input` into `output` (see the module doc).
-pub fn sort_file(
-    input: &Path,
-    output: &Path,
-    opts: &SortOptions,
-    progress: Option<Progress<'_>>,
-) -> Result<SortReport> {
-    let t0 = Instant::now();
-    let cpu0 = process_cpu_seconds();
+/// Checks the options shared by both record formats.
+pub(crate) fn check_options(opts: &SortOptions) -> Result<()> {
     if opts.fan_in < 2 || opts.fan_in > 64 {
         return Err(Error::InvalidArgument(format!(
             "fan-in {} must be 2..=64",
@@ -232,24 +265,20 @@ pub fn sort_file(
             )));
         }
     }
-    let rt = Runtime::new(opts.runtime.clone())?;
-    // The mmap mechanism goes through the page cache: no O_DIRECT with it.
-    let direct = opts.direct_io && rt.report().mechanism != Mechanism::Mmap;
-    let (src, src_direct) = open_file(input, direct, false)?;
-    let total = src.len()?;
-    if total % RECORD_BYTES != 0 {
-        return Err(Error::BadInput {
-            path: input.to_path_buf(),
-            reason: format!("{total} bytes is not a whole number of {RECORD_BYTES}-byte records"),
-        });
-    }
-    let records = total / RECORD_BYTES;
-    if records > u64::from(u32::MAX) * 64 {
-        return Err(Error::BadInput {
-            path: input.to_path_buf(),
-            reason: "too many records".into(),
-        });
-    }
+    Ok(())
+}
+
+/// Where a sort writes: the output's directory, the temporary output beside the final name,
+/// the staging directory (made here) and the guard that removes both unless published.
+pub(crate) struct Staged {
+    pub out_dir: PathBuf,
+    pub temp_out: PathBuf,
+    pub staging: PathBuf,
+    pub cleanup: Cleanup,
+}
+
+/// Makes the staging directory and names the temporary output (see the module doc).
+pub(crate) fn stage(output: &Path, opts: &SortOptions) -> Result<Staged> {
     let out_dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -271,10 +300,58 @@ pub fn sort_file(
         .unwrap_or_else(|| out_dir.clone())
         .join(format!(".attune-sort-{pid}-{nanos}"));
     std::fs::create_dir(&staging).map_err(|e| Error::io("mkdir", &staging, &e))?;
-    let mut cleanup = Cleanup {
+    let cleanup = Cleanup {
         temp_out: Some(temp_out.clone()),
         staging: Some(staging.clone()),
     };
+    Ok(Staged {
+        out_dir,
+        temp_out,
+        staging,
+        cleanup,
+    })
+}
+
+/// Progress: (phase, bytes done, bytes in the phase).
+pub type Progress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
+
+/// Sorts the records of `input` into `output` (see the module doc).
+pub fn sort_file(
+    input: &Path,
+    output: &Path,
+    opts: &SortOptions,
+    progress: Option<Progress<'_>>,
+) -> Result<SortReport> {
+    let t0 = Instant::now();
+    let cpu0 = process_cpu_seconds();
+    check_options(opts)?;
+    if opts.format == RecordFormat::Lines {
+        return crate::sort_lines::sort_lines(input, output, opts, progress);
+    }
+    let rt = Runtime::new(opts.runtime.clone())?;
+    // The mmap mechanism goes through the page cache: no O_DIRECT with it.
+    let direct = opts.direct_io && rt.report().mechanism != Mechanism::Mmap;
+    let (src, src_direct) = open_file(input, direct, false)?;
+    let total = src.len()?;
+    if total % RECORD_BYTES != 0 {
+        return Err(Error::BadInput {
+            path: input.to_path_buf(),
+            reason: format!("{total} bytes is not a whole number of {RECORD_BYTES}-byte records"),
+        });
+    }
+    let records = total / RECORD_BYTES;
+    if records > u64::from(u32::MAX) * 64 {
+        return Err(Error::BadInput {
+            path: input.to_path_buf(),
+            reason: "too many records".into(),
+        });
+    }
+    let Staged {
+        out_dir,
+        temp_out,
+        staging,
+        cleanup,
+    } = stage(output, opts)?;
 
     let m = opts.memory_bytes_max;
     // Phase-1 sizes: 2 write blocks, then S per buffer (+0.32·S of index), S whole units.
@@ -298,6 +375,7 @@ pub fn sort_file(
         .unwrap_or_else(default_run_bytes)
         .max(RECORD_BYTES);
     let mut report = SortReport {
+        format: RecordFormat::Fixed.name().into(),
         records,
         bytes: total,
         mechanism: rt.report().mechanism.name().into(),
@@ -427,14 +505,64 @@ pub fn sort_file(
 
     // ---- Phase 2: k-way merges until one run is left.
     let t1 = Instant::now();
+    let merge_group = |group: &[(PathBuf, u64)], out: &Path| {
+        merge(&rt, group, out, block, opts.merge_select, direct)
+    };
     // Two blocks per input and two for the output per merge; at least `fan_in` fit (above).
-    let k_max = ((m / (2 * block)).saturating_sub(1) as usize).clamp(opts.fan_in, 64);
+    merge_passes(
+        runs,
+        opts,
+        block,
+        2,
+        &temp_out,
+        &staging,
+        &mut report,
+        progress,
+        &merge_group,
+    )?;
+    report.merge_seconds = t1.elapsed().as_secs_f64();
+    report.merge_cpu_seconds = process_cpu_seconds() - cpu1;
+    let t2 = Instant::now();
+    report.output_bytes = total;
+    publish(&temp_out, output, &out_dir, total, cleanup)?;
+    report.publish_seconds = t2.elapsed().as_secs_f64();
+    report.seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Merges one group of runs into a file: (bytes read, bytes written).
+pub(crate) type MergeGroup<'a> =
+    &'a (dyn Fn(&[(PathBuf, u64)], &Path) -> Result<(u64, u64)> + Sync);
+
+/// Phase 2: merges `runs` (path, length) `k` at a time until one is left, the last merge
+/// writing `temp_out`. A merge of `k` inputs holds `inputs_blocks` blocks per input and two
+/// for the output; groups of a pass run in parallel as far as the memory limit allows.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn merge_passes(
+    mut runs: Vec<(PathBuf, u64)>,
+    opts: &SortOptions,
+    block: u64,
+    input_blocks: u64,
+    temp_out: &Path,
+    staging: &Path,
+    report: &mut SortReport,
+    progress: Option<Progress<'_>>,
+    merge_group: MergeGroup<'_>,
+) -> Result<()> {
+    let m = opts.memory_bytes_max;
+    let cancelled = || {
+        opts.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    };
+    let k_max = ((m / block).saturating_sub(2) / input_blocks) as usize;
+    let k_max = k_max.clamp(opts.fan_in, 64);
     let k = opts
         .merge_fan_in
         .unwrap_or_else(|| runs.len().clamp(opts.fan_in, k_max))
         .min(k_max.max(2));
     report.merge_fan_in = k;
-    let merge_need = 2 * (k as u64 + 1) * block;
+    let merge_need = (input_blocks * k as u64 + 2) * block;
     let mut pass = 0u64;
     while runs.len() > 1 {
         pass += 1;
@@ -455,11 +583,10 @@ pub fn sort_file(
                 let handles: Vec<_> = wave
                     .iter()
                     .map(|&(g, group)| {
-                        let (rt, temp_out, staging) = (&rt, &temp_out, &staging);
                         sc.spawn(move || -> Result<(PathBuf, u64, u64, u64)> {
                             let len: u64 = group.iter().map(|r| r.1).sum();
                             let out_path = if last {
-                                temp_out.clone()
+                                temp_out.to_path_buf()
                             } else {
                                 staging.join(format!("run-{pass}-{g}"))
                             };
@@ -468,8 +595,7 @@ pub fn sort_file(
                                     .map_err(|e| Error::io("rename", &out_path, &e))?;
                                 return Ok((out_path, len, 0, 0));
                             }
-                            let (r, w) =
-                                merge(rt, group, &out_path, block, opts.merge_select, direct)?;
+                            let (r, w) = merge_group(group, &out_path)?;
                             for (p, _) in group {
                                 let _ = std::fs::remove_file(p);
                             }
@@ -500,34 +626,37 @@ pub fn sort_file(
         runs = next;
     }
     report.merge_passes = pass;
-    report.merge_seconds = t1.elapsed().as_secs_f64();
-    report.merge_cpu_seconds = process_cpu_seconds() - cpu1;
-    let t2 = Instant::now();
     if cancelled() {
         return Err(Error::Cancelled {
             bytes_done: report.bytes_written,
         });
     }
+    Ok(())
+}
 
-    // ---- Publish: cut the last write's padding, sync the temporary file, rename it, sync
-    // the directory.
+/// Publishes the sort: cuts the last write's padding (the file becomes `len` bytes), syncs the
+/// temporary file, renames it over `output` and syncs the directory.
+pub(crate) fn publish(
+    temp_out: &Path,
+    output: &Path,
+    out_dir: &Path,
+    len: u64,
+    mut cleanup: Cleanup,
+) -> Result<()> {
     let f = std::fs::OpenOptions::new()
         .write(true)
-        .open(&temp_out)
-        .map_err(|e| Error::io("open", &temp_out, &e))?;
-    f.set_len(total)
-        .map_err(|e| Error::io("truncate", &temp_out, &e))?;
-    f.sync_all()
-        .map_err(|e| Error::io("fsync", &temp_out, &e))?;
-    std::fs::rename(&temp_out, output).map_err(|e| Error::io("rename", output, &e))?;
+        .open(temp_out)
+        .map_err(|e| Error::io("open", temp_out, &e))?;
+    f.set_len(len)
+        .map_err(|e| Error::io("truncate", temp_out, &e))?;
+    f.sync_all().map_err(|e| Error::io("fsync", temp_out, &e))?;
+    std::fs::rename(temp_out, output).map_err(|e| Error::io("rename", output, &e))?;
     cleanup.temp_out = None;
-    if let Ok(d) = std::fs::File::open(&out_dir) {
+    if let Ok(d) = std::fs::File::open(out_dir) {
         let _ = d.sync_all();
     }
     drop(cleanup);
-    report.publish_seconds = t2.elapsed().as_secs_f64();
-    report.seconds = t0.elapsed().as_secs_f64();
-    Ok(report)
+    Ok(())
 }
 
 /// Sorts `data`'s records as cache runs of `run_bytes` (index sort + gather, one core per run,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use attune_pipes::sort::{sort_file, SortOptions};
+use attune_pipes::sort::{sort_file, RecordFormat, SortOptions};
 use attune_pipes::{
     DramOptions, FileOptions, Locator, MechanismChoice, MergeSelect, Pipe, PipeOptions, Runtime,
     RuntimeOptions, Transfer,
@@ -281,7 +281,7 @@ impl PyTransfer {
 
 /// The external sort (see `attune.pipes.sort`).
 #[pyfunction]
-#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, merge_fan_in=None, merge_select="heap", block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, direct_io=true, mechanism="auto", progress=None))]
+#[pyo3(signature = (input, output, memory_bytes=268435456, run_bytes=None, fan_in=4, merge_fan_in=None, merge_select="heap", block_bytes=None, staging_dir=None, threads=None, double_buffering=true, early_spill=true, direct_io=true, mechanism="auto", progress=None, record_format="fixed"))]
 #[allow(clippy::too_many_arguments)]
 fn pipes_sort<'py>(
     py: Python<'py>,
@@ -300,6 +300,7 @@ fn pipes_sort<'py>(
     direct_io: bool,
     mechanism: &str,
     progress: Option<PyObject>,
+    record_format: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let cancel = Arc::new(AtomicBool::new(false));
     let d = SortOptions::default();
@@ -324,6 +325,11 @@ fn pipes_sort<'py>(
             ..Default::default()
         },
         cancel: Some(Arc::clone(&cancel)),
+        format: RecordFormat::parse(record_format).ok_or_else(|| {
+            pipes_error(attune_pipes::Error::InvalidArgument(format!(
+                "record_format {record_format:?} must be fixed or lines"
+            )))
+        })?,
     };
     let interrupted: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
     let report = py.allow_threads(|| {
@@ -383,6 +389,50 @@ fn pipes_gen_records(py: Python<'_>, path: PathBuf, records: u64, seed: u64) -> 
     })
 }
 
+/// Writes `lines` lines of `seed` (attune-workload's `records::line`: `min_bytes..=max_bytes`
+/// printable characters and `\n`) to `path`; returns the bytes written.
+#[pyfunction]
+#[pyo3(signature = (path, lines, min_bytes=10, max_bytes=200, seed=1))]
+fn pipes_gen_lines(
+    py: Python<'_>,
+    path: PathBuf,
+    lines: u64,
+    min_bytes: usize,
+    max_bytes: usize,
+    seed: u64,
+) -> PyResult<u64> {
+    if min_bytes > max_bytes {
+        return Err(pipes_error(attune_pipes::Error::InvalidArgument(format!(
+            "min_bytes {min_bytes} is above max_bytes {max_bytes}"
+        ))));
+    }
+    use std::io::Write;
+    py.allow_threads(|| -> std::io::Result<u64> {
+        let mut f = std::fs::File::create(&path)?;
+        let per = 100_000u64;
+        let mut buf = Vec::new();
+        let (mut i, mut bytes) = (0u64, 0u64);
+        while i < lines {
+            let k = (lines - i).min(per);
+            buf.clear();
+            attune_workload::records::fill_lines(seed, i, k, min_bytes, max_bytes, &mut buf);
+            f.write_all(&buf)?;
+            bytes += buf.len() as u64;
+            i += k;
+        }
+        f.sync_all()?;
+        Ok(bytes)
+    })
+    .map_err(|e| {
+        pipes_error(attune_pipes::Error::Io {
+            op: "write",
+            path: path.clone(),
+            offset: 0,
+            errno: attune_pipes::Errno(e.raw_os_error().unwrap_or(libc_eio())),
+        })
+    })
+}
+
 fn libc_eio() -> i32 {
     5
 }
@@ -395,5 +445,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTransfer>()?;
     m.add_function(wrap_pyfunction!(pipes_sort, m)?)?;
     m.add_function(wrap_pyfunction!(pipes_gen_records, m)?)?;
+    m.add_function(wrap_pyfunction!(pipes_gen_lines, m)?)?;
     Ok(())
 }

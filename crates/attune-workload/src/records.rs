@@ -62,9 +62,57 @@ pub fn fill(seed: u64, first: u64, out: &mut [u8]) {
     }
 }
 
+/// Appends line `i` of `seed` to `out`: `len_min..=len_max` printable ASCII characters
+/// (0x20..=0x7E, uniform; the length uniform too), then `\n`. A pure function of `(seed, i)`,
+/// like [`record`]: the variable-length input of the external sort (sorted by the whole line).
+pub fn line(seed: u64, i: u64, len_min: usize, len_max: usize, out: &mut Vec<u8>) {
+    let span = len_max.saturating_sub(len_min) as u64 + 1;
+    let len = len_min + (hash3(seed, 0x4c_49_4e, i) % span) as usize;
+    let mut h = 0u64;
+    for j in 0..len {
+        // Nine characters per 64-bit draw (95^9 < 2^64).
+        if j % 9 == 0 {
+            h = hash3(seed, 0x4c_49_4f, i.wrapping_mul(1 << 24) ^ (j / 9) as u64);
+        }
+        out.push(0x20 + (h % 95) as u8);
+        h /= 95;
+    }
+    out.push(b'\n');
+}
+
+/// Appends lines `first..first + count` of `seed` to `out` (see [`line`]).
+pub fn fill_lines(
+    seed: u64,
+    first: u64,
+    count: u64,
+    len_min: usize,
+    len_max: usize,
+    out: &mut Vec<u8>,
+) {
+    for i in first..first + count {
+        line(seed, i, len_min, len_max, out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_are_printable_of_the_given_lengths_and_repeatable() {
+        let mut a = Vec::new();
+        fill_lines(3, 0, 500, 10, 200, &mut a);
+        let lines: Vec<&[u8]> = a.split(|&b| b == b'\n').collect();
+        assert_eq!(lines.len(), 501); // the last `\n` leaves an empty tail
+        assert!(lines[..500].iter().all(|l| (10..=200).contains(&l.len())));
+        assert!(a.iter().all(|&b| b == b'\n' || (0x20..=0x7e).contains(&b)));
+        let mut b = Vec::new();
+        fill_lines(3, 250, 250, 10, 200, &mut b);
+        assert!(a.ends_with(&b));
+        let mut c = Vec::new();
+        line(3, 0, 0, 0, &mut c);
+        assert_eq!(c, b"\n");
+    }
 
     #[test]
     fn records_are_printable_lines_with_the_index() {

@@ -4,3 +4,4 @@
 
 mod pipes;
 mod sort;
+mod sort_lines;
