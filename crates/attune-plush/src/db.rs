@@ -1038,6 +1038,12 @@ impl Core {
             .min(parts);
         let per = parts.div_ceil(threads);
         let (chunk_bytes, chunks) = (self.opts.log_chunk_bytes, self.opts.log_chunks);
+        // Level 1's epochs, each checked against its entry's slot once, in directory order:
+        // recovery compares every log entry against its DRAM entry's.
+        let l1_epochs: Vec<u64> = (0..self.geo.entries(0))
+            .map(|d| self.level1_epoch(d))
+            .collect::<Result<_>>()?;
+        let l1 = l1_epochs.as_slice();
         let this = &*self;
         // Read every partition in parallel, keeping the entries the first level does not
         // cover, then replay them per DRAM entry in sequence order (a packed log spreads an
@@ -1062,11 +1068,11 @@ impl Core {
                         } else {
                             Partition::recover(log.clone(), p, chunk_bytes, chunks)?
                         };
-                        let findings = this.check_partition(p, &rec, log_file)?;
+                        let findings = this.check_partition(p, &rec, log_file, Some(l1))?;
                         let mut live = Vec::new();
                         for e in rec.entries {
                             let d = this.geo.entry_of(this.place(e.key), 0);
-                            if e.epoch > this.level1_epoch(d)? {
+                            if e.epoch > l1[d] {
                                 live.push((d, e));
                             }
                         }
@@ -1113,7 +1119,7 @@ impl Core {
                 .map(|mut shard| {
                     s.spawn(move || {
                         shard.sort_unstable_by_key(|(d, e)| (*d, e.seq));
-                        this.replay(shard.iter().map(|(_, e)| e), log_path)
+                        this.replay(shard.iter().map(|(_, e)| e), log_path, l1)
                     })
                 })
                 .collect();
@@ -1145,12 +1151,12 @@ impl Core {
             record_files(self.storage.as_ref(), 0, true)?;
         }
         // Entries without a recovered record start at the epoch after their level-1 twin's.
-        for d in 0..self.geo.entries(0) {
+        for (d, l1) in l1_epochs.iter().enumerate() {
             let (epoch, size) = self.dram.meta_of(d);
             if size == 0 {
-                self.dram.reset(d, self.level1_epoch(d)? + 1, 0);
+                self.dram.reset(d, l1 + 1, 0);
             } else {
-                debug_assert!(epoch > self.level1_epoch(d).unwrap_or(0));
+                debug_assert!(epoch > *l1);
             }
         }
         Ok(())
@@ -1161,7 +1167,14 @@ impl Core {
     /// body still holds was migrated (level 1's checked epoch covers it) or copied to another
     /// chunk of the partition (its sequence number is there); otherwise the header is damage
     /// and the chunk the only copy of those records.
-    fn check_partition(&self, p: usize, rec: &Recovered, log: &Path) -> Result<LogFindings> {
+    /// `l1`: level 1's checked epochs, when the caller read them already.
+    fn check_partition(
+        &self,
+        p: usize,
+        rec: &Recovered,
+        log: &Path,
+        l1: Option<&[u64]>,
+    ) -> Result<LogFindings> {
         for o in &rec.orphans {
             let mut lost = Vec::new();
             for e in &o.entries {
@@ -1169,7 +1182,11 @@ impl Core {
                     continue;
                 }
                 let d = self.geo.entry_of(self.place(e.key), 0);
-                if e.epoch > self.level1_epoch(d)? {
+                let epoch = match l1 {
+                    Some(l1) => l1[d],
+                    None => self.level1_epoch(d)?,
+                };
+                if e.epoch > epoch {
                     lost.push(e);
                 }
             }
@@ -1433,12 +1450,17 @@ impl Core {
 
     /// Puts recovered log entries (each DRAM entry's in sequence order) back into the DRAM
     /// level: those whose epoch is above their level-1 entry's (≥ there means migrated).
-    fn replay<'e>(&self, entries: impl Iterator<Item = &'e LogEntry>, file: &Path) -> Result<u64> {
+    fn replay<'e>(
+        &self,
+        entries: impl Iterator<Item = &'e LogEntry>,
+        file: &Path,
+        l1_epochs: &[u64],
+    ) -> Result<u64> {
         let mut n = 0;
         for e in entries {
             let h = self.place(e.key);
             let d = self.geo.entry_of(h, 0);
-            let l1 = self.level1_epoch(d)?;
+            let l1 = l1_epochs[d];
             if e.epoch <= l1 {
                 continue;
             }
@@ -2278,7 +2300,7 @@ impl Core {
         let mut findings = Vec::with_capacity(guards.len());
         for p in 0..guards.len() {
             let rec = Partition::scan(log.clone(), p, chunk_bytes, chunks)?;
-            findings.push(self.check_partition(p, &rec, &log_path)?);
+            findings.push(self.check_partition(p, &rec, &log_path, None)?);
         }
         let clean = clean_close(self.storage.as_ref())?;
         // A read-only session keeps the torn tails its open accepted; a writable one zeroed

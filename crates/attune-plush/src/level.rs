@@ -817,6 +817,16 @@ fn set_filter(word: &AtomicU64, mask: u64, fresh_bucket: bool) {
 mod tests {
     use super::*;
 
+    /// The version-5 worked example of `docs/formats/plush.md`.
+    #[test]
+    fn the_format_doc_slot_example_encodes_as_written() {
+        let mut crc = record_crc(0, 1, 8);
+        assert_eq!(crc, 0xF247_93CE);
+        crc = record_crc(crc, 2, 15);
+        assert_eq!(crc, 0x2E82_33F7);
+        assert_eq!(make_slot(pack_meta(3, 2), crc), 0x0002_831E_2E82_33F7);
+    }
+
     /// A damaged meta word must not find a slot written for the original: every one- and
     /// two-bit error of a meta word changes its check bits (the crc is linear, so this holds
     /// for every meta word once it holds for one).
