@@ -13,7 +13,7 @@ use crate::level::{
     collect_newest, level_file_bytes, level_file_name, search, search_meta, DramLevel, Level,
     FORMAT_VERSION,
 };
-use crate::log::{LogEntry, Partition};
+use crate::log::{LogEntry, Partition, Recovered, Suspect, NEWEST_KEPT, TORN_TAIL_MAX};
 use crate::payload::{
     bucket_key, fits_inline, is_pointer, PayloadLog, KEY_BYTES_MAX, SEGMENT_BYTES_MAX,
     SEGMENT_HEADER_BYTES, VALUE_BYTES_MAX,
@@ -445,6 +445,16 @@ pub struct VerifyReport {
     pub records_not_checksummed: u64,
 }
 
+/// What reading one log partition found that only the whole log can judge.
+struct LogFindings {
+    partition: usize,
+    suspects: Vec<Suspect>,
+    /// The partition's newest sequence numbers, newest first (at most `NEWEST_KEPT`).
+    newest: Vec<u64>,
+    chunks_in_use: usize,
+    entries: usize,
+}
+
 /// A Plush hash table: the engine plus, with background migration, its migration thread.
 pub struct Plush {
     core: Arc<Core>,
@@ -697,7 +707,8 @@ impl Plush {
     /// that checkpoint's error is returned here (a drop ignores it).
     pub fn close(mut self) -> Result<()> {
         self.stop_migrator();
-        self.core.checkpoint_unlogged()
+        self.core.checkpoint_unlogged()?;
+        self.core.record_clean_close()
     }
 
     fn stop_migrator(&mut self) {
@@ -712,7 +723,9 @@ impl Plush {
 impl Drop for Plush {
     fn drop(&mut self) {
         self.stop_migrator();
-        let _ = self.core.checkpoint_unlogged();
+        if self.core.checkpoint_unlogged().is_ok() {
+            let _ = self.core.record_clean_close();
+        }
     }
 }
 
@@ -935,6 +948,10 @@ impl Core {
             opts,
         };
         db.recover()?;
+        if !db.opts.read_only && clean_close(db.storage.as_ref())?.is_some() {
+            // From here on the log may change: the record of the clean close goes first.
+            clear_clean_close(db.storage.as_ref())?;
+        }
         // A crash inside a log compaction can leave a partition without a free chunk; the
         // next compaction could then not start. Migrating the DRAM level makes every log
         // entry dead, so that compaction may clear its oldest chunk first.
@@ -1021,13 +1038,20 @@ impl Core {
             .min(parts);
         let per = parts.div_ceil(threads);
         let (chunk_bytes, chunks) = (self.opts.log_chunk_bytes, self.opts.log_chunks);
+        // Level 1's epochs, each checked against its entry's slot once, in directory order:
+        // recovery compares every log entry against its DRAM entry's.
+        let l1_epochs: Vec<u64> = (0..self.geo.entries(0))
+            .map(|d| self.level1_epoch(d))
+            .collect::<Result<_>>()?;
+        let l1 = l1_epochs.as_slice();
         let this = &*self;
         // Read every partition in parallel, keeping the entries the first level does not
         // cover, then replay them per DRAM entry in sequence order (a packed log spreads an
         // entry's versions over partitions; a log by key hash keeps each entry's in one
         // partition, where its sequence numbers already order them), the DRAM entries split
         // among the threads.
-        type Read = Vec<(usize, Partition, Vec<(usize, LogEntry)>)>;
+        type Read = Vec<(usize, Partition, Vec<(usize, LogEntry)>, LogFindings)>;
+        let log_file = log_path.as_path();
         let mut results: Vec<Result<Read>> = Vec::new();
         std::thread::scope(|s| {
             let mut handles = Vec::new();
@@ -1044,13 +1068,15 @@ impl Core {
                         } else {
                             Partition::recover(log.clone(), p, chunk_bytes, chunks)?
                         };
-                        let live = rec
-                            .entries
-                            .into_iter()
-                            .map(|e| (this.geo.entry_of(this.place(e.key), 0), e))
-                            .filter(|(d, e)| e.epoch > this.level1_epoch(*d))
-                            .collect();
-                        out.push((p, rec.partition, live));
+                        let findings = this.check_partition(p, &rec, log_file, Some(l1))?;
+                        let mut live = Vec::new();
+                        for e in rec.entries {
+                            let d = this.geo.entry_of(this.place(e.key), 0);
+                            if e.epoch > l1[d] {
+                                live.push((d, e));
+                            }
+                        }
+                        out.push((p, rec.partition, live, findings));
                     }
                     Ok(out)
                 }));
@@ -1063,24 +1089,37 @@ impl Core {
         });
         let mut logs: Vec<Option<Partition>> = (0..parts).map(|_| None).collect();
         let mut shards: Vec<Vec<(usize, LogEntry)>> = (0..threads).map(|_| Vec::new()).collect();
+        let mut findings = Vec::new();
         let mut next_seq = 1;
         for r in results {
-            for (i, p, live) in r? {
+            for (i, p, live, f) in r? {
                 next_seq = p.next_seq().max(next_seq);
                 for (d, e) in live {
                     shards[d % threads].push((d, e));
                 }
                 logs[i] = Some(p);
+                findings.push(f);
             }
         }
-        let log_path = log_path.as_path();
+        let clean = clean_close(self.storage.as_ref())?;
+        let torn = self.judge_log(&findings, clean, log_file)?;
+        if !self.opts.read_only {
+            // Torn tails are zeroed, so that the next session finds the end of each chunk's
+            // data there (and a clean close can vouch for every entry below it).
+            for (p, s) in &torn {
+                if let Some(part) = logs[*p].as_mut() {
+                    part.clear_torn(s.chunk, s.slot, s.last_slot)?;
+                }
+            }
+        }
+        let log_path = log_file;
         let replayed: Vec<Result<u64>> = std::thread::scope(|s| {
             let handles: Vec<_> = shards
                 .into_iter()
                 .map(|mut shard| {
                     s.spawn(move || {
                         shard.sort_unstable_by_key(|(d, e)| (*d, e.seq));
-                        this.replay(shard.iter().map(|(_, e)| e), log_path)
+                        this.replay(shard.iter().map(|(_, e)| e), log_path, l1)
                     })
                 })
                 .collect();
@@ -1112,15 +1151,159 @@ impl Core {
             record_files(self.storage.as_ref(), 0, true)?;
         }
         // Entries without a recovered record start at the epoch after their level-1 twin's.
-        for d in 0..self.geo.entries(0) {
+        for (d, l1) in l1_epochs.iter().enumerate() {
             let (epoch, size) = self.dram.meta_of(d);
             if size == 0 {
-                self.dram.reset(d, self.level1_epoch(d) + 1, 0);
+                self.dram.reset(d, l1 + 1, 0);
             } else {
-                debug_assert!(epoch > self.level1_epoch(d));
+                debug_assert!(epoch > *l1);
             }
         }
         Ok(())
+    }
+
+    /// What one partition's recovery leaves for the whole log to judge, after checking its
+    /// chunks whose header does not decode: such a chunk is free only when every entry its
+    /// body still holds was migrated (level 1's checked epoch covers it) or copied to another
+    /// chunk of the partition (its sequence number is there); otherwise the header is damage
+    /// and the chunk the only copy of those records.
+    /// `l1`: level 1's checked epochs, when the caller read them already.
+    fn check_partition(
+        &self,
+        p: usize,
+        rec: &Recovered,
+        log: &Path,
+        l1: Option<&[u64]>,
+    ) -> Result<LogFindings> {
+        for o in &rec.orphans {
+            let mut lost = Vec::new();
+            for e in &o.entries {
+                if rec.entries.binary_search_by_key(&e.seq, |x| x.seq).is_ok() {
+                    continue;
+                }
+                let d = self.geo.entry_of(self.place(e.key), 0);
+                let epoch = match l1 {
+                    Some(l1) => l1[d],
+                    None => self.level1_epoch(d)?,
+                };
+                if e.epoch > epoch {
+                    lost.push(e);
+                }
+            }
+            if let Some(first) = lost.first() {
+                return Err(Error::corruption(
+                    log,
+                    o.offset,
+                    format!(
+                        "log partition {p} chunk {}: the chunk header does not check, yet the \
+                         chunk holds {} records that were neither migrated nor copied to \
+                         another chunk (the first: key {:#x}, sequence number {}): a damaged \
+                         header, not a free chunk",
+                        o.chunk,
+                        lost.len(),
+                        first.key,
+                        first.seq
+                    ),
+                ));
+            }
+        }
+        Ok(LogFindings {
+            partition: p,
+            suspects: rec.suspects.clone(),
+            newest: rec
+                .entries
+                .iter()
+                .rev()
+                .take(NEWEST_KEPT)
+                .map(|e| e.seq)
+                .collect(),
+            chunks_in_use: rec.partition.chunks_in_use(),
+            entries: rec.entries.len(),
+        })
+    }
+
+    /// Tells torn tails from damage, with every partition's findings in view; returns the
+    /// torn tails (partition, slot). A crash tears only appends whose barrier had not
+    /// completed; a writer stores and flushes its entry under its partition's lock before the
+    /// next entry of that partition draws its sequence number, and a barrier covers every
+    /// store flushed before it. So when an entry is torn, every entry with a later sequence
+    /// number than the valid one after it in its chunk was still waiting for its barrier too:
+    /// at most one per writer, `TORN_TAIL_MAX` in all. More is damage. After a clean close
+    /// (manifest word 12) nothing was in flight: every invalid entry below a chunk's end is
+    /// damage, and the log's newest sequence number must be the one recorded.
+    fn judge_log(
+        &self,
+        findings: &[LogFindings],
+        clean: Option<u32>,
+        log: &Path,
+    ) -> Result<Vec<(usize, Suspect)>> {
+        let mut clean = clean;
+        if let Some(next) = clean {
+            let newest = findings.iter().filter_map(|f| f.newest.first()).max();
+            let have = newest.map_or(1, |s| s + 1);
+            // Compared in the record's 32 bits, as a signed distance.
+            let ahead = (have as u32).wrapping_sub(next) as i32;
+            if ahead < 0 {
+                return Err(Error::corruption(
+                    log,
+                    0,
+                    format!(
+                        "the log's newest entries are gone: {MANIFEST} records a clean close \
+                         before sequence number {next}, the newest valid entry is {}",
+                        have - 1
+                    ),
+                ));
+            }
+            if ahead > 0 {
+                // Entries appended after the record: a build that does not know it wrote
+                // them (and did not clear it). The crash rules apply.
+                clean = None;
+            }
+        }
+        let mut torn = Vec::new();
+        for f in findings {
+            for s in &f.suspects {
+                let (p, c, n) = (f.partition, s.chunk, s.slot);
+                if clean.is_some() {
+                    return Err(Error::corruption(
+                        log,
+                        s.offset,
+                        format!(
+                            "log partition {p} chunk {c}: entry {n} is damaged (the database \
+                             was closed cleanly: no append was cut short)"
+                        ),
+                    ));
+                }
+                if s.copy_target {
+                    // A compaction's copy: its source chunk still holds the entry.
+                    torn.push((p, s.clone()));
+                    continue;
+                }
+                if let Some(z) = s.after.iter().min() {
+                    let newer_in = |f: &LogFindings| f.newest.iter().filter(|q| *q >= z).count();
+                    let newer = s.after.len()
+                        + if self.opts.log_pack_groups {
+                            findings.iter().map(newer_in).sum::<usize>()
+                        } else {
+                            newer_in(f)
+                        };
+                    if newer > TORN_TAIL_MAX {
+                        return Err(Error::corruption(
+                            log,
+                            s.offset,
+                            format!(
+                                "log partition {p} chunk {c}: entry {n} is damaged and more \
+                                 than {TORN_TAIL_MAX} valid entries of the log are newer than \
+                                 the one after it (a crash tears only the last appends, one \
+                                 per writer)"
+                            ),
+                        ));
+                    }
+                }
+                torn.push((p, s.clone()));
+            }
+        }
+        Ok(torn)
     }
 
     /// The placement word of `key` ([`Geometry::entry_of`] reads a level's entry from it):
@@ -1203,6 +1386,8 @@ impl Core {
                 for i in lo..(d + 1) * span {
                     let meta = level.meta_word(i);
                     if crate::layout::unpack_meta(meta).1 == 0 {
+                        // Empty, unless its size word was damaged to 0 (no slot vouches).
+                        level.check_meta(i, meta)?;
                         continue;
                     }
                     // Under the DRAM entry's lock the entry cannot change: a failed check is
@@ -1257,18 +1442,25 @@ impl Core {
         Ok(out)
     }
 
-    fn level1_epoch(&self, d: usize) -> u64 {
-        self.levels[0].get().map_or(0, |l| l.meta_of(d).0)
+    /// Level 1's epoch of entry `d` (0 without level 1), once its meta word checks: which log
+    /// entries recovery skips as migrated rests on it.
+    fn level1_epoch(&self, d: usize) -> Result<u64> {
+        self.levels[0].get().map_or(Ok(0), |l| l.epoch_checked(d))
     }
 
     /// Puts recovered log entries (each DRAM entry's in sequence order) back into the DRAM
     /// level: those whose epoch is above their level-1 entry's (≥ there means migrated).
-    fn replay<'e>(&self, entries: impl Iterator<Item = &'e LogEntry>, file: &Path) -> Result<u64> {
+    fn replay<'e>(
+        &self,
+        entries: impl Iterator<Item = &'e LogEntry>,
+        file: &Path,
+        l1_epochs: &[u64],
+    ) -> Result<u64> {
         let mut n = 0;
         for e in entries {
             let h = self.place(e.key);
             let d = self.geo.entry_of(h, 0);
-            let l1 = self.level1_epoch(d);
+            let l1 = l1_epochs[d];
             if e.epoch <= l1 {
                 continue;
             }
@@ -1627,7 +1819,13 @@ impl Core {
                         return Ok(None);
                     }
                 }
-                Some((None, _, false)) => {}
+                Some((None, meta, false)) => {
+                    // Nothing admitted the key: still, a size or epoch word that no checksum
+                    // slot vouches for is damage (a size damaged to 0 hides every record).
+                    if !level.check_meta(i, meta)? {
+                        return Ok(None);
+                    }
+                }
             }
         }
         Ok(Some(None))
@@ -1696,11 +1894,21 @@ impl Core {
     /// Migrates entry `i` of persistent level `num` into level `num + 1` and clears it.
     fn migrate_level(&self, num: usize, i: usize) -> Result<()> {
         let level = self.level(num)?;
-        let (epoch, _) = level.meta_of(i);
+        let meta = level.meta_word(i);
+        // Under the DRAM entry's lock the entry cannot change: a meta word no slot vouches
+        // for is damage, and migrating it would carry the damage down.
+        level.check_meta(i, meta)?;
+        let (epoch, _) = crate::layout::unpack_meta(meta);
         let mut recs = Vec::with_capacity(self.geo.entry_capacity());
         collect_newest(&level.entry(i), self.geo.entry_capacity(), &mut recs);
         self.account_shadowed(&level.entry(i), &mut recs)?;
+        // The cleared entry's checksum slot, durable before its meta word says size 0 (a
+        // fence of this level's file: the migration's fences are the next level's).
+        level.prepare_clear(i);
         self.migrate_records(&recs, epoch, num, i)?;
+        if level.meta_checked {
+            level.region.fence()?;
+        }
         level.clear(i);
         level.region.fence()?;
         self.migrations[num].fetch_add(1, Ordering::Relaxed);
@@ -1843,7 +2051,7 @@ impl Core {
             level.reserve_entry(c)?;
             masks.clear();
             masks.extend(g.iter().map(|(k, _)| filter_mask(hash_key(*k))));
-            let new_size = level.write_tail(c, g, &masks);
+            let new_size = level.write_tail(c, g, &masks, epoch)?;
             debug_assert!(new_size <= cap && new_size >= size);
             sizes.push((c, new_size));
         }
@@ -1854,6 +2062,24 @@ impl Core {
         }
         level.region.fence()?;
         Ok(())
+    }
+
+    /// Records a clean close in the manifest (word 12) once every append is durable, so that
+    /// the next open knows nothing was in flight: any invalid log entry below a chunk's end is
+    /// then damage, not a torn tail, and the newest entry must be there. Only a writable
+    /// session that synced its appends records it (without syncs, a power loss after the close
+    /// could keep the record and lose appends). A second call (close, then drop) writes the
+    /// same word again.
+    fn record_clean_close(&self) -> Result<()> {
+        if self.opts.read_only || !self.opts.sync {
+            return Ok(());
+        }
+        let (Some(log), Some(first)) = (&self.log_region, self.logs.first()) else {
+            return Ok(());
+        };
+        log.fence()?;
+        let next = first.lock().next_seq();
+        set_manifest_word(self.storage.as_ref(), MANIFEST_CLEAN_WORD, next as u32)
     }
 
     /// Without the recovery log, the DRAM level is the only copy of unmigrated records: a
@@ -2055,12 +2281,37 @@ impl Core {
                 }
             }
         }
-        for p in self.logs.iter() {
-            let (used, n) = p.lock().verify();
-            rep.log_chunks_in_use += used as u64;
-            rep.log_entries += n as u64;
-        }
+        self.verify_log(&mut rep)?;
         Ok(rep)
+    }
+}
+
+impl Core {
+    /// Reads the log again as recovery does, under every partition's lock (appends wait),
+    /// and applies recovery's rules: damaged chunk headers, damaged entries, the clean-close
+    /// record. So `verify` checks everything recovery would trust at the next open.
+    fn verify_log(&self, rep: &mut VerifyReport) -> Result<()> {
+        let Some(log) = &self.log_region else {
+            return Ok(());
+        };
+        let log_path = self.storage.location().join(LOG_FILE);
+        let guards: Vec<_> = self.logs.iter().map(|p| p.lock()).collect();
+        let (chunk_bytes, chunks) = (self.opts.log_chunk_bytes, self.opts.log_chunks);
+        let mut findings = Vec::with_capacity(guards.len());
+        for p in 0..guards.len() {
+            let rec = Partition::scan(log.clone(), p, chunk_bytes, chunks)?;
+            findings.push(self.check_partition(p, &rec, &log_path, None)?);
+        }
+        let clean = clean_close(self.storage.as_ref())?;
+        // A read-only session keeps the torn tails its open accepted; a writable one zeroed
+        // them. Either way the same judgement holds.
+        self.judge_log(&findings, clean, &log_path)?;
+        drop(guards);
+        for f in &findings {
+            rep.log_chunks_in_use += f.chunks_in_use as u64;
+            rep.log_entries += f.entries as u64;
+        }
+        Ok(())
     }
 }
 
@@ -2138,6 +2389,28 @@ fn record_files(storage: &dyn Storage, levels: usize, log: bool) -> Result<()> {
         MANIFEST_FILES_WORD,
         (levels as u32) << 1 | u32::from(log),
     )
+}
+
+/// Manifest word 12: the clean-close record. Low 32 bits: the low 32 bits of the log's next
+/// sequence number when a writable session that synced its appends closed; high 32 bits
+/// their CRC-32C. 0: not closed cleanly since the last writable open (which clears it before
+/// anything else is written), or a manifest written before the word existed.
+const MANIFEST_CLEAN_WORD: usize = 12;
+
+/// The clean-close record: the next sequence number it vouches for, or `None`.
+fn clean_close(storage: &dyn Storage) -> Result<Option<u32>> {
+    manifest_word(storage, MANIFEST_CLEAN_WORD, "a clean close")
+}
+
+/// Clears the clean-close record (flushed, fenced), before a writable session writes.
+fn clear_clean_close(storage: &dyn Storage) -> Result<()> {
+    let r = storage
+        .open_region(MANIFEST, 4096, false, RegionKind::Level)?
+        .ok_or_else(|| Error::io("open", MANIFEST, std::io::ErrorKind::NotFound.into()))?;
+    let region = Region::new(&storage.location().join(MANIFEST).to_string_lossy(), r);
+    region.word(MANIFEST_CLEAN_WORD).store(0, Ordering::Release);
+    region.flush_words(MANIFEST_CLEAN_WORD, 1);
+    region.fence()
 }
 
 /// Words of the manifest recording payload segment numbers, each with the low 32 bits the

@@ -29,6 +29,12 @@ pub const FORMAT_VERSION: u64 = 3;
 /// crc32c slots in words 1 and 2 of each entry; see `docs/formats/plush.md`). Files of
 /// [`FORMAT_VERSION`] still open, unchecked.
 pub const LEVEL_VERSION_CHECKED: u64 = 4;
+/// Version of a level file whose checksum slots also carry a check of the meta word they were
+/// written for (size in bits 48–63, 16 check bits of the meta word in bits 32–47, the records'
+/// crc32c in bits 0–31), and whose clears write a slot too: a damaged size or epoch no longer
+/// reads as fewer records or as records already migrated. New level files get this version;
+/// files of [`LEVEL_VERSION_CHECKED`] keep opening with its rules.
+pub const LEVEL_VERSION_META: u64 = 5;
 
 /// One directory entry, as the shared search code sees it.
 pub trait EntryView {
@@ -247,6 +253,8 @@ pub struct Level {
     dram_filters: Option<Box<[AtomicU64]>>,
     /// The file carries record checksums ([`LEVEL_VERSION_CHECKED`]).
     pub(crate) checked: bool,
+    /// Its checksum slots also check the meta word ([`LEVEL_VERSION_META`]).
+    pub(crate) meta_checked: bool,
     /// Per entry, the meta word whose records this process last found matching their checksum
     /// (0: none), so a lookup hashes an entry's records once per change, not once per lookup
     /// (as the LSM checks a block once per load). Publishing or clearing the entry resets it.
@@ -332,8 +340,8 @@ impl Level {
     pub fn open(region: Region, geo: Geometry, num: usize, dram_filters: bool) -> Result<Level> {
         let magic = region.word(0).load(Ordering::Acquire);
         let version = match region.word(1).load(Ordering::Acquire) {
-            FORMAT_VERSION if magic != 0 => FORMAT_VERSION,
-            _ => LEVEL_VERSION_CHECKED,
+            v @ (FORMAT_VERSION | LEVEL_VERSION_CHECKED) if magic != 0 => v,
+            _ => LEVEL_VERSION_META,
         };
         let want = header_words(geo, num, version);
         if magic == 0 {
@@ -371,7 +379,8 @@ impl Level {
             bucket_base: LEVEL_HEADER_BYTES / 8 + entries * dw,
             region,
             dram_filters: None,
-            checked: version == LEVEL_VERSION_CHECKED,
+            checked: version >= LEVEL_VERSION_CHECKED,
+            meta_checked: version >= LEVEL_VERSION_META,
             verified: zeroed_words(entries),
             preallocated: std::sync::atomic::AtomicBool::new(false),
         };
@@ -461,11 +470,45 @@ impl Level {
     }
 
     /// Writes `recs` after the current records of entry `idx` (not yet visible: the size is
-    /// unchanged) and flushes them and the filter partitions they touched. Returns the new size.
-    pub fn write_tail(&self, idx: usize, recs: &[(u64, u64)], masks: &[[u64; 2]]) -> usize {
-        let (_, size) = self.meta_of(idx);
-        if recs.is_empty() {
-            return size;
+    /// unchanged) and flushes them, the filter partitions they touched and the checksum slot
+    /// for the meta word `epoch << 16 | new size` that [`Level::publish`] will write. Returns
+    /// the new size. In a file of [`LEVEL_VERSION_META`] the slot is written even when `recs`
+    /// is empty (a new epoch needs its slot too); a current meta word that no slot vouches
+    /// for is corruption (nothing is written then).
+    pub fn write_tail(
+        &self,
+        idx: usize,
+        recs: &[(u64, u64)],
+        masks: &[[u64; 2]],
+        epoch: u64,
+    ) -> Result<usize> {
+        let meta = self.meta_word(idx);
+        let size = unpack_meta(meta).1;
+        if recs.is_empty() && !self.meta_checked {
+            return Ok(size);
+        }
+        let dw = self.dir_word(idx);
+        let slots = [self.region.word(dw + 1), self.region.word(dw + 2)];
+        let tags = slots.map(|s| s.load(Ordering::Relaxed));
+        // The crc the new records continue: that of the slot vouching for the current size.
+        let old = if size == 0 {
+            Some(0)
+        } else if self.meta_checked {
+            tags.iter()
+                .find(|t| slot_matches_meta(**t, meta))
+                .map(|t| *t as u32)
+        } else {
+            tags.iter()
+                .find(|t| slot_size(**t) == size)
+                .map(|t| *t as u32)
+        };
+        let old = match old {
+            Some(c) => c,
+            None if !self.checked => 0,
+            None => return Err(self.no_slot(idx, meta, tags)),
+        };
+        if self.meta_checked && !self.meta_ok(meta, tags) {
+            return Err(self.no_slot(idx, meta, tags));
         }
         let e = self.entry(idx);
         let mut pos = size;
@@ -486,17 +529,7 @@ impl Level {
             }
             pos += 1;
         }
-        let (b0, b1) = (size / SLOTS_PER_BUCKET, (pos - 1) / SLOTS_PER_BUCKET);
         if self.checked {
-            // The slot for the new size; the slot tagged with the current size stays intact
-            // until the meta word moves on, so either size a crash leaves has its checksum.
-            let dw = self.dir_word(idx);
-            let slots = [self.region.word(dw + 1), self.region.word(dw + 2)];
-            let tags = slots.map(|s| s.load(Ordering::Relaxed));
-            let old = match tags.iter().find(|t| slot_size(**t) == size) {
-                Some(t) if size > 0 => *t as u32,
-                _ => 0,
-            };
             let crc = (size..pos).fold(old, |c, i| {
                 let (b, j) = (i / SLOTS_PER_BUCKET, i % SLOTS_PER_BUCKET);
                 record_crc(
@@ -505,23 +538,120 @@ impl Level {
                     e.value(b, j).load(Ordering::Relaxed),
                 )
             });
-            let target = if slot_size(tags[0]) == pos
-                || (slot_size(tags[1]) != pos && slot_size(tags[0]) != size)
-            {
-                0
+            let new_meta = pack_meta(epoch, pos);
+            if self.meta_checked {
+                // Into the slot that does not vouch for the current meta word, which stays
+                // intact until the meta word moves on: either word a crash leaves has its slot.
+                if new_meta != meta {
+                    let target = spare_slot(meta, tags);
+                    slots[target].store(make_slot(new_meta, crc), Ordering::Relaxed);
+                    self.region.flush_words(dw + 1 + target, 1);
+                }
             } else {
-                1
-            };
-            slots[target].store(((pos as u64) << 32) | crc as u64, Ordering::Relaxed);
-            self.region.flush_words(dw + 1 + target, 1);
+                // The slot for the new size; the slot tagged with the current size stays
+                // intact until the meta word moves on, so either size a crash leaves has its
+                // checksum.
+                let target = if slot_size(tags[0]) == pos
+                    || (slot_size(tags[1]) != pos && slot_size(tags[0]) != size)
+                {
+                    0
+                } else {
+                    1
+                };
+                slots[target].store(((pos as u64) << 32) | crc as u64, Ordering::Relaxed);
+                self.region.flush_words(dw + 1 + target, 1);
+            }
         }
+        if pos > size {
+            let (b0, b1) = (size / SLOTS_PER_BUCKET, (pos - 1) / SLOTS_PER_BUCKET);
+            self.region
+                .flush_words(self.bucket_word(idx, b0), (b1 - b0 + 1) * BUCKET_WORDS);
+            self.region.flush_words(
+                self.filter_word(idx, b0),
+                (b1 - b0 + 1) * FILTER_WORDS_PER_BUCKET,
+            );
+        }
+        Ok(pos)
+    }
+
+    /// Before entry `idx` is cleared ([`Level::clear`]): writes and flushes the checksum slot
+    /// of its cleared meta word (its epoch, size 0) into the slot that does not vouch for the
+    /// current one, so that a cleared entry is told from one whose size word was damaged to
+    /// 0. The caller fences this region before the clear. Nothing in older versions.
+    pub fn prepare_clear(&self, idx: usize) {
+        if !self.meta_checked {
+            return;
+        }
+        let meta = self.meta_word(idx);
+        let cleared = pack_meta(unpack_meta(meta).0, 0);
+        if cleared == meta {
+            return;
+        }
+        let dw = self.dir_word(idx);
+        let tags = [1, 2].map(|w| self.region.word(dw + w).load(Ordering::Relaxed));
+        let target = spare_slot(meta, tags);
         self.region
-            .flush_words(self.bucket_word(idx, b0), (b1 - b0 + 1) * BUCKET_WORDS);
-        self.region.flush_words(
-            self.filter_word(idx, b0),
-            (b1 - b0 + 1) * FILTER_WORDS_PER_BUCKET,
-        );
-        pos
+            .word(dw + 1 + target)
+            .store(make_slot(cleared, 0), Ordering::Relaxed);
+        self.region.flush_words(dw + 1 + target, 1);
+    }
+
+    /// Whether a slot vouches for `meta` (both slots given), in a file of
+    /// [`LEVEL_VERSION_META`]: a meta word of 0 (an entry never published, or whose first
+    /// migration a crash cut short) needs one slot still 0; any other, a slot written for it.
+    fn meta_ok(&self, meta: u64, tags: [u64; 2]) -> bool {
+        if meta == 0 {
+            return tags.contains(&0);
+        }
+        tags.iter().any(|t| slot_matches_meta(*t, meta))
+    }
+
+    fn no_slot(&self, idx: usize, meta: u64, tags: [u64; 2]) -> Error {
+        let (epoch, size) = unpack_meta(meta);
+        Error::corruption(
+            self.region.name(),
+            (self.dir_word(idx) * 8) as u64,
+            format!(
+                "directory entry {idx} of {}: no checksum slot vouches for its meta word \
+                 {meta:#x} (epoch {epoch}, size {size}; slots {:#x}, {:#x}): a damaged size or \
+                 epoch",
+                level_file_name(self.num),
+                tags[0],
+                tags[1]
+            ),
+        )
+    }
+
+    /// Checks entry `idx`'s meta word `meta` (read by the caller) against its checksum slots,
+    /// without hashing its records: cheap enough for every lookup that visits the entry and
+    /// for recovery's reading of every level-1 epoch. `Ok(false)`: the entry changed meanwhile
+    /// (retry). Files older than [`LEVEL_VERSION_META`] always pass.
+    pub fn check_meta(&self, idx: usize, meta: u64) -> Result<bool> {
+        if !self.meta_checked || (meta != 0 && self.verified[idx].load(Ordering::Relaxed) == meta) {
+            return Ok(true);
+        }
+        let dw = self.dir_word(idx);
+        let tags = [1, 2].map(|w| self.region.word(dw + w).load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        if self.region.word(dw).load(Ordering::Relaxed) != meta {
+            return Ok(false);
+        }
+        if self.meta_ok(meta, tags) {
+            Ok(true)
+        } else {
+            Err(self.no_slot(idx, meta, tags))
+        }
+    }
+
+    /// Entry `idx`'s epoch once its meta word checks ([`Level::check_meta`]); recovery trusts
+    /// nothing else to tell which log entries were migrated.
+    pub fn epoch_checked(&self, idx: usize) -> Result<u64> {
+        loop {
+            let meta = self.meta_word(idx);
+            if self.check_meta(idx, meta)? {
+                return Ok(unpack_meta(meta).0);
+            }
+        }
     }
 
     /// Checks entry `idx`'s records against its checksum slot for the size in `meta` (the
@@ -538,6 +668,10 @@ impl Level {
     /// hashed (what `verify` does).
     pub fn verify_entry(&self, idx: usize, meta: u64) -> Result<bool> {
         let size = unpack_meta(meta).1;
+        if self.meta_checked && size == 0 {
+            self.verified[idx].store(0, Ordering::Relaxed);
+            return self.check_meta(idx, meta);
+        }
         if !self.checked || size == 0 {
             return Ok(true);
         }
@@ -558,7 +692,12 @@ impl Level {
             return Ok(false);
         }
         let offset = (dw * 8) as u64;
-        match tags.iter().find(|t| slot_size(**t) == size) {
+        let slot = if self.meta_checked {
+            tags.iter().find(|t| slot_matches_meta(**t, meta))
+        } else {
+            tags.iter().find(|t| slot_size(**t) == size)
+        };
+        match slot {
             Some(t) if *t as u32 == crc && size <= cap => {
                 self.verified[idx].store(meta, Ordering::Relaxed);
                 Ok(true)
@@ -573,6 +712,7 @@ impl Level {
                     *t as u32
                 ),
             )),
+            None if self.meta_checked => Err(self.no_slot(idx, meta, tags)),
             None => Err(Error::corruption(
                 self.region.name(),
                 offset,
@@ -614,10 +754,43 @@ impl Level {
     }
 }
 
-/// The size a checksum slot is tagged with.
+/// The size a checksum slot is tagged with (version 4).
 #[inline]
 fn slot_size(slot: u64) -> usize {
     (slot >> 32) as usize
+}
+
+/// The 16 bits of a meta word's check a version-5 slot carries: bit 15 set (so that no slot
+/// is ever 0, which marks an unwritten slot), bits 0–14 the low bits of the crc32c of its 8
+/// little-endian bytes (every error of up to two bits changes them; test
+/// `meta_check_catches_every_one_and_two_bit_error`).
+#[inline]
+fn meta_check(meta: u64) -> u64 {
+    0x8000 | (crc32c::crc32c(&meta.to_le_bytes()) & 0x7fff) as u64
+}
+
+/// A version-5 checksum slot for meta word `meta` and records crc `crc`.
+#[inline]
+fn make_slot(meta: u64, crc: u32) -> u64 {
+    (unpack_meta(meta).1 as u64) << 48 | meta_check(meta) << 32 | crc as u64
+}
+
+/// Which of slots `tags` a migration may overwrite while meta word `meta` is current: the one
+/// that does not vouch for it (for a meta word of 0, the one that is not 0, so that a zero
+/// slot keeps vouching for it).
+#[inline]
+fn spare_slot(meta: u64, tags: [u64; 2]) -> usize {
+    if meta == 0 {
+        usize::from(tags[0] == 0)
+    } else {
+        usize::from(slot_matches_meta(tags[0], meta))
+    }
+}
+
+/// Whether version-5 slot `slot` was written for meta word `meta`.
+#[inline]
+fn slot_matches_meta(slot: u64, meta: u64) -> bool {
+    slot >> 48 == unpack_meta(meta).1 as u64 && (slot >> 32) & 0xffff == meta_check(meta)
 }
 
 /// Continues crc32c `crc` over one record (key, then value, little-endian).
@@ -637,5 +810,38 @@ fn set_filter(word: &AtomicU64, mask: u64, fresh_bucket: bool) {
         word.store(mask, Ordering::Relaxed);
     } else {
         word.fetch_or(mask, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The version-5 worked example of `docs/formats/plush.md`.
+    #[test]
+    fn the_format_doc_slot_example_encodes_as_written() {
+        let mut crc = record_crc(0, 1, 8);
+        assert_eq!(crc, 0xF247_93CE);
+        crc = record_crc(crc, 2, 15);
+        assert_eq!(crc, 0x2E82_33F7);
+        assert_eq!(make_slot(pack_meta(3, 2), crc), 0x0002_831E_2E82_33F7);
+    }
+
+    /// A damaged meta word must not find a slot written for the original: every one- and
+    /// two-bit error of a meta word changes its check bits (the crc is linear, so this holds
+    /// for every meta word once it holds for one).
+    #[test]
+    fn meta_check_catches_every_one_and_two_bit_error() {
+        for meta in [pack_meta(1, 4), pack_meta(12_345, 0), pack_meta(7, 256)] {
+            let slot = make_slot(meta, 0xdead_beef);
+            assert!(slot_matches_meta(slot, meta));
+            for i in 0..64 {
+                assert!(!slot_matches_meta(slot, meta ^ 1 << i), "bit {i}");
+                for j in 0..i {
+                    let bad = meta ^ 1 << i ^ 1 << j;
+                    assert!(!slot_matches_meta(slot, bad), "bits {i}, {j}");
+                }
+            }
+        }
     }
 }

@@ -17,8 +17,13 @@
 //! per-chunk maximum epoch kept in DRAM lets compaction skip reading a chunk that is entirely
 //! dead (the normal case when the log is larger than the DRAM level).
 //!
-//! Recovery reads every valid entry of every in-use chunk, sorts by sequence number (copies keep
-//! theirs, so a copy and its original collapse) and hands them to the engine.
+//! Recovery reads every valid entry of every in-use chunk up to its first invalid one, sorts by
+//! sequence number (copies keep theirs, so a copy and its original collapse) and hands them to
+//! the engine, with what only the whole log can judge: each first invalid entry that is not
+//! the plain end of its chunk's data ([`Suspect`]: a torn tail or damage) and each chunk whose
+//! header does not check but whose body holds entries ([`Orphan`]: a torn arm or clear, or a
+//! damaged header). The engine's rules are in `docs/plush.md` ("Damage in the log vs a torn
+//! tail").
 //!
 //! Thread safety: a `Partition` is used under its own mutex (held by the engine).
 
@@ -27,10 +32,11 @@ use crate::persist::Region;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Valid entries that may follow an invalid one in a chunk as a torn tail: appends whose
-/// barrier a crash cut short reach the media in any order, so an unfinished entry can precede
-/// finished ones, at most one per writer that was appending to the partition. More than this
-/// many valid entries after an invalid one is damage to the media, not a tear.
+/// Valid entries that may be newer than a torn one: appends whose barrier a crash cut short
+/// reach the media in any order, so an unfinished entry can precede finished ones, at most one
+/// per writer (writers beyond 64 are not supported by this rule). More than this many valid
+/// entries after an invalid one in its chunk, or newer than the valid entry after it anywhere
+/// in the log, is damage to the media, not a tear.
 pub const TORN_TAIL_MAX: usize = 64;
 
 /// Bytes of a chunk allocated at a time as its tail advances (a multiple of the 4 KiB
@@ -106,6 +112,15 @@ pub fn decode_entry(words: [u64; 4], gen: u64) -> Option<LogEntry> {
         return None;
     }
     Some(e)
+}
+
+/// Decodes four words under the generation tag they carry themselves (bits 19–34 of word 3)
+/// rather than a chunk's: an entry of any generation, and that tag. Recovery reads the body of
+/// a chunk whose header does not check with it, and tells a stale entry past a chunk's tail
+/// (an earlier generation's) from a damaged one.
+pub fn decode_entry_any(words: [u64; 4]) -> Option<(LogEntry, u64)> {
+    let tag = (words[3] >> 19) & ((1 << TAG_BITS) - 1);
+    decode_entry(words, tag).map(|e| (e, tag))
 }
 
 fn entry_check(e: &LogEntry, tag: u64) -> u32 {
@@ -195,6 +210,17 @@ pub struct LogCounters {
     pub entries_copied: u64,
 }
 
+/// How [`Partition::open`] treats the file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Just created: every chunk is free, nothing is read.
+    New,
+    /// Recovery: read every chunk; arm the first when none is in use.
+    Recover,
+    /// Read every chunk, write nothing (`verify`).
+    Scan,
+}
+
 /// One recovery-log partition (a slice of the log file).
 pub struct Partition {
     pub(crate) region: Arc<Region>,
@@ -217,11 +243,54 @@ pub struct Partition {
     pub(crate) counters: LogCounters,
 }
 
+/// Valid entries of a partition that recovery keeps the sequence numbers of (the newest),
+/// enough to tell whether more than [`TORN_TAIL_MAX`] entries of the log are newer than a
+/// given one.
+pub const NEWEST_KEPT: usize = TORN_TAIL_MAX + 1;
+
+/// The first invalid slot of an in-use chunk, when it is not simply the end of the chunk's
+/// data (zeros, or an entry of the chunk's earlier generation) or when valid entries follow
+/// it: a torn tail or damage, which only the whole log can tell apart (the engine judges it,
+/// see `docs/plush.md`, "Damage in the log vs a torn tail").
+#[derive(Clone, Debug)]
+pub struct Suspect {
+    pub chunk: usize,
+    pub slot: usize,
+    /// Byte offset of the slot in the file.
+    pub offset: u64,
+    /// Sequence numbers of the valid entries after it in the chunk (at most `TORN_TAIL_MAX`).
+    pub after: Vec<u64>,
+    /// The last slot after it that holds a valid entry (`slot` when none does).
+    pub last_slot: usize,
+    /// The slot holds neither zeros nor an entry of an earlier generation.
+    pub damaged: bool,
+    /// The chunk shares sequence numbers with an older in-use chunk of the partition: the
+    /// target of a compaction a crash interrupted, whose source still holds every entry.
+    pub copy_target: bool,
+}
+
+/// A chunk whose header does not decode though not all of its checked words are zero (a
+/// crash while it was armed or cleared, or a damaged word), with the valid entries its body
+/// still holds (each under its own generation tag). It is free when every such entry was
+/// migrated or copied to another chunk (what arming and clearing guarantee); otherwise the
+/// header is damage and those entries are the only copy.
+#[derive(Clone, Debug)]
+pub struct Orphan {
+    pub chunk: usize,
+    /// Byte offset of the chunk header in the file.
+    pub offset: u64,
+    pub entries: Vec<LogEntry>,
+}
+
 /// What recovery found in one partition.
 pub struct Recovered {
     pub partition: Partition,
     /// Valid entries, sorted by sequence number, duplicates removed.
     pub entries: Vec<LogEntry>,
+    /// Invalid slots for the engine to judge (torn tail or damage).
+    pub suspects: Vec<Suspect>,
+    /// Chunks that read as free only because their header does not check.
+    pub orphans: Vec<Orphan>,
 }
 
 impl Partition {
@@ -258,12 +327,20 @@ impl Partition {
     /// (the flag, tag and checksum of four zero words do not check for any generation; test
     /// `zero_words_never_decode`). So the count is exactly what reading every slot gives, at
     /// the cost of the allocated part only: a reopen no longer faults in 5 MiB per partition.
-    fn valid_after(&self, c: usize, n: usize, gen: u64) -> usize {
+    ///
+    /// `gen`: the chunk's generation, or `None` to take every entry under its own tag (the
+    /// body of a chunk whose header does not check). Returns (slot, entry) pairs.
+    fn entries_after(
+        &self,
+        c: usize,
+        n: Option<usize>,
+        gen: Option<u64>,
+    ) -> Vec<(usize, LogEntry)> {
         let per_chunk = self.entries_per_chunk();
         let first_slot_word = self.entry_word(c, 0);
         let end = self.entry_word(c, per_chunk);
-        let mut count = 0;
-        let mut s = n + 1;
+        let mut out = Vec::new();
+        let mut s = n.map_or(0, |n| n + 1);
         while s < per_chunk {
             let Some((lo, hi)) = self.region.data_run_words(self.entry_word(c, s), end) else {
                 break;
@@ -274,19 +351,58 @@ impl Partition {
             let to = (hi - first_slot_word)
                 .div_ceil(ENTRY_WORDS)
                 .clamp(from + 1, per_chunk);
-            count += (from..to)
-                .filter(|slot| self.read_entry(c, *slot, gen).is_some())
-                .count();
+            for slot in from..to {
+                let e = match gen {
+                    Some(g) => self.read_entry(c, slot, g),
+                    None => decode_entry_any(self.slot_words(c, slot)).map(|(e, _)| e),
+                };
+                if let Some(e) = e {
+                    out.push((slot, e));
+                }
+            }
             s = to;
         }
-        count
+        out
     }
 
-    /// A chunk whose header does not decode is free: zero, or torn by a crash while it was
-    /// being armed or cleared (either leaves some of the magic, generation and check words
-    /// zero, since a chunk is armed only over a cleared header). All three non-zero and still
-    /// not checking is damage to the media.
-    fn check_free_header(&self, chunk: usize) -> Result<()> {
+    fn slot_words(&self, chunk: usize, slot: usize) -> [u64; 4] {
+        let base = self.entry_word(chunk, slot);
+        let mut w = [0u64; 4];
+        for (i, x) in w.iter_mut().enumerate() {
+            *x = self.region.word(base + i).load(Ordering::Acquire);
+        }
+        w
+    }
+
+    /// Whether slot `slot` of chunk `c` (generation `gen`), which does not decode, is the
+    /// plain end of the chunk's data: zeros (never written, or a hole), or a whole entry of an
+    /// earlier generation (a reused chunk past its tail). Anything else is a torn or damaged
+    /// entry.
+    fn is_end(&self, c: usize, slot: usize, gen: u64) -> bool {
+        let w = self.slot_words(c, slot);
+        w == [0; 4]
+            || decode_entry_any(w).is_some_and(|(_, tag)| tag != gen & ((1 << TAG_BITS) - 1))
+    }
+
+    /// Zeroes slots `from..=to` of chunk `c` (flushed, fenced): a torn tail that recovery
+    /// accepted, so that the next session finds the end of the chunk's data there and a clean
+    /// close can vouch for every entry below it.
+    pub fn clear_torn(&mut self, c: usize, from: usize, to: usize) -> Result<()> {
+        let (first, words) = (self.entry_word(c, from), (to + 1 - from) * ENTRY_WORDS);
+        for w in first..first + words {
+            self.region.word(w).store(0, Ordering::Release);
+        }
+        self.region.flush_words(first, words);
+        self.region.fence()
+    }
+
+    /// A chunk whose header does not decode: `None` when its magic, generation and check words
+    /// are all zero (never armed, or cleared), else the entries its body holds, for the engine
+    /// to judge (an arm or clear a crash cut short leaves some of those words zero, since a
+    /// chunk is armed only over a cleared header, and its body then holds only entries that
+    /// were migrated or copied elsewhere). All three non-zero and still not checking is damage
+    /// to the media.
+    fn check_free_header(&self, chunk: usize) -> Result<Option<Orphan>> {
         let base = self.base + chunk * self.chunk_words;
         let w: Vec<u64> = (0..3)
             .map(|i| self.region.word(base + i).load(Ordering::Acquire))
@@ -301,7 +417,19 @@ impl Partition {
                 ),
             ));
         }
-        Ok(())
+        if w.iter().all(|x| *x == 0) {
+            return Ok(None);
+        }
+        let entries: Vec<LogEntry> = self
+            .entries_after(chunk, None, None)
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect();
+        Ok((!entries.is_empty()).then_some(Orphan {
+            chunk,
+            offset: (base * 8) as u64,
+            entries,
+        }))
     }
 
     /// Opens partition `index` of the log file `region`: reads every chunk, returns the valid
@@ -312,7 +440,7 @@ impl Partition {
         chunk_bytes: usize,
         chunks: usize,
     ) -> Result<Recovered> {
-        Self::open(region, index, chunk_bytes, chunks, false)
+        Self::open(region, index, chunk_bytes, chunks, Mode::Recover)
     }
 
     /// Initialises partition `index` of a log file `region` that was just created (so reads
@@ -324,7 +452,18 @@ impl Partition {
         chunk_bytes: usize,
         chunks: usize,
     ) -> Result<Recovered> {
-        Self::open(region, index, chunk_bytes, chunks, true)
+        Self::open(region, index, chunk_bytes, chunks, Mode::New)
+    }
+
+    /// Reads partition `index` as recovery does, writing nothing (no chunk is armed): what
+    /// `verify` checks the log with.
+    pub fn scan(
+        region: Arc<Region>,
+        index: usize,
+        chunk_bytes: usize,
+        chunks: usize,
+    ) -> Result<Recovered> {
+        Self::open(region, index, chunk_bytes, chunks, Mode::Scan)
     }
 
     fn open(
@@ -332,7 +471,7 @@ impl Partition {
         index: usize,
         chunk_bytes: usize,
         chunks: usize,
-        new: bool,
+        mode: Mode,
     ) -> Result<Recovered> {
         let chunk_words = chunk_bytes / 8;
         let mut p = Partition {
@@ -355,11 +494,13 @@ impl Partition {
             counters: LogCounters::default(),
         };
         let per_chunk = p.entries_per_chunk();
-        let mut entries = Vec::new();
+        let mut entries: Vec<(LogEntry, u64)> = Vec::new(); // with the chunk's generation
+        let mut suspects = Vec::new();
+        let mut orphans = Vec::new();
         let mut newest: Option<(u64, usize, usize)> = None; // (gen, chunk, valid entries)
-        for c in 0..if new { 0 } else { chunks } {
+        for c in 0..if mode == Mode::New { 0 } else { chunks } {
             let Some(gen) = p.read_header(c) else {
-                p.check_free_header(c)?;
+                orphans.extend(p.check_free_header(c)?);
                 continue;
             };
             let mut n = 0;
@@ -370,20 +511,33 @@ impl Partition {
                 };
                 epoch_max = epoch_max.max(e.epoch);
                 p.next_seq.fetch_max(e.seq + 1, Ordering::Relaxed);
-                entries.push(e);
+                entries.push((e, gen));
                 n += 1;
             }
             if n < per_chunk {
-                let after = p.valid_after(c, n, gen);
-                if after > TORN_TAIL_MAX {
+                let after = p.entries_after(c, Some(n), Some(gen));
+                if after.len() > TORN_TAIL_MAX {
                     return Err(Error::corruption(
                         p.region.name(),
                         (p.entry_word(c, n) * 8) as u64,
                         format!(
-                            "log partition {index} chunk {c}: entry {n} is damaged and {after} \
-                             valid entries follow it (a crash tears at most the last few)"
+                            "log partition {index} chunk {c}: entry {n} is damaged and {} \
+                             valid entries follow it (a crash tears at most the last few)",
+                            after.len()
                         ),
                     ));
+                }
+                let damaged = !p.is_end(c, n, gen);
+                if damaged || !after.is_empty() {
+                    suspects.push(Suspect {
+                        chunk: c,
+                        slot: n,
+                        offset: (p.entry_word(c, n) * 8) as u64,
+                        after: after.iter().map(|(_, e)| e.seq).collect(),
+                        last_slot: after.last().map_or(n, |(s, _)| *s),
+                        damaged,
+                        copy_target: false,
+                    });
                 }
             }
             p.chunks[c] = Chunk { gen, epoch_max };
@@ -392,7 +546,20 @@ impl Partition {
                 newest = Some((gen, c, n));
             }
         }
-        entries.sort_by_key(|e| e.seq);
+        entries.sort_by_key(|(e, _)| e.seq);
+        // A sequence number in two chunks: a compaction copied it and a crash kept the source
+        // (its header was not cleared yet). The newer chunk is the compaction's target.
+        for w in entries.windows(2) {
+            if w[0].0.seq == w[1].0.seq {
+                let target = w[0].1.max(w[1].1);
+                for s in suspects.iter_mut() {
+                    if p.chunks[s.chunk].gen == target {
+                        s.copy_target = true;
+                    }
+                }
+            }
+        }
+        let mut entries: Vec<LogEntry> = entries.into_iter().map(|(e, _)| e).collect();
         entries.dedup_by_key(|e| e.seq);
         match newest {
             Some((_, c, n)) => {
@@ -402,6 +569,7 @@ impl Partition {
                 // the chunk's start again (allocated blocks cost nothing more).
                 p.reserved_end = p.base + c * p.chunk_words;
             }
+            None if mode == Mode::Scan => {}
             None => {
                 p.init_chunk(0)?;
                 p.current = 0;
@@ -411,6 +579,8 @@ impl Partition {
         Ok(Recovered {
             partition: p,
             entries,
+            suspects,
+            orphans,
         })
     }
 
@@ -423,6 +593,11 @@ impl Partition {
     /// partition's highest entry).
     pub fn share_seq(&mut self, seq: Arc<AtomicU64>) {
         self.next_seq = seq;
+    }
+
+    /// Chunks with a valid header (holding entries, or armed).
+    pub fn chunks_in_use(&self) -> usize {
+        self.chunks.iter().filter(|c| c.gen != 0).count()
     }
 
     /// Chunks holding nothing (after recovery, a crash inside a compaction can leave none).
@@ -617,25 +792,6 @@ impl Partition {
             self.region.name(),
             self.index
         )))
-    }
-
-    /// Checks every chunk header and entry (for `verify`); returns (chunks in use, entries).
-    pub fn verify(&self) -> (usize, usize) {
-        let mut used = 0;
-        let mut n = 0;
-        for (c, chunk) in self.chunks.iter().enumerate() {
-            if chunk.gen == 0 {
-                continue;
-            }
-            used += 1;
-            for slot in 0..self.entries_per_chunk() {
-                if self.read_entry(c, slot, chunk.gen).is_none() {
-                    break;
-                }
-                n += 1;
-            }
-        }
-        (used, n)
     }
 }
 

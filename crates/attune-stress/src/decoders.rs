@@ -455,7 +455,7 @@ pub fn io_trace(data: &[u8]) {
 /// A Plush recovery-log entry and chunk header (attune-plush `log`): the first 8 bytes are the
 /// chunk generation, the next 32 the entry's four words, the first 64 also a chunk header.
 pub fn plush_log_entry(data: &[u8]) {
-    use attune_plush::log::{decode_chunk_header, decode_entry, encode_entry};
+    use attune_plush::log::{decode_chunk_header, decode_entry, decode_entry_any, encode_entry};
     let word = |i: usize| {
         let mut b = [0u8; 8];
         for (j, x) in b.iter_mut().enumerate() {
@@ -470,6 +470,14 @@ pub fn plush_log_entry(data: &[u8]) {
             encode_entry(&e, gen),
             words,
             "a decoded entry re-encodes to its words"
+        );
+    }
+    // Under the tag the words carry (recovery reads damaged chunks' bodies so).
+    if let Some((e, tag)) = decode_entry_any(words) {
+        assert_eq!(
+            encode_entry(&e, tag),
+            words,
+            "an entry re-encodes under its own tag"
         );
     }
     let _ = decode_chunk_header(std::array::from_fn(word));

@@ -13,4 +13,5 @@ mod level_v3;
 mod payload;
 mod range;
 mod read_only;
+mod silent_damage;
 mod support;
