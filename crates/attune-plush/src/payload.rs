@@ -450,7 +450,8 @@ impl PayloadLog {
                 }
                 _ => {}
             }
-            let Some(r) = storage.open_region(&name, segment_bytes, false, RegionKind::Log)? else {
+            let Some(r) = storage.open_region(&name, segment_bytes, false, RegionKind::Payload)?
+            else {
                 continue;
             };
             let region = Region::new(&name, r);
@@ -553,7 +554,7 @@ impl PayloadLog {
     fn create(&self, storage: &dyn Storage, num: u32) -> Result<Arc<Segment>> {
         let name = segment_file_name(num);
         let r = storage
-            .open_region(&name, self.segment_bytes, true, RegionKind::Log)?
+            .open_region(&name, self.segment_bytes, true, RegionKind::Payload)?
             .ok_or_else(|| Error::io("create", &name, std::io::ErrorKind::NotFound.into()))?;
         let region = Region::new(&name, r);
         // Allocated whole before the first store (see `Persist::reserve`): a full file system
