@@ -568,6 +568,18 @@ fn lock_dir(dir: &Path) -> Result<DirLock> {
             path: dir.to_path_buf(),
         });
     }
+    // A failed creation removes the lock file (`undo_creation`): a lock taken on the file it
+    // removed would exclude nobody, so the lock counts only while `LOCK` is still this file.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let held = f.metadata().map_err(|e| Error::io("stat", &path, e))?;
+        let named = std::fs::metadata(&path).ok();
+        if named.is_none_or(|m| (m.dev(), m.ino()) != (held.dev(), held.ino())) {
+            return Err(Error::Locked {
+                path: dir.to_path_buf(),
+            });
+        }
+    }
     Ok(DirLock(f))
 }
 
@@ -880,17 +892,12 @@ impl Core {
                 });
             }
         }
-        let new = !path.join(MANIFEST).exists();
         let lock_existed = path.join(LOCK_FILE).exists();
-        let lock = match lock_dir(path) {
-            Ok(l) => l,
-            Err(e) => {
-                if new {
-                    undo_creation(path, &made_dirs, !lock_existed);
-                }
-                return Err(e);
-            }
-        };
+        // Refused by the lock: another opener is there, and what is in the directory is its.
+        let lock = lock_dir(path)?;
+        // Decided under the lock: only its holder creates a manifest, so another process's
+        // creation is never taken for this one's.
+        let new = !path.join(MANIFEST).exists();
         match Core::open_with(Box::new(storage), opts) {
             Ok(mut db) => {
                 db._lock = Some(lock);
@@ -899,9 +906,10 @@ impl Core {
             Err(e) => {
                 if new {
                     // Every Plush file in the directory is this open's: a directory with
-                    // others and no manifest is refused before anything is written.
-                    drop(lock);
+                    // others and no manifest is refused before anything is written. The
+                    // lock is held until its file is gone (see `lock_dir`).
                     undo_creation(path, &made_dirs, !lock_existed);
+                    drop(lock);
                 }
                 Err(e)
             }
