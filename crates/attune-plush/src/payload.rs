@@ -444,7 +444,10 @@ impl PayloadLog {
                         dir.join(&name),
                         have,
                         format!(
-                            "payload segment file is {have} bytes, the database's segments are                              {segment_bytes}: it was truncated (a segment never shrinks except                              to 0 bytes when collected). Restore the file from a backup; the                              open changes nothing until then"
+                            "payload segment file is {have} bytes, the database's segments are \
+                             {segment_bytes}: it was truncated (a segment never shrinks except \
+                             to 0 bytes when collected). Restore the file from a backup; the \
+                             open changes nothing until then"
                         ),
                     ));
                 }
