@@ -624,3 +624,138 @@ def test_synced_writes_on_tmpfs_issue_no_syncs_unless_asked(tmp_path):
                 assert all(db.get_int(k) == k + 1 for k in range(200))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_option_messages_say_what_is_wrong_with_the_value(tmp_path):
+    p = tmp_path / "h"
+    cases = [
+        ({"log_chunk_bytes": 2**70}, r"log_chunk_bytes=1180591620717411303424 is too large"),
+        ({"dram_entries_log2": 2**32 + 16}, r"dram_entries_log2=4294967312 is too large"),
+        ({"log_chunks": -1}, r"log_chunks=-1 is negative"),
+        (
+            {"dram_entries_log2": "16"},
+            r"dram_entries_log2='16' must be a non-negative int, not str",
+        ),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(attune.InvalidArgumentError, match=msg):
+            attune.HashDB(p, **kw)
+    assert not p.exists()
+
+
+def test_an_empty_path_is_refused_and_creates_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for kw in ({}, {"read_only": True}):
+        with pytest.raises(attune.InvalidArgumentError, match="path is empty"):
+            attune.HashDB("", **kw)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bools_are_refused_as_keys_and_values_as_options_refuse_them(tmp_path):
+    with _open(tmp_path / "h") as db:
+        for call in (lambda: db.put(True, 1), lambda: db.put(1, False), lambda: db.get(True)):
+            with pytest.raises(attune.InvalidArgumentTypeError, match="not a bool; got bool"):
+                call()
+        db.put(1, 1)
+        assert db.get_int(1) == 1
+
+
+def test_a_too_large_value_message_reads_right(tmp_path):
+    msg = "a key of 8 bytes with its value"
+    with _open(tmp_path / "h") as db, pytest.raises(attune.InvalidArgumentError, match=msg):
+        db.put(b"8 bytes!", b"v" * ((1 << 20) + 1))
+
+
+def test_an_oversized_log_is_refused_before_anything_is_created(tmp_path):
+    p = tmp_path / "half"
+    for kw in ({"log_chunk_bytes": "1TiB"}, {"log_chunks": 10**9}):
+        with pytest.raises(attune.InvalidArgumentError, match="recovery log's limit"):
+            attune.HashDB(p, **kw)
+        assert not p.exists()
+    with attune.HashDB(p, **SMALL) as db:
+        db.put(1, 2)
+
+
+_CREATE_UNDER_A_FILE_SIZE_LIMIT = """
+import resource, signal, sys
+import attune
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+try:
+    attune.HashDB(sys.argv[1])
+except attune.StorageIOError as e:
+    print("refused:", e)
+"""
+
+
+def test_a_failed_creation_takes_back_what_it_wrote(tmp_path):
+    """A file-size limit lets the manifest be written and fails the log's file: the open must
+    leave the directory as it found it, so that the next open creates the database afresh."""
+    import subprocess
+    import sys
+
+    new = tmp_path / "a" / "b"
+    existing = tmp_path / "empty"
+    existing.mkdir()
+    for p in (new, existing):
+        out = subprocess.run(
+            [sys.executable, "-c", _CREATE_UNDER_A_FILE_SIZE_LIMIT, str(p)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "refused:" in out and "log.plush" in out, out
+    assert not (tmp_path / "a").exists(), list((tmp_path / "a").rglob("*"))
+    assert existing.is_dir() and list(existing.iterdir()) == []
+    with attune.HashDB(new, **SMALL) as db:
+        db.put(1, 2)
+
+
+def test_short_sessions_that_write_share_one_payload_segment(tmp_path, capsys):
+    p = tmp_path / "h"
+    with _open(p) as db:
+        db.put(b"python key", b"python value")
+    for i in range(4):
+        assert main(["hash-db", "put", str(p), "--text", f"k{i}", f"value {i}"]) == 0
+    capsys.readouterr()
+    assert sorted(f.name for f in p.glob("payload-*.plush")) == ["payload-000001.plush"]
+    with _open(p, read_only=True) as db:
+        assert db.get(b"python key") == b"python value"
+        assert [db.get(f"k{i}".encode()) for i in range(4)] == [
+            f"value {i}".encode() for i in range(4)
+        ]
+
+
+def _without_dac_override():
+    """In the child before exec: a root child is held to the files' permission bits."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(24, 1, 0, 0, 0) != 0:  # PR_CAPBSET_DROP, CAP_DAC_OVERRIDE
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE)")
+
+
+def test_the_cli_put_on_a_database_it_may_not_write_gives_a_hint_for_the_cli(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    p = tmp_path / "h"
+    with _open(p) as db:
+        db.put(1, 2)
+    for f in p.iterdir():
+        os.chmod(f, 0o444)
+    os.chmod(p, 0o555)
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "attune.cli", "hash-db", "put", str(p), "3", "4"],
+            check=False,
+            capture_output=True,
+            text=True,
+            preexec_fn=_without_dac_override if os.geteuid() == 0 else None,
+        )
+    finally:
+        os.chmod(p, 0o755)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "attune hash-db get" in out and "read_only=True" in out, out

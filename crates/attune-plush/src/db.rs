@@ -44,6 +44,11 @@ const RANGE_BITS_SHIFT: u32 = 8;
 pub const LOG_PACK_RUN_ENTRIES: u64 = 4096 / crate::log::ENTRY_BYTES as u64;
 /// Deepest level the placement hash can address with the defaults (16 + 11 × 4 bits = 60).
 const LEVELS_LIMIT: usize = 12;
+/// Largest recovery log (every partition's chunks): 1 TiB. The log holds only the records the
+/// DRAM level has not migrated, at most 2^24 entries × 256 records × 32 bytes = 128 GiB at the
+/// largest DRAM level (the default log is 1.9 GiB); a larger one is a typo in a size, and a
+/// file of it exceeds what most file systems allow (ext4: 16 TiB).
+const LOG_BYTES_MAX: u64 = 1 << 40;
 
 /// How to open a database. The geometry fields (`dram_entries_log2`, `fanout_log2`,
 /// `log_partitions`, `log_chunk_bytes`, `log_chunks`) apply when the database is created;
@@ -282,6 +287,13 @@ impl Options {
         }
     }
 
+    /// Bytes of the recovery log file (every partition's chunks); `None` past 2^64.
+    fn log_bytes(&self) -> Option<u64> {
+        (self.log_partitions as u64)
+            .checked_mul(self.log_chunks as u64)?
+            .checked_mul(self.log_chunk_bytes as u64)
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         if !(1..=SYNCS_IN_FLIGHT_LIMIT).contains(&self.log_syncs_in_flight_max) {
@@ -309,6 +321,22 @@ impl Options {
             return bad(format!(
                 "log_chunk_bytes {} must be a multiple of 4096, at least 8192",
                 self.log_chunk_bytes
+            ));
+        }
+        let log_bytes = self.log_bytes();
+        if log_bytes.is_none_or(|b| b > LOG_BYTES_MAX) {
+            return bad(format!(
+                "log_partitions {p} × log_chunks {} × log_chunk_bytes {} = {} is more than \
+                 the recovery log's limit of {} GiB (the default log is {:.1} GiB; it needs \
+                 to hold the DRAM level's records only, see log_chunks)",
+                self.log_chunks,
+                self.log_chunk_bytes,
+                log_bytes.map_or("more than 2**64 bytes".into(), |b| format!(
+                    "{} GiB",
+                    b >> 30
+                )),
+                LOG_BYTES_MAX >> 30,
+                Options::default().log_bytes().unwrap_or(0) as f64 / (1u64 << 30) as f64,
             ));
         }
         let geo = self.geometry();
@@ -518,7 +546,7 @@ impl Drop for DirLock {
 /// read-only open creates nothing.
 fn lock_dir_shared(dir: &Path) -> Result<Option<DirLock>> {
     use std::os::unix::io::AsRawFd;
-    let path = dir.join("LOCK");
+    let path = dir.join(LOCK_FILE);
     let f = match std::fs::File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -536,7 +564,7 @@ fn lock_dir_shared(dir: &Path) -> Result<Option<DirLock>> {
 
 fn lock_dir(dir: &Path) -> Result<DirLock> {
     use std::os::unix::io::AsRawFd;
-    let path = dir.join("LOCK");
+    let path = dir.join(LOCK_FILE);
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -550,11 +578,54 @@ fn lock_dir(dir: &Path) -> Result<DirLock> {
             path: dir.to_path_buf(),
         });
     }
+    // A failed creation removes the lock file (`undo_creation`): a lock taken on the file it
+    // removed would exclude nobody, so the lock counts only while `LOCK` is still this file.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let held = f.metadata().map_err(|e| Error::io("stat", &path, e))?;
+        let named = std::fs::metadata(&path).ok();
+        if named.is_none_or(|m| (m.dev(), m.ino()) != (held.dev(), held.ino())) {
+            return Err(Error::Locked {
+                path: dir.to_path_buf(),
+            });
+        }
+    }
     Ok(DirLock(f))
 }
 
 /// The recovery log's file (every partition).
 pub const LOG_FILE: &str = "log.plush";
+/// The lock file (`flock`ed: exclusive by a writer, shared by readers).
+const LOCK_FILE: &str = "LOCK";
+
+/// Takes back what a failed creation of a database in `dir` wrote, so that the directory is
+/// as before (a failed creation used to leave a manifest whose geometry no open could use):
+/// the manifest and every Plush file (there were none before; see `refuse_foreign_files`),
+/// the lock file when `lock_made`, and the directories in `made_dirs` (topmost first) when
+/// they are empty. Best effort: what cannot be removed stays, and the open's own error is
+/// what the caller hears of.
+fn undo_creation(dir: &Path, made_dirs: &[PathBuf], lock_made: bool) {
+    let names = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    for n in names {
+        let base = n
+            .strip_suffix(crate::persist::CLEARING_SUFFIX)
+            .unwrap_or(&n);
+        if base == MANIFEST || is_plush_file(base) {
+            let _ = std::fs::remove_file(dir.join(&n));
+        }
+    }
+    if lock_made {
+        let _ = std::fs::remove_file(dir.join(LOCK_FILE));
+    }
+    for d in made_dirs.iter().rev() {
+        let _ = std::fs::remove_dir(d);
+    }
+}
 
 impl Plush {
     /// Opens (or creates) the database in directory `path`, with files mapped by
@@ -785,6 +856,11 @@ impl Core {
 
     /// Opens (or creates) the database in directory `path`.
     fn open(path: &Path, opts: Options) -> Result<Core> {
+        if path.as_os_str().is_empty() {
+            return Err(Error::InvalidArgument(
+                "path is empty; give a directory (an existing database or a new path)".into(),
+            ));
+        }
         // The geometry of an existing database is the manifest's: options are validated after
         // the stored geometry replaced the defaults (`read_or_write_manifest`), so that a
         // message names the geometry in force.
@@ -794,6 +870,14 @@ impl Core {
         if opts.read_only {
             return Core::open_read_only(path, opts);
         }
+        // What a creation that fails must take back: the directories it made (the topmost
+        // first) and, when it made it, the lock file.
+        let mut made_dirs: Vec<PathBuf> = path
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        made_dirs.reverse();
         if !path.exists() {
             if !opts.create_if_missing {
                 return Err(Error::NotADatabase {
@@ -821,10 +905,28 @@ impl Core {
                 });
             }
         }
+        let lock_existed = path.join(LOCK_FILE).exists();
+        // Refused by the lock: another opener is there, and what is in the directory is its.
         let lock = lock_dir(path)?;
-        let mut db = Core::open_with(Box::new(storage), opts)?;
-        db._lock = Some(lock);
-        Ok(db)
+        // Decided under the lock: only its holder creates a manifest, so another process's
+        // creation is never taken for this one's.
+        let new = !path.join(MANIFEST).exists();
+        match Core::open_with(Box::new(storage), opts) {
+            Ok(mut db) => {
+                db._lock = Some(lock);
+                Ok(db)
+            }
+            Err(e) => {
+                if new {
+                    // Every Plush file in the directory is this open's: a directory with
+                    // others and no manifest is refused before anything is written. The
+                    // lock is held until its file is gone (see `lock_dir`).
+                    undo_creation(path, &made_dirs, !lock_existed);
+                    drop(lock);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// See [`Options::read_only`].
@@ -889,12 +991,19 @@ impl Core {
             let Some(r) = storage.open_region(&name, len, false, RegionKind::Level)? else {
                 break;
             };
-            if num <= recorded_levels && r.words()[0].load(Ordering::Acquire) == 0 {
+            let armed = r.words()[0].load(Ordering::Acquire) != 0;
+            if num <= recorded_levels && !armed {
                 return Err(Error::corruption(
                     storage.location().join(&name),
                     0,
                     format!("{name} has a zeroed header, but {MANIFEST} records its creation"),
                 ));
+            }
+            if opts.read_only && !armed {
+                // A creation a crash cut short holds no record (the header is armed before
+                // any migration reaches the level); a writable open arms it, a read-only one
+                // cannot store into its read-only mapping and reads it as absent.
+                break;
             }
             let level = Level::open(
                 Region::new(&storage.location().join(&name).to_string_lossy(), r),
@@ -1499,8 +1608,8 @@ impl Core {
             || crate::payload::record_bytes(key.len(), value.len()) > room
         {
             return Err(Error::InvalidArgument(format!(
-                "value is {} bytes; the largest value is {} bytes (and a {}-byte key with its \
-                 value must fit a payload segment of {} bytes)",
+                "value is {} bytes; the largest value is {} bytes (and a key of {} bytes with \
+                 its value must fit a payload segment of {} bytes)",
                 value.len(),
                 VALUE_BYTES_MAX,
                 key.len(),
@@ -2459,7 +2568,7 @@ fn check_recorded(storage: &dyn Storage, name: &str, len: usize) -> Result<()> {
 /// refused before anything is written.
 fn refuse_foreign_files(storage: &dyn Storage) -> Result<()> {
     let mut names = storage.list_regions()?;
-    names.retain(|n| n != "LOCK");
+    names.retain(|n| n != LOCK_FILE);
     names.sort();
     let ours: Vec<&String> = names.iter().filter(|n| is_plush_file(n)).collect();
     if !ours.is_empty() {
@@ -2644,6 +2753,7 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
                     detail: format!("no {MANIFEST} (create_if_missing is off)"),
                 });
             }
+            check_room_to_create(storage, opts)?;
             let r = storage
                 .open_region(MANIFEST, 4096, true, RegionKind::Level)?
                 .ok_or_else(|| {
@@ -2687,7 +2797,18 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
             0,
             "has a zero magic word (its creation never finished)",
         )?;
+        if opts.read_only {
+            // Its mapping is read only, and a read-only open creates nothing.
+            return Err(Error::NotADatabase {
+                path: storage.location(),
+                detail: format!(
+                    "{MANIFEST} has a zero magic word: the database's creation never finished \
+                     (a writable open finishes it; a read-only open creates nothing)"
+                ),
+            });
+        }
         opts.validate()?;
+        check_room_to_create(storage, opts)?;
         region.reserve_words(0, 4096 / 8)?;
         let f = fields(opts);
         for (i, x) in f.iter().enumerate() {
@@ -2760,6 +2881,44 @@ fn read_or_write_manifest(storage: &dyn Storage, opts: &mut Options) -> Result<(
     Ok(())
 }
 
+/// Refuses, before the manifest is written, a database the file system cannot hold: the
+/// recovery log fills its whole file as it is used, and `preallocate_levels` allocates its
+/// levels at this open. (Deeper levels and payload segments grow with the data; a full file
+/// system then fails the write that needed the space.)
+fn check_room_to_create(storage: &dyn Storage, opts: &Options) -> Result<()> {
+    let Some(free) = storage.free_bytes() else {
+        return Ok(());
+    };
+    let log = opts.log_bytes().unwrap_or(u64::MAX);
+    let levels: u64 = (1..=opts.preallocate_levels.min(opts.levels_max))
+        .map(|n| level_file_bytes(opts.geometry(), n) as u64)
+        .sum();
+    let need = log.saturating_add(levels).saturating_add(4096);
+    if need <= free {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    Err(Error::io(
+        "create",
+        storage.location(),
+        std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!(
+                "a new database with these options needs {:.2} GiB: {:.2} GiB of recovery log \
+                 (log_partitions × log_chunks × log_chunk_bytes, filled as it is used) and \
+                 {:.2} GiB for preallocate_levels={}; the file system has {:.2} GiB free. \
+                 Nothing was created; free space, or choose a smaller log_chunks or \
+                 log_chunk_bytes, or preallocate_levels=0",
+                gib(need),
+                gib(log),
+                gib(levels),
+                opts.preallocate_levels,
+                gib(free)
+            ),
+        ),
+    ))
+}
+
 /// Refuses a key longer than [`KEY_BYTES_MAX`].
 fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > KEY_BYTES_MAX {
@@ -2817,5 +2976,95 @@ mod tests {
         assert!(core.collect_garbage(true).unwrap() > 0);
         assert!(!core.payload.has_segment(seg));
         assert_eq!(db.get_bytes(key).unwrap(), Some(value));
+    }
+
+    /// The mappings of files under `dir` in this process: (perms, VmFlags, path) from
+    /// `/proc/self/smaps`.
+    fn mappings_under(dir: &Path) -> Vec<(String, String, String)> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut out: Vec<(String, String, String)> = Vec::new();
+        let mut current: Option<usize> = None;
+        for line in smaps.lines() {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                if let Some(i) = current.take() {
+                    out[i].1 = flags.trim().to_string();
+                }
+                continue;
+            }
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let is_header = fields.len() >= 6 && fields[0].contains('-') && fields[1].len() == 4;
+            if is_header && Path::new(fields[5]).starts_with(dir) {
+                out.push((fields[1].to_string(), String::new(), fields[5..].join(" ")));
+                current = Some(out.len() - 1);
+            }
+        }
+        out
+    }
+
+    /// A read-only open maps nothing writable that the kernel charges to the commit limit: a
+    /// default-geometry level 3 (74 GB, sparse) is mapped read only, and opens however the
+    /// machine's overcommit is set (a private writable mapping of it is refused with ENOMEM
+    /// where RAM and swap are smaller under the default heuristic, and is charged in full
+    /// under strict accounting). Only the recovery log, which recovery may store into in
+    /// memory, is writable, private and unreserved.
+    #[test]
+    fn a_read_only_open_maps_a_huge_level_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            preallocate_levels: 0,
+            ..Options::default()
+        };
+        let db = Plush::open(dir.path(), opts).unwrap();
+        db.put(1, 2).unwrap();
+        db.put_bytes(b"a key longer than eight bytes", b"value")
+            .unwrap();
+        for num in 1..=3 {
+            db.core.level(num).unwrap();
+        }
+        drop(db);
+        let level3 = dir.path().join(level_file_name(3));
+        assert!(std::fs::metadata(&level3).unwrap().len() > 64 << 30);
+
+        let ro = Options {
+            read_only: true,
+            ..Options::default()
+        };
+        let db = Plush::open(dir.path(), ro).unwrap();
+        assert_eq!(db.get(1).unwrap(), Some(2));
+        let maps = mappings_under(dir.path());
+        let names = |m: &[(String, String, String)]| {
+            m.iter()
+                .map(|(p, _, n)| format!("{p} {n}"))
+                .collect::<Vec<_>>()
+        };
+        let level3_maps: Vec<_> = maps
+            .iter()
+            .filter(|(_, _, n)| Path::new(n) == level3)
+            .collect();
+        assert_eq!(level3_maps.len(), 1, "{:?}", names(&maps));
+        for (perms, flags, name) in &maps {
+            let writable = perms.as_bytes()[1] == b'w';
+            if name.ends_with(LOG_FILE) {
+                assert!(
+                    flags.split_whitespace().any(|f| f == "nr"),
+                    "the log is mapped without MAP_NORESERVE: {perms} {flags} {name}"
+                );
+            } else {
+                assert!(!writable, "{name} is mapped writable ({perms}, {flags})");
+            }
+        }
+        assert!(
+            maps.iter().any(|(_, _, n)| n.contains("payload-")),
+            "{:?}",
+            names(&maps)
+        );
+        drop(db);
+        // Nothing was written: a writable open still finds the same database.
+        let db = Plush::open(dir.path(), Options::default()).unwrap();
+        assert_eq!(db.get(1).unwrap(), Some(2));
+        assert_eq!(
+            db.get_bytes(b"a key longer than eight bytes").unwrap(),
+            Some(b"value".to_vec())
+        );
     }
 }

@@ -12,8 +12,14 @@
 //! active segment's mutex and fences after releasing it (concurrent appenders share a barrier).
 //! Because the stores and flushes are ordered by the mutex, a segment's durable records always
 //! form a prefix of it: a scan from the start that stops at the first invalid record never
-//! skips an acknowledged one. After a restart appends go to a new segment (the old active
-//! segment's torn tail is never overwritten).
+//! skips an acknowledged one. After a restart the first append resumes the newest segment
+//! (the highest number ever given, when its file is live) at the end of its valid records, when
+//! every byte after them is zero: nothing was torn there, so appending keeps the prefix
+//! property. A segment with anything else after its valid records (a record a crash tore, or
+//! damage) is sealed as it is and the append starts a new segment: a torn tail is never
+//! overwritten. Until that first append the newest segment counts as active (no collection
+//! takes it), so that resuming it cannot race a collection of it; an open that appends no
+//! payload record costs no scan and no new segment.
 //!
 //! Segment numbers are never reused, so a pointer names its segment's "epoch": a pointer whose
 //! segment was garbage collected is dangling, and is dropped by the migration that meets it
@@ -367,6 +373,9 @@ struct Active {
     seg: Option<Arc<Segment>>,
     tail: usize,
     next: u32,
+    /// The newest segment of an earlier session, not yet resumed or sealed (see the module
+    /// docs): the first append scans it and appends after its records, or seals it.
+    resume: Option<Arc<Segment>>,
 }
 
 /// The payload log of one database.
@@ -422,11 +431,30 @@ impl PayloadLog {
         names.sort();
         for (num, name) in names {
             next = next.max(num.saturating_add(1));
-            if storage.region_len(&name)? == Some(0) {
-                collected.insert(num);
-                continue;
+            match storage.region_len(&name)? {
+                Some(0) => {
+                    collected.insert(num);
+                    continue;
+                }
+                // A segment file gets its whole length in one step at its creation, so a
+                // shorter one was cut outside Plush: extending it would change a damaged file
+                // and hide the damage until a read meets it.
+                Some(have) if have < segment_bytes as u64 => {
+                    return Err(Error::corruption(
+                        dir.join(&name),
+                        have,
+                        format!(
+                            "payload segment file is {have} bytes, the database's segments are \
+                             {segment_bytes}: it was truncated (a segment never shrinks except \
+                             to 0 bytes when collected). Restore the file from a backup; the \
+                             open changes nothing until then"
+                        ),
+                    ));
+                }
+                _ => {}
             }
-            let Some(r) = storage.open_region(&name, segment_bytes, false, RegionKind::Log)? else {
+            let Some(r) = storage.open_region(&name, segment_bytes, false, RegionKind::Payload)?
+            else {
                 continue;
             };
             let region = Region::new(&name, r);
@@ -486,6 +514,12 @@ impl PayloadLog {
                 ));
             }
         }
+        // Only the highest number ever given can be resumed: a lower live one may be older
+        // than a collected one, and the manifest's highest may name a segment that is gone.
+        let resume = segments.get(&(next - 1)).cloned();
+        if let Some(seg) = &resume {
+            seg.sealed.store(false, Ordering::Release);
+        }
         Ok(PayloadLog {
             dir,
             segment_bytes,
@@ -494,6 +528,7 @@ impl PayloadLog {
                 seg: None,
                 tail: 0,
                 next,
+                resume,
             }),
             next_number: AtomicU32::new(next),
             gc_lock: Mutex::new(()),
@@ -522,7 +557,7 @@ impl PayloadLog {
     fn create(&self, storage: &dyn Storage, num: u32) -> Result<Arc<Segment>> {
         let name = segment_file_name(num);
         let r = storage
-            .open_region(&name, self.segment_bytes, true, RegionKind::Log)?
+            .open_region(&name, self.segment_bytes, true, RegionKind::Payload)?
             .ok_or_else(|| Error::io("create", &name, std::io::ErrorKind::NotFound.into()))?;
         let region = Region::new(&name, r);
         // Allocated whole before the first store (see `Persist::reserve`): a full file system
@@ -564,6 +599,19 @@ impl PayloadLog {
     ) -> Result<(u64, Pending, bool)> {
         let len = record_bytes(key.len(), value.len());
         let mut a = self.active.lock();
+        if let Some(seg) = a.resume.take() {
+            match self.resume_tail(&seg) {
+                Ok(Some(tail)) => {
+                    a.seg = Some(seg);
+                    a.tail = tail;
+                }
+                Ok(None) => seg.sealed.store(true, Ordering::Release),
+                Err(e) => {
+                    seg.sealed.store(true, Ordering::Release);
+                    return Err(e);
+                }
+            }
+        }
         let mut sealed = false;
         let fits = a.seg.is_some() && a.tail + len <= self.segment_bytes;
         if !fits {
@@ -602,6 +650,30 @@ impl PayloadLog {
         self.appends.fetch_add(1, Ordering::Relaxed);
         self.bytes_appended.fetch_add(len as u64, Ordering::Relaxed);
         Ok((ptr, seg, sealed))
+    }
+
+    /// Where appends to `seg`, the newest segment of an earlier session, may continue: the
+    /// end of its valid records when every byte after them is zero; `None` when something is
+    /// there (a torn record or damage, which is never overwritten). Allocates the segment's
+    /// blocks first, as a creation does (allocated ones cost nothing more).
+    fn resume_tail(&self, seg: &Segment) -> Result<Option<usize>> {
+        seg.region.reserve_words(0, self.segment_bytes / 8)?;
+        let mut off = SEGMENT_HEADER_BYTES;
+        while let Ok((_, _, len)) = seg.record_at(off) {
+            off += len;
+        }
+        // Records are 8-byte aligned. Holes and unwritten extents read as zero without
+        // being read.
+        let end = self.segment_bytes / 8;
+        let mut w = off / 8;
+        while let Some((lo, hi)) = seg.region.data_run_words(w, end) {
+            if (lo..hi).any(|i| seg.region.word(i).load(Ordering::Acquire) != 0) {
+                return Ok(None);
+            }
+            w = hi;
+        }
+        seg.written.store(off as u64, Ordering::Release);
+        Ok(Some(off))
     }
 
     /// The segment `num`, if it exists.

@@ -126,6 +126,15 @@ pub enum RegionKind {
     Level,
     /// The recovery log: read only by recovery and compaction.
     Log,
+    /// A payload-log segment: appended like the log, read in place by lookups like a level.
+    Payload,
+}
+
+impl RegionKind {
+    /// Written by appends (the `Write` back end's `pwrite` path): the log and payload segments.
+    fn appended(self) -> bool {
+        self != RegionKind::Level
+    }
 }
 
 /// Opens the regions of one database.
@@ -261,11 +270,13 @@ impl FileStorage {
         self
     }
 
-    /// The same files, read-only: each is opened for reading and mapped *private*, so a
-    /// store (recovery replays the log into DRAM and may arm a chunk header in memory) stays
-    /// in process memory and nothing reaches a file; a region that does not exist is
-    /// created in memory only (zeros), flushes, barriers and allocations do nothing, and no
-    /// file is removed.
+    /// The same files, read-only: each is opened for reading; level and payload files are
+    /// mapped read only (`PROT_READ`: no commit charge, however large), the recovery log
+    /// private without a commit charge (`MAP_NORESERVE`), so that a store (recovery replays
+    /// the log into DRAM and may arm a chunk header in memory) stays in process memory and
+    /// nothing reaches a file; a region that does not exist is created in memory only
+    /// (zeros, private), flushes, barriers and allocations do nothing, and no file is
+    /// removed.
     pub fn into_read_only(mut self) -> FileStorage {
         self.read_only = true;
         self.sync = false;
@@ -277,8 +288,10 @@ impl FileStorage {
         name: &str,
         len_bytes: usize,
         create: bool,
+        kind: RegionKind,
     ) -> Result<Option<Box<dyn Persist>>> {
         let path = self.dir.join(name);
+        let mut missing = false;
         let file = match OpenOptions::new().read(true).open(&path) {
             Ok(f) => {
                 let have = f.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
@@ -300,6 +313,7 @@ impl FileStorage {
                 if !create {
                     return Ok(None);
                 }
+                missing = true;
                 // In memory only: a private mapping of /dev/zero.
                 OpenOptions::new()
                     .read(true)
@@ -308,7 +322,18 @@ impl FileStorage {
             }
             Err(e) => return Err(Error::io("open", &path, e)),
         };
-        let map = Mapping::new(&file, len_bytes, true).map_err(|e| Error::io("mmap", &path, e))?;
+        // Nothing stores into a level or payload file of a read-only opener: mapped read
+        // only, they take no commit charge however large (a default level 3 is 74 GB, which
+        // a writable private mapping could not get on most machines). Recovery may store
+        // into the log (arming a chunk header in memory), and into a file that does not
+        // exist: those stay private, without a charge.
+        let mode = if kind == RegionKind::Log || missing {
+            MapMode::PrivateNoReserve
+        } else {
+            MapMode::ReadOnly
+        };
+        let map =
+            Mapping::new(&file, len_bytes, mode).map_err(|e| map_error(&path, len_bytes, e))?;
         Ok(Some(Box::new(FileRegion {
             path,
             map,
@@ -352,7 +377,7 @@ impl Storage for FileStorage {
     ) -> Result<Option<Box<dyn Persist>>> {
         assert!(len_bytes > 0 && len_bytes.is_multiple_of(PAGE_BYTES));
         if self.read_only {
-            return self.open_read_only(name, len_bytes, create);
+            return self.open_read_only(name, len_bytes, create, kind);
         }
         let path = self.dir.join(name);
         let file = match OpenOptions::new()
@@ -387,10 +412,15 @@ impl Storage for FileStorage {
         // Barriers that would write nothing (tmpfs) are skipped, as with durability off.
         let sync = self.sync
             && !(self.elide_tmpfs_syncs && self.backend != Backend::Clwb && on_tmpfs(&file));
-        let written = sync && self.backend == Backend::Write && kind == RegionKind::Log;
+        let written = sync && self.backend == Backend::Write && kind.appended();
+        let mode = if written {
+            MapMode::Private
+        } else {
+            MapMode::Shared
+        };
         let map =
-            Mapping::new(&file, len_bytes, written).map_err(|e| Error::io("mmap", &path, e))?;
-        if kind == RegionKind::Log {
+            Mapping::new(&file, len_bytes, mode).map_err(|e| map_error(&path, len_bytes, e))?;
+        if kind.appended() {
             // Recovery reads a few words at the head of every chunk of a mostly sparse file:
             // readahead would fault in (and zero) dozens of pages around each for nothing.
             // A hint; nothing depends on it taking effect.
@@ -496,6 +526,25 @@ impl Storage for FileStorage {
 /// Suffix of the temporary file [`Storage::clear_region`] renames over a region.
 pub const CLEARING_SUFFIX: &str = ".clearing";
 
+/// The error of a refused `mmap` of `len` bytes of `path`, saying what to do about it.
+fn map_error(path: &Path, len: usize, e: std::io::Error) -> Error {
+    let hint = match e.raw_os_error() {
+        Some(libc::ENOMEM) => format!(
+            "; the kernel refused a mapping of {:.1} GiB: check the address-space limit \
+             (`ulimit -v`), vm.max_map_count, and, for a writable open, \
+             vm.overcommit_memory (mode 2 charges mapped files to the commit limit); a \
+             read-only open maps level and payload files read only and needs no commit charge",
+            len as f64 / (1u64 << 30) as f64
+        ),
+        _ => String::new(),
+    };
+    Error::io(
+        "mmap",
+        path,
+        std::io::Error::new(e.kind(), format!("{e}{hint}")),
+    )
+}
+
 /// True when `file` lives on tmpfs.
 fn on_tmpfs(file: &std::fs::File) -> bool {
     use std::os::unix::io::AsRawFd;
@@ -521,26 +570,40 @@ struct Mapping {
 unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
+/// How a file is mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MapMode {
+    /// Shared, readable and writable: stores reach the file (through the page cache).
+    Shared,
+    /// Private, readable and writable: stores stay in process memory (the `Write` back end's
+    /// log, whose bytes reach the file by `pwrite`). The kernel charges the whole length to
+    /// the commit limit, as it may have to give every page a private copy.
+    Private,
+    /// Private and writable without a commit charge (`MAP_NORESERVE`): a read-only opener's
+    /// recovery log, which recovery may store a few words into, in memory only. Under
+    /// `vm.overcommit_memory=2` the kernel charges it anyway.
+    PrivateNoReserve,
+    /// Read only (`PROT_READ`, shared): no store is possible and nothing is charged, however
+    /// large the file (a read-only opener's level and payload files).
+    ReadOnly,
+}
+
 impl Mapping {
-    /// A shared mapping, or a private one (stores stay in process memory) when `private`.
-    fn new(file: &std::fs::File, len: usize, private: bool) -> std::io::Result<Mapping> {
+    /// A mapping of the first `len` bytes of `file`, as `mode` says.
+    fn new(file: &std::fs::File, len: usize, mode: MapMode) -> std::io::Result<Mapping> {
         use std::os::unix::io::AsRawFd;
-        let flags = if private {
-            libc::MAP_PRIVATE
-        } else {
-            libc::MAP_SHARED
+        let (prot, flags) = match mode {
+            MapMode::Shared => (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED),
+            MapMode::Private => (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE),
+            MapMode::PrivateNoReserve => (
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_NORESERVE,
+            ),
+            MapMode::ReadOnly => (libc::PROT_READ, libc::MAP_SHARED),
         };
         // SAFETY: a fresh mapping of `len` bytes of an open file; checked for failure.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                file.as_raw_fd(),
-                0,
-            )
-        };
+        let ptr =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, file.as_raw_fd(), 0) };
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
@@ -1533,7 +1596,7 @@ impl Storage for SimStorage {
                 r
             }
         };
-        region.log.store(kind == RegionKind::Log, Ordering::Release);
+        region.log.store(kind.appended(), Ordering::Release);
         Ok(Some(Box::new(SimHandle {
             shared: self.shared.clone(),
             region,

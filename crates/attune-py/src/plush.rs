@@ -19,6 +19,17 @@ use std::sync::Arc;
 /// to the engine's limits (checked by the engine, which names the argument) given as
 /// `attune.DB` takes them.
 fn bytes_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
+    const ACCEPTED: &str = "bytes, an int in [0, 2**64), str (stored as UTF-8), bytearray, \
+                            memoryview or another bytes-like object";
+    // `True` is an int to Python, but as a key it is a mistake far more often than the key
+    // 1; refused as options refuse it.
+    if v.is_instance_of::<PyBool>() {
+        return Err(crate::kv::type_error(
+            v,
+            what,
+            &format!("{ACCEPTED}, not a bool"),
+        ));
+    }
     if v.is_instance_of::<PyInt>() {
         return v
             .extract::<u64>()
@@ -35,14 +46,20 @@ fn bytes_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
     // error class (`InvalidArgumentTypeError`) for anything else.
     crate::kv::as_bytes(v, what)
         .map(|b| b.into_owned())
-        .map_err(|_| {
-            crate::kv::type_error(
-                v,
-                what,
-                "bytes, an int in [0, 2**64), str (stored as UTF-8), bytearray, memoryview or \
-                 another bytes-like object",
-            )
-        })
+        .map_err(|_| crate::kv::type_error(v, what, ACCEPTED))
+}
+
+/// What to do about a writable open refused by a permission: a database that is there to read
+/// can be opened read-only (said for Python and for the CLI, whose read verbs do so).
+fn permission_hint(dir: &std::path::Path) -> String {
+    if dir.join("manifest.plush").exists() {
+        "this process may not write the database: open it read-only to read it \
+         (HashDB(path, read_only=True); `attune hash-db get`, `scan`, `stats` and `verify` \
+         open it read-only)"
+            .into()
+    } else {
+        crate::errors::permission_hint(dir, "manifest.plush")
+    }
 }
 
 fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
@@ -54,15 +71,36 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
         let key: String = k.extract()?;
         let py = v.py();
         let bad = |msg: String| attune_error(py, "InvalidArgumentError", msg);
-        let uint = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
+        // A non-negative int that fits `limit` (values are shown as Python writes them, so
+        // that "16" reads as the string it is).
+        let int_upto = |v: &Bound<'_, PyAny>, limit: u64| -> PyResult<u64> {
             if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
                 return Err(bad(format!(
-                    "option {key}={v} must be a non-negative int, not {}",
+                    "option {key}={} must be a non-negative int, not {}",
+                    v.repr()?,
                     v.get_type().name()?
                 )));
             }
-            v.extract::<usize>()
-                .map_err(|_| bad(format!("option {key}={v} must be a non-negative int")))
+            match v.extract::<u64>() {
+                Ok(n) if n <= limit => Ok(n),
+                Ok(_) => Err(bad(format!(
+                    "option {key}={v} is too large (at most {limit}; see the option's range in \
+                     docs/plush.md)"
+                ))),
+                Err(_) if v.lt(0)? => Err(bad(format!(
+                    "option {key}={v} is negative; it must be a non-negative int"
+                ))),
+                Err(_) => Err(bad(format!(
+                    "option {key}={v} is too large (at most {limit}; see the option's range in \
+                     docs/plush.md)"
+                ))),
+            }
+        };
+        let uint = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
+            int_upto(v, usize::MAX as u64).map(|n| n as usize)
+        };
+        let uint32 = |v: &Bound<'_, PyAny>| -> PyResult<u32> {
+            int_upto(v, u32::MAX as u64).map(|n| n as u32)
         };
         // A boolean: True/False (or the ints 0 and 1).
         let flag = |v: &Bound<'_, PyAny>| -> PyResult<bool> {
@@ -109,8 +147,8 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
         match key.as_str() {
             "create_if_missing" => o.create_if_missing = flag(&v)?,
             "sync" => o.sync = flag(&v)?,
-            "dram_entries_log2" => o.dram_entries_log2 = uint(&v)? as u32,
-            "fanout_log2" => o.fanout_log2 = uint(&v)? as u32,
+            "dram_entries_log2" => o.dram_entries_log2 = uint32(&v)?,
+            "fanout_log2" => o.fanout_log2 = uint32(&v)?,
             "log_partitions" => o.log_partitions = uint(&v)?,
             "log_chunk_bytes" => o.log_chunk_bytes = size(&v)?,
             "log_chunks" => o.log_chunks = uint(&v)?,
@@ -136,9 +174,7 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             "partitioning" => {
                 o.partitioning = Partitioning::parse(&text(&v)?).map_err(to_py)?;
             }
-            "significant_key_bits" => {
-                o.significant_key_bits = uint(&v)?.min(u32::MAX as usize) as u32
-            }
+            "significant_key_bits" => o.significant_key_bits = uint32(&v)?,
             _ => {
                 return Err(bad(format!(
                     "unknown HashDB option {key:?}; known: {}",
@@ -248,10 +284,7 @@ impl HashDB {
                     crate::errors::attune_error_at(
                         py,
                         "StorageIOError",
-                        format!(
-                            "{e}; {}",
-                            crate::errors::permission_hint(&path, "manifest.plush")
-                        ),
+                        format!("{e}; {}", permission_hint(&path)),
                         f,
                     )
                 }

@@ -335,3 +335,79 @@ fn the_log_layout_is_fixed_at_creation_and_an_unknown_version_is_refused() {
         "{err}"
     );
 }
+
+/// A recovery log too large to be meant (a size typo) is an argument error before anything is
+/// created; it used to leave a manifest of that geometry, which no later open could use.
+#[test]
+fn an_oversized_log_is_refused_and_creates_nothing() {
+    let dir = scratch();
+    let path = dir.path().join("new");
+    for opts in [
+        Options {
+            log_chunk_bytes: 1 << 40,
+            ..Options::default()
+        },
+        Options {
+            log_chunks: 1_000_000_000,
+            ..Options::default()
+        },
+        Options {
+            log_chunk_bytes: usize::MAX / 4096 * 4096,
+            ..Options::default()
+        },
+    ] {
+        let e = Plush::open(&path, opts).err().expect("the open must fail");
+        assert!(matches!(&e, Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("recovery log's limit"), "{e}");
+        assert!(!path.exists(), "{e}");
+    }
+}
+
+/// A new database the file system cannot hold (its recovery log fills the whole file as it is
+/// used, and level 1 is preallocated) is refused before the manifest is written, saying what
+/// it needs and what to change.
+#[test]
+fn a_creation_the_free_space_cannot_hold_writes_nothing() {
+    let sim = attune_plush::SimStorage::new(0, 1);
+    sim.limit_space(Some(1 << 30));
+    let e = Plush::open_with(Box::new(sim.clone()), Options::default())
+        .err()
+        .expect("the open must fail");
+    assert!(matches!(&e, Error::Io { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("needs") && msg.contains("GiB free"), "{msg}");
+    assert!(msg.contains("Nothing was created"), "{msg}");
+    assert!(sim.image_now().is_empty(), "{:?}", sim.image_now().keys());
+    assert_eq!(sim.space_left(), Some(1 << 30));
+    // The same space holds a database with a smaller log and no preallocation.
+    let fits = Options {
+        log_chunks: 5,
+        log_chunk_bytes: 1 << 20,
+        dram_entries_log2: 10,
+        log_partitions: 4,
+        preallocate_levels: 0,
+        ..Options::default()
+    };
+    Plush::open_with(Box::new(sim), fits)
+        .unwrap()
+        .put(1, 2)
+        .unwrap();
+}
+
+/// An empty path names the problem instead of an I/O error on "".
+#[test]
+fn an_empty_path_is_an_argument_error() {
+    for read_only in [false, true] {
+        let e = Plush::open(
+            std::path::Path::new(""),
+            Options {
+                read_only,
+                ..Options::default()
+            },
+        )
+        .err()
+        .expect("the open must fail");
+        assert!(matches!(&e, Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("path is empty"), "{e}");
+    }
+}

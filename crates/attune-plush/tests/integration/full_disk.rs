@@ -36,12 +36,25 @@ fn a_preallocation_the_free_space_cannot_hold_is_refused_before_allocating() {
     };
     let sim = SimStorage::new(0, 1);
     sim.limit_space(Some(1 << 40));
-    drop(Plush::open_with(Box::new(sim.clone()), no_prealloc).unwrap());
+    drop(Plush::open_with(Box::new(sim.clone()), no_prealloc.clone()).unwrap());
     let created = (1 << 40) - sim.space_left().unwrap();
     // Room for the database and half its preallocated levels.
     let limit = created + (full - created) / 2;
+    // A new database is refused before its manifest is written (the creation's own check).
     let sim = SimStorage::new(0, 1);
     sim.limit_space(Some(limit));
+    let e = Plush::open_with(Box::new(sim.clone()), two.clone())
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    assert!(e.to_string().contains("a new database"), "{e}");
+    assert!(sim.image_now().is_empty());
+    // An existing one, reopened with the preallocation, is refused before allocating. (The
+    // creation check counts the whole recovery log, which fills as it is used, so the
+    // database is created with room to spare, then the space is cut.)
+    sim.limit_space(Some(1 << 40));
+    drop(Plush::open_with(Box::new(sim.clone()), no_prealloc.clone()).unwrap());
+    sim.limit_space(Some((full - created) / 2));
     let e = Plush::open_with(Box::new(sim.clone()), two).err().unwrap();
     assert!(matches!(e, Error::Io { .. }), "{e}");
     assert!(e.to_string().contains("preallocate_levels=2 needs"), "{e}");
@@ -51,10 +64,6 @@ fn a_preallocation_the_free_space_cannot_hold_is_refused_before_allocating() {
         "{:?}",
         sim.space_left()
     );
-    let no_prealloc = Options {
-        preallocate_levels: 0,
-        ..options()
-    };
     drop(Plush::open_with(Box::new(sim), no_prealloc).unwrap());
     // More levels than exist is an argument error.
     let e = Plush::open_with(

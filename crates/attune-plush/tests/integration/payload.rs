@@ -613,3 +613,111 @@ fn a_segment_lost_before_the_manifest_recorded_numbers_is_never_a_dropped_key() 
         assert_eq!(db.get_bytes(k).unwrap().as_ref(), Some(v));
     }
 }
+
+fn segment_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("payload-"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A short session (a CLI `put`) appends to the newest segment instead of creating one: ten
+/// opens that write one record each leave one segment file, every record readable.
+#[test]
+fn opens_that_each_write_one_record_share_one_segment() {
+    for backend in [Backend::Write, Backend::Msync] {
+        let dir = scratch();
+        let opts = Options {
+            backend,
+            ..options()
+        };
+        for i in 0..10u8 {
+            let db = Plush::open(dir.path(), opts.clone()).unwrap();
+            db.put_bytes(format!("session key {i}").as_bytes(), &[i; 40])
+                .unwrap();
+        }
+        assert_eq!(segment_files(dir.path()), ["payload-000001.plush"]);
+        let db = Plush::open(dir.path(), opts.clone()).unwrap();
+        for i in 0..10u8 {
+            let got = db.get_bytes(format!("session key {i}").as_bytes()).unwrap();
+            assert_eq!(got, Some(vec![i; 40]), "{backend:?}: key {i}");
+        }
+        db.verify().unwrap();
+        // An open that writes no payload record takes nothing from the segment either.
+        db.put(7, 8).unwrap();
+        drop(db);
+        assert_eq!(segment_files(dir.path()), ["payload-000001.plush"]);
+    }
+}
+
+/// Bytes after the newest segment's valid records (a record a crash tore) are never
+/// overwritten: the next append seals that segment and starts another.
+#[test]
+fn a_torn_tail_is_sealed_not_overwritten() {
+    let dir = scratch();
+    let opts = Options {
+        backend: Backend::Msync,
+        ..options()
+    };
+    let db = Plush::open(dir.path(), opts.clone()).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..20u64 {
+        let (k, v) = (key(i + 9), vec![i as u8; 50]);
+        db.put_bytes(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+    drop(db);
+    // Half a record's header after the last record: what a torn append leaves.
+    let path = segment(dir.path(), 1);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let end = bytes.len() - bytes.iter().rev().position(|b| *b != 0).unwrap();
+    let tail = end.div_ceil(8) * 8;
+    bytes[tail..tail + 8].copy_from_slice(&0x0000_0040_0000_0010u64.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+
+    let db = Plush::open(dir.path(), opts.clone()).unwrap();
+    db.put_bytes(b"after the tear", &[9; 30]).unwrap();
+    model.insert(b"after the tear".to_vec(), vec![9; 30]);
+    assert_eq!(
+        segment_files(dir.path()),
+        ["payload-000001.plush", "payload-000002.plush"]
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "the torn tail was written over"
+    );
+    for (k, v) in &model {
+        assert_eq!(db.get_bytes(k).unwrap().as_ref(), Some(v));
+    }
+    db.verify().unwrap();
+}
+
+/// A segment file cut short outside Plush is corruption at every open, and a writable open
+/// leaves it as it is (it used to extend it back to its length).
+#[test]
+fn a_truncated_segment_fails_the_open_and_is_not_extended() {
+    let dir = scratch();
+    let (opts, _) = filled(dir.path(), 400);
+    let path = segment(dir.path(), 1);
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(8192).unwrap();
+    drop(f);
+    for read_only in [false, true] {
+        let o = Options {
+            read_only,
+            ..opts.clone()
+        };
+        let err = Plush::open(dir.path(), o)
+            .err()
+            .expect("the open must fail");
+        assert!(matches!(&err, Error::Corruption { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("payload-000001.plush"), "{msg}");
+        assert!(msg.contains("truncated") && msg.contains("backup"), "{msg}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
+    }
+}
