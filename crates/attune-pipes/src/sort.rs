@@ -396,39 +396,11 @@ pub fn sort_file(
     // ---- Phase 1: sorted runs.
     let single = total <= s;
     let mut runs: Vec<(PathBuf, u64)> = Vec::new();
-    let in_bufs: Vec<Locator> = (0..bufs as usize)
-        .map(|_| Locator::dram(s.min(total.max(UNIT_BYTES))))
-        .collect::<Result<_>>()?;
-    let in_pipes: Vec<Pipe> = in_bufs
-        .iter()
-        .map(|b| rt.pipe(&src, b, PipeOptions::default()))
-        .collect::<Result<_>>()?;
+    let mut input_reader = ChunkReader::new(&rt, &src, input, src_direct, s, total, opts)?;
     let out_blocks: Vec<Locator> = (0..2)
         .map(|_| Locator::dram(block))
         .collect::<Result<_>>()?;
-    let chunks: Vec<(u64, u64)> = (0..total.div_ceil(s.max(1)))
-        .map(|i| (i * s, (total - i * s).min(s)))
-        .collect();
-    // With O_DIRECT the input's last chunk is read in whole units and its tail (under one
-    // unit, past the last whole unit of the file) with a plain pread after the transfer.
-    let tail_file = std::fs::File::open(input).map_err(|e| Error::io("open", input, &e))?;
-    let direct_len = |len: u64| {
-        if src_direct {
-            len / DIRECT_ALIGN_BYTES * DIRECT_ALIGN_BYTES
-        } else {
-            len
-        }
-    };
-    let start_chunk = |b: usize, off: u64, len: u64| -> Result<Option<Transfer>> {
-        match direct_len(len) {
-            0 => Ok(None),
-            n => in_pipes[b].transfer(off, 0, n).map(Some),
-        }
-    };
-    let mut pending: Option<Transfer> = None;
-    if let Some(&(off, len)) = chunks.first() {
-        pending = start_chunk(0, off, len)?;
-    }
+    let chunks = input_reader.chunks.clone();
     let mut scratch: Vec<u8> = vec![0u8; s.min(total.max(UNIT_BYTES)) as usize];
     for (i, &(_, len)) in chunks.iter().enumerate() {
         if cancelled() {
@@ -436,33 +408,14 @@ pub fn sort_file(
                 bytes_done: report.bytes_read,
             });
         }
-        let cur = i % in_bufs.len();
-        if let Some(t) = pending.take() {
-            report.bytes_read += t.wait()?;
-        }
-        let (off, _) = chunks[i];
-        let head = direct_len(len);
-        if head < len {
-            use std::os::unix::fs::FileExt;
-            let mut g = in_bufs[cur].bytes()?;
-            tail_file
-                .read_exact_at(&mut g[head as usize..len as usize], off + head)
-                .map_err(|e| Error::io("read", input, &e))?;
-            report.bytes_read += len - head;
-        }
-        if opts.double_buffering {
-            if let Some(&(noff, nlen)) = chunks.get(i + 1) {
-                let nb = (i + 1) % in_bufs.len();
-                pending = start_chunk(nb, noff, nlen)?;
-            }
-        }
+        report.bytes_read += input_reader.fill(i)?;
         let run_path = if single {
             temp_out.clone()
         } else {
             staging.join(format!("run-0-{i}"))
         };
         let (dst, _) = open_file(&run_path, direct, true)?;
-        let mut guard = in_bufs[cur].bytes()?;
+        let mut guard = input_reader.buffer(i).bytes()?;
         let data = &mut guard[..len as usize];
         let scr = &mut scratch[..len as usize];
         let (in_scratch, width) = sort_chunk(data, scr, run_bytes, opts);
@@ -477,17 +430,13 @@ pub fn sort_file(
             opts.merge_select,
         )?;
         drop(guard);
-        if !opts.double_buffering {
-            if let Some(&(noff, nlen)) = chunks.get(i + 1) {
-                pending = start_chunk(0, noff, nlen)?;
-            }
-        }
+        input_reader.done(i)?;
         runs.push((run_path, len));
         if let Some(p) = progress {
             p("runs", chunks[..=i].iter().map(|c| c.1).sum(), total);
         }
     }
-    drop((scratch, in_pipes, in_bufs));
+    drop((scratch, input_reader));
     if total == 0 {
         Locator::file(
             &temp_out,
@@ -528,6 +477,121 @@ pub fn sort_file(
     report.publish_seconds = t2.elapsed().as_secs_f64();
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Phase 1's input: the file cut into chunks of `s` bytes, each read into one of one or two
+/// library-owned buffers. With double buffering the next chunk's transfer runs while the current
+/// one is sorted; without it the next starts when the current one is [`done`](Self::done). With
+/// O_DIRECT a chunk is read in whole units and its tail (under one unit, past the last whole unit
+/// of the file) with a plain pread after the transfer.
+pub(crate) struct ChunkReader<'a> {
+    /// (offset, length) of every chunk, in order.
+    pub(crate) chunks: Vec<(u64, u64)>,
+    bufs: Vec<Locator>,
+    pipes: Vec<Pipe>,
+    pending: Option<Transfer>,
+    tail_file: std::fs::File,
+    input: &'a Path,
+    direct: bool,
+    double_buffering: bool,
+}
+
+impl<'a> ChunkReader<'a> {
+    /// Buffers of `s` bytes (less for a smaller input) and the first chunk's transfer started.
+    pub(crate) fn new(
+        rt: &Runtime,
+        src: &Locator,
+        input: &'a Path,
+        direct: bool,
+        s: u64,
+        total: u64,
+        opts: &SortOptions,
+    ) -> Result<ChunkReader<'a>> {
+        let count = if opts.double_buffering { 2 } else { 1 };
+        let bufs: Vec<Locator> = (0..count)
+            .map(|_| Locator::dram(s.min(total.max(UNIT_BYTES))))
+            .collect::<Result<_>>()?;
+        let pipes: Vec<Pipe> = bufs
+            .iter()
+            .map(|b| rt.pipe(src, b, PipeOptions::default()))
+            .collect::<Result<_>>()?;
+        let chunks: Vec<(u64, u64)> = (0..total.div_ceil(s.max(1)))
+            .map(|i| (i * s, (total - i * s).min(s)))
+            .collect();
+        let tail_file = std::fs::File::open(input).map_err(|e| Error::io("open", input, &e))?;
+        let mut reader = ChunkReader {
+            chunks,
+            bufs,
+            pipes,
+            pending: None,
+            tail_file,
+            input,
+            direct,
+            double_buffering: opts.double_buffering,
+        };
+        reader.start(0)?;
+        Ok(reader)
+    }
+
+    /// The bytes of a chunk that go through the pipe: all of them, or its whole units with
+    /// O_DIRECT.
+    fn head_len(&self, len: u64) -> u64 {
+        if self.direct {
+            len / DIRECT_ALIGN_BYTES * DIRECT_ALIGN_BYTES
+        } else {
+            len
+        }
+    }
+
+    /// Starts chunk `i`'s transfer into its buffer, if there is such a chunk.
+    fn start(&mut self, i: usize) -> Result<()> {
+        let Some(&(off, len)) = self.chunks.get(i) else {
+            return Ok(());
+        };
+        self.pending = match self.head_len(len) {
+            0 => None,
+            n => Some(self.pipes[i % self.pipes.len()].transfer(off, 0, n)?),
+        };
+        Ok(())
+    }
+
+    /// The buffer that holds chunk `i` once [`fill`](Self::fill) returned.
+    pub(crate) fn buffer(&self, i: usize) -> &Locator {
+        &self.bufs[i % self.bufs.len()]
+    }
+
+    /// Waits until chunk `i` is in its buffer (reading an O_DIRECT tail by pread) and, with
+    /// double buffering, starts chunk `i + 1`'s transfer. Returns the bytes read.
+    pub(crate) fn fill(&mut self, i: usize) -> Result<u64> {
+        let mut read = 0;
+        if let Some(t) = self.pending.take() {
+            read += t.wait()?;
+        }
+        let (off, len) = self.chunks[i];
+        let head = self.head_len(len);
+        if head < len {
+            use std::os::unix::fs::FileExt;
+            let mut g = self.buffer(i).bytes()?;
+            self.tail_file
+                .read_exact_at(&mut g[head as usize..len as usize], off + head)
+                .map_err(|e| Error::io("read", self.input, &e))?;
+            read += len - head;
+        }
+        if self.double_buffering {
+            self.start(i + 1)?;
+        }
+        Ok(read)
+    }
+
+    /// Chunk `i`'s buffer is free again: without double buffering, chunk `i + 1`'s transfer
+    /// starts now.
+    pub(crate) fn done(&mut self, i: usize) -> Result<()> {
+        if self.double_buffering {
+            Ok(())
+        } else {
+            self.start(i + 1)
+        }
+    }
 }
 
 /// Merges one group of runs into a file: (bytes read, bytes written).

@@ -31,13 +31,13 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::locator::{BytesGuard, Locator, DIRECT_ALIGN_BYTES};
+use crate::locator::{BytesGuard, Locator};
 use crate::mechanism::Mechanism;
 use crate::merge::MergeSelect;
 use crate::runtime::{Pipe, PipeOptions, Runtime, Transfer};
 use crate::sort::{
     align_up, default_run_bytes, merge_passes, open_file, process_cpu_seconds, publish, stage,
-    Progress, RecordFormat, SortOptions, SortReport, Staged, UNIT_BYTES,
+    ChunkReader, Progress, RecordFormat, SortOptions, SortReport, Staged, UNIT_BYTES,
 };
 
 /// Bytes of index per line: prefix (8), offset (4), length (4).
@@ -275,37 +275,11 @@ pub(crate) fn sort_lines(
     // ---- Phase 1: sorted runs.
     let single = total <= s;
     let mut runs: Vec<(PathBuf, u64)> = Vec::new();
-    let in_bufs: Vec<Locator> = (0..bufs as usize)
-        .map(|_| Locator::dram(s.min(total.max(UNIT_BYTES))))
-        .collect::<Result<_>>()?;
-    let in_pipes: Vec<Pipe> = in_bufs
-        .iter()
-        .map(|b| rt.pipe(&src, b, PipeOptions::default()))
-        .collect::<Result<_>>()?;
+    let mut input_reader = ChunkReader::new(&rt, &src, input, src_direct, s, total, opts)?;
     let out_blocks: Vec<Locator> = (0..2)
         .map(|_| Locator::dram(block))
         .collect::<Result<_>>()?;
-    let chunks: Vec<(u64, u64)> = (0..total.div_ceil(s))
-        .map(|i| (i * s, (total - i * s).min(s)))
-        .collect();
-    let tail_file = std::fs::File::open(input).map_err(|e| Error::io("open", input, &e))?;
-    let direct_len = |len: u64| {
-        if src_direct {
-            len / DIRECT_ALIGN_BYTES * DIRECT_ALIGN_BYTES
-        } else {
-            len
-        }
-    };
-    let start_chunk = |b: usize, off: u64, len: u64| -> Result<Option<Transfer>> {
-        match direct_len(len) {
-            0 => Ok(None),
-            n => in_pipes[b].transfer(off, 0, n).map(Some),
-        }
-    };
-    let mut pending: Option<Transfer> = None;
-    if let Some(&(off, len)) = chunks.first() {
-        pending = start_chunk(0, off, len)?;
-    }
+    let chunks = input_reader.chunks.clone();
     let mut index: Vec<Entry> = Vec::with_capacity(entries_max.min(total as usize + 1));
     let mut scratch: Vec<Entry> = Vec::new();
     // The line cut by the previous buffer's end, and where it started in the input.
@@ -321,25 +295,8 @@ pub(crate) fn sort_lines(
             });
         }
         let last_chunk = i + 1 == chunks.len();
-        let cur = i % in_bufs.len();
-        if let Some(t) = pending.take() {
-            report.bytes_read += t.wait()?;
-        }
-        let head = direct_len(len);
-        if head < len {
-            use std::os::unix::fs::FileExt;
-            let mut g = in_bufs[cur].bytes()?;
-            tail_file
-                .read_exact_at(&mut g[head as usize..len as usize], off + head)
-                .map_err(|e| Error::io("read", input, &e))?;
-            report.bytes_read += len - head;
-        }
-        if opts.double_buffering {
-            if let Some(&(noff, nlen)) = chunks.get(i + 1) {
-                pending = start_chunk((i + 1) % in_bufs.len(), noff, nlen)?;
-            }
-        }
-        let guard = in_bufs[cur].bytes()?;
+        report.bytes_read += input_reader.fill(i)?;
+        let guard = input_reader.buffer(i).bytes()?;
         let data = &guard[..len as usize];
         side.clear();
         index.clear();
@@ -445,16 +402,12 @@ pub(crate) fn sort_lines(
         }
         spill_now(&mut index, &mut scratch, &side, &mut side_entries, true)?;
         drop(guard);
-        if !opts.double_buffering {
-            if let Some(&(noff, nlen)) = chunks.get(i + 1) {
-                pending = start_chunk(0, noff, nlen)?;
-            }
-        }
+        input_reader.done(i)?;
         if let Some(p) = progress {
             p("runs", off + len, total);
         }
     }
-    drop((index, scratch, in_pipes, in_bufs));
+    drop((index, scratch, input_reader));
     if runs.is_empty() {
         // An empty input: an empty output.
         crate::locator::Locator::file(
