@@ -460,6 +460,27 @@ impl PayloadLog {
             let region = Region::new(&name, r);
             let w = |i| region.word(i).load(Ordering::Acquire);
             if w(0) == 0 {
+                // A creation cut short arms nothing and writes no record; a segment the
+                // manifest records as created (recorded after its magic's barrier) or one with
+                // a record after its header was armed, and a zero magic is damage: emptying it
+                // would destroy its records.
+                let first_record = SEGMENT_HEADER_BYTES / 8;
+                if num <= highest || (first_record..first_record + 2).any(|i| w(i) != 0) {
+                    return Err(Error::corruption(
+                        dir.join(&name),
+                        0,
+                        format!(
+                            "payload segment {num}'s header magic word is 0, but the segment {}: \
+                             the header was damaged (the open changes nothing). Restore the file \
+                             from a backup",
+                            if num <= highest {
+                                "is recorded as created in the manifest"
+                            } else {
+                                "holds records"
+                            }
+                        ),
+                    ));
+                }
                 drop(region);
                 storage.clear_region(&name)?;
                 collected.insert(num);

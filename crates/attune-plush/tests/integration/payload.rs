@@ -721,3 +721,41 @@ fn a_truncated_segment_fails_the_open_and_is_not_extended() {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
     }
 }
+
+/// A zeroed magic word on a segment the manifest records as created, or one holding records, is
+/// damage: every open fails naming it and leaves the file as it is (a writable open used to
+/// empty it as if its creation had been cut short, destroying its records). With the magic
+/// restored, every record reads back.
+#[test]
+fn a_zeroed_segment_magic_is_corruption_and_the_segment_is_kept() {
+    let dir = scratch();
+    let (opts, model) = filled(dir.path(), 400);
+    let path = segment(dir.path(), 1);
+    let pristine = std::fs::read(&path).unwrap();
+    let mut damaged = pristine.clone();
+    damaged[..8].fill(0);
+    std::fs::write(&path, &damaged).unwrap();
+    for read_only in [false, true] {
+        let o = Options {
+            read_only,
+            ..opts.clone()
+        };
+        let err = Plush::open(dir.path(), o)
+            .err()
+            .expect("the open must fail");
+        assert!(matches!(&err, Error::Corruption { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("payload-000001.plush"), "{msg}");
+        assert!(msg.contains("magic"), "{msg}");
+        assert!(
+            std::fs::read(&path).unwrap() == damaged,
+            "the open changed the segment"
+        );
+    }
+    std::fs::write(&path, &pristine).unwrap();
+    let db = Plush::open(dir.path(), opts).unwrap();
+    for (k, v) in &model {
+        assert_eq!(db.get_bytes(k).unwrap().as_ref(), Some(v));
+    }
+    db.verify().unwrap();
+}
