@@ -370,6 +370,14 @@ impl Options {
                 (deepest as usize).min(LEVELS_LIMIT)
             ));
         }
+        // Above `levels_max` (but within the format's limit) it means "every level": a default
+        // of 2 stays valid with `levels_max` 1.
+        if self.dram_filter_levels > LEVELS_LIMIT {
+            return bad(format!(
+                "dram_filter_levels {} not in 0..={LEVELS_LIMIT}",
+                self.dram_filter_levels
+            ));
+        }
         if self.preallocate_levels > self.levels_max {
             return bad(format!(
                 "preallocate_levels {} above levels_max {} (each level is 16x the one above: \

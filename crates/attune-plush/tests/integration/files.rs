@@ -411,3 +411,33 @@ fn an_empty_path_is_an_argument_error() {
         assert!(e.to_string().contains("path is empty"), "{e}");
     }
 }
+
+/// `dram_filter_levels` past the format's deepest level is refused before anything is created;
+/// above `levels_max` it still means "every level", so the default stays valid with a shallow
+/// `levels_max`.
+#[test]
+fn dram_filter_levels_past_the_format_limit_is_refused() {
+    let dir = scratch();
+    let err = Plush::open(
+        dir.path(),
+        Options {
+            dram_filter_levels: 99,
+            ..options(Backend::Write)
+        },
+    )
+    .err()
+    .expect("99 filter levels must be refused");
+    assert!(matches!(&err, Error::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("dram_filter_levels 99"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let db = Plush::open(
+        dir.path(),
+        Options {
+            levels_max: 1,
+            ..options(Backend::Write)
+        },
+    )
+    .unwrap();
+    db.put(1, 2).unwrap();
+    assert_eq!(db.get(1).unwrap(), Some(2));
+}
