@@ -449,11 +449,9 @@ pub fn sort_file(
     }
     report.spilled_runs = if single { 0 } else { runs.len() as u64 };
     report.run_seconds = t0.elapsed().as_secs_f64();
-    let cpu1 = process_cpu_seconds();
-    report.run_cpu_seconds = cpu1 - cpu0;
+    report.run_cpu_seconds = process_cpu_seconds() - cpu0;
 
     // ---- Phase 2: k-way merges until one run is left.
-    let t1 = Instant::now();
     let merge_group = |group: &[(PathBuf, u64)], out: &Path| {
         merge(&rt, group, out, block, opts.merge_select, direct)
     };
@@ -469,8 +467,6 @@ pub fn sort_file(
         progress,
         &merge_group,
     )?;
-    report.merge_seconds = t1.elapsed().as_secs_f64();
-    report.merge_cpu_seconds = process_cpu_seconds() - cpu1;
     let t2 = Instant::now();
     report.output_bytes = total;
     publish(&temp_out, output, &out_dir, total, cleanup)?;
@@ -613,6 +609,7 @@ pub(crate) fn merge_passes(
     progress: Option<Progress<'_>>,
     merge_group: MergeGroup<'_>,
 ) -> Result<()> {
+    let (t1, cpu1) = (Instant::now(), process_cpu_seconds());
     let m = opts.memory_bytes_max;
     let cancelled = || {
         opts.cancel
@@ -690,6 +687,8 @@ pub(crate) fn merge_passes(
         runs = next;
     }
     report.merge_passes = pass;
+    report.merge_seconds = t1.elapsed().as_secs_f64();
+    report.merge_cpu_seconds = process_cpu_seconds() - cpu1;
     if cancelled() {
         return Err(Error::Cancelled {
             bytes_done: report.bytes_written,

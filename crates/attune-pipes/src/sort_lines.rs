@@ -436,11 +436,9 @@ pub(crate) fn sort_lines(
         runs.len() as u64
     };
     report.run_seconds = t0.elapsed().as_secs_f64();
-    let cpu1 = process_cpu_seconds();
-    report.run_cpu_seconds = cpu1 - cpu0;
+    report.run_cpu_seconds = process_cpu_seconds() - cpu0;
 
     // ---- Phase 2: k-way merges until one run is left.
-    let t1 = Instant::now();
     let merge_group =
         |group: &[(PathBuf, u64)], out: &Path| merge_lines(&rt, group, out, block, direct);
     merge_passes(
@@ -454,8 +452,6 @@ pub(crate) fn sort_lines(
         progress,
         &merge_group,
     )?;
-    report.merge_seconds = t1.elapsed().as_secs_f64();
-    report.merge_cpu_seconds = process_cpu_seconds() - cpu1;
     let t2 = Instant::now();
     report.output_bytes = out_len;
     publish(&temp_out, output, &out_dir, out_len, cleanup)?;
