@@ -1938,8 +1938,15 @@ impl Core {
                 }
                 Some((None, meta, false)) => {
                     // Nothing admitted the key: still, a size or epoch word that no checksum
-                    // slot vouches for is damage (a size damaged to 0 hides every record).
-                    if !level.check_meta(i, meta)? {
+                    // slot vouches for is damage (a size damaged to 0 hides every record), and
+                    // so is a filter word that lost a bit of the records below the size (it
+                    // hides their keys). Checked once per meta word of the entry.
+                    let ok = if crate::layout::unpack_meta(meta).1 == 0 {
+                        level.check_meta(i, meta)?
+                    } else {
+                        level.check_entry(i, meta)?
+                    };
+                    if !ok {
                         return Ok(None);
                     }
                 }
@@ -2353,7 +2360,7 @@ impl Core {
                 if size > cap {
                     return Err(Error::corruption(
                         level.region.name(),
-                        0,
+                        level.dir_offset(i),
                         format!("entry {i} claims {size} records; an entry holds {cap}"),
                     ));
                 }
@@ -2367,7 +2374,7 @@ impl Core {
                     if self.geo.entry_of(h, level.num) != i {
                         return Err(Error::corruption(
                             level.region.name(),
-                            0,
+                            level.key_offset(i, idx),
                             format!(
                                 "entry {i} slot {idx} holds key {k:#x}, which hashes elsewhere"
                             ),
@@ -2378,11 +2385,12 @@ impl Core {
                         e.filter(b, 0).load(Ordering::Relaxed),
                         e.filter(b, 1).load(Ordering::Relaxed),
                     ];
-                    if f[0] & m[0] != m[0] || f[1] & m[1] != m[1] {
+                    // `verify_entry` checked the filter words already; this names the key.
+                    if let Some(w) = (0..2).find(|&w| f[w] & m[w] != m[w]) {
                         return Err(Error::corruption(
                             level.region.name(),
-                            0,
-                            format!("entry {i} bucket {b}: the filter misses key {k:#x}"),
+                            level.filter_offset(i, b, w),
+                            format!("entry {i} bucket {b}: filter word {w} misses key {k:#x}"),
                         ));
                     }
                     rep.records += 1;

@@ -11,8 +11,8 @@
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    pack_meta, unpack_meta, zeroed_words, Geometry, BUCKET_WORDS, FILTER_WORDS_PER_BUCKET,
-    SLOTS_PER_BUCKET,
+    filter_mask, hash_key, pack_meta, unpack_meta, zeroed_words, Geometry, BUCKET_WORDS,
+    FILTER_WORDS_PER_BUCKET, SLOTS_PER_BUCKET,
 };
 use crate::persist::Region;
 use parking_lot::Mutex;
@@ -655,8 +655,10 @@ impl Level {
     }
 
     /// Checks entry `idx`'s records against its checksum slot for the size in `meta` (the
-    /// meta word a search read). `Ok(false)`: the entry changed meanwhile (retry). Levels
-    /// without checksums, and empty entries, always pass.
+    /// meta word a search read), and its filter words against its records
+    /// ([`Level::verify_entry`]), once per meta word: this process remembers the meta word it
+    /// last checked. `Ok(false)`: the entry changed meanwhile (retry). Version-3 files check
+    /// the filters only; an empty entry checks its meta word ([`Level::check_meta`]).
     pub fn check_entry(&self, idx: usize, meta: u64) -> Result<bool> {
         if self.verified[idx].load(Ordering::Relaxed) == meta {
             return Ok(true);
@@ -665,66 +667,135 @@ impl Level {
     }
 
     /// [`Level::check_entry`] without the memory of earlier checks: the records are read and
-    /// hashed (what `verify` does).
+    /// hashed (what `verify` does), and every filter word of the buckets below the size (the
+    /// file's, and the DRAM copy's where there is one) must hold the bits of the records below
+    /// it. A filter word is always a superset of those bits, at every crash point: a migration
+    /// only adds bits to the bucket the size ends in, and overwrites buckets past the size,
+    /// before it publishes the size that covers them (`docs/plush.md`, "Filter checks"). So a
+    /// missing bit is damage, and it would hide a key from every lookup.
     pub fn verify_entry(&self, idx: usize, meta: u64) -> Result<bool> {
         let size = unpack_meta(meta).1;
-        if self.meta_checked && size == 0 {
+        if size == 0 {
+            if !self.meta_checked {
+                return Ok(true);
+            }
             self.verified[idx].store(0, Ordering::Relaxed);
             return self.check_meta(idx, meta);
         }
-        if !self.checked || size == 0 {
-            return Ok(true);
-        }
         let dw = self.dir_word(idx);
         let cap = self.geo.entry_capacity();
+        let n = size.min(cap);
         let tags = [1, 2].map(|w| self.region.word(dw + w).load(Ordering::Relaxed));
         let e = self.entry(idx);
-        let crc = (0..size.min(cap)).fold(0u32, |c, i| {
-            let (b, j) = (i / SLOTS_PER_BUCKET, i % SLOTS_PER_BUCKET);
-            record_crc(
-                c,
-                e.key(b, j).load(Ordering::Relaxed),
-                e.value(b, j).load(Ordering::Relaxed),
-            )
-        });
+        let mut crc = 0u32;
+        // The first filter word lacking bits: (bucket, word, missing bits, in the DRAM copy).
+        let mut lacking: Option<(usize, usize, u64, bool)> = None;
+        for b in 0..n.div_ceil(SLOTS_PER_BUCKET) {
+            let mut need = [0u64; 2];
+            for j in 0..SLOTS_PER_BUCKET.min(n - b * SLOTS_PER_BUCKET) {
+                let k = e.key(b, j).load(Ordering::Relaxed);
+                if self.checked {
+                    crc = record_crc(crc, k, e.value(b, j).load(Ordering::Relaxed));
+                }
+                let m = filter_mask(hash_key(k));
+                need = [need[0] | m[0], need[1] | m[1]];
+            }
+            if lacking.is_some() {
+                continue;
+            }
+            let fw = self.filter_word(idx, b);
+            for (w, need) in need.iter().enumerate() {
+                let file = self.region.word(fw + w).load(Ordering::Relaxed);
+                let copy = self.dram_filters.as_ref().map_or(file, |f| {
+                    f[(idx * self.geo.buckets() + b) * 2 + w].load(Ordering::Relaxed)
+                });
+                if lacking_bits(*need, file) != 0 {
+                    lacking = Some((b, w, lacking_bits(*need, file), false));
+                } else if lacking_bits(*need, copy) != 0 {
+                    lacking = Some((b, w, lacking_bits(*need, copy), true));
+                } else {
+                    continue;
+                }
+                break;
+            }
+        }
         fence(Ordering::Acquire);
         if self.region.word(dw).load(Ordering::Relaxed) != meta {
             return Ok(false);
         }
         let offset = (dw * 8) as u64;
-        let slot = if self.meta_checked {
-            tags.iter().find(|t| slot_matches_meta(**t, meta))
-        } else {
-            tags.iter().find(|t| slot_size(**t) == size)
-        };
-        match slot {
-            Some(t) if *t as u32 == crc && size <= cap => {
-                self.verified[idx].store(meta, Ordering::Relaxed);
-                Ok(true)
+        if self.checked {
+            let slot = if self.meta_checked {
+                tags.iter().find(|t| slot_matches_meta(**t, meta))
+            } else {
+                tags.iter().find(|t| slot_size(**t) == size)
+            };
+            match slot {
+                Some(t) if *t as u32 == crc && size <= cap => {}
+                Some(t) => {
+                    return Err(Error::corruption(
+                        self.region.name(),
+                        offset,
+                        format!(
+                            "directory entry {idx} of {}: its {size} records have crc32c \
+                             {crc:#010x}, the entry's checksum slot says {:#010x}",
+                            level_file_name(self.num),
+                            *t as u32
+                        ),
+                    ))
+                }
+                None if self.meta_checked => return Err(self.no_slot(idx, meta, tags)),
+                None => {
+                    return Err(Error::corruption(
+                        self.region.name(),
+                        offset,
+                        format!(
+                            "directory entry {idx} of {}: no checksum slot is tagged with its \
+                             size {size} (slots {:#x}, {:#x})",
+                            level_file_name(self.num),
+                            tags[0],
+                            tags[1]
+                        ),
+                    ))
+                }
             }
-            Some(t) => Err(Error::corruption(
-                self.region.name(),
-                offset,
-                format!(
-                    "directory entry {idx} of {}: its {size} records have crc32c {crc:#010x}, \
-                     the entry's checksum slot says {:#010x}",
-                    level_file_name(self.num),
-                    *t as u32
-                ),
-            )),
-            None if self.meta_checked => Err(self.no_slot(idx, meta, tags)),
-            None => Err(Error::corruption(
-                self.region.name(),
-                offset,
-                format!(
-                    "directory entry {idx} of {}: no checksum slot is tagged with its size \
-                     {size} (slots {:#x}, {:#x})",
-                    level_file_name(self.num),
-                    tags[0],
-                    tags[1]
-                ),
-            )),
         }
+        if let Some((b, w, missing, copy)) = lacking {
+            let which = if copy {
+                "its DRAM copy of filter word"
+            } else {
+                "filter word"
+            };
+            return Err(Error::corruption(
+                self.region.name(),
+                self.filter_offset(idx, b, w),
+                format!(
+                    "directory entry {idx} of {}, bucket {b}: {which} {w} lacks bits \
+                     {missing:#018x} that the bucket's records set (a damaged filter, which \
+                     would hide their keys from lookups)",
+                    level_file_name(self.num)
+                ),
+            ));
+        }
+        self.verified[idx].store(meta, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Byte offset in the file of entry `idx`'s directory entry (its meta word).
+    pub fn dir_offset(&self, idx: usize) -> u64 {
+        (self.dir_word(idx) * 8) as u64
+    }
+
+    /// Byte offset in the file of word `word` (0 or 1) of bucket `bucket`'s filter in entry
+    /// `idx`.
+    pub fn filter_offset(&self, idx: usize, bucket: usize, word: usize) -> u64 {
+        ((self.filter_word(idx, bucket) + word) * 8) as u64
+    }
+
+    /// Byte offset in the file of the key of record `record` of entry `idx`.
+    pub fn key_offset(&self, idx: usize, record: usize) -> u64 {
+        let (b, j) = (record / SLOTS_PER_BUCKET, record % SLOTS_PER_BUCKET);
+        ((self.bucket_word(idx, b) + j) * 8) as u64
     }
 
     /// Publishes entry `idx`'s new size and epoch (flushed; the caller fences).
@@ -793,6 +864,14 @@ fn slot_matches_meta(slot: u64, meta: u64) -> bool {
     slot >> 48 == unpack_meta(meta).1 as u64 && (slot >> 32) & 0xffff == meta_check(meta)
 }
 
+/// The bits of `need` (what a bucket's records below the size set in one filter word) that
+/// filter word `word` lacks: anything but 0 is damage, since at every crash point the word
+/// holds at least those bits (it may hold more).
+#[inline]
+fn lacking_bits(need: u64, word: u64) -> u64 {
+    need & !word
+}
+
 /// Continues crc32c `crc` over one record (key, then value, little-endian).
 #[inline]
 fn record_crc(crc: u32, key: u64, value: u64) -> u32 {
@@ -825,6 +904,21 @@ mod tests {
         crc = record_crc(crc, 2, 15);
         assert_eq!(crc, 0x2E82_33F7);
         assert_eq!(make_slot(pack_meta(3, 2), crc), 0x0002_831E_2E82_33F7);
+    }
+
+    /// The filter-check example of `docs/formats/plush.md`.
+    #[test]
+    fn the_format_doc_filter_example_checks_as_written() {
+        let [a, b] = [1u64, 2].map(|k| filter_mask(hash_key(k)));
+        assert_eq!(a, [1 << 6, 1 << 48 | 1 << 57]);
+        assert_eq!(b, [1 << 35, 1 << 49 | 1 << 57]);
+        let need = [a[0] | b[0], a[1] | b[1]];
+        assert_eq!(need, [0x0000_0008_0000_0040, 0x0203_0000_0000_0000]);
+        // More bits (a crash's) pass; a cleared one fails and names it.
+        assert_eq!(lacking_bits(need[0], need[0] | 1 << 20), 0);
+        assert_eq!(lacking_bits(need[1], need[1] | 1), 0);
+        assert_eq!(lacking_bits(need[0], 0x40), 1 << 35);
+        assert_eq!(lacking_bits(need[1], 0), need[1]);
     }
 
     /// A damaged meta word must not find a slot written for the original: every one- and

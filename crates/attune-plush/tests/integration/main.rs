@@ -6,6 +6,7 @@ mod ablations;
 mod crash;
 mod damage;
 mod files;
+mod filter_damage;
 mod full_disk;
 mod group_crash;
 mod kill;
