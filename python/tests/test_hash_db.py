@@ -206,6 +206,48 @@ def test_verify_of_a_new_database_counts_no_unchecksummed_records(tmp_path, caps
     assert "carry no checksum" not in capsys.readouterr().out
 
 
+def test_verify_returns_the_shape_of_the_cli_json(tmp_path, capsys):
+    p = tmp_path / "h"
+    _filled(p)
+    with attune.HashDB(p, read_only=True) as db:
+        r = db.verify()
+    assert r["ok"] is True
+    assert main(["hash-db", "verify", str(p), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert set(cli) - {"seconds"} == set(r)
+
+
+def test_a_filter_word_that_lost_bits_is_corruption_from_get_never_absent(tmp_path, capsys):
+    p = tmp_path / "h"
+    with _open(p) as db:
+        for k in range(3_000):
+            db.put(k, k * 3)
+        db.checkpoint()
+    # Level 1 (64 entries of 40 words): bucket 0's first filter word (entry word 8) of the
+    # first entry holding 16 records or more, zeroed.
+    f = p / "level-01.plush"
+    data = bytearray(f.read_bytes())
+    entry = next(i for i in range(64) if int.from_bytes(data[4096 + i * 320 :][:2], "little") >= 16)
+    off = 4096 + entry * 320 + 8 * 8
+    assert data[off : off + 8] != bytes(8)
+    data[off : off + 8] = bytes(8)
+    f.write_bytes(bytes(data))
+    for read_only in (True, False):
+        with _open(p, read_only=read_only) as db:
+            errors = 0
+            for k in range(3_000):
+                try:
+                    assert db.get_int(k) == k * 3, f"key {k}"
+                except attune.CorruptionError as e:
+                    assert f"level-01.plush at offset {off}" in str(e)
+                    errors += 1
+            assert errors > 0
+            with pytest.raises(attune.CorruptionError, match=f"offset {off}:"):
+                db.verify()
+    assert main(["hash-db", "verify", str(p), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["ok"] is False
+
+
 def _child_uses_parents_handle(db, q):
     out = {}
     for name, call in [("put", lambda: db.put(9, 9)), ("get", lambda: db.get(1))]:

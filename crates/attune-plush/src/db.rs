@@ -396,11 +396,14 @@ pub struct Stats {
     /// Whether upserts are logged (`Options::recovery_log`). False: a crash loses every
     /// record whose DRAM entry has not migrated since it was written.
     pub recovery_log: bool,
-    /// Persistent levels whose files were allocated whole at open (`preallocate_levels`).
+    /// Persistent levels whose files this open allocated whole (`preallocate_levels`). A
+    /// read-only open allocates nothing and reports 0, whatever a writable open allocated
+    /// before (the stat describes this session, as `puts` does, not the files).
     pub levels_preallocated: usize,
     /// `hash` or `range` (`Options::partitioning`).
     pub partitioning: &'static str,
-    /// Range partitioning's significant key bits (0 when partitioned by hash).
+    /// Range partitioning's significant key bits, as stored at creation; 0 when partitioned
+    /// by hash (the option's default of 64 then means nothing), in every open mode.
     pub significant_key_bits: u32,
     pub puts: u64,
     /// DRAM migrations done by the migration thread (or `migrate_queued`), and by upserts.

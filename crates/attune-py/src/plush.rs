@@ -470,13 +470,16 @@ impl HashDB {
     /// "log_entries", "payload_records" (pointers whose record was read and checked),
     /// "payload_dangling" (pointers into collected segments: shadowed versions, not a
     /// problem), "records_not_checksummed" (level records in files written before level
-    /// entries carried checksums; 0 for a database created by this build)}; damage found, or
-    /// a pointer into a payload segment that is missing without having been collected, raises
-    /// `CorruptionError` naming the file.
+    /// entries carried checksums; 0 for a database created by this build), "ok" (True: the
+    /// shape of `attune hash-db verify --json`)}; damage found, or a pointer into a payload
+    /// segment that is missing without having been collected, raises `CorruptionError`
+    /// naming the file and the byte offset.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let db = self.handle(py)?;
         let r = py.allow_threads(move || db.verify()).map_err(to_py)?;
-        crate::stats::to_dict(py, &r)
+        let d = crate::stats::to_dict(py, &r)?;
+        d.set_item("ok", true)?;
+        Ok(d)
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
