@@ -13,6 +13,7 @@ use crate::version::compaction::{self, Compaction};
 use crate::version::{VersionEdit, NUM_LEVELS};
 use parking_lot::MutexGuard;
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,7 +90,7 @@ impl DbInner {
 
     pub(super) fn flush(&self) -> Result<()> {
         let mut st = self.switch_memtable()?;
-        while st.imm.is_some()
+        while (st.imm.is_some() || st.removals_running > 0)
             && st.bg_error.is_none()
             && !self.shutting_down.load(Ordering::Acquire)
         {
@@ -243,7 +244,7 @@ impl DbInner {
                 Ok(()) => {
                     st.imm = None;
                     self.install_super_version(&st);
-                    self.delete_obsolete_files(&mut st);
+                    let doomed = self.take_obsolete_files(&mut st);
                     if !st.blob_pending_deletion.is_empty()
                         && !self.shutting_down.load(Ordering::Acquire)
                     {
@@ -251,6 +252,9 @@ impl DbInner {
                         // them listed for the next collection.
                         let _ = self.finalize_blob_deletions(&mut st);
                     }
+                    // Writers waiting for room go on now, while the flushed log is removed.
+                    self.done_cv.notify_all();
+                    self.remove_files_unlocked(&mut st, doomed);
                 }
                 Err(e) => {
                     if !self.shutting_down.load(Ordering::Acquire) && st.bg_error.is_none() {
@@ -449,7 +453,10 @@ impl DbInner {
         // The compaction pins its input version; release it so its files can be deleted now.
         drop(c);
         self.install_super_version(st);
-        self.delete_obsolete_files(st);
+        let doomed = self.take_obsolete_files(st);
+        // Writers may need the mutex while the inputs are unlinked (see take_obsolete_files).
+        self.done_cv.notify_all();
+        self.remove_files_unlocked(st, doomed);
         r
     }
 
@@ -606,8 +613,40 @@ impl DbInner {
     }
 
     pub(super) fn delete_obsolete_files(&self, st: &mut MutexGuard<'_, State>) {
+        let doomed = self.take_obsolete_files(st);
+        self.remove_files(&doomed);
+    }
+
+    /// The obsolete logs, tables, models and manifests, decided under the mutex, for the
+    /// caller to remove after releasing it (temporary files are removed at once: their names
+    /// are reused, so only the mutex keeps a new one safe). Unlinking a 64 MiB log or table is
+    /// not free (the file system frees its blocks, and with online discard trims them, tens
+    /// of milliseconds on the benchmark machine), and every writer needs this mutex; the
+    /// numbers of the files returned are never reused, so removing them later is safe.
+    pub(super) fn take_obsolete_files(&self, st: &mut MutexGuard<'_, State>) -> Vec<PathBuf> {
         let live = st.versions.live_files();
-        self.delete_files_not_in(st, &live);
+        self.files_not_in(st, &live)
+    }
+
+    /// Removes `doomed` with the mutex released, counted in `removals_running` meanwhile.
+    pub(super) fn remove_files_unlocked(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        doomed: Vec<PathBuf>,
+    ) {
+        if doomed.is_empty() {
+            return;
+        }
+        st.removals_running += 1;
+        MutexGuard::unlocked(st, || self.remove_files(&doomed));
+        st.removals_running -= 1;
+    }
+
+    fn remove_files(&self, doomed: &[PathBuf]) {
+        for path in doomed {
+            // A file already gone (another thread's removal, or a crash's) is no error.
+            let _ = self.env.remove_file(path);
+        }
     }
 
     /// At close: the tables of older versions go too, although snapshots and iterators may
@@ -616,12 +655,14 @@ impl DbInner {
     /// carries no dead files.
     pub(super) fn delete_files_dead_at_close(&self, st: &mut MutexGuard<'_, State>) {
         let live = st.versions.current().file_numbers();
-        self.delete_files_not_in(st, &live);
+        let doomed = self.files_not_in(st, &live);
+        self.remove_files(&doomed);
     }
 
-    fn delete_files_not_in(&self, st: &mut MutexGuard<'_, State>, live: &HashSet<u64>) {
+    fn files_not_in(&self, st: &mut MutexGuard<'_, State>, live: &HashSet<u64>) -> Vec<PathBuf> {
+        let mut doomed = Vec::new();
         let Ok(names) = self.env.list_dir(&self.dir) else {
-            return;
+            return doomed;
         };
         let log_keep = st.imm.as_ref().map_or(st.versions.log_number, |m| {
             m.log_number.min(st.versions.log_number)
@@ -646,12 +687,18 @@ impl DbInner {
                 // Removed by the open that recovered what it names.
                 FileKind::CleanClose => false,
             };
-            if delete {
-                if let FileKind::Table(n) = kind {
-                    self.tables.evict(n);
-                }
+            if !delete {
+                continue;
+            }
+            if let FileKind::Table(n) = kind {
+                self.tables.evict(n);
+            }
+            if kind == FileKind::Temp {
                 let _ = self.env.remove_file(&self.dir.join(&name));
+            } else {
+                doomed.push(self.dir.join(&name));
             }
         }
+        doomed
     }
 }

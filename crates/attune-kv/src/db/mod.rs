@@ -115,6 +115,10 @@ struct State {
     bg_error: Option<Error>,
     pending_outputs: HashSet<u64>,
     compaction_running: bool,
+    /// Background threads removing obsolete files outside this mutex (see
+    /// `take_obsolete_files`); `flush` waits for them so that it returns with the flushed
+    /// memtable's log gone, as it did when the removal held the mutex.
+    removals_running: usize,
     level_stats: [LevelCompactionStats; NUM_LEVELS],
     flush_count: u64,
     flush_bytes: u64,

@@ -366,6 +366,7 @@ impl DB {
                 bg_error: None,
                 pending_outputs: HashSet::new(),
                 compaction_running: false,
+                removals_running: 0,
                 level_stats: Default::default(),
                 flush_count: 0,
                 flush_bytes: 0,

@@ -22,6 +22,7 @@ mod lifecycle;
 mod merge;
 mod model;
 mod multi_get;
+mod obsolete_files;
 mod open;
 mod pipes_bulk_io;
 mod prefetcher;
