@@ -405,7 +405,7 @@ impl Runtime {
         }
         let mut threads = None;
         if uring.is_none() && wants(Mechanism::Threads) {
-            match ThreadBackend::new(opts.queue_depth.min(64)) {
+            match ThreadBackend::new(opts.queue_depth.min(64), opts.block_bytes) {
                 Ok(t) => {
                     probe.threads = Ok(());
                     threads = Some(t);
@@ -450,6 +450,7 @@ impl Runtime {
         let sched = Scheduler {
             backend,
             queue_depth: opts.queue_depth,
+            block_bytes: opts.block_bytes,
             reg_buffers: report.registered_buffers_refused.is_none(),
             reg_files: report.fixed_files_refused.is_none(),
             reg_per_block: opts.register_per_block,
@@ -827,6 +828,8 @@ struct BufferReg {
 struct Scheduler {
     backend: Option<Backend>,
     queue_depth: u32,
+    /// The runtime's default block size: sets the thread pool's queued slack.
+    block_bytes: u64,
     reg_buffers: bool,
     reg_files: bool,
     reg_per_block: bool,
@@ -1111,10 +1114,16 @@ impl Scheduler {
         // for this thread to reap its completion and issue (the ring needs no such slack: the
         // kernel queues).
         let threads = matches!(self.backend, Some(Backend::Threads(_)));
-        let limit = |qd: u32| if threads { qd + thread_slack(qd) } else { qd };
+        let limit = |qd: u32, block: u64| {
+            if threads {
+                qd + thread_slack(qd, block)
+            } else {
+                qd
+            }
+        };
         for id in ids {
             loop {
-                if self.in_flight >= limit(self.queue_depth) {
+                if self.in_flight >= limit(self.queue_depth, self.block_bytes) {
                     if let Some(b) = self.backend.as_mut() {
                         b.flush();
                     }
@@ -1127,7 +1136,7 @@ impl Scheduler {
                     break;
                 }
                 if a.pipe.stats.requests_in_flight.load(Ordering::Relaxed)
-                    >= u64::from(limit(a.pipe.queue_depth))
+                    >= u64::from(limit(a.pipe.queue_depth, a.pipe.block_bytes))
                 {
                     break;
                 }
