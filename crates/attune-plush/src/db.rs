@@ -1835,12 +1835,17 @@ impl Core {
         };
         // The barrier outside the partition's lock (still under the DRAM entry's, which orders
         // the key's versions): writers of one partition share it like those of different ones.
-        if let Err(e) = appended {
-            log.withdraw();
-            return Err(e);
-        }
+        let appended = match appended {
+            Ok(a) => a,
+            Err(e) => {
+                log.withdraw();
+                return Err(e);
+            }
+        };
         if self.opts.sync {
             log.fence_announced()?;
+            // Acknowledged: the chunk's header records it (durable with a later barrier).
+            crate::log::record_acked(log, &appended);
         } else {
             log.withdraw();
         }
@@ -2183,18 +2188,17 @@ impl Core {
 
     /// Records a clean close in the manifest (word 12) once every append is durable, so that
     /// the next open knows nothing was in flight: any invalid log entry below a chunk's end is
-    /// then damage, not a torn tail, and the newest entry must be there. Only a writable
-    /// session that synced its appends records it (without syncs, a power loss after the close
-    /// could keep the record and lose appends). A second call (close, then drop) writes the
-    /// same word again.
+    /// then damage, not a torn tail, and the newest entry must be there. A session with `sync`
+    /// off makes the whole log durable first (one `fdatasync`), so it records it too. A second
+    /// call (close, then drop) writes the same word again.
     fn record_clean_close(&self) -> Result<()> {
-        if self.opts.read_only || !self.opts.sync {
+        if self.opts.read_only {
             return Ok(());
         }
         let (Some(log), Some(first)) = (&self.log_region, self.logs.first()) else {
             return Ok(());
         };
-        log.fence()?;
+        log.sync_all()?;
         let next = first.lock().next_seq();
         set_manifest_word(self.storage.as_ref(), MANIFEST_CLEAN_WORD, next as u32)
     }
@@ -2480,7 +2484,9 @@ fn set_manifest_word(storage: &dyn Storage, word: usize, low: u32) -> Result<()>
     let w = (crc32c::crc32c(&low.to_le_bytes()) as u64) << 32 | low as u64;
     region.word(word).store(w, Ordering::Release);
     region.flush_words(word, 1);
-    region.fence()
+    // Durable also with `sync` off: these records are rare, and a clean close of such a
+    // session vouches for the log with one.
+    region.sync_all()
 }
 
 /// The files the manifest says were created: (levels, log). (0, false) when nothing is
@@ -2527,7 +2533,9 @@ fn clear_clean_close(storage: &dyn Storage) -> Result<()> {
     let region = Region::new(&storage.location().join(MANIFEST).to_string_lossy(), r);
     region.word(MANIFEST_CLEAN_WORD).store(0, Ordering::Release);
     region.flush_words(MANIFEST_CLEAN_WORD, 1);
-    region.fence()
+    // Durable also with `sync` off, before the session writes: a record that outlived the
+    // clear would vouch for a log this session changed.
+    region.sync_all()
 }
 
 /// Words of the manifest recording payload segment numbers, each with the low 32 bits the
