@@ -1036,6 +1036,7 @@ impl Core {
             record_payload_number(storage.as_ref(), MANIFEST_PAYLOAD_FROM_WORD, next)?;
             if next > 1 {
                 record_payload_created(storage.as_ref(), next - 1)?;
+                payload.recorded_highest(next - 1);
             }
         }
         let mut db = Core {
