@@ -1819,10 +1819,18 @@ impl Core {
                 &|| self.partition_epoch_min(p),
             )
         };
+        // Whether this append's acknowledgement is recorded in its chunk's header (see
+        // `log::record_acked`). Packed, only the last append of a run records it: the run's
+        // earlier entries lie before it in the same chunk, so the record covers them, and the
+        // sync that carries it writes the chunk's first page once per run, not once per group.
+        // By key hash, every append records it.
+        let mut record = true;
         let appended = if self.opts.log_pack_groups {
             // The partition of the current run; a partition without room (its live entries
             // are spread by time, not bounded by key) passes the entry to the next one.
-            let run = self.log_pack_cursor.fetch_add(1, Ordering::Relaxed) / LOG_PACK_RUN_ENTRIES;
+            let n = self.log_pack_cursor.fetch_add(1, Ordering::Relaxed);
+            record = n % LOG_PACK_RUN_ENTRIES == LOG_PACK_RUN_ENTRIES - 1;
+            let run = n / LOG_PACK_RUN_ENTRIES;
             let mut r = Err(Error::Full(String::new()));
             for i in 0..parts {
                 r = append((run as usize).wrapping_add(i) & (parts - 1));
@@ -1845,8 +1853,10 @@ impl Core {
         };
         if self.opts.sync {
             log.fence_announced()?;
-            // Acknowledged: the chunk's header records it (durable with a later barrier).
-            crate::log::record_acked(log, &appended);
+            if record {
+                // Acknowledged: the chunk's header records it (durable with a later barrier).
+                crate::log::record_acked(log, &appended);
+            }
         } else {
             log.withdraw();
         }
