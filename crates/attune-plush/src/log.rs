@@ -1058,6 +1058,8 @@ mod tests {
             }
         }
         assert_eq!(decode_acked(0, 3), Acked::Unknown);
+        // The worked example of docs/formats/plush.md.
+        assert_eq!(encode_acked(5, 640), 0xedaf_0005_0000_0280);
         let region = sim_log_region(8192);
         let at = |gen, slots| Appended {
             header_word: 0,
