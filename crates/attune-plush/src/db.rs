@@ -1039,6 +1039,7 @@ impl Core {
             record_payload_number(storage.as_ref(), MANIFEST_PAYLOAD_FROM_WORD, next)?;
             if next > 1 {
                 record_payload_created(storage.as_ref(), next - 1)?;
+                payload.recorded_highest(next - 1);
             }
         }
         let mut db = Core {
@@ -1821,10 +1822,18 @@ impl Core {
                 &|| self.partition_epoch_min(p),
             )
         };
+        // Whether this append's acknowledgement is recorded in its chunk's header (see
+        // `log::record_acked`). Packed, only the last append of a run records it: the run's
+        // earlier entries lie before it in the same chunk, so the record covers them, and the
+        // sync that carries it writes the chunk's first page once per run, not once per group.
+        // By key hash, every append records it.
+        let mut record = true;
         let appended = if self.opts.log_pack_groups {
             // The partition of the current run; a partition without room (its live entries
             // are spread by time, not bounded by key) passes the entry to the next one.
-            let run = self.log_pack_cursor.fetch_add(1, Ordering::Relaxed) / LOG_PACK_RUN_ENTRIES;
+            let n = self.log_pack_cursor.fetch_add(1, Ordering::Relaxed);
+            record = n % LOG_PACK_RUN_ENTRIES == LOG_PACK_RUN_ENTRIES - 1;
+            let run = n / LOG_PACK_RUN_ENTRIES;
             let mut r = Err(Error::Full(String::new()));
             for i in 0..parts {
                 r = append((run as usize).wrapping_add(i) & (parts - 1));
@@ -1838,12 +1847,19 @@ impl Core {
         };
         // The barrier outside the partition's lock (still under the DRAM entry's, which orders
         // the key's versions): writers of one partition share it like those of different ones.
-        if let Err(e) = appended {
-            log.withdraw();
-            return Err(e);
-        }
+        let appended = match appended {
+            Ok(a) => a,
+            Err(e) => {
+                log.withdraw();
+                return Err(e);
+            }
+        };
         if self.opts.sync {
             log.fence_announced()?;
+            if record {
+                // Acknowledged: the chunk's header records it (durable with a later barrier).
+                crate::log::record_acked(log, &appended);
+            }
         } else {
             log.withdraw();
         }
@@ -2193,18 +2209,17 @@ impl Core {
 
     /// Records a clean close in the manifest (word 12) once every append is durable, so that
     /// the next open knows nothing was in flight: any invalid log entry below a chunk's end is
-    /// then damage, not a torn tail, and the newest entry must be there. Only a writable
-    /// session that synced its appends records it (without syncs, a power loss after the close
-    /// could keep the record and lose appends). A second call (close, then drop) writes the
-    /// same word again.
+    /// then damage, not a torn tail, and the newest entry must be there. A session with `sync`
+    /// off makes the whole log durable first (one `fdatasync`), so it records it too. A second
+    /// call (close, then drop) writes the same word again.
     fn record_clean_close(&self) -> Result<()> {
-        if self.opts.read_only || !self.opts.sync {
+        if self.opts.read_only {
             return Ok(());
         }
         let (Some(log), Some(first)) = (&self.log_region, self.logs.first()) else {
             return Ok(());
         };
-        log.fence()?;
+        log.sync_all()?;
         let next = first.lock().next_seq();
         set_manifest_word(self.storage.as_ref(), MANIFEST_CLEAN_WORD, next as u32)
     }
@@ -2491,7 +2506,9 @@ fn set_manifest_word(storage: &dyn Storage, word: usize, low: u32) -> Result<()>
     let w = (crc32c::crc32c(&low.to_le_bytes()) as u64) << 32 | low as u64;
     region.word(word).store(w, Ordering::Release);
     region.flush_words(word, 1);
-    region.fence()
+    // Durable also with `sync` off: these records are rare, and a clean close of such a
+    // session vouches for the log with one.
+    region.sync_all()
 }
 
 /// The files the manifest says were created: (levels, log). (0, false) when nothing is
@@ -2538,7 +2555,9 @@ fn clear_clean_close(storage: &dyn Storage) -> Result<()> {
     let region = Region::new(&storage.location().join(MANIFEST).to_string_lossy(), r);
     region.word(MANIFEST_CLEAN_WORD).store(0, Ordering::Release);
     region.flush_words(MANIFEST_CLEAN_WORD, 1);
-    region.fence()
+    // Durable also with `sync` off, before the session writes: a record that outlived the
+    // clear would vouch for a log this session changed.
+    region.sync_all()
 }
 
 /// Words of the manifest recording payload segment numbers, each with the low 32 bits the

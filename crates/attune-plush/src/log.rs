@@ -193,6 +193,87 @@ fn header_check(gen: u64) -> u64 {
     crc32c::crc32c(&buf) as u64
 }
 
+/// Word of a chunk header that records how many of the chunk's entries were acknowledged
+/// (the acknowledged tail, format in `docs/formats/plush.md`): bits 0–31 the count of slots
+/// from slot 0 (saturating), bits 32–47 `gen & 0xFFFF` (the chunk generation it was stored
+/// for: a late store meant for an earlier generation of the chunk is told apart), bits 48–63
+/// the low 16 bits of the crc32c of the low 6 bytes. 0: not recorded (a chunk just armed, or
+/// a file written before the word existed).
+pub const ACKED_WORD: usize = 3;
+const ACKED_SLOTS_MAX: u64 = u32::MAX as u64;
+
+/// The acknowledged-tail word of a chunk of generation `gen` whose first `slots` entries were
+/// acknowledged.
+pub fn encode_acked(gen: u64, slots: u64) -> u64 {
+    let low = (gen & ((1 << TAG_BITS) - 1)) << 32 | slots.min(ACKED_SLOTS_MAX);
+    let check = crc32c::crc32c(&low.to_le_bytes()[..6]) as u64 & 0xFFFF;
+    check << 48 | low
+}
+
+/// What an acknowledged-tail word says about a chunk of generation `gen`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acked {
+    /// Zero, or stored for another generation of the chunk: nothing is known.
+    Unknown,
+    /// The first this many entries were acknowledged.
+    Slots(u64),
+    /// Not zero and its check does not hold: damage.
+    Damaged,
+}
+
+/// Decodes an acknowledged-tail word for a chunk of generation `gen`.
+pub fn decode_acked(word: u64, gen: u64) -> Acked {
+    if word == 0 {
+        return Acked::Unknown;
+    }
+    let low = word & ((1 << 48) - 1);
+    if word >> 48 != crc32c::crc32c(&low.to_le_bytes()[..6]) as u64 & 0xFFFF {
+        return Acked::Damaged;
+    }
+    if low >> 32 != gen & ((1 << TAG_BITS) - 1) {
+        return Acked::Unknown;
+    }
+    Acked::Slots(low & ACKED_SLOTS_MAX)
+}
+
+/// Where an append went: enough for [`record_acked`] to note, after the entry's barrier,
+/// that the chunk's entries up to and including it were acknowledged.
+#[derive(Clone, Copy, Debug)]
+pub struct Appended {
+    /// First word of the chunk's header in the log region.
+    header_word: usize,
+    gen: u64,
+    /// Slots from 0 up to and including the entry's.
+    slots: u64,
+}
+
+/// Records, after the barrier of the append `a` completed, that the first `a.slots` entries
+/// of its chunk were acknowledged: raises the chunk header's acknowledged-tail word (never
+/// lowers it) and flushes it without a barrier of its own. The next barrier on the log, by
+/// any writer, or the close makes it durable. Called outside the partition's lock: the chunk
+/// may have been compacted and armed again meanwhile, and a store for an earlier generation
+/// then reads as "not recorded" (its tag differs), which only weakens the record.
+///
+/// Sound because every entry below `a.slots` was stored and flushed before the entry at
+/// `a.slots - 1` (under the partition's lock), whose barrier covered them: whenever this word
+/// is durable, so are those entries, and an invalid one among them is damage, not a tear.
+pub fn record_acked(region: &Region, a: &Appended) {
+    let word = region.word(a.header_word + ACKED_WORD);
+    let new = encode_acked(a.gen, a.slots);
+    let tag = a.gen & ((1 << TAG_BITS) - 1);
+    let stored = word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+        let (cur_tag, cur_slots) = ((cur >> 32) & 0xFFFF, cur & ACKED_SLOTS_MAX);
+        // Keep a record of this generation that says as much or more, and one of a later
+        // generation (the chunk was armed again): 16-bit tags compared as a signed distance.
+        let later = (cur_tag.wrapping_sub(tag) & 0xFFFF) as u16 as i16 > 0;
+        let keep = cur != 0 && ((cur_tag == tag && cur_slots >= a.slots) || later);
+        (!keep).then_some(new)
+    });
+    if stored.is_ok() {
+        region.flush_words(a.header_word + ACKED_WORD, 1);
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Chunk {
     /// 0 when free.
@@ -514,6 +595,31 @@ impl Partition {
                 entries.push((e, gen));
                 n += 1;
             }
+            let acked_at = p.base + c * p.chunk_words + ACKED_WORD;
+            match decode_acked(p.region.word(acked_at).load(Ordering::Acquire), gen) {
+                Acked::Slots(acked) if (n as u64) < acked => {
+                    return Err(Error::corruption(
+                        p.region.name(),
+                        (p.entry_word(c, n) * 8) as u64,
+                        format!(
+                            "log partition {index} chunk {c}: entry {n} is damaged, but the \
+                             chunk's header records its first {acked} entries as acknowledged \
+                             (a crash tears only appends not yet acknowledged)"
+                        ),
+                    ));
+                }
+                Acked::Damaged => {
+                    return Err(Error::corruption(
+                        p.region.name(),
+                        (acked_at * 8) as u64,
+                        format!(
+                            "log partition {index} chunk {c}: the header's record of \
+                             acknowledged entries does not check"
+                        ),
+                    ));
+                }
+                _ => {}
+            }
             if n < per_chunk {
                 let after = p.entries_after(c, Some(n), Some(gen));
                 if after.len() > TORN_TAIL_MAX {
@@ -708,7 +814,7 @@ impl Partition {
         epoch: u64,
         dram_epoch: &dyn Fn(u64) -> u64,
         partition_epoch_min: &dyn Fn() -> u64,
-    ) -> Result<()> {
+    ) -> Result<Appended> {
         if self.tail == self.entries_per_chunk() {
             // The full chunk was handed to the file (its last append flushed; the barrier may
             // still be in flight, which needs no private copy) and is only read from now on.
@@ -725,7 +831,11 @@ impl Partition {
         };
         self.write_entry(&e, true);
         self.counters.appends += 1;
-        Ok(())
+        Ok(Appended {
+            header_word: self.base + self.current * self.chunk_words,
+            gen: self.chunks[self.current].gen,
+            slots: self.tail as u64,
+        })
     }
 
     fn advance(
@@ -934,6 +1044,43 @@ mod tests {
     /// Four zero words (a hole of the log file) never decode, whatever the generation: the
     /// flag matches an even generation and the tag one that is a multiple of 2^16, but the
     /// checksum of an all-zero entry is not zero. Recovery's hole skipping rests on this.
+    /// The acknowledged-tail word: round trip, a record of another generation of the chunk
+    /// is "unknown", any one flipped bit is damage, and a later store never lowers it.
+    #[test]
+    fn the_acknowledged_tail_word_round_trips_and_checks() {
+        for (gen, slots) in [(1, 1), (5, 163_838), (0x1_0005, 77), (u64::MAX, u64::MAX)] {
+            let w = encode_acked(gen, slots);
+            let want = slots.min(u32::MAX as u64);
+            assert_eq!(decode_acked(w, gen), Acked::Slots(want));
+            assert_eq!(decode_acked(w, gen + 1), Acked::Unknown);
+            for bit in 0..64 {
+                assert_eq!(decode_acked(w ^ 1 << bit, gen), Acked::Damaged, "bit {bit}");
+            }
+        }
+        assert_eq!(decode_acked(0, 3), Acked::Unknown);
+        // The worked example of docs/formats/plush.md.
+        assert_eq!(encode_acked(5, 640), 0xedaf_0005_0000_0280);
+        let region = sim_log_region(8192);
+        let at = |gen, slots| Appended {
+            header_word: 0,
+            gen,
+            slots,
+        };
+        record_acked(&region, &at(4, 10));
+        record_acked(&region, &at(4, 9));
+        assert_eq!(
+            decode_acked(region.word(ACKED_WORD).load(Ordering::Relaxed), 4),
+            Acked::Slots(10)
+        );
+        // A late store for an earlier generation keeps the later generation's record.
+        record_acked(&region, &at(5, 2));
+        record_acked(&region, &at(4, 11));
+        assert_eq!(
+            decode_acked(region.word(ACKED_WORD).load(Ordering::Relaxed), 5),
+            Acked::Slots(2)
+        );
+    }
+
     #[test]
     fn zero_words_never_decode() {
         for gen in [1u64, 2, 1 << 16, 2 << 16, 3 << 16, u64::MAX - 0xffff] {

@@ -388,6 +388,10 @@ pub struct PayloadLog {
     /// `Active::next`, stored after each change under `active`'s lock, so that readers of the
     /// number (every migration asks whether the log has gaps) do not take that lock.
     next_number: AtomicU32,
+    /// The highest segment number the manifest records as created (word 11; 0: none). No
+    /// collection takes that segment, so an open that finds its file empty knows it was cut
+    /// outside Plush, not collected.
+    highest_recorded: AtomicU32,
     /// One collection at a time.
     pub(crate) gc_lock: Mutex<()>,
     appends: AtomicU64,
@@ -432,6 +436,19 @@ impl PayloadLog {
         for (num, name) in names {
             next = next.max(num.saturating_add(1));
             match storage.region_len(&name)? {
+                Some(0) if num == highest => {
+                    return Err(Error::corruption(
+                        dir.join(&name),
+                        0,
+                        format!(
+                            "payload segment file is 0 bytes, but segment {num} is the newest \
+                             the manifest records as created, which no collection takes: it \
+                             was truncated, and the keys whose newest version is in it cannot \
+                             be read. Restore the file from a backup; the open changes nothing \
+                             until then"
+                        ),
+                    ));
+                }
                 Some(0) => {
                     collected.insert(num);
                     continue;
@@ -552,6 +569,7 @@ impl PayloadLog {
                 resume,
             }),
             next_number: AtomicU32::new(next),
+            highest_recorded: AtomicU32::new(highest),
             gc_lock: Mutex::new(()),
             appends: AtomicU64::new(0),
             bytes_appended: AtomicU64::new(0),
@@ -598,6 +616,7 @@ impl PayloadLog {
         region.flush_words(0, 1);
         region.fence()?;
         crate::db::record_payload_created(storage, num)?;
+        self.recorded_highest(num);
         Ok(Arc::new(Segment {
             num,
             region,
@@ -762,7 +781,7 @@ impl PayloadLog {
             .segments
             .read()
             .values()
-            .filter(|s| s.sealed.load(Ordering::Acquire))
+            .filter(|s| self.collectable(s))
             .filter_map(|s| {
                 let g = s.garbage.load(Ordering::Relaxed);
                 let w = s.written.load(Ordering::Relaxed).max(1);
@@ -773,14 +792,25 @@ impl PayloadLog {
         c.into_iter().map(|(_, n)| n).collect()
     }
 
-    /// Every sealed segment, oldest first.
+    /// Every sealed segment a collection may take, oldest first.
     pub fn sealed_segments(&self) -> Vec<u32> {
         self.segments
             .read()
             .values()
-            .filter(|s| s.sealed.load(Ordering::Acquire))
+            .filter(|s| self.collectable(s))
             .map(|s| s.num)
             .collect()
+    }
+
+    /// Notes that the manifest now records segment `n` as the highest created.
+    pub fn recorded_highest(&self, n: u32) {
+        self.highest_recorded.fetch_max(n, Ordering::AcqRel);
+    }
+
+    /// Sealed, and not the newest segment the manifest records (see `highest_recorded`: a
+    /// crash can leave a newer segment armed but unrecorded, which seals the recorded one).
+    fn collectable(&self, s: &Segment) -> bool {
+        s.sealed.load(Ordering::Acquire) && s.num != self.highest_recorded.load(Ordering::Acquire)
     }
 
     /// The records of a segment, in order, up to the first invalid one (the end of its

@@ -79,6 +79,12 @@ pub trait Persist: Send + Sync {
     fn flush(&self, off: usize, len: usize);
     /// Persistence barrier: every line flushed before this call is durable when it returns.
     fn fence(&self) -> Result<()>;
+    /// Makes every store so far durable, flushed or not, and also where barriers are off
+    /// (durability off): what a clean close does once. Default: a barrier (the back end
+    /// flushes every store it is handed).
+    fn sync_all(&self) -> Result<()> {
+        self.fence()
+    }
     /// Allocates the file blocks under `[off, off + len)` bytes before they are first stored
     /// to through the mapping: a store into an unallocated page of a full file system kills
     /// the process with SIGBUS, while this returns an I/O error (ENOSPC) the caller can
@@ -788,9 +794,13 @@ impl Group {
     fn flush(&self, off: usize, len: usize) {
         let mut st = self.state.lock();
         let end = off + len;
-        if let Some(last) = st.pending.last_mut() {
-            if off <= last.1 && end >= last.0 {
-                *last = (last.0.min(off), last.1.max(end));
+        // Merged into one of the last two ranges it touches: a writer's entry and then its
+        // chunk's acknowledged-tail word alternate between two places of the log, and each
+        // range is one `pwrite` of the leader.
+        let n = st.pending.len();
+        for r in st.pending[n.saturating_sub(2)..].iter_mut().rev() {
+            if off <= r.1 && end >= r.0 {
+                *r = (r.0.min(off), r.1.max(end));
                 return;
             }
         }
@@ -1175,6 +1185,21 @@ impl Persist for FileRegion {
 
     fn fence_announced(&self) -> Result<()> {
         self.fence_as(true)
+    }
+
+    fn sync_all(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        if self.sync {
+            return self.fence_as(false);
+        }
+        // Barriers are off (durability off, or tmpfs): the mapping is shared (`Pwrite` needs
+        // `sync`), so the stores are in the file's pages, and `fdatasync` writes them back
+        // (on a DAX mapping it also writes back the CPU caches of the dirty ranges).
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("fdatasync", &self.path, e))
     }
 
     fn syncs(&self) -> u64 {
@@ -1845,6 +1870,12 @@ impl Region {
     pub(crate) fn fence(&self) -> Result<()> {
         self.fences.fetch_add(1, Ordering::Relaxed);
         self.inner.fence()
+    }
+
+    /// See [`Persist::sync_all`].
+    pub(crate) fn sync_all(&self) -> Result<()> {
+        self.fences.fetch_add(1, Ordering::Relaxed);
+        self.inner.sync_all()
     }
 
     /// See [`Persist::syncs`].

@@ -453,9 +453,13 @@ pub fn io_trace(data: &[u8]) {
 }
 
 /// A Plush recovery-log entry and chunk header (attune-plush `log`): the first 8 bytes are the
-/// chunk generation, the next 32 the entry's four words, the first 64 also a chunk header.
+/// chunk generation, the next 32 the entry's four words, the first 64 also a chunk header;
+/// bytes 40–47 also a chunk header's acknowledged-tail word (it re-encodes when it decodes).
 pub fn plush_log_entry(data: &[u8]) {
-    use attune_plush::log::{decode_chunk_header, decode_entry, decode_entry_any, encode_entry};
+    use attune_plush::log::{
+        decode_acked, decode_chunk_header, decode_entry, decode_entry_any, encode_acked,
+        encode_entry, Acked,
+    };
     let word = |i: usize| {
         let mut b = [0u8; 8];
         for (j, x) in b.iter_mut().enumerate() {
@@ -481,6 +485,13 @@ pub fn plush_log_entry(data: &[u8]) {
         );
     }
     let _ = decode_chunk_header(std::array::from_fn(word));
+    if let Acked::Slots(n) = decode_acked(word(5), gen) {
+        assert_eq!(
+            encode_acked(gen, n),
+            word(5),
+            "a decoded acknowledged tail re-encodes to its word"
+        );
+    }
 }
 
 /// A Plush payload-log record (attune-plush `payload`): the first 4 bytes are the segment

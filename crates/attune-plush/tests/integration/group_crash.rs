@@ -364,12 +364,15 @@ fn a_crash_between_a_groups_hand_off_and_its_barrier_keeps_every_acknowledged_wr
 }
 
 /// Packing the log (`log_pack_groups`, the default): three writers whose keys are logged in
-/// three different partitions by key hash write one log page per sync when packed, three
-/// when logged by key hash; either way a crash at that group's barrier keeps every
-/// acknowledged write, and each of the three is whole or absent.
+/// three different partitions by key hash write one log page per sync when packed (their
+/// entries share the page of their chunk's header, which records the acknowledged entries),
+/// three to six when logged by key hash (three entry pages, and the header pages of the
+/// chunks whose earlier appends' acknowledgements the sync carries); either way a crash at
+/// that group's barrier keeps every acknowledged write, and each of the three is whole or
+/// absent.
 #[test]
 fn a_packed_group_writes_one_log_page_and_a_crash_at_its_barrier_keeps_acknowledged_writes() {
-    for (pack, pages) in [(true, 1u64), (false, 3)] {
+    for (pack, pages) in [(true, 1..=1u64), (false, 3..=6)] {
         let opts = Options {
             dram_entries_log2: 4,
             log_partitions: 4,
@@ -380,8 +383,8 @@ fn a_packed_group_writes_one_log_page_and_a_crash_at_its_barrier_keeps_acknowled
         let keys = keys_in_distinct_partitions(&opts, 4);
         let seen = held_group_crashes(&opts, &keys, 60);
         assert!(
-            seen.group_pages.iter().all(|p| *p == pages),
-            "log_pack_groups {pack}: pages per group {:?}, expected {pages}",
+            seen.group_pages.iter().all(|p| pages.contains(p)),
+            "log_pack_groups {pack}: pages per group {:?}, expected {pages:?}",
             seen.group_pages
         );
         assert!(seen.survived > 0 && seen.lost > 0, "log_pack_groups {pack}");

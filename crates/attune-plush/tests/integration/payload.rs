@@ -759,3 +759,46 @@ fn a_zeroed_segment_magic_is_corruption_and_the_segment_is_kept() {
     }
     db.verify().unwrap();
 }
+
+/// An outside user's finding: the newest segment truncated to 0 bytes opened without an error
+/// (a 0-byte file is how a collected segment looks), and only the reads of its keys failed.
+/// No collection takes the newest segment the manifest records as created, so an empty file
+/// there was cut outside Plush: every open fails naming it and leaves it as it is.
+#[test]
+fn the_newest_segment_truncated_to_nothing_fails_the_open() {
+    let dir = scratch();
+    let (opts, model) = filled(dir.path(), 400);
+    let newest = (1..)
+        .take_while(|n| segment(dir.path(), *n).exists())
+        .last()
+        .unwrap();
+    assert!(newest > 1, "the test wants several segments");
+    let path = segment(dir.path(), newest);
+    let pristine = std::fs::read(&path).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    for read_only in [false, true] {
+        let o = Options {
+            read_only,
+            ..opts.clone()
+        };
+        let err = Plush::open(dir.path(), o)
+            .err()
+            .expect("the open must fail");
+        assert!(matches!(&err, Error::Corruption { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("payload-{newest:06}.plush")), "{msg}");
+        assert!(msg.contains("truncated") && msg.contains("backup"), "{msg}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    }
+    std::fs::write(&path, &pristine).unwrap();
+    let db = Plush::open(dir.path(), opts).unwrap();
+    for (k, v) in &model {
+        assert_eq!(db.get_bytes(k).unwrap().as_ref(), Some(v));
+    }
+    db.verify().unwrap();
+}
