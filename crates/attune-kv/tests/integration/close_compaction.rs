@@ -7,97 +7,11 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::env::{Env, FileLock, MemEnv, RandomAccessFile, WritableFile};
+use crate::support::{Gate, GateEnv, Held};
+use attune_kv::env::{Env, MemEnv};
 use attune_kv::{Error, LearnedIndex, Options, DB};
-use parking_lot::{Condvar, Mutex};
 use std::path::Path;
 use std::sync::Arc;
-
-/// Counts table files created; the `hold_at`-th waits until `release` is called.
-#[derive(Default)]
-struct Gate {
-    state: Mutex<(u32, bool, bool)>, // (tables created, holding one, released)
-    cv: Condvar,
-}
-
-struct GateEnv {
-    inner: MemEnv,
-    gate: Arc<Gate>,
-    hold_at: u32,
-}
-
-impl Gate {
-    fn wait_until_holding(&self) {
-        let mut s = self.state.lock();
-        while !s.1 {
-            self.cv.wait(&mut s);
-        }
-    }
-    fn release(&self) {
-        let mut s = self.state.lock();
-        s.2 = true;
-        self.cv.notify_all();
-    }
-}
-
-impl Env for GateEnv {
-    fn create_dir_all(&self, d: &Path) -> attune_kv::Result<()> {
-        self.inner.create_dir_all(d)
-    }
-    fn new_writable(&self, p: &Path) -> attune_kv::Result<Box<dyn WritableFile>> {
-        if p.extension().is_some_and(|x| x == "sst") {
-            let mut s = self.gate.state.lock();
-            s.0 += 1;
-            if s.0 == self.hold_at {
-                s.1 = true;
-                self.gate.cv.notify_all();
-                while !s.2 {
-                    self.gate.cv.wait(&mut s);
-                }
-            }
-        }
-        self.inner.new_writable(p)
-    }
-    fn new_appendable(&self, p: &Path) -> attune_kv::Result<Box<dyn WritableFile>> {
-        self.inner.new_appendable(p)
-    }
-    fn open_random(&self, p: &Path) -> attune_kv::Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open_random(p)
-    }
-    fn read_all(&self, p: &Path) -> attune_kv::Result<Vec<u8>> {
-        self.inner.read_all(p)
-    }
-    fn file_size(&self, p: &Path) -> attune_kv::Result<u64> {
-        self.inner.file_size(p)
-    }
-    fn exists(&self, p: &Path) -> bool {
-        self.inner.exists(p)
-    }
-    fn list_dir(&self, d: &Path) -> attune_kv::Result<Vec<String>> {
-        self.inner.list_dir(d)
-    }
-    fn remove_file(&self, p: &Path) -> attune_kv::Result<()> {
-        self.inner.remove_file(p)
-    }
-    fn rename(&self, a: &Path, b: &Path) -> attune_kv::Result<()> {
-        self.inner.rename(a, b)
-    }
-    fn sync_dir(&self, d: &Path) -> attune_kv::Result<()> {
-        self.inner.sync_dir(d)
-    }
-    fn lock(&self, p: &Path) -> attune_kv::Result<Box<dyn FileLock>> {
-        self.inner.lock(p)
-    }
-    fn lock_shared(&self, p: &Path) -> attune_kv::Result<Box<dyn FileLock>> {
-        self.inner.lock_shared(p)
-    }
-    fn now_micros(&self) -> u64 {
-        self.inner.now_micros()
-    }
-    fn now_unix_millis(&self) -> u64 {
-        self.inner.now_unix_millis()
-    }
-}
 
 const TRIGGER: u32 = 4;
 /// Keys per flushed table; every table holds all of them, so the L0 tables overlap and the
@@ -113,11 +27,12 @@ fn key(i: u32) -> Vec<u8> {
 fn close_during_compaction(finish: bool) -> Vec<usize> {
     let mem = MemEnv::new();
     let gate = Arc::new(Gate::default());
+    // The flushes create tables 1..=TRIGGER; the compaction's first output is the next.
+    gate.arm(TRIGGER + 1);
     let env = Arc::new(GateEnv {
         inner: mem.clone(),
         gate: gate.clone(),
-        // The flushes create tables 1..=TRIGGER; the compaction's first output is the next.
-        hold_at: TRIGGER + 1,
+        held: Held::Create("sst"),
     });
     let opts = Options {
         write_buffer_size: 64 << 20,

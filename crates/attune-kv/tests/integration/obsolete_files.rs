@@ -8,100 +8,13 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 
-use attune_kv::env::{Env, FileLock, MemEnv, RandomAccessFile, WritableFile};
+use crate::support::{Gate, GateEnv, Held};
+use attune_kv::env::{Env, MemEnv};
 use attune_kv::{LearnedIndex, Options, DB};
-use parking_lot::{Condvar, Mutex};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Once armed, the first removal of a log waits until `release`.
-#[derive(Default)]
-struct Gate {
-    state: Mutex<(bool, bool, bool)>, // (armed, holding one, released)
-    cv: Condvar,
-}
-
-impl Gate {
-    fn arm(&self) {
-        self.state.lock().0 = true;
-    }
-    fn wait_until_holding(&self) {
-        let mut s = self.state.lock();
-        while !s.1 {
-            self.cv.wait(&mut s);
-        }
-    }
-    fn release(&self) {
-        let mut s = self.state.lock();
-        s.2 = true;
-        self.cv.notify_all();
-    }
-}
-
-struct GateEnv {
-    inner: MemEnv,
-    gate: Arc<Gate>,
-}
-
-impl Env for GateEnv {
-    fn create_dir_all(&self, d: &Path) -> attune_kv::Result<()> {
-        self.inner.create_dir_all(d)
-    }
-    fn new_writable(&self, p: &Path) -> attune_kv::Result<Box<dyn WritableFile>> {
-        self.inner.new_writable(p)
-    }
-    fn new_appendable(&self, p: &Path) -> attune_kv::Result<Box<dyn WritableFile>> {
-        self.inner.new_appendable(p)
-    }
-    fn open_random(&self, p: &Path) -> attune_kv::Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open_random(p)
-    }
-    fn read_all(&self, p: &Path) -> attune_kv::Result<Vec<u8>> {
-        self.inner.read_all(p)
-    }
-    fn file_size(&self, p: &Path) -> attune_kv::Result<u64> {
-        self.inner.file_size(p)
-    }
-    fn exists(&self, p: &Path) -> bool {
-        self.inner.exists(p)
-    }
-    fn list_dir(&self, d: &Path) -> attune_kv::Result<Vec<String>> {
-        self.inner.list_dir(d)
-    }
-    fn remove_file(&self, p: &Path) -> attune_kv::Result<()> {
-        if p.extension().is_some_and(|x| x == "log") {
-            let mut s = self.gate.state.lock();
-            if s.0 && !s.1 {
-                s.1 = true;
-                self.gate.cv.notify_all();
-                while !s.2 {
-                    self.gate.cv.wait(&mut s);
-                }
-            }
-        }
-        self.inner.remove_file(p)
-    }
-    fn rename(&self, a: &Path, b: &Path) -> attune_kv::Result<()> {
-        self.inner.rename(a, b)
-    }
-    fn sync_dir(&self, d: &Path) -> attune_kv::Result<()> {
-        self.inner.sync_dir(d)
-    }
-    fn lock(&self, p: &Path) -> attune_kv::Result<Box<dyn FileLock>> {
-        self.inner.lock(p)
-    }
-    fn lock_shared(&self, p: &Path) -> attune_kv::Result<Box<dyn FileLock>> {
-        self.inner.lock_shared(p)
-    }
-    fn now_micros(&self) -> u64 {
-        self.inner.now_micros()
-    }
-    fn now_unix_millis(&self) -> u64 {
-        self.inner.now_unix_millis()
-    }
-}
 
 fn logs(env: &MemEnv) -> usize {
     let names = env.list_dir(Path::new("/db")).unwrap();
@@ -115,6 +28,7 @@ fn a_write_completes_while_the_flushed_log_is_being_removed() {
     let env = Arc::new(GateEnv {
         inner: mem.clone(),
         gate: gate.clone(),
+        held: Held::Remove("log"),
     });
     let opts = Options {
         wal_sync_interval_ms: 0,
@@ -125,7 +39,7 @@ fn a_write_completes_while_the_flushed_log_is_being_removed() {
     for i in 0..100u32 {
         db.put(format!("k{i:04}").as_bytes(), b"before").unwrap();
     }
-    gate.arm();
+    gate.arm(1);
     let flusher = {
         let db = db.clone();
         std::thread::spawn(move || db.flush())
