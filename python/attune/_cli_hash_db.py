@@ -44,6 +44,8 @@ _FLAGS = (
     "read_only",
     "recovery_log",
 )
+# Byte counts, which also take a size string ("1MiB") as in Python.
+_SIZES = ("log_chunk_bytes", "payload_segment_bytes")
 _FLAG_WORDS = {
     "1": True,
     "true": True,
@@ -73,8 +75,13 @@ def _options(pairs: list[str] | None) -> dict[str, object]:
             out[k] = _FLAG_WORDS[v.lower()]
         elif k in ("backend", "migration", "partitioning"):
             out[k] = v
+        elif k in _SIZES and not v.lstrip("+-").isdigit():
+            out[k] = v  # a size string like "1MiB", parsed (and refused) as Python's is
         else:
-            out[k] = _word(v)
+            try:
+                out[k] = _word(v)
+            except attune.InvalidArgumentError as e:
+                raise attune.InvalidArgumentError(f"option {k}: {e}") from None
     return out
 
 

@@ -682,7 +682,33 @@ def test_option_messages_say_what_is_wrong_with_the_value(tmp_path):
     for kw, msg in cases:
         with pytest.raises(attune.InvalidArgumentError, match=msg):
             attune.HashDB(p, **kw)
+    # The type's bound (2**32 - 1) is not the option's range, so it is not quoted as one.
+    with pytest.raises(attune.InvalidArgumentError) as e:
+        attune.HashDB(p, dram_entries_log2=2**32 + 16)
+    assert "4294967295" not in str(e.value)
     assert not p.exists()
+
+
+def test_an_open_hash_db_and_db_are_true(tmp_path):
+    """`if db:` must not fall back to the refusing len() and raise."""
+    with _open(tmp_path / "h") as h:
+        assert h
+    with attune.DB(str(tmp_path / "d")) as db:
+        assert db
+
+
+def test_cli_options_take_size_strings_and_name_the_option(tmp_path, capsys):
+    p = str(tmp_path / "h")
+    opts = ["-o", "log_chunk_bytes=1MiB", "-o", "dram_entries_log2=10"]
+    assert main(["hash-db", "open", p, *opts, "--json"]) == 0
+    capsys.readouterr()
+    q = str(tmp_path / "q")
+    assert main(["hash-db", "open", q, "-o", "dram_entries_log2=-1", "--json"]) != 0
+    out = capsys.readouterr()
+    assert "dram_entries_log2" in out.out + out.err
+    assert main(["hash-db", "open", q, "-o", "log_chunk_bytes=lots", "--json"]) != 0
+    out = capsys.readouterr()
+    assert "log_chunk_bytes" in out.out + out.err
 
 
 def test_an_empty_path_is_refused_and_creates_nothing(tmp_path, monkeypatch):

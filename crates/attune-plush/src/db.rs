@@ -1681,9 +1681,14 @@ impl Core {
                 None => {
                     let (seg, off) = crate::payload::decode_pointer(v);
                     return Err(Error::corruption(
-                        self.storage.location(),
+                        self.storage
+                            .location()
+                            .join(crate::payload::segment_file_name(seg)),
                         off as u64,
-                        format!("the newest version of a key points into payload segment {seg}, which does not exist"),
+                        format!(
+                            "the newest version of a key points into payload segment {seg}, \
+                             which is missing or cut short; restore the file from a backup"
+                        ),
                     ));
                 }
             }

@@ -1356,6 +1356,11 @@ impl DB {
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         Ok(get_impl(py, &self.handle(py)?, &as_bytes(key, "key")?, None)?.is_some())
     }
+    /// Always true, as for any object: without it Python's truth test would call `__len__`,
+    /// which refuses, and `if db:` would raise.
+    fn __bool__(&self) -> bool {
+        true
+    }
     fn __len__(&self) -> PyResult<usize> {
         Err(PyTypeError::new_err(
             "attune.DB has no len(): a key's versions and tombstones sit on several levels, so \

@@ -83,17 +83,13 @@ fn options_from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> 
             }
             match v.extract::<u64>() {
                 Ok(n) if n <= limit => Ok(n),
-                Ok(_) => Err(bad(format!(
-                    "option {key}={v} is too large (at most {limit}; see the option's range in \
-                     docs/plush.md)"
-                ))),
+                // The type's bound is not the option's range (which the options' check
+                // names for values that fit), so it is not quoted as one.
+                Ok(_) => Err(bad(format!("option {key}={v} is too large"))),
                 Err(_) if v.lt(0)? => Err(bad(format!(
                     "option {key}={v} is negative; it must be a non-negative int"
                 ))),
-                Err(_) => Err(bad(format!(
-                    "option {key}={v} is too large (at most {limit}; see the option's range in \
-                     docs/plush.md)"
-                ))),
+                Err(_) => Err(bad(format!("option {key}={v} is too large"))),
             }
         };
         let uint = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
@@ -433,6 +429,12 @@ impl HashDB {
 
     /// No exact count either: a key can sit shadowed on several levels, so counting would walk
     /// them all. `stats()` reports the records each level holds.
+    /// Always true, as for any object: without it Python's truth test would call `__len__`,
+    /// which refuses, and `if db:` would raise.
+    fn __bool__(&self) -> bool {
+        true
+    }
+
     fn __len__(&self) -> PyResult<usize> {
         Err(PyTypeError::new_err(
             "attune.HashDB has no len(): a key can sit shadowed on several levels, so an exact \
