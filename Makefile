@@ -61,20 +61,24 @@ $(STAMPS)/venv: pyproject.toml
 	@touch $@
 
 # Build the native module and install the package (with its dev extras) into .venv.
+# A stamp takes the time its build started (touch -r of a start marker), so a source changed
+# while the build ran (an edit, a merge) is newer than the stamp and the next make rebuilds.
 $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) $(PY_SOURCES)
+	@touch $@.start
 	$(VENV)/bin/maturin develop --release --extras $(EXTRAS) -q
 	# The pipelines' shared memory pool (C++ against pyarrow's headers); optional: without a
 	# compiler the pipelines copy pyarrow outputs once instead.
 	-$(VENV)/bin/python -m attune.pipelines.shmpool
-	@touch $@
+	@touch -r $@.start $@ && rm -f $@.start
 
 build: $(STAMPS)/apt $(STAMPS)/build $(STAMPS)/bench-bins
 
 # The benchmark harness is one plain binary (no Python linkage); `attune bench` runs it.
 $(STAMPS)/bench-bins: $(STAMPS)/venv $(RUST_SOURCES)
+	@touch $@.start
 	$(CARGO) build --release -p attune-bench
 	cp target/release/attune-bench $(VENV)/bin/
-	@touch $@
+	@touch -r $@.start $@ && rm -f $@.start
 
 .PHONY: bench-bins
 bench-bins: $(STAMPS)/bench-bins
