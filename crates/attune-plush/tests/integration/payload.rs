@@ -23,6 +23,21 @@ fn options() -> Options {
     }
 }
 
+/// Opens `dir` writable and then read-only: each open must fail with corruption, and `check`
+/// sees its message right after it (before the next open), so that what an open left on disk
+/// can be checked per open.
+fn every_open_fails_as_corruption(dir: &std::path::Path, opts: &Options, check: impl Fn(&str)) {
+    for read_only in [false, true] {
+        let o = Options {
+            read_only,
+            ..opts.clone()
+        };
+        let err = Plush::open(dir, o).err().expect("the open must fail");
+        assert!(matches!(&err, Error::Corruption { .. }), "{err}");
+        check(&err.to_string());
+    }
+}
+
 /// Key `i`: lengths 0..40 (8-byte ones included, so inline and out-of-place records mix).
 fn key(i: u64) -> Vec<u8> {
     let len = (i % 41) as usize;
@@ -706,20 +721,11 @@ fn a_truncated_segment_fails_the_open_and_is_not_extended() {
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(8192).unwrap();
     drop(f);
-    for read_only in [false, true] {
-        let o = Options {
-            read_only,
-            ..opts.clone()
-        };
-        let err = Plush::open(dir.path(), o)
-            .err()
-            .expect("the open must fail");
-        assert!(matches!(&err, Error::Corruption { .. }), "{err}");
-        let msg = err.to_string();
+    every_open_fails_as_corruption(dir.path(), &opts, |msg| {
         assert!(msg.contains("payload-000001.plush"), "{msg}");
         assert!(msg.contains("truncated") && msg.contains("backup"), "{msg}");
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
-    }
+    });
 }
 
 /// A zeroed magic word on a segment the manifest records as created, or one holding records, is
@@ -735,23 +741,14 @@ fn a_zeroed_segment_magic_is_corruption_and_the_segment_is_kept() {
     let mut damaged = pristine.clone();
     damaged[..8].fill(0);
     std::fs::write(&path, &damaged).unwrap();
-    for read_only in [false, true] {
-        let o = Options {
-            read_only,
-            ..opts.clone()
-        };
-        let err = Plush::open(dir.path(), o)
-            .err()
-            .expect("the open must fail");
-        assert!(matches!(&err, Error::Corruption { .. }), "{err}");
-        let msg = err.to_string();
+    every_open_fails_as_corruption(dir.path(), &opts, |msg| {
         assert!(msg.contains("payload-000001.plush"), "{msg}");
         assert!(msg.contains("magic"), "{msg}");
         assert!(
             std::fs::read(&path).unwrap() == damaged,
             "the open changed the segment"
         );
-    }
+    });
     std::fs::write(&path, &pristine).unwrap();
     let db = Plush::open(dir.path(), opts).unwrap();
     for (k, v) in &model {
@@ -781,20 +778,11 @@ fn the_newest_segment_truncated_to_nothing_fails_the_open() {
         .unwrap()
         .set_len(0)
         .unwrap();
-    for read_only in [false, true] {
-        let o = Options {
-            read_only,
-            ..opts.clone()
-        };
-        let err = Plush::open(dir.path(), o)
-            .err()
-            .expect("the open must fail");
-        assert!(matches!(&err, Error::Corruption { .. }), "{err}");
-        let msg = err.to_string();
+    every_open_fails_as_corruption(dir.path(), &opts, |msg| {
         assert!(msg.contains(&format!("payload-{newest:06}.plush")), "{msg}");
         assert!(msg.contains("truncated") && msg.contains("backup"), "{msg}");
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
-    }
+    });
     std::fs::write(&path, &pristine).unwrap();
     let db = Plush::open(dir.path(), opts).unwrap();
     for (k, v) in &model {
