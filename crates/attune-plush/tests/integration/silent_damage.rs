@@ -289,6 +289,48 @@ fn after_a_crash_a_damaged_newest_entry_of_a_partition_is_corruption() {
     }
 }
 
+/// An outside user's finding: after a crash, one zeroed word at slot 64 of the run a
+/// partition was still appending (124 entries, so its end-of-run record did not exist yet)
+/// read as the crash's torn tail: the 60 acknowledged records from there on read as absent
+/// and `verify` said OK. The run records its acknowledged tail every 16 appends, so damage
+/// below the newest record is corruption naming the slot.
+#[test]
+fn after_a_crash_damage_inside_the_run_still_being_appended_is_corruption() {
+    let live = scratch();
+    let db = Plush::open(live.path(), options()).unwrap();
+    // Packed: runs 0..=22 fill partitions 0..=22, and partition 23 holds the last 124.
+    for k in 0..3068u64 {
+        db.put(k, k + 7).unwrap();
+    }
+    let opts = options();
+    let chunk_23 = 23 * opts.log_chunks * opts.log_chunk_bytes;
+    for slot in [20usize, 64, 111] {
+        let dir = scratch();
+        copy_open_database(live.path(), dir.path());
+        let at = chunk_23 + 64 + 32 * slot;
+        edit(&dir.path().join("log.plush"), |b| {
+            assert_ne!(word(b, at), 0, "slot {slot} holds an entry");
+            set_word(b, at, 0)
+        });
+        for read_only in [true, false] {
+            let e = Plush::open(
+                dir.path(),
+                Options {
+                    read_only,
+                    ..options()
+                },
+            )
+            .err()
+            .expect("the open must fail");
+            assert!(
+                names(&e, "log.plush") && e.to_string().contains(&format!("offset {at}")),
+                "slot {slot} read_only={read_only}: {e}"
+            );
+        }
+    }
+    drop(db);
+}
+
 /// `verify` on a live session reports damage to an acknowledged newest entry as well.
 #[test]
 fn verify_reports_a_damaged_newest_entry_of_a_partition() {
