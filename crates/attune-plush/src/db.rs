@@ -2231,6 +2231,16 @@ impl Core {
         let (Some(log), Some(first)) = (&self.log_region, self.logs.first()) else {
             return Ok(());
         };
+        if !self.opts.sync {
+            // Nothing of this session was made durable as it went: the record vouches for the
+            // log, and the log for the levels it no longer holds and the payload records its
+            // pointers name, so all of them (and the files' names) must be on the media first.
+            for level in self.levels.iter().filter_map(OnceLock::get) {
+                level.region.sync_all()?;
+            }
+            self.payload.sync_all()?;
+            self.storage.sync_location()?;
+        }
         log.sync_all()?;
         let next = first.lock().next_seq();
         set_manifest_word(self.storage.as_ref(), MANIFEST_CLEAN_WORD, next as u32)

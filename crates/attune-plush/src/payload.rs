@@ -403,6 +403,16 @@ pub struct PayloadLog {
 }
 
 impl PayloadLog {
+    /// Makes every segment's stores durable, also with barriers off (see
+    /// [`crate::persist::Persist::sync_all`]): the clean close of a `sync=False` session.
+    pub fn sync_all(&self) -> Result<()> {
+        let segments: Vec<Arc<Segment>> = self.segments.read().values().cloned().collect();
+        for s in segments {
+            s.region.sync_all()?;
+        }
+        Ok(())
+    }
+
     /// Opens the segments `storage` holds. A segment whose header was never armed (its
     /// creation was cut short, so nothing points into it) is emptied like a collected one. An
     /// empty file is a collected segment. `checked_from` and `highest` are the manifest's

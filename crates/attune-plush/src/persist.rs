@@ -167,6 +167,12 @@ pub trait Storage: Send + Sync {
     /// Handles opened before stay usable until dropped (a file back end renames a new empty
     /// file over the old one, whose mapping lives on). Nothing for a read-only opener.
     fn clear_region(&self, name: &str) -> Result<()>;
+    /// Makes the names of the regions created so far durable (a file back end syncs the
+    /// directory), also where barriers are off: a clean close of a `sync=False` session.
+    /// Default: nothing to do (a simulator has no directory).
+    fn sync_location(&self) -> Result<()> {
+        Ok(())
+    }
     /// Bytes the file system can still allocate; `None` where that is not known (a simulator).
     fn free_bytes(&self) -> Option<u64> {
         None
@@ -501,6 +507,13 @@ impl Storage for FileStorage {
             sync_dir(&self.dir)?;
         }
         Ok(())
+    }
+
+    fn sync_location(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        sync_dir(&self.dir)
     }
 
     fn clear_region(&self, name: &str) -> Result<()> {
