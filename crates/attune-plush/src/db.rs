@@ -13,7 +13,9 @@ use crate::level::{
     collect_newest, level_file_bytes, level_file_name, search, search_meta, DramLevel, Level,
     FORMAT_VERSION,
 };
-use crate::log::{LogEntry, Partition, Recovered, Suspect, NEWEST_KEPT, TORN_TAIL_MAX};
+use crate::log::{
+    LogEntry, Partition, Recovered, Suspect, NEWEST_KEPT, RESTORE_HINT, TORN_TAIL_MAX,
+};
 use crate::payload::{
     bucket_key, fits_inline, is_pointer, PayloadLog, KEY_BYTES_MAX, SEGMENT_BYTES_MAX,
     SEGMENT_HEADER_BYTES, VALUE_BYTES_MAX,
@@ -1326,7 +1328,7 @@ impl Core {
                         "log partition {p} chunk {}: the chunk header does not check, yet the \
                          chunk holds {} records that were neither migrated nor copied to \
                          another chunk (the first: key {:#x}, sequence number {}): a damaged \
-                         header, not a free chunk",
+                         header, not a free chunk{RESTORE_HINT}",
                         o.chunk,
                         lost.len(),
                         first.key,
@@ -1377,7 +1379,7 @@ impl Core {
                     0,
                     format!(
                         "the log's newest entries are gone: {MANIFEST} records a clean close \
-                         before sequence number {next}, the newest valid entry is {}",
+                         before sequence number {next}, the newest valid entry is {}{RESTORE_HINT}",
                         have - 1
                     ),
                 ));
@@ -1398,7 +1400,7 @@ impl Core {
                         s.offset,
                         format!(
                             "log partition {p} chunk {c}: entry {n} is damaged (the database \
-                             was closed cleanly: no append was cut short)"
+                             was closed cleanly: no append was cut short){RESTORE_HINT}"
                         ),
                     ));
                 }
@@ -1423,7 +1425,7 @@ impl Core {
                                 "log partition {p} chunk {c}: entry {n} is damaged and more \
                                  than {TORN_TAIL_MAX} valid entries of the log are newer than \
                                  the one after it (a crash tears only the last appends, one \
-                                 per writer)"
+                                 per writer){RESTORE_HINT}"
                             ),
                         ));
                     }

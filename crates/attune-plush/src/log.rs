@@ -38,6 +38,10 @@ use std::sync::Arc;
 /// entries after an invalid one in its chunk, or newer than the valid entry after it anywhere
 /// in the log, is damage to the media, not a tear.
 pub const TORN_TAIL_MAX: usize = 64;
+/// Ends every message about a damaged log: what the caller can do. An open that finds the
+/// damage leaves the log's records as they are, and `verify` only reads.
+pub const RESTORE_HINT: &str = ". The file is left as it is: restore log.plush from a backup \
+                                (its records not yet migrated to a level are only there)";
 
 /// Bytes of a chunk allocated at a time as its tail advances (a multiple of the 4 KiB
 /// page): a chunk takes file blocks as it fills, not when it is taken, so a new database's
@@ -493,7 +497,7 @@ impl Partition {
                 self.region.name(),
                 (base * 8) as u64,
                 format!(
-                    "log partition {} chunk {chunk}: the chunk header does not check",
+                    "log partition {} chunk {chunk}: the chunk header does not check{RESTORE_HINT}",
                     self.index
                 ),
             ));
@@ -604,7 +608,7 @@ impl Partition {
                         format!(
                             "log partition {index} chunk {c}: entry {n} is damaged, but the \
                              chunk's header records its first {acked} entries as acknowledged \
-                             (a crash tears only appends not yet acknowledged)"
+                             (a crash tears only appends not yet acknowledged){RESTORE_HINT}"
                         ),
                     ));
                 }
@@ -614,7 +618,7 @@ impl Partition {
                         (acked_at * 8) as u64,
                         format!(
                             "log partition {index} chunk {c}: the header's record of \
-                             acknowledged entries does not check"
+                             acknowledged entries does not check{RESTORE_HINT}"
                         ),
                     ));
                 }
@@ -628,7 +632,7 @@ impl Partition {
                         (p.entry_word(c, n) * 8) as u64,
                         format!(
                             "log partition {index} chunk {c}: entry {n} is damaged and {} \
-                             valid entries follow it (a crash tears at most the last few)",
+                             valid entries follow it (a crash tears at most the last few){RESTORE_HINT}",
                             after.len()
                         ),
                     ));

@@ -323,7 +323,9 @@ fn after_a_crash_damage_inside_the_run_still_being_appended_is_corruption() {
             .err()
             .expect("the open must fail");
             assert!(
-                names(&e, "log.plush") && e.to_string().contains(&format!("offset {at}")),
+                names(&e, "log.plush")
+                    && e.to_string().contains(&format!("offset {at}"))
+                    && e.to_string().contains("restore log.plush from a backup"),
                 "slot {slot} read_only={read_only}: {e}"
             );
         }
