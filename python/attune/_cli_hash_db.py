@@ -78,10 +78,13 @@ def _options(pairs: list[str] | None) -> dict[str, object]:
         elif k in _SIZES and not v.lstrip("+-").isdigit():
             out[k] = v  # a size string like "1MiB", parsed (and refused) as Python's is
         else:
+            # Any integer: the options' own check names each one's range, as in Python.
             try:
-                out[k] = _word(v)
-            except attune.InvalidArgumentError as e:
-                raise attune.InvalidArgumentError(f"option {k}: {e}") from None
+                out[k] = int(v, 0)
+            except ValueError:
+                raise attune.InvalidArgumentError(
+                    f"option {k}={v!r} is not an integer (decimal or 0x hex)"
+                ) from None
     return out
 
 

@@ -705,7 +705,11 @@ def test_cli_options_take_size_strings_and_name_the_option(tmp_path, capsys):
     q = str(tmp_path / "q")
     assert main(["hash-db", "open", q, "-o", "dram_entries_log2=-1", "--json"]) != 0
     out = capsys.readouterr()
-    assert "dram_entries_log2" in out.out + out.err
+    assert "dram_entries_log2=-1 is negative" in out.out + out.err
+    assert "2**64" not in out.out + out.err  # the option's range, not a key's
+    assert main(["hash-db", "open", q, "-o", "dram_entries_log2=99", "--json"]) != 0
+    out = capsys.readouterr()
+    assert "not in 1..=24" in out.out + out.err
     assert main(["hash-db", "open", q, "-o", "log_chunk_bytes=lots", "--json"]) != 0
     out = capsys.readouterr()
     assert "log_chunk_bytes" in out.out + out.err
