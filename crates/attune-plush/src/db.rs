@@ -44,11 +44,12 @@ const RANGE_BITS_SHIFT: u32 = 8;
 /// Log entries a packed log appends to one partition before it moves to the next: one 4 KiB
 /// page of 32-byte entries, so that the entries of one group commit share a page.
 pub const LOG_PACK_RUN_ENTRIES: u64 = 4096 / crate::log::ENTRY_BYTES as u64;
-/// A packed log records its acknowledged tail (`log::record_acked`) at every this many
-/// appends, the last of each run included (it divides [`LOG_PACK_RUN_ENTRIES`]). Each record
-/// adds the chunk header's page to one later sync; 16 bounds that at one page per 16 appends
-/// while leaving, after a crash, at most the newest 15 entries of a partition's run without a
-/// record (damage there reads as a torn tail).
+/// A packed log records its acknowledged tail (`log::record_acked`) at the append whose entry
+/// fills a multiple of this many of its chunk's slots, the end of each run included (it
+/// divides [`LOG_PACK_RUN_ENTRIES`]). Each record adds the chunk header's page to one later
+/// sync; 16 bounds that at one page per 16 appends while leaving, after a crash, at most the
+/// newest 15 entries of a partition's chunk without a record (damage there reads as a torn
+/// tail).
 pub const LOG_ACK_RECORD_EVERY: u64 = 16;
 const _: () = assert!(LOG_PACK_RUN_ENTRIES.is_multiple_of(LOG_ACK_RECORD_EVERY));
 /// Deepest level the placement hash can address with the defaults (16 + 11 × 4 bits = 60).
@@ -1836,17 +1837,10 @@ impl Core {
                 &|| self.partition_epoch_min(p),
             )
         };
-        // Whether this append's acknowledgement is recorded in its chunk's header (see
-        // `log::record_acked`). Packed, every `LOG_ACK_RECORD_EVERY`-th append records it: the
-        // run's earlier entries lie before it in the same chunk, so the record covers them, and
-        // the syncs write the chunk's first page once per that many appends, not once per
-        // group. By key hash, every append records it.
-        let mut record = true;
         let appended = if self.opts.log_pack_groups {
             // The partition of the current run; a partition without room (its live entries
             // are spread by time, not bounded by key) passes the entry to the next one.
             let n = self.log_pack_cursor.fetch_add(1, Ordering::Relaxed);
-            record = n % LOG_ACK_RECORD_EVERY == LOG_ACK_RECORD_EVERY - 1;
             let run = n / LOG_PACK_RUN_ENTRIES;
             let mut r = Err(Error::Full(String::new()));
             for i in 0..parts {
@@ -1868,6 +1862,16 @@ impl Core {
                 return Err(e);
             }
         };
+        // Whether this append's acknowledgement is recorded in its chunk's header (see
+        // `log::record_acked`). Packed, the append whose entry ends a multiple of
+        // `LOG_ACK_RECORD_EVERY` slots records it: the chunk's earlier entries lie before it,
+        // so the record covers them, and the syncs write the chunk's first page once per that
+        // many appends, not once per group. By the slot, not by the append's number: writers
+        // that drew consecutive numbers take the partition's lock in any order, and the one
+        // that drew the run's last number may not write its last slot. By key hash, every
+        // append records it.
+        let record =
+            !self.opts.log_pack_groups || appended.slots().is_multiple_of(LOG_ACK_RECORD_EVERY);
         if self.opts.sync {
             log.fence_announced()?;
             if record {

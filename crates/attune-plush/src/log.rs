@@ -251,6 +251,13 @@ pub struct Appended {
     slots: u64,
 }
 
+impl Appended {
+    /// How many of the chunk's slots, from 0, the append's entry ends: its slot + 1.
+    pub fn slots(&self) -> u64 {
+        self.slots
+    }
+}
+
 /// Records, after the barrier of the append `a` completed, that the first `a.slots` entries
 /// of its chunk were acknowledged: raises the chunk header's acknowledged-tail word (never
 /// lowers it) and flushes it without a barrier of its own. The next barrier on the log, by

@@ -333,6 +333,64 @@ fn after_a_crash_damage_inside_the_run_still_being_appended_is_corruption() {
     drop(db);
 }
 
+/// An outside user's finding: with several writers, the finished runs of a crash image
+/// recorded 124–127 acknowledged entries, not 128, so damage to a run's last entries read as
+/// a torn tail (an overwrite read its old value, without an error). Writers that drew
+/// consecutive append numbers take the partition's lock in any order, and the record was
+/// raised by the one that drew the run's last number, not by the one that wrote its last slot.
+#[test]
+fn with_concurrent_writers_every_finished_run_records_all_its_entries() {
+    let (live, dir) = (scratch(), scratch());
+    let db = Plush::open(live.path(), options()).unwrap();
+    let (threads, each) = (8u64, 4000u64);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let db = &db;
+            s.spawn(move || {
+                for i in 0..each {
+                    let k = i * threads + t;
+                    db.put(k, k + 7).unwrap();
+                }
+            });
+        }
+    });
+    copy_open_database(live.path(), dir.path());
+    drop(db);
+    let opts = options();
+    let chunk = |p: usize| p * opts.log_chunks * opts.log_chunk_bytes;
+    // Packed: run r (appends 128·r to 128·r + 127) goes to partition r mod 64, whose first
+    // chunk holds all of its runs here.
+    let appends = (threads * each) as usize;
+    let entries = |p: usize| {
+        (p..appends.div_ceil(128))
+            .step_by(64)
+            .map(|r| (appends - 128 * r).min(128))
+            .sum::<usize>()
+    };
+    let b = std::fs::read(dir.path().join("log.plush")).unwrap();
+    for p in 0..64 {
+        let acked = word(&b, chunk(p) + 24) & 0xFFFF_FFFF;
+        assert_eq!(acked as usize, entries(p) / 16 * 16, "partition {p}");
+    }
+    // The newest entry of partition 0, which ends a full run, is damage, not a torn tail.
+    assert_eq!(entries(0) % 128, 0);
+    let at = chunk(0) + 64 + 32 * (entries(0) - 1);
+    edit(&dir.path().join("log.plush"), |b| b[at + 3] ^= 0x04);
+    for read_only in [true, false] {
+        let opts = Options {
+            read_only,
+            ..options()
+        };
+        let e = Plush::open(dir.path(), opts)
+            .err()
+            .expect("the open must fail");
+        assert!(
+            names(&e, "log.plush") && e.to_string().contains(&format!("offset {at}")),
+            "read_only={read_only}: {e}"
+        );
+    }
+}
+
 /// `verify` on a live session reports damage to an acknowledged newest entry as well.
 #[test]
 fn verify_reports_a_damaged_newest_entry_of_a_partition() {
