@@ -8,8 +8,8 @@
 //! for the thread pool until the end of the request's job is reported).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 
 use io_uring::{opcode, types, IoUring};
@@ -280,9 +280,7 @@ impl Job {
     }
 }
 
-struct PoolState {
-    /// Jobs that may still have requests to start, oldest first.
-    jobs: VecDeque<Arc<Job>>,
+struct Sleep {
     /// Workers waiting in `work`.
     sleeping: usize,
     closed: bool,
@@ -301,7 +299,14 @@ struct Completions {
 type Runner = fn(&Req) -> i64;
 
 pub(crate) struct PoolShared {
-    state: Mutex<PoolState>,
+    /// Jobs that may still have requests to start, oldest first. Read-locked by a worker
+    /// looking for a job (64 workers finishing a transfer together look at once, and a plain
+    /// lock made them sleep on each other); write-locked to add or remove one.
+    jobs: RwLock<VecDeque<Arc<Job>>>,
+    /// Moves after each job added: a worker that read it before finding no job sleeps only if
+    /// it has not moved since (under `sleep`), so no job is added unseen.
+    added: AtomicU64,
+    sleep: Mutex<Sleep>,
     /// Signals workers: a job came, or the pool closed.
     work: Condvar,
     completions: Mutex<Completions>,
@@ -331,8 +336,8 @@ fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// the job it is on with one atomic add on the job's cursor and runs it, then the next, as
 /// each of fio's `psync` jobs loops on its own: no thread hands a request to another, so a
 /// request costs a worker no wake-up while any job has requests left. A worker changes job
-/// (under the pool's lock) only when its job has nothing left to start or its pipe's queue
-/// depth is reached, and sleeps only when no job has a request it may start. The scheduler
+/// (reading the job list under a shared lock) only when its job has nothing left to start or
+/// its pipe's queue depth is reached, and sleeps only when no job has a request it may start. The scheduler
 /// hears from the pool once per transfer, when its last request is over. A started request
 /// runs to completion, also on shutdown (the scheduler keeps its memory alive until the job's
 /// end is reported); a job's requests not started when it is stopped never start.
@@ -350,8 +355,9 @@ impl ThreadBackend {
     fn with_runner(threads: u32, run: Runner) -> Result<ThreadBackend, String> {
         let n = threads.max(1) as usize;
         let shared = Arc::new(PoolShared {
-            state: Mutex::new(PoolState {
-                jobs: VecDeque::new(),
+            jobs: RwLock::new(VecDeque::new()),
+            added: AtomicU64::new(0),
+            sleep: Mutex::new(Sleep {
                 sleeping: 0,
                 closed: false,
             }),
@@ -394,11 +400,13 @@ impl ThreadBackend {
     /// it has requests.
     pub(crate) fn submit(&mut self, job: Arc<Job>) {
         let count = job.count;
-        let sleeping = {
-            let mut st = relock(&self.shared.state);
-            st.jobs.push_back(job);
-            st.sleeping
-        };
+        self.shared
+            .jobs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(job);
+        self.shared.added.fetch_add(1, Ordering::SeqCst);
+        let sleeping = relock(&self.shared.sleep).sleeping;
         for _ in 0..sleeping.min(count) {
             self.shared.work.notify_one();
         }
@@ -417,7 +425,7 @@ impl ThreadBackend {
     }
 
     fn stop(&mut self) {
-        relock(&self.shared.state).closed = true;
+        relock(&self.shared.sleep).closed = true;
         self.shared.work.notify_all();
         for h in self.threads.drain(..) {
             let _ = h.join();
@@ -483,33 +491,45 @@ fn drain_job(shared: &PoolShared, job: &Job) {
 }
 
 fn io_thread(shared: &PoolShared) {
-    let mut st = relock(&shared.state);
     loop {
-        // Jobs with nothing left to start leave the list; one that no worker is inside (stopped
-        // before any took it) is ended here. The first job with work is this worker's until it
-        // has none for it.
-        let mut i = 0;
-        while i < st.jobs.len() {
-            if !st.jobs[i].spent() {
-                i += 1;
-                continue;
-            }
-            if let Some(job) = st.jobs.remove(i) {
-                job.running.fetch_add(1, Ordering::SeqCst);
-                if job.leave() {
-                    report(shared, job.token);
-                }
-            }
-        }
-        if let Some(job) = st.jobs.iter().find(|j| j.takes_work()).cloned() {
-            drop(st);
+        let added = shared.added.load(Ordering::SeqCst);
+        // The first job with work is this worker's until it has none for it.
+        let (job, spent) = {
+            let jobs = shared.jobs.read().unwrap_or_else(|e| e.into_inner());
+            (
+                jobs.iter().find(|j| j.takes_work()).cloned(),
+                jobs.iter().any(|j| j.spent()),
+            )
+        };
+        if let Some(job) = job {
             drain_job(shared, &job);
-            drop(job);
-            st = relock(&shared.state);
             continue;
         }
+        if spent {
+            // Jobs with nothing left to start leave the list; one that no worker is inside
+            // (stopped before any took it) is ended here.
+            let mut jobs = shared.jobs.write().unwrap_or_else(|e| e.into_inner());
+            let mut i = 0;
+            while i < jobs.len() {
+                if !jobs[i].spent() {
+                    i += 1;
+                    continue;
+                }
+                if let Some(job) = jobs.remove(i) {
+                    job.running.fetch_add(1, Ordering::SeqCst);
+                    if job.leave() {
+                        report(shared, job.token);
+                    }
+                }
+            }
+            continue;
+        }
+        let mut st = relock(&shared.sleep);
         if st.closed {
             return;
+        }
+        if shared.added.load(Ordering::SeqCst) != added {
+            continue;
         }
         st.sleeping += 1;
         st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -523,7 +543,6 @@ mod tests {
     use std::collections::HashMap;
     use std::io::Write;
     use std::os::fd::AsRawFd;
-    use std::sync::atomic::AtomicU64;
     use std::time::Duration;
 
     fn file(blocks: usize, block: usize) -> std::fs::File {
