@@ -1,12 +1,15 @@
 //! Backends that execute file requests: io_uring and pread/pwrite threads. Both are owned by the
 //! runtime's one scheduler thread; the mmap and memcpy mechanisms run inline in that thread.
+//! The scheduler pushes io_uring requests one by one; it hands the thread pool whole transfers
+//! ([`Job`]s), whose requests the workers take themselves.
 //!
 //! A request carries raw pointers into memory that the scheduler keeps alive (it holds the
-//! transfer, hence the pipe, hence the locators, until the request's completion is reaped).
+//! transfer, hence the pipe, hence the locators, until the request's completion is reaped, or
+//! for the thread pool until the end of the request's job is reported).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 
 use io_uring::{opcode, types, IoUring};
@@ -50,18 +53,17 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
-    /// Queues one request; false if the backend has no room (never for threads).
+    /// Queues one request; false if the backend has no room. The thread pool takes no single
+    /// requests (see [`ThreadBackend::submit`]): false.
     pub(crate) fn push(&mut self, token: u64, req: Req) -> bool {
         match self {
             Backend::Uring(u) => u.push(token, req),
-            Backend::Threads(t) => {
-                t.push(token, req);
-                true
-            }
+            Backend::Threads(_) => false,
         }
     }
 
-    /// Submits what was pushed and waits until at least one completion, which it returns.
+    /// Submits what was pushed and waits until at least one completion, which it returns (the
+    /// thread pool: until a job ended, or a command came).
     pub(crate) fn wait(&mut self, out: &mut Vec<Done>) {
         match self {
             Backend::Uring(u) => u.wait(out),
@@ -75,7 +77,7 @@ impl Backend {
             Backend::Uring(u) => {
                 let _ = u.ring.submit();
             }
-            Backend::Threads(t) => t.flush(),
+            Backend::Threads(_) => {}
         }
     }
 }
@@ -193,144 +195,190 @@ impl UringBackend {
     }
 }
 
-/// Bytes of small requests the thread pool may keep queued beyond the running ones (see
-/// `thread_slack`): 1 MiB, 256 requests of 4 KiB. A bound on what a cancelled transfer still
-/// reads (queued requests run to completion) and on nothing else: a queued request holds no
-/// memory of its own.
-pub(crate) const QUEUED_BYTES_MAX: u64 = 1 << 20;
-
-/// Requests the thread pool keeps queued beyond the `threads` running ones, so that a thread
-/// that finishes takes the next request at once instead of waiting for the scheduler: as many
-/// as it runs (at least 8) and, for requests of `block_bytes` small enough, up to
-/// [`QUEUED_BYTES_MAX`] of them, at most 16 per thread (of at least 8).
+/// One transfer handed to the thread pool whole: its requests are numbered `0..count`, and a
+/// worker takes the next one by moving the job's cursor (one atomic add), so no other thread
+/// stands between two requests of a worker. What a request is, whether the job may start one
+/// more now, and what its result means are the owner's ([`JobWork`]); the job only counts.
 ///
-/// Why deep for small blocks: a worker whose queue runs dry, with nothing to take from the
-/// others, sleeps until the scheduler refills the queues, and the scheduler refills only after
-/// it has been woken for a batch of completions and got a core. At 4 KiB a request takes a few
-/// tens of microseconds of CPU, so with one request queued per worker (the old rule) every
-/// third to second request found its worker asleep: 1.35-1.5 context switches per request
-/// against fio psync's 1.0 (the pread's own sleep). With 1 MiB queued: 1.04-1.16. Large blocks
-/// keep the old rule: there the wake-up is small next to the request, and a cancelled
-/// transfer would otherwise read many MiB more.
-pub(crate) fn thread_slack(threads: u32, block_bytes: u64) -> u32 {
-    let base = threads.max(8);
-    let small = QUEUED_BYTES_MAX / block_bytes.max(1);
-    let small = u32::try_from(small).unwrap_or(u32::MAX).min(16 * base);
-    base.max(small)
+/// The end of a job is reported exactly once, by the worker that sees it last: nothing left to
+/// start (the cursor is past the end, or the owner stopped it) and no request of it running. A
+/// worker counts itself in `running` before it looks at the cursor or the stop, so a job seen
+/// ended (stop or end first, then `running` at zero) can start no request afterwards.
+pub(crate) struct Job {
+    /// Reported to the scheduler when the job ends.
+    token: u64,
+    count: usize,
+    /// The next request to start; past `count` once every request was started.
+    cursor: AtomicUsize,
+    /// Workers inside the job: running one of its requests or trying to start one.
+    running: AtomicUsize,
+    /// The end was reported.
+    ended: AtomicBool,
+    work: Arc<dyn JobWork>,
 }
 
-/// One worker's queue. The scheduler appends a batch under one lock and signals the worker only
-/// when it sleeps; the worker takes one request per lock, so that what it has not started stays
-/// where an idle worker can take it (see `steal`).
-struct Lane {
-    state: Mutex<LaneState>,
-    work: Condvar,
-    /// Requests queued in this lane plus the one its worker runs: the scheduler hands a batch to
-    /// the least loaded lanes, and an idle worker takes from a lane with work queued behind the
-    /// running request (`load >= 2`). A hint read without the lock; the queue is the truth.
-    load: AtomicUsize,
+/// What a job's owner says about its requests (called by the workers, any thread).
+pub(crate) trait JobWork: Send + Sync {
+    /// No more requests may start (the transfer was cancelled, or one of its requests failed).
+    fn stopped(&self) -> bool;
+    /// Takes one of the pipe's request slots (its queue depth); false if all are taken.
+    fn try_begin(&self) -> bool;
+    /// Whether a slot is free now (a hint for choosing a job; `try_begin` decides).
+    fn has_slot(&self) -> bool;
+    /// Gives back a slot taken by `try_begin` for a request that did not start.
+    fn abandon(&self);
+    /// Request `k` of the job (its slot taken).
+    fn request(&self, k: usize) -> Req;
+    /// The result of one pread/pwrite of `req`: bytes or -errno. Returns the rest of the request
+    /// to run next after a short transfer, or None once the request is over (its slot given
+    /// back).
+    fn finish(&self, req: &Req, res: i64) -> Option<Req>;
 }
 
-#[derive(Default)]
-struct LaneState {
-    queue: VecDeque<(u64, Req)>,
+impl Job {
+    pub(crate) fn new(token: u64, count: usize, work: Arc<dyn JobWork>) -> Job {
+        Job {
+            token,
+            count,
+            cursor: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            ended: AtomicBool::new(false),
+            work,
+        }
+    }
+
+    /// Nothing is left to start, ever.
+    fn spent(&self) -> bool {
+        self.work.stopped() || self.cursor.load(Ordering::SeqCst) >= self.count
+    }
+
+    /// Worth trying now: requests left and a slot free.
+    fn takes_work(&self) -> bool {
+        !self.spent() && self.work.has_slot()
+    }
+
+    /// Starts the next request: its number and the request, or None (nothing to start now). The
+    /// caller is counted in `running` and must call `leave` after.
+    fn claim(&self) -> Option<(usize, Req)> {
+        if self.spent() || !self.work.try_begin() {
+            return None;
+        }
+        let k = self.cursor.fetch_add(1, Ordering::SeqCst);
+        if k >= self.count {
+            self.work.abandon();
+            return None;
+        }
+        Some((k, self.work.request(k)))
+    }
+
+    /// The caller leaves the job; true if it must report the job's end (once per job).
+    fn leave(&self) -> bool {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.spent()
+            && self.running.load(Ordering::SeqCst) == 0
+            && !self.ended.swap(true, Ordering::SeqCst)
+    }
+}
+
+struct Sleep {
+    /// Workers waiting in `work`.
+    sleeping: usize,
     closed: bool,
-    /// The worker sleeps in `work` for requests.
-    sleeping: bool,
 }
 
 struct Completions {
+    /// Tokens of ended jobs (result 0: the job's owner holds the outcome).
     done: Vec<Done>,
-    /// The scheduler sleeps in `wait` for completions.
+    /// The scheduler sleeps in `wait`.
     waiting: bool,
+    /// The scheduler has a command to read: `wait` returns even with nothing done.
+    kicked: bool,
 }
 
 /// Runs one request; the result is bytes or -errno.
 type Runner = fn(&Req) -> i64;
 
-struct Shared {
-    lanes: Vec<Lane>,
+pub(crate) struct PoolShared {
+    /// Jobs that may still have requests to start, oldest first. Read-locked by a worker
+    /// looking for a job (64 workers finishing a transfer together look at once, and a plain
+    /// lock made them sleep on each other); write-locked to add or remove one.
+    jobs: RwLock<VecDeque<Arc<Job>>>,
+    /// Moves after each job added: a worker that read it before finding no job sleeps only if
+    /// it has not moved since (under `sleep`), so no job is added unseen.
+    added: AtomicU64,
+    sleep: Mutex<Sleep>,
+    /// Signals workers: a job came, or the pool closed.
+    work: Condvar,
     completions: Mutex<Completions>,
-    /// Signals completions to the scheduler.
+    /// Signals the scheduler: a job ended, or a command came.
     done: Condvar,
-    /// Requests handed to workers and not yet reported (queued, running or finished unreported).
-    outstanding: AtomicUsize,
-    /// Wake the sleeping scheduler once this few requests (or fewer) are outstanding.
-    low_water: usize,
     /// `run_req` (pread/pwrite); tests put a stand-in here that they can hold.
     run: Runner,
-    /// Called by a worker with its finished requests before it reports them: nothing in
-    /// production; tests pause a report here to order it against the scheduler.
-    before_report: fn(&[Done]),
+}
+
+impl PoolShared {
+    /// Wakes the scheduler out of `wait` (a command is waiting in its channel).
+    pub(crate) fn kick(&self) {
+        let mut c = relock(&self.completions);
+        c.kicked = true;
+        if std::mem::take(&mut c.waiting) {
+            self.done.notify_one();
+        }
+    }
 }
 
 fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// pread/pwrite threads, each with its own queue (the layout of fio's `psync` jobs: no queue
-/// that every worker locks per request). `push` only stages a request; `flush` (or `wait`) hands
-/// the staged requests to the least loaded workers, one lock and at most one wake-up per worker
-/// per batch. A worker takes its own queue's requests one at a time and, when its queue is empty,
-/// takes the oldest request queued behind a busy worker before it sleeps, so no worker idles
-/// while another holds requests it has not started. Completions are reported in batches; the
-/// scheduler is woken once the outstanding requests fall to the low-water mark (or a worker runs
-/// dry), so one wake-up of the scheduler serves several requests. Every request handed to a
-/// worker runs to completion, also on shutdown (the scheduler keeps its memory alive until the
-/// completion is reaped).
+/// pread/pwrite threads that pull requests from the transfers themselves. The scheduler hands a
+/// whole transfer over once ([`ThreadBackend::submit`]); each worker takes the next request of
+/// the job it is on with one atomic add on the job's cursor and runs it, then the next, as
+/// each of fio's `psync` jobs loops on its own: no thread hands a request to another, so a
+/// request costs a worker no wake-up while any job has requests left. A worker changes job
+/// (reading the job list under a shared lock) only when its job has nothing left to start or
+/// its pipe's queue depth is reached, and sleeps only when no job has a request it may start. The scheduler
+/// hears from the pool once per transfer, when its last request is over. A started request
+/// runs to completion, also on shutdown (the scheduler keeps its memory alive until the job's
+/// end is reported); a job's requests not started when it is stopped never start.
 pub(crate) struct ThreadBackend {
-    shared: Arc<Shared>,
+    shared: Arc<PoolShared>,
     threads: Vec<JoinHandle<()>>,
-    staged: Vec<(u64, Req)>,
-    /// Scratch of `flush`: each lane's load, and the batch handed to it.
-    loads: Vec<usize>,
-    batches: Vec<Vec<(u64, Req)>>,
 }
 
 impl ThreadBackend {
-    /// `threads` workers for requests of about `block_bytes` (which sets the low-water mark
-    /// of completions, half the queued slack: see `thread_slack`).
-    pub(crate) fn new(threads: u32, block_bytes: u64) -> Result<ThreadBackend, String> {
-        ThreadBackend::with_runner(threads, block_bytes, run_req, |_| {})
+    /// `threads` workers.
+    pub(crate) fn new(threads: u32) -> Result<ThreadBackend, String> {
+        ThreadBackend::with_runner(threads, run_req)
     }
 
-    fn with_runner(
-        threads: u32,
-        block_bytes: u64,
-        run: Runner,
-        before_report: fn(&[Done]),
-    ) -> Result<ThreadBackend, String> {
+    fn with_runner(threads: u32, run: Runner) -> Result<ThreadBackend, String> {
         let n = threads.max(1) as usize;
-        let shared = Arc::new(Shared {
-            lanes: (0..n)
-                .map(|_| Lane {
-                    state: Mutex::new(LaneState::default()),
-                    work: Condvar::new(),
-                    load: AtomicUsize::new(0),
-                })
-                .collect(),
+        let shared = Arc::new(PoolShared {
+            jobs: RwLock::new(VecDeque::new()),
+            added: AtomicU64::new(0),
+            sleep: Mutex::new(Sleep {
+                sleeping: 0,
+                closed: false,
+            }),
+            work: Condvar::new(),
             completions: Mutex::new(Completions {
                 done: Vec::new(),
                 waiting: false,
+                kicked: false,
             }),
             done: Condvar::new(),
-            outstanding: AtomicUsize::new(0),
-            low_water: n + (thread_slack(n as u32, block_bytes) / 2) as usize,
             run,
-            before_report,
         });
         let mut b = ThreadBackend {
             shared,
             threads: Vec::new(),
-            staged: Vec::new(),
-            loads: vec![0; n],
-            batches: vec![Vec::new(); n],
         };
         for i in 0..n {
             let sh = Arc::clone(&b.shared);
             let h = std::thread::Builder::new()
                 .name(format!("attune-pipes-io-{i}"))
-                .spawn(move || io_thread(&sh, i))
+                .spawn(move || io_thread(&sh))
                 .map_err(|e| e.to_string());
             match h {
                 Ok(h) => b.threads.push(h),
@@ -343,62 +391,42 @@ impl ThreadBackend {
         Ok(b)
     }
 
-    fn push(&mut self, token: u64, req: Req) {
-        self.staged.push((token, req));
+    /// The handle that wakes the scheduler out of `wait` (see [`PoolShared::kick`]).
+    pub(crate) fn waker(&self) -> Arc<PoolShared> {
+        Arc::clone(&self.shared)
     }
 
-    /// Hands the staged requests to the workers, each to the least loaded lane (ties to the
-    /// lowest index).
-    pub(crate) fn flush(&mut self) {
-        if self.staged.is_empty() {
-            return;
-        }
-        let n = self.shared.lanes.len();
-        for (load, lane) in self.loads.iter_mut().zip(&self.shared.lanes) {
-            *load = lane.load.load(Ordering::Relaxed);
-        }
-        for (token, req) in self.staged.drain(..) {
-            let lane = (0..n).min_by_key(|&i| (self.loads[i], i)).unwrap_or(0);
-            self.loads[lane] += 1;
-            self.batches[lane].push((token, req));
-        }
-        for (lane, batch) in self.shared.lanes.iter().zip(&mut self.batches) {
-            if batch.is_empty() {
-                continue;
-            }
-            // Counted before a worker can see them, so that no count goes below zero.
-            self.shared
-                .outstanding
-                .fetch_add(batch.len(), Ordering::SeqCst);
-            lane.load.fetch_add(batch.len(), Ordering::Relaxed);
-            let wake = {
-                let mut st = relock(&lane.state);
-                st.queue.extend(batch.drain(..));
-                std::mem::take(&mut st.sleeping)
-            };
-            if wake {
-                lane.work.notify_one();
-            }
+    /// Hands a job (of at least one request) to the workers, waking as many sleeping ones as
+    /// it has requests.
+    pub(crate) fn submit(&mut self, job: Arc<Job>) {
+        let count = job.count;
+        self.shared
+            .jobs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(job);
+        self.shared.added.fetch_add(1, Ordering::SeqCst);
+        let sleeping = relock(&self.shared.sleep).sleeping;
+        for _ in 0..sleeping.min(count) {
+            self.shared.work.notify_one();
         }
     }
 
+    /// Waits until a job ended or the scheduler was kicked; appends the ended jobs' tokens.
     fn wait(&mut self, out: &mut Vec<Done>) {
-        self.flush();
         let mut c = relock(&self.shared.completions);
-        while c.done.is_empty() {
+        while c.done.is_empty() && !c.kicked {
             c.waiting = true;
             c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());
         }
         c.waiting = false;
+        c.kicked = false;
         out.append(&mut c.done);
     }
 
     fn stop(&mut self) {
-        self.flush();
-        for lane in &self.shared.lanes {
-            relock(&lane.state).closed = true;
-            lane.work.notify_one();
-        }
+        relock(&self.shared.sleep).closed = true;
+        self.shared.work.notify_all();
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -434,104 +462,90 @@ fn run_req(r: &Req) -> i64 {
     }
 }
 
-/// Reports finished requests in one batch; wakes the scheduler if it sleeps and few requests
-/// remain outstanding (it never sleeps with none outstanding, so the mark is always reached).
-fn report(shared: &Shared, finished: &mut Vec<Done>) {
-    if finished.is_empty() {
-        return;
-    }
-    let k = finished.len();
-    (shared.before_report)(finished);
-    let wake = {
-        let mut c = relock(&shared.completions);
-        // Counted under the lock: the scheduler adds to the count only before it takes this lock
-        // to sleep, so the reports it sleeps through see the count fall in lock order, and the
-        // one that reaches the mark wakes it. A count taken before the lock can be stale: a
-        // worker preempted between the two would see a high count, the others report the rest
-        // and the scheduler reaps them and sleeps again, and the late report wakes no one.
-        let left = shared.outstanding.fetch_sub(k, Ordering::SeqCst) - k;
-        c.done.append(finished);
-        if c.waiting && left <= shared.low_water {
-            c.waiting = false;
-            true
-        } else {
-            false
-        }
-    };
-    if wake {
+/// Reports a job's end to the scheduler, waking it if it sleeps.
+fn report(shared: &PoolShared, token: u64) {
+    let mut c = relock(&shared.completions);
+    c.done.push((token, 0));
+    if std::mem::take(&mut c.waiting) {
         shared.done.notify_one();
     }
 }
 
-/// Completions a worker reports at most in one batch while its queue still holds work.
-const REPORT_BATCH: usize = 8;
-
-/// Takes the oldest request queued in another lane behind the request its worker runs, trying
-/// the lanes after `me` in turn (each lane visited at most once), and moves its count to `me`.
-fn steal(shared: &Shared, me: usize) -> Option<(u64, Req)> {
-    let n = shared.lanes.len();
-    for k in 1..n {
-        let victim = &shared.lanes[(me + k) % n];
-        if victim.load.load(Ordering::Relaxed) < 2 {
-            continue;
+/// Runs requests of `job` while it has any this worker may start.
+fn drain_job(shared: &PoolShared, job: &Job) {
+    loop {
+        job.running.fetch_add(1, Ordering::SeqCst);
+        let claimed = job.claim();
+        if let Some((_, mut req)) = claimed {
+            while let Some(rest) = job.work.finish(&req, (shared.run)(&req)) {
+                req = rest;
+            }
         }
-        let item = relock(&victim.state).queue.pop_front();
-        if let Some(item) = item {
-            shared.lanes[me].load.fetch_add(1, Ordering::Relaxed);
-            victim.load.fetch_sub(1, Ordering::Relaxed);
-            return Some(item);
+        if job.leave() {
+            report(shared, job.token);
+        }
+        if claimed.is_none() {
+            return;
         }
     }
-    None
 }
 
-fn io_thread(shared: &Shared, me: usize) {
-    let lane = &shared.lanes[me];
-    let mut finished: Vec<Done> = Vec::with_capacity(REPORT_BATCH);
+fn io_thread(shared: &PoolShared) {
     loop {
-        let own = relock(&lane.state).queue.pop_front();
-        if let Some((token, r)) = own.or_else(|| steal(shared, me)) {
-            let res = (shared.run)(&r);
-            finished.push((token, res));
-            let left = lane.load.fetch_sub(1, Ordering::Relaxed) - 1;
-            if left == 0 || finished.len() >= REPORT_BATCH {
-                report(shared, &mut finished);
+        let added = shared.added.load(Ordering::SeqCst);
+        // The first job with work is this worker's until it has none for it.
+        let (job, spent) = {
+            let jobs = shared.jobs.read().unwrap_or_else(|e| e.into_inner());
+            (
+                jobs.iter().find(|j| j.takes_work()).cloned(),
+                jobs.iter().any(|j| j.spent()),
+            )
+        };
+        if let Some(job) = job {
+            drain_job(shared, &job);
+            continue;
+        }
+        if spent {
+            // Jobs with nothing left to start leave the list; one that no worker is inside
+            // (stopped before any took it) is ended here.
+            let mut jobs = shared.jobs.write().unwrap_or_else(|e| e.into_inner());
+            let mut i = 0;
+            while i < jobs.len() {
+                if !jobs[i].spent() {
+                    i += 1;
+                    continue;
+                }
+                if let Some(job) = jobs.remove(i) {
+                    job.running.fetch_add(1, Ordering::SeqCst);
+                    if job.leave() {
+                        report(shared, job.token);
+                    }
+                }
             }
             continue;
         }
-        // Nothing queued here or behind a busy worker: report first (the scheduler may wait
-        // for exactly these), then sleep until the scheduler hands this lane work or closes it.
-        report(shared, &mut finished);
-        let mut st = relock(&lane.state);
-        if !st.queue.is_empty() {
-            continue;
-        }
+        let mut st = relock(&shared.sleep);
         if st.closed {
             return;
         }
-        st.sleeping = true;
-        while st.sleeping && st.queue.is_empty() && !st.closed {
-            st = lane.work.wait(st).unwrap_or_else(|e| e.into_inner());
+        if shared.added.load(Ordering::SeqCst) != added {
+            continue;
         }
-        st.sleeping = false;
+        st.sleeping += 1;
+        st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+        st.sleeping -= 1;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
     use std::io::Write;
     use std::os::fd::AsRawFd;
+    use std::time::Duration;
 
     fn file(blocks: usize, block: usize) -> std::fs::File {
-        let mut f = tempfile_in_tmp();
-        for i in 0..blocks {
-            f.write_all(&vec![(i % 251) as u8; block]).unwrap();
-        }
-        f
-    }
-
-    fn tempfile_in_tmp() -> std::fs::File {
         let p = std::env::temp_dir().join(format!(
             "attune-pipes-backend-{}-{}",
             std::process::id(),
@@ -540,335 +554,376 @@ mod tests {
                 .unwrap()
                 .as_nanos()
         ));
-        let f = std::fs::OpenOptions::new()
+        let mut f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(&p)
             .unwrap();
         std::fs::remove_file(&p).unwrap();
+        for i in 0..blocks {
+            f.write_all(&vec![(i % 251) as u8; block]).unwrap();
+        }
         f
     }
 
-    fn req(f: &std::fs::File, off: u64, buf: &mut [u8]) -> Req {
-        Req {
-            dir: Dir::Read,
-            fd: f.as_raw_fd(),
-            fixed_file: None,
-            buf_index: None,
-            off,
-            ptr: buf.as_mut_ptr(),
-            len: buf.len() as u32,
-        }
-    }
+    /// Requests at offsets from `HELD` on wait in `gated` until their gate opens (one gate per
+    /// offset, so that tests running in parallel do not share one).
+    const HELD: u64 = 1 << 62;
+    static GATES: Mutex<Option<HashMap<u64, (bool, usize)>>> = Mutex::new(None);
+    static GATES_CV: Condvar = Condvar::new();
 
-    /// The pool keeps 1 MiB of small requests queued (16 per thread of at least 8 at most),
-    /// and for large ones as many as it runs (at least 8), as before.
-    #[test]
-    fn thread_slack_queues_a_mebibyte_of_small_requests_and_one_per_worker_of_large() {
-        assert_eq!(thread_slack(1, 4096), 128);
-        assert_eq!(thread_slack(4, 4096), 128);
-        assert_eq!(thread_slack(16, 4096), 256);
-        assert_eq!(thread_slack(64, 4096), 256);
-        assert_eq!(thread_slack(16, 64 << 10), 16);
-        assert_eq!(thread_slack(64, 64 << 10), 64);
-        for threads in [1, 4, 16, 64] {
-            assert_eq!(thread_slack(threads, 1 << 20), threads.max(8));
-            assert_eq!(thread_slack(threads, 128 << 10), threads.max(8));
-            let queued = u64::from(thread_slack(threads, 4096)) * 4096;
-            assert!(
-                queued <= QUEUED_BYTES_MAX,
-                "{threads} threads queue {queued} B"
-            );
-        }
-    }
-
-    /// Every request handed to the workers completes exactly once with its own result, whatever
-    /// the order of completion; pushes are only staged until a flush or a wait.
-    #[test]
-    fn threads_complete_every_request_once_in_batches() {
-        const BLOCK: usize = 512;
-        const N: usize = 200;
-        let f = file(N, BLOCK);
-        let mut bufs = vec![vec![0u8; BLOCK]; N];
-        let mut b = ThreadBackend::new(4, 512).unwrap();
-        let mut done = Vec::new();
-        for (i, buf) in bufs.iter_mut().enumerate() {
-            b.push(i as u64, req(&f, (i * BLOCK) as u64, buf));
-            if i % 7 == 6 {
-                b.flush();
-            }
-        }
-        // One past the end: a short read of 0 bytes, reported, not dropped.
-        let mut extra = vec![0u8; BLOCK];
-        b.push(N as u64, req(&f, (N * BLOCK) as u64, &mut extra));
-        while done.len() < N + 1 {
-            b.wait(&mut done);
-        }
-        let mut tokens: Vec<u64> = done.iter().map(|d| d.0).collect();
-        tokens.sort_unstable();
-        assert_eq!(tokens, (0..=N as u64).collect::<Vec<_>>());
-        for &(t, res) in &done {
-            let want = if t == N as u64 { 0 } else { BLOCK as i64 };
-            assert_eq!(res, want, "token {t}");
-        }
-        for (i, buf) in bufs.iter().enumerate() {
-            assert!(buf.iter().all(|&x| x == (i % 251) as u8), "block {i}");
-        }
-        assert_eq!(b.shared.outstanding.load(Ordering::SeqCst), 0);
-        for lane in &b.shared.lanes {
-            assert_eq!(lane.load.load(Ordering::Relaxed), 0);
-        }
-    }
-
-    /// Many workers reporting small batches while the scheduler reaps and refills at the
-    /// low-water mark, as the runtime does: every request completes and the scheduler is never
-    /// left asleep with completions waiting. (With the count taken before the completions lock,
-    /// a worker preempted between the two left the scheduler asleep for good; the watchdog turns
-    /// that hang into a failure.)
-    #[test]
-    fn threads_scheduler_is_woken_for_every_completion_under_contention() {
-        const THREADS: u32 = 64;
-        const TOTAL: u64 = 200_000;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut b = ThreadBackend::with_runner(THREADS, 4096, gated, |_| {}).unwrap();
-            let limit = u64::from(THREADS + thread_slack(THREADS, 4096));
-            let (mut issued, mut reaped) = (0u64, 0u64);
-            let mut done = Vec::new();
-            while reaped < TOTAL {
-                while issued < TOTAL && issued - reaped < limit {
-                    b.push(
-                        issued,
-                        Req {
-                            dir: Dir::Read,
-                            fd: -1,
-                            fixed_file: None,
-                            buf_index: None,
-                            off: issued,
-                            ptr: std::ptr::null_mut(),
-                            len: 1,
-                        },
-                    );
-                    issued += 1;
-                }
-                done.clear();
-                b.wait(&mut done);
-                reaped += done.len() as u64;
-            }
-            let _ = tx.send(reaped);
-        });
-        let reaped = rx.recv_timeout(std::time::Duration::from_secs(120));
-        assert_eq!(reaped, Ok(TOTAL), "the scheduler was left asleep");
-    }
-
-    /// The gate `gated` holds requests at `HELD_OFF` behind: open, and whether one has started.
-    static GATE: Mutex<(bool, bool)> = Mutex::new((false, false));
-    static GATE_CV: Condvar = Condvar::new();
-    const HELD_OFF: u64 = u64::MAX;
-
-    /// A stand-in for pread: a request at `HELD_OFF` waits until the gate opens; any other
-    /// completes at once with its length, touching no memory.
+    /// A stand-in for pread: a held request waits for its gate; any other completes at once
+    /// with its length, touching no memory.
     fn gated(r: &Req) -> i64 {
-        if r.off == HELD_OFF {
-            let mut g = relock(&GATE);
-            g.1 = true;
-            GATE_CV.notify_all();
-            while !g.0 {
-                g = GATE_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+        if r.off >= HELD {
+            let mut g = relock(&GATES);
+            g.get_or_insert_with(HashMap::new)
+                .entry(r.off)
+                .or_default()
+                .1 += 1;
+            GATES_CV.notify_all();
+            while !g.as_ref().and_then(|m| m.get(&r.off)).is_some_and(|e| e.0) {
+                g = GATES_CV.wait(g).unwrap_or_else(|e| e.into_inner());
             }
         }
         i64::from(r.len)
     }
 
-    fn open_gate() {
-        relock(&GATE).0 = true;
-        GATE_CV.notify_all();
+    fn open_gate(off: u64) {
+        relock(&GATES)
+            .get_or_insert_with(HashMap::new)
+            .entry(off)
+            .or_default()
+            .0 = true;
+        GATES_CV.notify_all();
     }
 
-    /// A request queued behind a worker stuck in a slow request is taken by an idle worker and
-    /// completes before the slow one: no worker idles while another holds requests it has not
-    /// started. (A watchdog opens the gate after a minute, so the test fails instead of hanging
-    /// if the queued request waits for the stuck worker.)
-    #[test]
-    fn threads_idle_worker_takes_requests_queued_behind_a_stuck_one() {
-        let held = |off: u64| Req {
-            dir: Dir::Read,
-            fd: -1,
-            fixed_file: None,
-            buf_index: None,
-            off,
-            ptr: std::ptr::null_mut(),
-            len: 1,
-        };
-        let mut b = ThreadBackend::with_runner(2, 128 << 10, gated, |_| {}).unwrap();
-        // The stuck request goes to lane 0 (both empty, ties to the lowest index).
-        b.push(0, held(HELD_OFF));
-        b.flush();
-        {
-            let mut g = relock(&GATE);
-            while !g.1 {
-                g = GATE_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+    /// Waits until `n` requests at `off` have started.
+    fn gate_started(off: u64, n: usize) {
+        let mut g = relock(&GATES);
+        while g.as_ref().and_then(|m| m.get(&off)).map_or(0, |e| e.1) < n {
+            g = GATES_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// A job's owner as the runtime's, with what the tests check: requests started and finished
+    /// per number, slots taken at most.
+    struct TestWork {
+        fd: i32,
+        base: *mut u8,
+        block: u32,
+        /// The file offset of each request.
+        offs: Vec<u64>,
+        depth: u64,
+        slots: AtomicU64,
+        slots_max: AtomicU64,
+        stop: AtomicBool,
+        started: Mutex<Vec<u32>>,
+        finished: Mutex<Vec<u32>>,
+    }
+
+    // SAFETY: `base` points into buffers the test keeps alive until the jobs ended.
+    unsafe impl Send for TestWork {}
+    unsafe impl Sync for TestWork {}
+
+    impl TestWork {
+        fn new(offs: Vec<u64>, depth: u64) -> TestWork {
+            let n = offs.len();
+            TestWork {
+                fd: -1,
+                base: std::ptr::null_mut(),
+                block: 1,
+                offs,
+                depth,
+                slots: AtomicU64::new(0),
+                slots_max: AtomicU64::new(0),
+                stop: AtomicBool::new(false),
+                started: Mutex::new(vec![0; n]),
+                finished: Mutex::new(vec![0; n]),
             }
         }
-        // Lane loads (1, 0): tokens 1 and 3 go to lane 1, token 2 to lane 0 behind the stuck one.
-        for t in 1..=3 {
-            b.push(t, held(t));
+
+        fn finished(&self) -> Vec<u32> {
+            relock(&self.finished).clone()
         }
-        b.flush();
-        let watchdog = std::thread::spawn(|| {
-            std::thread::sleep(std::time::Duration::from_secs(60));
-            open_gate();
-        });
-        let mut done = Vec::new();
-        while done.len() < 3 {
-            b.wait(&mut done);
+
+        fn started(&self) -> Vec<u32> {
+            relock(&self.started).clone()
         }
-        let mut first: Vec<u64> = done.iter().map(|d| d.0).collect();
-        first.sort_unstable();
-        open_gate();
-        while done.len() < 4 {
-            b.wait(&mut done);
-        }
-        assert_eq!(first, vec![1, 2, 3], "completions in order: {done:?}");
-        assert!(done.iter().all(|&(t, res)| res == 1 || t == 0));
-        drop(b);
-        drop(watchdog);
     }
 
-    /// Dropping the backend runs every staged and queued request before the workers exit, so
-    /// memory the caller frees after the drop is never written to afterwards.
+    impl JobWork for TestWork {
+        fn stopped(&self) -> bool {
+            self.stop.load(Ordering::SeqCst)
+        }
+        fn try_begin(&self) -> bool {
+            let r = self
+                .slots
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    (n < self.depth).then_some(n + 1)
+                });
+            if let Ok(n) = r {
+                self.slots_max.fetch_max(n + 1, Ordering::SeqCst);
+            }
+            r.is_ok()
+        }
+        fn has_slot(&self) -> bool {
+            self.slots.load(Ordering::SeqCst) < self.depth
+        }
+        fn abandon(&self) {
+            self.slots.fetch_sub(1, Ordering::SeqCst);
+        }
+        fn request(&self, k: usize) -> Req {
+            relock(&self.started)[k] += 1;
+            Req {
+                dir: Dir::Read,
+                fd: self.fd,
+                fixed_file: None,
+                buf_index: None,
+                off: self.offs[k],
+                ptr: self.base.wrapping_add(k * self.block as usize),
+                len: self.block,
+            }
+        }
+        fn finish(&self, req: &Req, res: i64) -> Option<Req> {
+            assert_eq!(res, i64::from(req.len), "request at {}", req.off);
+            let k = self.offs.iter().position(|&o| o == req.off).unwrap();
+            relock(&self.finished)[k] += 1;
+            self.slots.fetch_sub(1, Ordering::SeqCst);
+            None
+        }
+    }
+
+    fn submit(b: &mut ThreadBackend, token: u64, w: &Arc<TestWork>) {
+        let work: Arc<dyn JobWork> = Arc::clone(w) as Arc<dyn JobWork>;
+        b.submit(Arc::new(Job::new(token, w.offs.len(), work)));
+    }
+
+    /// Runs `f` on another thread and fails instead of hanging if it does not return in a minute.
+    fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the pool left a job's end unreported")
+    }
+
+    /// Waits for `n` job ends; their tokens.
+    fn ends(b: &mut ThreadBackend, n: usize) -> Vec<u64> {
+        let mut done = Vec::new();
+        while done.len() < n {
+            b.wait(&mut done);
+        }
+        assert!(done.iter().all(|d| d.1 == 0));
+        done.iter().map(|d| d.0).collect()
+    }
+
+    /// Several jobs of real reads: every request of every job runs exactly once into its own
+    /// block, and each job's end is reported once.
     #[test]
-    fn threads_drop_finishes_staged_requests() {
+    fn pool_runs_every_request_of_every_job_once() {
+        const BLOCK: usize = 512;
+        const N: usize = 300;
+        let f = file(N, BLOCK);
+        let mut bufs = vec![vec![0u8; BLOCK * N]; 3];
+        let mut b = ThreadBackend::new(4).unwrap();
+        let works: Vec<Arc<TestWork>> = bufs
+            .iter_mut()
+            .map(|buf| {
+                let mut w = TestWork::new((0..N).map(|i| (i * BLOCK) as u64).collect(), 64);
+                w.fd = f.as_raw_fd();
+                w.base = buf.as_mut_ptr();
+                w.block = BLOCK as u32;
+                Arc::new(w)
+            })
+            .collect();
+        for (t, w) in works.iter().enumerate() {
+            submit(&mut b, t as u64, w);
+        }
+        let mut tokens = ends(&mut b, 3);
+        tokens.sort_unstable();
+        assert_eq!(tokens, vec![0, 1, 2]);
+        for w in &works {
+            assert_eq!(w.started(), vec![1; N]);
+            assert_eq!(w.finished(), vec![1; N]);
+        }
+        for buf in &bufs {
+            for (i, blk) in buf.chunks(BLOCK).enumerate() {
+                assert!(blk.iter().all(|&x| x == (i % 251) as u8), "block {i}");
+            }
+        }
+    }
+
+    /// A pipe's queue depth holds with more workers than it: no worker runs a request without
+    /// a slot, and every request still runs.
+    #[test]
+    fn pool_keeps_a_jobs_requests_within_its_depth() {
+        let mut b = ThreadBackend::with_runner(8, gated).unwrap();
+        let w = Arc::new(TestWork::new((0..5000).collect(), 2));
+        let w2 = Arc::clone(&w);
+        within_a_minute(move || {
+            submit(&mut b, 7, &w2);
+            assert_eq!(ends(&mut b, 1), vec![7]);
+        });
+        assert!(w.slots_max.load(Ordering::SeqCst) <= 2);
+        assert_eq!(w.finished(), vec![1; 5000]);
+    }
+
+    /// One worker stuck in a slow request: the other takes every later request of the job, and
+    /// the job's end waits for the stuck one (its memory stays in use until then).
+    #[test]
+    fn pool_idle_worker_takes_the_next_request_while_one_is_stuck() {
+        const STUCK: u64 = HELD + 1;
+        let mut b = ThreadBackend::with_runner(2, gated).unwrap();
+        let w = Arc::new(TestWork::new(vec![STUCK, 1, 2, 3, 4], 64));
+        submit(&mut b, 1, &w);
+        gate_started(STUCK, 1);
+        let w2 = Arc::clone(&w);
+        within_a_minute(move || {
+            while w2.finished()[1..] != [1, 1, 1, 1] {
+                std::thread::yield_now();
+            }
+        });
+        assert_eq!(w.finished()[0], 0);
+        let mut done = Vec::new();
+        {
+            let c = relock(&b.shared.completions);
+            assert!(c.done.is_empty(), "ended with a request running");
+        }
+        open_gate(STUCK);
+        let b = within_a_minute(move || {
+            while done.is_empty() {
+                b.wait(&mut done);
+            }
+            assert_eq!(done, vec![(1, 0)]);
+            b
+        });
+        assert_eq!(w.finished(), vec![1; 5]);
+        drop(b);
+    }
+
+    /// A stopped job starts nothing more: the two requests running finish, the job ends after
+    /// them, and the other 98 never start.
+    #[test]
+    fn pool_stopped_job_starts_nothing_more_and_ends_after_its_running_requests() {
+        const STUCK: u64 = HELD + 2;
+        let mut b = ThreadBackend::with_runner(2, gated).unwrap();
+        let mut offs = vec![STUCK, STUCK + 1];
+        offs.extend(0..98);
+        let w = Arc::new(TestWork::new(offs, 64));
+        submit(&mut b, 5, &w);
+        gate_started(STUCK, 1);
+        gate_started(STUCK + 1, 1);
+        w.stop.store(true, Ordering::SeqCst);
+        open_gate(STUCK);
+        open_gate(STUCK + 1);
+        let b = within_a_minute(move || {
+            assert_eq!(ends(&mut b, 1), vec![5]);
+            b
+        });
+        let started = w.started();
+        assert_eq!(&started[..2], &[1, 1]);
+        assert!(started[2..].iter().all(|&n| n == 0), "{started:?}");
+        assert_eq!(&w.finished()[..2], &[1, 1]);
+        drop(b);
+    }
+
+    /// A job stopped before any worker took it (its transfer cancelled while the only worker is
+    /// busy) still has its end reported, or the scheduler would wait for it for ever.
+    #[test]
+    fn pool_reports_the_end_of_a_job_stopped_before_any_worker_took_it() {
+        const STUCK: u64 = HELD + 4;
+        let mut b = ThreadBackend::with_runner(1, gated).unwrap();
+        let busy = Arc::new(TestWork::new(vec![STUCK], 64));
+        submit(&mut b, 1, &busy);
+        gate_started(STUCK, 1);
+        let never = Arc::new(TestWork::new((0..10).collect(), 64));
+        submit(&mut b, 2, &never);
+        never.stop.store(true, Ordering::SeqCst);
+        open_gate(STUCK);
+        let b = within_a_minute(move || {
+            let mut tokens = ends(&mut b, 2);
+            tokens.sort_unstable();
+            assert_eq!(tokens, vec![1, 2]);
+            b
+        });
+        assert_eq!(never.started(), vec![0; 10]);
+        drop(b);
+    }
+
+    /// Dropping the pool runs the jobs handed to it to their end before the workers exit, so
+    /// memory freed after the drop is never written to afterwards.
+    #[test]
+    fn pool_drop_runs_submitted_jobs_to_their_end() {
         const BLOCK: usize = 4096;
         const N: usize = 64;
         let f = file(N, BLOCK);
-        let mut bufs = vec![vec![0xEEu8; BLOCK]; N];
+        let mut bufs = vec![vec![0xEEu8; BLOCK * N]; 2];
         {
-            let mut b = ThreadBackend::new(2, 128 << 10).unwrap();
-            for (i, buf) in bufs.iter_mut().enumerate() {
-                b.push(i as u64, req(&f, (i * BLOCK) as u64, buf));
-            }
-            b.flush();
-            // Half more, staged only.
-            let mut more = vec![vec![0xEEu8; BLOCK]; N / 2];
-            for (i, buf) in more.iter_mut().enumerate() {
-                b.push((N + i) as u64, req(&f, (i * BLOCK) as u64, buf));
-            }
-            drop(b);
-            for (i, buf) in more.iter().enumerate() {
-                assert!(
-                    buf.iter().all(|&x| x == (i % 251) as u8),
-                    "staged block {i}"
-                );
+            let mut b = ThreadBackend::new(2).unwrap();
+            for (t, buf) in bufs.iter_mut().enumerate() {
+                let mut w = TestWork::new((0..N).map(|i| (i * BLOCK) as u64).collect(), 64);
+                w.fd = f.as_raw_fd();
+                w.base = buf.as_mut_ptr();
+                w.block = BLOCK as u32;
+                submit(&mut b, t as u64, &Arc::new(w));
             }
         }
-        for (i, buf) in bufs.iter().enumerate() {
-            assert!(buf.iter().all(|&x| x == (i % 251) as u8), "block {i}");
-        }
-    }
-
-    /// A second gate for `late_report`, apart from `GATE` (tests run in parallel):
-    /// (held requests may run, held requests started, the late report paused, it may go on).
-    static GATE2: Mutex<(bool, usize, bool, bool)> = Mutex::new((false, 0, false, false));
-    static GATE2_CV: Condvar = Condvar::new();
-    /// The request whose report `pause_late_report` holds.
-    const LATE: u64 = 2;
-
-    fn gated2(r: &Req) -> i64 {
-        if r.off == HELD_OFF {
-            let mut g = relock(&GATE2);
-            g.1 += 1;
-            GATE2_CV.notify_all();
-            while !g.0 {
-                g = GATE2_CV.wait(g).unwrap_or_else(|e| e.into_inner());
-            }
-        }
-        i64::from(r.len)
-    }
-
-    fn pause_late_report(done: &[Done]) {
-        if done.iter().any(|d| d.0 == LATE) {
-            let mut g = relock(&GATE2);
-            g.2 = true;
-            GATE2_CV.notify_all();
-            while !g.3 {
-                g = GATE2_CV.wait(g).unwrap_or_else(|e| e.into_inner());
+        for buf in &bufs {
+            for (i, blk) in buf.chunks(BLOCK).enumerate() {
+                assert!(blk.iter().all(|&x| x == (i % 251) as u8), "block {i}");
             }
         }
     }
 
-    fn gate2_until(what: impl Fn(&(bool, usize, bool, bool)) -> bool) {
-        let mut g = relock(&GATE2);
-        while !what(&g) {
-            g = GATE2_CV.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn gate2_set(how: impl Fn(&mut (bool, usize, bool, bool))) {
-        how(&mut relock(&GATE2));
-        GATE2_CV.notify_all();
-    }
-
-    /// A worker held up before its report while the other worker reports everything else and
-    /// the scheduler reaps it all and sleeps again: the late report must still wake the
-    /// scheduler. (With the outstanding count taken before the completions lock, the late
-    /// report carried the count from before the others' reports, above the low-water mark, and
-    /// the scheduler slept for good; a watchdog turns that hang into a failure.)
+    /// A kick wakes the scheduler out of `wait` with nothing ended (a command is waiting).
     #[test]
-    fn threads_a_late_report_still_wakes_the_scheduler() {
-        let req = |off: u64| Req {
-            dir: Dir::Read,
-            fd: -1,
-            fixed_file: None,
-            buf_index: None,
-            off,
-            ptr: std::ptr::null_mut(),
-            len: 1,
-        };
-        // Two workers: low-water mark 2 + 8 / 2 = 6 outstanding.
-        let mut b = ThreadBackend::with_runner(2, 128 << 10, gated2, pause_late_report).unwrap();
-        // Token 0 holds worker A (lane 0); worker B sleeps with nothing to do.
-        b.push(0, req(HELD_OFF));
-        b.flush();
-        gate2_until(|g| g.1 == 1);
-        while !relock(&b.shared.lanes[1].state).sleeping {
-            std::thread::yield_now();
-        }
-        // Loads (1, 0): tokens 1, 3, .., 15 go to lane 1, tokens 2, 4, .., 16 to lane 0 behind
-        // the held request (lane 0 is filled first). Worker B runs its eight, then takes token 2
-        // (the oldest in lane 0) and reports it alone with 9 outstanding: that report pauses.
-        for t in 1..=16 {
-            b.push(t, req(t));
-        }
-        b.flush();
-        gate2_until(|g| g.2);
+    fn pool_kick_wakes_the_waiting_scheduler() {
+        let mut b = ThreadBackend::new(1).unwrap();
+        let waker = b.waker();
         let (tx, rx) = std::sync::mpsc::channel();
-        let shared = Arc::clone(&b.shared);
-        let reaped = Arc::new(AtomicUsize::new(0));
-        let reaped_by_scheduler = Arc::clone(&reaped);
-        let scheduler = std::thread::spawn(move || {
+        let t = std::thread::spawn(move || {
             let mut done = Vec::new();
-            while done.len() < 17 {
-                b.wait(&mut done);
-                reaped_by_scheduler.store(done.len(), Ordering::SeqCst);
-            }
+            b.wait(&mut done);
             let _ = tx.send(done.len());
-            drop(b);
         });
-        // Worker A finishes everything else; the scheduler reaps it and sleeps for the last one.
-        gate2_set(|g| g.0 = true);
         loop {
-            let c = relock(&shared.completions);
-            if c.waiting && reaped.load(Ordering::SeqCst) == 16 {
+            waker.kick();
+            if let Ok(n) = rx.recv_timeout(Duration::from_millis(10)) {
+                assert_eq!(n, 0);
                 break;
             }
-            drop(c);
-            std::thread::yield_now();
         }
-        gate2_set(|g| g.3 = true);
-        let got = rx.recv_timeout(std::time::Duration::from_secs(60));
-        assert_eq!(got, Ok(17), "the scheduler slept through the late report");
-        let _ = scheduler.join();
+        t.join().unwrap();
+    }
+
+    /// Many workers and many small jobs, the scheduler waiting for ends and handing out more as
+    /// the runtime does: every job's end is reported (a lost wake-up hangs, and the watchdog
+    /// turns that into a failure).
+    #[test]
+    fn pool_reports_every_end_under_contention() {
+        const JOBS: u64 = 20_000;
+        within_a_minute(|| {
+            let mut b = ThreadBackend::with_runner(64, gated).unwrap();
+            let (mut submitted, mut ended) = (0u64, 0u64);
+            let mut done = Vec::new();
+            while ended < JOBS {
+                while submitted < JOBS && submitted - ended < 4 {
+                    let n = 1 + submitted % 3;
+                    submit(
+                        &mut b,
+                        submitted,
+                        &Arc::new(TestWork::new((0..n).collect(), 2)),
+                    );
+                    submitted += 1;
+                }
+                done.clear();
+                b.wait(&mut done);
+                ended += done.len() as u64;
+            }
+            assert_eq!(ended, JOBS);
+        });
     }
 }

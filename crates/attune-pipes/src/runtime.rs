@@ -20,7 +20,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::backend::{
-    thread_slack, Backend, Dir, Done, Req, ThreadBackend, UringBackend, BUFFER_SLOTS,
+    Backend, Dir, Done, Job, JobWork, PoolShared, Req, ThreadBackend, UringBackend, BUFFER_SLOTS,
     REGISTER_SLOTS,
 };
 use crate::error::{Error, Result};
@@ -294,6 +294,9 @@ enum Cmd {
 
 struct RtInner {
     tx: SyncSender<Cmd>,
+    /// The thread pool's handle that wakes the scheduler when a command is sent (the scheduler
+    /// of a thread pool sleeps until a transfer ends, not after every request).
+    pool: Option<Arc<PoolShared>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     report: RuntimeReport,
     releases: Mutex<Vec<Release>>,
@@ -303,6 +306,17 @@ struct RtInner {
     users: AtomicU64,
     /// Set by the scheduler when it has stopped with nothing in flight.
     drained: (Mutex<bool>, Condvar),
+}
+
+impl RtInner {
+    /// Sends a command to the scheduler and wakes it.
+    fn send(&self, cmd: Cmd) -> std::result::Result<(), ()> {
+        self.tx.send(cmd).map_err(|_| ())?;
+        if let Some(p) = &self.pool {
+            p.kick();
+        }
+        Ok(())
+    }
 }
 
 /// A user's share of the runtime: the last one dropped drains it (see the module doc).
@@ -329,7 +343,7 @@ impl Drop for UserHandle {
         // The last user handle: no one can start a transfer any more. Cancel what is queued and
         // wait until every request in flight has completed, so that when this returns no request
         // of this runtime is in the kernel or in a pread thread.
-        if self.0.tx.send(Cmd::Shutdown).is_err() {
+        if self.0.send(Cmd::Shutdown).is_err() {
             return;
         }
         let (lock, cv) = &self.0.drained;
@@ -354,7 +368,7 @@ impl Drop for RtInner {
             // and it finishes what is in flight before it returns. It cannot join itself.
             return;
         }
-        let _ = self.tx.send(Cmd::Shutdown);
+        let _ = self.send(Cmd::Shutdown);
         let _ = h.join();
     }
 }
@@ -405,7 +419,7 @@ impl Runtime {
         }
         let mut threads = None;
         if uring.is_none() && wants(Mechanism::Threads) {
-            match ThreadBackend::new(opts.queue_depth.min(64), opts.block_bytes) {
+            match ThreadBackend::new(opts.queue_depth.min(64)) {
                 Ok(t) => {
                     probe.threads = Ok(());
                     threads = Some(t);
@@ -446,11 +460,14 @@ impl Runtime {
             Mechanism::Threads => threads.map(Backend::Threads),
             _ => None,
         };
+        let pool = match &backend {
+            Some(Backend::Threads(t)) => Some(t.waker()),
+            _ => None,
+        };
         let (tx, rx) = sync_channel::<Cmd>(1024);
         let sched = Scheduler {
             backend,
             queue_depth: opts.queue_depth,
-            block_bytes: opts.block_bytes,
             reg_buffers: report.registered_buffers_refused.is_none(),
             reg_files: report.fixed_files_refused.is_none(),
             reg_per_block: opts.register_per_block,
@@ -461,9 +478,12 @@ impl Runtime {
             ops: HashMap::new(),
             next_token: 1,
             in_flight: 0,
+            jobs: 0,
+            closing: false,
         };
         let inner = Arc::new(RtInner {
             tx,
+            pool,
             thread: Mutex::new(None),
             report,
             releases: Mutex::new(Vec::new()),
@@ -583,7 +603,7 @@ impl Runtime {
     }
 
     fn send(&self, cmd: Cmd) -> Result<()> {
-        self.inner.tx.send(cmd).map_err(|_| shut_down())
+        self.inner.send(cmd).map_err(|_| shut_down())
     }
 }
 
@@ -676,7 +696,7 @@ impl Pipe {
             chunks,
             shared: Arc::clone(&shared),
         };
-        if p.rt.tx.send(cmd).is_err() {
+        if p.rt.send(cmd).is_err() {
             for l in &mems {
                 if let Some(m) = l.memory() {
                     m.end_transfer();
@@ -806,6 +826,149 @@ struct Active {
     in_flight: u32,
     bytes: u64,
     error: Option<Error>,
+    /// The thread pool moves this transfer (its chunks are in the job, and `in_flight` is 1
+    /// until the job's end is reported).
+    job: Option<Arc<ThreadJob>>,
+}
+
+impl Active {
+    /// Blocks not yet moved.
+    fn unfinished(&self) -> bool {
+        !self.chunks.is_empty() || self.job.as_ref().is_some_and(|j| !j.all_done())
+    }
+}
+
+/// A transfer handed to the thread pool whole: the workers take its blocks in order through the
+/// job's cursor and account each one here and in the pipe's counters, as the scheduler does for
+/// a request it issued (see `Scheduler::complete`).
+struct ThreadJob {
+    pipe: Arc<PipeInner>,
+    shared: Arc<TransferShared>,
+    chunks: Vec<Chunk>,
+    /// Blocks moved whole.
+    chunks_done: AtomicU64,
+    bytes: AtomicU64,
+    /// A request failed: no more start.
+    failed: AtomicBool,
+    /// The first failure.
+    error: Mutex<Option<Error>>,
+}
+
+impl ThreadJob {
+    fn all_done(&self) -> bool {
+        self.chunks_done.load(Ordering::SeqCst) == self.chunks.len() as u64
+    }
+
+    fn fail(&self, e: Error) {
+        self.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends a request (its slot given back) with `rest` bytes of it not moved.
+    fn end_request(&self, rest: u64) {
+        let st = &self.pipe.stats;
+        st.bytes_in_flight.fetch_sub(rest, Ordering::Relaxed);
+        st.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
+        REQUESTS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl JobWork for ThreadJob {
+    fn stopped(&self) -> bool {
+        self.failed.load(Ordering::SeqCst) || self.shared.cancel.load(Ordering::SeqCst)
+    }
+
+    fn try_begin(&self) -> bool {
+        let depth = u64::from(self.pipe.queue_depth);
+        let taken = self.pipe.stats.requests_in_flight.fetch_update(
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+            |n| (n < depth).then_some(n + 1),
+        );
+        if taken.is_ok() {
+            REQUESTS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        }
+        taken.is_ok()
+    }
+
+    fn has_slot(&self) -> bool {
+        self.pipe.stats.requests_in_flight.load(Ordering::Relaxed)
+            < u64::from(self.pipe.queue_depth)
+    }
+
+    fn abandon(&self) {
+        self.end_request(0);
+    }
+
+    fn request(&self, k: usize) -> Req {
+        let c = self.chunks[k];
+        self.pipe
+            .stats
+            .bytes_in_flight
+            .fetch_add(c.len, Ordering::Relaxed);
+        make_req(&self.pipe, c)
+    }
+
+    fn finish(&self, req: &Req, res: i64) -> Option<Req> {
+        let p = &self.pipe;
+        p.stats.requests_done.fetch_add(1, Ordering::Relaxed);
+        let len = u64::from(req.len);
+        match request_outcome(p, req.off, len, res) {
+            Err(e) => {
+                self.fail(e);
+                self.end_request(len);
+                None
+            }
+            Ok(n) => {
+                self.bytes.fetch_add(n, Ordering::Relaxed);
+                self.shared.bytes_done.fetch_add(n, Ordering::Relaxed);
+                p.stats.bytes_moved.fetch_add(n, Ordering::Relaxed);
+                p.stats.bytes_in_flight.fetch_sub(n, Ordering::Relaxed);
+                if n < len {
+                    return Some(Req {
+                        off: req.off + n,
+                        ptr: req.ptr.wrapping_add(n as usize),
+                        len: (len - n) as u32,
+                        ..*req
+                    });
+                }
+                self.chunks_done.fetch_add(1, Ordering::SeqCst);
+                self.end_request(0);
+                None
+            }
+        }
+    }
+}
+
+/// What one system call on `len` bytes at file offset `file_off` of pipe `p` gave: the bytes
+/// moved (at most `len`, at least 1), or the error naming the request (a read that meets the
+/// file's end is `ShortFile`).
+fn request_outcome(p: &PipeInner, file_off: u64, len: u64, res: i64) -> Result<u64> {
+    let (path, op_name) = match p.kind {
+        Kind::Read => (p.src.path(), "read"),
+        Kind::Write => (p.dst.path(), "write"),
+        Kind::Copy => (None, "memcpy"),
+    };
+    let path = path.unwrap_or_default();
+    if res < 0 {
+        let errno = i32::try_from(-res).unwrap_or(libc::EIO);
+        return Err(Error::from_errno(op_name, &path, file_off, errno));
+    }
+    if res == 0 {
+        return Err(match p.kind {
+            Kind::Read => Error::ShortFile {
+                path,
+                offset: file_off,
+                len,
+                file_len: p.src.len().unwrap_or(file_off),
+            },
+            _ => Error::from_errno(op_name, &path, file_off, libc::EIO),
+        });
+    }
+    Ok((res as u64).min(len))
 }
 
 struct OpSlot {
@@ -828,8 +991,6 @@ struct BufferReg {
 struct Scheduler {
     backend: Option<Backend>,
     queue_depth: u32,
-    /// The runtime's default block size: sets the thread pool's queued slack.
-    block_bytes: u64,
     reg_buffers: bool,
     reg_files: bool,
     reg_per_block: bool,
@@ -840,7 +1001,13 @@ struct Scheduler {
     order: VecDeque<u64>,
     ops: HashMap<u64, OpSlot>,
     next_token: u64,
+    /// Requests issued and not reaped (io_uring, and inline copies while they run).
     in_flight: u32,
+    /// Transfers handed to the thread pool whose end is not reported yet.
+    jobs: u32,
+    /// Shutting down: a late transfer is not handed to the thread pool (it is cancelled before
+    /// it starts, and the pool's workers may already be gone).
+    closing: bool,
 }
 
 impl Scheduler {
@@ -849,7 +1016,7 @@ impl Scheduler {
         let mut done: Vec<Done> = Vec::new();
         loop {
             // Intake: block only when nothing is queued or in flight.
-            if !shutdown && self.in_flight == 0 && self.order.is_empty() {
+            if !shutdown && self.in_flight == 0 && self.jobs == 0 && self.order.is_empty() {
                 match rx.recv() {
                     Ok(cmd) => shutdown |= self.handle(cmd),
                     Err(_) => shutdown = true,
@@ -873,23 +1040,29 @@ impl Scheduler {
                 }
             }
             if shutdown {
+                self.closing = true;
                 for a in self.actives.values() {
                     a.shared.cancel.store(true, Ordering::SeqCst);
                 }
             }
             self.issue();
             self.finish_ready();
-            if self.in_flight > 0 {
+            if self.in_flight > 0 || self.jobs > 0 {
                 done.clear();
                 if let Some(b) = self.backend.as_mut() {
                     b.wait(&mut done);
                 }
+                let pool = matches!(self.backend, Some(Backend::Threads(_)));
                 for &(token, res) in &done {
-                    self.complete(token, res);
+                    if pool {
+                        self.job_ended(token);
+                    } else {
+                        self.complete(token, res);
+                    }
                 }
                 self.finish_ready();
             }
-            if shutdown && self.in_flight == 0 {
+            if shutdown && self.in_flight == 0 && self.jobs == 0 {
                 self.finish_ready();
                 if self.actives.is_empty() {
                     // Late submissions after shutdown (from clones still alive) are cancelled.
@@ -927,18 +1100,38 @@ impl Scheduler {
             Cmd::Submit {
                 id,
                 pipe,
-                chunks,
+                mut chunks,
                 shared,
             } => {
+                let mut job = None;
+                if let Some(Backend::Threads(t)) = self.backend.as_mut() {
+                    if pipe.mechanism == Mechanism::Threads && !chunks.is_empty() && !self.closing {
+                        let j = Arc::new(ThreadJob {
+                            pipe: Arc::clone(&pipe),
+                            shared: Arc::clone(&shared),
+                            chunks: std::mem::take(&mut chunks).into(),
+                            chunks_done: AtomicU64::new(0),
+                            bytes: AtomicU64::new(0),
+                            failed: AtomicBool::new(false),
+                            error: Mutex::new(None),
+                        });
+                        let count = j.chunks.len();
+                        let work: Arc<dyn JobWork> = Arc::clone(&j) as Arc<dyn JobWork>;
+                        t.submit(Arc::new(Job::new(id, count, work)));
+                        self.jobs += 1;
+                        job = Some(j);
+                    }
+                }
                 self.actives.insert(
                     id,
                     Active {
                         pipe,
                         chunks,
                         shared,
-                        in_flight: 0,
+                        in_flight: u32::from(job.is_some()),
                         bytes: 0,
                         error: None,
+                        job,
                     },
                 );
                 self.order.push_back(id);
@@ -1108,22 +1301,11 @@ impl Scheduler {
 
     /// Issues requests while the depth allows: transfers in submission order.
     fn issue(&mut self) {
+        // Transfers of the thread pool have no chunks here: the workers take them.
         let ids: Vec<u64> = self.order.iter().copied().collect();
-        // The thread pool runs `queue_depth` requests at once; more wait queued (see
-        // `thread_slack`), so a thread that finishes takes the next at once instead of waiting
-        // for this thread to reap its completion and issue (the ring needs no such slack: the
-        // kernel queues).
-        let threads = matches!(self.backend, Some(Backend::Threads(_)));
-        let limit = |qd: u32, block: u64| {
-            if threads {
-                qd + thread_slack(qd, block)
-            } else {
-                qd
-            }
-        };
         for id in ids {
             loop {
-                if self.in_flight >= limit(self.queue_depth, self.block_bytes) {
+                if self.in_flight >= self.queue_depth {
                     if let Some(b) = self.backend.as_mut() {
                         b.flush();
                     }
@@ -1136,7 +1318,7 @@ impl Scheduler {
                     break;
                 }
                 if a.pipe.stats.requests_in_flight.load(Ordering::Relaxed)
-                    >= u64::from(limit(a.pipe.queue_depth, a.pipe.block_bytes))
+                    >= u64::from(a.pipe.queue_depth)
                 {
                     break;
                 }
@@ -1200,6 +1382,22 @@ impl Scheduler {
         }
     }
 
+    /// The thread pool reported the end of transfer `id`'s job: nothing of it runs any more.
+    fn job_ended(&mut self, id: u64) {
+        let Some(a) = self.actives.get_mut(&id) else {
+            return;
+        };
+        let Some(j) = a.job.as_ref() else {
+            return;
+        };
+        self.jobs -= 1;
+        a.in_flight = 0;
+        a.bytes = j.bytes.load(Ordering::SeqCst);
+        if let Some(e) = j.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            a.error.get_or_insert(e);
+        }
+    }
+
     fn complete(&mut self, token: u64, res: i64) {
         let Some(op) = self.ops.remove(&token) else {
             return;
@@ -1215,33 +1413,17 @@ impl Scheduler {
         st.requests_in_flight.fetch_sub(1, Ordering::Relaxed);
         st.bytes_in_flight.fetch_sub(c.len, Ordering::Relaxed);
         st.requests_done.fetch_add(1, Ordering::Relaxed);
-        let (file_off, path, op_name) = match a.pipe.kind {
-            Kind::Read => (c.src, a.pipe.src.path(), "read"),
-            Kind::Write => (c.dst, a.pipe.dst.path(), "write"),
-            Kind::Copy => (c.src, None, "memcpy"),
+        let file_off = match a.pipe.kind {
+            Kind::Write => c.dst,
+            Kind::Read | Kind::Copy => c.src,
         };
-        let path = path.unwrap_or_default();
-        if res < 0 {
-            let errno = i32::try_from(-res).unwrap_or(libc::EIO);
-            a.error
-                .get_or_insert(Error::from_errno(op_name, &path, file_off, errno));
-            return;
-        }
-        let n = res as u64;
-        if n == 0 {
-            let e = match a.pipe.kind {
-                Kind::Read => Error::ShortFile {
-                    path,
-                    offset: c.src,
-                    len: c.len,
-                    file_len: a.pipe.src.len().unwrap_or(c.src),
-                },
-                _ => Error::from_errno(op_name, &path, file_off, libc::EIO),
-            };
-            a.error.get_or_insert(e);
-            return;
-        }
-        let n = n.min(c.len);
+        let n = match request_outcome(&a.pipe, file_off, c.len, res) {
+            Ok(n) => n,
+            Err(e) => {
+                a.error.get_or_insert(e);
+                return;
+            }
+        };
         a.bytes += n;
         a.shared.bytes_done.fetch_add(n, Ordering::Relaxed);
         st.bytes_moved.fetch_add(n, Ordering::Relaxed);
@@ -1262,7 +1444,7 @@ impl Scheduler {
             let ready = match self.actives.get(&id) {
                 Some(a) => {
                     a.in_flight == 0
-                        && (a.chunks.is_empty()
+                        && (!a.unfinished()
                             || a.error.is_some()
                             || a.shared.cancel.load(Ordering::SeqCst))
                 }
@@ -1280,7 +1462,7 @@ impl Scheduler {
             let result = if let Some(e) = a.error {
                 st.transfers_failed.fetch_add(1, Ordering::Relaxed);
                 Err(e)
-            } else if !a.chunks.is_empty() {
+            } else if a.unfinished() {
                 st.transfers_cancelled.fetch_add(1, Ordering::Relaxed);
                 Err(Error::Cancelled {
                     bytes_done: a.bytes,

@@ -532,3 +532,58 @@ fn random_block_segments_land_where_declared() {
         }
     }
 }
+
+/// The thread pool takes a transfer whole and the scheduler hears from it only when a transfer
+/// ends, so a transfer started while a long one runs must still reach the pool at once (the
+/// scheduler is woken for it): it ends while the long one (half a million requests, one at a
+/// time) still runs. Without the wake-up it would wait for the long one's end. (The
+/// scheduler reaches its wait a few microseconds after it handed the long transfer over; the
+/// test starts the short one after 128 requests of the long one ran.)
+#[test]
+fn threads_a_transfer_started_during_a_long_one_does_not_wait_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::write(&input, pattern(1 << 20, 5)).unwrap();
+    let rt = Runtime::new(RuntimeOptions {
+        mechanism: MechanismChoice::Only(Mechanism::Threads),
+        queue_depth: 2,
+        block_bytes: 4096,
+        ..Default::default()
+    })
+    .unwrap();
+    let src = Locator::file(&input, FileOptions::default()).unwrap();
+    let small = Locator::dram(512).unwrap();
+    let slow = rt
+        .pipe(
+            &src,
+            &small,
+            PipeOptions {
+                block_bytes: Some(512),
+                queue_depth: Some(1),
+            },
+        )
+        .unwrap();
+    let segments: Vec<(u64, u64, u64)> = (0..500_000u64)
+        .map(|i| ((i * 512) % (1 << 20), 0, 512))
+        .collect();
+    let long = slow.transfer_segments(&segments).unwrap();
+    // The scheduler has handed the long transfer over and gone to wait for its end.
+    while long.bytes_done() < 128 * 512 {
+        std::thread::yield_now();
+    }
+    let mem = Locator::dram(4096).unwrap();
+    let quick = rt.pipe(&src, &mem, PipeOptions::default()).unwrap();
+    assert_eq!(quick.transfer_blocking(4096, 0, 4096).unwrap(), 4096);
+    assert!(
+        !long.is_done(),
+        "the short transfer waited for the long one"
+    );
+    long.cancel();
+    match long.wait() {
+        Err(Error::Cancelled { bytes_done }) => assert!(bytes_done < 500_000 * 512),
+        other => panic!("expected Cancelled, got {other:?}"),
+    }
+    assert_eq!(slow.state().transfers_cancelled, 1);
+    assert_eq!(slow.state().requests_in_flight, 0);
+    assert_eq!(&mem.bytes().unwrap()[..], &pattern(1 << 20, 5)[4096..8192]);
+}
