@@ -350,6 +350,19 @@ impl Engine for AttuneEngine {
         out["files_deferred_io"] = json!(l.files_deferred_io);
         out["deferred_io_bytes"] = json!(l.deferred_io_bytes);
         out["learn_io_ns_per_byte"] = json!(l.io_ns_per_byte);
+        // The hot-key cache (`hot_key_cache_bytes`; all zero when it is off): whether it paid
+        // for the memory it took from the budget.
+        let h = &st.hot_key_cache;
+        out["hot_key_cache"] = json!({
+            "capacity_bytes": h.capacity_bytes,
+            "bytes": h.bytes,
+            "entries": h.entries,
+            "hits": h.hits,
+            "misses": h.misses,
+            "admissions": h.admissions,
+            "evictions": h.evictions,
+            "invalidations": h.invalidations,
+        });
         out["value_log"] = json!({
             "bytes": st.blob_bytes,
             "garbage_bytes": st.blob_garbage_bytes,
