@@ -250,6 +250,29 @@ fn copy_open_database(from: &Path, to: &Path) {
     }
 }
 
+/// Opens `dir` read-only and writable with `opts`: each open fails with corruption naming
+/// `log.plush` at byte `at`, and says what to do.
+fn every_open_fails_at(dir: &Path, opts: &Options, at: usize) {
+    for read_only in [true, false] {
+        let e = Plush::open(
+            dir,
+            Options {
+                read_only,
+                ..opts.clone()
+            },
+        )
+        .err()
+        .expect("the open must fail");
+        let msg = e.to_string();
+        assert!(
+            names(&e, "log.plush")
+                && msg.contains(&format!("offset {at}"))
+                && msg.contains("restore log.plush from a backup"),
+            "read_only={read_only}: {msg}"
+        );
+    }
+}
+
 /// Byte offset of the last entry of partition 0's first page: packed, the log's first 128
 /// appends go there, and the next 128 to partition 1, and so on.
 const LAST_OF_PARTITION_0: usize = 64 + 32 * 127;
@@ -272,21 +295,7 @@ fn after_a_crash_a_damaged_newest_entry_of_a_partition_is_corruption() {
     edit(&dir.path().join("log.plush"), |b| {
         set_word(b, LAST_OF_PARTITION_0, 0)
     });
-    for read_only in [true, false] {
-        let opts = Options {
-            read_only,
-            ..options()
-        };
-        let e = Plush::open(dir.path(), opts)
-            .err()
-            .expect("the open must fail");
-        assert!(
-            names(&e, "log.plush")
-                && e.to_string()
-                    .contains(&format!("offset {LAST_OF_PARTITION_0}")),
-            "read_only={read_only}: {e}"
-        );
-    }
+    every_open_fails_at(dir.path(), &options(), LAST_OF_PARTITION_0);
 }
 
 /// An outside user's finding: after a crash, one zeroed word at slot 64 of the run a
@@ -312,23 +321,7 @@ fn after_a_crash_damage_inside_the_run_still_being_appended_is_corruption() {
             assert_ne!(word(b, at), 0, "slot {slot} holds an entry");
             set_word(b, at, 0)
         });
-        for read_only in [true, false] {
-            let e = Plush::open(
-                dir.path(),
-                Options {
-                    read_only,
-                    ..options()
-                },
-            )
-            .err()
-            .expect("the open must fail");
-            assert!(
-                names(&e, "log.plush")
-                    && e.to_string().contains(&format!("offset {at}"))
-                    && e.to_string().contains("restore log.plush from a backup"),
-                "slot {slot} read_only={read_only}: {e}"
-            );
-        }
+        every_open_fails_at(dir.path(), &options(), at);
     }
     drop(db);
 }
@@ -376,19 +369,7 @@ fn with_concurrent_writers_every_finished_run_records_all_its_entries() {
     assert_eq!(entries(0) % 128, 0);
     let at = chunk(0) + 64 + 32 * (entries(0) - 1);
     edit(&dir.path().join("log.plush"), |b| b[at + 3] ^= 0x04);
-    for read_only in [true, false] {
-        let opts = Options {
-            read_only,
-            ..options()
-        };
-        let e = Plush::open(dir.path(), opts)
-            .err()
-            .expect("the open must fail");
-        assert!(
-            names(&e, "log.plush") && e.to_string().contains(&format!("offset {at}")),
-            "read_only={read_only}: {e}"
-        );
-    }
+    every_open_fails_at(dir.path(), &options(), at);
 }
 
 /// `verify` on a live session reports damage to an acknowledged newest entry as well.
@@ -435,21 +416,7 @@ fn a_cleanly_closed_unsynced_database_with_a_damaged_newest_entry_fails_the_open
     edit(&dir.path().join("log.plush"), |b| {
         b[LAST_OF_PARTITION_0 + 3] ^= 0x04
     });
-    for read_only in [true, false] {
-        let opts = Options {
-            read_only,
-            ..unsynced.clone()
-        };
-        let e = Plush::open(dir.path(), opts)
-            .err()
-            .expect("the open must fail");
-        assert!(
-            names(&e, "log.plush")
-                && e.to_string()
-                    .contains(&format!("offset {LAST_OF_PARTITION_0}")),
-            "read_only={read_only}: {e}"
-        );
-    }
+    every_open_fails_at(dir.path(), &unsynced, LAST_OF_PARTITION_0);
 }
 
 /// Every record reads back and `verify` is OK, read-only first (a writable open clears the
