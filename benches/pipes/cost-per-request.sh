@@ -14,12 +14,8 @@
 # FILE: $PIPES_IO_FILE, default /var/tmp/attune-pipes-io.data (1 GiB, made by the harness).
 set -eu
 tool=$1; mech=$2; bs=$3; qd=$4; shift 4
-F=${PIPES_IO_FILE:-/var/tmp/attune-pipes-io.data}
-dev=$(stat -c %d "$F")
-sysdev=/sys/dev/block/$((dev >> 8)):$((dev & 255))/stat
-counters() { awk '{print $1, $4}' "$sysdev"; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# shellcheck source=benches/pipes/device.sh
+. "$(dirname "$0")/device.sh"
 if [ "$tool" = fio ]; then
   case $mech in
     io_uring) eng="--ioengine=io_uring --iodepth=$qd --fixedbufs=1 --registerfiles=1";;

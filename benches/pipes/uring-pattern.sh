@@ -12,12 +12,8 @@
 # arguments of io_uring_enter over the next second, with their counts.
 set -eu
 tool=$1; qd=$2; shift 2
-F=${PIPES_IO_FILE:-/var/tmp/attune-pipes-io.data}
-dev=$(stat -c %d "$F")
-sysdev=/sys/dev/block/$((dev >> 8)):$((dev & 255))/stat
-counters() { awk '{print $1, $4}' "$sysdev"; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# shellcheck source=benches/pipes/device.sh
+. "$(dirname "$0")/device.sh"
 if [ "$tool" = fio ]; then
   fio --name=p --filename="$F" --rw=randread --bs=4096 --size=1G --direct=1 --time_based \
     --runtime=7s --norandommap --randrepeat=1 --ioengine=io_uring --iodepth=$qd --fixedbufs=1 \
