@@ -4,8 +4,9 @@
 #
 #   benches/pipes/uring-pattern.sh TOOL DEPTH [fio options...]
 #
-# TOOL is an attune-bench binary or `fio` (fixedbufs=1, registerfiles=1, plus the options given,
-# e.g. --iodepth_batch_submit=16 --iodepth_batch_complete_min=16). One line per run: requests/s,
+# TOOL is an attune-bench binary (plus the options given, e.g. --submit-batch 0) or `fio`
+# (fixedbufs=1, registerfiles=1, plus the options given, e.g. --iodepth_batch_submit=16
+# --iodepth_batch_complete_min=16). One line per run: requests/s,
 # CPU µs and context switches per request, requests in flight at the device, io_uring_enter
 # calls per request, SQEs per io_uring_enter, completions per request (perf stat of the
 # syscall and io_uring tracepoints over 3 s); then the most frequent (to_submit, min_complete)
@@ -21,7 +22,7 @@ if [ "$tool" = fio ]; then
   pid=$!; sleep 1.5; pids=$(pgrep -d, -x fio)
 else
   "$tool" pipes io --file "$F" --file-size 1GiB --mechanisms io_uring --block-sizes 4096 \
-    --queue-depths "$qd" --huge-pages off --seconds 10 --repeat 1 --no-fio >"$out/p.txt" 2>&1 &
+    --queue-depths "$qd" --huge-pages off --seconds 10 --repeat 1 --no-fio "$@" >"$out/p.txt" 2>&1 &
   pid=$!; sleep 5.5; pids=$pid
 fi
 read -r a at < <(counters)

@@ -427,6 +427,7 @@ class PipeRuntime:
         fixed_files: bool = True,
         register_per_block: bool = True,
         sqpoll_idle_ms: int | None = None,
+        submit_batch: int = 1,
     ) -> Self: ...
     def report(self) -> dict[str, Any]: ...
     def pipe(

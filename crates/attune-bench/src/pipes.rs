@@ -53,7 +53,7 @@ use crate::rundir::RunDir;
 const USAGE: &str = "usage: attune-bench pipes io [--file PATH] [--file-size SIZE] \
 [--mechanisms io_uring,threads,mmap] [--block-sizes 4KiB,64KiB,1MiB] [--queue-depths 1,4,16,64] \
 [--pattern randread|read] [--direct on|off] [--registration per-block|whole|off] \
-[--sqpoll-idle-ms MS] [--seed S] [--huge-pages on|off|both] \
+[--sqpoll-idle-ms MS] [--submit-batch N] [--seed S] [--huge-pages on|off|both] \
 [--seconds S] [--repeat N] [--no-fio] [--out FILE] [--json]\n\
        attune-bench pipes sort [--records N | --lines N [--line-bytes MIN-MAX]] [--memory SIZE] \
 [--engines pipes,plain,gnu-sort,duckdb] [--dir DIR] [--drop-caches] [--repeat N] [--python PATH] [--seed S] [--out FILE] [--json]\n\
@@ -130,6 +130,9 @@ struct IoRow {
     /// The memory read into was mapped for huge pages (pipes: `Locator::huge_pages`; fio's
     /// `mem=malloc` buffers never are).
     huge_pages: bool,
+    /// io_uring requests per `io_uring_enter` at most (ours: `submit_batch`; fio:
+    /// `iodepth_batch_submit`, whose 0 means the whole depth as ours means every ready one).
+    submit_batch: u32,
 }
 
 /// The read counters of the block device holding `path`: (reads completed, read ticks in ms).
@@ -159,6 +162,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
     let mut registration = "per-block".to_string();
     let mut seed = 42u64;
     let mut sqpoll_idle_ms: Option<u32> = None;
+    let mut submit_batch = RuntimeOptions::default().submit_batch;
     let mut huge_pages = "on".to_string();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -182,6 +186,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
             "--seed" => seed = val()?.parse().map_err(usage)?,
             "--sqpoll-idle-ms" => sqpoll_idle_ms = Some(val()?.parse().map_err(usage)?),
             "--huge-pages" => huge_pages = val()?,
+            "--submit-batch" => submit_batch = val()?.parse().map_err(usage)?,
             "--help" | "-h" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -276,6 +281,7 @@ fn io(args: &[String], sink: &Sink) -> Result<(), Fail> {
                         seed: seed + u64::from(r),
                         sqpoll_idle_ms,
                         huge_pages: true,
+                        submit_batch,
                     };
                     for tool in tools {
                         let how = Setting {
@@ -414,6 +420,7 @@ struct Setting<'a> {
     sqpoll_idle_ms: Option<u32>,
     /// The pipe's memory asked for huge pages (`DramOptions::huge_pages`).
     huge_pages: bool,
+    submit_batch: u32,
 }
 
 fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
@@ -435,6 +442,7 @@ fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
         fixed_files: how.registration != "off",
         register_per_block: how.registration == "per-block",
         sqpoll_idle_ms: how.sqpoll_idle_ms,
+        submit_batch: how.submit_batch,
     })
     .map_err(e)?;
     let src = Locator::file(
@@ -522,6 +530,7 @@ fn measure_pipes(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
         device_ms_per_request: None,
         loadavg_1m: None,
         huge_pages: mem.huge_pages(),
+        submit_batch: how.submit_batch,
     })
 }
 
@@ -558,6 +567,7 @@ fn measure_fio(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
             if how.sqpoll_idle_ms.is_some() {
                 cmd.arg("--sqthread_poll=1");
             }
+            cmd.arg(format!("--iodepth_batch_submit={}", how.submit_batch));
         }
         Mechanism::Threads => {
             cmd.arg("--ioengine=psync")
@@ -608,6 +618,7 @@ fn measure_fio(path: &Path, size: u64, how: &Setting) -> Result<IoRow, Fail> {
         device_ms_per_request: None,
         loadavg_1m: None,
         huge_pages: false,
+        submit_batch: how.submit_batch,
     })
 }
 

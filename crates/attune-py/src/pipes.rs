@@ -35,7 +35,7 @@ pub struct PyRuntime {
 #[pymethods]
 impl PyRuntime {
     #[new]
-    #[pyo3(signature = (mechanism="auto", queue_depth=32, block_bytes=131072, register_buffers=true, fixed_files=true, register_per_block=true, sqpoll_idle_ms=None))]
+    #[pyo3(signature = (mechanism="auto", queue_depth=32, block_bytes=131072, register_buffers=true, fixed_files=true, register_per_block=true, sqpoll_idle_ms=None, submit_batch=1))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -46,6 +46,7 @@ impl PyRuntime {
         fixed_files: bool,
         register_per_block: bool,
         sqpoll_idle_ms: Option<u32>,
+        submit_batch: u32,
     ) -> PyResult<Self> {
         let opts = RuntimeOptions {
             mechanism: self::mechanism(mechanism)?,
@@ -55,6 +56,7 @@ impl PyRuntime {
             fixed_files,
             register_per_block,
             sqpoll_idle_ms,
+            submit_batch,
         };
         let rt = py
             .allow_threads(|| Runtime::new(opts))
