@@ -95,6 +95,43 @@ def test_errors_name_what_is_wrong(tmp_path):
         rt.pipe(pipes.Locator.dram(4096), full).transfer_blocking(0, 0, 4096)
 
 
+def test_negative_and_oversized_ints_name_the_argument(tmp_path):
+    """Every int argument out of its range raises InvalidArgumentError naming it (PyO3's own
+    conversion raised a bare OverflowError), a non-int still a TypeError naming it, and an
+    infinite timeout waits rather than panicking."""
+    data = tmp_path / "data"
+    data.write_bytes(_data(8192))
+    rt = pipes.Runtime()
+    src, mem = pipes.Locator.file(data), pipes.Locator.dram(8192)
+    pipe = rt.pipe(src, mem)
+    calls = {
+        "queue_depth": lambda: pipes.Runtime(queue_depth=-1),
+        "block_bytes": lambda: pipes.Runtime(block_bytes=-4096),
+        "sqpoll_idle_ms": lambda: pipes.Runtime(sqpoll_idle_ms=-5),
+        "submit_batch": lambda: pipes.Runtime(submit_batch=1 << 40),
+        "nbytes": lambda: pipes.Locator.dram(-1),
+        "core": lambda: pipes.Locator.core_cache(-1),
+        "offset": lambda: mem.read(-1, 4),
+        "length": lambda: mem.read(0, -4),
+        "src_offset": lambda: pipe.transfer(-4096, 0, 4096),
+        "dst_offset": lambda: pipe.transfer_blocking(0, -1, 4096),
+        "fan_in": lambda: pipes.sort(data, tmp_path / "out", fan_in=-2),
+        "memory_bytes": lambda: pipes.sort(data, tmp_path / "out", memory_bytes=-1),
+        "records": lambda: pipes.generate_records(tmp_path / "g", -10),
+        "max_bytes": lambda: pipes.generate_lines(tmp_path / "g", 10, max_bytes=-1),
+    }
+    for name, call in calls.items():
+        with pytest.raises(attune.InvalidArgumentError, match=rf"\b{name}=-?\d+ is "):
+            call()
+    with pytest.raises(TypeError, match="queue_depth"):
+        pipes.Runtime(queue_depth="deep")  # type: ignore[arg-type]
+    assert not (tmp_path / "out").exists()
+    t = pipe.transfer(0, 0, 8192)
+    assert t.wait(float("inf")) == 8192
+    assert t.wait(float("nan")) == 8192
+    assert mem.read(0, 8192) == _data(8192)
+
+
 def test_sort_orders_records_and_reports(tmp_path):
     src = tmp_path / "in"
     pipes.generate_records(src, 30_000, seed=3)

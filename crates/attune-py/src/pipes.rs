@@ -22,6 +22,38 @@ use pyo3::types::{PyBytes, PyDict};
 use crate::errors::pipes_error;
 use crate::stats;
 
+/// A Python int argument as an unsigned Rust integer. PyO3's own conversion of a negative or
+/// too large int raises a bare `OverflowError` that names no argument; this raises
+/// `InvalidArgumentError` naming it and the accepted range. (The parameters are `i64` on the
+/// Rust side so that PyO3 still raises its `TypeError` naming the argument for a non-int.)
+fn uint<T: TryFrom<i64> + Bounded>(name: &str, v: i64) -> PyResult<T> {
+    T::try_from(v).map_err(|_| {
+        let why = if v < 0 { "is negative" } else { "is too large" };
+        pipes_error(attune_pipes::Error::InvalidArgument(format!(
+            "{name}={v} {why}: it must be an int in 0..={}",
+            T::MAX_TEXT
+        )))
+    })
+}
+
+fn uint_opt<T: TryFrom<i64> + Bounded>(name: &str, v: Option<i64>) -> PyResult<Option<T>> {
+    v.map(|v| uint(name, v)).transpose()
+}
+
+/// The largest value of an unsigned argument type, for error messages.
+trait Bounded {
+    const MAX_TEXT: &'static str;
+}
+impl Bounded for u32 {
+    const MAX_TEXT: &'static str = "4294967295";
+}
+impl Bounded for u64 {
+    const MAX_TEXT: &'static str = "9223372036854775807";
+}
+impl Bounded for usize {
+    const MAX_TEXT: &'static str = "9223372036854775807";
+}
+
 fn mechanism(s: &str) -> PyResult<MechanismChoice> {
     s.parse::<MechanismChoice>().map_err(pipes_error)
 }
@@ -40,23 +72,23 @@ impl PyRuntime {
     fn new(
         py: Python<'_>,
         mechanism: &str,
-        queue_depth: u32,
-        block_bytes: u64,
+        queue_depth: i64,
+        block_bytes: i64,
         register_buffers: bool,
         fixed_files: bool,
         register_per_block: bool,
-        sqpoll_idle_ms: Option<u32>,
-        submit_batch: u32,
+        sqpoll_idle_ms: Option<i64>,
+        submit_batch: i64,
     ) -> PyResult<Self> {
         let opts = RuntimeOptions {
             mechanism: self::mechanism(mechanism)?,
-            queue_depth,
-            block_bytes,
+            queue_depth: uint("queue_depth", queue_depth)?,
+            block_bytes: uint("block_bytes", block_bytes)?,
             register_buffers,
             fixed_files,
             register_per_block,
-            sqpoll_idle_ms,
-            submit_batch,
+            sqpoll_idle_ms: uint_opt("sqpoll_idle_ms", sqpoll_idle_ms)?,
+            submit_batch: uint("submit_batch", submit_batch)?,
         };
         let rt = py
             .allow_threads(|| Runtime::new(opts))
@@ -75,19 +107,16 @@ impl PyRuntime {
         &self,
         src: &PyLocator,
         dst: &PyLocator,
-        block_bytes: Option<u64>,
-        queue_depth: Option<u32>,
+        block_bytes: Option<i64>,
+        queue_depth: Option<i64>,
     ) -> PyResult<PyPipe> {
+        let opts = PipeOptions {
+            block_bytes: uint_opt("block_bytes", block_bytes)?,
+            queue_depth: uint_opt("queue_depth", queue_depth)?,
+        };
         let p = self
             .rt
-            .pipe(
-                &src.loc,
-                &dst.loc,
-                PipeOptions {
-                    block_bytes,
-                    queue_depth,
-                },
-            )
+            .pipe(&src.loc, &dst.loc, opts)
             .map_err(pipes_error)?;
         Ok(PyPipe { pipe: p })
     }
@@ -103,7 +132,8 @@ pub struct PyLocator {
 impl PyLocator {
     #[staticmethod]
     #[pyo3(signature = (nbytes, huge_pages=true))]
-    fn dram(nbytes: u64, huge_pages: bool) -> PyResult<Self> {
+    fn dram(nbytes: i64, huge_pages: bool) -> PyResult<Self> {
+        let nbytes = uint("nbytes", nbytes)?;
         Ok(PyLocator {
             loc: Locator::dram_with(nbytes, DramOptions { huge_pages }).map_err(pipes_error)?,
         })
@@ -111,14 +141,16 @@ impl PyLocator {
 
     #[staticmethod]
     #[pyo3(signature = (core=0, nbytes=None))]
-    fn core_cache(core: usize, nbytes: Option<u64>) -> PyResult<Self> {
+    fn core_cache(core: i64, nbytes: Option<i64>) -> PyResult<Self> {
+        let (core, nbytes) = (uint("core", core)?, uint_opt("nbytes", nbytes)?);
         Ok(PyLocator {
             loc: Locator::core_cache(core, nbytes).map_err(pipes_error)?,
         })
     }
 
     #[staticmethod]
-    fn pmem(path: PathBuf, nbytes: u64) -> PyResult<Self> {
+    fn pmem(path: PathBuf, nbytes: i64) -> PyResult<Self> {
+        let nbytes = uint("nbytes", nbytes)?;
         Ok(PyLocator {
             loc: Locator::pmem(path, nbytes).map_err(pipes_error)?,
         })
@@ -166,16 +198,18 @@ impl PyLocator {
     fn read<'py>(
         &self,
         py: Python<'py>,
-        offset: u64,
-        length: u64,
+        offset: i64,
+        length: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let (offset, length) = (uint("offset", offset)?, uint("length", length)?);
         let g = self.loc.bytes().map_err(pipes_error)?;
         let (s, e) = range(&self.loc, offset, length, g.len())?;
         Ok(PyBytes::new(py, &g[s..e]))
     }
 
     /// Copies `data` into a memory locator at `offset`.
-    fn write(&self, offset: u64, data: &[u8]) -> PyResult<()> {
+    fn write(&self, offset: i64, data: &[u8]) -> PyResult<()> {
+        let offset = uint("offset", offset)?;
         let mut g = self.loc.bytes().map_err(pipes_error)?;
         let (s, e) = range(&self.loc, offset, data.len() as u64, g.len())?;
         g[s..e].copy_from_slice(data);
@@ -205,6 +239,14 @@ fn range(loc: &Locator, offset: u64, length: u64, size: usize) -> PyResult<(usiz
     }
 }
 
+fn offsets(src_offset: i64, dst_offset: i64, length: i64) -> PyResult<(u64, u64, u64)> {
+    Ok((
+        uint("src_offset", src_offset)?,
+        uint("dst_offset", dst_offset)?,
+        uint("length", length)?,
+    ))
+}
+
 /// A declared pipe between two locators.
 #[pyclass(module = "attune._native", name = "Pipe", frozen)]
 pub struct PyPipe {
@@ -214,7 +256,8 @@ pub struct PyPipe {
 #[pymethods]
 impl PyPipe {
     /// Starts an asynchronous transfer; returns its handle.
-    fn transfer(&self, src_offset: u64, dst_offset: u64, length: u64) -> PyResult<PyTransfer> {
+    fn transfer(&self, src_offset: i64, dst_offset: i64, length: i64) -> PyResult<PyTransfer> {
+        let (src_offset, dst_offset, length) = offsets(src_offset, dst_offset, length)?;
         let t = self
             .pipe
             .transfer(src_offset, dst_offset, length)
@@ -226,10 +269,11 @@ impl PyPipe {
     fn transfer_blocking(
         &self,
         py: Python<'_>,
-        src_offset: u64,
-        dst_offset: u64,
-        length: u64,
+        src_offset: i64,
+        dst_offset: i64,
+        length: i64,
     ) -> PyResult<u64> {
+        let (src_offset, dst_offset, length) = offsets(src_offset, dst_offset, length)?;
         py.allow_threads(|| self.pipe.transfer_blocking(src_offset, dst_offset, length))
             .map_err(pipes_error)
     }
@@ -261,9 +305,11 @@ impl PyTransfer {
     /// None on timeout; raises the transfer's error.
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<u64>> {
-        let r = py.allow_threads(|| match timeout {
-            None => Some(self.t.wait()),
-            Some(s) => self.t.wait_timeout(Duration::from_secs_f64(s.max(0.0))),
+        // A negative or NaN timeout polls; one too large for a Duration (inf) waits unbounded.
+        let limit = timeout.map(|s| Duration::try_from_secs_f64(s.max(0.0)).ok());
+        let r = py.allow_threads(|| match limit {
+            None | Some(None) => Some(self.t.wait()),
+            Some(Some(d)) => self.t.wait_timeout(d),
         });
         match r {
             None => Ok(None),
@@ -289,14 +335,14 @@ fn pipes_sort<'py>(
     py: Python<'py>,
     input: PathBuf,
     output: PathBuf,
-    memory_bytes: u64,
-    run_bytes: Option<u64>,
-    fan_in: usize,
-    merge_fan_in: Option<usize>,
+    memory_bytes: i64,
+    run_bytes: Option<i64>,
+    fan_in: i64,
+    merge_fan_in: Option<i64>,
     merge_select: &str,
-    block_bytes: Option<u64>,
+    block_bytes: Option<i64>,
     staging_dir: Option<PathBuf>,
-    threads: Option<usize>,
+    threads: Option<i64>,
     double_buffering: bool,
     early_spill: bool,
     direct_io: bool,
@@ -304,6 +350,12 @@ fn pipes_sort<'py>(
     progress: Option<PyObject>,
     record_format: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let memory_bytes: u64 = uint("memory_bytes", memory_bytes)?;
+    let run_bytes: Option<u64> = uint_opt("run_bytes", run_bytes)?;
+    let fan_in: usize = uint("fan_in", fan_in)?;
+    let merge_fan_in: Option<usize> = uint_opt("merge_fan_in", merge_fan_in)?;
+    let block_bytes: Option<u64> = uint_opt("block_bytes", block_bytes)?;
+    let threads: Option<usize> = uint_opt("threads", threads)?;
     let cancel = Arc::new(AtomicBool::new(false));
     let d = SortOptions::default();
     let opts = SortOptions {
@@ -364,7 +416,8 @@ fn pipes_sort<'py>(
 /// returns the bytes written.
 #[pyfunction]
 #[pyo3(signature = (path, records, seed=1))]
-fn pipes_gen_records(py: Python<'_>, path: PathBuf, records: u64, seed: u64) -> PyResult<u64> {
+fn pipes_gen_records(py: Python<'_>, path: PathBuf, records: i64, seed: i64) -> PyResult<u64> {
+    let (records, seed): (u64, u64) = (uint("records", records)?, uint("seed", seed)?);
     use std::os::unix::fs::FileExt;
     py.allow_threads(|| -> std::io::Result<u64> {
         let f = std::fs::File::create(&path)?;
@@ -398,11 +451,15 @@ fn pipes_gen_records(py: Python<'_>, path: PathBuf, records: u64, seed: u64) -> 
 fn pipes_gen_lines(
     py: Python<'_>,
     path: PathBuf,
-    lines: u64,
-    min_bytes: usize,
-    max_bytes: usize,
-    seed: u64,
+    lines: i64,
+    min_bytes: i64,
+    max_bytes: i64,
+    seed: i64,
 ) -> PyResult<u64> {
+    let lines: u64 = uint("lines", lines)?;
+    let (min_bytes, max_bytes): (usize, usize) =
+        (uint("min_bytes", min_bytes)?, uint("max_bytes", max_bytes)?);
+    let seed: u64 = uint("seed", seed)?;
     if min_bytes > max_bytes {
         return Err(pipes_error(attune_pipes::Error::InvalidArgument(format!(
             "min_bytes {min_bytes} is above max_bytes {max_bytes}"
