@@ -192,13 +192,23 @@ def _cache(args):
 
 
 def _stats(args) -> int:
-    from attune.pipelines.dag import run_directories
+    from attune.pipelines.dag import root_pages, run_directories
 
     entries = _cache(args).entries()
     runs = run_directories(args.root)
+    pages = root_pages(args.root)
     if args.json:
-        print(json.dumps({"decache": entries, "runs": runs}))
+        print(json.dumps({"decache": entries, "runs": runs, "root": pages}))
         return 0
+    print(
+        f"root: {pages['path']} ({pages['fstype']} at {pages['mount']}, huge pages: {pages['huge']})"
+    )
+    if pages["huge"] == "never":
+        print(
+            "  tmpfs here gives 4 KiB pages only: decodes and node outputs fault page by page. "
+            f"As root, `mount -o remount,huge=within_size {pages['mount']}` (or a tmpfs of your "
+            "own with huge=within_size as ATTUNE_PIPE_ROOT) lets them use 2 MiB pages."
+        )
     print(f"DeCache: {len(entries)} entries, {sum(e['bytes'] for e in entries) / 2**20:.1f} MiB")
     for e in entries:
         print(f"  {e['key'][:12]} {e['bytes'] / 2**20:8.1f} MiB  refs {e['refs']}  {e['source']}")

@@ -127,6 +127,27 @@ def test_stats_and_clean_find_a_dead_drivers_directory(tmp_path, capsys):
     assert not stale.exists()
 
 
+def test_stats_says_whether_the_root_gives_huge_pages(tmp_path, capsys):
+    from attune.pipelines.dag import root_pages
+
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        "/dev/vda / ext4 rw,relatime 0 0\n"
+        "tmpfs /dev/shm tmpfs rw,relatime,size=1024k 0 0\n"
+        "tmpfs /mnt/huge\\040shm tmpfs rw,relatime,huge=within_size 0 0\n"
+    )
+    pages = {p: root_pages(p, str(mounts)) for p in ["/dev/shm/x", "/mnt/huge shm", "/var/tmp"]}
+    assert pages["/dev/shm/x"]["mount"] == "/dev/shm"
+    assert (pages["/dev/shm/x"]["fstype"], pages["/dev/shm/x"]["huge"]) == ("tmpfs", "never")
+    assert pages["/mnt/huge shm"]["huge"] == "within_size"
+    assert (pages["/var/tmp"]["mount"], pages["/var/tmp"]["huge"]) == ("/", "n/a")
+    assert main(["dag", "stats", "--root", str(tmp_path), "--json"]) == 0
+    root = json.loads(capsys.readouterr().out)["root"]
+    assert root["path"] == os.path.realpath(tmp_path) and root["huge"]
+    assert main(["dag", "stats", "--root", str(tmp_path)]) == 0
+    assert "huge pages: " in capsys.readouterr().out
+
+
 def test_bench_dag_writes_rows_with_the_command(tmp_path):
     out = tmp_path / "rows.jsonl"
     argv = [

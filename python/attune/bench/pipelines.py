@@ -349,16 +349,20 @@ def _summary(
 
 
 class _Ray:
-    def __init__(self) -> None:
+    def __init__(self, plasma_directory: str | None = None) -> None:
         import ray
 
         self.ray = ray
         if not ray.is_initialized():
+            # With --root, Ray's object store lives on the same file system as SIPC's files
+            # (its default is /dev/shm), so a huge-page tmpfs serves both alike.
+            extra = {"_plasma_directory": plasma_directory} if plasma_directory else {}
             ray.init(
                 num_cpus=os.cpu_count() or 1,
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,
+                **extra,
             )
 
         @ray.remote
@@ -395,7 +399,7 @@ def _ray_or_none(args: argparse.Namespace, out: _Out) -> _Ray | None:
     if "ray" not in args.peers:
         return None
     try:
-        return _Ray()
+        return _Ray(args.root)
     except ImportError:
         print(
             "attune bench dag: ray is not installed (pip install 'attune[ray]'); "
@@ -1098,7 +1102,11 @@ def _dabstep_timed(args, out, paths, engines, cache_root, wpool) -> None:
     for workload in args.workloads:
         per: dict[str, list[dict[str, Any]]] = {}
         for rep in range(args.repeat):
-            for label, transport, pool, reuse in engines:
+            # Each repeat starts with another engine: whatever a run leaves behind (Ray's
+            # store and workers, memory to compact for huge pages) falls on every engine in
+            # turn, not always on the first.
+            k = rep % len(engines)
+            for label, transport, pool, reuse in engines[k:] + engines[:k]:
                 # DeCache is Kelvin's: the SIPC engines load through it (emptied before
                 # every run, so each run decodes each table once); the peers decode in
                 # every load node.

@@ -209,6 +209,38 @@ def default_root() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 
 
+def root_pages(root: str | None = None, mounts: str = "/proc/self/mounts") -> dict[str, str]:
+    """The file system under ``root`` (default: :func:`default_root`) and the pages its files
+    get: ``{"path", "mount", "fstype", "huge"}``, ``huge`` being tmpfs's ``huge=`` mount option
+    (``never`` when absent, tmpfs's default), or ``"n/a"`` off tmpfs. On a tmpfs without huge
+    pages every 4 KiB of a node's output or a decode is a page fault on fresh memory, where
+    Ray's workers write into their heap's transparent huge pages: ``huge=within_size`` (for
+    example ``mount -o remount,huge=within_size /dev/shm`` as root) removes most of that cost
+    (docs/kelvin.md, "Huge pages for the shared files")."""
+    path = os.path.realpath(root or default_root())
+    best = ("/", "", "")
+    try:
+        with open(mounts) as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) < 4:
+                    continue
+                mnt = fields[1].replace("\\040", " ")
+                inside = path == mnt or path.startswith(mnt.rstrip("/") + "/")
+                if inside and len(mnt) >= len(best[0]):
+                    best = (mnt, fields[2], fields[3])
+    except OSError:
+        pass
+    mount, fstype, options = best
+    huge = "n/a"
+    if fstype == "tmpfs":
+        huge = "never"
+        for opt in options.split(","):
+            if opt.startswith("huge="):
+                huge = opt[len("huge=") :]
+    return {"path": path, "mount": mount, "fstype": fstype or "unknown", "huge": huge}
+
+
 def smaps_rollup(pid: int | str = "self") -> dict[str, int]:
     """``/proc/PID/smaps_rollup`` in bytes: Rss, Pss, Pss_Anon, Pss_File, Pss_Shmem, ..."""
     out: dict[str, int] = {}
