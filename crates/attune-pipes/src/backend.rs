@@ -87,9 +87,8 @@ pub(crate) struct UringBackend {
     pub(crate) sqpoll: Result<bool, String>,
     pub(crate) buffers_sparse: Result<(), String>,
     pub(crate) files_sparse: Result<(), String>,
-    /// Requests per `io_uring_enter` at most (0: no limit), and how many are queued unsubmitted.
+    /// Requests per `io_uring_enter` at most (0: no limit).
     submit_batch: u32,
-    unsubmitted: u32,
 }
 
 impl UringBackend {
@@ -138,7 +137,6 @@ impl UringBackend {
             buffers_sparse,
             files_sparse,
             submit_batch,
-            unsubmitted: 0,
         })
     }
 
@@ -187,21 +185,22 @@ impl UringBackend {
                 }
             }
         }
-        self.unsubmitted += 1;
-        if self.submit_batch > 0 && self.unsubmitted >= self.submit_batch {
+        if self.submit_batch > 0 && self.ring.submission().len() >= self.submit_batch as usize {
             self.submit();
         }
         true
     }
 
-    /// Hands every queued request to the kernel.
+    /// Hands every queued request to the kernel; with none queued, no system call (the ring
+    /// enters the kernel whenever asked, and after one request per push there is often none
+    /// left for the scheduler's flush).
     pub(crate) fn submit(&mut self) {
-        let _ = self.ring.submit();
-        self.unsubmitted = 0;
+        if !self.ring.submission().is_empty() {
+            let _ = self.ring.submit();
+        }
     }
 
     fn wait(&mut self, out: &mut Vec<Done>) {
-        self.unsubmitted = 0;
         loop {
             match self.ring.submit_and_wait(1) {
                 Ok(_) => break,
